@@ -1,0 +1,246 @@
+//! The command line: clap definitions (doc comments are the help text) and dispatch.
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::genome::{Codons, MapConfig, Mapper};
+use crate::grammar::{self, DatasetShape, Severity};
+
+/// grove: grammatical evolution and tree genetic programming on the GPU.
+#[derive(Debug, Parser)]
+#[command(name = "grove", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Parse and check a grammar, then print a summary of its rules and compiled table.
+    Check(CheckArgs),
+    /// Map genomes (one per line on standard input, codons separated by commas) to programs.
+    Map(MapArgs),
+    /// Measure throughput (mapping codons per second) and print a table.
+    Bench(BenchArgs),
+}
+
+/// Options naming a grammar and the data-set shape its `GE_RANGE:dataset_*` productions need.
+#[derive(Debug, Args)]
+pub struct GrammarArgs {
+    /// Number of input variables, for `GE_RANGE:dataset_n_vars`.
+    #[arg(long, value_name = "N")]
+    pub n_vars: Option<u32>,
+    /// Number of inputs, for `GE_RANGE:dataset_n_is`.
+    #[arg(long, value_name = "N")]
+    pub n_inputs: Option<u32>,
+    /// Number of outputs, for `GE_RANGE:dataset_n_os`.
+    #[arg(long, value_name = "N")]
+    pub n_outputs: Option<u32>,
+}
+
+impl GrammarArgs {
+    fn shape(&self) -> DatasetShape {
+        DatasetShape { n_vars: self.n_vars, n_is: self.n_inputs, n_os: self.n_outputs }
+    }
+}
+
+/// `grove check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The grammar file (`.bnf`, or `.pybnf` for Python-indented output).
+    pub grammar: PathBuf,
+    /// Data-set shape for `GE_RANGE:dataset_*`.
+    #[command(flatten)]
+    pub shape: GrammarArgs,
+}
+
+/// Codon use at single-production rules.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum CodonsArg {
+    /// One codon at every non-terminal (PonyGE2).
+    Eager,
+    /// No codon at a rule with one production (GEVA, libGE).
+    Lazy,
+}
+
+/// Output format of `grove map`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum MapFormat {
+    /// The phenotype, one line per genome (`<invalid: reason>` when it does not map).
+    Text,
+    /// One JSON object per genome: line, valid, phenotype, used_codons, depth, nodes.
+    Jsonl,
+}
+
+/// `grove map`.
+#[derive(Debug, Args)]
+pub struct MapArgs {
+    /// The grammar file.
+    #[arg(long, short)]
+    pub grammar: PathBuf,
+    /// Extra passes over the genome when codons run out (PonyGE2's MAX_WRAPS).
+    #[arg(long, default_value_t = 0)]
+    pub wraps: u32,
+    /// Codon use at rules with a single production.
+    #[arg(long, value_enum, default_value = "eager")]
+    pub codons: CodonsArg,
+    /// Largest tree depth (root = 1, leaf rows count); deeper trees are invalid.
+    #[arg(long)]
+    pub max_depth: Option<u32>,
+    /// Largest node count; larger trees are invalid.
+    #[arg(long)]
+    pub max_nodes: Option<u32>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: MapFormat,
+    /// Data-set shape for `GE_RANGE:dataset_*`.
+    #[command(flatten)]
+    pub shape: GrammarArgs,
+}
+
+/// `grove bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Grammar for the mapping benchmark.
+    #[arg(long, default_value = "grammars/vladislavleva4.bnf")]
+    pub grammar: PathBuf,
+    /// Genomes to map.
+    #[arg(long, default_value_t = 200_000)]
+    pub genomes: usize,
+    /// Codons per genome.
+    #[arg(long, default_value_t = 128)]
+    pub codons: usize,
+    /// Wraps allowed.
+    #[arg(long, default_value_t = 2)]
+    pub wraps: u32,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses the process arguments and runs the command.
+pub fn run() -> Result<ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Check(args) => check(&args),
+        Command::Map(args) => map(&args),
+        Command::Bench(args) => crate::bench::run(&args),
+    }
+}
+
+fn check(args: &CheckArgs) -> Result<ExitCode> {
+    let parsed = grammar::parse_file(&args.grammar)?;
+    let file = parsed.file.clone();
+    let analysis = grammar::check(&parsed)?;
+    for d in &analysis.diagnostics {
+        eprintln!("{file}:{}: {}: {}", d.span, d.severity, d.message);
+    }
+    let n_prods: usize = parsed.rules.iter().map(|r| r.productions.len()).sum();
+    println!("grammar     {file}");
+    println!("rules       {}", parsed.rules.len());
+    println!("productions {n_prods}");
+    println!("start       <{}>", parsed.rules[0].name);
+    println!();
+    println!("{:<24} {:>5} {:>9} {:>9}", "rule", "prods", "min depth", "recursive");
+    for (r, rule) in parsed.rules.iter().enumerate() {
+        let prods = if rule.productions.iter().any(|p| p.dataset_range.is_some()) {
+            format!("{}+", rule.productions.iter().filter(|p| p.dataset_range.is_none()).count())
+        } else {
+            rule.productions.len().to_string()
+        };
+        println!(
+            "{:<24} {:>5} {:>9} {:>9}",
+            format!("<{}>", rule.name),
+            prods,
+            analysis.min_depth[r],
+            if analysis.recursive[r] { "yes" } else { "no" }
+        );
+    }
+    println!();
+    if parsed.needs_dataset() && args.shape.shape() == DatasetShape::default() {
+        println!("table size  depends on the data set (GE_RANGE:dataset_*): pass --n-vars etc.");
+    } else {
+        let loaded = grammar::load_parsed(parsed, &args.shape.shape())?;
+        println!(
+            "table size  {} bytes of {} in GPU constant memory",
+            loaded.table.device_size_bytes(),
+            grammar::TABLE_LIMIT_BYTES
+        );
+    }
+    let warnings = analysis.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count();
+    println!("warnings    {warnings}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parses one genome line: codons separated by commas and/or spaces, optionally in brackets.
+pub fn parse_genome(line: &str, out: &mut Vec<u32>) -> Result<(), String> {
+    out.clear();
+    let body = line.trim();
+    let body = body.strip_prefix('[').map_or(body, |b| b.strip_suffix(']').unwrap_or(b));
+    for (k, tok) in body.split([',', ' ', '\t']).filter(|t| !t.is_empty()).enumerate() {
+        let v: u32 = tok.parse().map_err(|_| {
+            format!("codon {} is `{tok}`, not an integer from 0 to {}", k + 1, u32::MAX)
+        })?;
+        out.push(v);
+    }
+    Ok(())
+}
+
+fn map(args: &MapArgs) -> Result<ExitCode> {
+    let loaded = grammar::load(&args.grammar, &args.shape.shape())?;
+    let config = MapConfig {
+        max_wraps: args.wraps,
+        codons: match args.codons {
+            CodonsArg::Eager => Codons::Eager,
+            CodonsArg::Lazy => Codons::Lazy,
+        },
+        max_depth: args.max_depth.unwrap_or(u32::MAX),
+        max_nodes: args.max_nodes.unwrap_or(u32::MAX),
+    };
+    let mut mapper = Mapper::new(&loaded.table, config);
+    let stdin = std::io::stdin().lock();
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let (mut genome, mut text, mut bad) = (Vec::new(), String::new(), 0usize);
+    for (i, line) in stdin.lines().enumerate() {
+        let line = line.context("cannot read standard input")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Err(msg) = parse_genome(&line, &mut genome) {
+            eprintln!("line {}: {msg}", i + 1);
+            bad += 1;
+            continue;
+        }
+        let m = mapper.map(&genome);
+        text.clear();
+        if m.valid() {
+            mapper.render(&mut text);
+        }
+        match args.format {
+            MapFormat::Text if m.valid() => writeln!(out, "{text}")?,
+            MapFormat::Text => {
+                let why = serde_json::to_value(m.invalid).unwrap_or_default();
+                writeln!(out, "<invalid: {}>", why.as_str().unwrap_or("?").replace('_', " "))?
+            }
+            MapFormat::Jsonl => {
+                let obj = serde_json::json!({
+                    "line": i + 1,
+                    "valid": m.valid(),
+                    "phenotype": if m.valid() { Some(&text) } else { None },
+                    "used_codons": m.used_codons,
+                    "depth": m.depth,
+                    "nodes": m.nodes,
+                });
+                writeln!(out, "{obj}")?;
+            }
+        }
+    }
+    out.flush().context("cannot write standard output")?;
+    Ok(if bad > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}

@@ -1,0 +1,244 @@
+//! The genotype-to-phenotype mapper (CPU reference of `kernels/map.cu`).
+//!
+//! A genome is a vector of `u32` codons. Expansion is leftmost non-terminal first; the choice at
+//! a rule with `n` productions is `codon % n`. Single-production rules consume a codon in
+//! [`Codons::Eager`] mode (PonyGE2, GRAPE-eager) and none in [`Codons::Lazy`] mode (GEVA, libGE).
+//! With `max_wraps = w` the mapper may read `len * (w + 1)` codons in all, going round the genome
+//! again each time it passes the end. It counts depth and nodes as PonyGE2's tree mapper does:
+//! the root has depth 1, a node whose children are all terminals adds a leaf row (one more
+//! level and one more node).
+//!
+//! The mapper records the derivation (the chosen production of each expanded non-terminal, in
+//! prefix order) so the phenotype can be rendered, or a program tree built, afterwards.
+
+use crate::grammar::compile::{RuleTable, SymbolKind, unpack};
+
+/// How single-production rules use codons.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Codons {
+    /// Consume one codon at every non-terminal (PonyGE2).
+    #[default]
+    Eager,
+    /// Consume no codon at a rule with one production (GEVA, libGE).
+    Lazy,
+}
+
+/// Mapping limits and options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct MapConfig {
+    /// Extra passes over the genome allowed after the first (PonyGE2's `MAX_WRAPS`).
+    pub max_wraps: u32,
+    /// Codon use at single-production rules.
+    pub codons: Codons,
+    /// Largest tree depth (PonyGE2's `MAX_TREE_DEPTH`); deeper is invalid. `u32::MAX`: no limit.
+    pub max_depth: u32,
+    /// Largest node count (PonyGE2's `MAX_TREE_NODES`); more is invalid. `u32::MAX`: no limit.
+    pub max_nodes: u32,
+}
+
+impl Default for MapConfig {
+    fn default() -> Self {
+        Self { max_wraps: 0, codons: Codons::Eager, max_depth: u32::MAX, max_nodes: u32::MAX }
+    }
+}
+
+/// Why a genome failed to map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Invalid {
+    /// Codons (and wraps) ran out with non-terminals left.
+    OutOfCodons,
+    /// The tree grew past `max_depth`.
+    TooDeep,
+    /// The tree grew past `max_nodes`.
+    TooManyNodes,
+}
+
+/// The outcome of mapping one genome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapped {
+    /// `None` when valid, else why not.
+    pub invalid: Option<Invalid>,
+    /// Codons read (may exceed the genome's length when wrapping).
+    pub used_codons: u32,
+    /// Tree depth, PonyGE2's count (root 1, leaf rows count).
+    pub depth: u32,
+    /// Tree nodes, PonyGE2's count (non-terminal nodes plus one per all-terminal leaf row).
+    pub nodes: u32,
+}
+
+impl Mapped {
+    /// True if the genome mapped to a complete program within the limits.
+    pub fn valid(&self) -> bool {
+        self.invalid.is_none()
+    }
+}
+
+/// A reusable mapper: holds its scratch stack and the last derivation.
+#[derive(Clone, Debug)]
+pub struct Mapper<'t> {
+    table: &'t RuleTable,
+    config: MapConfig,
+    /// Pending child symbols with their depth, top = next to expand.
+    stack: Vec<(u16, u32)>,
+    /// The last derivation: per expansion in prefix order, the global production index
+    /// (non-terminals) or the chosen offset `codon % count` (codon values).
+    derivation: Vec<u32>,
+}
+
+impl<'t> Mapper<'t> {
+    /// A mapper over `table` with `config`.
+    pub fn new(table: &'t RuleTable, config: MapConfig) -> Self {
+        Self { table, config, stack: Vec::with_capacity(64), derivation: Vec::with_capacity(256) }
+    }
+
+    /// The table this mapper reads.
+    pub fn table(&self) -> &'t RuleTable {
+        self.table
+    }
+
+    /// The derivation of the last [`Self::map`] call (complete only if it was valid).
+    pub fn derivation(&self) -> &[u32] {
+        &self.derivation
+    }
+
+    /// Maps one genome. The derivation is kept for [`Self::render`].
+    pub fn map(&mut self, genome: &[u32]) -> Mapped {
+        let t = self.table;
+        let cfg = self.config;
+        self.stack.clear();
+        self.derivation.clear();
+        let budget = (genome.len() as u64) * (cfg.max_wraps as u64 + 1);
+        let budget = budget.min(u32::MAX as u64) as u32;
+        let (mut used, mut nodes, mut depth) = (0u32, 0u32, 0u32);
+        let (mut pos, len) = (0usize, genome.len());
+        let lazy = cfg.codons == Codons::Lazy;
+        let mut invalid = None;
+        self.stack.push((crate::grammar::compile::symbol(SymbolKind::NonTerminal, 0), 1));
+        while let Some((sym, d)) = self.stack.pop() {
+            let (kind, index) = unpack(sym);
+            if kind == SymbolKind::NonTerminal {
+                let rule = t.rules[index];
+                let n = rule.n_productions as u32;
+                let choice = if lazy && n == 1 {
+                    0
+                } else {
+                    if used >= budget {
+                        invalid = Some(Invalid::OutOfCodons);
+                        break;
+                    }
+                    let c = genome[pos];
+                    used += 1;
+                    pos += 1;
+                    if pos == len {
+                        pos = 0;
+                    }
+                    c % n
+                };
+                let p = rule.first_production as usize + choice as usize;
+                self.derivation.push(p as u32);
+                nodes += 1;
+                let kids = t.children_of(p);
+                let level = if kids.is_empty() {
+                    nodes += 1;
+                    d + 1
+                } else {
+                    d
+                };
+                depth = depth.max(level);
+                for &k in kids.iter().rev() {
+                    self.stack.push((k, d + 1));
+                }
+            } else {
+                // A codon value: a node with one terminal leaf.
+                if used >= budget {
+                    invalid = Some(Invalid::OutOfCodons);
+                    break;
+                }
+                let c = genome[pos];
+                used += 1;
+                pos += 1;
+                if pos == len {
+                    pos = 0;
+                }
+                let count = t.codon[index][1] as u32;
+                self.derivation.push(c % count);
+                nodes += 2;
+                depth = depth.max(d + 1);
+            }
+            if depth > cfg.max_depth {
+                invalid = Some(Invalid::TooDeep);
+                break;
+            }
+            if nodes > cfg.max_nodes {
+                invalid = Some(Invalid::TooManyNodes);
+                break;
+            }
+        }
+        Mapped { invalid, used_codons: used, depth, nodes }
+    }
+
+    /// Renders the last derivation as the phenotype text, as PonyGE2 prints it.
+    pub fn render(&self, out: &mut String) {
+        render(self.table, &self.derivation, out);
+    }
+}
+
+/// Renders a complete derivation of `table` into `out` (appending).
+pub fn render(table: &RuleTable, derivation: &[u32], out: &mut String) {
+    let start = out.len();
+    let mut stack: Vec<u16> = vec![crate::grammar::compile::symbol(SymbolKind::NonTerminal, 0)];
+    let mut next = 0usize;
+    while let Some(sym) = stack.pop() {
+        let (kind, index) = unpack(sym);
+        match kind {
+            SymbolKind::Terminal => out.push_str(&table.terminals[index]),
+            SymbolKind::NonTerminal => {
+                let p = derivation[next] as usize;
+                next += 1;
+                stack.extend(table.symbols_of(p).iter().rev());
+            }
+            SymbolKind::CodonRange => {
+                let v = table.codon[index][0] as i64 + derivation[next] as i64;
+                next += 1;
+                out.push_str(&v.to_string());
+            }
+            SymbolKind::CodonSet => {
+                let first = table.codon[index][0] as usize;
+                out.push_str(&table.set_values[first + derivation[next] as usize]);
+                next += 1;
+            }
+        }
+    }
+    if table.python_mode {
+        let filtered = python_filter(&out[start..]);
+        out.truncate(start);
+        out.push_str(&filtered);
+    }
+}
+
+/// PonyGE2's `.pybnf` filter: `{:` opens an indented block, `:}` closes it (each becomes a
+/// newline and two spaces per open level), so `{::}` is a newline at the current level; blank
+/// lines are then dropped.
+pub fn python_filter(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut level: i64 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let (open, close) = (rest.starts_with("{:"), rest.starts_with(":}"));
+        if open || close {
+            level += if open { 1 } else { -1 };
+            out.push('\n');
+            for _ in 0..level.max(0) {
+                out.push_str("  ");
+            }
+            rest = &rest[2..];
+        } else {
+            let c = rest.chars().next().unwrap_or_default();
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out.split('\n').filter(|l| !l.trim().is_empty()).collect::<Vec<_>>().join("\n")
+}

@@ -1,0 +1,135 @@
+//! BNF grammars: parse (text → rules with source positions), check (analyses and defects) and
+//! compile (→ a flat [`RuleTable`] that fits GPU constant memory).
+//!
+//! The accepted dialect is PonyGE2's, plus libGE/GEVA's `<GECodonValue…>` symbols; the page
+//! `shared/reference/grammar-dialect.md` states it, `docs/ARCHITECTURE.md` records our choices.
+
+pub mod check;
+pub mod compile;
+pub mod parse;
+
+use std::fmt;
+
+pub use check::{Analysis, check};
+pub use compile::{RuleTable, SymbolKind, TABLE_LIMIT_BYTES};
+pub use parse::{DatasetShape, Grammar, Production, RangeSource, Rule, Symbol, parse_file, parse_str};
+
+/// A position in a grammar file: 1-based line and column (columns count characters).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Span {
+    /// Line, from 1.
+    pub line: u32,
+    /// Column in characters, from 1.
+    pub col: u32,
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.col)
+    }
+}
+
+/// How serious a diagnostic is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Informational: the grammar is fine, but this is worth knowing (unit productions).
+    Note,
+    /// The grammar works, but probably not as intended (unreachable rules).
+    Warning,
+    /// The grammar cannot be used.
+    Error,
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Severity::Note => "note",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        })
+    }
+}
+
+/// One message about a grammar, tied to a place in its file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// Error, warning or note.
+    pub severity: Severity,
+    /// Where the problem is.
+    pub span: Span,
+    /// What is wrong, in one sentence.
+    pub message: String,
+}
+
+impl Diagnostic {
+    /// An error at `span`.
+    pub fn error(span: Span, message: impl Into<String>) -> Self {
+        Self { severity: Severity::Error, span, message: message.into() }
+    }
+    /// A warning at `span`.
+    pub fn warning(span: Span, message: impl Into<String>) -> Self {
+        Self { severity: Severity::Warning, span, message: message.into() }
+    }
+    /// A note at `span`.
+    pub fn note(span: Span, message: impl Into<String>) -> Self {
+        Self { severity: Severity::Note, span, message: message.into() }
+    }
+}
+
+/// A grammar that could not be loaded: every error found, each with file, line and column.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GrammarError {
+    /// The file name as given by the user (or `<string>`).
+    pub file: String,
+    /// The errors (never empty), in file order.
+    pub errors: Vec<Diagnostic>,
+}
+
+impl GrammarError {
+    pub(crate) fn new(file: &str, mut errors: Vec<Diagnostic>) -> Self {
+        errors.sort_by_key(|d| d.span);
+        Self { file: file.to_string(), errors }
+    }
+    pub(crate) fn single(file: &str, span: Span, message: impl Into<String>) -> Self {
+        Self::new(file, vec![Diagnostic::error(span, message)])
+    }
+}
+
+impl fmt::Display for GrammarError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.errors.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{}:{}: {}: {}", self.file, d.span, d.severity, d.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for GrammarError {}
+
+/// A grammar read, checked and compiled: what every command that uses a grammar needs.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The parsed grammar, with `GE_RANGE:dataset_*` resolved.
+    pub grammar: Grammar,
+    /// Analyses and the warnings and notes found.
+    pub analysis: Analysis,
+    /// The compiled table.
+    pub table: RuleTable,
+}
+
+/// Reads, resolves, checks and compiles the grammar at `path`.
+pub fn load(path: &std::path::Path, shape: &DatasetShape) -> anyhow::Result<Loaded> {
+    let parsed = parse_file(path)?;
+    load_parsed(parsed, shape)
+}
+
+/// Resolves, checks and compiles a parsed grammar.
+pub fn load_parsed(parsed: Grammar, shape: &DatasetShape) -> anyhow::Result<Loaded> {
+    let grammar = parsed.resolve(shape)?;
+    let analysis = check(&grammar)?;
+    let table = RuleTable::compile(&grammar, &analysis)?;
+    Ok(Loaded { grammar, analysis, table })
+}

@@ -1,0 +1,12 @@
+//! grove evolves programs: grammatical evolution and tree genetic programming, for symbolic
+//! regression, classification and control, with a CPU reference and a CUDA backend.
+//!
+//! The pipeline, in the order the modules meet it: [`grammar`] reads a BNF file and compiles it
+//! to a flat rule table; [`genome`] maps integer genomes through that table to programs.
+#![warn(missing_docs)]
+
+pub mod bench;
+pub mod cli;
+pub mod genome;
+pub mod grammar;
+pub mod rng;
