@@ -9,4 +9,5 @@ pub mod bench;
 pub mod cli;
 pub mod genome;
 pub mod grammar;
+pub mod program;
 pub mod rng;

@@ -6,12 +6,13 @@
 //! With `max_wraps = w` the mapper may read `len * (w + 1)` codons in all, going round the genome
 //! again each time it passes the end. It counts depth and nodes as PonyGE2's tree mapper does:
 //! the root has depth 1, a node whose children are all terminals adds a leaf row (one more
-//! level and one more node).
+//! level and one more node). When mapping fails, the counts are those reached at the failure,
+//! as PonyGE2's `map_tree_from_genome` returns them (see `tests/fixtures/PONYGE2_SEMANTICS.md`).
 //!
 //! The mapper records the derivation (the chosen production of each expanded non-terminal, in
 //! prefix order) so the phenotype can be rendered, or a program tree built, afterwards.
 
-use crate::grammar::compile::{RuleTable, SymbolKind, unpack};
+use crate::grammar::compile::{PRODUCTION_LEAF_ROW, RuleTable, SymbolKind, unpack};
 
 /// How single-production rules use codons.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -140,13 +141,14 @@ impl<'t> Mapper<'t> {
                 self.derivation.push(p as u32);
                 nodes += 1;
                 let kids = t.children_of(p);
-                let level = if kids.is_empty() {
-                    nodes += 1;
-                    d + 1
-                } else {
-                    d
-                };
-                depth = depth.max(level);
+                // PonyGE2 raises the depth when a subtree finishes; a node with children is
+                // always shallower than its children's leaf rows, so only childless
+                // expansions (which finish at once) can raise it.
+                if kids.is_empty() {
+                    let leaf_row = t.productions[p].flags & PRODUCTION_LEAF_ROW != 0;
+                    nodes += leaf_row as u32;
+                    depth = depth.max(d + leaf_row as u32);
+                }
                 for &k in kids.iter().rev() {
                     self.stack.push((k, d + 1));
                 }

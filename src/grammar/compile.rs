@@ -115,13 +115,17 @@ pub struct ProductionEntry {
     pub n_children: u16,
     /// Smallest derivation depth starting with this production.
     pub min_depth: u16,
-    /// Bit 0: recursive (one of its non-terminals lies on a cycle).
+    /// Bit 0: recursive (one of its non-terminals lies on a cycle). Bit 1: leaf row.
     pub flags: u16,
 }
 const _: () = assert!(size_of::<ProductionEntry>() == 12);
 
 /// [`ProductionEntry::flags`] bit: a non-terminal of the production is recursive.
 pub const PRODUCTION_RECURSIVE: u16 = 1;
+/// [`ProductionEntry::flags`] bit: expanding this production adds a leaf row to the depth and
+/// node counts. Set when it has no children, unless (PonyGE2 compares text here) one of its
+/// terminals spells a defined non-terminal, as `'<e>'` does in a grammar defining `<e>`.
+pub const PRODUCTION_LEAF_ROW: u16 = 2;
 
 /// A compiled grammar: flat tables for the mappers plus host-side names and texts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -243,7 +247,15 @@ impl RuleTable {
                     }
                     t.symbols.push(sym);
                 }
-                t.productions.push(ProductionEntry { n_children, ..entry });
+                let lookalike = p.symbols.iter().any(|s| match s {
+                    Symbol::Terminal { text, .. } => text
+                        .strip_prefix('<')
+                        .and_then(|t| t.strip_suffix('>'))
+                        .is_some_and(|name| g.rule_index(name).is_some()),
+                    _ => false,
+                });
+                let leaf_row = if n_children == 0 && !lookalike { PRODUCTION_LEAF_ROW } else { 0 };
+                t.productions.push(ProductionEntry { n_children, flags: entry.flags | leaf_row, ..entry });
             }
         }
         let span0 = g.rules[0].span;

@@ -189,12 +189,17 @@ pub fn parse_file(path: &Path) -> anyhow::Result<Grammar> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read grammar {}", path.display()))?;
     let name = path.display().to_string();
-    let python_mode = path.extension().is_some_and(|e| e == "pybnf");
+    let python_mode = path.to_string_lossy().ends_with("pybnf");
     Ok(parse_str(&text, &name, python_mode)?)
 }
 
 /// Parses grammar text. `file` names it in messages.
 pub fn parse_str(text: &str, file: &str, python_mode: bool) -> Result<Grammar, GrammarError> {
+    // Python's universal newlines, as PonyGE2 reads files: `\r\n` and a lone `\r` are `\n`.
+    if text.contains('\r') {
+        let text = text.replace("\r\n", "\n").replace('\r', "\n");
+        return Parser::new(&text, file).run(python_mode);
+    }
     Parser::new(text, file).run(python_mode)
 }
 
@@ -503,9 +508,20 @@ impl<'a> Parser<'a> {
         }
     }
 
-    /// `GE_RANGE:` followed by the rest of the production `[from, to)`.
+    /// `GE_RANGE:` followed by the rest of the production `[from, to)`. As in PonyGE2, the
+    /// argument is the rest of the first line; later lines of the production are dropped (we
+    /// warn). Counts are read as Python's `int()` reads them; zero or less adds nothing.
     fn ge_range(&mut self, from: usize, to: usize, span: Span, out: &mut Vec<Production>) {
-        let arg: String = self.chars[from..to].iter().collect();
+        let eol = (from..to).find(|&i| self.chars[i] == '\n').unwrap_or(to);
+        if (eol..to).any(|i| !is_py_space(self.chars[i])) {
+            let at = (eol..to).find(|&i| !is_py_space(self.chars[i])).unwrap_or(eol);
+            self.warnings.push(Diagnostic::warning(
+                self.spans[at],
+                "text on the lines after GE_RANGE is ignored (as PonyGE2 does); start a new \
+                 production with `|`",
+            ));
+        }
+        let arg: String = self.chars[from..eol].iter().collect();
         let source = match arg.as_str() {
             "dataset_n_vars" => Some(RangeSource::Vars),
             "dataset_n_is" => Some(RangeSource::Inputs),
@@ -516,17 +532,21 @@ impl<'a> Parser<'a> {
             out.push(Production { span, symbols: Vec::new(), dataset_range: Some(source) });
             return;
         }
-        match arg.parse::<u64>() {
-            Ok(n) if n <= 1 << 16 => out.extend(range_productions(n, span)),
-            Ok(n) => self.errors.push(Diagnostic::error(
+        match python_int(&arg) {
+            Some(n) if n <= 0 => self.warnings.push(Diagnostic::warning(
+                span,
+                format!("GE_RANGE:{} adds no productions", arg.trim()),
+            )),
+            Some(n) if n <= 1 << 16 => out.extend(range_productions(n as u64, span)),
+            Some(n) => self.errors.push(Diagnostic::error(
                 span,
                 format!("GE_RANGE:{n} is too large (at most 65536 choices)"),
             )),
-            Err(_) => self.errors.push(Diagnostic::error(
+            None => self.errors.push(Diagnostic::error(
                 self.spans[from.min(self.spans.len() - 1)],
                 format!(
                     "bad use of GE_RANGE: expected a count or dataset_n_vars, dataset_n_is, \
-                     dataset_n_os as the whole production, found `GE_RANGE:{arg}`"
+                     dataset_n_os, found `GE_RANGE:{arg}`"
                 ),
             )),
         }
@@ -597,6 +617,26 @@ impl<'a> Parser<'a> {
             Some((Some(Symbol::CodonSet { values, span }), past))
         }
     }
+}
+
+/// Python's `int()` on a string: surrounding whitespace, an optional sign, digits with single
+/// underscores between them. `None` if it is not such a number or does not fit in `i64`.
+fn python_int(text: &str) -> Option<i64> {
+    let t = text.trim_matches(is_py_space);
+    let (neg, digits) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || digits.starts_with('_') || digits.ends_with('_') || digits.contains("__") {
+        return None;
+    }
+    let clean: String = digits.chars().filter(|&c| c != '_').collect();
+    if !clean.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let v: i64 = clean.parse().ok()?;
+    Some(if neg { -v } else { v })
 }
 
 fn push_term(term: &mut Option<(String, Span)>, text: &str, span: Span) {
@@ -783,6 +823,24 @@ mod tests {
         let r = g.resolve(&DatasetShape { n_vars: Some(2), ..Default::default() }).unwrap();
         assert_eq!(r.rules[1].productions.len(), 2);
         assert!(!r.needs_dataset());
+    }
+
+    #[test]
+    fn ge_range_reads_counts_as_python_int() {
+        let g = parse("<w> ::= GE_RANGE: 3 | GE_RANGE:1_0 | GE_RANGE:-2 | w\n<k> ::= GE_RANGE:2\n  dropped | k");
+        assert_eq!(g.rules[0].productions.len(), 3 + 10 + 1);
+        assert_eq!(g.rules[1].productions.len(), 3);
+        assert_eq!(g.warnings.len(), 2); // -2 adds nothing; `dropped` is ignored
+        assert_eq!(python_int(" +1_000 "), Some(1000));
+        assert_eq!(python_int("1__0"), None);
+        assert_eq!(python_int("x"), None);
+    }
+
+    #[test]
+    fn crlf_is_a_newline() {
+        let g = parse("<a> ::= x\r\n  | y\r<b> ::= z");
+        assert_eq!(g.rules[0].productions.len(), 2);
+        assert_eq!(g.rules[1].span, Span { line: 3, col: 1 });
     }
 
     #[test]

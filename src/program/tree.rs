@@ -1,0 +1,318 @@
+//! Tensorized programs: a population of trees as structure-of-arrays `[P × L]` (EvoGP's encoding).
+//!
+//! Invariant, checked by [`Population::validate`] and kept by every operator: each tree is in
+//! prefix order; node `i`'s subtree is `i .. i + size[i]`; a function node's children follow it
+//! one after another (child 1 at `i + 1`, child 2 at `i + 1 + size[i + 1]`, …) and fill its
+//! subtree exactly; the root's size is the tree's length; every slot at or after the length is
+//! zero in all four arrays. A length of 0 marks an individual without a program (invalid).
+//!
+//! Multi-output programs (EvoGP's "Modi" nodes): `out[i] = k + 1` makes node `i` an output node
+//! for slot `k`. An output node computes as usual, adds its result to output `k`, and passes its
+//! *last child's* value to its parent (a leaf passes its own value). With `n_outputs > 0` only
+//! the output slots are the program's result; with `n_outputs == 0` the root's value is.
+
+use super::ops::Op;
+
+/// One node of a tree being built on the host.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Node {
+    /// What the node does.
+    pub op: Op,
+    /// Variable index (for `Var`) or constant (for `Const`); 0 for functions.
+    pub value: f32,
+    /// 0, or `k + 1` for an output node of slot `k`.
+    pub out: u8,
+}
+
+impl Node {
+    /// A function node.
+    pub fn func(op: Op) -> Self {
+        Self { op, value: 0.0, out: 0 }
+    }
+    /// A variable leaf.
+    pub fn var(index: u32) -> Self {
+        Self { op: Op::Var, value: index as f32, out: 0 }
+    }
+    /// A constant leaf.
+    pub fn constant(c: f32) -> Self {
+        Self { op: Op::Const, value: c, out: 0 }
+    }
+}
+
+/// Computes subtree sizes for nodes in prefix order. Fails if the arities do not form exactly
+/// one tree.
+pub fn subtree_sizes(nodes: &[Node]) -> Result<Vec<u16>, String> {
+    let n = nodes.len();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if n > u16::MAX as usize {
+        return Err(format!("tree of {n} nodes is longer than 65535"));
+    }
+    let mut size = vec![0u16; n];
+    // Walk backwards: a stack of finished subtree sizes.
+    let mut stack: Vec<u16> = Vec::with_capacity(32);
+    for i in (0..n).rev() {
+        let k = nodes[i].op.arity();
+        if stack.len() < k {
+            return Err(format!("node {i} ({}) needs {k} children", nodes[i].op));
+        }
+        let mut s = 1u32;
+        for _ in 0..k {
+            s += stack.pop().unwrap_or(0) as u32;
+        }
+        size[i] = s as u16;
+        stack.push(s as u16);
+    }
+    if stack.len() != 1 {
+        return Err(format!("nodes form {} trees, not one", stack.len()));
+    }
+    Ok(size)
+}
+
+/// A population of programs, structure-of-arrays, row `i` holding tree `i`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Population {
+    /// `L`: the longest tree a row can hold.
+    pub max_len: usize,
+    /// Number of output slots; 0 for single-output programs (the root's value is the output).
+    pub n_outputs: usize,
+    /// `[P × L]` opcodes ([`Op`] as `u8`).
+    pub op: Vec<u8>,
+    /// `[P × L]` variable index or constant.
+    pub value: Vec<f32>,
+    /// `[P × L]` subtree sizes.
+    pub size: Vec<u16>,
+    /// `[P × L]` output slot + 1, or 0.
+    pub out: Vec<u8>,
+    /// `[P]` tree lengths (0: no program).
+    pub len: Vec<u16>,
+}
+
+/// One tree of a population, borrowed.
+#[derive(Clone, Copy, Debug)]
+pub struct TreeRef<'a> {
+    /// Opcodes, `len` of them.
+    pub op: &'a [u8],
+    /// Values.
+    pub value: &'a [f32],
+    /// Subtree sizes.
+    pub size: &'a [u16],
+    /// Output slots + 1.
+    pub out: &'a [u8],
+}
+
+impl TreeRef<'_> {
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.op.len()
+    }
+    /// True for an empty (invalid) tree.
+    pub fn is_empty(&self) -> bool {
+        self.op.is_empty()
+    }
+    /// Node `i` as a [`Node`].
+    pub fn node(&self, i: usize) -> Node {
+        Node { op: Op::from_code(self.op[i]).unwrap_or(Op::Const), value: self.value[i], out: self.out[i] }
+    }
+    /// All nodes, copied.
+    pub fn nodes(&self) -> Vec<Node> {
+        (0..self.len()).map(|i| self.node(i)).collect()
+    }
+}
+
+impl Population {
+    /// `p` empty rows of capacity `max_len`.
+    pub fn new(p: usize, max_len: usize, n_outputs: usize) -> Self {
+        assert!(max_len <= u16::MAX as usize, "max_len {max_len} over 65535");
+        Self {
+            max_len,
+            n_outputs,
+            op: vec![0; p * max_len],
+            value: vec![0.0; p * max_len],
+            size: vec![0; p * max_len],
+            out: vec![0; p * max_len],
+            len: vec![0; p],
+        }
+    }
+
+    /// Number of rows (individuals).
+    pub fn size(&self) -> usize {
+        self.len.len()
+    }
+
+    /// Tree `i`.
+    pub fn tree(&self, i: usize) -> TreeRef<'_> {
+        let (a, n) = (i * self.max_len, self.len[i] as usize);
+        TreeRef {
+            op: &self.op[a..a + n],
+            value: &self.value[a..a + n],
+            size: &self.size[a..a + n],
+            out: &self.out[a..a + n],
+        }
+    }
+
+    /// Writes `nodes` (prefix order) into row `i`, computing sizes and zeroing the padding.
+    /// Fails if they do not form one tree or do not fit in `max_len`; the row is then emptied.
+    pub fn set_tree(&mut self, i: usize, nodes: &[Node]) -> Result<(), String> {
+        let sizes = subtree_sizes(nodes);
+        let res = match sizes {
+            Ok(_) if nodes.len() > self.max_len => {
+                Err(format!("tree of {} nodes does not fit in {}", nodes.len(), self.max_len))
+            }
+            Ok(s) => Ok(s),
+            Err(e) => Err(e),
+        };
+        self.clear(i);
+        let sizes = res?;
+        let a = i * self.max_len;
+        for (k, (n, s)) in nodes.iter().zip(&sizes).enumerate() {
+            self.op[a + k] = n.op as u8;
+            self.value[a + k] = n.value;
+            self.size[a + k] = *s;
+            self.out[a + k] = n.out;
+        }
+        self.len[i] = nodes.len() as u16;
+        Ok(())
+    }
+
+    /// Empties row `i` (length 0, all zero).
+    pub fn clear(&mut self, i: usize) {
+        let r = i * self.max_len..(i + 1) * self.max_len;
+        self.op[r.clone()].fill(0);
+        self.value[r.clone()].fill(0.0);
+        self.size[r.clone()].fill(0);
+        self.out[r].fill(0);
+        self.len[i] = 0;
+    }
+
+    /// Copies row `src` of `from` into row `dst` of `self` (same `max_len`).
+    pub fn copy_row(&mut self, dst: usize, from: &Population, src: usize) {
+        debug_assert_eq!(self.max_len, from.max_len);
+        let (d, s) = (dst * self.max_len..(dst + 1) * self.max_len, src * from.max_len..(src + 1) * from.max_len);
+        self.op[d.clone()].copy_from_slice(&from.op[s.clone()]);
+        self.value[d.clone()].copy_from_slice(&from.value[s.clone()]);
+        self.size[d.clone()].copy_from_slice(&from.size[s.clone()]);
+        self.out[d].copy_from_slice(&from.out[s]);
+        self.len[dst] = from.len[src];
+    }
+
+    /// Checks every invariant of the encoding (see the module docs); names the first breach.
+    pub fn validate(&self) -> Result<(), String> {
+        let (p, l) = (self.size(), self.max_len);
+        for (name, n) in [("op", self.op.len()), ("value", self.value.len()), ("size", self.size.len()), ("out", self.out.len())] {
+            if n != p * l {
+                return Err(format!("{name} has {n} entries, expected {p} × {l}"));
+            }
+        }
+        for i in 0..p {
+            self.validate_row(i).map_err(|e| format!("tree {i}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    fn validate_row(&self, t: usize) -> Result<(), String> {
+        let (l, n) = (self.max_len, self.len[t] as usize);
+        if n > l {
+            return Err(format!("length {n} over max_len {l}"));
+        }
+        let a = t * l;
+        for k in n..l {
+            if self.op[a + k] != 0 || self.value[a + k].to_bits() != 0 || self.size[a + k] != 0 || self.out[a + k] != 0 {
+                return Err(format!("padding at {k} is not zero"));
+            }
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        if self.size[a] as usize != n {
+            return Err(format!("root size {} differs from length {n}", self.size[a]));
+        }
+        for i in 0..n {
+            let op = Op::from_code(self.op[a + i]).ok_or_else(|| format!("node {i}: bad opcode {}", self.op[a + i]))?;
+            let s = self.size[a + i] as usize;
+            if s == 0 || i + s > n {
+                return Err(format!("node {i}: size {s} runs past the tree (length {n})"));
+            }
+            let v = self.value[a + i];
+            match op {
+                Op::Var if !(v >= 0.0 && v.fract() == 0.0) => return Err(format!("node {i}: variable index {v}")),
+                Op::Const if !v.is_finite() => return Err(format!("node {i}: constant {v}")),
+                Op::Var | Op::Const => {}
+                _ if v.to_bits() != 0 => return Err(format!("node {i}: function {op} has value {v}")),
+                _ => {}
+            }
+            let mut j = i + 1;
+            for c in 0..op.arity() {
+                if j >= i + s {
+                    return Err(format!("node {i} ({op}): child {c} missing"));
+                }
+                j += self.size[a + j] as usize;
+            }
+            if j != i + s {
+                return Err(format!("node {i} ({op}): children fill {} of size {s}", j - i));
+            }
+            let o = self.out[a + i] as usize;
+            if o > self.n_outputs {
+                return Err(format!("node {i}: output slot {} of {}", o - 1, self.n_outputs));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> Vec<Node> {
+        // EvoGP's worked example: [+<out 1>, x0, *<out 0>, x1, 2].
+        vec![
+            Node { out: 2, ..Node::func(Op::Add) },
+            Node::var(0),
+            Node { out: 1, ..Node::func(Op::Mul) },
+            Node::var(1),
+            Node::constant(2.0),
+        ]
+    }
+
+    #[test]
+    fn sizes_and_validation() {
+        let mut pop = Population::new(3, 8, 2);
+        pop.set_tree(1, &example()).unwrap();
+        assert_eq!(pop.tree(1).size, [5, 1, 3, 1, 1]);
+        pop.validate().unwrap();
+        assert_eq!(pop.tree(0).len(), 0);
+    }
+
+    #[test]
+    fn bad_trees_are_rejected() {
+        let mut pop = Population::new(1, 4, 0);
+        assert!(pop.set_tree(0, &[Node::func(Op::Add), Node::var(0)]).is_err());
+        assert!(pop.set_tree(0, &[Node::var(0), Node::var(1)]).is_err());
+        assert!(pop.set_tree(0, &example()).is_err()); // too long
+        assert_eq!(pop.len[0], 0);
+        pop.validate().unwrap();
+    }
+
+    #[test]
+    fn validate_finds_each_breach() {
+        let mut pop = Population::new(1, 8, 2);
+        pop.set_tree(0, &example()).unwrap();
+        let good = pop.clone();
+        pop.size[2] = 2;
+        assert!(pop.validate().unwrap_err().contains("children"));
+        pop = good.clone();
+        pop.value[6] = 1.0;
+        assert!(pop.validate().unwrap_err().contains("padding"));
+        pop = good.clone();
+        pop.out[1] = 3;
+        assert!(pop.validate().unwrap_err().contains("output slot"));
+        pop = good.clone();
+        pop.op[3] = 99;
+        assert!(pop.validate().unwrap_err().contains("opcode"));
+        pop = good;
+        pop.len[0] = 4;
+        assert!(pop.validate().is_err());
+    }
+}
