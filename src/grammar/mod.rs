@@ -7,6 +7,7 @@
 pub mod check;
 pub mod compile;
 pub mod parse;
+pub mod template;
 
 use std::fmt;
 

@@ -1,0 +1,877 @@
+//! From productions to program nodes (dialect page, section 4): each production of a rule used
+//! as an expression compiles, once, to a small prefix *template* of tree nodes and holes, so a
+//! derivation becomes a tensorized tree without ever parsing phenotype text.
+//!
+//! A production is lexed (terminals into numbers, names, operator symbols, brackets; each child
+//! non-terminal kept as a token) and parsed as an expression with holes. Where a child stands
+//! decides its role:
+//! - an operand (`<e>+<e>`, `pdiv(<e>,<e>)`, `(<e>)`): a **hole**, filled by the child's own
+//!   template; the child is then an expression rule too;
+//! - an operator (`<e> <op> <e>`, `(<op> <e> <e>)`, `<f>(<e>)`): the node's opcode comes from the
+//!   production the child chose, each of which must name an operator of the right arity;
+//! - part of a number or variable index (`<c><c>.<c><c>`, `x[:, <i>]`, `x<i>`): the child's
+//!   derived text is spliced in and read when the tree is built. Such *digit rules* derive only
+//!   digits and `.`.
+//!
+//! Infix operators follow the usual precedence inside one production; across productions the
+//! derivation's structure is the tree (so `<e>-<e>` whose right child derives `a+b` means
+//! `x - (a + b)`, where PonyGE2, evaluating the text, would compute `(x - a) + b`).
+//! Numbers are read by [`read_number`], an exact algorithm the CUDA mapper repeats.
+
+use std::collections::HashMap;
+
+use super::compile::{RuleTable, SymbolKind, unpack};
+use super::{Diagnostic, Grammar, GrammarError, Span, Symbol};
+use crate::program::Op;
+
+/// One item of a production's template, in prefix order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    /// A fixed node.
+    Node {
+        /// Operator.
+        op: Op,
+        /// Variable index or constant.
+        value: f32,
+    },
+    /// The subtree of child `k` (the production's k-th child symbol).
+    Hole(u16),
+    /// A function node whose operator is named by the production child `k` chose.
+    OpFrom(u16),
+    /// A constant or variable spelled by text and digit children: the parts are joined and read.
+    Spelled {
+        /// Constant (`false`) or variable index (`true`).
+        var: bool,
+        /// Literal text and children, in order.
+        parts: Vec<Part>,
+    },
+}
+
+/// A piece of a spelled number.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Part {
+    /// Literal characters.
+    Text(String),
+    /// The text derived by child `k`.
+    Child(u16),
+}
+
+/// Templates for every production of the rules a program's derivation passes through.
+#[derive(Clone, Debug, Default)]
+pub struct Templates {
+    /// Per global production: its template, if its rule is an expression rule.
+    pub expr: Vec<Option<Vec<Item>>>,
+    /// Per global production: the operator it names, if its rule is an operator rule.
+    /// A unit production `<op> ::= <other-op>` has `None` here and delegates to its child.
+    pub op: Vec<Option<Op>>,
+    /// Number of input variables; a variable index at or above is an error when building.
+    pub n_vars: usize,
+}
+
+/// Variable names a grammar may use besides `x0`, `x[0]`, `x[:, 0]`: the data set's columns.
+#[derive(Clone, Debug, Default)]
+pub struct Vars {
+    /// Column names, by index.
+    pub names: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Num(String),
+    Name(String),
+    Sym(&'static str),
+    Child(u16),
+    /// A run of digits, `.` and digit-rule children with no space between.
+    Digits(Vec<Part>),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Expr,
+    Op(u8),
+}
+
+/// Compiles templates for the expression rules reachable from the start rule.
+pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, GrammarError> {
+    let digit = digit_rules(g, t);
+    let mut out = Templates {
+        expr: vec![None; t.productions.len()],
+        op: vec![None; t.productions.len()],
+        n_vars: vars.names.len(),
+    };
+    let mut errors = Vec::new();
+    let mut roles: HashMap<usize, Role> = HashMap::new();
+    let mut work = vec![(0usize, Role::Expr)];
+    roles.insert(0, Role::Expr);
+    while let Some((r, role)) = work.pop() {
+        let rule = &g.rules[r];
+        for (k, p) in rule.productions.iter().enumerate() {
+            let gp = t.rules[r].first_production as usize + k;
+            let kids: Vec<usize> = child_rules(t, gp);
+            let mut want = |child: usize, role: Role, span: Span, errors: &mut Vec<Diagnostic>| {
+                match roles.get(&child) {
+                    Some(&had) if had != role => errors.push(Diagnostic::error(
+                        span,
+                        format!("<{}> is used both as an operand and as an operator", g.rules[child].name),
+                    )),
+                    Some(_) => {}
+                    None => {
+                        roles.insert(child, role);
+                        work.push((child, role));
+                    }
+                }
+            };
+            match role {
+                Role::Expr => match parse_production(&p.symbols, &kids, &digit, vars) {
+                    Ok((items, uses)) => {
+                        for (k, role) in uses {
+                            let span = child_span(&p.symbols, k as usize).unwrap_or(p.span);
+                            want(kids[k as usize], role, span, &mut errors);
+                        }
+                        out.expr[gp] = Some(items);
+                    }
+                    Err(msg) => errors.push(Diagnostic::error(
+                        p.span,
+                        format!("production of <{}> cannot be read as an expression: {msg}", rule.name),
+                    )),
+                },
+                Role::Op(arity) => {
+                    let text: Option<String> = p.symbols.iter().map(|s| match s {
+                        Symbol::Terminal { text, .. } => Some(text.as_str()),
+                        _ => None,
+                    }).collect();
+                    match (text, kids.as_slice()) {
+                        (Some(text), []) => match Op::by_name(text.trim()) {
+                            Some(op) if op.arity() == arity as usize => out.op[gp] = Some(op),
+                            Some(op) => errors.push(Diagnostic::error(
+                                p.span,
+                                format!("`{}` takes {} arguments where {arity} are given", op.name(), op.arity()),
+                            )),
+                            None => errors.push(Diagnostic::error(
+                                p.span,
+                                format!("<{}> is used as an operator, but `{}` is not a known operator", rule.name, text.trim()),
+                            )),
+                        },
+                        (None, [only]) if p.symbols.len() == 1 => {
+                            want(*only, Role::Op(arity), p.span, &mut errors);
+                        }
+                        _ => errors.push(Diagnostic::error(
+                            p.span,
+                            format!("<{}> is used as an operator, so each production must be one operator name", rule.name),
+                        )),
+                    }
+                }
+            }
+        }
+    }
+    if errors.is_empty() { Ok(out) } else { Err(GrammarError::new(&g.file, errors)) }
+}
+
+fn child_rules(t: &RuleTable, gp: usize) -> Vec<usize> {
+    t.children_of(gp).iter().map(|&s| unpack(s).1).collect()
+}
+
+fn child_span(symbols: &[Symbol], k: usize) -> Option<Span> {
+    symbols.iter().filter(|s| !matches!(s, Symbol::Terminal { .. })).nth(k).map(Symbol::span)
+}
+
+/// Rules whose every derivation is digits and `.` only.
+fn digit_rules(g: &Grammar, t: &RuleTable) -> Vec<bool> {
+    let n = g.rules.len();
+    let mut digit = vec![true; n];
+    loop {
+        let mut changed = false;
+        for r in 0..n {
+            if !digit[r] {
+                continue;
+            }
+            let ok = g.rules[r].productions.iter().all(|p| {
+                p.symbols.iter().all(|s| match s {
+                    Symbol::Terminal { text, .. } => text.chars().all(|c| c.is_ascii_digit() || c == '.'),
+                    Symbol::NonTerminal { name, .. } => g.rule_index(name).is_some_and(|k| digit[k]),
+                    Symbol::CodonRange { lo, .. } => *lo >= 0,
+                    Symbol::CodonSet { values, .. } => values.iter().all(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.')),
+                })
+            });
+            if !ok {
+                digit[r] = false;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let _ = t;
+    digit
+}
+
+/// Lexes a production's symbols into tokens.
+fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool]) -> Result<Vec<Tok>, String> {
+    // Flatten into a char stream where each child is one marker, remembering digit children.
+    enum C {
+        Ch(char),
+        Kid(u16),
+    }
+    let mut stream = Vec::new();
+    let mut k = 0u16;
+    for s in symbols {
+        match s {
+            Symbol::Terminal { text, .. } => stream.extend(text.chars().map(C::Ch)),
+            _ => {
+                stream.push(C::Kid(k));
+                k += 1;
+            }
+        }
+    }
+    let is_digit_kid = |k: u16| digit[kids[k as usize]];
+    let mut toks = Vec::new();
+    let mut i = 0;
+    while i < stream.len() {
+        match stream[i] {
+            C::Kid(k) => {
+                // A digit child next to other digits or digit children joins a spelled number.
+                let mut parts = Vec::new();
+                let mut j = i;
+                while j < stream.len() {
+                    match stream[j] {
+                        C::Kid(k2) if is_digit_kid(k2) => parts.push(Part::Child(k2)),
+                        C::Ch(c) if c.is_ascii_digit() || c == '.' => match parts.last_mut() {
+                            Some(Part::Text(t)) => t.push(c),
+                            _ => parts.push(Part::Text(c.to_string())),
+                        },
+                        _ => break,
+                    }
+                    j += 1;
+                }
+                if is_digit_kid(k) && parts.len() > 1 {
+                    toks.push(Tok::Digits(parts));
+                    i = j;
+                } else {
+                    toks.push(Tok::Child(k));
+                    i += 1;
+                }
+            }
+            C::Ch(c) if c.is_whitespace() => i += 1,
+            C::Ch(c) if c.is_ascii_digit() || c == '.' => {
+                let mut parts = Vec::new();
+                let mut j = i;
+                let mut has_kid = false;
+                while j < stream.len() {
+                    match stream[j] {
+                        C::Kid(k2) if is_digit_kid(k2) => {
+                            has_kid = true;
+                            parts.push(Part::Child(k2));
+                        }
+                        C::Ch(c) if c.is_ascii_digit() || c == '.' => match parts.last_mut() {
+                            Some(Part::Text(t)) => t.push(c),
+                            _ => parts.push(Part::Text(c.to_string())),
+                        },
+                        // Exponent: 1e-3, 2.5E+4.
+                        C::Ch(e @ ('e' | 'E')) if !has_kid => {
+                            let mut t = String::from(e);
+                            let mut m = j + 1;
+                            if let Some(C::Ch(s @ ('+' | '-'))) = stream.get(m) {
+                                t.push(*s);
+                                m += 1;
+                            }
+                            let start = m;
+                            while let Some(C::Ch(d)) = stream.get(m).filter(|c| matches!(c, C::Ch(d) if d.is_ascii_digit())) {
+                                t.push(*d);
+                                m += 1;
+                            }
+                            if m == start {
+                                break;
+                            }
+                            if let Some(Part::Text(s)) = parts.last_mut() {
+                                s.push_str(&t);
+                            }
+                            j = m;
+                            continue;
+                        }
+                        _ => break,
+                    }
+                    j += 1;
+                }
+                if has_kid {
+                    toks.push(Tok::Digits(parts));
+                } else if let Some(Part::Text(t)) = parts.pop() {
+                    toks.push(Tok::Num(t));
+                }
+                i = j;
+            }
+            C::Ch(c) if c.is_alphabetic() || c == '_' => {
+                let mut name = String::new();
+                let mut j = i;
+                while let Some(C::Ch(c)) = stream.get(j) {
+                    if c.is_alphanumeric() || *c == '_' || *c == '.' {
+                        name.push(*c);
+                        j += 1;
+                    } else {
+                        break;
+                    }
+                }
+                toks.push(Tok::Name(name));
+                i = j;
+            }
+            C::Ch(c) => {
+                let two: String = match stream.get(i + 1) {
+                    Some(C::Ch(d)) => [c, *d].iter().collect(),
+                    _ => String::new(),
+                };
+                const SYMS: [&str; 13] = ["**", "+", "-", "*", "/", "^", "(", ")", "[", "]", ",", ":", "×"];
+                if two == "**" {
+                    toks.push(Tok::Sym("**"));
+                    i += 2;
+                } else if let Some(s) = SYMS.iter().find(|s| s.chars().next() == Some(c) && s.len() == c.len_utf8()) {
+                    toks.push(Tok::Sym(s));
+                    i += 1;
+                } else if c == '÷' {
+                    toks.push(Tok::Sym("/"));
+                    i += 1;
+                } else {
+                    return Err(format!("unexpected character `{c}`"));
+                }
+            }
+        }
+    }
+    Ok(toks)
+}
+
+struct P<'a> {
+    toks: Vec<Tok>,
+    at: usize,
+    vars: &'a Vars,
+    uses: Vec<(u16, Role)>,
+}
+
+type Parsed = (Vec<Item>, Vec<(u16, Role)>);
+
+fn parse_production(symbols: &[Symbol], kids: &[usize], digit: &[bool], vars: &Vars) -> Result<Parsed, String> {
+    let toks = lex(symbols, kids, digit)?;
+    if toks.is_empty() {
+        return Err("it is empty".into());
+    }
+    let mut p = P { toks, at: 0, vars, uses: Vec::new() };
+    let items = p.expr(0)?;
+    if p.at != p.toks.len() {
+        return Err(format!("unexpected {} after a complete expression", p.describe(p.at)));
+    }
+    Ok((items, p.uses))
+}
+
+fn binary_power(s: &str) -> Option<(u8, u8, Op)> {
+    // (left binding power, right binding power, operator)
+    Some(match s {
+        "+" => (1, 2, Op::Add),
+        "-" => (1, 2, Op::Sub),
+        "*" | "×" => (3, 4, Op::Mul),
+        "/" => (3, 4, Op::Div),
+        "^" | "**" => (6, 5, Op::Pow),
+        _ => return None,
+    })
+}
+
+impl P<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.at)
+    }
+
+    fn describe(&self, at: usize) -> String {
+        match self.toks.get(at) {
+            Some(Tok::Num(n)) => format!("number `{n}`"),
+            Some(Tok::Name(n)) => format!("name `{n}`"),
+            Some(Tok::Sym(s)) => format!("`{s}`"),
+            Some(Tok::Child(_)) => "non-terminal".into(),
+            Some(Tok::Digits(_)) => "spelled number".into(),
+            None => "end".into(),
+        }
+    }
+
+    fn expect(&mut self, s: &str) -> Result<(), String> {
+        if self.peek() == Some(&Tok::Sym(match s {
+            "(" => "(",
+            ")" => ")",
+            "," => ",",
+            "]" => "]",
+            _ => return Err(format!("internal: expect {s}")),
+        })) {
+            self.at += 1;
+            Ok(())
+        } else {
+            Err(format!("expected `{s}`, found {}", self.describe(self.at)))
+        }
+    }
+
+    /// True if a primary expression can start at `at`.
+    fn starts_primary(&self, at: usize) -> bool {
+        matches!(self.toks.get(at), Some(Tok::Num(_) | Tok::Name(_) | Tok::Child(_) | Tok::Digits(_) | Tok::Sym("(" | "-")))
+    }
+
+    fn expr(&mut self, min_bp: u8) -> Result<Vec<Item>, String> {
+        let mut lhs = self.prefix()?;
+        loop {
+            let (lbp, rbp, head) = match self.peek() {
+                Some(Tok::Sym(s)) => match binary_power(s) {
+                    Some((l, r, op)) => (l, r, Item::Node { op, value: 0.0 }),
+                    None => break,
+                },
+                // `<e> <op> <e>`: a child in operator position.
+                Some(Tok::Child(k)) if self.starts_primary(self.at + 1) => (3, 4, Item::OpFrom(*k)),
+                _ => break,
+            };
+            if lbp < min_bp {
+                break;
+            }
+            if let Item::OpFrom(k) = head {
+                self.uses.push((k, Role::Op(2)));
+            }
+            self.at += 1;
+            let rhs = self.expr(rbp)?;
+            let mut node = vec![head];
+            node.extend(lhs);
+            node.extend(rhs);
+            lhs = node;
+        }
+        Ok(lhs)
+    }
+
+    fn args(&mut self) -> Result<Vec<Vec<Item>>, String> {
+        self.expect("(")?;
+        let mut args = vec![self.expr(0)?];
+        while self.peek() == Some(&Tok::Sym(",")) {
+            self.at += 1;
+            args.push(self.expr(0)?);
+        }
+        self.expect(")")?;
+        Ok(args)
+    }
+
+    fn prefix(&mut self) -> Result<Vec<Item>, String> {
+        let at = self.at;
+        let tok = self.toks.get(at).cloned().ok_or("it ends where an operand is expected")?;
+        self.at += 1;
+        match tok {
+            Tok::Num(n) => {
+                let v = read_number(&n).ok_or_else(|| format!("`{n}` is not a number"))?;
+                Ok(vec![Item::Node { op: Op::Const, value: v }])
+            }
+            Tok::Digits(parts) => Ok(vec![Item::Spelled { var: false, parts }]),
+            Tok::Sym("-") => {
+                let operand = self.expr(5)?;
+                let mut v = vec![Item::Node { op: Op::Neg, value: 0.0 }];
+                v.extend(operand);
+                Ok(v)
+            }
+            Tok::Sym("(") => {
+                // Prefix form `(op a b)`, or grouping `(a)`.
+                let save = (self.at, self.uses.len());
+                if let Ok(items) = self.prefix_form() {
+                    return Ok(items);
+                }
+                (self.at, _) = save;
+                self.uses.truncate(save.1);
+                let inner = self.expr(0)?;
+                self.expect(")")?;
+                Ok(inner)
+            }
+            Tok::Child(k) => {
+                if self.peek() == Some(&Tok::Sym("(")) {
+                    let args = self.args()?;
+                    self.uses.push((k, Role::Op(args.len() as u8)));
+                    let mut v = vec![Item::OpFrom(k)];
+                    v.extend(args.into_iter().flatten());
+                    return Ok(v);
+                }
+                self.uses.push((k, Role::Expr));
+                Ok(vec![Item::Hole(k)])
+            }
+            Tok::Name(name) => self.name(name),
+            Tok::Sym(s) => Err(format!("`{s}` where an operand is expected")),
+        }
+    }
+
+    /// After `(`: an operator (symbol, name or child) followed by its operands and `)`.
+    fn prefix_form(&mut self) -> Result<Vec<Item>, String> {
+        let head = match self.peek().cloned() {
+            Some(Tok::Sym(s)) => match binary_power(s) {
+                Some((_, _, op)) => Item::Node { op, value: 0.0 },
+                None => return Err(String::new()),
+            },
+            Some(Tok::Name(n)) => match Op::by_name(&n) {
+                Some(op) => Item::Node { op, value: 0.0 },
+                None => return Err(String::new()),
+            },
+            Some(Tok::Child(k)) => Item::OpFrom(k),
+            _ => return Err(String::new()),
+        };
+        self.at += 1;
+        let mut operands = Vec::new();
+        while self.peek() != Some(&Tok::Sym(")")) {
+            if !self.starts_primary(self.at) || operands.len() == 2 {
+                return Err(String::new());
+            }
+            operands.push(self.prefix()?);
+        }
+        self.at += 1;
+        let n = operands.len();
+        match &head {
+            Item::Node { op, .. } if op.arity() == n => {}
+            Item::OpFrom(k) if n >= 1 => self.uses.push((*k, Role::Op(n as u8))),
+            _ => return Err(String::new()),
+        }
+        let mut v = vec![head];
+        v.extend(operands.into_iter().flatten());
+        Ok(v)
+    }
+
+    fn name(&mut self, name: String) -> Result<Vec<Item>, String> {
+        // A call: `pdiv(a, b)`, `np.sin(a)`.
+        if self.peek() == Some(&Tok::Sym("(")) {
+            let op = Op::by_name(&name).ok_or_else(|| format!("`{name}` is not a known function"))?;
+            let args = self.args()?;
+            if args.len() != op.arity() {
+                return Err(format!("`{name}` takes {} arguments, given {}", op.arity(), args.len()));
+            }
+            let mut v = vec![Item::Node { op, value: 0.0 }];
+            v.extend(args.into_iter().flatten());
+            return Ok(v);
+        }
+        // `x[:, 0]`, `x[0]`, `x[:, <i>]`.
+        if (name == "x" || name == "X") && self.peek() == Some(&Tok::Sym("[")) {
+            self.at += 1;
+            if self.peek() == Some(&Tok::Sym(":")) {
+                self.at += 1;
+                self.expect(",")?;
+            }
+            let item = match self.toks.get(self.at).cloned() {
+                Some(Tok::Num(n)) => self.var_index(&n)?,
+                Some(Tok::Digits(parts)) => Item::Spelled { var: true, parts },
+                Some(Tok::Child(k)) => Item::Spelled { var: true, parts: vec![Part::Child(k)] },
+                _ => return Err(format!("expected a variable index after `{name}[`")),
+            };
+            self.at += 1;
+            self.expect("]")?;
+            return Ok(vec![item]);
+        }
+        // `x0`, `X12`.
+        if let Some(digits) = name.strip_prefix(['x', 'X']).filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())) {
+            if !self.vars.names.iter().any(|n| n == &name) {
+                return Ok(vec![self.var_index(digits)?]);
+            }
+        }
+        // `x<i>`: a spelled index right after the name.
+        if (name == "x" || name == "X") && matches!(self.peek(), Some(Tok::Digits(_) | Tok::Child(_))) {
+            let parts = match self.toks[self.at].clone() {
+                Tok::Digits(parts) => parts,
+                Tok::Child(k) => vec![Part::Child(k)],
+                _ => unreachable!(),
+            };
+            self.at += 1;
+            return Ok(vec![Item::Spelled { var: true, parts }]);
+        }
+        if let Some(i) = self.vars.names.iter().position(|n| n == &name) {
+            return Ok(vec![Item::Node { op: Op::Var, value: i as f32 }]);
+        }
+        Err(format!("`{name}` is neither a function nor a variable of the data set"))
+    }
+
+    fn var_index(&self, digits: &str) -> Result<Item, String> {
+        let i: u32 = digits.parse().map_err(|_| format!("`{digits}` is not a variable index"))?;
+        if !self.vars.names.is_empty() && i as usize >= self.vars.names.len() {
+            return Err(format!("variable x{i} is past the data set's {} variables", self.vars.names.len()));
+        }
+        Ok(Item::Node { op: Op::Var, value: i as f32 })
+    }
+}
+
+/// Reads a decimal number (`12`, `0.5`, `.5`, `3.`, `1e-3`) exactly the way the CUDA mapper
+/// does: digits into an integer mantissa (at most 19 significant digits), a decimal exponent,
+/// then one f64 multiplication or division by a power of ten and rounding to f32.
+pub fn read_number(text: &str) -> Option<f32> {
+    let b = text.as_bytes();
+    let (mut mant, mut exp, mut digits, mut seen_dot, mut i) = (0u64, 0i32, 0u32, false, 0usize);
+    while i < b.len() {
+        match b[i] {
+            c @ b'0'..=b'9' => {
+                if digits < 19 {
+                    mant = mant * 10 + (c - b'0') as u64;
+                    if mant > 0 {
+                        digits += 1;
+                    }
+                    if seen_dot {
+                        exp -= 1;
+                    }
+                } else if !seen_dot {
+                    exp += 1;
+                }
+            }
+            b'.' if !seen_dot => seen_dot = true,
+            b'e' | b'E' => break,
+            _ => return None,
+        }
+        i += 1;
+    }
+    if i == 0 || (i == 1 && seen_dot) {
+        return None;
+    }
+    if i < b.len() {
+        let e: i32 = std::str::from_utf8(&b[i + 1..]).ok()?.parse().ok()?;
+        exp = exp.saturating_add(e);
+    }
+    let m = mant as f64;
+    let v = if exp >= 0 {
+        m * 10f64.powi(exp.min(400))
+    } else {
+        m / 10f64.powi((-exp).min(400))
+    };
+    Some(v as f32)
+}
+
+/// Why a derivation could not become a tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuildError {
+    /// More nodes than the row holds.
+    TooLong,
+    /// A spelled number or variable index did not read (e.g. `1.2.3`, or past the variables).
+    BadSpelling,
+}
+
+/// Builds the tree of a complete derivation into `nodes` (cleared first).
+/// `derivation` is the mapper's record: per expansion in prefix order, the production chosen
+/// (or, for codon-value symbols, the offset chosen).
+pub fn build_tree(
+    t: &RuleTable,
+    tpl: &Templates,
+    derivation: &[u32],
+    max_len: usize,
+    nodes: &mut Vec<crate::program::Node>,
+    scratch: &mut Vec<u32>,
+) -> Result<(), BuildError> {
+    nodes.clear();
+    // Sub-derivation sizes: entry e spans e .. e + span[e].
+    let span = scratch;
+    span.clear();
+    span.resize(derivation.len(), 1);
+    // Forward pass to learn what each entry is (a production or a codon value).
+    let mut entry_kind = Vec::with_capacity(derivation.len());
+    {
+        let mut stack: Vec<u16> = vec![super::compile::symbol(SymbolKind::NonTerminal, 0)];
+        for &d in derivation {
+            let s = stack.pop().ok_or(BuildError::TooLong)?;
+            entry_kind.push(s);
+            if unpack(s).0 == SymbolKind::NonTerminal {
+                stack.extend(t.children_of(d as usize).iter().rev());
+            }
+        }
+    }
+    for e in (0..derivation.len()).rev() {
+        if unpack(entry_kind[e]).0 == SymbolKind::NonTerminal {
+            let n_kids = t.productions[derivation[e] as usize].n_children as usize;
+            let mut s = 1u32;
+            let mut c = e + 1;
+            for _ in 0..n_kids {
+                s += span[c];
+                c += span[c] as usize;
+            }
+            span[e] = s;
+        }
+    }
+    let mut text = String::new();
+    build_at(t, tpl, derivation, &entry_kind, span, 0, max_len, nodes, &mut text)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_at(
+    t: &RuleTable,
+    tpl: &Templates,
+    derivation: &[u32],
+    kinds: &[u16],
+    span: &[u32],
+    e: usize,
+    max_len: usize,
+    nodes: &mut Vec<crate::program::Node>,
+    text: &mut String,
+) -> Result<(), BuildError> {
+    let p = derivation[e] as usize;
+    let items = tpl.expr[p].as_ref().ok_or(BuildError::BadSpelling)?;
+    let child = |k: u16| -> usize {
+        let mut c = e + 1;
+        for _ in 0..k {
+            c += span[c] as usize;
+        }
+        c
+    };
+    for item in items {
+        if nodes.len() >= max_len {
+            return Err(BuildError::TooLong);
+        }
+        match item {
+            Item::Node { op, value } => nodes.push(crate::program::Node { op: *op, value: *value, out: 0 }),
+            Item::Hole(k) => build_at(t, tpl, derivation, kinds, span, child(*k), max_len, nodes, text)?,
+            Item::OpFrom(k) => {
+                let mut c = child(*k);
+                let op = loop {
+                    let q = derivation[c] as usize;
+                    match tpl.op[q] {
+                        Some(op) => break op,
+                        None => c += 1, // a unit production delegating to its only child
+                    }
+                };
+                nodes.push(crate::program::Node::func(op));
+            }
+            Item::Spelled { var, parts } => {
+                text.clear();
+                for part in parts {
+                    match part {
+                        Part::Text(s) => text.push_str(s),
+                        Part::Child(k) => {
+                            let c = child(*k);
+                            render_span(t, derivation, kinds, c, span[c] as usize, text);
+                        }
+                    }
+                }
+                let node = if *var {
+                    let i: u32 = text.parse().map_err(|_| BuildError::BadSpelling)?;
+                    if tpl.n_vars > 0 && i as usize >= tpl.n_vars {
+                        return Err(BuildError::BadSpelling);
+                    }
+                    crate::program::Node::var(i)
+                } else {
+                    crate::program::Node::constant(read_number(text).ok_or(BuildError::BadSpelling)?)
+                };
+                nodes.push(node);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Appends the text derived by the sub-derivation `e .. e + len`.
+fn render_span(t: &RuleTable, derivation: &[u32], kinds: &[u16], e: usize, len: usize, out: &mut String) {
+    let mut stack: Vec<u16> = vec![kinds[e]];
+    let mut next = e;
+    while let Some(sym) = stack.pop() {
+        let (kind, index) = unpack(sym);
+        match kind {
+            SymbolKind::Terminal => out.push_str(&t.terminals[index]),
+            SymbolKind::NonTerminal => {
+                let p = derivation[next] as usize;
+                next += 1;
+                stack.extend(t.symbols_of(p).iter().rev());
+            }
+            SymbolKind::CodonRange => {
+                out.push_str(&(t.codon[index][0] as i64 + derivation[next] as i64).to_string());
+                next += 1;
+            }
+            SymbolKind::CodonSet => {
+                out.push_str(&t.set_values[t.codon[index][0] as usize + derivation[next] as usize]);
+                next += 1;
+            }
+        }
+    }
+    debug_assert!(next <= e + len);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::genome::{MapConfig, Mapper};
+    use crate::grammar::{DatasetShape, load_parsed, parse_str};
+    use crate::program::Node;
+
+    fn setup(text: &str, vars: &[&str]) -> (crate::grammar::Loaded, Templates) {
+        let g = parse_str(text, "t.bnf", false).unwrap();
+        let shape = DatasetShape { n_vars: Some(vars.len() as u32), ..Default::default() };
+        let l = load_parsed(g, &shape).unwrap();
+        let v = Vars { names: vars.iter().map(|s| s.to_string()).collect() };
+        let tpl = compile(&l.grammar, &l.table, &v).unwrap_or_else(|e| panic!("{e}"));
+        (l, tpl)
+    }
+
+    fn tree(text: &str, vars: &[&str], genome: &[u32]) -> Vec<Node> {
+        let (l, tpl) = setup(text, vars);
+        let mut m = Mapper::new(&l.table, MapConfig::default());
+        assert!(m.map(genome).valid());
+        let (mut nodes, mut scratch) = (Vec::new(), Vec::new());
+        build_tree(&l.table, &tpl, m.derivation(), 256, &mut nodes, &mut scratch).unwrap();
+        nodes
+    }
+
+    fn ops(nodes: &[Node]) -> Vec<String> {
+        nodes.iter().map(|n| match n.op {
+            Op::Var => format!("x{}", n.value),
+            Op::Const => format!("{}", n.value),
+            op => op.name().to_string(),
+        }).collect()
+    }
+
+    const V4: &str = "<e> ::= <e>+<e>|<e>-<e>|<e>*<e>|pdiv(<e>,<e>)|psqrt(<e>)|np.sin(<e>)|np.tanh(<e>)|np.exp(<e>)|plog(<e>)|x[:, 0]|x[:, 1]|<c><c>.<c><c>\n<c> ::= GE_RANGE:10";
+
+    #[test]
+    fn ponyge2_style_productions() {
+        assert_eq!(ops(&tree(V4, &["a", "b"], &[0, 9, 10])), ["add", "x0", "x1"]);
+        assert_eq!(ops(&tree(V4, &["a", "b"], &[11, 1, 2, 3, 4])), ["12.34"]);
+        assert_eq!(ops(&tree(V4, &["a", "b"], &[3, 5, 9, 10])), ["div", "sin", "x0", "x1"]);
+    }
+
+    #[test]
+    fn operator_non_terminals_and_prefix_form() {
+        let ge = "<expr> ::= (<op> <expr> <expr>) | <var>\n<op> ::= + | - | *\n<var> ::= x0 | 1.0";
+        // (* x0 (+ 1.0 x0))
+        assert_eq!(ops(&tree(ge, &["x0"], &[0, 2, 1, 0, 0, 0, 1, 1, 1, 0])), ["mul", "x0", "add", "1", "x0"]);
+        let infix = "<e> ::= <e> <op> <e> | <f>(<e>) | x\n<op> ::= + | / | <mulop>\n<mulop> ::= *\n<f> ::= sin | np.exp";
+        assert_eq!(ops(&tree(infix, &["x"], &[0, 2, 2, 0, 1, 1, 2])), ["mul", "x0", "exp", "x0"]);
+    }
+
+    #[test]
+    fn precedence_inside_one_production() {
+        let g = "<e> ::= <e>+<e>*<e> | -<e> ^ 2 | x";
+        assert_eq!(ops(&tree(g, &["x"], &[0, 2, 2, 2])), ["add", "x0", "mul", "x0", "x0"]);
+        assert_eq!(ops(&tree(g, &["x"], &[1, 2])), ["neg", "pow", "x0", "2"]);
+    }
+
+    #[test]
+    fn spelled_variables_and_column_names() {
+        let g = "<e> ::= x[:, <i>] | x<i> | x[<i>] | height | (<e>)\n<i> ::= GE_RANGE:dataset_n_vars";
+        assert_eq!(ops(&tree(g, &["a", "height"], &[0, 1])), ["x1"]);
+        assert_eq!(ops(&tree(g, &["a", "height"], &[1, 0])), ["x0"]);
+        assert_eq!(ops(&tree(g, &["a", "height"], &[2, 1])), ["x1"]);
+        assert_eq!(ops(&tree(g, &["a", "height"], &[4, 3])), ["x1"]);
+    }
+
+    #[test]
+    fn unreadable_productions_are_clear_errors() {
+        let g = parse_str("<e> ::= <e> ? <e> | x", "t.bnf", false).unwrap();
+        let l = load_parsed(g, &DatasetShape::default()).unwrap();
+        let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()] }).unwrap_err();
+        assert!(e.to_string().contains("t.bnf:1:9"), "{e}");
+        let g = parse_str("<e> ::= <e> <op> <e> | x\n<op> ::= + | foo", "t.bnf", false).unwrap();
+        let l = load_parsed(g, &DatasetShape::default()).unwrap();
+        let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()] }).unwrap_err();
+        assert!(e.to_string().contains("`foo` is not a known operator"), "{e}");
+    }
+
+    #[test]
+    fn numbers_read_exactly() {
+        assert_eq!(read_number("12.34"), Some(12.34f32));
+        assert_eq!(read_number("00.04"), Some(0.04f32));
+        assert_eq!(read_number(".5"), Some(0.5));
+        assert_eq!(read_number("1e-3"), Some(0.001));
+        assert_eq!(read_number("2.5E+2"), Some(250.0));
+        assert_eq!(read_number("1.2.3"), None);
+        assert_eq!(read_number("."), None);
+        for s in ["0.1", "3.14159", "99.99", "1234567.891", "0.000123"] {
+            assert_eq!(read_number(s), s.parse::<f32>().ok(), "{s}");
+        }
+    }
+
+    #[test]
+    fn too_long_is_reported() {
+        let (l, tpl) = setup(V4, &["a", "b"]);
+        let mut m = Mapper::new(&l.table, MapConfig::default());
+        assert!(m.map(&[0, 9, 10]).valid());
+        let (mut nodes, mut s) = (Vec::new(), Vec::new());
+        assert_eq!(build_tree(&l.table, &tpl, m.derivation(), 2, &mut nodes, &mut s), Err(BuildError::TooLong));
+    }
+}
