@@ -11,3 +11,4 @@ pub mod genome;
 pub mod grammar;
 pub mod program;
 pub mod rng;
+pub mod select;
