@@ -1,6 +1,7 @@
 //! Programs: the operator table and the tensorized population of trees.
 
 pub mod ops;
+pub mod render;
 pub mod tree;
 
 pub use ops::{Op, Real};

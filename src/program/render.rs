@@ -1,0 +1,199 @@
+//! Rendering programs as text: infix formulas with minimal parentheses, LaTeX, and text that
+//! sympy's `sympify` parses (with the protected operators spelled as functions it can be given).
+
+use super::ops::{Op, Render};
+use super::tree::Node;
+
+/// Output styles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// `x0 + sin(x1) * 2.5`.
+    Infix,
+    /// `x_{0} + \sin\left(x_{1}\right) \cdot 2.5`.
+    Latex,
+    /// `x0 + sin(x1)*2.5`, protected operators as calls (`div(a, b)`, `plog(x)`).
+    Sympy,
+}
+
+/// Renders the tree `nodes` (prefix order). `names` gives variable names (`x{i}` if absent).
+/// Output nodes are shown as `out{k}=(...)` in infix; multi-output programs are better shown
+/// per slot with [`outputs`].
+pub fn render(nodes: &[Node], names: &[String], style: Style) -> String {
+    if nodes.is_empty() {
+        return "<empty>".into();
+    }
+    let mut out = String::new();
+    let mut at = 0;
+    write(nodes, &mut at, names, style, &mut out);
+    out
+}
+
+/// Formats a constant compactly and exactly enough to reproduce its f32 value.
+pub fn number(c: f32) -> String {
+    let s = format!("{c}");
+    if s.contains('e') || s.len() <= 10 {
+        return s;
+    }
+    format!("{c:.6e}")
+}
+
+fn var_name(i: usize, names: &[String], style: Style) -> String {
+    match (names.get(i), style) {
+        (Some(n), Style::Latex) => latex_name(n),
+        (Some(n), _) => n.clone(),
+        (None, Style::Latex) => format!("x_{{{i}}}"),
+        (None, _) => format!("x{i}"),
+    }
+}
+
+fn latex_name(n: &str) -> String {
+    match n.split_once(|c: char| c.is_ascii_digit()) {
+        Some((head, _)) if !head.is_empty() && n[head.len()..].bytes().all(|b| b.is_ascii_digit()) => {
+            format!("{head}_{{{}}}", &n[head.len()..])
+        }
+        _ => format!("\\mathrm{{{}}}", n.replace('_', "\\_")),
+    }
+}
+
+/// Binding strength of a node's rendering (leaves and calls bind tightest).
+fn strength(n: &Node, style: Style) -> u8 {
+    match n.op.info().render {
+        Render::Infix(_, p) if !(style == Style::Sympy && n.op == Op::Div) => p,
+        Render::Prefix(_) => 3,
+        _ if n.op == Op::Const && n.value < 0.0 => 3,
+        _ => 10,
+    }
+}
+
+fn write(nodes: &[Node], at: &mut usize, names: &[String], style: Style, out: &mut String) {
+    let n = nodes[*at];
+    *at += 1;
+    let tagged = n.out > 0 && style == Style::Infix;
+    if tagged {
+        out.push_str(&format!("out{}=(", n.out - 1));
+    }
+    match n.op {
+        Op::Var => out.push_str(&var_name(n.value as usize, names, style)),
+        Op::Const => out.push_str(&number(n.value)),
+        op => {
+            let info = op.info();
+            match (info.render, style) {
+                (Render::Infix(sym, p), _) if !(style == Style::Sympy && op == Op::Div) => {
+                    let lhs_at = *at;
+                    let mut lhs = String::new();
+                    write(nodes, at, names, style, &mut lhs);
+                    let rhs_at = *at;
+                    let mut rhs = String::new();
+                    write(nodes, at, names, style, &mut rhs);
+                    let wrap_l = strength(&nodes[lhs_at], style) < p;
+                    // Right operand: equal strength needs parentheses for - and / (not associative).
+                    let wrap_r = strength(&nodes[rhs_at], style) < p || (strength(&nodes[rhs_at], style) == p && matches!(sym, "-" | "/"));
+                    if style == Style::Latex && sym == "/" {
+                        out.push_str(&format!("\\frac{{{lhs}}}{{{rhs}}}"));
+                    } else {
+                        push_wrapped(out, &lhs, wrap_l, style);
+                        out.push_str(&infix_text(sym, style));
+                        push_wrapped(out, &rhs, wrap_r, style);
+                    }
+                }
+                (Render::Prefix(sym), _) => {
+                    let child_at = *at;
+                    let mut a = String::new();
+                    write(nodes, at, names, style, &mut a);
+                    out.push_str(sym);
+                    push_wrapped(out, &a, strength(&nodes[child_at], style) < 10, style);
+                }
+                _ => {
+                    let name = match style {
+                        Style::Sympy => op.name(),
+                        _ => match info.render {
+                            Render::Call(c) => c,
+                            Render::Infix(..) | Render::Prefix(_) => op.name(),
+                        },
+                    };
+                    if style == Style::Latex {
+                        let known = ["sin", "cos", "tan", "exp", "log", "tanh", "max", "min"];
+                        if known.contains(&name) {
+                            out.push_str(&format!("\\{name}\\left("));
+                        } else {
+                            out.push_str(&format!("\\operatorname{{{name}}}\\left("));
+                        }
+                    } else {
+                        out.push_str(name);
+                        out.push('(');
+                    }
+                    for k in 0..op.arity() {
+                        if k > 0 {
+                            out.push_str(", ");
+                        }
+                        write(nodes, at, names, style, out);
+                    }
+                    out.push_str(if style == Style::Latex { "\\right)" } else { ")" });
+                }
+            }
+        }
+    }
+    if tagged {
+        out.push(')');
+    }
+}
+
+/// How an infix symbol is written: `a + b` and `a*b` in infix, `a+b` for sympy, `a \cdot b`.
+fn infix_text(sym: &str, style: Style) -> String {
+    match (style, sym) {
+        (Style::Sympy, s) => s.to_string(),
+        (Style::Latex, "*") => " \\cdot ".to_string(),
+        (Style::Infix, "*" | "/") => sym.to_string(),
+        (_, s) => format!(" {s} "),
+    }
+}
+
+fn push_wrapped(out: &mut String, s: &str, wrap: bool, style: Style) {
+    if wrap {
+        out.push_str(if style == Style::Latex { "\\left(" } else { "(" });
+        out.push_str(s);
+        out.push_str(if style == Style::Latex { "\\right)" } else { ")" });
+    } else {
+        out.push_str(s);
+    }
+}
+
+/// Python definitions sympy needs for the protected operators, to paste before `sympify`.
+pub const SYMPY_PRELUDE: &str = "div = lambda a, b: sympy.Piecewise((1, sympy.Eq(b, 0)), (a / b, True)); \
+aq = lambda a, b: a / sympy.sqrt(1 + b**2); plog = lambda x: sympy.log(1 + sympy.Abs(x)); \
+rlog = lambda x: sympy.log(sympy.Abs(x)); square = lambda x: x**2; cube = lambda x: x**3; \
+sigmoid = lambda x: 1 / (1 + sympy.exp(-x)); neg = lambda x: -x";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(op: Op) -> Node {
+        Node::func(op)
+    }
+
+    #[test]
+    fn minimal_parentheses() {
+        // (x0 - (x1 + 2)) * sin(x0)
+        let t = [n(Op::Mul), n(Op::Sub), Node::var(0), n(Op::Add), Node::var(1), Node::constant(2.0), n(Op::Sin), Node::var(0)];
+        assert_eq!(render(&t, &[], Style::Infix), "(x0 - (x1 + 2))*sin(x0)");
+        assert_eq!(render(&t, &[], Style::Sympy), "(x0-(x1+2))*sin(x0)");
+        assert_eq!(render(&t, &[], Style::Latex), "\\left(x_{0} - \\left(x_{1} + 2\\right)\\right) \\cdot \\sin\\left(x_{0}\\right)");
+        // a + b + c stays flat; a / (b * c) keeps its parentheses.
+        let t = [n(Op::Add), n(Op::Add), Node::var(0), Node::var(1), Node::var(2)];
+        assert_eq!(render(&t, &[], Style::Infix), "x0 + x1 + x2");
+        let t = [n(Op::Div), Node::var(0), n(Op::Mul), Node::var(1), Node::var(2)];
+        assert_eq!(render(&t, &[], Style::Infix), "x0/(x1*x2)");
+        assert_eq!(render(&t, &[], Style::Sympy), "div(x0, x1*x2)");
+    }
+
+    #[test]
+    fn names_negatives_and_outputs() {
+        let names = vec!["height".to_string(), "w2".to_string()];
+        let t = [n(Op::Neg), n(Op::Add), Node::var(0), Node::constant(-1.5)];
+        assert_eq!(render(&t, &names, Style::Infix), "-(height + -1.5)");
+        let t = [Node { out: 2, ..n(Op::Add) }, Node::var(1), Node::constant(2.0)];
+        assert_eq!(render(&t, &names, Style::Infix), "out1=(w2 + 2)");
+        assert_eq!(render(&[Node::var(1)], &names, Style::Latex), "w_{2}");
+    }
+}
