@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod evolve;
 pub mod genome;
 pub mod grammar;
 pub mod program;

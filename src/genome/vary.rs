@@ -2,9 +2,7 @@
 //! one-point crossover within the used codons and per-codon integer-flip mutation, each child
 //! drawing from its own counter-addressed stream so that the GPU twin can match it exactly.
 
-use crate::rng::{Purpose, Stream};
-
-use super::init::Genomes;
+use crate::rng::Stream;
 
 /// Settings of GE variation.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -25,59 +23,46 @@ impl Default for GeVaryConfig {
     }
 }
 
-/// Makes children `2j` and `2j + 1` of `out` from parents `a` and `b` of `parents`.
-/// Each parent's crossover point is drawn from `1..=used` (its used codons, at most its length),
-/// as PonyGE2's variable one-point crossover does; a child longer than the capacity is cut to
-/// it. Stream: `(seed, generation, j, Crossover)`.
+/// Variable one-point crossover of genomes `ga` and `gb` into `c0` and `c1` (cleared first).
+/// With probability `cfg.crossover` each parent's point is drawn from `1..=used` (its used
+/// codons, at most its length), as PonyGE2's variable one-point crossover does, and the tails
+/// are swapped; otherwise the parents are copied. Children are cut to `capacity`. The caller
+/// addresses `s` as `(seed, generation, pair, Crossover)`.
 #[allow(clippy::too_many_arguments)]
-pub fn crossover_pair(
-    parents: &Genomes,
-    used: &[u32],
-    a: usize,
-    b: usize,
-    j: usize,
-    out: &mut Genomes,
+pub fn crossover(
+    ga: &[u32],
+    gb: &[u32],
+    used_a: u32,
+    used_b: u32,
     cfg: &GeVaryConfig,
-    seed: u64,
-    generation: u32,
-    buf: &mut Vec<u32>,
+    capacity: usize,
+    s: &mut Stream,
+    c0: &mut Vec<u32>,
+    c1: &mut Vec<u32>,
 ) {
-    let mut s = Stream::new(seed, generation, j as u32, Purpose::Crossover);
-    let (ga, gb) = (parents.get(a), parents.get(b));
+    c0.clear();
+    c1.clear();
     if !s.chance(cfg.crossover) || ga.is_empty() || gb.is_empty() {
-        out.set(2 * j, ga);
-        if 2 * j + 1 < out.size() {
-            out.set(2 * j + 1, gb);
-        }
+        c0.extend_from_slice(&ga[..ga.len().min(capacity)]);
+        c1.extend_from_slice(&gb[..gb.len().min(capacity)]);
         return;
     }
     let point = |s: &mut Stream, g: &[u32], used: u32| -> usize {
         let hi = (used as usize).clamp(1, g.len());
         1 + s.below(hi as u32) as usize
     };
-    let pa = point(&mut s, ga, used[a]).min(ga.len());
-    let pb = point(&mut s, gb, used[b]).min(gb.len());
-    buf.clear();
-    buf.extend_from_slice(&ga[..pa]);
-    buf.extend_from_slice(&gb[pb..]);
-    out.set(2 * j, buf);
-    if 2 * j + 1 < out.size() {
-        buf.clear();
-        buf.extend_from_slice(&gb[..pb]);
-        buf.extend_from_slice(&ga[pa..]);
-        out.set(2 * j + 1, buf);
-    }
+    let pa = point(s, ga, used_a);
+    let pb = point(s, gb, used_b);
+    c0.extend(ga[..pa].iter().chain(&gb[pb..]).take(capacity));
+    c1.extend(gb[..pb].iter().chain(&ga[pa..]).take(capacity));
 }
 
-/// Per-codon integer flip of genome `i` in place: each codon (within the used ones when so
-/// configured) is replaced by a uniform random codon with probability `cfg.mutation`.
-/// Stream: `(seed, generation, i, Mutate)`.
-pub fn int_flip(g: &mut Genomes, i: usize, used: u32, cfg: &GeVaryConfig, seed: u64, generation: u32) {
-    let mut s = Stream::new(seed, generation, i as u32, Purpose::Mutate);
-    let n = g.len[i] as usize;
-    let limit = if cfg.within_used { (used as usize).min(n) } else { n };
-    let row = &mut g.codons[i * g.capacity..][..limit];
-    for c in row {
+/// Per-codon integer flip in place: each codon of `g` (only the first `used` when
+/// `cfg.within_used`) is replaced by a uniform random codon with probability `cfg.mutation`.
+/// The caller addresses `s` as `(seed, generation, child, Mutate)`.
+pub fn int_flip(g: &mut [u32], used: u32, cfg: &GeVaryConfig, s: &mut Stream) {
+    let limit = if cfg.within_used { (used as usize).min(g.len()) } else { g.len() };
+    for c in &mut g[..limit] {
         if s.chance(cfg.mutation) {
             *c = s.below(cfg.codon_size);
         }
@@ -87,55 +72,51 @@ pub fn int_flip(g: &mut Genomes, i: usize, used: u32, cfg: &GeVaryConfig, seed: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::Purpose;
 
-    fn parents() -> Genomes {
-        let mut g = Genomes::new(2, 16);
-        g.set(0, &[1, 2, 3, 4, 5, 6]);
-        g.set(1, &[10, 20, 30, 40]);
-        g
-    }
+    const A: [u32; 6] = [1, 2, 3, 4, 5, 6];
+    const B: [u32; 4] = [10, 20, 30, 40];
 
     #[test]
     fn one_point_crossover_swaps_tails_within_used() {
-        let p = parents();
         let cfg = GeVaryConfig { crossover: 1.0, ..GeVaryConfig::default() };
-        let mut buf = Vec::new();
-        let mut out = Genomes::new(100, 16);
+        let (mut c0, mut c1) = (Vec::new(), Vec::new());
+        let mut points = std::collections::HashSet::new();
         for j in 0..50 {
-            crossover_pair(&p, &[3, 2], 0, 1, j, &mut out, &cfg, 5, 1, &mut buf);
-            let (c0, c1) = (out.get(2 * j), out.get(2 * j + 1));
+            let mut s = Stream::new(5, 1, j, Purpose::Crossover);
+            crossover(&A, &B, 3, 2, &cfg, 16, &mut s, &mut c0, &mut c1);
             assert_eq!(c0.len() + c1.len(), 10);
             let pa = c0.iter().take_while(|&&x| x < 10).count();
             assert!((1..=3).contains(&pa), "point {pa} outside used codons");
-            assert_eq!(&c0[..pa], &[1, 2, 3, 4, 5, 6][..pa]);
+            assert_eq!(&c0[..pa], &A[..pa]);
             let pb = c1.iter().take_while(|&&x| x >= 10).count();
             assert!((1..=2).contains(&pb));
-            assert_eq!(&c1[pb..], &[1, 2, 3, 4, 5, 6][pa..]);
+            assert_eq!(&c1[pb..], &A[pa..]);
+            assert_eq!(&c0[pa..], &B[pb..]);
+            points.insert((pa, pb));
         }
+        assert_eq!(points.len(), 6, "every pair of points occurs");
     }
 
     #[test]
     fn no_crossover_copies_parents_and_capacity_cuts() {
-        let p = parents();
         let cfg = GeVaryConfig { crossover: 0.0, ..GeVaryConfig::default() };
-        let mut out = Genomes::new(2, 16);
-        crossover_pair(&p, &[6, 4], 0, 1, 0, &mut out, &cfg, 5, 1, &mut Vec::new());
-        assert_eq!(out.get(0), p.get(0));
-        assert_eq!(out.get(1), p.get(1));
-        let mut small = Genomes::new(2, 3);
+        let (mut c0, mut c1) = (Vec::new(), Vec::new());
+        let mut s = Stream::new(5, 1, 0, Purpose::Crossover);
+        crossover(&A, &B, 6, 4, &cfg, 16, &mut s, &mut c0, &mut c1);
+        assert_eq!((c0.as_slice(), c1.as_slice()), (&A[..], &B[..]));
         let cfg = GeVaryConfig { crossover: 1.0, ..cfg };
-        crossover_pair(&p, &[6, 4], 0, 1, 0, &mut small, &cfg, 5, 1, &mut Vec::new());
-        assert!(small.len.iter().all(|&l| l <= 3));
+        crossover(&A, &B, 6, 4, &cfg, 3, &mut s, &mut c0, &mut c1);
+        assert!(c0.len() <= 3 && c1.len() <= 3);
     }
 
     #[test]
     fn int_flip_rate_and_used_region() {
-        let mut g = Genomes::new(1, 2000);
-        g.set(0, &vec![7; 2000]);
+        let mut g = vec![7u32; 2000];
         let cfg = GeVaryConfig { mutation: 0.1, codon_size: 1000, ..GeVaryConfig::default() };
-        int_flip(&mut g, 0, 1000, &cfg, 3, 2);
-        let changed = g.get(0)[..1000].iter().filter(|&&c| c != 7).count();
+        int_flip(&mut g, 1000, &cfg, &mut Stream::new(3, 2, 0, Purpose::Mutate));
+        let changed = g[..1000].iter().filter(|&&c| c != 7).count();
         assert!((60..140).contains(&changed), "{changed}");
-        assert!(g.get(0)[1000..].iter().all(|&c| c == 7));
+        assert!(g[1000..].iter().all(|&c| c == 7));
     }
 }

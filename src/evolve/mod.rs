@@ -1,0 +1,302 @@
+//! The generation loop, written once for both representations: grammatical evolution (genomes
+//! mapped through a grammar to trees) and tree GP (trees varied directly). A task supplies the
+//! fitness of a population; the loop evaluates, keeps statistics and the best program, selects
+//! and breeds, and reports each generation to an observer (progress bar, report, checkpoint).
+//!
+//! Fitness is minimised; `+inf` (or NaN) marks an invalid individual, which never breeds.
+
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use crate::genome::init::{Genomes, InitConfig, init_genomes};
+use crate::genome::vary::{GeVaryConfig, crossover, int_flip};
+use crate::rng::{Purpose, Stream};
+use crate::genome::{MapConfig, Mapper};
+use crate::grammar::compile::RuleTable;
+use crate::grammar::template::{Templates, build_tree};
+use crate::program::tree::{Node, Population};
+use crate::select;
+
+/// Settings shared by both representations.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EngineConfig {
+    /// Individuals per generation.
+    pub pop_size: usize,
+    /// Generations after the first evaluation (the initial population is generation 0).
+    pub generations: usize,
+    /// Seed of every random choice of the run.
+    pub seed: u64,
+    /// Tournament size.
+    pub tournament: usize,
+    /// Best individuals copied unchanged into the next generation.
+    pub elite: usize,
+    /// Longest program, in nodes (the population's row width `L`).
+    pub max_len: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self { pop_size: 1000, generations: 50, seed: 1, tournament: 3, elite: 1, max_len: 256 }
+    }
+}
+
+/// Grammatical evolution: a compiled grammar, its templates, and GE's operators' settings.
+#[derive(Clone, Debug)]
+pub struct GrammarRep<'g> {
+    /// The compiled grammar.
+    pub table: &'g RuleTable,
+    /// Templates turning derivations into trees.
+    pub templates: &'g Templates,
+    /// Mapping limits.
+    pub map: MapConfig,
+    /// First generation.
+    pub init: InitConfig,
+    /// Crossover and mutation.
+    pub vary: GeVaryConfig,
+    /// Longest genome.
+    pub genome_capacity: usize,
+}
+
+/// The best program found so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Best {
+    /// Its fitness (lower is better).
+    pub fitness: f64,
+    /// Its tree, prefix order.
+    pub nodes: Vec<Node>,
+    /// The generation it was found in.
+    pub generation: usize,
+    /// GE only: its genome and the phenotype text.
+    pub genome: Option<(Vec<u32>, String)>,
+}
+
+/// Statistics of one generation.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct GenerationStats {
+    /// Generation number (0: the initial population).
+    pub generation: usize,
+    /// Best fitness in this generation.
+    pub best: f64,
+    /// Mean fitness of the valid individuals.
+    pub mean: f64,
+    /// Mean tree length of the valid individuals.
+    pub mean_size: f64,
+    /// Individuals without a valid program or with a non-finite fitness.
+    pub invalid: usize,
+    /// Seconds this generation took (map or vary, evaluate, select, breed).
+    pub seconds: f64,
+}
+
+/// What a run returns.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The best program of the run.
+    pub best: Best,
+    /// One entry per generation.
+    pub history: Vec<GenerationStats>,
+    /// The last population's trees and fitness.
+    pub population: Population,
+    /// Fitness of the last population.
+    pub fitness: Vec<f64>,
+}
+
+/// Everything the loop needs from a task.
+pub trait Fitness: Sync {
+    /// Fitness of every individual of `pop` (lower is better; `+inf` for invalid ones,
+    /// including rows of length 0).
+    fn evaluate(&self, pop: &Population) -> Vec<f64>;
+}
+
+impl<F: Fn(&Population) -> Vec<f64> + Sync> Fitness for F {
+    fn evaluate(&self, pop: &Population) -> Vec<f64> {
+        self(pop)
+    }
+}
+
+fn stats(generation: usize, pop: &Population, fit: &[f64], seconds: f64) -> GenerationStats {
+    let mut best = f64::INFINITY;
+    let (mut sum, mut size, mut n) = (0.0, 0.0, 0usize);
+    for (i, &f) in fit.iter().enumerate() {
+        let f = select::key(f);
+        if f.is_finite() && pop.len[i] > 0 {
+            best = best.min(f);
+            sum += f;
+            size += pop.len[i] as f64;
+            n += 1;
+        }
+    }
+    let mean = if n > 0 { sum / n as f64 } else { f64::NAN };
+    let mean_size = if n > 0 { size / n as f64 } else { f64::NAN };
+    GenerationStats { generation, best, mean, mean_size, invalid: fit.len() - n, seconds }
+}
+
+fn best_of(fit: &[f64]) -> Option<usize> {
+    select::elite(fit, 1).into_iter().next().filter(|&i| select::key(fit[i]).is_finite())
+}
+
+/// Maps every genome to a tree in `pop` (rows of invalid ones emptied). Returns used codons.
+pub fn map_population(rep: &GrammarRep, genomes: &Genomes, pop: &mut Population) -> Vec<u32> {
+    let results: Vec<(u32, Option<Vec<Node>>)> = (0..genomes.size())
+        .into_par_iter()
+        .with_min_len(64)
+        .map_init(
+            || (Mapper::new(rep.table, rep.map), Vec::new(), Vec::new()),
+            |(mapper, nodes, scratch), i| {
+                let m = mapper.map(genomes.get(i));
+                if !m.valid() {
+                    return (m.used_codons, None);
+                }
+                match build_tree(rep.table, rep.templates, mapper.derivation(), pop.max_len, nodes, scratch) {
+                    Ok(()) => (m.used_codons, Some(nodes.clone())),
+                    Err(_) => (m.used_codons, None),
+                }
+            },
+        )
+        .collect();
+    let mut used = Vec::with_capacity(results.len());
+    for (i, (u, nodes)) in results.into_iter().enumerate() {
+        used.push(u);
+        match nodes {
+            Some(n) => {
+                if pop.set_tree(i, &n).is_err() {
+                    pop.clear(i);
+                }
+            }
+            None => pop.clear(i),
+        }
+    }
+    used
+}
+
+/// Renders genome `i`'s phenotype text (it must map validly).
+fn phenotype(rep: &GrammarRep, genome: &[u32]) -> String {
+    let mut m = Mapper::new(rep.table, rep.map);
+    let mut s = String::new();
+    if m.map(genome).valid() {
+        m.render(&mut s);
+    }
+    s
+}
+
+/// Runs grammatical evolution. `observe` sees every generation's statistics and the best so far.
+pub fn run_grammar(
+    cfg: &EngineConfig,
+    rep: &GrammarRep,
+    task: &dyn Fitness,
+    observe: &mut dyn FnMut(&GenerationStats, &Best),
+) -> Outcome {
+    let p = cfg.pop_size;
+    let mut genomes = init_genomes(rep.table, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed);
+    let mut pop = Population::new(p, cfg.max_len, 0);
+    let mut best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
+    let mut history = Vec::with_capacity(cfg.generations + 1);
+    let mut fit;
+    let mut gen = 0usize;
+    loop {
+        let t0 = Instant::now();
+        let used = map_population(rep, &genomes, &mut pop);
+        fit = task.evaluate(&pop);
+        for (i, f) in fit.iter_mut().enumerate() {
+            if pop.len[i] == 0 {
+                *f = f64::INFINITY;
+            }
+        }
+        if let Some(b) = best_of(&fit) {
+            if fit[b] < best.fitness {
+                let g = genomes.get(b).to_vec();
+                let text = phenotype(rep, &g);
+                best = Best { fitness: fit[b], nodes: pop.tree(b).nodes(), generation: gen, genome: Some((g, text)) };
+            }
+        }
+        if gen == cfg.generations {
+            let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
+            observe(&s, &best);
+            history.push(s);
+            break;
+        }
+        // Breed the next generation.
+        let pool = select::valid_indices(&fit);
+        let elite = select::elite(&fit, cfg.elite.min(p));
+        let mut next = Genomes::new(p, rep.genome_capacity);
+        for (k, &e) in elite.iter().enumerate() {
+            next.set(k, genomes.get(e));
+        }
+        let n_children = p - elite.len();
+        let pairs = n_children.div_ceil(2);
+        let next_gen = gen as u32 + 1;
+        let children: Vec<(Vec<u32>, Vec<u32>)> = (0..pairs)
+            .into_par_iter()
+            .with_min_len(32)
+            .map_init(|| Mapper::new(rep.table, rep.map), |mapper, j| {
+                let a = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * j);
+                let b = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * j + 1);
+                let (mut c0, mut c1) = (Vec::new(), Vec::new());
+                let mut s = Stream::new(cfg.seed, next_gen, j as u32, Purpose::Crossover);
+                crossover(genomes.get(a), genomes.get(b), used[a], used[b], &rep.vary, rep.genome_capacity, &mut s, &mut c0, &mut c1);
+                // As PonyGE2 does, mutate within the child's own used codons (its mapping's), with
+                // streams addressed by the child's final row.
+                let k0 = (elite.len() + 2 * j) as u32;
+                for (c, k) in [(&mut c0, k0), (&mut c1, k0 + 1)] {
+                    let u = mapper.map(c).used_codons.min(c.len() as u32);
+                    int_flip(c, u, &rep.vary, &mut Stream::new(cfg.seed, next_gen, k, Purpose::Mutate));
+                }
+                (c0, c1)
+            })
+            .collect();
+        let mut k = elite.len();
+        for (c0, c1) in children {
+            for c in [c0, c1] {
+                if k < p {
+                    next.set(k, &c);
+                    k += 1;
+                }
+            }
+        }
+        genomes = next;
+        let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
+        observe(&s, &best);
+        history.push(s);
+        gen += 1;
+    }
+    Outcome { best, history, population: pop, fitness: fit }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::grammar::template::{Vars, compile};
+    use crate::grammar::{DatasetShape, load_parsed, parse_str};
+
+    /// Fitness: distance of the tree's length from 7 (a task that needs no interpreter).
+    fn length_task(pop: &Population) -> Vec<f64> {
+        (0..pop.size()).map(|i| if pop.len[i] == 0 { f64::INFINITY } else { (pop.len[i] as f64 - 7.0).abs() }).collect()
+    }
+
+    #[test]
+    fn grammar_run_improves_and_is_reproducible() {
+        let g = parse_str("<e> ::= (<op> <e> <e>) | <v>\n<op> ::= + | - | *\n<v> ::= x0 | 1.0", "g", false).unwrap();
+        let l = load_parsed(g, &DatasetShape::default()).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()] }).unwrap();
+        let rep = GrammarRep {
+            table: &l.table,
+            templates: &tpl,
+            map: MapConfig::default(),
+            init: InitConfig::default(),
+            vary: GeVaryConfig::default(),
+            genome_capacity: 256,
+        };
+        let cfg = EngineConfig { pop_size: 60, generations: 10, seed: 4, ..EngineConfig::default() };
+        let mut seen = Vec::new();
+        let a = run_grammar(&cfg, &rep, &length_task, &mut |s, _| seen.push(s.best));
+        assert_eq!(a.history.len(), 11);
+        assert_eq!(a.best.fitness, 0.0, "a tree of 7 nodes is easy to find");
+        assert!(seen.windows(2).all(|w| w[1] <= w[0]), "elitism keeps the best: {seen:?}");
+        let (genome, text) = a.best.genome.clone().unwrap();
+        assert!(text.starts_with('('), "{text}");
+        assert!(!genome.is_empty());
+        let b = run_grammar(&cfg, &rep, &length_task, &mut |_, _| {});
+        assert_eq!(a.best, b.best);
+        assert_eq!(a.fitness, b.fitness);
+    }
+}
