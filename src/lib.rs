@@ -11,5 +11,6 @@ pub mod evolve;
 pub mod genome;
 pub mod grammar;
 pub mod program;
+pub mod report;
 pub mod rng;
 pub mod select;

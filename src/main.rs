@@ -6,7 +6,11 @@ fn main() -> ExitCode {
     match grove::cli::run() {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // Grammar errors already read `file:line:col: error: message`, one per line.
+            match err.downcast_ref::<grove::grammar::GrammarError>() {
+                Some(g) => eprintln!("{g}"),
+                None => eprintln!("error: {err:#}"),
+            }
             ExitCode::FAILURE
         }
     }

@@ -1,0 +1,57 @@
+//! Live progress of a run: a progress bar with the generation, best fitness and evaluation rate
+//! on a terminal; one plain line every few generations when the output is not a terminal.
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::evolve::GenerationStats;
+
+/// Shows a run's progress on standard error.
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    quiet: bool,
+    total: usize,
+    start: Instant,
+    last_line: Instant,
+}
+
+impl Progress {
+    /// Progress of a run of `generations` generations (plus the initial one). `quiet` shows
+    /// nothing.
+    pub fn new(generations: usize, quiet: bool) -> Self {
+        let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+            let bar = ProgressBar::new(generations as u64 + 1);
+            bar.set_style(
+                ProgressStyle::with_template("{bar:30.cyan/blue} gen {pos}/{len} · {msg} · {elapsed_precise}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        Self { bar, quiet, total: generations + 1, start: Instant::now(), last_line: Instant::now() }
+    }
+
+    /// Records one generation. `evals` counts node evaluations (nodes × data points) so far.
+    pub fn update(&mut self, s: &GenerationStats, evals: f64) {
+        let rate = evals / self.start.elapsed().as_secs_f64().max(1e-9);
+        let msg = format!("best {:.6} · mean size {:.1} · invalid {} · {:.2e} node evals/s", s.best, s.mean_size, s.invalid, rate);
+        if let Some(bar) = &self.bar {
+            bar.set_position(s.generation as u64 + 1);
+            bar.set_message(msg);
+        } else if !self.quiet {
+            let last = s.generation + 1 == self.total;
+            if last || s.generation == 0 || self.last_line.elapsed().as_secs_f64() >= 2.0 {
+                eprintln!("gen {:>4}/{} · {msg}", s.generation, self.total - 1);
+                self.last_line = Instant::now();
+            }
+        }
+    }
+
+    /// Ends the display.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
