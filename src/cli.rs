@@ -26,8 +26,194 @@ pub enum Command {
     Check(CheckArgs),
     /// Map genomes (one per line on standard input, codons separated by commas) to programs.
     Map(MapArgs),
+    /// Evolve a formula for a data set (symbolic regression), from a grammar or a function set.
+    Evolve(Box<EvolveArgs>),
     /// Measure throughput (mapping codons per second) and print a table.
     Bench(BenchArgs),
+}
+
+/// How the first GE generation is made.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum InitArg {
+    /// Uniformly random genomes of --genome-length codons.
+    Random,
+    /// Ramped half-and-half over derivation trees (PonyGE2's sensible initialisation).
+    Sensible,
+}
+
+/// `grove evolve`.
+#[derive(Debug, Args)]
+pub struct EvolveArgs {
+    /// Data: `builtin:NAME[:N]` (pagie1, sextic, quartic, koza1, nguyen7, keijzer6,
+    /// vladislavleva4) or a CSV / tab-separated file with a header.
+    #[arg(long, default_value = "builtin:pagie1")]
+    pub data: String,
+    /// Target column (default: the last column).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Grammar for grammatical evolution.
+    #[arg(long, short, conflicts_with = "functions")]
+    pub grammar: Option<PathBuf>,
+    /// Function set for tree GP without a grammar, e.g. add,sub,mul,div,sin.
+    #[arg(long)]
+    pub functions: Option<String>,
+    /// Population size.
+    #[arg(long, default_value_t = 1000)]
+    pub pop: usize,
+    /// Generations.
+    #[arg(long, default_value_t = 100)]
+    pub gens: usize,
+    /// Random seed: the same seed repeats the run exactly, whatever the thread count.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Fraction of rows held out as a test set (0: use the built-in's own test set, if any).
+    #[arg(long, default_value_t = 0.0)]
+    pub test_fraction: f64,
+    /// Error to minimise.
+    #[arg(long, value_enum, default_value = "mse")]
+    pub metric: crate::task::regression::Metric,
+    /// Do not fit a·f(x)+b by least squares before scoring.
+    #[arg(long)]
+    pub no_linear_scaling: bool,
+    /// Fitness penalty per program node.
+    #[arg(long, default_value_t = 0.0)]
+    pub parsimony: f64,
+    /// Tournament size.
+    #[arg(long, default_value_t = 3)]
+    pub tournament: usize,
+    /// Best individuals copied unchanged to the next generation.
+    #[arg(long, default_value_t = 1)]
+    pub elite: usize,
+    /// Longest program, in nodes.
+    #[arg(long, default_value_t = 128)]
+    pub max_len: usize,
+    /// GE: extra passes over the genome.
+    #[arg(long, default_value_t = 0)]
+    pub wraps: u32,
+    /// GE: codon use at single-production rules.
+    #[arg(long, value_enum, default_value = "eager")]
+    pub codons: CodonsArg,
+    /// GE: largest derivation depth (PonyGE2's count).
+    #[arg(long, default_value_t = 17)]
+    pub max_depth: u32,
+    /// GE: initialisation.
+    #[arg(long, value_enum, default_value = "sensible")]
+    pub init: InitArg,
+    /// GE: smallest and largest depth of sensible initialisation's ramp.
+    #[arg(long, default_value = "3,8", value_parser = parse_range)]
+    pub init_depth: (u32, u32),
+    /// GE: genome length of random initialisation.
+    #[arg(long, default_value_t = 128)]
+    pub genome_length: usize,
+    /// GE: longest genome crossover may make.
+    #[arg(long, default_value_t = 512)]
+    pub genome_capacity: usize,
+    /// GE: probability of crossing a pair of parents.
+    #[arg(long, default_value_t = 0.9)]
+    pub crossover: f32,
+    /// GE: per-codon mutation probability.
+    #[arg(long, default_value_t = 0.02)]
+    pub mutation: f32,
+    /// Write the JSON run report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print only the result.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_range(s: &str) -> Result<(u32, u32), String> {
+    let (a, b) = s.split_once([',', '-', ':']).ok_or_else(|| format!("`{s}`: expected MIN,MAX"))?;
+    let a: u32 = a.trim().parse().map_err(|_| format!("`{a}` is not a whole number"))?;
+    let b: u32 = b.trim().parse().map_err(|_| format!("`{b}` is not a whole number"))?;
+    if a > b || a == 0 {
+        return Err(format!("`{s}`: need 1 <= MIN <= MAX"));
+    }
+    Ok((a, b))
+}
+
+impl EvolveArgs {
+    /// The run's settings (as stored in the report).
+    pub fn settings(&self) -> anyhow::Result<crate::task::regression::EvolveSettings> {
+        use crate::genome::{InitConfig, InitMethod};
+        anyhow::ensure!(self.pop >= 2, "--pop must be at least 2, got {}", self.pop);
+        anyhow::ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction must be in [0, 1), got {}", self.test_fraction);
+        anyhow::ensure!((0.0..=1.0).contains(&self.crossover), "--crossover must be a probability, got {}", self.crossover);
+        anyhow::ensure!((0.0..=1.0).contains(&self.mutation), "--mutation must be a probability, got {}", self.mutation);
+        anyhow::ensure!(self.tournament >= 1, "--tournament must be at least 1");
+        anyhow::ensure!((1..=65535).contains(&self.max_len), "--max-len must be in 1..=65535, got {}", self.max_len);
+        anyhow::ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony must be >= 0");
+        if self.grammar.is_none() && self.functions.is_none() {
+            anyhow::bail!("give --grammar FILE (grammatical evolution) or --functions LIST (tree GP), e.g. --grammar grammars/regression.bnf");
+        }
+        let codon_size = 1 << 16;
+        Ok(crate::task::regression::EvolveSettings {
+            data: self.data.clone(),
+            target: self.target.clone(),
+            test_fraction: self.test_fraction,
+            grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
+            functions: self.functions.clone(),
+            engine: crate::evolve::EngineConfig {
+                pop_size: self.pop,
+                generations: self.gens,
+                seed: self.seed,
+                tournament: self.tournament,
+                elite: self.elite.min(self.pop),
+                max_len: self.max_len,
+            },
+            map: MapConfig {
+                max_wraps: self.wraps,
+                codons: match self.codons {
+                    CodonsArg::Eager => Codons::Eager,
+                    CodonsArg::Lazy => Codons::Lazy,
+                },
+                max_depth: self.max_depth,
+                max_nodes: u32::MAX,
+            },
+            init: InitConfig {
+                method: match self.init {
+                    InitArg::Random => InitMethod::Random,
+                    InitArg::Sensible => InitMethod::Sensible,
+                },
+                length: self.genome_length,
+                codon_size,
+                min_depth: self.init_depth.0,
+                max_depth: self.init_depth.1,
+                tail_fraction: 0.5,
+            },
+            vary: crate::genome::vary::GeVaryConfig { crossover: self.crossover, mutation: self.mutation, within_used: true, codon_size },
+            genome_capacity: self.genome_capacity.max(self.genome_length),
+            regression: crate::task::regression::RegressionConfig {
+                metric: self.metric,
+                linear_scaling: !self.no_linear_scaling,
+                parsimony: self.parsimony,
+            },
+        })
+    }
+}
+
+fn evolve(args: &EvolveArgs) -> Result<ExitCode> {
+    let settings = args.settings()?;
+    let run = || crate::task::regression::evolve(&settings, args.quiet);
+    let result = match args.threads {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .context("cannot start worker threads")?
+            .install(run)?,
+        None => run()?,
+    };
+    if let Some(path) = &args.report {
+        crate::report::write_json_atomic(path, &result.report)?;
+    }
+    println!("{}", result.summary);
+    if let Some(path) = &args.report {
+        println!("report        {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Options naming a grammar and the data-set shape its `GE_RANGE:dataset_*` productions need.
@@ -130,6 +316,7 @@ pub fn run() -> Result<ExitCode> {
     match cli.command {
         Command::Check(args) => check(&args),
         Command::Map(args) => map(&args),
+        Command::Evolve(args) => evolve(&args),
         Command::Bench(args) => crate::bench::run(&args),
     }
 }

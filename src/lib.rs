@@ -14,3 +14,4 @@ pub mod program;
 pub mod report;
 pub mod rng;
 pub mod select;
+pub mod task;

@@ -1,0 +1,3 @@
+//! Tasks: what each command evolves and how it scores programs.
+
+pub mod regression;

@@ -1,0 +1,281 @@
+//! Symbolic regression: fitness from the fused error sums of the interpreter (MSE, RMSE, MAE or
+//! 1 − R², optionally after linear scaling as Operon does, plus parsimony pressure), and the
+//! scores reported for the best program on the training and test data.
+
+use crate::data::Dataset;
+use crate::program::eval::{RegressionSums, evaluate_regression};
+use crate::program::tree::{Node, Population};
+
+/// The error measure evolution minimises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// Mean squared error.
+    Mse,
+    /// Root mean squared error.
+    Rmse,
+    /// Mean absolute error.
+    Mae,
+    /// Coefficient of determination (minimised as 1 − R²).
+    R2,
+}
+
+/// Settings of the regression task.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RegressionConfig {
+    /// The error evolution minimises.
+    pub metric: Metric,
+    /// Fit `a·f(x) + b` by least squares before scoring (not with MAE).
+    pub linear_scaling: bool,
+    /// Added to the fitness per node of the program.
+    pub parsimony: f64,
+}
+
+impl Default for RegressionConfig {
+    fn default() -> Self {
+        Self { metric: Metric::Mse, linear_scaling: true, parsimony: 0.0 }
+    }
+}
+
+/// Scores of one program on one data set.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Scores {
+    /// Mean squared error.
+    pub mse: f64,
+    /// Root mean squared error.
+    pub rmse: f64,
+    /// Mean absolute error.
+    pub mae: f64,
+    /// Coefficient of determination.
+    pub r2: f64,
+}
+
+/// The error of sums `s` under `metric` (scaled when asked), lower is better; `+inf` if invalid.
+pub fn error(s: &RegressionSums, metric: Metric, scaled: bool) -> f64 {
+    if !s.finite || s.n == 0.0 {
+        return f64::INFINITY;
+    }
+    let e = match (metric, scaled) {
+        (Metric::Mse, false) => s.mse(),
+        (Metric::Mse, true) => s.scaled_mse(),
+        (Metric::Rmse, false) => s.rmse(),
+        (Metric::Rmse, true) => s.scaled_mse().sqrt(),
+        (Metric::Mae, _) => s.mae(),
+        (Metric::R2, false) => 1.0 - s.r2(),
+        (Metric::R2, true) => 1.0 - s.scaled_r2(),
+    };
+    if e.is_finite() { e } else { f64::INFINITY }
+}
+
+/// The regression task over a training set.
+pub struct Regression<'d> {
+    /// Training data.
+    pub train: &'d Dataset,
+    /// Settings.
+    pub config: RegressionConfig,
+}
+
+impl crate::evolve::Fitness for Regression<'_> {
+    fn evaluate(&self, pop: &Population) -> Vec<f64> {
+        let sums = evaluate_regression(pop, &self.train.x, &self.train.y, self.train.n_rows);
+        sums.iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let e = error(s, self.config.metric, self.config.linear_scaling);
+                if pop.len[i] == 0 { f64::INFINITY } else { e + self.config.parsimony * pop.len[i] as f64 }
+            })
+            .collect()
+    }
+}
+
+/// The scaling `(a, b)` a program gets on the training data (`(1, 0)` without scaling).
+pub fn scaling(nodes: &[Node], train: &Dataset, linear_scaling: bool) -> (f64, f64) {
+    if !linear_scaling {
+        return (1.0, 0.0);
+    }
+    let s = sums_of(nodes, train);
+    if s.finite { s.scale() } else { (1.0, 0.0) }
+}
+
+fn sums_of(nodes: &[Node], data: &Dataset) -> RegressionSums {
+    let mut pop = Population::new(1, nodes.len().max(1), 0);
+    if pop.set_tree(0, nodes).is_err() {
+        pop.clear(0);
+    }
+    evaluate_regression(&pop, &data.x, &data.y, data.n_rows).remove(0)
+}
+
+/// Scores of `a·f + b` on `data`, computed from predictions in f64.
+pub fn scores(nodes: &[Node], data: &Dataset, (a, b): (f64, f64)) -> Scores {
+    let mut pop = Population::new(1, nodes.len().max(1), 0);
+    if pop.set_tree(0, nodes).is_err() {
+        return Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN };
+    }
+    let f = crate::program::eval::predict(&pop, 0, &data.x, data.n_rows);
+    let n = data.n_rows as f64;
+    let mean_y = data.y.iter().map(|&y| y as f64).sum::<f64>() / n;
+    let (mut sse, mut sae, mut sst) = (0.0, 0.0, 0.0);
+    for (i, &y) in data.y.iter().enumerate() {
+        let p = a * f[i] as f64 + b;
+        let e = p - y as f64;
+        sse += e * e;
+        sae += e.abs();
+        sst += (y as f64 - mean_y).powi(2);
+    }
+    let mse = sse / n;
+    let r2 = if sst > 0.0 { 1.0 - sse / sst } else if sse == 0.0 { 1.0 } else { 0.0 };
+    Scores { mse, rmse: mse.sqrt(), mae: sae / n, r2 }
+}
+
+/// Everything a `grove evolve` run needs; stored in the report so the run can be repeated.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvolveSettings {
+    /// `builtin:NAME[:N]` or a CSV / tab-separated file.
+    pub data: String,
+    /// Target column (default: the last).
+    pub target: Option<String>,
+    /// Fraction of rows held out for testing (0: use the built-in's own test set, if any).
+    pub test_fraction: f64,
+    /// Grammar file for grammatical evolution (`None`: tree GP from `functions`).
+    pub grammar: Option<String>,
+    /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
+    pub functions: Option<String>,
+    /// Population, generations, seed, selection, program length.
+    pub engine: crate::evolve::EngineConfig,
+    /// GE: mapping limits.
+    pub map: crate::genome::MapConfig,
+    /// GE: initialisation.
+    pub init: crate::genome::InitConfig,
+    /// GE: crossover and mutation.
+    pub vary: crate::genome::vary::GeVaryConfig,
+    /// GE: longest genome.
+    pub genome_capacity: usize,
+    /// Error measure, scaling, parsimony.
+    pub regression: RegressionConfig,
+}
+
+/// The result of a run, ready to print and to write as the JSON report.
+pub struct EvolveResult {
+    /// The JSON report (`settings`, `generations`, `best`, `train`, `test`, `timing`, `version`).
+    pub report: serde_json::Value,
+    /// Lines to print for a person.
+    pub summary: String,
+}
+
+/// Loads the data, builds the representation, evolves and scores the best program.
+pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveResult> {
+    use anyhow::{Context, bail};
+
+    use crate::evolve::{GrammarRep, run_grammar};
+    use crate::grammar::{self, DatasetShape};
+    use crate::program::render::{Style, render};
+
+    let start = std::time::Instant::now();
+    let problem = crate::data::DataSource::parse(&settings.data)?.load(settings.target.as_deref())?;
+    let (train, test) = if settings.test_fraction > 0.0 {
+        let (tr, te) = crate::data::split(&problem.train, settings.test_fraction, settings.engine.seed)?;
+        (tr, Some(te))
+    } else {
+        (problem.train.clone(), problem.test.clone())
+    };
+    if settings.regression.linear_scaling && settings.regression.metric == Metric::Mae {
+        bail!("--metric mae cannot be used with linear scaling (it is a least-squares fit): add --no-linear-scaling");
+    }
+    let task = Regression { train: &train, config: settings.regression };
+    let n_rows = train.n_rows as f64;
+    let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet);
+    let mut evals = 0.0;
+    let mut history_nodes = Vec::new();
+    let mut observe = |s: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {
+        evals += s.mean_size.max(0.0) * (settings.engine.pop_size - s.invalid) as f64 * n_rows;
+        history_nodes.push(evals);
+        progress.update(s, evals);
+    };
+    let outcome = match (&settings.grammar, &settings.functions) {
+        (Some(path), None) => {
+            let shape = DatasetShape { n_vars: Some(train.n_features as u32), n_is: Some(train.n_features as u32), n_os: Some(1) };
+            let loaded = grammar::load(std::path::Path::new(path), &shape)?;
+            let vars = grammar::template::Vars { names: train.names.clone() };
+            let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
+                .with_context(|| format!("{path} cannot be used for evaluation"))?;
+            let rep = GrammarRep {
+                table: &loaded.table,
+                templates: &templates,
+                map: settings.map,
+                init: settings.init,
+                vary: settings.vary,
+                genome_capacity: settings.genome_capacity,
+            };
+            run_grammar(&settings.engine, &rep, &task, &mut observe)
+        }
+        (None, Some(_)) => bail!("tree GP (--functions) is not wired yet"),
+        _ => bail!("give either --grammar FILE or --functions LIST"),
+    };
+    progress.finish();
+    let seconds = start.elapsed().as_secs_f64();
+    let best = &outcome.best;
+    if best.nodes.is_empty() {
+        bail!("no valid program was found: every individual failed to map or evaluate");
+    }
+    let (a, b) = scaling(&best.nodes, &train, settings.regression.linear_scaling);
+    let train_scores = scores(&best.nodes, &train, (a, b));
+    let test_scores = test.as_ref().map(|t| scores(&best.nodes, t, (a, b)));
+    let names = &train.names;
+    let wrap = |body: String, style: Style| -> String {
+        if (a, b) == (1.0, 0.0) {
+            return body;
+        }
+        let (a, b) = (crate::program::render::number(a as f32), crate::program::render::number(b as f32));
+        match style {
+            Style::Latex => format!("{a} \\cdot \\left({body}\\right) + {b}"),
+            Style::Sympy => format!("{a}*({body}) + {b}"),
+            Style::Infix => format!("{a}*({body}) + {b}"),
+        }
+    };
+    let infix = wrap(render(&best.nodes, names, Style::Infix), Style::Infix);
+    let latex = wrap(render(&best.nodes, names, Style::Latex), Style::Latex);
+    let sympy = wrap(render(&best.nodes, names, Style::Sympy), Style::Sympy);
+    let score_json = |s: &Scores| {
+        serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
+                           "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
+    };
+    let generations: Vec<serde_json::Value> = outcome
+        .history
+        .iter()
+        .map(|s| {
+            serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
+                "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
+                "invalid": s.invalid, "seconds": s.seconds})
+        })
+        .collect();
+    let node_evals = history_nodes.last().copied().unwrap_or(0.0);
+    let mut best_json = serde_json::json!({"infix": infix, "latex": latex, "sympy": sympy,
+        "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
+        "scale": [a, b]});
+    if let Some((genome, text)) = &best.genome {
+        best_json["genome"] = serde_json::json!(genome);
+        best_json["phenotype"] = serde_json::json!(text);
+    }
+    let report = serde_json::json!({
+        "settings": settings,
+        "generations": generations,
+        "best": best_json,
+        "train": score_json(&train_scores),
+        "test": test_scores.as_ref().map(score_json),
+        "timing": {"seconds": seconds, "node_evaluations": node_evals,
+                   "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads()},
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    let mut summary = format!("best program  {infix}\nsize          {} nodes\n", best.nodes.len());
+    summary += &format!(
+        "train         mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n",
+        train_scores.mse, train_scores.rmse, train_scores.mae, train_scores.r2
+    );
+    match &test_scores {
+        Some(s) => summary += &format!("test          mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2),
+        None => summary += "test          (no test data: use --test-fraction)\n",
+    }
+    summary += &format!("time          {seconds:.2} s on {} threads", rayon::current_num_threads());
+    Ok(EvolveResult { report, summary })
+}

@@ -1,0 +1,131 @@
+//! The command line as a user meets it: exit codes, one-line errors, and the outputs of
+//! `grove check`, `grove map` and `grove evolve`.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn grove(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_grove"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("grove runs");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn temp_file(name: &str, body: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("grove-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+#[test]
+fn check_summarises_a_good_grammar() {
+    let out = grove(&["check", "grammars/ge-paper.bnf"], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("rules       3"), "{s}");
+    assert!(s.contains("<expr>") && s.contains("yes"), "{s}");
+    assert!(s.contains("bytes of 65536"), "{s}");
+}
+
+#[test]
+fn check_reports_errors_with_position_and_fails() {
+    let bad = temp_file("bad.bnf", "<e> ::= x\n  | <e> + <v>\n");
+    let out = grove(&["check", bad.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(e.contains("bad.bnf:2:11: error: non-terminal <v> is used but never defined"), "{e}");
+    assert!(!e.contains("panicked"));
+    let cyc = temp_file("cycle.bnf", "<s> ::= <a>\n<a> ::= <b>\n<b> ::= (<a>)\n");
+    let out = grove(&["check", cyc.to_str().unwrap()], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("never derives a finished string"));
+    let out = grove(&["check", "no/such/file.bnf"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with("error: cannot read grammar"));
+}
+
+#[test]
+fn map_prints_phenotypes_and_reports_bad_lines() {
+    let out = grove(&["map", "-g", "grammars/vladislavleva4.bnf"], "0,9,10\n\n[14, 1, 2, 3, 4, 99]\n14 0 0 0\nx,1\n");
+    assert_eq!(out.status.code(), Some(1), "a bad line makes the exit status 1");
+    assert_eq!(text(&out.stdout), "x[:, 0]+x[:, 1]\n12.34\n<invalid: out of codons>\n");
+    assert_eq!(text(&out.stderr).trim(), "line 5: codon 1 is `x`, not an integer from 0 to 4294967295");
+}
+
+#[test]
+fn map_jsonl_with_wraps() {
+    let out = grove(&["map", "-g", "grammars/vladislavleva4.bnf", "--wraps", "1", "--format", "jsonl"], "14,0,0,0\n");
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(v["phenotype"], "00.04");
+    assert_eq!(v["used_codons"], 5);
+    assert_eq!(v["valid"], true);
+}
+
+#[test]
+fn bad_options_give_one_clear_line() {
+    for (args, needle) in [
+        (vec!["evolve", "--data", "builtin:nope", "--grammar", "grammars/regression.bnf"], "nope"),
+        (vec!["evolve", "--data", "missing.csv", "--grammar", "grammars/regression.bnf"], "missing.csv"),
+        (vec!["evolve", "--pop", "1", "--grammar", "grammars/regression.bnf"], "--pop"),
+        (vec!["evolve", "--test-fraction", "1.5", "--grammar", "grammars/regression.bnf"], "--test-fraction"),
+        (vec!["evolve", "--data", "builtin:quartic"], "--grammar"),
+    ] {
+        let out = grove(&args, "");
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out.stderr));
+        let e = text(&out.stderr);
+        assert!(e.starts_with("error: ") && e.contains(needle), "{args:?}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{args:?}: one line expected: {e}");
+    }
+}
+
+#[test]
+fn bad_csv_names_row_and_column() {
+    let csv = temp_file("bad.csv", "a,b,y\n1,2,3\n4,oops,6\n");
+    let out = grove(&["evolve", "--data", csv.to_str().unwrap(), "--grammar", "grammars/regression.bnf", "--gens", "1"], "");
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(e.contains("oops") && e.contains('3') && e.contains('b'), "{e}");
+    let ragged = temp_file("ragged.csv", "a,b,y\n1,2,3\n4,5\n");
+    let out = grove(&["evolve", "--data", ragged.to_str().unwrap(), "--grammar", "grammars/regression.bnf", "--gens", "1"], "");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains('3'), "{}", text(&out.stderr));
+}
+
+#[test]
+fn evolve_writes_a_complete_report() {
+    let dir = std::env::temp_dir().join(format!("grove-cli-{}", std::process::id()));
+    let report = dir.join("run.json");
+    let out = grove(
+        &["evolve", "--data", "builtin:koza1", "--grammar", "grammars/regression.bnf", "--pop", "50", "--gens", "3",
+          "--test-fraction", "0.25", "--report", report.to_str().unwrap(), "-q"],
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("best program") && s.contains("train") && s.contains("test"), "{s}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    for key in ["settings", "generations", "best", "train", "test", "timing", "version"] {
+        assert!(!r[key].is_null(), "report lacks {key}");
+    }
+    assert_eq!(r["generations"].as_array().unwrap().len(), 4);
+    for key in ["infix", "latex", "sympy", "size"] {
+        assert!(!r["best"][key].is_null(), "best lacks {key}");
+    }
+    for key in ["mse", "rmse", "mae", "r2"] {
+        assert!(r["train"][key].is_number() && r["test"][key].is_number(), "scores lack {key}");
+    }
+    assert_eq!(r["settings"]["engine"]["pop_size"], 50);
+}
