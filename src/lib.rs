@@ -3,7 +3,7 @@
 //!
 //! The pipeline, in the order the modules meet it: [`grammar`] reads a BNF file and compiles it
 //! to a flat rule table; [`genome`] maps integer genomes through that table to programs;
-//! [`data`] reads the data sets programs are scored on.
+//! [`data`] reads data files and generates the built-in benchmark problems they are scored on.
 #![warn(missing_docs)]
 
 pub mod bench;

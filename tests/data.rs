@@ -1,9 +1,10 @@
 //! The data layer through its public API: reading the Vladislavleva-4 files PonyGE2 ships
-//! (beside the checkout, in `shared/reference/datasets`) and reading files from disk.
+//! (beside the checkout, in `shared/reference/datasets`), reading files from disk, and the
+//! command-line data source.
 
 use std::path::{Path, PathBuf};
 
-use grove::data::{self, DataError};
+use grove::data::{self, DataError, DataSource, builtins};
 
 fn reference(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/datasets").join(rel)
@@ -64,4 +65,23 @@ fn read_errors_name_the_file() {
     let err = format!("{:#}", data::read(&path, Some("z")).unwrap_err());
     assert!(err.contains(":1: unknown target column `z`: the columns are `a`, `b`, `y`"), "{err}");
     std::fs::remove_file(&path).ok();
+}
+
+#[test]
+fn data_sources_load_files_and_builtins() {
+    let file = reference("Vladislavleva4/Train.txt");
+    let source: DataSource = file.to_str().unwrap().parse().unwrap();
+    let p = source.load(None).unwrap();
+    assert_eq!((p.train.shape(), p.test.is_none()), ((1024, 5), true));
+    assert_eq!(p.name, file.display().to_string());
+
+    for b in builtins() {
+        let p: DataSource = format!("builtin:{}", b.name).parse().unwrap();
+        let loaded = p.load(Some("y")).unwrap();
+        assert_eq!(loaded.train.n_rows, b.default_n, "{}", b.name);
+        assert_eq!(loaded.train.n_features, b.n_vars, "{}", b.name);
+        assert_eq!(loaded.test.is_some(), b.test.is_some(), "{}", b.name);
+    }
+    let p: DataSource = "builtin:sextic:100000".parse().unwrap();
+    assert_eq!(p.load(None).unwrap().train.shape(), (100_000, 1));
 }

@@ -1,15 +1,21 @@
-//! The data layer for symbolic regression (and, later, classification): the [`Dataset`] type
-//! and reading CSV and tab-separated files ([`read()`]).
+//! The data layer for symbolic regression (and, later, classification): the [`Dataset`] type,
+//! reading CSV and tab-separated files ([`read()`]), built-in benchmark problems generated from
+//! their definitions ([`builtin()`]) and the command-line value that names one of them
+//! ([`DataSource`]).
 //!
 //! Values are stored twice on purpose: `f32` for the interpreters (CPU and GPU evaluate in f32)
 //! and, optionally, `f64` for references and fitness in full precision. See [`Dataset`].
 
+pub mod builtin;
 pub mod read;
 
 use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
 
 use anyhow::{Context, Result, bail, ensure};
 
+pub use builtin::{Builtin, Problem, Sampling, builtin, builtins};
 pub use read::{parse, read};
 
 /// A table of numeric features and one numeric target, for regression.
@@ -282,6 +288,81 @@ impl fmt::Display for DataError {
 
 impl std::error::Error for DataError {}
 
+/// What the command line's data argument names: `builtin:NAME`, `builtin:NAME:N` (N points),
+/// or a path to a CSV or tab-separated file. A file whose name starts with `builtin:` can be
+/// named as `./builtin:…`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DataSource {
+    /// A built-in problem (see [`builtins`]), with an optional number of training points.
+    Builtin {
+        /// The problem's name, lower case.
+        name: String,
+        /// Training points; `None` for the problem's default.
+        n: Option<usize>,
+    },
+    /// A file to [`read()`].
+    File(PathBuf),
+}
+
+impl DataSource {
+    /// Parses the command-line value. A built-in's name is checked here (the error lists the
+    /// known names); its `N` must be a positive integer.
+    pub fn parse(text: &str) -> Result<Self> {
+        let Some(rest) = text.strip_prefix("builtin:") else {
+            ensure!(!text.is_empty(), "empty data source: give a file or builtin:NAME");
+            return Ok(DataSource::File(PathBuf::from(text)));
+        };
+        let (name, n) = match rest.split_once(':') {
+            Some((name, n)) => {
+                let n: usize = n.parse().ok().filter(|&n| n > 0).with_context(|| {
+                    format!(
+                        "`{text}`: the number of points after `{name}:` must be a positive integer, got `{n}`"
+                    )
+                })?;
+                (name, Some(n))
+            }
+            None => (rest, None),
+        };
+        let name = name.to_ascii_lowercase();
+        builtin::find(&name).with_context(|| format!("`{text}`"))?;
+        Ok(DataSource::Builtin { name, n })
+    }
+
+    /// Loads the data: generates a built-in (whose target is always `y`), or reads the file
+    /// with `target` as its target column (default: the last column).
+    pub fn load(&self, target: Option<&str>) -> Result<Problem> {
+        match self {
+            DataSource::Builtin { name, n } => {
+                if let Some(t) = target.filter(|&t| t != "y") {
+                    bail!("builtin:{name} has the target `y`; --target `{t}` does not apply");
+                }
+                builtin(name, *n)
+            }
+            DataSource::File(path) => {
+                let train = read(path, target)?;
+                Ok(Problem { name: path.display().to_string(), train, test: None })
+            }
+        }
+    }
+}
+
+impl FromStr for DataSource {
+    type Err = anyhow::Error;
+    fn from_str(s: &str) -> Result<Self> {
+        DataSource::parse(s)
+    }
+}
+
+impl fmt::Display for DataSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DataSource::Builtin { name, n: None } => write!(f, "builtin:{name}"),
+            DataSource::Builtin { name, n: Some(n) } => write!(f, "builtin:{name}:{n}"),
+            DataSource::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -358,5 +439,36 @@ mod tests {
         let mut d = small();
         d.drop_f64();
         d.validate().unwrap();
+    }
+
+    #[test]
+    fn data_source_parses_builtins_and_paths() {
+        assert_eq!(
+            DataSource::parse("builtin:pagie1").unwrap(),
+            DataSource::Builtin { name: "pagie1".into(), n: None }
+        );
+        assert_eq!(
+            DataSource::parse("builtin:Sextic:100000").unwrap(),
+            DataSource::Builtin { name: "sextic".into(), n: Some(100_000) }
+        );
+        assert_eq!(DataSource::parse("data/x.csv").unwrap(), DataSource::File("data/x.csv".into()));
+        assert_eq!(
+            DataSource::parse("./builtin:odd.csv").unwrap(),
+            DataSource::File("./builtin:odd.csv".into())
+        );
+        let err = format!("{:#}", DataSource::parse("builtin:nope").unwrap_err());
+        assert!(err.contains("unknown built-in problem `nope`") && err.contains("pagie1"), "{err}");
+        for bad in ["builtin:pagie1:0", "builtin:pagie1:x", "builtin:pagie1:", "builtin:pagie1:-4"] {
+            let err = format!("{:#}", DataSource::parse(bad).unwrap_err());
+            assert!(err.contains("positive integer"), "{bad}: {err}");
+        }
+        assert!(DataSource::parse("").is_err());
+        for text in ["builtin:quartic", "builtin:quartic:64", "some/file.txt"] {
+            assert_eq!(DataSource::parse(text).unwrap().to_string(), text);
+        }
+        let parsed: DataSource = "builtin:koza1".parse().unwrap();
+        assert_eq!(parsed.load(None).unwrap().train.shape(), (20, 1));
+        let err = parsed.load(Some("z")).unwrap_err().to_string();
+        assert!(err.contains("--target `z` does not apply"), "{err}");
     }
 }
