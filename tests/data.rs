@@ -85,3 +85,12 @@ fn data_sources_load_files_and_builtins() {
     let p: DataSource = "builtin:sextic:100000".parse().unwrap();
     assert_eq!(p.load(None).unwrap().train.shape(), (100_000, 1));
 }
+
+#[test]
+fn split_of_a_read_file_is_deterministic() {
+    let d = data::read(reference("Vladislavleva4/Train.txt"), None).unwrap();
+    let (train, test) = data::split(&d, 0.2, 42).unwrap();
+    assert_eq!((train.n_rows, test.n_rows), (819, 205));
+    let again = data::split(&d, 0.2, 42).unwrap();
+    assert_eq!((train, test), again);
+}

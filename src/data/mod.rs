@@ -1,13 +1,14 @@
 //! The data layer for symbolic regression (and, later, classification): the [`Dataset`] type,
 //! reading CSV and tab-separated files ([`read()`]), built-in benchmark problems generated from
-//! their definitions ([`builtin()`]) and the command-line value that names one of them
-//! ([`DataSource`]).
+//! their definitions ([`builtin()`]), seeded train/test splits ([`split()`]) and the command-line
+//! value that names one of them ([`DataSource`]).
 //!
 //! Values are stored twice on purpose: `f32` for the interpreters (CPU and GPU evaluate in f32)
 //! and, optionally, `f64` for references and fitness in full precision. See [`Dataset`].
 
 pub mod builtin;
 pub mod read;
+pub mod split;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use anyhow::{Context, Result, bail, ensure};
 
 pub use builtin::{Builtin, Problem, Sampling, builtin, builtins};
 pub use read::{parse, read};
+pub use split::{split, split_indices};
 
 /// A table of numeric features and one numeric target, for regression.
 ///
