@@ -4,4 +4,4 @@ pub mod ops;
 pub mod tree;
 
 pub use ops::{Op, Real};
-pub use tree::{Node, Population, TreeRef};
+pub use tree::{Node, Population, RowMut, TreeRef};
