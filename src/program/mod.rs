@@ -1,9 +1,12 @@
-//! Programs: the operator table, the tensorized population of trees, and random trees.
+//! Programs: the operator table, the tensorized population of trees, random trees, and the
+//! variation operators on them.
 
 pub mod init;
 pub mod ops;
 pub mod tree;
+pub mod vary;
 
 pub use init::{TreeSpec, init_population};
 pub use ops::{Op, Real};
 pub use tree::{Node, Population, RowMut, TreeRef};
+pub use vary::{Crossover, Mutation, Outcome, VaryConfig};
