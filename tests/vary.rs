@@ -3,7 +3,7 @@
 //! every operator gives valid, deterministic children that are what it says they are.
 
 use grove::program::init::{TreeSpec, init_population};
-use grove::program::vary::{Crossover, Mutation, Outcome, VaryConfig, crossover_stream, mutation_stream};
+use grove::program::vary::{self, BreedConfig, Crossover, Mutation, Outcome, VaryConfig, breed, crossover_stream, mutation_stream};
 use grove::program::{Node, Op, Population, TreeRef};
 
 const P: usize = 300;
@@ -459,4 +459,82 @@ fn operators_overwrite_a_dirty_row_completely() {
         }
         out.validate().unwrap_or_else(|e| panic!("{op:?}: {e}"));
     }
+}
+
+fn mix() -> BreedConfig {
+    BreedConfig {
+        p_crossover: 0.8,
+        crossovers: vec![(Crossover::OnePoint, 3.0), (Crossover::LeafBiased, 1.0)],
+        p_mutation: 0.5,
+        mutations: Mutation::ALL.iter().map(|&m| (m, 1.0)).collect(),
+    }
+}
+
+fn pairs(n: usize, parents: usize) -> Vec<[u32; 2]> {
+    (0..n).map(|k| [(k * 13 % parents) as u32, (k * 29 + 5) as u32 % parents as u32]).collect()
+}
+
+#[test]
+fn breed_is_valid_and_the_same_for_any_thread_count() {
+    for name in ["single", "multi", "tiny"] {
+        let spec = spec_named(name);
+        let cfg = VaryConfig::new(spec.clone());
+        let pop = parents(&spec, 8);
+        let pairs = pairs(500, P);
+        let mut a = Population::new(500, spec.max_len, spec.n_outputs);
+        let bred_a = breed(&pop, &pairs, &mut a, 8, 3, &cfg, &mix()).unwrap();
+        a.validate().unwrap();
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let mut b = Population::new(500, spec.max_len, spec.n_outputs);
+        let bred_b = one.install(|| breed(&pop, &pairs, &mut b, 8, 3, &cfg, &mix()).unwrap());
+        assert!(pops_bitwise_eq(&a, &b) && bred_a == bred_b, "{name}");
+        let crossed = bred_a.iter().filter(|b| b.crossover.is_some()).count();
+        let mutated = bred_a.iter().filter(|b| b.mutation.is_some()).count();
+        assert!((350..450).contains(&crossed) && (200..300).contains(&mutated), "{crossed} crossed, {mutated} mutated");
+        for (k, b) in bred_a.iter().enumerate() {
+            if b.crossover.is_none() && b.mutation.is_none() {
+                assert!(bitwise_eq(a.tree(k), pop.tree(pairs[k][0] as usize)), "child {k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn breed_draws_the_choice_then_runs_the_operator_on_the_same_stream() {
+    // The draw order is the contract a CUDA twin follows: chance(p), unit for the pick, then
+    // the operator's own draws.
+    let spec = spec_named("single");
+    let cfg = VaryConfig::new(spec.clone());
+    let pop = parents(&spec, 9);
+    let pairs = pairs(P, P);
+    let mix = BreedConfig { p_crossover: 0.0, crossovers: vec![], p_mutation: 1.0, mutations: vec![(Mutation::Subtree, 0.0), (Mutation::Hoist, 1.0)] };
+    let mut out = Population::new(P, spec.max_len, 0);
+    let bred = breed(&pop, &pairs, &mut out, 9, 4, &cfg, &mix).unwrap();
+    let mut expect = Population::new(P, spec.max_len, 0);
+    for k in 0..P {
+        let mut ms = mutation_stream(9, 4, k);
+        assert!(ms.chance(1.0));
+        ms.unit_f32();
+        let o = vary::hoist_mutation(pop.tree(pairs[k][0] as usize), &mut expect.row_mut(k), &mut ms);
+        assert_eq!(bred[k].mutation, Some((Mutation::Hoist, o)), "child {k}");
+    }
+    assert!(pops_bitwise_eq(&out, &expect));
+}
+
+#[test]
+fn breed_rejects_bad_input_with_a_reason() {
+    let spec = spec_named("single");
+    let cfg = VaryConfig::new(spec.clone());
+    let pop = parents(&spec, 1);
+    let mut out = Population::new(2, spec.max_len, 0);
+    let e = breed(&pop, &[[0, 1], [2, P as u32]], &mut out, 1, 1, &cfg, &mix()).unwrap_err();
+    assert!(e.contains("parent 300"), "{e}");
+    let e = breed(&pop, &[[0, 1]], &mut out, 1, 1, &cfg, &mix()).unwrap_err();
+    assert!(e.contains("1 pairs"), "{e}");
+    let mut wrong = Population::new(2, 10, 0);
+    assert!(breed(&pop, &[[0, 1], [1, 2]], &mut wrong, 1, 1, &cfg, &mix()).unwrap_err().contains("L = 64"));
+    let bad = BreedConfig { mutations: vec![(Mutation::Point, 0.0)], ..mix() };
+    assert!(breed(&pop, &[[0, 1], [1, 2]], &mut out, 1, 1, &cfg, &bad).unwrap_err().contains("positive weight"));
+    let bad = VaryConfig { p_point: 2.0, ..cfg.clone() };
+    assert!(breed(&pop, &[[0, 1], [1, 2]], &mut out, 1, 1, &bad, &mix()).unwrap_err().contains("p_point"));
 }

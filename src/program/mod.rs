@@ -9,4 +9,4 @@ pub mod vary;
 pub use init::{TreeSpec, init_population};
 pub use ops::{Op, Real};
 pub use tree::{Node, Population, RowMut, TreeRef};
-pub use vary::{Crossover, Mutation, Outcome, VaryConfig};
+pub use vary::{BreedConfig, Crossover, Mutation, Outcome, VaryConfig, breed};

@@ -1,6 +1,6 @@
 //! Variation of tensorized trees (the CPU reference of `kernels/vary.cu`): EvoGP's one
 //! subtree-exchange primitive ([`exchange`], its section IV-B) and the ten operators of its
-//! Table I built on it.
+//! Table I built on it, plus [`breed`], which makes a whole new population from a mix of them.
 //!
 //! # Contract shared by every operator
 //!
@@ -28,6 +28,7 @@ use super::init::{self, Method, TreeSpec};
 use super::ops::Op;
 use super::tree::{Node, Population, RowMut, TreeRef};
 use crate::rng::{Purpose, Stream};
+use rayon::prelude::*;
 
 /// What an operator did to its child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -509,6 +510,126 @@ impl Mutation {
     }
 }
 
+/// How [`breed`] mixes the operators (EvoGP's Algorithm 1: crossover, then mutation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BreedConfig {
+    /// Probability that a child is made by crossover (else it starts as a copy of its first
+    /// parent).
+    pub p_crossover: f32,
+    /// Crossovers and their relative weights.
+    pub crossovers: Vec<(Crossover, f32)>,
+    /// Probability that a child is then mutated.
+    pub p_mutation: f32,
+    /// Mutations and their relative weights.
+    pub mutations: Vec<(Mutation, f32)>,
+}
+
+impl BreedConfig {
+    /// Checks probabilities and weights, naming the first problem.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, p) in [("p_crossover", self.p_crossover), ("p_mutation", self.p_mutation)] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!("{name} = {p} is not a probability"));
+            }
+        }
+        let crossovers: Vec<f32> = self.crossovers.iter().map(|c| c.1).collect();
+        let mutations: Vec<f32> = self.mutations.iter().map(|m| m.1).collect();
+        for (name, p, w) in [("crossover", self.p_crossover, &crossovers), ("mutation", self.p_mutation, &mutations)] {
+            if let Some(x) = w.iter().find(|x| !(x.is_finite() && **x >= 0.0)) {
+                return Err(format!("{name} weight {x} must be finite and at least 0"));
+            }
+            if p > 0.0 && w.iter().sum::<f32>() <= 0.0 {
+                return Err(format!("p_{name} is {p} but no {name} has a positive weight"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Cumulative weights, normalised to end at 1 (computed once; the GPU gets the same table).
+fn cumulative(weights: impl Iterator<Item = f32>) -> Vec<f32> {
+    let mut acc = 0.0f32;
+    let mut cum: Vec<f32> = weights.map(|w| { acc += w; acc }).collect();
+    for c in &mut cum {
+        *c /= acc;
+    }
+    cum
+}
+
+/// The first entry whose cumulative weight exceeds `u` (`u` in `[0, 1)`). A zero-weight entry
+/// never does (its cumulative weight equals the one before it); the table ends at exactly 1.
+fn pick(cum: &[f32], u: f32) -> usize {
+    cum.iter().position(|&c| u < c).unwrap_or(cum.len() - 1)
+}
+
+/// What [`breed`] did to one child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bred {
+    /// The crossover applied and its outcome, if any.
+    pub crossover: Option<(Crossover, Outcome)>,
+    /// The mutation applied and its outcome, if any.
+    pub mutation: Option<(Mutation, Outcome)>,
+}
+
+/// Makes child `k` of `out` from parents `pairs[k] = [a, b]` of `parents`, for every `k`,
+/// rayon-parallel; the result does not depend on the thread count.
+///
+/// Child `k`'s crossover stream ([`crossover_stream`]) draws `chance(p_crossover)` and, if it
+/// crosses, one `unit_f32` to pick the crossover by weight; the crossover (recipient `a`,
+/// donor `b`) continues on that stream. Its mutation stream ([`mutation_stream`]) likewise
+/// draws `chance(p_mutation)`, one `unit_f32` for the mutation, then the mutation's draws,
+/// applied to the crossover's child (or to `a`). A child neither crossed nor mutated is a copy
+/// of `a`. Returns what happened to each child, in order.
+pub fn breed(parents: &Population, pairs: &[[u32; 2]], out: &mut Population, seed: u64, generation: u32, vary: &VaryConfig, mix: &BreedConfig) -> Result<Vec<Bred>, String> {
+    vary.check()?;
+    mix.check()?;
+    let (l, k) = (parents.max_len, parents.n_outputs);
+    if (out.max_len, out.n_outputs, vary.spec.max_len, vary.spec.n_outputs) != (l, k, l, k) {
+        return Err(format!(
+            "parents have L = {l} and {k} outputs, children L = {} and {}, the spec L = {} and {}",
+            out.max_len, out.n_outputs, vary.spec.max_len, vary.spec.n_outputs
+        ));
+    }
+    if out.size() != pairs.len() {
+        return Err(format!("{} pairs of parents for {} children", pairs.len(), out.size()));
+    }
+    if let Some(p) = pairs.iter().flatten().find(|&&p| p as usize >= parents.size()) {
+        return Err(format!("parent {p} of a population of {}", parents.size()));
+    }
+    let cum_x = cumulative(mix.crossovers.iter().map(|c| c.1));
+    let cum_m = cumulative(mix.mutations.iter().map(|m| m.1));
+    let bred = out
+        .rows_mut()
+        .into_par_iter()
+        .zip(pairs.par_iter())
+        .enumerate()
+        .map_init(
+            || Population::new(1, l, k),
+            |scratch, (i, (mut row, &[a, b]))| {
+                let mut xs = crossover_stream(seed, generation, i);
+                let mut ms = mutation_stream(seed, generation, i);
+                let x = xs.chance(mix.p_crossover).then(|| mix.crossovers[pick(&cum_x, xs.unit_f32())].0);
+                let m = ms.chance(mix.p_mutation).then(|| mix.mutations[pick(&cum_m, ms.unit_f32())].0);
+                let (pa, pb) = (parents.tree(a as usize), parents.tree(b as usize));
+                match (x, m) {
+                    (None, None) => {
+                        row.copy_from(pa);
+                        Bred { crossover: None, mutation: None }
+                    }
+                    (Some(x), None) => Bred { crossover: Some((x, x.apply(pa, pb, &mut row, &mut xs, vary))), mutation: None },
+                    (None, Some(m)) => Bred { crossover: None, mutation: Some((m, m.apply(pa, &mut row, &mut ms, vary))) },
+                    (Some(x), Some(m)) => {
+                        let xo = x.apply(pa, pb, &mut scratch.row_mut(0), &mut xs, vary);
+                        let mo = m.apply(scratch.tree(0), &mut row, &mut ms, vary);
+                        Bred { crossover: Some((x, xo)), mutation: Some((m, mo)) }
+                    }
+                }
+            },
+        )
+        .collect();
+    Ok(bred)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,5 +658,15 @@ mod tests {
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / xs.len() as f64;
         assert!(mean.abs() < 0.03 && (var - 1.0).abs() < 0.05, "mean {mean}, variance {var}");
+    }
+
+    #[test]
+    fn pick_follows_weights_and_skips_zero_weights() {
+        let cum = cumulative([0.0, 1.0, 0.0, 3.0, 0.0].into_iter());
+        assert_eq!(cum, [0.0, 0.25, 0.25, 1.0, 1.0]);
+        assert_eq!(pick(&cum, 0.0), 1);
+        assert_eq!(pick(&cum, 0.2499), 1);
+        assert_eq!(pick(&cum, 0.25), 3);
+        assert_eq!(pick(&cum, 0.999_999_9), 3);
     }
 }
