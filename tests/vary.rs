@@ -535,6 +535,8 @@ fn breed_rejects_bad_input_with_a_reason() {
     assert!(breed(&pop, &[[0, 1], [1, 2]], &mut wrong, 1, 1, &cfg, &mix()).unwrap_err().contains("L = 64"));
     let bad = BreedConfig { mutations: vec![(Mutation::Point, 0.0)], ..mix() };
     assert!(breed(&pop, &[[0, 1], [1, 2]], &mut out, 1, 1, &cfg, &bad).unwrap_err().contains("positive weight"));
+    let bad = VaryConfig { subtree_depth: (3, 2), ..cfg.clone() };
+    assert!(breed(&pop, &[[0, 1], [1, 2]], &mut out, 1, 1, &bad, &mix()).unwrap_err().contains("subtree depths"));
     let bad = VaryConfig { p_point: 2.0, ..cfg.clone() };
     assert!(breed(&pop, &[[0, 1], [1, 2]], &mut out, 1, 1, &bad, &mix()).unwrap_err().contains("p_point"));
 }

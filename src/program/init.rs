@@ -136,6 +136,9 @@ impl TreeSpec {
         if let Some(op) = self.functions.iter().find(|o| o.is_leaf()) {
             return Err(format!("`{op}` is a leaf, not a function"));
         }
+        if let Some((i, op)) = self.functions.iter().enumerate().find(|(i, o)| self.functions[..*i].contains(o)) {
+            return Err(format!("`{op}` is in the function set twice (again at {i})"));
+        }
         if self.n_vars > 1 << 24 {
             return Err(format!("{} variables: at most 2^24 (indices are stored as f32)", self.n_vars));
         }
@@ -155,8 +158,8 @@ impl TreeSpec {
                 return Err(format!("{name} = {p} is not a probability"));
             }
         }
-        if self.min_depth > self.max_depth {
-            return Err(format!("min_depth {} over max_depth {}", self.min_depth, self.max_depth));
+        if self.min_depth > self.max_depth || self.max_depth > u16::MAX as u32 {
+            return Err(format!("depths {}..={} are not a range within 0..=65535", self.min_depth, self.max_depth));
         }
         Ok(())
     }
@@ -217,7 +220,8 @@ impl TreeSpec {
 /// (`budget >= 1`), aiming for `method` at target depth `depth`, functions forced above
 /// `min_depth` under `grow`.
 ///
-/// Attempts run in this order until one fits: `(method, depth)`, then if that was `full`,
+/// The target depth is first clamped to `budget - 1` (a deeper tree cannot fit). Then
+/// attempts run in this order until one fits: `(method, depth)`, then if that was `full`,
 /// `(grow, depth)`, then `(grow, depth - 1)`, …, `(grow, 0)`, which is one leaf and always fits.
 /// Each attempt uses `min(min_depth, its depth)` and continues the same stream. An attempt is
 /// abandoned as soon as the nodes placed plus the child slots still open exceed `budget`.
@@ -228,7 +232,7 @@ impl TreeSpec {
 /// is [`TreeSpec::random_leaf`].
 pub fn random_tree(spec: &TreeSpec, method: Method, min_depth: u32, depth: u32, budget: usize, rng: &mut Stream, nodes: &mut Vec<Node>) {
     assert!(budget >= 1, "a tree needs room for at least one node");
-    let (mut m, mut d) = (method, depth);
+    let (mut m, mut d) = (method, depth.min(budget as u32 - 1));
     let mut pending = Vec::with_capacity(budget + 2);
     while !attempt(spec, m, min_depth.min(d), d, budget, rng, nodes, &mut pending) {
         if m == Method::Full {
@@ -422,6 +426,14 @@ mod tests {
     }
 
     #[test]
+    fn a_depth_far_beyond_the_budget_is_clamped_not_retried_level_by_level() {
+        let s = spec(16).with_depth(60_000, 60_000);
+        let pop = init_population(&s, 200, 4).unwrap();
+        pop.validate().unwrap();
+        assert!((0..200).all(|i| pop.tree(i).depth() <= 15));
+    }
+
+    #[test]
     fn multi_output_places_every_slot_when_the_tree_is_big_enough() {
         for (k, p_out) in [(3, 0.0), (4, 0.2), (7, 0.0)] {
             let s = spec(64).with_depth(0, 4).with_outputs(k, p_out);
@@ -477,7 +489,9 @@ mod tests {
             (spec(8).with_const_range(1.0, 0.0), "range"),
             (spec(8).with_constants(&[f32::NAN]), "finite"),
             (spec(8).with_p_const(1.5), "p_const"),
-            (spec(8).with_depth(3, 2), "min_depth"),
+            (spec(8).with_depth(3, 2), "depths"),
+            (spec(8).with_depth(0, 70_000), "depths"),
+            (TreeSpec::new(vec![Op::Add, Op::Sin, Op::Add], 1, 8), "twice"),
         ];
         for (s, word) in cases {
             let e = init_population(&s, 1, 0).unwrap_err();

@@ -90,8 +90,9 @@ impl VaryConfig {
         if !(self.sigma.is_finite() && self.sigma >= 0.0) {
             return Err(format!("sigma = {} must be finite and at least 0", self.sigma));
         }
-        if self.subtree_depth.0 > self.subtree_depth.1 {
-            return Err(format!("subtree depth range {:?} is empty", self.subtree_depth));
+        let (lo, hi) = self.subtree_depth;
+        if lo > hi || hi > u16::MAX as u32 {
+            return Err(format!("subtree depths {lo}..={hi} are not a range within 0..=65535"));
         }
         Ok(())
     }
