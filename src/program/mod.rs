@@ -1,8 +1,13 @@
-//! Programs: the operator table and the tensorized population of trees.
+//! Programs: the operator table, the tensorized population of trees, random trees, and the
+//! variation operators on them.
 
+pub mod init;
 pub mod ops;
 pub mod render;
 pub mod tree;
+pub mod vary;
 
+pub use init::{TreeSpec, init_population};
 pub use ops::{Op, Real};
-pub use tree::{Node, Population, TreeRef};
+pub use tree::{Node, Population, RowMut, TreeRef};
+pub use vary::{BreedConfig, Crossover, Mutation, Outcome, VaryConfig, breed};

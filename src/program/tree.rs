@@ -119,6 +119,77 @@ impl TreeRef<'_> {
     pub fn nodes(&self) -> Vec<Node> {
         (0..self.len()).map(|i| self.node(i)).collect()
     }
+    /// The subtree rooted at node `i` (`i .. i + size[i]`), itself a valid tree: sizes are
+    /// relative, so no copy is needed.
+    pub fn subtree(&self, i: usize) -> TreeRef<'_> {
+        let r = i..i + self.size[i] as usize;
+        TreeRef {
+            op: &self.op[r.clone()],
+            value: &self.value[r.clone()],
+            size: &self.size[r.clone()],
+            out: &self.out[r],
+        }
+    }
+    /// Depth: edges on the longest path from the root to a leaf (a lone leaf has depth 0; an
+    /// empty tree too).
+    pub fn depth(&self) -> usize {
+        // Walk in prefix order with a stack of the depths of children still to come.
+        let (mut deepest, mut pending) = (0, vec![0usize]);
+        for &code in self.op {
+            let d = pending.pop().unwrap_or(0);
+            deepest = deepest.max(d);
+            let arity = Op::from_code(code).map_or(0, Op::arity);
+            pending.extend(std::iter::repeat_n(d + 1, arity));
+        }
+        deepest
+    }
+}
+
+/// One row of a population, borrowed for writing: `L` slots of each array and the length.
+/// Rows of one population are disjoint, so children can be written in parallel
+/// ([`Population::rows_mut`]).
+#[derive(Debug)]
+pub struct RowMut<'a> {
+    /// `[L]` opcodes.
+    pub op: &'a mut [u8],
+    /// `[L]` values.
+    pub value: &'a mut [f32],
+    /// `[L]` subtree sizes.
+    pub size: &'a mut [u16],
+    /// `[L]` output slots + 1.
+    pub out: &'a mut [u8],
+    /// The row's tree length.
+    pub len: &'a mut u16,
+}
+
+impl RowMut<'_> {
+    /// `L`: the longest tree the row can hold.
+    pub fn max_len(&self) -> usize {
+        self.op.len()
+    }
+    /// The tree the row holds now.
+    pub fn tree(&self) -> TreeRef<'_> {
+        let n = *self.len as usize;
+        TreeRef { op: &self.op[..n], value: &self.value[..n], size: &self.size[..n], out: &self.out[..n] }
+    }
+    /// Writes a copy of `tree` (at most `L` nodes) and zeroes the padding after it.
+    pub fn copy_from(&mut self, tree: TreeRef<'_>) {
+        let n = tree.len();
+        assert!(n <= self.max_len(), "tree of {n} nodes copied into a row of {}", self.max_len());
+        self.op[..n].copy_from_slice(tree.op);
+        self.value[..n].copy_from_slice(tree.value);
+        self.size[..n].copy_from_slice(tree.size);
+        self.out[..n].copy_from_slice(tree.out);
+        self.zero_from(n);
+    }
+    /// Sets the length to `n` and zeroes every slot from `n` on.
+    pub fn zero_from(&mut self, n: usize) {
+        self.op[n..].fill(0);
+        self.value[n..].fill(0.0);
+        self.size[n..].fill(0);
+        self.out[n..].fill(0);
+        *self.len = n as u16;
+    }
 }
 
 impl Population {
@@ -184,6 +255,32 @@ impl Population {
         self.size[r.clone()].fill(0);
         self.out[r].fill(0);
         self.len[i] = 0;
+    }
+
+    /// Row `i`, borrowed for writing.
+    pub fn row_mut(&mut self, i: usize) -> RowMut<'_> {
+        let r = i * self.max_len..(i + 1) * self.max_len;
+        RowMut {
+            op: &mut self.op[r.clone()],
+            value: &mut self.value[r.clone()],
+            size: &mut self.size[r.clone()],
+            out: &mut self.out[r],
+            len: &mut self.len[i],
+        }
+    }
+
+    /// Every row, borrowed for writing, in row order (for writing children in parallel).
+    pub fn rows_mut(&mut self) -> Vec<RowMut<'_>> {
+        let l = self.max_len.max(1); // chunks of 0 are not allowed; with L = 0 every chunk is empty
+        let (op, value, size, out) = (&mut self.op, &mut self.value, &mut self.size, &mut self.out);
+        let mut chunks = op.chunks_mut(l).zip(value.chunks_mut(l)).zip(size.chunks_mut(l)).zip(out.chunks_mut(l));
+        self.len
+            .iter_mut()
+            .map(|len| match chunks.next() {
+                Some((((op, value), size), out)) => RowMut { op, value, size, out, len },
+                None => RowMut { op: &mut [], value: &mut [], size: &mut [], out: &mut [], len },
+            })
+            .collect()
     }
 
     /// Copies row `src` of `from` into row `dst` of `self` (same `max_len`).
@@ -293,6 +390,36 @@ mod tests {
         assert!(pop.set_tree(0, &example()).is_err()); // too long
         assert_eq!(pop.len[0], 0);
         pop.validate().unwrap();
+    }
+
+    #[test]
+    fn subtree_and_depth() {
+        let mut pop = Population::new(1, 8, 2);
+        pop.set_tree(0, &example()).unwrap();
+        let t = pop.tree(0);
+        assert_eq!(t.depth(), 2);
+        let sub = t.subtree(2);
+        assert_eq!((sub.len(), sub.size, sub.depth()), (3, &[3u16, 1, 1][..], 1));
+        assert_eq!(t.subtree(4).depth(), 0);
+        assert_eq!(pop.tree(0).subtree(0).nodes(), example());
+        assert_eq!(Population::new(1, 4, 0).tree(0).depth(), 0);
+    }
+
+    #[test]
+    fn rows_are_written_in_place_and_padded() {
+        let mut pop = Population::new(3, 8, 2);
+        let mut src = Population::new(1, 8, 2);
+        src.set_tree(0, &example()).unwrap();
+        for mut row in pop.rows_mut() {
+            row.copy_from(src.tree(0));
+        }
+        pop.row_mut(1).copy_from(src.tree(0).subtree(2));
+        pop.validate().unwrap();
+        assert_eq!(pop.len, [5, 3, 5]);
+        assert_eq!(pop.tree(1).nodes(), example()[2..]);
+        // L = 0: rows exist and are empty.
+        let mut empty = Population::new(2, 0, 0);
+        assert_eq!(empty.rows_mut().iter().map(|r| r.max_len()).collect::<Vec<_>>(), [0, 0]);
     }
 
     #[test]
