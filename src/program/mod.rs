@@ -1,5 +1,6 @@
-//! Programs: the operator table and the tensorized population of trees.
+//! Programs: the operator table, the tensorized population of trees, and their CPU interpreter.
 
+pub mod eval;
 pub mod ops;
 pub mod tree;
 
