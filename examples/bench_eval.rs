@@ -57,6 +57,12 @@ fn run() -> Result<(), String> {
         cfg.population, cfg.rows, cfg.min_len, cfg.max_len, r.mean_len, r.block, r.threads, r.invalid
     );
     println!(
+        "per point: {} nodes, {} of them functions, {} instructions after constant folding",
+        r.node_evals / cfg.rows as u64,
+        r.function_nodes,
+        r.instructions
+    );
+    println!(
         "{:.3e} node evaluations in {:.4} s (best of {}): {:.3e} node evaluations/s",
         r.node_evals as f64, r.seconds, cfg.repeats, r.node_evals_per_second
     );

@@ -62,6 +62,11 @@ pub struct EvalBenchReport {
     pub mean_len: f64,
     /// Individuals with a NaN or infinite output somewhere.
     pub invalid: usize,
+    /// Instructions per point after compilation (Σ over trees): function nodes, less those in
+    /// folded constant subtrees; leaves cost none (they are read in place).
+    pub instructions: u64,
+    /// Function nodes per point (Σ over trees), for comparison with `instructions`.
+    pub function_nodes: u64,
     /// Block size actually used.
     pub block: usize,
 }
@@ -74,6 +79,11 @@ pub fn bench_eval(cfg: &EvalBench) -> EvalBenchReport {
     let pop = random_population(cfg.seed, cfg.population, cfg.min_len, cfg.max_len, &cfg.functions, 1, 0);
     let (x, y) = sextic(cfg.seed, cfg.rows);
     let node_evals: u64 = pop.len.iter().map(|&l| l as u64 * cfg.rows as u64).sum();
+    let instructions = (0..pop.size())
+        .filter_map(|i| super::compile(pop.tree(i), 0, 1, i).ok())
+        .map(|p| p.code.len() as u64)
+        .sum();
+    let function_nodes = pop.op.iter().filter(|&&o| o > Op::Const as u8).count() as u64;
     let (run, block): (RegressionFn, usize) = match cfg.block {
         64 => (super::evaluate_regression_with::<64>, 64),
         128 => (super::evaluate_regression_with::<128>, 128),
@@ -97,6 +107,8 @@ pub fn bench_eval(cfg: &EvalBench) -> EvalBenchReport {
         threads: rayon::current_num_threads(),
         mean_len: pop.len.iter().map(|&l| l as f64).sum::<f64>() / cfg.population.max(1) as f64,
         invalid,
+        instructions,
+        function_nodes,
         block,
     }
 }
