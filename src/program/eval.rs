@@ -461,14 +461,17 @@ fn map2<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'_, B>, f: impl 
 /// `sin`/`cos`: the fast form on every lane, then libm on the lanes out of its range.
 #[inline(always)]
 fn sincos_block<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, fast: fn(f32) -> f32, slow: fn(f32) -> f32) {
-    map1(d, a, fast);
-    if let Arg::Vec(a) = a {
-        // An or-reduction without early exit, so it vectorises.
-        let any_out = a.iter().fold(false, |acc, &x| acc | !fastmath::sincos_in_range(x));
-        if any_out {
-            for j in 0..B {
-                if !fastmath::sincos_in_range(a[j]) {
-                    d[j] = slow(a[j]);
+    match a {
+        Arg::Val(c) => d.fill(if fastmath::sincos_in_range(c) { fast(c) } else { slow(c) }),
+        Arg::Vec(a) => {
+            map1(d, Arg::Vec(a), fast);
+            // An or-reduction without early exit, so it vectorises.
+            let any_out = a.iter().fold(false, |acc, &x| acc | !fastmath::sincos_in_range(x));
+            if any_out {
+                for j in 0..B {
+                    if !fastmath::sincos_in_range(a[j]) {
+                        d[j] = slow(a[j]);
+                    }
                 }
             }
         }

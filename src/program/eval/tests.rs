@@ -569,3 +569,13 @@ fn compiled_programs_keep_few_slots() {
     assert!(compile(pop.tree(0), 0, 1, 0).unwrap().n_slots <= 8);
 }
 
+
+#[test]
+fn one_output_slot_is_a_single_output_program() {
+    // n_outputs == 1: the slot, not the root, is the output: [+, x0<out 0>, 5] gives x0.
+    let pop = pop_of(&[vec![Node::func(Op::Add), out(Node::var(0), 0), Node::constant(5.0)]], 1);
+    let x = [1.0f32, -2.0, 4.0];
+    assert_eq!(predict(&pop, 0, &x, 3).unwrap(), x);
+    let s = evaluate_regression(&pop, &x, &x, 3).unwrap()[0];
+    assert!(s.is_valid() && s.mse() == 0.0 && s.r2() == 1.0);
+}
