@@ -104,13 +104,13 @@ pub struct Outcome {
 /// Everything the loop needs from a task.
 pub trait Fitness: Sync {
     /// Fitness of every individual of `pop` (lower is better; `+inf` for invalid ones,
-    /// including rows of length 0).
-    fn evaluate(&self, pop: &Population) -> Vec<f64>;
+    /// including rows of length 0). An error stops the run.
+    fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>>;
 }
 
 impl<F: Fn(&Population) -> Vec<f64> + Sync> Fitness for F {
-    fn evaluate(&self, pop: &Population) -> Vec<f64> {
-        self(pop)
+    fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
+        Ok(self(pop))
     }
 }
 
@@ -185,7 +185,7 @@ pub fn run_grammar(
     rep: &GrammarRep,
     task: &dyn Fitness,
     observe: &mut dyn FnMut(&GenerationStats, &Best),
-) -> Outcome {
+) -> anyhow::Result<Outcome> {
     let p = cfg.pop_size;
     let mut genomes = init_genomes(rep.table, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed);
     let mut pop = Population::new(p, cfg.max_len, 0);
@@ -196,7 +196,7 @@ pub fn run_grammar(
     loop {
         let t0 = Instant::now();
         let used = map_population(rep, &genomes, &mut pop);
-        fit = task.evaluate(&pop);
+        fit = task.evaluate(&pop)?;
         for (i, f) in fit.iter_mut().enumerate() {
             if pop.len[i] == 0 {
                 *f = f64::INFINITY;
@@ -259,7 +259,7 @@ pub fn run_grammar(
         history.push(s);
         gen += 1;
     }
-    Outcome { best, history, population: pop, fitness: fit }
+    Ok(Outcome { best, history, population: pop, fitness: fit })
 }
 
 #[cfg(test)]
@@ -288,14 +288,14 @@ mod tests {
         };
         let cfg = EngineConfig { pop_size: 60, generations: 10, seed: 4, ..EngineConfig::default() };
         let mut seen = Vec::new();
-        let a = run_grammar(&cfg, &rep, &length_task, &mut |s, _| seen.push(s.best));
+        let a = run_grammar(&cfg, &rep, &length_task, &mut |s, _| seen.push(s.best)).unwrap();
         assert_eq!(a.history.len(), 11);
         assert_eq!(a.best.fitness, 0.0, "a tree of 7 nodes is easy to find");
         assert!(seen.windows(2).all(|w| w[1] <= w[0]), "elitism keeps the best: {seen:?}");
         let (genome, text) = a.best.genome.clone().unwrap();
         assert!(text.starts_with('('), "{text}");
         assert!(!genome.is_empty());
-        let b = run_grammar(&cfg, &rep, &length_task, &mut |_, _| {});
+        let b = run_grammar(&cfg, &rep, &length_task, &mut |_, _| {}).unwrap();
         assert_eq!(a.best, b.best);
         assert_eq!(a.fitness, b.fitness);
     }

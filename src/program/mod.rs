@@ -1,6 +1,7 @@
-//! Programs: the operator table, the tensorized population of trees, random trees, and the
-//! variation operators on them.
+//! Programs: the operator table, the tensorized population of trees, their CPU interpreter,
+//! random trees, the variation operators on them, and rendering.
 
+pub mod eval;
 pub mod init;
 pub mod ops;
 pub mod render;

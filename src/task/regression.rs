@@ -52,7 +52,7 @@ pub struct Scores {
 
 /// The error of sums `s` under `metric` (scaled when asked), lower is better; `+inf` if invalid.
 pub fn error(s: &RegressionSums, metric: Metric, scaled: bool) -> f64 {
-    if !s.finite || s.n == 0.0 {
+    if !s.finite || s.n == 0 {
         return f64::INFINITY;
     }
     let e = match (metric, scaled) {
@@ -76,42 +76,43 @@ pub struct Regression<'d> {
 }
 
 impl crate::evolve::Fitness for Regression<'_> {
-    fn evaluate(&self, pop: &Population) -> Vec<f64> {
-        let sums = evaluate_regression(pop, &self.train.x, &self.train.y, self.train.n_rows);
-        sums.iter()
+    fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
+        let sums = evaluate_regression(pop, &self.train.x, &self.train.y, self.train.n_rows)?;
+        Ok(sums
+            .iter()
             .enumerate()
             .map(|(i, s)| {
                 let e = error(s, self.config.metric, self.config.linear_scaling);
                 if pop.len[i] == 0 { f64::INFINITY } else { e + self.config.parsimony * pop.len[i] as f64 }
             })
-            .collect()
+            .collect())
     }
 }
 
 /// The scaling `(a, b)` a program gets on the training data (`(1, 0)` without scaling).
-pub fn scaling(nodes: &[Node], train: &Dataset, linear_scaling: bool) -> (f64, f64) {
+pub fn scaling(nodes: &[Node], train: &Dataset, linear_scaling: bool) -> anyhow::Result<(f64, f64)> {
     if !linear_scaling {
-        return (1.0, 0.0);
+        return Ok((1.0, 0.0));
     }
-    let s = sums_of(nodes, train);
-    if s.finite { s.scale() } else { (1.0, 0.0) }
+    let s = sums_of(nodes, train)?;
+    Ok(if s.finite { s.scale() } else { (1.0, 0.0) })
 }
 
-fn sums_of(nodes: &[Node], data: &Dataset) -> RegressionSums {
+fn sums_of(nodes: &[Node], data: &Dataset) -> anyhow::Result<RegressionSums> {
     let mut pop = Population::new(1, nodes.len().max(1), 0);
     if pop.set_tree(0, nodes).is_err() {
         pop.clear(0);
     }
-    evaluate_regression(&pop, &data.x, &data.y, data.n_rows).remove(0)
+    Ok(evaluate_regression(&pop, &data.x, &data.y, data.n_rows)?.remove(0))
 }
 
 /// Scores of `a·f + b` on `data`, computed from predictions in f64.
-pub fn scores(nodes: &[Node], data: &Dataset, (a, b): (f64, f64)) -> Scores {
+pub fn scores(nodes: &[Node], data: &Dataset, (a, b): (f64, f64)) -> anyhow::Result<Scores> {
     let mut pop = Population::new(1, nodes.len().max(1), 0);
     if pop.set_tree(0, nodes).is_err() {
-        return Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN };
+        return Ok(Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN });
     }
-    let f = crate::program::eval::predict(&pop, 0, &data.x, data.n_rows);
+    let f = crate::program::eval::predict(&pop, 0, &data.x, data.n_rows)?;
     let n = data.n_rows as f64;
     let mean_y = data.y.iter().map(|&y| y as f64).sum::<f64>() / n;
     let (mut sse, mut sae, mut sst) = (0.0, 0.0, 0.0);
@@ -124,7 +125,7 @@ pub fn scores(nodes: &[Node], data: &Dataset, (a, b): (f64, f64)) -> Scores {
     }
     let mse = sse / n;
     let r2 = if sst > 0.0 { 1.0 - sse / sst } else if sse == 0.0 { 1.0 } else { 0.0 };
-    Scores { mse, rmse: mse.sqrt(), mae: sae / n, r2 }
+    Ok(Scores { mse, rmse: mse.sqrt(), mae: sae / n, r2 })
 }
 
 /// Everything a `grove evolve` run needs; stored in the report so the run can be repeated.
@@ -207,7 +208,7 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_grammar(&settings.engine, &rep, &task, &mut observe)
+            run_grammar(&settings.engine, &rep, &task, &mut observe)?
         }
         (None, Some(_)) => bail!("tree GP (--functions) is not wired yet"),
         _ => bail!("give either --grammar FILE or --functions LIST"),
@@ -218,9 +219,9 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
     if best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or evaluate");
     }
-    let (a, b) = scaling(&best.nodes, &train, settings.regression.linear_scaling);
-    let train_scores = scores(&best.nodes, &train, (a, b));
-    let test_scores = test.as_ref().map(|t| scores(&best.nodes, t, (a, b)));
+    let (a, b) = scaling(&best.nodes, &train, settings.regression.linear_scaling)?;
+    let train_scores = scores(&best.nodes, &train, (a, b))?;
+    let test_scores = test.as_ref().map(|t| scores(&best.nodes, t, (a, b))).transpose()?;
     let names = &train.names;
     let wrap = |body: String, style: Style| -> String {
         if (a, b) == (1.0, 0.0) {

@@ -1,0 +1,1119 @@
+//! The CPU interpreter: evaluates a whole population over a whole data set, and the f64
+//! reference it is checked against. Twin of the CUDA `kernels/eval.cu`.
+//!
+//! # How a tree is evaluated
+//!
+//! Chitty's two-dimensional stack (Chitty 2012; `papers/chitty-two-dimensional-stack-gpu-gp.txt`
+//! §4–5): the program is walked once per *block* of [`BLOCK`] data points, every stack entry is a
+//! `B`-wide vector, and each node runs one tight, vectorised loop over the block, so the
+//! per-node dispatch is paid once per block, not once per point.
+//!
+//! Each tree is first compiled ([`compile`]) by walking its prefix order backwards (which is
+//! postfix order: for a binary node, child 1's value ends on top of child 2's) into a short list
+//! of instructions whose arguments are variables, constants or stack slots, as in Chitty's
+//! linear form (§5): leaves are never pushed, constant subtrees are folded, and each result goes
+//! to a free slot distinct from its arguments (so the kernels see non-aliasing slices).
+//!
+//! Output nodes (EvoGP's multi-output "Modi" nodes, `tree.rs`): an output node of slot `k` adds
+//! its result to output `k` and passes its *last* child's value to its parent (a leaf output
+//! node passes its own value). Outputs start at 0 and are summed in decreasing node index
+//! (the order of the reverse-prefix walk), in f32, on both backends and in the reference.
+//!
+//! # Numbers
+//!
+//! Points are evaluated in f32 with the semantics of [`Op::apply`], except that `exp`, `log`
+//! (`log`, `rlog`, `plog`, `slog`, `sigmoid`'s exp), `sin` and `cos` use the vectorisable
+//! Cephes algorithms of the private `fastmath` module (about 1–2 ulp from the exact value; libm
+//! for `sin`/`cos` of |x| > 6144, NaN and ±inf, lane by lane). Special values (0, ±inf, NaN,
+//! overflow thresholds) are exactly those of libm. Results stay within 1e-5 relative of
+//! [`Op::apply::<f64>`](Op::apply) wherever the program is well-conditioned, as CUDA's
+//! `expf`/`logf`/`sinf` (2 ulp) do. No fused multiply-add is used anywhere, so the bits do not
+//! depend on the vector width chosen at run time (AVX2 when the CPU has it).
+//!
+//! # Parallelism and determinism
+//!
+//! Rows are cut into fixed chunks of [`CHUNK_ROWS`] (a function of nothing but the constant
+//! block size); work items are (individual, chunk) pairs, run by rayon; partial results are
+//! merged per individual in chunk order on the calling thread. So population 1000 × 100 000
+//! rows and population 1 × 100 000 rows both use every core, and every result is bitwise the
+//! same whatever the thread count.
+
+mod bench;
+mod fastmath;
+
+use std::fmt;
+
+use rayon::prelude::*;
+
+pub use bench::{bench_eval, EvalBench, EvalBenchReport};
+
+use super::ops::Op;
+use super::tree::{Population, TreeRef};
+
+/// Data points per block: the width of the two-dimensional stack. Chosen by measurement
+/// (`cargo run --release --example bench_eval -- --threads 1 --block B`, W3 workload, 2-core
+/// AMD EPYC, AVX2): 128 to 1024 are within 5–10% of each other, 256 the best by a little, 64
+/// about 8% slower; at 256 a 60-node tree's stack (≤ 8 slots of 1 KiB) stays in L1.
+pub const BLOCK: usize = 256;
+
+/// Blocks per work item.
+const CHUNK_BLOCKS: usize = 16;
+
+/// Rows per work item: rows `c·CHUNK_ROWS ..` form chunk `c`, whatever the thread count.
+pub const CHUNK_ROWS: usize = BLOCK * CHUNK_BLOCKS;
+
+/// Why an evaluation could not run. Individuals without a program, or whose outputs are
+/// NaN or infinite, are not errors: they are reported as invalid in the results.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EvalError {
+    /// `n_rows` is 0.
+    NoRows,
+    /// `x` is not `[n_features][n_rows]`.
+    DataShape {
+        /// `x.len()`.
+        len: usize,
+        /// Rows expected.
+        n_rows: usize,
+    },
+    /// `y` does not have one value per row.
+    TargetLength {
+        /// `y.len()`.
+        len: usize,
+        /// Rows expected.
+        n_rows: usize,
+    },
+    /// A target value is NaN or infinite.
+    TargetNotFinite {
+        /// The first such row.
+        row: usize,
+    },
+    /// The population has more outputs than the function supports.
+    TooManyOutputs {
+        /// The population's `n_outputs`.
+        n_outputs: usize,
+        /// The most the function supports.
+        max: usize,
+    },
+    /// An individual index is past the population.
+    NoSuchIndividual {
+        /// The index asked for.
+        index: usize,
+        /// The population size.
+        size: usize,
+    },
+    /// A variable index is not below the number of features.
+    Variable {
+        /// Tree index.
+        tree: usize,
+        /// Node index.
+        node: usize,
+        /// The variable read.
+        var: u32,
+        /// Features in the data.
+        n_features: usize,
+    },
+    /// A tree breaks the encoding's invariants (run `Population::validate`).
+    Malformed {
+        /// Tree index.
+        tree: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvalError::NoRows => write!(f, "the data set has no rows"),
+            EvalError::DataShape { len, n_rows } => {
+                write!(f, "x has {len} values, not a multiple of {n_rows} rows (expected [features][rows])")
+            }
+            EvalError::TargetLength { len, n_rows } => write!(f, "y has {len} values for {n_rows} rows"),
+            EvalError::TargetNotFinite { row } => write!(f, "target value at row {row} is NaN or infinite"),
+            EvalError::TooManyOutputs { n_outputs, max } => {
+                write!(f, "programs have {n_outputs} outputs; this evaluation takes at most {max}")
+            }
+            EvalError::NoSuchIndividual { index, size } => {
+                write!(f, "individual {index} asked for in a population of {size}")
+            }
+            EvalError::Variable { tree, node, var, n_features } => {
+                write!(f, "tree {tree}, node {node}: variable x{var} but the data has {n_features} features")
+            }
+            EvalError::Malformed { tree, reason } => write!(f, "tree {tree} is malformed: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+// ---------------------------------------------------------------------------------------------
+// The reference
+// ---------------------------------------------------------------------------------------------
+
+/// Evaluates one tree at one point in f64 with [`Op::apply`]: the ground truth of the tests.
+///
+/// `x`: `[n_features][n_rows]`, feature-major; variable `v` reads `x[v * n_rows + row]`.
+/// Returns the output slots (`n_outputs > 0`) or the root's value (`n_outputs == 0`), as
+/// `max(1, n_outputs)` values; all NaN for an empty or malformed tree.
+pub fn eval_reference(tree: TreeRef<'_>, x: &[f64], n_rows: usize, row: usize, n_outputs: usize) -> Vec<f64> {
+    let invalid = vec![f64::NAN; n_outputs.max(1)];
+    let mut outs = vec![0.0f64; n_outputs];
+    let mut stack: Vec<f64> = Vec::with_capacity(tree.len());
+    // Reverse prefix order is postfix order: children are on the stack before their parent.
+    for i in (0..tree.len()).rev() {
+        let Some(op) = Op::from_code(tree.op[i]) else { return invalid };
+        let (value, passed) = match op {
+            Op::Var => {
+                let v = x.get(tree.value[i] as usize * n_rows + row).copied().unwrap_or(f64::NAN);
+                (v, v)
+            }
+            Op::Const => (tree.value[i] as f64, tree.value[i] as f64),
+            _ if op.arity() == 1 => {
+                let Some(a) = stack.pop() else { return invalid };
+                (op.apply(a, 0.0), a)
+            }
+            _ => {
+                let (Some(a), Some(b)) = (stack.pop(), stack.pop()) else { return invalid };
+                (op.apply(a, b), b)
+            }
+        };
+        match tree.out[i] as usize {
+            0 => stack.push(value),
+            k if k <= n_outputs => {
+                outs[k - 1] += value;
+                stack.push(passed);
+            }
+            _ => return invalid,
+        }
+    }
+    if stack.len() != 1 {
+        return invalid;
+    }
+    if n_outputs == 0 {
+        stack
+    } else {
+        outs
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Point semantics of the fast interpreter
+// ---------------------------------------------------------------------------------------------
+
+/// What the block interpreter computes for one point: [`Op::apply::<f32>`](Op::apply) with the
+/// fast `exp`/`ln`/`sin`/`cos` (module docs). The block kernels give these bits exactly; constant
+/// subtrees are folded with it.
+#[inline(always)]
+pub fn apply_fast(op: Op, a: f32, b: f32) -> f32 {
+    match op {
+        Op::Exp => fastmath::exp(a),
+        Op::Sigmoid => 1.0 / (1.0 + fastmath::exp(-a)),
+        Op::Log => {
+            if a == 0.0 {
+                0.0
+            } else {
+                fastmath::ln(a.abs())
+            }
+        }
+        Op::Rlog => {
+            if a == 0.0 {
+                1.0
+            } else {
+                fastmath::ln(a.abs())
+            }
+        }
+        Op::Plog => fastmath::ln(1.0 + a.abs()),
+        Op::Slog => {
+            if a > 0.0 {
+                fastmath::ln(a)
+            } else if a == 0.0 {
+                f32::NEG_INFINITY
+            } else {
+                f32::NAN // negative, or NaN
+            }
+        }
+        Op::Sin => {
+            if fastmath::sincos_in_range(a) {
+                fastmath::sin(a)
+            } else {
+                a.sin()
+            }
+        }
+        Op::Cos => {
+            if fastmath::sincos_in_range(a) {
+                fastmath::cos(a)
+            } else {
+                a.cos()
+            }
+        }
+        _ => op.apply(a, b),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compilation to the linear form
+// ---------------------------------------------------------------------------------------------
+
+/// Where an instruction reads an argument.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Src {
+    /// Variable (feature) index.
+    Var(u32),
+    /// A constant, the same at every point.
+    Const(f32),
+    /// A stack slot: a `B`-wide vector.
+    Slot(u16),
+}
+
+/// One step of a compiled program.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Instr {
+    /// `slot[dst] = op(a, b)` pointwise; `a` is child 1, `b` child 2 (unused by unary
+    /// operators). `dst` is never a slot that `a` or `b` reads.
+    Apply {
+        /// The operator.
+        op: Op,
+        /// Destination slot.
+        dst: u16,
+        /// First argument.
+        a: Src,
+        /// Second argument.
+        b: Src,
+    },
+    /// `outputs[k] += src`.
+    Acc {
+        /// Output slot.
+        k: u16,
+        /// What to add.
+        src: Src,
+    },
+    /// `slot[dst] = src` (a single-output program whose root is a leaf).
+    Copy {
+        /// Destination slot.
+        dst: u16,
+        /// Source (a variable or constant).
+        src: Src,
+    },
+}
+
+/// A tree compiled for the block interpreter.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    /// The instructions, in execution order.
+    pub code: Vec<Instr>,
+    /// Stack slots the program needs.
+    pub n_slots: usize,
+    /// Output slots (`n_outputs`), or 0 for a single-output program.
+    pub n_outputs: usize,
+    /// For `n_outputs == 0`: the slot holding the root's value at the end.
+    pub result: u16,
+    /// The variables read, ascending, without repeats.
+    pub vars: Vec<u32>,
+}
+
+/// Compiles a non-empty tree (see the module docs). `tree_index` only labels errors.
+pub fn compile(tree: TreeRef<'_>, n_outputs: usize, n_features: usize, tree_index: usize) -> Result<Program, EvalError> {
+    let bad = |reason: String| EvalError::Malformed { tree: tree_index, reason };
+    if tree.is_empty() {
+        return Err(bad("empty tree".into()));
+    }
+    let mut code = Vec::with_capacity(tree.len());
+    let mut stack: Vec<Src> = Vec::with_capacity(16);
+    let mut used: Vec<bool> = Vec::new(); // slot occupancy
+    let mut vars = Vec::new();
+    let free = |used: &mut Vec<bool>, s: Src| {
+        if let Src::Slot(k) = s {
+            used[k as usize] = false;
+        }
+    };
+    for i in (0..tree.len()).rev() {
+        let op = Op::from_code(tree.op[i]).ok_or_else(|| bad(format!("node {i}: bad opcode {}", tree.op[i])))?;
+        let k = tree.out[i] as usize;
+        if k > n_outputs {
+            return Err(bad(format!("node {i}: output slot {} of {n_outputs}", k as isize - 1)));
+        }
+        let arity = op.arity();
+        if stack.len() < arity {
+            return Err(bad(format!("node {i} ({op}) has too few children")));
+        }
+        let (value, passed) = match op {
+            Op::Var => {
+                let v = tree.value[i];
+                if !(v >= 0.0 && (v as usize) < n_features && v.fract() == 0.0) {
+                    return Err(EvalError::Variable { tree: tree_index, node: i, var: v as u32, n_features });
+                }
+                vars.push(v as u32);
+                (Src::Var(v as u32), Src::Var(v as u32))
+            }
+            Op::Const => (Src::Const(tree.value[i]), Src::Const(tree.value[i])),
+            _ => {
+                let a = stack.pop().unwrap_or(Src::Const(0.0));
+                let b = if arity == 2 { stack.pop().unwrap_or(Src::Const(0.0)) } else { Src::Const(0.0) };
+                let passed = if arity == 2 { b } else { a };
+                let value = match (a, b) {
+                    (Src::Const(ca), Src::Const(cb)) => Src::Const(apply_fast(op, ca, cb)),
+                    _ => {
+                        // A free slot that neither argument occupies (they are still in use).
+                        let dst = match used.iter().position(|u| !u) {
+                            Some(s) => s,
+                            None => {
+                                used.push(false);
+                                used.len() - 1
+                            }
+                        };
+                        used[dst] = true;
+                        code.push(Instr::Apply { op, dst: dst as u16, a, b });
+                        // Release the arguments, except the one an output node passes up.
+                        free(&mut used, a);
+                        if arity == 2 {
+                            free(&mut used, b);
+                        }
+                        if k > 0 {
+                            if let Src::Slot(s) = passed {
+                                used[s as usize] = true;
+                            }
+                        }
+                        Src::Slot(dst as u16)
+                    }
+                };
+                (value, passed)
+            }
+        };
+        if k > 0 {
+            code.push(Instr::Acc { k: (k - 1) as u16, src: value });
+            if value != passed {
+                free(&mut used, value);
+            }
+            stack.push(passed);
+        } else {
+            stack.push(value);
+        }
+    }
+    if stack.len() != 1 {
+        return Err(bad(format!("nodes form {} trees, not one", stack.len())));
+    }
+    let mut result = 0u16;
+    if n_outputs == 0 {
+        result = match stack[0] {
+            Src::Slot(s) => s,
+            src => {
+                let dst = used.iter().position(|u| !u).unwrap_or(used.len());
+                if dst == used.len() {
+                    used.push(true);
+                }
+                code.push(Instr::Copy { dst: dst as u16, src });
+                dst as u16
+            }
+        };
+    }
+    vars.sort_unstable();
+    vars.dedup();
+    Ok(Program { code, n_slots: used.len().max(1), n_outputs, result, vars })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Block kernels
+// ---------------------------------------------------------------------------------------------
+
+/// A resolved argument: a `B`-wide vector or a constant.
+#[derive(Clone, Copy)]
+enum Arg<'a, const B: usize> {
+    Vec(&'a [f32; B]),
+    Val(f32),
+}
+
+/// Unary pointwise map.
+#[inline(always)]
+fn map1<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, f: impl Fn(f32) -> f32) {
+    match a {
+        Arg::Vec(a) => {
+            for j in 0..B {
+                d[j] = f(a[j]);
+            }
+        }
+        Arg::Val(c) => d.fill(f(c)),
+    }
+}
+
+/// Binary pointwise map, one loop per argument shape.
+#[inline(always)]
+fn map2<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'_, B>, f: impl Fn(f32, f32) -> f32) {
+    match (a, b) {
+        (Arg::Vec(a), Arg::Vec(b)) => {
+            for j in 0..B {
+                d[j] = f(a[j], b[j]);
+            }
+        }
+        (Arg::Vec(a), Arg::Val(c)) => {
+            for j in 0..B {
+                d[j] = f(a[j], c);
+            }
+        }
+        (Arg::Val(c), Arg::Vec(b)) => {
+            for j in 0..B {
+                d[j] = f(c, b[j]);
+            }
+        }
+        (Arg::Val(c), Arg::Val(e)) => d.fill(f(c, e)),
+    }
+}
+
+/// `sin`/`cos`: the fast form on every lane, then libm on the lanes out of its range.
+#[inline(always)]
+fn sincos_block<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, fast: fn(f32) -> f32, slow: fn(f32) -> f32) {
+    match a {
+        Arg::Val(c) => d.fill(if fastmath::sincos_in_range(c) { fast(c) } else { slow(c) }),
+        Arg::Vec(a) => {
+            map1(d, Arg::Vec(a), fast);
+            // An or-reduction without early exit, so it vectorises.
+            let any_out = a.iter().fold(false, |acc, &x| acc | !fastmath::sincos_in_range(x));
+            if any_out {
+                for j in 0..B {
+                    if !fastmath::sincos_in_range(a[j]) {
+                        d[j] = slow(a[j]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `d = op(a, b)` over a block; bitwise [`apply_fast`] at every lane.
+#[inline(always)]
+fn apply_block<const B: usize>(op: Op, d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'_, B>) {
+    macro_rules! bin {
+        ($op:expr) => {
+            map2(d, a, b, |x, y| apply_fast($op, x, y))
+        };
+    }
+    macro_rules! un {
+        ($op:expr) => {
+            map1(d, a, |x| apply_fast($op, x, 0.0))
+        };
+    }
+    match op {
+        Op::Add => bin!(Op::Add),
+        Op::Sub => bin!(Op::Sub),
+        Op::Mul => bin!(Op::Mul),
+        Op::Div => bin!(Op::Div),
+        Op::Aq => bin!(Op::Aq),
+        Op::Pow => bin!(Op::Pow),
+        Op::Max => bin!(Op::Max),
+        Op::Min => bin!(Op::Min),
+        Op::Sdiv => bin!(Op::Sdiv),
+        Op::Spow => bin!(Op::Spow),
+        Op::Sin => sincos_block(d, a, fastmath::sin, f32::sin),
+        Op::Cos => sincos_block(d, a, fastmath::cos, f32::cos),
+        Op::Tan => un!(Op::Tan),
+        Op::Exp => un!(Op::Exp),
+        Op::Log => un!(Op::Log),
+        Op::Rlog => un!(Op::Rlog),
+        Op::Plog => un!(Op::Plog),
+        Op::Sqrt => un!(Op::Sqrt),
+        Op::Abs => un!(Op::Abs),
+        Op::Neg => un!(Op::Neg),
+        Op::Square => un!(Op::Square),
+        Op::Cube => un!(Op::Cube),
+        Op::Tanh => un!(Op::Tanh),
+        Op::Sigmoid => un!(Op::Sigmoid),
+        Op::Slog => un!(Op::Slog),
+        Op::Ssqrt => un!(Op::Ssqrt),
+        Op::Var | Op::Const => d.fill(0.0), // never compiled into an Apply
+    }
+}
+
+/// The data a block reads.
+enum XBlock<'a> {
+    /// A full block: variable `v` is `x[v * n_rows + row0 ..][..B]`.
+    Rows { x: &'a [f32], n_rows: usize, row0: usize },
+    /// The last, partial block, copied and zero-padded: variable `vars[i]` is `pad[i * B ..][..B]`.
+    Padded { pad: &'a [f32], vars: &'a [u32] },
+}
+
+/// Runs `prog` over one block. `stack`: `[n_slots][B]`; `outs`: `[n_outputs][B]`, zeroed.
+#[inline(always)]
+fn run_block<const B: usize>(prog: &Program, xb: &XBlock<'_>, stack: &mut [f32], outs: &mut [f32]) {
+    assert!(stack.len() >= prog.n_slots * B && outs.len() >= prog.n_outputs * B);
+    let base = stack.as_mut_ptr();
+    let var = |v: u32| -> &[f32; B] {
+        let (data, s) = match *xb {
+            XBlock::Rows { x, n_rows, row0 } => (x, v as usize * n_rows + row0),
+            XBlock::Padded { pad, vars } => (pad, vars.binary_search(&v).expect("a variable of the program") * B),
+        };
+        data[s..s + B].try_into().expect("block inside the data")
+    };
+    // SAFETY: `s < prog.n_slots` (the compiler allocates slots below `n_slots`), so the
+    // `B` floats at `base + s·B` lie inside `stack` (asserted above). The reference lives for
+    // one instruction, during which no `&mut` to the same slot exists (`Apply` never writes a
+    // slot it reads).
+    let slot = |s: u16| -> &[f32; B] { unsafe { &*(base.add(s as usize * B) as *const [f32; B]) } };
+    let arg = |src: Src| -> Arg<'_, B> {
+        match src {
+            Src::Var(v) => Arg::Vec(var(v)),
+            Src::Const(c) => Arg::Val(c),
+            Src::Slot(s) => Arg::Vec(slot(s)),
+        }
+    };
+    for ins in &prog.code {
+        match *ins {
+            Instr::Apply { op, dst, a, b } => {
+                debug_assert!(a != Src::Slot(dst) && b != Src::Slot(dst));
+                // SAFETY: as for `slot`; `dst` differs from the slots `a` and `b` read, so this
+                // `&mut` aliases neither argument.
+                let d = unsafe { &mut *(base.add(dst as usize * B) as *mut [f32; B]) };
+                apply_block(op, d, arg(a), arg(b));
+            }
+            Instr::Acc { k, src } => {
+                let o: &mut [f32; B] = (&mut outs[k as usize * B..(k as usize + 1) * B]).try_into().unwrap();
+                match arg(src) {
+                    Arg::Vec(s) => {
+                        for j in 0..B {
+                            o[j] += s[j];
+                        }
+                    }
+                    Arg::Val(c) => {
+                        for v in o.iter_mut() {
+                            *v += c;
+                        }
+                    }
+                }
+            }
+            Instr::Copy { dst, src } => {
+                // SAFETY: as for `Apply`; `src` is a variable or a constant, never a slot.
+                let d = unsafe { &mut *(base.add(dst as usize * B) as *mut [f32; B]) };
+                match arg(src) {
+                    Arg::Vec(s) => d.copy_from_slice(s),
+                    Arg::Val(c) => d.fill(c),
+                }
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Folding block outputs
+// ---------------------------------------------------------------------------------------------
+
+/// One block's outputs, as a [`BlockFold`] sees them.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockOutputs<'a> {
+    values: &'a [f32],
+    stride: usize,
+    n_outputs: usize,
+    len: usize,
+}
+
+impl<'a> BlockOutputs<'a> {
+    /// Number of outputs: `max(1, n_outputs)`.
+    pub fn n_outputs(&self) -> usize {
+        self.n_outputs
+    }
+    /// Number of points (rows) in the block: [`BLOCK`], or fewer in the last block.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Always false (blocks hold at least one row).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Output `k` at this block's rows: `[len]`, f32.
+    pub fn output(&self, k: usize) -> &'a [f32] {
+        &self.values[k * self.stride..k * self.stride + self.len]
+    }
+}
+
+/// A reduction over each individual's outputs, fused into evaluation so `[P × N]` outputs are
+/// never materialised (regression fitness, and classification's argmax or cross-entropy).
+///
+/// For each individual and each chunk of [`CHUNK_ROWS`] rows, [`init`](Self::init) makes an
+/// accumulator and [`block`](Self::block) sees that chunk's blocks in row order; then the
+/// chunks' accumulators are merged in row order with [`merge`](Self::merge). The grouping is
+/// fixed by the row count alone, so results do not depend on the thread count.
+///
+/// A classifier's accuracy, with one output per class (argmax; ties to the lower class):
+///
+/// ```
+/// use grove::program::eval::{evaluate_fold, BlockFold, BlockOutputs};
+/// use grove::program::{Node, Op, Population};
+///
+/// struct Accuracy<'a> { labels: &'a [u32] }
+///
+/// impl BlockFold for Accuracy<'_> {
+///     type Acc = u64; // correct rows
+///     fn init(&self) -> u64 { 0 }
+///     fn block(&self, acc: &mut u64, row0: usize, out: &BlockOutputs<'_>) {
+///         for j in 0..out.len() {
+///             let mut best = 0;
+///             for k in 1..out.n_outputs() {
+///                 if out.output(k)[j] > out.output(best)[j] { best = k; }
+///             }
+///             *acc += (best as u32 == self.labels[row0 + j]) as u64;
+///         }
+///     }
+///     fn merge(&self, acc: &mut u64, next: u64) { *acc += next; }
+/// }
+///
+/// // Two outputs: class 0 scores x0, class 1 scores x1.
+/// let mut pop = Population::new(1, 3, 2);
+/// let tree = [Node::func(Op::Add), Node { out: 1, ..Node::var(0) }, Node { out: 2, ..Node::var(1) }];
+/// pop.set_tree(0, &tree).unwrap();
+/// let x = [1.0, 0.0, 5.0, /* x1: */ 0.5, 2.0, 1.0]; // [features][rows]
+/// let correct = evaluate_fold(&pop, &x, 3, &Accuracy { labels: &[0, 1, 1] }).unwrap();
+/// assert_eq!(correct, [Some(2)]); // slots hold x0 and x1 (the root's sum is no output)
+/// ```
+pub trait BlockFold: Sync {
+    /// The per-individual result.
+    type Acc: Send;
+    /// An accumulator for a chunk of rows.
+    fn init(&self) -> Self::Acc;
+    /// Folds one block: rows `row0 .. row0 + out.len()`.
+    fn block(&self, acc: &mut Self::Acc, row0: usize, out: &BlockOutputs<'_>);
+    /// Appends `next`, the accumulator of the rows that follow `acc`'s.
+    fn merge(&self, acc: &mut Self::Acc, next: Self::Acc);
+}
+
+/// Per-thread buffers, reused across work items.
+#[derive(Default)]
+struct Scratch {
+    stack: Vec<f32>,
+    outs: Vec<f32>,
+    /// `[program's variables][B]`: the last, partial block's variables, zero-padded.
+    pad: Vec<f32>,
+}
+
+/// Evaluates rows `rows` (a chunk) of `prog` and folds them into `acc`.
+#[inline(always)]
+fn eval_rows_generic<const B: usize, F: BlockFold>(
+    prog: &Program,
+    x: &[f32],
+    n_rows: usize,
+    rows: std::ops::Range<usize>,
+    fold: &F,
+    acc: &mut F::Acc,
+    scratch: &mut Scratch,
+) {
+    let Scratch { stack, outs, pad } = scratch;
+    let n_out = prog.n_outputs.max(1);
+    if stack.len() < prog.n_slots * B {
+        stack.resize(prog.n_slots * B, 0.0);
+    }
+    if outs.len() < n_out * B {
+        outs.resize(n_out * B, 0.0);
+    }
+    let mut row0 = rows.start;
+    while row0 < rows.end {
+        let len = B.min(rows.end - row0);
+        let xb = if len == B {
+            XBlock::Rows { x, n_rows, row0 }
+        } else {
+            if pad.len() < prog.vars.len() * B {
+                pad.resize(prog.vars.len() * B, 0.0);
+            }
+            for (i, &v) in prog.vars.iter().enumerate() {
+                let src = v as usize * n_rows + row0;
+                let dst = &mut pad[i * B..(i + 1) * B];
+                dst[..len].copy_from_slice(&x[src..src + len]);
+                dst[len..].fill(0.0);
+            }
+            XBlock::Padded { pad, vars: &prog.vars }
+        };
+        if prog.n_outputs > 0 {
+            outs[..n_out * B].fill(0.0);
+        }
+        run_block::<B>(prog, &xb, stack, outs);
+        let values: &[f32] = if prog.n_outputs > 0 {
+            &outs[..n_out * B]
+        } else {
+            &stack[prog.result as usize * B..(prog.result as usize + 1) * B]
+        };
+        fold.block(acc, row0, &BlockOutputs { values, stride: B, n_outputs: n_out, len });
+        row0 += len;
+    }
+}
+
+/// [`eval_rows_generic`] compiled for AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn eval_rows_avx2<const B: usize, F: BlockFold>(
+    prog: &Program,
+    x: &[f32],
+    n_rows: usize,
+    rows: std::ops::Range<usize>,
+    fold: &F,
+    acc: &mut F::Acc,
+    scratch: &mut Scratch,
+) {
+    eval_rows_generic::<B, F>(prog, x, n_rows, rows, fold, acc, scratch)
+}
+
+/// Evaluates a chunk with the widest vectors the CPU has (the bits are the same either way).
+fn eval_rows<const B: usize, F: BlockFold>(
+    prog: &Program,
+    x: &[f32],
+    n_rows: usize,
+    rows: std::ops::Range<usize>,
+    fold: &F,
+    acc: &mut F::Acc,
+    scratch: &mut Scratch,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked just above).
+        return unsafe { eval_rows_avx2::<B, F>(prog, x, n_rows, rows, fold, acc, scratch) };
+    }
+    eval_rows_generic::<B, F>(prog, x, n_rows, rows, fold, acc, scratch)
+}
+
+/// Checks `x` against `n_rows`; returns the number of features.
+fn n_features(x: &[f32], n_rows: usize) -> Result<usize, EvalError> {
+    if n_rows == 0 {
+        return Err(EvalError::NoRows);
+    }
+    if x.len() % n_rows != 0 {
+        return Err(EvalError::DataShape { len: x.len(), n_rows });
+    }
+    Ok(x.len() / n_rows)
+}
+
+/// Folds the individuals `which` of `pop` with block size `B`; `None` for an empty tree.
+fn fold_individuals<const B: usize, F: BlockFold>(
+    pop: &Population,
+    which: &[usize],
+    x: &[f32],
+    n_rows: usize,
+    fold: &F,
+) -> Result<Vec<Option<F::Acc>>, EvalError> {
+    let n_features = n_features(x, n_rows)?;
+    if let Some(&index) = which.iter().find(|&&i| i >= pop.size()) {
+        return Err(EvalError::NoSuchIndividual { index, size: pop.size() });
+    }
+    let compiled: Vec<Result<Option<Program>, EvalError>> = which
+        .par_iter()
+        .map(|&i| {
+            let tree = pop.tree(i);
+            if tree.is_empty() {
+                Ok(None)
+            } else {
+                compile(tree, pop.n_outputs, n_features, i).map(Some)
+            }
+        })
+        .collect();
+    // The first bad tree in population order, whatever the thread count.
+    let progs: Vec<Option<Program>> = compiled.into_iter().collect::<Result<_, _>>()?;
+    let chunk = B * CHUNK_BLOCKS;
+    let n_chunks = n_rows.div_ceil(chunk);
+    let parts: Vec<Option<F::Acc>> = (0..progs.len() * n_chunks)
+        .into_par_iter()
+        .map_init(Scratch::default, |scratch, item| {
+            let prog = progs[item / n_chunks].as_ref()?;
+            let c = item % n_chunks;
+            let rows = c * chunk..((c + 1) * chunk).min(n_rows);
+            let mut acc = fold.init();
+            eval_rows::<B, F>(prog, x, n_rows, rows, fold, &mut acc, scratch);
+            Some(acc)
+        })
+        .collect();
+    // Merge each individual's chunks in row order, here, so the order is fixed.
+    let mut parts = parts.into_iter();
+    let mut out = Vec::with_capacity(progs.len());
+    for _ in 0..progs.len() {
+        let mut acc: Option<F::Acc> = None;
+        for part in parts.by_ref().take(n_chunks) {
+            match (&mut acc, part) {
+                (Some(a), Some(p)) => fold.merge(a, p),
+                (None, p) => acc = p,
+                (Some(_), None) => {}
+            }
+        }
+        out.push(acc);
+    }
+    Ok(out)
+}
+
+/// Evaluates every individual of `pop` over `x` (`[n_features][n_rows]`, feature-major, f32),
+/// folding its outputs block by block with `fold`. Returns one accumulator per individual, in
+/// population order; `None` for an individual without a program (length 0).
+pub fn evaluate_fold<F: BlockFold>(pop: &Population, x: &[f32], n_rows: usize, fold: &F) -> Result<Vec<Option<F::Acc>>, EvalError> {
+    let all: Vec<usize> = (0..pop.size()).collect();
+    fold_individuals::<BLOCK, F>(pop, &all, x, n_rows, fold)
+}
+
+/// Collects outputs: `[n_out][rows of the chunk]`.
+struct Collect;
+
+impl BlockFold for Collect {
+    type Acc = Vec<Vec<f32>>;
+    fn init(&self) -> Self::Acc {
+        Vec::new()
+    }
+    fn block(&self, acc: &mut Self::Acc, _row0: usize, out: &BlockOutputs<'_>) {
+        acc.resize_with(out.n_outputs(), Vec::new);
+        for (k, o) in acc.iter_mut().enumerate() {
+            o.extend_from_slice(out.output(k));
+        }
+    }
+    fn merge(&self, acc: &mut Self::Acc, next: Self::Acc) {
+        for (a, n) in acc.iter_mut().zip(next) {
+            a.extend(n);
+        }
+    }
+}
+
+/// Individual `i`'s outputs at every row: `[max(1, n_outputs)][n_rows]`, f32, NaN and inf
+/// included; all NaN for an individual without a program. `x`: `[n_features][n_rows]`.
+pub fn predict(pop: &Population, i: usize, x: &[f32], n_rows: usize) -> Result<Vec<f32>, EvalError> {
+    let n_out = pop.n_outputs.max(1);
+    let acc = fold_individuals::<BLOCK, _>(pop, &[i], x, n_rows, &Collect)?.pop().flatten();
+    Ok(match acc {
+        Some(outs) => outs.concat(),
+        None => vec![f32::NAN; n_out * n_rows],
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regression
+// ---------------------------------------------------------------------------------------------
+
+/// Sums from which every regression metric of one individual follows (f64, over the rows);
+/// `f` is the program's output, `y` the target, `e = f − y`.
+///
+/// Metrics of an invalid individual ([`is_valid`](Self::is_valid) false) are the worst
+/// possible: +inf for errors, −inf for R².
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RegressionSums {
+    /// Rows.
+    pub n: u64,
+    /// Σe².
+    pub sum_e2: f64,
+    /// Σ|e|.
+    pub sum_abs_e: f64,
+    /// Σf.
+    pub sum_f: f64,
+    /// Σf².
+    pub sum_f2: f64,
+    /// Σf·y.
+    pub sum_fy: f64,
+    /// Σy.
+    pub sum_y: f64,
+    /// Σy².
+    pub sum_y2: f64,
+    /// False if any output was NaN or ±inf, or the individual has no program.
+    pub finite: bool,
+}
+
+/// Below this fraction of Σf² (resp. Σy²), the centred Σ(f − f̄)² is treated as 0. A spread
+/// under 1e-5 of the magnitude is within f32 rounding of the outputs (and of the f64
+/// cancellation in Σf² − n·f̄²), so linear scaling would only amplify rounding noise.
+const VAR_REL_TOL: f64 = 1e-10;
+
+impl RegressionSums {
+    /// The sums of an individual without a program over `n` rows.
+    pub fn invalid(n: u64) -> Self {
+        Self { n, finite: false, ..Self::default() }
+    }
+
+    /// Adds `other`'s rows (merging chunks: call in row order for reproducible bits).
+    pub fn merge(&mut self, other: &Self) {
+        self.n += other.n;
+        self.sum_e2 += other.sum_e2;
+        self.sum_abs_e += other.sum_abs_e;
+        self.sum_f += other.sum_f;
+        self.sum_f2 += other.sum_f2;
+        self.sum_fy += other.sum_fy;
+        self.sum_y += other.sum_y;
+        self.sum_y2 += other.sum_y2;
+        self.finite &= other.finite;
+    }
+
+    /// Finite outputs at at least one row.
+    pub fn is_valid(&self) -> bool {
+        self.finite && self.n > 0
+    }
+
+    /// Mean squared error; +inf if invalid.
+    pub fn mse(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::INFINITY;
+        }
+        self.sum_e2 / self.n as f64
+    }
+
+    /// Root mean squared error; +inf if invalid.
+    pub fn rmse(&self) -> f64 {
+        self.mse().sqrt()
+    }
+
+    /// Mean absolute error; +inf if invalid.
+    pub fn mae(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::INFINITY;
+        }
+        self.sum_abs_e / self.n as f64
+    }
+
+    /// Centred sums: (Σ(f − f̄)², Σ(y − ȳ)², Σ(f − f̄)(y − ȳ)), each variance clamped to ≥ 0
+    /// and set to 0 below [`VAR_REL_TOL`] of the raw sum of squares.
+    fn centred(&self) -> (f64, f64, f64) {
+        let n = self.n as f64;
+        let (mf, my) = (self.sum_f / n, self.sum_y / n);
+        let sff = self.sum_f2 - mf * self.sum_f;
+        let syy = self.sum_y2 - my * self.sum_y;
+        let sff = if sff <= VAR_REL_TOL * self.sum_f2 { 0.0 } else { sff };
+        let syy = if syy <= VAR_REL_TOL * self.sum_y2 { 0.0 } else { syy };
+        let sfy = self.sum_fy - mf * self.sum_y;
+        (sff, syy, sfy)
+    }
+
+    /// Coefficient of determination, 1 − Σe² / Σ(y − ȳ)²; for a constant target, 1 if the
+    /// outputs are exact and 0 otherwise (scikit-learn's convention); −inf if invalid.
+    pub fn r2(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::NEG_INFINITY;
+        }
+        let (_, syy, _) = self.centred();
+        if syy == 0.0 {
+            return if self.sum_e2 == 0.0 { 1.0 } else { 0.0 };
+        }
+        1.0 - self.sum_e2 / syy
+    }
+
+    /// Linear scaling (Keijzer 2003; Operon): `(a, b)` minimising Σ(a·f + b − y)², that is
+    /// `a = cov(f, y) / var(f)`, `b = ȳ − a·f̄`; `(0, ȳ)` when the outputs are constant;
+    /// `(1, 0)` (no change) if invalid.
+    pub fn scale(&self) -> (f64, f64) {
+        if !self.is_valid() {
+            return (1.0, 0.0);
+        }
+        let n = self.n as f64;
+        let (sff, _, sfy) = self.centred();
+        let a = if sff == 0.0 { 0.0 } else { sfy / sff };
+        (a, self.sum_y / n - a * (self.sum_f / n))
+    }
+
+    /// Residual Σ(a·f + b − y)² after linear scaling: Σ(y − ȳ)² − cov²/var(f), ≥ 0.
+    fn scaled_sse(&self) -> (f64, f64) {
+        let (sff, syy, sfy) = self.centred();
+        let explained = if sff == 0.0 { 0.0 } else { sfy * sfy / sff };
+        ((syy - explained).max(0.0), syy)
+    }
+
+    /// Mean squared error after linear scaling; +inf if invalid.
+    pub fn scaled_mse(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::INFINITY;
+        }
+        self.scaled_sse().0 / self.n as f64
+    }
+
+    /// R² after linear scaling (the squared correlation of f and y); 1 for a constant target
+    /// (which scaling fits exactly); −inf if invalid.
+    pub fn scaled_r2(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::NEG_INFINITY;
+        }
+        let (sse, syy) = self.scaled_sse();
+        if syy == 0.0 {
+            return 1.0;
+        }
+        (1.0 - sse / syy).clamp(0.0, 1.0)
+    }
+}
+
+/// The regression fold: accumulates [`RegressionSums`] against `y`.
+struct RegressionFold<'a> {
+    y: &'a [f32],
+}
+
+/// Sums 8 lanes in a fixed pairwise order.
+#[inline(always)]
+fn hsum(a: [f64; 8]) -> f64 {
+    ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+}
+
+impl BlockFold for RegressionFold<'_> {
+    type Acc = RegressionSums;
+
+    fn init(&self) -> RegressionSums {
+        RegressionSums { finite: true, ..RegressionSums::default() }
+    }
+
+    #[inline(always)]
+    fn block(&self, acc: &mut RegressionSums, row0: usize, out: &BlockOutputs<'_>) {
+        let f = out.output(0);
+        let y = &self.y[row0..row0 + f.len()];
+        // Eight lanes (fixed: row j goes to lane j % 8), summed pairwise at the end of the
+        // block: vectorised, and more accurate than one running sum.
+        let mut s = [[0.0f64; 8]; 7];
+        let mut add = |l: usize, fv: f32, yv: f32| {
+            let (fv, yv) = (fv as f64, yv as f64);
+            let e = fv - yv;
+            s[0][l] += e * e;
+            s[1][l] += e.abs();
+            s[2][l] += fv;
+            s[3][l] += fv * fv;
+            s[4][l] += fv * yv;
+            s[5][l] += yv;
+            s[6][l] += yv * yv;
+        };
+        let (fc, yc) = (f.chunks_exact(8), y.chunks_exact(8));
+        let (fr, yr) = (fc.remainder(), yc.remainder());
+        for (fb, yb) in fc.zip(yc) {
+            for l in 0..8 {
+                add(l, fb[l], yb[l]);
+            }
+        }
+        for (l, (&fv, &yv)) in fr.iter().zip(yr).enumerate() {
+            add(l, fv, yv);
+        }
+        let part = RegressionSums {
+            n: f.len() as u64,
+            sum_e2: hsum(s[0]),
+            sum_abs_e: hsum(s[1]),
+            sum_f: hsum(s[2]),
+            sum_f2: hsum(s[3]),
+            sum_fy: hsum(s[4]),
+            sum_y: hsum(s[5]),
+            sum_y2: hsum(s[6]),
+            // Σf² of finite f32 values cannot overflow f64; NaN or ±inf make it non-finite.
+            finite: hsum(s[3]).is_finite(),
+        };
+        acc.merge(&part);
+    }
+
+    fn merge(&self, acc: &mut RegressionSums, next: RegressionSums) {
+        acc.merge(&next);
+    }
+}
+
+/// Regression fitness of every individual, fused with evaluation: no `[P × N]` buffer.
+///
+/// `x`: `[n_features][n_rows]`, feature-major, f32; `y`: `[n_rows]`, finite. Programs must be
+/// single-output (`n_outputs` 0 or 1). Individuals without a program, or with a NaN or
+/// infinite output at any row, come back with `finite == false`.
+pub fn evaluate_regression(pop: &Population, x: &[f32], y: &[f32], n_rows: usize) -> Result<Vec<RegressionSums>, EvalError> {
+    evaluate_regression_with::<BLOCK>(pop, x, y, n_rows)
+}
+
+/// [`evaluate_regression`] with block size `B` (for benchmarks).
+fn evaluate_regression_with<const B: usize>(
+    pop: &Population,
+    x: &[f32],
+    y: &[f32],
+    n_rows: usize,
+) -> Result<Vec<RegressionSums>, EvalError> {
+    if pop.n_outputs > 1 {
+        return Err(EvalError::TooManyOutputs { n_outputs: pop.n_outputs, max: 1 });
+    }
+    if y.len() != n_rows {
+        return Err(EvalError::TargetLength { len: y.len(), n_rows });
+    }
+    if let Some(row) = y.iter().position(|v| !v.is_finite()) {
+        return Err(EvalError::TargetNotFinite { row });
+    }
+    let all: Vec<usize> = (0..pop.size()).collect();
+    let sums = fold_individuals::<B, _>(pop, &all, x, n_rows, &RegressionFold { y })?;
+    Ok(sums.into_iter().map(|s| s.unwrap_or(RegressionSums::invalid(n_rows as u64))).collect())
+}
+
+#[cfg(test)]
+mod tests;
