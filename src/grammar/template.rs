@@ -81,6 +81,8 @@ enum Tok {
     Name(String),
     Sym(&'static str),
     Child(u16),
+    /// A child whose rule is an operator rule (every production names an operator).
+    OpChild(u16),
     /// A run of digits, `.` and digit-rule children with no space between.
     Digits(Vec<Part>),
 }
@@ -94,6 +96,7 @@ enum Role {
 /// Compiles templates for the expression rules reachable from the start rule.
 pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, GrammarError> {
     let digit = digit_rules(g, t);
+    let op_rule = operator_rules(g);
     let mut out = Templates {
         expr: vec![None; t.productions.len()],
         op: vec![None; t.productions.len()],
@@ -122,7 +125,7 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
                 }
             };
             match role {
-                Role::Expr => match parse_production(&p.symbols, &kids, &digit, vars) {
+                Role::Expr => match parse_production(&p.symbols, &kids, &digit, &op_rule, vars) {
                     Ok((items, uses)) => {
                         for (k, role) in uses {
                             let span = child_span(&p.symbols, k as usize).unwrap_or(p.span);
@@ -175,6 +178,34 @@ fn child_span(symbols: &[Symbol], k: usize) -> Option<Span> {
     symbols.iter().filter(|s| !matches!(s, Symbol::Terminal { .. })).nth(k).map(Symbol::span)
 }
 
+/// Rules every production of which names one operator (`+`, `sin`, `pdiv`), directly or
+/// through a unit production to another such rule.
+fn operator_rules(g: &Grammar) -> Vec<bool> {
+    let n = g.rules.len();
+    let mut op = vec![true; n];
+    loop {
+        let mut changed = false;
+        for r in 0..n {
+            if !op[r] {
+                continue;
+            }
+            let ok = g.rules[r].productions.iter().all(|p| match p.symbols.as_slice() {
+                [Symbol::Terminal { text, .. }] => Op::by_name(text.trim()).is_some(),
+                [Symbol::NonTerminal { name, .. }] => g.rule_index(name).is_some_and(|k| op[k] && k != r),
+                _ => false,
+            });
+            if !ok {
+                op[r] = false;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    op
+}
+
 /// Rules whose every derivation is digits and `.` only.
 fn digit_rules(g: &Grammar, t: &RuleTable) -> Vec<bool> {
     let n = g.rules.len();
@@ -207,7 +238,7 @@ fn digit_rules(g: &Grammar, t: &RuleTable) -> Vec<bool> {
 }
 
 /// Lexes a production's symbols into tokens.
-fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool]) -> Result<Vec<Tok>, String> {
+fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool], op_rule: &[bool]) -> Result<Vec<Tok>, String> {
     // Flatten into a char stream where each child is one marker, remembering digit children.
     enum C {
         Ch(char),
@@ -247,6 +278,9 @@ fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool]) -> Result<Vec<Tok>, S
                 if is_digit_kid(k) && parts.len() > 1 {
                     toks.push(Tok::Digits(parts));
                     i = j;
+                } else if op_rule[kids[k as usize]] {
+                    toks.push(Tok::OpChild(k));
+                    i += 1;
                 } else {
                     toks.push(Tok::Child(k));
                     i += 1;
@@ -339,6 +373,7 @@ fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool]) -> Result<Vec<Tok>, S
 }
 
 struct P<'a> {
+    kid_names: Vec<&'a str>,
     toks: Vec<Tok>,
     at: usize,
     vars: &'a Vars,
@@ -347,12 +382,26 @@ struct P<'a> {
 
 type Parsed = (Vec<Item>, Vec<(u16, Role)>);
 
-fn parse_production(symbols: &[Symbol], kids: &[usize], digit: &[bool], vars: &Vars) -> Result<Parsed, String> {
-    let toks = lex(symbols, kids, digit)?;
+fn parse_production<'a>(
+    symbols: &'a [Symbol],
+    kids: &[usize],
+    digit: &[bool],
+    op_rule: &[bool],
+    vars: &'a Vars,
+) -> Result<Parsed, String> {
+    let toks = lex(symbols, kids, digit, op_rule)?;
     if toks.is_empty() {
         return Err("it is empty".into());
     }
-    let mut p = P { toks, at: 0, vars, uses: Vec::new() };
+    let kid_names = symbols
+        .iter()
+        .filter_map(|s| match s {
+            Symbol::NonTerminal { name, .. } => Some(name.as_str()),
+            Symbol::Terminal { .. } => None,
+            _ => Some("GECodonValue"),
+        })
+        .collect();
+    let mut p = P { kid_names, toks, at: 0, vars, uses: Vec::new() };
     let items = p.expr(0)?;
     if p.at != p.toks.len() {
         return Err(format!("unexpected {} after a complete expression", p.describe(p.at)));
@@ -383,6 +432,7 @@ impl P<'_> {
             Some(Tok::Name(n)) => format!("name `{n}`"),
             Some(Tok::Sym(s)) => format!("`{s}`"),
             Some(Tok::Child(_)) => "non-terminal".into(),
+            Some(Tok::OpChild(_)) => "operator non-terminal".into(),
             Some(Tok::Digits(_)) => "spelled number".into(),
             None => "end".into(),
         }
@@ -405,7 +455,7 @@ impl P<'_> {
 
     /// True if a primary expression can start at `at`.
     fn starts_primary(&self, at: usize) -> bool {
-        matches!(self.toks.get(at), Some(Tok::Num(_) | Tok::Name(_) | Tok::Child(_) | Tok::Digits(_) | Tok::Sym("(" | "-")))
+        matches!(self.toks.get(at), Some(Tok::Num(_) | Tok::Name(_) | Tok::Child(_) | Tok::OpChild(_) | Tok::Digits(_) | Tok::Sym("(" | "-")))
     }
 
     fn expr(&mut self, min_bp: u8) -> Result<Vec<Item>, String> {
@@ -416,8 +466,15 @@ impl P<'_> {
                     Some((l, r, op)) => (l, r, Item::Node { op, value: 0.0 }),
                     None => break,
                 },
-                // `<e> <op> <e>`: a child in operator position.
-                Some(Tok::Child(k)) if self.starts_primary(self.at + 1) => (3, 4, Item::OpFrom(*k)),
+                // `<e> <op> <e>`: an operator rule in operator position.
+                Some(Tok::OpChild(k)) => (3, 4, Item::OpFrom(*k)),
+                Some(Tok::Child(k)) if self.starts_primary(self.at + 1) => {
+                    return Err(format!(
+                        "<{}> stands where an operator goes, but not every production of it names \
+                         an operator (+, -, *, /, sin, pdiv, …)",
+                        self.kid_names[*k as usize]
+                    ));
+                }
                 _ => break,
             };
             if lbp < min_bp {
@@ -475,14 +532,15 @@ impl P<'_> {
                 self.expect(")")?;
                 Ok(inner)
             }
+            Tok::OpChild(k) => {
+                // `<f>(<e>)`: the function's name is chosen by an operator rule.
+                let args = self.args()?;
+                self.uses.push((k, Role::Op(args.len() as u8)));
+                let mut v = vec![Item::OpFrom(k)];
+                v.extend(args.into_iter().flatten());
+                Ok(v)
+            }
             Tok::Child(k) => {
-                if self.peek() == Some(&Tok::Sym("(")) {
-                    let args = self.args()?;
-                    self.uses.push((k, Role::Op(args.len() as u8)));
-                    let mut v = vec![Item::OpFrom(k)];
-                    v.extend(args.into_iter().flatten());
-                    return Ok(v);
-                }
                 self.uses.push((k, Role::Expr));
                 Ok(vec![Item::Hole(k)])
             }
@@ -502,7 +560,7 @@ impl P<'_> {
                 Some(op) => Item::Node { op, value: 0.0 },
                 None => return Err(String::new()),
             },
-            Some(Tok::Child(k)) => Item::OpFrom(k),
+            Some(Tok::OpChild(k)) => Item::OpFrom(k),
             _ => return Err(String::new()),
         };
         self.at += 1;
@@ -849,7 +907,7 @@ mod tests {
         let g = parse_str("<e> ::= <e> <op> <e> | x\n<op> ::= + | foo", "t.bnf", false).unwrap();
         let l = load_parsed(g, &DatasetShape::default()).unwrap();
         let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()] }).unwrap_err();
-        assert!(e.to_string().contains("`foo` is not a known operator"), "{e}");
+        assert!(e.to_string().contains("<op> stands where an operator goes"), "{e}");
     }
 
     #[test]
