@@ -191,6 +191,7 @@ impl EvolveArgs {
                 linear_scaling: !self.no_linear_scaling,
                 parsimony: self.parsimony,
             },
+            trees: crate::task::regression::TreeSettings::default(),
         })
     }
 }

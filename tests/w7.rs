@@ -21,6 +21,7 @@ fn w7(seed: u64) -> EvolveSettings {
         vary: GeVaryConfig { crossover: 0.9, mutation: 0.05, ..GeVaryConfig::default() },
         genome_capacity: 512,
         regression: RegressionConfig { metric: Metric::Mae, linear_scaling: false, parsimony: 0.0 },
+        trees: Default::default(),
     }
 }
 

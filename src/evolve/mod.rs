@@ -262,6 +262,74 @@ pub fn run_grammar(
     Ok(Outcome { best, history, population: pop, fitness: fit })
 }
 
+/// Tree GP without a grammar (EvoGP's mode): the spec of random trees and the operator mix.
+#[derive(Clone, Debug)]
+pub struct TreeRep {
+    /// Random trees and mutation's new subtrees.
+    pub vary: crate::program::VaryConfig,
+    /// Crossover and mutation probabilities and weights.
+    pub breed: crate::program::BreedConfig,
+}
+
+/// Runs tree GP. `observe` sees every generation's statistics and the best so far.
+pub fn run_trees(
+    cfg: &EngineConfig,
+    rep: &TreeRep,
+    task: &dyn Fitness,
+    observe: &mut dyn FnMut(&GenerationStats, &Best),
+) -> anyhow::Result<Outcome> {
+    use anyhow::anyhow;
+    rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
+    rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
+    let p = cfg.pop_size;
+    let mut pop = crate::program::init_population(&rep.vary.spec, p, cfg.seed).map_err(|e| anyhow!("{e}"))?;
+    let mut best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
+    let mut history = Vec::with_capacity(cfg.generations + 1);
+    let mut gen = 0usize;
+    loop {
+        let t0 = Instant::now();
+        let mut fit = task.evaluate(&pop)?;
+        for (i, f) in fit.iter_mut().enumerate() {
+            if pop.len[i] == 0 {
+                *f = f64::INFINITY;
+            }
+        }
+        if let Some(b) = best_of(&fit) {
+            if fit[b] < best.fitness {
+                best = Best { fitness: fit[b], nodes: pop.tree(b).nodes(), generation: gen, genome: None };
+            }
+        }
+        if gen == cfg.generations {
+            let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
+            observe(&s, &best);
+            history.push(s);
+            return Ok(Outcome { best, history, population: pop, fitness: fit });
+        }
+        let next_gen = gen as u32 + 1;
+        let pool = select::valid_indices(&fit);
+        let elite = select::elite(&fit, cfg.elite.min(p));
+        let pairs: Vec<[u32; 2]> = (0..p)
+            .into_par_iter()
+            .with_min_len(256)
+            .map(|k| {
+                let a = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * k);
+                let b = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * k + 1);
+                [a as u32, b as u32]
+            })
+            .collect();
+        let mut next = Population::new(p, pop.max_len, pop.n_outputs);
+        crate::program::breed(&pop, &pairs, &mut next, cfg.seed, next_gen, &rep.vary, &rep.breed).map_err(|e| anyhow!("{e}"))?;
+        for (k, &e) in elite.iter().enumerate() {
+            next.copy_row(k, &pop, e);
+        }
+        let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
+        observe(&s, &best);
+        history.push(s);
+        pop = next;
+        gen += 1;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,5 +366,28 @@ mod tests {
         let b = run_grammar(&cfg, &rep, &length_task, &mut |_, _| {}).unwrap();
         assert_eq!(a.best, b.best);
         assert_eq!(a.fitness, b.fitness);
+    }
+
+    #[test]
+    fn tree_run_improves_and_is_reproducible() {
+        use crate::program::{BreedConfig, Crossover, Mutation, Op, TreeSpec, VaryConfig};
+        let spec = TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 64).with_depth(1, 3);
+        let rep = TreeRep {
+            vary: VaryConfig::new(spec),
+            breed: BreedConfig {
+                p_crossover: 0.9,
+                crossovers: vec![(Crossover::OnePoint, 1.0)],
+                p_mutation: 0.3,
+                mutations: vec![(Mutation::Subtree, 1.0), (Mutation::Point, 1.0)],
+            },
+        };
+        let cfg = EngineConfig { pop_size: 60, generations: 10, seed: 4, ..EngineConfig::default() };
+        let mut seen = Vec::new();
+        let a = run_trees(&cfg, &rep, &length_task, &mut |s, _| seen.push(s.best)).unwrap();
+        assert_eq!(a.best.fitness, 0.0);
+        assert!(seen.windows(2).all(|w| w[1] <= w[0]), "{seen:?}");
+        a.population.validate().unwrap();
+        let b = run_trees(&cfg, &rep, &length_task, &mut |_, _| {}).unwrap();
+        assert_eq!(a.best, b.best);
     }
 }

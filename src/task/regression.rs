@@ -154,6 +154,56 @@ pub struct EvolveSettings {
     pub genome_capacity: usize,
     /// Error measure, scaling, parsimony.
     pub regression: RegressionConfig,
+    /// Tree GP: constants, initial depths, operator probabilities.
+    pub trees: TreeSettings,
+}
+
+/// Settings of tree GP (used with `functions`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeSettings {
+    /// Constant leaves are drawn uniformly from `[lo, hi)`.
+    pub const_range: (f32, f32),
+    /// Probability that a leaf is a constant.
+    pub p_const: f32,
+    /// Depths of ramped half-and-half initialisation (root = 0).
+    pub init_depth: (u32, u32),
+    /// Probability that a child is made by crossover.
+    pub p_crossover: f32,
+    /// Probability that a child is then mutated.
+    pub p_mutation: f32,
+}
+
+impl Default for TreeSettings {
+    fn default() -> Self {
+        Self { const_range: (-2.0, 2.0), p_const: 0.2, init_depth: (2, 6), p_crossover: 0.9, p_mutation: 0.3 }
+    }
+}
+
+impl TreeSettings {
+    /// The engine's tree representation for `functions` over `n_vars` variables.
+    pub fn rep(&self, functions: &str, n_vars: usize, max_len: usize) -> anyhow::Result<crate::evolve::TreeRep> {
+        use crate::program::{BreedConfig, Crossover, Mutation, TreeSpec, VaryConfig};
+        let ops = crate::program::ops::parse_function_set(functions).map_err(|e| anyhow::anyhow!("--functions: {e}"))?;
+        let spec = TreeSpec::new(ops, n_vars as u32, max_len)
+            .with_const_range(self.const_range.0, self.const_range.1)
+            .with_p_const(self.p_const)
+            .with_depth(self.init_depth.0, self.init_depth.1);
+        Ok(crate::evolve::TreeRep {
+            vary: VaryConfig::new(spec),
+            breed: BreedConfig {
+                p_crossover: self.p_crossover,
+                crossovers: vec![(Crossover::OnePoint, 1.0)],
+                p_mutation: self.p_mutation,
+                mutations: vec![
+                    (Mutation::Subtree, 1.0),
+                    (Mutation::Point, 1.0),
+                    (Mutation::Hoist, 0.5),
+                    (Mutation::Constant, 1.0),
+                ],
+            },
+        })
+    }
 }
 
 /// The result of a run, ready to print and to write as the JSON report.
@@ -210,7 +260,10 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
             };
             run_grammar(&settings.engine, &rep, &task, &mut observe)?
         }
-        (None, Some(_)) => bail!("tree GP (--functions) is not wired yet"),
+        (None, Some(functions)) => {
+            let rep = settings.trees.rep(functions, train.n_features, settings.engine.max_len)?;
+            crate::evolve::run_trees(&settings.engine, &rep, &task, &mut observe)?
+        }
         _ => bail!("give either --grammar FILE or --functions LIST"),
     };
     progress.finish();
