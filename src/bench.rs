@@ -1,4 +1,5 @@
-//! `grove bench`: throughput measurements printed as a table (or JSON). Timings here are for
+//! `grove bench`: throughput measurements (mapping; the CPU interpreter on W3) printed as a
+//! table (or JSON). Timings here are for
 //! reporting, never asserted in tests.
 
 use std::process::ExitCode;
@@ -36,6 +37,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         let mut mapper = Mapper::new(&loaded.table, config);
         genomes.chunks(args.codons).filter(|g| mapper.map(g).valid()).count()
     };
+    let eval = crate::program::eval::bench_eval(&crate::program::eval::EvalBench::default());
     let rows = [("map, 1 thread", 1, single), ("map, all threads", threads, multi)];
     if args.json {
         let items: Vec<_> = rows
@@ -46,7 +48,9 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
             })
             .collect();
         println!("{}", serde_json::json!({"grammar": args.grammar, "genomes": args.genomes,
-            "valid": valid, "results": items}));
+            "valid": valid, "results": items,
+            "cpu_eval_w3": {"node_evaluations": eval.node_evals, "seconds": eval.seconds,
+                            "node_evaluations_per_second": eval.node_evals_per_second, "threads": eval.threads}}));
     } else {
         println!(
             "grammar {} · {} genomes of {} codons · {} wraps · {:.1}% valid",
@@ -60,6 +64,13 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         for (name, t, (codons, secs)) in rows {
             println!("{name:<18} {t:>7} {codons:>14} {secs:>10.4} {:>16.3e}", codons as f64 / secs);
         }
+        println!();
+        println!("CPU interpreter, W3 (1000 trees of 20..60 nodes, 100,000 points, + - * / sin cos log exp)");
+        println!("{:<18} {:>7} {:>14} {:>10} {:>16}", "what", "threads", "node evals", "seconds", "node evals/s");
+        println!(
+            "{:<18} {:>7} {:>14} {:>10.4} {:>16.3e}",
+            "evaluate", eval.threads, eval.node_evals, eval.seconds, eval.node_evals_per_second
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

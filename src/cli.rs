@@ -58,7 +58,7 @@ pub struct EvolveArgs {
     #[arg(long)]
     pub functions: Option<String>,
     /// Population size.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 3000)]
     pub pop: usize,
     /// Generations.
     #[arg(long, default_value_t = 100)]
