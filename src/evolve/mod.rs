@@ -188,7 +188,7 @@ pub fn run_grammar(
 ) -> anyhow::Result<Outcome> {
     let p = cfg.pop_size;
     let mut genomes = init_genomes(rep.table, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed);
-    let mut pop = Population::new(p, cfg.max_len, 0);
+    let mut pop = Population::new(p, cfg.max_len, rep.templates.n_outputs);
     let mut best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
     let mut history = Vec::with_capacity(cfg.generations + 1);
     let mut fit;
@@ -345,7 +345,7 @@ mod tests {
     fn grammar_run_improves_and_is_reproducible() {
         let g = parse_str("<e> ::= (<op> <e> <e>) | <v>\n<op> ::= + | - | *\n<v> ::= x0 | 1.0", "g", false).unwrap();
         let l = load_parsed(g, &DatasetShape::default()).unwrap();
-        let tpl = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()] }).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()], n_outputs: 0 }).unwrap();
         let rep = GrammarRep {
             table: &l.table,
             templates: &tpl,

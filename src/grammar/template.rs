@@ -38,6 +38,9 @@ pub enum Item {
     Hole(u16),
     /// A function node whose operator is named by the production child `k` chose.
     OpFrom(u16),
+    /// `out(K, EXPR)`: the next node emitted (EXPR's root) becomes an output node for slot K,
+    /// given literally or spelled by digit children.
+    Output(Vec<Part>),
     /// A constant or variable spelled by text and digit children: the parts are joined and read.
     Spelled {
         /// Constant (`false`) or variable index (`true`).
@@ -66,6 +69,8 @@ pub struct Templates {
     pub op: Vec<Option<Op>>,
     /// Number of input variables; a variable index at or above is an error when building.
     pub n_vars: usize,
+    /// Number of output slots programs have (0: single output, `out(…)` not allowed).
+    pub n_outputs: usize,
 }
 
 /// Variable names a grammar may use besides `x0`, `x[0]`, `x[:, 0]`: the data set's columns.
@@ -73,6 +78,8 @@ pub struct Templates {
 pub struct Vars {
     /// Column names, by index.
     pub names: Vec<String>,
+    /// Output slots of the task (classes, actuators); 0 for single-output tasks.
+    pub n_outputs: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -101,6 +108,7 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
         expr: vec![None; t.productions.len()],
         op: vec![None; t.productions.len()],
         n_vars: vars.names.len(),
+        n_outputs: vars.n_outputs,
     };
     let mut errors = Vec::new();
     let mut roles: HashMap<usize, Role> = HashMap::new();
@@ -584,6 +592,33 @@ impl P<'_> {
     }
 
     fn name(&mut self, name: String) -> Result<Vec<Item>, String> {
+        // An output node: `out(K, EXPR)`.
+        if name == "out" && self.peek() == Some(&Tok::Sym("(")) {
+            if self.vars.n_outputs == 0 {
+                return Err("`out(…)` makes an output node, but this task has a single output".into());
+            }
+            self.at += 1;
+            let slot = match self.toks.get(self.at).cloned() {
+                Some(Tok::Num(n)) => {
+                    let k: usize = n.parse().map_err(|_| format!("`{n}` is not an output slot"))?;
+                    if k >= self.vars.n_outputs {
+                        return Err(format!("output slot {k} is past the task's {} outputs", self.vars.n_outputs));
+                    }
+                    vec![Part::Text(n)]
+                }
+                Some(Tok::Digits(parts)) => parts,
+                // A digit rule (e.g. `GE_RANGE:dataset_n_os`): its text is read when building.
+                Some(Tok::Child(k)) => vec![Part::Child(k)],
+                _ => return Err("expected an output slot (a number or a digit rule) after `out(`".into()),
+            };
+            self.at += 1;
+            self.expect(",")?;
+            let body = self.expr(0)?;
+            self.expect(")")?;
+            let mut v = vec![Item::Output(slot)];
+            v.extend(body);
+            return Ok(v);
+        }
         // A call: `pdiv(a, b)`, `np.sin(a)`.
         if self.peek() == Some(&Tok::Sym("(")) {
             let op = Op::by_name(&name).ok_or_else(|| format!("`{name}` is not a known function"))?;
@@ -760,11 +795,23 @@ fn build_at(
         }
         c
     };
+    let mut mark: Option<(usize, u8)> = None;
     for item in items {
         if nodes.len() >= max_len {
             return Err(BuildError::TooLong);
         }
+        let start = nodes.len();
         match item {
+            Item::Output(parts) => {
+                text.clear();
+                spell(t, derivation, kinds, span, e, parts, text);
+                let k: usize = text.parse().map_err(|_| BuildError::BadSpelling)?;
+                if k >= tpl.n_outputs {
+                    return Err(BuildError::BadSpelling);
+                }
+                mark = Some((nodes.len(), k as u8 + 1));
+                continue;
+            }
             Item::Node { op, value } => nodes.push(crate::program::Node { op: *op, value: *value, out: 0 }),
             Item::Hole(k) => build_at(t, tpl, derivation, kinds, span, child(*k), max_len, nodes, text)?,
             Item::OpFrom(k) => {
@@ -780,15 +827,7 @@ fn build_at(
             }
             Item::Spelled { var, parts } => {
                 text.clear();
-                for part in parts {
-                    match part {
-                        Part::Text(s) => text.push_str(s),
-                        Part::Child(k) => {
-                            let c = child(*k);
-                            render_span(t, derivation, kinds, c, span[c] as usize, text);
-                        }
-                    }
-                }
+                spell(t, derivation, kinds, span, e, parts, text);
                 let node = if *var {
                     let i: u32 = text.parse().map_err(|_| BuildError::BadSpelling)?;
                     if tpl.n_vars > 0 && i as usize >= tpl.n_vars {
@@ -801,8 +840,31 @@ fn build_at(
                 nodes.push(node);
             }
         }
+        if let Some((at, slot)) = mark.filter(|&(at, _)| at == start && nodes.len() > start) {
+            // A node that already is an output node keeps its own slot.
+            if nodes[at].out == 0 {
+                nodes[at].out = slot;
+            }
+            mark = None;
+        }
     }
     Ok(())
+}
+
+/// Joins literal text and the text derived by children (of derivation entry `e`) into `out`.
+fn spell(t: &RuleTable, derivation: &[u32], kinds: &[u16], span: &[u32], e: usize, parts: &[Part], out: &mut String) {
+    for part in parts {
+        match part {
+            Part::Text(s) => out.push_str(s),
+            Part::Child(k) => {
+                let mut c = e + 1;
+                for _ in 0..*k {
+                    c += span[c] as usize;
+                }
+                render_span(t, derivation, kinds, c, span[c] as usize, out);
+            }
+        }
+    }
 }
 
 /// Appends the text derived by the sub-derivation `e .. e + len`.
@@ -840,9 +902,9 @@ mod tests {
 
     fn setup(text: &str, vars: &[&str]) -> (crate::grammar::Loaded, Templates) {
         let g = parse_str(text, "t.bnf", false).unwrap();
-        let shape = DatasetShape { n_vars: Some(vars.len() as u32), ..Default::default() };
+        let shape = DatasetShape { n_vars: Some(vars.len() as u32), n_is: None, n_os: Some(2) };
         let l = load_parsed(g, &shape).unwrap();
-        let v = Vars { names: vars.iter().map(|s| s.to_string()).collect() };
+        let v = Vars { names: vars.iter().map(|s| s.to_string()).collect(), n_outputs: 2 };
         let tpl = compile(&l.grammar, &l.table, &v).unwrap_or_else(|e| panic!("{e}"));
         (l, tpl)
     }
@@ -902,12 +964,28 @@ mod tests {
     fn unreadable_productions_are_clear_errors() {
         let g = parse_str("<e> ::= <e> ? <e> | x", "t.bnf", false).unwrap();
         let l = load_parsed(g, &DatasetShape::default()).unwrap();
-        let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()] }).unwrap_err();
+        let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()], n_outputs: 0 }).unwrap_err();
         assert!(e.to_string().contains("t.bnf:1:9"), "{e}");
         let g = parse_str("<e> ::= <e> <op> <e> | x\n<op> ::= + | foo", "t.bnf", false).unwrap();
         let l = load_parsed(g, &DatasetShape::default()).unwrap();
-        let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()] }).unwrap_err();
+        let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()], n_outputs: 0 }).unwrap_err();
         assert!(e.to_string().contains("<op> stands where an operator goes"), "{e}");
+    }
+
+    #[test]
+    fn output_nodes() {
+        let g = "<p> ::= out(0, <e>) + out(1, <e>*<e>) | out(<k>, <e>)\n<e> ::= x | 2\n<k> ::= GE_RANGE:dataset_n_os";
+        let nodes = tree(g, &["x"], &[0, 0, 0, 1]);
+        assert_eq!(ops(&nodes), ["add", "x0", "mul", "x0", "2"]);
+        let outs: Vec<u8> = nodes.iter().map(|n| n.out).collect();
+        assert_eq!(outs, [0, 1, 2, 0, 0]);
+        let nodes = tree(g, &["x"], &[1, 1, 1]);
+        assert_eq!((ops(&nodes), nodes[0].out), (vec!["2".to_string()], 2));
+        // A single-output task refuses out(…).
+        let gr = parse_str(g, "t.bnf", false).unwrap();
+        let l = load_parsed(gr, &DatasetShape { n_os: Some(2), ..Default::default() }).unwrap();
+        let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()], n_outputs: 0 }).unwrap_err();
+        assert!(e.to_string().contains("single output"), "{e}");
     }
 
     #[test]

@@ -247,7 +247,7 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
         (Some(path), None) => {
             let shape = DatasetShape { n_vars: Some(train.n_features as u32), n_is: Some(train.n_features as u32), n_os: Some(1) };
             let loaded = grammar::load(std::path::Path::new(path), &shape)?;
-            let vars = grammar::template::Vars { names: train.names.clone() };
+            let vars = grammar::template::Vars { names: train.names.clone(), n_outputs: 0 };
             let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
                 .with_context(|| format!("{path} cannot be used for evaluation"))?;
             let rep = GrammarRep {
