@@ -5,6 +5,7 @@
 //! to a flat rule table; [`genome`] maps integer genomes through that table to programs.
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod bench;
 pub mod cli;
 pub mod evolve;
