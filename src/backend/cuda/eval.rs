@@ -232,8 +232,8 @@ fn split(pop: &Population, n_features: usize) -> Result<Split> {
             return Err(GpuError::Input(format!("population array {name} has {n} entries, expected {p} × {l}")));
         }
     }
-    if pop.n_outputs > u8::MAX as usize - 1 {
-        return Err(GpuError::Input(format!("{} output slots; nodes can address 254", pop.n_outputs)));
+    if pop.n_outputs > u8::MAX as usize {
+        return Err(GpuError::Input(format!("{} output slots; nodes can address 255", pop.n_outputs)));
     }
     if p > u32::MAX as usize {
         return Err(GpuError::Input(format!("{p} trees is more than one launch takes")));
@@ -491,7 +491,7 @@ mod tests {
         // Many output slots: fewer points per thread to fit shared memory.
         let l = d.resolve(100_000, 1000, 40, 132).unwrap();
         assert!(l.slot_bytes <= SLOT_BYTES_MAX && l.points_per_thread == 1, "{l:?}");
-        let l = d.resolve(100_000, 1000, 254, 132).unwrap();
+        let l = d.resolve(100_000, 1000, 255, 132).unwrap();
         assert!(l.slot_bytes <= SLOT_BYTES_MAX && l.threads == 32, "{l:?}");
     }
 
