@@ -312,8 +312,7 @@ fn check_sums(gpu: &[GpuRegressionSums], pred: &[f32], rf: &Reference, pop: &Pop
         return Err(format!("{} sums for {p} trees", gpu.len()));
     }
     let pred64: Vec<f64> = pred.iter().map(|&v| v as f64).collect();
-    for t in 0..p {
-        let g = &gpu[t];
+    for (t, g) in gpu.iter().enumerate() {
         if g.n != n as f64 {
             return Err(format!("tree {t}: n = {}, expected {n}", g.n));
         }

@@ -228,3 +228,13 @@ impl CudaEngine {
         Ok(f)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_engine_can_be_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<super::CudaEngine>();
+        shareable::<super::DeviceDataset>();
+    }
+}
