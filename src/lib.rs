@@ -6,6 +6,7 @@
 //! [`data`] reads data files and generates the built-in benchmark problems they are scored on.
 #![warn(missing_docs)]
 
+pub mod backend;
 pub mod bench;
 pub mod cli;
 pub mod data;

@@ -354,6 +354,13 @@ pub fn cuda_source() -> String {
         s.push_str(&format!("    case {}: return {};\n", *op as u8, op.info().cuda));
     }
     s.push_str("    default: return 0.0f;\n  }\n}\n");
+    // An X-macro over the function table, `X(code, arity, (expr over a and b))`, so a kernel can
+    // dispatch once per node and apply the formula to several points.
+    s.push_str("#define GROVE_FOR_EACH_OP(X)");
+    for op in FUNCTIONS {
+        s.push_str(&format!(" \\\n  X({}, {}, ({}))", *op as u8, op.arity(), op.info().cuda));
+    }
+    s.push('\n');
     s
 }
 
@@ -413,6 +420,7 @@ mod tests {
         let src = cuda_source();
         for &op in FUNCTIONS {
             assert!(src.contains(&format!("case {}: return {};", op as u8, op.info().cuda)));
+            assert!(src.contains(&format!("X({}, {}, ({}))", op as u8, op.arity(), op.info().cuda)));
         }
     }
 }

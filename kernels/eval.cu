@@ -1,0 +1,400 @@
+// eval.cu: evaluates a population of tensorized trees over a data set, on the GPU.
+//
+// Twin of the CPU evaluator (src/program/eval.rs); the host side is src/backend/cuda/eval.rs.
+// NVRTC compiles this file after the header generated from src/program/ops.rs, which defines
+// GROVE_OP_* and GROVE_FOR_EACH_OP(X): opcodes and formulas are never written here by hand.
+//
+// Strategy (EvoGP's hybrid, with Chitty's points-per-thread): one block per (tree, data tile).
+// The block stages its tree in shared memory (GROVE_CHUNK nodes at a time), then every thread
+// walks it in reverse prefix order (= postfix) for K points at once, so each node is decoded and
+// dispatched once per K points. The stack lives in local memory, with its top in registers.
+// Block b evaluates tree tree_ids[b % n_trees] on tile b / n_trees: consecutive blocks share a
+// data tile, which stays in L2 while the trees go by.
+//
+// Tree semantics (src/program/tree.rs): node i's children follow it in prefix order; walking
+// backwards, a node's children are on the stack with child 1 on top. An output node (out = k+1)
+// adds its value to slot k and passes its last child's value up (a leaf passes its own).
+// With n_outputs > 0 the slots are the results; with n_outputs == 0 the root's value is.
+//
+// Determinism: no atomics. Each block reduces its tile in a fixed order (warp shuffles, then
+// the warps in index order); grove_reduce_regression sums the tiles of a tree in index order.
+
+#define GROVE_STACK 32          // stack slots of the fast kernels (host rejects deeper trees)
+#define GROVE_DEEP_STACK 512    // stack slots of the fallback kernels (one point per thread)
+#define GROVE_CHUNK 1024        // tree nodes staged in shared memory at a time
+#define GROVE_MAX_THREADS 1024  // most threads a block may have
+
+// Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
+#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+
+// Mirrors EvalParams in src/backend/cuda/kernels.rs.
+struct GroveEvalParams {
+    unsigned n_rows;       // N: data points
+    unsigned n_features;   // F: x is [F][N], feature-major
+    unsigned max_len;      // L: row stride of the population arrays
+    unsigned n_outputs;    // output slots; 0: the root's value is the result
+    unsigned n_trees;      // trees in this launch (entries of tree_ids)
+    unsigned tile_points;  // points per block, a multiple of blockDim.x * K
+    unsigned n_tiles;      // ceil(N / tile_points): row stride of the partial sums
+    unsigned reserved;     // 0
+};
+static_assert(sizeof(GroveEvalParams) == 32, "GroveEvalParams must match EvalParams");
+static_assert(GROVE_OFFSETOF(GroveEvalParams, n_rows) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveEvalParams, n_features) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveEvalParams, max_len) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveEvalParams, n_outputs) == 12, "layout");
+static_assert(GROVE_OFFSETOF(GroveEvalParams, n_trees) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveEvalParams, tile_points) == 20, "layout");
+static_assert(GROVE_OFFSETOF(GroveEvalParams, n_tiles) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveEvalParams, reserved) == 28, "layout");
+
+// Mirrors RegSums: sums over points of e = f - y, f the program's result 0, in f64.
+struct GroveRegSums {
+    double sse, sae, sum_f, sum_ff, sum_fy, sum_y, sum_yy;
+    unsigned n;    // points summed
+    unsigned bad;  // points where some result was NaN or infinite
+};
+static_assert(sizeof(GroveRegSums) == 64, "GroveRegSums must match RegSums");
+static_assert(GROVE_OFFSETOF(GroveRegSums, sse) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveRegSums, sae) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveRegSums, sum_f) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveRegSums, sum_ff) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveRegSums, sum_fy) == 32, "layout");
+static_assert(GROVE_OFFSETOF(GroveRegSums, sum_y) == 40, "layout");
+static_assert(GROVE_OFFSETOF(GroveRegSums, sum_yy) == 48, "layout");
+static_assert(GROVE_OFFSETOF(GroveRegSums, n) == 56, "layout");
+static_assert(GROVE_OFFSETOF(GroveRegSums, bad) == 60, "layout");
+
+// Mirrors ReduceParams.
+struct GroveReduceParams {
+    unsigned n_trees;  // rows of the partial sums
+    unsigned n_tiles;  // tiles per tree
+};
+static_assert(sizeof(GroveReduceParams) == 8, "GroveReduceParams must match ReduceParams");
+static_assert(GROVE_OFFSETOF(GroveReduceParams, n_trees) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveReduceParams, n_tiles) == 4, "layout");
+
+// One staged node, 8 bytes: every thread reads the same one at a time (a broadcast).
+struct GroveNode {
+    unsigned arg;        // variable index (Var) or the constant's bits (Const); 0 for functions
+    unsigned char op;    // opcode
+    unsigned char out;   // output slot + 1, or 0
+    unsigned short pad;
+};
+
+// Copies nodes [lo, hi) of one tree row into shared memory (coalesced over the block).
+__device__ __forceinline__ void grove_stage(GroveNode* dst, const unsigned char* __restrict__ op,
+                                            const float* __restrict__ value,
+                                            const unsigned char* __restrict__ out, int lo, int hi) {
+    for (int j = lo + (int)threadIdx.x; j < hi; j += (int)blockDim.x) {
+        GroveNode n;
+        n.op = op[j];
+        n.out = out[j];
+        n.pad = 0;
+        const float v = value[j];
+        n.arg = n.op == GROVE_OP_VAR ? (unsigned)v : __float_as_uint(v);
+        dst[j - lo] = n;
+    }
+}
+
+// A deterministic sum over the warp, ending in lane 0.
+__device__ __forceinline__ double grove_warp_sum(double v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+__device__ __forceinline__ unsigned grove_warp_sum(unsigned v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// Evaluates tree tree_ids[blockIdx.x % n_trees] on tile blockIdx.x / n_trees, K points per
+// thread per pass, with a stack of DEPTH slots. PREDICT writes every result to
+// pred[tree][slot][point]; otherwise the tile's regression sums go to partials[tree][tile].
+//
+// Dynamic shared memory: n_outputs * K * blockDim.x floats (the output slots of each point;
+// each thread touches only its own entries, so they need no barrier).
+template <int K, int DEPTH, bool PREDICT>
+__device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsigned* __restrict__ tree_ids,
+                                           const unsigned char* __restrict__ ops,
+                                           const float* __restrict__ values,
+                                           const unsigned char* __restrict__ outs,
+                                           const unsigned short* __restrict__ lens,
+                                           const float* __restrict__ x, const float* __restrict__ y,
+                                           GroveRegSums* __restrict__ partials, float* __restrict__ pred) {
+    __shared__ GroveNode nodes[GROVE_CHUNK];
+    extern __shared__ float slots[];
+
+    const unsigned T = blockDim.x, tid = threadIdx.x;
+    const unsigned t = tree_ids[blockIdx.x % p.n_trees];
+    const unsigned tile = blockIdx.x / p.n_trees;
+    const unsigned first = tile * p.tile_points;
+    const unsigned end = min(first + p.tile_points, p.n_rows);
+    const int len = (int)lens[t];
+    const unsigned n_out = p.n_outputs;
+    const unsigned n_res = n_out ? n_out : 1;
+    const size_t row = (size_t)t * p.max_len;
+
+    if (len == 0) {  // no program: every result NaN, every point bad (the whole block returns)
+        if (PREDICT) {
+            for (unsigned s = 0; s < n_res; ++s)
+                for (unsigned i = first + tid; i < end; i += T)
+                    pred[((size_t)t * n_res + s) * p.n_rows + i] = __int_as_float(0x7fffffff);
+        } else if (tid == 0) {
+            GroveRegSums e = {0, 0, 0, 0, 0, 0, 0, end - first, end - first};
+            partials[(size_t)t * p.n_tiles + tile] = e;
+        }
+        return;
+    }
+
+    const bool resident = len <= GROVE_CHUNK;  // staged once; else chunk by chunk, every pass
+    if (resident) {
+        grove_stage(nodes, ops + row, values + row, outs + row, 0, len);
+        __syncthreads();
+    }
+
+    double s_sse = 0, s_sae = 0, s_f = 0, s_ff = 0, s_fy = 0, s_y = 0, s_yy = 0;
+    unsigned s_n = 0, s_bad = 0;
+    float stack[DEPTH][K];  // values below the top; top[] holds the top of the stack
+
+    for (unsigned base = first; base < end; base += T * K) {
+        unsigned pt[K];
+        bool ok[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            pt[k] = base + k * T + tid;  // stride T: each of the K loads is coalesced
+            ok[k] = pt[k] < end;
+        }
+        for (unsigned s = 0; s < n_out; ++s)
+#pragma unroll
+            for (int k = 0; k < K; ++k) slots[(s * K + k) * T + tid] = 0.0f;
+
+        float top[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) top[k] = 0.0f;
+        int h = 0;  // values on the stack, counting the top
+
+        for (int hi = len; hi > 0; hi -= GROVE_CHUNK) {
+            const int lo = resident ? 0 : max(hi - GROVE_CHUNK, 0);
+            if (!resident) {
+                __syncthreads();  // everyone is done with the previous chunk
+                grove_stage(nodes, ops + row, values + row, outs + row, lo, hi);
+                __syncthreads();
+            }
+            for (int i = hi - 1; i >= lo; --i) {
+                const GroveNode nd = nodes[i - lo];
+                float r[K];     // the node's value
+                float pass[K];  // what it passes to its parent
+                if (nd.op == GROVE_OP_VAR) {
+                    const float* col = x + (size_t)nd.arg * p.n_rows;
+#pragma unroll
+                    for (int k = 0; k < K; ++k) r[k] = ok[k] ? __ldg(col + pt[k]) : 0.0f;
+                } else if (nd.op == GROVE_OP_CONST) {
+                    const float c = __uint_as_float(nd.arg);
+#pragma unroll
+                    for (int k = 0; k < K; ++k) r[k] = c;
+                }
+                if (nd.op <= GROVE_OP_CONST) {  // push
+                    if (h > 0) {
+#pragma unroll
+                        for (int k = 0; k < K; ++k) stack[h - 1][k] = top[k];
+                    }
+                    ++h;
+#pragma unroll
+                    for (int k = 0; k < K; ++k) pass[k] = r[k];
+                } else {
+                    switch (nd.op) {
+#define GROVE_CASE(CODE, ARITY, EXPR)                                    \
+    case CODE:                                                           \
+        if (ARITY == 2) {                                                \
+            _Pragma("unroll") for (int k = 0; k < K; ++k) {              \
+                const float a = top[k], b = stack[h - 2][k];             \
+                r[k] = EXPR;                                             \
+                pass[k] = b;                                             \
+            }                                                            \
+            --h;                                                         \
+        } else {                                                         \
+            _Pragma("unroll") for (int k = 0; k < K; ++k) {              \
+                const float a = top[k], b = 0.0f;                        \
+                (void)b;                                                 \
+                r[k] = EXPR;                                             \
+                pass[k] = a;                                             \
+            }                                                            \
+        }                                                                \
+        break;
+                        GROVE_FOR_EACH_OP(GROVE_CASE)
+#undef GROVE_CASE
+                        default:  // unreachable: the host checks every opcode
+#pragma unroll
+                            for (int k = 0; k < K; ++k) r[k] = pass[k] = 0.0f;
+                    }
+                }
+                if (nd.out) {
+                    float* slot = slots + (unsigned)(nd.out - 1) * K * T + tid;
+#pragma unroll
+                    for (int k = 0; k < K; ++k) {
+                        slot[k * T] += r[k];
+                        top[k] = pass[k];
+                    }
+                } else {
+#pragma unroll
+                    for (int k = 0; k < K; ++k) top[k] = r[k];
+                }
+            }
+        }
+
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            if (!ok[k]) continue;
+            if (PREDICT) {
+                float* dst = pred + (size_t)t * n_res * p.n_rows + pt[k];
+                if (n_out == 0) dst[0] = top[k];
+                for (unsigned s = 0; s < n_out; ++s) dst[(size_t)s * p.n_rows] = slots[(s * K + k) * T + tid];
+            } else {
+                const float f = n_out ? slots[k * T + tid] : top[k];
+                bool fin = isfinite(f);
+                for (unsigned s = 1; s < n_out; ++s) fin = fin && isfinite(slots[(s * K + k) * T + tid]);
+                const double fd = f, yd = __ldg(y + pt[k]), e = fd - yd;
+                s_sse += e * e;
+                s_sae += fabs(e);
+                s_f += fd;
+                s_ff += fd * fd;
+                s_fy += fd * yd;
+                s_y += yd;
+                s_yy += yd * yd;
+                s_n += 1;
+                s_bad += fin ? 0 : 1;
+            }
+        }
+    }
+
+    if (!PREDICT) {  // the block's sums, in a fixed order: warps by shuffles, then warp 0
+        __shared__ double red[GROVE_MAX_THREADS / 32][7];
+        __shared__ unsigned red_n[GROVE_MAX_THREADS / 32][2];
+        const unsigned warp = tid / 32, lane = tid % 32, n_warps = T / 32;
+        double v[7] = {s_sse, s_sae, s_f, s_ff, s_fy, s_y, s_yy};
+#pragma unroll
+        for (int j = 0; j < 7; ++j) v[j] = grove_warp_sum(v[j]);
+        s_n = grove_warp_sum(s_n);
+        s_bad = grove_warp_sum(s_bad);
+        if (lane == 0) {
+#pragma unroll
+            for (int j = 0; j < 7; ++j) red[warp][j] = v[j];
+            red_n[warp][0] = s_n;
+            red_n[warp][1] = s_bad;
+        }
+        __syncthreads();
+        if (warp == 0) {
+            const bool have = lane < n_warps;
+#pragma unroll
+            for (int j = 0; j < 7; ++j) v[j] = grove_warp_sum(have ? red[lane][j] : 0.0);
+            s_n = grove_warp_sum(have ? red_n[lane][0] : 0u);
+            s_bad = grove_warp_sum(have ? red_n[lane][1] : 0u);
+            if (lane == 0) {
+                GroveRegSums out = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], s_n, s_bad};
+                partials[(size_t)t * p.n_tiles + tile] = out;
+            }
+        }
+    }
+}
+
+// Kernel arguments, in order (src/backend/cuda/eval.rs launches them so):
+//   p         parameters
+//   tree_ids  [n_trees] population rows this launch evaluates
+//   ops       [P x L] opcodes          values [P x L] variable index or constant
+//   outs      [P x L] output slot + 1  lens   [P] tree lengths
+//   x         [F][N] features, f32     y      [N] targets (regression only)
+//   partials  [P x n_tiles] sums (regression)   pred [P x max(1, n_outputs) x N] (predict)
+// GROVE_K selects the points-per-thread variant a module holds (the engine compiles one module
+// per K it uses, on first use); 0, the default, holds every variant (what the tests compile).
+// The deep and reduce kernels are in every module.
+#ifndef GROVE_K
+#define GROVE_K 0
+#endif
+#define GROVE_WANT(K) (GROVE_K == 0 || GROVE_K == (K))
+
+#define GROVE_EVAL_ARGS                                                                     \
+    const GroveEvalParams p, const unsigned* __restrict__ tree_ids,                         \
+        const unsigned char* __restrict__ ops, const float* __restrict__ values,            \
+        const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,    \
+        const float* __restrict__ x
+#define GROVE_REGRESSION(K, DEPTH) \
+    grove_eval<K, DEPTH, false>(p, tree_ids, ops, values, outs, lens, x, y, partials, nullptr)
+#define GROVE_PREDICT(K, DEPTH) \
+    grove_eval<K, DEPTH, true>(p, tree_ids, ops, values, outs, lens, x, nullptr, nullptr, pred)
+
+#if GROVE_WANT(1)
+extern "C" __global__ void grove_eval_regression_k1(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_STACK); }
+#endif
+#if GROVE_WANT(2)
+extern "C" __global__ void grove_eval_regression_k2(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(2, GROVE_STACK); }
+#endif
+#if GROVE_WANT(3)
+extern "C" __global__ void grove_eval_regression_k3(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(3, GROVE_STACK); }
+#endif
+#if GROVE_WANT(4)
+extern "C" __global__ void grove_eval_regression_k4(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(4, GROVE_STACK); }
+#endif
+#if GROVE_WANT(5)
+extern "C" __global__ void grove_eval_regression_k5(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(5, GROVE_STACK); }
+#endif
+#if GROVE_WANT(6)
+extern "C" __global__ void grove_eval_regression_k6(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(6, GROVE_STACK); }
+#endif
+#if GROVE_WANT(7)
+extern "C" __global__ void grove_eval_regression_k7(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(7, GROVE_STACK); }
+#endif
+#if GROVE_WANT(8)
+extern "C" __global__ void grove_eval_regression_k8(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(8, GROVE_STACK); }
+#endif
+extern "C" __global__ void grove_eval_regression_deep(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_DEEP_STACK); }
+
+#if GROVE_WANT(1)
+extern "C" __global__ void grove_predict_k1(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(1, GROVE_STACK); }
+#endif
+#if GROVE_WANT(2)
+extern "C" __global__ void grove_predict_k2(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(2, GROVE_STACK); }
+#endif
+#if GROVE_WANT(3)
+extern "C" __global__ void grove_predict_k3(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(3, GROVE_STACK); }
+#endif
+#if GROVE_WANT(4)
+extern "C" __global__ void grove_predict_k4(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(4, GROVE_STACK); }
+#endif
+#if GROVE_WANT(5)
+extern "C" __global__ void grove_predict_k5(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(5, GROVE_STACK); }
+#endif
+#if GROVE_WANT(6)
+extern "C" __global__ void grove_predict_k6(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(6, GROVE_STACK); }
+#endif
+#if GROVE_WANT(7)
+extern "C" __global__ void grove_predict_k7(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(7, GROVE_STACK); }
+#endif
+#if GROVE_WANT(8)
+extern "C" __global__ void grove_predict_k8(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(8, GROVE_STACK); }
+#endif
+extern "C" __global__ void grove_predict_deep(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(1, GROVE_DEEP_STACK); }
+
+// Sums each tree's tile partials in tile order, in f64: sums[t] = sum over j of partials[t][j].
+// One thread per tree.
+extern "C" __global__ void grove_reduce_regression(const GroveReduceParams p,
+                                                   const GroveRegSums* __restrict__ partials,
+                                                   GroveRegSums* __restrict__ sums) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.n_trees) return;
+    GroveRegSums s = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    const GroveRegSums* q = partials + (size_t)t * p.n_tiles;
+    for (unsigned j = 0; j < p.n_tiles; ++j) {
+        s.sse += q[j].sse;
+        s.sae += q[j].sae;
+        s.sum_f += q[j].sum_f;
+        s.sum_ff += q[j].sum_ff;
+        s.sum_fy += q[j].sum_fy;
+        s.sum_y += q[j].sum_y;
+        s.sum_yy += q[j].sum_yy;
+        s.n += q[j].n;
+        s.bad += q[j].bad;
+    }
+    sums[t] = s;
+}

@@ -1,0 +1,565 @@
+//! Evaluating a population on the GPU: the host side of `kernels/eval.cu` (fused regression
+//! sums and predictions), twin of the CPU evaluator in `src/program/eval.rs`.
+//!
+//! Each call copies the population to the device (device-resident populations come later),
+//! checks on the host every tree the kernels will walk (opcodes, variable indices, output
+//! slots, and the stack each tree needs), then launches one block per (tree, data tile):
+//! trees needing at most [`STACK`] slots go to the fast kernels, deeper ones (up to
+//! [`DEEP_STACK`], which every tree of up to 1024 nodes fits) to a one-point-per-thread
+//! fallback, and deeper still is [`GpuError::TreeTooDeep`].
+//!
+//! Regression sums are deterministic: each block sums its tile in a fixed order and a second
+//! kernel adds the tiles of each tree in index order, in f64, with no atomics.
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+
+use super::error::{During, GpuError, Result};
+use super::kernels::{
+    self, DEEP_STACK, EVAL, EvalParams, MAX_POINTS_PER_THREAD, MAX_THREADS, ReduceParams, RegSums, STACK,
+};
+use super::CudaEngine;
+use crate::program::ops::Op;
+use crate::program::tree::{Population, TreeRef};
+
+/// A data set on the device, uploaded once: features `x: [n_features][n_rows]` (feature-major)
+/// and targets `y: [n_rows]`, f32.
+pub struct DeviceDataset {
+    x: CudaSlice<f32>,
+    y: CudaSlice<f32>,
+    n_rows: usize,
+    n_features: usize,
+    engine: u64,
+}
+
+impl std::fmt::Debug for DeviceDataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceDataset").field("n_rows", &self.n_rows).field("n_features", &self.n_features).finish()
+    }
+}
+
+impl DeviceDataset {
+    /// `N`: rows (data points).
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+    /// `F`: features.
+    pub fn n_features(&self) -> usize {
+        self.n_features
+    }
+}
+
+/// Regression sums of one individual over a data set, in f64, with `e = f − y` and `f` the
+/// program's result 0 (the root's value, or output slot 0 for multi-output programs).
+/// `finite` is false when any result of the program (every output slot) is NaN or infinite at
+/// any point, or the tree is empty; the sums are then meaningless (an empty tree's are 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuRegressionSums {
+    /// Points summed.
+    pub n: f64,
+    /// Σe².
+    pub sse: f64,
+    /// Σ|e|.
+    pub sae: f64,
+    /// Σf.
+    pub sum_f: f64,
+    /// Σf².
+    pub sum_ff: f64,
+    /// Σf·y.
+    pub sum_fy: f64,
+    /// Σy.
+    pub sum_y: f64,
+    /// Σy².
+    pub sum_yy: f64,
+    /// Every result finite at every point (and the tree not empty).
+    pub finite: bool,
+}
+
+impl From<&RegSums> for GpuRegressionSums {
+    fn from(r: &RegSums) -> Self {
+        Self {
+            n: r.n as f64,
+            sse: r.sse,
+            sae: r.sae,
+            sum_f: r.sum_f,
+            sum_ff: r.sum_ff,
+            sum_fy: r.sum_fy,
+            sum_y: r.sum_y,
+            sum_yy: r.sum_yy,
+            finite: r.bad == 0 && r.n > 0,
+        }
+    }
+}
+
+/// Launch settings of the evaluation kernels; `None` picks a default. Set fields to compare
+/// variants in benchmarks; an explicit setting the kernels cannot run is an error, not adjusted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EvalConfig {
+    /// Threads per block: a multiple of 32, at most 1024. Default 128 (fewer for tiny data).
+    pub threads_per_block: Option<u32>,
+    /// Points each thread evaluates per pass over the tree, 1 to 8. Default 4 (fewer for tiny
+    /// data, or when many output slots would overflow shared memory).
+    pub points_per_thread: Option<u32>,
+    /// Points per block: a multiple of threads × points per thread. Default 4 passes, fewer
+    /// when that would leave the GPU short of blocks.
+    pub tile_points: Option<u32>,
+    /// Fill output buffers with a NaN pattern before launching, so that any element no kernel
+    /// wrote shows up (for tests; costs one memset).
+    pub poison_outputs: bool,
+}
+
+/// A resolved launch shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Threads per block.
+    pub threads: u32,
+    /// Points per thread per pass (the fast kernels; the deep fallback uses 1).
+    pub points_per_thread: u32,
+    /// Points per block.
+    pub tile_points: u32,
+    /// Tiles over the data set.
+    pub n_tiles: u32,
+    /// Dynamic shared memory of the output slots, bytes.
+    pub slot_bytes: u32,
+}
+
+/// Most dynamic shared memory for output slots per block (with the kernel's ~10 KiB of static
+/// shared memory, under the 48 KiB a block gets without opting in).
+pub const SLOT_BYTES_MAX: u32 = 32 * 1024;
+const DEFAULT_THREADS: u32 = 128;
+const DEFAULT_POINTS_PER_THREAD: u32 = 4;
+const DEFAULT_PASSES: u32 = 4;
+/// 32-bit words written by `poison_outputs`: a NaN as f32, and twice over a NaN as f64, that no
+/// arithmetic produces.
+pub const POISON: u32 = 0x7FF5_BAD5;
+
+impl EvalConfig {
+    /// The launch shape for `n_rows` points, `n_trees` trees with `n_outputs` output slots, on a
+    /// device with `sm_count` multiprocessors.
+    pub fn resolve(&self, n_rows: usize, n_trees: usize, n_outputs: usize, sm_count: u32) -> Result<Launch> {
+        let cfg = |s: String| GpuError::Config(s);
+        if n_rows == 0 || n_rows > i32::MAX as usize {
+            return Err(cfg(format!("{n_rows} rows: the kernels take 1 to {} rows", i32::MAX)));
+        }
+        let n = n_rows as u64;
+        let mut t = self.threads_per_block.unwrap_or_else(|| (n.div_ceil(32) * 32).min(DEFAULT_THREADS as u64) as u32);
+        if t == 0 || t % 32 != 0 || t > MAX_THREADS {
+            return Err(cfg(format!("{t} threads per block: use a multiple of 32 up to {MAX_THREADS}")));
+        }
+        let mut k = self
+            .points_per_thread
+            .unwrap_or_else(|| n.div_ceil(t as u64).clamp(1, DEFAULT_POINTS_PER_THREAD as u64) as u32);
+        if !(1..=MAX_POINTS_PER_THREAD).contains(&k) {
+            return Err(cfg(format!("{k} points per thread: use 1 to {MAX_POINTS_PER_THREAD}")));
+        }
+        let slots = |t: u32, k: u32| n_outputs as u64 * t as u64 * k as u64 * 4;
+        while slots(t, k) > SLOT_BYTES_MAX as u64 && self.points_per_thread.is_none() && k > 1 {
+            k -= 1;
+        }
+        while slots(t, k) > SLOT_BYTES_MAX as u64 && self.threads_per_block.is_none() && t > 32 {
+            t -= 32;
+        }
+        if slots(t, k) > SLOT_BYTES_MAX as u64 {
+            return Err(cfg(format!(
+                "{n_outputs} output slots × {t} threads × {k} points × 4 bytes is over {SLOT_BYTES_MAX} bytes of shared memory"
+            )));
+        }
+        let step = t * k;
+        let tiles = |tile: u32| n.div_ceil(tile as u64);
+        let tile = match self.tile_points {
+            Some(tile) if tile == 0 || tile % step != 0 => {
+                return Err(cfg(format!("{tile} points per tile: use a multiple of {t} threads × {k} points")));
+            }
+            Some(tile) => tile,
+            None => {
+                let whole = (n.div_ceil(step as u64) * step as u64).min(u32::MAX as u64) as u32;
+                let mut passes = DEFAULT_PASSES;
+                while passes > 1 && (n_trees as u64) * tiles(step * passes) < 4 * sm_count as u64 {
+                    passes -= 1;
+                }
+                (step * passes).min(whole)
+            }
+        };
+        let n_tiles = tiles(tile);
+        if n_trees as u64 * n_tiles > i32::MAX as u64 {
+            return Err(cfg(format!("{n_trees} trees × {n_tiles} tiles is more blocks than one launch takes")));
+        }
+        Ok(Launch { threads: t, points_per_thread: k, tile_points: tile, n_tiles: n_tiles as u32, slot_bytes: slots(t, k) as u32 })
+    }
+}
+
+/// Evaluation stack a tree needs when walked backwards (values held at once, counting the
+/// top), after checking what the kernels rely on: known opcodes, arities that form one tree,
+/// variable indices below `n_features`, output slots within `n_outputs`.
+pub fn stack_need(tree: TreeRef<'_>, n_features: usize, n_outputs: usize) -> Result<usize, String> {
+    let (mut h, mut need) = (0usize, 0usize);
+    for i in (0..tree.len()).rev() {
+        let op = Op::from_code(tree.op[i]).ok_or_else(|| format!("node {i}: bad opcode {}", tree.op[i]))?;
+        let v = tree.value[i];
+        if op == Op::Var && !(v >= 0.0 && v.fract() == 0.0 && (v as usize) < n_features) {
+            return Err(format!("node {i}: variable index {v}, but the data set has {n_features} features"));
+        }
+        if tree.out[i] as usize > n_outputs {
+            return Err(format!("node {i}: output slot {} of {n_outputs}", tree.out[i] as usize - 1));
+        }
+        let k = op.arity();
+        if h < k {
+            return Err(format!("node {i} ({op}) has {h} of its {k} children"));
+        }
+        h = h - k + 1;
+        need = need.max(h);
+    }
+    if h != 1 {
+        return Err(format!("the nodes form {h} trees, not one"));
+    }
+    Ok(need)
+}
+
+/// Population rows split by the kernel that evaluates them.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Split {
+    /// Empty trees and trees needing at most [`STACK`] slots.
+    fast: Vec<u32>,
+    /// Trees needing more, up to [`DEEP_STACK`].
+    deep: Vec<u32>,
+}
+
+fn split(pop: &Population, n_features: usize) -> Result<Split> {
+    let (p, l) = (pop.size(), pop.max_len);
+    for (name, n) in [("op", pop.op.len()), ("value", pop.value.len()), ("size", pop.size.len()), ("out", pop.out.len())] {
+        if n != p * l {
+            return Err(GpuError::Input(format!("population array {name} has {n} entries, expected {p} × {l}")));
+        }
+    }
+    if pop.n_outputs > u8::MAX as usize {
+        return Err(GpuError::Input(format!("{} output slots; nodes can address 255", pop.n_outputs)));
+    }
+    if p > u32::MAX as usize {
+        return Err(GpuError::Input(format!("{p} trees is more than one launch takes")));
+    }
+    let mut s = Split::default();
+    for t in 0..p {
+        if pop.len[t] as usize > l {
+            return Err(GpuError::Input(format!("tree {t}: length {} over max_len {l}", pop.len[t])));
+        }
+        if pop.len[t] == 0 {
+            s.fast.push(t as u32);
+            continue;
+        }
+        let need = stack_need(pop.tree(t), n_features, pop.n_outputs).map_err(|e| GpuError::Input(format!("tree {t}: {e}")))?;
+        match need {
+            n if n <= STACK => s.fast.push(t as u32),
+            n if n <= DEEP_STACK => s.deep.push(t as u32),
+            n => return Err(GpuError::TreeTooDeep { tree: t, need: n, max: DEEP_STACK }),
+        }
+    }
+    Ok(s)
+}
+
+/// The population's arrays on the device.
+struct DevicePopulation {
+    op: CudaSlice<u8>,
+    value: CudaSlice<f32>,
+    out: CudaSlice<u8>,
+    len: CudaSlice<u16>,
+}
+
+impl CudaEngine {
+    /// Copies a data set to the device: `x` is `[n_features][n_rows]` (feature-major), `y` is
+    /// `[n_rows]`. Every value must be finite; the error names the first that is not.
+    pub fn upload_dataset(&self, x: &[f32], y: &[f32], n_rows: usize, n_features: usize) -> Result<DeviceDataset> {
+        if n_rows == 0 || n_rows > i32::MAX as usize {
+            return Err(GpuError::Input(format!("{n_rows} rows: the GPU takes 1 to {} rows", i32::MAX)));
+        }
+        if n_features > u32::MAX as usize || x.len() != n_rows * n_features || y.len() != n_rows {
+            return Err(GpuError::Input(format!(
+                "x has {} values and y {}; expected {n_features} × {n_rows} and {n_rows}",
+                x.len(),
+                y.len()
+            )));
+        }
+        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+            return Err(GpuError::Input(format!("x[row {}][column {}] is {}", i % n_rows, i / n_rows, x[i])));
+        }
+        if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+            return Err(GpuError::Input(format!("y[row {i}] is {}", y[i])));
+        }
+        Ok(DeviceDataset {
+            x: self.upload(x, "uploading the data set")?,
+            y: self.upload(y, "uploading the targets")?,
+            n_rows,
+            n_features,
+            engine: self.id,
+        })
+    }
+
+    /// Regression sums of every individual over `data`, with the default launch settings.
+    pub fn evaluate_regression(&self, pop: &Population, data: &DeviceDataset) -> Result<Vec<GpuRegressionSums>> {
+        self.evaluate_regression_with(pop, data, &EvalConfig::default())
+    }
+
+    /// Regression sums of every individual over `data`: `[P]`.
+    pub fn evaluate_regression_with(
+        &self,
+        pop: &Population,
+        data: &DeviceDataset,
+        cfg: &EvalConfig,
+    ) -> Result<Vec<GpuRegressionSums>> {
+        self.check_dataset(data)?;
+        let p = pop.size();
+        if p == 0 {
+            return Ok(Vec::new());
+        }
+        let split = split(pop, data.n_features)?;
+        let launch = cfg.resolve(data.n_rows, p, pop.n_outputs, self.sm_count)?;
+        let dev = self.upload_population(pop)?;
+        let mut partials = self.alloc::<RegSums>(p * launch.n_tiles as usize, cfg.poison_outputs, "allocating partial sums")?;
+        for (ids, deep) in [(&split.fast, false), (&split.deep, true)] {
+            if ids.is_empty() {
+                continue;
+            }
+            let name = if deep { kernels::REGRESSION_DEEP } else { kernels::REGRESSION[launch.points_per_thread as usize - 1] };
+            let (params, lc) = self.eval_shape(pop, data, &launch, ids.len(), deep);
+            let ids = self.upload(ids, "uploading tree ids")?;
+            let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], name)?;
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&params).arg(&ids).arg(&dev.op).arg(&dev.value).arg(&dev.out).arg(&dev.len);
+            b.arg(&data.x).arg(&data.y).arg(&mut partials);
+            // SAFETY: the arguments match `grove_eval_regression_k*(GroveEvalParams,
+            // const unsigned* tree_ids, const unsigned char* ops, const float* values,
+            // const unsigned char* outs, const unsigned short* lens, const float* x,
+            // const float* y, GroveRegSums* partials)`, with `EvalParams` laid out as
+            // `GroveEvalParams`. Buffer sizes: tree_ids n_trees, the population P × L and P,
+            // x F × N, y N, partials P × n_tiles. `split` checked each tree's opcodes, variable
+            // indices (< F), output slots (≤ n_outputs, which sized the dynamic shared memory)
+            // and stack need (≤ this kernel's stack), so every access stays inside them.
+            unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
+        }
+        let mut sums = self.alloc::<RegSums>(p, cfg.poison_outputs, "allocating sums")?;
+        let rp = ReduceParams { n_trees: p as u32, n_tiles: launch.n_tiles };
+        let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], kernels::REDUCE_REGRESSION)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&rp).arg(&partials).arg(&mut sums);
+        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_reduce_regression(GroveReduceParams, const GroveRegSums*
+        // partials, GroveRegSums* sums)`; partials holds n_trees × n_tiles entries, all written
+        // above (every tree is in exactly one of the launches), sums holds n_trees.
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::REDUCE_REGRESSION))?;
+        self.stream.synchronize().during(|| "running the regression kernels".into())?;
+        let raw = self.stream.clone_dtoh(&sums).during(|| "reading the regression sums".into())?;
+        Ok(raw.iter().map(GpuRegressionSums::from).collect())
+    }
+
+    /// Every result of every individual at every point, with the default launch settings.
+    pub fn predict(&self, pop: &Population, data: &DeviceDataset) -> Result<Vec<f32>> {
+        self.predict_with(pop, data, &EvalConfig::default())
+    }
+
+    /// Every result of every individual at every point: `[P × max(1, n_outputs) × N]`
+    /// (individual, then output slot, then row). An empty tree's results are NaN.
+    pub fn predict_with(&self, pop: &Population, data: &DeviceDataset, cfg: &EvalConfig) -> Result<Vec<f32>> {
+        self.check_dataset(data)?;
+        let p = pop.size();
+        if p == 0 {
+            return Ok(Vec::new());
+        }
+        let split = split(pop, data.n_features)?;
+        let launch = cfg.resolve(data.n_rows, p, pop.n_outputs, self.sm_count)?;
+        let dev = self.upload_population(pop)?;
+        let n_res = pop.n_outputs.max(1);
+        let mut pred = self.alloc::<f32>(p * n_res * data.n_rows, cfg.poison_outputs, "allocating predictions")?;
+        for (ids, deep) in [(&split.fast, false), (&split.deep, true)] {
+            if ids.is_empty() {
+                continue;
+            }
+            let name = if deep { kernels::PREDICT_DEEP } else { kernels::PREDICT[launch.points_per_thread as usize - 1] };
+            let (params, lc) = self.eval_shape(pop, data, &launch, ids.len(), deep);
+            let ids = self.upload(ids, "uploading tree ids")?;
+            let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], name)?;
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&params).arg(&ids).arg(&dev.op).arg(&dev.value).arg(&dev.out).arg(&dev.len);
+            b.arg(&data.x).arg(&mut pred);
+            // SAFETY: the arguments match `grove_predict_k*(GroveEvalParams, const unsigned*
+            // tree_ids, const unsigned char* ops, const float* values, const unsigned char*
+            // outs, const unsigned short* lens, const float* x, float* pred)`; pred holds
+            // P × max(1, n_outputs) × N floats; the other buffers and the checks that keep
+            // every access inside them are as in `evaluate_regression_with`.
+            unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
+        }
+        self.stream.synchronize().during(|| "running the prediction kernels".into())?;
+        self.stream.clone_dtoh(&pred).during(|| "reading the predictions".into())
+    }
+
+    fn check_dataset(&self, data: &DeviceDataset) -> Result<()> {
+        if data.engine != self.id {
+            return Err(GpuError::Input("the data set was uploaded by another engine".into()));
+        }
+        Ok(())
+    }
+
+    /// Parameters and launch configuration of one evaluation launch over `n_trees` trees.
+    fn eval_shape(
+        &self,
+        pop: &Population,
+        data: &DeviceDataset,
+        l: &Launch,
+        n_trees: usize,
+        deep: bool,
+    ) -> (EvalParams, LaunchConfig) {
+        let params = EvalParams {
+            n_rows: data.n_rows as u32,
+            n_features: data.n_features as u32,
+            max_len: pop.max_len as u32,
+            n_outputs: pop.n_outputs as u32,
+            n_trees: n_trees as u32,
+            tile_points: l.tile_points,
+            n_tiles: l.n_tiles,
+            reserved: 0,
+        };
+        // The deep kernels take one point per thread: same tiles, same threads, K = 1.
+        let slot_bytes = if deep { l.slot_bytes / l.points_per_thread } else { l.slot_bytes };
+        let lc = LaunchConfig {
+            grid_dim: (n_trees as u32 * l.n_tiles, 1, 1),
+            block_dim: (l.threads, 1, 1),
+            shared_mem_bytes: slot_bytes,
+        };
+        (params, lc)
+    }
+
+    fn upload_population(&self, pop: &Population) -> Result<DevicePopulation> {
+        Ok(DevicePopulation {
+            op: self.upload(&pop.op, "uploading opcodes")?,
+            value: self.upload(&pop.value, "uploading node values")?,
+            out: self.upload(&pop.out, "uploading output slots")?,
+            len: self.upload(&pop.len, "uploading tree lengths")?,
+        })
+    }
+
+    /// Copies `host` to a new device buffer (one zero element when `host` is empty, so that no
+    /// allocation is of zero bytes).
+    fn upload<T: DeviceRepr + Default + Copy>(&self, host: &[T], what: &str) -> Result<CudaSlice<T>> {
+        let one = [T::default()];
+        let src = if host.is_empty() { &one[..] } else { host };
+        self.stream.clone_htod(src).during(|| what.to_string())
+    }
+
+    /// A device buffer of `len` elements (at least 1) whose contents the kernels overwrite;
+    /// filled with [`POISON`] when asked.
+    fn alloc<T: DeviceRepr>(&self, len: usize, poison: bool, what: &str) -> Result<CudaSlice<T>> {
+        assert!(size_of::<T>() % 4 == 0, "poisoning writes 32-bit words");
+        // SAFETY: the memory is uninitialised, but every element is written by a kernel before
+        // it is read back (see the launches), or poisoned here first.
+        let mut buf = unsafe { self.stream.alloc::<T>(len.max(1)) }.during(|| what.to_string())?;
+        if poison {
+            let words = buf.len() * size_of::<T>() / 4;
+            let stream: &Arc<_> = &self.stream;
+            let (ptr, _record) = buf.device_ptr_mut(stream);
+            // SAFETY: `ptr` points to `words` 32-bit words of `buf`, which lives past the
+            // memset (it is ordered on the same stream as every later use).
+            unsafe { cudarc::driver::sys::cuMemsetD32Async(ptr, POISON, words, stream.cu_stream()) }
+                .result()
+                .during(|| format!("poisoning ({what})"))?;
+        }
+        Ok(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::tree::Node;
+
+    fn config(t: Option<u32>, k: Option<u32>, tile: Option<u32>) -> EvalConfig {
+        EvalConfig { threads_per_block: t, points_per_thread: k, tile_points: tile, poison_outputs: false }
+    }
+
+    #[test]
+    fn default_launch_shapes() {
+        let d = EvalConfig::default();
+        // Plenty of trees: 4 passes of 128 × 4 points.
+        let l = d.resolve(100_000, 1000, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (128, 4, 2048, 49));
+        // One tree on a big data set: fewer passes so the GPU has blocks.
+        let l = d.resolve(100_000, 1, 0, 132).unwrap();
+        assert_eq!((l.tile_points, l.n_tiles), (512, 196));
+        // Tiny data: one warp, one point each.
+        let l = d.resolve(1, 1, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 1, 32, 1));
+        let l = d.resolve(300, 10, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (128, 3, 384, 1));
+        // Many output slots: fewer points per thread to fit shared memory.
+        let l = d.resolve(100_000, 1000, 40, 132).unwrap();
+        assert!(l.slot_bytes <= SLOT_BYTES_MAX && l.points_per_thread == 1, "{l:?}");
+        let l = d.resolve(100_000, 1000, 255, 132).unwrap();
+        assert!(l.slot_bytes <= SLOT_BYTES_MAX && l.threads == 32, "{l:?}");
+    }
+
+    #[test]
+    fn explicit_launch_settings_are_checked_not_adjusted() {
+        assert!(config(Some(100), None, None).resolve(1000, 1, 0, 1).is_err());
+        assert!(config(Some(2048), None, None).resolve(1000, 1, 0, 1).is_err());
+        assert!(config(None, Some(9), None).resolve(1000, 1, 0, 1).is_err());
+        assert!(config(Some(64), Some(2), Some(100)).resolve(1000, 1, 0, 1).is_err());
+        assert!(config(Some(1024), Some(8), None).resolve(1000, 1, 2, 1).is_err());
+        let l = config(Some(64), Some(2), Some(256)).resolve(1000, 3, 0, 1).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (64, 2, 256, 4));
+        assert!(EvalConfig::default().resolve(0, 1, 0, 1).is_err());
+    }
+
+    fn tree(nodes: &[Node], n_outputs: usize) -> Population {
+        let mut pop = Population::new(1, nodes.len().max(1), n_outputs);
+        pop.set_tree(0, nodes).unwrap();
+        pop
+    }
+
+    #[test]
+    fn stack_need_counts_pending_values() {
+        use Op::*;
+        let f = Node::func;
+        // add(x0, mul(x1, 2)): walking backwards holds 2, x1, then x0 with mul's result.
+        let pop = tree(&[f(Add), Node::var(0), f(Mul), Node::var(1), Node::constant(2.0)], 0);
+        assert_eq!(stack_need(pop.tree(0), 2, 0), Ok(2));
+        // Walking backwards evaluates child 2 first, so a right-deep chain
+        // add(x, add(x, add(x, x))) needs 2 and a left-deep one add(add(add(x, x), x), x)
+        // holds all four leaves at once.
+        let right = [f(Add), Node::var(0), f(Add), Node::var(0), f(Add), Node::var(0), Node::var(0)];
+        assert_eq!(stack_need(tree(&right, 0).tree(0), 1, 0), Ok(2));
+        let left = [f(Add), f(Add), f(Add), Node::var(0), Node::var(0), Node::var(0), Node::var(0)];
+        assert_eq!(stack_need(tree(&left, 0).tree(0), 1, 0), Ok(4));
+        assert_eq!(stack_need(tree(&[f(Sin), Node::var(0)], 0).tree(0), 1, 0), Ok(1));
+    }
+
+    #[test]
+    fn stack_need_rejects_what_the_kernels_cannot_walk() {
+        let pop = tree(&[Node::func(Op::Add), Node::var(0), Node::var(3)], 0);
+        assert!(stack_need(pop.tree(0), 3, 0).unwrap_err().contains("variable index 3"));
+        let pop = tree(&[Node { out: 2, ..Node::var(0) }], 2);
+        assert!(stack_need(pop.tree(0), 1, 1).unwrap_err().contains("output slot 1 of 1"));
+        let mut pop = tree(&[Node::func(Op::Neg), Node::var(0)], 0);
+        pop.op[0] = 200;
+        assert!(stack_need(pop.tree(0), 1, 0).unwrap_err().contains("bad opcode 200"));
+        pop.op[0] = Op::Add as u8;
+        assert!(stack_need(pop.tree(0), 1, 0).unwrap_err().contains("children"));
+        let mut pop = tree(&[Node::func(Op::Neg), Node::var(0)], 0);
+        pop.op[0] = Op::Var as u8;
+        assert!(stack_need(pop.tree(0), 1, 0).unwrap_err().contains("2 trees"));
+    }
+
+    #[test]
+    fn deep_trees_go_to_the_fallback_and_deeper_ones_are_refused() {
+        // A left-deep chain of n additions needs n + 1 slots.
+        let chain = |n: usize| {
+            let mut nodes = vec![Node::func(Op::Add); n];
+            nodes.extend(vec![Node::var(0); n + 1]);
+            nodes
+        };
+        let mut pop = Population::new(4, 2 * DEEP_STACK + 1, 0);
+        pop.set_tree(0, &chain(STACK - 1)).unwrap();
+        pop.set_tree(1, &chain(STACK)).unwrap();
+        pop.set_tree(3, &chain(DEEP_STACK - 1)).unwrap();
+        assert_eq!(split(&pop, 1).unwrap(), Split { fast: vec![0, 2], deep: vec![1, 3] });
+        pop.set_tree(3, &chain(DEEP_STACK)).unwrap();
+        assert!(matches!(split(&pop, 1), Err(GpuError::TreeTooDeep { tree: 3, need, .. }) if need == DEEP_STACK + 1));
+    }
+}

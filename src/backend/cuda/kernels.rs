@@ -1,0 +1,176 @@
+//! The kernel sources (`kernels/*.cu`, embedded), the names Rust launches, and the `#[repr(C)]`
+//! parameter structs the kernels read, each with its size and field offsets asserted here and,
+//! with the same numbers, by `static_assert` in the `.cu` file (`tests/cuda_kernels.rs` checks
+//! that the two lists agree).
+
+use std::mem::{offset_of, size_of};
+
+use cudarc::driver::DeviceRepr;
+
+use crate::program::ops::cuda_source;
+
+/// A kernel file: its name (as NVRTC reports it in errors) and its text.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSource<'a> {
+    /// File name under `kernels/` (`eval.cu`).
+    pub file: &'a str,
+    /// The file's text.
+    pub text: &'a str,
+}
+
+/// Name of the generated operator header in compile errors.
+pub const OPS_HEADER: &str = "grove_ops.h";
+
+impl KernelSource<'_> {
+    /// What NVRTC compiles: the operator header generated from `src/program/ops.rs`, then the
+    /// `.cu` file. `#line` directives make NVRTC's line numbers refer to each part's own lines.
+    pub fn full_source(&self) -> String {
+        format!("#line 1 \"{OPS_HEADER}\"\n{}\n#line 1 \"{}\"\n{}", cuda_source(), self.file, self.text)
+    }
+}
+
+/// `kernels/eval.cu`: tree evaluation, fused regression sums, predictions.
+pub const EVAL: KernelSource<'static> = KernelSource { file: "eval.cu", text: include_str!("../../../kernels/eval.cu") };
+
+/// Every kernel file (each must compile: `tests/cuda_kernels.rs`).
+pub const SOURCES: &[KernelSource<'static>] = &[EVAL];
+
+/// Stack slots of the fast evaluation kernels (`GROVE_STACK` in eval.cu).
+pub const STACK: usize = 32;
+/// Stack slots of the fallback kernels, one point per thread (`GROVE_DEEP_STACK` in eval.cu).
+pub const DEEP_STACK: usize = 512;
+/// Tree nodes staged in shared memory at a time (`GROVE_CHUNK` in eval.cu).
+pub const CHUNK: usize = 1024;
+/// Most threads a block may have (`GROVE_MAX_THREADS` in eval.cu).
+pub const MAX_THREADS: u32 = 1024;
+/// Most points per thread of the fast kernels.
+pub const MAX_POINTS_PER_THREAD: u32 = 8;
+/// The `#define`s of eval.cu that must equal the constants above.
+pub const EVAL_DEFINES: &[(&str, usize)] = &[
+    ("GROVE_STACK", STACK),
+    ("GROVE_DEEP_STACK", DEEP_STACK),
+    ("GROVE_CHUNK", CHUNK),
+    ("GROVE_MAX_THREADS", MAX_THREADS as usize),
+];
+
+/// Regression kernels with `K` points per thread, indexed by `K - 1`.
+pub const REGRESSION: [&str; 8] = [
+    "grove_eval_regression_k1",
+    "grove_eval_regression_k2",
+    "grove_eval_regression_k3",
+    "grove_eval_regression_k4",
+    "grove_eval_regression_k5",
+    "grove_eval_regression_k6",
+    "grove_eval_regression_k7",
+    "grove_eval_regression_k8",
+];
+/// Prediction kernels with `K` points per thread, indexed by `K - 1`.
+pub const PREDICT: [&str; 8] = [
+    "grove_predict_k1",
+    "grove_predict_k2",
+    "grove_predict_k3",
+    "grove_predict_k4",
+    "grove_predict_k5",
+    "grove_predict_k6",
+    "grove_predict_k7",
+    "grove_predict_k8",
+];
+/// The regression fallback for trees deeper than [`STACK`].
+pub const REGRESSION_DEEP: &str = "grove_eval_regression_deep";
+/// The prediction fallback for trees deeper than [`STACK`].
+pub const PREDICT_DEEP: &str = "grove_predict_deep";
+/// Sums the per-tile partial sums of each tree, in tile order.
+pub const REDUCE_REGRESSION: &str = "grove_reduce_regression";
+
+/// Every kernel Rust launches, with its source file (`tests/cuda_kernels.rs` checks each is an
+/// `extern "C" __global__` function there).
+pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
+    let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL)]);
+    v
+}
+
+/// Parameters of the evaluation kernels (`GroveEvalParams` in eval.cu), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EvalParams {
+    /// `N`: data points (rows).
+    pub n_rows: u32,
+    /// `F`: features; `x` is `[F][N]`.
+    pub n_features: u32,
+    /// `L`: row stride of the population arrays.
+    pub max_len: u32,
+    /// Output slots; 0 when the root's value is the result.
+    pub n_outputs: u32,
+    /// Trees this launch evaluates (entries of `tree_ids`).
+    pub n_trees: u32,
+    /// Points per block: a multiple of threads × points per thread.
+    pub tile_points: u32,
+    /// `ceil(N / tile_points)`: the row stride of the partial sums.
+    pub n_tiles: u32,
+    /// Always 0.
+    pub reserved: u32,
+}
+
+/// Per-(tree, tile) partial sums and per-tree totals (`GroveRegSums` in eval.cu), in f64.
+/// `e = f − y`, `f` the program's result 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RegSums {
+    /// Σe².
+    pub sse: f64,
+    /// Σ|e|.
+    pub sae: f64,
+    /// Σf.
+    pub sum_f: f64,
+    /// Σf².
+    pub sum_ff: f64,
+    /// Σf·y.
+    pub sum_fy: f64,
+    /// Σy.
+    pub sum_y: f64,
+    /// Σy².
+    pub sum_yy: f64,
+    /// Points summed.
+    pub n: u32,
+    /// Points where some result was NaN or infinite (all of them for an empty tree).
+    pub bad: u32,
+}
+
+/// Parameters of `grove_reduce_regression` (`GroveReduceParams` in eval.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReduceParams {
+    /// Trees (rows of the partial sums).
+    pub n_trees: u32,
+    /// Tiles per tree (columns of the partial sums).
+    pub n_tiles: u32,
+}
+
+const _: () = assert!(size_of::<EvalParams>() == 32);
+const _: () = assert!(size_of::<RegSums>() == 64);
+const _: () = assert!(size_of::<ReduceParams>() == 8);
+
+// SAFETY: plain `#[repr(C)]` structs of u32/f64 fields whose layout equals the CUDA structs'
+// (sizes and offsets asserted on both sides), so the bytes mean the same on the device.
+unsafe impl DeviceRepr for EvalParams {}
+// SAFETY: as above; `RegSums` is also read back from device memory, where every bit pattern
+// is a valid value of each field.
+unsafe impl DeviceRepr for RegSums {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for ReduceParams {}
+
+macro_rules! layout {
+    ($($s:ident { $($f:ident),+ }),+ $(,)?) => {
+        /// `(struct in the .cu, size)` of every parameter struct.
+        pub const SIZES: &[(&str, usize)] = &[$((concat!("Grove", stringify!($s)), size_of::<$s>())),+];
+        /// `(struct in the .cu, field, offset)` of every field.
+        pub const OFFSETS: &[(&str, &str, usize)] = &[$($((concat!("Grove", stringify!($s)), stringify!($f), offset_of!($s, $f))),+),+];
+    };
+}
+
+layout! {
+    EvalParams { n_rows, n_features, max_len, n_outputs, n_trees, tile_points, n_tiles, reserved },
+    RegSums { sse, sae, sum_f, sum_ff, sum_fy, sum_y, sum_yy, n, bad },
+    ReduceParams { n_trees, n_tiles },
+}

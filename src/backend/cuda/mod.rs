@@ -1,0 +1,240 @@
+//! The CUDA backend: one device, one stream, and the kernels of `kernels/*.cu` compiled by NVRTC
+//! for the device's own architecture on first use.
+//!
+//! [`CudaEngine::new`] probes for the driver, a device and NVRTC before touching cudarc (see
+//! [`probe`]) and answers [`NoGpu`] when any is missing. Kernel modules are loaded lazily and
+//! cached twice: in memory behind a lock for the engine's life, and on disk ([`cache`]) so that
+//! the next process skips NVRTC.
+
+pub mod cache;
+pub mod error;
+pub mod eval;
+pub mod kernels;
+pub mod nvrtc;
+pub mod probe;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+use cudarc::nvrtc::Ptx;
+
+pub use cache::Origin;
+pub use error::{CompileFailure, GpuError, Result};
+pub use eval::{DeviceDataset, EvalConfig, GpuRegressionSums, Launch};
+pub use kernels::KernelSource;
+pub use nvrtc::{Defines, Target};
+pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
+
+use error::During;
+
+/// How to open an engine.
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Device ordinal.
+    pub ordinal: usize,
+    /// Disk cache of compiled kernels; `None` compiles every process anew.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for EngineOptions {
+    /// Device 0; the cache directory from the environment ([`cache::default_dir`]).
+    fn default() -> Self {
+        Self { ordinal: 0, cache_dir: cache::default_dir() }
+    }
+}
+
+/// How a kernel module was obtained (for logs, tests and benchmarks).
+#[derive(Clone, Debug)]
+pub struct ModuleLoad {
+    /// The kernel file and its defines (`eval.cu [("GROVE_K", 4)]`).
+    pub module: String,
+    /// Compiled now, read from disk, or already in memory.
+    pub origin: Origin,
+    /// Seconds spent compiling or reading it, and loading it into the context.
+    pub seconds: f64,
+    /// NVRTC's warnings, if it compiled.
+    pub log: String,
+}
+
+/// A CUDA device with its stream and kernel modules.
+pub struct CudaEngine {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    name: String,
+    cc: (i32, i32),
+    sm_count: u32,
+    target: Target,
+    driver: DriverInfo,
+    nvrtc: NvrtcInfo,
+    cache_dir: Option<PathBuf>,
+    modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    loads: Mutex<Vec<ModuleLoad>>,
+    id: u64,
+}
+
+impl std::fmt::Debug for CudaEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaEngine")
+            .field("device", &self.name)
+            .field("compute_capability", &self.cc)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaEngine {
+    /// Device 0, kernel cache from the environment. Fails with a one-line reason when there is
+    /// no usable driver, device or NVRTC; never panics.
+    pub fn new() -> Result<Self, NoGpu> {
+        Self::with_options(EngineOptions::default())
+    }
+
+    /// An engine on the given device, with the given cache directory.
+    pub fn with_options(opts: EngineOptions) -> Result<Self, NoGpu> {
+        let driver = probe::driver()?;
+        let nvrtc = probe::nvrtc()?;
+        if opts.ordinal >= driver.devices as usize {
+            return Err(NoGpu::new(format!("no CUDA device {} (the driver sees {})", opts.ordinal, driver.devices)));
+        }
+        let no = |what: &str, e: cudarc::driver::DriverError| {
+            NoGpu::new(format!("{what} failed on device {}: {}", opts.ordinal, GpuError::Driver { during: what.into(), error: e }))
+        };
+        let ctx = CudaContext::new(opts.ordinal).map_err(|e| no("creating a CUDA context", e))?;
+        let name = ctx.name().map_err(|e| no("reading the device name", e))?;
+        let cc = ctx.compute_capability().map_err(|e| no("reading the compute capability", e))?;
+        let sm_count = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| no("reading the multiprocessor count", e))? as u32;
+        let target = nvrtc::target_for(cc).map_err(|e| match e {
+            GpuError::NoGpu(n) => n,
+            other => NoGpu::new(other.to_string()),
+        })?;
+        let stream = ctx.default_stream();
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        Ok(Self {
+            ctx,
+            stream,
+            name,
+            cc,
+            sm_count,
+            target,
+            driver,
+            nvrtc,
+            cache_dir: opts.cache_dir,
+            modules: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
+            loads: Mutex::new(Vec::new()),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+
+    /// The device's name ("NVIDIA H100 80GB HBM3").
+    pub fn device_name(&self) -> &str {
+        &self.name
+    }
+
+    /// The device's compute capability, `(major, minor)`.
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.cc
+    }
+
+    /// Streaming multiprocessors on the device.
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+
+    /// What NVRTC compiles for on this device (`sm_90`, CUBIN, when it can).
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    /// The driver library and version found by the probe.
+    pub fn driver(&self) -> &DriverInfo {
+        &self.driver
+    }
+
+    /// The NVRTC library and version found by the probe.
+    pub fn nvrtc(&self) -> &NvrtcInfo {
+        &self.nvrtc
+    }
+
+    /// The context (for code that launches its own kernels).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream every operation of this engine runs on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Every module load so far, in order.
+    pub fn module_loads(&self) -> Vec<ModuleLoad> {
+        self.loads.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The module of `src` with `defines`, loading it on first use: from the disk cache when
+    /// there, else compiled by NVRTC (and stored). Returns where it came from.
+    pub fn load(&self, src: &KernelSource<'_>, defines: Defines<'_>) -> Result<(Arc<CudaModule>, Origin)> {
+        let id = format!("{} {defines:?}", src.file);
+        let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(m) = modules.get(&id) {
+            return Ok((m.clone(), Origin::Memory));
+        }
+        let start = std::time::Instant::now();
+        let dir = self.cache_dir.as_deref();
+        let (image, mut origin, _) = cache::compile_cached(dir, src, self.target, defines, &self.name, self.cc)?;
+        let mut log = image.log.clone();
+        let module = match self.ctx.load_module(Ptx::from_binary(image.bytes)) {
+            Ok(m) => m,
+            Err(_) if origin == Origin::Disk => {
+                // A damaged cache entry: compile afresh and replace it.
+                let image = nvrtc::compile(src, self.target, defines)?;
+                if let Some(d) = dir {
+                    let key = cache::CacheKey::new(src, self.target, defines, &self.name, self.cc, self.nvrtc.version);
+                    let _ = cache::write(&d.join("kernels"), &key, &image);
+                }
+                origin = Origin::Compiled;
+                log = image.log.clone();
+                self.ctx.load_module(Ptx::from_binary(image.bytes)).during(|| format!("loading the {} module", src.file))?
+            }
+            Err(e) => return Err(e).during(|| format!("loading the {} module", src.file)),
+        };
+        modules.insert(id.clone(), module.clone());
+        let seconds = start.elapsed().as_secs_f64();
+        self.loads.lock().unwrap_or_else(|e| e.into_inner()).push(ModuleLoad {
+            module: id,
+            origin,
+            seconds,
+            log,
+        });
+        Ok((module, origin))
+    }
+
+    /// The kernel `name` of `src` compiled with `defines`, loading the module on first use.
+    /// Kernels are remembered by name: one that several variants hold is loaded once.
+    pub fn function(&self, src: &KernelSource<'_>, defines: Defines<'_>, name: &'static str) -> Result<CudaFunction> {
+        if let Some(f) = self.functions.lock().unwrap_or_else(|e| e.into_inner()).get(name) {
+            return Ok(f.clone());
+        }
+        let (module, _) = self.load(src, defines)?;
+        let f = module.load_function(name).during(|| format!("finding kernel {name} in {}", src.file))?;
+        self.functions.lock().unwrap_or_else(|e| e.into_inner()).insert(name, f.clone());
+        Ok(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_engine_can_be_shared_between_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<super::CudaEngine>();
+        shareable::<super::DeviceDataset>();
+    }
+}

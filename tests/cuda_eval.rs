@@ -1,0 +1,644 @@
+//! Parity of the CUDA evaluator (`kernels/eval.cu`) with a CPU reference written here: a
+//! recursive evaluator that follows the tree semantics of `src/program/tree.rs` and
+//! `Op::apply`, in f64 (the reference) and in f32 (the precision both backends compute in, which
+//! also tells how well-conditioned each point is).
+//!
+//! The GPU tests are compiled everywhere and ignored unless `GROVE_TEST_GPU=1` (then a missing
+//! GPU is a failure). Outputs are poisoned before every launch, so an element no kernel wrote
+//! shows up; NaN never passes a comparison it should not.
+//!
+//! Tolerance: a result `g` matches the f64 reference `c` when `|g − c| ≤ 1e-5·max(1, |c|)`. At
+//! points where f32 arithmetic itself cannot reach that (the CPU's f32 evaluation `c32` differs
+//! from `c` by more than 1e-6·max(1, |c|)), the bound grows by `10·|c32 − c|`; such points are
+//! counted, and the tests that draw well-conditioned programs require them to be rare. Where
+//! `c32` is NaN or infinite, `g` must be the same.
+//!
+//! The tests without a GPU check the scaffolding: the reference against a transcription of the
+//! kernel's backwards walk, and the tolerance against an f32 evaluator that must pass it.
+
+use grove::backend::cuda::eval::POISON;
+use grove::backend::cuda::{CudaEngine, DeviceDataset, EngineOptions, EvalConfig, GpuError, GpuRegressionSums, Origin};
+use grove::program::ops::{FUNCTIONS, Op, Real};
+use grove::program::tree::{Node, Population, TreeRef};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+// ---------------------------------------------------------------------------------------------
+// The reference.
+
+/// Evaluates node `i`'s subtree; adds every output node's value to its slot. Returns the node's
+/// value and what it passes to its parent (the last child's value for an output node).
+fn eval_node<T: Real>(t: &TreeRef<'_>, i: usize, var: &dyn Fn(usize) -> T, slots: &mut [T]) -> (T, T) {
+    let op = Op::from_code(t.op[i]).expect("valid opcode");
+    let (value, last) = match op {
+        Op::Var => {
+            let v = var(t.value[i] as usize);
+            (v, v)
+        }
+        Op::Const => {
+            let v = T::from_f64(t.value[i] as f64);
+            (v, v)
+        }
+        _ => {
+            let c1 = i + 1;
+            let a = eval_node(t, c1, var, slots).1;
+            if op.arity() == 2 {
+                let c2 = c1 + t.size[c1] as usize;
+                let b = eval_node(t, c2, var, slots).1;
+                (op.apply(a, b), b)
+            } else {
+                (op.apply(a, T::ZERO), a)
+            }
+        }
+    };
+    if t.out[i] > 0 {
+        let s = t.out[i] as usize - 1;
+        slots[s] = slots[s] + value;
+        (value, last)
+    } else {
+        (value, value)
+    }
+}
+
+/// The results of tree `t` at `row`: the slots, or the root's value when `n_outputs == 0`.
+fn eval_ref<T: Real>(t: &TreeRef<'_>, data: &Data, row: usize, n_outputs: usize) -> Vec<T> {
+    let var = |f: usize| T::from_f64(data.x[f * data.n_rows + row] as f64);
+    let mut slots = vec![T::ZERO; n_outputs];
+    let (root, _) = eval_node(t, 0, &var, &mut slots);
+    if n_outputs > 0 { slots } else { vec![root] }
+}
+
+/// A transcription of eval.cu's walk: backwards over the prefix array, a stack whose top is
+/// held apart, output nodes passing their last child's value.
+fn eval_walk<T: Real>(t: &TreeRef<'_>, data: &Data, row: usize, n_outputs: usize) -> Vec<T> {
+    let mut stack = vec![T::ZERO; t.len()];
+    let (mut top, mut h) = (T::ZERO, 0usize);
+    let mut slots = vec![T::ZERO; n_outputs];
+    for i in (0..t.len()).rev() {
+        let op = Op::from_code(t.op[i]).unwrap();
+        let (r, pass);
+        match op {
+            Op::Var | Op::Const => {
+                r = match op {
+                    Op::Var => T::from_f64(data.x[t.value[i] as usize * data.n_rows + row] as f64),
+                    _ => T::from_f64(t.value[i] as f64),
+                };
+                if h > 0 {
+                    stack[h - 1] = top;
+                }
+                h += 1;
+                pass = r;
+            }
+            _ if op.arity() == 2 => {
+                let (a, b) = (top, stack[h - 2]);
+                r = op.apply(a, b);
+                pass = b;
+                h -= 1;
+            }
+            _ => {
+                r = op.apply(top, T::ZERO);
+                pass = top;
+            }
+        }
+        if t.out[i] > 0 {
+            let s = t.out[i] as usize - 1;
+            slots[s] = slots[s] + r;
+            top = pass;
+        } else {
+            top = r;
+        }
+    }
+    if n_outputs > 0 { slots } else { vec![top] }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data and random populations.
+
+/// A data set on the host: `x` is `[n_features][n_rows]`.
+struct Data {
+    x: Vec<f32>,
+    y: Vec<f32>,
+    n_rows: usize,
+    n_features: usize,
+}
+
+fn random_data(rng: &mut StdRng, n_rows: usize, n_features: usize) -> Data {
+    let x: Vec<f32> = (0..n_rows * n_features).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let y = (0..n_rows).map(|i| x[i] * x[i] - 0.5 * x[(n_features - 1) * n_rows + i] + rng.random_range(-0.1..0.1)).collect();
+    Data { x, y, n_rows, n_features }
+}
+
+/// Operators whose programs stay well-conditioned on data in [-1, 1]: bounded values, no poles.
+const BENIGN: &[Op] = &[
+    Op::Add,
+    Op::Sub,
+    Op::Mul,
+    Op::Aq,
+    Op::Max,
+    Op::Min,
+    Op::Sin,
+    Op::Cos,
+    Op::Tanh,
+    Op::Sigmoid,
+    Op::Plog,
+    Op::Sqrt,
+    Op::Abs,
+    Op::Neg,
+];
+
+/// A random tree of at most `depth` levels below the root, in prefix order; with
+/// `n_outputs > 0`, about a quarter of the nodes are output nodes.
+fn random_tree(rng: &mut StdRng, ops: &[Op], depth: usize, n_features: usize, n_outputs: usize) -> Vec<Node> {
+    fn grow(rng: &mut StdRng, ops: &[Op], depth: usize, f: usize, o: usize, nodes: &mut Vec<Node>) {
+        let mut node = if depth == 0 || rng.random_bool(0.25) {
+            if rng.random_bool(0.6) { Node::var(rng.random_range(0..f) as u32) } else { Node::constant(rng.random_range(-2.0..2.0)) }
+        } else {
+            Node::func(ops[rng.random_range(0..ops.len())])
+        };
+        if o > 0 && rng.random_bool(0.25) {
+            node.out = rng.random_range(1..=o) as u8;
+        }
+        nodes.push(node);
+        for _ in 0..node.op.arity() {
+            grow(rng, ops, depth - 1, f, o, nodes);
+        }
+    }
+    let mut nodes = Vec::new();
+    grow(rng, ops, depth, n_features, n_outputs, &mut nodes);
+    nodes
+}
+
+/// `p` random trees of at most `depth` levels; every `empty_every`-th row left empty.
+fn random_population(rng: &mut StdRng, p: usize, depth: usize, n_features: usize, n_outputs: usize, empty_every: usize) -> Population {
+    let mut pop = Population::new(p, (1 << (depth + 1)) - 1, n_outputs);
+    for i in 0..p {
+        if empty_every > 0 && i % empty_every == empty_every - 1 {
+            continue;
+        }
+        let nodes = random_tree(rng, BENIGN, depth, n_features, n_outputs);
+        pop.set_tree(i, &nodes).unwrap();
+    }
+    pop.validate().unwrap();
+    pop
+}
+
+/// A left-deep chain of `n` binary operators (stack need `n + 1`) over random leaves.
+fn left_deep_chain(rng: &mut StdRng, n: usize, n_features: usize) -> Vec<Node> {
+    let ops = [Op::Add, Op::Aq, Op::Max, Op::Min, Op::Sub];
+    let mut nodes: Vec<Node> = (0..n).map(|_| Node::func(ops[rng.random_range(0..ops.len())])).collect();
+    nodes.extend((0..=n).map(|_| Node::var(rng.random_range(0..n_features) as u32)));
+    nodes
+}
+
+/// A right-deep chain of `n` operators (stack need 2) of `2n + 1` nodes.
+fn right_deep_chain(rng: &mut StdRng, n: usize, n_features: usize) -> Vec<Node> {
+    let ops = [Op::Add, Op::Aq, Op::Max, Op::Min, Op::Sub, Op::Mul];
+    let mut nodes = Vec::new();
+    for _ in 0..n {
+        nodes.push(Node::func(ops[rng.random_range(0..ops.len())]));
+        nodes.push(Node::var(rng.random_range(0..n_features) as u32));
+    }
+    nodes.push(Node::constant(0.5));
+    nodes
+}
+
+// ---------------------------------------------------------------------------------------------
+// Comparison.
+
+/// Reference results `[P × max(1, n_outputs) × N]` in f64 and f32, and which trees are finite.
+struct Reference {
+    r64: Vec<f64>,
+    r32: Vec<f32>,
+    finite: Vec<bool>,
+}
+
+fn reference(pop: &Population, data: &Data) -> Reference {
+    let (p, o, n) = (pop.size(), pop.n_outputs.max(1), data.n_rows);
+    let mut r = Reference { r64: vec![f64::NAN; p * o * n], r32: vec![f32::NAN; p * o * n], finite: vec![false; p] };
+    for t in 0..p {
+        let tree = pop.tree(t);
+        if tree.is_empty() {
+            continue;
+        }
+        let mut finite = true;
+        for i in 0..n {
+            let (a, b) = (eval_ref::<f64>(&tree, data, i, pop.n_outputs), eval_ref::<f32>(&tree, data, i, pop.n_outputs));
+            for s in 0..o {
+                r.r64[(t * o + s) * n + i] = a[s];
+                r.r32[(t * o + s) * n + i] = b[s];
+                finite &= b[s].is_finite();
+            }
+        }
+        r.finite[t] = finite;
+    }
+    r
+}
+
+/// How a comparison went: points checked, and those where f32 itself is ill-conditioned.
+#[derive(Debug, Default)]
+struct Checked {
+    points: usize,
+    ill_conditioned: usize,
+}
+
+/// Compares predictions with the reference; the error names the first mismatch.
+fn check_predictions(gpu: &[f32], rf: &Reference, pop: &Population, n_rows: usize) -> Result<Checked, String> {
+    let (p, o) = (pop.size(), pop.n_outputs.max(1));
+    if gpu.len() != p * o * n_rows {
+        return Err(format!("{} predictions, expected {p} × {o} × {n_rows}", gpu.len()));
+    }
+    let mut c = Checked::default();
+    for t in 0..p {
+        for s in 0..o {
+            for i in 0..n_rows {
+                let k = (t * o + s) * n_rows + i;
+                let (g, c64, c32) = (gpu[k], rf.r64[k], rf.r32[k]);
+                let at = format!("[tree {t}, out {s}, row {i}]");
+                if g.to_bits() == POISON {
+                    return Err(format!("{at} was never written"));
+                }
+                let ok = if pop.len[t] == 0 {
+                    g.is_nan()
+                } else if !c32.is_finite() {
+                    (c32.is_nan() && g.is_nan()) || (c32.is_infinite() && g == c32)
+                } else if !g.is_finite() {
+                    false
+                } else {
+                    let slack = (c32 as f64 - c64).abs();
+                    if slack > 1e-6 * c64.abs().max(1.0) {
+                        c.ill_conditioned += 1;
+                    }
+                    (g as f64 - c64).abs() <= 1e-5 * c64.abs().max(1.0) + 10.0 * slack
+                };
+                if !ok {
+                    return Err(format!("first mismatch at {at}: gpu={g} cpu={c64} (f32 reference {c32})"));
+                }
+                c.points += 1;
+            }
+        }
+    }
+    Ok(c)
+}
+
+/// Regression sums computed on the host from results `[P × O × N]`, in row order, in f64,
+/// with the scale of each sum (the sum of the absolute values of its terms).
+fn host_sums(results: &[f64], o: usize, data: &Data, t: usize) -> ([f64; 7], [f64; 7]) {
+    let (mut s, mut scale) = ([0.0; 7], [0.0; 7]);
+    for i in 0..data.n_rows {
+        let f = results[(t * o) * data.n_rows + i];
+        let y = data.y[i] as f64;
+        let e = f - y;
+        let terms = [e * e, e.abs(), f, f * f, f * y, y, y * y];
+        for j in 0..7 {
+            s[j] += terms[j];
+            scale[j] += terms[j].abs();
+        }
+    }
+    (s, scale)
+}
+
+fn fields(g: &GpuRegressionSums) -> [f64; 7] {
+    [g.sse, g.sae, g.sum_f, g.sum_ff, g.sum_fy, g.sum_y, g.sum_yy]
+}
+
+const FIELDS: [&str; 7] = ["sse", "sae", "sum_f", "sum_ff", "sum_fy", "sum_y", "sum_yy"];
+
+/// Checks regression sums: counts and finiteness against the reference; the sums against sums
+/// of the GPU's own predictions (the reduction, tightly) and against the f64 reference
+/// (trees whose every point is well-conditioned).
+fn check_sums(gpu: &[GpuRegressionSums], pred: &[f32], rf: &Reference, pop: &Population, data: &Data) -> Result<(), String> {
+    let (p, o, n) = (pop.size(), pop.n_outputs.max(1), data.n_rows);
+    if gpu.len() != p {
+        return Err(format!("{} sums for {p} trees", gpu.len()));
+    }
+    let pred64: Vec<f64> = pred.iter().map(|&v| v as f64).collect();
+    for (t, g) in gpu.iter().enumerate() {
+        if g.n != n as f64 {
+            return Err(format!("tree {t}: n = {}, expected {n}", g.n));
+        }
+        if g.finite != rf.finite[t] {
+            return Err(format!("tree {t}: finite = {}, the reference says {}", g.finite, rf.finite[t]));
+        }
+        if !g.finite {
+            if pop.len[t] == 0 && fields(g) != [0.0; 7] {
+                return Err(format!("tree {t} is empty but its sums are {g:?}"));
+            }
+            continue;
+        }
+        let (own, own_scale) = host_sums(&pred64, o, data, t);
+        let (cpu, cpu_scale) = host_sums(&rf.r64, o, data, t);
+        let well = (0..n).all(|i| {
+            let k = (t * o) * n + i;
+            (rf.r32[k] as f64 - rf.r64[k]).abs() <= 1e-6 * rf.r64[k].abs().max(1.0)
+        });
+        for (j, (gv, name)) in fields(g).into_iter().zip(FIELDS).enumerate() {
+            if (gv - own[j]).abs() > 1e-6 * own_scale[j].max(1.0) {
+                return Err(format!("tree {t}: {name} = {gv}, but the GPU's predictions sum to {}", own[j]));
+            }
+            if well && (gv - cpu[j]).abs() > 1e-5 * (n as f64 + cpu_scale[j]) {
+                return Err(format!("tree {t}: {name} = {gv}, the reference {}", cpu[j]));
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests without a GPU: the scaffolding.
+
+#[test]
+fn reference_follows_the_tree_docs() {
+    // EvoGP's worked example: [+<out 1>, x0, *<out 0>, x1, 2] at x0 = 3, x1 = 5. The product
+    // (10) goes to slot 0 and passes its last child (2) up; the sum 3 + 2 goes to slot 1.
+    let nodes = [
+        Node { out: 2, ..Node::func(Op::Add) },
+        Node::var(0),
+        Node { out: 1, ..Node::func(Op::Mul) },
+        Node::var(1),
+        Node::constant(2.0),
+    ];
+    let mut pop = Population::new(1, 5, 2);
+    pop.set_tree(0, &nodes).unwrap();
+    let data = Data { x: vec![3.0, 5.0], y: vec![0.0], n_rows: 1, n_features: 2 };
+    assert_eq!(eval_ref::<f64>(&pop.tree(0), &data, 0, 2), [10.0, 5.0]);
+    assert_eq!(eval_walk::<f64>(&pop.tree(0), &data, 0, 2), [10.0, 5.0]);
+    // Single output: the root's value.
+    pop.n_outputs = 0;
+    pop.out.fill(0);
+    assert_eq!(eval_ref::<f64>(&pop.tree(0), &data, 0, 0), [13.0]);
+}
+
+#[test]
+fn kernel_walk_matches_the_recursive_reference() {
+    let mut rng = StdRng::seed_from_u64(7);
+    for n_outputs in [0, 3] {
+        let data = random_data(&mut rng, 50, 3);
+        let pop = random_population(&mut rng, 16, 5, 3, n_outputs, 5);
+        for t in 0..pop.size() {
+            let tree = pop.tree(t);
+            if tree.is_empty() {
+                continue;
+            }
+            for i in 0..data.n_rows {
+                let (a, b) = (eval_ref::<f64>(&tree, &data, i, n_outputs), eval_walk::<f64>(&tree, &data, i, n_outputs));
+                for (x, y) in a.iter().zip(&b) {
+                    assert!((x - y).abs() <= 1e-12 * x.abs().max(1.0), "tree {t} row {i}: {a:?} vs {b:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn tolerance_accepts_an_f32_evaluator_and_rejects_errors() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let data = random_data(&mut rng, 60, 3);
+    let pop = random_population(&mut rng, 16, 5, 3, 2, 4);
+    let rf = reference(&pop, &data);
+    // The kernel's walk in f32 plays the GPU.
+    let o = 2;
+    let mut sim = vec![f32::NAN; pop.size() * o * data.n_rows];
+    for t in 0..pop.size() {
+        if pop.len[t] == 0 {
+            continue;
+        }
+        for i in 0..data.n_rows {
+            for (s, v) in eval_walk::<f32>(&pop.tree(t), &data, i, 2).into_iter().enumerate() {
+                sim[(t * o + s) * data.n_rows + i] = v;
+            }
+        }
+    }
+    let c = check_predictions(&sim, &rf, &pop, data.n_rows).unwrap();
+    assert!(c.ill_conditioned * 50 <= c.points, "{c:?}: the benign operators should rarely be ill-conditioned");
+    let t = (0..pop.size()).find(|&t| pop.len[t] > 0).unwrap();
+    let k = t * o * data.n_rows + 3;
+    let mut bad = sim.clone();
+    bad[k] = f32::from_bits(POISON);
+    assert!(check_predictions(&bad, &rf, &pop, data.n_rows).unwrap_err().contains("never written"));
+    let mut bad = sim.clone();
+    bad[k] = f32::NAN;
+    assert!(check_predictions(&bad, &rf, &pop, data.n_rows).unwrap_err().contains("first mismatch"));
+    let mut bad = sim.clone();
+    bad[k] += 1e-3 * bad[k].abs().max(1.0);
+    assert!(check_predictions(&bad, &rf, &pop, data.n_rows).is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// GPU tests.
+
+/// The engine; with GROVE_TEST_GPU=1, no GPU is a failure.
+fn engine() -> CudaEngine {
+    CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"))
+}
+
+fn upload(e: &CudaEngine, d: &Data) -> DeviceDataset {
+    e.upload_dataset(&d.x, &d.y, d.n_rows, d.n_features).unwrap()
+}
+
+fn poisoned(cfg: EvalConfig) -> EvalConfig {
+    EvalConfig { poison_outputs: true, ..cfg }
+}
+
+/// Evaluates `pop` on `data` both ways with `cfg` and checks everything against the reference.
+fn check_all(e: &CudaEngine, pop: &Population, data: &Data, dev: &DeviceDataset, cfg: EvalConfig, rf: &Reference) -> Checked {
+    let cfg = poisoned(cfg);
+    let pred = e.predict_with(pop, dev, &cfg).unwrap_or_else(|err| panic!("{err}"));
+    let c = check_predictions(&pred, rf, pop, data.n_rows).unwrap_or_else(|m| panic!("predict ({cfg:?}): {m}"));
+    let sums = e.evaluate_regression_with(pop, dev, &cfg).unwrap_or_else(|err| panic!("{err}"));
+    check_sums(&sums, &pred, rf, pop, data).unwrap_or_else(|m| panic!("evaluate_regression ({cfg:?}): {m}"));
+    c
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn eval_matches_reference() {
+    let e = engine();
+    eprintln!("{} (cc {:?}, {:?})", e.device_name(), e.compute_capability(), e.target());
+    let mut rng = StdRng::seed_from_u64(2026);
+    // (trees, rows, outputs, depth): single and multi-output, N not a multiple of any tile,
+    // one point, one tree; every 7th tree empty.
+    for (p, n, o, depth) in [(64, 1000, 0, 6), (64, 777, 3, 6), (33, 2049, 0, 5), (1, 1, 0, 4), (5, 1, 2, 4), (200, 130, 1, 6)] {
+        let data = random_data(&mut rng, n, 3);
+        let dev = upload(&e, &data);
+        let pop = random_population(&mut rng, p, depth, 3, o, 7);
+        let rf = reference(&pop, &data);
+        let c = check_all(&e, &pop, &data, &dev, EvalConfig::default(), &rf);
+        assert!(c.ill_conditioned * 50 <= c.points, "{c:?}");
+        eprintln!("P={p} N={n} outputs={o}: {c:?}");
+    }
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn every_launch_shape_matches_reference() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(99);
+    let data = random_data(&mut rng, 3001, 3);
+    let dev = upload(&e, &data);
+    let pop = random_population(&mut rng, 20, 6, 3, 2, 6);
+    let rf = reference(&pop, &data);
+    for t in [32, 64, 96, 256, 1024] {
+        for k in 1..=8 {
+            if 2 * t * k * 4 > 32 * 1024 {
+                continue; // two output slots would overflow the shared-memory budget
+            }
+            for passes in [1, 3] {
+                let cfg = EvalConfig {
+                    threads_per_block: Some(t),
+                    points_per_thread: Some(k),
+                    tile_points: Some(t * k * passes),
+                    poison_outputs: true,
+                };
+                check_all(&e, &pop, &data, &dev, cfg, &rf);
+            }
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn every_operator_matches_reference() {
+    let e = engine();
+    // Edge values: zeros of both signs, tiny, ±1, large, and ordinary points.
+    let col: Vec<f32> = vec![0.0, -0.0, 1e-30, -1e-30, 1.0, -1.0, 0.5, -2.5, 3.0, 1e3, -1e3, 1e-3, 7.25, -0.75];
+    let n = col.len();
+    let mut x = col.clone();
+    x.extend(col.iter().rev());
+    let data = Data { x, y: vec![0.25; n], n_rows: n, n_features: 2 };
+    let dev = upload(&e, &data);
+    let shapes: Vec<Vec<Node>> = FUNCTIONS
+        .iter()
+        .flat_map(|&op| {
+            let f = Node::func(op);
+            if op.arity() == 2 {
+                vec![vec![f, Node::var(0), Node::var(1)], vec![f, Node::var(1), Node::constant(-0.0)], vec![f, Node::constant(2.0), Node::var(0)]]
+            } else {
+                vec![vec![f, Node::var(0)], vec![f, Node::var(1)]]
+            }
+        })
+        .collect();
+    let mut pop = Population::new(shapes.len(), 3, 0);
+    for (i, s) in shapes.iter().enumerate() {
+        pop.set_tree(i, s).unwrap();
+    }
+    let rf = reference(&pop, &data);
+    check_all(&e, &pop, &data, &dev, EvalConfig::default(), &rf);
+    check_all(&e, &pop, &data, &dev, EvalConfig { points_per_thread: Some(1), ..Default::default() }, &rf);
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn deep_and_long_trees_match_reference() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(5);
+    let data = random_data(&mut rng, 700, 3);
+    let dev = upload(&e, &data);
+    // Stack need 31, 32, 33 (around the fast kernels' 32), 200 and 512 (the fallback's limit);
+    // right-deep chains (need 2) longer than the 1024 nodes staged at a time, up to 4001 nodes;
+    // and a chain needing 701, which is refused.
+    let trees: Vec<Vec<Node>> = vec![
+        left_deep_chain(&mut rng, 30, 3),
+        left_deep_chain(&mut rng, 31, 3),
+        left_deep_chain(&mut rng, 32, 3),
+        left_deep_chain(&mut rng, 199, 3),
+        left_deep_chain(&mut rng, 511, 3),
+        right_deep_chain(&mut rng, 600, 3),
+        right_deep_chain(&mut rng, 2000, 3),
+        left_deep_chain(&mut rng, 700, 3),
+    ];
+    let mut pop = Population::new(trees.len(), 4001, 0);
+    for (i, t) in trees.iter().enumerate() {
+        pop.set_tree(i, t).unwrap();
+    }
+    match e.evaluate_regression(&pop, &dev) {
+        Err(GpuError::TreeTooDeep { tree: 7, need: 701, max: 512 }) => {}
+        other => panic!("expected TreeTooDeep for tree 7, got {other:?}"),
+    }
+    // In its place, a tree both deep (the fallback kernel) and longer than one staged chunk:
+    // sub(right-deep chain of 1401 nodes, left-deep chain needing 301), 2003 nodes.
+    let mut long_deep = vec![Node::func(Op::Sub)];
+    long_deep.extend(right_deep_chain(&mut rng, 700, 3));
+    long_deep.extend(left_deep_chain(&mut rng, 300, 3));
+    pop.set_tree(7, &long_deep).unwrap();
+    pop.validate().unwrap();
+    let rf = reference(&pop, &data);
+    for k in [1, 4, 8] {
+        check_all(&e, &pop, &data, &dev, EvalConfig { points_per_thread: Some(k), ..Default::default() }, &rf);
+    }
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn results_are_deterministic() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(3);
+    let data = random_data(&mut rng, 5000, 3);
+    let dev = upload(&e, &data);
+    let pop = random_population(&mut rng, 100, 6, 3, 2, 9);
+    let cfg = poisoned(EvalConfig::default());
+    let bits = |s: &[GpuRegressionSums]| -> Vec<u64> {
+        s.iter().flat_map(|g| fields(g).map(f64::to_bits).into_iter().chain([g.n.to_bits(), g.finite as u64])).collect()
+    };
+    let a = e.evaluate_regression_with(&pop, &dev, &cfg).unwrap();
+    let b = e.evaluate_regression_with(&pop, &dev, &cfg).unwrap();
+    assert_eq!(bits(&a), bits(&b), "regression sums differ between two runs");
+    let pa: Vec<u32> = e.predict_with(&pop, &dev, &cfg).unwrap().iter().map(|v| v.to_bits()).collect();
+    let pb: Vec<u32> = e.predict_with(&pop, &dev, &cfg).unwrap().iter().map(|v| v.to_bits()).collect();
+    assert!(pa == pb, "predictions differ between two runs");
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn modules_are_cached_in_memory_and_on_disk() {
+    let dir = std::env::temp_dir().join(format!("grove-engine-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let open = || {
+        CudaEngine::with_options(EngineOptions { ordinal: 0, cache_dir: Some(dir.clone()) })
+            .unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"))
+    };
+    let mut rng = StdRng::seed_from_u64(1);
+    let data = random_data(&mut rng, 100, 3);
+    let pop = random_population(&mut rng, 4, 4, 3, 0, 0);
+    let first = open();
+    let dev = upload(&first, &data);
+    first.evaluate_regression(&pop, &dev).unwrap();
+    first.evaluate_regression(&pop, &dev).unwrap();
+    let loads = first.module_loads();
+    assert_eq!(loads.len(), 1, "one module, loaded once: {loads:?}");
+    assert_eq!(loads[0].origin, Origin::Compiled);
+    let second = open();
+    let dev = upload(&second, &data);
+    second.evaluate_regression(&pop, &dev).unwrap();
+    let loads = second.module_loads();
+    assert_eq!(loads[0].origin, Origin::Disk, "{loads:?}");
+    eprintln!("compile {:.3} s, from disk {:.3} s", first.module_loads()[0].seconds, loads[0].seconds);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn bad_input_is_an_error_not_a_crash() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(8);
+    let data = random_data(&mut rng, 10, 2);
+    let dev = upload(&e, &data);
+    // A variable the data set does not have.
+    let mut pop = Population::new(2, 3, 0);
+    pop.set_tree(1, &[Node::func(Op::Add), Node::var(0), Node::var(2)]).unwrap();
+    let err = e.evaluate_regression(&pop, &dev).unwrap_err().to_string();
+    assert!(err.contains("tree 1") && err.contains("variable index 2"), "{err}");
+    assert!(e.predict(&pop, &dev).is_err());
+    // A non-finite data value, named by row and column.
+    let mut x = data.x.clone();
+    x[data.n_rows + 4] = f32::NAN;
+    let err = e.upload_dataset(&x, &data.y, data.n_rows, 2).unwrap_err().to_string();
+    assert!(err.contains("row 4") && err.contains("column 1"), "{err}");
+    assert!(e.upload_dataset(&data.x, &data.y, data.n_rows + 1, 2).is_err());
+    // A data set of another engine.
+    let other = engine();
+    let pop = random_population(&mut rng, 2, 3, 2, 0, 0);
+    assert!(other.evaluate_regression(&pop, &dev).is_err());
+    // Nothing to do.
+    assert!(e.evaluate_regression(&Population::new(0, 4, 0), &dev).unwrap().is_empty());
+    assert!(e.predict(&Population::new(0, 4, 0), &dev).unwrap().is_empty());
+}
