@@ -72,7 +72,84 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
             "evaluate", eval.threads, eval.node_evals, eval.seconds, eval.node_evals_per_second
         );
     }
+    if args.gpu {
+        gpu(args)?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// GPU evaluation throughput: GPop/s (nodes × points / seconds) for the anchors' workloads and
+/// several launch shapes. Each figure is the median of 7 timed calls after 2 warm-up calls; a
+/// call includes the population's copy to the device and the host-side tree checks, so it is
+/// what the evolution loop pays today (populations are not yet device-resident).
+fn gpu(args: &BenchArgs) -> Result<()> {
+    use crate::backend::cuda::{CudaEngine, EvalConfig};
+    use crate::program::Op;
+    let engine = CudaEngine::new().map_err(|e| anyhow::anyhow!("--gpu: {e}"))?;
+    println!();
+    println!("GPU {} (sm_{}{}, {} SMs)", engine.device_name(), engine.compute_capability().0, engine.compute_capability().1, engine.sm_count());
+    let w3_funcs = [Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Slog, Op::Exp];
+    let w1_funcs = [Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
+    // (name, population, rows, min_len, max_len, functions)
+    let workloads: [(&str, usize, usize, usize, usize, &[Op]); 4] = [
+        ("W3 1000 x 100k", 1000, 100_000, 20, 60, &w3_funcs),
+        ("W1 5000 x 1024", 5000, 1024, 20, 60, &w1_funcs),
+        ("100k x 1024", 100_000, 1024, 20, 60, &w1_funcs),
+        ("W1-64 5000 x 64", 5000, 64, 20, 60, &w1_funcs),
+    ];
+    let shapes: Vec<(Option<u32>, Option<u32>)> = if args.quick {
+        vec![(None, None), (Some(128), Some(8)), (Some(256), Some(4))]
+    } else {
+        let mut v = vec![(None, None)];
+        for t in [64, 128, 256] {
+            for k in [1, 2, 4, 8] {
+                v.push((Some(t), Some(k)));
+            }
+        }
+        v
+    };
+    println!("{:<18} {:>8} {:>5} {:>12} {:>14}", "workload", "threads", "K", "median s", "GPop/s");
+    let mut rows = Vec::new();
+    for (name, p, n, lo, hi, funcs) in workloads {
+        let pop = crate::program::eval::bench_population(7, p, lo, hi, funcs);
+        let (x, y) = crate::program::eval::bench_sextic(3, n);
+        let data = engine.upload_dataset(&x, &y, n, 1)?;
+        let nodes: f64 = pop.len.iter().map(|&l| l as f64).sum();
+        for &(t, k) in &shapes {
+            let cfg = EvalConfig { threads_per_block: t, points_per_thread: k, tile_points: None, poison_outputs: false };
+            let mut times = Vec::new();
+            let mut failed = None;
+            for rep in 0..9 {
+                let t0 = Instant::now();
+                match engine.evaluate_regression_with(&pop, &data, &cfg) {
+                    Ok(sums) => {
+                        std::hint::black_box(sums);
+                    }
+                    Err(e) => {
+                        failed = Some(e.to_string());
+                        break;
+                    }
+                }
+                if rep >= 2 {
+                    times.push(t0.elapsed().as_secs_f64());
+                }
+            }
+            let label = |o: Option<u32>| o.map_or("auto".to_string(), |v| v.to_string());
+            if let Some(e) = failed {
+                println!("{name:<18} {:>8} {:>5} {:>12} {:>14}", label(t), label(k), "-", e);
+                continue;
+            }
+            times.sort_by(f64::total_cmp);
+            let med = times[times.len() / 2];
+            let gpops = nodes * n as f64 / med;
+            println!("{name:<18} {:>8} {:>5} {med:>12.6} {gpops:>14.3e}", label(t), label(k));
+            rows.push(serde_json::json!({"workload": name, "threads": t, "k": k, "seconds": med, "gpops": gpops}));
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::json!({"gpu": engine.device_name(), "results": rows}));
+    }
+    Ok(())
 }
 
 /// `n` genomes of `len` uniform codons in 0..=255, flattened `[n × len]`.

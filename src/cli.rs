@@ -309,6 +309,12 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also benchmark the CUDA evaluator (needs a GPU): GPop/s per workload and launch shape.
+    #[arg(long)]
+    pub gpu: bool,
+    /// With --gpu: only the fastest-looking launch shapes (quicker).
+    #[arg(long)]
+    pub quick: bool,
 }
 
 /// Parses the process arguments and runs the command.

@@ -46,7 +46,7 @@ use std::fmt;
 
 use rayon::prelude::*;
 
-pub use bench::{bench_eval, EvalBench, EvalBenchReport};
+pub use bench::{EvalBench, EvalBenchReport, bench_eval, bench_population, bench_sextic};
 
 use super::ops::Op;
 use super::tree::{Population, TreeRef};

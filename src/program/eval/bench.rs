@@ -179,3 +179,13 @@ pub(crate) fn random_tree(s: &mut Stream, functions: &[Op], n_vars: u32, target:
     }
     nodes
 }
+
+/// Random benchmark trees (one variable) for other benchmarks, e.g. the GPU's in `grove bench`.
+pub fn bench_population(seed: u64, p: usize, min_len: usize, max_len: usize, functions: &[Op]) -> Population {
+    random_population(seed, p, min_len, max_len, functions, 1, 0)
+}
+
+/// The sextic data set of W3 (`x` uniform in [−1, 1]), for other benchmarks.
+pub fn bench_sextic(seed: u64, rows: usize) -> (Vec<f32>, Vec<f32>) {
+    sextic(seed, rows)
+}
