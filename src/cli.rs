@@ -120,6 +120,9 @@ pub struct EvolveArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Where to evaluate: auto (CUDA if usable, else CPU), cpu, cuda.
+    #[arg(long, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
+    pub device: crate::backend::DeviceChoice,
     /// Print only the result.
     #[arg(long, short)]
     pub quiet: bool,
@@ -192,6 +195,7 @@ impl EvolveArgs {
                 parsimony: self.parsimony,
             },
             trees: crate::task::regression::TreeSettings::default(),
+            device: self.device,
         })
     }
 }

@@ -71,6 +71,7 @@ fn runs_do_not_depend_on_the_thread_count() {
         genome_capacity: 256,
         regression: Default::default(),
         trees: Default::default(),
+        device: grove::backend::DeviceChoice::Cpu,
     };
     for s in [settings(Some("regression.bnf"), None), settings(None, Some("add,sub,mul,div,sin"))] {
         let run = |threads: usize| {

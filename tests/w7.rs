@@ -22,6 +22,7 @@ fn w7(seed: u64) -> EvolveSettings {
         genome_capacity: 512,
         regression: RegressionConfig { metric: Metric::Mae, linear_scaling: false, parsimony: 0.0 },
         trees: Default::default(),
+        device: grove::backend::DeviceChoice::Cpu,
     }
 }
 

@@ -1,8 +1,119 @@
-//! Where populations are evaluated. `cuda` is the GPU backend (cudarc: context, module cache,
-//! kernel launches); it is always compiled, and at run time it probes for the driver and NVRTC
-//! before touching cudarc, so a machine without a GPU gets a [`cuda::NoGpu`] error, never a panic.
+//! Where populations are evaluated: the CPU (rayon, the reference) or CUDA (cudarc: context,
+//! module cache, kernel launches). The CUDA backend is always compiled; at run time it probes
+//! for the driver and NVRTC before touching cudarc, so a machine without a GPU gets a
+//! [`cuda::NoGpu`] error, never a panic, and `--device auto` falls back to the CPU with one line
+//! saying why.
 //!
-//! The backend trait that the CPU and CUDA backends will both implement (DESIGN.md, contract 3)
-//! arrives when the CPU evaluator lands; until then the CUDA engine is used directly.
+//! [`Backend`] is the one interface the engine and the tasks use (DESIGN.md, contract 3). It
+//! covers regression fitness today; mapping, breeding and roll-outs join it as their kernels
+//! land (issues 4 to 7).
 
 pub mod cuda;
+
+use anyhow::Result;
+
+use crate::program::eval::RegressionSums;
+use crate::program::tree::Population;
+
+/// Which device a command asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceChoice {
+    /// CUDA if a usable GPU is found, else the CPU (with one line saying why).
+    #[default]
+    Auto,
+    /// The CPU reference backend.
+    Cpu,
+    /// The CUDA backend; an error if there is no usable GPU.
+    Cuda,
+}
+
+/// A backend ready to evaluate.
+pub enum Backend {
+    /// The CPU interpreter on all cores.
+    Cpu,
+    /// A CUDA device.
+    Cuda(Box<cuda::CudaEngine>),
+}
+
+impl Backend {
+    /// Opens the backend `choice` names. With `Auto`, a missing GPU is reported on standard
+    /// error in one line (unless `quiet`) and the CPU is used.
+    pub fn open(choice: DeviceChoice, quiet: bool) -> Result<Backend> {
+        match choice {
+            DeviceChoice::Cpu => Ok(Backend::Cpu),
+            DeviceChoice::Cuda => Ok(Backend::Cuda(Box::new(
+                cuda::CudaEngine::new().map_err(|e| anyhow::anyhow!("--device cuda: {e}"))?,
+            ))),
+            DeviceChoice::Auto => match cuda::CudaEngine::new() {
+                Ok(e) => Ok(Backend::Cuda(Box::new(e))),
+                Err(e) => {
+                    if !quiet {
+                        eprintln!("note: running on the CPU ({e})");
+                    }
+                    Ok(Backend::Cpu)
+                }
+            },
+        }
+    }
+
+    /// A short description: `cpu (2 threads)` or the GPU's name.
+    pub fn describe(&self) -> String {
+        match self {
+            Backend::Cpu => format!("cpu ({} threads)", rayon::current_num_threads()),
+            Backend::Cuda(e) => format!("cuda ({})", e.device_name()),
+        }
+    }
+
+    /// Puts a regression data set where this backend reads it (once per run).
+    pub fn regression_data<'d>(&self, x: &'d [f32], y: &'d [f32], n_rows: usize, n_features: usize) -> Result<RegressionData<'d>> {
+        Ok(match self {
+            Backend::Cpu => RegressionData::Host { x, y, n_rows },
+            Backend::Cuda(e) => RegressionData::Device(e.upload_dataset(x, y, n_rows, n_features)?),
+        })
+    }
+
+    /// Fused regression sums of every individual of `pop` on `data`.
+    pub fn regression_sums(&self, pop: &Population, data: &RegressionData<'_>) -> Result<Vec<RegressionSums>> {
+        match (self, data) {
+            (Backend::Cpu, RegressionData::Host { x, y, n_rows }) => {
+                Ok(crate::program::eval::evaluate_regression(pop, x, y, *n_rows)?)
+            }
+            (Backend::Cuda(e), RegressionData::Device(d)) => {
+                Ok(e.evaluate_regression(pop, d)?.into_iter().map(RegressionSums::from).collect())
+            }
+            _ => anyhow::bail!("data set uploaded for another backend"),
+        }
+    }
+}
+
+/// A regression data set as a backend reads it.
+pub enum RegressionData<'d> {
+    /// Host memory, feature-major.
+    Host {
+        /// `[n_features][n_rows]`.
+        x: &'d [f32],
+        /// `[n_rows]`.
+        y: &'d [f32],
+        /// Rows.
+        n_rows: usize,
+    },
+    /// Uploaded to a GPU.
+    Device(cuda::DeviceDataset),
+}
+
+impl From<cuda::GpuRegressionSums> for RegressionSums {
+    fn from(g: cuda::GpuRegressionSums) -> Self {
+        RegressionSums {
+            n: g.n as u64,
+            sum_e2: g.sse,
+            sum_abs_e: g.sae,
+            sum_f: g.sum_f,
+            sum_f2: g.sum_ff,
+            sum_fy: g.sum_fy,
+            sum_y: g.sum_y,
+            sum_y2: g.sum_yy,
+            finite: g.finite,
+        }
+    }
+}

@@ -4,6 +4,7 @@
 
 use crate::data::Dataset;
 use crate::program::eval::{RegressionSums, evaluate_regression};
+
 use crate::program::tree::{Node, Population};
 
 /// The error measure evolution minimises.
@@ -67,17 +68,19 @@ pub fn error(s: &RegressionSums, metric: Metric, scaled: bool) -> f64 {
     if e.is_finite() { e } else { f64::INFINITY }
 }
 
-/// The regression task over a training set.
+/// The regression task over a training set, evaluated by a backend.
 pub struct Regression<'d> {
-    /// Training data.
-    pub train: &'d Dataset,
+    /// Where populations are evaluated.
+    pub backend: &'d crate::backend::Backend,
+    /// The training data, where the backend reads it.
+    pub data: crate::backend::RegressionData<'d>,
     /// Settings.
     pub config: RegressionConfig,
 }
 
 impl crate::evolve::Fitness for Regression<'_> {
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
-        let sums = evaluate_regression(pop, &self.train.x, &self.train.y, self.train.n_rows)?;
+        let sums = self.backend.regression_sums(pop, &self.data)?;
         Ok(sums
             .iter()
             .enumerate()
@@ -156,6 +159,9 @@ pub struct EvolveSettings {
     pub regression: RegressionConfig,
     /// Tree GP: constants, initial depths, operator probabilities.
     pub trees: TreeSettings,
+    /// Where populations are evaluated.
+    #[serde(default)]
+    pub device: crate::backend::DeviceChoice,
 }
 
 /// Settings of tree GP (used with `functions`).
@@ -233,7 +239,9 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
     if settings.regression.linear_scaling && settings.regression.metric == Metric::Mae {
         bail!("--metric mae cannot be used with linear scaling (it is a least-squares fit): add --no-linear-scaling");
     }
-    let task = Regression { train: &train, config: settings.regression };
+    let backend = crate::backend::Backend::open(settings.device, quiet)?;
+    let data = backend.regression_data(&train.x, &train.y, train.n_rows, train.n_features)?;
+    let task = Regression { backend: &backend, data, config: settings.regression };
     let n_rows = train.n_rows as f64;
     let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet);
     let mut evals = 0.0;
@@ -318,7 +326,8 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
         "train": score_json(&train_scores),
         "test": test_scores.as_ref().map(score_json),
         "timing": {"seconds": seconds, "node_evaluations": node_evals,
-                   "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads()},
+                   "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
+                   "device": backend.describe()},
         "version": env!("CARGO_PKG_VERSION"),
     });
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", best.nodes.len());
@@ -330,6 +339,6 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
         Some(s) => summary += &format!("test          mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2),
         None => summary += "test          (no test data: use --test-fraction)\n",
     }
-    summary += &format!("time          {seconds:.2} s on {} threads", rayon::current_num_threads());
+    summary += &format!("time          {seconds:.2} s on {}", backend.describe());
     Ok(EvolveResult { report, summary })
 }
