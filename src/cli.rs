@@ -28,7 +28,7 @@ pub enum Command {
     Map(MapArgs),
     /// Evolve a formula for a data set (symbolic regression), from a grammar or a function set.
     Evolve(Box<EvolveArgs>),
-    /// Measure throughput (mapping codons per second) and print a table.
+    /// Measure throughput (mapping, the CPU interpreter; with --gpu the CUDA evaluator) and print a table.
     Bench(BenchArgs),
 }
 

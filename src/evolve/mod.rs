@@ -131,6 +131,18 @@ fn stats(generation: usize, pop: &Population, fit: &[f64], seconds: f64) -> Gene
     GenerationStats { generation, best, mean, mean_size, invalid: fit.len() - n, seconds }
 }
 
+/// The task's fitness of `pop`, with rows that hold no program marked invalid.
+fn evaluate(task: &dyn Fitness, pop: &Population) -> anyhow::Result<Vec<f64>> {
+    let mut fit = task.evaluate(pop)?;
+    anyhow::ensure!(fit.len() == pop.size(), "the task scored {} of {} individuals", fit.len(), pop.size());
+    for (f, &len) in fit.iter_mut().zip(&pop.len) {
+        if len == 0 {
+            *f = f64::INFINITY;
+        }
+    }
+    Ok(fit)
+}
+
 fn best_of(fit: &[f64]) -> Option<usize> {
     select::elite(fit, 1).into_iter().next().filter(|&i| select::key(fit[i]).is_finite())
 }
@@ -196,12 +208,7 @@ pub fn run_grammar(
     loop {
         let t0 = Instant::now();
         let used = map_population(rep, &genomes, &mut pop);
-        fit = task.evaluate(&pop)?;
-        for (i, f) in fit.iter_mut().enumerate() {
-            if pop.len[i] == 0 {
-                *f = f64::INFINITY;
-            }
-        }
+        fit = evaluate(task, &pop)?;
         if let Some(b) = best_of(&fit) {
             if fit[b] < best.fitness {
                 let g = genomes.get(b).to_vec();
@@ -288,12 +295,7 @@ pub fn run_trees(
     let mut gen = 0usize;
     loop {
         let t0 = Instant::now();
-        let mut fit = task.evaluate(&pop)?;
-        for (i, f) in fit.iter_mut().enumerate() {
-            if pop.len[i] == 0 {
-                *f = f64::INFINITY;
-            }
-        }
+        let fit = evaluate(task, &pop)?;
         if let Some(b) = best_of(&fit) {
             if fit[b] < best.fitness {
                 best = Best { fitness: fit[b], nodes: pop.tree(b).nodes(), generation: gen, genome: None };

@@ -14,6 +14,7 @@
 
 use crate::grammar::compile::{PRODUCTION_LEAF_ROW, RuleTable, SymbolKind, unpack};
 
+
 /// How single-production rules use codons.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -187,32 +188,11 @@ impl<'t> Mapper<'t> {
     }
 }
 
-/// Renders a complete derivation of `table` into `out` (appending).
+/// Renders a complete derivation of `table` into `out` (appending), through the `.pybnf`
+/// filter when the grammar asks for it.
 pub fn render(table: &RuleTable, derivation: &[u32], out: &mut String) {
     let start = out.len();
-    let mut stack: Vec<u16> = vec![crate::grammar::compile::symbol(SymbolKind::NonTerminal, 0)];
-    let mut next = 0usize;
-    while let Some(sym) = stack.pop() {
-        let (kind, index) = unpack(sym);
-        match kind {
-            SymbolKind::Terminal => out.push_str(&table.terminals[index]),
-            SymbolKind::NonTerminal => {
-                let p = derivation[next] as usize;
-                next += 1;
-                stack.extend(table.symbols_of(p).iter().rev());
-            }
-            SymbolKind::CodonRange => {
-                let v = table.codon[index][0] as i64 + derivation[next] as i64;
-                next += 1;
-                out.push_str(&v.to_string());
-            }
-            SymbolKind::CodonSet => {
-                let first = table.codon[index][0] as usize;
-                out.push_str(&table.set_values[first + derivation[next] as usize]);
-                next += 1;
-            }
-        }
-    }
+    table.render_derivation(derivation, 0, crate::grammar::compile::symbol(SymbolKind::NonTerminal, 0), out);
     if table.python_mode {
         let filtered = python_filter(&out[start..]);
         out.truncate(start);

@@ -353,6 +353,33 @@ impl RuleTable {
         &self.symbols[e.first_symbol as usize..][..e.n_symbols as usize]
     }
 
+    /// Appends the text that `symbol` derives, its expansions read from `derivation` starting
+    /// at entry `from` (the mapper's record: a production per expanded non-terminal, an offset
+    /// per codon value, prefix order). Returns the entry after the last one used.
+    pub fn render_derivation(&self, derivation: &[u32], from: usize, symbol: u16, out: &mut String) -> usize {
+        let mut stack: Vec<u16> = vec![symbol];
+        let mut next = from;
+        while let Some(sym) = stack.pop() {
+            let (kind, index) = unpack(sym);
+            match kind {
+                SymbolKind::Terminal => out.push_str(&self.terminals[index]),
+                SymbolKind::NonTerminal => {
+                    stack.extend(self.symbols_of(derivation[next] as usize).iter().rev());
+                    next += 1;
+                }
+                SymbolKind::CodonRange => {
+                    out.push_str(&(self.codon[index][0] as i64 + derivation[next] as i64).to_string());
+                    next += 1;
+                }
+                SymbolKind::CodonSet => {
+                    out.push_str(&self.set_values[self.codon[index][0] as usize + derivation[next] as usize]);
+                    next += 1;
+                }
+            }
+        }
+        next
+    }
+
     /// The child symbols (non-terminals and codon values) of production `p`.
     #[inline]
     pub fn children_of(&self, p: usize) -> &[u16] {

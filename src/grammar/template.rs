@@ -861,36 +861,10 @@ fn spell(t: &RuleTable, derivation: &[u32], kinds: &[u16], span: &[u32], e: usiz
                 for _ in 0..*k {
                     c += span[c] as usize;
                 }
-                render_span(t, derivation, kinds, c, span[c] as usize, out);
+                t.render_derivation(derivation, c, kinds[c], out);
             }
         }
     }
-}
-
-/// Appends the text derived by the sub-derivation `e .. e + len`.
-fn render_span(t: &RuleTable, derivation: &[u32], kinds: &[u16], e: usize, len: usize, out: &mut String) {
-    let mut stack: Vec<u16> = vec![kinds[e]];
-    let mut next = e;
-    while let Some(sym) = stack.pop() {
-        let (kind, index) = unpack(sym);
-        match kind {
-            SymbolKind::Terminal => out.push_str(&t.terminals[index]),
-            SymbolKind::NonTerminal => {
-                let p = derivation[next] as usize;
-                next += 1;
-                stack.extend(t.symbols_of(p).iter().rev());
-            }
-            SymbolKind::CodonRange => {
-                out.push_str(&(t.codon[index][0] as i64 + derivation[next] as i64).to_string());
-                next += 1;
-            }
-            SymbolKind::CodonSet => {
-                out.push_str(&t.set_values[t.codon[index][0] as usize + derivation[next] as usize]);
-                next += 1;
-            }
-        }
-    }
-    debug_assert!(next <= e + len);
 }
 
 #[cfg(test)]
