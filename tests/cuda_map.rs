@@ -203,3 +203,128 @@ fn derivation_cap_on_the_cpu() {
         }
     }
 }
+
+/// map.cu's algorithm transcribed line by line, reading the table from the device blob with
+/// the kernel's offsets and struct layouts, and a stack of the kernel's size. Returns
+/// `(status, used, depth, nodes, derivation)`.
+fn kernel_transcription(blob: &[u8], genome: &[u32], cfg: &MapConfig, max_derivation: usize) -> (u32, u32, u32, u32, Vec<u32>) {
+    let u16_at = |off: usize| u16::from_le_bytes([blob[off], blob[off + 1]]) as u32;
+    let u32_at = |off: usize| u32::from_le_bytes(blob[off..off + 4].try_into().unwrap());
+    let (off_productions, off_children, off_symbols, n_symbols) = (u32_at(20) as usize, u32_at(24) as usize, u32_at(28) as usize, u32_at(12) as usize);
+    let off_codon = (off_symbols + 2 * n_symbols + 3) & !3;
+    let len = genome.len() as u32;
+    let budget = ((len as u64) * (cfg.max_wraps as u64 + 1)).min(u32::MAX as u64) as u32;
+    let stack_max = grove::backend::cuda::kernels::MAP_STACK;
+    let mut stack: Vec<(u32, u32)> = vec![(1 << 14, 1)];
+    let (mut used, mut nodes, mut depth, mut pos, mut status) = (0u32, 0u32, 0u32, 0u32, 0u32);
+    let mut dout = Vec::new();
+    let lazy = cfg.codons == Codons::Lazy;
+    while let Some((sym, d)) = stack.pop() {
+        let index = (sym & 0x3fff) as usize;
+        if sym >> 14 == 1 {
+            let rule = 32 + 8 * index;
+            let (first, n) = (u16_at(rule), u16_at(rule + 2));
+            let mut choice = 0;
+            if !(lazy && n == 1) {
+                if used >= budget {
+                    status = 1;
+                    break;
+                }
+                let c = genome[pos as usize];
+                used += 1;
+                pos += 1;
+                if pos == len {
+                    pos = 0;
+                }
+                choice = c % n;
+            }
+            let pi = first + choice;
+            if dout.len() == max_derivation {
+                status = 4;
+                break;
+            }
+            dout.push(pi);
+            nodes += 1;
+            let prod = off_productions + 12 * pi as usize;
+            let (first_child, nk, flags) = (u16_at(prod + 4), u16_at(prod + 6), u16_at(prod + 10));
+            if nk == 0 {
+                let leaf = (flags & 2 != 0) as u32;
+                nodes += leaf;
+                depth = depth.max(d + leaf);
+            } else {
+                if stack.len() + nk as usize > stack_max {
+                    status = 5;
+                    break;
+                }
+                for k in 0..nk {
+                    stack.push((u16_at(off_children + 2 * (first_child + nk - 1 - k) as usize), d + 1));
+                }
+            }
+        } else {
+            if used >= budget {
+                status = 1;
+                break;
+            }
+            let c = genome[pos as usize];
+            used += 1;
+            pos += 1;
+            if pos == len {
+                pos = 0;
+            }
+            let count = u32_at(off_codon + 8 * index + 4);
+            if dout.len() == max_derivation {
+                status = 4;
+                break;
+            }
+            dout.push(c % count);
+            nodes += 2;
+            depth = depth.max(d + 1);
+        }
+        if depth > cfg.max_depth {
+            status = 2;
+            break;
+        }
+        if nodes > cfg.max_nodes {
+            status = 3;
+            break;
+        }
+    }
+    (status, used, depth, nodes, dout)
+}
+
+/// Without a GPU: the kernel's algorithm, reading the device blob as map.cu does, agrees with
+/// `Mapper::map` on everything the parity test checks (except genomes that overflow the
+/// kernel's stack, which the host maps on the CPU).
+#[test]
+fn kernel_transcription_matches_reference() {
+    use grove::genome::map::Invalid;
+    let genomes = random_genomes(300, 9);
+    let mut overflows = 0;
+    for (name, l) in grammars() {
+        let blob = l.table.to_device_blob();
+        for (wraps, codons, max_depth, max_nodes, cap) in
+            [(0, Codons::Eager, u32::MAX, u32::MAX, 1024), (2, Codons::Lazy, 8, u32::MAX, 1024), (2, Codons::Eager, 17, 60, 16)]
+        {
+            let cfg = MapConfig { max_wraps: wraps, codons, max_depth, max_nodes };
+            let mut m = Mapper::new(&l.table, cfg).with_max_derivation(cap);
+            for i in 0..genomes.size() {
+                let (status, used, depth, nodes, d) = kernel_transcription(&blob, genomes.get(i), &cfg, cap);
+                if status == 5 {
+                    overflows += 1;
+                    continue;
+                }
+                let r = m.map(genomes.get(i));
+                let code = match r.invalid {
+                    None => 0,
+                    Some(Invalid::OutOfCodons) => 1,
+                    Some(Invalid::TooDeep) => 2,
+                    Some(Invalid::TooManyNodes) => 3,
+                    Some(Invalid::DerivationTooLong) => 4,
+                };
+                assert_eq!((status, used, depth, nodes), (code, r.used_codons, r.depth, r.nodes), "{name} {cfg:?} genome {i}");
+                assert_eq!(d, m.derivation(), "{name} {cfg:?} genome {i}: derivation");
+            }
+        }
+    }
+    assert!(overflows > 0, "the wide grammar should overflow the kernel's stack");
+}
