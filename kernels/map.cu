@@ -5,7 +5,10 @@
 // the derivation. The host side is src/backend/cuda/map.rs.
 //
 // The rule table (RuleTable::to_device_blob, layout at the top of src/grammar/compile.rs) lives
-// in constant memory, grove_table, which the host fills before launching. Each thread keeps an
+// in constant memory, grove_table, which the host fills before launching. Threads of a warp
+// read different rules, which constant memory serves one address at a time, so when
+// table_words > 0 each block first copies the table into shared memory and reads it there
+// (the body is inlined once per address space). Each thread keeps an
 // explicit stack of (symbol, depth) in local memory, GROVE_MAP_STACK entries. The CPU stack has
 // no bound, so a genome whose stack would overflow stops with GROVE_MAP_STACK_OVERFLOW and the
 // host maps it again on the CPU: every result the caller sees is the CPU's.
@@ -38,7 +41,7 @@ struct GroveMapParams {
     unsigned max_depth;       // deeper is invalid
     unsigned max_nodes;       // more nodes is invalid
     unsigned max_derivation;  // row stride of derivation; longer stops with DERIVATION_FULL
-    unsigned reserved;        // 0
+    unsigned table_words;     // 4-byte words staged in shared memory; 0: read constant memory
 };
 static_assert(sizeof(GroveMapParams) == 32, "GroveMapParams must match MapParams");
 static_assert(GROVE_OFFSETOF(GroveMapParams, n_genomes) == 0, "layout");
@@ -48,7 +51,7 @@ static_assert(GROVE_OFFSETOF(GroveMapParams, lazy) == 12, "layout");
 static_assert(GROVE_OFFSETOF(GroveMapParams, max_depth) == 16, "layout");
 static_assert(GROVE_OFFSETOF(GroveMapParams, max_nodes) == 20, "layout");
 static_assert(GROVE_OFFSETOF(GroveMapParams, max_derivation) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapParams, reserved) == 28, "layout");
+static_assert(GROVE_OFFSETOF(GroveMapParams, table_words) == 28, "layout");
 
 // Mirrors MapOut in src/backend/cuda/kernels.rs: one genome's outcome.
 struct GroveMapOut {
@@ -84,12 +87,12 @@ static_assert(sizeof(GroveProduction) == 12, "ProductionEntry");
 // The rule table blob, 4-byte words so that every section is aligned.
 __constant__ unsigned grove_table[GROVE_TABLE_BYTES / 4];
 
-extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restrict__ genomes,
-                                     const unsigned* __restrict__ lens, GroveMapOut* __restrict__ out,
-                                     unsigned* __restrict__ derivation) {
-    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= p.n_genomes) return;
-    const char* base = (const char*)grove_table;
+// Maps genome i reading the table at base (constant or shared memory).
+static __device__ __forceinline__ void grove_map_one(const char* base, const GroveMapParams& p, unsigned i,
+                                                     const unsigned* __restrict__ genomes,
+                                                     const unsigned* __restrict__ lens,
+                                                     GroveMapOut* __restrict__ out,
+                                                     unsigned* __restrict__ derivation) {
     const GroveTableHeader* h = (const GroveTableHeader*)base;
     const GroveRule* rules = (const GroveRule*)(base + sizeof(GroveTableHeader));
     const GroveProduction* prods = (const GroveProduction*)(base + h->off_productions);
@@ -165,4 +168,19 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
     o.nodes = nodes;
     o.n_derivation = nd;
     out[i] = o;
+}
+
+extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restrict__ genomes,
+                                     const unsigned* __restrict__ lens, GroveMapOut* __restrict__ out,
+                                     unsigned* __restrict__ derivation) {
+    extern __shared__ unsigned grove_table_shared[];
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p.table_words > 0) {
+        // table_words is the same for every thread, so every thread reaches the barrier.
+        for (unsigned w = threadIdx.x; w < p.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
+        __syncthreads();
+        if (i < p.n_genomes) grove_map_one((const char*)grove_table_shared, p, i, genomes, lens, out, derivation);
+    } else if (i < p.n_genomes) {
+        grove_map_one((const char*)grove_table, p, i, genomes, lens, out, derivation);
+    }
 }

@@ -163,26 +163,33 @@ fn gpu_map(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let sizes: &[usize] = if quick { &[100_000] } else { &[100_000, 1_000_000] };
     println!();
-    println!("{:<28} {:>9} {:>7} {:>12} {:>14} {:>14}", "workload", "genomes", "valid", "kernel s", "codons/s", "with copies/s");
+    println!(
+        "{:<28} {:>9} {:>8} {:>7} {:>7} {:>12} {:>14} {:>14}",
+        "workload", "genomes", "table", "threads", "valid", "kernel s", "codons/s", "with copies/s"
+    );
     let mut rows = Vec::new();
     for grammar_file in ["regression.bnf", "ge-paper.bnf"] {
         let loaded = grammar::load(&root.join("grammars").join(grammar_file), &shape)?;
         for &n in sizes {
             let codons = 128;
             let genomes = Genomes { capacity: codons, codons: random_genomes(n, codons, 11), len: vec![codons as u32; n] };
-            let b = crate::backend::cuda::bench_map(engine, &loaded.table, &genomes, &MapConfig::default(), 256, 7)?;
-            let name = format!("map W7 grammar {grammar_file}");
-            println!(
-                "{name:<28} {n:>9} {:>6.1}% {:>12.6} {:>14.3e} {:>14.3e}",
-                100.0 * b.valid_fraction,
-                b.kernel_seconds,
-                b.kernel_codons_per_second(),
-                b.end_to_end_codons_per_second()
-            );
-            rows.push(serde_json::json!({"workload": name, "genomes": n, "codons_read": b.codons_read,
-                "valid_fraction": b.valid_fraction, "kernel_seconds": b.kernel_seconds,
-                "codons_per_second": b.kernel_codons_per_second(),
-                "end_to_end_codons_per_second": b.end_to_end_codons_per_second()}));
+            for (shared, threads) in [(true, 128), (true, 256), (false, 128)] {
+                let launch = crate::backend::cuda::MapLaunch { threads_per_block: threads, shared_table: shared };
+                let b = crate::backend::cuda::bench_map(engine, &loaded.table, &genomes, &MapConfig::default(), 256, &launch, 7)?;
+                let name = format!("map W7 grammar {grammar_file}");
+                let where_ = if shared { "shared" } else { "constant" };
+                println!(
+                    "{name:<28} {n:>9} {where_:>8} {threads:>7} {:>6.1}% {:>12.6} {:>14.3e} {:>14.3e}",
+                    100.0 * b.valid_fraction,
+                    b.kernel_seconds,
+                    b.kernel_codons_per_second(),
+                    b.end_to_end_codons_per_second()
+                );
+                rows.push(serde_json::json!({"workload": name, "genomes": n, "table": where_, "threads": threads,
+                    "codons_read": b.codons_read, "valid_fraction": b.valid_fraction,
+                    "kernel_seconds": b.kernel_seconds, "codons_per_second": b.kernel_codons_per_second(),
+                    "end_to_end_codons_per_second": b.end_to_end_codons_per_second()}));
+            }
         }
     }
     Ok(rows)

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use grove::backend::cuda::{CudaEngine, GpuMapping};
+use grove::backend::cuda::{CudaEngine, GpuMapping, MapLaunch};
 use grove::genome::{Codons, Genomes, MapConfig, Mapper};
 use grove::grammar::{self, DatasetShape, Loaded};
 use rand::rngs::StdRng;
@@ -95,11 +95,14 @@ fn map_matches_reference() {
         for wraps in [0, 2] {
             for codons in [Codons::Eager, Codons::Lazy] {
                 for (max_depth, max_nodes) in [(u32::MAX, u32::MAX), (8, u32::MAX), (17, 60), (u32::MAX, 25)] {
-                    for cap in [1024, 16] {
+                    for (cap, shared) in [(1024, true), (16, true), (1024, false)] {
                         let cfg = MapConfig { max_wraps: wraps, codons, max_depth, max_nodes };
-                        let gpu = engine.map_genomes(&loaded.table, &genomes, &cfg, cap).unwrap_or_else(|e| panic!("{name}: {e}"));
+                        let launch = MapLaunch { shared_table: shared, ..MapLaunch::default() };
+                        let gpu = engine
+                            .map_genomes_with(&loaded.table, &genomes, &cfg, cap, &launch)
+                            .unwrap_or_else(|e| panic!("{name}: {e}"));
                         if let Some(m) = first_mismatch(&loaded, &genomes, &cfg, cap, &gpu) {
-                            panic!("first mismatch: {name}, {cfg:?}, max_derivation {cap}: {m}");
+                            panic!("first mismatch: {name}, {cfg:?}, max_derivation {cap}, {launch:?}: {m}");
                         }
                         runs += 1;
                         fallbacks += gpu.cpu_fallbacks.len();
@@ -133,7 +136,7 @@ fn map_matches_reference_on_ponyge2_fixture_genomes() {
         };
         groups.entry((rel, rec["max_wraps"].as_u64().unwrap() as u32, max_depth)).or_default().push(genome);
     }
-    let mut checked = 0;
+    let (mut checked, mut skipped) = (0, 0);
     for ((rel, wraps, max_depth), rows) in groups {
         let l = loaded.entry(rel.clone()).or_insert_with(|| {
             let path = match rel.strip_prefix("main/") {
@@ -142,7 +145,12 @@ fn map_matches_reference_on_ponyge2_fixture_genomes() {
             };
             grammar::load(&path, &shape).ok()
         });
-        let Some(l) = l.as_ref() else { continue };
+        let Some(l) = l.as_ref() else {
+            // PonyGE2's own grammars live in ../shared/reference, which a bare checkout lacks.
+            assert!(!rel.starts_with("main/"), "{rel} does not load");
+            skipped += rows.len();
+            continue;
+        };
         let cap = rows.iter().map(Vec::len).max().unwrap_or(0);
         let mut genomes = Genomes::new(rows.len(), cap);
         for (i, g) in rows.iter().enumerate() {
@@ -157,7 +165,9 @@ fn map_matches_reference_on_ponyge2_fixture_genomes() {
             checked += rows.len();
         }
     }
-    assert!(checked > 4000, "only {checked} genomes checked");
+    eprintln!("{checked} mappings checked; {skipped} records skipped (grammar not in this checkout)");
+    // Grove's own grammars' records (1890 of them) are always there, each mapped eager and lazy.
+    assert!(checked >= 3000, "only {checked} mappings checked");
 }
 
 #[test]

@@ -180,8 +180,9 @@ pub struct MapParams {
     /// Row stride of the derivation array; a longer derivation stops with
     /// [`MapStatus::DerivationFull`].
     pub max_derivation: u32,
-    /// Always 0.
-    pub reserved: u32,
+    /// 4-byte words of the table each block stages in shared memory (the dynamic shared
+    /// memory of the launch); 0 reads the table from constant memory.
+    pub table_words: u32,
 }
 
 /// One genome's outcome from `grove_map` (`GroveMapOut` in map.cu).
@@ -269,6 +270,6 @@ layout! {
     EvalParams { n_rows, n_features, max_len, n_outputs, n_trees, tile_points, n_tiles, reserved },
     RegSums { sse, sae, sum_f, sum_ff, sum_fy, sum_y, sum_yy, n, bad },
     ReduceParams { n_trees, n_tiles },
-    MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, reserved },
+    MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, table_words },
     MapOut { status, used_codons, depth, nodes, n_derivation },
 }

@@ -18,8 +18,25 @@ use crate::genome::map::Invalid;
 use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};
 use crate::grammar::compile::RuleTable;
 
-/// Threads per block of `grove_map`.
-const MAP_THREADS: u32 = 128;
+/// Most table bytes a block stages in shared memory (larger tables are read from constant
+/// memory; 48 KiB is what a block gets without opting in).
+pub const SHARED_TABLE_MAX_BYTES: usize = 32 * 1024;
+
+/// Launch settings of `grove_map`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapLaunch {
+    /// Threads per block (one genome each): a multiple of 32, at most 1024. Default 128.
+    pub threads_per_block: u32,
+    /// Stage the table in shared memory when it fits [`SHARED_TABLE_MAX_BYTES`] (default);
+    /// false reads it from constant memory.
+    pub shared_table: bool,
+}
+
+impl Default for MapLaunch {
+    fn default() -> Self {
+        Self { threads_per_block: 128, shared_table: true }
+    }
+}
 
 /// Genomes on the device: codons `[P × capacity]` u32 (row-major) and lengths `[P]` u32.
 pub struct DeviceGenomes {
@@ -164,7 +181,12 @@ impl CudaEngine {
         genomes: &DeviceGenomes,
         cfg: &MapConfig,
         out: &mut DeviceMapOutput,
+        launch: &MapLaunch,
     ) -> Result<()> {
+        let t = launch.threads_per_block;
+        if t == 0 || t % 32 != 0 || t > 1024 {
+            return Err(GpuError::Config(format!("{t} threads per block: use a multiple of 32 up to 1024")));
+        }
         if genomes.engine != self.id {
             return Err(GpuError::Input("the genomes were uploaded by another engine".into()));
         }
@@ -180,6 +202,7 @@ impl CudaEngine {
         // (both are queued on the one stream, which orders them).
         let mut current = self.map_table.lock().unwrap_or_else(|e| e.into_inner());
         let blob = table.to_device_blob();
+        let table_words = if launch.shared_table && blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
         if current.as_deref() != Some(&blob[..]) {
             let (module, _) = self.load(&MAP, &[])?;
             let mut sym = module.get_global(MAP_TABLE_SYMBOL, &self.stream).during(|| format!("finding {MAP_TABLE_SYMBOL}"))?;
@@ -197,12 +220,12 @@ impl CudaEngine {
             max_depth: cfg.max_depth,
             max_nodes: cfg.max_nodes,
             max_derivation: out.max_derivation as u32,
-            reserved: 0,
+            table_words,
         };
         let lc = LaunchConfig {
-            grid_dim: ((genomes.n as u32).div_ceil(MAP_THREADS), 1, 1),
-            block_dim: (MAP_THREADS, 1, 1),
-            shared_mem_bytes: 0,
+            grid_dim: ((genomes.n as u32).div_ceil(t), 1, 1),
+            block_dim: (t, 1, 1),
+            shared_mem_bytes: table_words * 4,
         };
         let mut b = self.stream.launch_builder(&f);
         b.arg(&params).arg(&genomes.codons).arg(&genomes.len).arg(&mut out.out).arg(&mut out.derivation);
@@ -212,7 +235,7 @@ impl CudaEngine {
         // capacity (checked on upload), so reads stay in row i; out holds P entries and
         // derivation P × max_derivation, and the kernel writes row i's first max_derivation at
         // most. The table in constant memory is a whole blob of a compiled RuleTable, whose
-        // indices all point inside it.
+        // indices all point inside it; table_words words of it fit the dynamic shared memory.
         unsafe { b.launch(lc) }.during(|| format!("launching {MAP_KERNEL}"))?;
         Ok(())
     }
@@ -226,10 +249,22 @@ impl CudaEngine {
         cfg: &MapConfig,
         max_derivation: usize,
     ) -> Result<GpuMapping> {
+        self.map_genomes_with(table, genomes, cfg, max_derivation, &MapLaunch::default())
+    }
+
+    /// [`Self::map_genomes`] with explicit launch settings.
+    pub fn map_genomes_with(
+        &self,
+        table: &RuleTable,
+        genomes: &Genomes,
+        cfg: &MapConfig,
+        max_derivation: usize,
+        launch: &MapLaunch,
+    ) -> Result<GpuMapping> {
         let p = genomes.size();
         let dev = self.upload_genomes(genomes)?;
         let mut out = self.alloc_map_output(p, max_derivation)?;
-        self.map_launch(table, &dev, cfg, &mut out)?;
+        self.map_launch(table, &dev, cfg, &mut out, launch)?;
         self.stream.synchronize().during(|| format!("running {MAP_KERNEL}"))?;
         let raw = if p == 0 { Vec::new() } else { self.stream.clone_dtoh(&out.out).during(|| "reading map results".into())? };
         let mut derivation = self.stream.clone_dtoh(&out.derivation).during(|| "reading derivations".into())?;
@@ -263,14 +298,16 @@ impl CudaEngine {
 }
 
 /// GPU mapping throughput on `genomes`: median over `reps` launches (after one warm-up) of the
-/// kernel alone (genomes and table on the device, timed to stream synchronisation) and of
-/// whole [`CudaEngine::map_genomes`] calls. For reporting; never asserted.
+/// kernel alone with `launch` (genomes and table on the device, timed to stream
+/// synchronisation) and of whole [`CudaEngine::map_genomes`] calls. For reporting; never
+/// asserted.
 pub fn bench_map(
     engine: &CudaEngine,
     table: &RuleTable,
     genomes: &Genomes,
     cfg: &MapConfig,
     max_derivation: usize,
+    launch: &MapLaunch,
     reps: usize,
 ) -> Result<MapBench> {
     let reps = reps.max(1);
@@ -284,7 +321,7 @@ pub fn bench_map(
     for rep in 0..=reps {
         engine.stream.synchronize().during(|| "waiting for the stream".into())?;
         let t = std::time::Instant::now();
-        engine.map_launch(table, &dev, cfg, &mut out)?;
+        engine.map_launch(table, &dev, cfg, &mut out, launch)?;
         engine.stream.synchronize().during(|| format!("running {MAP_KERNEL}"))?;
         if rep > 0 {
             kernel.push(t.elapsed().as_secs_f64());
@@ -294,7 +331,7 @@ pub fn bench_map(
     let mut last = None;
     for rep in 0..=reps.min(3) {
         let t = std::time::Instant::now();
-        let m = engine.map_genomes(table, genomes, cfg, max_derivation)?;
+        let m = engine.map_genomes_with(table, genomes, cfg, max_derivation, launch)?;
         if rep > 0 {
             whole.push(t.elapsed().as_secs_f64());
         }

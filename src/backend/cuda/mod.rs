@@ -27,7 +27,7 @@ pub use cache::Origin;
 pub use error::{CompileFailure, GpuError, Result};
 pub use eval::{DeviceDataset, EvalConfig, GpuRegressionSums, Launch};
 pub use kernels::KernelSource;
-pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench};
+pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch};
 pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
 
