@@ -174,18 +174,24 @@ fn asserted_layouts(text: &str) -> (Sizes, Offsets) {
 
 #[test]
 fn repr_c_layouts_match_the_cu_structs() {
-    let (sizes, offsets) = asserted_layouts(kernels::EVAL.text);
+    let (mut sizes, mut offsets) = (Sizes::new(), Offsets::new());
+    for src in SOURCES {
+        let (s, o) = asserted_layouts(src.text);
+        // Only the parameter structs Rust mirrors (the map table's structs mirror
+        // src/grammar/compile.rs, asserted there and in map.cu).
+        sizes.extend(s.into_iter().filter(|(n, _)| kernels::SIZES.iter().any(|(k, _)| k == n)));
+        offsets.extend(o);
+    }
     let mut want_sizes: Sizes = kernels::SIZES.iter().map(|(s, n)| (s.to_string(), *n)).collect();
     let mut want_offsets: Offsets = kernels::OFFSETS.iter().map(|(s, f, n)| (s.to_string(), f.to_string(), *n)).collect();
-    let (mut sizes, mut offsets) = (sizes, offsets);
     for v in [&mut sizes, &mut want_sizes] {
         v.sort();
     }
     for v in [&mut offsets, &mut want_offsets] {
         v.sort();
     }
-    assert_eq!(sizes, want_sizes, "struct sizes asserted in eval.cu differ from the Rust structs");
-    assert_eq!(offsets, want_offsets, "field offsets asserted in eval.cu differ from the Rust structs");
+    assert_eq!(sizes, want_sizes, "struct sizes asserted in the .cu files differ from the Rust structs");
+    assert_eq!(offsets, want_offsets, "field offsets asserted in the .cu files differ from the Rust structs");
 }
 
 #[test]
@@ -199,6 +205,25 @@ fn kernel_constants_match_the_cu_defines() {
         let got: usize = line.split_whitespace().nth(2).unwrap().parse().unwrap();
         assert_eq!(got, *value, "{name} is {got} in eval.cu and {value} in kernels.rs");
     }
+}
+
+#[test]
+fn map_constants_and_status_codes_match_the_cu_defines() {
+    let define = |name: &str| -> usize {
+        let line = kernels::MAP
+            .text
+            .lines()
+            .find(|l| l.starts_with(&format!("#define {name} ")))
+            .unwrap_or_else(|| panic!("map.cu does not #define {name}"));
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    for (name, value) in kernels::MAP_DEFINES {
+        assert_eq!(define(name), *value, "{name} in map.cu and kernels.rs");
+    }
+    for (name, code) in kernels::MAP_STATUS_DEFINES {
+        assert_eq!(define(name), *code as usize, "{name} in map.cu and kernels.rs");
+    }
+    assert!(kernels::MAP.text.contains(&format!("__constant__ unsigned {}[", kernels::MAP_TABLE_SYMBOL)));
 }
 
 #[test]

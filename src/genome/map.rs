@@ -55,6 +55,9 @@ pub enum Invalid {
     TooDeep,
     /// The tree grew past `max_nodes`.
     TooManyNodes,
+    /// The derivation grew past the cap set by [`Mapper::with_max_derivation`] (the GPU
+    /// mapper's derivation buffer row); never happens without a cap.
+    DerivationTooLong,
 }
 
 /// The outcome of mapping one genome.
@@ -87,12 +90,28 @@ pub struct Mapper<'t> {
     /// The last derivation: per expansion in prefix order, the global production index
     /// (non-terminals) or the chosen offset `codon % count` (codon values).
     derivation: Vec<u32>,
+    /// Longest derivation allowed (`usize::MAX`: no cap).
+    max_derivation: usize,
 }
 
 impl<'t> Mapper<'t> {
     /// A mapper over `table` with `config`.
     pub fn new(table: &'t RuleTable, config: MapConfig) -> Self {
-        Self { table, config, stack: Vec::with_capacity(64), derivation: Vec::with_capacity(256) }
+        Self {
+            table,
+            config,
+            stack: Vec::with_capacity(64),
+            derivation: Vec::with_capacity(256),
+            max_derivation: usize::MAX,
+        }
+    }
+
+    /// Caps the derivation at `n` entries: a genome whose derivation would grow longer stops
+    /// with [`Invalid::DerivationTooLong`], with the counts reached then, exactly as the GPU
+    /// mapper does with a derivation row of `n` entries.
+    pub fn with_max_derivation(mut self, n: usize) -> Self {
+        self.max_derivation = n;
+        self
     }
 
     /// The table this mapper reads.
@@ -139,6 +158,10 @@ impl<'t> Mapper<'t> {
                     c % n
                 };
                 let p = rule.first_production as usize + choice as usize;
+                if self.derivation.len() >= self.max_derivation {
+                    invalid = Some(Invalid::DerivationTooLong);
+                    break;
+                }
                 self.derivation.push(p as u32);
                 nodes += 1;
                 let kids = t.children_of(p);
@@ -166,6 +189,10 @@ impl<'t> Mapper<'t> {
                     pos = 0;
                 }
                 let count = t.codon[index][1] as u32;
+                if self.derivation.len() >= self.max_derivation {
+                    invalid = Some(Invalid::DerivationTooLong);
+                    break;
+                }
                 self.derivation.push(c % count);
                 nodes += 2;
                 depth = depth.max(d + 1);

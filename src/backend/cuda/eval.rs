@@ -438,7 +438,7 @@ impl CudaEngine {
 
     /// Copies `host` to a new device buffer (one zero element when `host` is empty, so that no
     /// allocation is of zero bytes).
-    fn upload<T: DeviceRepr + Default + Copy>(&self, host: &[T], what: &str) -> Result<CudaSlice<T>> {
+    pub(super) fn upload<T: DeviceRepr + Default + Copy>(&self, host: &[T], what: &str) -> Result<CudaSlice<T>> {
         let one = [T::default()];
         let src = if host.is_empty() { &one[..] } else { host };
         self.stream.clone_htod(src).during(|| what.to_string())
@@ -446,7 +446,7 @@ impl CudaEngine {
 
     /// A device buffer of `len` elements (at least 1) whose contents the kernels overwrite;
     /// filled with [`POISON`] when asked.
-    fn alloc<T: DeviceRepr>(&self, len: usize, poison: bool, what: &str) -> Result<CudaSlice<T>> {
+    pub(super) fn alloc<T: DeviceRepr>(&self, len: usize, poison: bool, what: &str) -> Result<CudaSlice<T>> {
         assert!(size_of::<T>() % 4 == 0, "poisoning writes 32-bit words");
         // SAFETY: the memory is uninitialised, but every element is written by a kernel before
         // it is read back (see the launches), or poisoned here first.

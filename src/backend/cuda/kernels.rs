@@ -32,8 +32,11 @@ impl KernelSource<'_> {
 /// `kernels/eval.cu`: tree evaluation, fused regression sums, predictions.
 pub const EVAL: KernelSource<'static> = KernelSource { file: "eval.cu", text: include_str!("../../../kernels/eval.cu") };
 
+/// `kernels/map.cu`: the genotype-to-phenotype mapper, one thread per genome.
+pub const MAP: KernelSource<'static> = KernelSource { file: "map.cu", text: include_str!("../../../kernels/map.cu") };
+
 /// Every kernel file (each must compile: `tests/cuda_kernels.rs`).
-pub const SOURCES: &[KernelSource<'static>] = &[EVAL];
+pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP];
 
 /// Stack slots of the fast evaluation kernels (`GROVE_STACK` in eval.cu).
 pub const STACK: usize = 32;
@@ -52,6 +55,17 @@ pub const EVAL_DEFINES: &[(&str, usize)] = &[
     ("GROVE_CHUNK", CHUNK),
     ("GROVE_MAX_THREADS", MAX_THREADS as usize),
 ];
+
+/// `(symbol, depth)` entries of each mapper thread's stack (`GROVE_MAP_STACK` in map.cu).
+pub const MAP_STACK: usize = 256;
+/// Bytes of the constant-memory rule table (`GROVE_TABLE_BYTES` in map.cu).
+pub const MAP_TABLE_BYTES: usize = crate::grammar::compile::TABLE_LIMIT_BYTES;
+/// The `#define`s of map.cu that must equal the constants above.
+pub const MAP_DEFINES: &[(&str, usize)] = &[("GROVE_MAP_STACK", MAP_STACK), ("GROVE_TABLE_BYTES", MAP_TABLE_BYTES)];
+/// The mapper kernel.
+pub const MAP_KERNEL: &str = "grove_map";
+/// The constant-memory rule table of map.cu.
+pub const MAP_TABLE_SYMBOL: &str = "grove_table";
 
 /// Regression kernels with `K` points per thread, indexed by `K - 1`.
 pub const REGRESSION: [&str; 8] = [
@@ -86,7 +100,7 @@ pub const REDUCE_REGRESSION: &str = "grove_reduce_regression";
 /// `extern "C" __global__` function there).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP)]);
     v
 }
 
@@ -147,6 +161,84 @@ pub struct ReduceParams {
     pub n_tiles: u32,
 }
 
+/// Parameters of `grove_map` (`GroveMapParams` in map.cu), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapParams {
+    /// `P`: genomes.
+    pub n_genomes: u32,
+    /// Row stride of the genome array, codons.
+    pub capacity: u32,
+    /// Extra passes over a genome allowed after the first.
+    pub max_wraps: u32,
+    /// 1: single-production rules read no codon (lazy); 0: eager.
+    pub lazy: u32,
+    /// Largest valid depth (`u32::MAX`: no limit).
+    pub max_depth: u32,
+    /// Largest valid node count (`u32::MAX`: no limit).
+    pub max_nodes: u32,
+    /// Row stride of the derivation array; a longer derivation stops with
+    /// [`MapStatus::DerivationFull`].
+    pub max_derivation: u32,
+    /// 4-byte words of the table each block stages in shared memory (the dynamic shared
+    /// memory of the launch); 0 reads the table from constant memory.
+    pub table_words: u32,
+}
+
+/// One genome's outcome from `grove_map` (`GroveMapOut` in map.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapOut {
+    /// A [`MapStatus`] code.
+    pub status: u32,
+    /// Codons read.
+    pub used_codons: u32,
+    /// PonyGE2 depth (root 1, leaf rows count).
+    pub depth: u32,
+    /// PonyGE2 node count.
+    pub nodes: u32,
+    /// Derivation entries written.
+    pub n_derivation: u32,
+}
+
+/// `GroveMapOut::status` codes (`GROVE_MAP_*` in map.cu).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapStatus {
+    /// Mapped to a complete program.
+    Valid = 0,
+    /// Codons and wraps ran out.
+    OutOfCodons = 1,
+    /// Deeper than `max_depth`.
+    TooDeep = 2,
+    /// More nodes than `max_nodes`.
+    TooManyNodes = 3,
+    /// The derivation would outgrow its row (`Invalid::DerivationTooLong`).
+    DerivationFull = 4,
+    /// The thread's stack would overflow; the host maps the genome on the CPU instead.
+    StackOverflow = 5,
+}
+
+impl MapStatus {
+    /// The status of a code, `None` for an unknown one.
+    pub fn from_code(c: u32) -> Option<Self> {
+        use MapStatus::*;
+        [Valid, OutOfCodons, TooDeep, TooManyNodes, DerivationFull, StackOverflow].into_iter().find(|s| *s as u32 == c)
+    }
+}
+
+/// `(name, code)` of every status, as map.cu `#define`s them (`GROVE_MAP_VALID 0`, ...).
+pub const MAP_STATUS_DEFINES: &[(&str, u32)] = &[
+    ("GROVE_MAP_VALID", MapStatus::Valid as u32),
+    ("GROVE_MAP_OUT_OF_CODONS", MapStatus::OutOfCodons as u32),
+    ("GROVE_MAP_TOO_DEEP", MapStatus::TooDeep as u32),
+    ("GROVE_MAP_TOO_MANY_NODES", MapStatus::TooManyNodes as u32),
+    ("GROVE_MAP_DERIVATION_FULL", MapStatus::DerivationFull as u32),
+    ("GROVE_MAP_STACK_OVERFLOW", MapStatus::StackOverflow as u32),
+];
+
+const _: () = assert!(size_of::<MapParams>() == 32);
+const _: () = assert!(size_of::<MapOut>() == 20);
 const _: () = assert!(size_of::<EvalParams>() == 32);
 const _: () = assert!(size_of::<RegSums>() == 64);
 const _: () = assert!(size_of::<ReduceParams>() == 8);
@@ -159,6 +251,11 @@ unsafe impl DeviceRepr for EvalParams {}
 unsafe impl DeviceRepr for RegSums {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for ReduceParams {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for MapParams {}
+// SAFETY: as above; `MapOut` is read back from device memory, where every bit pattern is a
+// valid value of each (u32) field.
+unsafe impl DeviceRepr for MapOut {}
 
 macro_rules! layout {
     ($($s:ident { $($f:ident),+ }),+ $(,)?) => {
@@ -173,4 +270,6 @@ layout! {
     EvalParams { n_rows, n_features, max_len, n_outputs, n_trees, tile_points, n_tiles, reserved },
     RegSums { sse, sae, sum_f, sum_ff, sum_fy, sum_y, sum_yy, n, bad },
     ReduceParams { n_trees, n_tiles },
+    MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, table_words },
+    MapOut { status, used_codons, depth, nodes, n_derivation },
 }

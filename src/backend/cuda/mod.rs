@@ -10,6 +10,7 @@ pub mod cache;
 pub mod error;
 pub mod eval;
 pub mod kernels;
+pub mod map;
 pub mod nvrtc;
 pub mod probe;
 
@@ -26,6 +27,7 @@ pub use cache::Origin;
 pub use error::{CompileFailure, GpuError, Result};
 pub use eval::{DeviceDataset, EvalConfig, GpuRegressionSums, Launch};
 pub use kernels::KernelSource;
+pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch};
 pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
 
@@ -74,6 +76,8 @@ pub struct CudaEngine {
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
     loads: Mutex<Vec<ModuleLoad>>,
+    /// The rule table blob now in map.cu's constant memory (see `map.rs`).
+    map_table: Mutex<Option<Vec<u8>>>,
     id: u64,
 }
 
@@ -129,6 +133,7 @@ impl CudaEngine {
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             loads: Mutex::new(Vec::new()),
+            map_table: Mutex::new(None),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }

@@ -1,0 +1,351 @@
+//! Mapping genomes on the GPU: the host side of `kernels/map.cu`, twin of the CPU reference
+//! [`Mapper::map`](crate::genome::Mapper::map), whose results it matches exactly (validity and
+//! reason, codons used, depth, nodes, derivation; `tests/cuda_map.rs` checks it).
+//!
+//! The rule table goes to the map module's constant memory (`grove_table`), uploaded again only
+//! when a call brings another table. Each launch maps every genome with one thread; a genome
+//! whose explicit stack would outgrow [`MAP_STACK`](super::kernels::MAP_STACK) entries is mapped again here on the CPU, so
+//! the caller never sees the kernel's bound. The derivation buffer is a fixed row of
+//! `max_derivation` entries per genome: a longer derivation stops the mapping with
+//! [`Invalid::DerivationTooLong`], as [`Mapper::with_max_derivation`] does on the CPU.
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use super::error::{During, GpuError, Result};
+use super::kernels::{MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MapOut, MapParams, MapStatus};
+use super::CudaEngine;
+use crate::genome::map::Invalid;
+use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};
+use crate::grammar::compile::RuleTable;
+
+/// Most table bytes a block stages in shared memory (larger tables are read from constant
+/// memory; 48 KiB is what a block gets without opting in).
+pub const SHARED_TABLE_MAX_BYTES: usize = 32 * 1024;
+
+/// Launch settings of `grove_map`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MapLaunch {
+    /// Threads per block (one genome each): a multiple of 32, at most 1024. Default 128.
+    pub threads_per_block: u32,
+    /// Stage the table in shared memory when it fits [`SHARED_TABLE_MAX_BYTES`] (default);
+    /// false reads it from constant memory.
+    pub shared_table: bool,
+}
+
+impl Default for MapLaunch {
+    fn default() -> Self {
+        Self { threads_per_block: 128, shared_table: true }
+    }
+}
+
+/// Genomes on the device: codons `[P × capacity]` u32 (row-major) and lengths `[P]` u32.
+pub struct DeviceGenomes {
+    codons: CudaSlice<u32>,
+    len: CudaSlice<u32>,
+    n: usize,
+    capacity: usize,
+    engine: u64,
+}
+
+impl std::fmt::Debug for DeviceGenomes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceGenomes").field("n", &self.n).field("capacity", &self.capacity).finish()
+    }
+}
+
+impl DeviceGenomes {
+    /// `P`: genomes.
+    pub fn size(&self) -> usize {
+        self.n
+    }
+    /// Row stride, codons.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+}
+
+/// The kernel's outputs on the device: `out: [P]` and `derivation: [P × max_derivation]`.
+pub struct DeviceMapOutput {
+    out: CudaSlice<MapOut>,
+    derivation: CudaSlice<u32>,
+    n: usize,
+    max_derivation: usize,
+}
+
+/// The outcome of mapping a population on the GPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuMapping {
+    /// `[P]` per genome: validity, codons used, depth, nodes (as [`Mapper::map`] returns them).
+    pub mapped: Vec<Mapped>,
+    /// `[P]` derivation entries of each genome (complete when valid).
+    pub derivation_len: Vec<u32>,
+    /// `[P × max_derivation]`: row `i` holds genome `i`'s derivation (global production
+    /// indices and codon-value offsets, as [`Mapper::derivation`]), zero after its length.
+    pub derivation: Vec<u32>,
+    /// Row stride of [`Self::derivation`].
+    pub max_derivation: usize,
+    /// Genomes whose stack outgrew the kernel's [`MAP_STACK`](super::kernels::MAP_STACK) and were mapped on the CPU.
+    pub cpu_fallbacks: Vec<u32>,
+}
+
+impl GpuMapping {
+    /// Genome `i`'s derivation.
+    pub fn derivation(&self, i: usize) -> &[u32] {
+        &self.derivation[i * self.max_derivation..][..self.derivation_len[i] as usize]
+    }
+}
+
+/// Throughput of the mapping kernel (see [`bench_map`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MapBench {
+    /// Genomes mapped per launch.
+    pub genomes: usize,
+    /// Codons read per launch (sum of `used_codons`).
+    pub codons_read: u64,
+    /// Fraction of genomes that mapped validly.
+    pub valid_fraction: f64,
+    /// Median seconds of one launch (kernel only: genomes and table already on the device).
+    pub kernel_seconds: f64,
+    /// Median seconds of one [`CudaEngine::map_genomes`] call (upload, kernel, read-back).
+    pub end_to_end_seconds: f64,
+}
+
+impl MapBench {
+    /// Codons read per second by the kernel alone.
+    pub fn kernel_codons_per_second(&self) -> f64 {
+        self.codons_read as f64 / self.kernel_seconds
+    }
+    /// Codons read per second including the copies.
+    pub fn end_to_end_codons_per_second(&self) -> f64 {
+        self.codons_read as f64 / self.end_to_end_seconds
+    }
+}
+
+fn to_mapped(o: &MapOut) -> Result<Mapped> {
+    let invalid = match MapStatus::from_code(o.status) {
+        Some(MapStatus::Valid) => None,
+        Some(MapStatus::OutOfCodons) => Some(Invalid::OutOfCodons),
+        Some(MapStatus::TooDeep) => Some(Invalid::TooDeep),
+        Some(MapStatus::TooManyNodes) => Some(Invalid::TooManyNodes),
+        Some(MapStatus::DerivationFull) => Some(Invalid::DerivationTooLong),
+        Some(MapStatus::StackOverflow) | None => {
+            return Err(GpuError::Input(format!("{MAP_KERNEL} returned status {}", o.status)));
+        }
+    };
+    Ok(Mapped { invalid, used_codons: o.used_codons, depth: o.depth, nodes: o.nodes })
+}
+
+impl CudaEngine {
+    /// Copies genomes to the device (rows checked: every length within the capacity).
+    pub fn upload_genomes(&self, genomes: &Genomes) -> Result<DeviceGenomes> {
+        let (p, cap) = (genomes.size(), genomes.capacity);
+        if p > u32::MAX as usize || cap > u32::MAX as usize || genomes.codons.len() != p * cap {
+            return Err(GpuError::Input(format!(
+                "{} codons for {p} genomes of capacity {cap} (at most {} genomes and capacity)",
+                genomes.codons.len(),
+                u32::MAX
+            )));
+        }
+        if let Some(i) = genomes.len.iter().position(|&l| l as usize > cap) {
+            return Err(GpuError::Input(format!("genome {i}: length {} over capacity {cap}", genomes.len[i])));
+        }
+        Ok(DeviceGenomes {
+            codons: self.upload(&genomes.codons, "uploading genomes")?,
+            len: self.upload(&genomes.len, "uploading genome lengths")?,
+            n: p,
+            capacity: cap,
+            engine: self.id,
+        })
+    }
+
+    /// Device buffers for mapping `n` genomes with derivation rows of `max_derivation`.
+    pub fn alloc_map_output(&self, n: usize, max_derivation: usize) -> Result<DeviceMapOutput> {
+        if max_derivation > u32::MAX as usize {
+            return Err(GpuError::Input(format!("max_derivation {max_derivation} is over {}", u32::MAX)));
+        }
+        let total = n.checked_mul(max_derivation).ok_or_else(|| GpuError::Input("derivation buffer too large".into()))?;
+        Ok(DeviceMapOutput {
+            out: self.alloc::<MapOut>(n, false, "allocating map results")?,
+            derivation: self.stream.alloc_zeros::<u32>(total.max(1)).during(|| "allocating derivations".into())?,
+            n,
+            max_derivation,
+        })
+    }
+
+    /// Launches `grove_map` over `genomes` into `out` (asynchronous: the stream orders it
+    /// before any later read). Rows that report [`MapStatus::StackOverflow`] are left for the
+    /// caller ([`Self::map_genomes`] maps them on the CPU).
+    pub fn map_launch(
+        &self,
+        table: &RuleTable,
+        genomes: &DeviceGenomes,
+        cfg: &MapConfig,
+        out: &mut DeviceMapOutput,
+        launch: &MapLaunch,
+    ) -> Result<()> {
+        let t = launch.threads_per_block;
+        if t == 0 || t % 32 != 0 || t > 1024 {
+            return Err(GpuError::Config(format!("{t} threads per block: use a multiple of 32 up to 1024")));
+        }
+        if genomes.engine != self.id {
+            return Err(GpuError::Input("the genomes were uploaded by another engine".into()));
+        }
+        if out.n != genomes.n {
+            return Err(GpuError::Input(format!("output for {} genomes, but {} genomes", out.n, genomes.n)));
+        }
+        if genomes.n == 0 {
+            return Ok(());
+        }
+        let f = self.function(&MAP, &[], MAP_KERNEL)?;
+        // The table lives in the module's constant memory, shared by every launch on this
+        // engine: the lock keeps another thread's table out between the upload and the launch
+        // (both are queued on the one stream, which orders them).
+        let mut current = self.map_table.lock().unwrap_or_else(|e| e.into_inner());
+        let blob = table.to_device_blob();
+        let table_words = if launch.shared_table && blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
+        if current.as_deref() != Some(&blob[..]) {
+            let (module, _) = self.load(&MAP, &[])?;
+            let mut sym = module.get_global(MAP_TABLE_SYMBOL, &self.stream).during(|| format!("finding {MAP_TABLE_SYMBOL}"))?;
+            if blob.len() > sym.len() {
+                return Err(GpuError::Input(format!("rule table of {} bytes; constant memory holds {}", blob.len(), sym.len())));
+            }
+            self.stream.memcpy_htod(&blob[..], &mut sym).during(|| "uploading the rule table".into())?;
+            *current = Some(blob);
+        }
+        let params = MapParams {
+            n_genomes: genomes.n as u32,
+            capacity: genomes.capacity as u32,
+            max_wraps: cfg.max_wraps,
+            lazy: (cfg.codons == Codons::Lazy) as u32,
+            max_depth: cfg.max_depth,
+            max_nodes: cfg.max_nodes,
+            max_derivation: out.max_derivation as u32,
+            table_words,
+        };
+        let lc = LaunchConfig {
+            grid_dim: ((genomes.n as u32).div_ceil(t), 1, 1),
+            block_dim: (t, 1, 1),
+            shared_mem_bytes: table_words * 4,
+        };
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&genomes.codons).arg(&genomes.len).arg(&mut out.out).arg(&mut out.derivation);
+        // SAFETY: matches `grove_map(GroveMapParams, const unsigned* genomes, const unsigned*
+        // lens, GroveMapOut* out, unsigned* derivation)` with `MapParams` laid out as
+        // `GroveMapParams`. genomes holds P × capacity codons and lens P lengths, each at most
+        // capacity (checked on upload), so reads stay in row i; out holds P entries and
+        // derivation P × max_derivation, and the kernel writes row i's first max_derivation at
+        // most. The table in constant memory is a whole blob of a compiled RuleTable, whose
+        // indices all point inside it; table_words words of it fit the dynamic shared memory.
+        unsafe { b.launch(lc) }.during(|| format!("launching {MAP_KERNEL}"))?;
+        Ok(())
+    }
+
+    /// Maps every genome on the GPU: the same results as [`Mapper::map`] with
+    /// [`Mapper::with_max_derivation`]`(max_derivation)`, derivations included.
+    pub fn map_genomes(
+        &self,
+        table: &RuleTable,
+        genomes: &Genomes,
+        cfg: &MapConfig,
+        max_derivation: usize,
+    ) -> Result<GpuMapping> {
+        self.map_genomes_with(table, genomes, cfg, max_derivation, &MapLaunch::default())
+    }
+
+    /// [`Self::map_genomes`] with explicit launch settings.
+    pub fn map_genomes_with(
+        &self,
+        table: &RuleTable,
+        genomes: &Genomes,
+        cfg: &MapConfig,
+        max_derivation: usize,
+        launch: &MapLaunch,
+    ) -> Result<GpuMapping> {
+        let p = genomes.size();
+        let dev = self.upload_genomes(genomes)?;
+        let mut out = self.alloc_map_output(p, max_derivation)?;
+        self.map_launch(table, &dev, cfg, &mut out, launch)?;
+        self.stream.synchronize().during(|| format!("running {MAP_KERNEL}"))?;
+        let raw = if p == 0 { Vec::new() } else { self.stream.clone_dtoh(&out.out).during(|| "reading map results".into())? };
+        let mut derivation = self.stream.clone_dtoh(&out.derivation).during(|| "reading derivations".into())?;
+        derivation.truncate(p * max_derivation);
+        let mut mapping = GpuMapping {
+            mapped: Vec::with_capacity(p),
+            derivation_len: Vec::with_capacity(p),
+            derivation,
+            max_derivation,
+            cpu_fallbacks: Vec::new(),
+        };
+        let mut cpu: Option<Mapper<'_>> = None;
+        for (i, o) in raw.iter().enumerate() {
+            if o.status == MapStatus::StackOverflow as u32 {
+                let m = cpu.get_or_insert_with(|| Mapper::new(table, *cfg).with_max_derivation(max_derivation));
+                let r = m.map(genomes.get(i));
+                let d = m.derivation();
+                let row = &mut mapping.derivation[i * max_derivation..(i + 1) * max_derivation];
+                row[..d.len()].copy_from_slice(d);
+                row[d.len()..].fill(0);
+                mapping.mapped.push(r);
+                mapping.derivation_len.push(d.len() as u32);
+                mapping.cpu_fallbacks.push(i as u32);
+            } else {
+                mapping.mapped.push(to_mapped(o)?);
+                mapping.derivation_len.push(o.n_derivation);
+            }
+        }
+        Ok(mapping)
+    }
+}
+
+/// GPU mapping throughput on `genomes`: median over `reps` launches (after one warm-up) of the
+/// kernel alone with `launch` (genomes and table on the device, timed to stream
+/// synchronisation) and of whole [`CudaEngine::map_genomes`] calls. For reporting; never
+/// asserted.
+pub fn bench_map(
+    engine: &CudaEngine,
+    table: &RuleTable,
+    genomes: &Genomes,
+    cfg: &MapConfig,
+    max_derivation: usize,
+    launch: &MapLaunch,
+    reps: usize,
+) -> Result<MapBench> {
+    let reps = reps.max(1);
+    let dev = engine.upload_genomes(genomes)?;
+    let mut out = engine.alloc_map_output(genomes.size(), max_derivation)?;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut kernel = Vec::with_capacity(reps);
+    for rep in 0..=reps {
+        engine.stream.synchronize().during(|| "waiting for the stream".into())?;
+        let t = std::time::Instant::now();
+        engine.map_launch(table, &dev, cfg, &mut out, launch)?;
+        engine.stream.synchronize().during(|| format!("running {MAP_KERNEL}"))?;
+        if rep > 0 {
+            kernel.push(t.elapsed().as_secs_f64());
+        }
+    }
+    let mut whole = Vec::with_capacity(reps);
+    let mut last = None;
+    for rep in 0..=reps.min(3) {
+        let t = std::time::Instant::now();
+        let m = engine.map_genomes_with(table, genomes, cfg, max_derivation, launch)?;
+        if rep > 0 {
+            whole.push(t.elapsed().as_secs_f64());
+        }
+        last = Some(m);
+    }
+    let m = last.expect("at least one call");
+    let codons_read = m.mapped.iter().map(|r| r.used_codons as u64).sum();
+    let valid = m.mapped.iter().filter(|r| r.valid()).count();
+    Ok(MapBench {
+        genomes: genomes.size(),
+        codons_read,
+        valid_fraction: valid as f64 / genomes.size().max(1) as f64,
+        kernel_seconds: median(kernel),
+        end_to_end_seconds: median(whole),
+    })
+}
+
