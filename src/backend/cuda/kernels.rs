@@ -5,7 +5,7 @@
 
 use std::mem::{offset_of, size_of};
 
-use cudarc::driver::DeviceRepr;
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
 use crate::program::ops::cuda_source;
 
@@ -159,6 +159,9 @@ unsafe impl DeviceRepr for EvalParams {}
 unsafe impl DeviceRepr for RegSums {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for ReduceParams {}
+// SAFETY: all-zero bytes are a valid `RegSums` (zeros of f64 and u32); read-back buffers of it
+// are page-locked memory zeroed on allocation.
+unsafe impl ValidAsZeroBits for RegSums {}
 
 macro_rules! layout {
     ($($s:ident { $($f:ident),+ }),+ $(,)?) => {

@@ -11,6 +11,7 @@ pub mod error;
 pub mod eval;
 pub mod kernels;
 pub mod nvrtc;
+pub mod pack;
 pub mod probe;
 
 use std::collections::HashMap;
@@ -24,7 +25,7 @@ use cudarc::nvrtc::Ptx;
 
 pub use cache::Origin;
 pub use error::{CompileFailure, GpuError, Result};
-pub use eval::{DeviceDataset, EvalConfig, GpuRegressionSums, Launch};
+pub use eval::{DeviceDataset, EvalConfig, EvalTiming, GpuRegressionSums, Launch};
 pub use kernels::KernelSource;
 pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
@@ -74,6 +75,8 @@ pub struct CudaEngine {
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
     loads: Mutex<Vec<ModuleLoad>>,
+    /// Buffers reused by evaluation calls (locked for a whole call).
+    scratch: Mutex<eval::Scratch>,
     id: u64,
 }
 
@@ -129,6 +132,7 @@ impl CudaEngine {
             modules: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             loads: Mutex::new(Vec::new()),
+            scratch: Mutex::new(eval::Scratch::default()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
