@@ -52,8 +52,10 @@ fn check_nodes(op: &[u8], value: &[f32], out: &[u8], n_features: usize, n_output
             return Err(format!("node {i}: bad opcode {code}"));
         }
         if code == Op::Var as u8 {
+            // A whole number in 0..n_features: the saturating cast maps NaN, negatives and
+            // fractions to a different number (no `fract`, which is a libm call on baseline x86-64).
             let v = value[i];
-            if !(v >= 0.0 && v.fract() == 0.0 && (v as usize) < n_features) {
+            if !(v as u32 as f32 == v && (v as u32 as usize) < n_features) {
                 return Err(format!("node {i}: variable index {v}, but the data set has {n_features} features"));
             }
         }
