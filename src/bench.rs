@@ -78,24 +78,39 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One GPU benchmark workload: `population` random trees of `min_len..=max_len` nodes over
+/// `rows` points of the sextic data set.
+struct GpuWorkload {
+    name: &'static str,
+    population: usize,
+    rows: usize,
+    min_len: usize,
+    max_len: usize,
+    functions: &'static [crate::program::Op],
+}
+
 /// GPU evaluation throughput: GPop/s (nodes × points / seconds) for the anchors' workloads and
 /// several launch shapes. Each figure is the median of 7 timed calls after 2 warm-up calls; a
-/// call includes the population's copy to the device and the host-side tree checks, so it is
-/// what the evolution loop pays today (populations are not yet device-resident).
+/// call includes the host-side tree checks and packing and the population's copy to the device,
+/// so it is what the evolution loop pays today (populations are not yet device-resident).
+/// Beside the end-to-end figure, the medians of each stage of a call
+/// ([`crate::backend::cuda::EvalTiming`]: host prep on the host clock, copies and kernels by
+/// CUDA events) and the kernel-only GPop/s.
 fn gpu(args: &BenchArgs) -> Result<()> {
-    use crate::backend::cuda::{CudaEngine, EvalConfig};
+    use crate::backend::cuda::{CudaEngine, EvalConfig, EvalTiming};
     use crate::program::Op;
     let engine = CudaEngine::new().map_err(|e| anyhow::anyhow!("--gpu: {e}"))?;
     println!();
     println!("GPU {} (sm_{}{}, {} SMs)", engine.device_name(), engine.compute_capability().0, engine.compute_capability().1, engine.sm_count());
-    let w3_funcs = [Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Slog, Op::Exp];
-    let w1_funcs = [Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
-    // (name, population, rows, min_len, max_len, functions)
-    let workloads: [(&str, usize, usize, usize, usize, &[Op]); 4] = [
-        ("W3 1000 x 100k", 1000, 100_000, 20, 60, &w3_funcs),
-        ("W1 5000 x 1024", 5000, 1024, 20, 60, &w1_funcs),
-        ("100k x 1024", 100_000, 1024, 20, 60, &w1_funcs),
-        ("W1-64 5000 x 64", 5000, 64, 20, 60, &w1_funcs),
+    const W3: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Slog, Op::Exp];
+    const W1: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
+    let w = |name, population, rows, functions| GpuWorkload { name, population, rows, min_len: 20, max_len: 60, functions };
+    let workloads = [
+        w("W3 1000 x 100k", 1000, 100_000, W3),
+        w("W1 5000 x 1024", 5000, 1024, W1),
+        w("100k x 1024", 100_000, 1024, W1),
+        w("W1-64 5000 x 64", 5000, 64, W1),
+        w("W2 1M x 64", 1_000_000, 64, W1),
     ];
     let shapes: Vec<(Option<u32>, Option<u32>)> = if args.quick {
         vec![(None, None), (Some(128), Some(8)), (Some(256), Some(4))]
@@ -108,42 +123,68 @@ fn gpu(args: &BenchArgs) -> Result<()> {
         }
         v
     };
-    println!("{:<18} {:>8} {:>5} {:>12} {:>14}", "workload", "threads", "K", "median s", "GPop/s");
+    println!(
+        "{:<18} {:>7} {:>4} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>3}",
+        "workload", "threads", "K", "median s", "GPop/s", "prep ms", "h2d ms", "kern ms", "d2h ms", "kern GPop/s", "pin"
+    );
     let mut rows = Vec::new();
-    for (name, p, n, lo, hi, funcs) in workloads {
-        let pop = crate::program::eval::bench_population(7, p, lo, hi, funcs);
+    for wl in &workloads {
+        let (p, n) = (wl.population, wl.rows);
+        let pop = crate::program::eval::bench_population(7, p, wl.min_len, wl.max_len, wl.functions);
         let (x, y) = crate::program::eval::bench_sextic(3, n);
         let data = engine.upload_dataset(&x, &y, n, 1)?;
         let nodes: f64 = pop.len.iter().map(|&l| l as f64).sum();
+        let name = wl.name;
         for &(t, k) in &shapes {
             let cfg = EvalConfig { threads_per_block: t, points_per_thread: k, tile_points: None, poison_outputs: false };
-            let mut times = Vec::new();
+            let mut calls: Vec<(f64, EvalTiming)> = Vec::new();
             let mut failed = None;
             for rep in 0..9 {
                 let t0 = Instant::now();
-                match engine.evaluate_regression_with(&pop, &data, &cfg) {
-                    Ok(sums) => {
+                match engine.evaluate_regression_timed(&pop, &data, &cfg) {
+                    Ok((sums, timing)) => {
                         std::hint::black_box(sums);
+                        if rep >= 2 {
+                            calls.push((t0.elapsed().as_secs_f64(), timing));
+                        }
                     }
                     Err(e) => {
                         failed = Some(e.to_string());
                         break;
                     }
                 }
-                if rep >= 2 {
-                    times.push(t0.elapsed().as_secs_f64());
-                }
             }
             let label = |o: Option<u32>| o.map_or("auto".to_string(), |v| v.to_string());
             if let Some(e) = failed {
-                println!("{name:<18} {:>8} {:>5} {:>12} {:>14}", label(t), label(k), "-", e);
+                println!("{name:<18} {:>7} {:>4} {:>10} {e}", label(t), label(k), "-");
                 continue;
             }
-            times.sort_by(f64::total_cmp);
-            let med = times[times.len() / 2];
+            let median = |f: &dyn Fn(&(f64, EvalTiming)) -> f64| {
+                let mut v: Vec<f64> = calls.iter().map(f).collect();
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let med = median(&|c| c.0);
+            let prep = median(&|c| c.1.host_prep_s);
+            let h2d = median(&|c| c.1.h2d_s);
+            let kern = median(&|c| c.1.kernels_s);
+            let d2h = median(&|c| c.1.d2h_s);
+            let pinned = calls.iter().all(|c| c.1.pinned);
             let gpops = nodes * n as f64 / med;
-            println!("{name:<18} {:>8} {:>5} {med:>12.6} {gpops:>14.3e}", label(t), label(k));
-            rows.push(serde_json::json!({"workload": name, "threads": t, "k": k, "seconds": med, "gpops": gpops}));
+            let kern_gpops = nodes * n as f64 / kern;
+            println!(
+                "{name:<18} {:>7} {:>4} {med:>10.6} {gpops:>10.3e} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {kern_gpops:>11.3e} {:>3}",
+                label(t),
+                label(k),
+                prep * 1e3,
+                h2d * 1e3,
+                kern * 1e3,
+                d2h * 1e3,
+                if pinned { "y" } else { "n" }
+            );
+            rows.push(serde_json::json!({"workload": name, "threads": t, "k": k, "seconds": med, "gpops": gpops,
+                "host_prep_s": prep, "h2d_s": h2d, "kernels_s": kern, "d2h_s": d2h, "kernel_gpops": kern_gpops,
+                "h2d_bytes": calls[0].1.h2d_bytes, "pinned": pinned}));
         }
     }
     let map_rows = gpu_map(&engine, args.quick)?;

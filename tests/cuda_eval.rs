@@ -589,6 +589,47 @@ fn results_are_deterministic() {
 
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn reused_buffers_and_timing_leave_results_unchanged() {
+    // The engine keeps its staging and device buffers between calls and only grows them: a call
+    // after a larger one (stale nodes past every tree's length), after a failed one, or timed
+    // must give the bits a fresh engine gives.
+    let bits = |s: &[GpuRegressionSums]| -> Vec<u64> {
+        s.iter().flat_map(|g| fields(g).map(f64::to_bits).into_iter().chain([g.n.to_bits(), g.finite as u64])).collect()
+    };
+    let mut rng = StdRng::seed_from_u64(11);
+    let data = random_data(&mut rng, 3000, 3);
+    let big = random_population(&mut rng, 400, 6, 3, 0, 7);
+    let small = random_population(&mut rng, 50, 4, 3, 0, 5);
+    let multi = random_population(&mut rng, 60, 6, 3, 2, 0);
+    let cfg = poisoned(EvalConfig::default());
+    let fresh = |pop: &Population| {
+        let e = engine();
+        let dev = upload(&e, &data);
+        (bits(&e.evaluate_regression_with(pop, &dev, &cfg).unwrap()), e.predict_with(pop, &dev, &cfg).unwrap())
+    };
+    let expected: Vec<_> = [&big, &small, &multi].into_iter().map(fresh).collect();
+    let e = engine();
+    let dev = upload(&e, &data);
+    let mut bad = small.clone();
+    bad.value[0] = 7.0;
+    bad.op[0] = Op::Var as u8;
+    for (round, pop) in [&big, &small, &multi, &big, &small].into_iter().enumerate() {
+        let i = round % 3;
+        assert!(e.evaluate_regression_with(&bad, &dev, &cfg).is_err());
+        let got = bits(&e.evaluate_regression_with(pop, &dev, &cfg).unwrap());
+        assert!(got == expected[i].0, "round {round}: regression sums differ from a fresh engine's");
+        let (timed, t) = e.evaluate_regression_timed(pop, &dev, &cfg).unwrap();
+        assert!(bits(&timed) == expected[i].0, "round {round}: timed sums differ");
+        assert!(t.h2d_bytes > 0 && t.total_s >= t.host_prep_s, "{t:?}");
+        assert!([t.host_prep_s, t.h2d_s, t.kernels_s, t.d2h_s].iter().all(|v| v.is_finite() && *v >= 0.0), "{t:?}");
+        let pred = e.predict_with(pop, &dev, &cfg).unwrap();
+        let same = pred.len() == expected[i].1.len() && pred.iter().zip(&expected[i].1).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "round {round}: predictions differ from a fresh engine's");
+    }
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn modules_are_cached_in_memory_and_on_disk() {
     let dir = std::env::temp_dir().join(format!("grove-engine-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,27 +1,37 @@
 //! Evaluating a population on the GPU: the host side of `kernels/eval.cu` (fused regression
 //! sums and predictions), twin of the CPU evaluator in `src/program/eval.rs`.
 //!
-//! Each call copies the population to the device (device-resident populations come later),
-//! checks on the host every tree the kernels will walk (opcodes, variable indices, output
-//! slots, and the stack each tree needs), then launches one block per (tree, data tile):
-//! trees needing at most [`STACK`] slots go to the fast kernels, deeper ones (up to
-//! [`DEEP_STACK`], which every tree of up to 1024 nodes fits) to a one-point-per-thread
+//! Each call checks on the host every tree the kernels will walk (opcodes, variable indices,
+//! output slots, and the stack each tree needs) while packing the population into a reused
+//! page-locked staging buffer ([`super::pack`], in parallel), copies it to the device in one
+//! copy (device-resident populations come later), then launches one block per (tree, data tile):
+//! trees needing at most [`STACK`](kernels::STACK) slots go to the fast kernels, deeper ones (up to
+//! [`DEEP_STACK`](kernels::DEEP_STACK), which every tree of up to 1024 nodes fits) to a one-point-per-thread
 //! fallback, and deeper still is [`GpuError::TreeTooDeep`].
 //!
 //! Regression sums are deterministic: each block sums its tile in a fixed order and a second
 //! kernel adds the tiles of each tree in index order, in f64, with no atomics.
+//!
+//! Device buffers and host staging are kept in the engine between calls and only grown, and a
+//! call synchronizes once, after reading its results back; see [`EvalTiming`] for where the time
+//! of a call goes.
 
 use std::sync::Arc;
+use std::time::Instant;
 
-use cudarc::driver::{CudaSlice, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::sys::{CUevent_flags, CU_MEMHOSTALLOC_WRITECOMBINED};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, DevicePtrMut, DeviceRepr, LaunchConfig,
+    PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
+};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    self, DEEP_STACK, EVAL, EvalParams, MAX_POINTS_PER_THREAD, MAX_THREADS, ReduceParams, RegSums, STACK,
+    self, EVAL, EvalParams, MAX_POINTS_PER_THREAD, MAX_THREADS, ReduceParams, RegSums,
 };
+use super::pack::{as_bytes_mut, pack, Layout, Packed};
 use super::CudaEngine;
-use crate::program::ops::Op;
-use crate::program::tree::{Population, TreeRef};
+use crate::program::tree::Population;
 
 /// A data set on the device, uploaded once: features `x: [n_features][n_rows]` (feature-major)
 /// and targets `y: [n_rows]`, f32.
@@ -189,80 +199,155 @@ impl EvalConfig {
     }
 }
 
-/// Evaluation stack a tree needs when walked backwards (values held at once, counting the
-/// top), after checking what the kernels rely on: known opcodes, arities that form one tree,
-/// variable indices below `n_features`, output slots within `n_outputs`.
-pub fn stack_need(tree: TreeRef<'_>, n_features: usize, n_outputs: usize) -> Result<usize, String> {
-    let (mut h, mut need) = (0usize, 0usize);
-    for i in (0..tree.len()).rev() {
-        let op = Op::from_code(tree.op[i]).ok_or_else(|| format!("node {i}: bad opcode {}", tree.op[i]))?;
-        let v = tree.value[i];
-        if op == Op::Var && !(v >= 0.0 && v.fract() == 0.0 && (v as usize) < n_features) {
-            return Err(format!("node {i}: variable index {v}, but the data set has {n_features} features"));
-        }
-        if tree.out[i] as usize > n_outputs {
-            return Err(format!("node {i}: output slot {} of {n_outputs}", tree.out[i] as usize - 1));
-        }
-        let k = op.arity();
-        if h < k {
-            return Err(format!("node {i} ({op}) has {h} of its {k} children"));
-        }
-        h = h - k + 1;
-        need = need.max(h);
-    }
-    if h != 1 {
-        return Err(format!("the nodes form {h} trees, not one"));
-    }
-    Ok(need)
+pub use super::pack::stack_need;
+
+/// Where the time of one evaluation call went. Host figures are wall-clock; the device ones
+/// come from CUDA events recorded on the engine's stream around each stage, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EvalTiming {
+    /// Checking and packing the population on the host (rayon), before any copy.
+    pub host_prep_s: f64,
+    /// The population's copy to the device (one copy of [`EvalTiming::h2d_bytes`]).
+    pub h2d_s: f64,
+    /// Every kernel of the call: evaluation launches and the reduction.
+    pub kernels_s: f64,
+    /// Reading the results back.
+    pub d2h_s: f64,
+    /// The whole call, host clock, entry to return.
+    pub total_s: f64,
+    /// Bytes copied to the device.
+    pub h2d_bytes: usize,
+    /// True when the staging buffer is page-locked (else the copy is from pageable memory).
+    pub pinned: bool,
 }
 
-/// Population rows split by the kernel that evaluates them.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Split {
-    /// Empty trees and trees needing at most [`STACK`] slots.
-    fast: Vec<u32>,
-    /// Trees needing more, up to [`DEEP_STACK`].
-    deep: Vec<u32>,
+/// Host memory for copies: page-locked when the driver grants it, else an ordinary vector.
+enum HostBuf<T> {
+    Pinned(PinnedHostSlice<T>),
+    Pageable(Vec<T>),
 }
 
-fn split(pop: &Population, n_features: usize) -> Result<Split> {
-    let (p, l) = (pop.size(), pop.max_len);
-    for (name, n) in [("op", pop.op.len()), ("value", pop.value.len()), ("size", pop.size.len()), ("out", pop.out.len())] {
-        if n != p * l {
-            return Err(GpuError::Input(format!("population array {name} has {n} entries, expected {p} × {l}")));
+impl<T: ValidAsZeroBits + DeviceRepr + Default + Clone> HostBuf<T> {
+    /// `len` zeroed elements; page-locked with `flags` (`cuMemHostAlloc`) when possible.
+    fn new(ctx: &Arc<CudaContext>, len: usize, flags: u32) -> Self {
+        // SAFETY: the memory is zeroed below before any slice of it is made.
+        match unsafe { ctx.alloc_pinned_with_flags::<T>(len, flags) } {
+            Ok(mut pinned) => match pinned.as_mut_ptr() {
+                Ok(ptr) => {
+                    // SAFETY: `ptr` points to `len` elements just allocated; all-zero bytes
+                    // are a valid `T` (`ValidAsZeroBits`).
+                    unsafe { std::ptr::write_bytes(ptr, 0, len) };
+                    HostBuf::Pinned(pinned)
+                }
+                Err(_) => HostBuf::Pageable(vec![T::default(); len]),
+            },
+            Err(_) => HostBuf::Pageable(vec![T::default(); len]),
         }
     }
-    if pop.n_outputs > u8::MAX as usize {
-        return Err(GpuError::Input(format!("{} output slots; nodes can address 255", pop.n_outputs)));
-    }
-    if p > u32::MAX as usize {
-        return Err(GpuError::Input(format!("{p} trees is more than one launch takes")));
-    }
-    let mut s = Split::default();
-    for t in 0..p {
-        if pop.len[t] as usize > l {
-            return Err(GpuError::Input(format!("tree {t}: length {} over max_len {l}", pop.len[t])));
-        }
-        if pop.len[t] == 0 {
-            s.fast.push(t as u32);
-            continue;
-        }
-        let need = stack_need(pop.tree(t), n_features, pop.n_outputs).map_err(|e| GpuError::Input(format!("tree {t}: {e}")))?;
-        match need {
-            n if n <= STACK => s.fast.push(t as u32),
-            n if n <= DEEP_STACK => s.deep.push(t as u32),
-            n => return Err(GpuError::TreeTooDeep { tree: t, need: n, max: DEEP_STACK }),
+    fn len(&self) -> usize {
+        match self {
+            HostBuf::Pinned(p) => p.len(),
+            HostBuf::Pageable(v) => v.len(),
         }
     }
-    Ok(s)
+    fn is_pinned(&self) -> bool {
+        matches!(self, HostBuf::Pinned(_))
+    }
+    /// The elements. Callers make sure no copy that uses them is in flight
+    /// ([`Scratch::in_flight`]).
+    fn slice_mut(&mut self) -> Result<&mut [T]> {
+        match self {
+            HostBuf::Pinned(p) => p.as_mut_slice().during(|| "mapping a page-locked buffer".into()),
+            HostBuf::Pageable(v) => Ok(v),
+        }
+    }
 }
 
-/// The population's arrays on the device.
-struct DevicePopulation {
-    op: CudaSlice<u8>,
-    value: CudaSlice<f32>,
-    out: CudaSlice<u8>,
-    len: CudaSlice<u16>,
+/// Buffers that evaluation calls reuse, grown when a call needs more and never shrunk, so that
+/// calls of one shape allocate nothing after the first.
+#[derive(Default)]
+pub(super) struct Scratch {
+    /// The packed population ([`super::pack`]), page-locked and write-combined: the host only
+    /// writes it.
+    staging: Option<HostBuf<u32>>,
+    /// Its device copy, bytes.
+    input: Option<CudaSlice<u8>>,
+    /// `[P × n_tiles]` per-tile regression sums.
+    partials: Option<CudaSlice<RegSums>>,
+    /// `[P]` regression sums.
+    sums: Option<CudaSlice<RegSums>>,
+    /// `[P]` regression sums on the host, page-locked (read by the host: not write-combined).
+    readback: Option<HostBuf<RegSums>>,
+    /// Timing events: before the copy, after it, after the kernels, after the read-back.
+    events: Option<[CudaEvent; 4]>,
+    /// Work reading or writing these buffers may be queued: synchronize before reuse.
+    in_flight: bool,
+}
+
+/// Grows `slot` to at least `len` elements (by half again at least, so that slowly growing
+/// sizes reallocate rarely).
+fn grow_host<'a, T: ValidAsZeroBits + DeviceRepr + Default + Clone>(
+    ctx: &Arc<CudaContext>,
+    slot: &'a mut Option<HostBuf<T>>,
+    len: usize,
+    flags: u32,
+) -> &'a mut HostBuf<T> {
+    let old = slot.as_ref().map_or(0, HostBuf::len);
+    if old < len {
+        *slot = None; // free the old one first
+        *slot = Some(HostBuf::new(ctx, len.max(old + old / 2), flags));
+    }
+    slot.as_mut().expect("just filled")
+}
+
+fn grow_device<'a, T: DeviceRepr>(
+    stream: &Arc<CudaStream>,
+    slot: &'a mut Option<CudaSlice<T>>,
+    len: usize,
+    what: &str,
+) -> Result<&'a mut CudaSlice<T>> {
+    let old = slot.as_ref().map_or(0, |s| s.len());
+    if old < len {
+        *slot = None;
+        // SAFETY: uninitialised; every element a call reads is written first by that call (the
+        // input by its copy, partials and sums by the kernels) or poisoned.
+        *slot = Some(unsafe { stream.alloc::<T>(len.max(old + old / 2).max(1)) }.during(|| what.to_string())?);
+    }
+    Ok(slot.as_mut().expect("just filled"))
+}
+
+/// Fills the first `words` 32-bit words at `ptr` with [`POISON`], on `stream`.
+fn poison(ptr: cudarc::driver::sys::CUdeviceptr, words: usize, stream: &CudaStream, what: &str) -> Result<()> {
+    // SAFETY: callers pass a pointer to at least `words` words of a live buffer, ordered on
+    // `stream` before every later use.
+    unsafe { cudarc::driver::sys::cuMemsetD32Async(ptr, POISON, words, stream.cu_stream()) }
+        .result()
+        .during(|| format!("poisoning ({what})"))
+}
+
+/// The population as the kernels see it: views into the device copy of the packed buffer.
+struct Views<'a> {
+    ids: CudaView<'a, u32>,
+    op: CudaView<'a, u8>,
+    value: CudaView<'a, f32>,
+    out: CudaView<'a, u8>,
+    len: CudaView<'a, u16>,
+}
+
+fn views<'a>(input: &'a CudaSlice<u8>, lay: &Layout) -> Result<Views<'a>> {
+    let pl = lay.p * lay.l;
+    let bad = || GpuError::Input("packed population larger than its device buffer".into());
+    // SAFETY: the sections hold f32, u32 and u16 values written by `pack` (any bits are valid),
+    // each at a multiple of 256 bytes from the buffer's start, which the driver aligns to 256.
+    unsafe {
+        Ok(Views {
+            value: input.slice(lay.value..).transmute::<f32>(pl).ok_or_else(bad)?,
+            ids: input.slice(lay.ids..).transmute::<u32>(lay.p).ok_or_else(bad)?,
+            len: input.slice(lay.len..).transmute::<u16>(lay.p).ok_or_else(bad)?,
+            op: input.slice(lay.op..lay.op + pl),
+            out: input.slice(lay.out..lay.out + pl),
+        })
+    }
 }
 
 impl CudaEngine {
@@ -306,49 +391,140 @@ impl CudaEngine {
         data: &DeviceDataset,
         cfg: &EvalConfig,
     ) -> Result<Vec<GpuRegressionSums>> {
+        self.regression(pop, data, cfg, false).map(|(sums, _)| sums)
+    }
+
+    /// [`CudaEngine::evaluate_regression_with`], also saying where the time went (four CUDA
+    /// events more per call; the results are the same).
+    pub fn evaluate_regression_timed(
+        &self,
+        pop: &Population,
+        data: &DeviceDataset,
+        cfg: &EvalConfig,
+    ) -> Result<(Vec<GpuRegressionSums>, EvalTiming)> {
+        self.regression(pop, data, cfg, true)
+    }
+
+    /// One call: check and pack on the host into the staging buffer, one copy in, the kernels,
+    /// one copy out, one synchronization. Buffers come from [`Scratch`], locked for the call.
+    fn regression(
+        &self,
+        pop: &Population,
+        data: &DeviceDataset,
+        cfg: &EvalConfig,
+        timed: bool,
+    ) -> Result<(Vec<GpuRegressionSums>, EvalTiming)> {
+        let start = Instant::now();
         self.check_dataset(data)?;
         let p = pop.size();
         if p == 0 {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), EvalTiming::default()));
         }
-        let split = split(pop, data.n_features)?;
         let launch = cfg.resolve(data.n_rows, p, pop.n_outputs, self.sm_count)?;
-        let dev = self.upload_population(pop)?;
-        let mut partials = self.alloc::<RegSums>(p * launch.n_tiles as usize, cfg.poison_outputs, "allocating partial sums")?;
-        for (ids, deep) in [(&split.fast, false), (&split.deep, true)] {
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        let packed = self.stage(pop, data.n_features, s)?;
+        let host_prep_s = start.elapsed().as_secs_f64();
+        if timed && s.events.is_none() {
+            let ev = || self.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).during(|| "creating timing events".into());
+            s.events = Some([ev()?, ev()?, ev()?, ev()?]);
+        }
+        let events = if timed { s.events.as_ref() } else { None };
+        let record = |i: usize| -> Result<()> {
+            match events {
+                Some(ev) => ev[i].record(&self.stream).during(|| "recording a timing event".into()),
+                None => Ok(()),
+            }
+        };
+        let n_part = p * launch.n_tiles as usize;
+        grow_device(&self.stream, &mut s.partials, n_part, "allocating partial sums")?;
+        grow_device(&self.stream, &mut s.sums, p, "allocating sums")?;
+        let readback = grow_host(&self.ctx, &mut s.readback, p, 0).slice_mut()?;
+        let (Some(input), Some(staging), Some(partials), Some(sums)) =
+            (s.input.as_mut(), s.staging.as_mut(), s.partials.as_mut(), s.sums.as_mut())
+        else {
+            unreachable!("stage and grow_device filled every buffer");
+        };
+        let lay = packed.layout;
+        let pinned = staging.is_pinned();
+        s.in_flight = true;
+        record(0)?;
+        let bytes = &as_bytes_mut(staging.slice_mut()?)[..lay.bytes];
+        self.stream.memcpy_htod(bytes, &mut input.slice_mut(..lay.bytes)).during(|| "copying the population".into())?;
+        record(1)?;
+        if cfg.poison_outputs {
+            let stream: &Arc<_> = &self.stream;
+            let words = size_of::<RegSums>() / 4;
+            let (ptr, _rec) = partials.device_ptr_mut(stream);
+            poison(ptr, n_part * words, stream, "partial sums")?;
+            let (ptr, _rec) = sums.device_ptr_mut(stream);
+            poison(ptr, p * words, stream, "sums")?;
+        }
+        let v = views(input, &lay)?;
+        let mut part = partials.slice_mut(..n_part);
+        for (ids, deep) in [(v.ids.slice(..packed.n_fast), false), (v.ids.slice(packed.n_fast..), true)] {
             if ids.is_empty() {
                 continue;
             }
             let name = if deep { kernels::REGRESSION_DEEP } else { kernels::REGRESSION[launch.points_per_thread as usize - 1] };
             let (params, lc) = self.eval_shape(pop, data, &launch, ids.len(), deep);
-            let ids = self.upload(ids, "uploading tree ids")?;
             let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], name)?;
             let mut b = self.stream.launch_builder(&f);
-            b.arg(&params).arg(&ids).arg(&dev.op).arg(&dev.value).arg(&dev.out).arg(&dev.len);
-            b.arg(&data.x).arg(&data.y).arg(&mut partials);
+            b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len);
+            b.arg(&data.x).arg(&data.y).arg(&mut part);
             // SAFETY: the arguments match `grove_eval_regression_k*(GroveEvalParams,
             // const unsigned* tree_ids, const unsigned char* ops, const float* values,
             // const unsigned char* outs, const unsigned short* lens, const float* x,
             // const float* y, GroveRegSums* partials)`, with `EvalParams` laid out as
             // `GroveEvalParams`. Buffer sizes: tree_ids n_trees, the population P × L and P,
-            // x F × N, y N, partials P × n_tiles. `split` checked each tree's opcodes, variable
+            // x F × N, y N, partials P × n_tiles. `pack` checked each tree's opcodes, variable
             // indices (< F), output slots (≤ n_outputs, which sized the dynamic shared memory)
-            // and stack need (≤ this kernel's stack), so every access stays inside them.
+            // and stack need (≤ this kernel's stack), and copied each tree's `len` nodes, which
+            // are all the kernel reads of its row, so every access stays inside them.
             unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
         }
-        let mut sums = self.alloc::<RegSums>(p, cfg.poison_outputs, "allocating sums")?;
+        let mut sums_view = sums.slice_mut(..p);
         let rp = ReduceParams { n_trees: p as u32, n_tiles: launch.n_tiles };
         let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], kernels::REDUCE_REGRESSION)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&rp).arg(&partials).arg(&mut sums);
+        let part = part.slice(..);
+        b.arg(&rp).arg(&part).arg(&mut sums_view);
         let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: matches `grove_reduce_regression(GroveReduceParams, const GroveRegSums*
         // partials, GroveRegSums* sums)`; partials holds n_trees × n_tiles entries, all written
         // above (every tree is in exactly one of the launches), sums holds n_trees.
         unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::REDUCE_REGRESSION))?;
+        record(2)?;
+        let out = &mut readback[..p];
+        self.stream.memcpy_dtoh(&sums_view, out).during(|| "reading the regression sums".into())?;
+        record(3)?;
         self.stream.synchronize().during(|| "running the regression kernels".into())?;
-        let raw = self.stream.clone_dtoh(&sums).during(|| "reading the regression sums".into())?;
-        Ok(raw.iter().map(GpuRegressionSums::from).collect())
+        s.in_flight = false;
+        let result = out.iter().map(GpuRegressionSums::from).collect();
+        let mut timing = EvalTiming { host_prep_s, h2d_bytes: lay.bytes, pinned, ..EvalTiming::default() };
+        if let Some(ev) = events {
+            let ms = |a: usize, b: usize| ev[a].elapsed_ms(&ev[b]).map(|m| m as f64 / 1e3).during(|| "reading timing events".into());
+            timing.h2d_s = ms(0, 1)?;
+            timing.kernels_s = ms(1, 2)?;
+            timing.d2h_s = ms(2, 3)?;
+        }
+        timing.total_s = start.elapsed().as_secs_f64();
+        Ok((result, timing))
+    }
+
+    /// Checks and packs `pop` into the staging buffer (grown as needed) and makes sure the
+    /// device input buffer can take it. Waits first for any copy still using the staging buffer.
+    fn stage(&self, pop: &Population, n_features: usize, s: &mut Scratch) -> Result<Packed> {
+        if s.in_flight {
+            // An earlier call failed after queueing work on these buffers.
+            self.stream.synchronize().during(|| "waiting for an earlier call".into())?;
+            s.in_flight = false;
+        }
+        let lay = Layout::new(pop.size(), pop.max_len);
+        let staging = grow_host(&self.ctx, &mut s.staging, lay.bytes.div_ceil(4), CU_MEMHOSTALLOC_WRITECOMBINED);
+        let packed = pack(pop, n_features, as_bytes_mut(staging.slice_mut()?))?;
+        grow_device(&self.stream, &mut s.input, lay.bytes, "allocating the population buffer")?;
+        Ok(packed)
     }
 
     /// Every result of every individual at every point, with the default launch settings.
@@ -364,21 +540,29 @@ impl CudaEngine {
         if p == 0 {
             return Ok(Vec::new());
         }
-        let split = split(pop, data.n_features)?;
         let launch = cfg.resolve(data.n_rows, p, pop.n_outputs, self.sm_count)?;
-        let dev = self.upload_population(pop)?;
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        let packed = self.stage(pop, data.n_features, s)?;
         let n_res = pop.n_outputs.max(1);
         let mut pred = self.alloc::<f32>(p * n_res * data.n_rows, cfg.poison_outputs, "allocating predictions")?;
-        for (ids, deep) in [(&split.fast, false), (&split.deep, true)] {
+        let (Some(input), Some(staging)) = (s.input.as_mut(), s.staging.as_mut()) else {
+            unreachable!("stage filled both buffers");
+        };
+        let lay = packed.layout;
+        s.in_flight = true;
+        let bytes = &as_bytes_mut(staging.slice_mut()?)[..lay.bytes];
+        self.stream.memcpy_htod(bytes, &mut input.slice_mut(..lay.bytes)).during(|| "copying the population".into())?;
+        let v = views(input, &lay)?;
+        for (ids, deep) in [(v.ids.slice(..packed.n_fast), false), (v.ids.slice(packed.n_fast..), true)] {
             if ids.is_empty() {
                 continue;
             }
             let name = if deep { kernels::PREDICT_DEEP } else { kernels::PREDICT[launch.points_per_thread as usize - 1] };
             let (params, lc) = self.eval_shape(pop, data, &launch, ids.len(), deep);
-            let ids = self.upload(ids, "uploading tree ids")?;
             let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], name)?;
             let mut b = self.stream.launch_builder(&f);
-            b.arg(&params).arg(&ids).arg(&dev.op).arg(&dev.value).arg(&dev.out).arg(&dev.len);
+            b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len);
             b.arg(&data.x).arg(&mut pred);
             // SAFETY: the arguments match `grove_predict_k*(GroveEvalParams, const unsigned*
             // tree_ids, const unsigned char* ops, const float* values, const unsigned char*
@@ -387,8 +571,11 @@ impl CudaEngine {
             // every access inside them are as in `evaluate_regression_with`.
             unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
         }
+        // clone_dtoh into pageable memory waits for the stream: the one synchronization.
+        let out = self.stream.clone_dtoh(&pred).during(|| "reading the predictions".into())?;
         self.stream.synchronize().during(|| "running the prediction kernels".into())?;
-        self.stream.clone_dtoh(&pred).during(|| "reading the predictions".into())
+        s.in_flight = false;
+        Ok(out)
     }
 
     fn check_dataset(&self, data: &DeviceDataset) -> Result<()> {
@@ -427,15 +614,6 @@ impl CudaEngine {
         (params, lc)
     }
 
-    fn upload_population(&self, pop: &Population) -> Result<DevicePopulation> {
-        Ok(DevicePopulation {
-            op: self.upload(&pop.op, "uploading opcodes")?,
-            value: self.upload(&pop.value, "uploading node values")?,
-            out: self.upload(&pop.out, "uploading output slots")?,
-            len: self.upload(&pop.len, "uploading tree lengths")?,
-        })
-    }
-
     /// Copies `host` to a new device buffer (one zero element when `host` is empty, so that no
     /// allocation is of zero bytes).
     pub(super) fn upload<T: DeviceRepr + Default + Copy>(&self, host: &[T], what: &str) -> Result<CudaSlice<T>> {
@@ -468,6 +646,8 @@ impl CudaEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cuda::kernels::{DEEP_STACK, STACK};
+    use crate::program::ops::Op;
     use crate::program::tree::Node;
 
     fn config(t: Option<u32>, k: Option<u32>, tile: Option<u32>) -> EvalConfig {
@@ -546,6 +726,16 @@ mod tests {
         assert!(stack_need(pop.tree(0), 1, 0).unwrap_err().contains("2 trees"));
     }
 
+    /// Fast ids then deep ids, from a packed buffer.
+    fn split(pop: &Population, n_features: usize) -> Result<(Vec<u32>, Vec<u32>)> {
+        let mut buf = crate::backend::cuda::pack::host_buffer(Layout::new(pop.size(), pop.max_len).bytes);
+        let bytes = as_bytes_mut(&mut buf);
+        let packed = pack(pop, n_features, bytes)?;
+        let ids_bytes = &bytes[packed.layout.ids..packed.layout.ids + 4 * pop.size()];
+        let ids: Vec<u32> = ids_bytes.chunks(4).map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok((ids[..packed.n_fast].to_vec(), ids[packed.n_fast..].to_vec()))
+    }
+
     #[test]
     fn deep_trees_go_to_the_fallback_and_deeper_ones_are_refused() {
         // A left-deep chain of n additions needs n + 1 slots.
@@ -558,7 +748,7 @@ mod tests {
         pop.set_tree(0, &chain(STACK - 1)).unwrap();
         pop.set_tree(1, &chain(STACK)).unwrap();
         pop.set_tree(3, &chain(DEEP_STACK - 1)).unwrap();
-        assert_eq!(split(&pop, 1).unwrap(), Split { fast: vec![0, 2], deep: vec![1, 3] });
+        assert_eq!(split(&pop, 1).unwrap(), (vec![0, 2], vec![1, 3]));
         pop.set_tree(3, &chain(DEEP_STACK)).unwrap();
         assert!(matches!(split(&pop, 1), Err(GpuError::TreeTooDeep { tree: 3, need, .. }) if need == DEEP_STACK + 1));
     }

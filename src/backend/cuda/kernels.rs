@@ -5,7 +5,7 @@
 
 use std::mem::{offset_of, size_of};
 
-use cudarc::driver::DeviceRepr;
+use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
 use crate::program::ops::cuda_source;
 
@@ -256,6 +256,9 @@ unsafe impl DeviceRepr for MapParams {}
 // SAFETY: as above; `MapOut` is read back from device memory, where every bit pattern is a
 // valid value of each (u32) field.
 unsafe impl DeviceRepr for MapOut {}
+// SAFETY: all-zero bytes are a valid `RegSums` (zeros of f64 and u32); read-back buffers of it
+// are page-locked memory zeroed on allocation.
+unsafe impl ValidAsZeroBits for RegSums {}
 
 macro_rules! layout {
     ($($s:ident { $($f:ident),+ }),+ $(,)?) => {

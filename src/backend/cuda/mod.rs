@@ -12,6 +12,7 @@ pub mod eval;
 pub mod kernels;
 pub mod map;
 pub mod nvrtc;
+pub mod pack;
 pub mod probe;
 
 use std::collections::HashMap;
@@ -25,7 +26,7 @@ use cudarc::nvrtc::Ptx;
 
 pub use cache::Origin;
 pub use error::{CompileFailure, GpuError, Result};
-pub use eval::{DeviceDataset, EvalConfig, GpuRegressionSums, Launch};
+pub use eval::{DeviceDataset, EvalConfig, EvalTiming, GpuRegressionSums, Launch};
 pub use kernels::KernelSource;
 pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch};
 pub use nvrtc::{Defines, Target};
@@ -78,6 +79,8 @@ pub struct CudaEngine {
     loads: Mutex<Vec<ModuleLoad>>,
     /// The rule table blob now in map.cu's constant memory (see `map.rs`).
     map_table: Mutex<Option<Vec<u8>>>,
+    /// Buffers reused by evaluation calls (locked for a whole call).
+    scratch: Mutex<eval::Scratch>,
     id: u64,
 }
 
@@ -134,6 +137,7 @@ impl CudaEngine {
             functions: Mutex::new(HashMap::new()),
             loads: Mutex::new(Vec::new()),
             map_table: Mutex::new(None),
+            scratch: Mutex::new(eval::Scratch::default()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
