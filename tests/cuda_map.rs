@@ -146,8 +146,10 @@ fn map_matches_reference_on_ponyge2_fixture_genomes() {
             grammar::load(&path, &shape).ok()
         });
         let Some(l) = l.as_ref() else {
-            // PonyGE2's own grammars live in ../shared/reference, which a bare checkout lacks.
-            assert!(!rel.starts_with("main/"), "{rel} does not load");
+            // PonyGE2's own grammars live in ../shared/reference, which a bare checkout lacks;
+            // comment_head.bnf depends on a PonyGE2 bug grove does not copy (a rule head inside
+            // a comment), see tests/ponyge2_conformance.rs.
+            assert!(!rel.starts_with("main/") || rel.ends_with("comment_head.bnf"), "{rel} does not load");
             skipped += rows.len();
             continue;
         };
