@@ -290,6 +290,10 @@ pub struct MapArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "text")]
     pub format: MapFormat,
+    /// Where to map: cpu (default), cuda (batches of genomes on the GPU; the same output), or
+    /// auto (CUDA if usable, else CPU).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: crate::backend::DeviceChoice,
     /// Data-set shape for `GE_RANGE:dataset_*`.
     #[command(flatten)]
     pub shape: GrammarArgs,
@@ -401,44 +405,115 @@ fn map(args: &MapArgs) -> Result<ExitCode> {
         max_depth: args.max_depth.unwrap_or(u32::MAX),
         max_nodes: args.max_nodes.unwrap_or(u32::MAX),
     };
+    let backend = crate::backend::Backend::open(args.device, false)?;
     let mut mapper = Mapper::new(&loaded.table, config);
     let stdin = std::io::stdin().lock();
     let mut out = BufWriter::new(std::io::stdout().lock());
-    let (mut genome, mut text, mut bad) = (Vec::new(), String::new(), 0usize);
-    for (i, line) in stdin.lines().enumerate() {
-        let line = line.context("cannot read standard input")?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        if let Err(msg) = parse_genome(&line, &mut genome) {
-            eprintln!("line {}: {msg}", i + 1);
-            bad += 1;
-            continue;
-        }
-        let m = mapper.map(&genome);
-        text.clear();
-        if m.valid() {
-            mapper.render(&mut text);
-        }
-        match args.format {
-            MapFormat::Text if m.valid() => writeln!(out, "{text}")?,
-            MapFormat::Text => {
-                let why = serde_json::to_value(m.invalid).unwrap_or_default();
-                writeln!(out, "<invalid: {}>", why.as_str().unwrap_or("?").replace('_', " "))?
+    // Genomes are read in batches (line number, codons) and mapped batch by batch, so the GPU
+    // gets many at once and the output keeps the input's order.
+    const BATCH: usize = 1 << 16;
+    let (mut batch, mut genome, mut bad) = (Vec::<(usize, Vec<u32>)>::new(), Vec::new(), 0usize);
+    let mut lines = stdin.lines().enumerate();
+    loop {
+        let next = lines.next();
+        let done = next.is_none();
+        if let Some((i, line)) = next {
+            let line = line.context("cannot read standard input")?;
+            if line.trim().is_empty() {
+                continue;
             }
-            MapFormat::Jsonl => {
-                let obj = serde_json::json!({
-                    "line": i + 1,
-                    "valid": m.valid(),
-                    "phenotype": if m.valid() { Some(&text) } else { None },
-                    "used_codons": m.used_codons,
-                    "depth": m.depth,
-                    "nodes": m.nodes,
-                });
-                writeln!(out, "{obj}")?;
+            if let Err(msg) = parse_genome(&line, &mut genome) {
+                eprintln!("line {}: {msg}", i + 1);
+                bad += 1;
+                continue;
             }
+            batch.push((i + 1, std::mem::take(&mut genome)));
+        }
+        if batch.len() == BATCH || (done && !batch.is_empty()) {
+            let results = map_batch(&backend, &loaded.table, &config, &mut mapper, &batch)?;
+            for ((line, _), (m, text)) in batch.iter().zip(results) {
+                write_mapped(&mut out, args.format, *line, &m, &text)?;
+            }
+            batch.clear();
+        }
+        if done {
+            break;
         }
     }
     out.flush().context("cannot write standard output")?;
     Ok(if bad > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Maps one batch of genomes on the backend; returns each one's result and phenotype text
+/// (empty when invalid). Genomes the GPU cannot finish (derivation past its buffer, stack
+/// overflow) are mapped on the CPU, so the output never depends on the device.
+fn map_batch(
+    backend: &crate::backend::Backend,
+    table: &crate::grammar::RuleTable,
+    config: &MapConfig,
+    mapper: &mut Mapper<'_>,
+    batch: &[(usize, Vec<u32>)],
+) -> Result<Vec<(crate::genome::Mapped, String)>> {
+    let mut results = Vec::with_capacity(batch.len());
+    match backend {
+        crate::backend::Backend::Cpu => {
+            for (_, g) in batch {
+                let m = mapper.map(g);
+                let mut text = String::new();
+                if m.valid() {
+                    mapper.render(&mut text);
+                }
+                results.push((m, text));
+            }
+        }
+        crate::backend::Backend::Cuda(engine) => {
+            let capacity = batch.iter().map(|(_, g)| g.len()).max().unwrap_or(0).max(1);
+            let mut genomes = crate::genome::Genomes::new(batch.len(), capacity);
+            for (k, (_, g)) in batch.iter().enumerate() {
+                genomes.set(k, g);
+            }
+            let max_derivation = (capacity * (config.max_wraps as usize + 1) * 2 + 16).min(1 << 14);
+            let gpu = engine.map_genomes(table, &genomes, config, max_derivation)?;
+            for (k, (_, g)) in batch.iter().enumerate() {
+                let m = gpu.mapped[k];
+                if m.invalid == Some(crate::genome::map::Invalid::DerivationTooLong) {
+                    let m = mapper.map(g);
+                    let mut text = String::new();
+                    if m.valid() {
+                        mapper.render(&mut text);
+                    }
+                    results.push((m, text));
+                    continue;
+                }
+                let mut text = String::new();
+                if m.valid() {
+                    crate::genome::map::render(table, gpu.derivation(k), &mut text);
+                }
+                results.push((m, text));
+            }
+        }
+    }
+    Ok(results)
+}
+
+fn write_mapped(out: &mut impl Write, format: MapFormat, line: usize, m: &crate::genome::Mapped, text: &str) -> Result<()> {
+    match format {
+        MapFormat::Text if m.valid() => writeln!(out, "{text}")?,
+        MapFormat::Text => {
+            let why = serde_json::to_value(m.invalid).unwrap_or_default();
+            writeln!(out, "<invalid: {}>", why.as_str().unwrap_or("?").replace('_', " "))?
+        }
+        MapFormat::Jsonl => {
+            let obj = serde_json::json!({
+                "line": line,
+                "valid": m.valid(),
+                "phenotype": if m.valid() { Some(text) } else { None },
+                "used_codons": m.used_codons,
+                "depth": m.depth,
+                "nodes": m.nodes,
+            });
+            writeln!(out, "{obj}")?;
+        }
+    }
+    Ok(())
 }
