@@ -17,7 +17,8 @@
 //! kernel's backwards walk, and the tolerance against an f32 evaluator that must pass it.
 
 use grove::backend::cuda::eval::POISON;
-use grove::backend::cuda::{CudaEngine, DeviceDataset, EngineOptions, EvalConfig, GpuError, GpuRegressionSums, Origin};
+use grove::backend::cuda::{CudaEngine, DeviceDataset, EngineOptions, EvalConfig, GpuError, Origin};
+use grove::program::eval::RegressionSums;
 use grove::program::ops::{FUNCTIONS, Op, Real};
 use grove::program::tree::{Node, Population, TreeRef};
 use rand::rngs::StdRng;
@@ -297,8 +298,8 @@ fn host_sums(results: &[f64], o: usize, data: &Data, t: usize) -> ([f64; 7], [f6
     (s, scale)
 }
 
-fn fields(g: &GpuRegressionSums) -> [f64; 7] {
-    [g.sse, g.sae, g.sum_f, g.sum_ff, g.sum_fy, g.sum_y, g.sum_yy]
+fn fields(g: &RegressionSums) -> [f64; 7] {
+    [g.sum_e2, g.sum_abs_e, g.sum_f, g.sum_f2, g.sum_fy, g.sum_y, g.sum_y2]
 }
 
 const FIELDS: [&str; 7] = ["sse", "sae", "sum_f", "sum_ff", "sum_fy", "sum_y", "sum_yy"];
@@ -306,14 +307,14 @@ const FIELDS: [&str; 7] = ["sse", "sae", "sum_f", "sum_ff", "sum_fy", "sum_y", "
 /// Checks regression sums: counts and finiteness against the reference; the sums against sums
 /// of the GPU's own predictions (the reduction, tightly) and against the f64 reference
 /// (trees whose every point is well-conditioned).
-fn check_sums(gpu: &[GpuRegressionSums], pred: &[f32], rf: &Reference, pop: &Population, data: &Data) -> Result<(), String> {
+fn check_sums(gpu: &[RegressionSums], pred: &[f32], rf: &Reference, pop: &Population, data: &Data) -> Result<(), String> {
     let (p, o, n) = (pop.size(), pop.n_outputs.max(1), data.n_rows);
     if gpu.len() != p {
         return Err(format!("{} sums for {p} trees", gpu.len()));
     }
     let pred64: Vec<f64> = pred.iter().map(|&v| v as f64).collect();
     for (t, g) in gpu.iter().enumerate() {
-        if g.n != n as f64 {
+        if g.n != n as u64 {
             return Err(format!("tree {t}: n = {}, expected {n}", g.n));
         }
         if g.finite != rf.finite[t] {
@@ -576,8 +577,8 @@ fn results_are_deterministic() {
     let dev = upload(&e, &data);
     let pop = random_population(&mut rng, 100, 6, 3, 2, 9);
     let cfg = poisoned(EvalConfig::default());
-    let bits = |s: &[GpuRegressionSums]| -> Vec<u64> {
-        s.iter().flat_map(|g| fields(g).map(f64::to_bits).into_iter().chain([g.n.to_bits(), g.finite as u64])).collect()
+    let bits = |s: &[RegressionSums]| -> Vec<u64> {
+        s.iter().flat_map(|g| fields(g).map(f64::to_bits).into_iter().chain([g.n, g.finite as u64])).collect()
     };
     let a = e.evaluate_regression_with(&pop, &dev, &cfg).unwrap();
     let b = e.evaluate_regression_with(&pop, &dev, &cfg).unwrap();
@@ -593,8 +594,8 @@ fn reused_buffers_and_timing_leave_results_unchanged() {
     // The engine keeps its staging and device buffers between calls and only grows them: a call
     // after a larger one (stale nodes past every tree's length), after a failed one, or timed
     // must give the bits a fresh engine gives.
-    let bits = |s: &[GpuRegressionSums]| -> Vec<u64> {
-        s.iter().flat_map(|g| fields(g).map(f64::to_bits).into_iter().chain([g.n.to_bits(), g.finite as u64])).collect()
+    let bits = |s: &[RegressionSums]| -> Vec<u64> {
+        s.iter().flat_map(|g| fields(g).map(f64::to_bits).into_iter().chain([g.n, g.finite as u64])).collect()
     };
     let mut rng = StdRng::seed_from_u64(11);
     let data = random_data(&mut rng, 3000, 3);

@@ -80,7 +80,7 @@ impl Backend {
                 Ok(crate::program::eval::evaluate_regression(pop, x, y, *n_rows)?)
             }
             (Backend::Cuda(e), RegressionData::Device(d)) => {
-                Ok(e.evaluate_regression(pop, d)?.into_iter().map(RegressionSums::from).collect())
+                Ok(e.evaluate_regression(pop, d)?)
             }
             _ => anyhow::bail!("data set uploaded for another backend"),
         }
@@ -100,20 +100,4 @@ pub enum RegressionData<'d> {
     },
     /// Uploaded to a GPU.
     Device(cuda::DeviceDataset),
-}
-
-impl From<cuda::GpuRegressionSums> for RegressionSums {
-    fn from(g: cuda::GpuRegressionSums) -> Self {
-        RegressionSums {
-            n: g.n as u64,
-            sum_e2: g.sse,
-            sum_abs_e: g.sae,
-            sum_f: g.sum_f,
-            sum_f2: g.sum_ff,
-            sum_fy: g.sum_fy,
-            sum_y: g.sum_y,
-            sum_y2: g.sum_yy,
-            finite: g.finite,
-        }
-    }
 }

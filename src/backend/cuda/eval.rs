@@ -25,6 +25,8 @@ use cudarc::driver::{
     PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
 };
 
+use crate::program::eval::RegressionSums;
+
 use super::error::{During, GpuError, Result};
 use super::kernels::{
     self, EVAL, EvalParams, MAX_POINTS_PER_THREAD, MAX_THREADS, ReduceParams, RegSums,
@@ -60,43 +62,21 @@ impl DeviceDataset {
     }
 }
 
-/// Regression sums of one individual over a data set, in f64, with `e = f − y` and `f` the
-/// program's result 0 (the root's value, or output slot 0 for multi-output programs).
-/// `finite` is false when any result of the program (every output slot) is NaN or infinite at
-/// any point, or the tree is empty; the sums are then meaningless (an empty tree's are 0).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct GpuRegressionSums {
-    /// Points summed.
-    pub n: f64,
-    /// Σe².
-    pub sse: f64,
-    /// Σ|e|.
-    pub sae: f64,
-    /// Σf.
-    pub sum_f: f64,
-    /// Σf².
-    pub sum_ff: f64,
-    /// Σf·y.
-    pub sum_fy: f64,
-    /// Σy.
-    pub sum_y: f64,
-    /// Σy².
-    pub sum_yy: f64,
-    /// Every result finite at every point (and the tree not empty).
-    pub finite: bool,
-}
-
-impl From<&RegSums> for GpuRegressionSums {
+/// The GPU's per-tree sums as the CPU interpreter reports them ([`RegressionSums`]): `f` is the
+/// program's result 0 (the root's value, or output slot 0 for multi-output programs); `finite`
+/// is false when any result of the program (every output slot) is NaN or infinite at any point,
+/// or the tree is empty (whose sums are 0).
+impl From<&RegSums> for RegressionSums {
     fn from(r: &RegSums) -> Self {
         Self {
-            n: r.n as f64,
-            sse: r.sse,
-            sae: r.sae,
+            n: r.n as u64,
+            sum_e2: r.sse,
+            sum_abs_e: r.sae,
             sum_f: r.sum_f,
-            sum_ff: r.sum_ff,
+            sum_f2: r.sum_ff,
             sum_fy: r.sum_fy,
             sum_y: r.sum_y,
-            sum_yy: r.sum_yy,
+            sum_y2: r.sum_yy,
             finite: r.bad == 0 && r.n > 0,
         }
     }
@@ -380,7 +360,7 @@ impl CudaEngine {
     }
 
     /// Regression sums of every individual over `data`, with the default launch settings.
-    pub fn evaluate_regression(&self, pop: &Population, data: &DeviceDataset) -> Result<Vec<GpuRegressionSums>> {
+    pub fn evaluate_regression(&self, pop: &Population, data: &DeviceDataset) -> Result<Vec<RegressionSums>> {
         self.evaluate_regression_with(pop, data, &EvalConfig::default())
     }
 
@@ -390,7 +370,7 @@ impl CudaEngine {
         pop: &Population,
         data: &DeviceDataset,
         cfg: &EvalConfig,
-    ) -> Result<Vec<GpuRegressionSums>> {
+    ) -> Result<Vec<RegressionSums>> {
         self.regression(pop, data, cfg, false).map(|(sums, _)| sums)
     }
 
@@ -401,7 +381,7 @@ impl CudaEngine {
         pop: &Population,
         data: &DeviceDataset,
         cfg: &EvalConfig,
-    ) -> Result<(Vec<GpuRegressionSums>, EvalTiming)> {
+    ) -> Result<(Vec<RegressionSums>, EvalTiming)> {
         self.regression(pop, data, cfg, true)
     }
 
@@ -413,7 +393,7 @@ impl CudaEngine {
         data: &DeviceDataset,
         cfg: &EvalConfig,
         timed: bool,
-    ) -> Result<(Vec<GpuRegressionSums>, EvalTiming)> {
+    ) -> Result<(Vec<RegressionSums>, EvalTiming)> {
         let start = Instant::now();
         self.check_dataset(data)?;
         let p = pop.size();
@@ -500,7 +480,7 @@ impl CudaEngine {
         record(3)?;
         self.stream.synchronize().during(|| "running the regression kernels".into())?;
         s.in_flight = false;
-        let result = out.iter().map(GpuRegressionSums::from).collect();
+        let result = out.iter().map(RegressionSums::from).collect();
         let mut timing = EvalTiming { host_prep_s, h2d_bytes: lay.bytes, pinned, ..EvalTiming::default() };
         if let Some(ev) = events {
             let ms = |a: usize, b: usize| ev[a].elapsed_ms(&ev[b]).map(|m| m as f64 / 1e3).during(|| "reading timing events".into());

@@ -26,7 +26,7 @@ use cudarc::nvrtc::Ptx;
 
 pub use cache::Origin;
 pub use error::{CompileFailure, GpuError, Result};
-pub use eval::{DeviceDataset, EvalConfig, EvalTiming, GpuRegressionSums, Launch};
+pub use eval::{DeviceDataset, EvalConfig, EvalTiming, Launch};
 pub use kernels::KernelSource;
 pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch};
 pub use nvrtc::{Defines, Target};
