@@ -101,3 +101,34 @@ pub enum RegressionData<'d> {
     /// Uploaded to a GPU.
     Device(cuda::DeviceDataset),
 }
+
+/// Writes a test body once and runs it on every backend: `cpu` always, `cuda` when the tests
+/// were built with `GROVE_TEST_GPU=1` (then a missing GPU fails the test; otherwise it reports
+/// as ignored). The body is a closure taking a `&Backend`.
+///
+/// ```ignore
+/// grove::test_device!(sums_are_finite, |backend: &grove::backend::Backend| { /* … */ });
+/// ```
+#[macro_export]
+macro_rules! test_device {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            #[test]
+            fn cpu() {
+                let backend = $crate::backend::Backend::Cpu;
+                ($body)(&backend);
+            }
+
+            #[test]
+            #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+            fn cuda() {
+                let backend = $crate::backend::Backend::open($crate::backend::DeviceChoice::Cuda, true)
+                    .expect("GROVE_TEST_GPU=1: a usable CUDA GPU is required");
+                ($body)(&backend);
+            }
+        }
+    };
+}

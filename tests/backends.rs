@@ -1,0 +1,97 @@
+//! The same test bodies on every backend (`grove::test_device!`): regression sums against the
+//! f64 reference evaluator, invalid programs, and a whole evolution run.
+
+use grove::backend::Backend;
+use grove::program::eval::{RegressionSums, eval_reference};
+use grove::program::tree::{Node, Population};
+use grove::program::{Op, TreeSpec, init_population};
+
+fn pagie() -> grove::data::Dataset {
+    grove::data::DataSource::parse("builtin:pagie1:400").unwrap().load(None).unwrap().train
+}
+
+fn sums(backend: &Backend, pop: &Population, data: &grove::data::Dataset) -> Vec<RegressionSums> {
+    let d = backend.regression_data(&data.x, &data.y, data.n_rows, data.n_features).unwrap();
+    backend.regression_sums(pop, &d).unwrap()
+}
+
+/// The f64 reference MSE of tree `i`, or None when a point is not finite.
+fn reference_mse(pop: &Population, i: usize, data: &grove::data::Dataset) -> Option<f64> {
+    let x: Vec<f64> = data.x.iter().map(|&v| v as f64).collect();
+    let mut s = 0.0;
+    for r in 0..data.n_rows {
+        let v = eval_reference(pop.tree(i), &x, data.n_rows, r, 0)[0];
+        if !v.is_finite() {
+            return None;
+        }
+        s += (v - data.y[r] as f64).powi(2);
+    }
+    Some(s / data.n_rows as f64)
+}
+
+grove::test_device!(regression_sums_match_the_reference, |backend: &Backend| {
+    let data = pagie();
+    // Well-conditioned random programs: arithmetic, sin, cos and protected division.
+    let spec = TreeSpec::new(vec![Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos], 2, 64)
+        .with_const_range(-2.0, 2.0)
+        .with_p_const(0.3)
+        .with_depth(1, 5);
+    let pop = init_population(&spec, 400, 5).unwrap();
+    let got = sums(backend, &pop, &data);
+    let mut compared = 0;
+    for i in 0..pop.size() {
+        match reference_mse(&pop, i, &data) {
+            // Programs with huge errors divide near a pole, where f32 itself decides the value.
+            Some(m) if m < 1e3 => {
+                assert!(got[i].finite, "tree {i}: the reference is finite");
+                let e = got[i].mse();
+                assert!((e - m).abs() <= 1e-4 * m.max(1e-6), "tree {i}: mse {e} vs reference {m}");
+                assert_eq!(got[i].n, data.n_rows as u64);
+                compared += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(compared >= 300, "only {compared} programs compared");
+});
+
+grove::test_device!(invalid_programs_are_flagged, |backend: &Backend| {
+    let data = pagie();
+    let mut pop = Population::new(3, 8, 0);
+    // 1 / (x0 - x0) is protected (1); strict division by zero is infinite; row 2 stays empty.
+    pop.set_tree(0, &[Node::func(Op::Div), Node::constant(1.0), Node::func(Op::Sub), Node::var(0), Node::var(0)]).unwrap();
+    pop.set_tree(1, &[Node::func(Op::Sdiv), Node::constant(1.0), Node::func(Op::Sub), Node::var(0), Node::var(0)]).unwrap();
+    let got = sums(backend, &pop, &data);
+    assert!(got[0].finite);
+    assert!(!got[1].finite);
+    assert!(!got[2].finite);
+});
+
+grove::test_device!(evolution_improves_on_every_backend, |backend: &Backend| {
+    use grove::task::regression::{EvolveSettings, evolve};
+    let device = match backend {
+        Backend::Cpu => grove::backend::DeviceChoice::Cpu,
+        Backend::Cuda(_) => grove::backend::DeviceChoice::Cuda,
+    };
+    let settings = EvolveSettings {
+        data: "builtin:koza1".into(),
+        target: None,
+        test_fraction: 0.0,
+        grammar: Some(format!("{}/grammars/regression.bnf", env!("CARGO_MANIFEST_DIR"))),
+        functions: None,
+        engine: grove::evolve::EngineConfig { pop_size: 300, generations: 15, seed: 3, ..Default::default() },
+        map: Default::default(),
+        init: Default::default(),
+        vary: Default::default(),
+        genome_capacity: 256,
+        regression: Default::default(),
+        trees: Default::default(),
+        device,
+    };
+    let r = evolve(&settings, true).unwrap();
+    let gens = r.report["generations"].as_array().unwrap();
+    let first = gens[0]["best"].as_f64().unwrap();
+    let last = gens.last().unwrap()["best"].as_f64().unwrap();
+    assert!(last < first, "no improvement: {first} -> {last}");
+    assert!(r.report["train"]["r2"].as_f64().unwrap() > 0.9);
+});
