@@ -456,16 +456,7 @@ fn map_batch(
 ) -> Result<Vec<(crate::genome::Mapped, String)>> {
     let mut results = Vec::with_capacity(batch.len());
     match backend {
-        crate::backend::Backend::Cpu => {
-            for (_, g) in batch {
-                let m = mapper.map(g);
-                let mut text = String::new();
-                if m.valid() {
-                    mapper.render(&mut text);
-                }
-                results.push((m, text));
-            }
-        }
+        crate::backend::Backend::Cpu => results.extend(batch.iter().map(|(_, g)| map_on_cpu(mapper, g))),
         crate::backend::Backend::Cuda(engine) => {
             let capacity = batch.iter().map(|(_, g)| g.len()).max().unwrap_or(0).max(1);
             let mut genomes = crate::genome::Genomes::new(batch.len(), capacity);
@@ -477,12 +468,7 @@ fn map_batch(
             for (k, (_, g)) in batch.iter().enumerate() {
                 let m = gpu.mapped[k];
                 if m.invalid == Some(crate::genome::map::Invalid::DerivationTooLong) {
-                    let m = mapper.map(g);
-                    let mut text = String::new();
-                    if m.valid() {
-                        mapper.render(&mut text);
-                    }
-                    results.push((m, text));
+                    results.push(map_on_cpu(mapper, g));
                     continue;
                 }
                 let mut text = String::new();
@@ -494,6 +480,16 @@ fn map_batch(
         }
     }
     Ok(results)
+}
+
+/// Maps one genome on the CPU: the result and the phenotype (empty when invalid).
+fn map_on_cpu(mapper: &mut Mapper<'_>, genome: &[u32]) -> (crate::genome::Mapped, String) {
+    let m = mapper.map(genome);
+    let mut text = String::new();
+    if m.valid() {
+        mapper.render(&mut text);
+    }
+    (m, text)
 }
 
 fn write_mapped(out: &mut impl Write, format: MapFormat, line: usize, m: &crate::genome::Mapped, text: &str) -> Result<()> {

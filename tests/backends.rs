@@ -75,18 +75,11 @@ grove::test_device!(evolution_improves_on_every_backend, |backend: &Backend| {
     };
     let settings = EvolveSettings {
         data: "builtin:koza1".into(),
-        target: None,
-        test_fraction: 0.0,
         grammar: Some(format!("{}/grammars/regression.bnf", env!("CARGO_MANIFEST_DIR"))),
-        functions: None,
         engine: grove::evolve::EngineConfig { pop_size: 300, generations: 15, seed: 3, ..Default::default() },
-        map: Default::default(),
-        init: Default::default(),
-        vary: Default::default(),
         genome_capacity: 256,
-        regression: Default::default(),
-        trees: Default::default(),
         device,
+        ..Default::default()
     };
     let r = evolve(&settings, true).unwrap();
     let gens = r.report["generations"].as_array().unwrap();

@@ -60,18 +60,12 @@ fn runs_do_not_depend_on_the_thread_count() {
     use grove::task::regression::{EvolveSettings, evolve};
     let settings = |grammar: Option<&str>, functions: Option<&str>| EvolveSettings {
         data: "builtin:koza1".into(),
-        target: None,
-        test_fraction: 0.0,
         grammar: grammar.map(|g| format!("{}/grammars/{g}", env!("CARGO_MANIFEST_DIR"))),
         functions: functions.map(String::from),
         engine: grove::evolve::EngineConfig { pop_size: 200, generations: 8, seed: 11, ..Default::default() },
-        map: Default::default(),
-        init: Default::default(),
-        vary: Default::default(),
         genome_capacity: 256,
-        regression: Default::default(),
-        trees: Default::default(),
         device: grove::backend::DeviceChoice::Cpu,
+        ..Default::default()
     };
     for s in [settings(Some("regression.bnf"), None), settings(None, Some("add,sub,mul,div,sin"))] {
         let run = |threads: usize| {

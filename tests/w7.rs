@@ -5,24 +5,20 @@
 
 use grove::evolve::EngineConfig;
 use grove::genome::vary::GeVaryConfig;
-use grove::genome::{InitConfig, InitMethod, MapConfig};
+use grove::genome::{InitConfig, InitMethod};
 use grove::task::regression::{EvolveSettings, Metric, RegressionConfig, evolve};
 
 fn w7(seed: u64) -> EvolveSettings {
     EvolveSettings {
         data: "builtin:quartic".into(),
-        target: None,
-        test_fraction: 0.0,
         grammar: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/grammars/ge-paper.bnf").into()),
-        functions: None,
         engine: EngineConfig { pop_size: 32, generations: 100, seed, tournament: 3, elite: 1, max_len: 256 },
-        map: MapConfig::default(),
         init: InitConfig { method: InitMethod::Random, length: 128, ..InitConfig::default() },
         vary: GeVaryConfig { crossover: 0.9, mutation: 0.05, ..GeVaryConfig::default() },
         genome_capacity: 512,
         regression: RegressionConfig { metric: Metric::Mae, linear_scaling: false, parsimony: 0.0 },
-        trees: Default::default(),
         device: grove::backend::DeviceChoice::Cpu,
+        ..Default::default()
     }
 }
 

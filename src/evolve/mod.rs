@@ -169,11 +169,10 @@ pub fn map_population(rep: &GrammarRep, genomes: &Genomes, pop: &mut Population)
     let mut used = Vec::with_capacity(results.len());
     for (i, (u, nodes)) in results.into_iter().enumerate() {
         used.push(u);
+        // A row that cannot take its tree is left empty by `set_tree`: an invalid individual.
         match nodes {
             Some(n) => {
-                if pop.set_tree(i, &n).is_err() {
-                    pop.clear(i);
-                }
+                let _ = pop.set_tree(i, &n);
             }
             None => pop.clear(i),
         }

@@ -102,7 +102,7 @@ enum Role {
 
 /// Compiles templates for the expression rules reachable from the start rule.
 pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, GrammarError> {
-    let digit = digit_rules(g, t);
+    let digit = digit_rules(g);
     let op_rule = operator_rules(g);
     let mut out = Templates {
         expr: vec![None; t.productions.len()],
@@ -215,7 +215,7 @@ fn operator_rules(g: &Grammar) -> Vec<bool> {
 }
 
 /// Rules whose every derivation is digits and `.` only.
-fn digit_rules(g: &Grammar, t: &RuleTable) -> Vec<bool> {
+fn digit_rules(g: &Grammar) -> Vec<bool> {
     let n = g.rules.len();
     let mut digit = vec![true; n];
     loop {
@@ -241,17 +241,62 @@ fn digit_rules(g: &Grammar, t: &RuleTable) -> Vec<bool> {
             break;
         }
     }
-    let _ = t;
     digit
 }
 
 /// Lexes a production's symbols into tokens.
-fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool], op_rule: &[bool]) -> Result<Vec<Tok>, String> {
-    // Flatten into a char stream where each child is one marker, remembering digit children.
-    enum C {
-        Ch(char),
-        Kid(u16),
+/// A production flattened for lexing: its terminals' characters, each child one marker.
+enum C {
+    Ch(char),
+    Kid(u16),
+}
+
+/// The run of digits, `.` and digit children starting at `i` (a spelled number when it holds a
+/// child): its parts, the index after it, and whether a child is in it. An exponent (`1e-3`,
+/// `2.5E+4`) joins the run only while no child has.
+fn digit_run(stream: &[C], i: usize, is_digit_kid: impl Fn(u16) -> bool) -> (Vec<Part>, usize, bool) {
+    let mut parts = Vec::new();
+    let mut j = i;
+    let mut has_kid = false;
+    while j < stream.len() {
+        match stream[j] {
+            C::Kid(k) if is_digit_kid(k) => {
+                has_kid = true;
+                parts.push(Part::Child(k));
+            }
+            C::Ch(c) if c.is_ascii_digit() || c == '.' => match parts.last_mut() {
+                Some(Part::Text(t)) => t.push(c),
+                _ => parts.push(Part::Text(c.to_string())),
+            },
+            C::Ch(e @ ('e' | 'E')) if !has_kid => {
+                let mut t = String::from(e);
+                let mut m = j + 1;
+                if let Some(C::Ch(s @ ('+' | '-'))) = stream.get(m) {
+                    t.push(*s);
+                    m += 1;
+                }
+                let start = m;
+                while let Some(C::Ch(d)) = stream.get(m).filter(|c| matches!(c, C::Ch(d) if d.is_ascii_digit())) {
+                    t.push(*d);
+                    m += 1;
+                }
+                if m == start {
+                    break;
+                }
+                if let Some(Part::Text(s)) = parts.last_mut() {
+                    s.push_str(&t);
+                }
+                j = m;
+                continue;
+            }
+            _ => break,
+        }
+        j += 1;
     }
+    (parts, j, has_kid)
+}
+
+fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool], op_rule: &[bool]) -> Result<Vec<Tok>, String> {
     let mut stream = Vec::new();
     let mut k = 0u16;
     for s in symbols {
@@ -270,19 +315,7 @@ fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool], op_rule: &[bool]) -> 
         match stream[i] {
             C::Kid(k) => {
                 // A digit child next to other digits or digit children joins a spelled number.
-                let mut parts = Vec::new();
-                let mut j = i;
-                while j < stream.len() {
-                    match stream[j] {
-                        C::Kid(k2) if is_digit_kid(k2) => parts.push(Part::Child(k2)),
-                        C::Ch(c) if c.is_ascii_digit() || c == '.' => match parts.last_mut() {
-                            Some(Part::Text(t)) => t.push(c),
-                            _ => parts.push(Part::Text(c.to_string())),
-                        },
-                        _ => break,
-                    }
-                    j += 1;
-                }
+                let (parts, j, _) = digit_run(&stream, i, is_digit_kid);
                 if is_digit_kid(k) && parts.len() > 1 {
                     toks.push(Tok::Digits(parts));
                     i = j;
@@ -296,45 +329,7 @@ fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool], op_rule: &[bool]) -> 
             }
             C::Ch(c) if c.is_whitespace() => i += 1,
             C::Ch(c) if c.is_ascii_digit() || c == '.' => {
-                let mut parts = Vec::new();
-                let mut j = i;
-                let mut has_kid = false;
-                while j < stream.len() {
-                    match stream[j] {
-                        C::Kid(k2) if is_digit_kid(k2) => {
-                            has_kid = true;
-                            parts.push(Part::Child(k2));
-                        }
-                        C::Ch(c) if c.is_ascii_digit() || c == '.' => match parts.last_mut() {
-                            Some(Part::Text(t)) => t.push(c),
-                            _ => parts.push(Part::Text(c.to_string())),
-                        },
-                        // Exponent: 1e-3, 2.5E+4.
-                        C::Ch(e @ ('e' | 'E')) if !has_kid => {
-                            let mut t = String::from(e);
-                            let mut m = j + 1;
-                            if let Some(C::Ch(s @ ('+' | '-'))) = stream.get(m) {
-                                t.push(*s);
-                                m += 1;
-                            }
-                            let start = m;
-                            while let Some(C::Ch(d)) = stream.get(m).filter(|c| matches!(c, C::Ch(d) if d.is_ascii_digit())) {
-                                t.push(*d);
-                                m += 1;
-                            }
-                            if m == start {
-                                break;
-                            }
-                            if let Some(Part::Text(s)) = parts.last_mut() {
-                                s.push_str(&t);
-                            }
-                            j = m;
-                            continue;
-                        }
-                        _ => break,
-                    }
-                    j += 1;
-                }
+                let (mut parts, j, has_kid) = digit_run(&stream, i, is_digit_kid);
                 if has_kid {
                     toks.push(Tok::Digits(parts));
                 } else if let Some(Part::Text(t)) = parts.pop() {

@@ -103,9 +103,8 @@ pub fn scaling(nodes: &[Node], train: &Dataset, linear_scaling: bool) -> anyhow:
 
 fn sums_of(nodes: &[Node], data: &Dataset) -> anyhow::Result<RegressionSums> {
     let mut pop = Population::new(1, nodes.len().max(1), 0);
-    if pop.set_tree(0, nodes).is_err() {
-        pop.clear(0);
-    }
+    // A tree that does not fit leaves the row empty, which evaluates as invalid.
+    let _ = pop.set_tree(0, nodes);
     Ok(evaluate_regression(&pop, &data.x, &data.y, data.n_rows)?.remove(0))
 }
 
@@ -212,6 +211,27 @@ impl TreeSettings {
     }
 }
 
+impl Default for EvolveSettings {
+    /// `grove evolve`'s defaults without a representation: set `grammar` or `functions`.
+    fn default() -> Self {
+        Self {
+            data: "builtin:pagie1".into(),
+            target: None,
+            test_fraction: 0.0,
+            grammar: None,
+            functions: None,
+            engine: crate::evolve::EngineConfig::default(),
+            map: crate::genome::MapConfig::default(),
+            init: crate::genome::InitConfig::default(),
+            vary: crate::genome::vary::GeVaryConfig::default(),
+            genome_capacity: 512,
+            regression: RegressionConfig::default(),
+            trees: TreeSettings::default(),
+            device: crate::backend::DeviceChoice::default(),
+        }
+    }
+}
+
 /// The result of a run, ready to print and to write as the JSON report.
 pub struct EvolveResult {
     /// The JSON report (`settings`, `generations`, `best`, `train`, `test`, `timing`, `version`).
@@ -234,7 +254,7 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
         let (tr, te) = crate::data::split(&problem.train, settings.test_fraction, settings.engine.seed)?;
         (tr, Some(te))
     } else {
-        (problem.train.clone(), problem.test.clone())
+        (problem.train, problem.test)
     };
     if settings.regression.linear_scaling && settings.regression.metric == Metric::Mae {
         bail!("--metric mae cannot be used with linear scaling (it is a least-squares fit): add --no-linear-scaling");
@@ -245,10 +265,8 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
     let n_rows = train.n_rows as f64;
     let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet);
     let mut evals = 0.0;
-    let mut history_nodes = Vec::new();
     let mut observe = |s: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {
         evals += s.mean_size.max(0.0) * (settings.engine.pop_size - s.invalid) as f64 * n_rows;
-        history_nodes.push(evals);
         progress.update(s, evals);
     };
     let outcome = match (&settings.grammar, &settings.functions) {
@@ -311,7 +329,7 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
                 "invalid": s.invalid, "seconds": s.seconds})
         })
         .collect();
-    let node_evals = history_nodes.last().copied().unwrap_or(0.0);
+    let node_evals = evals;
     let mut best_json = serde_json::json!({"infix": infix, "latex": latex, "sympy": sympy,
         "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
         "scale": [a, b]});
