@@ -684,3 +684,138 @@ fn bad_input_is_an_error_not_a_crash() {
     assert!(e.evaluate_regression(&Population::new(0, 4, 0), &dev).unwrap().is_empty());
     assert!(e.predict(&Population::new(0, 4, 0), &dev).unwrap().is_empty());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bit-exact parity with the CPU interpreter.
+
+/// Same bits, or both NaN (the payload of a NaN is not part of the contract).
+fn same_bits(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// The CPU interpreter's results for every tree, laid out as the GPU's `predict`.
+fn cpu_predict(pop: &Population, d: &Data) -> Vec<f32> {
+    (0..pop.size())
+        .flat_map(|i| {
+            grove::program::eval::predict(pop, i, &d.x, d.n_rows).unwrap_or_else(|_| vec![f32::NAN; pop.n_outputs.max(1) * d.n_rows])
+        })
+        .collect()
+}
+
+/// Arguments that exercise every branch of grove's math: special values, both reductions of
+/// sin/cos/tan, exp's overflow and underflow thresholds, subnormals, and random bit patterns.
+fn hard_arguments(rng: &mut StdRng, n_random: usize) -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+        1e-45,
+        -1e-45,
+        f32::MAX,
+        f32::MIN,
+        88.72283,
+        88.72284,
+        -87.33655,
+        -103.97208,
+        -104.5,
+        0.625,
+        -0.625,
+        6144.0,
+        6144.0005,
+        -6144.0005,
+        1e30,
+        -3e38,
+        0.5,
+        2.0,
+        3.0,
+        -3.0,
+        1.0 / 3.0,
+    ];
+    for i in -400..=400 {
+        v.push(i as f32 * 0.0371);
+    }
+    for _ in 0..n_random {
+        let bits: u32 = rng.random();
+        v.push(f32::from_bits(bits));
+        v.push(rng.random_range(-30.0f32..30.0));
+    }
+    v
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn every_operator_gives_the_cpus_bits_everywhere() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(4);
+    let a = hard_arguments(&mut rng, 4000);
+    // Every pair (a_i, a_j) for a spread of j: column 0 is a, column 1 a shuffled copy.
+    let n = a.len();
+    let mut b = a.clone();
+    for i in (1..n).rev() {
+        b.swap(i, rng.random_range(0..=i));
+    }
+    let mut x = a.clone();
+    x.extend(&b);
+    let data = Data { x, y: vec![0.0; n], n_rows: n, n_features: 2 };
+    let dev = upload(&e, &data);
+    let mut pop = Population::new(FUNCTIONS.len(), 3, 0);
+    for (i, &op) in FUNCTIONS.iter().enumerate() {
+        let f = Node::func(op);
+        let t = if op.arity() == 2 { vec![f, Node::var(0), Node::var(1)] } else { vec![f, Node::var(0)] };
+        pop.set_tree(i, &t).unwrap();
+    }
+    let gpu = e.predict_with(&pop, &dev, &poisoned(EvalConfig::default())).unwrap();
+    let cpu = cpu_predict(&pop, &data);
+    let mut bad = Vec::new();
+    for (t, &op) in FUNCTIONS.iter().enumerate() {
+        for r in 0..n {
+            let (g, c) = (gpu[t * n + r], cpu[t * n + r]);
+            let want = grove::program::eval::apply_fast(op, a[r], b[r]);
+            assert!(same_bits(c, want), "the CPU interpreter's {op}({}, {}) = {c:e} is not apply_fast's {want:e}", a[r], b[r]);
+            if !same_bits(g, c) {
+                bad.push(format!("{op}({:e}, {:e}): gpu {g:e} ({:08x}), cpu {c:e} ({:08x})", a[r], b[r], g.to_bits(), c.to_bits()));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{} results differ:\n{}", bad.len(), bad[..bad.len().min(20)].join("\n"));
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn random_programs_of_every_operator_give_the_cpus_bits() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(77);
+    for (o, depth) in [(0, 7), (3, 6)] {
+        let mut data = random_data(&mut rng, 1500, 3);
+        for v in data.x.iter_mut().step_by(7) {
+            *v *= 40.0; // reach exp's overflow and the large trigonometric reduction
+        }
+        let dev = upload(&e, &data);
+        let mut pop = Population::new(300, (1 << (depth + 1)) - 1, o);
+        for i in 0..pop.size() {
+            let nodes = random_tree(&mut rng, FUNCTIONS, depth, 3, o);
+            pop.set_tree(i, &nodes).unwrap();
+        }
+        let gpu = e.predict_with(&pop, &dev, &poisoned(EvalConfig::default())).unwrap();
+        let cpu = cpu_predict(&pop, &data);
+        let diff = gpu.iter().zip(&cpu).filter(|(g, c)| !same_bits(**g, **c)).count();
+        let nonfinite = cpu.iter().filter(|c| !c.is_finite()).count();
+        eprintln!("outputs {o}: {} results, {nonfinite} non-finite, {diff} differ", cpu.len());
+        assert_eq!(diff, 0, "{diff} of {} results differ from the CPU's bits", cpu.len());
+        // The fitness sums differ only by the order of the f64 additions.
+        let gs = e.evaluate_regression_with(&pop, &dev, &poisoned(EvalConfig::default())).unwrap();
+        let cs = grove::program::eval::evaluate_regression(&pop, &data.x, &data.y, data.n_rows).unwrap();
+        for (i, (g, c)) in gs.iter().zip(&cs).enumerate() {
+            assert_eq!(g.finite, c.finite, "tree {i}: finite gpu {} cpu {}", g.finite, c.finite);
+            if c.finite {
+                let rel = (g.mse() - c.mse()).abs() / c.mse().abs().max(1e-300);
+                assert!(rel <= 1e-12, "tree {i}: mse gpu {:e} cpu {:e}", g.mse(), c.mse());
+            }
+        }
+    }
+}

@@ -1,6 +1,6 @@
 //! The CPU interpreter: evaluates a whole population over a whole data set, and the f64
-//! reference it is checked against. The CUDA `kernels/eval.cu`, when written, is its twin and
-//! must match it within 1e-5 relative. Throughput: `examples/bench_eval.rs`.
+//! reference it is checked against. The CUDA `kernels/eval.cu` is its twin and gives the same
+//! bits at every point. Throughput: `examples/bench_eval.rs`.
 //!
 //! # How a tree is evaluated
 //!
@@ -22,14 +22,14 @@
 //!
 //! # Numbers
 //!
-//! Points are evaluated in f32 with the semantics of [`Op::apply`], except that `exp`, `log`
-//! (`log`, `rlog`, `plog`, `slog`, `sigmoid`'s exp), `sin` and `cos` use the vectorisable
-//! Cephes algorithms of the private `fastmath` module (about 1–2 ulp from the exact value; libm
-//! for `sin`/`cos` of |x| > 6144, NaN and ±inf, lane by lane). Special values (0, ±inf, NaN,
+//! Points are evaluated in f32 with the semantics of [`Op::apply`] ([`apply_fast`]), except that
+//! every transcendental function (`exp`, the logarithms, `sin`, `cos`, `tan`, `tanh`, `pow`,
+//! `sigmoid`) is grove's own ([`fastmath`](super::fastmath): Cephes' algorithms, 1–4 ulp from
+//! the exact value), which the CUDA kernels compute bit for bit. Special values (0, ±inf, NaN,
 //! overflow thresholds) are exactly those of libm. Results stay within 1e-5 relative of
-//! [`Op::apply::<f64>`](Op::apply) wherever the program is well-conditioned, as CUDA's
-//! `expf`/`logf`/`sinf` (2 ulp) do. No fused multiply-add is used anywhere, so the bits do not
-//! depend on the vector width chosen at run time (AVX2 when the CPU has it).
+//! [`Op::apply::<f64>`](Op::apply) wherever the program is well-conditioned. No fused
+//! multiply-add is used anywhere, so the bits do not depend on the vector width chosen at run
+//! time (AVX2 when the CPU has it), nor on the backend.
 //!
 //! # Parallelism and determinism
 //!
@@ -40,7 +40,7 @@
 //! same whatever the thread count.
 
 mod bench;
-mod fastmath;
+
 
 use std::fmt;
 
@@ -48,6 +48,7 @@ use rayon::prelude::*;
 
 pub use bench::{EvalBench, EvalBenchReport, bench_eval, bench_population, bench_sextic};
 
+use super::fastmath;
 use super::ops::Op;
 use super::tree::{Population, TreeRef};
 
@@ -233,20 +234,12 @@ pub fn apply_fast(op: Op, a: f32, b: f32) -> f32 {
                 f32::NAN // negative, or NaN
             }
         }
-        Op::Sin => {
-            if fastmath::sincos_in_range(a) {
-                fastmath::sin(a)
-            } else {
-                a.sin()
-            }
-        }
-        Op::Cos => {
-            if fastmath::sincos_in_range(a) {
-                fastmath::cos(a)
-            } else {
-                a.cos()
-            }
-        }
+        Op::Sin => fastmath::sin_any(a),
+        Op::Cos => fastmath::cos_any(a),
+        Op::Tan => fastmath::tan_any(a),
+        Op::Tanh => fastmath::tanh(a),
+        Op::Pow => fastmath::pow_abs(a, b),
+        Op::Spow => fastmath::pow(a, b),
         _ => op.apply(a, b),
     }
 }
@@ -459,7 +452,8 @@ fn map2<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'_, B>, f: impl 
     }
 }
 
-/// `sin`/`cos`: the fast form on every lane, then libm on the lanes out of its range.
+/// `sin`/`cos`/`tan`: the fast form on every lane, then the exact reduction on the lanes out of
+/// its range.
 #[inline(always)]
 fn sincos_block<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, fast: fn(f32) -> f32, slow: fn(f32) -> f32) {
     match a {
@@ -503,9 +497,9 @@ fn apply_block<const B: usize>(op: Op, d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'
         Op::Min => bin!(Op::Min),
         Op::Sdiv => bin!(Op::Sdiv),
         Op::Spow => bin!(Op::Spow),
-        Op::Sin => sincos_block(d, a, fastmath::sin, f32::sin),
-        Op::Cos => sincos_block(d, a, fastmath::cos, f32::cos),
-        Op::Tan => un!(Op::Tan),
+        Op::Sin => sincos_block(d, a, fastmath::sin, fastmath::sin_large),
+        Op::Cos => sincos_block(d, a, fastmath::cos, fastmath::cos_large),
+        Op::Tan => sincos_block(d, a, fastmath::tan, fastmath::tan_large),
         Op::Exp => un!(Op::Exp),
         Op::Log => un!(Op::Log),
         Op::Rlog => un!(Op::Rlog),

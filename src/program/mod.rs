@@ -2,6 +2,7 @@
 //! random trees, the variation operators on them, and rendering.
 
 pub mod eval;
+pub mod fastmath;
 pub mod init;
 pub mod ops;
 pub mod render;

@@ -218,27 +218,27 @@ ops! {
     Mul = 4: ["mul", "*", "×", "np.multiply"], 2, Render::Infix("*", 2), "*", true, "a * b";
     Div = 5: ["div", "/", "÷", "pdiv", "protected_div"], 2, Render::Infix("/", 2), "/", true, "(b == 0.0f ? 1.0f : a / b)";
     Aq = 6: ["aq", "analytic_quotient"], 2, Render::Call("aq"), "aq", true, "a / sqrtf(1.0f + b * b)";
-    Pow = 7: ["pow", "ppow", "^", "**"], 2, Render::Call("pow"), "pow", true, "powf(fabsf(a), b)";
+    Pow = 7: ["pow", "ppow", "^", "**"], 2, Render::Call("pow"), "pow", true, "grove_pow_abs(a, b)";
     Max = 8: ["max", "np.maximum", "np.fmax"], 2, Render::Call("max"), "Max", true, "fmaxf(a, b)";
     Min = 9: ["min", "np.minimum", "np.fmin"], 2, Render::Call("min"), "Min", true, "fminf(a, b)";
-    Sin = 10: ["sin", "np.sin", "psin"], 1, Render::Call("sin"), "sin", true, "sinf(a)";
-    Cos = 11: ["cos", "np.cos", "pcos"], 1, Render::Call("cos"), "cos", true, "cosf(a)";
-    Tan = 12: ["tan", "np.tan"], 1, Render::Call("tan"), "tan", true, "tanf(a)";
-    Exp = 13: ["exp", "np.exp", "pexp"], 1, Render::Call("exp"), "exp", true, "expf(a)";
-    Log = 14: ["log", "ln"], 1, Render::Call("log"), "log", true, "(a == 0.0f ? 0.0f : logf(fabsf(a)))";
-    Rlog = 15: ["rlog"], 1, Render::Call("rlog"), "rlog", true, "(a == 0.0f ? 1.0f : logf(fabsf(a)))";
-    Plog = 16: ["plog"], 1, Render::Call("plog"), "plog", true, "logf(1.0f + fabsf(a))";
+    Sin = 10: ["sin", "np.sin", "psin"], 1, Render::Call("sin"), "sin", true, "grove_sin(a)";
+    Cos = 11: ["cos", "np.cos", "pcos"], 1, Render::Call("cos"), "cos", true, "grove_cos(a)";
+    Tan = 12: ["tan", "np.tan"], 1, Render::Call("tan"), "tan", true, "grove_tan(a)";
+    Exp = 13: ["exp", "np.exp", "pexp"], 1, Render::Call("exp"), "exp", true, "grove_exp(a)";
+    Log = 14: ["log", "ln"], 1, Render::Call("log"), "log", true, "(a == 0.0f ? 0.0f : grove_ln(fabsf(a)))";
+    Rlog = 15: ["rlog"], 1, Render::Call("rlog"), "rlog", true, "(a == 0.0f ? 1.0f : grove_ln(fabsf(a)))";
+    Plog = 16: ["plog"], 1, Render::Call("plog"), "plog", true, "grove_ln(1.0f + fabsf(a))";
     Sqrt = 17: ["sqrt", "psqrt"], 1, Render::Call("sqrt"), "sqrt", true, "sqrtf(fabsf(a))";
     Abs = 18: ["abs", "np.abs", "np.absolute", "fabs"], 1, Render::Call("abs"), "Abs", true, "fabsf(a)";
     Neg = 19: ["neg", "np.negative"], 1, Render::Prefix("-"), "-", true, "-a";
     Square = 20: ["square", "sq", "np.square"], 1, Render::Call("square"), "square", true, "a * a";
     Cube = 21: ["cube"], 1, Render::Call("cube"), "cube", true, "a * a * a";
-    Tanh = 22: ["tanh", "np.tanh"], 1, Render::Call("tanh"), "tanh", true, "tanhf(a)";
-    Sigmoid = 23: ["sigmoid", "sig", "logistic"], 1, Render::Call("sigmoid"), "sigmoid", true, "1.0f / (1.0f + expf(-a))";
+    Tanh = 22: ["tanh", "np.tanh"], 1, Render::Call("tanh"), "tanh", true, "grove_tanh(a)";
+    Sigmoid = 23: ["sigmoid", "sig", "logistic"], 1, Render::Call("sigmoid"), "sigmoid", true, "1.0f / (1.0f + grove_exp(-a))";
     Sdiv = 24: ["sdiv", "strict_div", "np.divide", "np.true_divide"], 2, Render::Infix("/", 2), "/", false, "a / b";
-    Slog = 25: ["slog", "strict_log", "np.log"], 1, Render::Call("log"), "log", false, "logf(a)";
+    Slog = 25: ["slog", "strict_log", "np.log"], 1, Render::Call("log"), "log", false, "(a > 0.0f ? grove_ln(a) : (a == 0.0f ? -GROVE_F32_INF : GROVE_F32_NAN))";
     Ssqrt = 26: ["ssqrt", "strict_sqrt", "np.sqrt"], 1, Render::Call("sqrt"), "sqrt", false, "sqrtf(a)";
-    Spow = 27: ["spow", "strict_pow", "np.power"], 2, Render::Call("pow"), "pow", false, "powf(a, b)";
+    Spow = 27: ["spow", "strict_pow", "np.power"], 2, Render::Call("pow"), "pow", false, "grove_pow(a, b)";
 }
 
 impl Op {
@@ -265,7 +265,9 @@ impl Op {
     }
 
     /// Applies a function operator to its arguments (`b` is ignored for unary ones).
-    /// This is the reference semantics; the CUDA formula in [`OpInfo::cuda`] must agree.
+    /// This is the reference semantics (exact in f64); what both backends compute in f32 is
+/// [`apply_fast`](super::eval::apply_fast), which the CUDA formula in [`OpInfo::cuda`] matches
+/// bit for bit.
     #[inline(always)]
     pub fn apply<T: Real>(self, a: T, b: T) -> T {
         match self {
@@ -342,9 +344,12 @@ pub fn parse_function_set(list: &str) -> Result<Vec<Op>, String> {
     Ok(out)
 }
 
-/// C source defining `grove_apply(op, a, b)` from this table, for the CUDA kernels.
+/// C source defining `grove_apply(op, a, b)` from this table, for the CUDA kernels, after the
+/// math functions its formulas call (`kernels/grove_math.cuh` and its generated constants).
 pub fn cuda_source() -> String {
-    let mut s = String::from("// Generated from src/program/ops.rs: do not edit.\n");
+    let mut s = String::from("// Generated from src/program/ops.rs and src/program/fastmath.rs: do not edit.\n");
+    s.push_str(&super::fastmath::cuda_constants());
+    s.push_str(include_str!("../../kernels/grove_math.cuh"));
     s.push_str("#define GROVE_OP_VAR 0\n#define GROVE_OP_CONST 1\n");
     for op in FUNCTIONS {
         s.push_str(&format!("#define GROVE_OP_{} {}\n", op.name().to_uppercase(), *op as u8));

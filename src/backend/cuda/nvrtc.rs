@@ -93,11 +93,13 @@ pub fn target_for(cc: (i32, i32)) -> Result<Target> {
 /// Preprocessor definitions selecting a variant of a kernel file (`[("GROVE_K", 4)]`).
 pub type Defines<'a> = &'a [(&'a str, u32)];
 
-/// The NVRTC options for `target` and `defines` (also part of the cache key). With
-/// `GROVE_KERNEL_LINEINFO=1` the kernels carry line tables for profilers (Nsight Compute): the
-/// same machine code, three times the bytes.
+/// The NVRTC options for `target` and `defines` (also part of the cache key). `--fmad=false`:
+/// no multiply and add are fused, as on the CPU, so the kernels' arithmetic gives the CPU's bits
+/// (`src/program/fastmath.rs`); NVRTC's defaults already keep IEEE division, square roots and
+/// subnormals. With `GROVE_KERNEL_LINEINFO=1` the kernels carry line tables for profilers
+/// (Nsight Compute): the same machine code, three times the bytes.
 pub fn options(target: Target, defines: Defines<'_>) -> Vec<String> {
-    let mut o = vec![format!("--gpu-architecture={}", target.name()), "--std=c++17".into()];
+    let mut o = vec![format!("--gpu-architecture={}", target.name()), "--std=c++17".into(), "--fmad=false".into()];
     o.extend(defines.iter().map(|(k, v)| format!("-D{k}={v}")));
     if std::env::var("GROVE_KERNEL_LINEINFO").as_deref() == Ok("1") {
         o.push("--generate-line-info".into());
