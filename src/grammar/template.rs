@@ -360,7 +360,7 @@ fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool], op_rule: &[bool]) -> 
                 if two == "**" {
                     toks.push(Tok::Sym("**"));
                     i += 2;
-                } else if let Some(s) = SYMS.iter().find(|s| s.chars().next() == Some(c) && s.len() == c.len_utf8()) {
+                } else if let Some(s) = SYMS.iter().find(|s| s.starts_with(c) && s.len() == c.len_utf8()) {
                     toks.push(Tok::Sym(s));
                     i += 1;
                 } else if c == '÷' {

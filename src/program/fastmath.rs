@@ -158,6 +158,7 @@ pub fn exp(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const ROUND: f32 = 12_582_912.0; // 1.5·2^23: adding it rounds to an integer (ties to even)
     // NaN passes through the clamp (written with comparisons, as the CUDA twin must).
+    #[allow(clippy::manual_clamp)]
     let xc = if x < -104.0 {
         -104.0
     } else if x > 89.0 {
