@@ -314,6 +314,13 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
 #endif
 #define GROVE_WANT(K) (GROVE_K == 0 || GROVE_K == (K))
 
+// Every block size up to GROVE_MAX_THREADS must launch, so the compiler keeps each kernel within
+// 65536 / 1024 = 64 registers a thread: without the bound, the math of grove_math.cuh inlined
+// into every case of the interpreter's switch takes it to 72-84, which both fails 1024-thread
+// launches and lowers occupancy (measured: W3 fell from 1.0e12 to 4.5e11 GPop/s). At 64 there
+// are no spills.
+#define GROVE_BOUNDS __launch_bounds__(GROVE_MAX_THREADS)
+
 #define GROVE_EVAL_ARGS                                                                     \
     const GroveEvalParams p, const unsigned* __restrict__ tree_ids,                         \
         const unsigned char* __restrict__ ops, const float* __restrict__ values,            \
@@ -325,56 +332,56 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
     grove_eval<K, DEPTH, true>(p, tree_ids, ops, values, outs, lens, x, nullptr, nullptr, pred)
 
 #if GROVE_WANT(1)
-extern "C" __global__ void grove_eval_regression_k1(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k1(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_STACK); }
 #endif
 #if GROVE_WANT(2)
-extern "C" __global__ void grove_eval_regression_k2(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(2, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k2(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(2, GROVE_STACK); }
 #endif
 #if GROVE_WANT(3)
-extern "C" __global__ void grove_eval_regression_k3(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(3, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k3(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(3, GROVE_STACK); }
 #endif
 #if GROVE_WANT(4)
-extern "C" __global__ void grove_eval_regression_k4(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(4, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k4(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(4, GROVE_STACK); }
 #endif
 #if GROVE_WANT(5)
-extern "C" __global__ void grove_eval_regression_k5(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(5, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k5(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(5, GROVE_STACK); }
 #endif
 #if GROVE_WANT(6)
-extern "C" __global__ void grove_eval_regression_k6(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(6, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k6(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(6, GROVE_STACK); }
 #endif
 #if GROVE_WANT(7)
-extern "C" __global__ void grove_eval_regression_k7(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(7, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k7(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(7, GROVE_STACK); }
 #endif
 #if GROVE_WANT(8)
-extern "C" __global__ void grove_eval_regression_k8(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(8, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k8(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(8, GROVE_STACK); }
 #endif
-extern "C" __global__ void grove_eval_regression_deep(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_DEEP_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_deep(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_DEEP_STACK); }
 
 #if GROVE_WANT(1)
-extern "C" __global__ void grove_predict_k1(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(1, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_predict_k1(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(1, GROVE_STACK); }
 #endif
 #if GROVE_WANT(2)
-extern "C" __global__ void grove_predict_k2(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(2, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_predict_k2(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(2, GROVE_STACK); }
 #endif
 #if GROVE_WANT(3)
-extern "C" __global__ void grove_predict_k3(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(3, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_predict_k3(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(3, GROVE_STACK); }
 #endif
 #if GROVE_WANT(4)
-extern "C" __global__ void grove_predict_k4(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(4, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_predict_k4(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(4, GROVE_STACK); }
 #endif
 #if GROVE_WANT(5)
-extern "C" __global__ void grove_predict_k5(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(5, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_predict_k5(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(5, GROVE_STACK); }
 #endif
 #if GROVE_WANT(6)
-extern "C" __global__ void grove_predict_k6(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(6, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_predict_k6(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(6, GROVE_STACK); }
 #endif
 #if GROVE_WANT(7)
-extern "C" __global__ void grove_predict_k7(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(7, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_predict_k7(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(7, GROVE_STACK); }
 #endif
 #if GROVE_WANT(8)
-extern "C" __global__ void grove_predict_k8(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(8, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_predict_k8(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(8, GROVE_STACK); }
 #endif
-extern "C" __global__ void grove_predict_deep(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(1, GROVE_DEEP_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_predict_deep(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(1, GROVE_DEEP_STACK); }
 
 // Sums each tree's tile partials in tile order, in f64: sums[t] = sum over j of partials[t][j].
 // One thread per tree.

@@ -4,8 +4,9 @@
 // logf, sinf/cosf, tanhf; Payne-Hanek reduction of large trigonometric arguments; pow in f64
 // with its own ln and exp), the same order of operations, and the coefficients generated from
 // the Rust constants (GROVE_EXP_P0, ... are defined just above this file, bit for bit). The
-// kernels are compiled with --fmad=false, so no multiply and add are fused, and IEEE + - * / and
-// sqrt round exactly as on the CPU: every function here returns the CPU's bits. The operator
+// kernels are compiled with --fmad=false, so the compiler fuses no multiply and add by itself;
+// the polynomials use fmaf exactly where the Rust uses mul_add. IEEE + - * /, sqrt and FMA
+// round exactly as on the CPU: every function here returns the CPU's bits. The operator
 // table (src/program/ops.rs) calls these; nothing else in the kernels computes a
 // transcendental function.
 
@@ -21,8 +22,7 @@ __device__ __forceinline__ float grove_exp(float x) {
     const int n = (int)(__float_as_uint(t) - __float_as_uint(ROUND));
     const float r = xc - nf * GROVE_EXP_C0 - nf * GROVE_EXP_C1;
     const float z = r * r;
-    const float h = ((((GROVE_EXP_P0 * r + GROVE_EXP_P1) * r + GROVE_EXP_P2) * r + GROVE_EXP_P3) * r +
-                     GROVE_EXP_P4) * r + GROVE_EXP_P5;
+    const float h = fmaf(fmaf(fmaf(fmaf(fmaf(GROVE_EXP_P0, r, GROVE_EXP_P1), r, GROVE_EXP_P2), r, GROVE_EXP_P3), r, GROVE_EXP_P4), r, GROVE_EXP_P5);
     const float p = h * z + r + 1.0f;
     const int n1 = n >> 1;
     const int n2 = (int)((unsigned)n - (unsigned)n1);
@@ -44,9 +44,7 @@ __device__ __forceinline__ float grove_ln(float x) {
     const float f = small ? m + m - 1.0f : m - 1.0f;
     const float fe = (float)e;
     const float z = f * f;
-    const float h = ((((((((GROVE_LN_P0 * f + GROVE_LN_P1) * f + GROVE_LN_P2) * f + GROVE_LN_P3) * f +
-                         GROVE_LN_P4) * f + GROVE_LN_P5) * f + GROVE_LN_P6) * f + GROVE_LN_P7) * f +
-                     GROVE_LN_P8);
+    const float h = fmaf(fmaf(fmaf(fmaf(fmaf(fmaf(fmaf(fmaf(GROVE_LN_P0, f, GROVE_LN_P1), f, GROVE_LN_P2), f, GROVE_LN_P3), f, GROVE_LN_P4), f, GROVE_LN_P5), f, GROVE_LN_P6), f, GROVE_LN_P7), f, GROVE_LN_P8);
     float y = h * f * z;
     y += GROVE_EXP_C1 * fe;
     y += -0.5f * z;
@@ -57,11 +55,11 @@ __device__ __forceinline__ float grove_ln(float x) {
 // sin r and cos r for |r| <= pi/4.
 __device__ __forceinline__ float grove_sin_poly(float r) {
     const float z = r * r;
-    return ((GROVE_SIN_P0 * z + GROVE_SIN_P1) * z + GROVE_SIN_P2) * z * r + r;
+    return fmaf(fmaf(fmaf(GROVE_SIN_P0, z, GROVE_SIN_P1), z, GROVE_SIN_P2) * z, r, r);
 }
 __device__ __forceinline__ float grove_cos_poly(float r) {
     const float z = r * r;
-    return ((GROVE_COS_P0 * z + GROVE_COS_P1) * z + GROVE_COS_P2) * z * z - 0.5f * z + 1.0f;
+    return fmaf(fmaf(fmaf(GROVE_COS_P0, z, GROVE_COS_P1), z, GROVE_COS_P2) * z, z, fmaf(-0.5f, z, 1.0f));
 }
 
 // The fast reduction for 0 <= ax <= GROVE_SINCOS_MAX0: ax = j*pi/4 + r, j even.
@@ -159,8 +157,7 @@ __device__ __forceinline__ float grove_tanh(float x) {
     }
     if (z == 0.0f) return x;
     const float w = x * x;
-    const float h = (((GROVE_TANH_P0 * w + GROVE_TANH_P1) * w + GROVE_TANH_P2) * w + GROVE_TANH_P3) * w +
-                    GROVE_TANH_P4;
+    const float h = fmaf(fmaf(fmaf(fmaf(GROVE_TANH_P0, w, GROVE_TANH_P1), w, GROVE_TANH_P2), w, GROVE_TANH_P3), w, GROVE_TANH_P4);
     return h * w * x + x;
 }
 

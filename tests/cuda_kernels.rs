@@ -124,13 +124,15 @@ fn the_disk_cache_compiles_once() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// `extern "C" __global__ void NAME(` definitions in a source.
+/// `extern "C" __global__ void [BOUNDS] NAME(` definitions in a source (the name is the last
+/// word before the parenthesis, so a launch-bounds macro may precede it).
 fn global_kernels(text: &str) -> Vec<String> {
     let key = "extern \"C\" __global__ void ";
     text.match_indices(key)
         .map(|(i, _)| {
             let rest = &text[i + key.len()..];
-            rest[..rest.find('(').unwrap()].trim().to_string()
+            let head = rest[..rest.find('(').unwrap()].trim();
+            head.rsplit(char::is_whitespace).next().unwrap().to_string()
         })
         .collect()
 }

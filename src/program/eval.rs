@@ -726,9 +726,9 @@ fn eval_rows_generic<const B: usize, F: BlockFold>(
     }
 }
 
-/// [`eval_rows_generic`] compiled for AVX2.
+/// [`eval_rows_generic`] compiled for AVX2 and FMA (the math's `mul_add`s become `vfmadd`).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma")]
 fn eval_rows_avx2<const B: usize, F: BlockFold>(
     prog: &Program,
     x: &[f32],
@@ -741,7 +741,8 @@ fn eval_rows_avx2<const B: usize, F: BlockFold>(
     eval_rows_generic::<B, F>(prog, x, n_rows, rows, fold, acc, scratch)
 }
 
-/// Evaluates a chunk with the widest vectors the CPU has (the bits are the same either way).
+/// Evaluates a chunk with the widest vectors the CPU has (the bits are the same either way:
+/// without hardware FMA, `mul_add` is libm's exact `fmaf`, only slower).
 fn eval_rows<const B: usize, F: BlockFold>(
     prog: &Program,
     x: &[f32],
@@ -752,8 +753,8 @@ fn eval_rows<const B: usize, F: BlockFold>(
     scratch: &mut Scratch,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above).
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above).
         return unsafe { eval_rows_avx2::<B, F>(prog, x, n_rows, rows, fold, acc, scratch) };
     }
     eval_rows_generic::<B, F>(prog, x, n_rows, rows, fold, acc, scratch)

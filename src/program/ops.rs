@@ -349,7 +349,10 @@ pub fn parse_function_set(list: &str) -> Result<Vec<Op>, String> {
 pub fn cuda_source() -> String {
     let mut s = String::from("// Generated from src/program/ops.rs and src/program/fastmath.rs: do not edit.\n");
     s.push_str(&super::fastmath::cuda_constants());
-    s.push_str(include_str!("../../kernels/grove_math.cuh"));
+    match crate::backend::cuda::kernels::kernel_override("grove_math.cuh") {
+        Some(text) => s.push_str(&text),
+        None => s.push_str(include_str!("../../kernels/grove_math.cuh")),
+    }
     s.push_str("#define GROVE_OP_VAR 0\n#define GROVE_OP_CONST 1\n");
     for op in FUNCTIONS {
         s.push_str(&format!("#define GROVE_OP_{} {}\n", op.name().to_uppercase(), *op as u8));

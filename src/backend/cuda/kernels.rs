@@ -24,9 +24,20 @@ pub const OPS_HEADER: &str = "grove_ops.h";
 impl KernelSource<'_> {
     /// What NVRTC compiles: the operator header generated from `src/program/ops.rs`, then the
     /// `.cu` file. `#line` directives make NVRTC's line numbers refer to each part's own lines.
+    ///
+    /// For kernel work without rebuilding: with `GROVE_KERNEL_DIR=DIR`, the `.cu` file and
+    /// `grove_math.cuh` are read from `DIR` when they are there (the disk cache keys on the text,
+    /// so variants never mix).
     pub fn full_source(&self) -> String {
-        format!("#line 1 \"{OPS_HEADER}\"\n{}\n#line 1 \"{}\"\n{}", cuda_source(), self.file, self.text)
+        let text = kernel_override(self.file).unwrap_or_else(|| self.text.to_string());
+        format!("#line 1 \"{OPS_HEADER}\"\n{}\n#line 1 \"{}\"\n{}", cuda_source(), self.file, text)
     }
+}
+
+/// The text of `DIR/file` when `GROVE_KERNEL_DIR=DIR` is set and the file is there.
+pub fn kernel_override(file: &str) -> Option<String> {
+    let dir = std::env::var_os("GROVE_KERNEL_DIR")?;
+    std::fs::read_to_string(std::path::Path::new(&dir).join(file)).ok()
 }
 
 /// `kernels/eval.cu`: tree evaluation, fused regression sums, predictions.
