@@ -251,47 +251,58 @@ pub fn builtin(name: &str, n: Option<usize>) -> Result<Problem> {
 impl Builtin {
     /// `n` points laid out by `sampling`, from the stream of `individual` (0 train, 1 test).
     pub fn generate(&self, sampling: Sampling, n: usize, individual: u32) -> Result<Dataset> {
+        use rayon::prelude::*;
         let d = self.n_vars;
-        // Row-major inputs, [n][d], each already rounded to f32.
-        let mut rows = Vec::with_capacity(n * d);
+        // Feature-major inputs, [d][n], each rounded to f32 (in parallel: 16.8 M grid points of
+        // SR-GPU's W4 take 2.4 s on one core). Only the uniform layout draws from a stream, in
+        // row-major order, sequentially.
+        let mut x64 = vec![0.0f64; n * d];
+        const MIN: usize = 1 << 15;
         match sampling {
             Sampling::Grid { lo, hi } => {
                 let k = grid_side(n, d)?;
                 let axis = linspace(lo, hi, k);
-                for r in 0..n {
-                    let mut rest = r;
-                    let start = rows.len();
-                    for _ in 0..d {
-                        rows.push(axis[rest % k]);
-                        rest /= k;
-                    }
-                    rows[start..].reverse(); // the last variable varies fastest
+                // Row r's variable v is axis digit d-1-v of r in base k (the last varies fastest).
+                for (v, col) in x64.chunks_mut(n.max(1)).enumerate() {
+                    let div = k.pow((d - 1 - v) as u32);
+                    col.par_iter_mut().with_min_len(MIN).enumerate().for_each(|(r, x)| *x = axis[(r / div) % k]);
                 }
             }
             Sampling::Linspace { lo, hi } => {
                 ensure!(d == 1, "a linspace layout has one variable, this problem has {d}");
                 ensure!(n >= 2, "linspace needs at least 2 points, got {n}");
-                rows.extend(linspace(lo, hi, n));
+                x64.copy_from_slice(&linspace(lo, hi, n));
             }
             Sampling::Uniform { lo, hi } => {
                 let mut s = Stream::new(self.seed, 0, individual, Purpose::Data);
-                rows.extend((0..n * d).map(|_| lo + (hi - lo) * s.unit_f64()));
+                for r in 0..n {
+                    for v in 0..d {
+                        x64[v * n + r] = lo + (hi - lo) * s.unit_f64();
+                    }
+                }
             }
             Sampling::Integers { from } => {
                 ensure!(d == 1, "an integer layout has one variable, this problem has {d}");
-                rows.extend((0..n).map(|i| (from + i as i64) as f64));
+                for (i, x) in x64.iter_mut().enumerate() {
+                    *x = (from + i as i64) as f64;
+                }
             }
         }
-        for v in &mut rows {
-            *v = *v as f32 as f64;
-        }
-        let y64: Vec<f64> = rows.chunks_exact(d).map(self.f).collect();
-        let mut x64 = vec![0.0; n * d];
-        for (r, row) in rows.chunks_exact(d).enumerate() {
-            for (v, &value) in row.iter().enumerate() {
-                x64[v * n + r] = value;
-            }
-        }
+        x64.par_iter_mut().with_min_len(MIN).for_each(|v| *v = *v as f32 as f64);
+        let f = self.f;
+        let y64: Vec<f64> = (0..n)
+            .into_par_iter()
+            .with_min_len(MIN)
+            .map_init(
+                || vec![0.0; d],
+                |row, r| {
+                    for (v, x) in row.iter_mut().enumerate() {
+                        *x = x64[v * n + r];
+                    }
+                    f(row)
+                },
+            )
+            .collect();
         let names = (0..d).map(|v| format!("x{v}")).collect();
         Dataset::new(names, "y", x64, y64)
     }
