@@ -88,3 +88,24 @@ grove::test_device!(evolution_improves_on_every_backend, |backend: &Backend| {
     assert!(last < first, "no improvement: {first} -> {last}");
     assert!(r.report["train"]["r2"].as_f64().unwrap() > 0.9);
 });
+
+grove::test_device!(streamed_data_gives_the_resident_sums, |backend: &Backend| {
+    // A budget of 1000 rows of (2 features + target) × 4 bytes cuts 4096 points into 5 chunks,
+    // the last one short; the merged sums must equal those of the data set in one piece.
+    let data = grove::data::DataSource::parse("builtin:pagie1:4096").unwrap().load(None).unwrap().train;
+    let spec = TreeSpec::new(vec![Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Exp], 2, 64).with_depth(1, 5);
+    let pop = init_population(&spec, 300, 9).unwrap();
+    let whole = backend.regression_data(&data.x, &data.y, data.n_rows, data.n_features).unwrap();
+    let streamed = backend.regression_data_within(&data.x, &data.y, data.n_rows, data.n_features, Some(1000 * 12)).unwrap();
+    if matches!(backend, Backend::Cuda(_)) {
+        assert!(matches!(streamed, grove::backend::RegressionData::Streamed { chunk_rows: 1000, .. }));
+    }
+    let (a, b) = (backend.regression_sums(&pop, &whole).unwrap(), backend.regression_sums(&pop, &streamed).unwrap());
+    for (i, (a, b)) in a.iter().zip(&b).enumerate() {
+        assert_eq!((a.finite, a.n), (b.finite, b.n), "tree {i}");
+        if a.finite {
+            assert!((a.mse() - b.mse()).abs() <= 1e-12 * a.mse().abs().max(1e-300), "tree {i}: {} vs {}", a.mse(), b.mse());
+            assert!((a.sum_fy - b.sum_fy).abs() <= 1e-12 * a.sum_fy.abs().max(1e-300), "tree {i}");
+        }
+    }
+});

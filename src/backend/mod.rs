@@ -65,11 +65,44 @@ impl Backend {
         }
     }
 
-    /// Puts a regression data set where this backend reads it (once per run).
+    /// Puts a regression data set where this backend reads it (once per run). On a GPU, a data
+    /// set larger than [`device_data_budget`] stays on the host and is streamed to the device in
+    /// chunks of rows at every evaluation, the chunks' sums merged in row order.
     pub fn regression_data<'d>(&self, x: &'d [f32], y: &'d [f32], n_rows: usize, n_features: usize) -> Result<RegressionData<'d>> {
+        self.regression_data_within(x, y, n_rows, n_features, None)
+    }
+
+    /// [`Backend::regression_data`] with an explicit device budget in bytes (`None`: the
+    /// default, [`device_data_budget`]).
+    pub fn regression_data_within<'d>(
+        &self,
+        x: &'d [f32],
+        y: &'d [f32],
+        n_rows: usize,
+        n_features: usize,
+        budget: Option<usize>,
+    ) -> Result<RegressionData<'d>> {
         Ok(match self {
             Backend::Cpu => RegressionData::Host { x, y, n_rows },
-            Backend::Cuda(e) => RegressionData::Device(e.upload_dataset(x, y, n_rows, n_features)?),
+            Backend::Cuda(e) => {
+                let row_bytes = (n_features + 1) * size_of::<f32>();
+                let budget = match budget {
+                    Some(b) => b,
+                    None => device_data_budget(e)?,
+                };
+                if n_rows * row_bytes <= budget {
+                    RegressionData::Device(e.upload_dataset(x, y, n_rows, n_features)?)
+                } else {
+                    anyhow::ensure!(
+                        x.len() == n_rows * n_features && y.len() == n_rows,
+                        "x has {} values and y {}; expected {n_features} × {n_rows} and {n_rows}",
+                        x.len(),
+                        y.len()
+                    );
+                    let chunk_rows = (budget / row_bytes).max(1);
+                    RegressionData::Streamed { x, y, n_rows, n_features, chunk_rows }
+                }
+            }
         })
     }
 
@@ -81,6 +114,25 @@ impl Backend {
             }
             (Backend::Cuda(e), RegressionData::Device(d)) => {
                 Ok(e.evaluate_regression(pop, d)?)
+            }
+            (Backend::Cuda(e), RegressionData::Streamed { x, y, n_rows, n_features, chunk_rows }) => {
+                let mut total: Option<Vec<RegressionSums>> = None;
+                let mut xc = Vec::new();
+                for r0 in (0..*n_rows).step_by(*chunk_rows) {
+                    let r1 = (r0 + chunk_rows).min(*n_rows);
+                    // The chunk's columns, feature-major like the whole.
+                    xc.clear();
+                    for f in 0..*n_features {
+                        xc.extend_from_slice(&x[f * n_rows + r0..f * n_rows + r1]);
+                    }
+                    let d = e.upload_dataset(&xc, &y[r0..r1], r1 - r0, *n_features)?;
+                    let part = e.evaluate_regression(pop, &d)?;
+                    match &mut total {
+                        None => total = Some(part),
+                        Some(t) => t.iter_mut().zip(&part).for_each(|(t, p)| t.merge(p)),
+                    }
+                }
+                Ok(total.unwrap_or_default())
             }
             _ => anyhow::bail!("data set uploaded for another backend"),
         }
@@ -100,6 +152,30 @@ pub enum RegressionData<'d> {
     },
     /// Uploaded to a GPU.
     Device(cuda::DeviceDataset),
+    /// Too large for the GPU at once: read from host memory and streamed in chunks of
+    /// `chunk_rows` rows at every evaluation.
+    Streamed {
+        /// `[n_features][n_rows]`.
+        x: &'d [f32],
+        /// `[n_rows]`.
+        y: &'d [f32],
+        /// Rows.
+        n_rows: usize,
+        /// Features.
+        n_features: usize,
+        /// Rows per chunk.
+        chunk_rows: usize,
+    },
+}
+
+/// How many bytes of data a run may keep on the GPU: `GROVE_DEVICE_DATA_BYTES` when set (to
+/// test streaming, or to leave room for other work), else half the device's free memory.
+pub fn device_data_budget(engine: &cuda::CudaEngine) -> Result<usize> {
+    if let Ok(v) = std::env::var("GROVE_DEVICE_DATA_BYTES") {
+        return v.trim().parse::<usize>().map_err(|_| anyhow::anyhow!("GROVE_DEVICE_DATA_BYTES={v}: give a number of bytes"));
+    }
+    let (free, _total) = engine.context().mem_get_info().map_err(|e| anyhow::anyhow!("asking the GPU for its free memory: {e:?}"))?;
+    Ok(free / 2)
 }
 
 /// Writes a test body once and runs it on every backend: `cpu` always, `cuda` when the tests

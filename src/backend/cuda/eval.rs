@@ -117,7 +117,7 @@ pub struct Launch {
 /// Most dynamic shared memory for output slots per block (with the kernel's ~10 KiB of static
 /// shared memory, under the 48 KiB a block gets without opting in).
 pub const SLOT_BYTES_MAX: u32 = 32 * 1024;
-const DEFAULT_THREADS: u32 = 128;
+const DEFAULT_THREADS: u32 = 256; // measured: W3 +8 %, W1 +3 %, 100k × 1024 −3 % against 128 (H200)
 const DEFAULT_POINTS_PER_THREAD: u32 = 4;
 const DEFAULT_PASSES: u32 = 4;
 /// 32-bit words written by `poison_outputs`: a NaN as f32, and twice over a NaN as f64, that no
@@ -344,10 +344,11 @@ impl CudaEngine {
                 y.len()
             )));
         }
-        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+        use rayon::prelude::*;
+        if let Some(i) = x.par_iter().with_min_len(1 << 16).position_first(|v| !v.is_finite()) {
             return Err(GpuError::Input(format!("x[row {}][column {}] is {}", i % n_rows, i / n_rows, x[i])));
         }
-        if let Some(i) = y.iter().position(|v| !v.is_finite()) {
+        if let Some(i) = y.par_iter().with_min_len(1 << 16).position_first(|v| !v.is_finite()) {
             return Err(GpuError::Input(format!("y[row {i}] is {}", y[i])));
         }
         Ok(DeviceDataset {
@@ -637,17 +638,17 @@ mod tests {
     #[test]
     fn default_launch_shapes() {
         let d = EvalConfig::default();
-        // Plenty of trees: 4 passes of 128 × 4 points.
+        // Plenty of trees: 4 passes of 256 × 4 points.
         let l = d.resolve(100_000, 1000, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (128, 4, 2048, 49));
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (256, 4, 4096, 25));
         // One tree on a big data set: fewer passes so the GPU has blocks.
         let l = d.resolve(100_000, 1, 0, 132).unwrap();
-        assert_eq!((l.tile_points, l.n_tiles), (512, 196));
+        assert_eq!((l.tile_points, l.n_tiles), (1024, 98));
         // Tiny data: one warp, one point each.
         let l = d.resolve(1, 1, 0, 132).unwrap();
         assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 1, 32, 1));
         let l = d.resolve(300, 10, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (128, 3, 384, 1));
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (256, 2, 512, 1));
         // Many output slots: fewer points per thread to fit shared memory.
         let l = d.resolve(100_000, 1000, 40, 132).unwrap();
         assert!(l.slot_bytes <= SLOT_BYTES_MAX && l.points_per_thread == 1, "{l:?}");
