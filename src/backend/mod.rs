@@ -5,13 +5,14 @@
 //! saying why.
 //!
 //! [`Backend`] is the one interface the engine and the tasks use (DESIGN.md, contract 3). It
-//! covers regression fitness today; mapping, breeding and roll-outs join it as their kernels
+//! covers regression and classification fitness today; mapping, breeding and roll-outs join it as their kernels
 //! land (issues 4 to 7).
 
 pub mod cuda;
 
 use anyhow::Result;
 
+use crate::program::classify::ClassSums;
 use crate::program::eval::RegressionSums;
 use crate::program::tree::Population;
 
@@ -85,6 +86,49 @@ impl Backend {
             _ => anyhow::bail!("data set uploaded for another backend"),
         }
     }
+    /// Puts a classification data set where this backend reads it (once per run): features
+    /// `x` `[n_features][n_rows]` (f32, feature-major) and `labels` `[n_rows]`, each `< n_classes`.
+    ///
+    /// On CUDA the data stays on the host for now and [`Backend::classification_sums`] runs
+    /// the CPU reference: `kernels/classify.cu` is written but not yet launched from Rust.
+    pub fn classification_data<'d>(&self, x: &'d [f32], labels: &'d [u32], n_rows: usize, n_classes: usize) -> Result<ClassData<'d>> {
+        anyhow::ensure!(labels.len() == n_rows, "{} labels for {n_rows} rows", labels.len());
+        anyhow::ensure!(labels.iter().all(|&l| (l as usize) < n_classes), "a label is not below {n_classes}");
+        Ok(ClassData::Host { x, labels, n_rows, n_classes })
+    }
+
+    /// Fused classification sums (per-class correct counts, cross-entropy) of every
+    /// individual of `pop` on `data`: `pop.n_outputs == n_classes`, or 0 with two classes
+    /// (the sign of the single output).
+    pub fn classification_sums(&self, pop: &Population, data: &ClassData<'_>) -> Result<Vec<ClassSums>> {
+        match data {
+            // Both backends, until the CUDA engine launches kernels/classify.cu.
+            ClassData::Host { x, labels, n_rows, n_classes } => {
+                Ok(crate::program::classify::evaluate_classification(pop, x, labels, *n_rows, *n_classes)?)
+            }
+        }
+    }
+
+    /// True when classification fitness runs on the CPU although this backend is CUDA (the
+    /// classification kernel is not wired yet); the command says so.
+    pub fn classification_on_host(&self) -> bool {
+        matches!(self, Backend::Cuda(_))
+    }
+}
+
+/// A classification data set as a backend reads it.
+pub enum ClassData<'d> {
+    /// Host memory.
+    Host {
+        /// `[n_features][n_rows]`, feature-major, f32.
+        x: &'d [f32],
+        /// `[n_rows]` class of each row.
+        labels: &'d [u32],
+        /// Rows.
+        n_rows: usize,
+        /// Classes.
+        n_classes: usize,
+    },
 }
 
 /// A regression data set as a backend reads it.
