@@ -290,9 +290,10 @@ pub struct ClassifyArgs {
     /// Two classes only: one output, class 1 (the second in sorted order) where it is positive.
     #[arg(long)]
     pub binary: bool,
-    /// Standardise each feature with the training rows' mean and standard deviation.
+    /// Do not standardise the features (by default each is shifted and scaled by the training
+    /// rows' mean and standard deviation, and the saved model repeats it).
     #[arg(long)]
-    pub standardize: bool,
+    pub no_standardize: bool,
     /// Fitness penalty per program node.
     #[arg(long, default_value_t = 0.0)]
     pub parsimony: f64,
@@ -343,7 +344,7 @@ impl ClassifyArgs {
             data: self.data.clone(),
             label: self.label.clone(),
             test_fraction: self.test_fraction,
-            standardize: self.standardize,
+            standardize: !self.no_standardize,
             grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
             functions: if self.grammar.is_some() { None } else { Some(self.functions.clone()) },
             engine: crate::evolve::EngineConfig {

@@ -153,6 +153,9 @@ fn cells(line: &str, delimiter: Delimiter) -> Result<Vec<String>, String> {
                 cell.push('"');
             }
             '"' => {
+                if !quoted && cell.trim().is_empty() {
+                    cell.clear(); // spaces before an opening quote
+                }
                 quoted = !quoted;
                 was_quoted = true;
             }
@@ -161,6 +164,7 @@ fn cells(line: &str, delimiter: Delimiter) -> Result<Vec<String>, String> {
                 cell.clear();
                 was_quoted = false;
             }
+            c if was_quoted && !quoted && c.is_whitespace() => {} // spaces after a closing quote
             c => cell.push(c),
         }
     }

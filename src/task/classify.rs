@@ -229,7 +229,7 @@ impl Default for ClassifySettings {
             data: "builtin:iris".into(),
             label: None,
             test_fraction: 0.25,
-            standardize: false,
+            standardize: true,
             grammar: None,
             functions: Some("add,sub,mul,div".into()),
             engine: crate::evolve::EngineConfig { pop_size: 5000, generations: 40, max_len: 64, ..Default::default() },
