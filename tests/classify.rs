@@ -27,9 +27,12 @@ fn temp_file(name: &str, body: &str) -> std::path::PathBuf {
     p
 }
 
+/// A built-in's name, rows, features and (class, rows) pairs.
+type Expected = (&'static str, usize, usize, &'static [(&'static str, usize)]);
+
 #[test]
 fn each_builtin_has_its_shape_and_class_counts() {
-    let want: [(&str, usize, usize, &[(&str, usize)]); 4] = [
+    let want: [Expected; 4] = [
         ("iris", 150, 4, &[("setosa", 50), ("versicolor", 50), ("virginica", 50)]),
         ("wine", 178, 13, &[("class_0", 59), ("class_1", 71), ("class_2", 48)]),
         ("breast_cancer", 569, 30, &[("benign", 357), ("malignant", 212)]),
