@@ -121,7 +121,7 @@ impl Confusion {
     }
     /// A table for people: rows are true classes, columns predicted ones.
     pub fn render(&self, classes: &[String]) -> String {
-        let w = classes.iter().map(|c| c.len()).max().unwrap_or(1).max(6);
+        let w = classes.iter().map(|c| c.len()).max().unwrap_or(1).max("true\\pred".len());
         let cw = self.counts.iter().flatten().map(|n| n.to_string().len()).max().unwrap_or(1).max(classes.iter().map(|c| c.len().min(10)).max().unwrap_or(1));
         let mut s = format!("{:>w$}  ", "true\\pred");
         for c in classes {
