@@ -28,6 +28,10 @@ pub enum Command {
     Map(MapArgs),
     /// Evolve a formula for a data set (symbolic regression), from a grammar or a function set.
     Evolve(Box<EvolveArgs>),
+    /// Evolve a classifier (one output per class, argmax) for a labelled data set.
+    Classify(Box<ClassifyArgs>),
+    /// Apply the best program saved in a run report to the rows of a data file.
+    Predict(PredictArgs),
     /// Measure throughput (mapping, the CPU interpreter; with --gpu the CUDA evaluator) and print a table.
     Bench(BenchArgs),
 }
@@ -87,6 +91,26 @@ pub struct EvolveArgs {
     /// Longest program, in nodes.
     #[arg(long, default_value_t = 128)]
     pub max_len: usize,
+    /// Grammatical evolution settings.
+    #[command(flatten)]
+    pub ge: GeArgs,
+    /// Write the JSON run report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Where to evaluate: auto (CUDA if usable, else CPU), cpu, cuda.
+    #[arg(long, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
+    pub device: crate::backend::DeviceChoice,
+    /// Print only the result.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Settings of grammatical evolution, shared by `evolve` and `classify`.
+#[derive(Debug, Args)]
+pub struct GeArgs {
     /// GE: extra passes over the genome.
     #[arg(long, default_value_t = 0)]
     pub wraps: u32,
@@ -114,18 +138,41 @@ pub struct EvolveArgs {
     /// GE: per-codon mutation probability.
     #[arg(long, default_value_t = 0.02)]
     pub mutation: f32,
-    /// Write the JSON run report here.
-    #[arg(long)]
-    pub report: Option<PathBuf>,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Where to evaluate: auto (CUDA if usable, else CPU), cpu, cuda.
-    #[arg(long, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
-    pub device: crate::backend::DeviceChoice,
-    /// Print only the result.
-    #[arg(long, short)]
-    pub quiet: bool,
+}
+
+impl GeArgs {
+    /// Checks the settings; returns the mapping, initialisation and variation configs and
+    /// the genome capacity.
+    pub fn configs(&self) -> Result<(MapConfig, crate::genome::InitConfig, crate::genome::vary::GeVaryConfig, usize)> {
+        use crate::genome::{InitConfig, InitMethod};
+        anyhow::ensure!((0.0..=1.0).contains(&self.crossover), "--crossover must be a probability, got {}", self.crossover);
+        anyhow::ensure!((0.0..=1.0).contains(&self.mutation), "--mutation must be a probability, got {}", self.mutation);
+        let codon_size = 1 << 16;
+        Ok((
+            MapConfig {
+                max_wraps: self.wraps,
+                codons: match self.codons {
+                    CodonsArg::Eager => Codons::Eager,
+                    CodonsArg::Lazy => Codons::Lazy,
+                },
+                max_depth: self.max_depth,
+                max_nodes: u32::MAX,
+            },
+            InitConfig {
+                method: match self.init {
+                    InitArg::Random => InitMethod::Random,
+                    InitArg::Sensible => InitMethod::Sensible,
+                },
+                length: self.genome_length,
+                codon_size,
+                min_depth: self.init_depth.0,
+                max_depth: self.init_depth.1,
+                tail_fraction: 0.5,
+            },
+            crate::genome::vary::GeVaryConfig { crossover: self.crossover, mutation: self.mutation, within_used: true, codon_size },
+            self.genome_capacity.max(self.genome_length),
+        ))
+    }
 }
 
 fn parse_range(s: &str) -> Result<(u32, u32), String> {
@@ -141,18 +188,15 @@ fn parse_range(s: &str) -> Result<(u32, u32), String> {
 impl EvolveArgs {
     /// The run's settings (as stored in the report).
     pub fn settings(&self) -> anyhow::Result<crate::task::regression::EvolveSettings> {
-        use crate::genome::{InitConfig, InitMethod};
         anyhow::ensure!(self.pop >= 2, "--pop must be at least 2, got {}", self.pop);
         anyhow::ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction must be in [0, 1), got {}", self.test_fraction);
-        anyhow::ensure!((0.0..=1.0).contains(&self.crossover), "--crossover must be a probability, got {}", self.crossover);
-        anyhow::ensure!((0.0..=1.0).contains(&self.mutation), "--mutation must be a probability, got {}", self.mutation);
         anyhow::ensure!(self.tournament >= 1, "--tournament must be at least 1");
         anyhow::ensure!((1..=65535).contains(&self.max_len), "--max-len must be in 1..=65535, got {}", self.max_len);
         anyhow::ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony must be >= 0");
         if self.grammar.is_none() && self.functions.is_none() {
             anyhow::bail!("give --grammar FILE (grammatical evolution) or --functions LIST (tree GP), e.g. --grammar grammars/regression.bnf");
         }
-        let codon_size = 1 << 16;
+        let (map, init, vary, genome_capacity) = self.ge.configs()?;
         Ok(crate::task::regression::EvolveSettings {
             data: self.data.clone(),
             target: self.target.clone(),
@@ -167,28 +211,10 @@ impl EvolveArgs {
                 elite: self.elite.min(self.pop),
                 max_len: self.max_len,
             },
-            map: MapConfig {
-                max_wraps: self.wraps,
-                codons: match self.codons {
-                    CodonsArg::Eager => Codons::Eager,
-                    CodonsArg::Lazy => Codons::Lazy,
-                },
-                max_depth: self.max_depth,
-                max_nodes: u32::MAX,
-            },
-            init: InitConfig {
-                method: match self.init {
-                    InitArg::Random => InitMethod::Random,
-                    InitArg::Sensible => InitMethod::Sensible,
-                },
-                length: self.genome_length,
-                codon_size,
-                min_depth: self.init_depth.0,
-                max_depth: self.init_depth.1,
-                tail_fraction: 0.5,
-            },
-            vary: crate::genome::vary::GeVaryConfig { crossover: self.crossover, mutation: self.mutation, within_used: true, codon_size },
-            genome_capacity: self.genome_capacity.max(self.genome_length),
+            map,
+            init,
+            vary,
+            genome_capacity,
             regression: crate::task::regression::RegressionConfig {
                 metric: self.metric,
                 linear_scaling: !self.no_linear_scaling,
@@ -202,8 +228,16 @@ impl EvolveArgs {
 
 fn evolve(args: &EvolveArgs) -> Result<ExitCode> {
     let settings = args.settings()?;
-    let run = || crate::task::regression::evolve(&settings, args.quiet);
-    let result = match args.threads {
+    finish_run(args.threads, args.report.as_deref(), || crate::task::regression::evolve(&settings, args.quiet))
+}
+
+/// Runs a task on `threads` worker threads, writes its report and prints its summary.
+fn finish_run(
+    threads: Option<usize>,
+    report: Option<&std::path::Path>,
+    run: impl FnOnce() -> Result<crate::task::regression::EvolveResult> + Send,
+) -> Result<ExitCode> {
+    let result = match threads {
         Some(n) => rayon::ThreadPoolBuilder::new()
             .num_threads(n.max(1))
             .build()
@@ -211,12 +245,174 @@ fn evolve(args: &EvolveArgs) -> Result<ExitCode> {
             .install(run)?,
         None => run()?,
     };
-    if let Some(path) = &args.report {
+    if let Some(path) = report {
         crate::report::write_json_atomic(path, &result.report)?;
     }
     println!("{}", result.summary);
-    if let Some(path) = &args.report {
+    if let Some(path) = report {
         println!("report        {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `grove classify`.
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// Data: `builtin:NAME` (iris, wine, breast_cancer, digits) or a CSV / tab-separated file
+    /// with a header and a column of class labels (integers or names).
+    #[arg(long, default_value = "builtin:iris")]
+    pub data: String,
+    /// The class label column (default: the last column).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Grammar for grammatical evolution (with `out(K, EXPR)` output nodes, e.g.
+    /// grammars/classify.bnf).
+    #[arg(long, short, conflicts_with = "functions")]
+    pub grammar: Option<PathBuf>,
+    /// Function set for tree GP with random output nodes (the default without --grammar).
+    #[arg(long, default_value = "add,sub,mul,div")]
+    pub functions: String,
+    /// Population size.
+    #[arg(long, default_value_t = 5000)]
+    pub pop: usize,
+    /// Generations.
+    #[arg(long, default_value_t = 40)]
+    pub gens: usize,
+    /// Random seed (of evolution and of the train/test split).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Fraction of each class held out for testing (stratified split).
+    #[arg(long, default_value_t = 0.25)]
+    pub test_fraction: f64,
+    /// What evolution minimises.
+    #[arg(long, value_enum, default_value = "cross-entropy")]
+    pub fitness: crate::task::classify::ClassFitness,
+    /// Two classes only: one output, class 1 (the second in sorted order) where it is positive.
+    #[arg(long)]
+    pub binary: bool,
+    /// Do not standardise the features (by default each is shifted and scaled by the training
+    /// rows' mean and standard deviation, and the saved model repeats it).
+    #[arg(long)]
+    pub no_standardize: bool,
+    /// Fitness penalty per program node.
+    #[arg(long, default_value_t = 0.0)]
+    pub parsimony: f64,
+    /// Tournament size.
+    #[arg(long, default_value_t = 3)]
+    pub tournament: usize,
+    /// Best individuals copied unchanged to the next generation.
+    #[arg(long, default_value_t = 1)]
+    pub elite: usize,
+    /// Longest program, in nodes.
+    #[arg(long, default_value_t = 64)]
+    pub max_len: usize,
+    /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
+    #[arg(long, default_value_t = 0.05)]
+    pub p_out: f32,
+    /// Grammatical evolution settings.
+    #[command(flatten)]
+    pub ge: GeArgs,
+    /// Write the JSON run report here (`grove predict --model` reads it).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Where to evaluate: auto (CUDA if usable, else CPU), cpu, cuda.
+    #[arg(long, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
+    pub device: crate::backend::DeviceChoice,
+    /// Print only the result.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl ClassifyArgs {
+    /// The run's settings (as stored in the report).
+    pub fn settings(&self) -> Result<crate::task::classify::ClassifySettings> {
+        anyhow::ensure!(self.pop >= 2, "--pop must be at least 2, got {}", self.pop);
+        anyhow::ensure!(
+            self.test_fraction > 0.0 && self.test_fraction < 1.0,
+            "--test-fraction must be in (0, 1), got {}",
+            self.test_fraction
+        );
+        anyhow::ensure!(self.tournament >= 1, "--tournament must be at least 1");
+        anyhow::ensure!((1..=65535).contains(&self.max_len), "--max-len must be in 1..=65535, got {}", self.max_len);
+        anyhow::ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony must be >= 0");
+        anyhow::ensure!((0.0..=1.0).contains(&self.p_out), "--p-out must be a probability, got {}", self.p_out);
+        let (map, init, vary, genome_capacity) = self.ge.configs()?;
+        Ok(crate::task::classify::ClassifySettings {
+            data: self.data.clone(),
+            label: self.label.clone(),
+            test_fraction: self.test_fraction,
+            standardize: !self.no_standardize,
+            grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
+            functions: if self.grammar.is_some() { None } else { Some(self.functions.clone()) },
+            engine: crate::evolve::EngineConfig {
+                pop_size: self.pop,
+                generations: self.gens,
+                seed: self.seed,
+                tournament: self.tournament,
+                elite: self.elite.min(self.pop),
+                max_len: self.max_len,
+            },
+            map,
+            init,
+            vary,
+            genome_capacity,
+            fitness: self.fitness,
+            binary: self.binary,
+            parsimony: self.parsimony,
+            trees: crate::task::classify::ClassTreeSettings { p_out: self.p_out, ..Default::default() },
+            device: self.device,
+        })
+    }
+}
+
+fn classify(args: &ClassifyArgs) -> Result<ExitCode> {
+    let settings = args.settings()?;
+    finish_run(args.threads, args.report.as_deref(), || crate::task::classify::classify(&settings, args.quiet))
+}
+
+/// `grove predict`.
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    /// A JSON report written by `grove classify --report` or `grove evolve --report`.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// A CSV / tab-separated file with a header holding the model's feature columns (by name,
+    /// in any order; other columns are ignored).
+    #[arg(long)]
+    pub data: PathBuf,
+}
+
+fn predict(args: &PredictArgs) -> Result<ExitCode> {
+    use crate::task::model::ModelKind;
+    let model = crate::task::model::load(&args.model)?;
+    let file = args.data.display().to_string();
+    let bytes = std::fs::read(&args.data).with_context(|| format!("cannot read data file {file}"))?;
+    let table = crate::data::classes::read_table(&bytes, &file)?;
+    let predictions = model.predict(&table, &file)?;
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    writeln!(out, "prediction")?;
+    for p in &predictions {
+        writeln!(out, "{p}")?;
+    }
+    out.flush().context("cannot write standard output")?;
+    // When the file also holds the target, say how well the model does on it.
+    if let Some(j) = table.names.iter().position(|n| *n == model.target) {
+        let truth: Vec<&str> = table.rows.iter().map(|(_, c)| c[j].as_str()).collect();
+        match model.kind {
+            ModelKind::Classification => {
+                let right = truth.iter().zip(&predictions).filter(|(t, p)| t == p).count();
+                eprintln!("accuracy {:.4} ({right} of {} rows, column `{}`)", right as f64 / truth.len() as f64, truth.len(), model.target);
+            }
+            ModelKind::Regression => {
+                let y = crate::data::classes::numeric_column(&table, j, &file)?;
+                let mse = y.iter().zip(&predictions).map(|(y, p)| (p.parse::<f64>().unwrap_or(f64::NAN) - y).powi(2)).sum::<f64>()
+                    / y.len() as f64;
+                eprintln!("mse {mse:.6e} ({} rows, column `{}`)", y.len(), model.target);
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -332,6 +528,8 @@ pub fn run() -> Result<ExitCode> {
         Command::Check(args) => check(&args),
         Command::Map(args) => map(&args),
         Command::Evolve(args) => evolve(&args),
+        Command::Classify(args) => classify(&args),
+        Command::Predict(args) => predict(&args),
         Command::Bench(args) => crate::bench::run(&args),
     }
 }

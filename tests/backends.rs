@@ -1,5 +1,6 @@
 //! The same test bodies on every backend (`grove::test_device!`): regression sums against the
-//! f64 reference evaluator, invalid programs, and a whole evolution run.
+//! f64 reference evaluator, invalid programs, a whole evolution run, streamed data, and
+//! classification sums.
 
 use grove::backend::Backend;
 use grove::program::eval::{RegressionSums, eval_reference};
@@ -110,4 +111,37 @@ grove::test_device!(streamed_data_gives_the_resident_sums, |backend: &Backend| {
             assert!((a.sum_fy - b.sum_fy).abs() <= 1e-12 * bound, "tree {i}: Σfy {} vs {}", a.sum_fy, b.sum_fy);
         }
     }
+});
+
+// Classification sums through the backend against a per-point recomputation from the f64
+// reference evaluator (argmax of the outputs, softmax cross-entropy), on Iris.
+grove::test_device!(classification_sums_match_the_reference, |backend: &Backend| {
+    use grove::program::classify::{argmax, softmax_ce};
+    let iris = grove::data::classes::builtin_classes("iris").unwrap();
+    let (x, n, k) = (&iris.data.x, iris.data.n_rows, iris.n_classes());
+    let spec = TreeSpec::new(vec![Op::Add, Op::Sub, Op::Mul, Op::Div], 4, 32)
+        .with_constants(&[-1.0, 0.0, 1.0])
+        .with_outputs(k, 0.05)
+        .with_depth(1, 4);
+    let pop = init_population(&spec, 200, 9).unwrap();
+    let d = backend.classification_data(x, &iris.labels, n, k).unwrap();
+    let got = backend.classification_sums(&pop, &d).unwrap();
+    let x64: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+    let mut some_right = 0;
+    for (i, g) in got.iter().enumerate() {
+        let (mut correct, mut ce) = (vec![0u64; k], 0.0);
+        for r in 0..n {
+            let z = eval_reference(pop.tree(i), &x64, n, r, k);
+            let y = iris.labels[r] as usize;
+            correct[y] += (argmax(&z) == y) as u64;
+            ce += softmax_ce(&z, y);
+        }
+        assert_eq!((g.n, g.bad), (n as u64, 0), "tree {i}");
+        // f32 evaluation may flip an argmax at a near-tie; these programs have few.
+        let diff: u64 = g.correct.iter().zip(&correct).map(|(a, b)| a.abs_diff(*b)).sum();
+        assert!(diff <= 2, "tree {i}: correct {:?}, reference {correct:?}", g.correct);
+        assert!((g.ce - ce).abs() <= 1e-4 * ce.max(1.0), "tree {i}: ce {} vs {ce}", g.ce);
+        some_right += (g.correct.iter().sum::<u64>() > 60) as usize;
+    }
+    assert!(some_right > 0, "some random program beats chance on Iris");
 });

@@ -840,3 +840,66 @@ fn random_programs_of_every_operator_give_the_cpus_bits() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Classification (kernels/classify.cu against program::classify::evaluate_classification).
+
+/// Points of tree `t` where the top two logits are so close that f32 rounding (or FMA
+/// contraction on the GPU) may decide the argmax: there the correct counts may differ.
+fn near_ties(pop: &Population, t: usize, x: &[f32], n_rows: usize, k: usize) -> u64 {
+    let out = grove::program::eval::predict(pop, t, x, n_rows).unwrap();
+    (0..n_rows)
+        .filter(|&i| {
+            let mut z: Vec<f64> = if pop.n_outputs == 0 {
+                vec![0.0, out[i] as f64]
+            } else {
+                (0..k).map(|c| out[c * n_rows + i] as f64).collect()
+            };
+            z.sort_by(|a, b| b.partial_cmp(a).unwrap_or(std::cmp::Ordering::Equal));
+            (z[0] - z[1]).abs() <= 1e-4 * z[0].abs().max(1.0)
+        })
+        .count() as u64
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn classify_matches_reference() {
+    use grove::program::classify::evaluate_classification;
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(606);
+    // (trees, rows, classes, outputs): multi-output, binary (one output), many classes, one
+    // point; every 5th tree empty; N not a multiple of any tile.
+    for (p, n, k, o) in [(64, 1000, 3, 3), (40, 777, 2, 0), (16, 3001, 10, 10), (5, 1, 3, 3)] {
+        let data = random_data(&mut rng, n, 4);
+        let labels: Vec<u32> = (0..n).map(|_| rng.random_range(0..k as u32)).collect();
+        let mut pop = random_population(&mut rng, p, 5, 4, o, 5);
+        if o == 0 {
+            // A tree deeper than the fast kernel's stack goes to grove_classify_deep.
+            let mut big = Population::new(p, 81, 0);
+            for t in 0..p {
+                if pop.len[t] > 0 {
+                    big.set_tree(t, &pop.tree(t).nodes()).unwrap();
+                }
+            }
+            big.set_tree(0, &left_deep_chain(&mut rng, 40, 4)).unwrap();
+            pop = big;
+        }
+        let dev = e.upload_class_data(&data.x, &labels, n, 4, k).unwrap();
+        let gpu = e.evaluate_classification(&pop, &dev).unwrap_or_else(|err| panic!("{err}"));
+        let cpu = evaluate_classification(&pop, &data.x, &labels, n, k).unwrap();
+        assert_eq!(gpu.len(), p);
+        for t in 0..p {
+            let (g, c) = (&gpu[t], &cpu[t]);
+            let at = format!("[tree {t}, P={p} N={n} K={k} outputs={o}]");
+            assert_eq!((g.n, g.bad), (c.n, c.bad), "first mismatch at {at}: n/bad gpu={:?} cpu={:?}", (g.n, g.bad), (c.n, c.bad));
+            let diff: u64 = g.correct.iter().zip(&c.correct).map(|(a, b)| a.abs_diff(*b)).sum();
+            let ties = if pop.len[t] == 0 { 0 } else { near_ties(&pop, t, &data.x, n, k) };
+            assert!(diff <= ties, "first mismatch at {at}: correct gpu={:?} cpu={:?} ({ties} near-ties)", g.correct, c.correct);
+            assert!((g.ce - c.ce).abs() <= 1e-4 * c.ce.abs().max(1.0), "first mismatch at {at}: ce gpu={} cpu={}", g.ce, c.ce);
+        }
+        // Deterministic: the same call gives the same bits.
+        let again = e.evaluate_classification(&pop, &dev).unwrap();
+        assert!(again.iter().zip(&gpu).all(|(a, b)| a.ce.to_bits() == b.ce.to_bits() && a.correct == b.correct));
+        eprintln!("classify P={p} N={n} K={k} outputs={o}: ok");
+    }
+}

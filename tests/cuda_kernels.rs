@@ -198,14 +198,16 @@ fn repr_c_layouts_match_the_cu_structs() {
 
 #[test]
 fn kernel_constants_match_the_cu_defines() {
-    for (name, value) in kernels::EVAL_DEFINES {
-        let line = kernels::EVAL
-            .text
-            .lines()
-            .find(|l| l.starts_with(&format!("#define {name} ")))
-            .unwrap_or_else(|| panic!("eval.cu does not #define {name}"));
-        let got: usize = line.split_whitespace().nth(2).unwrap().parse().unwrap();
-        assert_eq!(got, *value, "{name} is {got} in eval.cu and {value} in kernels.rs");
+    for (src, defines) in [(kernels::EVAL, kernels::EVAL_DEFINES), (kernels::CLASSIFY, kernels::CLASSIFY_DEFINES)] {
+        for (name, value) in defines {
+            let line = src
+                .text
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("{} does not #define {name}", src.file));
+            let got: usize = line.split_whitespace().nth(2).unwrap().parse().unwrap();
+            assert_eq!(got, *value, "{name} is {got} in {} and {value} in kernels.rs", src.file);
+        }
     }
 }
 

@@ -5,13 +5,14 @@
 //! saying why.
 //!
 //! [`Backend`] is the one interface the engine and the tasks use (DESIGN.md, contract 3). It
-//! covers regression fitness today; mapping, breeding and roll-outs join it as their kernels
+//! covers regression and classification fitness today; mapping, breeding and roll-outs join it as their kernels
 //! land (issues 4 to 7).
 
 pub mod cuda;
 
 use anyhow::Result;
 
+use crate::program::classify::ClassSums;
 use crate::program::eval::RegressionSums;
 use crate::program::tree::Population;
 
@@ -137,6 +138,65 @@ impl Backend {
             _ => anyhow::bail!("data set uploaded for another backend"),
         }
     }
+    /// Puts a classification data set where this backend reads it (once per run): features
+    /// `x` `[n_features][n_rows]` (f32, feature-major) and `labels` `[n_rows]`, each `< n_classes`.
+    ///
+    /// On CUDA the data stays on the host and [`Backend::classification_sums`] runs the CPU
+    /// reference, unless `GROVE_CLASSIFY_KERNEL=1` opts in to `kernels/classify.cu` (until its
+    /// parity test has passed on a GPU; then the kernel becomes the default).
+    pub fn classification_data<'d>(&self, x: &'d [f32], labels: &'d [u32], n_rows: usize, n_classes: usize) -> Result<ClassData<'d>> {
+        anyhow::ensure!(labels.len() == n_rows && n_rows > 0, "{} labels for {n_rows} rows", labels.len());
+        anyhow::ensure!(x.len() % n_rows == 0, "{} feature values do not fill {n_rows} rows", x.len());
+        anyhow::ensure!(labels.iter().all(|&l| (l as usize) < n_classes), "a label is not below {n_classes}");
+        Ok(match self {
+            Backend::Cuda(e) if classify_kernel_opted_in() => {
+                ClassData::Device(e.upload_class_data(x, labels, n_rows, x.len() / n_rows, n_classes)?)
+            }
+            _ => ClassData::Host { x, labels, n_rows, n_classes },
+        })
+    }
+
+    /// Fused classification sums (per-class correct counts, cross-entropy) of every
+    /// individual of `pop` on `data`: `pop.n_outputs == n_classes`, or 0 with two classes
+    /// (the sign of the single output).
+    pub fn classification_sums(&self, pop: &Population, data: &ClassData<'_>) -> Result<Vec<ClassSums>> {
+        match (self, data) {
+            (_, ClassData::Host { x, labels, n_rows, n_classes }) => {
+                Ok(crate::program::classify::evaluate_classification(pop, x, labels, *n_rows, *n_classes)?)
+            }
+            (Backend::Cuda(e), ClassData::Device(d)) => Ok(e.evaluate_classification(pop, d)?),
+            _ => anyhow::bail!("data set uploaded for another backend"),
+        }
+    }
+
+    /// True when classification fitness runs on the CPU although this backend is CUDA (the
+    /// classification kernel is opt-in for now); the command says so.
+    pub fn classification_on_host(&self) -> bool {
+        matches!(self, Backend::Cuda(_)) && !classify_kernel_opted_in()
+    }
+}
+
+/// `GROVE_CLASSIFY_KERNEL=1`: classification fitness on CUDA runs `kernels/classify.cu`
+/// (temporary opt-in until its parity test has run on a GPU).
+fn classify_kernel_opted_in() -> bool {
+    std::env::var("GROVE_CLASSIFY_KERNEL").is_ok_and(|v| v == "1")
+}
+
+/// A classification data set as a backend reads it.
+pub enum ClassData<'d> {
+    /// Host memory.
+    Host {
+        /// `[n_features][n_rows]`, feature-major, f32.
+        x: &'d [f32],
+        /// `[n_rows]` class of each row.
+        labels: &'d [u32],
+        /// Rows.
+        n_rows: usize,
+        /// Classes.
+        n_classes: usize,
+    },
+    /// Uploaded to a GPU.
+    Device(cuda::DeviceClassData),
 }
 
 /// A regression data set as a backend reads it.

@@ -1,12 +1,14 @@
-//! The data layer for symbolic regression (and, later, classification): the [`Dataset`] type,
+//! The data layer for symbolic regression and classification: the [`Dataset`] type,
 //! reading CSV and tab-separated files ([`read()`]), built-in benchmark problems generated from
 //! their definitions ([`builtin()`]), seeded train/test splits ([`split()`]) and the command-line
-//! value that names one of them ([`DataSource`]).
+//! value that names one of them ([`DataSource`]); [`classes`] adds class labels, the built-in
+//! classification data sets and stratified splits.
 //!
 //! Values are stored twice on purpose: `f32` for the interpreters (CPU and GPU evaluate in f32)
 //! and, optionally, `f64` for references and fitness in full precision. See [`Dataset`].
 
 pub mod builtin;
+pub mod classes;
 pub mod read;
 pub mod split;
 

@@ -1,6 +1,7 @@
 //! Programs: the operator table, the tensorized population of trees, their CPU interpreter,
-//! random trees, the variation operators on them, and rendering.
+//! the fused classification fitness (reference of `kernels/classify.cu`), random trees, the variation operators on them, and rendering.
 
+pub mod classify;
 pub mod eval;
 pub mod fastmath;
 pub mod init;

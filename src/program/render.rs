@@ -28,6 +28,50 @@ pub fn render(nodes: &[Node], names: &[String], style: Style) -> String {
     out
 }
 
+/// Renders each output slot of a multi-output program (EvoGP semantics, `tree.rs`): slot `k` is
+/// the sum of the values of its output nodes, each shown as its own function of its children's
+/// *passed* values (a nested output node passes its last child's value; a leaf its own). A slot
+/// no node writes is `0`. Returns `n_outputs` formulas; a malformed tree gives `<malformed>`.
+pub fn outputs(nodes: &[Node], n_outputs: usize, names: &[String], style: Style) -> Vec<String> {
+    let Ok(size) = super::tree::subtree_sizes(nodes) else {
+        return vec!["<malformed>".into(); n_outputs];
+    };
+    // Node i's children, by index.
+    let children = |i: usize| {
+        let mut c = Vec::new();
+        let mut j = i + 1;
+        while j < i + size[i] as usize {
+            c.push(j);
+            j += size[j] as usize;
+        }
+        c
+    };
+    // What node i passes to its parent, as a plain tree (output tags dropped).
+    fn passed(i: usize, nodes: &[Node], children: &dyn Fn(usize) -> Vec<usize>, dst: &mut Vec<Node>) {
+        let c = children(i);
+        if nodes[i].out > 0 && !c.is_empty() {
+            return passed(*c.last().unwrap_or(&i), nodes, children, dst);
+        }
+        own(i, nodes, children, dst);
+    }
+    // Node i's own value: its function of its children's passed values.
+    fn own(i: usize, nodes: &[Node], children: &dyn Fn(usize) -> Vec<usize>, dst: &mut Vec<Node>) {
+        dst.push(Node { out: 0, ..nodes[i] });
+        for c in children(i) {
+            passed(c, nodes, children, dst);
+        }
+    }
+    let mut terms = vec![Vec::<String>::new(); n_outputs];
+    for (i, n) in nodes.iter().enumerate() {
+        if n.out > 0 && (n.out as usize) <= n_outputs {
+            let mut t = Vec::new();
+            own(i, nodes, &children, &mut t);
+            terms[n.out as usize - 1].push(render(&t, names, style));
+        }
+    }
+    terms.into_iter().map(|t| if t.is_empty() { "0".into() } else { t.join(" + ") }).collect()
+}
+
 /// Formats a constant compactly and exactly enough to reproduce its f32 value.
 pub fn number(c: f32) -> String {
     let s = format!("{c}");
@@ -166,6 +210,25 @@ sigmoid = lambda x: 1 / (1 + sympy.exp(-x)); neg = lambda x: -x";
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn outputs_follow_evogp_semantics() {
+        use crate::program::Op;
+        // The dialect page's worked example: prefix [+<out 1>, x0, *<out 0>, x1, 2] computes
+        // [2*x1, x0+2]: `*` passes 2 up to `+`.
+        let nodes = [
+            Node { out: 2, ..Node::func(Op::Add) },
+            Node::var(0),
+            Node { out: 1, ..Node::func(Op::Mul) },
+            Node::var(1),
+            Node::constant(2.0),
+        ];
+        assert_eq!(outputs(&nodes, 3, &[], Style::Infix), ["x1*2", "x0 + 2", "0"]);
+        // Two nodes on one slot add up; a leaf output passes its own value.
+        let nodes = [Node { out: 1, ..Node::func(Op::Sub) }, Node { out: 1, ..Node::var(0) }, Node::var(1)];
+        assert_eq!(outputs(&nodes, 1, &["a".into(), "b".into()], Style::Infix), ["a - b + a"]);
+    }
+
     use super::*;
 
     fn n(op: Op) -> Node {

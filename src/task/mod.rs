@@ -1,3 +1,6 @@
-//! Tasks: what each command evolves and how it scores programs.
+//! Tasks: what each command evolves and how it scores programs, and the saved model that
+//! `grove predict` applies.
 
+pub mod classify;
+pub mod model;
 pub mod regression;

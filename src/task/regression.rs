@@ -234,7 +234,8 @@ impl Default for EvolveSettings {
 
 /// The result of a run, ready to print and to write as the JSON report.
 pub struct EvolveResult {
-    /// The JSON report (`settings`, `generations`, `best`, `train`, `test`, `timing`, `version`).
+    /// The JSON report (`settings`, `generations`, `best`, `train`, `test`, `model`, `timing`,
+    /// `version`).
     pub report: serde_json::Value,
     /// Lines to print for a person.
     pub summary: String,
@@ -337,12 +338,23 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
         best_json["genome"] = serde_json::json!(genome);
         best_json["phenotype"] = serde_json::json!(text);
     }
+    let model = super::model::Model {
+        kind: super::model::ModelKind::Regression,
+        features: names.clone(),
+        target: train.target.clone(),
+        nodes: super::model::Model::encode(&best.nodes),
+        n_outputs: 0,
+        classes: None,
+        scale: Some((a, b)),
+        standardize: None,
+    };
     let report = serde_json::json!({
         "settings": settings,
         "generations": generations,
         "best": best_json,
         "train": score_json(&train_scores),
         "test": test_scores.as_ref().map(score_json),
+        "model": model,
         "timing": {"seconds": seconds, "node_evaluations": node_evals,
                    "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
                    "device": backend.describe()},

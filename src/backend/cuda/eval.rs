@@ -306,15 +306,16 @@ fn poison(ptr: cudarc::driver::sys::CUdeviceptr, words: usize, stream: &CudaStre
 }
 
 /// The population as the kernels see it: views into the device copy of the packed buffer.
-struct Views<'a> {
-    ids: CudaView<'a, u32>,
-    op: CudaView<'a, u8>,
-    value: CudaView<'a, f32>,
-    out: CudaView<'a, u8>,
-    len: CudaView<'a, u16>,
+pub(super) struct Views<'a> {
+    pub(super) ids: CudaView<'a, u32>,
+    pub(super) op: CudaView<'a, u8>,
+    pub(super) value: CudaView<'a, f32>,
+    pub(super) out: CudaView<'a, u8>,
+    pub(super) len: CudaView<'a, u16>,
 }
 
-fn views<'a>(input: &'a CudaSlice<u8>, lay: &Layout) -> Result<Views<'a>> {
+/// Views of the packed population's sections in its device copy `input`.
+pub(super) fn views<'a>(input: &'a CudaSlice<u8>, lay: &Layout) -> Result<Views<'a>> {
     let pl = lay.p * lay.l;
     let bad = || GpuError::Input("packed population larger than its device buffer".into());
     // SAFETY: the sections hold f32, u32 and u16 values written by `pack` (any bits are valid),

@@ -46,8 +46,13 @@ pub const EVAL: KernelSource<'static> = KernelSource { file: "eval.cu", text: in
 /// `kernels/map.cu`: the genotype-to-phenotype mapper, one thread per genome.
 pub const MAP: KernelSource<'static> = KernelSource { file: "map.cu", text: include_str!("../../../kernels/map.cu") };
 
+/// `kernels/classify.cu`: fused classification fitness (per-class correct counts and softmax
+/// cross-entropy), twin of `program::classify::evaluate_classification`.
+pub const CLASSIFY: KernelSource<'static> =
+    KernelSource { file: "classify.cu", text: include_str!("../../../kernels/classify.cu") };
+
 /// Every kernel file (each must compile: `tests/cuda_kernels.rs`).
-pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP];
+pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP, CLASSIFY];
 
 /// Stack slots of the fast evaluation kernels (`GROVE_STACK` in eval.cu).
 pub const STACK: usize = 32;
@@ -107,11 +112,22 @@ pub const PREDICT_DEEP: &str = "grove_predict_deep";
 /// Sums the per-tile partial sums of each tree, in tile order.
 pub const REDUCE_REGRESSION: &str = "grove_reduce_regression";
 
+/// The classification kernel for trees whose stack need is at most [`STACK`].
+pub const CLASSIFY_FAST: &str = "grove_classify_fast";
+/// The classification kernel for deeper trees (up to [`DEEP_STACK`]).
+pub const CLASSIFY_DEEP: &str = "grove_classify_deep";
+/// Sums the per-tile classification partials of each tree, in tile order.
+pub const REDUCE_CLASSIFY: &str = "grove_reduce_classify";
+/// The `#define`s of classify.cu that must equal the constants above (as in eval.cu).
+pub const CLASSIFY_DEFINES: &[(&str, usize)] = EVAL_DEFINES;
+
 /// Every kernel Rust launches, with its source file (`tests/cuda_kernels.rs` checks each is an
-/// `extern "C" __global__` function there).
+/// `extern "C" __global__` function there). The classification kernels are prepared for the
+/// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
     v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP)]);
+    v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v
 }
 
@@ -170,6 +186,55 @@ pub struct ReduceParams {
     pub n_trees: u32,
     /// Tiles per tree (columns of the partial sums).
     pub n_tiles: u32,
+}
+
+/// Parameters of the classification kernels (`GroveClassifyParams` in classify.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassifyParams {
+    /// `N`: data points (rows).
+    pub n_rows: u32,
+    /// `F`: features; `x` is `[F][N]`.
+    pub n_features: u32,
+    /// `L`: row stride of the population arrays.
+    pub max_len: u32,
+    /// Output slots: `n_classes`, or 0 for one output and two classes.
+    pub n_outputs: u32,
+    /// `K`: classes; every label is below it.
+    pub n_classes: u32,
+    /// Trees this launch evaluates (entries of `tree_ids`).
+    pub n_trees: u32,
+    /// Points per block: a multiple of the block's threads.
+    pub tile_points: u32,
+    /// `ceil(N / tile_points)`: the row stride of the partials.
+    pub n_tiles: u32,
+}
+
+/// Per-(tree, tile) and per-tree classification sums (`GroveClassPartial` in classify.cu);
+/// the per-class correct counts are a separate `[rows][n_classes]` u32 array.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ClassPartial {
+    /// Σ softmax cross-entropy over the finite points, f64.
+    pub ce: f64,
+    /// Points summed.
+    pub n: u32,
+    /// Points with a non-finite logit (all of them for an empty tree).
+    pub bad: u32,
+}
+
+/// Parameters of `grove_reduce_classify` (`GroveClassReduceParams` in classify.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClassReduceParams {
+    /// Trees (rows of the partials).
+    pub n_trees: u32,
+    /// Tiles per tree.
+    pub n_tiles: u32,
+    /// Classes (counters per partial).
+    pub n_classes: u32,
+    /// Always 0.
+    pub reserved: u32,
 }
 
 /// Parameters of `grove_map` (`GroveMapParams` in map.cu), passed by value.
@@ -253,6 +318,9 @@ const _: () = assert!(size_of::<MapOut>() == 20);
 const _: () = assert!(size_of::<EvalParams>() == 32);
 const _: () = assert!(size_of::<RegSums>() == 64);
 const _: () = assert!(size_of::<ReduceParams>() == 8);
+const _: () = assert!(size_of::<ClassifyParams>() == 32);
+const _: () = assert!(size_of::<ClassPartial>() == 16);
+const _: () = assert!(size_of::<ClassReduceParams>() == 16);
 
 // SAFETY: plain `#[repr(C)]` structs of u32/f64 fields whose layout equals the CUDA structs'
 // (sizes and offsets asserted on both sides), so the bytes mean the same on the device.
@@ -267,6 +335,15 @@ unsafe impl DeviceRepr for MapParams {}
 // SAFETY: as above; `MapOut` is read back from device memory, where every bit pattern is a
 // valid value of each (u32) field.
 unsafe impl DeviceRepr for MapOut {}
+// SAFETY: as above (classify.cu's structs; sizes and offsets asserted on both sides).
+unsafe impl DeviceRepr for ClassifyParams {}
+// SAFETY: as above; read back from device memory, where every bit pattern is a valid value
+// of each (f64, u32) field.
+unsafe impl DeviceRepr for ClassPartial {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for ClassReduceParams {}
+// SAFETY: all-zero bytes are a valid `ClassPartial` (zeros of f64 and u32).
+unsafe impl ValidAsZeroBits for ClassPartial {}
 // SAFETY: all-zero bytes are a valid `RegSums` (zeros of f64 and u32); read-back buffers of it
 // are page-locked memory zeroed on allocation.
 unsafe impl ValidAsZeroBits for RegSums {}
@@ -286,4 +363,7 @@ layout! {
     ReduceParams { n_trees, n_tiles },
     MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, table_words },
     MapOut { status, used_codons, depth, nodes, n_derivation },
+    ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles },
+    ClassPartial { ce, n, bad },
+    ClassReduceParams { n_trees, n_tiles, n_classes, reserved },
 }

@@ -7,6 +7,7 @@
 //! the next process skips NVRTC.
 
 pub mod cache;
+pub mod classify;
 pub mod error;
 pub mod eval;
 pub mod kernels;
@@ -25,6 +26,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
 pub use cache::Origin;
+pub use classify::DeviceClassData;
 pub use error::{CompileFailure, GpuError, Result};
 pub use eval::{DeviceDataset, EvalConfig, EvalTiming, Launch};
 pub use kernels::KernelSource;

@@ -1,0 +1,323 @@
+// classify.cu: fused classification fitness of a population of multi-output trees, on the GPU.
+//
+// Twin of the CPU reference src/program/classify.rs (evaluate_classification); the Rust
+// structs are in src/backend/cuda/kernels.rs (ClassifyParams, ClassPartial,
+// ClassReduceParams). NVRTC compiles this file after the header generated from
+// src/program/ops.rs (GROVE_OP_*, GROVE_FOR_EACH_OP): no formula is written here by hand.
+//
+// Per tree and point: the outputs are the logits z (n_outputs == n_classes), or, for a
+// single-output program of two classes, z = (0, f). The prediction is argmax z (ties to the
+// lower class; NaN never wins); a correct one counts for the point's class. The cross-entropy
+// logsumexp(z) - z[y] is computed in f64 after shifting by max z (never overflows). A point
+// with a non-finite logit counts in `bad` and adds nothing else.
+//
+// Strategy: eval.cu's, simplified to one point per thread per pass: block b evaluates tree
+// tree_ids[b % n_trees] on tile b / n_trees (neighbouring blocks share a data tile in L2); the
+// tree is staged in shared memory GROVE_CHUNK nodes at a time; each thread walks it backwards
+// (postfix) with its stack in local memory and its output slots in dynamic shared memory.
+//
+// Determinism, no float atomics: per-class correct counts are integers, summed per block with
+// shared-memory integer atomics (exact, so order-free); the cross-entropy (f64) is summed per
+// block by warp shuffles and then the warps in index order; grove_reduce_classify sums each
+// tree's tiles in tile order. Results are bitwise reproducible for a given launch shape.
+
+#define GROVE_STACK 32          // stack slots of the fast kernel (host rejects deeper trees)
+#define GROVE_DEEP_STACK 512    // stack slots of the fallback kernel
+#define GROVE_CHUNK 1024        // tree nodes staged in shared memory at a time
+#define GROVE_MAX_THREADS 1024  // most threads a block may have
+
+// Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
+#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+
+// Mirrors ClassifyParams in src/backend/cuda/kernels.rs.
+struct GroveClassifyParams {
+    unsigned n_rows;       // N: data points
+    unsigned n_features;   // F: x is [F][N], feature-major
+    unsigned max_len;      // L: row stride of the population arrays
+    unsigned n_outputs;    // output slots: n_classes, or 0 (one output, two classes)
+    unsigned n_classes;    // K: labels are < K
+    unsigned n_trees;      // trees in this launch (entries of tree_ids)
+    unsigned tile_points;  // points per block, a multiple of blockDim.x
+    unsigned n_tiles;      // ceil(N / tile_points): row stride of the partials
+};
+static_assert(sizeof(GroveClassifyParams) == 32, "GroveClassifyParams must match ClassifyParams");
+static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_rows) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_features) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassifyParams, max_len) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_outputs) == 12, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_classes) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_trees) == 20, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassifyParams, tile_points) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_tiles) == 28, "layout");
+
+// Mirrors ClassPartial: one (tree, tile)'s sums, and after the reduction one tree's. The
+// per-class correct counts live beside it in a [rows][n_classes] unsigned array.
+struct GroveClassPartial {
+    double ce;     // sum of the cross-entropy over the finite points
+    unsigned n;    // points summed
+    unsigned bad;  // points with a NaN or infinite logit (all of them for an empty tree)
+};
+static_assert(sizeof(GroveClassPartial) == 16, "GroveClassPartial must match ClassPartial");
+static_assert(GROVE_OFFSETOF(GroveClassPartial, ce) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassPartial, n) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassPartial, bad) == 12, "layout");
+
+// Mirrors ClassReduceParams.
+struct GroveClassReduceParams {
+    unsigned n_trees;    // rows of the partials
+    unsigned n_tiles;    // tiles per tree
+    unsigned n_classes;  // counters per partial
+    unsigned reserved;   // 0
+};
+static_assert(sizeof(GroveClassReduceParams) == 16, "GroveClassReduceParams must match ClassReduceParams");
+static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_trees) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_tiles) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_classes) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveClassReduceParams, reserved) == 12, "layout");
+
+// One staged node, 8 bytes (as in eval.cu).
+struct GroveNode {
+    unsigned arg;        // variable index (Var) or the constant's bits (Const); 0 for functions
+    unsigned char op;    // opcode
+    unsigned char out;   // output slot + 1, or 0
+    unsigned short pad;
+};
+
+// Copies nodes [lo, hi) of one tree row into shared memory (coalesced over the block).
+__device__ __forceinline__ void grove_stage(GroveNode* dst, const unsigned char* __restrict__ op,
+                                            const float* __restrict__ value,
+                                            const unsigned char* __restrict__ out, int lo, int hi) {
+    for (int j = lo + (int)threadIdx.x; j < hi; j += (int)blockDim.x) {
+        GroveNode n;
+        n.op = op[j];
+        n.out = out[j];
+        n.pad = 0;
+        const float v = value[j];
+        n.arg = n.op == GROVE_OP_VAR ? (unsigned)v : __float_as_uint(v);
+        dst[j - lo] = n;
+    }
+}
+
+__device__ __forceinline__ double grove_warp_sum(double v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+__device__ __forceinline__ unsigned grove_warp_sum(unsigned v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// Logit k of the current point: slot k of this thread, or (0, f) for one output.
+__device__ __forceinline__ double grove_logit(const float* slots, unsigned n_out, unsigned k, float top) {
+    if (n_out == 0) return k == 0 ? 0.0 : (double)top;
+    return (double)slots[k * blockDim.x + threadIdx.x];
+}
+
+// Evaluates tree tree_ids[blockIdx.x % n_trees] on tile blockIdx.x / n_trees, one point per
+// thread per pass, with a stack of DEPTH slots. Writes partials[tree][tile] and
+// correct[tree][tile][class].
+//
+// Dynamic shared memory: n_classes unsigned counters, then n_outputs * blockDim.x floats
+// (each thread's output slots; a thread touches only its own, so they need no barrier).
+template <int DEPTH>
+__device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, const unsigned* __restrict__ tree_ids,
+                                               const unsigned char* __restrict__ ops,
+                                               const float* __restrict__ values,
+                                               const unsigned char* __restrict__ outs,
+                                               const unsigned short* __restrict__ lens,
+                                               const float* __restrict__ x, const unsigned* __restrict__ labels,
+                                               GroveClassPartial* __restrict__ partials,
+                                               unsigned* __restrict__ correct) {
+    __shared__ GroveNode nodes[GROVE_CHUNK];
+    extern __shared__ unsigned grove_shared[];
+    unsigned* counts = grove_shared;                       // [n_classes]
+    float* slots = (float*)(grove_shared + p.n_classes);  // [n_outputs][blockDim.x]
+
+    const unsigned T = blockDim.x, tid = threadIdx.x;
+    const unsigned t = tree_ids[blockIdx.x % p.n_trees];
+    const unsigned tile = blockIdx.x / p.n_trees;
+    const unsigned first = tile * p.tile_points;
+    const unsigned end = min(first + p.tile_points, p.n_rows);
+    const int len = (int)lens[t];
+    const unsigned n_out = p.n_outputs;
+    const size_t row = (size_t)t * p.max_len;
+    unsigned* my_correct = correct + ((size_t)t * p.n_tiles + tile) * p.n_classes;
+
+    if (len == 0) {  // no program: every point bad, nothing correct
+        for (unsigned c = tid; c < p.n_classes; c += T) my_correct[c] = 0;
+        if (tid == 0) {
+            GroveClassPartial e = {0.0, end - first, end - first};
+            partials[(size_t)t * p.n_tiles + tile] = e;
+        }
+        return;
+    }
+
+    for (unsigned c = tid; c < p.n_classes; c += T) counts[c] = 0;
+    const bool resident = len <= GROVE_CHUNK;  // staged once; else chunk by chunk, every pass
+    if (resident) grove_stage(nodes, ops + row, values + row, outs + row, 0, len);
+    __syncthreads();  // counters zeroed (and the tree staged)
+
+    double s_ce = 0.0;
+    unsigned s_n = 0, s_bad = 0;
+    float stack[DEPTH];  // values below the top; top holds the top of the stack
+
+    for (unsigned base = first; base < end; base += T) {
+        const unsigned pt = base + tid;
+        const bool ok = pt < end;
+        for (unsigned s = 0; s < n_out; ++s) slots[s * T + tid] = 0.0f;
+        float top = 0.0f;
+        int h = 0;  // values on the stack, counting the top
+
+        for (int hi = len; hi > 0; hi -= GROVE_CHUNK) {
+            const int lo = resident ? 0 : max(hi - GROVE_CHUNK, 0);
+            if (!resident) {
+                __syncthreads();  // everyone is done with the previous chunk
+                grove_stage(nodes, ops + row, values + row, outs + row, lo, hi);
+                __syncthreads();
+            }
+            for (int i = hi - 1; i >= lo; --i) {
+                const GroveNode nd = nodes[i - lo];
+                float r = 0.0f, pass = 0.0f;  // the node's value; what it passes to its parent
+                if (nd.op == GROVE_OP_VAR) {
+                    r = ok ? __ldg(x + (size_t)nd.arg * p.n_rows + pt) : 0.0f;
+                } else if (nd.op == GROVE_OP_CONST) {
+                    r = __uint_as_float(nd.arg);
+                }
+                if (nd.op <= GROVE_OP_CONST) {  // push
+                    if (h > 0) stack[h - 1] = top;
+                    ++h;
+                    pass = r;
+                } else {
+                    switch (nd.op) {
+#define GROVE_CASE(CODE, ARITY, EXPR)              \
+    case CODE:                                     \
+        if (ARITY == 2) {                          \
+            const float a = top, b = stack[h - 2]; \
+            r = EXPR;                              \
+            pass = b;                              \
+            --h;                                   \
+        } else {                                   \
+            const float a = top, b = 0.0f;         \
+            (void)b;                               \
+            r = EXPR;                              \
+            pass = a;                              \
+        }                                          \
+        break;
+                        GROVE_FOR_EACH_OP(GROVE_CASE)
+#undef GROVE_CASE
+                        default:  // unreachable: the host checks every opcode
+                            r = pass = 0.0f;
+                    }
+                }
+                if (nd.out) {
+                    slots[(unsigned)(nd.out - 1) * T + tid] += r;
+                    top = pass;
+                } else {
+                    top = r;
+                }
+            }
+        }
+
+        if (ok) {
+            const unsigned y = __ldg(labels + pt);
+            const unsigned K = p.n_classes;
+            bool fin = true;
+            unsigned best = 0;
+            double m = grove_logit(slots, n_out, 0, top);
+            fin = isfinite(m);
+            for (unsigned k = 1; k < K; ++k) {
+                const double z = grove_logit(slots, n_out, k, top);
+                fin = fin && isfinite(z);
+                if (z > m) {  // NaN never wins (only reached when every logit is finite)
+                    m = z;
+                    best = k;
+                }
+            }
+            s_n += 1;
+            if (!fin) {
+                s_bad += 1;
+            } else {
+                if (best == y) atomicAdd(&counts[y], 1u);  // integer: exact in any order
+                double sum = 0.0;
+                for (unsigned k = 0; k < K; ++k) sum += exp(grove_logit(slots, n_out, k, top) - m);
+                s_ce += (m - grove_logit(slots, n_out, y, top)) + log(sum);
+            }
+        }
+    }
+
+    // The block's sums, in a fixed order: warps by shuffles, then warp 0 over the warps.
+    __shared__ double red_ce[GROVE_MAX_THREADS / 32];
+    __shared__ unsigned red_n[GROVE_MAX_THREADS / 32][2];
+    const unsigned warp = tid / 32, lane = tid % 32, n_warps = T / 32;
+    s_ce = grove_warp_sum(s_ce);
+    s_n = grove_warp_sum(s_n);
+    s_bad = grove_warp_sum(s_bad);
+    if (lane == 0) {
+        red_ce[warp] = s_ce;
+        red_n[warp][0] = s_n;
+        red_n[warp][1] = s_bad;
+    }
+    __syncthreads();  // also: every counter update is done
+    for (unsigned c = tid; c < p.n_classes; c += T) my_correct[c] = counts[c];
+    if (warp == 0) {
+        const bool have = lane < n_warps;
+        s_ce = grove_warp_sum(have ? red_ce[lane] : 0.0);
+        s_n = grove_warp_sum(have ? red_n[lane][0] : 0u);
+        s_bad = grove_warp_sum(have ? red_n[lane][1] : 0u);
+        if (lane == 0) {
+            GroveClassPartial out = {s_ce, s_n, s_bad};
+            partials[(size_t)t * p.n_tiles + tile] = out;
+        }
+    }
+}
+
+// Kernel arguments, in order:
+//   p         parameters
+//   tree_ids  [n_trees] population rows this launch evaluates
+//   ops       [P x L] opcodes          values [P x L] variable index or constant
+//   outs      [P x L] output slot + 1  lens   [P] tree lengths
+//   x         [F][N] features, f32     labels [N] class of each point (< n_classes)
+//   partials  [P x n_tiles] sums       correct [P x n_tiles x n_classes] correct counts
+// Launch: blockDim.x a multiple of 32 (at most GROVE_MAX_THREADS), grid n_trees * n_tiles,
+// dynamic shared memory (n_classes + n_outputs * blockDim.x) * 4 bytes.
+#define GROVE_CLASSIFY_ARGS                                                                      \
+    const GroveClassifyParams p, const unsigned* __restrict__ tree_ids,                          \
+        const unsigned char* __restrict__ ops, const float* __restrict__ values,                 \
+        const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,         \
+        const float* __restrict__ x, const unsigned* __restrict__ labels,                        \
+        GroveClassPartial* __restrict__ partials, unsigned* __restrict__ correct
+
+extern "C" __global__ void grove_classify_fast(GROVE_CLASSIFY_ARGS) {
+    grove_classify<GROVE_STACK>(p, tree_ids, ops, values, outs, lens, x, labels, partials, correct);
+}
+// For trees whose stack need exceeds GROVE_STACK (the host computes it, as for eval.cu).
+extern "C" __global__ void grove_classify_deep(GROVE_CLASSIFY_ARGS) {
+    grove_classify<GROVE_DEEP_STACK>(p, tree_ids, ops, values, outs, lens, x, labels, partials, correct);
+}
+
+// Sums each tree's tile partials in tile order: sums[t] and sums_correct[t][c]. One thread
+// per tree (the class loop is short; K <= 254).
+extern "C" __global__ void grove_reduce_classify(const GroveClassReduceParams p,
+                                                 const GroveClassPartial* __restrict__ partials,
+                                                 const unsigned* __restrict__ correct,
+                                                 GroveClassPartial* __restrict__ sums,
+                                                 unsigned* __restrict__ sums_correct) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.n_trees) return;
+    GroveClassPartial s = {0.0, 0, 0};
+    const GroveClassPartial* q = partials + (size_t)t * p.n_tiles;
+    for (unsigned j = 0; j < p.n_tiles; ++j) {
+        s.ce += q[j].ce;
+        s.n += q[j].n;
+        s.bad += q[j].bad;
+    }
+    sums[t] = s;
+    const unsigned* c = correct + (size_t)t * p.n_tiles * p.n_classes;
+    for (unsigned k = 0; k < p.n_classes; ++k) {
+        unsigned total = 0;
+        for (unsigned j = 0; j < p.n_tiles; ++j) total += c[(size_t)j * p.n_classes + k];
+        sums_correct[(size_t)t * p.n_classes + k] = total;
+    }
+}

@@ -1,0 +1,179 @@
+//! Classification fitness on the GPU: the host side of `kernels/classify.cu`, twin of
+//! `program::classify::evaluate_classification` (parity: `tests/cuda_eval.rs`,
+//! `classify_matches_reference`).
+//!
+//! A call checks and packs the population as regression does ([`super::pack`]), copies it and
+//! launches one block per (tree, data tile): trees needing at most
+//! [`STACK`](kernels::STACK) stack slots go to `grove_classify_fast`, deeper ones to
+//! `grove_classify_deep`; then `grove_reduce_classify` sums each tree's tiles in order. The
+//! per-class correct counts are exact integers and the cross-entropy is reduced in a fixed
+//! order, so results are reproducible for a given launch shape.
+//!
+//! Not yet tuned: buffers are allocated per call (regression keeps them in the engine), one
+//! point per thread per pass. `Backend::classification_sums` calls this only with
+//! `GROVE_CLASSIFY_KERNEL=1` until the parity test has passed on a GPU.
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use crate::program::classify::ClassSums;
+use crate::program::tree::Population;
+
+use super::error::{During, GpuError, Result};
+use super::kernels::{self, CLASSIFY, ClassPartial, ClassReduceParams, ClassifyParams};
+use super::pack::{as_bytes_mut, host_buffer, pack, Layout};
+use super::CudaEngine;
+
+/// A classification data set on the device: features `x: [n_features][n_rows]` (f32,
+/// feature-major) and `labels: [n_rows]` (u32, each `< n_classes`).
+pub struct DeviceClassData {
+    x: CudaSlice<f32>,
+    labels: CudaSlice<u32>,
+    n_rows: usize,
+    n_features: usize,
+    n_classes: usize,
+    engine: u64,
+}
+
+impl std::fmt::Debug for DeviceClassData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceClassData")
+            .field("n_rows", &self.n_rows)
+            .field("n_features", &self.n_features)
+            .field("n_classes", &self.n_classes)
+            .finish()
+    }
+}
+
+/// Threads per block: the most of 128, 64, 32 whose shared memory (`n_classes` counters and
+/// `n_outputs` slots per thread, 4 bytes each) fits the default 48 KiB.
+pub fn classify_threads(n_classes: usize, n_outputs: usize) -> u32 {
+    [128u32, 64, 32].into_iter().find(|&t| (n_classes + n_outputs * t as usize) * 4 <= 48 * 1024).unwrap_or(32)
+}
+
+/// Points per block (a multiple of `threads`): up to 8 passes of the block, fewer for small data.
+pub fn classify_tile(n_rows: usize, threads: u32) -> u32 {
+    let passes = (n_rows as u32).div_ceil(threads).clamp(1, 8);
+    passes * threads
+}
+
+impl CudaEngine {
+    /// Copies a classification data set to the device. Features must be finite; labels below
+    /// `n_classes` (at most 254, the output slots nodes can address).
+    pub fn upload_class_data(&self, x: &[f32], labels: &[u32], n_rows: usize, n_features: usize, n_classes: usize) -> Result<DeviceClassData> {
+        if n_rows == 0 || n_rows > i32::MAX as usize {
+            return Err(GpuError::Input(format!("{n_rows} rows: the GPU takes 1 to {} rows", i32::MAX)));
+        }
+        if x.len() != n_rows * n_features || labels.len() != n_rows {
+            return Err(GpuError::Input(format!(
+                "x has {} values and labels {}; expected {n_features} × {n_rows} and {n_rows}",
+                x.len(),
+                labels.len()
+            )));
+        }
+        if !(2..=254).contains(&n_classes) {
+            return Err(GpuError::Input(format!("{n_classes} classes: the kernels take 2 to 254")));
+        }
+        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+            return Err(GpuError::Input(format!("x[row {}][column {}] is {}", i % n_rows, i / n_rows, x[i])));
+        }
+        if let Some(i) = labels.iter().position(|&l| l as usize >= n_classes) {
+            return Err(GpuError::Input(format!("label of row {i} is {}, not below {n_classes}", labels[i])));
+        }
+        Ok(DeviceClassData {
+            x: self.upload(x, "uploading the features")?,
+            labels: self.upload(labels, "uploading the labels")?,
+            n_rows,
+            n_features,
+            n_classes,
+            engine: self.id,
+        })
+    }
+
+    /// Classification sums of every individual of `pop` over `data`: `[P]`, as
+    /// `program::classify::evaluate_classification` computes them (`pop.n_outputs` is
+    /// `n_classes`, or 0 with two classes).
+    pub fn evaluate_classification(&self, pop: &Population, data: &DeviceClassData) -> Result<Vec<ClassSums>> {
+        if data.engine != self.id {
+            return Err(GpuError::Input("the data set was uploaded by another engine".into()));
+        }
+        let (p, k, n_out) = (pop.size(), data.n_classes, pop.n_outputs);
+        if !(n_out == k || (n_out == 0 && k == 2)) {
+            return Err(GpuError::Input(format!("{n_out} outputs cannot score {k} classes")));
+        }
+        if p == 0 {
+            return Ok(Vec::new());
+        }
+        let threads = classify_threads(k, n_out);
+        let tile_points = classify_tile(data.n_rows, threads);
+        let n_tiles = (data.n_rows as u32).div_ceil(tile_points);
+        let lay = Layout::new(p, pop.max_len);
+        let mut staging = host_buffer(lay.bytes);
+        let packed = pack(pop, data.n_features, as_bytes_mut(&mut staging))?;
+        let input: CudaSlice<u8> = self.upload(&as_bytes_mut(&mut staging)[..lay.bytes], "copying the population")?;
+        let v = super::eval::views(&input, &lay)?;
+        let n_part = p * n_tiles as usize;
+        let mut partials = self.alloc::<ClassPartial>(n_part, false, "allocating partial sums")?;
+        let mut correct = self.alloc::<u32>(n_part * k, false, "allocating correct counts")?;
+        let mut sums = self.alloc::<ClassPartial>(p, false, "allocating sums")?;
+        let mut sums_correct = self.alloc::<u32>(p * k, false, "allocating per-class sums")?;
+        for (ids, deep) in [(v.ids.slice(..packed.n_fast), false), (v.ids.slice(packed.n_fast..), true)] {
+            if ids.is_empty() {
+                continue;
+            }
+            let name = if deep { kernels::CLASSIFY_DEEP } else { kernels::CLASSIFY_FAST };
+            let params = ClassifyParams {
+                n_rows: data.n_rows as u32,
+                n_features: data.n_features as u32,
+                max_len: pop.max_len as u32,
+                n_outputs: n_out as u32,
+                n_classes: k as u32,
+                n_trees: ids.len() as u32,
+                tile_points,
+                n_tiles,
+            };
+            let lc = LaunchConfig {
+                grid_dim: (ids.len() as u32 * n_tiles, 1, 1),
+                block_dim: (threads, 1, 1),
+                shared_mem_bytes: ((k + n_out * threads as usize) * 4) as u32,
+            };
+            let f = self.function(&CLASSIFY, &[], name)?;
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len);
+            b.arg(&data.x).arg(&data.labels).arg(&mut partials).arg(&mut correct);
+            // SAFETY: the arguments match `grove_classify_fast/deep(GroveClassifyParams,
+            // const unsigned* tree_ids, const unsigned char* ops, const float* values,
+            // const unsigned char* outs, const unsigned short* lens, const float* x,
+            // const unsigned* labels, GroveClassPartial* partials, unsigned* correct)`, with
+            // `ClassifyParams` laid out as `GroveClassifyParams` (asserted on both sides).
+            // Sizes: tree_ids n_trees; the population P × L and P; x F × N; labels N (each
+            // < n_classes, checked at upload); partials P × n_tiles; correct P × n_tiles × K.
+            // `pack` checked each tree's opcodes, variables (< F), output slots (≤ n_outputs,
+            // which sized the dynamic shared memory with the K counters) and stack need (≤ this
+            // kernel's stack); blocks index partials by tree row < P and tile < n_tiles.
+            unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
+        }
+        let rp = ClassReduceParams { n_trees: p as u32, n_tiles, n_classes: k as u32, reserved: 0 };
+        let f = self.function(&CLASSIFY, &[], kernels::REDUCE_CLASSIFY)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&rp).arg(&partials).arg(&correct).arg(&mut sums).arg(&mut sums_correct);
+        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_reduce_classify(GroveClassReduceParams, const
+        // GroveClassPartial* partials, const unsigned* correct, GroveClassPartial* sums,
+        // unsigned* sums_correct)`; partials and correct hold P × n_tiles (× K) entries, all
+        // written above (every tree is in exactly one launch); sums P, sums_correct P × K.
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::REDUCE_CLASSIFY))?;
+        let s = self.stream.clone_dtoh(&sums).during(|| "reading the classification sums".into())?;
+        let c = self.stream.clone_dtoh(&sums_correct).during(|| "reading the correct counts".into())?;
+        self.stream.synchronize().during(|| "running the classification kernels".into())?;
+        Ok(s
+            .iter()
+            .zip(c.chunks_exact(k))
+            .map(|(s, c)| ClassSums {
+                correct: c.iter().map(|&v| v as u64).collect(),
+                ce: s.ce,
+                n: s.n as u64,
+                bad: s.bad as u64,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,193 @@
+//! Fused classification fitness on the CPU: the reference of `kernels/classify.cu`. Each
+//! individual's outputs are folded block by block ([`evaluate_fold`]) into per-class correct
+//! counts and the softmax cross-entropy sum, so `[P × K × N]` outputs are never stored.
+//!
+//! Scores of one point (`z`: the program's outputs as logits, `y`: the true class):
+//! - multi-output programs (`n_outputs = K ≥ 2`): `z = (out_0, …, out_{K−1})`;
+//! - single-output programs for two classes (`binary`): `z = (0, f)`, so class 1 is predicted
+//!   where `f > 0` and the cross-entropy is the logistic loss `ln(1 + e^{−f})` for class 1;
+//! - prediction: `argmax z`, ties to the lower class, NaN never winning (all NaN: class 0);
+//! - cross-entropy: `logsumexp(z) − z_y`, in f64, shifted by `max z` so it never overflows.
+//!
+//! A point where any output is NaN or infinite is counted in `bad`; the task makes such an
+//! individual invalid, as regression does.
+
+use super::eval::{BlockFold, BlockOutputs, EvalError, evaluate_fold};
+use super::tree::Population;
+
+/// Per-individual sums of the classification fitness.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClassSums {
+    /// `[n_classes]` points of each true class that were predicted correctly.
+    pub correct: Vec<u64>,
+    /// Σ over points of the softmax cross-entropy (points with a non-finite output excluded).
+    pub ce: f64,
+    /// Points summed.
+    pub n: u64,
+    /// Points where some output was NaN or infinite.
+    pub bad: u64,
+}
+
+/// The predicted class of logits `z` (argmax, ties to the lower class, NaN never wins).
+pub fn argmax(z: &[f64]) -> usize {
+    let mut best = 0;
+    for k in 1..z.len() {
+        if z[k] > z[best] || (z[best].is_nan() && !z[k].is_nan()) {
+            best = k;
+        }
+    }
+    best
+}
+
+/// Softmax cross-entropy `logsumexp(z) − z[y]` of finite logits `z`, computed as
+/// `m + ln Σ exp(z_k − m) − z[y]` with `m = max z`, so it is finite for any finite `z`.
+pub fn softmax_ce(z: &[f64], y: usize) -> f64 {
+    let m = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let s: f64 = z.iter().map(|&v| (v - m).exp()).sum();
+    (m - z[y]) + s.ln()
+}
+
+/// The fold: labels of the rows, number of classes, and whether the program has one output.
+struct ClassFold<'a> {
+    labels: &'a [u32],
+    n_classes: usize,
+    binary: bool,
+}
+
+impl BlockFold for ClassFold<'_> {
+    type Acc = ClassSums;
+    fn init(&self) -> ClassSums {
+        ClassSums { correct: vec![0; self.n_classes], ..ClassSums::default() }
+    }
+    fn block(&self, acc: &mut ClassSums, row0: usize, out: &BlockOutputs<'_>) {
+        let mut z = vec![0.0f64; self.n_classes];
+        for j in 0..out.len() {
+            if self.binary {
+                z[1] = out.output(0)[j] as f64;
+            } else {
+                for (k, v) in z.iter_mut().enumerate() {
+                    *v = out.output(k)[j] as f64;
+                }
+            }
+            acc.n += 1;
+            if !z.iter().all(|v| v.is_finite()) {
+                acc.bad += 1;
+                continue;
+            }
+            let y = self.labels[row0 + j] as usize;
+            if argmax(&z) == y {
+                acc.correct[y] += 1;
+            }
+            acc.ce += softmax_ce(&z, y);
+        }
+    }
+    fn merge(&self, acc: &mut ClassSums, next: ClassSums) {
+        for (a, b) in acc.correct.iter_mut().zip(next.correct) {
+            *a += b;
+        }
+        acc.ce += next.ce;
+        acc.n += next.n;
+        acc.bad += next.bad;
+    }
+}
+
+/// Classification sums of every individual of `pop` over `x` (`[n_features][n_rows]`,
+/// feature-major, f32) with `labels` (`[n_rows]`, each `< n_classes`). With `pop.n_outputs ==
+/// n_classes` the outputs are the logits; with `pop.n_outputs == 0` and `n_classes == 2` the
+/// single output is class 1's logit against 0 (module docs). An individual without a program
+/// gets `bad == n_rows`.
+pub fn evaluate_classification(
+    pop: &Population,
+    x: &[f32],
+    labels: &[u32],
+    n_rows: usize,
+    n_classes: usize,
+) -> Result<Vec<ClassSums>, EvalError> {
+    let binary = pop.n_outputs == 0;
+    assert!(
+        if binary { n_classes == 2 } else { pop.n_outputs == n_classes },
+        "{} outputs cannot score {n_classes} classes",
+        pop.n_outputs
+    );
+    assert_eq!(labels.len(), n_rows, "one label per row");
+    let fold = ClassFold { labels, n_classes, binary };
+    let sums = evaluate_fold(pop, x, n_rows, &fold)?;
+    Ok(sums
+        .into_iter()
+        .map(|s| s.unwrap_or(ClassSums { correct: vec![0; n_classes], ce: 0.0, n: n_rows as u64, bad: n_rows as u64 }))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::{Node, Op};
+
+    #[test]
+    fn softmax_ce_is_stable_and_exact() {
+        // Uniform logits: ln K.
+        assert!((softmax_ce(&[0.0, 0.0, 0.0], 1) - 3f64.ln()).abs() < 1e-15);
+        // Huge logits neither overflow nor lose the answer.
+        assert!((softmax_ce(&[1000.0, 0.0], 1) - 1000.0).abs() < 1e-9);
+        assert!(softmax_ce(&[1000.0, 0.0], 0).abs() < 1e-300);
+        assert!((softmax_ce(&[-1e30, 1e30], 0) - 2e30).abs() / 2e30 < 1e-15);
+        // Shifting all logits changes nothing.
+        let a = softmax_ce(&[1.0, 2.0, 3.0], 0);
+        let b = softmax_ce(&[501.0, 502.0, 503.0], 0);
+        assert!((a - b).abs() < 1e-12 && (a - (1f64.exp() + 2f64.exp() + 3f64.exp()).ln() + 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn argmax_breaks_ties_low_and_skips_nan() {
+        assert_eq!(argmax(&[1.0, 3.0, 3.0]), 1);
+        assert_eq!(argmax(&[f64::NAN, -5.0]), 1);
+        assert_eq!(argmax(&[2.0, f64::NAN, 1.0]), 0);
+        assert_eq!(argmax(&[f64::NAN, f64::NAN]), 0);
+        assert_eq!(argmax(&[0.0, 0.0]), 0, "binary: f = 0 predicts class 0");
+    }
+
+    #[test]
+    fn sums_count_per_class_and_match_a_hand_computation() {
+        // out0 = x0, out1 = x1 (root's sum discarded). Rows: (x0, x1, label).
+        let rows = [(1.0f32, 0.0f32, 0u32), (0.0, 2.0, 1), (3.0, 1.0, 1), (0.0, 0.0, 1)];
+        let n = rows.len();
+        let mut x = vec![0.0; 2 * n];
+        for (i, r) in rows.iter().enumerate() {
+            x[i] = r.0;
+            x[n + i] = r.1;
+        }
+        let labels: Vec<u32> = rows.iter().map(|r| r.2).collect();
+        let mut pop = Population::new(2, 3, 2);
+        let tree = [Node::func(Op::Add), Node { out: 1, ..Node::var(0) }, Node { out: 2, ..Node::var(1) }];
+        pop.set_tree(0, &tree).unwrap();
+        let s = evaluate_classification(&pop, &x, &labels, n, 2).unwrap();
+        // Row 0: class 0 right; row 1: right; row 2: predicts 0, wrong; row 3: tie -> 0, wrong.
+        assert_eq!(s[0].correct, [1, 1]);
+        assert_eq!((s[0].n, s[0].bad), (4, 0));
+        let want: f64 = rows.iter().map(|r| softmax_ce(&[r.0 as f64, r.1 as f64], r.2 as usize)).sum();
+        assert!((s[0].ce - want).abs() < 1e-12, "{} vs {want}", s[0].ce);
+        // Row 1 is empty: every point bad.
+        assert_eq!((s[1].n, s[1].bad), (4, 4));
+    }
+
+    #[test]
+    fn binary_mode_predicts_class_one_where_the_output_is_positive() {
+        let x = [-1.0f32, 0.0, 2.0];
+        let mut pop = Population::new(1, 1, 0);
+        pop.set_tree(0, &[Node::var(0)]).unwrap();
+        let s = evaluate_classification(&pop, &x, &[0, 1, 1], 3, 2).unwrap();
+        assert_eq!(s[0].correct, [1, 1], "0 predicts class 0, so row 1 is wrong");
+        let want = (1.0 + 1f64.exp()).ln() - 1.0 + 2f64.ln() + (1.0 + (-2f64).exp()).ln();
+        assert!((s[0].ce - want).abs() < 1e-12);
+    }
+
+    #[test]
+    fn non_finite_outputs_are_counted_bad() {
+        // out0 = x0 / 0 with protected division is finite; use exp(x0) overflow instead.
+        let x = [1.0f32, 200.0];
+        let mut pop = Population::new(1, 2, 0);
+        pop.set_tree(0, &[Node::func(Op::Exp), Node::var(0)]).unwrap();
+        let s = evaluate_classification(&pop, &x, &[1, 1], 2, 2).unwrap();
+        assert_eq!((s[0].n, s[0].bad, s[0].correct.clone()), (2, 1, vec![0, 1]));
+    }
+}

@@ -1,0 +1,450 @@
+//! Classification (`grove classify`): programs with one output per class (EvoGP's output
+//! nodes), the prediction being the argmax of the outputs, or for two classes optionally one
+//! output whose sign decides (`binary`). Fitness is accuracy, balanced accuracy or the softmax
+//! cross-entropy of the outputs (smooth, so it tells apart programs that accuracy ties); the
+//! best program is reported with accuracy, balanced accuracy and a confusion matrix on the
+//! training and test rows, and saved as a [`Model`] for `grove predict`.
+
+use anyhow::{Context, Result, bail};
+
+use super::model::{Model, ModelKind, classify_outputs};
+use super::regression::EvolveResult;
+use crate::data::classes::{ClassSource, Labeled, Standardize, stratified_split};
+use crate::program::classify::ClassSums;
+use crate::program::tree::{Node, Population};
+
+/// What evolution minimises.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClassFitness {
+    /// 1 − accuracy.
+    Accuracy,
+    /// 1 − balanced accuracy (the mean of the per-class recalls).
+    BalancedAccuracy,
+    /// Mean softmax cross-entropy of the outputs (smooth; guides search best).
+    #[default]
+    CrossEntropy,
+}
+
+/// Accuracy of sums: correct points over all points.
+pub fn accuracy_of(s: &ClassSums) -> f64 {
+    s.correct.iter().sum::<u64>() as f64 / s.n.max(1) as f64
+}
+
+/// Balanced accuracy of sums, given the points per class: the mean recall over the classes
+/// that have points.
+pub fn balanced_of(s: &ClassSums, counts: &[u64]) -> f64 {
+    let (mut sum, mut k) = (0.0, 0usize);
+    for (c, &n) in s.correct.iter().zip(counts) {
+        if n > 0 {
+            sum += *c as f64 / n as f64;
+            k += 1;
+        }
+    }
+    if k == 0 { 0.0 } else { sum / k as f64 }
+}
+
+/// The fitness (lower is better) of sums; `+inf` for an individual with a non-finite output.
+pub fn fitness_of(s: &ClassSums, counts: &[u64], fitness: ClassFitness) -> f64 {
+    if s.bad > 0 || s.n == 0 {
+        return f64::INFINITY;
+    }
+    let f = match fitness {
+        ClassFitness::Accuracy => 1.0 - accuracy_of(s),
+        ClassFitness::BalancedAccuracy => 1.0 - balanced_of(s, counts),
+        ClassFitness::CrossEntropy => s.ce / s.n as f64,
+    };
+    if f.is_finite() { f } else { f64::INFINITY }
+}
+
+/// The classification task over a training set, evaluated by a backend.
+pub struct Classification<'d> {
+    /// Where populations are evaluated.
+    pub backend: &'d crate::backend::Backend,
+    /// The training data, where the backend reads it.
+    pub data: crate::backend::ClassData<'d>,
+    /// Training points per class.
+    pub counts: Vec<u64>,
+    /// What is minimised.
+    pub fitness: ClassFitness,
+    /// Added to the fitness per node.
+    pub parsimony: f64,
+}
+
+impl crate::evolve::Fitness for Classification<'_> {
+    fn evaluate(&self, pop: &Population) -> Result<Vec<f64>> {
+        let sums = self.backend.classification_sums(pop, &self.data)?;
+        Ok(sums
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                if pop.len[i] == 0 {
+                    return f64::INFINITY;
+                }
+                fitness_of(s, &self.counts, self.fitness) + self.parsimony * pop.len[i] as f64
+            })
+            .collect())
+    }
+}
+
+/// A confusion matrix: `counts[true class][predicted class]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Confusion {
+    /// `[K][K]` row counts, true class by predicted class.
+    pub counts: Vec<Vec<u64>>,
+}
+
+impl Confusion {
+    /// Counts `(labels[i], predicted[i])` pairs over `n_classes` classes.
+    pub fn new(labels: &[u32], predicted: &[u32], n_classes: usize) -> Confusion {
+        let mut counts = vec![vec![0; n_classes]; n_classes];
+        for (&t, &p) in labels.iter().zip(predicted) {
+            counts[t as usize][p as usize] += 1;
+        }
+        Confusion { counts }
+    }
+    /// Correct over all rows (0 for no rows).
+    pub fn accuracy(&self) -> f64 {
+        let total: u64 = self.counts.iter().flatten().sum();
+        let diag: u64 = (0..self.counts.len()).map(|k| self.counts[k][k]).sum();
+        if total == 0 { 0.0 } else { diag as f64 / total as f64 }
+    }
+    /// Mean recall over the classes that have rows.
+    pub fn balanced_accuracy(&self) -> f64 {
+        let recalls: Vec<f64> = (0..self.counts.len())
+            .filter_map(|k| {
+                let n: u64 = self.counts[k].iter().sum();
+                (n > 0).then(|| self.counts[k][k] as f64 / n as f64)
+            })
+            .collect();
+        if recalls.is_empty() { 0.0 } else { recalls.iter().sum::<f64>() / recalls.len() as f64 }
+    }
+    /// A table for people: rows are true classes, columns predicted ones.
+    pub fn render(&self, classes: &[String]) -> String {
+        let w = classes.iter().map(|c| c.len()).max().unwrap_or(1).max("true\\pred".len());
+        let cw = self.counts.iter().flatten().map(|n| n.to_string().len()).max().unwrap_or(1).max(classes.iter().map(|c| c.len().min(10)).max().unwrap_or(1));
+        let mut s = format!("{:>w$}  ", "true\\pred");
+        for c in classes {
+            s += &format!(" {:>cw$}", &c[..c.len().min(10)]);
+        }
+        for (k, row) in self.counts.iter().enumerate() {
+            s += &format!("\n{:>w$}  ", classes[k]);
+            for n in row {
+                s += &format!(" {n:>cw$}");
+            }
+        }
+        s
+    }
+}
+
+/// Settings of tree GP for classification (used with `functions`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassTreeSettings {
+    /// Fixed constants a constant leaf may take (EvoGP: −1, 0, 1).
+    pub constants: Vec<f32>,
+    /// Probability that a leaf is a constant.
+    pub p_const: f32,
+    /// Depths of ramped half-and-half initialisation (root = 0).
+    pub init_depth: (u32, u32),
+    /// Probability that a node of a new tree or subtree becomes an extra output node.
+    pub p_out: f32,
+    /// Probability that a child is made by crossover.
+    pub p_crossover: f32,
+    /// Probability that a child is then mutated.
+    pub p_mutation: f32,
+}
+
+impl Default for ClassTreeSettings {
+    fn default() -> Self {
+        Self { constants: vec![-1.0, 0.0, 1.0], p_const: 0.2, init_depth: (2, 4), p_out: 0.05, p_crossover: 0.9, p_mutation: 0.3 }
+    }
+}
+
+impl ClassTreeSettings {
+    /// The engine's tree representation for `functions` over `n_vars` variables and
+    /// `n_outputs` output slots (0: single output).
+    pub fn rep(&self, functions: &str, n_vars: usize, n_outputs: usize, max_len: usize) -> Result<crate::evolve::TreeRep> {
+        use crate::program::{BreedConfig, Crossover, Mutation, TreeSpec, VaryConfig};
+        let ops = crate::program::ops::parse_function_set(functions).map_err(|e| anyhow::anyhow!("--functions: {e}"))?;
+        let spec = TreeSpec::new(ops, n_vars as u32, max_len)
+            .with_constants(&self.constants)
+            .with_p_const(self.p_const)
+            .with_outputs(n_outputs, if n_outputs > 0 { self.p_out } else { 0.0 })
+            .with_depth(self.init_depth.0, self.init_depth.1);
+        Ok(crate::evolve::TreeRep {
+            vary: VaryConfig::new(spec),
+            breed: BreedConfig {
+                p_crossover: self.p_crossover,
+                crossovers: vec![(Crossover::OnePoint, 1.0)],
+                p_mutation: self.p_mutation,
+                mutations: vec![(Mutation::Subtree, 1.0), (Mutation::Point, 1.0), (Mutation::Hoist, 0.5), (Mutation::Constant, 1.0)],
+            },
+        })
+    }
+}
+
+/// Everything a `grove classify` run needs; stored in the report so the run can be repeated.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifySettings {
+    /// `builtin:NAME` or a CSV / tab-separated file.
+    pub data: String,
+    /// Label column (default: the last).
+    pub label: Option<String>,
+    /// Fraction of each class held out for testing (stratified).
+    pub test_fraction: f64,
+    /// Standardise features with the training rows' means and deviations.
+    pub standardize: bool,
+    /// Grammar for grammatical evolution (`None`: tree GP from `functions`).
+    pub grammar: Option<String>,
+    /// Function set for tree GP.
+    pub functions: Option<String>,
+    /// Population, generations, seed, selection, program length.
+    pub engine: crate::evolve::EngineConfig,
+    /// GE: mapping limits.
+    pub map: crate::genome::MapConfig,
+    /// GE: initialisation.
+    pub init: crate::genome::InitConfig,
+    /// GE: crossover and mutation.
+    pub vary: crate::genome::vary::GeVaryConfig,
+    /// GE: longest genome.
+    pub genome_capacity: usize,
+    /// What evolution minimises.
+    pub fitness: ClassFitness,
+    /// Two classes: one output, class 1 where it is positive (instead of one output per class).
+    pub binary: bool,
+    /// Added to the fitness per node.
+    pub parsimony: f64,
+    /// Tree GP settings.
+    pub trees: ClassTreeSettings,
+    /// Where populations are evaluated.
+    pub device: crate::backend::DeviceChoice,
+}
+
+impl Default for ClassifySettings {
+    fn default() -> Self {
+        let r = super::regression::EvolveSettings::default();
+        Self {
+            data: "builtin:iris".into(),
+            label: None,
+            test_fraction: 0.25,
+            standardize: true,
+            grammar: None,
+            functions: Some("add,sub,mul,div".into()),
+            engine: crate::evolve::EngineConfig { pop_size: 5000, generations: 40, max_len: 64, ..Default::default() },
+            map: r.map,
+            init: r.init,
+            vary: r.vary,
+            genome_capacity: r.genome_capacity,
+            fitness: ClassFitness::default(),
+            binary: false,
+            parsimony: 0.0,
+            trees: ClassTreeSettings::default(),
+            device: crate::backend::DeviceChoice::default(),
+        }
+    }
+}
+
+/// Scores of one program on one data set.
+pub struct ClassScores {
+    /// Confusion matrix.
+    pub confusion: Confusion,
+    /// Mean cross-entropy (NaN where an output is not finite).
+    pub cross_entropy: f64,
+}
+
+impl ClassScores {
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "accuracy": self.confusion.accuracy(),
+            "balanced_accuracy": self.confusion.balanced_accuracy(),
+            "cross_entropy": crate::report::num(self.cross_entropy),
+            "confusion": self.confusion.counts,
+            "rows": self.confusion.counts.iter().flatten().sum::<u64>(),
+        })
+    }
+}
+
+/// Scores of a tree with `n_outputs` outputs (0: binary) on `data`.
+pub fn scores(nodes: &[Node], n_outputs: usize, data: &Labeled) -> Result<ClassScores> {
+    let k = data.n_classes();
+    let mut pop = Population::new(1, nodes.len().max(1), n_outputs);
+    let _ = pop.set_tree(0, nodes);
+    let out = crate::program::eval::predict(&pop, 0, &data.data.x, data.data.n_rows)?;
+    let predicted = classify_outputs(&out, data.data.n_rows, n_outputs, k);
+    let sums = crate::program::classify::evaluate_classification(&pop, &data.data.x, &data.labels, data.data.n_rows, k)?;
+    let ce = if sums[0].bad > 0 { f64::NAN } else { sums[0].ce / sums[0].n.max(1) as f64 };
+    Ok(ClassScores { confusion: Confusion::new(&data.labels, &predicted, k), cross_entropy: ce })
+}
+
+/// Loads the data, splits and standardises it, evolves, and scores the best program.
+pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult> {
+    use crate::evolve::{GrammarRep, run_grammar};
+    use crate::grammar::{self, DatasetShape};
+    use crate::program::render::{Style, outputs, render};
+
+    let start = std::time::Instant::now();
+    let all = ClassSource::parse(&settings.data)?.load(settings.label.as_deref())?;
+    let k = all.n_classes();
+    if settings.binary && k != 2 {
+        bail!("--binary needs two classes; the data has {k} ({}): drop --binary", all.classes.join(", "));
+    }
+    let (mut train, mut test) = stratified_split(&all, settings.test_fraction, settings.engine.seed)?;
+    let standardize = settings.standardize.then(|| Standardize::fit(&train.data.x, train.data.n_rows));
+    if let Some(s) = &standardize {
+        s.apply_to(&mut train.data);
+        s.apply_to(&mut test.data);
+    }
+    let n_outputs = if settings.binary { 0 } else { k };
+    let backend = crate::backend::Backend::open(settings.device, quiet)?;
+    if backend.classification_on_host() && !quiet {
+        eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=1 tries kernels/classify.cu)");
+    }
+    let data = backend.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
+    let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();
+    let task = Classification { backend: &backend, data, counts, fitness: settings.fitness, parsimony: settings.parsimony };
+    let n_rows = train.data.n_rows as f64;
+    let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet);
+    let mut evals = 0.0;
+    let mut observe = |s: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {
+        evals += s.mean_size.max(0.0) * (settings.engine.pop_size - s.invalid) as f64 * n_rows;
+        progress.update(s, evals);
+    };
+    let names = train.data.names.clone();
+    let outcome = match (&settings.grammar, &settings.functions) {
+        (Some(path), _) => {
+            let n = train.data.n_features as u32;
+            let shape = DatasetShape { n_vars: Some(n), n_is: Some(n), n_os: Some(n_outputs.max(1) as u32) };
+            let loaded = grammar::load(std::path::Path::new(path), &shape)?;
+            let vars = grammar::template::Vars { names: names.clone(), n_outputs };
+            let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
+                .with_context(|| format!("{path} cannot be used for classification with {n_outputs} outputs"))?;
+            let rep = GrammarRep {
+                table: &loaded.table,
+                templates: &templates,
+                map: settings.map,
+                init: settings.init,
+                vary: settings.vary,
+                genome_capacity: settings.genome_capacity,
+            };
+            run_grammar(&settings.engine, &rep, &task, &mut observe)?
+        }
+        (None, Some(functions)) => {
+            let rep = settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len)?;
+            crate::evolve::run_trees(&settings.engine, &rep, &task, &mut observe)?
+        }
+        (None, None) => bail!("give either --grammar FILE or --functions LIST"),
+    };
+    progress.finish();
+    let seconds = start.elapsed().as_secs_f64();
+    let best = &outcome.best;
+    if best.nodes.is_empty() {
+        bail!("no valid program was found: every individual failed to map or had a non-finite output");
+    }
+    let train_scores = scores(&best.nodes, n_outputs, &train)?;
+    let test_scores = scores(&best.nodes, n_outputs, &test)?;
+    let programs: Vec<String> = if n_outputs == 0 {
+        vec![render(&best.nodes, &names, Style::Infix)]
+    } else {
+        outputs(&best.nodes, n_outputs, &names, Style::Infix)
+    };
+    let generations: Vec<serde_json::Value> = outcome
+        .history
+        .iter()
+        .map(|s| {
+            serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
+                "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
+                "invalid": s.invalid, "seconds": s.seconds})
+        })
+        .collect();
+    let mut best_json = serde_json::json!({
+        "programs": programs,
+        "infix": render(&best.nodes, &names, Style::Infix),
+        "sympy": if n_outputs == 0 { serde_json::json!(render(&best.nodes, &names, Style::Sympy)) }
+                 else { serde_json::json!(outputs(&best.nodes, n_outputs, &names, Style::Sympy)) },
+        "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
+    });
+    if let Some((genome, text)) = &best.genome {
+        best_json["genome"] = serde_json::json!(genome);
+        best_json["phenotype"] = serde_json::json!(text);
+    }
+    let model = Model {
+        kind: ModelKind::Classification,
+        features: names.clone(),
+        target: train.data.target.clone(),
+        nodes: Model::encode(&best.nodes),
+        n_outputs,
+        classes: Some(all.classes.clone()),
+        scale: None,
+        standardize: standardize.clone(),
+    };
+    let report = serde_json::json!({
+        "settings": settings,
+        "classes": all.classes,
+        "generations": generations,
+        "best": best_json,
+        "train": train_scores.json(),
+        "test": test_scores.json(),
+        "model": model,
+        "timing": {"seconds": seconds, "node_evaluations": evals, "node_evaluations_per_second": evals / seconds,
+                   "threads": rayon::current_num_threads(), "device": backend.describe(),
+                   "fitness_on_cpu": backend.classification_on_host() || matches!(backend, crate::backend::Backend::Cpu)},
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    let w = all.classes.iter().map(|c| c.len()).max().unwrap_or(1).max(8);
+    let mut summary = String::new();
+    if n_outputs == 0 {
+        summary += &format!("program       {}  (class {} where positive, else {})\n", programs[0], all.classes[1], all.classes[0]);
+    } else {
+        for (c, p) in all.classes.iter().zip(&programs) {
+            summary += &format!("class {c:<w$}  {p}\n");
+        }
+    }
+    summary += &format!("size          {} nodes\n", best.nodes.len());
+    for (name, s, d) in [("train", &train_scores, &train), ("test", &test_scores, &test)] {
+        summary += &format!(
+            "{name:<13} accuracy {:.4}  balanced accuracy {:.4}  ({} rows)\n",
+            s.confusion.accuracy(),
+            s.confusion.balanced_accuracy(),
+            d.data.n_rows
+        );
+    }
+    summary += &format!("confusion on the test rows (rows: true class, columns: predicted)\n{}\n", test_scores.confusion.render(&all.classes));
+    summary += &format!("time          {seconds:.2} s on {}", backend.describe());
+    Ok(EvolveResult { report, summary })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn confusion_metrics_match_a_hand_computation() {
+        // True: 0 0 0 0 1 1 2 2 2 2; predicted: 0 0 0 1 1 0 2 2 2 1.
+        let t = [0, 0, 0, 0, 1, 1, 2, 2, 2, 2];
+        let p = [0, 0, 0, 1, 1, 0, 2, 2, 2, 1];
+        let c = Confusion::new(&t, &p, 3);
+        assert_eq!(c.counts, vec![vec![3, 1, 0], vec![1, 1, 0], vec![0, 1, 3]]);
+        assert_eq!(c.accuracy(), 0.7);
+        // Recalls 3/4, 1/2, 3/4: mean 2/3.
+        assert!((c.balanced_accuracy() - 2.0 / 3.0).abs() < 1e-15);
+        // A class with no rows does not count in the balanced accuracy.
+        let c = Confusion::new(&[0, 0, 1], &[0, 1, 1], 3);
+        assert!((c.balanced_accuracy() - 0.75).abs() < 1e-15);
+        let text = c.render(&["a".into(), "b".into(), "c".into()]);
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(text.lines().nth(1).unwrap().ends_with(" 1 1 0"), "{text}");
+    }
+
+    #[test]
+    fn fitness_from_sums_agrees_with_the_confusion_matrix() {
+        let s = ClassSums { correct: vec![3, 1, 3], ce: 5.0, n: 10, bad: 0 };
+        let counts = [4, 2, 4];
+        assert!((fitness_of(&s, &counts, ClassFitness::Accuracy) - 0.3).abs() < 1e-15);
+        assert!((fitness_of(&s, &counts, ClassFitness::BalancedAccuracy) - 1.0 / 3.0).abs() < 1e-15);
+        assert_eq!(fitness_of(&s, &counts, ClassFitness::CrossEntropy), 0.5);
+        let bad = ClassSums { bad: 1, ..s };
+        assert_eq!(fitness_of(&bad, &counts, ClassFitness::Accuracy), f64::INFINITY);
+    }
+}

@@ -1,0 +1,148 @@
+//! A saved program (`model` in a run report): what `grove predict` needs to apply the best
+//! program of a `grove evolve` or `grove classify` run to new rows — the tree, the feature
+//! names it reads (by name, so the columns of a new file may be in any order), the class names
+//! or the linear scaling, and the standardisation fitted on the training data.
+
+use anyhow::{Context, Result, bail, ensure};
+
+use crate::data::classes::{Standardize, Table, numeric_column};
+use crate::program::classify::argmax;
+use crate::program::tree::{Node, Population};
+use crate::program::Op;
+
+/// What kind of program a model holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelKind {
+    /// A formula for a numeric target (`grove evolve`).
+    Regression,
+    /// A classifier (`grove classify`).
+    Classification,
+}
+
+/// A program and what it needs to be applied to new data.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// Regression or classification.
+    pub kind: ModelKind,
+    /// Feature names, in the order of the program's variable indices.
+    pub features: Vec<String>,
+    /// The target (regression) or label (classification) column's name.
+    pub target: String,
+    /// The tree in prefix order: `[operator name, value, output slot + 1 or 0]` per node.
+    pub nodes: Vec<(String, f32, u8)>,
+    /// Output slots (0: the root's value is the output).
+    pub n_outputs: usize,
+    /// Classification: class names, by class index.
+    #[serde(default)]
+    pub classes: Option<Vec<String>>,
+    /// Regression: the prediction is `a·f(x) + b`.
+    #[serde(default)]
+    pub scale: Option<(f64, f64)>,
+    /// Features are standardised with these statistics before the program reads them.
+    #[serde(default)]
+    pub standardize: Option<Standardize>,
+}
+
+impl Model {
+    /// Encodes a tree's nodes.
+    pub fn encode(nodes: &[Node]) -> Vec<(String, f32, u8)> {
+        nodes.iter().map(|n| (n.op.name().to_string(), n.value, n.out)).collect()
+    }
+
+    /// The tree, decoded and checked.
+    pub fn tree(&self) -> Result<Vec<Node>> {
+        let nodes: Vec<Node> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, (name, value, out))| {
+                let op = match name.as_str() {
+                    "var" => Op::Var,
+                    "const" => Op::Const,
+                    n => Op::by_name(n).with_context(|| format!("model node {i}: unknown operator `{n}`"))?,
+                };
+                Ok(Node { op, value: *value, out: *out })
+            })
+            .collect::<Result<_>>()?;
+        crate::program::tree::subtree_sizes(&nodes).map_err(|e| anyhow::anyhow!("the model's tree is malformed: {e}"))?;
+        Ok(nodes)
+    }
+
+    /// The program's outputs on the rows of `table`: `[max(1, n_outputs)][n_rows]`. The
+    /// features are read by name; a missing one is an error that lists the file's columns.
+    pub fn outputs(&self, table: &Table, file: &str) -> Result<(Vec<f32>, usize)> {
+        let n_rows = table.rows.len();
+        let mut x = Vec::with_capacity(self.features.len() * n_rows);
+        for name in &self.features {
+            let j = table.names.iter().position(|n| n == name).with_context(|| {
+                format!(
+                    "{file}: the model reads the column `{name}`, which the file lacks (its columns: {}); give a \
+                     file with the training data's feature columns",
+                    table.names.join(", ")
+                )
+            })?;
+            x.extend(numeric_column(table, j, file)?.into_iter().map(|v| v as f32));
+        }
+        if let Some(s) = &self.standardize {
+            ensure!(s.mean.len() == self.features.len(), "the model's standardisation has the wrong length");
+            s.apply(&mut x, n_rows);
+        }
+        let nodes = self.tree()?;
+        let mut pop = Population::new(1, nodes.len().max(1), self.n_outputs);
+        pop.set_tree(0, &nodes).map_err(|e| anyhow::anyhow!("the model's tree: {e}"))?;
+        // The interpreter reads at least one feature column; a program of constants needs none.
+        if x.is_empty() {
+            x = vec![0.0; n_rows];
+        }
+        let out = crate::program::eval::predict(&pop, 0, &x, n_rows)?;
+        Ok((out, n_rows))
+    }
+
+    /// Predictions as text, one per row of `table`: the class name, or the number.
+    pub fn predict(&self, table: &Table, file: &str) -> Result<Vec<String>> {
+        let (out, n) = self.outputs(table, file)?;
+        match self.kind {
+            ModelKind::Regression => {
+                let (a, b) = self.scale.unwrap_or((1.0, 0.0));
+                Ok(out[..n].iter().map(|&f| format!("{}", a * f as f64 + b)).collect())
+            }
+            ModelKind::Classification => {
+                let classes = self.classes.as_ref().context("a classification model without class names")?;
+                Ok(classify_outputs(&out, n, self.n_outputs, classes.len())
+                    .into_iter()
+                    .map(|c| classes[c as usize].clone())
+                    .collect())
+            }
+        }
+    }
+}
+
+/// Classes predicted from outputs `[max(1, n_outputs)][n_rows]`: argmax of the outputs, or
+/// with one output and two classes, class 1 where it is positive (`program::classify`).
+pub fn classify_outputs(out: &[f32], n_rows: usize, n_outputs: usize, n_classes: usize) -> Vec<u32> {
+    let mut z = vec![0.0f64; n_classes];
+    (0..n_rows)
+        .map(|i| {
+            if n_outputs == 0 {
+                z[1] = out[i] as f64;
+            } else {
+                for (k, v) in z.iter_mut().enumerate() {
+                    *v = out[k * n_rows + i] as f64;
+                }
+            }
+            argmax(&z) as u32
+        })
+        .collect()
+}
+
+/// Reads the model of a run report (`model`), with an error that says what the file lacks.
+pub fn load(path: &std::path::Path) -> Result<Model> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let Some(m) = v.get("model") else {
+        bail!("{} has no `model`: give a report written by `grove classify --report` or `grove evolve --report`", path.display());
+    };
+    serde_json::from_value(m.clone()).with_context(|| format!("{}: the `model` cannot be read", path.display()))
+}

@@ -1,0 +1,254 @@
+//! Classification end to end: the built-in data sets, reading labelled files (and the errors a
+//! user meets), stratified splits, fitness through the backend, and `grove classify` /
+//! `grove predict` on the command line.
+
+use std::process::{Command, Output};
+
+use grove::data::classes::{ClassSource, builtin_classes, parse_labeled, stratified_split};
+
+fn grove(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_grove"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("GROVE_DEVICE")
+        .output()
+        .expect("grove runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn temp_file(name: &str, body: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("grove-classify-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+/// A built-in's name, rows, features and (class, rows) pairs.
+type Expected = (&'static str, usize, usize, &'static [(&'static str, usize)]);
+
+#[test]
+fn each_builtin_has_its_shape_and_class_counts() {
+    let want: [Expected; 4] = [
+        ("iris", 150, 4, &[("setosa", 50), ("versicolor", 50), ("virginica", 50)]),
+        ("wine", 178, 13, &[("class_0", 59), ("class_1", 71), ("class_2", 48)]),
+        ("breast_cancer", 569, 30, &[("benign", 357), ("malignant", 212)]),
+        (
+            "digits",
+            1797,
+            64,
+            &[("0", 178), ("1", 182), ("2", 177), ("3", 183), ("4", 181), ("5", 182), ("6", 181), ("7", 179), ("8", 174), ("9", 180)],
+        ),
+    ];
+    for (name, rows, features, classes) in want {
+        let d = builtin_classes(name).unwrap();
+        d.data.validate().unwrap();
+        assert_eq!(d.data.shape(), (rows, features), "{name}");
+        let got: Vec<(&str, usize)> = d.classes.iter().map(String::as_str).zip(d.class_counts()).collect();
+        assert_eq!(got, classes, "{name}");
+        assert_eq!(d.data.target, "class");
+        assert!(d.data.y.iter().zip(&d.labels).all(|(&y, &l)| y == l as f32));
+    }
+    // Spot values: Iris row 1 and Digits' first pixels.
+    let iris = builtin_classes("iris").unwrap();
+    assert_eq!(iris.data.row(0).unwrap(), [5.1, 3.5, 1.4, 0.2]);
+    assert_eq!(iris.data.names[2], "petal_length_cm");
+    let digits = builtin_classes("digits").unwrap();
+    assert_eq!(&digits.data.row(0).unwrap()[..4], [0.0, 0.0, 5.0, 13.0]);
+    assert_eq!(ClassSource::parse("builtin:Breast-Cancer").unwrap(), ClassSource::Builtin("breast_cancer".into()));
+    let e = ClassSource::parse("builtin:pagie1").unwrap_err().to_string();
+    assert!(e.contains("builtin:iris, builtin:wine"), "{e}");
+}
+
+#[test]
+fn stratified_split_keeps_each_class_proportion_and_is_seeded() {
+    let d = builtin_classes("wine").unwrap();
+    let (train, test) = stratified_split(&d, 0.25, 7).unwrap();
+    // round(59/4) = 15, round(71/4) = 18, round(48/4) = 12.
+    assert_eq!(test.class_counts(), [15, 18, 12]);
+    assert_eq!(train.class_counts(), [44, 53, 36]);
+    // Every row lands in exactly one part.
+    let mut rows: Vec<Vec<f32>> = (0..train.data.n_rows).map(|i| train.data.row(i).unwrap()).collect();
+    rows.extend((0..test.data.n_rows).map(|i| test.data.row(i).unwrap()));
+    rows.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let mut all: Vec<Vec<f32>> = (0..d.data.n_rows).map(|i| d.data.row(i).unwrap()).collect();
+    all.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(rows, all);
+    // The same seed gives the same split; another seed another one.
+    let (_, again) = stratified_split(&d, 0.25, 7).unwrap();
+    assert_eq!(again, test);
+    let (_, other) = stratified_split(&d, 0.25, 8).unwrap();
+    assert_ne!(other.data.x, test.data.x);
+    // A class of one row stays in training.
+    let tiny = parse_labeled(b"a,c\n1,x\n2,x\n3,x\n4,y\n", "t", None).unwrap();
+    let (tr, te) = stratified_split(&tiny, 0.5, 1).unwrap();
+    assert_eq!((tr.class_counts(), te.class_counts()), (vec![1, 1], vec![2, 0]));
+}
+
+#[test]
+fn labels_may_be_integers_or_names_in_sorted_order() {
+    let d = parse_labeled(b"f,label\n1,10\n2,2\n3,10\n4,-1\n", "t", None).unwrap();
+    assert_eq!(d.classes, ["-1", "2", "10"], "integers sort numerically");
+    assert_eq!(d.labels, [2, 1, 2, 0]);
+    let d = parse_labeled(b"kind;f\n\"b\";1\na;2\nb;3\n", "t", Some("kind")).unwrap();
+    assert_eq!(d.classes, ["a", "b"]);
+    assert_eq!(d.labels, [1, 0, 1]);
+    assert_eq!(d.data.names, ["f"]);
+    assert_eq!(d.data.x, [1.0, 2.0, 3.0]);
+}
+
+/// Each bad input is one line that names the place and says how to fix it.
+#[test]
+fn bad_label_columns_and_features_say_how_to_fix_them() {
+    let cases: [(&[u8], Option<&str>, &[&str]); 6] = [
+        (b"a,b,c\n1,2,x\n3,4,y\n", Some("class"), &["unknown label column `class`", "`a`, `b`, `c`", "--label"]),
+        (b"a,Class\n1,x\n3,y\n", Some("class"), &["did you mean `Class`?"]),
+        (b"a,c\n1,x\n2,x\n", None, &["column 2 (c)", "single class (`x`) in all 2 rows", "--label"]),
+        (b"a,y\n1,0.5\n2,1.5\n", None, &["t:2: column 2 (y)", "label `0.5` is a number but not an integer", "grove evolve", "--label"]),
+        (b"a,color,c\n1,red,x\n2,blue,y\n", None, &["t:2: column 2 (color)", "`red` is not a finite number", "encode the column", "--label"]),
+        (b"a,c\n1,x\n,y\n", None, &["t:3: column 1 (a)", "an empty cell"]),
+    ];
+    for (body, label, wants) in cases {
+        let e = parse_labeled(body, "t", label).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "one line: {e}");
+        for w in wants {
+            assert!(e.contains(w), "`{w}` missing from: {e}");
+        }
+    }
+    let e = parse_labeled(b"a,c\n1,x\n2\n", "t", None).unwrap_err().to_string();
+    assert!(e.contains("t:3: 1 cells, but the header names 2 columns"), "{e}");
+    let e = parse_labeled(b"a,c\n1,\n2,y\n", "t", None).unwrap_err().to_string();
+    assert!(e.contains("t:2: column 2 (c): empty class label"), "{e}");
+}
+
+#[test]
+fn cli_errors_are_one_line_with_exit_code_1() {
+    let f = temp_file("one.csv", "a,b,label\n1,2,x\n3,4,x\n5,6,x\n");
+    let out = grove(&["classify", "--data", f.to_str().unwrap(), "--device", "cpu", "--pop", "10", "--gens", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.starts_with("error: ") && e.contains("single class"), "{e}");
+    let out = grove(&["classify", "--data", "builtin:iris", "--binary", "--device", "cpu", "--pop", "10", "--gens", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--binary needs two classes; the data has 3"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn classify_reports_accuracy_and_confusion_and_predict_applies_the_model() {
+    let report = temp_file("iris.json", "");
+    let out = grove(&[
+        "classify", "--data", "builtin:iris", "--pop", "300", "--gens", "5", "--device", "cpu", "--quiet", "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("class setosa") && s.contains("class virginica"), "{s}");
+    assert!(s.contains("test          accuracy") && s.contains("true\\pred"), "{s}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    for part in ["train", "test"] {
+        let p = &r[part];
+        let conf = p["confusion"].as_array().unwrap();
+        assert_eq!(conf.len(), 3);
+        let rows: u64 = conf.iter().flat_map(|row| row.as_array().unwrap()).map(|v| v.as_u64().unwrap()).sum();
+        let diag: u64 = (0..3).map(|k| conf[k][k].as_u64().unwrap()).sum();
+        assert!((p["accuracy"].as_f64().unwrap() - diag as f64 / rows as f64).abs() < 1e-12, "{p}");
+        assert!(p["balanced_accuracy"].as_f64().unwrap() > 0.5, "{p}");
+    }
+    assert_eq!(r["test"]["rows"], 39);
+    assert!(r["test"]["accuracy"].as_f64().unwrap() > 0.7, "{}", r["test"]);
+    assert_eq!(r["model"]["classes"], serde_json::json!(["setosa", "versicolor", "virginica"]));
+
+    // grove predict on the Iris file itself: the columns are found by name, the label column
+    // gives an accuracy, and the predictions agree with the report's own counts.
+    let out = grove(&["predict", "--model", report.to_str().unwrap(), "--data", "data/classification/iris.csv"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 151);
+    assert_eq!(lines[0], "prediction");
+    let right: u64 = ["train", "test"]
+        .iter()
+        .map(|p| {
+            let c = &r[*p]["confusion"];
+            (0..3).map(|k| c[k][k].as_u64().unwrap()).sum::<u64>()
+        })
+        .sum();
+    let e = text(&out.stderr);
+    assert!(e.contains(&format!("({right} of 150 rows, column `class`)")), "{e}");
+    // Columns in another order, and a missing one.
+    let shuffled = temp_file("cols.csv", "petal_width_cm,sepal_width_cm,petal_length_cm,sepal_length_cm\n0.2,3.5,1.4,5.1\n");
+    let out = grove(&["predict", "--model", report.to_str().unwrap(), "--data", shuffled.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "prediction\nsetosa\n");
+    let missing = temp_file("miss.csv", "sepal_width_cm,petal_length_cm\n3.5,1.4\n");
+    let out = grove(&["predict", "--model", report.to_str().unwrap(), "--data", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("lacks"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn predict_applies_a_regression_report_too() {
+    let report = temp_file("reg.json", "");
+    let data = temp_file("reg.csv", &(0..40).map(|i| format!("{i},{}\n", 3 * i + 1)).fold("x,y\n".to_string(), |a, l| a + &l));
+    let out = grove(&[
+        "evolve", "--data", data.to_str().unwrap(), "--functions", "add,mul", "--pop", "100", "--gens", "3", "--device", "cpu",
+        "--quiet", "--report", report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = grove(&["predict", "--model", report.to_str().unwrap(), "--data", data.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let preds: Vec<f64> = text(&out.stdout).lines().skip(1).map(|l| l.parse().unwrap()).collect();
+    assert_eq!(preds.len(), 40);
+    // Linear scaling fits y = 3x + 1 exactly with any program linear in x; the report's mse
+    // and predict's agree either way.
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let mse: f64 = preds.iter().enumerate().map(|(i, p)| (p - (3 * i + 1) as f64).powi(2)).sum::<f64>() / 40.0;
+    let want = r["train"]["mse"].as_f64().unwrap();
+    assert!((mse - want).abs() <= 1e-6 * (1.0 + want), "predict mse {mse}, report {want}");
+}
+
+#[test]
+fn classification_grammars_and_tree_gp_learn_iris_whatever_the_thread_count() {
+    use grove::task::classify::{ClassifySettings, classify};
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let settings = |grammar: Option<&str>| ClassifySettings {
+        grammar: grammar.map(|g| format!("{dir}/grammars/{g}")),
+        functions: if grammar.is_some() { None } else { Some("add,sub,mul,div".into()) },
+        engine: grove::evolve::EngineConfig { pop_size: 500, generations: 10, seed: 3, max_len: 64, ..Default::default() },
+        device: grove::backend::DeviceChoice::Cpu,
+        ..Default::default()
+    };
+    for s in [settings(Some("classify.bnf")), settings(Some("classify-3class.bnf")), settings(None)] {
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| classify(&s, true)).unwrap().report
+        };
+        let (a, b) = (run(1), run(2));
+        assert_eq!(a["best"], b["best"], "{:?}", s.grammar);
+        assert_eq!(a["test"], b["test"]);
+        // Chance is 1/3; ten small generations already do much better.
+        let acc = a["train"]["accuracy"].as_f64().unwrap();
+        assert!(acc > 0.6, "{:?}: train accuracy {acc}", s.grammar);
+        assert_eq!(a["best"]["programs"].as_array().unwrap().len(), 3);
+    }
+}
+
+#[test]
+fn binary_mode_uses_one_output_and_its_sign() {
+    use grove::task::classify::{ClassifySettings, classify};
+    let s = ClassifySettings {
+        data: "builtin:breast_cancer".into(),
+        binary: true,
+        engine: grove::evolve::EngineConfig { pop_size: 200, generations: 4, seed: 2, max_len: 32, ..Default::default() },
+        device: grove::backend::DeviceChoice::Cpu,
+        ..Default::default()
+    };
+    let r = classify(&s, true).unwrap().report;
+    assert_eq!(r["model"]["n_outputs"], 0);
+    assert_eq!(r["best"]["programs"].as_array().unwrap().len(), 1);
+    assert!(r["train"]["accuracy"].as_f64().unwrap() > 0.8, "{}", r["train"]);
+    assert_eq!(r["test"]["confusion"].as_array().unwrap().len(), 2);
+}
