@@ -448,11 +448,9 @@ pub fn set_invweight0(m: &mut Model) {
             let c = world_point(m, &k, b, m.bodies[b].com);
             jacobian(m, &k, b, c, m.bodies[b].path.len(), &mut jac);
             let mut t = 0.0;
-            for row in 0..2 {
-                for i in 0..nv {
-                    for j in 0..nv {
-                        t += jac[i][row] * minv[(i, j)] * jac[j][row];
-                    }
+            for (i, ji) in jac.iter().enumerate() {
+                for (j, jj) in jac.iter().enumerate() {
+                    t += (ji[0] * jj[0] + ji[1] * jj[1]) * minv[(i, j)];
                 }
             }
             t / 3.0

@@ -105,7 +105,7 @@ impl<T: Real> State<T> {
     /// finite ends the episode.
     pub fn step(&mut self, m: &Model, action: &[T]) -> StepResult<T> {
         assert_eq!(action.len(), m.nu(), "action length");
-        let ctrl: Vec<T> = action.iter().map(|&a| if a != a { T::zero() } else { a }).collect();
+        let ctrl: Vec<T> = action.iter().map(|&a| if a.partial_cmp(&a).is_none() { T::zero() } else { a }).collect();
         let before = m.forward.map(|(b, _)| self.body_pos(m, b)[0]);
         for _ in 0..m.frame_skip {
             substep(m, &mut self.q, &mut self.v, &ctrl, &mut self.warm);
