@@ -62,6 +62,12 @@ pub struct RolloutArgs {
     /// Keep stepping after the episode terminates.
     #[arg(long)]
     pub ignore_termination: bool,
+    /// Step in f32 (what the GPU computes) instead of f64.
+    #[arg(long)]
+    pub f32: bool,
+    /// Override the profile's projected Gauss-Seidel sweeps per constraint solve.
+    #[arg(long)]
+    pub solver_iterations: Option<usize>,
     /// Print the compiled model's constants as JSON and exit.
     #[arg(long)]
     pub print_model: bool,
@@ -374,7 +380,10 @@ pub fn run() -> Result<ExitCode> {
 
 fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
     use crate::sim::rollout::{read_actions_file, ActionSource, RolloutOptions};
-    let model = crate::sim::Model::load(&args.env, args.profile.as_deref())?;
+    let mut model = crate::sim::Model::load(&args.env, args.profile.as_deref())?;
+    if let Some(n) = args.solver_iterations {
+        model.solver_iterations = n;
+    }
     if args.print_model {
         println!("{}", serde_json::to_string_pretty(&crate::sim::rollout::model_json(&model))?);
         return Ok(ExitCode::SUCCESS);
@@ -396,11 +405,16 @@ fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
         Some(p) => {
             let file = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
             let mut w = BufWriter::new(file);
-            let s = crate::sim::rollout::rollout(&model, &actions, &opts, Some(&mut w))?;
+            let s = if args.f32 {
+                crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, Some(&mut w))?
+            } else {
+                crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, Some(&mut w))?
+            };
             w.flush().with_context(|| format!("writing {}", p.display()))?;
             s
         }
-        None => crate::sim::rollout::rollout(&model, &actions, &opts, None)?,
+        None if args.f32 => crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, None)?,
+        None => crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, None)?,
     };
     println!(
         "{} ({}): return {:.6} over {} steps{}",

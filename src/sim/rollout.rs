@@ -7,6 +7,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use super::dynamics::{r, Real};
 use super::env::State;
 use super::model::Model;
 
@@ -87,10 +88,10 @@ pub struct RolloutOptions {
     pub ignore_termination: bool,
 }
 
-/// Run one episode in f64, writing `step,<q names>,<v names>,reward,done` rows to `out` (row 0
-/// is the reset state).
-pub fn rollout(m: &Model, actions: &ActionSource, opts: &RolloutOptions, mut out: Option<&mut dyn Write>) -> Result<RolloutSummary> {
-    let mut s: State<f64> = match opts.seed {
+/// Run one episode in float type `T`, writing `step,<q names>,<v names>,reward,done` rows to
+/// `out` (row 0 is the reset state).
+pub fn rollout<T: Real>(m: &Model, actions: &ActionSource, opts: &RolloutOptions, mut out: Option<&mut dyn Write>) -> Result<RolloutSummary> {
+    let mut s: State<T> = match opts.seed {
         Some(seed) => State::reset(m, seed, 0, 0),
         None => State::rest(m),
     };
@@ -101,15 +102,15 @@ pub fn rollout(m: &Model, actions: &ActionSource, opts: &RolloutOptions, mut out
     }
     let mut summary = RolloutSummary { total: 0.0, steps: 0, terminated: false };
     for t in 0..opts.steps {
-        let a = actions.action(t, m.nu());
+        let a: Vec<T> = actions.action(t, m.nu()).into_iter().map(r).collect();
         let res = s.step(m, &a);
         if opts.ignore_termination {
             s.done = false;
         }
-        summary.total += res.reward;
+        summary.total += to_f64(res.reward);
         summary.steps += 1;
         if let Some(w) = out.as_deref_mut() {
-            write_row(w, t + 1, &s, res.reward, res.done)?;
+            write_row(w, t + 1, &s, to_f64(res.reward), res.done)?;
         }
         if res.done && !opts.ignore_termination {
             summary.terminated = true;
@@ -119,10 +120,15 @@ pub fn rollout(m: &Model, actions: &ActionSource, opts: &RolloutOptions, mut out
     Ok(summary)
 }
 
-fn write_row(w: &mut dyn Write, step: usize, s: &State<f64>, reward: f64, done: bool) -> Result<()> {
+/// An f32 or f64 as f64 (exactly: both print their shortest round-trip decimal).
+fn to_f64<T: Real>(x: T) -> f64 {
+    format!("{x}").parse().unwrap_or(f64::NAN)
+}
+
+fn write_row<T: Real>(w: &mut dyn Write, step: usize, s: &State<T>, reward: f64, done: bool) -> Result<()> {
     write!(w, "{step}")?;
-    for x in s.q.iter().chain(&s.v) {
-        write!(w, ",{x:?}")?;
+    for &x in s.q.iter().chain(&s.v) {
+        write!(w, ",{x}")?;
     }
     writeln!(w, ",{reward:?},{}", done as u8)?;
     Ok(())

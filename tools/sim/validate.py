@@ -23,6 +23,7 @@ CASES = [  # (env, profile, MJCF file)
     ("hopper", "gymnasium", "gymnasium/hopper.xml"),
 ]
 FRAME_SKIP = 4
+SELF_CONTACTS = 0  # capsule-capsule contacts MuJoCo made within episodes (grove has none)
 
 def model(path):
     return mujoco.MjModel.from_xml_path(os.path.join(MJCF, path))
@@ -74,19 +75,89 @@ def grove_rollout(env, profile, acts, noise_seed=None, tmp=None):
         args += ["--seed", str(noise_seed)] if noise_seed is not None else ["--no-noise"]
         grove(*args)
         data = np.genfromtxt(s, delimiter=",", skip_header=1)
-    return data[:, 1:-2], data[:, -2]
+    return data[:, 1:-2], data[:, -1]
 
-def horizons(env, profile, m, seconds=1.0):
+def until_done(done):
+    """Rows 1..=first terminal step: after termination an env is reset, and grove does not model
+    the capsule-capsule self-contacts a fallen Gymnasium hopper can make (torso on foot)."""
+    hits = np.nonzero(done[1:])[0]
+    return int(hits[0]) + 1 if len(hits) else len(done) - 1
+
+def horizons(env, profile, m, seconds=1.0, through=False):
     dt = m.opt.timestep * FRAME_SKIP
     steps = int(round(seconds / dt))
     rng = np.random.default_rng(7)
     out = {}
     for kind in ("zero", "sine", "bang", "random"):
         acts = actions(kind, m.nu, steps, dt, rng)
-        states, _ = grove_rollout(env, profile, acts, noise_seed=3)
+        states, done = grove_rollout(env, profile, acts, noise_seed=3)
         ref = mujoco_rollout(m, states[0, :m.nq], states[0, m.nq:], acts)
-        out[kind] = float(np.abs(states[1:] - ref).max())
+        n = len(done) - 1 if through else until_done(done)
+        out[f"{kind}[{n}]"] = float(np.abs(states[1:n + 1] - ref[:n]).max())
     return steps, out
+
+def mujoco_episode(m, env, profile, acts, rng):
+    """One episode with MuJoCo physics and the env's reward and termination (control-envs.md §1)."""
+    noise = 0.1 if env == "swimmer" else 0.005
+    d = mujoco.MjData(m)
+    d.qpos[:] = m.qpos0 + rng.uniform(-noise, noise, m.nq); d.qvel[:] = rng.uniform(-noise, noise, m.nv)
+    mujoco.mj_forward(m, d)
+    dt = m.opt.timestep * FRAME_SKIP; total = 0.0
+    global SELF_CONTACTS
+    for t, a in enumerate(acts):
+        x0 = d.xpos[1][0]
+        d.ctrl[:] = a
+        for _ in range(FRAME_SKIP):
+            mujoco.mj_step(m, d)
+        fwd = (d.xpos[1][0] - x0) / dt
+        if env == "swimmer":
+            total += fwd - 1e-4 * np.sum(np.square(a))
+            continue
+        SELF_CONTACTS += sum(1 for c in d.contact[:d.ncon] if c.geom1 != 0 and c.geom2 != 0)
+        z, ang = d.xpos[1][2], d.qpos[2]
+        state = np.concatenate([d.qpos[2:], d.qvel])
+        healthy = bool(np.all(np.abs(state) < 100) and z > 0.7 and abs(ang) < 0.2)
+        total += fwd + (1.0 if (healthy or profile == "brax") else 0.0) - 1e-3 * np.sum(np.square(a))
+        if not healthy:
+            return total, t + 1
+    return total, len(acts)
+
+def grove_episode(env, profile, acts, seed):
+    with tempfile.TemporaryDirectory() as tmp:
+        a = os.path.join(tmp, "a.csv")
+        np.savetxt(a, acts, delimiter=",", fmt="%.17g")
+        line = grove("rollout", "--env", env, "--profile", profile, "--actions", a, "--seed", str(seed))
+    words = line.split()
+    return float(words[words.index("return") + 1]), int(words[words.index("over") + 1])
+
+def returns(env, profile, m, policy, seeds):
+    dt = m.opt.timestep * FRAME_SKIP
+    g, r, gl, rl = [], [], [], []
+    for seed in range(seeds):
+        acts = actions(policy, m.nu, 1000, dt, np.random.default_rng(100 + seed))
+        ret, n = grove_episode(env, profile, acts, seed); g.append(ret); gl.append(n)
+        ret, n = mujoco_episode(m, env, profile, acts, np.random.default_rng(1000 + seed)); r.append(ret); rl.append(n)
+    g, r = np.array(g), np.array(r)
+    se = np.sqrt(g.var(ddof=1) / seeds + r.var(ddof=1) / seeds)
+    return g.mean(), g.std(ddof=1), np.mean(gl), r.mean(), r.std(ddof=1), np.mean(rl), abs(g.mean() - r.mean()) / se
+
+def sweep(env, profile, m, seconds=1.0):
+    """Error of 1 s of random actions against MuJoCo, by PGS sweeps, and of f32 against f64."""
+    dt = m.opt.timestep * FRAME_SKIP; steps = int(round(seconds / dt))
+    acts = actions("random", m.nu, steps, dt, np.random.default_rng(5))
+    out = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        a = os.path.join(tmp, "a.csv"); np.savetxt(a, acts, delimiter=",", fmt="%.17g")
+        def run(*extra):
+            s = os.path.join(tmp, "s.csv")
+            grove("rollout", "--env", env, "--profile", profile, "--actions", a, "--states", s, "--seed", "3", "--ignore-termination", *extra)
+            return np.genfromtxt(s, delimiter=",", skip_header=1)
+        data = run(); base = data[:, 1:-2]; n = until_done(data[:, -1]); out["steps"] = n
+        ref = mujoco_rollout(m, base[0, :m.nq], base[0, m.nq:], acts)
+        for it in (4, 10, 20, 50, 100):
+            out[f"pgs{it}"] = float(np.abs(run("--solver-iterations", str(it))[1:n + 1, 1:-2] - ref[:n]).max())
+        out["f32-vs-f64"] = float(np.abs(run("--f32")[1:n + 1, 1:-2] - base[1:n + 1]).max())
+    return out
 
 def main():
     quick = "--quick" in sys.argv
@@ -98,6 +169,22 @@ def main():
     for env, profile, path in CASES:
         steps, w = horizons(env, profile, model(path))
         print(f"  {env:8s} {profile:9s} ({steps} steps) " + " ".join(f"{k} {v:.1e}" for k, v in w.items()))
+    for profile, path in (("brax", "brax/swimmer.xml"), ("gymnasium", "gymnasium/swimmer.xml")):
+        steps, w = horizons("swimmer", profile, model(path), seconds=10.0)
+        print(f"  swimmer  {profile:9s} ({steps} steps) " + " ".join(f"{k} {v:.1e}" for k, v in w.items()))
+    steps, w = horizons("hopper", "brax", model("brax/hopper.xml"), through=True)
+    print(f"  hopper   brax      ({steps} steps, through termination: only the foot collides) " + " ".join(f"{k} {v:.1e}" for k, v in w.items()))
+    print("3. 1 s of random actions: max |state - MuJoCo| by PGS sweeps; f32 against f64")
+    for env, profile, path in CASES:
+        w = sweep(env, profile, model(path))
+        print(f"  {env:8s} {profile:9s} " + " ".join(f"{k} {v:.1e}" if k != "steps" else f"({v} steps)" for k, v in w.items()))
+    seeds = 10 if quick else 30
+    print(f"4. returns over {seeds} seeds (1000-step episodes; same actions, own reset noise): grove | MuJoCo | |diff|/SE")
+    for env, profile, path in CASES:
+        for policy in (("zero", "random", "sine") if env == "swimmer" else ("zero", "random")):
+            gm, gs, gl, rm, rs, rl, z = returns(env, profile, model(path), policy, seeds)
+            print(f"  {env:8s} {profile:9s} {policy:6s} {gm:8.2f} ± {gs:6.2f} ({gl:5.0f} steps) | {rm:8.2f} ± {rs:6.2f} ({rl:5.0f} steps) | {z:.2f}")
+    print(f"  self-contacts MuJoCo made within these episodes: {SELF_CONTACTS}")
 
 if __name__ == "__main__":
     main()
