@@ -32,7 +32,7 @@ fn main() {
     println!("{n} environments x {steps} control steps, {} threads", rayon::current_num_threads());
     println!("| env | profile | integrator | f64 env steps/s | f32 env steps/s |");
     println!("|---|---|---|---|---|");
-    for env in ["swimmer", "hopper"] {
+    for env in ["swimmer", "hopper", "walker2d", "half_cheetah"] {
         for profile in ["brax", "gymnasium"] {
             let m = Model::load(env, Some(profile)).unwrap();
             let a = run::<f64>(&m, n, steps);

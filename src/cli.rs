@@ -37,7 +37,7 @@ pub enum Command {
 /// `grove rollout`.
 #[derive(Debug, Args)]
 pub struct RolloutArgs {
-    /// Environment: a shipped one (swimmer, hopper) or a path to a .ron file.
+    /// Environment: a shipped one (swimmer, hopper, walker2d, half_cheetah) or a path to a .ron file.
     #[arg(long)]
     pub env: String,
     /// Profile: brax (the default of the shipped envs) or gymnasium.
@@ -65,7 +65,7 @@ pub struct RolloutArgs {
     /// Step in f32 (what the GPU computes) instead of f64.
     #[arg(long)]
     pub f32: bool,
-    /// Override the profile's projected Gauss-Seidel sweeps per constraint solve.
+    /// Cap on projected Gauss-Seidel sweeps per constraint solve (default: the env's).
     #[arg(long)]
     pub solver_iterations: Option<usize>,
     /// Print the compiled model's constants as JSON and exit.

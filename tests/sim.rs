@@ -10,7 +10,16 @@ use grove::sim::spec::{EnvSpec, Integrator, SHIPPED};
 use grove::sim::Model;
 use serde_json::Value;
 
-const CASES: &[(&str, &str)] = &[("swimmer", "brax"), ("swimmer", "gymnasium"), ("hopper", "brax"), ("hopper", "gymnasium")];
+const CASES: &[(&str, &str)] = &[
+    ("swimmer", "brax"),
+    ("swimmer", "gymnasium"),
+    ("hopper", "brax"),
+    ("hopper", "gymnasium"),
+    ("walker2d", "brax"),
+    ("walker2d", "gymnasium"),
+    ("half_cheetah", "brax"),
+    ("half_cheetah", "gymnasium"),
+];
 
 fn fixture(env: &str, profile: &str) -> Value {
     let path = format!("{}/tests/fixtures/sim/{env}_{profile}.json", env!("CARGO_MANIFEST_DIR"));
@@ -34,7 +43,8 @@ fn every_shipped_env_loads_under_every_profile_and_from_its_file() {
         assert!(spec.profiles.contains_key("brax") && spec.profiles.contains_key("gymnasium"), "{name}");
         for p in spec.profiles.keys() {
             let m = Model::new(&spec, Some(p)).unwrap_or_else(|e| panic!("{name} {p}: {e:#}"));
-            assert_eq!(m.obs_size, if *name == "swimmer" { 8 } else { 11 }, "{name}");
+            let obs = [("swimmer", 8), ("hopper", 11), ("walker2d", 17), ("half_cheetah", 17)];
+            assert_eq!(Some(m.obs_size), obs.iter().find(|o| o.0 == *name).map(|o| o.1), "{name}");
         }
         let path = format!("{}/envs/{name}.ron", env!("CARGO_MANIFEST_DIR"));
         let from_file = Model::load(&path, None).unwrap();
@@ -133,8 +143,9 @@ fn trajectory<T: grove::sim::Real>(m: &Model, fx: &Value) -> Vec<(usize, Vec<f64
     s.v = vec(&t["v0"]).iter().map(|&x| grove::sim::dynamics::r(x)).collect();
     let every = t["every"].as_u64().unwrap() as usize;
     let mut out = Vec::new();
-    for (i, a) in t["actions"].as_array().unwrap().iter().enumerate() {
-        let a: Vec<T> = vec(a).iter().map(|&x| grove::sim::dynamics::r(x)).collect();
+    let (dt, steps) = (t["dt"].as_f64().unwrap(), t["steps"].as_u64().unwrap() as usize);
+    for i in 0..steps {
+        let a: Vec<T> = (0..m.nu()).map(|k| grove::sim::dynamics::r((3.4 * i as f64 * dt - 0.82 * k as f64).sin())).collect();
         s.step(m, &a);
         if (i + 1) % every == 0 {
             let to64 = |x: &T| format!("{x}").parse::<f64>().unwrap();
@@ -320,4 +331,14 @@ fn action_files_are_checked() {
     let e = format!("{:#}", read_actions("0.5,-1\n0.1,x\n", "a.csv", 2).unwrap_err());
     assert!(e.contains("a.csv:2:") && e.contains("`x`"), "{e}");
     assert!(read_actions("", "a.csv", 3).unwrap().is_empty());
+}
+
+#[test]
+fn half_cheetah_resets_velocities_with_normal_noise() {
+    let m = Model::load("half_cheetah", None).unwrap();
+    let v: Vec<f64> = (0..300).flat_map(|e| State::<f64>::reset(&m, 2, 0, e).v).collect();
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let sd = (v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / v.len() as f64).sqrt();
+    assert!(mean.abs() < 0.01 && (sd - 0.1).abs() < 0.01, "mean {mean} sd {sd}");
+    assert!(v.iter().any(|x| x.abs() > 0.2), "a normal, not a uniform on ±0.1");
 }

@@ -368,13 +368,22 @@ pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut
         let b = &jmat * au - DVector::from_column_slice(&rows.aref);
         let mut f: Vec<T> = rows.slot.iter().map(|&s| warm[s]).collect();
         let diag: Vec<T> = (0..nr).map(|i| a[(i, i)] + rows.reg[i]).collect();
+        // Sweeps until no force moves by more than machine epsilon (relative), at most
+        // `solver_iterations`; the solution is unique (A + R is positive definite).
         for _ in 0..m.solver_iterations {
+            let (mut change, mut size) = (T::zero(), T::one());
             for i in 0..nr {
                 let mut res = b[i] + rows.reg[i] * f[i];
                 for (jj, fj) in f.iter().enumerate() {
                     res += a[(i, jj)] * *fj;
                 }
-                f[i] = (f[i] - res / diag[i]).max(T::zero());
+                let new = (f[i] - res / diag[i]).max(T::zero());
+                change = change.max((new - f[i]).abs());
+                size = size.max(new.abs());
+                f[i] = new;
+            }
+            if change <= T::default_epsilon() * size {
+                break;
             }
         }
         for (i, &sl) in rows.slot.iter().enumerate() {

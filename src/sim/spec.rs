@@ -14,6 +14,8 @@ use serde::Deserialize;
 pub const SHIPPED: &[(&str, &str)] = &[
     ("swimmer", include_str!("../../envs/swimmer.ron")),
     ("hopper", include_str!("../../envs/hopper.ron")),
+    ("walker2d", include_str!("../../envs/walker2d.ron")),
+    ("half_cheetah", include_str!("../../envs/half_cheetah.ron")),
 ];
 
 /// Which world plane the model moves in; fixes how (u, w, n) map to MuJoCo's (x, y, z).
