@@ -14,6 +14,7 @@ pub mod map;
 pub mod nvrtc;
 pub mod pack;
 pub mod probe;
+pub mod sim;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
