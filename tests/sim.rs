@@ -342,3 +342,48 @@ fn half_cheetah_resets_velocities_with_normal_noise() {
     assert!(mean.abs() < 0.01 && (sd - 0.1).abs() < 0.01, "mean {mean} sd {sd}");
     assert!(v.iter().any(|x| x.abs() > 0.2), "a normal, not a uniform on ±0.1");
 }
+
+fn point_segment(p: [f64; 2], a: [f64; 2], b: [f64; 2]) -> f64 {
+    let (dx, dy) = (b[0] - a[0], b[1] - a[1]);
+    let t = (((p[0] - a[0]) * dx + (p[1] - a[1]) * dy) / (dx * dx + dy * dy)).clamp(0.0, 1.0);
+    ((p[0] - a[0] - t * dx).powi(2) + (p[1] - a[1] - t * dy).powi(2)).sqrt()
+}
+
+fn segments_cross(a: [f64; 2], b: [f64; 2], c: [f64; 2], d: [f64; 2]) -> bool {
+    let side = |p: [f64; 2], q: [f64; 2], r: [f64; 2]| (q[0] - p[0]) * (r[1] - p[1]) - (q[1] - p[1]) * (r[0] - p[0]);
+    side(a, b, c) * side(a, b, d) < 0.0 && side(c, d, a) * side(c, d, b) < 0.0
+}
+
+// grove models no capsule-capsule contacts. In Gymnasium's hopper every capsule could touch a
+// non-adjacent one; within episodes (up to termination) none comes within reach.
+#[test]
+fn gymnasium_hopper_capsules_never_touch_each_other_within_episodes() {
+    let m = Model::load("hopper", Some("gymnasium")).unwrap();
+    let caps = &m.capsules;
+    let mut closest = f64::INFINITY;
+    for seed in 0..8u32 {
+        let mut s: State<f64> = State::reset(&m, 3, 0, seed);
+        for t in 0..300 {
+            let a: Vec<f64> = (0..3).map(|k| (0.3 * t as f64 + seed as f64 + 2.0 * k as f64).sin()).collect();
+            let done = s.step(&m, &a).done;
+            let k = kinematics(&m, &s.q);
+            let seg = |c: &grove::sim::model::Capsule| c.ends.map(|e| grove::sim::dynamics::world_point(&m, &k, c.body, e));
+            for (i, ci) in caps.iter().enumerate() {
+                for cj in caps.iter().skip(i + 2) {
+                    // Non-adjacent bodies only (MuJoCo filters parent-child pairs).
+                    let ([a, b], [c, d]) = (seg(ci), seg(cj));
+                    let gap = if segments_cross(a, b, c, d) {
+                        0.0
+                    } else {
+                        point_segment(a, c, d).min(point_segment(b, c, d)).min(point_segment(c, a, b)).min(point_segment(d, a, b))
+                    };
+                    closest = closest.min(gap - ci.radius - cj.radius - ci.margin);
+                }
+            }
+            if done {
+                break;
+            }
+        }
+    }
+    assert!(closest > 0.0, "two hopper capsules came within contact reach ({closest:.4} m)");
+}
