@@ -34,6 +34,47 @@ pub enum Command {
     Predict(PredictArgs),
     /// Measure throughput (mapping, the CPU interpreter; with --gpu the CUDA evaluator) and print a table.
     Bench(BenchArgs),
+    /// Replay actions in a simulated environment and write the state after every control step.
+    Rollout(RolloutArgs),
+}
+
+/// `grove rollout`.
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// Environment: a shipped one (swimmer, hopper, walker2d, half_cheetah) or a path to a .ron file.
+    #[arg(long)]
+    pub env: String,
+    /// Profile: brax (the default of the shipped envs) or gymnasium.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Actions: CSV, one row per control step, one column per actuator (default: zeros).
+    #[arg(long)]
+    pub actions: Option<PathBuf>,
+    /// Write `step,q...,v...,reward,done` rows here (row 0 is the reset state; qpos and qvel in
+    /// MuJoCo's order).
+    #[arg(long)]
+    pub states: Option<PathBuf>,
+    /// Start at the rest pose instead of adding reset noise.
+    #[arg(long)]
+    pub no_noise: bool,
+    /// Reset-noise seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Control steps (default: the action file's rows, else the episode length).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Keep stepping after the episode terminates.
+    #[arg(long)]
+    pub ignore_termination: bool,
+    /// Step in f32 (what the GPU computes) instead of f64.
+    #[arg(long)]
+    pub f32: bool,
+    /// Cap on projected Gauss-Seidel sweeps per constraint solve (default: the env's).
+    #[arg(long)]
+    pub solver_iterations: Option<usize>,
+    /// Print the compiled model's constants as JSON and exit.
+    #[arg(long)]
+    pub print_model: bool,
 }
 
 /// How the first GE generation is made.
@@ -531,7 +572,57 @@ pub fn run() -> Result<ExitCode> {
         Command::Classify(args) => classify(&args),
         Command::Predict(args) => predict(&args),
         Command::Bench(args) => crate::bench::run(&args),
+        Command::Rollout(args) => rollout(&args),
     }
+}
+
+fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
+    use crate::sim::rollout::{read_actions_file, ActionSource, RolloutOptions};
+    let mut model = crate::sim::Model::load(&args.env, args.profile.as_deref())?;
+    if let Some(n) = args.solver_iterations {
+        model.solver_iterations = n;
+    }
+    if args.print_model {
+        println!("{}", serde_json::to_string_pretty(&crate::sim::rollout::model_json(&model))?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let actions = match &args.actions {
+        Some(p) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
+        None => ActionSource::Zero,
+    };
+    let steps = match (&actions, args.steps) {
+        (ActionSource::Fixed(rows), Some(n)) if n > rows.len() => {
+            anyhow::bail!("--steps {n} asks for more control steps than the action file's {} rows", rows.len())
+        }
+        (_, Some(n)) => n,
+        (ActionSource::Fixed(rows), None) => rows.len(),
+        (ActionSource::Zero, None) => model.episode_steps,
+    };
+    let opts = RolloutOptions { steps, seed: (!args.no_noise).then_some(args.seed), ignore_termination: args.ignore_termination };
+    let summary = match &args.states {
+        Some(p) => {
+            let file = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let mut w = BufWriter::new(file);
+            let s = if args.f32 {
+                crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, Some(&mut w))?
+            } else {
+                crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, Some(&mut w))?
+            };
+            w.flush().with_context(|| format!("writing {}", p.display()))?;
+            s
+        }
+        None if args.f32 => crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, None)?,
+        None => crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, None)?,
+    };
+    println!(
+        "{} ({}): return {:.6} over {} steps{}",
+        model.name,
+        model.profile,
+        summary.total,
+        summary.steps,
+        if summary.terminated { " (terminated)" } else { "" }
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {

@@ -17,4 +17,5 @@ pub mod program;
 pub mod report;
 pub mod rng;
 pub mod select;
+pub mod sim;
 pub mod task;

@@ -129,3 +129,50 @@ fn evolve_writes_a_complete_report() {
     }
     assert_eq!(r["settings"]["engine"]["pop_size"], 50);
 }
+
+fn grove_in(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_grove")).args(args).current_dir(dir).output().expect("grove runs")
+}
+
+#[test]
+fn rollout_replays_actions_and_writes_states_from_any_directory() {
+    let actions = temp_file("hop.csv", "thigh,leg,foot\n0.1,-0.2,0.3\n0.1,-0.2,0.3\n1,1,1\n");
+    let states = std::env::temp_dir().join(format!("grove-cli-{}/hop-states.csv", std::process::id()));
+    let out = grove_in(
+        &std::env::temp_dir(),
+        &["rollout", "--env", "hopper", "--actions", actions.to_str().unwrap(), "--states", states.to_str().unwrap(), "--no-noise"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("hopper (brax): return") && text(&out.stdout).contains("over 3 steps"), "{}", text(&out.stdout));
+    let csv = std::fs::read_to_string(&states).unwrap();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 5, "header, reset state, 3 steps");
+    assert!(lines[0].starts_with("step,q_rootx,q_rootz,q_rooty,q_thigh_joint") && lines[0].ends_with("v_foot_joint,reward,done"), "{}", lines[0]);
+    assert_eq!(lines[1].split(',').count(), 1 + 12 + 2);
+    assert!(lines[1].starts_with("0,0,0,0,0,0,0,"), "rest pose without noise: {}", lines[1]);
+    // Gymnasium's rootz has ref 1.25: qpos[1] starts at the world height.
+    let out = grove_in(&std::env::temp_dir(), &["rollout", "--env", "hopper", "--profile", "gymnasium", "--no-noise", "--steps", "1", "--states", states.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&states).unwrap().lines().nth(1).unwrap().starts_with("0,0,1.25,"));
+}
+
+#[test]
+fn rollout_rejects_bad_input_with_one_clear_line() {
+    let wrong = temp_file("wrong.csv", "0.1,0.2\n");
+    let out = grove(&["rollout", "--env", "hopper", "--actions", wrong.to_str().unwrap()], "");
+    assert!(!out.status.success());
+    let e = text(&out.stderr);
+    assert!(e.contains("wrong.csv:1:") && e.contains("2 columns") && e.contains("3 actuators"), "{e}");
+    let short = temp_file("short.csv", "0.1,0.2\n0,0\n");
+    let out = grove(&["rollout", "--env", "swimmer", "--actions", short.to_str().unwrap(), "--steps", "5"], "");
+    assert!(text(&out.stderr).contains("--steps 5") && text(&out.stderr).contains("2 rows"), "{}", text(&out.stderr));
+    let out = grove(&["rollout", "--env", "ant"], "");
+    assert!(text(&out.stderr).contains("unknown environment `ant`"), "{}", text(&out.stderr));
+    let out = grove(&["rollout", "--env", "swimmer", "--profile", "mjx"], "");
+    assert!(text(&out.stderr).contains("no profile `mjx`"), "{}", text(&out.stderr));
+    let bad = temp_file("bad.ron", "(name: \"x\", plane: XY, wings: 2)");
+    let out = grove(&["rollout", "--env", bad.to_str().unwrap()], "");
+    let e = text(&out.stderr);
+    assert!(e.contains("bad.ron:1:") && e.contains("wings"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}

@@ -251,3 +251,37 @@ fn probing_without_a_gpu_says_why() {
         }
     }
 }
+
+// sim.cu is compiled once per environment and profile, after the header generated from the
+// compiled model (src/backend/cuda/sim.rs), so it is checked here for every shipped env.
+#[test]
+fn the_simulator_kernel_compiles_for_every_shipped_env_and_profile() {
+    use grove::backend::cuda::sim::{sim_params_layout, sim_text, SIM_KERNEL, SIM_TEXT};
+    if !have_nvrtc("the_simulator_kernel_compiles_for_every_shipped_env_and_profile") {
+        return;
+    }
+    for (env, _) in grove::sim::spec::SHIPPED {
+        for profile in ["brax", "gymnasium"] {
+            let model = grove::sim::Model::load(env, Some(profile)).unwrap();
+            let text = sim_text(&model);
+            let src = KernelSource { file: "sim.cu", text: &text };
+            let t = std::time::Instant::now();
+            let image = nvrtc::compile(&src, Target::Compute(90), &[]).unwrap_or_else(|e| panic!("{env} {profile}: {e}"));
+            eprintln!("sim.cu for {env} {profile}: {} bytes of PTX in {:.2} s", image.bytes.len(), t.elapsed().as_secs_f64());
+            assert!(!image.log.contains("warning"), "{env} {profile} compiles with warnings:\n{}", image.log);
+            let ptx = String::from_utf8_lossy(&image.bytes);
+            assert!(ptx.contains(&format!(".entry {SIM_KERNEL}(")), "{env} {profile}: {SIM_KERNEL} missing");
+        }
+    }
+    // A CUBIN for one model, as the engine loads it.
+    let model = grove::sim::Model::load("hopper", None).unwrap();
+    let text = sim_text(&model);
+    let image = nvrtc::compile(&KernelSource { file: "sim.cu", text: &text }, Target::Sm(90), &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(image.bytes.starts_with(b"\x7fELF"));
+    // SimParams' offsets equal the static_asserts of GroveSimParams.
+    for (field, offset) in sim_params_layout() {
+        let line = format!("GROVE_OFFSETOF(GroveSimParams, {field}) == {offset},");
+        assert!(SIM_TEXT.contains(&line), "sim.cu lacks `{line}`");
+    }
+    assert!(SIM_TEXT.contains("sizeof(GroveSimParams) == 32"));
+}

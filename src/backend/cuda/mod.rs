@@ -15,6 +15,7 @@ pub mod map;
 pub mod nvrtc;
 pub mod pack;
 pub mod probe;
+pub mod sim;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

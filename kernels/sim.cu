@@ -1,0 +1,517 @@
+// sim.cu: steps many environments of one model on the GPU, one environment per thread, the whole
+// episode in one launch.
+//
+// Twin of the CPU reference stepper (src/sim/dynamics.rs, src/sim/env.rs): the same equations
+// (control-envs.md §3.3) in f32, with the same constraint slots, the same row order, the same
+// warm-started projected Gauss-Seidel and its stopping test, and the same Philox reset draws.
+// The host side is src/backend/cuda/sim.rs. NVRTC compiles this file after `grove_env.h`, which
+// `env_header` generates from a compiled Model: the sizes (GROVE_NV, GROVE_NB, GROVE_NU,
+// GROVE_NLIM, GROVE_NCAP, ...), the model constants as `__device__ const` tables, and the
+// observation and health checks as straight-line functions. One module per (env, profile).
+//
+// State lives in registers and local memory: q, v (GROVE_NV), the warm-start forces
+// (GROVE_SLOTS), the return and the step count. Actions come from `grove_action`: for now an
+// open-loop buffer; the control task replaces it with the tree interpreter reading `obs`.
+
+typedef float real;  // also spelled `float` in grove_env.h
+
+// Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
+#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+
+// Mirrors SimParams in src/backend/cuda/sim.rs.
+struct GroveSimParams {
+    unsigned n_envs;           // E: environments (threads)
+    unsigned steps;            // T: control steps at most
+    unsigned generation;       // Philox counter word 0 of the reset draws
+    unsigned noise;            // 1: reset noise; 0: the rest pose
+    unsigned long long seed;   // Philox key
+    unsigned record;           // 1: write the state after every step to `traj`
+    unsigned first_env;        // Philox counter word 1 of env e is first_env + e
+};
+static_assert(sizeof(GroveSimParams) == 32, "GroveSimParams must match SimParams");
+static_assert(GROVE_OFFSETOF(GroveSimParams, n_envs) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveSimParams, steps) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveSimParams, generation) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveSimParams, noise) == 12, "layout");
+static_assert(GROVE_OFFSETOF(GroveSimParams, seed) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveSimParams, record) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveSimParams, first_env) == 28, "layout");
+
+#define GROVE_SLOTS (2 * GROVE_NLIM + 6 * GROVE_NCAP)
+#define GROVE_SLOTS_ALLOC (GROVE_SLOTS > 0 ? GROVE_SLOTS : 1)
+#define GROVE_PURPOSE_RESET 6u  // Purpose::Reset in src/rng.rs
+
+// ---- Philox4x32-10, as src/rng.rs ----------------------------------------------------------
+
+struct GroveStream {
+    unsigned key[2], ctr[4], buf[4];
+    int used;
+};
+
+__device__ inline void grove_philox(const unsigned in[4], const unsigned key_in[2], unsigned out[4]) {
+    unsigned c0 = in[0], c1 = in[1], c2 = in[2], c3 = in[3], k0 = key_in[0], k1 = key_in[1];
+    for (int round = 0; round < 10; ++round) {
+        if (round > 0) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
+        const unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0, n1 = (unsigned)p1;
+        const unsigned n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1, n3 = (unsigned)p0;
+        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+__device__ inline unsigned grove_next(GroveStream& s) {
+    if (s.used == 4) {
+        grove_philox(s.ctr, s.key, s.buf);
+        s.ctr[3] += 1;
+        s.used = 0;
+    }
+    return s.buf[s.used++];
+}
+
+// A uniform double in [0, 1) with 53 random bits (Stream::unit_f64).
+__device__ inline double grove_unit_f64(GroveStream& s) {
+    const unsigned long long hi = grove_next(s) >> 5, lo = grove_next(s) >> 6;
+    return (double)((hi << 26) | lo) * (1.0 / 9007199254740992.0);
+}
+
+// One reset draw (State::reset): kind 0 uniform on ±scale, 1 scale·N(0, 1) by Box-Muller.
+__device__ inline double grove_noise(GroveStream& s, int kind, double scale) {
+    if (kind == 0) return scale * (2.0 * grove_unit_f64(s) - 1.0);
+    const double u1 = 1.0 - grove_unit_f64(s), u2 = grove_unit_f64(s);
+    return scale * sqrt(-2.0 * log(u1)) * cos(2.0 * 3.141592653589793 * u2);
+}
+
+// ---- kinematics and Jacobians (dynamics.rs: kinematics, jacobian, jdot_v) ------------------
+
+struct GroveKin {
+    real pu[GROVE_NB], pw[GROVE_NB], ang[GROVE_NB];  // body frame origins and angles
+    real au[GROVE_NV], aw[GROVE_NV];                 // hinge anchors, or slide axes, in the world
+};
+
+__device__ inline void grove_rot(real a, real x, real y, real& ox, real& oy) {
+    real s, c;
+    sincosf(a, &s, &c);
+    ox = c * x - s * y;
+    oy = s * x + c * y;
+}
+
+__device__ void grove_kinematics(const real* q, GroveKin& k) {
+    for (int b = 0; b < GROVE_NB; ++b) {
+        const int p = grove_parent[b];
+        const real ppu = p >= 0 ? k.pu[p] : 0.0f, ppw = p >= 0 ? k.pw[p] : 0.0f, pa = p >= 0 ? k.ang[p] : 0.0f;
+        real ox, oy;
+        grove_rot(pa, grove_bpos[b][0], grove_bpos[b][1], ox, oy);
+        real pu = ppu + ox, pw = ppw + oy, ang = pa + grove_bang[b];
+        for (int j = 0; j < GROVE_NV; ++j) {
+            if (grove_jbody[j] != b) continue;
+            const real dq = q[j] - grove_qpos0[j];
+            if (grove_jslide[j]) {
+                real ax, ay;
+                grove_rot(ang, grove_jaxis[j][0], grove_jaxis[j][1], ax, ay);
+                pu += ax * dq;
+                pw += ay * dq;
+                k.au[j] = ax;
+                k.aw[j] = ay;
+            } else {
+                real ax, ay;
+                grove_rot(ang, grove_jpos[j][0], grove_jpos[j][1], ax, ay);
+                const real a0 = pu + ax, a1 = pw + ay, th = grove_jaxis[j][0] * dq;
+                real rx, ry;
+                grove_rot(th, pu - a0, pw - a1, rx, ry);
+                pu = a0 + rx;
+                pw = a1 + ry;
+                ang += th;
+                k.au[j] = a0;
+                k.aw[j] = a1;
+            }
+        }
+        k.pu[b] = pu;
+        k.pw[b] = pw;
+        k.ang[b] = ang;
+    }
+}
+
+__device__ inline void grove_world_point(const GroveKin& k, int b, real x, real y, real& u, real& w) {
+    real ox, oy;
+    grove_rot(k.ang[b], x, y, ox, oy);
+    u = k.pu[b] + ox;
+    w = k.pw[b] + oy;
+}
+
+// Columns [u̇, ẇ, φ̇] of the point (pu, pw) moving with body b, from the first `upto` joints of
+// its path.
+__device__ void grove_jacobian(const GroveKin& k, int b, real pu, real pw, int upto, real J[GROVE_NV][3]) {
+    for (int i = 0; i < GROVE_NV; ++i) J[i][0] = J[i][1] = J[i][2] = 0.0f;
+    for (int n = 0; n < upto; ++n) {
+        const int j = grove_path[b][n];
+        if (grove_jslide[j]) {
+            J[j][0] += k.au[j];
+            J[j][1] += k.aw[j];
+        } else {
+            const real s = grove_jaxis[j][0];
+            J[j][0] += s * -(pw - k.aw[j]);
+            J[j][1] += s * (pu - k.au[j]);
+            J[j][2] += s;
+        }
+    }
+}
+
+__device__ inline void grove_jv(const real J[GROVE_NV][3], const real* v, real out[3]) {
+    out[0] = out[1] = out[2] = 0.0f;
+    for (int i = 0; i < GROVE_NV; ++i) {
+        out[0] += J[i][0] * v[i];
+        out[1] += J[i][1] * v[i];
+        out[2] += J[i][2] * v[i];
+    }
+}
+
+__device__ __noinline__ void grove_jdot_v(const GroveKin& k, int b, real pu, real pw, const real* v, real out[2]) {
+    real J[GROVE_NV][3], pdot[3], adot[3];
+    const int len = grove_pathlen[b];
+    grove_jacobian(k, b, pu, pw, len, J);
+    grove_jv(J, v, pdot);
+    out[0] = out[1] = 0.0f;
+    for (int n = 0; n < len; ++n) {
+        const int j = grove_path[b][n];
+        if (grove_jslide[j]) continue;
+        grove_jacobian(k, b, k.au[j], k.aw[j], n, J);
+        grove_jv(J, v, adot);
+        const real s = grove_jaxis[j][0];
+        out[0] += s * -(pdot[1] - adot[1]) * v[j];
+        out[1] += s * (pdot[0] - adot[0]) * v[j];
+    }
+}
+
+// ---- smooth dynamics (dynamics.rs: smooth, fluid_force) -----------------------------------
+
+// M (armature on the diagonal) and f = actuator + passive - bias.
+__device__ __noinline__ void grove_smooth(const GroveKin& k, const real* q, const real* v, const real* ctrl, real M[GROVE_NV][GROVE_NV],
+                             real f[GROVE_NV]) {
+    real J[GROVE_NV][3];
+    for (int i = 0; i < GROVE_NV; ++i) {
+        for (int j = 0; j < GROVE_NV; ++j) M[i][j] = 0.0f;
+        M[i][i] = grove_armature[i];
+        f[i] = -grove_damping[i] * v[i] - grove_stiffness[i] * (q[i] - grove_springref[i]);
+    }
+    for (int b = 0; b < GROVE_NB; ++b) {
+        real cu, cw;
+        grove_world_point(k, b, grove_com[b][0], grove_com[b][1], cu, cw);
+        grove_jacobian(k, b, cu, cw, grove_pathlen[b], J);
+        const real mb = grove_mass[b], ib = grove_inertia_n[b];
+        for (int i = 0; i < GROVE_NV; ++i)
+            for (int j = 0; j < GROVE_NV; ++j) M[i][j] += mb * (J[i][0] * J[j][0] + J[i][1] * J[j][1]) + ib * J[i][2] * J[j][2];
+        real a[2];
+        grove_jdot_v(k, b, cu, cw, v, a);
+        for (int i = 0; i < GROVE_NV; ++i) f[i] -= mb * (J[i][0] * (a[0] - GROVE_GU) + J[i][1] * (a[1] - GROVE_GW));
+#if GROVE_FLUID
+        real vel[3];
+        grove_jv(J, v, vel);
+        real elu, elw;
+        grove_rot(k.ang[b] + grove_iang[b], 1.0f, 0.0f, elu, elw);
+        const real etu = -elw, etw = elu;
+        const real vl = vel[0] * elu + vel[1] * elw, vt = vel[0] * etu + vel[1] * etw, om = vel[2];
+        const real* c = grove_fluid[b];  // c1, c2, cL, cT, cR
+        const real fl = -(c[0] * vl + c[2] * fabsf(vl) * vl), ft = -(c[0] * vt + c[3] * fabsf(vt) * vt);
+        const real fu = fl * elu + ft * etu, fw = fl * elw + ft * etw, tau = -(c[1] * om + c[4] * fabsf(om) * om);
+        for (int i = 0; i < GROVE_NV; ++i) f[i] += J[i][0] * fu + J[i][1] * fw + J[i][2] * tau;
+#endif
+    }
+    for (int a = 0; a < GROVE_NU; ++a) f[grove_act_dof[a]] += grove_gear[a] * fminf(fmaxf(ctrl[a], grove_ctrl[a][0]), grove_ctrl[a][1]);
+}
+
+// In-place Cholesky, lower triangle; false when M is not positive definite.
+__device__ bool grove_cholesky(real L[GROVE_NV][GROVE_NV]) {
+    for (int j = 0; j < GROVE_NV; ++j) {
+        real d = L[j][j];
+        for (int k = 0; k < j; ++k) d -= L[j][k] * L[j][k];
+        if (!(d > 0.0f)) return false;
+        d = sqrtf(d);
+        L[j][j] = d;
+        for (int i = j + 1; i < GROVE_NV; ++i) {
+            real s = L[i][j];
+            for (int k = 0; k < j; ++k) s -= L[i][k] * L[j][k];
+            L[i][j] = s / d;
+        }
+    }
+    return true;
+}
+
+__device__ void grove_solve(const real L[GROVE_NV][GROVE_NV], const real* b, real* x) {
+    for (int i = 0; i < GROVE_NV; ++i) {
+        real s = b[i];
+        for (int k = 0; k < i; ++k) s -= L[i][k] * x[k];
+        x[i] = s / L[i][i];
+    }
+    for (int i = GROVE_NV - 1; i >= 0; --i) {
+        real s = x[i];
+        for (int k = i + 1; k < GROVE_NV; ++k) s -= L[k][i] * x[k];
+        x[i] = s / L[i][i];
+    }
+}
+
+// ---- constraints (dynamics.rs: impedance, constraint_rows, acceleration) ------------------
+
+// (imp, K, B) of a row at `pos` with `margin`; si = (dmin, dmax, width, mid, power) already
+// clamped, kb = (K, B) precomputed from solref and the timestep.
+__device__ inline real grove_imp(const real si[5], real pos, real margin) {
+    const real dmin = si[0], dmax = si[1], width = si[2], mid = si[3], power = si[4];
+    if (dmin == dmax || width <= 1e-15f) return 0.5f * (dmin + dmax);
+    const real x = fabsf((pos - margin) / width);
+    if (x >= 1.0f) return dmax;
+    if (x <= 0.0f) return dmin;
+    real y;
+    if (power == 1.0f) y = x;
+    else if (x <= mid) y = (1.0f / powf(mid, power - 1.0f)) * powf(x, power);
+    else y = 1.0f - (1.0f / powf(1.0f - mid, power - 1.0f)) * powf(1.0f - x, power);
+    return dmin + y * (dmax - dmin);
+}
+
+// Generalized acceleration including constraint forces; updates `warm`. With `implicit`,
+// (M + hD)⁻¹ (f + Jᵀλ) (Euler), else M⁻¹ (f + Jᵀλ) (RK4 stages).
+__device__ __noinline__ void grove_acceleration(const real* q, const real* v, const real* ctrl, real* warm, bool implicit, real* acc) {
+    GroveKin k;
+    grove_kinematics(q, k);
+    real M[GROVE_NV][GROVE_NV], L[GROVE_NV][GROVE_NV], f[GROVE_NV];
+    grove_smooth(k, q, v, ctrl, M, f);
+    for (int i = 0; i < GROVE_NV; ++i)
+        for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
+    if (!grove_cholesky(L)) {
+        for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
+        return;
+    }
+    real total[GROVE_NV];
+    for (int i = 0; i < GROVE_NV; ++i) total[i] = f[i];
+#if GROVE_SLOTS > 0
+    // Active rows, compacted in slot order (limits, then capsule ends × 3 edges).
+    real J[GROVE_SLOTS_ALLOC][GROVE_NV], R[GROVE_SLOTS_ALLOC], aref[GROVE_SLOTS_ALLOC];
+    int slot_of[GROVE_SLOTS_ALLOC];
+    bool active[GROVE_SLOTS_ALLOC];
+    for (int s = 0; s < GROVE_SLOTS; ++s) active[s] = false;
+    int nr = 0;
+#if GROVE_NLIM > 0
+    for (int l = 0; l < GROVE_NLIM; ++l) {
+        const int j = grove_lim_joint[l];
+        for (int side = 0; side < 2; ++side) {
+            const real sign = side == 0 ? 1.0f : -1.0f;
+            const real pos = side == 0 ? q[j] - grove_lim_range[l][0] : grove_lim_range[l][1] - q[j];
+            if (pos < 0.0f) {
+                const real imp = grove_imp(grove_lim_solimp[l], pos, 0.0f);
+                for (int i = 0; i < GROVE_NV; ++i) J[nr][i] = 0.0f;
+                J[nr][j] = sign;
+                R[nr] = (1.0f - imp) / imp * grove_lim_invweight[l];
+                aref[nr] = -grove_lim_kb[l][1] * sign * v[j] - grove_lim_kb[l][0] * imp * pos;
+                slot_of[nr] = 2 * l + side;
+                active[2 * l + side] = true;
+                ++nr;
+            }
+        }
+    }
+#endif
+#if GROVE_NCAP > 0
+    for (int c = 0; c < GROVE_NCAP; ++c) {
+        const int b = grove_cap_body[c];
+        for (int e = 0; e < 2; ++e) {
+            real eu, ew;
+            grove_world_point(k, b, grove_cap_ends[c][e][0], grove_cap_ends[c][e][1], eu, ew);
+            const real rad = grove_cap_radius[c], margin = grove_cap_margin[c];
+            const real dist = ew - GROVE_FLOOR - rad;
+            if (dist < margin) {
+                real Jp[GROVE_NV][3];
+                grove_jacobian(k, b, eu, ew - rad - dist / 2.0f, grove_pathlen[b], Jp);
+                const real mu = grove_cap_mu[c];
+                const real imp = grove_imp(grove_cap_solimp[c], dist, margin);
+                const real tran = grove_cap_tran[c];
+                const real r0 = (1.0f - imp) / imp * (tran + mu * mu * tran);
+                const real rpy = 2.0f * mu * mu * r0;
+                for (int edge = 0; edge < 3; ++edge) {
+                    const real t = edge == 0 ? mu : (edge == 1 ? -mu : 0.0f);
+                    real jv = 0.0f;
+                    for (int i = 0; i < GROVE_NV; ++i) {
+                        J[nr][i] = Jp[i][1] + t * Jp[i][0];
+                        jv += J[nr][i] * v[i];
+                    }
+                    const int slot = 2 * GROVE_NLIM + 6 * c + 3 * e + edge;
+                    R[nr] = edge == 2 ? rpy / 2.0f : rpy;
+                    aref[nr] = -grove_cap_kb[c][1] * jv - grove_cap_kb[c][0] * imp * (dist - margin);
+                    slot_of[nr] = slot;
+                    active[slot] = true;
+                    ++nr;
+                }
+            }
+        }
+    }
+#endif
+    for (int s = 0; s < GROVE_SLOTS; ++s)
+        if (!active[s]) warm[s] = 0.0f;
+    if (nr > 0) {
+        real au[GROVE_NV], Y[GROVE_SLOTS_ALLOC][GROVE_NV], A[GROVE_SLOTS_ALLOC][GROVE_SLOTS_ALLOC], b[GROVE_SLOTS_ALLOC];
+        real lam[GROVE_SLOTS_ALLOC], diag[GROVE_SLOTS_ALLOC];
+        grove_solve(L, f, au);
+        for (int r = 0; r < nr; ++r) grove_solve(L, J[r], Y[r]);  // Y = M⁻¹ Jᵀ, by row of J
+        for (int r = 0; r < nr; ++r) {
+            for (int c = 0; c < nr; ++c) {
+                real s = 0.0f;
+                for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * Y[c][i];
+                A[r][c] = s;
+            }
+            real s = 0.0f;
+            for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * au[i];
+            b[r] = s - aref[r];
+            lam[r] = warm[slot_of[r]];
+            diag[r] = A[r][r] + R[r];
+        }
+        // Sweeps until no force moves by more than FLT_EPSILON (relative), as on the CPU.
+        for (int it = 0; it < GROVE_PGS; ++it) {
+            real change = 0.0f, size = 1.0f;
+            for (int r = 0; r < nr; ++r) {
+                real res = b[r] + R[r] * lam[r];
+                for (int c = 0; c < nr; ++c) res += A[r][c] * lam[c];
+                const real nw = fmaxf(lam[r] - res / diag[r], 0.0f);
+                change = fmaxf(change, fabsf(nw - lam[r]));
+                size = fmaxf(size, fabsf(nw));
+                lam[r] = nw;
+            }
+            if (change <= 1.1920929e-7f * size) break;
+        }
+        for (int r = 0; r < nr; ++r) {
+            warm[slot_of[r]] = lam[r];
+            for (int i = 0; i < GROVE_NV; ++i) total[i] += J[r][i] * lam[r];
+        }
+    }
+#endif
+    bool damped = false;
+    for (int i = 0; i < GROVE_NV; ++i) damped |= grove_damping[i] > 0.0f;
+    if (implicit && damped) {
+        for (int i = 0; i < GROVE_NV; ++i)
+            for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
+        for (int i = 0; i < GROVE_NV; ++i) L[i][i] += GROVE_H * grove_damping[i];
+        if (!grove_cholesky(L)) {
+            for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
+            return;
+        }
+    }
+    grove_solve(L, total, acc);
+}
+
+// One physics substep (dynamics.rs: substep).
+__device__ void grove_substep(real* q, real* v, const real* ctrl, real* warm) {
+    const real h = GROVE_H;
+#if GROVE_RK4
+    real q0[GROVE_NV], v0[GROVE_NV], qs[GROVE_NV], v2[GROVE_NV], v3[GROVE_NV], v4[GROVE_NV];
+    real a1[GROVE_NV], a2[GROVE_NV], a3[GROVE_NV], a4[GROVE_NV];
+    for (int i = 0; i < GROVE_NV; ++i) { q0[i] = q[i]; v0[i] = v[i]; }
+    grove_acceleration(q0, v0, ctrl, warm, false, a1);
+    for (int i = 0; i < GROVE_NV; ++i) { qs[i] = q0[i] + h * 0.5f * v0[i]; v2[i] = v0[i] + h * 0.5f * a1[i]; }
+    grove_acceleration(qs, v2, ctrl, warm, false, a2);
+    for (int i = 0; i < GROVE_NV; ++i) { qs[i] = q0[i] + h * 0.5f * v2[i]; v3[i] = v0[i] + h * 0.5f * a2[i]; }
+    grove_acceleration(qs, v3, ctrl, warm, false, a3);
+    for (int i = 0; i < GROVE_NV; ++i) { qs[i] = q0[i] + h * v3[i]; v4[i] = v0[i] + h * a3[i]; }
+    grove_acceleration(qs, v4, ctrl, warm, false, a4);
+    const real b1 = 1.0f / 6.0f, b2 = 1.0f / 3.0f;
+    for (int i = 0; i < GROVE_NV; ++i) {
+        q[i] = q0[i] + h * (b1 * v0[i] + b2 * v2[i] + b2 * v3[i] + b1 * v4[i]);
+        v[i] = v0[i] + h * (b1 * a1[i] + b2 * a2[i] + b2 * a3[i] + b1 * a4[i]);
+    }
+#else
+    real a[GROVE_NV];
+    grove_acceleration(q, v, ctrl, warm, true, a);
+    for (int i = 0; i < GROVE_NV; ++i) {
+        v[i] += h * a[i];
+        q[i] += h * v[i];
+    }
+#endif
+}
+
+// ---- the episode (env.rs: State::reset, State::step) --------------------------------------
+
+// The action of env e at step t. Open loop: actions[(t * E + e) * NU + a]. The control task
+// replaces this with a policy reading `obs` (GROVE_NOBS values).
+__device__ inline void grove_action(const GroveSimParams& p, const float* __restrict__ actions, unsigned e, unsigned t,
+                                    const real* obs, real* a) {
+    (void)obs;
+    const float* row = actions + ((size_t)t * p.n_envs + e) * GROVE_NU;
+    for (int i = 0; i < GROVE_NU; ++i) a[i] = row[i];
+}
+
+// One thread per environment. actions: (T, E, NU); returns: (E,) f64 sums of rewards; lengths: (E,) control steps taken; q_out, v_out: (E, NV) final states;
+// traj: (T + 1, E, 2·NV) when p.record (row 0 the reset state; rows after termination repeat
+// the terminal state).
+extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __restrict__ actions, double* __restrict__ returns,
+                                             unsigned* __restrict__ lengths, float* __restrict__ q_out, float* __restrict__ v_out,
+                                             float* __restrict__ traj) {
+    const unsigned e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= p.n_envs) return;
+    real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC];
+    for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
+    {
+        GroveStream rng;
+        rng.key[0] = (unsigned)p.seed;
+        rng.key[1] = (unsigned)(p.seed >> 32);
+        rng.ctr[0] = p.generation;
+        rng.ctr[1] = p.first_env + e;
+        rng.ctr[2] = GROVE_PURPOSE_RESET;
+        rng.ctr[3] = 0;
+        rng.used = 4;
+        double qn[GROVE_NV], vn[GROVE_NV];
+        for (int i = 0; i < GROVE_NV; ++i) qn[i] = p.noise ? grove_noise(rng, GROVE_QNOISE_KIND, GROVE_QNOISE) : 0.0;
+        for (int i = 0; i < GROVE_NV; ++i) vn[i] = p.noise ? grove_noise(rng, GROVE_VNOISE_KIND, GROVE_VNOISE) : 0.0;
+        for (int i = 0; i < GROVE_NV; ++i) {
+            q[i] = grove_qpos0[i] + (real)qn[i];
+            v[i] = (real)vn[i];
+        }
+    }
+    const size_t stride = (size_t)p.n_envs * 2 * GROVE_NV;
+    if (p.record)
+        for (int i = 0; i < GROVE_NV; ++i) {
+            traj[e * 2 * GROVE_NV + i] = q[i];
+            traj[e * 2 * GROVE_NV + GROVE_NV + i] = v[i];
+        }
+    double ret = 0.0;
+    unsigned t = 0;
+    bool done = false;
+    real obs[GROVE_NOBS_ALLOC], a[GROVE_NU];
+    for (; t < p.steps && !done; ++t) {
+        GroveKin k;
+        grove_kinematics(q, k);
+        grove_observe(q, v, k.pw, obs);
+        grove_action(p, actions, e, t, obs, a);
+        real cost = 0.0f;
+        for (int i = 0; i < GROVE_NU; ++i) {
+            if (isnan(a[i])) a[i] = 0.0f;  // a NaN action acts as 0 (env.rs)
+            cost += a[i] * a[i];
+        }
+        const real x0 = GROVE_FWD_BODY >= 0 ? k.pu[GROVE_FWD_BODY >= 0 ? GROVE_FWD_BODY : 0] : 0.0f;
+        for (int s = 0; s < GROVE_FRAME_SKIP; ++s) grove_substep(q, v, a, warm);
+        grove_kinematics(q, k);
+        real reward = 0.0f;
+        if (GROVE_FWD_BODY >= 0) reward += GROVE_FWD_W * (k.pu[GROVE_FWD_BODY >= 0 ? GROVE_FWD_BODY : 0] - x0) / GROVE_DT;
+        bool finite = true;
+        for (int i = 0; i < GROVE_NV; ++i) finite = finite && isfinite(q[i]) && isfinite(v[i]);
+        const bool healthy = finite && grove_healthy(q, v, k.pw);
+        if (healthy || (GROVE_BONUS_WHEN_TERMINAL && GROVE_TERMINATE)) reward += GROVE_HEALTHY_W;
+        reward -= GROVE_CTRL_COST * cost;
+        ret += (double)reward;
+        done = !finite || (GROVE_TERMINATE && !healthy);
+        if (p.record)
+            for (int i = 0; i < GROVE_NV; ++i) {
+                traj[(t + 1) * stride + e * 2 * GROVE_NV + i] = q[i];
+                traj[(t + 1) * stride + e * 2 * GROVE_NV + GROVE_NV + i] = v[i];
+            }
+    }
+    if (p.record)
+        for (unsigned r = t + 1; r <= p.steps; ++r)
+            for (int i = 0; i < GROVE_NV; ++i) {
+                traj[r * stride + e * 2 * GROVE_NV + i] = q[i];
+                traj[r * stride + e * 2 * GROVE_NV + GROVE_NV + i] = v[i];
+            }
+    returns[e] = ret;
+    lengths[e] = t;
+    for (int i = 0; i < GROVE_NV; ++i) {
+        q_out[e * GROVE_NV + i] = q[i];
+        v_out[e * GROVE_NV + i] = v[i];
+    }
+}

@@ -1,0 +1,374 @@
+//! A compiled environment: the `.ron` description with a profile applied, names resolved to
+//! indices, invariants checked, and MuJoCo's `invweight0` computed at qpos0. All constants are
+//! f64; the stepper converts them to its float type. nq = nv = joints.len() (every joint has one
+//! degree of freedom) and qpos, qvel use MuJoCo's joint order.
+
+use anyhow::{bail, ensure, Result};
+
+use super::spec::{CheckSpec, EnvSpec, Integrator, JointKind, NoiseSpec, ObsSpec, Plane, RewardSpec};
+
+/// A rigid body, parents before children.
+#[derive(Clone, Debug)]
+pub struct Body {
+    /// Name.
+    pub name: String,
+    /// Parent body index; none for a child of the world.
+    pub parent: Option<usize>,
+    /// Frame origin (u, w) in the parent's frame, metres.
+    pub pos: [f64; 2],
+    /// Frame angle relative to the parent, radians.
+    pub angle: f64,
+    /// Mass, kg.
+    pub mass: f64,
+    /// COM (u, w) in the body frame, metres.
+    pub com: [f64; 2],
+    /// Principal inertias (I_l, I_t, I_n) about the COM, kg·m².
+    pub inertia: [f64; 3],
+    /// Angle of the principal axis e_l in the body frame, radians.
+    pub inertia_angle: f64,
+    /// Joints from the root to this body inclusive, in application order (the kinematic path).
+    pub path: Vec<usize>,
+}
+
+/// One single-DOF joint; its index is its qpos and qvel index.
+#[derive(Clone, Debug)]
+pub struct Joint {
+    /// Name.
+    pub name: String,
+    /// Body it moves.
+    pub body: usize,
+    /// Slide axis (body frame) or hinge sign.
+    pub kind: JointKind,
+    /// Hinge anchor (u, w) in the body frame, metres.
+    pub pos: [f64; 2],
+    /// qpos0.
+    pub qpos0: f64,
+    /// Limits.
+    pub range: Option<[f64; 2]>,
+    /// Armature.
+    pub armature: f64,
+    /// Damping.
+    pub damping: f64,
+    /// Stiffness.
+    pub stiffness: f64,
+    /// Spring rest position.
+    pub spring_ref: f64,
+    /// Limit solref.
+    pub solref: [f64; 2],
+    /// Limit solimp.
+    pub solimp: [f64; 5],
+}
+
+/// A capsule that collides with the floor (only colliding capsules are kept).
+#[derive(Clone, Debug)]
+pub struct Capsule {
+    /// Name.
+    pub name: String,
+    /// Body.
+    pub body: usize,
+    /// End-sphere centres in the body frame, metres.
+    pub ends: [[f64; 2]; 2],
+    /// Radius, metres.
+    pub radius: f64,
+    /// Friction μ.
+    pub friction: f64,
+    /// includemargin, metres.
+    pub margin: f64,
+    /// Contact solref.
+    pub solref: [f64; 2],
+    /// Contact solimp.
+    pub solimp: [f64; 5],
+}
+
+/// A motor on one joint.
+#[derive(Clone, Debug)]
+pub struct Actuator {
+    /// Joint (= DOF) index.
+    pub dof: usize,
+    /// Gear.
+    pub gear: f64,
+    /// Control range.
+    pub ctrl_range: [f64; 2],
+}
+
+/// An observation block with indices resolved.
+#[derive(Clone, Debug)]
+pub enum Obs {
+    /// qpos[from..to].
+    Qpos(usize, usize),
+    /// qvel[from..to], clipped to ±clip.
+    Qvel(usize, usize, Option<f64>),
+    /// World height of a body's frame origin.
+    Height(usize),
+}
+
+/// A health check with indices resolved; bounds are strict, `None` is open.
+#[derive(Clone, Debug)]
+pub enum Check {
+    /// Body frame origin height.
+    Height(usize, Option<f64>, Option<f64>),
+    /// One qpos.
+    Qpos(usize, Option<f64>, Option<f64>),
+    /// qpos[from..] and all of qvel.
+    State(usize, f64, f64),
+}
+
+/// The compiled model.
+#[derive(Clone, Debug)]
+pub struct Model {
+    /// Environment name.
+    pub name: String,
+    /// Profile applied.
+    pub profile: String,
+    /// World plane.
+    pub plane: Plane,
+    /// Physics substep h, seconds.
+    pub timestep: f64,
+    /// Substeps per control step.
+    pub frame_skip: usize,
+    /// Integrator.
+    pub integrator: Integrator,
+    /// PGS sweeps per constraint solve.
+    pub solver_iterations: usize,
+    /// Gravity (u, w), m/s².
+    pub gravity: [f64; 2],
+    /// Fluid (density kg/m³, viscosity Pa·s).
+    pub fluid: Option<[f64; 2]>,
+    /// Floor height, metres.
+    pub floor: Option<f64>,
+    /// Bodies.
+    pub bodies: Vec<Body>,
+    /// Joints = DOFs.
+    pub joints: Vec<Joint>,
+    /// Colliding capsules.
+    pub capsules: Vec<Capsule>,
+    /// Motors (one per action component).
+    pub actuators: Vec<Actuator>,
+    /// Observation blocks.
+    pub observation: Vec<Obs>,
+    /// Observation length.
+    pub obs_size: usize,
+    /// Forward-reward body and weight.
+    pub forward: Option<(usize, f64)>,
+    /// Healthy reward weight.
+    pub healthy_weight: f64,
+    /// Control cost weight.
+    pub ctrl_cost: f64,
+    /// Health checks.
+    pub checks: Vec<Check>,
+    /// End at the first unhealthy step.
+    pub terminate_when_unhealthy: bool,
+    /// Pay the healthy reward on the terminal step.
+    pub healthy_reward_when_terminal: bool,
+    /// Control steps per episode.
+    pub episode_steps: usize,
+    /// Reset noise on qpos and qvel.
+    pub reset: [NoiseSpec; 2],
+    /// diag(M⁻¹) at qpos0, per DOF (MuJoCo's `dof_invweight0`).
+    pub dof_invweight0: Vec<f64>,
+    /// Translational `body_invweight0`: trace of J_com M⁻¹ J_comᵀ over 3 rows, divided by 3.
+    pub body_invweight0: Vec<f64>,
+}
+
+impl Model {
+    /// Compile `spec` under `profile` (`None`: its default profile).
+    pub fn new(spec: &EnvSpec, profile: Option<&str>) -> Result<Self> {
+        let s = spec.with_profile(profile)?;
+        let env = &s.name;
+        ensure!(s.timestep > 0.0 && s.timestep.is_finite(), "{env}: timestep must be positive");
+        ensure!(s.frame_skip >= 1, "{env}: frame_skip must be at least 1");
+        ensure!(!s.bodies.is_empty(), "{env}: no bodies");
+        let body_index = |name: &str| s.bodies.iter().position(|b| b.name == name);
+        let mut bodies: Vec<Body> = Vec::new();
+        let mut joints: Vec<Joint> = Vec::new();
+        let mut all_capsules = Vec::new();
+        for (bi, b) in s.bodies.iter().enumerate() {
+            let parent = match &b.parent {
+                None => None,
+                Some(p) => match body_index(p) {
+                    Some(i) if i < bi => Some(i),
+                    Some(_) => bail!("{env}: body `{}` is listed before its parent `{p}`", b.name),
+                    None => bail!("{env}: body `{}` has unknown parent `{p}`", b.name),
+                },
+            };
+            ensure!(body_index(&b.name) == Some(bi), "{env}: two bodies are named `{}`", b.name);
+            ensure!(b.mass > 0.0, "{env}: body `{}` needs a positive mass", b.name);
+            let (il, it, inn) = b.inertia;
+            ensure!(il > 0.0 && it > 0.0 && inn > 0.0, "{env}: body `{}` needs positive inertias", b.name);
+            let mut path = parent.map(|p| bodies[p].path.clone()).unwrap_or_default();
+            let has_hinge_before = |path: &[usize], joints: &[Joint]| path.iter().any(|&j| matches!(joints[j].kind, JointKind::Hinge { .. }));
+            for js in &b.joints {
+                ensure!(!joints.iter().any(|j| j.name == js.name), "{env}: two joints are named `{}`", js.name);
+                match js.kind {
+                    JointKind::Slide { axis } => {
+                        // Slide axes must be world-fixed: their Jacobian derivative is then 0.
+                        ensure!(
+                            parent.is_none() && b.angle == 0.0 && !has_hinge_before(&path, &joints),
+                            "{env}: slide `{}` must be a root joint listed before any hinge",
+                            js.name
+                        );
+                        ensure!(((axis.0 * axis.0 + axis.1 * axis.1).sqrt() - 1.0).abs() < 1e-12, "{env}: slide `{}` needs a unit axis", js.name);
+                    }
+                    JointKind::Hinge { sign } => {
+                        ensure!(sign == 1.0 || sign == -1.0, "{env}: hinge `{}`: sign must be 1.0 or -1.0, not {sign}", js.name)
+                    }
+                }
+                if let Some((lo, hi)) = js.range {
+                    ensure!(lo < hi, "{env}: joint `{}`: range needs lo < hi", js.name);
+                }
+                path.push(joints.len());
+                joints.push(Joint {
+                    name: js.name.clone(),
+                    body: bi,
+                    kind: js.kind,
+                    pos: [js.pos.0, js.pos.1],
+                    qpos0: js.reference,
+                    range: js.range.map(|(a, b)| [a, b]),
+                    armature: js.armature,
+                    damping: js.damping,
+                    stiffness: js.stiffness,
+                    spring_ref: js.spring_ref,
+                    solref: [js.solref.0, js.solref.1],
+                    solimp: [js.solimp.0, js.solimp.1, js.solimp.2, js.solimp.3, js.solimp.4],
+                });
+            }
+            for c in &b.capsules {
+                ensure!(c.radius > 0.0 && c.friction >= 0.0, "{env}: capsule `{}` needs radius > 0 and friction >= 0", c.name);
+                all_capsules.push(Capsule {
+                    name: c.name.clone(),
+                    body: bi,
+                    ends: [[c.from.0, c.from.1], [c.to.0, c.to.1]],
+                    radius: c.radius,
+                    friction: c.friction,
+                    margin: c.margin,
+                    solref: [c.solref.0, c.solref.1],
+                    solimp: [c.solimp.0, c.solimp.1, c.solimp.2, c.solimp.3, c.solimp.4],
+                });
+            }
+            bodies.push(Body {
+                name: b.name.clone(),
+                parent,
+                pos: [b.pos.0, b.pos.1],
+                angle: b.angle,
+                mass: b.mass,
+                com: [b.com.0, b.com.1],
+                inertia: [il, it, inn],
+                inertia_angle: b.inertia_angle,
+                path,
+            });
+        }
+        let nv = joints.len();
+        ensure!(nv > 0, "{env}: no joints");
+        let mut capsules = Vec::new();
+        for name in &s.contacts {
+            let Some(c) = all_capsules.iter().find(|c| &c.name == name) else {
+                bail!("{env}: contacts names unknown capsule `{name}`");
+            };
+            ensure!(s.floor.is_some(), "{env}: capsule `{name}` collides but there is no floor");
+            capsules.push(c.clone());
+        }
+        let joint_index = |name: &str| joints.iter().position(|j| j.name == name);
+        let mut actuators = Vec::new();
+        for a in &s.actuators {
+            let Some(dof) = joint_index(&a.joint) else { bail!("{env}: actuator on unknown joint `{}`", a.joint) };
+            ensure!(a.ctrl_range.0 < a.ctrl_range.1, "{env}: actuator on `{}`: ctrl_range needs lo < hi", a.joint);
+            actuators.push(Actuator { dof, gear: a.gear, ctrl_range: [a.ctrl_range.0, a.ctrl_range.1] });
+        }
+        ensure!(!actuators.is_empty(), "{env}: no actuators");
+        let body = |name: &str| body_index(name).ok_or_else(|| anyhow::anyhow!("{env}: unknown body `{name}`"));
+        let mut observation = Vec::new();
+        let mut obs_size = 0;
+        for o in &s.observation {
+            observation.push(match o {
+                ObsSpec::Qpos { from, to } | ObsSpec::Qvel { from, to, .. } if !(from < to && *to <= nv) => {
+                    bail!("{env}: observation range {from}..{to} is empty or outside 0..{nv}")
+                }
+                ObsSpec::Qpos { from, to } => {
+                    obs_size += to - from;
+                    Obs::Qpos(*from, *to)
+                }
+                ObsSpec::Qvel { from, to, clip } => {
+                    obs_size += to - from;
+                    Obs::Qvel(*from, *to, *clip)
+                }
+                ObsSpec::Height(b) => {
+                    obs_size += 1;
+                    Obs::Height(body(b)?)
+                }
+            });
+        }
+        let (mut forward, mut healthy_weight, mut ctrl_cost) = (None, 0.0, 0.0);
+        for r in &s.reward {
+            match r {
+                RewardSpec::Forward { body: b, weight } => forward = Some((body(b)?, *weight)),
+                RewardSpec::Healthy { weight } => healthy_weight = *weight,
+                RewardSpec::CtrlCost { weight } => ctrl_cost = *weight,
+            }
+        }
+        let mut checks = Vec::new();
+        for c in &s.healthy {
+            checks.push(match c {
+                CheckSpec::Height(b, lo, hi) => Check::Height(body(b)?, *lo, *hi),
+                CheckSpec::Qpos(i, lo, hi) if *i < nv => Check::Qpos(*i, *lo, *hi),
+                CheckSpec::State(i, lo, hi) if *i <= nv => Check::State(*i, *lo, *hi),
+                CheckSpec::Qpos(i, ..) | CheckSpec::State(i, ..) => bail!("{env}: health check index {i} is outside 0..{nv}"),
+            });
+        }
+        let mut m = Model {
+            name: s.name.clone(),
+            profile: profile.unwrap_or(&s.default_profile).to_string(),
+            plane: s.plane,
+            timestep: s.timestep,
+            frame_skip: s.frame_skip,
+            integrator: s.integrator,
+            solver_iterations: s.solver_iterations,
+            gravity: [s.gravity.0, s.gravity.1],
+            fluid: s.fluid.map(|f| [f.density, f.viscosity]),
+            floor: s.floor,
+            bodies,
+            joints,
+            capsules,
+            actuators,
+            observation,
+            obs_size,
+            forward,
+            healthy_weight,
+            ctrl_cost,
+            checks,
+            terminate_when_unhealthy: s.terminate_when_unhealthy,
+            healthy_reward_when_terminal: s.healthy_reward_when_terminal,
+            episode_steps: s.episode_steps,
+            reset: [s.reset.qpos, s.reset.qvel],
+            dof_invweight0: Vec::new(),
+            body_invweight0: Vec::new(),
+        };
+        super::dynamics::set_invweight0(&mut m);
+        Ok(m)
+    }
+
+    /// Load a shipped environment or a `.ron` path and compile it under `profile`.
+    pub fn load(env: &str, profile: Option<&str>) -> Result<Self> {
+        Self::new(&EnvSpec::load(env)?, profile)
+    }
+
+    /// Number of DOFs (= nq = nv).
+    pub fn nv(&self) -> usize {
+        self.joints.len()
+    }
+
+    /// Number of actuators (= action size).
+    pub fn nu(&self) -> usize {
+        self.actuators.len()
+    }
+
+    /// Control step dt = timestep · frame_skip, seconds.
+    pub fn dt(&self) -> f64 {
+        self.timestep * self.frame_skip as f64
+    }
+
+    /// Constraint slots: 2 per limited joint (lower, upper), then 3 per capsule end (two
+    /// friction-pyramid edges and the merged normal row, control-envs.md §3.3.6).
+    pub fn n_slots(&self) -> usize {
+        2 * self.joints.iter().filter(|j| j.range.is_some()).count() + 6 * self.capsules.len()
+    }
+}

@@ -1,0 +1,160 @@
+//! `grove rollout`: replay a fixed action sequence (or, later, a policy) in one environment and
+//! write the state after every control step. Action files are CSV, one row per control step and
+//! one column per actuator; an optional first row of names is skipped.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+use super::dynamics::{r, Real};
+use super::env::State;
+use super::model::Model;
+
+/// Where actions come from. `Policy` (an evolved program's report) arrives with the control task.
+#[derive(Clone, Debug)]
+pub enum ActionSource {
+    /// All-zero actions.
+    Zero,
+    /// (steps, nu) rows read from a file.
+    Fixed(Vec<Vec<f64>>),
+}
+
+impl ActionSource {
+    /// The action of control step `t` (0-based).
+    pub fn action(&self, t: usize, nu: usize) -> Vec<f64> {
+        match self {
+            ActionSource::Zero => vec![0.0; nu],
+            ActionSource::Fixed(rows) => rows[t].clone(),
+        }
+    }
+}
+
+/// Read an action CSV with `nu` columns; errors name the line.
+pub fn read_actions(text: &str, origin: &str, nu: usize) -> Result<Vec<Vec<f64>>> {
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+        let parsed: Result<Vec<f64>, _> = cells.iter().map(|c| c.parse::<f64>()).collect();
+        let values = match parsed {
+            Ok(v) => v,
+            Err(_) if rows.is_empty() && i == first_content_line(text) => continue, // a header row
+            Err(_) => {
+                let bad = cells.iter().find(|c| c.parse::<f64>().is_err()).unwrap_or(&"");
+                bail!("{origin}:{}: `{bad}` is not a number", i + 1)
+            }
+        };
+        if values.len() != nu {
+            bail!("{origin}:{}: {} columns, but the environment has {nu} actuators", i + 1, values.len());
+        }
+        rows.push(values);
+    }
+    Ok(rows)
+}
+
+fn first_content_line(text: &str) -> usize {
+    text.lines().position(|l| !l.trim().is_empty() && !l.trim().starts_with('#')).unwrap_or(0)
+}
+
+/// Read an action file.
+pub fn read_actions_file(path: &Path, nu: usize) -> Result<Vec<Vec<f64>>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    read_actions(&text, &path.display().to_string(), nu)
+}
+
+/// What a roll-out did.
+#[derive(Clone, Debug)]
+pub struct RolloutSummary {
+    /// Sum of rewards.
+    pub total: f64,
+    /// Control steps taken.
+    pub steps: usize,
+    /// The episode terminated (rather than running out of steps).
+    pub terminated: bool,
+}
+
+/// Options of one roll-out.
+#[derive(Clone, Debug)]
+pub struct RolloutOptions {
+    /// Control steps to run at most.
+    pub steps: usize,
+    /// Reset noise seed; none: start at the rest pose.
+    pub seed: Option<u64>,
+    /// Keep stepping after termination (for trajectory comparisons).
+    pub ignore_termination: bool,
+}
+
+/// Run one episode in float type `T`, writing `step,<q names>,<v names>,reward,done` rows to
+/// `out` (row 0 is the reset state).
+pub fn rollout<T: Real>(m: &Model, actions: &ActionSource, opts: &RolloutOptions, mut out: Option<&mut dyn Write>) -> Result<RolloutSummary> {
+    let mut s: State<T> = match opts.seed {
+        Some(seed) => State::reset(m, seed, 0, 0),
+        None => State::rest(m),
+    };
+    if let Some(w) = out.as_deref_mut() {
+        let names: Vec<String> = m.joints.iter().map(|j| format!("q_{}", j.name)).chain(m.joints.iter().map(|j| format!("v_{}", j.name))).collect();
+        writeln!(w, "step,{},reward,done", names.join(","))?;
+        write_row(w, 0, &s, 0.0, false)?;
+    }
+    let mut summary = RolloutSummary { total: 0.0, steps: 0, terminated: false };
+    for t in 0..opts.steps {
+        let a: Vec<T> = actions.action(t, m.nu()).into_iter().map(r).collect();
+        let res = s.step(m, &a);
+        if opts.ignore_termination {
+            s.done = false;
+        }
+        summary.total += to_f64(res.reward);
+        summary.steps += 1;
+        if let Some(w) = out.as_deref_mut() {
+            write_row(w, t + 1, &s, to_f64(res.reward), res.done)?;
+        }
+        if res.done && !opts.ignore_termination {
+            summary.terminated = true;
+            break;
+        }
+    }
+    Ok(summary)
+}
+
+/// An f32 or f64 as f64 (exactly: both print their shortest round-trip decimal).
+fn to_f64<T: Real>(x: T) -> f64 {
+    format!("{x}").parse().unwrap_or(f64::NAN)
+}
+
+fn write_row<T: Real>(w: &mut dyn Write, step: usize, s: &State<T>, reward: f64, done: bool) -> Result<()> {
+    write!(w, "{step}")?;
+    for &x in s.q.iter().chain(&s.v) {
+        write!(w, ",{x}")?;
+    }
+    writeln!(w, ",{reward:?},{}", done as u8)?;
+    Ok(())
+}
+
+/// The compiled model's constants as JSON, for checking against MuJoCo's compiled model.
+pub fn model_json(m: &Model) -> serde_json::Value {
+    serde_json::json!({
+        "name": m.name,
+        "profile": m.profile,
+        "timestep": m.timestep,
+        "frame_skip": m.frame_skip,
+        "integrator": format!("{:?}", m.integrator),
+        "body_mass": m.bodies.iter().map(|b| b.mass).collect::<Vec<_>>(),
+        "body_inertia": m.bodies.iter().map(|b| b.inertia.to_vec()).collect::<Vec<_>>(),
+        "body_com": m.bodies.iter().map(|b| b.com.to_vec()).collect::<Vec<_>>(),
+        "qpos0": m.joints.iter().map(|j| j.qpos0).collect::<Vec<_>>(),
+        "armature": m.joints.iter().map(|j| j.armature).collect::<Vec<_>>(),
+        "damping": m.joints.iter().map(|j| j.damping).collect::<Vec<_>>(),
+        "joint_range": m.joints.iter().map(|j| j.range.map(|r| r.to_vec())).collect::<Vec<_>>(),
+        "dof_invweight0": m.dof_invweight0,
+        "body_invweight0": m.body_invweight0,
+        "contacts": m.capsules.iter().map(|c| serde_json::json!({
+            "name": c.name, "friction": c.friction, "margin": c.margin,
+            "solref": c.solref.to_vec(), "solimp": c.solimp.to_vec(),
+        })).collect::<Vec<_>>(),
+        "gear": m.actuators.iter().map(|a| a.gear).collect::<Vec<_>>(),
+    })
+}

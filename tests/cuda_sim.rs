@@ -1,0 +1,133 @@
+//! Parity of the GPU simulator (`kernels/sim.cu`) with the CPU reference (`src/sim/`): reset
+//! noise, 1 s trajectories and returns of many environments with their own open-loop actions,
+//! for every shipped environment and profile.
+//!
+//! The GPU tests are compiled everywhere and ignored unless `GROVE_TEST_GPU=1` (then a missing
+//! GPU is a failure). Both sides compute in f32 but not bit for bit (FMA contraction, sinf), so
+//! states are compared with the bound the CPU's own f32-vs-f64 drift obeys over 1 s (0.05,
+//! tests/sim.rs), against the CPU in f64; resets must agree to the last f32 bit or so.
+//! The header generator is checked without a GPU.
+
+use grove::backend::cuda::sim::{env_header, SimRun};
+use grove::backend::cuda::CudaEngine;
+use grove::sim::{Model, State};
+
+const CASES: &[(&str, &str)] = &[
+    ("swimmer", "brax"),
+    ("swimmer", "gymnasium"),
+    ("hopper", "brax"),
+    ("hopper", "gymnasium"),
+    ("walker2d", "brax"),
+    ("walker2d", "gymnasium"),
+    ("half_cheetah", "brax"),
+    ("half_cheetah", "gymnasium"),
+];
+
+#[test]
+fn env_header_carries_the_compiled_model() {
+    let hb = env_header(&Model::load("hopper", Some("brax")).unwrap());
+    for line in ["#define GROVE_NV 6", "#define GROVE_NU 3", "#define GROVE_NLIM 3", "#define GROVE_NCAP 1", "#define GROVE_RK4 0"] {
+        assert!(hb.contains(line), "hopper brax lacks `{line}`:\n{hb}");
+    }
+    assert!(hb.contains("#define GROVE_BONUS_WHEN_TERMINAL 1") && hb.contains("#define GROVE_TERMINATE 1"));
+    assert!(hb.contains("o[0] = pw[0];"), "obs[0] is the torso height");
+    assert!(hb.contains("o[5] = fminf(fmaxf(v[0], -1e1f), 1e1f);"), "qvel clipped to ±10:\n{hb}");
+    let hg = env_header(&Model::load("hopper", Some("gymnasium")).unwrap());
+    assert!(hg.contains("#define GROVE_RK4 1") && hg.contains("#define GROVE_NCAP 4") && hg.contains("#define GROVE_BONUS_WHEN_TERMINAL 0"));
+    let sw = env_header(&Model::load("swimmer", None).unwrap());
+    assert!(sw.contains("#define GROVE_FLUID 1") && sw.contains("grove_fluid[3][5]") && sw.contains("#define GROVE_NCAP 0"));
+    assert!(!sw.contains("grove_cap_body"), "no zero-length tables");
+    let hc = env_header(&Model::load("half_cheetah", None).unwrap());
+    assert!(hc.contains("#define GROVE_VNOISE_KIND 1"), "half_cheetah's qvel noise is normal");
+}
+
+fn engine() -> CudaEngine {
+    CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"))
+}
+
+/// Deterministic open-loop actions, (T, E, nu): smooth, different per env, sometimes beyond ±1.
+fn actions(t: usize, e: usize, nu: usize) -> Vec<f32> {
+    let mut a = Vec::with_capacity(t * e * nu);
+    for step in 0..t {
+        for env in 0..e {
+            for k in 0..nu {
+                a.push((1.2 * (0.21 * step as f64 + 0.7 * env as f64 + 1.3 * k as f64).sin()) as f32);
+            }
+        }
+    }
+    a
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn sim_resets_match_the_cpu() {
+    let engine = engine();
+    for &(env, profile) in CASES {
+        let m = Model::load(env, Some(profile)).unwrap();
+        let n = 257;
+        let out = engine.sim_rollout(&m, &[], &SimRun { n_envs: n, steps: 0, noise: Some((11, 3)), record: false, block: 128 }).unwrap();
+        for e in 0..n {
+            let cpu: State<f32> = State::reset(&m, 11, 3, e as u32);
+            for i in 0..m.nv() {
+                let (g, c) = (out.q[e * m.nv() + i], cpu.q[i]);
+                assert!((g - c).abs() <= 1e-7 * c.abs().max(1.0), "{env} {profile}: first mismatch at [env {e}, q {i}]: gpu={g} cpu={c}");
+                let (g, c) = (out.v[e * m.nv() + i], cpu.v[i]);
+                assert!((g - c).abs() <= 1e-7 * c.abs().max(1.0), "{env} {profile}: first mismatch at [env {e}, v {i}]: gpu={g} cpu={c}");
+            }
+            assert_eq!(out.lengths[e], 0);
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn sim_rollout_matches_reference() {
+    let engine = engine();
+    for &(env, profile) in CASES {
+        let m = Model::load(env, Some(profile)).unwrap();
+        let (n, steps, nv, nu) = (64, (1.0 / m.dt()).round() as usize, m.nv(), m.nu());
+        let acts = actions(steps, n, nu);
+        let run = SimRun { n_envs: n, steps, noise: Some((5, 0)), record: true, block: 64 };
+        let gpu = engine.sim_rollout(&m, &acts, &run).unwrap();
+        let mut same_length = 0;
+        for e in 0..n {
+            let mut cpu: State<f64> = State::reset(&m, 5, 0, e as u32);
+            let (mut ret, mut len) = (0.0, 0u32);
+            for t in 0..steps {
+                let a: Vec<f64> = acts[(t * n + e) * nu..(t * n + e + 1) * nu].iter().map(|&x| x as f64).collect();
+                let r = cpu.step(&m, &a);
+                ret += r.reward;
+                len += 1;
+                if (len as usize) <= gpu.lengths[e] as usize {
+                    let row = &gpu.trajectory[((t + 1) * n + e) * 2 * nv..((t + 1) * n + e + 1) * 2 * nv];
+                    for (i, (&g, &c)) in row.iter().zip(cpu.q.iter().chain(&cpu.v)).enumerate() {
+                        assert!(
+                            (g as f64 - c).abs() <= 0.05,
+                            "{env} {profile}: first mismatch at [env {e}, step {}, state {i}]: gpu={g} cpu={c}",
+                            t + 1
+                        );
+                    }
+                }
+                if r.done {
+                    break;
+                }
+            }
+            same_length += (len == gpu.lengths[e]) as usize;
+            if len == gpu.lengths[e] {
+                let (g, c) = (gpu.returns[e], ret);
+                assert!((g - c).abs() <= 0.02 * c.abs().max(10.0), "{env} {profile}: env {e} return gpu={g} cpu={c} over {len} steps");
+            }
+        }
+        // f32 may move a termination by a step where a state grazes a health bound.
+        assert!(same_length * 20 >= n * 19, "{env} {profile}: only {same_length} of {n} episodes have the CPU's length");
+    }
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn sim_rejects_a_wrong_action_buffer() {
+    let engine = engine();
+    let m = Model::load("hopper", None).unwrap();
+    let err = engine.sim_rollout(&m, &[0.0; 10], &SimRun { n_envs: 4, steps: 2, noise: None, record: false, block: 64 }).unwrap_err();
+    assert!(err.to_string().contains("steps × envs × nu = 24"), "{err}");
+}
