@@ -84,10 +84,16 @@ pub fn elite(fit: &[f64], n: usize) -> Vec<usize> {
     idx
 }
 
+/// How many of `n` ranked individuals truncation selection chooses among: `ceil(n · rate)`,
+/// at least 1 and at most `n` (computed once on the host for the GPU twin too).
+pub fn truncation_size(n: usize, rate: f64) -> usize {
+    ((n as f64 * rate).ceil() as usize).clamp(1, n.max(1))
+}
+
 /// Truncation selection of parent `slot`: uniform among the best `rate` fraction.
 pub fn truncation(ranked: &[usize], rate: f64, seed: u64, generation: u32, slot: usize) -> usize {
     let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
-    let n = ((ranked.len() as f64 * rate).ceil() as usize).clamp(1, ranked.len());
+    let n = truncation_size(ranked.len(), rate);
     ranked[s.below(n as u32) as usize]
 }
 

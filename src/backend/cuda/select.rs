@@ -182,8 +182,7 @@ impl CudaEngine {
         if n_slots > u32::MAX as usize {
             return Err(GpuError::Input(format!("{n_slots} selections: at most {}", u32::MAX)));
         }
-        // As select::truncation computes it, in f64.
-        let n_top = ((ranked.n as f64 * rate).ceil() as usize).clamp(1, ranked.n);
+        let n_top = crate::select::truncation_size(ranked.n, rate);
         let params = SelectParams {
             n: ranked.n as u32,
             n_slots: n_slots as u32,

@@ -135,8 +135,10 @@ fn per_item(n: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: ((n as u32).div_ceil(THREADS), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
-/// The kernels' parameters for `n` children, operator `op` (for [`VARY_OP`]) and mix `mix`.
-fn vary_params(n: usize, max_len: usize, vary: &VaryConfig, mix: Option<&BreedConfig>, seed: u64, generation: u32, op: u32) -> Result<VaryParams> {
+/// The tree kernels' parameters for `n` children of length `max_len`, operator `op`
+/// ([`op_code`], for `grove_vary_op`) and mix `mix` (for `grove_breed_trees`): the spec and
+/// settings resolved as the CPU resolves them (grow's leaf probability, cumulative weights).
+pub fn vary_params(n: usize, max_len: usize, vary: &VaryConfig, mix: Option<&BreedConfig>, seed: u64, generation: u32, op: u32) -> Result<VaryParams> {
     vary.check().map_err(|e| GpuError::Config(format!("variation settings: {e}")))?;
     let spec = &vary.spec;
     if spec.max_len != max_len {
@@ -190,6 +192,31 @@ fn vary_params(n: usize, max_len: usize, vary: &VaryConfig, mix: Option<&BreedCo
         }
     }
     Ok(p)
+}
+
+/// The GE kernels' parameters: `n_pairs` crossovers into children arrays of `n_rows` rows of
+/// `capacity` codons, the first child at `first_row`.
+pub fn ge_params(n_pairs: usize, n_rows: usize, capacity: usize, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<GeParams> {
+    if n_rows > u32::MAX as usize || capacity > u32::MAX as usize || n_pairs > u32::MAX as usize || first_row > n_rows {
+        return Err(GpuError::Input(format!("first child row {first_row} of {n_rows} genomes of capacity {capacity}")));
+    }
+    if cfg.codon_size == 0 {
+        return Err(GpuError::Config("codon_size is 0".into()));
+    }
+    Ok(GeParams {
+        n_pairs: n_pairs as u32,
+        capacity: capacity as u32,
+        first_row: first_row as u32,
+        n_rows: n_rows as u32,
+        seed_lo: seed as u32,
+        seed_hi: (seed >> 32) as u32,
+        generation,
+        within_used: cfg.within_used as u32,
+        p_crossover: cfg.crossover,
+        p_mutation: cfg.mutation,
+        codon_size: cfg.codon_size,
+        reserved: 0,
+    })
 }
 
 impl DeviceBred {
@@ -479,29 +506,6 @@ impl CudaEngine {
         Ok(out)
     }
 
-    fn ge_params(&self, n_pairs: usize, g: &DeviceGenomes, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<GeParams> {
-        if g.n > u32::MAX as usize || g.capacity > u32::MAX as usize || first_row > g.n {
-            return Err(GpuError::Input(format!("first child row {first_row} of {} genomes", g.n)));
-        }
-        if cfg.codon_size == 0 {
-            return Err(GpuError::Config("codon_size is 0".into()));
-        }
-        Ok(GeParams {
-            n_pairs: n_pairs as u32,
-            capacity: g.capacity as u32,
-            first_row: first_row as u32,
-            n_rows: g.n as u32,
-            seed_lo: seed as u32,
-            seed_hi: (seed >> 32) as u32,
-            generation,
-            within_used: cfg.within_used as u32,
-            p_crossover: cfg.crossover,
-            p_mutation: cfg.mutation,
-            codon_size: cfg.codon_size,
-            reserved: 0,
-        })
-    }
-
     /// GE crossover, twin of [`crossover`](crate::genome::vary::crossover) as `run_grammar`
     /// calls it: pair `j` crosses parents `pairs[2j]`, `pairs[2j + 1]` of `parents` (with
     /// `used` `[P]` their used codons) on stream `(seed, generation, j, Crossover)`; its
@@ -533,7 +537,7 @@ impl CudaEngine {
             )));
         }
         let n_pairs = pairs.n / 2;
-        let params = self.ge_params(n_pairs, children, first_row, cfg, seed, generation)?;
+        let params = ge_params(n_pairs, children.n, children.capacity, first_row, cfg, seed, generation)?;
         if n_pairs == 0 {
             return Ok(());
         }
@@ -559,7 +563,7 @@ impl CudaEngine {
         if genomes.engine != self.id || used.len() < genomes.n {
             return Err(GpuError::Input(format!("{} used counts for {} genomes", used.len(), genomes.n)));
         }
-        let params = self.ge_params(0, genomes, first_row, cfg, seed, generation)?;
+        let params = ge_params(0, genomes.n, genomes.capacity, first_row, cfg, seed, generation)?;
         let rows = genomes.n - first_row;
         if rows == 0 {
             return Ok(());
