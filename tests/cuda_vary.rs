@@ -649,6 +649,66 @@ fn valid_pool_matches_reference_at_every_size() {
     }
 }
 
+/// A toy fitness: distance of the length from 12 plus a little of the first value; empty
+/// trees are invalid (NaN).
+fn toy_fitness(pop: &Population) -> Vec<f64> {
+    (0..pop.size())
+        .map(|i| {
+            let t = pop.tree(i);
+            if t.is_empty() { f64::NAN } else { (t.len() as f64 - 12.0).abs() + 1e-3 * t.value[0] as f64 }
+        })
+        .collect()
+}
+
+/// Generations as `run_trees` makes them (tournament, breed, elites), with the population
+/// staying on the device: only fitness goes up and, for the comparison, the population comes
+/// back. Children are double-buffered: two device populations swapped each generation.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn device_resident_generations_match_run_trees() {
+    let e = CudaEngine::new().unwrap_or_else(|err| panic!("GROVE_TEST_GPU=1 but {err}"));
+    let (p, n_elite, k, seed) = (300usize, 2usize, 3usize, 21u64);
+    let mix = BreedConfig {
+        p_crossover: 0.9,
+        crossovers: vec![(Crossover::OnePoint, 1.0), (Crossover::LeafBiased, 1.0)],
+        p_mutation: 0.5,
+        mutations: Mutation::ALL.iter().map(|m| (*m, 1.0)).collect(),
+    };
+    for (name, cfg) in specs() {
+        let mut cpu = population(&cfg, p, seed);
+        let mut a = e.upload_population(&cpu).unwrap();
+        let mut b = e.alloc_population(p, cpu.max_len, cpu.n_outputs).unwrap();
+        for gen in 1..=6u32 {
+            let fit = toy_fitness(&cpu);
+            // CPU: as run_trees.
+            let pool = select::valid_indices(&fit);
+            let elite = select::elite(&fit, n_elite);
+            let pairs: Vec<[u32; 2]> = (0..p)
+                .map(|c| [select::tournament(&fit, &pool, k, seed, gen, 2 * c) as u32, select::tournament(&fit, &pool, k, seed, gen, 2 * c + 1) as u32])
+                .collect();
+            let mut next = Population::new(p, cpu.max_len, cpu.n_outputs);
+            breed(&cpu, &pairs, &mut next, seed, gen, &cfg, &mix).unwrap();
+            for (r, &i) in elite.iter().enumerate() {
+                next.copy_row(r, &cpu, i);
+            }
+            // GPU: the same steps on device buffers.
+            let dfit = e.upload_fitness(&fit).unwrap();
+            let winners = e.select_tournament(&dfit, 2 * p, k, false, seed, gen).unwrap();
+            let bred = e.breed_trees(&a, &winners, &mut b, seed, gen, &cfg, &mix).unwrap();
+            let ranked = e.rank(&dfit).unwrap();
+            e.gather_trees(&a, &ranked, n_elite, &mut b).unwrap();
+            std::mem::swap(&mut a, &mut b);
+            let got = e.download_population(&a).unwrap();
+            if let Some(m) = first_mismatch(&got, &next) {
+                panic!("first mismatch: spec {name}, generation {gen}: {m}");
+            }
+            let counts = e.bred_counts(&bred).unwrap();
+            eprintln!("{name}, generation {gen}: {} oversized", counts.oversized());
+            cpu = next;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Selection pressure on the CPU reference (which the GPU equals).
 

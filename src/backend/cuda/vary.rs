@@ -235,8 +235,8 @@ impl CudaEngine {
     /// kernels rely on every invariant).
     pub fn upload_population(&self, pop: &Population) -> Result<DevicePopulation> {
         pop.validate().map_err(|e| GpuError::Input(format!("population to upload: {e}")))?;
-        if pop.size() > u32::MAX as usize || pop.size().saturating_mul(pop.max_len) > u32::MAX as usize * 4 {
-            return Err(GpuError::Input(format!("{} trees of {} nodes: too many for the kernels", pop.size(), pop.max_len)));
+        if pop.size() > u32::MAX as usize / 2 {
+            return Err(GpuError::Input(format!("{} trees: at most {}", pop.size(), u32::MAX / 2)));
         }
         Ok(DevicePopulation {
             op: self.upload(&pop.op, "uploading opcodes")?,
