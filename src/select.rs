@@ -1,4 +1,5 @@
-//! Selection (CPU reference of `kernels/select.cu`): tournament and truncation, elitism.
+//! Selection (CPU reference of `kernels/select.cu`): tournament, truncation, epsilon-lexicase,
+//! elitism.
 //! Fitness is minimised; an invalid individual has fitness `+inf` (or NaN, read as `+inf`) and
 //! never wins a tournament or a place among the elite while a valid one exists.
 
@@ -84,11 +85,83 @@ pub fn elite(fit: &[f64], n: usize) -> Vec<usize> {
     idx
 }
 
+/// How many of `n` ranked individuals truncation selection chooses among: `ceil(n · rate)`,
+/// at least 1 and at most `n` (computed once on the host for the GPU twin too).
+pub fn truncation_size(n: usize, rate: f64) -> usize {
+    ((n as f64 * rate).ceil() as usize).clamp(1, n.max(1))
+}
+
 /// Truncation selection of parent `slot`: uniform among the best `rate` fraction.
 pub fn truncation(ranked: &[usize], rate: f64, seed: u64, generation: u32, slot: usize) -> usize {
     let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
-    let n = ((ranked.len() as f64 * rate).ceil() as usize).clamp(1, ranked.len());
+    let n = truncation_size(ranked.len(), rate);
     ranked[s.below(n as u32) as usize]
+}
+
+/// The per-case thresholds of epsilon-lexicase selection (La Cava, Spector and Danai, 2016):
+/// for each case, the median absolute deviation of the finite errors on it of the individuals
+/// in `pool` (all of them if it is empty), or 0 when none is finite. `errors` is `[P × C]`,
+/// row `i` individual `i`'s error on each of the `n_cases` cases. A median of an even count
+/// is the mean of the middle two. Computed on the host for both devices.
+pub fn lexicase_epsilons(errors: &[f64], n_cases: usize, pool: &[u32]) -> Vec<f64> {
+    let n = errors.len().checked_div(n_cases).unwrap_or(0);
+    let all: Vec<u32>;
+    let pool = if pool.is_empty() {
+        all = (0..n as u32).collect();
+        &all[..]
+    } else {
+        pool
+    };
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let m = v.len() / 2;
+        if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
+    };
+    (0..n_cases)
+        .map(|c| {
+            let mut v: Vec<f64> = pool.iter().map(|&i| errors[i as usize * n_cases + c]).filter(|e| e.is_finite()).collect();
+            if v.is_empty() {
+                return 0.0;
+            }
+            let med = median(&mut v);
+            let mut dev: Vec<f64> = v.iter().map(|e| (e - med).abs()).collect();
+            median(&mut dev)
+        })
+        .collect()
+}
+
+/// Epsilon-lexicase selection of parent `slot` (stream `(seed, generation, slot, Select)`):
+/// the candidates start as `pool` (all individuals if it is empty), in order. Cases are taken
+/// in a random order drawn one at a time (step `t` swaps case `t + below(C - t)` into place
+/// `t`: a lazy Fisher–Yates), and each keeps the candidates whose error (NaN read as `+inf`) is
+/// at most the best candidate's plus `eps[case]` (an f64 addition). It stops when one
+/// candidate is left or the cases run out; then one of the candidates left is drawn with
+/// `below(count)` (no draw when there is one). `errors` is `[P × n_cases]`.
+#[allow(clippy::too_many_arguments)]
+pub fn epsilon_lexicase(errors: &[f64], n_cases: usize, eps: &[f64], pool: &[u32], seed: u64, generation: u32, slot: usize) -> usize {
+    let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
+    let n = errors.len().checked_div(n_cases).unwrap_or(0);
+    let mut cand: Vec<u32> = if pool.is_empty() { (0..n as u32).collect() } else { pool.to_vec() };
+    let mut order: Vec<u32> = (0..n_cases as u32).collect();
+    let err = |i: u32, c: usize| key(errors[i as usize * n_cases + c]);
+    for t in 0..n_cases {
+        if cand.len() <= 1 {
+            break;
+        }
+        let r = t + s.below((n_cases - t) as u32) as usize;
+        order.swap(t, r);
+        let c = order[t] as usize;
+        let mut best = f64::INFINITY;
+        for &i in &cand {
+            if err(i, c) < best {
+                best = err(i, c);
+            }
+        }
+        let threshold = best + eps[c];
+        cand.retain(|&i| err(i, c) <= threshold);
+    }
+    let pick = if cand.len() > 1 { s.below(cand.len() as u32) as usize } else { 0 };
+    cand[pick] as usize
 }
 
 #[cfg(test)]
@@ -128,6 +201,31 @@ mod tests {
             let p = (2.0 * (10 - r) as f64 - 1.0) / 100.0;
             assert!((c as f64 / n as f64 - p).abs() < 0.01, "rank {r}: {c}");
         }
+    }
+
+    #[test]
+    fn lexicase_picks_specialists_and_respects_epsilon() {
+        // Individual 0 is best on case 0, individual 1 on case 1, 2 is mediocre on both and
+        // 3 is invalid (NaN): with eps 0, only 0 and 1 ever win, each about half the time.
+        let errors = [0.0, 5.0, 5.0, 0.0, 2.0, 2.0, f64::NAN, 0.0];
+        let fit = [1.0, 1.0, 1.0, f64::NAN];
+        let pool = valid_indices(&fit);
+        let eps = [0.0, 0.0];
+        let mut wins = [0usize; 4];
+        for slot in 0..2000 {
+            wins[epsilon_lexicase(&errors, 2, &eps, &pool, 3, 1, slot)] += 1;
+        }
+        assert_eq!((wins[2], wins[3]), (0, 0), "{wins:?}");
+        assert!((850..1150).contains(&wins[0]), "{wins:?}");
+        // With a wide epsilon every case keeps everyone and the pick is uniform over the pool.
+        let mut wins = [0usize; 4];
+        for slot in 0..3000 {
+            wins[epsilon_lexicase(&errors, 2, &[10.0, 10.0], &pool, 3, 1, slot)] += 1;
+        }
+        assert!(wins[..3].iter().all(|&w| (850..1150).contains(&w)) && wins[3] == 0, "{wins:?}");
+        // MAD: case 0 over the pool has errors 0, 5, 2: median 2, deviations 2, 3, 0: MAD 2.
+        assert_eq!(lexicase_epsilons(&errors, 2, &pool), [2.0, 2.0]);
+        assert_eq!(lexicase_epsilons(&[f64::NAN, 1.0], 1, &[]), [0.0]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use grove::backend::cuda::error::GpuError;
 use grove::backend::cuda::kernels::{self, KernelSource, SOURCES};
 use grove::backend::cuda::nvrtc::{self, ImageKind, Target};
 use grove::backend::cuda::{cache, probe, CudaEngine, Origin};
+use grove::rng::Purpose;
 
 /// True when NVRTC is loaded; false (after saying why) when the test should skip.
 fn have_nvrtc(test: &str) -> bool {
@@ -228,6 +229,50 @@ fn map_constants_and_status_codes_match_the_cu_defines() {
         assert_eq!(define(name), *code as usize, "{name} in map.cu and kernels.rs");
     }
     assert!(kernels::MAP.text.contains(&format!("__constant__ unsigned {}[", kernels::MAP_TABLE_SYMBOL)));
+}
+
+/// The number a `.cu` file `#define`s `name` as.
+fn define_in(src: &KernelSource<'_>, name: &str) -> usize {
+    let line = src
+        .text
+        .lines()
+        .find(|l| l.starts_with(&format!("#define {name} ")))
+        .unwrap_or_else(|| panic!("{} does not #define {name}", src.file));
+    let v = line.split_whitespace().nth(2).unwrap();
+    v.trim_end_matches('u').parse().unwrap_or_else(|_| panic!("{name} in {} is {v}", src.file))
+}
+
+#[test]
+fn vary_and_select_constants_match_the_cu_defines() {
+    for (name, value) in kernels::VARY_DEFINES {
+        assert_eq!(define_in(&kernels::VARY, name), *value, "{name} in vary.cu and kernels.rs");
+    }
+    for (name, code) in kernels::vary_code_defines() {
+        assert_eq!(define_in(&kernels::VARY, name), code as usize, "{name} in vary.cu and kernels.rs");
+    }
+    for (name, value) in kernels::SELECT_DEFINES {
+        assert_eq!(define_in(&kernels::SELECT, name), *value, "{name} in select.cu and kernels.rs");
+    }
+    // rng.cuh's purposes are rng::Purpose's.
+    let rng = KernelSource { file: "rng.cuh", text: kernels::HEADERS[0].1 };
+    for (name, p) in [("INIT", Purpose::Init), ("SELECT", Purpose::Select), ("CROSSOVER", Purpose::Crossover), ("MUTATE", Purpose::Mutate)] {
+        assert_eq!(define_in(&rng, &format!("GROVE_PURPOSE_{name}")), p as usize, "GROVE_PURPOSE_{name}");
+    }
+}
+
+#[test]
+fn included_headers_keep_line_numbers() {
+    // An error after an #include is reported at its own line of the .cu file, and one inside
+    // the header at the header's line.
+    let text = "#include \"rng.cuh\"\nextern \"C\" __global__ void k(unsigned* o) {\n    o[0] = undefined_name;\n}\n";
+    let full = KernelSource { file: "inc.cu", text }.full_source();
+    assert!(full.contains("#line 1 \"rng.cuh\"") && full.contains("#line 2 \"inc.cu\""), "{full}");
+    assert!(!full.lines().any(|l| l.starts_with("#include")), "the include was not replaced");
+    if !have_nvrtc("included_headers_keep_line_numbers") {
+        return;
+    }
+    let err = nvrtc::compile(&KernelSource { file: "inc.cu", text }, Target::Sm(90), &[]).unwrap_err();
+    assert!(err.to_string().contains("inc.cu:3:"), "{err}");
 }
 
 #[test]

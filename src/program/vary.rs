@@ -511,6 +511,42 @@ impl Mutation {
     }
 }
 
+/// Any one of the ten operators (for code that applies one chosen at run time, such as the
+/// GPU's per-operator kernel and its parity tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operator {
+    /// A crossover: recipient and donor.
+    Crossover(Crossover),
+    /// A mutation of one parent.
+    Mutation(Mutation),
+}
+
+impl Operator {
+    /// Every operator: the crossovers, then the mutations.
+    pub const ALL: [Operator; 10] = [
+        Operator::Crossover(Crossover::OnePoint),
+        Operator::Crossover(Crossover::LeafBiased),
+        Operator::Mutation(Mutation::Subtree),
+        Operator::Mutation(Mutation::Hoist),
+        Operator::Mutation(Mutation::Point),
+        Operator::Mutation(Mutation::MultiPoint),
+        Operator::Mutation(Mutation::Insert),
+        Operator::Mutation(Mutation::Delete),
+        Operator::Mutation(Mutation::Constant),
+        Operator::Mutation(Mutation::MultiConstant),
+    ];
+
+    /// Makes child `k` of `generation` from `a` (and donor `b` for a crossover), on child
+    /// `k`'s crossover or mutation stream ([`crossover_stream`], [`mutation_stream`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply(self, a: TreeRef<'_>, b: TreeRef<'_>, child: &mut RowMut<'_>, seed: u64, generation: u32, k: usize, cfg: &VaryConfig) -> Outcome {
+        match self {
+            Operator::Crossover(x) => x.apply(a, b, child, &mut crossover_stream(seed, generation, k), cfg),
+            Operator::Mutation(m) => m.apply(a, child, &mut mutation_stream(seed, generation, k), cfg),
+        }
+    }
+}
+
 /// How [`breed`] mixes the operators (EvoGP's Algorithm 1: crossover, then mutation).
 #[derive(Clone, Debug, PartialEq)]
 pub struct BreedConfig {
@@ -548,7 +584,7 @@ impl BreedConfig {
 }
 
 /// Cumulative weights, normalised to end at 1 (computed once; the GPU gets the same table).
-fn cumulative(weights: impl Iterator<Item = f32>) -> Vec<f32> {
+pub fn cumulative(weights: impl Iterator<Item = f32>) -> Vec<f32> {
     let mut acc = 0.0f32;
     let mut cum: Vec<f32> = weights.map(|w| { acc += w; acc }).collect();
     for c in &mut cum {

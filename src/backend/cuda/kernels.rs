@@ -24,15 +24,34 @@ pub const OPS_HEADER: &str = "grove_ops.h";
 impl KernelSource<'_> {
     /// What NVRTC compiles: the operator header generated from `src/program/ops.rs`, then the
     /// `.cu` file. `#line` directives make NVRTC's line numbers refer to each part's own lines.
+    /// A line `#include "NAME"` naming one of [`HEADERS`] is replaced by that header's text
+    /// (NVRTC gets no include path), again with `#line` directives on both sides.
     ///
     /// For kernel work without rebuilding: with `GROVE_KERNEL_DIR=DIR`, the `.cu` file and
     /// `grove_math.cuh` are read from `DIR` when they are there (the disk cache keys on the text,
     /// so variants never mix).
     pub fn full_source(&self) -> String {
         let text = kernel_override(self.file).unwrap_or_else(|| self.text.to_string());
-        format!("#line 1 \"{OPS_HEADER}\"\n{}\n#line 1 \"{}\"\n{}", cuda_source(), self.file, text)
+        let mut s = format!("#line 1 \"{OPS_HEADER}\"\n{}\n#line 1 \"{}\"\n", cuda_source(), self.file);
+        for (n, line) in text.lines().enumerate() {
+            let header = line.trim().strip_prefix("#include \"").and_then(|r| r.strip_suffix('"'));
+            match header.and_then(|h| HEADERS.iter().find(|(name, _)| *name == h)) {
+                Some((name, text)) => {
+                    s.push_str(&format!("#line 1 \"{name}\"\n{text}\n#line {} \"{}\"\n", n + 2, self.file));
+                }
+                None => {
+                    s.push_str(line);
+                    s.push('\n');
+                }
+            }
+        }
+        s
     }
 }
+
+/// Headers the kernel files include, `(name, text)`: `kernels/rng.cuh`, Philox and the draws
+/// made from it (twin of `src/rng.rs`).
+pub const HEADERS: &[(&str, &str)] = &[("rng.cuh", include_str!("../../../kernels/rng.cuh"))];
 
 /// The text of `DIR/file` when `GROVE_KERNEL_DIR=DIR` is set and the file is there.
 pub fn kernel_override(file: &str) -> Option<String> {
@@ -51,8 +70,14 @@ pub const MAP: KernelSource<'static> = KernelSource { file: "map.cu", text: incl
 pub const CLASSIFY: KernelSource<'static> =
     KernelSource { file: "classify.cu", text: include_str!("../../../kernels/classify.cu") };
 
+/// `kernels/vary.cu`: tree and GE variation, one thread per offspring.
+pub const VARY: KernelSource<'static> = KernelSource { file: "vary.cu", text: include_str!("../../../kernels/vary.cu") };
+
+/// `kernels/select.cu`: the valid pool, tournaments, ranking, truncation.
+pub const SELECT: KernelSource<'static> = KernelSource { file: "select.cu", text: include_str!("../../../kernels/select.cu") };
+
 /// Every kernel file (each must compile: `tests/cuda_kernels.rs`).
-pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP, CLASSIFY];
+pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP, CLASSIFY, VARY, SELECT];
 
 /// Stack slots of the fast evaluation kernels (`GROVE_STACK` in eval.cu).
 pub const STACK: usize = 32;
@@ -120,6 +145,44 @@ pub const CLASSIFY_DEEP: &str = "grove_classify_deep";
 pub const REDUCE_CLASSIFY: &str = "grove_reduce_classify";
 /// The `#define`s of classify.cu that must equal the constants above (as in eval.cu).
 pub const CLASSIFY_DEFINES: &[(&str, usize)] = EVAL_DEFINES;
+/// One tree operator for every child (`kernels/vary.cu`).
+pub const VARY_OP: &str = "grove_vary_op";
+/// One generation of tree breeding, twin of `program::breed`.
+pub const BREED_TREES: &str = "grove_breed_trees";
+/// Copies chosen rows of a tree population (elites).
+pub const GATHER_TREES: &str = "grove_gather_trees";
+/// GE variable one-point crossover, one thread per pair.
+pub const GE_CROSSOVER: &str = "grove_ge_crossover";
+/// GE per-codon int-flip, one thread per child.
+pub const GE_INT_FLIP: &str = "grove_ge_int_flip";
+/// Copies chosen genomes (elites).
+pub const GATHER_GENOMES: &str = "grove_gather_genomes";
+/// Draws from `rng.cuh` for the parity test of the random numbers.
+pub const RNG_DRAWS: &str = "grove_rng_draws";
+/// Most entries of `BreedConfig::crossovers` (`GROVE_MAX_CROSSOVERS` in vary.cu).
+pub const MAX_CROSSOVERS: usize = 8;
+/// Most entries of `BreedConfig::mutations` (`GROVE_MAX_MUTATIONS` in vary.cu).
+pub const MAX_MUTATIONS: usize = 16;
+/// The `#define`s of vary.cu that must equal the constants above.
+pub const VARY_DEFINES: &[(&str, usize)] = &[("GROVE_MAX_CROSSOVERS", MAX_CROSSOVERS), ("GROVE_MAX_MUTATIONS", MAX_MUTATIONS)];
+
+/// The valid pool (`kernels/select.cu`).
+pub const VALID_POOL: &str = "grove_valid_pool";
+/// Tournament selection, with or without replacement.
+pub const TOURNAMENT: &str = "grove_tournament";
+/// The full ranking by fitness (elitism, truncation).
+pub const RANK: &str = "grove_rank";
+/// Truncation selection.
+pub const TRUNCATION: &str = "grove_truncation";
+/// Most contestants of a tournament without replacement (`GROVE_MAX_DISTINCT` in select.cu).
+pub const MAX_DISTINCT: usize = 64;
+/// Threads of the pool kernel's single block (`GROVE_POOL_THREADS` in select.cu).
+pub const POOL_THREADS: u32 = 1024;
+/// Block size of the ranking kernel (`GROVE_RANK_TILE` in select.cu).
+pub const RANK_TILE: u32 = 256;
+/// The `#define`s of select.cu that must equal the constants above.
+pub const SELECT_DEFINES: &[(&str, usize)] =
+    &[("GROVE_MAX_DISTINCT", MAX_DISTINCT), ("GROVE_POOL_THREADS", POOL_THREADS as usize), ("GROVE_RANK_TILE", RANK_TILE as usize)];
 
 /// Every kernel Rust launches, with its source file (`tests/cuda_kernels.rs` checks each is an
 /// `extern "C" __global__` function there). The classification kernels are prepared for the
@@ -128,6 +191,8 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
     v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
+    v.extend([VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
+    v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION].map(|k| (k, SELECT)));
     v
 }
 
@@ -313,6 +378,178 @@ pub const MAP_STATUS_DEFINES: &[(&str, u32)] = &[
     ("GROVE_MAP_STACK_OVERFLOW", MapStatus::StackOverflow as u32),
 ];
 
+/// Parameters of the tree variation kernels (`GroveVaryParams` in vary.cu), passed by value:
+/// the tree spec, the operator settings and the breeding mix, resolved on the host.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct VaryParams {
+    /// Children to make (threads).
+    pub n_children: u32,
+    /// `L`.
+    pub max_len: u32,
+    /// Output slots (0: single output).
+    pub n_outputs: u32,
+    /// The run's seed, low word.
+    pub seed_lo: u32,
+    /// The run's seed, high word.
+    pub seed_hi: u32,
+    /// The generation the children belong to (their streams' address).
+    pub generation: u32,
+    /// Entries of the function list.
+    pub n_functions: u32,
+    /// Variables `0 .. n_vars`.
+    pub n_vars: u32,
+    /// Entries of the constant list.
+    pub n_constants: u32,
+    /// 1 when constants may be drawn from `[range_lo, range_hi)`.
+    pub has_range: u32,
+    /// Constant range, low end.
+    pub range_lo: f32,
+    /// Constant range, high end (exclusive).
+    pub range_hi: f32,
+    /// `TreeSpec::p_const`.
+    pub p_const: f32,
+    /// `TreeSpec::grow_leaf_prob()`.
+    pub p_leaf_grow: f32,
+    /// `TreeSpec::p_out`.
+    pub p_out: f32,
+    /// `VaryConfig::p_leaf`.
+    pub p_leaf: f32,
+    /// `VaryConfig::subtree_depth.0`.
+    pub subtree_lo: u32,
+    /// `VaryConfig::subtree_depth.1`.
+    pub subtree_hi: u32,
+    /// `VaryConfig::p_point`.
+    pub p_point: f32,
+    /// `VaryConfig::sigma`.
+    pub sigma: f32,
+    /// `VaryConfig::p_constant`.
+    pub p_constant: f32,
+    /// `BreedConfig::p_crossover`.
+    pub p_crossover: f32,
+    /// `BreedConfig::p_mutation`.
+    pub p_mutation: f32,
+    /// Entries of `cum_x` and `kind_x`.
+    pub n_crossovers: u32,
+    /// Entries of `cum_m` and `kind_m`.
+    pub n_mutations: u32,
+    /// `grove_vary_op`'s operator: [`op_code`].
+    pub op: u32,
+    /// Cumulative crossover weights, normalised to end at 1 (as `breed` computes them).
+    pub cum_x: [f32; MAX_CROSSOVERS],
+    /// The crossover of each entry, as [`op_code`].
+    pub kind_x: [u32; MAX_CROSSOVERS],
+    /// Cumulative mutation weights, normalised to end at 1.
+    pub cum_m: [f32; MAX_MUTATIONS],
+    /// The mutation of each entry, as [`op_code`].
+    pub kind_m: [u32; MAX_MUTATIONS],
+}
+
+/// Operator codes of vary.cu (`GROVE_X_*`, `GROVE_M_*`): crossovers, then mutations.
+pub fn op_code(op: crate::program::vary::Operator) -> u32 {
+    use crate::program::vary::{Crossover, Mutation, Operator};
+    match op {
+        Operator::Crossover(Crossover::OnePoint) => 0,
+        Operator::Crossover(Crossover::LeafBiased) => 1,
+        Operator::Mutation(Mutation::Subtree) => 2,
+        Operator::Mutation(Mutation::Hoist) => 3,
+        Operator::Mutation(Mutation::Point) => 4,
+        Operator::Mutation(Mutation::MultiPoint) => 5,
+        Operator::Mutation(Mutation::Insert) => 6,
+        Operator::Mutation(Mutation::Delete) => 7,
+        Operator::Mutation(Mutation::Constant) => 8,
+        Operator::Mutation(Mutation::MultiConstant) => 9,
+    }
+}
+
+/// `(name, code)` of every operator and outcome, as vary.cu `#define`s them.
+pub fn vary_code_defines() -> Vec<(&'static str, u32)> {
+    use crate::program::vary::{Crossover, Mutation, Operator};
+    vec![
+        ("GROVE_X_ONE_POINT", op_code(Operator::Crossover(Crossover::OnePoint))),
+        ("GROVE_X_LEAF_BIASED", op_code(Operator::Crossover(Crossover::LeafBiased))),
+        ("GROVE_M_SUBTREE", op_code(Operator::Mutation(Mutation::Subtree))),
+        ("GROVE_M_HOIST", op_code(Operator::Mutation(Mutation::Hoist))),
+        ("GROVE_M_POINT", op_code(Operator::Mutation(Mutation::Point))),
+        ("GROVE_M_MULTI_POINT", op_code(Operator::Mutation(Mutation::MultiPoint))),
+        ("GROVE_M_INSERT", op_code(Operator::Mutation(Mutation::Insert))),
+        ("GROVE_M_DELETE", op_code(Operator::Mutation(Mutation::Delete))),
+        ("GROVE_M_CONSTANT", op_code(Operator::Mutation(Mutation::Constant))),
+        ("GROVE_M_MULTI_CONSTANT", op_code(Operator::Mutation(Mutation::MultiConstant))),
+        ("GROVE_CHANGED", 0),
+        ("GROVE_UNCHANGED", 1),
+        ("GROVE_OVERSIZED", 2),
+        ("GROVE_NO_ROOM_FOR_OUTPUTS", 3),
+    ]
+}
+
+/// Parameters of the GE variation kernels (`GroveGeParams` in vary.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GeParams {
+    /// Pairs of parents (crossover threads).
+    pub n_pairs: u32,
+    /// Row stride of every genome array, codons.
+    pub capacity: u32,
+    /// Child row of pair 0's first child; int-flip starts there too.
+    pub first_row: u32,
+    /// Rows of the children's arrays.
+    pub n_rows: u32,
+    /// The run's seed, low word.
+    pub seed_lo: u32,
+    /// The run's seed, high word.
+    pub seed_hi: u32,
+    /// The generation the children belong to.
+    pub generation: u32,
+    /// 1: int-flip only within the used codons.
+    pub within_used: u32,
+    /// `GeVaryConfig::crossover`.
+    pub p_crossover: f32,
+    /// `GeVaryConfig::mutation`.
+    pub p_mutation: f32,
+    /// `GeVaryConfig::codon_size`.
+    pub codon_size: u32,
+    /// Always 0.
+    pub reserved: u32,
+}
+
+/// Parameters of the selection kernels (`GroveSelectParams` in select.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SelectParams {
+    /// `P`: individuals.
+    pub n: u32,
+    /// Selections this launch makes.
+    pub n_slots: u32,
+    /// Slot `s` of the launch is selection `slot_offset + s` (its stream's individual).
+    pub slot_offset: u32,
+    /// Tournament size.
+    pub k: u32,
+    /// 1: without replacement.
+    pub distinct: u32,
+    /// Truncation: choose among the first `n_top` ranked.
+    pub n_top: u32,
+    /// The run's seed, low word.
+    pub seed_lo: u32,
+    /// The run's seed, high word.
+    pub seed_hi: u32,
+    /// The generation selected for.
+    pub generation: u32,
+    /// Always 0.
+    pub reserved: u32,
+}
+
+const _: () = assert!(size_of::<VaryParams>() == 296);
+const _: () = assert!(size_of::<GeParams>() == 48);
+const _: () = assert!(size_of::<SelectParams>() == 40);
+// SAFETY: plain `#[repr(C)]` structs of 4-byte fields (and arrays of them) whose layout equals
+// the CUDA structs' (sizes and offsets asserted on both sides); passed by value only.
+unsafe impl DeviceRepr for VaryParams {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for GeParams {}
+// SAFETY: as above.
+unsafe impl DeviceRepr for SelectParams {}
+
 const _: () = assert!(size_of::<MapParams>() == 32);
 const _: () = assert!(size_of::<MapOut>() == 20);
 const _: () = assert!(size_of::<EvalParams>() == 32);
@@ -366,4 +603,14 @@ layout! {
     ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles },
     ClassPartial { ce, n, bad },
     ClassReduceParams { n_trees, n_tiles, n_classes, reserved },
+    VaryParams {
+        n_children, max_len, n_outputs, seed_lo, seed_hi, generation, n_functions, n_vars, n_constants, has_range,
+        range_lo, range_hi, p_const, p_leaf_grow, p_out, p_leaf, subtree_lo, subtree_hi, p_point, sigma, p_constant,
+        p_crossover, p_mutation, n_crossovers, n_mutations, op, cum_x, kind_x, cum_m, kind_m
+    },
+    GeParams {
+        n_pairs, capacity, first_row, n_rows, seed_lo, seed_hi, generation, within_used, p_crossover, p_mutation,
+        codon_size, reserved
+    },
+    SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, reserved },
 }

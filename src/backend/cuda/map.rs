@@ -40,11 +40,11 @@ impl Default for MapLaunch {
 
 /// Genomes on the device: codons `[P × capacity]` u32 (row-major) and lengths `[P]` u32.
 pub struct DeviceGenomes {
-    codons: CudaSlice<u32>,
-    len: CudaSlice<u32>,
-    n: usize,
-    capacity: usize,
-    engine: u64,
+    pub(super) codons: CudaSlice<u32>,
+    pub(super) len: CudaSlice<u32>,
+    pub(super) n: usize,
+    pub(super) capacity: usize,
+    pub(super) engine: u64,
 }
 
 impl std::fmt::Debug for DeviceGenomes {

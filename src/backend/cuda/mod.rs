@@ -16,6 +16,8 @@ pub mod nvrtc;
 pub mod pack;
 pub mod probe;
 pub mod sim;
+pub mod select;
+pub mod vary;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,6 +36,8 @@ pub use kernels::KernelSource;
 pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch};
 pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
+pub use select::{DeviceFitness, DeviceIndices};
+pub use vary::{BredCounts, DeviceBred, DevicePopulation};
 
 use error::During;
 
@@ -84,6 +88,8 @@ pub struct CudaEngine {
     map_table: Mutex<Option<Vec<u8>>>,
     /// Buffers reused by evaluation calls (locked for a whole call).
     scratch: Mutex<eval::Scratch>,
+    /// Buffers reused by the tree variation kernels.
+    vary_scratch: Mutex<vary::Scratch>,
     id: u64,
 }
 
@@ -141,6 +147,7 @@ impl CudaEngine {
             loads: Mutex::new(Vec::new()),
             map_table: Mutex::new(None),
             scratch: Mutex::new(eval::Scratch::default()),
+            vary_scratch: Mutex::new(vary::Scratch::default()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
         })
     }

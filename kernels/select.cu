@@ -1,0 +1,158 @@
+// select.cu: selection on the GPU, twin of src/select.rs: the pool of valid individuals,
+// tournaments (with and without replacement), a full ranking (elitism, truncation) and
+// truncation selection. Fitness is f64 [P], minimised; NaN reads as +inf (select::key); an
+// individual with a non-finite key is invalid and never in the pool. The host side is
+// src/backend/cuda/select.rs; parity tests are tests/cuda_vary.rs.
+
+#include "rng.cuh"
+
+#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+
+// Most contestants of a tournament without replacement (its chosen positions are a local list).
+#define GROVE_MAX_DISTINCT 64
+// Threads of the one block of grove_valid_pool (a power of two).
+#define GROVE_POOL_THREADS 1024
+// Fitness values staged per block by grove_rank.
+#define GROVE_RANK_TILE 256
+
+// Mirrors SelectParams in src/backend/cuda/kernels.rs.
+struct GroveSelectParams {
+    unsigned n;            // P: individuals (entries of fitness)
+    unsigned n_slots;      // selections this launch makes (threads)
+    unsigned slot_offset;  // slot s of this launch is selection slot_offset + s (its stream)
+    unsigned k;            // tournament size
+    unsigned distinct;     // 1: tournament without replacement
+    unsigned n_top;        // truncation: choose among the first n_top of the ranking
+    unsigned seed_lo;
+    unsigned seed_hi;
+    unsigned generation;
+    unsigned reserved;     // 0
+};
+static_assert(sizeof(GroveSelectParams) == 40, "GroveSelectParams must match SelectParams");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, n) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, n_slots) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, slot_offset) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, k) == 12, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, distinct) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, n_top) == 20, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, seed_lo) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, seed_hi) == 28, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, generation) == 32, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, reserved) == 36, "layout");
+
+// select::key: NaN reads as +inf.
+__device__ __forceinline__ double grove_key(double f) {
+    return isnan(f) ? __longlong_as_double(0x7FF0000000000000ll) : f;
+}
+
+// select::beats: strictly lower key, ties to the lower index.
+__device__ __forceinline__ bool grove_beats(const double* fit, unsigned a, unsigned b) {
+    const double fa = grove_key(fit[a]), fb = grove_key(fit[b]);
+    return fa < fb || (fa == fb && a < b);
+}
+
+// f64::total_cmp's order as a signed integer: flip the magnitude bits of negative numbers.
+__device__ __forceinline__ long long grove_total_order(double f) {
+    long long b = __double_as_longlong(f);
+    b ^= (long long)(((unsigned long long)(b >> 63)) >> 1);
+    return b;
+}
+
+// select::valid_indices: pool = the indices with a finite key, in order; n_valid[0] = their
+// number. One block of GROVE_POOL_THREADS threads, each taking a contiguous run of indices,
+// and a scan of the counts: the order is the CPU's.
+extern "C" __global__ void grove_valid_pool(GroveSelectParams p, const double* fit, unsigned* pool, unsigned* n_valid) {
+    __shared__ unsigned counts[GROVE_POOL_THREADS];
+    const unsigned t = threadIdx.x, n = p.n;
+    const unsigned per = (n + GROVE_POOL_THREADS - 1) / GROVE_POOL_THREADS;
+    const unsigned lo = t * per < n ? t * per : n, hi = lo + per < n ? lo + per : n;
+    unsigned c = 0;
+    for (unsigned i = lo; i < hi; ++i) c += isfinite(grove_key(fit[i])) ? 1u : 0u;
+    counts[t] = c;
+    __syncthreads();
+    // Inclusive scan (Hillis-Steele).
+    for (unsigned d = 1; d < GROVE_POOL_THREADS; d *= 2) {
+        const unsigned v = t >= d ? counts[t - d] : 0u;
+        __syncthreads();
+        counts[t] += v;
+        __syncthreads();
+    }
+    unsigned at = counts[t] - c;
+    for (unsigned i = lo; i < hi; ++i)
+        if (isfinite(grove_key(fit[i]))) pool[at++] = i;
+    if (t == GROVE_POOL_THREADS - 1) n_valid[0] = counts[t];
+}
+
+// select::tournament (distinct == 0) or select::tournament_distinct (distinct == 1) for slot
+// slot_offset + s, stream (seed, generation, slot, Select), contestants from the pool
+// (all individuals if it is empty). winners[s] = the winner.
+extern "C" __global__ void grove_tournament(GroveSelectParams p, const double* fit, const unsigned* pool,
+                                            const unsigned* n_valid, unsigned* winners) {
+    const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= p.n_slots) return;
+    const unsigned nv = n_valid[0];
+    const bool all = nv == 0;
+    const unsigned n = all ? p.n : nv;
+    GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + s, GROVE_PURPOSE_SELECT);
+    unsigned best;
+    if (!p.distinct) {
+        const unsigned r0 = grove_below(rng, n);
+        best = all ? r0 : pool[r0];
+        const unsigned k = p.k > 1 ? p.k : 1;
+        for (unsigned i = 1; i < k; ++i) {
+            const unsigned r = grove_below(rng, n);
+            const unsigned c = all ? r : pool[r];
+            if (grove_beats(fit, c, best)) best = c;
+        }
+    } else {
+        unsigned chosen[GROVE_MAX_DISTINCT];
+        unsigned k = p.k < 1 ? 1 : p.k;
+        if (k > n) k = n;
+        unsigned m = 0;
+        while (m < k) {
+            const unsigned r = grove_below(rng, n);
+            bool seen = false;
+            for (unsigned i = 0; i < m; ++i) seen |= chosen[i] == r;
+            if (!seen) chosen[m++] = r;
+        }
+        best = all ? chosen[0] : pool[chosen[0]];
+        for (unsigned i = 1; i < m; ++i) {
+            const unsigned c = all ? chosen[i] : pool[chosen[i]];
+            if (grove_beats(fit, c, best)) best = c;
+        }
+    }
+    winners[s] = best;
+}
+
+// select::elite(fit, P): ranked[r] = the individual of rank r, ordered by total_cmp of the key,
+// ties by index (invalid ones last). Each thread counts the individuals before its own, fitness
+// staged through shared memory in tiles: O(P^2) comparisons, a few milliseconds up to P = 1e5.
+extern "C" __global__ void grove_rank(GroveSelectParams p, const double* fit, unsigned* ranked) {
+    __shared__ long long tile[GROVE_RANK_TILE];
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    const long long mine = i < p.n ? grove_total_order(grove_key(fit[i])) : 0;
+    unsigned rank = 0;
+    for (unsigned base = 0; base < p.n; base += GROVE_RANK_TILE) {
+        __syncthreads();
+        for (unsigned t = threadIdx.x; t < GROVE_RANK_TILE; t += blockDim.x) {
+            const unsigned j = base + t;
+            tile[t] = j < p.n ? grove_total_order(grove_key(fit[j])) : 0;
+        }
+        __syncthreads();
+        const unsigned m = p.n - base < GROVE_RANK_TILE ? p.n - base : GROVE_RANK_TILE;
+        for (unsigned t = 0; t < m; ++t) {
+            const long long o = tile[t];
+            rank += (o < mine || (o == mine && base + t < i)) ? 1u : 0u;
+        }
+    }
+    if (i < p.n) ranked[rank] = i;
+}
+
+// select::truncation for slot slot_offset + s: uniform among ranked[0 .. n_top] (the host
+// computes n_top = clamp(ceil(P * rate), 1, P) in f64, as the CPU does).
+extern "C" __global__ void grove_truncation(GroveSelectParams p, const unsigned* ranked, unsigned* winners) {
+    const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= p.n_slots) return;
+    GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + s, GROVE_PURPOSE_SELECT);
+    winners[s] = ranked[grove_below(rng, p.n_top)];
+}

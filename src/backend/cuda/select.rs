@@ -1,0 +1,212 @@
+//! Selection on the GPU: the host side of `kernels/select.cu`, twin of [`crate::select`]. Each
+//! call takes fitness already on the device and returns indices on the device, so a generation
+//! can select and breed without copying the population or its fitness to the host.
+//!
+//! Results equal the CPU's exactly: [`CudaEngine::select_tournament`] gives, for slot `s`,
+//! `select::tournament(fit, &valid_indices(fit), k, seed, generation, s)` (or
+//! `tournament_distinct`); [`CudaEngine::rank`] gives `select::elite(fit, P)`;
+//! [`CudaEngine::select_truncation`] gives `select::truncation(&ranked, rate, …)`.
+
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+
+use super::error::{During, GpuError, Result};
+use super::kernels::{MAX_DISTINCT, POOL_THREADS, RANK, RANK_TILE, SELECT, SelectParams, TOURNAMENT, TRUNCATION, VALID_POOL};
+use super::CudaEngine;
+
+/// Threads per block of the per-slot selection kernels.
+const THREADS: u32 = 256;
+
+/// Fitness on the device: `[P]` f64, minimised; NaN or infinite marks an invalid individual.
+pub struct DeviceFitness {
+    pub(super) fit: CudaSlice<f64>,
+    pub(super) n: usize,
+    pub(super) engine: u64,
+}
+
+impl DeviceFitness {
+    /// `P`.
+    pub fn size(&self) -> usize {
+        self.n
+    }
+    /// The buffer (`[P]` f64), for kernels that write fitness in place.
+    pub fn buffer_mut(&mut self) -> &mut CudaSlice<f64> {
+        &mut self.fit
+    }
+}
+
+/// Indices on the device, each below `bound` (parents chosen by selection, a ranking, rows to
+/// copy). Only selection kernels and [`CudaEngine::upload_indices`] (which checks) make them,
+/// so kernels may index arrays of `bound` rows with them.
+pub struct DeviceIndices {
+    pub(super) idx: CudaSlice<u32>,
+    pub(super) n: usize,
+    pub(super) bound: usize,
+    pub(super) engine: u64,
+}
+
+impl DeviceIndices {
+    /// Number of indices.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+    /// Every index is below this.
+    pub fn bound(&self) -> usize {
+        self.bound
+    }
+}
+
+impl CudaEngine {
+    /// Copies fitness to the device.
+    pub fn upload_fitness(&self, fit: &[f64]) -> Result<DeviceFitness> {
+        if fit.len() > u32::MAX as usize {
+            return Err(GpuError::Input(format!("{} individuals: at most {}", fit.len(), u32::MAX)));
+        }
+        Ok(DeviceFitness { fit: self.upload(fit, "uploading fitness")?, n: fit.len(), engine: self.id })
+    }
+
+    /// Copies indices to the device, checking each is below `bound`.
+    pub fn upload_indices(&self, idx: &[u32], bound: usize) -> Result<DeviceIndices> {
+        if let Some(i) = idx.iter().position(|&x| x as usize >= bound) {
+            return Err(GpuError::Input(format!("index {} at {i} is not below {bound}", idx[i])));
+        }
+        Ok(DeviceIndices { idx: self.upload(idx, "uploading indices")?, n: idx.len(), bound, engine: self.id })
+    }
+
+    /// Reads indices back.
+    pub fn download_indices(&self, idx: &DeviceIndices) -> Result<Vec<u32>> {
+        if idx.n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut v = self.stream.clone_dtoh(&idx.idx).during(|| "reading indices".into())?;
+        v.truncate(idx.n);
+        Ok(v)
+    }
+
+    fn check_fitness(&self, fit: &DeviceFitness) -> Result<()> {
+        if fit.engine != self.id {
+            return Err(GpuError::Input("the fitness was uploaded by another engine".into()));
+        }
+        if fit.n == 0 {
+            return Err(GpuError::Input("selection from an empty population".into()));
+        }
+        Ok(())
+    }
+
+    fn select_params(&self, fit: &DeviceFitness, n_slots: usize, seed: u64, generation: u32) -> Result<SelectParams> {
+        if n_slots > u32::MAX as usize {
+            return Err(GpuError::Input(format!("{n_slots} selections: at most {}", u32::MAX)));
+        }
+        Ok(SelectParams {
+            n: fit.n as u32,
+            n_slots: n_slots as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            generation,
+            ..SelectParams::default()
+        })
+    }
+
+    /// `n_slots` tournament winners: slot `s` is `select::tournament` (or, with `distinct`,
+    /// `select::tournament_distinct`) over the valid pool with `k` contestants, stream
+    /// `(seed, generation, s, Select)`. For `run_trees`' parents, `n_slots = 2P`: child `k`'s
+    /// pair is slots `2k, 2k + 1`, which is the layout [`CudaEngine::breed_trees`] reads.
+    pub fn select_tournament(
+        &self,
+        fit: &DeviceFitness,
+        n_slots: usize,
+        k: usize,
+        distinct: bool,
+        seed: u64,
+        generation: u32,
+    ) -> Result<DeviceIndices> {
+        self.check_fitness(fit)?;
+        if distinct && k > MAX_DISTINCT {
+            return Err(GpuError::Config(format!("tournament of {k} without replacement: the GPU takes at most {MAX_DISTINCT}")));
+        }
+        let mut params = self.select_params(fit, n_slots, seed, generation)?;
+        params.k = k.min(u32::MAX as usize) as u32;
+        params.distinct = distinct as u32;
+        let mut pool = self.alloc::<u32>(fit.n, false, "allocating the valid pool")?;
+        let mut n_valid = self.alloc::<u32>(1, false, "allocating the pool size")?;
+        let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
+        let f = self.function(&SELECT, &[], VALID_POOL)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&fit.fit).arg(&mut pool).arg(&mut n_valid);
+        let lc = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (POOL_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_valid_pool(GroveSelectParams, const double* fit, unsigned* pool,
+        // unsigned* n_valid)`: fit and pool hold P = params.n entries, n_valid one; one block
+        // of GROVE_POOL_THREADS threads, as the kernel's shared scan requires.
+        unsafe { b.launch(lc) }.during(|| format!("launching {VALID_POOL}"))?;
+        if n_slots > 0 {
+            let f = self.function(&SELECT, &[], TOURNAMENT)?;
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&params).arg(&fit.fit).arg(&pool).arg(&n_valid).arg(&mut winners);
+            // SAFETY: matches `grove_tournament(GroveSelectParams, const double* fit, const
+            // unsigned* pool, const unsigned* n_valid, unsigned* winners)`: the pool holds
+            // n_valid[0] <= P indices below P, written by grove_valid_pool just before on this
+            // stream; draws index below n_valid (or P); winners holds n_slots entries; k <=
+            // GROVE_MAX_DISTINCT without replacement (checked above).
+            unsafe { b.launch(per_slot(n_slots)) }.during(|| format!("launching {TOURNAMENT}"))?;
+        }
+        Ok(DeviceIndices { idx: winners, n: n_slots, bound: fit.n, engine: self.id })
+    }
+
+    /// Every individual ranked by fitness, best first, ties by index, invalid ones last:
+    /// `select::elite(fit, P)`. Its first `n` entries are the elite; it is the `ranked` list of
+    /// truncation selection. O(P²) comparisons (a few milliseconds at P = 10⁵).
+    pub fn rank(&self, fit: &DeviceFitness) -> Result<DeviceIndices> {
+        self.check_fitness(fit)?;
+        let params = self.select_params(fit, 0, 0, 0)?;
+        let mut ranked = self.alloc::<u32>(fit.n, false, "allocating the ranking")?;
+        let f = self.function(&SELECT, &[], RANK)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&fit.fit).arg(&mut ranked);
+        let lc = LaunchConfig { grid_dim: ((fit.n as u32).div_ceil(RANK_TILE), 1, 1), block_dim: (RANK_TILE, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_rank(GroveSelectParams, const double* fit, unsigned* ranked)`:
+        // fit and ranked hold P entries; ranks form a permutation of 0..P (a strict total
+        // order), so each thread writes its own entry.
+        unsafe { b.launch(lc) }.during(|| format!("launching {RANK}"))?;
+        Ok(DeviceIndices { idx: ranked, n: fit.n, bound: fit.n, engine: self.id })
+    }
+
+    /// `n_slots` truncation selections from a ranking ([`Self::rank`]): slot `s` is
+    /// `select::truncation(ranked, rate, seed, generation, s)`.
+    pub fn select_truncation(&self, ranked: &DeviceIndices, n_slots: usize, rate: f64, seed: u64, generation: u32) -> Result<DeviceIndices> {
+        if ranked.engine != self.id || ranked.n == 0 || ranked.n != ranked.bound {
+            return Err(GpuError::Input("truncation needs a whole ranking made by this engine".into()));
+        }
+        if n_slots > u32::MAX as usize {
+            return Err(GpuError::Input(format!("{n_slots} selections: at most {}", u32::MAX)));
+        }
+        let n_top = crate::select::truncation_size(ranked.n, rate);
+        let params = SelectParams {
+            n: ranked.n as u32,
+            n_slots: n_slots as u32,
+            n_top: n_top as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            generation,
+            ..SelectParams::default()
+        };
+        let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
+        if n_slots > 0 {
+            let f = self.function(&SELECT, &[], TRUNCATION)?;
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&params).arg(&ranked.idx).arg(&mut winners);
+            // SAFETY: matches `grove_truncation(GroveSelectParams, const unsigned* ranked,
+            // unsigned* winners)`: draws index below n_top <= P entries of ranked; winners
+            // holds n_slots entries.
+            unsafe { b.launch(per_slot(n_slots)) }.during(|| format!("launching {TRUNCATION}"))?;
+        }
+        Ok(DeviceIndices { idx: winners, n: n_slots, bound: ranked.bound, engine: self.id })
+    }
+}
+
+/// One thread per slot.
+fn per_slot(n: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: ((n as u32).div_ceil(THREADS), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}

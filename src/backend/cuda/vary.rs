@@ -1,0 +1,623 @@
+//! Variation on the GPU: the host side of `kernels/vary.cu`, twin of [`crate::program::vary`]
+//! (the ten tree operators and [`breed`](crate::program::breed)) and [`crate::genome::vary`]
+//! (GE crossover and int-flip). Populations live in device buffers ([`DevicePopulation`],
+//! [`DeviceGenomes`]); parents go in, children come out in another buffer (double-buffered:
+//! the caller swaps the two each generation), and nothing is copied to the host.
+//!
+//! Children equal the CPU's bitwise: [`CudaEngine::breed_trees`] makes what `breed` makes from
+//! the same parents and pairs, [`CudaEngine::vary_trees`] what one [`Operator`] makes, and the
+//! GE kernels what `crossover` and `int_flip` make (`tests/cuda_vary.rs` checks each).
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+
+use super::error::{During, GpuError, Result};
+use super::kernels::{
+    BREED_TREES, GATHER_GENOMES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GeParams, MAX_CROSSOVERS, MAX_MUTATIONS, RNG_DRAWS,
+    VARY, VARY_OP, VaryParams, op_code,
+};
+use super::map::DeviceGenomes;
+use super::select::DeviceIndices;
+use super::CudaEngine;
+use crate::genome::vary::GeVaryConfig;
+use crate::genome::Genomes;
+use crate::program::tree::Population;
+use crate::program::vary::{Bred, BreedConfig, Crossover, Mutation, Operator, Outcome, VaryConfig, cumulative};
+use crate::rng::Purpose;
+
+/// Threads per block of the one-thread-per-offspring kernels.
+const THREADS: u32 = 128;
+
+/// A population of trees on the device, laid out as [`Population`]: `op`, `value`, `size`,
+/// `out` `[P × L]` (u8, f32, u16, u8) and `len` `[P]` u16; prefix order, padding zero.
+pub struct DevicePopulation {
+    pub(super) op: CudaSlice<u8>,
+    pub(super) value: CudaSlice<f32>,
+    pub(super) size: CudaSlice<u16>,
+    pub(super) out: CudaSlice<u8>,
+    pub(super) len: CudaSlice<u16>,
+    n: usize,
+    max_len: usize,
+    n_outputs: usize,
+    engine: u64,
+}
+
+impl std::fmt::Debug for DevicePopulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevicePopulation").field("n", &self.n).field("max_len", &self.max_len).finish_non_exhaustive()
+    }
+}
+
+impl DevicePopulation {
+    /// `P`.
+    pub fn size(&self) -> usize {
+        self.n
+    }
+    /// `L`.
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+    /// Output slots.
+    pub fn n_outputs(&self) -> usize {
+        self.n_outputs
+    }
+}
+
+/// What [`CudaEngine::breed_trees`] did, on the device: one code per child and outcome counts.
+pub struct DeviceBred {
+    codes: CudaSlice<u32>,
+    counts: CudaSlice<u32>,
+    n: usize,
+}
+
+/// Outcome counts of one generation's breeding, indexed by [`outcome_code`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BredCounts {
+    /// Children made by crossover, by outcome.
+    pub crossovers: [u32; 4],
+    /// Children mutated, by outcome.
+    pub mutations: [u32; 4],
+}
+
+impl BredCounts {
+    /// Operators whose child was oversized (and replaced by its parent).
+    pub fn oversized(&self) -> u32 {
+        self.crossovers[2] + self.mutations[2]
+    }
+    /// Counts from per-child results (the CPU side's, for comparison).
+    pub fn from_bred(bred: &[Bred]) -> Self {
+        let mut c = Self::default();
+        for b in bred {
+            if let Some((_, o)) = b.crossover {
+                c.crossovers[outcome_code(o) as usize] += 1;
+            }
+            if let Some((_, o)) = b.mutation {
+                c.mutations[outcome_code(o) as usize] += 1;
+            }
+        }
+        c
+    }
+}
+
+/// An [`Outcome`] as vary.cu codes it (`GROVE_CHANGED` 0 .. `GROVE_NO_ROOM_FOR_OUTPUTS` 3).
+pub fn outcome_code(o: Outcome) -> u32 {
+    match o {
+        Outcome::Changed => 0,
+        Outcome::Unchanged => 1,
+        Outcome::Oversized => 2,
+        Outcome::NoRoomForOutputs => 3,
+    }
+}
+
+/// The [`Outcome`] of a vary.cu code.
+pub fn outcome_of(code: u32) -> Result<Outcome> {
+    [Outcome::Changed, Outcome::Unchanged, Outcome::Oversized, Outcome::NoRoomForOutputs]
+        .get(code as usize)
+        .copied()
+        .ok_or_else(|| GpuError::Input(format!("vary kernel returned outcome {code}")))
+}
+
+/// Buffers the tree kernels work in, kept by the engine and grown as needed: a population of
+/// `2P` rows (crossover results before mutation; new material) and the generator's stack.
+#[derive(Default)]
+pub(super) struct Scratch {
+    pop: Option<DevicePopulation>,
+    pending: Option<CudaSlice<u32>>,
+}
+
+fn zeros<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, n: usize, what: &str) -> Result<CudaSlice<T>> {
+    stream.alloc_zeros::<T>(n.max(1)).during(|| what.to_string())
+}
+
+/// One thread per item.
+fn per_item(n: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: ((n as u32).div_ceil(THREADS), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// The tree kernels' parameters for `n` children of length `max_len`, operator `op`
+/// ([`op_code`], for `grove_vary_op`) and mix `mix` (for `grove_breed_trees`): the spec and
+/// settings resolved as the CPU resolves them (grow's leaf probability, cumulative weights).
+pub fn vary_params(n: usize, max_len: usize, vary: &VaryConfig, mix: Option<&BreedConfig>, seed: u64, generation: u32, op: u32) -> Result<VaryParams> {
+    vary.check().map_err(|e| GpuError::Config(format!("variation settings: {e}")))?;
+    let spec = &vary.spec;
+    if spec.max_len != max_len {
+        return Err(GpuError::Input(format!("the spec has L = {}, the populations {max_len}", spec.max_len)));
+    }
+    let mut p = VaryParams {
+        n_children: n as u32,
+        max_len: max_len as u32,
+        n_outputs: spec.n_outputs as u32,
+        seed_lo: seed as u32,
+        seed_hi: (seed >> 32) as u32,
+        generation,
+        n_functions: spec.functions.len() as u32,
+        n_vars: spec.n_vars,
+        n_constants: spec.constants.len() as u32,
+        has_range: spec.const_range.is_some() as u32,
+        range_lo: spec.const_range.map_or(0.0, |r| r.0),
+        range_hi: spec.const_range.map_or(0.0, |r| r.1),
+        p_const: spec.p_const,
+        p_leaf_grow: spec.grow_leaf_prob(),
+        p_out: spec.p_out,
+        p_leaf: vary.p_leaf,
+        subtree_lo: vary.subtree_depth.0,
+        subtree_hi: vary.subtree_depth.1,
+        p_point: vary.p_point,
+        sigma: vary.sigma,
+        p_constant: vary.p_constant,
+        op,
+        ..VaryParams::default()
+    };
+    if let Some(mix) = mix {
+        mix.check().map_err(|e| GpuError::Config(format!("breeding settings: {e}")))?;
+        if mix.crossovers.len() > MAX_CROSSOVERS || mix.mutations.len() > MAX_MUTATIONS {
+            return Err(GpuError::Config(format!(
+                "{} crossovers and {} mutations listed: the GPU takes at most {MAX_CROSSOVERS} and {MAX_MUTATIONS}",
+                mix.crossovers.len(),
+                mix.mutations.len()
+            )));
+        }
+        p.p_crossover = mix.p_crossover;
+        p.p_mutation = mix.p_mutation;
+        p.n_crossovers = mix.crossovers.len() as u32;
+        p.n_mutations = mix.mutations.len() as u32;
+        for (i, (c, (x, _))) in cumulative(mix.crossovers.iter().map(|c| c.1)).into_iter().zip(&mix.crossovers).enumerate() {
+            p.cum_x[i] = c;
+            p.kind_x[i] = op_code(Operator::Crossover(*x));
+        }
+        for (i, (c, (m, _))) in cumulative(mix.mutations.iter().map(|m| m.1)).into_iter().zip(&mix.mutations).enumerate() {
+            p.cum_m[i] = c;
+            p.kind_m[i] = op_code(Operator::Mutation(*m));
+        }
+    }
+    Ok(p)
+}
+
+/// The GE kernels' parameters: `n_pairs` crossovers into children arrays of `n_rows` rows of
+/// `capacity` codons, the first child at `first_row`.
+pub fn ge_params(n_pairs: usize, n_rows: usize, capacity: usize, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<GeParams> {
+    if n_rows > u32::MAX as usize || capacity > u32::MAX as usize || n_pairs > u32::MAX as usize || first_row > n_rows {
+        return Err(GpuError::Input(format!("first child row {first_row} of {n_rows} genomes of capacity {capacity}")));
+    }
+    if cfg.codon_size == 0 {
+        return Err(GpuError::Config("codon_size is 0".into()));
+    }
+    Ok(GeParams {
+        n_pairs: n_pairs as u32,
+        capacity: capacity as u32,
+        first_row: first_row as u32,
+        n_rows: n_rows as u32,
+        seed_lo: seed as u32,
+        seed_hi: (seed >> 32) as u32,
+        generation,
+        within_used: cfg.within_used as u32,
+        p_crossover: cfg.crossover,
+        p_mutation: cfg.mutation,
+        codon_size: cfg.codon_size,
+        reserved: 0,
+    })
+}
+
+impl DeviceBred {
+    /// Children bred.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+    /// True when none were.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+}
+
+impl CudaEngine {
+    /// Copies a population to the device (checked with [`Population::validate`] first: the
+    /// kernels rely on every invariant).
+    pub fn upload_population(&self, pop: &Population) -> Result<DevicePopulation> {
+        pop.validate().map_err(|e| GpuError::Input(format!("population to upload: {e}")))?;
+        if pop.size() > u32::MAX as usize / 2 {
+            return Err(GpuError::Input(format!("{} trees: at most {}", pop.size(), u32::MAX / 2)));
+        }
+        Ok(DevicePopulation {
+            op: self.upload(&pop.op, "uploading opcodes")?,
+            value: self.upload(&pop.value, "uploading values")?,
+            size: self.upload(&pop.size, "uploading sizes")?,
+            out: self.upload(&pop.out, "uploading output slots")?,
+            len: self.upload(&pop.len, "uploading lengths")?,
+            n: pop.size(),
+            max_len: pop.max_len,
+            n_outputs: pop.n_outputs,
+            engine: self.id,
+        })
+    }
+
+    /// An empty population on the device (every row of length 0), `p` rows of `max_len`.
+    pub fn alloc_population(&self, p: usize, max_len: usize, n_outputs: usize) -> Result<DevicePopulation> {
+        let nodes = p.checked_mul(max_len).ok_or_else(|| GpuError::Input("population too large".into()))?;
+        Ok(DevicePopulation {
+            op: zeros(&self.stream, nodes, "allocating opcodes")?,
+            value: zeros(&self.stream, nodes, "allocating values")?,
+            size: zeros(&self.stream, nodes, "allocating sizes")?,
+            out: zeros(&self.stream, nodes, "allocating output slots")?,
+            len: zeros(&self.stream, p, "allocating lengths")?,
+            n: p,
+            max_len,
+            n_outputs,
+            engine: self.id,
+        })
+    }
+
+    /// Copies a population back.
+    pub fn download_population(&self, d: &DevicePopulation) -> Result<Population> {
+        let mut pop = Population::new(d.n, d.max_len, d.n_outputs);
+        let nodes = d.n * d.max_len;
+        let mut op = self.stream.clone_dtoh(&d.op).during(|| "reading opcodes".into())?;
+        let mut value = self.stream.clone_dtoh(&d.value).during(|| "reading values".into())?;
+        let mut size = self.stream.clone_dtoh(&d.size).during(|| "reading sizes".into())?;
+        let mut out = self.stream.clone_dtoh(&d.out).during(|| "reading output slots".into())?;
+        let mut len = self.stream.clone_dtoh(&d.len).during(|| "reading lengths".into())?;
+        op.truncate(nodes);
+        value.truncate(nodes);
+        size.truncate(nodes);
+        out.truncate(nodes);
+        len.truncate(d.n);
+        (pop.op, pop.value, pop.size, pop.out, pop.len) = (op, value, size, out, len);
+        Ok(pop)
+    }
+
+    /// Scratch for `n` children of length `max_len`, grown when too small.
+    fn vary_scratch<'a>(&self, guard: &'a mut Scratch, n: usize, max_len: usize) -> Result<(&'a mut DevicePopulation, &'a mut CudaSlice<u32>)> {
+        let fits = guard.pop.as_ref().is_some_and(|p| p.n >= 2 * n && p.max_len == max_len);
+        if !fits {
+            guard.pop = Some(self.alloc_population(2 * n, max_len, 0)?);
+            guard.pending = Some(zeros(&self.stream, n * max_len, "allocating the generator's stack")?);
+        }
+        match (guard.pop.as_mut(), guard.pending.as_mut()) {
+            (Some(p), Some(s)) => Ok((p, s)),
+            _ => Err(GpuError::Input("vary scratch missing".into())),
+        }
+    }
+
+    fn check_trees(&self, parents: &DevicePopulation, pairs: &DeviceIndices, children: &DevicePopulation) -> Result<()> {
+        if parents.engine != self.id || children.engine != self.id || pairs.engine != self.id {
+            return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if (parents.max_len, parents.n_outputs) != (children.max_len, children.n_outputs) {
+            return Err(GpuError::Input(format!(
+                "parents have L = {} and {} outputs, children L = {} and {}",
+                parents.max_len, parents.n_outputs, children.max_len, children.n_outputs
+            )));
+        }
+        if pairs.n != 2 * children.n || pairs.bound > parents.n {
+            return Err(GpuError::Input(format!(
+                "{} parent indices below {} for {} children of {} parents: need two per child, each a parent",
+                pairs.n, pairs.bound, children.n, parents.n
+            )));
+        }
+        if children.n > u32::MAX as usize / 2 {
+            return Err(GpuError::Input(format!("{} children: too many", children.n)));
+        }
+        Ok(())
+    }
+
+    /// Launches a tree kernel (`grove_vary_op` or `grove_breed_trees`, which share their
+    /// leading parameters); `tail` pushes the rest.
+    fn launch_trees(
+        &self,
+        name: &'static str,
+        params: &VaryParams,
+        vary: &VaryConfig,
+        parents: &DevicePopulation,
+        pairs: &DeviceIndices,
+        children: &mut DevicePopulation,
+        tail: &mut [&mut CudaSlice<u32>],
+    ) -> Result<()> {
+        let functions: Vec<u8> = vary.spec.functions.iter().map(|f| *f as u8).collect();
+        let functions = self.upload(&functions, "uploading the function set")?;
+        let constants = self.upload(&vary.spec.constants, "uploading the constants")?;
+        let f = self.function(&VARY, &[], name)?;
+        let mut guard = self.vary_scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let (scratch, pending) = self.vary_scratch(&mut guard, children.n, children.max_len)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(&pairs.idx).arg(&functions).arg(&constants);
+        b.arg(&parents.op).arg(&parents.value).arg(&parents.size).arg(&parents.out).arg(&parents.len);
+        b.arg(&mut children.op).arg(&mut children.value).arg(&mut children.size).arg(&mut children.out).arg(&mut children.len);
+        b.arg(&mut scratch.op).arg(&mut scratch.value).arg(&mut scratch.size).arg(&mut scratch.out).arg(&mut scratch.len);
+        b.arg(&mut *pending);
+        for t in tail.iter_mut() {
+            b.arg(&mut **t);
+        }
+        // SAFETY: matches `grove_vary_op` / `grove_breed_trees(GroveVaryParams, const unsigned*
+        // pairs, const unsigned char* functions, const float* constants, GROVE_POP_PARAMS x 3,
+        // unsigned* pending, unsigned* outcome | unsigned* bred, unsigned* counts)` with
+        // `VaryParams` laid out as `GroveVaryParams`. pairs holds 2 × n_children indices below
+        // P of the parents (checked in check_trees; DeviceIndices are in range by
+        // construction); the parents are a valid population (uploaded after validate() or
+        // written by these kernels, which keep every invariant), so every node index stays
+        // below len <= L of its row; children rows k < n_children, scratch rows k and
+        // n_children + k < 2 n_children (its row stride is L) and pending row k (L entries:
+        // the generator's stack never exceeds its budget <= L) are thread k's alone; the
+        // tail buffers hold n_children entries (and 8 counts).
+        unsafe { b.launch(per_item(children.n)) }.during(|| format!("launching {name}"))?;
+        Ok(())
+    }
+
+    /// Applies one operator to make every child: child `k` from parent `pairs[2k]` (and donor
+    /// `pairs[2k + 1]` for a crossover), on child `k`'s stream of `generation`, exactly as
+    /// [`Operator::apply`] does. Returns each child's outcome, on the host (for tests and
+    /// benchmarks; [`Self::breed_trees`] is the generation step).
+    #[allow(clippy::too_many_arguments)]
+    pub fn vary_trees(
+        &self,
+        op: Operator,
+        parents: &DevicePopulation,
+        pairs: &DeviceIndices,
+        children: &mut DevicePopulation,
+        seed: u64,
+        generation: u32,
+        vary: &VaryConfig,
+    ) -> Result<Vec<Outcome>> {
+        self.check_trees(parents, pairs, children)?;
+        let params = vary_params(children.n, children.max_len, vary, None, seed, generation, op_code(op))?;
+        if children.n == 0 {
+            return Ok(Vec::new());
+        }
+        let mut outcome = zeros::<u32>(&self.stream, children.n, "allocating outcomes")?;
+        self.launch_trees(VARY_OP, &params, vary, parents, pairs, children, &mut [&mut outcome])?;
+        let codes = self.stream.clone_dtoh(&outcome).during(|| format!("reading {VARY_OP} outcomes"))?;
+        codes[..children.n].iter().map(|&c| outcome_of(c)).collect()
+    }
+
+    /// One generation of tree breeding, twin of [`breed`](crate::program::breed): child `k`
+    /// of `children` from parents `pairs[2k]`, `pairs[2k + 1]` of `parents` (as
+    /// [`Self::select_tournament`] lays them out), with `generation`'s streams. Asynchronous;
+    /// what happened to each child stays on the device ([`Self::bred_counts`],
+    /// [`Self::download_bred`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn breed_trees(
+        &self,
+        parents: &DevicePopulation,
+        pairs: &DeviceIndices,
+        children: &mut DevicePopulation,
+        seed: u64,
+        generation: u32,
+        vary: &VaryConfig,
+        mix: &BreedConfig,
+    ) -> Result<DeviceBred> {
+        self.check_trees(parents, pairs, children)?;
+        let params = vary_params(children.n, children.max_len, vary, Some(mix), seed, generation, 0)?;
+        let mut codes = zeros::<u32>(&self.stream, children.n, "allocating breeding codes")?;
+        let mut counts = zeros::<u32>(&self.stream, 8, "allocating outcome counts")?;
+        if children.n > 0 {
+            self.launch_trees(BREED_TREES, &params, vary, parents, pairs, children, &mut [&mut codes, &mut counts])?;
+        }
+        Ok(DeviceBred { codes, counts, n: children.n })
+    }
+
+    /// The outcome counts of a [`Self::breed_trees`] call (8 numbers read back).
+    pub fn bred_counts(&self, bred: &DeviceBred) -> Result<BredCounts> {
+        let c = self.stream.clone_dtoh(&bred.counts).during(|| "reading breeding counts".into())?;
+        let mut out = BredCounts::default();
+        out.crossovers.copy_from_slice(&c[..4]);
+        out.mutations.copy_from_slice(&c[4..8]);
+        Ok(out)
+    }
+
+    /// What happened to each child of a [`Self::breed_trees`] call with mix `mix`, as
+    /// [`breed`](crate::program::breed) returns it.
+    pub fn download_bred(&self, bred: &DeviceBred, mix: &BreedConfig) -> Result<Vec<Bred>> {
+        if bred.n == 0 {
+            return Ok(Vec::new());
+        }
+        let codes = self.stream.clone_dtoh(&bred.codes).during(|| "reading breeding codes".into())?;
+        let entry = |e: u32, len: usize| -> Result<Option<usize>> {
+            match e {
+                0 => Ok(None),
+                e if (e as usize) <= len => Ok(Some(e as usize - 1)),
+                e => Err(GpuError::Input(format!("{BREED_TREES} returned operator entry {e} of {len}"))),
+            }
+        };
+        codes[..bred.n]
+            .iter()
+            .map(|&c| {
+                let x = entry(c & 0xff, mix.crossovers.len())?;
+                let m = entry((c >> 16) & 0xff, mix.mutations.len())?;
+                let crossover: Option<(Crossover, Outcome)> = match x {
+                    Some(i) => Some((mix.crossovers[i].0, outcome_of((c >> 8) & 0xff)?)),
+                    None => None,
+                };
+                let mutation: Option<(Mutation, Outcome)> = match m {
+                    Some(i) => Some((mix.mutations[i].0, outcome_of(c >> 24)?)),
+                    None => None,
+                };
+                Ok(Bred { crossover, mutation })
+            })
+            .collect()
+    }
+
+    /// Row `r` of `dst` becomes row `idx[r]` of `src`, for `r < n` (elites: `idx` a ranking).
+    pub fn gather_trees(&self, src: &DevicePopulation, idx: &DeviceIndices, n: usize, dst: &mut DevicePopulation) -> Result<()> {
+        if src.engine != self.id || dst.engine != self.id || idx.engine != self.id {
+            return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if n > idx.n || n > dst.n || idx.bound > src.n || src.max_len != dst.max_len {
+            return Err(GpuError::Input(format!(
+                "gathering {n} rows by {} indices below {} from {} rows of L = {} into {} of L = {}",
+                idx.n, idx.bound, src.n, src.max_len, dst.n, dst.max_len
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.function(&VARY, &[], GATHER_TREES)?;
+        let (n32, l32) = (n as u32, src.max_len as u32);
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&n32).arg(&l32).arg(&idx.idx);
+        b.arg(&src.op).arg(&src.value).arg(&src.size).arg(&src.out).arg(&src.len);
+        b.arg(&mut dst.op).arg(&mut dst.value).arg(&mut dst.size).arg(&mut dst.out).arg(&mut dst.len);
+        let lc = LaunchConfig { grid_dim: (n32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_gather_trees(unsigned n, unsigned max_len, const unsigned* idx,
+        // GROVE_POP_PARAMS(src), GROVE_POP_PARAMS(dst))`: idx holds n entries below src's
+        // rows (checked), both have row stride max_len, dst has at least n rows.
+        unsafe { b.launch(lc) }.during(|| format!("launching {GATHER_TREES}"))?;
+        Ok(())
+    }
+
+    /// Empty genomes on the device, `p` rows of `capacity` codons.
+    pub fn alloc_genomes(&self, p: usize, capacity: usize) -> Result<DeviceGenomes> {
+        let total = p.checked_mul(capacity).ok_or_else(|| GpuError::Input("genomes too large".into()))?;
+        Ok(DeviceGenomes {
+            codons: zeros(&self.stream, total, "allocating genomes")?,
+            len: zeros(&self.stream, p, "allocating genome lengths")?,
+            n: p,
+            capacity,
+            engine: self.id,
+        })
+    }
+
+    /// Copies genomes back.
+    pub fn download_genomes(&self, g: &DeviceGenomes) -> Result<Genomes> {
+        let mut out = Genomes::new(g.n, g.capacity);
+        let mut codons = self.stream.clone_dtoh(&g.codons).during(|| "reading genomes".into())?;
+        let mut len = self.stream.clone_dtoh(&g.len).during(|| "reading genome lengths".into())?;
+        codons.truncate(g.n * g.capacity);
+        len.truncate(g.n);
+        (out.codons, out.len) = (codons, len);
+        Ok(out)
+    }
+
+    /// GE crossover, twin of [`crossover`](crate::genome::vary::crossover) as `run_grammar`
+    /// calls it: pair `j` crosses parents `pairs[2j]`, `pairs[2j + 1]` of `parents` (with
+    /// `used` `[P]` their used codons) on stream `(seed, generation, j, Crossover)`; its
+    /// children go to rows `first_row + 2j` and `+ 1` of `children` where those exist. Pairs:
+    /// `pairs.len() / 2`. Parents and children must be different buffers of equal capacity.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ge_crossover(
+        &self,
+        parents: &DeviceGenomes,
+        used: &CudaSlice<u32>,
+        pairs: &DeviceIndices,
+        children: &mut DeviceGenomes,
+        first_row: usize,
+        cfg: &GeVaryConfig,
+        seed: u64,
+        generation: u32,
+    ) -> Result<()> {
+        if parents.engine != self.id || children.engine != self.id || pairs.engine != self.id {
+            return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if parents.capacity != children.capacity || pairs.bound > parents.n || used.len() < parents.n {
+            return Err(GpuError::Input(format!(
+                "parents of capacity {} ({} used counts), children of {}, indices below {} of {} parents",
+                parents.capacity,
+                used.len(),
+                children.capacity,
+                pairs.bound,
+                parents.n
+            )));
+        }
+        let n_pairs = pairs.n / 2;
+        let params = ge_params(n_pairs, children.n, children.capacity, first_row, cfg, seed, generation)?;
+        if n_pairs == 0 {
+            return Ok(());
+        }
+        let f = self.function(&VARY, &[], GE_CROSSOVER)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&pairs.idx).arg(&parents.codons).arg(&parents.len).arg(used);
+        b.arg(&mut children.codons).arg(&mut children.len);
+        // SAFETY: matches `grove_ge_crossover(GroveGeParams, const unsigned* pairs, const
+        // unsigned* codons, const unsigned* len, const unsigned* used, unsigned* child_codons,
+        // unsigned* child_len)`: pairs holds 2 n_pairs indices below the parents' P; parent
+        // lengths are at most the capacity (DeviceGenomes' invariant), so reads stay in their
+        // rows; used has P entries; child rows below n_rows are written, at most capacity
+        // codons each, distinct per thread.
+        unsafe { b.launch(per_item(n_pairs)) }.during(|| format!("launching {GE_CROSSOVER}"))?;
+        Ok(())
+    }
+
+    /// GE int-flip in place, twin of [`int_flip`](crate::genome::vary::int_flip): rows
+    /// `first_row ..` of `genomes`, row `k` within `min(used[k], len[k])` codons (all of them
+    /// without `within_used`), stream `(seed, generation, k, Mutate)`. `used` `[P]`: each
+    /// child's used codons after mapping it.
+    pub fn ge_int_flip(&self, genomes: &mut DeviceGenomes, used: &CudaSlice<u32>, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<()> {
+        if genomes.engine != self.id || used.len() < genomes.n {
+            return Err(GpuError::Input(format!("{} used counts for {} genomes", used.len(), genomes.n)));
+        }
+        let params = ge_params(0, genomes.n, genomes.capacity, first_row, cfg, seed, generation)?;
+        let rows = genomes.n - first_row;
+        if rows == 0 {
+            return Ok(());
+        }
+        let f = self.function(&VARY, &[], GE_INT_FLIP)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(used).arg(&mut genomes.codons).arg(&genomes.len);
+        // SAFETY: matches `grove_ge_int_flip(GroveGeParams, const unsigned* used, unsigned*
+        // codons, const unsigned* len)`: rows first_row .. P, each thread its own row, writes
+        // below min(used, len) <= capacity codons.
+        unsafe { b.launch(per_item(rows)) }.during(|| format!("launching {GE_INT_FLIP}"))?;
+        Ok(())
+    }
+
+    /// Row `r` of `dst` becomes genome `idx[r]` of `src`, for `r < n` (elites).
+    pub fn gather_genomes(&self, src: &DeviceGenomes, idx: &DeviceIndices, n: usize, dst: &mut DeviceGenomes) -> Result<()> {
+        if src.engine != self.id || dst.engine != self.id || idx.engine != self.id {
+            return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if n > idx.n || n > dst.n || idx.bound > src.n || src.capacity != dst.capacity {
+            return Err(GpuError::Input(format!("gathering {n} genomes by {} indices from {} into {}", idx.n, src.n, dst.n)));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.function(&VARY, &[], GATHER_GENOMES)?;
+        let (n32, cap) = (n as u32, src.capacity as u32);
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&n32).arg(&cap).arg(&idx.idx).arg(&src.codons).arg(&src.len).arg(&mut dst.codons).arg(&mut dst.len);
+        let lc = LaunchConfig { grid_dim: (n32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_gather_genomes(unsigned n, unsigned capacity, const unsigned*
+        // idx, const unsigned* src, const unsigned* src_len, unsigned* dst, unsigned*
+        // dst_len)`: idx holds n entries below src's rows, dst has at least n rows, both of
+        // stride capacity.
+        unsafe { b.launch(lc) }.during(|| format!("launching {GATHER_GENOMES}"))?;
+        Ok(())
+    }
+
+    /// Draws of `rng.cuh` for streams `(seed, generation, i, purpose)`, `i < n_streams`: 16
+    /// words each, 4 `next_u32`, 4 `below(bound)`, 4 `unit_f32` bits and 4 `normal` bits, in
+    /// that order from one stream (for the parity test of the random numbers).
+    pub fn rng_draws(&self, n_streams: usize, seed: u64, generation: u32, purpose: Purpose, bound: u32) -> Result<Vec<u32>> {
+        if n_streams == 0 {
+            return Ok(Vec::new());
+        }
+        let mut out = zeros::<u32>(&self.stream, 16 * n_streams, "allocating draws")?;
+        let f = self.function(&VARY, &[], RNG_DRAWS)?;
+        let (n, lo, hi, purpose) = (n_streams as u32, seed as u32, (seed >> 32) as u32, purpose as u32);
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&n).arg(&lo).arg(&hi).arg(&generation).arg(&purpose).arg(&bound).arg(&mut out);
+        // SAFETY: matches `grove_rng_draws(unsigned n_streams, unsigned seed_lo, unsigned
+        // seed_hi, unsigned generation, unsigned purpose, unsigned bound, unsigned* out)`: out
+        // holds 16 n_streams words.
+        unsafe { b.launch(per_item(n_streams)) }.during(|| format!("launching {RNG_DRAWS}"))?;
+        self.stream.clone_dtoh(&out).during(|| "reading draws".into())
+    }
+}

@@ -1,0 +1,31 @@
+// cuda_host_shim.h: just enough of CUDA to compile kernels/vary.cu and kernels/select.cu as
+// host C++ (g++ -ffp-contract=off), so tests/cuda_vary.rs can run the kernels' own code on a
+// machine without a GPU and compare it with the CPU reference. Each "launch" runs one thread
+// per block, blocks one after another (tests/cuda_vary.rs says which kernels that is exact
+// for). The intrinsics are the IEEE operations they name: __fmul_rn is a rounded multiply, and
+// with contraction off nothing is fused, as on the device.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__
+#define static_assert(...)
+
+struct GroveDim3 { unsigned x, y, z; };
+static thread_local GroveDim3 blockIdx, blockDim, threadIdx;
+inline void __syncthreads() {}
+
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __uint2float_rn(unsigned u) { return (float)u; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline long long __double_as_longlong(double d) { long long u; std::memcpy(&u, &d, 8); return u; }
+inline double __longlong_as_double(long long u) { double d; std::memcpy(&d, &u, 8); return d; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned old = *p; *p += v; return old; }
+using std::isfinite;
+using std::isnan;

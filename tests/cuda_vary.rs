@@ -1,0 +1,749 @@
+//! Parity of the GPU's selection and variation (`kernels/vary.cu`, `kernels/select.cu`,
+//! `kernels/rng.cuh`) with their CPU references (`program::vary`, `genome::vary`, `select`,
+//! `rng`): every tree operator on random populations (several specs, seeds and sizes,
+//! near-`L` trees, multi-output programs, empty rows), one generation of `breed`, GE crossover
+//! and int-flip, tournaments with and without replacement, ranking, truncation, and the random
+//! numbers themselves. Results must be equal bitwise (op, value bits, size, out, len, outcomes);
+//! the first mismatch is reported with child, node and field.
+//!
+//! Each check runs on two devices:
+//! * `gpu::*`: the real kernels, ignored unless `GROVE_TEST_GPU=1` (then a missing GPU is a
+//!   failure). Run: `GROVE_TEST_GPU=1 cargo test --release --test cuda_vary`.
+//! * `emulated::*`: the same kernel source compiled as host C++ by g++ (`cuda_host_shim.h`),
+//!   one thread per block, blocks in order; skipped (with a message) where g++ is missing. It
+//!   checks the kernels' logic and arithmetic on any machine; the grid-wide kernels it cannot
+//!   run this way (the valid pool's block-wide scan) are checked on the GPU only.
+
+use grove::backend::cuda::kernels::{self, GeParams, SelectParams, VaryParams};
+use grove::backend::cuda::vary::{BredCounts, ge_params, outcome_code, outcome_of, vary_params};
+use grove::backend::cuda::CudaEngine;
+use grove::genome::vary::{GeVaryConfig, crossover, int_flip};
+use grove::genome::Genomes;
+use grove::program::tree::Population;
+use grove::program::vary::{Bred, Operator, Outcome, normal};
+use grove::program::{BreedConfig, Crossover, Mutation, Op, TreeSpec, VaryConfig, breed, init_population};
+use grove::rng::{Purpose, Stream};
+use grove::select;
+
+// ---------------------------------------------------------------------------------------------
+// What each device must do, on host data.
+
+trait Device {
+    /// One operator for every child: `(children, outcomes)`.
+    fn vary(&self, op: Operator, parents: &Population, pairs: &[u32], seed: u64, generation: u32, cfg: &VaryConfig) -> (Population, Vec<Outcome>);
+    /// One generation of breeding: `(children, per-child codes, counts)`.
+    fn breed(&self, parents: &Population, pairs: &[u32], seed: u64, generation: u32, cfg: &VaryConfig, mix: &BreedConfig) -> (Population, Vec<Bred>, BredCounts);
+    /// GE crossover of `pairs.len() / 2` pairs into `n_rows` rows from `first_row`.
+    #[allow(clippy::too_many_arguments)]
+    fn ge_crossover(&self, parents: &Genomes, used: &[u32], pairs: &[u32], n_rows: usize, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes;
+    /// GE int-flip of rows `first_row ..`.
+    fn ge_int_flip(&self, genomes: &Genomes, used: &[u32], first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes;
+    /// `grove_rng_draws`.
+    fn rng_draws(&self, n: usize, seed: u64, generation: u32, purpose: Purpose, bound: u32) -> Vec<u32>;
+    /// `n_slots` tournament winners.
+    fn tournament(&self, fit: &[f64], n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32>;
+    /// The ranking.
+    fn rank(&self, fit: &[f64]) -> Vec<u32>;
+    /// `n_slots` truncation selections.
+    fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32>;
+}
+
+struct Gpu(CudaEngine);
+
+impl Device for Gpu {
+    fn vary(&self, op: Operator, parents: &Population, pairs: &[u32], seed: u64, generation: u32, cfg: &VaryConfig) -> (Population, Vec<Outcome>) {
+        let e = &self.0;
+        let dp = e.upload_population(parents).unwrap();
+        let idx = e.upload_indices(pairs, parents.size()).unwrap();
+        let mut dc = e.alloc_population(pairs.len() / 2, parents.max_len, parents.n_outputs).unwrap();
+        let outcomes = e.vary_trees(op, &dp, &idx, &mut dc, seed, generation, cfg).unwrap_or_else(|err| panic!("{err}"));
+        (e.download_population(&dc).unwrap(), outcomes)
+    }
+    fn breed(&self, parents: &Population, pairs: &[u32], seed: u64, generation: u32, cfg: &VaryConfig, mix: &BreedConfig) -> (Population, Vec<Bred>, BredCounts) {
+        let e = &self.0;
+        let dp = e.upload_population(parents).unwrap();
+        let idx = e.upload_indices(pairs, parents.size()).unwrap();
+        let mut dc = e.alloc_population(pairs.len() / 2, parents.max_len, parents.n_outputs).unwrap();
+        let bred = e.breed_trees(&dp, &idx, &mut dc, seed, generation, cfg, mix).unwrap_or_else(|err| panic!("{err}"));
+        (e.download_population(&dc).unwrap(), e.download_bred(&bred, mix).unwrap(), e.bred_counts(&bred).unwrap())
+    }
+    fn ge_crossover(&self, parents: &Genomes, used: &[u32], pairs: &[u32], n_rows: usize, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
+        let e = &self.0;
+        let dp = e.upload_genomes(parents).unwrap();
+        let du = e.stream().clone_htod(used).unwrap();
+        let idx = e.upload_indices(pairs, parents.size()).unwrap();
+        let mut dc = e.alloc_genomes(n_rows, parents.capacity).unwrap();
+        e.ge_crossover(&dp, &du, &idx, &mut dc, first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
+        e.download_genomes(&dc).unwrap()
+    }
+    fn ge_int_flip(&self, genomes: &Genomes, used: &[u32], first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
+        let e = &self.0;
+        let mut dg = e.upload_genomes(genomes).unwrap();
+        let du = e.stream().clone_htod(used).unwrap();
+        e.ge_int_flip(&mut dg, &du, first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
+        e.download_genomes(&dg).unwrap()
+    }
+    fn rng_draws(&self, n: usize, seed: u64, generation: u32, purpose: Purpose, bound: u32) -> Vec<u32> {
+        self.0.rng_draws(n, seed, generation, purpose, bound).unwrap()
+    }
+    fn tournament(&self, fit: &[f64], n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32> {
+        let e = &self.0;
+        let f = e.upload_fitness(fit).unwrap();
+        let w = e.select_tournament(&f, n_slots, k, distinct, seed, generation).unwrap();
+        e.download_indices(&w).unwrap()
+    }
+    fn rank(&self, fit: &[f64]) -> Vec<u32> {
+        let e = &self.0;
+        let f = e.upload_fitness(fit).unwrap();
+        e.download_indices(&e.rank(&f).unwrap()).unwrap()
+    }
+    fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32> {
+        let e = &self.0;
+        let f = e.upload_fitness(fit).unwrap();
+        let ranked = e.rank(&f).unwrap();
+        e.download_indices(&e.select_truncation(&ranked, n_slots, rate, seed, generation).unwrap()).unwrap()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The emulator: the kernel sources built as a host library by g++.
+
+/// Raw pointers of a population's five arrays, as the kernels take them.
+type PopPtrs = (*mut u8, *mut f32, *mut u16, *mut u8, *mut u16);
+
+fn ptrs(p: &mut Population) -> PopPtrs {
+    (p.op.as_mut_ptr(), p.value.as_mut_ptr(), p.size.as_mut_ptr(), p.out.as_mut_ptr(), p.len.as_mut_ptr())
+}
+
+type VaryOpFn = unsafe extern "C" fn(
+    VaryParams, *const u32, *const u8, *const f32,
+    *mut u8, *mut f32, *mut u16, *mut u8, *mut u16,
+    *mut u8, *mut f32, *mut u16, *mut u8, *mut u16,
+    *mut u8, *mut f32, *mut u16, *mut u8, *mut u16,
+    *mut u32, *mut u32,
+);
+type BreedFn = unsafe extern "C" fn(
+    VaryParams, *const u32, *const u8, *const f32,
+    *mut u8, *mut f32, *mut u16, *mut u8, *mut u16,
+    *mut u8, *mut f32, *mut u16, *mut u8, *mut u16,
+    *mut u8, *mut f32, *mut u16, *mut u8, *mut u16,
+    *mut u32, *mut u32, *mut u32,
+);
+type GeCrossoverFn = unsafe extern "C" fn(GeParams, *const u32, *const u32, *const u32, *const u32, *mut u32, *mut u32);
+type GeIntFlipFn = unsafe extern "C" fn(GeParams, *const u32, *mut u32, *const u32);
+type RngFn = unsafe extern "C" fn(u32, u32, u32, u32, u32, u32, *mut u32);
+type TournamentFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *const u32, *mut u32);
+type RankFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u32);
+type TruncationFn = unsafe extern "C" fn(SelectParams, *const u32, *mut u32);
+type SetThreadFn = unsafe extern "C" fn(u32, u32, u32);
+
+struct Emulator {
+    /// vary.cu as a host library.
+    vary: libloading::Library,
+    /// select.cu as a host library.
+    select: libloading::Library,
+}
+
+/// Builds `src` (one kernel file) as a host library in `dir`; `None` (after saying why) without
+/// g++.
+fn build_host_library(dir: &std::path::Path, src: &kernels::KernelSource<'_>) -> Option<libloading::Library> {
+    let shim = include_str!("cuda_host_shim.h");
+    let setter = "extern \"C\" void grove_emu_set_thread(unsigned b, unsigned d, unsigned t) { blockIdx.x = b; blockDim.x = d; threadIdx.x = t; }\n";
+    let cpp = dir.join(format!("{}.cpp", src.file));
+    std::fs::write(&cpp, format!("{shim}\n{setter}\n{}\n", src.full_source())).unwrap();
+    let so = dir.join(format!("lib{}.so", src.file));
+    let out = std::process::Command::new("g++")
+        .args(["-std=c++17", "-O1", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-w", "-o"])
+        .arg(&so)
+        .arg(&cpp)
+        .output();
+    match out {
+        Err(e) => {
+            eprintln!("SKIPPED emulated kernels: g++ not runnable ({e})");
+            None
+        }
+        Ok(o) if !o.status.success() => panic!("g++ failed on {}:\n{}", src.file, String::from_utf8_lossy(&o.stderr)),
+        // SAFETY: a library built just now from our own sources; it has no constructors.
+        Ok(_) => Some(unsafe { libloading::Library::new(&so) }.unwrap()),
+    }
+}
+
+/// The emulator libraries, built once per test process; `None` without g++.
+fn emulator() -> Option<&'static Emulator> {
+    static LIB: std::sync::OnceLock<Option<Emulator>> = std::sync::OnceLock::new();
+    LIB.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("grove-cu-emulator-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let vary = build_host_library(&dir, &kernels::VARY)?;
+        let select = build_host_library(&dir, &kernels::SELECT)?;
+        Some(Emulator { vary, select })
+    })
+    .as_ref()
+}
+
+impl Emulator {
+    fn get<T: Copy>(lib: &libloading::Library, name: &str) -> T {
+        // SAFETY: each type above is the kernel's C signature, as in its .cu definition.
+        unsafe { *lib.get::<T>(name.as_bytes()).unwrap_or_else(|e| panic!("{name}: {e}")) }
+    }
+    /// Runs `f` as `n` blocks of one thread of `lib`.
+    fn launch(lib: &libloading::Library, n: usize, mut f: impl FnMut()) {
+        let set: SetThreadFn = Self::get(lib, "grove_emu_set_thread");
+        for b in 0..n {
+            // SAFETY: sets the emulated thread indices (thread-local in the library).
+            unsafe { set(b as u32, 1, 0) };
+            f();
+        }
+    }
+    fn spec_tables(cfg: &VaryConfig) -> (Vec<u8>, Vec<f32>) {
+        let mut f: Vec<u8> = cfg.spec.functions.iter().map(|f| *f as u8).collect();
+        let mut c = cfg.spec.constants.clone();
+        f.push(0);
+        c.push(0.0);
+        (f, c)
+    }
+}
+
+impl Device for Emulator {
+    fn vary(&self, op: Operator, parents: &Population, pairs: &[u32], seed: u64, generation: u32, cfg: &VaryConfig) -> (Population, Vec<Outcome>) {
+        let n = pairs.len() / 2;
+        let l = parents.max_len;
+        let params = vary_params(n, l, cfg, None, seed, generation, kernels::op_code(op)).unwrap();
+        let (functions, constants) = Self::spec_tables(cfg);
+        let mut parents = parents.clone();
+        let mut children = Population::new(n, l, parents.n_outputs);
+        let mut scratch = Population::new(2 * n, l, 0);
+        let mut pending = vec![0u32; n * l];
+        let mut codes = vec![0u32; n];
+        let f: VaryOpFn = Self::get(&self.vary, kernels::VARY_OP);
+        let (p, c, s) = (ptrs(&mut parents), ptrs(&mut children), ptrs(&mut scratch));
+        Self::launch(&self.vary, n, || {
+            // SAFETY: the arrays have the sizes grove_vary_op expects (see vary.rs's launch).
+            unsafe {
+                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pending.as_mut_ptr(), codes.as_mut_ptr())
+            }
+        });
+        (children, codes.iter().map(|&c| outcome_of(c).unwrap()).collect())
+    }
+    fn breed(&self, parents: &Population, pairs: &[u32], seed: u64, generation: u32, cfg: &VaryConfig, mix: &BreedConfig) -> (Population, Vec<Bred>, BredCounts) {
+        let n = pairs.len() / 2;
+        let l = parents.max_len;
+        let params = vary_params(n, l, cfg, Some(mix), seed, generation, 0).unwrap();
+        let (functions, constants) = Self::spec_tables(cfg);
+        let mut parents = parents.clone();
+        let mut children = Population::new(n, l, parents.n_outputs);
+        let mut scratch = Population::new(2 * n, l, 0);
+        let mut pending = vec![0u32; n * l];
+        let mut codes = vec![0u32; n];
+        let mut counts = [0u32; 8];
+        let f: BreedFn = Self::get(&self.vary, kernels::BREED_TREES);
+        let (p, c, s) = (ptrs(&mut parents), ptrs(&mut children), ptrs(&mut scratch));
+        Self::launch(&self.vary, n, || {
+            // SAFETY: as above, for grove_breed_trees.
+            unsafe {
+                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pending.as_mut_ptr(), codes.as_mut_ptr(), counts.as_mut_ptr())
+            }
+        });
+        let bred = codes.iter().map(|&c| decode(c, mix)).collect();
+        let mut bc = BredCounts::default();
+        bc.crossovers.copy_from_slice(&counts[..4]);
+        bc.mutations.copy_from_slice(&counts[4..]);
+        (children, bred, bc)
+    }
+    fn ge_crossover(&self, parents: &Genomes, used: &[u32], pairs: &[u32], n_rows: usize, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
+        let n_pairs = pairs.len() / 2;
+        let params = ge_params(n_pairs, n_rows, parents.capacity, first_row, cfg, seed, generation).unwrap();
+        let mut out = Genomes::new(n_rows, parents.capacity);
+        let f: GeCrossoverFn = Self::get(&self.vary, kernels::GE_CROSSOVER);
+        let (oc, ol) = (out.codons.as_mut_ptr(), out.len.as_mut_ptr());
+        Self::launch(&self.vary, n_pairs, || {
+            // SAFETY: as in CudaEngine::ge_crossover.
+            unsafe { f(params, pairs.as_ptr(), parents.codons.as_ptr(), parents.len.as_ptr(), used.as_ptr(), oc, ol) }
+        });
+        out
+    }
+    fn ge_int_flip(&self, genomes: &Genomes, used: &[u32], first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
+        let params = ge_params(0, genomes.size(), genomes.capacity, first_row, cfg, seed, generation).unwrap();
+        let mut g = genomes.clone();
+        let f: GeIntFlipFn = Self::get(&self.vary, kernels::GE_INT_FLIP);
+        let (gc, gl) = (g.codons.as_mut_ptr(), g.len.as_ptr());
+        Self::launch(&self.vary, genomes.size() - first_row, || {
+            // SAFETY: as in CudaEngine::ge_int_flip.
+            unsafe { f(params, used.as_ptr(), gc, gl) }
+        });
+        g
+    }
+    fn rng_draws(&self, n: usize, seed: u64, generation: u32, purpose: Purpose, bound: u32) -> Vec<u32> {
+        let mut out = vec![0u32; 16 * n];
+        let f: RngFn = Self::get(&self.vary, kernels::RNG_DRAWS);
+        let o = out.as_mut_ptr();
+        Self::launch(&self.vary, n, || {
+            // SAFETY: out holds 16 n words.
+            unsafe { f(n as u32, seed as u32, (seed >> 32) as u32, generation, purpose as u32, bound, o) }
+        });
+        out
+    }
+    fn tournament(&self, fit: &[f64], n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32> {
+        // The pool comes from the CPU here (grove_valid_pool is a block-wide scan).
+        let mut pool = select::valid_indices(fit);
+        let n_valid = [pool.len() as u32];
+        pool.push(0);
+        let params = SelectParams {
+            n: fit.len() as u32,
+            n_slots: n_slots as u32,
+            k: k as u32,
+            distinct: distinct as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            generation,
+            ..SelectParams::default()
+        };
+        let mut w = vec![0u32; n_slots];
+        let f: TournamentFn = Self::get(&self.select, kernels::TOURNAMENT);
+        let wp = w.as_mut_ptr();
+        Self::launch(&self.select, n_slots, || {
+            // SAFETY: pool holds n_valid indices below P; w holds n_slots.
+            unsafe { f(params, fit.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), wp) }
+        });
+        w
+    }
+    fn rank(&self, fit: &[f64]) -> Vec<u32> {
+        // One thread per block: each thread stages every tile itself, so the kernel is exact.
+        let params = SelectParams { n: fit.len() as u32, ..SelectParams::default() };
+        let mut ranked = vec![u32::MAX; fit.len()];
+        let f: RankFn = Self::get(&self.select, kernels::RANK);
+        let rp = ranked.as_mut_ptr();
+        Self::launch(&self.select, fit.len(), || {
+            // SAFETY: fit and ranked hold P entries.
+            unsafe { f(params, fit.as_ptr(), rp) }
+        });
+        ranked
+    }
+    fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32> {
+        let ranked = self.rank(fit);
+        let params = SelectParams {
+            n: fit.len() as u32,
+            n_slots: n_slots as u32,
+            n_top: select::truncation_size(fit.len(), rate) as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            generation,
+            ..SelectParams::default()
+        };
+        let mut w = vec![0u32; n_slots];
+        let f: TruncationFn = Self::get(&self.select, kernels::TRUNCATION);
+        let wp = w.as_mut_ptr();
+        Self::launch(&self.select, n_slots, || {
+            // SAFETY: ranked holds P entries, n_top <= P; w holds n_slots.
+            unsafe { f(params, ranked.as_ptr(), wp) }
+        });
+        w
+    }
+}
+
+/// A `grove_breed_trees` code as a [`Bred`] (as `CudaEngine::download_bred` decodes it).
+fn decode(c: u32, mix: &BreedConfig) -> Bred {
+    let x = (c & 0xff) as usize;
+    let m = ((c >> 16) & 0xff) as usize;
+    Bred {
+        crossover: (x > 0).then(|| (mix.crossovers[x - 1].0, outcome_of((c >> 8) & 0xff).unwrap())),
+        mutation: (m > 0).then(|| (mix.mutations[m - 1].0, outcome_of(c >> 24).unwrap())),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs.
+
+/// Specs that between them reach every branch: single and multi-output, fixed constants and a
+/// range, no constants, one function per arity (no alternative for point mutation), and a
+/// tiny L where most changes are oversized.
+fn specs() -> Vec<(&'static str, VaryConfig)> {
+    let fs = vec![Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos];
+    let base = TreeSpec::new(fs.clone(), 3, 64).with_constants(&[-1.0, 0.0, 1.0]).with_const_range(-5.0, 5.0).with_depth(0, 7);
+    let multi = TreeSpec::new(fs.clone(), 2, 32).with_const_range(-1.0, 1.0).with_outputs(3, 0.1).with_depth(0, 6);
+    let vars = TreeSpec::new(vec![Op::Add, Op::Sin], 4, 48).with_depth(1, 8);
+    let tiny = TreeSpec::new(fs, 2, 9).with_constants(&[0.5, 2.0]).with_depth(0, 4);
+    let consts = TreeSpec::new(vec![Op::Mul, Op::Sub], 0, 40).with_const_range(-3.0, 3.0).with_depth(0, 6);
+    let mut out = vec![
+        ("base", VaryConfig::new(base)),
+        ("multi-output", VaryConfig { subtree_depth: (1, 4), p_point: 0.3, ..VaryConfig::new(multi) }),
+        ("variables only", VaryConfig { p_point: 0.5, ..VaryConfig::new(vars) }),
+        ("tiny L", VaryConfig { subtree_depth: (0, 5), ..VaryConfig::new(tiny) }),
+        ("constants only", VaryConfig { sigma: 1e30, p_constant: 0.9, ..VaryConfig::new(consts) }),
+    ];
+    // Subtree mutation that asks for deep trees in little room: the generator's fallbacks.
+    let deep = TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 24).with_const_range(0.0, 1.0).with_depth(2, 6).with_method(grove::program::init::InitMethod::Full);
+    out.push(("deep subtrees", VaryConfig { subtree_depth: (3, 9), ..VaryConfig::new(deep) }));
+    out
+}
+
+/// A population of `p` random trees of `cfg`'s spec, every 13th row empty.
+fn population(cfg: &VaryConfig, p: usize, seed: u64) -> Population {
+    let mut pop = init_population(&cfg.spec, p, seed).unwrap();
+    for i in (0..p).step_by(13) {
+        pop.clear(i);
+    }
+    pop
+}
+
+/// `2n` uniform parent indices below `p`.
+fn random_pairs(n: usize, p: usize, seed: u64) -> Vec<u32> {
+    let mut s = Stream::new(seed, 99, 0, Purpose::Bench);
+    (0..2 * n).map(|_| s.below(p as u32)).collect()
+}
+
+/// The first difference between two populations, as "child k, node i: field: device=.. cpu=..".
+fn first_mismatch(dev: &Population, cpu: &Population) -> Option<String> {
+    for k in 0..cpu.size() {
+        if dev.len[k] != cpu.len[k] {
+            return Some(format!("child {k}: len: device={} cpu={}", dev.len[k], cpu.len[k]));
+        }
+        for i in k * cpu.max_len..(k + 1) * cpu.max_len {
+            let node = i - k * cpu.max_len;
+            let fields = [
+                ("op", dev.op[i] as u64, cpu.op[i] as u64),
+                ("value bits", dev.value[i].to_bits() as u64, cpu.value[i].to_bits() as u64),
+                ("size", dev.size[i] as u64, cpu.size[i] as u64),
+                ("out", dev.out[i] as u64, cpu.out[i] as u64),
+            ];
+            if let Some((f, a, b)) = fields.iter().find(|(_, a, b)| a != b) {
+                return Some(format!("child {k}, node {node}: {f}: device={a:#x} cpu={b:#x} (values {} vs {})", dev.value[i], cpu.value[i]));
+            }
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// The checks, each on any device.
+
+fn rng_matches_reference(dev: &dyn Device) {
+    for (seed, generation, purpose, bound) in [(0u64, 0u32, Purpose::Select, 7u32), (0x1234_5678_9abc_def0, 17, Purpose::Mutate, 1), (u64::MAX, u32::MAX, Purpose::Crossover, u32::MAX)] {
+        let n = 1000;
+        let got = dev.rng_draws(n, seed, generation, purpose, bound);
+        for i in 0..n {
+            let mut s = Stream::new(seed, generation, i as u32, purpose);
+            let mut want = Vec::with_capacity(16);
+            want.extend((0..4).map(|_| s.next_u32()));
+            want.extend((0..4).map(|_| s.below(bound)));
+            want.extend((0..4).map(|_| s.unit_f32().to_bits()));
+            want.extend((0..4).map(|_| normal(&mut s).to_bits()));
+            assert_eq!(&got[16 * i..16 * i + 16], &want[..], "stream {i} of seed {seed:#x}, generation {generation}, {purpose:?}");
+        }
+    }
+}
+
+fn vary_ops_match_reference(dev: &dyn Device) {
+    let mut seen = std::collections::HashMap::new();
+    for (name, cfg) in specs() {
+        for seed in [1u64, 2, 3] {
+            let parents = population(&cfg, 150, seed);
+            let pairs = random_pairs(200, parents.size(), seed);
+            for op in Operator::ALL {
+                let generation = 5 + seed as u32;
+                let (got, outcomes) = dev.vary(op, &parents, &pairs, seed, generation, &cfg);
+                let mut want = Population::new(200, parents.max_len, parents.n_outputs);
+                let mut want_outcomes = Vec::new();
+                for (k, mut row) in want.rows_mut().into_iter().enumerate() {
+                    let (a, b) = (parents.tree(pairs[2 * k] as usize), parents.tree(pairs[2 * k + 1] as usize));
+                    want_outcomes.push(op.apply(a, b, &mut row, seed, generation, k, &cfg));
+                }
+                if let Some(m) = first_mismatch(&got, &want) {
+                    panic!("first mismatch: {op:?}, spec {name}, seed {seed}: {m}");
+                }
+                if let Some(k) = (0..want_outcomes.len()).find(|&k| outcomes[k] != want_outcomes[k]) {
+                    panic!("{op:?}, spec {name}, seed {seed}: child {k}: outcome device={:?} cpu={:?}", outcomes[k], want_outcomes[k]);
+                }
+                got.validate().unwrap_or_else(|e| panic!("{op:?}, spec {name}: {e}"));
+                for o in outcomes {
+                    *seen.entry((op, outcome_code(o))).or_insert(0usize) += 1;
+                }
+            }
+        }
+    }
+    // Every operator changed some child; the fallbacks happened.
+    for op in Operator::ALL {
+        assert!(seen.contains_key(&(op, 0)), "{op:?} never changed a child");
+    }
+    let count = |code: u32| seen.iter().filter(|((_, c), _)| *c == code).map(|(_, n)| n).sum::<usize>();
+    assert!(count(2) > 0, "no oversized child");
+    assert!(count(3) > 0, "no child without room for its outputs");
+    eprintln!("outcomes by (operator, code): {seen:?}");
+}
+
+fn breed_matches_reference(dev: &dyn Device) {
+    for (name, cfg) in specs() {
+        let mix = BreedConfig {
+            p_crossover: 0.7,
+            crossovers: vec![(Crossover::OnePoint, 1.0), (Crossover::LeafBiased, 2.0)],
+            p_mutation: 0.6,
+            mutations: Mutation::ALL.iter().enumerate().map(|(i, m)| (*m, (i % 3) as f32 + 0.5)).collect(),
+        };
+        for seed in [7u64, 8] {
+            let parents = population(&cfg, 200, seed);
+            let pairs = random_pairs(256, parents.size(), seed);
+            let (got, got_bred, counts) = dev.breed(&parents, &pairs, seed, 3, &cfg, &mix);
+            let mut want = Population::new(256, parents.max_len, parents.n_outputs);
+            let pair_list: Vec<[u32; 2]> = pairs.chunks(2).map(|c| [c[0], c[1]]).collect();
+            let want_bred = breed(&parents, &pair_list, &mut want, seed, 3, &cfg, &mix).unwrap();
+            if let Some(m) = first_mismatch(&got, &want) {
+                panic!("first mismatch: breed, spec {name}, seed {seed}: {m}");
+            }
+            if let Some(k) = (0..want_bred.len()).find(|&k| got_bred[k] != want_bred[k]) {
+                panic!("breed, spec {name}, seed {seed}: child {k}: device={:?} cpu={:?}", got_bred[k], want_bred[k]);
+            }
+            assert_eq!(counts, BredCounts::from_bred(&want_bred), "breed counts, spec {name}, seed {seed}");
+            got.validate().unwrap();
+        }
+    }
+}
+
+/// `p` random genomes of capacity `cap` (lengths 0..=cap) and used counts around their lengths.
+fn genomes(p: usize, cap: usize, seed: u64) -> (Genomes, Vec<u32>) {
+    let mut s = Stream::new(seed, 1, 2, Purpose::Bench);
+    let mut g = Genomes::new(p, cap);
+    let mut used = Vec::with_capacity(p);
+    for i in 0..p {
+        let len = s.below(cap as u32 + 1) as usize;
+        let row: Vec<u32> = (0..len).map(|_| s.next_u32() % 1000).collect();
+        g.set(i, &row);
+        used.push(s.below(len as u32 + 6));
+    }
+    (g, used)
+}
+
+fn ge_matches_reference(dev: &dyn Device) {
+    for (seed, cap, within_used) in [(1u64, 50usize, true), (2, 8, false), (3, 1, true)] {
+        let cfg = GeVaryConfig { crossover: 0.8, mutation: 0.1, within_used, codon_size: 1000 };
+        let (parents, used) = genomes(301, cap, seed);
+        let (p, first_row) = (parents.size(), 3);
+        let n_pairs = (p - first_row).div_ceil(2);
+        let pairs = random_pairs(n_pairs, p, seed);
+        let got = dev.ge_crossover(&parents, &used, &pairs, p, first_row, &cfg, seed, 4);
+        let mut want = Genomes::new(p, cap);
+        let (mut c0, mut c1) = (Vec::new(), Vec::new());
+        for j in 0..n_pairs {
+            let (a, b) = (pairs[2 * j] as usize, pairs[2 * j + 1] as usize);
+            let mut s = Stream::new(seed, 4, j as u32, Purpose::Crossover);
+            crossover(parents.get(a), parents.get(b), used[a], used[b], &cfg, cap, &mut s, &mut c0, &mut c1);
+            for (w, c) in [&c0, &c1].into_iter().enumerate() {
+                if first_row + 2 * j + w < p {
+                    want.set(first_row + 2 * j + w, c);
+                }
+            }
+        }
+        assert_eq!(got.len, want.len, "GE crossover lengths, seed {seed}");
+        assert_eq!(got.codons, want.codons, "GE crossover codons, seed {seed}");
+
+        let (_, child_used) = genomes(p, cap, seed + 10);
+        let got = dev.ge_int_flip(&want, &child_used, first_row, &cfg, seed, 4);
+        let mut flipped = want.clone();
+        for (k, &u) in child_used.iter().enumerate().skip(first_row) {
+            let len = flipped.len[k] as usize;
+            let row = &mut flipped.codons[k * cap..k * cap + len];
+            int_flip(row, u, &cfg, &mut Stream::new(seed, 4, k as u32, Purpose::Mutate));
+        }
+        assert_eq!(got.codons, flipped.codons, "GE int-flip, seed {seed}");
+        assert_ne!(flipped.codons, want.codons, "int-flip changed nothing");
+    }
+}
+
+/// Fitness lists with ties, NaN, infinities, signed zeros, all-invalid, and one individual.
+fn fitness_cases() -> Vec<Vec<f64>> {
+    let mut s = Stream::new(5, 0, 0, Purpose::Bench);
+    let mut big: Vec<f64> = (0..3000).map(|_| (s.below(200) as f64) * 0.25 - 10.0).collect();
+    for (i, f) in big.iter_mut().enumerate() {
+        match i % 29 {
+            0 => *f = f64::NAN,
+            1 => *f = f64::INFINITY,
+            2 => *f = -0.0,
+            3 => *f = 0.0,
+            4 => *f = f64::NEG_INFINITY,
+            _ => {}
+        }
+    }
+    vec![
+        big,
+        vec![3.0, 1.0, 2.0, 1.0, f64::NAN],
+        vec![f64::NAN, f64::INFINITY, f64::NAN],
+        vec![4.0],
+        (0..1000).map(|i| (i % 7) as f64).collect(),
+    ]
+}
+
+fn selection_matches_reference(dev: &dyn Device) {
+    for (c, fit) in fitness_cases().iter().enumerate() {
+        let pool = select::valid_indices(fit);
+        for (k, distinct) in [(1, false), (2, false), (3, false), (7, false), (2, true), (5, true), (64, true)] {
+            let slots = 2 * fit.len() + 3;
+            let got = dev.tournament(fit, slots, k, distinct, 11, 2);
+            for (s, &g) in got.iter().enumerate() {
+                let want = if distinct {
+                    select::tournament_distinct(fit, &pool, k, 11, 2, s)
+                } else {
+                    select::tournament(fit, &pool, k, 11, 2, s)
+                };
+                assert_eq!(g as usize, want, "fitness case {c}, k {k}, distinct {distinct}: slot {s}");
+            }
+        }
+        let ranked: Vec<usize> = dev.rank(fit).iter().map(|&i| i as usize).collect();
+        assert_eq!(ranked, select::elite(fit, fit.len()), "ranking of fitness case {c}");
+        for rate in [0.1, 0.5, 1.0] {
+            let got = dev.truncation(fit, 500, rate, 3, 9);
+            for (s, &g) in got.iter().enumerate() {
+                assert_eq!(g as usize, select::truncation(&ranked, rate, 3, 9, s), "truncation {rate}, fitness case {c}, slot {s}");
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tests.
+
+macro_rules! on_devices {
+    ($($check:ident),+ $(,)?) => {
+        /// On the GPU (`GROVE_TEST_GPU=1`).
+        mod gpu {
+            use super::*;
+            fn engine() -> Gpu {
+                Gpu(CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}")))
+            }
+            $(
+                #[test]
+                #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+                fn $check() {
+                    super::$check(&engine());
+                }
+            )+
+        }
+        /// The kernel sources as host C++.
+        mod emulated {
+            $(
+                #[test]
+                fn $check() {
+                    match super::emulator() {
+                        Some(e) => super::$check(e),
+                        None => eprintln!("SKIPPED {}: no g++", stringify!($check)),
+                    }
+                }
+            )+
+        }
+    };
+}
+
+on_devices!(rng_matches_reference, vary_ops_match_reference, breed_matches_reference, ge_matches_reference, selection_matches_reference);
+
+/// The valid pool's block-wide scan, which the emulator cannot run: tournaments of size 1 over
+/// fitness with invalid individuals pick only valid ones, uniformly, in the CPU's order.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn valid_pool_matches_reference_at_every_size() {
+    let gpu = Gpu(CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}")));
+    for n in [1usize, 2, 1023, 1024, 1025, 4097, 100_000] {
+        let fit: Vec<f64> = (0..n).map(|i| if i % 3 == 1 { f64::NAN } else { (i % 11) as f64 }).collect();
+        let pool = select::valid_indices(&fit);
+        let got = gpu.tournament(&fit, 5000, 1, false, 1, 1);
+        for (s, &g) in got.iter().enumerate() {
+            assert_eq!(g as usize, select::tournament(&fit, &pool, 1, 1, 1, s), "P = {n}, slot {s}");
+        }
+    }
+}
+
+/// A toy fitness: distance of the length from 12 plus a little of the first value; empty
+/// trees are invalid (NaN).
+fn toy_fitness(pop: &Population) -> Vec<f64> {
+    (0..pop.size())
+        .map(|i| {
+            let t = pop.tree(i);
+            if t.is_empty() { f64::NAN } else { (t.len() as f64 - 12.0).abs() + 1e-3 * t.value[0] as f64 }
+        })
+        .collect()
+}
+
+/// Generations as `run_trees` makes them (tournament, breed, elites), with the population
+/// staying on the device: only fitness goes up and, for the comparison, the population comes
+/// back. Children are double-buffered: two device populations swapped each generation.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn device_resident_generations_match_run_trees() {
+    let e = CudaEngine::new().unwrap_or_else(|err| panic!("GROVE_TEST_GPU=1 but {err}"));
+    let (p, n_elite, k, seed) = (300usize, 2usize, 3usize, 21u64);
+    let mix = BreedConfig {
+        p_crossover: 0.9,
+        crossovers: vec![(Crossover::OnePoint, 1.0), (Crossover::LeafBiased, 1.0)],
+        p_mutation: 0.5,
+        mutations: Mutation::ALL.iter().map(|m| (*m, 1.0)).collect(),
+    };
+    for (name, cfg) in specs() {
+        let mut cpu = population(&cfg, p, seed);
+        let mut a = e.upload_population(&cpu).unwrap();
+        let mut b = e.alloc_population(p, cpu.max_len, cpu.n_outputs).unwrap();
+        for gen in 1..=6u32 {
+            let fit = toy_fitness(&cpu);
+            // CPU: as run_trees.
+            let pool = select::valid_indices(&fit);
+            let elite = select::elite(&fit, n_elite);
+            let pairs: Vec<[u32; 2]> = (0..p)
+                .map(|c| [select::tournament(&fit, &pool, k, seed, gen, 2 * c) as u32, select::tournament(&fit, &pool, k, seed, gen, 2 * c + 1) as u32])
+                .collect();
+            let mut next = Population::new(p, cpu.max_len, cpu.n_outputs);
+            breed(&cpu, &pairs, &mut next, seed, gen, &cfg, &mix).unwrap();
+            for (r, &i) in elite.iter().enumerate() {
+                next.copy_row(r, &cpu, i);
+            }
+            // GPU: the same steps on device buffers.
+            let dfit = e.upload_fitness(&fit).unwrap();
+            let winners = e.select_tournament(&dfit, 2 * p, k, false, seed, gen).unwrap();
+            let bred = e.breed_trees(&a, &winners, &mut b, seed, gen, &cfg, &mix).unwrap();
+            let ranked = e.rank(&dfit).unwrap();
+            e.gather_trees(&a, &ranked, n_elite, &mut b).unwrap();
+            std::mem::swap(&mut a, &mut b);
+            let got = e.download_population(&a).unwrap();
+            if let Some(m) = first_mismatch(&got, &next) {
+                panic!("first mismatch: spec {name}, generation {gen}: {m}");
+            }
+            let counts = e.bred_counts(&bred).unwrap();
+            eprintln!("{name}, generation {gen}: {} oversized", counts.oversized());
+            cpu = next;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Selection pressure on the CPU reference (which the GPU equals).
+
+/// `wins` of `n` Bernoulli trials at `p`, within 4.5 binomial standard deviations (a false
+/// alarm about once in 150,000 runs; the streams are fixed, so it is either always or never).
+fn assert_rate(what: &str, wins: usize, n: usize, p: f64) {
+    let sd = (n as f64 * p * (1.0 - p)).sqrt();
+    let dev = (wins as f64 - n as f64 * p).abs();
+    assert!(dev <= 4.5 * sd, "{what}: {wins} of {n}, expected {:.1} ± {:.1} (4.5 SD = {:.1})", n as f64 * p, sd, 4.5 * sd);
+}
+
+#[test]
+fn binary_tournament_picks_the_better_at_the_expected_rate() {
+    // Population of two distinct fitnesses: with replacement, the better wins unless both
+    // draws are the worse one: 3/4. Without replacement it always wins.
+    let fit = [2.0, 1.0];
+    let pool = select::valid_indices(&fit);
+    let n = 20_000;
+    let wins = (0..n).filter(|&s| select::tournament(&fit, &pool, 2, 42, 1, s) == 1).count();
+    assert_rate("k = 2 with replacement", wins, n, 0.75);
+    assert!((0..1000).all(|s| select::tournament_distinct(&fit, &pool, 2, 42, 1, s) == 1));
+    // Among m ranked individuals, size 2 with replacement picks rank r (0 best) with
+    // probability ((m - r)² - (m - r - 1)²) / m²; without replacement 2 (m - 1 - r) / (m (m - 1)).
+    let m = 10;
+    let fit: Vec<f64> = (0..m).map(|i| i as f64).collect();
+    let pool = select::valid_indices(&fit);
+    let mut with = vec![0usize; m];
+    let mut without = vec![0usize; m];
+    for s in 0..n {
+        with[select::tournament(&fit, &pool, 2, 5, 2, s)] += 1;
+        without[select::tournament_distinct(&fit, &pool, 2, 5, 2, s)] += 1;
+    }
+    for r in 0..m {
+        let (a, b) = ((m - r) as f64, (m - r - 1) as f64);
+        assert_rate(&format!("rank {r} with replacement"), with[r], n, (a * a - b * b) / (m * m) as f64);
+        assert_rate(&format!("rank {r} without replacement"), without[r], n, 2.0 * b / (m * (m - 1)) as f64);
+    }
+}
