@@ -141,9 +141,9 @@ impl Backend {
     /// Puts a classification data set where this backend reads it (once per run): features
     /// `x` `[n_features][n_rows]` (f32, feature-major) and `labels` `[n_rows]`, each `< n_classes`.
     ///
-    /// On CUDA the data stays on the host and [`Backend::classification_sums`] runs the CPU
-    /// reference, unless `GROVE_CLASSIFY_KERNEL=1` opts in to `kernels/classify.cu` (until its
-    /// parity test has passed on a GPU; then the kernel becomes the default).
+    /// On CUDA the data goes to the device and [`Backend::classification_sums`] runs
+    /// `kernels/classify.cu` (parity: `classify_matches_reference` in `tests/cuda_eval.rs`);
+    /// `GROVE_CLASSIFY_KERNEL=0` keeps the data on the host and runs the CPU reference instead.
     pub fn classification_data<'d>(&self, x: &'d [f32], labels: &'d [u32], n_rows: usize, n_classes: usize) -> Result<ClassData<'d>> {
         anyhow::ensure!(labels.len() == n_rows && n_rows > 0, "{} labels for {n_rows} rows", labels.len());
         anyhow::ensure!(x.len() % n_rows == 0, "{} feature values do not fill {n_rows} rows", x.len());
@@ -169,17 +169,17 @@ impl Backend {
         }
     }
 
-    /// True when classification fitness runs on the CPU although this backend is CUDA (the
-    /// classification kernel is opt-in for now); the command says so.
+    /// True when classification fitness runs on the CPU although this backend is CUDA
+    /// (`GROVE_CLASSIFY_KERNEL=0`); the command says so.
     pub fn classification_on_host(&self) -> bool {
         matches!(self, Backend::Cuda(_)) && !classify_kernel_opted_in()
     }
 }
 
-/// `GROVE_CLASSIFY_KERNEL=1`: classification fitness on CUDA runs `kernels/classify.cu`
-/// (temporary opt-in until its parity test has run on a GPU).
+/// Classification fitness on CUDA runs `kernels/classify.cu` unless `GROVE_CLASSIFY_KERNEL=0`
+/// (the CPU reference, for comparisons).
 fn classify_kernel_opted_in() -> bool {
-    std::env::var("GROVE_CLASSIFY_KERNEL").is_ok_and(|v| v == "1")
+    std::env::var("GROVE_CLASSIFY_KERNEL").map_or(true, |v| v != "0")
 }
 
 /// A classification data set as a backend reads it.

@@ -299,7 +299,7 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
     let n_outputs = if settings.binary { 0 } else { k };
     let backend = crate::backend::Backend::open(settings.device, quiet)?;
     if backend.classification_on_host() && !quiet {
-        eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=1 tries kernels/classify.cu)");
+        eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }
     let data = backend.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
     let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();

@@ -10,8 +10,8 @@
 //! order, so results are reproducible for a given launch shape.
 //!
 //! Not yet tuned: buffers are allocated per call (regression keeps them in the engine), one
-//! point per thread per pass. `Backend::classification_sums` calls this only with
-//! `GROVE_CLASSIFY_KERNEL=1` until the parity test has passed on a GPU.
+//! point per thread per pass. `Backend::classification_sums` calls this on CUDA unless
+//! `GROVE_CLASSIFY_KERNEL=0`.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
