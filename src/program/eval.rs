@@ -40,7 +40,7 @@
 //! same whatever the thread count.
 
 mod bench;
-mod fastmath;
+pub(crate) mod fastmath;
 
 use std::fmt;
 
