@@ -84,9 +84,7 @@ impl BlockFold for ClassFold<'_> {
                 }
                 None => {
                     // Binary mode's fixed logit 0 for class 0 (k == 0: m is still −inf).
-                    for j in 0..len {
-                        m[j] = 0.0;
-                    }
+                    m[..len].fill(0.0);
                 }
             }
         }

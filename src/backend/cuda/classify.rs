@@ -49,6 +49,9 @@ impl std::fmt::Debug for DeviceClassData {
 /// arrays), with room to spare.
 pub const CLASSIFY_DYNAMIC_SMEM: usize = 36 * 1024;
 
+// 254 classes (the most) fit with 32 threads.
+const _: () = assert!((254 + 254 * 32) * 4 <= CLASSIFY_DYNAMIC_SMEM);
+
 /// Threads per block: the most of 128, 64, 32 whose dynamic shared memory (`n_classes`
 /// counters and `n_outputs` slots per thread, 4 bytes each) fits [`CLASSIFY_DYNAMIC_SMEM`]
 /// (32 threads always fit: 254 classes take 33.5 KiB).
@@ -194,7 +197,6 @@ mod tests {
         assert_eq!(classify_threads(3, 3), 128);
         assert_eq!(classify_threads(100, 100), 64);
         assert_eq!(classify_threads(254, 254), 32);
-        assert!((254 + 254 * 32) * 4 <= CLASSIFY_DYNAMIC_SMEM);
         assert_eq!(classify_tile(1, 128), 128);
         assert_eq!(classify_tile(1797, 128), 1024);
         assert_eq!(classify_tile(300, 64), 320);
