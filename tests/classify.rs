@@ -252,3 +252,29 @@ fn binary_mode_uses_one_output_and_its_sign() {
     assert!(r["train"]["accuracy"].as_f64().unwrap() > 0.8, "{}", r["train"]);
     assert_eq!(r["test"]["confusion"].as_array().unwrap().len(), 2);
 }
+
+#[test]
+fn label_names_any_column_of_a_file() {
+    // The class is the first column, as text; the features follow.
+    let body: String = (0..40).fold("kind,a,b\n".to_string(), |s, i| {
+        let kind = if i % 2 == 0 { "small" } else { "large" };
+        s + &format!("{kind},{},{}\n", i % 2 * 10 + i % 3, i % 5)
+    });
+    let f = temp_file("kinds.csv", &body);
+    let report = temp_file("kinds.json", "");
+    let out = grove(&[
+        "classify", "--data", f.to_str().unwrap(), "--label", "kind", "--pop", "100", "--gens", "3", "--device", "cpu", "-q",
+        "--report", report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["classes"], serde_json::json!(["large", "small"]));
+    assert_eq!(r["model"]["features"], serde_json::json!(["a", "b"]));
+    assert_eq!(r["model"]["target"], "kind");
+    // `a` alone separates the classes (≥ 10 against ≤ 2): three generations find it.
+    assert_eq!(r["test"]["accuracy"], 1.0, "{}", r["test"]);
+    // Without --label the last column (numeric features only) is taken as the class column.
+    let out = grove(&["classify", "--data", f.to_str().unwrap(), "--pop", "10", "--gens", "1", "--device", "cpu", "-q"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("column 1 (kind): `small` is not a finite number"), "{}", text(&out.stderr));
+}

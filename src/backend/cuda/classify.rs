@@ -44,11 +44,21 @@ impl std::fmt::Debug for DeviceClassData {
     }
 }
 
-/// Threads per block: the most of 128, 64, 32 whose shared memory (`n_classes` counters and
-/// `n_outputs` slots per thread, 4 bytes each) fits the default 48 KiB.
+/// Dynamic shared memory a classification block may use: the 48 KiB a launch gets without
+/// opting in, less the kernel's static shared memory (the staged tree, 8 KiB, and the reduction
+/// arrays), with room to spare.
+pub const CLASSIFY_DYNAMIC_SMEM: usize = 36 * 1024;
+
+// 254 classes (the most) fit with 32 threads.
+const _: () = assert!((254 + 254 * 32) * 4 <= CLASSIFY_DYNAMIC_SMEM);
+
+/// Threads per block: the most of 128, 64, 32 whose dynamic shared memory (`n_classes`
+/// counters and `n_outputs` slots per thread, 4 bytes each) fits [`CLASSIFY_DYNAMIC_SMEM`]
+/// (32 threads always fit: 254 classes take 33.5 KiB).
 pub fn classify_threads(n_classes: usize, n_outputs: usize) -> u32 {
-    [128u32, 64, 32].into_iter().find(|&t| (n_classes + n_outputs * t as usize) * 4 <= 48 * 1024).unwrap_or(32)
+    [128u32, 64, 32].into_iter().find(|&t| (n_classes + n_outputs * t as usize) * 4 <= CLASSIFY_DYNAMIC_SMEM).unwrap_or(32)
 }
+
 
 /// Points per block (a multiple of `threads`): up to 8 passes of the block, fewer for small data.
 pub fn classify_tile(n_rows: usize, threads: u32) -> u32 {
@@ -175,5 +185,20 @@ impl CudaEngine {
                 bad: s.bad as u64,
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn launch_shapes_fit_shared_memory_and_cover_the_rows() {
+        assert_eq!(classify_threads(3, 3), 128);
+        assert_eq!(classify_threads(100, 100), 64);
+        assert_eq!(classify_threads(254, 254), 32);
+        assert_eq!(classify_tile(1, 128), 128);
+        assert_eq!(classify_tile(1797, 128), 1024);
+        assert_eq!(classify_tile(300, 64), 320);
     }
 }
