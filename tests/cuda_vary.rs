@@ -46,6 +46,9 @@ trait Device {
     fn rank(&self, fit: &[f64]) -> Vec<u32>;
     /// `n_slots` truncation selections.
     fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32>;
+    /// `n_slots` epsilon-lexicase selections, the pool from `fit`.
+    #[allow(clippy::too_many_arguments)]
+    fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32>;
 }
 
 struct Gpu(CudaEngine);
@@ -103,6 +106,12 @@ impl Device for Gpu {
         let ranked = e.rank(&f).unwrap();
         e.download_indices(&e.select_truncation(&ranked, n_slots, rate, seed, generation).unwrap()).unwrap()
     }
+    fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+        let e = &self.0;
+        let f = e.upload_fitness(fit).unwrap();
+        let d = e.upload_errors(errors, n_cases).unwrap();
+        e.download_indices(&e.select_lexicase(&d, &f, eps, n_slots, seed, generation).unwrap()).unwrap()
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -135,6 +144,7 @@ type RngFn = unsafe extern "C" fn(u32, u32, u32, u32, u32, u32, *mut u32);
 type TournamentFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *const u32, *mut u32);
 type RankFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u32);
 type TruncationFn = unsafe extern "C" fn(SelectParams, *const u32, *mut u32);
+type LexicaseFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *mut u32, *mut u32, *mut u32);
 type SetThreadFn = unsafe extern "C" fn(u32, u32, u32);
 
 struct Emulator {
@@ -336,6 +346,38 @@ impl Device for Emulator {
         Self::launch(&self.select, n_slots, || {
             // SAFETY: ranked holds P entries, n_top <= P; w holds n_slots.
             unsafe { f(params, ranked.as_ptr(), wp) }
+        });
+        w
+    }
+    fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+        self.lexicase_emulated(errors, n_cases, eps, fit, n_slots, seed, generation)
+    }
+}
+
+impl Emulator {
+    /// The lexicase kernel with the CPU's pool (grove_valid_pool is a block-wide scan).
+    #[allow(clippy::too_many_arguments)]
+    fn lexicase_emulated(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+        let mut pool = select::valid_indices(fit);
+        let n_valid = [pool.len() as u32];
+        pool.push(0);
+        let params = SelectParams {
+            n: fit.len() as u32,
+            n_slots: n_slots as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            generation,
+            n_cases: n_cases as u32,
+            ..SelectParams::default()
+        };
+        let mut order = vec![0u32; n_slots * n_cases];
+        let mut cand = vec![0u32; n_slots * fit.len()];
+        let mut w = vec![0u32; n_slots];
+        let f: LexicaseFn = Self::get(&self.select, kernels::LEXICASE);
+        let (op, cp, wp) = (order.as_mut_ptr(), cand.as_mut_ptr(), w.as_mut_ptr());
+        Self::launch(&self.select, n_slots, || {
+            // SAFETY: errors P × C, eps C, pool n_valid entries, order and cand a row per slot.
+            unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), op, cp, wp) }
         });
         w
     }
@@ -597,6 +639,29 @@ fn selection_matches_reference(dev: &dyn Device) {
     }
 }
 
+fn lexicase_matches_reference(dev: &dyn Device) {
+    let mut s = Stream::new(8, 0, 0, Purpose::Bench);
+    for (p, n_cases, coarse) in [(200usize, 30usize, true), (300, 5, false), (7, 1, true), (50, 64, false)] {
+        // Coarse errors tie often (long filters); fine ones separate quickly. Some NaN.
+        let errors: Vec<f64> = (0..p * n_cases)
+            .map(|i| match (i % 97, coarse) {
+                (0, _) => f64::NAN,
+                (_, true) => s.below(4) as f64,
+                (_, false) => s.unit_f64() * 10.0,
+            })
+            .collect();
+        let fit: Vec<f64> = (0..p).map(|i| if i % 11 == 3 { f64::INFINITY } else { errors[i * n_cases..(i + 1) * n_cases].iter().sum() }).collect();
+        let pool = select::valid_indices(&fit);
+        for eps in [select::lexicase_epsilons(&errors, n_cases, &pool), vec![0.0; n_cases]] {
+            let got = dev.lexicase(&errors, n_cases, &eps, &fit, 2 * p, 13, 6);
+            for (slot, &g) in got.iter().enumerate() {
+                let want = select::epsilon_lexicase(&errors, n_cases, &eps, &pool, 13, 6, slot);
+                assert_eq!(g as usize, want, "P {p}, {n_cases} cases, eps {:?}..: slot {slot}", &eps[..eps.len().min(3)]);
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The tests.
 
@@ -631,7 +696,14 @@ macro_rules! on_devices {
     };
 }
 
-on_devices!(rng_matches_reference, vary_ops_match_reference, breed_matches_reference, ge_matches_reference, selection_matches_reference);
+on_devices!(
+    rng_matches_reference,
+    vary_ops_match_reference,
+    breed_matches_reference,
+    ge_matches_reference,
+    selection_matches_reference,
+    lexicase_matches_reference,
+);
 
 /// The valid pool's block-wide scan, which the emulator cannot run: tournaments of size 1 over
 /// fitness with invalid individuals pick only valid ones, uniformly, in the CPU's order.

@@ -150,6 +150,8 @@ pub const TOURNAMENT: &str = "grove_tournament";
 pub const RANK: &str = "grove_rank";
 /// Truncation selection.
 pub const TRUNCATION: &str = "grove_truncation";
+/// Epsilon-lexicase selection.
+pub const LEXICASE: &str = "grove_lexicase";
 /// Most contestants of a tournament without replacement (`GROVE_MAX_DISTINCT` in select.cu).
 pub const MAX_DISTINCT: usize = 64;
 /// Threads of the pool kernel's single block (`GROVE_POOL_THREADS` in select.cu).
@@ -166,7 +168,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
     v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP)]);
     v.extend([VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
-    v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION].map(|k| (k, SELECT)));
+    v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
     v
 }
 
@@ -460,8 +462,8 @@ pub struct SelectParams {
     pub seed_hi: u32,
     /// The generation selected for.
     pub generation: u32,
-    /// Always 0.
-    pub reserved: u32,
+    /// Lexicase: cases (columns of the error matrix).
+    pub n_cases: u32,
 }
 
 const _: () = assert!(size_of::<VaryParams>() == 296);
@@ -522,5 +524,5 @@ layout! {
         n_pairs, capacity, first_row, n_rows, seed_lo, seed_hi, generation, within_used, p_crossover, p_mutation,
         codon_size, reserved
     },
-    SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, reserved },
+    SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
 }
