@@ -15,7 +15,7 @@
 //!   run this way (the valid pool's block-wide scan) are checked on the GPU only.
 
 use grove::backend::cuda::kernels::{self, GeParams, SelectParams, VaryParams};
-use grove::backend::cuda::vary::{BredCounts, ge_params, outcome_code, outcome_of, vary_params};
+use grove::backend::cuda::vary::{BredCounts, decode_bred, ge_params, outcome_code, outcome_of, vary_params};
 use grove::backend::cuda::CudaEngine;
 use grove::genome::vary::{GeVaryConfig, crossover, int_flip};
 use grove::genome::Genomes;
@@ -254,11 +254,8 @@ impl Device for Emulator {
                 f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pending.as_mut_ptr(), codes.as_mut_ptr(), counts.as_mut_ptr())
             }
         });
-        let bred = codes.iter().map(|&c| decode(c, mix)).collect();
-        let mut bc = BredCounts::default();
-        bc.crossovers.copy_from_slice(&counts[..4]);
-        bc.mutations.copy_from_slice(&counts[4..]);
-        (children, bred, bc)
+        let bred = codes.iter().map(|&c| decode_bred(c, mix).unwrap()).collect();
+        (children, bred, BredCounts::from_raw(&counts))
     }
     fn ge_crossover(&self, parents: &Genomes, used: &[u32], pairs: &[u32], n_rows: usize, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
         let n_pairs = pairs.len() / 2;
@@ -380,16 +377,6 @@ impl Emulator {
             unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), op, cp, wp) }
         });
         w
-    }
-}
-
-/// A `grove_breed_trees` code as a [`Bred`] (as `CudaEngine::download_bred` decodes it).
-fn decode(c: u32, mix: &BreedConfig) -> Bred {
-    let x = (c & 0xff) as usize;
-    let m = ((c >> 16) & 0xff) as usize;
-    Bred {
-        crossover: (x > 0).then(|| (mix.crossovers[x - 1].0, outcome_of((c >> 8) & 0xff).unwrap())),
-        mutation: (m > 0).then(|| (mix.mutations[m - 1].0, outcome_of(c >> 24).unwrap())),
     }
 }
 

@@ -85,6 +85,13 @@ impl BredCounts {
     pub fn oversized(&self) -> u32 {
         self.crossovers[2] + self.mutations[2]
     }
+    /// Counts as `grove_breed_trees` leaves them: crossover outcomes, then mutation outcomes.
+    pub fn from_raw(counts: &[u32]) -> Self {
+        let mut c = Self::default();
+        c.crossovers.copy_from_slice(&counts[..4]);
+        c.mutations.copy_from_slice(&counts[4..8]);
+        c
+    }
     /// Counts from per-child results (the CPU side's, for comparison).
     pub fn from_bred(bred: &[Bred]) -> Self {
         let mut c = Self::default();
@@ -116,6 +123,28 @@ pub fn outcome_of(code: u32) -> Result<Outcome> {
         .get(code as usize)
         .copied()
         .ok_or_else(|| GpuError::Input(format!("vary kernel returned outcome {code}")))
+}
+
+/// One `grove_breed_trees` code as a [`Bred`], the operators named from `mix`'s lists:
+/// `(crossover entry + 1 or 0) | crossover outcome << 8 | (mutation entry + 1 or 0) << 16 |
+/// mutation outcome << 24`.
+pub fn decode_bred(code: u32, mix: &BreedConfig) -> Result<Bred> {
+    let entry = |e: u32, len: usize| -> Result<Option<usize>> {
+        match e {
+            0 => Ok(None),
+            e if (e as usize) <= len => Ok(Some(e as usize - 1)),
+            e => Err(GpuError::Input(format!("{BREED_TREES} returned operator entry {e} of {len}"))),
+        }
+    };
+    let crossover: Option<(Crossover, Outcome)> = match entry(code & 0xff, mix.crossovers.len())? {
+        Some(i) => Some((mix.crossovers[i].0, outcome_of((code >> 8) & 0xff)?)),
+        None => None,
+    };
+    let mutation: Option<(Mutation, Outcome)> = match entry((code >> 16) & 0xff, mix.mutations.len())? {
+        Some(i) => Some((mix.mutations[i].0, outcome_of(code >> 24)?)),
+        None => None,
+    };
+    Ok(Bred { crossover, mutation })
 }
 
 /// Buffers the tree kernels work in, kept by the engine and grown as needed: a population of
@@ -417,10 +446,7 @@ impl CudaEngine {
     /// The outcome counts of a [`Self::breed_trees`] call (8 numbers read back).
     pub fn bred_counts(&self, bred: &DeviceBred) -> Result<BredCounts> {
         let c = self.stream.clone_dtoh(&bred.counts).during(|| "reading breeding counts".into())?;
-        let mut out = BredCounts::default();
-        out.crossovers.copy_from_slice(&c[..4]);
-        out.mutations.copy_from_slice(&c[4..8]);
-        Ok(out)
+        Ok(BredCounts::from_raw(&c))
     }
 
     /// What happened to each child of a [`Self::breed_trees`] call with mix `mix`, as
@@ -430,29 +456,7 @@ impl CudaEngine {
             return Ok(Vec::new());
         }
         let codes = self.stream.clone_dtoh(&bred.codes).during(|| "reading breeding codes".into())?;
-        let entry = |e: u32, len: usize| -> Result<Option<usize>> {
-            match e {
-                0 => Ok(None),
-                e if (e as usize) <= len => Ok(Some(e as usize - 1)),
-                e => Err(GpuError::Input(format!("{BREED_TREES} returned operator entry {e} of {len}"))),
-            }
-        };
-        codes[..bred.n]
-            .iter()
-            .map(|&c| {
-                let x = entry(c & 0xff, mix.crossovers.len())?;
-                let m = entry((c >> 16) & 0xff, mix.mutations.len())?;
-                let crossover: Option<(Crossover, Outcome)> = match x {
-                    Some(i) => Some((mix.crossovers[i].0, outcome_of((c >> 8) & 0xff)?)),
-                    None => None,
-                };
-                let mutation: Option<(Mutation, Outcome)> = match m {
-                    Some(i) => Some((mix.mutations[i].0, outcome_of(c >> 24)?)),
-                    None => None,
-                };
-                Ok(Bred { crossover, mutation })
-            })
-            .collect()
+        codes[..bred.n].iter().map(|&c| decode_bred(c, mix)).collect()
     }
 
     /// Row `r` of `dst` becomes row `idx[r]` of `src`, for `r < n` (elites: `idx` a ranking).
