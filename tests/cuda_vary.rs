@@ -15,7 +15,7 @@
 //!   run this way (the valid pool's block-wide scan) are checked on the GPU only.
 
 use grove::backend::cuda::kernels::{self, GeParams, SelectParams, VaryParams};
-use grove::backend::cuda::vary::{BredCounts, decode_bred, ge_params, outcome_code, outcome_of, vary_params};
+use grove::backend::cuda::vary::{BredCounts, UsedCodons, decode_bred, ge_params, outcome_code, outcome_of, vary_params};
 use grove::backend::cuda::CudaEngine;
 use grove::genome::vary::{GeVaryConfig, crossover, int_flip};
 use grove::genome::Genomes;
@@ -76,14 +76,14 @@ impl Device for Gpu {
         let du = e.stream().clone_htod(used).unwrap();
         let idx = e.upload_indices(pairs, parents.size()).unwrap();
         let mut dc = e.alloc_genomes(n_rows, parents.capacity).unwrap();
-        e.ge_crossover(&dp, &du, &idx, &mut dc, first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
+        e.ge_crossover(&dp, UsedCodons::Counts(&du), &idx, &mut dc, first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
         e.download_genomes(&dc).unwrap()
     }
     fn ge_int_flip(&self, genomes: &Genomes, used: &[u32], first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
         let e = &self.0;
         let mut dg = e.upload_genomes(genomes).unwrap();
         let du = e.stream().clone_htod(used).unwrap();
-        e.ge_int_flip(&mut dg, &du, first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
+        e.ge_int_flip(&mut dg, UsedCodons::Counts(&du), first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
         e.download_genomes(&dg).unwrap()
     }
     fn rng_draws(&self, n: usize, seed: u64, generation: u32, purpose: Purpose, bound: u32) -> Vec<u32> {
@@ -765,6 +765,75 @@ fn device_resident_generations_match_run_trees() {
             eprintln!("{name}, generation {gen}: {} oversized", counts.oversized());
             cpu = next;
         }
+    }
+}
+
+/// GE generations as `run_grammar` makes them (map, tournament, crossover within the parents'
+/// used codons, map the children, int-flip within theirs, elites), on the device: the used
+/// codons are read from the mapper's results in place ([`UsedCodons::Mapped`]).
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn device_resident_ge_generations_match_run_grammar() {
+    use grove::backend::cuda::MapLaunch;
+    use grove::genome::{MapConfig, Mapper};
+    let e = CudaEngine::new().unwrap_or_else(|err| panic!("GROVE_TEST_GPU=1 but {err}"));
+    let shape = grove::grammar::DatasetShape { n_vars: Some(3), n_is: None, n_os: None };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars/regression.bnf");
+    let loaded = grove::grammar::load(&path, &shape).unwrap();
+    let table = &loaded.table;
+    let (p, cap, n_elite, k, seed, max_derivation) = (400usize, 120usize, 3usize, 3usize, 17u64, 4096usize);
+    let map_cfg = MapConfig { max_wraps: 1, ..MapConfig::default() };
+    let vary = GeVaryConfig { crossover: 0.9, mutation: 0.05, within_used: true, codon_size: 256 };
+    let (mut cpu, _) = genomes(p, cap, seed);
+    let mut mapper = Mapper::new(table, map_cfg).with_max_derivation(max_derivation);
+    let mut a = e.upload_genomes(&cpu).unwrap();
+    let mut b = e.alloc_genomes(p, cap).unwrap();
+    let mut out_a = e.alloc_map_output(p, max_derivation).unwrap();
+    let mut out_b = e.alloc_map_output(p, max_derivation).unwrap();
+    let launch = MapLaunch::default();
+    for gen in 1..=5u32 {
+        // CPU, as run_grammar.
+        let mapped: Vec<_> = (0..p).map(|i| mapper.map(cpu.get(i))).collect();
+        let used: Vec<u32> = mapped.iter().map(|m| m.used_codons).collect();
+        let fit: Vec<f64> = mapped.iter().map(|m| if m.valid() { (m.nodes as f64 - 20.0).abs() } else { f64::NAN }).collect();
+        let pool = select::valid_indices(&fit);
+        let elite = select::elite(&fit, n_elite);
+        let mut next = Genomes::new(p, cap);
+        for (r, &i) in elite.iter().enumerate() {
+            next.set(r, cpu.get(i));
+        }
+        let n_pairs = (p - n_elite).div_ceil(2);
+        let (mut c0, mut c1) = (Vec::new(), Vec::new());
+        for j in 0..n_pairs {
+            let x = select::tournament(&fit, &pool, k, seed, gen, 2 * j);
+            let y = select::tournament(&fit, &pool, k, seed, gen, 2 * j + 1);
+            let mut s = Stream::new(seed, gen, j as u32, Purpose::Crossover);
+            crossover(cpu.get(x), cpu.get(y), used[x], used[y], &vary, cap, &mut s, &mut c0, &mut c1);
+            let k0 = n_elite + 2 * j;
+            for (c, row) in [(&mut c0, k0), (&mut c1, k0 + 1)] {
+                let u = mapper.map(c).used_codons.min(c.len() as u32);
+                int_flip(c, u, &vary, &mut Stream::new(seed, gen, row as u32, Purpose::Mutate));
+                if row < p {
+                    next.set(row, c);
+                }
+            }
+        }
+        // GPU, on device buffers.
+        e.map_launch(table, &a, &map_cfg, &mut out_a, &launch).unwrap();
+        let dfit = e.upload_fitness(&fit).unwrap();
+        let winners = e.select_tournament(&dfit, 2 * n_pairs, k, false, seed, gen).unwrap();
+        e.ge_crossover(&a, UsedCodons::Mapped(&out_a), &winners, &mut b, n_elite, &vary, seed, gen).unwrap();
+        e.map_launch(table, &b, &map_cfg, &mut out_b, &launch).unwrap();
+        e.ge_int_flip(&mut b, UsedCodons::Mapped(&out_b), n_elite, &vary, seed, gen).unwrap();
+        let ranked = e.rank(&dfit).unwrap();
+        e.gather_genomes(&a, &ranked, n_elite, &mut b).unwrap();
+        std::mem::swap(&mut a, &mut b);
+        let got = e.download_genomes(&a).unwrap();
+        if let Some(i) = (0..p).find(|&i| got.get(i) != next.get(i)) {
+            panic!("generation {gen}: genome {i}: gpu={:?} cpu={:?}", got.get(i), next.get(i));
+        }
+        assert_eq!(got.codons, next.codons, "generation {gen}: padding");
+        cpu = next;
     }
 }
 

@@ -436,8 +436,9 @@ pub struct GeParams {
     pub p_mutation: f32,
     /// `GeVaryConfig::codon_size`.
     pub codon_size: u32,
-    /// Always 0.
-    pub reserved: u32,
+    /// Genome `i`'s used codons are `used[i * used_stride]`: 1 for a plain array, 5 for the
+    /// `used_codons` of [`MapOut`] records.
+    pub used_stride: u32,
 }
 
 /// Parameters of the selection kernels (`GroveSelectParams` in select.cu).
@@ -522,7 +523,7 @@ layout! {
     },
     GeParams {
         n_pairs, capacity, first_row, n_rows, seed_lo, seed_hi, generation, within_used, p_crossover, p_mutation,
-        codon_size, reserved
+        codon_size, used_stride
     },
     SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
 }
