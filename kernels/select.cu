@@ -26,7 +26,7 @@ struct GroveSelectParams {
     unsigned seed_lo;
     unsigned seed_hi;
     unsigned generation;
-    unsigned reserved;     // 0
+    unsigned n_cases;      // lexicase: cases (columns of errors)
 };
 static_assert(sizeof(GroveSelectParams) == 40, "GroveSelectParams must match SelectParams");
 static_assert(GROVE_OFFSETOF(GroveSelectParams, n) == 0, "layout");
@@ -38,7 +38,7 @@ static_assert(GROVE_OFFSETOF(GroveSelectParams, n_top) == 20, "layout");
 static_assert(GROVE_OFFSETOF(GroveSelectParams, seed_lo) == 24, "layout");
 static_assert(GROVE_OFFSETOF(GroveSelectParams, seed_hi) == 28, "layout");
 static_assert(GROVE_OFFSETOF(GroveSelectParams, generation) == 32, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, reserved) == 36, "layout");
+static_assert(GROVE_OFFSETOF(GroveSelectParams, n_cases) == 36, "layout");
 
 // select::key: NaN reads as +inf.
 __device__ __forceinline__ double grove_key(double f) {
@@ -155,4 +155,42 @@ extern "C" __global__ void grove_truncation(GroveSelectParams p, const unsigned*
     if (s >= p.n_slots) return;
     GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + s, GROVE_PURPOSE_SELECT);
     winners[s] = ranked[grove_below(rng, p.n_top)];
+}
+
+// select::epsilon_lexicase for slot slot_offset + s, stream (seed, generation, slot, Select):
+// errors [P x n_cases] f64, eps [n_cases] (select::lexicase_epsilons, from the host), the pool
+// as grove_valid_pool leaves it. Thread s keeps its candidates in cand[s * P ..] (filtered in
+// place, order kept, as Vec::retain) and its case order in order[s * n_cases ..]; winners[s].
+extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* errors, const double* eps,
+                                          const unsigned* pool, const unsigned* n_valid, unsigned* order,
+                                          unsigned* cand, unsigned* winners) {
+    const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= p.n_slots) return;
+    const unsigned nv = n_valid[0], C = p.n_cases;
+    unsigned* mine = cand + (unsigned long long)s * p.n;
+    unsigned* ord = order + (unsigned long long)s * C;
+    unsigned m = nv == 0 ? p.n : nv;
+    for (unsigned i = 0; i < m; ++i) mine[i] = nv == 0 ? i : pool[i];
+    for (unsigned c = 0; c < C; ++c) ord[c] = c;
+    GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + s, GROVE_PURPOSE_SELECT);
+    for (unsigned t = 0; t < C && m > 1; ++t) {
+        const unsigned r = t + grove_below(rng, C - t);
+        const unsigned tmp = ord[t];
+        ord[t] = ord[r];
+        ord[r] = tmp;
+        const unsigned c = ord[t];
+        double best = __longlong_as_double(0x7FF0000000000000ll);
+        for (unsigned i = 0; i < m; ++i) {
+            const double e = grove_key(errors[(unsigned long long)mine[i] * C + c]);
+            if (e < best) best = e;
+        }
+        const double threshold = __dadd_rn(best, eps[c]);
+        unsigned kept = 0;
+        for (unsigned i = 0; i < m; ++i) {
+            const unsigned j = mine[i];
+            if (grove_key(errors[(unsigned long long)j * C + c]) <= threshold) mine[kept++] = j;
+        }
+        m = kept;
+    }
+    winners[s] = mine[m > 1 ? grove_below(rng, m) : 0];
 }

@@ -121,7 +121,8 @@ struct GroveGeParams {
     float p_crossover;        // GeVaryConfig::crossover
     float p_mutation;         // GeVaryConfig::mutation
     unsigned codon_size;      // codons are drawn from 0 .. codon_size
-    unsigned reserved;        // 0
+    unsigned used_stride;     // genome i's used codons are used[i * used_stride] (1: a plain
+                              // array; 5: the used_codons of GroveMapOut records)
 };
 static_assert(sizeof(GroveGeParams) == 48, "GroveGeParams must match GeParams");
 static_assert(GROVE_OFFSETOF(GroveGeParams, n_pairs) == 0, "layout");
@@ -135,7 +136,7 @@ static_assert(GROVE_OFFSETOF(GroveGeParams, within_used) == 28, "layout");
 static_assert(GROVE_OFFSETOF(GroveGeParams, p_crossover) == 32, "layout");
 static_assert(GROVE_OFFSETOF(GroveGeParams, p_mutation) == 36, "layout");
 static_assert(GROVE_OFFSETOF(GroveGeParams, codon_size) == 40, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, reserved) == 44, "layout");
+static_assert(GROVE_OFFSETOF(GroveGeParams, used_stride) == 44, "layout");
 
 // ---------------------------------------------------------------------------------------------
 // Opcodes: arity from the generated operator table; an unknown code reads as a constant, as
@@ -805,10 +806,11 @@ extern "C" __global__ void grove_ge_crossover(GroveGeParams p, const unsigned* p
     unsigned pa = la, pb = lb;
     const bool cross = grove_chance(s, p.p_crossover) && la > 0 && lb > 0;
     if (cross) {
-        unsigned hi = used[ia] < 1 ? 1 : used[ia];
+        const unsigned ua = used[(unsigned long long)ia * p.used_stride], ub = used[(unsigned long long)ib * p.used_stride];
+        unsigned hi = ua < 1 ? 1 : ua;
         if (hi > la) hi = la;
         pa = 1 + grove_below(s, hi);
-        hi = used[ib] < 1 ? 1 : used[ib];
+        hi = ub < 1 ? 1 : ub;
         if (hi > lb) hi = lb;
         pb = 1 + grove_below(s, hi);
     }
@@ -836,8 +838,8 @@ extern "C" __global__ void grove_ge_crossover(GroveGeParams p, const unsigned* p
 extern "C" __global__ void grove_ge_int_flip(GroveGeParams p, const unsigned* used, unsigned* codons, const unsigned* len) {
     const unsigned k = p.first_row + blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n_rows) return;
-    const unsigned n = len[k];
-    const unsigned limit = p.within_used ? (used[k] < n ? used[k] : n) : n;
+    const unsigned n = len[k], u = used[(unsigned long long)k * p.used_stride];
+    const unsigned limit = p.within_used ? (u < n ? u : n) : n;
     GroveStream s = grove_stream(p.seed_lo, p.seed_hi, p.generation, k, GROVE_PURPOSE_MUTATE);
     unsigned* g = codons + (unsigned long long)k * p.capacity;
     for (unsigned c = 0; c < limit; ++c) {

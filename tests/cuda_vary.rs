@@ -15,7 +15,7 @@
 //!   run this way (the valid pool's block-wide scan) are checked on the GPU only.
 
 use grove::backend::cuda::kernels::{self, GeParams, SelectParams, VaryParams};
-use grove::backend::cuda::vary::{BredCounts, ge_params, outcome_code, outcome_of, vary_params};
+use grove::backend::cuda::vary::{BredCounts, UsedCodons, decode_bred, ge_params, outcome_code, outcome_of, vary_params};
 use grove::backend::cuda::CudaEngine;
 use grove::genome::vary::{GeVaryConfig, crossover, int_flip};
 use grove::genome::Genomes;
@@ -46,6 +46,9 @@ trait Device {
     fn rank(&self, fit: &[f64]) -> Vec<u32>;
     /// `n_slots` truncation selections.
     fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32>;
+    /// `n_slots` epsilon-lexicase selections, the pool from `fit`.
+    #[allow(clippy::too_many_arguments)]
+    fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32>;
 }
 
 struct Gpu(CudaEngine);
@@ -73,14 +76,14 @@ impl Device for Gpu {
         let du = e.stream().clone_htod(used).unwrap();
         let idx = e.upload_indices(pairs, parents.size()).unwrap();
         let mut dc = e.alloc_genomes(n_rows, parents.capacity).unwrap();
-        e.ge_crossover(&dp, &du, &idx, &mut dc, first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
+        e.ge_crossover(&dp, UsedCodons::Counts(&du), &idx, &mut dc, first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
         e.download_genomes(&dc).unwrap()
     }
     fn ge_int_flip(&self, genomes: &Genomes, used: &[u32], first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
         let e = &self.0;
         let mut dg = e.upload_genomes(genomes).unwrap();
         let du = e.stream().clone_htod(used).unwrap();
-        e.ge_int_flip(&mut dg, &du, first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
+        e.ge_int_flip(&mut dg, UsedCodons::Counts(&du), first_row, cfg, seed, generation).unwrap_or_else(|err| panic!("{err}"));
         e.download_genomes(&dg).unwrap()
     }
     fn rng_draws(&self, n: usize, seed: u64, generation: u32, purpose: Purpose, bound: u32) -> Vec<u32> {
@@ -102,6 +105,12 @@ impl Device for Gpu {
         let f = e.upload_fitness(fit).unwrap();
         let ranked = e.rank(&f).unwrap();
         e.download_indices(&e.select_truncation(&ranked, n_slots, rate, seed, generation).unwrap()).unwrap()
+    }
+    fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+        let e = &self.0;
+        let f = e.upload_fitness(fit).unwrap();
+        let d = e.upload_errors(errors, n_cases).unwrap();
+        e.download_indices(&e.select_lexicase(&d, &f, eps, n_slots, seed, generation).unwrap()).unwrap()
     }
 }
 
@@ -135,6 +144,7 @@ type RngFn = unsafe extern "C" fn(u32, u32, u32, u32, u32, u32, *mut u32);
 type TournamentFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *const u32, *mut u32);
 type RankFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u32);
 type TruncationFn = unsafe extern "C" fn(SelectParams, *const u32, *mut u32);
+type LexicaseFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *mut u32, *mut u32, *mut u32);
 type SetThreadFn = unsafe extern "C" fn(u32, u32, u32);
 
 struct Emulator {
@@ -244,11 +254,8 @@ impl Device for Emulator {
                 f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pending.as_mut_ptr(), codes.as_mut_ptr(), counts.as_mut_ptr())
             }
         });
-        let bred = codes.iter().map(|&c| decode(c, mix)).collect();
-        let mut bc = BredCounts::default();
-        bc.crossovers.copy_from_slice(&counts[..4]);
-        bc.mutations.copy_from_slice(&counts[4..]);
-        (children, bred, bc)
+        let bred = codes.iter().map(|&c| decode_bred(c, mix).unwrap()).collect();
+        (children, bred, BredCounts::from_raw(&counts))
     }
     fn ge_crossover(&self, parents: &Genomes, used: &[u32], pairs: &[u32], n_rows: usize, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
         let n_pairs = pairs.len() / 2;
@@ -339,15 +346,37 @@ impl Device for Emulator {
         });
         w
     }
+    fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+        self.lexicase_emulated(errors, n_cases, eps, fit, n_slots, seed, generation)
+    }
 }
 
-/// A `grove_breed_trees` code as a [`Bred`] (as `CudaEngine::download_bred` decodes it).
-fn decode(c: u32, mix: &BreedConfig) -> Bred {
-    let x = (c & 0xff) as usize;
-    let m = ((c >> 16) & 0xff) as usize;
-    Bred {
-        crossover: (x > 0).then(|| (mix.crossovers[x - 1].0, outcome_of((c >> 8) & 0xff).unwrap())),
-        mutation: (m > 0).then(|| (mix.mutations[m - 1].0, outcome_of(c >> 24).unwrap())),
+impl Emulator {
+    /// The lexicase kernel with the CPU's pool (grove_valid_pool is a block-wide scan).
+    #[allow(clippy::too_many_arguments)]
+    fn lexicase_emulated(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+        let mut pool = select::valid_indices(fit);
+        let n_valid = [pool.len() as u32];
+        pool.push(0);
+        let params = SelectParams {
+            n: fit.len() as u32,
+            n_slots: n_slots as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            generation,
+            n_cases: n_cases as u32,
+            ..SelectParams::default()
+        };
+        let mut order = vec![0u32; n_slots * n_cases];
+        let mut cand = vec![0u32; n_slots * fit.len()];
+        let mut w = vec![0u32; n_slots];
+        let f: LexicaseFn = Self::get(&self.select, kernels::LEXICASE);
+        let (op, cp, wp) = (order.as_mut_ptr(), cand.as_mut_ptr(), w.as_mut_ptr());
+        Self::launch(&self.select, n_slots, || {
+            // SAFETY: errors P × C, eps C, pool n_valid entries, order and cand a row per slot.
+            unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), op, cp, wp) }
+        });
+        w
     }
 }
 
@@ -597,6 +626,29 @@ fn selection_matches_reference(dev: &dyn Device) {
     }
 }
 
+fn lexicase_matches_reference(dev: &dyn Device) {
+    let mut s = Stream::new(8, 0, 0, Purpose::Bench);
+    for (p, n_cases, coarse) in [(200usize, 30usize, true), (300, 5, false), (7, 1, true), (50, 64, false)] {
+        // Coarse errors tie often (long filters); fine ones separate quickly. Some NaN.
+        let errors: Vec<f64> = (0..p * n_cases)
+            .map(|i| match (i % 97, coarse) {
+                (0, _) => f64::NAN,
+                (_, true) => s.below(4) as f64,
+                (_, false) => s.unit_f64() * 10.0,
+            })
+            .collect();
+        let fit: Vec<f64> = (0..p).map(|i| if i % 11 == 3 { f64::INFINITY } else { errors[i * n_cases..(i + 1) * n_cases].iter().sum() }).collect();
+        let pool = select::valid_indices(&fit);
+        for eps in [select::lexicase_epsilons(&errors, n_cases, &pool), vec![0.0; n_cases]] {
+            let got = dev.lexicase(&errors, n_cases, &eps, &fit, 2 * p, 13, 6);
+            for (slot, &g) in got.iter().enumerate() {
+                let want = select::epsilon_lexicase(&errors, n_cases, &eps, &pool, 13, 6, slot);
+                assert_eq!(g as usize, want, "P {p}, {n_cases} cases, eps {:?}..: slot {slot}", &eps[..eps.len().min(3)]);
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // The tests.
 
@@ -631,7 +683,14 @@ macro_rules! on_devices {
     };
 }
 
-on_devices!(rng_matches_reference, vary_ops_match_reference, breed_matches_reference, ge_matches_reference, selection_matches_reference);
+on_devices!(
+    rng_matches_reference,
+    vary_ops_match_reference,
+    breed_matches_reference,
+    ge_matches_reference,
+    selection_matches_reference,
+    lexicase_matches_reference,
+);
 
 /// The valid pool's block-wide scan, which the emulator cannot run: tournaments of size 1 over
 /// fitness with invalid individuals pick only valid ones, uniformly, in the CPU's order.
@@ -706,6 +765,75 @@ fn device_resident_generations_match_run_trees() {
             eprintln!("{name}, generation {gen}: {} oversized", counts.oversized());
             cpu = next;
         }
+    }
+}
+
+/// GE generations as `run_grammar` makes them (map, tournament, crossover within the parents'
+/// used codons, map the children, int-flip within theirs, elites), on the device: the used
+/// codons are read from the mapper's results in place ([`UsedCodons::Mapped`]).
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn device_resident_ge_generations_match_run_grammar() {
+    use grove::backend::cuda::MapLaunch;
+    use grove::genome::{MapConfig, Mapper};
+    let e = CudaEngine::new().unwrap_or_else(|err| panic!("GROVE_TEST_GPU=1 but {err}"));
+    let shape = grove::grammar::DatasetShape { n_vars: Some(3), n_is: None, n_os: None };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars/regression.bnf");
+    let loaded = grove::grammar::load(&path, &shape).unwrap();
+    let table = &loaded.table;
+    let (p, cap, n_elite, k, seed, max_derivation) = (400usize, 120usize, 3usize, 3usize, 17u64, 4096usize);
+    let map_cfg = MapConfig { max_wraps: 1, ..MapConfig::default() };
+    let vary = GeVaryConfig { crossover: 0.9, mutation: 0.05, within_used: true, codon_size: 256 };
+    let (mut cpu, _) = genomes(p, cap, seed);
+    let mut mapper = Mapper::new(table, map_cfg).with_max_derivation(max_derivation);
+    let mut a = e.upload_genomes(&cpu).unwrap();
+    let mut b = e.alloc_genomes(p, cap).unwrap();
+    let mut out_a = e.alloc_map_output(p, max_derivation).unwrap();
+    let mut out_b = e.alloc_map_output(p, max_derivation).unwrap();
+    let launch = MapLaunch::default();
+    for gen in 1..=5u32 {
+        // CPU, as run_grammar.
+        let mapped: Vec<_> = (0..p).map(|i| mapper.map(cpu.get(i))).collect();
+        let used: Vec<u32> = mapped.iter().map(|m| m.used_codons).collect();
+        let fit: Vec<f64> = mapped.iter().map(|m| if m.valid() { (m.nodes as f64 - 20.0).abs() } else { f64::NAN }).collect();
+        let pool = select::valid_indices(&fit);
+        let elite = select::elite(&fit, n_elite);
+        let mut next = Genomes::new(p, cap);
+        for (r, &i) in elite.iter().enumerate() {
+            next.set(r, cpu.get(i));
+        }
+        let n_pairs = (p - n_elite).div_ceil(2);
+        let (mut c0, mut c1) = (Vec::new(), Vec::new());
+        for j in 0..n_pairs {
+            let x = select::tournament(&fit, &pool, k, seed, gen, 2 * j);
+            let y = select::tournament(&fit, &pool, k, seed, gen, 2 * j + 1);
+            let mut s = Stream::new(seed, gen, j as u32, Purpose::Crossover);
+            crossover(cpu.get(x), cpu.get(y), used[x], used[y], &vary, cap, &mut s, &mut c0, &mut c1);
+            let k0 = n_elite + 2 * j;
+            for (c, row) in [(&mut c0, k0), (&mut c1, k0 + 1)] {
+                let u = mapper.map(c).used_codons.min(c.len() as u32);
+                int_flip(c, u, &vary, &mut Stream::new(seed, gen, row as u32, Purpose::Mutate));
+                if row < p {
+                    next.set(row, c);
+                }
+            }
+        }
+        // GPU, on device buffers.
+        e.map_launch(table, &a, &map_cfg, &mut out_a, &launch).unwrap();
+        let dfit = e.upload_fitness(&fit).unwrap();
+        let winners = e.select_tournament(&dfit, 2 * n_pairs, k, false, seed, gen).unwrap();
+        e.ge_crossover(&a, UsedCodons::Mapped(&out_a), &winners, &mut b, n_elite, &vary, seed, gen).unwrap();
+        e.map_launch(table, &b, &map_cfg, &mut out_b, &launch).unwrap();
+        e.ge_int_flip(&mut b, UsedCodons::Mapped(&out_b), n_elite, &vary, seed, gen).unwrap();
+        let ranked = e.rank(&dfit).unwrap();
+        e.gather_genomes(&a, &ranked, n_elite, &mut b).unwrap();
+        std::mem::swap(&mut a, &mut b);
+        let got = e.download_genomes(&a).unwrap();
+        if let Some(i) = (0..p).find(|&i| got.get(i) != next.get(i)) {
+            panic!("generation {gen}: genome {i}: gpu={:?} cpu={:?}", got.get(i), next.get(i));
+        }
+        assert_eq!(got.codons, next.codons, "generation {gen}: padding");
+        cpu = next;
     }
 }
 

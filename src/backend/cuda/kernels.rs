@@ -174,6 +174,8 @@ pub const TOURNAMENT: &str = "grove_tournament";
 pub const RANK: &str = "grove_rank";
 /// Truncation selection.
 pub const TRUNCATION: &str = "grove_truncation";
+/// Epsilon-lexicase selection.
+pub const LEXICASE: &str = "grove_lexicase";
 /// Most contestants of a tournament without replacement (`GROVE_MAX_DISTINCT` in select.cu).
 pub const MAX_DISTINCT: usize = 64;
 /// Threads of the pool kernel's single block (`GROVE_POOL_THREADS` in select.cu).
@@ -192,7 +194,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend([VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
-    v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION].map(|k| (k, SELECT)));
+    v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
     v
 }
 
@@ -509,8 +511,9 @@ pub struct GeParams {
     pub p_mutation: f32,
     /// `GeVaryConfig::codon_size`.
     pub codon_size: u32,
-    /// Always 0.
-    pub reserved: u32,
+    /// Genome `i`'s used codons are `used[i * used_stride]`: 1 for a plain array, 5 for the
+    /// `used_codons` of [`MapOut`] records.
+    pub used_stride: u32,
 }
 
 /// Parameters of the selection kernels (`GroveSelectParams` in select.cu).
@@ -535,8 +538,8 @@ pub struct SelectParams {
     pub seed_hi: u32,
     /// The generation selected for.
     pub generation: u32,
-    /// Always 0.
-    pub reserved: u32,
+    /// Lexicase: cases (columns of the error matrix).
+    pub n_cases: u32,
 }
 
 const _: () = assert!(size_of::<VaryParams>() == 296);
@@ -610,7 +613,7 @@ layout! {
     },
     GeParams {
         n_pairs, capacity, first_row, n_rows, seed_lo, seed_hi, generation, within_used, p_crossover, p_mutation,
-        codon_size, reserved
+        codon_size, used_stride
     },
-    SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, reserved },
+    SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
 }

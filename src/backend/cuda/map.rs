@@ -66,9 +66,9 @@ impl DeviceGenomes {
 
 /// The kernel's outputs on the device: `out: [P]` and `derivation: [P × max_derivation]`.
 pub struct DeviceMapOutput {
-    out: CudaSlice<MapOut>,
+    pub(super) out: CudaSlice<MapOut>,
     derivation: CudaSlice<u32>,
-    n: usize,
+    pub(super) n: usize,
     max_derivation: usize,
 }
 

@@ -36,7 +36,7 @@ pub use kernels::KernelSource;
 pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch};
 pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
-pub use select::{DeviceFitness, DeviceIndices};
+pub use select::{DeviceErrors, DeviceFitness, DeviceIndices};
 pub use vary::{BredCounts, DeviceBred, DevicePopulation};
 
 use error::During;

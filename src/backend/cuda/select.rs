@@ -5,12 +5,13 @@
 //! Results equal the CPU's exactly: [`CudaEngine::select_tournament`] gives, for slot `s`,
 //! `select::tournament(fit, &valid_indices(fit), k, seed, generation, s)` (or
 //! `tournament_distinct`); [`CudaEngine::rank`] gives `select::elite(fit, P)`;
-//! [`CudaEngine::select_truncation`] gives `select::truncation(&ranked, rate, …)`.
+//! [`CudaEngine::select_truncation`] gives `select::truncation(&ranked, rate, …)`;
+//! [`CudaEngine::select_lexicase`] gives `select::epsilon_lexicase`.
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{MAX_DISTINCT, POOL_THREADS, RANK, RANK_TILE, SELECT, SelectParams, TOURNAMENT, TRUNCATION, VALID_POOL};
+use super::kernels::{LEXICASE, MAX_DISTINCT, POOL_THREADS, RANK, RANK_TILE, SELECT, SelectParams, TOURNAMENT, TRUNCATION, VALID_POOL};
 use super::CudaEngine;
 
 /// Threads per block of the per-slot selection kernels.
@@ -31,6 +32,26 @@ impl DeviceFitness {
     /// The buffer (`[P]` f64), for kernels that write fitness in place.
     pub fn buffer_mut(&mut self) -> &mut CudaSlice<f64> {
         &mut self.fit
+    }
+}
+
+/// Per-case errors on the device for lexicase selection: `[P × n_cases]` f64, row `i`
+/// individual `i`'s.
+pub struct DeviceErrors {
+    errors: CudaSlice<f64>,
+    n: usize,
+    n_cases: usize,
+    engine: u64,
+}
+
+impl DeviceErrors {
+    /// `P`.
+    pub fn size(&self) -> usize {
+        self.n
+    }
+    /// Cases per individual.
+    pub fn n_cases(&self) -> usize {
+        self.n_cases
     }
 }
 
@@ -130,17 +151,8 @@ impl CudaEngine {
         let mut params = self.select_params(fit, n_slots, seed, generation)?;
         params.k = k.min(u32::MAX as usize) as u32;
         params.distinct = distinct as u32;
-        let mut pool = self.alloc::<u32>(fit.n, false, "allocating the valid pool")?;
-        let mut n_valid = self.alloc::<u32>(1, false, "allocating the pool size")?;
+        let (pool, n_valid) = self.valid_pool(fit, &params)?;
         let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
-        let f = self.function(&SELECT, &[], VALID_POOL)?;
-        let mut b = self.stream.launch_builder(&f);
-        b.arg(&params).arg(&fit.fit).arg(&mut pool).arg(&mut n_valid);
-        let lc = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (POOL_THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: matches `grove_valid_pool(GroveSelectParams, const double* fit, unsigned* pool,
-        // unsigned* n_valid)`: fit and pool hold P = params.n entries, n_valid one; one block
-        // of GROVE_POOL_THREADS threads, as the kernel's shared scan requires.
-        unsafe { b.launch(lc) }.during(|| format!("launching {VALID_POOL}"))?;
         if n_slots > 0 {
             let f = self.function(&SELECT, &[], TOURNAMENT)?;
             let mut b = self.stream.launch_builder(&f);
@@ -151,6 +163,83 @@ impl CudaEngine {
             // stream; draws index below n_valid (or P); winners holds n_slots entries; k <=
             // GROVE_MAX_DISTINCT without replacement (checked above).
             unsafe { b.launch(per_slot(n_slots)) }.during(|| format!("launching {TOURNAMENT}"))?;
+        }
+        Ok(DeviceIndices { idx: winners, n: n_slots, bound: fit.n, engine: self.id })
+    }
+
+    /// The valid individuals' indices in order (`select::valid_indices`) and their number.
+    fn valid_pool(&self, fit: &DeviceFitness, params: &SelectParams) -> Result<(CudaSlice<u32>, CudaSlice<u32>)> {
+        let mut pool = self.alloc::<u32>(fit.n, false, "allocating the valid pool")?;
+        let mut n_valid = self.alloc::<u32>(1, false, "allocating the pool size")?;
+        let f = self.function(&SELECT, &[], VALID_POOL)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(&fit.fit).arg(&mut pool).arg(&mut n_valid);
+        let lc = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (POOL_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_valid_pool(GroveSelectParams, const double* fit, unsigned* pool,
+        // unsigned* n_valid)`: fit and pool hold P = params.n entries, n_valid one; one block
+        // of GROVE_POOL_THREADS threads, as the kernel's shared scan requires.
+        unsafe { b.launch(lc) }.during(|| format!("launching {VALID_POOL}"))?;
+        Ok((pool, n_valid))
+    }
+
+    /// Copies per-case errors `[P × n_cases]` (row `i`: individual `i`) to the device.
+    pub fn upload_errors(&self, errors: &[f64], n_cases: usize) -> Result<DeviceErrors> {
+        if n_cases == 0 || errors.len() % n_cases != 0 || n_cases > u32::MAX as usize {
+            return Err(GpuError::Input(format!("{} errors are not rows of {n_cases} cases", errors.len())));
+        }
+        Ok(DeviceErrors { errors: self.upload(errors, "uploading errors")?, n: errors.len() / n_cases, n_cases, engine: self.id })
+    }
+
+    /// `n_slots` epsilon-lexicase selections: slot `s` is `select::epsilon_lexicase(errors,
+    /// n_cases, eps, &valid_indices(fit), seed, generation, s)`, the pool taken from `fit`
+    /// (invalid individuals never selected while a valid one exists) and `eps` the per-case
+    /// thresholds (`select::lexicase_epsilons`). Each selection keeps a candidate list of `P`
+    /// entries; slots run in batches of at most 256 MiB of such lists.
+    #[allow(clippy::too_many_arguments)]
+    pub fn select_lexicase(
+        &self,
+        errors: &DeviceErrors,
+        fit: &DeviceFitness,
+        eps: &[f64],
+        n_slots: usize,
+        seed: u64,
+        generation: u32,
+    ) -> Result<DeviceIndices> {
+        self.check_fitness(fit)?;
+        if errors.engine != self.id || errors.n != fit.n || eps.len() != errors.n_cases {
+            return Err(GpuError::Input(format!(
+                "errors of {} individuals and {} cases, fitness of {}, {} epsilons",
+                errors.n,
+                errors.n_cases,
+                fit.n,
+                eps.len()
+            )));
+        }
+        let mut params = self.select_params(fit, n_slots, seed, generation)?;
+        params.n_cases = errors.n_cases as u32;
+        let (pool, n_valid) = self.valid_pool(fit, &params)?;
+        let eps = self.upload(eps, "uploading epsilons")?;
+        let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
+        let per_slot_bytes = 4 * (fit.n + errors.n_cases);
+        let batch = ((256usize << 20) / per_slot_bytes).clamp(1, n_slots.max(1));
+        let mut order = self.alloc::<u32>(batch * errors.n_cases, false, "allocating case orders")?;
+        let mut cand = self.alloc::<u32>(batch * fit.n, false, "allocating candidates")?;
+        let f = self.function(&SELECT, &[], LEXICASE)?;
+        let mut start = 0;
+        while start < n_slots {
+            let count = batch.min(n_slots - start);
+            let p = SelectParams { n_slots: count as u32, slot_offset: start as u32, ..params };
+            let mut out = winners.slice_mut(start..start + count);
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&p).arg(&errors.errors).arg(&eps).arg(&pool).arg(&n_valid).arg(&mut order).arg(&mut cand).arg(&mut out);
+            // SAFETY: matches `grove_lexicase(GroveSelectParams, const double* errors, const
+            // double* eps, const unsigned* pool, const unsigned* n_valid, unsigned* order,
+            // unsigned* cand, unsigned* winners)`: errors holds P × n_cases, eps n_cases; the
+            // pool (n_valid[0] <= P indices below P) was written just before on this stream;
+            // thread s < count uses order row s (n_cases entries) and cand row s (P entries)
+            // of buffers of batch >= count rows, and writes winners[start + s].
+            unsafe { b.launch(per_slot(count)) }.during(|| format!("launching {LEXICASE}"))?;
+            start += count;
         }
         Ok(DeviceIndices { idx: winners, n: n_slots, bound: fit.n, engine: self.id })
     }

@@ -10,14 +10,15 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
     BREED_TREES, GATHER_GENOMES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GeParams, MAX_CROSSOVERS, MAX_MUTATIONS, RNG_DRAWS,
     VARY, VARY_OP, VaryParams, op_code,
 };
-use super::map::DeviceGenomes;
+use super::kernels::MapOut;
+use super::map::{DeviceGenomes, DeviceMapOutput};
 use super::select::DeviceIndices;
 use super::CudaEngine;
 use crate::genome::vary::GeVaryConfig;
@@ -85,6 +86,13 @@ impl BredCounts {
     pub fn oversized(&self) -> u32 {
         self.crossovers[2] + self.mutations[2]
     }
+    /// Counts as `grove_breed_trees` leaves them: crossover outcomes, then mutation outcomes.
+    pub fn from_raw(counts: &[u32]) -> Self {
+        let mut c = Self::default();
+        c.crossovers.copy_from_slice(&counts[..4]);
+        c.mutations.copy_from_slice(&counts[4..8]);
+        c
+    }
     /// Counts from per-child results (the CPU side's, for comparison).
     pub fn from_bred(bred: &[Bred]) -> Self {
         let mut c = Self::default();
@@ -116,6 +124,28 @@ pub fn outcome_of(code: u32) -> Result<Outcome> {
         .get(code as usize)
         .copied()
         .ok_or_else(|| GpuError::Input(format!("vary kernel returned outcome {code}")))
+}
+
+/// One `grove_breed_trees` code as a [`Bred`], the operators named from `mix`'s lists:
+/// `(crossover entry + 1 or 0) | crossover outcome << 8 | (mutation entry + 1 or 0) << 16 |
+/// mutation outcome << 24`.
+pub fn decode_bred(code: u32, mix: &BreedConfig) -> Result<Bred> {
+    let entry = |e: u32, len: usize| -> Result<Option<usize>> {
+        match e {
+            0 => Ok(None),
+            e if (e as usize) <= len => Ok(Some(e as usize - 1)),
+            e => Err(GpuError::Input(format!("{BREED_TREES} returned operator entry {e} of {len}"))),
+        }
+    };
+    let crossover: Option<(Crossover, Outcome)> = match entry(code & 0xff, mix.crossovers.len())? {
+        Some(i) => Some((mix.crossovers[i].0, outcome_of((code >> 8) & 0xff)?)),
+        None => None,
+    };
+    let mutation: Option<(Mutation, Outcome)> = match entry((code >> 16) & 0xff, mix.mutations.len())? {
+        Some(i) => Some((mix.mutations[i].0, outcome_of(code >> 24)?)),
+        None => None,
+    };
+    Ok(Bred { crossover, mutation })
 }
 
 /// Buffers the tree kernels work in, kept by the engine and grown as needed: a population of
@@ -194,6 +224,41 @@ pub fn vary_params(n: usize, max_len: usize, vary: &VaryConfig, mix: Option<&Bre
     Ok(p)
 }
 
+/// Where the GE kernels read each genome's used codons.
+#[derive(Clone, Copy)]
+pub enum UsedCodons<'a> {
+    /// `[P]` counts.
+    Counts(&'a CudaSlice<u32>),
+    /// The mapper's results for the same genomes ([`CudaEngine::map_launch`]): their
+    /// `used_codons`, read in place. Rows the mapper left to the CPU (a stack overflow,
+    /// `MapStatus::StackOverflow`) have no count there; map those on the host and pass counts.
+    Mapped(&'a DeviceMapOutput),
+}
+
+impl UsedCodons<'_> {
+    /// Entries available.
+    fn len(&self) -> usize {
+        match self {
+            UsedCodons::Counts(c) => c.len(),
+            UsedCodons::Mapped(m) => m.n,
+        }
+    }
+    /// A `u32` view whose entry `i * stride` is genome `i`'s count, and the stride.
+    fn view(&self) -> Result<(CudaView<'_, u32>, u32)> {
+        const WORDS: usize = size_of::<MapOut>() / 4;
+        match self {
+            UsedCodons::Counts(c) => Ok((c.slice(..), 1)),
+            UsedCodons::Mapped(m) => {
+                // SAFETY: MapOut is #[repr(C)] of five u32 fields (asserted in kernels.rs), so
+                // its buffer is 5 n valid u32 words; used_codons is word 1 of each record.
+                let words = unsafe { m.out.transmute::<u32>(WORDS * m.out.len()) }
+                    .ok_or_else(|| GpuError::Input("map results cannot be read as words".into()))?;
+                Ok((words.slice(1..), WORDS as u32))
+            }
+        }
+    }
+}
+
 /// The GE kernels' parameters: `n_pairs` crossovers into children arrays of `n_rows` rows of
 /// `capacity` codons, the first child at `first_row`.
 pub fn ge_params(n_pairs: usize, n_rows: usize, capacity: usize, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<GeParams> {
@@ -215,7 +280,7 @@ pub fn ge_params(n_pairs: usize, n_rows: usize, capacity: usize, first_row: usiz
         p_crossover: cfg.crossover,
         p_mutation: cfg.mutation,
         codon_size: cfg.codon_size,
-        reserved: 0,
+        used_stride: 1,
     })
 }
 
@@ -417,10 +482,7 @@ impl CudaEngine {
     /// The outcome counts of a [`Self::breed_trees`] call (8 numbers read back).
     pub fn bred_counts(&self, bred: &DeviceBred) -> Result<BredCounts> {
         let c = self.stream.clone_dtoh(&bred.counts).during(|| "reading breeding counts".into())?;
-        let mut out = BredCounts::default();
-        out.crossovers.copy_from_slice(&c[..4]);
-        out.mutations.copy_from_slice(&c[4..8]);
-        Ok(out)
+        Ok(BredCounts::from_raw(&c))
     }
 
     /// What happened to each child of a [`Self::breed_trees`] call with mix `mix`, as
@@ -430,29 +492,7 @@ impl CudaEngine {
             return Ok(Vec::new());
         }
         let codes = self.stream.clone_dtoh(&bred.codes).during(|| "reading breeding codes".into())?;
-        let entry = |e: u32, len: usize| -> Result<Option<usize>> {
-            match e {
-                0 => Ok(None),
-                e if (e as usize) <= len => Ok(Some(e as usize - 1)),
-                e => Err(GpuError::Input(format!("{BREED_TREES} returned operator entry {e} of {len}"))),
-            }
-        };
-        codes[..bred.n]
-            .iter()
-            .map(|&c| {
-                let x = entry(c & 0xff, mix.crossovers.len())?;
-                let m = entry((c >> 16) & 0xff, mix.mutations.len())?;
-                let crossover: Option<(Crossover, Outcome)> = match x {
-                    Some(i) => Some((mix.crossovers[i].0, outcome_of((c >> 8) & 0xff)?)),
-                    None => None,
-                };
-                let mutation: Option<(Mutation, Outcome)> = match m {
-                    Some(i) => Some((mix.mutations[i].0, outcome_of(c >> 24)?)),
-                    None => None,
-                };
-                Ok(Bred { crossover, mutation })
-            })
-            .collect()
+        codes[..bred.n].iter().map(|&c| decode_bred(c, mix)).collect()
     }
 
     /// Row `r` of `dst` becomes row `idx[r]` of `src`, for `r < n` (elites: `idx` a ranking).
@@ -515,7 +555,7 @@ impl CudaEngine {
     pub fn ge_crossover(
         &self,
         parents: &DeviceGenomes,
-        used: &CudaSlice<u32>,
+        used: UsedCodons<'_>,
         pairs: &DeviceIndices,
         children: &mut DeviceGenomes,
         first_row: usize,
@@ -537,19 +577,22 @@ impl CudaEngine {
             )));
         }
         let n_pairs = pairs.n / 2;
-        let params = ge_params(n_pairs, children.n, children.capacity, first_row, cfg, seed, generation)?;
+        let mut params = ge_params(n_pairs, children.n, children.capacity, first_row, cfg, seed, generation)?;
         if n_pairs == 0 {
             return Ok(());
         }
+        let (used, stride) = used.view()?;
+        params.used_stride = stride;
         let f = self.function(&VARY, &[], GE_CROSSOVER)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&params).arg(&pairs.idx).arg(&parents.codons).arg(&parents.len).arg(used);
+        b.arg(&params).arg(&pairs.idx).arg(&parents.codons).arg(&parents.len).arg(&used);
         b.arg(&mut children.codons).arg(&mut children.len);
         // SAFETY: matches `grove_ge_crossover(GroveGeParams, const unsigned* pairs, const
         // unsigned* codons, const unsigned* len, const unsigned* used, unsigned* child_codons,
         // unsigned* child_len)`: pairs holds 2 n_pairs indices below the parents' P; parent
         // lengths are at most the capacity (DeviceGenomes' invariant), so reads stay in their
-        // rows; used has P entries; child rows below n_rows are written, at most capacity
+        // rows; used has an entry every used_stride words for each of the P parents; child
+        // rows below n_rows are written, at most capacity
         // codons each, distinct per thread.
         unsafe { b.launch(per_item(n_pairs)) }.during(|| format!("launching {GE_CROSSOVER}"))?;
         Ok(())
@@ -559,20 +602,23 @@ impl CudaEngine {
     /// `first_row ..` of `genomes`, row `k` within `min(used[k], len[k])` codons (all of them
     /// without `within_used`), stream `(seed, generation, k, Mutate)`. `used` `[P]`: each
     /// child's used codons after mapping it.
-    pub fn ge_int_flip(&self, genomes: &mut DeviceGenomes, used: &CudaSlice<u32>, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<()> {
+    pub fn ge_int_flip(&self, genomes: &mut DeviceGenomes, used: UsedCodons<'_>, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<()> {
         if genomes.engine != self.id || used.len() < genomes.n {
             return Err(GpuError::Input(format!("{} used counts for {} genomes", used.len(), genomes.n)));
         }
-        let params = ge_params(0, genomes.n, genomes.capacity, first_row, cfg, seed, generation)?;
+        let mut params = ge_params(0, genomes.n, genomes.capacity, first_row, cfg, seed, generation)?;
         let rows = genomes.n - first_row;
         if rows == 0 {
             return Ok(());
         }
+        let (used, stride) = used.view()?;
+        params.used_stride = stride;
         let f = self.function(&VARY, &[], GE_INT_FLIP)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&params).arg(used).arg(&mut genomes.codons).arg(&genomes.len);
+        b.arg(&params).arg(&used).arg(&mut genomes.codons).arg(&genomes.len);
         // SAFETY: matches `grove_ge_int_flip(GroveGeParams, const unsigned* used, unsigned*
-        // codons, const unsigned* len)`: rows first_row .. P, each thread its own row, writes
+        // codons, const unsigned* len)`: rows first_row .. P, each thread its own row, reads
+        // used[k * used_stride] (an entry per genome, checked above), writes
         // below min(used, len) <= capacity codons.
         unsafe { b.launch(per_item(rows)) }.during(|| format!("launching {GE_INT_FLIP}"))?;
         Ok(())
