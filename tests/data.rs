@@ -1,5 +1,5 @@
 //! The data layer through its public API: reading the Vladislavleva-4 files PonyGE2 ships
-//! (beside the checkout, in `shared/reference/datasets`), reading files from disk, and the
+//! (copied to `tests/fixtures/reference/datasets`), reading files from disk, and the
 //! command-line data source.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use grove::data::{self, DataError, DataSource, builtins};
 
 fn reference(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/datasets").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference/datasets").join(rel)
 }
 
 /// The Vladislavleva-4 target, in f64.
