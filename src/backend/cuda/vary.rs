@@ -363,9 +363,12 @@ impl CudaEngine {
         }
     }
 
-    fn check_trees(&self, parents: &DevicePopulation, pairs: &DeviceIndices, children: &DevicePopulation) -> Result<()> {
+    fn check_trees(&self, parents: &DevicePopulation, pairs: &DeviceIndices, children: &DevicePopulation, vary: &VaryConfig) -> Result<()> {
         if parents.engine != self.id || children.engine != self.id || pairs.engine != self.id {
             return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if vary.spec.n_outputs != children.n_outputs {
+            return Err(GpuError::Input(format!("the spec has {} outputs, the populations {}", vary.spec.n_outputs, children.n_outputs)));
         }
         if (parents.max_len, parents.n_outputs) != (children.max_len, children.n_outputs) {
             return Err(GpuError::Input(format!(
@@ -442,7 +445,7 @@ impl CudaEngine {
         generation: u32,
         vary: &VaryConfig,
     ) -> Result<Vec<Outcome>> {
-        self.check_trees(parents, pairs, children)?;
+        self.check_trees(parents, pairs, children, vary)?;
         let params = vary_params(children.n, children.max_len, vary, None, seed, generation, op_code(op))?;
         if children.n == 0 {
             return Ok(Vec::new());
@@ -469,7 +472,7 @@ impl CudaEngine {
         vary: &VaryConfig,
         mix: &BreedConfig,
     ) -> Result<DeviceBred> {
-        self.check_trees(parents, pairs, children)?;
+        self.check_trees(parents, pairs, children, vary)?;
         let params = vary_params(children.n, children.max_len, vary, Some(mix), seed, generation, 0)?;
         let mut codes = zeros::<u32>(&self.stream, children.n, "allocating breeding codes")?;
         let mut counts = zeros::<u32>(&self.stream, 8, "allocating outcome counts")?;
