@@ -1,6 +1,6 @@
 //! Parity of the GPU's selection and variation (`kernels/vary.cu`, `kernels/select.cu`,
 //! `kernels/rng.cuh`) with their CPU references (`program::vary`, `genome::vary`, `select`,
-//! `rng`): every tree operator on random populations (several specs, seeds and sizes,
+//! `rng`): the first generation's random trees, every tree operator on random populations (several specs, seeds and sizes,
 //! near-`L` trees, multi-output programs, empty rows), one generation of `breed`, GE crossover
 //! and int-flip, tournaments with and without replacement, ranking, truncation, and the random
 //! numbers themselves. Results must be equal bitwise (op, value bits, size, out, len, outcomes);
@@ -29,6 +29,8 @@ use grove::select;
 // What each device must do, on host data.
 
 trait Device {
+    /// The first generation: `p` random trees.
+    fn init(&self, spec: &TreeSpec, p: usize, seed: u64) -> Population;
     /// One operator for every child: `(children, outcomes)`.
     fn vary(&self, op: Operator, parents: &Population, pairs: &[u32], seed: u64, generation: u32, cfg: &VaryConfig) -> (Population, Vec<Outcome>);
     /// One generation of breeding: `(children, per-child codes, counts)`.
@@ -54,6 +56,11 @@ trait Device {
 struct Gpu(CudaEngine);
 
 impl Device for Gpu {
+    fn init(&self, spec: &TreeSpec, p: usize, seed: u64) -> Population {
+        let e = &self.0;
+        let d = e.init_trees(spec, p, seed).unwrap_or_else(|err| panic!("{err}"));
+        e.download_population(&d).unwrap()
+    }
     fn vary(&self, op: Operator, parents: &Population, pairs: &[u32], seed: u64, generation: u32, cfg: &VaryConfig) -> (Population, Vec<Outcome>) {
         let e = &self.0;
         let dp = e.upload_population(parents).unwrap();
@@ -248,6 +255,21 @@ impl Emulator {
 }
 
 impl Device for Emulator {
+    fn init(&self, spec: &TreeSpec, p: usize, seed: u64) -> Population {
+        type InitFn = unsafe extern "C" fn(VaryParams, *const u8, *const f32, *mut u8, *mut f32, *mut u16, *mut u8, *mut u16, *mut u32);
+        let cfg = VaryConfig::new(spec.clone());
+        let params = vary_params(p, spec.max_len, &cfg, None, seed, 0, 0).unwrap();
+        let (functions, constants) = Self::spec_tables(&cfg);
+        let mut pop = Population::new(p, spec.max_len, spec.n_outputs);
+        let mut pending = vec![0u32; p * spec.max_len];
+        let f: InitFn = Self::get(&self.vary, kernels::INIT_TREES);
+        let (q, pp) = (ptrs(&mut pop), pending.as_mut_ptr());
+        Self::launch(&self.vary, p, || {
+            // SAFETY: P rows of L, pending P × L (as in CudaEngine::init_trees).
+            unsafe { f(params, functions.as_ptr(), constants.as_ptr(), q.0, q.1, q.2, q.3, q.4, pp) }
+        });
+        pop
+    }
     fn vary(&self, op: Operator, parents: &Population, pairs: &[u32], seed: u64, generation: u32, cfg: &VaryConfig) -> (Population, Vec<Outcome>) {
         let n = pairs.len() / 2;
         let l = parents.max_len;
@@ -473,6 +495,20 @@ fn first_mismatch(dev: &Population, cpu: &Population) -> Option<String> {
 
 // ---------------------------------------------------------------------------------------------
 // The checks, each on any device.
+
+fn init_matches_reference(dev: &dyn Device) {
+    use grove::program::init::InitMethod;
+    for (name, cfg) in specs() {
+        for (seed, method) in [(1u64, InitMethod::HalfAndHalf), (2, InitMethod::Grow), (3, InitMethod::Full)] {
+            let spec = cfg.spec.clone().with_method(method);
+            let got = dev.init(&spec, 300, seed);
+            let want = init_population(&spec, 300, seed).unwrap();
+            if let Some(m) = first_mismatch(&got, &want) {
+                panic!("first mismatch: init, spec {name}, {method:?}, seed {seed}: {m}");
+            }
+        }
+    }
+}
 
 fn rng_matches_reference(dev: &dyn Device) {
     for (seed, generation, purpose, bound) in [(0u64, 0u32, Purpose::Select, 7u32), (0x1234_5678_9abc_def0, 17, Purpose::Mutate, 1), (u64::MAX, u32::MAX, Purpose::Crossover, u32::MAX)] {
@@ -725,6 +761,7 @@ macro_rules! on_devices {
 }
 
 on_devices!(
+    init_matches_reference,
     rng_matches_reference,
     vary_ops_match_reference,
     breed_matches_reference,
