@@ -398,6 +398,7 @@ impl CudaEngine {
 
     /// Launches a tree kernel (`grove_vary_op` or `grove_breed_trees`, which share their
     /// leading parameters); `tail` pushes the rest.
+    #[allow(clippy::too_many_arguments)]
     fn launch_trees(
         &self,
         name: &'static str,
