@@ -126,7 +126,7 @@ extern "C" __global__ void grove_tournament(GroveSelectParams p, const double* f
 
 // select::elite(fit, P): ranked[r] = the individual of rank r, ordered by total_cmp of the key,
 // ties by index (invalid ones last). Each thread counts the individuals before its own, fitness
-// staged through shared memory in tiles: O(P^2) comparisons, a few milliseconds up to P = 1e5.
+// staged through shared memory in tiles: O(P^2) comparisons (1e10 at P = 1e5; not yet timed).
 extern "C" __global__ void grove_rank(GroveSelectParams p, const double* fit, unsigned* ranked) {
     __shared__ long long tile[GROVE_RANK_TILE];
     const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -29,6 +29,11 @@
 #define GROVE_OVERSIZED 2u
 #define GROVE_NO_ROOM_FOR_OUTPUTS 3u
 
+// Population methods (init::InitMethod).
+#define GROVE_INIT_GROW 0u
+#define GROVE_INIT_FULL 1u
+#define GROVE_INIT_HALF_AND_HALF 2u
+
 // Operator codes: crossovers (vary::Crossover) then mutations (vary::Mutation).
 #define GROVE_X_ONE_POINT 0u
 #define GROVE_X_LEAF_BIASED 1u
@@ -75,8 +80,11 @@ struct GroveVaryParams {
     unsigned kind_x[GROVE_MAX_CROSSOVERS];  // GROVE_X_* of each entry
     float cum_m[GROVE_MAX_MUTATIONS];    // cumulative mutation weights, ending at 1
     unsigned kind_m[GROVE_MAX_MUTATIONS];   // GROVE_M_* of each entry
+    unsigned init_method;     // grove_init_trees: GROVE_INIT_* (TreeSpec::method)
+    unsigned min_depth;       // TreeSpec::min_depth
+    unsigned max_depth;       // TreeSpec::max_depth
 };
-static_assert(sizeof(GroveVaryParams) == 296, "GroveVaryParams must match VaryParams");
+static_assert(sizeof(GroveVaryParams) == 308, "GroveVaryParams must match VaryParams");
 static_assert(GROVE_OFFSETOF(GroveVaryParams, n_children) == 0, "layout");
 static_assert(GROVE_OFFSETOF(GroveVaryParams, max_len) == 4, "layout");
 static_assert(GROVE_OFFSETOF(GroveVaryParams, n_outputs) == 8, "layout");
@@ -107,6 +115,9 @@ static_assert(GROVE_OFFSETOF(GroveVaryParams, cum_x) == 104, "layout");
 static_assert(GROVE_OFFSETOF(GroveVaryParams, kind_x) == 136, "layout");
 static_assert(GROVE_OFFSETOF(GroveVaryParams, cum_m) == 168, "layout");
 static_assert(GROVE_OFFSETOF(GroveVaryParams, kind_m) == 232, "layout");
+static_assert(GROVE_OFFSETOF(GroveVaryParams, init_method) == 296, "layout");
+static_assert(GROVE_OFFSETOF(GroveVaryParams, min_depth) == 300, "layout");
+static_assert(GROVE_OFFSETOF(GroveVaryParams, max_depth) == 304, "layout");
 
 // Mirrors GeParams in src/backend/cuda/kernels.rs: GE variation (genome::vary::GeVaryConfig).
 struct GroveGeParams {
@@ -765,6 +776,37 @@ extern "C" __global__ void grove_breed_trees(GroveVaryParams p, const unsigned* 
     bred[k] = (unsigned)(x + 1) | xo << 8 | (unsigned)(m + 1) << 16 | mo << 24;
     if (x >= 0) atomicAdd(&counts[xo], 1u);
     if (m >= 0) atomicAdd(&counts[4 + mo], 1u);
+}
+
+// init::init_population on the device: tree i from stream (seed, 0, i, Init), with
+// TreeSpec::method_for(i), init::random_tree within L written straight into row i, then
+// init::place_outputs. n_children is P.
+extern "C" __global__ void grove_init_trees(GroveVaryParams p, const unsigned char* functions, const float* constants,
+                                            GROVE_POP_PARAMS(pop), unsigned* pending) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n_children) return;
+    const GroveSpec spec = {&p, functions, constants};
+    const GrovePop pop = GROVE_POP(pop);
+    const unsigned L = p.max_len;
+    const unsigned ramp = p.max_depth - p.min_depth + 1;
+    bool grow;
+    unsigned depth;
+    if (p.init_method == GROVE_INIT_HALF_AND_HALF) {
+        grow = i % 2 == 1;
+        depth = p.min_depth + i / 2 % ramp;
+    } else {
+        grow = p.init_method == GROVE_INIT_GROW;
+        depth = p.min_depth + i % ramp;
+    }
+    GroveStream s = grove_stream(p.seed_lo, p.seed_hi, 0u, i, GROVE_PURPOSE_INIT);
+    const GroveRow row = grove_row(pop, i, L);
+    const unsigned n = grove_random_tree(spec, grow, p.min_depth, depth, L, s, row, pending + (unsigned long long)i * L);
+    // place_outputs: min(n, k) slots from a random start, each on a free node, then extras.
+    const unsigned k = p.n_outputs;
+    if (k == 0) return;
+    const unsigned r = grove_below(s, k);
+    for (unsigned j = 0; j < (n < k ? n : k); ++j) grove_place_slot(row.out, n, (r + j) % k, s);
+    grove_extra_outputs(spec, row, n, s);
 }
 
 // Row r < n of dst becomes row idx[r] of src (elites into the next generation). One block per

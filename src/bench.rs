@@ -188,10 +188,95 @@ fn gpu(args: &BenchArgs) -> Result<()> {
         }
     }
     let map_rows = gpu_map(&engine, args.quick)?;
+    let breed_rows = gpu_breed(&engine, args.quick)?;
     if args.json {
-        println!("{}", serde_json::json!({"gpu": engine.device_name(), "results": rows, "map": map_rows}));
+        println!("{}", serde_json::json!({"gpu": engine.device_name(), "results": rows, "map": map_rows, "breed": breed_rows}));
     }
     Ok(())
+}
+
+/// GPU selection and breeding: P random trees (ramped half-and-half, depths 2..=6, L = 128,
+/// W1's functions, constants in [-1, 1)), a length-based fitness; one generation's tournament
+/// (k = 3, 2P slots) and `breed_trees` (crossover 0.9 over both kinds, mutation 0.5 over all
+/// eight) on device buffers, and `init_trees`, each the median of 7 synchronised launches;
+/// against the CPU's `breed` (rayon, every core) on the same parents and pairs.
+fn gpu_breed(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec<serde_json::Value>> {
+    use crate::program::{BreedConfig, Crossover, Mutation, Op, Population, TreeSpec, VaryConfig, breed, init_population};
+    let functions = vec![Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
+    let spec = TreeSpec::new(functions, 3, 128).with_const_range(-1.0, 1.0).with_depth(2, 6);
+    let vary = VaryConfig::new(spec.clone());
+    let mix = BreedConfig {
+        p_crossover: 0.9,
+        crossovers: vec![(Crossover::OnePoint, 1.0), (Crossover::LeafBiased, 1.0)],
+        p_mutation: 0.5,
+        mutations: Mutation::ALL.iter().map(|m| (*m, 1.0)).collect(),
+    };
+    let sizes: &[usize] = if quick { &[10_000] } else { &[10_000, 100_000] };
+    let sync = || engine.stream().synchronize().map_err(|e| anyhow::anyhow!("synchronising: {e:?}"));
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!();
+    println!(
+        "{:<20} {:>8} {:>12} {:>12} {:>12} {:>12} {:>9} {:>10}",
+        "workload", "P", "select ms", "breed ms", "init ms", "cpu breed ms", "speedup", "oversized"
+    );
+    let mut rows = Vec::new();
+    for &p in sizes {
+        let pop = init_population(&spec, p, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let fit: Vec<f64> = pop.len.iter().map(|&l| (l as f64 - 30.0).abs()).collect();
+        let parents = engine.upload_population(&pop)?;
+        let mut children = engine.alloc_population(p, spec.max_len, 0)?;
+        let dfit = engine.upload_fitness(&fit)?;
+        let (mut select_s, mut breed_s, mut init_s) = (Vec::new(), Vec::new(), Vec::new());
+        let mut last = None;
+        for rep in 0..8 {
+            sync()?;
+            let t = Instant::now();
+            let winners = engine.select_tournament(&dfit, 2 * p, 3, false, 1, rep + 1)?;
+            sync()?;
+            let ts = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let bred = engine.breed_trees(&parents, &winners, &mut children, 1, rep + 1, &vary, &mix)?;
+            sync()?;
+            let tb = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            std::hint::black_box(engine.init_trees(&spec, p, rep as u64)?);
+            sync()?;
+            let ti = t.elapsed().as_secs_f64();
+            if rep > 0 {
+                select_s.push(ts);
+                breed_s.push(tb);
+                init_s.push(ti);
+            }
+            last = Some((winners, bred));
+        }
+        let (winners, bred) = last.expect("eight repetitions");
+        let oversized = engine.bred_counts(&bred)?.oversized();
+        let flat = engine.download_indices(&winners)?;
+        let pairs: Vec<[u32; 2]> = flat.chunks(2).map(|c| [c[0], c[1]]).collect();
+        let mut cpu_s = Vec::new();
+        for _ in 0..3 {
+            let mut next = Population::new(p, spec.max_len, 0);
+            let t = Instant::now();
+            breed(&pop, &pairs, &mut next, 1, 8, &vary, &mix).map_err(|e| anyhow::anyhow!("{e}"))?;
+            cpu_s.push(t.elapsed().as_secs_f64());
+        }
+        let (sel, br, ini, cpu) = (median(select_s), median(breed_s), median(init_s), median(cpu_s));
+        let name = "breed L128 W1";
+        println!(
+            "{name:<20} {p:>8} {:>12.3} {:>12.3} {:>12.3} {:>12.3} {:>8.1}x {oversized:>10}",
+            sel * 1e3,
+            br * 1e3,
+            ini * 1e3,
+            cpu * 1e3,
+            cpu / br
+        );
+        rows.push(serde_json::json!({"workload": name, "population": p, "select_s": sel, "breed_s": br, "init_s": ini,
+            "cpu_breed_s": cpu, "oversized": oversized}));
+    }
+    Ok(rows)
 }
 
 /// GPU mapping throughput (W7): genomes of 128 uniform codons in 0..=255 on

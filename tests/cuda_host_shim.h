@@ -1,24 +1,47 @@
 // cuda_host_shim.h: just enough of CUDA to compile kernels/vary.cu and kernels/select.cu as
-// host C++ (g++ -ffp-contract=off), so tests/cuda_vary.rs can run the kernels' own code on a
-// machine without a GPU and compare it with the CPU reference. Each "launch" runs one thread
-// per block, blocks one after another (tests/cuda_vary.rs says which kernels that is exact
-// for). The intrinsics are the IEEE operations they name: __fmul_rn is a rounded multiply, and
-// with contraction off nothing is fused, as on the device.
+// host C++ (g++ -std=c++20 -ffp-contract=off), so tests/cuda_vary.rs can run the kernels' own
+// code on a machine without a GPU and compare it with the CPU reference. A launch runs blocks
+// one after another, each either as one thread (kernels whose threads share nothing) or as
+// real threads meeting at a barrier (grove_emu_run_block: __syncthreads and __shared__ as on
+// the device). The intrinsics are the IEEE operations they name: __fmul_rn is a rounded
+// multiply, and with contraction off nothing is fused, as on the device.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <barrier>
+#include <thread>
+#include <vector>
 
 #define __device__
 #define __global__
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
-#define __shared__
+#define __shared__ static  // one block runs at a time: a static is its shared memory
 #define static_assert(...)
 
 struct GroveDim3 { unsigned x, y, z; };
 static thread_local GroveDim3 blockIdx, blockDim, threadIdx;
-inline void __syncthreads() {}
+static std::barrier<>* grove_emu_barrier = nullptr;
+inline void __syncthreads() {
+    if (grove_emu_barrier) grove_emu_barrier->arrive_and_wait();
+}
+
+// Runs body(ctx) as block 0 of `threads` threads that meet at every __syncthreads.
+extern "C" void grove_emu_run_block(unsigned threads, void (*body)(void*), void* ctx) {
+    std::barrier<> bar(threads);
+    grove_emu_barrier = &bar;
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < threads; ++t)
+        ts.emplace_back([=] {
+            blockIdx.x = 0;
+            blockDim.x = threads;
+            threadIdx.x = t;
+            body(ctx);
+        });
+    for (auto& th : ts) th.join();
+    grove_emu_barrier = nullptr;
+}
 
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -149,6 +149,8 @@ pub const CLASSIFY_DEFINES: &[(&str, usize)] = EVAL_DEFINES;
 pub const VARY_OP: &str = "grove_vary_op";
 /// One generation of tree breeding, twin of `program::breed`.
 pub const BREED_TREES: &str = "grove_breed_trees";
+/// Random trees of the first generation, twin of `init_population`.
+pub const INIT_TREES: &str = "grove_init_trees";
 /// Copies chosen rows of a tree population (elites).
 pub const GATHER_TREES: &str = "grove_gather_trees";
 /// GE variable one-point crossover, one thread per pair.
@@ -193,7 +195,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
     v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
-    v.extend([VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
+    v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
     v
 }
@@ -445,6 +447,12 @@ pub struct VaryParams {
     pub cum_m: [f32; MAX_MUTATIONS],
     /// The mutation of each entry, as [`op_code`].
     pub kind_m: [u32; MAX_MUTATIONS],
+    /// `grove_init_trees`: `TreeSpec::method` (0 grow, 1 full, 2 half and half).
+    pub init_method: u32,
+    /// `TreeSpec::min_depth`.
+    pub min_depth: u32,
+    /// `TreeSpec::max_depth`.
+    pub max_depth: u32,
 }
 
 /// Operator codes of vary.cu (`GROVE_X_*`, `GROVE_M_*`): crossovers, then mutations.
@@ -478,6 +486,9 @@ pub fn vary_code_defines() -> Vec<(&'static str, u32)> {
         ("GROVE_M_DELETE", op_code(Operator::Mutation(Mutation::Delete))),
         ("GROVE_M_CONSTANT", op_code(Operator::Mutation(Mutation::Constant))),
         ("GROVE_M_MULTI_CONSTANT", op_code(Operator::Mutation(Mutation::MultiConstant))),
+        ("GROVE_INIT_GROW", 0),
+        ("GROVE_INIT_FULL", 1),
+        ("GROVE_INIT_HALF_AND_HALF", 2),
         ("GROVE_CHANGED", 0),
         ("GROVE_UNCHANGED", 1),
         ("GROVE_OVERSIZED", 2),
@@ -542,7 +553,7 @@ pub struct SelectParams {
     pub n_cases: u32,
 }
 
-const _: () = assert!(size_of::<VaryParams>() == 296);
+const _: () = assert!(size_of::<VaryParams>() == 308);
 const _: () = assert!(size_of::<GeParams>() == 48);
 const _: () = assert!(size_of::<SelectParams>() == 40);
 // SAFETY: plain `#[repr(C)]` structs of 4-byte fields (and arrays of them) whose layout equals
@@ -609,7 +620,8 @@ layout! {
     VaryParams {
         n_children, max_len, n_outputs, seed_lo, seed_hi, generation, n_functions, n_vars, n_constants, has_range,
         range_lo, range_hi, p_const, p_leaf_grow, p_out, p_leaf, subtree_lo, subtree_hi, p_point, sigma, p_constant,
-        p_crossover, p_mutation, n_crossovers, n_mutations, op, cum_x, kind_x, cum_m, kind_m
+        p_crossover, p_mutation, n_crossovers, n_mutations, op, cum_x, kind_x, cum_m, kind_m, init_method, min_depth,
+        max_depth
     },
     GeParams {
         n_pairs, capacity, first_row, n_rows, seed_lo, seed_hi, generation, within_used, p_crossover, p_mutation,

@@ -246,7 +246,7 @@ impl CudaEngine {
 
     /// Every individual ranked by fitness, best first, ties by index, invalid ones last:
     /// `select::elite(fit, P)`. Its first `n` entries are the elite; it is the `ranked` list of
-    /// truncation selection. O(P²) comparisons (a few milliseconds at P = 10⁵).
+    /// truncation selection. O(P²) comparisons (10¹⁰ at P = 10⁵; not yet timed).
     pub fn rank(&self, fit: &DeviceFitness) -> Result<DeviceIndices> {
         self.check_fitness(fit)?;
         let params = self.select_params(fit, 0, 0, 0)?;

@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, 
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    BREED_TREES, GATHER_GENOMES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GeParams, MAX_CROSSOVERS, MAX_MUTATIONS, RNG_DRAWS,
+    BREED_TREES, GATHER_GENOMES, INIT_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GeParams, MAX_CROSSOVERS, MAX_MUTATIONS, RNG_DRAWS,
     VARY, VARY_OP, VaryParams, op_code,
 };
 use super::kernels::MapOut;
@@ -23,6 +23,7 @@ use super::select::DeviceIndices;
 use super::CudaEngine;
 use crate::genome::vary::GeVaryConfig;
 use crate::genome::Genomes;
+use crate::program::init::{InitMethod, TreeSpec};
 use crate::program::tree::Population;
 use crate::program::vary::{Bred, BreedConfig, Crossover, Mutation, Operator, Outcome, VaryConfig, cumulative};
 use crate::rng::Purpose;
@@ -197,6 +198,13 @@ pub fn vary_params(n: usize, max_len: usize, vary: &VaryConfig, mix: Option<&Bre
         sigma: vary.sigma,
         p_constant: vary.p_constant,
         op,
+        init_method: match spec.method {
+            InitMethod::Grow => 0,
+            InitMethod::Full => 1,
+            InitMethod::HalfAndHalf => 2,
+        },
+        min_depth: spec.min_depth,
+        max_depth: spec.max_depth,
         ..VaryParams::default()
     };
     if let Some(mix) = mix {
@@ -363,9 +371,12 @@ impl CudaEngine {
         }
     }
 
-    fn check_trees(&self, parents: &DevicePopulation, pairs: &DeviceIndices, children: &DevicePopulation) -> Result<()> {
+    fn check_trees(&self, parents: &DevicePopulation, pairs: &DeviceIndices, children: &DevicePopulation, vary: &VaryConfig) -> Result<()> {
         if parents.engine != self.id || children.engine != self.id || pairs.engine != self.id {
             return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if vary.spec.n_outputs != children.n_outputs {
+            return Err(GpuError::Input(format!("the spec has {} outputs, the populations {}", vary.spec.n_outputs, children.n_outputs)));
         }
         if (parents.max_len, parents.n_outputs) != (children.max_len, children.n_outputs) {
             return Err(GpuError::Input(format!(
@@ -387,6 +398,7 @@ impl CudaEngine {
 
     /// Launches a tree kernel (`grove_vary_op` or `grove_breed_trees`, which share their
     /// leading parameters); `tail` pushes the rest.
+    #[allow(clippy::too_many_arguments)]
     fn launch_trees(
         &self,
         name: &'static str,
@@ -427,6 +439,34 @@ impl CudaEngine {
         Ok(())
     }
 
+    /// The first generation on the device: `p` random trees of `spec`, equal to
+    /// [`init_population`](crate::program::init_population)`(spec, p, seed)`.
+    pub fn init_trees(&self, spec: &TreeSpec, p: usize, seed: u64) -> Result<DevicePopulation> {
+        let vary = VaryConfig::new(spec.clone());
+        let params = vary_params(p, spec.max_len, &vary, None, seed, 0, 0)?;
+        let mut pop = self.alloc_population(p, spec.max_len, spec.n_outputs)?;
+        if p == 0 {
+            return Ok(pop);
+        }
+        let functions: Vec<u8> = spec.functions.iter().map(|f| *f as u8).collect();
+        let functions = self.upload(&functions, "uploading the function set")?;
+        let constants = self.upload(&spec.constants, "uploading the constants")?;
+        let f = self.function(&VARY, &[], INIT_TREES)?;
+        let mut guard = self.vary_scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, pending) = self.vary_scratch(&mut guard, p, spec.max_len)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&functions).arg(&constants);
+        b.arg(&mut pop.op).arg(&mut pop.value).arg(&mut pop.size).arg(&mut pop.out).arg(&mut pop.len);
+        b.arg(&mut *pending);
+        // SAFETY: matches `grove_init_trees(GroveVaryParams, const unsigned char* functions,
+        // const float* constants, GROVE_POP_PARAMS(pop), unsigned* pending)`: the spec passed
+        // check() (vary_params), so every function code has an arity and leaves exist; thread
+        // i writes row i of P rows of stride L (trees never exceed L) and pending row i (L
+        // entries, the generator's budget).
+        unsafe { b.launch(per_item(p)) }.during(|| format!("launching {INIT_TREES}"))?;
+        Ok(pop)
+    }
+
     /// Applies one operator to make every child: child `k` from parent `pairs[2k]` (and donor
     /// `pairs[2k + 1]` for a crossover), on child `k`'s stream of `generation`, exactly as
     /// [`Operator::apply`] does. Returns each child's outcome, on the host (for tests and
@@ -442,7 +482,7 @@ impl CudaEngine {
         generation: u32,
         vary: &VaryConfig,
     ) -> Result<Vec<Outcome>> {
-        self.check_trees(parents, pairs, children)?;
+        self.check_trees(parents, pairs, children, vary)?;
         let params = vary_params(children.n, children.max_len, vary, None, seed, generation, op_code(op))?;
         if children.n == 0 {
             return Ok(Vec::new());
@@ -469,7 +509,7 @@ impl CudaEngine {
         vary: &VaryConfig,
         mix: &BreedConfig,
     ) -> Result<DeviceBred> {
-        self.check_trees(parents, pairs, children)?;
+        self.check_trees(parents, pairs, children, vary)?;
         let params = vary_params(children.n, children.max_len, vary, Some(mix), seed, generation, 0)?;
         let mut codes = zeros::<u32>(&self.stream, children.n, "allocating breeding codes")?;
         let mut counts = zeros::<u32>(&self.stream, 8, "allocating outcome counts")?;
