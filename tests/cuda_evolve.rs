@@ -109,3 +109,47 @@ fn every_population_of_a_run_gets_the_same_fitness_on_both() {
     eprintln!("{} fitness values compared, {} differ", checked.into_inner(), bad.len());
     assert!(bad.is_empty(), "{} differ:\n{}", bad.len(), bad[..bad.len().min(10)].join("\n"));
 }
+
+/// The device loop (population, selection, breeding and elitism on the GPU) against the host
+/// loop evaluating on the same GPU: the same programs, fitness and history, for tree GP on W1's
+/// data with several settings (elites, tournament sizes, scaling, metrics, a multi-output-free
+/// function set with unary and binary operators). Also: no population data copied to the host
+/// between generations.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn the_device_loop_equals_the_host_loop() {
+    use grove::evolve::{EngineConfig, device, run_trees_on_host};
+    use grove::task::regression::{Metric, Regression, RegressionConfig, TreeSettings};
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let cases = [
+        (EngineConfig { pop_size: 2000, generations: 15, seed: 3, tournament: 3, elite: 1, max_len: 128 }, RegressionConfig::default(), "add,sub,mul,div,sin,cos,tan"),
+        (EngineConfig { pop_size: 777, generations: 12, seed: 9, tournament: 5, elite: 4, max_len: 256 }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }, "add,sub,mul,div,exp,log,sqrt"),
+        (EngineConfig { pop_size: 1000, generations: 10, seed: 1, tournament: 2, elite: 0, max_len: 64 }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }, "add,mul,sin,tanh"),
+        (EngineConfig { pop_size: 500, generations: 8, seed: 5, tournament: 4, elite: 2, max_len: 512 }, RegressionConfig { metric: Metric::Mae, linear_scaling: false, parsimony: 0.0 }, "add,sub,mul,div,pow"),
+    ];
+    for (cfg, reg, functions) in cases {
+        let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+        let task = Regression { backend: &gpu, data, config: reg };
+        let rep = TreeSettings::default().rep(functions, train.n_features, cfg.max_len).unwrap();
+        let d = grove::evolve::Fitness::device_regression(&task).expect("resident data gives the device loop");
+        let (a, tr) = device::run_trees(&cfg, &rep, &d, &mut |_, _| {}).unwrap();
+        let b = run_trees_on_host(&cfg, &rep, &task, &mut |_, _| {}).unwrap();
+        let what = format!("{functions} {cfg:?} {reg:?}");
+        assert_eq!(a.best, b.best, "{what}: best program");
+        assert_eq!(a.population, b.population, "{what}: last population");
+        assert_eq!(a.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), b.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "{what}: last fitness");
+        assert_eq!(a.history.len(), b.history.len());
+        for (x, y) in a.history.iter().zip(&b.history) {
+            assert_eq!((x.generation, x.best.to_bits(), x.invalid), (y.generation, y.best.to_bits(), y.invalid), "{what}");
+            assert!(x.mean_size == y.mean_size || (x.mean_size.is_nan() && y.mean_size.is_nan()), "{what}: {x:?} {y:?}");
+            assert!((x.mean - y.mean).abs() <= 1e-9 * y.mean.abs() || (x.mean.is_nan() && y.mean.is_nan()), "{what}: {x:?} {y:?}");
+        }
+        assert_eq!(tr.population_bytes_between_generations, 0);
+        assert_eq!(tr.generations, cfg.generations + 1);
+        assert_eq!(tr.mailbox_reads, cfg.generations + 2);
+        assert!(tr.best_trees >= 1 && tr.best_trees <= cfg.generations + 1);
+        eprintln!("{what}: best {:e} at generation {}, {} best-tree copies", a.best.fitness, a.best.generation, tr.best_trees);
+    }
+}

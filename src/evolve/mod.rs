@@ -5,6 +5,8 @@
 //!
 //! Fitness is minimised; `+inf` (or NaN) marks an invalid individual, which never breeds.
 
+pub mod device;
+
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -99,6 +101,8 @@ pub struct Outcome {
     pub population: Population,
     /// Fitness of the last population.
     pub fitness: Vec<f64>,
+    /// Copies between device and host, when the run stayed on the device ([`device`]).
+    pub transfers: Option<device::Transfers>,
 }
 
 /// Everything the loop needs from a task.
@@ -106,6 +110,12 @@ pub trait Fitness: Sync {
     /// Fitness of every individual of `pop` (lower is better; `+inf` for invalid ones,
     /// including rows of length 0). An error stops the run.
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>>;
+
+    /// The task as the device loop runs it, when its data lives on a GPU and the whole
+    /// generation can stay there ([`device`]); `None` (the default) runs the host loop.
+    fn device_regression(&self) -> Option<device::DeviceRegression<'_>> {
+        None
+    }
 }
 
 impl<F: Fn(&Population) -> Vec<f64> + Sync> Fitness for F {
@@ -265,7 +275,7 @@ pub fn run_grammar(
         history.push(s);
         gen += 1;
     }
-    Ok(Outcome { best, history, population: pop, fitness: fit })
+    Ok(Outcome { best, history, population: pop, fitness: fit, transfers: None })
 }
 
 /// Tree GP without a grammar (EvoGP's mode): the spec of random trees and the operator mix.
@@ -278,7 +288,33 @@ pub struct TreeRep {
 }
 
 /// Runs tree GP. `observe` sees every generation's statistics and the best so far.
+///
+/// When the task's data lives on a GPU ([`Fitness::device_regression`]) the whole run stays on
+/// the device ([`device::run_trees`]), unless `GROVE_DEVICE_LOOP=0` asks for the host loop
+/// ([`run_trees_on_host`]), which gives the same results.
 pub fn run_trees(
+    cfg: &EngineConfig,
+    rep: &TreeRep,
+    task: &dyn Fitness,
+    observe: &mut dyn FnMut(&GenerationStats, &Best),
+) -> anyhow::Result<Outcome> {
+    if let Some(d) = task.device_regression() {
+        if device_loop_enabled() && device::supports(cfg) {
+            return device::run_trees(cfg, rep, &d, observe).map(|(o, _)| o);
+        }
+    }
+    run_trees_on_host(cfg, rep, task, observe)
+}
+
+/// False when `GROVE_DEVICE_LOOP=0`: GPU runs then evaluate each generation's population
+/// after copying it to the device, with variation on the host.
+pub fn device_loop_enabled() -> bool {
+    std::env::var("GROVE_DEVICE_LOOP").map_or(true, |v| v != "0")
+}
+
+/// Tree GP with the population on the host (variation and selection on the CPU), whatever
+/// backend the task evaluates on.
+pub fn run_trees_on_host(
     cfg: &EngineConfig,
     rep: &TreeRep,
     task: &dyn Fitness,
@@ -304,7 +340,7 @@ pub fn run_trees(
             let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
             observe(&s, &best);
             history.push(s);
-            return Ok(Outcome { best, history, population: pop, fitness: fit });
+            return Ok(Outcome { best, history, population: pop, fitness: fit, transfers: None });
         }
         let next_gen = gen as u32 + 1;
         let pool = select::valid_indices(&fit);

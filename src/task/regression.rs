@@ -90,6 +90,15 @@ impl crate::evolve::Fitness for Regression<'_> {
             })
             .collect())
     }
+
+    fn device_regression(&self) -> Option<crate::evolve::device::DeviceRegression<'_>> {
+        match (self.backend, &self.data) {
+            (crate::backend::Backend::Cuda(engine), crate::backend::RegressionData::Device(data)) => {
+                Some(crate::evolve::device::DeviceRegression { engine, data, config: self.config })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The scaling `(a, b)` a program gets on the training data (`(1, 0)` without scaling).
@@ -358,6 +367,7 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
         "timing": {"seconds": seconds, "node_evaluations": node_evals,
                    "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
                    "device": backend.describe()},
+        "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", best.nodes.len());
@@ -370,5 +380,11 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
         None => summary += "test          (no test data: use --test-fraction)\n",
     }
     summary += &format!("time          {seconds:.2} s on {}", backend.describe());
+    if let Some(t) = &outcome.transfers {
+        summary += &format!(
+            "\ndevice loop   {} generations on the GPU; {} bytes of population copied to the host between them",
+            t.generations, t.population_bytes_between_generations
+        );
+    }
     Ok(EvolveResult { report, summary })
 }

@@ -443,42 +443,10 @@ impl CudaEngine {
             poison(ptr, p * words, stream, "sums")?;
         }
         let v = views(input, &lay)?;
-        let mut part = partials.slice_mut(..n_part);
-        for (ids, deep) in [(v.ids.slice(..packed.n_fast), false), (v.ids.slice(packed.n_fast..), true)] {
-            if ids.is_empty() {
-                continue;
-            }
-            let name = if deep { kernels::REGRESSION_DEEP } else { kernels::REGRESSION[launch.points_per_thread as usize - 1] };
-            let (params, lc) = self.eval_shape(pop, data, &launch, ids.len(), deep);
-            let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], name)?;
-            let mut b = self.stream.launch_builder(&f);
-            b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len);
-            b.arg(&data.x).arg(&data.y).arg(&mut part);
-            // SAFETY: the arguments match `grove_eval_regression_k*(GroveEvalParams,
-            // const unsigned* tree_ids, const unsigned char* ops, const float* values,
-            // const unsigned char* outs, const unsigned short* lens, const float* x,
-            // const float* y, GroveRegSums* partials)`, with `EvalParams` laid out as
-            // `GroveEvalParams`. Buffer sizes: tree_ids n_trees, the population P × L and P,
-            // x F × N, y N, partials P × n_tiles. `pack` checked each tree's opcodes, variable
-            // indices (< F), output slots (≤ n_outputs, which sized the dynamic shared memory)
-            // and stack need (≤ this kernel's stack), and copied each tree's `len` nodes, which
-            // are all the kernel reads of its row, so every access stays inside them.
-            unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
-        }
-        let mut sums_view = sums.slice_mut(..p);
-        let rp = ReduceParams { n_trees: p as u32, n_tiles: launch.n_tiles };
-        let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], kernels::REDUCE_REGRESSION)?;
-        let mut b = self.stream.launch_builder(&f);
-        let part = part.slice(..);
-        b.arg(&rp).arg(&part).arg(&mut sums_view);
-        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: matches `grove_reduce_regression(GroveReduceParams, const GroveRegSums*
-        // partials, GroveRegSums* sums)`; partials holds n_trees × n_tiles entries, all written
-        // above (every tree is in exactly one of the launches), sums holds n_trees.
-        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::REDUCE_REGRESSION))?;
+        self.launch_regression(&v, packed.n_fast, p, pop.max_len, pop.n_outputs, data, &launch, partials, sums)?;
         record(2)?;
         let out = &mut readback[..p];
-        self.stream.memcpy_dtoh(&sums_view, out).during(|| "reading the regression sums".into())?;
+        self.stream.memcpy_dtoh(&sums.slice(..p), out).during(|| "reading the regression sums".into())?;
         record(3)?;
         self.stream.synchronize().during(|| "running the regression kernels".into())?;
         s.in_flight = false;
@@ -492,6 +460,66 @@ impl CudaEngine {
         }
         timing.total_s = start.elapsed().as_secs_f64();
         Ok((result, timing))
+    }
+
+    /// Queues the regression kernels for `n_trees` trees of a population on the device (`v`:
+    /// its arrays, row stride `max_len`, and `v.ids`, the fast kernels' trees first,
+    /// `n_fast` of them, then the deep ones), then the reduction: `sums[t]` for every tree `t`
+    /// named in `v.ids[..n_trees]`. `partials` holds at least `n_trees × launch.n_tiles`
+    /// entries, `sums` at least one per row of the population. Every tree must have passed the
+    /// checks of [`super::pack::stack_need`] (the fast ones within [`STACK`], the deep ones
+    /// within [`DEEP_STACK`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch_regression(
+        &self,
+        v: &Views<'_>,
+        n_fast: usize,
+        n_trees: usize,
+        max_len: usize,
+        n_outputs: usize,
+        data: &DeviceDataset,
+        launch: &Launch,
+        partials: &mut CudaSlice<RegSums>,
+        sums: &mut CudaSlice<RegSums>,
+    ) -> Result<()> {
+        let n_part = n_trees * launch.n_tiles as usize;
+        if partials.len() < n_part || v.ids.len() < n_trees || n_fast > n_trees {
+            return Err(GpuError::Input(format!("{n_trees} trees ({n_fast} fast) for {} ids and {} partial sums", v.ids.len(), partials.len())));
+        }
+        let mut part = partials.slice_mut(..n_part);
+        for (ids, deep) in [(v.ids.slice(..n_fast), false), (v.ids.slice(n_fast..n_trees), true)] {
+            if ids.is_empty() {
+                continue;
+            }
+            let name = if deep { kernels::REGRESSION_DEEP } else { kernels::REGRESSION[launch.points_per_thread as usize - 1] };
+            let (params, lc) = self.eval_shape(max_len, n_outputs, data, launch, ids.len(), deep);
+            let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], name)?;
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len);
+            b.arg(&data.x).arg(&data.y).arg(&mut part);
+            // SAFETY: the arguments match `grove_eval_regression_k*(GroveEvalParams,
+            // const unsigned* tree_ids, const unsigned char* ops, const float* values,
+            // const unsigned char* outs, const unsigned short* lens, const float* x,
+            // const float* y, GroveRegSums* partials)`, with `EvalParams` laid out as
+            // `GroveEvalParams`. Buffer sizes: tree_ids n_trees, the population P × L and P,
+            // x F × N, y N, partials n_trees × n_tiles (checked above). The caller guarantees
+            // (pack, or grove_stack_class on the device) each tree's opcodes, variable indices
+            // (< F), output slots (≤ n_outputs, which sized the dynamic shared memory) and stack
+            // need (≤ this kernel's stack); the kernel reads only each tree's `len` nodes of its
+            // row, so every access stays inside them.
+            unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
+        }
+        let rp = ReduceParams { n_trees: n_trees as u32, n_tiles: launch.n_tiles };
+        let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], kernels::REDUCE_REGRESSION)?;
+        let mut b = self.stream.launch_builder(&f);
+        let part = part.slice(..);
+        b.arg(&rp).arg(&part).arg(&mut *sums);
+        let lc = LaunchConfig { grid_dim: ((n_trees as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_reduce_regression(GroveReduceParams, const GroveRegSums*
+        // partials, GroveRegSums* sums)`; partials holds n_trees × n_tiles entries, all written
+        // above (every tree is in exactly one of the launches), sums one per tree row.
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::REDUCE_REGRESSION))?;
+        Ok(())
     }
 
     /// Checks and packs `pop` into the staging buffer (grown as needed) and makes sure the
@@ -541,7 +569,7 @@ impl CudaEngine {
                 continue;
             }
             let name = if deep { kernels::PREDICT_DEEP } else { kernels::PREDICT[launch.points_per_thread as usize - 1] };
-            let (params, lc) = self.eval_shape(pop, data, &launch, ids.len(), deep);
+            let (params, lc) = self.eval_shape(pop.max_len, pop.n_outputs, data, &launch, ids.len(), deep);
             let f = self.function(&EVAL, &[("GROVE_K", launch.points_per_thread)], name)?;
             let mut b = self.stream.launch_builder(&f);
             b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len);
@@ -560,7 +588,7 @@ impl CudaEngine {
         Ok(out)
     }
 
-    fn check_dataset(&self, data: &DeviceDataset) -> Result<()> {
+    pub(super) fn check_dataset(&self, data: &DeviceDataset) -> Result<()> {
         if data.engine != self.id {
             return Err(GpuError::Input("the data set was uploaded by another engine".into()));
         }
@@ -570,7 +598,8 @@ impl CudaEngine {
     /// Parameters and launch configuration of one evaluation launch over `n_trees` trees.
     fn eval_shape(
         &self,
-        pop: &Population,
+        max_len: usize,
+        n_outputs: usize,
         data: &DeviceDataset,
         l: &Launch,
         n_trees: usize,
@@ -579,8 +608,8 @@ impl CudaEngine {
         let params = EvalParams {
             n_rows: data.n_rows as u32,
             n_features: data.n_features as u32,
-            max_len: pop.max_len as u32,
-            n_outputs: pop.n_outputs as u32,
+            max_len: max_len as u32,
+            n_outputs: n_outputs as u32,
             n_trees: n_trees as u32,
             tile_points: l.tile_points,
             n_tiles: l.n_tiles,

@@ -77,7 +77,12 @@ pub const VARY: KernelSource<'static> = KernelSource { file: "vary.cu", text: in
 pub const SELECT: KernelSource<'static> = KernelSource { file: "select.cu", text: include_str!("../../../kernels/select.cu") };
 
 /// Every kernel file (each must compile: `tests/cuda_kernels.rs`).
-pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP, CLASSIFY, VARY, SELECT];
+/// `kernels/generation.cu`: evaluation order, regression fitness, statistics and elites of a
+/// generation that stays on the device.
+pub const GENERATION: KernelSource<'static> =
+    KernelSource { file: "generation.cu", text: include_str!("../../../kernels/generation.cu") };
+/// Every kernel file compiled without generated parts (sim.cu is compiled per environment).
+pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP, CLASSIFY, VARY, SELECT, GENERATION];
 
 /// Stack slots of the fast evaluation kernels (`GROVE_STACK` in eval.cu).
 pub const STACK: usize = 32;
@@ -188,6 +193,31 @@ pub const RANK_TILE: u32 = 256;
 pub const SELECT_DEFINES: &[(&str, usize)] =
     &[("GROVE_MAX_DISTINCT", MAX_DISTINCT), ("GROVE_POOL_THREADS", POOL_THREADS as usize), ("GROVE_RANK_TILE", RANK_TILE as usize)];
 
+/// Threads of the one-block kernels of generation.cu (`GROVE_SCAN_THREADS`).
+pub const SCAN_THREADS: u32 = 1024;
+/// Threads of `grove_argmin_blocks` (`GROVE_REDUCE_THREADS`).
+pub const REDUCE_THREADS: u32 = 256;
+/// Most elites the device loop keeps (`GROVE_MAX_ELITE`).
+pub const MAX_ELITE: usize = 64;
+/// The `#define`s of generation.cu that must equal the constants above.
+pub const GENERATION_DEFINES: &[(&str, usize)] = &[
+    ("GROVE_STACK", STACK),
+    ("GROVE_DEEP_STACK", DEEP_STACK),
+    ("GROVE_SCAN_THREADS", SCAN_THREADS as usize),
+    ("GROVE_REDUCE_THREADS", REDUCE_THREADS as usize),
+    ("GROVE_MAX_ELITE", MAX_ELITE),
+];
+/// Which evaluation kernel takes each tree.
+pub const STACK_CLASS: &str = "grove_stack_class";
+/// Tree ids in evaluation order, and their counts.
+pub const PARTITION: &str = "grove_partition";
+/// Regression fitness from the fused sums.
+pub const REGRESSION_FITNESS: &str = "grove_regression_fitness";
+/// The best individual not yet chosen, per block (and statistics).
+pub const ARGMIN_BLOCKS: &str = "grove_argmin_blocks";
+/// ... combined over the blocks.
+pub const ARGMIN_FINAL: &str = "grove_argmin_final";
+
 /// Every kernel Rust launches, with its source file (`tests/cuda_kernels.rs` checks each is an
 /// `extern "C" __global__` function there). The classification kernels are prepared for the
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
@@ -197,6 +227,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
+    v.extend([STACK_CLASS, PARTITION, REGRESSION_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL].map(|k| (k, GENERATION)));
     v
 }
 
@@ -564,6 +595,61 @@ unsafe impl DeviceRepr for GeParams {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for SelectParams {}
 
+/// Parameters of generation.cu's kernels (`GroveGenParams`), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GenParams {
+    /// `P`: individuals.
+    pub n: u32,
+    /// `L`: row stride of the population.
+    pub max_len: u32,
+    /// 0 MSE, 1 RMSE, 2 MAE, 3 R² ([`crate::task::regression::Metric`]).
+    pub metric: u32,
+    /// 1: linear scaling.
+    pub scaled: u32,
+    /// Added to the fitness per node.
+    pub parsimony: f64,
+    /// Blocks of `grove_argmin_blocks`.
+    pub n_blocks: u32,
+    /// Individuals already chosen; the pass writes `chosen[n_chosen]`.
+    pub n_chosen: u32,
+}
+
+/// A generation's statistics as generation.cu leaves them (`GroveGenStats`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GenStats {
+    /// Fitness of the best individual (by `select::elite`'s order; may be invalid).
+    pub best: f64,
+    /// Sum of the valid individuals' fitness.
+    pub sum: f64,
+    /// Sum of the valid individuals' lengths.
+    pub sum_len: f64,
+    /// The best individual.
+    pub best_idx: u32,
+    /// Valid individuals (finite fitness, non-empty tree).
+    pub n_valid: u32,
+}
+
+/// One block's candidate of `grove_argmin_blocks` (`GroveArgmin`; device scratch only).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Argmin {
+    /// Total order of the best key.
+    pub key: i64,
+    /// Its index (`u32::MAX`: none).
+    pub idx: u32,
+    /// Valid individuals of the block.
+    pub n_valid: u32,
+    /// Sum of their fitness.
+    pub sum: f64,
+    /// Sum of their lengths.
+    pub sum_len: f64,
+}
+
+const _: () = assert!(size_of::<GenParams>() == 32);
+const _: () = assert!(size_of::<GenStats>() == 32);
+const _: () = assert!(size_of::<Argmin>() == 32);
 const _: () = assert!(size_of::<MapParams>() == 32);
 const _: () = assert!(size_of::<MapOut>() == 20);
 const _: () = assert!(size_of::<EvalParams>() == 32);
@@ -593,6 +679,17 @@ unsafe impl DeviceRepr for ClassifyParams {}
 unsafe impl DeviceRepr for ClassPartial {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for ClassReduceParams {}
+// SAFETY: as above (generation.cu's structs; sizes and offsets asserted on both sides).
+unsafe impl DeviceRepr for GenParams {}
+// SAFETY: as above; read back from device memory, where every bit pattern is a valid value of
+// each (f64, u32) field.
+unsafe impl DeviceRepr for GenStats {}
+// SAFETY: as above (device scratch, never read on the host).
+unsafe impl DeviceRepr for Argmin {}
+// SAFETY: all-zero bytes are valid values of these plain structs.
+unsafe impl ValidAsZeroBits for GenStats {}
+// SAFETY: as above.
+unsafe impl ValidAsZeroBits for Argmin {}
 // SAFETY: all-zero bytes are a valid `ClassPartial` (zeros of f64 and u32).
 unsafe impl ValidAsZeroBits for ClassPartial {}
 // SAFETY: all-zero bytes are a valid `RegSums` (zeros of f64 and u32); read-back buffers of it
@@ -628,4 +725,6 @@ layout! {
         codon_size, used_stride
     },
     SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
+    GenParams { n, max_len, metric, scaled, parsimony, n_blocks, n_chosen },
+    GenStats { best, sum, sum_len, best_idx, n_valid },
 }

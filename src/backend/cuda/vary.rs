@@ -42,7 +42,7 @@ pub struct DevicePopulation {
     n: usize,
     max_len: usize,
     n_outputs: usize,
-    engine: u64,
+    pub(super) engine: u64,
 }
 
 impl std::fmt::Debug for DevicePopulation {
@@ -69,7 +69,7 @@ impl DevicePopulation {
 /// What [`CudaEngine::breed_trees`] did, on the device: one code per child and outcome counts.
 pub struct DeviceBred {
     codes: CudaSlice<u32>,
-    counts: CudaSlice<u32>,
+    pub(super) counts: CudaSlice<u32>,
     n: usize,
 }
 
@@ -155,6 +155,17 @@ pub fn decode_bred(code: u32, mix: &BreedConfig) -> Result<Bred> {
 pub(super) struct Scratch {
     pop: Option<DevicePopulation>,
     pending: Option<CudaSlice<u32>>,
+    /// The function set and constants last uploaded, kept while they stay the same (a run
+    /// uploads them once, not once per generation).
+    tables: Option<SpecTables>,
+}
+
+/// A spec's function set and constants on the device, with the host copies they came from.
+struct SpecTables {
+    functions_host: Vec<u8>,
+    constants_host: Vec<f32>,
+    functions: CudaSlice<u8>,
+    constants: CudaSlice<f32>,
 }
 
 fn zeros<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, n: usize, what: &str) -> Result<CudaSlice<T>> {
@@ -409,14 +420,12 @@ impl CudaEngine {
         children: &mut DevicePopulation,
         tail: &mut [&mut CudaSlice<u32>],
     ) -> Result<()> {
-        let functions: Vec<u8> = vary.spec.functions.iter().map(|f| *f as u8).collect();
-        let functions = self.upload(&functions, "uploading the function set")?;
-        let constants = self.upload(&vary.spec.constants, "uploading the constants")?;
         let f = self.function(&VARY, &[], name)?;
         let mut guard = self.vary_scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let tables = self.spec_tables(&mut guard, &vary.spec)?;
         let (scratch, pending) = self.vary_scratch(&mut guard, children.n, children.max_len)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(params).arg(&pairs.idx).arg(&functions).arg(&constants);
+        b.arg(params).arg(&pairs.idx).arg(&tables.functions).arg(&tables.constants);
         b.arg(&parents.op).arg(&parents.value).arg(&parents.size).arg(&parents.out).arg(&parents.len);
         b.arg(&mut children.op).arg(&mut children.value).arg(&mut children.size).arg(&mut children.out).arg(&mut children.len);
         b.arg(&mut scratch.op).arg(&mut scratch.value).arg(&mut scratch.size).arg(&mut scratch.out).arg(&mut scratch.len);
@@ -436,7 +445,27 @@ impl CudaEngine {
         // the generator's stack never exceeds its budget <= L) are thread k's alone; the
         // tail buffers hold n_children entries (and 8 counts).
         unsafe { b.launch(per_item(children.n)) }.during(|| format!("launching {name}"))?;
+        guard.tables = Some(tables);
         Ok(())
+    }
+
+    /// The spec's function set and constants on the device: the cached copy when the spec's
+    /// are the same, else a new upload. Taken out of the scratch (put it back after use).
+    fn spec_tables(&self, guard: &mut Scratch, spec: &TreeSpec) -> Result<SpecTables> {
+        let functions: Vec<u8> = spec.functions.iter().map(|f| *f as u8).collect();
+        if let Some(t) = guard.tables.take() {
+            if t.functions_host == functions && t.constants_host.len() == spec.constants.len()
+                && t.constants_host.iter().zip(&spec.constants).all(|(a, b)| a.to_bits() == b.to_bits())
+            {
+                return Ok(t);
+            }
+        }
+        Ok(SpecTables {
+            functions: self.upload(&functions, "uploading the function set")?,
+            constants: self.upload(&spec.constants, "uploading the constants")?,
+            functions_host: functions,
+            constants_host: spec.constants.clone(),
+        })
     }
 
     /// The first generation on the device: `p` random trees of `spec`, equal to
@@ -448,14 +477,12 @@ impl CudaEngine {
         if p == 0 {
             return Ok(pop);
         }
-        let functions: Vec<u8> = spec.functions.iter().map(|f| *f as u8).collect();
-        let functions = self.upload(&functions, "uploading the function set")?;
-        let constants = self.upload(&spec.constants, "uploading the constants")?;
         let f = self.function(&VARY, &[], INIT_TREES)?;
         let mut guard = self.vary_scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let tables = self.spec_tables(&mut guard, spec)?;
         let (_, pending) = self.vary_scratch(&mut guard, p, spec.max_len)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&params).arg(&functions).arg(&constants);
+        b.arg(&params).arg(&tables.functions).arg(&tables.constants);
         b.arg(&mut pop.op).arg(&mut pop.value).arg(&mut pop.size).arg(&mut pop.out).arg(&mut pop.len);
         b.arg(&mut *pending);
         // SAFETY: matches `grove_init_trees(GroveVaryParams, const unsigned char* functions,
@@ -464,6 +491,7 @@ impl CudaEngine {
         // i writes row i of P rows of stride L (trees never exceed L) and pending row i (L
         // entries, the generator's budget).
         unsafe { b.launch(per_item(p)) }.during(|| format!("launching {INIT_TREES}"))?;
+        guard.tables = Some(tables);
         Ok(pop)
     }
 

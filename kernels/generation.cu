@@ -1,0 +1,338 @@
+// generation.cu: the rest of a generation on the device, between evaluation (eval.cu),
+// selection (select.cu) and variation (vary.cu), so that a run never copies its population to
+// the host. The host side is src/backend/cuda/generation.rs; its loop is src/evolve/device.rs.
+//
+// - grove_stack_class / grove_partition: which evaluation kernel takes each tree (the fast ones
+//   with GROVE_STACK slots, or the deep fallback), in the order pack() (src/backend/cuda/pack.rs)
+//   lays out tree_ids: fast trees first, then deep ones, each in index order.
+// - grove_regression_fitness: the regression task's fitness from the fused sums, twin of
+//   task::regression::error plus parsimony (bit for bit: f64 arithmetic, --fmad=false).
+// - grove_argmin_blocks / grove_argmin_final: the best individual by select::elite's order
+//   (total order of the key, ties to the lower index), skipping those already chosen, with the
+//   generation's statistics (valid count, sums of fitness and length) on the first pass. Called
+//   once per elite; results go to the per-generation mailbox the host reads.
+//
+// Determinism: no floating-point atomics; every sum has a fixed shape.
+
+#define GROVE_STACK 32           // eval.cu's fast kernels' stack (kernels::STACK, checked by a test)
+#define GROVE_DEEP_STACK 512     // eval.cu's deep kernels' stack (kernels::DEEP_STACK, likewise)
+#define GROVE_SCAN_THREADS 1024  // threads of grove_partition's one block (a power of two)
+#define GROVE_REDUCE_THREADS 256 // threads of the argmin blocks (a power of two)
+#define GROVE_MAX_ELITE 64       // most individuals grove_argmin_* may skip
+
+#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+
+// Mirrors GenParams in src/backend/cuda/kernels.rs.
+struct GroveGenParams {
+    unsigned n;          // P: individuals
+    unsigned max_len;    // L: row stride of the population
+    unsigned metric;     // 0 MSE, 1 RMSE, 2 MAE, 3 R2 (task::regression::Metric)
+    unsigned scaled;     // 1: linear scaling
+    double parsimony;    // added per node
+    unsigned n_blocks;   // blocks of grove_argmin_blocks
+    unsigned n_chosen;   // individuals already chosen (skipped); this pass writes chosen[n_chosen]
+};
+static_assert(sizeof(GroveGenParams) == 32, "GroveGenParams must match GenParams");
+static_assert(GROVE_OFFSETOF(GroveGenParams, n) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenParams, max_len) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenParams, metric) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenParams, scaled) == 12, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenParams, parsimony) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenParams, n_blocks) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenParams, n_chosen) == 28, "layout");
+
+// eval.cu's GroveRegSums (same layout, checked there and in kernels.rs).
+struct GroveRegSums {
+    double sse, sae, sum_f, sum_ff, sum_fy, sum_y, sum_yy;
+    unsigned n;
+    unsigned bad;
+};
+static_assert(sizeof(GroveRegSums) == 64, "GroveRegSums must match RegSums");
+
+// Mirrors GenStats: what the host reads after each generation (mailbox words 0 .. 7).
+struct GroveGenStats {
+    double best;       // fitness of the best individual (by the elite order; may be invalid)
+    double sum;        // sum of the valid individuals' fitness
+    double sum_len;    // sum of the valid individuals' lengths
+    unsigned best_idx; // the best individual
+    unsigned n_valid;  // individuals with a finite key and a non-empty tree
+};
+static_assert(sizeof(GroveGenStats) == 32, "GroveGenStats must match GenStats");
+static_assert(GROVE_OFFSETOF(GroveGenStats, best) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenStats, sum) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenStats, sum_len) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenStats, best_idx) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveGenStats, n_valid) == 28, "layout");
+
+// One block's candidate and partial statistics (Argmin in kernels.rs; device scratch only).
+struct GroveArgmin {
+    long long key;     // total order of the best key (grove_total_order)
+    unsigned idx;      // its index (0xFFFFFFFF: none)
+    unsigned n_valid;
+    double sum;
+    double sum_len;
+};
+static_assert(sizeof(GroveArgmin) == 32, "GroveArgmin must match Argmin");
+
+// Arity of an opcode; 0xFFFFFFFF for codes that name no operator (pack's BAD_OP).
+__device__ __forceinline__ unsigned grove_arity(unsigned code) {
+    switch (code) {
+        case GROVE_OP_VAR: return 0u;
+        case GROVE_OP_CONST: return 0u;
+#define GROVE_ARITY_CASE(c, arity, expr) case c: return arity;
+        GROVE_FOR_EACH_OP(GROVE_ARITY_CASE)
+#undef GROVE_ARITY_CASE
+        default: return 0xFFFFFFFFu;
+    }
+}
+
+// select::key: NaN reads as +inf.
+__device__ __forceinline__ double grove_key(double f) {
+    return isnan(f) ? __longlong_as_double(0x7FF0000000000000ll) : f;
+}
+
+// f64::total_cmp's order as a signed integer: flip the magnitude bits of negative numbers.
+__device__ __forceinline__ long long grove_total_order(double f) {
+    long long b = __double_as_longlong(f);
+    b ^= (long long)(((unsigned long long)(b >> 63)) >> 1);
+    return b;
+}
+
+// (key, idx) lexicographic: a before b.
+__device__ __forceinline__ bool grove_before(long long ka, unsigned ia, long long kb, unsigned ib) {
+    return ka < kb || (ka == kb && ia < ib);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Evaluation order.
+
+// class[t]: 0 when tree t takes the fast kernels (empty, or its stack need is at most
+// GROVE_STACK), 1 for the deep ones (at most GROVE_DEEP_STACK), 2 when neither can take it or
+// its nodes do not form one tree (which the variation kernels never make). As check_nodes.
+extern "C" __global__ void grove_stack_class(GroveGenParams p, const unsigned char* ops, const unsigned short* lens,
+                                             unsigned* cls) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.n) return;
+    const unsigned n = lens[t];
+    if (n == 0) {
+        cls[t] = 0;
+        return;
+    }
+    if (n > p.max_len) {
+        cls[t] = 2;
+        return;
+    }
+    const unsigned char* op = ops + (size_t)t * p.max_len;
+    unsigned h = 0, need = 0;
+    for (unsigned i = n; i-- > 0;) {
+        const unsigned k = grove_arity(op[i]);
+        if (k == 0xFFFFFFFFu || h < k) {
+            cls[t] = 2;
+            return;
+        }
+        h = h - k + 1;
+        need = need > h ? need : h;
+    }
+    cls[t] = h != 1 ? 2u : need <= GROVE_STACK ? 0u : need <= GROVE_DEEP_STACK ? 1u : 2u;
+}
+
+// ids = the fast trees' indices in order, then the deep ones'; counts[0] fast, counts[1] deep,
+// counts[2] bad (class 2), counts[3] the first bad tree (or 0xFFFFFFFF). One block of
+// GROVE_SCAN_THREADS threads, each taking a contiguous run of trees; one scan of both counts.
+extern "C" __global__ void grove_partition(GroveGenParams p, const unsigned* cls, unsigned* ids, unsigned* counts) {
+    __shared__ unsigned long long scan[GROVE_SCAN_THREADS];
+    __shared__ unsigned first_bad;
+    const unsigned t = threadIdx.x, n = p.n;
+    if (t == 0) first_bad = 0xFFFFFFFFu;
+    const unsigned per = (n + GROVE_SCAN_THREADS - 1) / GROVE_SCAN_THREADS;
+    const unsigned lo = t * per < n ? t * per : n, hi = lo + per < n ? lo + per : n;
+    unsigned nf = 0, nd = 0, bad = 0xFFFFFFFFu;
+    for (unsigned i = lo; i < hi; ++i) {
+        const unsigned c = cls[i];
+        nf += c == 0;
+        nd += c == 1;
+        if (c > 1 && bad == 0xFFFFFFFFu) bad = i;
+    }
+    const unsigned long long mine = ((unsigned long long)nf << 32) | nd;
+    scan[t] = mine;
+    __syncthreads();
+    if (bad != 0xFFFFFFFFu) atomicMin(&first_bad, bad);
+    for (unsigned d = 1; d < GROVE_SCAN_THREADS; d *= 2) {
+        const unsigned long long v = t >= d ? scan[t - d] : 0ull;
+        __syncthreads();
+        scan[t] += v;
+        __syncthreads();
+    }
+    const unsigned long long total = scan[GROVE_SCAN_THREADS - 1];
+    const unsigned n_fast = (unsigned)(total >> 32), n_deep = (unsigned)total;
+    const unsigned long long before = scan[t] - mine;
+    unsigned at_fast = (unsigned)(before >> 32), at_deep = n_fast + (unsigned)before;
+    for (unsigned i = lo; i < hi; ++i) {
+        const unsigned c = cls[i];
+        if (c == 0) ids[at_fast++] = i;
+        else if (c == 1) ids[at_deep++] = i;
+    }
+    if (t == 0) {
+        counts[0] = n_fast;
+        counts[1] = n_deep;
+        counts[2] = n - n_fast - n_deep;
+        counts[3] = first_bad;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fitness: task::regression::error (RegressionSums' methods in src/program/eval.rs) plus
+// parsimony per node; +inf for an empty tree.
+
+#define GROVE_VAR_REL_TOL 1e-10
+
+struct GroveCentred {
+    double sff, syy, sfy;
+};
+
+__device__ __forceinline__ GroveCentred grove_centred(const GroveRegSums& s) {
+    const double n = (double)s.n;
+    const double mf = s.sum_f / n, my = s.sum_y / n;
+    double sff = s.sum_ff - mf * s.sum_f;
+    double syy = s.sum_yy - my * s.sum_y;
+    sff = sff <= GROVE_VAR_REL_TOL * s.sum_ff ? 0.0 : sff;
+    syy = syy <= GROVE_VAR_REL_TOL * s.sum_yy ? 0.0 : syy;
+    const double sfy = s.sum_fy - mf * s.sum_y;
+    return {sff, syy, sfy};
+}
+
+// (scaled SSE, syy): RegressionSums::scaled_sse.
+__device__ __forceinline__ void grove_scaled_sse(const GroveRegSums& s, double& sse, double& syy) {
+    const GroveCentred c = grove_centred(s);
+    const double explained = c.sff == 0.0 ? 0.0 : c.sfy * c.sfy / c.sff;
+    sse = fmax(c.syy - explained, 0.0);
+    syy = c.syy;
+}
+
+__device__ double grove_error(const GroveRegSums& s, unsigned metric, bool scaled) {
+    const double inf = __longlong_as_double(0x7FF0000000000000ll);
+    if (s.bad != 0 || s.n == 0) return inf;
+    const double n = (double)s.n;
+    double e;
+    if (metric == 2) {
+        e = s.sae / n;
+    } else if (metric == 3) {
+        if (scaled) {
+            double sse, syy;
+            grove_scaled_sse(s, sse, syy);
+            const double r2 = syy == 0.0 ? 1.0 : fmin(fmax(1.0 - sse / syy, 0.0), 1.0);
+            e = 1.0 - r2;
+        } else {
+            const double syy = grove_centred(s).syy;
+            const double r2 = syy == 0.0 ? (s.sse == 0.0 ? 1.0 : 0.0) : 1.0 - s.sse / syy;
+            e = 1.0 - r2;
+        }
+    } else {
+        double mse;
+        if (scaled) {
+            double sse, syy;
+            grove_scaled_sse(s, sse, syy);
+            mse = sse / n;
+        } else {
+            mse = s.sse / n;
+        }
+        e = metric == 1 ? sqrt(mse) : mse;
+    }
+    return isfinite(e) ? e : inf;
+}
+
+extern "C" __global__ void grove_regression_fitness(GroveGenParams p, const GroveRegSums* sums, const unsigned short* lens,
+                                                    double* fit) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.n) return;
+    const unsigned len = lens[t];
+    if (len == 0) {
+        fit[t] = __longlong_as_double(0x7FF0000000000000ll);
+        return;
+    }
+    fit[t] = grove_error(sums[t], p.metric, p.scaled != 0) + p.parsimony * (double)len;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The best individual not yet chosen, and (first pass) the generation's statistics: stats()
+// and select::elite in src/evolve/mod.rs and src/select.rs. Block b takes individuals
+// b * GROVE_REDUCE_THREADS * per .. (a fixed split), each thread a contiguous run; the block
+// combines its threads in a fixed tree; grove_argmin_final combines the blocks in order.
+
+__device__ __forceinline__ void grove_combine(GroveArgmin& a, const GroveArgmin& b) {
+    if (b.idx != 0xFFFFFFFFu && (a.idx == 0xFFFFFFFFu || grove_before(b.key, b.idx, a.key, a.idx))) {
+        a.key = b.key;
+        a.idx = b.idx;
+    }
+    a.n_valid += b.n_valid;
+    a.sum += b.sum;
+    a.sum_len += b.sum_len;
+}
+
+extern "C" __global__ void grove_argmin_blocks(GroveGenParams p, const double* fit, const unsigned short* lens,
+                                               const unsigned* chosen, GroveArgmin* partials) {
+    __shared__ GroveArgmin red[GROVE_REDUCE_THREADS];
+    __shared__ unsigned skip[GROVE_MAX_ELITE];
+    const unsigned t = threadIdx.x;
+    const unsigned n_skip = p.n_chosen < GROVE_MAX_ELITE ? p.n_chosen : GROVE_MAX_ELITE;
+    for (unsigned i = t; i < n_skip; i += blockDim.x) skip[i] = chosen[i];
+    __syncthreads();
+    const unsigned long long per_block = ((unsigned long long)p.n + p.n_blocks - 1) / p.n_blocks;
+    const unsigned long long b0 = per_block * blockIdx.x;
+    const unsigned long long b1 = b0 + per_block < p.n ? b0 + per_block : p.n;
+    const unsigned long long per = (per_block + GROVE_REDUCE_THREADS - 1) / GROVE_REDUCE_THREADS;
+    const unsigned long long lo0 = b0 + per * t;
+    const unsigned long long lo = lo0 < b1 ? lo0 : b1, hi = lo + per < b1 ? lo + per : b1;
+    GroveArgmin m = {0, 0xFFFFFFFFu, 0, 0.0, 0.0};
+    for (unsigned long long j = lo; j < hi; ++j) {
+        const unsigned i = (unsigned)j;
+        bool skipped = false;
+        for (unsigned c = 0; c < n_skip; ++c) skipped |= skip[c] == i;
+        const double k = grove_key(fit[i]);
+        if (!skipped) {
+            const long long o = grove_total_order(k);
+            if (m.idx == 0xFFFFFFFFu || grove_before(o, i, m.key, m.idx)) {
+                m.key = o;
+                m.idx = i;
+            }
+        }
+        if (p.n_chosen == 0 && isfinite(k) && lens[i] > 0) {
+            m.n_valid += 1;
+            m.sum += k;
+            m.sum_len += (double)lens[i];
+        }
+    }
+    red[t] = m;
+    __syncthreads();
+    for (unsigned d = GROVE_REDUCE_THREADS / 2; d > 0; d /= 2) {
+        if (t < d) grove_combine(red[t], red[t + d]);
+        __syncthreads();
+    }
+    if (t == 0) partials[blockIdx.x] = red[0];
+}
+
+// One block of GROVE_SCAN_THREADS threads: combines the n_blocks (at most GROVE_SCAN_THREADS)
+// partials in a fixed tree; writes chosen[n_chosen] and, on the first pass, the statistics.
+extern "C" __global__ void grove_argmin_final(GroveGenParams p, const GroveArgmin* partials, const double* fit,
+                                              unsigned* chosen, GroveGenStats* stats) {
+    __shared__ GroveArgmin red[GROVE_SCAN_THREADS];
+    const unsigned t = threadIdx.x;
+    const GroveArgmin none = {0, 0xFFFFFFFFu, 0, 0.0, 0.0};
+    red[t] = t < p.n_blocks ? partials[t] : none;
+    __syncthreads();
+    for (unsigned d = GROVE_SCAN_THREADS / 2; d > 0; d /= 2) {
+        if (t < d) grove_combine(red[t], red[t + d]);
+        __syncthreads();
+    }
+    if (t != 0) return;
+    const GroveArgmin m = red[0];
+    const unsigned idx = m.idx == 0xFFFFFFFFu ? 0u : m.idx;
+    chosen[p.n_chosen] = idx;
+    if (p.n_chosen == 0) {
+        stats->best = grove_key(fit[idx]);
+        stats->sum = m.sum;
+        stats->sum_len = m.sum_len;
+        stats->best_idx = idx;
+        stats->n_valid = m.n_valid;
+    }
+}

@@ -1,0 +1,341 @@
+//! The rest of a generation on the device: the host side of `kernels/generation.cu`. With
+//! [`super::vary`] and [`super::select`] it lets a run keep its population, fitness and
+//! statistics on the GPU (the loop is [`crate::evolve::device`]); the host reads a few words
+//! per generation ([`Mailbox`]) and the best program when it improves.
+//!
+//! Each step has a CPU twin it equals exactly:
+//! - [`CudaEngine::order_trees`]: the order [`super::pack::pack`] gives `tree_ids` (fast trees,
+//!   then deep ones) and its checks;
+//! - [`CudaEngine::regression_fitness`]: [`crate::task::regression::Regression`]'s fitness of
+//!   the sums (the sums are [`CudaEngine::evaluate_regression`]'s);
+//! - [`CudaEngine::elite_and_stats`]: `select::elite(fit, e)` and the statistics of
+//!   `evolve::stats` (the mean's sum in another order).
+
+use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+
+use super::error::{During, GpuError, Result};
+use super::eval::{DeviceDataset, EvalConfig, Launch, Views};
+use super::kernels::{
+    ARGMIN_BLOCKS, ARGMIN_FINAL, Argmin, GENERATION, GenParams, GenStats, MAX_ELITE, PARTITION, REDUCE_THREADS, REGRESSION_FITNESS,
+    RegSums, SCAN_THREADS, STACK_CLASS,
+};
+use super::select::{DeviceFitness, DeviceIndices};
+use super::vary::DevicePopulation;
+use super::CudaEngine;
+use crate::program::tree::Node;
+use crate::task::regression::{Metric, RegressionConfig};
+
+/// Threads per block of the one-thread-per-individual kernels.
+const THREADS: u32 = 256;
+
+/// Words of the [`Mailbox`].
+pub const MAILBOX_WORDS: usize = 24;
+/// Mailbox word where the partition counts start (`n_fast, n_deep, n_bad, first_bad`).
+const COUNTS_AT: usize = 8;
+/// Mailbox word where the breeding outcome counts start (8 words, [`super::BredCounts`]).
+pub const BRED_AT: usize = 12;
+
+/// What the host reads after a generation, in one copy: [`GenStats`] (words 0..8), the
+/// partition counts of the next population (8..12) and its breeding counts (12..20).
+pub struct Mailbox {
+    pub(super) buf: CudaSlice<u32>,
+    engine: u64,
+}
+
+/// The mailbox as read on the host.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MailboxRead {
+    /// The evaluated generation's statistics.
+    pub stats: GenStats,
+    /// The next population's trees for the fast kernels.
+    pub n_fast: usize,
+    /// ... for the deep ones.
+    pub n_deep: usize,
+    /// ... that no kernel can take (0 unless a kernel broke an invariant).
+    pub n_bad: usize,
+    /// The first of those (`u32::MAX`: none).
+    pub first_bad: u32,
+    /// The next population's breeding outcome counts.
+    pub bred: [u32; 8],
+}
+
+/// The evaluation order of a population: tree ids, fast ones first.
+pub struct TreeOrder {
+    ids: CudaSlice<u32>,
+    cls: CudaSlice<u32>,
+    /// Ids of the fast kernels' trees (the first entries).
+    pub n_fast: usize,
+    /// Ids of the deep kernels' trees (after them).
+    pub n_deep: usize,
+}
+
+/// Scratch of [`CudaEngine::regression_fitness`] for one population size and data set.
+pub struct FitnessScratch {
+    partials: CudaSlice<RegSums>,
+    sums: CudaSlice<RegSums>,
+    launch: Launch,
+    n: usize,
+}
+
+/// Scratch of [`CudaEngine::elite_and_stats`].
+pub struct EliteScratch {
+    partials: CudaSlice<Argmin>,
+    chosen: CudaSlice<u32>,
+    n_blocks: u32,
+}
+
+/// The metric's code in generation.cu.
+fn metric_code(m: Metric) -> u32 {
+    match m {
+        Metric::Mse => 0,
+        Metric::Rmse => 1,
+        Metric::Mae => 2,
+        Metric::R2 => 3,
+    }
+}
+
+fn per_item(n: usize) -> LaunchConfig {
+    LaunchConfig { grid_dim: ((n as u32).div_ceil(THREADS), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+impl Mailbox {
+    /// Decodes the words read back.
+    pub fn decode(words: &[u32]) -> MailboxRead {
+        let f = |i: usize| f64::from_bits(words[i] as u64 | ((words[i + 1] as u64) << 32));
+        let mut bred = [0u32; 8];
+        bred.copy_from_slice(&words[BRED_AT..BRED_AT + 8]);
+        MailboxRead {
+            stats: GenStats { best: f(0), sum: f(2), sum_len: f(4), best_idx: words[6], n_valid: words[7] },
+            n_fast: words[COUNTS_AT] as usize,
+            n_deep: words[COUNTS_AT + 1] as usize,
+            n_bad: words[COUNTS_AT + 2] as usize,
+            first_bad: words[COUNTS_AT + 3],
+            bred,
+        }
+    }
+}
+
+impl CudaEngine {
+    /// A mailbox, zeroed.
+    pub fn alloc_mailbox(&self) -> Result<Mailbox> {
+        let buf = self.stream.alloc_zeros::<u32>(MAILBOX_WORDS).during(|| "allocating the mailbox".into())?;
+        Ok(Mailbox { buf, engine: self.id })
+    }
+
+    /// Reads the mailbox (waits for the work queued before it): the one synchronisation of a
+    /// generation.
+    pub fn read_mailbox(&self, m: &Mailbox) -> Result<MailboxRead> {
+        let mut words = [0u32; MAILBOX_WORDS];
+        self.stream.memcpy_dtoh(&m.buf, &mut words[..]).during(|| "reading the mailbox".into())?;
+        self.stream.synchronize().during(|| "running a generation".into())?;
+        Ok(Mailbox::decode(&words))
+    }
+
+    /// Copies breeding counts (8 words, device to device) into the mailbox.
+    pub fn post_bred_counts(&self, bred: &super::DeviceBred, m: &mut Mailbox) -> Result<()> {
+        let mut dst = m.buf.slice_mut(BRED_AT..BRED_AT + 8);
+        self.stream.memcpy_dtod(&bred.counts.slice(..8), &mut dst).during(|| "posting breeding counts".into())
+    }
+
+    /// Scratch for ordering populations of `p` trees.
+    pub fn alloc_tree_order(&self, p: usize) -> Result<TreeOrder> {
+        let ids = self.stream.alloc_zeros::<u32>(p.max(1)).during(|| "allocating tree ids".into())?;
+        let cls = self.stream.alloc_zeros::<u32>(p.max(1)).during(|| "allocating tree classes".into())?;
+        Ok(TreeOrder { ids, cls, n_fast: 0, n_deep: 0 })
+    }
+
+    /// Queues the ordering of `pop`'s trees for evaluation into `order`; the counts go to the
+    /// mailbox (read them with [`Self::read_mailbox`], then [`TreeOrder::set_counts`]).
+    pub fn order_trees(&self, pop: &DevicePopulation, order: &mut TreeOrder, m: &mut Mailbox) -> Result<()> {
+        let p = pop.size();
+        if order.ids.len() < p || m.engine != self.id || pop.engine != self.id {
+            return Err(GpuError::Input(format!("ordering {p} trees with scratch for {}", order.ids.len())));
+        }
+        if p == 0 || p > u32::MAX as usize / 2 {
+            return Err(GpuError::Input(format!("{p} trees: the device loop takes 1 to {}", u32::MAX / 2)));
+        }
+        let params = GenParams { n: p as u32, max_len: pop.max_len() as u32, ..GenParams::default() };
+        let f = self.function(&GENERATION, &[], STACK_CLASS)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&pop.op).arg(&pop.len).arg(&mut order.cls);
+        // SAFETY: matches `grove_stack_class(GroveGenParams, const unsigned char* ops, const
+        // unsigned short* lens, unsigned* cls)`: ops holds P × L, lens and cls P (checked); a
+        // thread reads at most min(len, L) entries of its row (longer rows are classed bad
+        // without reading).
+        unsafe { b.launch(per_item(p)) }.during(|| format!("launching {STACK_CLASS}"))?;
+        let f = self.function(&GENERATION, &[], PARTITION)?;
+        let mut counts = m.buf.slice_mut(COUNTS_AT..COUNTS_AT + 4);
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&order.cls).arg(&mut order.ids).arg(&mut counts);
+        let lc = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (SCAN_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_partition(GroveGenParams, const unsigned* cls, unsigned* ids,
+        // unsigned* counts)`: cls and ids hold P entries (ids gets at most P: each tree at one
+        // place), counts 4; one block of GROVE_SCAN_THREADS threads, as its scan requires.
+        unsafe { b.launch(lc) }.during(|| format!("launching {PARTITION}"))?;
+        Ok(())
+    }
+
+    /// Scratch for the regression fitness of `p` trees on `data`.
+    pub fn alloc_fitness_scratch(&self, p: usize, n_outputs: usize, data: &DeviceDataset) -> Result<FitnessScratch> {
+        let launch = EvalConfig::default().resolve(data.n_rows(), p, n_outputs, self.sm_count)?;
+        let n_part = p * launch.n_tiles as usize;
+        // SAFETY: uninitialised; the kernels write every entry they later read (each tree's
+        // tiles, then its sums) before reading it.
+        let partials = unsafe { self.stream.alloc::<RegSums>(n_part.max(1)) }.during(|| "allocating partial sums".into())?;
+        let sums = unsafe { self.stream.alloc::<RegSums>(p.max(1)) }.during(|| "allocating sums".into())?;
+        Ok(FitnessScratch { partials, sums, launch, n: p })
+    }
+
+    /// Queues the regression fitness of every tree of `pop` on `data` into `fit`, as the
+    /// regression task computes it on the host from [`Self::evaluate_regression`]'s sums:
+    /// `error(sums, metric, scaled) + parsimony × len`, `+inf` for empty rows. `order` must
+    /// hold `pop`'s evaluation order with its counts set, and name every tree.
+    pub fn regression_fitness(
+        &self,
+        pop: &DevicePopulation,
+        order: &TreeOrder,
+        data: &DeviceDataset,
+        cfg: &RegressionConfig,
+        scratch: &mut FitnessScratch,
+        fit: &mut DeviceFitness,
+    ) -> Result<()> {
+        let p = pop.size();
+        if scratch.n != p || fit.n != p || fit.engine != self.id || order.n_fast + order.n_deep != p {
+            return Err(GpuError::Input(format!(
+                "fitness of {p} trees with scratch for {}, fitness for {}, {} + {} trees ordered",
+                scratch.n, fit.n, order.n_fast, order.n_deep
+            )));
+        }
+        self.check_dataset(data)?;
+        let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
+        self.launch_regression(&v, order.n_fast, p, pop.max_len(), pop.n_outputs(), data, &scratch.launch, &mut scratch.partials, &mut scratch.sums)?;
+        let params = GenParams {
+            n: p as u32,
+            max_len: pop.max_len() as u32,
+            metric: metric_code(cfg.metric),
+            scaled: cfg.linear_scaling as u32,
+            parsimony: cfg.parsimony,
+            ..GenParams::default()
+        };
+        let f = self.function(&GENERATION, &[], REGRESSION_FITNESS)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&scratch.sums).arg(&pop.len).arg(&mut fit.fit);
+        // SAFETY: matches `grove_regression_fitness(GroveGenParams, const GroveRegSums* sums,
+        // const unsigned short* lens, double* fit)`: sums, lens and fit hold P entries (checked),
+        // every sum written by the reduction just queued.
+        unsafe { b.launch(per_item(p)) }.during(|| format!("launching {REGRESSION_FITNESS}"))?;
+        Ok(())
+    }
+
+    /// Scratch for [`Self::elite_and_stats`] over `p` individuals.
+    pub fn alloc_elite_scratch(&self, p: usize) -> Result<EliteScratch> {
+        let n_blocks = p.div_ceil(16 * REDUCE_THREADS as usize).clamp(1, SCAN_THREADS as usize) as u32;
+        let partials = self.stream.alloc_zeros::<Argmin>(n_blocks as usize).during(|| "allocating argmin partials".into())?;
+        let chosen = self.stream.alloc_zeros::<u32>(MAX_ELITE).during(|| "allocating the elite".into())?;
+        Ok(EliteScratch { partials, chosen, n_blocks })
+    }
+
+    /// Queues `select::elite(fit, n_elite)` (at least the best one is always found, for the
+    /// statistics) and the statistics of `fit` and `pop`'s lengths into the mailbox. Returns
+    /// the elite as indices on the device.
+    pub fn elite_and_stats(
+        &self,
+        fit: &DeviceFitness,
+        pop: &DevicePopulation,
+        n_elite: usize,
+        scratch: &mut EliteScratch,
+        m: &mut Mailbox,
+    ) -> Result<DeviceIndices> {
+        let p = fit.n;
+        if pop.size() != p || fit.engine != self.id || m.engine != self.id || pop.engine != self.id {
+            return Err(GpuError::Input(format!("statistics of {p} fitness values for {} trees", pop.size())));
+        }
+        if n_elite > MAX_ELITE || n_elite > p {
+            return Err(GpuError::Config(format!("{n_elite} elites: the device loop keeps at most {MAX_ELITE} (and at most P)")));
+        }
+        let blocks = self.function(&GENERATION, &[], ARGMIN_BLOCKS)?;
+        let fin = self.function(&GENERATION, &[], ARGMIN_FINAL)?;
+        for j in 0..n_elite.max(1) {
+            let params = GenParams { n: p as u32, max_len: pop.max_len() as u32, n_blocks: scratch.n_blocks, n_chosen: j as u32, ..GenParams::default() };
+            let mut b = self.stream.launch_builder(&blocks);
+            b.arg(&params).arg(&fit.fit).arg(&pop.len).arg(&scratch.chosen).arg(&mut scratch.partials);
+            let lc = LaunchConfig { grid_dim: (scratch.n_blocks, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: matches `grove_argmin_blocks(GroveGenParams, const double* fit, const
+            // unsigned short* lens, const unsigned* chosen, GroveArgmin* partials)`: fit and
+            // lens hold P entries, chosen MAX_ELITE (j < MAX_ELITE read), partials n_blocks
+            // (one per block); blocks split 0..P without overlap.
+            unsafe { b.launch(lc) }.during(|| format!("launching {ARGMIN_BLOCKS}"))?;
+            let mut b = self.stream.launch_builder(&fin);
+            let mut stats = m.buf.slice_mut(0..8);
+            b.arg(&params).arg(&scratch.partials).arg(&fit.fit).arg(&mut scratch.chosen).arg(&mut stats);
+            let lc = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (SCAN_THREADS, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: matches `grove_argmin_final(GroveGenParams, const GroveArgmin* partials,
+            // const double* fit, unsigned* chosen, GroveGenStats* stats)`: n_blocks <=
+            // GROVE_SCAN_THREADS partials, all written just before; chosen[j], j < MAX_ELITE;
+            // stats is 8 words (32 bytes, GenStats) at the mailbox's 256-byte aligned start.
+            unsafe { b.launch(lc) }.during(|| format!("launching {ARGMIN_FINAL}"))?;
+        }
+        // The chosen buffer's first n_elite entries are indices below P by construction.
+        let idx = self.stream.clone_dtod(&scratch.chosen.slice(..n_elite.max(1))).during(|| "copying the elite".into())?;
+        Ok(DeviceIndices { idx, n: n_elite, bound: p, engine: self.id })
+    }
+
+    /// One tree of a device population, copied back (the best program when it improves).
+    pub fn download_tree(&self, pop: &DevicePopulation, i: usize) -> Result<Vec<Node>> {
+        if i >= pop.size() {
+            return Err(GpuError::Input(format!("tree {i} of {}", pop.size())));
+        }
+        let l = pop.max_len();
+        let mut len = [0u16; 1];
+        self.stream.memcpy_dtoh(&pop.len.slice(i..i + 1), &mut len[..]).during(|| "reading a tree's length".into())?;
+        self.stream.synchronize().during(|| "reading a tree's length".into())?;
+        let n = (len[0] as usize).min(l);
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let row = i * l..i * l + n;
+        let (mut op, mut value, mut out) = (vec![0u8; n], vec![0f32; n], vec![0u8; n]);
+        self.stream.memcpy_dtoh(&pop.op.slice(row.clone()), &mut op[..]).during(|| "reading a tree's opcodes".into())?;
+        self.stream.memcpy_dtoh(&pop.value.slice(row.clone()), &mut value[..]).during(|| "reading a tree's values".into())?;
+        self.stream.memcpy_dtoh(&pop.out.slice(row), &mut out[..]).during(|| "reading a tree's output slots".into())?;
+        self.stream.synchronize().during(|| "reading a tree".into())?;
+        Ok((0..n)
+            .map(|k| Node { op: crate::program::Op::from_code(op[k]).unwrap_or(crate::program::Op::Const), value: value[k], out: out[k] })
+            .collect())
+    }
+
+    /// Fitness on the device for `p` individuals, uninitialised (kernels fill it).
+    pub fn alloc_fitness(&self, p: usize) -> Result<DeviceFitness> {
+        let fit = self.stream.alloc_zeros::<f64>(p.max(1)).during(|| "allocating fitness".into())?;
+        Ok(DeviceFitness { fit, n: p, engine: self.id })
+    }
+
+    /// Copies fitness back.
+    pub fn download_fitness(&self, fit: &DeviceFitness) -> Result<Vec<f64>> {
+        let mut v = self.stream.clone_dtoh(&fit.fit).during(|| "reading fitness".into())?;
+        v.truncate(fit.n);
+        Ok(v)
+    }
+}
+
+impl TreeOrder {
+    /// Takes the counts read from the mailbox; an error names the first tree no kernel takes.
+    pub fn set_counts(&mut self, r: &MailboxRead, p: usize) -> Result<()> {
+        if r.n_bad > 0 || r.n_fast + r.n_deep != p {
+            return Err(GpuError::Input(format!(
+                "tree {} of the device population is malformed or needs more than {} stack slots ({} such trees)",
+                r.first_bad,
+                super::kernels::DEEP_STACK,
+                r.n_bad
+            )));
+        }
+        self.n_fast = r.n_fast;
+        self.n_deep = r.n_deep;
+        Ok(())
+    }
+
+    /// The ids, for tests.
+    pub fn ids(&self) -> CudaView<'_, u32> {
+        self.ids.slice(..)
+    }
+}

@@ -1,0 +1,189 @@
+//! Tree GP with the whole generation on the GPU: the population, its fitness, selection,
+//! breeding and elitism stay in device memory from the first generation to the last. Per
+//! generation the host reads one mailbox of 24 words (the statistics, the next population's
+//! evaluation order counts and breeding counts: [`crate::backend::cuda::MailboxRead`]), and
+//! one tree when the best program improves; [`Transfers`] counts every copy.
+//!
+//! It computes what [`super::run_trees_on_host`] computes with the same engine evaluating:
+//! every kernel is the exact twin of the host step it replaces (`init_trees` of
+//! `init_population`, `select_tournament` of `select::tournament`, `breed_trees` of `breed`,
+//! `elite_and_stats` of `select::elite`, `regression_fitness` of the regression task's
+//! fitness), so the two loops give the same programs, fitness and history (the mean fitness
+//! summed in another order). `tests/cuda_evolve.rs` checks this on a GPU.
+
+use std::time::Instant;
+
+use anyhow::{Result, anyhow};
+
+use super::{Best, EngineConfig, GenerationStats, Outcome, TreeRep};
+use crate::backend::cuda::{CudaEngine, DeviceDataset};
+use crate::task::regression::RegressionConfig;
+
+/// A regression task whose data lives on a GPU: what the device loop needs from the task.
+#[derive(Clone, Copy)]
+pub struct DeviceRegression<'a> {
+    /// The engine holding the data.
+    pub engine: &'a CudaEngine,
+    /// The training data on the device.
+    pub data: &'a DeviceDataset,
+    /// Metric, scaling and parsimony.
+    pub config: RegressionConfig,
+}
+
+/// Copies between the device and the host during a run on the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Transfers {
+    /// Generations run (including generation 0).
+    pub generations: usize,
+    /// Mailbox reads (one per generation, plus one before the first).
+    pub mailbox_reads: usize,
+    /// Their bytes.
+    pub mailbox_bytes: usize,
+    /// Best programs copied back when the best improved.
+    pub best_trees: usize,
+    /// Their bytes.
+    pub best_tree_bytes: usize,
+    /// Population data (trees or fitness) copied to the host between generations: none.
+    pub population_bytes_between_generations: usize,
+    /// The last population and its fitness, copied once the run has ended (for the outcome).
+    pub final_population_bytes: usize,
+}
+
+/// Whether the device loop can run these settings (else the host loop runs, with the same
+/// results): tournament selection with at most [`crate::backend::cuda::kernels::MAX_ELITE`]
+/// elites, a population the kernels index.
+pub fn supports(cfg: &EngineConfig) -> bool {
+    cfg.pop_size > 0 && cfg.pop_size <= u32::MAX as usize / 2 && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
+}
+
+/// Runs tree GP on the device. `observe` sees every generation's statistics and the best so far.
+pub fn run_trees(
+    cfg: &EngineConfig,
+    rep: &TreeRep,
+    task: &DeviceRegression<'_>,
+    observe: &mut dyn FnMut(&GenerationStats, &Best),
+) -> Result<(Outcome, Transfers)> {
+    rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
+    rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
+    anyhow::ensure!(supports(cfg), "the device loop does not support these settings (population {}, {} elites)", cfg.pop_size, cfg.elite);
+    let e = task.engine;
+    let p = cfg.pop_size;
+    let spec = &rep.vary.spec;
+    let n_elite = cfg.elite.min(p);
+    let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
+    let mut tr = Transfers::default();
+
+    let mut pop = e.init_trees(spec, p, cfg.seed)?;
+    let mut next = e.alloc_population(p, spec.max_len, spec.n_outputs)?;
+    let mut order = e.alloc_tree_order(p)?;
+    let mut mail = e.alloc_mailbox()?;
+    let mut fs = e.alloc_fitness_scratch(p, spec.n_outputs, task.data)?;
+    let mut es = e.alloc_elite_scratch(p)?;
+    let mut fit = e.alloc_fitness(p)?;
+    e.order_trees(&pop, &mut order, &mut mail)?;
+    let r = e.read_mailbox(&mail)?;
+    tr.mailbox_reads += 1;
+    tr.mailbox_bytes += mailbox_bytes;
+    order.set_counts(&r, p)?;
+
+    let mut best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
+    let mut history = Vec::with_capacity(cfg.generations + 1);
+    let mut gen = 0usize;
+    // GROVE_LOOP_PROFILE=1: wait for the device after every step and print where the time went
+    // (for tuning; the waits themselves cost a little).
+    let mut prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
+    loop {
+        let t0 = Instant::now();
+        prof.start();
+        e.regression_fitness(&pop, &order, task.data, &task.config, &mut fs, &mut fit)?;
+        prof.mark(e, "evaluate")?;
+        let elite = e.elite_and_stats(&fit, &pop, n_elite, &mut es, &mut mail)?;
+        prof.mark(e, "elite and statistics")?;
+        let last = gen == cfg.generations;
+        if !last {
+            let next_gen = gen as u32 + 1;
+            let pairs = e.select_tournament(&fit, 2 * p, cfg.tournament, false, cfg.seed, next_gen)?;
+            prof.mark(e, "select")?;
+            let bred = e.breed_trees(&pop, &pairs, &mut next, cfg.seed, next_gen, &rep.vary, &rep.breed)?;
+            prof.mark(e, "breed")?;
+            e.gather_trees(&pop, &elite, n_elite, &mut next)?;
+            prof.mark(e, "elitism")?;
+            e.order_trees(&next, &mut order, &mut mail)?;
+            e.post_bred_counts(&bred, &mut mail)?;
+            prof.mark(e, "order trees")?;
+        }
+        let r = e.read_mailbox(&mail)?;
+        prof.mark(e, "read mailbox")?;
+        tr.mailbox_reads += 1;
+        tr.mailbox_bytes += mailbox_bytes;
+        tr.generations += 1;
+        let s = r.stats;
+        let n = s.n_valid as usize;
+        if s.best.is_finite() && s.best < best.fitness {
+            let nodes = e.download_tree(&pop, s.best_idx as usize)?;
+            tr.best_trees += 1;
+            tr.best_tree_bytes += 2 + nodes.len() * 6;
+            best = Best { fitness: s.best, nodes, generation: gen, genome: None };
+        }
+        let stats = GenerationStats {
+            generation: gen,
+            best: if s.best.is_finite() && n > 0 { s.best } else { f64::INFINITY },
+            mean: if n > 0 { s.sum / n as f64 } else { f64::NAN },
+            mean_size: if n > 0 { s.sum_len / n as f64 } else { f64::NAN },
+            invalid: p - n,
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        observe(&stats, &best);
+        history.push(stats);
+        if last {
+            break;
+        }
+        order.set_counts(&r, p)?;
+        std::mem::swap(&mut pop, &mut next);
+        gen += 1;
+    }
+    prof.print();
+    let population = e.download_population(&pop)?;
+    let fitness = e.download_fitness(&fit)?;
+    tr.final_population_bytes = population.op.len() * 8 + population.len.len() * 2 + fitness.len() * 8;
+    Ok((Outcome { best, history, population, fitness, transfers: Some(tr) }, tr))
+}
+
+/// Seconds per step of the loop, when profiling.
+struct StageTimes {
+    on: bool,
+    last: Instant,
+    total: Vec<(&'static str, f64)>,
+}
+
+impl StageTimes {
+    fn new(on: bool) -> Self {
+        Self { on, last: Instant::now(), total: Vec::new() }
+    }
+    fn start(&mut self) {
+        self.last = Instant::now();
+    }
+    /// Waits for the device and adds the time since the last mark to `name`.
+    fn mark(&mut self, e: &CudaEngine, name: &'static str) -> Result<()> {
+        if !self.on {
+            return Ok(());
+        }
+        e.stream().synchronize().map_err(|err| anyhow!("profiling the device loop: {err}"))?;
+        let now = Instant::now();
+        let dt = (now - self.last).as_secs_f64();
+        self.last = now;
+        match self.total.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, t)) => *t += dt,
+            None => self.total.push((name, dt)),
+        }
+        Ok(())
+    }
+    fn print(&self) {
+        if self.on {
+            let sum: f64 = self.total.iter().map(|(_, t)| t).sum();
+            for (name, t) in &self.total {
+                eprintln!("device loop: {name:22} {:9.3} ms ({:4.1} %)", t * 1e3, 100.0 * t / sum);
+            }
+        }
+    }
+}
