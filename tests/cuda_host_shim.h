@@ -27,14 +27,18 @@ inline void __syncthreads() {
     if (grove_emu_barrier) grove_emu_barrier->arrive_and_wait();
 }
 
-// Runs body(ctx) as block 0 of `threads` threads that meet at every __syncthreads.
+// The block index grove_emu_run_block's threads take.
+static unsigned grove_emu_block = 0;
+extern "C" void grove_emu_set_block(unsigned b) { grove_emu_block = b; }
+
+// Runs body(ctx) as block grove_emu_block of `threads` threads that meet at every __syncthreads.
 extern "C" void grove_emu_run_block(unsigned threads, void (*body)(void*), void* ctx) {
     std::barrier<> bar(threads);
     grove_emu_barrier = &bar;
     std::vector<std::thread> ts;
     for (unsigned t = 0; t < threads; ++t)
         ts.emplace_back([=] {
-            blockIdx.x = 0;
+            blockIdx.x = grove_emu_block;
             blockDim.x = threads;
             threadIdx.x = t;
             body(ctx);
@@ -43,6 +47,8 @@ extern "C" void grove_emu_run_block(unsigned threads, void (*body)(void*), void*
     grove_emu_barrier = nullptr;
 }
 
+struct uint4 { unsigned x, y, z, w; };
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
@@ -53,6 +59,12 @@ inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); r
 inline long long __double_as_longlong(double d) { long long u; std::memcpy(&u, &d, 8); return u; }
 inline double __longlong_as_double(long long u) { double d; std::memcpy(&d, &u, 8); return d; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned old = *p; *p += v; return old; }
+// Real threads share a block's static memory here: a true atomic.
+inline unsigned atomicMin(unsigned* p, unsigned v) {
+    unsigned old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+    while (v < old && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
+    return old;
+}
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline int __float_as_int(float f) { int u; std::memcpy(&u, &f, 4); return u; }

@@ -159,6 +159,8 @@ struct Emulator {
     vary: libloading::Library,
     /// select.cu as a host library.
     select: libloading::Library,
+    /// generation.cu as a host library.
+    generation: libloading::Library,
 }
 
 /// One emulated launch at a time: shared memory is a static and the barrier a global in the
@@ -174,7 +176,7 @@ fn build_host_library(dir: &std::path::Path, src: &kernels::KernelSource<'_>) ->
     std::fs::write(&cpp, format!("{shim}\n{setter}\n{}\n", src.full_source())).unwrap();
     let so = dir.join(format!("lib{}.so", src.file));
     let out = std::process::Command::new("g++")
-        .args(["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-shared", "-fPIC", "-pthread", "-w", "-o"])
+        .args(["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w", "-o"])
         .arg(&so)
         .arg(&cpp)
         .output();
@@ -204,10 +206,12 @@ fn emulator() -> Option<&'static Emulator> {
     LIB.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("grove-cu-emulator-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let libs = build_host_library(&dir, &kernels::VARY).zip(build_host_library(&dir, &kernels::SELECT));
+        let libs = build_host_library(&dir, &kernels::VARY)
+            .zip(build_host_library(&dir, &kernels::SELECT))
+            .zip(build_host_library(&dir, &kernels::GENERATION));
         // Loaded libraries stay mapped after their files are gone.
         let _ = std::fs::remove_dir_all(&dir);
-        libs.map(|(vary, select)| Emulator { vary, select })
+        libs.map(|((vary, select), generation)| Emulator { vary, select, generation })
     })
     .as_ref()
 }
@@ -229,6 +233,10 @@ impl Emulator {
     }
     /// Runs `f` as one block of `threads` real threads (for kernels that use __syncthreads).
     fn run_block(lib: &libloading::Library, threads: u32, f: &(dyn Fn() + Sync)) {
+        Self::run_block_at(lib, 0, threads, f)
+    }
+    /// [`Self::run_block`] as block `block` of the grid.
+    fn run_block_at(lib: &libloading::Library, block: u32, threads: u32, f: &(dyn Fn() + Sync)) {
         type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), *mut std::ffi::c_void);
         extern "C" fn body(ctx: *mut std::ffi::c_void) {
             // SAFETY: ctx is the `&&dyn Fn` passed below, alive until the block has joined.
@@ -236,7 +244,10 @@ impl Emulator {
             f();
         }
         let run: RunBlock = Self::get(lib, "grove_emu_run_block");
+        let at: unsafe extern "C" fn(u32) = Self::get(lib, "grove_emu_set_block");
         let _one = LAUNCH.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: sets the block index the next run's threads take (a global in the library).
+        unsafe { at(block) };
         // SAFETY: the library joins every thread before returning.
         unsafe { run(threads, body, &f as *const &(dyn Fn() + Sync) as *mut std::ffi::c_void) };
     }
@@ -946,5 +957,165 @@ fn binary_tournament_picks_the_better_at_the_expected_rate() {
         let (a, b) = ((m - r) as f64, (m - r - 1) as f64);
         assert_rate(&format!("rank {r} with replacement"), with[r], n, (a * a - b * b) / (m * m) as f64);
         assert_rate(&format!("rank {r} without replacement"), without[r], n, 2.0 * b / (m * (m - 1)) as f64);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// generation.cu, emulated (its GPU twin runs inside the device loop, which tests/cuda_evolve.rs
+// checks against the host loop on a GPU).
+
+/// Runs generation.cu's `grove_stack_class` and `grove_partition` on `pop`: (ids, counts).
+fn emulated_order(e: &Emulator, pop: &mut Population) -> (Vec<u32>, [u32; 4]) {
+    use grove::backend::cuda::kernels::GenParams;
+    type ClassFn = unsafe extern "C" fn(GenParams, *const u8, *const u16, *mut u32);
+    type PartitionFn = unsafe extern "C" fn(GenParams, *const u32, *mut u32, *mut u32);
+    let p = pop.size();
+    let params = GenParams { n: p as u32, max_len: pop.max_len as u32, ..GenParams::default() };
+    let mut cls = vec![u32::MAX; p];
+    let class: ClassFn = Emulator::get(&e.generation, kernels::STACK_CLASS);
+    let (op, len) = (pop.op.as_ptr(), pop.len.as_ptr());
+    let c = cls.as_mut_ptr();
+    Emulator::launch(&e.generation, p, || {
+        // SAFETY: op P × L, len and cls P; thread b handles tree b.
+        unsafe { class(params, op, len, c) }
+    });
+    let mut ids = vec![u32::MAX; p];
+    let mut counts = [u32::MAX; 4];
+    let part: PartitionFn = Emulator::get(&e.generation, kernels::PARTITION);
+    let (cp, ip, np) = (cls.as_ptr() as usize, ids.as_mut_ptr() as usize, counts.as_mut_ptr() as usize);
+    Emulator::run_block(&e.generation, kernels::SCAN_THREADS, &|| {
+        // SAFETY: cls and ids hold P entries, counts 4; one block of SCAN_THREADS threads.
+        unsafe { part(params, cp as *const u32, ip as *mut u32, np as *mut u32) }
+    });
+    (ids, counts)
+}
+
+#[test]
+fn emulated_evaluation_order_matches_pack() {
+    use grove::backend::cuda::pack::pack;
+    let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_evaluation_order_matches_pack: no g++") };
+    let long = TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 128).with_depth(1, 6);
+    for (name, cfg) in specs().into_iter().chain([("long", VaryConfig::new(long))]) {
+        for (p, seed) in [(1usize, 1u64), (700, 2), (2100, 3)] {
+            let mut pop = population(&cfg, p, seed);
+            // Combs deeper than the fast kernels' stack: n functions, then n + 1 leaves.
+            let binary = cfg.spec.functions.iter().copied().find(|f| f.arity() == 2);
+            if let (Some(f), true) = (binary, pop.max_len >= 67) {
+                for (i, n) in [(p / 2, 33usize), (p - 1, 20)] {
+                    let mut nodes = vec![grove::program::tree::Node { op: f, value: 0.0, out: 0 }; n];
+                    nodes.extend(std::iter::repeat_n(grove::program::tree::Node { op: Op::Const, value: 1.5, out: 0 }, n + 1));
+                    pop.set_tree(i, &nodes).unwrap();
+                }
+            }
+            let mut buf = vec![0u8; grove::backend::cuda::pack::Layout::new(p, pop.max_len).bytes + 16];
+            let off = buf.as_ptr().align_offset(4);
+            let packed = pack(&pop, cfg.spec.n_vars.max(1) as usize, &mut buf[off..]).unwrap();
+            let lay = packed.layout;
+            let want: Vec<u32> = buf[off + lay.ids..off + lay.ids + 4 * p].chunks(4).map(|c| u32::from_ne_bytes(c.try_into().unwrap())).collect();
+            let (ids, counts) = emulated_order(e, &mut pop);
+            assert_eq!((counts[0] as usize, counts[1] as usize, counts[2], counts[3]), (packed.n_fast, packed.n_deep, 0, u32::MAX), "{name} P={p}");
+            assert_eq!(ids, want, "{name} P={p}: evaluation order");
+            if binary.is_some() && pop.max_len >= 67 && p > 1 {
+                assert!(packed.n_deep >= 1, "{name}: the comb needs the deep kernels");
+            }
+        }
+    }
+    // A malformed row (a function missing a child) is counted bad and named.
+    let cfg = &specs()[0].1;
+    let mut pop = population(cfg, 50, 4);
+    let i = (0..50).find(|&i| pop.len[i] > 1).unwrap();
+    pop.len[i] = 1;
+    pop.op[i * pop.max_len] = Op::Add as u8;
+    let (_, counts) = emulated_order(e, &mut pop);
+    assert_eq!((counts[2], counts[3]), (1, i as u32));
+}
+
+#[test]
+fn emulated_regression_fitness_matches_the_task() {
+    use grove::backend::cuda::kernels::{GenParams, RegSums};
+    use grove::program::eval::RegressionSums;
+    use grove::task::regression::{Metric, error};
+    type FitnessFn = unsafe extern "C" fn(GenParams, *const RegSums, *const u16, *mut f64);
+    let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_regression_fitness_matches_the_task: no g++") };
+    let mut s = Stream::new(5, 0, 0, Purpose::Bench);
+    let mut sums = Vec::new();
+    for i in 0..400u32 {
+        let n = [0u32, 1, 2, 64, 1024][i as usize % 5];
+        let y: Vec<f64> = (0..n).map(|_| if i % 7 == 0 { 2.5 } else { normal(&mut s) as f64 }).collect();
+        let f: Vec<f64> = (0..n).map(|k| if i % 11 == 0 { 1.0 } else { 3.0 * y[k as usize] + normal(&mut s) as f64 * (i % 4) as f64 }).collect();
+        let mut r = RegSums { n, bad: (i % 17 == 0) as u32, ..RegSums::default() };
+        for (f, y) in f.iter().zip(&y) {
+            r.sse += (f - y) * (f - y);
+            r.sae += (f - y).abs();
+            r.sum_f += f;
+            r.sum_ff += f * f;
+            r.sum_fy += f * y;
+            r.sum_y += y;
+            r.sum_yy += y * y;
+        }
+        sums.push(r);
+    }
+    let lens: Vec<u16> = (0..sums.len()).map(|i| [0u16, 1, 7, 300][i % 4]).collect();
+    let f: FitnessFn = Emulator::get(&e.generation, kernels::REGRESSION_FITNESS);
+    for (metric, code) in [(Metric::Mse, 0), (Metric::Rmse, 1), (Metric::Mae, 2), (Metric::R2, 3)] {
+        for scaled in [false, true] {
+            for parsimony in [0.0, 1e-3] {
+                let params = GenParams { n: sums.len() as u32, metric: code, scaled: scaled as u32, parsimony, ..GenParams::default() };
+                let mut fit = vec![f64::NAN; sums.len()];
+                let (sp, lp, fp) = (sums.as_ptr(), lens.as_ptr(), fit.as_mut_ptr());
+                Emulator::launch(&e.generation, sums.len(), || {
+                    // SAFETY: sums, lens and fit hold n entries; thread b handles entry b.
+                    unsafe { f(params, sp, lp, fp) }
+                });
+                for (i, r) in sums.iter().enumerate() {
+                    let want = if lens[i] == 0 { f64::INFINITY } else { error(&RegressionSums::from(r), metric, scaled) + parsimony * lens[i] as f64 };
+                    assert_eq!(fit[i].to_bits(), want.to_bits(), "{metric:?} scaled={scaled} parsimony={parsimony} sums {i}: {} vs {want}", fit[i]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn emulated_elite_and_statistics_match_the_host() {
+    use grove::backend::cuda::kernels::{Argmin, GenParams, GenStats};
+    type BlocksFn = unsafe extern "C" fn(GenParams, *const f64, *const u16, *const u32, *mut Argmin);
+    type FinalFn = unsafe extern "C" fn(GenParams, *const Argmin, *const f64, *mut u32, *mut GenStats);
+    let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_elite_and_statistics_match_the_host: no g++") };
+    let blocks: BlocksFn = Emulator::get(&e.generation, kernels::ARGMIN_BLOCKS);
+    let fin: FinalFn = Emulator::get(&e.generation, kernels::ARGMIN_FINAL);
+    for (c, fit) in fitness_cases().into_iter().enumerate() {
+        let p = fit.len();
+        let lens: Vec<u16> = (0..p).map(|i| if i % 9 == 4 { 0 } else { 1 + (i * 7 % 50) as u16 }).collect();
+        for n_blocks in [1u32, 3] {
+            let n_elite = p.min(5);
+            let mut chosen = vec![u32::MAX; kernels::MAX_ELITE];
+            let mut partials = vec![Argmin::default(); n_blocks as usize];
+            let mut stats = GenStats::default();
+            for j in 0..n_elite {
+                let params = GenParams { n: p as u32, n_blocks, n_chosen: j as u32, ..GenParams::default() };
+                let (fp, lp, cp, pp) = (fit.as_ptr() as usize, lens.as_ptr() as usize, chosen.as_mut_ptr() as usize, partials.as_mut_ptr() as usize);
+                for b in 0..n_blocks {
+                    Emulator::run_block_at(&e.generation, b, kernels::REDUCE_THREADS, &|| {
+                        // SAFETY: fit and lens P entries, chosen MAX_ELITE, partials n_blocks.
+                        unsafe { blocks(params, fp as *const f64, lp as *const u16, cp as *const u32, pp as *mut Argmin) }
+                    });
+                }
+                let sp = &mut stats as *mut GenStats as usize;
+                Emulator::run_block(&e.generation, kernels::SCAN_THREADS, &|| {
+                    // SAFETY: partials n_blocks, chosen MAX_ELITE, one GenStats.
+                    unsafe { fin(params, pp as *const Argmin, fp as *const f64, cp as *mut u32, sp as *mut GenStats) }
+                });
+            }
+            let want: Vec<u32> = select::elite(&fit, n_elite).into_iter().map(|i| i as u32).collect();
+            assert_eq!(&chosen[..n_elite], &want[..], "case {c}, {n_blocks} blocks: elite");
+            let valid: Vec<usize> = (0..p).filter(|&i| select::key(fit[i]).is_finite() && lens[i] > 0).collect();
+            assert_eq!(stats.n_valid as usize, valid.len(), "case {c}");
+            assert_eq!(stats.best_idx, want[0], "case {c}");
+            assert_eq!(stats.best.to_bits(), select::key(fit[want[0] as usize]).to_bits(), "case {c}");
+            let sum: f64 = valid.iter().map(|&i| fit[i]).sum();
+            assert!((stats.sum - sum).abs() <= 1e-12 * sum.abs().max(1.0), "case {c}: {} vs {sum}", stats.sum);
+            assert_eq!(stats.sum_len, valid.iter().map(|&i| lens[i] as f64).sum::<f64>(), "case {c}");
+        }
     }
 }
