@@ -254,6 +254,52 @@ extern "C" __global__ void grove_regression_fitness(GroveGenParams p, const Grov
 }
 
 // ---------------------------------------------------------------------------------------------
+// Fitness: task::classify::fitness_of plus parsimony per node; +inf for an empty tree.
+// metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy.
+
+// classify.cu's GroveClassPartial.
+struct GroveClassPartial {
+    double ce;
+    unsigned n;
+    unsigned bad;
+};
+static_assert(sizeof(GroveClassPartial) == 16, "GroveClassPartial must match ClassPartial");
+
+extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_classes, const GroveClassPartial* sums,
+                                                  const unsigned* correct, const unsigned long long* counts,
+                                                  const unsigned short* lens, double* fit) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.n) return;
+    const double inf = __longlong_as_double(0x7FF0000000000000ll);
+    const unsigned len = lens[t];
+    const GroveClassPartial s = sums[t];
+    if (len == 0 || s.bad > 0 || s.n == 0) {
+        fit[t] = inf;
+        return;
+    }
+    const unsigned* c = correct + (size_t)t * n_classes;
+    double f;
+    if (p.metric == 0) {
+        unsigned long long total = 0;
+        for (unsigned k = 0; k < n_classes; ++k) total += c[k];
+        f = 1.0 - (double)total / (double)s.n;
+    } else if (p.metric == 1) {
+        double sum = 0.0;
+        unsigned used = 0;
+        for (unsigned k = 0; k < n_classes; ++k) {
+            if (counts[k] > 0) {
+                sum += (double)c[k] / (double)counts[k];
+                ++used;
+            }
+        }
+        f = 1.0 - (used == 0 ? 0.0 : sum / (double)used);
+    } else {
+        f = s.ce / (double)s.n;
+    }
+    fit[t] = (isfinite(f) ? f : inf) + p.parsimony * (double)len;
+}
+
+// ---------------------------------------------------------------------------------------------
 // The best individual not yet chosen, and (first pass) the generation's statistics: stats()
 // and select::elite in src/evolve/mod.rs and src/select.rs. Block b takes individuals
 // b * GROVE_REDUCE_THREADS * per .. (a fixed split), each thread a contiguous run; the block

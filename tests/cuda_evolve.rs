@@ -133,7 +133,7 @@ fn the_device_loop_equals_the_host_loop() {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
         let task = Regression { backend: &gpu, data, config: reg };
         let rep = TreeSettings::default().rep(functions, train.n_features, cfg.max_len).unwrap();
-        let d = grove::evolve::Fitness::device_regression(&task).expect("resident data gives the device loop");
+        let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (a, tr) = device::run_trees(&cfg, &rep, &d, &mut |_, _| {}).unwrap();
         let b = run_trees_on_host(&cfg, &rep, &task, &mut |_, _| {}).unwrap();
         let what = format!("{functions} {cfg:?} {reg:?}");
@@ -151,5 +151,43 @@ fn the_device_loop_equals_the_host_loop() {
         assert_eq!(tr.mailbox_reads, cfg.generations + 2);
         assert!(tr.best_trees >= 1 && tr.best_trees <= cfg.generations + 1);
         eprintln!("{what}: best {:e} at generation {}, {} best-tree copies", a.best.fitness, a.best.generation, tr.best_trees);
+    }
+}
+
+/// Classification: the device loop against the host loop on the same GPU, for each fitness
+/// (accuracy, balanced accuracy, cross-entropy), multi-output and binary programs.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn the_device_loop_equals_the_host_loop_for_classification() {
+    use grove::data::classes::ClassSource;
+    use grove::evolve::{EngineConfig, device, run_trees_on_host};
+    use grove::task::classify::{ClassFitness, ClassTreeSettings, Classification};
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    for (data, fitness, binary, seed) in [
+        ("builtin:wine", ClassFitness::CrossEntropy, false, 1u64),
+        ("builtin:iris", ClassFitness::Accuracy, false, 2),
+        ("builtin:digits", ClassFitness::BalancedAccuracy, false, 3),
+        ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 4),
+    ] {
+        let all = ClassSource::parse(data).unwrap().load(None).unwrap();
+        let k = all.n_classes();
+        let n_out = if binary { 0 } else { k };
+        let cfg = EngineConfig { pop_size: 1500, generations: 10, seed, tournament: 3, elite: 2, max_len: 64 };
+        let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
+        let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
+        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
+        let rep = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, n_out, cfg.max_len).unwrap();
+        let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
+        let (a, tr) = device::run_trees(&cfg, &rep, &d, &mut |_, _| {}).unwrap();
+        let b = run_trees_on_host(&cfg, &rep, &task, &mut |_, _| {}).unwrap();
+        let what = format!("{data} {fitness:?} binary={binary}");
+        assert_eq!(a.best, b.best, "{what}: best program");
+        assert_eq!(a.population, b.population, "{what}: last population");
+        assert_eq!(a.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), b.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "{what}");
+        for (x, y) in a.history.iter().zip(&b.history) {
+            assert_eq!((x.best.to_bits(), x.invalid), (y.best.to_bits(), y.invalid), "{what}");
+        }
+        assert_eq!(tr.population_bytes_between_generations, 0);
+        eprintln!("{what}: best fitness {:.4} at generation {}", a.best.fitness, a.best.generation);
     }
 }

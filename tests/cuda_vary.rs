@@ -1119,3 +1119,45 @@ fn emulated_elite_and_statistics_match_the_host() {
         }
     }
 }
+
+#[test]
+fn emulated_classification_fitness_matches_the_task() {
+    use grove::backend::cuda::kernels::{ClassPartial, GenParams};
+    use grove::program::classify::ClassSums;
+    use grove::task::classify::{ClassFitness, fitness_of};
+    type FitnessFn = unsafe extern "C" fn(GenParams, u32, *const ClassPartial, *const u32, *const u64, *const u16, *mut f64);
+    let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_classification_fitness_matches_the_task: no g++") };
+    let f: FitnessFn = Emulator::get(&e.generation, kernels::CLASSIFY_FITNESS);
+    let mut s = Stream::new(8, 0, 0, Purpose::Bench);
+    for k in [2usize, 3, 10] {
+        // Some classes without training points (balanced accuracy skips them).
+        let counts: Vec<u64> = (0..k).map(|c| if c == 1 && k == 10 { 0 } else { 5 + s.below(40) as u64 }).collect();
+        let n = counts.iter().sum::<u64>() as u32;
+        let p = 300;
+        let mut sums = Vec::new();
+        let mut correct = Vec::new();
+        for i in 0..p {
+            let bad = (i % 13 == 0) as u32;
+            let pts = if i % 17 == 0 { 0 } else { n };
+            sums.push(ClassPartial { ce: s.below(1000) as f64 * 0.37, n: pts, bad });
+            for c in 0..k {
+                correct.push(if pts == 0 { 0 } else { s.below(counts[c] as u32 + 1) });
+            }
+        }
+        let lens: Vec<u16> = (0..p).map(|i| [0u16, 3, 40][i % 3]).collect();
+        for (fitness, code) in [(ClassFitness::Accuracy, 0u32), (ClassFitness::BalancedAccuracy, 1), (ClassFitness::CrossEntropy, 2)] {
+            let params = GenParams { n: p as u32, metric: code, parsimony: 1e-3, ..GenParams::default() };
+            let mut fit = vec![f64::NAN; p];
+            let (sp, cp, np, lp, fp) = (sums.as_ptr(), correct.as_ptr(), counts.as_ptr(), lens.as_ptr(), fit.as_mut_ptr());
+            Emulator::launch(&e.generation, p, || {
+                // SAFETY: sums, lens and fit P entries, correct P × K, counts K.
+                unsafe { f(params, k as u32, sp, cp, np, lp, fp) }
+            });
+            for i in 0..p {
+                let cs = ClassSums { correct: correct[i * k..(i + 1) * k].iter().map(|&c| c as u64).collect(), ce: sums[i].ce, n: sums[i].n as u64, bad: sums[i].bad as u64 };
+                let want = if lens[i] == 0 { f64::INFINITY } else { fitness_of(&cs, &counts, fitness) + 1e-3 * lens[i] as f64 };
+                assert_eq!(fit[i].to_bits(), want.to_bits(), "K={k} {fitness:?} individual {i}: {} vs {want}", fit[i]);
+            }
+        }
+    }
+}

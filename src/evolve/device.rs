@@ -16,7 +16,8 @@ use std::time::Instant;
 use anyhow::{Result, anyhow};
 
 use super::{Best, EngineConfig, GenerationStats, Outcome, TreeRep};
-use crate::backend::cuda::{CudaEngine, DeviceDataset};
+use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset};
+use crate::task::classify::ClassFitness;
 use crate::task::regression::RegressionConfig;
 
 /// A regression task whose data lives on a GPU: what the device loop needs from the task.
@@ -28,6 +29,45 @@ pub struct DeviceRegression<'a> {
     pub data: &'a DeviceDataset,
     /// Metric, scaling and parsimony.
     pub config: RegressionConfig,
+}
+
+/// A classification task whose data lives on a GPU.
+#[derive(Clone, Copy)]
+pub struct DeviceClassification<'a> {
+    /// The engine holding the data.
+    pub engine: &'a CudaEngine,
+    /// The training data on the device.
+    pub data: &'a DeviceClassData,
+    /// Training points per class.
+    pub counts: &'a [u64],
+    /// What is minimised.
+    pub fitness: ClassFitness,
+    /// Added to the fitness per node.
+    pub parsimony: f64,
+}
+
+/// A task the device loop runs: its fitness is computed on the device.
+#[derive(Clone, Copy)]
+pub enum DeviceTask<'a> {
+    /// Symbolic regression.
+    Regression(DeviceRegression<'a>),
+    /// Classification.
+    Classification(DeviceClassification<'a>),
+}
+
+impl DeviceTask<'_> {
+    fn engine(&self) -> &CudaEngine {
+        match self {
+            DeviceTask::Regression(r) => r.engine,
+            DeviceTask::Classification(c) => c.engine,
+        }
+    }
+}
+
+/// The fitness step's buffers.
+enum FitnessStep {
+    Regression(crate::backend::cuda::FitnessScratch),
+    Classification(crate::backend::cuda::classify::ClassFitnessScratch),
 }
 
 /// Copies between the device and the host during a run on the device.
@@ -60,13 +100,13 @@ pub fn supports(cfg: &EngineConfig) -> bool {
 pub fn run_trees(
     cfg: &EngineConfig,
     rep: &TreeRep,
-    task: &DeviceRegression<'_>,
+    task: &DeviceTask<'_>,
     observe: &mut dyn FnMut(&GenerationStats, &Best),
 ) -> Result<(Outcome, Transfers)> {
     rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
     rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
     anyhow::ensure!(supports(cfg), "the device loop does not support these settings (population {}, {} elites)", cfg.pop_size, cfg.elite);
-    let e = task.engine;
+    let e = task.engine();
     let p = cfg.pop_size;
     let spec = &rep.vary.spec;
     let n_elite = cfg.elite.min(p);
@@ -77,7 +117,17 @@ pub fn run_trees(
     let mut next = e.alloc_population(p, spec.max_len, spec.n_outputs)?;
     let mut order = e.alloc_tree_order(p)?;
     let mut mail = e.alloc_mailbox()?;
-    let mut fs = e.alloc_fitness_scratch(p, spec.n_outputs, task.data)?;
+    let mut fs = match task {
+        DeviceTask::Regression(r) => FitnessStep::Regression(e.alloc_fitness_scratch(p, spec.n_outputs, r.data)?),
+        DeviceTask::Classification(c) => {
+            let kind = match c.fitness {
+                ClassFitness::Accuracy => 0,
+                ClassFitness::BalancedAccuracy => 1,
+                ClassFitness::CrossEntropy => 2,
+            };
+            FitnessStep::Classification(e.alloc_class_fitness_scratch(p, spec.n_outputs, c.data, c.counts, kind, c.parsimony)?)
+        }
+    };
     let mut es = e.alloc_elite_scratch(p)?;
     let mut fit = e.alloc_fitness(p)?;
     e.order_trees(&pop, &mut order, &mut mail)?;
@@ -95,7 +145,11 @@ pub fn run_trees(
     loop {
         let t0 = Instant::now();
         prof.start();
-        e.regression_fitness(&pop, &order, task.data, &task.config, &mut fs, &mut fit)?;
+        match (task, &mut fs) {
+            (DeviceTask::Regression(r), FitnessStep::Regression(s)) => e.regression_fitness(&pop, &order, r.data, &r.config, s, &mut fit)?,
+            (DeviceTask::Classification(c), FitnessStep::Classification(s)) => e.classification_fitness(&pop, &order, c.data, s, &mut fit)?,
+            _ => unreachable!("the fitness step was made for this task"),
+        }
         prof.mark(e, "evaluate")?;
         let elite = e.elite_and_stats(&fit, &pop, n_elite, &mut es, &mut mail)?;
         prof.mark(e, "elite and statistics")?;

@@ -113,7 +113,7 @@ pub trait Fitness: Sync {
 
     /// The task as the device loop runs it, when its data lives on a GPU and the whole
     /// generation can stay there ([`device`]); `None` (the default) runs the host loop.
-    fn device_regression(&self) -> Option<device::DeviceRegression<'_>> {
+    fn device_task(&self) -> Option<device::DeviceTask<'_>> {
         None
     }
 }
@@ -289,7 +289,7 @@ pub struct TreeRep {
 
 /// Runs tree GP. `observe` sees every generation's statistics and the best so far.
 ///
-/// When the task's data lives on a GPU ([`Fitness::device_regression`]) the whole run stays on
+/// When the task's data lives on a GPU ([`Fitness::device_task`]) the whole run stays on
 /// the device ([`device::run_trees`]), unless `GROVE_DEVICE_LOOP=0` asks for the host loop
 /// ([`run_trees_on_host`]), which gives the same results.
 pub fn run_trees(
@@ -298,7 +298,7 @@ pub fn run_trees(
     task: &dyn Fitness,
     observe: &mut dyn FnMut(&GenerationStats, &Best),
 ) -> anyhow::Result<Outcome> {
-    if let Some(d) = task.device_regression() {
+    if let Some(d) = task.device_task() {
         if device_loop_enabled() && device::supports(cfg) {
             return device::run_trees(cfg, rep, &d, observe).map(|(o, _)| o);
         }

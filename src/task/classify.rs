@@ -85,6 +85,21 @@ impl crate::evolve::Fitness for Classification<'_> {
             })
             .collect())
     }
+
+    fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
+        match (self.backend, &self.data) {
+            (crate::backend::Backend::Cuda(engine), crate::backend::ClassData::Device(data)) => {
+                Some(crate::evolve::device::DeviceTask::Classification(crate::evolve::device::DeviceClassification {
+                    engine,
+                    data,
+                    counts: &self.counts,
+                    fitness: self.fitness,
+                    parsimony: self.parsimony,
+                }))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A confusion matrix: `counts[true class][predicted class]`.
@@ -390,6 +405,7 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
         "timing": {"seconds": seconds, "node_evaluations": evals, "node_evaluations_per_second": evals / seconds,
                    "threads": rayon::current_num_threads(), "device": backend.describe(),
                    "fitness_on_cpu": backend.classification_on_host() || matches!(backend, crate::backend::Backend::Cpu)},
+        "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
     let w = all.classes.iter().map(|c| c.len()).max().unwrap_or(1).max(8);
@@ -412,6 +428,12 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
     }
     summary += &format!("confusion on the test rows (rows: true class, columns: predicted)\n{}\n", test_scores.confusion.render(&all.classes));
     summary += &format!("time          {seconds:.2} s on {}", backend.describe());
+    if let Some(t) = &outcome.transfers {
+        summary += &format!(
+            "\ndevice loop   {} generations on the GPU; {} bytes of population copied to the host between them",
+            t.generations, t.population_bytes_between_generations
+        );
+    }
     Ok(EvolveResult { report, summary })
 }
 

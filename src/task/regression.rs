@@ -91,10 +91,10 @@ impl crate::evolve::Fitness for Regression<'_> {
             .collect())
     }
 
-    fn device_regression(&self) -> Option<crate::evolve::device::DeviceRegression<'_>> {
+    fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
         match (self.backend, &self.data) {
             (crate::backend::Backend::Cuda(engine), crate::backend::RegressionData::Device(data)) => {
-                Some(crate::evolve::device::DeviceRegression { engine, data, config: self.config })
+                Some(crate::evolve::device::DeviceTask::Regression(crate::evolve::device::DeviceRegression { engine, data, config: self.config }))
             }
             _ => None,
         }

@@ -113,20 +113,94 @@ impl CudaEngine {
         if p == 0 {
             return Ok(Vec::new());
         }
-        let threads = classify_threads(k, n_out);
-        let tile_points = classify_tile(data.n_rows, threads);
-        let n_tiles = (data.n_rows as u32).div_ceil(tile_points);
         let lay = Layout::new(p, pop.max_len);
         let mut staging = host_buffer(lay.bytes);
         let packed = pack(pop, data.n_features, as_bytes_mut(&mut staging))?;
         let input: CudaSlice<u8> = self.upload(&as_bytes_mut(&mut staging)[..lay.bytes], "copying the population")?;
         let v = super::eval::views(&input, &lay)?;
+        let mut b = self.alloc_class_buffers(p, n_out, data)?;
+        self.launch_classification(&v, packed.n_fast, p, pop.max_len, n_out, data, &mut b)?;
+        let (sums, sums_correct) = (&b.sums, &b.sums_correct);
+        let mut s = self.stream.clone_dtoh(sums).during(|| "reading the classification sums".into())?;
+        let mut c = self.stream.clone_dtoh(sums_correct).during(|| "reading the correct counts".into())?;
+        s.truncate(p);
+        c.truncate(p * k);
+        self.stream.synchronize().during(|| "running the classification kernels".into())?;
+        Ok(s
+            .iter()
+            .zip(c.chunks_exact(k))
+            .map(|(s, c)| ClassSums {
+                correct: c.iter().map(|&v| v as u64).collect(),
+                ce: s.ce,
+                n: s.n as u64,
+                bad: s.bad as u64,
+            })
+            .collect())
+    }
+}
+
+/// The device buffers of one classification evaluation of `P` trees.
+pub struct ClassBuffers {
+    partials: CudaSlice<ClassPartial>,
+    correct: CudaSlice<u32>,
+    sums: CudaSlice<ClassPartial>,
+    sums_correct: CudaSlice<u32>,
+    threads: u32,
+    tile_points: u32,
+    n_tiles: u32,
+    n: usize,
+}
+
+/// The classification fitness settings the device computes: [`fitness_of`](crate::task::classify::fitness_of)
+/// of the sums plus parsimony per node.
+pub struct ClassFitnessScratch {
+    buffers: ClassBuffers,
+    counts: CudaSlice<u64>,
+    kind: u32,
+    parsimony: f64,
+}
+
+impl CudaEngine {
+    /// Buffers for classifying `p` trees of `n_out` outputs over `data`.
+    pub fn alloc_class_buffers(&self, p: usize, n_out: usize, data: &DeviceClassData) -> Result<ClassBuffers> {
+        let k = data.n_classes;
+        let threads = classify_threads(k, n_out);
+        let tile_points = classify_tile(data.n_rows, threads);
+        let n_tiles = (data.n_rows as u32).div_ceil(tile_points);
         let n_part = p * n_tiles as usize;
-        let mut partials = self.alloc::<ClassPartial>(n_part, false, "allocating partial sums")?;
-        let mut correct = self.alloc::<u32>(n_part * k, false, "allocating correct counts")?;
-        let mut sums = self.alloc::<ClassPartial>(p, false, "allocating sums")?;
-        let mut sums_correct = self.alloc::<u32>(p * k, false, "allocating per-class sums")?;
-        for (ids, deep) in [(v.ids.slice(..packed.n_fast), false), (v.ids.slice(packed.n_fast..), true)] {
+        Ok(ClassBuffers {
+            partials: self.alloc::<ClassPartial>(n_part, false, "allocating partial sums")?,
+            correct: self.alloc::<u32>(n_part * k, false, "allocating correct counts")?,
+            sums: self.alloc::<ClassPartial>(p, false, "allocating sums")?,
+            sums_correct: self.alloc::<u32>(p * k, false, "allocating per-class sums")?,
+            threads,
+            tile_points,
+            n_tiles,
+            n: p,
+        })
+    }
+
+    /// Queues the classification kernels for the `n_trees` trees named by `v.ids` (the fast
+    /// kernels' `n_fast` first) and the reduction into `b.sums` and `b.sums_correct`. Every
+    /// tree must have passed [`super::pack::stack_need`]'s checks for `n_out` outputs and
+    /// `data`'s features.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch_classification(
+        &self,
+        v: &super::eval::Views<'_>,
+        n_fast: usize,
+        n_trees: usize,
+        max_len: usize,
+        n_out: usize,
+        data: &DeviceClassData,
+        b: &mut ClassBuffers,
+    ) -> Result<()> {
+        let k = data.n_classes;
+        if b.n != n_trees || v.ids.len() < n_trees || n_fast > n_trees || classify_threads(k, n_out) != b.threads {
+            return Err(GpuError::Input(format!("classifying {n_trees} trees with buffers for {}", b.n)));
+        }
+        let (threads, tile_points, n_tiles) = (b.threads, b.tile_points, b.n_tiles);
+        for (ids, deep) in [(v.ids.slice(..n_fast), false), (v.ids.slice(n_fast..n_trees), true)] {
             if ids.is_empty() {
                 continue;
             }
@@ -134,7 +208,7 @@ impl CudaEngine {
             let params = ClassifyParams {
                 n_rows: data.n_rows as u32,
                 n_features: data.n_features as u32,
-                max_len: pop.max_len as u32,
+                max_len: max_len as u32,
                 n_outputs: n_out as u32,
                 n_classes: k as u32,
                 n_trees: ids.len() as u32,
@@ -147,9 +221,9 @@ impl CudaEngine {
                 shared_mem_bytes: ((k + n_out * threads as usize) * 4) as u32,
             };
             let f = self.function(&CLASSIFY, &[], name)?;
-            let mut b = self.stream.launch_builder(&f);
-            b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len);
-            b.arg(&data.x).arg(&data.labels).arg(&mut partials).arg(&mut correct);
+            let mut lb = self.stream.launch_builder(&f);
+            lb.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len);
+            lb.arg(&data.x).arg(&data.labels).arg(&mut b.partials).arg(&mut b.correct);
             // SAFETY: the arguments match `grove_classify_fast/deep(GroveClassifyParams,
             // const unsigned* tree_ids, const unsigned char* ops, const float* values,
             // const unsigned char* outs, const unsigned short* lens, const float* x,
@@ -157,34 +231,70 @@ impl CudaEngine {
             // `ClassifyParams` laid out as `GroveClassifyParams` (asserted on both sides).
             // Sizes: tree_ids n_trees; the population P × L and P; x F × N; labels N (each
             // < n_classes, checked at upload); partials P × n_tiles; correct P × n_tiles × K.
-            // `pack` checked each tree's opcodes, variables (< F), output slots (≤ n_outputs,
-            // which sized the dynamic shared memory with the K counters) and stack need (≤ this
-            // kernel's stack); blocks index partials by tree row < P and tile < n_tiles.
-            unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
+            // The caller checked each tree's opcodes, variables (< F), output slots (≤
+            // n_outputs, which sized the dynamic shared memory with the K counters) and stack
+            // need (≤ this kernel's stack); blocks index partials by tree row < P and tile.
+            unsafe { lb.launch(lc) }.during(|| format!("launching {name}"))?;
         }
-        let rp = ClassReduceParams { n_trees: p as u32, n_tiles, n_classes: k as u32, reserved: 0 };
+        let rp = ClassReduceParams { n_trees: n_trees as u32, n_tiles, n_classes: k as u32, reserved: 0 };
         let f = self.function(&CLASSIFY, &[], kernels::REDUCE_CLASSIFY)?;
-        let mut b = self.stream.launch_builder(&f);
-        b.arg(&rp).arg(&partials).arg(&correct).arg(&mut sums).arg(&mut sums_correct);
-        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        let mut lb = self.stream.launch_builder(&f);
+        lb.arg(&rp).arg(&b.partials).arg(&b.correct).arg(&mut b.sums).arg(&mut b.sums_correct);
+        let lc = LaunchConfig { grid_dim: ((n_trees as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: matches `grove_reduce_classify(GroveClassReduceParams, const
         // GroveClassPartial* partials, const unsigned* correct, GroveClassPartial* sums,
         // unsigned* sums_correct)`; partials and correct hold P × n_tiles (× K) entries, all
         // written above (every tree is in exactly one launch); sums P, sums_correct P × K.
-        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::REDUCE_CLASSIFY))?;
-        let s = self.stream.clone_dtoh(&sums).during(|| "reading the classification sums".into())?;
-        let c = self.stream.clone_dtoh(&sums_correct).during(|| "reading the correct counts".into())?;
-        self.stream.synchronize().during(|| "running the classification kernels".into())?;
-        Ok(s
-            .iter()
-            .zip(c.chunks_exact(k))
-            .map(|(s, c)| ClassSums {
-                correct: c.iter().map(|&v| v as u64).collect(),
-                ce: s.ce,
-                n: s.n as u64,
-                bad: s.bad as u64,
-            })
-            .collect())
+        unsafe { lb.launch(lc) }.during(|| format!("launching {}", kernels::REDUCE_CLASSIFY))?;
+        Ok(())
+    }
+
+    /// Scratch for the classification fitness of `p` trees on `data`: `kind` 0 accuracy, 1
+    /// balanced accuracy, 2 cross-entropy; `counts` the training points per class; programs
+    /// with `n_out` outputs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn alloc_class_fitness_scratch(&self, p: usize, n_out: usize, data: &DeviceClassData, counts: &[u64], kind: u32, parsimony: f64) -> Result<ClassFitnessScratch> {
+        if counts.len() != data.n_classes || kind > 2 {
+            return Err(GpuError::Input(format!("{} class counts for {} classes, fitness kind {kind}", counts.len(), data.n_classes)));
+        }
+        Ok(ClassFitnessScratch { buffers: self.alloc_class_buffers(p, n_out, data)?, counts: self.upload(counts, "uploading class counts")?, kind, parsimony })
+    }
+
+    /// Queues the classification fitness of every tree of `pop` into `fit`, as the
+    /// classification task computes it from [`Self::evaluate_classification`]'s sums.
+    pub fn classification_fitness(
+        &self,
+        pop: &super::DevicePopulation,
+        order: &super::TreeOrder,
+        data: &DeviceClassData,
+        scratch: &mut ClassFitnessScratch,
+        fit: &mut super::DeviceFitness,
+    ) -> Result<()> {
+        let p = pop.size();
+        let (k, n_out) = (data.n_classes, pop.n_outputs());
+        if data.engine != self.id || fit.n != p || !(n_out == k || (n_out == 0 && k == 2)) || order.n_fast + order.n_deep != p {
+            return Err(GpuError::Input(format!("classification fitness of {p} trees with {n_out} outputs for {k} classes")));
+        }
+        let v = super::eval::Views {
+            ids: order.ids_view(p),
+            op: pop.op.slice(..),
+            value: pop.value.slice(..),
+            out: pop.out.slice(..),
+            len: pop.len.slice(..),
+        };
+        self.launch_classification(&v, order.n_fast, p, pop.max_len(), n_out, data, &mut scratch.buffers)?;
+        let params = kernels::GenParams { n: p as u32, max_len: pop.max_len() as u32, metric: scratch.kind, parsimony: scratch.parsimony, ..Default::default() };
+        let k32 = k as u32;
+        let f = self.function(&kernels::GENERATION, &[], kernels::CLASSIFY_FITNESS)?;
+        let mut lb = self.stream.launch_builder(&f);
+        lb.arg(&params).arg(&k32).arg(&scratch.buffers.sums).arg(&scratch.buffers.sums_correct).arg(&scratch.counts).arg(&pop.len).arg(&mut fit.fit);
+        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_classify_fitness(GroveGenParams, unsigned n_classes, const
+        // GroveClassPartial* sums, const unsigned* correct, const unsigned long long* counts,
+        // const unsigned short* lens, double* fit)`: sums, lens and fit hold P entries, correct
+        // P × K, counts K (checked at allocation).
+        unsafe { lb.launch(lc) }.during(|| format!("launching {}", kernels::CLASSIFY_FITNESS))?;
+        Ok(())
     }
 }
 

@@ -338,4 +338,9 @@ impl TreeOrder {
     pub fn ids(&self) -> CudaView<'_, u32> {
         self.ids.slice(..)
     }
+
+    /// The first `p` ids.
+    pub(super) fn ids_view(&self, p: usize) -> CudaView<'_, u32> {
+        self.ids.slice(..p)
+    }
 }

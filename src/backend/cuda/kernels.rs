@@ -217,6 +217,8 @@ pub const REGRESSION_FITNESS: &str = "grove_regression_fitness";
 pub const ARGMIN_BLOCKS: &str = "grove_argmin_blocks";
 /// ... combined over the blocks.
 pub const ARGMIN_FINAL: &str = "grove_argmin_final";
+/// Classification fitness from the per-tree sums.
+pub const CLASSIFY_FITNESS: &str = "grove_classify_fitness";
 
 /// Every kernel Rust launches, with its source file (`tests/cuda_kernels.rs` checks each is an
 /// `extern "C" __global__` function there). The classification kernels are prepared for the
@@ -227,7 +229,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
-    v.extend([STACK_CLASS, PARTITION, REGRESSION_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL].map(|k| (k, GENERATION)));
+    v.extend([STACK_CLASS, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL].map(|k| (k, GENERATION)));
     v
 }
 
