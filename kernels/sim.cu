@@ -39,46 +39,11 @@ static_assert(GROVE_OFFSETOF(GroveSimParams, first_env) == 28, "layout");
 
 #define GROVE_SLOTS (2 * GROVE_NLIM + 6 * GROVE_NCAP)
 #define GROVE_SLOTS_ALLOC (GROVE_SLOTS > 0 ? GROVE_SLOTS : 1)
-#define GROVE_PURPOSE_RESET 6u  // Purpose::Reset in src/rng.rs
 
-// ---- Philox4x32-10, as src/rng.rs ----------------------------------------------------------
-
-struct GroveStream {
-    unsigned key[2], ctr[4], buf[4];
-    int used;
-};
-
-__device__ inline void grove_philox(const unsigned in[4], const unsigned key_in[2], unsigned out[4]) {
-    unsigned c0 = in[0], c1 = in[1], c2 = in[2], c3 = in[3], k0 = key_in[0], k1 = key_in[1];
-    for (int round = 0; round < 10; ++round) {
-        if (round > 0) {
-            k0 += 0x9E3779B9u;
-            k1 += 0xBB67AE85u;
-        }
-        const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
-        const unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0, n1 = (unsigned)p1;
-        const unsigned n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1, n3 = (unsigned)p0;
-        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-    }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
-}
-
-__device__ inline unsigned grove_next(GroveStream& s) {
-    if (s.used == 4) {
-        grove_philox(s.ctr, s.key, s.buf);
-        s.ctr[3] += 1;
-        s.used = 0;
-    }
-    return s.buf[s.used++];
-}
-
-// A uniform double in [0, 1) with 53 random bits (Stream::unit_f64).
-__device__ inline double grove_unit_f64(GroveStream& s) {
-    const unsigned long long hi = grove_next(s) >> 5, lo = grove_next(s) >> 6;
-    return (double)((hi << 26) | lo) * (1.0 / 9007199254740992.0);
-}
+// ---- reset draws: Philox from rng.cuh (pasted in front of grove_env.h by sim_text) --------
 
 // One reset draw (State::reset): kind 0 uniform on ±scale, 1 scale·N(0, 1) by Box-Muller.
+// The stream is rng.cuh's, the twin of src/rng.rs, so the draws are the CPU's bits.
 __device__ inline double grove_noise(GroveStream& s, int kind, double scale) {
     if (kind == 0) return scale * (2.0 * grove_unit_f64(s) - 1.0);
     const double u1 = 1.0 - grove_unit_f64(s), u2 = grove_unit_f64(s);
@@ -448,14 +413,7 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
     real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC];
     for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
     {
-        GroveStream rng;
-        rng.key[0] = (unsigned)p.seed;
-        rng.key[1] = (unsigned)(p.seed >> 32);
-        rng.ctr[0] = p.generation;
-        rng.ctr[1] = p.first_env + e;
-        rng.ctr[2] = GROVE_PURPOSE_RESET;
-        rng.ctr[3] = 0;
-        rng.used = 4;
+        GroveStream rng = grove_stream((unsigned)p.seed, (unsigned)(p.seed >> 32), p.generation, p.first_env + e, GROVE_PURPOSE_RESET);
         double qn[GROVE_NV], vn[GROVE_NV];
         for (int i = 0; i < GROVE_NV; ++i) qn[i] = p.noise ? grove_noise(rng, GROVE_QNOISE_KIND, GROVE_QNOISE) : 0.0;
         for (int i = 0; i < GROVE_NV; ++i) vn[i] = p.noise ? grove_noise(rng, GROVE_VNOISE_KIND, GROVE_VNOISE) : 0.0;
