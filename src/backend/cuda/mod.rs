@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod classify;
+pub mod control;
 pub mod error;
 pub mod eval;
 pub mod kernels;
