@@ -495,8 +495,10 @@ struct GroveControlParams {
     unsigned generation;       // Philox counter word 0 of the reset draws (word 1: the episode)
     unsigned long long seed;   // Philox key
     unsigned max_len;          // L: row stride of the population arrays
-    unsigned noise;            // 1: reset noise; 0: the rest pose
+    unsigned flags;            // GROVE_CTRL_NOISE | GROVE_CTRL_NO_TERMINATION
 };
+#define GROVE_CTRL_NOISE 1u           // reset noise (else the rest pose)
+#define GROVE_CTRL_NO_TERMINATION 2u  // play all T steps whatever the health (benchmarks)
 static_assert(sizeof(GroveControlParams) == 32, "GroveControlParams must match ControlParams");
 static_assert(GROVE_OFFSETOF(GroveControlParams, n_trees) == 0, "layout");
 static_assert(GROVE_OFFSETOF(GroveControlParams, episodes) == 4, "layout");
@@ -504,7 +506,7 @@ static_assert(GROVE_OFFSETOF(GroveControlParams, steps) == 8, "layout");
 static_assert(GROVE_OFFSETOF(GroveControlParams, generation) == 12, "layout");
 static_assert(GROVE_OFFSETOF(GroveControlParams, seed) == 16, "layout");
 static_assert(GROVE_OFFSETOF(GroveControlParams, max_len) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlParams, noise) == 28, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlParams, flags) == 28, "layout");
 
 // The policy's actions at `obs`: the tree (prefix order, `len` nodes) walked backwards with
 // eval.cu's semantics (children on the stack, child 1 on top; an output node adds its value to
@@ -576,10 +578,11 @@ extern "C" __global__ void grove_control_rollout(GroveControlParams p, const uns
     const size_t row = (size_t)ind * p.max_len;
     real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC];
     for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
-    grove_reset(p.seed, p.generation, ep, p.noise != 0, q, v);
+    grove_reset(p.seed, p.generation, ep, (p.flags & GROVE_CTRL_NOISE) != 0, q, v);
     double ret = 0.0;
     unsigned t = 0;
     bool done = false, ok = true;
+    const bool terminate = (p.flags & GROVE_CTRL_NO_TERMINATION) == 0;
     real obs[GROVE_NOBS_ALLOC], a[GROVE_NU];
     GroveKin k;
     grove_kinematics(q, k);
@@ -590,6 +593,7 @@ extern "C" __global__ void grove_control_rollout(GroveControlParams p, const uns
             break;
         }
         ret += (double)grove_env_step(q, v, warm, a, k, done);
+        done = done && terminate;
     }
     returns[g] = ret;
     lengths[g] = t;

@@ -38,7 +38,7 @@ fn control_matches_reference() {
         // Row 0: deeper than the kernel's stack; the host plays it on the CPU.
         pop.set_tree(0, &support::deep_chain(70)).unwrap();
         for (steps, tol) in [(5usize, 1e-4), (150, 2e-2)] {
-            let run = ControlRun { episodes: k, steps, seed: 3, generation: 2, noise: true };
+            let run = ControlRun { episodes: k, steps, seed: 3, generation: 2, noise: true, ignore_termination: false };
             let gpu = engine.control_returns(&pop, &m, &run).unwrap();
             let cpu = control_rollout(&pop, &m, &run);
             let cpu_means = mean_returns(&cpu, k);
@@ -85,7 +85,7 @@ fn control_rejects_policies_of_the_wrong_width() {
     let engine = engine();
     let m = Model::load("hopper", None).unwrap();
     let pop = grove::program::Population::new(4, 8, 2);
-    let err = engine.control_returns(&pop, &m, &ControlRun { episodes: 1, steps: 1, seed: 1, generation: 0, noise: true }).unwrap_err();
+    let err = engine.control_returns(&pop, &m, &ControlRun { episodes: 1, steps: 1, seed: 1, generation: 0, noise: true, ignore_termination: false }).unwrap_err();
     assert!(err.to_string().contains("2 outputs but hopper has 3 actuators"), "{err}");
 }
 

@@ -170,15 +170,21 @@ impl Backend {
     }
 
     /// Mean return of every individual of `pop` (a policy with one output per actuator of `m`)
-    /// over the episodes of `run`; NaN for an invalid individual. CPU: `program::policy`; CUDA:
-    /// `kernels/sim.cu`'s `grove_control_rollout`, whole episodes in one launch.
-    pub fn control_returns(&self, pop: &Population, m: &crate::sim::Model, run: &crate::program::policy::ControlRun) -> Result<Vec<f64>> {
+    /// over the episodes of `run` (NaN for an invalid individual), and the control steps played
+    /// in all. CPU: `program::policy`; CUDA: `kernels/sim.cu`'s `grove_control_rollout`, whole
+    /// episodes in one launch, and `grove_control_reduce`.
+    pub fn control_returns(&self, pop: &Population, m: &crate::sim::Model, run: &crate::program::policy::ControlRun) -> Result<(Vec<f64>, u64)> {
         match self {
             Backend::Cpu => {
                 let eps = crate::program::policy::control_rollout(pop, m, run);
-                Ok(crate::program::policy::mean_returns(&eps, run.episodes))
+                let steps = eps.iter().map(|e| e.steps as u64).sum();
+                Ok((crate::program::policy::mean_returns(&eps, run.episodes), steps))
             }
-            Backend::Cuda(e) => Ok(e.control_returns(pop, m, run)?.means),
+            Backend::Cuda(e) => {
+                let out = e.control_returns(pop, m, run)?;
+                let steps = out.env_steps();
+                Ok((out.means, steps))
+            }
         }
     }
 

@@ -122,6 +122,9 @@ pub struct ControlRun {
     pub generation: u32,
     /// Reset noise (false: every episode starts at the rest pose).
     pub noise: bool,
+    /// Play all `steps` whatever the robot's health (for benchmarks: episodes of equal length).
+    #[serde(default)]
+    pub ignore_termination: bool,
 }
 
 /// Plays episode `k` of `run` with `policy` (`State<f32>`, as the GPU).
@@ -137,7 +140,7 @@ pub fn play(m: &Model, policy: &mut Policy, run: &ControlRun, k: u32) -> Episode
         }
         let r = s.step(m, &a);
         ret += r.reward as f64;
-        if r.done {
+        if r.done && !run.ignore_termination {
             return Episode { ret, steps: t as u32 + 1, valid: true };
         }
     }
@@ -209,7 +212,7 @@ mod tests {
         let mut pop = Population::new(2, 8, 2);
         pop.set_tree(0, &[out(Node::func(Op::Mul), 0), Node::constant(1e30), Node::var(0)]).unwrap();
         pop.set_tree(1, &[out(Node::func(Op::Mul), 1), Node::constant(1e30), Node::constant(1e30)]).unwrap();
-        let run = ControlRun { episodes: 2, steps: 20, seed: 3, generation: 0, noise: true };
+        let run = ControlRun { episodes: 2, steps: 20, seed: 3, generation: 0, noise: true, ignore_termination: false };
         let eps = control_rollout(&pop, &m, &run);
         assert_eq!(eps.len(), 4);
         assert!(eps[0].valid && eps[1].valid && eps[0].steps == 20, "{eps:?}");

@@ -102,11 +102,18 @@ pub struct Control<'m> {
     pub run: ControlRun,
     /// Added to the fitness per node.
     pub parsimony: f64,
+    /// Control steps played and seconds spent in roll-outs so far.
+    pub played: std::sync::Mutex<(u64, f64)>,
 }
 
 impl crate::evolve::Fitness for Control<'_> {
     fn evaluate(&self, pop: &Population) -> Result<Vec<f64>> {
-        let means = self.backend.control_returns(pop, self.model, &self.run)?;
+        let t0 = std::time::Instant::now();
+        let (means, steps) = self.backend.control_returns(pop, self.model, &self.run)?;
+        if let Ok(mut p) = self.played.lock() {
+            p.0 += steps;
+            p.1 += t0.elapsed().as_secs_f64();
+        }
         Ok(means
             .iter()
             .enumerate()
@@ -261,17 +268,14 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
         bail!("--episodes must be at least 1");
     }
     let steps = settings.episode_steps.unwrap_or(m.episode_steps);
-    let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true };
-    let task = Control { backend, model: &m, run, parsimony: settings.parsimony };
+    let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
+    let task = Control { backend, model: &m, run, parsimony: settings.parsimony, played: std::sync::Mutex::new((0, 0.0)) };
     let names = observation_names(&m);
     let acts = actuator_names(&m);
-    let pop_size = settings.engine.pop_size;
     let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet).with_unit("env steps").with_returns();
-    // Env steps are counted as pop × episodes × T (an upper bound: episodes may end early).
-    let mut evals = 0.0;
     let mut observe = |s: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {
-        evals += (pop_size * settings.episodes * steps) as f64;
-        progress.update(s, evals);
+        let played = task.played.lock().map_or(0, |p| p.0);
+        progress.update(s, played as f64);
     };
     let outcome = match (&settings.grammar, &settings.functions) {
         (Some(path), _) => {
@@ -299,6 +303,7 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
     };
     progress.finish();
     let seconds = start.elapsed().as_secs_f64();
+    let (played, rollout_seconds) = task.played.lock().map_or((0, 0.0), |p| *p);
     let best = &outcome.best;
     if best.nodes.is_empty() {
         bail!("no valid policy was found: every individual failed to map or had a non-finite output");
@@ -339,7 +344,9 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
         "train": train.json(),
         "test": test.json(),
         "policy": policy,
-        "timing": {"seconds": seconds, "env_steps_at_most": evals, "threads": rayon::current_num_threads(), "device": backend.describe()},
+        "timing": {"seconds": seconds, "env_steps": played, "rollout_seconds": rollout_seconds,
+                   "env_steps_per_second": played as f64 / rollout_seconds.max(1e-9),
+                   "threads": rayon::current_num_threads(), "device": backend.describe()},
         "version": env!("CARGO_PKG_VERSION"),
     });
     let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);
@@ -361,7 +368,11 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
         test.episodes.len(),
         test.mean_steps()
     );
-    summary += &format!("time          {seconds:.2} s on {}", backend.describe());
+    summary += &format!(
+        "time          {seconds:.2} s on {}; {played} env steps in {rollout_seconds:.2} s of roll-outs ({:.3e} steps/s with the policy)",
+        backend.describe(),
+        played as f64 / rollout_seconds.max(1e-9)
+    );
     Ok(EvolveResult { report, summary })
 }
 

@@ -1,7 +1,7 @@
 // control_host_main.cpp: runs grove_control_rollout and grove_control_reduce (kernels/sim.cu,
 // compiled as host C++ after cuda_host_shim.h and a generated grove_env.h), one thread at a
 // time, and prints per episode `valid steps return`, then per individual its mean (%.17g).
-// usage: control_host P K T L SEED NOISE < population (P rows: len, then len × `op value out`)
+// usage: control_host P K T L SEED FLAGS < population (P rows: len, then len × `op value out`)
 int main(int argc, char** argv) {
     if (argc != 7) return 2;
     GroveControlParams p;
@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
     p.steps = (unsigned)atoi(argv[3]);
     p.max_len = (unsigned)atoi(argv[4]);
     p.seed = strtoull(argv[5], 0, 10);
-    p.noise = (unsigned)atoi(argv[6]);
+    p.flags = (unsigned)atoi(argv[6]);  // GROVE_CTRL_NOISE, GROVE_CTRL_NO_TERMINATION
     p.generation = 0;
     const size_t P = p.n_trees, K = p.episodes, L = p.max_len;
     unsigned char* ops = (unsigned char*)calloc(P * L, 1);

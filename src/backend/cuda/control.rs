@@ -42,9 +42,13 @@ pub struct ControlParams {
     pub seed: u64,
     /// `L`: row stride of the population arrays.
     pub max_len: u32,
-    /// 1: reset noise; 0: the rest pose.
-    pub noise: u32,
+    /// [`FLAG_NOISE`] | [`FLAG_NO_TERMINATION`].
+    pub flags: u32,
 }
+/// `GROVE_CTRL_NOISE`: reset noise (else the rest pose).
+pub const FLAG_NOISE: u32 = 1;
+/// `GROVE_CTRL_NO_TERMINATION`: play every episode for all T steps (benchmarks).
+pub const FLAG_NO_TERMINATION: u32 = 2;
 const _: () = assert!(size_of::<ControlParams>() == 32);
 const _: () = assert!(offset_of!(ControlParams, n_trees) == 0);
 const _: () = assert!(offset_of!(ControlParams, episodes) == 4);
@@ -52,7 +56,7 @@ const _: () = assert!(offset_of!(ControlParams, steps) == 8);
 const _: () = assert!(offset_of!(ControlParams, generation) == 12);
 const _: () = assert!(offset_of!(ControlParams, seed) == 16);
 const _: () = assert!(offset_of!(ControlParams, max_len) == 24);
-const _: () = assert!(offset_of!(ControlParams, noise) == 28);
+const _: () = assert!(offset_of!(ControlParams, flags) == 28);
 // SAFETY: a plain `#[repr(C)]` struct of u32/u64 fields laid out as `GroveControlParams` (size
 // and offsets asserted here and by static_assert in sim.cu).
 unsafe impl DeviceRepr for ControlParams {}
@@ -66,7 +70,7 @@ pub fn control_params_layout() -> Vec<(&'static str, usize)> {
         ("generation", offset_of!(ControlParams, generation)),
         ("seed", offset_of!(ControlParams, seed)),
         ("max_len", offset_of!(ControlParams, max_len)),
-        ("noise", offset_of!(ControlParams, noise)),
+        ("flags", offset_of!(ControlParams, flags)),
     ]
 }
 
@@ -83,7 +87,7 @@ pub fn control_params(pop: &Population, run: &ControlRun) -> Result<ControlParam
         generation: run.generation,
         seed: run.seed,
         max_len: pop.max_len as u32,
-        noise: run.noise as u32,
+        flags: if run.noise { FLAG_NOISE } else { 0 } | if run.ignore_termination { FLAG_NO_TERMINATION } else { 0 },
     })
 }
 
