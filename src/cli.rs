@@ -698,6 +698,11 @@ pub struct ControlArgs {
     /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
     #[arg(long, default_value_t = 0.1)]
     pub p_out: f32,
+    /// Training only: healthy (alive) reward per step instead of the environment's (Hopper and
+    /// Walker2d: 1). 0 stops rewarding standing still (as ARS trains); reported returns use
+    /// the env's reward.
+    #[arg(long)]
+    pub healthy_reward: Option<f64>,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -752,6 +757,7 @@ impl ControlArgs {
             episode_steps: self.episode_steps,
             test_episodes: self.test_episodes.max(1),
             parsimony: self.parsimony,
+            healthy_reward: self.healthy_reward,
             trees: crate::task::classify::ClassTreeSettings { p_out: self.p_out, ..base.trees },
             device: self.device,
         })

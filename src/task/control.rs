@@ -46,6 +46,11 @@ pub struct ControlSettings {
     pub test_episodes: usize,
     /// Added to the fitness (minus the return) per node.
     pub parsimony: f64,
+    /// Training only: the healthy (alive) reward per step in place of the environment's
+    /// (`None`: the env's). 0 removes the bonus for standing still, as Mania et al.'s ARS does
+    /// for Hopper and Walker2d; the train and test returns reported use the env's own reward.
+    #[serde(default)]
+    pub healthy_reward: Option<f64>,
     /// Tree GP settings.
     pub trees: super::classify::ClassTreeSettings,
     /// Where populations are evaluated.
@@ -86,6 +91,7 @@ impl Default for ControlSettings {
             episode_steps: None,
             test_episodes: 10,
             parsimony: 0.0,
+            healthy_reward: None,
             trees: super::classify::ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: 0.1, ..Default::default() },
             device: crate::backend::DeviceChoice::default(),
         }
@@ -269,7 +275,14 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
     }
     let steps = settings.episode_steps.unwrap_or(m.episode_steps);
     let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
-    let task = Control { backend, model: &m, run, parsimony: settings.parsimony, played: std::sync::Mutex::new((0, 0.0)) };
+    let mut trained = m.clone();
+    if let Some(w) = settings.healthy_reward {
+        if !w.is_finite() {
+            bail!("--healthy-reward must be a finite number, got {w}");
+        }
+        trained.healthy_weight = w;
+    }
+    let task = Control { backend, model: &trained, run, parsimony: settings.parsimony, played: std::sync::Mutex::new((0, 0.0)) };
     let names = observation_names(&m);
     let acts = actuator_names(&m);
     let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet).with_unit("env steps").with_returns();
