@@ -6,6 +6,8 @@
 //! infinite output and one reading past the observation). `tests/cuda_control.rs` checks the
 //! real GPU. Skips (saying so) without a C++20 compiler, unless `GROVE_REQUIRE_CXX=1`.
 
+#![allow(clippy::needless_range_loop)] // parallel arrays (episodes, means, masks) indexed together
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 

@@ -6,6 +6,8 @@
 //! episode: returns are compared closely after a few steps and loosely after 150 (a wrong
 //! slot, sign or operator moves them by far more). On failure every episode is printed.
 
+#![allow(clippy::needless_range_loop)] // parallel arrays (episodes, means, masks) indexed together
+
 use grove::backend::cuda::CudaEngine;
 use grove::program::policy::{control_rollout, mean_returns, ControlRun};
 use grove::sim::Model;

@@ -76,7 +76,7 @@ pub fn control_params_layout() -> Vec<(&'static str, usize)> {
 
 /// The parameters of `run` over `pop` (checked: sizes fit u32).
 pub fn control_params(pop: &Population, run: &ControlRun) -> Result<ControlParams> {
-    let threads = pop.size().checked_mul(run.episodes).unwrap_or(usize::MAX);
+    let threads = pop.size().saturating_mul(run.episodes);
     if run.episodes == 0 || threads > u32::MAX as usize || run.steps > u32::MAX as usize {
         return Err(GpuError::Input(format!("{} individuals × {} episodes × {} steps is out of range", pop.size(), run.episodes, run.steps)));
     }
