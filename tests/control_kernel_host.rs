@@ -5,6 +5,7 @@
 //! and `mean_returns` for a population of random policies (plus an empty one, one with an
 //! infinite output and one reading past the observation). `tests/cuda_control.rs` checks the
 //! real GPU. Skips (saying so) without a C++20 compiler, unless `GROVE_REQUIRE_CXX=1`.
+//! `GROVE_DEBUG_CONTROL=1` prints every episode of both sides.
 
 #![allow(clippy::needless_range_loop)] // parallel arrays (episodes, means, masks) indexed together
 
@@ -65,69 +66,69 @@ fn the_control_kernel_run_on_the_host_matches_the_reference() {
         // slot, sign or operator moves returns by far more.
         // The third run ignores termination (the benchmarks' mode): every valid episode is 60 steps.
         for (steps, tol, ignore_termination) in [(5usize, 1e-5, false), (150, 2e-2, false), (60, 2e-2, true)] {
-        let run = ControlRun { episodes: k, steps, seed: 7, generation: 0, noise: true, ignore_termination };
-        let skip = skip_mask(&pop, &m);
-        // The empty tree and the one reading past the observation never reach the kernel; the
-        // infinite output is the kernel's to find.
-        assert_eq!(&skip[p - 3..], &[SKIP_INVALID, 0, SKIP_INVALID], "the host marks the edge cases");
-        let mut input = String::new();
-        for i in 0..p {
-            let t = pop.tree(i);
-            input += &format!("{} {}", skip[i], t.len());
-            for j in 0..t.len() {
-                // %a: the exact bits of each value.
-                input += &format!(" {} {} {}", t.op[j], hexf(t.value[j]), t.out[j]);
+            let run = ControlRun { episodes: k, steps, seed: 7, generation: 0, noise: true, ignore_termination };
+            let skip = skip_mask(&pop, &m);
+            // The empty tree and the one reading past the observation never reach the kernel; the
+            // infinite output is the kernel's to find.
+            assert_eq!(&skip[p - 3..], &[SKIP_INVALID, 0, SKIP_INVALID], "the host marks the edge cases");
+            let mut input = String::new();
+            for i in 0..p {
+                let t = pop.tree(i);
+                input += &format!("{} {}", skip[i], t.len());
+                for j in 0..t.len() {
+                    // %a: the exact bits of each value.
+                    input += &format!(" {} {} {}", t.op[j], hexf(t.value[j]), t.out[j]);
+                }
+                input.push('\n');
             }
-            input.push('\n');
-        }
-        let mut child = Command::new(&exe)
-            .args([p.to_string(), k.to_string(), steps.to_string(), pop.max_len.to_string(), run.seed.to_string(), (1 + 2 * ignore_termination as u32).to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{env} {profile}: the host run failed ({:?})", out.status);
-        let text = String::from_utf8_lossy(&out.stdout);
-        let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(lines.len(), p * k + p);
-        let cpu = control_rollout(&pop, &m, &run);
-        let cpu_means = mean_returns(&cpu, k);
-        let mut compared = 0;
-        for g in 0..p * k {
-            let f: Vec<&str> = lines[g].split(' ').collect();
-            let (valid, len, ret): (bool, u32, f64) = (f[0] == "1", f[1].parse().unwrap(), f[2].parse().unwrap());
-            let c = cpu[g];
-            if ignore_termination && c.valid {
-                assert_eq!(c.steps as usize, steps, "{env} {profile}: the reference ignores termination");
+            let mut child = Command::new(&exe)
+                .args([p.to_string(), k.to_string(), steps.to_string(), pop.max_len.to_string(), run.seed.to_string(), (1 + 2 * ignore_termination as u32).to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "{env} {profile}: the host run failed ({:?})", out.status);
+            let text = String::from_utf8_lossy(&out.stdout);
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), p * k + p);
+            let cpu = control_rollout(&pop, &m, &run);
+            let cpu_means = mean_returns(&cpu, k);
+            let mut compared = 0;
+            for g in 0..p * k {
+                let f: Vec<&str> = lines[g].split(' ').collect();
+                let (valid, len, ret): (bool, u32, f64) = (f[0] == "1", f[1].parse().unwrap(), f[2].parse().unwrap());
+                let c = cpu[g];
+                if ignore_termination && c.valid {
+                    assert_eq!(c.steps as usize, steps, "{env} {profile}: the reference ignores termination");
+                }
+                assert_eq!(valid, c.valid, "{env} {profile}: validity of [individual {}, episode {}]", g / k, g % k);
+                if !c.valid {
+                    continue;
+                }
+                if std::env::var("GROVE_DEBUG_CONTROL").is_ok() {
+                    eprintln!("{env} {profile} [{}, {}]: kernel {valid} {len} {ret:.9}, reference {} {} {:.9}", g / k, g % k, c.valid, c.steps, c.ret);
+                }
+                // Both sides step the same f32 equations; libm's and the Rust reference's rounding
+                // may move a termination by a step where a state grazes a health bound.
+                if len == c.steps {
+                    assert!(
+                        (ret - c.ret).abs() <= tol * c.ret.abs().max(1.0),
+                        "{env} {profile}: first mismatch at [individual {}, episode {}] over {len} steps: kernel={ret} reference={}",
+                        g / k,
+                        g % k,
+                        c.ret
+                    );
+                    compared += 1;
+                }
             }
-            assert_eq!(valid, c.valid, "{env} {profile}: validity of [individual {}, episode {}]", g / k, g % k);
-            if !c.valid {
-                continue;
+            assert!(compared * 10 >= cpu.iter().filter(|e| e.valid).count() * 9, "{env} {profile}: only {compared} episodes had the same length");
+            for i in 0..p {
+                let got: f64 = lines[p * k + i].parse().unwrap();
+                assert_eq!(got.is_nan(), cpu_means[i].is_nan(), "{env} {profile}: mean of individual {i}: kernel={got} reference={}", cpu_means[i]);
             }
-            // Both sides step the same f32 equations; libm's and the Rust reference's rounding
-            // may move a termination by a step where a state grazes a health bound.
-            if std::env::var("GROVE_DEBUG_CONTROL").is_ok() {
-                eprintln!("{env} {profile} [{}, {}]: kernel {valid} {len} {ret:.9}, reference {} {} {:.9}", g / k, g % k, c.valid, c.steps, c.ret);
-            }
-            if len == c.steps {
-                assert!(
-                    (ret - c.ret).abs() <= tol * c.ret.abs().max(1.0),
-                    "{env} {profile}: first mismatch at [individual {}, episode {}] over {len} steps: kernel={ret} reference={}",
-                    g / k,
-                    g % k,
-                    c.ret
-                );
-                compared += 1;
-            }
-        }
-        assert!(compared * 10 >= cpu.iter().filter(|e| e.valid).count() * 9, "{env} {profile}: only {compared} episodes had the same length");
-        for i in 0..p {
-            let got: f64 = lines[p * k + i].parse().unwrap();
-            assert_eq!(got.is_nan(), cpu_means[i].is_nan(), "{env} {profile}: mean of individual {i}: kernel={got} reference={}", cpu_means[i]);
-        }
-        assert!(cpu_means[..p - 3].iter().all(|r| r.is_finite()), "random policies are valid: {cpu_means:?}");
+            assert!(cpu_means[..p - 3].iter().all(|r| r.is_finite()), "random policies are valid: {cpu_means:?}");
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

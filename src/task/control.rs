@@ -369,9 +369,10 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
     }
     summary += &format!("size          {} nodes\n", best.nodes.len());
     summary += &format!(
-        "train return  {:.2}  (mean of {} episodes, {:.0} steps on average)\n",
+        "train return  {:.2}  (mean of {} episode{}, {:.0} steps on average)\n",
         train.mean(),
         train.episodes.len(),
+        if train.episodes.len() == 1 { "" } else { "s" },
         train.mean_steps()
     );
     summary += &format!(
