@@ -7,7 +7,7 @@
 // operations and explicitly rounded float operations (__fmul_rn, __fadd_rn, __uint2float_rn),
 // so no multiply-add is ever fused and the results are bitwise the CPU's.
 //
-// Included by vary.cu and select.cu (KernelSource::full_source pastes it in place of the
+// Included by vary.cu, select.cu and sim.cu (KernelSource::full_source pastes it in place of the
 // #include line).
 
 #define GROVE_PHILOX_M0 0xD2511F53u
@@ -20,6 +20,7 @@
 #define GROVE_PURPOSE_SELECT 2u
 #define GROVE_PURPOSE_CROSSOVER 3u
 #define GROVE_PURPOSE_MUTATE 4u
+#define GROVE_PURPOSE_RESET 6u
 
 // One stream of random numbers (rng::Stream).
 struct GroveStream {
@@ -86,6 +87,13 @@ __device__ __forceinline__ unsigned grove_below(GroveStream& s, unsigned n) {
 // Stream::unit_f32: uniform in [0, 1) with 24 bits; exact (a 24-bit integer times 2^-24).
 __device__ __forceinline__ float grove_unit_f32(GroveStream& s) {
     return __fmul_rn(__uint2float_rn(grove_next_u32(s) >> 8), 5.9604644775390625e-8f);
+}
+
+// Stream::unit_f64: uniform in [0, 1) with 53 bits (27 from one draw, 26 from the next); exact.
+__device__ __forceinline__ double grove_unit_f64(GroveStream& s) {
+    const unsigned long long hi = grove_next_u32(s) >> 5;
+    const unsigned long long lo = grove_next_u32(s) >> 6;
+    return (double)((hi << 26) | lo) * (1.0 / 9007199254740992.0);
 }
 
 // Stream::chance: true with probability p.

@@ -10,8 +10,11 @@
 // observation and health checks as straight-line functions. One module per (env, profile).
 //
 // State lives in registers and local memory: q, v (GROVE_NV), the warm-start forces
-// (GROVE_SLOTS), the return and the step count. Actions come from `grove_action`: for now an
-// open-loop buffer; the control task replaces it with the tree interpreter reading `obs`.
+// (GROVE_SLOTS), the return and the step count. Two kernels play episodes: grove_sim_rollout
+// with open-loop actions from a buffer, and grove_control_rollout (with grove_control_reduce)
+// where each thread's actions come from its individual's program reading the observation
+// (the control task; CPU reference src/program/policy.rs, host side
+// src/backend/cuda/control.rs).
 
 typedef float real;  // also spelled `float` in grove_env.h
 
@@ -39,46 +42,11 @@ static_assert(GROVE_OFFSETOF(GroveSimParams, first_env) == 28, "layout");
 
 #define GROVE_SLOTS (2 * GROVE_NLIM + 6 * GROVE_NCAP)
 #define GROVE_SLOTS_ALLOC (GROVE_SLOTS > 0 ? GROVE_SLOTS : 1)
-#define GROVE_PURPOSE_RESET 6u  // Purpose::Reset in src/rng.rs
 
-// ---- Philox4x32-10, as src/rng.rs ----------------------------------------------------------
-
-struct GroveStream {
-    unsigned key[2], ctr[4], buf[4];
-    int used;
-};
-
-__device__ inline void grove_philox(const unsigned in[4], const unsigned key_in[2], unsigned out[4]) {
-    unsigned c0 = in[0], c1 = in[1], c2 = in[2], c3 = in[3], k0 = key_in[0], k1 = key_in[1];
-    for (int round = 0; round < 10; ++round) {
-        if (round > 0) {
-            k0 += 0x9E3779B9u;
-            k1 += 0xBB67AE85u;
-        }
-        const unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;
-        const unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0, n1 = (unsigned)p1;
-        const unsigned n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1, n3 = (unsigned)p0;
-        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-    }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
-}
-
-__device__ inline unsigned grove_next(GroveStream& s) {
-    if (s.used == 4) {
-        grove_philox(s.ctr, s.key, s.buf);
-        s.ctr[3] += 1;
-        s.used = 0;
-    }
-    return s.buf[s.used++];
-}
-
-// A uniform double in [0, 1) with 53 random bits (Stream::unit_f64).
-__device__ inline double grove_unit_f64(GroveStream& s) {
-    const unsigned long long hi = grove_next(s) >> 5, lo = grove_next(s) >> 6;
-    return (double)((hi << 26) | lo) * (1.0 / 9007199254740992.0);
-}
+// ---- reset draws: Philox from rng.cuh (pasted in front of grove_env.h by sim_text) --------
 
 // One reset draw (State::reset): kind 0 uniform on ±scale, 1 scale·N(0, 1) by Box-Muller.
+// The stream is rng.cuh's, the twin of src/rng.rs, so the draws are the CPU's bits.
 __device__ inline double grove_noise(GroveStream& s, int kind, double scale) {
     if (kind == 0) return scale * (2.0 * grove_unit_f64(s) - 1.0);
     const double u1 = 1.0 - grove_unit_f64(s), u2 = grove_unit_f64(s);
@@ -428,11 +396,43 @@ __device__ void grove_substep(real* q, real* v, const real* ctrl, real* warm) {
 
 // ---- the episode (env.rs: State::reset, State::step) --------------------------------------
 
-// The action of env e at step t. Open loop: actions[(t * E + e) * NU + a]. The control task
-// replaces this with a policy reading `obs` (GROVE_NOBS values).
-__device__ inline void grove_action(const GroveSimParams& p, const float* __restrict__ actions, unsigned e, unsigned t,
-                                    const real* obs, real* a) {
-    (void)obs;
+// State::reset(seed, generation, id) with `noise`, else State::rest: q = qpos0 + noise, v = noise.
+__device__ inline void grove_reset(unsigned long long seed, unsigned generation, unsigned id, bool noise, real* q, real* v) {
+    GroveStream rng = grove_stream((unsigned)seed, (unsigned)(seed >> 32), generation, id, GROVE_PURPOSE_RESET);
+    double qn[GROVE_NV], vn[GROVE_NV];
+    for (int i = 0; i < GROVE_NV; ++i) qn[i] = noise ? grove_noise(rng, GROVE_QNOISE_KIND, GROVE_QNOISE) : 0.0;
+    for (int i = 0; i < GROVE_NV; ++i) vn[i] = noise ? grove_noise(rng, GROVE_VNOISE_KIND, GROVE_VNOISE) : 0.0;
+    for (int i = 0; i < GROVE_NV; ++i) {
+        q[i] = grove_qpos0[i] + (real)qn[i];
+        v[i] = (real)vn[i];
+    }
+}
+
+// One control step (State::step): ctrl = a (NaN components set to 0 in place), frame-skip
+// substeps, then the reward. `k` holds the kinematics of q on entry and of the new q on exit
+// (the next step's observation reads it). Sets `done` when the episode ends here.
+__device__ inline real grove_env_step(real* q, real* v, real* warm, real* a, GroveKin& k, bool& done) {
+    real cost = 0.0f;
+    for (int i = 0; i < GROVE_NU; ++i) {
+        if (isnan(a[i])) a[i] = 0.0f;  // a NaN action acts as 0 (env.rs)
+        cost += a[i] * a[i];
+    }
+    const real x0 = GROVE_FWD_BODY >= 0 ? k.pu[GROVE_FWD_BODY >= 0 ? GROVE_FWD_BODY : 0] : 0.0f;
+    for (int s = 0; s < GROVE_FRAME_SKIP; ++s) grove_substep(q, v, a, warm);
+    grove_kinematics(q, k);
+    real reward = 0.0f;
+    if (GROVE_FWD_BODY >= 0) reward += GROVE_FWD_W * (k.pu[GROVE_FWD_BODY >= 0 ? GROVE_FWD_BODY : 0] - x0) / GROVE_DT;
+    bool finite = true;
+    for (int i = 0; i < GROVE_NV; ++i) finite = finite && isfinite(q[i]) && isfinite(v[i]);
+    const bool healthy = finite && grove_healthy(q, v, k.pw);
+    if (healthy || (GROVE_BONUS_WHEN_TERMINAL && GROVE_TERMINATE)) reward += GROVE_HEALTHY_W;
+    reward -= GROVE_CTRL_COST * cost;
+    done = !finite || (GROVE_TERMINATE && !healthy);
+    return reward;
+}
+
+// The action of env e at step t, open loop: actions[(t * E + e) * NU + a].
+__device__ inline void grove_action(const GroveSimParams& p, const float* __restrict__ actions, unsigned e, unsigned t, real* a) {
     const float* row = actions + ((size_t)t * p.n_envs + e) * GROVE_NU;
     for (int i = 0; i < GROVE_NU; ++i) a[i] = row[i];
 }
@@ -447,23 +447,7 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
     if (e >= p.n_envs) return;
     real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC];
     for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
-    {
-        GroveStream rng;
-        rng.key[0] = (unsigned)p.seed;
-        rng.key[1] = (unsigned)(p.seed >> 32);
-        rng.ctr[0] = p.generation;
-        rng.ctr[1] = p.first_env + e;
-        rng.ctr[2] = GROVE_PURPOSE_RESET;
-        rng.ctr[3] = 0;
-        rng.used = 4;
-        double qn[GROVE_NV], vn[GROVE_NV];
-        for (int i = 0; i < GROVE_NV; ++i) qn[i] = p.noise ? grove_noise(rng, GROVE_QNOISE_KIND, GROVE_QNOISE) : 0.0;
-        for (int i = 0; i < GROVE_NV; ++i) vn[i] = p.noise ? grove_noise(rng, GROVE_VNOISE_KIND, GROVE_VNOISE) : 0.0;
-        for (int i = 0; i < GROVE_NV; ++i) {
-            q[i] = grove_qpos0[i] + (real)qn[i];
-            v[i] = (real)vn[i];
-        }
-    }
+    grove_reset(p.seed, p.generation, p.first_env + e, p.noise != 0, q, v);
     const size_t stride = (size_t)p.n_envs * 2 * GROVE_NV;
     if (p.record)
         for (int i = 0; i < GROVE_NV; ++i) {
@@ -473,29 +457,12 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
     double ret = 0.0;
     unsigned t = 0;
     bool done = false;
-    real obs[GROVE_NOBS_ALLOC], a[GROVE_NU];
+    real a[GROVE_NU];
+    GroveKin k;
+    grove_kinematics(q, k);
     for (; t < p.steps && !done; ++t) {
-        GroveKin k;
-        grove_kinematics(q, k);
-        grove_observe(q, v, k.pw, obs);
-        grove_action(p, actions, e, t, obs, a);
-        real cost = 0.0f;
-        for (int i = 0; i < GROVE_NU; ++i) {
-            if (isnan(a[i])) a[i] = 0.0f;  // a NaN action acts as 0 (env.rs)
-            cost += a[i] * a[i];
-        }
-        const real x0 = GROVE_FWD_BODY >= 0 ? k.pu[GROVE_FWD_BODY >= 0 ? GROVE_FWD_BODY : 0] : 0.0f;
-        for (int s = 0; s < GROVE_FRAME_SKIP; ++s) grove_substep(q, v, a, warm);
-        grove_kinematics(q, k);
-        real reward = 0.0f;
-        if (GROVE_FWD_BODY >= 0) reward += GROVE_FWD_W * (k.pu[GROVE_FWD_BODY >= 0 ? GROVE_FWD_BODY : 0] - x0) / GROVE_DT;
-        bool finite = true;
-        for (int i = 0; i < GROVE_NV; ++i) finite = finite && isfinite(q[i]) && isfinite(v[i]);
-        const bool healthy = finite && grove_healthy(q, v, k.pw);
-        if (healthy || (GROVE_BONUS_WHEN_TERMINAL && GROVE_TERMINATE)) reward += GROVE_HEALTHY_W;
-        reward -= GROVE_CTRL_COST * cost;
-        ret += (double)reward;
-        done = !finite || (GROVE_TERMINATE && !healthy);
+        grove_action(p, actions, e, t, a);
+        ret += (double)grove_env_step(q, v, warm, a, k, done);
         if (p.record)
             for (int i = 0; i < GROVE_NV; ++i) {
                 traj[(t + 1) * stride + e * 2 * GROVE_NV + i] = q[i];
@@ -514,4 +481,136 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
         q_out[e * GROVE_NV + i] = q[i];
         v_out[e * GROVE_NV + i] = v[i];
     }
+}
+
+// ---- control: policies evolved by grove (program/policy.rs) --------------------------------
+
+#define GROVE_CTRL_STACK 64  // stack slots of the policy interpreter (the host checks each tree)
+
+// Mirrors ControlParams in src/backend/cuda/control.rs.
+struct GroveControlParams {
+    unsigned n_trees;          // P: individuals
+    unsigned episodes;         // K: episodes per individual (thread g plays episode g % K of g / K)
+    unsigned steps;            // T: control steps per episode at most
+    unsigned generation;       // Philox counter word 0 of the reset draws (word 1: the episode)
+    unsigned long long seed;   // Philox key
+    unsigned max_len;          // L: row stride of the population arrays
+    unsigned flags;            // GROVE_CTRL_NOISE | GROVE_CTRL_NO_TERMINATION
+};
+#define GROVE_CTRL_NOISE 1u           // reset noise (else the rest pose)
+#define GROVE_CTRL_NO_TERMINATION 2u  // play all T steps whatever the health (benchmarks)
+static_assert(sizeof(GroveControlParams) == 32, "GroveControlParams must match ControlParams");
+static_assert(GROVE_OFFSETOF(GroveControlParams, n_trees) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlParams, episodes) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlParams, steps) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlParams, generation) == 12, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlParams, seed) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlParams, max_len) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlParams, flags) == 28, "layout");
+
+// The policy's actions at `obs`: the tree (prefix order, `len` nodes) walked backwards with
+// eval.cu's semantics (children on the stack, child 1 on top; an output node adds its value to
+// its slot and passes its last child's value up), every operator from the generated table
+// (grove_math.cuh: the CPU's bits), then act = grove_tanh(output). False when an output is
+// not finite (the individual is invalid).
+__device__ inline bool grove_policy(const unsigned char* __restrict__ op, const float* __restrict__ value,
+                                    const unsigned char* __restrict__ out, int len, const real* obs, real* act) {
+    float stack[GROVE_CTRL_STACK];
+    float o[GROVE_NU];
+    for (int i = 0; i < GROVE_NU; ++i) o[i] = 0.0f;
+    int h = 0;
+    for (int j = len - 1; j >= 0; --j) {
+        const unsigned c = op[j];
+        float r, pass;
+        if (c == GROVE_OP_VAR) {
+            r = pass = obs[(int)value[j]];
+        } else if (c == GROVE_OP_CONST) {
+            r = pass = value[j];
+        } else {
+            switch (c) {
+#define GROVE_CASE(CODE, ARITY, EXPR)                              \
+    case CODE: {                                                   \
+        const float a = stack[h - 1];                              \
+        const float b = ARITY == 2 ? stack[h - 2] : 0.0f;          \
+        (void)b;                                                   \
+        r = EXPR;                                                  \
+        pass = ARITY == 2 ? b : a;                                 \
+        h -= ARITY;                                                \
+    } break;
+                GROVE_FOR_EACH_OP(GROVE_CASE)
+#undef GROVE_CASE
+                default:  // unreachable: the host checks every opcode
+                    r = pass = 0.0f;
+            }
+        }
+        const unsigned s = out[j];
+        if (s) o[s - 1] += r;
+        stack[h++] = s ? pass : r;
+    }
+    bool ok = true;
+    for (int i = 0; i < GROVE_NU; ++i) {
+        ok = ok && isfinite(o[i]);
+        act[i] = grove_tanh(o[i]);
+    }
+    return ok;
+}
+
+// One thread per (individual, episode): thread g plays episode g % K of individual g / K with
+// the individual's program as the policy, the whole episode in this launch. ops, values, outs:
+// (P, L) population rows; lens: (P,); skip: (P,) nonzero for trees the host found unfit for this
+// kernel (invalid, or deeper than GROVE_CTRL_STACK). returns: (P·K,) f64 sums of rewards;
+// lengths: (P·K,) control steps taken; valid: (P·K,) 1 when the outputs stayed finite.
+extern "C" __global__ void grove_control_rollout(GroveControlParams p, const unsigned char* __restrict__ ops,
+                                                 const float* __restrict__ values, const unsigned char* __restrict__ outs,
+                                                 const unsigned short* __restrict__ lens, const unsigned char* __restrict__ skip,
+                                                 double* __restrict__ returns, unsigned* __restrict__ lengths,
+                                                 unsigned* __restrict__ valid) {
+    const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= p.n_trees * p.episodes) return;
+    const unsigned ind = g / p.episodes, ep = g % p.episodes;
+    const int len = (int)lens[ind];
+    if (len == 0 || skip[ind]) {
+        returns[g] = 0.0;
+        lengths[g] = 0;
+        valid[g] = 0;
+        return;
+    }
+    const size_t row = (size_t)ind * p.max_len;
+    real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC];
+    for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
+    grove_reset(p.seed, p.generation, ep, (p.flags & GROVE_CTRL_NOISE) != 0, q, v);
+    double ret = 0.0;
+    unsigned t = 0;
+    bool done = false, ok = true;
+    const bool terminate = (p.flags & GROVE_CTRL_NO_TERMINATION) == 0;
+    real obs[GROVE_NOBS_ALLOC], a[GROVE_NU];
+    GroveKin k;
+    grove_kinematics(q, k);
+    for (; t < p.steps && !done; ++t) {
+        grove_observe(q, v, k.pw, obs);
+        if (!grove_policy(ops + row, values + row, outs + row, len, obs, a)) {
+            ok = false;
+            break;
+        }
+        ret += (double)grove_env_step(q, v, warm, a, k, done);
+        done = done && terminate;
+    }
+    returns[g] = ret;
+    lengths[g] = t;
+    valid[g] = ok ? 1u : 0u;
+}
+
+// One thread per individual: the mean of its K returns, summed in episode order (f64), or NaN
+// when an episode was invalid (policy.rs mean_returns). means: (P,).
+extern "C" __global__ void grove_control_reduce(GroveControlParams p, const double* __restrict__ returns,
+                                                const unsigned* __restrict__ valid, double* __restrict__ means) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n_trees) return;
+    double s = 0.0;
+    bool ok = true;
+    for (unsigned k = 0; k < p.episodes; ++k) {
+        s += returns[(size_t)i * p.episodes + k];
+        ok = ok && valid[(size_t)i * p.episodes + k] != 0;
+    }
+    means[i] = ok ? s / (double)p.episodes : __longlong_as_double(0x7ff8000000000000ll);
 }

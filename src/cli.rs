@@ -34,22 +34,31 @@ pub enum Command {
     Predict(PredictArgs),
     /// Measure throughput (mapping, the CPU interpreter; with --gpu the CUDA evaluator) and print a table.
     Bench(BenchArgs),
-    /// Replay actions in a simulated environment and write the state after every control step.
+    /// Evolve a control policy (one output per actuator, actions = tanh) for a simulated robot.
+    Control(Box<ControlArgs>),
+    /// Replay actions or an evolved policy in a simulated environment and write the state after
+    /// every control step.
     Rollout(RolloutArgs),
 }
 
 /// `grove rollout`.
 #[derive(Debug, Args)]
 pub struct RolloutArgs {
-    /// Environment: a shipped one (swimmer, hopper, walker2d, half_cheetah) or a path to a .ron file.
+    /// Environment: a shipped one (swimmer, hopper, walker2d, half_cheetah) or a path to a .ron
+    /// file (default with --policy: the report's).
     #[arg(long)]
-    pub env: String,
-    /// Profile: brax (the default of the shipped envs) or gymnasium.
+    pub env: Option<String>,
+    /// Profile: brax (the default of the shipped envs) or gymnasium (default with --policy: the
+    /// report's).
     #[arg(long)]
     pub profile: Option<String>,
     /// Actions: CSV, one row per control step, one column per actuator (default: zeros).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "policy")]
     pub actions: Option<PathBuf>,
+    /// A report written by `grove control --report`: its best policy chooses the actions
+    /// (actions = tanh of the program's outputs, as in training; the roll-out runs in f32).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
     /// Write `step,q...,v...,reward,done` rows here (row 0 is the reset state; qpos and qvel in
     /// MuJoCo's order).
     #[arg(long)]
@@ -572,13 +581,21 @@ pub fn run() -> Result<ExitCode> {
         Command::Classify(args) => classify(&args),
         Command::Predict(args) => predict(&args),
         Command::Bench(args) => crate::bench::run(&args),
+        Command::Control(args) => control(&args),
         Command::Rollout(args) => rollout(&args),
     }
 }
 
 fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
     use crate::sim::rollout::{read_actions_file, ActionSource, RolloutOptions};
-    let mut model = crate::sim::Model::load(&args.env, args.profile.as_deref())?;
+    let saved = args.policy.as_deref().map(crate::task::control::SavedPolicy::read).transpose()?;
+    let env = match (&args.env, &saved) {
+        (Some(e), _) => e.clone(),
+        (None, Some(p)) => p.env.clone(),
+        (None, None) => anyhow::bail!("give --env ENV (swimmer, hopper, walker2d, half_cheetah or a .ron file), or --policy REPORT"),
+    };
+    let profile = args.profile.clone().or_else(|| saved.as_ref().map(|p| p.profile.clone()));
+    let mut model = crate::sim::Model::load(&env, profile.as_deref())?;
     if let Some(n) = args.solver_iterations {
         model.solver_iterations = n;
     }
@@ -586,9 +603,13 @@ fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&crate::sim::rollout::model_json(&model))?);
         return Ok(ExitCode::SUCCESS);
     }
-    let actions = match &args.actions {
-        Some(p) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
-        None => ActionSource::Zero,
+    let actions = match (&args.actions, &saved) {
+        (Some(p), _) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
+        (None, Some(saved)) => {
+            let nodes = saved.tree(&model).with_context(|| format!("replaying {}", args.policy.as_deref().unwrap_or(std::path::Path::new("")).display()))?;
+            ActionSource::policy(&nodes, &model)?
+        }
+        (None, None) => ActionSource::Zero,
     };
     let steps = match (&actions, args.steps) {
         (ActionSource::Fixed(rows), Some(n)) if n > rows.len() => {
@@ -596,14 +617,16 @@ fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
         }
         (_, Some(n)) => n,
         (ActionSource::Fixed(rows), None) => rows.len(),
-        (ActionSource::Zero, None) => model.episode_steps,
+        (_, None) => model.episode_steps,
     };
     let opts = RolloutOptions { steps, seed: (!args.no_noise).then_some(args.seed), ignore_termination: args.ignore_termination };
+    // A policy plays in f32, as it was trained (program::policy).
+    let f32 = args.f32 || saved.is_some();
     let summary = match &args.states {
         Some(p) => {
             let file = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
             let mut w = BufWriter::new(file);
-            let s = if args.f32 {
+            let s = if f32 {
                 crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, Some(&mut w))?
             } else {
                 crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, Some(&mut w))?
@@ -611,7 +634,7 @@ fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
             w.flush().with_context(|| format!("writing {}", p.display()))?;
             s
         }
-        None if args.f32 => crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, None)?,
+        None if f32 => crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, None)?,
         None => crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, None)?,
     };
     println!(
@@ -623,6 +646,130 @@ fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
         if summary.terminated { " (terminated)" } else { "" }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `grove control`.
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    /// Environment: swimmer, hopper, walker2d, half_cheetah, or a path to an environment .ron file.
+    #[arg(long)]
+    pub env: String,
+    /// Profile: brax (the default of the shipped envs) or gymnasium.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Grammar for grammatical evolution, with one `out(K, EXPR)` per actuator (e.g.
+    /// grammars/swimmer.bnf; observations are x[:, i] or their names, q_JOINT, v_JOINT, z_BODY).
+    #[arg(long, short, conflicts_with = "functions")]
+    pub grammar: Option<PathBuf>,
+    /// Function set for tree GP with output nodes (the default without --grammar).
+    #[arg(long, default_value = "add,sub,mul,div")]
+    pub functions: String,
+    /// Population size [default: 200 on the CPU, 5000 on a GPU].
+    #[arg(long)]
+    pub pop: Option<usize>,
+    /// Generations [default: 20 on the CPU, 100 on a GPU].
+    #[arg(long)]
+    pub gens: Option<usize>,
+    /// Roll-outs per individual, from different reset noise; fitness is the mean return
+    /// [default: 1 on the CPU, 4 on a GPU].
+    #[arg(long)]
+    pub episodes: Option<usize>,
+    /// Control steps per episode (default: the environment's, 1000).
+    #[arg(long)]
+    pub episode_steps: Option<usize>,
+    /// Fresh episodes the best policy is scored on at the end (on the CPU).
+    #[arg(long, default_value_t = 10)]
+    pub test_episodes: usize,
+    /// Random seed (of evolution and of the reset noise).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Fitness penalty per program node (fitness is minus the mean return).
+    #[arg(long, default_value_t = 0.0)]
+    pub parsimony: f64,
+    /// Tournament size.
+    #[arg(long, default_value_t = 3)]
+    pub tournament: usize,
+    /// Best individuals copied unchanged to the next generation.
+    #[arg(long, default_value_t = 1)]
+    pub elite: usize,
+    /// Longest program, in nodes.
+    #[arg(long, default_value_t = 128)]
+    pub max_len: usize,
+    /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
+    #[arg(long, default_value_t = 0.1)]
+    pub p_out: f32,
+    /// Training only: healthy (alive) reward per step instead of the environment's (Hopper and
+    /// Walker2d: 1). 0 stops rewarding standing still (as ARS trains); reported returns use
+    /// the env's reward.
+    #[arg(long)]
+    pub healthy_reward: Option<f64>,
+    /// Grammatical evolution settings.
+    #[command(flatten)]
+    pub ge: GeArgs,
+    /// Write the JSON run report here (`grove rollout --policy` replays its best policy).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Where to run the roll-outs: auto (CUDA if usable, else CPU), cpu, cuda.
+    #[arg(long, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
+    pub device: crate::backend::DeviceChoice,
+    /// Print only the result.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl ControlArgs {
+    /// The run's settings (as stored in the report), with the defaults of `on_gpu`'s device.
+    pub fn settings(&self, on_gpu: bool) -> Result<crate::task::control::ControlSettings> {
+        use crate::task::control::{ControlSettings, CPU_DEFAULTS, GPU_DEFAULTS};
+        let d = if on_gpu { GPU_DEFAULTS } else { CPU_DEFAULTS };
+        let pop = self.pop.unwrap_or(d.pop);
+        anyhow::ensure!(pop >= 2, "--pop must be at least 2, got {pop}");
+        let episodes = self.episodes.unwrap_or(d.episodes);
+        anyhow::ensure!(episodes >= 1, "--episodes must be at least 1");
+        anyhow::ensure!(self.episode_steps != Some(0), "--episode-steps must be at least 1");
+        anyhow::ensure!(self.tournament >= 1, "--tournament must be at least 1");
+        anyhow::ensure!((1..=65535).contains(&self.max_len), "--max-len must be in 1..=65535, got {}", self.max_len);
+        anyhow::ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony must be >= 0");
+        anyhow::ensure!((0.0..=1.0).contains(&self.p_out), "--p-out must be a probability, got {}", self.p_out);
+        let (map, init, vary, genome_capacity) = self.ge.configs()?;
+        let base = ControlSettings::default();
+        Ok(ControlSettings {
+            env: self.env.clone(),
+            profile: self.profile.clone(),
+            grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
+            functions: if self.grammar.is_some() { None } else { Some(self.functions.clone()) },
+            engine: crate::evolve::EngineConfig {
+                pop_size: pop,
+                generations: self.gens.unwrap_or(d.gens),
+                seed: self.seed,
+                tournament: self.tournament,
+                elite: self.elite.min(pop),
+                max_len: self.max_len,
+            },
+            map,
+            init,
+            vary,
+            genome_capacity,
+            episodes,
+            episode_steps: self.episode_steps,
+            test_episodes: self.test_episodes.max(1),
+            parsimony: self.parsimony,
+            healthy_reward: self.healthy_reward,
+            trees: crate::task::classify::ClassTreeSettings { p_out: self.p_out, ..base.trees },
+            device: self.device,
+        })
+    }
+}
+
+fn control(args: &ControlArgs) -> Result<ExitCode> {
+    // The model is loaded first so that a bad --env fails before a GPU is opened.
+    crate::sim::Model::load(&args.env, args.profile.as_deref())?;
+    let backend = crate::backend::Backend::open(args.device, args.quiet)?;
+    let settings = args.settings(matches!(backend, crate::backend::Backend::Cuda(_)))?;
+    finish_run(args.threads, args.report.as_deref(), || crate::task::control::control(&settings, &backend, args.quiet))
 }
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {

@@ -1,6 +1,6 @@
 //! The same test bodies on every backend (`grove::test_device!`): regression sums against the
-//! f64 reference evaluator, invalid programs, a whole evolution run, streamed data, and
-//! classification sums.
+//! f64 reference evaluator, invalid programs, a whole evolution run, streamed data,
+//! classification sums and control returns.
 
 use grove::backend::Backend;
 use grove::program::eval::{RegressionSums, eval_reference};
@@ -144,4 +144,33 @@ grove::test_device!(classification_sums_match_the_reference, |backend: &Backend|
         some_right += (g.correct.iter().sum::<u64>() > 60) as usize;
     }
     assert!(some_right > 0, "some random program beats chance on Iris");
+});
+
+grove::test_device!(control_returns_match_the_reference, |backend: &Backend| {
+    use grove::program::policy::{ControlRun, control_rollout, mean_returns};
+    // Hopper (contacts, termination): 24 random policies × 2 episodes × 10 steps, plus an
+    // empty row and an infinite output, which are invalid (NaN) on every backend.
+    let m = grove::sim::Model::load("hopper", None).unwrap();
+    let spec = TreeSpec::new(vec![Op::Add, Op::Sub, Op::Mul, Op::Div], m.obs_size as u32, 48)
+        .with_const_range(-1.0, 1.0)
+        .with_p_const(0.3)
+        .with_outputs(m.nu(), 0.1)
+        .with_depth(1, 4);
+    let mut pop = init_population(&spec, 26, 3).unwrap();
+    pop.clear(24);
+    let mut inf = Node::func(Op::Mul);
+    inf.out = 2;
+    pop.set_tree(25, &[inf, Node::constant(1e30), Node::constant(1e30)]).unwrap();
+    let run = ControlRun { episodes: 2, steps: 10, seed: 5, generation: 0, noise: true, ignore_termination: false };
+    let (got, steps) = backend.control_returns(&pop, &m, &run).unwrap();
+    let cpu = control_rollout(&pop, &m, &run);
+    let want = mean_returns(&cpu, 2);
+    assert_eq!(steps, cpu.iter().map(|e| e.steps as u64).sum::<u64>(), "control steps played");
+    for i in 0..pop.size() {
+        assert_eq!(got[i].is_nan(), want[i].is_nan(), "individual {i}: {} vs {}", got[i], want[i]);
+        if want[i].is_finite() {
+            assert!((got[i] - want[i]).abs() <= 1e-4 * want[i].abs().max(1.0), "individual {i}: {} vs {}", got[i], want[i]);
+        }
+    }
+    assert!(got[24].is_nan() && got[25].is_nan());
 });

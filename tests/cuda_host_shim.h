@@ -1,5 +1,5 @@
-// cuda_host_shim.h: just enough of CUDA to compile kernels/vary.cu and kernels/select.cu as
-// host C++ (g++ -std=c++20 -ffp-contract=off), so tests/cuda_vary.rs can run the kernels' own
+// cuda_host_shim.h: just enough of CUDA to compile kernels/vary.cu, select.cu, sim.cu and
+// control.cu as host C++ (g++ -std=c++20 -ffp-contract=off), so tests/cuda_vary.rs can run the kernels' own
 // code on a machine without a GPU and compare it with the CPU reference. A launch runs blocks
 // one after another, each either as one thread (kernels whose threads share nothing) or as
 // real threads meeting at a barrier (grove_emu_run_block: __syncthreads and __shared__ as on
@@ -7,6 +7,8 @@
 // multiply, and with contraction off nothing is fused, as on the device.
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <barrier>
 #include <thread>
@@ -19,6 +21,8 @@
 #define __launch_bounds__(...)
 #define __shared__ static  // one block runs at a time: a static is its shared memory
 #define static_assert(...)
+#define __constant__
+#define __INTADDR__(x) 0
 
 struct GroveDim3 { unsigned x, y, z; };
 static thread_local GroveDim3 blockIdx, blockDim, threadIdx;

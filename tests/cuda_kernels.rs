@@ -307,6 +307,7 @@ fn probing_without_a_gpu_says_why() {
 // compiled model (src/backend/cuda/sim.rs), so it is checked here for every shipped env.
 #[test]
 fn the_simulator_kernel_compiles_for_every_shipped_env_and_profile() {
+    use grove::backend::cuda::control::{control_params_layout, CONTROL_KERNEL, CONTROL_REDUCE, CONTROL_STACK};
     use grove::backend::cuda::sim::{sim_params_layout, sim_text, SIM_KERNEL, SIM_TEXT};
     if !have_nvrtc("the_simulator_kernel_compiles_for_every_shipped_env_and_profile") {
         return;
@@ -321,7 +322,9 @@ fn the_simulator_kernel_compiles_for_every_shipped_env_and_profile() {
             eprintln!("sim.cu for {env} {profile}: {} bytes of PTX in {:.2} s", image.bytes.len(), t.elapsed().as_secs_f64());
             assert!(!image.log.contains("warning"), "{env} {profile} compiles with warnings:\n{}", image.log);
             let ptx = String::from_utf8_lossy(&image.bytes);
-            assert!(ptx.contains(&format!(".entry {SIM_KERNEL}(")), "{env} {profile}: {SIM_KERNEL} missing");
+            for kernel in [SIM_KERNEL, CONTROL_KERNEL, CONTROL_REDUCE] {
+                assert!(ptx.contains(&format!(".entry {kernel}(")), "{env} {profile}: {kernel} missing");
+            }
         }
     }
     // A CUBIN for one model, as the engine loads it.
@@ -335,4 +338,11 @@ fn the_simulator_kernel_compiles_for_every_shipped_env_and_profile() {
         assert!(SIM_TEXT.contains(&line), "sim.cu lacks `{line}`");
     }
     assert!(SIM_TEXT.contains("sizeof(GroveSimParams) == 32"));
+    // ControlParams' offsets equal the static_asserts of GroveControlParams; the stack bound too.
+    for (field, offset) in control_params_layout() {
+        let line = format!("GROVE_OFFSETOF(GroveControlParams, {field}) == {offset},");
+        assert!(SIM_TEXT.contains(&line), "sim.cu lacks `{line}`");
+    }
+    assert!(SIM_TEXT.contains("sizeof(GroveControlParams) == 32"));
+    assert!(SIM_TEXT.contains(&format!("#define GROVE_CTRL_STACK {CONTROL_STACK} ")));
 }

@@ -123,6 +123,25 @@ fn sim_rollout_matches_reference() {
     }
 }
 
+/// Regression: the engine cached modules by file name, so every model after the first ran the
+/// first one's sim.cu (Hopper's resets came from Swimmer's module, Gymnasium's RK4 Swimmer ran
+/// Brax's Euler one).
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn sim_modules_are_per_model() {
+    let engine = engine();
+    let models = [Model::load("swimmer", Some("brax")).unwrap(), Model::load("swimmer", Some("gymnasium")).unwrap(), Model::load("hopper", Some("brax")).unwrap()];
+    for m in &models {
+        let nv = m.nv();
+        let out = engine.sim_rollout(m, &[], &SimRun { n_envs: 4, steps: 0, noise: Some((1, 0)), record: false, block: 32 }).unwrap();
+        let cpu: State<f32> = State::reset(m, 1, 0, 3);
+        assert_eq!(&out.q[3 * nv..4 * nv], &cpu.q[..], "{} {}: reset q of env 3 (gpu, cpu)", m.name, m.profile);
+        assert_eq!(&out.v[3 * nv..4 * nv], &cpu.v[..], "{} {}: reset v of env 3 (gpu, cpu)", m.name, m.profile);
+    }
+    let sims = engine.module_loads().iter().filter(|l| l.module.starts_with("sim.cu")).count();
+    assert_eq!(sims, 3, "one sim.cu module per (env, profile): {:?}", engine.module_loads().iter().map(|l| &l.module).collect::<Vec<_>>());
+}
+
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn sim_rejects_a_wrong_action_buffer() {

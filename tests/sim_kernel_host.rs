@@ -1,5 +1,5 @@
 //! Runs the GPU simulator's own code (`kernels/sim.cu`) on the CPU: g++ compiles it as host C++
-//! after a small CUDA shim (`tests/support/cuda_host_shim.h`) and the generated `grove_env.h`,
+//! after a small CUDA shim (`tests/cuda_host_shim.h`) and the generated `grove_env.h`,
 //! and the result must match the Rust reference (`src/sim/`) for every shipped environment and
 //! profile. This checks the kernel's equations, slots, solver and reset draws on a machine
 //! without a GPU; `tests/cuda_sim.rs` checks the real thing on one. Skips (saying so) when no
@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use grove::backend::cuda::sim::sim_text;
+use grove::backend::cuda::sim::sim_full_source;
 use grove::sim::{Model, State};
 
 fn cxx() -> Option<String> {
@@ -37,12 +37,12 @@ fn the_kernel_code_run_on_the_host_matches_the_reference() {
             let steps = (0.5 / m.dt()).round() as usize; // half a second keeps the test quick
             let src = dir.join(format!("{env}_{profile}.cpp"));
             let body = format!(
-                "#include \"{root}/tests/support/cuda_host_shim.h\"\n{}\n#include \"{root}/tests/support/sim_host_main.cpp\"\n",
-                sim_text(&m)
+                "#include \"{root}/tests/cuda_host_shim.h\"\n{}\n#include \"{root}/tests/support/sim_host_main.cpp\"\n",
+                sim_full_source(&m)
             );
             std::fs::write(&src, body).unwrap();
             let exe = dir.join(format!("{env}_{profile}"));
-            let out = Command::new(&cxx).args(["-O1", "-std=c++17", "-ffp-contract=off", "-o"]).arg(&exe).arg(&src).output().unwrap();
+            let out = Command::new(&cxx).args(["-O1", "-std=c++20", "-pthread", "-ffp-contract=off", "-o"]).arg(&exe).arg(&src).output().unwrap();
             assert!(out.status.success(), "{env} {profile}: {}", String::from_utf8_lossy(&out.stderr));
             let nu = m.nu();
             let acts: Vec<f32> =

@@ -5,8 +5,8 @@
 //! saying why.
 //!
 //! [`Backend`] is the one interface the engine and the tasks use (DESIGN.md, contract 3). It
-//! covers regression and classification fitness today; mapping, breeding and roll-outs join it as their kernels
-//! land (issues 4 to 7).
+//! covers regression and classification fitness and control roll-outs; mapping and breeding join it as
+//! their kernels are wired in.
 
 pub mod cuda;
 
@@ -166,6 +166,25 @@ impl Backend {
             }
             (Backend::Cuda(e), ClassData::Device(d)) => Ok(e.evaluate_classification(pop, d)?),
             _ => anyhow::bail!("data set uploaded for another backend"),
+        }
+    }
+
+    /// Mean return of every individual of `pop` (a policy with one output per actuator of `m`)
+    /// over the episodes of `run` (NaN for an invalid individual), and the control steps played
+    /// in all. CPU: `program::policy`; CUDA: `kernels/sim.cu`'s `grove_control_rollout`, whole
+    /// episodes in one launch, and `grove_control_reduce`.
+    pub fn control_returns(&self, pop: &Population, m: &crate::sim::Model, run: &crate::program::policy::ControlRun) -> Result<(Vec<f64>, u64)> {
+        match self {
+            Backend::Cpu => {
+                let eps = crate::program::policy::control_rollout(pop, m, run);
+                let steps = eps.iter().map(|e| e.steps as u64).sum();
+                Ok((crate::program::policy::mean_returns(&eps, run.episodes), steps))
+            }
+            Backend::Cuda(e) => {
+                let out = e.control_returns(pop, m, run)?;
+                let steps = out.env_steps();
+                Ok((out.means, steps))
+            }
         }
     }
 

@@ -15,6 +15,8 @@ pub struct Progress {
     total: usize,
     start: Instant,
     last_line: Instant,
+    unit: &'static str,
+    returns: bool,
 }
 
 impl Progress {
@@ -29,13 +31,27 @@ impl Progress {
             );
             bar
         });
-        Self { bar, quiet, total: generations + 1, start: Instant::now(), last_line: Instant::now() }
+        Self { bar, quiet, total: generations + 1, start: Instant::now(), last_line: Instant::now(), unit: "node evals", returns: false }
     }
 
-    /// Records one generation. `evals` counts node evaluations (nodes × data points) so far.
+    /// Names what `update`'s count counts (default `node evals`; control counts `env steps`).
+    pub fn with_unit(mut self, unit: &'static str) -> Self {
+        self.unit = unit;
+        self
+    }
+
+    /// Shows the best fitness as a return (its negation), for control runs.
+    pub fn with_returns(mut self) -> Self {
+        self.returns = true;
+        self
+    }
+
+    /// Records one generation. `evals` counts node evaluations (nodes × data points) so far, or
+    /// what [`Progress::with_unit`] named.
     pub fn update(&mut self, s: &GenerationStats, evals: f64) {
         let rate = evals / self.start.elapsed().as_secs_f64().max(1e-9);
-        let msg = format!("best {:.6} · mean size {:.1} · invalid {} · {:.2e} node evals/s", s.best, s.mean_size, s.invalid, rate);
+        let best = if self.returns { format!("best return {:.2}", -s.best) } else { format!("best {:.6}", s.best) };
+        let msg = format!("{best} · mean size {:.1} · invalid {} · {:.2e} {}/s", s.mean_size, s.invalid, rate, self.unit);
         if let Some(bar) = &self.bar {
             bar.set_position(s.generation as u64 + 1);
             bar.set_message(msg);

@@ -1,4 +1,4 @@
-//! `grove rollout`: replay a fixed action sequence (or, later, a policy) in one environment and
+//! `grove rollout`: replay a fixed action sequence (or an evolved policy) in one environment and
 //! write the state after every control step. Action files are CSV, one row per control step and
 //! one column per actuator; an optional first row of names is skipped.
 
@@ -11,21 +11,40 @@ use super::dynamics::{r, Real};
 use super::env::State;
 use super::model::Model;
 
-/// Where actions come from. `Policy` (an evolved program's report) arrives with the control task.
+/// Where actions come from.
 #[derive(Clone, Debug)]
 pub enum ActionSource {
     /// All-zero actions.
     Zero,
     /// (steps, nu) rows read from a file.
     Fixed(Vec<Vec<f64>>),
+    /// An evolved policy (`program::policy::Policy`): actions = tanh(outputs) of the program at
+    /// the current observation (f32). A non-finite output acts as NaN, which the step treats as 0.
+    Policy(Box<crate::program::policy::Policy>),
 }
 
 impl ActionSource {
-    /// The action of control step `t` (0-based).
-    pub fn action(&self, t: usize, nu: usize) -> Vec<f64> {
+    /// A policy source for the tree `nodes` (one output slot per actuator of `m`).
+    pub fn policy(nodes: &[crate::program::tree::Node], m: &Model) -> Result<Self> {
+        let mut pop = crate::program::tree::Population::new(1, nodes.len().max(1), m.nu());
+        pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
+        let p = crate::program::policy::Policy::new(pop.tree(0), m.nu(), m.obs_size)
+            .with_context(|| format!("the policy does not fit {} ({} observations, {} actuators)", m.name, m.obs_size, m.nu()))?;
+        Ok(ActionSource::Policy(Box::new(p)))
+    }
+
+    /// The action of control step `t` (0-based) at observation `obs` (f32).
+    pub fn action(&mut self, t: usize, nu: usize, obs: &[f32]) -> Vec<f64> {
         match self {
             ActionSource::Zero => vec![0.0; nu],
             ActionSource::Fixed(rows) => rows[t].clone(),
+            ActionSource::Policy(p) => {
+                let mut a = vec![0.0f32; nu];
+                if !p.act(obs, &mut a) {
+                    a.fill(f32::NAN);
+                }
+                a.into_iter().map(|x| x as f64).collect()
+            }
         }
     }
 }
@@ -91,6 +110,8 @@ pub struct RolloutOptions {
 /// Run one episode in float type `T`, writing `step,<q names>,<v names>,reward,done` rows to
 /// `out` (row 0 is the reset state).
 pub fn rollout<T: Real>(m: &Model, actions: &ActionSource, opts: &RolloutOptions, mut out: Option<&mut dyn Write>) -> Result<RolloutSummary> {
+    let mut actions = actions.clone();
+    let mut obs_t: Vec<T> = Vec::with_capacity(m.obs_size);
     let mut s: State<T> = match opts.seed {
         Some(seed) => State::reset(m, seed, 0, 0),
         None => State::rest(m),
@@ -102,7 +123,9 @@ pub fn rollout<T: Real>(m: &Model, actions: &ActionSource, opts: &RolloutOptions
     }
     let mut summary = RolloutSummary { total: 0.0, steps: 0, terminated: false };
     for t in 0..opts.steps {
-        let a: Vec<T> = actions.action(t, m.nu()).into_iter().map(r).collect();
+        s.observe(m, &mut obs_t);
+        let obs: Vec<f32> = obs_t.iter().map(|&x| to_f64(x) as f32).collect();
+        let a: Vec<T> = actions.action(t, m.nu(), &obs).into_iter().map(r).collect();
         let res = s.step(m, &a);
         if opts.ignore_termination {
             s.done = false;

@@ -2,5 +2,6 @@
 //! `grove predict` applies.
 
 pub mod classify;
+pub mod control;
 pub mod model;
 pub mod regression;

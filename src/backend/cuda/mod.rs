@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod classify;
+pub mod control;
 pub mod error;
 pub mod eval;
 pub mod generation;
@@ -202,7 +203,10 @@ impl CudaEngine {
     /// The module of `src` with `defines`, loading it on first use: from the disk cache when
     /// there, else compiled by NVRTC (and stored). Returns where it came from.
     pub fn load(&self, src: &KernelSource<'_>, defines: Defines<'_>) -> Result<(Arc<CudaModule>, Origin)> {
-        let id = format!("{} {defines:?}", src.file);
+        // The text's hash is part of the key: sim.cu is one file with a header generated per
+        // model, and keying by file name alone handed every model the first one's module
+        // (swimmer's physics for a hopper, Euler for RK4) on the GPU.
+        let id = format!("{} {defines:?} {:016x}", src.file, text_hash(src.text));
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = modules.get(&id) {
             return Ok((m.clone(), Origin::Memory));
@@ -250,8 +254,20 @@ impl CudaEngine {
     }
 }
 
+/// A 64-bit hash of a kernel's text (FNV-1a), part of the in-memory module key.
+fn text_hash(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
 #[cfg(test)]
 mod tests {
+    /// Regression: the module cache keyed by file name gave every sim.cu model the first one's.
+    #[test]
+    fn module_keys_differ_by_text() {
+        assert_ne!(super::text_hash("#define GROVE_NV 5"), super::text_hash("#define GROVE_NV 6"));
+        assert_eq!(super::text_hash("sim"), super::text_hash("sim"));
+    }
+
     #[test]
     fn the_engine_can_be_shared_between_threads() {
         fn shareable<T: Send + Sync>() {}

@@ -263,9 +263,17 @@ pub fn env_header(m: &Model) -> String {
     h
 }
 
-/// sim.cu with `m`'s header in front; `#line` directives keep NVRTC's line numbers per part.
+/// sim.cu with `m`'s header in front, after an `#include "rng.cuh"` line (the reset draws'
+/// Philox) that [`KernelSource::full_source`] replaces by the header; `#line` directives keep
+/// NVRTC's line numbers per part. Compile `KernelSource { file: "sim.cu", text }.full_source()`.
 pub fn sim_text(m: &Model) -> String {
-    format!("#line 1 \"{ENV_HEADER}\"\n{}#line 1 \"sim.cu\"\n{SIM_TEXT}", env_header(m))
+    format!("#include \"rng.cuh\"\n#line 1 \"{ENV_HEADER}\"\n{}#line 1 \"sim.cu\"\n{SIM_TEXT}", env_header(m))
+}
+
+/// The full source NVRTC compiles for `m` (operator header, rng.cuh, grove_env.h, sim.cu); the
+/// host emulation compiles the same text with g++.
+pub fn sim_full_source(m: &Model) -> String {
+    KernelSource { file: "sim.cu", text: &sim_text(m) }.full_source()
 }
 
 /// What a GPU roll-out returns, per environment.

@@ -1,0 +1,224 @@
+//! Control policies: a multi-output program read as a policy (one output slot per actuator,
+//! actions = tanh(outputs), as EvoGP does) and the episodes it plays in a simulated
+//! environment. This is the CPU reference of the control kernel (`grove_control_rollout` in
+//! `kernels/sim.cu`, host side `backend/cuda/control.rs`): the same f32 simulator
+//! (`sim::State<f32>`), the same interpreter semantics (the compiled program of `eval.rs`, run
+//! one point at a time with `apply_fast`, grove's bit-exact math), the same reset draws.
+//!
+//! Episode `k` of every individual starts from the reset `Stream::new(seed, generation, k,
+//! Reset)`: all individuals of a call face the same starts, so their returns compare fairly.
+//! A program whose output is NaN or infinite at any step is invalid (its episode stops there).
+
+use rayon::prelude::*;
+
+use super::eval::{Instr, Program, Src, apply_fast, compile};
+use super::fastmath;
+use super::tree::{Population, TreeRef};
+use crate::sim::{Model, State};
+
+/// Names of the observation components, in order: `q_JOINT` (qpos), `v_JOINT` (qvel),
+/// `z_BODY` (height of a body's frame origin). Grammars may use them as variables.
+pub fn observation_names(m: &Model) -> Vec<String> {
+    use crate::sim::model::Obs;
+    let mut names = Vec::with_capacity(m.obs_size);
+    for o in &m.observation {
+        match *o {
+            Obs::Qpos(a, b) => names.extend(m.joints[a..b].iter().map(|j| format!("q_{}", j.name))),
+            Obs::Qvel(a, b, _) => names.extend(m.joints[a..b].iter().map(|j| format!("v_{}", j.name))),
+            Obs::Height(b) => names.push(format!("z_{}", m.bodies[b].name)),
+        }
+    }
+    names
+}
+
+/// Names of the actuators (the joints they drive), in action order.
+pub fn actuator_names(m: &Model) -> Vec<String> {
+    m.actuators.iter().map(|a| m.joints[a.dof].name.clone()).collect()
+}
+
+/// A program compiled for one observation at a time.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    prog: Program,
+    slots: Vec<f32>,
+    outs: Vec<f32>,
+}
+
+impl Policy {
+    /// Compiles `tree` (with `n_actions` output slots) over `n_obs` observation components;
+    /// `None` when the tree is empty or reads a variable past the observation.
+    pub fn new(tree: TreeRef<'_>, n_actions: usize, n_obs: usize) -> Option<Self> {
+        if tree.is_empty() || n_actions == 0 {
+            return None;
+        }
+        let prog = compile(tree, n_actions, n_obs, 0).ok()?;
+        Some(Self { slots: vec![0.0; prog.n_slots], outs: vec![0.0; n_actions], prog })
+    }
+
+    /// The program's outputs at `obs` (output slots summed in reverse prefix order, as the
+    /// kernel walks the tree). `None` when one is NaN or infinite.
+    pub fn outputs(&mut self, obs: &[f32]) -> Option<&[f32]> {
+        self.outs.fill(0.0);
+        let slots = &mut self.slots;
+        let val = |slots: &[f32], s: Src| match s {
+            Src::Var(v) => obs[v as usize],
+            Src::Const(c) => c,
+            Src::Slot(k) => slots[k as usize],
+        };
+        for ins in &self.prog.code {
+            match *ins {
+                Instr::Apply { op, dst, a, b } => {
+                    let r = apply_fast(op, val(slots, a), val(slots, b));
+                    slots[dst as usize] = r;
+                }
+                Instr::Acc { k, src } => self.outs[k as usize] += val(slots, src),
+                Instr::Copy { dst, src } => slots[dst as usize] = val(slots, src),
+            }
+        }
+        self.outs.iter().all(|x| x.is_finite()).then_some(&self.outs[..])
+    }
+
+    /// actions = tanh(outputs) (grove's tanh, bit-exact on both backends); false when an output
+    /// is not finite.
+    pub fn act(&mut self, obs: &[f32], actions: &mut [f32]) -> bool {
+        match self.outputs(obs) {
+            Some(o) => {
+                for (a, &x) in actions.iter_mut().zip(o) {
+                    *a = fastmath::tanh(x);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// One episode's outcome.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Episode {
+    /// Sum of the rewards (each f32, summed in f64).
+    pub ret: f64,
+    /// Control steps taken.
+    pub steps: u32,
+    /// The policy's outputs stayed finite (false: the individual is invalid).
+    pub valid: bool,
+}
+
+impl Episode {
+    /// No program, or one the kernel cannot run: invalid.
+    pub const INVALID: Episode = Episode { ret: 0.0, steps: 0, valid: false };
+}
+
+/// Where episodes start and how long they run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ControlRun {
+    /// Episodes per individual (`K`).
+    pub episodes: usize,
+    /// Control steps per episode at most (`T`).
+    pub steps: usize,
+    /// Philox key of the reset draws.
+    pub seed: u64,
+    /// Philox counter word 0 of the reset draws (word 1 is the episode index).
+    pub generation: u32,
+    /// Reset noise (false: every episode starts at the rest pose).
+    pub noise: bool,
+    /// Play all `steps` whatever the robot's health (for benchmarks: episodes of equal length).
+    #[serde(default)]
+    pub ignore_termination: bool,
+}
+
+/// Plays episode `k` of `run` with `policy` (`State<f32>`, as the GPU).
+pub fn play(m: &Model, policy: &mut Policy, run: &ControlRun, k: u32) -> Episode {
+    let mut s: State<f32> = if run.noise { State::reset(m, run.seed, run.generation, k) } else { State::rest(m) };
+    let mut obs = Vec::with_capacity(m.obs_size);
+    let mut a = vec![0.0f32; m.nu()];
+    let mut ret = 0.0f64;
+    for t in 0..run.steps {
+        s.observe(m, &mut obs);
+        if !policy.act(&obs, &mut a) {
+            return Episode { ret, steps: t as u32, valid: false };
+        }
+        let r = s.step(m, &a);
+        ret += r.reward as f64;
+        if r.done && !run.ignore_termination {
+            return Episode { ret, steps: t as u32 + 1, valid: true };
+        }
+    }
+    Episode { ret, steps: run.steps as u32, valid: true }
+}
+
+/// Every individual of `pop` for `run.episodes` episodes: `[P × K]`, individual-major. The
+/// CPU twin of `grove_control_rollout`; rayon over (individual, episode), results in index
+/// order whatever the thread count.
+pub fn control_rollout(pop: &Population, m: &Model, run: &ControlRun) -> Vec<Episode> {
+    let k = run.episodes;
+    (0..pop.size() * k)
+        .into_par_iter()
+        .map(|g| match Policy::new(pop.tree(g / k), pop.n_outputs, m.obs_size) {
+            Some(mut p) if pop.n_outputs == m.nu() => play(m, &mut p, run, (g % k) as u32),
+            _ => Episode::INVALID,
+        })
+        .collect()
+}
+
+/// Mean return per individual over its `k` episodes (`[P × K]` in, summed in episode order in
+/// f64, divided by `k`); NaN for an individual with an invalid episode. The CPU twin of
+/// `grove_control_reduce`.
+pub fn mean_returns(episodes: &[Episode], k: usize) -> Vec<f64> {
+    episodes
+        .chunks(k.max(1))
+        .map(|e| if e.iter().all(|x| x.valid) { e.iter().fold(0.0, |s, x| s + x.ret) / k as f64 } else { f64::NAN })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::tree::Node;
+    use crate::program::Op;
+
+    fn out(mut n: Node, k: u8) -> Node {
+        n.out = k + 1;
+        n
+    }
+
+    #[test]
+    fn outputs_follow_the_output_nodes() {
+        // out0(x1 * 2) + out1(-1): slot 0 = 2·x1, slot 1 = -1 and the root adds both.
+        let nodes = [
+            Node::func(Op::Add),
+            out(Node::func(Op::Mul), 0),
+            Node::var(1),
+            Node::constant(2.0),
+            out(Node::constant(-1.0), 1),
+        ];
+        let mut pop = Population::new(1, 8, 2);
+        pop.set_tree(0, &nodes).unwrap();
+        let mut p = Policy::new(pop.tree(0), 2, 3).unwrap();
+        assert_eq!(p.outputs(&[5.0, 0.25, 7.0]).unwrap(), &[0.5, -1.0]);
+        let mut a = [0.0; 2];
+        assert!(p.act(&[5.0, 0.25, 7.0], &mut a));
+        assert_eq!(a, [fastmath::tanh(0.5), fastmath::tanh(-1.0)]);
+        // Reading observation 3 of 3 does not compile.
+        let mut bad = Population::new(1, 4, 2);
+        bad.set_tree(0, &[out(Node::var(3), 0)]).unwrap();
+        assert!(Policy::new(bad.tree(0), 2, 3).is_none());
+    }
+
+    #[test]
+    fn a_non_finite_output_ends_the_episode_as_invalid() {
+        let m = Model::load("swimmer", None).unwrap();
+        // Individual 0: out0(1e30 · q_rot) stays finite; individual 1: out1(1e30 · 1e30) is +inf.
+        let mut pop = Population::new(2, 8, 2);
+        pop.set_tree(0, &[out(Node::func(Op::Mul), 0), Node::constant(1e30), Node::var(0)]).unwrap();
+        pop.set_tree(1, &[out(Node::func(Op::Mul), 1), Node::constant(1e30), Node::constant(1e30)]).unwrap();
+        let run = ControlRun { episodes: 2, steps: 20, seed: 3, generation: 0, noise: true, ignore_termination: false };
+        let eps = control_rollout(&pop, &m, &run);
+        assert_eq!(eps.len(), 4);
+        assert!(eps[0].valid && eps[1].valid && eps[0].steps == 20, "{eps:?}");
+        assert!(!eps[2].valid && eps[2].steps == 0, "{eps:?}");
+        let means = mean_returns(&eps, 2);
+        assert_eq!(means[0], (eps[0].ret + eps[1].ret) / 2.0);
+        assert!(means[1].is_nan());
+    }
+}

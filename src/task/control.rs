@@ -1,0 +1,417 @@
+//! Control (`grove control`): evolve a policy for a simulated robot. A policy is a program with
+//! one output slot per actuator (EvoGP's output nodes, or `out(K, …)` in a grammar); the action
+//! is tanh of each output; fitness is minus the mean return over `episodes` roll-outs from
+//! different reset noise (the same starts for every individual; `program::policy`). The best
+//! policy is then played on `test_episodes` fresh starts and reported with its program, so
+//! `grove rollout --policy REPORT` can replay it.
+
+use anyhow::{Context, Result, bail};
+
+use super::regression::EvolveResult;
+use crate::backend::Backend;
+use crate::program::policy::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
+use crate::program::tree::{Node, Population};
+use crate::sim::Model;
+
+/// Reset-noise generation word of the test episodes (training uses 0).
+pub const TEST_GENERATION: u32 = 1;
+
+/// Everything a `grove control` run needs; stored in the report so the run can be repeated.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSettings {
+    /// A shipped environment (`swimmer`, `hopper`, `walker2d`, `half_cheetah`) or a `.ron` path.
+    pub env: String,
+    /// Profile (`brax`, `gymnasium`); `None`: the environment's default.
+    pub profile: Option<String>,
+    /// Grammar for grammatical evolution (`None`: tree GP from `functions`).
+    pub grammar: Option<String>,
+    /// Function set for tree GP.
+    pub functions: Option<String>,
+    /// Population, generations, seed, selection, program length.
+    pub engine: crate::evolve::EngineConfig,
+    /// GE: mapping limits.
+    pub map: crate::genome::MapConfig,
+    /// GE: initialisation.
+    pub init: crate::genome::InitConfig,
+    /// GE: crossover and mutation.
+    pub vary: crate::genome::vary::GeVaryConfig,
+    /// GE: longest genome.
+    pub genome_capacity: usize,
+    /// Roll-outs per individual per generation (fitness is the mean return).
+    pub episodes: usize,
+    /// Control steps per episode (`None`: the environment's, 1000 for the shipped ones).
+    pub episode_steps: Option<usize>,
+    /// Fresh episodes the best policy is scored on at the end.
+    pub test_episodes: usize,
+    /// Added to the fitness (minus the return) per node.
+    pub parsimony: f64,
+    /// Training only: the healthy (alive) reward per step in place of the environment's
+    /// (`None`: the env's). 0 removes the bonus for standing still, as Mania et al.'s ARS does
+    /// for Hopper and Walker2d; the train and test returns reported use the env's own reward.
+    #[serde(default)]
+    pub healthy_reward: Option<f64>,
+    /// Tree GP settings.
+    pub trees: super::classify::ClassTreeSettings,
+    /// Where populations are evaluated.
+    pub device: crate::backend::DeviceChoice,
+}
+
+/// Defaults that depend on where the run goes: the CPU gets a run of tens of seconds, a GPU
+/// EvoGP's scale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceDefaults {
+    /// Population.
+    pub pop: usize,
+    /// Generations.
+    pub gens: usize,
+    /// Episodes per individual.
+    pub episodes: usize,
+}
+
+/// CPU defaults: population 200, 20 generations, one episode each (about 4 × 10⁶ env steps).
+pub const CPU_DEFAULTS: DeviceDefaults = DeviceDefaults { pop: 200, gens: 20, episodes: 1 };
+/// GPU defaults: population 5000, 100 generations (EvoGP's Swimmer scale), 4 episodes each.
+pub const GPU_DEFAULTS: DeviceDefaults = DeviceDefaults { pop: 5000, gens: 100, episodes: 4 };
+
+impl Default for ControlSettings {
+    fn default() -> Self {
+        let r = super::regression::EvolveSettings::default();
+        Self {
+            env: "swimmer".into(),
+            profile: None,
+            grammar: None,
+            functions: Some("add,sub,mul,div".into()),
+            engine: crate::evolve::EngineConfig { pop_size: CPU_DEFAULTS.pop, generations: CPU_DEFAULTS.gens, max_len: 128, ..Default::default() },
+            map: r.map,
+            init: r.init,
+            vary: r.vary,
+            genome_capacity: r.genome_capacity,
+            episodes: CPU_DEFAULTS.episodes,
+            episode_steps: None,
+            test_episodes: 10,
+            parsimony: 0.0,
+            healthy_reward: None,
+            trees: super::classify::ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: 0.1, ..Default::default() },
+            device: crate::backend::DeviceChoice::default(),
+        }
+    }
+}
+
+/// Mean returns of a population, wherever the backend runs them.
+pub struct Control<'m> {
+    /// Where roll-outs run.
+    pub backend: &'m Backend,
+    /// The environment.
+    pub model: &'m Model,
+    /// Episodes, steps and reset noise.
+    pub run: ControlRun,
+    /// Added to the fitness per node.
+    pub parsimony: f64,
+    /// Control steps played and seconds spent in roll-outs so far.
+    pub played: std::sync::Mutex<(u64, f64)>,
+}
+
+impl crate::evolve::Fitness for Control<'_> {
+    fn evaluate(&self, pop: &Population) -> Result<Vec<f64>> {
+        let t0 = std::time::Instant::now();
+        let (means, steps) = self.backend.control_returns(pop, self.model, &self.run)?;
+        if let Ok(mut p) = self.played.lock() {
+            p.0 += steps;
+            p.1 += t0.elapsed().as_secs_f64();
+        }
+        Ok(means
+            .iter()
+            .enumerate()
+            .map(|(i, &r)| if pop.len[i] == 0 || !r.is_finite() { f64::INFINITY } else { -r + self.parsimony * pop.len[i] as f64 })
+            .collect())
+    }
+}
+
+/// Checks that a grammar's output nodes can write every actuator's slot: each `out(K, …)` with a
+/// literal K is collected, and when all are literal they must cover `0 .. nu`.
+pub fn check_grammar_outputs(templates: &crate::grammar::template::Templates, nu: usize, path: &str) -> Result<()> {
+    use crate::grammar::template::{Item, Part};
+    let (mut literal, mut spelled) = (std::collections::BTreeSet::new(), false);
+    for item in templates.expr.iter().flatten().flatten() {
+        if let Item::Output(parts) = item {
+            match parts.as_slice() {
+                [Part::Text(t)] => {
+                    literal.insert(t.parse::<usize>().unwrap_or(usize::MAX));
+                }
+                _ => spelled = true,
+            }
+        }
+    }
+    if literal.is_empty() && !spelled {
+        bail!("{path} has no out(K, …) output nodes; a policy needs one output per actuator ({nu} here)");
+    }
+    if !spelled {
+        let missing: Vec<String> = (0..nu).filter(|k| !literal.contains(k)).map(|k| k.to_string()).collect();
+        if !missing.is_empty() {
+            bail!(
+                "{path} writes outputs {} but the environment has {nu} actuators: out({}, …) is missing",
+                literal.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(", "),
+                missing.join(", …), out(")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Scores of a policy over several episodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyScores {
+    /// Each episode.
+    pub episodes: Vec<Episode>,
+}
+
+impl PolicyScores {
+    /// Mean return (NaN when an episode was invalid).
+    pub fn mean(&self) -> f64 {
+        if self.episodes.iter().any(|e| !e.valid) || self.episodes.is_empty() {
+            return f64::NAN;
+        }
+        self.episodes.iter().map(|e| e.ret).sum::<f64>() / self.episodes.len() as f64
+    }
+    /// Population standard deviation of the returns.
+    pub fn std(&self) -> f64 {
+        let m = self.mean();
+        (self.episodes.iter().map(|e| (e.ret - m).powi(2)).sum::<f64>() / self.episodes.len().max(1) as f64).sqrt()
+    }
+    /// Mean episode length, control steps.
+    pub fn mean_steps(&self) -> f64 {
+        self.episodes.iter().map(|e| e.steps as f64).sum::<f64>() / self.episodes.len().max(1) as f64
+    }
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "mean": crate::report::num(self.mean()), "std": crate::report::num(self.std()),
+            "mean_steps": self.mean_steps(), "episodes": self.episodes.len(),
+            "returns": self.episodes.iter().map(|e| crate::report::num(e.ret)).collect::<Vec<_>>(),
+            "steps": self.episodes.iter().map(|e| e.steps).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Plays `nodes` on the CPU (the reference) for the episodes of `run`.
+pub fn score_policy(nodes: &[Node], m: &Model, run: &ControlRun) -> Result<PolicyScores> {
+    let mut pop = Population::new(1, nodes.len().max(1), m.nu());
+    pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
+    let policy = Policy::new(pop.tree(0), m.nu(), m.obs_size)
+        .with_context(|| format!("the policy does not fit {} (it reads past its {} observations)", m.name, m.obs_size))?;
+    use rayon::prelude::*;
+    let episodes = (0..run.episodes as u32).into_par_iter().map(|k| play(m, &mut policy.clone(), run, k)).collect();
+    Ok(PolicyScores { episodes })
+}
+
+/// The saved policy in a report (`policy`): what `grove rollout --policy` replays.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedPolicy {
+    /// Environment (shipped name or path) and profile it was evolved in.
+    pub env: String,
+    /// Profile name.
+    pub profile: String,
+    /// Observation names, in the order of the program's variable indices.
+    pub observations: Vec<String>,
+    /// Actuator names, in the order of the output slots.
+    pub actuators: Vec<String>,
+    /// The tree in prefix order: `[operator name, value, output slot + 1 or 0]` per node.
+    pub nodes: Vec<(String, f32, u8)>,
+}
+
+impl SavedPolicy {
+    /// Reads the `policy` of a `grove control --report` file.
+    pub fn read(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+        let p = v.get("policy").with_context(|| format!("{} has no `policy`: write one with grove control --report", path.display()))?;
+        serde_json::from_value(p.clone()).with_context(|| format!("{}: the `policy` entry is malformed", path.display()))
+    }
+
+    /// The tree, checked against `m` (same observation and action sizes).
+    pub fn tree(&self, m: &Model) -> Result<Vec<Node>> {
+        let names = observation_names(m);
+        if names != self.observations || self.actuators.len() != m.nu() {
+            bail!(
+                "the policy was evolved for {} ({} observations, {} actuators); {} ({}) has {} and {}",
+                self.env,
+                self.observations.len(),
+                self.actuators.len(),
+                m.name,
+                m.profile,
+                names.len(),
+                m.nu()
+            );
+        }
+        let model = super::model::Model {
+            kind: super::model::ModelKind::Regression,
+            features: vec![],
+            target: String::new(),
+            nodes: self.nodes.clone(),
+            n_outputs: m.nu(),
+            classes: None,
+            scale: None,
+            standardize: None,
+        };
+        model.tree()
+    }
+}
+
+/// Loads the environment, evolves a policy and scores the best one.
+pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Result<EvolveResult> {
+    use crate::evolve::{GrammarRep, run_grammar};
+    use crate::grammar::{self, DatasetShape};
+    use crate::program::render::{Style, outputs};
+
+    let start = std::time::Instant::now();
+    let m = Model::load(&settings.env, settings.profile.as_deref())?;
+    let (nu, n_obs) = (m.nu(), m.obs_size);
+    if nu == 0 || n_obs == 0 {
+        bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
+    }
+    if settings.episodes == 0 {
+        bail!("--episodes must be at least 1");
+    }
+    let steps = settings.episode_steps.unwrap_or(m.episode_steps);
+    let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
+    let mut trained = m.clone();
+    if let Some(w) = settings.healthy_reward {
+        if !w.is_finite() {
+            bail!("--healthy-reward must be a finite number, got {w}");
+        }
+        trained.healthy_weight = w;
+    }
+    let task = Control { backend, model: &trained, run, parsimony: settings.parsimony, played: std::sync::Mutex::new((0, 0.0)) };
+    let names = observation_names(&m);
+    let acts = actuator_names(&m);
+    let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet).with_unit("env steps").with_returns();
+    let mut observe = |s: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {
+        let played = task.played.lock().map_or(0, |p| p.0);
+        progress.update(s, played as f64);
+    };
+    let outcome = match (&settings.grammar, &settings.functions) {
+        (Some(path), _) => {
+            let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
+            let loaded = grammar::load(std::path::Path::new(path), &shape)?;
+            let vars = grammar::template::Vars { names: names.clone(), n_outputs: nu };
+            let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
+                .with_context(|| format!("{path} cannot be used as a policy for {} ({nu} actuators, {n_obs} observations)", m.name))?;
+            check_grammar_outputs(&templates, nu, path)?;
+            let rep = GrammarRep {
+                table: &loaded.table,
+                templates: &templates,
+                map: settings.map,
+                init: settings.init,
+                vary: settings.vary,
+                genome_capacity: settings.genome_capacity,
+            };
+            run_grammar(&settings.engine, &rep, &task, &mut observe)?
+        }
+        (None, Some(functions)) => {
+            let rep = settings.trees.rep(functions, n_obs, nu, settings.engine.max_len)?;
+            crate::evolve::run_trees(&settings.engine, &rep, &task, &mut observe)?
+        }
+        (None, None) => bail!("give either --grammar FILE or --functions LIST"),
+    };
+    progress.finish();
+    let seconds = start.elapsed().as_secs_f64();
+    let (played, rollout_seconds) = task.played.lock().map_or((0, 0.0), |p| *p);
+    let best = &outcome.best;
+    if best.nodes.is_empty() {
+        bail!("no valid policy was found: every individual failed to map or had a non-finite output");
+    }
+    let train = score_policy(&best.nodes, &m, &run)?;
+    let test_run = ControlRun { episodes: settings.test_episodes.max(1), generation: TEST_GENERATION, ..run };
+    let test = score_policy(&best.nodes, &m, &test_run)?;
+    let programs = outputs(&best.nodes, nu, &names, Style::Infix);
+    let generations: Vec<serde_json::Value> = outcome
+        .history
+        .iter()
+        .map(|s| {
+            serde_json::json!({"generation": s.generation, "best_return": crate::report::num(-s.best),
+                "mean_return": crate::report::num(-s.mean), "mean_size": crate::report::num(s.mean_size),
+                "invalid": s.invalid, "seconds": s.seconds})
+        })
+        .collect();
+    let mut best_json = serde_json::json!({
+        "programs": programs.iter().zip(&acts).map(|(p, a)| serde_json::json!({"actuator": a, "action": format!("tanh({p})")})).collect::<Vec<_>>(),
+        "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
+    });
+    if let Some((genome, text)) = &best.genome {
+        best_json["genome"] = serde_json::json!(genome);
+        best_json["phenotype"] = serde_json::json!(text);
+    }
+    let policy = SavedPolicy {
+        env: settings.env.clone(),
+        profile: m.profile.clone(),
+        observations: names.clone(),
+        actuators: acts.clone(),
+        nodes: super::model::Model::encode(&best.nodes),
+    };
+    let report = serde_json::json!({
+        "settings": settings,
+        "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": steps},
+        "generations": generations,
+        "best": best_json,
+        "train": train.json(),
+        "test": test.json(),
+        "policy": policy,
+        "timing": {"seconds": seconds, "env_steps": played, "rollout_seconds": rollout_seconds,
+                   "env_steps_per_second": played as f64 / rollout_seconds.max(1e-9),
+                   "threads": rayon::current_num_threads(), "device": backend.describe()},
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);
+    let mut summary = format!("{} ({}), {} actuators, {} observations\n", m.name, m.profile, nu, n_obs);
+    for (a, p) in acts.iter().zip(&programs) {
+        summary += &format!("{a:<w$}  tanh({p})\n");
+    }
+    summary += &format!("size          {} nodes\n", best.nodes.len());
+    summary += &format!(
+        "train return  {:.2}  (mean of {} episode{}, {:.0} steps on average)\n",
+        train.mean(),
+        train.episodes.len(),
+        if train.episodes.len() == 1 { "" } else { "s" },
+        train.mean_steps()
+    );
+    summary += &format!(
+        "test return   {:.2} ± {:.2}  (mean of {} fresh episodes, {:.0} steps on average)\n",
+        test.mean(),
+        test.std(),
+        test.episodes.len(),
+        test.mean_steps()
+    );
+    summary += &format!(
+        "time          {seconds:.2} s on {}; {played} env steps in {rollout_seconds:.2} s of roll-outs ({:.3e} steps/s with the policy)",
+        backend.describe(),
+        played as f64 / rollout_seconds.max(1e-9)
+    );
+    Ok(EvolveResult { report, summary })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grammars_must_cover_every_actuator() {
+        use crate::grammar::template::{Vars, compile};
+        use crate::grammar::{DatasetShape, load_parsed, parse_str};
+        let shape = DatasetShape { n_vars: Some(3), n_is: Some(3), n_os: Some(3) };
+        let vars = Vars { names: vec!["a".into(), "b".into(), "c".into()], n_outputs: 3 };
+        let tpl = |text: &str| {
+            let l = load_parsed(parse_str(text, "g.bnf", false).unwrap(), &shape).unwrap();
+            compile(&l.grammar, &l.table, &vars).unwrap()
+        };
+        let two = tpl("<p> ::= out(0, <e>) + out(1, <e>)\n<e> ::= a | b | <e>*<e>");
+        let err = check_grammar_outputs(&two, 3, "g.bnf").unwrap_err().to_string();
+        assert!(err.contains("out(2, …) is missing"), "{err}");
+        let none = tpl("<e> ::= a | b | <e>*<e>");
+        assert!(check_grammar_outputs(&none, 3, "g.bnf").unwrap_err().to_string().contains("no out(K, …)"));
+        let all = tpl("<p> ::= out(0, <e>) + out(1, <e>) + out(2, <e>)\n<e> ::= a | b | <e>*<e>");
+        check_grammar_outputs(&all, 3, "g.bnf").unwrap();
+        let spelled = tpl("<p> ::= out(<k>, <e>)\n<k> ::= GE_RANGE:dataset_n_os\n<e> ::= a | b");
+        check_grammar_outputs(&spelled, 3, "g.bnf").unwrap();
+    }
+}
