@@ -234,52 +234,25 @@ __device__ __forceinline__ GroveTree grove_subtree(GroveTree t, unsigned i) {
     return s;
 }
 
-// Bytes [0, n) of d set to zero: single bytes up to a 16-byte boundary, then 16 at a time.
-// (One thread writes a whole row: wide stores cut its store count by up to 16.)
-__device__ __forceinline__ void grove_zero_bytes(unsigned char* d, unsigned long long n) {
-    unsigned long long k = 0;
-    while (k < n && ((unsigned long long)(d + k) & 15ull) != 0) d[k++] = 0;
-    for (; k + 16 <= n; k += 16) *(uint4*)(d + k) = make_uint4(0u, 0u, 0u, 0u);
-    for (; k < n; ++k) d[k] = 0;
-}
-
-// Bytes [0, n) of s copied to d (not overlapping); 16 at a time where both are equally
-// aligned.
-__device__ __forceinline__ void grove_copy_bytes(unsigned char* d, const unsigned char* s, unsigned long long n) {
-    unsigned long long k = 0;
-    if ((((unsigned long long)d ^ (unsigned long long)s) & 15ull) == 0) {
-        while (k < n && ((unsigned long long)(d + k) & 15ull) != 0) {
-            d[k] = s[k];
-            ++k;
-        }
-        for (; k + 16 <= n; k += 16) *(uint4*)(d + k) = *(const uint4*)(s + k);
-    }
-    for (; k < n; ++k) d[k] = s[k];
-}
-
-// Nodes [0, n) of the four arrays of t copied to c at node `at`.
-__device__ __forceinline__ void grove_copy_nodes(GroveRow c, unsigned at, GroveTree t, unsigned from, unsigned n) {
-    grove_copy_bytes(c.op + at, t.op + from, n);
-    grove_copy_bytes((unsigned char*)(c.value + at), (const unsigned char*)(t.value + from), 4ull * n);
-    grove_copy_bytes((unsigned char*)(c.size + at), (const unsigned char*)(t.size + from), 2ull * n);
-    grove_copy_bytes(c.out + at, t.out + from, n);
-}
-
 // RowMut::zero_from: length n, every slot from n on zero.
 __device__ void grove_zero_from(GroveRow r, unsigned n) {
-    if (n < r.max_len) {
-        const unsigned m = r.max_len - n;
-        grove_zero_bytes(r.op + n, m);
-        grove_zero_bytes((unsigned char*)(r.value + n), 4ull * m);
-        grove_zero_bytes((unsigned char*)(r.size + n), 2ull * m);
-        grove_zero_bytes(r.out + n, m);
+    for (unsigned k = n; k < r.max_len; ++k) {
+        r.op[k] = 0;
+        r.value[k] = 0.0f;
+        r.size[k] = 0;
+        r.out[k] = 0;
     }
     *r.len = (unsigned short)n;
 }
 
 // RowMut::copy_from.
 __device__ void grove_copy(GroveRow r, GroveTree t) {
-    grove_copy_nodes(r, 0, t, 0, t.len);
+    for (unsigned k = 0; k < t.len; ++k) {
+        r.op[k] = t.op[k];
+        r.value[k] = t.value[k];
+        r.size[k] = t.size[k];
+        r.out[k] = t.out[k];
+    }
     grove_zero_from(r, t.len);
 }
 
@@ -295,8 +268,18 @@ __device__ bool grove_exchange(GroveRow c, GroveTree r, unsigned at, GroveTree d
         const unsigned s = r.size[j];
         c.size[j] = (unsigned short)(j + s > at ? s - removed + added : s);
     }
-    grove_copy_nodes(c, at, d, 0, added);
-    grove_copy_nodes(c, at + added, r, at + removed, n - at - removed);
+    for (unsigned k = 0; k < added; ++k) {
+        c.op[at + k] = d.op[k];
+        c.value[at + k] = d.value[k];
+        c.size[at + k] = d.size[k];
+        c.out[at + k] = d.out[k];
+    }
+    for (unsigned k = 0; k < n - at - removed; ++k) {
+        c.op[at + added + k] = r.op[at + removed + k];
+        c.value[at + added + k] = r.value[at + removed + k];
+        c.size[at + added + k] = r.size[at + removed + k];
+        c.out[at + added + k] = r.out[at + removed + k];
+    }
     grove_zero_from(c, len);
     return true;
 }

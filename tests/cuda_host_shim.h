@@ -51,8 +51,6 @@ extern "C" void grove_emu_run_block(unsigned threads, void (*body)(void*), void*
     grove_emu_barrier = nullptr;
 }
 
-struct uint4 { unsigned x, y, z, w; };
-inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
