@@ -698,9 +698,10 @@ pub struct ControlArgs {
     /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
     #[arg(long, default_value_t = 0.1)]
     pub p_out: f32,
-    /// Training only: healthy (alive) reward per step instead of the environment's (Hopper and
-    /// Walker2d: 1). 0 stops rewarding standing still (as ARS trains); reported returns use
-    /// the env's reward.
+    /// Training only: healthy (alive) reward per step instead of the environment's. Default: 0
+    /// for environments that end when the robot falls (Hopper, Walker2d, whose own bonus of 1
+    /// makes standing still a local optimum; ARS trains the same way), the env's otherwise.
+    /// Reported returns always use the env's reward; `--healthy-reward 1` trains on it.
     #[arg(long)]
     pub healthy_reward: Option<f64>,
     /// Grammatical evolution settings.

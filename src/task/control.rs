@@ -276,7 +276,8 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
     let steps = settings.episode_steps.unwrap_or(m.episode_steps);
     let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
     let mut trained = m.clone();
-    if let Some(w) = settings.healthy_reward {
+    let healthy = training_healthy_reward(settings.healthy_reward, &m);
+    if let Some(w) = healthy {
         if !w.is_finite() {
             bail!("--healthy-reward must be a finite number, got {w}");
         }
@@ -357,6 +358,7 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
         "train": train.json(),
         "test": test.json(),
         "policy": policy,
+        "training_healthy_reward": healthy.unwrap_or(m.healthy_weight),
         "timing": {"seconds": seconds, "env_steps": played, "rollout_seconds": rollout_seconds,
                    "env_steps_per_second": played as f64 / rollout_seconds.max(1e-9),
                    "threads": rayon::current_num_threads(), "device": backend.describe()},
@@ -368,6 +370,9 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
         summary += &format!("{a:<w$}  tanh({p})\n");
     }
     summary += &format!("size          {} nodes\n", best.nodes.len());
+    if let Some(w) = healthy.filter(|&w| w != m.healthy_weight) {
+        summary += &format!("training      healthy reward {w} per step instead of {} (--healthy-reward); returns below use the env's\n", m.healthy_weight);
+    }
     summary += &format!(
         "train return  {:.2}  (mean of {} episode{}, {:.0} steps on average)\n",
         train.mean(),
@@ -390,9 +395,25 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
     Ok(EvolveResult { report, summary })
 }
 
+/// The healthy reward training uses: `flag` when given, else 0 for environments that end an
+/// episode when the robot falls (Hopper, Walker2d), where the env's alive bonus makes standing
+/// still a strong local optimum (`None`: the env's own).
+pub fn training_healthy_reward(flag: Option<f64>, m: &Model) -> Option<f64> {
+    flag.or_else(|| (m.terminate_when_unhealthy && m.healthy_weight != 0.0).then_some(0.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hopper_and_walker_train_without_the_alive_bonus_unless_asked() {
+        for (env, zeroed) in [("hopper", true), ("walker2d", true), ("swimmer", false), ("half_cheetah", false)] {
+            let m = Model::load(env, None).unwrap();
+            assert_eq!(training_healthy_reward(None, &m), zeroed.then_some(0.0), "{env}");
+            assert_eq!(training_healthy_reward(Some(1.0), &m), Some(1.0), "{env}");
+        }
+    }
 
     #[test]
     fn grammars_must_cover_every_actuator() {
