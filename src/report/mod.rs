@@ -1,5 +1,6 @@
 //! What a run shows and keeps: live progress on the terminal and the JSON run report.
 
+pub mod plot;
 pub mod progress;
 
 use std::path::Path;

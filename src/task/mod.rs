@@ -4,3 +4,6 @@
 pub mod classify;
 pub mod model;
 pub mod regression;
+pub mod experiment;
+pub mod run;
+pub mod plots;

@@ -1,0 +1,326 @@
+//! The tool around the engine, as a user meets it: experiment files and `grove run`,
+//! `--from` reports, checkpoints with Ctrl-C and `--resume`, plots, the hall of fame.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn grove(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_grove"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("GROVE_DEVICE", "cpu")
+        .output()
+        .expect("grove runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("grove-tool-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+/// A report without what varies between identical runs (timings).
+fn without_timings(mut r: Value) -> Value {
+    r.as_object_mut().unwrap().remove("timing");
+    for g in r["generations"].as_array_mut().unwrap() {
+        g.as_object_mut().unwrap().remove("seconds");
+    }
+    r
+}
+
+fn assert_ok(out: &Output) {
+    assert!(out.status.success(), "status {:?}\nstdout: {}\nstderr: {}", out.status, text(&out.stdout), text(&out.stderr));
+}
+
+/// One line on standard error, exit status 1, containing every needle.
+fn assert_one_line_error(out: &Output, needles: &[&str]) {
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.starts_with("error: "), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line expected: {e}");
+    for n in needles {
+        assert!(e.contains(n), "`{n}` missing from: {e}");
+    }
+}
+
+const SMALL_RUN: &[&str] =
+    &["--data", "builtin:pagie1:64", "--functions", "add,sub,mul,div,sin", "--pop", "64", "--seed", "5", "--threads", "1", "-q"];
+
+#[test]
+fn ctrl_c_saves_a_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one() {
+    let d = dir("ctrlc");
+    let (full, part, resumed, ck) = (d.join("full.json"), d.join("part.json"), d.join("resumed.json"), d.join("run.ckpt"));
+    // Long enough (a few seconds) that the signal arrives mid-run, even on a fast machine.
+    let gens = "3000";
+    let mut args = vec!["evolve", "--gens", gens];
+    args.extend(SMALL_RUN);
+    let mut whole = args.clone();
+    whole.extend(["--report", s(&full)]);
+    assert_ok(&grove(&whole));
+
+    let mut interrupted = args.clone();
+    interrupted.extend(["--report", s(&part), "--checkpoint", s(&ck), "--checkpoint-every", "1"]);
+    let child = Command::new(env!("CARGO_BIN_EXE_grove"))
+        .args(&interrupted)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("GROVE_DEVICE", "cpu")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !ck.exists() {
+        assert!(t0.elapsed().as_secs() < 60, "no checkpoint appeared");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs");
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "Ctrl-C exits with 130: {e}");
+    assert!(e.contains("interrupted before generation") && e.contains(s(&ck)) && e.contains("grove run --resume"), "{e}");
+    assert!(!part.exists(), "an interrupted run writes no report");
+    // No temporary file is left beside the checkpoint.
+    let names: Vec<String> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().all(|n| !n.contains(".tmp")), "{names:?}");
+    let saved = read_json(&ck);
+    let at = saved["state"]["generation"].as_u64().unwrap();
+    assert!(at >= 1 && at < 3000, "stopped at generation {at}");
+
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--report", s(&resumed), "-q"]));
+    let (a, b) = (without_timings(read_json(&full)), without_timings(read_json(&resumed)));
+    assert_eq!(a["best"], b["best"]);
+    assert!(a == b, "the resumed report differs from the uninterrupted one");
+}
+
+#[test]
+fn checkpoints_every_n_generations_resume_exactly_for_classification_by_grammar() {
+    let d = dir("ge");
+    let (full, ck, resumed) = (d.join("full.json"), d.join("ge.ckpt"), d.join("resumed.json"));
+    let base = ["classify", "--data", "builtin:iris", "--grammar", "grammars/classify.bnf", "--pop", "60", "--threads", "1", "-q"];
+    let mut a = base.to_vec();
+    a.extend(["--gens", "6", "--report", s(&full)]);
+    assert_ok(&grove(&a));
+    // Stop early by asking for fewer generations, then continue to 6 from the checkpoint.
+    let mut b = base.to_vec();
+    b.extend(["--gens", "4", "--checkpoint", s(&ck), "--checkpoint-every", "2"]);
+    assert_ok(&grove(&b));
+    assert_eq!(read_json(&ck)["state"]["generation"], 4, "the last checkpoint is taken before generation 4");
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "6", "--report", s(&resumed), "-q"]));
+    assert_eq!(without_timings(read_json(&full)), without_timings(read_json(&resumed)));
+}
+
+#[test]
+fn run_from_a_report_repeats_the_run() {
+    let d = dir("from");
+    let (first, again) = (d.join("first.json"), d.join("again.json"));
+    let mut args = vec!["evolve", "--gens", "8", "--test-fraction", "0.25", "--report", s(&first)];
+    args.extend(SMALL_RUN);
+    assert_ok(&grove(&args));
+    let out = grove(&["run", "--from", s(&first), "--report", s(&again), "-q"]);
+    assert_ok(&out);
+    let (a, b) = (read_json(&first), read_json(&again));
+    assert_eq!(a["best"]["infix"], b["best"]["infix"]);
+    assert_eq!(a["command"], "evolve");
+    assert_eq!(without_timings(a.clone()), without_timings(b));
+    // A flag overrides the report's settings.
+    let other = d.join("other.json");
+    assert_ok(&grove(&["run", "--from", s(&first), "--seed", "6", "--gens", "2", "--report", s(&other), "-q"]));
+    let o = read_json(&other);
+    assert_eq!(o["settings"]["engine"]["seed"], 6);
+    assert_eq!(o["generations"].as_array().unwrap().len(), 3);
+    assert_eq!(o["settings"]["test_fraction"], 0.25, "the rest comes from the report");
+}
+
+#[test]
+fn shipped_experiment_files_load_and_run() {
+    use grove::task::experiment::{Experiment, load_ron};
+    let mut seen = 0;
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().and_then(|e| e.to_str()) != Some("ron") {
+            continue;
+        }
+        let (command, value) = load_ron(&p).unwrap_or_else(|e| panic!("{}: {e:#}", p.display()));
+        let exp = Experiment::from_parts(&command, value, &p.display().to_string()).unwrap_or_else(|e| panic!("{e:#}"));
+        if p.ends_with("w1-pagie1.ron") {
+            let Experiment::Evolve(s) = &exp else { panic!("W1 is a regression") };
+            assert_eq!((s.engine.pop_size, s.engine.generations), (5000, 100));
+            assert_eq!(s.functions.as_deref(), Some("add,sub,mul,div,sin,cos,tan"));
+            assert_eq!(s.data, "builtin:pagie1:1024");
+        }
+        if p.ends_with("w5-iris.ron") {
+            let Experiment::Classify(s) = &exp else { panic!("W5 is a classification") };
+            assert_eq!((s.engine.pop_size, s.engine.generations, s.engine.max_len), (5000, 40, 64));
+        }
+        seen += 1;
+        // Each runs, shrunk.
+        let out = grove(&["run", s(&p), "--pop", "40", "--gens", "2", "-q"]);
+        assert_ok(&out);
+    }
+    assert!(seen >= 2, "examples/*.ron");
+}
+
+#[test]
+fn experiment_files_take_the_command_line_defaults_and_flags_override_them() {
+    use grove::task::experiment::{Experiment, parse_ron};
+    // A nested block keeps the defaults of the fields it leaves out.
+    let (c, v) = parse_ron("// comment\nEvolve(functions: \"add\", engine: (pop_size: 77))", "t").unwrap();
+    let Experiment::Evolve(e) = Experiment::from_parts(&c, v, "t").unwrap() else { panic!() };
+    assert_eq!((e.engine.pop_size, e.engine.generations, e.engine.max_len), (77, 100, 128));
+    // The same as `grove evolve --functions add --pop 77`.
+    let cli = <grove::cli::Cli as clap::Parser>::try_parse_from(["grove", "evolve", "--functions", "add", "--pop", "77", "--device", "auto"]).unwrap();
+    let grove::cli::Command::Evolve(args) = cli.command else { panic!() };
+    assert_eq!(args.settings().unwrap(), e);
+    let (c, v) = parse_ron("Classify()", "t").unwrap();
+    let Experiment::Classify(k) = Experiment::from_parts(&c, v, "t").unwrap() else { panic!() };
+    let cli = <grove::cli::Cli as clap::Parser>::try_parse_from(["grove", "classify", "--device", "auto"]).unwrap();
+    let grove::cli::Command::Classify(args) = cli.command else { panic!() };
+    assert_eq!(args.settings().unwrap(), k);
+
+    let d = dir("override");
+    let f = d.join("e.ron");
+    std::fs::write(&f, "Evolve(data: \"builtin:koza1\", functions: \"add,mul\", engine: (pop_size: 30, generations: 2))").unwrap();
+    let r = d.join("r.json");
+    assert_ok(&grove(&["run", s(&f), "--gens", "3", "--set", "engine.tournament=5", "--set", "regression.metric=\"rmse\"", "--report", s(&r), "-q"]));
+    let rep = read_json(&r);
+    assert_eq!(rep["settings"]["engine"]["generations"], 3);
+    assert_eq!(rep["settings"]["engine"]["tournament"], 5);
+    assert_eq!(rep["settings"]["engine"]["pop_size"], 30);
+    assert_eq!(rep["settings"]["regression"]["metric"], "rmse");
+}
+
+#[test]
+fn bad_experiments_and_checkpoints_give_one_clear_line() {
+    let d = dir("bad");
+    let file = |name: &str, body: &str| {
+        let p = d.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    };
+    let cases = [
+        (file("a.ron", "Evolve(functions: \"add\", engine: (popsize: 3))"), vec!["engine.popsize", "pop_size"]),
+        (file("b.ron", "Evolve(functions: \"add\", wings: 2)"), vec!["`wings`"]),
+        (file("c.ron", "Evolve(functions: \"add\", regression: (metric: Mse))"), vec!["regression.metric", "as strings"]),
+        (file("d.ron", "Swim(env: \"x\")"), vec!["Evolve, Classify", "Swim"]),
+        (file("e.ron", "Evolve(functions: \"add\","), vec!["e.ron:1:"]),
+        (file("f.ron", "Evolve(functions: \"add\", engine: (pop_size: 1))"), vec!["engine.pop_size", "at least 2"]),
+        (file("g.ron", "Evolve(data: \"builtin:pagie1\")"), vec!["grammar or functions"]),
+        (file("h.ron", "Classify(test_fraction: 1.5)"), vec!["test_fraction"]),
+    ];
+    for (p, needles) in &cases {
+        assert_one_line_error(&grove(&["run", s(p), "-q"]), needles);
+    }
+    assert_one_line_error(&grove(&["run", "no/such.ron"]), &["cannot read the experiment file no/such.ron"]);
+    assert_one_line_error(&grove(&["run"]), &["give an experiment file"]);
+    let good = file("ok.ron", "Evolve(functions: \"add\", engine: (pop_size: 10, generations: 1))");
+    assert_one_line_error(&grove(&["run", s(&good), "--set", "engine"]), &["FIELD=VALUE"]);
+    assert_one_line_error(&grove(&["run", s(&good), "--set", "engine.pop_size.x=3"]), &["not a block"]);
+    // Reports and checkpoints.
+    let not_json = file("r.json", "{\"settings\": ");
+    assert_one_line_error(&grove(&["run", "--from", s(&not_json)]), &["not a JSON report"]);
+    let no_cmd = file("r2.json", "{\"settings\": {}}");
+    assert_one_line_error(&grove(&["run", "--from", s(&no_cmd)]), &["no `command`"]);
+    assert_one_line_error(&grove(&["run", "--resume", s(&no_cmd)]), &["not a checkpoint"]);
+    assert_one_line_error(&grove(&["run", "--resume", s(&not_json)]), &["cut short"]);
+    let ck = d.join("ok.ckpt");
+    assert_ok(&grove(&["run", s(&good), "--gens", "3", "--checkpoint", s(&ck), "--checkpoint-every", "1", "-q"]));
+    assert_one_line_error(&grove(&["run", "--resume", s(&ck), "--pop", "20"]), &["own settings"]);
+    assert_one_line_error(&grove(&["run", "--resume", s(&ck), "--gens", "1", "-q"]), &["does not fit"]);
+    assert_one_line_error(&grove(&["run", s(&good), "--checkpoint-every", "0", "--checkpoint", s(&ck)]), &["--checkpoint-every"]);
+    // Clap's usage errors exit with 2.
+    assert_eq!(grove(&["run", s(&good), "--from", s(&no_cmd)]).status.code(), Some(2));
+}
+
+/// Checks a PNG's signature and header, and that it decodes to the size it claims.
+fn assert_png(p: &Path) {
+    let b = std::fs::read(p).unwrap();
+    assert!(b.starts_with(b"\x89PNG\r\n\x1a\n"), "{}: not a PNG", p.display());
+    assert_eq!(&b[12..16], b"IHDR", "{}", p.display());
+    let w = u32::from_be_bytes(b[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(b[20..24].try_into().unwrap());
+    assert!(w >= 400 && h >= 300, "{}: {w}×{h}", p.display());
+    assert_eq!(&b[b.len() - 8..b.len() - 4], b"IEND", "{}: cut short", p.display());
+}
+
+/// Checks an SVG is one well-formed `<svg>` element with drawing and text in it.
+fn assert_svg(p: &Path) {
+    let t = std::fs::read_to_string(p).unwrap();
+    let body = t.trim();
+    assert!(body.starts_with("<svg") || body.starts_with("<?xml"), "{}", p.display());
+    assert!(body.ends_with("</svg>"), "{}", p.display());
+    assert_eq!(body.matches("<svg").count(), 1);
+    assert!(body.contains("<text") && (body.contains("<polyline") || body.contains("<rect") || body.contains("<circle")), "{}", p.display());
+    // Tags balance: every opened element is closed or self-closing.
+    let opened = body.matches('<').count() - body.matches("</").count() - body.matches("<?").count();
+    let closed = body.matches("</").count() + body.matches("/>").count();
+    assert_eq!(opened, closed, "{}: unbalanced tags", p.display());
+}
+
+#[test]
+fn plots_render_for_each_task_and_grove_plot_redraws_them() {
+    let d = dir("plots");
+    let (r1, r2) = (d.join("reg.json"), d.join("cls.json"));
+    let mut args = vec!["evolve", "--gens", "5", "--test-fraction", "0.25", "--report", s(&r1), "--plots"];
+    let reg_dir = d.join("reg");
+    args.push(s(&reg_dir));
+    args.extend(SMALL_RUN);
+    assert_ok(&grove(&args));
+    let cls_dir = d.join("cls");
+    assert_ok(&grove(&["classify", "--data", "builtin:iris", "--pop", "50", "--gens", "3", "--report", s(&r2), "--plots", s(&cls_dir), "-q"]));
+    for (dir, names) in [(&reg_dir, ["fitness", "pareto", "predicted"]), (&cls_dir, ["fitness", "pareto", "confusion"])] {
+        for n in names {
+            assert_png(&dir.join(format!("{n}.png")));
+            assert_svg(&dir.join(format!("{n}.svg")));
+        }
+    }
+    let again = d.join("again");
+    let out = grove(&["plot", s(&r1), "--out", s(&again)]);
+    assert_ok(&out);
+    assert_eq!(text(&out.stdout).lines().count(), 6, "{}", text(&out.stdout));
+    assert_eq!(std::fs::read(again.join("fitness.svg")).unwrap(), std::fs::read(reg_dir.join("fitness.svg")).unwrap());
+    assert_one_line_error(&grove(&["plot", "no/such.json"]), &["cannot read the report"]);
+    let bad = d.join("bad.json");
+    std::fs::write(&bad, "{}").unwrap();
+    assert_one_line_error(&grove(&["plot", s(&bad)]), &["no `generations`"]);
+}
+
+#[test]
+fn the_hall_of_fame_is_a_pareto_front_of_error_against_size() {
+    let d = dir("hof");
+    let (csv, rep) = (d.join("hof.csv"), d.join("r.json"));
+    let mut args = vec!["evolve", "--gens", "10", "--hall-of-fame", s(&csv), "--report", s(&rep)];
+    args.extend(SMALL_RUN);
+    assert_ok(&grove(&args));
+    let t = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = t.lines();
+    assert_eq!(lines.next(), Some("complexity,loss,equation,latex,sympy"));
+    let r = read_json(&rep);
+    let rows = r["hall_of_fame"].as_array().unwrap();
+    assert_eq!(rows.len(), t.lines().count() - 1);
+    assert!(rows.len() >= 2, "{t}");
+    for w in rows.windows(2) {
+        assert!(w[0]["complexity"].as_u64() < w[1]["complexity"].as_u64());
+        assert!(w[0]["loss"].as_f64() > w[1]["loss"].as_f64(), "larger programs must be better: {t}");
+    }
+    // The last entry is the run's best program (no parsimony: fitness is the loss).
+    let last = rows.last().unwrap();
+    assert_eq!(last["loss"].as_f64(), r["best"]["fitness"].as_f64());
+    assert_eq!(last["equation"], r["best"]["infix"]);
+    assert_eq!(last["complexity"], r["best"]["size"]);
+}
