@@ -44,6 +44,22 @@ pub enum Command {
     /// Draw the plots of a run report (fitness over generations, Pareto front, predicted
     /// against actual, confusion matrix) as PNG and SVG.
     Plot(PlotArgs),
+    /// Print the best program of a report as a function in Python, Rust or C.
+    Export(ExportArgs),
+}
+
+/// `grove export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A JSON report written by `grove evolve`, `classify` or `run` with --report.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The language.
+    #[arg(long, value_enum)]
+    pub lang: crate::program::export::Lang,
+    /// Write the source here instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// Where a run's results go and how it runs: shared by every command that evolves.
@@ -464,6 +480,25 @@ fn run_cmd(args: &RunArgs) -> Result<ExitCode> {
     run_experiment(exp, &args.flags, None)
 }
 
+fn export(args: &ExportArgs) -> Result<ExitCode> {
+    let model = crate::task::model::load(&args.model)?;
+    let nodes = model.tree()?;
+    let program = crate::program::export::Program {
+        nodes: &nodes,
+        n_outputs: model.n_outputs,
+        features: &model.features,
+        scale: model.scale,
+        standardize: model.standardize.as_ref().map(|s| (s.mean.as_slice(), s.std.as_slice())),
+        classes: model.classes.as_deref(),
+    };
+    let src = crate::program::export::export(&program, args.lang).map_err(|e| anyhow::anyhow!("{}: {e}", args.model.display()))?;
+    match &args.out {
+        Some(p) => std::fs::write(p, src).with_context(|| format!("cannot write {}", p.display()))?,
+        None => print!("{src}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn plot(args: &PlotArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.report).with_context(|| format!("cannot read the report {}", args.report.display()))?;
     let report: serde_json::Value =
@@ -743,6 +778,7 @@ pub fn run() -> Result<ExitCode> {
         Command::Rollout(args) => rollout(&args),
         Command::Run(args) => run_cmd(&args),
         Command::Plot(args) => plot(&args),
+        Command::Export(args) => export(&args),
     }
 }
 

@@ -324,3 +324,104 @@ fn the_hall_of_fame_is_a_pareto_front_of_error_against_size() {
     assert_eq!(last["equation"], r["best"]["infix"]);
     assert_eq!(last["complexity"], r["best"]["size"]);
 }
+
+/// Runs `grove predict` on `csv` and returns its predictions.
+fn grove_predictions(report: &Path, csv: &Path) -> Vec<String> {
+    let out = grove(&["predict", "--model", s(report), "--data", s(csv)]);
+    assert_ok(&out);
+    text(&out.stdout).lines().skip(1).map(str::to_string).collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-3 * a.abs().max(b.abs()) + 1e-4
+}
+
+/// Runs the exported Python on rows of features; returns one output line per row.
+fn run_python(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<String>> {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: python3 is not installed");
+        return None;
+    }
+    let rows: Vec<String> = rows.iter().map(|r| format!("({},)", r.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", "))).collect();
+    let script = format!("import runpy\nm = runpy.run_path({:?})\nfor r in [{}]:\n    print(repr(m['predict'](*r)))\n", s(src), rows.join(", "));
+    let out = Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    Some(text(&out.stdout).lines().map(str::to_string).collect())
+}
+
+/// Compiles the exported C with a main that prints `predict` for each row.
+fn run_c(src: &Path, rows: &[Vec<f64>], fmt: &str) -> Option<Vec<String>> {
+    if Command::new("cc").arg("--version").output().is_err() {
+        eprintln!("skipped: cc is not installed");
+        return None;
+    }
+    let dir = src.parent().unwrap();
+    let calls: String = rows
+        .iter()
+        .map(|r| format!("    printf(\"{fmt}\\n\", predict({}));\n", r.iter().map(|v| format!("{v:?}f")).collect::<Vec<_>>().join(", ")))
+        .collect();
+    let main = dir.join("main.c");
+    std::fs::write(&main, format!("#include <stdio.h>\n#include \"{}\"\nint main(void) {{\n{calls}    return 0;\n}}\n", s(src))).unwrap();
+    let bin = dir.join("model-bin");
+    let cc = Command::new("cc").args(["-std=c99", "-Wall", "-Werror", "-o", s(&bin), s(&main), "-lm"]).output().unwrap();
+    assert!(cc.status.success(), "the exported C does not compile: {}", text(&cc.stderr));
+    let out = Command::new(&bin).output().unwrap();
+    Some(text(&out.stdout).lines().map(str::to_string).collect())
+}
+
+#[test]
+fn exported_python_and_c_agree_with_the_interpreter() {
+    let d = dir("export");
+    let rep = d.join("reg.json");
+    let mut args = vec!["evolve", "--gens", "6", "--functions", "add,sub,mul,div,sin,cos,exp,plog,sqrt,aq,square", "--report", s(&rep)];
+    args.extend(["--data", "builtin:pagie1:64", "--pop", "200", "--seed", "3", "-q"]);
+    assert_ok(&grove(&args));
+    let rows: Vec<Vec<f64>> = vec![vec![0.0, 0.0], vec![1.5, -2.0], vec![-4.25, 3.0], vec![0.3, 0.7], vec![5.0, -5.0]];
+    let csv = d.join("pts.csv");
+    std::fs::write(&csv, format!("x0,x1\n{}", rows.iter().map(|r| format!("{},{}\n", r[0], r[1])).collect::<String>())).unwrap();
+    let want: Vec<f64> = grove_predictions(&rep, &csv).iter().map(|p| p.parse().unwrap()).collect();
+    for (lang, file) in [("python", "m.py"), ("c", "m.c"), ("rust", "m.rs")] {
+        let out = grove(&["export", "--model", s(&rep), "--lang", lang, "--out", s(&d.join(file))]);
+        assert_ok(&out);
+    }
+    let rust = std::fs::read_to_string(d.join("m.rs")).unwrap();
+    assert!(rust.contains("pub fn predict(x0: f32, x1: f32) -> f64"), "{rust}");
+    let rustc = Command::new(std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into()))
+        .args(["--edition", "2021", "--crate-type", "lib", "-o", s(&d.join("m.rlib")), s(&d.join("m.rs"))])
+        .output();
+    match rustc {
+        Ok(o) => assert!(o.status.success(), "the exported Rust does not compile: {}", text(&o.stderr)),
+        Err(_) => eprintln!("skipped: rustc is not on the path"),
+    }
+    if let Some(got) = run_python(&d.join("m.py"), &rows) {
+        for (g, w) in got.iter().zip(&want) {
+            assert!(close(g.parse().unwrap(), *w), "python {g} vs grove {w}");
+        }
+    }
+    if let Some(got) = run_c(&d.join("m.c"), &rows, "%.9g") {
+        assert_eq!(got.len(), rows.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert!(close(g.parse().unwrap(), *w), "C {g} vs grove {w}");
+        }
+    }
+    // A classifier (multi-output, standardised features) predicts the same classes.
+    let cls = d.join("cls.json");
+    assert_ok(&grove(&["classify", "--data", "builtin:iris", "--pop", "100", "--gens", "4", "--report", s(&cls), "-q"]));
+    let iris = d.join("iris.csv");
+    let rows: Vec<Vec<f64>> = vec![vec![5.1, 3.5, 1.4, 0.2], vec![6.4, 3.2, 4.5, 1.5], vec![6.3, 3.3, 6.0, 2.5], vec![5.9, 3.0, 5.1, 1.8]];
+    std::fs::write(&iris, format!("sepal_length_cm,sepal_width_cm,petal_length_cm,petal_width_cm\n{}", rows.iter().map(|r| format!("{},{},{},{}\n", r[0], r[1], r[2], r[3])).collect::<String>())).unwrap();
+    let want = grove_predictions(&cls, &iris);
+    let classes: Vec<String> = serde_json::from_value(read_json(&cls)["classes"].clone()).unwrap();
+    for (lang, file) in [("python", "c.py"), ("c", "c.c")] {
+        assert_ok(&grove(&["export", "--model", s(&cls), "--lang", lang, "--out", s(&d.join(file))]));
+    }
+    if let Some(got) = run_python(&d.join("c.py"), &rows) {
+        let got: Vec<String> = got.iter().map(|k| classes[k.parse::<usize>().unwrap()].clone()).collect();
+        assert_eq!(got, want);
+    }
+    if let Some(got) = run_c(&d.join("c.c"), &rows, "%d") {
+        let got: Vec<String> = got.iter().map(|k| classes[k.parse::<usize>().unwrap()].clone()).collect();
+        assert_eq!(got, want);
+    }
+    assert_one_line_error(&grove(&["export", "--model", s(&csv), "--lang", "c"]), &["not JSON"]);
+}

@@ -6,6 +6,7 @@ pub mod eval;
 pub mod fastmath;
 pub mod init;
 pub mod ops;
+pub mod export;
 pub mod render;
 pub mod tree;
 pub mod vary;
