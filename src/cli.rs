@@ -46,6 +46,44 @@ pub enum Command {
     Plot(PlotArgs),
     /// Print the best program of a report as a function in Python, Rust or C.
     Export(ExportArgs),
+    /// Draw a robot's bodies over an episode: a strip of frames (.svg, .png) or an animation
+    /// (.gif).
+    Render(RenderArgs),
+}
+
+/// `grove render`.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Environment: a shipped one (swimmer, hopper, walker2d, half_cheetah) or a .ron file.
+    #[arg(long)]
+    pub env: String,
+    /// Profile: brax (the default) or gymnasium.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Actions from an evolved policy: a report of `grove control`.
+    #[arg(long, value_name = "REPORT", conflicts_with = "actions")]
+    pub policy: Option<PathBuf>,
+    /// Actions from a CSV file, one row per control step (default: zeros).
+    #[arg(long, value_name = "FILE")]
+    pub actions: Option<PathBuf>,
+    /// The picture: .svg or .png (a strip of frames) or .gif (an animation).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Control steps (default: the action file's rows, else the episode length).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Frames in a strip.
+    #[arg(long, default_value_t = 8)]
+    pub frames: usize,
+    /// An animation shows every N-th control step.
+    #[arg(long, default_value_t = 2)]
+    pub every: usize,
+    /// Reset-noise seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Start at the rest pose instead of adding reset noise.
+    #[arg(long)]
+    pub no_noise: bool,
 }
 
 /// `grove export`.
@@ -499,6 +537,33 @@ fn export(args: &ExportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn render(args: &RenderArgs) -> Result<ExitCode> {
+    use crate::report::robot::{Policy, episode, policy_from_report, write};
+    let model = crate::sim::Model::load(&args.env, args.profile.as_deref())?;
+    let nu = model.nu();
+    let (mut policy, rows): (Policy<'static>, Option<usize>) = match (&args.policy, &args.actions) {
+        (Some(p), _) => (policy_from_report(p)?, None),
+        (None, Some(f)) => {
+            let rows = crate::sim::rollout::read_actions_file(f, nu)?;
+            let n = rows.len();
+            (Box::new(move |t: usize, _: &[f64]| rows[t].clone()), Some(n))
+        }
+        (None, None) => (Box::new(move |_: usize, _: &[f64]| vec![0.0; nu]), None),
+    };
+    let steps = match (rows, args.steps) {
+        (Some(r), Some(n)) if n > r => anyhow::bail!("--steps {n} asks for more control steps than the action file's {r} rows"),
+        (_, Some(n)) => n,
+        (Some(r), None) => r,
+        (None, None) => model.episode_steps,
+    };
+    anyhow::ensure!(args.frames >= 1 && args.every >= 1, "--frames and --every must be at least 1");
+    let (model, frames) = episode(&args.env, args.profile.as_deref(), &mut policy, steps, (!args.no_noise).then_some(args.seed))?;
+    write(&args.out, &model, &frames, args.frames, args.every)?;
+    let last = frames.last().map_or(0.0, |f| f.total);
+    println!("{} ({}): {} control steps, return {last:.6}; drew {}", model.name, model.profile, frames.len() - 1, args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
 fn plot(args: &PlotArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.report).with_context(|| format!("cannot read the report {}", args.report.display()))?;
     let report: serde_json::Value =
@@ -779,6 +844,7 @@ pub fn run() -> Result<ExitCode> {
         Command::Run(args) => run_cmd(&args),
         Command::Plot(args) => plot(&args),
         Command::Export(args) => export(&args),
+        Command::Render(args) => render(&args),
     }
 }
 

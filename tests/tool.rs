@@ -425,3 +425,45 @@ fn exported_python_and_c_agree_with_the_interpreter() {
     }
     assert_one_line_error(&grove(&["export", "--model", s(&csv), "--lang", "c"]), &["not JSON"]);
 }
+
+#[test]
+fn render_draws_robots_as_svg_strips_and_gif_animations() {
+    let d = dir("render");
+    let acts = d.join("acts.csv");
+    std::fs::write(&acts, "thigh,leg,foot\n".to_string() + &"0.5,-0.5,0.8\n".repeat(12)).unwrap();
+    let svg = d.join("hop.svg");
+    let out = grove(&["render", "--env", "hopper", "--actions", s(&acts), "--out", s(&svg), "--frames", "4", "--no-noise"]);
+    assert_ok(&out);
+    assert!(text(&out.stdout).contains("hopper (brax): 12 control steps"), "{}", text(&out.stdout));
+    assert_svg(&svg);
+    let t = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(t.matches("step ").count(), 4, "four labelled frames");
+    // The swimmer has no capsules in its description: its rods come from the inertias.
+    let gif = d.join("swim.gif");
+    assert_ok(&grove(&["render", "--env", "swimmer", "--steps", "9", "--every", "3", "--out", s(&gif)]));
+    let bytes = std::fs::read(&gif).unwrap();
+    assert!(bytes.starts_with(b"GIF89a") && bytes.ends_with(b";"), "not a complete GIF");
+    let mut opts = gif::DecodeOptions::new();
+    opts.set_color_output(gif::ColorOutput::RGBA);
+    let mut dec = opts.read_info(std::fs::File::open(&gif).unwrap()).unwrap();
+    let (w, h) = (dec.width() as usize, dec.height() as usize);
+    let mut frames = 0;
+    let mut coloured = 0;
+    while let Some(f) = dec.read_next_frame().unwrap() {
+        frames += 1;
+        assert_eq!((f.width as usize, f.height as usize), (w, h));
+        coloured += f.buffer.chunks(4).filter(|p| p[0] != p[1] || p[1] != p[2]).count();
+    }
+    assert_eq!(frames, 4, "steps 0, 3, 6 and 9");
+    assert!(coloured > 100, "the bodies are drawn");
+    let png = d.join("walker.png");
+    assert_ok(&grove(&["render", "--env", "walker2d", "--steps", "3", "--out", s(&png)]));
+    assert_png(&png);
+    // Bad input.
+    assert_one_line_error(&grove(&["render", "--env", "hopper", "--out", s(&d.join("x.jpg"))]), &[".svg", ".gif"]);
+    assert_one_line_error(&grove(&["render", "--env", "hopper", "--actions", s(&acts), "--steps", "20", "--out", s(&svg)]), &["--steps 20", "12 rows"]);
+    assert_one_line_error(&grove(&["render", "--env", "ant", "--out", s(&svg)]), &["unknown environment `ant`"]);
+    let rep = d.join("r.json");
+    std::fs::write(&rep, "{\"command\": \"evolve\"}").unwrap();
+    assert_one_line_error(&grove(&["render", "--env", "hopper", "--policy", s(&rep), "--out", s(&svg)]), &["grove control", "--actions"]);
+}

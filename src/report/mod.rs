@@ -1,6 +1,7 @@
 //! What a run shows and keeps: live progress on the terminal and the JSON run report.
 
 pub mod plot;
+pub mod robot;
 pub mod progress;
 
 use std::path::Path;

@@ -13,7 +13,8 @@ pub const SIZE: (u32, u32) = (800, 560);
 
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
 
-fn register_font() {
+/// Makes the embedded font available to plotters (once).
+pub fn register_font() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // The bytes are a valid TrueType font (a test draws text with it).
