@@ -450,10 +450,17 @@ pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf
 }
 
 /// A flag Ctrl-C sets: the run saves a checkpoint and stops between generations. A second
-/// Ctrl-C quits at once (exit status 130).
+/// Ctrl-C quits at once (exit status 130). The handler is installed once per process; later
+/// calls get the same flag, cleared.
 fn ctrl_c_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let flag = std::sync::Arc::new(AtomicBool::new(false));
+    use std::sync::{Arc, OnceLock};
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    if let Some(f) = FLAG.get() {
+        f.store(false, Ordering::SeqCst);
+        return Ok(f.clone());
+    }
+    let flag = Arc::new(AtomicBool::new(false));
     let f = flag.clone();
     ctrlc::set_handler(move || {
         if f.swap(true, Ordering::SeqCst) {
@@ -462,7 +469,7 @@ fn ctrl_c_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
         eprintln!("\nstopping after this generation to save a checkpoint (Ctrl-C again quits at once)");
     })
     .context("cannot install the Ctrl-C handler")?;
-    Ok(flag)
+    Ok(FLAG.get_or_init(|| flag).clone())
 }
 
 fn run_cmd(args: &RunArgs) -> Result<ExitCode> {

@@ -243,6 +243,16 @@ fn bad_experiments_and_checkpoints_give_one_clear_line() {
     assert_one_line_error(&grove(&["run", "--resume", s(&ck), "--pop", "20"]), &["own settings"]);
     assert_one_line_error(&grove(&["run", "--resume", s(&ck), "--gens", "1", "-q"]), &["does not fit"]);
     assert_one_line_error(&grove(&["run", s(&good), "--checkpoint-every", "0", "--checkpoint", s(&ck)]), &["--checkpoint-every"]);
+    // --verbose: a line per generation and each checkpoint; --quiet: nothing on standard error.
+    let out = grove(&["run", s(&good), "--gens", "3", "--checkpoint", s(&ck), "--checkpoint-every", "1", "-v"]);
+    assert_ok(&out);
+    let e = text(&out.stderr);
+    assert_eq!(e.lines().filter(|l| l.starts_with("gen ")).count(), 4, "{e}");
+    assert_eq!(e.lines().filter(|l| l.starts_with("checkpoint before generation")).count(), 3, "{e}");
+    let out = grove(&["run", s(&good), "-q", "--device", "cpu"]);
+    assert_ok(&out);
+    assert_eq!(text(&out.stderr), "");
+    assert_eq!(grove(&["run", s(&good), "-q", "-v"]).status.code(), Some(2), "--quiet and --verbose conflict");
     // Clap's usage errors exit with 2.
     assert_eq!(grove(&["run", s(&good), "--from", s(&no_cmd)]).status.code(), Some(2));
 }
