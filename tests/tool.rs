@@ -100,7 +100,7 @@ fn ctrl_c_saves_a_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one() 
     assert!(names.iter().all(|n| !n.contains(".tmp")), "{names:?}");
     let saved = read_json(&ck);
     let at = saved["state"]["generation"].as_u64().unwrap();
-    assert!(at >= 1 && at < 3000, "stopped at generation {at}");
+    assert!((1..3000).contains(&at), "stopped at generation {at}");
 
     assert_ok(&grove(&["run", "--resume", s(&ck), "--report", s(&resumed), "-q"]));
     let (a, b) = (without_timings(read_json(&full)), without_timings(read_json(&resumed)));
@@ -297,6 +297,12 @@ fn plots_render_for_each_task_and_grove_plot_redraws_them() {
         for n in names {
             assert_png(&dir.join(format!("{n}.png")));
             assert_svg(&dir.join(format!("{n}.svg")));
+        }
+    }
+    // The report holds what the fitness plot draws: best, mean, mean and median size.
+    for g in read_json(&r1)["generations"].as_array().unwrap() {
+        for key in ["best", "mean", "mean_size", "median_size"] {
+            assert!(g[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {g}");
         }
     }
     let again = d.join("again");

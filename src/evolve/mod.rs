@@ -583,7 +583,9 @@ mod tests {
     }
 
     /// A stopped run, saved through JSON and resumed, ends exactly as an uninterrupted one.
-    fn stop_and_resume(run: &dyn Fn(Option<Resume>, &mut dyn Observer) -> anyhow::Result<Outcome>) {
+    type RunFrom<'a> = dyn Fn(Option<Resume>, &mut dyn Observer) -> anyhow::Result<Outcome> + 'a;
+
+    fn stop_and_resume(run: &RunFrom<'_>) {
         let whole = run(None, &mut |_: &GenerationStats, _: &Best| {}).unwrap();
         let mut obs = StopAt { stop_at: 4, seen: 0, saved: None };
         let err = run(None, &mut obs).unwrap_err();

@@ -105,6 +105,13 @@ pub struct Chart {
     pub log_y: bool,
     /// Draw the line y = x.
     pub diagonal: bool,
+    /// Put the legend at the lower right (else the upper right).
+    pub legend_low: bool,
+}
+
+/// Tick text: whole numbers without a fraction, others as plotters would.
+fn tick(v: &f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{v:.0}") } else { format!("{v}") }
 }
 
 fn range(v: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
@@ -134,7 +141,7 @@ where
     macro_rules! body {
         ($chart:expr) => {{
             let mut ch = $chart;
-            ch.configure_mesh().x_desc(&c.x).y_desc(&c.y).label_style(("sans-serif", 14)).draw().map_err(err)?;
+            ch.configure_mesh().x_desc(&c.x).y_desc(&c.y).x_label_formatter(&tick).label_style(("sans-serif", 14)).draw().map_err(err)?;
             if c.diagonal {
                 ch.draw_series(LineSeries::new([(x0, x0), (x1, x1)], BLACK.mix(0.4))).map_err(err)?;
             }
@@ -153,7 +160,7 @@ where
                     .background_style(WHITE.mix(0.85))
                     .border_style(BLACK.mix(0.3))
                     .label_font(("sans-serif", 14))
-                    .position(SeriesLabelPosition::UpperRight)
+                    .position(if c.legend_low { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperRight })
                     .draw()
                     .map_err(err)?;
             }

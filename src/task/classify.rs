@@ -378,7 +378,7 @@ pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions)
     } else {
         outputs(&best.nodes, n_outputs, &names, Style::Infix)
     };
-    let generations = super::regression::generations_json(&outcome.history);
+    let generations = super::regression::generations_json(&outcome.history, &observer.median_sizes);
     let show = |nodes: &[Node], style: Style| {
         if n_outputs == 0 { render(nodes, &names, style) } else { outputs(nodes, n_outputs, &names, style).join("; ") }
     };

@@ -1,5 +1,6 @@
 //! The plots of a run, drawn from its report alone (`--plots DIR` at the end of a run, `grove
-//! plot REPORT.json` afterwards): fitness over generations for every task, the hall of fame's
+//! plot REPORT.json` afterwards): fitness over generations for every task (best and mean;
+//! mean and median program size), the hall of fame's
 //! Pareto front, predicted against actual for regression (the data is reloaded from the
 //! report's settings and the saved model applied), the test confusion matrix for
 //! classification. A new task gets the fitness curve by writing `generations` in its report;
@@ -58,14 +59,19 @@ pub fn write_all(report: &Value, dir: &Path) -> Result<Vec<PathBuf>> {
                 ],
                 log_y: sign > 0.0,
                 diagonal: false,
+                legend_low: false,
             },
             Chart {
-                title: "mean program size".into(),
+                title: "program size".into(),
                 x: "generation".into(),
                 y: "nodes".into(),
-                series: vec![Series { name: "mean size".into(), points: curve("mean_size").into_iter().map(|(x, y)| (x, sign * y)).collect(), dots: false }],
+                series: vec![
+                    Series { name: "mean size".into(), points: curve("mean_size").into_iter().map(|(x, y)| (x, sign * y)).collect(), dots: false },
+                    Series { name: "median size".into(), points: curve("median_size").into_iter().map(|(x, y)| (x, sign * y)).collect(), dots: false },
+                ],
                 log_y: false,
                 diagonal: false,
+                legend_low: true,
             },
         ]),
     )?);
@@ -83,6 +89,7 @@ pub fn write_all(report: &Value, dir: &Path) -> Result<Vec<PathBuf>> {
                 ],
                 log_y: true,
                 diagonal: false,
+                legend_low: false,
             }),
         )?);
     }
@@ -124,6 +131,7 @@ fn predicted_vs_actual(report: &Value, dir: &Path, title: &str) -> Result<Vec<Pa
             series,
             log_y: false,
             diagonal: true,
+            legend_low: true,
         }),
     )
 }

@@ -257,8 +257,10 @@ impl EvolveSettings {
     /// `grove evolve`'s defaults with no flags (no representation: set `grammar` or
     /// `functions`).
     pub fn cli_default() -> Self {
-        let mut s = Self::default();
-        s.engine = crate::evolve::EngineConfig { pop_size: 3000, generations: 100, seed: 1, tournament: 3, elite: 1, max_len: 128 };
+        let mut s = Self {
+            engine: crate::evolve::EngineConfig { pop_size: 3000, generations: 100, seed: 1, tournament: 3, elite: 1, max_len: 128 },
+            ..Self::default()
+        };
         s.map.max_depth = 17;
         s.init.max_depth = 8;
         s.vary.mutation = 0.02;
@@ -317,13 +319,14 @@ pub fn fame_rows(
         .collect()
 }
 
-/// The generations of a run as the report holds them.
-pub fn generations_json(history: &[crate::evolve::GenerationStats]) -> Vec<serde_json::Value> {
+/// The generations of a run as the report holds them (`median_sizes` by generation).
+pub fn generations_json(history: &[crate::evolve::GenerationStats], median_sizes: &[f64]) -> Vec<serde_json::Value> {
     history
         .iter()
         .map(|s| {
             serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
                 "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
+                "median_size": median_sizes.get(s.generation).copied().map(crate::report::num),
                 "invalid": s.invalid, "seconds": s.seconds})
         })
         .collect()
@@ -405,7 +408,7 @@ pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> 
         serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
                            "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
     };
-    let generations = generations_json(&outcome.history);
+    let generations = generations_json(&outcome.history, &observer.median_sizes);
     let linear = settings.regression.linear_scaling;
     let fame = fame_rows(&observer.hof, settings.regression.parsimony, |nodes| {
         let (a, b) = scaling(nodes, &train, linear)?;

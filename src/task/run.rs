@@ -3,6 +3,7 @@
 //! checkpoint file itself (settings + engine state + hall of fame, written atomically).
 
 use std::path::{Path, PathBuf};
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -89,6 +90,9 @@ pub struct Checkpoint {
     pub hall_of_fame: Vec<SavedEntry>,
     /// Node evaluations so far (timing).
     pub node_evaluations: f64,
+    /// Median program size of each generation so far (0 where none was valid).
+    #[serde(default)]
+    pub median_sizes: Vec<f64>,
 }
 
 impl Checkpoint {
@@ -119,20 +123,7 @@ impl Checkpoint {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed to
-/// disk, then renamed over `path`, so a crash leaves the old file or the new one, never half.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("grove");
-    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(bytes).and_then(|_| f.sync_all()).with_context(|| format!("cannot write {}", tmp.display()))?;
-    drop(f);
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", path.display()))?;
-    Ok(())
-}
+pub use crate::report::write_atomic;
 
 /// The observer of a task's run: progress, node-evaluation count, hall of fame, checkpoints
 /// and the stop request.
@@ -144,6 +135,8 @@ pub struct RunObserver<'a> {
     pop_size: usize,
     /// The hall of fame.
     pub hof: HallOfFame,
+    /// Median size of the valid programs of each generation (0 where none was valid).
+    pub median_sizes: Vec<f64>,
     opts: &'a RunOptions,
     experiment: &'a Experiment,
     verbose: bool,
@@ -156,9 +149,9 @@ impl<'a> RunObserver<'a> {
             Experiment::Evolve(s) => &s.engine,
             Experiment::Classify(s) => &s.engine,
         };
-        let (hof, evals) = match &opts.resume {
-            Some(c) => (c.hall_of_fame()?, c.node_evaluations),
-            None => (HallOfFame::default(), 0.0),
+        let (hof, evals, median_sizes) = match &opts.resume {
+            Some(c) => (c.hall_of_fame()?, c.node_evaluations, c.median_sizes.clone()),
+            None => (HallOfFame::default(), 0.0, Vec::new()),
         };
         Ok(Self {
             progress: crate::report::progress::Progress::new(engine.generations, opts.quiet || opts.verbose),
@@ -166,6 +159,7 @@ impl<'a> RunObserver<'a> {
             points: points as f64,
             pop_size: engine.pop_size,
             hof,
+            median_sizes,
             opts,
             experiment,
             verbose: opts.verbose && !opts.quiet,
@@ -206,6 +200,17 @@ impl Observer for RunObserver<'_> {
 
     fn evaluated(&mut self, generation: usize, pop: &Population, fitness: &[f64]) {
         self.hof.update(generation, pop, fitness);
+        let mut sizes: Vec<u16> =
+            pop.len.iter().zip(fitness).filter(|(n, f)| **n > 0 && crate::select::key(**f).is_finite()).map(|(n, _)| *n).collect();
+        let median = match sizes.len() {
+            0 => 0.0,
+            n => {
+                sizes.sort_unstable();
+                if n % 2 == 1 { sizes[n / 2] as f64 } else { (sizes[n / 2 - 1] as f64 + sizes[n / 2] as f64) / 2.0 }
+            }
+        };
+        self.median_sizes.truncate(generation);
+        self.median_sizes.push(median);
     }
 
     fn wants_snapshot(&mut self, generation: usize) -> bool {
@@ -234,6 +239,7 @@ impl Observer for RunObserver<'_> {
                 })
                 .collect(),
             node_evaluations: self.evals,
+            median_sizes: self.median_sizes.clone(),
         };
         let text = serde_json::to_vec(&c).context("cannot encode the checkpoint")?;
         write_atomic(path, &text).with_context(|| format!("cannot save the checkpoint {}", path.display()))?;
