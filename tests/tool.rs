@@ -192,6 +192,11 @@ fn experiment_files_take_the_command_line_defaults_and_flags_override_them() {
     let cli = <grove::cli::Cli as clap::Parser>::try_parse_from(["grove", "classify", "--device", "auto"]).unwrap();
     let grove::cli::Command::Classify(args) = cli.command else { panic!() };
     assert_eq!(args.settings().unwrap(), k);
+    let (c, v) = parse_ron("Classify(grammar: \"grammars/classify.bnf\", engine: (seed: 4))", "t").unwrap();
+    let Experiment::Classify(k) = Experiment::from_parts(&c, v, "t").unwrap() else { panic!() };
+    let cli = <grove::cli::Cli as clap::Parser>::try_parse_from(["grove", "classify", "-g", "grammars/classify.bnf", "--seed", "4", "--device", "auto"]).unwrap();
+    let grove::cli::Command::Classify(args) = cli.command else { panic!() };
+    assert_eq!(args.settings().unwrap(), k, "a grammar replaces the default function set");
 
     let d = dir("override");
     let f = d.join("e.ron");

@@ -71,6 +71,10 @@ impl Experiment {
     pub fn from_parts(command: &str, given: Value, origin: &str) -> Result<Experiment> {
         let mut merged = Self::defaults(command)?;
         anyhow::ensure!(given.is_object(), "{origin}: the settings must be a block of `name: value` fields");
+        // As on the command line, a classifier given a grammar has no default function set.
+        if command == "classify" && given.get("grammar").is_some_and(|g| !g.is_null()) && given.get("functions").is_none() {
+            merged["functions"] = Value::Null;
+        }
         merge(&mut merged, given);
         let exp = match command {
             "evolve" => Experiment::Evolve(strict(merged, origin)?),
@@ -97,6 +101,14 @@ impl Experiment {
     }
 
     /// The evolution settings every command has.
+    pub fn engine(&self) -> &crate::evolve::EngineConfig {
+        match self {
+            Experiment::Evolve(s) => &s.engine,
+            Experiment::Classify(s) => &s.engine,
+        }
+    }
+
+    /// The evolution settings every command has, to change.
     pub fn engine_mut(&mut self) -> &mut crate::evolve::EngineConfig {
         match self {
             Experiment::Evolve(s) => &mut s.engine,

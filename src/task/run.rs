@@ -145,10 +145,7 @@ pub struct RunObserver<'a> {
 impl<'a> RunObserver<'a> {
     /// An observer for a run of `experiment` scoring each program on `points` data points.
     pub fn new(experiment: &'a Experiment, opts: &'a RunOptions, points: usize) -> Result<Self> {
-        let engine = match experiment {
-            Experiment::Evolve(s) => &s.engine,
-            Experiment::Classify(s) => &s.engine,
-        };
+        let engine = experiment.engine();
         let (hof, evals, median_sizes) = match &opts.resume {
             Some(c) => (c.hall_of_fame()?, c.node_evaluations, c.median_sizes.clone()),
             None => (HallOfFame::default(), 0.0, Vec::new()),
