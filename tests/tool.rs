@@ -319,6 +319,16 @@ fn plots_render_for_each_task_and_grove_plot_redraws_them() {
     let bad = d.join("bad.json");
     std::fs::write(&bad, "{}").unwrap();
     assert_one_line_error(&grove(&["plot", s(&bad)]), &["no `generations`"]);
+    // A report whose data file is gone still gets its other plots, and a note says why one is missing.
+    let mut moved = read_json(&r1);
+    moved["settings"]["data"] = "gone/data.csv".into();
+    let moved_path = d.join("moved.json");
+    std::fs::write(&moved_path, moved.to_string()).unwrap();
+    let out = grove(&["plot", s(&moved_path), "--out", s(&d.join("moved"))]);
+    assert_ok(&out);
+    assert_eq!(text(&out.stdout).lines().count(), 4, "fitness and pareto");
+    let e = text(&out.stderr);
+    assert!(e.starts_with("note: no predicted-against-actual plot") && e.contains("gone/data.csv") && e.lines().count() == 1, "{e}");
 }
 
 #[test]
@@ -487,4 +497,10 @@ fn render_draws_robots_as_svg_strips_and_gif_animations() {
     let rep = d.join("r.json");
     std::fs::write(&rep, "{\"command\": \"evolve\"}").unwrap();
     assert_one_line_error(&grove(&["render", "--env", "hopper", "--policy", s(&rep), "--out", s(&svg)]), &["grove control", "--actions"]);
+}
+
+#[test]
+fn the_command_line_definition_is_consistent() {
+    // clap checks these only in debug builds; CI tests release builds.
+    <grove::cli::Cli as clap::CommandFactory>::command().debug_assert();
 }
