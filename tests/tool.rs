@@ -354,6 +354,30 @@ fn the_hall_of_fame_is_a_pareto_front_of_error_against_size() {
     assert_eq!(last["loss"].as_f64(), r["best"]["fitness"].as_f64());
     assert_eq!(last["equation"], r["best"]["infix"]);
     assert_eq!(last["complexity"], r["best"]["size"]);
+    // The sympy column parses with sympy (given render's prelude) and evaluates as grove does.
+    let has_sympy = Command::new("python3").args(["-c", "import sympy"]).output().is_ok_and(|o| o.status.success());
+    if !has_sympy {
+        eprintln!("skipped: python3 with sympy is not installed");
+        return;
+    }
+    let pts = d.join("pts.csv");
+    std::fs::write(&pts, "x0,x1\n0.5,-1.5\n2,3\n-4,0.25\n").unwrap();
+    let want: Vec<f64> = grove_predictions(&rep, &pts).iter().map(|p| p.parse().unwrap()).collect();
+    let script = format!(
+        "import csv, sympy\nenv = {{'sympy': sympy}}\nexec({:?}, env)\nrows = list(csv.DictReader(open({:?})))\n\
+         for r in rows:\n    sympy.sympify(r['sympy'], locals=env)\n\
+         e = sympy.sympify(rows[-1]['sympy'], locals=env)\nx0, x1 = sympy.symbols('x0 x1')\n\
+         for a, b in [(0.5, -1.5), (2, 3), (-4, 0.25)]:\n    print(float(e.subs({{x0: a, x1: b}})))\n",
+        grove::program::render::SYMPY_PRELUDE,
+        s(&csv)
+    );
+    let out = Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let got: Vec<f64> = text(&out.stdout).lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(got.len(), 3);
+    for (g, w) in got.iter().zip(&want) {
+        assert!(close(*g, *w), "sympy {g} vs grove {w}");
+    }
 }
 
 /// Runs `grove predict` on `csv` and returns its predictions.
