@@ -118,9 +118,9 @@ pub struct RunFlags {
     /// with `grove run --resume PATH`).
     #[arg(long, value_name = "PATH")]
     pub checkpoint: Option<PathBuf>,
-    /// Generations between checkpoints.
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub checkpoint_every: usize,
+    /// Generations between checkpoints (default 10; a resumed run keeps its own).
+    #[arg(long, value_name = "N")]
+    pub checkpoint_every: Option<usize>,
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -401,7 +401,8 @@ fn evolve(args: &EvolveArgs) -> Result<ExitCode> {
 /// checkpoints are on), then writes the report, hall of fame and plots and prints the summary.
 pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<ExitCode> {
     use crate::task::run::{RunOptions, fame_csv, write_atomic};
-    anyhow::ensure!(flags.checkpoint_every >= 1, "--checkpoint-every must be at least 1");
+    let every = flags.checkpoint_every.or(resume.as_ref().map(|r| r.1.checkpoint_every)).unwrap_or(10);
+    anyhow::ensure!(every >= 1, "--checkpoint-every must be at least 1");
     let checkpoint = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
     let stop = match &checkpoint {
         Some(_) => Some(ctrl_c_flag()?),
@@ -411,7 +412,7 @@ pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf
         quiet: flags.quiet,
         verbose: flags.verbose,
         checkpoint,
-        checkpoint_every: flags.checkpoint_every,
+        checkpoint_every: every,
         resume: resume.map(|r| r.1),
         stop,
     };

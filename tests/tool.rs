@@ -123,6 +123,9 @@ fn checkpoints_every_n_generations_resume_exactly_for_classification_by_grammar(
     assert_eq!(read_json(&ck)["state"]["generation"], 4, "the last checkpoint is taken before generation 4");
     assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "6", "--report", s(&resumed), "-q"]));
     assert_eq!(without_timings(read_json(&full)), without_timings(read_json(&resumed)));
+    // The resumed run kept checkpointing every 2 generations, into the same file.
+    let again = read_json(&ck);
+    assert_eq!((again["state"]["generation"].as_u64(), again["checkpoint_every"].as_u64()), (Some(6), Some(2)));
 }
 
 #[test]

@@ -93,6 +93,13 @@ pub struct Checkpoint {
     /// Median program size of each generation so far (0 where none was valid).
     #[serde(default)]
     pub median_sizes: Vec<f64>,
+    /// Generations between checkpoints (a resumed run keeps it).
+    #[serde(default = "ten")]
+    pub checkpoint_every: usize,
+}
+
+fn ten() -> usize {
+    10
 }
 
 impl Checkpoint {
@@ -237,6 +244,7 @@ impl Observer for RunObserver<'_> {
                 .collect(),
             node_evaluations: self.evals,
             median_sizes: self.median_sizes.clone(),
+            checkpoint_every: self.opts.checkpoint_every,
         };
         let text = serde_json::to_vec(&c).context("cannot encode the checkpoint")?;
         write_atomic(path, &text).with_context(|| format!("cannot save the checkpoint {}", path.display()))?;
