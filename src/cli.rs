@@ -450,6 +450,34 @@ pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf
     Ok(ExitCode::SUCCESS)
 }
 
+/// Runs a task on `threads` worker threads, writes its report and prints its summary: the
+/// older path, kept for a command not yet expressed as an [`Experiment`] (control, until it
+/// becomes a variant and goes through [`run_experiment`], which adds plots, the hall of fame
+/// and checkpoints).
+#[allow(dead_code)]
+fn finish_run(
+    threads: Option<usize>,
+    report: Option<&std::path::Path>,
+    run: impl FnOnce() -> Result<crate::task::regression::EvolveResult> + Send,
+) -> Result<ExitCode> {
+    let result = match threads {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .context("cannot start worker threads")?
+            .install(run)?,
+        None => run()?,
+    };
+    if let Some(path) = report {
+        crate::report::write_json_atomic(path, &result.report)?;
+    }
+    println!("{}", result.summary);
+    if let Some(path) = report {
+        println!("report        {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// A flag Ctrl-C sets: the run saves a checkpoint and stops between generations. A second
 /// Ctrl-C quits at once (exit status 130). The handler is installed once per process; later
 /// calls get the same flag, cleared.
