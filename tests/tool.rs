@@ -322,6 +322,18 @@ fn plots_render_for_each_task_and_grove_plot_redraws_them() {
     let bad = d.join("bad.json");
     std::fs::write(&bad, "{}").unwrap();
     assert_one_line_error(&grove(&["plot", s(&bad)]), &["no `generations`"]);
+    // A control report (returns, higher is better; `grove control` writes these) gets the
+    // fitness curve as returns.
+    let ctl = d.join("control.json");
+    let gens: Vec<Value> = (0..5).map(|g| serde_json::json!({"generation": g, "best_return": 10.0 * g as f64 - 3.0,
+        "mean_return": 2.0 * g as f64 - 8.0, "mean_size": 12.0, "invalid": 0, "seconds": 0.1})).collect();
+    std::fs::write(&ctl, serde_json::json!({"settings": {"env": "swimmer"}, "generations": gens, "policy": {}}).to_string()).unwrap();
+    let out = grove(&["plot", s(&ctl), "--out", s(&d.join("ctl"))]);
+    assert_ok(&out);
+    assert_eq!(text(&out.stdout).lines().count(), 2, "{}", text(&out.stdout));
+    assert_png(&d.join("ctl/fitness.png"));
+    let svg = std::fs::read_to_string(d.join("ctl/fitness.svg")).unwrap();
+    assert!(svg.contains("return over generations") && svg.contains("control · swimmer"), "the axis says return");
     // A report whose data file is gone still gets its other plots, and a note says why one is missing.
     let mut moved = read_json(&r1);
     moved["settings"]["data"] = "gone/data.csv".into();

@@ -4,7 +4,8 @@
 //! Pareto front, predicted against actual for regression (the data is reloaded from the
 //! report's settings and the saved model applied), the test confusion matrix for
 //! classification. A new task gets the fitness curve by writing `generations` in its report;
-//! `fitness_label` names its axis (control: "return" with `fitness_sign: -1`).
+//! `fitness_label` names its axis and `fitness_sign: -1` turns a minimised −return back into a
+//! return; generations holding `best_return` / `mean_return` (control's reports) plot as returns.
 
 use std::path::{Path, PathBuf};
 
@@ -42,10 +43,15 @@ fn fitness_label(report: &Value) -> String {
 pub fn write_all(report: &Value, dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let gens = report["generations"].as_array().context("the report has no `generations`")?;
-    let sign = report.get("fitness_sign").and_then(Value::as_f64).unwrap_or(1.0);
-    let label = fitness_label(report);
+    // Control reports hold returns (higher is better) as `best_return` and `mean_return`.
+    let returns = gens.first().is_some_and(|g| g.get("best_return").is_some());
+    let (best_key, mean_key) = if returns { ("best_return", "mean_return") } else { ("best", "mean") };
+    let sign = if returns { 1.0 } else { report.get("fitness_sign").and_then(Value::as_f64).unwrap_or(1.0) };
+    let label = if returns { "return".to_string() } else { fitness_label(report) };
     let curve = |key: &str| -> Vec<(f64, f64)> { gens.iter().map(|g| (f(&g["generation"]), sign * f(&g[key]))).collect() };
-    let title = format!("{} · {}", report["command"].as_str().unwrap_or("run"), report["settings"]["data"].as_str().unwrap_or(""));
+    let command = report["command"].as_str().unwrap_or(if report.get("policy").is_some() { "control" } else { "run" });
+    let what = report["settings"]["data"].as_str().or(report["settings"]["env"].as_str()).unwrap_or("");
+    let title = format!("{command} · {what}");
     out.extend(save(
         &dir.join("fitness"),
         &Figure::Stack(vec![
@@ -54,10 +60,10 @@ pub fn write_all(report: &Value, dir: &Path) -> Result<Vec<PathBuf>> {
                 x: "generation".into(),
                 y: label.clone(),
                 series: vec![
-                    Series { name: "best".into(), points: curve("best"), dots: false },
-                    Series { name: "mean".into(), points: curve("mean"), dots: false },
+                    Series { name: "best".into(), points: curve(best_key), dots: false },
+                    Series { name: "mean".into(), points: curve(mean_key), dots: false },
                 ],
-                log_y: sign > 0.0,
+                log_y: !returns && sign > 0.0,
                 diagonal: false,
                 legend_low: false,
             },

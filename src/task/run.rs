@@ -257,6 +257,10 @@ impl Observer for RunObserver<'_> {
     fn stop_requested(&self) -> bool {
         self.opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst))
     }
+
+    fn checkpointing(&self) -> bool {
+        self.opts.checkpoint.is_some()
+    }
 }
 
 /// One row of the hall of fame as reports and CSV files hold it.
