@@ -382,3 +382,44 @@ extern "C" __global__ void grove_argmin_final(GroveGenParams p, const GroveArgmi
         stats->n_valid = m.n_valid;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Per size n (1 .. L): the best valid fitness of the generation (as an ordered integer: the
+// total order of the key) and the lowest index reaching it, and how many valid individuals
+// have n nodes: the hall of fame's and the median size's view of a generation (evolve/hof.rs,
+// task/run.rs) without copying the population. Three launches: reset, keys, indices.
+
+// f64 total order as an unsigned integer (ascending).
+__device__ __forceinline__ unsigned long long grove_ordered_u64(double f) {
+    const unsigned long long b = (unsigned long long)__double_as_longlong(f);
+    return (b >> 63) ? ~b : (b | 0x8000000000000000ull);
+}
+
+extern "C" __global__ void grove_sizes_reset(GroveGenParams p, unsigned long long* best_key, unsigned* best_idx, unsigned* hist) {
+    const unsigned n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n > p.max_len) return;
+    best_key[n] = 0xFFFFFFFFFFFFFFFFull;
+    best_idx[n] = 0xFFFFFFFFu;
+    hist[n] = 0;
+}
+
+extern "C" __global__ void grove_sizes_keys(GroveGenParams p, const double* fit, const unsigned short* lens,
+                                            unsigned long long* best_key, unsigned* hist) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.n) return;
+    const unsigned len = lens[t];
+    const double k = grove_key(fit[t]);
+    if (len == 0 || len > p.max_len || !isfinite(k)) return;
+    atomicMin(&best_key[len], grove_ordered_u64(k));
+    atomicAdd(&hist[len], 1u);
+}
+
+extern "C" __global__ void grove_sizes_index(GroveGenParams p, const double* fit, const unsigned short* lens,
+                                             const unsigned long long* best_key, unsigned* best_idx) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.n) return;
+    const unsigned len = lens[t];
+    const double k = grove_key(fit[t]);
+    if (len == 0 || len > p.max_len || !isfinite(k)) return;
+    if (grove_ordered_u64(k) == best_key[len]) atomicMin(&best_idx[len], t);
+}

@@ -134,7 +134,7 @@ fn the_device_loop_equals_the_host_loop() {
         let task = Regression { backend: &gpu, data, config: reg };
         let rep = TreeSettings::default().rep(functions, train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
-        let (a, tr) = device::run_trees(&cfg, &rep, &d, &mut |_, _| {}).unwrap();
+        let (a, tr) = device::run_trees(&cfg, &rep, &d, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
         let b = run_trees_on_host(&cfg, &rep, &task, &mut |_, _| {}).unwrap();
         let what = format!("{functions} {cfg:?} {reg:?}");
         assert_eq!(a.best, b.best, "{what}: best program");
@@ -178,7 +178,7 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
         let rep = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, n_out, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
-        let (a, tr) = device::run_trees(&cfg, &rep, &d, &mut |_, _| {}).unwrap();
+        let (a, tr) = device::run_trees(&cfg, &rep, &d, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
         let b = run_trees_on_host(&cfg, &rep, &task, &mut |_, _| {}).unwrap();
         let what = format!("{data} {fitness:?} binary={binary}");
         assert_eq!(a.best, b.best, "{what}: best program");

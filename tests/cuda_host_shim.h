@@ -62,8 +62,8 @@ inline long long __double_as_longlong(double d) { long long u; std::memcpy(&u, &
 inline double __longlong_as_double(long long u) { double d; std::memcpy(&d, &u, 8); return d; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned old = *p; *p += v; return old; }
 // Real threads share a block's static memory here: a true atomic.
-inline unsigned atomicMin(unsigned* p, unsigned v) {
-    unsigned old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
+template <typename T> inline T atomicMin(T* p, T v) {
+    T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);
     while (v < old && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {}
     return old;
 }

@@ -1161,3 +1161,36 @@ fn emulated_classification_fitness_matches_the_task() {
         }
     }
 }
+
+#[test]
+fn emulated_size_summary_matches_the_host() {
+    use grove::backend::cuda::kernels::GenParams;
+    type ResetFn = unsafe extern "C" fn(GenParams, *mut u64, *mut u32, *mut u32);
+    type KeysFn = unsafe extern "C" fn(GenParams, *const f64, *const u16, *mut u64, *mut u32);
+    type IndexFn = unsafe extern "C" fn(GenParams, *const f64, *const u16, *const u64, *mut u32);
+    let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_size_summary_matches_the_host: no g++") };
+    let reset: ResetFn = Emulator::get(&e.generation, kernels::SIZES_RESET);
+    let keys: KeysFn = Emulator::get(&e.generation, kernels::SIZES_KEYS);
+    let index: IndexFn = Emulator::get(&e.generation, kernels::SIZES_INDEX);
+    let l = 20usize;
+    for (c, fit) in fitness_cases().into_iter().enumerate() {
+        let p = fit.len();
+        let lens: Vec<u16> = (0..p).map(|i| ((i * 7 + c) % (l + 1)) as u16).collect();
+        let params = GenParams { n: p as u32, max_len: l as u32, ..GenParams::default() };
+        let (mut key, mut idx, mut hist) = (vec![7u64; l + 1], vec![7u32; l + 1], vec![7u32; l + 1]);
+        let (kp, ip, hp) = (key.as_mut_ptr(), idx.as_mut_ptr(), hist.as_mut_ptr());
+        // SAFETY (all three): the buffers hold L + 1 entries, fit and lens P; one thread each.
+        Emulator::launch(&e.generation, l + 1, || unsafe { reset(params, kp, ip, hp) });
+        Emulator::launch(&e.generation, p, || unsafe { keys(params, fit.as_ptr(), lens.as_ptr(), kp, hp) });
+        Emulator::launch(&e.generation, p, || unsafe { index(params, fit.as_ptr(), lens.as_ptr(), kp, ip) });
+        for n in 0..=l {
+            let valid: Vec<usize> = (0..p).filter(|&i| lens[i] as usize == n && n > 0 && select::key(fit[i]).is_finite()).collect();
+            assert_eq!(hist[n] as usize, valid.len(), "case {c} size {n}: count");
+            let want = valid.iter().copied().min_by(|&a, &b| fit[a].total_cmp(&fit[b]).then(a.cmp(&b)));
+            match want {
+                None => assert_eq!(idx[n], u32::MAX, "case {c} size {n}"),
+                Some(i) => assert_eq!(idx[n], i as u32, "case {c} size {n}: first of the best ({})", fit[i]),
+            }
+        }
+    }
+}

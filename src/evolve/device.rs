@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 
-use super::{Best, EngineConfig, GenerationStats, Outcome, TreeRep};
+use super::{Best, EngineConfig, GenerationStats, Observer, Outcome, Resume, Snapshot, TreeRep};
 use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset};
 use crate::task::classify::ClassFitness;
 use crate::task::regression::RegressionConfig;
@@ -83,8 +83,19 @@ pub struct Transfers {
     pub best_trees: usize,
     /// Their bytes.
     pub best_tree_bytes: usize,
-    /// Population data (trees or fitness) copied to the host between generations: none.
+    /// Per-size summaries (hall of fame, median size), one per generation.
+    pub size_summaries: usize,
+    /// Their bytes.
+    pub size_summary_bytes: usize,
+    /// Per-size winners copied back for the hall of fame (improvements only).
+    pub hall_of_fame_trees: usize,
+    /// Population data (trees or fitness) copied to the host between generations: none,
+    /// unless a checkpoint was taken (then [`Self::snapshot_bytes`]).
     pub population_bytes_between_generations: usize,
+    /// Populations copied back for checkpoints.
+    pub snapshots: usize,
+    /// Their bytes (also counted in [`Self::population_bytes_between_generations`]).
+    pub snapshot_bytes: usize,
     /// The last population and its fitness, copied once the run has ended (for the outcome).
     pub final_population_bytes: usize,
 }
@@ -96,12 +107,16 @@ pub fn supports(cfg: &EngineConfig) -> bool {
     cfg.pop_size > 0 && cfg.pop_size <= u32::MAX as usize / 2 && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
 }
 
-/// Runs tree GP on the device. `observe` sees every generation's statistics and the best so far.
+/// Runs tree GP on the device, from the start or from `resume`. `observer` sees every
+/// generation's statistics and the best so far, each generation by size
+/// ([`Observer::evaluated_sizes`]), and may take snapshots (the population is then copied back,
+/// and counted) and stop the run between generations, as in the host loop.
 pub fn run_trees(
     cfg: &EngineConfig,
     rep: &TreeRep,
     task: &DeviceTask<'_>,
-    observe: &mut dyn FnMut(&GenerationStats, &Best),
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
 ) -> Result<(Outcome, Transfers)> {
     rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
     rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
@@ -113,7 +128,23 @@ pub fn run_trees(
     let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
     let mut tr = Transfers::default();
 
-    let mut pop = e.init_trees(spec, p, cfg.seed)?;
+    let (mut pop, mut best, mut history, mut gen) = match resume {
+        None => (
+            e.init_trees(spec, p, cfg.seed)?,
+            Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None },
+            Vec::with_capacity(cfg.generations + 1),
+            0usize,
+        ),
+        Some(r) => {
+            super::check_resume(cfg, &r)?;
+            let host = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
+            anyhow::ensure!(
+                host.size() == p && host.max_len == spec.max_len && host.n_outputs == spec.n_outputs,
+                "the checkpoint's trees do not fit these settings"
+            );
+            (e.upload_population(&host)?, r.best, r.history, r.generation)
+        }
+    };
     let mut next = e.alloc_population(p, spec.max_len, spec.n_outputs)?;
     let mut order = e.alloc_tree_order(p)?;
     let mut mail = e.alloc_mailbox()?;
@@ -130,15 +161,17 @@ pub fn run_trees(
     };
     let mut es = e.alloc_elite_scratch(p)?;
     let mut fit = e.alloc_fitness(p)?;
+    let mut sizes = e.alloc_size_scratch(spec.max_len)?;
+    let size_bytes = (spec.max_len + 1) * 16;
+    // The best fitness of each size over the generations so far: only programs that beat it
+    // are copied back for the observer's hall of fame.
+    let mut size_best = vec![f64::INFINITY; spec.max_len + 1];
     e.order_trees(&pop, &mut order, &mut mail)?;
     let r = e.read_mailbox(&mail)?;
     tr.mailbox_reads += 1;
     tr.mailbox_bytes += mailbox_bytes;
     order.set_counts(&r, p)?;
 
-    let mut best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
-    let mut history = Vec::with_capacity(cfg.generations + 1);
-    let mut gen = 0usize;
     // GROVE_LOOP_PROFILE=1: wait for the device after every step and print where the time went
     // (for tuning; the waits themselves cost a little).
     let mut prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
@@ -152,6 +185,7 @@ pub fn run_trees(
         }
         prof.mark(e, "evaluate")?;
         let elite = e.elite_and_stats(&fit, &pop, n_elite, &mut es, &mut mail)?;
+        e.size_summary(&fit, &pop, &mut sizes)?;
         prof.mark(e, "elite and statistics")?;
         let last = gen == cfg.generations;
         if !last {
@@ -179,6 +213,24 @@ pub fn run_trees(
             tr.best_tree_bytes += 2 + nodes.len() * 6;
             best = Best { fitness: s.best, nodes, generation: gen, genome: None };
         }
+        let summary = e.read_size_summary(&sizes)?;
+        tr.size_summaries += 1;
+        tr.size_summary_bytes += size_bytes;
+        let mut improved = Vec::new();
+        for (n, b) in summary.best.iter().enumerate() {
+            if let Some((f, i)) = *b {
+                if f < size_best[n] {
+                    size_best[n] = f;
+                    improved.push((f, i));
+                }
+            }
+        }
+        let idx: Vec<u32> = improved.iter().map(|&(_, i)| i).collect();
+        let trees = e.download_trees(&pop, &idx)?;
+        tr.hall_of_fame_trees += trees.len();
+        let winners: Vec<(f64, Vec<crate::program::tree::Node>)> = improved.iter().map(|&(f, _)| f).zip(trees).collect();
+        observer.evaluated_sizes(gen, &winners, &summary.counts);
+        prof.mark(e, "hall of fame")?;
         let stats = GenerationStats {
             generation: gen,
             best: if s.best.is_finite() && n > 0 { s.best } else { f64::INFINITY },
@@ -187,7 +239,7 @@ pub fn run_trees(
             invalid: p - n,
             seconds: t0.elapsed().as_secs_f64(),
         };
-        observe(&stats, &best);
+        observer.generation(&stats, &best);
         history.push(stats);
         if last {
             break;
@@ -195,6 +247,20 @@ pub fn run_trees(
         order.set_counts(&r, p)?;
         std::mem::swap(&mut pop, &mut next);
         gen += 1;
+        // Between generations (as `between_generations`, which needs the trees on the host):
+        // a snapshot when asked or before a stop, copying the next generation back.
+        let stop = observer.stop_requested();
+        if stop || observer.wants_snapshot(gen) {
+            let h = e.download_population(&pop)?;
+            let bytes = h.op.len() * 8 + h.len.len() * 2;
+            tr.snapshots += 1;
+            tr.snapshot_bytes += bytes;
+            tr.population_bytes_between_generations += bytes;
+            observer.snapshot(&Snapshot { generation: gen, genomes: None, population: Some(&h), best: &best, history: &history })?;
+        }
+        if stop {
+            return Err(super::Interrupted { generation: gen }.into());
+        }
     }
     prof.print();
     let population = e.download_population(&pop)?;

@@ -1,11 +1,15 @@
 //! The generation loop, written once for both representations: grammatical evolution (genomes
 //! mapped through a grammar to trees) and tree GP (trees varied directly). A task supplies the
 //! fitness of a population; the loop evaluates, keeps statistics and the best program, selects
-//! and breeds, and reports each generation to an observer (progress bar, report, checkpoint).
+//! and breeds, and reports each generation to an [`Observer`] (progress bar, hall of fame,
+//! checkpoints), which may ask for a [`Snapshot`] of the state between generations and may stop
+//! the run; `run_*_from` continue from a [`Resume`] exactly as the uninterrupted run would.
 //!
 //! Fitness is minimised; `+inf` (or NaN) marks an invalid individual, which never breeds.
 
+pub mod checkpoint;
 pub mod device;
+pub mod hof;
 
 use std::time::Instant;
 
@@ -22,6 +26,7 @@ use crate::select;
 
 /// Settings shared by both representations.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct EngineConfig {
     /// Individuals per generation.
     pub pop_size: usize,
@@ -103,6 +108,129 @@ pub struct Outcome {
     pub fitness: Vec<f64>,
     /// Copies between device and host, when the run stayed on the device ([`device`]).
     pub transfers: Option<device::Transfers>,
+}
+
+/// Everything the loop reports while it runs, and the two requests it takes back: a snapshot
+/// of its state (for a checkpoint) and a stop (Ctrl-C). A plain closure
+/// `FnMut(&GenerationStats, &Best)` is an observer that only watches.
+///
+/// The order within one generation `g`: evaluate; [`Observer::evaluated`]; select and breed;
+/// [`Observer::generation`] with `g`'s statistics; then, between generations, with `g + 1` the
+/// next to evaluate: if [`Observer::stop_requested`] or [`Observer::wants_snapshot`]`(g + 1)`,
+/// [`Observer::snapshot`]; after a stop the run returns [`Interrupted`]. The last generation
+/// gets no snapshot (the run is over).
+///
+/// A loop other than `run_grammar` / `run_trees` (the device-resident one) keeps resumability
+/// by calling [`between_generations`] at the same point with the same state; it needs to copy
+/// its population to the host only when that function is about to call `snapshot`, which it can
+/// ask [`Observer::wants_snapshot`] / [`Observer::stop_requested`] first.
+pub trait Observer {
+    /// Generation `stats.generation` is done; `best` is the best program so far.
+    fn generation(&mut self, stats: &GenerationStats, best: &Best);
+    /// Generation `generation` has been evaluated: its trees and their fitness (a hall of fame
+    /// reads them). The default does nothing.
+    fn evaluated(&mut self, _generation: usize, _pop: &Population, _fitness: &[f64]) {}
+    /// What [`Self::evaluated`] learns of generation `generation` when its population stays
+    /// on a GPU: `winners`, the best valid program of each size that improves on the sizes'
+    /// best of earlier generations (`(fitness, nodes)`, the lowest index among equals, as a
+    /// hall of fame taking whole populations in index order keeps), and `size_counts[n]`, the
+    /// valid individuals of `n` nodes. The default does nothing.
+    fn evaluated_sizes(&mut self, _generation: usize, _winners: &[(f64, Vec<crate::program::tree::Node>)], _size_counts: &[u32]) {}
+    /// Whether to take a snapshot before evaluating `generation`. The default: never.
+    fn wants_snapshot(&mut self, _generation: usize) -> bool {
+        false
+    }
+    /// The run's state between generations, to save. The default does nothing.
+    fn snapshot(&mut self, _state: &Snapshot<'_>) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Whether the run should stop at the next point between generations (after a snapshot).
+    fn stop_requested(&self) -> bool {
+        false
+    }
+    /// Whether this observer takes snapshots or may stop the run: a loop that cannot take
+    /// snapshots (the device-resident one, until it calls [`between_generations`]) must not be
+    /// chosen when this is true. The default: no.
+    fn checkpointing(&self) -> bool {
+        false
+    }
+}
+
+impl<F: FnMut(&GenerationStats, &Best)> Observer for F {
+    fn generation(&mut self, stats: &GenerationStats, best: &Best) {
+        self(stats, best)
+    }
+}
+
+/// The state of a run between generations, borrowed: everything needed to continue it exactly
+/// (random numbers are addressed by seed and generation, so no generator state is needed).
+#[derive(Clone, Copy, Debug)]
+pub struct Snapshot<'a> {
+    /// The next generation to evaluate.
+    pub generation: usize,
+    /// GE: the genomes of that generation (not yet mapped).
+    pub genomes: Option<&'a Genomes>,
+    /// Tree GP: the trees of that generation (not yet evaluated).
+    pub population: Option<&'a Population>,
+    /// The best program so far.
+    pub best: &'a Best,
+    /// Statistics of every generation before it.
+    pub history: &'a [GenerationStats],
+}
+
+/// Where a resumed run starts: a [`Snapshot`], owned.
+#[derive(Clone, Debug)]
+pub struct Resume {
+    /// The next generation to evaluate.
+    pub generation: usize,
+    /// GE: its genomes.
+    pub genomes: Option<Genomes>,
+    /// Tree GP: its trees.
+    pub population: Option<Population>,
+    /// The best program so far.
+    pub best: Best,
+    /// Statistics of every generation before it.
+    pub history: Vec<GenerationStats>,
+}
+
+/// The run stopped between generations because the observer asked it to (Ctrl-C), after
+/// taking a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interrupted {
+    /// The next generation to evaluate: where a resumed run starts.
+    pub generation: usize,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "interrupted before generation {}", self.generation)
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// The point between generations: takes a snapshot when asked (or before a stop) and returns
+/// [`Interrupted`] when a stop was requested. Call it from any generation loop.
+pub fn between_generations(observer: &mut dyn Observer, state: Snapshot<'_>) -> anyhow::Result<()> {
+    let stop = observer.stop_requested();
+    if stop || observer.wants_snapshot(state.generation) {
+        observer.snapshot(&state)?;
+    }
+    if stop {
+        return Err(Interrupted { generation: state.generation }.into());
+    }
+    Ok(())
+}
+
+pub(crate) fn check_resume(cfg: &EngineConfig, r: &Resume) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        r.generation <= cfg.generations && r.history.len() == r.generation,
+        "the checkpoint is at generation {} of {} with {} generations of history: it does not fit these settings",
+        r.generation,
+        cfg.generations,
+        r.history.len()
+    );
+    Ok(())
 }
 
 /// Everything the loop needs from a task.
@@ -205,15 +333,37 @@ pub fn run_grammar(
     cfg: &EngineConfig,
     rep: &GrammarRep,
     task: &dyn Fitness,
-    observe: &mut dyn FnMut(&GenerationStats, &Best),
+    mut observe: &mut dyn FnMut(&GenerationStats, &Best),
+) -> anyhow::Result<Outcome> {
+    run_grammar_from(cfg, rep, task, None, &mut observe)
+}
+
+/// Runs grammatical evolution from the start or from `resume`, reporting to `observer` (which
+/// may take snapshots and stop the run: see [`Observer`]).
+pub fn run_grammar_from(
+    cfg: &EngineConfig,
+    rep: &GrammarRep,
+    task: &dyn Fitness,
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
     let p = cfg.pop_size;
-    let mut genomes = init_genomes(rep.table, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed);
     let mut pop = Population::new(p, cfg.max_len, rep.templates.n_outputs);
-    let mut best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
-    let mut history = Vec::with_capacity(cfg.generations + 1);
+    let (mut genomes, mut best, mut history, mut gen) = match resume {
+        None => (
+            init_genomes(rep.table, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed),
+            Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None },
+            Vec::with_capacity(cfg.generations + 1),
+            0usize,
+        ),
+        Some(r) => {
+            check_resume(cfg, &r)?;
+            let g = r.genomes.ok_or_else(|| anyhow::anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
+            anyhow::ensure!(g.size() == p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
+            (g, r.best, r.history, r.generation)
+        }
+    };
     let mut fit;
-    let mut gen = 0usize;
     loop {
         let t0 = Instant::now();
         let used = map_population(rep, &genomes, &mut pop);
@@ -225,9 +375,10 @@ pub fn run_grammar(
                 best = Best { fitness: fit[b], nodes: pop.tree(b).nodes(), generation: gen, genome: Some((g, text)) };
             }
         }
+        observer.evaluated(gen, &pop, &fit);
         if gen == cfg.generations {
             let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
-            observe(&s, &best);
+            observer.generation(&s, &best);
             history.push(s);
             break;
         }
@@ -271,9 +422,11 @@ pub fn run_grammar(
         }
         genomes = next;
         let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
-        observe(&s, &best);
+        observer.generation(&s, &best);
         history.push(s);
         gen += 1;
+        let state = Snapshot { generation: gen, genomes: Some(&genomes), population: None, best: &best, history: &history };
+        between_generations(observer, state)?;
     }
     Ok(Outcome { best, history, population: pop, fitness: fit, transfers: None })
 }
@@ -296,14 +449,27 @@ pub fn run_trees(
     cfg: &EngineConfig,
     rep: &TreeRep,
     task: &dyn Fitness,
-    observe: &mut dyn FnMut(&GenerationStats, &Best),
+    mut observe: &mut dyn FnMut(&GenerationStats, &Best),
+) -> anyhow::Result<Outcome> {
+    run_trees_from(cfg, rep, task, None, &mut observe)
+}
+
+/// Runs tree GP from the start or from `resume`, reporting to `observer` (which may take
+/// snapshots and stop the run: see [`Observer`]). On a GPU with resident data the device loop
+/// runs ([`device::run_trees`]), unless `GROVE_DEVICE_LOOP=0`.
+pub fn run_trees_from(
+    cfg: &EngineConfig,
+    rep: &TreeRep,
+    task: &dyn Fitness,
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
     if let Some(d) = task.device_task() {
         if device_loop_enabled() && device::supports(cfg) {
-            return device::run_trees(cfg, rep, &d, observe).map(|(o, _)| o);
+            return device::run_trees(cfg, rep, &d, resume, observer).map(|(o, _)| o);
         }
     }
-    run_trees_on_host(cfg, rep, task, observe)
+    run_trees_on_host_from(cfg, rep, task, resume, observer)
 }
 
 /// False when `GROVE_DEVICE_LOOP=0`: GPU runs then evaluate each generation's population
@@ -318,16 +484,40 @@ pub fn run_trees_on_host(
     cfg: &EngineConfig,
     rep: &TreeRep,
     task: &dyn Fitness,
-    observe: &mut dyn FnMut(&GenerationStats, &Best),
+    mut observe: &mut dyn FnMut(&GenerationStats, &Best),
+) -> anyhow::Result<Outcome> {
+    run_trees_on_host_from(cfg, rep, task, None, &mut observe)
+}
+
+/// [`run_trees_on_host`] from the start or from `resume`, reporting to `observer`.
+pub fn run_trees_on_host_from(
+    cfg: &EngineConfig,
+    rep: &TreeRep,
+    task: &dyn Fitness,
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
     use anyhow::anyhow;
     rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
     rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
     let p = cfg.pop_size;
-    let mut pop = crate::program::init_population(&rep.vary.spec, p, cfg.seed).map_err(|e| anyhow!("{e}"))?;
-    let mut best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
-    let mut history = Vec::with_capacity(cfg.generations + 1);
-    let mut gen = 0usize;
+    let (mut pop, mut best, mut history, mut gen) = match resume {
+        None => (
+            crate::program::init_population(&rep.vary.spec, p, cfg.seed).map_err(|e| anyhow!("{e}"))?,
+            Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None },
+            Vec::with_capacity(cfg.generations + 1),
+            0usize,
+        ),
+        Some(r) => {
+            check_resume(cfg, &r)?;
+            let pop = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
+            anyhow::ensure!(
+                pop.size() == p && pop.max_len == rep.vary.spec.max_len && pop.n_outputs == rep.vary.spec.n_outputs,
+                "the checkpoint's trees do not fit these settings"
+            );
+            (pop, r.best, r.history, r.generation)
+        }
+    };
     loop {
         let t0 = Instant::now();
         let fit = evaluate(task, &pop)?;
@@ -336,9 +526,10 @@ pub fn run_trees_on_host(
                 best = Best { fitness: fit[b], nodes: pop.tree(b).nodes(), generation: gen, genome: None };
             }
         }
+        observer.evaluated(gen, &pop, &fit);
         if gen == cfg.generations {
             let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
-            observe(&s, &best);
+            observer.generation(&s, &best);
             history.push(s);
             return Ok(Outcome { best, history, population: pop, fitness: fit, transfers: None });
         }
@@ -360,10 +551,12 @@ pub fn run_trees_on_host(
             next.copy_row(k, &pop, e);
         }
         let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
-        observe(&s, &best);
+        observer.generation(&s, &best);
         history.push(s);
         pop = next;
         gen += 1;
+        let state = Snapshot { generation: gen, genomes: None, population: Some(&pop), best: &best, history: &history };
+        between_generations(observer, state)?;
     }
 }
 
@@ -426,5 +619,71 @@ mod tests {
         a.population.validate().unwrap();
         let b = run_trees(&cfg, &rep, &length_task, &mut |_, _| {}).unwrap();
         assert_eq!(a.best, b.best);
+    }
+
+    /// Stops at `stop_at` after saving a checkpoint, as Ctrl-C does.
+    struct StopAt {
+        stop_at: usize,
+        seen: usize,
+        saved: Option<checkpoint::Saved>,
+    }
+
+    impl Observer for StopAt {
+        fn generation(&mut self, s: &GenerationStats, _: &Best) {
+            self.seen = s.generation + 1;
+        }
+        fn snapshot(&mut self, state: &Snapshot<'_>) -> anyhow::Result<()> {
+            self.saved = Some(checkpoint::Saved::of(state));
+            Ok(())
+        }
+        fn stop_requested(&self) -> bool {
+            self.seen == self.stop_at
+        }
+    }
+
+    /// A stopped run, saved through JSON and resumed, ends exactly as an uninterrupted one.
+    type RunFrom<'a> = dyn Fn(Option<Resume>, &mut dyn Observer) -> anyhow::Result<Outcome> + 'a;
+
+    fn stop_and_resume(run: &RunFrom<'_>) {
+        let whole = run(None, &mut |_: &GenerationStats, _: &Best| {}).unwrap();
+        let mut obs = StopAt { stop_at: 4, seen: 0, saved: None };
+        let err = run(None, &mut obs).unwrap_err();
+        assert_eq!(err.downcast_ref::<Interrupted>(), Some(&Interrupted { generation: 4 }));
+        let text = serde_json::to_string(&obs.saved.unwrap()).unwrap();
+        let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
+        let resumed = run(Some(saved.resume().unwrap()), &mut |_: &GenerationStats, _: &Best| {}).unwrap();
+        assert_eq!(resumed.best, whole.best);
+        assert_eq!(resumed.fitness, whole.fitness);
+        assert_eq!(resumed.population, whole.population);
+        let strip = |h: &[GenerationStats]| h.iter().map(|s| GenerationStats { seconds: 0.0, ..s.clone() }).collect::<Vec<_>>();
+        assert_eq!(strip(&resumed.history), strip(&whole.history));
+    }
+
+    #[test]
+    fn resumed_runs_match_uninterrupted_ones() {
+        use crate::program::{BreedConfig, Crossover, Mutation, Op, TreeSpec, VaryConfig};
+        let cfg = EngineConfig { pop_size: 60, generations: 10, seed: 9, ..EngineConfig::default() };
+        let spec = TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 64).with_depth(1, 3);
+        let rep = TreeRep {
+            vary: VaryConfig::new(spec),
+            breed: BreedConfig { p_crossover: 0.9, crossovers: vec![(Crossover::OnePoint, 1.0)], p_mutation: 0.3, mutations: vec![(Mutation::Subtree, 1.0)] },
+        };
+        // Tree GP, with a task whose optimum is not reached early (so later generations matter).
+        let far = |pop: &Population| -> Vec<f64> {
+            (0..pop.size()).map(|i| if pop.len[i] == 0 { f64::INFINITY } else { (pop.len[i] as f64 - 40.0).abs() }).collect()
+        };
+        stop_and_resume(&|r, o| run_trees_from(&cfg, &rep, &far, r, o));
+        let g = parse_str("<e> ::= (<op> <e> <e>) | <v>\n<op> ::= + | - | *\n<v> ::= x0 | 1.0", "g", false).unwrap();
+        let l = load_parsed(g, &DatasetShape::default()).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()], n_outputs: 0 }).unwrap();
+        let rep = GrammarRep {
+            table: &l.table,
+            templates: &tpl,
+            map: MapConfig::default(),
+            init: InitConfig::default(),
+            vary: GeVaryConfig::default(),
+            genome_capacity: 256,
+        };
+        stop_and_resume(&|r, o| run_grammar_from(&cfg, &rep, &far, r, o));
     }
 }

@@ -56,6 +56,7 @@ pub enum InitMethod {
 
 /// Settings of initialisation.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct InitConfig {
     /// Random or sensible.
     pub method: InitMethod,

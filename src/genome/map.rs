@@ -28,6 +28,7 @@ pub enum Codons {
 
 /// Mapping limits and options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct MapConfig {
     /// Extra passes over the genome allowed after the first (PonyGE2's `MAX_WRAPS`).
     pub max_wraps: u32,

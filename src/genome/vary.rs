@@ -6,6 +6,7 @@ use crate::rng::Stream;
 
 /// Settings of GE variation.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GeVaryConfig {
     /// Probability that a pair of parents is crossed (else both are copied).
     pub crossover: f32,

@@ -7,6 +7,7 @@ pub mod eval;
 pub mod fastmath;
 pub mod init;
 pub mod ops;
+pub mod export;
 pub mod policy;
 pub mod render;
 pub mod tree;

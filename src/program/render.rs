@@ -33,9 +33,19 @@ pub fn render(nodes: &[Node], names: &[String], style: Style) -> String {
 /// *passed* values (a nested output node passes its last child's value; a leaf its own). A slot
 /// no node writes is `0`. Returns `n_outputs` formulas; a malformed tree gives `<malformed>`.
 pub fn outputs(nodes: &[Node], n_outputs: usize, names: &[String], style: Style) -> Vec<String> {
-    let Ok(size) = super::tree::subtree_sizes(nodes) else {
+    let Some(slots) = output_trees(nodes, n_outputs) else {
         return vec!["<malformed>".into(); n_outputs];
     };
+    slots
+        .into_iter()
+        .map(|t| if t.is_empty() { "0".into() } else { t.iter().map(|t| render(t, names, style)).collect::<Vec<_>>().join(" + ") })
+        .collect()
+}
+
+/// The terms of each output slot as plain trees (no output tags): slot `k`'s value is the sum
+/// of its trees' values (0 for none). `None` for a malformed tree.
+pub fn output_trees(nodes: &[Node], n_outputs: usize) -> Option<Vec<Vec<Vec<Node>>>> {
+    let size = super::tree::subtree_sizes(nodes).ok()?;
     // Node i's children, by index.
     let children = |i: usize| {
         let mut c = Vec::new();
@@ -61,15 +71,15 @@ pub fn outputs(nodes: &[Node], n_outputs: usize, names: &[String], style: Style)
             passed(c, nodes, children, dst);
         }
     }
-    let mut terms = vec![Vec::<String>::new(); n_outputs];
+    let mut terms = vec![Vec::new(); n_outputs];
     for (i, n) in nodes.iter().enumerate() {
         if n.out > 0 && (n.out as usize) <= n_outputs {
             let mut t = Vec::new();
             own(i, nodes, &children, &mut t);
-            terms[n.out as usize - 1].push(render(&t, names, style));
+            terms[n.out as usize - 1].push(t);
         }
     }
-    terms.into_iter().map(|t| if t.is_empty() { "0".into() } else { t.join(" + ") }).collect()
+    Some(terms)
 }
 
 /// Formats a constant compactly and exactly enough to reproduce its f32 value.

@@ -1,25 +1,32 @@
 //! What a run shows and keeps: live progress on the terminal and the JSON run report.
 
+pub mod plot;
+pub mod robot;
 pub mod progress;
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
-/// Writes `value` as pretty JSON to `path`, atomically (a temporary file renamed into place),
-/// so a crash while writing never leaves a half-written report.
+/// Writes `value` as pretty JSON to `path`, atomically ([`write_atomic`]), so a crash while
+/// writing never leaves a half-written report.
 pub fn write_json_atomic(path: &Path, value: &serde_json::Value) -> Result<()> {
     let text = serde_json::to_string_pretty(value).context("cannot encode the report")?;
-    let tmp = path.with_extension(format!(
-        "{}.tmp{}",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("json"),
-        std::process::id()
-    ));
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(&tmp, text + "\n").with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot move the report into {}", path.display()))?;
+    write_atomic(path, (text + "\n").as_bytes())
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same directory, flushed to
+/// disk, then renamed over `path`, so a crash leaves the old file or the new one, never half.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("grove");
+    let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
+    f.write_all(bytes).and_then(|_| f.sync_all()).with_context(|| format!("cannot write {}", tmp.display()))?;
+    drop(f);
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot move {} into place", path.display()))?;
     Ok(())
 }
 

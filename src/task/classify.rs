@@ -239,7 +239,7 @@ pub struct ClassifySettings {
 
 impl Default for ClassifySettings {
     fn default() -> Self {
-        let r = super::regression::EvolveSettings::default();
+        let r = super::regression::EvolveSettings::cli_default();
         Self {
             data: "builtin:iris".into(),
             label: None,
@@ -293,13 +293,9 @@ pub fn scores(nodes: &[Node], n_outputs: usize, data: &Labeled) -> Result<ClassS
     Ok(ClassScores { confusion: Confusion::new(&data.labels, &predicted, k), cross_entropy: ce })
 }
 
-/// Loads the data, splits and standardises it, evolves, and scores the best program.
-pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult> {
-    use crate::evolve::{GrammarRep, run_grammar};
-    use crate::grammar::{self, DatasetShape};
-    use crate::program::render::{Style, outputs, render};
-
-    let start = std::time::Instant::now();
+/// The data of `settings`: all rows, then the training and test parts (standardised when
+/// asked), and the standardisation.
+pub fn load_data(settings: &ClassifySettings) -> Result<(Labeled, Labeled, Labeled, Option<Standardize>)> {
     let all = ClassSource::parse(&settings.data)?.load(settings.label.as_deref())?;
     let k = all.n_classes();
     if settings.binary && k != 2 {
@@ -311,21 +307,52 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
         s.apply_to(&mut train.data);
         s.apply_to(&mut test.data);
     }
+    Ok((all, train, test, standardize))
+}
+
+impl ClassifySettings {
+    /// Checks values the types allow but a run cannot use.
+    pub fn check(&self) -> Result<()> {
+        use anyhow::ensure;
+        super::regression::check_engine(&self.engine)?;
+        ensure!(
+            self.test_fraction > 0.0 && self.test_fraction < 1.0,
+            "--test-fraction (test_fraction) must be in (0, 1), got {}",
+            self.test_fraction
+        );
+        ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
+        ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
+        super::regression::check_ge(&self.vary)?;
+        ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
+        Ok(())
+    }
+}
+
+/// Loads the data, splits and standardises it, evolves, and scores the best program.
+pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult> {
+    classify_with(settings, &super::run::RunOptions { quiet, ..Default::default() })
+}
+
+/// As [`classify`], with checkpoints, resume, a stop flag and verbosity from `opts`.
+pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+    use crate::evolve::{GrammarRep, run_grammar_from};
+    use crate::grammar::{self, DatasetShape};
+    use crate::program::render::{Style, outputs, render};
+
+    let start = std::time::Instant::now();
+    let (all, train, test, standardize) = load_data(settings)?;
+    let k = all.n_classes();
     let n_outputs = if settings.binary { 0 } else { k };
-    let backend = crate::backend::Backend::open(settings.device, quiet)?;
-    if backend.classification_on_host() && !quiet {
+    let backend = crate::backend::Backend::open(settings.device, opts.quiet)?;
+    if backend.classification_on_host() && !opts.quiet {
         eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }
     let data = backend.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
     let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();
     let task = Classification { backend: &backend, data, counts, fitness: settings.fitness, parsimony: settings.parsimony };
-    let n_rows = train.data.n_rows as f64;
-    let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet);
-    let mut evals = 0.0;
-    let mut observe = |s: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {
-        evals += s.mean_size.max(0.0) * (settings.engine.pop_size - s.invalid) as f64 * n_rows;
-        progress.update(s, evals);
-    };
+    let experiment = super::experiment::Experiment::Classify(settings.clone());
+    let mut observer = super::run::RunObserver::new(&experiment, opts, train.data.n_rows)?;
+    let resume = observer.resume()?;
     let names = train.data.names.clone();
     let outcome = match (&settings.grammar, &settings.functions) {
         (Some(path), _) => {
@@ -343,15 +370,17 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_grammar(&settings.engine, &rep, &task, &mut observe)?
+            run_grammar_from(&settings.engine, &rep, &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len)?;
-            crate::evolve::run_trees(&settings.engine, &rep, &task, &mut observe)?
+            crate::evolve::run_trees_from(&settings.engine, &rep, &task, resume, &mut observer)
         }
         (None, None) => bail!("give either --grammar FILE or --functions LIST"),
     };
-    progress.finish();
+    observer.finish();
+    let outcome = outcome.map_err(|e| observer.explain(e))?;
+    let evals = observer.evals;
     let seconds = start.elapsed().as_secs_f64();
     let best = &outcome.best;
     if best.nodes.is_empty() {
@@ -364,15 +393,13 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
     } else {
         outputs(&best.nodes, n_outputs, &names, Style::Infix)
     };
-    let generations: Vec<serde_json::Value> = outcome
-        .history
-        .iter()
-        .map(|s| {
-            serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
-                "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
-                "invalid": s.invalid, "seconds": s.seconds})
-        })
-        .collect();
+    let generations = super::regression::generations_json(&outcome.history, &observer.median_sizes);
+    let show = |nodes: &[Node], style: Style| {
+        if n_outputs == 0 { render(nodes, &names, style) } else { outputs(nodes, n_outputs, &names, style).join("; ") }
+    };
+    let fame = super::regression::fame_rows(&observer.hof, settings.parsimony, |nodes| {
+        Ok((show(nodes, Style::Infix), show(nodes, Style::Latex), show(nodes, Style::Sympy)))
+    })?;
     let mut best_json = serde_json::json!({
         "programs": programs,
         "infix": render(&best.nodes, &names, Style::Infix),
@@ -395,6 +422,7 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
         standardize: standardize.clone(),
     };
     let report = serde_json::json!({
+        "command": "classify",
         "settings": settings,
         "classes": all.classes,
         "generations": generations,
@@ -402,6 +430,7 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
         "train": train_scores.json(),
         "test": test_scores.json(),
         "model": model,
+        "hall_of_fame": fame,
         "timing": {"seconds": seconds, "node_evaluations": evals, "node_evaluations_per_second": evals / seconds,
                    "threads": rayon::current_num_threads(), "device": backend.describe(),
                    "fitness_on_cpu": backend.classification_on_host() || matches!(backend, crate::backend::Backend::Cpu)},

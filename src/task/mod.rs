@@ -5,3 +5,6 @@ pub mod classify;
 pub mod control;
 pub mod model;
 pub mod regression;
+pub mod experiment;
+pub mod run;
+pub mod plots;

@@ -23,6 +23,7 @@ pub enum Metric {
 
 /// Settings of the regression task.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RegressionConfig {
     /// The error evolution minimises.
     pub metric: Metric,
@@ -250,35 +251,120 @@ pub struct EvolveResult {
     pub summary: String,
 }
 
-/// Loads the data, builds the representation, evolves and scores the best program.
-pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveResult> {
-    use anyhow::{Context, bail};
-
-    use crate::evolve::{GrammarRep, run_grammar};
-    use crate::grammar::{self, DatasetShape};
-    use crate::program::render::{Style, render};
-
-    let start = std::time::Instant::now();
+/// The training and test data of `settings` (the test part is `None` without a test set).
+pub fn load_data(settings: &EvolveSettings) -> anyhow::Result<(Dataset, Option<Dataset>)> {
     let problem = crate::data::DataSource::parse(&settings.data)?.load(settings.target.as_deref())?;
-    let (train, test) = if settings.test_fraction > 0.0 {
+    Ok(if settings.test_fraction > 0.0 {
         let (tr, te) = crate::data::split(&problem.train, settings.test_fraction, settings.engine.seed)?;
         (tr, Some(te))
     } else {
         (problem.train, problem.test)
-    };
+    })
+}
+
+impl EvolveSettings {
+    /// `grove evolve`'s defaults with no flags (no representation: set `grammar` or
+    /// `functions`).
+    pub fn cli_default() -> Self {
+        let mut s = Self {
+            engine: crate::evolve::EngineConfig { pop_size: 3000, generations: 100, seed: 1, tournament: 3, elite: 1, max_len: 128 },
+            ..Self::default()
+        };
+        s.map.max_depth = 17;
+        s.init.max_depth = 8;
+        s.vary.mutation = 0.02;
+        s
+    }
+
+    /// Checks values the types allow but a run cannot use; each message names the flag and
+    /// the experiment-file field.
+    pub fn check(&self) -> anyhow::Result<()> {
+        use anyhow::ensure;
+        check_engine(&self.engine)?;
+        ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
+        let p = self.regression.parsimony;
+        ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
+        check_ge(&self.vary)?;
+        match (&self.grammar, &self.functions) {
+            (None, None) => anyhow::bail!(
+                "give --grammar FILE (grammatical evolution) or --functions LIST (tree GP), e.g. --grammar grammars/regression.bnf (in an experiment file: grammar or functions)"
+            ),
+            (Some(_), Some(_)) => anyhow::bail!("give --grammar or --functions, not both (in an experiment file: grammar or functions)"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Checks the engine's settings (shared by every task).
+pub fn check_engine(e: &crate::evolve::EngineConfig) -> anyhow::Result<()> {
+    use anyhow::ensure;
+    ensure!(e.pop_size >= 2, "--pop (engine.pop_size) must be at least 2, got {}", e.pop_size);
+    ensure!(e.tournament >= 1, "--tournament (engine.tournament) must be at least 1");
+    ensure!(e.elite <= e.pop_size, "--elite (engine.elite) must be at most the population, got {}", e.elite);
+    ensure!((1..=65535).contains(&e.max_len), "--max-len (engine.max_len) must be in 1..=65535, got {}", e.max_len);
+    Ok(())
+}
+
+/// Checks GE's variation probabilities.
+pub fn check_ge(v: &crate::genome::vary::GeVaryConfig) -> anyhow::Result<()> {
+    anyhow::ensure!((0.0..=1.0).contains(&v.crossover), "--crossover (vary.crossover) must be a probability, got {}", v.crossover);
+    anyhow::ensure!((0.0..=1.0).contains(&v.mutation), "--mutation (vary.mutation) must be a probability, got {}", v.mutation);
+    Ok(())
+}
+
+/// The hall of fame's Pareto front as rows; `render` gives a tree's (infix, LaTeX, sympy) and
+/// `parsimony` is taken off each fitness to give the loss.
+pub fn fame_rows(
+    hof: &crate::evolve::hof::HallOfFame,
+    parsimony: f64,
+    render: impl Fn(&[Node]) -> anyhow::Result<(String, String, String)>,
+) -> anyhow::Result<Vec<super::run::FameRow>> {
+    hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64)
+        .into_iter()
+        .map(|(n, e, loss)| {
+            let (equation, latex, sympy) = render(&e.nodes)?;
+            Ok(super::run::FameRow { complexity: n, loss, equation, latex, sympy })
+        })
+        .collect()
+}
+
+/// The generations of a run as the report holds them (`median_sizes` by generation).
+pub fn generations_json(history: &[crate::evolve::GenerationStats], median_sizes: &[f64]) -> Vec<serde_json::Value> {
+    history
+        .iter()
+        .map(|s| {
+            serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
+                "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
+                "median_size": median_sizes.get(s.generation).copied().map(crate::report::num),
+                "invalid": s.invalid, "seconds": s.seconds})
+        })
+        .collect()
+}
+
+/// Loads the data, builds the representation, evolves and scores the best program.
+pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveResult> {
+    evolve_with(settings, &super::run::RunOptions { quiet, ..Default::default() })
+}
+
+/// As [`evolve`], with checkpoints, resume, a stop flag and verbosity from `opts`.
+pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> anyhow::Result<EvolveResult> {
+    use anyhow::{Context, bail};
+
+    use crate::evolve::{GrammarRep, run_grammar_from};
+    use crate::grammar::{self, DatasetShape};
+    use crate::program::render::{Style, render};
+
+    let start = std::time::Instant::now();
+    let (train, test) = load_data(settings)?;
     if settings.regression.linear_scaling && settings.regression.metric == Metric::Mae {
         bail!("--metric mae cannot be used with linear scaling (it is a least-squares fit): add --no-linear-scaling");
     }
-    let backend = crate::backend::Backend::open(settings.device, quiet)?;
+    let backend = crate::backend::Backend::open(settings.device, opts.quiet)?;
     let data = backend.regression_data(&train.x, &train.y, train.n_rows, train.n_features)?;
     let task = Regression { backend: &backend, data, config: settings.regression };
-    let n_rows = train.n_rows as f64;
-    let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet);
-    let mut evals = 0.0;
-    let mut observe = |s: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {
-        evals += s.mean_size.max(0.0) * (settings.engine.pop_size - s.invalid) as f64 * n_rows;
-        progress.update(s, evals);
-    };
+    let experiment = super::experiment::Experiment::Evolve(settings.clone());
+    let mut observer = super::run::RunObserver::new(&experiment, opts, train.n_rows)?;
+    let resume = observer.resume()?;
     let outcome = match (&settings.grammar, &settings.functions) {
         (Some(path), None) => {
             let shape = DatasetShape { n_vars: Some(train.n_features as u32), n_is: Some(train.n_features as u32), n_os: Some(1) };
@@ -294,15 +380,16 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_grammar(&settings.engine, &rep, &task, &mut observe)?
+            run_grammar_from(&settings.engine, &rep, &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, train.n_features, settings.engine.max_len)?;
-            crate::evolve::run_trees(&settings.engine, &rep, &task, &mut observe)?
+            crate::evolve::run_trees_from(&settings.engine, &rep, &task, resume, &mut observer)
         }
         _ => bail!("give either --grammar FILE or --functions LIST"),
     };
-    progress.finish();
+    observer.finish();
+    let outcome = outcome.map_err(|e| observer.explain(e))?;
     let seconds = start.elapsed().as_secs_f64();
     let best = &outcome.best;
     if best.nodes.is_empty() {
@@ -330,16 +417,27 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
         serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
                            "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
     };
-    let generations: Vec<serde_json::Value> = outcome
-        .history
-        .iter()
-        .map(|s| {
-            serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
-                "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
-                "invalid": s.invalid, "seconds": s.seconds})
-        })
-        .collect();
-    let node_evals = evals;
+    let generations = generations_json(&outcome.history, &observer.median_sizes);
+    let linear = settings.regression.linear_scaling;
+    let fame = fame_rows(&observer.hof, settings.regression.parsimony, |nodes| {
+        let (a, b) = scaling(nodes, &train, linear)?;
+        let wrap = |body: String, style: Style| -> String {
+            if (a, b) == (1.0, 0.0) {
+                return body;
+            }
+            let (a, b) = (crate::program::render::number(a as f32), crate::program::render::number(b as f32));
+            match style {
+                Style::Latex => format!("{a} \\cdot \\left({body}\\right) + {b}"),
+                Style::Sympy | Style::Infix => format!("{a}*({body}) + {b}"),
+            }
+        };
+        Ok((
+            wrap(render(nodes, names, Style::Infix), Style::Infix),
+            wrap(render(nodes, names, Style::Latex), Style::Latex),
+            wrap(render(nodes, names, Style::Sympy), Style::Sympy),
+        ))
+    })?;
+    let node_evals = observer.evals;
     let mut best_json = serde_json::json!({"infix": infix, "latex": latex, "sympy": sympy,
         "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
         "scale": [a, b]});
@@ -358,12 +456,14 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
         standardize: None,
     };
     let report = serde_json::json!({
+        "command": "evolve",
         "settings": settings,
         "generations": generations,
         "best": best_json,
         "train": score_json(&train_scores),
         "test": test_scores.as_ref().map(score_json),
         "model": model,
+        "hall_of_fame": fame,
         "timing": {"seconds": seconds, "node_evaluations": node_evals,
                    "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
                    "device": backend.describe()},

@@ -17,7 +17,7 @@ use super::error::{During, GpuError, Result};
 use super::eval::{DeviceDataset, EvalConfig, Launch, Views};
 use super::kernels::{
     ARGMIN_BLOCKS, ARGMIN_FINAL, Argmin, GENERATION, GenParams, GenStats, MAX_ELITE, PARTITION, REDUCE_THREADS, REGRESSION_FITNESS,
-    RegSums, SCAN_THREADS, STACK_CLASS,
+    RegSums, SCAN_THREADS, SIZES_INDEX, SIZES_KEYS, SIZES_RESET, STACK_CLASS,
 };
 use super::select::{DeviceFitness, DeviceIndices};
 use super::vary::DevicePopulation;
@@ -315,6 +315,97 @@ impl CudaEngine {
         let mut v = self.stream.clone_dtoh(&fit.fit).during(|| "reading fitness".into())?;
         v.truncate(fit.n);
         Ok(v)
+    }
+}
+
+/// Scratch of [`CudaEngine::size_summary`] for rows of up to `L` nodes.
+pub struct SizeScratch {
+    key: CudaSlice<u64>,
+    idx: CudaSlice<u32>,
+    hist: CudaSlice<u32>,
+    max_len: usize,
+}
+
+/// A generation seen by size, on the host: for each size `n` (index `n`, 0 unused) the best
+/// valid fitness and the lowest index reaching it (`None` where no valid individual has `n`
+/// nodes), and the number of valid individuals of that size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizeSummary {
+    /// `(fitness, individual)` per size.
+    pub best: Vec<Option<(f64, u32)>>,
+    /// Valid individuals per size.
+    pub counts: Vec<u32>,
+}
+
+/// The f64 of an ordered integer (`grove_ordered_u64`'s inverse).
+fn from_ordered(u: u64) -> f64 {
+    f64::from_bits(if u >> 63 == 1 { u & !(1u64 << 63) } else { !u })
+}
+
+impl CudaEngine {
+    /// Scratch for populations of rows of `max_len` nodes.
+    pub fn alloc_size_scratch(&self, max_len: usize) -> Result<SizeScratch> {
+        let n = max_len + 1;
+        Ok(SizeScratch {
+            key: self.stream.alloc_zeros::<u64>(n).during(|| "allocating size keys".into())?,
+            idx: self.stream.alloc_zeros::<u32>(n).during(|| "allocating size indices".into())?,
+            hist: self.stream.alloc_zeros::<u32>(n).during(|| "allocating size counts".into())?,
+            max_len,
+        })
+    }
+
+    /// Queues the per-size summary of `fit` over `pop` (see [`SizeSummary`]); read it with
+    /// [`Self::read_size_summary`].
+    pub fn size_summary(&self, fit: &DeviceFitness, pop: &DevicePopulation, s: &mut SizeScratch) -> Result<()> {
+        let p = pop.size();
+        if fit.n != p || pop.max_len() != s.max_len || fit.engine != self.id || pop.engine != self.id {
+            return Err(GpuError::Input(format!("size summary of {} fitness values, {p} trees of L = {} (scratch for {})", fit.n, pop.max_len(), s.max_len)));
+        }
+        let params = GenParams { n: p as u32, max_len: s.max_len as u32, ..GenParams::default() };
+        let f = self.function(&GENERATION, &[], SIZES_RESET)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&mut s.key).arg(&mut s.idx).arg(&mut s.hist);
+        // SAFETY: matches `grove_sizes_reset(GroveGenParams, unsigned long long* best_key,
+        // unsigned* best_idx, unsigned* hist)`: each holds L + 1 entries, one thread each.
+        unsafe { b.launch(per_item(s.max_len + 1)) }.during(|| format!("launching {SIZES_RESET}"))?;
+        let f = self.function(&GENERATION, &[], SIZES_KEYS)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&fit.fit).arg(&pop.len).arg(&mut s.key).arg(&mut s.hist);
+        // SAFETY: matches `grove_sizes_keys(GroveGenParams, const double* fit, const unsigned
+        // short* lens, unsigned long long* best_key, unsigned* hist)`: fit and lens P entries,
+        // the others L + 1, indexed by a length checked to be at most L.
+        unsafe { b.launch(per_item(p)) }.during(|| format!("launching {SIZES_KEYS}"))?;
+        let f = self.function(&GENERATION, &[], SIZES_INDEX)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&fit.fit).arg(&pop.len).arg(&s.key).arg(&mut s.idx);
+        // SAFETY: as above, for `grove_sizes_index(..., const unsigned long long* best_key,
+        // unsigned* best_idx)`.
+        unsafe { b.launch(per_item(p)) }.during(|| format!("launching {SIZES_INDEX}"))?;
+        Ok(())
+    }
+
+    /// Reads a summary queued by [`Self::size_summary`] (waits for it).
+    pub fn read_size_summary(&self, s: &SizeScratch) -> Result<SizeSummary> {
+        let n = s.max_len + 1;
+        let (mut key, mut idx, mut hist) = (vec![0u64; n], vec![0u32; n], vec![0u32; n]);
+        self.stream.memcpy_dtoh(&s.key.slice(..n), &mut key[..]).during(|| "reading size keys".into())?;
+        self.stream.memcpy_dtoh(&s.idx.slice(..n), &mut idx[..]).during(|| "reading size indices".into())?;
+        self.stream.memcpy_dtoh(&s.hist.slice(..n), &mut hist[..]).during(|| "reading size counts".into())?;
+        self.stream.synchronize().during(|| "reading the size summary".into())?;
+        let best = key.iter().zip(&idx).map(|(&k, &i)| (i != u32::MAX).then(|| (from_ordered(k), i))).collect();
+        Ok(SizeSummary { best, counts: hist })
+    }
+
+    /// Rows `idx` of `pop`, copied back as trees (one gather on the device, one copy).
+    pub fn download_trees(&self, pop: &DevicePopulation, idx: &[u32]) -> Result<Vec<Vec<Node>>> {
+        if idx.is_empty() {
+            return Ok(Vec::new());
+        }
+        let dev_idx = self.upload_indices(idx, pop.size())?;
+        let mut small = self.alloc_population(idx.len(), pop.max_len(), pop.n_outputs())?;
+        self.gather_trees(pop, &dev_idx, idx.len(), &mut small)?;
+        let host = self.download_population(&small)?;
+        Ok((0..idx.len()).map(|r| host.tree(r).nodes()).collect())
     }
 }
 

@@ -219,6 +219,12 @@ pub const ARGMIN_BLOCKS: &str = "grove_argmin_blocks";
 pub const ARGMIN_FINAL: &str = "grove_argmin_final";
 /// Classification fitness from the per-tree sums.
 pub const CLASSIFY_FITNESS: &str = "grove_classify_fitness";
+/// Per-size best and counts: reset.
+pub const SIZES_RESET: &str = "grove_sizes_reset";
+/// ... the best key of each size and the size histogram.
+pub const SIZES_KEYS: &str = "grove_sizes_keys";
+/// ... the lowest index reaching each size's best key.
+pub const SIZES_INDEX: &str = "grove_sizes_index";
 
 /// Every kernel Rust launches, with its source file (`tests/cuda_kernels.rs` checks each is an
 /// `extern "C" __global__` function there). The classification kernels are prepared for the
@@ -229,7 +235,10 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
-    v.extend([STACK_CLASS, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL].map(|k| (k, GENERATION)));
+    v.extend(
+        [STACK_CLASS, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX]
+            .map(|k| (k, GENERATION)),
+    );
     v
 }
 

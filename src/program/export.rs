@@ -1,0 +1,339 @@
+//! A program as source code: a function in Python, Rust or C that computes what grove's
+//! interpreter computes (protected operators as small helper functions with the semantics of
+//! `ops.rs`; the standard library's `sin`, `exp`, … where grove uses its own, so results agree
+//! to float rounding, not bit for bit). Multi-output programs are summed per slot as
+//! [`output_trees`](super::render::output_trees) lays them out.
+
+use super::Op;
+use super::render::output_trees;
+use super::tree::Node;
+
+/// Target languages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// Python 3 (the `math` module).
+    Python,
+    /// Rust (f32).
+    Rust,
+    /// C99 (float, `<math.h>`).
+    C,
+}
+
+/// What to export: a tree and what surrounds it in a model.
+pub struct Program<'a> {
+    /// The tree, prefix order.
+    pub nodes: &'a [Node],
+    /// Output slots (0: the root's value is the output).
+    pub n_outputs: usize,
+    /// Feature names, by variable index (become parameter names).
+    pub features: &'a [String],
+    /// Regression: the result is `a·f + b`.
+    pub scale: Option<(f64, f64)>,
+    /// Features are standardised first: `(x - mean) / std`.
+    pub standardize: Option<(&'a [f64], &'a [f64])>,
+    /// Classification: class names (the function returns the class index).
+    pub classes: Option<&'a [String]>,
+}
+
+/// A name usable as a parameter in all three languages.
+pub fn identifier(name: &str, i: usize) -> String {
+    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
+        s = format!("x{i}_{s}");
+    }
+    const RESERVED: &[&str] = &["if", "else", "for", "while", "return", "in", "is", "and", "or", "not", "def", "fn", "let", "int",
+        "float", "double", "char", "type", "match", "as", "use", "mod", "struct", "lambda", "import", "from", "class", "self", "math"];
+    if RESERVED.contains(&s.as_str()) || s.starts_with('_') {
+        s = format!("x{i}_{s}");
+    }
+    s
+}
+
+fn literal(c: f32, lang: Lang) -> String {
+    if !c.is_finite() {
+        return match (lang, c.is_nan()) {
+            (Lang::Python, true) => "math.nan".into(),
+            (Lang::Python, false) => format!("{}math.inf", if c < 0.0 { "-" } else { "" }),
+            (Lang::Rust, true) => "f32::NAN".into(),
+            (Lang::Rust, false) => format!("{}f32::INFINITY", if c < 0.0 { "-" } else { "" }),
+            (Lang::C, true) => "NAN".into(),
+            (Lang::C, false) => format!("{}INFINITY", if c < 0.0 { "-" } else { "" }),
+        };
+    }
+    // `{:?}` prints the shortest text that reads back as the same f32, with a `.0` or exponent.
+    let s = format!("{c:?}");
+    let s = match lang {
+        Lang::Python => s,
+        Lang::Rust => format!("{s}_f32"),
+        Lang::C => format!("{s}f"),
+    };
+    if c < 0.0 { format!("({s})") } else { s }
+}
+
+/// The call or expression of an operator; `{a}` and `{b}` appear at most once each.
+fn template(op: Op, lang: Lang) -> &'static str {
+    use Lang::*;
+    match (op, lang) {
+        (Op::Add, _) => "({a} + {b})",
+        (Op::Sub, _) => "({a} - {b})",
+        (Op::Mul, _) => "({a} * {b})",
+        (Op::Neg, _) => "(-{a})",
+        (Op::Sdiv, Python) => "_sdiv({a}, {b})",
+        (Op::Sdiv, _) => "({a} / {b})",
+        (Op::Abs, Python) => "abs({a})",
+        (Op::Abs, Rust) => "{a}.abs()",
+        (Op::Abs, C) => "fabsf({a})",
+        (Op::Max, Python) => "_max({a}, {b})",
+        (Op::Max, Rust) => "{a}.max({b})",
+        (Op::Max, C) => "fmaxf({a}, {b})",
+        (Op::Min, Python) => "_min({a}, {b})",
+        (Op::Min, Rust) => "{a}.min({b})",
+        (Op::Min, C) => "fminf({a}, {b})",
+        (Op::Sin, Python) => "math.sin({a})",
+        (Op::Sin, Rust) => "{a}.sin()",
+        (Op::Sin, C) => "sinf({a})",
+        (Op::Cos, Python) => "math.cos({a})",
+        (Op::Cos, Rust) => "{a}.cos()",
+        (Op::Cos, C) => "cosf({a})",
+        (Op::Tan, Python) => "math.tan({a})",
+        (Op::Tan, Rust) => "{a}.tan()",
+        (Op::Tan, C) => "tanf({a})",
+        (Op::Tanh, Python) => "math.tanh({a})",
+        (Op::Tanh, Rust) => "{a}.tanh()",
+        (Op::Tanh, C) => "tanhf({a})",
+        (Op::Exp, Rust) => "{a}.exp()",
+        (Op::Exp, C) => "expf({a})",
+        (Op::Div, _) => "g_div({a}, {b})",
+        (Op::Aq, _) => "g_aq({a}, {b})",
+        (Op::Pow, _) => "g_pow({a}, {b})",
+        (Op::Spow, _) => "g_spow({a}, {b})",
+        (Op::Exp, Python) => "g_exp({a})",
+        (Op::Log, _) => "g_log({a})",
+        (Op::Rlog, _) => "g_rlog({a})",
+        (Op::Plog, _) => "g_plog({a})",
+        (Op::Slog, _) => "g_slog({a})",
+        (Op::Sqrt, _) => "g_sqrt({a})",
+        (Op::Ssqrt, _) => "g_ssqrt({a})",
+        (Op::Square, _) => "g_square({a})",
+        (Op::Cube, _) => "g_cube({a})",
+        (Op::Sigmoid, _) => "g_sigmoid({a})",
+        (Op::Var | Op::Const, _) => "{a}",
+    }
+}
+
+const PYTHON_HELPERS: &str = r#"import math
+
+
+def g_exp(a):
+    try:
+        return math.exp(a)
+    except OverflowError:
+        return math.inf
+
+
+def g_div(a, b): return 1.0 if b == 0.0 else a / b
+def _sdiv(a, b): return a / b if b != 0.0 else (math.nan if a == 0.0 or a != a else math.copysign(math.inf, a) * math.copysign(1.0, b))
+def g_aq(a, b): return a / math.sqrt(1.0 + b * b)
+def g_pow(a, b):
+    try:
+        return math.pow(abs(a), b)
+    except (OverflowError, ZeroDivisionError, ValueError):
+        return math.inf
+def g_spow(a, b):
+    try:
+        return math.pow(a, b)
+    except (OverflowError, ZeroDivisionError, ValueError):
+        return math.nan
+def g_log(a): return 0.0 if a == 0.0 else math.log(abs(a))
+def g_rlog(a): return 1.0 if a == 0.0 else math.log(abs(a))
+def g_plog(a): return math.log(1.0 + abs(a))
+def g_slog(a): return math.log(a) if a > 0.0 else (-math.inf if a == 0.0 else math.nan)
+def g_sqrt(a): return math.sqrt(abs(a))
+def g_ssqrt(a): return math.sqrt(a) if a >= 0.0 else math.nan
+def g_square(a): return a * a
+def g_cube(a): return a * a * a
+def g_sigmoid(a): return 1.0 / (1.0 + g_exp(-a))
+def _max(a, b): return b if a != a else (a if b != b else max(a, b))
+def _min(a, b): return b if a != a else (a if b != b else min(a, b))
+"#;
+
+const RUST_HELPERS: &str = "fn g_div(a: f32, b: f32) -> f32 { if b == 0.0 { 1.0 } else { a / b } }
+fn g_aq(a: f32, b: f32) -> f32 { a / (1.0 + b * b).sqrt() }
+fn g_pow(a: f32, b: f32) -> f32 { a.abs().powf(b) }
+fn g_spow(a: f32, b: f32) -> f32 { a.powf(b) }
+fn g_log(a: f32) -> f32 { if a == 0.0 { 0.0 } else { a.abs().ln() } }
+fn g_rlog(a: f32) -> f32 { if a == 0.0 { 1.0 } else { a.abs().ln() } }
+fn g_plog(a: f32) -> f32 { (1.0 + a.abs()).ln() }
+fn g_slog(a: f32) -> f32 { a.ln() }
+fn g_sqrt(a: f32) -> f32 { a.abs().sqrt() }
+fn g_ssqrt(a: f32) -> f32 { a.sqrt() }
+fn g_square(a: f32) -> f32 { a * a }
+fn g_cube(a: f32) -> f32 { a * a * a }
+fn g_sigmoid(a: f32) -> f32 { 1.0 / (1.0 + (-a).exp()) }
+";
+
+const C_HELPERS: &str = "#include <math.h>
+
+static float g_div(float a, float b) { return b == 0.0f ? 1.0f : a / b; }
+static float g_aq(float a, float b) { return a / sqrtf(1.0f + b * b); }
+static float g_pow(float a, float b) { return powf(fabsf(a), b); }
+static float g_spow(float a, float b) { return powf(a, b); }
+static float g_log(float a) { return a == 0.0f ? 0.0f : logf(fabsf(a)); }
+static float g_rlog(float a) { return a == 0.0f ? 1.0f : logf(fabsf(a)); }
+static float g_plog(float a) { return logf(1.0f + fabsf(a)); }
+static float g_slog(float a) { return logf(a); }
+static float g_sqrt(float a) { return sqrtf(fabsf(a)); }
+static float g_ssqrt(float a) { return sqrtf(a); }
+static float g_square(float a) { return a * a; }
+static float g_cube(float a) { return a * a * a; }
+static float g_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+";
+
+/// The lines of `helpers` that define a `g_*` function the expressions call (and the others).
+fn used_helpers(helpers: &str, exprs: &[String]) -> String {
+    helpers
+        .lines()
+        .filter(|l| match l.split_once("g_") {
+            Some((_, rest)) if l.starts_with("static") || l.starts_with("fn") => {
+                let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+                exprs.iter().any(|e| e.contains(&format!("g_{name}(")))
+            }
+            _ => true,
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// One tree (prefix order, no output tags) as an expression.
+pub fn expression(nodes: &[Node], params: &[String], lang: Lang) -> String {
+    fn go(nodes: &[Node], at: &mut usize, params: &[String], lang: Lang) -> String {
+        let n = nodes[*at];
+        *at += 1;
+        match n.op {
+            Op::Var => params.get(n.value as usize).cloned().unwrap_or_else(|| format!("x{}", n.value)),
+            Op::Const => literal(n.value, lang),
+            op => {
+                let a = go(nodes, at, params, lang);
+                let b = if op.arity() > 1 { go(nodes, at, params, lang) } else { String::new() };
+                template(op, lang).replace("{a}", &a).replace("{b}", &b)
+            }
+        }
+    }
+    if nodes.is_empty() {
+        return literal(0.0, lang);
+    }
+    go(nodes, &mut 0, params, lang)
+}
+
+/// The program as a complete source file: helpers, then `predict` (and `outputs` for a
+/// classifier).
+pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
+    let params: Vec<String> = p.features.iter().enumerate().map(|(i, n)| identifier(n, i)).collect();
+    // The program reads standardised features under the same names.
+    let mut body = Vec::<String>::new();
+    if let Some((mean, std)) = p.standardize {
+        for (j, name) in params.iter().enumerate() {
+            let (m, s) = (mean.get(j).copied().unwrap_or(0.0), std.get(j).copied().unwrap_or(1.0));
+            body.push(match lang {
+                Lang::Python => format!("{name} = ({name} - {m:?}) / {s:?}"),
+                Lang::Rust => format!("let {name} = (({name} as f64 - {m:?}) / {s:?}) as f32;"),
+                Lang::C => format!("{name} = (float)(((double){name} - {m:?}) / {s:?});"),
+            });
+        }
+    }
+    let outs: Vec<String> = if p.n_outputs == 0 {
+        vec![expression(p.nodes, &params, lang)]
+    } else {
+        let slots = output_trees(p.nodes, p.n_outputs).ok_or("the model's tree is malformed")?;
+        slots
+            .iter()
+            .map(|terms| {
+                if terms.is_empty() {
+                    literal(0.0, lang)
+                } else {
+                    terms.iter().map(|t| expression(t, &params, lang)).collect::<Vec<_>>().join(" + ")
+                }
+            })
+            .collect()
+    };
+    let mut src = String::new();
+    let header = match p.classes {
+        Some(c) => format!(
+            "grove classifier: predict returns the class index ({}){}",
+            c.iter().enumerate().map(|(i, n)| format!("{i} = {n}")).collect::<Vec<_>>().join(", "),
+            if p.n_outputs == 0 { "; one output: class 1 where it is positive" } else { "" }
+        ),
+        None => "grove regression model: predict returns the prediction".to_string(),
+    };
+    let comment = |s: &str| match lang {
+        Lang::Python => format!("# {s}\n"),
+        _ => format!("// {s}\n"),
+    };
+    src += &comment(&header);
+    src += &comment(&format!("parameters: {}", p.features.join(", ")));
+    let (a, b) = p.scale.unwrap_or((1.0, 0.0));
+    match lang {
+        Lang::Python => {
+            src += PYTHON_HELPERS;
+            src += "\n\n";
+            let sig = params.join(", ");
+            let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
+            match p.classes {
+                None => src += &format!("def predict({sig}):\n{pre}    return {a:?} * {} + {b:?}\n", outs[0]),
+                Some(_) => {
+                    src += &format!("def outputs({sig}):\n{pre}    return [{}]\n\n\n", outs.join(", "));
+                    src += &format!("def predict({sig}):\n    z = outputs({sig})\n");
+                    src += if p.n_outputs == 0 {
+                        "    return 1 if z[0] > 0.0 else 0\n"
+                    } else {
+                        "    return max(range(len(z)), key=lambda k: (z[k], -k))\n"
+                    };
+                }
+            }
+        }
+        Lang::Rust => {
+            src += "#![allow(dead_code, unused_parens, clippy::all)]\n";
+            src += &used_helpers(RUST_HELPERS, &outs);
+            src += "\n";
+            let sig = params.iter().map(|n| format!("{n}: f32")).collect::<Vec<_>>().join(", ");
+            let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
+            match p.classes {
+                None => src += &format!("pub fn predict({sig}) -> f64 {{\n{pre}    {a:?} * ({}) as f64 + {b:?}\n}}\n", outs[0]),
+                Some(_) => {
+                    src += &format!("pub fn outputs({sig}) -> Vec<f32> {{\n{pre}    vec![{}]\n}}\n\n", outs.join(", "));
+                    src += &format!("pub fn predict({sig}) -> usize {{\n    let z = outputs({});\n", params.join(", "));
+                    src += if p.n_outputs == 0 {
+                        "    if z[0] > 0.0 { 1 } else { 0 }\n}\n"
+                    } else {
+                        "    let mut k = 0;\n    for (i, v) in z.iter().enumerate() {\n        if *v > z[k] {\n            k = i;\n        }\n    }\n    k\n}\n"
+                    };
+                }
+            }
+        }
+        Lang::C => {
+            src += &used_helpers(C_HELPERS, &outs);
+            src += "\n";
+            let sig = params.iter().map(|n| format!("float {n}")).collect::<Vec<_>>().join(", ");
+            let sig = if sig.is_empty() { "void".to_string() } else { sig };
+            let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
+            match p.classes {
+                None => src += &format!("double predict({sig}) {{\n{pre}    return {a:?} * (double)({}) + {b:?};\n}}\n", outs[0]),
+                Some(_) => {
+                    let k = outs.len();
+                    src += &format!("/* Writes the {k} outputs to z. */\nvoid outputs({sig}, float *z) {{\n{pre}");
+                    for (i, o) in outs.iter().enumerate() {
+                        src += &format!("    z[{i}] = {o};\n");
+                    }
+                    src += "}\n\n";
+                    src += &format!("int predict({sig}) {{\n    float z[{k}];\n    outputs({}, z);\n", params.join(", "));
+                    src += if p.n_outputs == 0 {
+                        "    return z[0] > 0.0f ? 1 : 0;\n}\n"
+                    } else {
+                        "    int k = 0;\n    for (int i = 1; i < (int)(sizeof z / sizeof z[0]); i++)\n        if (z[i] > z[k]) k = i;\n    return k;\n}\n"
+                    };
+                }
+            }
+        }
+    }
+    Ok(src)
+}

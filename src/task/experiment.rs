@@ -1,0 +1,217 @@
+//! Experiment files: one command's settings in a RON file (`grove run FILE.ron`), or the
+//! `command` and `settings` of a run report (`grove run --from REPORT.json`).
+//!
+//! A file names the command and gives the settings it changes, e.g.
+//!
+//! ```ron
+//! Evolve(
+//!     data: "builtin:pagie1",
+//!     functions: "add,sub,mul,div,sin,cos,tan",
+//!     engine: (pop_size: 5000, generations: 100),
+//! )
+//! ```
+//!
+//! Fields are those of the settings a report stores ([`EvolveSettings`], [`ClassifySettings`]);
+//! enum values are written as strings, spelled as on the command line (`metric: "mae"`,
+//! `fitness: "cross-entropy"`). What a file leaves out takes the command line's default, also
+//! inside a nested block (`engine: (pop_size: 5000)` keeps the command's own `max_len`). An
+//! unknown field is an error that names it with its path. A new command (control) is one more
+//! variant of [`Experiment`] plus its arm in [`Experiment::defaults`].
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use super::classify::ClassifySettings;
+use super::regression::EvolveSettings;
+
+/// One command's complete settings.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Experiment {
+    /// `grove evolve`: symbolic regression.
+    Evolve(EvolveSettings),
+    /// `grove classify`: classification.
+    Classify(ClassifySettings),
+}
+
+/// The commands an experiment can run, by the name a file or report uses.
+pub const COMMANDS: &[(&str, &str)] = &[("Evolve", "evolve"), ("Classify", "classify")];
+
+impl Experiment {
+    /// The command's name as a report stores it (`evolve`, `classify`).
+    pub fn command(&self) -> &'static str {
+        match self {
+            Experiment::Evolve(_) => "evolve",
+            Experiment::Classify(_) => "classify",
+        }
+    }
+
+    /// The settings as JSON (the report's `settings`).
+    pub fn settings_json(&self) -> Value {
+        match self {
+            Experiment::Evolve(s) => serde_json::to_value(s),
+            Experiment::Classify(s) => serde_json::to_value(s),
+        }
+        .unwrap_or(Value::Null)
+    }
+
+    /// The command line's defaults for `command`, as JSON.
+    pub fn defaults(command: &str) -> Result<Value> {
+        Ok(match command {
+            "evolve" => serde_json::to_value(EvolveSettings::cli_default())?,
+            "classify" => serde_json::to_value(ClassifySettings::default())?,
+            other => bail!(
+                "unknown command `{other}`: an experiment is one of {}",
+                COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
+            ),
+        })
+    }
+
+    /// Builds the settings of `command` from `given` laid over the command's defaults, then
+    /// checks them. `origin` names the source in errors.
+    pub fn from_parts(command: &str, given: Value, origin: &str) -> Result<Experiment> {
+        let mut merged = Self::defaults(command)?;
+        anyhow::ensure!(given.is_object(), "{origin}: the settings must be a block of `name: value` fields");
+        // As on the command line, a classifier given a grammar has no default function set.
+        if command == "classify" && given.get("grammar").is_some_and(|g| !g.is_null()) && given.get("functions").is_none() {
+            merged["functions"] = Value::Null;
+        }
+        merge(&mut merged, given);
+        let exp = match command {
+            "evolve" => Experiment::Evolve(strict(merged, origin)?),
+            _ => Experiment::Classify(strict(merged, origin)?),
+        };
+        exp.check().with_context(|| format!("{origin}: bad settings"))?;
+        Ok(exp)
+    }
+
+    /// Checks the settings' values (what clap cannot: ranges, combinations).
+    pub fn check(&self) -> Result<()> {
+        match self {
+            Experiment::Evolve(s) => s.check(),
+            Experiment::Classify(s) => s.check(),
+        }
+    }
+
+    /// Where the run evaluates.
+    pub fn device_mut(&mut self) -> &mut crate::backend::DeviceChoice {
+        match self {
+            Experiment::Evolve(s) => &mut s.device,
+            Experiment::Classify(s) => &mut s.device,
+        }
+    }
+
+    /// The evolution settings every command has.
+    pub fn engine(&self) -> &crate::evolve::EngineConfig {
+        match self {
+            Experiment::Evolve(s) => &s.engine,
+            Experiment::Classify(s) => &s.engine,
+        }
+    }
+
+    /// The evolution settings every command has, to change.
+    pub fn engine_mut(&mut self) -> &mut crate::evolve::EngineConfig {
+        match self {
+            Experiment::Evolve(s) => &mut s.engine,
+            Experiment::Classify(s) => &mut s.engine,
+        }
+    }
+}
+
+/// Deserialises settings, naming the path of a bad or unknown field.
+fn strict<T: serde::de::DeserializeOwned>(v: Value, origin: &str) -> Result<T> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let hint = if inner.contains("invalid type: null") || inner.contains("invalid type: unit") {
+            " (write enum values as strings, e.g. metric: \"mae\")"
+        } else {
+            ""
+        };
+        anyhow::anyhow!("{origin}: field `{path}`: {inner}{hint}")
+    })
+}
+
+/// Lays `over` onto `base`: blocks merge field by field, anything else replaces.
+pub fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// Sets `path` (`engine.pop_size`) in `v` to `value`, creating blocks on the way.
+pub fn set_path(v: &mut Value, path: &str, value: Value) -> Result<()> {
+    let mut at = v;
+    let parts: Vec<&str> = path.split('.').collect();
+    for (i, p) in parts.iter().enumerate() {
+        anyhow::ensure!(!p.is_empty(), "`{path}` is not a field path (write e.g. engine.pop_size)");
+        let obj = at.as_object_mut().with_context(|| format!("`{}` is not a block of fields", parts[..i].join(".")))?;
+        if i + 1 == parts.len() {
+            obj.insert(p.to_string(), value);
+            return Ok(());
+        }
+        at = obj.entry(p.to_string()).or_insert_with(|| Value::Object(Default::default()));
+    }
+    Ok(())
+}
+
+/// Skips whitespace, comments and `#![...]` attributes at the start of RON text.
+fn skip_preamble(mut s: &str) -> &str {
+    loop {
+        s = s.trim_start();
+        if let Some(r) = s.strip_prefix("//") {
+            s = r.split_once('\n').map_or("", |x| x.1);
+        } else if let Some(r) = s.strip_prefix("/*") {
+            s = r.split_once("*/").map_or("", |x| x.1);
+        } else if let Some(r) = s.strip_prefix("#![") {
+            s = r.split_once(']').map_or("", |x| x.1);
+        } else {
+            return s;
+        }
+    }
+}
+
+/// Reads an experiment from RON text: `Command(field: value, ...)`.
+pub fn parse_ron(text: &str, origin: &str) -> Result<(String, Value)> {
+    let body = skip_preamble(text);
+    let name: String = body.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+    let Some(&(_, command)) = COMMANDS.iter().find(|c| c.0 == name) else {
+        bail!(
+            "{origin}: an experiment file starts with the command, one of {} (e.g. `Evolve(data: \"builtin:pagie1\", ...)`), not `{}`",
+            COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>().join(", "),
+            body.chars().take(20).collect::<String>().lines().next().unwrap_or("")
+        );
+    };
+    let opts = ron::Options::default().with_default_extension(ron::extensions::Extensions::IMPLICIT_SOME);
+    let value: Value = opts.from_str(text).map_err(|e| anyhow::anyhow!("{origin}:{e}"))?;
+    // `Evolve()` reads as unit or an empty tuple.
+    let empty = value.is_null() || value.as_array().is_some_and(|a| a.is_empty());
+    let value = if empty { Value::Object(Default::default()) } else { value };
+    Ok((command.to_string(), value))
+}
+
+/// Loads an experiment file.
+pub fn load_ron(path: &std::path::Path) -> Result<(String, Value)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the experiment file {}", path.display()))?;
+    parse_ron(&text, &path.display().to_string())
+}
+
+/// Reads the `command` and `settings` of a run report.
+pub fn load_report(path: &std::path::Path) -> Result<(String, Value)> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
+    let v: Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", path.display()))?;
+    let command = v.get("command").and_then(Value::as_str).with_context(|| {
+        format!("{} has no `command`: give a report written by `grove evolve`, `classify` or `run` with --report", path.display())
+    })?;
+    let settings = v.get("settings").cloned().with_context(|| format!("{} has no `settings`", path.display()))?;
+    Ok((command.to_string(), settings))
+}

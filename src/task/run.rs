@@ -1,0 +1,345 @@
+//! What every task's run shares: the options of a run (quiet, checkpoints, resume, stop), the
+//! observer that shows progress, keeps the hall of fame and writes checkpoints, and the
+//! checkpoint file itself (settings + engine state + hall of fame, written atomically).
+
+use std::path::{Path, PathBuf};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::experiment::Experiment;
+use crate::evolve::checkpoint::{Saved, SavedNode, decode_nodes, encode_nodes};
+use crate::evolve::hof::{Entry, HallOfFame};
+use crate::evolve::{Best, GenerationStats, Observer, Snapshot};
+use crate::program::tree::Population;
+
+/// How a run is carried out (none of it changes the result).
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Print nothing but the result.
+    pub quiet: bool,
+    /// Print a line per generation.
+    pub verbose: bool,
+    /// Write checkpoints here.
+    pub checkpoint: Option<PathBuf>,
+    /// Every this many generations (and on a stop).
+    pub checkpoint_every: usize,
+    /// Continue from this checkpoint.
+    pub resume: Option<Checkpoint>,
+    /// Set (by Ctrl-C) to stop between generations.
+    pub stop: Option<Arc<AtomicBool>>,
+}
+
+/// The run stopped on request after saving a checkpoint.
+#[derive(Debug)]
+pub struct Stopped {
+    /// The generation a resumed run starts at.
+    pub generation: usize,
+    /// Where the checkpoint is (none without `--checkpoint`).
+    pub checkpoint: Option<PathBuf>,
+}
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.checkpoint {
+            Some(p) => write!(
+                f,
+                "interrupted before generation {}; saved {}: continue with `grove run --resume {}`",
+                self.generation,
+                p.display(),
+                p.display()
+            ),
+            None => write!(f, "interrupted before generation {} (nothing saved: give --checkpoint PATH to keep runs)", self.generation),
+        }
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// A hall-of-fame entry, exactly.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedEntry {
+    /// Size in nodes.
+    pub size: usize,
+    /// Fitness, f64 bits.
+    pub fitness: u64,
+    /// Tree.
+    pub nodes: Vec<SavedNode>,
+    /// Generation first seen.
+    pub generation: usize,
+}
+
+/// A checkpoint file: the experiment, the engine's state and the task's (hall of fame,
+/// evaluation count).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Checkpoint {
+    /// Format marker and version.
+    pub grove_checkpoint: u32,
+    /// grove's version that wrote it.
+    pub version: String,
+    /// The run's settings.
+    pub experiment: Experiment,
+    /// The engine's state.
+    pub state: Saved,
+    /// The hall of fame.
+    pub hall_of_fame: Vec<SavedEntry>,
+    /// Node evaluations so far (timing).
+    pub node_evaluations: f64,
+    /// Median program size of each generation so far (0 where none was valid).
+    #[serde(default)]
+    pub median_sizes: Vec<f64>,
+    /// Generations between checkpoints (a resumed run keeps it).
+    #[serde(default = "ten")]
+    pub checkpoint_every: usize,
+}
+
+fn ten() -> usize {
+    10
+}
+
+impl Checkpoint {
+    /// Reads a checkpoint, with errors that say what is wrong with the file.
+    pub fn load(path: &Path) -> Result<Checkpoint> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the checkpoint {}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a checkpoint (not JSON; was it cut short?)", path.display()))?;
+        anyhow::ensure!(
+            v.get("grove_checkpoint").is_some(),
+            "{} is not a checkpoint: give a file written by --checkpoint (a report is repeated with --from)",
+            path.display()
+        );
+        serde_json::from_value(v).with_context(|| format!("{}: the checkpoint cannot be read", path.display()))
+    }
+
+    /// The hall of fame it holds.
+    pub fn hall_of_fame(&self) -> Result<HallOfFame> {
+        let mut h = HallOfFame::default();
+        for e in &self.hall_of_fame {
+            if h.by_size.len() <= e.size {
+                h.by_size.resize(e.size + 1, None);
+            }
+            h.by_size[e.size] =
+                Some(Entry { fitness: f64::from_bits(e.fitness), nodes: decode_nodes(&e.nodes)?, generation: e.generation });
+        }
+        Ok(h)
+    }
+}
+
+pub use crate::report::write_atomic;
+
+/// The observer of a task's run: progress, node-evaluation count, hall of fame, checkpoints
+/// and the stop request.
+pub struct RunObserver<'a> {
+    progress: crate::report::progress::Progress,
+    /// Node evaluations so far.
+    pub evals: f64,
+    points: f64,
+    pop_size: usize,
+    /// The hall of fame.
+    pub hof: HallOfFame,
+    /// Median size of the valid programs of each generation (0 where none was valid).
+    pub median_sizes: Vec<f64>,
+    opts: &'a RunOptions,
+    experiment: &'a Experiment,
+    verbose: bool,
+}
+
+impl<'a> RunObserver<'a> {
+    /// An observer for a run of `experiment` scoring each program on `points` data points.
+    pub fn new(experiment: &'a Experiment, opts: &'a RunOptions, points: usize) -> Result<Self> {
+        let engine = experiment.engine();
+        let (hof, evals, median_sizes) = match &opts.resume {
+            Some(c) => (c.hall_of_fame()?, c.node_evaluations, c.median_sizes.clone()),
+            None => (HallOfFame::default(), 0.0, Vec::new()),
+        };
+        Ok(Self {
+            progress: crate::report::progress::Progress::new(engine.generations, opts.quiet || opts.verbose),
+            evals,
+            points: points as f64,
+            pop_size: engine.pop_size,
+            hof,
+            median_sizes,
+            opts,
+            experiment,
+            verbose: opts.verbose && !opts.quiet,
+        })
+    }
+
+    /// The resume state for the engine.
+    pub fn resume(&self) -> Result<Option<crate::evolve::Resume>> {
+        self.opts.resume.as_ref().map(|c| c.state.resume()).transpose()
+    }
+
+    /// Ends the progress display.
+    pub fn finish(&self) {
+        self.progress.finish();
+    }
+
+    /// Turns the engine's [`Interrupted`](crate::evolve::Interrupted) into [`Stopped`], which
+    /// says where the checkpoint is.
+    pub fn explain(&self, err: anyhow::Error) -> anyhow::Error {
+        match err.downcast_ref::<crate::evolve::Interrupted>() {
+            Some(i) => Stopped { generation: i.generation, checkpoint: self.opts.checkpoint.clone() }.into(),
+            None => err,
+        }
+    }
+}
+
+/// The median of sizes given as counts per size (`counts[n]`: how many have `n` nodes); 0
+/// when there are none. Equals sorting the sizes and taking the middle (or the mean of the two
+/// middle ones).
+pub fn median_of_counts(counts: &[u32]) -> f64 {
+    let total: u64 = counts.iter().map(|&c| c as u64).sum();
+    if total == 0 {
+        return 0.0;
+    }
+    // The size at sorted position k.
+    let at = |k: u64| -> f64 {
+        let mut seen = 0u64;
+        for (n, &c) in counts.iter().enumerate() {
+            seen += c as u64;
+            if seen > k {
+                return n as f64;
+            }
+        }
+        0.0
+    };
+    if total % 2 == 1 { at(total / 2) } else { (at(total / 2 - 1) + at(total / 2)) / 2.0 }
+}
+
+impl Observer for RunObserver<'_> {
+    fn generation(&mut self, s: &GenerationStats, _best: &Best) {
+        self.evals += s.mean_size.max(0.0) * (self.pop_size - s.invalid) as f64 * self.points;
+        self.progress.update(s, self.evals);
+        if self.verbose {
+            eprintln!(
+                "gen {:>4} · best {:.6e} · mean {:.6e} · mean size {:.1} · invalid {} · {:.3} s",
+                s.generation, s.best, s.mean, s.mean_size, s.invalid, s.seconds
+            );
+        }
+    }
+
+    fn evaluated(&mut self, generation: usize, pop: &Population, fitness: &[f64]) {
+        self.hof.update(generation, pop, fitness);
+        let mut sizes: Vec<u16> =
+            pop.len.iter().zip(fitness).filter(|(n, f)| **n > 0 && crate::select::key(**f).is_finite()).map(|(n, _)| *n).collect();
+        let median = match sizes.len() {
+            0 => 0.0,
+            n => {
+                sizes.sort_unstable();
+                if n % 2 == 1 { sizes[n / 2] as f64 } else { (sizes[n / 2 - 1] as f64 + sizes[n / 2] as f64) / 2.0 }
+            }
+        };
+        self.median_sizes.truncate(generation);
+        self.median_sizes.push(median);
+    }
+
+    fn evaluated_sizes(&mut self, generation: usize, winners: &[(f64, Vec<crate::program::tree::Node>)], size_counts: &[u32]) {
+        for (f, nodes) in winners {
+            self.hof.offer(generation, *f, nodes);
+        }
+        self.median_sizes.truncate(generation);
+        self.median_sizes.push(median_of_counts(size_counts));
+    }
+
+    fn wants_snapshot(&mut self, generation: usize) -> bool {
+        self.opts.checkpoint.is_some() && self.opts.checkpoint_every > 0 && generation % self.opts.checkpoint_every == 0
+    }
+
+    fn snapshot(&mut self, state: &Snapshot<'_>) -> Result<()> {
+        let Some(path) = &self.opts.checkpoint else { return Ok(()) };
+        let c = Checkpoint {
+            grove_checkpoint: 1,
+            version: env!("CARGO_PKG_VERSION").into(),
+            experiment: self.experiment.clone(),
+            state: Saved::of(state),
+            hall_of_fame: self
+                .hof
+                .by_size
+                .iter()
+                .enumerate()
+                .filter_map(|(size, e)| {
+                    e.as_ref().map(|e| SavedEntry {
+                        size,
+                        fitness: e.fitness.to_bits(),
+                        nodes: encode_nodes(&e.nodes),
+                        generation: e.generation,
+                    })
+                })
+                .collect(),
+            node_evaluations: self.evals,
+            median_sizes: self.median_sizes.clone(),
+            checkpoint_every: self.opts.checkpoint_every,
+        };
+        let text = serde_json::to_vec(&c).context("cannot encode the checkpoint")?;
+        write_atomic(path, &text).with_context(|| format!("cannot save the checkpoint {}", path.display()))?;
+        if self.verbose {
+            eprintln!("checkpoint before generation {} saved to {}", state.generation, path.display());
+        }
+        Ok(())
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst))
+    }
+
+    fn checkpointing(&self) -> bool {
+        self.opts.checkpoint.is_some()
+    }
+}
+
+/// One row of the hall of fame as reports and CSV files hold it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FameRow {
+    /// Size in nodes.
+    pub complexity: usize,
+    /// The error (fitness without the parsimony penalty).
+    pub loss: f64,
+    /// Infix formula.
+    pub equation: String,
+    /// LaTeX.
+    pub latex: String,
+    /// Text sympy's `sympify` parses.
+    pub sympy: String,
+}
+
+/// Writes hall-of-fame rows as CSV (`complexity,loss,equation,latex,sympy`, RFC 4180 quoting).
+pub fn fame_csv(rows: &[FameRow]) -> String {
+    let q = |s: &str| {
+        if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
+    };
+    let mut out = String::from("complexity,loss,equation,latex,sympy\n");
+    for r in rows {
+        out += &format!("{},{:e},{},{},{}\n", r.complexity, r.loss, q(&r.equation), q(&r.latex), q(&r.sympy));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_counts_equals_the_median_of_the_sorted_sizes() {
+        let mut s = crate::rng::Stream::new(3, 0, 0, crate::rng::Purpose::Bench);
+        assert_eq!(median_of_counts(&[0, 0, 0]), 0.0);
+        assert_eq!(median_of_counts(&[0, 1]), 1.0);
+        assert_eq!(median_of_counts(&[0, 1, 0, 1]), 2.0);
+        for _ in 0..200 {
+            let counts: Vec<u32> = (0..1 + s.below(12)).map(|n| if n == 0 { 0 } else { s.below(4) }).collect();
+            let mut sizes: Vec<usize> = counts.iter().enumerate().flat_map(|(n, &c)| std::iter::repeat_n(n, c as usize)).collect();
+            sizes.sort_unstable();
+            let want = match sizes.len() {
+                0 => 0.0,
+                n if n % 2 == 1 => sizes[n / 2] as f64,
+                n => (sizes[n / 2 - 1] + sizes[n / 2]) as f64 / 2.0,
+            };
+            assert_eq!(median_of_counts(&counts), want, "{counts:?}");
+        }
+    }
+}
