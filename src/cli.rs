@@ -587,7 +587,7 @@ fn render(args: &RenderArgs) -> Result<ExitCode> {
     let model = crate::sim::Model::load(&args.env, args.profile.as_deref())?;
     let nu = model.nu();
     let (mut policy, rows): (Policy<'static>, Option<usize>) = match (&args.policy, &args.actions) {
-        (Some(p), _) => (policy_from_report(p)?, None),
+        (Some(p), _) => (policy_from_report(p, &model)?, None),
         (None, Some(f)) => {
             let rows = crate::sim::rollout::read_actions_file(f, nu)?;
             let n = rows.len();

@@ -110,6 +110,34 @@ fn every_population_of_a_run_gets_the_same_fitness_on_both() {
     assert!(bad.is_empty(), "{} differ:\n{}", bad.len(), bad[..bad.len().min(10)].join("\n"));
 }
 
+/// An observer keeping a hall of fame and the median sizes, from whole populations (host loop)
+/// or from per-size summaries (device loop).
+#[derive(Default)]
+struct Fame {
+    hof: grove::evolve::hof::HallOfFame,
+    medians: Vec<f64>,
+}
+
+impl grove::evolve::Observer for Fame {
+    fn generation(&mut self, _: &grove::evolve::GenerationStats, _: &grove::evolve::Best) {}
+    fn evaluated(&mut self, generation: usize, pop: &Population, fitness: &[f64]) {
+        self.hof.update(generation, pop, fitness);
+        let mut counts = vec![0u32; pop.max_len + 1];
+        for (i, &f) in fitness.iter().enumerate() {
+            if pop.len[i] > 0 && grove::select::key(f).is_finite() {
+                counts[pop.len[i] as usize] += 1;
+            }
+        }
+        self.medians.push(grove::task::run::median_of_counts(&counts));
+    }
+    fn evaluated_sizes(&mut self, generation: usize, winners: &[(f64, Vec<grove::program::tree::Node>)], counts: &[u32]) {
+        for (f, nodes) in winners {
+            self.hof.offer(generation, *f, nodes);
+        }
+        self.medians.push(grove::task::run::median_of_counts(counts));
+    }
+}
+
 /// The device loop (population, selection, breeding and elitism on the GPU) against the host
 /// loop evaluating on the same GPU: the same programs, fitness and history, for tree GP on W1's
 /// data with several settings (elites, tournament sizes, scaling, metrics, a multi-output-free
@@ -118,7 +146,7 @@ fn every_population_of_a_run_gets_the_same_fitness_on_both() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_loop_equals_the_host_loop() {
-    use grove::evolve::{EngineConfig, device, run_trees_on_host};
+    use grove::evolve::{EngineConfig, device};
     use grove::task::regression::{Metric, Regression, RegressionConfig, TreeSettings};
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
@@ -134,9 +162,13 @@ fn the_device_loop_equals_the_host_loop() {
         let task = Regression { backend: &gpu, data, config: reg };
         let rep = TreeSettings::default().rep(functions, train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
-        let (a, tr) = device::run_trees(&cfg, &rep, &d, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
-        let b = run_trees_on_host(&cfg, &rep, &task, &mut |_, _| {}).unwrap();
+        let (mut da, mut ho) = (Fame::default(), Fame::default());
+        let (a, tr) = device::run_trees(&cfg, &rep, &d, None, &mut da).unwrap();
+        let b = grove::evolve::run_trees_on_host_from(&cfg, &rep, &task, None, &mut ho).unwrap();
         let what = format!("{functions} {cfg:?} {reg:?}");
+        assert_eq!(da.hof, ho.hof, "{what}: hall of fame");
+        assert_eq!(da.medians, ho.medians, "{what}: median sizes");
+        assert!(da.hof.by_size.iter().flatten().count() > 5, "{what}: the hall of fame fills");
         assert_eq!(a.best, b.best, "{what}: best program");
         assert_eq!(a.population, b.population, "{what}: last population");
         assert_eq!(a.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), b.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "{what}: last fitness");

@@ -238,17 +238,23 @@ where
     Ok(())
 }
 
-/// The policy of a control report, for `grove render --policy`: the hook the control task
-/// fills in (it owns the report format and the program's inputs and outputs).
-pub fn policy_from_report(path: &Path) -> Result<Policy<'static>> {
+/// The policy of a `grove control` report, for `grove render --policy`: the saved program,
+/// checked against `model`, acting on each observation as `grove rollout --policy` does
+/// (f32, actions = tanh of the outputs). The renderer steps in f64, so its returns differ from
+/// the f32 roll-out's in the last digits.
+pub fn policy_from_report(path: &Path, model: &crate::sim::Model) -> Result<Policy<'static>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", path.display()))?;
-    match v.get("command").and_then(|c| c.as_str()) {
-        Some("control") => bail!("{}: policies of control reports are not wired into grove render yet: use --actions FILE.csv", path.display()),
-        other => bail!(
-            "{}: --policy needs a report of `grove control`, not of `grove {}`: use --actions FILE.csv for fixed actions",
-            path.display(),
-            other.unwrap_or("?")
-        ),
+    if v.get("policy").is_none() {
+        let cmd = v.get("command").and_then(|c| c.as_str()).unwrap_or("?");
+        bail!("{}: --policy needs a report of `grove control`, not of `grove {cmd}`: use --actions FILE.csv for fixed actions", path.display());
     }
+    let saved = crate::task::control::SavedPolicy::read(path)?;
+    let nodes = saved.tree(model)?;
+    let mut source = crate::sim::rollout::ActionSource::policy(&nodes, model)?;
+    let nu = model.nu();
+    Ok(Box::new(move |t: usize, obs: &[f64]| {
+        let o: Vec<f32> = obs.iter().map(|&x| x as f32).collect();
+        source.action(t, nu, &o)
+    }))
 }
