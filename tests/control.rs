@@ -59,6 +59,14 @@ fn control_prints_a_policy_and_its_report_replays() {
     assert!((ret - train).abs() <= 1e-3 * train.abs().max(1.0), "render's return {ret} against the replay's {train}");
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.starts_with("<svg") || drawn.contains("<svg"), "not an SVG");
+    // grove plot draws the return over generations from the report.
+    let dir = temp("plots");
+    let out = grove(&["plot", report.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let png = std::fs::read(dir.join("fitness.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 1000, "fitness.png is not a PNG");
+    let plot = std::fs::read_to_string(dir.join("fitness.svg")).unwrap();
+    assert!(plot.contains("<svg") && plot.contains("return over generations"), "the control plot shows returns");
 }
 
 #[test]
