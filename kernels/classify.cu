@@ -50,17 +50,7 @@ static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_trees) == 20, "layout");
 static_assert(GROVE_OFFSETOF(GroveClassifyParams, tile_points) == 24, "layout");
 static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_tiles) == 28, "layout");
 
-// Mirrors ClassPartial: one (tree, tile)'s sums, and after the reduction one tree's. The
-// per-class correct counts live beside it in a [rows][n_classes] unsigned array.
-struct GroveClassPartial {
-    double ce;     // sum of the cross-entropy over the finite points
-    unsigned n;    // points summed
-    unsigned bad;  // points with a NaN or infinite logit (all of them for an empty tree)
-};
-static_assert(sizeof(GroveClassPartial) == 16, "GroveClassPartial must match ClassPartial");
-static_assert(GROVE_OFFSETOF(GroveClassPartial, ce) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassPartial, n) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassPartial, bad) == 12, "layout");
+#include "sums.cuh"
 
 // Mirrors ClassReduceParams.
 struct GroveClassReduceParams {

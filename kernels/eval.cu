@@ -48,22 +48,7 @@ static_assert(GROVE_OFFSETOF(GroveEvalParams, tile_points) == 20, "layout");
 static_assert(GROVE_OFFSETOF(GroveEvalParams, n_tiles) == 24, "layout");
 static_assert(GROVE_OFFSETOF(GroveEvalParams, reserved) == 28, "layout");
 
-// Mirrors RegSums: sums over points of e = f - y, f the program's result 0, in f64.
-struct GroveRegSums {
-    double sse, sae, sum_f, sum_ff, sum_fy, sum_y, sum_yy;
-    unsigned n;    // points summed
-    unsigned bad;  // points where some result was NaN or infinite
-};
-static_assert(sizeof(GroveRegSums) == 64, "GroveRegSums must match RegSums");
-static_assert(GROVE_OFFSETOF(GroveRegSums, sse) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveRegSums, sae) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveRegSums, sum_f) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveRegSums, sum_ff) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveRegSums, sum_fy) == 32, "layout");
-static_assert(GROVE_OFFSETOF(GroveRegSums, sum_y) == 40, "layout");
-static_assert(GROVE_OFFSETOF(GroveRegSums, sum_yy) == 48, "layout");
-static_assert(GROVE_OFFSETOF(GroveRegSums, n) == 56, "layout");
-static_assert(GROVE_OFFSETOF(GroveRegSums, bad) == 60, "layout");
+#include "sums.cuh"
 
 // Mirrors ReduceParams.
 struct GroveReduceParams {

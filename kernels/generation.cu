@@ -22,6 +22,9 @@
 
 #define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
 
+#include "sums.cuh"
+#include "order.cuh"
+
 // Mirrors GenParams in src/backend/cuda/kernels.rs.
 struct GroveGenParams {
     unsigned n;          // P: individuals
@@ -41,13 +44,6 @@ static_assert(GROVE_OFFSETOF(GroveGenParams, parsimony) == 16, "layout");
 static_assert(GROVE_OFFSETOF(GroveGenParams, n_blocks) == 24, "layout");
 static_assert(GROVE_OFFSETOF(GroveGenParams, n_chosen) == 28, "layout");
 
-// eval.cu's GroveRegSums (same layout, checked there and in kernels.rs).
-struct GroveRegSums {
-    double sse, sae, sum_f, sum_ff, sum_fy, sum_y, sum_yy;
-    unsigned n;
-    unsigned bad;
-};
-static_assert(sizeof(GroveRegSums) == 64, "GroveRegSums must match RegSums");
 
 // Mirrors GenStats: what the host reads after each generation (mailbox words 0 .. 7).
 struct GroveGenStats {
@@ -86,17 +82,6 @@ __device__ __forceinline__ unsigned grove_arity(unsigned code) {
     }
 }
 
-// select::key: NaN reads as +inf.
-__device__ __forceinline__ double grove_key(double f) {
-    return isnan(f) ? __longlong_as_double(0x7FF0000000000000ll) : f;
-}
-
-// f64::total_cmp's order as a signed integer: flip the magnitude bits of negative numbers.
-__device__ __forceinline__ long long grove_total_order(double f) {
-    long long b = __double_as_longlong(f);
-    b ^= (long long)(((unsigned long long)(b >> 63)) >> 1);
-    return b;
-}
 
 // (key, idx) lexicographic: a before b.
 __device__ __forceinline__ bool grove_before(long long ka, unsigned ia, long long kb, unsigned ib) {
@@ -257,13 +242,6 @@ extern "C" __global__ void grove_regression_fitness(GroveGenParams p, const Grov
 // Fitness: task::classify::fitness_of plus parsimony per node; +inf for an empty tree.
 // metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy.
 
-// classify.cu's GroveClassPartial.
-struct GroveClassPartial {
-    double ce;
-    unsigned n;
-    unsigned bad;
-};
-static_assert(sizeof(GroveClassPartial) == 16, "GroveClassPartial must match ClassPartial");
 
 extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_classes, const GroveClassPartial* sums,
                                                   const unsigned* correct, const unsigned long long* counts,

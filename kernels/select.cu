@@ -5,6 +5,7 @@
 // src/backend/cuda/select.rs; parity tests are tests/cuda_vary.rs.
 
 #include "rng.cuh"
+#include "order.cuh"
 
 #define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
 
@@ -40,23 +41,12 @@ static_assert(GROVE_OFFSETOF(GroveSelectParams, seed_hi) == 28, "layout");
 static_assert(GROVE_OFFSETOF(GroveSelectParams, generation) == 32, "layout");
 static_assert(GROVE_OFFSETOF(GroveSelectParams, n_cases) == 36, "layout");
 
-// select::key: NaN reads as +inf.
-__device__ __forceinline__ double grove_key(double f) {
-    return isnan(f) ? __longlong_as_double(0x7FF0000000000000ll) : f;
-}
-
 // select::beats: strictly lower key, ties to the lower index.
 __device__ __forceinline__ bool grove_beats(const double* fit, unsigned a, unsigned b) {
     const double fa = grove_key(fit[a]), fb = grove_key(fit[b]);
     return fa < fb || (fa == fb && a < b);
 }
 
-// f64::total_cmp's order as a signed integer: flip the magnitude bits of negative numbers.
-__device__ __forceinline__ long long grove_total_order(double f) {
-    long long b = __double_as_longlong(f);
-    b ^= (long long)(((unsigned long long)(b >> 63)) >> 1);
-    return b;
-}
 
 // select::valid_indices: pool = the indices with a finite key, in order; n_valid[0] = their
 // number. One block of GROVE_POOL_THREADS threads, each taking a contiguous run of indices,

@@ -1,15 +1,17 @@
 //! Tree GP with the whole generation on the GPU: the population, its fitness, selection,
 //! breeding and elitism stay in device memory from the first generation to the last. Per
-//! generation the host reads one mailbox of 24 words (the statistics, the next population's
-//! evaluation order counts and breeding counts: [`crate::backend::cuda::MailboxRead`]), and
-//! one tree when the best program improves; [`Transfers`] counts every copy.
+//! generation the host waits once and reads a mailbox of 24 words (the statistics, the next
+//! population's evaluation order counts and breeding counts:
+//! [`crate::backend::cuda::MailboxRead`]) and a per-size summary (for the hall of fame and the
+//! median size), then, in one copy, the trees that improve the best program or a size's best;
+//! [`Transfers`] counts every copy. Snapshots (checkpoints, Ctrl-C) copy the population back.
 //!
 //! It computes what [`super::run_trees_on_host`] computes with the same engine evaluating:
 //! every kernel is the exact twin of the host step it replaces (`init_trees` of
 //! `init_population`, `select_tournament` of `select::tournament`, `breed_trees` of `breed`,
-//! `elite_and_stats` of `select::elite`, `regression_fitness` of the regression task's
-//! fitness), so the two loops give the same programs, fitness and history (the mean fitness
-//! summed in another order). `tests/cuda_evolve.rs` checks this on a GPU.
+//! `elite_and_stats` of `select::elite`, the tasks' fitness kernels of their host formulas,
+//! `size_summary` of the hall of fame's update), so the two loops give the same programs,
+//! fitness, history (the mean fitness summed in another order) and hall of fame. `tests/cuda_evolve.rs` checks this on a GPU.
 
 use std::time::Instant;
 
@@ -81,7 +83,7 @@ pub struct Transfers {
     pub mailbox_bytes: usize,
     /// Best programs copied back when the best improved.
     pub best_trees: usize,
-    /// Their bytes.
+    /// Their bytes (whole rows).
     pub best_tree_bytes: usize,
     /// Per-size summaries (hall of fame, median size), one per generation.
     pub size_summaries: usize,
@@ -89,6 +91,8 @@ pub struct Transfers {
     pub size_summary_bytes: usize,
     /// Per-size winners copied back for the hall of fame (improvements only).
     pub hall_of_fame_trees: usize,
+    /// Their bytes (whole rows).
+    pub hall_of_fame_bytes: usize,
     /// Population data (trees or fitness) copied to the host between generations: none,
     /// unless a checkpoint was taken (then [`Self::snapshot_bytes`]).
     pub population_bytes_between_generations: usize,
@@ -200,37 +204,44 @@ pub fn run_trees(
             e.post_bred_counts(&bred, &mut mail)?;
             prof.mark(e, "order trees")?;
         }
-        let r = e.read_mailbox(&mail)?;
+        let (r, summary) = e.read_generation(&mail, &sizes)?;
         prof.mark(e, "read mailbox")?;
         tr.mailbox_reads += 1;
         tr.mailbox_bytes += mailbox_bytes;
+        tr.size_summaries += 1;
+        tr.size_summary_bytes += size_bytes;
         tr.generations += 1;
         let s = r.stats;
         let n = s.n_valid as usize;
-        if s.best.is_finite() && s.best < best.fitness {
-            let nodes = e.download_tree(&pop, s.best_idx as usize)?;
-            tr.best_trees += 1;
-            tr.best_tree_bytes += 2 + nodes.len() * 6;
-            best = Best { fitness: s.best, nodes, generation: gen, genome: None };
-        }
-        let summary = e.read_size_summary(&sizes)?;
-        tr.size_summaries += 1;
-        tr.size_summary_bytes += size_bytes;
+        // One copy brings back every tree the host needs: each size's new winner (for the
+        // hall of fame) and the best program when it improves.
         let mut improved = Vec::new();
-        for (n, b) in summary.best.iter().enumerate() {
+        for (size, b) in summary.best.iter().enumerate() {
             if let Some((f, i)) = *b {
-                if f < size_best[n] {
-                    size_best[n] = f;
+                if f < size_best[size] {
+                    size_best[size] = f;
                     improved.push((f, i));
                 }
             }
         }
-        let idx: Vec<u32> = improved.iter().map(|&(_, i)| i).collect();
-        let trees = e.download_trees(&pop, &idx)?;
+        let best_improves = s.best.is_finite() && s.best < best.fitness;
+        let mut idx: Vec<u32> = improved.iter().map(|&(_, i)| i).collect();
+        if best_improves {
+            idx.push(s.best_idx);
+        }
+        let mut trees = e.download_trees(&pop, &idx)?;
+        let row_bytes = spec.max_len * 8 + 2;
+        if best_improves {
+            let nodes = trees.pop().expect("one tree per index");
+            tr.best_trees += 1;
+            tr.best_tree_bytes += row_bytes;
+            best = Best { fitness: s.best, nodes, generation: gen, genome: None };
+        }
         tr.hall_of_fame_trees += trees.len();
+        tr.hall_of_fame_bytes += trees.len() * row_bytes;
         let winners: Vec<(f64, Vec<crate::program::tree::Node>)> = improved.iter().map(|&(f, _)| f).zip(trees).collect();
         observer.evaluated_sizes(gen, &winners, &summary.counts);
-        prof.mark(e, "hall of fame")?;
+        prof.mark(e, "hall of fame and best")?;
         let stats = GenerationStats {
             generation: gen,
             best: if s.best.is_finite() && n > 0 { s.best } else { f64::INFINITY },

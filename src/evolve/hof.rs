@@ -29,16 +29,8 @@ impl HallOfFame {
     /// depend on threads.
     pub fn update(&mut self, generation: usize, pop: &Population, fitness: &[f64]) {
         for (i, &f) in fitness.iter().enumerate() {
-            let n = pop.len[i] as usize;
-            let f = select::key(f);
-            if n == 0 || !f.is_finite() {
-                continue;
-            }
-            if self.by_size.len() <= n {
-                self.by_size.resize(n + 1, None);
-            }
-            if self.by_size[n].as_ref().is_none_or(|e| f < e.fitness) {
-                self.by_size[n] = Some(Entry { fitness: f, nodes: pop.tree(i).nodes(), generation });
+            if let Some(slot) = self.improved_slot(pop.len[i] as usize, f) {
+                *slot = Some(Entry { fitness: select::key(f), nodes: pop.tree(i).nodes(), generation });
             }
         }
     }
@@ -46,17 +38,22 @@ impl HallOfFame {
     /// Offers one program of `generation` (a device loop's per-size winner): it replaces the
     /// entry of its size only when strictly better, as in [`Self::update`].
     pub fn offer(&mut self, generation: usize, fitness: f64, nodes: &[Node]) {
-        let n = nodes.len();
-        let f = select::key(fitness);
+        if let Some(slot) = self.improved_slot(nodes.len(), fitness) {
+            *slot = Some(Entry { fitness: select::key(fitness), nodes: nodes.to_vec(), generation });
+        }
+    }
+
+    /// The entry of size `n` when a valid program of fitness `f` beats it (or it is empty).
+    fn improved_slot(&mut self, n: usize, f: f64) -> Option<&mut Option<Entry>> {
+        let f = select::key(f);
         if n == 0 || !f.is_finite() {
-            return;
+            return None;
         }
         if self.by_size.len() <= n {
             self.by_size.resize(n + 1, None);
         }
-        if self.by_size[n].as_ref().is_none_or(|e| f < e.fitness) {
-            self.by_size[n] = Some(Entry { fitness: f, nodes: nodes.to_vec(), generation });
-        }
+        let slot = &mut self.by_size[n];
+        slot.as_ref().is_none_or(|e| f < e.fitness).then_some(slot)
     }
 
     /// The Pareto front: by increasing size, each entry with a loss strictly below every

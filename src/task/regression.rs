@@ -328,6 +328,23 @@ pub fn fame_rows(
         .collect()
 }
 
+/// A program as `a·f + b` in infix, LaTeX and sympy text (just `f` when `(a, b)` is `(1, 0)`).
+fn scaled_texts(nodes: &[Node], names: &[String], (a, b): (f64, f64)) -> (String, String, String) {
+    use crate::program::render::{Style, number, render};
+    let wrap = |style: Style| -> String {
+        let body = render(nodes, names, style);
+        if (a, b) == (1.0, 0.0) {
+            return body;
+        }
+        let (a, b) = (number(a as f32), number(b as f32));
+        match style {
+            Style::Latex => format!("{a} \\cdot \\left({body}\\right) + {b}"),
+            Style::Sympy | Style::Infix => format!("{a}*({body}) + {b}"),
+        }
+    };
+    (wrap(Style::Infix), wrap(Style::Latex), wrap(Style::Sympy))
+}
+
 /// The generations of a run as the report holds them (`median_sizes` by generation).
 pub fn generations_json(history: &[crate::evolve::GenerationStats], median_sizes: &[f64]) -> Vec<serde_json::Value> {
     history
@@ -352,7 +369,6 @@ pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> 
 
     use crate::evolve::{GrammarRep, run_grammar_from};
     use crate::grammar::{self, DatasetShape};
-    use crate::program::render::{Style, render};
 
     let start = std::time::Instant::now();
     let (train, test) = load_data(settings)?;
@@ -399,20 +415,7 @@ pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> 
     let train_scores = scores(&best.nodes, &train, (a, b))?;
     let test_scores = test.as_ref().map(|t| scores(&best.nodes, t, (a, b))).transpose()?;
     let names = &train.names;
-    let wrap = |body: String, style: Style| -> String {
-        if (a, b) == (1.0, 0.0) {
-            return body;
-        }
-        let (a, b) = (crate::program::render::number(a as f32), crate::program::render::number(b as f32));
-        match style {
-            Style::Latex => format!("{a} \\cdot \\left({body}\\right) + {b}"),
-            Style::Sympy => format!("{a}*({body}) + {b}"),
-            Style::Infix => format!("{a}*({body}) + {b}"),
-        }
-    };
-    let infix = wrap(render(&best.nodes, names, Style::Infix), Style::Infix);
-    let latex = wrap(render(&best.nodes, names, Style::Latex), Style::Latex);
-    let sympy = wrap(render(&best.nodes, names, Style::Sympy), Style::Sympy);
+    let (infix, latex, sympy) = scaled_texts(&best.nodes, names, (a, b));
     let score_json = |s: &Scores| {
         serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
                            "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
@@ -420,22 +423,7 @@ pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> 
     let generations = generations_json(&outcome.history, &observer.median_sizes);
     let linear = settings.regression.linear_scaling;
     let fame = fame_rows(&observer.hof, settings.regression.parsimony, |nodes| {
-        let (a, b) = scaling(nodes, &train, linear)?;
-        let wrap = |body: String, style: Style| -> String {
-            if (a, b) == (1.0, 0.0) {
-                return body;
-            }
-            let (a, b) = (crate::program::render::number(a as f32), crate::program::render::number(b as f32));
-            match style {
-                Style::Latex => format!("{a} \\cdot \\left({body}\\right) + {b}"),
-                Style::Sympy | Style::Infix => format!("{a}*({body}) + {b}"),
-            }
-        };
-        Ok((
-            wrap(render(nodes, names, Style::Infix), Style::Infix),
-            wrap(render(nodes, names, Style::Latex), Style::Latex),
-            wrap(render(nodes, names, Style::Sympy), Style::Sympy),
-        ))
+        Ok(scaled_texts(nodes, names, scaling(nodes, &train, linear)?))
     })?;
     let node_evals = observer.evals;
     let mut best_json = serde_json::json!({"infix": infix, "latex": latex, "sympy": sympy,

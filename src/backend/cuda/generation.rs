@@ -280,30 +280,6 @@ impl CudaEngine {
         Ok(DeviceIndices { idx, n: n_elite, bound: p, engine: self.id })
     }
 
-    /// One tree of a device population, copied back (the best program when it improves).
-    pub fn download_tree(&self, pop: &DevicePopulation, i: usize) -> Result<Vec<Node>> {
-        if i >= pop.size() {
-            return Err(GpuError::Input(format!("tree {i} of {}", pop.size())));
-        }
-        let l = pop.max_len();
-        let mut len = [0u16; 1];
-        self.stream.memcpy_dtoh(&pop.len.slice(i..i + 1), &mut len[..]).during(|| "reading a tree's length".into())?;
-        self.stream.synchronize().during(|| "reading a tree's length".into())?;
-        let n = (len[0] as usize).min(l);
-        if n == 0 {
-            return Ok(Vec::new());
-        }
-        let row = i * l..i * l + n;
-        let (mut op, mut value, mut out) = (vec![0u8; n], vec![0f32; n], vec![0u8; n]);
-        self.stream.memcpy_dtoh(&pop.op.slice(row.clone()), &mut op[..]).during(|| "reading a tree's opcodes".into())?;
-        self.stream.memcpy_dtoh(&pop.value.slice(row.clone()), &mut value[..]).during(|| "reading a tree's values".into())?;
-        self.stream.memcpy_dtoh(&pop.out.slice(row), &mut out[..]).during(|| "reading a tree's output slots".into())?;
-        self.stream.synchronize().during(|| "reading a tree".into())?;
-        Ok((0..n)
-            .map(|k| Node { op: crate::program::Op::from_code(op[k]).unwrap_or(crate::program::Op::Const), value: value[k], out: out[k] })
-            .collect())
-    }
-
     /// Fitness on the device for `p` individuals, uninitialised (kernels fill it).
     pub fn alloc_fitness(&self, p: usize) -> Result<DeviceFitness> {
         let fit = self.stream.alloc_zeros::<f64>(p.max(1)).during(|| "allocating fitness".into())?;
@@ -355,7 +331,7 @@ impl CudaEngine {
     }
 
     /// Queues the per-size summary of `fit` over `pop` (see [`SizeSummary`]); read it with
-    /// [`Self::read_size_summary`].
+    /// [`Self::read_generation`].
     pub fn size_summary(&self, fit: &DeviceFitness, pop: &DevicePopulation, s: &mut SizeScratch) -> Result<()> {
         let p = pop.size();
         if fit.n != p || pop.max_len() != s.max_len || fit.engine != self.id || pop.engine != self.id {
@@ -384,16 +360,19 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// Reads a summary queued by [`Self::size_summary`] (waits for it).
-    pub fn read_size_summary(&self, s: &SizeScratch) -> Result<SizeSummary> {
+    /// Reads the mailbox and the size summary queued by [`Self::size_summary`], waiting once
+    /// for the generation's work: the per-generation read of the device loop.
+    pub fn read_generation(&self, m: &Mailbox, s: &SizeScratch) -> Result<(MailboxRead, SizeSummary)> {
         let n = s.max_len + 1;
+        let mut words = [0u32; MAILBOX_WORDS];
         let (mut key, mut idx, mut hist) = (vec![0u64; n], vec![0u32; n], vec![0u32; n]);
+        self.stream.memcpy_dtoh(&m.buf, &mut words[..]).during(|| "reading the mailbox".into())?;
         self.stream.memcpy_dtoh(&s.key.slice(..n), &mut key[..]).during(|| "reading size keys".into())?;
         self.stream.memcpy_dtoh(&s.idx.slice(..n), &mut idx[..]).during(|| "reading size indices".into())?;
         self.stream.memcpy_dtoh(&s.hist.slice(..n), &mut hist[..]).during(|| "reading size counts".into())?;
-        self.stream.synchronize().during(|| "reading the size summary".into())?;
+        self.stream.synchronize().during(|| "running a generation".into())?;
         let best = key.iter().zip(&idx).map(|(&k, &i)| (i != u32::MAX).then(|| (from_ordered(k), i))).collect();
-        Ok(SizeSummary { best, counts: hist })
+        Ok((Mailbox::decode(&words), SizeSummary { best, counts: hist }))
     }
 
     /// Rows `idx` of `pop`, copied back as trees (one gather on the device, one copy).
@@ -423,11 +402,6 @@ impl TreeOrder {
         self.n_fast = r.n_fast;
         self.n_deep = r.n_deep;
         Ok(())
-    }
-
-    /// The ids, for tests.
-    pub fn ids(&self) -> CudaView<'_, u32> {
-        self.ids.slice(..)
     }
 
     /// The first `p` ids.

@@ -50,8 +50,13 @@ impl KernelSource<'_> {
 }
 
 /// Headers the kernel files include, `(name, text)`: `kernels/rng.cuh`, Philox and the draws
-/// made from it (twin of `src/rng.rs`).
-pub const HEADERS: &[(&str, &str)] = &[("rng.cuh", include_str!("../../../kernels/rng.cuh"))];
+/// made from it (twin of `src/rng.rs`); `kernels/order.cuh`, select.rs's order of fitness
+/// values; `kernels/sums.cuh`, the per-tree sums of evaluation (RegSums, ClassPartial).
+pub const HEADERS: &[(&str, &str)] = &[
+    ("rng.cuh", include_str!("../../../kernels/rng.cuh")),
+    ("order.cuh", include_str!("../../../kernels/order.cuh")),
+    ("sums.cuh", include_str!("../../../kernels/sums.cuh")),
+];
 
 /// The text of `DIR/file` when `GROVE_KERNEL_DIR=DIR` is set and the file is there.
 pub fn kernel_override(file: &str) -> Option<String> {
