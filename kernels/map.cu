@@ -82,25 +82,28 @@ struct GroveProduction {
 static_assert(sizeof(GroveTableHeader) == 32, "TableHeader");
 static_assert(sizeof(GroveRule) == 8, "RuleEntry");
 static_assert(sizeof(GroveProduction) == 12, "ProductionEntry");
+#define GROVE_MAP_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define GROVE_PRODUCTION_LEAF_ROW 2
 
 // The rule table blob, 4-byte words so that every section is aligned.
 __constant__ unsigned grove_table[GROVE_TABLE_BYTES / 4];
 
-// Maps genome i reading the table at base (constant or shared memory).
-static __device__ __forceinline__ void grove_map_one(const char* base, const GroveMapParams& p, unsigned i,
-                                                     const unsigned* __restrict__ genomes,
-                                                     const unsigned* __restrict__ lens,
-                                                     GroveMapOut* __restrict__ out,
-                                                     unsigned* __restrict__ derivation) {
+// Maps genome i reading the table at base (constant or shared memory). Derivation entry j goes to
+// dout[j * stride]; codon-value entries get value_flag or'ed in (0 for grove_map; the tree builder
+// marks them with the top bit). A stack that would outgrow GROVE_MAP_STACK stops with
+// GROVE_MAP_STACK_OVERFLOW, counts as reached (Mapper::with_max_stack on the CPU).
+static __device__ __forceinline__ GroveMapOut grove_map_one(const char* base, const GroveMapParams& p, unsigned i,
+                                                            const unsigned* __restrict__ genomes,
+                                                            const unsigned* __restrict__ lens,
+                                                            unsigned* __restrict__ dout, unsigned long long stride,
+                                                            unsigned value_flag) {
     const GroveTableHeader* h = (const GroveTableHeader*)base;
     const GroveRule* rules = (const GroveRule*)(base + sizeof(GroveTableHeader));
     const GroveProduction* prods = (const GroveProduction*)(base + h->off_productions);
     const unsigned short* children = (const unsigned short*)(base + h->off_children);
     const int* codon = (const int*)(base + ((h->off_symbols + 2 * h->n_symbols + 3) & ~3u));
 
-    const unsigned* g = genomes + (size_t)i * p.capacity;
-    unsigned* dout = derivation + (size_t)i * p.max_derivation;
+    const unsigned* g = genomes + (unsigned long long)i * p.capacity;
     const unsigned len = lens[i];
     unsigned long long budget64 = (unsigned long long)len * ((unsigned long long)p.max_wraps + 1);
     const unsigned budget = budget64 > 0xffffffffull ? 0xffffffffu : (unsigned)budget64;
@@ -121,14 +124,14 @@ static __device__ __forceinline__ void grove_map_one(const char* base, const Gro
             unsigned choice = 0;
             if (!(p.lazy && n == 1)) {
                 if (used >= budget) { status = GROVE_MAP_OUT_OF_CODONS; break; }
-                const unsigned c = __ldg(g + pos);
+                const unsigned c = g[pos];
                 ++used;
                 if (++pos == len) pos = 0;
                 choice = c % n;
             }
             const unsigned pi = rule.first_production + choice;
             if (nd == p.max_derivation) { status = GROVE_MAP_DERIVATION_FULL; break; }
-            dout[nd++] = pi;
+            dout[stride * nd++] = pi;
             ++nodes;
             const GroveProduction prod = prods[pi];
             const unsigned nk = prod.n_children;
@@ -137,7 +140,7 @@ static __device__ __forceinline__ void grove_map_one(const char* base, const Gro
                 // (which finish at once) can raise it (see map.rs).
                 const unsigned leaf = (prod.flags & GROVE_PRODUCTION_LEAF_ROW) ? 1u : 0u;
                 nodes += leaf;
-                depth = max(depth, d + leaf);
+                depth = GROVE_MAP_MAX(depth, d + leaf);
             } else {
                 if (top + (int)nk > GROVE_MAP_STACK) { status = GROVE_MAP_STACK_OVERFLOW; break; }
                 for (unsigned k = 0; k < nk; ++k) {
@@ -149,14 +152,14 @@ static __device__ __forceinline__ void grove_map_one(const char* base, const Gro
         } else {
             // A codon value: a node with one terminal leaf.
             if (used >= budget) { status = GROVE_MAP_OUT_OF_CODONS; break; }
-            const unsigned c = __ldg(g + pos);
+            const unsigned c = g[pos];
             ++used;
             if (++pos == len) pos = 0;
             const unsigned count = (unsigned)codon[2 * index + 1];
             if (nd == p.max_derivation) { status = GROVE_MAP_DERIVATION_FULL; break; }
-            dout[nd++] = c % count;
+            dout[stride * nd++] = (c % count) | value_flag;
             nodes += 2;
-            depth = max(depth, d + 1);
+            depth = GROVE_MAP_MAX(depth, d + 1);
         }
         if (depth > p.max_depth) { status = GROVE_MAP_TOO_DEEP; break; }
         if (nodes > p.max_nodes) { status = GROVE_MAP_TOO_MANY_NODES; break; }
@@ -167,7 +170,7 @@ static __device__ __forceinline__ void grove_map_one(const char* base, const Gro
     o.depth = depth;
     o.nodes = nodes;
     o.n_derivation = nd;
-    out[i] = o;
+    return o;
 }
 
 extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restrict__ genomes,
@@ -179,8 +182,446 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
         // table_words is the same for every thread, so every thread reaches the barrier.
         for (unsigned w = threadIdx.x; w < p.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
         __syncthreads();
-        if (i < p.n_genomes) grove_map_one((const char*)grove_table_shared, p, i, genomes, lens, out, derivation);
+        if (i < p.n_genomes)
+            out[i] = grove_map_one((const char*)grove_table_shared, p, i, genomes, lens,
+                                   derivation + (unsigned long long)i * p.max_derivation, 1, 0);
     } else if (i < p.n_genomes) {
-        grove_map_one((const char*)grove_table, p, i, genomes, lens, out, derivation);
+        out[i] = grove_map_one((const char*)grove_table, p, i, genomes, lens,
+                               derivation + (unsigned long long)i * p.max_derivation, 1, 0);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trees straight from genomes: grove_map_trees maps genome i (grove_map_one, the loops' bounds)
+// and builds its tree into row i of a population, twin of evolve::map_population (Mapper with
+// with_max_stack and with_max_derivation, then grammar::template::build_tree and
+// Population::set_tree). The node templates (Templates::to_device_blob, layout in
+// src/grammar/template.rs) follow the rule table in the same constant blob, at templates_at.
+//
+// Scratch: derivation and span [max_derivation x P] u32, entry j of genome i at j * P + i (so a
+// warp's threads touch neighbouring words). Codon-value entries carry GROVE_CODON_VALUE.
+// Population: op u8, value f32, size u16, out u8 [P x L] and len u16 [P], rows zero after len.
+
+#define GROVE_BUILD_FRAMES 1024  // template::BUILD_FRAMES
+#define GROVE_SPELL_FRAMES 32    // template::SPELL_FRAMES
+#define GROVE_SPELL_CHARS 64     // template::SPELL_CHARS
+#define GROVE_CODON_VALUE 0x80000000u
+
+// Build outcomes after the map statuses (BuildStatus in src/backend/cuda/kernels.rs).
+#define GROVE_BUILD_TOO_LONG 6
+#define GROVE_BUILD_BAD_SPELLING 7
+#define GROVE_BUILD_FRAMES_FULL 8
+
+// template::item_kind, PART_CHILD and TEXT_POISON.
+#define GROVE_ITEM_NODE 0
+#define GROVE_ITEM_HOLE 1
+#define GROVE_ITEM_OP_FROM 2
+#define GROVE_ITEM_OUTPUT 3
+#define GROVE_ITEM_SPELLED_CONST 4
+#define GROVE_ITEM_SPELLED_VAR 5
+#define GROVE_PART_CHILD 0x80000000u
+#define GROVE_TEXT_POISON 0xffff0000u
+
+// Mirrors MapTreesParams in src/backend/cuda/kernels.rs.
+struct GroveMapTreesParams {
+    GroveMapParams map;     // max_derivation: scratch rows; table_words: staged words
+    unsigned templates_at;  // byte offset of the templates in the table
+    unsigned max_len;       // L
+    unsigned build;         // 1: build trees; 0: map only (status and used codons)
+    unsigned pad;
+};
+static_assert(sizeof(GroveMapTreesParams) == 48, "GroveMapTreesParams must match MapTreesParams");
+static_assert(GROVE_OFFSETOF(GroveMapTreesParams, templates_at) == 32, "layout");
+static_assert(GROVE_OFFSETOF(GroveMapTreesParams, max_len) == 36, "layout");
+static_assert(GROVE_OFFSETOF(GroveMapTreesParams, build) == 40, "layout");
+
+// The templates' header (12 words).
+struct GroveTplHeader {
+    unsigned n_productions, n_items, n_parts, n_terminals, n_set_values, n_vars, n_outputs;
+    unsigned off_items, off_parts, off_terminals, off_sets, off_chars;
+};
+static_assert(sizeof(GroveTplHeader) == 48, "template header");
+
+// The tables a builder thread reads, all in one address space.
+struct GroveTables {
+    const GroveProduction* prods;
+    const unsigned short* children;
+    const unsigned short* symbols;
+    const int* codon;
+    const GroveTplHeader* th;
+    const unsigned* tprods;  // [n_productions x 2]
+    const unsigned* items;   // [n_items x 2]
+    const unsigned* parts;
+    const unsigned* terms;
+    const unsigned* sets;
+    const char* chars;
+};
+
+static __device__ __forceinline__ GroveTables grove_tables(const char* base, unsigned templates_at) {
+    const GroveTableHeader* h = (const GroveTableHeader*)base;
+    GroveTables t;
+    t.prods = (const GroveProduction*)(base + h->off_productions);
+    t.children = (const unsigned short*)(base + h->off_children);
+    t.symbols = (const unsigned short*)(base + h->off_symbols);
+    t.codon = (const int*)(base + ((h->off_symbols + 2 * h->n_symbols + 3) & ~3u));
+    const char* tb = base + templates_at;
+    t.th = (const GroveTplHeader*)tb;
+    t.tprods = (const unsigned*)(tb + sizeof(GroveTplHeader));
+    t.items = (const unsigned*)(tb + t.th->off_items);
+    t.parts = (const unsigned*)(tb + t.th->off_parts);
+    t.terms = (const unsigned*)(tb + t.th->off_terminals);
+    t.sets = (const unsigned*)(tb + t.th->off_sets);
+    t.chars = tb + t.th->off_chars;
+    return t;
+}
+
+// Appends a text entry (offset | length << 16) to buf; false on poison or past the cap.
+static __device__ __forceinline__ bool grove_append_text(const GroveTables& t, unsigned entry, char* buf, unsigned& len) {
+    if (entry == GROVE_TEXT_POISON) return false;
+    const unsigned off = entry & 0xffffu, n = entry >> 16;
+    if (len + n > GROVE_SPELL_CHARS) return false;
+    for (unsigned k = 0; k < n; ++k) buf[len++] = t.chars[off + k];
+    return true;
+}
+
+// Appends a codon-value or terminal symbol's text (template::spell's leaf): d is the
+// derivation entry's value for codon symbols.
+static __device__ bool grove_append_leaf(const GroveTables& t, unsigned sym, unsigned d, char* buf, unsigned& len) {
+    const unsigned kind = sym >> 14, index = sym & 0x3fffu;
+    if (kind == 0) return grove_append_text(t, t.terms[index], buf, len);
+    if (kind == 3) return grove_append_text(t, t.sets[(unsigned)t.codon[2 * index] + d], buf, len);
+    // A codon range: lo + d in decimal, as Rust's i64 to_string.
+    long long v = (long long)t.codon[2 * index] + (long long)d;
+    char digits[24];
+    unsigned n = 0;
+    const bool neg = v < 0;
+    unsigned long long u = neg ? (unsigned long long)(-v) : (unsigned long long)v;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if (len + n + (neg ? 1u : 0u) > GROVE_SPELL_CHARS) return false;
+    if (neg) buf[len++] = '-';
+    while (n > 0) buf[len++] = digits[--n];
+    return true;
+}
+
+// Child k of derivation entry e (entries after e, skipping whole sub-derivations).
+static __device__ __forceinline__ unsigned grove_child(const unsigned* span, unsigned long long P, unsigned e, unsigned k) {
+    unsigned c = e + 1;
+    for (unsigned j = 0; j < k; ++j) c += span[c * P];
+    return c;
+}
+
+// template::spell: literal text and the text children derive, into buf (len chars). False: a
+// bad spelling (poison, past GROVE_SPELL_CHARS, or deeper than GROVE_SPELL_FRAMES).
+static __device__ bool grove_spell(const GroveTables& t, const unsigned* der, const unsigned* span, unsigned long long P,
+                                   unsigned e, unsigned parts_word, char* buf, unsigned& len) {
+    len = 0;
+    const GroveProduction pe = t.prods[der[e * P]];
+    const unsigned first = parts_word & 0xffffu, n = parts_word >> 16;
+    for (unsigned j = 0; j < n; ++j) {
+        const unsigned w = t.parts[first + j];
+        if (!(w & GROVE_PART_CHILD)) {
+            if (!grove_append_text(t, w, buf, len)) return false;
+            continue;
+        }
+        const unsigned k = w & 0xffffu;
+        const unsigned c = grove_child(span, P, e, k);
+        const unsigned sym = t.children[pe.first_child + k];
+        if ((sym >> 14) != 1) {
+            if (!grove_append_leaf(t, sym, der[c * P] & ~GROVE_CODON_VALUE, buf, len)) return false;
+            continue;
+        }
+        // Open productions with their next symbol; the derivation read in order from c. A
+        // non-terminal that is its production's last symbol replaces the production.
+        unsigned fq[GROVE_SPELL_FRAMES], fj[GROVE_SPELL_FRAMES];
+        int top = 0;
+        fq[0] = der[c * P];
+        fj[0] = 0;
+        unsigned next = c + 1;
+        while (top >= 0) {
+            const GroveProduction q = t.prods[fq[top]];
+            const unsigned jj = fj[top];
+            if (jj == q.n_symbols) {
+                --top;
+                continue;
+            }
+            fj[top] = jj + 1;
+            const unsigned s = t.symbols[q.first_symbol + jj];
+            const unsigned kind = s >> 14;
+            if (kind == 0) {
+                if (!grove_append_leaf(t, s, 0, buf, len)) return false;
+            } else if (kind == 1) {
+                const unsigned q2 = der[(unsigned long long)next * P];
+                ++next;
+                if (jj + 1 == q.n_symbols) {
+                    fq[top] = q2;
+                    fj[top] = 0;
+                } else if (top + 1 == GROVE_SPELL_FRAMES) {
+                    return false;
+                } else {
+                    ++top;
+                    fq[top] = q2;
+                    fj[top] = 0;
+                }
+            } else {
+                if (!grove_append_leaf(t, s, der[(unsigned long long)next * P] & ~GROVE_CODON_VALUE, buf, len)) return false;
+                ++next;
+            }
+        }
+    }
+    return true;
+}
+
+// template::parse_unsigned: an optional '+', then at least one digit; false past max.
+static __device__ bool grove_parse_unsigned(const char* b, unsigned n, unsigned long long max, unsigned long long& v) {
+    unsigned i = (n > 0 && b[0] == '+') ? 1u : 0u;
+    if (i == n) return false;
+    v = 0;
+    for (; i < n; ++i) {
+        const unsigned c = (unsigned)(b[i] - '0');
+        if (c > 9) return false;
+        if (v > (max - c) / 10) return false;
+        v = v * 10 + c;
+    }
+    return true;
+}
+
+// template::pow10: binary powering in f64.
+static __device__ double grove_pow10(unsigned n) {
+    double r = 1.0, a = 10.0;
+    for (;;) {
+        if (n & 1u) r = r * a;
+        n >>= 1;
+        if (n == 0) return r;
+        a = a * a;
+    }
+}
+
+// template::read_number over buf[0..n]; false where it answers None.
+static __device__ bool grove_read_number(const char* b, unsigned n, float& out) {
+    unsigned long long mant = 0;
+    int exp = 0;
+    unsigned digits = 0, i = 0;
+    bool seen_dot = false;
+    for (; i < n; ++i) {
+        const char c = b[i];
+        if (c >= '0' && c <= '9') {
+            if (digits < 19) {
+                mant = mant * 10 + (unsigned)(c - '0');
+                if (mant > 0) ++digits;
+                if (seen_dot) --exp;
+            } else if (!seen_dot) {
+                ++exp;
+            }
+        } else if (c == '.' && !seen_dot) {
+            seen_dot = true;
+        } else if (c == 'e' || c == 'E') {
+            break;
+        } else {
+            return false;
+        }
+    }
+    if (i == 0 || (i == 1 && seen_dot)) return false;
+    if (i < n) {
+        // parse_i32 of the rest: an optional sign, then at least one digit, within i32.
+        unsigned j = i + 1;
+        bool neg = false;
+        if (j < n && (b[j] == '-' || b[j] == '+')) {
+            neg = b[j] == '-';
+            ++j;
+        }
+        if (j == n) return false;
+        long long v = 0;
+        for (; j < n; ++j) {
+            const unsigned c = (unsigned)(b[j] - '0');
+            if (c > 9) return false;
+            v = v * 10 + c;
+            if (v > 2147483648ll) return false;
+        }
+        if (neg) v = -v;
+        if (v > 2147483647ll) return false;
+        // saturating_add
+        long long s = (long long)exp + v;
+        exp = s > 2147483647ll ? 2147483647 : (s < -2147483648ll ? (int)-2147483648ll : (int)s);
+    }
+    const double m = (double)mant;
+    const unsigned mag = exp >= 0 ? (unsigned)exp : (unsigned)(-(long long)exp);
+    const double p10 = grove_pow10(mag < 400u ? mag : 400u);
+    const double v = exp >= 0 ? m * p10 : m / p10;
+    out = (float)v;
+    return true;
+}
+
+// Children of a node with this opcode (the generated operator table; leaves 0).
+static __device__ __forceinline__ unsigned grove_map_arity(unsigned code) {
+    switch (code) {
+#define GROVE_MAP_ARITY_CASE(c, arity, expr) case c: return arity;
+        GROVE_FOR_EACH_OP(GROVE_MAP_ARITY_CASE)
+#undef GROVE_MAP_ARITY_CASE
+        default: return 0u;
+    }
+}
+
+// Maps genome i and builds its tree (see above). Returns the status; used codons in used.
+static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTreesParams& p, unsigned i,
+                                              const unsigned* __restrict__ genomes, const unsigned* __restrict__ lens,
+                                              unsigned* __restrict__ der, unsigned* __restrict__ span,
+                                              unsigned char* __restrict__ op, float* __restrict__ value,
+                                              unsigned short* __restrict__ size, unsigned char* __restrict__ outs,
+                                              unsigned short* __restrict__ len, unsigned& used) {
+    const unsigned long long P = p.map.n_genomes;
+    der += i;
+    span += i;
+    const GroveMapOut m = grove_map_one(base, p.map, i, genomes, lens, der, P, GROVE_CODON_VALUE);
+    used = m.used_codons;
+    if (!p.build) return m.status;
+    const unsigned L = p.max_len;
+    const unsigned long long row = (unsigned long long)i * L;
+    const unsigned old_len = len[i];
+    unsigned status = m.status, n = 0;
+    if (status == GROVE_MAP_VALID) {
+        const GroveTables t = grove_tables(base, p.templates_at);
+        // Sub-derivation sizes, backwards.
+        for (int e = (int)m.n_derivation - 1; e >= 0; --e) {
+            const unsigned d = der[(unsigned long long)e * P];
+            unsigned s = 1;
+            if (!(d & GROVE_CODON_VALUE)) {
+                const unsigned nk = t.prods[d].n_children;
+                unsigned c = (unsigned)e + 1;
+                for (unsigned k = 0; k < nk; ++k) {
+                    const unsigned sc = span[(unsigned long long)c * P];
+                    s += sc;
+                    c += sc;
+                }
+            }
+            span[(unsigned long long)e * P] = s;
+        }
+        // template::build_tree: open templates (entry << 16 | next item), the innermost out(K, …)
+        // mark waiting for the next node.
+        unsigned frames[GROVE_BUILD_FRAMES];
+        int top = 0;
+        frames[0] = 0;
+        unsigned mark = 0;
+        char buf[GROVE_SPELL_CHARS];
+        while (top >= 0) {
+            const unsigned e = frames[top] >> 16, it = frames[top] & 0xffffu;
+            const unsigned pw = t.tprods[2 * der[(unsigned long long)e * P]];
+            const unsigned first = pw & 0xffffu, n_items = pw >> 16;
+            if (n_items == 0) { status = GROVE_BUILD_BAD_SPELLING; break; }
+            if (it == n_items) { --top; continue; }
+            if (n >= L) { status = GROVE_BUILD_TOO_LONG; break; }
+            frames[top] = (e << 16) | (it + 1);
+            const unsigned w0 = t.items[2 * (first + it)], w1 = t.items[2 * (first + it) + 1];
+            const unsigned kind = w0 & 0xffu;
+            unsigned code = 0;
+            float v = 0.0f;
+            if (kind == GROVE_ITEM_OUTPUT) {
+                unsigned nc;
+                unsigned long long k;
+                if (!grove_spell(t, der, span, P, e, w1, buf, nc) || !grove_parse_unsigned(buf, nc, ~0ull, k) ||
+                    k >= t.th->n_outputs) {
+                    status = GROVE_BUILD_BAD_SPELLING;
+                    break;
+                }
+                mark = (unsigned)k + 1;
+                continue;
+            } else if (kind == GROVE_ITEM_HOLE) {
+                const unsigned c = grove_child(span, P, e, w0 >> 16);
+                if (it + 1 == n_items) {
+                    frames[top] = c << 16;
+                } else if (top + 1 == GROVE_BUILD_FRAMES) {
+                    status = GROVE_BUILD_FRAMES_FULL;
+                    break;
+                } else {
+                    frames[++top] = c << 16;
+                }
+                continue;
+            } else if (kind == GROVE_ITEM_NODE) {
+                code = (w0 >> 8) & 0xffu;
+                v = __uint_as_float(w1);
+            } else if (kind == GROVE_ITEM_OP_FROM) {
+                unsigned c = grove_child(span, P, e, w0 >> 16);
+                // A unit production delegates to its only child, the next entry.
+                while (t.tprods[2 * der[(unsigned long long)c * P] + 1] == 0xffffffffu) ++c;
+                code = t.tprods[2 * der[(unsigned long long)c * P] + 1];
+            } else {
+                unsigned nc;
+                if (!grove_spell(t, der, span, P, e, w1, buf, nc)) { status = GROVE_BUILD_BAD_SPELLING; break; }
+                if (kind == GROVE_ITEM_SPELLED_VAR) {
+                    unsigned long long k;
+                    if (!grove_parse_unsigned(buf, nc, 0xffffffffull, k) || (t.th->n_vars > 0 && k >= t.th->n_vars)) {
+                        status = GROVE_BUILD_BAD_SPELLING;
+                        break;
+                    }
+                    code = GROVE_OP_VAR;
+                    v = (float)(unsigned)k;
+                } else {
+                    if (!grove_read_number(buf, nc, v)) { status = GROVE_BUILD_BAD_SPELLING; break; }
+                    code = GROVE_OP_CONST;
+                }
+            }
+            op[row + n] = (unsigned char)code;
+            value[row + n] = v;
+            outs[row + n] = (unsigned char)mark;
+            mark = 0;
+            ++n;
+        }
+    }
+    if (status != GROVE_MAP_VALID) {
+        // An empty row (Population::clear): zero what the build or the old tree wrote.
+        const unsigned z = n > old_len ? n : old_len;
+        for (unsigned k = 0; k < z; ++k) {
+            op[row + k] = 0;
+            value[row + k] = 0.0f;
+            size[row + k] = 0;
+            outs[row + k] = 0;
+        }
+        len[i] = 0;
+        return status;
+    }
+    // Subtree sizes backwards (Population::set_tree), then zero the old tree's tail.
+    for (int j = (int)n - 1; j >= 0; --j) {
+        const unsigned a = grove_map_arity(op[row + j]);
+        unsigned s = 1, c = (unsigned)j + 1;
+        for (unsigned k = 0; k < a; ++k) {
+            const unsigned sc = size[row + c];
+            s += sc;
+            c += sc;
+        }
+        size[row + j] = (unsigned short)s;
+    }
+    for (unsigned k = n; k < old_len; ++k) {
+        op[row + k] = 0;
+        value[row + k] = 0.0f;
+        size[row + k] = 0;
+        outs[row + k] = 0;
+    }
+    len[i] = (unsigned short)n;
+    return status;
+}
+
+// evolve::map_population on the device: genome i's tree into row i (when p.build), status[i]
+// (GROVE_MAP_* or GROVE_BUILD_*) and used[i], its codons read.
+extern "C" __global__ void grove_map_trees(GroveMapTreesParams p, const unsigned* __restrict__ genomes,
+                                           const unsigned* __restrict__ lens, unsigned* __restrict__ der,
+                                           unsigned* __restrict__ span, unsigned char* __restrict__ op,
+                                           float* __restrict__ value, unsigned short* __restrict__ size,
+                                           unsigned char* __restrict__ outs, unsigned short* __restrict__ len,
+                                           unsigned* __restrict__ status, unsigned* __restrict__ used) {
+    extern __shared__ unsigned grove_table_shared[];
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned u = 0, st = 0;
+    if (p.map.table_words > 0) {
+        for (unsigned w = threadIdx.x; w < p.map.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
+        __syncthreads();
+        if (i >= p.map.n_genomes) return;
+        st = grove_map_tree_one((const char*)grove_table_shared, p, i, genomes, lens, der, span, op, value, size, outs, len, u);
+    } else {
+        if (i >= p.map.n_genomes) return;
+        st = grove_map_tree_one((const char*)grove_table, p, i, genomes, lens, der, span, op, value, size, outs, len, u);
+    }
+    status[i] = st;
+    used[i] = u;
 }

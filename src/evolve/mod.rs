@@ -65,6 +65,24 @@ pub struct GrammarRep<'g> {
     pub genome_capacity: usize,
 }
 
+impl GrammarRep<'_> {
+    /// The longest derivation the evolution loops allow: as many entries as a genome can read
+    /// codons (eager codons read one per entry, so no valid mapping is cut), twice that with
+    /// lazy codons (whose single-production rules read none), at most 2¹⁶.
+    pub fn max_derivation(&self) -> usize {
+        let budget = self.genome_capacity.saturating_mul(self.map.max_wraps as usize + 1);
+        let per_codon = if self.map.codons == crate::genome::Codons::Lazy { 2 } else { 1 };
+        budget.saturating_mul(per_codon).clamp(1, 1 << 16)
+    }
+
+    /// The mapper of the evolution loops, on both devices: `rep.map`'s settings with the GPU
+    /// mapper's bounds ([`crate::genome::MAP_STACK`] pending symbols, [`Self::max_derivation`]
+    /// entries), so that host and device loops agree on every genome.
+    pub fn mapper(&self) -> Mapper<'_> {
+        Mapper::new(self.table, self.map).with_max_stack(crate::genome::MAP_STACK).with_max_derivation(self.max_derivation())
+    }
+}
+
 /// The best program found so far.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Best {
@@ -285,13 +303,14 @@ fn best_of(fit: &[f64]) -> Option<usize> {
     select::elite(fit, 1).into_iter().next().filter(|&i| select::key(fit[i]).is_finite())
 }
 
-/// Maps every genome to a tree in `pop` (rows of invalid ones emptied). Returns used codons.
+/// Maps every genome to a tree in `pop` (rows of invalid ones emptied), with the loops' mapper
+/// ([`GrammarRep::mapper`]). Returns used codons. The CPU reference of `grove_map_trees`.
 pub fn map_population(rep: &GrammarRep, genomes: &Genomes, pop: &mut Population) -> Vec<u32> {
     let results: Vec<(u32, Option<Vec<Node>>)> = (0..genomes.size())
         .into_par_iter()
         .with_min_len(64)
         .map_init(
-            || (Mapper::new(rep.table, rep.map), Vec::new(), Vec::new()),
+            || (rep.mapper(), Vec::new(), Vec::new()),
             |(mapper, nodes, scratch), i| {
                 let m = mapper.map(genomes.get(i));
                 if !m.valid() {
@@ -395,7 +414,7 @@ pub fn run_grammar_from(
         let children: Vec<(Vec<u32>, Vec<u32>)> = (0..pairs)
             .into_par_iter()
             .with_min_len(32)
-            .map_init(|| Mapper::new(rep.table, rep.map), |mapper, j| {
+            .map_init(|| rep.mapper(), |mapper, j| {
                 let a = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * j);
                 let b = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * j + 1);
                 let (mut c0, mut c1) = (Vec::new(), Vec::new());

@@ -59,6 +59,9 @@ pub enum Invalid {
     /// The derivation grew past the cap set by [`Mapper::with_max_derivation`] (the GPU
     /// mapper's derivation buffer row); never happens without a cap.
     DerivationTooLong,
+    /// More symbols were pending at once than the cap set by [`Mapper::with_max_stack`] (the
+    /// GPU mapper's stack in the evolution loops); never happens without a cap.
+    StackTooDeep,
 }
 
 /// The outcome of mapping one genome.
@@ -93,6 +96,8 @@ pub struct Mapper<'t> {
     derivation: Vec<u32>,
     /// Longest derivation allowed (`usize::MAX`: no cap).
     max_derivation: usize,
+    /// Most symbols pending at once (`usize::MAX`: no cap).
+    max_stack: usize,
 }
 
 impl<'t> Mapper<'t> {
@@ -104,6 +109,7 @@ impl<'t> Mapper<'t> {
             stack: Vec::with_capacity(64),
             derivation: Vec::with_capacity(256),
             max_derivation: usize::MAX,
+            max_stack: usize::MAX,
         }
     }
 
@@ -112,6 +118,15 @@ impl<'t> Mapper<'t> {
     /// mapper does with a derivation row of `n` entries.
     pub fn with_max_derivation(mut self, n: usize) -> Self {
         self.max_derivation = n;
+        self
+    }
+
+    /// Caps the pending symbols at `n`: an expansion whose children would make the stack
+    /// hold more stops with [`Invalid::StackTooDeep`], the counts reached then (the expansion
+    /// itself counted), exactly as the GPU mapper of the evolution loops does with a stack of
+    /// `n` entries ([`crate::genome::MAP_STACK`]).
+    pub fn with_max_stack(mut self, n: usize) -> Self {
+        self.max_stack = n;
         self
     }
 
@@ -173,6 +188,9 @@ impl<'t> Mapper<'t> {
                     let leaf_row = t.productions[p].flags & PRODUCTION_LEAF_ROW != 0;
                     nodes += leaf_row as u32;
                     depth = depth.max(d + leaf_row as u32);
+                } else if self.stack.len() + kids.len() > self.max_stack {
+                    invalid = Some(Invalid::StackTooDeep);
+                    break;
                 }
                 for &k in kids.iter().rev() {
                     self.stack.push((k, d + 1));

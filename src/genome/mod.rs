@@ -7,3 +7,8 @@ pub mod vary;
 
 pub use init::{Genomes, InitConfig, InitMethod};
 pub use map::{Codons, MapConfig, Mapped, Mapper};
+
+/// Symbols the GPU mapper keeps pending per genome (`GROVE_MAP_STACK` in `kernels/map.cu`). The
+/// evolution loops map with [`Mapper::with_max_stack`] at this bound on both devices, so that
+/// their results agree; `grove map` has no bound (the GPU hands such genomes to the CPU).
+pub const MAP_STACK: usize = 256;

@@ -118,7 +118,7 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
         let rule = &g.rules[r];
         for (k, p) in rule.productions.iter().enumerate() {
             let gp = t.rules[r].first_production as usize + k;
-            let kids: Vec<usize> = child_rules(t, gp);
+            let kids: Vec<Option<usize>> = child_rules(t, gp);
             let mut want = |child: usize, role: Role, span: Span, errors: &mut Vec<Diagnostic>| {
                 match roles.get(&child) {
                     Some(&had) if had != role => errors.push(Diagnostic::error(
@@ -137,7 +137,9 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
                     Ok((items, uses)) => {
                         for (k, role) in uses {
                             let span = child_span(&p.symbols, k as usize).unwrap_or(p.span);
-                            want(kids[k as usize], role, span, &mut errors);
+                            if let Some(r) = kids[k as usize] {
+                                want(r, role, span, &mut errors);
+                            }
                         }
                         out.expr[gp] = Some(items);
                     }
@@ -163,7 +165,7 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
                                 format!("<{}> is used as an operator, but `{}` is not a known operator", rule.name, text.trim()),
                             )),
                         },
-                        (None, [only]) if p.symbols.len() == 1 => {
+                        (None, [Some(only)]) if p.symbols.len() == 1 => {
                             want(*only, Role::Op(arity), p.span, &mut errors);
                         }
                         _ => errors.push(Diagnostic::error(
@@ -175,11 +177,21 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
             }
         }
     }
+    if errors.is_empty() {
+        // Both tables must fit the GPU's constant memory together.
+        if let Err(msg) = DeviceTables::new(t, &out) {
+            errors.push(Diagnostic::error(g.rules[0].span, msg));
+        }
+    }
     if errors.is_empty() { Ok(out) } else { Err(GrammarError::new(&g.file, errors)) }
 }
 
-fn child_rules(t: &RuleTable, gp: usize) -> Vec<usize> {
-    t.children_of(gp).iter().map(|&s| unpack(s).1).collect()
+/// The rule of each child of production `gp`; `None` for a codon value.
+fn child_rules(t: &RuleTable, gp: usize) -> Vec<Option<usize>> {
+    t.children_of(gp).iter().map(|&s| match unpack(s) {
+        (SymbolKind::NonTerminal, r) => Some(r),
+        _ => None,
+    }).collect()
 }
 
 fn child_span(symbols: &[Symbol], k: usize) -> Option<Span> {
@@ -296,7 +308,7 @@ fn digit_run(stream: &[C], i: usize, is_digit_kid: impl Fn(u16) -> bool) -> (Vec
     (parts, j, has_kid)
 }
 
-fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool], op_rule: &[bool]) -> Result<Vec<Tok>, String> {
+fn lex(symbols: &[Symbol], kids: &[Option<usize>], digit: &[bool], op_rule: &[bool]) -> Result<Vec<Tok>, String> {
     let mut stream = Vec::new();
     let mut k = 0u16;
     for s in symbols {
@@ -308,7 +320,9 @@ fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool], op_rule: &[bool]) -> 
             }
         }
     }
-    let is_digit_kid = |k: u16| digit[kids[k as usize]];
+    // A codon value (`<GECodonValue[…]>`) is spelled, as digit rules are: alone it is a
+    // constant (read as a number; a negative one does not read).
+    let is_digit_kid = |k: u16| kids[k as usize].is_none_or(|r| digit[r]);
     let mut toks = Vec::new();
     let mut i = 0;
     while i < stream.len() {
@@ -316,10 +330,10 @@ fn lex(symbols: &[Symbol], kids: &[usize], digit: &[bool], op_rule: &[bool]) -> 
             C::Kid(k) => {
                 // A digit child next to other digits or digit children joins a spelled number.
                 let (parts, j, _) = digit_run(&stream, i, is_digit_kid);
-                if is_digit_kid(k) && parts.len() > 1 {
+                if is_digit_kid(k) && (parts.len() > 1 || kids[k as usize].is_none()) {
                     toks.push(Tok::Digits(parts));
                     i = j;
-                } else if op_rule[kids[k as usize]] {
+                } else if kids[k as usize].is_some_and(|r| op_rule[r]) {
                     toks.push(Tok::OpChild(k));
                     i += 1;
                 } else {
@@ -387,7 +401,7 @@ type Parsed = (Vec<Item>, Vec<(u16, Role)>);
 
 fn parse_production<'a>(
     symbols: &'a [Symbol],
-    kids: &[usize],
+    kids: &[Option<usize>],
     digit: &[bool],
     op_rule: &[bool],
     vars: &'a Vars,
@@ -673,9 +687,10 @@ impl P<'_> {
     }
 }
 
-/// Reads a decimal number (`12`, `0.5`, `.5`, `3.`, `1e-3`) exactly the way the CUDA mapper
-/// does: digits into an integer mantissa (at most 19 significant digits), a decimal exponent,
-/// then one f64 multiplication or division by a power of ten and rounding to f32.
+/// Reads a decimal number (`12`, `0.5`, `.5`, `3.`, `1e-3`) exactly the way the CUDA builder
+/// does (`grove_read_number` in `kernels/map.cu`): digits into an integer mantissa (at most 19
+/// significant digits), a decimal exponent, then one f64 multiplication or division by a power
+/// of ten ([`pow10`]) and rounding to f32.
 pub fn read_number(text: &str) -> Option<f32> {
     let b = text.as_bytes();
     let (mut mant, mut exp, mut digits, mut seen_dot, mut i) = (0u64, 0i32, 0u32, false, 0usize);
@@ -704,30 +719,134 @@ pub fn read_number(text: &str) -> Option<f32> {
         return None;
     }
     if i < b.len() {
-        let e: i32 = std::str::from_utf8(&b[i + 1..]).ok()?.parse().ok()?;
-        exp = exp.saturating_add(e);
+        exp = exp.saturating_add(parse_i32(&b[i + 1..])?);
     }
     let m = mant as f64;
-    let v = if exp >= 0 {
-        m * 10f64.powi(exp.min(400))
-    } else {
-        m / 10f64.powi((-exp).min(400))
-    };
+    let v = if exp >= 0 { m * pow10(exp.unsigned_abs().min(400)) } else { m / pow10(exp.unsigned_abs().min(400)) };
     Some(v as f32)
 }
+
+/// `10^n` in f64 by binary powering (square the base, multiply where `n` has a bit), the one
+/// order of roundings `kernels/map.cu` repeats; exact up to `10^22`.
+pub fn pow10(mut n: u32) -> f64 {
+    let (mut r, mut a) = (1.0f64, 10.0f64);
+    loop {
+        if n & 1 == 1 {
+            r *= a;
+        }
+        n >>= 1;
+        if n == 0 {
+            return r;
+        }
+        a *= a;
+    }
+}
+
+/// Rust's `i32` parsing of ASCII text (an optional sign, then at least one digit; `None` on
+/// anything else or overflow), written out so that the CUDA builder can repeat it.
+fn parse_i32(b: &[u8]) -> Option<i32> {
+    let (neg, digits) = match b.first() {
+        Some(b'-') => (true, &b[1..]),
+        Some(b'+') => (false, &b[1..]),
+        _ => (false, b),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + (c - b'0') as i64;
+        if v > i32::MAX as i64 + 1 {
+            return None;
+        }
+    }
+    let v = if neg { -v } else { v };
+    i32::try_from(v).ok()
+}
+
+/// Rust's unsigned parsing of ASCII text (an optional `+`, then at least one digit), with
+/// values above `max` answered `None`, as overflow is.
+fn parse_unsigned(b: &[u8], max: u64) -> Option<u64> {
+    let digits = b.strip_prefix(b"+").unwrap_or(b);
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in digits {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+        if v > max {
+            return None;
+        }
+    }
+    Some(v)
+}
+
+/// Longest text a spelled number, variable index or output slot may have; a longer one is a
+/// bad spelling (an invalid individual) on both devices, so the GPU builder needs no more room.
+pub const SPELL_CHARS: usize = 64;
+/// Deepest nesting of rules the text of one spelled child may go through (counting only
+/// non-terminals that are not the last symbol of their production); deeper is a bad spelling.
+pub const SPELL_FRAMES: usize = 32;
+/// Nested operands the tree builder keeps open at once (holes that are not the last item of
+/// their template; a last one replaces its template). Each open one has emitted a node of its
+/// own, so a tree of `L` nodes never needs more than `L - 1`: the GPU builder, with this many,
+/// serves rows of up to this many nodes.
+pub const BUILD_FRAMES: usize = 1024;
 
 /// Why a derivation could not become a tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BuildError {
     /// More nodes than the row holds.
     TooLong,
-    /// A spelled number or variable index did not read (e.g. `1.2.3`, or past the variables).
+    /// A spelled number, variable index or output slot did not read (`1.2.3`, a variable past
+    /// the data set's, a slot past the outputs, more than [`SPELL_CHARS`] characters).
     BadSpelling,
+}
+
+/// The sub-derivation sizes and entry kinds of a derivation (the mapper's record: per expansion
+/// in prefix order, the production chosen, or for codon-value symbols the offset chosen):
+/// entry `e` spans `e .. e + span[e]`. The GPU builder marks codon-value entries with the top
+/// bit of the derivation word instead of keeping `kinds`.
+fn spans(t: &RuleTable, derivation: &[u32], span: &mut Vec<u32>, kinds: &mut Vec<u16>) -> Result<(), BuildError> {
+    span.clear();
+    span.resize(derivation.len(), 1);
+    kinds.clear();
+    let mut stack: Vec<u16> = vec![super::compile::symbol(SymbolKind::NonTerminal, 0)];
+    for &d in derivation {
+        let s = stack.pop().ok_or(BuildError::TooLong)?;
+        kinds.push(s);
+        if unpack(s).0 == SymbolKind::NonTerminal {
+            stack.extend(t.children_of(d as usize).iter().rev());
+        }
+    }
+    for e in (0..derivation.len()).rev() {
+        if unpack(kinds[e]).0 == SymbolKind::NonTerminal {
+            let n_kids = t.productions[derivation[e] as usize].n_children as usize;
+            let (mut s, mut c) = (1u32, e + 1);
+            for _ in 0..n_kids {
+                s += span[c];
+                c += span[c] as usize;
+            }
+            span[e] = s;
+        }
+    }
+    Ok(())
 }
 
 /// Builds the tree of a complete derivation into `nodes` (cleared first).
 /// `derivation` is the mapper's record: per expansion in prefix order, the production chosen
 /// (or, for codon-value symbols, the offset chosen).
+///
+/// The walk is the one `grove_map_trees` (`kernels/map.cu`) makes: a stack of open templates,
+/// each at its next item; a hole that is its template's last item replaces the template (so
+/// chains like `(<e>)` take no room); an `out(K, …)` marks the next node emitted, and a later
+/// mark before that node replaces it (the innermost `out` wins).
 pub fn build_tree(
     t: &RuleTable,
     tpl: &Templates,
@@ -737,128 +856,292 @@ pub fn build_tree(
     scratch: &mut Vec<u32>,
 ) -> Result<(), BuildError> {
     nodes.clear();
-    // Sub-derivation sizes: entry e spans e .. e + span[e].
-    let span = scratch;
-    span.clear();
-    span.resize(derivation.len(), 1);
-    // Forward pass to learn what each entry is (a production or a codon value).
-    let mut entry_kind = Vec::with_capacity(derivation.len());
-    {
-        let mut stack: Vec<u16> = vec![super::compile::symbol(SymbolKind::NonTerminal, 0)];
-        for &d in derivation {
-            let s = stack.pop().ok_or(BuildError::TooLong)?;
-            entry_kind.push(s);
-            if unpack(s).0 == SymbolKind::NonTerminal {
-                stack.extend(t.children_of(d as usize).iter().rev());
-            }
-        }
-    }
-    for e in (0..derivation.len()).rev() {
-        if unpack(entry_kind[e]).0 == SymbolKind::NonTerminal {
-            let n_kids = t.productions[derivation[e] as usize].n_children as usize;
-            let mut s = 1u32;
-            let mut c = e + 1;
-            for _ in 0..n_kids {
-                s += span[c];
-                c += span[c] as usize;
-            }
-            span[e] = s;
-        }
-    }
-    let mut text = String::new();
-    build_at(t, tpl, derivation, &entry_kind, span, 0, max_len, nodes, &mut text)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn build_at(
-    t: &RuleTable,
-    tpl: &Templates,
-    derivation: &[u32],
-    kinds: &[u16],
-    span: &[u32],
-    e: usize,
-    max_len: usize,
-    nodes: &mut Vec<crate::program::Node>,
-    text: &mut String,
-) -> Result<(), BuildError> {
-    let p = derivation[e] as usize;
-    let items = tpl.expr[p].as_ref().ok_or(BuildError::BadSpelling)?;
-    let child = |k: u16| -> usize {
+    let mut kinds = Vec::with_capacity(derivation.len());
+    spans(t, derivation, scratch, &mut kinds)?;
+    let span = &scratch[..];
+    let child = |e: usize, k: u16| -> usize {
         let mut c = e + 1;
         for _ in 0..k {
             c += span[c] as usize;
         }
         c
     };
-    let mut mark: Option<(usize, u8)> = None;
-    for item in items {
+    // (derivation entry, next item) of each open template.
+    let mut frames: Vec<(usize, usize)> = vec![(0, 0)];
+    let mut mark = 0u8;
+    let mut text = Vec::with_capacity(SPELL_CHARS);
+    while let Some(&(e, i)) = frames.last() {
+        let items = tpl.expr[derivation[e] as usize].as_ref().ok_or(BuildError::BadSpelling)?;
+        if i == items.len() {
+            frames.pop();
+            continue;
+        }
         if nodes.len() >= max_len {
             return Err(BuildError::TooLong);
         }
-        let start = nodes.len();
-        match item {
+        let top = frames.len() - 1;
+        frames[top].1 += 1;
+        let mut node = match &items[i] {
             Item::Output(parts) => {
-                text.clear();
-                spell(t, derivation, kinds, span, e, parts, text);
-                let k: usize = text.parse().map_err(|_| BuildError::BadSpelling)?;
-                if k >= tpl.n_outputs {
+                spell(t, derivation, span, e, parts, &mut text)?;
+                let k = parse_unsigned(&text, u64::MAX).ok_or(BuildError::BadSpelling)?;
+                if k >= tpl.n_outputs as u64 {
                     return Err(BuildError::BadSpelling);
                 }
-                mark = Some((nodes.len(), k as u8 + 1));
+                mark = k as u8 + 1;
                 continue;
             }
-            Item::Node { op, value } => nodes.push(crate::program::Node { op: *op, value: *value, out: 0 }),
-            Item::Hole(k) => build_at(t, tpl, derivation, kinds, span, child(*k), max_len, nodes, text)?,
+            Item::Hole(k) => {
+                let c = child(e, *k);
+                if i + 1 == items.len() {
+                    frames[top] = (c, 0);
+                } else {
+                    debug_assert!(frames.len() < BUILD_FRAMES, "an open operand per emitted node");
+                    frames.push((c, 0));
+                }
+                continue;
+            }
+            Item::Node { op, value } => crate::program::Node { op: *op, value: *value, out: 0 },
             Item::OpFrom(k) => {
-                let mut c = child(*k);
+                let mut c = child(e, *k);
                 let op = loop {
-                    let q = derivation[c] as usize;
-                    match tpl.op[q] {
+                    match tpl.op[derivation[c] as usize] {
                         Some(op) => break op,
                         None => c += 1, // a unit production delegating to its only child
                     }
                 };
-                nodes.push(crate::program::Node::func(op));
+                crate::program::Node::func(op)
             }
             Item::Spelled { var, parts } => {
-                text.clear();
-                spell(t, derivation, kinds, span, e, parts, text);
-                let node = if *var {
-                    let i: u32 = text.parse().map_err(|_| BuildError::BadSpelling)?;
+                spell(t, derivation, span, e, parts, &mut text)?;
+                if *var {
+                    let i = parse_unsigned(&text, u32::MAX as u64).ok_or(BuildError::BadSpelling)?;
                     if tpl.n_vars > 0 && i as usize >= tpl.n_vars {
                         return Err(BuildError::BadSpelling);
                     }
-                    crate::program::Node::var(i)
+                    crate::program::Node::var(i as u32)
                 } else {
-                    crate::program::Node::constant(read_number(text).ok_or(BuildError::BadSpelling)?)
-                };
-                nodes.push(node);
+                    let s = std::str::from_utf8(&text).map_err(|_| BuildError::BadSpelling)?;
+                    crate::program::Node::constant(read_number(s).ok_or(BuildError::BadSpelling)?)
+                }
             }
-        }
-        if let Some((at, slot)) = mark.filter(|&(at, _)| at == start && nodes.len() > start) {
-            // A node that already is an output node keeps its own slot.
-            if nodes[at].out == 0 {
-                nodes[at].out = slot;
-            }
-            mark = None;
-        }
+        };
+        node.out = std::mem::take(&mut mark);
+        nodes.push(node);
     }
     Ok(())
 }
 
-/// Joins literal text and the text derived by children (of derivation entry `e`) into `out`.
-fn spell(t: &RuleTable, derivation: &[u32], kinds: &[u16], span: &[u32], e: usize, parts: &[Part], out: &mut String) {
+/// Whether a terminal's text may stand in a spelled number (the characters number and index
+/// reading can accept); the GPU builder keeps only such texts and fails on any other.
+fn spellable(text: &str) -> bool {
+    text.bytes().all(|c| c.is_ascii_digit() || matches!(c, b'.' | b'+' | b'-' | b'e' | b'E'))
+}
+
+/// Joins literal text and the text derived by children (of derivation entry `e`) into `out`:
+/// a bad spelling past [`SPELL_CHARS`] characters or [`SPELL_FRAMES`] nested rules.
+fn spell(t: &RuleTable, derivation: &[u32], span: &[u32], e: usize, parts: &[Part], out: &mut Vec<u8>) -> Result<(), BuildError> {
+    out.clear();
+    let kids = t.children_of(derivation[e] as usize);
+    let push = |out: &mut Vec<u8>, s: &[u8]| {
+        out.extend_from_slice(s);
+        if out.len() > SPELL_CHARS { Err(BuildError::BadSpelling) } else { Ok(()) }
+    };
     for part in parts {
         match part {
-            Part::Text(s) => out.push_str(s),
+            Part::Text(s) => push(out, s.as_bytes())?,
             Part::Child(k) => {
                 let mut c = e + 1;
                 for _ in 0..*k {
                     c += span[c] as usize;
                 }
-                t.render_derivation(derivation, c, kinds[c], out);
+                // The child's text, walked as the GPU does: open productions with their next
+                // symbol; the derivation read in order from `c`.
+                let leaf = |out: &mut Vec<u8>, sym: u16, d: u32| -> Result<(), BuildError> {
+                    let (kind, index) = unpack(sym);
+                    let s = match kind {
+                        SymbolKind::Terminal => t.terminals[index].clone(),
+                        SymbolKind::CodonRange => (t.codon[index][0] as i64 + d as i64).to_string(),
+                        _ => t.set_values[t.codon[index][0] as usize + d as usize].clone(),
+                    };
+                    Ok(out.extend_from_slice(s.as_bytes()))
+                };
+                let sym = kids[*k as usize];
+                if unpack(sym).0 != SymbolKind::NonTerminal {
+                    leaf(out, sym, derivation[c])?;
+                    push(out, b"")?;
+                    continue;
+                }
+                let mut frames: Vec<(usize, usize)> = vec![(derivation[c] as usize, 0)];
+                let mut next = c + 1;
+                while let Some(&(q, j)) = frames.last() {
+                    let syms = t.symbols_of(q);
+                    if j == syms.len() {
+                        frames.pop();
+                        continue;
+                    }
+                    let top = frames.len() - 1;
+                    frames[top].1 += 1;
+                    let s = syms[j];
+                    match unpack(s).0 {
+                        SymbolKind::Terminal => leaf(out, s, 0)?,
+                        SymbolKind::NonTerminal => {
+                            let q2 = derivation[next] as usize;
+                            next += 1;
+                            if j + 1 == syms.len() {
+                                frames[top] = (q2, 0);
+                            } else if frames.len() == SPELL_FRAMES {
+                                return Err(BuildError::BadSpelling);
+                            } else {
+                                frames.push((q2, 0));
+                            }
+                        }
+                        _ => {
+                            leaf(out, s, derivation[next])?;
+                            next += 1;
+                        }
+                    }
+                    push(out, b"")?;
+                }
             }
         }
+    }
+    Ok(())
+}
+
+/// Item kinds of the device template table (`GROVE_ITEM_*` in `kernels/map.cu`).
+pub mod item_kind {
+    /// A fixed node: opcode in bits 8..16 of word 0, value in word 1.
+    pub const NODE: u32 = 0;
+    /// A child's subtree: child in bits 16..32.
+    pub const HOLE: u32 = 1;
+    /// A function node named by a child's operator production: child in bits 16..32.
+    pub const OP_FROM: u32 = 2;
+    /// `out(K, …)`: parts in word 1.
+    pub const OUTPUT: u32 = 3;
+    /// A spelled constant: parts in word 1.
+    pub const SPELLED_CONST: u32 = 4;
+    /// A spelled variable index: parts in word 1.
+    pub const SPELLED_VAR: u32 = 5;
+}
+
+/// A text entry of the device table that is not spellable: reading it fails the spelling.
+pub const TEXT_POISON: u32 = 0xffff_0000;
+/// A part of the device table that names a child (else it is text: offset, length).
+pub const PART_CHILD: u32 = 1 << 31;
+
+impl Templates {
+    /// The templates as one byte blob for the GPU builder, placed after the rule table in
+    /// constant memory (`grove_map_trees` in `kernels/map.cu` reads it). Layout (little-endian
+    /// `u32` words unless said; offsets in bytes from the blob's start):
+    ///
+    /// | section | element | count |
+    /// |---|---|---|
+    /// | header | 12 words: `n_productions, n_items, n_parts, n_terminals, n_set_values, n_vars, n_outputs, off_items, off_parts, off_terminals, off_sets, off_chars` | 1 |
+    /// | productions | 2 words: `first_item \| n_items << 16` (`n_items` 0: not an expression production), operator code or `0xffff_ffff` | `n_productions` |
+    /// | items | 2 words: `kind \| opcode << 8 \| child << 16`, then value bits or parts (`first \| n << 16`) | `n_items` |
+    /// | parts | 1 word: [`PART_CHILD`]` \| child`, or text `offset \| length << 16` | `n_parts` |
+    /// | terminals, set values | 1 word: text `offset \| length << 16`, or [`TEXT_POISON`] | as in the table |
+    /// | characters | bytes | |
+    pub fn to_device_blob(&self, t: &RuleTable) -> Vec<u8> {
+        let mut prods: Vec<[u32; 2]> = Vec::with_capacity(self.expr.len());
+        let (mut items, mut parts, mut chars): (Vec<[u32; 2]>, Vec<u32>, Vec<u8>) = (Vec::new(), Vec::new(), Vec::new());
+        let text = |chars: &mut Vec<u8>, s: &str| -> u32 {
+            let len = s.len().min(0x7fff);
+            let off = chars.len() as u32;
+            chars.extend_from_slice(&s.as_bytes()[..len]);
+            off | (len as u32) << 16
+        };
+        for (p, tpl) in self.expr.iter().enumerate() {
+            let op = self.op.get(p).copied().flatten().map_or(u32::MAX, |o| o as u32);
+            let Some(tpl) = tpl else {
+                prods.push([0, op]);
+                continue;
+            };
+            prods.push([items.len() as u32 | (tpl.len() as u32) << 16, op]);
+            for item in tpl {
+                let ps = |list: &[Part], parts: &mut Vec<u32>, chars: &mut Vec<u8>| -> u32 {
+                    let first = parts.len() as u32;
+                    for part in list {
+                        parts.push(match part {
+                            Part::Text(s) => text(chars, s),
+                            Part::Child(k) => PART_CHILD | *k as u32,
+                        });
+                    }
+                    first | (list.len() as u32) << 16
+                };
+                items.push(match item {
+                    Item::Node { op, value } => [item_kind::NODE | (*op as u32) << 8, value.to_bits()],
+                    Item::Hole(k) => [item_kind::HOLE | (*k as u32) << 16, 0],
+                    Item::OpFrom(k) => [item_kind::OP_FROM | (*k as u32) << 16, 0],
+                    Item::Output(list) => [item_kind::OUTPUT, ps(list, &mut parts, &mut chars)],
+                    Item::Spelled { var, parts: list } => {
+                        let kind = if *var { item_kind::SPELLED_VAR } else { item_kind::SPELLED_CONST };
+                        [kind, ps(list, &mut parts, &mut chars)]
+                    }
+                });
+            }
+        }
+        let spelled = |chars: &mut Vec<u8>, s: &String| if spellable(s) { text(chars, s) } else { TEXT_POISON };
+        let terms: Vec<u32> = t.terminals.iter().map(|s| spelled(&mut chars, s)).collect();
+        let sets: Vec<u32> = t.set_values.iter().map(|s| spelled(&mut chars, s)).collect();
+        let off_items = 48 + prods.len() * 8;
+        let off_parts = off_items + items.len() * 8;
+        let off_terms = off_parts + parts.len() * 4;
+        let off_sets = off_terms + terms.len() * 4;
+        let off_chars = off_sets + sets.len() * 4;
+        let header = [
+            prods.len(),
+            items.len(),
+            parts.len(),
+            terms.len(),
+            sets.len(),
+            self.n_vars,
+            self.n_outputs,
+            off_items,
+            off_parts,
+            off_terms,
+            off_sets,
+            off_chars,
+        ];
+        let mut out = Vec::with_capacity(off_chars + chars.len() + 3);
+        let words = header.iter().map(|&w| w as u32).chain(prods.iter().flatten().copied()).chain(items.iter().flatten().copied());
+        for w in words.chain(parts).chain(terms).chain(sets) {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out.extend_from_slice(&chars);
+        out.resize(out.len().div_ceil(4) * 4, 0);
+        out
+    }
+}
+
+/// The rule table and the templates together, as the GPU builder's constant memory holds
+/// them: the rule table's blob, then the templates' at [`DeviceTables::templates_at`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceTables {
+    /// Both blobs, 4-byte aligned.
+    pub blob: Vec<u8>,
+    /// Byte offset of the templates.
+    pub templates_at: usize,
+}
+
+impl DeviceTables {
+    /// Lays out both tables; an error says which part is too large for constant memory.
+    pub fn new(t: &RuleTable, tpl: &Templates) -> Result<Self, String> {
+        let mut blob = t.to_device_blob();
+        let templates_at = blob.len();
+        let templates = tpl.to_device_blob(t);
+        if templates_at + templates.len() > super::compile::TABLE_LIMIT_BYTES {
+            return Err(format!(
+                "the compiled rule table ({templates_at} bytes) and node templates ({} bytes) are {} bytes together; \
+                 GPU constant memory holds {}",
+                templates.len(),
+                templates_at + templates.len(),
+                super::compile::TABLE_LIMIT_BYTES
+            ));
+        }
+        blob.extend_from_slice(&templates);
+        Ok(Self { blob, templates_at })
     }
 }
 

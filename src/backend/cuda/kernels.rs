@@ -108,13 +108,27 @@ pub const EVAL_DEFINES: &[(&str, usize)] = &[
 ];
 
 /// `(symbol, depth)` entries of each mapper thread's stack (`GROVE_MAP_STACK` in map.cu).
-pub const MAP_STACK: usize = 256;
+pub const MAP_STACK: usize = crate::genome::MAP_STACK;
 /// Bytes of the constant-memory rule table (`GROVE_TABLE_BYTES` in map.cu).
 pub const MAP_TABLE_BYTES: usize = crate::grammar::compile::TABLE_LIMIT_BYTES;
 /// The `#define`s of map.cu that must equal the constants above.
-pub const MAP_DEFINES: &[(&str, usize)] = &[("GROVE_MAP_STACK", MAP_STACK), ("GROVE_TABLE_BYTES", MAP_TABLE_BYTES)];
+pub const MAP_DEFINES: &[(&str, usize)] = &[
+    ("GROVE_MAP_STACK", MAP_STACK),
+    ("GROVE_TABLE_BYTES", MAP_TABLE_BYTES),
+    ("GROVE_BUILD_FRAMES", crate::grammar::template::BUILD_FRAMES),
+    ("GROVE_SPELL_FRAMES", crate::grammar::template::SPELL_FRAMES),
+    ("GROVE_SPELL_CHARS", crate::grammar::template::SPELL_CHARS),
+    ("GROVE_ITEM_NODE", crate::grammar::template::item_kind::NODE as usize),
+    ("GROVE_ITEM_HOLE", crate::grammar::template::item_kind::HOLE as usize),
+    ("GROVE_ITEM_OP_FROM", crate::grammar::template::item_kind::OP_FROM as usize),
+    ("GROVE_ITEM_OUTPUT", crate::grammar::template::item_kind::OUTPUT as usize),
+    ("GROVE_ITEM_SPELLED_CONST", crate::grammar::template::item_kind::SPELLED_CONST as usize),
+    ("GROVE_ITEM_SPELLED_VAR", crate::grammar::template::item_kind::SPELLED_VAR as usize),
+];
 /// The mapper kernel.
 pub const MAP_KERNEL: &str = "grove_map";
+/// Genomes to trees: the mapper and the tree builder in one kernel (map.cu).
+pub const MAP_TREES_KERNEL: &str = "grove_map_trees";
 /// The constant-memory rule table of map.cu.
 pub const MAP_TABLE_SYMBOL: &str = "grove_table";
 
@@ -236,7 +250,7 @@ pub const SIZES_INDEX: &str = "grove_sizes_index";
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
@@ -377,6 +391,24 @@ pub struct MapParams {
     pub table_words: u32,
 }
 
+/// Parameters of `grove_map_trees` (`GroveMapTreesParams` in map.cu), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapTreesParams {
+    /// The mapper's settings; `max_derivation` is the scratch's rows, `table_words` counts the
+    /// rule table and the templates.
+    pub map: MapParams,
+    /// Byte offset of the templates in the constant table.
+    pub templates_at: u32,
+    /// `L`: the population's row width.
+    pub max_len: u32,
+    /// 1: build trees; 0: map only (status and used codons).
+    pub build: u32,
+    /// Padding.
+    pub pad: u32,
+}
+const _: () = assert!(size_of::<MapTreesParams>() == 48);
+
 /// One genome's outcome from `grove_map` (`GroveMapOut` in map.cu).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -407,15 +439,25 @@ pub enum MapStatus {
     TooManyNodes = 3,
     /// The derivation would outgrow its row (`Invalid::DerivationTooLong`).
     DerivationFull = 4,
-    /// The thread's stack would overflow; the host maps the genome on the CPU instead.
+    /// The thread's stack would overflow: `grove_map`'s host maps the genome on the CPU
+    /// instead; in `grove_map_trees` it is [`crate::genome::map::Invalid::StackTooDeep`].
     StackOverflow = 5,
+    /// `grove_map_trees`: the tree outgrew its row (`BuildError::TooLong`).
+    TooLong = 6,
+    /// `grove_map_trees`: a spelled number, index or slot did not read (`BuildError::BadSpelling`).
+    BadSpelling = 7,
+    /// `grove_map_trees`: more open templates than `BUILD_FRAMES` (never for rows of at most
+    /// that many nodes; an error, not an outcome).
+    BuildFramesFull = 8,
 }
 
 impl MapStatus {
     /// The status of a code, `None` for an unknown one.
     pub fn from_code(c: u32) -> Option<Self> {
         use MapStatus::*;
-        [Valid, OutOfCodons, TooDeep, TooManyNodes, DerivationFull, StackOverflow].into_iter().find(|s| *s as u32 == c)
+        [Valid, OutOfCodons, TooDeep, TooManyNodes, DerivationFull, StackOverflow, TooLong, BadSpelling, BuildFramesFull]
+            .into_iter()
+            .find(|s| *s as u32 == c)
     }
 }
 
@@ -427,6 +469,9 @@ pub const MAP_STATUS_DEFINES: &[(&str, u32)] = &[
     ("GROVE_MAP_TOO_MANY_NODES", MapStatus::TooManyNodes as u32),
     ("GROVE_MAP_DERIVATION_FULL", MapStatus::DerivationFull as u32),
     ("GROVE_MAP_STACK_OVERFLOW", MapStatus::StackOverflow as u32),
+    ("GROVE_BUILD_TOO_LONG", MapStatus::TooLong as u32),
+    ("GROVE_BUILD_BAD_SPELLING", MapStatus::BadSpelling as u32),
+    ("GROVE_BUILD_FRAMES_FULL", MapStatus::BuildFramesFull as u32),
 ];
 
 /// Parameters of the tree variation kernels (`GroveVaryParams` in vary.cu), passed by value:
@@ -619,7 +664,7 @@ pub struct GenParams {
     pub n: u32,
     /// `L`: row stride of the population.
     pub max_len: u32,
-    /// 0 MSE, 1 RMSE, 2 MAE, 3 R² ([`crate::task::regression::Metric`]).
+    /// 0 MSE, 1 RMSE, 2 MAE, 3 R² ([`crate::program::fitness::Metric`]).
     pub metric: u32,
     /// 1: linear scaling.
     pub scaled: u32,
@@ -685,6 +730,8 @@ unsafe impl DeviceRepr for RegSums {}
 unsafe impl DeviceRepr for ReduceParams {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for MapParams {}
+// SAFETY: as above: #[repr(C)] of a MapParams and four u32, no padding (48 bytes, asserted).
+unsafe impl DeviceRepr for MapTreesParams {}
 // SAFETY: as above; `MapOut` is read back from device memory, where every bit pattern is a
 // valid value of each (u32) field.
 unsafe impl DeviceRepr for MapOut {}

@@ -12,11 +12,13 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MapOut, MapParams, MapStatus};
+use super::kernels::{MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL, MapOut, MapParams, MapStatus, MapTreesParams};
 use super::CudaEngine;
 use crate::genome::map::Invalid;
 use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};
 use crate::grammar::compile::RuleTable;
+use crate::grammar::template::DeviceTables;
+use super::vary::DevicePopulation;
 
 /// Most table bytes a block stages in shared memory (larger tables are read from constant
 /// memory; 48 KiB is what a block gets without opting in).
@@ -128,7 +130,7 @@ fn to_mapped(o: &MapOut) -> Result<Mapped> {
         Some(MapStatus::TooDeep) => Some(Invalid::TooDeep),
         Some(MapStatus::TooManyNodes) => Some(Invalid::TooManyNodes),
         Some(MapStatus::DerivationFull) => Some(Invalid::DerivationTooLong),
-        Some(MapStatus::StackOverflow) | None => {
+        Some(_) | None => {
             return Err(GpuError::Input(format!("{MAP_KERNEL} returned status {}", o.status)));
         }
     };
@@ -200,18 +202,10 @@ impl CudaEngine {
         // The table lives in the module's constant memory, shared by every launch on this
         // engine: the lock keeps another thread's table out between the upload and the launch
         // (both are queued on the one stream, which orders them).
-        let mut current = self.map_table.lock().unwrap_or_else(|e| e.into_inner());
+        let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
         let blob = table.to_device_blob();
         let table_words = if launch.shared_table && blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
-        if current.as_deref() != Some(&blob[..]) {
-            let (module, _) = self.load(&MAP, &[])?;
-            let mut sym = module.get_global(MAP_TABLE_SYMBOL, &self.stream).during(|| format!("finding {MAP_TABLE_SYMBOL}"))?;
-            if blob.len() > sym.len() {
-                return Err(GpuError::Input(format!("rule table of {} bytes; constant memory holds {}", blob.len(), sym.len())));
-            }
-            self.stream.memcpy_htod(&blob[..], &mut sym).during(|| "uploading the rule table".into())?;
-            *current = Some(blob);
-        }
+        self.set_map_tables(&blob)?;
         let params = MapParams {
             n_genomes: genomes.n as u32,
             capacity: genomes.capacity as u32,
@@ -349,3 +343,187 @@ pub fn bench_map(
     })
 }
 
+
+/// The scratch and per-genome results of [`CudaEngine::map_trees`]: the derivation and its
+/// sub-derivation sizes `[max_derivation × P]` u32 (entry `j` of genome `i` at `j·P + i`), and
+/// per genome a status ([`MapStatus`] code) and the codons read.
+pub struct MapTreesScratch {
+    der: CudaSlice<u32>,
+    span: CudaSlice<u32>,
+    pub(super) status: CudaSlice<u32>,
+    pub(super) used: CudaSlice<u32>,
+    n: usize,
+    max_derivation: usize,
+    engine: u64,
+}
+
+impl MapTreesScratch {
+    /// `P`.
+    pub fn size(&self) -> usize {
+        self.n
+    }
+    /// The codons each genome read, `[P]` (for GE crossover and int-flip).
+    pub fn used(&self) -> &CudaSlice<u32> {
+        &self.used
+    }
+}
+
+/// What the mapping of a population, trees included, reads on the host ([`CudaEngine::map_population`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MappedTrees {
+    /// The trees; rows of genomes that did not map or build are empty.
+    pub population: crate::program::tree::Population,
+    /// `[P]` codons read.
+    pub used: Vec<u32>,
+    /// `[P]` [`MapStatus`] codes.
+    pub status: Vec<u32>,
+}
+
+impl CudaEngine {
+    /// Scratch for mapping `p` genomes to trees with derivations of up to `max_derivation`
+    /// entries (at most 2¹⁶: the builder packs an entry into 16 bits).
+    pub fn alloc_map_trees(&self, p: usize, max_derivation: usize) -> Result<MapTreesScratch> {
+        if max_derivation == 0 || max_derivation > 1 << 16 || p == 0 || p > u32::MAX as usize {
+            return Err(GpuError::Input(format!("mapping {p} genomes with derivations of {max_derivation} entries (1 to 65536)")));
+        }
+        let total = p.checked_mul(max_derivation).ok_or_else(|| GpuError::Input("derivation scratch too large".into()))?;
+        // SAFETY: uninitialised; the kernel writes each derivation and span entry before it
+        // reads it (entries below n_derivation only), and status and used for every genome.
+        let (der, span) = unsafe { (self.stream.alloc::<u32>(total), self.stream.alloc::<u32>(total)) };
+        let der = der.during(|| format!("allocating derivation scratch ({} MiB)", total * 4 >> 20))?;
+        let span = span.during(|| "allocating span scratch".into())?;
+        Ok(MapTreesScratch {
+            der,
+            span,
+            status: self.stream.alloc_zeros::<u32>(p).during(|| "allocating map statuses".into())?,
+            used: self.stream.alloc_zeros::<u32>(p).during(|| "allocating used codons".into())?,
+            n: p,
+            max_derivation,
+            engine: self.id,
+        })
+    }
+
+    /// Uploads `tables` into the map module's constant memory unless they are there already.
+    fn set_map_tables(&self, blob: &[u8]) -> Result<()> {
+        let mut current = self.map_table.lock().unwrap_or_else(|e| e.into_inner());
+        if current.as_deref() != Some(blob) {
+            let (module, _) = self.load(&MAP, &[])?;
+            let mut sym = module.get_global(MAP_TABLE_SYMBOL, &self.stream).during(|| format!("finding {MAP_TABLE_SYMBOL}"))?;
+            if blob.len() > sym.len() {
+                return Err(GpuError::Input(format!("rule table and templates of {} bytes; constant memory holds {}", blob.len(), sym.len())));
+            }
+            self.stream.memcpy_htod(blob, &mut sym).during(|| "uploading the rule table".into())?;
+            *current = Some(blob.to_vec());
+        }
+        Ok(())
+    }
+
+    /// Queues `grove_map_trees`: every genome mapped (with `cfg`, at most [`crate::genome::MAP_STACK`]
+    /// pending symbols and the scratch's `max_derivation` entries) and, with `trees`, its tree
+    /// built into the same row there (an empty row where it does not map or build): the device
+    /// twin of `evolve::map_population`. Statuses and used codons stay in `scratch`.
+    pub fn map_trees(
+        &self,
+        tables: &DeviceTables,
+        genomes: &DeviceGenomes,
+        cfg: &MapConfig,
+        trees: Option<&mut DevicePopulation>,
+        scratch: &mut MapTreesScratch,
+        launch: &MapLaunch,
+    ) -> Result<()> {
+        let t = launch.threads_per_block;
+        if t == 0 || t % 32 != 0 || t > 1024 {
+            return Err(GpuError::Config(format!("{t} threads per block: use a multiple of 32 up to 1024")));
+        }
+        let p = genomes.n;
+        if genomes.engine != self.id || scratch.engine != self.id || scratch.n != p {
+            return Err(GpuError::Input(format!("mapping {p} genomes with scratch for {}", scratch.n)));
+        }
+        let f = self.function(&MAP, &[], MAP_TREES_KERNEL)?;
+        let blob = &tables.blob;
+        // One blob for both kernels of the module: the lock (inside) keeps another table out
+        // until the launch is queued.
+        let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
+        self.set_map_tables(blob)?;
+        let table_words = if launch.shared_table && blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
+        let max_len = trees.as_ref().map_or(0, |pop| pop.max_len());
+        if let Some(pop) = &trees {
+            if pop.size() != p || pop.engine != self.id {
+                return Err(GpuError::Input(format!("trees for {} rows, {p} genomes", pop.size())));
+            }
+            if max_len > crate::grammar::template::BUILD_FRAMES {
+                return Err(GpuError::Config(format!(
+                    "rows of {max_len} nodes: the GPU tree builder takes at most {}",
+                    crate::grammar::template::BUILD_FRAMES
+                )));
+            }
+        }
+        let params = MapTreesParams {
+            map: MapParams {
+                n_genomes: p as u32,
+                capacity: genomes.capacity as u32,
+                max_wraps: cfg.max_wraps,
+                lazy: (cfg.codons == Codons::Lazy) as u32,
+                max_depth: cfg.max_depth,
+                max_nodes: cfg.max_nodes,
+                max_derivation: scratch.max_derivation as u32,
+                table_words,
+            },
+            templates_at: tables.templates_at as u32,
+            max_len: max_len as u32,
+            build: trees.is_some() as u32,
+            pad: 0,
+        };
+        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(t), 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: table_words * 4 };
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&genomes.codons).arg(&genomes.len).arg(&mut scratch.der).arg(&mut scratch.span);
+        // A map-only launch never touches the tree arrays: hand it one-element dummies.
+        let mut dummy = None;
+        match trees {
+            Some(pop) => {
+                b.arg(&mut pop.op).arg(&mut pop.value).arg(&mut pop.size).arg(&mut pop.out).arg(&mut pop.len);
+            }
+            None => {
+                let d = dummy.insert(self.alloc_population(1, 1, 0)?);
+                b.arg(&mut d.op).arg(&mut d.value).arg(&mut d.size).arg(&mut d.out).arg(&mut d.len);
+            }
+        }
+        b.arg(&mut scratch.status).arg(&mut scratch.used);
+        // SAFETY: matches `grove_map_trees(GroveMapTreesParams, const unsigned* genomes, const
+        // unsigned* lens, unsigned* der, unsigned* span, unsigned char* op, float* value,
+        // unsigned short* size, unsigned char* outs, unsigned short* len, unsigned* status,
+        // unsigned* used)` with MapTreesParams laid out as GroveMapTreesParams. Genome rows are
+        // read within their lengths (at most the capacity, DeviceGenomes' invariant); thread i
+        // writes scratch entries j·P + i for j < max_derivation (the kernel stops a longer
+        // derivation), tree row i below L (the builder checks the length before each node) and
+        // len, status and used at i. The blob is a compiled RuleTable followed by its Templates
+        // (DeviceTables), whose indices point inside it; table_words words fit the launch's
+        // dynamic shared memory.
+        unsafe { b.launch(lc) }.during(|| format!("launching {MAP_TREES_KERNEL}"))?;
+        Ok(())
+    }
+
+    /// Maps genomes to trees on the GPU and reads everything back (for tests and `grove bench`):
+    /// the device twin of `evolve::map_population`, statuses included.
+    pub fn map_population(
+        &self,
+        tables: &DeviceTables,
+        genomes: &Genomes,
+        cfg: &MapConfig,
+        max_derivation: usize,
+        max_len: usize,
+        n_outputs: usize,
+    ) -> Result<MappedTrees> {
+        let p = genomes.size();
+        let dev = self.upload_genomes(genomes)?;
+        let mut scratch = self.alloc_map_trees(p, max_derivation)?;
+        let mut pop = self.alloc_population(p, max_len, n_outputs)?;
+        self.map_trees(tables, &dev, cfg, Some(&mut pop), &mut scratch, &MapLaunch::default())?;
+        let used = self.stream.clone_dtoh(&scratch.used).during(|| "reading used codons".into())?;
+        let status = self.stream.clone_dtoh(&scratch.status).during(|| "reading map statuses".into())?;
+        if let Some(i) = status.iter().position(|&s| s == MapStatus::BuildFramesFull as u32) {
+            return Err(GpuError::Input(format!("genome {i}: its tree needs more open templates than the builder keeps")));
+        }
+        Ok(MappedTrees { population: self.download_population(&pop)?, used, status })
+    }
+}

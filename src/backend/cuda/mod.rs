@@ -36,7 +36,7 @@ pub use error::{CompileFailure, GpuError, Result};
 pub use eval::{DeviceDataset, EvalConfig, EvalTiming, Launch};
 pub use generation::{EliteScratch, FitnessScratch, Mailbox, MailboxRead, TreeOrder};
 pub use kernels::KernelSource;
-pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch};
+pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch, MapTreesScratch, MappedTrees};
 pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
 pub use select::{DeviceErrors, DeviceFitness, DeviceIndices};
@@ -89,6 +89,8 @@ pub struct CudaEngine {
     loads: Mutex<Vec<ModuleLoad>>,
     /// The rule table blob now in map.cu's constant memory (see `map.rs`).
     map_table: Mutex<Option<Vec<u8>>>,
+    /// Held from a map launch's table upload until the launch is queued.
+    map_order: Mutex<()>,
     /// Buffers reused by evaluation calls (locked for a whole call).
     scratch: Mutex<eval::Scratch>,
     /// Buffers reused by the tree variation kernels.
@@ -149,6 +151,7 @@ impl CudaEngine {
             functions: Mutex::new(HashMap::new()),
             loads: Mutex::new(Vec::new()),
             map_table: Mutex::new(None),
+            map_order: Mutex::new(()),
             scratch: Mutex::new(eval::Scratch::default()),
             vary_scratch: Mutex::new(vary::Scratch::default()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),

@@ -1,0 +1,328 @@
+//! Genomes to trees in one kernel (`grove_map_trees`, `kernels/map.cu`) against its CPU twin
+//! `evolve::map_population` (the loops' mapper, then `build_tree` and `set_tree`): the same
+//! rows bit for bit (opcode, value bits, subtree size, output slot, length, zero padding), the
+//! same codons read and the same outcome, for every shipped grammar whose templates compile,
+//! PonyGE2's grammars and conformance genomes, and grammars made for each feature (spelled
+//! numbers and indices, codon ranges and sets, `out(K, …)` nesting and bad slots, operator
+//! rules with unit delegation, `(<e>)` chains, numbers past the spelling limits).
+//!
+//! `emulated_*` runs the kernel's own source built as host C++ by g++ (CI, no GPU);
+//! `gpu_*` runs it on a GPU (`GROVE_TEST_GPU=1`).
+
+#[path = "support/emulator.rs"]
+mod emulator;
+
+use std::path::{Path, PathBuf};
+
+use grove::backend::cuda::kernels::{self, MapParams, MapStatus, MapTreesParams};
+use grove::evolve::{GrammarRep, map_population};
+use grove::genome::map::Invalid;
+use grove::genome::{Codons, Genomes, InitConfig, MapConfig};
+use grove::genome::vary::GeVaryConfig;
+use grove::grammar::template::{DeviceTables, Templates, Vars, build_tree, compile};
+use grove::grammar::{self, DatasetShape, Loaded};
+use grove::program::tree::Population;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Grammars made for the builder's features.
+const FEATURES: &[(&str, &str)] = &[
+    (
+        "spelled.bnf",
+        "<e> ::= <e>+<e> | <e>*<e> | pdiv(<e>,<e>) | np.sin(<e>) | x[:, <i>] | x<i> | <c><c>.<c><c> | <c>.<c> | <n> | (<e>) | 2.5e-1\n\
+         <i> ::= GE_RANGE:dataset_n_vars\n<c> ::= GE_RANGE:10\n<n> ::= <d><n> | <d> | <n><d>.<d>\n<d> ::= 0 | 1 | 7 | 9",
+    ),
+    (
+        "codon_values.bnf",
+        "<e> ::= <e>-<e> | <e>*<e> | x0 | <r>.<r> | <s><r> | <GECodonValue[0,99]>\n<r> ::= <GECodonValue[0,99]>\n<s> ::= <GECodonValue{1,22,333}>",
+    ),
+    (
+        "outputs.bnf",
+        "<p> ::= out(0, <e>) + out(<k>, out(1, <e>)) | out(<k>, <e>) | <p> + out(<k>, <e>) | out(<k>, out(<k>, <e>))\n\
+         <e> ::= <e>*<e> | out(<k>, <e>) | x0 | x1 | <c>\n<k> ::= 0 | 1 | 2 | 7 | 1<z>\n<z> ::= 0 | 00\n<c> ::= -1 | 0.5 | 2",
+    ),
+    (
+        "operators.bnf",
+        "<e> ::= <e> <op> <e> | <f>(<e>) | (<op> <e> <e>) | x0 | x1 | (<e>) | ((<e>))\n<op> ::= + | <mulop> | -\n<mulop> ::= * | <div>\n<div> ::= /\n<f> ::= sin | np.exp | <g>\n<g> ::= cos",
+    ),
+    // Eight operands per expansion: zeros recurse leftmost and overflow the mapper's stack.
+    ("wide.bnf", "<e> ::= <e>+<e>+<e>+<e>+<e>+<e>+<e>+<e> | x0 | 1"),
+    (
+        "indices.bnf",
+        "<e> ::= <e>+<e> | x[<r>] | x[:, <i>] | 1\n<r> ::= 1 | +2 | 3 | 4 | 5 | 6 | 99999999999 | 00 | 4294967296\n<i> ::= GE_RANGE:7",
+    ),
+];
+
+/// `(name, loaded, templates, PonyGE2 fixture genomes)` of every grammar whose templates
+/// compile for 5 variables and 3 outputs.
+fn cases() -> Vec<(String, Loaded, Templates, Vec<Vec<u32>>)> {
+    let shape = DatasetShape { n_vars: Some(5), n_is: Some(5), n_os: Some(3) };
+    let names: Vec<String> = (0..5).map(|i| format!("x{i}")).collect();
+    let fixtures = std::fs::read_to_string(root().join("tests/fixtures/ponyge2_tree_mapper.jsonl")).unwrap();
+    let mut paths: Vec<(String, PathBuf)> = Vec::new();
+    for dir in ["grammars", "tests/fixtures/grammars", "tests/fixtures/reference/grammars/ponyge2"] {
+        let mut ps: Vec<PathBuf> = std::fs::read_dir(root().join(dir)).unwrap().map(|e| e.unwrap().path()).collect();
+        ps.sort();
+        paths.extend(ps.into_iter().map(|p| (format!("{dir}/{}", p.file_name().unwrap().to_string_lossy()), p)));
+    }
+    let mut out = Vec::new();
+    let mut add = |name: String, l: Loaded, genomes: Vec<Vec<u32>>| {
+        for n_outputs in [0, 3] {
+            if let Ok(t) = compile(&l.grammar, &l.table, &Vars { names: names.clone(), n_outputs }) {
+                out.push((format!("{name} ({n_outputs} outputs)"), l.clone(), t, genomes.clone()));
+            }
+        }
+    };
+    for (name, p) in paths {
+        let Ok(l) = grammar::load(&p, &shape) else { continue };
+        let file = p.file_name().unwrap().to_string_lossy().to_string();
+        let genomes = fixtures
+            .lines()
+            .filter(|line| line.contains(&format!("/{file}\"")))
+            .map(|line| {
+                let v: serde_json::Value = serde_json::from_str(line).unwrap();
+                v["genome"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap() as u32).collect()
+            })
+            .collect();
+        add(name, l, genomes);
+    }
+    for (name, text) in FEATURES {
+        let g = grammar::parse_str(text, name, false).unwrap();
+        let l = grammar::load_parsed(g, &shape).unwrap_or_else(|e| panic!("{name}: {e}"));
+        add(name.to_string(), l, Vec::new());
+    }
+    out
+}
+
+/// `n` random genomes (lengths 0..120; codons over all of u32, or 0..12), then `extra`.
+fn genomes(n: usize, seed: u64, extra: &[Vec<u32>]) -> Genomes {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut g = Genomes::new(n + extra.len(), 160);
+    for i in 0..n {
+        let len = rng.random_range(0..120usize);
+        let row: Vec<u32> = (0..len)
+            .map(|_| match i % 10 {
+                9 => 0, // the first production everywhere: deep leftmost recursion
+                k if k % 2 == 0 => rng.random::<u32>(),
+                _ => rng.random_range(0..12),
+            })
+            .collect();
+        g.set(i, &row);
+    }
+    for (k, e) in extra.iter().enumerate() {
+        g.set(n + k, e);
+    }
+    g
+}
+
+/// The settings each grammar is mapped under: `(map config, L)`.
+fn settings() -> Vec<(MapConfig, usize)> {
+    let mut v = Vec::new();
+    for (wraps, codons) in [(0, Codons::Eager), (2, Codons::Lazy), (1, Codons::Eager)] {
+        for (max_depth, max_len) in [(u32::MAX, 256), (17, 64), (8, 9)] {
+            v.push((MapConfig { max_wraps: wraps, codons, max_depth, max_nodes: u32::MAX }, max_len));
+        }
+    }
+    v
+}
+
+fn rep<'a>(l: &'a Loaded, t: &'a Templates, map: MapConfig, capacity: usize) -> GrammarRep<'a> {
+    GrammarRep { table: &l.table, templates: t, map, init: InitConfig::default(), vary: GeVaryConfig::default(), genome_capacity: capacity }
+}
+
+/// The CPU's outcome code of genome `i` (as the kernel's status) and its row.
+fn cpu_status(rep: &GrammarRep, genome: &[u32], max_len: usize) -> u32 {
+    let mut m = rep.mapper();
+    let r = m.map(genome);
+    match r.invalid {
+        Some(Invalid::OutOfCodons) => MapStatus::OutOfCodons as u32,
+        Some(Invalid::TooDeep) => MapStatus::TooDeep as u32,
+        Some(Invalid::TooManyNodes) => MapStatus::TooManyNodes as u32,
+        Some(Invalid::DerivationTooLong) => MapStatus::DerivationFull as u32,
+        Some(Invalid::StackTooDeep) => MapStatus::StackOverflow as u32,
+        None => {
+            let (mut nodes, mut scratch) = (Vec::new(), Vec::new());
+            match build_tree(rep.table, rep.templates, m.derivation(), max_len, &mut nodes, &mut scratch) {
+                Ok(()) => MapStatus::Valid as u32,
+                Err(grove::grammar::template::BuildError::TooLong) => MapStatus::TooLong as u32,
+                Err(grove::grammar::template::BuildError::BadSpelling) => MapStatus::BadSpelling as u32,
+            }
+        }
+    }
+}
+
+/// The first difference between the device's rows and the CPU's, or `None`; also counts the
+/// outcomes seen, by status code.
+fn first_mismatch(rep: &GrammarRep, g: &Genomes, dev: &Population, used: &[u32], status: &[u32], seen: &mut [usize; 9]) -> Option<String> {
+    let mut cpu = Population::new(g.size(), dev.max_len, dev.n_outputs);
+    let cpu_used = map_population(rep, g, &mut cpu);
+    for i in 0..g.size() {
+        let want = cpu_status(rep, g.get(i), dev.max_len);
+        seen[want as usize] += 1;
+        if status[i] != want {
+            return Some(format!("genome {i} {:?}: status gpu={} cpu={want}", g.get(i), status[i]));
+        }
+        if used[i] != cpu_used[i] {
+            return Some(format!("genome {i}: used codons gpu={} cpu={}", used[i], cpu_used[i]));
+        }
+        if dev.len[i] != cpu.len[i] {
+            return Some(format!("genome {i}: length gpu={} cpu={}", dev.len[i], cpu.len[i]));
+        }
+        for k in i * dev.max_len..(i + 1) * dev.max_len {
+            let (a, b) = ((dev.op[k], dev.value[k].to_bits(), dev.size[k], dev.out[k]), (cpu.op[k], cpu.value[k].to_bits(), cpu.size[k], cpu.out[k]));
+            if a != b {
+                return Some(format!("genome {i}, node {}: (op, value bits, size, out) gpu={a:?} cpu={b:?}", k - i * dev.max_len));
+            }
+        }
+    }
+    None
+}
+
+/// The kernel as a host function: one genome per call (blocks of one thread).
+type MapTreesFn = unsafe extern "C" fn(
+    MapTreesParams, *const u32, *const u32, *mut u32, *mut u32, *mut u8, *mut f32, *mut u16, *mut u8, *mut u16, *mut u32, *mut u32,
+);
+
+struct Emulated {
+    lib: libloading::Library,
+}
+
+impl Emulated {
+    fn new() -> Option<Self> {
+        // Shared memory is a static here; the table gets a setter.
+        let lib = emulator::build(&kernels::MAP, |s| {
+            s.replace("extern __shared__ unsigned grove_table_shared[];", "static unsigned grove_table_shared[GROVE_TABLE_BYTES / 4];")
+                + "\nextern \"C\" void grove_emu_set_table(const unsigned* w, unsigned n) { for (unsigned k = 0; k < n; ++k) grove_table[k] = w[k]; }\n"
+        })?;
+        Some(Self { lib })
+    }
+
+    fn map_population(&self, tables: &DeviceTables, g: &Genomes, cfg: &MapConfig, max_derivation: usize, max_len: usize, n_outputs: usize) -> (Population, Vec<u32>, Vec<u32>) {
+        type SetTable = unsafe extern "C" fn(*const u32, u32);
+        type SetThread = unsafe extern "C" fn(u32, u32, u32);
+        let words: Vec<u32> = tables.blob.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        let set_table: SetTable = emulator::get(&self.lib, "grove_emu_set_table");
+        let set_thread: SetThread = emulator::get(&self.lib, "grove_emu_set_thread");
+        let kernel: MapTreesFn = emulator::get(&self.lib, kernels::MAP_TREES_KERNEL);
+        let p = g.size();
+        let mut pop = Population::new(p, max_len, n_outputs);
+        // Rows hold older trees of many lengths (as a reused population does): the kernel must
+        // clear what the old tree left past the new one's length.
+        for i in 0..p {
+            let m = 1 + (i * 7) % max_len;
+            let mut old: Vec<grove::program::Node> = (1..m).map(|_| grove::program::Node::func(grove::program::Op::Sin)).collect();
+            old.push(grove::program::Node::constant(0.25 + i as f32));
+            old[0].out = (n_outputs > 0) as u8;
+            pop.set_tree(i, &old).unwrap();
+        }
+        let (mut der, mut span) = (vec![0xdead_beefu32; p * max_derivation], vec![0xdead_beefu32; p * max_derivation]);
+        let (mut status, mut used) = (vec![u32::MAX; p], vec![u32::MAX; p]);
+        let params = MapTreesParams {
+            map: MapParams {
+                n_genomes: p as u32,
+                capacity: g.capacity as u32,
+                max_wraps: cfg.max_wraps,
+                lazy: (cfg.codons == Codons::Lazy) as u32,
+                max_depth: cfg.max_depth,
+                max_nodes: cfg.max_nodes,
+                max_derivation: max_derivation as u32,
+                table_words: 0,
+            },
+            templates_at: tables.templates_at as u32,
+            max_len: max_len as u32,
+            build: 1,
+            pad: 0,
+        };
+        // SAFETY: the table fits grove_table (checked by DeviceTables::new); the kernel's C
+        // signature is MapTreesFn and every buffer has the sizes the kernel indexes (P genomes
+        // of capacity codons, P × max_derivation scratch, P × L rows, P statuses).
+        unsafe {
+            set_table(words.as_ptr(), words.len() as u32);
+            for i in 0..p {
+                set_thread(i as u32, 1, 0);
+                kernel(
+                    params,
+                    g.codons.as_ptr(),
+                    g.len.as_ptr(),
+                    der.as_mut_ptr(),
+                    span.as_mut_ptr(),
+                    pop.op.as_mut_ptr(),
+                    pop.value.as_mut_ptr(),
+                    pop.size.as_mut_ptr(),
+                    pop.out.as_mut_ptr(),
+                    pop.len.as_mut_ptr(),
+                    status.as_mut_ptr(),
+                    used.as_mut_ptr(),
+                );
+            }
+        }
+        (pop, used, status)
+    }
+}
+
+type Mapped = (Population, Vec<u32>, Vec<u32>);
+
+/// Runs `device` on every case and setting and compares with the CPU; `n` random genomes each.
+fn parity(n: usize, device: &dyn Fn(&DeviceTables, &Genomes, &MapConfig, usize, usize, usize) -> Mapped) {
+    let mut seen = [0usize; 9];
+    let mut runs = 0;
+    for (name, l, t, fixture) in cases() {
+        let tables = DeviceTables::new(&l.table, &t).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for (k, (cfg, max_len)) in settings().into_iter().enumerate() {
+            let g = genomes(n, 11 + k as u64, &fixture);
+            let rep = rep(&l, &t, cfg, g.capacity);
+            let (pop, used, status) = device(&tables, &g, &cfg, rep.max_derivation(), max_len, t.n_outputs);
+            pop.validate().unwrap_or_else(|e| panic!("{name}, {cfg:?}, L {max_len}: {e}"));
+            if let Some(m) = first_mismatch(&rep, &g, &pop, &used, &status, &mut seen) {
+                panic!("first mismatch: {name}, {cfg:?}, L {max_len}: {m}");
+            }
+            runs += 1;
+        }
+    }
+    eprintln!("{runs} runs; outcomes by status code: {seen:?}");
+    for (code, what) in [(0, "valid"), (1, "out of codons"), (2, "too deep"), (5, "stack overflow"), (6, "too long"), (7, "bad spelling")] {
+        assert!(seen[code] > 0, "no genome ended {what}");
+    }
+}
+
+#[test]
+fn emulated_map_trees_match_map_population() {
+    let Some(emu) = Emulated::new() else { return };
+    parity(150, &|t, g, cfg, d, l, k| emu.map_population(t, g, cfg, d, l, k));
+}
+
+#[test]
+fn every_shipped_expression_grammar_has_device_tables() {
+    let names: Vec<String> = cases().into_iter().map(|c| c.0).collect();
+    for g in ["grammars/regression.bnf", "grammars/ge-paper.bnf", "grammars/classify.bnf", "grammars/swimmer.bnf", "spelled.bnf", "outputs.bnf"] {
+        assert!(names.iter().any(|n| n.starts_with(g)), "{g} has no templates: {names:?}");
+    }
+}
+
+#[test]
+fn oversized_tables_name_both_parts() {
+    // A rule table that fits alone, with templates that push the pair past 64 KiB.
+    let mut text = String::from("<e> ::= x0");
+    for i in 0..2600 {
+        text.push_str(&format!(" | {i}.5 + x0 * x0 - x0"));
+    }
+    let g = grammar::parse_str(&text, "big.bnf", false).unwrap();
+    let l = grammar::load_parsed(g, &DatasetShape::default()).unwrap();
+    assert!(l.table.device_size_bytes() < grove::grammar::compile::TABLE_LIMIT_BYTES);
+    let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()], n_outputs: 0 }).unwrap_err().to_string();
+    assert!(e.contains("rule table") && e.contains("node templates") && e.contains("65536"), "{e}");
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn gpu_map_trees_match_map_population() {
+    let engine = grove::backend::cuda::CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"));
+    parity(2000, &|t, g, cfg, d, l, k| {
+        let m = engine.map_population(t, g, cfg, d, l, k).unwrap();
+        (m.population, m.used, m.status)
+    });
+}

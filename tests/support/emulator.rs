@@ -1,0 +1,50 @@
+//! Kernel sources built as host C++ by g++ (`tests/cuda_host_shim.h`), so that tests run the
+//! kernels' own code on machines without a GPU (CI) and compare it with the CPU reference.
+
+use grove::backend::cuda::KernelSource;
+
+/// Builds `src` (one kernel file, its text passed through `edit`) as a host library in a fresh
+/// temporary folder; `None` (after saying why) where g++ is missing or lacks C++20.
+pub fn build(src: &KernelSource<'_>, edit: impl Fn(String) -> String) -> Option<libloading::Library> {
+    let dir = std::env::temp_dir().join(format!("grove-emu-{}-{}", src.file, std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let shim = include_str!("../cuda_host_shim.h");
+    let setter = "extern \"C\" void grove_emu_set_thread(unsigned b, unsigned d, unsigned t) { blockIdx.x = b; blockDim.x = d; threadIdx.x = t; }\n";
+    let cpp = dir.join(format!("{}.cpp", src.file));
+    std::fs::write(&cpp, format!("{shim}\n{setter}\n{}\n", edit(src.full_source()))).unwrap();
+    let so = dir.join(format!("lib{}.so", src.file));
+    let out = std::process::Command::new("g++")
+        .args(["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w", "-o"])
+        .arg(&so)
+        .arg(&cpp)
+        // Extra flags for debugging a kernel (`-g`, `-fsanitize=address`).
+        .args(std::env::var("GROVE_EMU_CFLAGS").unwrap_or_default().split_whitespace())
+        .output();
+    let lib = match out {
+        Err(e) => {
+            eprintln!("SKIPPED emulated kernels: g++ not runnable ({e})");
+            None
+        }
+        Ok(o) if !o.status.success() => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            if err.contains("barrier") || err.contains("c++20") {
+                eprintln!("SKIPPED emulated kernels: this g++ lacks C++20 <barrier>");
+                return None;
+            }
+            panic!("g++ failed on {}:\n{err}", src.file)
+        }
+        // SAFETY: a library built just now from our own sources; it has no constructors.
+        Ok(_) => Some(unsafe { libloading::Library::new(&so) }.unwrap()),
+    };
+    // A loaded library stays mapped after its file is gone (kept for a debugger with flags).
+    if std::env::var_os("GROVE_EMU_CFLAGS").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    lib
+}
+
+/// The function `name` of `lib`, as the C signature `T`.
+pub fn get<T: Copy>(lib: &libloading::Library, name: &str) -> T {
+    // SAFETY: each caller names the kernel's C signature, as in its .cu definition.
+    unsafe { *lib.get::<T>(name.as_bytes()).unwrap_or_else(|e| panic!("{name}: {e}")) }
+}
