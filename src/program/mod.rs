@@ -1,10 +1,13 @@
 //! Programs: the operator table, the tensorized population of trees, their CPU interpreter,
-//! the fused classification fitness (reference of `kernels/classify.cu`), random trees, the variation operators on them, control policies (reference of the
-//! control kernel), and rendering.
+//! the fused classification fitness (reference of `kernels/classify.cu`), the fitness formulas
+//! of regression and classification (`fitness`: shared by the tasks, the engine and the
+//! kernels), random trees, the variation operators on them, control policies (reference of the
+//! control kernel) and the policy a control report saves, and rendering.
 
 pub mod classify;
 pub mod eval;
 pub mod fastmath;
+pub mod fitness;
 pub mod init;
 pub mod ops;
 pub mod export;

@@ -8,12 +8,16 @@
 //! Episode `k` of every individual starts from the reset `Stream::new(seed, generation, k,
 //! Reset)`: all individuals of a call face the same starts, so their returns compare fairly.
 //! A program whose output is NaN or infinite at any step is invalid (its episode stops there).
+//!
+//! [`SavedPolicy`] is the policy a `grove control` report saves, read back by `grove rollout
+//! --policy` and `grove render --policy`.
 
+use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 
 use super::eval::{Instr, Program, Src, apply_fast, compile};
 use super::fastmath;
-use super::tree::{Population, TreeRef};
+use super::tree::{Node, Population, TreeRef};
 use crate::sim::{Model, State};
 
 /// Names of the observation components, in order: `q_JOINT` (qpos), `v_JOINT` (qvel),
@@ -171,10 +175,53 @@ pub fn mean_returns(episodes: &[Episode], k: usize) -> Vec<f64> {
         .collect()
 }
 
+/// The saved policy in a report (`policy`): what `grove rollout --policy` replays.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedPolicy {
+    /// Environment (shipped name or path) and profile it was evolved in.
+    pub env: String,
+    /// Profile name.
+    pub profile: String,
+    /// Observation names, in the order of the program's variable indices.
+    pub observations: Vec<String>,
+    /// Actuator names, in the order of the output slots.
+    pub actuators: Vec<String>,
+    /// The tree in prefix order: `[operator name, value, output slot + 1 or 0]` per node.
+    pub nodes: Vec<(String, f32, u8)>,
+}
+
+impl SavedPolicy {
+    /// Reads the `policy` of a `grove control --report` file.
+    pub fn read(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+        let p = v.get("policy").with_context(|| format!("{} has no `policy`: write one with grove control --report", path.display()))?;
+        serde_json::from_value(p.clone()).with_context(|| format!("{}: the `policy` entry is malformed", path.display()))
+    }
+
+    /// The tree, checked against `m` (same observation and action sizes).
+    pub fn tree(&self, m: &Model) -> Result<Vec<Node>> {
+        let names = observation_names(m);
+        if names != self.observations || self.actuators.len() != m.nu() {
+            bail!(
+                "the policy was evolved for {} ({} observations, {} actuators); {} ({}) has {} and {}",
+                self.env,
+                self.observations.len(),
+                self.actuators.len(),
+                m.name,
+                m.profile,
+                names.len(),
+                m.nu()
+            );
+        }
+        super::tree::decode(&self.nodes).map_err(anyhow::Error::msg)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::program::tree::Node;
     use crate::program::Op;
 
     fn out(mut n: Node, k: u8) -> Node {

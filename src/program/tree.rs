@@ -70,6 +70,26 @@ pub fn subtree_sizes(nodes: &[Node]) -> Result<Vec<u16>, String> {
     Ok(size)
 }
 
+/// Decodes a tree as reports save it (`[operator name, value, output slot + 1 or 0]` per node,
+/// prefix order: a run report's `model`, a control report's `policy`) and checks that the nodes
+/// form one tree. Errors name the node.
+pub fn decode(nodes: &[(String, f32, u8)]) -> Result<Vec<Node>, String> {
+    let nodes: Vec<Node> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (name, value, out))| {
+            let op = match name.as_str() {
+                "var" => Op::Var,
+                "const" => Op::Const,
+                n => Op::by_name(n).ok_or_else(|| format!("model node {i}: unknown operator `{n}`"))?,
+            };
+            Ok(Node { op, value: *value, out: *out })
+        })
+        .collect::<Result<_, String>>()?;
+    subtree_sizes(&nodes).map_err(|e| format!("the model's tree is malformed: {e}"))?;
+    Ok(nodes)
+}
+
 /// A population of programs, structure-of-arrays, row `i` holding tree `i`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Population {

@@ -249,7 +249,7 @@ pub fn policy_from_report(path: &Path, model: &crate::sim::Model) -> Result<Poli
         let cmd = v.get("command").and_then(|c| c.as_str()).unwrap_or("?");
         bail!("{}: --policy needs a report of `grove control`, not of `grove {cmd}`: use --actions FILE.csv for fixed actions", path.display());
     }
-    let saved = crate::task::control::SavedPolicy::read(path)?;
+    let saved = crate::program::policy::SavedPolicy::read(path)?;
     let nodes = saved.tree(model)?;
     let mut source = crate::sim::rollout::ActionSource::policy(&nodes, model)?;
     let nu = model.nu();

@@ -10,52 +10,10 @@ use anyhow::{Context, Result, bail};
 use super::model::{Model, ModelKind, classify_outputs};
 use super::regression::EvolveResult;
 use crate::data::classes::{ClassSource, Labeled, Standardize, stratified_split};
-use crate::program::classify::ClassSums;
+/// The fitness measure and the fitness of the fused sums: defined in [`crate::program::fitness`],
+/// below the engine, which reads them too.
+pub use crate::program::fitness::{ClassFitness, accuracy_of, balanced_of, fitness_of};
 use crate::program::tree::{Node, Population};
-
-/// What evolution minimises.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "kebab-case")]
-pub enum ClassFitness {
-    /// 1 − accuracy.
-    Accuracy,
-    /// 1 − balanced accuracy (the mean of the per-class recalls).
-    BalancedAccuracy,
-    /// Mean softmax cross-entropy of the outputs (smooth; guides search best).
-    #[default]
-    CrossEntropy,
-}
-
-/// Accuracy of sums: correct points over all points.
-pub fn accuracy_of(s: &ClassSums) -> f64 {
-    s.correct.iter().sum::<u64>() as f64 / s.n.max(1) as f64
-}
-
-/// Balanced accuracy of sums, given the points per class: the mean recall over the classes
-/// that have points.
-pub fn balanced_of(s: &ClassSums, counts: &[u64]) -> f64 {
-    let (mut sum, mut k) = (0.0, 0usize);
-    for (c, &n) in s.correct.iter().zip(counts) {
-        if n > 0 {
-            sum += *c as f64 / n as f64;
-            k += 1;
-        }
-    }
-    if k == 0 { 0.0 } else { sum / k as f64 }
-}
-
-/// The fitness (lower is better) of sums; `+inf` for an individual with a non-finite output.
-pub fn fitness_of(s: &ClassSums, counts: &[u64], fitness: ClassFitness) -> f64 {
-    if s.bad > 0 || s.n == 0 {
-        return f64::INFINITY;
-    }
-    let f = match fitness {
-        ClassFitness::Accuracy => 1.0 - accuracy_of(s),
-        ClassFitness::BalancedAccuracy => 1.0 - balanced_of(s, counts),
-        ClassFitness::CrossEntropy => s.ce / s.n as f64,
-    };
-    if f.is_finite() { f } else { f64::INFINITY }
-}
 
 /// The classification task over a training set, evaluated by a backend.
 pub struct Classification<'d> {
@@ -486,16 +444,5 @@ mod tests {
         let text = c.render(&["a".into(), "b".into(), "c".into()]);
         assert_eq!(text.lines().count(), 4, "{text}");
         assert!(text.lines().nth(1).unwrap().ends_with(" 1 1 0"), "{text}");
-    }
-
-    #[test]
-    fn fitness_from_sums_agrees_with_the_confusion_matrix() {
-        let s = ClassSums { correct: vec![3, 1, 3], ce: 5.0, n: 10, bad: 0 };
-        let counts = [4, 2, 4];
-        assert!((fitness_of(&s, &counts, ClassFitness::Accuracy) - 0.3).abs() < 1e-15);
-        assert!((fitness_of(&s, &counts, ClassFitness::BalancedAccuracy) - 1.0 / 3.0).abs() < 1e-15);
-        assert_eq!(fitness_of(&s, &counts, ClassFitness::CrossEntropy), 0.5);
-        let bad = ClassSums { bad: 1, ..s };
-        assert_eq!(fitness_of(&bad, &counts, ClassFitness::Accuracy), f64::INFINITY);
     }
 }

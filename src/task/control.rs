@@ -10,6 +10,9 @@ use anyhow::{Context, Result, bail};
 use super::regression::EvolveResult;
 use crate::backend::Backend;
 use crate::program::policy::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
+/// The policy a report saves: defined in [`crate::program::policy`], below the report layer,
+/// which reads it too (`grove render --policy`).
+pub use crate::program::policy::SavedPolicy;
 use crate::program::tree::{Node, Population};
 use crate::sim::Model;
 
@@ -202,60 +205,6 @@ pub fn score_policy(nodes: &[Node], m: &Model, run: &ControlRun) -> Result<Polic
     use rayon::prelude::*;
     let episodes = (0..run.episodes as u32).into_par_iter().map(|k| play(m, &mut policy.clone(), run, k)).collect();
     Ok(PolicyScores { episodes })
-}
-
-/// The saved policy in a report (`policy`): what `grove rollout --policy` replays.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SavedPolicy {
-    /// Environment (shipped name or path) and profile it was evolved in.
-    pub env: String,
-    /// Profile name.
-    pub profile: String,
-    /// Observation names, in the order of the program's variable indices.
-    pub observations: Vec<String>,
-    /// Actuator names, in the order of the output slots.
-    pub actuators: Vec<String>,
-    /// The tree in prefix order: `[operator name, value, output slot + 1 or 0]` per node.
-    pub nodes: Vec<(String, f32, u8)>,
-}
-
-impl SavedPolicy {
-    /// Reads the `policy` of a `grove control --report` file.
-    pub fn read(path: &std::path::Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-        let p = v.get("policy").with_context(|| format!("{} has no `policy`: write one with grove control --report", path.display()))?;
-        serde_json::from_value(p.clone()).with_context(|| format!("{}: the `policy` entry is malformed", path.display()))
-    }
-
-    /// The tree, checked against `m` (same observation and action sizes).
-    pub fn tree(&self, m: &Model) -> Result<Vec<Node>> {
-        let names = observation_names(m);
-        if names != self.observations || self.actuators.len() != m.nu() {
-            bail!(
-                "the policy was evolved for {} ({} observations, {} actuators); {} ({}) has {} and {}",
-                self.env,
-                self.observations.len(),
-                self.actuators.len(),
-                m.name,
-                m.profile,
-                names.len(),
-                m.nu()
-            );
-        }
-        let model = super::model::Model {
-            kind: super::model::ModelKind::Regression,
-            features: vec![],
-            target: String::new(),
-            nodes: self.nodes.clone(),
-            n_outputs: m.nu(),
-            classes: None,
-            scale: None,
-            standardize: None,
-        };
-        model.tree()
-    }
 }
 
 /// Loads the environment, evolves a policy and scores the best one.

@@ -8,7 +8,6 @@ use anyhow::{Context, Result, bail, ensure};
 use crate::data::classes::{Standardize, Table, numeric_column};
 use crate::program::classify::argmax;
 use crate::program::tree::{Node, Population};
-use crate::program::Op;
 
 /// What kind of program a model holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -51,23 +50,9 @@ impl Model {
         nodes.iter().map(|n| (n.op.name().to_string(), n.value, n.out)).collect()
     }
 
-    /// The tree, decoded and checked.
+    /// The tree, decoded and checked ([`crate::program::tree::decode`]).
     pub fn tree(&self) -> Result<Vec<Node>> {
-        let nodes: Vec<Node> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, (name, value, out))| {
-                let op = match name.as_str() {
-                    "var" => Op::Var,
-                    "const" => Op::Const,
-                    n => Op::by_name(n).with_context(|| format!("model node {i}: unknown operator `{n}`"))?,
-                };
-                Ok(Node { op, value: *value, out: *out })
-            })
-            .collect::<Result<_>>()?;
-        crate::program::tree::subtree_sizes(&nodes).map_err(|e| anyhow::anyhow!("the model's tree is malformed: {e}"))?;
-        Ok(nodes)
+        crate::program::tree::decode(&self.nodes).map_err(anyhow::Error::msg)
     }
 
     /// The program's outputs on the rows of `table`: `[max(1, n_outputs)][n_rows]`. The

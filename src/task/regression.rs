@@ -4,40 +4,10 @@
 
 use crate::data::Dataset;
 use crate::program::eval::{RegressionSums, evaluate_regression};
-
 use crate::program::tree::{Node, Population};
-
-/// The error measure evolution minimises.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Metric {
-    /// Mean squared error.
-    Mse,
-    /// Root mean squared error.
-    Rmse,
-    /// Mean absolute error.
-    Mae,
-    /// Coefficient of determination (minimised as 1 − R²).
-    R2,
-}
-
-/// Settings of the regression task.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RegressionConfig {
-    /// The error evolution minimises.
-    pub metric: Metric,
-    /// Fit `a·f(x) + b` by least squares before scoring (not with MAE).
-    pub linear_scaling: bool,
-    /// Added to the fitness per node of the program.
-    pub parsimony: f64,
-}
-
-impl Default for RegressionConfig {
-    fn default() -> Self {
-        Self { metric: Metric::Mse, linear_scaling: true, parsimony: 0.0 }
-    }
-}
+/// The error measure, the task's settings and the error of the fused sums: defined in
+/// [`crate::program::fitness`], below the engine, which reads them too.
+pub use crate::program::fitness::{Metric, RegressionConfig, error};
 
 /// Scores of one program on one data set.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
@@ -50,23 +20,6 @@ pub struct Scores {
     pub mae: f64,
     /// Coefficient of determination.
     pub r2: f64,
-}
-
-/// The error of sums `s` under `metric` (scaled when asked), lower is better; `+inf` if invalid.
-pub fn error(s: &RegressionSums, metric: Metric, scaled: bool) -> f64 {
-    if !s.finite || s.n == 0 {
-        return f64::INFINITY;
-    }
-    let e = match (metric, scaled) {
-        (Metric::Mse, false) => s.mse(),
-        (Metric::Mse, true) => s.scaled_mse(),
-        (Metric::Rmse, false) => s.rmse(),
-        (Metric::Rmse, true) => s.scaled_mse().sqrt(),
-        (Metric::Mae, _) => s.mae(),
-        (Metric::R2, false) => 1.0 - s.r2(),
-        (Metric::R2, true) => 1.0 - s.scaled_r2(),
-    };
-    if e.is_finite() { e } else { f64::INFINITY }
 }
 
 /// The regression task over a training set, evaluated by a backend.

@@ -151,7 +151,7 @@ pub struct ClassBuffers {
     n: usize,
 }
 
-/// The classification fitness settings the device computes: [`fitness_of`](crate::task::classify::fitness_of)
+/// The classification fitness settings the device computes: [`fitness_of`](crate::program::fitness::fitness_of)
 /// of the sums plus parsimony per node.
 pub struct ClassFitnessScratch {
     buffers: ClassBuffers,

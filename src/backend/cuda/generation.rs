@@ -6,8 +6,9 @@
 //! Each step has a CPU twin it equals exactly:
 //! - [`CudaEngine::order_trees`]: the order [`super::pack::pack`] gives `tree_ids` (fast trees,
 //!   then deep ones) and its checks;
-//! - [`CudaEngine::regression_fitness`]: [`crate::task::regression::Regression`]'s fitness of
-//!   the sums (the sums are [`CudaEngine::evaluate_regression`]'s);
+//! - [`CudaEngine::regression_fitness`]: the regression task's fitness of the sums,
+//!   [`crate::program::fitness::error`] plus parsimony (the sums are
+//!   [`CudaEngine::evaluate_regression`]'s);
 //! - [`CudaEngine::elite_and_stats`]: `select::elite(fit, e)` and the statistics of
 //!   `evolve::stats` (the mean's sum in another order).
 
@@ -23,7 +24,7 @@ use super::select::{DeviceFitness, DeviceIndices};
 use super::vary::DevicePopulation;
 use super::CudaEngine;
 use crate::program::tree::Node;
-use crate::task::regression::{Metric, RegressionConfig};
+use crate::program::fitness::{Metric, RegressionConfig};
 
 /// Threads per block of the one-thread-per-individual kernels.
 const THREADS: u32 = 256;
