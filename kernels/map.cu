@@ -231,9 +231,11 @@ struct GroveMapTreesParams {
     unsigned pad;
 };
 static_assert(sizeof(GroveMapTreesParams) == 48, "GroveMapTreesParams must match MapTreesParams");
+static_assert(GROVE_OFFSETOF(GroveMapTreesParams, map) == 0, "layout");
 static_assert(GROVE_OFFSETOF(GroveMapTreesParams, templates_at) == 32, "layout");
 static_assert(GROVE_OFFSETOF(GroveMapTreesParams, max_len) == 36, "layout");
 static_assert(GROVE_OFFSETOF(GroveMapTreesParams, build) == 40, "layout");
+static_assert(GROVE_OFFSETOF(GroveMapTreesParams, pad) == 44, "layout");
 
 // The templates' header (12 words).
 struct GroveTplHeader {

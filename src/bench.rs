@@ -127,8 +127,9 @@ fn gpu(args: &BenchArgs) -> Result<()> {
         "{:<18} {:>7} {:>4} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>3}",
         "workload", "threads", "K", "median s", "GPop/s", "prep ms", "h2d ms", "kern ms", "d2h ms", "kern GPop/s", "pin"
     );
+    let part = |p: crate::cli::GpuPart| args.gpu_part.is_empty() || args.gpu_part.contains(&p);
     let mut rows = Vec::new();
-    for wl in &workloads {
+    for wl in workloads.iter().filter(|_| part(crate::cli::GpuPart::Eval)) {
         let (p, n) = (wl.population, wl.rows);
         let pop = crate::program::eval::bench_population(7, p, wl.min_len, wl.max_len, wl.functions);
         let (x, y) = crate::program::eval::bench_sextic(3, n);
@@ -187,10 +188,16 @@ fn gpu(args: &BenchArgs) -> Result<()> {
                 "h2d_bytes": calls[0].1.h2d_bytes, "pinned": pinned}));
         }
     }
-    let map_rows = gpu_map(&engine, args.quick)?;
-    let breed_rows = gpu_breed(&engine, args.quick)?;
+    use crate::cli::GpuPart;
+    let map_rows = if part(GpuPart::Map) { gpu_map(&engine, args.quick)? } else { Vec::new() };
+    let breed_rows = if part(GpuPart::Breed) { gpu_breed(&engine, args.quick)? } else { Vec::new() };
+    let generation_rows = if part(GpuPart::Generations) { gpu_generations(args.quick)? } else { Vec::new() };
     if args.json {
-        println!("{}", serde_json::json!({"gpu": engine.device_name(), "results": rows, "map": map_rows, "breed": breed_rows}));
+        println!(
+            "{}",
+            serde_json::json!({"gpu": engine.device_name(), "results": rows, "map": map_rows, "breed": breed_rows,
+                "generations": generation_rows})
+        );
     }
     Ok(())
 }
@@ -317,6 +324,89 @@ fn gpu_map(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec
                     "end_to_end_codons_per_second": b.end_to_end_codons_per_second()}));
             }
         }
+    }
+    Ok(rows)
+}
+
+/// Whole generations in the device loop, GE beside tree GP at the same population: W7
+/// (`builtin:quartic`, 128 points; `grammars/ge-paper.bnf`, random 128-codon genomes, eager,
+/// tournament 3, crossover 0.9, int-flip 5 %, one elite, plain MSE) against tree GP over
+/// `add,sub,mul`, populations 10³ to 10⁶; and GE with `grammars/regression.bnf` on Pagie-1 at
+/// W1's size (5000, scaled MSE). Each row: the median seconds of the generations after the
+/// first, the mean program size, and for GE the mapping kernel alone (`map_trees` of the first
+/// population, median of 5 launches) in codons read per second.
+fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
+    use crate::backend::{Backend, DeviceChoice};
+    use crate::evolve::{EngineConfig, GrammarRep, device};
+    use crate::genome::{InitConfig, InitMethod};
+    use crate::grammar::template::{DeviceTables, Vars, compile};
+    use crate::task::regression::{Regression, RegressionConfig, TreeSettings};
+    let backend = Backend::open(DeviceChoice::Cuda, true)?;
+    let Backend::Cuda(engine) = &backend else { anyhow::bail!("--gpu: no CUDA backend") };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!();
+    println!(
+        "{:<26} {:>8} {:>5} {:>11} {:>9} {:>11} {:>9} {:>8} {:>13}",
+        "generation", "P", "gens", "GE ms/gen", "GE size", "tree ms/gen", "tree size", "GE/tree", "map codons/s"
+    );
+    let sizes: &[usize] = if quick { &[1000, 100_000] } else { &[1000, 10_000, 100_000, 1_000_000] };
+    let mut cases: Vec<(&str, &str, usize, bool)> = sizes.iter().map(|&p| ("W7 ge-paper quartic", "ge-paper.bnf", p, false)).collect();
+    cases.push(("GE regression.bnf Pagie-1", "regression.bnf", 5000, true));
+    let mut rows = Vec::new();
+    for (name, file, p, pagie) in cases {
+        let problem = crate::data::DataSource::parse(if pagie { "builtin:pagie1" } else { "builtin:quartic" })?.load(None)?;
+        let train = &problem.train;
+        let shape = DatasetShape { n_vars: Some(train.n_features as u32), n_is: Some(train.n_features as u32), n_os: Some(1) };
+        let loaded = grammar::load(&root.join("grammars").join(file), &shape)?;
+        let tpl = compile(&loaded.grammar, &loaded.table, &Vars { names: train.names.clone(), n_outputs: 0 })?;
+        let gens = if p >= 1_000_000 { 6 } else { 12 };
+        let cfg = EngineConfig { pop_size: p, generations: gens, seed: 1, tournament: 3, elite: 1, max_len: 256 };
+        let init = if pagie { InitConfig::default() } else { InitConfig { method: InitMethod::Random, length: 128, ..InitConfig::default() } };
+        let map = MapConfig { max_depth: if pagie { 17 } else { u32::MAX }, ..MapConfig::default() };
+        let vary = crate::genome::vary::GeVaryConfig { crossover: 0.9, mutation: 0.05, ..Default::default() };
+        let rep = GrammarRep { table: &loaded.table, templates: &tpl, map, init, vary, genome_capacity: 256 };
+        let config = RegressionConfig { linear_scaling: pagie, ..RegressionConfig::default() };
+        let data = backend.regression_data(&train.x, &train.y, train.n_rows, train.n_features)?;
+        let task = Regression { backend: &backend, data, config };
+        let d = crate::evolve::Fitness::device_task(&task).ok_or_else(|| anyhow::anyhow!("the data is not on the GPU"))?;
+        let steady = |h: &[crate::evolve::GenerationStats]| median(h[1..].iter().map(|s| s.seconds).collect());
+        let size = |h: &[crate::evolve::GenerationStats]| h.iter().map(|s| s.mean_size).sum::<f64>() / h.len() as f64;
+        let (ge, _) = device::run_grammar(&cfg, &rep, &d, None, &mut |_: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {})?;
+        let functions = if pagie { "add,sub,mul,div,sin,cos,tan" } else { "add,sub,mul" };
+        let trees = TreeSettings::default().rep(functions, train.n_features, cfg.max_len)?;
+        let (tree, _) = device::run_trees(&cfg, &trees, &d, None, &mut |_: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {})?;
+        // The mapping kernel alone, on the first population's genomes.
+        let genomes = crate::genome::init::init_genomes(&loaded.table, &init, map.codons, p, 256, 1);
+        let tables = DeviceTables::new(&loaded.table, &tpl).map_err(|m| anyhow::anyhow!("{m}"))?;
+        let dev = engine.upload_genomes(&genomes)?;
+        let mut scratch = engine.alloc_map_trees(p, rep.max_derivation())?;
+        let mut pop = engine.alloc_population(p, cfg.max_len, 0)?;
+        let mut times = Vec::new();
+        for rep_i in 0..6 {
+            engine.stream().synchronize().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            let t = Instant::now();
+            engine.map_trees(&tables, &dev, &map, Some(&mut pop), &mut scratch, &Default::default())?;
+            engine.stream().synchronize().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            if rep_i > 0 {
+                times.push(t.elapsed().as_secs_f64());
+            }
+        }
+        let used: u64 = engine.stream().clone_dtoh(scratch.used()).map_err(|e| anyhow::anyhow!("{e:?}"))?.iter().map(|&u| u as u64).sum();
+        let map_rate = used as f64 / median(times);
+        let (g_ms, t_ms) = (steady(&ge.history) * 1e3, steady(&tree.history) * 1e3);
+        println!(
+            "{name:<26} {p:>8} {gens:>5} {g_ms:>11.3} {:>9.1} {t_ms:>11.3} {:>9.1} {:>7.2}x {map_rate:>13.3e}",
+            size(&ge.history),
+            size(&tree.history),
+            g_ms / t_ms
+        );
+        rows.push(serde_json::json!({"workload": name, "population": p, "generations": gens, "ge_ms_per_gen": g_ms,
+            "ge_mean_size": size(&ge.history), "tree_ms_per_gen": t_ms, "tree_mean_size": size(&tree.history),
+            "ge_best": ge.best.fitness, "tree_best": tree.best.fitness, "map_codons_per_second": map_rate}));
     }
     Ok(rows)
 }

@@ -870,9 +870,26 @@ pub struct BenchArgs {
     /// Also benchmark the CUDA evaluator (needs a GPU): GPop/s per workload and launch shape.
     #[arg(long)]
     pub gpu: bool,
-    /// With --gpu: only the fastest-looking launch shapes (quicker).
+    /// With --gpu: only the fastest-looking launch shapes and fewer sizes (quicker).
     #[arg(long)]
     pub quick: bool,
+    /// With --gpu: only these parts (evaluation, mapping, breeding, whole generations); all by
+    /// default.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub gpu_part: Vec<GpuPart>,
+}
+
+/// A part of `grove bench --gpu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GpuPart {
+    /// The evaluator's GPop/s per workload and launch shape.
+    Eval,
+    /// Genome mapping throughput (W7).
+    Map,
+    /// Selection and tree breeding.
+    Breed,
+    /// Whole device-loop generations, GE beside tree GP.
+    Generations,
 }
 
 /// Parses the process arguments and runs the command.

@@ -223,3 +223,147 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         eprintln!("{what}: best fitness {:.4} at generation {}", a.best.fitness, a.best.generation);
     }
 }
+
+/// A GE representation over a loaded grammar.
+fn ge<'a>(l: &'a grove::grammar::Loaded, tpl: &'a grove::grammar::template::Templates, map: MapConfig, init: InitConfig, vary: grove::genome::vary::GeVaryConfig) -> GrammarRep<'a> {
+    GrammarRep { table: &l.table, templates: tpl, map, init, vary, genome_capacity: 256 }
+}
+
+/// The two loops' outcomes must be equal: best program and genome, last population and
+/// fitness bits, history, hall of fame and median sizes.
+fn assert_same_runs(what: &str, a: &grove::evolve::Outcome, b: &grove::evolve::Outcome, fa: &Fame, fb: &Fame) {
+    assert_eq!(a.best, b.best, "{what}: best program (and genome)");
+    assert_eq!(a.population, b.population, "{what}: last population");
+    let bits = |f: &[f64]| f.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a.fitness), bits(&b.fitness), "{what}: last fitness");
+    assert_eq!(a.history.len(), b.history.len(), "{what}");
+    for (x, y) in a.history.iter().zip(&b.history) {
+        assert_eq!((x.generation, x.best.to_bits(), x.invalid), (y.generation, y.best.to_bits(), y.invalid), "{what}");
+        assert!(x.mean_size == y.mean_size || (x.mean_size.is_nan() && y.mean_size.is_nan()), "{what}: {x:?} {y:?}");
+        assert!((x.mean - y.mean).abs() <= 1e-9 * y.mean.abs() || (x.mean.is_nan() && y.mean.is_nan()), "{what}: {x:?} {y:?}");
+    }
+    assert_eq!(fa.hof, fb.hof, "{what}: hall of fame");
+    assert_eq!(fa.medians, fb.medians, "{what}: median sizes");
+}
+
+/// Grammatical evolution: the device loop (genomes, mapping to trees, selection, crossover,
+/// int-flip and elitism on the GPU) against the host loop evaluating on the same GPU, over 20+
+/// generations, for three grammars with eager and lazy codons, wraps, random and sensible
+/// initialisation, several elites and metrics.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn the_device_ge_loop_equals_the_host_loop() {
+    use grove::evolve::{EngineConfig, device, run_grammar_on_host_from};
+    use grove::genome::{Codons, InitMethod};
+    use grove::task::regression::{Metric, Regression, RegressionConfig};
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shape = DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) };
+    let sensible = InitConfig { max_depth: 7, ..InitConfig::default() };
+    let random = InitConfig { method: InitMethod::Random, length: 100, ..InitConfig::default() };
+    let cases = [
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 2000, generations: 20, seed: 3, tournament: 3, elite: 1, max_len: 128 }, RegressionConfig::default()),
+        ("ge-paper.bnf", MapConfig { max_wraps: 2, codons: Codons::Lazy, ..MapConfig::default() }, random, EngineConfig { pop_size: 1501, generations: 22, seed: 8, tournament: 4, elite: 3, max_len: 256 }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }),
+        ("pagie1.bnf", MapConfig { max_wraps: 1, max_depth: 12, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1000, generations: 20, seed: 5, tournament: 2, elite: 0, max_len: 64 }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }),
+    ];
+    for (file, map, init, cfg, reg) in cases {
+        let l = load(&root.join("grammars").join(file), &shape).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
+        let vary = grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() };
+        let rep = ge(&l, &tpl, map, init, vary);
+        let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+        let task = Regression { backend: &gpu, data, config: reg };
+        let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, tr) = device::run_grammar(&cfg, &rep, &d, None, &mut fa).unwrap();
+        let b = run_grammar_on_host_from(&cfg, &rep, &task, None, &mut fb).unwrap();
+        let what = format!("{file} {map:?} {cfg:?} {reg:?}");
+        assert_same_runs(&what, &a, &b, &fa, &fb);
+        assert!(a.best.genome.is_some(), "{what}: GE keeps the best genome");
+        assert!(fa.hof.by_size.iter().flatten().count() > 3, "{what}: the hall of fame fills");
+        assert_eq!(tr.population_bytes_between_generations, 0);
+        assert_eq!(tr.generations, cfg.generations + 1);
+        eprintln!("{what}: best {:e} at generation {}, {} best copies", a.best.fitness, a.best.generation, tr.best_trees);
+    }
+}
+
+/// GE classification with `out(K, …)` grammars: device loop against host loop.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn the_device_ge_loop_equals_the_host_loop_for_classification() {
+    use grove::data::classes::ClassSource;
+    use grove::evolve::{EngineConfig, device, run_grammar_on_host_from};
+    use grove::task::classify::{ClassFitness, Classification};
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (data, file, fitness, seed) in [
+        ("builtin:iris", "classify.bnf", ClassFitness::CrossEntropy, 1u64),
+        ("builtin:wine", "classify-3class.bnf", ClassFitness::Accuracy, 2),
+        ("builtin:breast_cancer", "classify.bnf", ClassFitness::BalancedAccuracy, 3),
+    ] {
+        let all = ClassSource::parse(data).unwrap().load(None).unwrap();
+        let k = all.n_classes();
+        let shape = DatasetShape { n_vars: Some(all.data.n_features as u32), n_is: Some(all.data.n_features as u32), n_os: Some(k as u32) };
+        let l = load(&root.join("grammars").join(file), &shape).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: all.data.names.clone(), n_outputs: k }).unwrap();
+        let rep = ge(&l, &tpl, MapConfig { max_depth: 12, ..MapConfig::default() }, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
+        let cfg = EngineConfig { pop_size: 1200, generations: 20, seed, tournament: 3, elite: 2, max_len: 96 };
+        let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
+        let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
+        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
+        let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, tr) = device::run_grammar(&cfg, &rep, &d, None, &mut fa).unwrap();
+        let b = run_grammar_on_host_from(&cfg, &rep, &task, None, &mut fb).unwrap();
+        let what = format!("{data} {file} {fitness:?}");
+        assert_same_runs(&what, &a, &b, &fa, &fb);
+        assert_eq!(tr.population_bytes_between_generations, 0);
+        eprintln!("{what}: best fitness {:.4} at generation {}", a.best.fitness, a.best.generation);
+    }
+}
+
+/// A device GE run stopped after a snapshot and resumed from it (through the checkpoint's
+/// JSON) ends exactly as an uninterrupted one.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
+    use grove::evolve::{EngineConfig, Observer, Snapshot, checkpoint, device};
+    use grove::task::regression::Regression;
+    struct StopAt(usize, usize, Option<checkpoint::Saved>);
+    impl Observer for StopAt {
+        fn generation(&mut self, s: &grove::evolve::GenerationStats, _: &grove::evolve::Best) {
+            self.1 = s.generation + 1;
+        }
+        fn snapshot(&mut self, state: &Snapshot<'_>) -> anyhow::Result<()> {
+            self.2 = Some(checkpoint::Saved::of(state));
+            Ok(())
+        }
+        fn stop_requested(&self) -> bool {
+            self.1 == self.0
+        }
+    }
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars/regression.bnf");
+    let l = load(&path, &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
+    let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
+    let rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, InitConfig::default(), Default::default());
+    let cfg = EngineConfig { pop_size: 1000, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128 };
+    let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+    let task = Regression { backend: &gpu, data, config: Default::default() };
+    let d = grove::evolve::Fitness::device_task(&task).unwrap();
+    let (whole, _) = device::run_grammar(&cfg, &rep, &d, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
+    let mut stop = StopAt(5, 0, None);
+    let err = device::run_grammar(&cfg, &rep, &d, None, &mut stop).unwrap_err();
+    assert!(err.downcast_ref::<grove::evolve::Interrupted>().is_some(), "{err:#}");
+    let text = serde_json::to_string(&stop.2.expect("a snapshot before the stop")).unwrap();
+    let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
+    let (resumed, tr) = device::run_grammar(&cfg, &rep, &d, Some(saved.resume().unwrap()), &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
+    assert_eq!(resumed.best, whole.best);
+    assert_eq!(resumed.population, whole.population);
+    assert_eq!(resumed.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+    assert_eq!(tr.population_bytes_between_generations, 0);
+}

@@ -332,6 +332,7 @@ fn kernel_transcription_matches_reference() {
                     Some(Invalid::TooDeep) => 2,
                     Some(Invalid::TooManyNodes) => 3,
                     Some(Invalid::DerivationTooLong) => 4,
+                    Some(Invalid::StackTooDeep) => unreachable!("this mapper has no stack bound"),
                 };
                 assert_eq!((status, used, depth, nodes), (code, r.used_codons, r.depth, r.nodes), "{name} {cfg:?} genome {i}");
                 assert_eq!(d, m.derivation(), "{name} {cfg:?} genome {i}: derivation");

@@ -1,26 +1,32 @@
-//! Tree GP with the whole generation on the GPU: the population, its fitness, selection,
-//! breeding and elitism stay in device memory from the first generation to the last. Per
-//! generation the host waits once and reads a mailbox of 24 words (the statistics, the next
-//! population's evaluation order counts and breeding counts:
-//! [`crate::backend::cuda::MailboxRead`]) and a per-size summary (for the hall of fame and the
-//! median size), then, in one copy, the trees that improve the best program or a size's best;
-//! [`Transfers`] counts every copy. Snapshots (checkpoints, Ctrl-C) copy the population back.
+//! The whole generation on the GPU, for both representations: the population, its fitness,
+//! selection, variation and elitism stay in device memory from the first generation to the
+//! last. Tree GP breeds trees (`breed_trees`); grammatical evolution keeps genomes `[P × G]` on
+//! the device, crosses and mutates them there and maps them straight to trees
+//! (`map_trees`, `kernels/map.cu`). Evaluation, statistics, the elite, the hall of fame's view
+//! and the host's reads are one loop for both. Per generation the host waits once and reads a
+//! mailbox of 24 words (the statistics, the next population's evaluation order counts and
+//! breeding counts: [`crate::backend::cuda::MailboxRead`]) and a per-size summary (for the hall
+//! of fame and the median size), then, in one copy, the trees that improve the best program or
+//! a size's best (and, for GE, the best genome); [`Transfers`] counts every copy. Snapshots
+//! (checkpoints, Ctrl-C) copy the next population (trees or genomes) back.
 //!
-//! It computes what [`super::run_trees_on_host`] computes with the same engine evaluating:
-//! every kernel is the exact twin of the host step it replaces (`init_trees` of
-//! `init_population`, `select_tournament` of `select::tournament`, `breed_trees` of `breed`,
-//! `elite_and_stats` of `select::elite`, the tasks' fitness kernels of their host formulas,
-//! `size_summary` of the hall of fame's update), so the two loops give the same programs,
-//! fitness, history (the mean fitness summed in another order) and hall of fame. `tests/cuda_evolve.rs` checks this on a GPU.
+//! It computes what the host loops ([`super::run_trees_on_host`], [`super::run_grammar_on_host`])
+//! compute with the same engine evaluating: every kernel is the exact twin of the host step it
+//! replaces (`init_trees` of `init_population`, `select_tournament` of `select::tournament`,
+//! `breed_trees` of `breed`, `ge_crossover` / `ge_int_flip` of `genome::vary`, `map_trees` of
+//! `map_population`, `elite_and_stats` of `select::elite`, the tasks' fitness kernels of their
+//! host formulas, `size_summary` of the hall of fame's update), so the loops give the same
+//! programs, fitness, history (the mean fitness summed in another order) and hall of fame.
+//! `tests/cuda_evolve.rs` checks this on a GPU.
 
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 
-use super::{Best, EngineConfig, GenerationStats, Observer, Outcome, Resume, Snapshot, TreeRep};
-use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset};
-use crate::task::classify::ClassFitness;
-use crate::task::regression::RegressionConfig;
+use super::{Best, EngineConfig, GenerationStats, GrammarRep, Observer, Outcome, Resume, Snapshot, TreeRep};
+use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DevicePopulation, MapLaunch, MapTreesScratch};
+use crate::grammar::template::DeviceTables;
+use crate::program::fitness::{ClassFitness, RegressionConfig};
 
 /// A regression task whose data lives on a GPU: what the device loop needs from the task.
 #[derive(Clone, Copy)]
@@ -85,6 +91,8 @@ pub struct Transfers {
     pub best_trees: usize,
     /// Their bytes (whole rows).
     pub best_tree_bytes: usize,
+    /// GE: bytes of the best genomes copied back with them.
+    pub best_genome_bytes: usize,
     /// Per-size summaries (hall of fame, median size), one per generation.
     pub size_summaries: usize,
     /// Their bytes.
@@ -111,6 +119,41 @@ pub fn supports(cfg: &EngineConfig) -> bool {
     cfg.pop_size > 0 && cfg.pop_size <= u32::MAX as usize / 2 && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
 }
 
+/// Whether the device loop can run grammatical evolution with these settings besides
+/// [`supports`]: rows the GPU tree builder takes (at most
+/// [`BUILD_FRAMES`](crate::grammar::template::BUILD_FRAMES) nodes).
+pub fn supports_grammar(cfg: &EngineConfig, rep: &GrammarRep) -> bool {
+    supports(cfg) && cfg.max_len <= crate::grammar::template::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
+}
+
+/// What the loop varies: trees, or genomes mapped to trees.
+#[derive(Clone, Copy)]
+pub enum Representation<'r, 'g> {
+    /// Tree GP.
+    Trees(&'r TreeRep),
+    /// Grammatical evolution.
+    Grammar(&'r GrammarRep<'g>),
+}
+
+/// GE's device state: the genomes of this generation and the next, the tables the mapper reads,
+/// the mapper's scratch (used codons of the last mapping) and the population of each
+/// generation's trees.
+struct Genetic<'r, 'g> {
+    rep: &'r GrammarRep<'g>,
+    tables: DeviceTables,
+    genomes: DeviceGenomes,
+    next: DeviceGenomes,
+    map: MapTreesScratch,
+}
+
+impl Genetic<'_, '_> {
+    /// Maps `self.genomes` into `pop` (trees) and leaves their used codons in the scratch.
+    fn map_into(&mut self, e: &CudaEngine, pop: &mut DevicePopulation) -> Result<()> {
+        e.map_trees(&self.tables, &self.genomes, &self.rep.map, Some(pop), &mut self.map, &MapLaunch::default())?;
+        Ok(())
+    }
+}
+
 /// Runs tree GP on the device, from the start or from `resume`. `observer` sees every
 /// generation's statistics and the best so far, each generation by size
 /// ([`Observer::evaluated_sizes`]), and may take snapshots (the population is then copied back,
@@ -122,54 +165,108 @@ pub fn run_trees(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> Result<(Outcome, Transfers)> {
-    rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
-    rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
+    run(cfg, Representation::Trees(rep), task, resume, observer)
+}
+
+/// Runs grammatical evolution on the device, from the start or from `resume`, as
+/// [`run_trees`] does tree GP: genomes stay on the device; each generation is mapped to trees
+/// there (`map_trees`), and the best genome is copied back when the best improves.
+pub fn run_grammar(
+    cfg: &EngineConfig,
+    rep: &GrammarRep,
+    task: &DeviceTask<'_>,
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
+) -> Result<(Outcome, Transfers)> {
+    run(cfg, Representation::Grammar(rep), task, resume, observer)
+}
+
+/// The device loop of either representation.
+pub fn run(
+    cfg: &EngineConfig,
+    rep: Representation<'_, '_>,
+    task: &DeviceTask<'_>,
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
+) -> Result<(Outcome, Transfers)> {
     anyhow::ensure!(supports(cfg), "the device loop does not support these settings (population {}, {} elites)", cfg.pop_size, cfg.elite);
     let e = task.engine();
     let p = cfg.pop_size;
-    let spec = &rep.vary.spec;
     let n_elite = cfg.elite.min(p);
     let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
     let mut tr = Transfers::default();
-
-    let (mut pop, mut best, mut history, mut gen) = match resume {
-        None => (
-            e.init_trees(spec, p, cfg.seed)?,
-            Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None },
-            Vec::with_capacity(cfg.generations + 1),
-            0usize,
-        ),
+    let fresh = || Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
+    let (resume_at, best, history) = match &resume {
+        None => (0, fresh(), Vec::with_capacity(cfg.generations + 1)),
         Some(r) => {
-            super::check_resume(cfg, &r)?;
-            let host = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
-            anyhow::ensure!(
-                host.size() == p && host.max_len == spec.max_len && host.n_outputs == spec.n_outputs,
-                "the checkpoint's trees do not fit these settings"
-            );
-            (e.upload_population(&host)?, r.best, r.history, r.generation)
+            super::check_resume(cfg, r)?;
+            (r.generation, r.best.clone(), r.history.clone())
         }
     };
-    let mut next = e.alloc_population(p, spec.max_len, spec.n_outputs)?;
+    let (mut best, mut history, mut gen) = (best, history, resume_at);
+    // The first population, its row shape, and GE's genomes.
+    let (max_len, n_outputs, mut pop, mut ge) = match rep {
+        Representation::Trees(rep) => {
+            rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
+            rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
+            let spec = &rep.vary.spec;
+            let pop = match resume {
+                None => e.init_trees(spec, p, cfg.seed)?,
+                Some(r) => {
+                    let host = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
+                    anyhow::ensure!(
+                        host.size() == p && host.max_len == spec.max_len && host.n_outputs == spec.n_outputs,
+                        "the checkpoint's trees do not fit these settings"
+                    );
+                    e.upload_population(&host)?
+                }
+            };
+            (spec.max_len, spec.n_outputs, pop, None)
+        }
+        Representation::Grammar(rep) => {
+            anyhow::ensure!(supports_grammar(cfg, rep), "the device loop does not support rows of {} nodes for GE", cfg.max_len);
+            let host = match resume {
+                None => crate::genome::init::init_genomes(rep.table, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed),
+                Some(r) => {
+                    let g = r.genomes.ok_or_else(|| anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
+                    anyhow::ensure!(g.size() == p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
+                    g
+                }
+            };
+            let tables = DeviceTables::new(rep.table, rep.templates).map_err(|m| anyhow!("{m}"))?;
+            let mut ge = Genetic {
+                rep,
+                tables,
+                genomes: e.upload_genomes(&host)?,
+                next: e.alloc_genomes(p, rep.genome_capacity)?,
+                map: e.alloc_map_trees(p, rep.max_derivation())?,
+            };
+            let mut pop = e.alloc_population(p, cfg.max_len, rep.templates.n_outputs)?;
+            ge.map_into(e, &mut pop)?;
+            (cfg.max_len, rep.templates.n_outputs, pop, Some(ge))
+        }
+    };
+    let mut next = e.alloc_population(p, max_len, n_outputs)?;
     let mut order = e.alloc_tree_order(p)?;
     let mut mail = e.alloc_mailbox()?;
     let mut fs = match task {
-        DeviceTask::Regression(r) => FitnessStep::Regression(e.alloc_fitness_scratch(p, spec.n_outputs, r.data)?),
+        DeviceTask::Regression(r) => FitnessStep::Regression(e.alloc_fitness_scratch(p, n_outputs, r.data)?),
         DeviceTask::Classification(c) => {
             let kind = match c.fitness {
                 ClassFitness::Accuracy => 0,
                 ClassFitness::BalancedAccuracy => 1,
                 ClassFitness::CrossEntropy => 2,
             };
-            FitnessStep::Classification(e.alloc_class_fitness_scratch(p, spec.n_outputs, c.data, c.counts, kind, c.parsimony)?)
+            FitnessStep::Classification(e.alloc_class_fitness_scratch(p, n_outputs, c.data, c.counts, kind, c.parsimony)?)
         }
     };
     let mut es = e.alloc_elite_scratch(p)?;
     let mut fit = e.alloc_fitness(p)?;
-    let mut sizes = e.alloc_size_scratch(spec.max_len)?;
-    let size_bytes = (spec.max_len + 1) * 16;
+    let mut sizes = e.alloc_size_scratch(max_len)?;
+    let size_bytes = (max_len + 1) * 16;
     // The best fitness of each size over the generations so far: only programs that beat it
     // are copied back for the observer's hall of fame.
-    let mut size_best = vec![f64::INFINITY; spec.max_len + 1];
+    let mut size_best = vec![f64::INFINITY; max_len + 1];
     e.order_trees(&pop, &mut order, &mut mail)?;
     let r = e.read_mailbox(&mail)?;
     tr.mailbox_reads += 1;
@@ -194,14 +291,36 @@ pub fn run_trees(
         let last = gen == cfg.generations;
         if !last {
             let next_gen = gen as u32 + 1;
-            let pairs = e.select_tournament(&fit, 2 * p, cfg.tournament, false, cfg.seed, next_gen)?;
-            prof.mark(e, "select")?;
-            let bred = e.breed_trees(&pop, &pairs, &mut next, cfg.seed, next_gen, &rep.vary, &rep.breed)?;
-            prof.mark(e, "breed")?;
-            e.gather_trees(&pop, &elite, n_elite, &mut next)?;
-            prof.mark(e, "elitism")?;
+            match (rep, ge.as_mut()) {
+                (Representation::Trees(rep), _) => {
+                    let pairs = e.select_tournament(&fit, 2 * p, cfg.tournament, false, cfg.seed, next_gen)?;
+                    prof.mark(e, "select")?;
+                    let bred = e.breed_trees(&pop, &pairs, &mut next, cfg.seed, next_gen, &rep.vary, &rep.breed)?;
+                    prof.mark(e, "breed")?;
+                    e.gather_trees(&pop, &elite, n_elite, &mut next)?;
+                    e.post_bred_counts(&bred, &mut mail)?;
+                    prof.mark(e, "elitism")?;
+                }
+                (Representation::Grammar(rep), Some(g)) => {
+                    // run_grammar_on_host's breeding: pair j from tournament slots 2j and 2j + 1,
+                    // its children at rows n_elite + 2j (+ 1); each child mutated within its own
+                    // used codons (mapped first); the elite copied to the first rows.
+                    let pairs = e.select_tournament(&fit, 2 * (p - n_elite).div_ceil(2), cfg.tournament, false, cfg.seed, next_gen)?;
+                    prof.mark(e, "select")?;
+                    let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
+                    e.ge_crossover(&g.genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, cfg.seed, next_gen)?;
+                    e.map_trees(&g.tables, &g.next, &rep.map, None, &mut g.map, &MapLaunch::default())?;
+                    let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
+                    e.ge_int_flip(&mut g.next, used, n_elite, &rep.vary, cfg.seed, next_gen)?;
+                    e.gather_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
+                    prof.mark(e, "breed")?;
+                    std::mem::swap(&mut g.genomes, &mut g.next);
+                    g.map_into(e, &mut next)?;
+                    prof.mark(e, "map")?;
+                }
+                (Representation::Grammar(_), None) => unreachable!("GE keeps its genomes"),
+            }
             e.order_trees(&next, &mut order, &mut mail)?;
-            e.post_bred_counts(&bred, &mut mail)?;
             prof.mark(e, "order trees")?;
         }
         let (r, summary) = e.read_generation(&mail, &sizes)?;
@@ -230,12 +349,29 @@ pub fn run_trees(
             idx.push(s.best_idx);
         }
         let mut trees = e.download_trees(&pop, &idx)?;
-        let row_bytes = spec.max_len * 8 + 2;
+        let row_bytes = max_len * 8 + 2;
         if best_improves {
             let nodes = trees.pop().expect("one tree per index");
             tr.best_trees += 1;
             tr.best_tree_bytes += row_bytes;
-            best = Best { fitness: s.best, nodes, generation: gen, genome: None };
+            // GE: the genome that made it, from the generation just evaluated (already swapped
+            // into `next` when the next one was bred).
+            let genome = match (&ge, last) {
+                (Some(g), false) => Some(e.download_genome(&g.next, s.best_idx as usize)?),
+                (Some(g), true) => Some(e.download_genome(&g.genomes, s.best_idx as usize)?),
+                (None, _) => None,
+            };
+            if let Some(g) = &genome {
+                tr.best_genome_bytes += g.len() * 4;
+            }
+            let genome = match (rep, genome) {
+                (Representation::Grammar(rep), Some(g)) => {
+                    let text = super::phenotype(rep, &g);
+                    Some((g, text))
+                }
+                _ => None,
+            };
+            best = Best { fitness: s.best, nodes, generation: gen, genome };
         }
         tr.hall_of_fame_trees += trees.len();
         tr.hall_of_fame_bytes += trees.len() * row_bytes;
@@ -258,16 +394,27 @@ pub fn run_trees(
         order.set_counts(&r, p)?;
         std::mem::swap(&mut pop, &mut next);
         gen += 1;
-        // Between generations (as `between_generations`, which needs the trees on the host):
-        // a snapshot when asked or before a stop, copying the next generation back.
+        // Between generations (as `between_generations`, which needs the population on the
+        // host): a snapshot when asked or before a stop, copying the next generation back.
         let stop = observer.stop_requested();
         if stop || observer.wants_snapshot(gen) {
-            let h = e.download_population(&pop)?;
-            let bytes = h.op.len() * 8 + h.len.len() * 2;
+            let (trees, genomes, bytes) = match &ge {
+                None => {
+                    let h = e.download_population(&pop)?;
+                    let bytes = h.op.len() * 8 + h.len.len() * 2;
+                    (Some(h), None, bytes)
+                }
+                Some(g) => {
+                    let h = e.download_genomes(&g.genomes)?;
+                    let bytes = (h.codons.len() + h.len.len()) * 4;
+                    (None, Some(h), bytes)
+                }
+            };
             tr.snapshots += 1;
             tr.snapshot_bytes += bytes;
             tr.population_bytes_between_generations += bytes;
-            observer.snapshot(&Snapshot { generation: gen, genomes: None, population: Some(&h), best: &best, history: &history })?;
+            let state = Snapshot { generation: gen, genomes: genomes.as_ref(), population: trees.as_ref(), best: &best, history: &history };
+            observer.snapshot(&state)?;
         }
         if stop {
             return Err(super::Interrupted { generation: gen }.into());

@@ -338,7 +338,7 @@ pub fn map_population(rep: &GrammarRep, genomes: &Genomes, pop: &mut Population)
 }
 
 /// Renders genome `i`'s phenotype text (it must map validly).
-fn phenotype(rep: &GrammarRep, genome: &[u32]) -> String {
+pub(crate) fn phenotype(rep: &GrammarRep, genome: &[u32]) -> String {
     let mut m = Mapper::new(rep.table, rep.map);
     let mut s = String::new();
     if m.map(genome).valid() {
@@ -358,8 +358,38 @@ pub fn run_grammar(
 }
 
 /// Runs grammatical evolution from the start or from `resume`, reporting to `observer` (which
-/// may take snapshots and stop the run: see [`Observer`]).
+/// may take snapshots and stop the run: see [`Observer`]). On a GPU with resident data the
+/// device loop runs ([`device::run_grammar`]: genomes, mapping and variation on the device),
+/// unless `GROVE_DEVICE_LOOP=0` asks for the host loop ([`run_grammar_on_host_from`]), which
+/// gives the same results.
 pub fn run_grammar_from(
+    cfg: &EngineConfig,
+    rep: &GrammarRep,
+    task: &dyn Fitness,
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
+) -> anyhow::Result<Outcome> {
+    if let Some(d) = task.device_task() {
+        if device_loop_enabled() && device::supports_grammar(cfg, rep) {
+            return device::run_grammar(cfg, rep, &d, resume, observer).map(|(o, _)| o);
+        }
+    }
+    run_grammar_on_host_from(cfg, rep, task, resume, observer)
+}
+
+/// Grammatical evolution with the genomes on the host (mapping, variation and selection on the
+/// CPU), whatever backend the task evaluates on.
+pub fn run_grammar_on_host(
+    cfg: &EngineConfig,
+    rep: &GrammarRep,
+    task: &dyn Fitness,
+    mut observe: &mut dyn FnMut(&GenerationStats, &Best),
+) -> anyhow::Result<Outcome> {
+    run_grammar_on_host_from(cfg, rep, task, None, &mut observe)
+}
+
+/// [`run_grammar_on_host`] from the start or from `resume`, reporting to `observer`.
+pub fn run_grammar_on_host_from(
     cfg: &EngineConfig,
     rep: &GrammarRep,
     task: &dyn Fitness,

@@ -82,26 +82,39 @@ impl Default for InitConfig {
 /// `(seed, 0, i, Init)`. Sensible genomes whose tree cannot reach the ramp's depth use the
 /// deepest the grammar allows.
 pub fn init_genomes(table: &RuleTable, cfg: &InitConfig, codons: Codons, p: usize, capacity: usize, seed: u64) -> Genomes {
+    use rayon::prelude::*;
     let mut out = Genomes::new(p, capacity);
-    let mut buf = Vec::with_capacity(capacity);
-    for i in 0..p {
-        let mut s = Stream::new(seed, 0, i as u32, Purpose::Init);
-        buf.clear();
-        match cfg.method {
-            InitMethod::Random => buf.extend((0..cfg.length.min(capacity)).map(|_| s.below(cfg.codon_size))),
-            InitMethod::Sensible => {
-                let depths = cfg.max_depth.saturating_sub(cfg.min_depth) + 1;
-                let depth = cfg.min_depth + (i as u32 / 2) % depths;
-                let full = i % 2 == 1;
-                sensible_genome(table, codons, depth, full, cfg.codon_size, &mut s, &mut buf);
-                let tail = (buf.len() as f32 * cfg.tail_fraction) as usize;
-                for _ in 0..tail {
-                    buf.push(s.below(cfg.codon_size));
+    // Each row draws from its own stream, so rows are made in parallel with the same result.
+    let cap = capacity.max(1);
+    out.codons
+        .par_chunks_mut(cap)
+        .zip(out.len.par_iter_mut())
+        .enumerate()
+        .with_min_len(256)
+        .for_each_init(
+            || Vec::with_capacity(capacity),
+            |buf, (i, (row, len))| {
+                let mut s = Stream::new(seed, 0, i as u32, Purpose::Init);
+                buf.clear();
+                match cfg.method {
+                    InitMethod::Random => buf.extend((0..cfg.length.min(capacity)).map(|_| s.below(cfg.codon_size))),
+                    InitMethod::Sensible => {
+                        let depths = cfg.max_depth.saturating_sub(cfg.min_depth) + 1;
+                        let depth = cfg.min_depth + (i as u32 / 2) % depths;
+                        let full = i % 2 == 1;
+                        sensible_genome(table, codons, depth, full, cfg.codon_size, &mut s, buf);
+                        let tail = (buf.len() as f32 * cfg.tail_fraction) as usize;
+                        for _ in 0..tail {
+                            buf.push(s.below(cfg.codon_size));
+                        }
+                    }
                 }
-            }
-        }
-        out.set(i, &buf);
-    }
+                // As Genomes::set: cut to the capacity, zero after the length.
+                let n = buf.len().min(capacity);
+                row[..n].copy_from_slice(&buf[..n]);
+                *len = n as u32;
+            },
+        );
     out
 }
 

@@ -774,6 +774,7 @@ layout! {
     ReduceParams { n_trees, n_tiles },
     MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, table_words },
     MapOut { status, used_codons, depth, nodes, n_derivation },
+    MapTreesParams { map, templates_at, max_len, build, pad },
     ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles },
     ClassPartial { ce, n, bad },
     ClassReduceParams { n_trees, n_tiles, n_classes, reserved },

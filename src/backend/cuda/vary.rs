@@ -603,6 +603,24 @@ impl CudaEngine {
         })
     }
 
+    /// Copies genome `i` back (its codons, without the row's padding).
+    pub fn download_genome(&self, g: &DeviceGenomes, i: usize) -> Result<Vec<u32>> {
+        if i >= g.n || g.engine != self.id {
+            return Err(GpuError::Input(format!("genome {i} of {}", g.n)));
+        }
+        let mut len = [0u32];
+        self.stream.memcpy_dtoh(&g.len.slice(i..i + 1), &mut len[..]).during(|| "reading a genome's length".into())?;
+        self.stream.synchronize().during(|| "reading a genome's length".into())?;
+        let n = (len[0] as usize).min(g.capacity);
+        let mut codons = vec![0u32; n];
+        if n > 0 {
+            let at = i * g.capacity;
+            self.stream.memcpy_dtoh(&g.codons.slice(at..at + n), &mut codons[..]).during(|| "reading a genome".into())?;
+            self.stream.synchronize().during(|| "reading a genome".into())?;
+        }
+        Ok(codons)
+    }
+
     /// Copies genomes back.
     pub fn download_genomes(&self, g: &DeviceGenomes) -> Result<Genomes> {
         let mut out = Genomes::new(g.n, g.capacity);
