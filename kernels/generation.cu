@@ -401,3 +401,80 @@ extern "C" __global__ void grove_sizes_index(GroveGenParams p, const double* fit
     if (len == 0 || len > p.max_len || !isfinite(k)) return;
     if (grove_ordered_u64(k) == best_key[len]) atomicMin(&best_idx[len], t);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Control (the device loop's control task; host side src/backend/cuda/control.rs).
+
+// Mirrors ControlClassParams in src/backend/cuda/kernels.rs.
+struct GroveControlClassParams {
+    unsigned n;        // P
+    unsigned max_len;  // L
+    unsigned n_vars;   // observation size: variable indices below it
+    unsigned n_slots;  // actuators: output slots 1..=n_slots
+    unsigned stack;    // the roll-out kernel's interpreter stack (control::CONTROL_STACK)
+    unsigned pad;
+};
+static_assert(sizeof(GroveControlClassParams) == 24, "GroveControlClassParams must match ControlClassParams");
+static_assert(GROVE_OFFSETOF(GroveControlClassParams, n) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlClassParams, max_len) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlClassParams, n_vars) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlClassParams, n_slots) == 12, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlClassParams, stack) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveControlClassParams, pad) == 20, "layout");
+
+// skip[t], as control::skip_mask: 0 the roll-out kernel plays tree t; 1 it cannot run (empty,
+// a bad opcode, a variable index that is not a whole number below n_vars, a slot past n_slots,
+// nodes that are not one tree: invalid); 2 its stack need exceeds p.stack (the CPU plays it).
+// Trees of class 2 are counted into *n_deep (integer atomics: order-free).
+extern "C" __global__ void grove_control_skip(GroveControlClassParams p, const unsigned char* ops, const float* values,
+                                              const unsigned char* outs, const unsigned short* lens, unsigned char* skip,
+                                              unsigned* n_deep) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.n) return;
+    const unsigned n = lens[t];
+    unsigned char s = 0;
+    if (n == 0 || n > p.max_len) {
+        s = 1;
+    } else {
+        const unsigned long long row = (unsigned long long)t * p.max_len;
+        unsigned h = 0, need = 0;
+        for (unsigned i = n; i-- > 0;) {
+            const unsigned code = ops[row + i];
+            const unsigned k = grove_arity(code);
+            bool bad = k == 0xFFFFFFFFu || outs[row + i] > p.n_slots || h < k;
+            if (code == GROVE_OP_VAR) {
+                // check_nodes: v as u32 as f32 == v and (v as u32) < n_vars, with Rust's
+                // saturating cast (NaN to 0, negatives to 0, large to u32::MAX).
+                const float v = values[row + i];
+                const unsigned u = v != v ? 0u : v <= 0.0f ? 0u : v >= 4294967296.0f ? 0xFFFFFFFFu : (unsigned)v;
+                bad = bad || !((float)u == v && u < p.n_vars);
+            }
+            if (bad) {
+                s = 1;
+                break;
+            }
+            h = h - k + 1;
+            need = need > h ? need : h;
+        }
+        if (s == 0) s = h != 1 ? 1 : need > p.stack ? 2 : 0;
+    }
+    skip[t] = s;
+    if (s == 2) atomicAdd(n_deep, 1u);
+}
+
+// The control task's fitness of the mean returns, twin of task::control's: +inf for an empty
+// row or a non-finite mean, else -mean + parsimony * len (f64, nothing fused). Each individual's
+// episode lengths are added to *steps (integer atomics).
+extern "C" __global__ void grove_control_fitness(GroveGenParams p, unsigned episodes, const double* means,
+                                                 const unsigned* lengths, const unsigned short* lens, double* fit,
+                                                 unsigned long long* steps) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) return;
+    const double r = means[i];
+    const unsigned len = lens[i];
+    const bool finite = r == r && r != __longlong_as_double(0x7ff0000000000000ll) && r != __longlong_as_double(0xfff0000000000000ll);
+    fit[i] = (len == 0 || !finite) ? __longlong_as_double(0x7ff0000000000000ll) : __dadd_rn(-r, __dmul_rn(p.parsimony, (double)len));
+    unsigned long long s = 0;
+    for (unsigned k = 0; k < episodes; ++k) s += lengths[(unsigned long long)i * episodes + k];
+    if (s > 0) atomicAdd(steps, s);
+}

@@ -367,3 +367,48 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
     assert_eq!(resumed.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
     assert_eq!(tr.population_bytes_between_generations, 0);
 }
+
+/// Control: the device loop (roll-outs, fitness, selection and variation on the GPU) against
+/// the host loop playing the same roll-outs on the same GPU, for tree GP and GE policies on two
+/// robots; the same programs, fitness bits, history and env steps.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn the_device_loop_equals_the_host_loop_for_control() {
+    use grove::evolve::{EngineConfig, device, run_grammar_on_host_from, run_trees_on_host_from};
+    use grove::program::policy::{ControlRun, actuator_names, observation_names};
+    use grove::task::classify::ClassTreeSettings;
+    use grove::task::control::Control;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (env, grammar, seed) in [("swimmer", Some("swimmer.bnf"), 1u64), ("hopper", Some("hopper.bnf"), 2), ("swimmer", None, 3), ("hopper", None, 4)] {
+        let m = grove::sim::Model::load(env, None).unwrap();
+        let (nu, n_obs) = (m.nu(), m.obs_size);
+        let run = ControlRun { episodes: 2, steps: 150, seed, generation: 0, noise: true, ignore_termination: false };
+        let cfg = EngineConfig { pop_size: 400, generations: 8, seed, tournament: 3, elite: 2, max_len: 128 };
+        let host = Control { backend: &gpu, model: &m, run, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
+        let dev = Control { backend: &gpu, model: &m, run, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
+        let d = grove::evolve::Fitness::device_task(&dev).expect("a CUDA backend gives the device loop");
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
+        let (a, b) = match grammar {
+            Some(file) => {
+                let l = load(&root.join("grammars").join(file), &shape).unwrap();
+                let tpl = compile(&l.grammar, &l.table, &Vars { names: observation_names(&m), n_outputs: nu }).unwrap();
+                let rep = ge(&l, &tpl, MapConfig { max_depth: 10, ..MapConfig::default() }, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
+                let (a, _) = device::run_grammar(&cfg, &rep, &d, None, &mut fa).unwrap();
+                (a, run_grammar_on_host_from(&cfg, &rep, &host, None, &mut fb).unwrap())
+            }
+            None => {
+                let rep = ClassTreeSettings { constants: vec![-1.0, 0.5, 2.0], p_out: 0.1, ..Default::default() }.rep("add,sub,mul,div,tanh", n_obs, nu, cfg.max_len).unwrap();
+                let (a, _) = device::run_trees(&cfg, &rep, &d, None, &mut fa).unwrap();
+                (a, run_trees_on_host_from(&cfg, &rep, &host, None, &mut fb).unwrap())
+            }
+        };
+        let what = format!("{env} {} ({} actuators)", grammar.unwrap_or("tree GP"), actuator_names(&m).len());
+        assert_same_runs(&what, &a, &b, &fa, &fb);
+        assert!(a.best.fitness.is_finite(), "{what}: a valid policy");
+        let (sa, sb) = (dev.played.lock().unwrap().0, host.played.lock().unwrap().0);
+        assert_eq!(sa, sb, "{what}: env steps played");
+        eprintln!("{what}: best return {:.2} at generation {}, {sa} env steps", -a.best.fitness, a.best.generation);
+    }
+}

@@ -61,6 +61,8 @@ inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); r
 inline long long __double_as_longlong(double d) { long long u; std::memcpy(&u, &d, 8); return u; }
 inline double __longlong_as_double(long long u) { double d; std::memcpy(&d, &u, 8); return d; }
 inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned old = *p; *p += v; return old; }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { unsigned long long old = *p; *p += v; return old; }
+inline double __dmul_rn(double a, double b) { return a * b; }
 // Real threads share a block's static memory here: a true atomic.
 template <typename T> inline T atomicMin(T* p, T v) {
     T old = __atomic_load_n(p, __ATOMIC_SEQ_CST);

@@ -1194,3 +1194,93 @@ fn emulated_size_summary_matches_the_host() {
         }
     }
 }
+
+/// `grove_control_skip` against `control::skip_mask` on populations with valid policies,
+/// combs deeper than the roll-out kernel's stack, and broken rows (a variable past the
+/// observation, a fractional or negative index, a slot past the actuators, a missing child).
+#[test]
+fn emulated_control_skip_matches_skip_mask() {
+    use grove::backend::cuda::control::{CONTROL_STACK, skip_mask};
+    use grove::backend::cuda::kernels::ControlClassParams;
+    type SkipFn = unsafe extern "C" fn(ControlClassParams, *const u8, *const f32, *const u8, *const u16, *mut u8, *mut u32);
+    let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_control_skip_matches_skip_mask: no g++") };
+    let m = grove::sim::Model::load("hopper", None).unwrap();
+    let nu = m.nu();
+    let spec = TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin, Op::Tanh], m.obs_size as u32, 160).with_depth(1, 6).with_outputs(nu, 0.2);
+    let mut pop = population(&VaryConfig::new(spec), 600, 3);
+    let comb = |n: usize| {
+        let mut v = vec![grove::program::tree::Node { op: Op::Add, value: 0.0, out: 0 }; n];
+        v.extend(std::iter::repeat_n(grove::program::tree::Node::var(0), n + 1));
+        v[0].out = 1;
+        v
+    };
+    pop.set_tree(10, &comb(CONTROL_STACK)).unwrap(); // needs CONTROL_STACK + 1 slots
+    pop.set_tree(11, &comb(CONTROL_STACK - 1)).unwrap(); // needs exactly CONTROL_STACK
+    let l = pop.max_len;
+    let var_row = |pop: &Population| (0..pop.size()).find(|&i| (0..pop.len[i] as usize).any(|k| pop.op[i * l + k] == Op::Var as u8)).unwrap();
+    let with_var = pop.tree(var_row(&pop)).nodes();
+    for (row, value) in [(20usize, m.obs_size as f32), (21, 0.5), (22, -1.0), (23, f32::NAN)] {
+        let mut t = with_var.clone();
+        let k = t.iter().position(|n| n.op == Op::Var).unwrap();
+        t[k].value = value;
+        pop.set_tree(row, &t).unwrap();
+    }
+    let mut t = pop.tree(30).nodes();
+    t[0].out = nu as u8 + 1;
+    pop.set_tree(30, &t).unwrap();
+    pop.len[31] = 1;
+    pop.op[31 * l] = Op::Add as u8;
+    pop.clear(32);
+    let want = skip_mask(&pop, &m);
+    let params = ControlClassParams { n: pop.size() as u32, max_len: l as u32, n_vars: m.obs_size as u32, n_slots: nu as u32, stack: CONTROL_STACK as u32, pad: 0 };
+    let mut skip = vec![u8::MAX; pop.size()];
+    let mut deep = [0u32];
+    let f: SkipFn = Emulator::get(&e.generation, kernels::CONTROL_SKIP);
+    let (op, value, out, len, sp, dp) = (pop.op.as_ptr(), pop.value.as_ptr(), pop.out.as_ptr(), pop.len.as_ptr(), skip.as_mut_ptr(), deep.as_mut_ptr());
+    Emulator::launch(&e.generation, pop.size(), || {
+        // SAFETY: the population holds P × L nodes and P lengths, skip P entries, deep one word.
+        unsafe { f(params, op, value, out, len, sp, dp) }
+    });
+    assert_eq!(skip, want);
+    assert_eq!(deep[0] as usize, want.iter().filter(|&&s| s == 2).count());
+    assert_eq!((want[10], want[11], want[20], want[21], want[22], want[23], want[30], want[31], want[32]), (2, 0, 1, 1, 1, 1, 1, 1, 1));
+}
+
+/// `grove_control_fitness` against the control task's formula, bit for bit, and its count of
+/// env steps.
+#[test]
+fn emulated_control_fitness_matches_the_task() {
+    use grove::backend::cuda::kernels::GenParams;
+    type FitnessFn = unsafe extern "C" fn(GenParams, u32, *const f64, *const u32, *const u16, *mut f64, *mut u64);
+    let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_control_fitness_matches_the_task: no g++") };
+    let mut s = Stream::new(9, 0, 0, Purpose::Bench);
+    let p = 500;
+    let k = 3u32;
+    let means: Vec<f64> = (0..p)
+        .map(|i| match i % 9 {
+            0 => f64::NAN,
+            1 => f64::INFINITY,
+            2 => f64::NEG_INFINITY,
+            _ => normal(&mut s) as f64 * 1000.0,
+        })
+        .collect();
+    let lens: Vec<u16> = (0..p).map(|i| [0u16, 1, 17, 128][i % 4]).collect();
+    let lengths: Vec<u32> = (0..p * k as usize).map(|_| s.below(1001)).collect();
+    let f: FitnessFn = Emulator::get(&e.generation, kernels::CONTROL_FITNESS);
+    for parsimony in [0.0, 0.37] {
+        let params = GenParams { n: p as u32, parsimony, ..GenParams::default() };
+        let mut fit = vec![0.0f64; p];
+        let mut steps = [0u64];
+        let (mp, lp, np, fp, sp) = (means.as_ptr(), lengths.as_ptr(), lens.as_ptr(), fit.as_mut_ptr(), steps.as_mut_ptr());
+        Emulator::launch(&e.generation, p, || {
+            // SAFETY: means, lens and fit hold P entries, lengths P·K, steps one u64.
+            unsafe { f(params, k, mp, lp, np, fp, sp) }
+        });
+        for i in 0..p {
+            let r = means[i];
+            let want = if lens[i] == 0 || !r.is_finite() { f64::INFINITY } else { -r + parsimony * lens[i] as f64 };
+            assert_eq!(fit[i].to_bits(), want.to_bits(), "individual {i}: {} vs {want}", fit[i]);
+        }
+        assert_eq!(steps[0], lengths.iter().map(|&l| l as u64).sum::<u64>());
+    }
+}

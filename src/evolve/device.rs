@@ -54,6 +54,23 @@ pub struct DeviceClassification<'a> {
     pub parsimony: f64,
 }
 
+/// A control task whose roll-outs run on a GPU: fitness is minus the mean return of `run`'s
+/// episodes, plus parsimony.
+#[derive(Clone, Copy)]
+pub struct DeviceControl<'a> {
+    /// The engine that plays the episodes.
+    pub engine: &'a CudaEngine,
+    /// The environment.
+    pub model: &'a crate::sim::Model,
+    /// Episodes, steps and reset noise.
+    pub run: crate::program::policy::ControlRun,
+    /// Added to the fitness per node.
+    pub parsimony: f64,
+    /// Env steps played and seconds of the generations that played them, as the task counts
+    /// them for its report.
+    pub played: &'a std::sync::Mutex<(u64, f64)>,
+}
+
 /// A task the device loop runs: its fitness is computed on the device.
 #[derive(Clone, Copy)]
 pub enum DeviceTask<'a> {
@@ -61,6 +78,8 @@ pub enum DeviceTask<'a> {
     Regression(DeviceRegression<'a>),
     /// Classification.
     Classification(DeviceClassification<'a>),
+    /// Control.
+    Control(DeviceControl<'a>),
 }
 
 impl DeviceTask<'_> {
@@ -68,6 +87,7 @@ impl DeviceTask<'_> {
         match self {
             DeviceTask::Regression(r) => r.engine,
             DeviceTask::Classification(c) => c.engine,
+            DeviceTask::Control(c) => c.engine,
         }
     }
 }
@@ -76,6 +96,7 @@ impl DeviceTask<'_> {
 enum FitnessStep {
     Regression(crate::backend::cuda::FitnessScratch),
     Classification(crate::backend::cuda::classify::ClassFitnessScratch),
+    Control(crate::backend::cuda::control::ControlScratch),
 }
 
 /// Copies between the device and the host during a run on the device.
@@ -259,6 +280,7 @@ pub fn run(
             };
             FitnessStep::Classification(e.alloc_class_fitness_scratch(p, n_outputs, c.data, c.counts, kind, c.parsimony)?)
         }
+        DeviceTask::Control(c) => FitnessStep::Control(e.alloc_control_scratch(p, c.run.episodes)?),
     };
     let mut es = e.alloc_elite_scratch(p)?;
     let mut fit = e.alloc_fitness(p)?;
@@ -267,21 +289,39 @@ pub fn run(
     // The best fitness of each size over the generations so far: only programs that beat it
     // are copied back for the observer's hall of fame.
     let mut size_best = vec![f64::INFINITY; max_len + 1];
-    e.order_trees(&pop, &mut order, &mut mail)?;
+    // Control plays trees in the roll-out kernel (its own checks, `control_classify`); the
+    // evaluation kernels take the others in `order_trees`' order.
+    let prepare = |pop: &DevicePopulation, fs: &mut FitnessStep, order: &mut crate::backend::cuda::TreeOrder, mail: &mut crate::backend::cuda::Mailbox| -> Result<()> {
+        match (task, fs) {
+            (DeviceTask::Control(c), FitnessStep::Control(s)) => e.control_classify(pop, c.model, s, mail)?,
+            _ => e.order_trees(pop, order, mail)?,
+        }
+        Ok(())
+    };
+    let control = matches!(task, DeviceTask::Control(_));
+    prepare(&pop, &mut fs, &mut order, &mut mail)?;
     let r = e.read_mailbox(&mail)?;
     tr.mailbox_reads += 1;
     tr.mailbox_bytes += mailbox_bytes;
-    order.set_counts(&r, p)?;
+    if !control {
+        order.set_counts(&r, p)?;
+    }
+    let mut n_deep = r.control_deep;
 
     // GROVE_LOOP_PROFILE=1: wait for the device after every step and print where the time went
     // (for tuning; the waits themselves cost a little).
     let mut prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
     loop {
         let t0 = Instant::now();
+        let mut host_steps = 0u64;
         prof.start();
         match (task, &mut fs) {
             (DeviceTask::Regression(r), FitnessStep::Regression(s)) => e.regression_fitness(&pop, &order, r.data, &r.config, s, &mut fit)?,
             (DeviceTask::Classification(c), FitnessStep::Classification(s)) => e.classification_fitness(&pop, &order, c.data, s, &mut fit)?,
+            (DeviceTask::Control(c), FitnessStep::Control(s)) => {
+                let w = e.control_fitness(&pop, c.model, &c.run, c.parsimony, n_deep, s, &mut fit, &mut mail)?;
+                host_steps = w.deep_steps;
+            }
             _ => unreachable!("the fitness step was made for this task"),
         }
         prof.mark(e, "evaluate")?;
@@ -320,7 +360,7 @@ pub fn run(
                 }
                 (Representation::Grammar(_), None) => unreachable!("GE keeps its genomes"),
             }
-            e.order_trees(&next, &mut order, &mut mail)?;
+            prepare(&next, &mut fs, &mut order, &mut mail)?;
             prof.mark(e, "order trees")?;
         }
         let (r, summary) = e.read_generation(&mail, &sizes)?;
@@ -330,6 +370,12 @@ pub fn run(
         tr.size_summaries += 1;
         tr.size_summary_bytes += size_bytes;
         tr.generations += 1;
+        if let DeviceTask::Control(c) = task {
+            if let Ok(mut played) = c.played.lock() {
+                played.0 += r.env_steps + host_steps;
+                played.1 += t0.elapsed().as_secs_f64();
+            }
+        }
         let s = r.stats;
         let n = s.n_valid as usize;
         // One copy brings back every tree the host needs: each size's new winner (for the
@@ -391,7 +437,10 @@ pub fn run(
         if last {
             break;
         }
-        order.set_counts(&r, p)?;
+        if !control {
+            order.set_counts(&r, p)?;
+        }
+        n_deep = r.control_deep;
         std::mem::swap(&mut pop, &mut next);
         gen += 1;
         // Between generations (as `between_generations`, which needs the population on the

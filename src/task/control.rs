@@ -129,6 +129,19 @@ impl crate::evolve::Fitness for Control<'_> {
             .map(|(i, &r)| if pop.len[i] == 0 || !r.is_finite() { f64::INFINITY } else { -r + self.parsimony * pop.len[i] as f64 })
             .collect())
     }
+
+    fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
+        match self.backend {
+            Backend::Cuda(engine) => Some(crate::evolve::device::DeviceTask::Control(crate::evolve::device::DeviceControl {
+                engine,
+                model: self.model,
+                run: self.run,
+                parsimony: self.parsimony,
+                played: &self.played,
+            })),
+            _ => None,
+        }
+    }
 }
 
 /// Checks that a grammar's output nodes can write every actuator's slot: each `out(K, …)` with a

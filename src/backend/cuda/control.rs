@@ -7,11 +7,14 @@
 
 use std::mem::{offset_of, size_of};
 
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 
 use super::error::{During, GpuError, Result};
-use super::kernels::KernelSource;
+use super::generation::{CONTROL_DEEP_AT, ENV_STEPS_AT, Mailbox};
+use super::kernels::{CONTROL_FITNESS, CONTROL_SKIP, ControlClassParams, GENERATION, GenParams, KernelSource};
+use super::select::DeviceFitness;
+use super::vary::DevicePopulation;
 use super::pack::stack_need;
 use super::sim::sim_text;
 use super::CudaEngine;
@@ -202,5 +205,161 @@ impl CudaEngine {
             }
         }
         Ok(ControlOutcome { means, episodes })
+    }
+}
+
+/// The device loop's control fitness step: buffers for `P` individuals of `K` episodes (skip
+/// classes `[P]`, returns, lengths and validity `[P·K]`, means `[P]`).
+pub struct ControlScratch {
+    skip: CudaSlice<u8>,
+    returns: CudaSlice<f64>,
+    lengths: CudaSlice<u32>,
+    valid: CudaSlice<u32>,
+    means: CudaSlice<f64>,
+    p: usize,
+    episodes: usize,
+}
+
+/// What the host did for one generation's control fitness on the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ControlHostWork {
+    /// Trees too deep for the roll-out kernel, played by the CPU reference.
+    pub deep_trees: usize,
+    /// Env steps of their episodes (the device's are counted in the mailbox).
+    pub deep_steps: u64,
+}
+
+impl CudaEngine {
+    /// Scratch for the control fitness of `p` individuals of `episodes` roll-outs each.
+    pub fn alloc_control_scratch(&self, p: usize, episodes: usize) -> Result<ControlScratch> {
+        let n = p.checked_mul(episodes).filter(|&n| n > 0 && n <= u32::MAX as usize);
+        let n = n.ok_or_else(|| GpuError::Input(format!("{p} individuals × {episodes} episodes is out of range")))?;
+        let s = &self.stream;
+        Ok(ControlScratch {
+            skip: s.alloc_zeros::<u8>(p).during(|| "allocating skip classes".into())?,
+            returns: s.alloc_zeros::<f64>(n).during(|| "allocating returns".into())?,
+            lengths: s.alloc_zeros::<u32>(n).during(|| "allocating lengths".into())?,
+            valid: s.alloc_zeros::<u32>(n).during(|| "allocating validity".into())?,
+            means: s.alloc_zeros::<f64>(p).during(|| "allocating means".into())?,
+            p,
+            episodes,
+        })
+    }
+
+    /// Queues `grove_control_skip` over `pop` (the device twin of [`skip_mask`]) into `s`; the
+    /// number of trees the CPU must play goes to the mailbox (read it with the generation's
+    /// mailbox, [`super::MailboxRead::control_deep`]).
+    pub fn control_classify(&self, pop: &DevicePopulation, m: &Model, s: &mut ControlScratch, mail: &mut Mailbox) -> Result<()> {
+        let p = pop.size();
+        if s.p != p || pop.engine != self.id || pop.n_outputs() != m.nu() {
+            return Err(GpuError::Input(format!("classifying {p} policies of {} outputs with scratch for {} ({} actuators)", pop.n_outputs(), s.p, m.nu())));
+        }
+        let mut deep = mail.buf.slice_mut(CONTROL_DEEP_AT..CONTROL_DEEP_AT + 1);
+        self.stream.memset_zeros(&mut deep).during(|| "clearing the deep-tree count".into())?;
+        let params = ControlClassParams {
+            n: p as u32,
+            max_len: pop.max_len() as u32,
+            n_vars: m.obs_size as u32,
+            n_slots: m.nu() as u32,
+            stack: CONTROL_STACK as u32,
+            pad: 0,
+        };
+        let f = self.function(&GENERATION, &[], CONTROL_SKIP)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&pop.op).arg(&pop.value).arg(&pop.out).arg(&pop.len).arg(&mut s.skip).arg(&mut deep);
+        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_control_skip(GroveControlClassParams, const unsigned char* ops,
+        // const float* values, const unsigned char* outs, const unsigned short* lens, unsigned
+        // char* skip, unsigned* n_deep)`: the population holds P × L nodes and P lengths (a
+        // thread reads at most min(len, L) nodes of its row), skip P entries, n_deep one word.
+        unsafe { b.launch(lc) }.during(|| format!("launching {CONTROL_SKIP}"))?;
+        Ok(())
+    }
+
+    /// Queues the control task's fitness of `pop` into `fit`: every policy plays `run`'s
+    /// episodes on the device (classes from [`Self::control_classify`]), and the `n_deep`
+    /// trees too deep for the kernel (the count the mailbox gave) are copied back and played by
+    /// the CPU reference, their means patched in, as [`CudaEngine::control_returns`] does;
+    /// then fitness `−mean + parsimony × len` (`+inf` when empty or invalid), and the env steps
+    /// played on the device into the mailbox ([`super::MailboxRead::env_steps`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn control_fitness(
+        &self,
+        pop: &DevicePopulation,
+        m: &Model,
+        run: &ControlRun,
+        parsimony: f64,
+        n_deep: usize,
+        s: &mut ControlScratch,
+        fit: &mut DeviceFitness,
+        mail: &mut Mailbox,
+    ) -> Result<ControlHostWork> {
+        let (p, k) = (pop.size(), run.episodes);
+        if s.p != p || s.episodes != k || fit.n != p || fit.engine != self.id {
+            return Err(GpuError::Input(format!("control fitness of {p} × {k} with scratch for {} × {}", s.p, s.episodes)));
+        }
+        let params = ControlParams {
+            n_trees: p as u32,
+            episodes: k as u32,
+            steps: u32::try_from(run.steps).map_err(|_| GpuError::Input(format!("{} steps per episode", run.steps)))?,
+            generation: run.generation,
+            seed: run.seed,
+            max_len: pop.max_len() as u32,
+            flags: if run.noise { FLAG_NOISE } else { 0 } | if run.ignore_termination { FLAG_NO_TERMINATION } else { 0 },
+        };
+        let text = sim_text(m);
+        let (module, _) = self.load(&KernelSource { file: "sim.cu", text: &text }, &[])?;
+        let rollout = module.load_function(CONTROL_KERNEL).during(|| format!("finding {CONTROL_KERNEL} in sim.cu"))?;
+        let reduce = module.load_function(CONTROL_REDUCE).during(|| format!("finding {CONTROL_REDUCE} in sim.cu"))?;
+        let st = &self.stream;
+        let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
+        let mut b = st.launch_builder(&rollout);
+        b.arg(&params).arg(&pop.op).arg(&pop.value).arg(&pop.out).arg(&pop.len).arg(&s.skip);
+        b.arg(&mut s.returns).arg(&mut s.lengths).arg(&mut s.valid);
+        // SAFETY: as in `control_returns_with`: the population holds P × L nodes and P lengths,
+        // skip P classes written by grove_control_skip (every tree of class 0 passed its checks:
+        // opcodes, arities, variables < obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK), the
+        // outputs P·K entries; threads g < P·K only.
+        unsafe { b.launch(lc(p * k)) }.during(|| format!("launching {CONTROL_KERNEL}"))?;
+        let mut b = st.launch_builder(&reduce);
+        b.arg(&params).arg(&s.returns).arg(&s.valid).arg(&mut s.means);
+        // SAFETY: matches `grove_control_reduce(GroveControlParams, const double* returns, const
+        // unsigned* valid, double* means)`: returns and valid hold P·K entries, means P.
+        unsafe { b.launch(lc(p)) }.during(|| format!("launching {CONTROL_REDUCE}"))?;
+        let mut work = ControlHostWork::default();
+        if n_deep > 0 {
+            // Rare: trees deeper than the kernel's stack. The CPU plays them, as the host loop's
+            // roll-outs do, and their means replace the kernel's (which skipped them).
+            let skip = st.clone_dtoh(&s.skip).during(|| "reading skip classes".into())?;
+            let deep: Vec<u32> = (0..p as u32).filter(|&i| skip[i as usize] == SKIP_DEEP).collect();
+            let trees = self.download_trees(pop, &deep)?;
+            let mut sub = Population::new(deep.len(), pop.max_len(), pop.n_outputs());
+            for (r, t) in trees.iter().enumerate() {
+                sub.set_tree(r, t).map_err(GpuError::Input)?;
+            }
+            let eps = control_rollout(&sub, m, run);
+            let sub_means = mean_returns(&eps, k);
+            let mut means = st.clone_dtoh(&s.means).during(|| "reading means".into())?;
+            for (r, &i) in deep.iter().enumerate() {
+                means[i as usize] = sub_means[r];
+            }
+            st.memcpy_htod(&means, &mut s.means).during(|| "writing the CPU's means".into())?;
+            work = ControlHostWork { deep_trees: deep.len(), deep_steps: eps.iter().map(|e| e.steps as u64).sum() };
+        }
+        let mut steps = mail.buf.slice_mut(ENV_STEPS_AT..ENV_STEPS_AT + 2);
+        st.memset_zeros(&mut steps).during(|| "clearing the env-step count".into())?;
+        // SAFETY: the two mailbox words are a u64 (the mailbox is 256-byte aligned and the
+        // offset is 88 bytes: 8-byte aligned).
+        let mut steps = unsafe { steps.transmute_mut::<u64>(1) }.ok_or_else(|| GpuError::Input("the mailbox has no room for a u64".into()))?;
+        let gen = GenParams { n: p as u32, max_len: pop.max_len() as u32, parsimony, ..GenParams::default() };
+        let f = self.function(&GENERATION, &[], CONTROL_FITNESS)?;
+        let (episodes, len) = (k as u32, &pop.len);
+        let mut b = st.launch_builder(&f);
+        b.arg(&gen).arg(&episodes).arg(&s.means).arg(&s.lengths).arg(len).arg(&mut fit.fit).arg(&mut steps);
+        // SAFETY: matches `grove_control_fitness(GroveGenParams, unsigned episodes, const double*
+        // means, const unsigned* lengths, const unsigned short* lens, double* fit, unsigned long
+        // long* steps)`: means, lens and fit hold P entries, lengths P·K, steps one u64.
+        unsafe { b.launch(lc(p)) }.during(|| format!("launching {CONTROL_FITNESS}"))?;
+        Ok(work)
     }
 }

@@ -35,6 +35,10 @@ pub const MAILBOX_WORDS: usize = 24;
 const COUNTS_AT: usize = 8;
 /// Mailbox word where the breeding outcome counts start (8 words, [`super::BredCounts`]).
 pub const BRED_AT: usize = 12;
+/// Mailbox word counting the next population's trees too deep for the control kernel.
+pub const CONTROL_DEEP_AT: usize = 20;
+/// Mailbox words (a u64) counting the env steps the generation's roll-outs played.
+pub const ENV_STEPS_AT: usize = 22;
 
 /// What the host reads after a generation, in one copy: [`GenStats`] (words 0..8), the
 /// partition counts of the next population (8..12) and its breeding counts (12..20).
@@ -58,6 +62,10 @@ pub struct MailboxRead {
     pub first_bad: u32,
     /// The next population's breeding outcome counts.
     pub bred: [u32; 8],
+    /// Control: the next population's trees too deep for the roll-out kernel.
+    pub control_deep: usize,
+    /// Control: env steps the evaluated generation's roll-outs played on the device.
+    pub env_steps: u64,
 }
 
 /// The evaluation order of a population: tree ids, fast ones first.
@@ -112,6 +120,8 @@ impl Mailbox {
             n_bad: words[COUNTS_AT + 2] as usize,
             first_bad: words[COUNTS_AT + 3],
             bred,
+            control_deep: words[CONTROL_DEEP_AT] as usize,
+            env_steps: words[ENV_STEPS_AT] as u64 | (words[ENV_STEPS_AT + 1] as u64) << 32,
         }
     }
 }

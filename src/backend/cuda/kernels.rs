@@ -228,6 +228,10 @@ pub const GENERATION_DEFINES: &[(&str, usize)] = &[
 ];
 /// Which evaluation kernel takes each tree.
 pub const STACK_CLASS: &str = "grove_stack_class";
+/// Control: which trees the roll-out kernel plays (`control::skip_mask`).
+pub const CONTROL_SKIP: &str = "grove_control_skip";
+/// Control: the task's fitness of the mean returns, and the env steps played.
+pub const CONTROL_FITNESS: &str = "grove_control_fitness";
 /// Tree ids in evaluation order, and their counts.
 pub const PARTITION: &str = "grove_partition";
 /// Regression fitness from the fused sums.
@@ -255,7 +259,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
     v.extend(
-        [STACK_CLASS, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX]
+        [STACK_CLASS, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]
             .map(|k| (k, GENERATION)),
     );
     v
@@ -408,6 +412,24 @@ pub struct MapTreesParams {
     pub pad: u32,
 }
 const _: () = assert!(size_of::<MapTreesParams>() == 48);
+
+/// Parameters of `grove_control_skip` (`GroveControlClassParams` in generation.cu).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ControlClassParams {
+    /// `P`.
+    pub n: u32,
+    /// `L`.
+    pub max_len: u32,
+    /// Observation size: variable indices below it.
+    pub n_vars: u32,
+    /// Actuators: output slots `1..=n_slots`.
+    pub n_slots: u32,
+    /// The roll-out kernel's stack; deeper trees are played by the CPU.
+    pub stack: u32,
+    /// Padding.
+    pub pad: u32,
+}
 
 /// One genome's outcome from `grove_map` (`GroveMapOut` in map.cu).
 #[repr(C)]
@@ -732,6 +754,8 @@ unsafe impl DeviceRepr for ReduceParams {}
 unsafe impl DeviceRepr for MapParams {}
 // SAFETY: as above: #[repr(C)] of a MapParams and four u32, no padding (48 bytes, asserted).
 unsafe impl DeviceRepr for MapTreesParams {}
+// SAFETY: as above: six u32 fields.
+unsafe impl DeviceRepr for ControlClassParams {}
 // SAFETY: as above; `MapOut` is read back from device memory, where every bit pattern is a
 // valid value of each (u32) field.
 unsafe impl DeviceRepr for MapOut {}
@@ -775,6 +799,7 @@ layout! {
     MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, table_words },
     MapOut { status, used_codons, depth, nodes, n_derivation },
     MapTreesParams { map, templates_at, max_len, build, pad },
+    ControlClassParams { n, max_len, n_vars, n_slots, stack, pad },
     ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles },
     ClassPartial { ce, n, bad },
     ClassReduceParams { n_trees, n_tiles, n_classes, reserved },
