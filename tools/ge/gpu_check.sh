@@ -30,20 +30,30 @@ if has cli; then
             --pop 3000 --gens 30 --report "$out/evolve-loop$loop.json" --quiet >"$out/evolve-loop$loop.log" 2>&1
         GROVE_DEVICE_LOOP=$loop "$bin/grove" classify --data builtin:iris --grammar grammars/classify.bnf --device cuda \
             --pop 2000 --gens 30 --report "$out/classify-loop$loop.json" --quiet >"$out/classify-loop$loop.log" 2>&1
+        GROVE_DEVICE_LOOP=$loop "$bin/grove" control --env swimmer --grammar grammars/swimmer.bnf --device cuda \
+            --pop 1000 --gens 10 --report "$out/control-loop$loop.json" --quiet >"$out/control-loop$loop.log" 2>&1
     done
     python3 - "$out" <<'PY'
 import json, sys
 out = sys.argv[1]
-for cmd in ["evolve", "classify"]:
+for cmd in ["evolve", "classify", "control"]:
     a, b = (json.load(open(f"{out}/{cmd}-loop{l}.json")) for l in (1, 0))
     # The mean fitness is summed in another order on the device: equal to 1e-9, the rest exactly.
-    strip = lambda h: [{k: v for k, v in g.items() if k not in ("seconds", "mean")} for g in h]
-    means = all(abs(x["mean"] - y["mean"]) <= 1e-9 * abs(y["mean"]) for x, y in zip(a["generations"], b["generations"]))
+    m = "mean_return" if cmd == "control" else "mean"
+    strip = lambda h: [{k: v for k, v in g.items() if k not in ("seconds", m)} for g in h]
+    means = all(abs(x[m] - y[m]) <= 1e-9 * abs(y[m]) for x, y in zip(a["generations"], b["generations"]))
     same = a["best"] == b["best"] and strip(a["generations"]) == strip(b["generations"]) and means
     print(f"== {cmd} --grammar: device loop {'EQUALS' if same else 'DIFFERS FROM'} host loop; "
-          f"best {a['best'].get('infix', '')[:60]!r}; transfers {a.get('transfers', {}).get('population_bytes_between_generations')}; "
+          f"best {str(a['best'].get('infix', a['best'].get('fitness')))[:60]!r}; transfers {a.get('transfers', {}).get('population_bytes_between_generations')}; "
           f"time device {a['timing']} host {b['timing']}")
 PY
+fi
+if has w6; then
+    # W6 with GE policies: the shipped grammars, GPU defaults (5000 x 100, 4 episodes).
+    for env in swimmer hopper; do
+        "$bin/grove" control --env $env --grammar grammars/$env.bnf --device cuda --report "$out/w6-ge-$env.json" \
+            --quiet 2>&1 | tee "$out/w6-ge-$env.log" | grep -E "return|time|device loop"
+    done
 fi
 if has bench; then
     "$bin/grove" bench --gpu --gpu-part generations 2>&1 | tee "$out/bench-generations.log" | sed -n '/^generation/,$p'
