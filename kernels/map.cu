@@ -18,6 +18,8 @@
 // written (the rest untouched). A derivation longer than max_derivation stops the mapping with
 // GROVE_MAP_DERIVATION_FULL, as Mapper::with_max_derivation does on the CPU.
 
+#include "rng.cuh"
+
 #define GROVE_MAP_STACK 256        // (symbol, depth) entries per thread
 #define GROVE_TABLE_BYTES 65536    // TABLE_LIMIT_BYTES
 
@@ -626,4 +628,159 @@ extern "C" __global__ void grove_map_trees(GroveMapTreesParams p, const unsigned
     }
     status[i] = st;
     used[i] = u;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The first generation: genome::init::init_genomes on the device, one thread per genome, row i
+// drawing from stream (seed, 0, i, Init). Random: `length` codons below codon_size. Sensible:
+// genome::init::sensible_genome (ramped half-and-half over derivation trees: depth min_depth +
+// (i / 2) % (max_depth - min_depth + 1), full for odd rows), then a random tail of
+// (float)len * tail_fraction codons. Codons past the capacity are drawn but not kept, as
+// Genomes::set cuts them. A derivation whose pending symbols would outgrow GROVE_MAP_STACK
+// sets flag[i] and leaves the row to the host (the CPU reference has no bound).
+
+// Mirrors InitParams in src/backend/cuda/kernels.rs.
+struct GroveInitParams {
+    unsigned n;             // P
+    unsigned capacity;      // row stride
+    unsigned seed_lo, seed_hi;
+    unsigned sensible;      // 0 random, 1 sensible
+    unsigned length;        // random: codons per genome (before the capacity cut)
+    unsigned codon_size;    // codons below this
+    unsigned min_depth;     // sensible: the ramp
+    unsigned max_depth;
+    float tail_fraction;    // sensible: random codons after, as a fraction of the used ones
+    unsigned lazy;          // 1: single-production rules read no codon
+    unsigned table_words;   // words staged in shared memory; 0: constant memory
+};
+static_assert(sizeof(GroveInitParams) == 48, "GroveInitParams must match InitParams");
+static_assert(GROVE_OFFSETOF(GroveInitParams, n) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, capacity) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, seed_lo) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, seed_hi) == 12, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, sensible) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, length) == 20, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, codon_size) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, min_depth) == 28, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, max_depth) == 32, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, tail_fraction) == 36, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, lazy) == 40, "layout");
+static_assert(GROVE_OFFSETOF(GroveInitParams, table_words) == 44, "layout");
+
+#define GROVE_PRODUCTION_RECURSIVE 1
+
+// Keeps codon c at position n of the row when it fits; counts it either way.
+static __device__ __forceinline__ void grove_init_put(unsigned* row, unsigned capacity, unsigned& n, unsigned c) {
+    if (n < capacity) row[n] = c;
+    ++n;
+}
+
+static __device__ void grove_init_one(const char* base, const GroveInitParams& p, unsigned i, unsigned* __restrict__ codons,
+                                      unsigned* __restrict__ lens, unsigned* __restrict__ flag) {
+    GroveStream s = grove_stream(p.seed_lo, p.seed_hi, 0u, i, GROVE_PURPOSE_INIT);
+    unsigned* row = codons + (unsigned long long)i * p.capacity;
+    unsigned n = 0;
+    flag[i] = 0;
+    if (!p.sensible) {
+        const unsigned len = p.length < p.capacity ? p.length : p.capacity;
+        for (unsigned k = 0; k < len; ++k) grove_init_put(row, p.capacity, n, grove_below(s, p.codon_size));
+    } else {
+        const GroveTableHeader* h = (const GroveTableHeader*)base;
+        const GroveRule* rules = (const GroveRule*)(base + sizeof(GroveTableHeader));
+        const GroveProduction* prods = (const GroveProduction*)(base + h->off_productions);
+        const unsigned short* children = (const unsigned short*)(base + h->off_children);
+        const unsigned depths = (p.max_depth > p.min_depth ? p.max_depth - p.min_depth : 0u) + 1u;
+        unsigned max_depth = p.min_depth + (i / 2) % depths;
+        const bool full = i % 2 == 1;
+        const unsigned start_min = rules[0].min_depth;
+        if (max_depth < start_min) max_depth = start_min;
+        unsigned short ssym[GROVE_MAP_STACK];
+        unsigned sdepth[GROVE_MAP_STACK];
+        int top = 1;
+        ssym[0] = 1u << 14;
+        sdepth[0] = 1;
+        while (top > 0) {
+            --top;
+            const unsigned sym = ssym[top], d = sdepth[top];
+            if ((sym >> 14) != 1) {
+                grove_init_put(row, p.capacity, n, grove_below(s, p.codon_size));
+                continue;
+            }
+            const GroveRule rule = rules[sym & 0x3fffu];
+            const unsigned first = rule.first_production, np = rule.n_productions;
+            // The productions that fit (a production of min depth m used at depth d reaches
+            // d - 1 + m); with full, only the recursive ones among them when there are any.
+            unsigned n_fit = 0, n_rec = 0;
+            for (unsigned k = 0; k < np; ++k) {
+                const GroveProduction q = prods[first + k];
+                if (d - 1 + q.min_depth <= max_depth) {
+                    ++n_fit;
+                    if (q.flags & GROVE_PRODUCTION_RECURSIVE) ++n_rec;
+                }
+            }
+            const bool rec_only = full && n_rec > 0;
+            unsigned choice = 0;
+            if (n_fit == 0) {
+                // None fits (max_depth below the start's min depth cannot happen): the first
+                // production of least min depth.
+                unsigned best = 0xffffffffu;
+                for (unsigned k = 0; k < np; ++k) {
+                    if (prods[first + k].min_depth < best) {
+                        best = prods[first + k].min_depth;
+                        choice = k;
+                    }
+                }
+                (void)grove_below(s, 1u);
+            } else {
+                unsigned j = grove_below(s, rec_only ? n_rec : n_fit);
+                for (unsigned k = 0; k < np; ++k) {
+                    const GroveProduction q = prods[first + k];
+                    const bool fits = d - 1 + q.min_depth <= max_depth && (!rec_only || (q.flags & GROVE_PRODUCTION_RECURSIVE));
+                    if (fits) {
+                        if (j == 0) {
+                            choice = k;
+                            break;
+                        }
+                        --j;
+                    }
+                }
+            }
+            if (!(p.lazy && np == 1)) {
+                const unsigned per = p.codon_size / np;
+                grove_init_put(row, p.capacity, n, choice + np * grove_below(s, per > 1 ? per : 1u));
+            }
+            const GroveProduction q = prods[first + choice];
+            if (top + (int)q.n_children > GROVE_MAP_STACK) {
+                flag[i] = 1;
+                lens[i] = 0;
+                return;
+            }
+            for (unsigned k = 0; k < q.n_children; ++k) {
+                ssym[top + k] = children[q.first_child + q.n_children - 1 - k];
+                sdepth[top + k] = d + 1;
+            }
+            top += (int)q.n_children;
+        }
+        // Rust's saturating `as usize`: NaN and negatives give 0.
+        const float t = __fmul_rn((float)n, p.tail_fraction);
+        const unsigned tail = t > 0.0f ? (t < 4294967040.0f ? (unsigned)t : 0xffffffffu) : 0u;
+        for (unsigned k = 0; k < tail; ++k) grove_init_put(row, p.capacity, n, grove_below(s, p.codon_size));
+    }
+    const unsigned len = n < p.capacity ? n : p.capacity;
+    for (unsigned k = len; k < p.capacity; ++k) row[k] = 0;
+    lens[i] = len;
+}
+
+// init_genomes into codons [P x capacity] and lens [P]; flag[i] = 1 where the host must make row i.
+extern "C" __global__ void grove_init_genomes(GroveInitParams p, unsigned* __restrict__ codons, unsigned* __restrict__ lens,
+                                              unsigned* __restrict__ flag) {
+    extern __shared__ unsigned grove_table_shared[];
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p.table_words > 0) {
+        for (unsigned w = threadIdx.x; w < p.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
+        __syncthreads();
+        if (i < p.n) grove_init_one((const char*)grove_table_shared, p, i, codons, lens, flag);
+    } else if (i < p.n) {
+        grove_init_one((const char*)grove_table, p, i, codons, lens, flag);
+    }
 }

@@ -326,3 +326,107 @@ fn gpu_map_trees_match_map_population() {
         (m.population, m.used, m.status)
     });
 }
+
+/// The grammars initialisation is checked on: those of [`cases`] but the eight-operand one
+/// (whose full trees grow as 8^depth on the CPU too), and one whose start production has more
+/// children than the kernel's stack holds (its rows are left to the host).
+fn init_grammars() -> Vec<(String, Loaded, DeviceTables)> {
+    let mut out: Vec<(String, Loaded, DeviceTables)> = cases()
+        .into_iter()
+        .filter(|c| !c.0.starts_with("wide.bnf"))
+        .map(|(name, l, t, _)| {
+            let tables = DeviceTables::new(&l.table, &t).unwrap();
+            (name, l, tables)
+        })
+        .collect();
+    let many = format!("<s> ::= {} | <a>\n<a> ::= x | y | <a>+<a>", vec!["<a>"; 300].join(" "));
+    let l = grammar::load_parsed(grammar::parse_str(&many, "many.bnf", false).unwrap(), &DatasetShape::default()).unwrap();
+    let tables = DeviceTables::new(&l.table, &Templates::default()).unwrap();
+    out.push(("many.bnf".into(), l, tables));
+    out
+}
+
+/// The settings initialisation is checked under: `(config, codons, capacity)`.
+fn init_settings() -> Vec<(InitConfig, Codons, usize)> {
+    use grove::genome::InitMethod;
+    let sensible = InitConfig::default();
+    vec![
+        (InitConfig { min_depth: 3, max_depth: 8, ..sensible }, Codons::Eager, 512),
+        (InitConfig { min_depth: 1, max_depth: 5, tail_fraction: 0.0, ..sensible }, Codons::Lazy, 512),
+        (InitConfig { min_depth: 2, max_depth: 9, tail_fraction: 1.5, codon_size: 7, ..sensible }, Codons::Eager, 24),
+        (InitConfig { method: InitMethod::Random, length: 100, ..sensible }, Codons::Eager, 512),
+        (InitConfig { method: InitMethod::Random, length: 100, codon_size: 3, ..sensible }, Codons::Lazy, 40),
+    ]
+}
+
+#[test]
+fn emulated_init_genomes_match_init_genomes() {
+    use grove::backend::cuda::kernels::InitParams;
+    use grove::genome::init::init_genomes;
+    type InitFn = unsafe extern "C" fn(InitParams, *mut u32, *mut u32, *mut u32);
+    type SetTable = unsafe extern "C" fn(*const u32, u32);
+    type SetThread = unsafe extern "C" fn(u32, u32, u32);
+    let Some(emu) = Emulated::new() else { return };
+    let init: InitFn = emulator::get(&emu.lib, kernels::INIT_GENOMES);
+    let set_table: SetTable = emulator::get(&emu.lib, "grove_emu_set_table");
+    let set_thread: SetThread = emulator::get(&emu.lib, "grove_emu_set_thread");
+    let (mut rows, mut flagged) = (0usize, 0usize);
+    for (name, l, tables) in init_grammars() {
+        let words: Vec<u32> = tables.blob.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        for (k, (cfg, codons, capacity)) in init_settings().into_iter().enumerate() {
+            let p = 120;
+            let seed = 3 + k as u64;
+            let want = init_genomes(&l.table, &cfg, codons, p, capacity, seed);
+            let mut got = Genomes::new(p, capacity);
+            got.codons.fill(0xdead_beef);
+            let mut flag = vec![u32::MAX; p];
+            let params = InitParams {
+                n: p as u32,
+                capacity: capacity as u32,
+                seed_lo: seed as u32,
+                seed_hi: (seed >> 32) as u32,
+                sensible: (cfg.method == grove::genome::InitMethod::Sensible) as u32,
+                length: cfg.length as u32,
+                codon_size: cfg.codon_size,
+                min_depth: cfg.min_depth,
+                max_depth: cfg.max_depth,
+                tail_fraction: cfg.tail_fraction,
+                lazy: (codons == Codons::Lazy) as u32,
+                table_words: 0,
+            };
+            // SAFETY: the table fits grove_table; codons hold P × capacity words, len and flag P.
+            unsafe {
+                set_table(words.as_ptr(), words.len() as u32);
+                for i in 0..p {
+                    set_thread(i as u32, 1, 0);
+                    init(params, got.codons.as_mut_ptr(), got.len.as_mut_ptr(), flag.as_mut_ptr());
+                }
+            }
+            for i in 0..p {
+                if flag[i] != 0 {
+                    flagged += 1; // left to the host: CudaEngine::init_genomes makes it there
+                    continue;
+                }
+                assert_eq!(flag[i], 0);
+                assert_eq!(got.get(i), want.get(i), "{name}, {cfg:?}, {codons:?}, capacity {capacity}: genome {i}");
+                assert!(got.codons[i * capacity..(i + 1) * capacity][got.len[i] as usize..].iter().all(|&c| c == 0), "{name}: padding of {i}");
+                rows += 1;
+            }
+        }
+    }
+    eprintln!("{rows} genomes equal; {flagged} left to the host");
+    assert!(flagged > 0, "no sensible derivation outgrew the kernel's stack (many.bnf should)");
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn gpu_init_genomes_match_init_genomes() {
+    let engine = grove::backend::cuda::CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"));
+    for (name, l, tables) in init_grammars() {
+        for (k, (cfg, codons, capacity)) in init_settings().into_iter().enumerate() {
+            let want = grove::genome::init::init_genomes(&l.table, &cfg, codons, 3000, capacity, 5 + k as u64);
+            let dev = engine.init_genomes(&l.table, &tables, &cfg, codons, 3000, capacity, 5 + k as u64).unwrap();
+            assert_eq!(engine.download_genomes(&dev).unwrap(), want, "{name}, {cfg:?}, {codons:?}, capacity {capacity}");
+        }
+    }
+}

@@ -246,19 +246,20 @@ pub fn run(
         }
         Representation::Grammar(rep) => {
             anyhow::ensure!(supports_grammar(cfg, rep), "the device loop does not support rows of {} nodes for GE", cfg.max_len);
-            let host = match resume {
-                None => crate::genome::init::init_genomes(rep.table, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed),
+            let tables = DeviceTables::new(rep.table, rep.templates).map_err(|m| anyhow!("{m}"))?;
+            let genomes = match resume {
+                // The first generation is made on the device (init_genomes' twin).
+                None => e.init_genomes(rep.table, &tables, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed)?,
                 Some(r) => {
                     let g = r.genomes.ok_or_else(|| anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
                     anyhow::ensure!(g.size() == p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
-                    g
+                    e.upload_genomes(&g)?
                 }
             };
-            let tables = DeviceTables::new(rep.table, rep.templates).map_err(|m| anyhow!("{m}"))?;
             let mut ge = Genetic {
                 rep,
                 tables,
-                genomes: e.upload_genomes(&host)?,
+                genomes,
                 next: e.alloc_genomes(p, rep.genome_capacity)?,
                 map: e.alloc_map_trees(p, rep.max_derivation())?,
             };

@@ -94,21 +94,7 @@ pub fn init_genomes(table: &RuleTable, cfg: &InitConfig, codons: Codons, p: usiz
         .for_each_init(
             || Vec::with_capacity(capacity),
             |buf, (i, (row, len))| {
-                let mut s = Stream::new(seed, 0, i as u32, Purpose::Init);
-                buf.clear();
-                match cfg.method {
-                    InitMethod::Random => buf.extend((0..cfg.length.min(capacity)).map(|_| s.below(cfg.codon_size))),
-                    InitMethod::Sensible => {
-                        let depths = cfg.max_depth.saturating_sub(cfg.min_depth) + 1;
-                        let depth = cfg.min_depth + (i as u32 / 2) % depths;
-                        let full = i % 2 == 1;
-                        sensible_genome(table, codons, depth, full, cfg.codon_size, &mut s, buf);
-                        let tail = (buf.len() as f32 * cfg.tail_fraction) as usize;
-                        for _ in 0..tail {
-                            buf.push(s.below(cfg.codon_size));
-                        }
-                    }
-                }
+                init_genome(table, cfg, codons, i, seed, buf);
                 // As Genomes::set: cut to the capacity, zero after the length.
                 let n = buf.len().min(capacity);
                 row[..n].copy_from_slice(&buf[..n]);
@@ -116,6 +102,25 @@ pub fn init_genomes(table: &RuleTable, cfg: &InitConfig, codons: Codons, p: usiz
             },
         );
     out
+}
+
+/// Genome `i` of [`init_genomes`] into `buf` (cleared first), before the capacity cut.
+pub fn init_genome(table: &RuleTable, cfg: &InitConfig, codons: Codons, i: usize, seed: u64, buf: &mut Vec<u32>) {
+    let mut s = Stream::new(seed, 0, i as u32, Purpose::Init);
+    buf.clear();
+    match cfg.method {
+        InitMethod::Random => buf.extend((0..cfg.length).map(|_| s.below(cfg.codon_size))),
+        InitMethod::Sensible => {
+            let depths = cfg.max_depth.saturating_sub(cfg.min_depth) + 1;
+            let depth = cfg.min_depth + (i as u32 / 2) % depths;
+            let full = i % 2 == 1;
+            sensible_genome(table, codons, depth, full, cfg.codon_size, &mut s, buf);
+            let tail = (buf.len() as f32 * cfg.tail_fraction) as usize;
+            for _ in 0..tail {
+                buf.push(s.below(cfg.codon_size));
+            }
+        }
+    }
 }
 
 /// Appends to `out` the codons of one random derivation of depth at most `max_depth`: with

@@ -6,7 +6,10 @@ use grove::backend::cuda::KernelSource;
 /// Builds `src` (one kernel file, its text passed through `edit`) as a host library in a fresh
 /// temporary folder; `None` (after saying why) where g++ is missing or lacks C++20.
 pub fn build(src: &KernelSource<'_>, edit: impl Fn(String) -> String) -> Option<libloading::Library> {
-    let dir = std::env::temp_dir().join(format!("grove-emu-{}-{}", src.file, std::process::id()));
+    // A folder per build: tests running in parallel each build their own library.
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("grove-emu-{}-{}-{k}", src.file, std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let shim = include_str!("../cuda_host_shim.h");
     let setter = "extern \"C\" void grove_emu_set_thread(unsigned b, unsigned d, unsigned t) { blockIdx.x = b; blockDim.x = d; threadIdx.x = t; }\n";

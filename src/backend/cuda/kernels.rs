@@ -129,6 +129,8 @@ pub const MAP_DEFINES: &[(&str, usize)] = &[
 pub const MAP_KERNEL: &str = "grove_map";
 /// Genomes to trees: the mapper and the tree builder in one kernel (map.cu).
 pub const MAP_TREES_KERNEL: &str = "grove_map_trees";
+/// GE's first generation (map.cu): `init_genomes` on the device.
+pub const INIT_GENOMES: &str = "grove_init_genomes";
 /// The constant-memory rule table of map.cu.
 pub const MAP_TABLE_SYMBOL: &str = "grove_table";
 
@@ -254,7 +256,7 @@ pub const SIZES_INDEX: &str = "grove_sizes_index";
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
@@ -412,6 +414,37 @@ pub struct MapTreesParams {
     pub pad: u32,
 }
 const _: () = assert!(size_of::<MapTreesParams>() == 48);
+
+/// Parameters of `grove_init_genomes` (`GroveInitParams` in map.cu), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct InitParams {
+    /// `P`.
+    pub n: u32,
+    /// Row stride.
+    pub capacity: u32,
+    /// Seed, low word.
+    pub seed_lo: u32,
+    /// Seed, high word.
+    pub seed_hi: u32,
+    /// 0 random, 1 sensible.
+    pub sensible: u32,
+    /// Random: codons per genome.
+    pub length: u32,
+    /// Codons are drawn below this.
+    pub codon_size: u32,
+    /// Sensible: the ramp's smallest depth.
+    pub min_depth: u32,
+    /// Sensible: the ramp's largest depth.
+    pub max_depth: u32,
+    /// Sensible: random codons appended, as a fraction of the used ones.
+    pub tail_fraction: f32,
+    /// 1: single-production rules read no codon.
+    pub lazy: u32,
+    /// Words of the table staged in shared memory; 0 reads constant memory.
+    pub table_words: u32,
+}
+const _: () = assert!(size_of::<InitParams>() == 48);
 
 /// Parameters of `grove_control_skip` (`GroveControlClassParams` in generation.cu).
 #[repr(C)]
@@ -756,6 +789,8 @@ unsafe impl DeviceRepr for MapParams {}
 unsafe impl DeviceRepr for MapTreesParams {}
 // SAFETY: as above: six u32 fields.
 unsafe impl DeviceRepr for ControlClassParams {}
+// SAFETY: as above: twelve 4-byte fields.
+unsafe impl DeviceRepr for InitParams {}
 // SAFETY: as above; `MapOut` is read back from device memory, where every bit pattern is a
 // valid value of each (u32) field.
 unsafe impl DeviceRepr for MapOut {}
@@ -800,6 +835,7 @@ layout! {
     MapOut { status, used_codons, depth, nodes, n_derivation },
     MapTreesParams { map, templates_at, max_len, build, pad },
     ControlClassParams { n, max_len, n_vars, n_slots, stack, pad },
+    InitParams { n, capacity, seed_lo, seed_hi, sensible, length, codon_size, min_depth, max_depth, tail_fraction, lazy, table_words },
     ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles },
     ClassPartial { ce, n, bad },
     ClassReduceParams { n_trees, n_tiles, n_classes, reserved },

@@ -12,7 +12,7 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL, MapOut, MapParams, MapStatus, MapTreesParams};
+use super::kernels::{INIT_GENOMES, InitParams, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL, MapOut, MapParams, MapStatus, MapTreesParams};
 use super::CudaEngine;
 use crate::genome::map::Invalid;
 use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};
@@ -525,5 +525,72 @@ impl CudaEngine {
             return Err(GpuError::Input(format!("genome {i}: its tree needs more open templates than the builder keeps")));
         }
         Ok(MappedTrees { population: self.download_population(&pop)?, used, status })
+    }
+}
+
+impl CudaEngine {
+    /// GE's first generation made on the device: `genome::init::init_genomes` of `table`'s
+    /// grammar (the rule table at the start of `tables`), row `i` from stream
+    /// `(seed, 0, i, Init)`, equal to the CPU's. Rows whose sensible derivation would outgrow
+    /// the kernel's stack (flagged; rare) are made on the host and copied in.
+    #[allow(clippy::too_many_arguments)]
+    pub fn init_genomes(
+        &self,
+        table: &RuleTable,
+        tables: &DeviceTables,
+        cfg: &crate::genome::InitConfig,
+        codons: Codons,
+        p: usize,
+        capacity: usize,
+        seed: u64,
+    ) -> Result<DeviceGenomes> {
+        if p == 0 || p > u32::MAX as usize || capacity > u32::MAX as usize || cfg.codon_size == 0 {
+            return Err(GpuError::Input(format!("{p} genomes of capacity {capacity}, codons below {}", cfg.codon_size)));
+        }
+        let mut g = self.alloc_genomes(p, capacity)?;
+        let mut flag = self.stream.alloc_zeros::<u32>(p).during(|| "allocating init flags".into())?;
+        let f = self.function(&MAP, &[], INIT_GENOMES)?;
+        let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
+        self.set_map_tables(&tables.blob)?;
+        let table_words = if tables.blob.len() <= SHARED_TABLE_MAX_BYTES { tables.blob.len().div_ceil(4) as u32 } else { 0 };
+        let params = InitParams {
+            n: p as u32,
+            capacity: capacity as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            sensible: (cfg.method == crate::genome::InitMethod::Sensible) as u32,
+            length: cfg.length.min(u32::MAX as usize) as u32,
+            codon_size: cfg.codon_size,
+            min_depth: cfg.min_depth,
+            max_depth: cfg.max_depth,
+            tail_fraction: cfg.tail_fraction,
+            lazy: (codons == Codons::Lazy) as u32,
+            table_words,
+        };
+        let t = 128u32;
+        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(t), 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: table_words * 4 };
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&mut g.codons).arg(&mut g.len).arg(&mut flag);
+        // SAFETY: matches `grove_init_genomes(GroveInitParams, unsigned* codons, unsigned* lens,
+        // unsigned* flag)`: codons hold P × capacity words (thread i writes row i below the
+        // capacity), lens and flag P; the table in constant memory is a compiled RuleTable
+        // (DeviceTables' first part), whose indices point inside it; table_words words fit the
+        // launch's dynamic shared memory.
+        unsafe { b.launch(lc) }.during(|| format!("launching {INIT_GENOMES}"))?;
+        drop(_order);
+        let flags = self.stream.clone_dtoh(&flag).during(|| "reading init flags".into())?;
+        let mut buf = Vec::new();
+        for i in (0..p).filter(|&i| flags[i] != 0) {
+            crate::genome::init::init_genome(table, cfg, codons, i, seed, &mut buf);
+            let mut row = vec![0u32; capacity];
+            let n = buf.len().min(capacity);
+            row[..n].copy_from_slice(&buf[..n]);
+            let at = i * capacity;
+            let mut dst = g.codons.slice_mut(at..at + capacity);
+            self.stream.memcpy_htod(&row, &mut dst).during(|| "writing a genome made on the host".into())?;
+            let mut dst = g.len.slice_mut(i..i + 1);
+            self.stream.memcpy_htod(&[n as u32], &mut dst).during(|| "writing a genome's length".into())?;
+        }
+        Ok(g)
     }
 }
