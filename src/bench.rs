@@ -385,18 +385,29 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
         let dev = engine.upload_genomes(&genomes)?;
         let mut scratch = engine.alloc_map_trees(p, rep.max_derivation())?;
         let mut pop = engine.alloc_population(p, cfg.max_len, 0)?;
-        let mut times = Vec::new();
-        for rep_i in 0..6 {
-            engine.stream().synchronize().map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            let t = Instant::now();
+        let used: u64 = {
             engine.map_trees(&tables, &dev, &map, Some(&mut pop), &mut scratch, &Default::default())?;
-            engine.stream().synchronize().map_err(|e| anyhow::anyhow!("{e:?}"))?;
-            if rep_i > 0 {
-                times.push(t.elapsed().as_secs_f64());
+            engine.stream().clone_dtoh(scratch.used()).map_err(|e| anyhow::anyhow!("{e:?}"))?.iter().map(|&u| u as u64).sum()
+        };
+        // The kernel alone under three launch shapes; the row shows the default's.
+        let mut rates = Vec::new();
+        for (shared, threads) in [(true, 128), (true, 256), (false, 128), (true, 64)] {
+            let launch = crate::backend::cuda::MapLaunch { threads_per_block: threads, shared_table: shared };
+            let mut times = Vec::new();
+            for rep_i in 0..6 {
+                engine.stream().synchronize().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                let t = Instant::now();
+                engine.map_trees(&tables, &dev, &map, Some(&mut pop), &mut scratch, &launch)?;
+                engine.stream().synchronize().map_err(|e| anyhow::anyhow!("{e:?}"))?;
+                if rep_i > 0 {
+                    times.push(t.elapsed().as_secs_f64());
+                }
             }
+            rates.push(serde_json::json!({"shared_table": shared, "threads": threads, "codons_per_second": used as f64 / median(times)}));
         }
-        let used: u64 = engine.stream().clone_dtoh(scratch.used()).map_err(|e| anyhow::anyhow!("{e:?}"))?.iter().map(|&u| u as u64).sum();
-        let map_rate = used as f64 / median(times);
+        let map_rate = rates[0]["codons_per_second"].as_f64().unwrap_or(f64::NAN);
+        let shapes: Vec<String> = rates.iter().skip(1).map(|r| format!("{}{}: {:.2e}", if r["shared_table"] == true { "s" } else { "c" }, r["threads"], r["codons_per_second"].as_f64().unwrap_or(f64::NAN))).collect();
+        eprintln!("  map_trees launch shapes (s = table in shared memory, c = constant; threads): {}", shapes.join(", "));
         let (g_ms, t_ms) = (steady(&ge.history) * 1e3, steady(&tree.history) * 1e3);
         println!(
             "{name:<26} {p:>8} {gens:>5} {g_ms:>11.3} {:>9.1} {t_ms:>11.3} {:>9.1} {:>7.2}x {map_rate:>13.3e}",
@@ -406,7 +417,7 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
         );
         rows.push(serde_json::json!({"workload": name, "population": p, "generations": gens, "ge_ms_per_gen": g_ms,
             "ge_mean_size": size(&ge.history), "tree_ms_per_gen": t_ms, "tree_mean_size": size(&tree.history),
-            "ge_best": ge.best.fitness, "tree_best": tree.best.fitness, "map_codons_per_second": map_rate}));
+            "ge_best": ge.best.fitness, "tree_best": tree.best.fitness, "map_codons_per_second": map_rate, "map_shapes": rates}));
     }
     Ok(rows)
 }

@@ -16,7 +16,7 @@ parts=${*:-all}
 has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 if has parity; then
-    for t in map_trees cuda_evolve cuda_map cuda_vary backends cuda_kernels; do
+    for t in map_trees cuda_evolve cuda_map cuda_vary backends cuda_kernels cuda_control; do
         [ -x "$bin/$t" ] || continue
         (cd /work/main && "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
         echo "== $t: $(grep -E '^test result' "$out/test-$t.log" | tail -1)"

@@ -15,7 +15,7 @@ for line in sys.stdin:
 mkdir -p .device
 strip -o .device/grove target/release/grove
 while read -r name exe; do
-    case " ${TESTS:-map_trees cuda_evolve cuda_map cuda_vary backends cuda_kernels} " in
+    case " ${TESTS:-map_trees cuda_evolve cuda_map cuda_vary backends cuda_kernels cuda_control} " in
         *" $name "*) strip -o ".device/$name" "$exe" ;;
     esac
 done <.device.list
