@@ -14,6 +14,9 @@
 //!   block-wide scan; skipped (with a message) where g++ is missing. It checks the kernels'
 //!   logic and arithmetic on any machine.
 
+#[path = "support/emulator.rs"]
+mod emulator;
+
 use grove::backend::cuda::kernels::{self, GeParams, SelectParams, VaryParams};
 use grove::backend::cuda::vary::{BredCounts, UsedCodons, decode_bred, ge_params, outcome_code, outcome_of, vary_params};
 use grove::backend::cuda::CudaEngine;
@@ -167,50 +170,12 @@ struct Emulator {
 /// library, and the tests run on several threads.
 static LAUNCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Builds `src` (one kernel file) as a host library in `dir`; `None` (after saying why) without
-/// g++.
-fn build_host_library(dir: &std::path::Path, src: &kernels::KernelSource<'_>) -> Option<libloading::Library> {
-    let shim = include_str!("cuda_host_shim.h");
-    let setter = "extern \"C\" void grove_emu_set_thread(unsigned b, unsigned d, unsigned t) { blockIdx.x = b; blockDim.x = d; threadIdx.x = t; }\n";
-    let cpp = dir.join(format!("{}.cpp", src.file));
-    std::fs::write(&cpp, format!("{shim}\n{setter}\n{}\n", src.full_source())).unwrap();
-    let so = dir.join(format!("lib{}.so", src.file));
-    let out = std::process::Command::new("g++")
-        .args(["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w", "-o"])
-        .arg(&so)
-        .arg(&cpp)
-        .output();
-    match out {
-        Err(e) => {
-            eprintln!("SKIPPED emulated kernels: g++ not runnable ({e})");
-            None
-        }
-        Ok(o) if !o.status.success() => {
-            let err = String::from_utf8_lossy(&o.stderr);
-            // A g++ without C++20's <barrier> cannot build the shim: that is this machine's
-            // limit, not the kernels' fault (NVRTC compiles them in tests/cuda_kernels.rs).
-            if err.contains("barrier") || err.contains("c++20") {
-                eprintln!("SKIPPED emulated kernels: this g++ lacks C++20 <barrier>");
-                return None;
-            }
-            panic!("g++ failed on {}:\n{err}", src.file)
-        }
-        // SAFETY: a library built just now from our own sources; it has no constructors.
-        Ok(_) => Some(unsafe { libloading::Library::new(&so) }.unwrap()),
-    }
-}
-
 /// The emulator libraries, built once per test process; `None` without g++.
 fn emulator() -> Option<&'static Emulator> {
     static LIB: std::sync::OnceLock<Option<Emulator>> = std::sync::OnceLock::new();
     LIB.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("grove-cu-emulator-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let libs = build_host_library(&dir, &kernels::VARY)
-            .zip(build_host_library(&dir, &kernels::SELECT))
-            .zip(build_host_library(&dir, &kernels::GENERATION));
-        // Loaded libraries stay mapped after their files are gone.
-        let _ = std::fs::remove_dir_all(&dir);
+        let build = |src: &kernels::KernelSource<'static>| emulator::build(src, |s| s);
+        let libs = build(&kernels::VARY).zip(build(&kernels::SELECT)).zip(build(&kernels::GENERATION));
         libs.map(|((vary, select), generation)| Emulator { vary, select, generation })
     })
     .as_ref()

@@ -1,5 +1,7 @@
 //! Kernel sources built as host C++ by g++ (`tests/cuda_host_shim.h`), so that tests run the
 //! kernels' own code on machines without a GPU (CI) and compare it with the CPU reference.
+// Each test crate that includes this uses part of it.
+#![allow(dead_code)]
 
 use grove::backend::cuda::KernelSource;
 

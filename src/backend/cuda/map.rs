@@ -123,6 +123,20 @@ impl MapBench {
     }
 }
 
+/// The mapper's parameters for `genomes` under `cfg`.
+fn map_params(genomes: &DeviceGenomes, cfg: &MapConfig, max_derivation: usize, table_words: u32) -> MapParams {
+    MapParams {
+        n_genomes: genomes.n as u32,
+        capacity: genomes.capacity as u32,
+        max_wraps: cfg.max_wraps,
+        lazy: (cfg.codons == Codons::Lazy) as u32,
+        max_depth: cfg.max_depth,
+        max_nodes: cfg.max_nodes,
+        max_derivation: max_derivation as u32,
+        table_words,
+    }
+}
+
 fn to_mapped(o: &MapOut) -> Result<Mapped> {
     let invalid = match MapStatus::from_code(o.status) {
         Some(MapStatus::Valid) => None,
@@ -206,16 +220,7 @@ impl CudaEngine {
         let blob = table.to_device_blob();
         let table_words = if launch.shared_table && blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
         self.set_map_tables(&blob)?;
-        let params = MapParams {
-            n_genomes: genomes.n as u32,
-            capacity: genomes.capacity as u32,
-            max_wraps: cfg.max_wraps,
-            lazy: (cfg.codons == Codons::Lazy) as u32,
-            max_depth: cfg.max_depth,
-            max_nodes: cfg.max_nodes,
-            max_derivation: out.max_derivation as u32,
-            table_words,
-        };
+        let params = map_params(genomes, cfg, out.max_derivation, table_words);
         let lc = LaunchConfig {
             grid_dim: ((genomes.n as u32).div_ceil(t), 1, 1),
             block_dim: (t, 1, 1),
@@ -459,16 +464,7 @@ impl CudaEngine {
             }
         }
         let params = MapTreesParams {
-            map: MapParams {
-                n_genomes: p as u32,
-                capacity: genomes.capacity as u32,
-                max_wraps: cfg.max_wraps,
-                lazy: (cfg.codons == Codons::Lazy) as u32,
-                max_depth: cfg.max_depth,
-                max_nodes: cfg.max_nodes,
-                max_derivation: scratch.max_derivation as u32,
-                table_words,
-            },
+            map: map_params(genomes, cfg, scratch.max_derivation, table_words),
             templates_at: tables.templates_at as u32,
             max_len: max_len as u32,
             build: trees.is_some() as u32,
