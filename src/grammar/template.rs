@@ -964,7 +964,8 @@ fn spell(t: &RuleTable, derivation: &[u32], span: &[u32], e: usize, parts: &[Par
                         SymbolKind::CodonRange => (t.codon[index][0] as i64 + d as i64).to_string(),
                         _ => t.set_values[t.codon[index][0] as usize + d as usize].clone(),
                     };
-                    Ok(out.extend_from_slice(s.as_bytes()))
+                    out.extend_from_slice(s.as_bytes());
+                    Ok(())
                 };
                 let sym = kids[*k as usize];
                 if unpack(sym).0 != SymbolKind::NonTerminal {

@@ -395,7 +395,7 @@ impl CudaEngine {
         // SAFETY: uninitialised; the kernel writes each derivation and span entry before it
         // reads it (entries below n_derivation only), and status and used for every genome.
         let (der, span) = unsafe { (self.stream.alloc::<u32>(total), self.stream.alloc::<u32>(total)) };
-        let der = der.during(|| format!("allocating derivation scratch ({} MiB)", total * 4 >> 20))?;
+        let der = der.during(|| format!("allocating derivation scratch ({} MiB)", (total * 4) >> 20))?;
         let span = span.during(|| "allocating span scratch".into())?;
         Ok(MapTreesScratch {
             der,
