@@ -61,7 +61,8 @@ const FEATURES: &[(&str, &str)] = &[
 /// compile for 5 variables and 3 outputs.
 fn cases() -> Vec<(String, Loaded, Templates, Vec<Vec<u32>>)> {
     let shape = DatasetShape { n_vars: Some(5), n_is: Some(5), n_os: Some(3) };
-    let names: Vec<String> = (0..5).map(|i| format!("x{i}")).collect();
+    // Twenty names: the control grammars index up to the larger robots' observations.
+    let names: Vec<String> = (0..20).map(|i| format!("x{i}")).collect();
     let fixtures = std::fs::read_to_string(root().join("tests/fixtures/ponyge2_tree_mapper.jsonl")).unwrap();
     let mut paths: Vec<(String, PathBuf)> = Vec::new();
     for dir in ["grammars", "tests/fixtures/grammars", "tests/fixtures/reference/grammars/ponyge2"] {
@@ -71,7 +72,7 @@ fn cases() -> Vec<(String, Loaded, Templates, Vec<Vec<u32>>)> {
     }
     let mut out = Vec::new();
     let mut add = |name: String, l: Loaded, genomes: Vec<Vec<u32>>| {
-        for n_outputs in [0, 3] {
+        for n_outputs in [0, 3, 6] {
             if let Ok(t) = compile(&l.grammar, &l.table, &Vars { names: names.clone(), n_outputs }) {
                 out.push((format!("{name} ({n_outputs} outputs)"), l.clone(), t, genomes.clone()));
             }
@@ -300,8 +301,10 @@ fn emulated_map_trees_match_map_population() {
 #[test]
 fn every_shipped_expression_grammar_has_device_tables() {
     let names: Vec<String> = cases().into_iter().map(|c| c.0).collect();
-    for g in ["grammars/regression.bnf", "grammars/ge-paper.bnf", "grammars/classify.bnf", "grammars/swimmer.bnf", "spelled.bnf", "outputs.bnf"] {
-        assert!(names.iter().any(|n| n.starts_with(g)), "{g} has no templates: {names:?}");
+    eprintln!("grammars with device tables: {names:?}");
+    let shipped = ["regression", "ge-paper", "pagie1", "vladislavleva4", "classify", "classify-3class", "control", "swimmer", "hopper", "walker2d", "half_cheetah"];
+    for g in shipped.iter().map(|g| format!("grammars/{g}.bnf")).chain(["spelled.bnf".into(), "outputs.bnf".into()]) {
+        assert!(names.iter().any(|n| n.starts_with(&g)), "{g} has no templates: {names:?}");
     }
 }
 
