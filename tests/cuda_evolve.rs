@@ -298,17 +298,24 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
     use grove::task::classify::{ClassFitness, Classification};
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (data, file, fitness, seed) in [
-        ("builtin:iris", "classify.bnf", ClassFitness::CrossEntropy, 1u64),
-        ("builtin:wine", "classify-3class.bnf", ClassFitness::Accuracy, 2),
-        ("builtin:breast_cancer", "classify.bnf", ClassFitness::BalancedAccuracy, 3),
+    // A third grammar, inline: two classes, nested outputs, read with lazy codons and wraps.
+    let binary = "<p> ::= out(0, <e>) + out(1, <e>) | out(<k>, out(<k>, <e>))\n<e> ::= <e>+<e> | <e>*<e> | pdiv(<e>,<e>) | out(<k>, <e>) | x[:, <i>] | <c>\n<k> ::= GE_RANGE:dataset_n_os\n<i> ::= GE_RANGE:dataset_n_vars\n<c> ::= -1 | 0.5 | 2";
+    for (data, file, fitness, seed, map) in [
+        ("builtin:iris", "classify.bnf", ClassFitness::CrossEntropy, 1u64, MapConfig { max_depth: 12, ..MapConfig::default() }),
+        ("builtin:wine", "classify-3class.bnf", ClassFitness::Accuracy, 2, MapConfig { max_depth: 12, ..MapConfig::default() }),
+        ("builtin:breast_cancer", "classify.bnf", ClassFitness::BalancedAccuracy, 3, MapConfig { max_depth: 12, ..MapConfig::default() }),
+        ("builtin:breast_cancer", "inline", ClassFitness::CrossEntropy, 4, MapConfig { max_wraps: 1, codons: grove::genome::Codons::Lazy, max_depth: 14, ..MapConfig::default() }),
     ] {
         let all = ClassSource::parse(data).unwrap().load(None).unwrap();
         let k = all.n_classes();
         let shape = DatasetShape { n_vars: Some(all.data.n_features as u32), n_is: Some(all.data.n_features as u32), n_os: Some(k as u32) };
-        let l = load(&root.join("grammars").join(file), &shape).unwrap();
+        let l = if file == "inline" {
+            grove::grammar::load_parsed(grove::grammar::parse_str(binary, "binary.bnf", false).unwrap(), &shape).unwrap()
+        } else {
+            load(&root.join("grammars").join(file), &shape).unwrap()
+        };
         let tpl = compile(&l.grammar, &l.table, &Vars { names: all.data.names.clone(), n_outputs: k }).unwrap();
-        let rep = ge(&l, &tpl, MapConfig { max_depth: 12, ..MapConfig::default() }, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
+        let rep = ge(&l, &tpl, map, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
         let cfg = EngineConfig { pop_size: 1200, generations: 20, seed, tournament: 3, elite: 2, max_len: 96 };
         let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
@@ -380,7 +387,15 @@ fn the_device_loop_equals_the_host_loop_for_control() {
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    for (env, grammar, seed) in [("swimmer", Some("swimmer.bnf"), 1u64), ("hopper", Some("hopper.bnf"), 2), ("swimmer", None, 3), ("hopper", None, 4)] {
+    let lazy = MapConfig { max_wraps: 1, codons: grove::genome::Codons::Lazy, max_depth: 10, ..MapConfig::default() };
+    let eager = MapConfig { max_depth: 10, ..MapConfig::default() };
+    for (env, grammar, seed, map) in [
+        ("swimmer", Some("swimmer.bnf"), 1u64, eager),
+        ("hopper", Some("hopper.bnf"), 2, eager),
+        ("swimmer", Some("control.bnf"), 5, lazy),
+        ("swimmer", None, 3, eager),
+        ("hopper", None, 4, eager),
+    ] {
         let m = grove::sim::Model::load(env, None).unwrap();
         let (nu, n_obs) = (m.nu(), m.obs_size);
         let run = ControlRun { episodes: 2, steps: 150, seed, generation: 0, noise: true, ignore_termination: false };
@@ -394,7 +409,7 @@ fn the_device_loop_equals_the_host_loop_for_control() {
             Some(file) => {
                 let l = load(&root.join("grammars").join(file), &shape).unwrap();
                 let tpl = compile(&l.grammar, &l.table, &Vars { names: observation_names(&m), n_outputs: nu }).unwrap();
-                let rep = ge(&l, &tpl, MapConfig { max_depth: 10, ..MapConfig::default() }, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
+                let rep = ge(&l, &tpl, map, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
                 let (a, _) = device::run_grammar(&cfg, &rep, &d, None, &mut fa).unwrap();
                 (a, run_grammar_on_host_from(&cfg, &rep, &host, None, &mut fb).unwrap())
             }
