@@ -13,8 +13,9 @@
 //
 // Strategy: eval.cu's, simplified to one point per thread per pass: block b evaluates tree
 // tree_ids[b % n_trees] on tile b / n_trees (neighbouring blocks share a data tile in L2); the
-// tree is staged in shared memory GROVE_CHUNK nodes at a time; each thread walks it backwards
-// (postfix) with its stack in local memory and its output slots in dynamic shared memory.
+// tree's compiled program (grove_compile_trees, interp.cuh) is staged in shared memory
+// GROVE_CHUNK instructions at a time; each thread runs it with interp.cuh's interpreter, its
+// stack in local memory and its output slots in dynamic shared memory.
 //
 // Determinism, no float atomics: per-class correct counts are integers, summed per block with
 // shared-memory integer atomics (exact, so order-free); the cross-entropy (f64) is summed per
@@ -23,7 +24,7 @@
 
 #define GROVE_STACK 32          // stack slots of the fast kernel (host rejects deeper trees)
 #define GROVE_DEEP_STACK 512    // stack slots of the fallback kernel
-#define GROVE_CHUNK 1024        // tree nodes staged in shared memory at a time
+#define GROVE_CHUNK 512         // instructions staged in shared memory at a time
 #define GROVE_MAX_THREADS 1024  // most threads a block may have
 
 // Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
@@ -51,6 +52,7 @@ static_assert(GROVE_OFFSETOF(GroveClassifyParams, tile_points) == 24, "layout");
 static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_tiles) == 28, "layout");
 
 #include "sums.cuh"
+#include "interp.cuh"
 
 // Mirrors ClassReduceParams.
 struct GroveClassReduceParams {
@@ -65,28 +67,17 @@ static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_tiles) == 4, "layout");
 static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_classes) == 8, "layout");
 static_assert(GROVE_OFFSETOF(GroveClassReduceParams, reserved) == 12, "layout");
 
-// One staged node, 8 bytes (as in eval.cu).
-struct GroveNode {
-    unsigned arg;        // variable index (Var) or the constant's bits (Const); 0 for functions
-    unsigned char op;    // opcode
-    unsigned char out;   // output slot + 1, or 0
-    unsigned short pad;
-};
+static_assert(GROVE_COMPILE_STACK == GROVE_DEEP_STACK, "the compiler tracks what the deep kernel takes");
 
-// Copies nodes [lo, hi) of one tree row into shared memory (coalesced over the block).
-__device__ __forceinline__ void grove_stage(GroveNode* dst, const unsigned char* __restrict__ op,
-                                            const float* __restrict__ value,
-                                            const unsigned char* __restrict__ out, int lo, int hi) {
-    for (int j = lo + (int)threadIdx.x; j < hi; j += (int)blockDim.x) {
-        GroveNode n;
-        n.op = op[j];
-        n.out = out[j];
-        n.pad = 0;
-        const float v = value[j];
-        n.arg = n.op == GROVE_OP_VAR ? (unsigned)v : __float_as_uint(v);
-        dst[j - lo] = n;
-    }
-}
+// The operands and output slots of one point of one thread (interp.cuh's Env).
+struct GroveRow {
+    const float* xp;  // feature 0 at the point (clamped into the tile: past its end, the last row)
+    unsigned n_rows;  // N: feature f at xp[f * N]
+    float* slot0;     // this thread's slot 0; slot s at slot0[s * blockDim.x]
+    unsigned T;       // threads per block
+    __device__ __forceinline__ void load(unsigned arg, float (&v)[1]) const { v[0] = __ldg(xp + (size_t)arg * n_rows); }
+    __device__ __forceinline__ void slot(unsigned s, const float (&r)[1]) { slot0[s * T] += r[0]; }
+};
 
 __device__ __forceinline__ double grove_warp_sum(double v) {
 #pragma unroll
@@ -113,14 +104,12 @@ __device__ __forceinline__ double grove_logit(const float* slots, unsigned n_out
 // (each thread's output slots; a thread touches only its own, so they need no barrier).
 template <int DEPTH>
 __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, const unsigned* __restrict__ tree_ids,
-                                               const unsigned char* __restrict__ ops,
-                                               const float* __restrict__ values,
-                                               const unsigned char* __restrict__ outs,
-                                               const unsigned short* __restrict__ lens,
+                                               const GroveInstr* __restrict__ prog,
+                                               const unsigned short* __restrict__ n_instr,
                                                const float* __restrict__ x, const unsigned* __restrict__ labels,
                                                GroveClassPartial* __restrict__ partials,
                                                unsigned* __restrict__ correct) {
-    __shared__ GroveNode nodes[GROVE_CHUNK];
+    __shared__ GroveInstr code[GROVE_CHUNK];
     extern __shared__ unsigned grove_shared[];
     unsigned* counts = grove_shared;                       // [n_classes]
     float* slots = (float*)(grove_shared + p.n_classes);  // [n_outputs][blockDim.x]
@@ -130,9 +119,9 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
     const unsigned tile = blockIdx.x / p.n_trees;
     const unsigned first = tile * p.tile_points;
     const unsigned end = min(first + p.tile_points, p.n_rows);
-    const int len = (int)lens[t];
+    const int len = (int)n_instr[t];
     const unsigned n_out = p.n_outputs;
-    const size_t row = (size_t)t * p.max_len;
+    const GroveInstr* src = prog + (size_t)t * p.max_len;
     unsigned* my_correct = correct + ((size_t)t * p.n_tiles + tile) * p.n_classes;
 
     if (len == 0) {  // no program: every point bad, nothing correct
@@ -146,69 +135,35 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
 
     for (unsigned c = tid; c < p.n_classes; c += T) counts[c] = 0;
     const bool resident = len <= GROVE_CHUNK;  // staged once; else chunk by chunk, every pass
-    if (resident) grove_stage(nodes, ops + row, values + row, outs + row, 0, len);
-    __syncthreads();  // counters zeroed (and the tree staged)
+    if (resident) grove_stage(code, src, 0, len);
+    __syncthreads();  // counters zeroed (and the program staged)
 
     double s_ce = 0.0;
     unsigned s_n = 0, s_bad = 0;
-    float stack[DEPTH];  // values below the top; top holds the top of the stack
+    float stack[DEPTH][1];  // values below the top; top holds the top of the stack
+    GroveRow env;
+    env.n_rows = p.n_rows;
+    env.slot0 = slots + tid;
+    env.T = T;
 
     for (unsigned base = first; base < end; base += T) {
         const unsigned pt = base + tid;
         const bool ok = pt < end;
+        env.xp = x + (ok ? pt : end - 1);
         for (unsigned s = 0; s < n_out; ++s) slots[s * T + tid] = 0.0f;
-        float top = 0.0f;
-        int h = 0;  // values on the stack, counting the top
+        float top1[1] = {0.0f};
+        int h = 0;  // values on the stack below the top
 
-        for (int hi = len; hi > 0; hi -= GROVE_CHUNK) {
-            const int lo = resident ? 0 : max(hi - GROVE_CHUNK, 0);
+        for (int lo = 0; lo < len; lo += GROVE_CHUNK) {
+            const int hi = min(lo + GROVE_CHUNK, len);
             if (!resident) {
                 __syncthreads();  // everyone is done with the previous chunk
-                grove_stage(nodes, ops + row, values + row, outs + row, lo, hi);
+                grove_stage(code, src, lo, hi);
                 __syncthreads();
             }
-            for (int i = hi - 1; i >= lo; --i) {
-                const GroveNode nd = nodes[i - lo];
-                float r = 0.0f, pass = 0.0f;  // the node's value; what it passes to its parent
-                if (nd.op == GROVE_OP_VAR) {
-                    r = ok ? __ldg(x + (size_t)nd.arg * p.n_rows + pt) : 0.0f;
-                } else if (nd.op == GROVE_OP_CONST) {
-                    r = __uint_as_float(nd.arg);
-                }
-                if (nd.op <= GROVE_OP_CONST) {  // push
-                    if (h > 0) stack[h - 1] = top;
-                    ++h;
-                    pass = r;
-                } else {
-                    switch (nd.op) {
-#define GROVE_CASE(CODE, ARITY, EXPR)              \
-    case CODE:                                     \
-        if (ARITY == 2) {                          \
-            const float a = top, b = stack[h - 2]; \
-            r = EXPR;                              \
-            pass = b;                              \
-            --h;                                   \
-        } else {                                   \
-            const float a = top, b = 0.0f;         \
-            (void)b;                               \
-            r = EXPR;                              \
-            pass = a;                              \
-        }                                          \
-        break;
-                        GROVE_FOR_EACH_OP(GROVE_CASE)
-#undef GROVE_CASE
-                        default:  // unreachable: the host checks every opcode
-                            r = pass = 0.0f;
-                    }
-                }
-                if (nd.out) {
-                    slots[(unsigned)(nd.out - 1) * T + tid] += r;
-                    top = pass;
-                } else {
-                    top = r;
-                }
-            }
+            for (int i = 0; i < hi - lo; ++i) grove_exec<1, DEPTH>(code[i], top1, stack, h, env);
         }
+        const float top = top1[0];
 
         if (ok) {
             const unsigned y = __ldg(labels + pt);
@@ -266,25 +221,23 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
 // Kernel arguments, in order:
 //   p         parameters
 //   tree_ids  [n_trees] population rows this launch evaluates
-//   ops       [P x L] opcodes          values [P x L] variable index or constant
-//   outs      [P x L] output slot + 1  lens   [P] tree lengths
+//   prog      [P x L] the rows' programs   n_instr [P] their lengths (grove_compile_trees)
 //   x         [F][N] features, f32     labels [N] class of each point (< n_classes)
 //   partials  [P x n_tiles] sums       correct [P x n_tiles x n_classes] correct counts
 // Launch: blockDim.x a multiple of 32 (at most GROVE_MAX_THREADS), grid n_trees * n_tiles,
 // dynamic shared memory (n_classes + n_outputs * blockDim.x) * 4 bytes.
 #define GROVE_CLASSIFY_ARGS                                                                      \
     const GroveClassifyParams p, const unsigned* __restrict__ tree_ids,                          \
-        const unsigned char* __restrict__ ops, const float* __restrict__ values,                 \
-        const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,         \
+        const GroveInstr* __restrict__ prog, const unsigned short* __restrict__ n_instr,         \
         const float* __restrict__ x, const unsigned* __restrict__ labels,                        \
         GroveClassPartial* __restrict__ partials, unsigned* __restrict__ correct
 
 extern "C" __global__ void grove_classify_fast(GROVE_CLASSIFY_ARGS) {
-    grove_classify<GROVE_STACK>(p, tree_ids, ops, values, outs, lens, x, labels, partials, correct);
+    grove_classify<GROVE_STACK>(p, tree_ids, prog, n_instr, x, labels, partials, correct);
 }
 // For trees whose stack need exceeds GROVE_STACK (the host computes it, as for eval.cu).
 extern "C" __global__ void grove_classify_deep(GROVE_CLASSIFY_ARGS) {
-    grove_classify<GROVE_DEEP_STACK>(p, tree_ids, ops, values, outs, lens, x, labels, partials, correct);
+    grove_classify<GROVE_DEEP_STACK>(p, tree_ids, prog, n_instr, x, labels, partials, correct);
 }
 
 // Sums each tree's tile partials in tile order: sums[t] and sums_correct[t][c]. One thread

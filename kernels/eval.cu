@@ -4,24 +4,23 @@
 // NVRTC compiles this file after the header generated from src/program/ops.rs, which defines
 // GROVE_OP_* and GROVE_FOR_EACH_OP(X): opcodes and formulas are never written here by hand.
 //
-// Strategy (EvoGP's hybrid, with Chitty's points-per-thread): one block per (tree, data tile).
-// The block stages its tree in shared memory (GROVE_CHUNK nodes at a time), then every thread
-// walks it in reverse prefix order (= postfix) for K points at once, so each node is decoded and
-// dispatched once per K points. The stack lives in local memory, with its top in registers.
-// Block b evaluates tree tree_ids[b % n_trees] on tile b / n_trees: consecutive blocks share a
-// data tile, which stays in L2 while the trees go by.
+// Strategy (EvoGP's hybrid, with Chitty's points-per-thread and linear form): the trees are
+// compiled first (grove_compile_trees, interp.cuh: leaves folded into their parents' operands),
+// then one block per (tree, data tile) stages its program in shared memory (GROVE_CHUNK
+// instructions at a time) and every thread runs it for K points at once, so each instruction
+// is decoded and dispatched once per K points. The stack lives in local memory, with its top in
+// registers. Block b evaluates tree tree_ids[b % n_trees] on tile b / n_trees: consecutive
+// blocks share a data tile, which stays in L2 while the trees go by.
 //
-// Tree semantics (src/program/tree.rs): node i's children follow it in prefix order; walking
-// backwards, a node's children are on the stack with child 1 on top. An output node (out = k+1)
-// adds its value to slot k and passes its last child's value up (a leaf passes its own).
-// With n_outputs > 0 the slots are the results; with n_outputs == 0 the root's value is.
+// Tree semantics: interp.cuh's. With n_outputs > 0 the slots are the results; with
+// n_outputs == 0 the root's value is.
 //
 // Determinism: no atomics. Each block reduces its tile in a fixed order (warp shuffles, then
 // the warps in index order); grove_reduce_regression sums the tiles of a tree in index order.
 
 #define GROVE_STACK 32          // stack slots of the fast kernels (host rejects deeper trees)
 #define GROVE_DEEP_STACK 512    // stack slots of the fallback kernels (one point per thread)
-#define GROVE_CHUNK 1024        // tree nodes staged in shared memory at a time
+#define GROVE_CHUNK 512         // instructions staged in shared memory at a time
 #define GROVE_MAX_THREADS 1024  // most threads a block may have
 
 // Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
@@ -49,6 +48,7 @@ static_assert(GROVE_OFFSETOF(GroveEvalParams, n_tiles) == 24, "layout");
 static_assert(GROVE_OFFSETOF(GroveEvalParams, reserved) == 28, "layout");
 
 #include "sums.cuh"
+#include "interp.cuh"
 
 // Mirrors ReduceParams.
 struct GroveReduceParams {
@@ -59,28 +59,37 @@ static_assert(sizeof(GroveReduceParams) == 8, "GroveReduceParams must match Redu
 static_assert(GROVE_OFFSETOF(GroveReduceParams, n_trees) == 0, "layout");
 static_assert(GROVE_OFFSETOF(GroveReduceParams, n_tiles) == 4, "layout");
 
-// One staged node, 8 bytes: every thread reads the same one at a time (a broadcast).
-struct GroveNode {
-    unsigned arg;        // variable index (Var) or the constant's bits (Const); 0 for functions
-    unsigned char op;    // opcode
-    unsigned char out;   // output slot + 1, or 0
-    unsigned short pad;
-};
+static_assert(GROVE_COMPILE_STACK == GROVE_DEEP_STACK, "the compiler tracks what the deep kernels take");
 
-// Copies nodes [lo, hi) of one tree row into shared memory (coalesced over the block).
-__device__ __forceinline__ void grove_stage(GroveNode* dst, const unsigned char* __restrict__ op,
-                                            const float* __restrict__ value,
-                                            const unsigned char* __restrict__ out, int lo, int hi) {
-    for (int j = lo + (int)threadIdx.x; j < hi; j += (int)blockDim.x) {
-        GroveNode n;
-        n.op = op[j];
-        n.out = out[j];
-        n.pad = 0;
-        const float v = value[j];
-        n.arg = n.op == GROVE_OP_VAR ? (unsigned)v : __float_as_uint(v);
-        dst[j - lo] = n;
-    }
+// `p`, hidden from the optimiser: the compiler then keeps the 64-bit pointer in registers and
+// adds a uniform offset per load (2 instructions), where it would otherwise recompute the whole
+// index arithmetic at every load (measured in the SASS: 6 to 7 instructions a point).
+__device__ __forceinline__ const float* grove_opaque(const float* p) {
+#ifdef __CUDA_ARCH__
+    asm volatile("" : "+l"(p));
+#endif
+    return p;
 }
+
+// The operands and output slots of K points of one thread (interp.cuh's Env).
+template <int K>
+struct GroveColumns {
+    const float* xp[K];  // feature 0 at each point, clamped into the tile (a point past its end
+                         // reads the tile's last row; its results are never used)
+    unsigned n_rows;     // N: feature f of point k is xp[k][f * N]
+    float* slots;        // this thread's slot 0 entry: slot s of point k at [(s * K + k) * T]
+    unsigned T;          // threads per block
+    __device__ __forceinline__ void load(unsigned arg, float (&v)[K]) const {
+        const size_t off = (size_t)arg * n_rows;
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] = __ldg(xp[k] + off);
+    }
+    __device__ __forceinline__ void slot(unsigned s, const float (&r)[K]) {
+        float* sl = slots + s * K * T;
+#pragma unroll
+        for (int k = 0; k < K; ++k) sl[k * T] += r[k];
+    }
+};
 
 // A deterministic sum over the warp, ending in lane 0.
 __device__ __forceinline__ double grove_warp_sum(double v) {
@@ -102,13 +111,11 @@ __device__ __forceinline__ unsigned grove_warp_sum(unsigned v) {
 // each thread touches only its own entries, so they need no barrier).
 template <int K, int DEPTH, bool PREDICT>
 __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsigned* __restrict__ tree_ids,
-                                           const unsigned char* __restrict__ ops,
-                                           const float* __restrict__ values,
-                                           const unsigned char* __restrict__ outs,
-                                           const unsigned short* __restrict__ lens,
+                                           const GroveInstr* __restrict__ prog,
+                                           const unsigned short* __restrict__ n_instr,
                                            const float* __restrict__ x, const float* __restrict__ y,
                                            GroveRegSums* __restrict__ partials, float* __restrict__ pred) {
-    __shared__ GroveNode nodes[GROVE_CHUNK];
+    __shared__ GroveInstr code[GROVE_CHUNK];
     extern __shared__ float slots[];
 
     const unsigned T = blockDim.x, tid = threadIdx.x;
@@ -116,10 +123,10 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
     const unsigned tile = blockIdx.x / p.n_trees;
     const unsigned first = tile * p.tile_points;
     const unsigned end = min(first + p.tile_points, p.n_rows);
-    const int len = (int)lens[t];
+    const int len = (int)n_instr[t];
     const unsigned n_out = p.n_outputs;
     const unsigned n_res = n_out ? n_out : 1;
-    const size_t row = (size_t)t * p.max_len;
+    const GroveInstr* src = prog + (size_t)t * p.max_len;
 
     if (len == 0) {  // no program: every result NaN, every point bad (the whole block returns)
         if (PREDICT) {
@@ -135,13 +142,17 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
 
     const bool resident = len <= GROVE_CHUNK;  // staged once; else chunk by chunk, every pass
     if (resident) {
-        grove_stage(nodes, ops + row, values + row, outs + row, 0, len);
+        grove_stage(code, src, 0, len);
         __syncthreads();
     }
 
     double s_sse = 0, s_sae = 0, s_f = 0, s_ff = 0, s_fy = 0, s_y = 0, s_yy = 0;
     unsigned s_n = 0, s_bad = 0;
     float stack[DEPTH][K];  // values below the top; top[] holds the top of the stack
+    GroveColumns<K> env;
+    env.n_rows = p.n_rows;
+    env.slots = slots + tid;
+    env.T = T;
 
     for (unsigned base = first; base < end; base += T * K) {
         unsigned pt[K];
@@ -150,6 +161,7 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
         for (int k = 0; k < K; ++k) {
             pt[k] = base + k * T + tid;  // stride T: each of the K loads is coalesced
             ok[k] = pt[k] < end;
+            env.xp[k] = grove_opaque(x + (ok[k] ? pt[k] : end - 1));
         }
         for (unsigned s = 0; s < n_out; ++s)
 #pragma unroll
@@ -158,75 +170,16 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
         float top[K];
 #pragma unroll
         for (int k = 0; k < K; ++k) top[k] = 0.0f;
-        int h = 0;  // values on the stack, counting the top
+        int h = 0;  // values on the stack below the top
 
-        for (int hi = len; hi > 0; hi -= GROVE_CHUNK) {
-            const int lo = resident ? 0 : max(hi - GROVE_CHUNK, 0);
+        for (int lo = 0; lo < len; lo += GROVE_CHUNK) {
+            const int hi = min(lo + GROVE_CHUNK, len);
             if (!resident) {
                 __syncthreads();  // everyone is done with the previous chunk
-                grove_stage(nodes, ops + row, values + row, outs + row, lo, hi);
+                grove_stage(code, src, lo, hi);
                 __syncthreads();
             }
-            for (int i = hi - 1; i >= lo; --i) {
-                const GroveNode nd = nodes[i - lo];
-                float r[K];     // the node's value
-                float pass[K];  // what it passes to its parent
-                if (nd.op == GROVE_OP_VAR) {
-                    const float* col = x + (size_t)nd.arg * p.n_rows;
-#pragma unroll
-                    for (int k = 0; k < K; ++k) r[k] = ok[k] ? __ldg(col + pt[k]) : 0.0f;
-                } else if (nd.op == GROVE_OP_CONST) {
-                    const float c = __uint_as_float(nd.arg);
-#pragma unroll
-                    for (int k = 0; k < K; ++k) r[k] = c;
-                }
-                if (nd.op <= GROVE_OP_CONST) {  // push
-                    if (h > 0) {
-#pragma unroll
-                        for (int k = 0; k < K; ++k) stack[h - 1][k] = top[k];
-                    }
-                    ++h;
-#pragma unroll
-                    for (int k = 0; k < K; ++k) pass[k] = r[k];
-                } else {
-                    switch (nd.op) {
-#define GROVE_CASE(CODE, ARITY, EXPR)                                    \
-    case CODE:                                                           \
-        if (ARITY == 2) {                                                \
-            _Pragma("unroll") for (int k = 0; k < K; ++k) {              \
-                const float a = top[k], b = stack[h - 2][k];             \
-                r[k] = EXPR;                                             \
-                pass[k] = b;                                             \
-            }                                                            \
-            --h;                                                         \
-        } else {                                                         \
-            _Pragma("unroll") for (int k = 0; k < K; ++k) {              \
-                const float a = top[k], b = 0.0f;                        \
-                (void)b;                                                 \
-                r[k] = EXPR;                                             \
-                pass[k] = a;                                             \
-            }                                                            \
-        }                                                                \
-        break;
-                        GROVE_FOR_EACH_OP(GROVE_CASE)
-#undef GROVE_CASE
-                        default:  // unreachable: the host checks every opcode
-#pragma unroll
-                            for (int k = 0; k < K; ++k) r[k] = pass[k] = 0.0f;
-                    }
-                }
-                if (nd.out) {
-                    float* slot = slots + (unsigned)(nd.out - 1) * K * T + tid;
-#pragma unroll
-                    for (int k = 0; k < K; ++k) {
-                        slot[k * T] += r[k];
-                        top[k] = pass[k];
-                    }
-                } else {
-#pragma unroll
-                    for (int k = 0; k < K; ++k) top[k] = r[k];
-                }
-            }
+            for (int i = 0; i < hi - lo; ++i) grove_exec<K, DEPTH>(code[i], top, stack, h, env);
         }
 
 #pragma unroll
@@ -287,8 +240,7 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
 // Kernel arguments, in order (src/backend/cuda/eval.rs launches them so):
 //   p         parameters
 //   tree_ids  [n_trees] population rows this launch evaluates
-//   ops       [P x L] opcodes          values [P x L] variable index or constant
-//   outs      [P x L] output slot + 1  lens   [P] tree lengths
+//   prog      [P x L] the rows' programs   n_instr [P] their lengths (grove_compile_trees)
 //   x         [F][N] features, f32     y      [N] targets (regression only)
 //   partials  [P x n_tiles] sums (regression)   pred [P x max(1, n_outputs) x N] (predict)
 // GROVE_K selects the points-per-thread variant a module holds (the engine compiles one module
@@ -308,13 +260,12 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
 
 #define GROVE_EVAL_ARGS                                                                     \
     const GroveEvalParams p, const unsigned* __restrict__ tree_ids,                         \
-        const unsigned char* __restrict__ ops, const float* __restrict__ values,            \
-        const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,    \
+        const GroveInstr* __restrict__ prog, const unsigned short* __restrict__ n_instr,    \
         const float* __restrict__ x
 #define GROVE_REGRESSION(K, DEPTH) \
-    grove_eval<K, DEPTH, false>(p, tree_ids, ops, values, outs, lens, x, y, partials, nullptr)
+    grove_eval<K, DEPTH, false>(p, tree_ids, prog, n_instr, x, y, partials, nullptr)
 #define GROVE_PREDICT(K, DEPTH) \
-    grove_eval<K, DEPTH, true>(p, tree_ids, ops, values, outs, lens, x, nullptr, nullptr, pred)
+    grove_eval<K, DEPTH, true>(p, tree_ids, prog, n_instr, x, nullptr, nullptr, pred)
 
 #if GROVE_WANT(1)
 extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k1(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_STACK); }

@@ -485,6 +485,8 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
 
 // ---- control: policies evolved by grove (program/policy.rs) --------------------------------
 
+#include "interp.cuh"
+
 #define GROVE_CTRL_STACK 64  // stack slots of the policy interpreter (the host checks each tree)
 
 // Mirrors ControlParams in src/backend/cuda/control.rs.
@@ -508,45 +510,26 @@ static_assert(GROVE_OFFSETOF(GroveControlParams, seed) == 16, "layout");
 static_assert(GROVE_OFFSETOF(GroveControlParams, max_len) == 24, "layout");
 static_assert(GROVE_OFFSETOF(GroveControlParams, flags) == 28, "layout");
 
-// The policy's actions at `obs`: the tree (prefix order, `len` nodes) walked backwards with
-// eval.cu's semantics (children on the stack, child 1 on top; an output node adds its value to
-// its slot and passes its last child's value up), every operator from the generated table
-// (grove_math.cuh: the CPU's bits), then act = grove_tanh(output). False when an output is
-// not finite (the individual is invalid).
-__device__ inline bool grove_policy(const unsigned char* __restrict__ op, const float* __restrict__ value,
-                                    const unsigned char* __restrict__ out, int len, const real* obs, real* act) {
-    float stack[GROVE_CTRL_STACK];
+// The operands and output slots of a policy (interp.cuh's Env): observation `arg`; slot s
+// accumulates output s.
+struct GrovePolicyEnv {
+    const real* obs;  // (obs_size,)
+    float* o;         // (nu,) outputs
+    __device__ __forceinline__ void load(unsigned arg, float (&v)[1]) const { v[0] = (float)obs[arg]; }
+    __device__ __forceinline__ void slot(unsigned s, const float (&r)[1]) { o[s] += r[0]; }
+};
+
+// The policy's actions at `obs`: the tree's compiled program (`n` instructions, interp.cuh:
+// eval.cu's semantics, every operator from the generated table, the CPU's bits), then
+// act = grove_tanh(output). False when an output is not finite (the individual is invalid).
+__device__ inline bool grove_policy(const GroveInstr* __restrict__ prog, int n, const real* obs, real* act) {
+    float stack[GROVE_CTRL_STACK][1];
     float o[GROVE_NU];
     for (int i = 0; i < GROVE_NU; ++i) o[i] = 0.0f;
+    float top[1] = {0.0f};
     int h = 0;
-    for (int j = len - 1; j >= 0; --j) {
-        const unsigned c = op[j];
-        float r, pass;
-        if (c == GROVE_OP_VAR) {
-            r = pass = obs[(int)value[j]];
-        } else if (c == GROVE_OP_CONST) {
-            r = pass = value[j];
-        } else {
-            switch (c) {
-#define GROVE_CASE(CODE, ARITY, EXPR)                              \
-    case CODE: {                                                   \
-        const float a = stack[h - 1];                              \
-        const float b = ARITY == 2 ? stack[h - 2] : 0.0f;          \
-        (void)b;                                                   \
-        r = EXPR;                                                  \
-        pass = ARITY == 2 ? b : a;                                 \
-        h -= ARITY;                                                \
-    } break;
-                GROVE_FOR_EACH_OP(GROVE_CASE)
-#undef GROVE_CASE
-                default:  // unreachable: the host checks every opcode
-                    r = pass = 0.0f;
-            }
-        }
-        const unsigned s = out[j];
-        if (s) o[s - 1] += r;
-        stack[h++] = s ? pass : r;
-    }
+    GrovePolicyEnv env = {obs, o};
+    for (int j = 0; j < n; ++j) grove_exec<1, GROVE_CTRL_STACK>(prog[j], top, stack, h, env);
     bool ok = true;
     for (int i = 0; i < GROVE_NU; ++i) {
         ok = ok && isfinite(o[i]);
@@ -556,26 +539,25 @@ __device__ inline bool grove_policy(const unsigned char* __restrict__ op, const 
 }
 
 // One thread per (individual, episode): thread g plays episode g % K of individual g / K with
-// the individual's program as the policy, the whole episode in this launch. ops, values, outs:
-// (P, L) population rows; lens: (P,); skip: (P,) nonzero for trees the host found unfit for this
-// kernel (invalid, or deeper than GROVE_CTRL_STACK). returns: (P·K,) f64 sums of rewards;
+// the individual's program as the policy, the whole episode in this launch. prog: (P, L)
+// compiled programs (grove_compile_trees); n_instr: (P,) their lengths; skip: (P,) nonzero for
+// trees the host found unfit for this kernel (invalid, or deeper than GROVE_CTRL_STACK). returns: (P·K,) f64 sums of rewards;
 // lengths: (P·K,) control steps taken; valid: (P·K,) 1 when the outputs stayed finite.
-extern "C" __global__ void grove_control_rollout(GroveControlParams p, const unsigned char* __restrict__ ops,
-                                                 const float* __restrict__ values, const unsigned char* __restrict__ outs,
-                                                 const unsigned short* __restrict__ lens, const unsigned char* __restrict__ skip,
+extern "C" __global__ void grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
+                                                 const unsigned short* __restrict__ n_instr, const unsigned char* __restrict__ skip,
                                                  double* __restrict__ returns, unsigned* __restrict__ lengths,
                                                  unsigned* __restrict__ valid) {
     const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= p.n_trees * p.episodes) return;
     const unsigned ind = g / p.episodes, ep = g % p.episodes;
-    const int len = (int)lens[ind];
-    if (len == 0 || skip[ind]) {
+    if (skip[ind] || n_instr[ind] == 0 || n_instr[ind] == GROVE_NOT_COMPILED) {
         returns[g] = 0.0;
         lengths[g] = 0;
         valid[g] = 0;
         return;
     }
-    const size_t row = (size_t)ind * p.max_len;
+    const GroveInstr* code = prog + (size_t)ind * p.max_len;
+    const int len = (int)n_instr[ind];
     real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC];
     for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
     grove_reset(p.seed, p.generation, ep, (p.flags & GROVE_CTRL_NOISE) != 0, q, v);
@@ -588,7 +570,7 @@ extern "C" __global__ void grove_control_rollout(GroveControlParams p, const uns
     grove_kinematics(q, k);
     for (; t < p.steps && !done; ++t) {
         grove_observe(q, v, k.pw, obs);
-        if (!grove_policy(ops + row, values + row, outs + row, len, obs, a)) {
+        if (!grove_policy(code, len, obs, a)) {
             ok = false;
             break;
         }

@@ -9,6 +9,7 @@ pub mod eval;
 pub mod fastmath;
 pub mod fitness;
 pub mod init;
+pub mod linear;
 pub mod ops;
 pub mod export;
 pub mod policy;

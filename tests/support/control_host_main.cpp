@@ -1,6 +1,6 @@
-// control_host_main.cpp: runs grove_control_rollout and grove_control_reduce (kernels/sim.cu,
-// compiled as host C++ after cuda_host_shim.h and a generated grove_env.h), one thread at a
-// time, and prints per episode `valid steps return`, then per individual its mean (%.17g).
+// control_host_main.cpp: runs grove_compile_trees (kernels/interp.cuh), then
+// grove_control_rollout and grove_control_reduce (kernels/sim.cu, compiled as host C++ after
+// cuda_host_shim.h and a generated grove_env.h), one thread at a time, and prints per episode `valid steps return`, then per individual its mean (%.17g).
 // usage: control_host P K T L SEED FLAGS < population (P rows: len, then len × `op value out`)
 int main(int argc, char** argv) {
     if (argc != 7) return 2;
@@ -32,6 +32,15 @@ int main(int argc, char** argv) {
             outs[i * L + j] = (unsigned char)out;
         }
     }
+    GroveInstr* prog = (GroveInstr*)calloc(P * L, sizeof(GroveInstr));
+    unsigned short* n_instr = (unsigned short*)calloc(P, sizeof(unsigned short));
+    GroveCompileParams cp = {p.n_trees, p.max_len};
+    blockDim.x = 1;
+    threadIdx.x = 0;
+    for (unsigned g = 0; g < P; ++g) {
+        blockIdx.x = g;
+        grove_compile_trees(cp, nullptr, ops, values, outs, lens, prog, n_instr);
+    }
     double* returns = (double*)calloc(P * K, sizeof(double));
     unsigned* lengths = (unsigned*)calloc(P * K, sizeof(unsigned));
     unsigned* valid = (unsigned*)calloc(P * K, sizeof(unsigned));
@@ -40,7 +49,7 @@ int main(int argc, char** argv) {
     threadIdx.x = 0;
     for (unsigned g = 0; g < P * K; ++g) {
         blockIdx.x = g;
-        grove_control_rollout(p, ops, values, outs, lens, skip, returns, lengths, valid);
+        grove_control_rollout(p, prog, n_instr, skip, returns, lengths, valid);
     }
     for (unsigned i = 0; i < P; ++i) {
         blockIdx.x = i;

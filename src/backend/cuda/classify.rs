@@ -149,6 +149,8 @@ pub struct ClassBuffers {
     tile_points: u32,
     n_tiles: u32,
     n: usize,
+    /// The trees as linear programs.
+    programs: super::eval::Programs,
 }
 
 /// The classification fitness settings the device computes: [`fitness_of`](crate::program::fitness::fitness_of)
@@ -177,6 +179,7 @@ impl CudaEngine {
             tile_points,
             n_tiles,
             n: p,
+            programs: super::eval::Programs::default(),
         })
     }
 
@@ -200,6 +203,8 @@ impl CudaEngine {
             return Err(GpuError::Input(format!("classifying {n_trees} trees with buffers for {}", b.n)));
         }
         let (threads, tile_points, n_tiles) = (b.threads, b.tile_points, b.n_tiles);
+        let compile = self.function(&CLASSIFY, &[], kernels::COMPILE_TREES)?;
+        let c = self.compile_trees(&compile, &v.trees(), Some(&v.ids.slice(..n_trees)), max_len, &mut b.programs)?;
         for (ids, deep) in [(v.ids.slice(..n_fast), false), (v.ids.slice(n_fast..n_trees), true)] {
             if ids.is_empty() {
                 continue;
@@ -222,14 +227,14 @@ impl CudaEngine {
             };
             let f = self.function(&CLASSIFY, &[], name)?;
             let mut lb = self.stream.launch_builder(&f);
-            lb.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len);
+            lb.arg(&params).arg(&ids).arg(&c.prog).arg(&c.n_instr);
             lb.arg(&data.x).arg(&data.labels).arg(&mut b.partials).arg(&mut b.correct);
             // SAFETY: the arguments match `grove_classify_fast/deep(GroveClassifyParams,
-            // const unsigned* tree_ids, const unsigned char* ops, const float* values,
-            // const unsigned char* outs, const unsigned short* lens, const float* x,
-            // const unsigned* labels, GroveClassPartial* partials, unsigned* correct)`, with
-            // `ClassifyParams` laid out as `GroveClassifyParams` (asserted on both sides).
-            // Sizes: tree_ids n_trees; the population P × L and P; x F × N; labels N (each
+            // const unsigned* tree_ids, const GroveInstr* prog, const unsigned short* n_instr,
+            // const float* x, const unsigned* labels, GroveClassPartial* partials, unsigned*
+            // correct)`, with `ClassifyParams` laid out as `GroveClassifyParams` (asserted on
+            // both sides). Sizes: tree_ids n_trees; prog P × L instructions and n_instr P
+            // (compiled above for every id); x F × N; labels N (each
             // < n_classes, checked at upload); partials P × n_tiles; correct P × n_tiles × K.
             // The caller checked each tree's opcodes, variables (< F), output slots (≤
             // n_outputs, which sized the dynamic shared memory with the K counters) and stack

@@ -12,7 +12,8 @@ use rayon::prelude::*;
 
 use super::error::{During, GpuError, Result};
 use super::generation::{CONTROL_DEEP_AT, ENV_STEPS_AT, Mailbox};
-use super::kernels::{CONTROL_FITNESS, CONTROL_SKIP, ControlClassParams, GENERATION, GenParams, KernelSource};
+use super::eval::Programs;
+use super::kernels::{COMPILE_TREES, CONTROL_FITNESS, CONTROL_SKIP, ControlClassParams, GENERATION, GenParams, KernelSource};
 use super::select::DeviceFitness;
 use super::vary::DevicePopulation;
 use super::pack::stack_need;
@@ -159,6 +160,9 @@ impl CudaEngine {
         let rollout = module.load_function(CONTROL_KERNEL).during(|| format!("finding {CONTROL_KERNEL} in sim.cu"))?;
         let reduce = module.load_function(CONTROL_REDUCE).during(|| format!("finding {CONTROL_REDUCE} in sim.cu"))?;
         let d_pop = self.upload_population(pop)?;
+        let compile = module.load_function(COMPILE_TREES).during(|| format!("finding {COMPILE_TREES} in sim.cu"))?;
+        let mut programs = Programs::default();
+        let c = self.compile_trees(&compile, &d_pop.trees(), None, pop.max_len, &mut programs)?;
         let s = &self.stream;
         let d_skip = s.clone_htod(&skip).during(|| "uploading the skip mask".into())?;
         let n = p * k;
@@ -169,14 +173,14 @@ impl CudaEngine {
         let block = block.clamp(32, 1024);
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(block), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
         let mut b = s.launch_builder(&rollout);
-        b.arg(&params).arg(&d_pop.op).arg(&d_pop.value).arg(&d_pop.out).arg(&d_pop.len).arg(&d_skip);
+        b.arg(&params).arg(&c.prog).arg(&c.n_instr).arg(&d_skip);
         b.arg(&mut d_returns).arg(&mut d_lengths).arg(&mut d_valid);
-        // SAFETY: matches `grove_control_rollout(GroveControlParams, const unsigned char* ops,
-        // const float* values, const unsigned char* outs, const unsigned short* lens, const
-        // unsigned char* skip, double* returns, unsigned* lengths, unsigned* valid)`; the
-        // population holds P × L nodes (L = params.max_len) and P lengths, skip P entries, the
-        // outputs P·K; threads g < P·K only. Every tree the kernel walks passed `stack_need`
-        // (opcodes, arities, variables < obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK).
+        // SAFETY: matches `grove_control_rollout(GroveControlParams, const GroveInstr* prog,
+        // const unsigned short* n_instr, const unsigned char* skip, double* returns, unsigned*
+        // lengths, unsigned* valid)`; prog holds P × L instructions (L = params.max_len) and
+        // n_instr P counts (compiled above for every row), skip P entries, the outputs P·K;
+        // threads g < P·K only. Every tree the kernel runs passed `stack_need` (opcodes,
+        // arities, variables < obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK).
         unsafe { b.launch(lc(n)) }.during(|| format!("launching {CONTROL_KERNEL}"))?;
         let mut b = s.launch_builder(&reduce);
         b.arg(&params).arg(&d_returns).arg(&d_valid).arg(&mut d_means);
@@ -216,6 +220,7 @@ pub struct ControlScratch {
     lengths: CudaSlice<u32>,
     valid: CudaSlice<u32>,
     means: CudaSlice<f64>,
+    programs: Programs,
     p: usize,
     episodes: usize,
 }
@@ -241,6 +246,7 @@ impl CudaEngine {
             lengths: s.alloc_zeros::<u32>(n).during(|| "allocating lengths".into())?,
             valid: s.alloc_zeros::<u32>(n).during(|| "allocating validity".into())?,
             means: s.alloc_zeros::<f64>(p).during(|| "allocating means".into())?,
+            programs: Programs::default(),
             p,
             episodes,
         })
@@ -311,12 +317,14 @@ impl CudaEngine {
         let (module, _) = self.load(&KernelSource { file: "sim.cu", text: &text }, &[])?;
         let rollout = module.load_function(CONTROL_KERNEL).during(|| format!("finding {CONTROL_KERNEL} in sim.cu"))?;
         let reduce = module.load_function(CONTROL_REDUCE).during(|| format!("finding {CONTROL_REDUCE} in sim.cu"))?;
+        let compile = module.load_function(COMPILE_TREES).during(|| format!("finding {COMPILE_TREES} in sim.cu"))?;
+        let c = self.compile_trees(&compile, &pop.trees(), None, pop.max_len(), &mut s.programs)?;
         let st = &self.stream;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
         let mut b = st.launch_builder(&rollout);
-        b.arg(&params).arg(&pop.op).arg(&pop.value).arg(&pop.out).arg(&pop.len).arg(&s.skip);
+        b.arg(&params).arg(&c.prog).arg(&c.n_instr).arg(&s.skip);
         b.arg(&mut s.returns).arg(&mut s.lengths).arg(&mut s.valid);
-        // SAFETY: as in `control_returns_with`: the population holds P × L nodes and P lengths,
+        // SAFETY: as in `control_returns_with`: prog P × L compiled programs and n_instr P counts,
         // skip P classes written by grove_control_skip (every tree of class 0 passed its checks:
         // opcodes, arities, variables < obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK), the
         // outputs P·K entries; threads g < P·K only.

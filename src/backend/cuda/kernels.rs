@@ -51,11 +51,13 @@ impl KernelSource<'_> {
 
 /// Headers the kernel files include, `(name, text)`: `kernels/rng.cuh`, Philox and the draws
 /// made from it (twin of `src/rng.rs`); `kernels/order.cuh`, select.rs's order of fitness
-/// values; `kernels/sums.cuh`, the per-tree sums of evaluation (RegSums, ClassPartial).
+/// values; `kernels/sums.cuh`, the per-tree sums of evaluation (RegSums, ClassPartial);
+/// `kernels/interp.cuh`, the one interpreter (twin of `program::linear`).
 pub const HEADERS: &[(&str, &str)] = &[
     ("rng.cuh", include_str!("../../../kernels/rng.cuh")),
     ("order.cuh", include_str!("../../../kernels/order.cuh")),
     ("sums.cuh", include_str!("../../../kernels/sums.cuh")),
+    ("interp.cuh", include_str!("../../../kernels/interp.cuh")),
 ];
 
 /// The text of `DIR/file` when `GROVE_KERNEL_DIR=DIR` is set and the file is there.
@@ -93,8 +95,9 @@ pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP, CLASSIFY, VARY, SELEC
 pub const STACK: usize = 32;
 /// Stack slots of the fallback kernels, one point per thread (`GROVE_DEEP_STACK` in eval.cu).
 pub const DEEP_STACK: usize = 512;
-/// Tree nodes staged in shared memory at a time (`GROVE_CHUNK` in eval.cu).
-pub const CHUNK: usize = 1024;
+/// Program instructions staged in shared memory at a time (`GROVE_CHUNK` in eval.cu and
+/// classify.cu; 16 bytes each).
+pub const CHUNK: usize = 512;
 /// Most threads a block may have (`GROVE_MAX_THREADS` in eval.cu).
 pub const MAX_THREADS: u32 = 1024;
 /// Most points per thread of the fast kernels.
@@ -162,6 +165,9 @@ pub const REGRESSION_DEEP: &str = "grove_eval_regression_deep";
 pub const PREDICT_DEEP: &str = "grove_predict_deep";
 /// Sums the per-tile partial sums of each tree, in tile order.
 pub const REDUCE_REGRESSION: &str = "grove_reduce_regression";
+/// Compiles trees to linear programs (`kernels/interp.cuh`, in every module that evaluates
+/// programs: eval.cu, classify.cu, sim.cu; twin `program::linear::compile_trees`).
+pub const COMPILE_TREES: &str = "grove_compile_trees";
 
 /// The classification kernel for trees whose stack need is at most [`STACK`].
 pub const CLASSIFY_FAST: &str = "grove_classify_fast";
@@ -256,7 +262,7 @@ pub const SIZES_INDEX: &str = "grove_sizes_index";
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (COMPILE_TREES, EVAL), (COMPILE_TREES, CLASSIFY), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
@@ -287,6 +293,16 @@ pub struct EvalParams {
     pub n_tiles: u32,
     /// Always 0.
     pub reserved: u32,
+}
+
+/// Parameters of `grove_compile_trees` (`GroveCompileParams` in interp.cuh), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CompileParams {
+    /// Trees to compile (entries of `tree_ids`, or the first rows when it is null).
+    pub n_trees: u32,
+    /// `L`: row stride of the population and of the programs.
+    pub max_len: u32,
 }
 
 /// Per-(tree, tile) partial sums and per-tree totals (`GroveRegSums` in eval.cu), in f64.
@@ -771,6 +787,7 @@ const _: () = assert!(size_of::<MapOut>() == 20);
 const _: () = assert!(size_of::<EvalParams>() == 32);
 const _: () = assert!(size_of::<RegSums>() == 64);
 const _: () = assert!(size_of::<ReduceParams>() == 8);
+const _: () = assert!(size_of::<CompileParams>() == 8);
 const _: () = assert!(size_of::<ClassifyParams>() == 32);
 const _: () = assert!(size_of::<ClassPartial>() == 16);
 const _: () = assert!(size_of::<ClassReduceParams>() == 16);
@@ -785,6 +802,8 @@ unsafe impl DeviceRepr for RegSums {}
 unsafe impl DeviceRepr for ReduceParams {}
 // SAFETY: as above.
 unsafe impl DeviceRepr for MapParams {}
+// SAFETY: as above: two u32 fields.
+unsafe impl DeviceRepr for CompileParams {}
 // SAFETY: as above: #[repr(C)] of a MapParams and four u32, no padding (48 bytes, asserted).
 unsafe impl DeviceRepr for MapTreesParams {}
 // SAFETY: as above: six u32 fields.
