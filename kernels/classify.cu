@@ -13,9 +13,9 @@
 //
 // Strategy: eval.cu's, simplified to one point per thread per pass: block b evaluates tree
 // tree_ids[b % n_trees] on tile b / n_trees (neighbouring blocks share a data tile in L2); the
-// tree's compiled program (grove_compile_trees, interp.cuh) is staged in shared memory
-// GROVE_CHUNK instructions at a time; each thread runs it with interp.cuh's interpreter, its
-// stack in local memory and its output slots in dynamic shared memory.
+// block compiles its tree into shared memory (interp.cuh's grove_compile_chunk, GROVE_CHUNK
+// nodes at a time); each thread runs the program with interp.cuh's interpreter, its stack in
+// local memory and its output slots in dynamic shared memory.
 //
 // Determinism, no float atomics: per-class correct counts are integers, summed per block with
 // shared-memory integer atomics (exact, so order-free); the cross-entropy (f64) is summed per
@@ -24,7 +24,7 @@
 
 #define GROVE_STACK 32          // stack slots of the fast kernel (host rejects deeper trees)
 #define GROVE_DEEP_STACK 512    // stack slots of the fallback kernel
-#define GROVE_CHUNK 512         // instructions staged in shared memory at a time
+#define GROVE_CHUNK 256         // tree nodes compiled into shared memory at a time
 #define GROVE_MAX_THREADS 1024  // most threads a block may have
 
 // Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
@@ -67,7 +67,6 @@ static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_tiles) == 4, "layout");
 static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_classes) == 8, "layout");
 static_assert(GROVE_OFFSETOF(GroveClassReduceParams, reserved) == 12, "layout");
 
-static_assert(GROVE_COMPILE_STACK == GROVE_DEEP_STACK, "the compiler tracks what the deep kernel takes");
 
 // The operands and output slots of one point of one thread (interp.cuh's Env).
 struct GroveRow {
@@ -104,8 +103,9 @@ __device__ __forceinline__ double grove_logit(const float* slots, unsigned n_out
 // (each thread's output slots; a thread touches only its own, so they need no barrier).
 template <int DEPTH>
 __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, const unsigned* __restrict__ tree_ids,
-                                               const GroveInstr* __restrict__ prog,
-                                               const unsigned short* __restrict__ n_instr,
+                                               const unsigned char* __restrict__ ops, const float* __restrict__ values,
+                                               const unsigned short* __restrict__ sizes,
+                                               const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
                                                const float* __restrict__ x, const unsigned* __restrict__ labels,
                                                GroveClassPartial* __restrict__ partials,
                                                unsigned* __restrict__ correct) {
@@ -113,15 +113,20 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
     extern __shared__ unsigned grove_shared[];
     unsigned* counts = grove_shared;                       // [n_classes]
     float* slots = (float*)(grove_shared + p.n_classes);  // [n_outputs][blockDim.x]
+    unsigned char* scan = (unsigned char*)(slots + p.n_outputs * blockDim.x);  // the compiler's
 
     const unsigned T = blockDim.x, tid = threadIdx.x;
     const unsigned t = tree_ids[blockIdx.x % p.n_trees];
     const unsigned tile = blockIdx.x / p.n_trees;
     const unsigned first = tile * p.tile_points;
     const unsigned end = min(first + p.tile_points, p.n_rows);
-    const int len = (int)n_instr[t];
+    const int len = (int)lens[t];
     const unsigned n_out = p.n_outputs;
-    const GroveInstr* src = prog + (size_t)t * p.max_len;
+    const size_t row = (size_t)t * p.max_len;
+    const unsigned char* op = ops + row;
+    const float* value = values + row;
+    const unsigned short* size = sizes + row;
+    const unsigned char* out = outs + row;
     unsigned* my_correct = correct + ((size_t)t * p.n_tiles + tile) * p.n_classes;
 
     if (len == 0) {  // no program: every point bad, nothing correct
@@ -134,9 +139,13 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
     }
 
     for (unsigned c = tid; c < p.n_classes; c += T) counts[c] = 0;
-    const bool resident = len <= GROVE_CHUNK;  // staged once; else chunk by chunk, every pass
-    if (resident) grove_stage(code, src, 0, len);
-    __syncthreads();  // counters zeroed (and the program staged)
+    const bool resident = len <= GROVE_CHUNK;  // compiled once; else chunk by chunk, every pass
+    int n_code = 0;
+    if (resident) {
+        int live = 0;
+        n_code = grove_compile_chunk(op, value, size, out, 0, len, live, code, scan);
+    }
+    __syncthreads();  // counters zeroed (and the program compiled)
 
     double s_ce = 0.0;
     unsigned s_n = 0, s_bad = 0;
@@ -154,14 +163,15 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
         float top1[1] = {0.0f};
         int h = 0;  // values on the stack below the top
 
-        for (int lo = 0; lo < len; lo += GROVE_CHUNK) {
-            const int hi = min(lo + GROVE_CHUNK, len);
+        int live = 0;  // chunk by chunk from the tree's end: execution runs backwards through prefix order
+        for (int hi = len; hi > 0; hi -= GROVE_CHUNK) {
+            int n = n_code;
             if (!resident) {
                 __syncthreads();  // everyone is done with the previous chunk
-                grove_stage(code, src, lo, hi);
+                n = grove_compile_chunk(op, value, size, out, max(hi - GROVE_CHUNK, 0), hi, live, code, scan);
                 __syncthreads();
             }
-            for (int i = 0; i < hi - lo; ++i) grove_exec<1, DEPTH>(code[i], top1, stack, h, env);
+            for (int i = 0; i < n; ++i) grove_exec<1, DEPTH>(code[i], top1, stack, h, env);
         }
         const float top = top1[0];
 
@@ -221,23 +231,26 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
 // Kernel arguments, in order:
 //   p         parameters
 //   tree_ids  [n_trees] population rows this launch evaluates
-//   prog      [P x L] the rows' programs   n_instr [P] their lengths (grove_compile_trees)
+//   ops       [P x L] opcodes          values [P x L] variable index or constant
+//   sizes     [P x L] subtree sizes    outs   [P x L] output slot + 1     lens [P] tree lengths
 //   x         [F][N] features, f32     labels [N] class of each point (< n_classes)
 //   partials  [P x n_tiles] sums       correct [P x n_tiles x n_classes] correct counts
 // Launch: blockDim.x a multiple of 32 (at most GROVE_MAX_THREADS), grid n_trees * n_tiles,
-// dynamic shared memory (n_classes + n_outputs * blockDim.x) * 4 bytes.
+// dynamic shared memory (n_classes + n_outputs * blockDim.x) * 4 bytes, then
+// GROVE_COMPILE_SHARED(GROVE_CHUNK, blockDim.x) bytes for the compiler.
 #define GROVE_CLASSIFY_ARGS                                                                      \
     const GroveClassifyParams p, const unsigned* __restrict__ tree_ids,                          \
-        const GroveInstr* __restrict__ prog, const unsigned short* __restrict__ n_instr,         \
-        const float* __restrict__ x, const unsigned* __restrict__ labels,                        \
+        const unsigned char* __restrict__ ops, const float* __restrict__ values,                 \
+        const unsigned short* __restrict__ sizes, const unsigned char* __restrict__ outs,        \
+        const unsigned short* __restrict__ lens, const float* __restrict__ x, const unsigned* __restrict__ labels,                        \
         GroveClassPartial* __restrict__ partials, unsigned* __restrict__ correct
 
 extern "C" __global__ void grove_classify_fast(GROVE_CLASSIFY_ARGS) {
-    grove_classify<GROVE_STACK>(p, tree_ids, prog, n_instr, x, labels, partials, correct);
+    grove_classify<GROVE_STACK>(p, tree_ids, ops, values, sizes, outs, lens, x, labels, partials, correct);
 }
 // For trees whose stack need exceeds GROVE_STACK (the host computes it, as for eval.cu).
 extern "C" __global__ void grove_classify_deep(GROVE_CLASSIFY_ARGS) {
-    grove_classify<GROVE_DEEP_STACK>(p, tree_ids, prog, n_instr, x, labels, partials, correct);
+    grove_classify<GROVE_DEEP_STACK>(p, tree_ids, ops, values, sizes, outs, lens, x, labels, partials, correct);
 }
 
 // Sums each tree's tile partials in tile order: sums[t] and sums_correct[t][c]. One thread

@@ -4,11 +4,11 @@
 // NVRTC compiles this file after the header generated from src/program/ops.rs, which defines
 // GROVE_OP_* and GROVE_FOR_EACH_OP(X): opcodes and formulas are never written here by hand.
 //
-// Strategy (EvoGP's hybrid, with Chitty's points-per-thread and linear form): the trees are
-// compiled first (grove_compile_trees, interp.cuh: leaves folded into their parents' operands),
-// then one block per (tree, data tile) stages its program in shared memory (GROVE_CHUNK
-// instructions at a time) and every thread runs it for K points at once, so each instruction
-// is decoded and dispatched once per K points. The stack lives in local memory, with its top in
+// Strategy (EvoGP's hybrid, with Chitty's points-per-thread and linear form): one block per
+// (tree, data tile) compiles its tree into shared memory (interp.cuh's grove_compile_chunk:
+// leaves folded into their parents' operands, the block's threads in parallel, GROVE_CHUNK
+// nodes at a time), then every thread runs the program for K points at once, so each
+// instruction is decoded and dispatched once per K points. The stack lives in local memory, with its top in
 // registers. Block b evaluates tree tree_ids[b % n_trees] on tile b / n_trees: consecutive
 // blocks share a data tile, which stays in L2 while the trees go by.
 //
@@ -20,7 +20,7 @@
 
 #define GROVE_STACK 32          // stack slots of the fast kernels (host rejects deeper trees)
 #define GROVE_DEEP_STACK 512    // stack slots of the fallback kernels (one point per thread)
-#define GROVE_CHUNK 512         // instructions staged in shared memory at a time
+#define GROVE_CHUNK 256         // tree nodes compiled into shared memory at a time
 #define GROVE_MAX_THREADS 1024  // most threads a block may have
 
 // Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
@@ -59,7 +59,6 @@ static_assert(sizeof(GroveReduceParams) == 8, "GroveReduceParams must match Redu
 static_assert(GROVE_OFFSETOF(GroveReduceParams, n_trees) == 0, "layout");
 static_assert(GROVE_OFFSETOF(GroveReduceParams, n_tiles) == 4, "layout");
 
-static_assert(GROVE_COMPILE_STACK == GROVE_DEEP_STACK, "the compiler tracks what the deep kernels take");
 
 // `p`, hidden from the optimiser: the compiler then keeps the 64-bit pointer in registers and
 // adds a uniform offset per load (2 instructions), where it would otherwise recompute the whole
@@ -108,25 +107,31 @@ __device__ __forceinline__ unsigned grove_warp_sum(unsigned v) {
 // pred[tree][slot][point]; otherwise the tile's regression sums go to partials[tree][tile].
 //
 // Dynamic shared memory: n_outputs * K * blockDim.x floats (the output slots of each point;
-// each thread touches only its own entries, so they need no barrier).
+// each thread touches only its own entries, so they need no barrier), then
+// GROVE_COMPILE_SHARED(GROVE_CHUNK, blockDim.x) bytes for the compiler.
 template <int K, int DEPTH, bool PREDICT>
 __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsigned* __restrict__ tree_ids,
-                                           const GroveInstr* __restrict__ prog,
-                                           const unsigned short* __restrict__ n_instr,
+                                           const unsigned char* __restrict__ ops, const float* __restrict__ values,
+                                           const unsigned short* __restrict__ sizes,
+                                           const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
                                            const float* __restrict__ x, const float* __restrict__ y,
                                            GroveRegSums* __restrict__ partials, float* __restrict__ pred) {
     __shared__ GroveInstr code[GROVE_CHUNK];
-    extern __shared__ float slots[];
+    extern __shared__ float slots[];  // output slots, then the compiler's scratch
 
     const unsigned T = blockDim.x, tid = threadIdx.x;
     const unsigned t = tree_ids[blockIdx.x % p.n_trees];
     const unsigned tile = blockIdx.x / p.n_trees;
     const unsigned first = tile * p.tile_points;
     const unsigned end = min(first + p.tile_points, p.n_rows);
-    const int len = (int)n_instr[t];
+    const int len = (int)lens[t];
     const unsigned n_out = p.n_outputs;
     const unsigned n_res = n_out ? n_out : 1;
-    const GroveInstr* src = prog + (size_t)t * p.max_len;
+    const size_t row = (size_t)t * p.max_len;
+    const unsigned char* op = ops + row;
+    const float* value = values + row;
+    const unsigned short* size = sizes + row;
+    const unsigned char* out = outs + row;
 
     if (len == 0) {  // no program: every result NaN, every point bad (the whole block returns)
         if (PREDICT) {
@@ -140,9 +145,12 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
         return;
     }
 
-    const bool resident = len <= GROVE_CHUNK;  // staged once; else chunk by chunk, every pass
+    unsigned char* scan = (unsigned char*)(slots + n_out * K * T);
+    const bool resident = len <= GROVE_CHUNK;  // compiled once; else chunk by chunk, every pass
+    int n_code = 0;
     if (resident) {
-        grove_stage(code, src, 0, len);
+        int live = 0;
+        n_code = grove_compile_chunk(op, value, size, out, 0, len, live, code, scan);
         __syncthreads();
     }
 
@@ -172,14 +180,15 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
         for (int k = 0; k < K; ++k) top[k] = 0.0f;
         int h = 0;  // values on the stack below the top
 
-        for (int lo = 0; lo < len; lo += GROVE_CHUNK) {
-            const int hi = min(lo + GROVE_CHUNK, len);
+        int live = 0;  // chunk by chunk from the tree's end: execution runs backwards through prefix order
+        for (int hi = len; hi > 0; hi -= GROVE_CHUNK) {
+            int n = n_code;
             if (!resident) {
                 __syncthreads();  // everyone is done with the previous chunk
-                grove_stage(code, src, lo, hi);
+                n = grove_compile_chunk(op, value, size, out, max(hi - GROVE_CHUNK, 0), hi, live, code, scan);
                 __syncthreads();
             }
-            for (int i = 0; i < hi - lo; ++i) grove_exec<K, DEPTH>(code[i], top, stack, h, env);
+            for (int i = 0; i < n; ++i) grove_exec<K, DEPTH>(code[i], top, stack, h, env);
         }
 
 #pragma unroll
@@ -240,7 +249,8 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
 // Kernel arguments, in order (src/backend/cuda/eval.rs launches them so):
 //   p         parameters
 //   tree_ids  [n_trees] population rows this launch evaluates
-//   prog      [P x L] the rows' programs   n_instr [P] their lengths (grove_compile_trees)
+//   ops       [P x L] opcodes          values [P x L] variable index or constant
+//   sizes     [P x L] subtree sizes    outs   [P x L] output slot + 1     lens [P] tree lengths
 //   x         [F][N] features, f32     y      [N] targets (regression only)
 //   partials  [P x n_tiles] sums (regression)   pred [P x max(1, n_outputs) x N] (predict)
 // GROVE_K selects the points-per-thread variant a module holds (the engine compiles one module
@@ -260,12 +270,13 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
 
 #define GROVE_EVAL_ARGS                                                                     \
     const GroveEvalParams p, const unsigned* __restrict__ tree_ids,                         \
-        const GroveInstr* __restrict__ prog, const unsigned short* __restrict__ n_instr,    \
-        const float* __restrict__ x
+        const unsigned char* __restrict__ ops, const float* __restrict__ values,            \
+        const unsigned short* __restrict__ sizes, const unsigned char* __restrict__ outs,   \
+        const unsigned short* __restrict__ lens, const float* __restrict__ x
 #define GROVE_REGRESSION(K, DEPTH) \
-    grove_eval<K, DEPTH, false>(p, tree_ids, prog, n_instr, x, y, partials, nullptr)
+    grove_eval<K, DEPTH, false>(p, tree_ids, ops, values, sizes, outs, lens, x, y, partials, nullptr)
 #define GROVE_PREDICT(K, DEPTH) \
-    grove_eval<K, DEPTH, true>(p, tree_ids, prog, n_instr, x, nullptr, nullptr, pred)
+    grove_eval<K, DEPTH, true>(p, tree_ids, ops, values, sizes, outs, lens, x, nullptr, nullptr, pred)
 
 #if GROVE_WANT(1)
 extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k1(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_STACK); }

@@ -74,8 +74,8 @@ __device__ inline unsigned grove_compile_tree(const unsigned char* __restrict__ 
     for (int i = len - 1; i >= 0; --i) {
         const unsigned code = op[i];
         const bool leaf = code <= GROVE_OP_CONST;
-        if (np == GROVE_COMPILE_STACK) return GROVE_NOT_COMPILED;
         if (leaf && out[i] == 0 && i != 0) {  // folded into its parent
+            if (np == GROVE_COMPILE_STACK) return GROVE_NOT_COMPILED;
             pos[np++] = (unsigned short)i;
             continue;
         }
@@ -120,9 +120,165 @@ __device__ inline unsigned grove_compile_tree(const unsigned char* __restrict__ 
         live += 1 - used;
         in.mode = (unsigned char)mode;
         dst[n++] = in;
+        if (np == GROVE_COMPILE_STACK) return GROVE_NOT_COMPILED;  // a leaf of its own, when full
         pos[np++] = (unsigned short)i;
     }
     return np == 1 ? n : GROVE_NOT_COMPILED;
+}
+
+// Nodes [lo, hi) of one tree staged in shared memory (coalesced, once per chunk), the rest read
+// from the tree's row: what grove_compile_chunk reads. A node's children follow it, so a chunk
+// reads before itself never; past itself only the first nodes of later subtrees.
+struct GroveChunk {
+    const unsigned char* __restrict__ op;  // the row: op, value, size, out of len nodes
+    const float* __restrict__ value;
+    const unsigned short* __restrict__ size;
+    const unsigned char* __restrict__ out;
+    unsigned char* sop;  // shared: nodes lo .. hi - 1
+    float* svalue;
+    unsigned short* ssize;
+    unsigned char* sout;
+    int lo, hi;
+    __device__ __forceinline__ unsigned op_at(int c) const { return c < hi ? sop[c - lo] : op[c]; }
+    __device__ __forceinline__ unsigned out_at(int c) const { return c < hi ? sout[c - lo] : out[c]; }
+    __device__ __forceinline__ float value_at(int c) const { return c < hi ? svalue[c - lo] : value[c]; }
+    __device__ __forceinline__ int size_at(int c) const { return c < hi ? ssize[c - lo] : size[c]; }
+    // A leaf folded into its parent (grove_compile_tree's rule): not an output node, not the root.
+    __device__ __forceinline__ bool foldable(int c) const { return op_at(c) <= GROVE_OP_CONST && out_at(c) == 0 && c != 0; }
+    // A folded leaf's source and operand word.
+    __device__ __forceinline__ unsigned src_of(int c) const { return op_at(c) == GROVE_OP_VAR ? GROVE_SRC_VAR : GROVE_SRC_CONST; }
+    __device__ __forceinline__ unsigned word_of(int c) const {
+        return op_at(c) == GROVE_OP_VAR ? (unsigned)value_at(c) : __float_as_uint(value_at(c));
+    }
+};
+
+// Shared memory of grove_compile_chunk for CHUNK nodes and any block size (4-byte aligned).
+#define GROVE_COMPILE_SHARED(CHUNK, T) ((CHUNK) * 8 + 32 * 8)
+
+// The instruction of node j (in the chunk) whose push flag the caller sets. *used: computed
+// values it consumes. Returns false for a folded leaf (no instruction).
+__device__ __forceinline__ bool grove_node_instr(const GroveChunk& c, int j, GroveInstr& in, int& used) {
+    if (c.foldable(j)) return false;
+    const unsigned code = c.op_at(j);
+    in.op = (unsigned char)code;
+    in.out = (unsigned char)c.out_at(j);
+    in.pad = 0;
+    in.reserved = 0;
+    in.b = 0;
+    if (code <= GROVE_OP_CONST) {
+        in.mode = (unsigned char)(c.src_of(j) | (GROVE_SRC_CONST << 2));
+        in.a = c.word_of(j);
+        used = 0;
+        return true;
+    }
+    const int c1 = j + 1;
+    const bool f1 = c.foldable(c1);
+    unsigned mode = f1 ? c.src_of(c1) : GROVE_SRC_TOP;
+    in.a = f1 ? c.word_of(c1) : 0u;
+    used = f1 ? 0 : 1;
+    if (grove_arity(code) == 2) {
+        const int c2 = c1 + c.size_at(c1);
+        unsigned sb;
+        if (c.foldable(c2)) {
+            sb = c.src_of(c2);
+            in.b = c.word_of(c2);
+        } else {
+            sb = f1 ? GROVE_SRC_BTOP : GROVE_SRC_STACK;
+            used += 1;
+        }
+        mode |= (sb << 2) | GROVE_I_BINARY;
+    } else {
+        mode |= GROVE_SRC_CONST << 2;
+    }
+    in.mode = (unsigned char)mode;
+    return true;
+}
+
+// grove_compile_tree's output for nodes [lo, hi) of one tree, computed by the whole block in
+// parallel from the subtree sizes (no walk): node j's instruction goes to position (emitting
+// nodes after j in [lo, hi)) of code, and it pushes when it consumes no computed value while
+// `live` + (what the nodes after j leave) is positive. Walking a tree chunk by chunk from its
+// end, `live` (the same in every thread) carries the computed values waiting from one chunk
+// to the next; it starts at 0. Returns the chunk's instruction count. `shared` holds
+// GROVE_COMPILE_SHARED(hi - lo, blockDim.x) bytes, 4-byte aligned. Every thread must call it
+// (it holds barriers); code is complete after the caller's next barrier.
+__device__ __noinline__ int grove_compile_chunk(const unsigned char* __restrict__ op, const float* __restrict__ value,
+                                                const unsigned short* __restrict__ size,
+                                                const unsigned char* __restrict__ out, int lo, int hi, int& live,
+                                                GroveInstr* code, unsigned char* shared) {
+    const int T = (int)blockDim.x, tid = (int)threadIdx.x, m = hi - lo;
+    GroveChunk c;
+    c.op = op;
+    c.value = value;
+    c.size = size;
+    c.out = out;
+    c.svalue = (float*)shared;                             // m floats
+    int* we = (int*)(shared + 4 * m);                      // 32: the warps' emits, then scanned
+    int* wl = we + 32;                                     // 32: their live changes (biased)
+    c.ssize = (unsigned short*)(wl + 32);                  // m
+    c.sop = (unsigned char*)(c.ssize + m);                 // m
+    c.sout = c.sop + m;                                    // m
+    c.lo = lo;
+    c.hi = hi;
+    for (int j = tid; j < m; j += T) {
+        c.sop[j] = op[lo + j];
+        c.svalue[j] = value[lo + j];
+        c.ssize[j] = size[lo + j];
+        c.sout[j] = out[lo + j];
+    }
+    __syncthreads();
+    const int q = (m + T - 1) / T;  // nodes per thread, contiguous in execution order
+    const int e0 = tid * q < m ? tid * q : m, e1 = e0 + q < m ? e0 + q : m;  // (no min: g++ builds this too)
+    int n_emit = 0, n_live = 0;
+    for (int e = e0; e < e1; ++e) {
+        GroveInstr in;
+        int used;
+        if (grove_node_instr(c, hi - 1 - e, in, used)) {
+            n_emit += 1;
+            n_live += 1 - used;
+        }
+    }
+    // Inclusive scan over the threads of (n_emit, n_live), packed into one 64-bit word (emits
+    // high, live changes low with a bias that keeps every partial sum positive): shuffles
+    // within each warp, then the warps' totals in order by one thread. blockDim.x is a
+    // multiple of 32.
+    const long long BIAS = 1 << 12;  // > any chunk's |n_live|; 1024 threads * 2 * BIAS < 2^32
+    long long x = ((long long)n_emit << 32) + (n_live + BIAS);
+    const int lane = tid & 31, warp = tid >> 5, n_warps = T >> 5;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+        const long long y = __shfl_up_sync(0xffffffffu, x, d);
+        if (lane >= d) x += y;
+    }
+    // The warps' totals as two ints each (shared memory here is only 4-byte aligned).
+    if (lane == 31) {
+        we[warp] = (int)(x >> 32);
+        wl[warp] = (int)(x & 0xffffffffll);
+    }
+    __syncthreads();
+    if (tid == 0)
+        for (int w = 1; w < n_warps; ++w) {
+            we[w] += we[w - 1];
+            wl[w] += wl[w - 1];
+        }
+    __syncthreads();
+    if (warp > 0) x += ((long long)we[warp - 1] << 32) + wl[warp - 1];
+    const long long all = ((long long)we[n_warps - 1] << 32) + wl[n_warps - 1];
+    // Threads 0..tid each added BIAS once.
+    int idx = (int)(x >> 32) - n_emit, lv = live + (int)((x & 0xffffffffll) - (long long)(tid + 1) * BIAS) - n_live;
+    const int total_e = (int)(all >> 32), total_l = (int)((all & 0xffffffffll) - (long long)T * BIAS);
+    for (int e = e0; e < e1; ++e) {
+        GroveInstr in;
+        int used;
+        if (grove_node_instr(c, hi - 1 - e, in, used)) {
+            if (used == 0 && lv > 0) in.mode |= GROVE_I_PUSH;
+            code[idx++] = in;
+            lv += 1 - used;
+        }
+    }
+    __syncthreads();  // every thread has read the totals and the staged nodes: shared is free again
+    live += total_l;
+    return total_e;
 }
 
 // Runs one instruction for K points. `env` supplies the operands and the output slots:
@@ -194,21 +350,3 @@ struct GroveCompileParams {
     unsigned max_len;  // L: row stride of the population and of the programs
 };
 static_assert(sizeof(GroveCompileParams) == 8, "GroveCompileParams must match CompileParams");
-
-// Compiles trees tree_ids[0..n_trees) (rows 0..n_trees when tree_ids is null) of a population,
-// one thread per tree: row t's program goes
-// to prog[t][0..n_instr[t]) (twin of linear::compile_trees); a tree the compiler refuses gets
-// GROVE_NOT_COMPILED, and the host never evaluates it here.
-//   ops, values, outs [P x L], lens [P]: the population; prog [P x L] instructions; n_instr [P].
-extern "C" __global__ void grove_compile_trees(const GroveCompileParams p, const unsigned* __restrict__ tree_ids,
-                                               const unsigned char* __restrict__ ops, const float* __restrict__ values,
-                                               const unsigned char* __restrict__ outs,
-                                               const unsigned short* __restrict__ lens, GroveInstr* __restrict__ prog,
-                                               unsigned short* __restrict__ n_instr) {
-    const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= p.n_trees) return;
-    const unsigned t = tree_ids ? tree_ids[g] : g;
-    const size_t row = (size_t)t * p.max_len;
-    unsigned short pos[GROVE_COMPILE_STACK];
-    n_instr[t] = (unsigned short)grove_compile_tree(ops + row, values + row, outs + row, (int)lens[t], prog + row, pos);
-}

@@ -510,6 +510,24 @@ static_assert(GROVE_OFFSETOF(GroveControlParams, seed) == 16, "layout");
 static_assert(GROVE_OFFSETOF(GroveControlParams, max_len) == 24, "layout");
 static_assert(GROVE_OFFSETOF(GroveControlParams, flags) == 28, "layout");
 
+// Compiles trees tree_ids[0..n_trees) (rows 0..n_trees when tree_ids is null) of a population,
+// one thread per tree: row t's program goes
+// to prog[t][0..n_instr[t]) (twin of linear::compile_trees); a tree the compiler refuses gets
+// GROVE_NOT_COMPILED, and the host never evaluates it here.
+//   ops, values, outs [P x L], lens [P]: the population; prog [P x L] instructions; n_instr [P].
+extern "C" __global__ void grove_compile_trees(const GroveCompileParams p, const unsigned* __restrict__ tree_ids,
+                                               const unsigned char* __restrict__ ops, const float* __restrict__ values,
+                                               const unsigned char* __restrict__ outs,
+                                               const unsigned short* __restrict__ lens, GroveInstr* __restrict__ prog,
+                                               unsigned short* __restrict__ n_instr) {
+    const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= p.n_trees) return;
+    const unsigned t = tree_ids ? tree_ids[g] : g;
+    const size_t row = (size_t)t * p.max_len;
+    unsigned short pos[GROVE_COMPILE_STACK];
+    n_instr[t] = (unsigned short)grove_compile_tree(ops + row, values + row, outs + row, (int)lens[t], prog + row, pos);
+}
+
 // The operands and output slots of a policy (interp.cuh's Env): observation `arg`; slot s
 // accumulates output s.
 struct GrovePolicyEnv {

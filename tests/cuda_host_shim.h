@@ -31,6 +31,12 @@ inline void __syncthreads() {
     if (grove_emu_barrier) grove_emu_barrier->arrive_and_wait();
 }
 
+// __shfl_up_sync as a block whose threads all call it together (interp.cuh's scan does): each
+// thread publishes its value, the block meets, each reads the value `d` lanes below its own
+// within its warp of 32 (its own below lane d), the block meets again. Without a block of real
+// threads (one-thread launches) a thread is lane 0 and keeps its value.
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned d);
+
 // The block index grove_emu_run_block's threads take.
 static unsigned grove_emu_block = 0;
 extern "C" void grove_emu_set_block(unsigned b) { grove_emu_block = b; }
@@ -49,6 +55,16 @@ extern "C" void grove_emu_run_block(unsigned threads, void (*body)(void*), void*
         });
     for (auto& th : ts) th.join();
     grove_emu_barrier = nullptr;
+}
+
+template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned d) {
+    if (!grove_emu_barrier) return v;
+    static T buf[1024];
+    buf[threadIdx.x] = v;
+    grove_emu_barrier->arrive_and_wait();
+    const T r = threadIdx.x % 32 >= d ? buf[threadIdx.x - d] : v;
+    grove_emu_barrier->arrive_and_wait();
+    return r;
 }
 
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }

@@ -76,11 +76,11 @@ pub fn compile(op: &[u8], value: &[f32], out: &[u8], dst: &mut Vec<Instr>) -> Op
     let mut pos: Vec<usize> = Vec::new();
     let mut live = 0usize;
     for i in (0..len).rev() {
-        if pos.len() == COMPILE_STACK {
-            return None;
-        }
         let code = op[i];
         if foldable(i) {
+            if pos.len() == COMPILE_STACK {
+                return None;
+            }
             pos.push(i);
             continue;
         }
@@ -129,6 +129,9 @@ pub fn compile(op: &[u8], value: &[f32], out: &[u8], dst: &mut Vec<Instr>) -> Op
         }
         live = live + 1 - used;
         dst.push(ins);
+        if pos.len() == COMPILE_STACK {
+            return None;
+        }
         pos.push(i);
     }
     (pos.len() == 1).then_some(dst.len())
@@ -243,6 +246,26 @@ mod tests {
         let mut slots = [0.0; 2];
         assert_eq!(run(&prog, |_| 5.0, &mut slots), 9.0);
         assert_eq!(slots, [5.0, 4.0]);
+    }
+
+    #[test]
+    fn a_chain_compiles_up_to_the_compile_stack_and_no_further() {
+        // x + (x + (... + x)) written as a left-deep chain in prefix order: n adds, then n + 1
+        // leaves, all pending at once when walked backwards. Regression: a chain holding
+        // exactly COMPILE_STACK values was refused (the check came before a pop, not a push).
+        let chain = |n: usize| {
+            let mut op = vec![Op::Add as u8; n];
+            op.extend(std::iter::repeat_n(Op::Var as u8, n + 1));
+            let value = vec![0.0f32; 2 * n + 1];
+            let out = vec![0u8; 2 * n + 1];
+            (op, value, out)
+        };
+        let mut prog = Vec::new();
+        let (op, value, out) = chain(COMPILE_STACK - 1);
+        assert_eq!(compile(&op, &value, &out, &mut prog), Some(COMPILE_STACK - 1));
+        assert_eq!(run(&prog, |_| 1.0, &mut []), COMPILE_STACK as f32);
+        let (op, value, out) = chain(COMPILE_STACK);
+        assert_eq!(compile(&op, &value, &out, &mut prog), None);
     }
 
     #[test]

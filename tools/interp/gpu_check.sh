@@ -26,6 +26,7 @@ if has parity; then
         echo "== $t: $r"
         grep -E "panicked|FAILED|first mismatch" "$out/test-$t.log" | head -5
         summary+=("parity $t: ${r:-no result (see $out/test-$t.log)}")
+        while IFS= read -r line; do summary+=("    $line"); done < <(grep -E -A1 "panicked" "$out/test-$t.log" | head -6)
     done
 fi
 # Per-generation median (s) of a report, generations 1.. (generation 0 includes start-up).

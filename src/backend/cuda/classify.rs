@@ -51,6 +51,9 @@ pub const CLASSIFY_DYNAMIC_SMEM: usize = 36 * 1024;
 
 // 254 classes (the most) fit with 32 threads.
 const _: () = assert!((254 + 254 * 32) * 4 <= CLASSIFY_DYNAMIC_SMEM);
+// With the compiler's scratch (at most 128 threads) and a chunk's instructions (static), a block
+// stays within the 48 KiB every kernel gets without opting in.
+const _: () = assert!(CLASSIFY_DYNAMIC_SMEM + kernels::CHUNK * 24 + 32 * 8 <= 48 * 1024);
 
 /// Threads per block: the most of 128, 64, 32 whose dynamic shared memory (`n_classes`
 /// counters and `n_outputs` slots per thread, 4 bytes each) fits [`CLASSIFY_DYNAMIC_SMEM`]
@@ -149,8 +152,6 @@ pub struct ClassBuffers {
     tile_points: u32,
     n_tiles: u32,
     n: usize,
-    /// The trees as linear programs.
-    programs: super::eval::Programs,
 }
 
 /// The classification fitness settings the device computes: [`fitness_of`](crate::program::fitness::fitness_of)
@@ -179,7 +180,6 @@ impl CudaEngine {
             tile_points,
             n_tiles,
             n: p,
-            programs: super::eval::Programs::default(),
         })
     }
 
@@ -203,8 +203,6 @@ impl CudaEngine {
             return Err(GpuError::Input(format!("classifying {n_trees} trees with buffers for {}", b.n)));
         }
         let (threads, tile_points, n_tiles) = (b.threads, b.tile_points, b.n_tiles);
-        let compile = self.function(&CLASSIFY, &[], kernels::COMPILE_TREES)?;
-        let c = self.compile_trees(&compile, &v.trees(), Some(&v.ids.slice(..n_trees)), max_len, &mut b.programs)?;
         for (ids, deep) in [(v.ids.slice(..n_fast), false), (v.ids.slice(n_fast..n_trees), true)] {
             if ids.is_empty() {
                 continue;
@@ -223,18 +221,19 @@ impl CudaEngine {
             let lc = LaunchConfig {
                 grid_dim: (ids.len() as u32 * n_tiles, 1, 1),
                 block_dim: (threads, 1, 1),
-                shared_mem_bytes: ((k + n_out * threads as usize) * 4) as u32,
+                shared_mem_bytes: ((k + n_out * threads as usize) * 4) as u32 + kernels::compile_shared_bytes(threads),
             };
             let f = self.function(&CLASSIFY, &[], name)?;
             let mut lb = self.stream.launch_builder(&f);
-            lb.arg(&params).arg(&ids).arg(&c.prog).arg(&c.n_instr);
+            lb.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.size).arg(&v.out).arg(&v.len);
             lb.arg(&data.x).arg(&data.labels).arg(&mut b.partials).arg(&mut b.correct);
             // SAFETY: the arguments match `grove_classify_fast/deep(GroveClassifyParams,
-            // const unsigned* tree_ids, const GroveInstr* prog, const unsigned short* n_instr,
+            // const unsigned* tree_ids, const unsigned char* ops, const float* values, const
+            // unsigned short* sizes, const unsigned char* outs, const unsigned short* lens,
             // const float* x, const unsigned* labels, GroveClassPartial* partials, unsigned*
             // correct)`, with `ClassifyParams` laid out as `GroveClassifyParams` (asserted on
-            // both sides). Sizes: tree_ids n_trees; prog P × L instructions and n_instr P
-            // (compiled above for every id); x F × N; labels N (each
+            // both sides). Sizes: tree_ids n_trees; the population P × L and P (subtree sizes
+            // checked by pack or kept by the device's operators); x F × N; labels N (each
             // < n_classes, checked at upload); partials P × n_tiles; correct P × n_tiles × K.
             // The caller checked each tree's opcodes, variables (< F), output slots (≤
             // n_outputs, which sized the dynamic shared memory with the K counters) and stack
@@ -284,6 +283,7 @@ impl CudaEngine {
             ids: order.ids_view(p),
             op: pop.op.slice(..),
             value: pop.value.slice(..),
+            size: pop.size.slice(..),
             out: pop.out.slice(..),
             len: pop.len.slice(..),
         };

@@ -7,13 +7,13 @@
 
 use std::mem::{offset_of, size_of};
 
-use cudarc::driver::{CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 
 use super::error::{During, GpuError, Result};
 use super::generation::{CONTROL_DEEP_AT, ENV_STEPS_AT, Mailbox};
-use super::eval::Programs;
-use super::kernels::{COMPILE_TREES, CONTROL_FITNESS, CONTROL_SKIP, ControlClassParams, GENERATION, GenParams, KernelSource};
+use super::eval::grow_device;
+use super::kernels::{COMPILE_TREES, CompileParams, CONTROL_FITNESS, CONTROL_SKIP, ControlClassParams, GENERATION, GenParams, KernelSource};
 use super::select::DeviceFitness;
 use super::vary::DevicePopulation;
 use super::pack::stack_need;
@@ -162,7 +162,7 @@ impl CudaEngine {
         let d_pop = self.upload_population(pop)?;
         let compile = module.load_function(COMPILE_TREES).during(|| format!("finding {COMPILE_TREES} in sim.cu"))?;
         let mut programs = Programs::default();
-        let c = self.compile_trees(&compile, &d_pop.trees(), None, pop.max_len, &mut programs)?;
+        let c = self.compile_policies(&compile, &d_pop, &mut programs)?;
         let s = &self.stream;
         let d_skip = s.clone_htod(&skip).during(|| "uploading the skip mask".into())?;
         let n = p * k;
@@ -209,6 +209,52 @@ impl CudaEngine {
             }
         }
         Ok(ControlOutcome { means, episodes })
+    }
+}
+
+/// A population's policies compiled to linear programs (`grove_compile_trees` in
+/// `kernels/interp.cuh`, twin `program::linear::compile_trees`), what the roll-out kernel runs:
+/// `prog`, `[P × L]` instructions of 16 bytes (4 words each, row `t` at `t × L`), and `n_instr`,
+/// `[P]` instruction counts. Grown when a population needs more, never shrunk.
+#[derive(Default)]
+pub struct Programs {
+    prog: Option<CudaSlice<u32>>,
+    n_instr: Option<CudaSlice<u16>>,
+}
+
+/// The compiled programs of one launch: views of [`Programs`].
+struct Compiled<'a> {
+    prog: CudaView<'a, u32>,
+    n_instr: CudaView<'a, u16>,
+}
+
+impl CudaEngine {
+    /// Queues the compilation of every tree of `pop` into `progs` (grown to `P × L`
+    /// instructions) with `compile`, the sim module's `grove_compile_trees`.
+    fn compile_policies<'p>(&self, compile: &CudaFunction, pop: &DevicePopulation, progs: &'p mut Programs) -> Result<Compiled<'p>> {
+        let (p, max_len) = (pop.size(), pop.max_len());
+        grow_device(&self.stream, &mut progs.prog, p * max_len * 4, "allocating the compiled policies")?;
+        grow_device(&self.stream, &mut progs.n_instr, p, "allocating the policies' lengths")?;
+        let (Some(prog), Some(n_instr)) = (progs.prog.as_mut(), progs.n_instr.as_mut()) else {
+            unreachable!("grow_device filled both");
+        };
+        if p > 0 {
+            let params = CompileParams { n_trees: p as u32, max_len: max_len as u32 };
+            let no_ids = 0u64;
+            let mut b = self.stream.launch_builder(compile);
+            b.arg(&params).arg(&no_ids).arg(&pop.op).arg(&pop.value).arg(&pop.out).arg(&pop.len);
+            b.arg(&mut *prog).arg(&mut *n_instr);
+            let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: matches `grove_compile_trees(GroveCompileParams, const unsigned* tree_ids
+            // (null: row g for thread g), const unsigned char* ops, const float* values, const
+            // unsigned char* outs, const unsigned short* lens, GroveInstr* prog, unsigned short*
+            // n_instr)`: the population holds P × L nodes and P lengths (each ≤ L), prog P × L
+            // instructions of 4 words and n_instr P entries (grown above); threads g < P. The
+            // kernel reads only each tree's `len` nodes, writes at most `len` instructions of
+            // its own row, and refuses (never indexes past) a malformed tree.
+            unsafe { b.launch(lc) }.during(|| format!("launching {COMPILE_TREES}"))?;
+        }
+        Ok(Compiled { prog: prog.slice(..), n_instr: n_instr.slice(..) })
     }
 }
 
@@ -318,7 +364,7 @@ impl CudaEngine {
         let rollout = module.load_function(CONTROL_KERNEL).during(|| format!("finding {CONTROL_KERNEL} in sim.cu"))?;
         let reduce = module.load_function(CONTROL_REDUCE).during(|| format!("finding {CONTROL_REDUCE} in sim.cu"))?;
         let compile = module.load_function(COMPILE_TREES).during(|| format!("finding {COMPILE_TREES} in sim.cu"))?;
-        let c = self.compile_trees(&compile, &pop.trees(), None, pop.max_len(), &mut s.programs)?;
+        let c = self.compile_policies(&compile, pop, &mut s.programs)?;
         let st = &self.stream;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
         let mut b = st.launch_builder(&rollout);

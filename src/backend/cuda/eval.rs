@@ -4,8 +4,8 @@
 //! Each call checks on the host every tree the kernels will walk (opcodes, variable indices,
 //! output slots, and the stack each tree needs) while packing the population into a reused
 //! page-locked staging buffer ([`super::pack`], in parallel), copies it to the device in one
-//! copy, compiles the trees to linear programs on the device ([`Programs`],
-//! `grove_compile_trees`, twin of `program::linear`), then launches one block per (tree, data tile):
+//! copy, then launches one block per (tree, data tile), which compiles its tree to a linear
+//! program in shared memory (`kernels/interp.cuh`, twin of `program::linear`) and runs it:
 //! trees needing at most [`STACK`](kernels::STACK) slots go to the fast kernels, deeper ones (up to
 //! [`DEEP_STACK`](kernels::DEEP_STACK), which every tree of up to 1024 nodes fits) to a one-point-per-thread
 //! fallback, and deeper still is [`GpuError::TreeTooDeep`].
@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use cudarc::driver::sys::{CUevent_flags, CU_MEMHOSTALLOC_WRITECOMBINED};
 use cudarc::driver::{
-    CudaContext, CudaEvent, CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtrMut, DeviceRepr, LaunchConfig,
+    CudaContext, CudaEvent, CudaSlice, CudaStream, CudaView, DevicePtrMut, DeviceRepr, LaunchConfig,
     PinnedHostSlice, PushKernelArg, ValidAsZeroBits,
 };
 
@@ -30,7 +30,7 @@ use crate::program::eval::RegressionSums;
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    self, CompileParams, EVAL, EvalParams, MAX_POINTS_PER_THREAD, MAX_THREADS, ReduceParams, RegSums,
+    self, EVAL, EvalParams, MAX_POINTS_PER_THREAD, MAX_THREADS, ReduceParams, RegSums,
 };
 use super::pack::{as_bytes_mut, pack, Layout, Packed};
 use super::CudaEngine;
@@ -259,8 +259,6 @@ pub(super) struct Scratch {
     sums: Option<CudaSlice<RegSums>>,
     /// `[P]` regression sums on the host, page-locked (read by the host: not write-combined).
     readback: Option<HostBuf<RegSums>>,
-    /// The population's trees as linear programs.
-    programs: Programs,
     /// Timing events: before the copy, after it, after the kernels, after the read-back.
     events: Option<[CudaEvent; 4]>,
     /// Work reading or writing these buffers may be queued: synchronize before reuse.
@@ -283,7 +281,7 @@ fn grow_host<'a, T: ValidAsZeroBits + DeviceRepr + Default + Clone>(
     slot.as_mut().expect("just filled")
 }
 
-fn grow_device<'a, T: DeviceRepr>(
+pub(super) fn grow_device<'a, T: DeviceRepr>(
     stream: &Arc<CudaStream>,
     slot: &'a mut Option<CudaSlice<T>>,
     len: usize,
@@ -308,42 +306,12 @@ fn poison(ptr: cudarc::driver::sys::CUdeviceptr, words: usize, stream: &CudaStre
         .during(|| format!("poisoning ({what})"))
 }
 
-/// A population's trees compiled to linear programs on the device (`grove_compile_trees` in
-/// `kernels/interp.cuh`; twin `program::linear::compile_trees`), what every evaluation kernel
-/// runs: `prog`, `[P × L]` instructions of 16 bytes (4 words each, row `t` at `t × L`), and
-/// `n_instr`, `[P]` instruction counts. Grown when a population needs more, never shrunk.
-#[derive(Default)]
-pub struct Programs {
-    prog: Option<CudaSlice<u32>>,
-    n_instr: Option<CudaSlice<u16>>,
-}
-
-/// The compiled programs of one launch: views of [`Programs`].
-pub(super) struct Compiled<'a> {
-    pub(super) prog: CudaView<'a, u32>,
-    pub(super) n_instr: CudaView<'a, u16>,
-}
-
-/// A population's arrays on the device: `op`, `value`, `out` `[P × L]`, `len` `[P]`.
-pub(super) struct Trees<'a> {
-    pub(super) op: CudaView<'a, u8>,
-    pub(super) value: CudaView<'a, f32>,
-    pub(super) out: CudaView<'a, u8>,
-    pub(super) len: CudaView<'a, u16>,
-}
-
-impl Views<'_> {
-    /// The population's arrays.
-    pub(super) fn trees(&self) -> Trees<'_> {
-        Trees { op: self.op.slice(..), value: self.value.slice(..), out: self.out.slice(..), len: self.len.slice(..) }
-    }
-}
-
 /// The population as the kernels see it: views into the device copy of the packed buffer.
 pub(super) struct Views<'a> {
     pub(super) ids: CudaView<'a, u32>,
     pub(super) op: CudaView<'a, u8>,
     pub(super) value: CudaView<'a, f32>,
+    pub(super) size: CudaView<'a, u16>,
     pub(super) out: CudaView<'a, u8>,
     pub(super) len: CudaView<'a, u16>,
 }
@@ -359,6 +327,7 @@ pub(super) fn views<'a>(input: &'a CudaSlice<u8>, lay: &Layout) -> Result<Views<
             value: input.slice(lay.value..).transmute::<f32>(pl).ok_or_else(bad)?,
             ids: input.slice(lay.ids..).transmute::<u32>(lay.p).ok_or_else(bad)?,
             len: input.slice(lay.len..).transmute::<u16>(lay.p).ok_or_else(bad)?,
+            size: input.slice(lay.size..).transmute::<u16>(pl).ok_or_else(bad)?,
             op: input.slice(lay.op..lay.op + pl),
             out: input.slice(lay.out..lay.out + pl),
         })
@@ -366,49 +335,6 @@ pub(super) fn views<'a>(input: &'a CudaSlice<u8>, lay: &Layout) -> Result<Views<
 }
 
 impl CudaEngine {
-    /// Queues the compilation of the trees `ids` names (all `P` rows when `None`) of a
-    /// population (`v`'s arrays, row stride `max_len`; `v.ids` is not read) into `progs`,
-    /// grown to `P × max_len` instructions, with `compile` (any module's
-    /// `grove_compile_trees`: they are one code).
-    pub(super) fn compile_trees<'p>(
-        &self,
-        compile: &CudaFunction,
-        v: &Trees<'_>,
-        ids: Option<&CudaView<'_, u32>>,
-        max_len: usize,
-        progs: &'p mut Programs,
-    ) -> Result<Compiled<'p>> {
-        let p = v.len.len();
-        let n_trees = ids.map_or(p, |i| i.len());
-        grow_device(&self.stream, &mut progs.prog, p * max_len * 4, "allocating the compiled programs")?;
-        grow_device(&self.stream, &mut progs.n_instr, p, "allocating the program lengths")?;
-        let (Some(prog), Some(n_instr)) = (progs.prog.as_mut(), progs.n_instr.as_mut()) else {
-            unreachable!("grow_device filled both");
-        };
-        if n_trees > 0 {
-            let params = CompileParams { n_trees: n_trees as u32, max_len: max_len as u32 };
-            let mut b = self.stream.launch_builder(compile);
-            let no_ids = 0u64;
-            b.arg(&params);
-            match ids {
-                Some(ids) => b.arg(ids),
-                None => b.arg(&no_ids),
-            };
-            b.arg(&v.op).arg(&v.value).arg(&v.out).arg(&v.len).arg(&mut *prog).arg(&mut *n_instr);
-            let lc = LaunchConfig { grid_dim: ((n_trees as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: matches `grove_compile_trees(GroveCompileParams, const unsigned* tree_ids
-            // (null: row g for thread g), const unsigned char* ops, const float* values, const
-            // unsigned char* outs, const unsigned short* lens, GroveInstr* prog, unsigned short*
-            // n_instr)`. ids (n_trees entries) name rows < P; the population holds P × max_len
-            // nodes and P lengths (each ≤ max_len), prog P × max_len instructions (4 words
-            // each) and n_instr P entries (grown above). The kernel reads only each tree's
-            // `len` nodes and writes at most `len` instructions of its own row; it refuses
-            // (never indexes past) a malformed tree or one with too many pending values.
-            unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::COMPILE_TREES))?;
-        }
-        Ok(Compiled { prog: prog.slice(..), n_instr: n_instr.slice(..) })
-    }
-
     /// Copies a data set to the device: `x` is `[n_features][n_rows]` (feature-major), `y` is
     /// `[n_rows]`. Every value must be finite; the error names the first that is not.
     pub fn upload_dataset(&self, x: &[f32], y: &[f32], n_rows: usize, n_features: usize) -> Result<DeviceDataset> {
@@ -520,7 +446,7 @@ impl CudaEngine {
             poison(ptr, p * words, stream, "sums")?;
         }
         let v = views(input, &lay)?;
-        self.launch_regression(&v, packed.n_fast, p, pop.max_len, pop.n_outputs, data, &launch, partials, sums, &mut s.programs)?;
+        self.launch_regression(&v, packed.n_fast, p, pop.max_len, pop.n_outputs, data, &launch, partials, sums)?;
         record(2)?;
         let out = &mut readback[..p];
         self.stream.memcpy_dtoh(&sums.slice(..p), out).during(|| "reading the regression sums".into())?;
@@ -558,15 +484,12 @@ impl CudaEngine {
         launch: &Launch,
         partials: &mut CudaSlice<RegSums>,
         sums: &mut CudaSlice<RegSums>,
-        programs: &mut Programs,
     ) -> Result<()> {
         let n_part = n_trees * launch.n_tiles as usize;
         if partials.len() < n_part || v.ids.len() < n_trees || n_fast > n_trees {
             return Err(GpuError::Input(format!("{n_trees} trees ({n_fast} fast) for {} ids and {} partial sums", v.ids.len(), partials.len())));
         }
         let defines = [("GROVE_K", launch.points_per_thread)];
-        let compile = self.function(&EVAL, &defines, kernels::COMPILE_TREES)?;
-        let c = self.compile_trees(&compile, &v.trees(), Some(&v.ids.slice(..n_trees)), max_len, programs)?;
         let mut part = partials.slice_mut(..n_part);
         for (ids, deep) in [(v.ids.slice(..n_fast), false), (v.ids.slice(n_fast..n_trees), true)] {
             if ids.is_empty() {
@@ -576,18 +499,19 @@ impl CudaEngine {
             let (params, lc) = self.eval_shape(max_len, n_outputs, data, launch, ids.len(), deep);
             let f = self.function(&EVAL, &defines, name)?;
             let mut b = self.stream.launch_builder(&f);
-            b.arg(&params).arg(&ids).arg(&c.prog).arg(&c.n_instr);
+            b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.size).arg(&v.out).arg(&v.len);
             b.arg(&data.x).arg(&data.y).arg(&mut part);
             // SAFETY: the arguments match `grove_eval_regression_k*(GroveEvalParams,
-            // const unsigned* tree_ids, const GroveInstr* prog, const unsigned short* n_instr,
+            // const unsigned* tree_ids, const unsigned char* ops, const float* values, const
+            // unsigned short* sizes, const unsigned char* outs, const unsigned short* lens,
             // const float* x, const float* y, GroveRegSums* partials)`, with `EvalParams` laid
-            // out as `GroveEvalParams`. Buffer sizes: tree_ids n_trees, prog P × L
-            // instructions and n_instr P (compiled above for every id), x F × N, y N, partials
-            // n_trees × n_tiles (checked above). The caller guarantees (pack, or
-            // grove_stack_class on the device) each tree's opcodes, variable indices (< F),
-            // output slots (≤ n_outputs, which sized the dynamic shared memory) and stack need
-            // (≤ this kernel's stack), so each compiled; the kernel reads only each program's
-            // `n_instr` instructions of its row, so every access stays inside them.
+            // out as `GroveEvalParams`. Buffer sizes: tree_ids n_trees, the population P × L
+            // and P, x F × N, y N, partials n_trees × n_tiles (checked above). The caller
+            // guarantees (pack, or the device's own operators and grove_stack_class) each
+            // tree's opcodes, subtree sizes, variable indices (< F), output slots (≤ n_outputs,
+            // which sized the dynamic shared memory) and stack need (≤ this kernel's stack);
+            // the kernel reads only each tree's `len` nodes of its row, so every access stays
+            // inside them.
             unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
         }
         let rp = ReduceParams { n_trees: n_trees as u32, n_tiles: launch.n_tiles };
@@ -646,8 +570,6 @@ impl CudaEngine {
         self.stream.memcpy_htod(bytes, &mut input.slice_mut(..lay.bytes)).during(|| "copying the population".into())?;
         let v = views(input, &lay)?;
         let defines = [("GROVE_K", launch.points_per_thread)];
-        let compile = self.function(&EVAL, &defines, kernels::COMPILE_TREES)?;
-        let c = self.compile_trees(&compile, &v.trees(), Some(&v.ids), pop.max_len, &mut s.programs)?;
         for (ids, deep) in [(v.ids.slice(..packed.n_fast), false), (v.ids.slice(packed.n_fast..), true)] {
             if ids.is_empty() {
                 continue;
@@ -656,10 +578,11 @@ impl CudaEngine {
             let (params, lc) = self.eval_shape(pop.max_len, pop.n_outputs, data, &launch, ids.len(), deep);
             let f = self.function(&EVAL, &defines, name)?;
             let mut b = self.stream.launch_builder(&f);
-            b.arg(&params).arg(&ids).arg(&c.prog).arg(&c.n_instr);
+            b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.size).arg(&v.out).arg(&v.len);
             b.arg(&data.x).arg(&mut pred);
             // SAFETY: the arguments match `grove_predict_k*(GroveEvalParams, const unsigned*
-            // tree_ids, const GroveInstr* prog, const unsigned short* n_instr, const float* x,
+            // tree_ids, const unsigned char* ops, const float* values, const unsigned short*
+            // sizes, const unsigned char* outs, const unsigned short* lens, const float* x,
             // float* pred)`; pred holds
             // P × max(1, n_outputs) × N floats; the other buffers and the checks that keep
             // every access inside them are as in `evaluate_regression_with`.
@@ -704,7 +627,7 @@ impl CudaEngine {
         let lc = LaunchConfig {
             grid_dim: (n_trees as u32 * l.n_tiles, 1, 1),
             block_dim: (l.threads, 1, 1),
-            shared_mem_bytes: slot_bytes,
+            shared_mem_bytes: slot_bytes + kernels::compile_shared_bytes(l.threads),
         };
         (params, lc)
     }

@@ -15,7 +15,7 @@
 use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::eval::{DeviceDataset, EvalConfig, Launch, Programs, Views};
+use super::eval::{DeviceDataset, EvalConfig, Launch, Views};
 use super::kernels::{
     ARGMIN_BLOCKS, ARGMIN_FINAL, Argmin, GENERATION, GenParams, GenStats, MAX_ELITE, PARTITION, REDUCE_THREADS, REGRESSION_FITNESS,
     RegSums, SCAN_THREADS, SIZES_INDEX, SIZES_KEYS, SIZES_RESET, STACK_CLASS,
@@ -82,7 +82,6 @@ pub struct TreeOrder {
 pub struct FitnessScratch {
     partials: CudaSlice<RegSums>,
     sums: CudaSlice<RegSums>,
-    programs: Programs,
     launch: Launch,
     n: usize,
 }
@@ -195,7 +194,7 @@ impl CudaEngine {
         // tiles, then its sums) before reading it.
         let partials = unsafe { self.stream.alloc::<RegSums>(n_part.max(1)) }.during(|| "allocating partial sums".into())?;
         let sums = unsafe { self.stream.alloc::<RegSums>(p.max(1)) }.during(|| "allocating sums".into())?;
-        Ok(FitnessScratch { partials, sums, programs: Programs::default(), launch, n: p })
+        Ok(FitnessScratch { partials, sums, launch, n: p })
     }
 
     /// Queues the regression fitness of every tree of `pop` on `data` into `fit`, as the
@@ -219,8 +218,8 @@ impl CudaEngine {
             )));
         }
         self.check_dataset(data)?;
-        let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
-        self.launch_regression(&v, order.n_fast, p, pop.max_len(), pop.n_outputs(), data, &scratch.launch, &mut scratch.partials, &mut scratch.sums, &mut scratch.programs)?;
+        let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), size: pop.size.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
+        self.launch_regression(&v, order.n_fast, p, pop.max_len(), pop.n_outputs(), data, &scratch.launch, &mut scratch.partials, &mut scratch.sums)?;
         let params = GenParams {
             n: p as u32,
             max_len: pop.max_len() as u32,

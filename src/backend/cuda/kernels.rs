@@ -95,9 +95,19 @@ pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP, CLASSIFY, VARY, SELEC
 pub const STACK: usize = 32;
 /// Stack slots of the fallback kernels, one point per thread (`GROVE_DEEP_STACK` in eval.cu).
 pub const DEEP_STACK: usize = 512;
-/// Program instructions staged in shared memory at a time (`GROVE_CHUNK` in eval.cu and
-/// classify.cu; 16 bytes each).
-pub const CHUNK: usize = 512;
+/// Tree nodes compiled into shared memory at a time (`GROVE_CHUNK` in eval.cu and classify.cu;
+/// at most one 16-byte instruction each).
+pub const CHUNK: usize = 256;
+/// Dynamic shared memory the in-block compiler of eval.cu and classify.cu takes after the
+/// output slots (`GROVE_COMPILE_SHARED(GROVE_CHUNK, T)` in interp.cuh: the staged nodes, 8
+/// bytes each, and two scan words per warp), whatever the block size.
+pub fn compile_shared_bytes(_threads: u32) -> u32 {
+    (CHUNK as u32) * 8 + 32 * 8
+}
+// With the 16-byte instructions of a chunk (static) and the largest output slots, a block stays
+// within the 48 KiB every kernel gets without opting in.
+const _: () = assert!(CHUNK * 16 + CHUNK * 8 + 32 * 8 + 32 * 1024 <= 48 * 1024);
+
 /// Most threads a block may have (`GROVE_MAX_THREADS` in eval.cu).
 pub const MAX_THREADS: u32 = 1024;
 /// Most points per thread of the fast kernels.
@@ -165,8 +175,9 @@ pub const REGRESSION_DEEP: &str = "grove_eval_regression_deep";
 pub const PREDICT_DEEP: &str = "grove_predict_deep";
 /// Sums the per-tile partial sums of each tree, in tile order.
 pub const REDUCE_REGRESSION: &str = "grove_reduce_regression";
-/// Compiles trees to linear programs (`kernels/interp.cuh`, in every module that evaluates
-/// programs: eval.cu, classify.cu, sim.cu; twin `program::linear::compile_trees`).
+/// Compiles trees to linear programs (`kernels/sim.cu`, for the policies, over interp.cuh's
+/// `grove_compile_tree`; twin `program::linear::compile_trees`). eval.cu and classify.cu
+/// compile inside each block instead (interp.cuh's `grove_compile_chunk`).
 pub const COMPILE_TREES: &str = "grove_compile_trees";
 
 /// The classification kernel for trees whose stack need is at most [`STACK`].
@@ -262,7 +273,7 @@ pub const SIZES_INDEX: &str = "grove_sizes_index";
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (COMPILE_TREES, EVAL), (COMPILE_TREES, CLASSIFY), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));

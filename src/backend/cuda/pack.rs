@@ -76,6 +76,27 @@ fn check_nodes(op: &[u8], value: &[f32], out: &[u8], n_features: usize, n_output
     Ok(need)
 }
 
+/// True when `size[i]` is the length of node `i`'s subtree for every node (what the kernels
+/// rely on to find second children); opcodes must be known (else false).
+fn sizes_are_subtrees(op: &[u8], size: &[u16]) -> bool {
+    let arity = &*ARITY;
+    // Walking backwards, the subtrees that follow node i start at i + 1, i + 1 + size[i + 1], ...
+    (0..op.len()).rev().all(|i| {
+        let k = arity[op[i] as usize];
+        if k == BAD_OP {
+            return false;
+        }
+        let mut end = i + 1;
+        for _ in 0..k {
+            match size.get(end) {
+                Some(&s) if s > 0 && end + (s as usize) <= op.len() => end += s as usize,
+                _ => return false,
+            }
+        }
+        size[i] as usize == end - i
+    })
+}
+
 /// Byte offsets of the sections of a packed population of `P` trees of capacity `L`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -89,6 +110,8 @@ pub struct Layout {
     pub ids: usize,
     /// `lens [P] u16`.
     pub len: usize,
+    /// `sizes [P × L] u16` (subtree sizes: the kernels find a node's second child by them).
+    pub size: usize,
     /// `ops [P × L] u8`.
     pub op: usize,
     /// `outs [P × L] u8`.
@@ -104,10 +127,11 @@ impl Layout {
         let value = 0;
         let ids = value + up(p * l * 4);
         let len = ids + up(p * 4);
-        let op = len + up(p * 2);
+        let size = len + up(p * 2);
+        let op = size + up(p * l * 2);
         let out = op + up(p * l);
         let bytes = out + up(p * l);
-        Self { p, l, value, ids, len, op, out, bytes: bytes.max(ALIGN) }
+        Self { p, l, value, ids, len, size, op, out, bytes: bytes.max(ALIGN) }
     }
 }
 
@@ -116,6 +140,7 @@ struct Sections<'a> {
     value: &'a mut [f32],
     ids: &'a mut [u32],
     len: &'a mut [u16],
+    size: &'a mut [u16],
     op: &'a mut [u8],
     out: &'a mut [u8],
 }
@@ -128,17 +153,27 @@ fn sections<'a>(buf: &'a mut [u8], lay: &Layout) -> Result<Sections<'a>> {
     let (pl, p) = (lay.p * lay.l, lay.p);
     let (head, rest) = buf.split_at_mut(lay.ids);
     let (ids, rest) = rest.split_at_mut(lay.len - lay.ids);
-    let (len, rest) = rest.split_at_mut(lay.op - lay.len);
+    let (len, rest) = rest.split_at_mut(lay.size - lay.len);
+    let (size, rest) = rest.split_at_mut(lay.op - lay.size);
     let (op, rest) = rest.split_at_mut(lay.out - lay.op);
     // SAFETY: f32, u32 and u16 are valid for every bit pattern, and each section starts at a
     // multiple of ALIGN from a 4-byte aligned base, so `align_to_mut` leaves no prefix (checked).
     let (a, value, _) = unsafe { head.align_to_mut::<f32>() };
     let (b, ids, _) = unsafe { ids.align_to_mut::<u32>() };
     let (c, len, _) = unsafe { len.align_to_mut::<u16>() };
-    if !(a.is_empty() && b.is_empty() && c.is_empty()) {
+    // SAFETY: as above.
+    let (d, size, _) = unsafe { size.align_to_mut::<u16>() };
+    if !(a.is_empty() && b.is_empty() && c.is_empty() && d.is_empty()) {
         return Err(GpuError::Input("packing buffer sections are misaligned".into()));
     }
-    Ok(Sections { value: &mut value[..pl], ids: &mut ids[..p], len: &mut len[..p], op: &mut op[..pl], out: &mut rest[..pl] })
+    Ok(Sections {
+        value: &mut value[..pl],
+        ids: &mut ids[..p],
+        len: &mut len[..p],
+        size: &mut size[..pl],
+        op: &mut op[..pl],
+        out: &mut rest[..pl],
+    })
 }
 
 /// What [`pack`] found: `tree_ids[..n_fast]` go to the fast kernels, `tree_ids[n_fast..P]`
@@ -183,11 +218,12 @@ pub fn pack(pop: &Population, n_features: usize, buf: &mut [u8]) -> Result<Packe
         .par_chunks_mut(l.max(1))
         .zip(s.value.par_chunks_mut(l.max(1)))
         .zip(s.out.par_chunks_mut(l.max(1)))
+        .zip(s.size.par_chunks_mut(l.max(1)))
         .zip(s.len.par_iter_mut())
         .zip(s.ids.par_iter_mut())
         .enumerate()
         .with_min_len(min_len)
-        .map(|(t, ((((op, value), out), len), id))| {
+        .map(|(t, (((((op, value), out), size), len), id))| {
             let n = pop.len[t] as usize;
             *id = t as u32;
             *len = pop.len[t];
@@ -195,12 +231,16 @@ pub fn pack(pop: &Population, n_features: usize, buf: &mut [u8]) -> Result<Packe
                 return BAD;
             }
             let r = t * l..t * l + n;
-            let (src_op, src_value, src_out) = (&pop.op[r.clone()], &pop.value[r.clone()], &pop.out[r]);
+            let (src_op, src_value, src_out) = (&pop.op[r.clone()], &pop.value[r.clone()], &pop.out[r.clone()]);
             op[..n].copy_from_slice(src_op);
             value[..n].copy_from_slice(src_value);
             out[..n].copy_from_slice(src_out);
+            size[..n].copy_from_slice(&pop.size[r]);
             if n == 0 {
                 return FAST;
+            }
+            if !sizes_are_subtrees(src_op, &size[..n]) {
+                return BAD;
             }
             match check_nodes(src_op, src_value, src_out, n_features, n_outputs) {
                 Ok(need) if need <= STACK => FAST,
@@ -230,8 +270,12 @@ fn tree_error(pop: &Population, t: usize, n_features: usize) -> GpuError {
     if pop.len[t] as usize > l {
         return GpuError::Input(format!("tree {t}: length {} over max_len {l}", pop.len[t]));
     }
-    match stack_need(pop.tree(t), n_features, pop.n_outputs) {
+    let tree = pop.tree(t);
+    match stack_need(tree, n_features, pop.n_outputs) {
         Err(e) => GpuError::Input(format!("tree {t}: {e}")),
+        Ok(_) if !sizes_are_subtrees(tree.op, tree.size) => {
+            GpuError::Input(format!("tree {t}: its subtree sizes do not match its nodes"))
+        }
         Ok(need) => GpuError::TreeTooDeep { tree: t, need, max: DEEP_STACK },
     }
 }
@@ -278,7 +322,7 @@ mod tests {
         pop.set_tree(7, &[Node::var(1)]).unwrap();
         pop.set_tree(9, &[]).unwrap();
         let lay = Layout::new(pop.size(), pop.max_len);
-        assert!([lay.value, lay.ids, lay.len, lay.op, lay.out, lay.bytes].iter().all(|o| o % ALIGN == 0), "{lay:?}");
+        assert!([lay.value, lay.ids, lay.len, lay.size, lay.op, lay.out, lay.bytes].iter().all(|o| o % ALIGN == 0), "{lay:?}");
         let mut buf = host_buffer(lay.bytes);
         let packed = pack(&pop, 2, as_bytes_mut(&mut buf)).unwrap();
         assert_eq!((packed.n_fast, packed.n_deep), (3000, 0));
@@ -290,9 +334,22 @@ mod tests {
             assert_eq!(s.len[t], pop.len[t]);
             assert_eq!(&s.op[r.clone()], &pop.op[r.clone()], "tree {t}");
             assert_eq!(&s.out[r.clone()], &pop.out[r.clone()], "tree {t}");
+            assert_eq!(&s.size[r.clone()], &pop.size[r.clone()], "tree {t}");
             assert_eq!(s.value[r.clone()].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                        pop.value[r].iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "tree {t}");
         }
+    }
+
+    #[test]
+    fn pack_refuses_wrong_subtree_sizes() {
+        // The kernels find second children by the sizes: a wrong one must not reach them.
+        let mut pop = pop_of(300, 8, 0, &expr());
+        let l = pop.max_len;
+        pop.size[120 * l] += 1;
+        let lay = Layout::new(pop.size(), l);
+        let mut buf = host_buffer(lay.bytes);
+        let err = pack(&pop, 2, as_bytes_mut(&mut buf)).unwrap_err().to_string();
+        assert!(err.contains("tree 120") && err.contains("subtree sizes"), "{err}");
     }
 
     #[test]

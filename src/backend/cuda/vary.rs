@@ -45,13 +45,6 @@ pub struct DevicePopulation {
     pub(super) engine: u64,
 }
 
-impl DevicePopulation {
-    /// The arrays the evaluation kernels read (`super::eval::Trees`).
-    pub(super) fn trees(&self) -> super::eval::Trees<'_> {
-        super::eval::Trees { op: self.op.slice(..), value: self.value.slice(..), out: self.out.slice(..), len: self.len.slice(..) }
-    }
-}
-
 impl std::fmt::Debug for DevicePopulation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DevicePopulation").field("n", &self.n).field("max_len", &self.max_len).finish_non_exhaustive()
