@@ -1052,17 +1052,10 @@ impl ControlArgs {
         use crate::task::control::{ControlSettings, CPU_DEFAULTS, GPU_DEFAULTS};
         let d = if on_gpu { GPU_DEFAULTS } else { CPU_DEFAULTS };
         let pop = self.pop.unwrap_or(d.pop);
-        anyhow::ensure!(pop >= 2, "--pop must be at least 2, got {pop}");
         let episodes = self.episodes.unwrap_or(d.episodes);
-        anyhow::ensure!(episodes >= 1, "--episodes must be at least 1");
-        anyhow::ensure!(self.episode_steps != Some(0), "--episode-steps must be at least 1");
-        anyhow::ensure!(self.tournament >= 1, "--tournament must be at least 1");
-        anyhow::ensure!((1..=65535).contains(&self.max_len), "--max-len must be in 1..=65535, got {}", self.max_len);
-        anyhow::ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony must be >= 0");
-        anyhow::ensure!((0.0..=1.0).contains(&self.p_out), "--p-out must be a probability, got {}", self.p_out);
         let (map, init, vary, genome_capacity) = self.ge.configs()?;
         let base = ControlSettings::default();
-        Ok(ControlSettings {
+        let s = ControlSettings {
             env: self.env.clone(),
             profile: self.profile.clone(),
             grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
@@ -1086,7 +1079,9 @@ impl ControlArgs {
             healthy_reward: self.healthy_reward,
             trees: crate::task::classify::ClassTreeSettings { p_out: self.p_out, ..base.trees },
             device: self.device,
-        })
+        };
+        s.check()?;
+        Ok(s)
     }
 }
 
