@@ -44,9 +44,11 @@ def _variable_names(estimator, n_features):
     return names
 
 
-def _target_name(names, wanted="y"):
-    """A target name no feature has."""
-    name = wanted
+def _target_name(names, y, default):
+    """The target's name (a named pandas Series' name, else ``default``), made one no feature
+    has."""
+    given = getattr(y, "name", None)
+    name = re.sub(r"\W", "_", str(given)) if given is not None and str(given) else default
     while name in names:
         name += "_"
     return name
@@ -219,12 +221,13 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     def fit(self, X, y):
         """Evolves a formula for ``y`` from ``X`` (``(n_samples, n_features)``)."""
         self._validate_params()
+        target = _target_name([], y, "y")
         X, y = validate_data(self, X, y, dtype=_DTYPES, y_numeric=True, ensure_min_samples=2)
         y = np.asarray(y, dtype=np.float64)
         settings = self._settings()
         names = _variable_names(self, X.shape[1])
         report = json.loads(
-            _grove.fit_regression(json.dumps(settings), X, y, names, _target_name(names), **self._run_options())
+            _grove.fit_regression(json.dumps(settings), X, y, names, _target_name(names, None, target), **self._run_options())
         )
         self._keep(report)
         self.program_ = report["best"]["infix"]
@@ -332,6 +335,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     def fit(self, X, y):
         """Evolves a classifier of ``X`` (``(n_samples, n_features)``) into the labels ``y``."""
         self._validate_params()
+        target = _target_name([], y, "class")
         X, y = validate_data(self, X, y, dtype=_DTYPES, ensure_min_samples=2)
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
@@ -351,7 +355,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
                 np.ascontiguousarray(codes, dtype=np.uint32),
                 names,
                 variables,
-                _target_name(variables, "class"),
+                _target_name(variables, None, target),
                 **self._run_options(),
             )
         )

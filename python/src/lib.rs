@@ -42,6 +42,11 @@ fn features(x: &Bound<'_, PyAny>) -> PyResult<(Vec<f32>, usize, usize)> {
     if let Ok(a) = x.extract::<PyReadonlyArray2<'_, f64>>() {
         let v = a.as_array();
         let (n, f) = v.dim();
+        if let Some(((i, j), &bad)) = v.indexed_iter().find(|(_, v)| v.is_finite() && !(**v as f32).is_finite()) {
+            return Err(PyValueError::new_err(format!(
+                "X[{i}, {j}] = {bad:e} is outside the float32 range (±3.4e38) the engine computes in"
+            )));
+        }
         return Ok((v.t().iter().map(|&v| v as f32).collect(), n, f));
     }
     Err(PyValueError::new_err("X must be a 2-D numpy array of float32 or float64 values (rows × features)"))
@@ -53,7 +58,13 @@ fn values(y: &Bound<'_, PyAny>) -> PyResult<Vec<f32>> {
         return Ok(a.as_array().to_vec());
     }
     if let Ok(a) = y.extract::<PyReadonlyArray1<'_, f64>>() {
-        return Ok(a.as_array().iter().map(|&v| v as f32).collect());
+        let v = a.as_array();
+        if let Some((i, &bad)) = v.indexed_iter().find(|(_, v)| v.is_finite() && !(**v as f32).is_finite()) {
+            return Err(PyValueError::new_err(format!(
+                "y[{i}] = {bad:e} is outside the float32 range (±3.4e38) the engine computes in"
+            )));
+        }
+        return Ok(v.iter().map(|&v| v as f32).collect());
     }
     Err(PyValueError::new_err("y must be a 1-D numpy array of float32 or float64 values"))
 }
@@ -160,9 +171,12 @@ fn open(device: grove::backend::DeviceChoice, note: &(dyn Fn(String) + Sync)) ->
     Ok(backend)
 }
 
-/// Checks that a grammar given by path or text loads, so that a bad one is a `ValueError`
-/// before the run starts.
-fn check_grammar(grammar: Option<&str>, n_features: usize, n_outputs: usize) -> PyResult<()> {
+/// Checks that the function set parses and a grammar given by path or text loads, so that a
+/// bad one is a `ValueError` before the run starts.
+fn check_representation(functions: Option<&str>, grammar: Option<&str>, n_features: usize, n_outputs: usize) -> PyResult<()> {
+    if let Some(f) = functions {
+        grove::program::ops::parse_function_set(f).map_err(|e| PyValueError::new_err(format!("function_set: {e}")))?;
+    }
     if let Some(g) = grammar {
         let n = n_features as u32;
         let shape = grove::grammar::DatasetShape { n_vars: Some(n), n_is: Some(n), n_os: Some(n_outputs.max(1) as u32) };
@@ -200,7 +214,7 @@ fn fit_regression(
         return Err(PyValueError::new_err(format!("{} feature names for {n_features} features", names.len())));
     }
     let train = Dataset::from_f32(names, target, x, y).map_err(value_error)?;
-    check_grammar(settings.grammar.as_deref(), n_features, 1)?;
+    check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, 1)?;
     let job: Job = Box::new(move |stop, note| {
         let backend = open(settings.device, note)?;
         let result = grove::task::regression::fit(&settings, &train, None, &backend, &options(verbose, stop))?;
@@ -245,7 +259,7 @@ fn fit_classification(
     if let Some(s) = &standardize {
         s.apply_to(&mut train.data);
     }
-    check_grammar(settings.grammar.as_deref(), n_features, n_outputs)?;
+    check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, n_outputs)?;
     let job: Job = Box::new(move |stop, note| {
         let backend = open(settings.device, note)?;
         let opts = options(verbose, stop);

@@ -120,7 +120,10 @@ impl ControlSettings {
     /// the defaults for the device: [`GPU_DEFAULTS`] when `on_gpu` and `given` leaves the
     /// population, generations or episodes out, else [`CPU_DEFAULTS`]; then checked.
     pub fn from_json(given: serde_json::Value, on_gpu: bool) -> Result<Self> {
-        let mut base = serde_json::to_value(Self::default())?;
+        // The command line's GE defaults (its flags), as `grove control` fills them in.
+        let cli = super::regression::EvolveSettings::cli_default();
+        let base = Self { map: cli.map, init: cli.init, vary: cli.vary, genome_capacity: cli.genome_capacity, ..Self::default() };
+        let mut base = serde_json::to_value(base)?;
         if on_gpu {
             base["engine"]["pop_size"] = GPU_DEFAULTS.pop.into();
             base["engine"]["generations"] = GPU_DEFAULTS.gens.into();
