@@ -101,14 +101,7 @@ fn run_detached(py: Python<'_>, threads: Option<usize>, on_note: Option<&Bound<'
             let note = move |s: String| {
                 let _ = notes.send(Message::Note(s));
             };
-            let result = match threads {
-                Some(n) => rayon::ThreadPoolBuilder::new()
-                    .num_threads(n.max(1))
-                    .build()
-                    .map_err(anyhow::Error::from)
-                    .and_then(|pool| pool.install(|| job(flag, &note))),
-                None => job(flag, &note),
-            };
+            let result = grove::task::run::on_threads(threads, || job(flag, &note));
             let _ = tx.send(Message::Done(result));
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start the run's thread: {e}")))?;

@@ -136,6 +136,14 @@ impl ControlSettings {
     }
 }
 
+/// Opens the device for a `grove control` run in `env` (loading the environment first, so
+/// that a bad one fails before a GPU is opened); says on standard error, unless quiet, when
+/// `auto` falls back to the CPU.
+pub fn open_for(env: &str, profile: Option<&str>, device: crate::backend::DeviceChoice, quiet: bool) -> Result<Backend> {
+    Model::load(env, profile)?;
+    Backend::open(device, quiet)
+}
+
 /// Plays a saved policy for one episode in f32, as `grove rollout --policy` does: `steps`
 /// control steps at most (default: the environment's episode length), from the reset noise of
 /// `seed` (`None`: the rest pose).
