@@ -402,6 +402,22 @@ fn stratified_split(codes: Vec<u32>, n_classes: usize, test_fraction: f64, seed:
     grove::data::classes::stratified_indices(&codes, n_classes, test_fraction, seed).map_err(value_error)
 }
 
+/// A built-in regression problem's training data, as `grove evolve --data builtin:NAME[:N]`
+/// loads it (`name` is `NAME[:N]`, e.g. `pagie1:1024`): `X` `(n_rows, n_features)` and `y`
+/// `(n_rows,)` as float64 (the values the engine rounds to float32), and the feature names.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn load_builtin<'py>(py: Python<'py>, name: &str) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>, Vec<String>)> {
+    let problem = grove::data::DataSource::parse(&format!("builtin:{name}")).and_then(|s| s.load(None)).map_err(value_error)?;
+    let d = problem.train;
+    let x = d.x64.unwrap_or_else(|| d.x.iter().map(|&v| v as f64).collect());
+    let y = d.y64.unwrap_or_else(|| d.y.iter().map(|&v| v as f64).collect());
+    // Feature-major to row-major.
+    let (n, f) = (d.n_rows, d.n_features);
+    let rows: Vec<f64> = (0..n * f).map(|k| x[(k % f) * n + k / f]).collect();
+    Ok((PyArray1::from_vec(py, rows).reshape([n, f])?, PyArray1::from_vec(py, y), d.names))
+}
+
 /// The module.
 #[pymodule]
 fn _grove(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -417,5 +433,6 @@ fn _grove(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_act, m)?)?;
     m.add_function(wrap_pyfunction!(policy_rollout, m)?)?;
     m.add_function(wrap_pyfunction!(stratified_split, m)?)?;
+    m.add_function(wrap_pyfunction!(load_builtin, m)?)?;
     Ok(())
 }

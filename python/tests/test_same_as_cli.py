@@ -99,3 +99,16 @@ def test_control_equals_grove_control(tmp_path, grove_cli):
     out = grove_cli("rollout", "--policy", tmp_path / "p.json", "--steps", 60)
     r = policy.rollout(steps=60, seed=1)
     assert f"return {r.total_return:.6f} over {r.steps} steps" in out.stdout
+
+
+def test_builtin_data_equals_the_command_lines(grove_cli, tmp_path):
+    X, y = grove.load_builtin("pagie1:64")
+    assert X.shape == (64, 2) and y.shape == (64,)
+    grove_cli("evolve", "--data", "builtin:pagie1:64", "--functions", "add,sub,mul,div", "--pop", 200, "--gens", 5,
+              "--device", "cpu", "--quiet", "--report", tmp_path / "b.json")
+    cli = json.loads((tmp_path / "b.json").read_text())
+    est = SymbolicRegressor(function_set="add,sub,mul,div", population_size=200, generations=5, random_state=1,
+                            device="cpu").fit(X, y)
+    same_run(cli, est.report_)
+    with pytest.raises(ValueError, match="unknown"):
+        grove.load_builtin("nosuchproblem")
