@@ -33,7 +33,7 @@ def _variable_names(estimator, n_features):
         return [f"x{j}" for j in range(n_features)]
     names, seen = [], set()
     for raw in given:
-        name = re.sub(r"\W", "_", str(raw))
+        name = re.sub(r"\W+", "_", str(raw)).strip("_")
         if not name or name[0].isdigit():
             name = "x_" + name
         base, k = name, 2
