@@ -713,48 +713,8 @@ pub struct MapArgs {
     pub shape: GrammarArgs,
 }
 
-/// `grove bench`.
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Grammar for the mapping benchmark.
-    #[arg(long, default_value = "grammars/vladislavleva4.bnf")]
-    pub grammar: PathBuf,
-    /// Genomes to map.
-    #[arg(long, default_value_t = 200_000)]
-    pub genomes: usize,
-    /// Codons per genome.
-    #[arg(long, default_value_t = 128)]
-    pub codons: usize,
-    /// Wraps allowed.
-    #[arg(long, default_value_t = 2)]
-    pub wraps: u32,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also benchmark the CUDA evaluator (needs a GPU): GPop/s per workload and launch shape.
-    #[arg(long)]
-    pub gpu: bool,
-    /// With --gpu: only the fastest-looking launch shapes and fewer sizes (quicker).
-    #[arg(long)]
-    pub quick: bool,
-    /// With --gpu: only these parts (evaluation, mapping, breeding, whole generations); all by
-    /// default.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub gpu_part: Vec<GpuPart>,
-}
-
-/// A part of `grove bench --gpu`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum GpuPart {
-    /// The evaluator's GPop/s per workload and launch shape.
-    Eval,
-    /// Genome mapping throughput (W7).
-    Map,
-    /// Selection and tree breeding.
-    Breed,
-    /// Whole device-loop generations, GE beside tree GP.
-    Generations,
-}
+/// `grove bench` and its parts (defined beside the benchmarks, which read them).
+pub use crate::bench::{BenchArgs, GpuPart};
 
 /// Parses the process arguments and runs the command.
 pub fn run() -> Result<ExitCode> {

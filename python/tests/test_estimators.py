@@ -66,6 +66,18 @@ def test_regressor_sympy_latex_and_hall_of_fame():
     assert eq["equation"].iloc[-1] == m.program_
 
 
+def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
+    import sys
+
+    X, y = quadratic(80)
+    m = SymbolicRegressor(**SMALL).fit(X, y)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
+    rows = m.equations_
+    assert isinstance(rows, list) and rows
+    assert set(rows[-1]) == {"complexity", "loss", "equation", "latex", "sympy"}
+    assert rows[-1]["equation"] == m.program_
+
+
 def test_classifier_with_string_labels_probabilities_and_programs():
     X, y = iris_named()
     c = SymbolicClassifier(**SMALL).fit(X, y)
