@@ -62,8 +62,8 @@ def test_regressor_sympy_latex_and_hall_of_fame():
     assert isinstance(eq, pd.DataFrame)
     assert list(eq.columns) == ["complexity", "loss", "equation", "latex", "sympy"]
     assert eq["complexity"].is_monotonic_increasing and eq["loss"].is_monotonic_decreasing
-    # The last row of the front is the best program.
-    assert eq["equation"].iloc[-1] == m.program_
+    # The last row of the front has the best program's loss (no parsimony: its fitness).
+    assert eq["loss"].iloc[-1] == m.best_fitness_
 
 
 def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
@@ -75,7 +75,7 @@ def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
     rows = m.equations_
     assert isinstance(rows, list) and rows
     assert set(rows[-1]) == {"complexity", "loss", "equation", "latex", "sympy"}
-    assert rows[-1]["equation"] == m.program_
+    assert rows[-1]["loss"] == m.best_fitness_
 
 
 def test_classifier_with_string_labels_probabilities_and_programs():
