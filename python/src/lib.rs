@@ -178,6 +178,18 @@ fn check_representation(functions: Option<&str>, grammar: Option<&str>, n_featur
     Ok(())
 }
 
+/// Checks that `y` has a value per row of `X` (`(n_rows, n_features)`) and that there is a
+/// name per feature.
+fn check_shapes((n_rows, n_features): (usize, usize), n_y: usize, n_names: usize) -> PyResult<()> {
+    if n_y != n_rows {
+        return Err(PyValueError::new_err(format!("X has {n_rows} rows but y has {n_y} values")));
+    }
+    if n_names != n_features {
+        return Err(PyValueError::new_err(format!("{n_names} feature names for {n_features} features")));
+    }
+    Ok(())
+}
+
 /// Symbolic regression on `x` (`(n_rows, n_features)`) and `y` (`(n_rows,)`): the settings
 /// of `grove evolve` (JSON fields over its defaults), feature names and the target's name.
 /// Returns the run's JSON report, as `grove evolve --report` writes it.
@@ -200,12 +212,7 @@ fn fit_regression(
     };
     let (x, n_rows, n_features) = features(x)?;
     let y = values(y)?;
-    if y.len() != n_rows {
-        return Err(PyValueError::new_err(format!("X has {n_rows} rows but y has {} values", y.len())));
-    }
-    if names.len() != n_features {
-        return Err(PyValueError::new_err(format!("{} feature names for {n_features} features", names.len())));
-    }
+    check_shapes((n_rows, n_features), y.len(), names.len())?;
     let train = Dataset::from_f32(names, target, x, y).map_err(value_error)?;
     check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, 1)?;
     let job: Job = Box::new(move |stop, note| {
@@ -240,12 +247,7 @@ fn fit_classification(
     };
     let (x, n_rows, n_features) = features(x)?;
     let codes = codes.as_array().to_vec();
-    if codes.len() != n_rows {
-        return Err(PyValueError::new_err(format!("X has {n_rows} rows but y has {} labels", codes.len())));
-    }
-    if names.len() != n_features {
-        return Err(PyValueError::new_err(format!("{} feature names for {n_features} features", names.len())));
-    }
+    check_shapes((n_rows, n_features), codes.len(), names.len())?;
     let n_outputs = if settings.binary { 0 } else { classes.len() };
     let mut train = Labeled::from_codes(names, &target, x, codes, classes).map_err(value_error)?;
     let standardize = settings.standardize.then(|| Standardize::fit(&train.data.x, n_rows));
