@@ -54,3 +54,20 @@ def test_bad_arguments_are_value_errors(policy):
         grove.control("swimmer", **{**TINY, "population_size": 1})
     with pytest.raises(ValueError, match="device"):
         grove.control("swimmer", **{**TINY, "device": "gpu"})
+
+
+def test_ctrl_c_stops_a_control_run():
+    import os
+    import signal
+    import threading
+    import time
+
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            grove.control("swimmer", **{**TINY, "generations": 1_000_000})
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 30
