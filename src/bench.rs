@@ -8,7 +8,6 @@ use std::time::Instant;
 use anyhow::Result;
 use rayon::prelude::*;
 
-use crate::cli::BenchArgs;
 use crate::genome::{MapConfig, Mapper};
 use crate::grammar::{self, DatasetShape};
 use crate::rng::{Purpose, Stream};
@@ -127,9 +126,9 @@ fn gpu(args: &BenchArgs) -> Result<()> {
         "{:<18} {:>7} {:>4} {:>10} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>3}",
         "workload", "threads", "K", "median s", "GPop/s", "prep ms", "h2d ms", "kern ms", "d2h ms", "kern GPop/s", "pin"
     );
-    let part = |p: crate::cli::GpuPart| args.gpu_part.is_empty() || args.gpu_part.contains(&p);
+    let part = |p: GpuPart| args.gpu_part.is_empty() || args.gpu_part.contains(&p);
     let mut rows = Vec::new();
-    for wl in workloads.iter().filter(|_| part(crate::cli::GpuPart::Eval)) {
+    for wl in workloads.iter().filter(|_| part(GpuPart::Eval)) {
         let (p, n) = (wl.population, wl.rows);
         let pop = crate::program::eval::bench_population(7, p, wl.min_len, wl.max_len, wl.functions);
         let (x, y) = crate::program::eval::bench_sextic(3, n);
@@ -188,7 +187,6 @@ fn gpu(args: &BenchArgs) -> Result<()> {
                 "h2d_bytes": calls[0].1.h2d_bytes, "pinned": pinned}));
         }
     }
-    use crate::cli::GpuPart;
     let map_rows = if part(GpuPart::Map) { gpu_map(&engine, args.quick)? } else { Vec::new() };
     let breed_rows = if part(GpuPart::Breed) { gpu_breed(&engine, args.quick)? } else { Vec::new() };
     let generation_rows = if part(GpuPart::Generations) { gpu_generations(args.quick)? } else { Vec::new() };
@@ -443,4 +441,47 @@ fn best_of(k: usize, mut f: impl FnMut() -> u64) -> (u64, f64) {
         }
     }
     best
+}
+
+/// `grove bench`.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Grammar for the mapping benchmark.
+    #[arg(long, default_value = "grammars/vladislavleva4.bnf")]
+    pub grammar: std::path::PathBuf,
+    /// Genomes to map.
+    #[arg(long, default_value_t = 200_000)]
+    pub genomes: usize,
+    /// Codons per genome.
+    #[arg(long, default_value_t = 128)]
+    pub codons: usize,
+    /// Wraps allowed.
+    #[arg(long, default_value_t = 2)]
+    pub wraps: u32,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also benchmark the CUDA evaluator (needs a GPU): GPop/s per workload and launch shape.
+    #[arg(long)]
+    pub gpu: bool,
+    /// With --gpu: only the fastest-looking launch shapes and fewer sizes (quicker).
+    #[arg(long)]
+    pub quick: bool,
+    /// With --gpu: only these parts (evaluation, mapping, breeding, whole generations); all by
+    /// default.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub gpu_part: Vec<GpuPart>,
+}
+
+/// A part of `grove bench --gpu`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GpuPart {
+    /// The evaluator's GPop/s per workload and launch shape.
+    Eval,
+    /// Genome mapping throughput (W7).
+    Map,
+    /// Selection and tree breeding.
+    Breed,
+    /// Whole device-loop generations, GE beside tree GP.
+    Generations,
 }

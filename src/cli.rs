@@ -1,16 +1,16 @@
 //! The command line: clap definitions (doc comments are the help text) and dispatch.
 
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::genome::{Codons, MapConfig, Mapper};
+use crate::genome::{Codons, MapConfig};
 use crate::task::experiment::Experiment;
 use crate::task::run::Checkpoint;
-use crate::grammar::{self, DatasetShape, Severity};
+use crate::grammar::DatasetShape;
 
 /// grove: grammatical evolution and tree genetic programming on the GPU.
 #[derive(Debug, Parser)]
@@ -409,7 +409,7 @@ fn evolve(args: &EvolveArgs) -> Result<ExitCode> {
 /// Runs an experiment on the requested threads (Ctrl-C saves a checkpoint and stops when
 /// checkpoints are on), then writes the report, hall of fame and plots and prints the summary.
 pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<ExitCode> {
-    use crate::task::run::{RunOptions, fame_csv, write_atomic};
+    use crate::task::run::{Outputs, RunOptions};
     let every = flags.checkpoint_every.or(resume.as_ref().map(|r| r.1.checkpoint_every)).unwrap_or(10);
     anyhow::ensure!(every >= 1, "--checkpoint-every must be at least 1");
     let checkpoint = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
@@ -425,66 +425,18 @@ pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf
         resume: resume.map(|r| r.1),
         stop,
     };
-    let run = || match &exp {
-        Experiment::Evolve(s) => crate::task::regression::evolve_with(s, &opts),
-        Experiment::Classify(s) => crate::task::classify::classify_with(s, &opts),
-    };
-    let result = match flags.threads {
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build()
-            .context("cannot start worker threads")?
-            .install(run)?,
-        None => run()?,
-    };
-    let mut written = Vec::new();
-    if let Some(path) = &flags.report {
-        crate::report::write_json_atomic(path, &result.report)?;
-        written.push(("report", path.clone()));
-    }
-    if let Some(path) = &flags.hall_of_fame {
-        let rows: Vec<crate::task::run::FameRow> = serde_json::from_value(result.report["hall_of_fame"].clone())?;
-        write_atomic(path, fame_csv(&rows).as_bytes()).with_context(|| format!("cannot write the hall of fame {}", path.display()))?;
-        written.push(("hall of fame", path.clone()));
-    }
-    if let Some(dir) = &flags.plots {
-        for p in crate::task::plots::write_all(&result.report, dir)? {
-            written.push(("plot", p));
-        }
-    }
+    let result = crate::task::run::run_experiment(&exp, &opts, flags.threads)?;
+    let outputs = Outputs { report: flags.report.clone(), hall_of_fame: flags.hall_of_fame.clone(), plots: flags.plots.clone() };
+    print_result(&result, &crate::task::run::write_outputs(&result.report, &outputs)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a run's summary and the files it wrote.
+fn print_result(result: &crate::task::regression::EvolveResult, written: &[(&str, PathBuf)]) {
     println!("{}", result.summary);
     for (what, path) in written {
         println!("{what:<13} {}", path.display());
     }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// Runs a task on `threads` worker threads, writes its report and prints its summary: the
-/// older path, kept for a command not yet expressed as an [`Experiment`] (control, until it
-/// becomes a variant and goes through [`run_experiment`], which adds plots, the hall of fame
-/// and checkpoints).
-#[allow(dead_code)]
-fn finish_run(
-    threads: Option<usize>,
-    report: Option<&std::path::Path>,
-    run: impl FnOnce() -> Result<crate::task::regression::EvolveResult> + Send,
-) -> Result<ExitCode> {
-    let result = match threads {
-        Some(n) => rayon::ThreadPoolBuilder::new()
-            .num_threads(n.max(1))
-            .build()
-            .context("cannot start worker threads")?
-            .install(run)?,
-        None => run()?,
-    };
-    if let Some(path) = report {
-        crate::report::write_json_atomic(path, &result.report)?;
-    }
-    println!("{}", result.summary);
-    if let Some(path) = report {
-        println!("report        {}", path.display());
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// A flag Ctrl-C sets: the run saves a checkpoint and stops between generations. A second
@@ -511,70 +463,25 @@ fn ctrl_c_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
 }
 
 fn run_cmd(args: &RunArgs) -> Result<ExitCode> {
-    use crate::task::experiment::{load_report, load_ron, set_path};
-    use serde_json::{Value, json};
+    use crate::task::experiment::{Overrides, from_source, resume};
+    let overrides = Overrides {
+        pop: args.pop,
+        gens: args.gens,
+        seed: args.seed,
+        data: args.data.clone(),
+        device: args.device,
+        set: args.set.clone(),
+    };
     if let Some(path) = &args.resume {
-        let c = Checkpoint::load(path)?;
-        anyhow::ensure!(
-            args.pop.is_none() && args.seed.is_none() && args.data.is_none() && args.set.is_empty(),
-            "--resume continues a run with its own settings: drop --pop, --seed, --data and --set (--gens and --device may change)"
-        );
-        let mut exp = c.experiment.clone();
-        if let Some(g) = args.gens {
-            exp.engine_mut().generations = g;
-        }
-        if let Some(d) = args.device {
-            *exp.device_mut() = d;
-        }
-        exp.check()?;
+        let (exp, c) = resume(path, &overrides)?;
         return run_experiment(exp, &args.flags, Some((path.clone(), c)));
     }
-    let (command, mut given, origin) = match (&args.file, &args.from) {
-        (Some(f), _) => {
-            let (c, v) = load_ron(f)?;
-            (c, v, f.display().to_string())
-        }
-        (None, Some(r)) => {
-            let (c, v) = load_report(r)?;
-            (c, v, r.display().to_string())
-        }
-        (None, None) => anyhow::bail!(
-            "give an experiment file (e.g. grove run examples/w1-pagie1.ron), --from REPORT.json or --resume CHECKPOINT"
-        ),
-    };
-    let overrides: [(&str, Option<Value>); 5] = [
-        ("engine.pop_size", args.pop.map(|v| json!(v))),
-        ("engine.generations", args.gens.map(|v| json!(v))),
-        ("engine.seed", args.seed.map(|v| json!(v))),
-        ("data", args.data.as_ref().map(|v| json!(v))),
-        ("device", args.device.map(|v| json!(v))),
-    ];
-    for (path, v) in overrides {
-        if let Some(v) = v {
-            set_path(&mut given, path, v)?;
-        }
-    }
-    for s in &args.set {
-        let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: write FIELD=VALUE, e.g. --set engine.tournament=7"))?;
-        let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
-        set_path(&mut given, k.trim(), value).with_context(|| format!("--set {s}"))?;
-    }
-    let exp = Experiment::from_parts(&command, given, &origin)?;
+    let exp = from_source(args.file.as_deref(), args.from.as_deref(), &overrides)?;
     run_experiment(exp, &args.flags, None)
 }
 
 fn export(args: &ExportArgs) -> Result<ExitCode> {
-    let model = crate::task::model::load(&args.model)?;
-    let nodes = model.tree()?;
-    let program = crate::program::export::Program {
-        nodes: &nodes,
-        n_outputs: model.n_outputs,
-        features: &model.features,
-        scale: model.scale,
-        standardize: model.standardize.as_ref().map(|s| (s.mean.as_slice(), s.std.as_slice())),
-        classes: model.classes.as_deref(),
-    };
-    let src = crate::program::export::export(&program, args.lang).map_err(|e| anyhow::anyhow!("{}: {e}", args.model.display()))?;
+    let src = crate::task::tools::export(&args.model, args.lang)?;
     match &args.out {
         Some(p) => std::fs::write(p, src).with_context(|| format!("cannot write {}", p.display()))?,
         None => print!("{src}"),
@@ -583,42 +490,23 @@ fn export(args: &ExportArgs) -> Result<ExitCode> {
 }
 
 fn render(args: &RenderArgs) -> Result<ExitCode> {
-    use crate::report::robot::{Policy, episode, policy_from_report, write};
-    let model = crate::sim::Model::load(&args.env, args.profile.as_deref())?;
-    let nu = model.nu();
-    let (mut policy, rows): (Policy<'static>, Option<usize>) = match (&args.policy, &args.actions) {
-        (Some(p), _) => (policy_from_report(p, &model)?, None),
-        (None, Some(f)) => {
-            let rows = crate::sim::rollout::read_actions_file(f, nu)?;
-            let n = rows.len();
-            (Box::new(move |t: usize, _: &[f64]| rows[t].clone()), Some(n))
-        }
-        (None, None) => (Box::new(move |_: usize, _: &[f64]| vec![0.0; nu]), None),
-    };
-    let steps = match (rows, args.steps) {
-        (Some(r), Some(n)) if n > r => anyhow::bail!("--steps {n} asks for more control steps than the action file's {r} rows"),
-        (_, Some(n)) => n,
-        (Some(r), None) => r,
-        (None, None) => model.episode_steps,
-    };
-    anyhow::ensure!(args.frames >= 1 && args.every >= 1, "--frames and --every must be at least 1");
-    let (model, frames) = episode(&args.env, args.profile.as_deref(), &mut policy, steps, (!args.no_noise).then_some(args.seed))?;
-    write(&args.out, &model, &frames, args.frames, args.every)?;
-    let last = frames.last().map_or(0.0, |f| f.total);
-    println!("{} ({}): {} control steps, return {last:.6}; drew {}", model.name, model.profile, frames.len() - 1, args.out.display());
+    let line = crate::task::tools::render(&crate::task::tools::RenderSettings {
+        env: args.env.clone(),
+        profile: args.profile.clone(),
+        policy: args.policy.clone(),
+        actions: args.actions.clone(),
+        out: args.out.clone(),
+        steps: args.steps,
+        frames: args.frames,
+        every: args.every,
+        seed: (!args.no_noise).then_some(args.seed),
+    })?;
+    println!("{line}");
     Ok(ExitCode::SUCCESS)
 }
 
 fn plot(args: &PlotArgs) -> Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.report).with_context(|| format!("cannot read the report {}", args.report.display()))?;
-    let report: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", args.report.display()))?;
-    anyhow::ensure!(
-        report.get("generations").is_some_and(|g| g.is_array()),
-        "{} has no `generations`: give a report written with --report",
-        args.report.display()
-    );
-    for p in crate::task::plots::write_all(&report, &args.out)? {
+    for p in crate::task::tools::plot(&args.report, &args.out)? {
         println!("{}", p.display());
     }
     Ok(ExitCode::SUCCESS)
@@ -740,33 +628,15 @@ pub struct PredictArgs {
 }
 
 fn predict(args: &PredictArgs) -> Result<ExitCode> {
-    use crate::task::model::ModelKind;
-    let model = crate::task::model::load(&args.model)?;
-    let file = args.data.display().to_string();
-    let bytes = std::fs::read(&args.data).with_context(|| format!("cannot read data file {file}"))?;
-    let table = crate::data::classes::read_table(&bytes, &file)?;
-    let predictions = model.predict(&table, &file)?;
+    let p = crate::task::tools::predict(&args.model, &args.data)?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     writeln!(out, "prediction")?;
-    for p in &predictions {
+    for p in &p.predictions {
         writeln!(out, "{p}")?;
     }
     out.flush().context("cannot write standard output")?;
-    // When the file also holds the target, say how well the model does on it.
-    if let Some(j) = table.names.iter().position(|n| *n == model.target) {
-        let truth: Vec<&str> = table.rows.iter().map(|(_, c)| c[j].as_str()).collect();
-        match model.kind {
-            ModelKind::Classification => {
-                let right = truth.iter().zip(&predictions).filter(|(t, p)| t == p).count();
-                eprintln!("accuracy {:.4} ({right} of {} rows, column `{}`)", right as f64 / truth.len() as f64, truth.len(), model.target);
-            }
-            ModelKind::Regression => {
-                let y = crate::data::classes::numeric_column(&table, j, &file)?;
-                let mse = y.iter().zip(&predictions).map(|(y, p)| (p.parse::<f64>().unwrap_or(f64::NAN) - y).powi(2)).sum::<f64>()
-                    / y.len() as f64;
-                eprintln!("mse {mse:.6e} ({} rows, column `{}`)", y.len(), model.target);
-            }
-        }
+    if let Some(score) = p.score {
+        eprintln!("{score}");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -811,13 +681,7 @@ pub enum CodonsArg {
 }
 
 /// Output format of `grove map`.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum MapFormat {
-    /// The phenotype, one line per genome (`<invalid: reason>` when it does not map).
-    Text,
-    /// One JSON object per genome: line, valid, phenotype, used_codons, depth, nodes.
-    Jsonl,
-}
+pub use crate::task::tools::MapFormat;
 
 /// `grove map`.
 #[derive(Debug, Args)]
@@ -849,48 +713,8 @@ pub struct MapArgs {
     pub shape: GrammarArgs,
 }
 
-/// `grove bench`.
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Grammar for the mapping benchmark.
-    #[arg(long, default_value = "grammars/vladislavleva4.bnf")]
-    pub grammar: PathBuf,
-    /// Genomes to map.
-    #[arg(long, default_value_t = 200_000)]
-    pub genomes: usize,
-    /// Codons per genome.
-    #[arg(long, default_value_t = 128)]
-    pub codons: usize,
-    /// Wraps allowed.
-    #[arg(long, default_value_t = 2)]
-    pub wraps: u32,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-    /// Also benchmark the CUDA evaluator (needs a GPU): GPop/s per workload and launch shape.
-    #[arg(long)]
-    pub gpu: bool,
-    /// With --gpu: only the fastest-looking launch shapes and fewer sizes (quicker).
-    #[arg(long)]
-    pub quick: bool,
-    /// With --gpu: only these parts (evaluation, mapping, breeding, whole generations); all by
-    /// default.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    pub gpu_part: Vec<GpuPart>,
-}
-
-/// A part of `grove bench --gpu`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum GpuPart {
-    /// The evaluator's GPop/s per workload and launch shape.
-    Eval,
-    /// Genome mapping throughput (W7).
-    Map,
-    /// Selection and tree breeding.
-    Breed,
-    /// Whole device-loop generations, GE beside tree GP.
-    Generations,
-}
+/// `grove bench` and its parts (defined beside the benchmarks, which read them).
+pub use crate::bench::{BenchArgs, GpuPart};
 
 /// Parses the process arguments and runs the command.
 pub fn run() -> Result<ExitCode> {
@@ -912,64 +736,24 @@ pub fn run() -> Result<ExitCode> {
 }
 
 fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
-    use crate::sim::rollout::{read_actions_file, ActionSource, RolloutOptions};
-    let saved = args.policy.as_deref().map(crate::task::control::SavedPolicy::read).transpose()?;
-    let env = match (&args.env, &saved) {
-        (Some(e), _) => e.clone(),
-        (None, Some(p)) => p.env.clone(),
-        (None, None) => anyhow::bail!("give --env ENV (swimmer, hopper, walker2d, half_cheetah or a .ron file), or --policy REPORT"),
+    let settings = crate::task::tools::RolloutSettings {
+        env: args.env.clone(),
+        profile: args.profile.clone(),
+        actions: args.actions.clone(),
+        policy: args.policy.clone(),
+        states: args.states.clone(),
+        seed: (!args.no_noise).then_some(args.seed),
+        steps: args.steps,
+        ignore_termination: args.ignore_termination,
+        f32: args.f32,
+        solver_iterations: args.solver_iterations,
     };
-    let profile = args.profile.clone().or_else(|| saved.as_ref().map(|p| p.profile.clone()));
-    let mut model = crate::sim::Model::load(&env, profile.as_deref())?;
-    if let Some(n) = args.solver_iterations {
-        model.solver_iterations = n;
-    }
     if args.print_model {
+        let (model, _) = crate::task::tools::rollout_model(&settings)?;
         println!("{}", serde_json::to_string_pretty(&crate::sim::rollout::model_json(&model))?);
         return Ok(ExitCode::SUCCESS);
     }
-    let actions = match (&args.actions, &saved) {
-        (Some(p), _) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
-        (None, Some(saved)) => {
-            let nodes = saved.tree(&model).with_context(|| format!("replaying {}", args.policy.as_deref().unwrap_or(std::path::Path::new("")).display()))?;
-            ActionSource::policy(&nodes, &model)?
-        }
-        (None, None) => ActionSource::Zero,
-    };
-    let steps = match (&actions, args.steps) {
-        (ActionSource::Fixed(rows), Some(n)) if n > rows.len() => {
-            anyhow::bail!("--steps {n} asks for more control steps than the action file's {} rows", rows.len())
-        }
-        (_, Some(n)) => n,
-        (ActionSource::Fixed(rows), None) => rows.len(),
-        (_, None) => model.episode_steps,
-    };
-    let opts = RolloutOptions { steps, seed: (!args.no_noise).then_some(args.seed), ignore_termination: args.ignore_termination };
-    // A policy plays in f32, as it was trained (program::policy).
-    let f32 = args.f32 || saved.is_some();
-    let summary = match &args.states {
-        Some(p) => {
-            let file = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
-            let mut w = BufWriter::new(file);
-            let s = if f32 {
-                crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, Some(&mut w))?
-            } else {
-                crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, Some(&mut w))?
-            };
-            w.flush().with_context(|| format!("writing {}", p.display()))?;
-            s
-        }
-        None if f32 => crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, None)?,
-        None => crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, None)?,
-    };
-    println!(
-        "{} ({}): return {:.6} over {} steps{}",
-        model.name,
-        model.profile,
-        summary.total,
-        summary.steps,
-        if summary.terminated { " (terminated)" } else { "" }
-    );
+    println!("{}", crate::task::tools::rollout(&settings)?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1052,17 +836,10 @@ impl ControlArgs {
         use crate::task::control::{ControlSettings, CPU_DEFAULTS, GPU_DEFAULTS};
         let d = if on_gpu { GPU_DEFAULTS } else { CPU_DEFAULTS };
         let pop = self.pop.unwrap_or(d.pop);
-        anyhow::ensure!(pop >= 2, "--pop must be at least 2, got {pop}");
         let episodes = self.episodes.unwrap_or(d.episodes);
-        anyhow::ensure!(episodes >= 1, "--episodes must be at least 1");
-        anyhow::ensure!(self.episode_steps != Some(0), "--episode-steps must be at least 1");
-        anyhow::ensure!(self.tournament >= 1, "--tournament must be at least 1");
-        anyhow::ensure!((1..=65535).contains(&self.max_len), "--max-len must be in 1..=65535, got {}", self.max_len);
-        anyhow::ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony must be >= 0");
-        anyhow::ensure!((0.0..=1.0).contains(&self.p_out), "--p-out must be a probability, got {}", self.p_out);
         let (map, init, vary, genome_capacity) = self.ge.configs()?;
         let base = ControlSettings::default();
-        Ok(ControlSettings {
+        let s = ControlSettings {
             env: self.env.clone(),
             profile: self.profile.clone(),
             grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
@@ -1086,78 +863,35 @@ impl ControlArgs {
             healthy_reward: self.healthy_reward,
             trees: crate::task::classify::ClassTreeSettings { p_out: self.p_out, ..base.trees },
             device: self.device,
-        })
+        };
+        s.check()?;
+        Ok(s)
     }
 }
 
 fn control(args: &ControlArgs) -> Result<ExitCode> {
-    // The model is loaded first so that a bad --env fails before a GPU is opened.
-    crate::sim::Model::load(&args.env, args.profile.as_deref())?;
-    let backend = crate::backend::Backend::open(args.device, args.quiet)?;
+    use crate::task::control::{control, open_for};
+    let backend = open_for(&args.env, args.profile.as_deref(), args.device, args.quiet)?;
     let settings = args.settings(matches!(backend, crate::backend::Backend::Cuda(_)))?;
-    finish_run(args.threads, args.report.as_deref(), || crate::task::control::control(&settings, &backend, args.quiet))
+    let result = crate::task::run::on_threads(args.threads, || control(&settings, &backend, args.quiet))?;
+    let outputs = crate::task::run::Outputs { report: args.report.clone(), ..Default::default() };
+    print_result(&result, &crate::task::run::write_outputs(&result.report, &outputs)?);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {
-    let parsed = grammar::parse_file(&args.grammar)?;
-    let file = parsed.file.clone();
-    let analysis = grammar::check(&parsed)?;
-    for d in &analysis.diagnostics {
-        eprintln!("{file}:{}: {}: {}", d.span, d.severity, d.message);
+    let report = crate::task::tools::check(&args.grammar, &args.shape.shape())?;
+    for d in &report.diagnostics {
+        eprintln!("{d}");
     }
-    let n_prods: usize = parsed.rules.iter().map(|r| r.productions.len()).sum();
-    println!("grammar     {file}");
-    println!("rules       {}", parsed.rules.len());
-    println!("productions {n_prods}");
-    println!("start       <{}>", parsed.rules[0].name);
-    println!();
-    println!("{:<24} {:>5} {:>9} {:>9}", "rule", "prods", "min depth", "recursive");
-    for (r, rule) in parsed.rules.iter().enumerate() {
-        let prods = if rule.productions.iter().any(|p| p.dataset_range.is_some()) {
-            format!("{}+", rule.productions.iter().filter(|p| p.dataset_range.is_none()).count())
-        } else {
-            rule.productions.len().to_string()
-        };
-        println!(
-            "{:<24} {:>5} {:>9} {:>9}",
-            format!("<{}>", rule.name),
-            prods,
-            analysis.min_depth[r],
-            if analysis.recursive[r] { "yes" } else { "no" }
-        );
-    }
-    println!();
-    if parsed.needs_dataset() && args.shape.shape() == DatasetShape::default() {
-        println!("table size  depends on the data set (GE_RANGE:dataset_*): pass --n-vars etc.");
-    } else {
-        let loaded = grammar::load_parsed(parsed, &args.shape.shape())?;
-        println!(
-            "table size  {} bytes of {} in GPU constant memory",
-            loaded.table.device_size_bytes(),
-            grammar::TABLE_LIMIT_BYTES
-        );
-    }
-    let warnings = analysis.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count();
-    println!("warnings    {warnings}");
+    print!("{}", report.summary);
     Ok(ExitCode::SUCCESS)
 }
 
 /// Parses one genome line: codons separated by commas and/or spaces, optionally in brackets.
-pub fn parse_genome(line: &str, out: &mut Vec<u32>) -> Result<(), String> {
-    out.clear();
-    let body = line.trim();
-    let body = body.strip_prefix('[').map_or(body, |b| b.strip_suffix(']').unwrap_or(b));
-    for (k, tok) in body.split([',', ' ', '\t']).filter(|t| !t.is_empty()).enumerate() {
-        let v: u32 = tok.parse().map_err(|_| {
-            format!("codon {} is `{tok}`, not an integer from 0 to {}", k + 1, u32::MAX)
-        })?;
-        out.push(v);
-    }
-    Ok(())
-}
+pub use crate::task::tools::parse_genome;
 
 fn map(args: &MapArgs) -> Result<ExitCode> {
-    let loaded = grammar::load(&args.grammar, &args.shape.shape())?;
     let config = MapConfig {
         max_wraps: args.wraps,
         codons: match args.codons {
@@ -1167,111 +901,10 @@ fn map(args: &MapArgs) -> Result<ExitCode> {
         max_depth: args.max_depth.unwrap_or(u32::MAX),
         max_nodes: args.max_nodes.unwrap_or(u32::MAX),
     };
-    let backend = crate::backend::Backend::open(args.device, false)?;
-    let mut mapper = Mapper::new(&loaded.table, config);
-    let stdin = std::io::stdin().lock();
     let mut out = BufWriter::new(std::io::stdout().lock());
-    // Genomes are read in batches (line number, codons) and mapped batch by batch, so the GPU
-    // gets many at once and the output keeps the input's order.
-    const BATCH: usize = 1 << 16;
-    let (mut batch, mut genome, mut bad) = (Vec::<(usize, Vec<u32>)>::new(), Vec::new(), 0usize);
-    let mut lines = stdin.lines().enumerate();
-    loop {
-        let next = lines.next();
-        let done = next.is_none();
-        if let Some((i, line)) = next {
-            let line = line.context("cannot read standard input")?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            if let Err(msg) = parse_genome(&line, &mut genome) {
-                eprintln!("line {}: {msg}", i + 1);
-                bad += 1;
-                continue;
-            }
-            batch.push((i + 1, std::mem::take(&mut genome)));
-        }
-        if batch.len() == BATCH || (done && !batch.is_empty()) {
-            let results = map_batch(&backend, &loaded.table, &config, &mut mapper, &batch)?;
-            for ((line, _), (m, text)) in batch.iter().zip(results) {
-                write_mapped(&mut out, args.format, *line, &m, &text)?;
-            }
-            batch.clear();
-        }
-        if done {
-            break;
-        }
-    }
+    let settings =
+        crate::task::tools::MapSettings { grammar: args.grammar.clone(), shape: args.shape.shape(), config, device: args.device, format: args.format };
+    let bad = crate::task::tools::map_stream(&settings, std::io::stdin().lock(), &mut out, |line| eprintln!("{line}"))?;
     out.flush().context("cannot write standard output")?;
     Ok(if bad > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
-}
-
-/// Maps one batch of genomes on the backend; returns each one's result and phenotype text
-/// (empty when invalid). Genomes the GPU cannot finish (derivation past its buffer, stack
-/// overflow) are mapped on the CPU, so the output never depends on the device.
-fn map_batch(
-    backend: &crate::backend::Backend,
-    table: &crate::grammar::RuleTable,
-    config: &MapConfig,
-    mapper: &mut Mapper<'_>,
-    batch: &[(usize, Vec<u32>)],
-) -> Result<Vec<(crate::genome::Mapped, String)>> {
-    let mut results = Vec::with_capacity(batch.len());
-    match backend {
-        crate::backend::Backend::Cpu => results.extend(batch.iter().map(|(_, g)| map_on_cpu(mapper, g))),
-        crate::backend::Backend::Cuda(engine) => {
-            let capacity = batch.iter().map(|(_, g)| g.len()).max().unwrap_or(0).max(1);
-            let mut genomes = crate::genome::Genomes::new(batch.len(), capacity);
-            for (k, (_, g)) in batch.iter().enumerate() {
-                genomes.set(k, g);
-            }
-            let max_derivation = (capacity * (config.max_wraps as usize + 1) * 2 + 16).min(1 << 14);
-            let gpu = engine.map_genomes(table, &genomes, config, max_derivation)?;
-            for (k, (_, g)) in batch.iter().enumerate() {
-                let m = gpu.mapped[k];
-                if m.invalid == Some(crate::genome::map::Invalid::DerivationTooLong) {
-                    results.push(map_on_cpu(mapper, g));
-                    continue;
-                }
-                let mut text = String::new();
-                if m.valid() {
-                    crate::genome::map::render(table, gpu.derivation(k), &mut text);
-                }
-                results.push((m, text));
-            }
-        }
-    }
-    Ok(results)
-}
-
-/// Maps one genome on the CPU: the result and the phenotype (empty when invalid).
-fn map_on_cpu(mapper: &mut Mapper<'_>, genome: &[u32]) -> (crate::genome::Mapped, String) {
-    let m = mapper.map(genome);
-    let mut text = String::new();
-    if m.valid() {
-        mapper.render(&mut text);
-    }
-    (m, text)
-}
-
-fn write_mapped(out: &mut impl Write, format: MapFormat, line: usize, m: &crate::genome::Mapped, text: &str) -> Result<()> {
-    match format {
-        MapFormat::Text if m.valid() => writeln!(out, "{text}")?,
-        MapFormat::Text => {
-            let why = serde_json::to_value(m.invalid).unwrap_or_default();
-            writeln!(out, "<invalid: {}>", why.as_str().unwrap_or("?").replace('_', " "))?
-        }
-        MapFormat::Jsonl => {
-            let obj = serde_json::json!({
-                "line": line,
-                "valid": m.valid(),
-                "phenotype": if m.valid() { Some(text) } else { None },
-                "used_codons": m.used_codons,
-                "depth": m.depth,
-                "nodes": m.nodes,
-            });
-            writeln!(out, "{obj}")?;
-        }
-    }
-    Ok(())
 }

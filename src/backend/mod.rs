@@ -41,19 +41,26 @@ impl Backend {
     /// Opens the backend `choice` names. With `Auto`, a missing GPU is reported on standard
     /// error in one line (unless `quiet`) and the CPU is used.
     pub fn open(choice: DeviceChoice, quiet: bool) -> Result<Backend> {
+        let (backend, note) = Self::open_noting(choice)?;
+        if let (Some(note), false) = (note, quiet) {
+            eprintln!("note: {note}");
+        }
+        Ok(backend)
+    }
+
+    /// Opens the backend `choice` names, printing nothing: with `Auto` and no usable GPU, the
+    /// CPU and the line that says why (`running on the CPU (...)`), for the caller to show
+    /// (the command line prints it, the Python package warns with it).
+    pub fn open_noting(choice: DeviceChoice) -> Result<(Backend, Option<String>)> {
         match choice {
-            DeviceChoice::Cpu => Ok(Backend::Cpu),
-            DeviceChoice::Cuda => Ok(Backend::Cuda(Box::new(
-                cuda::CudaEngine::new().map_err(|e| anyhow::anyhow!("--device cuda: {e}"))?,
-            ))),
+            DeviceChoice::Cpu => Ok((Backend::Cpu, None)),
+            DeviceChoice::Cuda => Ok((
+                Backend::Cuda(Box::new(cuda::CudaEngine::new().map_err(|e| anyhow::anyhow!("--device cuda: {e}"))?)),
+                None,
+            )),
             DeviceChoice::Auto => match cuda::CudaEngine::new() {
-                Ok(e) => Ok(Backend::Cuda(Box::new(e))),
-                Err(e) => {
-                    if !quiet {
-                        eprintln!("note: running on the CPU ({e})");
-                    }
-                    Ok(Backend::Cpu)
-                }
+                Ok(e) => Ok((Backend::Cuda(Box::new(e)), None)),
+                Err(e) => Ok((Backend::Cpu, Some(format!("running on the CPU ({e})")))),
             },
         }
     }

@@ -62,6 +62,26 @@ impl Labeled {
         c
     }
 
+    /// A data set from features `x` (`[names.len()][n_rows]`, feature-major, f32), each row's
+    /// class index `labels` (`[n_rows]`) and the class names. Fails (naming what is wrong) on
+    /// mismatched lengths, fewer than two or more than [`MAX_CLASSES`] classes, repeated class
+    /// names, a label past the classes, or a feature value that is not finite.
+    pub fn from_codes(names: Vec<String>, target: &str, x: Vec<f32>, labels: Vec<u32>, classes: Vec<String>) -> Result<Labeled> {
+        let k = classes.len();
+        ensure!(k >= 2, "a classifier needs at least two classes; the labels hold {k}");
+        ensure!(k <= MAX_CLASSES, "{k} classes: at most {MAX_CLASSES} are supported");
+        let mut sorted: Vec<&String> = classes.iter().collect();
+        sorted.sort();
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            bail!("the class name `{}` is given twice", w[0]);
+        }
+        if let Some((i, l)) = labels.iter().enumerate().find(|(_, l)| **l as usize >= k) {
+            bail!("row {}: class index {l} is past the {k} classes", i + 1);
+        }
+        let y = labels.iter().map(|&l| l as f32).collect();
+        Ok(Labeled { data: Dataset::from_f32(names, target, x, y)?, labels, classes })
+    }
+
     /// The rows `rows` (in that order), with the same classes.
     pub fn subset(&self, rows: &[usize]) -> Result<Labeled> {
         Ok(Labeled {
@@ -336,9 +356,17 @@ pub fn parse_labeled(bytes: &[u8], file: &str, label: Option<&str>) -> Result<La
 /// but never all of a class's rows (a class of one row stays in training). Both parts keep
 /// the rows in file order. Fails if either part would be empty.
 pub fn stratified_split(data: &Labeled, test_fraction: f64, seed: u64) -> Result<(Labeled, Labeled)> {
+    let (train, test) = stratified_indices(&data.labels, data.n_classes(), test_fraction, seed)?;
+    Ok((data.subset(&train)?, data.subset(&test)?))
+}
+
+/// The rows [`stratified_split`] puts in the training and the test part, each in increasing
+/// order, for rows of class indices `labels` (`< n_classes`).
+pub fn stratified_indices(labels: &[u32], n_classes: usize, test_fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>)> {
     ensure!((0.0..1.0).contains(&test_fraction), "the test fraction must be in [0, 1), got {test_fraction}");
-    let mut per_class: Vec<Vec<usize>> = vec![Vec::new(); data.n_classes()];
-    for (i, &l) in data.labels.iter().enumerate() {
+    let mut per_class: Vec<Vec<usize>> = vec![Vec::new(); n_classes];
+    for (i, &l) in labels.iter().enumerate() {
+        ensure!((l as usize) < n_classes, "row {}: class index {l} is past the {n_classes} classes", i + 1);
         per_class[l as usize].push(i);
     }
     let (mut train, mut test) = (Vec::new(), Vec::new());
@@ -357,7 +385,7 @@ pub fn stratified_split(data: &Labeled, test_fraction: f64, seed: u64) -> Result
     ensure!(!train.is_empty(), "a test fraction of {test_fraction} leaves the training set empty");
     train.sort_unstable();
     test.sort_unstable();
-    Ok((data.subset(&train)?, data.subset(&test)?))
+    Ok((train, test))
 }
 
 /// Feature standardisation fitted on training data: `x' = (x − mean) / std` per feature

@@ -127,6 +127,21 @@ pub fn load(path: &std::path::Path, shape: &DatasetShape) -> anyhow::Result<Load
     load_parsed(parsed, shape)
 }
 
+/// Loads a grammar given as a path or as its text: text is anything holding `::=` (a file
+/// name never does), read as `<grammar text>` in error messages.
+pub fn load_spec(spec: &str, shape: &DatasetShape) -> anyhow::Result<Loaded> {
+    if spec.contains("::=") {
+        load_parsed(parse_str(spec, "<grammar text>", false)?, shape)
+    } else {
+        load(std::path::Path::new(spec), shape)
+    }
+}
+
+/// How messages name a grammar given to [`load_spec`]: its path, or `the grammar text`.
+pub fn spec_name(spec: &str) -> &str {
+    if spec.contains("::=") { "the grammar text" } else { spec }
+}
+
 /// Resolves, checks and compiles a parsed grammar.
 pub fn load_parsed(parsed: Grammar, shape: &DatasetShape) -> anyhow::Result<Loaded> {
     let grammar = parsed.resolve(shape)?;

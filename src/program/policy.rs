@@ -200,6 +200,17 @@ impl SavedPolicy {
         serde_json::from_value(p.clone()).with_context(|| format!("{}: the `policy` entry is malformed", path.display()))
     }
 
+    /// The policy compiled for one observation at a time (`observations.len()` components,
+    /// `actuators.len()` actions), without loading the environment.
+    pub fn compile(&self) -> Result<Policy> {
+        let nodes = super::tree::decode(&self.nodes).map_err(anyhow::Error::msg)?;
+        let nu = self.actuators.len();
+        let mut pop = super::tree::Population::new(1, nodes.len().max(1), nu);
+        pop.set_tree(0, &nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
+        Policy::new(pop.tree(0), nu, self.observations.len())
+            .with_context(|| format!("the policy does not fit its {} observations and {nu} actuators", self.observations.len()))
+    }
+
     /// The tree, checked against `m` (same observation and action sizes).
     pub fn tree(&self, m: &Model) -> Result<Vec<Node>> {
         let names = observation_names(m);

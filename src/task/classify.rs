@@ -228,13 +228,18 @@ pub struct ClassScores {
 }
 
 impl ClassScores {
+    /// Rows scored.
+    pub fn rows(&self) -> u64 {
+        self.confusion.counts.iter().flatten().sum()
+    }
+
     fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "accuracy": self.confusion.accuracy(),
             "balanced_accuracy": self.confusion.balanced_accuracy(),
             "cross_entropy": crate::report::num(self.cross_entropy),
             "confusion": self.confusion.counts,
-            "rows": self.confusion.counts.iter().flatten().sum::<u64>(),
+            "rows": self.rows(),
         })
     }
 }
@@ -291,23 +296,44 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
     classify_with(settings, &super::run::RunOptions { quiet, ..Default::default() })
 }
 
-/// As [`classify`], with checkpoints, resume, a stop flag and verbosity from `opts`.
+/// As [`classify`], with checkpoints, resume, a stop flag and verbosity from `opts`: loads,
+/// splits and standardises the data `settings.data` names, opens the device (saying on
+/// standard error, unless quiet, when `auto` falls back to the CPU) and runs [`fit`].
 pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+    let (_, train, test, standardize) = load_data(settings)?;
+    let backend = crate::backend::Backend::open(settings.device, opts.quiet)?;
+    fit(settings, &train, Some(&test), standardize.as_ref(), &backend, opts)
+}
+
+/// Evolves a classifier for `train` (already standardised with `standardize`, which the saved
+/// model repeats) on `backend` and scores the best program on `train` and `test`: the
+/// library's classification run, under both the command line (`grove classify`, `grove run`)
+/// and the Python package (`SymbolicClassifier.fit`). `settings.data`, `label`,
+/// `test_fraction` and `standardize` are only recorded. Prints only what `opts` asks for.
+pub fn fit(
+    settings: &ClassifySettings,
+    train: &Labeled,
+    test: Option<&Labeled>,
+    standardize: Option<&Standardize>,
+    backend: &crate::backend::Backend,
+    opts: &super::run::RunOptions,
+) -> Result<EvolveResult> {
     use crate::evolve::{GrammarRep, run_grammar_from};
     use crate::grammar::{self, DatasetShape};
     use crate::program::render::{Style, outputs, render};
 
     let start = std::time::Instant::now();
-    let (all, train, test, standardize) = load_data(settings)?;
-    let k = all.n_classes();
+    let k = train.n_classes();
+    if settings.binary && k != 2 {
+        bail!("--binary needs two classes; the data has {k} ({}): drop --binary", train.classes.join(", "));
+    }
     let n_outputs = if settings.binary { 0 } else { k };
-    let backend = crate::backend::Backend::open(settings.device, opts.quiet)?;
     if backend.classification_on_host() && !opts.quiet {
         eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }
     let data = backend.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
     let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();
-    let task = Classification { backend: &backend, data, counts, fitness: settings.fitness, parsimony: settings.parsimony };
+    let task = Classification { backend, data, counts, fitness: settings.fitness, parsimony: settings.parsimony };
     let experiment = super::experiment::Experiment::Classify(settings.clone());
     let mut observer = super::run::RunObserver::new(&experiment, opts, train.data.n_rows)?;
     let resume = observer.resume()?;
@@ -316,10 +342,10 @@ pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions)
         (Some(path), _) => {
             let n = train.data.n_features as u32;
             let shape = DatasetShape { n_vars: Some(n), n_is: Some(n), n_os: Some(n_outputs.max(1) as u32) };
-            let loaded = grammar::load(std::path::Path::new(path), &shape)?;
+            let loaded = grammar::load_spec(path, &shape)?;
             let vars = grammar::template::Vars { names: names.clone(), n_outputs };
             let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
-                .with_context(|| format!("{path} cannot be used for classification with {n_outputs} outputs"))?;
+                .with_context(|| format!("{} cannot be used for classification with {n_outputs} outputs", grammar::spec_name(path)))?;
             let rep = GrammarRep {
                 table: &loaded.table,
                 templates: &templates,
@@ -344,8 +370,8 @@ pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions)
     if best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or had a non-finite output");
     }
-    let train_scores = scores(&best.nodes, n_outputs, &train)?;
-    let test_scores = scores(&best.nodes, n_outputs, &test)?;
+    let train_scores = scores(&best.nodes, n_outputs, train)?;
+    let test_scores = test.map(|t| scores(&best.nodes, n_outputs, t)).transpose()?;
     let programs: Vec<String> = if n_outputs == 0 {
         vec![render(&best.nodes, &names, Style::Infix)]
     } else {
@@ -375,18 +401,18 @@ pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions)
         target: train.data.target.clone(),
         nodes: Model::encode(&best.nodes),
         n_outputs,
-        classes: Some(all.classes.clone()),
+        classes: Some(train.classes.clone()),
         scale: None,
-        standardize: standardize.clone(),
+        standardize: standardize.cloned(),
     };
     let report = serde_json::json!({
         "command": "classify",
         "settings": settings,
-        "classes": all.classes,
+        "classes": train.classes,
         "generations": generations,
         "best": best_json,
         "train": train_scores.json(),
-        "test": test_scores.json(),
+        "test": test_scores.as_ref().map(ClassScores::json),
         "model": model,
         "hall_of_fame": fame,
         "timing": {"seconds": seconds, "node_evaluations": evals, "node_evaluations_per_second": evals / seconds,
@@ -395,25 +421,31 @@ pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions)
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
-    let w = all.classes.iter().map(|c| c.len()).max().unwrap_or(1).max(8);
+    let w = train.classes.iter().map(|c| c.len()).max().unwrap_or(1).max(8);
     let mut summary = String::new();
     if n_outputs == 0 {
-        summary += &format!("program       {}  (class {} where positive, else {})\n", programs[0], all.classes[1], all.classes[0]);
+        summary += &format!("program       {}  (class {} where positive, else {})\n", programs[0], train.classes[1], train.classes[0]);
     } else {
-        for (c, p) in all.classes.iter().zip(&programs) {
+        for (c, p) in train.classes.iter().zip(&programs) {
             summary += &format!("class {c:<w$}  {p}\n");
         }
     }
     summary += &format!("size          {} nodes\n", best.nodes.len());
-    for (name, s, d) in [("train", &train_scores, &train), ("test", &test_scores, &test)] {
-        summary += &format!(
-            "{name:<13} accuracy {:.4}  balanced accuracy {:.4}  ({} rows)\n",
-            s.confusion.accuracy(),
-            s.confusion.balanced_accuracy(),
-            d.data.n_rows
-        );
+    for (name, s) in [("train", Some(&train_scores)), ("test", test_scores.as_ref())] {
+        if let Some(s) = s {
+            summary += &format!(
+                "{name:<13} accuracy {:.4}  balanced accuracy {:.4}  ({} rows)\n",
+                s.confusion.accuracy(),
+                s.confusion.balanced_accuracy(),
+                s.rows()
+            );
+        }
     }
-    summary += &format!("confusion on the test rows (rows: true class, columns: predicted)\n{}\n", test_scores.confusion.render(&all.classes));
+    let (part, confusion) = match &test_scores {
+        Some(s) => ("test", &s.confusion),
+        None => ("training", &train_scores.confusion),
+    };
+    summary += &format!("confusion on the {part} rows (rows: true class, columns: predicted)\n{}\n", confusion.render(&train.classes));
     summary += &format!("time          {seconds:.2} s on {}", backend.describe());
     if let Some(t) = &outcome.transfers {
         summary += &format!(

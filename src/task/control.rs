@@ -101,6 +101,60 @@ impl Default for ControlSettings {
     }
 }
 
+impl ControlSettings {
+    /// Checks values the types allow but a run cannot use; each message names the flag.
+    pub fn check(&self) -> Result<()> {
+        use anyhow::ensure;
+        let e = &self.engine;
+        ensure!(e.pop_size >= 2, "--pop must be at least 2, got {}", e.pop_size);
+        ensure!(self.episodes >= 1, "--episodes must be at least 1");
+        ensure!(self.episode_steps != Some(0), "--episode-steps must be at least 1");
+        ensure!(e.tournament >= 1, "--tournament must be at least 1");
+        ensure!((1..=65535).contains(&e.max_len), "--max-len must be in 1..=65535, got {}", e.max_len);
+        ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony must be >= 0");
+        ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out must be a probability, got {}", self.trees.p_out);
+        Ok(())
+    }
+
+    /// The settings of `given` (JSON fields, as a report's `settings` holds them) laid over
+    /// the defaults for the device: [`GPU_DEFAULTS`] when `on_gpu` and `given` leaves the
+    /// population, generations or episodes out, else [`CPU_DEFAULTS`]; then checked.
+    pub fn from_json(given: serde_json::Value, on_gpu: bool) -> Result<Self> {
+        // The command line's GE defaults (its flags), as `grove control` fills them in.
+        let cli = super::regression::EvolveSettings::cli_default();
+        let base = Self { map: cli.map, init: cli.init, vary: cli.vary, genome_capacity: cli.genome_capacity, ..Self::default() };
+        let mut base = serde_json::to_value(base)?;
+        if on_gpu {
+            base["engine"]["pop_size"] = GPU_DEFAULTS.pop.into();
+            base["engine"]["generations"] = GPU_DEFAULTS.gens.into();
+            base["episodes"] = GPU_DEFAULTS.episodes.into();
+        }
+        super::experiment::merge(&mut base, given);
+        let s: Self = serde_json::from_value(base).context("bad control settings")?;
+        s.check()?;
+        Ok(s)
+    }
+}
+
+/// Opens the device for a `grove control` run in `env` (loading the environment first, so
+/// that a bad one fails before a GPU is opened); says on standard error, unless quiet, when
+/// `auto` falls back to the CPU.
+pub fn open_for(env: &str, profile: Option<&str>, device: crate::backend::DeviceChoice, quiet: bool) -> Result<Backend> {
+    Model::load(env, profile)?;
+    Backend::open(device, quiet)
+}
+
+/// Plays a saved policy for one episode in f32, as `grove rollout --policy` does: `steps`
+/// control steps at most (default: the environment's episode length), from the reset noise of
+/// `seed` (`None`: the rest pose).
+pub fn replay(saved: &SavedPolicy, steps: Option<usize>, seed: Option<u64>) -> Result<crate::sim::rollout::RolloutSummary> {
+    use crate::sim::rollout::{ActionSource, RolloutOptions, rollout};
+    let m = Model::load(&saved.env, Some(&saved.profile))?;
+    let actions = ActionSource::policy(&saved.tree(&m)?, &m)?;
+    let opts = RolloutOptions { steps: steps.unwrap_or(m.episode_steps), seed, ignore_termination: false };
+    rollout::<f32>(&m, &actions, &opts, None)
+}
+
 /// Mean returns of a population, wherever the backend runs them.
 pub struct Control<'m> {
     /// Where roll-outs run.
@@ -222,7 +276,34 @@ pub fn score_policy(nodes: &[Node], m: &Model, run: &ControlRun) -> Result<Polic
 
 /// Loads the environment, evolves a policy and scores the best one.
 pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Result<EvolveResult> {
-    use crate::evolve::{GrammarRep, run_grammar};
+    control_with(settings, backend, &super::run::RunOptions { quiet, ..Default::default() })
+}
+
+/// What a control run reports to: the progress display (env steps played) and the stop flag.
+struct Watch<'a> {
+    progress: crate::report::progress::Progress,
+    played: &'a std::sync::Mutex<(u64, f64)>,
+    stop: Option<&'a std::sync::atomic::AtomicBool>,
+}
+
+impl crate::evolve::Observer for Watch<'_> {
+    fn generation(&mut self, s: &crate::evolve::GenerationStats, _: &crate::evolve::Best) {
+        let played = self.played.lock().map_or(0, |p| p.0);
+        self.progress.update(s, played as f64);
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
+    }
+}
+
+/// As [`control`], stopping between generations when `opts.stop` is set (the run then fails
+/// with [`crate::evolve::Interrupted`]; control runs keep no checkpoints): the library's
+/// control run, under both the command line (`grove control`) and the Python package
+/// (`grove.control`).
+pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+    use crate::evolve::{GrammarRep, run_grammar_from, run_trees_from};
+    let quiet = opts.quiet;
     use crate::grammar::{self, DatasetShape};
     use crate::program::render::{Style, outputs};
 
@@ -248,19 +329,19 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
     let task = Control { backend, model: &trained, run, parsimony: settings.parsimony, played: std::sync::Mutex::new((0, 0.0)) };
     let names = observation_names(&m);
     let acts = actuator_names(&m);
-    let mut progress = crate::report::progress::Progress::new(settings.engine.generations, quiet).with_unit("env steps").with_returns();
-    let mut observe = |s: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {
-        let played = task.played.lock().map_or(0, |p| p.0);
-        progress.update(s, played as f64);
+    let mut watch = Watch {
+        progress: crate::report::progress::Progress::new(settings.engine.generations, quiet).with_unit("env steps").with_returns(),
+        played: &task.played,
+        stop: opts.stop.as_deref(),
     };
     let outcome = match (&settings.grammar, &settings.functions) {
         (Some(path), _) => {
             let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
-            let loaded = grammar::load(std::path::Path::new(path), &shape)?;
+            let loaded = grammar::load_spec(path, &shape)?;
             let vars = grammar::template::Vars { names: names.clone(), n_outputs: nu };
             let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
-                .with_context(|| format!("{path} cannot be used as a policy for {} ({nu} actuators, {n_obs} observations)", m.name))?;
-            check_grammar_outputs(&templates, nu, path)?;
+                .with_context(|| format!("{} cannot be used as a policy for {} ({nu} actuators, {n_obs} observations)", grammar::spec_name(path), m.name))?;
+            check_grammar_outputs(&templates, nu, grammar::spec_name(path))?;
             let rep = GrammarRep {
                 table: &loaded.table,
                 templates: &templates,
@@ -269,15 +350,15 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_grammar(&settings.engine, &rep, &task, &mut observe)?
+            run_grammar_from(&settings.engine, &rep, &task, None, &mut watch)?
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, n_obs, nu, settings.engine.max_len)?;
-            crate::evolve::run_trees(&settings.engine, &rep, &task, &mut observe)?
+            run_trees_from(&settings.engine, &rep, &task, None, &mut watch)?
         }
         (None, None) => bail!("give either --grammar FILE or --functions LIST"),
     };
-    progress.finish();
+    watch.progress.finish();
     let seconds = start.elapsed().as_secs_f64();
     let (played, rollout_seconds) = task.played.lock().map_or((0, 0.0), |p| *p);
     let best = &outcome.best;

@@ -215,3 +215,75 @@ pub fn load_report(path: &std::path::Path) -> Result<(String, Value)> {
     let settings = v.get("settings").cloned().with_context(|| format!("{} has no `settings`", path.display()))?;
     Ok((command.to_string(), settings))
 }
+
+/// What `grove run` changes in the settings it reads: `--pop`, `--gens`, `--seed`, `--data`,
+/// `--device` and each `--set FIELD=VALUE`.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `engine.pop_size`.
+    pub pop: Option<usize>,
+    /// `engine.generations` (a resumed run may run longer or shorter).
+    pub gens: Option<usize>,
+    /// `engine.seed`.
+    pub seed: Option<u64>,
+    /// `data`.
+    pub data: Option<String>,
+    /// `device` (a resumed run may change it).
+    pub device: Option<crate::backend::DeviceChoice>,
+    /// `FIELD=VALUE` settings, the value read as JSON, else as text.
+    pub set: Vec<String>,
+}
+
+/// The experiment of a checkpoint, with the overrides a resumed run allows (`gens`,
+/// `device`), checked; and the checkpoint.
+pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, super::run::Checkpoint)> {
+    let c = super::run::Checkpoint::load(path)?;
+    anyhow::ensure!(
+        o.pop.is_none() && o.seed.is_none() && o.data.is_none() && o.set.is_empty(),
+        "--resume continues a run with its own settings: drop --pop, --seed, --data and --set (--gens and --device may change)"
+    );
+    let mut exp = c.experiment.clone();
+    if let Some(g) = o.gens {
+        exp.engine_mut().generations = g;
+    }
+    if let Some(d) = o.device {
+        *exp.device_mut() = d;
+    }
+    exp.check()?;
+    Ok((exp, c))
+}
+
+/// The experiment of an experiment file (`file`) or of a report's settings (`from`), with
+/// the overrides laid over it, checked.
+pub fn from_source(file: Option<&std::path::Path>, from: Option<&std::path::Path>, o: &Overrides) -> Result<Experiment> {
+    use serde_json::json;
+    let (command, mut given, origin) = match (file, from) {
+        (Some(f), _) => {
+            let (c, v) = load_ron(f)?;
+            (c, v, f.display().to_string())
+        }
+        (None, Some(r)) => {
+            let (c, v) = load_report(r)?;
+            (c, v, r.display().to_string())
+        }
+        (None, None) => bail!("give an experiment file (e.g. grove run examples/w1-pagie1.ron), --from REPORT.json or --resume CHECKPOINT"),
+    };
+    let overrides: [(&str, Option<Value>); 5] = [
+        ("engine.pop_size", o.pop.map(|v| json!(v))),
+        ("engine.generations", o.gens.map(|v| json!(v))),
+        ("engine.seed", o.seed.map(|v| json!(v))),
+        ("data", o.data.as_ref().map(|v| json!(v))),
+        ("device", o.device.map(|v| json!(v))),
+    ];
+    for (path, v) in overrides {
+        if let Some(v) = v {
+            set_path(&mut given, path, v)?;
+        }
+    }
+    for s in &o.set {
+        let (k, v) = s.split_once('=').with_context(|| format!("--set {s}: write FIELD=VALUE, e.g. --set engine.tournament=7"))?;
+        let value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+        set_path(&mut given, k.trim(), value).with_context(|| format!("--set {s}"))?;
+    }
+    Experiment::from_parts(&command, given, &origin)
+}

@@ -70,6 +70,19 @@ impl Model {
             })?;
             x.extend(numeric_column(table, j, file)?.into_iter().map(|v| v as f32));
         }
+        self.outputs_of(x, n_rows).map(|out| (out, n_rows))
+    }
+
+    /// The program's outputs on `x` (`[features][n_rows]`, feature-major, f32, in the order
+    /// of [`Model::features`], before standardisation): `[max(1, n_outputs)][n_rows]`. What
+    /// `grove predict` and the Python package's `predict` both apply.
+    pub fn outputs_of(&self, mut x: Vec<f32>, n_rows: usize) -> Result<Vec<f32>> {
+        ensure!(
+            x.len() == self.features.len() * n_rows,
+            "the model reads {} features; got {} values for {n_rows} rows",
+            self.features.len(),
+            x.len()
+        );
         if let Some(s) = &self.standardize {
             ensure!(s.mean.len() == self.features.len(), "the model's standardisation has the wrong length");
             s.apply(&mut x, n_rows);
@@ -81,8 +94,7 @@ impl Model {
         if x.is_empty() {
             x = vec![0.0; n_rows];
         }
-        let out = crate::program::eval::predict(&pop, 0, &x, n_rows)?;
-        Ok((out, n_rows))
+        Ok(crate::program::eval::predict(&pop, 0, &x, n_rows)?)
     }
 
     /// Predictions as text, one per row of `table`: the class name, or the number.
@@ -120,6 +132,35 @@ pub fn classify_outputs(out: &[f32], n_rows: usize, n_outputs: usize, n_classes:
             argmax(&z) as u32
         })
         .collect()
+}
+
+/// Class probabilities `[n_rows][n_classes]` (row-major) from outputs `[n_outputs][n_rows]`:
+/// the softmax of each row's outputs, consistent with [`classify_outputs`] (the predicted class
+/// has the largest probability, and the lowest index among equal ones). A NaN output gets 0;
+/// with +inf outputs the predicted class gets 1; a row of NaN only is uniform. Needs
+/// `n_outputs == n_classes` (one output per class).
+pub fn class_probabilities(out: &[f32], n_rows: usize, n_classes: usize) -> Vec<f64> {
+    let mut p = vec![0.0f64; n_rows * n_classes];
+    let mut z = vec![0.0f64; n_classes];
+    for (i, row) in p.chunks_mut(n_classes.max(1)).enumerate().take(n_rows) {
+        for (k, v) in z.iter_mut().enumerate() {
+            *v = out[k * n_rows + i] as f64;
+        }
+        let best = argmax(&z);
+        let top = z[best];
+        if top.is_nan() {
+            row.fill(1.0 / n_classes as f64);
+        } else if top == f64::INFINITY {
+            row[best] = 1.0;
+        } else {
+            for (q, &v) in row.iter_mut().zip(&z) {
+                *q = if v.is_nan() { 0.0 } else { (v - top).exp() };
+            }
+            let sum: f64 = row.iter().sum();
+            row.iter_mut().for_each(|q| *q /= sum);
+        }
+    }
+    p
 }
 
 /// Reads the model of a run report (`model`), with an error that says what the file lacks.

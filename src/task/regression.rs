@@ -316,31 +316,55 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
     evolve_with(settings, &super::run::RunOptions { quiet, ..Default::default() })
 }
 
-/// As [`evolve`], with checkpoints, resume, a stop flag and verbosity from `opts`.
+/// As [`evolve`], with checkpoints, resume, a stop flag and verbosity from `opts`: loads the
+/// data `settings.data` names, opens the device (saying on standard error, unless quiet, when
+/// `auto` falls back to the CPU) and runs [`fit`].
 pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> anyhow::Result<EvolveResult> {
+    let (train, test) = load_data(settings)?;
+    check_scaling(&settings.regression)?;
+    let backend = crate::backend::Backend::open(settings.device, opts.quiet)?;
+    fit(settings, &train, test.as_ref(), &backend, opts)
+}
+
+/// Refuses MAE with linear scaling (a least-squares fit).
+fn check_scaling(r: &RegressionConfig) -> anyhow::Result<()> {
+    if r.linear_scaling && r.metric == Metric::Mae {
+        anyhow::bail!("--metric mae cannot be used with linear scaling (it is a least-squares fit): add --no-linear-scaling");
+    }
+    Ok(())
+}
+
+/// Evolves a formula for `train` on `backend` and scores the best program on `train` and
+/// `test`: the library's regression run, under both the command line (`grove evolve`, `grove
+/// run`) and the Python package (`SymbolicRegressor.fit`). `settings.data`, `target` and
+/// `test_fraction` are only recorded; `settings.device` is what `backend` was opened from.
+/// Prints only what `opts` asks for (progress, per-generation lines).
+pub fn fit(
+    settings: &EvolveSettings,
+    train: &Dataset,
+    test: Option<&Dataset>,
+    backend: &crate::backend::Backend,
+    opts: &super::run::RunOptions,
+) -> anyhow::Result<EvolveResult> {
     use anyhow::{Context, bail};
 
     use crate::evolve::{GrammarRep, run_grammar_from};
     use crate::grammar::{self, DatasetShape};
 
     let start = std::time::Instant::now();
-    let (train, test) = load_data(settings)?;
-    if settings.regression.linear_scaling && settings.regression.metric == Metric::Mae {
-        bail!("--metric mae cannot be used with linear scaling (it is a least-squares fit): add --no-linear-scaling");
-    }
-    let backend = crate::backend::Backend::open(settings.device, opts.quiet)?;
+    check_scaling(&settings.regression)?;
     let data = backend.regression_data(&train.x, &train.y, train.n_rows, train.n_features)?;
-    let task = Regression { backend: &backend, data, config: settings.regression };
+    let task = Regression { backend, data, config: settings.regression };
     let experiment = super::experiment::Experiment::Evolve(settings.clone());
     let mut observer = super::run::RunObserver::new(&experiment, opts, train.n_rows)?;
     let resume = observer.resume()?;
     let outcome = match (&settings.grammar, &settings.functions) {
         (Some(path), None) => {
             let shape = DatasetShape { n_vars: Some(train.n_features as u32), n_is: Some(train.n_features as u32), n_os: Some(1) };
-            let loaded = grammar::load(std::path::Path::new(path), &shape)?;
+            let loaded = grammar::load_spec(path, &shape)?;
             let vars = grammar::template::Vars { names: train.names.clone(), n_outputs: 0 };
             let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
-                .with_context(|| format!("{path} cannot be used for evaluation"))?;
+                .with_context(|| format!("{} cannot be used for evaluation", grammar::spec_name(path)))?;
             let rep = GrammarRep {
                 table: &loaded.table,
                 templates: &templates,
@@ -364,9 +388,9 @@ pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> 
     if best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or evaluate");
     }
-    let (a, b) = scaling(&best.nodes, &train, settings.regression.linear_scaling)?;
-    let train_scores = scores(&best.nodes, &train, (a, b))?;
-    let test_scores = test.as_ref().map(|t| scores(&best.nodes, t, (a, b))).transpose()?;
+    let (a, b) = scaling(&best.nodes, train, settings.regression.linear_scaling)?;
+    let train_scores = scores(&best.nodes, train, (a, b))?;
+    let test_scores = test.map(|t| scores(&best.nodes, t, (a, b))).transpose()?;
     let names = &train.names;
     let (infix, latex, sympy) = scaled_texts(&best.nodes, names, (a, b));
     let score_json = |s: &Scores| {
@@ -376,7 +400,7 @@ pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> 
     let generations = generations_json(&outcome.history, &observer.median_sizes);
     let linear = settings.regression.linear_scaling;
     let fame = fame_rows(&observer.hof, settings.regression.parsimony, |nodes| {
-        Ok(scaled_texts(nodes, names, scaling(nodes, &train, linear)?))
+        Ok(scaled_texts(nodes, names, scaling(nodes, train, linear)?))
     })?;
     let node_evals = observer.evals;
     let mut best_json = serde_json::json!({"infix": infix, "latex": latex, "sympy": sympy,

@@ -293,6 +293,55 @@ impl Observer for RunObserver<'_> {
     }
 }
 
+/// Runs `run` on `threads` worker threads (`None`: rayon's global pool, all cores).
+pub fn on_threads<T: Send>(threads: Option<usize>, run: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    match threads {
+        Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build().context("cannot start worker threads")?.install(run),
+        None => run(),
+    }
+}
+
+/// Runs an experiment (evolve or classify) as `opts` says, on `threads` worker threads: the
+/// library's run of `grove evolve`, `grove classify` and `grove run`.
+pub fn run_experiment(exp: &Experiment, opts: &RunOptions, threads: Option<usize>) -> Result<super::regression::EvolveResult> {
+    on_threads(threads, || match exp {
+        Experiment::Evolve(s) => super::regression::evolve_with(s, opts),
+        Experiment::Classify(s) => super::classify::classify_with(s, opts),
+    })
+}
+
+/// The files a run may leave: the JSON report, the hall of fame as CSV, the plots.
+#[derive(Clone, Debug, Default)]
+pub struct Outputs {
+    /// The JSON run report.
+    pub report: Option<PathBuf>,
+    /// The hall of fame (`complexity,loss,equation,latex,sympy`).
+    pub hall_of_fame: Option<PathBuf>,
+    /// A directory for the plots (PNG and SVG).
+    pub plots: Option<PathBuf>,
+}
+
+/// Writes what `outputs` asks for from a run's report (each file atomically); returns what was
+/// written, in order (`("report", path)`, `("hall of fame", path)`, `("plot", path)`...).
+pub fn write_outputs(report: &serde_json::Value, outputs: &Outputs) -> Result<Vec<(&'static str, PathBuf)>> {
+    let mut written = Vec::new();
+    if let Some(path) = &outputs.report {
+        crate::report::write_json_atomic(path, report)?;
+        written.push(("report", path.clone()));
+    }
+    if let Some(path) = &outputs.hall_of_fame {
+        let rows: Vec<FameRow> = serde_json::from_value(report["hall_of_fame"].clone())?;
+        write_atomic(path, fame_csv(&rows).as_bytes()).with_context(|| format!("cannot write the hall of fame {}", path.display()))?;
+        written.push(("hall of fame", path.clone()));
+    }
+    if let Some(dir) = &outputs.plots {
+        for p in super::plots::write_all(report, dir)? {
+            written.push(("plot", p));
+        }
+    }
+    Ok(written)
+}
+
 /// One row of the hall of fame as reports and CSV files hold it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FameRow {

@@ -1,0 +1,119 @@
+"""``grove.control``: evolve a policy for a simulated robot (the library function of ``grove
+control``) and get back a ``Policy`` that acts on observations and plays episodes."""
+
+import json
+from collections import namedtuple
+
+import numpy as np
+
+from . import _grove
+from ._run import functions_text, grammar_spec, on_note, seed_of
+
+Rollout = namedtuple("Rollout", ["total_return", "steps", "terminated"])
+Rollout.__doc__ = "One episode a policy played: the sum of rewards, control steps, and whether it terminated."
+
+
+class Policy:
+    """An evolved control policy: actions = tanh of the program's outputs, one per actuator.
+
+    Attributes: ``env``, ``profile``, ``observations`` (names), ``actuators`` (names),
+    ``programs`` (one action formula per actuator), ``report`` (the run's report, as ``grove
+    control --report`` writes it; ``grove rollout --policy`` replays a file holding it).
+    """
+
+    def __init__(self, report):
+        self.report = report
+        saved = report["policy"]
+        self.env = saved["env"]
+        self.profile = saved["profile"]
+        self.observations = list(saved["observations"])
+        self.actuators = list(saved["actuators"])
+        self.programs = [p["action"] for p in report["best"]["programs"]]
+        self._policy_json = json.dumps(saved)
+
+    def act(self, obs):
+        """The actions (float32, one per actuator) at one observation (``len(observations)``
+        values); NaN where the program's output is not finite."""
+        obs = np.asarray(obs, dtype=np.float32)
+        if obs.ndim != 1:
+            raise ValueError(f"act takes one observation, a 1-D array of {len(self.observations)} values; got shape {obs.shape}")
+        if not np.all(np.isfinite(obs)):
+            raise ValueError("the observation contains NaN or infinity")
+        return np.asarray(_grove.policy_act(self._policy_json, obs.tolist()), dtype=np.float32)
+
+    def rollout(self, steps=None, seed=1):
+        """Plays one episode in the environment (f32, as ``grove rollout --policy``) from the
+        reset noise of ``seed`` (None: the rest pose), ``steps`` control steps at most (None:
+        the episode length). Returns a ``Rollout``."""
+        if steps is not None and int(steps) < 1:
+            raise ValueError(f"steps must be at least 1, got {steps}")
+        if seed is not None and int(seed) < 0:
+            raise ValueError(f"seed must be >= 0, got {seed}")
+        total, n, terminated = _grove.policy_rollout(
+            self._policy_json, None if steps is None else int(steps), None if seed is None else int(seed)
+        )
+        return Rollout(total, n, terminated)
+
+    def __repr__(self):
+        lines = [f"Policy({self.env}, {self.profile})"]
+        lines += [f"  {a} = {p}" for a, p in zip(self.actuators, self.programs)]
+        return "\n".join(lines)
+
+
+def control(
+    env="swimmer",
+    *,
+    profile=None,
+    function_set=None,
+    grammar=None,
+    population_size=None,
+    generations=None,
+    episodes=None,
+    episode_steps=None,
+    test_episodes=10,
+    parsimony_coefficient=0.0,
+    healthy_reward=None,
+    tournament_size=3,
+    elitism=1,
+    max_length=128,
+    p_out=0.1,
+    device="auto",
+    threads=None,
+    random_state=1,
+    verbose=0,
+):
+    """Evolves a policy for ``env`` (swimmer, hopper, walker2d, half_cheetah, or a path to an
+    environment ``.ron`` file), as ``grove control`` does with the same settings, and returns
+    it as a ``Policy``. ``population_size``, ``generations`` and ``episodes`` default to the
+    device's (CPU 200, 20, 1; GPU 5000, 100, 4)."""
+    if grammar is not None and function_set is not None:
+        raise ValueError("give function_set (tree GP) or grammar (grammatical evolution), not both")
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    grammar = grammar_spec(grammar)
+    engine = {"seed": seed_of(random_state), "tournament": int(tournament_size), "max_len": int(max_length)}
+    settings = {
+        "env": str(env),
+        "profile": profile,
+        "grammar": grammar,
+        "functions": None if grammar is not None else functions_text(function_set, "add,sub,mul,div"),
+        "engine": engine,
+        "test_episodes": max(int(test_episodes), 1),
+        "episode_steps": None if episode_steps is None else int(episode_steps),
+        "parsimony": float(parsimony_coefficient),
+        "healthy_reward": None if healthy_reward is None else float(healthy_reward),
+        "trees": {"p_out": float(p_out)},
+        "device": device,
+    }
+    if population_size is not None:
+        engine["pop_size"] = int(population_size)
+    if generations is not None:
+        engine["generations"] = int(generations)
+    if episodes is not None:
+        settings["episodes"] = int(episodes)
+    pop = engine.get("pop_size")
+    engine["elite"] = int(elitism) if pop is None else min(int(elitism), pop)
+    report = json.loads(
+        _grove.control(json.dumps(settings), threads=threads, verbose=min(max(int(verbose), 0), 2), on_note=on_note)
+    )
+    return Policy(report)

@@ -1,0 +1,391 @@
+"""``SymbolicRegressor`` and ``SymbolicClassifier``: scikit-learn estimators whose ``fit`` runs
+the library function of ``grove evolve`` / ``grove classify`` on the given arrays.
+
+Constructor arguments are stored as given and checked in ``fit`` (scikit-learn's parameter
+validation); inputs go through scikit-learn's ``validate_data`` (its messages for NaN, inf,
+wrong shapes, too few samples, sparse or complex data), then to the engine as float32 in
+feature-major order. A fitted estimator keeps its model as JSON text (``model_json_``) and
+the run's report as a dict (``report_``), so it pickles as plain data.
+"""
+
+import json
+import os
+import re
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _grove
+from ._run import functions_text, grammar_spec, on_note, seed_of
+
+_DTYPES = [np.float64, np.float32]
+
+
+def _variable_names(estimator, n_features):
+    """The engine's variable names: a DataFrame's column names (made identifiers, distinct),
+    else x0, x1, ..."""
+    given = getattr(estimator, "feature_names_in_", None)
+    if given is None:
+        return [f"x{j}" for j in range(n_features)]
+    names, seen = [], set()
+    for raw in given:
+        name = re.sub(r"\W+", "_", str(raw)).strip("_")
+        if not name or name[0].isdigit():
+            name = "x_" + name
+        base, k = name, 2
+        while name in seen:
+            name, k = f"{base}_{k}", k + 1
+        seen.add(name)
+        names.append(name)
+    return names
+
+
+def _target_name(names, y, default):
+    """The target's name (a named pandas Series' name, else ``default``), made one no feature
+    has."""
+    given = getattr(y, "name", None)
+    name = re.sub(r"\W", "_", str(given)) if given is not None and str(given) else default
+    while name in names:
+        name += "_"
+    return name
+
+
+class _SymbolicBase(BaseEstimator):
+    """Parameters, settings and fitted attributes both estimators share."""
+
+    _parameter_constraints = {
+        "function_set": [str, list, tuple, None],
+        "grammar": [str, os.PathLike, None],
+        "population_size": [Interval(Integral, 2, None, closed="left")],
+        "generations": [Interval(Integral, 1, None, closed="left")],
+        "tournament_size": [Interval(Integral, 1, None, closed="left")],
+        "elitism": [Interval(Integral, 0, None, closed="left")],
+        "max_length": [Interval(Integral, 1, 65535, closed="both")],
+        "parsimony_coefficient": [Interval(Real, 0, None, closed="left")],
+        "device": [StrOptions({"auto", "cpu", "cuda"})],
+        "threads": [Interval(Integral, 1, None, closed="left"), None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def _engine(self):
+        pop = int(self.population_size)
+        return {
+            "pop_size": pop,
+            "generations": int(self.generations),
+            "seed": seed_of(self.random_state),
+            "tournament": int(self.tournament_size),
+            "elite": min(int(self.elitism), pop),
+            "max_len": int(self.max_length),
+        }
+
+    def _representation(self, default_functions):
+        if self.grammar is not None and self.function_set is not None:
+            raise ValueError("give function_set (tree GP) or grammar (grammatical evolution), not both")
+        grammar = grammar_spec(self.grammar)
+        functions = None if grammar is not None else functions_text(self.function_set, default_functions)
+        return {"grammar": grammar, "functions": functions}
+
+    def _run_options(self):
+        verbose = int(self.verbose)
+        return {"threads": self.threads, "verbose": min(max(verbose, 0), 2), "on_note": on_note}
+
+    def _keep(self, report):
+        self.report_ = report
+        self.model_json_ = json.dumps(report["model"])
+        self.best_fitness_ = report["best"]["fitness"]
+        self.n_generations_ = len(report["generations"])
+
+    @property
+    def equations_(self):
+        """The hall of fame (best program of each size, on the Pareto front of size and loss):
+        a pandas DataFrame with columns complexity, loss, equation, latex, sympy when pandas is
+        installed, else a list of dicts."""
+        check_is_fitted(self)
+        rows = self.report_["hall_of_fame"]
+        try:
+            import pandas as pd
+        except ImportError:
+            return [dict(r) for r in rows]
+        return pd.DataFrame(rows, columns=["complexity", "loss", "equation", "latex", "sympy"])
+
+    def _sympy(self, text):
+        import sympy
+
+        # grove's protected operators (div, plog, ...) as sympy functions, then the variables.
+        env = {"sympy": sympy}
+        exec(_grove.SYMPY_PRELUDE, env)
+        env.update({n: sympy.Symbol(n) for n in self.report_["model"]["features"]})
+        return sympy.sympify(text, locals=env)
+
+
+class SymbolicRegressor(RegressorMixin, _SymbolicBase):
+    """Symbolic regression by tree GP (``function_set``) or grammatical evolution
+    (``grammar``), on grove's engine; ``fit(X, y)`` is ``grove evolve`` on the same data.
+
+    Parameters
+    ----------
+    function_set : str or sequence of str, default=None
+        Functions for tree GP, e.g. ``"add,sub,mul,div,sin"`` or ``["add", "sub"]``;
+        None means ``"add,sub,mul,div"`` (unless ``grammar`` is given).
+    grammar : str or path-like, default=None
+        A BNF grammar for grammatical evolution: a path to a ``.bnf`` file or the grammar's
+        text.
+    metric : {"mse", "rmse", "mae", "r2"}, default="mse"
+        The error evolution minimises.
+    linear_scaling : bool, default=True
+        Score each program after fitting ``a*f(x) + b`` by least squares.
+    population_size, generations : int, default=3000, 100
+    tournament_size, elitism, max_length : int, default=3, 1, 128
+    parsimony_coefficient : float, default=0.0
+        Fitness penalty per program node.
+    device : {"auto", "cpu", "cuda"}, default="auto"
+        Where populations are evaluated; "auto" uses a CUDA GPU when one is usable, else the
+        CPU with one warning.
+    threads : int, default=None
+        Worker threads (None: all cores). Results do not depend on it.
+    random_state : int, RandomState or None, default=None
+        An int is the engine's seed (``random_state=1`` repeats ``grove evolve --seed 1``).
+    verbose : int, default=0
+        0 quiet, 1 a progress display, 2 also a line per generation (on standard error).
+
+    Attributes
+    ----------
+    program_ : str
+        The best program, scaling included, as infix text.
+    report_ : dict
+        The run's report (as ``grove evolve --report`` writes it).
+    model_json_ : str
+        The model ``predict`` applies, as JSON.
+    n_features_in_, feature_names_in_, best_fitness_, n_generations_
+    """
+
+    _parameter_constraints = {
+        **_SymbolicBase._parameter_constraints,
+        "metric": [StrOptions({"mse", "rmse", "mae", "r2"})],
+        "linear_scaling": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        *,
+        function_set=None,
+        grammar=None,
+        metric="mse",
+        linear_scaling=True,
+        population_size=3000,
+        generations=100,
+        tournament_size=3,
+        elitism=1,
+        max_length=128,
+        parsimony_coefficient=0.0,
+        device="auto",
+        threads=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.function_set = function_set
+        self.grammar = grammar
+        self.metric = metric
+        self.linear_scaling = linear_scaling
+        self.population_size = population_size
+        self.generations = generations
+        self.tournament_size = tournament_size
+        self.elitism = elitism
+        self.max_length = max_length
+        self.parsimony_coefficient = parsimony_coefficient
+        self.device = device
+        self.threads = threads
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _settings(self):
+        if self.metric == "mae" and self.linear_scaling:
+            raise ValueError("metric='mae' cannot be used with linear scaling (a least-squares fit): set linear_scaling=False")
+        return {
+            "data": "python",
+            **self._representation("add,sub,mul,div"),
+            "engine": self._engine(),
+            "regression": {
+                "metric": self.metric,
+                "linear_scaling": bool(self.linear_scaling),
+                "parsimony": float(self.parsimony_coefficient),
+            },
+            "device": self.device,
+        }
+
+    def fit(self, X, y):
+        """Evolves a formula for ``y`` from ``X`` (``(n_samples, n_features)``)."""
+        self._validate_params()
+        target = _target_name([], y, "y")
+        X, y = validate_data(self, X, y, dtype=_DTYPES, y_numeric=True, ensure_min_samples=2)
+        y = np.asarray(y, dtype=np.float64)
+        settings = self._settings()
+        names = _variable_names(self, X.shape[1])
+        report = json.loads(
+            _grove.fit_regression(json.dumps(settings), X, y, names, _target_name(names, None, target), **self._run_options())
+        )
+        self._keep(report)
+        self.program_ = report["best"]["infix"]
+        return self
+
+    def predict(self, X):
+        """``a*f(X) + b`` of the best program, float64."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=_DTYPES)
+        return _grove.predict_regression(self.model_json_, X)
+
+    def sympy(self):
+        """The best program, scaling included, as a sympy expression."""
+        check_is_fitted(self)
+        return self._sympy(self.report_["best"]["sympy"])
+
+    def latex(self):
+        """The best program, scaling included, as LaTeX."""
+        check_is_fitted(self)
+        return self.report_["best"]["latex"]
+
+
+class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
+    """Classification by programs with one output per class (the predicted class is the
+    largest output; probabilities are their softmax), by tree GP with random output nodes
+    (``function_set``) or a grammar with ``out(K, EXPR)`` nodes (``grammar``); ``fit(X, y)``
+    is ``grove classify`` trained on all of ``X``.
+
+    Parameters
+    ----------
+    function_set, grammar, population_size (5000), generations (40), tournament_size,
+    elitism, max_length (64), parsimony_coefficient, device, threads, random_state, verbose :
+        as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets).
+    fitness : {"cross-entropy", "accuracy", "balanced-accuracy"}, default="cross-entropy"
+        What evolution minimises: mean softmax cross-entropy, 1 - accuracy, or 1 - balanced
+        accuracy.
+    standardize : bool, default=True
+        Standardise features with the training rows' mean and deviation (the model repeats it).
+    p_out : float, default=0.05
+        Tree GP: probability that a new node is an extra output node.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+        The class labels (any labels, strings too), sorted.
+    programs_ : list of str
+        One program per class, infix.
+    report_, model_json_, n_features_in_, feature_names_in_, best_fitness_, n_generations_
+    """
+
+    _parameter_constraints = {
+        **_SymbolicBase._parameter_constraints,
+        "fitness": [StrOptions({"cross-entropy", "accuracy", "balanced-accuracy"})],
+        "standardize": ["boolean"],
+        "p_out": [Interval(Real, 0, 1, closed="both")],
+    }
+
+    def __init__(
+        self,
+        *,
+        function_set=None,
+        grammar=None,
+        fitness="cross-entropy",
+        standardize=True,
+        p_out=0.05,
+        population_size=5000,
+        generations=40,
+        tournament_size=3,
+        elitism=1,
+        max_length=64,
+        parsimony_coefficient=0.0,
+        device="auto",
+        threads=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.function_set = function_set
+        self.grammar = grammar
+        self.fitness = fitness
+        self.standardize = standardize
+        self.p_out = p_out
+        self.population_size = population_size
+        self.generations = generations
+        self.tournament_size = tournament_size
+        self.elitism = elitism
+        self.max_length = max_length
+        self.parsimony_coefficient = parsimony_coefficient
+        self.device = device
+        self.threads = threads
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _settings(self):
+        return {
+            "data": "python",
+            **self._representation("add,sub,mul,div"),
+            "engine": self._engine(),
+            "fitness": self.fitness,
+            "standardize": bool(self.standardize),
+            "parsimony": float(self.parsimony_coefficient),
+            "trees": {"p_out": float(self.p_out)},
+            "device": self.device,
+        }
+
+    def fit(self, X, y):
+        """Evolves a classifier of ``X`` (``(n_samples, n_features)``) into the labels ``y``."""
+        self._validate_params()
+        target = _target_name([], y, "class")
+        X, y = validate_data(self, X, y, dtype=_DTYPES, ensure_min_samples=2)
+        check_classification_targets(y)
+        classes, codes = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
+            raise ValueError(
+                f"SymbolicClassifier needs samples of at least 2 classes in the data, but the data contains only one class: {classes[0]!r}"
+            )
+        names = [str(c) for c in classes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"the class labels {list(classes)!r} do not have distinct names")
+        settings = self._settings()
+        variables = _variable_names(self, X.shape[1])
+        report = json.loads(
+            _grove.fit_classification(
+                json.dumps(settings),
+                X,
+                np.ascontiguousarray(codes, dtype=np.uint32),
+                names,
+                variables,
+                _target_name(variables, None, target),
+                **self._run_options(),
+            )
+        )
+        self.classes_ = classes
+        self._keep(report)
+        self.programs_ = list(report["best"]["programs"])
+        return self
+
+    def _predict(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=_DTYPES)
+        return _grove.predict_classes(self.model_json_, X)
+
+    def predict(self, X):
+        """The class of each row: the one whose output is largest."""
+        codes, _ = self._predict(X)
+        return self.classes_[codes]
+
+    def predict_proba(self, X):
+        """Class probabilities ``(n_samples, n_classes)``: the softmax of the outputs, in the
+        order of ``classes_``; the largest is the predicted class."""
+        _, proba = self._predict(X)
+        return proba
+
+    def sympy(self):
+        """One sympy expression per class (the class's output)."""
+        check_is_fitted(self)
+        return [self._sympy(t) for t in _grove.render(self.model_json_, "sympy")]
+
+    def latex(self):
+        """One LaTeX formula per class."""
+        check_is_fitted(self)
+        return _grove.render(self.model_json_, "latex")

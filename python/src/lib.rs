@@ -1,0 +1,440 @@
+//! `grove._grove`: the Python face of grove's library. The estimators in `python/grove` call
+//! these functions; each one calls the same library function as the command line
+//! (`task::regression::fit`, `task::classify::fit`, `task::control::control_with`,
+//! `task::model::Model::outputs_of`, `task::control::replay`), so a run from Python and the
+//! same run of `grove evolve` / `grove classify` give the same programs and scores.
+//!
+//! Settings arrive as JSON fields laid over the command line's defaults (the experiment-file
+//! format of `grove run`), data as numpy arrays. A run goes on a worker thread while this
+//! thread waits with the GIL released, polling Python's signal handlers; Ctrl-C sets the
+//! engine's stop flag, the engine stops between generations, and the call raises
+//! `KeyboardInterrupt` (a fit writes nothing, so nothing is left half-written).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use grove::backend::Backend;
+use grove::data::Dataset;
+use grove::data::classes::{Labeled, Standardize};
+use grove::task::experiment::Experiment;
+use grove::task::model::Model;
+use grove::task::run::RunOptions;
+
+/// A bad argument: `ValueError` with the whole error chain.
+fn value_error(e: anyhow::Error) -> PyErr {
+    PyValueError::new_err(format!("{e:#}"))
+}
+
+/// Features as the engine reads them: `x` is `(n_rows, n_features)`, float32 or float64, any
+/// memory order; the result is `[n_features][n_rows]`, feature-major, f32 (for a Fortran-order
+/// float32 array, a straight copy of its memory), with the row and feature counts.
+fn features(x: &Bound<'_, PyAny>) -> PyResult<(Vec<f32>, usize, usize)> {
+    if let Ok(a) = x.extract::<PyReadonlyArray2<'_, f32>>() {
+        let v = a.as_array();
+        let (n, f) = v.dim();
+        return Ok((v.t().iter().copied().collect(), n, f));
+    }
+    if let Ok(a) = x.extract::<PyReadonlyArray2<'_, f64>>() {
+        let v = a.as_array();
+        let (n, f) = v.dim();
+        if let Some(((i, j), &bad)) = v.indexed_iter().find(|(_, v)| v.is_finite() && !(**v as f32).is_finite()) {
+            return Err(PyValueError::new_err(format!(
+                "X[{i}, {j}] = {bad:e} is outside the float32 range (±3.4e38) the engine computes in"
+            )));
+        }
+        return Ok((v.t().iter().map(|&v| v as f32).collect(), n, f));
+    }
+    Err(PyValueError::new_err("X must be a 2-D numpy array of float32 or float64 values (rows × features)"))
+}
+
+/// A 1-D float32 or float64 array as f32.
+fn values(y: &Bound<'_, PyAny>) -> PyResult<Vec<f32>> {
+    if let Ok(a) = y.extract::<PyReadonlyArray1<'_, f32>>() {
+        return Ok(a.as_array().to_vec());
+    }
+    if let Ok(a) = y.extract::<PyReadonlyArray1<'_, f64>>() {
+        let v = a.as_array();
+        if let Some((i, &bad)) = v.indexed_iter().find(|(_, v)| v.is_finite() && !(**v as f32).is_finite()) {
+            return Err(PyValueError::new_err(format!(
+                "y[{i}] = {bad:e} is outside the float32 range (±3.4e38) the engine computes in"
+            )));
+        }
+        return Ok(v.iter().map(|&v| v as f32).collect());
+    }
+    Err(PyValueError::new_err("y must be a 1-D numpy array of float32 or float64 values"))
+}
+
+/// The settings of `command` from JSON fields laid over the command line's defaults, checked.
+fn experiment(command: &str, settings: &str, origin: &str) -> PyResult<Experiment> {
+    let given: serde_json::Value =
+        serde_json::from_str(settings).map_err(|e| PyValueError::new_err(format!("{origin}: settings are not JSON: {e}")))?;
+    Experiment::from_parts(command, given, origin).map_err(value_error)
+}
+
+/// What the worker thread sends: a note to show (the CPU fallback), then the result.
+enum Message {
+    Note(String),
+    Done(anyhow::Result<String>),
+}
+
+/// A job for the worker thread: gets the stop flag and a way to send notes; returns the run's
+/// JSON report.
+type Job = Box<dyn FnOnce(Arc<AtomicBool>, &(dyn Fn(String) + Sync)) -> anyhow::Result<String> + Send>;
+
+/// Runs `job` on a worker thread (on `threads` rayon threads, default: all cores) while this
+/// thread waits with the GIL released. Every 50 ms it runs Python's signal handlers: when one
+/// raises (Ctrl-C: `KeyboardInterrupt`), it sets the stop flag, waits for the engine to stop
+/// between generations, and raises that error. Notes go to `on_note` as they come.
+fn run_detached(py: Python<'_>, threads: Option<usize>, on_note: Option<&Bound<'_, PyAny>>, job: Job) -> PyResult<String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel::<Message>();
+    let flag = stop.clone();
+    let worker = std::thread::Builder::new()
+        .name("grove-run".into())
+        .spawn(move || {
+            let notes = tx.clone();
+            let note = move |s: String| {
+                let _ = notes.send(Message::Note(s));
+            };
+            let result = grove::task::run::on_threads(threads, || job(flag, &note));
+            let _ = tx.send(Message::Done(result));
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the run's thread: {e}")))?;
+    // The first Python error met while the run goes on (a signal handler's, a note
+    // callback's): raised once the engine has stopped.
+    let mut failed: Option<PyErr> = None;
+    let mut rx = rx;
+    loop {
+        // The receiver goes into the detached closure and back (it is Send, not Sync).
+        let (next, back) = py.detach(move || (rx.recv_timeout(Duration::from_millis(50)), rx));
+        rx = back;
+        match next {
+            Ok(Message::Note(s)) => {
+                if let (Some(cb), None) = (on_note, &failed) {
+                    if let Err(e) = cb.call1((s,)) {
+                        stop.store(true, Ordering::SeqCst);
+                        failed = Some(e);
+                    }
+                }
+            }
+            Ok(Message::Done(result)) => {
+                let _ = py.detach(|| worker.join());
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                return result.map_err(|e| {
+                    if e.downcast_ref::<grove::evolve::Interrupted>().is_some() {
+                        PyKeyboardInterrupt::new_err("the run was stopped")
+                    } else {
+                        PyRuntimeError::new_err(format!("{e:#}"))
+                    }
+                });
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if failed.is_none() {
+                    if let Err(e) = py.check_signals() {
+                        stop.store(true, Ordering::SeqCst);
+                        failed = Some(e);
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(failed.unwrap_or_else(|| PyRuntimeError::new_err("the run's thread ended without a result")));
+            }
+        }
+    }
+}
+
+/// How a run shows itself: 0 nothing, 1 the progress display, 2 also a line per generation.
+fn options(verbose: u8, stop: Arc<AtomicBool>) -> RunOptions {
+    RunOptions { quiet: verbose == 0, verbose: verbose >= 2, stop: Some(stop), ..Default::default() }
+}
+
+/// Opens the device of a run, sending the CPU-fallback note if there is one.
+fn open(device: grove::backend::DeviceChoice, note: &(dyn Fn(String) + Sync)) -> anyhow::Result<Backend> {
+    let (backend, fallback) = Backend::open_noting(device)?;
+    if let Some(n) = fallback {
+        note(n);
+    }
+    Ok(backend)
+}
+
+/// Checks that the function set parses and a grammar given by path or text loads, so that a
+/// bad one is a `ValueError` before the run starts.
+fn check_representation(functions: Option<&str>, grammar: Option<&str>, n_features: usize, n_outputs: usize) -> PyResult<()> {
+    if let Some(f) = functions {
+        grove::program::ops::parse_function_set(f).map_err(|e| PyValueError::new_err(format!("function_set: {e}")))?;
+    }
+    if let Some(g) = grammar {
+        let n = n_features as u32;
+        let shape = grove::grammar::DatasetShape { n_vars: Some(n), n_is: Some(n), n_os: Some(n_outputs.max(1) as u32) };
+        grove::grammar::load_spec(g, &shape).map_err(value_error)?;
+    }
+    Ok(())
+}
+
+/// Checks that `y` has a value per row of `X` (`(n_rows, n_features)`) and that there is a
+/// name per feature.
+fn check_shapes((n_rows, n_features): (usize, usize), n_y: usize, n_names: usize) -> PyResult<()> {
+    if n_y != n_rows {
+        return Err(PyValueError::new_err(format!("X has {n_rows} rows but y has {n_y} values")));
+    }
+    if n_names != n_features {
+        return Err(PyValueError::new_err(format!("{n_names} feature names for {n_features} features")));
+    }
+    Ok(())
+}
+
+/// Symbolic regression on `x` (`(n_rows, n_features)`) and `y` (`(n_rows,)`): the settings
+/// of `grove evolve` (JSON fields over its defaults), feature names and the target's name.
+/// Returns the run's JSON report, as `grove evolve --report` writes it.
+#[pyfunction]
+#[pyo3(signature = (settings, x, y, names, target, threads=None, verbose=0, on_note=None))]
+#[allow(clippy::too_many_arguments)]
+fn fit_regression(
+    py: Python<'_>,
+    settings: &str,
+    x: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    names: Vec<String>,
+    target: String,
+    threads: Option<usize>,
+    verbose: u8,
+    on_note: Option<Bound<'_, PyAny>>,
+) -> PyResult<String> {
+    let Experiment::Evolve(settings) = experiment("evolve", settings, "SymbolicRegressor")? else {
+        return Err(PyValueError::new_err("expected regression settings"));
+    };
+    let (x, n_rows, n_features) = features(x)?;
+    let y = values(y)?;
+    check_shapes((n_rows, n_features), y.len(), names.len())?;
+    let train = Dataset::from_f32(names, target, x, y).map_err(value_error)?;
+    check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, 1)?;
+    let job: Job = Box::new(move |stop, note| {
+        let backend = open(settings.device, note)?;
+        let result = grove::task::regression::fit(&settings, &train, None, &backend, &options(verbose, stop))?;
+        Ok(result.report.to_string())
+    });
+    run_detached(py, threads, on_note.as_ref(), job)
+}
+
+/// Classification of `x` (`(n_rows, n_features)`) into `classes` by `codes` (`(n_rows,)`,
+/// each row's class index): the settings of `grove classify` (JSON fields over its
+/// defaults; `standardize` decides whether features are standardised, as there). Returns the
+/// run's JSON report, as `grove classify --report` writes it (with no test part).
+#[pyfunction]
+#[pyo3(signature = (settings, x, codes, classes, names, target, threads=None, verbose=0, on_note=None))]
+#[allow(clippy::too_many_arguments)]
+fn fit_classification(
+    py: Python<'_>,
+    settings: &str,
+    x: &Bound<'_, PyAny>,
+    codes: PyReadonlyArray1<'_, u32>,
+    classes: Vec<String>,
+    names: Vec<String>,
+    target: String,
+    threads: Option<usize>,
+    verbose: u8,
+    on_note: Option<Bound<'_, PyAny>>,
+) -> PyResult<String> {
+    let Experiment::Classify(settings) = experiment("classify", settings, "SymbolicClassifier")? else {
+        return Err(PyValueError::new_err("expected classification settings"));
+    };
+    let (x, n_rows, n_features) = features(x)?;
+    let codes = codes.as_array().to_vec();
+    check_shapes((n_rows, n_features), codes.len(), names.len())?;
+    let n_outputs = if settings.binary { 0 } else { classes.len() };
+    let mut train = Labeled::from_codes(names, &target, x, codes, classes).map_err(value_error)?;
+    let standardize = settings.standardize.then(|| Standardize::fit(&train.data.x, n_rows));
+    if let Some(s) = &standardize {
+        s.apply_to(&mut train.data);
+    }
+    check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, n_outputs)?;
+    let job: Job = Box::new(move |stop, note| {
+        let backend = open(settings.device, note)?;
+        let opts = options(verbose, stop);
+        let result = grove::task::classify::fit(&settings, &train, None, standardize.as_ref(), &backend, &opts)?;
+        Ok(result.report.to_string())
+    });
+    run_detached(py, threads, on_note.as_ref(), job)
+}
+
+/// A control policy for an environment: the settings of `grove control` (JSON fields over
+/// its defaults, which depend on the device). Returns the run's JSON report (its `policy` is
+/// what `grove rollout --policy` replays).
+#[pyfunction]
+#[pyo3(signature = (settings, threads=None, verbose=0, on_note=None))]
+fn control(py: Python<'_>, settings: &str, threads: Option<usize>, verbose: u8, on_note: Option<Bound<'_, PyAny>>) -> PyResult<String> {
+    let given: serde_json::Value =
+        serde_json::from_str(settings).map_err(|e| PyValueError::new_err(format!("control: settings are not JSON: {e}")))?;
+    let device: grove::backend::DeviceChoice = match given.get("device") {
+        Some(d) => serde_json::from_value(d.clone()).map_err(|e| PyValueError::new_err(format!("device: {e}")))?,
+        None => Default::default(),
+    };
+    // Checked once on the CPU's defaults so that bad settings fail before the run starts.
+    grove::task::control::ControlSettings::from_json(given.clone(), false).map_err(value_error)?;
+    let env = given.get("env").and_then(|e| e.as_str()).unwrap_or("swimmer").to_string();
+    let profile = given.get("profile").and_then(|p| p.as_str()).map(str::to_string);
+    grove::sim::Model::load(&env, profile.as_deref()).map_err(value_error)?;
+    let job: Job = Box::new(move |stop, note| {
+        let backend = open(device, note)?;
+        let settings = grove::task::control::ControlSettings::from_json(given, matches!(backend, Backend::Cuda(_)))?;
+        let result = grove::task::control::control_with(&settings, &backend, &options(verbose, stop))?;
+        Ok(result.report.to_string())
+    });
+    run_detached(py, threads, on_note.as_ref(), job)
+}
+
+/// Reads a model (`model` of a report) from JSON.
+fn model(json: &str) -> PyResult<Model> {
+    serde_json::from_str(json).map_err(|e| PyValueError::new_err(format!("not a grove model: {e}")))
+}
+
+/// The model's outputs on `x`, `[max(1, n_outputs)][n_rows]`, computed with the GIL released.
+fn model_outputs(py: Python<'_>, m: &Model, x: &Bound<'_, PyAny>) -> PyResult<(Vec<f32>, usize)> {
+    let (x, n_rows, n_features) = features(x)?;
+    if n_features != m.features.len() {
+        return Err(PyValueError::new_err(format!(
+            "X has {n_features} features, but the model reads {} ({})",
+            m.features.len(),
+            m.features.join(", ")
+        )));
+    }
+    let out = py.detach(|| m.outputs_of(x, n_rows)).map_err(value_error)?;
+    Ok((out, n_rows))
+}
+
+/// A regression model's predictions `a·f(x) + b` on `x` (`(n_rows, n_features)`), f64, as
+/// `grove predict` computes them.
+#[pyfunction]
+fn predict_regression<'py>(py: Python<'py>, model_json: &str, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    let m = model(model_json)?;
+    let (out, n) = model_outputs(py, &m, x)?;
+    let (a, b) = m.scale.unwrap_or((1.0, 0.0));
+    Ok(PyArray1::from_vec(py, out[..n].iter().map(|&f| a * f as f64 + b).collect()))
+}
+
+/// A classification model's predicted class indices `(n_rows,)` and class probabilities
+/// `(n_rows, n_classes)` (softmax of the outputs; `None` for a one-output binary model) on
+/// `x`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn predict_classes<'py>(
+    py: Python<'py>,
+    model_json: &str,
+    x: &Bound<'py, PyAny>,
+) -> PyResult<(Bound<'py, PyArray1<u32>>, Option<Bound<'py, PyArray2<f64>>>)> {
+    let m = model(model_json)?;
+    let k = m.classes.as_ref().map_or(0, Vec::len);
+    if k < 2 {
+        return Err(PyValueError::new_err("not a classification model"));
+    }
+    let (out, n) = model_outputs(py, &m, x)?;
+    let codes = grove::task::model::classify_outputs(&out, n, m.n_outputs, k);
+    let proba = if m.n_outputs == k {
+        let p = grove::task::model::class_probabilities(&out, n, k);
+        Some(PyArray1::from_vec(py, p).reshape([n, k])?)
+    } else {
+        None
+    };
+    Ok((PyArray1::from_vec(py, codes), proba))
+}
+
+/// A model's program in `style` (`infix`, `latex`, `sympy`): one text per output (one for a
+/// single-output program, without a regression model's scaling).
+#[pyfunction]
+fn render(model_json: &str, style: &str) -> PyResult<Vec<String>> {
+    use grove::program::render::{Style, outputs, render};
+    let m = model(model_json)?;
+    let style = match style {
+        "infix" => Style::Infix,
+        "latex" => Style::Latex,
+        "sympy" => Style::Sympy,
+        other => return Err(PyValueError::new_err(format!("unknown style `{other}`: infix, latex or sympy"))),
+    };
+    let nodes = m.tree().map_err(value_error)?;
+    Ok(if m.n_outputs == 0 { vec![render(&nodes, &m.features, style)] } else { outputs(&nodes, m.n_outputs, &m.features, style) })
+}
+
+/// Reads a saved policy (`policy` of a control report) from JSON.
+fn policy(json: &str) -> PyResult<grove::task::control::SavedPolicy> {
+    serde_json::from_str(json).map_err(|e| PyValueError::new_err(format!("not a grove policy: {e}")))
+}
+
+/// A policy's actions `tanh(outputs)` at one observation (f32, as in training); NaN actions
+/// where an output is not finite.
+#[pyfunction]
+fn policy_act(policy_json: &str, obs: Vec<f32>) -> PyResult<Vec<f32>> {
+    let saved = policy(policy_json)?;
+    if obs.len() != saved.observations.len() {
+        return Err(PyValueError::new_err(format!(
+            "the observation has {} values; the policy reads {} ({})",
+            obs.len(),
+            saved.observations.len(),
+            saved.observations.join(", ")
+        )));
+    }
+    let mut p = saved.compile().map_err(value_error)?;
+    let mut actions = vec![0.0f32; saved.actuators.len()];
+    if !p.act(&obs, &mut actions) {
+        actions.fill(f32::NAN);
+    }
+    Ok(actions)
+}
+
+/// Plays a policy for one episode in its environment (f32, as `grove rollout --policy`):
+/// returns `(return, control steps, terminated)`.
+#[pyfunction]
+#[pyo3(signature = (policy_json, steps=None, seed=None))]
+fn policy_rollout(py: Python<'_>, policy_json: &str, steps: Option<usize>, seed: Option<u64>) -> PyResult<(f64, usize, bool)> {
+    let saved = policy(policy_json)?;
+    let s = py.detach(|| grove::task::control::replay(&saved, steps, seed)).map_err(value_error)?;
+    Ok((s.total, s.steps, s.terminated))
+}
+
+/// The stratified train/test split `grove classify` makes of rows with class indices `codes`
+/// (`n_classes` classes) for `seed`: `(train rows, test rows)`, each in increasing order.
+#[pyfunction]
+fn stratified_split(codes: Vec<u32>, n_classes: usize, test_fraction: f64, seed: u64) -> PyResult<(Vec<usize>, Vec<usize>)> {
+    grove::data::classes::stratified_indices(&codes, n_classes, test_fraction, seed).map_err(value_error)
+}
+
+/// A built-in regression problem's training data, as `grove evolve --data builtin:NAME[:N]`
+/// loads it (`name` is `NAME[:N]`, e.g. `pagie1:1024`): `X` `(n_rows, n_features)` and `y`
+/// `(n_rows,)` as float64 (the values the engine rounds to float32), and the feature names.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn load_builtin<'py>(py: Python<'py>, name: &str) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray1<f64>>, Vec<String>)> {
+    let problem = grove::data::DataSource::parse(&format!("builtin:{name}")).and_then(|s| s.load(None)).map_err(value_error)?;
+    let d = problem.train;
+    let x = d.x64.unwrap_or_else(|| d.x.iter().map(|&v| v as f64).collect());
+    let y = d.y64.unwrap_or_else(|| d.y.iter().map(|&v| v as f64).collect());
+    // Feature-major to row-major.
+    let (n, f) = (d.n_rows, d.n_features);
+    let rows: Vec<f64> = (0..n * f).map(|k| x[(k % f) * n + k / f]).collect();
+    Ok((PyArray1::from_vec(py, rows).reshape([n, f])?, PyArray1::from_vec(py, y), d.names))
+}
+
+/// The module.
+#[pymodule]
+fn _grove(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // Python that defines grove's protected operators for sympy (`div`, `plog`, ...).
+    m.add("SYMPY_PRELUDE", grove::program::render::SYMPY_PRELUDE)?;
+    m.add_function(wrap_pyfunction!(fit_regression, m)?)?;
+    m.add_function(wrap_pyfunction!(fit_classification, m)?)?;
+    m.add_function(wrap_pyfunction!(control, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_regression, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_classes, m)?)?;
+    m.add_function(wrap_pyfunction!(render, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_act, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_rollout, m)?)?;
+    m.add_function(wrap_pyfunction!(stratified_split, m)?)?;
+    m.add_function(wrap_pyfunction!(load_builtin, m)?)?;
+    Ok(())
+}

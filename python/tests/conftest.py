@@ -1,0 +1,33 @@
+"""Shared fixtures: small budgets (the suite runs on two cores) and the built `grove` binary."""
+
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def grove_binary():
+    """The command-line binary the equality tests compare with: $GROVE_BIN, else the release
+    build of this checkout (built by `cargo build --release` or `cargo test --release`)."""
+    path = pathlib.Path(os.environ.get("GROVE_BIN", REPO / "target" / "release" / "grove"))
+    if not path.is_file():
+        pytest.fail(f"{path} is missing: run `cargo build --release` first (or set GROVE_BIN)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def grove_cli():
+    """Runs `grove ARGS...` from the repository root; returns the completed process."""
+    binary = grove_binary()
+
+    def run(*args, check=True):
+        env = {**os.environ, "GROVE_DEVICE": "cpu"}
+        out = subprocess.run([str(binary), *map(str, args)], cwd=REPO, env=env, capture_output=True, text=True)
+        if check and out.returncode != 0:
+            raise AssertionError(f"grove {' '.join(map(str, args))} failed:\n{out.stderr}")
+        return out
+
+    return run

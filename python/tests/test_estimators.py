@@ -1,0 +1,317 @@
+"""The estimators' behaviour beyond scikit-learn's checks: what they learn, the model as text,
+sympy and LaTeX, the hall of fame, inputs in every layout (and bad ones), pickling, pipelines,
+progress, the CPU fallback warning and Ctrl-C."""
+
+import os
+import pickle
+import signal
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_iris
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+
+import grove
+from grove import SymbolicClassifier, SymbolicRegressor
+
+SMALL = dict(population_size=300, generations=10, device="cpu", random_state=1)
+
+
+def quadratic(n=200, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, 2))
+    return X, X[:, 0] ** 2 + X[:, 1]
+
+
+def iris_named():
+    X, y = load_iris(return_X_y=True)
+    return X, np.array(["setosa", "versicolor", "virginica"])[y]
+
+
+# What they learn, and the model as text.
+
+
+def test_regressor_finds_a_simple_formula_and_predicts_it():
+    X, y = quadratic()
+    m = SymbolicRegressor(**SMALL).fit(X, y)
+    assert m.score(X, y) > 0.999
+    assert m.n_features_in_ == 2
+    assert "x0" in m.program_ and "x1" in m.program_
+    # predict applies the reported program: its training MSE is the report's.
+    mse = float(np.mean((m.predict(X) - y) ** 2))
+    assert mse == pytest.approx(m.report_["train"]["mse"], rel=1e-9, abs=1e-12)
+
+
+def test_regressor_sympy_latex_and_hall_of_fame():
+    sympy = pytest.importorskip("sympy")
+    pd = pytest.importorskip("pandas")
+    X, y = quadratic()
+    m = SymbolicRegressor(**SMALL).fit(X, y)
+    e = m.sympy()
+    x0, x1 = sympy.symbols("x0 x1")
+    for row in X[:5]:
+        got = float(e.subs({x0: row[0], x1: row[1]}))
+        assert got == pytest.approx(m.predict(row[None, :])[0], rel=1e-4, abs=1e-4)
+    assert "\\" in m.latex() or "x_{0}" in m.latex()
+    eq = m.equations_
+    assert isinstance(eq, pd.DataFrame)
+    assert list(eq.columns) == ["complexity", "loss", "equation", "latex", "sympy"]
+    assert eq["complexity"].is_monotonic_increasing and eq["loss"].is_monotonic_decreasing
+    # The last row of the front has the best program's loss (no parsimony: its fitness).
+    assert eq["loss"].iloc[-1] == m.best_fitness_
+
+
+def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
+    import sys
+
+    X, y = quadratic(80)
+    m = SymbolicRegressor(**SMALL).fit(X, y)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
+    rows = m.equations_
+    assert isinstance(rows, list) and rows
+    assert set(rows[-1]) == {"complexity", "loss", "equation", "latex", "sympy"}
+    assert rows[-1]["loss"] == m.best_fitness_
+
+
+def test_classifier_with_string_labels_probabilities_and_programs():
+    X, y = iris_named()
+    c = SymbolicClassifier(**SMALL).fit(X, y)
+    assert list(c.classes_) == ["setosa", "versicolor", "virginica"]
+    assert c.score(X, y) > 0.9
+    proba = c.predict_proba(X)
+    assert proba.shape == (150, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+    assert (proba >= 0).all()
+    np.testing.assert_array_equal(c.classes_[proba.argmax(axis=1)], c.predict(X))
+    assert len(c.programs_) == 3
+    assert len(c.latex()) == 3
+    # The model's accuracy on its training rows is the report's.
+    assert c.score(X, y) == pytest.approx(c.report_["train"]["accuracy"])
+    if pytest.importorskip("sympy"):
+        assert len(c.sympy()) == 3
+
+
+def test_classifier_with_integer_labels_that_are_not_0_to_k():
+    X, y = load_iris(return_X_y=True)
+    labels = np.array([10, -3, 7])[y]
+    c = SymbolicClassifier(**SMALL).fit(X, labels)
+    assert list(c.classes_) == [-3, 7, 10]
+    assert set(c.predict(X)) <= {-3, 7, 10}
+
+
+def test_grammar_by_path_and_by_text_give_the_same_run():
+    X, y = quadratic(100)
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "grammars", "regression.bnf")
+    with open(path) as f:
+        text = f.read()
+    a = SymbolicRegressor(grammar=path, **SMALL).fit(X, y)
+    b = SymbolicRegressor(grammar=text, **SMALL).fit(X, y)
+    assert a.program_ == b.program_
+    assert "genome" in a.report_["best"]
+
+
+def test_bad_grammar_and_function_set_are_value_errors():
+    X, y = quadratic(50)
+    with pytest.raises(ValueError, match="not both"):
+        SymbolicRegressor(grammar="<e> ::= x0", function_set="add", **SMALL).fit(X, y)
+    with pytest.raises(ValueError, match="neither a grammar file nor grammar text"):
+        SymbolicRegressor(grammar="no/such/file.bnf", **SMALL).fit(X, y)
+    with pytest.raises(ValueError, match="grammar text"):
+        SymbolicRegressor(grammar="<e> ::= <f> + 1", **SMALL).fit(X, y)
+    with pytest.raises(ValueError, match="frobnicate"):
+        SymbolicRegressor(function_set="add,frobnicate", **SMALL).fit(X, y)
+    with pytest.raises(ValueError, match="linear"):
+        SymbolicRegressor(metric="mae", **SMALL).fit(X, y)
+
+
+def test_parameters_are_validated_with_scikit_learns_messages():
+    X, y = quadratic(50)
+    with pytest.raises(ValueError, match="population_size"):
+        SymbolicRegressor(population_size=1).fit(X, y)
+    with pytest.raises(ValueError, match="device"):
+        SymbolicRegressor(device="tpu").fit(X, y)
+    with pytest.raises(ValueError, match="fitness"):
+        SymbolicClassifier(fitness="hinge").fit(*iris_named())
+
+
+# Data in: layouts, dtypes, DataFrames; bad input.
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_every_layout_gives_the_same_run(dtype, order):
+    X, y = quadratic(120)
+    ref = SymbolicRegressor(**SMALL).fit(X.astype(np.float32), y)
+    Xl = np.asarray(X.astype(dtype), order=order)
+    m = SymbolicRegressor(**SMALL).fit(Xl, y)
+    assert m.program_ == ref.program_
+    np.testing.assert_array_equal(m.predict(Xl), ref.predict(X.astype(np.float32)))
+
+
+def test_dataframe_column_names_become_variable_names():
+    pd = pytest.importorskip("pandas")
+    X, y = quadratic(150)
+    df = pd.DataFrame(X, columns=["speed", "load factor"])
+    m = SymbolicRegressor(**SMALL).fit(df, y)
+    assert list(m.feature_names_in_) == ["speed", "load factor"]
+    assert m.report_["model"]["features"] == ["speed", "load_factor"]
+    assert "speed" in m.program_
+    # Columns are matched by name: a reordered frame is refused, as scikit-learn does.
+    with pytest.raises(ValueError, match="feature names"):
+        m.predict(df[["load factor", "speed"]])
+    np.testing.assert_array_equal(m.predict(df), m.predict(df.to_numpy()))
+
+
+@pytest.mark.parametrize(
+    "X, y, message",
+    [
+        (np.array([[0.0, np.nan], [1.0, 2.0], [3.0, 4.0]]), np.array([1.0, 2.0, 3.0]), "NaN"),
+        (np.array([[0.0, np.inf], [1.0, 2.0], [3.0, 4.0]]), np.array([1.0, 2.0, 3.0]), "infinity"),
+        (np.array([[0.0, 1.0], [1.0, 2.0], [3.0, 4.0]]), np.array([1.0, np.nan, 3.0]), "NaN"),
+        (np.array([0.0, 1.0, 2.0]), np.array([1.0, 2.0, 3.0]), "2D array"),
+        (np.zeros((3, 2)), np.zeros(4), "inconsistent numbers of samples"),
+        (np.zeros((1, 2)), np.zeros(1), "minimum of 2"),
+        (np.array([[0.0, 1e300], [1.0, 2.0]]), np.array([1.0, 2.0]), r"X\[0, 1\] = 1e300 is outside the float32 range"),
+        (np.array([[0.0, 1.0], [1.0, 2.0]]), np.array([1.0, -1e39]), r"y\[1\] = -1e39 is outside the float32 range"),
+    ],
+)
+def test_bad_regression_input_is_a_value_error(X, y, message):
+    with pytest.raises(ValueError, match=message):
+        SymbolicRegressor(**SMALL).fit(X, y)
+
+
+def test_bad_prediction_input_is_a_value_error():
+    X, y = quadratic(60)
+    m = SymbolicRegressor(**SMALL).fit(X, y)
+    with pytest.raises(ValueError, match="3 features"):
+        m.predict(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="NaN"):
+        m.predict(np.array([[np.nan, 0.0]]))
+
+
+def test_bad_classification_labels_are_value_errors():
+    X, _ = iris_named()
+    with pytest.raises(ValueError, match="class"):
+        SymbolicClassifier(**SMALL).fit(X, np.zeros(150))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        SymbolicClassifier(**SMALL).fit(X, np.linspace(0, 1, 150))
+    with pytest.raises(ValueError, match="at most 254"):
+        SymbolicClassifier(**SMALL).fit(np.tile(X, (2, 1)), np.arange(300))
+
+
+# Runs behave in Python.
+
+
+def test_pickle_round_trip_gives_the_same_predictions():
+    X, y = iris_named()
+    for est, data in [(SymbolicRegressor(**SMALL), quadratic()), (SymbolicClassifier(**SMALL), (X, y))]:
+        est.fit(*data)
+        back = pickle.loads(pickle.dumps(est))
+        np.testing.assert_array_equal(back.predict(data[0]), est.predict(data[0]))
+        assert back.program_ if hasattr(back, "program_") else back.programs_
+    np.testing.assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+
+
+def test_same_seed_same_program_whatever_the_thread_count():
+    X, y = quadratic(100)
+    a = SymbolicRegressor(threads=1, **SMALL).fit(X, y)
+    b = SymbolicRegressor(threads=2, **SMALL).fit(X, y)
+    assert a.program_ == b.program_
+    c = SymbolicRegressor(**{**SMALL, "random_state": 2}).fit(X, y)
+    assert c.report_["settings"]["engine"]["seed"] == 2
+
+
+def test_pipeline_with_a_scaler_inside_a_grid_search():
+    X, y = quadratic(150)
+    pipe = Pipeline([("scale", StandardScaler()), ("sr", SymbolicRegressor(**SMALL))])
+    search = GridSearchCV(pipe, {"sr__parsimony_coefficient": [0.0, 0.01]}, cv=2)
+    search.fit(X, y)
+    assert search.best_params_["sr__parsimony_coefficient"] in (0.0, 0.01)
+    assert search.score(X, y) > 0.9
+    X, y = iris_named()
+    pipe = Pipeline([("scale", StandardScaler()), ("sc", SymbolicClassifier(**SMALL))])
+    search = GridSearchCV(pipe, {"sc__max_length": [32, 64]}, cv=3).fit(X, y)
+    assert search.score(X, y) > 0.8
+
+
+def test_verbose_shows_progress_and_quiet_shows_nothing(capfd):
+    X, y = quadratic(60)
+    SymbolicRegressor(**{**SMALL, "generations": 3}).fit(X, y)
+    assert capfd.readouterr().err == ""
+    SymbolicRegressor(verbose=2, **{**SMALL, "generations": 3}).fit(X, y)
+    err = capfd.readouterr().err
+    assert err.count("gen ") >= 3, err
+
+
+def test_auto_device_without_a_gpu_warns_once_and_runs_on_the_cpu():
+    X, y = quadratic(60)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = SymbolicRegressor(**{**SMALL, "device": "auto"}).fit(X, y)
+    if m.report_["timing"]["device"].startswith("cuda"):
+        pytest.skip("a CUDA GPU is usable here: nothing falls back")
+    notes = [w for w in caught if "running on the CPU" in str(w.message)]
+    assert len(notes) == 1, [str(w.message) for w in caught]
+    assert issubclass(notes[0].category, RuntimeWarning)
+    assert m.report_["timing"]["device"].startswith("cpu")
+
+
+def test_cuda_without_a_gpu_is_an_error_not_a_crash():
+    X, y = quadratic(60)
+    m = SymbolicRegressor(**{**SMALL, "device": "auto"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if m.fit(X, y).report_["timing"]["device"].startswith("cuda"):
+            pytest.skip("a CUDA GPU is usable here")
+    with pytest.raises(RuntimeError, match="--device cuda"):
+        SymbolicRegressor(**{**SMALL, "device": "cuda"}).fit(X, y)
+
+
+def test_ctrl_c_raises_keyboard_interrupt_and_leaves_the_estimator_unfitted():
+    X, y = quadratic(500)
+    m = SymbolicRegressor(population_size=2000, generations=100000, device="cpu", random_state=1)
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            m.fit(X, y)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - start < 30
+    assert not hasattr(m, "program_") and not hasattr(m, "model_json_")
+    # The estimator still works afterwards.
+    m.set_params(population_size=200, generations=3).fit(X, y)
+    assert m.program_
+
+
+def test_the_gil_is_released_while_the_engine_runs():
+    X, y = quadratic(300)
+    ticks, done = [0], threading.Event()
+
+    def count():
+        while not done.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    t = threading.Thread(target=count)
+    t.start()
+    start = time.monotonic()
+    try:
+        SymbolicRegressor(population_size=1000, generations=20, device="cpu", random_state=1).fit(X, y)
+    finally:
+        done.set()
+        t.join()
+    seconds = time.monotonic() - start
+    # A thread that holds the GIL for the whole fit would leave the counter near 0; released,
+    # it ticks about once a millisecond (less under load).
+    assert ticks[0] > 20 * seconds, (ticks[0], seconds)
+
+
+def test_version_is_the_crates():
+    assert grove.__version__.count(".") == 2

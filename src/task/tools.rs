@@ -1,0 +1,424 @@
+//! The commands that evolve nothing, as library functions: `grove check` ([`check`]), `grove
+//! map` ([`map_stream`]), `grove predict` ([`predict`]), `grove export` ([`export`]), `grove
+//! plot` ([`plot`]), `grove rollout` ([`rollout`]) and `grove render` ([`render`]). Each takes
+//! its settings and returns its results (text for a person, written files); none prints or
+//! exits: `cli.rs` parses the command line, calls one of these and prints what it returns.
+
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::genome::{MapConfig, Mapper};
+use crate::grammar::{self, DatasetShape, Severity};
+
+/// What `grove check` found: diagnostics (`file:line:col: severity: message`, for standard
+/// error) and the summary of rules and the compiled table (for standard output).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckReport {
+    /// One line per diagnostic.
+    pub diagnostics: Vec<String>,
+    /// The summary, one line per `\n`, ending with one.
+    pub summary: String,
+}
+
+/// Parses and checks a grammar; summarises its rules and, when `shape` gives what its
+/// `GE_RANGE:dataset_*` productions need, the size of its compiled table.
+pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
+    use std::fmt::Write as _;
+    let parsed = grammar::parse_file(path)?;
+    let file = parsed.file.clone();
+    let analysis = grammar::check(&parsed)?;
+    let diagnostics = analysis.diagnostics.iter().map(|d| format!("{file}:{}: {}: {}", d.span, d.severity, d.message)).collect();
+    let n_prods: usize = parsed.rules.iter().map(|r| r.productions.len()).sum();
+    let mut s = String::new();
+    writeln!(s, "grammar     {file}")?;
+    writeln!(s, "rules       {}", parsed.rules.len())?;
+    writeln!(s, "productions {n_prods}")?;
+    writeln!(s, "start       <{}>", parsed.rules[0].name)?;
+    writeln!(s)?;
+    writeln!(s, "{:<24} {:>5} {:>9} {:>9}", "rule", "prods", "min depth", "recursive")?;
+    for (r, rule) in parsed.rules.iter().enumerate() {
+        let prods = if rule.productions.iter().any(|p| p.dataset_range.is_some()) {
+            format!("{}+", rule.productions.iter().filter(|p| p.dataset_range.is_none()).count())
+        } else {
+            rule.productions.len().to_string()
+        };
+        writeln!(
+            s,
+            "{:<24} {:>5} {:>9} {:>9}",
+            format!("<{}>", rule.name),
+            prods,
+            analysis.min_depth[r],
+            if analysis.recursive[r] { "yes" } else { "no" }
+        )?;
+    }
+    writeln!(s)?;
+    if parsed.needs_dataset() && *shape == DatasetShape::default() {
+        writeln!(s, "table size  depends on the data set (GE_RANGE:dataset_*): pass --n-vars etc.")?;
+    } else {
+        let loaded = grammar::load_parsed(parsed, shape)?;
+        writeln!(s, "table size  {} bytes of {} in GPU constant memory", loaded.table.device_size_bytes(), grammar::TABLE_LIMIT_BYTES)?;
+    }
+    let warnings = analysis.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count();
+    writeln!(s, "warnings    {warnings}")?;
+    Ok(CheckReport { diagnostics, summary: s })
+}
+
+/// Output format of `grove map`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MapFormat {
+    /// The phenotype, one line per genome (`<invalid: reason>` when it does not map).
+    Text,
+    /// One JSON object per genome: line, valid, phenotype, used_codons, depth, nodes.
+    Jsonl,
+}
+
+/// Parses one genome line: codons separated by commas and/or spaces, optionally in brackets.
+pub fn parse_genome(line: &str, out: &mut Vec<u32>) -> Result<(), String> {
+    out.clear();
+    let body = line.trim();
+    let body = body.strip_prefix('[').map_or(body, |b| b.strip_suffix(']').unwrap_or(b));
+    for (k, tok) in body.split([',', ' ', '\t']).filter(|t| !t.is_empty()).enumerate() {
+        let v: u32 = tok.parse().map_err(|_| format!("codon {} is `{tok}`, not an integer from 0 to {}", k + 1, u32::MAX))?;
+        out.push(v);
+    }
+    Ok(())
+}
+
+/// Settings of `grove map` (its flags).
+#[derive(Clone, Debug)]
+pub struct MapSettings {
+    /// The grammar file.
+    pub grammar: PathBuf,
+    /// The data-set shape its `GE_RANGE:dataset_*` productions need.
+    pub shape: DatasetShape,
+    /// Wraps, codon use and limits.
+    pub config: MapConfig,
+    /// Where to map.
+    pub device: crate::backend::DeviceChoice,
+    /// Output format.
+    pub format: MapFormat,
+}
+
+/// Maps the genomes of `input` (one per line; blank lines skipped) as `s` says, writing one
+/// result per genome to `out`, in input order. A line that is not a genome goes to `bad` as
+/// `line N: why`. Returns how many were bad.
+pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mut bad: impl FnMut(String)) -> Result<usize> {
+    let (config, format) = (s.config, s.format);
+    let loaded = grammar::load(&s.grammar, &s.shape)?;
+    let backend = crate::backend::Backend::open(s.device, false)?;
+    let mut mapper = Mapper::new(&loaded.table, config);
+    // Genomes are read in batches (line number, codons) and mapped batch by batch, so the GPU
+    // gets many at once and the output keeps the input's order.
+    const BATCH: usize = 1 << 16;
+    let (mut batch, mut genome, mut n_bad) = (Vec::<(usize, Vec<u32>)>::new(), Vec::new(), 0usize);
+    let mut lines = input.lines().enumerate();
+    loop {
+        let next = lines.next();
+        let done = next.is_none();
+        if let Some((i, line)) = next {
+            let line = line.context("cannot read standard input")?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            if let Err(msg) = parse_genome(&line, &mut genome) {
+                bad(format!("line {}: {msg}", i + 1));
+                n_bad += 1;
+                continue;
+            }
+            batch.push((i + 1, std::mem::take(&mut genome)));
+        }
+        if batch.len() == BATCH || (done && !batch.is_empty()) {
+            let results = map_batch(&backend, &loaded.table, &config, &mut mapper, &batch)?;
+            for ((line, _), (m, text)) in batch.iter().zip(results) {
+                write_mapped(out, format, *line, &m, &text)?;
+            }
+            batch.clear();
+        }
+        if done {
+            break;
+        }
+    }
+    Ok(n_bad)
+}
+
+/// Maps one batch of genomes on the backend; returns each one's result and phenotype text
+/// (empty when invalid). Genomes the GPU cannot finish (derivation past its buffer, stack
+/// overflow) are mapped on the CPU, so the output never depends on the device.
+fn map_batch(
+    backend: &crate::backend::Backend,
+    table: &crate::grammar::RuleTable,
+    config: &MapConfig,
+    mapper: &mut Mapper<'_>,
+    batch: &[(usize, Vec<u32>)],
+) -> Result<Vec<(crate::genome::Mapped, String)>> {
+    let mut results = Vec::with_capacity(batch.len());
+    match backend {
+        crate::backend::Backend::Cpu => results.extend(batch.iter().map(|(_, g)| map_on_cpu(mapper, g))),
+        crate::backend::Backend::Cuda(engine) => {
+            let capacity = batch.iter().map(|(_, g)| g.len()).max().unwrap_or(0).max(1);
+            let mut genomes = crate::genome::Genomes::new(batch.len(), capacity);
+            for (k, (_, g)) in batch.iter().enumerate() {
+                genomes.set(k, g);
+            }
+            let max_derivation = (capacity * (config.max_wraps as usize + 1) * 2 + 16).min(1 << 14);
+            let gpu = engine.map_genomes(table, &genomes, config, max_derivation)?;
+            for (k, (_, g)) in batch.iter().enumerate() {
+                let m = gpu.mapped[k];
+                if m.invalid == Some(crate::genome::map::Invalid::DerivationTooLong) {
+                    results.push(map_on_cpu(mapper, g));
+                    continue;
+                }
+                let mut text = String::new();
+                if m.valid() {
+                    crate::genome::map::render(table, gpu.derivation(k), &mut text);
+                }
+                results.push((m, text));
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// Maps one genome on the CPU: the result and the phenotype (empty when invalid).
+fn map_on_cpu(mapper: &mut Mapper<'_>, genome: &[u32]) -> (crate::genome::Mapped, String) {
+    let m = mapper.map(genome);
+    let mut text = String::new();
+    if m.valid() {
+        mapper.render(&mut text);
+    }
+    (m, text)
+}
+
+fn write_mapped(out: &mut impl Write, format: MapFormat, line: usize, m: &crate::genome::Mapped, text: &str) -> Result<()> {
+    match format {
+        MapFormat::Text if m.valid() => writeln!(out, "{text}")?,
+        MapFormat::Text => {
+            let why = serde_json::to_value(m.invalid).unwrap_or_default();
+            writeln!(out, "<invalid: {}>", why.as_str().unwrap_or("?").replace('_', " "))?
+        }
+        MapFormat::Jsonl => {
+            let obj = serde_json::json!({
+                "line": line,
+                "valid": m.valid(),
+                "phenotype": if m.valid() { Some(text) } else { None },
+                "used_codons": m.used_codons,
+                "depth": m.depth,
+                "nodes": m.nodes,
+            });
+            writeln!(out, "{obj}")?;
+        }
+    }
+    Ok(())
+}
+
+/// What `grove predict` computed: one prediction per row (the class name, or the number) and,
+/// when the file also holds the model's target, how well the model does on it (one line).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Predictions {
+    /// One per data row.
+    pub predictions: Vec<String>,
+    /// `accuracy 0.9733 (146 of 150 rows, column `class`)` or `mse ... (N rows, column `y`)`.
+    pub score: Option<String>,
+}
+
+/// Applies the model of the report at `model` to the rows of the data file at `data`.
+pub fn predict(model: &Path, data: &Path) -> Result<Predictions> {
+    use super::model::ModelKind;
+    let model = super::model::load(model)?;
+    let file = data.display().to_string();
+    let bytes = std::fs::read(data).with_context(|| format!("cannot read data file {file}"))?;
+    let table = crate::data::classes::read_table(&bytes, &file)?;
+    let predictions = model.predict(&table, &file)?;
+    // When the file also holds the target, say how well the model does on it.
+    let score = match table.names.iter().position(|n| *n == model.target) {
+        None => None,
+        Some(j) => {
+            let truth: Vec<&str> = table.rows.iter().map(|(_, c)| c[j].as_str()).collect();
+            Some(match model.kind {
+                ModelKind::Classification => {
+                    let right = truth.iter().zip(&predictions).filter(|(t, p)| t == p).count();
+                    format!("accuracy {:.4} ({right} of {} rows, column `{}`)", right as f64 / truth.len() as f64, truth.len(), model.target)
+                }
+                ModelKind::Regression => {
+                    let y = crate::data::classes::numeric_column(&table, j, &file)?;
+                    let mse = y.iter().zip(&predictions).map(|(y, p)| (p.parse::<f64>().unwrap_or(f64::NAN) - y).powi(2)).sum::<f64>()
+                        / y.len() as f64;
+                    format!("mse {mse:.6e} ({} rows, column `{}`)", y.len(), model.target)
+                }
+            })
+        }
+    };
+    Ok(Predictions { predictions, score })
+}
+
+/// The best program of the report at `model` as source code in `lang`.
+pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String> {
+    let saved = super::model::load(model)?;
+    let nodes = saved.tree()?;
+    let program = crate::program::export::Program {
+        nodes: &nodes,
+        n_outputs: saved.n_outputs,
+        features: &saved.features,
+        scale: saved.scale,
+        standardize: saved.standardize.as_ref().map(|s| (s.mean.as_slice(), s.std.as_slice())),
+        classes: saved.classes.as_deref(),
+    };
+    crate::program::export::export(&program, lang).map_err(|e| anyhow::anyhow!("{}: {e}", model.display()))
+}
+
+/// Draws the plots of the report at `report` into `out`; returns the files written.
+pub fn plot(report: &Path, out: &Path) -> Result<Vec<PathBuf>> {
+    let text = std::fs::read_to_string(report).with_context(|| format!("cannot read the report {}", report.display()))?;
+    let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", report.display()))?;
+    anyhow::ensure!(
+        value.get("generations").is_some_and(|g| g.is_array()),
+        "{} has no `generations`: give a report written with --report",
+        report.display()
+    );
+    super::plots::write_all(&value, out)
+}
+
+/// Settings of `grove rollout` (its flags).
+#[derive(Clone, Debug, Default)]
+pub struct RolloutSettings {
+    /// A shipped environment or a `.ron` path (default with `policy`: the policy's).
+    pub env: Option<String>,
+    /// Profile (default with `policy`: the policy's).
+    pub profile: Option<String>,
+    /// Actions from a CSV file.
+    pub actions: Option<PathBuf>,
+    /// A `grove control` report whose policy chooses the actions (played in f32).
+    pub policy: Option<PathBuf>,
+    /// Write `step,q...,v...,reward,done` rows here.
+    pub states: Option<PathBuf>,
+    /// Reset-noise seed; `None`: the rest pose.
+    pub seed: Option<u64>,
+    /// Control steps (default: the action file's rows, else the episode length).
+    pub steps: Option<usize>,
+    /// Keep stepping after termination.
+    pub ignore_termination: bool,
+    /// Step in f32 instead of f64.
+    pub f32: bool,
+    /// Cap on constraint-solver sweeps.
+    pub solver_iterations: Option<usize>,
+}
+
+/// The environment a roll-out plays in (with the policy it replays, if any): for `grove
+/// rollout --print-model` and [`rollout`].
+pub fn rollout_model(s: &RolloutSettings) -> Result<(crate::sim::Model, Option<super::control::SavedPolicy>)> {
+    let saved = s.policy.as_deref().map(super::control::SavedPolicy::read).transpose()?;
+    let env = match (&s.env, &saved) {
+        (Some(e), _) => e.clone(),
+        (None, Some(p)) => p.env.clone(),
+        (None, None) => anyhow::bail!("give --env ENV (swimmer, hopper, walker2d, half_cheetah or a .ron file), or --policy REPORT"),
+    };
+    let profile = s.profile.clone().or_else(|| saved.as_ref().map(|p| p.profile.clone()));
+    let mut model = crate::sim::Model::load(&env, profile.as_deref())?;
+    if let Some(n) = s.solver_iterations {
+        model.solver_iterations = n;
+    }
+    Ok((model, saved))
+}
+
+/// Plays one episode as `s` says, writing the states when asked; returns the line `grove
+/// rollout` prints (`swimmer (brax): return ... over N steps`).
+pub fn rollout(s: &RolloutSettings) -> Result<String> {
+    use crate::sim::rollout::{ActionSource, RolloutOptions, read_actions_file};
+    let (model, saved) = rollout_model(s)?;
+    let actions = match (&s.actions, &saved) {
+        (Some(p), _) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
+        (None, Some(saved)) => {
+            let nodes = saved
+                .tree(&model)
+                .with_context(|| format!("replaying {}", s.policy.as_deref().unwrap_or(Path::new("")).display()))?;
+            ActionSource::policy(&nodes, &model)?
+        }
+        (None, None) => ActionSource::Zero,
+    };
+    let steps = match (&actions, s.steps) {
+        (ActionSource::Fixed(rows), Some(n)) if n > rows.len() => {
+            anyhow::bail!("--steps {n} asks for more control steps than the action file's {} rows", rows.len())
+        }
+        (_, Some(n)) => n,
+        (ActionSource::Fixed(rows), None) => rows.len(),
+        (_, None) => model.episode_steps,
+    };
+    let opts = RolloutOptions { steps, seed: s.seed, ignore_termination: s.ignore_termination };
+    // A policy plays in f32, as it was trained (program::policy).
+    let f32 = s.f32 || saved.is_some();
+    let summary = match &s.states {
+        Some(p) => {
+            let file = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let mut w = std::io::BufWriter::new(file);
+            let r = if f32 {
+                crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, Some(&mut w))?
+            } else {
+                crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, Some(&mut w))?
+            };
+            w.flush().with_context(|| format!("writing {}", p.display()))?;
+            r
+        }
+        None if f32 => crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, None)?,
+        None => crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, None)?,
+    };
+    Ok(format!(
+        "{} ({}): return {:.6} over {} steps{}",
+        model.name,
+        model.profile,
+        summary.total,
+        summary.steps,
+        if summary.terminated { " (terminated)" } else { "" }
+    ))
+}
+
+/// Settings of `grove render` (its flags).
+#[derive(Clone, Debug)]
+pub struct RenderSettings {
+    /// A shipped environment or a `.ron` path.
+    pub env: String,
+    /// Profile.
+    pub profile: Option<String>,
+    /// Actions from a `grove control` report's policy.
+    pub policy: Option<PathBuf>,
+    /// Actions from a CSV file (default: zeros).
+    pub actions: Option<PathBuf>,
+    /// The picture: `.svg`, `.png` (a strip) or `.gif` (an animation).
+    pub out: PathBuf,
+    /// Control steps (default: the action file's rows, else the episode length).
+    pub steps: Option<usize>,
+    /// Frames in a strip.
+    pub frames: usize,
+    /// An animation shows every N-th control step.
+    pub every: usize,
+    /// Reset-noise seed; `None`: the rest pose.
+    pub seed: Option<u64>,
+}
+
+/// Draws an episode as `s` says; returns the line `grove render` prints.
+pub fn render(s: &RenderSettings) -> Result<String> {
+    use crate::report::robot::{Policy, episode, policy_from_report, write};
+    let model = crate::sim::Model::load(&s.env, s.profile.as_deref())?;
+    let nu = model.nu();
+    let (mut policy, rows): (Policy<'static>, Option<usize>) = match (&s.policy, &s.actions) {
+        (Some(p), _) => (policy_from_report(p, &model)?, None),
+        (None, Some(f)) => {
+            let rows = crate::sim::rollout::read_actions_file(f, nu)?;
+            let n = rows.len();
+            (Box::new(move |t: usize, _: &[f64]| rows[t].clone()), Some(n))
+        }
+        (None, None) => (Box::new(move |_: usize, _: &[f64]| vec![0.0; nu]), None),
+    };
+    let steps = match (rows, s.steps) {
+        (Some(r), Some(n)) if n > r => anyhow::bail!("--steps {n} asks for more control steps than the action file's {r} rows"),
+        (_, Some(n)) => n,
+        (Some(r), None) => r,
+        (None, None) => model.episode_steps,
+    };
+    anyhow::ensure!(s.frames >= 1 && s.every >= 1, "--frames and --every must be at least 1");
+    let (model, frames) = episode(&s.env, s.profile.as_deref(), &mut policy, steps, s.seed)?;
+    write(&s.out, &model, &frames, s.frames, s.every)?;
+    let last = frames.last().map_or(0.0, |f| f.total);
+    Ok(format!("{} ({}): {} control steps, return {last:.6}; drew {}", model.name, model.profile, frames.len() - 1, s.out.display()))
+}
