@@ -143,7 +143,7 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
     int n_code = 0;
     if (resident) {
         int live = 0;
-        n_code = grove_compile_chunk(op, value, size, out, 0, len, live, code, scan);
+        n_code = grove_compile_chunk(op, value, size, out, len, 0, len, live, code, scan);
     }
     __syncthreads();  // counters zeroed (and the program compiled)
 
@@ -168,7 +168,7 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
             int n = n_code;
             if (!resident) {
                 __syncthreads();  // everyone is done with the previous chunk
-                n = grove_compile_chunk(op, value, size, out, max(hi - GROVE_CHUNK, 0), hi, live, code, scan);
+                n = grove_compile_chunk(op, value, size, out, len, max(hi - GROVE_CHUNK, 0), hi, live, code, scan);
                 __syncthreads();
             }
             for (int i = 0; i < n; ++i) grove_exec<1, DEPTH>(code[i], top1, stack, h, env);

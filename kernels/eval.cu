@@ -150,7 +150,7 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
     int n_code = 0;
     if (resident) {
         int live = 0;
-        n_code = grove_compile_chunk(op, value, size, out, 0, len, live, code, scan);
+        n_code = grove_compile_chunk(op, value, size, out, len, 0, len, live, code, scan);
         __syncthreads();
     }
 
@@ -185,7 +185,7 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
             int n = n_code;
             if (!resident) {
                 __syncthreads();  // everyone is done with the previous chunk
-                n = grove_compile_chunk(op, value, size, out, max(hi - GROVE_CHUNK, 0), hi, live, code, scan);
+                n = grove_compile_chunk(op, value, size, out, len, max(hi - GROVE_CHUNK, 0), hi, live, code, scan);
                 __syncthreads();
             }
             for (int i = 0; i < n; ++i) grove_exec<K, DEPTH>(code[i], top, stack, h, env);

@@ -44,9 +44,6 @@ static_assert(sizeof(GroveInstr) == 16, "GroveInstr must match linear::Instr");
 #define GROVE_I_PUSH 16u    // push top before reading the operands
 #define GROVE_I_BINARY 32u  // two arguments: an output instruction passes b (else a)
 
-#define GROVE_COMPILE_STACK 512      // pending values the compiler tracks (the deep kernels' stack)
-#define GROVE_NOT_COMPILED 0xffffu  // instruction count of a tree the compiler refused
-
 // Arguments of a function opcode; 0 for leaves and unknown codes.
 __device__ __forceinline__ int grove_arity(unsigned code) {
     switch (code) {
@@ -58,72 +55,6 @@ __device__ __forceinline__ int grove_arity(unsigned code) {
         default:
             return 0;
     }
-}
-
-// Compiles one tree (`len` nodes of op/value/out, prefix order) into `dst` and returns the
-// number of instructions (at most len; 0 for no tree), or GROVE_NOT_COMPILED for a tree that is not one well-formed
-// tree or holds more than GROVE_COMPILE_STACK pending values at once (never evaluated then).
-// `pos` is scratch for GROVE_COMPILE_STACK positions.
-__device__ inline unsigned grove_compile_tree(const unsigned char* __restrict__ op, const float* __restrict__ value,
-                                              const unsigned char* __restrict__ out, int len,
-                                              GroveInstr* __restrict__ dst, unsigned short* pos) {
-    if (len == 0) return 0;  // no program
-    int np = 0;        // pending values (positions of nodes whose parent has not run yet)
-    int live = 0;      // of those, the computed ones (held in top and on the stack)
-    unsigned n = 0;    // instructions written
-    for (int i = len - 1; i >= 0; --i) {
-        const unsigned code = op[i];
-        const bool leaf = code <= GROVE_OP_CONST;
-        if (leaf && out[i] == 0 && i != 0) {  // folded into its parent
-            if (np == GROVE_COMPILE_STACK) return GROVE_NOT_COMPILED;
-            pos[np++] = (unsigned short)i;
-            continue;
-        }
-        GroveInstr in;
-        in.op = (unsigned char)code;
-        in.out = out[i];
-        in.pad = 0;
-        in.reserved = 0;
-        unsigned mode;
-        int used;  // computed values this instruction consumes
-        if (leaf) {
-            mode = (code == GROVE_OP_VAR ? GROVE_SRC_VAR : GROVE_SRC_CONST) | (GROVE_SRC_CONST << 2);
-            in.a = code == GROVE_OP_VAR ? (unsigned)value[i] : __float_as_uint(value[i]);
-            in.b = 0;
-            used = 0;
-        } else {
-            const int arity = grove_arity(code);
-            if (arity == 0 || np < arity) return GROVE_NOT_COMPILED;
-            const int c1 = pos[--np];  // child 1 (= i + 1): its value is the newest
-            const bool f1 = op[c1] <= GROVE_OP_CONST && out[c1] == 0;
-            mode = f1 ? (op[c1] == GROVE_OP_VAR ? GROVE_SRC_VAR : GROVE_SRC_CONST) : GROVE_SRC_TOP;
-            in.a = !f1 ? 0u : (op[c1] == GROVE_OP_VAR ? (unsigned)value[c1] : __float_as_uint(value[c1]));
-            used = f1 ? 0 : 1;
-            in.b = 0;
-            if (arity == 2) {
-                const int c2 = pos[--np];
-                const bool f2 = op[c2] <= GROVE_OP_CONST && out[c2] == 0;
-                unsigned sb;
-                if (f2) {
-                    sb = op[c2] == GROVE_OP_VAR ? GROVE_SRC_VAR : GROVE_SRC_CONST;
-                    in.b = op[c2] == GROVE_OP_VAR ? (unsigned)value[c2] : __float_as_uint(value[c2]);
-                } else {
-                    sb = f1 ? GROVE_SRC_BTOP : GROVE_SRC_STACK;
-                    used += 1;
-                }
-                mode |= (sb << 2) | GROVE_I_BINARY;
-            } else {
-                mode |= GROVE_SRC_CONST << 2;  // b = 0.0f, unused
-            }
-        }
-        if (used == 0 && live > 0) mode |= GROVE_I_PUSH;
-        live += 1 - used;
-        in.mode = (unsigned char)mode;
-        dst[n++] = in;
-        if (np == GROVE_COMPILE_STACK) return GROVE_NOT_COMPILED;  // a leaf of its own, when full
-        pos[np++] = (unsigned short)i;
-    }
-    return np == 1 ? n : GROVE_NOT_COMPILED;
 }
 
 // Nodes [lo, hi) of one tree staged in shared memory (coalesced, once per chunk), the rest read
@@ -138,7 +69,8 @@ struct GroveChunk {
     float* svalue;
     unsigned short* ssize;
     unsigned char* sout;
-    int lo, hi;
+    int lo, hi;  // hi = lo: every read from the row
+    int len;     // the tree's nodes: a read past them (never, for sizes the host checked) reads the last
     __device__ __forceinline__ unsigned op_at(int c) const { return c < hi ? sop[c - lo] : op[c]; }
     __device__ __forceinline__ unsigned out_at(int c) const { return c < hi ? sout[c - lo] : out[c]; }
     __device__ __forceinline__ float value_at(int c) const { return c < hi ? svalue[c - lo] : value[c]; }
@@ -171,13 +103,14 @@ __device__ __forceinline__ bool grove_node_instr(const GroveChunk& c, int j, Gro
         used = 0;
         return true;
     }
-    const int c1 = j + 1;
+    const int c1 = j + 1 < c.len ? j + 1 : c.len - 1;  // (j + 1 always, for a checked tree)
     const bool f1 = c.foldable(c1);
     unsigned mode = f1 ? c.src_of(c1) : GROVE_SRC_TOP;
     in.a = f1 ? c.word_of(c1) : 0u;
     used = f1 ? 0 : 1;
     if (grove_arity(code) == 2) {
-        const int c2 = c1 + c.size_at(c1);
+        int c2 = c1 + c.size_at(c1);
+        c2 = c2 < c.len ? c2 : c.len - 1;
         unsigned sb;
         if (c.foldable(c2)) {
             sb = c.src_of(c2);
@@ -194,7 +127,7 @@ __device__ __forceinline__ bool grove_node_instr(const GroveChunk& c, int j, Gro
     return true;
 }
 
-// grove_compile_tree's output for nodes [lo, hi) of one tree, computed by the whole block in
+// grove_compile_tree's output for nodes [lo, hi) of one tree of `len` nodes, computed by the whole block in
 // parallel from the subtree sizes (no walk): node j's instruction goes to position (emitting
 // nodes after j in [lo, hi)) of code, and it pushes when it consumes no computed value while
 // `live` + (what the nodes after j leave) is positive. Walking a tree chunk by chunk from its
@@ -204,8 +137,8 @@ __device__ __forceinline__ bool grove_node_instr(const GroveChunk& c, int j, Gro
 // (it holds barriers); code is complete after the caller's next barrier.
 __device__ __noinline__ int grove_compile_chunk(const unsigned char* __restrict__ op, const float* __restrict__ value,
                                                 const unsigned short* __restrict__ size,
-                                                const unsigned char* __restrict__ out, int lo, int hi, int& live,
-                                                GroveInstr* code, unsigned char* shared) {
+                                                const unsigned char* __restrict__ out, int len, int lo, int hi,
+                                                int& live, GroveInstr* code, unsigned char* shared) {
     const int T = (int)blockDim.x, tid = (int)threadIdx.x, m = hi - lo;
     GroveChunk c;
     c.op = op;
@@ -220,6 +153,7 @@ __device__ __noinline__ int grove_compile_chunk(const unsigned char* __restrict_
     c.sout = c.sop + m;                                    // m
     c.lo = lo;
     c.hi = hi;
+    c.len = len;
     for (int j = tid; j < m; j += T) {
         c.sop[j] = op[lo + j];
         c.svalue[j] = value[lo + j];
@@ -279,6 +213,37 @@ __device__ __noinline__ int grove_compile_chunk(const unsigned char* __restrict_
     __syncthreads();  // every thread has read the totals and the staged nodes: shared is free again
     live += total_l;
     return total_e;
+}
+
+// Compiles one tree (`len` nodes of op/value/size/out, prefix order) into `dst` with one thread,
+// walking it backwards, and returns the number of instructions (at most len; 0 for no tree):
+// grove_compile_chunk's output for the whole tree, the same rule node by node. The tree must
+// have passed the host's checks (opcodes, one tree, subtree sizes).
+__device__ inline unsigned grove_compile_tree(const unsigned char* __restrict__ op, const float* __restrict__ value,
+                                              const unsigned short* __restrict__ size,
+                                              const unsigned char* __restrict__ out, int len, GroveInstr* __restrict__ dst) {
+    GroveChunk c;
+    c.op = op;
+    c.value = value;
+    c.size = size;
+    c.out = out;
+    c.sop = nullptr;
+    c.svalue = nullptr;
+    c.ssize = nullptr;
+    c.sout = nullptr;
+    c.lo = c.hi = 0;
+    c.len = len;
+    int live = 0;  // computed values waiting
+    unsigned n = 0;
+    for (int j = len - 1; j >= 0; --j) {
+        GroveInstr in;
+        int used;
+        if (!grove_node_instr(c, j, in, used)) continue;
+        if (used == 0 && live > 0) in.mode |= GROVE_I_PUSH;
+        live += 1 - used;
+        dst[n++] = in;
+    }
+    return n;
 }
 
 // Runs one instruction for K points. `env` supplies the operands and the output slots:

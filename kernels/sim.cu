@@ -511,12 +511,12 @@ static_assert(GROVE_OFFSETOF(GroveControlParams, max_len) == 24, "layout");
 static_assert(GROVE_OFFSETOF(GroveControlParams, flags) == 28, "layout");
 
 // Compiles trees tree_ids[0..n_trees) (rows 0..n_trees when tree_ids is null) of a population,
-// one thread per tree: row t's program goes
-// to prog[t][0..n_instr[t]) (twin of linear::compile_trees); a tree the compiler refuses gets
-// GROVE_NOT_COMPILED, and the host never evaluates it here.
-//   ops, values, outs [P x L], lens [P]: the population; prog [P x L] instructions; n_instr [P].
+// one thread per tree: row t's program goes to prog[t][0..n_instr[t]) (twin of
+// linear::compile_trees). Every tree must have passed the host's checks, or have length 0.
+//   ops, values, sizes, outs [P x L], lens [P]: the population; prog [P x L] instructions; n_instr [P].
 extern "C" __global__ void grove_compile_trees(const GroveCompileParams p, const unsigned* __restrict__ tree_ids,
                                                const unsigned char* __restrict__ ops, const float* __restrict__ values,
+                                               const unsigned short* __restrict__ sizes,
                                                const unsigned char* __restrict__ outs,
                                                const unsigned short* __restrict__ lens, GroveInstr* __restrict__ prog,
                                                unsigned short* __restrict__ n_instr) {
@@ -524,8 +524,7 @@ extern "C" __global__ void grove_compile_trees(const GroveCompileParams p, const
     if (g >= p.n_trees) return;
     const unsigned t = tree_ids ? tree_ids[g] : g;
     const size_t row = (size_t)t * p.max_len;
-    unsigned short pos[GROVE_COMPILE_STACK];
-    n_instr[t] = (unsigned short)grove_compile_tree(ops + row, values + row, outs + row, (int)lens[t], prog + row, pos);
+    n_instr[t] = (unsigned short)grove_compile_tree(ops + row, values + row, sizes + row, outs + row, (int)lens[t], prog + row);
 }
 
 // The operands and output slots of a policy (interp.cuh's Env): observation `arg`; slot s
@@ -568,7 +567,7 @@ extern "C" __global__ void grove_control_rollout(GroveControlParams p, const Gro
     const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= p.n_trees * p.episodes) return;
     const unsigned ind = g / p.episodes, ep = g % p.episodes;
-    if (skip[ind] || n_instr[ind] == 0 || n_instr[ind] == GROVE_NOT_COMPILED) {
+    if (skip[ind] || n_instr[ind] == 0) {
         returns[g] = 0.0;
         lengths[g] = 0;
         valid[g] = 0;

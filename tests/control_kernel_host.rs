@@ -77,7 +77,7 @@ fn the_control_kernel_run_on_the_host_matches_the_reference() {
                 input += &format!("{} {}", skip[i], t.len());
                 for j in 0..t.len() {
                     // %a: the exact bits of each value.
-                    input += &format!(" {} {} {}", t.op[j], hexf(t.value[j]), t.out[j]);
+                    input += &format!(" {} {} {} {}", t.op[j], hexf(t.value[j]), t.size[j], t.out[j]);
                 }
                 input.push('\n');
             }

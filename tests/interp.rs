@@ -18,7 +18,7 @@ use grove::program::tree::Population;
 type SetThread = unsafe extern "C" fn(u32, u32, u32);
 type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), *mut std::ffi::c_void);
 type SetBlock = unsafe extern "C" fn(u32);
-type CompileFn = unsafe extern "C" fn(CompileParams, *const u32, *const u8, *const f32, *const u8, *const u16, *mut Instr, *mut u16);
+type CompileFn = unsafe extern "C" fn(CompileParams, *const u32, *const u8, *const f32, *const u16, *const u8, *const u16, *mut Instr, *mut u16);
 type PredictFn = unsafe extern "C" fn(EvalParams, *const u32, *const u8, *const f32, *const u16, *const u8, *const u16, *const f32, *mut f32);
 
 /// eval.cu as a host library: CUDA's min and max, `__ldg` and the dynamic shared memory spelled
@@ -63,12 +63,13 @@ fn the_device_compiler_and_interpreter_match_their_twins() {
         let mut prog = vec![Instr { a: 0xdead, ..Instr::default() }; p * l];
         let mut n_instr = vec![0xbeefu16; p];
         for g in 0..p {
-            // SAFETY: thread indices of the emulated launch; the arrays hold P × L nodes, P
-            // lengths, P × L instructions and P counts, as grove_compile_trees reads and writes.
+            // SAFETY: thread indices of the emulated launch; the arrays hold P × L nodes (with
+            // their sizes), P lengths, P × L instructions and P counts, as grove_compile_trees
+            // reads and writes.
             unsafe {
                 set_thread(g as u32 / 4, 4, g as u32 % 4);
                 let cp = CompileParams { n_trees: p as u32, max_len: l as u32 };
-                compile(cp, ids.as_ptr(), pop.op.as_ptr(), pop.value.as_ptr(), pop.out.as_ptr(), pop.len.as_ptr(), prog.as_mut_ptr(), n_instr.as_mut_ptr());
+                compile(cp, ids.as_ptr(), pop.op.as_ptr(), pop.value.as_ptr(), pop.size.as_ptr(), pop.out.as_ptr(), pop.len.as_ptr(), prog.as_mut_ptr(), n_instr.as_mut_ptr());
             }
         }
         let mut want = vec![Instr { a: 0xdead, ..Instr::default() }; p * l];

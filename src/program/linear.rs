@@ -30,10 +30,8 @@ pub mod src {
 pub const PUSH: u8 = 16;
 /// [`Instr::mode`] flag: two arguments (an output instruction passes b up, else a).
 pub const BINARY: u8 = 32;
-/// Pending values the device compiler tracks (`GROVE_COMPILE_STACK`): a tree that holds more at
-/// once is refused ([`NOT_COMPILED`]).
-pub const COMPILE_STACK: usize = 512;
-/// The instruction count of a tree the compiler refuses (`GROVE_NOT_COMPILED`).
+/// The instruction count [`compile_trees`] gives a tree [`compile`] refuses (the device
+/// compilers take only trees the host checked).
 pub const NOT_COMPILED: u16 = u16::MAX;
 
 /// One instruction, laid out as `GroveInstr` in `kernels/interp.cuh` (16 bytes).
@@ -63,9 +61,9 @@ fn leaf_operand(op: u8, value: f32) -> (u8, u32) {
 }
 
 /// Compiles one tree (its nodes' `op`, `value` and `out`, prefix order) into `dst` (cleared
-/// first). Returns the instruction count, or `None` for what the device compiler refuses (not
-/// one well-formed tree, or more than [`COMPILE_STACK`] values pending at once); an empty tree
-/// compiles to no instructions. Twin of `grove_compile_tree`.
+/// first). Returns the instruction count, or `None` when the nodes are not one well-formed tree;
+/// an empty tree compiles to no instructions. Twin of `grove_compile_tree` and
+/// `grove_compile_chunk` (which read the subtree sizes where this walks with a stack).
 pub fn compile(op: &[u8], value: &[f32], out: &[u8], dst: &mut Vec<Instr>) -> Option<usize> {
     dst.clear();
     let len = op.len();
@@ -78,9 +76,6 @@ pub fn compile(op: &[u8], value: &[f32], out: &[u8], dst: &mut Vec<Instr>) -> Op
     for i in (0..len).rev() {
         let code = op[i];
         if foldable(i) {
-            if pos.len() == COMPILE_STACK {
-                return None;
-            }
             pos.push(i);
             continue;
         }
@@ -129,9 +124,6 @@ pub fn compile(op: &[u8], value: &[f32], out: &[u8], dst: &mut Vec<Instr>) -> Op
         }
         live = live + 1 - used;
         dst.push(ins);
-        if pos.len() == COMPILE_STACK {
-            return None;
-        }
         pos.push(i);
     }
     (pos.len() == 1).then_some(dst.len())
@@ -249,23 +241,17 @@ mod tests {
     }
 
     #[test]
-    fn a_chain_compiles_up_to_the_compile_stack_and_no_further() {
+    fn a_long_chain_compiles_and_runs() {
         // x + (x + (... + x)) written as a left-deep chain in prefix order: n adds, then n + 1
-        // leaves, all pending at once when walked backwards. Regression: a chain holding
-        // exactly COMPILE_STACK values was refused (the check came before a pop, not a push).
-        let chain = |n: usize| {
-            let mut op = vec![Op::Add as u8; n];
-            op.extend(std::iter::repeat_n(Op::Var as u8, n + 1));
-            let value = vec![0.0f32; 2 * n + 1];
-            let out = vec![0u8; 2 * n + 1];
-            (op, value, out)
-        };
+        // leaves, all pending at once when walked backwards. Regression: the first device
+        // compiler refused a chain holding exactly 512 values (its bound came before a pop).
+        let n = 700;
+        let mut op = vec![Op::Add as u8; n];
+        op.extend(std::iter::repeat_n(Op::Var as u8, n + 1));
+        let (value, out) = (vec![0.0f32; 2 * n + 1], vec![0u8; 2 * n + 1]);
         let mut prog = Vec::new();
-        let (op, value, out) = chain(COMPILE_STACK - 1);
-        assert_eq!(compile(&op, &value, &out, &mut prog), Some(COMPILE_STACK - 1));
-        assert_eq!(run(&prog, |_| 1.0, &mut []), COMPILE_STACK as f32);
-        let (op, value, out) = chain(COMPILE_STACK);
-        assert_eq!(compile(&op, &value, &out, &mut prog), None);
+        assert_eq!(compile(&op, &value, &out, &mut prog), Some(n));
+        assert_eq!(run(&prog, |_| 1.0, &mut []), (n + 1) as f32);
     }
 
     #[test]

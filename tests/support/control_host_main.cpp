@@ -1,7 +1,7 @@
 // control_host_main.cpp: runs grove_compile_trees (kernels/interp.cuh), then
 // grove_control_rollout and grove_control_reduce (kernels/sim.cu, compiled as host C++ after
 // cuda_host_shim.h and a generated grove_env.h), one thread at a time, and prints per episode `valid steps return`, then per individual its mean (%.17g).
-// usage: control_host P K T L SEED FLAGS < population (P rows: len, then len × `op value out`)
+// usage: control_host P K T L SEED FLAGS < population (P rows: skip len, then len × `op value size out`)
 int main(int argc, char** argv) {
     if (argc != 7) return 2;
     GroveControlParams p;
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
     unsigned char* ops = (unsigned char*)calloc(P * L, 1);
     float* values = (float*)calloc(P * L, sizeof(float));
     unsigned char* outs = (unsigned char*)calloc(P * L, 1);
+    unsigned short* sizes = (unsigned short*)calloc(P * L, sizeof(unsigned short));
     unsigned short* lens = (unsigned short*)calloc(P, sizeof(unsigned short));
     unsigned char* skip = (unsigned char*)calloc(P, 1);
     for (size_t i = 0; i < P; ++i) {
@@ -24,11 +25,12 @@ int main(int argc, char** argv) {
         skip[i] = (unsigned char)s;
         lens[i] = (unsigned short)len;
         for (unsigned j = 0; j < len; ++j) {
-            unsigned op, out;
+            unsigned op, size, out;
             float v;
-            if (scanf("%u %a %u", &op, &v, &out) != 3) return 3;
+            if (scanf("%u %a %u %u", &op, &v, &size, &out) != 4) return 3;
             ops[i * L + j] = (unsigned char)op;
             values[i * L + j] = v;
+            sizes[i * L + j] = (unsigned short)size;
             outs[i * L + j] = (unsigned char)out;
         }
     }
@@ -39,7 +41,7 @@ int main(int argc, char** argv) {
     threadIdx.x = 0;
     for (unsigned g = 0; g < P; ++g) {
         blockIdx.x = g;
-        grove_compile_trees(cp, nullptr, ops, values, outs, lens, prog, n_instr);
+        grove_compile_trees(cp, nullptr, ops, values, sizes, outs, lens, prog, n_instr);
     }
     double* returns = (double*)calloc(P * K, sizeof(double));
     unsigned* lengths = (unsigned*)calloc(P * K, sizeof(unsigned));

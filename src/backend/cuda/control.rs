@@ -242,16 +242,18 @@ impl CudaEngine {
             let params = CompileParams { n_trees: p as u32, max_len: max_len as u32 };
             let no_ids = 0u64;
             let mut b = self.stream.launch_builder(compile);
-            b.arg(&params).arg(&no_ids).arg(&pop.op).arg(&pop.value).arg(&pop.out).arg(&pop.len);
+            b.arg(&params).arg(&no_ids).arg(&pop.op).arg(&pop.value).arg(&pop.size).arg(&pop.out).arg(&pop.len);
             b.arg(&mut *prog).arg(&mut *n_instr);
             let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
             // SAFETY: matches `grove_compile_trees(GroveCompileParams, const unsigned* tree_ids
             // (null: row g for thread g), const unsigned char* ops, const float* values, const
-            // unsigned char* outs, const unsigned short* lens, GroveInstr* prog, unsigned short*
-            // n_instr)`: the population holds P × L nodes and P lengths (each ≤ L), prog P × L
-            // instructions of 4 words and n_instr P entries (grown above); threads g < P. The
-            // kernel reads only each tree's `len` nodes, writes at most `len` instructions of
-            // its own row, and refuses (never indexes past) a malformed tree.
+            // unsigned short* sizes, const unsigned char* outs, const unsigned short* lens,
+            // GroveInstr* prog, unsigned short* n_instr)`: the population holds P × L nodes and
+            // P lengths (each ≤ L; sizes kept by `upload_population`'s validation and the
+            // device's operators), prog P × L instructions of 4 words and n_instr P entries
+            // (grown above); threads g < P. The kernel reads only each tree's `len` nodes
+            // (child positions clamped into them) and writes at most `len` instructions of its
+            // own row.
             unsafe { b.launch(lc) }.during(|| format!("launching {COMPILE_TREES}"))?;
         }
         Ok(Compiled { prog: prog.slice(..), n_instr: n_instr.slice(..) })
