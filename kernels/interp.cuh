@@ -304,11 +304,6 @@ __device__ __forceinline__ void grove_exec(const GroveInstr& in, float (&top)[K]
     }
 }
 
-// Copies instructions [lo, hi) of one program into shared memory (coalesced over the block).
-__device__ __forceinline__ void grove_stage(GroveInstr* dst, const GroveInstr* __restrict__ src, int lo, int hi) {
-    for (int j = lo + (int)threadIdx.x; j < hi; j += (int)blockDim.x) dst[j - lo] = src[j];
-}
-
 // Mirrors CompileParams in src/backend/cuda/kernels.rs.
 struct GroveCompileParams {
     unsigned n_trees;  // entries of tree_ids

@@ -151,3 +151,29 @@ fn the_scan_sees_code_and_skips_comments_and_literals() {
     let found: Vec<usize> = task_references(text).into_iter().map(|(line, _)| line).collect();
     assert_eq!(found, vec![3, 5, 6]);
 }
+
+/// The primitives under the engine: they may use each other, never the engine, a backend or a
+/// task (`src/program/ops.rs` once read a backend's kernel override; the backend now passes it in).
+const PRIMITIVES: [&str; 7] = ["program", "grammar", "genome", "data", "sim", "select.rs", "rng.rs"];
+
+#[test]
+fn primitives_never_import_the_engine_a_backend_or_a_task() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut offences = Vec::new();
+    for name in PRIMITIVES {
+        let path = src.join(name);
+        let files = if path.is_dir() { rust_files(&path) } else { vec![path] };
+        assert!(files.iter().all(|f| f.exists()) && !files.is_empty(), "src/{name} is missing: the walk is broken");
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+            let shown = file.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&file).display().to_string();
+            let original: Vec<&str> = text.lines().collect();
+            for (k, line) in strip_comments(&text).lines().enumerate() {
+                if ["crate::evolve", "crate::backend", "crate::task"].iter().any(|up| line.contains(up)) {
+                    offences.push(format!("{shown}:{}: {}", k + 1, original.get(k).unwrap_or(&"").trim()));
+                }
+            }
+        }
+    }
+    assert!(offences.is_empty(), "the primitives must not reach up a layer; pass what they need in:\n{}", offences.join("\n"));
+}

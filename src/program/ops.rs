@@ -344,15 +344,21 @@ pub fn parse_function_set(list: &str) -> Result<Vec<Op>, String> {
     Ok(out)
 }
 
+/// `kernels/grove_math.cuh`: the math functions the operators' CUDA formulas call.
+pub const GROVE_MATH_CUH: &str = include_str!("../../kernels/grove_math.cuh");
+
 /// C source defining `grove_apply(op, a, b)` from this table, for the CUDA kernels, after the
-/// math functions its formulas call (`kernels/grove_math.cuh` and its generated constants).
+/// math functions its formulas call ([`GROVE_MATH_CUH`] and its generated constants).
 pub fn cuda_source() -> String {
+    cuda_source_with(GROVE_MATH_CUH)
+}
+
+/// [`cuda_source`] with `math` in place of [`GROVE_MATH_CUH`] (the backend passes an edited
+/// copy when `GROVE_KERNEL_DIR` holds one).
+pub fn cuda_source_with(math: &str) -> String {
     let mut s = String::from("// Generated from src/program/ops.rs and src/program/fastmath.rs: do not edit.\n");
     s.push_str(&super::fastmath::cuda_constants());
-    match crate::backend::cuda::kernels::kernel_override("grove_math.cuh") {
-        Some(text) => s.push_str(&text),
-        None => s.push_str(include_str!("../../kernels/grove_math.cuh")),
-    }
+    s.push_str(math);
     s.push_str("#define GROVE_OP_VAR 0\n#define GROVE_OP_CONST 1\n");
     for op in FUNCTIONS {
         s.push_str(&format!("#define GROVE_OP_{} {}\n", op.name().to_uppercase(), *op as u8));

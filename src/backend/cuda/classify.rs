@@ -221,7 +221,7 @@ impl CudaEngine {
             let lc = LaunchConfig {
                 grid_dim: (ids.len() as u32 * n_tiles, 1, 1),
                 block_dim: (threads, 1, 1),
-                shared_mem_bytes: ((k + n_out * threads as usize) * 4) as u32 + kernels::compile_shared_bytes(threads),
+                shared_mem_bytes: ((k + n_out * threads as usize) * 4) as u32 + kernels::COMPILE_SHARED_BYTES,
             };
             let f = self.function(&CLASSIFY, &[], name)?;
             let mut lb = self.stream.launch_builder(&f);

@@ -627,7 +627,7 @@ impl CudaEngine {
         let lc = LaunchConfig {
             grid_dim: (n_trees as u32 * l.n_tiles, 1, 1),
             block_dim: (l.threads, 1, 1),
-            shared_mem_bytes: slot_bytes + kernels::compile_shared_bytes(l.threads),
+            shared_mem_bytes: slot_bytes + kernels::COMPILE_SHARED_BYTES,
         };
         (params, lc)
     }

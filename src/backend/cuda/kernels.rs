@@ -7,7 +7,6 @@ use std::mem::{offset_of, size_of};
 
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
-use crate::program::ops::cuda_source;
 
 /// A kernel file: its name (as NVRTC reports it in errors) and its text.
 #[derive(Clone, Copy, Debug)]
@@ -32,7 +31,7 @@ impl KernelSource<'_> {
     /// so variants never mix).
     pub fn full_source(&self) -> String {
         let text = kernel_override(self.file).unwrap_or_else(|| self.text.to_string());
-        let mut s = format!("#line 1 \"{OPS_HEADER}\"\n{}\n#line 1 \"{}\"\n", cuda_source(), self.file);
+        let mut s = format!("#line 1 \"{OPS_HEADER}\"\n{}\n#line 1 \"{}\"\n", ops_header(), self.file);
         for (n, line) in text.lines().enumerate() {
             let header = line.trim().strip_prefix("#include \"").and_then(|r| r.strip_suffix('"'));
             match header.and_then(|h| HEADERS.iter().find(|(name, _)| *name == h)) {
@@ -59,6 +58,15 @@ pub const HEADERS: &[(&str, &str)] = &[
     ("sums.cuh", include_str!("../../../kernels/sums.cuh")),
     ("interp.cuh", include_str!("../../../kernels/interp.cuh")),
 ];
+
+/// The operator header every kernel file is compiled after (`program::ops::cuda_source`), with
+/// `grove_math.cuh` from `GROVE_KERNEL_DIR` when it holds one.
+pub fn ops_header() -> String {
+    match kernel_override("grove_math.cuh") {
+        Some(math) => crate::program::ops::cuda_source_with(&math),
+        None => crate::program::ops::cuda_source(),
+    }
+}
 
 /// The text of `DIR/file` when `GROVE_KERNEL_DIR=DIR` is set and the file is there.
 pub fn kernel_override(file: &str) -> Option<String> {
@@ -101,9 +109,7 @@ pub const CHUNK: usize = 256;
 /// Dynamic shared memory the in-block compiler of eval.cu and classify.cu takes after the
 /// output slots (`GROVE_COMPILE_SHARED(GROVE_CHUNK, T)` in interp.cuh: the staged nodes, 8
 /// bytes each, and two scan words per warp), whatever the block size.
-pub fn compile_shared_bytes(_threads: u32) -> u32 {
-    (CHUNK as u32) * 8 + 32 * 8
-}
+pub const COMPILE_SHARED_BYTES: u32 = (CHUNK as u32) * 8 + 32 * 8;
 // With the 16-byte instructions of a chunk (static) and the largest output slots, a block stays
 // within the 48 KiB every kernel gets without opting in.
 const _: () = assert!(CHUNK * 16 + CHUNK * 8 + 32 * 8 + 32 * 1024 <= 48 * 1024);

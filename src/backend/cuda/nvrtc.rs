@@ -10,7 +10,6 @@ use cudarc::nvrtc::{result, sys};
 use super::error::{CompileFailure, During, GpuError, Result};
 use super::kernels::{KernelSource, OPS_HEADER};
 use super::probe;
-use crate::program::ops::cuda_source;
 
 /// What a compilation targets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,7 +134,7 @@ pub fn compile(src: &KernelSource<'_>, target: Target, defines: Defines<'_>) -> 
         if e.0 != sys::nvrtcResult::NVRTC_ERROR_COMPILATION {
             return Err(GpuError::Nvrtc { during: format!("compiling {} ({log})", src.file), error: e });
         }
-        let header = cuda_source();
+        let header = super::kernels::ops_header();
         let excerpt = excerpt(&log, &[(OPS_HEADER, header.as_str()), (src.file, src.text)]);
         return Err(GpuError::Compile(CompileFailure { file: src.file.into(), arch: target.name(), log, excerpt }));
     }
