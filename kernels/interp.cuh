@@ -1,8 +1,8 @@
 // interp.cuh: the one interpreter of grove's programs on the GPU, shared by eval.cu (regression
 // sums and predictions), classify.cu (classification fitness) and sim.cu (control policies).
 //
-// Twin of src/program/linear.rs. A tree (prefix order, src/program/tree.rs) is compiled once per
-// evaluation into a linear program (Chitty's linear form): one instruction per function node,
+// Twin of src/program/linear.rs. A tree (prefix order, src/program/tree.rs) is compiled, by the
+// block that evaluates it or once per roll-out launch, into a linear program (Chitty's linear form): one instruction per function node,
 // with the operand kinds resolved per program instead of per node. A leaf that is not an output
 // node and not the root is folded into its parent as an operand (a variable or a constant read
 // where it is used), so it costs no dispatch and no stack traffic; only the rest (function
