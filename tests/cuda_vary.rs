@@ -11,7 +11,8 @@
 //!   failure). Run: `GROVE_TEST_GPU=1 cargo test --release --test cuda_vary`.
 //! * `emulated::*`: the same kernel source compiled as host C++ by g++ (`cuda_host_shim.h`),
 //!   blocks in order, each one thread, or real threads at a barrier for the valid pool's
-//!   block-wide scan; skipped (with a message) where g++ is missing. It checks the kernels'
+//!   block-wide scan and for the tree kernels' lane groups (a group of [`EMU_LANES`] threads
+//!   per child, where the GPU has a warp); skipped (with a message) where g++ is missing. It checks the kernels'
 //!   logic and arithmetic on any machine.
 
 #[path = "support/emulator.rs"]
@@ -166,6 +167,22 @@ struct Emulator {
     generation: libloading::Library,
 }
 
+/// Lanes of a group in the emulated tree kernels (`GROVE_LANES` is [`kernels::LANES`] on the
+/// device): every group runs as a block of this many real threads.
+const EMU_LANES: u32 = 4;
+
+/// A kernel call shared by a block's threads: the closures copy raw pointers into the call, and
+/// the kernel decides which thread writes what, as on the device.
+struct Shared<F>(F);
+// SAFETY: see above; the closure itself holds only addresses.
+unsafe impl<F> Sync for Shared<F> {}
+
+impl<F: Fn()> Shared<F> {
+    fn call(&self) {
+        (self.0)()
+    }
+}
+
 /// One emulated launch at a time: shared memory is a static and the barrier a global in the
 /// library, and the tests run on several threads.
 static LAUNCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -175,7 +192,13 @@ fn emulator() -> Option<&'static Emulator> {
     static LIB: std::sync::OnceLock<Option<Emulator>> = std::sync::OnceLock::new();
     LIB.get_or_init(|| {
         let build = |src: &kernels::KernelSource<'static>| emulator::build(src, |s| s);
-        let libs = build(&kernels::VARY).zip(build(&kernels::SELECT)).zip(build(&kernels::GENERATION));
+        // vary.cu's lane groups made small, so that a group is a block of a few real threads.
+        let lanes = |s: String| {
+            let define = format!("#define GROVE_LANES {}", kernels::LANES);
+            assert!(s.contains(&define), "vary.cu no longer has `{define}`");
+            s.replace(&define, &format!("#define GROVE_LANES {EMU_LANES}"))
+        };
+        let libs = emulator::build(&kernels::VARY, lanes).zip(build(&kernels::SELECT)).zip(build(&kernels::GENERATION));
         libs.map(|((vary, select), generation)| Emulator { vary, select, generation })
     })
     .as_ref()
@@ -194,6 +217,13 @@ impl Emulator {
             // SAFETY: sets the emulated thread indices (thread-local in the library).
             unsafe { set(b as u32, 1, 0) };
             f();
+        }
+    }
+    /// Runs `f` as `n` groups of [`EMU_LANES`] real threads (vary.cu's tree kernels).
+    fn launch_groups(lib: &libloading::Library, n: usize, f: impl Fn()) {
+        let f = Shared(f);
+        for k in 0..n {
+            Self::run_block_at(lib, k as u32, EMU_LANES, &|| f.call());
         }
     }
     /// Runs `f` as one block of `threads` real threads (for kernels that use __syncthreads).
@@ -250,7 +280,7 @@ impl Device for Emulator {
         let mut pending = vec![0u32; p * spec.max_len];
         let f: InitFn = Self::get(&self.vary, kernels::INIT_TREES);
         let (q, pp) = (ptrs(&mut pop), pending.as_mut_ptr());
-        Self::launch(&self.vary, p, || {
+        Self::launch_groups(&self.vary, p, || {
             // SAFETY: P rows of L, pending P × L (as in CudaEngine::init_trees).
             unsafe { f(params, functions.as_ptr(), constants.as_ptr(), q.0, q.1, q.2, q.3, q.4, pp) }
         });
@@ -268,10 +298,11 @@ impl Device for Emulator {
         let mut codes = vec![0u32; n];
         let f: VaryOpFn = Self::get(&self.vary, kernels::VARY_OP);
         let (p, c, s) = (ptrs(&mut parents), ptrs(&mut children), ptrs(&mut scratch));
-        Self::launch(&self.vary, n, || {
+        let (pp, cp) = (pending.as_mut_ptr(), codes.as_mut_ptr());
+        Self::launch_groups(&self.vary, n, || {
             // SAFETY: the arrays have the sizes grove_vary_op expects (see vary.rs's launch).
             unsafe {
-                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pending.as_mut_ptr(), codes.as_mut_ptr())
+                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pp, cp)
             }
         });
         (children, codes.iter().map(|&c| outcome_of(c).unwrap()).collect())
@@ -289,10 +320,11 @@ impl Device for Emulator {
         let mut counts = [0u32; 8];
         let f: BreedFn = Self::get(&self.vary, kernels::BREED_TREES);
         let (p, c, s) = (ptrs(&mut parents), ptrs(&mut children), ptrs(&mut scratch));
-        Self::launch(&self.vary, n, || {
+        let (pp, cp, np) = (pending.as_mut_ptr(), codes.as_mut_ptr(), counts.as_mut_ptr());
+        Self::launch_groups(&self.vary, n, || {
             // SAFETY: as above, for grove_breed_trees.
             unsafe {
-                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pending.as_mut_ptr(), codes.as_mut_ptr(), counts.as_mut_ptr())
+                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pp, cp, np)
             }
         });
         let bred = codes.iter().map(|&c| decode_bred(c, mix).unwrap()).collect();

@@ -194,7 +194,8 @@ pub const CLASSIFY_DEEP: &str = "grove_classify_deep";
 pub const REDUCE_CLASSIFY: &str = "grove_reduce_classify";
 /// The `#define`s of classify.cu that must equal the constants above (as in eval.cu).
 pub const CLASSIFY_DEFINES: &[(&str, usize)] = EVAL_DEFINES;
-/// One tree operator for every child (`kernels/vary.cu`).
+/// One tree operator for every child (`kernels/vary.cu`; like the other tree kernels there, a
+/// group of [`LANES`] threads per child).
 pub const VARY_OP: &str = "grove_vary_op";
 /// One generation of tree breeding, twin of `program::breed`.
 pub const BREED_TREES: &str = "grove_breed_trees";
@@ -214,8 +215,12 @@ pub const RNG_DRAWS: &str = "grove_rng_draws";
 pub const MAX_CROSSOVERS: usize = 8;
 /// Most entries of `BreedConfig::mutations` (`GROVE_MAX_MUTATIONS` in vary.cu).
 pub const MAX_MUTATIONS: usize = 16;
+/// Threads that make one child in the tree kernels of vary.cu (`GROVE_LANES`): a warp, whose
+/// lanes take the same decisions and share the copying and scanning of rows.
+pub const LANES: u32 = 32;
 /// The `#define`s of vary.cu that must equal the constants above.
-pub const VARY_DEFINES: &[(&str, usize)] = &[("GROVE_MAX_CROSSOVERS", MAX_CROSSOVERS), ("GROVE_MAX_MUTATIONS", MAX_MUTATIONS)];
+pub const VARY_DEFINES: &[(&str, usize)] =
+    &[("GROVE_MAX_CROSSOVERS", MAX_CROSSOVERS), ("GROVE_MAX_MUTATIONS", MAX_MUTATIONS), ("GROVE_LANES", LANES as usize)];
 
 /// The valid pool (`kernels/select.cu`).
 pub const VALID_POOL: &str = "grove_valid_pool";
