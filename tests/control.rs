@@ -102,7 +102,7 @@ fn control_rejects_bad_input_with_one_clear_line() {
     one_line(&["control", "--env", bad.to_str().unwrap(), "--device", "cpu"], "bad.ron:1:");
     one_line(&["control", "--env", "hopper", "--grammar", "grammars/swimmer.bnf", "--device", "cpu"], "out(2, …) is missing");
     one_line(&["control", "--env", "swimmer", "--grammar", "grammars/regression.bnf", "--device", "cpu"], "no out(K, …) output nodes");
-    one_line(&["control", "--env", "swimmer", "--episodes", "0", "--device", "cpu"], "--episodes must be at least 1");
+    one_line(&["control", "--env", "swimmer", "--episodes", "0", "--device", "cpu"], "--episodes (episodes) must be at least 1");
     one_line(&["control", "--env", "swimmer", "--functions", "add,frob", "--device", "cpu"], "--functions");
     let no_policy = temp("no_policy.json");
     std::fs::write(&no_policy, "{\"settings\": {}}").unwrap();
