@@ -16,9 +16,9 @@
 //! (`metric: "mae"`, `fitness: "cross-entropy"`). What a file leaves out takes the command
 //! line's default, also inside a nested block (`engine: (pop_size: 5000)` keeps the command's
 //! own `max_len`); control's population, generations and episodes default to `grove control`'s
-//! on a GPU when the file says `device: "cuda"`, else to its CPU defaults (a file means the
-//! same run on every machine). An unknown field is an error that names it with its path. A new
-//! command is one more variant of [`Experiment`] plus its arm in each `match` here (the
+//! on a GPU when the file says `device: "cuda"`, else to its CPU defaults (a file gives the
+//! same settings on every machine). An unknown field is an error that names it with its path.
+//! A new command is one more variant of [`Experiment`] plus its arm in each `match` here (the
 //! compiler lists them), in [`COMMANDS`], and in `task::run::run_experiment`.
 
 use anyhow::{Context, Result, bail};
