@@ -13,6 +13,10 @@
 // src/program/tree.rs). Scratch: a population of [2P x L] (row k: child k's crossover result
 // before mutation; row P + k: new material for child k's mutation) and pending u32 [P x L]
 // (the generator's stack of open child depths, then the size computation's stack).
+// Every row of every population and scratch buffer is zero after its length (allocation
+// zeroes, and every writer keeps it so: these kernels, map.cu's tree writer, uploads of
+// validated populations), so writing a tree of length n over one of length old only zeroes
+// old's tail [n, old), not the whole row.
 // Pairs: [P x 2] u32 parent indices (recipient, donor). Outcome codes: see GROVE_BRED_*.
 
 #include "rng.cuh"
@@ -308,30 +312,88 @@ __device__ __forceinline__ GroveTree grove_subtree(GroveTree t, unsigned i) {
     return s;
 }
 
-// RowMut::zero_from: length n, every slot from n on zero. Parallel.
-__device__ void grove_zero_from(GroveLanes g, GroveRow r, unsigned n) {
-    grove_sync(g);
-    for (unsigned k = n + g.lane; k < r.max_len; k += GROVE_LANES) {
+// One node, as the four arrays hold it.
+struct GroveNode {
+    unsigned char op, out;
+    unsigned short size;
+    float value;
+};
+
+__device__ __forceinline__ GroveNode grove_load(GroveTree t, unsigned j) {
+    GroveNode v = {t.op[j], t.out[j], t.size[j], t.value[j]};
+    return v;
+}
+
+__device__ __forceinline__ void grove_store(GroveRow r, unsigned k, GroveNode v) {
+    r.op[k] = v.op;
+    r.value[k] = v.value;
+    r.size[k] = v.size;
+    r.out[k] = v.out;
+}
+
+// Nodes the lanes load before they store: every lane has this many loads in flight (the rows
+// may overlap as far as the compiler knows, so it would not reorder them itself).
+#define GROVE_BATCH 4
+
+// Row r's nodes [from, to) zero and its length n (to is r's old length: the slots after it are
+// zero already). Parallel.
+__device__ void grove_zero_tail(GroveLanes g, GroveRow r, unsigned from, unsigned to, unsigned n) {
+    for (unsigned k = from + g.lane; k < to; k += GROVE_LANES) {
         r.op[k] = 0;
         r.value[k] = 0.0f;
         r.size[k] = 0;
         r.out[k] = 0;
     }
     if (g.lane == 0) *r.len = (unsigned short)n;
+}
+
+// RowMut::zero_from: length n, every slot from n on zero (writes [n, old len) only). Parallel.
+__device__ void grove_zero_from(GroveLanes g, GroveRow r, unsigned n) {
+    const unsigned old = *r.len;
+    grove_sync(g);
+    grove_zero_tail(g, r, n, old, n);
     grove_sync(g);
 }
 
-// RowMut::copy_from, padding included. Parallel.
-__device__ void grove_copy(GroveLanes g, GroveRow r, GroveTree t) {
+// zero_from after a writer that may have put nodes as far as `hi` (a failed draw of a tree).
+__device__ void grove_zero_from(GroveLanes g, GroveRow r, unsigned n, unsigned hi) {
+    const unsigned old = *r.len;
     grove_sync(g);
-    for (unsigned k = g.lane; k < r.max_len; k += GROVE_LANES) {
-        const bool in = k < t.len;
-        r.op[k] = in ? t.op[k] : (unsigned char)0;
-        r.value[k] = in ? t.value[k] : 0.0f;
-        r.size[k] = in ? t.size[k] : (unsigned short)0;
-        r.out[k] = in ? t.out[k] : (unsigned char)0;
+    grove_zero_tail(g, r, n, old > hi ? old : hi, n);
+    grove_sync(g);
+}
+
+// The node at slot k of vary::exchange's child (see grove_exchange).
+__device__ __forceinline__ GroveNode grove_exchanged(GroveTree r, unsigned at, GroveTree d, unsigned removed, unsigned added,
+                                                     unsigned k) {
+    if (k < at) {
+        GroveNode v = grove_load(r, k);
+        const unsigned s = v.size;
+        v.size = (unsigned short)(k + s > at ? s - removed + added : s);
+        return v;
     }
-    if (g.lane == 0) *r.len = (unsigned short)t.len;
+    if (k < at + added) return grove_load(d, k - at);
+    return grove_load(r, k - added + removed);
+}
+
+// RowMut::copy_from (a copy is the exchange of nothing at the end). Parallel.
+__device__ void grove_copy(GroveLanes g, GroveRow r, GroveTree t) {
+    const unsigned old = *r.len, len = t.len;
+    grove_sync(g);
+    for (unsigned base = 0; base < len; base += GROVE_BATCH * GROVE_LANES) {
+        GroveNode v[GROVE_BATCH];
+#pragma unroll
+        for (unsigned u = 0; u < GROVE_BATCH; ++u) {
+            const unsigned k = base + u * GROVE_LANES + g.lane;
+            if (k < len) v[u] = grove_load(t, k);
+        }
+#pragma unroll
+        for (unsigned u = 0; u < GROVE_BATCH; ++u) {
+            const unsigned k = base + u * GROVE_LANES + g.lane;
+            if (k < len) grove_store(r, k, v[u]);
+        }
+    }
+    grove_zero_tail(g, r, len, old, len);
     grove_sync(g);
 }
 
@@ -341,36 +403,22 @@ __device__ void grove_copy(GroveLanes g, GroveRow r, GroveTree t) {
 __device__ bool grove_exchange(GroveLanes g, GroveRow c, GroveTree r, unsigned at, GroveTree d) {
     const unsigned n = r.len, removed = r.size[at], added = d.len, len = n - removed + added;
     if (len > c.max_len) return false;
+    const unsigned old = *c.len;
     grove_sync(g);
-    for (unsigned k = g.lane; k < c.max_len; k += GROVE_LANES) {
-        unsigned char op = 0, out = 0;
-        unsigned short size = 0;
-        float value = 0.0f;
-        if (k < at) {
-            op = r.op[k];
-            value = r.value[k];
-            out = r.out[k];
-            const unsigned s = r.size[k];
-            size = (unsigned short)(k + s > at ? s - removed + added : s);
-        } else if (k < at + added) {
-            const unsigned j = k - at;
-            op = d.op[j];
-            value = d.value[j];
-            size = d.size[j];
-            out = d.out[j];
-        } else if (k < len) {
-            const unsigned j = k - added + removed;
-            op = r.op[j];
-            value = r.value[j];
-            size = r.size[j];
-            out = r.out[j];
+    for (unsigned base = 0; base < len; base += GROVE_BATCH * GROVE_LANES) {
+        GroveNode v[GROVE_BATCH];
+#pragma unroll
+        for (unsigned u = 0; u < GROVE_BATCH; ++u) {
+            const unsigned k = base + u * GROVE_LANES + g.lane;
+            if (k < len) v[u] = grove_exchanged(r, at, d, removed, added, k);
         }
-        c.op[k] = op;
-        c.value[k] = value;
-        c.size[k] = size;
-        c.out[k] = out;
+#pragma unroll
+        for (unsigned u = 0; u < GROVE_BATCH; ++u) {
+            const unsigned k = base + u * GROVE_LANES + g.lane;
+            if (k < len) grove_store(c, k, v[u]);
+        }
     }
-    if (g.lane == 0) *c.len = (unsigned short)len;
+    grove_zero_tail(g, c, len, old, len);
     grove_sync(g);
     return true;
 }
@@ -535,7 +583,7 @@ __device__ void grove_random_leaf(const GroveSpec& spec, GroveStream& s, unsigne
 // checks; here the check comes first, with no draw in between, so the stack never outgrows
 // budget (<= L) and the outcome is the same. Lane 0's alone.
 __device__ bool grove_attempt(const GroveSpec& spec, bool grow, unsigned min, unsigned depth, unsigned budget,
-                              GroveStream& s, GroveRow d, unsigned* pending, unsigned& n_nodes) {
+                              GroveStream& s, GroveRow d, unsigned* pending, unsigned& n_nodes, unsigned& hi) {
     const GroveVaryParams& p = *spec.p;
     n_nodes = 0;
     unsigned top = 0;
@@ -558,6 +606,7 @@ __device__ bool grove_attempt(const GroveSpec& spec, bool grow, unsigned min, un
         d.value[n_nodes] = value;
         d.out[n_nodes] = 0;
         ++n_nodes;
+        hi = hi > n_nodes ? hi : n_nodes;
         for (unsigned c = 0; c < arity; ++c) pending[top++] = t + 1;
     }
     return true;
@@ -578,20 +627,21 @@ __device__ void grove_sizes(GroveRow d, unsigned n, unsigned* stack) {
 // init::random_tree into `d` (sizes and padding included): returns the length.
 __device__ unsigned grove_random_tree(GroveLanes g, const GroveSpec& spec, bool grow, unsigned min_depth, unsigned depth,
                                       unsigned budget, GroveStream& s, GroveRow d, unsigned* pending) {
-    unsigned n = 0;
+    unsigned n = 0, hi = 0;  // hi: the most nodes any attempt wrote
     grove_sync(g);
     if (g.lane == 0) {
         unsigned d_ = depth < budget - 1 ? depth : budget - 1;
         bool gr = grow;
-        while (!grove_attempt(spec, gr, min_depth < d_ ? min_depth : d_, d_, budget, s, d, pending, n)) {
+        while (!grove_attempt(spec, gr, min_depth < d_ ? min_depth : d_, d_, budget, s, d, pending, n, hi)) {
             if (!gr) gr = true;
             else --d_;
         }
         grove_sizes(d, n, pending);
     }
     n = grove_share(g, n);
+    hi = grove_share(g, hi);
     grove_share(g, s);
-    grove_zero_from(g, d, n);
+    grove_zero_from(g, d, n, hi);
     return n;
 }
 
@@ -820,13 +870,13 @@ __device__ unsigned grove_multi_constant_mutation(GroveLanes g, GroveTree t, Gro
 }
 
 // Crossover::apply.
-__device__ unsigned grove_apply_crossover(GroveLanes g, unsigned kind, GroveTree a, GroveTree b, GroveRow c, GroveStream& s,
+__device__ __forceinline__ unsigned grove_apply_crossover(GroveLanes g, unsigned kind, GroveTree a, GroveTree b, GroveRow c, GroveStream& s,
                                           const GroveSpec& spec) {
     return kind == GROVE_X_LEAF_BIASED ? grove_leaf_biased_crossover(g, a, b, c, s, spec) : grove_one_point_crossover(g, a, b, c, s);
 }
 
 // Mutation::apply.
-__device__ unsigned grove_apply_mutation(GroveLanes g, unsigned kind, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec,
+__device__ __forceinline__ unsigned grove_apply_mutation(GroveLanes g, unsigned kind, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec,
                                          GroveRow fresh, unsigned* pending) {
     switch (kind) {
         case GROVE_M_SUBTREE: return grove_subtree_mutation(g, t, c, s, spec, fresh, pending);
@@ -850,12 +900,14 @@ __device__ unsigned grove_pick(const float* cum, unsigned n, float u) {
 // ---------------------------------------------------------------------------------------------
 // Kernels. The tree kernels run a group of GROVE_LANES threads per child (or tree): child k
 // is group k of the launch (grove_group_index), and only its lane 0 writes per-child results.
+// Their parameters are __grid_constant__: the operators read them through a pointer
+// (GroveSpec), which would otherwise copy all 308 bytes to every thread's local memory.
 
 // One operator (GroveVaryParams::op) for every child k: recipient pairs[2k], donor pairs[2k+1]
 // (crossovers) or parent pairs[2k] (mutations), on child k's crossover or mutation stream
 // (vary::crossover_stream, mutation_stream). outcome[k]: GROVE_CHANGED .. NO_ROOM_FOR_OUTPUTS.
 // Twin of Crossover::apply / Mutation::apply.
-extern "C" __global__ void grove_vary_op(GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
+extern "C" __global__ void grove_vary_op(const __grid_constant__ GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
                                          const float* constants, GROVE_POP_PARAMS(parents_pop), GROVE_POP_PARAMS(children_pop),
                                          GROVE_POP_PARAMS(scratch_pop), unsigned* pending, unsigned* outcome) {
     const GroveLanes g = grove_lanes();
@@ -886,7 +938,7 @@ extern "C" __global__ void grove_vary_op(GroveVaryParams p, const unsigned* pair
 // outcomes (integer atomics: the totals do not depend on the order).
 // bred[k] = (crossover entry + 1 or 0) | crossover outcome << 8 | (mutation entry + 1 or 0) << 16
 //           | mutation outcome << 24, entries indexing BreedConfig's lists.
-extern "C" __global__ void grove_breed_trees(GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
+extern "C" __global__ void grove_breed_trees(const __grid_constant__ GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
                                              const float* constants, GROVE_POP_PARAMS(parents_pop), GROVE_POP_PARAMS(children_pop),
                                              GROVE_POP_PARAMS(scratch_pop), unsigned* pending, unsigned* bred, unsigned* counts) {
     const GroveLanes g = grove_lanes();
@@ -904,19 +956,12 @@ extern "C" __global__ void grove_breed_trees(GroveVaryParams p, const unsigned* 
     const GroveRow c = grove_row(children, k, L);
     const GroveRow fresh = grove_row(scratch, p.n_children + k, L);
     unsigned* stack = pending + (unsigned long long)k * L;
+    // One call of each operator (so that both inline: their streams stay in registers).
+    const GroveRow mid = grove_row(scratch, k, L);
     unsigned xo = 0, mo = 0;
-    if (x < 0 && m < 0) {
-        grove_copy(g, c, a);
-    } else if (m < 0) {
-        xo = grove_apply_crossover(g, p.kind_x[x], a, b, c, xs, spec);
-    } else if (x < 0) {
-        mo = grove_apply_mutation(g, p.kind_m[m], a, c, ms, spec, fresh, stack);
-    } else {
-        const GroveRow mid = grove_row(scratch, k, L);
-        xo = grove_apply_crossover(g, p.kind_x[x], a, b, mid, xs, spec);
-        grove_sync(g);
-        mo = grove_apply_mutation(g, p.kind_m[m], grove_row_tree(mid), c, ms, spec, fresh, stack);
-    }
+    if (x >= 0) xo = grove_apply_crossover(g, p.kind_x[x], a, b, m >= 0 ? mid : c, xs, spec);
+    if (m >= 0) mo = grove_apply_mutation(g, p.kind_m[m], x >= 0 ? grove_row_tree(mid) : a, c, ms, spec, fresh, stack);
+    if (x < 0 && m < 0) grove_copy(g, c, a);
     if (g.lane != 0) return;
     bred[k] = (unsigned)(x + 1) | xo << 8 | (unsigned)(m + 1) << 16 | mo << 24;
     if (x >= 0) atomicAdd(&counts[xo], 1u);
@@ -926,7 +971,7 @@ extern "C" __global__ void grove_breed_trees(GroveVaryParams p, const unsigned* 
 // init::init_population on the device: tree i (group i) from stream (seed, 0, i, Init), with
 // TreeSpec::method_for(i), init::random_tree within L written straight into row i, then
 // init::place_outputs. n_children is P.
-extern "C" __global__ void grove_init_trees(GroveVaryParams p, const unsigned char* functions, const float* constants,
+extern "C" __global__ void grove_init_trees(const __grid_constant__ GroveVaryParams p, const unsigned char* functions, const float* constants,
                                             GROVE_POP_PARAMS(pop), unsigned* pending) {
     const GroveLanes g = grove_lanes();
     const unsigned i = grove_group_index();

@@ -22,6 +22,7 @@
 #define __shared__ static  // one block runs at a time: a static is its shared memory
 #define static_assert(...)
 #define __constant__
+#define __grid_constant__
 #define __INTADDR__(x) 0
 
 struct GroveDim3 { unsigned x, y, z; };

@@ -292,8 +292,9 @@ impl Device for Emulator {
         let params = vary_params(n, l, cfg, None, seed, generation, kernels::op_code(op)).unwrap();
         let (functions, constants) = Self::spec_tables(cfg);
         let mut parents = parents.clone();
-        let mut children = Population::new(n, l, parents.n_outputs);
-        let mut scratch = Population::new(2 * n, l, 0);
+        // Children and scratch rows start as old trees, as in the device loop's buffers.
+        let mut children = used_rows(cfg, n);
+        let mut scratch = used_rows(cfg, 2 * n);
         let mut pending = vec![0u32; n * l];
         let mut codes = vec![0u32; n];
         let f: VaryOpFn = Self::get(&self.vary, kernels::VARY_OP);
@@ -313,8 +314,8 @@ impl Device for Emulator {
         let params = vary_params(n, l, cfg, Some(mix), seed, generation, 0).unwrap();
         let (functions, constants) = Self::spec_tables(cfg);
         let mut parents = parents.clone();
-        let mut children = Population::new(n, l, parents.n_outputs);
-        let mut scratch = Population::new(2 * n, l, 0);
+        let mut children = used_rows(cfg, n);
+        let mut scratch = used_rows(cfg, 2 * n);
         let mut pending = vec![0u32; n * l];
         let mut codes = vec![0u32; n];
         let mut counts = [0u32; 8];
@@ -481,6 +482,13 @@ fn population(cfg: &VaryConfig, p: usize, seed: u64) -> Population {
         pop.clear(i);
     }
     pop
+}
+
+/// `n` rows that already hold trees (zero after their lengths, as every population's rows
+/// are): the kernels write a child over an old tree and zero only what it leaves.
+fn used_rows(cfg: &VaryConfig, n: usize) -> Population {
+    let spec = cfg.spec.clone().with_depth(cfg.spec.max_depth / 2, cfg.spec.max_depth);
+    init_population(&spec, n, 4321).unwrap()
 }
 
 /// `2n` uniform parent indices below `p`.
