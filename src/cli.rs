@@ -162,6 +162,12 @@ pub struct RunArgs {
     /// Override where to evaluate (device): auto, cpu, cuda.
     #[arg(long, value_enum)]
     pub device: Option<crate::backend::DeviceChoice>,
+    /// Override the number of islands (islands.count); a checkpoint resumes only on its own.
+    #[arg(long, value_name = "N")]
+    pub islands: Option<usize>,
+    /// Override the GPUs the islands use (islands.gpus: all, N or a list); with --resume too.
+    #[arg(long, value_name = "all|N|LIST")]
+    pub gpus: Option<crate::evolve::islands::Gpus>,
     /// Set any field of the settings: `--set engine.tournament=7` (the value is read as JSON,
     /// else as text). May be repeated.
     #[arg(long = "set", value_name = "FIELD=VALUE")]
@@ -284,12 +290,41 @@ pub struct EvolveArgs {
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
+    /// Islands and migration.
+    #[command(flatten)]
+    pub islands: IslandArgs,
     /// Where to evaluate: auto (CUDA if usable, else CPU), cpu, cuda.
     #[arg(long, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
     pub device: crate::backend::DeviceChoice,
     /// Results and how to run.
     #[command(flatten)]
     pub run: RunFlags,
+}
+
+/// The island model, shared by every command that evolves.
+#[derive(Clone, Debug, Args)]
+pub struct IslandArgs {
+    /// Islands: populations of --pop each that evolve side by side and exchange their best
+    /// programs on a ring (1: one population).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub islands: usize,
+    /// Generations between migrations (with --islands).
+    #[arg(long, default_value_t = 10, value_name = "M")]
+    pub migrate_every: usize,
+    /// Programs each island sends to the next at a migration, replacing its worst (0: none).
+    #[arg(long, default_value_t = 5, value_name = "K")]
+    pub migrants: usize,
+    /// GPUs the islands are spread over on a CUDA run: all, a number (the first N), or a list
+    /// of device ordinals (0,2; a single one as 3,). Results do not depend on it.
+    #[arg(long, default_value = "all", value_name = "all|N|LIST")]
+    pub gpus: crate::evolve::islands::Gpus,
+}
+
+impl IslandArgs {
+    /// The settings' `islands` block.
+    pub fn config(&self) -> crate::evolve::IslandConfig {
+        crate::evolve::IslandConfig { count: self.islands, migrate_every: self.migrate_every, migrants: self.migrants, gpus: self.gpus.clone() }
+    }
 }
 
 /// Settings of grammatical evolution, shared by `evolve` and `classify`.
@@ -396,6 +431,7 @@ impl EvolveArgs {
             },
             trees: crate::task::regression::TreeSettings::default(),
             device: self.device,
+            islands: self.islands.config(),
         };
         s.check()?;
         Ok(s)
@@ -482,6 +518,8 @@ fn run_cmd(args: &RunArgs) -> Result<ExitCode> {
         seed: args.seed,
         data: args.data.clone(),
         device: args.device,
+        islands: args.islands,
+        gpus: args.gpus.clone(),
         set: args.set.clone(),
     };
     if let Some(path) = &args.resume {
@@ -581,6 +619,9 @@ pub struct ClassifyArgs {
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
+    /// Islands and migration.
+    #[command(flatten)]
+    pub islands: IslandArgs,
     /// Where to evaluate: auto (CUDA if usable, else CPU), cpu, cuda.
     #[arg(long, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
     pub device: crate::backend::DeviceChoice,
@@ -617,6 +658,7 @@ impl ClassifyArgs {
             parsimony: self.parsimony,
             trees: crate::task::classify::ClassTreeSettings { p_out: self.p_out, ..Default::default() },
             device: self.device,
+            islands: self.islands.config(),
         };
         s.check()?;
         Ok(s)
@@ -828,6 +870,9 @@ pub struct ControlArgs {
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
+    /// Islands and migration.
+    #[command(flatten)]
+    pub islands: IslandArgs,
     /// Where to run the roll-outs: auto (CUDA if usable, else CPU), cpu, cuda.
     #[arg(long, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
     pub device: crate::backend::DeviceChoice,
@@ -869,6 +914,7 @@ impl ControlArgs {
             healthy_reward: self.healthy_reward,
             trees: crate::task::classify::ClassTreeSettings { p_out: self.p_out, ..base.trees },
             device: self.device,
+            islands: self.islands.config(),
         };
         s.check()?;
         Ok(s)

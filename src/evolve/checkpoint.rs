@@ -88,6 +88,39 @@ pub struct Saved {
     pub best: SavedBest,
     /// Statistics of the generations before `generation`.
     pub history: Vec<SavedStats>,
+    /// Islands (`genomes` or `trees` holds each island's rows end to end); 1 in checkpoints
+    /// written before islands existed.
+    #[serde(default = "one")]
+    pub islands: usize,
+    /// With several islands, each island's statistics of the generations before `generation`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub island_history: Vec<Vec<SavedStats>>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn save_stats(h: &GenerationStats) -> SavedStats {
+    SavedStats {
+        generation: h.generation,
+        best: h.best.to_bits(),
+        mean: h.mean.to_bits(),
+        mean_size: h.mean_size.to_bits(),
+        invalid: h.invalid,
+        seconds: h.seconds,
+    }
+}
+
+fn load_stats(h: &SavedStats) -> GenerationStats {
+    GenerationStats {
+        generation: h.generation,
+        best: f64::from_bits(h.best),
+        mean: f64::from_bits(h.mean),
+        mean_size: f64::from_bits(h.mean_size),
+        invalid: h.invalid,
+        seconds: h.seconds,
+    }
 }
 
 impl Saved {
@@ -107,18 +140,9 @@ impl Saved {
                 generation: s.best.generation,
                 genome: s.best.genome.clone(),
             },
-            history: s
-                .history
-                .iter()
-                .map(|h| SavedStats {
-                    generation: h.generation,
-                    best: h.best.to_bits(),
-                    mean: h.mean.to_bits(),
-                    mean_size: h.mean_size.to_bits(),
-                    invalid: h.invalid,
-                    seconds: h.seconds,
-                })
-                .collect(),
+            history: s.history.iter().map(save_stats).collect(),
+            islands: s.islands,
+            island_history: s.island_history.iter().map(|g| g.iter().map(save_stats).collect()).collect(),
         }
     }
 
@@ -145,6 +169,7 @@ impl Saved {
             }
         };
         ensure!(genomes.is_some() != population.is_some(), "a checkpoint holds either genomes or trees");
+        ensure!(self.islands >= 1, "a checkpoint of 0 islands");
         Ok(Resume {
             generation: self.generation,
             genomes,
@@ -155,18 +180,9 @@ impl Saved {
                 generation: self.best.generation,
                 genome: self.best.genome.clone(),
             },
-            history: self
-                .history
-                .iter()
-                .map(|h| GenerationStats {
-                    generation: h.generation,
-                    best: f64::from_bits(h.best),
-                    mean: f64::from_bits(h.mean),
-                    mean_size: f64::from_bits(h.mean_size),
-                    invalid: h.invalid,
-                    seconds: h.seconds,
-                })
-                .collect(),
+            history: self.history.iter().map(load_stats).collect(),
+            islands: self.islands,
+            island_history: self.island_history.iter().map(|g| g.iter().map(load_stats).collect()).collect(),
         })
     }
 }

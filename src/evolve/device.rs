@@ -147,14 +147,7 @@ pub fn supports_grammar(cfg: &EngineConfig, rep: &GrammarRep) -> bool {
     supports(cfg) && cfg.max_len <= crate::grammar::template::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
 }
 
-/// What the loop varies: trees, or genomes mapped to trees.
-#[derive(Clone, Copy)]
-pub enum Representation<'r, 'g> {
-    /// Tree GP.
-    Trees(&'r TreeRep),
-    /// Grammatical evolution.
-    Grammar(&'r GrammarRep<'g>),
-}
+pub use super::Representation;
 
 /// GE's device state: the genomes of this generation and the next, the tables the mapper reads,
 /// the mapper's scratch (used codons of the last mapping) and the population of each
@@ -221,6 +214,7 @@ pub fn run(
         None => (0, fresh(), Vec::with_capacity(cfg.generations + 1)),
         Some(r) => {
             super::check_resume(cfg, r)?;
+            super::islands::check_resume(&super::IslandConfig::single(), r.islands)?;
             (r.generation, r.best.clone(), r.history.clone())
         }
     };
@@ -463,7 +457,15 @@ pub fn run(
             tr.snapshots += 1;
             tr.snapshot_bytes += bytes;
             tr.population_bytes_between_generations += bytes;
-            let state = Snapshot { generation: gen, genomes: genomes.as_ref(), population: trees.as_ref(), best: &best, history: &history };
+            let state = Snapshot {
+                generation: gen,
+                genomes: genomes.as_ref(),
+                population: trees.as_ref(),
+                best: &best,
+                history: &history,
+                islands: 1,
+                island_history: &[],
+            };
             observer.snapshot(&state)?;
         }
         if stop {
@@ -474,7 +476,7 @@ pub fn run(
     let population = e.download_population(&pop)?;
     let fitness = e.download_fitness(&fit)?;
     tr.final_population_bytes = population.op.len() * 8 + population.len.len() * 2 + fitness.len() * 8;
-    Ok((Outcome { best, history, population, fitness, transfers: Some(tr) }, tr))
+    Ok((Outcome { best, history, population, fitness, transfers: Some(tr), island_history: Vec::new() }, tr))
 }
 
 /// Seconds per step of the loop, when profiling.

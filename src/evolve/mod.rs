@@ -10,6 +10,7 @@
 pub mod checkpoint;
 pub mod device;
 pub mod hof;
+pub mod islands;
 
 use std::time::Instant;
 
@@ -23,6 +24,8 @@ use crate::grammar::compile::RuleTable;
 use crate::grammar::template::{Templates, build_tree};
 use crate::program::tree::{Node, Population};
 use crate::select;
+pub use islands::IslandConfig;
+use islands::{HostIsland, HostIslands, island_seed};
 
 /// Settings shared by both representations.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -120,12 +123,15 @@ pub struct Outcome {
     pub best: Best,
     /// One entry per generation.
     pub history: Vec<GenerationStats>,
-    /// The last population's trees and fitness.
+    /// The last population's trees (with several islands, every island's end to end).
     pub population: Population,
     /// Fitness of the last population.
     pub fitness: Vec<f64>,
     /// Copies between device and host, when the run stayed on the device ([`device`]).
     pub transfers: Option<device::Transfers>,
+    /// With several islands, each island's statistics of every generation (`[generation][island]`);
+    /// empty with one.
+    pub island_history: Vec<Vec<GenerationStats>>,
 }
 
 /// Everything the loop reports while it runs, and the two requests it takes back: a snapshot
@@ -145,8 +151,13 @@ pub struct Outcome {
 pub trait Observer {
     /// Generation `stats.generation` is done; `best` is the best program so far.
     fn generation(&mut self, stats: &GenerationStats, best: &Best);
+    /// With several islands, each island's statistics of the generation about to be reported
+    /// to [`Self::generation`] (whose statistics are all islands'), just before it. The default
+    /// does nothing.
+    fn islands(&mut self, _stats: &[GenerationStats]) {}
     /// Generation `generation` has been evaluated: its trees and their fitness (a hall of fame
-    /// reads them). The default does nothing.
+    /// reads them; with several islands, every island's rows end to end). The default does
+    /// nothing.
     fn evaluated(&mut self, _generation: usize, _pop: &Population, _fitness: &[f64]) {}
     /// What [`Self::evaluated`] learns of generation `generation` when its population stays
     /// on a GPU: `winners`, the best valid program of each size that improves on the sizes'
@@ -194,6 +205,10 @@ pub struct Snapshot<'a> {
     pub best: &'a Best,
     /// Statistics of every generation before it.
     pub history: &'a [GenerationStats],
+    /// Islands: `genomes` or `population` holds each island's rows end to end.
+    pub islands: usize,
+    /// With several islands, each island's statistics of every generation before it.
+    pub island_history: &'a [Vec<GenerationStats>],
 }
 
 /// Where a resumed run starts: a [`Snapshot`], owned.
@@ -209,6 +224,10 @@ pub struct Resume {
     pub best: Best,
     /// Statistics of every generation before it.
     pub history: Vec<GenerationStats>,
+    /// Islands the rows are split into (end to end).
+    pub islands: usize,
+    /// With several islands, each island's statistics of every generation before it.
+    pub island_history: Vec<Vec<GenerationStats>>,
 }
 
 /// The run stopped between generations because the observer asked it to (Ctrl-C), after
@@ -369,12 +388,7 @@ pub fn run_grammar_from(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
-    if let Some(d) = task.device_task() {
-        if device_loop_enabled() && device::supports_grammar(cfg, rep) {
-            return device::run_grammar(cfg, rep, &d, resume, observer).map(|(o, _)| o);
-        }
-    }
-    run_grammar_on_host_from(cfg, rep, task, resume, observer)
+    run_islands(cfg, &IslandConfig::single(), Representation::Grammar(rep), task, resume, observer)
 }
 
 /// Grammatical evolution with the genomes on the host (mapping, variation and selection on the
@@ -396,88 +410,7 @@ pub fn run_grammar_on_host_from(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
-    let p = cfg.pop_size;
-    let mut pop = Population::new(p, cfg.max_len, rep.templates.n_outputs);
-    let (mut genomes, mut best, mut history, mut gen) = match resume {
-        None => (
-            init_genomes(rep.table, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed),
-            Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None },
-            Vec::with_capacity(cfg.generations + 1),
-            0usize,
-        ),
-        Some(r) => {
-            check_resume(cfg, &r)?;
-            let g = r.genomes.ok_or_else(|| anyhow::anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
-            anyhow::ensure!(g.size() == p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
-            (g, r.best, r.history, r.generation)
-        }
-    };
-    let mut fit;
-    loop {
-        let t0 = Instant::now();
-        let used = map_population(rep, &genomes, &mut pop);
-        fit = evaluate(task, &pop)?;
-        if let Some(b) = best_of(&fit) {
-            if fit[b] < best.fitness {
-                let g = genomes.get(b).to_vec();
-                let text = phenotype(rep, &g);
-                best = Best { fitness: fit[b], nodes: pop.tree(b).nodes(), generation: gen, genome: Some((g, text)) };
-            }
-        }
-        observer.evaluated(gen, &pop, &fit);
-        if gen == cfg.generations {
-            let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
-            observer.generation(&s, &best);
-            history.push(s);
-            break;
-        }
-        // Breed the next generation.
-        let pool = select::valid_indices(&fit);
-        let elite = select::elite(&fit, cfg.elite.min(p));
-        let mut next = Genomes::new(p, rep.genome_capacity);
-        for (k, &e) in elite.iter().enumerate() {
-            next.set(k, genomes.get(e));
-        }
-        let n_children = p - elite.len();
-        let pairs = n_children.div_ceil(2);
-        let next_gen = gen as u32 + 1;
-        let children: Vec<(Vec<u32>, Vec<u32>)> = (0..pairs)
-            .into_par_iter()
-            .with_min_len(32)
-            .map_init(|| rep.mapper(), |mapper, j| {
-                let a = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * j);
-                let b = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * j + 1);
-                let (mut c0, mut c1) = (Vec::new(), Vec::new());
-                let mut s = Stream::new(cfg.seed, next_gen, j as u32, Purpose::Crossover);
-                crossover(genomes.get(a), genomes.get(b), used[a], used[b], &rep.vary, rep.genome_capacity, &mut s, &mut c0, &mut c1);
-                // As PonyGE2 does, mutate within the child's own used codons (its mapping's), with
-                // streams addressed by the child's final row.
-                let k0 = (elite.len() + 2 * j) as u32;
-                for (c, k) in [(&mut c0, k0), (&mut c1, k0 + 1)] {
-                    let u = mapper.map(c).used_codons.min(c.len() as u32);
-                    int_flip(c, u, &rep.vary, &mut Stream::new(cfg.seed, next_gen, k, Purpose::Mutate));
-                }
-                (c0, c1)
-            })
-            .collect();
-        let mut k = elite.len();
-        for (c0, c1) in children {
-            for c in [c0, c1] {
-                if k < p {
-                    next.set(k, &c);
-                    k += 1;
-                }
-            }
-        }
-        genomes = next;
-        let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
-        observer.generation(&s, &best);
-        history.push(s);
-        gen += 1;
-        let state = Snapshot { generation: gen, genomes: Some(&genomes), population: None, best: &best, history: &history };
-        between_generations(observer, state)?;
-    }
-    Ok(Outcome { best, history, population: pop, fitness: fit, transfers: None })
+    run_islands_on_host(cfg, &IslandConfig::single(), Representation::Grammar(rep), task, resume, observer)
 }
 
 /// Tree GP without a grammar (EvoGP's mode): the spec of random trees and the operator mix.
@@ -487,6 +420,15 @@ pub struct TreeRep {
     pub vary: crate::program::VaryConfig,
     /// Crossover and mutation probabilities and weights.
     pub breed: crate::program::BreedConfig,
+}
+
+/// What a loop varies: trees, or genomes mapped to trees.
+#[derive(Clone, Copy)]
+pub enum Representation<'r, 'g> {
+    /// Tree GP.
+    Trees(&'r TreeRep),
+    /// Grammatical evolution.
+    Grammar(&'r GrammarRep<'g>),
 }
 
 /// Runs tree GP. `observe` sees every generation's statistics and the best so far.
@@ -513,12 +455,31 @@ pub fn run_trees_from(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
+    run_islands(cfg, &IslandConfig::single(), Representation::Trees(rep), task, resume, observer)
+}
+
+/// Runs either representation on `islands.count` islands of `cfg.pop_size` each (one island:
+/// the plain run), from the start or from `resume`, reporting to `observer`. On a GPU with
+/// resident data the device loop runs ([`device::run`]), unless `GROVE_DEVICE_LOOP=0` asks for
+/// the host loop ([`run_islands_on_host`]), which gives the same results.
+pub fn run_islands(
+    cfg: &EngineConfig,
+    islands: &IslandConfig,
+    rep: Representation<'_, '_>,
+    task: &dyn Fitness,
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
+) -> anyhow::Result<Outcome> {
     if let Some(d) = task.device_task() {
-        if device_loop_enabled() && device::supports(cfg) {
-            return device::run_trees(cfg, rep, &d, resume, observer).map(|(o, _)| o);
+        let supported = match rep {
+            Representation::Trees(_) => device::supports(cfg),
+            Representation::Grammar(g) => device::supports_grammar(cfg, g),
+        };
+        if device_loop_enabled() && supported && islands.count == 1 {
+            return device::run(cfg, rep, &d, resume, observer).map(|(o, _)| o);
         }
     }
-    run_trees_on_host_from(cfg, rep, task, resume, observer)
+    run_islands_on_host(cfg, islands, rep, task, resume, observer)
 }
 
 /// False when `GROVE_DEVICE_LOOP=0`: GPU runs then evaluate each generation's population
@@ -546,67 +507,242 @@ pub fn run_trees_on_host_from(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
+    run_islands_on_host(cfg, &IslandConfig::single(), Representation::Trees(rep), task, resume, observer)
+}
+
+/// The host loop of either representation on `islands.count` islands (one: the plain run).
+///
+/// Per generation, every island in turn: (GE: map its genomes,) evaluate; then the best so far
+/// (the first island's among equals), [`Observer::evaluated`] with the islands end to end,
+/// each island's statistics; then, at a migration generation, [`islands::migrate`]; then each
+/// island breeds with its own seed ([`islands::island_seed`]). Snapshots hold every island,
+/// end to end.
+pub fn run_islands_on_host(
+    cfg: &EngineConfig,
+    islands: &IslandConfig,
+    rep: Representation<'_, '_>,
+    task: &dyn Fitness,
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
+) -> anyhow::Result<Outcome> {
     use anyhow::anyhow;
-    rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
-    rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
     let p = cfg.pop_size;
-    let (mut pop, mut best, mut history, mut gen) = match resume {
-        None => (
-            crate::program::init_population(&rep.vary.spec, p, cfg.seed).map_err(|e| anyhow!("{e}"))?,
-            Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None },
-            Vec::with_capacity(cfg.generations + 1),
-            0usize,
-        ),
+    let n = islands.count;
+    if let Representation::Trees(rep) = rep {
+        rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
+        rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
+    }
+    islands.check(p)?;
+    let (max_len, n_outputs) = match rep {
+        Representation::Trees(r) => (r.vary.spec.max_len, r.vary.spec.n_outputs),
+        Representation::Grammar(r) => (cfg.max_len, r.templates.n_outputs),
+    };
+    let island = |i: usize, pop: Population, genomes: Option<Genomes>| HostIsland {
+        seed: island_seed(cfg.seed, i),
+        pop,
+        fit: Vec::new(),
+        genomes,
+        used: Vec::new(),
+    };
+    let (mut isl, mut best, mut history, mut island_history, mut gen) = match resume {
+        None => {
+            let isl = (0..n)
+                .map(|i| {
+                    let seed = island_seed(cfg.seed, i);
+                    Ok(match rep {
+                        Representation::Trees(r) => {
+                            island(i, crate::program::init_population(&r.vary.spec, p, seed).map_err(|e| anyhow!("{e}"))?, None)
+                        }
+                        Representation::Grammar(r) => {
+                            let g = init_genomes(r.table, &r.init, r.map.codons, p, r.genome_capacity, seed);
+                            island(i, Population::new(p, max_len, n_outputs), Some(g))
+                        }
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
+            (isl, best, Vec::with_capacity(cfg.generations + 1), Vec::new(), 0usize)
+        }
         Some(r) => {
             check_resume(cfg, &r)?;
-            let pop = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
-            anyhow::ensure!(
-                pop.size() == p && pop.max_len == rep.vary.spec.max_len && pop.n_outputs == rep.vary.spec.n_outputs,
-                "the checkpoint's trees do not fit these settings"
-            );
-            (pop, r.best, r.history, r.generation)
+            islands::check_resume(islands, r.islands)?;
+            let isl: Vec<HostIsland> = match rep {
+                Representation::Trees(_) => {
+                    let all = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
+                    anyhow::ensure!(
+                        all.size() == n * p && all.max_len == max_len && all.n_outputs == n_outputs,
+                        "the checkpoint's trees do not fit these settings"
+                    );
+                    islands::split_trees(&all, n, p)?.into_iter().enumerate().map(|(i, pop)| island(i, pop, None)).collect()
+                }
+                Representation::Grammar(rep) => {
+                    let g = r.genomes.ok_or_else(|| anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
+                    anyhow::ensure!(g.size() == n * p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
+                    islands::split_genomes(&g, n, p)?
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, g)| island(i, Population::new(p, max_len, n_outputs), Some(g)))
+                        .collect()
+                }
+            };
+            (isl, r.best, r.history, r.island_history, r.generation)
         }
     };
     loop {
         let t0 = Instant::now();
-        let fit = evaluate(task, &pop)?;
-        if let Some(b) = best_of(&fit) {
-            if fit[b] < best.fitness {
-                best = Best { fitness: fit[b], nodes: pop.tree(b).nodes(), generation: gen, genome: None };
+        for i in isl.iter_mut() {
+            if let (Representation::Grammar(r), Some(g)) = (rep, &i.genomes) {
+                i.used = map_population(r, g, &mut i.pop);
+            }
+            i.fit = evaluate(task, &i.pop)?;
+        }
+        for i in &isl {
+            if let Some(b) = best_of(&i.fit) {
+                if i.fit[b] < best.fitness {
+                    let genome = match (rep, &i.genomes) {
+                        (Representation::Grammar(r), Some(g)) => {
+                            let g = g.get(b).to_vec();
+                            let text = phenotype(r, &g);
+                            Some((g, text))
+                        }
+                        _ => None,
+                    };
+                    best = Best { fitness: i.fit[b], nodes: i.pop.tree(b).nodes(), generation: gen, genome };
+                }
             }
         }
-        observer.evaluated(gen, &pop, &fit);
-        if gen == cfg.generations {
-            let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
-            observer.generation(&s, &best);
-            history.push(s);
-            return Ok(Outcome { best, history, population: pop, fitness: fit, transfers: None });
+        match isl.as_slice() {
+            [one] => observer.evaluated(gen, &one.pop, &one.fit),
+            all => {
+                let pop = islands::concat_trees(all.iter().map(|i| &i.pop));
+                let fit: Vec<f64> = all.iter().flat_map(|i| i.fit.iter().copied()).collect();
+                observer.evaluated(gen, &pop, &fit);
+            }
         }
-        let next_gen = gen as u32 + 1;
-        let pool = select::valid_indices(&fit);
-        let elite = select::elite(&fit, cfg.elite.min(p));
-        let pairs: Vec<[u32; 2]> = (0..p)
-            .into_par_iter()
-            .with_min_len(256)
-            .map(|k| {
-                let a = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * k);
-                let b = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * k + 1);
-                [a as u32, b as u32]
-            })
-            .collect();
-        let mut next = Population::new(p, pop.max_len, pop.n_outputs);
-        crate::program::breed(&pop, &pairs, &mut next, cfg.seed, next_gen, &rep.vary, &rep.breed).map_err(|e| anyhow!("{e}"))?;
-        for (k, &e) in elite.iter().enumerate() {
-            next.copy_row(k, &pop, e);
+        let mut each: Vec<GenerationStats> = isl.iter().map(|i| stats(gen, &i.pop, &i.fit, 0.0)).collect();
+        let last = gen == cfg.generations;
+        if !last {
+            if islands.migrates_after(gen, cfg.generations) {
+                islands::migrate(&mut HostIslands(&mut isl), islands.migrants)?;
+            }
+            for i in isl.iter_mut() {
+                breed_on_host(cfg, rep, i, gen as u32 + 1)?;
+            }
         }
-        let s = stats(gen, &pop, &fit, t0.elapsed().as_secs_f64());
+        let seconds = t0.elapsed().as_secs_f64();
+        each.iter_mut().for_each(|s| s.seconds = seconds);
+        let s = islands::combine(gen, &each, p, seconds);
+        if n > 1 {
+            observer.islands(&each);
+            island_history.push(each);
+        }
         observer.generation(&s, &best);
         history.push(s);
-        pop = next;
+        if last {
+            let (population, fitness) = match isl.len() {
+                1 => {
+                    let one = isl.pop().expect("one island");
+                    (one.pop, one.fit)
+                }
+                _ => (islands::concat_trees(isl.iter().map(|i| &i.pop)), isl.iter().flat_map(|i| i.fit.iter().copied()).collect()),
+            };
+            return Ok(Outcome { best, history, island_history, population, fitness, transfers: None });
+        }
         gen += 1;
-        let state = Snapshot { generation: gen, genomes: None, population: Some(&pop), best: &best, history: &history };
-        between_generations(observer, state)?;
+        // Between generations (as `between_generations`): the islands end to end in a snapshot.
+        let stop = observer.stop_requested();
+        if stop || observer.wants_snapshot(gen) {
+            let (trees, genomes) = match (rep, isl.as_slice()) {
+                (Representation::Trees(_), [one]) => (Some(std::borrow::Cow::Borrowed(&one.pop)), None),
+                (Representation::Trees(_), all) => (Some(std::borrow::Cow::Owned(islands::concat_trees(all.iter().map(|i| &i.pop)))), None),
+                (Representation::Grammar(_), [one]) => (None, one.genomes.as_ref().map(std::borrow::Cow::Borrowed)),
+                (Representation::Grammar(_), all) => {
+                    (None, Some(std::borrow::Cow::Owned(islands::concat_genomes(all.iter().filter_map(|i| i.genomes.as_ref())))))
+                }
+            };
+            observer.snapshot(&Snapshot {
+                generation: gen,
+                genomes: genomes.as_deref(),
+                population: trees.as_deref(),
+                best: &best,
+                history: &history,
+                islands: n,
+                island_history: &island_history,
+            })?;
+        }
+        if stop {
+            return Err(Interrupted { generation: gen }.into());
+        }
     }
+}
+
+/// Breeds island `i`'s next generation `next_gen` on the host from its evaluated population:
+/// tree GP replaces its trees, GE its genomes (mapped at the next evaluation).
+fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIsland, next_gen: u32) -> anyhow::Result<()> {
+    let p = cfg.pop_size;
+    let (fit, seed) = (&i.fit, i.seed);
+    let pool = select::valid_indices(fit);
+    let elite = select::elite(fit, cfg.elite.min(p));
+    match rep {
+        Representation::Trees(rep) => {
+            let pairs: Vec<[u32; 2]> = (0..p)
+                .into_par_iter()
+                .with_min_len(256)
+                .map(|k| {
+                    let a = select::tournament(fit, &pool, cfg.tournament, seed, next_gen, 2 * k);
+                    let b = select::tournament(fit, &pool, cfg.tournament, seed, next_gen, 2 * k + 1);
+                    [a as u32, b as u32]
+                })
+                .collect();
+            let pop = &i.pop;
+            let mut next = Population::new(p, pop.max_len, pop.n_outputs);
+            crate::program::breed(pop, &pairs, &mut next, seed, next_gen, &rep.vary, &rep.breed).map_err(|e| anyhow::anyhow!("{e}"))?;
+            for (k, &e) in elite.iter().enumerate() {
+                next.copy_row(k, pop, e);
+            }
+            i.pop = next;
+        }
+        Representation::Grammar(rep) => {
+            let genomes = i.genomes.as_ref().ok_or_else(|| anyhow::anyhow!("a GE island without genomes"))?;
+            let used = &i.used;
+            let mut next = Genomes::new(p, rep.genome_capacity);
+            for (k, &e) in elite.iter().enumerate() {
+                next.set(k, genomes.get(e));
+            }
+            let n_children = p - elite.len();
+            let pairs = n_children.div_ceil(2);
+            let children: Vec<(Vec<u32>, Vec<u32>)> = (0..pairs)
+                .into_par_iter()
+                .with_min_len(32)
+                .map_init(|| rep.mapper(), |mapper, j| {
+                    let a = select::tournament(fit, &pool, cfg.tournament, seed, next_gen, 2 * j);
+                    let b = select::tournament(fit, &pool, cfg.tournament, seed, next_gen, 2 * j + 1);
+                    let (mut c0, mut c1) = (Vec::new(), Vec::new());
+                    let mut s = Stream::new(seed, next_gen, j as u32, Purpose::Crossover);
+                    crossover(genomes.get(a), genomes.get(b), used[a], used[b], &rep.vary, rep.genome_capacity, &mut s, &mut c0, &mut c1);
+                    // As PonyGE2 does, mutate within the child's own used codons (its mapping's),
+                    // with streams addressed by the child's final row.
+                    let k0 = (elite.len() + 2 * j) as u32;
+                    for (c, k) in [(&mut c0, k0), (&mut c1, k0 + 1)] {
+                        let u = mapper.map(c).used_codons.min(c.len() as u32);
+                        int_flip(c, u, &rep.vary, &mut Stream::new(seed, next_gen, k, Purpose::Mutate));
+                    }
+                    (c0, c1)
+                })
+                .collect();
+            let mut k = elite.len();
+            for (c0, c1) in children {
+                for c in [c0, c1] {
+                    if k < p {
+                        next.set(k, &c);
+                        k += 1;
+                    }
+                }
+            }
+            i.genomes = Some(next);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

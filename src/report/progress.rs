@@ -49,9 +49,17 @@ impl Progress {
     /// Records one generation. `evals` counts node evaluations (nodes × data points) so far, or
     /// what [`Progress::with_unit`] named.
     pub fn update(&mut self, s: &GenerationStats, evals: f64) {
+        self.update_with(s, evals, None);
+    }
+
+    /// [`Progress::update`] with a note appended to the line (the islands' best programs).
+    pub fn update_with(&mut self, s: &GenerationStats, evals: f64, note: Option<&str>) {
         let rate = evals / self.start.elapsed().as_secs_f64().max(1e-9);
         let best = if self.returns { format!("best return {:.2}", -s.best) } else { format!("best {:.6}", s.best) };
-        let msg = format!("{best} · mean size {:.1} · invalid {} · {:.2e} {}/s", s.mean_size, s.invalid, rate, self.unit);
+        let mut msg = format!("{best} · mean size {:.1} · invalid {} · {:.2e} {}/s", s.mean_size, s.invalid, rate, self.unit);
+        if let Some(note) = note {
+            msg += &format!(" · {note}");
+        }
         if let Some(bar) = &self.bar {
             bar.set_position(s.generation as u64 + 1);
             bar.set_message(msg);

@@ -193,6 +193,9 @@ pub struct ClassifySettings {
     pub trees: ClassTreeSettings,
     /// Where populations are evaluated.
     pub device: crate::backend::DeviceChoice,
+    /// Islands and migration (one island by default).
+    #[serde(default)]
+    pub islands: crate::evolve::IslandConfig,
 }
 
 impl Default for ClassifySettings {
@@ -215,6 +218,7 @@ impl Default for ClassifySettings {
             parsimony: 0.0,
             trees: ClassTreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
+            islands: crate::evolve::IslandConfig::default(),
         }
     }
 }
@@ -278,6 +282,7 @@ impl ClassifySettings {
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
         super::regression::check_engine(&self.engine)?;
+        self.islands.check(self.engine.pop_size)?;
         ensure!(
             self.test_fraction > 0.0 && self.test_fraction < 1.0,
             "--test-fraction (test_fraction) must be in (0, 1), got {}",
@@ -318,7 +323,7 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &super::run::RunOptions,
 ) -> Result<EvolveResult> {
-    use crate::evolve::{GrammarRep, run_grammar_from};
+    use crate::evolve::{GrammarRep, Representation, run_islands};
     use crate::grammar::{self, DatasetShape};
     use crate::program::render::{Style, outputs, render};
 
@@ -354,11 +359,11 @@ pub fn fit(
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_grammar_from(&settings.engine, &rep, &task, resume, &mut observer)
+            run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len)?;
-            crate::evolve::run_trees_from(&settings.engine, &rep, &task, resume, &mut observer)
+            run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
         }
         (None, None) => bail!("give either --grammar FILE or --functions LIST"),
     };
@@ -377,7 +382,8 @@ pub fn fit(
     } else {
         outputs(&best.nodes, n_outputs, &names, Style::Infix)
     };
-    let generations = super::regression::generations_json(&outcome.history, &observer.median_sizes);
+    let mut generations = super::regression::generations_json(&outcome.history, &observer.median_sizes);
+    super::regression::add_island_stats(&mut generations, &outcome.island_history, false);
     let show = |nodes: &[Node], style: Style| {
         if n_outputs == 0 { render(nodes, &names, style) } else { outputs(nodes, n_outputs, &names, style).join("; ") }
     };
@@ -446,6 +452,9 @@ pub fn fit(
         None => ("training", &train_scores.confusion),
     };
     summary += &format!("confusion on the {part} rows (rows: true class, columns: predicted)\n{}\n", confusion.render(&train.classes));
+    if let Some(line) = super::regression::islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, false) {
+        summary += &line;
+    }
     summary += &format!("time          {seconds:.2} s on {}", backend.describe());
     if let Some(t) = &outcome.transfers {
         summary += &format!(

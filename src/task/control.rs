@@ -59,6 +59,9 @@ pub struct ControlSettings {
     pub trees: super::classify::ClassTreeSettings,
     /// Where populations are evaluated.
     pub device: crate::backend::DeviceChoice,
+    /// Islands and migration (one island by default).
+    #[serde(default)]
+    pub islands: crate::evolve::IslandConfig,
 }
 
 /// Defaults that depend on where the run goes: the CPU gets a run of tens of seconds, a GPU
@@ -98,6 +101,7 @@ impl Default for ControlSettings {
             healthy_reward: None,
             trees: super::classify::ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: 0.1, ..Default::default() },
             device: crate::backend::DeviceChoice::default(),
+            islands: crate::evolve::IslandConfig::default(),
         }
     }
 }
@@ -123,6 +127,7 @@ impl ControlSettings {
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
         super::regression::check_engine(&self.engine)?;
+        self.islands.check(self.engine.pop_size)?;
         ensure!(self.episodes >= 1, "--episodes (episodes) must be at least 1");
         ensure!(self.episode_steps != Some(0), "--episode-steps (episode_steps) must be at least 1");
         ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
@@ -302,7 +307,7 @@ pub fn control_run(settings: &ControlSettings, opts: &super::run::RunOptions) ->
 /// library's control run, under both the command line (`grove control`, `grove run`) and the
 /// Python package (`grove.control`). `settings.device` is what `backend` was opened from.
 pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
-    use crate::evolve::{GrammarRep, run_grammar_from, run_trees_from};
+    use crate::evolve::{GrammarRep, Representation, run_islands};
     use crate::grammar::{self, DatasetShape};
     use crate::program::render::{Style, outputs};
 
@@ -344,11 +349,11 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_grammar_from(&settings.engine, &rep, &task, resume, &mut observer)
+            run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, n_obs, nu, settings.engine.max_len)?;
-            run_trees_from(&settings.engine, &rep, &task, resume, &mut observer)
+            run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
         }
         (None, None) => bail!("give either --grammar FILE or --functions LIST"),
     };
@@ -364,7 +369,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     let test_run = ControlRun { episodes: settings.test_episodes.max(1), generation: TEST_GENERATION, ..run };
     let test = score_policy(&best.nodes, &m, &test_run)?;
     let programs = outputs(&best.nodes, nu, &names, Style::Infix);
-    let generations: Vec<serde_json::Value> = outcome
+    let mut generations: Vec<serde_json::Value> = outcome
         .history
         .iter()
         .map(|s| {
@@ -374,6 +379,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
                 "invalid": s.invalid, "seconds": s.seconds})
         })
         .collect();
+    super::regression::add_island_stats(&mut generations, &outcome.island_history, true);
     // The hall of fame's loss is minus the training return (the fitness less the parsimony
     // penalty); each row shows every actuator's action.
     let fame = super::regression::fame_rows(&observer.hof, settings.parsimony, |nodes| {
@@ -441,6 +447,9 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         test.episodes.len(),
         test.mean_steps()
     );
+    if let Some(line) = super::regression::islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, true) {
+        summary += &line;
+    }
     summary += &format!(
         "time          {seconds:.2} s on {}; {played} env steps in {rollout_seconds:.2} s of roll-outs ({:.3e} steps/s with the policy)",
         backend.describe(),

@@ -137,6 +137,24 @@ impl Experiment {
         }
     }
 
+    /// The island settings every command has.
+    pub fn islands(&self) -> &crate::evolve::IslandConfig {
+        match self {
+            Experiment::Evolve(s) => &s.islands,
+            Experiment::Classify(s) => &s.islands,
+            Experiment::Control(s) => &s.islands,
+        }
+    }
+
+    /// The island settings every command has, to change.
+    pub fn islands_mut(&mut self) -> &mut crate::evolve::IslandConfig {
+        match self {
+            Experiment::Evolve(s) => &mut s.islands,
+            Experiment::Classify(s) => &mut s.islands,
+            Experiment::Control(s) => &mut s.islands,
+        }
+    }
+
     /// The evolution settings every command has, to change.
     pub fn engine_mut(&mut self) -> &mut crate::evolve::EngineConfig {
         match self {
@@ -269,6 +287,10 @@ pub struct Overrides {
     pub data: Option<String>,
     /// `device` (a resumed run may change it).
     pub device: Option<crate::backend::DeviceChoice>,
+    /// `islands.count` (a resumed run must keep its own).
+    pub islands: Option<usize>,
+    /// `islands.gpus` (a resumed run may change it).
+    pub gpus: Option<crate::evolve::islands::Gpus>,
     /// `FIELD=VALUE` settings, the value read as JSON, else as text.
     pub set: Vec<String>,
 }
@@ -287,6 +309,12 @@ pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, supe
     }
     if let Some(d) = o.device {
         *exp.device_mut() = d;
+    }
+    if let Some(n) = o.islands {
+        crate::evolve::islands::check_resume(&crate::evolve::IslandConfig { count: n, ..exp.islands().clone() }, c.state.islands)?;
+    }
+    if let Some(g) = &o.gpus {
+        exp.islands_mut().gpus = g.clone();
     }
     exp.check()?;
     Ok((exp, c))
@@ -311,12 +339,14 @@ pub fn from_source(file: Option<&std::path::Path>, from: Option<&std::path::Path
         !(command == "control" && o.data.is_some()),
         "--data does not apply to a control experiment: its environment is `env` (e.g. --set env=hopper)"
     );
-    let overrides: [(&str, Option<Value>); 5] = [
+    let overrides: [(&str, Option<Value>); 7] = [
         ("engine.pop_size", o.pop.map(|v| json!(v))),
         ("engine.generations", o.gens.map(|v| json!(v))),
         ("engine.seed", o.seed.map(|v| json!(v))),
         ("data", o.data.as_ref().map(|v| json!(v))),
         ("device", o.device.map(|v| json!(v))),
+        ("islands.count", o.islands.map(|v| json!(v))),
+        ("islands.gpus", o.gpus.as_ref().map(|v| json!(v.to_string()))),
     ];
     for (path, v) in overrides {
         if let Some(v) = v {

@@ -124,6 +124,9 @@ pub struct EvolveSettings {
     /// Where populations are evaluated.
     #[serde(default)]
     pub device: crate::backend::DeviceChoice,
+    /// Islands and migration (one island by default).
+    #[serde(default)]
+    pub islands: crate::evolve::IslandConfig,
 }
 
 /// Settings of tree GP (used with `functions`).
@@ -191,6 +194,7 @@ impl Default for EvolveSettings {
             regression: RegressionConfig::default(),
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
+            islands: crate::evolve::IslandConfig::default(),
         }
     }
 }
@@ -234,6 +238,7 @@ impl EvolveSettings {
     pub fn check(&self) -> anyhow::Result<()> {
         use anyhow::ensure;
         check_engine(&self.engine)?;
+        self.islands.check(self.engine.pop_size)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
@@ -311,6 +316,44 @@ pub fn generations_json(history: &[crate::evolve::GenerationStats], median_sizes
         .collect()
 }
 
+/// Adds each island's statistics to the report's generations, when the run had several
+/// islands: `islands`, one entry per island (`best`, `mean`, `mean_size`, `invalid`; with
+/// `returns`, a control run's `best_return` and `mean_return` instead of the fitness).
+pub fn add_island_stats(generations: &mut [serde_json::Value], island_history: &[Vec<crate::evolve::GenerationStats>], returns: bool) {
+    use crate::report::num;
+    for (g, each) in generations.iter_mut().zip(island_history) {
+        g["islands"] = each
+            .iter()
+            .map(|s| {
+                if returns {
+                    serde_json::json!({"best_return": num(-s.best), "mean_return": num(-s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
+                } else {
+                    serde_json::json!({"best": num(s.best), "mean": num(s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
+                }
+            })
+            .collect();
+    }
+}
+
+/// The summary's line about islands (none for one island): how many, of what size, how they
+/// migrated, and each island's best in the last generation (a return, with `returns`).
+pub fn islands_summary(
+    islands: &crate::evolve::IslandConfig,
+    pop: usize,
+    island_history: &[Vec<crate::evolve::GenerationStats>],
+    returns: bool,
+) -> Option<String> {
+    let last = island_history.last()?;
+    let bests: Vec<String> = last.iter().map(|s| if returns { format!("{:.2}", -s.best) } else { format!("{:.4e}", s.best) }).collect();
+    let migration = if islands.migrants == 0 {
+        "no migration".to_string()
+    } else {
+        format!("{} migrants every {} generations", islands.migrants, islands.migrate_every)
+    };
+    let what = if returns { "best returns" } else { "best" };
+    Some(format!("islands       {} × {pop}, {migration}; {what} {}\n", islands.count, bests.join(" ")))
+}
+
 /// Loads the data, builds the representation, evolves and scores the best program.
 pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveResult> {
     evolve_with(settings, &super::run::RunOptions { quiet, ..Default::default() })
@@ -348,7 +391,7 @@ pub fn fit(
 ) -> anyhow::Result<EvolveResult> {
     use anyhow::{Context, bail};
 
-    use crate::evolve::{GrammarRep, run_grammar_from};
+    use crate::evolve::{GrammarRep, Representation, run_islands};
     use crate::grammar::{self, DatasetShape};
 
     let start = std::time::Instant::now();
@@ -373,11 +416,11 @@ pub fn fit(
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_grammar_from(&settings.engine, &rep, &task, resume, &mut observer)
+            run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, train.n_features, settings.engine.max_len)?;
-            crate::evolve::run_trees_from(&settings.engine, &rep, &task, resume, &mut observer)
+            run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
         }
         _ => bail!("give either --grammar FILE or --functions LIST"),
     };
@@ -397,7 +440,8 @@ pub fn fit(
         serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
                            "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
     };
-    let generations = generations_json(&outcome.history, &observer.median_sizes);
+    let mut generations = generations_json(&outcome.history, &observer.median_sizes);
+    add_island_stats(&mut generations, &outcome.island_history, false);
     let linear = settings.regression.linear_scaling;
     let fame = fame_rows(&observer.hof, settings.regression.parsimony, |nodes| {
         Ok(scaled_texts(nodes, names, scaling(nodes, train, linear)?))
@@ -443,6 +487,9 @@ pub fn fit(
     match &test_scores {
         Some(s) => summary += &format!("test          mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2),
         None => summary += "test          (no test data: use --test-fraction)\n",
+    }
+    if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, false) {
+        summary += &line;
     }
     summary += &format!("time          {seconds:.2} s on {}", backend.describe());
     if let Some(t) = &outcome.transfers {

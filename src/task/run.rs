@@ -151,7 +151,10 @@ pub struct RunObserver<'a> {
     /// Node evaluations so far (0 for a control run, which counts env steps instead).
     pub evals: f64,
     work: Work<'a>,
+    /// Individuals per generation, every island's.
     pop_size: usize,
+    /// Each island's statistics of the generation being reported (several islands only).
+    island_stats: Vec<GenerationStats>,
     /// The hall of fame.
     pub hof: HallOfFame,
     /// Median size of the valid programs of each generation (0 where none was valid).
@@ -189,7 +192,8 @@ impl<'a> RunObserver<'a> {
             progress,
             evals,
             work,
-            pop_size: engine.pop_size,
+            pop_size: engine.pop_size * experiment.islands().count.max(1),
+            island_stats: Vec::new(),
             hof,
             median_sizes,
             opts,
@@ -216,6 +220,22 @@ impl<'a> RunObserver<'a> {
             None => err,
         }
     }
+}
+
+/// What the progress line says of the islands: each one's best (a return with `returns`), in
+/// island order, up to 8 of them and then the range of the rest; `None` without islands.
+pub fn island_line(stats: &[GenerationStats], returns: bool) -> Option<String> {
+    if stats.len() < 2 {
+        return None;
+    }
+    let show = |f: f64| if returns { format!("{:.1}", -f) } else { format!("{f:.3e}") };
+    let mut parts: Vec<String> = stats.iter().take(8).map(|s| show(s.best)).collect();
+    if stats.len() > 8 {
+        let rest = stats[8..].iter().map(|s| s.best);
+        let (lo, hi) = rest.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), b| (lo.min(b), hi.max(b)));
+        parts.push(format!("… {} more in {}..{}", stats.len() - 8, show(lo), show(hi)));
+    }
+    Some(format!("{} islands: {}", stats.len(), parts.join(" ")))
 }
 
 /// The median of sizes given as counts per size (`counts[n]`: how many have `n` nodes); 0
@@ -249,20 +269,28 @@ impl Observer for RunObserver<'_> {
             }
             Work::EnvSteps(played) => played.lock().map_or(0, |p| p.0) as f64,
         };
-        self.progress.update(s, count);
+        let returns = matches!(self.work, Work::EnvSteps(_));
+        let islands = island_line(&self.island_stats, returns);
+        self.progress.update_with(s, count, islands.as_deref());
         if self.verbose {
+            let islands = islands.map_or(String::new(), |l| format!(" · {l}"));
             match self.work {
                 Work::Nodes { .. } => eprintln!(
-                    "gen {:>4} · best {:.6e} · mean {:.6e} · mean size {:.1} · invalid {} · {:.3} s",
+                    "gen {:>4} · best {:.6e} · mean {:.6e} · mean size {:.1} · invalid {} · {:.3} s{islands}",
                     s.generation, s.best, s.mean, s.mean_size, s.invalid, s.seconds
                 ),
                 // Control minimises minus the return: show returns.
                 Work::EnvSteps(_) => eprintln!(
-                    "gen {:>4} · best return {:.2} · mean return {:.2} · mean size {:.1} · invalid {} · {:.3} s",
+                    "gen {:>4} · best return {:.2} · mean return {:.2} · mean size {:.1} · invalid {} · {:.3} s{islands}",
                     s.generation, -s.best, -s.mean, s.mean_size, s.invalid, s.seconds
                 ),
             }
         }
+        self.island_stats.clear();
+    }
+
+    fn islands(&mut self, stats: &[GenerationStats]) {
+        self.island_stats = stats.to_vec();
     }
 
     fn evaluated(&mut self, generation: usize, pop: &Population, fitness: &[f64]) {
