@@ -1017,6 +1017,23 @@ extern "C" __global__ void grove_gather_trees(unsigned n, unsigned max_len, cons
     if (threadIdx.x == 0) dst.len[r] = src.len[idx[r]];
 }
 
+// Row idx[r] of dst becomes row r of src, for r < n (migrants over an island's worst rows;
+// twin of Population::copy_row). The idx entries are distinct. One block per row.
+extern "C" __global__ void grove_scatter_trees(unsigned n, unsigned max_len, const unsigned* idx, GROVE_POP_PARAMS(src),
+                                           GROVE_POP_PARAMS(dst)) {
+    const unsigned r = blockIdx.x;
+    if (r >= n) return;
+    const GrovePop src = GROVE_POP(src), dst = GROVE_POP(dst);
+    const unsigned long long from = (unsigned long long)r * max_len, to = (unsigned long long)idx[r] * max_len;
+    for (unsigned k = threadIdx.x; k < max_len; k += blockDim.x) {
+        dst.op[to + k] = src.op[from + k];
+        dst.value[to + k] = src.value[from + k];
+        dst.size[to + k] = src.size[from + k];
+        dst.out[to + k] = src.out[from + k];
+    }
+    if (threadIdx.x == 0) dst.len[idx[r]] = src.len[r];
+}
+
 // ---------------------------------------------------------------------------------------------
 // GE variation (genome/vary.rs). Genomes: codons [rows x capacity] u32, zero after each
 // length; len [rows] u32.
@@ -1088,6 +1105,17 @@ extern "C" __global__ void grove_gather_genomes(unsigned n, unsigned capacity, c
     const unsigned long long from = (unsigned long long)idx[r] * capacity, to = (unsigned long long)r * capacity;
     for (unsigned k = threadIdx.x; k < capacity; k += blockDim.x) dst[to + k] = src[from + k];
     if (threadIdx.x == 0) dst_len[r] = src_len[idx[r]];
+}
+
+// Genome idx[r] of dst becomes genome r of src, for r < n (migrants; twin of Genomes::set).
+// The idx entries are distinct. One block per row.
+extern "C" __global__ void grove_scatter_genomes(unsigned n, unsigned capacity, const unsigned* idx, const unsigned* src,
+                                                 const unsigned* src_len, unsigned* dst, unsigned* dst_len) {
+    const unsigned r = blockIdx.x;
+    if (r >= n) return;
+    const unsigned long long from = (unsigned long long)r * capacity, to = (unsigned long long)idx[r] * capacity;
+    for (unsigned k = threadIdx.x; k < capacity; k += blockDim.x) dst[to + k] = src[from + k];
+    if (threadIdx.x == 0) dst_len[idx[r]] = src_len[r];
 }
 
 // Test kernel for rng.cuh: for stream i (seed, generation, i, purpose), 16 words into

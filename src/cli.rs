@@ -924,8 +924,8 @@ impl ControlArgs {
 /// `grove control`: opens the device first (its defaults depend on it), then runs as every
 /// command that evolves does ([`run_experiment`]), on that device.
 fn control(args: &ControlArgs) -> Result<ExitCode> {
-    use crate::task::control::{control_with, open_for};
-    let backend = open_for(&args.env, args.profile.as_deref(), args.device, args.run.quiet)?;
+    use crate::task::control::{control_with, open_on};
+    let backend = open_on(&args.env, args.profile.as_deref(), args.device, &args.islands.gpus, args.run.quiet)?;
     let settings = args.settings(matches!(backend, crate::backend::Backend::Cuda(_)))?;
     let opts = run_options(&args.run, None)?;
     let result = crate::task::run::on_threads(args.run.threads, || control_with(&settings, &backend, &opts))?;

@@ -29,6 +29,108 @@ pub enum DeviceChoice {
     Cuda,
 }
 
+/// Which GPUs a run may use: all the driver sees, the first `N`, or a list of ordinals.
+/// Written `all`, `N`, or `A,B,...` (a list has a comma: `3,` is GPU 3 alone).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Gpus {
+    /// Every GPU the driver sees.
+    #[default]
+    All,
+    /// The first `N` GPUs.
+    Count(usize),
+    /// These device ordinals, in this order.
+    List(Vec<usize>),
+}
+
+impl std::str::FromStr for Gpus {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("all") {
+            return Ok(Gpus::All);
+        }
+        let bad = || format!("`{s}`: give all, a number of GPUs (2), or a list of device ordinals (0,1 or 3,)");
+        if s.contains(',') {
+            let list: Vec<usize> = s
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(|p| p.parse().map_err(|_| bad()))
+                .collect::<Result<_, _>>()?;
+            if list.is_empty() {
+                return Err(bad());
+            }
+            let mut seen = list.clone();
+            seen.sort_unstable();
+            seen.dedup();
+            if seen.len() != list.len() {
+                return Err(format!("`{s}`: a GPU is listed twice"));
+            }
+            return Ok(Gpus::List(list));
+        }
+        match s.parse::<usize>() {
+            Ok(0) => Err(format!("`{s}`: at least one GPU")),
+            Ok(n) => Ok(Gpus::Count(n)),
+            Err(_) => Err(bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for Gpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Gpus::All => write!(f, "all"),
+            Gpus::Count(n) => write!(f, "{n}"),
+            Gpus::List(l) if l.len() == 1 => write!(f, "{},", l[0]),
+            Gpus::List(l) => write!(f, "{}", l.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")),
+        }
+    }
+}
+
+impl TryFrom<String> for Gpus {
+    type Error = String;
+    fn try_from(s: String) -> std::result::Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Gpus> for String {
+    fn from(g: Gpus) -> String {
+        g.to_string()
+    }
+}
+
+impl Gpus {
+    /// The ordinals to use among `available` devices, and a line saying what was left out
+    /// when the choice asks for devices that are not there (the run goes on with the others).
+    pub fn resolve(&self, available: usize) -> (Vec<usize>, Option<String>) {
+        match self {
+            Gpus::All => ((0..available.max(1)).collect(), None),
+            Gpus::Count(n) if *n <= available => ((0..*n).collect(), None),
+            Gpus::Count(n) => (
+                (0..available.max(1)).collect(),
+                Some(format!("--gpus {n}: the driver sees {available} GPU(s); running on {}", available.max(1))),
+            ),
+            Gpus::List(l) => {
+                let (there, missing): (Vec<usize>, Vec<usize>) = l.iter().partition(|&&d| d < available);
+                if missing.is_empty() {
+                    (there, None)
+                } else if there.is_empty() {
+                    (vec![0], Some(format!("--gpus {self}: the driver sees {available} GPU(s); running on GPU 0")))
+                } else {
+                    let note = format!(
+                        "--gpus {self}: no GPU {} (the driver sees {available}); running on {}",
+                        missing.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "),
+                        there.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+                    );
+                    (there, Some(note))
+                }
+            }
+        }
+    }
+}
+
 /// A backend ready to evaluate.
 pub enum Backend {
     /// The CPU interpreter on all cores.
@@ -63,6 +165,59 @@ impl Backend {
                 Err(e) => Ok((Backend::Cpu, Some(format!("running on the CPU ({e})")))),
             },
         }
+    }
+
+    /// Opens the backend `choice` names on the first of the GPUs `gpus` chooses (device 0 for
+    /// `all`): what a run whose islands may spread over several GPUs opens first. A choice of
+    /// GPUs the driver does not have is said in one line on standard error (unless `quiet`) and
+    /// the run goes on with those that are there.
+    pub fn open_on(choice: DeviceChoice, gpus: &Gpus, quiet: bool) -> Result<Backend> {
+        if choice == DeviceChoice::Cpu || *gpus == Gpus::All {
+            return Self::open(choice, quiet);
+        }
+        let devices = match cuda::probe::driver() {
+            Ok(d) => d.devices as usize,
+            // No driver: `open` says so (auto) or fails (cuda).
+            Err(_) => return Self::open(choice, quiet),
+        };
+        let (ordinals, note) = gpus.resolve(devices);
+        if let (Some(note), false) = (note, quiet) {
+            eprintln!("note: {note}");
+        }
+        let opts = cuda::EngineOptions { ordinal: ordinals[0], ..cuda::EngineOptions::default() };
+        match (choice, cuda::CudaEngine::with_options(opts)) {
+            (_, Ok(e)) => Ok(Backend::Cuda(Box::new(e))),
+            (DeviceChoice::Cuda, Err(e)) => Err(anyhow::anyhow!("--device cuda: {e}")),
+            (_, Err(e)) => {
+                if !quiet {
+                    eprintln!("note: running on the CPU ({e})");
+                }
+                Ok(Backend::Cpu)
+            }
+        }
+    }
+
+    /// The other GPUs a run of `islands` islands spreads over, besides this backend's: for a
+    /// CUDA backend, an engine on each further GPU that `gpus` chooses, up to one per island
+    /// (none on the CPU, for one island, or on a machine with one GPU). Opened in the order
+    /// `gpus` lists them; islands go to this backend first.
+    pub fn more_gpus(&self, gpus: &Gpus, islands: usize) -> Result<Vec<Backend>> {
+        let Backend::Cuda(primary) = self else { return Ok(Vec::new()) };
+        if islands < 2 {
+            return Ok(Vec::new());
+        }
+        let devices = cuda::probe::driver().map_err(|e| anyhow::anyhow!("{e}"))?.devices as usize;
+        let (ordinals, _) = gpus.resolve(devices);
+        let used = ordinals.len().min(islands);
+        let others: Vec<usize> = ordinals.into_iter().filter(|&o| o != primary.ordinal()).take(used.saturating_sub(1)).collect();
+        others
+            .into_iter()
+            .map(|o| {
+                let e = cuda::CudaEngine::with_options(cuda::EngineOptions { ordinal: o, ..cuda::EngineOptions::default() })
+                    .map_err(|e| anyhow::anyhow!("--gpus: GPU {o}: {e}"))?;
+                Ok(Backend::Cuda(Box::new(e)))
+            })
+            .collect()
     }
 
     /// A short description: `cpu (2 threads)` or the GPU's name.

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 
-use super::{Best, EngineConfig, GenerationStats, GrammarRep, Observer, Outcome, Resume, Snapshot, TreeRep};
+use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Observer, Outcome, Resume, Snapshot, TreeRep};
 use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DevicePopulation, MapLaunch, MapTreesScratch};
 use crate::grammar::template::DeviceTables;
 use crate::program::fitness::{ClassFitness, RegressionConfig};
@@ -82,8 +82,8 @@ pub enum DeviceTask<'a> {
     Control(DeviceControl<'a>),
 }
 
-impl DeviceTask<'_> {
-    fn engine(&self) -> &CudaEngine {
+impl<'a> DeviceTask<'a> {
+    fn engine(&self) -> &'a CudaEngine {
         match self {
             DeviceTask::Regression(r) => r.engine,
             DeviceTask::Classification(c) => c.engine,
@@ -131,6 +131,12 @@ pub struct Transfers {
     pub snapshot_bytes: usize,
     /// The last population and its fitness, copied once the run has ended (for the outcome).
     pub final_population_bytes: usize,
+    /// Migrations between islands.
+    pub migrations: usize,
+    /// Bytes they moved between host and device: fitness (and GE's used codons) both ways,
+    /// row indices, and rows staged through the host between GPUs (also counted: fitness and
+    /// used codons copied back in [`Self::population_bytes_between_generations`]).
+    pub migration_bytes: usize,
 }
 
 /// Whether the device loop can run these settings (else the host loop runs, with the same
@@ -195,7 +201,7 @@ pub fn run_grammar(
     run(cfg, Representation::Grammar(rep), task, resume, observer)
 }
 
-/// The device loop of either representation.
+/// The device loop of either representation, one population.
 pub fn run(
     cfg: &EngineConfig,
     rep: Representation<'_, '_>,
@@ -203,203 +209,308 @@ pub fn run(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> Result<(Outcome, Transfers)> {
-    anyhow::ensure!(supports(cfg), "the device loop does not support these settings (population {}, {} elites)", cfg.pop_size, cfg.elite);
-    let e = task.engine();
-    let p = cfg.pop_size;
-    let n_elite = cfg.elite.min(p);
-    let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
-    let mut tr = Transfers::default();
-    let fresh = || Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
-    let (resume_at, best, history) = match &resume {
-        None => (0, fresh(), Vec::with_capacity(cfg.generations + 1)),
-        Some(r) => {
-            super::check_resume(cfg, r)?;
-            super::islands::check_resume(&super::IslandConfig::single(), r.islands)?;
-            (r.generation, r.best.clone(), r.history.clone())
-        }
-    };
-    let (mut best, mut history, mut gen) = (best, history, resume_at);
-    // The first population, its row shape, and GE's genomes.
-    let (max_len, n_outputs, mut pop, mut ge) = match rep {
-        Representation::Trees(rep) => {
-            rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
-            rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
-            let spec = &rep.vary.spec;
-            let pop = match resume {
-                None => e.init_trees(spec, p, cfg.seed)?,
-                Some(r) => {
-                    let host = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
-                    anyhow::ensure!(
-                        host.size() == p && host.max_len == spec.max_len && host.n_outputs == spec.n_outputs,
-                        "the checkpoint's trees do not fit these settings"
-                    );
-                    e.upload_population(&host)?
-                }
-            };
-            (spec.max_len, spec.n_outputs, pop, None)
-        }
-        Representation::Grammar(rep) => {
-            anyhow::ensure!(supports_grammar(cfg, rep), "the device loop does not support rows of {} nodes for GE", cfg.max_len);
-            let tables = DeviceTables::new(rep.table, rep.templates).map_err(|m| anyhow!("{m}"))?;
-            let genomes = match resume {
-                // The first generation is made on the device (init_genomes' twin).
-                None => e.init_genomes(rep.table, &tables, &rep.init, rep.map.codons, p, rep.genome_capacity, cfg.seed)?,
-                Some(r) => {
-                    let g = r.genomes.ok_or_else(|| anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
-                    anyhow::ensure!(g.size() == p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
-                    e.upload_genomes(&g)?
-                }
-            };
-            let mut ge = Genetic {
-                rep,
-                tables,
-                genomes,
-                next: e.alloc_genomes(p, rep.genome_capacity)?,
-                map: e.alloc_map_trees(p, rep.max_derivation())?,
-            };
-            let mut pop = e.alloc_population(p, cfg.max_len, rep.templates.n_outputs)?;
-            ge.map_into(e, &mut pop)?;
-            (cfg.max_len, rep.templates.n_outputs, pop, Some(ge))
-        }
-    };
-    let mut next = e.alloc_population(p, max_len, n_outputs)?;
-    let mut order = e.alloc_tree_order(p)?;
-    let mut mail = e.alloc_mailbox()?;
-    let mut fs = match task {
-        DeviceTask::Regression(r) => FitnessStep::Regression(e.alloc_fitness_scratch(p, n_outputs, r.data)?),
-        DeviceTask::Classification(c) => {
-            let kind = match c.fitness {
-                ClassFitness::Accuracy => 0,
-                ClassFitness::BalancedAccuracy => 1,
-                ClassFitness::CrossEntropy => 2,
-            };
-            FitnessStep::Classification(e.alloc_class_fitness_scratch(p, n_outputs, c.data, c.counts, kind, c.parsimony)?)
-        }
-        DeviceTask::Control(c) => FitnessStep::Control(e.alloc_control_scratch(p, c.run.episodes)?),
-    };
-    let mut es = e.alloc_elite_scratch(p)?;
-    let mut fit = e.alloc_fitness(p)?;
-    let mut sizes = e.alloc_size_scratch(max_len)?;
-    let size_bytes = (max_len + 1) * 16;
-    // The best fitness of each size over the generations so far: only programs that beat it
-    // are copied back for the observer's hall of fame.
-    let mut size_best = vec![f64::INFINITY; max_len + 1];
-    // Control plays trees in the roll-out kernel (its own checks, `control_classify`); the
-    // evaluation kernels take the others in `order_trees`' order.
-    let prepare = |pop: &DevicePopulation, fs: &mut FitnessStep, order: &mut crate::backend::cuda::TreeOrder, mail: &mut crate::backend::cuda::Mailbox| -> Result<()> {
-        match (task, fs) {
-            (DeviceTask::Control(c), FitnessStep::Control(s)) => e.control_classify(pop, c.model, s, mail)?,
-            _ => e.order_trees(pop, order, mail)?,
+    run_islands(cfg, &IslandConfig::single(), rep, std::slice::from_ref(task), resume, observer)
+}
+
+/// One island of the device loop: its task (engine and data), seed, populations of this
+/// generation and the next, fitness and the scratch of every step.
+struct Island<'t, 'r, 'g> {
+    task: DeviceTask<'t>,
+    seed: u64,
+    pop: DevicePopulation,
+    next: DevicePopulation,
+    order: crate::backend::cuda::TreeOrder,
+    mail: crate::backend::cuda::Mailbox,
+    fs: FitnessStep,
+    es: crate::backend::cuda::EliteScratch,
+    fit: crate::backend::cuda::DeviceFitness,
+    sizes: crate::backend::cuda::generation::SizeScratch,
+    ge: Option<Genetic<'r, 'g>>,
+    /// Control: trees of the population too deep for the roll-out kernel.
+    n_deep: usize,
+    /// This generation's elite (after a migration: chosen again on the host).
+    elite: Option<crate::backend::cuda::DeviceIndices>,
+    /// Env steps the CPU played this generation (control's deep trees).
+    host_steps: u64,
+}
+
+impl<'t> Island<'t, '_, '_> {
+    fn engine(&self) -> &'t CudaEngine {
+        self.task.engine()
+    }
+
+    /// Orders (or, for control, classes) the trees of `next` (or `pop`) for the next evaluation,
+    /// writing counts into the mailbox.
+    fn prepare(&mut self, of_next: bool) -> Result<()> {
+        let e = self.task.engine();
+        let pop = if of_next { &self.next } else { &self.pop };
+        match (&self.task, &mut self.fs) {
+            (DeviceTask::Control(c), FitnessStep::Control(s)) => e.control_classify(pop, c.model, s, &mut self.mail)?,
+            _ => e.order_trees(pop, &mut self.order, &mut self.mail)?,
         }
         Ok(())
-    };
-    let control = matches!(task, DeviceTask::Control(_));
-    prepare(&pop, &mut fs, &mut order, &mut mail)?;
-    let r = e.read_mailbox(&mail)?;
-    tr.mailbox_reads += 1;
-    tr.mailbox_bytes += mailbox_bytes;
-    if !control {
-        order.set_counts(&r, p)?;
     }
-    let mut n_deep = r.control_deep;
 
-    // GROVE_LOOP_PROFILE=1: wait for the device after every step and print where the time went
-    // (for tuning; the waits themselves cost a little).
-    let mut prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
-    loop {
-        let t0 = Instant::now();
-        let mut host_steps = 0u64;
-        prof.start();
-        match (task, &mut fs) {
-            (DeviceTask::Regression(r), FitnessStep::Regression(s)) => e.regression_fitness(&pop, &order, r.data, &r.config, s, &mut fit)?,
-            (DeviceTask::Classification(c), FitnessStep::Classification(s)) => e.classification_fitness(&pop, &order, c.data, s, &mut fit)?,
-            (DeviceTask::Control(c), FitnessStep::Control(s)) => {
-                let w = e.control_fitness(&pop, c.model, &c.run, c.parsimony, n_deep, s, &mut fit, &mut mail)?;
-                host_steps = w.deep_steps;
-            }
-            _ => unreachable!("the fitness step was made for this task"),
+    /// Takes the next population's counts from a mailbox read.
+    fn take_counts(&mut self, r: &crate::backend::cuda::MailboxRead, p: usize) -> Result<()> {
+        if !matches!(self.task, DeviceTask::Control(_)) {
+            self.order.set_counts(r, p)?;
         }
-        prof.mark(e, "evaluate")?;
-        let elite = e.elite_and_stats(&fit, &pop, n_elite, &mut es, &mut mail)?;
-        e.size_summary(&fit, &pop, &mut sizes)?;
-        prof.mark(e, "elite and statistics")?;
-        let last = gen == cfg.generations;
-        if !last {
-            let next_gen = gen as u32 + 1;
-            match (rep, ge.as_mut()) {
-                (Representation::Trees(rep), _) => {
-                    let pairs = e.select_tournament(&fit, 2 * p, cfg.tournament, false, cfg.seed, next_gen)?;
-                    prof.mark(e, "select")?;
-                    let bred = e.breed_trees(&pop, &pairs, &mut next, cfg.seed, next_gen, &rep.vary, &rep.breed)?;
-                    prof.mark(e, "breed")?;
-                    e.gather_trees(&pop, &elite, n_elite, &mut next)?;
-                    e.post_bred_counts(&bred, &mut mail)?;
-                    prof.mark(e, "elitism")?;
-                }
-                (Representation::Grammar(rep), Some(g)) => {
-                    // run_grammar_on_host's breeding: pair j from tournament slots 2j and 2j + 1,
-                    // its children at rows n_elite + 2j (+ 1); each child mutated within its own
-                    // used codons (mapped first); the elite copied to the first rows.
-                    let pairs = e.select_tournament(&fit, 2 * (p - n_elite).div_ceil(2), cfg.tournament, false, cfg.seed, next_gen)?;
-                    prof.mark(e, "select")?;
-                    let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
-                    e.ge_crossover(&g.genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, cfg.seed, next_gen)?;
-                    e.map_trees(&g.tables, &g.next, &rep.map, None, &mut g.map, &MapLaunch::default())?;
-                    let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
-                    e.ge_int_flip(&mut g.next, used, n_elite, &rep.vary, cfg.seed, next_gen)?;
-                    e.gather_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
-                    prof.mark(e, "breed")?;
-                    std::mem::swap(&mut g.genomes, &mut g.next);
-                    g.map_into(e, &mut next)?;
-                    prof.mark(e, "map")?;
-                }
-                (Representation::Grammar(_), None) => unreachable!("GE keeps its genomes"),
-            }
-            prepare(&next, &mut fs, &mut order, &mut mail)?;
-            prof.mark(e, "order trees")?;
+        self.n_deep = r.control_deep;
+        Ok(())
+    }
+}
+
+/// Rows on their way between islands of the device loop: gathered into the sender's
+/// staging rows; `fit` and `used` (GE) are the host's copies.
+struct DevicePacket {
+    from: usize,
+    fit: Vec<f64>,
+    used: Vec<u32>,
+}
+
+/// Staging rows of one island for migration: its emigrants (and, on another GPU than the
+/// sender's, its immigrants copied through the host).
+struct Staging {
+    out: DevicePopulation,
+    inbox: DevicePopulation,
+    out_genomes: Option<DeviceGenomes>,
+    inbox_genomes: Option<DeviceGenomes>,
+}
+
+/// The islands of the device loop as a [`Transport`](super::islands::Transport): fitness (and
+/// GE's used codons) come to the host to choose who moves; rows move on the device (a gather
+/// into the sender's staging rows, a scatter over the receiver's worst), through the host only
+/// between GPUs.
+struct DeviceIslands<'a, 't, 'r, 'g> {
+    isl: &'a mut [Island<'t, 'r, 'g>],
+    staging: &'a mut Vec<Option<Staging>>,
+    fits: Vec<Vec<f64>>,
+    used: Vec<Vec<u32>>,
+    k: usize,
+    tr: &'a mut Transfers,
+}
+
+impl DeviceIslands<'_, '_, '_, '_> {
+    fn staging(&mut self, i: usize) -> Result<&mut Staging> {
+        if self.staging[i].is_none() {
+            let isl = &self.isl[i];
+            let e = isl.engine();
+            let (l, o) = (isl.pop.max_len(), isl.pop.n_outputs());
+            let k = self.k.max(1);
+            let genomes = |e: &CudaEngine| -> Result<Option<DeviceGenomes>> {
+                Ok(match &isl.ge {
+                    Some(g) => Some(e.alloc_genomes(k, g.genomes.capacity())?),
+                    None => None,
+                })
+            };
+            self.staging[i] = Some(Staging {
+                out: e.alloc_population(k, l, o)?,
+                inbox: e.alloc_population(k, l, o)?,
+                out_genomes: genomes(e)?,
+                inbox_genomes: genomes(e)?,
+            });
         }
-        let (r, summary) = e.read_generation(&mail, &sizes)?;
-        prof.mark(e, "read mailbox")?;
+        Ok(self.staging[i].as_mut().expect("just made"))
+    }
+}
+
+impl super::islands::Transport for DeviceIslands<'_, '_, '_, '_> {
+    type Packet = DevicePacket;
+
+    fn islands(&self) -> usize {
+        self.isl.len()
+    }
+
+    fn fitness(&mut self, i: usize) -> anyhow::Result<Vec<f64>> {
+        let isl = &self.isl[i];
+        let e = isl.engine();
+        let fit = e.download_fitness(&isl.fit)?;
+        let used = match &isl.ge {
+            Some(g) => e.download_used(&g.map)?,
+            None => Vec::new(),
+        };
+        self.tr.migration_bytes += fit.len() * 8 + used.len() * 4;
+        self.tr.population_bytes_between_generations += fit.len() * 8 + used.len() * 4;
+        self.fits[i] = fit.clone();
+        self.used[i] = used;
+        Ok(fit)
+    }
+
+    fn send(&mut self, i: usize, rows: &[usize]) -> anyhow::Result<DevicePacket> {
+        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+        self.tr.migration_bytes += idx.len() * 4;
+        let fit = rows.iter().map(|&r| self.fits[i][r]).collect();
+        let used = if self.used[i].is_empty() { Vec::new() } else { rows.iter().map(|&r| self.used[i][r]).collect() };
+        self.staging(i)?;
+        let (isl, st) = (&self.isl[i], self.staging[i].as_mut().expect("made above"));
+        let e = isl.engine();
+        let dev = e.upload_indices(&idx, isl.pop.size())?;
+        e.gather_trees(&isl.pop, &dev, idx.len(), &mut st.out)?;
+        if let (Some(g), Some(out)) = (&isl.ge, st.out_genomes.as_mut()) {
+            e.gather_genomes(&g.genomes, &dev, idx.len(), out)?;
+        }
+        Ok(DevicePacket { from: i, fit, used })
+    }
+
+    fn receive(&mut self, j: usize, rows: &[usize], packet: DevicePacket) -> anyhow::Result<()> {
+        let n = rows.len();
+        anyhow::ensure!(packet.fit.len() == n, "{} immigrants for {n} rows", packet.fit.len());
+        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+        self.tr.migration_bytes += idx.len() * 4;
+        self.staging(j)?;
+        let from = packet.from;
+        let same_gpu = std::ptr::eq(self.isl[from].engine(), self.isl[j].engine());
+        if !same_gpu {
+            // Between GPUs: through the host, into the receiver's inbox.
+            let src = &self.isl[from];
+            let st = self.staging[from].as_ref().expect("the sender staged its rows");
+            let trees = src.engine().download_population(&st.out)?;
+            let genomes = st.out_genomes.as_ref().map(|g| src.engine().download_genomes(g)).transpose()?;
+            let e = self.isl[j].engine();
+            let st = self.staging[j].as_mut().expect("made above");
+            st.inbox = e.upload_population(&trees)?;
+            self.tr.migration_bytes += 2 * (trees.op.len() * 8 + trees.len.len() * 2);
+            if let Some(g) = genomes {
+                self.tr.migration_bytes += 2 * (g.codons.len() + g.len.len()) * 4;
+                st.inbox_genomes = Some(e.upload_genomes(&g)?);
+            }
+        }
+        // The rows to write: the sender's staged emigrants on one GPU, else the receiver's inbox.
+        let st = if same_gpu { self.staging[from].as_ref() } else { self.staging[j].as_ref() };
+        let st = st.ok_or_else(|| anyhow!("no staged rows for island {j}"))?;
+        let (rows_src, genomes_src) = if same_gpu { (&st.out, st.out_genomes.as_ref()) } else { (&st.inbox, st.inbox_genomes.as_ref()) };
+        let isl = &mut self.isl[j];
+        let e = isl.task.engine();
+        let dev = e.upload_indices(&idx, isl.pop.size())?;
+        e.scatter_trees(rows_src, &dev, n, &mut isl.pop)?;
+        if let (Some(g), Some(src)) = (isl.ge.as_mut(), genomes_src) {
+            e.scatter_genomes(src, &dev, n, &mut g.genomes)?;
+        }
+        for (k, &r) in rows.iter().enumerate() {
+            self.fits[j][r] = packet.fit[k];
+            if !packet.used.is_empty() {
+                self.used[j][r] = packet.used[k];
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One migration on the device: [`super::islands::migrate`] over [`DeviceIslands`], then each
+/// island's fitness (and GE's used codons) written back with the immigrants', and its elite
+/// chosen again from them (`select::elite`, as the host loop breeds after migrating).
+fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], staging: &mut Vec<Option<Staging>>, k: usize, n_elite: usize, tr: &mut Transfers) -> Result<()> {
+    let n = isl.len();
+    let mut t = DeviceIslands { isl, staging, fits: vec![Vec::new(); n], used: vec![Vec::new(); n], k, tr };
+    super::islands::migrate(&mut t, k)?;
+    let DeviceIslands { isl, fits, used, tr, .. } = t;
+    for ((i, fit), used) in isl.iter_mut().zip(&fits).zip(&used) {
+        let e = i.task.engine();
+        e.write_fitness(&mut i.fit, fit)?;
+        if let Some(g) = i.ge.as_mut() {
+            e.write_used(&mut g.map, used)?;
+        }
+        let elite: Vec<u32> = crate::select::elite(fit, n_elite).into_iter().map(|r| r as u32).collect();
+        i.elite = Some(e.upload_indices(&elite, fit.len())?);
+        tr.migration_bytes += fit.len() * 8 + used.len() * 4 + elite.len() * 4;
+    }
+    tr.migrations += 1;
+    Ok(())
+}
+
+/// What the host reads of one generation of every island.
+struct Seen {
+    /// Each island's mailbox.
+    reads: Vec<crate::backend::cuda::MailboxRead>,
+}
+
+/// The loop's view of the run as a whole: the best so far, each size's best fitness so far
+/// (only programs that beat it are copied back for the hall of fame), and the copies counted.
+struct Books {
+    best: Best,
+    size_best: Vec<f64>,
+    tr: Transfers,
+}
+
+/// Reads every island's generation (waiting for it), and copies back in one copy per island
+/// the trees the host needs: each size's new winner over all islands (the first island's among
+/// equals, as a hall of fame reading the islands end to end keeps) and the best program when
+/// it improves (GE: with its genome, from `genomes_bred` when the next generation has already
+/// been bred and swapped in). Tells the observer.
+fn observe(
+    isl: &[Island<'_, '_, '_>],
+    rep: Representation<'_, '_>,
+    gen: usize,
+    genomes_bred: bool,
+    books: &mut Books,
+    observer: &mut dyn Observer,
+) -> Result<Seen> {
+    let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
+    let max_len = isl[0].pop.max_len();
+    let size_bytes = (max_len + 1) * 16;
+    let mut reads = Vec::with_capacity(isl.len());
+    let mut counts = vec![0u32; max_len + 1];
+    // Per size: (fitness, island, index) of the winner over the islands.
+    let mut winner: Vec<Option<(f64, usize, u32)>> = vec![None; max_len + 1];
+    for (k, i) in isl.iter().enumerate() {
+        let (r, summary) = i.engine().read_generation(&i.mail, &i.sizes)?;
+        let tr = &mut books.tr;
         tr.mailbox_reads += 1;
         tr.mailbox_bytes += mailbox_bytes;
         tr.size_summaries += 1;
         tr.size_summary_bytes += size_bytes;
-        tr.generations += 1;
-        if let DeviceTask::Control(c) = task {
-            if let Ok(mut played) = c.played.lock() {
-                played.0 += r.env_steps + host_steps;
-                played.1 += t0.elapsed().as_secs_f64();
-            }
-        }
-        let s = r.stats;
-        let n = s.n_valid as usize;
-        // One copy brings back every tree the host needs: each size's new winner (for the
-        // hall of fame) and the best program when it improves.
-        let mut improved = Vec::new();
         for (size, b) in summary.best.iter().enumerate() {
-            if let Some((f, i)) = *b {
-                if f < size_best[size] {
-                    size_best[size] = f;
-                    improved.push((f, i));
+            if let Some((f, idx)) = *b {
+                if winner[size].is_none_or(|(wf, _, _)| f < wf) {
+                    winner[size] = Some((f, k, idx));
                 }
             }
         }
-        let best_improves = s.best.is_finite() && s.best < best.fitness;
-        let mut idx: Vec<u32> = improved.iter().map(|&(_, i)| i).collect();
-        if best_improves {
-            idx.push(s.best_idx);
+        for (c, &n) in counts.iter_mut().zip(&summary.counts) {
+            *c += n;
         }
-        let mut trees = e.download_trees(&pop, &idx)?;
-        let row_bytes = max_len * 8 + 2;
-        if best_improves {
+        reads.push(r);
+    }
+    let mut improved = Vec::new();
+    for (size, w) in winner.iter().enumerate() {
+        if let Some((f, k, idx)) = *w {
+            if f < books.size_best[size] {
+                books.size_best[size] = f;
+                improved.push((f, k, idx));
+            }
+        }
+    }
+    let mut best_at: Option<(f64, usize)> = None;
+    for (k, r) in reads.iter().enumerate() {
+        let b = r.stats.best;
+        if b.is_finite() && b < books.best.fitness && best_at.is_none_or(|(f, _)| b < f) {
+            best_at = Some((b, k));
+        }
+    }
+    let row_bytes = max_len * 8 + 2;
+    let mut winners: Vec<Option<(f64, Vec<crate::program::tree::Node>)>> = vec![None; improved.len()];
+    for (k, i) in isl.iter().enumerate() {
+        let e = i.engine();
+        let mine: Vec<usize> = (0..improved.len()).filter(|&w| improved[w].1 == k).collect();
+        let mut idx: Vec<u32> = mine.iter().map(|&w| improved[w].2).collect();
+        let best_here = best_at.is_some_and(|(_, b)| b == k);
+        if best_here {
+            idx.push(reads[k].stats.best_idx);
+        }
+        if idx.is_empty() {
+            continue;
+        }
+        let mut trees = e.download_trees(&i.pop, &idx)?;
+        let tr = &mut books.tr;
+        if best_here {
             let nodes = trees.pop().expect("one tree per index");
             tr.best_trees += 1;
             tr.best_tree_bytes += row_bytes;
-            // GE: the genome that made it, from the generation just evaluated (already swapped
-            // into `next` when the next one was bred).
-            let genome = match (&ge, last) {
-                (Some(g), false) => Some(e.download_genome(&g.next, s.best_idx as usize)?),
-                (Some(g), true) => Some(e.download_genome(&g.genomes, s.best_idx as usize)?),
+            let s = &reads[k].stats;
+            let genome = match (&i.ge, genomes_bred) {
+                (Some(g), true) => Some(e.download_genome(&g.next, s.best_idx as usize)?),
+                (Some(g), false) => Some(e.download_genome(&g.genomes, s.best_idx as usize)?),
                 (None, _) => None,
             };
             if let Some(g) = &genome {
@@ -412,48 +523,311 @@ pub fn run(
                 }
                 _ => None,
             };
-            best = Best { fitness: s.best, nodes, generation: gen, genome };
+            books.best = Best { fitness: s.best, nodes, generation: gen, genome };
         }
         tr.hall_of_fame_trees += trees.len();
         tr.hall_of_fame_bytes += trees.len() * row_bytes;
-        let winners: Vec<(f64, Vec<crate::program::tree::Node>)> = improved.iter().map(|&(f, _)| f).zip(trees).collect();
-        observer.evaluated_sizes(gen, &winners, &summary.counts);
-        prof.mark(e, "hall of fame and best")?;
-        let stats = GenerationStats {
-            generation: gen,
-            best: if s.best.is_finite() && n > 0 { s.best } else { f64::INFINITY },
-            mean: if n > 0 { s.sum / n as f64 } else { f64::NAN },
-            mean_size: if n > 0 { s.sum_len / n as f64 } else { f64::NAN },
-            invalid: p - n,
-            seconds: t0.elapsed().as_secs_f64(),
+        for (w, nodes) in mine.into_iter().zip(trees) {
+            winners[w] = Some((improved[w].0, nodes));
+        }
+    }
+    let winners: Vec<(f64, Vec<crate::program::tree::Node>)> = winners.into_iter().flatten().collect();
+    observer.evaluated_sizes(gen, &winners, &counts);
+    Ok(Seen { reads })
+}
+
+/// The device loop of either representation on `islands.count` islands: island `i` runs on
+/// `tasks[islands::device_of(i, N, tasks.len())]` (its GPU and data) with its own seed, and
+/// the islands migrate as the host loop's do ([`super::run_islands_on_host`], whose results it
+/// gives). Per generation, every island is evaluated, then (at a migration generation) the
+/// host reads every island, the islands migrate ([`migrate_on_device`]) and each island's
+/// elite is chosen again; then every island breeds; the host waits once per island and reads
+/// its mailbox (at a migration generation, a second time for the next population's counts).
+pub fn run_islands(
+    cfg: &EngineConfig,
+    islands: &IslandConfig,
+    rep: Representation<'_, '_>,
+    tasks: &[DeviceTask<'_>],
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
+) -> Result<(Outcome, Transfers)> {
+    anyhow::ensure!(supports(cfg), "the device loop does not support these settings (population {}, {} elites)", cfg.pop_size, cfg.elite);
+    anyhow::ensure!(!tasks.is_empty(), "the device loop needs a GPU");
+    islands.check(cfg.pop_size)?;
+    let n = islands.count;
+    let p = cfg.pop_size;
+    let n_elite = cfg.elite.min(p);
+    let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
+    let fresh = || Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
+    let (resume_at, best, history, island_history) = match &resume {
+        None => (0, fresh(), Vec::with_capacity(cfg.generations + 1), Vec::new()),
+        Some(r) => {
+            super::check_resume(cfg, r)?;
+            super::islands::check_resume(islands, r.islands)?;
+            (r.generation, r.best.clone(), r.history.clone(), r.island_history.clone())
+        }
+    };
+    let (mut history, mut island_history, mut gen) = (history, island_history, resume_at);
+    let mut books = Books { best, size_best: Vec::new(), tr: Transfers::default() };
+    // The first populations (each island's, from the checkpoint's rows end to end on resume).
+    let (max_len, n_outputs) = match rep {
+        Representation::Trees(rep) => {
+            rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
+            rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
+            (rep.vary.spec.max_len, rep.vary.spec.n_outputs)
+        }
+        Representation::Grammar(rep) => {
+            anyhow::ensure!(supports_grammar(cfg, rep), "the device loop does not support rows of {} nodes for GE", cfg.max_len);
+            (cfg.max_len, rep.templates.n_outputs)
+        }
+    };
+    let (mut resumed_trees, mut resumed_genomes) = (None, None);
+    if let Some(r) = resume {
+        match rep {
+            Representation::Trees(_) => {
+                let host = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
+                anyhow::ensure!(
+                    host.size() == n * p && host.max_len == max_len && host.n_outputs == n_outputs,
+                    "the checkpoint's trees do not fit these settings"
+                );
+                resumed_trees = Some(super::islands::split_trees(&host, n, p)?);
+            }
+            Representation::Grammar(rep) => {
+                let g = r.genomes.ok_or_else(|| anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
+                anyhow::ensure!(g.size() == n * p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
+                resumed_genomes = Some(super::islands::split_genomes(&g, n, p)?);
+            }
+        }
+    }
+    let mut isl: Vec<Island> = Vec::with_capacity(n);
+    for i in 0..n {
+        let task = tasks[super::islands::device_of(i, n, tasks.len())];
+        let e = task.engine();
+        let seed = super::islands::island_seed(cfg.seed, i);
+        let (pop, ge) = match rep {
+            Representation::Trees(rep) => {
+                let pop = match &resumed_trees {
+                    None => e.init_trees(&rep.vary.spec, p, seed)?,
+                    Some(all) => e.upload_population(&all[i])?,
+                };
+                (pop, None)
+            }
+            Representation::Grammar(rep) => {
+                let tables = DeviceTables::new(rep.table, rep.templates).map_err(|m| anyhow!("{m}"))?;
+                let genomes = match &resumed_genomes {
+                    // The first generation is made on the device (init_genomes' twin).
+                    None => e.init_genomes(rep.table, &tables, &rep.init, rep.map.codons, p, rep.genome_capacity, seed)?,
+                    Some(all) => e.upload_genomes(&all[i])?,
+                };
+                let mut ge = Genetic {
+                    rep,
+                    tables,
+                    genomes,
+                    next: e.alloc_genomes(p, rep.genome_capacity)?,
+                    map: e.alloc_map_trees(p, rep.max_derivation())?,
+                };
+                let mut pop = e.alloc_population(p, cfg.max_len, n_outputs)?;
+                ge.map_into(e, &mut pop)?;
+                (pop, Some(ge))
+            }
         };
-        observer.generation(&stats, &best);
+        let fs = match &task {
+            DeviceTask::Regression(r) => FitnessStep::Regression(e.alloc_fitness_scratch(p, n_outputs, r.data)?),
+            DeviceTask::Classification(c) => {
+                let kind = match c.fitness {
+                    ClassFitness::Accuracy => 0,
+                    ClassFitness::BalancedAccuracy => 1,
+                    ClassFitness::CrossEntropy => 2,
+                };
+                FitnessStep::Classification(e.alloc_class_fitness_scratch(p, n_outputs, c.data, c.counts, kind, c.parsimony)?)
+            }
+            DeviceTask::Control(c) => FitnessStep::Control(e.alloc_control_scratch(p, c.run.episodes)?),
+        };
+        isl.push(Island {
+            task,
+            seed,
+            next: e.alloc_population(p, max_len, n_outputs)?,
+            order: e.alloc_tree_order(p)?,
+            mail: e.alloc_mailbox()?,
+            fs,
+            es: e.alloc_elite_scratch(p)?,
+            fit: e.alloc_fitness(p)?,
+            sizes: e.alloc_size_scratch(max_len)?,
+            pop,
+            ge,
+            n_deep: 0,
+            elite: None,
+            host_steps: 0,
+        });
+    }
+    books.size_best = vec![f64::INFINITY; max_len + 1];
+    for i in isl.iter_mut() {
+        i.prepare(false)?;
+    }
+    for i in isl.iter_mut() {
+        let r = i.engine().read_mailbox(&i.mail)?;
+        books.tr.mailbox_reads += 1;
+        books.tr.mailbox_bytes += mailbox_bytes;
+        i.take_counts(&r, p)?;
+    }
+    let mut staging: Vec<Option<Staging>> = (0..n).map(|_| None).collect();
+
+    // GROVE_LOOP_PROFILE=1: wait for the device after every step and print where the time went
+    // (for tuning; the waits themselves cost a little).
+    let mut prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
+    let e0 = tasks[0].engine();
+    loop {
+        let t0 = Instant::now();
+        prof.start();
+        for i in isl.iter_mut() {
+            let e = i.task.engine();
+            i.host_steps = 0;
+            match (&i.task, &mut i.fs) {
+                (DeviceTask::Regression(r), FitnessStep::Regression(s)) => e.regression_fitness(&i.pop, &i.order, r.data, &r.config, s, &mut i.fit)?,
+                (DeviceTask::Classification(c), FitnessStep::Classification(s)) => {
+                    e.classification_fitness(&i.pop, &i.order, c.data, s, &mut i.fit)?
+                }
+                (DeviceTask::Control(c), FitnessStep::Control(s)) => {
+                    let w = e.control_fitness(&i.pop, c.model, &c.run, c.parsimony, i.n_deep, s, &mut i.fit, &mut i.mail)?;
+                    i.host_steps = w.deep_steps;
+                }
+                _ => unreachable!("the fitness step was made for this task"),
+            }
+        }
+        prof.mark(e0, "evaluate")?;
+        for i in isl.iter_mut() {
+            let e = i.task.engine();
+            i.elite = Some(e.elite_and_stats(&i.fit, &i.pop, n_elite, &mut i.es, &mut i.mail)?);
+            e.size_summary(&i.fit, &i.pop, &mut i.sizes)?;
+        }
+        prof.mark(e0, "elite and statistics")?;
+        let last = gen == cfg.generations;
+        // At a migration generation the host reads the generation first (migrants overwrite
+        // rows the hall of fame may want), then the islands migrate.
+        let mut seen = None;
+        if islands.migrates_after(gen, cfg.generations) {
+            seen = Some(observe(&isl, rep, gen, false, &mut books, observer)?);
+            migrate_on_device(&mut isl, &mut staging, islands.migrants, n_elite, &mut books.tr)?;
+            prof.mark(e0, "migration")?;
+        }
+        if !last {
+            let next_gen = gen as u32 + 1;
+            for i in isl.iter_mut() {
+                let e = i.task.engine();
+                let elite = i.elite.take().expect("chosen above");
+                match (rep, i.ge.as_mut()) {
+                    (Representation::Trees(rep), _) => {
+                        let pairs = e.select_tournament(&i.fit, 2 * p, cfg.tournament, false, i.seed, next_gen)?;
+                        prof.mark(e, "select")?;
+                        let bred = e.breed_trees(&i.pop, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
+                        prof.mark(e, "breed")?;
+                        e.gather_trees(&i.pop, &elite, n_elite, &mut i.next)?;
+                        e.post_bred_counts(&bred, &mut i.mail)?;
+                        prof.mark(e, "elitism")?;
+                    }
+                    (Representation::Grammar(rep), Some(g)) => {
+                        // run_grammar_on_host's breeding: pair j from tournament slots 2j and
+                        // 2j + 1, its children at rows n_elite + 2j (+ 1); each child mutated
+                        // within its own used codons (mapped first); the elite copied to the
+                        // first rows.
+                        let pairs = e.select_tournament(&i.fit, 2 * (p - n_elite).div_ceil(2), cfg.tournament, false, i.seed, next_gen)?;
+                        prof.mark(e, "select")?;
+                        let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
+                        e.ge_crossover(&g.genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+                        e.map_trees(&g.tables, &g.next, &rep.map, None, &mut g.map, &MapLaunch::default())?;
+                        let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
+                        e.ge_int_flip(&mut g.next, used, n_elite, &rep.vary, i.seed, next_gen)?;
+                        e.gather_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
+                        prof.mark(e, "breed")?;
+                        std::mem::swap(&mut g.genomes, &mut g.next);
+                        g.map_into(e, &mut i.next)?;
+                        prof.mark(e, "map")?;
+                    }
+                    (Representation::Grammar(_), None) => unreachable!("GE keeps its genomes"),
+                }
+                i.prepare(true)?;
+                prof.mark(e, "order trees")?;
+            }
+        }
+        let reads = match seen {
+            Some(seen) if !last => {
+                // The next populations' counts, queued after the first read.
+                let mut reads = seen.reads;
+                for (i, r) in isl.iter().zip(reads.iter_mut()) {
+                    let again = i.engine().read_mailbox(&i.mail)?;
+                    books.tr.mailbox_reads += 1;
+                    books.tr.mailbox_bytes += mailbox_bytes;
+                    *r = crate::backend::cuda::MailboxRead { stats: r.stats, env_steps: r.env_steps, ..again };
+                }
+                reads
+            }
+            Some(seen) => seen.reads,
+            None => observe(&isl, rep, gen, !last, &mut books, observer)?.reads,
+        };
+        prof.mark(e0, "read mailbox, hall of fame and best")?;
+        books.tr.generations += 1;
+        let seconds = t0.elapsed().as_secs_f64();
+        // Control: every island's env steps go to the first task's counter (the one the run's
+        // observer reads).
+        if let DeviceTask::Control(c) = tasks[0] {
+            if let Ok(mut played) = c.played.lock() {
+                played.0 += isl.iter().zip(&reads).map(|(i, r)| r.env_steps + i.host_steps).sum::<u64>();
+                played.1 += seconds;
+            }
+        }
+        let each: Vec<GenerationStats> = reads
+            .iter()
+            .map(|r| {
+                let s = r.stats;
+                let nv = s.n_valid as usize;
+                GenerationStats {
+                    generation: gen,
+                    best: if s.best.is_finite() && nv > 0 { s.best } else { f64::INFINITY },
+                    mean: if nv > 0 { s.sum / nv as f64 } else { f64::NAN },
+                    mean_size: if nv > 0 { s.sum_len / nv as f64 } else { f64::NAN },
+                    invalid: p - nv,
+                    seconds,
+                }
+            })
+            .collect();
+        let stats = super::islands::combine(gen, &each, p, seconds);
+        if n > 1 {
+            observer.islands(&each);
+            island_history.push(each);
+        }
+        observer.generation(&stats, &books.best);
         history.push(stats);
         if last {
             break;
         }
-        if !control {
-            order.set_counts(&r, p)?;
+        for (i, r) in isl.iter_mut().zip(&reads) {
+            i.take_counts(r, p)?;
+            std::mem::swap(&mut i.pop, &mut i.next);
         }
-        n_deep = r.control_deep;
-        std::mem::swap(&mut pop, &mut next);
         gen += 1;
         // Between generations (as `between_generations`, which needs the population on the
-        // host): a snapshot when asked or before a stop, copying the next generation back.
+        // host): a snapshot when asked or before a stop, copying every island's next
+        // generation back, end to end.
         let stop = observer.stop_requested();
         if stop || observer.wants_snapshot(gen) {
-            let (trees, genomes, bytes) = match &ge {
-                None => {
-                    let h = e.download_population(&pop)?;
+            let (trees, genomes, bytes) = match rep {
+                Representation::Trees(_) => {
+                    let each = isl.iter().map(|i| i.engine().download_population(&i.pop)).collect::<std::result::Result<Vec<_>, _>>()?;
+                    let h = if n == 1 { each.into_iter().next().expect("one island") } else { super::islands::concat_trees(&each) };
                     let bytes = h.op.len() * 8 + h.len.len() * 2;
                     (Some(h), None, bytes)
                 }
-                Some(g) => {
-                    let h = e.download_genomes(&g.genomes)?;
+                Representation::Grammar(_) => {
+                    let each = isl
+                        .iter()
+                        .map(|i| i.engine().download_genomes(&i.ge.as_ref().expect("GE keeps its genomes").genomes))
+                        .collect::<std::result::Result<Vec<_>, _>>()?;
+                    let h = if n == 1 { each.into_iter().next().expect("one island") } else { super::islands::concat_genomes(&each) };
                     let bytes = (h.codons.len() + h.len.len()) * 4;
                     (None, Some(h), bytes)
                 }
             };
+            let tr = &mut books.tr;
             tr.snapshots += 1;
             tr.snapshot_bytes += bytes;
             tr.population_bytes_between_generations += bytes;
@@ -461,10 +835,10 @@ pub fn run(
                 generation: gen,
                 genomes: genomes.as_ref(),
                 population: trees.as_ref(),
-                best: &best,
+                best: &books.best,
                 history: &history,
-                islands: 1,
-                island_history: &[],
+                islands: n,
+                island_history: &island_history,
             };
             observer.snapshot(&state)?;
         }
@@ -473,10 +847,16 @@ pub fn run(
         }
     }
     prof.print();
-    let population = e.download_population(&pop)?;
-    let fitness = e.download_fitness(&fit)?;
+    let mut pops = Vec::with_capacity(n);
+    let mut fitness = Vec::with_capacity(n * p);
+    for i in &isl {
+        pops.push(i.engine().download_population(&i.pop)?);
+        fitness.extend(i.engine().download_fitness(&i.fit)?);
+    }
+    let population = if n == 1 { pops.pop().expect("one island") } else { super::islands::concat_trees(&pops) };
+    let mut tr = books.tr;
     tr.final_population_bytes = population.op.len() * 8 + population.len.len() * 2 + fitness.len() * 8;
-    Ok((Outcome { best, history, population, fitness, transfers: Some(tr), island_history: Vec::new() }, tr))
+    Ok((Outcome { best: books.best, history, population, fitness, transfers: Some(tr), island_history }, tr))
 }
 
 /// Seconds per step of the loop, when profiling.

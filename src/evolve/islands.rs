@@ -12,6 +12,8 @@
 use anyhow::{Result, ensure};
 
 use super::GenerationStats;
+/// Which GPUs a run's islands use (defined with the backends, which open them).
+pub use crate::backend::Gpus;
 use crate::genome::init::Genomes;
 use crate::program::tree::Population;
 use crate::select;
@@ -66,108 +68,6 @@ impl IslandConfig {
             );
         }
         Ok(())
-    }
-}
-
-/// Which GPUs a run may use: all the driver sees, the first `N`, or a list of ordinals.
-/// Written `all`, `N`, or `A,B,...` (a list has a comma: `3,` is GPU 3 alone).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum Gpus {
-    /// Every GPU the driver sees.
-    #[default]
-    All,
-    /// The first `N` GPUs.
-    Count(usize),
-    /// These device ordinals, in this order.
-    List(Vec<usize>),
-}
-
-impl std::str::FromStr for Gpus {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        if s.eq_ignore_ascii_case("all") {
-            return Ok(Gpus::All);
-        }
-        let bad = || format!("`{s}`: give all, a number of GPUs (2), or a list of device ordinals (0,1 or 3,)");
-        if s.contains(',') {
-            let list: Vec<usize> = s
-                .split(',')
-                .map(str::trim)
-                .filter(|p| !p.is_empty())
-                .map(|p| p.parse().map_err(|_| bad()))
-                .collect::<Result<_, _>>()?;
-            if list.is_empty() {
-                return Err(bad());
-            }
-            let mut seen = list.clone();
-            seen.sort_unstable();
-            seen.dedup();
-            if seen.len() != list.len() {
-                return Err(format!("`{s}`: a GPU is listed twice"));
-            }
-            return Ok(Gpus::List(list));
-        }
-        match s.parse::<usize>() {
-            Ok(0) => Err(format!("`{s}`: at least one GPU")),
-            Ok(n) => Ok(Gpus::Count(n)),
-            Err(_) => Err(bad()),
-        }
-    }
-}
-
-impl std::fmt::Display for Gpus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Gpus::All => write!(f, "all"),
-            Gpus::Count(n) => write!(f, "{n}"),
-            Gpus::List(l) if l.len() == 1 => write!(f, "{},", l[0]),
-            Gpus::List(l) => write!(f, "{}", l.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(",")),
-        }
-    }
-}
-
-impl TryFrom<String> for Gpus {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
-    }
-}
-
-impl From<Gpus> for String {
-    fn from(g: Gpus) -> String {
-        g.to_string()
-    }
-}
-
-impl Gpus {
-    /// The ordinals to use among `available` devices, and a line saying what was left out
-    /// when the choice asks for devices that are not there (the run goes on with the others).
-    pub fn resolve(&self, available: usize) -> (Vec<usize>, Option<String>) {
-        match self {
-            Gpus::All => ((0..available.max(1)).collect(), None),
-            Gpus::Count(n) if *n <= available => ((0..*n).collect(), None),
-            Gpus::Count(n) => (
-                (0..available.max(1)).collect(),
-                Some(format!("--gpus {n}: the driver sees {available} GPU(s); running on {}", available.max(1))),
-            ),
-            Gpus::List(l) => {
-                let (there, missing): (Vec<usize>, Vec<usize>) = l.iter().partition(|&&d| d < available);
-                if missing.is_empty() {
-                    (there, None)
-                } else if there.is_empty() {
-                    (vec![0], Some(format!("--gpus {self}: the driver sees {available} GPU(s); running on GPU 0")))
-                } else {
-                    let note = format!(
-                        "--gpus {self}: no GPU {} (the driver sees {available}); running on {}",
-                        missing.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", "),
-                        there.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
-                    );
-                    (there, Some(note))
-                }
-            }
-        }
     }
 }
 

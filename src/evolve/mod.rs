@@ -281,6 +281,35 @@ pub trait Fitness: Sync {
     fn device_task(&self) -> Option<device::DeviceTask<'_>> {
         None
     }
+
+    /// The task on every GPU it has a copy on, for islands spread over several
+    /// ([`device::run_islands`]); by default [`Self::device_task`] alone.
+    fn device_tasks(&self) -> Vec<device::DeviceTask<'_>> {
+        self.device_task().into_iter().collect()
+    }
+}
+
+/// A task with a copy on each of several GPUs (each with its own data): it evaluates with the
+/// first copy and gives the device loop every copy, so that islands spread over the GPUs.
+pub struct OnGpus<'a, F: Fitness>(pub &'a [F]);
+
+impl<F: Fitness> Fitness for OnGpus<'_, F> {
+    fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
+        let first = self.0.first().ok_or_else(|| anyhow::anyhow!("a task on no device"))?;
+        first.evaluate(pop)
+    }
+
+    fn device_task(&self) -> Option<device::DeviceTask<'_>> {
+        self.0.first().and_then(|t| t.device_task())
+    }
+
+    fn device_tasks(&self) -> Vec<device::DeviceTask<'_>> {
+        // Only while the first has one (else the host loop runs on the first alone).
+        match self.device_task() {
+            Some(_) => self.0.iter().filter_map(|t| t.device_task()).collect(),
+            None => Vec::new(),
+        }
+    }
 }
 
 impl<F: Fn(&Population) -> Vec<f64> + Sync> Fitness for F {
@@ -470,13 +499,14 @@ pub fn run_islands(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
-    if let Some(d) = task.device_task() {
+    let tasks = task.device_tasks();
+    if !tasks.is_empty() {
         let supported = match rep {
             Representation::Trees(_) => device::supports(cfg),
             Representation::Grammar(g) => device::supports_grammar(cfg, g),
         };
-        if device_loop_enabled() && supported && islands.count == 1 {
-            return device::run(cfg, rep, &d, resume, observer).map(|(o, _)| o);
+        if device_loop_enabled() && supported {
+            return device::run_islands(cfg, islands, rep, &tasks, resume, observer).map(|(o, _)| o);
         }
     }
     run_islands_on_host(cfg, islands, rep, task, resume, observer)

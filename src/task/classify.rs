@@ -306,7 +306,7 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
 /// standard error, unless quiet, when `auto` falls back to the CPU) and runs [`fit`].
 pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions) -> Result<EvolveResult> {
     let (_, train, test, standardize) = load_data(settings)?;
-    let backend = crate::backend::Backend::open(settings.device, opts.quiet)?;
+    let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
     fit(settings, &train, Some(&test), standardize.as_ref(), &backend, opts)
 }
 
@@ -338,7 +338,15 @@ pub fn fit(
     }
     let data = backend.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
     let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();
-    let task = Classification { backend, data, counts, fitness: settings.fitness, parsimony: settings.parsimony };
+    // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
+    let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
+    let mut tasks = vec![Classification { backend, data, counts: counts.clone(), fitness: settings.fitness, parsimony: settings.parsimony }];
+    for b in &more {
+        let data = b.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
+        tasks.push(Classification { backend: b, data, counts: counts.clone(), fitness: settings.fitness, parsimony: settings.parsimony });
+    }
+    let task = crate::evolve::OnGpus(&tasks);
+    let device = super::regression::describe_devices(backend, &more);
     let experiment = super::experiment::Experiment::Classify(settings.clone());
     let mut observer = super::run::RunObserver::new(&experiment, opts, train.data.n_rows)?;
     let resume = observer.resume()?;
@@ -422,7 +430,7 @@ pub fn fit(
         "model": model,
         "hall_of_fame": fame,
         "timing": {"seconds": seconds, "node_evaluations": evals, "node_evaluations_per_second": evals / seconds,
-                   "threads": rayon::current_num_threads(), "device": backend.describe(),
+                   "threads": rayon::current_num_threads(), "device": device,
                    "fitness_on_cpu": backend.classification_on_host() || matches!(backend, crate::backend::Backend::Cpu)},
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
@@ -455,7 +463,7 @@ pub fn fit(
     if let Some(line) = super::regression::islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, false) {
         summary += &line;
     }
-    summary += &format!("time          {seconds:.2} s on {}", backend.describe());
+    summary += &format!("time          {seconds:.2} s on {device}");
     if let Some(t) = &outcome.transfers {
         summary += &format!(
             "\ndevice loop   {} generations on the GPU; {} bytes of population copied to the host between them",

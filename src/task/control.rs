@@ -155,8 +155,13 @@ impl ControlSettings {
 /// that a bad one fails before a GPU is opened); says on standard error, unless quiet, when
 /// `auto` falls back to the CPU.
 pub fn open_for(env: &str, profile: Option<&str>, device: crate::backend::DeviceChoice, quiet: bool) -> Result<Backend> {
+    open_on(env, profile, device, &crate::backend::Gpus::All, quiet)
+}
+
+/// [`open_for`] on the first of the GPUs `gpus` chooses (for islands spread over several).
+pub fn open_on(env: &str, profile: Option<&str>, device: crate::backend::DeviceChoice, gpus: &crate::backend::Gpus, quiet: bool) -> Result<Backend> {
     Model::load(env, profile)?;
-    Backend::open(device, quiet)
+    Backend::open_on(device, gpus, quiet)
 }
 
 /// Plays a saved policy for one episode in f32, as `grove rollout --policy` does: `steps`
@@ -298,7 +303,7 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
 /// fails first; saying on standard error, unless quiet, when `auto` falls back to the CPU) and
 /// runs [`control_with`]: a control experiment of `grove run`.
 pub fn control_run(settings: &ControlSettings, opts: &super::run::RunOptions) -> Result<EvolveResult> {
-    let backend = open_for(&settings.env, settings.profile.as_deref(), settings.device, opts.quiet)?;
+    let backend = open_on(&settings.env, settings.profile.as_deref(), settings.device, &settings.islands.gpus, opts.quiet)?;
     control_with(settings, &backend, opts)
 }
 
@@ -327,11 +332,26 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     }
     // A resumed run goes on counting from the checkpoint's env steps and roll-out seconds.
     let played = opts.resume.as_ref().and_then(|c| c.env_steps).unwrap_or((0, 0.0));
-    let task = Control { backend, model: &trained, run, parsimony: settings.parsimony, played: std::sync::Mutex::new(played) };
+    // Islands spread over every GPU `islands.gpus` chooses; the first task counts every
+    // island's env steps.
+    let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
+    let tasks: Vec<Control> = std::iter::once(backend)
+        .chain(&more)
+        .enumerate()
+        .map(|(i, b)| Control {
+            backend: b,
+            model: &trained,
+            run,
+            parsimony: settings.parsimony,
+            played: std::sync::Mutex::new(if i == 0 { played } else { (0, 0.0) }),
+        })
+        .collect();
+    let task = crate::evolve::OnGpus(&tasks);
+    let device = super::regression::describe_devices(backend, &more);
     let names = observation_names(&m);
     let acts = actuator_names(&m);
     let experiment = super::experiment::Experiment::Control(settings.clone());
-    let mut observer = super::run::RunObserver::for_control(&experiment, opts, &task.played)?;
+    let mut observer = super::run::RunObserver::for_control(&experiment, opts, &tasks[0].played)?;
     let resume = observer.resume()?;
     let outcome = match (&settings.grammar, &settings.functions) {
         (Some(path), _) => {
@@ -360,7 +380,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     observer.finish();
     let outcome = outcome.map_err(|e| observer.explain(e))?;
     let seconds = start.elapsed().as_secs_f64();
-    let (played, rollout_seconds) = task.played.lock().map_or((0, 0.0), |p| *p);
+    let (played, rollout_seconds) = tasks[0].played.lock().map_or((0, 0.0), |p| *p);
     let best = &outcome.best;
     if best.nodes.is_empty() {
         bail!("no valid policy was found: every individual failed to map or had a non-finite output");
@@ -420,7 +440,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         "hall_of_fame": fame,
         "timing": {"seconds": seconds, "env_steps": played, "rollout_seconds": rollout_seconds,
                    "env_steps_per_second": played as f64 / rollout_seconds.max(1e-9),
-                   "threads": rayon::current_num_threads(), "device": backend.describe()},
+                   "threads": rayon::current_num_threads(), "device": device},
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
@@ -452,7 +472,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     }
     summary += &format!(
         "time          {seconds:.2} s on {}; {played} env steps in {rollout_seconds:.2} s of roll-outs ({:.3e} steps/s with the policy)",
-        backend.describe(),
+        device,
         played as f64 / rollout_seconds.max(1e-9)
     );
     Ok(EvolveResult { report, summary })

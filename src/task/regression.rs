@@ -316,6 +316,14 @@ pub fn generations_json(history: &[crate::evolve::GenerationStats], median_sizes
         .collect()
 }
 
+/// The devices of a run: the backend's description, and how many more GPUs its islands used.
+pub fn describe_devices(backend: &crate::backend::Backend, more: &[crate::backend::Backend]) -> String {
+    match more.len() {
+        0 => backend.describe(),
+        n => format!("{} and {n} more GPU{}", backend.describe(), if n == 1 { "" } else { "s" }),
+    }
+}
+
 /// Adds each island's statistics to the report's generations, when the run had several
 /// islands: `islands`, one entry per island (`best`, `mean`, `mean_size`, `invalid`; with
 /// `returns`, a control run's `best_return` and `mean_return` instead of the fitness).
@@ -365,7 +373,7 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
 pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> anyhow::Result<EvolveResult> {
     let (train, test) = load_data(settings)?;
     check_scaling(&settings.regression)?;
-    let backend = crate::backend::Backend::open(settings.device, opts.quiet)?;
+    let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
     fit(settings, &train, test.as_ref(), &backend, opts)
 }
 
@@ -396,8 +404,14 @@ pub fn fit(
 
     let start = std::time::Instant::now();
     check_scaling(&settings.regression)?;
-    let data = backend.regression_data(&train.x, &train.y, train.n_rows, train.n_features)?;
-    let task = Regression { backend, data, config: settings.regression };
+    // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
+    let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
+    let tasks = std::iter::once(backend)
+        .chain(&more)
+        .map(|b| Ok(Regression { backend: b, data: b.regression_data(&train.x, &train.y, train.n_rows, train.n_features)?, config: settings.regression }))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let task = crate::evolve::OnGpus(&tasks);
+    let device = describe_devices(backend, &more);
     let experiment = super::experiment::Experiment::Evolve(settings.clone());
     let mut observer = super::run::RunObserver::new(&experiment, opts, train.n_rows)?;
     let resume = observer.resume()?;
@@ -475,7 +489,7 @@ pub fn fit(
         "hall_of_fame": fame,
         "timing": {"seconds": seconds, "node_evaluations": node_evals,
                    "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
-                   "device": backend.describe()},
+                   "device": device},
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
@@ -491,7 +505,7 @@ pub fn fit(
     if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, false) {
         summary += &line;
     }
-    summary += &format!("time          {seconds:.2} s on {}", backend.describe());
+    summary += &format!("time          {seconds:.2} s on {device}");
     if let Some(t) = &outcome.transfers {
         summary += &format!(
             "\ndevice loop   {} generations on the GPU; {} bytes of population copied to the host between them",

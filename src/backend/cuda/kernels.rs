@@ -203,12 +203,16 @@ pub const BREED_TREES: &str = "grove_breed_trees";
 pub const INIT_TREES: &str = "grove_init_trees";
 /// Copies chosen rows of a tree population (elites).
 pub const GATHER_TREES: &str = "grove_gather_trees";
+/// Writes rows of a small population over chosen rows of another (migrants).
+pub const SCATTER_TREES: &str = "grove_scatter_trees";
 /// GE variable one-point crossover, one thread per pair.
 pub const GE_CROSSOVER: &str = "grove_ge_crossover";
 /// GE per-codon int-flip, one thread per child.
 pub const GE_INT_FLIP: &str = "grove_ge_int_flip";
 /// Copies chosen genomes (elites).
 pub const GATHER_GENOMES: &str = "grove_gather_genomes";
+/// Writes genomes over chosen rows of another set (migrants).
+pub const SCATTER_GENOMES: &str = "grove_scatter_genomes";
 /// Draws from `rng.cuh` for the parity test of the random numbers.
 pub const RNG_DRAWS: &str = "grove_rng_draws";
 /// Most entries of `BreedConfig::crossovers` (`GROVE_MAX_CROSSOVERS` in vary.cu).
@@ -286,7 +290,10 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
     v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
-    v.extend([INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, RNG_DRAWS].map(|k| (k, VARY)));
+    v.extend(
+        [INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, SCATTER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, SCATTER_GENOMES, RNG_DRAWS]
+            .map(|k| (k, VARY)),
+    );
     v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
     v.extend(
         [STACK_CLASS, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]

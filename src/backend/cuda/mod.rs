@@ -96,6 +96,7 @@ pub struct CudaEngine {
     /// Buffers reused by the tree variation kernels.
     vary_scratch: Mutex<vary::Scratch>,
     id: u64,
+    ordinal: usize,
 }
 
 impl std::fmt::Debug for CudaEngine {
@@ -155,12 +156,18 @@ impl CudaEngine {
             scratch: Mutex::new(eval::Scratch::default()),
             vary_scratch: Mutex::new(vary::Scratch::default()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            ordinal: opts.ordinal,
         })
     }
 
     /// The device's name ("NVIDIA H100 80GB HBM3").
     pub fn device_name(&self) -> &str {
         &self.name
+    }
+
+    /// The device's ordinal (the driver's number for it).
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
     }
 
     /// The device's compute capability, `(major, minor)`.

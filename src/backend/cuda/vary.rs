@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, 
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    BREED_TREES, GATHER_GENOMES, INIT_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GeParams, LANES, MAX_CROSSOVERS, MAX_MUTATIONS, RNG_DRAWS,
+    BREED_TREES, GATHER_GENOMES, INIT_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, SCATTER_GENOMES, SCATTER_TREES, GeParams, LANES, MAX_CROSSOVERS, MAX_MUTATIONS, RNG_DRAWS,
     VARY, VARY_OP, VaryParams, op_code,
 };
 use super::kernels::MapOut;
@@ -603,6 +603,62 @@ impl CudaEngine {
         // GROVE_POP_PARAMS(src), GROVE_POP_PARAMS(dst))`: idx holds n entries below src's
         // rows (checked), both have row stride max_len, dst has at least n rows.
         unsafe { b.launch(lc) }.during(|| format!("launching {GATHER_TREES}"))?;
+        Ok(())
+    }
+
+    /// Row `idx[r]` of `dst` becomes row `r` of `src`, for `r < n` (migrants over an island's
+    /// worst rows: [`Population::copy_row`] on the device). `idx`'s first `n` entries must be
+    /// distinct (they are when chosen by `evolve::islands::plan`).
+    pub fn scatter_trees(&self, src: &DevicePopulation, idx: &DeviceIndices, n: usize, dst: &mut DevicePopulation) -> Result<()> {
+        if src.engine != self.id || dst.engine != self.id || idx.engine != self.id {
+            return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if n > idx.n || n > src.n || idx.bound > dst.n || src.max_len != dst.max_len {
+            return Err(GpuError::Input(format!(
+                "scattering {n} rows of {} (L = {}) by {} indices below {} into {} rows of L = {}",
+                src.n, src.max_len, idx.n, idx.bound, dst.n, dst.max_len
+            )));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.function(&VARY, &[], SCATTER_TREES)?;
+        let (n32, l32) = (n as u32, src.max_len as u32);
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&n32).arg(&l32).arg(&idx.idx);
+        b.arg(&src.op).arg(&src.value).arg(&src.size).arg(&src.out).arg(&src.len);
+        b.arg(&mut dst.op).arg(&mut dst.value).arg(&mut dst.size).arg(&mut dst.out).arg(&mut dst.len);
+        let lc = LaunchConfig { grid_dim: (n32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_scatter_trees(unsigned n, unsigned max_len, const unsigned* idx,
+        // GROVE_POP_PARAMS(src), GROVE_POP_PARAMS(dst))`: src has at least n rows, idx n entries
+        // below dst's rows (checked; distinct, so no two blocks write one row), both of stride
+        // max_len.
+        unsafe { b.launch(lc) }.during(|| format!("launching {SCATTER_TREES}"))?;
+        Ok(())
+    }
+
+    /// Genome `idx[r]` of `dst` becomes genome `r` of `src`, for `r < n` (migrants); `idx`'s
+    /// first `n` entries must be distinct.
+    pub fn scatter_genomes(&self, src: &DeviceGenomes, idx: &DeviceIndices, n: usize, dst: &mut DeviceGenomes) -> Result<()> {
+        if src.engine != self.id || dst.engine != self.id || idx.engine != self.id {
+            return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if n > idx.n || n > src.n || idx.bound > dst.n || src.capacity != dst.capacity {
+            return Err(GpuError::Input(format!("scattering {n} genomes of {} by {} indices into {}", src.n, idx.n, dst.n)));
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let f = self.function(&VARY, &[], SCATTER_GENOMES)?;
+        let (n32, cap) = (n as u32, src.capacity as u32);
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&n32).arg(&cap).arg(&idx.idx).arg(&src.codons).arg(&src.len).arg(&mut dst.codons).arg(&mut dst.len);
+        let lc = LaunchConfig { grid_dim: (n32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_scatter_genomes(unsigned n, unsigned capacity, const unsigned*
+        // idx, const unsigned* src, const unsigned* src_len, unsigned* dst, unsigned* dst_len)`:
+        // src has at least n rows, idx n distinct entries below dst's rows, both of stride
+        // capacity.
+        unsafe { b.launch(lc) }.during(|| format!("launching {SCATTER_GENOMES}"))?;
         Ok(())
     }
 

@@ -1,0 +1,271 @@
+//! Islands on GPUs: the device loop running several islands (one GPU, or spread over every
+//! GPU the machine has) against the host loop's islands evaluating on the same GPU: the same
+//! programs, fitness bits, statistics of every island, hall of fame and median sizes, for tree
+//! GP and GE, regression, classification and control; a resumed island run ends as an
+//! uninterrupted one. Needs a GPU (`GROVE_TEST_GPU=1`); the several-GPU test needs two.
+
+use grove::backend::cuda::{CudaEngine, EngineOptions};
+use grove::backend::{Backend, DeviceChoice};
+use grove::data::DataSource;
+use grove::evolve::{EngineConfig, GenerationStats, GrammarRep, IslandConfig, Outcome, Representation, device, run_islands_on_host};
+use grove::genome::{InitConfig, MapConfig};
+use grove::grammar::template::{Vars, compile};
+use grove::grammar::{DatasetShape, load};
+use grove::program::tree::Population;
+use grove::task::regression::{Regression, RegressionConfig, TreeSettings};
+
+/// An observer keeping a hall of fame and the median sizes, from whole populations (host loop)
+/// or from per-size summaries (device loop).
+#[derive(Default)]
+struct Fame {
+    hof: grove::evolve::hof::HallOfFame,
+    medians: Vec<f64>,
+    islands: Vec<Vec<GenerationStats>>,
+}
+
+impl grove::evolve::Observer for Fame {
+    fn generation(&mut self, _: &GenerationStats, _: &grove::evolve::Best) {}
+    fn islands(&mut self, stats: &[GenerationStats]) {
+        self.islands.push(stats.to_vec());
+    }
+    fn evaluated(&mut self, generation: usize, pop: &Population, fitness: &[f64]) {
+        self.hof.update(generation, pop, fitness);
+        let mut counts = vec![0u32; pop.max_len + 1];
+        for (i, &f) in fitness.iter().enumerate() {
+            if pop.len[i] > 0 && grove::select::key(f).is_finite() {
+                counts[pop.len[i] as usize] += 1;
+            }
+        }
+        self.medians.push(grove::task::run::median_of_counts(&counts));
+    }
+    fn evaluated_sizes(&mut self, generation: usize, winners: &[(f64, Vec<grove::program::tree::Node>)], counts: &[u32]) {
+        for (f, nodes) in winners {
+            self.hof.offer(generation, *f, nodes);
+        }
+        self.medians.push(grove::task::run::median_of_counts(counts));
+    }
+}
+
+fn same_stats(what: &str, x: &GenerationStats, y: &GenerationStats) {
+    assert_eq!((x.generation, x.best.to_bits(), x.invalid), (y.generation, y.best.to_bits(), y.invalid), "{what}");
+    assert!(x.mean_size == y.mean_size || (x.mean_size.is_nan() && y.mean_size.is_nan()), "{what}: {x:?} {y:?}");
+    assert!((x.mean - y.mean).abs() <= 1e-9 * y.mean.abs() || (x.mean.is_nan() && y.mean.is_nan()), "{what}: {x:?} {y:?}");
+}
+
+/// The two loops' outcomes must be equal: best program and genome, last populations and
+/// fitness bits, the run's and every island's history, hall of fame and median sizes.
+fn assert_same_runs(what: &str, a: &Outcome, b: &Outcome, fa: &Fame, fb: &Fame) {
+    assert_eq!(a.best, b.best, "{what}: best program (and genome)");
+    assert_eq!(a.population, b.population, "{what}: last populations");
+    let bits = |f: &[f64]| f.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a.fitness), bits(&b.fitness), "{what}: last fitness");
+    assert_eq!(a.history.len(), b.history.len(), "{what}");
+    for (x, y) in a.history.iter().zip(&b.history) {
+        same_stats(what, x, y);
+    }
+    assert_eq!(a.island_history.len(), b.island_history.len(), "{what}");
+    for (g, (x, y)) in a.island_history.iter().zip(&b.island_history).enumerate() {
+        assert_eq!(x.len(), y.len());
+        for (i, (x, y)) in x.iter().zip(y).enumerate() {
+            same_stats(&format!("{what}: generation {g} island {i}"), x, y);
+        }
+    }
+    assert_eq!(fa.islands.len(), a.island_history.len(), "{what}: the observer sees every island");
+    assert_eq!(fa.hof, fb.hof, "{what}: hall of fame");
+    assert_eq!(fa.medians, fb.medians, "{what}: median sizes");
+}
+
+fn islands(count: usize, migrate_every: usize, migrants: usize) -> IslandConfig {
+    IslandConfig { count, migrate_every, migrants, ..IslandConfig::default() }
+}
+
+/// Tree GP regression on W1's data: several island counts, migration intervals and sizes
+/// (up to a whole island), elites; the device's islands on one GPU against the host's.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn device_islands_equal_host_islands_for_tree_gp() {
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let cases = [
+        (EngineConfig { pop_size: 625, generations: 12, seed: 3, tournament: 3, elite: 1, max_len: 128 }, islands(8, 3, 10)),
+        (EngineConfig { pop_size: 400, generations: 9, seed: 7, tournament: 4, elite: 3, max_len: 64 }, islands(3, 2, 400)),
+        (EngineConfig { pop_size: 1000, generations: 6, seed: 2, tournament: 3, elite: 0, max_len: 256 }, islands(2, 1, 1)),
+        (EngineConfig { pop_size: 300, generations: 6, seed: 5, tournament: 3, elite: 2, max_len: 128 }, islands(4, 10, 5)),
+    ];
+    for (cfg, isl) in cases {
+        let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+        let task = Regression { backend: &gpu, data, config: RegressionConfig::default() };
+        let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
+        let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, tr) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+        let b = run_islands_on_host(&cfg, &isl, Representation::Trees(&rep), &task, None, &mut fb).unwrap();
+        let what = format!("{cfg:?} {isl:?}");
+        assert_same_runs(&what, &a, &b, &fa, &fb);
+        let migrations = (0..=cfg.generations).filter(|&g| isl.migrates_after(g, cfg.generations)).count();
+        assert_eq!(tr.migrations, migrations, "{what}");
+        assert_eq!(tr.generations, cfg.generations + 1);
+        assert_eq!(tr.snapshots, 0);
+        eprintln!("{what}: best {:e}, {} migrations moving {} bytes through the host", a.best.fitness, tr.migrations, tr.migration_bytes);
+    }
+}
+
+/// GE regression: genomes, their used codons and trees migrate on the device.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn device_islands_equal_host_islands_for_ge() {
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let l = load(&root.join("grammars/regression.bnf"), &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
+    let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
+    let rep = GrammarRep {
+        table: &l.table,
+        templates: &tpl,
+        map: MapConfig { max_depth: 17, ..MapConfig::default() },
+        init: InitConfig { max_depth: 7, ..InitConfig::default() },
+        vary: grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() },
+        genome_capacity: 256,
+    };
+    for (cfg, isl) in [
+        (EngineConfig { pop_size: 500, generations: 12, seed: 4, tournament: 3, elite: 1, max_len: 128 }, islands(4, 3, 20)),
+        (EngineConfig { pop_size: 301, generations: 8, seed: 9, tournament: 3, elite: 2, max_len: 128 }, islands(3, 2, 301)),
+    ] {
+        let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+        let task = Regression { backend: &gpu, data, config: RegressionConfig::default() };
+        let d = grove::evolve::Fitness::device_task(&task).unwrap();
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, _) = device::run_islands(&cfg, &isl, Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
+        let b = run_islands_on_host(&cfg, &isl, Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
+        assert_same_runs(&format!("GE {cfg:?} {isl:?}"), &a, &b, &fa, &fb);
+        assert!(a.best.genome.is_some());
+    }
+}
+
+/// Classification (tree GP, multi-output) and control (tree GP and GE policies) on islands.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn device_islands_equal_host_islands_for_classification_and_control() {
+    use grove::data::classes::ClassSource;
+    use grove::program::policy::{ControlRun, observation_names};
+    use grove::task::classify::{ClassFitness, ClassTreeSettings, Classification};
+    use grove::task::control::Control;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let all = ClassSource::parse("builtin:wine").unwrap().load(None).unwrap();
+    let k = all.n_classes();
+    let cfg = EngineConfig { pop_size: 500, generations: 8, seed: 2, tournament: 3, elite: 2, max_len: 64 };
+    let isl = islands(4, 2, 8);
+    let data = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
+    let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
+    let task = Classification { backend: &gpu, data, counts, fitness: ClassFitness::CrossEntropy, parsimony: 1e-5 };
+    let rep = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, k, cfg.max_len).unwrap();
+    let d = grove::evolve::Fitness::device_task(&task).unwrap();
+    let (mut fa, mut fb) = (Fame::default(), Fame::default());
+    let (a, _) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+    let b = run_islands_on_host(&cfg, &isl, Representation::Trees(&rep), &task, None, &mut fb).unwrap();
+    assert_same_runs("wine", &a, &b, &fa, &fb);
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let m = grove::sim::Model::load("swimmer", None).unwrap();
+    let (nu, n_obs) = (m.nu(), m.obs_size);
+    let run = ControlRun { episodes: 2, steps: 120, seed: 3, generation: 0, noise: true, ignore_termination: false };
+    let cfg = EngineConfig { pop_size: 200, generations: 6, seed: 3, tournament: 3, elite: 1, max_len: 128 };
+    let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
+    let l = load(&root.join("grammars/swimmer.bnf"), &shape).unwrap();
+    let tpl = compile(&l.grammar, &l.table, &Vars { names: observation_names(&m), n_outputs: nu }).unwrap();
+    let ge = GrammarRep { table: &l.table, templates: &tpl, map: MapConfig { max_depth: 10, ..MapConfig::default() }, init: InitConfig { max_depth: 6, ..InitConfig::default() }, vary: Default::default(), genome_capacity: 256 };
+    let trees = ClassTreeSettings { constants: vec![-1.0, 0.5, 2.0], p_out: 0.1, ..Default::default() }.rep("add,sub,mul,div,tanh", n_obs, nu, cfg.max_len).unwrap();
+    for rep in [Representation::Grammar(&ge), Representation::Trees(&trees)] {
+        let host = Control { backend: &gpu, model: &m, run, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
+        let dev = Control { backend: &gpu, model: &m, run, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
+        let d = grove::evolve::Fitness::device_task(&dev).unwrap();
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, _) = device::run_islands(&cfg, &islands(3, 2, 4), rep, &[d], None, &mut fa).unwrap();
+        let b = run_islands_on_host(&cfg, &islands(3, 2, 4), rep, &host, None, &mut fb).unwrap();
+        assert_same_runs("swimmer", &a, &b, &fa, &fb);
+        assert_eq!(dev.played.lock().unwrap().0, host.played.lock().unwrap().0, "env steps played");
+    }
+}
+
+/// An island run on the device stopped after a snapshot and resumed from it (through the
+/// checkpoint's JSON) ends exactly as an uninterrupted one; the snapshot holds every island.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_resumed_device_island_run_matches_an_uninterrupted_one() {
+    use grove::evolve::{Observer, Snapshot, checkpoint};
+    struct StopAt(usize, usize, Option<checkpoint::Saved>);
+    impl Observer for StopAt {
+        fn generation(&mut self, s: &GenerationStats, _: &grove::evolve::Best) {
+            self.1 = s.generation + 1;
+        }
+        fn snapshot(&mut self, state: &Snapshot<'_>) -> anyhow::Result<()> {
+            self.2 = Some(checkpoint::Saved::of(state));
+            Ok(())
+        }
+        fn stop_requested(&self) -> bool {
+            self.1 == self.0
+        }
+    }
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let cfg = EngineConfig { pop_size: 500, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128 };
+    let isl = islands(4, 3, 6);
+    let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+    let task = Regression { backend: &gpu, data, config: Default::default() };
+    let rep = TreeSettings::default().rep("add,sub,mul,div,sin", train.n_features, cfg.max_len).unwrap();
+    let d = grove::evolve::Fitness::device_task(&task).unwrap();
+    let quiet = |_: &GenerationStats, _: &grove::evolve::Best| {};
+    let (whole, _) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut { quiet }).unwrap();
+    let mut stop = StopAt(7, 0, None);
+    let err = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut stop).unwrap_err();
+    assert!(err.downcast_ref::<grove::evolve::Interrupted>().is_some(), "{err:#}");
+    let saved = stop.2.expect("a snapshot before the stop");
+    assert_eq!(saved.islands, 4);
+    assert_eq!(saved.trees.as_ref().unwrap().rows.len(), 4 * 500);
+    let text = serde_json::to_string(&saved).unwrap();
+    let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
+    let (resumed, tr) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
+    assert_eq!(resumed.best, whole.best);
+    assert_eq!(resumed.population, whole.population);
+    assert_eq!(resumed.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+    assert_eq!(resumed.island_history.len(), whole.island_history.len());
+    assert!(tr.migrations > 0);
+    // The host loop resumes the device's checkpoint too, to the same end.
+    let host = run_islands_on_host(&cfg, &isl, Representation::Trees(&rep), &task, Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
+    assert_eq!(host.best, whole.best);
+    assert_eq!(host.population, whole.population);
+}
+
+/// Islands spread over two GPUs (rows between them staged through the host) give the host
+/// loop's run, with each GPU holding its own copy of the data. Skipped, saying so, on a
+/// machine with one GPU.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn islands_on_two_gpus_equal_host_islands() {
+    let count = grove::backend::cuda::probe::driver().expect("GROVE_TEST_GPU=1 needs a usable GPU").devices as usize;
+    if count < 2 {
+        eprintln!("skipped: the driver sees {count} GPU (two are needed)");
+        return;
+    }
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let engines: Vec<Backend> =
+        (0..2).map(|o| Backend::Cuda(Box::new(CudaEngine::with_options(EngineOptions { ordinal: o, ..EngineOptions::default() }).unwrap()))).collect();
+    let cfg = EngineConfig { pop_size: 700, generations: 10, seed: 6, tournament: 3, elite: 1, max_len: 128 };
+    let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
+    let tasks: Vec<Regression> = engines
+        .iter()
+        .map(|b| Regression { backend: b, data: b.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config: RegressionConfig::default() })
+        .collect();
+    let d: Vec<_> = tasks.iter().map(|t| grove::evolve::Fitness::device_task(t).unwrap()).collect();
+    for isl in [islands(2, 2, 7), islands(6, 3, 20)] {
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, tr) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &d, None, &mut fa).unwrap();
+        let b = run_islands_on_host(&cfg, &isl, Representation::Trees(&rep), &tasks[0], None, &mut fb).unwrap();
+        assert_same_runs(&format!("two GPUs {isl:?}"), &a, &b, &fa, &fb);
+        assert!(tr.migration_bytes > 0);
+    }
+}
