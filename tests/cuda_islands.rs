@@ -3,6 +3,11 @@
 //! programs, fitness bits, statistics of every island, hall of fame and median sizes, for tree
 //! GP and GE, regression, classification and control; a resumed island run ends as an
 //! uninterrupted one. Needs a GPU (`GROVE_TEST_GPU=1`); the several-GPU test needs two.
+//! `emulated_migration_matches_host_islands` runs the migration kernels (vary.cu's gather and
+//! scatter) as host C++ on any machine with g++.
+
+#[path = "support/emulator.rs"]
+mod emulator;
 
 use grove::backend::cuda::{CudaEngine, EngineOptions};
 use grove::backend::{Backend, DeviceChoice};
@@ -267,5 +272,135 @@ fn islands_on_two_gpus_equal_host_islands() {
         let b = run_islands_on_host(&cfg, &isl, Representation::Trees(&rep), &tasks[0], None, &mut fb).unwrap();
         assert_same_runs(&format!("two GPUs {isl:?}"), &a, &b, &fa, &fb);
         assert!(tr.migration_bytes > 0);
+    }
+}
+
+/// Islands whose rows move as the device loop moves them: vary.cu's `grove_gather_trees` /
+/// `grove_gather_genomes` into a staging population, `grove_scatter_trees` /
+/// `grove_scatter_genomes` over the receiver's rows, built as host C++; fitness and used
+/// codons patched on the host.
+struct EmuIslands<'a> {
+    lib: &'a libloading::Library,
+    isl: &'a mut [grove::evolve::islands::HostIsland],
+    staging: Vec<(Population, grove::genome::Genomes)>,
+}
+
+type MoveTreesFn = unsafe extern "C" fn(u32, u32, *const u32, *mut u8, *mut f32, *mut u16, *mut u8, *mut u16, *mut u8, *mut f32, *mut u16, *mut u8, *mut u16);
+type MoveGenomesFn = unsafe extern "C" fn(u32, u32, *const u32, *const u32, *const u32, *mut u32, *mut u32);
+
+impl EmuIslands<'_> {
+    /// Runs `f` as `n` blocks of one thread.
+    fn launch(&self, n: usize, mut f: impl FnMut()) {
+        type SetThreadFn = unsafe extern "C" fn(u32, u32, u32);
+        let set: SetThreadFn = emulator::get(self.lib, "grove_emu_set_thread");
+        for b in 0..n {
+            // SAFETY: sets the emulated thread indices (thread-local in the library).
+            unsafe { set(b as u32, 1, 0) };
+            f();
+        }
+    }
+    fn trees(&self, name: &str, idx: &[u32], a: &mut Population, b: &mut Population) {
+        let f: MoveTreesFn = emulator::get(self.lib, name);
+        let l = a.max_len as u32;
+        let (pa, pb) = (
+            (a.op.as_mut_ptr(), a.value.as_mut_ptr(), a.size.as_mut_ptr(), a.out.as_mut_ptr(), a.len.as_mut_ptr()),
+            (b.op.as_mut_ptr(), b.value.as_mut_ptr(), b.size.as_mut_ptr(), b.out.as_mut_ptr(), b.len.as_mut_ptr()),
+        );
+        self.launch(idx.len(), || {
+            // SAFETY: as CudaEngine::gather_trees / scatter_trees launch them: idx entries below
+            // the indexed population's rows, the other has idx.len() rows, both of stride L.
+            unsafe { f(idx.len() as u32, l, idx.as_ptr(), pa.0, pa.1, pa.2, pa.3, pa.4, pb.0, pb.1, pb.2, pb.3, pb.4) }
+        });
+    }
+    fn genomes(&self, name: &str, idx: &[u32], a: &grove::genome::Genomes, b: &mut grove::genome::Genomes) {
+        let f: MoveGenomesFn = emulator::get(self.lib, name);
+        let (bc, bl) = (b.codons.as_mut_ptr(), b.len.as_mut_ptr());
+        self.launch(idx.len(), || {
+            // SAFETY: as CudaEngine::gather_genomes / scatter_genomes launch them.
+            unsafe { f(idx.len() as u32, a.capacity as u32, idx.as_ptr(), a.codons.as_ptr(), a.len.as_ptr(), bc, bl) }
+        });
+    }
+}
+
+impl grove::evolve::islands::Transport for EmuIslands<'_> {
+    type Packet = (usize, Vec<f64>, Vec<u32>);
+    fn islands(&self) -> usize {
+        self.isl.len()
+    }
+    fn fitness(&mut self, i: usize) -> anyhow::Result<Vec<f64>> {
+        Ok(self.isl[i].fit.clone())
+    }
+    fn send(&mut self, i: usize, rows: &[usize]) -> anyhow::Result<Self::Packet> {
+        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+        let mut st = std::mem::replace(&mut self.staging[i], (Population::new(0, 1, 0), grove::genome::Genomes::new(0, 1)));
+        let mut pop = self.isl[i].pop.clone();
+        self.trees(grove::backend::cuda::kernels::GATHER_TREES, &idx, &mut pop, &mut st.0);
+        let g = self.isl[i].genomes.clone().unwrap();
+        self.genomes(grove::backend::cuda::kernels::GATHER_GENOMES, &idx, &g, &mut st.1);
+        self.staging[i] = st;
+        Ok((i, rows.iter().map(|&r| self.isl[i].fit[r]).collect(), rows.iter().map(|&r| self.isl[i].used[r]).collect()))
+    }
+    fn receive(&mut self, j: usize, rows: &[usize], (from, fit, used): Self::Packet) -> anyhow::Result<()> {
+        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+        let mut st = self.staging[from].clone();
+        let mut pop = std::mem::replace(&mut self.isl[j].pop, Population::new(0, 1, 0));
+        // grove_scatter_trees(n, L, idx, src = staging, dst = the island).
+        self.trees(grove::backend::cuda::kernels::SCATTER_TREES, &idx, &mut st.0, &mut pop);
+        let mut g = self.isl[j].genomes.take().unwrap();
+        self.genomes(grove::backend::cuda::kernels::SCATTER_GENOMES, &idx, &st.1, &mut g);
+        let isl = &mut self.isl[j];
+        (isl.pop, isl.genomes) = (pop, Some(g));
+        for (k, &r) in rows.iter().enumerate() {
+            isl.fit[r] = fit[k];
+            isl.used[r] = used[k];
+        }
+        Ok(())
+    }
+}
+
+/// The migration kernels, run as host C++, move exactly what the host islands move: trees,
+/// genomes, fitness and used codons, for several island counts and migrant numbers (up to a
+/// whole island).
+#[test]
+fn emulated_migration_matches_host_islands() {
+    use grove::evolve::islands::{HostIsland, HostIslands, migrate};
+    use grove::program::{Op, TreeSpec, init_population};
+    let Some(lib) = emulator::build(&grove::backend::cuda::kernels::VARY, |s| s) else {
+        return eprintln!("SKIPPED emulated_migration_matches_host_islands: no g++");
+    };
+    for (n, p, k, seed) in [(2usize, 30usize, 5usize, 1u64), (3, 17, 17, 2), (5, 40, 1, 3), (4, 25, 12, 4)] {
+        let spec = TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 48).with_depth(1, 5);
+        let islands: Vec<HostIsland> = (0..n)
+            .map(|i| {
+                let s = seed * 100 + i as u64;
+                let pop = init_population(&spec, p, s).unwrap();
+                let mut rng = grove::rng::Stream::new(s, 0, 0, grove::rng::Purpose::Bench);
+                // Ties and invalid ones included.
+                let fit = (0..p).map(|_| match rng.below(10) { 0 => f64::INFINITY, 1 => f64::NAN, v => (v % 4) as f64 + rng.below(3) as f64 * 0.5 }).collect();
+                let mut g = grove::genome::Genomes::new(p, 12);
+                for r in 0..p {
+                    let len = rng.below(13) as usize;
+                    g.set(r, &(0..len).map(|_| rng.below(1000)).collect::<Vec<_>>());
+                }
+                let used = (0..p).map(|_| rng.below(12)).collect();
+                HostIsland { seed: s, pop, fit, genomes: Some(g), used }
+            })
+            .collect();
+        let mut host = islands.clone();
+        let plan = migrate(&mut HostIslands(&mut host), k).unwrap();
+        let mut emu = islands.clone();
+        let staging = (0..n).map(|_| (Population::new(k, 48, 0), grove::genome::Genomes::new(k, 12))).collect();
+        let plan2 = migrate(&mut EmuIslands { lib: &lib, isl: &mut emu, staging }, k).unwrap();
+        assert_eq!(plan, plan2);
+        for (i, (a, b)) in host.iter().zip(&emu).enumerate() {
+            let what = format!("{n} islands of {p}, {k} migrants: island {i}");
+            assert_eq!(a.pop, b.pop, "{what}: trees");
+            b.pop.validate().unwrap();
+            let (ga, gb) = (a.genomes.as_ref().unwrap(), b.genomes.as_ref().unwrap());
+            assert_eq!((&ga.codons, &ga.len), (&gb.codons, &gb.len), "{what}: genomes");
+            assert_eq!(a.fit.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), b.fit.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "{what}: fitness");
+            assert_eq!(a.used, b.used, "{what}: used codons");
+            assert_ne!(a.pop, islands[i].pop, "{what}: something moved");
+        }
     }
 }
