@@ -707,8 +707,11 @@ pub fn run_islands(
         let mut seen = None;
         if islands.migrates_after(gen, cfg.generations) {
             seen = Some(observe(&isl, rep, gen, false, &mut books, observer)?);
+            prof.mark(e0, "read mailbox, hall of fame and best")?;
             migrate_on_device(&mut isl, &mut staging, islands.migrants, n_elite, &mut books.tr)?;
-            prof.mark(e0, "migration")?;
+            for i in &isl {
+                prof.mark(i.engine(), "migration")?;
+            }
         }
         if !last {
             let next_gen = gen as u32 + 1;

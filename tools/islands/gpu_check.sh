@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# gpu_check.sh: issue 18's islands on a GPU machine without a Rust toolchain. Runs binaries
+# built elsewhere and copied, stripped, into .device/ (stage them with
+#   TESTS="cuda_islands cuda_evolve cuda_vary cuda_kernels backends" tools/ge/stage.sh
+# ): the GPU tests (islands on one GPU equal the host loop's islands, the several-GPU test when
+# there are two), then the measurements:
+#   scaling    weak scaling: 10^6 programs per GPU, one island on one GPU against two islands on
+#              two GPUs (and two on one GPU), median seconds per generation (target: 2 GPUs
+#              <= 1.15x one);
+#   migration  the time of one migration of 1000 programs of 128 nodes (rows of L = 128) between
+#              two islands on one GPU, from the loop profile, at islands of 10^4, 10^5 and 10^6
+#              (target: <= 0.2 ms), and between two GPUs when there are two;
+#   quality    W1 (examples/w1-pagie1.ron) with 8 islands of 625 against one population of 5000
+#              on one GPU, median train MSE over 10 seeds (target: islands better).
+# Logs go to $OUT (default ./gpu-check); a short table comes last.
+#
+#   tools/islands/gpu_check.sh [parity|scaling|migration|quality|all] ...   (default all)
+set -u
+out=${OUT:-gpu-check}
+mkdir -p "$out"
+bin=$PWD/.device
+export GROVE_TEST_GPU=1 GROVE_CACHE_DIR=${GROVE_CACHE_DIR:-/tmp/grove-cache} NCCL_NVLS_ENABLE=0
+# The test binaries read their fixtures under the path they were built in.
+if [ ! -e /work/wt-islands ]; then mkdir -p /work && ln -s "$PWD" /work/wt-islands; fi
+parts=${*:-all}
+has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+summary=()
+if has parity; then
+    for t in cuda_islands cuda_evolve cuda_vary cuda_kernels backends; do
+        [ -x "$bin/$t" ] || continue
+        (cd /work/wt-islands && timeout 600 "$bin/$t" --include-ignored --test-threads 1) >"$out/test-$t.log" 2>&1
+        r=$(grep -E '^test result' "$out/test-$t.log" | tail -1)
+        summary+=("tests $t: ${r:-no result (see $out/test-$t.log)}")
+        while IFS= read -r line; do summary+=("    $line"); done < <(grep -E -A2 "panicked|skipped:" "$out/test-$t.log" | head -8)
+    done
+fi
+# Median seconds per generation of a report (generation 0 left out).
+gen_ms() { python3 -c 'import json,sys,statistics as s; g=json.load(open(sys.argv[1]))["generations"][1:]; print("%.2f" % (1e3*s.median(x["seconds"] for x in g)))' "$1" 2>/dev/null || echo "?"; }
+field() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {"r": r}))' "$1" "$2" 2>/dev/null || echo "?"; }
+w2="--data builtin:pagie1:64 --functions add,sub,mul,div,sin,cos,tan --pop 1000000 --gens 10 --no-linear-scaling --device cuda --quiet"
+if has scaling; then
+    "$bin/grove" evolve $w2 --gpus 1 --report "$out/scale-1x1.json" >"$out/scale-1x1.log" 2>&1
+    "$bin/grove" evolve $w2 --gpus 1 --islands 2 --migrate-every 5 --migrants 1000 --report "$out/scale-2x1.json" >"$out/scale-2x1.log" 2>&1
+    one=$(gen_ms "$out/scale-1x1.json")
+    summary+=("scaling: 1 island of 10^6 on 1 GPU: $one ms/gen")
+    summary+=("scaling: 2 islands of 10^6 on 1 GPU: $(gen_ms "$out/scale-2x1.json") ms/gen")
+    if [ "$gpus" -ge 2 ]; then
+        "$bin/grove" evolve $w2 --gpus 2 --islands 2 --migrate-every 5 --migrants 1000 --report "$out/scale-2x2.json" >"$out/scale-2x2.log" 2>&1
+        two=$(gen_ms "$out/scale-2x2.json")
+        ratio=$(python3 -c "print('%.3f' % ($two / $one))" 2>/dev/null || echo "?")
+        summary+=("scaling: 2 islands of 10^6 on 2 GPUs: $two ms/gen = ${ratio}x one GPU (target <= 1.15)  [$(field "$out/scale-2x2.json" 'r["timing"]["device"]')]")
+    else
+        summary+=("scaling: 2 GPUs: not measured, the machine has $gpus")
+    fi
+fi
+if has migration; then
+    # 20 migrations of 1000 rows of L = 128 (every generation): the loop profile's migration
+    # step (which waits for the device) divided by the migrations the report counts.
+    for p in 10000 100000 1000000; do
+        for g in 1 2; do
+            [ "$g" -le "$gpus" ] || continue
+            tag="mig-$p-g$g"
+            GROVE_LOOP_PROFILE=1 "$bin/grove" evolve --data builtin:pagie1:64 --functions add,sub,mul,div --max-len 128 --pop $p --gens 20 \
+                --islands 2 --gpus $g --migrate-every 1 --migrants 1000 --no-linear-scaling --device cuda --report "$out/$tag.json" \
+                >"$out/$tag.log" 2>&1
+            ms=$(grep "device loop: migration" "$out/$tag.log" | awk '{print $4}')
+            n=$(field "$out/$tag.json" 'r["transfers"]["migrations"]')
+            bytes=$(field "$out/$tag.json" 'r["transfers"]["migration_bytes"] // max(1, r["transfers"]["migrations"])')
+            per=$(python3 -c "print('%.3f' % ($ms / $n))" 2>/dev/null || echo "?")
+            summary+=("migration: 2 islands of $p on $g GPU(s), 1000 rows of L = 128: $per ms each ($n migrations; $bytes bytes through the host each; target <= 0.2 ms)")
+        done
+    done
+fi
+if has quality; then
+    a=() b=()
+    for seed in 1 2 3 4 5 6 7 8 9 10; do
+        "$bin/grove" run examples/w1-pagie1.ron --seed $seed --device cuda --quiet --report "$out/w1-one-$seed.json" >/dev/null 2>&1
+        "$bin/grove" run examples/w1-pagie1.ron --seed $seed --device cuda --quiet --pop 625 --islands 8 --report "$out/w1-islands-$seed.json" >/dev/null 2>&1
+        a+=("$(field "$out/w1-one-$seed.json" 'r["train"]["mse"]')")
+        b+=("$(field "$out/w1-islands-$seed.json" 'r["train"]["mse"]')")
+    done
+    med() { python3 -c 'import sys,statistics as s; v=[float(x) for x in sys.argv[1:] if x != "?"]; print("%.4e (%d runs)" % (s.median(v), len(v)) if v else "?")' "$@"; }
+    summary+=("quality W1: one population of 5000: median train MSE $(med "${a[@]}")")
+    summary+=("quality W1: 8 islands of 625 (migration every 10 generations, 5 migrants): median train MSE $(med "${b[@]}")")
+    summary+=("    per seed, one: ${a[*]}")
+    summary+=("    per seed, islands: ${b[*]}")
+fi
+echo
+echo "== summary"
+for s in "${summary[@]}"; do echo "$s"; done
