@@ -309,10 +309,10 @@ pub struct IslandArgs {
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub islands: usize,
     /// Generations between migrations (with --islands).
-    #[arg(long, default_value_t = 10, value_name = "M")]
+    #[arg(long, default_value_t = 5, value_name = "M")]
     pub migrate_every: usize,
     /// Programs each island sends to the next at a migration, replacing its worst (0: none).
-    #[arg(long, default_value_t = 5, value_name = "K")]
+    #[arg(long, default_value_t = 20, value_name = "K")]
     pub migrants: usize,
     /// GPUs the islands are spread over on a CUDA run: all, a number (the first N), or a list
     /// of device ordinals (0,2; a single one as 3,). Results do not depend on it.

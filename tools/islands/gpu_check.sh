@@ -83,7 +83,7 @@ if has quality; then
     done
     med() { python3 -c 'import sys,statistics as s; v=[float(x) for x in sys.argv[1:] if x != "?"]; print("%.4e (%d runs)" % (s.median(v), len(v)) if v else "?")' "$@"; }
     summary+=("quality W1: one population of 5000: median train MSE $(med "${a[@]}")")
-    summary+=("quality W1: 8 islands of 625 (migration every 10 generations, 5 migrants): median train MSE $(med "${b[@]}")")
+    summary+=("quality W1: 8 islands of 625 (default migration: every 5 generations, 20 migrants): median train MSE $(med "${b[@]}")")
     summary+=("    per seed, one: ${a[*]}")
     summary+=("    per seed, islands: ${b[*]}")
 fi
