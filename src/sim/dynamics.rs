@@ -484,14 +484,16 @@ pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut
     let nv = m.nv();
     let k = kinematics(m, q);
     let s = smooth(m, &k, q, v, ctrl);
-    let fsm: Vec<T> = (0..nv).map(|i| s.actuator[i] + s.passive[i] - s.bias[i]).collect();
-    let mass: Vec<T> = (0..nv * nv).map(|x| s.mass[(x / nv, x % nv)]).collect();
-    let mut l = mass.clone();
+    // f_smooth, then f_smooth + Jᵀλ; M row-major, [i * nv + j] = M[i][j] (M is not exactly
+    // symmetric in floating point, and the factorisation reads its lower triangle).
+    let mut total: Vec<T> = (0..nv).map(|i| s.actuator[i] + s.passive[i] - s.bias[i]).collect();
+    let mut l = vec![T::zero(); nv * nv];
+    let copy_mass = |l: &mut [T]| (0..nv).for_each(|i| (0..nv).for_each(|j| l[i * nv + j] = s.mass[(i, j)]));
+    copy_mass(&mut l);
     if !cholesky(&mut l, nv) {
         return vec![r(f64::NAN); nv];
     }
     let rows = constraint_rows(m, &k, q, v);
-    let mut total = fsm.clone();
     let mut active = vec![false; warm.len()];
     rows.slot.iter().for_each(|&s| active[s] = true);
     for (w, a) in warm.iter_mut().zip(&active) {
@@ -503,7 +505,7 @@ pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut
     if nr > 0 {
         let jr = |r: usize| &rows.jac[r * nv..(r + 1) * nv];
         let mut au = vec![T::zero(); nv];
-        solve(&l, nv, &fsm, &mut au);
+        solve(&l, nv, &total, &mut au); // total is still f_smooth
         // Y = M⁻¹ Jᵀ, by row of J.
         let mut y = vec![T::zero(); nr * nv];
         for (c, yc) in y.chunks_mut(nv).enumerate() {
@@ -546,7 +548,7 @@ pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut
         }
     }
     if implicit_damping && m.joints.iter().any(|j| j.damping > 0.0) {
-        l.copy_from_slice(&mass);
+        copy_mass(&mut l);
         for (j, jt) in m.joints.iter().enumerate() {
             l[j * nv + j] += r::<T>(m.timestep * jt.damping);
         }
