@@ -436,6 +436,7 @@ pub fn constraint_rows<T: Real>(m: &Model, k: &Kinematics<T>, q: &[T], v: &[T]) 
 /// In-place Cholesky of the row-major n × n `l` (read from its lower triangle, which it
 /// overwrites with L; the upper is left as it was): the kernel's `grove_cholesky`, loop for
 /// loop. False when the matrix is not positive definite.
+#[allow(clippy::neg_cmp_op_on_partial_ord)] // `!(d > 0)` is the kernel's test: NaN fails too
 fn cholesky<T: Real>(l: &mut [T], n: usize) -> bool {
     for j in 0..n {
         let mut d = l[j * n + j];
