@@ -29,6 +29,8 @@ pub trait Real: nalgebra::RealField + Copy + Send + Sync + std::fmt::Display {
     fn sim_sin_cos(self) -> (Self, Self);
     /// self^p: libm's `pow` in f64, grove's own in f32 (`fastmath::pow`, `grove_pow`).
     fn sim_pow(self, p: Self) -> Self;
+    /// The value as f64, exactly (what an episode's return sums).
+    fn exact_f64(self) -> f64;
 }
 impl Real for f32 {
     #[inline]
@@ -39,6 +41,10 @@ impl Real for f32 {
     fn sim_pow(self, p: f32) -> f32 {
         fastmath::pow(self, p)
     }
+    #[inline]
+    fn exact_f64(self) -> f64 {
+        self as f64
+    }
 }
 impl Real for f64 {
     #[inline]
@@ -48,6 +54,10 @@ impl Real for f64 {
     #[inline]
     fn sim_pow(self, p: f64) -> f64 {
         self.powf(p)
+    }
+    #[inline]
+    fn exact_f64(self) -> f64 {
+        self
     }
 }
 
