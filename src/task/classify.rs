@@ -361,7 +361,11 @@ pub fn fit(
 
     let start = std::time::Instant::now();
     let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.data.n_rows)?;
-    let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
+    // The automatic split gives way when no class can spare a row.
+    let (rows, validation, plan) = match validation_split(train, &plan, settings.engine.seed) {
+        Ok((rows, validation)) => (rows, validation, plan),
+        Err(e) => (std::borrow::Cow::Borrowed(train), None, plan.without_validation(settings.validation_fraction, e)?),
+    };
     let train: &Labeled = &rows;
     let validation = validation.as_ref();
     let k = train.n_classes();

@@ -96,6 +96,20 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// This plan when its automatic validation split cannot be made (`why`: e.g. every class
+    /// has one row): no validation rows, and `auto` becomes `train` with the reason in the
+    /// note. An explicit fraction, or `validation`, keeps the error.
+    pub fn without_validation(self, fraction: Option<f64>, why: anyhow::Error) -> Result<Plan> {
+        if fraction.is_some() || self.asked == Select::Validation {
+            return Err(why);
+        }
+        let rule = if self.asked == Select::Auto { Select::Train } else { self.asked };
+        let note = Some(format!("no validation rows ({why:#}): the training-error minimum is returned"));
+        Ok(Plan { fraction: 0.0, asked: self.asked, rule, note: if rule == Select::Train { note } else { None } })
+    }
+}
+
 /// One member of the front as the rules read it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Candidate {
@@ -258,6 +272,13 @@ mod tests {
         assert!(e.contains("--select validation needs validation rows"), "{e}");
         let e = Plan::new(None, Select::Validation, 50).unwrap_err().to_string();
         assert!(e.contains("50 training rows"), "{e}");
+        // An automatic split that cannot be made gives way; an explicit one does not.
+        let why = || anyhow::anyhow!("no class can spare a row");
+        let p = Plan::new(None, Select::Auto, 300).unwrap().without_validation(None, why()).unwrap();
+        assert_eq!((p.fraction, p.rule), (0.0, Select::Train));
+        assert!(p.note.unwrap().contains("no class can spare a row"));
+        assert!(Plan::new(Some(0.2), Select::Auto, 300).unwrap().without_validation(Some(0.2), why()).is_err());
+        assert!(Plan::new(None, Select::Validation, 300).unwrap().without_validation(None, why()).is_err());
         for f in [1.0, -0.1, f64::NAN] {
             let e = Plan::new(Some(f), Select::Auto, 500).unwrap_err().to_string();
             assert!(e.starts_with("--validation-fraction (validation_fraction) must be in [0, 1)"), "{e}");
