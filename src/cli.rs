@@ -304,15 +304,11 @@ pub struct ChoiceArgs {
     /// rows, else none].
     #[arg(long, value_name = "F")]
     pub validation_fraction: Option<f64>,
-    /// How the returned program is chosen from the hall of fame's Pareto front: auto
-    /// (validation when there are validation rows, else train), validation (lowest validation
-    /// error), pareto (PySR's score: steepest drop of log error per node), train (lowest
-    /// training error).
+    /// How the returned program is chosen from the hall of fame's Pareto front (error against
+    /// size).
     #[arg(long, value_enum, default_value = "auto")]
     pub select: crate::task::validation::Select,
-    /// Bloat control by selection: none, double-tournament (Luke & Panait: the smaller of two
-    /// tournament winners wins with probability D/2), lexicographic (ties on fitness go to the
-    /// smaller). The linear penalty is --parsimony.
+    /// Bloat control by selection (the linear penalty is --parsimony).
     #[arg(long, value_enum, default_value = "none")]
     pub bloat: crate::select::Bloat,
     /// Double tournament's D, in [1, 2].
