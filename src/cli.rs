@@ -300,7 +300,7 @@ pub struct EvolveArgs {
 #[derive(Debug, Args)]
 pub struct ChoiceArgs {
     /// Fraction of the training rows held out (seeded; per class for classify) to choose the
-    /// returned program; never used for fitness [default: 0.25 with at least 100 training
+    /// returned program; never used for fitness [default: 0.25 with at least 300 training
     /// rows, else none].
     #[arg(long, value_name = "F")]
     pub validation_fraction: Option<f64>,

@@ -275,10 +275,10 @@ fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
     let sst: f64 = test.y.iter().map(|&y| (y as f64 - mean).powi(2)).sum();
     let r2 = r["test"]["r2"].as_f64().unwrap();
     assert!((1.0 - sse / sst - r2).abs() < 1e-5, "{} vs {r2}", 1.0 - sse / sst);
-    // Fewer than 100 training rows: no validation rows, the training minimum, and why.
+    // Fewer than 300 training rows: no validation rows, the training minimum, and why.
     let r = fit(&s, &noisy(60, 2), None, &Backend::Cpu, &quiet()).unwrap().report;
     assert_eq!(r["selection"]["rule"], json!("train"));
-    assert!(r["selection"]["why"].as_str().unwrap().contains("60 training rows, fewer than the 100"), "{}", r["selection"]);
+    assert!(r["selection"]["why"].as_str().unwrap().contains("60 training rows, fewer than the 300"), "{}", r["selection"]);
     assert!(r["validation"].is_null());
     assert!(r["hall_of_fame"].as_array().unwrap().iter().all(|row| row["validation_loss"].is_null()));
 }

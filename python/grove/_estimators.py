@@ -159,7 +159,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         Fitness penalty per program node.
     validation_fraction : float in [0, 1) or None, default=None
         Fraction of the rows held out (seeded) to choose the returned program; never used for
-        fitness. None: 0.25 with at least 100 rows (unless ``select="train"``), else none.
+        fitness. None: 0.25 with at least 300 rows (unless ``select="train"``), else none.
     select : {"auto", "validation", "pareto", "train"}, default="auto"
         How the returned program is chosen from the hall of fame's Pareto front: the lowest
         validation error ("auto" does so when there are validation rows, else "train"), PySR's

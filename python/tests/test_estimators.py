@@ -51,12 +51,12 @@ def test_regressor_finds_a_simple_formula_and_predicts_it():
 
 def test_validation_rows_choose_the_returned_program():
     rng = np.random.default_rng(3)
-    X = rng.uniform(-1, 1, (240, 3))
-    y = X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2]) + rng.normal(0, 0.3, 240)
+    X = rng.uniform(-1, 1, (400, 3))
+    y = X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2]) + rng.normal(0, 0.3, 400)
     m = SymbolicRegressor(**SMALL).fit(X, y)
     sel = m.selection_
-    # 240 rows: a quarter held out, the lowest validation loss on the front returned.
-    assert (sel["asked"], sel["rule"], sel["training_rows"], sel["validation_rows"]) == ("auto", "validation", 180, 60)
+    # 400 rows: a quarter held out, the lowest validation loss on the front returned.
+    assert (sel["asked"], sel["rule"], sel["training_rows"], sel["validation_rows"]) == ("auto", "validation", 300, 100)
     eq = m.report_["hall_of_fame"]
     chosen = [r for r in eq if r["selected"]]
     assert len(chosen) == 1 and chosen[0]["validation_loss"] == min(r["validation_loss"] for r in eq)
@@ -64,7 +64,7 @@ def test_validation_rows_choose_the_returned_program():
     assert m.report_["validation"]["mse"] == chosen[0]["validation_loss"]
     # The other rules, and bloat control, pass through to the engine.
     p = SymbolicRegressor(**SMALL, select="pareto", validation_fraction=0.5).fit(X, y)
-    assert (p.selection_["rule"], p.selection_["validation_rows"]) == ("pareto", 120)
+    assert (p.selection_["rule"], p.selection_["validation_rows"]) == ("pareto", 200)
     best = max(range(len(p.report_["hall_of_fame"])), key=lambda i: p.report_["hall_of_fame"][i]["score"])
     assert p.selection_["front_index"] == best
     t = SymbolicRegressor(**SMALL, select="train", bloat="double-tournament", size_pressure=2.0).fit(X, y)
@@ -93,9 +93,10 @@ def test_regressor_sympy_latex_and_hall_of_fame():
     assert isinstance(eq, pd.DataFrame)
     assert list(eq.columns) == ["complexity", "loss", "validation_loss", "score", "selected", "equation", "latex", "sympy"]
     assert eq["complexity"].is_monotonic_increasing and eq["loss"].is_monotonic_decreasing
-    # The selected row is the returned program (no parsimony: its loss is its fitness).
-    assert eq["selected"].sum() == 1
-    assert eq.loc[eq["selected"], "loss"].iloc[0] == m.best_fitness_
+    # 200 rows: no validation rows, so the training minimum is returned, the front's last loss
+    # (no parsimony: its fitness).
+    assert eq["validation_loss"].isna().all()
+    assert eq["loss"].iloc[-1] == m.best_fitness_
 
 
 def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
@@ -125,10 +126,9 @@ def test_classifier_with_string_labels_probabilities_and_programs():
     assert len(c.programs_) == 3
     assert len(c.latex()) == 3
     # The model's accuracy on its training rows is the report's.
-    # Its accuracy on all rows is that of the rows it was fitted on and the validation rows.
-    r, sel = c.report_, c.selection_
-    both = r["train"]["accuracy"] * sel["training_rows"] + r["validation"]["accuracy"] * sel["validation_rows"]
-    assert c.score(X, y) == pytest.approx(both / 150)
+    # 150 rows: too few for the automatic validation split, so every row is a training row.
+    assert c.selection_["validation_rows"] == 0
+    assert c.score(X, y) == pytest.approx(c.report_["train"]["accuracy"])
     if pytest.importorskip("sympy"):
         assert len(c.sympy()) == 3
 
