@@ -280,6 +280,20 @@ pub fn check_ge(v: &crate::genome::vary::GeVaryConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The hall of fame's Pareto front as rows, for a task without validation rows; `render` gives
+/// a tree's (infix, LaTeX, sympy) and `parsimony` is taken off each fitness to give the loss.
+/// No row is marked selected. (Regression and classification score the front on their
+/// validation rows instead: [`super::validation::front_rows`].)
+pub fn fame_rows(
+    hof: &crate::evolve::hof::HallOfFame,
+    parsimony: f64,
+    render: impl Fn(&[Node]) -> anyhow::Result<(String, String, String)>,
+) -> anyhow::Result<Vec<super::run::FameRow>> {
+    let front = hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
+    let cands: Vec<_> = front.iter().map(|(n, _, loss)| super::validation::Candidate { size: *n, loss: *loss, validation: None }).collect();
+    super::validation::front_rows(&front, &cands, None, render)
+}
+
 /// A program as `a·f + b` in infix, LaTeX and sympy text (just `f` when `(a, b)` is `(1, 0)`).
 fn scaled_texts(nodes: &[Node], names: &[String], (a, b): (f64, f64)) -> (String, String, String) {
     use crate::program::render::{Style, number, render};
