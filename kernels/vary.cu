@@ -13,6 +13,10 @@
 // src/program/tree.rs). Scratch: a population of [2P x L] (row k: child k's crossover result
 // before mutation; row P + k: new material for child k's mutation) and pending u32 [P x L]
 // (the generator's stack of open child depths, then the size computation's stack).
+// Every row of every population and scratch buffer is zero after its length (allocation
+// zeroes, and every writer keeps it so: these kernels, map.cu's tree writer, uploads of
+// validated populations), so writing a tree of length n over one of length old only zeroes
+// old's tail [n, old), not the whole row.
 // Pairs: [P x 2] u32 parent indices (recipient, donor). Outcome codes: see GROVE_BRED_*.
 
 #include "rng.cuh"
@@ -176,6 +180,80 @@ __device__ __forceinline__ bool grove_is_function(unsigned code) { return grove_
 __device__ __forceinline__ bool grove_is_const(unsigned code) { return grove_decode(code) == GROVE_OP_CONST; }
 
 // ---------------------------------------------------------------------------------------------
+// Lanes. A group of GROVE_LANES lanes (a warp) makes one child: every lane takes the same
+// decisions, drawing the same numbers from the same stream, and the lanes share the work on
+// nodes (copies, scans, counts). Writes follow two rules:
+// - a parallel step (grove_copy, grove_exchange, grove_zero_from, ...) writes node k from lane
+//   k % GROVE_LANES and is fenced by grove_sync before and after;
+// - a sequential step that reads what it writes (drawing a new tree, mutating a node) is taken
+//   by lane 0 alone, which then hands its stream to the others (grove_share); a step that only
+//   writes draws on every lane and writes from lane 0.
+// The fences make every write visible to every lane before any lane reads it.
+
+// Lanes per child (LANES in src/backend/cuda/kernels.rs): a power of two, at most 32.
+#define GROVE_LANES 32
+
+struct GroveLanes {
+    unsigned lane;   // 0 .. GROVE_LANES
+    unsigned mask;   // the group's lanes within its warp, for the *_sync intrinsics
+    unsigned shift;  // the group's first lane within its warp
+};
+
+// The group of the calling thread (blocks are multiples of GROVE_LANES threads).
+__device__ __forceinline__ GroveLanes grove_lanes() {
+    const unsigned lane = threadIdx.x % GROVE_LANES;
+    const unsigned shift = threadIdx.x % 32u - lane;
+    const unsigned ones = GROVE_LANES == 32 ? 0xffffffffu : (1u << (GROVE_LANES % 32)) - 1u;
+    GroveLanes g = {lane, ones << shift, shift};
+    return g;
+}
+
+// The child of the calling group.
+__device__ __forceinline__ unsigned grove_group_index() {
+    return (blockIdx.x * blockDim.x + threadIdx.x) / GROVE_LANES;
+}
+
+__device__ __forceinline__ void grove_sync(GroveLanes g) { __syncwarp(g.mask); }
+
+// Bit j: lane j's p.
+__device__ __forceinline__ unsigned grove_ballot(GroveLanes g, bool p) {
+    return (__ballot_sync(g.mask, p) & g.mask) >> g.shift;
+}
+
+__device__ __forceinline__ unsigned grove_sum(GroveLanes g, unsigned v) {
+    for (unsigned o = GROVE_LANES / 2; o > 0; o /= 2) v += __shfl_xor_sync(g.mask, v, o, GROVE_LANES);
+    return v;
+}
+
+__device__ __forceinline__ unsigned long long grove_or(GroveLanes g, unsigned long long v) {
+    for (unsigned o = GROVE_LANES / 2; o > 0; o /= 2) v |= __shfl_xor_sync(g.mask, v, o, GROVE_LANES);
+    return v;
+}
+
+// Lane 0's value, on every lane.
+__device__ __forceinline__ unsigned grove_share(GroveLanes g, unsigned v) { return __shfl_sync(g.mask, v, 0, GROVE_LANES); }
+
+// Lane 0's stream, on every lane: after lane 0 drew alone.
+__device__ __forceinline__ void grove_share(GroveLanes g, GroveStream& s) {
+    s.c0 = grove_share(g, s.c0);
+    s.c1 = grove_share(g, s.c1);
+    s.c2 = grove_share(g, s.c2);
+    s.c3 = grove_share(g, s.c3);
+    s.b0 = grove_share(g, s.b0);
+    s.b1 = grove_share(g, s.b1);
+    s.b2 = grove_share(g, s.b2);
+    s.b3 = grove_share(g, s.b3);
+    s.used = grove_share(g, s.used);
+}
+
+// The lane of the k-th set bit of `bits` (k < popc(bits)), found by one more ballot.
+__device__ __forceinline__ unsigned grove_nth_bit(GroveLanes g, unsigned bits, unsigned k) {
+    const unsigned below = g.lane == 0 ? 0u : bits & (0xffffffffu >> (32u - g.lane));
+    const unsigned hit = grove_ballot(g, ((bits >> g.lane) & 1u) != 0 && (unsigned)__popc(below) == k);
+    return (unsigned)__ffs(hit) - 1u;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Trees and rows.
 
 // A tree, read-only (TreeRef): len nodes at these addresses.
@@ -234,89 +312,141 @@ __device__ __forceinline__ GroveTree grove_subtree(GroveTree t, unsigned i) {
     return s;
 }
 
-// RowMut::zero_from: length n, every slot from n on zero.
-__device__ void grove_zero_from(GroveRow r, unsigned n) {
-    for (unsigned k = n; k < r.max_len; ++k) {
+// One node, as the four arrays hold it.
+struct GroveNode {
+    unsigned char op, out;
+    unsigned short size;
+    float value;
+};
+
+__device__ __forceinline__ GroveNode grove_load(GroveTree t, unsigned j) {
+    GroveNode v = {t.op[j], t.out[j], t.size[j], t.value[j]};
+    return v;
+}
+
+__device__ __forceinline__ void grove_store(GroveRow r, unsigned k, GroveNode v) {
+    r.op[k] = v.op;
+    r.value[k] = v.value;
+    r.size[k] = v.size;
+    r.out[k] = v.out;
+}
+
+// Nodes the lanes load before they store: every lane has this many loads in flight (the rows
+// may overlap as far as the compiler knows, so it would not reorder them itself).
+#define GROVE_BATCH 4
+
+// Row r's nodes [from, to) zero and its length n (to is r's old length: the slots after it are
+// zero already). Parallel.
+__device__ void grove_zero_tail(GroveLanes g, GroveRow r, unsigned from, unsigned to, unsigned n) {
+    for (unsigned k = from + g.lane; k < to; k += GROVE_LANES) {
         r.op[k] = 0;
         r.value[k] = 0.0f;
         r.size[k] = 0;
         r.out[k] = 0;
     }
-    *r.len = (unsigned short)n;
+    if (g.lane == 0) *r.len = (unsigned short)n;
 }
 
-// RowMut::copy_from.
-__device__ void grove_copy(GroveRow r, GroveTree t) {
-    for (unsigned k = 0; k < t.len; ++k) {
-        r.op[k] = t.op[k];
-        r.value[k] = t.value[k];
-        r.size[k] = t.size[k];
-        r.out[k] = t.out[k];
+// RowMut::zero_from: length n, every slot from n on zero (writes [n, old len) only). Parallel.
+__device__ void grove_zero_from(GroveLanes g, GroveRow r, unsigned n) {
+    const unsigned old = *r.len;
+    grove_sync(g);
+    grove_zero_tail(g, r, n, old, n);
+    grove_sync(g);
+}
+
+// zero_from after a writer that may have put nodes as far as `hi` (a failed draw of a tree).
+__device__ void grove_zero_from(GroveLanes g, GroveRow r, unsigned n, unsigned hi) {
+    const unsigned old = *r.len;
+    grove_sync(g);
+    grove_zero_tail(g, r, n, old > hi ? old : hi, n);
+    grove_sync(g);
+}
+
+// The node at slot k of vary::exchange's child (see grove_exchange).
+__device__ __forceinline__ GroveNode grove_exchanged(GroveTree r, unsigned at, GroveTree d, unsigned removed, unsigned added,
+                                                     unsigned k) {
+    if (k < at) {
+        GroveNode v = grove_load(r, k);
+        const unsigned s = v.size;
+        v.size = (unsigned short)(k + s > at ? s - removed + added : s);
+        return v;
     }
-    grove_zero_from(r, t.len);
+    if (k < at + added) return grove_load(d, k - at);
+    return grove_load(r, k - added + removed);
+}
+
+// RowMut::copy_from (a copy is the exchange of nothing at the end). Parallel.
+__device__ void grove_copy(GroveLanes g, GroveRow r, GroveTree t) {
+    const unsigned old = *r.len, len = t.len;
+    grove_sync(g);
+    for (unsigned base = 0; base < len; base += GROVE_BATCH * GROVE_LANES) {
+        GroveNode v[GROVE_BATCH];
+#pragma unroll
+        for (unsigned u = 0; u < GROVE_BATCH; ++u) {
+            const unsigned k = base + u * GROVE_LANES + g.lane;
+            if (k < len) v[u] = grove_load(t, k);
+        }
+#pragma unroll
+        for (unsigned u = 0; u < GROVE_BATCH; ++u) {
+            const unsigned k = base + u * GROVE_LANES + g.lane;
+            if (k < len) grove_store(r, k, v[u]);
+        }
+    }
+    grove_zero_tail(g, r, len, old, len);
+    grove_sync(g);
 }
 
 // vary::exchange: child = recipient[..at] ++ donor ++ recipient[at + size[at]..], the sizes of
-// at's ancestors changed by donor.len - size[at]. False (nothing written) if it does not fit.
-__device__ bool grove_exchange(GroveRow c, GroveTree r, unsigned at, GroveTree d) {
+// at's ancestors changed by donor.len - size[at], padding zero. False (nothing written) if it
+// does not fit. Parallel: each slot of the child is read from where it comes from.
+__device__ bool grove_exchange(GroveLanes g, GroveRow c, GroveTree r, unsigned at, GroveTree d) {
     const unsigned n = r.len, removed = r.size[at], added = d.len, len = n - removed + added;
     if (len > c.max_len) return false;
-    for (unsigned j = 0; j < at; ++j) {
-        c.op[j] = r.op[j];
-        c.value[j] = r.value[j];
-        c.out[j] = r.out[j];
-        const unsigned s = r.size[j];
-        c.size[j] = (unsigned short)(j + s > at ? s - removed + added : s);
+    const unsigned old = *c.len;
+    grove_sync(g);
+    for (unsigned base = 0; base < len; base += GROVE_BATCH * GROVE_LANES) {
+        GroveNode v[GROVE_BATCH];
+#pragma unroll
+        for (unsigned u = 0; u < GROVE_BATCH; ++u) {
+            const unsigned k = base + u * GROVE_LANES + g.lane;
+            if (k < len) v[u] = grove_exchanged(r, at, d, removed, added, k);
+        }
+#pragma unroll
+        for (unsigned u = 0; u < GROVE_BATCH; ++u) {
+            const unsigned k = base + u * GROVE_LANES + g.lane;
+            if (k < len) grove_store(c, k, v[u]);
+        }
     }
-    for (unsigned k = 0; k < added; ++k) {
-        c.op[at + k] = d.op[k];
-        c.value[at + k] = d.value[k];
-        c.size[at + k] = d.size[k];
-        c.out[at + k] = d.out[k];
-    }
-    for (unsigned k = 0; k < n - at - removed; ++k) {
-        c.op[at + added + k] = r.op[at + removed + k];
-        c.value[at + added + k] = r.value[at + removed + k];
-        c.size[at + added + k] = r.size[at + removed + k];
-        c.out[at + added + k] = r.out[at + removed + k];
-    }
-    grove_zero_from(c, len);
+    grove_zero_tail(g, c, len, old, len);
+    grove_sync(g);
     return true;
 }
 
-// vary::count of function nodes.
-__device__ unsigned grove_count_functions(GroveTree t) {
+// Node kinds the operators count and pick from.
+#define GROVE_KIND_FUNCTION 0u
+#define GROVE_KIND_LEAF 1u
+#define GROVE_KIND_CONST 2u
+
+__device__ __forceinline__ bool grove_is_kind(unsigned code, unsigned kind) {
+    return kind == GROVE_KIND_CONST ? grove_is_const(code) : grove_is_function(code) == (kind == GROVE_KIND_FUNCTION);
+}
+
+// vary::count: nodes of `kind`.
+__device__ unsigned grove_count(GroveLanes g, GroveTree t, unsigned kind) {
     unsigned n = 0;
-    for (unsigned i = 0; i < t.len; ++i) n += grove_is_function(t.op[i]);
-    return n;
+    for (unsigned i = g.lane; i < t.len; i += GROVE_LANES) n += grove_is_kind(t.op[i], kind);
+    return grove_sum(g, n);
 }
 
-// vary::count of constants.
-__device__ unsigned grove_count_consts(GroveTree t) {
-    unsigned n = 0;
-    for (unsigned i = 0; i < t.len; ++i) n += grove_is_const(t.op[i]);
-    return n;
-}
-
-// vary::nth: position of the k-th node that is (leaf == false: a function; true: a leaf); 0
-// if there is none.
-__device__ unsigned grove_nth_kind(GroveTree t, unsigned k, bool leaf) {
-    for (unsigned i = 0; i < t.len; ++i) {
-        if (grove_is_function(t.op[i]) != leaf) {
-            if (k == 0) return i;
-            --k;
-        }
-    }
-    return 0;
-}
-
-// vary::nth with is_const.
-__device__ unsigned grove_nth_const(GroveTree t, unsigned k) {
-    for (unsigned i = 0; i < t.len; ++i) {
-        if (grove_is_const(t.op[i])) {
-            if (k == 0) return i;
-            --k;
-        }
+// vary::nth: position of the k-th node of `kind`; 0 if there is none.
+__device__ unsigned grove_nth(GroveLanes g, GroveTree t, unsigned k, unsigned kind) {
+    for (unsigned base = 0; base < t.len; base += GROVE_LANES) {
+        const unsigned i = base + g.lane;
+        const unsigned bits = grove_ballot(g, i < t.len && grove_is_kind(t.op[i], kind));
+        const unsigned n = (unsigned)__popc(bits);
+        if (k < n) return base + grove_nth_bit(g, bits, k);
+        k -= n;
     }
     return 0;
 }
@@ -326,62 +456,82 @@ __device__ unsigned grove_nth_const(GroveTree t, unsigned k) {
 
 // init::place_slot on out[..n]: slot `slot` on the r-th node (r = below(free)) that is not an
 // output node. False, with no draw, when every node is one.
-__device__ bool grove_place_slot(unsigned char* out, unsigned n, unsigned slot, GroveStream& s) {
+__device__ bool grove_place_slot(GroveLanes g, unsigned char* out, unsigned n, unsigned slot, GroveStream& s) {
+    grove_sync(g);
     unsigned free = 0;
-    for (unsigned i = 0; i < n; ++i) free += out[i] == 0;
+    for (unsigned i = g.lane; i < n; i += GROVE_LANES) free += out[i] == 0;
+    free = grove_sum(g, free);
     if (free == 0) return false;
     unsigned r = grove_below(s, free);
-    for (unsigned i = 0; i < n; ++i) {
-        if (out[i] == 0) {
-            if (r == 0) {
-                out[i] = (unsigned char)(slot + 1);
-                break;
-            }
-            --r;
+    for (unsigned base = 0; base < n; base += GROVE_LANES) {
+        const unsigned i = base + g.lane;
+        const unsigned bits = grove_ballot(g, i < n && out[i] == 0);
+        const unsigned c = (unsigned)__popc(bits);
+        if (r < c) {
+            const unsigned at = base + grove_nth_bit(g, bits, r);
+            if (g.lane == 0) out[at] = (unsigned char)(slot + 1);
+            break;
         }
+        r -= c;
     }
+    grove_sync(g);
     return true;
 }
 
 // vary::slots: the slots with an output node, as 4 x 64 bits.
-__device__ void grove_slots(GroveTree t, unsigned long long set[4]) {
-    set[0] = set[1] = set[2] = set[3] = 0ull;
-    for (unsigned i = 0; i < t.len; ++i) {
+__device__ void grove_slots(GroveLanes g, GroveTree t, unsigned long long set[4]) {
+    unsigned long long s0 = 0ull, s1 = 0ull, s2 = 0ull, s3 = 0ull;
+    for (unsigned i = g.lane; i < t.len; i += GROVE_LANES) {
         const unsigned o = t.out[i];
-        if (o > 0) set[(o - 1) / 64] |= 1ull << ((o - 1) % 64);
+        if (o > 0) {
+            const unsigned long long bit = 1ull << ((o - 1) % 64);
+            const unsigned w = (o - 1) / 64;
+            s0 |= w == 0 ? bit : 0ull;
+            s1 |= w == 1 ? bit : 0ull;
+            s2 |= w == 2 ? bit : 0ull;
+            s3 |= w == 3 ? bit : 0ull;
+        }
     }
+    set[0] = grove_or(g, s0);
+    set[1] = grove_or(g, s1);
+    set[2] = grove_or(g, s2);
+    set[3] = grove_or(g, s3);
 }
 
 // vary::same: bitwise equality.
-__device__ bool grove_same(GroveTree a, GroveTree b) {
+__device__ bool grove_same(GroveLanes g, GroveTree a, GroveTree b) {
     if (a.len != b.len) return false;
-    for (unsigned i = 0; i < a.len; ++i) {
-        if (a.op[i] != b.op[i] || a.size[i] != b.size[i] || a.out[i] != b.out[i] ||
-            __float_as_uint(a.value[i]) != __float_as_uint(b.value[i]))
-            return false;
+    bool differ = false;
+    for (unsigned i = g.lane; i < a.len; i += GROVE_LANES) {
+        differ |= a.op[i] != b.op[i] || a.size[i] != b.size[i] || a.out[i] != b.out[i] ||
+                  __float_as_uint(a.value[i]) != __float_as_uint(b.value[i]);
     }
-    return true;
+    return grove_ballot(g, differ) == 0;
 }
 
 // vary::keep.
-__device__ unsigned grove_keep(GroveTree parent, GroveRow child, unsigned outcome) {
-    grove_copy(child, parent);
+__device__ unsigned grove_keep(GroveLanes g, GroveTree parent, GroveRow child, unsigned outcome) {
+    grove_copy(g, child, parent);
     return outcome;
 }
 
 // vary::finish.
-__device__ unsigned grove_finish(GroveTree parent, GroveRow child, bool fitted, GroveStream& s) {
-    if (!fitted) return grove_keep(parent, child, GROVE_OVERSIZED);
+__device__ unsigned grove_finish(GroveLanes g, GroveTree parent, GroveRow child, bool fitted, GroveStream& s) {
+    if (!fitted) return grove_keep(g, parent, child, GROVE_OVERSIZED);
+    grove_sync(g);
     unsigned long long had[4], has[4];
-    grove_slots(parent, had);
-    grove_slots(grove_row_tree(child), has);
+    grove_slots(g, parent, had);
+    grove_slots(g, grove_row_tree(child), has);
     const unsigned n = *child.len;
-    for (unsigned slot = 0; slot < 256; ++slot) {
-        const unsigned long long bit = 1ull << (slot % 64);
-        if ((had[slot / 64] & bit) != 0 && (has[slot / 64] & bit) == 0 && !grove_place_slot(child.out, n, slot, s))
-            return grove_keep(parent, child, GROVE_NO_ROOM_FOR_OUTPUTS);
+    for (unsigned w = 0; w < 4; ++w) {
+        unsigned long long lost = had[w] & ~has[w];
+        while (lost != 0ull) {
+            const unsigned slot = w * 64 + (unsigned)(__ffsll((long long)lost) - 1);
+            lost &= lost - 1ull;
+            if (!grove_place_slot(g, child.out, n, slot, s)) return grove_keep(g, parent, child, GROVE_NO_ROOM_FOR_OUTPUTS);
+        }
     }
-    return grove_same(parent, grove_row_tree(child)) ? GROVE_UNCHANGED : GROVE_CHANGED;
+    return grove_same(g, parent, grove_row_tree(child)) ? GROVE_UNCHANGED : GROVE_CHANGED;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -431,9 +581,9 @@ __device__ void grove_random_leaf(const GroveSpec& spec, GroveStream& s, unsigne
 // init::attempt into row `d` (op, value, out = 0; sizes later), using pending as the stack of
 // open child depths. False if it ran over budget. The CPU pushes a function's children and then
 // checks; here the check comes first, with no draw in between, so the stack never outgrows
-// budget (<= L) and the outcome is the same.
+// budget (<= L) and the outcome is the same. Lane 0's alone.
 __device__ bool grove_attempt(const GroveSpec& spec, bool grow, unsigned min, unsigned depth, unsigned budget,
-                              GroveStream& s, GroveRow d, unsigned* pending, unsigned& n_nodes) {
+                              GroveStream& s, GroveRow d, unsigned* pending, unsigned& n_nodes, unsigned& hi) {
     const GroveVaryParams& p = *spec.p;
     n_nodes = 0;
     unsigned top = 0;
@@ -456,12 +606,13 @@ __device__ bool grove_attempt(const GroveSpec& spec, bool grow, unsigned min, un
         d.value[n_nodes] = value;
         d.out[n_nodes] = 0;
         ++n_nodes;
+        hi = hi > n_nodes ? hi : n_nodes;
         for (unsigned c = 0; c < arity; ++c) pending[top++] = t + 1;
     }
     return true;
 }
 
-// tree::subtree_sizes of nodes 0..n of `d`, by a backward walk with `stack`.
+// tree::subtree_sizes of nodes 0..n of `d`, by a backward walk with `stack`. Lane 0's alone.
 __device__ void grove_sizes(GroveRow d, unsigned n, unsigned* stack) {
     unsigned top = 0;
     for (unsigned i = n; i-- > 0;) {
@@ -474,83 +625,96 @@ __device__ void grove_sizes(GroveRow d, unsigned n, unsigned* stack) {
 }
 
 // init::random_tree into `d` (sizes and padding included): returns the length.
-__device__ unsigned grove_random_tree(const GroveSpec& spec, bool grow, unsigned min_depth, unsigned depth,
+__device__ unsigned grove_random_tree(GroveLanes g, const GroveSpec& spec, bool grow, unsigned min_depth, unsigned depth,
                                       unsigned budget, GroveStream& s, GroveRow d, unsigned* pending) {
-    unsigned d_ = depth < budget - 1 ? depth : budget - 1;
-    bool g = grow;
-    unsigned n = 0;
-    while (!grove_attempt(spec, g, min_depth < d_ ? min_depth : d_, d_, budget, s, d, pending, n)) {
-        if (!g) g = true;
-        else --d_;
+    unsigned n = 0, hi = 0;  // hi: the most nodes any attempt wrote
+    grove_sync(g);
+    if (g.lane == 0) {
+        unsigned d_ = depth < budget - 1 ? depth : budget - 1;
+        bool gr = grow;
+        while (!grove_attempt(spec, gr, min_depth < d_ ? min_depth : d_, d_, budget, s, d, pending, n, hi)) {
+            if (!gr) gr = true;
+            else --d_;
+        }
+        grove_sizes(d, n, pending);
     }
-    grove_sizes(d, n, pending);
-    grove_zero_from(d, n);
+    n = grove_share(g, n);
+    hi = grove_share(g, hi);
+    grove_share(g, s);
+    grove_zero_from(g, d, n, hi);
     return n;
 }
 
-// init::extra_outputs on the nodes of `d` (all of them new, none an output node yet).
-__device__ void grove_extra_outputs(const GroveSpec& spec, GroveRow d, unsigned n, GroveStream& s) {
+// init::extra_outputs on the nodes of `d` (all of them new, none an output node yet), by
+// lane 0.
+__device__ void grove_extra_outputs(GroveLanes g, const GroveSpec& spec, GroveRow d, unsigned n, GroveStream& s) {
     const GroveVaryParams& p = *spec.p;
     if (p.n_outputs == 0 || !(p.p_out > 0.0f)) return;
-    for (unsigned i = 0; i < n; ++i) {
-        if (d.out[i] == 0 && grove_chance(s, p.p_out)) d.out[i] = (unsigned char)(grove_below(s, p.n_outputs) + 1);
+    grove_sync(g);
+    if (g.lane == 0) {
+        for (unsigned i = 0; i < n; ++i) {
+            if (d.out[i] == 0 && grove_chance(s, p.p_out)) d.out[i] = (unsigned char)(grove_below(s, p.n_outputs) + 1);
+        }
     }
+    grove_share(g, s);
+    grove_sync(g);
 }
 
 // ---------------------------------------------------------------------------------------------
 // The operators (vary.rs, same names).
 
-__device__ unsigned grove_one_point_crossover(GroveTree r, GroveTree d, GroveRow c, GroveStream& s) {
-    if (r.len == 0 || d.len == 0) return grove_keep(r, c, GROVE_UNCHANGED);
+__device__ unsigned grove_one_point_crossover(GroveLanes g, GroveTree r, GroveTree d, GroveRow c, GroveStream& s) {
+    if (r.len == 0 || d.len == 0) return grove_keep(g, r, c, GROVE_UNCHANGED);
     const unsigned i = grove_below(s, r.len);
     const unsigned j = grove_below(s, d.len);
-    const bool fitted = grove_exchange(c, r, i, grove_subtree(d, j));
-    return grove_finish(r, c, fitted, s);
+    const bool fitted = grove_exchange(g, c, r, i, grove_subtree(d, j));
+    return grove_finish(g, r, c, fitted, s);
 }
 
 // vary::biased_point.
-__device__ unsigned grove_biased_point(GroveTree t, float p_leaf, GroveStream& s) {
+__device__ unsigned grove_biased_point(GroveLanes g, GroveTree t, float p_leaf, GroveStream& s) {
     const bool want_leaf = grove_chance(s, p_leaf);
-    const unsigned functions = grove_count_functions(t);
+    const unsigned functions = grove_count(g, t, GROVE_KIND_FUNCTION);
     const bool leaf = want_leaf || functions == 0;
     const unsigned k = grove_below(s, leaf ? t.len - functions : functions);
-    return grove_nth_kind(t, k, leaf);
+    return grove_nth(g, t, k, leaf ? GROVE_KIND_LEAF : GROVE_KIND_FUNCTION);
 }
 
-__device__ unsigned grove_leaf_biased_crossover(GroveTree r, GroveTree d, GroveRow c, GroveStream& s, const GroveSpec& spec) {
-    if (r.len == 0 || d.len == 0) return grove_keep(r, c, GROVE_UNCHANGED);
-    const unsigned i = grove_biased_point(r, spec.p->p_leaf, s);
-    const unsigned j = grove_biased_point(d, spec.p->p_leaf, s);
-    const bool fitted = grove_exchange(c, r, i, grove_subtree(d, j));
-    return grove_finish(r, c, fitted, s);
+__device__ unsigned grove_leaf_biased_crossover(GroveLanes g, GroveTree r, GroveTree d, GroveRow c, GroveStream& s,
+                                                const GroveSpec& spec) {
+    if (r.len == 0 || d.len == 0) return grove_keep(g, r, c, GROVE_UNCHANGED);
+    const unsigned i = grove_biased_point(g, r, spec.p->p_leaf, s);
+    const unsigned j = grove_biased_point(g, d, spec.p->p_leaf, s);
+    const bool fitted = grove_exchange(g, c, r, i, grove_subtree(d, j));
+    return grove_finish(g, r, c, fitted, s);
 }
 
 // `fresh`: a scratch row for the new subtree; `pending`: the generator's stack.
-__device__ unsigned grove_subtree_mutation(GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec,
+__device__ unsigned grove_subtree_mutation(GroveLanes g, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec,
                                            GroveRow fresh, unsigned* pending) {
-    if (t.len == 0) return grove_keep(t, c, GROVE_UNCHANGED);
+    if (t.len == 0) return grove_keep(g, t, c, GROVE_UNCHANGED);
     const GroveVaryParams& p = *spec.p;
     const unsigned i = grove_below(s, t.len);
     const unsigned lo = p.subtree_lo, hi = p.subtree_hi;
     const unsigned depth = lo + grove_below(s, hi - lo + 1);
     const unsigned total = c.max_len + t.size[i];
     const unsigned room = total > t.len ? total - t.len : 0;
-    const unsigned n = grove_random_tree(spec, true, lo, depth, room > 1 ? room : 1, s, fresh, pending);
-    grove_extra_outputs(spec, fresh, n, s);
-    const bool fitted = grove_exchange(c, t, i, grove_row_tree(fresh));
-    return grove_finish(t, c, fitted, s);
+    const unsigned n = grove_random_tree(g, spec, true, lo, depth, room > 1 ? room : 1, s, fresh, pending);
+    grove_extra_outputs(g, spec, fresh, n, s);
+    const bool fitted = grove_exchange(g, c, t, i, grove_row_tree(fresh));
+    return grove_finish(g, t, c, fitted, s);
 }
 
-__device__ unsigned grove_hoist_mutation(GroveTree t, GroveRow c, GroveStream& s) {
-    const unsigned functions = grove_count_functions(t);
-    if (functions == 0) return grove_keep(t, c, GROVE_UNCHANGED);
-    const unsigned i = grove_nth_kind(t, grove_below(s, functions), false);
+__device__ unsigned grove_hoist_mutation(GroveLanes g, GroveTree t, GroveRow c, GroveStream& s) {
+    const unsigned functions = grove_count(g, t, GROVE_KIND_FUNCTION);
+    if (functions == 0) return grove_keep(g, t, c, GROVE_UNCHANGED);
+    const unsigned i = grove_nth(g, t, grove_below(s, functions), GROVE_KIND_FUNCTION);
     const unsigned j = i + 1 + grove_below(s, (unsigned)t.size[i] - 1);
-    const bool fitted = grove_exchange(c, t, i, grove_subtree(t, j));
-    return grove_finish(t, c, fitted, s);
+    const bool fitted = grove_exchange(g, c, t, i, grove_subtree(t, j));
+    return grove_finish(g, t, c, fitted, s);
 }
 
-// vary::mutate_node on node i of row `c`.
+// vary::mutate_node on node i of row `c`. Lane 0's alone.
 __device__ bool grove_mutate_node(GroveRow c, unsigned i, GroveStream& s, const GroveSpec& spec) {
     const unsigned op = grove_decode(c.op[i]);
     const unsigned arity = grove_arity(op);
@@ -573,10 +737,10 @@ __device__ bool grove_mutate_node(GroveRow c, unsigned i, GroveStream& s, const 
     if (n == 0) return false;
     unsigned k = grove_below(s, n);
     for (unsigned f = 0; f < nf; ++f) {
-        const unsigned g = spec.functions[f];
-        if (grove_arity(g) == arity && g != op) {
+        const unsigned fg = spec.functions[f];
+        if (grove_arity(fg) == arity && fg != op) {
             if (k == 0) {
-                c.op[i] = (unsigned char)g;
+                c.op[i] = (unsigned char)fg;
                 break;
             }
             --k;
@@ -585,75 +749,88 @@ __device__ bool grove_mutate_node(GroveRow c, unsigned i, GroveStream& s, const 
     return true;
 }
 
-__device__ unsigned grove_point_mutation(GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec) {
-    grove_copy(c, t);
+__device__ unsigned grove_point_mutation(GroveLanes g, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec) {
+    grove_copy(g, c, t);
     if (t.len == 0) return GROVE_UNCHANGED;
     const unsigned i = grove_below(s, t.len);
-    grove_mutate_node(c, i, s, spec);
-    return grove_finish(t, c, true, s);
+    if (g.lane == 0) grove_mutate_node(c, i, s, spec);
+    grove_share(g, s);
+    return grove_finish(g, t, c, true, s);
 }
 
-__device__ unsigned grove_multi_point_mutation(GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec) {
-    grove_copy(c, t);
-    for (unsigned i = 0; i < t.len; ++i) {
-        if (grove_chance(s, spec.p->p_point)) grove_mutate_node(c, i, s, spec);
+__device__ unsigned grove_multi_point_mutation(GroveLanes g, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec) {
+    grove_copy(g, c, t);
+    if (g.lane == 0) {
+        for (unsigned i = 0; i < t.len; ++i) {
+            if (grove_chance(s, spec.p->p_point)) grove_mutate_node(c, i, s, spec);
+        }
     }
-    return grove_finish(t, c, true, s);
+    grove_share(g, s);
+    return grove_finish(g, t, c, true, s);
 }
 
 // `fresh`: a scratch row for [function, children...].
-__device__ unsigned grove_insert_mutation(GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec, GroveRow fresh) {
+__device__ unsigned grove_insert_mutation(GroveLanes g, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec,
+                                          GroveRow fresh) {
     const unsigned nf = spec.p->n_functions;
-    if (t.len == 0 || nf == 0) return grove_keep(t, c, GROVE_UNCHANGED);
+    if (t.len == 0 || nf == 0) return grove_keep(g, t, c, GROVE_UNCHANGED);
     const unsigned i = grove_below(s, t.len);
     const unsigned f = spec.functions[grove_below(s, nf)];
     const unsigned arity = grove_arity(f);
     const unsigned pos = grove_below(s, arity);
-    if (t.len + arity > c.max_len) return grove_keep(t, c, GROVE_OVERSIZED);
-    // The donor: f over its children, the old subtree at `pos`, new leaves elsewhere. Sizes as
-    // Population::set_tree computes them: the old subtree's are relative already.
+    if (t.len + arity > c.max_len) return grove_keep(g, t, c, GROVE_OVERSIZED);
+    // The donor: f over its children, the old subtree at `pos`, new leaves elsewhere (drawn in
+    // child order, before and after the subtree). Sizes as Population::set_tree computes them:
+    // the old subtree's are relative already.
     const GroveTree sub = grove_subtree(t, i);
-    unsigned n = 0;
-    fresh.op[n] = (unsigned char)f;
-    fresh.value[n] = 0.0f;
-    fresh.out[n] = 0;
-    ++n;
+    grove_sync(g);
+    const bool writes = g.lane == 0;
+    if (writes) {
+        fresh.op[0] = (unsigned char)f;
+        fresh.value[0] = 0.0f;
+        fresh.out[0] = 0;
+    }
+    unsigned n = 1;
     for (unsigned ch = 0; ch < arity; ++ch) {
         if (ch == pos) {
-            for (unsigned k = 0; k < sub.len; ++k) {
-                fresh.op[n] = sub.op[k];
-                fresh.value[n] = sub.value[k];
-                fresh.size[n] = sub.size[k];
-                fresh.out[n] = sub.out[k];
-                ++n;
+            grove_sync(g);
+            for (unsigned k = g.lane; k < sub.len; k += GROVE_LANES) {
+                fresh.op[n + k] = sub.op[k];
+                fresh.value[n + k] = sub.value[k];
+                fresh.size[n + k] = sub.size[k];
+                fresh.out[n + k] = sub.out[k];
             }
+            grove_sync(g);
+            n += sub.len;
         } else {
             unsigned lop;
             float lv;
             grove_random_leaf(spec, s, lop, lv);
-            fresh.op[n] = (unsigned char)lop;
-            fresh.value[n] = lv;
-            fresh.size[n] = 1;
-            fresh.out[n] = 0;
+            if (writes) {
+                fresh.op[n] = (unsigned char)lop;
+                fresh.value[n] = lv;
+                fresh.size[n] = 1;
+                fresh.out[n] = 0;
+            }
             ++n;
         }
     }
-    fresh.size[0] = (unsigned short)n;
-    grove_zero_from(fresh, n);
-    const bool fitted = grove_exchange(c, t, i, grove_row_tree(fresh));
-    return grove_finish(t, c, fitted, s);
+    if (writes) fresh.size[0] = (unsigned short)n;
+    grove_zero_from(g, fresh, n);
+    const bool fitted = grove_exchange(g, c, t, i, grove_row_tree(fresh));
+    return grove_finish(g, t, c, fitted, s);
 }
 
-__device__ unsigned grove_delete_mutation(GroveTree t, GroveRow c, GroveStream& s) {
-    const unsigned functions = grove_count_functions(t);
-    if (functions == 0) return grove_keep(t, c, GROVE_UNCHANGED);
-    const unsigned i = grove_nth_kind(t, grove_below(s, functions), false);
+__device__ unsigned grove_delete_mutation(GroveLanes g, GroveTree t, GroveRow c, GroveStream& s) {
+    const unsigned functions = grove_count(g, t, GROVE_KIND_FUNCTION);
+    if (functions == 0) return grove_keep(g, t, c, GROVE_UNCHANGED);
+    const unsigned i = grove_nth(g, t, grove_below(s, functions), GROVE_KIND_FUNCTION);
     const unsigned arity = grove_arity(t.op[i]);
     unsigned j = i + 1;
     const unsigned skip = grove_below(s, arity);
     for (unsigned k = 0; k < skip; ++k) j += t.size[j];
-    const bool fitted = grove_exchange(c, t, i, grove_subtree(t, j));
-    return grove_finish(t, c, fitted, s);
+    const bool fitted = grove_exchange(g, c, t, i, grove_subtree(t, j));
+    return grove_finish(g, t, c, fitted, s);
 }
 
 // vary::perturb: c + sigma * normal(), c if that is not finite.
@@ -663,42 +840,53 @@ __device__ float grove_perturb(float c, GroveStream& s, float sigma) {
     return isfinite(v) ? v : c;
 }
 
-__device__ unsigned grove_constant_mutation(GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec) {
-    grove_copy(c, t);
-    const unsigned n = grove_count_consts(t);
+__device__ unsigned grove_constant_mutation(GroveLanes g, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec) {
+    grove_copy(g, c, t);
+    const unsigned n = grove_count(g, t, GROVE_KIND_CONST);
     if (n == 0) return GROVE_UNCHANGED;
-    const unsigned i = grove_nth_const(t, grove_below(s, n));
-    c.value[i] = grove_perturb(t.value[i], s, spec.p->sigma);
-    return grove_finish(t, c, true, s);
+    const unsigned i = grove_nth(g, t, grove_below(s, n), GROVE_KIND_CONST);
+    const float v = grove_perturb(t.value[i], s, spec.p->sigma);
+    if (g.lane == 0) c.value[i] = v;
+    return grove_finish(g, t, c, true, s);
 }
 
-__device__ unsigned grove_multi_constant_mutation(GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec) {
-    grove_copy(c, t);
-    for (unsigned i = 0; i < t.len; ++i) {
-        if (t.op[i] == GROVE_OP_CONST && grove_chance(s, spec.p->p_constant))
-            c.value[i] = grove_perturb(t.value[i], s, spec.p->sigma);
+// The constants (opcode GROVE_OP_CONST) are found a chunk at a time by ballot and visited in
+// order, each drawing as on the CPU.
+__device__ unsigned grove_multi_constant_mutation(GroveLanes g, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec) {
+    grove_copy(g, c, t);
+    for (unsigned base = 0; base < t.len; base += GROVE_LANES) {
+        const unsigned k = base + g.lane;
+        unsigned bits = grove_ballot(g, k < t.len && t.op[k] == GROVE_OP_CONST);
+        while (bits != 0u) {
+            const unsigned i = base + (unsigned)__ffs(bits) - 1u;
+            bits &= bits - 1u;
+            if (grove_chance(s, spec.p->p_constant)) {
+                const float v = grove_perturb(t.value[i], s, spec.p->sigma);
+                if (g.lane == 0) c.value[i] = v;
+            }
+        }
     }
-    return grove_finish(t, c, true, s);
+    return grove_finish(g, t, c, true, s);
 }
 
 // Crossover::apply.
-__device__ unsigned grove_apply_crossover(unsigned kind, GroveTree a, GroveTree b, GroveRow c, GroveStream& s,
+__device__ __forceinline__ unsigned grove_apply_crossover(GroveLanes g, unsigned kind, GroveTree a, GroveTree b, GroveRow c, GroveStream& s,
                                           const GroveSpec& spec) {
-    return kind == GROVE_X_LEAF_BIASED ? grove_leaf_biased_crossover(a, b, c, s, spec) : grove_one_point_crossover(a, b, c, s);
+    return kind == GROVE_X_LEAF_BIASED ? grove_leaf_biased_crossover(g, a, b, c, s, spec) : grove_one_point_crossover(g, a, b, c, s);
 }
 
 // Mutation::apply.
-__device__ unsigned grove_apply_mutation(unsigned kind, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec,
+__device__ __forceinline__ unsigned grove_apply_mutation(GroveLanes g, unsigned kind, GroveTree t, GroveRow c, GroveStream& s, const GroveSpec& spec,
                                          GroveRow fresh, unsigned* pending) {
     switch (kind) {
-        case GROVE_M_SUBTREE: return grove_subtree_mutation(t, c, s, spec, fresh, pending);
-        case GROVE_M_HOIST: return grove_hoist_mutation(t, c, s);
-        case GROVE_M_POINT: return grove_point_mutation(t, c, s, spec);
-        case GROVE_M_MULTI_POINT: return grove_multi_point_mutation(t, c, s, spec);
-        case GROVE_M_INSERT: return grove_insert_mutation(t, c, s, spec, fresh);
-        case GROVE_M_DELETE: return grove_delete_mutation(t, c, s);
-        case GROVE_M_CONSTANT: return grove_constant_mutation(t, c, s, spec);
-        default: return grove_multi_constant_mutation(t, c, s, spec);
+        case GROVE_M_SUBTREE: return grove_subtree_mutation(g, t, c, s, spec, fresh, pending);
+        case GROVE_M_HOIST: return grove_hoist_mutation(g, t, c, s);
+        case GROVE_M_POINT: return grove_point_mutation(g, t, c, s, spec);
+        case GROVE_M_MULTI_POINT: return grove_multi_point_mutation(g, t, c, s, spec);
+        case GROVE_M_INSERT: return grove_insert_mutation(g, t, c, s, spec, fresh);
+        case GROVE_M_DELETE: return grove_delete_mutation(g, t, c, s);
+        case GROVE_M_CONSTANT: return grove_constant_mutation(g, t, c, s, spec);
+        default: return grove_multi_constant_mutation(g, t, c, s, spec);
     }
 }
 
@@ -710,16 +898,20 @@ __device__ unsigned grove_pick(const float* cum, unsigned n, float u) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Kernels.
+// Kernels. The tree kernels run a group of GROVE_LANES threads per child (or tree): child k
+// is group k of the launch (grove_group_index), and only its lane 0 writes per-child results.
+// Their parameters are __grid_constant__: the operators read them through a pointer
+// (GroveSpec), which would otherwise copy all 308 bytes to every thread's local memory.
 
 // One operator (GroveVaryParams::op) for every child k: recipient pairs[2k], donor pairs[2k+1]
 // (crossovers) or parent pairs[2k] (mutations), on child k's crossover or mutation stream
 // (vary::crossover_stream, mutation_stream). outcome[k]: GROVE_CHANGED .. NO_ROOM_FOR_OUTPUTS.
 // Twin of Crossover::apply / Mutation::apply.
-extern "C" __global__ void grove_vary_op(GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
+extern "C" __global__ void grove_vary_op(const __grid_constant__ GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
                                          const float* constants, GROVE_POP_PARAMS(parents_pop), GROVE_POP_PARAMS(children_pop),
                                          GROVE_POP_PARAMS(scratch_pop), unsigned* pending, unsigned* outcome) {
-    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    const GroveLanes g = grove_lanes();
+    const unsigned k = grove_group_index();
     if (k >= p.n_children) return;
     const GroveSpec spec = {&p, functions, constants};
     const GrovePop parents = GROVE_POP(parents_pop), children = GROVE_POP(children_pop), scratch = GROVE_POP(scratch_pop);
@@ -727,13 +919,15 @@ extern "C" __global__ void grove_vary_op(GroveVaryParams p, const unsigned* pair
     const GroveTree a = grove_tree(parents, pairs[2 * k], L), b = grove_tree(parents, pairs[2 * k + 1], L);
     const GroveRow c = grove_row(children, k, L);
     unsigned* stack = pending + (unsigned long long)k * L;
+    unsigned o;
     if (p.op <= GROVE_X_LEAF_BIASED) {
         GroveStream s = grove_stream(p.seed_lo, p.seed_hi, p.generation, k, GROVE_PURPOSE_CROSSOVER);
-        outcome[k] = grove_apply_crossover(p.op, a, b, c, s, spec);
+        o = grove_apply_crossover(g, p.op, a, b, c, s, spec);
     } else {
         GroveStream s = grove_stream(p.seed_lo, p.seed_hi, p.generation, k, GROVE_PURPOSE_MUTATE);
-        outcome[k] = grove_apply_mutation(p.op, a, c, s, spec, grove_row(scratch, p.n_children + k, L), stack);
+        o = grove_apply_mutation(g, p.op, a, c, s, spec, grove_row(scratch, p.n_children + k, L), stack);
     }
+    if (g.lane == 0) outcome[k] = o;
 }
 
 // Twin of vary::breed for child k: crossover stream draws chance(p_crossover) and, if it
@@ -744,10 +938,11 @@ extern "C" __global__ void grove_vary_op(GroveVaryParams p, const unsigned* pair
 // outcomes (integer atomics: the totals do not depend on the order).
 // bred[k] = (crossover entry + 1 or 0) | crossover outcome << 8 | (mutation entry + 1 or 0) << 16
 //           | mutation outcome << 24, entries indexing BreedConfig's lists.
-extern "C" __global__ void grove_breed_trees(GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
+extern "C" __global__ void grove_breed_trees(const __grid_constant__ GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
                                              const float* constants, GROVE_POP_PARAMS(parents_pop), GROVE_POP_PARAMS(children_pop),
                                              GROVE_POP_PARAMS(scratch_pop), unsigned* pending, unsigned* bred, unsigned* counts) {
-    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    const GroveLanes g = grove_lanes();
+    const unsigned k = grove_group_index();
     if (k >= p.n_children) return;
     const GroveSpec spec = {&p, functions, constants};
     const GrovePop parents = GROVE_POP(parents_pop), children = GROVE_POP(children_pop), scratch = GROVE_POP(scratch_pop);
@@ -761,29 +956,25 @@ extern "C" __global__ void grove_breed_trees(GroveVaryParams p, const unsigned* 
     const GroveRow c = grove_row(children, k, L);
     const GroveRow fresh = grove_row(scratch, p.n_children + k, L);
     unsigned* stack = pending + (unsigned long long)k * L;
+    // One call of each operator (so that both inline: their streams stay in registers).
+    const GroveRow mid = grove_row(scratch, k, L);
     unsigned xo = 0, mo = 0;
-    if (x < 0 && m < 0) {
-        grove_copy(c, a);
-    } else if (m < 0) {
-        xo = grove_apply_crossover(p.kind_x[x], a, b, c, xs, spec);
-    } else if (x < 0) {
-        mo = grove_apply_mutation(p.kind_m[m], a, c, ms, spec, fresh, stack);
-    } else {
-        const GroveRow mid = grove_row(scratch, k, L);
-        xo = grove_apply_crossover(p.kind_x[x], a, b, mid, xs, spec);
-        mo = grove_apply_mutation(p.kind_m[m], grove_row_tree(mid), c, ms, spec, fresh, stack);
-    }
+    if (x >= 0) xo = grove_apply_crossover(g, p.kind_x[x], a, b, m >= 0 ? mid : c, xs, spec);
+    if (m >= 0) mo = grove_apply_mutation(g, p.kind_m[m], x >= 0 ? grove_row_tree(mid) : a, c, ms, spec, fresh, stack);
+    if (x < 0 && m < 0) grove_copy(g, c, a);
+    if (g.lane != 0) return;
     bred[k] = (unsigned)(x + 1) | xo << 8 | (unsigned)(m + 1) << 16 | mo << 24;
     if (x >= 0) atomicAdd(&counts[xo], 1u);
     if (m >= 0) atomicAdd(&counts[4 + mo], 1u);
 }
 
-// init::init_population on the device: tree i from stream (seed, 0, i, Init), with
+// init::init_population on the device: tree i (group i) from stream (seed, 0, i, Init), with
 // TreeSpec::method_for(i), init::random_tree within L written straight into row i, then
 // init::place_outputs. n_children is P.
-extern "C" __global__ void grove_init_trees(GroveVaryParams p, const unsigned char* functions, const float* constants,
+extern "C" __global__ void grove_init_trees(const __grid_constant__ GroveVaryParams p, const unsigned char* functions, const float* constants,
                                             GROVE_POP_PARAMS(pop), unsigned* pending) {
-    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    const GroveLanes g = grove_lanes();
+    const unsigned i = grove_group_index();
     if (i >= p.n_children) return;
     const GroveSpec spec = {&p, functions, constants};
     const GrovePop pop = GROVE_POP(pop);
@@ -800,13 +991,13 @@ extern "C" __global__ void grove_init_trees(GroveVaryParams p, const unsigned ch
     }
     GroveStream s = grove_stream(p.seed_lo, p.seed_hi, 0u, i, GROVE_PURPOSE_INIT);
     const GroveRow row = grove_row(pop, i, L);
-    const unsigned n = grove_random_tree(spec, grow, p.min_depth, depth, L, s, row, pending + (unsigned long long)i * L);
+    const unsigned n = grove_random_tree(g, spec, grow, p.min_depth, depth, L, s, row, pending + (unsigned long long)i * L);
     // place_outputs: min(n, k) slots from a random start, each on a free node, then extras.
     const unsigned k = p.n_outputs;
     if (k == 0) return;
     const unsigned r = grove_below(s, k);
-    for (unsigned j = 0; j < (n < k ? n : k); ++j) grove_place_slot(row.out, n, (r + j) % k, s);
-    grove_extra_outputs(spec, row, n, s);
+    for (unsigned j = 0; j < (n < k ? n : k); ++j) grove_place_slot(g, row.out, n, (r + j) % k, s);
+    grove_extra_outputs(g, spec, row, n, s);
 }
 
 // Row r < n of dst becomes row idx[r] of src (elites into the next generation). One block per

@@ -437,7 +437,15 @@ fn evolve(args: &EvolveArgs) -> Result<ExitCode> {
 /// Runs an experiment on the requested threads (Ctrl-C saves a checkpoint and stops when
 /// checkpoints are on), then writes the report, hall of fame and plots and prints the summary.
 pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<ExitCode> {
-    use crate::task::run::{Outputs, RunOptions};
+    let opts = run_options(flags, resume)?;
+    let result = crate::task::run::run_experiment(&exp, &opts, flags.threads)?;
+    finish_run(&result, flags)
+}
+
+/// How a run goes as `flags` say: quiet or verbose, checkpoints (into the resumed checkpoint's
+/// file and at its interval unless the flags say otherwise), and with checkpoints a Ctrl-C
+/// that saves one and stops.
+fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<crate::task::run::RunOptions> {
     let every = flags.checkpoint_every.or(resume.as_ref().map(|r| r.1.checkpoint_every)).unwrap_or(10);
     anyhow::ensure!(every >= 1, "--checkpoint-every must be at least 1");
     let checkpoint = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
@@ -445,17 +453,21 @@ pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf
         Some(_) => Some(ctrl_c_flag()?),
         None => None,
     };
-    let opts = RunOptions {
+    Ok(crate::task::run::RunOptions {
         quiet: flags.quiet,
         verbose: flags.verbose,
         checkpoint,
         checkpoint_every: every,
         resume: resume.map(|r| r.1),
         stop,
-    };
-    let result = crate::task::run::run_experiment(&exp, &opts, flags.threads)?;
+    })
+}
+
+/// Writes the report, hall of fame and plots `flags` ask for and prints the summary.
+fn finish_run(result: &crate::task::regression::EvolveResult, flags: &RunFlags) -> Result<ExitCode> {
+    use crate::task::run::Outputs;
     let outputs = Outputs { report: flags.report.clone(), hall_of_fame: flags.hall_of_fame.clone(), plots: flags.plots.clone() };
-    print_result(&result, &crate::task::run::write_outputs(&result.report, &outputs)?);
+    print_result(result, &crate::task::run::write_outputs(&result.report, &outputs)?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -851,18 +863,12 @@ pub struct ControlArgs {
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
-    /// Write the JSON run report here (`grove rollout --policy` replays its best policy).
-    #[arg(long)]
-    pub report: Option<PathBuf>,
-    /// Worker threads (default: all cores).
-    #[arg(long)]
-    pub threads: Option<usize>,
     /// Where to run the roll-outs: auto (CUDA if usable, else CPU), cpu, cuda.
     #[arg(long, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
     pub device: crate::backend::DeviceChoice,
-    /// Print only the result.
-    #[arg(long, short)]
-    pub quiet: bool,
+    /// Results (the report's policy is what `grove rollout --policy` replays) and how to run.
+    #[command(flatten)]
+    pub run: RunFlags,
 }
 
 impl ControlArgs {
@@ -905,14 +911,15 @@ impl ControlArgs {
     }
 }
 
+/// `grove control`: opens the device first (its defaults depend on it), then runs as every
+/// command that evolves does ([`run_experiment`]), on that device.
 fn control(args: &ControlArgs) -> Result<ExitCode> {
-    use crate::task::control::{control, open_for};
-    let backend = open_for(&args.env, args.profile.as_deref(), args.device, args.quiet)?;
+    use crate::task::control::{control_with, open_for};
+    let backend = open_for(&args.env, args.profile.as_deref(), args.device, args.run.quiet)?;
     let settings = args.settings(matches!(backend, crate::backend::Backend::Cuda(_)))?;
-    let result = crate::task::run::on_threads(args.threads, || control(&settings, &backend, args.quiet))?;
-    let outputs = crate::task::run::Outputs { report: args.report.clone(), ..Default::default() };
-    print_result(&result, &crate::task::run::write_outputs(&result.report, &outputs)?);
-    Ok(ExitCode::SUCCESS)
+    let opts = run_options(&args.run, None)?;
+    let result = crate::task::run::on_threads(args.run.threads, || control_with(&settings, &backend, &opts))?;
+    finish_run(&result, &args.run)
 }
 
 fn check(args: &CheckArgs) -> Result<ExitCode> {

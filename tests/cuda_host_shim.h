@@ -3,7 +3,7 @@
 // code on a machine without a GPU and compare it with the CPU reference. A launch runs blocks
 // one after another, each either as one thread (kernels whose threads share nothing) or as
 // real threads meeting at a barrier (grove_emu_run_block: __syncthreads and __shared__ as on
-// the device). The intrinsics are the IEEE operations they name: __fmul_rn is a rounded
+// the device; a block of at most 32 threads is also a warp for vary.cu's lane groups). The intrinsics are the IEEE operations they name: __fmul_rn is a rounded
 // multiply, and with contraction off nothing is fused, as on the device.
 #include <cmath>
 #include <cstdint>
@@ -22,6 +22,7 @@
 #define __shared__ static  // one block runs at a time: a static is its shared memory
 #define static_assert(...)
 #define __constant__
+#define __grid_constant__
 #define __INTADDR__(x) 0
 
 struct GroveDim3 { unsigned x, y, z; };
@@ -66,6 +67,47 @@ template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned d) {
     grove_emu_barrier->arrive_and_wait();
     return r;
 }
+
+// The warp intrinsics of vary.cu's groups, for a block that is one group (one warp of
+// blockDim.x <= 32 lanes, every lane calling each intrinsic together, as the kernels do): the
+// block meets, each lane reads what it needs, the block meets again. Without a block of real
+// threads a thread is a warp of one lane.
+inline void __syncwarp(unsigned = 0xffffffffu) {
+    if (grove_emu_barrier) grove_emu_barrier->arrive_and_wait();
+}
+inline unsigned __ballot_sync(unsigned, int p) {
+    if (!grove_emu_barrier) return p ? 1u : 0u;
+    static unsigned buf[32];
+    buf[threadIdx.x] = p != 0;
+    grove_emu_barrier->arrive_and_wait();
+    unsigned r = 0;
+    for (unsigned t = 0; t < blockDim.x; ++t) r |= buf[t] << t;
+    grove_emu_barrier->arrive_and_wait();
+    return r;
+}
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int lane_mask, int width = 32) {
+    if (!grove_emu_barrier) return v;
+    static T buf[32];
+    buf[threadIdx.x] = v;
+    grove_emu_barrier->arrive_and_wait();
+    const unsigned from = threadIdx.x ^ (unsigned)lane_mask;
+    const T r = from < blockDim.x && from / width == threadIdx.x / width ? buf[from] : v;
+    grove_emu_barrier->arrive_and_wait();
+    return r;
+}
+template <class T> inline T __shfl_sync(unsigned, T v, int src, int width = 32) {
+    if (!grove_emu_barrier) return v;
+    static T buf[32];
+    buf[threadIdx.x] = v;
+    grove_emu_barrier->arrive_and_wait();
+    const unsigned from = threadIdx.x / width * width + (unsigned)src % width;
+    const T r = from < blockDim.x ? buf[from] : v;
+    grove_emu_barrier->arrive_and_wait();
+    return r;
+}
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -11,7 +11,8 @@
 //!   failure). Run: `GROVE_TEST_GPU=1 cargo test --release --test cuda_vary`.
 //! * `emulated::*`: the same kernel source compiled as host C++ by g++ (`cuda_host_shim.h`),
 //!   blocks in order, each one thread, or real threads at a barrier for the valid pool's
-//!   block-wide scan; skipped (with a message) where g++ is missing. It checks the kernels'
+//!   block-wide scan and for the tree kernels' lane groups (a group of [`EMU_LANES`] threads
+//!   per child, where the GPU has a warp); skipped (with a message) where g++ is missing. It checks the kernels'
 //!   logic and arithmetic on any machine.
 
 #[path = "support/emulator.rs"]
@@ -166,6 +167,22 @@ struct Emulator {
     generation: libloading::Library,
 }
 
+/// Lanes of a group in the emulated tree kernels (`GROVE_LANES` is [`kernels::LANES`] on the
+/// device): every group runs as a block of this many real threads.
+const EMU_LANES: u32 = 4;
+
+/// A kernel call shared by a block's threads: the closures copy raw pointers into the call, and
+/// the kernel decides which thread writes what, as on the device.
+struct Shared<F>(F);
+// SAFETY: see above; the closure itself holds only addresses.
+unsafe impl<F> Sync for Shared<F> {}
+
+impl<F: Fn()> Shared<F> {
+    fn call(&self) {
+        (self.0)()
+    }
+}
+
 /// One emulated launch at a time: shared memory is a static and the barrier a global in the
 /// library, and the tests run on several threads.
 static LAUNCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -175,7 +192,13 @@ fn emulator() -> Option<&'static Emulator> {
     static LIB: std::sync::OnceLock<Option<Emulator>> = std::sync::OnceLock::new();
     LIB.get_or_init(|| {
         let build = |src: &kernels::KernelSource<'static>| emulator::build(src, |s| s);
-        let libs = build(&kernels::VARY).zip(build(&kernels::SELECT)).zip(build(&kernels::GENERATION));
+        // vary.cu's lane groups made small, so that a group is a block of a few real threads.
+        let lanes = |s: String| {
+            let define = format!("#define GROVE_LANES {}", kernels::LANES);
+            assert!(s.contains(&define), "vary.cu no longer has `{define}`");
+            s.replace(&define, &format!("#define GROVE_LANES {EMU_LANES}"))
+        };
+        let libs = emulator::build(&kernels::VARY, lanes).zip(build(&kernels::SELECT)).zip(build(&kernels::GENERATION));
         libs.map(|((vary, select), generation)| Emulator { vary, select, generation })
     })
     .as_ref()
@@ -194,6 +217,13 @@ impl Emulator {
             // SAFETY: sets the emulated thread indices (thread-local in the library).
             unsafe { set(b as u32, 1, 0) };
             f();
+        }
+    }
+    /// Runs `f` as `n` groups of [`EMU_LANES`] real threads (vary.cu's tree kernels).
+    fn launch_groups(lib: &libloading::Library, n: usize, f: impl Fn()) {
+        let f = Shared(f);
+        for k in 0..n {
+            Self::run_block_at(lib, k as u32, EMU_LANES, &|| f.call());
         }
     }
     /// Runs `f` as one block of `threads` real threads (for kernels that use __syncthreads).
@@ -216,19 +246,32 @@ impl Emulator {
         // SAFETY: the library joins every thread before returning.
         unsafe { run(threads, body, &f as *const &(dyn Fn() + Sync) as *mut std::ffi::c_void) };
     }
-    /// `grove_valid_pool` as the GPU runs it: one block of POOL_THREADS threads.
+    /// The valid pool as the GPU makes it: `grove_valid_count` and `grove_valid_pool` a block of
+    /// TILE_THREADS threads per tile, `grove_valid_scan` one block between them.
     fn valid_pool(&self, fit: &[f64]) -> (Vec<u32>, [u32; 1]) {
-        type PoolFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u32, *mut u32);
+        type CountFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u64);
+        type ScanFn = unsafe extern "C" fn(SelectParams, *mut u64, *mut u32);
+        type PoolFn = unsafe extern "C" fn(SelectParams, *const f64, *const u64, *mut u32);
         let params = SelectParams { n: fit.len() as u32, ..SelectParams::default() };
+        let n_tiles = fit.len().div_ceil(kernels::TILE as usize).max(1);
         let mut pool = vec![u32::MAX; fit.len() + 1];
         let mut n_valid = [u32::MAX];
-        let f: PoolFn = Self::get(&self.select, kernels::VALID_POOL);
+        let mut tiles = vec![u64::MAX; n_tiles];
+        let count: CountFn = Self::get(&self.select, kernels::VALID_COUNT);
+        let scan: ScanFn = Self::get(&self.select, kernels::VALID_SCAN);
+        let write: PoolFn = Self::get(&self.select, kernels::VALID_POOL);
         // Addresses as integers: the threads write disjoint entries, as on the device.
-        let (fp, pp, np) = (fit.as_ptr() as usize, pool.as_mut_ptr() as usize, n_valid.as_mut_ptr() as usize);
-        Self::run_block(&self.select, kernels::POOL_THREADS, &|| {
-            // SAFETY: fit and pool hold P entries, n_valid one; one block of POOL_THREADS.
-            unsafe { f(params, fp as *const f64, pp as *mut u32, np as *mut u32) }
-        });
+        let (fp, pp, np, tp) = (fit.as_ptr() as usize, pool.as_mut_ptr() as usize, n_valid.as_mut_ptr() as usize, tiles.as_mut_ptr() as usize);
+        for b in 0..n_tiles as u32 {
+            // SAFETY: fit holds P entries, tiles n_tiles; block b of the tiles.
+            Self::run_block_at(&self.select, b, kernels::TILE_THREADS, &|| unsafe { count(params, fp as *const f64, tp as *mut u64) });
+        }
+        // SAFETY: tiles n_tiles, n_valid one; one block.
+        Self::run_block(&self.select, kernels::TILE_THREADS, &|| unsafe { scan(params, tp as *mut u64, np as *mut u32) });
+        for b in 0..n_tiles as u32 {
+            // SAFETY: fit and pool hold P entries, tiles n_tiles; block b of the tiles.
+            Self::run_block_at(&self.select, b, kernels::TILE_THREADS, &|| unsafe { write(params, fp as *const f64, tp as *const u64, pp as *mut u32) });
+        }
         (pool, n_valid)
     }
     fn spec_tables(cfg: &VaryConfig) -> (Vec<u8>, Vec<f32>) {
@@ -250,7 +293,7 @@ impl Device for Emulator {
         let mut pending = vec![0u32; p * spec.max_len];
         let f: InitFn = Self::get(&self.vary, kernels::INIT_TREES);
         let (q, pp) = (ptrs(&mut pop), pending.as_mut_ptr());
-        Self::launch(&self.vary, p, || {
+        Self::launch_groups(&self.vary, p, || {
             // SAFETY: P rows of L, pending P × L (as in CudaEngine::init_trees).
             unsafe { f(params, functions.as_ptr(), constants.as_ptr(), q.0, q.1, q.2, q.3, q.4, pp) }
         });
@@ -262,16 +305,18 @@ impl Device for Emulator {
         let params = vary_params(n, l, cfg, None, seed, generation, kernels::op_code(op)).unwrap();
         let (functions, constants) = Self::spec_tables(cfg);
         let mut parents = parents.clone();
-        let mut children = Population::new(n, l, parents.n_outputs);
-        let mut scratch = Population::new(2 * n, l, 0);
+        // Children and scratch rows start as old trees, as in the device loop's buffers.
+        let mut children = used_rows(cfg, n);
+        let mut scratch = used_rows(cfg, 2 * n);
         let mut pending = vec![0u32; n * l];
         let mut codes = vec![0u32; n];
         let f: VaryOpFn = Self::get(&self.vary, kernels::VARY_OP);
         let (p, c, s) = (ptrs(&mut parents), ptrs(&mut children), ptrs(&mut scratch));
-        Self::launch(&self.vary, n, || {
+        let (pp, cp) = (pending.as_mut_ptr(), codes.as_mut_ptr());
+        Self::launch_groups(&self.vary, n, || {
             // SAFETY: the arrays have the sizes grove_vary_op expects (see vary.rs's launch).
             unsafe {
-                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pending.as_mut_ptr(), codes.as_mut_ptr())
+                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pp, cp)
             }
         });
         (children, codes.iter().map(|&c| outcome_of(c).unwrap()).collect())
@@ -282,17 +327,18 @@ impl Device for Emulator {
         let params = vary_params(n, l, cfg, Some(mix), seed, generation, 0).unwrap();
         let (functions, constants) = Self::spec_tables(cfg);
         let mut parents = parents.clone();
-        let mut children = Population::new(n, l, parents.n_outputs);
-        let mut scratch = Population::new(2 * n, l, 0);
+        let mut children = used_rows(cfg, n);
+        let mut scratch = used_rows(cfg, 2 * n);
         let mut pending = vec![0u32; n * l];
         let mut codes = vec![0u32; n];
         let mut counts = [0u32; 8];
         let f: BreedFn = Self::get(&self.vary, kernels::BREED_TREES);
         let (p, c, s) = (ptrs(&mut parents), ptrs(&mut children), ptrs(&mut scratch));
-        Self::launch(&self.vary, n, || {
+        let (pp, cp, np) = (pending.as_mut_ptr(), codes.as_mut_ptr(), counts.as_mut_ptr());
+        Self::launch_groups(&self.vary, n, || {
             // SAFETY: as above, for grove_breed_trees.
             unsafe {
-                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pending.as_mut_ptr(), codes.as_mut_ptr(), counts.as_mut_ptr())
+                f(params, pairs.as_ptr(), functions.as_ptr(), constants.as_ptr(), p.0, p.1, p.2, p.3, p.4, c.0, c.1, c.2, c.3, c.4, s.0, s.1, s.2, s.3, s.4, pp, cp, np)
             }
         });
         let bred = codes.iter().map(|&c| decode_bred(c, mix).unwrap()).collect();
@@ -449,6 +495,13 @@ fn population(cfg: &VaryConfig, p: usize, seed: u64) -> Population {
         pop.clear(i);
     }
     pop
+}
+
+/// `n` rows that already hold trees (zero after their lengths, as every population's rows
+/// are): the kernels write a child over an old tree and zero only what it leaves.
+fn used_rows(cfg: &VaryConfig, n: usize) -> Population {
+    let spec = cfg.spec.clone().with_depth(cfg.spec.max_depth / 2, cfg.spec.max_depth);
+    init_population(&spec, n, 4321).unwrap()
 }
 
 /// `2n` uniform parent indices below `p`.
@@ -929,11 +982,15 @@ fn binary_tournament_picks_the_better_at_the_expected_rate() {
 // generation.cu, emulated (its GPU twin runs inside the device loop, which tests/cuda_evolve.rs
 // checks against the host loop on a GPU).
 
-/// Runs generation.cu's `grove_stack_class` and `grove_partition` on `pop`: (ids, counts).
+/// Runs generation.cu's `grove_stack_class` and the partition (`grove_partition_count`, a
+/// block per tile; `grove_partition_scan`, one block; `grove_partition`, a block per tile) on
+/// `pop`: (ids, counts).
 fn emulated_order(e: &Emulator, pop: &mut Population) -> (Vec<u32>, [u32; 4]) {
     use grove::backend::cuda::kernels::GenParams;
     type ClassFn = unsafe extern "C" fn(GenParams, *const u8, *const u16, *mut u32);
-    type PartitionFn = unsafe extern "C" fn(GenParams, *const u32, *mut u32, *mut u32);
+    type CountFn = unsafe extern "C" fn(GenParams, *const u32, *mut u64, *mut u32);
+    type ScanFn = unsafe extern "C" fn(GenParams, *mut u64, *const u32, *mut u32);
+    type PartitionFn = unsafe extern "C" fn(GenParams, *const u32, *const u64, *const u32, *mut u32);
     let p = pop.size();
     let params = GenParams { n: p as u32, max_len: pop.max_len as u32, ..GenParams::default() };
     let mut cls = vec![u32::MAX; p];
@@ -946,12 +1003,25 @@ fn emulated_order(e: &Emulator, pop: &mut Population) -> (Vec<u32>, [u32; 4]) {
     });
     let mut ids = vec![u32::MAX; p];
     let mut counts = [u32::MAX; 4];
+    let n_tiles = p.div_ceil(kernels::TILE as usize).max(1);
+    let (mut tiles, mut tile_bad) = (vec![u64::MAX; n_tiles], vec![u32::MAX; n_tiles]);
+    let count: CountFn = Emulator::get(&e.generation, kernels::PARTITION_COUNT);
+    let scan: ScanFn = Emulator::get(&e.generation, kernels::PARTITION_SCAN);
     let part: PartitionFn = Emulator::get(&e.generation, kernels::PARTITION);
     let (cp, ip, np) = (cls.as_ptr() as usize, ids.as_mut_ptr() as usize, counts.as_mut_ptr() as usize);
-    Emulator::run_block(&e.generation, kernels::SCAN_THREADS, &|| {
-        // SAFETY: cls and ids hold P entries, counts 4; one block of SCAN_THREADS threads.
-        unsafe { part(params, cp as *const u32, ip as *mut u32, np as *mut u32) }
-    });
+    let (tp, bp) = (tiles.as_mut_ptr() as usize, tile_bad.as_mut_ptr() as usize);
+    for b in 0..n_tiles as u32 {
+        // SAFETY: cls holds P entries, tiles and tile_bad n_tiles; block b of the tiles.
+        Emulator::run_block_at(&e.generation, b, kernels::TILE_THREADS, &|| unsafe { count(params, cp as *const u32, tp as *mut u64, bp as *mut u32) });
+    }
+    // SAFETY: tiles and tile_bad n_tiles, counts 4; one block.
+    Emulator::run_block(&e.generation, kernels::TILE_THREADS, &|| unsafe { scan(params, tp as *mut u64, bp as *const u32, np as *mut u32) });
+    for b in 0..n_tiles as u32 {
+        // SAFETY: cls and ids hold P entries, tiles n_tiles, counts 4; block b of the tiles.
+        Emulator::run_block_at(&e.generation, b, kernels::TILE_THREADS, &|| unsafe {
+            part(params, cp as *const u32, tp as *const u64, np as *const u32, ip as *mut u32)
+        });
+    }
     (ids, counts)
 }
 

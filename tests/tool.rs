@@ -171,12 +171,19 @@ fn shipped_experiment_files_load_and_run() {
             let Experiment::Classify(s) = &exp else { panic!("W5 is a classification") };
             assert_eq!((s.engine.pop_size, s.engine.generations, s.engine.max_len), (5000, 40, 64));
         }
+        if p.ends_with("w6-hopper.ron") {
+            let Experiment::Control(s) = &exp else { panic!("W6 is a control run") };
+            assert_eq!((s.env.as_str(), s.engine.pop_size, s.engine.generations, s.episodes), ("hopper", 5000, 100, 4));
+        }
         seen += 1;
-        // Each runs, shrunk.
-        let out = grove(&["run", s(&p), "--pop", "40", "--gens", "2", "-q"]);
-        assert_ok(&out);
+        // Each runs, shrunk (a control run to short episodes too).
+        let mut args = vec!["run", s(&p), "--pop", "40", "--gens", "2", "-q"];
+        if exp.command() == "control" {
+            args.extend(["--set", "episodes=1", "--set", "episode_steps=20", "--set", "test_episodes=1"]);
+        }
+        assert_ok(&grove(&args));
     }
-    assert!(seen >= 2, "examples/*.ron");
+    assert!(seen >= 3, "examples/*.ron");
 }
 
 #[test]

@@ -128,7 +128,7 @@ fn run_detached(py: Python<'_>, threads: Option<usize>, on_note: Option<&Bound<'
                     return Err(e);
                 }
                 return result.map_err(|e| {
-                    if e.downcast_ref::<grove::evolve::Interrupted>().is_some() {
+                    if e.downcast_ref::<grove::evolve::Interrupted>().is_some() || e.downcast_ref::<grove::task::run::Stopped>().is_some() {
                         PyKeyboardInterrupt::new_err("the run was stopped")
                     } else {
                         PyRuntimeError::new_err(format!("{e:#}"))

@@ -3,7 +3,8 @@
 //! is tanh of each output; fitness is minus the mean return over `episodes` roll-outs from
 //! different reset noise (the same starts for every individual; `program::policy`). The best
 //! policy is then played on `test_episodes` fresh starts and reported with its program, so
-//! `grove rollout --policy REPORT` can replay it.
+//! `grove rollout --policy REPORT` can replay it. A control run is kept like any other
+//! (`task::run`): experiment files, checkpoints and resume, the hall of fame, plots.
 
 use anyhow::{Context, Result, bail};
 
@@ -102,33 +103,42 @@ impl Default for ControlSettings {
 }
 
 impl ControlSettings {
-    /// Checks values the types allow but a run cannot use; each message names the flag.
+    /// `grove control`'s defaults with no flags but `--env`, on a GPU (`on_gpu`: [`GPU_DEFAULTS`])
+    /// or not ([`CPU_DEFAULTS`]): what an experiment file, a report's settings and the Python
+    /// package lay their fields over.
+    pub fn cli_default(on_gpu: bool) -> Self {
+        // The command line's GE defaults (its flags), as `grove control` fills them in.
+        let cli = super::regression::EvolveSettings::cli_default();
+        let mut s = Self { map: cli.map, init: cli.init, vary: cli.vary, genome_capacity: cli.genome_capacity, ..Self::default() };
+        if on_gpu {
+            s.engine.pop_size = GPU_DEFAULTS.pop;
+            s.engine.generations = GPU_DEFAULTS.gens;
+            s.episodes = GPU_DEFAULTS.episodes;
+        }
+        s
+    }
+
+    /// Checks values the types allow but a run cannot use; each message names the flag and
+    /// the experiment-file field.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
-        let e = &self.engine;
-        ensure!(e.pop_size >= 2, "--pop must be at least 2, got {}", e.pop_size);
-        ensure!(self.episodes >= 1, "--episodes must be at least 1");
-        ensure!(self.episode_steps != Some(0), "--episode-steps must be at least 1");
-        ensure!(e.tournament >= 1, "--tournament must be at least 1");
-        ensure!((1..=65535).contains(&e.max_len), "--max-len must be in 1..=65535, got {}", e.max_len);
-        ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony must be >= 0");
-        ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out must be a probability, got {}", self.trees.p_out);
+        super::regression::check_engine(&self.engine)?;
+        ensure!(self.episodes >= 1, "--episodes (episodes) must be at least 1");
+        ensure!(self.episode_steps != Some(0), "--episode-steps (episode_steps) must be at least 1");
+        ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
+        ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
+        if let Some(w) = self.healthy_reward {
+            ensure!(w.is_finite(), "--healthy-reward (healthy_reward) must be a finite number, got {w}");
+        }
+        super::regression::check_ge(&self.vary)?;
+        ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
         Ok(())
     }
 
     /// The settings of `given` (JSON fields, as a report's `settings` holds them) laid over
-    /// the defaults for the device: [`GPU_DEFAULTS`] when `on_gpu` and `given` leaves the
-    /// population, generations or episodes out, else [`CPU_DEFAULTS`]; then checked.
+    /// [`Self::cli_default`]`(on_gpu)`; then checked.
     pub fn from_json(given: serde_json::Value, on_gpu: bool) -> Result<Self> {
-        // The command line's GE defaults (its flags), as `grove control` fills them in.
-        let cli = super::regression::EvolveSettings::cli_default();
-        let base = Self { map: cli.map, init: cli.init, vary: cli.vary, genome_capacity: cli.genome_capacity, ..Self::default() };
-        let mut base = serde_json::to_value(base)?;
-        if on_gpu {
-            base["engine"]["pop_size"] = GPU_DEFAULTS.pop.into();
-            base["engine"]["generations"] = GPU_DEFAULTS.gens.into();
-            base["episodes"] = GPU_DEFAULTS.episodes.into();
-        }
+        let mut base = serde_json::to_value(Self::cli_default(on_gpu))?;
         super::experiment::merge(&mut base, given);
         let s: Self = serde_json::from_value(base).context("bad control settings")?;
         s.check()?;
@@ -279,61 +289,45 @@ pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Re
     control_with(settings, backend, &super::run::RunOptions { quiet, ..Default::default() })
 }
 
-/// What a control run reports to: the progress display (env steps played) and the stop flag.
-struct Watch<'a> {
-    progress: crate::report::progress::Progress,
-    played: &'a std::sync::Mutex<(u64, f64)>,
-    stop: Option<&'a std::sync::atomic::AtomicBool>,
+/// Opens the device `settings.device` names (after loading the environment, so that a bad one
+/// fails first; saying on standard error, unless quiet, when `auto` falls back to the CPU) and
+/// runs [`control_with`]: a control experiment of `grove run`.
+pub fn control_run(settings: &ControlSettings, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+    let backend = open_for(&settings.env, settings.profile.as_deref(), settings.device, opts.quiet)?;
+    control_with(settings, &backend, opts)
 }
 
-impl crate::evolve::Observer for Watch<'_> {
-    fn generation(&mut self, s: &crate::evolve::GenerationStats, _: &crate::evolve::Best) {
-        let played = self.played.lock().map_or(0, |p| p.0);
-        self.progress.update(s, played as f64);
-    }
-
-    fn stop_requested(&self) -> bool {
-        self.stop.is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst))
-    }
-}
-
-/// As [`control`], stopping between generations when `opts.stop` is set (the run then fails
-/// with [`crate::evolve::Interrupted`]; control runs keep no checkpoints): the library's
-/// control run, under both the command line (`grove control`) and the Python package
-/// (`grove.control`).
+/// As [`control`], with checkpoints, resume, a stop flag and verbosity from `opts` (as
+/// [`super::regression::fit`] takes them; a stop fails with [`super::run::Stopped`]): the
+/// library's control run, under both the command line (`grove control`, `grove run`) and the
+/// Python package (`grove.control`). `settings.device` is what `backend` was opened from.
 pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
     use crate::evolve::{GrammarRep, run_grammar_from, run_trees_from};
-    let quiet = opts.quiet;
     use crate::grammar::{self, DatasetShape};
     use crate::program::render::{Style, outputs};
 
     let start = std::time::Instant::now();
+    settings.check()?;
     let m = Model::load(&settings.env, settings.profile.as_deref())?;
     let (nu, n_obs) = (m.nu(), m.obs_size);
     if nu == 0 || n_obs == 0 {
         bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
-    }
-    if settings.episodes == 0 {
-        bail!("--episodes must be at least 1");
     }
     let steps = settings.episode_steps.unwrap_or(m.episode_steps);
     let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
     let mut trained = m.clone();
     let healthy = training_healthy_reward(settings.healthy_reward, &m);
     if let Some(w) = healthy {
-        if !w.is_finite() {
-            bail!("--healthy-reward must be a finite number, got {w}");
-        }
         trained.healthy_weight = w;
     }
-    let task = Control { backend, model: &trained, run, parsimony: settings.parsimony, played: std::sync::Mutex::new((0, 0.0)) };
+    // A resumed run goes on counting from the checkpoint's env steps and roll-out seconds.
+    let played = opts.resume.as_ref().and_then(|c| c.env_steps).unwrap_or((0, 0.0));
+    let task = Control { backend, model: &trained, run, parsimony: settings.parsimony, played: std::sync::Mutex::new(played) };
     let names = observation_names(&m);
     let acts = actuator_names(&m);
-    let mut watch = Watch {
-        progress: crate::report::progress::Progress::new(settings.engine.generations, quiet).with_unit("env steps").with_returns(),
-        played: &task.played,
-        stop: opts.stop.as_deref(),
-    };
+    let experiment = super::experiment::Experiment::Control(settings.clone());
+    let mut observer = super::run::RunObserver::for_control(&experiment, opts, &task.played)?;
+    let resume = observer.resume()?;
     let outcome = match (&settings.grammar, &settings.functions) {
         (Some(path), _) => {
             let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
@@ -350,15 +344,16 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_grammar_from(&settings.engine, &rep, &task, None, &mut watch)?
+            run_grammar_from(&settings.engine, &rep, &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, n_obs, nu, settings.engine.max_len)?;
-            run_trees_from(&settings.engine, &rep, &task, None, &mut watch)?
+            run_trees_from(&settings.engine, &rep, &task, resume, &mut observer)
         }
         (None, None) => bail!("give either --grammar FILE or --functions LIST"),
     };
-    watch.progress.finish();
+    observer.finish();
+    let outcome = outcome.map_err(|e| observer.explain(e))?;
     let seconds = start.elapsed().as_secs_f64();
     let (played, rollout_seconds) = task.played.lock().map_or((0, 0.0), |p| *p);
     let best = &outcome.best;
@@ -375,9 +370,22 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         .map(|s| {
             serde_json::json!({"generation": s.generation, "best_return": crate::report::num(-s.best),
                 "mean_return": crate::report::num(-s.mean), "mean_size": crate::report::num(s.mean_size),
+                "median_size": observer.median_sizes.get(s.generation).copied().map(crate::report::num),
                 "invalid": s.invalid, "seconds": s.seconds})
         })
         .collect();
+    // The hall of fame's loss is minus the training return (the fitness less the parsimony
+    // penalty); each row shows every actuator's action.
+    let fame = super::regression::fame_rows(&observer.hof, settings.parsimony, |nodes| {
+        let show = |style: Style| {
+            let wrap = |p: String| match style {
+                Style::Latex => format!("\\tanh\\left({p}\\right)"),
+                Style::Infix | Style::Sympy => format!("tanh({p})"),
+            };
+            outputs(nodes, nu, &names, style).into_iter().map(wrap).collect::<Vec<_>>().join("; ")
+        };
+        Ok((show(Style::Infix), show(Style::Latex), show(Style::Sympy)))
+    })?;
     let mut best_json = serde_json::json!({
         "programs": programs.iter().zip(&acts).map(|(p, a)| serde_json::json!({"actuator": a, "action": format!("tanh({p})")})).collect::<Vec<_>>(),
         "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
@@ -394,6 +402,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         nodes: super::model::Model::encode(&best.nodes),
     };
     let report = serde_json::json!({
+        "command": "control",
         "settings": settings,
         "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": steps},
         "generations": generations,
@@ -402,9 +411,11 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         "test": test.json(),
         "policy": policy,
         "training_healthy_reward": healthy.unwrap_or(m.healthy_weight),
+        "hall_of_fame": fame,
         "timing": {"seconds": seconds, "env_steps": played, "rollout_seconds": rollout_seconds,
                    "env_steps_per_second": played as f64 / rollout_seconds.max(1e-9),
                    "threads": rayon::current_num_threads(), "device": backend.describe()},
+        "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
     let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);

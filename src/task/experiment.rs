@@ -11,17 +11,21 @@
 //! )
 //! ```
 //!
-//! Fields are those of the settings a report stores ([`EvolveSettings`], [`ClassifySettings`]);
-//! enum values are written as strings, spelled as on the command line (`metric: "mae"`,
-//! `fitness: "cross-entropy"`). What a file leaves out takes the command line's default, also
-//! inside a nested block (`engine: (pop_size: 5000)` keeps the command's own `max_len`). An
-//! unknown field is an error that names it with its path. A new command (control) is one more
-//! variant of [`Experiment`] plus its arm in [`Experiment::defaults`].
+//! Fields are those of the settings a report stores ([`EvolveSettings`], [`ClassifySettings`],
+//! [`ControlSettings`]); enum values are written as strings, spelled as on the command line
+//! (`metric: "mae"`, `fitness: "cross-entropy"`). What a file leaves out takes the command
+//! line's default, also inside a nested block (`engine: (pop_size: 5000)` keeps the command's
+//! own `max_len`); control's population, generations and episodes default to `grove control`'s
+//! on a GPU when the file says `device: "cuda"`, else to its CPU defaults (a file gives the
+//! same settings on every machine). An unknown field is an error that names it with its path.
+//! A new command is one more variant of [`Experiment`] plus its arm in each `match` here (the
+//! compiler lists them), in [`COMMANDS`], and in `task::run::run_experiment`.
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use super::classify::ClassifySettings;
+use super::control::ControlSettings;
 use super::regression::EvolveSettings;
 
 /// One command's complete settings.
@@ -31,17 +35,20 @@ pub enum Experiment {
     Evolve(EvolveSettings),
     /// `grove classify`: classification.
     Classify(ClassifySettings),
+    /// `grove control`: a control policy for a simulated robot.
+    Control(ControlSettings),
 }
 
 /// The commands an experiment can run, by the name a file or report uses.
-pub const COMMANDS: &[(&str, &str)] = &[("Evolve", "evolve"), ("Classify", "classify")];
+pub const COMMANDS: &[(&str, &str)] = &[("Evolve", "evolve"), ("Classify", "classify"), ("Control", "control")];
 
 impl Experiment {
-    /// The command's name as a report stores it (`evolve`, `classify`).
+    /// The command's name as a report stores it (`evolve`, `classify`, `control`).
     pub fn command(&self) -> &'static str {
         match self {
             Experiment::Evolve(_) => "evolve",
             Experiment::Classify(_) => "classify",
+            Experiment::Control(_) => "control",
         }
     }
 
@@ -50,15 +57,17 @@ impl Experiment {
         match self {
             Experiment::Evolve(s) => serde_json::to_value(s),
             Experiment::Classify(s) => serde_json::to_value(s),
+            Experiment::Control(s) => serde_json::to_value(s),
         }
         .unwrap_or(Value::Null)
     }
 
-    /// The command line's defaults for `command`, as JSON.
+    /// The command line's defaults for `command`, as JSON (for control, its CPU defaults).
     pub fn defaults(command: &str) -> Result<Value> {
         Ok(match command {
             "evolve" => serde_json::to_value(EvolveSettings::cli_default())?,
             "classify" => serde_json::to_value(ClassifySettings::default())?,
+            "control" => serde_json::to_value(ControlSettings::cli_default(false))?,
             other => bail!(
                 "unknown command `{other}`: an experiment is one of {}",
                 COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
@@ -71,14 +80,31 @@ impl Experiment {
     pub fn from_parts(command: &str, given: Value, origin: &str) -> Result<Experiment> {
         let mut merged = Self::defaults(command)?;
         anyhow::ensure!(given.is_object(), "{origin}: the settings must be a block of `name: value` fields");
-        // As on the command line, a classifier given a grammar has no default function set.
-        if command == "classify" && given.get("grammar").is_some_and(|g| !g.is_null()) && given.get("functions").is_none() {
+        // As on the command line, a classifier or a policy given a grammar has no default
+        // function set.
+        if matches!(command, "classify" | "control") && given.get("grammar").is_some_and(|g| !g.is_null()) && given.get("functions").is_none() {
             merged["functions"] = Value::Null;
+        }
+        if command == "control" {
+            // `grove control` requires --env; a file names it too.
+            anyhow::ensure!(
+                given.get("env").is_some_and(Value::is_string),
+                "{origin}: a control experiment names its environment, e.g. `Control(env: \"hopper\", ...)` (swimmer, hopper, walker2d, half_cheetah or a .ron path)"
+            );
+            // As `grove control --device cuda`: a GPU's population, generations and episodes.
+            if given.get("device").and_then(Value::as_str) == Some("cuda") {
+                let gpu = serde_json::to_value(ControlSettings::cli_default(true))?;
+                for (block, field) in [("engine", "pop_size"), ("engine", "generations")] {
+                    merged[block][field] = gpu[block][field].clone();
+                }
+                merged["episodes"] = gpu["episodes"].clone();
+            }
         }
         merge(&mut merged, given);
         let exp = match command {
             "evolve" => Experiment::Evolve(strict(merged, origin)?),
-            _ => Experiment::Classify(strict(merged, origin)?),
+            "classify" => Experiment::Classify(strict(merged, origin)?),
+            _ => Experiment::Control(strict(merged, origin)?),
         };
         exp.check().with_context(|| format!("{origin}: bad settings"))?;
         Ok(exp)
@@ -89,6 +115,7 @@ impl Experiment {
         match self {
             Experiment::Evolve(s) => s.check(),
             Experiment::Classify(s) => s.check(),
+            Experiment::Control(s) => s.check(),
         }
     }
 
@@ -97,6 +124,7 @@ impl Experiment {
         match self {
             Experiment::Evolve(s) => &mut s.device,
             Experiment::Classify(s) => &mut s.device,
+            Experiment::Control(s) => &mut s.device,
         }
     }
 
@@ -105,6 +133,7 @@ impl Experiment {
         match self {
             Experiment::Evolve(s) => &s.engine,
             Experiment::Classify(s) => &s.engine,
+            Experiment::Control(s) => &s.engine,
         }
     }
 
@@ -113,6 +142,7 @@ impl Experiment {
         match self {
             Experiment::Evolve(s) => &mut s.engine,
             Experiment::Classify(s) => &mut s.engine,
+            Experiment::Control(s) => &mut s.engine,
         }
     }
 }
@@ -209,8 +239,17 @@ pub fn load_ron(path: &std::path::Path) -> Result<(String, Value)> {
 pub fn load_report(path: &std::path::Path) -> Result<(String, Value)> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
     let v: Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", path.display()))?;
+    anyhow::ensure!(
+        v.get("grove_checkpoint").is_none(),
+        "{} is a checkpoint, not a report: continue it with `grove run --resume {}`",
+        path.display(),
+        path.display()
+    );
     let command = v.get("command").and_then(Value::as_str).with_context(|| {
-        format!("{} has no `command`: give a report written by `grove evolve`, `classify` or `run` with --report", path.display())
+        format!(
+            "{} has no `command`: give a report written by `grove evolve`, `classify`, `control` or `run` with --report",
+            path.display()
+        )
     })?;
     let settings = v.get("settings").cloned().with_context(|| format!("{} has no `settings`", path.display()))?;
     Ok((command.to_string(), settings))
@@ -268,6 +307,10 @@ pub fn from_source(file: Option<&std::path::Path>, from: Option<&std::path::Path
         }
         (None, None) => bail!("give an experiment file (e.g. grove run examples/w1-pagie1.ron), --from REPORT.json or --resume CHECKPOINT"),
     };
+    anyhow::ensure!(
+        !(command == "control" && o.data.is_some()),
+        "--data does not apply to a control experiment: its environment is `env` (e.g. --set env=hopper)"
+    );
     let overrides: [(&str, Option<Value>); 5] = [
         ("engine.pop_size", o.pop.map(|v| json!(v))),
         ("engine.generations", o.gens.map(|v| json!(v))),

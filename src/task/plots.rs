@@ -5,7 +5,8 @@
 //! report's settings and the saved model applied), the test confusion matrix for
 //! classification. A new task gets the fitness curve by writing `generations` in its report;
 //! `fitness_label` names its axis and `fitness_sign: -1` turns a minimised −return back into a
-//! return; generations holding `best_return` / `mean_return` (control's reports) plot as returns.
+//! return; generations holding `best_return` / `mean_return` (control's reports) plot as returns,
+//! and so does their hall of fame (whose loss is minus the training return).
 
 use std::path::{Path, PathBuf};
 
@@ -82,7 +83,9 @@ pub fn write_all(report: &Value, dir: &Path) -> Result<Vec<PathBuf>> {
         ]),
     )?);
     if let Some(rows) = report.get("hall_of_fame").and_then(Value::as_array).filter(|r| !r.is_empty()) {
-        let pts: Vec<(f64, f64)> = rows.iter().map(|r| (f(&r["complexity"]), f(&r["loss"]))).collect();
+        // A control run's loss is minus its (training) return: drawn as the return.
+        let loss_sign = if returns { -1.0 } else { 1.0 };
+        let pts: Vec<(f64, f64)> = rows.iter().map(|r| (f(&r["complexity"]), loss_sign * f(&r["loss"]))).collect();
         out.extend(save(
             &dir.join("pareto"),
             &Figure::Chart(Chart {
@@ -93,9 +96,10 @@ pub fn write_all(report: &Value, dir: &Path) -> Result<Vec<PathBuf>> {
                     Series { name: "front".into(), points: pts.clone(), dots: false },
                     Series { name: "programs".into(), points: pts, dots: true },
                 ],
-                log_y: true,
+                log_y: !returns,
                 diagonal: false,
-                legend_low: false,
+                // A front of returns rises to the right: the legend goes below it.
+                legend_low: returns,
             }),
         )?);
     }

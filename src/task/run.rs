@@ -96,6 +96,9 @@ pub struct Checkpoint {
     /// Generations between checkpoints (a resumed run keeps it).
     #[serde(default = "ten")]
     pub checkpoint_every: usize,
+    /// Control runs: env steps played and seconds spent in roll-outs so far (timing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_steps: Option<(u64, f64)>,
 }
 
 fn ten() -> usize {
@@ -132,13 +135,22 @@ impl Checkpoint {
 
 pub use crate::report::write_atomic;
 
-/// The observer of a task's run: progress, node-evaluation count, hall of fame, checkpoints
-/// and the stop request.
+/// What a run's progress counts: node evaluations (nodes × data points, regression and
+/// classification) or env steps (control, read from the task's counter).
+enum Work<'a> {
+    /// Node evaluations; each program is run on this many points.
+    Nodes { points: f64 },
+    /// Env steps played and seconds of roll-outs, as the control task counts them.
+    EnvSteps(&'a std::sync::Mutex<(u64, f64)>),
+}
+
+/// The observer of a task's run: progress, work count, hall of fame, checkpoints and the stop
+/// request.
 pub struct RunObserver<'a> {
     progress: crate::report::progress::Progress,
-    /// Node evaluations so far.
+    /// Node evaluations so far (0 for a control run, which counts env steps instead).
     pub evals: f64,
-    points: f64,
+    work: Work<'a>,
     pop_size: usize,
     /// The hall of fame.
     pub hof: HallOfFame,
@@ -152,15 +164,31 @@ pub struct RunObserver<'a> {
 impl<'a> RunObserver<'a> {
     /// An observer for a run of `experiment` scoring each program on `points` data points.
     pub fn new(experiment: &'a Experiment, opts: &'a RunOptions, points: usize) -> Result<Self> {
+        Self::counting(experiment, opts, Work::Nodes { points: points as f64 })
+    }
+
+    /// An observer for a control run of `experiment`, whose progress counts the env steps of
+    /// `played` (env steps, seconds of roll-outs: the task's counter, which a resumed run starts
+    /// from the checkpoint's [`Checkpoint::env_steps`]) and shows returns, and whose checkpoints
+    /// save that counter.
+    pub fn for_control(experiment: &'a Experiment, opts: &'a RunOptions, played: &'a std::sync::Mutex<(u64, f64)>) -> Result<Self> {
+        Self::counting(experiment, opts, Work::EnvSteps(played))
+    }
+
+    fn counting(experiment: &'a Experiment, opts: &'a RunOptions, work: Work<'a>) -> Result<Self> {
         let engine = experiment.engine();
         let (hof, evals, median_sizes) = match &opts.resume {
             Some(c) => (c.hall_of_fame()?, c.node_evaluations, c.median_sizes.clone()),
             None => (HallOfFame::default(), 0.0, Vec::new()),
         };
+        let mut progress = crate::report::progress::Progress::new(engine.generations, opts.quiet || opts.verbose);
+        if matches!(work, Work::EnvSteps(_)) {
+            progress = progress.with_unit("env steps").with_returns();
+        }
         Ok(Self {
-            progress: crate::report::progress::Progress::new(engine.generations, opts.quiet || opts.verbose),
+            progress,
             evals,
-            points: points as f64,
+            work,
             pop_size: engine.pop_size,
             hof,
             median_sizes,
@@ -214,13 +242,26 @@ pub fn median_of_counts(counts: &[u32]) -> f64 {
 
 impl Observer for RunObserver<'_> {
     fn generation(&mut self, s: &GenerationStats, _best: &Best) {
-        self.evals += s.mean_size.max(0.0) * (self.pop_size - s.invalid) as f64 * self.points;
-        self.progress.update(s, self.evals);
+        let count = match &self.work {
+            Work::Nodes { points } => {
+                self.evals += s.mean_size.max(0.0) * (self.pop_size - s.invalid) as f64 * points;
+                self.evals
+            }
+            Work::EnvSteps(played) => played.lock().map_or(0, |p| p.0) as f64,
+        };
+        self.progress.update(s, count);
         if self.verbose {
-            eprintln!(
-                "gen {:>4} · best {:.6e} · mean {:.6e} · mean size {:.1} · invalid {} · {:.3} s",
-                s.generation, s.best, s.mean, s.mean_size, s.invalid, s.seconds
-            );
+            match self.work {
+                Work::Nodes { .. } => eprintln!(
+                    "gen {:>4} · best {:.6e} · mean {:.6e} · mean size {:.1} · invalid {} · {:.3} s",
+                    s.generation, s.best, s.mean, s.mean_size, s.invalid, s.seconds
+                ),
+                // Control minimises minus the return: show returns.
+                Work::EnvSteps(_) => eprintln!(
+                    "gen {:>4} · best return {:.2} · mean return {:.2} · mean size {:.1} · invalid {} · {:.3} s",
+                    s.generation, -s.best, -s.mean, s.mean_size, s.invalid, s.seconds
+                ),
+            }
         }
     }
 
@@ -275,6 +316,10 @@ impl Observer for RunObserver<'_> {
             node_evaluations: self.evals,
             median_sizes: self.median_sizes.clone(),
             checkpoint_every: self.opts.checkpoint_every,
+            env_steps: match &self.work {
+                Work::Nodes { .. } => None,
+                Work::EnvSteps(played) => Some(played.lock().map_or((0, 0.0), |p| *p)),
+            },
         };
         let text = serde_json::to_vec(&c).context("cannot encode the checkpoint")?;
         write_atomic(path, &text).with_context(|| format!("cannot save the checkpoint {}", path.display()))?;
@@ -301,12 +346,13 @@ pub fn on_threads<T: Send>(threads: Option<usize>, run: impl FnOnce() -> Result<
     }
 }
 
-/// Runs an experiment (evolve or classify) as `opts` says, on `threads` worker threads: the
-/// library's run of `grove evolve`, `grove classify` and `grove run`.
+/// Runs an experiment (evolve, classify or control) as `opts` says, on `threads` worker
+/// threads: the library's run of `grove evolve`, `grove classify` and `grove run`.
 pub fn run_experiment(exp: &Experiment, opts: &RunOptions, threads: Option<usize>) -> Result<super::regression::EvolveResult> {
     on_threads(threads, || match exp {
         Experiment::Evolve(s) => super::regression::evolve_with(s, opts),
         Experiment::Classify(s) => super::classify::classify_with(s, opts),
+        Experiment::Control(s) => super::control::control_run(s, opts),
     })
 }
 

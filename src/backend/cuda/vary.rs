@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, 
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    BREED_TREES, GATHER_GENOMES, INIT_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GeParams, MAX_CROSSOVERS, MAX_MUTATIONS, RNG_DRAWS,
+    BREED_TREES, GATHER_GENOMES, INIT_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, GeParams, LANES, MAX_CROSSOVERS, MAX_MUTATIONS, RNG_DRAWS,
     VARY, VARY_OP, VaryParams, op_code,
 };
 use super::kernels::MapOut;
@@ -28,8 +28,9 @@ use crate::program::tree::Population;
 use crate::program::vary::{Bred, BreedConfig, Crossover, Mutation, Operator, Outcome, VaryConfig, cumulative};
 use crate::rng::Purpose;
 
-/// Threads per block of the one-thread-per-offspring kernels.
+/// Threads per block of the variation kernels (a multiple of [`LANES`]).
 const THREADS: u32 = 128;
+const _: () = assert!(THREADS % LANES == 0);
 
 /// A population of trees on the device, laid out as [`Population`]: `op`, `value`, `size`,
 /// `out` `[P × L]` (u8, f32, u16, u8) and `len` `[P]` u16; prefix order, padding zero.
@@ -175,6 +176,20 @@ fn zeros<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, n: usize, wh
 /// One thread per item.
 fn per_item(n: usize) -> LaunchConfig {
     LaunchConfig { grid_dim: ((n as u32).div_ceil(THREADS), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
+}
+
+/// The tree kernels index their threads in 32 bits: at most `u32::MAX / LANES` groups.
+fn check_groups(n: usize, what: &str) -> Result<()> {
+    if n > (u32::MAX / LANES) as usize {
+        return Err(GpuError::Input(format!("{n} {what}: too many (at most {})", u32::MAX / LANES)));
+    }
+    Ok(())
+}
+
+/// A launch of `n` groups of [`LANES`] threads (the tree kernels: a group per child or tree).
+fn per_group(n: usize) -> LaunchConfig {
+    let threads = n as u64 * LANES as u64;
+    LaunchConfig { grid_dim: (threads.div_ceil(THREADS as u64) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
 }
 
 /// The tree kernels' parameters for `n` children of length `max_len`, operator `op`
@@ -401,9 +416,7 @@ impl CudaEngine {
                 pairs.n, pairs.bound, children.n, parents.n
             )));
         }
-        if children.n > u32::MAX as usize / 2 {
-            return Err(GpuError::Input(format!("{} children: too many", children.n)));
-        }
+        check_groups(children.n, "children")?;
         Ok(())
     }
 
@@ -442,9 +455,10 @@ impl CudaEngine {
         // written by these kernels, which keep every invariant), so every node index stays
         // below len <= L of its row; children rows k < n_children, scratch rows k and
         // n_children + k < 2 n_children (its row stride is L) and pending row k (L entries:
-        // the generator's stack never exceeds its budget <= L) are thread k's alone; the
-        // tail buffers hold n_children entries (and 8 counts).
-        unsafe { b.launch(per_item(children.n)) }.during(|| format!("launching {name}"))?;
+        // the generator's stack never exceeds its budget <= L) are group k's alone (LANES
+        // threads, per_group; check_groups keeps thread indices within 32 bits); the tail
+        // buffers hold n_children entries (and 8 counts).
+        unsafe { b.launch(per_group(children.n)) }.during(|| format!("launching {name}"))?;
         guard.tables = Some(tables);
         Ok(())
     }
@@ -477,6 +491,7 @@ impl CudaEngine {
         if p == 0 {
             return Ok(pop);
         }
+        check_groups(p, "trees")?;
         let f = self.function(&VARY, &[], INIT_TREES)?;
         let mut guard = self.vary_scratch.lock().unwrap_or_else(|e| e.into_inner());
         let tables = self.spec_tables(&mut guard, spec)?;
@@ -487,10 +502,10 @@ impl CudaEngine {
         b.arg(&mut *pending);
         // SAFETY: matches `grove_init_trees(GroveVaryParams, const unsigned char* functions,
         // const float* constants, GROVE_POP_PARAMS(pop), unsigned* pending)`: the spec passed
-        // check() (vary_params), so every function code has an arity and leaves exist; thread
-        // i writes row i of P rows of stride L (trees never exceed L) and pending row i (L
-        // entries, the generator's budget).
-        unsafe { b.launch(per_item(p)) }.during(|| format!("launching {INIT_TREES}"))?;
+        // check() (vary_params), so every function code has an arity and leaves exist; group
+        // i (LANES threads) writes row i of P rows of stride L (trees never exceed L) and
+        // pending row i (L entries, the generator's budget).
+        unsafe { b.launch(per_group(p)) }.during(|| format!("launching {INIT_TREES}"))?;
         guard.tables = Some(tables);
         Ok(pop)
     }
