@@ -40,11 +40,41 @@ pub struct EngineConfig {
     pub elite: usize,
     /// Longest program, in nodes (the population's row width `L`).
     pub max_len: usize,
+    /// Bloat control by selection ([`select::Bloat`]); runs the host loop on every device.
+    #[serde(default)]
+    pub bloat: select::Bloat,
+    /// Double tournament's `D` in `[1, 2]`: the smaller of two fitness-tournament winners
+    /// becomes the parent with probability `D / 2`.
+    #[serde(default = "default_size_pressure")]
+    pub size_pressure: f64,
+}
+
+/// Luke & Panait's recommended `D` for the double tournament.
+pub const DEFAULT_SIZE_PRESSURE: f64 = 1.4;
+
+fn default_size_pressure() -> f64 {
+    DEFAULT_SIZE_PRESSURE
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { pop_size: 1000, generations: 50, seed: 1, tournament: 3, elite: 1, max_len: 256 }
+        Self {
+            pop_size: 1000,
+            generations: 50,
+            seed: 1,
+            tournament: 3,
+            elite: 1,
+            max_len: 256,
+            bloat: select::Bloat::None,
+            size_pressure: DEFAULT_SIZE_PRESSURE,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The parent tournament these settings describe.
+    pub fn parent_tournament(&self) -> select::Tournament {
+        select::Tournament { size: self.tournament, bloat: self.bloat, size_pressure: self.size_pressure }
     }
 }
 
@@ -441,12 +471,13 @@ pub fn run_grammar_on_host_from(
         let n_children = p - elite.len();
         let pairs = n_children.div_ceil(2);
         let next_gen = gen as u32 + 1;
+        let parents = cfg.parent_tournament();
         let children: Vec<(Vec<u32>, Vec<u32>)> = (0..pairs)
             .into_par_iter()
             .with_min_len(32)
             .map_init(|| rep.mapper(), |mapper, j| {
-                let a = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * j);
-                let b = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * j + 1);
+                let a = parents.pick(&fit, &pop.len, &pool, cfg.seed, next_gen, 2 * j);
+                let b = parents.pick(&fit, &pop.len, &pool, cfg.seed, next_gen, 2 * j + 1);
                 let (mut c0, mut c1) = (Vec::new(), Vec::new());
                 let mut s = Stream::new(cfg.seed, next_gen, j as u32, Purpose::Crossover);
                 crossover(genomes.get(a), genomes.get(b), used[a], used[b], &rep.vary, rep.genome_capacity, &mut s, &mut c0, &mut c1);
@@ -585,12 +616,13 @@ pub fn run_trees_on_host_from(
         let next_gen = gen as u32 + 1;
         let pool = select::valid_indices(&fit);
         let elite = select::elite(&fit, cfg.elite.min(p));
+        let parents = cfg.parent_tournament();
         let pairs: Vec<[u32; 2]> = (0..p)
             .into_par_iter()
             .with_min_len(256)
             .map(|k| {
-                let a = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * k);
-                let b = select::tournament(&fit, &pool, cfg.tournament, cfg.seed, next_gen, 2 * k + 1);
+                let a = parents.pick(&fit, &pop.len, &pool, cfg.seed, next_gen, 2 * k);
+                let b = parents.pick(&fit, &pop.len, &pool, cfg.seed, next_gen, 2 * k + 1);
                 [a as u32, b as u32]
             })
             .collect();
