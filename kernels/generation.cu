@@ -16,7 +16,7 @@
 
 #define GROVE_STACK 32           // eval.cu's fast kernels' stack (kernels::STACK, checked by a test)
 #define GROVE_DEEP_STACK 512     // eval.cu's deep kernels' stack (kernels::DEEP_STACK, likewise)
-#define GROVE_SCAN_THREADS 1024  // threads of grove_partition's one block (a power of two)
+#define GROVE_SCAN_THREADS 1024  // threads of grove_argmin_final's one block (a power of two)
 #define GROVE_REDUCE_THREADS 256 // threads of the argmin blocks (a power of two)
 #define GROVE_MAX_ELITE 64       // most individuals grove_argmin_* may skip
 
@@ -24,6 +24,7 @@
 
 #include "sums.cuh"
 #include "order.cuh"
+#include "scan.cuh"
 
 // Mirrors GenParams in src/backend/cuda/kernels.rs.
 struct GroveGenParams {
@@ -122,46 +123,74 @@ extern "C" __global__ void grove_stack_class(GroveGenParams p, const unsigned ch
 }
 
 // ids = the fast trees' indices in order, then the deep ones'; counts[0] fast, counts[1] deep,
-// counts[2] bad (class 2), counts[3] the first bad tree (or 0xFFFFFFFF). One block of
-// GROVE_SCAN_THREADS threads, each taking a contiguous run of trees; one scan of both counts.
-extern "C" __global__ void grove_partition(GroveGenParams p, const unsigned* cls, unsigned* ids, unsigned* counts) {
-    __shared__ unsigned long long scan[GROVE_SCAN_THREADS];
+// counts[2] bad (class 2), counts[3] the first bad tree (or 0xFFFFFFFF). Three launches over
+// tiles of GROVE_TILE trees (scan.cuh): grove_partition_count (a block per tile: fast and deep
+// counts packed, and the tile's first bad tree), grove_partition_scan (one block: offsets and
+// counts) and grove_partition (a block per tile: the ids).
+
+// Packed counts of class c: fast in the high half, deep in the low half.
+__device__ __forceinline__ unsigned long long grove_class_count(unsigned c) {
+    return c == 0 ? 1ull << 32 : c == 1 ? 1ull : 0ull;
+}
+
+extern "C" __global__ void grove_partition_count(GroveGenParams p, const unsigned* cls, unsigned long long* tiles,
+                                                 unsigned* tile_bad) {
     __shared__ unsigned first_bad;
-    const unsigned t = threadIdx.x, n = p.n;
-    if (t == 0) first_bad = 0xFFFFFFFFu;
-    const unsigned per = (n + GROVE_SCAN_THREADS - 1) / GROVE_SCAN_THREADS;
-    const unsigned lo = t * per < n ? t * per : n, hi = lo + per < n ? lo + per : n;
-    unsigned nf = 0, nd = 0, bad = 0xFFFFFFFFu;
-    for (unsigned i = lo; i < hi; ++i) {
-        const unsigned c = cls[i];
-        nf += c == 0;
-        nd += c == 1;
-        if (c > 1 && bad == 0xFFFFFFFFu) bad = i;
+    if (threadIdx.x == 0) first_bad = 0xFFFFFFFFu;
+    const unsigned lo = grove_tile_first();
+    unsigned long long c = 0;
+    unsigned bad = 0xFFFFFFFFu;
+    for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j) {
+        if (lo + j >= p.n) break;
+        const unsigned k = cls[lo + j];
+        c += grove_class_count(k);
+        if (k > 1 && bad == 0xFFFFFFFFu) bad = lo + j;
     }
-    const unsigned long long mine = ((unsigned long long)nf << 32) | nd;
-    scan[t] = mine;
-    __syncthreads();
+    unsigned long long total;
+    grove_block_scan(c, total);  // its barriers also order first_bad's reset before the minimum
     if (bad != 0xFFFFFFFFu) atomicMin(&first_bad, bad);
-    for (unsigned d = 1; d < GROVE_SCAN_THREADS; d *= 2) {
-        const unsigned long long v = t >= d ? scan[t - d] : 0ull;
-        __syncthreads();
-        scan[t] += v;
-        __syncthreads();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        tiles[blockIdx.x] = total;
+        tile_bad[blockIdx.x] = first_bad;
     }
-    const unsigned long long total = scan[GROVE_SCAN_THREADS - 1];
-    const unsigned n_fast = (unsigned)(total >> 32), n_deep = (unsigned)total;
-    const unsigned long long before = scan[t] - mine;
-    unsigned at_fast = (unsigned)(before >> 32), at_deep = n_fast + (unsigned)before;
-    for (unsigned i = lo; i < hi; ++i) {
-        const unsigned c = cls[i];
-        if (c == 0) ids[at_fast++] = i;
-        else if (c == 1) ids[at_deep++] = i;
-    }
-    if (t == 0) {
+}
+
+// One block of GROVE_TILE_THREADS threads.
+extern "C" __global__ void grove_partition_scan(GroveGenParams p, unsigned long long* tiles, const unsigned* tile_bad,
+                                                unsigned* counts) {
+    __shared__ unsigned first_bad;
+    if (threadIdx.x == 0) first_bad = 0xFFFFFFFFu;
+    const unsigned n_tiles = (p.n + GROVE_TILE - 1) / GROVE_TILE;
+    const unsigned long long total = grove_tiles_scan(tiles, n_tiles);  // barriers order the reset
+    unsigned bad = 0xFFFFFFFFu;
+    for (unsigned i = threadIdx.x; i < n_tiles; i += GROVE_TILE_THREADS) bad = tile_bad[i] < bad ? tile_bad[i] : bad;
+    if (bad != 0xFFFFFFFFu) atomicMin(&first_bad, bad);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned n_fast = (unsigned)(total >> 32), n_deep = (unsigned)total;
         counts[0] = n_fast;
         counts[1] = n_deep;
-        counts[2] = n - n_fast - n_deep;
+        counts[2] = p.n - n_fast - n_deep;
         counts[3] = first_bad;
+    }
+}
+
+extern "C" __global__ void grove_partition(GroveGenParams p, const unsigned* cls, const unsigned long long* tiles,
+                                           const unsigned* counts, unsigned* ids) {
+    const unsigned lo = grove_tile_first();
+    unsigned k[GROVE_TILE_ITEMS];
+    unsigned long long c = 0;
+    for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j) {
+        k[j] = lo + j < p.n ? cls[lo + j] : 2u;
+        c += grove_class_count(k[j]);
+    }
+    unsigned long long total;
+    const unsigned long long at = tiles[blockIdx.x] + grove_block_scan(c, total);
+    unsigned at_fast = (unsigned)(at >> 32), at_deep = counts[0] + (unsigned)at;
+    for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j) {
+        if (k[j] == 0) ids[at_fast++] = lo + j;
+        else if (k[j] == 1) ids[at_deep++] = lo + j;
     }
 }
 

@@ -2,13 +2,13 @@
 //
 // Twin of src/program/fastmath.rs, operation for operation: the same algorithms (Cephes' expf,
 // logf, sinf/cosf, tanhf; Payne-Hanek reduction of large trigonometric arguments; pow in f64
-// with its own ln and exp), the same order of operations, and the coefficients generated from
+// with its own ln and exp; the f64 ln and cos of the simulator's reset draws), the same order of operations, and the coefficients generated from
 // the Rust constants (GROVE_EXP_P0, ... are defined just above this file, bit for bit). The
 // kernels are compiled with --fmad=false, so the compiler fuses no multiply and add by itself;
 // the polynomials use fmaf exactly where the Rust uses mul_add. IEEE + - * /, sqrt and FMA
 // round exactly as on the CPU: every function here returns the CPU's bits. The operator
-// table (src/program/ops.rs) calls these; nothing else in the kernels computes a
-// transcendental function.
+// table (src/program/ops.rs) and the simulator (sim.cu) call these; nothing else in the kernels
+// computes a transcendental function.
 
 #define GROVE_F32_NAN __int_as_float(0x7fffffff)
 #define GROVE_F32_INF __int_as_float(0x7f800000)
@@ -147,6 +147,24 @@ __device__ __forceinline__ float grove_tan(float x) {
     return __uint_as_float(__float_as_uint(v) ^ (__float_as_uint(x) & 0x80000000u));
 }
 
+// sin x and cos x from one reduction, bit for bit grove_sin(x) and grove_cos(x)
+// (fastmath::sin_cos): the simulator's rotations.
+__device__ __forceinline__ void grove_sincos(float x, float* s_out, float* c_out) {
+    if (!(fabsf(x) <= GROVE_SINCOS_MAX0)) {
+        *s_out = grove_sin_large(x);
+        *c_out = grove_cos_large(x);
+        return;
+    }
+    int j;
+    const float r = grove_reduce(fabsf(x), &j);
+    const float s = grove_sin_poly(r), c = grove_cos_poly(r);
+    const float sv = (j & 2) ? c : s, cv = (j & 2) ? s : c;
+    const unsigned sflip = (__float_as_uint(x) & 0x80000000u) ^ (((unsigned)(j & 4)) << 29);
+    const unsigned cflip = ((unsigned)((j & 4) ^ ((j & 2) << 1))) << 29;
+    *s_out = __uint_as_float(__float_as_uint(sv) ^ sflip);
+    *c_out = __uint_as_float(__float_as_uint(cv) ^ cflip);
+}
+
 // tanh x (fastmath::tanh).
 __device__ __forceinline__ float grove_tanh(float x) {
     const float z = fabsf(x);
@@ -193,6 +211,31 @@ __device__ __forceinline__ double grove_exp64(double t) {
     for (int i = 1; i < GROVE_EXP64_TERMS; ++i) p = p * r + c[i];
     p = p * r + 1.0;
     return p * __longlong_as_double((long long)((unsigned long long)((long long)n + 1023) << 52));
+}
+
+// cos 2*pi*u in f64 for |u| < 2^50 (fastmath::cos_turns64): the reset noise's Box-Muller angle.
+__device__ __forceinline__ double grove_cos_turns64(double u) {
+    const double ROUND = 6755399441055744.0;  // 1.5 * 2^52
+    const double n = (u * 4.0 + ROUND) - ROUND;
+    const double r = u - n * 0.25;
+    const double t = r * GROVE_TAU_D0;
+    const double z = t * t;
+    const double sc[GROVE_SIN64_TERMS] = GROVE_SIN64_C;
+    const double cc[GROVE_COS64_TERMS] = GROVE_COS64_C;
+    double ps = sc[0];
+#pragma unroll
+    for (int i = 1; i < GROVE_SIN64_TERMS; ++i) ps = ps * z + sc[i];
+    double pc = cc[0];
+#pragma unroll
+    for (int i = 1; i < GROVE_COS64_TERMS; ++i) pc = pc * z + cc[i];
+    const double s = t + t * z * ps;
+    const double c = (1.0 - 0.5 * z) + z * z * pc;
+    switch ((long long)n & 3) {
+        case 0: return c;
+        case 1: return -s;
+        case 2: return -c;
+        default: return s;
+    }
 }
 
 // |a|^b (fastmath::pow_abs).

@@ -6,13 +6,13 @@
 
 #include "rng.cuh"
 #include "order.cuh"
+#include "scan.cuh"
 
 #define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
 
 // Most contestants of a tournament without replacement (its chosen positions are a local list).
 #define GROVE_MAX_DISTINCT 64
 // Threads of the one block of grove_valid_pool (a power of two).
-#define GROVE_POOL_THREADS 1024
 // Fitness values staged per block by grove_rank.
 #define GROVE_RANK_TILE 256
 
@@ -49,28 +49,40 @@ __device__ __forceinline__ bool grove_beats(const double* fit, unsigned a, unsig
 
 
 // select::valid_indices: pool = the indices with a finite key, in order; n_valid[0] = their
-// number. One block of GROVE_POOL_THREADS threads, each taking a contiguous run of indices,
-// and a scan of the counts: the order is the CPU's.
-extern "C" __global__ void grove_valid_pool(GroveSelectParams p, const double* fit, unsigned* pool, unsigned* n_valid) {
-    __shared__ unsigned counts[GROVE_POOL_THREADS];
-    const unsigned t = threadIdx.x, n = p.n;
-    const unsigned per = (n + GROVE_POOL_THREADS - 1) / GROVE_POOL_THREADS;
-    const unsigned lo = t * per < n ? t * per : n, hi = lo + per < n ? lo + per : n;
-    unsigned c = 0;
-    for (unsigned i = lo; i < hi; ++i) c += isfinite(grove_key(fit[i])) ? 1u : 0u;
-    counts[t] = c;
-    __syncthreads();
-    // Inclusive scan (Hillis-Steele).
-    for (unsigned d = 1; d < GROVE_POOL_THREADS; d *= 2) {
-        const unsigned v = t >= d ? counts[t - d] : 0u;
-        __syncthreads();
-        counts[t] += v;
-        __syncthreads();
+// number. Three launches over tiles of GROVE_TILE indices (scan.cuh): grove_valid_count (a
+// block per tile), grove_valid_scan (one block), grove_valid_pool (a block per tile).
+
+__device__ __forceinline__ bool grove_valid(const double* fit, unsigned i) { return isfinite(grove_key(fit[i])); }
+
+extern "C" __global__ void grove_valid_count(GroveSelectParams p, const double* fit, unsigned long long* tiles) {
+    const unsigned lo = grove_tile_first();
+    unsigned long long c = 0;
+    for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j) c += lo + j < p.n && grove_valid(fit, lo + j);
+    unsigned long long total;
+    grove_block_scan(c, total);
+    if (threadIdx.x == 0) tiles[blockIdx.x] = total;
+}
+
+// tiles: counts to offsets; n_valid[0] = the total. One block of GROVE_TILE_THREADS threads.
+extern "C" __global__ void grove_valid_scan(GroveSelectParams p, unsigned long long* tiles, unsigned* n_valid) {
+    const unsigned n_tiles = (p.n + GROVE_TILE - 1) / GROVE_TILE;
+    const unsigned long long total = grove_tiles_scan(tiles, n_tiles);
+    if (threadIdx.x == 0) n_valid[0] = (unsigned)total;
+}
+
+extern "C" __global__ void grove_valid_pool(GroveSelectParams p, const double* fit, const unsigned long long* tiles,
+                                            unsigned* pool) {
+    const unsigned lo = grove_tile_first();
+    bool keep[GROVE_TILE_ITEMS];
+    unsigned long long c = 0;
+    for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j) {
+        keep[j] = lo + j < p.n && grove_valid(fit, lo + j);
+        c += keep[j];
     }
-    unsigned at = counts[t] - c;
-    for (unsigned i = lo; i < hi; ++i)
-        if (isfinite(grove_key(fit[i]))) pool[at++] = i;
-    if (t == GROVE_POOL_THREADS - 1) n_valid[0] = counts[t];
+    unsigned long long total;
+    unsigned at = (unsigned)(tiles[blockIdx.x] + grove_block_scan(c, total));
+    for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j)
+        if (keep[j]) pool[at++] = lo + j;
 }
 
 // select::tournament (distinct == 0) or select::tournament_distinct (distinct == 1) for slot

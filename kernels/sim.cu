@@ -1,9 +1,14 @@
 // sim.cu: steps many environments of one model on the GPU, one environment per thread, the whole
 // episode in one launch.
 //
-// Twin of the CPU reference stepper (src/sim/dynamics.rs, src/sim/env.rs): the same equations
-// (control-envs.md §3.3) in f32, with the same constraint slots, the same row order, the same
-// warm-started projected Gauss-Seidel and its stopping test, and the same Philox reset draws.
+// Twin of the CPU reference stepper (src/sim/dynamics.rs, src/sim/env.rs) in f32, bit for bit:
+// the same equations (control-envs.md §3.3), constraint slots, row order, warm-started projected
+// Gauss-Seidel and stopping test, and Philox reset draws, with every sum, product and loop in the
+// CPU's order. Nothing is fused (--fmad=false; no fmaf here), + - * / and sqrtf are IEEE
+// (NVRTC's default -prec-div, -prec-sqrt, no -ftz), the only other functions are grove_math.cuh's
+// (grove_sincos, grove_pow, grove_ln64, grove_cos_turns64, twins of src/program/fastmath.rs; never
+// CUDA's sinf, powf, log, cos), and every constant combined from the model comes from the host,
+// combined once in f64 (the Rust side's Soft, fluid_coefficients, RK4_B) and rounded.
 // The host side is src/backend/cuda/sim.rs. NVRTC compiles this file after `grove_env.h`, which
 // `env_header` generates from a compiled Model: the sizes (GROVE_NV, GROVE_NB, GROVE_NU,
 // GROVE_NLIM, GROVE_NCAP, ...), the model constants as `__device__ const` tables, and the
@@ -43,14 +48,36 @@ static_assert(GROVE_OFFSETOF(GroveSimParams, first_env) == 28, "layout");
 #define GROVE_SLOTS (2 * GROVE_NLIM + 6 * GROVE_NCAP)
 #define GROVE_SLOTS_ALLOC (GROVE_SLOTS > 0 ? GROVE_SLOTS : 1)
 
+// A constraint's softness, one row of grove_lim_soft / grove_cap_soft (sim.rs soft_row, from
+// dynamics.rs Soft): the fixed impedance, dmin, dmax, dmax - dmin, width, mid, power, the two
+// halves' scales 1/mid^(power-1) and 1/(1-mid)^(power-1), and the reference gains K and B.
+#define GROVE_SOFT_FIXED 0
+#define GROVE_SOFT_DMIN 1
+#define GROVE_SOFT_DMAX 2
+#define GROVE_SOFT_SPAN 3
+#define GROVE_SOFT_WIDTH 4
+#define GROVE_SOFT_MID 5
+#define GROVE_SOFT_POWER 6
+#define GROVE_SOFT_LO 7
+#define GROVE_SOFT_HI 8
+#define GROVE_SOFT_K 9
+#define GROVE_SOFT_B 10
+#define GROVE_SOFT_N 11
+static_assert(GROVE_SOFT_N == GROVE_SOFT_COLUMNS, "grove_env.h's soft tables have GROVE_SOFT_N columns");
+// grove_lim_imode / grove_cap_imode: how the impedance depends on the distance.
+#define GROVE_IMP_FIXED 0
+#define GROVE_IMP_LINEAR 1
+#define GROVE_IMP_POW 2
+
 // ---- reset draws: Philox from rng.cuh (pasted in front of grove_env.h by sim_text) --------
 
 // One reset draw (State::reset): kind 0 uniform on ±scale, 1 scale·N(0, 1) by Box-Muller.
-// The stream is rng.cuh's, the twin of src/rng.rs, so the draws are the CPU's bits.
+// The stream is rng.cuh's, the twin of src/rng.rs, and ln and cos are grove's (env.rs), so the
+// draws are the CPU's bits.
 __device__ inline double grove_noise(GroveStream& s, int kind, double scale) {
     if (kind == 0) return scale * (2.0 * grove_unit_f64(s) - 1.0);
     const double u1 = 1.0 - grove_unit_f64(s), u2 = grove_unit_f64(s);
-    return scale * sqrt(-2.0 * log(u1)) * cos(2.0 * 3.141592653589793 * u2);
+    return scale * sqrt(-2.0 * grove_ln64(u1)) * grove_cos_turns64(u2);
 }
 
 // ---- kinematics and Jacobians (dynamics.rs: kinematics, jacobian, jdot_v) ------------------
@@ -62,7 +89,7 @@ struct GroveKin {
 
 __device__ inline void grove_rot(real a, real x, real y, real& ox, real& oy) {
     real s, c;
-    sincosf(a, &s, &c);
+    grove_sincos(a, &s, &c);
     ox = c * x - s * y;
     oy = s * x + c * y;
 }
@@ -156,14 +183,16 @@ __device__ __noinline__ void grove_jdot_v(const GroveKin& k, int b, real pu, rea
 
 // ---- smooth dynamics (dynamics.rs: smooth, fluid_force) -----------------------------------
 
-// M (armature on the diagonal) and f = actuator + passive - bias.
+// M (armature on the diagonal) and f = (actuator + passive) - bias, each part summed on its own
+// as dynamics.rs `smooth` does (passive = springs and damping + fluid).
 __device__ __noinline__ void grove_smooth(const GroveKin& k, const real* q, const real* v, const real* ctrl, real M[GROVE_NV][GROVE_NV],
                              real f[GROVE_NV]) {
-    real J[GROVE_NV][3];
+    real J[GROVE_NV][3], bias[GROVE_NV], fluid[GROVE_NV], act[GROVE_NV];
     for (int i = 0; i < GROVE_NV; ++i) {
         for (int j = 0; j < GROVE_NV; ++j) M[i][j] = 0.0f;
         M[i][i] = grove_armature[i];
-        f[i] = -grove_damping[i] * v[i] - grove_stiffness[i] * (q[i] - grove_springref[i]);
+        f[i] = -grove_damping[i] * v[i] - grove_stiffness[i] * (q[i] - grove_springref[i]);  // passive
+        bias[i] = fluid[i] = act[i] = 0.0f;
     }
     for (int b = 0; b < GROVE_NB; ++b) {
         real cu, cw;
@@ -174,7 +203,7 @@ __device__ __noinline__ void grove_smooth(const GroveKin& k, const real* q, cons
             for (int j = 0; j < GROVE_NV; ++j) M[i][j] += mb * (J[i][0] * J[j][0] + J[i][1] * J[j][1]) + ib * J[i][2] * J[j][2];
         real a[2];
         grove_jdot_v(k, b, cu, cw, v, a);
-        for (int i = 0; i < GROVE_NV; ++i) f[i] -= mb * (J[i][0] * (a[0] - GROVE_GU) + J[i][1] * (a[1] - GROVE_GW));
+        for (int i = 0; i < GROVE_NV; ++i) bias[i] += mb * (J[i][0] * (a[0] - GROVE_GU) + J[i][1] * (a[1] - GROVE_GW));
 #if GROVE_FLUID
         real vel[3];
         grove_jv(J, v, vel);
@@ -185,10 +214,11 @@ __device__ __noinline__ void grove_smooth(const GroveKin& k, const real* q, cons
         const real* c = grove_fluid[b];  // c1, c2, cL, cT, cR
         const real fl = -(c[0] * vl + c[2] * fabsf(vl) * vl), ft = -(c[0] * vt + c[3] * fabsf(vt) * vt);
         const real fu = fl * elu + ft * etu, fw = fl * elw + ft * etw, tau = -(c[1] * om + c[4] * fabsf(om) * om);
-        for (int i = 0; i < GROVE_NV; ++i) f[i] += J[i][0] * fu + J[i][1] * fw + J[i][2] * tau;
+        for (int i = 0; i < GROVE_NV; ++i) fluid[i] += J[i][0] * fu + J[i][1] * fw + J[i][2] * tau;
 #endif
     }
-    for (int a = 0; a < GROVE_NU; ++a) f[grove_act_dof[a]] += grove_gear[a] * fminf(fmaxf(ctrl[a], grove_ctrl[a][0]), grove_ctrl[a][1]);
+    for (int a = 0; a < GROVE_NU; ++a) act[grove_act_dof[a]] += grove_gear[a] * fminf(fmaxf(ctrl[a], grove_ctrl[a][0]), grove_ctrl[a][1]);
+    for (int i = 0; i < GROVE_NV; ++i) f[i] = (act[i] + (f[i] + fluid[i])) - bias[i];
 }
 
 // In-place Cholesky, lower triangle; false when M is not positive definite.
@@ -223,19 +253,19 @@ __device__ void grove_solve(const real L[GROVE_NV][GROVE_NV], const real* b, rea
 
 // ---- constraints (dynamics.rs: impedance, constraint_rows, acceleration) ------------------
 
-// (imp, K, B) of a row at `pos` with `margin`; si = (dmin, dmax, width, mid, power) already
-// clamped, kb = (K, B) precomputed from solref and the timestep.
-__device__ inline real grove_imp(const real si[5], real pos, real margin) {
-    const real dmin = si[0], dmax = si[1], width = si[2], mid = si[3], power = si[4];
-    if (dmin == dmax || width <= 1e-15f) return 0.5f * (dmin + dmax);
-    const real x = fabsf((pos - margin) / width);
-    if (x >= 1.0f) return dmax;
-    if (x <= 0.0f) return dmin;
+// The impedance of a row at `pos` with `margin` (dynamics.rs Soft::impedance). s: a row of
+// grove_lim_soft or grove_cap_soft (GROVE_SOFT_* below, combined on the host in f64); mode:
+// GROVE_IMP_FIXED, _LINEAR or _POW.
+__device__ inline real grove_imp(const real s[GROVE_SOFT_N], int mode, real pos, real margin) {
+    if (mode == GROVE_IMP_FIXED) return s[GROVE_SOFT_FIXED];
+    const real x = fabsf((pos - margin) / s[GROVE_SOFT_WIDTH]);
+    if (x >= 1.0f) return s[GROVE_SOFT_DMAX];
+    if (x <= 0.0f) return s[GROVE_SOFT_DMIN];
     real y;
-    if (power == 1.0f) y = x;
-    else if (x <= mid) y = (1.0f / powf(mid, power - 1.0f)) * powf(x, power);
-    else y = 1.0f - (1.0f / powf(1.0f - mid, power - 1.0f)) * powf(1.0f - x, power);
-    return dmin + y * (dmax - dmin);
+    if (mode == GROVE_IMP_LINEAR) y = x;
+    else if (x <= s[GROVE_SOFT_MID]) y = s[GROVE_SOFT_LO] * grove_pow(x, s[GROVE_SOFT_POWER]);
+    else y = 1.0f - s[GROVE_SOFT_HI] * grove_pow(1.0f - x, s[GROVE_SOFT_POWER]);
+    return s[GROVE_SOFT_DMIN] + y * s[GROVE_SOFT_SPAN];
 }
 
 // Generalized acceleration including constraint forces; updates `warm`. With `implicit`,
@@ -267,11 +297,11 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
             const real sign = side == 0 ? 1.0f : -1.0f;
             const real pos = side == 0 ? q[j] - grove_lim_range[l][0] : grove_lim_range[l][1] - q[j];
             if (pos < 0.0f) {
-                const real imp = grove_imp(grove_lim_solimp[l], pos, 0.0f);
+                const real imp = grove_imp(grove_lim_soft[l], grove_lim_imode[l], pos, 0.0f);
                 for (int i = 0; i < GROVE_NV; ++i) J[nr][i] = 0.0f;
                 J[nr][j] = sign;
                 R[nr] = (1.0f - imp) / imp * grove_lim_invweight[l];
-                aref[nr] = -grove_lim_kb[l][1] * sign * v[j] - grove_lim_kb[l][0] * imp * pos;
+                aref[nr] = -grove_lim_soft[l][GROVE_SOFT_B] * sign * v[j] - grove_lim_soft[l][GROVE_SOFT_K] * imp * pos;
                 slot_of[nr] = 2 * l + side;
                 active[2 * l + side] = true;
                 ++nr;
@@ -291,7 +321,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
                 real Jp[GROVE_NV][3];
                 grove_jacobian(k, b, eu, ew - rad - dist / 2.0f, grove_pathlen[b], Jp);
                 const real mu = grove_cap_mu[c];
-                const real imp = grove_imp(grove_cap_solimp[c], dist, margin);
+                const real imp = grove_imp(grove_cap_soft[c], grove_cap_imode[c], dist, margin);
                 const real tran = grove_cap_tran[c];
                 const real r0 = (1.0f - imp) / imp * (tran + mu * mu * tran);
                 const real rpy = 2.0f * mu * mu * r0;
@@ -304,7 +334,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
                     }
                     const int slot = 2 * GROVE_NLIM + 6 * c + 3 * e + edge;
                     R[nr] = edge == 2 ? rpy / 2.0f : rpy;
-                    aref[nr] = -grove_cap_kb[c][1] * jv - grove_cap_kb[c][0] * imp * (dist - margin);
+                    aref[nr] = -grove_cap_soft[c][GROVE_SOFT_B] * jv - grove_cap_soft[c][GROVE_SOFT_K] * imp * (dist - margin);
                     slot_of[nr] = slot;
                     active[slot] = true;
                     ++nr;
@@ -351,12 +381,10 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
         }
     }
 #endif
-    bool damped = false;
-    for (int i = 0; i < GROVE_NV; ++i) damped |= grove_damping[i] > 0.0f;
-    if (implicit && damped) {
+    if (implicit && GROVE_DAMPED) {
         for (int i = 0; i < GROVE_NV; ++i)
             for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
-        for (int i = 0; i < GROVE_NV; ++i) L[i][i] += GROVE_H * grove_damping[i];
+        for (int i = 0; i < GROVE_NV; ++i) L[i][i] += grove_hdamp[i];
         if (!grove_cholesky(L)) {
             for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
             return;
@@ -379,7 +407,7 @@ __device__ void grove_substep(real* q, real* v, const real* ctrl, real* warm) {
     grove_acceleration(qs, v3, ctrl, warm, false, a3);
     for (int i = 0; i < GROVE_NV; ++i) { qs[i] = q0[i] + h * v3[i]; v4[i] = v0[i] + h * a3[i]; }
     grove_acceleration(qs, v4, ctrl, warm, false, a4);
-    const real b1 = 1.0f / 6.0f, b2 = 1.0f / 3.0f;
+    const real b1 = GROVE_RK4_B1, b2 = GROVE_RK4_B2;
     for (int i = 0; i < GROVE_NV; ++i) {
         q[i] = q0[i] + h * (b1 * v0[i] + b2 * v2[i] + b2 * v3[i] + b1 * v4[i]);
         v[i] = v0[i] + h * (b1 * a1[i] + b2 * a2[i] + b2 * a3[i] + b1 * a4[i]);

@@ -362,7 +362,7 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
         let loaded = grammar::load(&root.join("grammars").join(file), &shape)?;
         let tpl = compile(&loaded.grammar, &loaded.table, &Vars { names: train.names.clone(), n_outputs: 0 })?;
         let gens = if p >= 1_000_000 { 6 } else { 12 };
-        let cfg = EngineConfig { pop_size: p, generations: gens, seed: 1, tournament: 3, elite: 1, max_len: 256 };
+        let cfg = EngineConfig { pop_size: p, generations: gens, seed: 1, tournament: 3, elite: 1, max_len: 256, ..Default::default() };
         let init = if pagie { InitConfig::default() } else { InitConfig { method: InitMethod::Random, length: 128, ..InitConfig::default() } };
         let map = MapConfig { max_depth: if pagie { 17 } else { u32::MAX }, ..MapConfig::default() };
         let vary = crate::genome::vary::GeVaryConfig { crossover: 0.9, mutation: 0.05, ..Default::default() };

@@ -287,6 +287,9 @@ pub struct EvolveArgs {
     /// Longest program, in nodes.
     #[arg(long, default_value_t = 128)]
     pub max_len: usize,
+    /// Choosing the returned program, bloat control.
+    #[command(flatten)]
+    pub choice: ChoiceArgs,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -325,6 +328,27 @@ impl IslandArgs {
     pub fn config(&self) -> crate::evolve::IslandConfig {
         crate::evolve::IslandConfig { count: self.islands, migrate_every: self.migrate_every, migrants: self.migrants, gpus: self.gpus.clone() }
     }
+}
+
+/// How the returned program is chosen and how bloat is controlled, shared by `evolve` and
+/// `classify`.
+#[derive(Debug, Args)]
+pub struct ChoiceArgs {
+    /// Fraction of the training rows held out (seeded; per class for classify) to choose the
+    /// returned program; never used for fitness [default: 0.25 with at least 300 training
+    /// rows, else none].
+    #[arg(long, value_name = "F")]
+    pub validation_fraction: Option<f64>,
+    /// How the returned program is chosen from the hall of fame's Pareto front (error against
+    /// size).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub select: crate::task::validation::Select,
+    /// Bloat control by selection (the linear penalty is --parsimony).
+    #[arg(long, value_enum, default_value = "none")]
+    pub bloat: crate::select::Bloat,
+    /// Double tournament's D, in [1, 2].
+    #[arg(long, value_name = "D", default_value_t = crate::evolve::DEFAULT_SIZE_PRESSURE)]
+    pub size_pressure: f64,
 }
 
 /// Settings of grammatical evolution, shared by `evolve` and `classify`.
@@ -410,6 +434,8 @@ impl EvolveArgs {
             data: self.data.clone(),
             target: self.target.clone(),
             test_fraction: self.test_fraction,
+            validation_fraction: self.choice.validation_fraction,
+            select: self.choice.select,
             grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
             functions: self.functions.clone(),
             engine: crate::evolve::EngineConfig {
@@ -419,6 +445,8 @@ impl EvolveArgs {
                 tournament: self.tournament,
                 elite: self.elite.min(self.pop),
                 max_len: self.max_len,
+                bloat: self.choice.bloat,
+                size_pressure: self.choice.size_pressure,
             },
             map,
             init,
@@ -616,6 +644,9 @@ pub struct ClassifyArgs {
     /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
     #[arg(long, default_value_t = 0.05)]
     pub p_out: f32,
+    /// Choosing the returned program, bloat control.
+    #[command(flatten)]
+    pub choice: ChoiceArgs,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -638,6 +669,8 @@ impl ClassifyArgs {
             data: self.data.clone(),
             label: self.label.clone(),
             test_fraction: self.test_fraction,
+            validation_fraction: self.choice.validation_fraction,
+            select: self.choice.select,
             standardize: !self.no_standardize,
             grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
             functions: if self.grammar.is_some() { None } else { Some(self.functions.clone()) },
@@ -648,6 +681,8 @@ impl ClassifyArgs {
                 tournament: self.tournament,
                 elite: self.elite.min(self.pop),
                 max_len: self.max_len,
+                bloat: self.choice.bloat,
+                size_pressure: self.choice.size_pressure,
             },
             map,
             init,
@@ -902,6 +937,7 @@ impl ControlArgs {
                 tournament: self.tournament,
                 elite: self.elite.min(pop),
                 max_len: self.max_len,
+                ..Default::default()
             },
             map,
             init,

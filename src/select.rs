@@ -1,5 +1,6 @@
 //! Selection (CPU reference of `kernels/select.cu`): tournament, truncation, epsilon-lexicase,
-//! elitism.
+//! elitism, and tournaments with bloat control by size ([`Bloat`], [`Tournament`]: the host
+//! loops only).
 //! Fitness is minimised; an invalid individual has fitness `+inf` (or NaN, read as `+inf`) and
 //! never wins a tournament or a place among the elite while a valid one exists.
 
@@ -37,6 +38,87 @@ pub fn tournament(fit: &[f64], pool: &[u32], k: usize, seed: u64, generation: u3
     for _ in 1..k.max(1) {
         let c = pick(&mut s);
         if beats(fit, c, best) {
+            best = c;
+        }
+    }
+    best
+}
+
+/// Bloat control by selection (`--bloat`): how parent tournaments read program size. The
+/// linear penalty is the tasks' `parsimony` coefficient, added to the fitness instead.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bloat {
+    /// Plain tournaments on fitness.
+    #[default]
+    None,
+    /// Luke & Panait's double tournament (fitness first): two fitness tournaments, then the
+    /// smaller of their winners wins with probability `size_pressure / 2`.
+    DoubleTournament,
+    /// Lexicographic parsimony pressure (Luke & Panait): a fitness tournament whose ties in
+    /// fitness go to the smaller program.
+    Lexicographic,
+}
+
+/// A parent tournament with its bloat control.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tournament {
+    /// Contestants per fitness tournament (with replacement).
+    pub size: usize,
+    /// How size is read.
+    pub bloat: Bloat,
+    /// Double tournament's `D` in `[1, 2]`: the smaller winner wins with probability `D / 2`.
+    pub size_pressure: f64,
+}
+
+impl Tournament {
+    /// The parent of `slot`, from the stream `(seed, generation, slot, Select)`; `sizes[i]` is
+    /// individual `i`'s program size in nodes. With [`Bloat::None`] this is [`tournament`]
+    /// exactly (what the device loop's kernel repeats). Lexicographic draws the same
+    /// contestants and breaks ties on fitness by size, then by index. Double tournament draws
+    /// two fitness tournaments of `size` from the one stream, one after the other, then one
+    /// uniform number: below `size_pressure / 2` the smaller winner is the parent, else the
+    /// larger (equal sizes: the first winner).
+    pub fn pick(&self, fit: &[f64], sizes: &[u16], pool: &[u32], seed: u64, generation: u32, slot: usize) -> usize {
+        match self.bloat {
+            Bloat::None => tournament(fit, pool, self.size, seed, generation, slot),
+            Bloat::Lexicographic => {
+                let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
+                let lex = |a: usize, b: usize| {
+                    let (fa, fb) = (key(fit[a]), key(fit[b]));
+                    fa < fb || (fa == fb && (sizes[a], a) < (sizes[b], b))
+                };
+                run_tournament(fit.len(), pool, self.size, &mut s, lex)
+            }
+            Bloat::DoubleTournament => {
+                let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
+                let a = run_tournament(fit.len(), pool, self.size, &mut s, |a, b| beats(fit, a, b));
+                let b = run_tournament(fit.len(), pool, self.size, &mut s, |a, b| beats(fit, a, b));
+                let smaller_wins = s.unit_f64() < self.size_pressure / 2.0;
+                if sizes[a] == sizes[b] {
+                    a
+                } else if (sizes[a] < sizes[b]) == smaller_wins {
+                    a
+                } else {
+                    b
+                }
+            }
+        }
+    }
+}
+
+/// `k` contestants drawn from `pool` (all `n` individuals if it is empty) with `s`; the one
+/// that `beats` every later challenger wins.
+fn run_tournament(n: usize, pool: &[u32], k: usize, s: &mut Stream, beats: impl Fn(usize, usize) -> bool) -> usize {
+    let m = if pool.is_empty() { n } else { pool.len() };
+    let mut pick = || {
+        let r = s.below(m as u32) as usize;
+        if pool.is_empty() { r } else { pool[r] as usize }
+    };
+    let mut best = pick();
+    for _ in 1..k.max(1) {
+        let c = pick();
+        if beats(c, best) {
             best = c;
         }
     }
@@ -226,6 +308,53 @@ mod tests {
         // MAD: case 0 over the pool has errors 0, 5, 2: median 2, deviations 2, 3, 0: MAD 2.
         assert_eq!(lexicase_epsilons(&errors, 2, &pool), [2.0, 2.0]);
         assert_eq!(lexicase_epsilons(&[f64::NAN, 1.0], 1, &[]), [0.0]);
+    }
+
+    #[test]
+    fn size_tournaments_prefer_small_programs_as_specified() {
+        // Plain: exactly `tournament`.
+        let fit: Vec<f64> = (0..20).map(|i| (i % 5) as f64).collect();
+        let sizes: Vec<u16> = (0..20).map(|i| 30 - i as u16).collect();
+        let pool = valid_indices(&fit);
+        let plain = Tournament { size: 3, bloat: Bloat::None, size_pressure: 1.4 };
+        for slot in 0..200 {
+            assert_eq!(plain.pick(&fit, &sizes, &pool, 5, 2, slot), tournament(&fit, &pool, 3, 5, 2, slot));
+        }
+        // Lexicographic: the same contestants; among fitness ties the smallest (here the
+        // highest index) wins, where a plain tournament takes the lowest index.
+        let lex = Tournament { bloat: Bloat::Lexicographic, ..plain };
+        let flat = [1.0; 4];
+        let sizes4 = [9, 3, 3, 7];
+        let pool4 = valid_indices(&flat);
+        for slot in 0..200 {
+            let w = lex.pick(&flat, &sizes4, &pool4, 1, 1, slot);
+            let p = tournament(&flat, &pool4, 3, 1, 1, slot);
+            assert!(sizes4[w] <= sizes4[p], "slot {slot}: {w} vs plain {p}");
+            assert_eq!(fit[lex.pick(&fit, &sizes, &pool, 5, 2, slot)], fit[tournament(&fit, &pool, 3, 5, 2, slot)]);
+        }
+        // Double tournament, tournament size 1 (uniform winners): with D = 2 the smaller of two
+        // different sizes always wins, with D = 1 half the time, with D = 1.4 70 % of the time.
+        let fit = [1.0, 1.0];
+        let sizes = [10, 20];
+        let pool = valid_indices(&fit);
+        let n = 20_000;
+        for (d, want) in [(2.0, 1.0), (1.0, 0.5), (1.4, 0.7)] {
+            let t = Tournament { size: 1, bloat: Bloat::DoubleTournament, size_pressure: d };
+            let (mut small, mut differ) = (0, 0);
+            for slot in 0..n {
+                let mut s = Stream::new(3, 4, slot as u32, Purpose::Select);
+                let (a, b) = (s.below(2), s.below(2));
+                let w = t.pick(&fit, &sizes, &pool, 3, 4, slot);
+                if a != b {
+                    differ += 1;
+                    small += (w == 0) as usize;
+                } else {
+                    assert_eq!(w, a as usize, "equal sizes: the first winner");
+                }
+            }
+            let rate = small as f64 / differ as f64;
+            assert!((rate - want).abs() < 0.02, "D = {d}: the smaller won {rate}");
+        }
     }
 
     #[test]

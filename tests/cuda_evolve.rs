@@ -152,10 +152,10 @@ fn the_device_loop_equals_the_host_loop() {
     let train = &problem.train;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let cases = [
-        (EngineConfig { pop_size: 2000, generations: 15, seed: 3, tournament: 3, elite: 1, max_len: 128 }, RegressionConfig::default(), "add,sub,mul,div,sin,cos,tan"),
-        (EngineConfig { pop_size: 777, generations: 12, seed: 9, tournament: 5, elite: 4, max_len: 256 }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }, "add,sub,mul,div,exp,log,sqrt"),
-        (EngineConfig { pop_size: 1000, generations: 10, seed: 1, tournament: 2, elite: 0, max_len: 64 }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }, "add,mul,sin,tanh"),
-        (EngineConfig { pop_size: 500, generations: 8, seed: 5, tournament: 4, elite: 2, max_len: 512 }, RegressionConfig { metric: Metric::Mae, linear_scaling: false, parsimony: 0.0 }, "add,sub,mul,div,pow"),
+        (EngineConfig { pop_size: 2000, generations: 15, seed: 3, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default(), "add,sub,mul,div,sin,cos,tan"),
+        (EngineConfig { pop_size: 777, generations: 12, seed: 9, tournament: 5, elite: 4, max_len: 256, ..Default::default() }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }, "add,sub,mul,div,exp,log,sqrt"),
+        (EngineConfig { pop_size: 1000, generations: 10, seed: 1, tournament: 2, elite: 0, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }, "add,mul,sin,tanh"),
+        (EngineConfig { pop_size: 500, generations: 8, seed: 5, tournament: 4, elite: 2, max_len: 512, ..Default::default() }, RegressionConfig { metric: Metric::Mae, linear_scaling: false, parsimony: 0.0 }, "add,sub,mul,div,pow"),
     ];
     for (cfg, reg, functions) in cases {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
@@ -204,7 +204,7 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         let all = ClassSource::parse(data).unwrap().load(None).unwrap();
         let k = all.n_classes();
         let n_out = if binary { 0 } else { k };
-        let cfg = EngineConfig { pop_size: 1500, generations: 10, seed, tournament: 3, elite: 2, max_len: 64 };
+        let cfg = EngineConfig { pop_size: 1500, generations: 10, seed, tournament: 3, elite: 2, max_len: 64, ..Default::default() };
         let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
         let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
@@ -264,9 +264,9 @@ fn the_device_ge_loop_equals_the_host_loop() {
     let sensible = InitConfig { max_depth: 7, ..InitConfig::default() };
     let random = InitConfig { method: InitMethod::Random, length: 100, ..InitConfig::default() };
     let cases = [
-        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 2000, generations: 20, seed: 3, tournament: 3, elite: 1, max_len: 128 }, RegressionConfig::default()),
-        ("ge-paper.bnf", MapConfig { max_wraps: 2, codons: Codons::Lazy, ..MapConfig::default() }, random, EngineConfig { pop_size: 1501, generations: 22, seed: 8, tournament: 4, elite: 3, max_len: 256 }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }),
-        ("pagie1.bnf", MapConfig { max_wraps: 1, max_depth: 12, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1000, generations: 20, seed: 5, tournament: 2, elite: 0, max_len: 64 }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }),
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 2000, generations: 20, seed: 3, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default()),
+        ("ge-paper.bnf", MapConfig { max_wraps: 2, codons: Codons::Lazy, ..MapConfig::default() }, random, EngineConfig { pop_size: 1501, generations: 22, seed: 8, tournament: 4, elite: 3, max_len: 256, ..Default::default() }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }),
+        ("pagie1.bnf", MapConfig { max_wraps: 1, max_depth: 12, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1000, generations: 20, seed: 5, tournament: 2, elite: 0, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }),
     ];
     for (file, map, init, cfg, reg) in cases {
         let l = load(&root.join("grammars").join(file), &shape).unwrap();
@@ -316,7 +316,7 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
         };
         let tpl = compile(&l.grammar, &l.table, &Vars { names: all.data.names.clone(), n_outputs: k }).unwrap();
         let rep = ge(&l, &tpl, map, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
-        let cfg = EngineConfig { pop_size: 1200, generations: 20, seed, tournament: 3, elite: 2, max_len: 96 };
+        let cfg = EngineConfig { pop_size: 1200, generations: 20, seed, tournament: 3, elite: 2, max_len: 96, ..Default::default() };
         let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
         let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
@@ -358,7 +358,7 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
     let l = load(&path, &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
     let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
     let rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, InitConfig::default(), Default::default());
-    let cfg = EngineConfig { pop_size: 1000, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128 };
+    let cfg = EngineConfig { pop_size: 1000, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128, ..Default::default() };
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
     let task = Regression { backend: &gpu, data, config: Default::default() };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
@@ -399,7 +399,7 @@ fn the_device_loop_equals_the_host_loop_for_control() {
         let m = grove::sim::Model::load(env, None).unwrap();
         let (nu, n_obs) = (m.nu(), m.obs_size);
         let run = ControlRun { episodes: 2, steps: 150, seed, generation: 0, noise: true, ignore_termination: false };
-        let cfg = EngineConfig { pop_size: 400, generations: 8, seed, tournament: 3, elite: 2, max_len: 128 };
+        let cfg = EngineConfig { pop_size: 400, generations: 8, seed, tournament: 3, elite: 2, max_len: 128, ..Default::default() };
         let host = Control { backend: &gpu, model: &m, run, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
         let dev = Control { backend: &gpu, model: &m, run, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
         let d = grove::evolve::Fitness::device_task(&dev).expect("a CUDA backend gives the device loop");

@@ -93,10 +93,10 @@ fn device_islands_equal_host_islands_for_tree_gp() {
     let train = &problem.train;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let cases = [
-        (EngineConfig { pop_size: 625, generations: 12, seed: 3, tournament: 3, elite: 1, max_len: 128 }, islands(8, 3, 10)),
-        (EngineConfig { pop_size: 400, generations: 9, seed: 7, tournament: 4, elite: 3, max_len: 64 }, islands(3, 2, 400)),
-        (EngineConfig { pop_size: 1000, generations: 6, seed: 2, tournament: 3, elite: 0, max_len: 256 }, islands(2, 1, 1)),
-        (EngineConfig { pop_size: 300, generations: 6, seed: 5, tournament: 3, elite: 2, max_len: 128 }, islands(4, 10, 5)),
+        (EngineConfig { pop_size: 625, generations: 12, seed: 3, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() }, islands(8, 3, 10)),
+        (EngineConfig { pop_size: 400, generations: 9, seed: 7, tournament: 4, elite: 3, max_len: 64, ..EngineConfig::default() }, islands(3, 2, 400)),
+        (EngineConfig { pop_size: 1000, generations: 6, seed: 2, tournament: 3, elite: 0, max_len: 256, ..EngineConfig::default() }, islands(2, 1, 1)),
+        (EngineConfig { pop_size: 300, generations: 6, seed: 5, tournament: 3, elite: 2, max_len: 128, ..EngineConfig::default() }, islands(4, 10, 5)),
     ];
     for (cfg, isl) in cases {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
@@ -135,8 +135,8 @@ fn device_islands_equal_host_islands_for_ge() {
         genome_capacity: 256,
     };
     for (cfg, isl) in [
-        (EngineConfig { pop_size: 500, generations: 12, seed: 4, tournament: 3, elite: 1, max_len: 128 }, islands(4, 3, 20)),
-        (EngineConfig { pop_size: 301, generations: 8, seed: 9, tournament: 3, elite: 2, max_len: 128 }, islands(3, 2, 301)),
+        (EngineConfig { pop_size: 500, generations: 12, seed: 4, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() }, islands(4, 3, 20)),
+        (EngineConfig { pop_size: 301, generations: 8, seed: 9, tournament: 3, elite: 2, max_len: 128, ..EngineConfig::default() }, islands(3, 2, 301)),
     ] {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
         let task = Regression { backend: &gpu, data, config: RegressionConfig::default() };
@@ -160,7 +160,7 @@ fn device_islands_equal_host_islands_for_classification_and_control() {
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let all = ClassSource::parse("builtin:wine").unwrap().load(None).unwrap();
     let k = all.n_classes();
-    let cfg = EngineConfig { pop_size: 500, generations: 8, seed: 2, tournament: 3, elite: 2, max_len: 64 };
+    let cfg = EngineConfig { pop_size: 500, generations: 8, seed: 2, tournament: 3, elite: 2, max_len: 64, ..EngineConfig::default() };
     let isl = islands(4, 2, 8);
     let data = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
     let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
@@ -176,7 +176,7 @@ fn device_islands_equal_host_islands_for_classification_and_control() {
     let m = grove::sim::Model::load("swimmer", None).unwrap();
     let (nu, n_obs) = (m.nu(), m.obs_size);
     let run = ControlRun { episodes: 2, steps: 120, seed: 3, generation: 0, noise: true, ignore_termination: false };
-    let cfg = EngineConfig { pop_size: 200, generations: 6, seed: 3, tournament: 3, elite: 1, max_len: 128 };
+    let cfg = EngineConfig { pop_size: 200, generations: 6, seed: 3, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() };
     let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
     let l = load(&root.join("grammars/swimmer.bnf"), &shape).unwrap();
     let tpl = compile(&l.grammar, &l.table, &Vars { names: observation_names(&m), n_outputs: nu }).unwrap();
@@ -216,7 +216,7 @@ fn a_resumed_device_island_run_matches_an_uninterrupted_one() {
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
-    let cfg = EngineConfig { pop_size: 500, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128 };
+    let cfg = EngineConfig { pop_size: 500, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() };
     let isl = islands(4, 3, 6);
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
     let task = Regression { backend: &gpu, data, config: Default::default() };
@@ -259,7 +259,7 @@ fn islands_on_two_gpus_equal_host_islands() {
     let train = &problem.train;
     let engines: Vec<Backend> =
         (0..2).map(|o| Backend::Cuda(Box::new(CudaEngine::with_options(EngineOptions { ordinal: o, ..EngineOptions::default() }).unwrap()))).collect();
-    let cfg = EngineConfig { pop_size: 700, generations: 10, seed: 6, tournament: 3, elite: 1, max_len: 128 };
+    let cfg = EngineConfig { pop_size: 700, generations: 10, seed: 6, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() };
     let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
     let tasks: Vec<Regression> = engines
         .iter()

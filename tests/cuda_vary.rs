@@ -246,19 +246,32 @@ impl Emulator {
         // SAFETY: the library joins every thread before returning.
         unsafe { run(threads, body, &f as *const &(dyn Fn() + Sync) as *mut std::ffi::c_void) };
     }
-    /// `grove_valid_pool` as the GPU runs it: one block of POOL_THREADS threads.
+    /// The valid pool as the GPU makes it: `grove_valid_count` and `grove_valid_pool` a block of
+    /// TILE_THREADS threads per tile, `grove_valid_scan` one block between them.
     fn valid_pool(&self, fit: &[f64]) -> (Vec<u32>, [u32; 1]) {
-        type PoolFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u32, *mut u32);
+        type CountFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u64);
+        type ScanFn = unsafe extern "C" fn(SelectParams, *mut u64, *mut u32);
+        type PoolFn = unsafe extern "C" fn(SelectParams, *const f64, *const u64, *mut u32);
         let params = SelectParams { n: fit.len() as u32, ..SelectParams::default() };
+        let n_tiles = fit.len().div_ceil(kernels::TILE as usize).max(1);
         let mut pool = vec![u32::MAX; fit.len() + 1];
         let mut n_valid = [u32::MAX];
-        let f: PoolFn = Self::get(&self.select, kernels::VALID_POOL);
+        let mut tiles = vec![u64::MAX; n_tiles];
+        let count: CountFn = Self::get(&self.select, kernels::VALID_COUNT);
+        let scan: ScanFn = Self::get(&self.select, kernels::VALID_SCAN);
+        let write: PoolFn = Self::get(&self.select, kernels::VALID_POOL);
         // Addresses as integers: the threads write disjoint entries, as on the device.
-        let (fp, pp, np) = (fit.as_ptr() as usize, pool.as_mut_ptr() as usize, n_valid.as_mut_ptr() as usize);
-        Self::run_block(&self.select, kernels::POOL_THREADS, &|| {
-            // SAFETY: fit and pool hold P entries, n_valid one; one block of POOL_THREADS.
-            unsafe { f(params, fp as *const f64, pp as *mut u32, np as *mut u32) }
-        });
+        let (fp, pp, np, tp) = (fit.as_ptr() as usize, pool.as_mut_ptr() as usize, n_valid.as_mut_ptr() as usize, tiles.as_mut_ptr() as usize);
+        for b in 0..n_tiles as u32 {
+            // SAFETY: fit holds P entries, tiles n_tiles; block b of the tiles.
+            Self::run_block_at(&self.select, b, kernels::TILE_THREADS, &|| unsafe { count(params, fp as *const f64, tp as *mut u64) });
+        }
+        // SAFETY: tiles n_tiles, n_valid one; one block.
+        Self::run_block(&self.select, kernels::TILE_THREADS, &|| unsafe { scan(params, tp as *mut u64, np as *mut u32) });
+        for b in 0..n_tiles as u32 {
+            // SAFETY: fit and pool hold P entries, tiles n_tiles; block b of the tiles.
+            Self::run_block_at(&self.select, b, kernels::TILE_THREADS, &|| unsafe { write(params, fp as *const f64, tp as *const u64, pp as *mut u32) });
+        }
         (pool, n_valid)
     }
     fn spec_tables(cfg: &VaryConfig) -> (Vec<u8>, Vec<f32>) {
@@ -969,11 +982,15 @@ fn binary_tournament_picks_the_better_at_the_expected_rate() {
 // generation.cu, emulated (its GPU twin runs inside the device loop, which tests/cuda_evolve.rs
 // checks against the host loop on a GPU).
 
-/// Runs generation.cu's `grove_stack_class` and `grove_partition` on `pop`: (ids, counts).
+/// Runs generation.cu's `grove_stack_class` and the partition (`grove_partition_count`, a
+/// block per tile; `grove_partition_scan`, one block; `grove_partition`, a block per tile) on
+/// `pop`: (ids, counts).
 fn emulated_order(e: &Emulator, pop: &mut Population) -> (Vec<u32>, [u32; 4]) {
     use grove::backend::cuda::kernels::GenParams;
     type ClassFn = unsafe extern "C" fn(GenParams, *const u8, *const u16, *mut u32);
-    type PartitionFn = unsafe extern "C" fn(GenParams, *const u32, *mut u32, *mut u32);
+    type CountFn = unsafe extern "C" fn(GenParams, *const u32, *mut u64, *mut u32);
+    type ScanFn = unsafe extern "C" fn(GenParams, *mut u64, *const u32, *mut u32);
+    type PartitionFn = unsafe extern "C" fn(GenParams, *const u32, *const u64, *const u32, *mut u32);
     let p = pop.size();
     let params = GenParams { n: p as u32, max_len: pop.max_len as u32, ..GenParams::default() };
     let mut cls = vec![u32::MAX; p];
@@ -986,12 +1003,25 @@ fn emulated_order(e: &Emulator, pop: &mut Population) -> (Vec<u32>, [u32; 4]) {
     });
     let mut ids = vec![u32::MAX; p];
     let mut counts = [u32::MAX; 4];
+    let n_tiles = p.div_ceil(kernels::TILE as usize).max(1);
+    let (mut tiles, mut tile_bad) = (vec![u64::MAX; n_tiles], vec![u32::MAX; n_tiles]);
+    let count: CountFn = Emulator::get(&e.generation, kernels::PARTITION_COUNT);
+    let scan: ScanFn = Emulator::get(&e.generation, kernels::PARTITION_SCAN);
     let part: PartitionFn = Emulator::get(&e.generation, kernels::PARTITION);
     let (cp, ip, np) = (cls.as_ptr() as usize, ids.as_mut_ptr() as usize, counts.as_mut_ptr() as usize);
-    Emulator::run_block(&e.generation, kernels::SCAN_THREADS, &|| {
-        // SAFETY: cls and ids hold P entries, counts 4; one block of SCAN_THREADS threads.
-        unsafe { part(params, cp as *const u32, ip as *mut u32, np as *mut u32) }
-    });
+    let (tp, bp) = (tiles.as_mut_ptr() as usize, tile_bad.as_mut_ptr() as usize);
+    for b in 0..n_tiles as u32 {
+        // SAFETY: cls holds P entries, tiles and tile_bad n_tiles; block b of the tiles.
+        Emulator::run_block_at(&e.generation, b, kernels::TILE_THREADS, &|| unsafe { count(params, cp as *const u32, tp as *mut u64, bp as *mut u32) });
+    }
+    // SAFETY: tiles and tile_bad n_tiles, counts 4; one block.
+    Emulator::run_block(&e.generation, kernels::TILE_THREADS, &|| unsafe { scan(params, tp as *mut u64, bp as *const u32, np as *mut u32) });
+    for b in 0..n_tiles as u32 {
+        // SAFETY: cls and ids hold P entries, tiles n_tiles, counts 4; block b of the tiles.
+        Emulator::run_block_at(&e.generation, b, kernels::TILE_THREADS, &|| unsafe {
+            part(params, cp as *const u32, tp as *const u64, np as *const u32, ip as *mut u32)
+        });
+    }
     (ids, counts)
 }
 

@@ -247,7 +247,7 @@ impl Observer for Watch {
 
 #[test]
 fn each_island_receives_its_neighbours_best_at_migration_generations() {
-    let cfg = EngineConfig { pop_size: 40, generations: 12, seed: 3, tournament: 3, elite: 1, max_len: 64 };
+    let cfg = EngineConfig { pop_size: 40, generations: 12, seed: 3, tournament: 3, elite: 1, max_len: 64, ..EngineConfig::default() };
     let islands = IslandConfig { count: 4, migrate_every: 3, migrants: 2, ..IslandConfig::default() };
     let rep = tree_rep();
     let mut w = Watch::default();
@@ -279,7 +279,7 @@ fn each_island_receives_its_neighbours_best_at_migration_generations() {
 
 #[test]
 fn one_island_through_run_islands_is_run_trees_from() {
-    let cfg = EngineConfig { pop_size: 50, generations: 6, seed: 8, tournament: 3, elite: 2, max_len: 64 };
+    let cfg = EngineConfig { pop_size: 50, generations: 6, seed: 8, tournament: 3, elite: 2, max_len: 64, ..EngineConfig::default() };
     let rep = tree_rep();
     let plain = grove::evolve::run_trees_from(&cfg, &rep, &far, None, &mut |_: &GenerationStats, _: &Best| {}).unwrap();
     let one = IslandConfig { count: 1, migrate_every: 1, migrants: 50, ..IslandConfig::default() };
@@ -293,7 +293,7 @@ fn one_island_through_run_islands_is_run_trees_from() {
 
 #[test]
 fn a_checkpoint_resumes_only_on_its_island_count() {
-    let cfg = EngineConfig { pop_size: 30, generations: 8, seed: 2, tournament: 3, elite: 1, max_len: 64 };
+    let cfg = EngineConfig { pop_size: 30, generations: 8, seed: 2, tournament: 3, elite: 1, max_len: 64, ..EngineConfig::default() };
     let islands = IslandConfig { count: 3, migrate_every: 2, migrants: 2, ..IslandConfig::default() };
     let rep = tree_rep();
     let whole = run_islands(&cfg, &islands, Representation::Trees(&rep), &far, None, &mut Watch::default()).unwrap();
@@ -314,4 +314,20 @@ fn a_checkpoint_resumes_only_on_its_island_count() {
     let other = IslandConfig { count: 2, ..islands };
     let err = run_islands(&cfg, &other, Representation::Trees(&rep), &far, Some(saved.resume().unwrap()), &mut Watch::default()).unwrap_err();
     assert!(err.to_string().contains("holds 3 island(s) and these settings ask for 2"), "{err}");
+}
+
+#[test]
+fn islands_select_parents_with_bloat_control() {
+    let rep = tree_rep();
+    let islands = IslandConfig { count: 3, migrate_every: 2, migrants: 2, ..IslandConfig::default() };
+    let plain = EngineConfig { pop_size: 40, generations: 6, seed: 5, tournament: 3, elite: 1, max_len: 64, ..EngineConfig::default() };
+    let run = |cfg: &EngineConfig| run_islands(cfg, &islands, Representation::Trees(&rep), &far, None, &mut Watch::default()).unwrap();
+    for bloat in [grove::select::Bloat::DoubleTournament, grove::select::Bloat::Lexicographic] {
+        let cfg = EngineConfig { bloat, ..plain.clone() };
+        let (a, b) = (run(&cfg), run(&cfg));
+        assert_eq!(a.population, b.population, "{bloat:?} repeats");
+        if bloat == grove::select::Bloat::DoubleTournament {
+            assert_ne!(a.population, run(&plain).population, "{bloat:?} changes the parents");
+        }
+    }
 }

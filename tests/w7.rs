@@ -12,7 +12,7 @@ fn w7(seed: u64) -> EvolveSettings {
     EvolveSettings {
         data: "builtin:quartic".into(),
         grammar: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/grammars/ge-paper.bnf").into()),
-        engine: EngineConfig { pop_size: 32, generations: 100, seed, tournament: 3, elite: 1, max_len: 256 },
+        engine: EngineConfig { pop_size: 32, generations: 100, seed, tournament: 3, elite: 1, max_len: 256, ..Default::default() },
         init: InitConfig { method: InitMethod::Random, length: 128, ..InitConfig::default() },
         vary: GeVaryConfig { crossover: 0.9, mutation: 0.05, ..GeVaryConfig::default() },
         genome_capacity: 512,

@@ -66,6 +66,10 @@ class _SymbolicBase(BaseEstimator):
         "elitism": [Interval(Integral, 0, None, closed="left")],
         "max_length": [Interval(Integral, 1, 65535, closed="both")],
         "parsimony_coefficient": [Interval(Real, 0, None, closed="left")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="left"), None],
+        "select": [StrOptions({"auto", "validation", "pareto", "train"})],
+        "bloat": [StrOptions({"none", "double-tournament", "lexicographic"})],
+        "size_pressure": [Interval(Real, 1, 2, closed="both")],
         "device": [StrOptions({"auto", "cpu", "cuda"})],
         "threads": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
@@ -81,7 +85,14 @@ class _SymbolicBase(BaseEstimator):
             "tournament": int(self.tournament_size),
             "elite": min(int(self.elitism), pop),
             "max_len": int(self.max_length),
+            "bloat": self.bloat,
+            "size_pressure": float(self.size_pressure),
         }
+
+    def _choice(self):
+        """The settings that choose the returned program (top-level fields of both commands)."""
+        fraction = self.validation_fraction
+        return {"validation_fraction": None if fraction is None else float(fraction), "select": self.select}
 
     def _representation(self, default_functions):
         if self.grammar is not None and self.function_set is not None:
@@ -96,6 +107,7 @@ class _SymbolicBase(BaseEstimator):
 
     def _keep(self, report):
         self.report_ = report
+        self.selection_ = report["selection"]
         self.model_json_ = json.dumps(report["model"])
         self.best_fitness_ = report["best"]["fitness"]
         self.n_generations_ = len(report["generations"])
@@ -103,15 +115,17 @@ class _SymbolicBase(BaseEstimator):
     @property
     def equations_(self):
         """The hall of fame (best program of each size, on the Pareto front of size and loss):
-        a pandas DataFrame with columns complexity, loss, equation, latex, sympy when pandas is
-        installed, else a list of dicts."""
+        a pandas DataFrame with columns complexity, loss (training rows), validation_loss (None
+        without validation rows), score (PySR's), selected (the returned program), equation,
+        latex, sympy when pandas is installed, else a list of dicts."""
         check_is_fitted(self)
         rows = self.report_["hall_of_fame"]
         try:
             import pandas as pd
         except ImportError:
             return [dict(r) for r in rows]
-        return pd.DataFrame(rows, columns=["complexity", "loss", "equation", "latex", "sympy"])
+        columns = ["complexity", "loss", "validation_loss", "score", "selected", "equation", "latex", "sympy"]
+        return pd.DataFrame(rows, columns=columns)
 
     def _sympy(self, text):
         import sympy
@@ -143,6 +157,17 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     tournament_size, elitism, max_length : int, default=3, 1, 128
     parsimony_coefficient : float, default=0.0
         Fitness penalty per program node.
+    validation_fraction : float in [0, 1) or None, default=None
+        Fraction of the rows held out (seeded) to choose the returned program; never used for
+        fitness. None: 0.25 with at least 300 rows (unless ``select="train"``), else none.
+    select : {"auto", "validation", "pareto", "train"}, default="auto"
+        How the returned program is chosen from the hall of fame's Pareto front: the lowest
+        validation error ("auto" does so when there are validation rows, else "train"), PySR's
+        score (steepest drop of log error per node), or the lowest training error.
+    bloat : {"none", "double-tournament", "lexicographic"}, default="none"
+        Bloat control by selection (the linear penalty is ``parsimony_coefficient``).
+    size_pressure : float in [1, 2], default=1.4
+        Double tournament: the smaller parent wins with probability ``size_pressure / 2``.
     device : {"auto", "cpu", "cuda"}, default="auto"
         Where populations are evaluated; "auto" uses a CUDA GPU when one is usable, else the
         CPU with one warning.
@@ -156,9 +181,12 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     Attributes
     ----------
     program_ : str
-        The best program, scaling included, as infix text.
+        The returned program (see ``select``), scaling included, as infix text.
     report_ : dict
         The run's report (as ``grove evolve --report`` writes it).
+    selection_ : dict
+        How the returned program was chosen: the rule asked and applied, why, the rows used
+        for fitness and for validation, its row in ``equations_``.
     model_json_ : str
         The model ``predict`` applies, as JSON.
     n_features_in_, feature_names_in_, best_fitness_, n_generations_
@@ -183,6 +211,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         elitism=1,
         max_length=128,
         parsimony_coefficient=0.0,
+        validation_fraction=None,
+        select="auto",
+        bloat="none",
+        size_pressure=1.4,
         device="auto",
         threads=None,
         random_state=None,
@@ -198,6 +230,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.elitism = elitism
         self.max_length = max_length
         self.parsimony_coefficient = parsimony_coefficient
+        self.validation_fraction = validation_fraction
+        self.select = select
+        self.bloat = bloat
+        self.size_pressure = size_pressure
         self.device = device
         self.threads = threads
         self.random_state = random_state
@@ -210,6 +246,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
             "data": "python",
             **self._representation("add,sub,mul,div"),
             "engine": self._engine(),
+            **self._choice(),
             "regression": {
                 "metric": self.metric,
                 "linear_scaling": bool(self.linear_scaling),
@@ -259,8 +296,10 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     Parameters
     ----------
     function_set, grammar, population_size (5000), generations (40), tournament_size,
-    elitism, max_length (64), parsimony_coefficient, device, threads, random_state, verbose :
-        as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets).
+    elitism, max_length (64), parsimony_coefficient, validation_fraction, select, bloat,
+    size_pressure, device, threads, random_state, verbose :
+        as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets); validation
+        rows are held out per class, and their error is the one ``fitness`` names.
     fitness : {"cross-entropy", "accuracy", "balanced-accuracy"}, default="cross-entropy"
         What evolution minimises: mean softmax cross-entropy, 1 - accuracy, or 1 - balanced
         accuracy.
@@ -275,7 +314,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         The class labels (any labels, strings too), sorted.
     programs_ : list of str
         One program per class, infix.
-    report_, model_json_, n_features_in_, feature_names_in_, best_fitness_, n_generations_
+    report_, selection_, model_json_, n_features_in_, feature_names_in_, best_fitness_,
+    n_generations_
     """
 
     _parameter_constraints = {
@@ -299,6 +339,10 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         elitism=1,
         max_length=64,
         parsimony_coefficient=0.0,
+        validation_fraction=None,
+        select="auto",
+        bloat="none",
+        size_pressure=1.4,
         device="auto",
         threads=None,
         random_state=None,
@@ -315,6 +359,10 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.elitism = elitism
         self.max_length = max_length
         self.parsimony_coefficient = parsimony_coefficient
+        self.validation_fraction = validation_fraction
+        self.select = select
+        self.bloat = bloat
+        self.size_pressure = size_pressure
         self.device = device
         self.threads = threads
         self.random_state = random_state
@@ -325,6 +373,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
             "data": "python",
             **self._representation("add,sub,mul,div"),
             "engine": self._engine(),
+            **self._choice(),
             "fitness": self.fitness,
             "standardize": bool(self.standardize),
             "parsimony": float(self.parsimony_coefficient),

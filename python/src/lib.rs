@@ -178,6 +178,24 @@ fn check_representation(functions: Option<&str>, grammar: Option<&str>, n_featur
     Ok(())
 }
 
+/// Checks that the validation split and rule fit `n_rows` rows (the split's sizes; `labels`:
+/// per class), so that a bad combination is a `ValueError` before the run starts.
+fn check_choice(fraction: Option<f64>, select: grove::task::validation::Select, n_rows: usize, seed: u64, labels: Option<(&[u32], usize)>) -> PyResult<()> {
+    use grove::data::split::Holdout;
+    let plan = grove::task::validation::Plan::new(fraction, select, n_rows).map_err(value_error)?;
+    // An automatic split that cannot be made gives way to none (the run says so).
+    if plan.fraction > 0.0 && fraction.is_some() {
+        let context = "validation_fraction";
+        match labels {
+            Some((codes, k)) => grove::data::classes::stratified_indices_for(codes, k, plan.fraction, seed, Holdout::VALIDATION)
+                .map_err(|e| value_error(e.context(context)))?,
+            None => grove::data::split::split_indices_for(n_rows, plan.fraction, seed, Holdout::VALIDATION)
+                .map_err(|e| value_error(e.context(context)))?,
+        };
+    }
+    Ok(())
+}
+
 /// Checks that `y` has a value per row of `X` (`(n_rows, n_features)`) and that there is a
 /// name per feature.
 fn check_shapes((n_rows, n_features): (usize, usize), n_y: usize, n_names: usize) -> PyResult<()> {
@@ -215,6 +233,7 @@ fn fit_regression(
     check_shapes((n_rows, n_features), y.len(), names.len())?;
     let train = Dataset::from_f32(names, target, x, y).map_err(value_error)?;
     check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, 1)?;
+    check_choice(settings.validation_fraction, settings.select, n_rows, settings.engine.seed, None)?;
     let job: Job = Box::new(move |stop, note| {
         let backend = open(settings.device, note)?;
         let result = grove::task::regression::fit(&settings, &train, None, &backend, &options(verbose, stop))?;
@@ -249,7 +268,9 @@ fn fit_classification(
     let codes = codes.as_array().to_vec();
     check_shapes((n_rows, n_features), codes.len(), names.len())?;
     let n_outputs = if settings.binary { 0 } else { classes.len() };
+    let n_classes = classes.len();
     let mut train = Labeled::from_codes(names, &target, x, codes, classes).map_err(value_error)?;
+    check_choice(settings.validation_fraction, settings.select, n_rows, settings.engine.seed, Some((&train.labels, n_classes)))?;
     let standardize = settings.standardize.then(|| Standardize::fit(&train.data.x, n_rows));
     if let Some(s) = &standardize {
         s.apply_to(&mut train.data);

@@ -38,13 +38,44 @@ def iris_named():
 
 def test_regressor_finds_a_simple_formula_and_predicts_it():
     X, y = quadratic()
-    m = SymbolicRegressor(**SMALL).fit(X, y)
+    m = SymbolicRegressor(**SMALL, select="train").fit(X, y)
     assert m.score(X, y) > 0.999
     assert m.n_features_in_ == 2
     assert "x0" in m.program_ and "x1" in m.program_
-    # predict applies the reported program: its training MSE is the report's.
+    # predict applies the reported program: its training MSE is the report's (select="train"
+    # holds out no rows, so every row is a training row).
+    assert m.selection_["validation_rows"] == 0
     mse = float(np.mean((m.predict(X) - y) ** 2))
     assert mse == pytest.approx(m.report_["train"]["mse"], rel=1e-9, abs=1e-12)
+
+
+def test_validation_rows_choose_the_returned_program():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, (400, 3))
+    y = X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2]) + rng.normal(0, 0.3, 400)
+    m = SymbolicRegressor(**SMALL).fit(X, y)
+    sel = m.selection_
+    # 400 rows: a quarter held out, the lowest validation loss on the front returned.
+    assert (sel["asked"], sel["rule"], sel["training_rows"], sel["validation_rows"]) == ("auto", "validation", 300, 100)
+    eq = m.report_["hall_of_fame"]
+    chosen = [r for r in eq if r["selected"]]
+    assert len(chosen) == 1 and chosen[0]["validation_loss"] == min(r["validation_loss"] for r in eq)
+    assert m.program_ == chosen[0]["equation"]
+    assert m.report_["validation"]["mse"] == chosen[0]["validation_loss"]
+    # The other rules, and bloat control, pass through to the engine.
+    p = SymbolicRegressor(**SMALL, select="pareto", validation_fraction=0.5).fit(X, y)
+    assert (p.selection_["rule"], p.selection_["validation_rows"]) == ("pareto", 200)
+    best = max(range(len(p.report_["hall_of_fame"])), key=lambda i: p.report_["hall_of_fame"][i]["score"])
+    assert p.selection_["front_index"] == best
+    t = SymbolicRegressor(**SMALL, select="train", bloat="double-tournament", size_pressure=2.0).fit(X, y)
+    assert t.report_["settings"]["engine"]["bloat"] == "double-tournament"
+    assert t.report_["settings"]["engine"]["size_pressure"] == 2.0
+    assert t.selection_["rule"] == "train"
+    c = SymbolicClassifier(**SMALL, validation_fraction=0.3, bloat="lexicographic").fit(*iris_named())
+    assert c.selection_["rule"] == "validation"
+    assert c.report_["validation"]["rows"] == c.selection_["validation_rows"] == 45
+    with pytest.raises(ValueError, match="needs validation rows"):
+        SymbolicRegressor(**SMALL, select="validation").fit(*quadratic(50))
 
 
 def test_regressor_sympy_latex_and_hall_of_fame():
@@ -60,9 +91,11 @@ def test_regressor_sympy_latex_and_hall_of_fame():
     assert "\\" in m.latex() or "x_{0}" in m.latex()
     eq = m.equations_
     assert isinstance(eq, pd.DataFrame)
-    assert list(eq.columns) == ["complexity", "loss", "equation", "latex", "sympy"]
+    assert list(eq.columns) == ["complexity", "loss", "validation_loss", "score", "selected", "equation", "latex", "sympy"]
     assert eq["complexity"].is_monotonic_increasing and eq["loss"].is_monotonic_decreasing
-    # The last row of the front has the best program's loss (no parsimony: its fitness).
+    # 200 rows: no validation rows, so the training minimum is returned, the front's last loss
+    # (no parsimony: its fitness).
+    assert eq["validation_loss"].isna().all()
     assert eq["loss"].iloc[-1] == m.best_fitness_
 
 
@@ -74,7 +107,9 @@ def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
     rows = m.equations_
     assert isinstance(rows, list) and rows
-    assert set(rows[-1]) == {"complexity", "loss", "equation", "latex", "sympy"}
+    assert set(rows[-1]) == {"complexity", "loss", "validation_loss", "score", "selected", "equation", "latex", "sympy"}
+    # 80 rows: no validation rows, so the training minimum is returned: the front's last loss.
+    assert m.selection_["rule"] == "train"
     assert rows[-1]["loss"] == m.best_fitness_
 
 
@@ -91,6 +126,8 @@ def test_classifier_with_string_labels_probabilities_and_programs():
     assert len(c.programs_) == 3
     assert len(c.latex()) == 3
     # The model's accuracy on its training rows is the report's.
+    # 150 rows: too few for the automatic validation split, so every row is a training row.
+    assert c.selection_["validation_rows"] == 0
     assert c.score(X, y) == pytest.approx(c.report_["train"]["accuracy"])
     if pytest.importorskip("sympy"):
         assert len(c.sympy()) == 3
@@ -112,7 +149,10 @@ def test_grammar_by_path_and_by_text_give_the_same_run():
     a = SymbolicRegressor(grammar=path, **SMALL).fit(X, y)
     b = SymbolicRegressor(grammar=text, **SMALL).fit(X, y)
     assert a.program_ == b.program_
-    assert "genome" in a.report_["best"]
+    # The run's best keeps its genome (a program chosen on validation rows may not: the hall
+    # of fame keeps trees).
+    t = SymbolicRegressor(grammar=path, select="train", **SMALL).fit(X, y)
+    assert "genome" in t.report_["best"]
 
 
 def test_bad_grammar_and_function_set_are_value_errors():
@@ -137,6 +177,14 @@ def test_parameters_are_validated_with_scikit_learns_messages():
         SymbolicRegressor(device="tpu").fit(X, y)
     with pytest.raises(ValueError, match="fitness"):
         SymbolicClassifier(fitness="hinge").fit(*iris_named())
+    with pytest.raises(ValueError, match="validation_fraction"):
+        SymbolicRegressor(validation_fraction=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="select"):
+        SymbolicRegressor(select="best").fit(X, y)
+    with pytest.raises(ValueError, match="bloat"):
+        SymbolicClassifier(bloat="penalty").fit(*iris_named())
+    with pytest.raises(ValueError, match="size_pressure"):
+        SymbolicRegressor(size_pressure=3).fit(X, y)
 
 
 # Data in: layouts, dtypes, DataFrames; bad input.

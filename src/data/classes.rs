@@ -363,7 +363,26 @@ pub fn stratified_split(data: &Labeled, test_fraction: f64, seed: u64) -> Result
 /// The rows [`stratified_split`] puts in the training and the test part, each in increasing
 /// order, for rows of class indices `labels` (`< n_classes`).
 pub fn stratified_indices(labels: &[u32], n_classes: usize, test_fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>)> {
-    ensure!((0.0..1.0).contains(&test_fraction), "the test fraction must be in [0, 1), got {test_fraction}");
+    stratified_indices_for(labels, n_classes, test_fraction, seed, super::split::Holdout::TEST)
+}
+
+/// As [`stratified_split`], holding out `holdout`'s rows (each class shuffled by the stream
+/// `(seed; c + 1, holdout.stream, Purpose::Data)`): `(kept, held out)`.
+pub fn stratified_split_for(data: &Labeled, fraction: f64, seed: u64, holdout: super::split::Holdout) -> Result<(Labeled, Labeled)> {
+    let (kept, held) = stratified_indices_for(&data.labels, data.n_classes(), fraction, seed, holdout)?;
+    Ok((data.subset(&kept)?, data.subset(&held)?))
+}
+
+/// As [`stratified_indices`], holding out `holdout`'s rows with its stream.
+pub fn stratified_indices_for(
+    labels: &[u32],
+    n_classes: usize,
+    test_fraction: f64,
+    seed: u64,
+    holdout: super::split::Holdout,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let name = holdout.name;
+    ensure!((0.0..1.0).contains(&test_fraction), "the {name} fraction must be in [0, 1), got {test_fraction}");
     let mut per_class: Vec<Vec<usize>> = vec![Vec::new(); n_classes];
     for (i, &l) in labels.iter().enumerate() {
         ensure!((l as usize) < n_classes, "row {}: class index {l} is past the {n_classes} classes", i + 1);
@@ -373,7 +392,7 @@ pub fn stratified_indices(labels: &[u32], n_classes: usize, test_fraction: f64, 
     for (c, rows) in per_class.iter().enumerate() {
         let n = rows.len();
         let mut order = rows.clone();
-        let mut s = Stream::new(seed, c as u32 + 1, super::split::SPLIT_STREAM, Purpose::Data);
+        let mut s = Stream::new(seed, c as u32 + 1, holdout.stream, Purpose::Data);
         for i in (1..n).rev() {
             order.swap(i, s.below(i as u32 + 1) as usize);
         }
@@ -381,8 +400,8 @@ pub fn stratified_indices(labels: &[u32], n_classes: usize, test_fraction: f64, 
         test.extend_from_slice(&order[..n_test]);
         train.extend_from_slice(&order[n_test..]);
     }
-    ensure!(!test.is_empty(), "a test fraction of {test_fraction} leaves the test set empty: use a larger --test-fraction");
-    ensure!(!train.is_empty(), "a test fraction of {test_fraction} leaves the training set empty");
+    ensure!(!test.is_empty(), "a {name} fraction of {test_fraction} leaves the {name} set empty: use a larger --{name}-fraction");
+    ensure!(!train.is_empty(), "a {name} fraction of {test_fraction} leaves the training set empty");
     train.sort_unstable();
     test.sort_unstable();
     Ok((train, test))

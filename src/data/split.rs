@@ -2,8 +2,10 @@
 //! [`Stream`], so a split depends only on the seed and the number of rows.
 //!
 //! [`split_indices`] holds the whole rule; [`split()`] applies it to a [`Dataset`]. A stratified
-//! split (classification) will shuffle each class's indices with the same rule and take the
-//! same fraction of each, so it can reuse [`shuffled`] and [`test_size`].
+//! split (classification, [`super::classes::stratified_split`]) shuffles each class's indices
+//! with the same rule and takes the same fraction of each. The validation split of the training
+//! rows ([`Holdout::VALIDATION`]) is the same rule on its own stream, so it is independent of
+//! the test split drawn with the same seed.
 
 use anyhow::{Result, bail, ensure};
 
@@ -13,6 +15,26 @@ use crate::rng::{Purpose, Stream};
 /// The `individual` of the split's stream address `(seed; 0, SPLIT_STREAM, Purpose::Data)`;
 /// built-ins use 0 and 1 for their train and test points.
 pub const SPLIT_STREAM: u32 = 2;
+
+/// The `individual` of the validation split's stream address
+/// `(seed; 0, VALIDATION_STREAM, Purpose::Data)` (stratified: generation `c + 1` for class `c`).
+pub const VALIDATION_STREAM: u32 = 3;
+
+/// Which rows a split holds out: the stream it shuffles with and the name its errors use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holdout {
+    /// The `individual` of the stream address.
+    pub stream: u32,
+    /// `test` or `validation`, for messages.
+    pub name: &'static str,
+}
+
+impl Holdout {
+    /// The test rows (`--test-fraction`), out of all rows.
+    pub const TEST: Holdout = Holdout { stream: SPLIT_STREAM, name: "test" };
+    /// The validation rows (`--validation-fraction`), out of the training rows.
+    pub const VALIDATION: Holdout = Holdout { stream: VALIDATION_STREAM, name: "validation" };
+}
 
 /// Splits `data` into `(train, test)`: `round(n_rows * test_fraction)` rows chosen by a
 /// shuffle seeded with `seed` go to the test set, the rest to training; each part keeps the
@@ -25,8 +47,19 @@ pub fn split(data: &Dataset, test_fraction: f64, seed: u64) -> Result<(Dataset, 
 
 /// The row indices of [`split()`]: `(train, test)`, each ascending.
 pub fn split_indices(n_rows: usize, test_fraction: f64, seed: u64) -> Result<(Vec<usize>, Vec<usize>)> {
-    let n_test = test_size(n_rows, test_fraction)?;
-    let mut order = shuffled(n_rows, seed)?;
+    split_indices_for(n_rows, test_fraction, seed, Holdout::TEST)
+}
+
+/// As [`split()`], holding out `holdout`'s rows: `(kept, held out)`.
+pub fn split_for(data: &Dataset, fraction: f64, seed: u64, holdout: Holdout) -> Result<(Dataset, Dataset)> {
+    let (kept, held) = split_indices_for(data.n_rows, fraction, seed, holdout)?;
+    Ok((data.subset(&kept)?, data.subset(&held)?))
+}
+
+/// As [`split_indices`], holding out `holdout`'s rows with its stream: `(kept, held out)`.
+pub fn split_indices_for(n_rows: usize, fraction: f64, seed: u64, holdout: Holdout) -> Result<(Vec<usize>, Vec<usize>)> {
+    let n_test = holdout_size(n_rows, fraction, holdout.name)?;
+    let mut order = shuffled_at(n_rows, seed, holdout.stream)?;
     let mut train = order.split_off(n_test);
     let mut test = order;
     train.sort_unstable();
@@ -37,16 +70,21 @@ pub fn split_indices(n_rows: usize, test_fraction: f64, seed: u64) -> Result<(Ve
 /// How many of `n_rows` rows go to the test set: `round(n_rows * test_fraction)`, checked to
 /// leave both parts non-empty.
 pub fn test_size(n_rows: usize, test_fraction: f64) -> Result<usize> {
-    ensure!((0.0..1.0).contains(&test_fraction), "the test fraction must be in [0, 1), got {test_fraction}");
-    let n_test = (n_rows as f64 * test_fraction).round() as usize;
+    holdout_size(n_rows, test_fraction, "test")
+}
+
+/// [`test_size`] for a part called `name` (`test`, `validation`).
+fn holdout_size(n_rows: usize, fraction: f64, name: &str) -> Result<usize> {
+    ensure!((0.0..1.0).contains(&fraction), "the {name} fraction must be in [0, 1), got {fraction}");
+    let n_test = (n_rows as f64 * fraction).round() as usize;
     if n_test == 0 {
         bail!(
-            "a test fraction of {test_fraction} of {n_rows} rows leaves the test set empty: use at least {:.4}",
+            "a {name} fraction of {fraction} of {n_rows} rows leaves the {name} set empty: use at least {:.4}",
             0.5 / n_rows.max(1) as f64
         );
     }
     if n_test >= n_rows {
-        bail!("a test fraction of {test_fraction} of {n_rows} rows leaves the training set empty");
+        bail!("a {name} fraction of {fraction} of {n_rows} rows leaves the training set empty");
     }
     Ok(n_test)
 }
@@ -55,9 +93,14 @@ pub fn test_size(n_rows: usize, test_fraction: f64) -> Result<usize> {
 /// `(seed; 0, SPLIT_STREAM, Purpose::Data)`: for `i` from `n - 1` down to 1, swap `i` with
 /// `below(i + 1)`.
 pub fn shuffled(n: usize, seed: u64) -> Result<Vec<usize>> {
+    shuffled_at(n, seed, SPLIT_STREAM)
+}
+
+/// [`shuffled`] driven by the stream `(seed; 0, stream, Purpose::Data)`.
+pub fn shuffled_at(n: usize, seed: u64, stream: u32) -> Result<Vec<usize>> {
     ensure!(n <= u32::MAX as usize, "cannot shuffle {n} rows: at most {} are supported", u32::MAX);
     let mut order: Vec<usize> = (0..n).collect();
-    let mut s = Stream::new(seed, 0, SPLIT_STREAM, Purpose::Data);
+    let mut s = Stream::new(seed, 0, stream, Purpose::Data);
     for i in (1..n).rev() {
         let j = s.below(i as u32 + 1) as usize;
         order.swap(i, j);

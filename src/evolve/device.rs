@@ -140,10 +140,14 @@ pub struct Transfers {
 }
 
 /// Whether the device loop can run these settings (else the host loop runs, with the same
-/// results): tournament selection with at most [`crate::backend::cuda::kernels::MAX_ELITE`]
-/// elites, a population the kernels index.
+/// results): plain tournament selection (no size-based bloat control: `select_tournament`
+/// reads fitness only) with at most [`crate::backend::cuda::kernels::MAX_ELITE`] elites, a
+/// population the kernels index.
 pub fn supports(cfg: &EngineConfig) -> bool {
-    cfg.pop_size > 0 && cfg.pop_size <= u32::MAX as usize / 2 && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
+    cfg.pop_size > 0
+        && cfg.pop_size <= u32::MAX as usize / 2
+        && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
+        && cfg.bloat == crate::select::Bloat::None
 }
 
 /// Whether the device loop can run grammatical evolution with these settings besides

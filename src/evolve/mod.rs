@@ -43,11 +43,41 @@ pub struct EngineConfig {
     pub elite: usize,
     /// Longest program, in nodes (the population's row width `L`).
     pub max_len: usize,
+    /// Bloat control by selection ([`select::Bloat`]); runs the host loop on every device.
+    #[serde(default)]
+    pub bloat: select::Bloat,
+    /// Double tournament's `D` in `[1, 2]`: the smaller of two fitness-tournament winners
+    /// becomes the parent with probability `D / 2`.
+    #[serde(default = "default_size_pressure")]
+    pub size_pressure: f64,
+}
+
+/// Luke & Panait's recommended `D` for the double tournament.
+pub const DEFAULT_SIZE_PRESSURE: f64 = 1.4;
+
+fn default_size_pressure() -> f64 {
+    DEFAULT_SIZE_PRESSURE
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        Self { pop_size: 1000, generations: 50, seed: 1, tournament: 3, elite: 1, max_len: 256 }
+        Self {
+            pop_size: 1000,
+            generations: 50,
+            seed: 1,
+            tournament: 3,
+            elite: 1,
+            max_len: 256,
+            bloat: select::Bloat::None,
+            size_pressure: DEFAULT_SIZE_PRESSURE,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The parent tournament these settings describe.
+    pub fn parent_tournament(&self) -> select::Tournament {
+        select::Tournament { size: self.tournament, bloat: self.bloat, size_pressure: self.size_pressure }
     }
 }
 
@@ -713,14 +743,16 @@ fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIs
     let (fit, seed) = (&i.fit, i.seed);
     let pool = select::valid_indices(fit);
     let elite = select::elite(fit, cfg.elite.min(p));
+    let parents = cfg.parent_tournament();
+    let lens = &i.pop.len;
     match rep {
         Representation::Trees(rep) => {
             let pairs: Vec<[u32; 2]> = (0..p)
                 .into_par_iter()
                 .with_min_len(256)
                 .map(|k| {
-                    let a = select::tournament(fit, &pool, cfg.tournament, seed, next_gen, 2 * k);
-                    let b = select::tournament(fit, &pool, cfg.tournament, seed, next_gen, 2 * k + 1);
+                    let a = parents.pick(fit, lens, &pool, seed, next_gen, 2 * k);
+                    let b = parents.pick(fit, lens, &pool, seed, next_gen, 2 * k + 1);
                     [a as u32, b as u32]
                 })
                 .collect();
@@ -745,8 +777,8 @@ fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIs
                 .into_par_iter()
                 .with_min_len(32)
                 .map_init(|| rep.mapper(), |mapper, j| {
-                    let a = select::tournament(fit, &pool, cfg.tournament, seed, next_gen, 2 * j);
-                    let b = select::tournament(fit, &pool, cfg.tournament, seed, next_gen, 2 * j + 1);
+                    let a = parents.pick(fit, lens, &pool, seed, next_gen, 2 * j);
+                    let b = parents.pick(fit, lens, &pool, seed, next_gen, 2 * j + 1);
                     let (mut c0, mut c1) = (Vec::new(), Vec::new());
                     let mut s = Stream::new(seed, next_gen, j as u32, Purpose::Crossover);
                     crossover(genomes.get(a), genomes.get(b), used[a], used[b], &rep.vary, rep.genome_capacity, &mut s, &mut c0, &mut c1);

@@ -79,6 +79,10 @@ pub const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
 const LN64_TERMS: usize = 12;
 /// Terms of the f64 `exp`'s Taylor series: 1/k! for k = 1 … 14.
 const EXP64_TERMS: usize = 14;
+/// Terms of the f64 sine's series after t: t³/3! … t^17/17!.
+const SIN64_TERMS: usize = 8;
+/// Terms of the f64 cosine's series after 1 − t²/2: t⁴/4! … t^18/18!.
+const COS64_TERMS: usize = 8;
 
 /// The constants above as C definitions (`#define GROVE_EXP_P0 __int_as_float(0x…u)`), bit
 /// for bit, for `kernels/grove_math.cuh`.
@@ -117,6 +121,14 @@ pub fn cuda_constants() -> String {
     list("LN64_C", &ln64_coefficients());
     list("EXP64_C", &exp64_coefficients());
     s.push_str(&format!("#define GROVE_LN64_TERMS {LN64_TERMS}\n#define GROVE_EXP64_TERMS {EXP64_TERMS}\n"));
+    let mut list = |name: &str, v: &[f64]| {
+        let items: Vec<String> = v.iter().map(|x| format!("__longlong_as_double(0x{:016x}ll)", x.to_bits())).collect();
+        s.push_str(&format!("#define GROVE_{name} {{{}}}\n", items.join(", ")));
+    };
+    list("SIN64_C", &sin64_coefficients());
+    list("COS64_C", &cos64_coefficients());
+    s.push_str(&format!("#define GROVE_SIN64_TERMS {SIN64_TERMS}\n#define GROVE_COS64_TERMS {COS64_TERMS}\n"));
+    s.push_str(&format!("#define GROVE_TAU_D0 __longlong_as_double(0x{:016x}ll)\n", std::f64::consts::TAU.to_bits()));
     let words: Vec<String> = TWO_OVER_PI.iter().map(|w| format!("0x{w:08x}u")).collect();
     s.push_str(&format!("#define GROVE_TWO_OVER_PI {{{}}}\n", words.join(", ")));
     s
@@ -134,6 +146,24 @@ fn exp64_coefficients() -> [f64; EXP64_TERMS] {
         fact[k] = fact[k - 1] * k as f64;
     }
     std::array::from_fn(|i| 1.0 / fact[EXP64_TERMS - i])
+}
+
+/// The sine series after t: (−1)^k/(2k+1)! for k = SIN64_TERMS … 1, highest first.
+fn sin64_coefficients() -> [f64; SIN64_TERMS] {
+    std::array::from_fn(|i| {
+        let k = SIN64_TERMS - i;
+        let f: f64 = (1..=2 * k + 1).map(|x| x as f64).product();
+        if k % 2 == 1 { -1.0 / f } else { 1.0 / f }
+    })
+}
+
+/// The cosine series after 1 − t²/2: (−1)^k/(2k)! for k = COS64_TERMS + 1 … 2, highest first.
+fn cos64_coefficients() -> [f64; COS64_TERMS] {
+    std::array::from_fn(|i| {
+        let k = COS64_TERMS + 1 - i;
+        let f: f64 = (1..=2 * k).map(|x| x as f64).product();
+        if k % 2 == 1 { -1.0 / f } else { 1.0 / f }
+    })
 }
 
 /// Horner's rule with fused multiply-adds: `fma(fma(c0, x, c1), x, c2)…`, as `fmaf` in the
@@ -358,6 +388,41 @@ pub fn tan_any(x: f32) -> f32 {
     }
 }
 
+/// (sin x, cos x) for every x from one reduction: bit for bit `(sin_any(x), cos_any(x))`.
+/// The simulator's rotations use it (`sim::dynamics`, `grove_sincos` in the kernels). Where the
+/// CPU has FMA it runs a copy compiled for it: a fused multiply-add rounds once either way, so
+/// the bits are the same, but without the target feature each `mul_add` is a call into
+/// compiler-builtins' `fmaf` (the simulator's f32 steps were a fifth slower with them).
+#[inline]
+pub fn sin_cos(x: f32) -> (f32, f32) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA, checked just now.
+        return unsafe { sin_cos_fma(x) };
+    }
+    sin_cos_portable(x)
+}
+
+/// [`sin_cos`] compiled with FMA instructions.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn sin_cos_fma(x: f32) -> (f32, f32) {
+    sin_cos_portable(x)
+}
+
+/// [`sin_cos`] for any CPU.
+#[inline(always)]
+fn sin_cos_portable(x: f32) -> (f32, f32) {
+    if !sincos_in_range(x) {
+        return (sin_large(x), cos_large(x));
+    }
+    let (s, c, j) = reduce(x.abs());
+    let (sv, cv) = if j & 2 != 0 { (c, s) } else { (s, c) };
+    let sflip = (x.to_bits() & 0x8000_0000) ^ (((j & 4) as u32) << 29);
+    let cflip = (((j & 4) ^ ((j & 2) << 1)) as u32) << 29;
+    (f32::from_bits(sv.to_bits() ^ sflip), f32::from_bits(cv.to_bits() ^ cflip))
+}
+
 /// tanh x, Cephes `tanhf`: an odd polynomial below |x| = 0.625, 1 − 2/(e^{2|x|} + 1) above.
 #[inline(always)]
 pub fn tanh(x: f32) -> f32 {
@@ -376,10 +441,11 @@ pub fn tanh(x: f32) -> f32 {
     }
 }
 
-/// ln x in f64 for a positive, finite x (an f32 widened, so never subnormal): x = m·2^e with
-/// m ∈ [√½, √2), ln m = 2·atanh(s) with s = (m − 1)/(m + 1), |s| ≤ 0.172, by its series.
+/// ln x in f64 for a positive, finite, normal x (an f32 widened, or a reset draw in (0, 1]):
+/// x = m·2^e with m ∈ [√½, √2), ln m = 2·atanh(s) with s = (m − 1)/(m + 1), |s| ≤ 0.172, by
+/// its series. Within about 1e-15 relative; `grove_ln64` is its CUDA twin.
 #[inline]
-fn ln64(x: f64) -> f64 {
+pub fn ln64(x: f64) -> f64 {
     let bits = x.to_bits();
     let mut e = ((bits >> 52) & 0x7ff) as i64 - 1023;
     let mut m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000); // [1, 2)
@@ -413,6 +479,36 @@ fn exp64(t: f64) -> f64 {
     }
     let p = p * r + 1.0;
     p * f64::from_bits(((n as i64 + 1023) as u64) << 52)
+}
+
+/// cos 2πu in f64 for |u| < 2^50 (the reset noise's Box–Muller angle, u ∈ [0, 1)): u = n/4 + r
+/// with n the nearest quarter turn and |r| ≤ 1/8, both exact, then sin or cos of t = 2πr
+/// (|t| ≤ π/4) by their Taylor series to t^17 and t^18. Within a few ulp of libm's `cos`;
+/// `grove_cos_turns64` is its CUDA twin, so the GPU draws the CPU's resets bit for bit.
+#[inline]
+pub fn cos_turns64(u: f64) -> f64 {
+    const ROUND: f64 = 6_755_399_441_055_744.0; // 1.5·2^52
+    let n = (u * 4.0 + ROUND) - ROUND;
+    let r = u - n * 0.25;
+    let t = r * std::f64::consts::TAU;
+    let z = t * t;
+    let (sc, cc) = (sin64_coefficients(), cos64_coefficients());
+    let mut ps = sc[0];
+    for &ci in &sc[1..] {
+        ps = ps * z + ci;
+    }
+    let mut pc = cc[0];
+    for &ci in &cc[1..] {
+        pc = pc * z + ci;
+    }
+    let s = t + t * z * ps;
+    let c = (1.0 - 0.5 * z) + z * z * pc;
+    match (n as i64) & 3 {
+        0 => c,
+        1 => -s,
+        2 => -c,
+        _ => s,
+    }
 }
 
 /// |a|^b, as C's `powf(fabsf(a), b)`: b·ln|a| and its exponential in f64, rounded once.
@@ -554,6 +650,36 @@ mod tests {
     }
 
     #[test]
+    fn sin_cos_is_sin_and_cos_bit_for_bit() {
+        let mut b = 0u32;
+        // Every 4099th bit pattern, both signs: small, in range, large, inf and NaN.
+        while b < 0x7fc0_0000 {
+            for x in [f32::from_bits(b), -f32::from_bits(b)] {
+                let (s, c) = sin_cos(x);
+                assert_eq!((s.to_bits(), c.to_bits()), (sin_any(x).to_bits(), cos_any(x).to_bits()), "{x:e}");
+            }
+            b += 4099;
+        }
+    }
+
+    #[test]
+    fn f64_ln_and_cos_turns_are_accurate() {
+        let mut rng = crate::rng::Stream::new(3, 0, 0, crate::rng::Purpose::Bench);
+        let (mut wl, mut wc): (f64, f64) = (0.0, 0.0);
+        for _ in 0..100_000 {
+            let u = rng.unit_f64();
+            let x = 1.0 - u;
+            wl = wl.max((ln64(x) - x.ln()).abs() / x.ln().abs().max(f64::MIN_POSITIVE));
+            wc = wc.max((cos_turns64(u) - (std::f64::consts::TAU * u).cos()).abs());
+        }
+        assert!(wl < 4e-15 && wc < 2e-15, "ln64 {wl:e} relative, cos_turns64 {wc:e} absolute");
+        for (u, want) in [(0.0, 1.0), (0.25, 0.0), (0.5, -1.0), (0.75, 0.0), (1.0, 1.0)] {
+            assert!((cos_turns64(u) - want).abs() < 1e-16, "cos 2π·{u} = {}", cos_turns64(u));
+        }
+        assert_eq!(ln64(1.0), 0.0);
+    }
+
+    #[test]
     fn tan_is_within_four_ulp_away_from_its_poles() {
         let mut worst: f64 = 0.0;
         let mut check = |x: f32| {
@@ -658,6 +784,8 @@ mod tests {
         assert!(c.contains(&format!(", __longlong_as_double(0x{:016x}ll)}}\n#define GROVE_LN64_TERMS", 1.0f64.to_bits())));
         assert!(c.contains(&format!("#define GROVE_PIO2_2M64_0 __longlong_as_double(0x{:016x}ll)", PIO2_2M64.to_bits())));
         assert!(c.contains("0xa2f9836eu"));
+        assert!(c.contains(&format!("#define GROVE_SIN64_C {{__longlong_as_double(0x{:016x}ll), ", sin64_coefficients()[0].to_bits())));
+        assert!(c.contains(&format!("#define GROVE_TAU_D0 __longlong_as_double(0x{:016x}ll)", std::f64::consts::TAU.to_bits())));
         assert_eq!(sin(0.0), 0.0);
         assert_eq!(sin(-0.0).to_bits(), (-0.0f32).to_bits());
         assert_eq!(cos(0.0), 1.0);

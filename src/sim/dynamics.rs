@@ -4,18 +4,62 @@
 //! constraints solved by projected Gauss–Seidel, and the Euler and RK4 integrators. Generic over
 //! the float type (`f64` matches MuJoCo; `f32` is what the GPU twin computes).
 //!
+//! In f32 this is `kernels/sim.cu` bit for bit: every loop, sum and product is written out in
+//! the kernel's order (no library linear algebra, whose blocked and fused kernels round
+//! differently), nothing is fused (Rust never contracts; the kernels build with `--fmad=false`),
+//! the only functions beyond IEEE `+ − × ÷ √` are grove's own `sin`/`cos` and `pow`
+//! ([`Real::sim_sin_cos`], [`Real::sim_pow`]: `program::fastmath`, `grove_math.cuh` on the GPU),
+//! and every constant combined from the model is combined once in f64 ([`Soft`],
+//! [`fluid_coefficients`]) and rounded, on both sides. `tests/sim_kernel_host.rs` runs the
+//! kernel's code and requires equal bits after whole episodes.
+//!
 //! Buffers: `q`, `v`: (nv,), MuJoCo's qpos and qvel order (metres, radians; m/s, rad/s);
 //! `ctrl`: (nu,); `warm`: (model.n_slots(),) the constraint forces of the previous solve, by slot.
 
 use nalgebra::{DMatrix, DVector};
 
-use super::model::Model;
+use super::model::{Body, Model};
 use super::spec::{Integrator, JointKind};
+use crate::program::fastmath;
 
-/// The float types the stepper runs in.
-pub trait Real: nalgebra::RealField + Copy + Send + Sync + std::fmt::Display {}
-impl Real for f32 {}
-impl Real for f64 {}
+/// The float types the stepper runs in, with the two functions beyond IEEE arithmetic it needs.
+pub trait Real: nalgebra::RealField + Copy + Send + Sync + std::fmt::Display {
+    /// (sin x, cos x): libm's in f64 (as MuJoCo), grove's own in f32 (`fastmath::sin_cos`,
+    /// `grove_sincos` in the kernels: the same bits on both devices).
+    fn sim_sin_cos(self) -> (Self, Self);
+    /// self^p: libm's `pow` in f64, grove's own in f32 (`fastmath::pow`, `grove_pow`).
+    fn sim_pow(self, p: Self) -> Self;
+    /// The value as f64, exactly (what an episode's return sums).
+    fn exact_f64(self) -> f64;
+}
+impl Real for f32 {
+    #[inline]
+    fn sim_sin_cos(self) -> (f32, f32) {
+        fastmath::sin_cos(self)
+    }
+    #[inline]
+    fn sim_pow(self, p: f32) -> f32 {
+        fastmath::pow(self, p)
+    }
+    #[inline]
+    fn exact_f64(self) -> f64 {
+        self as f64
+    }
+}
+impl Real for f64 {
+    #[inline]
+    fn sim_sin_cos(self) -> (f64, f64) {
+        self.sin_cos()
+    }
+    #[inline]
+    fn sim_pow(self, p: f64) -> f64 {
+        self.powf(p)
+    }
+    #[inline]
+    fn exact_f64(self) -> f64 {
+        self
+    }
+}
 
 /// An f64 model constant in the stepper's float type.
 #[inline]
@@ -27,7 +71,12 @@ type V2<T> = [T; 2];
 
 #[inline]
 fn rot<T: Real>(a: T, p: V2<T>) -> V2<T> {
-    let (s, c) = a.sin_cos();
+    rot_sc(a.sim_sin_cos(), p)
+}
+
+/// `p` rotated by the angle whose (sin, cos) is `sc` (the kernel's `grove_rot`).
+#[inline]
+fn rot_sc<T: Real>((s, c): (T, T), p: V2<T>) -> V2<T> {
     [c * p[0] - s * p[1], s * p[0] + c * p[1]]
 }
 
@@ -58,6 +107,8 @@ pub struct Kinematics<T> {
     pub pos: Vec<V2<T>>,
     /// Body frame angles about n, radians: (n_bodies,).
     pub ang: Vec<T>,
+    /// (sin, cos) of each body's angle (`ang`), kept since most rotations use one: (n_bodies,).
+    pub sc: Vec<(T, T)>,
     /// Per joint: the world anchor of a hinge, or the world axis of a slide: (nv,).
     pub anchor: Vec<V2<T>>,
 }
@@ -65,13 +116,13 @@ pub struct Kinematics<T> {
 /// Forward kinematics (MuJoCo's joint-in-body semantics, using q − qpos0).
 pub fn kinematics<T: Real>(m: &Model, q: &[T]) -> Kinematics<T> {
     let nb = m.bodies.len();
-    let mut k = Kinematics { pos: vec![[T::zero(); 2]; nb], ang: vec![T::zero(); nb], anchor: vec![[T::zero(); 2]; m.nv()] };
+    let mut k = Kinematics { pos: vec![[T::zero(); 2]; nb], ang: vec![T::zero(); nb], sc: vec![(T::zero(), T::one()); nb], anchor: vec![[T::zero(); 2]; m.nv()] };
     for (b, body) in m.bodies.iter().enumerate() {
-        let (pp, pa) = match body.parent {
-            Some(p) => (k.pos[p], k.ang[p]),
-            None => ([T::zero(); 2], T::zero()),
+        let (pp, pa, psc) = match body.parent {
+            Some(p) => (k.pos[p], k.ang[p], k.sc[p]),
+            None => ([T::zero(); 2], T::zero(), T::zero().sim_sin_cos()),
         };
-        let mut pos = add(pp, rot(pa, v2(body.pos)));
+        let mut pos = add(pp, rot_sc(psc, v2(body.pos)));
         let mut ang = pa + r(body.angle);
         for &j in body.path.iter().filter(|&&j| m.joints[j].body == b) {
             let jt = &m.joints[j];
@@ -93,6 +144,7 @@ pub fn kinematics<T: Real>(m: &Model, q: &[T]) -> Kinematics<T> {
         }
         k.pos[b] = pos;
         k.ang[b] = ang;
+        k.sc[b] = ang.sim_sin_cos();
     }
     k
 }
@@ -100,7 +152,7 @@ pub fn kinematics<T: Real>(m: &Model, q: &[T]) -> Kinematics<T> {
 /// World position of a point given in body `b`'s frame.
 pub fn world_point<T: Real>(m: &Model, k: &Kinematics<T>, b: usize, p: [f64; 2]) -> V2<T> {
     let _ = m;
-    add(k.pos[b], rot(k.ang[b], v2(p)))
+    add(k.pos[b], rot_sc(k.sc[b], v2(p)))
 }
 
 /// Jacobian of world point `p` moving with body `b`, using the first `upto` joints of its path:
@@ -197,7 +249,7 @@ pub fn smooth<T: Real>(m: &Model, k: &Kinematics<T>, q: &[T], v: &[T], ctrl: &[T
             bias[i] += mb * (jac[i][0] * (a[0] - g[0]) + jac[i][1] * (a[1] - g[1]));
         }
         if let Some([rho, mu]) = m.fluid {
-            let f = fluid_force(body.mass, body.inertia, k.ang[b] + r(body.inertia_angle), jv(&jac, v), rho, mu);
+            let f = fluid_force(fluid_coefficients(body, rho, mu), k.ang[b] + r(body.inertia_angle), jv(&jac, v));
             for i in 0..nv {
                 fluid[i] += jac[i][0] * f[0] + jac[i][1] * f[1] + jac[i][2] * f[2];
             }
@@ -205,25 +257,30 @@ pub fn smooth<T: Real>(m: &Model, k: &Kinematics<T>, q: &[T], v: &[T], ctrl: &[T
     }
     passive += &fluid;
     for (a, act) in m.actuators.iter().enumerate() {
-        let u = ctrl[a].clamp(r(act.ctrl_range[0]), r(act.ctrl_range[1]));
+        // fmin(fmax(ctrl, lo), hi), as the kernel (ctrl is never NaN here: env.rs zeroes it).
+        let u = ctrl[a].max(r(act.ctrl_range[0])).min(r(act.ctrl_range[1]));
         actuator[act.dof] += r::<T>(act.gear) * u;
     }
     Smooth { mass, bias, passive, fluid, actuator }
 }
 
-/// MuJoCo's inertia-box fluid force at the COM, in 2-D (control-envs.md §2.3): body of `mass`
-/// and principal inertias (I_l, I_t, I_n), e_l at world angle `axis_angle`, COM velocity
-/// `vel` = [u̇, ẇ, φ̇]. Returns [F_u, F_w, τ] (N, N, N·m).
-fn fluid_force<T: Real>(mass: f64, inertia: [f64; 3], axis_angle: T, vel: [T; 3], rho: f64, mu: f64) -> [T; 3] {
-    let [il, it, inn] = inertia;
-    let side = |a: f64, b: f64, c: f64| ((b + c - a).max(1e-15) / mass * 6.0).sqrt();
+/// MuJoCo's inertia-box fluid coefficients of a body (control-envs.md §2.3), in f64:
+/// [c1 = 3πdμ, c2 = πd³μ, cL, cT, cR] for fluid density `rho` (kg/m³) and viscosity `mu` (Pa·s).
+/// The kernel's `grove_fluid` table is these, rounded once.
+pub fn fluid_coefficients(body: &Body, rho: f64, mu: f64) -> [f64; 5] {
+    let [il, it, inn] = body.inertia;
+    let side = |a: f64, b: f64, c: f64| ((b + c - a).max(1e-15) / body.mass * 6.0).sqrt();
     let (bl, bt, bn) = (side(il, it, inn), side(it, il, inn), side(inn, il, it));
     let d = (bl + bt + bn) / 3.0;
     let pi = std::f64::consts::PI;
-    let c1: T = r(3.0 * pi * d * mu);
-    let c2: T = r(pi * d * d * d * mu);
-    let (cl, ct): (T, T) = (r(0.5 * rho * bt * bn), r(0.5 * rho * bl * bn));
-    let cr: T = r(rho * bn * (bl.powi(4) + bt.powi(4)) / 64.0);
+    [3.0 * pi * d * mu, pi * d * d * d * mu, 0.5 * rho * bt * bn, 0.5 * rho * bl * bn, rho * bn * (bl.powi(4) + bt.powi(4)) / 64.0]
+}
+
+/// MuJoCo's inertia-box fluid force at the COM, in 2-D (control-envs.md §2.3): coefficients `c`
+/// ([`fluid_coefficients`]), e_l at world angle `axis_angle`, COM velocity `vel` = [u̇, ẇ, φ̇].
+/// Returns [F_u, F_w, τ] (N, N, N·m).
+fn fluid_force<T: Real>(c: [f64; 5], axis_angle: T, vel: [T; 3]) -> [T; 3] {
+    let [c1, c2, cl, ct, cr]: [T; 5] = c.map(r);
     let el = rot(axis_angle, [T::one(), T::zero()]);
     let et = perp(el);
     let vl = vel[0] * el[0] + vel[1] * el[1];
@@ -234,36 +291,84 @@ fn fluid_force<T: Real>(mass: f64, inertia: [f64; 3], axis_angle: T, vel: [T; 3]
     [fl * el[0] + ft * et[0], fl * el[1] + ft * et[1], -(c2 * w + cr * w.abs() * w)]
 }
 
-/// MuJoCo's impedance and reference-acceleration gains (`getimpedance`, `mj_makeImpedance`):
-/// returns (imp, K, B) for a row at distance `pos` with `margin`.
-fn impedance<T: Real>(solref: [f64; 2], solimp: [f64; 5], pos: T, margin: T, h: f64) -> (T, T, T) {
-    let [dmin, dmax, width, mid, power] = solimp;
-    let dmin = dmin.clamp(1e-4, 0.9999);
-    let dmax = dmax.clamp(1e-4, 0.9999);
-    let tc = solref[0].max(2.0 * h);
-    let dr = solref[1];
-    let imp: T = if dmin == dmax || width <= 1e-15 {
-        r(0.5 * (dmin + dmax))
-    } else {
-        let x = ((pos - margin) / r(width)).abs();
-        if x >= T::one() {
-            r(dmax)
-        } else if x <= T::zero() {
-            r(dmin)
-        } else {
-            let y = if power == 1.0 {
-                x
-            } else if x <= r(mid) {
-                r::<T>(1.0 / mid.powf(power - 1.0)) * x.powf(r(power))
-            } else {
-                T::one() - r::<T>(1.0 / (1.0 - mid).powf(power - 1.0)) * (T::one() - x).powf(r(power))
-            };
-            r::<T>(dmin) + y * r(dmax - dmin)
+/// A constraint's softness (MuJoCo's solref and solimp, `getimpedance`, `mj_makeImpedance`)
+/// with everything that depends only on the model combined once, in f64: both steppers round
+/// these and nothing else (the kernel's `grove_lim_soft`, `grove_cap_soft`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Soft {
+    /// The impedance when it does not depend on the distance (dmin = dmax, or width ≤ 1e-15):
+    /// ½(dmin + dmax).
+    pub fixed: Option<f64>,
+    /// solimp's dmin and dmax, clamped to [1e-4, 0.9999] as MuJoCo does.
+    pub dmin: f64,
+    /// See `dmin`.
+    pub dmax: f64,
+    /// dmax − dmin.
+    pub span: f64,
+    /// solimp's width (metres, or radians for a hinge limit), mid and power.
+    pub width: f64,
+    /// See `width`.
+    pub mid: f64,
+    /// See `width`.
+    pub power: f64,
+    /// power = 1: the impedance is linear in the distance.
+    pub linear: bool,
+    /// 1/mid^(power − 1) and 1/(1 − mid)^(power − 1), the two halves' scales.
+    pub lo_scale: f64,
+    /// See `lo_scale`.
+    pub hi_scale: f64,
+    /// The reference acceleration's stiffness K = 1/(dmax² tc² dr²) and damping B = 2/(dmax tc),
+    /// tc = max(solref[0], 2h).
+    pub k: f64,
+    /// See `k`.
+    pub b: f64,
+}
+
+impl Soft {
+    /// The softness of `solref`, `solimp` at timestep `h` (seconds).
+    pub fn new(solref: [f64; 2], solimp: [f64; 5], h: f64) -> Self {
+        let [dmin, dmax, width, mid, power] = solimp;
+        let dmin = dmin.clamp(1e-4, 0.9999);
+        let dmax = dmax.clamp(1e-4, 0.9999);
+        let tc = solref[0].max(2.0 * h);
+        let dr = solref[1];
+        Soft {
+            fixed: (dmin == dmax || width <= 1e-15).then_some(0.5 * (dmin + dmax)),
+            dmin,
+            dmax,
+            span: dmax - dmin,
+            width,
+            mid,
+            power,
+            linear: power == 1.0,
+            lo_scale: 1.0 / mid.powf(power - 1.0),
+            hi_scale: 1.0 / (1.0 - mid).powf(power - 1.0),
+            k: 1.0 / (dmax * dmax * tc * tc * dr * dr),
+            b: 2.0 / (dmax * tc),
         }
-    };
-    let k = r(1.0 / (dmax * dmax * tc * tc * dr * dr));
-    let b = r(2.0 / (dmax * tc));
-    (imp, k, b)
+    }
+
+    /// The impedance of a row at distance `pos` with `margin` (the kernel's `grove_imp`).
+    pub fn impedance<T: Real>(&self, pos: T, margin: T) -> T {
+        if let Some(imp) = self.fixed {
+            return r(imp);
+        }
+        let x = ((pos - margin) / r(self.width)).abs();
+        if x >= T::one() {
+            r(self.dmax)
+        } else if x <= T::zero() {
+            r(self.dmin)
+        } else {
+            let y = if self.linear {
+                x
+            } else if x <= r(self.mid) {
+                r::<T>(self.lo_scale) * x.sim_pow(r(self.power))
+            } else {
+                T::one() - r::<T>(self.hi_scale) * (T::one() - x).sim_pow(r(self.power))
+            };
+            r::<T>(self.dmin) + y * r(self.span)
+        }
+    }
 }
 
 /// Active constraint rows at one configuration.
@@ -289,7 +394,9 @@ pub fn constraint_rows<T: Real>(m: &Model, k: &Kinematics<T>, q: &[T], v: &[T]) 
         let Some([lo, hi]) = jt.range else { continue };
         for (side, pos) in [(T::one(), q[j] - r(lo)), (-T::one(), r::<T>(hi) - q[j])] {
             if pos < T::zero() {
-                let (imp, kk, bb) = impedance(jt.solref, jt.solimp, pos, T::zero(), h);
+                let soft = Soft::new(jt.solref, jt.solimp, h);
+                let (kk, bb): (T, T) = (r(soft.k), r(soft.b));
+                let imp = soft.impedance(pos, T::zero());
                 let start = rows.jac.len();
                 rows.jac.resize(start + nv, T::zero());
                 rows.jac[start + j] = side;
@@ -312,19 +419,19 @@ pub fn constraint_rows<T: Real>(m: &Model, k: &Kinematics<T>, q: &[T], v: &[T]) 
                 let cp = [e[0], e[1] - rad - dist / r(2.0)];
                 jacobian(m, k, c.body, cp, m.bodies[c.body].path.len(), &mut jac);
                 let mu: T = r(c.friction);
-                let (imp, kk, bb) = impedance(c.solref, c.solimp, dist, margin, h);
+                let soft = Soft::new(c.solref, c.solimp, h);
+                let (kk, bb): (T, T) = (r(soft.k), r(soft.b));
+                let imp = soft.impedance(dist, margin);
                 let tran: T = r(m.body_invweight0[c.body]);
                 let r0 = (T::one() - imp) / imp * (tran + mu * mu * tran);
                 let rpy = r::<T>(2.0) * mu * mu * r0;
                 for (edge, (t, reg)) in [(mu, rpy), (-mu, rpy), (T::zero(), rpy / r(2.0))].into_iter().enumerate() {
-                    let start = rows.jac.len();
                     let mut jv_row = T::zero();
                     for i in 0..nv {
                         let x = jac[i][1] + t * jac[i][0];
                         rows.jac.push(x);
                         jv_row += x * v[i];
                     }
-                    let _ = start;
                     rows.slot.push(slot + edge);
                     rows.reg.push(reg);
                     rows.aref.push(-bb * jv_row - kk * imp * (dist - margin));
@@ -336,24 +443,70 @@ pub fn constraint_rows<T: Real>(m: &Model, k: &Kinematics<T>, q: &[T], v: &[T]) 
     rows
 }
 
-/// Generalized acceleration at (q, v, ctrl) including constraint forces. With
+/// In-place Cholesky of the row-major n × n `l` (read from its lower triangle, which it
+/// overwrites with L; the upper is left as it was): the kernel's `grove_cholesky`, loop for
+/// loop. False when the matrix is not positive definite.
+#[allow(clippy::neg_cmp_op_on_partial_ord)] // `!(d > 0)` is the kernel's test: NaN fails too
+fn cholesky<T: Real>(l: &mut [T], n: usize) -> bool {
+    for j in 0..n {
+        let mut d = l[j * n + j];
+        for k in 0..j {
+            d -= l[j * n + k] * l[j * n + k];
+        }
+        if !(d > T::zero()) {
+            return false;
+        }
+        let d = d.sqrt();
+        l[j * n + j] = d;
+        for i in j + 1..n {
+            let mut s = l[i * n + j];
+            for k in 0..j {
+                s -= l[i * n + k] * l[j * n + k];
+            }
+            l[i * n + j] = s / d;
+        }
+    }
+    true
+}
+
+/// x = (L Lᵀ)⁻¹ b with the factor of [`cholesky`]: the kernel's `grove_solve`.
+fn solve<T: Real>(l: &[T], n: usize, b: &[T], x: &mut [T]) {
+    for i in 0..n {
+        let mut s = b[i];
+        for k in 0..i {
+            s -= l[i * n + k] * x[k];
+        }
+        x[i] = s / l[i * n + i];
+    }
+    for i in (0..n).rev() {
+        let mut s = x[i];
+        for k in i + 1..n {
+            s -= l[k * n + i] * x[k];
+        }
+        x[i] = s / l[i * n + i];
+    }
+}
+
+/// Generalized acceleration at (q, v, ctrl) including constraint forces: (nv,). With
 /// `implicit_damping`, returns (M + hD)⁻¹ (f_smooth + f_con) (MuJoCo's Euler); otherwise
-/// M⁻¹ (f_smooth + f_con) (RK4 stages). Updates `warm` (constraint forces by slot).
-pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut [T], implicit_damping: bool) -> DVector<T> {
+/// M⁻¹ (f_smooth + f_con) (RK4 stages). Updates `warm` (constraint forces by slot). The
+/// kernel's `grove_acceleration`, statement for statement.
+pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut [T], implicit_damping: bool) -> Vec<T> {
     let nv = m.nv();
     let k = kinematics(m, q);
     let s = smooth(m, &k, q, v, ctrl);
-    let fsm = &s.actuator + &s.passive - &s.bias;
-    let Some(chol) = s.mass.clone().cholesky() else {
-        return DVector::from_element(nv, r::<T>(f64::NAN));
-    };
+    // f_smooth, then f_smooth + Jᵀλ; M row-major, [i * nv + j] = M[i][j] (M is not exactly
+    // symmetric in floating point, and the factorisation reads its lower triangle).
+    let mut total: Vec<T> = (0..nv).map(|i| s.actuator[i] + s.passive[i] - s.bias[i]).collect();
+    let mut l = vec![T::zero(); nv * nv];
+    let copy_mass = |l: &mut [T]| (0..nv).for_each(|i| (0..nv).for_each(|j| l[i * nv + j] = s.mass[(i, j)]));
+    copy_mass(&mut l);
+    if !cholesky(&mut l, nv) {
+        return vec![r(f64::NAN); nv];
+    }
     let rows = constraint_rows(m, &k, q, v);
-    let mut total = fsm.clone();
-    let active: Vec<bool> = {
-        let mut a = vec![false; warm.len()];
-        rows.slot.iter().for_each(|&s| a[s] = true);
-        a
-    };
+    let mut active = vec![false; warm.len()];
+    rows.slot.iter().for_each(|&s| active[s] = true);
     for (w, a) in warm.iter_mut().zip(&active) {
         if !a {
             *w = T::zero();
@@ -361,21 +514,33 @@ pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut
     }
     let nr = rows.slot.len();
     if nr > 0 {
-        let jmat = DMatrix::from_row_slice(nr, nv, &rows.jac);
-        let au = chol.solve(&fsm);
-        let minv_jt = chol.solve(&jmat.transpose());
-        let a = &jmat * minv_jt;
-        let b = &jmat * au - DVector::from_column_slice(&rows.aref);
-        let mut f: Vec<T> = rows.slot.iter().map(|&s| warm[s]).collect();
-        let diag: Vec<T> = (0..nr).map(|i| a[(i, i)] + rows.reg[i]).collect();
+        let jr = |r: usize| &rows.jac[r * nv..(r + 1) * nv];
+        let mut au = vec![T::zero(); nv];
+        solve(&l, nv, &total, &mut au); // total is still f_smooth
+        // Y = M⁻¹ Jᵀ, by row of J.
+        let mut y = vec![T::zero(); nr * nv];
+        for (c, yc) in y.chunks_mut(nv).enumerate() {
+            solve(&l, nv, jr(c), yc);
+        }
+        let dot = |a: &[T], b: &[T]| a.iter().zip(b).fold(T::zero(), |s, (&x, &y)| s + x * y);
+        let mut a = vec![T::zero(); nr * nr];
+        let (mut b, mut f, mut diag) = (vec![T::zero(); nr], vec![T::zero(); nr], vec![T::zero(); nr]);
+        for i in 0..nr {
+            for c in 0..nr {
+                a[i * nr + c] = dot(jr(i), &y[c * nv..(c + 1) * nv]);
+            }
+            b[i] = dot(jr(i), &au) - rows.aref[i];
+            f[i] = warm[rows.slot[i]];
+            diag[i] = a[i * nr + i] + rows.reg[i];
+        }
         // Sweeps until no force moves by more than machine epsilon (relative), at most
         // `solver_iterations`; the solution is unique (A + R is positive definite).
         for _ in 0..m.solver_iterations {
             let (mut change, mut size) = (T::zero(), T::one());
             for i in 0..nr {
                 let mut res = b[i] + rows.reg[i] * f[i];
-                for (jj, fj) in f.iter().enumerate() {
-                    res += a[(i, jj)] * *fj;
+                for (&aij, &fj) in a[i * nr..(i + 1) * nr].iter().zip(&f) {
+                    res += aij * fj;
                 }
                 let new = (f[i] - res / diag[i]).max(T::zero());
                 change = change.max((new - f[i]).abs());
@@ -388,21 +553,23 @@ pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut
         }
         for (i, &sl) in rows.slot.iter().enumerate() {
             warm[sl] = f[i];
+            for (t, &x) in total.iter_mut().zip(jr(i)) {
+                *t += x * f[i];
+            }
         }
-        total += jmat.transpose() * DVector::from_vec(f);
     }
     if implicit_damping && m.joints.iter().any(|j| j.damping > 0.0) {
-        let mut mh = s.mass;
+        copy_mass(&mut l);
         for (j, jt) in m.joints.iter().enumerate() {
-            mh[(j, j)] += r::<T>(m.timestep * jt.damping);
+            l[j * nv + j] += r::<T>(m.timestep * jt.damping);
         }
-        match mh.cholesky() {
-            Some(c) => c.solve(&total),
-            None => DVector::from_element(nv, r::<T>(f64::NAN)),
+        if !cholesky(&mut l, nv) {
+            return vec![r(f64::NAN); nv];
         }
-    } else {
-        chol.solve(&total)
     }
+    let mut acc = vec![T::zero(); nv];
+    solve(&l, nv, &total, &mut acc);
+    acc
 }
 
 /// One physics substep of length `model.timestep` with `ctrl` held (control-envs.md §3.3.8).
@@ -422,7 +589,7 @@ pub fn substep<T: Real>(m: &Model, q: &mut [T], v: &mut [T], ctrl: &[T], warm: &
             let half: T = r(0.5);
             let k1v = v0.clone();
             let k1a = acceleration(m, &q0, &v0, ctrl, warm, false);
-            let stage = |kv: &[T], ka: &DVector<T>, c: T| -> (Vec<T>, Vec<T>) {
+            let stage = |kv: &[T], ka: &[T], c: T| -> (Vec<T>, Vec<T>) {
                 ((0..n).map(|i| q0[i] + h * c * kv[i]).collect(), (0..n).map(|i| v0[i] + h * c * ka[i]).collect())
             };
             let (q2, v2) = stage(&k1v, &k1a, half);
@@ -431,7 +598,7 @@ pub fn substep<T: Real>(m: &Model, q: &mut [T], v: &mut [T], ctrl: &[T], warm: &
             let k3a = acceleration(m, &q3, &v3, ctrl, warm, false);
             let (q4, v4) = stage(&v3, &k3a, T::one());
             let k4a = acceleration(m, &q4, &v4, ctrl, warm, false);
-            let (b1, b2): (T, T) = (r(1.0 / 6.0), r(1.0 / 3.0));
+            let (b1, b2): (T, T) = (r(RK4_B[0]), r(RK4_B[1]));
             for i in 0..n {
                 q[i] = q0[i] + h * (b1 * k1v[i] + b2 * v2[i] + b2 * v3[i] + b1 * v4[i]);
                 v[i] = v0[i] + h * (b1 * k1a[i] + b2 * k2a[i] + b2 * k3a[i] + b1 * k4a[i]);
@@ -439,6 +606,9 @@ pub fn substep<T: Real>(m: &Model, q: &mut [T], v: &mut [T], ctrl: &[T], warm: &
         }
     }
 }
+
+/// RK4's weights 1/6 and 1/3, rounded once to the stepper's type (the kernel's GROVE_RK4_B1, _B2).
+pub const RK4_B: [f64; 2] = [1.0 / 6.0, 1.0 / 3.0];
 
 /// Fill `model.dof_invweight0` and `model.body_invweight0` from M at qpos0 (MuJoCo's
 /// `mj_setConst`): diag(M⁻¹), and the translational COM Jacobian's trace of J M⁻¹ Jᵀ over 3.

@@ -7,6 +7,7 @@ use rayon::prelude::*;
 use super::dynamics::{kinematics, r, substep, Real};
 use super::model::{Check, Model, Obs};
 use super::spec::NoiseSpec;
+use crate::program::fastmath;
 use crate::rng::{Purpose, Stream};
 
 /// The state of one environment.
@@ -47,7 +48,9 @@ impl<T: Real> State<T> {
 
     /// The reset state of environment `env` of episode batch `generation` under `seed`: qpos0
     /// plus noise, qvel noise. Draws come from `Stream::new(seed, generation, env, Reset)`, in
-    /// f64, nv for qpos then nv for qvel (a normal draw uses two uniforms, Box–Muller).
+    /// f64, nv for qpos then nv for qvel (a normal draw uses two uniforms, Box–Muller with
+    /// grove's own f64 `ln` and `cos`, `fastmath::ln64` and `cos_turns64`, so the GPU's resets
+    /// are these bits).
     pub fn reset(m: &Model, seed: u64, generation: u32, env: u32) -> Self {
         let mut s = Self::rest(m);
         let mut rng = Stream::new(seed, generation, env, Purpose::Reset);
@@ -57,7 +60,7 @@ impl<T: Real> State<T> {
                 NoiseSpec::Normal(sd) => {
                     let u1 = 1.0 - rng.unit_f64();
                     let u2 = rng.unit_f64();
-                    sd * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+                    sd * (-2.0 * fastmath::ln64(u1)).sqrt() * fastmath::cos_turns64(u2)
                 }
             }
         };

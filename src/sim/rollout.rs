@@ -130,7 +130,9 @@ pub fn rollout<T: Real>(m: &Model, actions: &ActionSource, opts: &RolloutOptions
         if opts.ignore_termination {
             s.done = false;
         }
-        summary.total += to_f64(res.reward);
+        // The reward's exact value, as training sums it (`policy::play`): the decimal that
+        // `to_f64` reads back would differ in the last places.
+        summary.total += res.reward.exact_f64();
         summary.steps += 1;
         if let Some(w) = out.as_deref_mut() {
             write_row(w, t + 1, &s, to_f64(res.reward), res.done)?;

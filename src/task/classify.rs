@@ -167,6 +167,13 @@ pub struct ClassifySettings {
     pub label: Option<String>,
     /// Fraction of each class held out for testing (stratified).
     pub test_fraction: f64,
+    /// Fraction of each class's training rows held out to choose the returned program
+    /// (`None`: the automatic choice of [`super::validation::Plan::new`]).
+    #[serde(default)]
+    pub validation_fraction: Option<f64>,
+    /// How the returned program is chosen from the hall of fame's front.
+    #[serde(default)]
+    pub select: super::validation::Select,
     /// Standardise features with the training rows' means and deviations.
     pub standardize: bool,
     /// Grammar for grammatical evolution (`None`: tree GP from `functions`).
@@ -205,6 +212,8 @@ impl Default for ClassifySettings {
             data: "builtin:iris".into(),
             label: None,
             test_fraction: 0.25,
+            validation_fraction: None,
+            select: super::validation::Select::default(),
             standardize: true,
             grammar: None,
             functions: Some("add,sub,mul,div".into()),
@@ -237,6 +246,16 @@ impl ClassScores {
         self.confusion.counts.iter().flatten().sum()
     }
 
+    /// The measure `fitness` minimises, from these scores (`+inf` where not finite).
+    pub fn loss(&self, fitness: ClassFitness) -> f64 {
+        let l = match fitness {
+            ClassFitness::Accuracy => 1.0 - self.confusion.accuracy(),
+            ClassFitness::BalancedAccuracy => 1.0 - self.confusion.balanced_accuracy(),
+            ClassFitness::CrossEntropy => self.cross_entropy,
+        };
+        if l.is_finite() { l } else { f64::INFINITY }
+    }
+
     fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "accuracy": self.confusion.accuracy(),
@@ -258,6 +277,23 @@ pub fn scores(nodes: &[Node], n_outputs: usize, data: &Labeled) -> Result<ClassS
     let sums = crate::program::classify::evaluate_classification(&pop, &data.data.x, &data.labels, data.data.n_rows, k)?;
     let ce = if sums[0].bad > 0 { f64::NAN } else { sums[0].ce / sums[0].n.max(1) as f64 };
     Ok(ClassScores { confusion: Confusion::new(&data.labels, &predicted, k), cross_entropy: ce })
+}
+
+/// The rows evolution fits on and the validation rows, for `plan` (none when its fraction is
+/// 0): a seeded split of `train`, stratified by class
+/// ([`crate::data::split::Holdout::VALIDATION`]; a class of one row stays in `rows`).
+pub fn validation_split<'d>(
+    train: &'d Labeled,
+    plan: &super::validation::Plan,
+    seed: u64,
+) -> Result<(std::borrow::Cow<'d, Labeled>, Option<Labeled>)> {
+    if plan.fraction == 0.0 {
+        return Ok((std::borrow::Cow::Borrowed(train), None));
+    }
+    let (rows, validation) =
+        crate::data::classes::stratified_split_for(train, plan.fraction, seed, crate::data::split::Holdout::VALIDATION)
+            .context("--validation-fraction (validation_fraction)")?;
+    Ok((std::borrow::Cow::Owned(rows), Some(validation)))
 }
 
 /// The data of `settings`: all rows, then the training and test parts (standardised when
@@ -288,6 +324,7 @@ impl ClassifySettings {
             "--test-fraction (test_fraction) must be in (0, 1), got {}",
             self.test_fraction
         );
+        super::validation::check_fraction(self.validation_fraction)?;
         ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
         super::regression::check_ge(&self.vary)?;
@@ -328,6 +365,14 @@ pub fn fit(
     use crate::program::render::{Style, outputs, render};
 
     let start = std::time::Instant::now();
+    let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.data.n_rows)?;
+    // The automatic split gives way when no class can spare a row.
+    let (rows, validation, plan) = match validation_split(train, &plan, settings.engine.seed) {
+        Ok((rows, validation)) => (rows, validation, plan),
+        Err(e) => (std::borrow::Cow::Borrowed(train), None, plan.without_validation(settings.validation_fraction, e)?),
+    };
+    let train: &Labeled = &rows;
+    let validation = validation.as_ref();
     let k = train.n_classes();
     if settings.binary && k != 2 {
         bail!("--binary needs two classes; the data has {k} ({}): drop --binary", train.classes.join(", "));
@@ -347,6 +392,9 @@ pub fn fit(
     }
     let task = crate::evolve::OnGpus(&tasks);
     let device = super::regression::describe_devices(backend, &more);
+    if settings.engine.bloat != crate::select::Bloat::None && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
+        eprintln!("note: --bloat keeps selection and variation on the CPU (the device loop has plain tournaments only); evaluation stays on the GPU");
+    }
     let experiment = super::experiment::Experiment::Classify(settings.clone());
     let mut observer = super::run::RunObserver::new(&experiment, opts, train.data.n_rows)?;
     let resume = observer.resume()?;
@@ -378,12 +426,30 @@ pub fn fit(
     observer.finish();
     let outcome = outcome.map_err(|e| observer.explain(e))?;
     let evals = observer.evals;
-    let seconds = start.elapsed().as_secs_f64();
-    let best = &outcome.best;
-    if best.nodes.is_empty() {
+    if outcome.best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or had a non-finite output");
     }
+    // The front, scored on the validation rows; the rule picks the returned program.
+    let front = observer.hof.front(|e| e.fitness - settings.parsimony * e.nodes.len() as f64);
+    let mut cands = Vec::with_capacity(front.len());
+    for (n, e, loss) in &front {
+        let v = validation.map(|v| scores(&e.nodes, n_outputs, v)).transpose()?;
+        cands.push(super::validation::Candidate { size: *n, loss: *loss, validation: v.map(|s| s.loss(settings.fitness)) });
+    }
+    let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
+    let decision = super::validation::decide(&plan, &cands, best_at);
+    let chosen = match decision.member.filter(|_| !decision.is_best) {
+        Some(i) => {
+            let e = front[i].1;
+            let genome = if e.nodes == outcome.best.nodes { outcome.best.genome.clone() } else { None };
+            crate::evolve::Best { fitness: e.fitness, nodes: e.nodes.clone(), generation: e.generation, genome }
+        }
+        None => outcome.best.clone(),
+    };
+    let best = &chosen;
+    let seconds = start.elapsed().as_secs_f64();
     let train_scores = scores(&best.nodes, n_outputs, train)?;
+    let validation_scores = validation.map(|v| scores(&best.nodes, n_outputs, v)).transpose()?;
     let test_scores = test.map(|t| scores(&best.nodes, n_outputs, t)).transpose()?;
     let programs: Vec<String> = if n_outputs == 0 {
         vec![render(&best.nodes, &names, Style::Infix)]
@@ -395,7 +461,7 @@ pub fn fit(
     let show = |nodes: &[Node], style: Style| {
         if n_outputs == 0 { render(nodes, &names, style) } else { outputs(nodes, n_outputs, &names, style).join("; ") }
     };
-    let fame = super::regression::fame_rows(&observer.hof, settings.parsimony, |nodes| {
+    let fame = super::validation::front_rows(&front, &cands, decision.member, |nodes| {
         Ok((show(nodes, Style::Infix), show(nodes, Style::Latex), show(nodes, Style::Sympy)))
     })?;
     let mut best_json = serde_json::json!({
@@ -425,7 +491,9 @@ pub fn fit(
         "classes": train.classes,
         "generations": generations,
         "best": best_json,
+        "selection": super::validation::selection_json(&plan, &decision, train.data.n_rows, validation.map_or(0, |v| v.data.n_rows)),
         "train": train_scores.json(),
+        "validation": validation_scores.as_ref().map(ClassScores::json),
         "test": test_scores.as_ref().map(ClassScores::json),
         "model": model,
         "hall_of_fame": fame,
@@ -445,7 +513,8 @@ pub fn fit(
         }
     }
     summary += &format!("size          {} nodes\n", best.nodes.len());
-    for (name, s) in [("train", Some(&train_scores)), ("test", test_scores.as_ref())] {
+    summary += &format!("selected      {}: {}\n", decision.rule.name(), decision.why);
+    for (name, s) in [("train", Some(&train_scores)), ("validation", validation_scores.as_ref()), ("test", test_scores.as_ref())] {
         if let Some(s) = s {
             summary += &format!(
                 "{name:<13} accuracy {:.4}  balanced accuracy {:.4}  ({} rows)\n",

@@ -10,3 +10,4 @@ pub mod experiment;
 pub mod run;
 pub mod plots;
 pub mod tools;
+pub mod validation;

@@ -103,6 +103,13 @@ pub struct EvolveSettings {
     pub target: Option<String>,
     /// Fraction of rows held out for testing (0: use the built-in's own test set, if any).
     pub test_fraction: f64,
+    /// Fraction of the training rows held out to choose the returned program (`None`: the
+    /// automatic choice of [`super::validation::Plan::new`]).
+    #[serde(default)]
+    pub validation_fraction: Option<f64>,
+    /// How the returned program is chosen from the hall of fame's front.
+    #[serde(default)]
+    pub select: super::validation::Select,
     /// Grammar file for grammatical evolution (`None`: tree GP from `functions`).
     pub grammar: Option<String>,
     /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
@@ -184,6 +191,8 @@ impl Default for EvolveSettings {
             data: "builtin:pagie1".into(),
             target: None,
             test_fraction: 0.0,
+            validation_fraction: None,
+            select: super::validation::Select::default(),
             grammar: None,
             functions: None,
             engine: crate::evolve::EngineConfig::default(),
@@ -224,7 +233,7 @@ impl EvolveSettings {
     /// `functions`).
     pub fn cli_default() -> Self {
         let mut s = Self {
-            engine: crate::evolve::EngineConfig { pop_size: 3000, generations: 100, seed: 1, tournament: 3, elite: 1, max_len: 128 },
+            engine: crate::evolve::EngineConfig { pop_size: 3000, generations: 100, seed: 1, tournament: 3, elite: 1, max_len: 128, ..Default::default() },
             ..Self::default()
         };
         s.map.max_depth = 17;
@@ -240,6 +249,7 @@ impl EvolveSettings {
         check_engine(&self.engine)?;
         self.islands.check(self.engine.pop_size)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
+        super::validation::check_fraction(self.validation_fraction)?;
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
         check_ge(&self.vary)?;
@@ -260,6 +270,11 @@ pub fn check_engine(e: &crate::evolve::EngineConfig) -> anyhow::Result<()> {
     ensure!(e.tournament >= 1, "--tournament (engine.tournament) must be at least 1");
     ensure!(e.elite <= e.pop_size, "--elite (engine.elite) must be at most the population, got {}", e.elite);
     ensure!((1..=65535).contains(&e.max_len), "--max-len (engine.max_len) must be in 1..=65535, got {}", e.max_len);
+    ensure!(
+        (1.0..=2.0).contains(&e.size_pressure),
+        "--size-pressure (engine.size_pressure) must be in [1, 2], got {}",
+        e.size_pressure
+    );
     Ok(())
 }
 
@@ -270,20 +285,18 @@ pub fn check_ge(v: &crate::genome::vary::GeVaryConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The hall of fame's Pareto front as rows; `render` gives a tree's (infix, LaTeX, sympy) and
-/// `parsimony` is taken off each fitness to give the loss.
+/// The hall of fame's Pareto front as rows, for a task without validation rows; `render` gives
+/// a tree's (infix, LaTeX, sympy) and `parsimony` is taken off each fitness to give the loss.
+/// No row is marked selected. (Regression and classification score the front on their
+/// validation rows instead: [`super::validation::front_rows`].)
 pub fn fame_rows(
     hof: &crate::evolve::hof::HallOfFame,
     parsimony: f64,
     render: impl Fn(&[Node]) -> anyhow::Result<(String, String, String)>,
 ) -> anyhow::Result<Vec<super::run::FameRow>> {
-    hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64)
-        .into_iter()
-        .map(|(n, e, loss)| {
-            let (equation, latex, sympy) = render(&e.nodes)?;
-            Ok(super::run::FameRow { complexity: n, loss, equation, latex, sympy })
-        })
-        .collect()
+    let front = hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
+    let cands: Vec<_> = front.iter().map(|(n, _, loss)| super::validation::Candidate { size: *n, loss: *loss, validation: None }).collect();
+    super::validation::front_rows(&front, &cands, None, render)
 }
 
 /// A program as `a·f + b` in infix, LaTeX and sympy text (just `f` when `(a, b)` is `(1, 0)`).
@@ -385,9 +398,38 @@ fn check_scaling(r: &RegressionConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Evolves a formula for `train` on `backend` and scores the best program on `train` and
-/// `test`: the library's regression run, under both the command line (`grove evolve`, `grove
-/// run`) and the Python package (`SymbolicRegressor.fit`). `settings.data`, `target` and
+/// The error `metric` reads from scores (1 − R² for `r2`); `+inf` where not finite.
+pub fn metric_of(s: &Scores, metric: Metric) -> f64 {
+    let e = match metric {
+        Metric::Mse => s.mse,
+        Metric::Rmse => s.rmse,
+        Metric::Mae => s.mae,
+        Metric::R2 => 1.0 - s.r2,
+    };
+    if e.is_finite() { e } else { f64::INFINITY }
+}
+
+/// The rows evolution fits on and the validation rows, for `plan` (no validation rows when its
+/// fraction is 0): a seeded split of `train` ([`crate::data::split::Holdout::VALIDATION`]).
+pub fn validation_split<'d>(
+    train: &'d Dataset,
+    plan: &super::validation::Plan,
+    seed: u64,
+) -> anyhow::Result<(std::borrow::Cow<'d, Dataset>, Option<Dataset>)> {
+    use anyhow::Context;
+    if plan.fraction == 0.0 {
+        return Ok((std::borrow::Cow::Borrowed(train), None));
+    }
+    let (rows, validation) = crate::data::split::split_for(train, plan.fraction, seed, crate::data::split::Holdout::VALIDATION)
+        .context("--validation-fraction (validation_fraction)")?;
+    Ok((std::borrow::Cow::Owned(rows), Some(validation)))
+}
+
+/// Evolves a formula for `train` on `backend` and returns the program `settings.select`
+/// chooses, scored on the training, validation and `test` rows: the library's regression run,
+/// under both the command line (`grove evolve`, `grove run`) and the Python package
+/// (`SymbolicRegressor.fit`). A seeded fraction of `train` is held out as validation rows
+/// ([`super::validation::Plan`]); evolution sees only the rest. `settings.data`, `target` and
 /// `test_fraction` are only recorded; `settings.device` is what `backend` was opened from.
 /// Prints only what `opts` asks for (progress, per-generation lines).
 pub fn fit(
@@ -397,6 +439,31 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &super::run::RunOptions,
 ) -> anyhow::Result<EvolveResult> {
+    let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows)?;
+    let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
+    let searched = search(settings, &rows, backend, opts)?;
+    finish(settings, &plan, &searched, &rows, validation.as_ref(), test, backend)
+}
+
+/// What evolution leaves for [`finish`] to choose from and report.
+pub struct Searched {
+    /// The engine's outcome (best program, history, last population).
+    pub outcome: crate::evolve::Outcome,
+    /// The hall of fame over the whole run.
+    pub hof: crate::evolve::hof::HallOfFame,
+    /// Median valid program size of each generation.
+    pub median_sizes: Vec<f64>,
+    /// Node evaluations (timing).
+    pub node_evaluations: f64,
+    /// Wall time of the search, seconds.
+    pub seconds: f64,
+    /// The devices the search ran on ([`describe_devices`]).
+    pub device: String,
+}
+
+/// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
+/// validation rows): no choosing, no scoring.
+pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend, opts: &super::run::RunOptions) -> anyhow::Result<Searched> {
     use anyhow::{Context, bail};
 
     use crate::evolve::{GrammarRep, Representation, run_islands};
@@ -404,22 +471,25 @@ pub fn fit(
 
     let start = std::time::Instant::now();
     check_scaling(&settings.regression)?;
+    if settings.engine.bloat != crate::select::Bloat::None && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
+        eprintln!("note: --bloat keeps selection and variation on the CPU (the device loop has plain tournaments only); evaluation stays on the GPU");
+    }
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
     let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
     let tasks = std::iter::once(backend)
         .chain(&more)
-        .map(|b| Ok(Regression { backend: b, data: b.regression_data(&train.x, &train.y, train.n_rows, train.n_features)?, config: settings.regression }))
+        .map(|b| Ok(Regression { backend: b, data: b.regression_data(&rows.x, &rows.y, rows.n_rows, rows.n_features)?, config: settings.regression }))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
     let experiment = super::experiment::Experiment::Evolve(settings.clone());
-    let mut observer = super::run::RunObserver::new(&experiment, opts, train.n_rows)?;
+    let mut observer = super::run::RunObserver::new(&experiment, opts, rows.n_rows)?;
     let resume = observer.resume()?;
     let outcome = match (&settings.grammar, &settings.functions) {
         (Some(path), None) => {
-            let shape = DatasetShape { n_vars: Some(train.n_features as u32), n_is: Some(train.n_features as u32), n_os: Some(1) };
+            let shape = DatasetShape { n_vars: Some(rows.n_features as u32), n_is: Some(rows.n_features as u32), n_os: Some(1) };
             let loaded = grammar::load_spec(path, &shape)?;
-            let vars = grammar::template::Vars { names: train.names.clone(), n_outputs: 0 };
+            let vars = grammar::template::Vars { names: rows.names.clone(), n_outputs: 0 };
             let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
                 .with_context(|| format!("{} cannot be used for evaluation", grammar::spec_name(path)))?;
             let rep = GrammarRep {
@@ -433,34 +503,85 @@ pub fn fit(
             run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
-            let rep = settings.trees.rep(functions, train.n_features, settings.engine.max_len)?;
+            let rep = settings.trees.rep(functions, rows.n_features, settings.engine.max_len)?;
             run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
         }
         _ => bail!("give either --grammar FILE or --functions LIST"),
     };
     observer.finish();
     let outcome = outcome.map_err(|e| observer.explain(e))?;
-    let seconds = start.elapsed().as_secs_f64();
-    let best = &outcome.best;
-    if best.nodes.is_empty() {
+    if outcome.best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or evaluate");
     }
-    let (a, b) = scaling(&best.nodes, train, settings.regression.linear_scaling)?;
-    let train_scores = scores(&best.nodes, train, (a, b))?;
+    Ok(Searched {
+        outcome,
+        hof: std::mem::take(&mut observer.hof),
+        median_sizes: std::mem::take(&mut observer.median_sizes),
+        node_evaluations: observer.evals,
+        seconds: start.elapsed().as_secs_f64(),
+        device,
+    })
+}
+
+/// Chooses the returned program from a search as `plan` says (the front scored on
+/// `validation`), scores it on `rows` (where evolution fitted; the linear scaling is fitted
+/// there too), `validation` and `test`, and writes the report and summary of [`fit`].
+pub fn finish(
+    settings: &EvolveSettings,
+    plan: &super::validation::Plan,
+    searched: &Searched,
+    rows: &Dataset,
+    validation: Option<&Dataset>,
+    test: Option<&Dataset>,
+    _backend: &crate::backend::Backend,
+) -> anyhow::Result<EvolveResult> {
+    use super::validation::{Candidate, decide, front_rows, selection_json};
+
+    let start = std::time::Instant::now();
+    let outcome = &searched.outcome;
+    let linear = settings.regression.linear_scaling;
+    let parsimony = settings.regression.parsimony;
+    let metric = settings.regression.metric;
+    // The front, each member scaled on the fitted rows and scored on the validation rows.
+    let front = searched.hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
+    let mut scales = Vec::with_capacity(front.len());
+    let mut cands = Vec::with_capacity(front.len());
+    for (n, e, loss) in &front {
+        let ab = scaling(&e.nodes, rows, linear)?;
+        let v = validation.map(|v| scores(&e.nodes, v, ab)).transpose()?;
+        scales.push(ab);
+        cands.push(Candidate { size: *n, loss: *loss, validation: v.map(|s| metric_of(&s, metric)) });
+    }
+    let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
+    let decision = decide(plan, &cands, best_at);
+    let best = match decision.member.filter(|_| !decision.is_best) {
+        Some(i) => {
+            let e = front[i].1;
+            // A GE genome is kept for the run's best only; the hall of fame keeps trees.
+            let genome = if e.nodes == outcome.best.nodes { outcome.best.genome.clone() } else { None };
+            crate::evolve::Best { fitness: e.fitness, nodes: e.nodes.clone(), generation: e.generation, genome }
+        }
+        None => outcome.best.clone(),
+    };
+    let (a, b) = match decision.member {
+        Some(i) => scales[i],
+        None => scaling(&best.nodes, rows, linear)?,
+    };
+    let train_scores = scores(&best.nodes, rows, (a, b))?;
+    let validation_scores = validation.map(|v| scores(&best.nodes, v, (a, b))).transpose()?;
     let test_scores = test.map(|t| scores(&best.nodes, t, (a, b))).transpose()?;
-    let names = &train.names;
+    let names = &rows.names;
     let (infix, latex, sympy) = scaled_texts(&best.nodes, names, (a, b));
     let score_json = |s: &Scores| {
         serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
                            "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
     };
-    let mut generations = generations_json(&outcome.history, &observer.median_sizes);
+    let mut generations = generations_json(&outcome.history, &searched.median_sizes);
     add_island_stats(&mut generations, &outcome.island_history, false);
-    let linear = settings.regression.linear_scaling;
-    let fame = fame_rows(&observer.hof, settings.regression.parsimony, |nodes| {
-        Ok(scaled_texts(nodes, names, scaling(nodes, train, linear)?))
-    })?;
-    let node_evals = observer.evals;
+    let fame = front_rows(&front, &cands, decision.member, |nodes| Ok(scaled_texts(nodes, names, scaling(nodes, rows, linear)?)))?;
+    let node_evals = searched.node_evaluations;
+    let seconds = searched.seconds + start.elapsed().as_secs_f64();
+    let device = &searched.device;
     let mut best_json = serde_json::json!({"infix": infix, "latex": latex, "sympy": sympy,
         "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
         "scale": [a, b]});
@@ -471,7 +592,7 @@ pub fn fit(
     let model = super::model::Model {
         kind: super::model::ModelKind::Regression,
         features: names.clone(),
-        target: train.target.clone(),
+        target: rows.target.clone(),
         nodes: super::model::Model::encode(&best.nodes),
         n_outputs: 0,
         classes: None,
@@ -483,7 +604,9 @@ pub fn fit(
         "settings": settings,
         "generations": generations,
         "best": best_json,
+        "selection": selection_json(plan, &decision, rows.n_rows, validation.map_or(0, |v| v.n_rows)),
         "train": score_json(&train_scores),
+        "validation": validation_scores.as_ref().map(score_json),
         "test": test_scores.as_ref().map(score_json),
         "model": model,
         "hall_of_fame": fame,
@@ -494,12 +617,14 @@ pub fn fit(
         "version": env!("CARGO_PKG_VERSION"),
     });
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", best.nodes.len());
-    summary += &format!(
-        "train         mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n",
-        train_scores.mse, train_scores.rmse, train_scores.mae, train_scores.r2
-    );
+    summary += &format!("selected      {}: {}\n", decision.rule.name(), decision.why);
+    let line = |name: &str, s: &Scores| format!("{name:<13} mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2);
+    summary += &line("train", &train_scores);
+    if let Some(s) = &validation_scores {
+        summary += &line("validation", s);
+    }
     match &test_scores {
-        Some(s) => summary += &format!("test          mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2),
+        Some(s) => summary += &line("test", s),
         None => summary += "test          (no test data: use --test-fraction)\n",
     }
     if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, false) {

@@ -389,7 +389,7 @@ pub fn run_experiment(exp: &Experiment, opts: &RunOptions, threads: Option<usize
 pub struct Outputs {
     /// The JSON run report.
     pub report: Option<PathBuf>,
-    /// The hall of fame (`complexity,loss,equation,latex,sympy`).
+    /// The hall of fame ([`fame_csv`]).
     pub hall_of_fame: Option<PathBuf>,
     /// A directory for the plots (PNG and SVG).
     pub plots: Option<PathBuf>,
@@ -421,8 +421,17 @@ pub fn write_outputs(report: &serde_json::Value, outputs: &Outputs) -> Result<Ve
 pub struct FameRow {
     /// Size in nodes.
     pub complexity: usize,
-    /// The error (fitness without the parsimony penalty).
+    /// The error on the training rows (fitness without the parsimony penalty).
     pub loss: f64,
+    /// The same error on the validation rows (`None` without them, or where not finite).
+    #[serde(default)]
+    pub validation_loss: Option<f64>,
+    /// PySR's score: the drop of ln(loss) per node from the previous row (0 for the first).
+    #[serde(default)]
+    pub score: f64,
+    /// Whether this is the program the run returned (`best`, `model`).
+    #[serde(default)]
+    pub selected: bool,
     /// Infix formula.
     pub equation: String,
     /// LaTeX.
@@ -431,14 +440,25 @@ pub struct FameRow {
     pub sympy: String,
 }
 
-/// Writes hall-of-fame rows as CSV (`complexity,loss,equation,latex,sympy`, RFC 4180 quoting).
+/// Writes hall-of-fame rows as CSV (`complexity,loss,equation,latex,sympy,validation_loss,
+/// score,selected`, RFC 4180 quoting; an empty `validation_loss` where there is none).
 pub fn fame_csv(rows: &[FameRow]) -> String {
     let q = |s: &str| {
         if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
     };
-    let mut out = String::from("complexity,loss,equation,latex,sympy\n");
+    let mut out = String::from("complexity,loss,equation,latex,sympy,validation_loss,score,selected\n");
     for r in rows {
-        out += &format!("{},{:e},{},{},{}\n", r.complexity, r.loss, q(&r.equation), q(&r.latex), q(&r.sympy));
+        let v = r.validation_loss.map(|v| format!("{v:e}")).unwrap_or_default();
+        out += &format!(
+            "{},{:e},{},{},{},{v},{:e},{}\n",
+            r.complexity,
+            r.loss,
+            q(&r.equation),
+            q(&r.latex),
+            q(&r.sympy),
+            r.score,
+            r.selected
+        );
     }
     out
 }

@@ -53,3 +53,18 @@ pub fn get<T: Copy>(lib: &libloading::Library, name: &str) -> T {
     // SAFETY: each caller names the kernel's C signature, as in its .cu definition.
     unsafe { *lib.get::<T>(name.as_bytes()).unwrap_or_else(|e| panic!("{name}: {e}")) }
 }
+
+/// Every C math function whose CUDA version may round differently from glibc's: after the shim,
+/// each becomes a call to an undeclared function, so a kernel calling one does not compile here.
+/// (sqrt, fabs, fmin, fmax, fma, trunc and fmod are exact on both and stay.)
+pub const POISONED_LIBM: &[&str] = &[
+    "sinf", "cosf", "tanf", "sincosf", "asinf", "acosf", "atanf", "atan2f", "sinhf", "coshf", "tanhf", "expf", "exp2f", "expm1f", "logf",
+    "log2f", "log10f", "log1pf", "powf", "cbrtf", "hypotf", "erff", "__sinf", "__cosf", "__expf", "__logf", "__powf", "__fdividef", "sin",
+    "cos", "tan", "sincos", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
+    "pow", "cbrt", "hypot", "erf",
+];
+
+/// `#define`s that turn each of [`POISONED_LIBM`] into a compile error where it is called.
+pub fn poison_libm() -> String {
+    POISONED_LIBM.iter().map(|f| format!("#define {f}(...) grove_libm_{f}_is_not_the_gpus(__VA_ARGS__)\n")).collect()
+}

@@ -19,7 +19,7 @@ has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 summary=()
 if has parity; then
-    for t in cuda_eval backends cuda_control cuda_evolve cuda_vary cuda_kernels; do
+    for t in cuda_eval backends cuda_control cuda_sim cuda_evolve cuda_vary cuda_kernels; do
         [ -x "$bin/$t" ] || continue
         (cd /work/main && timeout 300 "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
         r=$(grep -E '^test result' "$out/test-$t.log" | tail -1)

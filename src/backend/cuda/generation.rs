@@ -18,7 +18,7 @@ use super::error::{During, GpuError, Result};
 use super::eval::{DeviceDataset, EvalConfig, Launch, Views};
 use super::kernels::{
     ARGMIN_BLOCKS, ARGMIN_FINAL, Argmin, GENERATION, GenParams, GenStats, MAX_ELITE, PARTITION, REDUCE_THREADS, REGRESSION_FITNESS,
-    RegSums, SCAN_THREADS, SIZES_INDEX, SIZES_KEYS, SIZES_RESET, STACK_CLASS,
+    RegSums, PARTITION_COUNT, PARTITION_SCAN, SCAN_THREADS, SIZES_INDEX, SIZES_KEYS, SIZES_RESET, STACK_CLASS, TILE, TILE_THREADS,
 };
 use super::select::{DeviceFitness, DeviceIndices};
 use super::vary::DevicePopulation;
@@ -72,6 +72,9 @@ pub struct MailboxRead {
 pub struct TreeOrder {
     ids: CudaSlice<u32>,
     cls: CudaSlice<u32>,
+    /// Per tile of [`TILE`] trees: packed counts, then offsets (scan.cuh), and the first bad tree.
+    tiles: CudaSlice<u64>,
+    tile_bad: CudaSlice<u32>,
     /// Ids of the fast kernels' trees (the first entries).
     pub n_fast: usize,
     /// Ids of the deep kernels' trees (after them).
@@ -152,7 +155,10 @@ impl CudaEngine {
     pub fn alloc_tree_order(&self, p: usize) -> Result<TreeOrder> {
         let ids = self.stream.alloc_zeros::<u32>(p.max(1)).during(|| "allocating tree ids".into())?;
         let cls = self.stream.alloc_zeros::<u32>(p.max(1)).during(|| "allocating tree classes".into())?;
-        Ok(TreeOrder { ids, cls, n_fast: 0, n_deep: 0 })
+        let n_tiles = p.div_ceil(TILE as usize).max(1);
+        let tiles = self.stream.alloc_zeros::<u64>(n_tiles).during(|| "allocating tile counts".into())?;
+        let tile_bad = self.stream.alloc_zeros::<u32>(n_tiles).during(|| "allocating tile counts".into())?;
+        Ok(TreeOrder { ids, cls, tiles, tile_bad, n_fast: 0, n_deep: 0 })
     }
 
     /// Queues the ordering of `pop`'s trees for evaluation into `order`; the counts go to the
@@ -174,15 +180,38 @@ impl CudaEngine {
         // thread reads at most min(len, L) entries of its row (longer rows are classed bad
         // without reading).
         unsafe { b.launch(per_item(p)) }.during(|| format!("launching {STACK_CLASS}"))?;
-        let f = self.function(&GENERATION, &[], PARTITION)?;
+        // The stable partition by class over tiles (scan.cuh): counts, offsets, ids.
+        let n_tiles = p.div_ceil(TILE as usize);
+        if order.tiles.len() < n_tiles {
+            return Err(GpuError::Input(format!("ordering {p} trees with tile scratch for {}", order.tiles.len())));
+        }
+        let tiles = LaunchConfig { grid_dim: (n_tiles as u32, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        let f = self.function(&GENERATION, &[], PARTITION_COUNT)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&order.cls).arg(&mut order.tiles).arg(&mut order.tile_bad);
+        // SAFETY: matches `grove_partition_count(GroveGenParams, const unsigned* cls, unsigned
+        // long long* tiles, unsigned* tile_bad)`: blocks of GROVE_TILE_THREADS threads, one per
+        // tile of GROVE_TILE trees; a block reads cls below P (held) and writes its tile's
+        // entries (n_tiles held, checked above).
+        unsafe { b.launch(tiles) }.during(|| format!("launching {PARTITION_COUNT}"))?;
+        let f = self.function(&GENERATION, &[], PARTITION_SCAN)?;
         let mut counts = m.buf.slice_mut(COUNTS_AT..COUNTS_AT + 4);
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&params).arg(&order.cls).arg(&mut order.ids).arg(&mut counts);
-        let lc = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (SCAN_THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: matches `grove_partition(GroveGenParams, const unsigned* cls, unsigned* ids,
-        // unsigned* counts)`: cls and ids hold P entries (ids gets at most P: each tree at one
-        // place), counts 4; one block of GROVE_SCAN_THREADS threads, as its scan requires.
-        unsafe { b.launch(lc) }.during(|| format!("launching {PARTITION}"))?;
+        b.arg(&params).arg(&mut order.tiles).arg(&order.tile_bad).arg(&mut counts);
+        let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_partition_scan(GroveGenParams, unsigned long long* tiles, const
+        // unsigned* tile_bad, unsigned* counts)`: one block of GROVE_TILE_THREADS threads over
+        // the n_tiles entries written just before on this stream; counts holds 4.
+        unsafe { b.launch(one) }.during(|| format!("launching {PARTITION_SCAN}"))?;
+        let f = self.function(&GENERATION, &[], PARTITION)?;
+        let counts = m.buf.slice(COUNTS_AT..COUNTS_AT + 4);
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&order.cls).arg(&order.tiles).arg(&counts).arg(&mut order.ids);
+        // SAFETY: matches `grove_partition(GroveGenParams, const unsigned* cls, const unsigned
+        // long long* tiles, const unsigned* counts, unsigned* ids)`: a block per tile as above;
+        // offsets and counts come from the scan just before, so every fast or deep tree gets
+        // one place below n_fast + n_deep <= P in ids (held).
+        unsafe { b.launch(tiles) }.during(|| format!("launching {PARTITION}"))?;
         Ok(())
     }
 

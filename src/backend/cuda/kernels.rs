@@ -51,13 +51,26 @@ impl KernelSource<'_> {
 /// Headers the kernel files include, `(name, text)`: `kernels/rng.cuh`, Philox and the draws
 /// made from it (twin of `src/rng.rs`); `kernels/order.cuh`, select.rs's order of fitness
 /// values; `kernels/sums.cuh`, the per-tree sums of evaluation (RegSums, ClassPartial);
-/// `kernels/interp.cuh`, the one interpreter (twin of `program::linear`).
+/// `kernels/interp.cuh`, the one interpreter (twin of `program::linear`); `kernels/scan.cuh`,
+/// the multi-block stable compaction.
 pub const HEADERS: &[(&str, &str)] = &[
     ("rng.cuh", include_str!("../../../kernels/rng.cuh")),
     ("order.cuh", include_str!("../../../kernels/order.cuh")),
     ("sums.cuh", include_str!("../../../kernels/sums.cuh")),
     ("interp.cuh", include_str!("../../../kernels/interp.cuh")),
+    ("scan.cuh", include_str!("../../../kernels/scan.cuh")),
 ];
+
+/// `kernels/scan.cuh`: the multi-block stable compaction of select.cu and generation.cu.
+pub const SCAN: KernelSource<'static> = KernelSource { file: "scan.cuh", text: include_str!("../../../kernels/scan.cuh") };
+/// Threads of a tile's block in the compactions (`GROVE_TILE_THREADS` in scan.cuh).
+pub const TILE_THREADS: u32 = 256;
+/// Consecutive indices per thread of a tile (`GROVE_TILE_ITEMS`).
+pub const TILE_ITEMS: u32 = 4;
+/// Indices per tile: the compactions launch `n.div_ceil(TILE)` blocks.
+pub const TILE: u32 = TILE_THREADS * TILE_ITEMS;
+/// The `#define`s of scan.cuh that must equal the constants above.
+pub const SCAN_DEFINES: &[(&str, usize)] = &[("GROVE_TILE_THREADS", TILE_THREADS as usize), ("GROVE_TILE_ITEMS", TILE_ITEMS as usize)];
 
 /// The operator header every kernel file is compiled after (`program::ops::cuda_source`), with
 /// `grove_math.cuh` from `GROVE_KERNEL_DIR` when it holds one.
@@ -228,6 +241,10 @@ pub const VARY_DEFINES: &[(&str, usize)] =
 
 /// The valid pool (`kernels/select.cu`).
 pub const VALID_POOL: &str = "grove_valid_pool";
+/// ... its counts per tile (scan.cuh).
+pub const VALID_COUNT: &str = "grove_valid_count";
+/// ... the tiles' offsets and the pool's size.
+pub const VALID_SCAN: &str = "grove_valid_scan";
 /// Tournament selection, with or without replacement.
 pub const TOURNAMENT: &str = "grove_tournament";
 /// The full ranking by fitness (elitism, truncation).
@@ -238,13 +255,11 @@ pub const TRUNCATION: &str = "grove_truncation";
 pub const LEXICASE: &str = "grove_lexicase";
 /// Most contestants of a tournament without replacement (`GROVE_MAX_DISTINCT` in select.cu).
 pub const MAX_DISTINCT: usize = 64;
-/// Threads of the pool kernel's single block (`GROVE_POOL_THREADS` in select.cu).
-pub const POOL_THREADS: u32 = 1024;
 /// Block size of the ranking kernel (`GROVE_RANK_TILE` in select.cu).
 pub const RANK_TILE: u32 = 256;
 /// The `#define`s of select.cu that must equal the constants above.
 pub const SELECT_DEFINES: &[(&str, usize)] =
-    &[("GROVE_MAX_DISTINCT", MAX_DISTINCT), ("GROVE_POOL_THREADS", POOL_THREADS as usize), ("GROVE_RANK_TILE", RANK_TILE as usize)];
+    &[("GROVE_MAX_DISTINCT", MAX_DISTINCT), ("GROVE_RANK_TILE", RANK_TILE as usize)];
 
 /// Threads of the one-block kernels of generation.cu (`GROVE_SCAN_THREADS`).
 pub const SCAN_THREADS: u32 = 1024;
@@ -268,6 +283,10 @@ pub const CONTROL_SKIP: &str = "grove_control_skip";
 pub const CONTROL_FITNESS: &str = "grove_control_fitness";
 /// Tree ids in evaluation order, and their counts.
 pub const PARTITION: &str = "grove_partition";
+/// ... its counts per tile (scan.cuh).
+pub const PARTITION_COUNT: &str = "grove_partition_count";
+/// ... the tiles' offsets and the counts.
+pub const PARTITION_SCAN: &str = "grove_partition_scan";
 /// Regression fitness from the fused sums.
 pub const REGRESSION_FITNESS: &str = "grove_regression_fitness";
 /// The best individual not yet chosen, per block (and statistics).
@@ -294,9 +313,9 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
         [INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, SCATTER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, SCATTER_GENOMES, RNG_DRAWS]
             .map(|k| (k, VARY)),
     );
-    v.extend([VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
+    v.extend([VALID_COUNT, VALID_SCAN, VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
     v.extend(
-        [STACK_CLASS, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]
+        [STACK_CLASS, PARTITION_COUNT, PARTITION_SCAN, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]
             .map(|k| (k, GENERATION)),
     );
     v

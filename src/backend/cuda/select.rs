@@ -11,7 +11,9 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{LEXICASE, MAX_DISTINCT, POOL_THREADS, RANK, RANK_TILE, SELECT, SelectParams, TOURNAMENT, TRUNCATION, VALID_POOL};
+use super::kernels::{
+    LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SELECT, SelectParams, TILE, TILE_THREADS, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
+};
 use super::CudaEngine;
 
 /// Threads per block of the per-slot selection kernels.
@@ -171,14 +173,32 @@ impl CudaEngine {
     fn valid_pool(&self, fit: &DeviceFitness, params: &SelectParams) -> Result<(CudaSlice<u32>, CudaSlice<u32>)> {
         let mut pool = self.alloc::<u32>(fit.n, false, "allocating the valid pool")?;
         let mut n_valid = self.alloc::<u32>(1, false, "allocating the pool size")?;
+        // The stable compaction over tiles (scan.cuh): counts, offsets, indices.
+        let n_tiles = fit.n.div_ceil(TILE as usize).max(1);
+        let mut tiles = self.alloc::<u64>(n_tiles, false, "allocating the pool's tile counts")?;
+        let grid = LaunchConfig { grid_dim: (n_tiles as u32, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        let f = self.function(&SELECT, &[], VALID_COUNT)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(&fit.fit).arg(&mut tiles);
+        // SAFETY: matches `grove_valid_count(GroveSelectParams, const double* fit, unsigned long
+        // long* tiles)`: a block of GROVE_TILE_THREADS threads per tile of GROVE_TILE
+        // individuals; reads fit below P = params.n, writes its tile's entry (n_tiles held).
+        unsafe { b.launch(grid) }.during(|| format!("launching {VALID_COUNT}"))?;
+        let f = self.function(&SELECT, &[], VALID_SCAN)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(&mut tiles).arg(&mut n_valid);
+        let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_valid_scan(GroveSelectParams, unsigned long long* tiles,
+        // unsigned* n_valid)`: one block of GROVE_TILE_THREADS threads over the tiles written
+        // just before on this stream; n_valid holds one.
+        unsafe { b.launch(one) }.during(|| format!("launching {VALID_SCAN}"))?;
         let f = self.function(&SELECT, &[], VALID_POOL)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(params).arg(&fit.fit).arg(&mut pool).arg(&mut n_valid);
-        let lc = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (POOL_THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: matches `grove_valid_pool(GroveSelectParams, const double* fit, unsigned* pool,
-        // unsigned* n_valid)`: fit and pool hold P = params.n entries, n_valid one; one block
-        // of GROVE_POOL_THREADS threads, as the kernel's shared scan requires.
-        unsafe { b.launch(lc) }.during(|| format!("launching {VALID_POOL}"))?;
+        b.arg(params).arg(&fit.fit).arg(&tiles).arg(&mut pool);
+        // SAFETY: matches `grove_valid_pool(GroveSelectParams, const double* fit, const unsigned
+        // long long* tiles, unsigned* pool)`: a block per tile as above; each valid index gets
+        // one place below n_valid <= P in pool (held).
+        unsafe { b.launch(grid) }.during(|| format!("launching {VALID_POOL}"))?;
         Ok((pool, n_valid))
     }
 

@@ -12,6 +12,7 @@ use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use super::error::{During, GpuError, Result};
 use super::kernels::KernelSource;
 use super::CudaEngine;
+use crate::sim::dynamics::{fluid_coefficients, Soft, RK4_B};
 use crate::sim::model::{Check, Model, Obs};
 use crate::sim::spec::{Integrator, JointKind, NoiseSpec};
 
@@ -66,28 +67,51 @@ pub fn sim_params_layout() -> Vec<(&'static str, usize)> {
     ]
 }
 
-/// An f32 literal that rounds exactly as `x as f32` does.
+/// An f32 literal of exactly the bits of `x as f32` (what the CPU's `r(x)` gives): the shortest
+/// decimal when it names those bits whether the compiler parses it straight to f32 or through
+/// f64 (which can round twice), else a hexadecimal float, which is exact. Infinities and NaN are
+/// spelled by their bits (NVRTC accepts `__int_as_float` in a `__constant__` initialiser, and
+/// knows no `__builtin_inff`).
 fn lit(x: f64) -> String {
     let f = x as f32;
+    if f.is_nan() {
+        return "__int_as_float(0x7fc00000)".into();
+    }
     if f.is_infinite() {
         return if f > 0.0 { "__int_as_float(0x7f800000)".into() } else { "__int_as_float(0xff800000)".into() };
     }
-    format!("{f:e}f")
+    let dec = format!("{f:e}");
+    if dec.parse::<f32>().ok().map(f32::to_bits) == Some(f.to_bits()) && dec.parse::<f64>().ok().map(|d| (d as f32).to_bits()) == Some(f.to_bits()) {
+        return format!("{dec}f");
+    }
+    hex_f32(f)
+}
+
+/// A finite f32 as a C hexadecimal floating literal (`-0x1.8p-3f`), exact.
+fn hex_f32(f: f32) -> String {
+    let b = f.to_bits();
+    let sign = if b >> 31 == 1 { "-" } else { "" };
+    let (exp, man) = (((b >> 23) & 0xff) as i32, b & 0x7f_ffff);
+    match exp {
+        0 if man == 0 => format!("{sign}0.0f"),
+        0 => format!("{sign}0x0.{:06x}p-126f", man << 1),
+        _ => format!("{sign}0x1.{:06x}p{}f", man << 1, exp - 127),
+    }
 }
 
 fn list<T>(items: impl IntoIterator<Item = T>, f: impl Fn(T) -> String) -> String {
     items.into_iter().map(f).collect::<Vec<_>>().join(", ")
 }
 
-/// The (dmin, dmax, width, mid, power) of a solimp with dmin and dmax clamped as MuJoCo does,
-/// and (K, B) from solref and the timestep (dynamics.rs `impedance`).
-fn soft(solref: [f64; 2], solimp: [f64; 5], h: f64) -> ([f64; 5], [f64; 2]) {
-    let [dmin, dmax, width, mid, power] = solimp;
-    let (dmin, dmax) = (dmin.clamp(1e-4, 0.9999), dmax.clamp(1e-4, 0.9999));
-    let tc = solref[0].max(2.0 * h);
-    let k = 1.0 / (dmax * dmax * tc * tc * solref[1] * solref[1]);
-    let b = 2.0 / (dmax * tc);
-    ([dmin, dmax, width, mid, power], [k, b])
+/// Columns of a `grove_lim_soft` / `grove_cap_soft` row (`GROVE_SOFT_N` in sim.cu).
+pub const SOFT_COLUMNS: usize = 11;
+
+/// One row of the soft tables, in sim.cu's `GROVE_SOFT_*` order, and its `GROVE_IMP_*` mode:
+/// the CPU's [`Soft`], whose f64 values both steppers round once.
+fn soft_row(s: &Soft) -> ([f64; SOFT_COLUMNS], u8) {
+    let mode = if s.fixed.is_some() { 0 } else if s.linear { 1 } else { 2 };
+    let row = [s.fixed.unwrap_or(0.0), s.dmin, s.dmax, s.span, s.width, s.mid, s.power, s.lo_scale, s.hi_scale, s.k, s.b];
+    (row, mode)
 }
 
 /// `grove_env.h` for `m`: everything sim.cu needs to know about the model, as compile-time
@@ -111,6 +135,10 @@ pub fn env_header(m: &Model) -> String {
         ("GROVE_RK4", ((m.integrator == Integrator::Rk4) as u8).to_string()),
         ("GROVE_PGS", m.solver_iterations.to_string()),
         ("GROVE_H", lit(m.timestep)),
+        ("GROVE_RK4_B1", lit(RK4_B[0])),
+        ("GROVE_RK4_B2", lit(RK4_B[1])),
+        ("GROVE_DAMPED", (m.joints.iter().any(|j| j.damping > 0.0) as u8).to_string()),
+        ("GROVE_SOFT_COLUMNS", SOFT_COLUMNS.to_string()),
         ("GROVE_DT", lit(m.dt())),
         ("GROVE_FLUID", (m.fluid.is_some() as u8).to_string()),
         ("GROVE_GU", lit(m.gravity[0])),
@@ -148,15 +176,8 @@ pub fn env_header(m: &Model) -> String {
         list(b, |b| format!("{{{}}}", list((0..nv).map(|i| b.path.get(i).copied().unwrap_or(0)), |j| j.to_string())))
     );
     if let Some([rho, mu]) = m.fluid {
-        // c1 = 3πdμ, c2 = πd³μ, cL, cT, cR of the inertia box (dynamics.rs fluid_force), in f64.
-        let coeffs = |body: &crate::sim::model::Body| {
-            let [il, it, inn] = body.inertia;
-            let side = |a: f64, b: f64, c: f64| ((b + c - a).max(1e-15) / body.mass * 6.0).sqrt();
-            let (bl, bt, bn) = (side(il, it, inn), side(it, il, inn), side(inn, il, it));
-            let d = (bl + bt + bn) / 3.0;
-            let pi = std::f64::consts::PI;
-            [3.0 * pi * d * mu, pi * d * d * d * mu, 0.5 * rho * bt * bn, 0.5 * rho * bl * bn, rho * bn * (bl.powi(4) + bt.powi(4)) / 64.0]
-        };
+        // c1 = 3πdμ, c2 = πd³μ, cL, cT, cR of the inertia box, combined in f64 by the CPU's code.
+        let coeffs = |body: &crate::sim::model::Body| fluid_coefficients(body, rho, mu);
         let _ = writeln!(w, "__constant__ float grove_fluid[{nb}][5] = {{{}}};", list(b, |b| format!("{{{}}}", list(coeffs(b), lit))));
     }
     let j = &m.joints;
@@ -173,17 +194,19 @@ pub fn env_header(m: &Model) -> String {
     let _ = writeln!(w, "__constant__ float grove_damping[{nv}] = {{{}}};", list(j, |j| lit(j.damping)));
     let _ = writeln!(w, "__constant__ float grove_stiffness[{nv}] = {{{}}};", list(j, |j| lit(j.stiffness)));
     let _ = writeln!(w, "__constant__ float grove_springref[{nv}] = {{{}}};", list(j, |j| lit(j.spring_ref)));
+    // h·damping, the implicit Euler's diagonal term, multiplied in f64 as the CPU does.
+    let _ = writeln!(w, "__constant__ float grove_hdamp[{nv}] = {{{}}};", list(j, |j| lit(m.timestep * j.damping)));
     if !limited.is_empty() {
         let n = limited.len();
-        let soft_of = |&i: &usize| soft(m.joints[i].solref, m.joints[i].solimp, m.timestep);
+        let soft_of = |&i: &usize| soft_row(&Soft::new(m.joints[i].solref, m.joints[i].solimp, m.timestep));
         let _ = writeln!(w, "__constant__ int grove_lim_joint[{n}] = {{{}}};", list(&limited, |i| i.to_string()));
         let rng = |&i: &usize| {
             let [lo, hi] = m.joints[i].range.unwrap_or([0.0, 0.0]);
             format!("{{{}, {}}}", lit(lo), lit(hi))
         };
         let _ = writeln!(w, "__constant__ float grove_lim_range[{n}][2] = {{{}}};", list(&limited, rng));
-        let _ = writeln!(w, "__constant__ float grove_lim_solimp[{n}][5] = {{{}}};", list(&limited, |i| format!("{{{}}}", list(soft_of(i).0, lit))));
-        let _ = writeln!(w, "__constant__ float grove_lim_kb[{n}][2] = {{{}}};", list(&limited, |i| format!("{{{}}}", list(soft_of(i).1, lit))));
+        let _ = writeln!(w, "__constant__ float grove_lim_soft[{n}][{SOFT_COLUMNS}] = {{{}}};", list(&limited, |i| format!("{{{}}}", list(soft_of(i).0, lit))));
+        let _ = writeln!(w, "__constant__ int grove_lim_imode[{n}] = {{{}}};", list(&limited, |i| soft_of(i).1.to_string()));
         let _ = writeln!(w, "__constant__ float grove_lim_invweight[{n}] = {{{}}};", list(&limited, |&i| lit(m.dof_invweight0[i])));
     }
     if !m.capsules.is_empty() {
@@ -197,16 +220,9 @@ pub fn env_header(m: &Model) -> String {
         let _ = writeln!(w, "__constant__ float grove_cap_radius[{n}] = {{{}}};", list(c, |c| lit(c.radius)));
         let _ = writeln!(w, "__constant__ float grove_cap_margin[{n}] = {{{}}};", list(c, |c| lit(c.margin)));
         let _ = writeln!(w, "__constant__ float grove_cap_mu[{n}] = {{{}}};", list(c, |c| lit(c.friction)));
-        let _ = writeln!(
-            w,
-            "__constant__ float grove_cap_solimp[{n}][5] = {{{}}};",
-            list(c, |c| format!("{{{}}}", list(soft(c.solref, c.solimp, m.timestep).0, lit)))
-        );
-        let _ = writeln!(
-            w,
-            "__constant__ float grove_cap_kb[{n}][2] = {{{}}};",
-            list(c, |c| format!("{{{}}}", list(soft(c.solref, c.solimp, m.timestep).1, lit)))
-        );
+        let soft_of = |c: &crate::sim::model::Capsule| soft_row(&Soft::new(c.solref, c.solimp, m.timestep));
+        let _ = writeln!(w, "__constant__ float grove_cap_soft[{n}][{SOFT_COLUMNS}] = {{{}}};", list(c, |c| format!("{{{}}}", list(soft_of(c).0, lit))));
+        let _ = writeln!(w, "__constant__ int grove_cap_imode[{n}] = {{{}}};", list(c, |c| soft_of(c).1.to_string()));
         let _ = writeln!(w, "__constant__ float grove_cap_tran[{n}] = {{{}}};", list(c, |c| lit(m.body_invweight0[c.body])));
     }
     let a = &m.actuators;
@@ -360,5 +376,39 @@ impl CudaEngine {
             v: s.clone_dtoh(&d_v).during(|| "reading states".into())?,
             trajectory: if run.record { s.clone_dtoh(&d_traj).during(|| "reading the trajectory".into())? } else { Vec::new() },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value a C compiler gives a hexadecimal literal of [`hex_f32`], computed exactly.
+    fn read_hex(s: &str) -> f32 {
+        let (neg, s) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
+        if s == "0.0f" {
+            return if neg { -0.0 } else { 0.0 };
+        }
+        let (lead, rest) = s.strip_prefix("0x").unwrap().split_once('.').unwrap();
+        let (frac, exp) = rest.trim_end_matches('f').split_once('p').unwrap();
+        let m = lead.parse::<f64>().unwrap() + u32::from_str_radix(frac, 16).unwrap() as f64 / 16f64.powi(frac.len() as i32);
+        let v = (m * 2f64.powi(exp.parse().unwrap())) as f32;
+        if neg { -v } else { v }
+    }
+
+    #[test]
+    fn literals_name_the_exact_f32() {
+        let mut rng = crate::rng::Stream::new(1, 0, 0, crate::rng::Purpose::Bench);
+        let mut xs: Vec<f64> = vec![0.0, -0.0, 1.0, 0.1, -2.5e-3, 1e-40, -3e-45, f32::MAX as f64, 1.0 / 6.0, 1.0 / 3.0];
+        xs.extend((0..2000).map(|_| f64::from_bits(rng.next_u32() as u64 | (rng.next_u32() as u64) << 32)).filter(|x| (*x as f32).is_finite()));
+        for x in xs {
+            let f = x as f32;
+            let l = lit(x);
+            let back = if l.starts_with("0x") || l.starts_with("-0x") || l.ends_with("0.0f") && l.len() <= 5 { read_hex(&l) } else { l.trim_end_matches('f').parse::<f32>().unwrap() };
+            assert_eq!(back.to_bits(), f.to_bits(), "{x:e} as {l}");
+            let h = hex_f32(f);
+            assert_eq!(read_hex(&h).to_bits(), f.to_bits(), "{x:e} as {h}");
+        }
+        assert_eq!(lit(f64::INFINITY), "__int_as_float(0x7f800000)");
     }
 }

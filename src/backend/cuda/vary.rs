@@ -28,7 +28,8 @@ use crate::program::tree::Population;
 use crate::program::vary::{Bred, BreedConfig, Crossover, Mutation, Operator, Outcome, VaryConfig, cumulative};
 use crate::rng::Purpose;
 
-/// Threads per block of the variation kernels (a multiple of [`LANES`]).
+/// Threads per block of the variation kernels (a multiple of [`LANES`]; `grove_breed_trees`
+/// is bounded for blocks of 128 in vary.cu).
 const THREADS: u32 = 128;
 const _: () = assert!(THREADS % LANES == 0);
 

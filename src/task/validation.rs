@@ -1,0 +1,289 @@
+//! Choosing the returned program on rows evolution never saw (issue 16). On noisy data the
+//! training-error minimum overfits, and more search makes it worse; so a seeded fraction of
+//! the training rows is held out ([`Plan`]), the hall of fame's Pareto front (error against
+//! size) is scored on them, and the returned program is chosen by a rule ([`Select`]):
+//! the lowest validation error, PySR's score (the steepest drop of log-loss per node), or the
+//! training-error minimum as before. The held-out rows never reach the fitness: the tasks
+//! evolve on the rest and score the front on them only after the run.
+
+use anyhow::{Result, bail, ensure};
+
+/// How the returned program is chosen (`--select`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Select {
+    /// `validation` when there are validation rows, else `train`.
+    #[default]
+    Auto,
+    /// The front member with the lowest validation error (ties: the smaller).
+    Validation,
+    /// PySR's score: the front member after the steepest drop of ln(training loss) per node
+    /// (ties: the lower validation error, then the smaller).
+    Pareto,
+    /// The lowest training fitness of the run (what grove returned before validation).
+    Train,
+}
+
+impl Select {
+    /// The name as the command line spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Select::Auto => "auto",
+            Select::Validation => "validation",
+            Select::Pareto => "pareto",
+            Select::Train => "train",
+        }
+    }
+}
+
+/// Training rows from which the automatic choice holds out validation rows. Measured
+/// (`docs/benchmarks.md`, issue 16): with 150 or 225 training rows, losing a quarter of them to
+/// validation cost more test R² than choosing on them gained; with 375 it gained.
+pub const AUTO_MIN_ROWS: usize = 300;
+
+/// The validation fraction the automatic choice holds out.
+pub const AUTO_FRACTION: f64 = 0.25;
+
+/// The validation split and rule a run uses, resolved from the settings and the row count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// Fraction of the training rows held out (0: none).
+    pub fraction: f64,
+    /// The rule asked for (may be `auto`).
+    pub asked: Select,
+    /// The rule applied: never `auto`.
+    pub rule: Select,
+    /// Why the rule is what it is, when `auto` decided.
+    pub note: Option<String>,
+}
+
+/// Checks a validation fraction (`--validation-fraction`, field `validation_fraction`).
+pub fn check_fraction(fraction: Option<f64>) -> Result<()> {
+    if let Some(f) = fraction {
+        ensure!((0.0..1.0).contains(&f), "--validation-fraction (validation_fraction) must be in [0, 1), got {f}");
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// The plan for `n_train` training rows: `fraction` `None` holds out [`AUTO_FRACTION`] when
+    /// there are at least [`AUTO_MIN_ROWS`] rows and the rule is not `train`, else none; `auto`
+    /// becomes `validation` with validation rows and `train` without. `validation` without
+    /// validation rows is an error.
+    pub fn new(fraction: Option<f64>, select: Select, n_train: usize) -> Result<Plan> {
+        check_fraction(fraction)?;
+        let enough = n_train >= AUTO_MIN_ROWS;
+        let f = fraction.unwrap_or(if enough && select != Select::Train { AUTO_FRACTION } else { 0.0 });
+        let (rule, note) = match select {
+            Select::Auto if f > 0.0 => (Select::Validation, None),
+            Select::Auto => {
+                let why = if fraction.is_some() {
+                    "no validation rows (--validation-fraction 0)".to_string()
+                } else {
+                    format!("no validation rows ({n_train} training rows, fewer than the {AUTO_MIN_ROWS} the automatic split needs)")
+                };
+                (Select::Train, Some(format!("{why}: the training-error minimum is returned")))
+            }
+            Select::Validation if f == 0.0 => {
+                if fraction.is_some() {
+                    bail!("--select validation needs validation rows: give --validation-fraction above 0 (validation_fraction)");
+                }
+                bail!(
+                    "--select validation needs validation rows, and {n_train} training rows are fewer than the {AUTO_MIN_ROWS} the automatic split needs: give --validation-fraction F (validation_fraction)"
+                );
+            }
+            other => (other, None),
+        };
+        Ok(Plan { fraction: f, asked: select, rule, note })
+    }
+}
+
+impl Plan {
+    /// This plan when its automatic validation split cannot be made (`why`: e.g. every class
+    /// has one row): no validation rows, and `auto` becomes `train` with the reason in the
+    /// note. An explicit fraction, or `validation`, keeps the error.
+    pub fn without_validation(self, fraction: Option<f64>, why: anyhow::Error) -> Result<Plan> {
+        if fraction.is_some() || self.asked == Select::Validation {
+            return Err(why);
+        }
+        let rule = if self.asked == Select::Auto { Select::Train } else { self.asked };
+        let note = Some(format!("no validation rows ({why:#}): the training-error minimum is returned"));
+        Ok(Plan { fraction: 0.0, asked: self.asked, rule, note: if rule == Select::Train { note } else { None } })
+    }
+}
+
+/// One member of the front as the rules read it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Candidate {
+    /// Size in nodes.
+    pub size: usize,
+    /// Training loss (the fitness without the parsimony penalty).
+    pub loss: f64,
+    /// Loss on the validation rows, in the same measure (`None` without validation rows;
+    /// `+inf` where not finite).
+    pub validation: Option<f64>,
+}
+
+/// PySR's score of each member of a front sorted by size (losses decreasing):
+/// `score_i = -(ln L_i - ln L_{i-1}) / (c_i - c_{i-1})`, 0 for the first. Losses are floored
+/// at the smallest positive f64 so that a zero loss gives a large finite score.
+pub fn pareto_scores(front: &[Candidate]) -> Vec<f64> {
+    let ln = |l: f64| l.max(f64::MIN_POSITIVE).ln();
+    let mut out = Vec::with_capacity(front.len());
+    for (i, c) in front.iter().enumerate() {
+        if i == 0 {
+            out.push(0.0);
+            continue;
+        }
+        let p = &front[i - 1];
+        let dc = c.size as f64 - p.size as f64;
+        let s = -(ln(c.loss) - ln(p.loss)) / dc;
+        out.push(if s.is_nan() { f64::NEG_INFINITY } else { s });
+    }
+    out
+}
+
+/// The validation loss as the rules compare it: missing and NaN read as `+inf`.
+fn val_key(c: &Candidate) -> f64 {
+    match c.validation {
+        Some(v) if !v.is_nan() => v,
+        _ => f64::INFINITY,
+    }
+}
+
+/// The front member `rule` returns, with a line saying why; `None` for `train` (the run's best
+/// is returned, which may lie off the front) and for `validation` when no member has a finite
+/// validation loss. `front` is sorted by size.
+pub fn choose(front: &[Candidate], rule: Select) -> Option<(usize, String)> {
+    let n = front.len();
+    match rule {
+        Select::Train | Select::Auto => None,
+        Select::Validation => {
+            let (mut best, mut key) = (None, f64::INFINITY);
+            for (i, c) in front.iter().enumerate() {
+                if val_key(c) < key {
+                    key = val_key(c);
+                    best = Some(i);
+                }
+            }
+            best.map(|i| (i, format!("lowest validation loss of the {n} programs on the front")))
+        }
+        Select::Pareto => {
+            let scores = pareto_scores(front);
+            let mut best: Option<usize> = None;
+            for i in 0..n {
+                best = match best {
+                    None => Some(i),
+                    Some(b) if scores[i] > scores[b] || (scores[i] == scores[b] && val_key(&front[i]) < val_key(&front[b])) => Some(i),
+                    keep => keep,
+                };
+            }
+            best.map(|i| (i, format!("highest Pareto score (steepest drop of ln loss per node) of the {n} programs on the front")))
+        }
+    }
+}
+
+/// What a run returns after choosing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The front member returned, or (for the run's best) the member equal to it, if any.
+    pub member: Option<usize>,
+    /// Whether the run's best (lowest training fitness) is returned.
+    pub is_best: bool,
+    /// The rule applied (`train` when the run's best is returned).
+    pub rule: Select,
+    /// Why, in one line.
+    pub why: String,
+}
+
+/// Applies `plan`'s rule to `front`; `best_at` is the front member equal to the run's best,
+/// if any. Falls back to the run's best when the rule finds nothing (`train`, or no finite
+/// validation loss), saying why.
+pub fn decide(plan: &Plan, front: &[Candidate], best_at: Option<usize>) -> Decision {
+    match choose(front, plan.rule) {
+        Some((i, why)) => Decision { member: Some(i), is_best: false, rule: plan.rule, why },
+        None => {
+            let why = match (plan.rule, &plan.note) {
+                (Select::Validation, _) => {
+                    "no program on the front has a finite validation loss: the training-error minimum is returned".to_string()
+                }
+                (_, Some(note)) => note.clone(),
+                _ => "the lowest training fitness of the run (--select train)".to_string(),
+            };
+            Decision { member: best_at, is_best: true, rule: Select::Train, why }
+        }
+    }
+}
+
+/// The report's `selection`: the rule asked and applied, why, the split's sizes and the front
+/// member returned (its index in `hall_of_fame`; null when the run's best is off the front).
+pub fn selection_json(plan: &Plan, d: &Decision, training_rows: usize, validation_rows: usize) -> serde_json::Value {
+    serde_json::json!({
+        "asked": plan.asked.name(), "rule": d.rule.name(), "why": d.why,
+        "validation_fraction": plan.fraction, "training_rows": training_rows, "validation_rows": validation_rows,
+        "front_index": d.member,
+    })
+}
+
+/// The report's rows of a front (`(size, entry, training loss)` by increasing size, as
+/// [`HallOfFame::front`](crate::evolve::hof::HallOfFame::front) gives it) with their
+/// validation losses and scores from `cands`; `selected` marks the returned program; `render`
+/// gives a tree's (infix, LaTeX, sympy).
+pub fn front_rows(
+    front: &[(usize, &crate::evolve::hof::Entry, f64)],
+    cands: &[Candidate],
+    selected: Option<usize>,
+    render: impl Fn(&[crate::program::tree::Node]) -> Result<(String, String, String)>,
+) -> Result<Vec<super::run::FameRow>> {
+    let scores = pareto_scores(cands);
+    front
+        .iter()
+        .zip(cands)
+        .enumerate()
+        .map(|(i, ((n, e, loss), c))| {
+            let (equation, latex, sympy) = render(&e.nodes)?;
+            Ok(super::run::FameRow {
+                complexity: *n,
+                loss: *loss,
+                validation_loss: c.validation.filter(|v| v.is_finite()),
+                score: scores[i],
+                selected: selected == Some(i),
+                equation,
+                latex,
+                sympy,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_resolves_by_row_count_and_validation_needs_rows() {
+        let p = Plan::new(None, Select::Auto, 300).unwrap();
+        assert_eq!((p.fraction, p.rule, p.note.is_none()), (AUTO_FRACTION, Select::Validation, true));
+        let p = Plan::new(None, Select::Auto, 299).unwrap();
+        assert_eq!((p.fraction, p.rule), (0.0, Select::Train));
+        assert!(p.note.unwrap().contains("299 training rows, fewer than the 300"));
+        assert_eq!(Plan::new(None, Select::Train, 500).unwrap().fraction, 0.0, "train needs no validation rows");
+        assert_eq!(Plan::new(None, Select::Pareto, 500).unwrap().fraction, AUTO_FRACTION);
+        assert_eq!(Plan::new(Some(0.1), Select::Auto, 20).unwrap().rule, Select::Validation, "an explicit fraction is kept");
+        let e = Plan::new(Some(0.0), Select::Validation, 500).unwrap_err().to_string();
+        assert!(e.contains("--select validation needs validation rows"), "{e}");
+        let e = Plan::new(None, Select::Validation, 50).unwrap_err().to_string();
+        assert!(e.contains("50 training rows"), "{e}");
+        // An automatic split that cannot be made gives way; an explicit one does not.
+        let why = || anyhow::anyhow!("no class can spare a row");
+        let p = Plan::new(None, Select::Auto, 300).unwrap().without_validation(None, why()).unwrap();
+        assert_eq!((p.fraction, p.rule), (0.0, Select::Train));
+        assert!(p.note.unwrap().contains("no class can spare a row"));
+        assert!(Plan::new(Some(0.2), Select::Auto, 300).unwrap().without_validation(Some(0.2), why()).is_err());
+        assert!(Plan::new(None, Select::Validation, 300).unwrap().without_validation(None, why()).is_err());
+        for f in [1.0, -0.1, f64::NAN] {
+            let e = Plan::new(Some(f), Select::Auto, 500).unwrap_err().to_string();
+            assert!(e.starts_with("--validation-fraction (validation_fraction) must be in [0, 1)"), "{e}");
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Validation rows and the choice made on them (issue 16): the split is seeded, stratified for
+//! classes and disjoint from the rows evolution fits and from the test rows; the validation
+//! rows never reach the fitness; `validation` and `pareto` pick the front members they should;
+//! bad settings are one-line errors; experiment files carry the settings; the report keeps the
+//! front with both losses and says which member was returned and why.
+
+use grove::backend::Backend;
+use grove::data::Dataset;
+use grove::data::classes::{Labeled, stratified_split_for};
+use grove::data::split::{Holdout, split_for};
+use grove::rng::{Purpose, Stream};
+use grove::select::Bloat;
+use grove::task::experiment::{Experiment, Overrides, from_source, parse_ron};
+use grove::task::regression::{EvolveSettings, fit, validation_split};
+use grove::task::run::RunOptions;
+use grove::task::validation::{Candidate, Plan, Select, choose, pareto_scores};
+use serde_json::{Value, json};
+
+/// `n` rows whose one feature is the row number (so a part's rows can be read back).
+fn numbered(n: usize) -> Dataset {
+    let x: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    Dataset::new(vec!["i".into()], "y", x.clone(), x).unwrap()
+}
+
+fn rows_of(d: &Dataset) -> Vec<usize> {
+    d.x.iter().map(|&v| v as usize).collect()
+}
+
+/// y = x0·x1 + sin(x2) + noise, `n` rows: noisy enough that the front's members differ on
+/// validation rows.
+fn noisy(n: usize, seed: u64) -> Dataset {
+    let mut s = Stream::new(seed, 0, 9, Purpose::Bench);
+    let mut x = vec![0.0; 3 * n];
+    for v in x.iter_mut() {
+        *v = s.unit_f64() * 4.0 - 2.0;
+    }
+    let y = (0..n).map(|i| x[i] * x[n + i] + x[2 * n + i].sin() + (s.unit_f64() - 0.5) * 2.0).collect();
+    Dataset::new(vec!["x0".into(), "x1".into(), "x2".into()], "y", x, y).unwrap()
+}
+
+fn small_settings() -> EvolveSettings {
+    let mut s = EvolveSettings::cli_default();
+    s.functions = Some("add,sub,mul,div,sin".into());
+    s.engine.pop_size = 200;
+    s.engine.generations = 8;
+    s.engine.seed = 3;
+    s
+}
+
+fn quiet() -> RunOptions {
+    RunOptions { quiet: true, ..Default::default() }
+}
+
+#[test]
+fn the_validation_split_is_seeded_and_disjoint_from_the_training_and_test_rows() {
+    let all = numbered(400);
+    let (train, test) = grove::data::split(&all, 0.25, 7).unwrap();
+    let plan = Plan::new(None, Select::Auto, train.n_rows).unwrap();
+    assert_eq!((plan.fraction, plan.rule), (0.25, Select::Validation));
+    let (rows, validation) = validation_split(&train, &plan, 7).unwrap();
+    let validation = validation.unwrap();
+    let (r, v, t) = (rows_of(&rows), rows_of(&validation), rows_of(&test));
+    assert_eq!((r.len(), v.len(), t.len()), (225, 75, 100));
+    // A partition of all rows: fitted, validation and test rows never overlap.
+    let mut every: Vec<usize> = r.iter().chain(&v).chain(&t).copied().collect();
+    every.sort_unstable();
+    assert_eq!(every, (0..400).collect::<Vec<_>>());
+    // Seeded: the same seed gives the same rows, another seed others.
+    assert_eq!(rows_of(&validation_split(&train, &plan, 7).unwrap().1.unwrap()), v);
+    assert_ne!(rows_of(&validation_split(&train, &plan, 8).unwrap().1.unwrap()), v);
+    // Its own stream: not the test split's shuffle of the same rows.
+    let (_, as_test) = grove::data::split(&train, 0.25, 7).unwrap();
+    assert_ne!(rows_of(&as_test), v);
+    // No validation rows: the training rows are used as they are.
+    let none = Plan::new(Some(0.0), Select::Auto, train.n_rows).unwrap();
+    let (same, nothing) = validation_split(&train, &none, 7).unwrap();
+    assert!(nothing.is_none() && *same == train);
+    let e = split_for(&numbered(3), 0.1, 1, Holdout::VALIDATION).unwrap_err().to_string();
+    assert!(e.contains("leaves the validation set empty"), "{e}");
+}
+
+#[test]
+fn the_classifier_validation_split_keeps_each_class_share() {
+    // Classes of 40, 20, 8 and 1 rows.
+    let sizes = [40usize, 20, 8, 1];
+    let labels: Vec<u32> = sizes.iter().enumerate().flat_map(|(c, &n)| std::iter::repeat_n(c as u32, n)).collect();
+    let n = labels.len();
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let classes = (0..4).map(|c| format!("c{c}")).collect();
+    let data = Labeled::from_codes(vec!["i".into()], "class", x, labels, classes).unwrap();
+    let (rows, validation) = stratified_split_for(&data, 0.25, 5, Holdout::VALIDATION).unwrap();
+    assert_eq!(validation.class_counts(), [10, 5, 2, 0], "round(n_c / 4) of each class; a lone row stays");
+    assert_eq!(rows.class_counts(), [30, 15, 6, 1]);
+    let mut every: Vec<usize> = rows.data.x.iter().chain(&validation.data.x).map(|&v| v as usize).collect();
+    every.sort_unstable();
+    assert_eq!(every, (0..n).collect::<Vec<_>>(), "disjoint, and nothing lost");
+    let (_, again) = stratified_split_for(&data, 0.25, 5, Holdout::VALIDATION).unwrap();
+    assert_eq!(again.data.x, validation.data.x, "seeded");
+    let (_, other) = stratified_split_for(&data, 0.25, 6, Holdout::VALIDATION).unwrap();
+    assert_ne!(other.data.x, validation.data.x);
+}
+
+#[test]
+fn the_validation_rows_never_reach_the_fitness() {
+    // Evolving with validation rows held out is evolving on the remaining rows alone.
+    let train = noisy(160, 1);
+    let mut s = small_settings();
+    s.validation_fraction = Some(0.25);
+    s.select = Select::Train;
+    let backend = Backend::Cpu;
+    let held = fit(&s, &train, None, &backend, &quiet()).unwrap().report;
+    let plan = Plan::new(s.validation_fraction, s.select, train.n_rows).unwrap();
+    let (rows, _) = validation_split(&train, &plan, s.engine.seed).unwrap();
+    let mut alone = s.clone();
+    alone.validation_fraction = Some(0.0);
+    let direct = fit(&alone, &rows, None, &backend, &quiet()).unwrap().report;
+    let strip = |g: &Value| g.as_array().unwrap().iter().map(|g| (g["best"].clone(), g["mean"].clone())).collect::<Vec<_>>();
+    assert_eq!(strip(&held["generations"]), strip(&direct["generations"]));
+    assert_eq!(held["best"], direct["best"]);
+    assert_eq!(held["train"], direct["train"]);
+    assert_eq!(held["selection"]["training_rows"], json!(120));
+    assert_eq!(held["selection"]["validation_rows"], json!(40));
+}
+
+/// A front by size whose training loss falls all the way while the validation loss turns up
+/// after the third member: the training minimum (the last) overfits.
+fn overfit_front() -> Vec<Candidate> {
+    [(1, 10.0, 11.0), (3, 4.0, 5.0), (5, 2.0, 2.5), (9, 1.5, 3.0), (15, 1.0, 6.0)]
+        .map(|(size, loss, v)| Candidate { size, loss, validation: Some(v) })
+        .to_vec()
+}
+
+#[test]
+fn validation_picks_the_lowest_validation_loss_not_the_lowest_training_loss() {
+    let front = overfit_front();
+    let (i, why) = choose(&front, Select::Validation).unwrap();
+    assert_eq!(i, 2, "size 5 has the lowest validation loss; size 15 the lowest training loss");
+    assert!(why.contains("lowest validation loss of the 5 programs"), "{why}");
+    // Ties go to the smaller; NaN and missing validation losses never win.
+    let mut tied = front.clone();
+    tied[3].validation = Some(2.5);
+    tied[1].validation = Some(f64::NAN);
+    assert_eq!(choose(&tied, Select::Validation).unwrap().0, 2);
+    let none: Vec<Candidate> = front.iter().map(|c| Candidate { validation: None, ..*c }).collect();
+    assert_eq!(choose(&none, Select::Validation), None);
+    assert_eq!(choose(&front, Select::Train), None, "train returns the run's best, not a member");
+}
+
+#[test]
+fn the_pareto_score_is_the_drop_of_log_loss_per_node() {
+    let front = overfit_front();
+    let scores = pareto_scores(&front);
+    let want = [0.0, (10.0f64 / 4.0).ln() / 2.0, (4.0f64 / 2.0).ln() / 2.0, (2.0f64 / 1.5).ln() / 4.0, (1.5f64).ln() / 6.0];
+    for (g, w) in scores.iter().zip(want) {
+        assert!((g - w).abs() < 1e-15, "{scores:?} vs {want:?}");
+    }
+    assert_eq!(choose(&front, Select::Pareto).unwrap().0, 1, "ln(10/4)/2 is the steepest drop");
+    // Equal scores: the lower validation loss wins, then the smaller program.
+    let tie = |v1: f64, v2: f64| {
+        vec![
+            Candidate { size: 1, loss: 4.0, validation: Some(9.0) },
+            Candidate { size: 2, loss: 2.0, validation: Some(v1) },
+            Candidate { size: 3, loss: 1.0, validation: Some(v2) },
+        ]
+    };
+    assert_eq!(pareto_scores(&tie(0.0, 0.0))[1], pareto_scores(&tie(0.0, 0.0))[2]);
+    assert_eq!(choose(&tie(5.0, 3.0), Select::Pareto).unwrap().0, 2);
+    assert_eq!(choose(&tie(3.0, 5.0), Select::Pareto).unwrap().0, 1);
+    assert_eq!(choose(&tie(3.0, 3.0), Select::Pareto).unwrap().0, 1);
+    // A zero loss scores high but finite.
+    let zero = [Candidate { size: 1, loss: 1.0, validation: None }, Candidate { size: 2, loss: 0.0, validation: None }];
+    assert!(pareto_scores(&zero)[1].is_finite() && pareto_scores(&zero)[1] > 700.0);
+}
+
+#[test]
+fn bad_settings_are_one_line_errors() {
+    let err = |command: &str, given: Value| format!("{:#}", Experiment::from_parts(command, given, "e.ron").unwrap_err());
+    let base = |extra: Value| {
+        let mut v = json!({"functions": "add,sub"});
+        grove::task::experiment::merge(&mut v, extra);
+        v
+    };
+    for f in [1.0, -0.5, 2.0] {
+        let e = err("evolve", base(json!({"validation_fraction": f})));
+        assert_eq!(e, format!("e.ron: bad settings: --validation-fraction (validation_fraction) must be in [0, 1), got {f}"));
+        let e = err("classify", json!({"validation_fraction": f}));
+        assert!(e.ends_with(&format!("--validation-fraction (validation_fraction) must be in [0, 1), got {f}")), "{e}");
+    }
+    let e = err("evolve", base(json!({"select": "best"})));
+    assert!(e.starts_with("e.ron: field `select`: unknown variant `best`, expected one of"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    let e = err("classify", json!({"engine": {"bloat": "tiny"}}));
+    assert!(e.starts_with("e.ron: field `engine.bloat`: unknown variant `tiny`"), "{e}");
+    let e = err("evolve", base(json!({"engine": {"size_pressure": 2.5}})));
+    assert!(e.ends_with("--size-pressure (engine.size_pressure) must be in [1, 2], got 2.5"), "{e}");
+    // A rule that needs validation rows, without them: one line at the start of the run.
+    let mut s = small_settings();
+    s.select = Select::Validation;
+    s.validation_fraction = Some(0.0);
+    let e = format!("{:#}", fit(&s, &noisy(50, 1), None, &Backend::Cpu, &quiet()).err().unwrap());
+    assert_eq!(e, "--select validation needs validation rows: give --validation-fraction above 0 (validation_fraction)");
+    // The command line says the same.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_grove"))
+        .args(["evolve", "--functions", "add", "--validation-fraction", "1.5"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim(), "error: --validation-fraction (validation_fraction) must be in [0, 1), got 1.5");
+}
+
+#[test]
+fn experiment_files_and_set_carry_the_settings_and_round_trip() {
+    let text = r#"Evolve(
+        data: "builtin:pagie1",
+        functions: "add,sub,mul",
+        validation_fraction: 0.3,
+        select: "pareto",
+        engine: (bloat: "double-tournament", size_pressure: 1.6),
+    )"#;
+    let (command, given) = parse_ron(text, "e.ron").unwrap();
+    let exp = Experiment::from_parts(&command, given, "e.ron").unwrap();
+    let Experiment::Evolve(s) = &exp else { panic!("an evolve experiment") };
+    assert_eq!((s.validation_fraction, s.select), (Some(0.3), Select::Pareto));
+    assert_eq!((s.engine.bloat, s.engine.size_pressure), (Bloat::DoubleTournament, 1.6));
+    // The report's settings read back as the same experiment (`grove run --from`).
+    let again = Experiment::from_parts("evolve", exp.settings_json(), "report").unwrap();
+    assert_eq!(again, exp);
+    // Defaults: automatic choice, no bloat control; --set changes them.
+    let (c, g) = parse_ron(r#"Classify(data: "builtin:iris")"#, "c.ron").unwrap();
+    let Experiment::Classify(d) = Experiment::from_parts(&c, g, "c.ron").unwrap() else { panic!() };
+    assert_eq!((d.validation_fraction, d.select, d.engine.bloat), (None, Select::Auto, Bloat::None));
+    let path = std::env::temp_dir().join(format!("grove-validation-{}.ron", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let o = Overrides {
+        set: vec!["select=validation".into(), "validation_fraction=0.2".into(), "engine.bloat=lexicographic".into()],
+        ..Default::default()
+    };
+    let Experiment::Evolve(s) = from_source(Some(&path), None, &o).unwrap() else { panic!() };
+    assert_eq!((s.validation_fraction, s.select, s.engine.bloat), (Some(0.2), Select::Validation, Bloat::Lexicographic));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
+    let all = noisy(400, 2);
+    let (train, test) = grove::data::split(&all, 0.25, 3).unwrap();
+    let s = small_settings();
+    let r = fit(&s, &train, Some(&test), &Backend::Cpu, &quiet()).unwrap().report;
+    let sel = &r["selection"];
+    assert_eq!((sel["asked"].as_str(), sel["rule"].as_str()), (Some("auto"), Some("validation")));
+    assert_eq!((sel["training_rows"].as_u64(), sel["validation_rows"].as_u64()), (Some(225), Some(75)));
+    let rows = r["hall_of_fame"].as_array().unwrap();
+    assert!(rows.len() >= 2, "{rows:?}");
+    for row in rows {
+        assert!(row["loss"].as_f64().is_some() && row["validation_loss"].as_f64().is_some(), "{row}");
+    }
+    let picked: Vec<usize> = (0..rows.len()).filter(|&i| rows[i]["selected"] == json!(true)).collect();
+    assert_eq!(picked.len(), 1);
+    let i = picked[0];
+    assert_eq!(sel["front_index"], json!(i));
+    let lowest = rows.iter().map(|r| r["validation_loss"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+    assert_eq!(rows[i]["validation_loss"].as_f64(), Some(lowest));
+    assert_eq!(r["best"]["size"], rows[i]["complexity"]);
+    assert_eq!(r["best"]["infix"], rows[i]["equation"]);
+    // The validation scores are the selected program's on the validation rows (MSE, the
+    // metric), and the test scores are on the untouched test rows: the saved model applied to
+    // them gives the same R².
+    assert_eq!(r["validation"]["mse"].as_f64(), Some(lowest));
+    let model: grove::task::model::Model = serde_json::from_value(r["model"].clone()).unwrap();
+    let (a, b) = model.scale.unwrap();
+    let pred: Vec<f64> = model.outputs_of(test.x.clone(), test.n_rows).unwrap().iter().map(|&f| a * f as f64 + b).collect();
+    let mean = test.y.iter().map(|&y| y as f64).sum::<f64>() / test.n_rows as f64;
+    let sse: f64 = pred.iter().zip(&test.y).map(|(&p, &y)| (p - y as f64).powi(2)).sum();
+    let sst: f64 = test.y.iter().map(|&y| (y as f64 - mean).powi(2)).sum();
+    let r2 = r["test"]["r2"].as_f64().unwrap();
+    assert!((1.0 - sse / sst - r2).abs() < 1e-5, "{} vs {r2}", 1.0 - sse / sst);
+    // Fewer than 300 training rows: no validation rows, the training minimum, and why.
+    let r = fit(&s, &noisy(60, 2), None, &Backend::Cpu, &quiet()).unwrap().report;
+    assert_eq!(r["selection"]["rule"], json!("train"));
+    assert!(r["selection"]["why"].as_str().unwrap().contains("60 training rows, fewer than the 300"), "{}", r["selection"]);
+    assert!(r["validation"].is_null());
+    assert!(r["hall_of_fame"].as_array().unwrap().iter().all(|row| row["validation_loss"].is_null()));
+}
+
+#[test]
+fn a_classifier_report_keeps_the_front_with_both_losses() {
+    let mut s = grove::task::classify::ClassifySettings { data: "builtin:breast_cancer".into(), ..Default::default() };
+    s.engine.pop_size = 200;
+    s.engine.generations = 5;
+    let (_, train, test, standardize) = grove::task::classify::load_data(&s).unwrap();
+    let r = grove::task::classify::fit(&s, &train, Some(&test), standardize.as_ref(), &Backend::Cpu, &quiet()).unwrap().report;
+    assert_eq!(r["selection"]["rule"], json!("validation"));
+    let n_train = train.data.n_rows as u64;
+    let (t, v) = (r["selection"]["training_rows"].as_u64().unwrap(), r["selection"]["validation_rows"].as_u64().unwrap());
+    assert_eq!(t + v, n_train);
+    assert_eq!(r["validation"]["rows"].as_u64(), Some(v));
+    assert_eq!(r["test"]["rows"].as_u64(), Some(test.data.n_rows as u64), "the test rows are untouched");
+    let rows = r["hall_of_fame"].as_array().unwrap();
+    assert!(rows.iter().all(|row| row["validation_loss"].as_f64().is_some()));
+    let i = r["selection"]["front_index"].as_u64().unwrap() as usize;
+    let lowest = rows.iter().map(|r| r["validation_loss"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+    assert_eq!(rows[i]["validation_loss"].as_f64(), Some(lowest));
+    assert_eq!(r["validation"]["cross_entropy"].as_f64(), Some(lowest), "the measure evolution minimises");
+}
+
+#[test]
+fn bloat_control_by_selection_runs_on_the_host_and_shrinks_programs() {
+    let train = noisy(120, 4);
+    let mut s = small_settings();
+    s.validation_fraction = Some(0.0);
+    s.select = Select::Train;
+    s.engine.generations = 15;
+    let size = |bloat: Bloat, d: f64| {
+        let mut s = s.clone();
+        s.engine.bloat = bloat;
+        s.engine.size_pressure = d;
+        let r = fit(&s, &train, None, &Backend::Cpu, &quiet()).unwrap().report;
+        let g = r["generations"].as_array().unwrap();
+        (g.last().unwrap()["mean_size"].as_f64().unwrap(), r["best"].clone())
+    };
+    let (plain, best) = size(Bloat::None, 1.4);
+    let (double, _) = size(Bloat::DoubleTournament, 2.0);
+    assert!(double < plain, "double tournament with D = 2: mean size {double} against {plain}");
+    assert_eq!(size(Bloat::None, 1.4).1, best, "reproducible");
+    assert!(grove::evolve::device::supports(&grove::evolve::EngineConfig::default()));
+    let cfg = grove::evolve::EngineConfig { bloat: Bloat::Lexicographic, ..Default::default() };
+    assert!(!grove::evolve::device::supports(&cfg), "the device loop has plain tournaments only: the host loop runs");
+}
