@@ -941,7 +941,8 @@ extern "C" __global__ void grove_vary_op(const __grid_constant__ GroveVaryParams
 // At most 64 registers (8 blocks of 128 threads per SM): twice the resident warps of the
 // unbounded 128, for a few spills; measured faster (W2 breeding 71 -> 59 ms over 11
 // generations on an H200, docs/benchmarks.md).
-extern "C" __global__ void __launch_bounds__(128, 8) grove_breed_trees(const __grid_constant__ GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
+#define GROVE_BREED_BOUNDS __launch_bounds__(128, 8)
+extern "C" __global__ void GROVE_BREED_BOUNDS grove_breed_trees(const __grid_constant__ GroveVaryParams p, const unsigned* pairs, const unsigned char* functions,
                                              const float* constants, GROVE_POP_PARAMS(parents_pop), GROVE_POP_PARAMS(children_pop),
                                              GROVE_POP_PARAMS(scratch_pop), unsigned* pending, unsigned* bred, unsigned* counts) {
     const GroveLanes g = grove_lanes();

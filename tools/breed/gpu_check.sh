@@ -29,7 +29,7 @@ if has parity; then
     done
 fi
 gen_median() { python3 -c 'import json,sys,statistics as s; g=json.load(open(sys.argv[1]))["generations"][1:]; print("%.3f" % (1e3*s.median(x["seconds"] for x in g)))' "$1" 2>/dev/null; }
-w1="--data builtin:pagie1 --functions add,sub,mul,div,sin,cos,tan --pop 5000 --gens 100 --no-linear-scaling --device cuda"
+w1="--data builtin:pagie1 --functions add,sub,mul,div,sin,cos,tan --pop 5000 --gens 100 --no-linear-scaling --select train --device cuda"
 w2="--data builtin:pagie1:64 --functions add,sub,mul,div,sin,cos,tan --pop 1000000 --gens 10 --no-linear-scaling --device cuda"
 if has bench; then
     for round in 1 2; do

@@ -41,14 +41,14 @@ if has bench; then
     done
     for b in grove-old grove; do
         [ -x "$bin/$b" ] || continue
-        w1="--data builtin:pagie1 --functions add,sub,mul,div,sin,cos,tan --pop 5000 --gens 100 --no-linear-scaling --device cuda --quiet"
+        w1="--data builtin:pagie1 --functions add,sub,mul,div,sin,cos,tan --pop 5000 --gens 100 --no-linear-scaling --select train --device cuda --quiet"
         "$bin/$b" evolve $w1 --report "$out/w1-$b.json" >/dev/null 2>&1
         GROVE_LOOP_PROFILE=1 "$bin/$b" evolve $w1 2>&1 | grep -iE "evaluate|breed|device loop" >"$out/w1-profile-$b.log"
         "$bin/$b" evolve --data builtin:pagie1:64 --functions add,sub,mul,div,sin,cos,tan --pop 1000000 --gens 10 \
             --no-linear-scaling --device cuda --quiet --report "$out/w2-$b.json" >/dev/null 2>&1
         GROVE_LOOP_PROFILE=1 "$bin/$b" evolve --data builtin:pagie1:64 --functions add,sub,mul,div,sin,cos,tan --pop 1000000 --gens 10 \
             --no-linear-scaling --device cuda 2>&1 | grep -iE "evaluate|breed|device loop" >"$out/w2-profile-$b.log"
-        "$bin/$b" evolve --data builtin:pagie1:16777216 --functions add,sub,mul,div --pop 50 --gens 50 --no-linear-scaling \
+        "$bin/$b" evolve --data builtin:pagie1:16777216 --functions add,sub,mul,div --pop 50 --gens 50 --no-linear-scaling --select train \
             --device cuda --quiet --report "$out/w4-$b.json" >/dev/null 2>&1
         w4=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.2f s" % r["timing"]["seconds"])' "$out/w4-$b.json" 2>/dev/null)
         summary+=("$b: W1 $(gen_median "$out/w1-$b.json" 2>/dev/null) (mse $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["train"]["mse"])' "$out/w1-$b.json" 2>/dev/null)); W2 $(gen_median "$out/w2-$b.json" 2>/dev/null); W4 ${w4}")
