@@ -347,15 +347,9 @@ __device__ void grove_zero_tail(GroveLanes g, GroveRow r, unsigned from, unsigne
     if (g.lane == 0) *r.len = (unsigned short)n;
 }
 
-// RowMut::zero_from: length n, every slot from n on zero (writes [n, old len) only). Parallel.
-__device__ void grove_zero_from(GroveLanes g, GroveRow r, unsigned n) {
-    const unsigned old = *r.len;
-    grove_sync(g);
-    grove_zero_tail(g, r, n, old, n);
-    grove_sync(g);
-}
-
-// zero_from after a writer that may have put nodes as far as `hi` (a failed draw of a tree).
+// RowMut::zero_from: length n, every slot from n on zero, after a writer that may have put
+// nodes as far as `hi` (a failed draw of a tree; n when nothing went past n): writes
+// [n, max(old len, hi)) only. Parallel.
 __device__ void grove_zero_from(GroveLanes g, GroveRow r, unsigned n, unsigned hi) {
     const unsigned old = *r.len;
     grove_sync(g);
@@ -816,7 +810,7 @@ __device__ unsigned grove_insert_mutation(GroveLanes g, GroveTree t, GroveRow c,
         }
     }
     if (writes) fresh.size[0] = (unsigned short)n;
-    grove_zero_from(g, fresh, n);
+    grove_zero_from(g, fresh, n, n);
     const bool fitted = grove_exchange(g, c, t, i, grove_row_tree(fresh));
     return grove_finish(g, t, c, fitted, s);
 }

@@ -593,17 +593,25 @@ impl CudaEngine {
         if n == 0 {
             return Ok(());
         }
-        let f = self.function(&VARY, &[], GATHER_TREES)?;
+        // idx holds n entries below src's rows (checked), dst has at least n rows.
+        self.launch_row_copy(GATHER_TREES, src, idx, n, dst)
+    }
+
+    /// Launches `grove_gather_trees` or `grove_scatter_trees` (one block per row, the same
+    /// parameters) on `n` rows; the callers check the bounds their kernel reads and writes.
+    fn launch_row_copy(&self, name: &'static str, src: &DevicePopulation, idx: &DeviceIndices, n: usize, dst: &mut DevicePopulation) -> Result<()> {
+        let f = self.function(&VARY, &[], name)?;
         let (n32, l32) = (n as u32, src.max_len as u32);
         let mut b = self.stream.launch_builder(&f);
         b.arg(&n32).arg(&l32).arg(&idx.idx);
         b.arg(&src.op).arg(&src.value).arg(&src.size).arg(&src.out).arg(&src.len);
         b.arg(&mut dst.op).arg(&mut dst.value).arg(&mut dst.size).arg(&mut dst.out).arg(&mut dst.len);
         let lc = LaunchConfig { grid_dim: (n32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: matches `grove_gather_trees(unsigned n, unsigned max_len, const unsigned* idx,
-        // GROVE_POP_PARAMS(src), GROVE_POP_PARAMS(dst))`: idx holds n entries below src's
-        // rows (checked), both have row stride max_len, dst has at least n rows.
-        unsafe { b.launch(lc) }.during(|| format!("launching {GATHER_TREES}"))?;
+        // SAFETY: matches `grove_gather_trees` / `grove_scatter_trees(unsigned n, unsigned
+        // max_len, const unsigned* idx, GROVE_POP_PARAMS(src), GROVE_POP_PARAMS(dst))`: both
+        // populations have row stride max_len (checked by the callers, as are the rows idx's n
+        // entries name and the n rows read or written on the other side).
+        unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
         Ok(())
     }
 
@@ -623,19 +631,9 @@ impl CudaEngine {
         if n == 0 {
             return Ok(());
         }
-        let f = self.function(&VARY, &[], SCATTER_TREES)?;
-        let (n32, l32) = (n as u32, src.max_len as u32);
-        let mut b = self.stream.launch_builder(&f);
-        b.arg(&n32).arg(&l32).arg(&idx.idx);
-        b.arg(&src.op).arg(&src.value).arg(&src.size).arg(&src.out).arg(&src.len);
-        b.arg(&mut dst.op).arg(&mut dst.value).arg(&mut dst.size).arg(&mut dst.out).arg(&mut dst.len);
-        let lc = LaunchConfig { grid_dim: (n32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: matches `grove_scatter_trees(unsigned n, unsigned max_len, const unsigned* idx,
-        // GROVE_POP_PARAMS(src), GROVE_POP_PARAMS(dst))`: src has at least n rows, idx n entries
-        // below dst's rows (checked; distinct, so no two blocks write one row), both of stride
-        // max_len.
-        unsafe { b.launch(lc) }.during(|| format!("launching {SCATTER_TREES}"))?;
-        Ok(())
+        // src has at least n rows, idx n entries below dst's rows (checked; distinct, so no two
+        // blocks write one row).
+        self.launch_row_copy(SCATTER_TREES, src, idx, n, dst)
     }
 
     /// Genome `idx[r]` of `dst` becomes genome `r` of `src`, for `r < n` (migrants); `idx`'s
