@@ -5,6 +5,7 @@
 //! control kernel) and the policy a control report saves, and rendering.
 
 pub mod classify;
+pub mod constants;
 pub mod eval;
 pub mod fastmath;
 pub mod fitness;
