@@ -260,6 +260,9 @@ fn vary_and_select_constants_match_the_cu_defines() {
     for (name, value) in kernels::SCAN_DEFINES {
         assert_eq!(define_in(&kernels::SCAN, name), *value, "{name} in scan.cuh and kernels.rs");
     }
+    for (name, value) in kernels::FIT_DEFINES {
+        assert_eq!(define_in(&kernels::FIT, name), *value, "{name} in fit.cu and kernels.rs");
+    }
     // rng.cuh's purposes are rng::Purpose's.
     let rng = KernelSource { file: "rng.cuh", text: kernels::HEADERS[0].1 };
     for (name, p) in [("INIT", Purpose::Init), ("SELECT", Purpose::Select), ("CROSSOVER", Purpose::Crossover), ("MUTATE", Purpose::Mutate)] {

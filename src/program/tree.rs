@@ -303,6 +303,15 @@ impl Population {
             .collect()
     }
 
+    /// A population of rows `rows` of this one, in that order.
+    pub fn gather(&self, rows: &[usize]) -> Population {
+        let mut out = Population::new(rows.len(), self.max_len, self.n_outputs);
+        for (k, &r) in rows.iter().enumerate() {
+            out.copy_row(k, self, r);
+        }
+        out
+    }
+
     /// Copies row `src` of `from` into row `dst` of `self` (same `max_len`).
     pub fn copy_row(&mut self, dst: usize, from: &Population, src: usize) {
         debug_assert_eq!(self.max_len, from.max_len);

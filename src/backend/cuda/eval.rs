@@ -61,6 +61,14 @@ impl DeviceDataset {
     pub fn n_features(&self) -> usize {
         self.n_features
     }
+    /// `x`, `[F][N]`.
+    pub(super) fn x(&self) -> &CudaSlice<f32> {
+        &self.x
+    }
+    /// `y`, `[N]`.
+    pub(super) fn y(&self) -> &CudaSlice<f32> {
+        &self.y
+    }
 }
 
 /// The GPU's per-tree sums as the CPU interpreter reports them ([`RegressionSums`]): `f` is the

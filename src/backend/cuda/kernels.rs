@@ -7,6 +7,8 @@ use std::mem::{offset_of, size_of};
 
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
+use crate::program::constants::FitResult;
+
 
 /// A kernel file: its name (as NVRTC reports it in errors) and its text.
 #[derive(Clone, Copy, Debug)]
@@ -98,6 +100,49 @@ pub const MAP: KernelSource<'static> = KernelSource { file: "map.cu", text: incl
 pub const CLASSIFY: KernelSource<'static> =
     KernelSource { file: "classify.cu", text: include_str!("../../../kernels/classify.cu") };
 
+/// `kernels/fit.cu`: constants fitted by Levenberg–Marquardt, one block per tree.
+pub const FIT: KernelSource<'static> = KernelSource { file: "fit.cu", text: include_str!("../../../kernels/fit.cu") };
+/// Fits the constants of a list of trees in place.
+pub const FIT_CONSTANTS: &str = "grove_fit_constants";
+/// Threads per block of `grove_fit_constants` (at most `GROVE_FIT_THREADS`, at least
+/// `GROVE_FIT_MIN_THREADS`): rows evaluated at a time, and the threads summing the products.
+pub const FIT_THREADS: u32 = 128;
+/// The `#define`s of fit.cu that must equal grove's constants.
+pub const FIT_DEFINES: &[(&str, usize)] = &[
+    ("GROVE_FIT_MAX_CONSTANTS", crate::program::constants::MAX_FIT_CONSTANTS),
+    ("GROVE_FIT_STACK", crate::program::constants::FIT_STACK),
+    ("GROVE_FIT_MAX_PARAMS", crate::program::constants::MAX_FIT_PARAMS),
+    ("GROVE_FIT_MAX_SUMS", crate::program::constants::MAX_FIT_SUMS),
+    ("GROVE_FIT_THREADS", FIT_THREADS as usize),
+];
+
+/// Parameters of `grove_fit_constants` (`GroveFitParams` in fit.cu), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FitParams {
+    /// Trees to fit (entries of the id list).
+    pub n_trees: u32,
+    /// `L`: row stride of the population.
+    pub max_len: u32,
+    /// `N`: rows fitted on.
+    pub n_rows: u32,
+    /// `F`: features.
+    pub n_features: u32,
+    /// Levenberg–Marquardt steps.
+    pub steps: u32,
+    /// 1: fit `a` and `b` of `a·f + b` too.
+    pub scaling: u32,
+}
+const _: () = assert!(size_of::<FitParams>() == 24);
+// SAFETY: a plain `#[repr(C)]` struct of 4-byte fields whose layout equals GroveFitParams'
+// (sizes and offsets asserted on both sides); passed by value only.
+unsafe impl DeviceRepr for FitParams {}
+// SAFETY: `#[repr(C)]` of four f64 and two u32 (40 bytes, no padding), laid out as
+// GroveFitResult (asserted on both sides); every bit pattern is a value.
+unsafe impl DeviceRepr for FitResult {}
+// SAFETY: as above; all-zero bits are a valid FitResult.
+unsafe impl ValidAsZeroBits for FitResult {}
+
 /// `kernels/vary.cu`: tree and GE variation, one thread per offspring.
 pub const VARY: KernelSource<'static> = KernelSource { file: "vary.cu", text: include_str!("../../../kernels/vary.cu") };
 
@@ -110,7 +155,7 @@ pub const SELECT: KernelSource<'static> = KernelSource { file: "select.cu", text
 pub const GENERATION: KernelSource<'static> =
     KernelSource { file: "generation.cu", text: include_str!("../../../kernels/generation.cu") };
 /// Every kernel file compiled without generated parts (sim.cu is compiled per environment).
-pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP, CLASSIFY, VARY, SELECT, GENERATION];
+pub const SOURCES: &[KernelSource<'static>] = &[EVAL, MAP, CLASSIFY, VARY, SELECT, GENERATION, FIT];
 
 /// Stack slots of the fast evaluation kernels (`GROVE_STACK` in eval.cu).
 pub const STACK: usize = 32;
@@ -318,6 +363,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
         [STACK_CLASS, PARTITION_COUNT, PARTITION_SCAN, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]
             .map(|k| (k, GENERATION)),
     );
+    v.push((FIT_CONSTANTS, FIT));
     v
 }
 
@@ -919,4 +965,6 @@ layout! {
     SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
     GenParams { n, max_len, metric, scaled, parsimony, n_blocks, n_chosen },
     GenStats { best, sum, sum_len, best_idx, n_valid },
+    FitParams { n_trees, max_len, n_rows, n_features, steps, scaling },
+    FitResult { sse_before, sse_after, a, b, constants, accepted },
 }

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod classify;
 pub mod control;
 pub mod error;
+pub mod fit;
 pub mod eval;
 pub mod generation;
 pub mod kernels;

@@ -1,0 +1,414 @@
+// fit.cu: numeric constants fitted by Levenberg–Marquardt, one block per tree, the whole fit
+// in one launch. Twin of src/program/constants.rs (fit_constants), operation for operation:
+// the same forward-mode tangents through the interpreter's f32 operations (grove_apply), the
+// same f64 sums of w_p·w_q over the rows in row order, the same Cholesky solve and the same
+// decisions, so the fitted constants are the CPU's bits (compiled with --fmad=false).
+//
+// A pass over the rows: the block takes T rows at a time; each thread evaluates its row with
+// tangents and writes the row's vector w = (J, r) to shared memory; then thread k sums products
+// k, k + T, … of the (m + 1)(m + 2) / 2 products over the T rows in order, so each sum runs over
+// all rows in row order whatever T is. Between passes thread 0 takes the step (the solve, the
+// decision, λ); the block follows its decisions through shared memory.
+
+#ifndef GROVE_OFFSETOF
+#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+#endif
+
+#define GROVE_FIT_MAX_CONSTANTS 16   // constant leaves fitted per tree (the first, in prefix order)
+#define GROVE_FIT_STACK 32           // values the walk may hold at once
+#define GROVE_FIT_MAX_PARAMS 18      // constants, then a and b with linear scaling
+#define GROVE_FIT_MAX_SUMS 190       // (MAX_PARAMS + 1)(MAX_PARAMS + 2) / 2
+#define GROVE_FIT_THREADS 128        // most threads a block may have
+#define GROVE_FIT_MIN_THREADS 32     // fewest
+#define GROVE_FIT_OWN ((GROVE_FIT_MAX_SUMS + GROVE_FIT_MIN_THREADS - 1) / GROVE_FIT_MIN_THREADS)
+#define GROVE_FIT_LAMBDA_START 1e-3
+#define GROVE_FIT_LAMBDA_STOP 1e10
+#define GROVE_FIT_LAMBDA_MIN 1e-9
+
+// Mirrors FitParams in src/backend/cuda/kernels.rs.
+struct GroveFitParams {
+    unsigned n_trees;     // entries of tree_ids
+    unsigned max_len;     // L: row stride of the population
+    unsigned n_rows;      // N
+    unsigned n_features;  // F
+    unsigned steps;       // Levenberg–Marquardt steps
+    unsigned scaling;     // 1: fit a and b of a·f + b too
+};
+static_assert(sizeof(GroveFitParams) == 24, "GroveFitParams must match FitParams");
+static_assert(GROVE_OFFSETOF(GroveFitParams, n_trees) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitParams, max_len) == 4, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitParams, n_rows) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitParams, n_features) == 12, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitParams, steps) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitParams, scaling) == 20, "layout");
+
+// Mirrors FitResult in src/program/constants.rs.
+struct GroveFitResult {
+    double sse_before, sse_after, a, b;
+    unsigned constants, accepted;
+};
+static_assert(sizeof(GroveFitResult) == 40, "GroveFitResult must match FitResult");
+static_assert(GROVE_OFFSETOF(GroveFitResult, sse_before) == 0, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitResult, sse_after) == 8, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitResult, a) == 16, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitResult, b) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitResult, constants) == 32, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitResult, accepted) == 36, "layout");
+
+__device__ __forceinline__ int grove_fit_sum(int p, int q) { return p * (p + 1) / 2 + q; }
+
+__device__ __forceinline__ int grove_fit_arity(unsigned code) {
+    switch (code) {
+#define GROVE_FIT_ARITY(CODE, ARITY, EXPR) \
+    case CODE:                             \
+        return ARITY;
+        GROVE_FOR_EACH_OP(GROVE_FIT_ARITY)
+#undef GROVE_FIT_ARITY
+        default:
+            return code <= GROVE_OP_CONST ? 0 : -1;
+    }
+}
+
+// fit_plan: the constants fitted (≤ MAX_CONSTANTS), or -1 when the tree cannot be fitted.
+// *total: its constant leaves.
+__device__ int grove_fit_plan(const unsigned char* op, const float* value, const unsigned char* out, int len, unsigned n_features, int* total) {
+    int h = 0, consts = 0;
+    for (int i = len - 1; i >= 0; --i) {
+        if (out[i] != 0) return -1;
+        const int k = grove_fit_arity(op[i]);
+        if (k < 0) return -1;
+        if (op[i] == GROVE_OP_VAR && !(value[i] >= 0.0f && (unsigned)value[i] < n_features)) return -1;
+        if (op[i] == GROVE_OP_CONST) consts += 1;
+        if (h < k) return -1;
+        h = h - k + 1;
+        if (h > GROVE_FIT_STACK) return -1;
+    }
+    *total = consts;
+    if (h != 1) return -1;
+    return consts < GROVE_FIT_MAX_CONSTANTS ? consts : GROVE_FIT_MAX_CONSTANTS;
+}
+
+__device__ __forceinline__ float grove_fit_sign(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f); }
+
+// partials: (∂r/∂a, ∂r/∂b) of r = op(a, b).
+__device__ __forceinline__ void grove_partials(unsigned op, float a, float b, float r, float& da, float& db) {
+    da = 0.0f;
+    db = 0.0f;
+    switch (op) {
+        case GROVE_OP_ADD: da = 1.0f; db = 1.0f; break;
+        case GROVE_OP_SUB: da = 1.0f; db = -1.0f; break;
+        case GROVE_OP_MUL: da = b; db = a; break;
+        case GROVE_OP_DIV:
+            if (b != 0.0f) { da = 1.0f / b; db = -(r / b); }
+            break;
+        case GROVE_OP_SDIV: da = 1.0f / b; db = -(r / b); break;
+        case GROVE_OP_AQ: {
+            const float s2 = 1.0f + b * b;
+            da = 1.0f / sqrtf(s2);
+            db = -((r * b) / s2);
+            break;
+        }
+        case GROVE_OP_POW:
+            if (a != 0.0f) { da = b * (r / a); db = r * grove_ln(fabsf(a)); }
+            break;
+        case GROVE_OP_SPOW:
+            if (a > 0.0f) { da = b * (r / a); db = r * grove_ln(a); }
+            else if (a < 0.0f) { da = b * (r / a); }
+            break;
+        case GROVE_OP_MAX:
+        case GROVE_OP_MIN:
+            if (r == a) da = 1.0f; else db = 1.0f;
+            break;
+        case GROVE_OP_SIN: da = grove_cos(a); break;
+        case GROVE_OP_COS: da = -grove_sin(a); break;
+        case GROVE_OP_TAN: da = 1.0f + r * r; break;
+        case GROVE_OP_EXP: da = r; break;
+        case GROVE_OP_LOG:
+        case GROVE_OP_RLOG:
+            if (a != 0.0f) da = 1.0f / a;
+            break;
+        case GROVE_OP_SLOG: da = 1.0f / a; break;
+        case GROVE_OP_PLOG: da = grove_fit_sign(a) / (1.0f + fabsf(a)); break;
+        case GROVE_OP_SQRT:
+            if (r != 0.0f) da = grove_fit_sign(a) * (0.5f / r);
+            break;
+        case GROVE_OP_SSQRT: da = 0.5f / r; break;
+        case GROVE_OP_ABS: da = grove_fit_sign(a); break;
+        case GROVE_OP_NEG: da = -1.0f; break;
+        case GROVE_OP_SQUARE: da = a + a; break;
+        case GROVE_OP_CUBE: da = 3.0f * (a * a); break;
+        case GROVE_OP_TANH: da = 1.0f - r * r; break;
+        case GROVE_OP_SIGMOID: da = r * (1.0f - r); break;
+        default: break;
+    }
+}
+
+// chain: d·t, 0 where either is 0.
+__device__ __forceinline__ float grove_chain(float d, float t) { return (d == 0.0f || t == 0.0f) ? 0.0f : d * t; }
+
+// Problem::point: the tree at `row` with fitted constants c; tangents in t[0..n_c).
+__device__ float grove_fit_point(const unsigned char* op, const float* value, int len, int total, int n_c, const float* c,
+                                 const float* __restrict__ x, unsigned n_rows, unsigned row, float* t) {
+    float sv[GROVE_FIT_STACK];
+    float st[GROVE_FIT_STACK][GROVE_FIT_MAX_CONSTANTS];
+    int h = 0, k = total;
+    for (int i = len - 1; i >= 0; --i) {
+        const unsigned code = op[i];
+        if (code == GROVE_OP_VAR) {
+            sv[h] = x[(size_t)value[i] * n_rows + row];
+            for (int j = 0; j < n_c; ++j) st[h][j] = 0.0f;
+            ++h;
+        } else if (code == GROVE_OP_CONST) {
+            --k;
+            for (int j = 0; j < n_c; ++j) st[h][j] = 0.0f;
+            if (k < n_c) {
+                sv[h] = c[k];
+                st[h][k] = 1.0f;
+            } else {
+                sv[h] = value[i];
+            }
+            ++h;
+        } else {
+            const float a = sv[h - 1];
+            float da, db;
+            if (grove_fit_arity(code) == 2) {
+                const float b = sv[h - 2];
+                const float r = grove_apply(code, a, b);
+                grove_partials(code, a, b, r, da, db);
+                for (int j = 0; j < n_c; ++j) st[h - 2][j] = grove_chain(da, st[h - 1][j]) + grove_chain(db, st[h - 2][j]);
+                sv[h - 2] = r;
+                --h;
+            } else {
+                const float r = grove_apply(code, a, 0.0f);
+                grove_partials(code, a, 0.0f, r, da, db);
+                for (int j = 0; j < n_c; ++j) st[h - 1][j] = grove_chain(da, st[h - 1][j]);
+                sv[h - 1] = r;
+            }
+        }
+    }
+    for (int j = 0; j < n_c; ++j) t[j] = st[0][j];
+    return sv[0];
+}
+
+// pass_ok: S, the diagonal of JᵀJ and Jᵀr finite.
+__device__ bool grove_fit_ok(const double* sums, int m) {
+    bool ok = true;
+    for (int p = 0; p <= m; ++p) ok = ok && isfinite(sums[grove_fit_sum(p, p)]) && isfinite(sums[grove_fit_sum(m, p)]);
+    return ok;
+}
+
+// closed_form_scale.
+__device__ void grove_fit_scale(const double* sums, int n_c, double* a_out, double* b_out) {
+    const int fi = n_c, oi = n_c + 1, m = n_c + 2;
+    const double n = sums[grove_fit_sum(oi, oi)];
+    const double sf = sums[grove_fit_sum(oi, fi)];
+    const double sff = sums[grove_fit_sum(fi, fi)];
+    const double sfy = sums[grove_fit_sum(m, fi)] + sff;
+    const double sy = sums[grove_fit_sum(m, oi)] + sf;
+    const double var = sff - sf * (sf / n);
+    const double cov = sfy - sf * (sy / n);
+    const double a = var > 1e-12 * sff ? cov / var : 0.0;
+    *a_out = a;
+    *b_out = (sy - a * sf) / n;
+}
+
+// solve_step: (JᵀJ + λ·diag(JᵀJ + ε)) δ = Jᵀr by Cholesky; false if not positive definite.
+__device__ bool grove_fit_solve(const double* sums, int m, double lambda, double* delta) {
+    double l[GROVE_FIT_MAX_PARAMS][GROVE_FIT_MAX_PARAMS];
+    double max_diag = 0.0;
+    for (int p = 0; p < m; ++p) max_diag = fmax(max_diag, sums[grove_fit_sum(p, p)]);
+    const double eps = 1e-9 * max_diag + 1e-300;
+    for (int p = 0; p < m; ++p) {
+        for (int q = 0; q <= p; ++q) {
+            double s = sums[grove_fit_sum(p, q)];
+            if (p == q) s = s + lambda * (s + eps);
+            for (int k = 0; k < q; ++k) s -= l[p][k] * l[q][k];
+            if (p == q) {
+                if (!(s > 0.0)) return false;
+                l[p][p] = sqrt(s);
+            } else {
+                l[p][q] = s / l[q][q];
+            }
+        }
+    }
+    double z[GROVE_FIT_MAX_PARAMS];
+    for (int p = 0; p < m; ++p) {
+        double s = sums[grove_fit_sum(m, p)];
+        for (int k = 0; k < p; ++k) s -= l[p][k] * z[k];
+        z[p] = s / l[p][p];
+    }
+    for (int p = m - 1; p >= 0; --p) {
+        double s = z[p];
+        for (int k = p + 1; k < m; ++k) s -= l[k][p] * delta[k];
+        delta[p] = s / l[p][p];
+    }
+    return true;
+}
+
+// The block's state between passes (shared memory).
+struct GroveFitState {
+    double theta[GROVE_FIT_MAX_PARAMS];  // accepted parameters
+    double trial[GROVE_FIT_MAX_PARAMS];  // parameters of the next pass
+    double cur[GROVE_FIT_MAX_SUMS];      // sums at theta
+    double sums[GROVE_FIT_MAX_SUMS];     // sums of the last pass
+    double lambda;
+    float c[GROVE_FIT_MAX_CONSTANTS];    // the pass's constants, f32
+    int n_c, total, m, go;
+    unsigned accepted;
+};
+
+// Problem::pass at s.trial (its constants in s.c) into s.sums: every thread of the block.
+__device__ void grove_fit_pass(GroveFitState& s, double (*w)[GROVE_FIT_MAX_PARAMS + 1], const unsigned char* op, const float* value, int len,
+                               bool scaling, const float* __restrict__ x, const float* __restrict__ y, unsigned n_rows) {
+    const unsigned tid = threadIdx.x, T = blockDim.x;
+    const int m = s.m, n_c = s.n_c, n_sums = grove_fit_sum(m, m) + 1;
+    double acc[GROVE_FIT_OWN];
+    for (int e = 0; e < GROVE_FIT_OWN; ++e) acc[e] = 0.0;
+    const double a = scaling ? s.trial[n_c] : 1.0, b = scaling ? s.trial[n_c + 1] : 0.0;
+    for (unsigned base = 0; base < n_rows; base += T) {
+        const unsigned row = base + tid;
+        if (row < n_rows) {
+            float t[GROVE_FIT_MAX_CONSTANTS];
+            const float f = grove_fit_point(op, value, len, s.total, n_c, s.c, x, n_rows, row, t);
+            double* wr = w[tid];
+            for (int j = 0; j < n_c; ++j) wr[j] = a * (double)t[j];
+            if (scaling) {
+                wr[n_c] = (double)f;
+                wr[n_c + 1] = 1.0;
+            }
+            wr[m] = (double)y[row] - (a * (double)f + b);
+        }
+        __syncthreads();
+        const unsigned count = n_rows - base < T ? n_rows - base : T;
+        int e = tid, slot = 0;
+        for (int p = 0; p <= m; ++p)
+            for (int q = 0; q <= p; ++q) {
+                const int idx = grove_fit_sum(p, q);
+                if (idx == e) {
+                    double v = acc[slot];
+                    for (unsigned r = 0; r < count; ++r) v += w[r][p] * w[r][q];
+                    acc[slot] = v;
+                    e += T;
+                    slot += 1;
+                }
+            }
+        __syncthreads();
+    }
+    int slot = 0;
+    for (int e = tid; e < n_sums; e += T) s.sums[e] = acc[slot++];
+    __syncthreads();
+}
+
+// One block per tree tree_ids[blockIdx.x]: fits its constants in `values` in place (only when
+// a step was accepted) and writes what it did to results[blockIdx.x].
+//   ops, values, outs [P x L], lens [P]: the population; x [F][N], y [N]: the rows fitted on.
+extern "C" __global__ void grove_fit_constants(const GroveFitParams p, const unsigned* __restrict__ tree_ids,
+                                               const unsigned char* __restrict__ ops, float* __restrict__ values,
+                                               const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
+                                               const float* __restrict__ x, const float* __restrict__ y,
+                                               GroveFitResult* __restrict__ results) {
+    __shared__ GroveFitState s;
+    __shared__ double w[GROVE_FIT_THREADS][GROVE_FIT_MAX_PARAMS + 1];
+    if (blockIdx.x >= p.n_trees) return;
+    const unsigned t = tree_ids[blockIdx.x];
+    const size_t row0 = (size_t)t * p.max_len;
+    const unsigned char* op = ops + row0;
+    float* value = values + row0;
+    const int len = lens[t];
+    const bool scaling = p.scaling != 0;
+    const unsigned tid = threadIdx.x;
+    if (tid == 0) {
+        int total = 0;
+        const int n_c = p.n_rows == 0 ? -1 : grove_fit_plan(op, value, outs + row0, len, p.n_features, &total);
+        s.go = n_c >= 0 && (n_c > 0 || scaling);
+        s.n_c = n_c < 0 ? 0 : n_c;
+        s.total = total;
+        s.m = s.n_c + (scaling ? 2 : 0);
+        s.accepted = 0;
+        s.lambda = GROVE_FIT_LAMBDA_START;
+        int k = 0;
+        for (int i = 0; i < len && k < s.n_c; ++i)
+            if (op[i] == GROVE_OP_CONST) s.trial[k++] = (double)value[i];
+        if (scaling) {
+            s.trial[s.n_c] = 1.0;
+            s.trial[s.n_c + 1] = 0.0;
+        }
+        for (int j = 0; j < s.n_c; ++j) s.c[j] = (float)s.trial[j];
+    }
+    __syncthreads();
+    GroveFitResult res = {__longlong_as_double(0x7ff8000000000000ll), __longlong_as_double(0x7ff8000000000000ll), 1.0, 0.0, 0u, 0u};
+    if (!s.go) {
+        if (tid == 0) results[blockIdx.x] = res;
+        return;
+    }
+    const int m = s.m, n_c = s.n_c, s_m = grove_fit_sum(m, m), n_sums = s_m + 1;
+    grove_fit_pass(s, w, op, value, len, scaling, x, y, p.n_rows);
+    if (tid == 0) {
+        s.go = grove_fit_ok(s.sums, m);
+        if (s.go && scaling) {
+            grove_fit_scale(s.sums, n_c, &s.trial[n_c], &s.trial[n_c + 1]);
+        }
+    }
+    __syncthreads();
+    if (s.go && scaling) {
+        grove_fit_pass(s, w, op, value, len, scaling, x, y, p.n_rows);
+        if (tid == 0) s.go = grove_fit_ok(s.sums, m);
+        __syncthreads();
+    }
+    if (!s.go) {
+        if (tid == 0) results[blockIdx.x] = res;
+        return;
+    }
+    if (tid == 0) {
+        for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
+        for (int e = 0; e < n_sums; ++e) s.cur[e] = s.sums[e];
+    }
+    __syncthreads();
+    const double sse_before = s.cur[s_m];
+    for (unsigned step = 0; step < p.steps; ++step) {
+        if (tid == 0) {
+            s.go = 0;
+            if (!(s.lambda > GROVE_FIT_LAMBDA_STOP)) {
+                double delta[GROVE_FIT_MAX_PARAMS];
+                if (grove_fit_solve(s.cur, m, s.lambda, delta)) {
+                    for (int i = 0; i < m; ++i) s.trial[i] = s.theta[i] + delta[i];
+                    for (int j = 0; j < n_c; ++j) s.c[j] = (float)s.trial[j];
+                    s.go = 1;
+                } else {
+                    s.lambda *= 10.0;
+                    s.go = 2;  // no pass this step
+                }
+            }
+        }
+        __syncthreads();
+        if (s.go == 0) break;
+        if (s.go == 1) {
+            grove_fit_pass(s, w, op, value, len, scaling, x, y, p.n_rows);
+            if (tid == 0) {
+                if (grove_fit_ok(s.sums, m) && s.sums[s_m] < s.cur[s_m]) {
+                    for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
+                    for (int e = 0; e < n_sums; ++e) s.cur[e] = s.sums[e];
+                    s.lambda = fmax(s.lambda * 0.1, GROVE_FIT_LAMBDA_MIN);
+                    s.accepted += 1;
+                } else {
+                    s.lambda *= 10.0;
+                }
+            }
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        if (s.accepted > 0) {
+            int k = 0;
+            for (int i = 0; i < len && k < n_c; ++i)
+                if (op[i] == GROVE_OP_CONST) value[i] = (float)s.theta[k++];
+        }
+        res.sse_before = sse_before;
+        res.sse_after = s.cur[s_m];
+        res.a = scaling ? s.theta[n_c] : 1.0;
+        res.b = scaling ? s.theta[n_c + 1] : 0.0;
+        res.constants = (unsigned)n_c;
+        res.accepted = s.accepted;
+        results[blockIdx.x] = res;
+    }
+}

@@ -1,0 +1,226 @@
+//! Parity of the constant-fitting kernel (`kernels/fit.cu`, `grove_fit_constants`) with its CPU
+//! reference (`program::constants::fit_constants`): the fitted constants and every field of the
+//! results must be the same bits.
+//!
+//! * `emulated_*`: the kernel's own code built as host C++ by g++ (`tests/cuda_host_shim.h`),
+//!   each block a block of real threads meeting at its barriers, with libm poisoned (a kernel
+//!   that called the C library's transcendental functions would not compile). Runs in CI.
+//! * `gpu_*`: the real kernel, ignored unless `GROVE_TEST_GPU=1` (then a missing GPU is a
+//!   failure). Run: `GROVE_TEST_GPU=1 cargo test --release --test cuda_fit`.
+
+#[path = "support/emulator.rs"]
+mod emulator;
+
+use grove::backend::cuda::kernels::{self, FitParams};
+use grove::program::constants::{FitConfig, FitResult, fit_constants};
+use grove::program::init::{TreeSpec, init_population};
+use grove::program::ops::parse_function_set;
+use grove::program::tree::Population;
+
+/// A population with constants and the data to fit it on: `[2][n]` inputs, a target no tree
+/// of the population is (so every fit has work to do), rows that fill no whole block.
+fn problem(n_trees: usize, n_rows: usize, seed: u64, functions: &str) -> (Population, Vec<f32>, Vec<f32>) {
+    let spec = TreeSpec::new(parse_function_set(functions).unwrap(), 2, 64).with_depth(2, 6).with_const_range(-2.0, 2.0).with_p_const(0.45);
+    let pop = init_population(&spec, n_trees, seed).unwrap();
+    let x: Vec<f32> = (0..2 * n_rows).map(|i| ((i * 37 % 97) as f32) * 0.05 - 2.4).collect();
+    let y: Vec<f32> = (0..n_rows).map(|r| 1.7 * (0.9 * x[r]).sin() + x[r] * x[n_rows + r] - 0.3).collect();
+    (pop, x, y)
+}
+
+/// Every function the kernels know, so that each operator's partial derivatives are compared.
+const ALL: &str = "add,sub,mul,div,aq,pow,max,min,sin,cos,tan,exp,log,rlog,plog,sqrt,abs,neg,square,cube,tanh,sigmoid,sdiv,slog,ssqrt,spow";
+
+fn same_results(got: &[FitResult], want: &[FitResult], what: &str) {
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let bits = |r: &FitResult| (r.sse_before.to_bits(), r.sse_after.to_bits(), r.a.to_bits(), r.b.to_bits(), r.constants, r.accepted);
+        assert_eq!(bits(g), bits(w), "{what}: tree {i}: kernel {g:?}, reference {w:?}");
+    }
+}
+
+fn same_values(got: &Population, want: &Population, what: &str) {
+    for (i, (g, w)) in got.value.iter().zip(&want.value).enumerate() {
+        assert_eq!(g.to_bits(), w.to_bits(), "{what}: value {i} (tree {}): kernel {g}, reference {w}", i / got.max_len);
+    }
+}
+
+type FitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const f32, *mut FitResult);
+type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), *mut std::ffi::c_void);
+
+/// Runs `f` as block `block` of `threads` real threads of `lib`.
+fn run_block(lib: &libloading::Library, block: u32, threads: u32, f: &(dyn Fn() + Sync)) {
+    extern "C" fn body(ctx: *mut std::ffi::c_void) {
+        // SAFETY: ctx is the `&&dyn Fn` passed below, alive until the block has joined.
+        let f = unsafe { &*(ctx as *const &(dyn Fn() + Sync)) };
+        f();
+    }
+    let run: RunBlock = emulator::get(lib, "grove_emu_run_block");
+    let at: unsafe extern "C" fn(u32) = emulator::get(lib, "grove_emu_set_block");
+    // SAFETY: sets the block index the next run's threads take (a global in the library).
+    unsafe { at(block) };
+    // SAFETY: the library joins every thread before returning.
+    unsafe { run(threads, body, &f as *const &(dyn Fn() + Sync) as *mut std::ffi::c_void) };
+}
+
+/// Pointers handed to the emulated threads (which only read them, or write disjoint parts).
+#[derive(Clone, Copy)]
+struct Ptrs {
+    ids: *const u32,
+    op: *const u8,
+    value: *mut f32,
+    out: *const u8,
+    len: *const u16,
+    x: *const f32,
+    y: *const f32,
+    res: *mut FitResult,
+}
+// SAFETY: the kernel's threads write only their block's tree and result (and thread 0 alone).
+unsafe impl Sync for Ptrs {}
+unsafe impl Send for Ptrs {}
+
+impl Ptrs {
+    /// One thread of the kernel over these arrays.
+    fn launch(&self, fit: FitFn, params: FitParams) {
+        // SAFETY: the arrays have the sizes grove_fit_constants reads (fit.rs's launch).
+        unsafe { fit(params, self.ids, self.op, self.value, self.out, self.len, self.x, self.y, self.res) }
+    }
+}
+
+/// The kernel, emulated: fits rows `rows` of `pop` in place with blocks of `threads` threads.
+fn emulated_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], y: &[f32], cfg: FitConfig, threads: u32) -> Vec<FitResult> {
+    let fit: FitFn = emulator::get(lib, kernels::FIT_CONSTANTS);
+    let n_rows = y.len();
+    let params = FitParams {
+        n_trees: rows.len() as u32,
+        max_len: pop.max_len as u32,
+        n_rows: n_rows as u32,
+        n_features: (x.len() / n_rows) as u32,
+        steps: cfg.steps,
+        scaling: cfg.linear_scaling as u32,
+    };
+    let ids: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+    let mut res = vec![FitResult::default(); rows.len()];
+    let p = Ptrs {
+        ids: ids.as_ptr(),
+        op: pop.op.as_ptr(),
+        value: pop.value.as_mut_ptr(),
+        out: pop.out.as_ptr(),
+        len: pop.len.as_ptr(),
+        x: x.as_ptr(),
+        y: y.as_ptr(),
+        res: res.as_mut_ptr(),
+    };
+    for b in 0..rows.len() as u32 {
+        run_block(lib, b, threads, &move || p.launch(fit, params));
+    }
+    res
+}
+
+fn emulator_lib() -> Option<libloading::Library> {
+    emulator::build(&kernels::FIT, |s| format!("{}{s}", emulator::poison_libm()))
+}
+
+#[test]
+fn emulated_kernel_fits_the_references_bits() {
+    let Some(lib) = emulator_lib() else { return };
+    for (functions, seed) in [("add,sub,mul,div,sin,cos,exp,log,sqrt,tanh", 3u64), (ALL, 4)] {
+        for scaling in [false, true] {
+            // 75 rows: two whole blocks of 32 and a partial one; 90 with 48 threads.
+            for (threads, n_rows) in [(32u32, 75usize), (48, 90)] {
+                let (pop, x, y) = problem(40, n_rows, seed, functions);
+                let rows: Vec<usize> = (0..pop.size()).rev().step_by(2).collect();
+                let cfg = FitConfig { steps: 6, linear_scaling: scaling };
+                let mut want = pop.clone();
+                let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
+                let mut got = pop.clone();
+                let got_res = emulated_fit(&lib, &mut got, &rows, &x, &y, cfg, threads);
+                let what = format!("{functions}, scaling {scaling}, {threads} threads");
+                same_results(&got_res, &want_res, &what);
+                same_values(&got, &want, &what);
+                let accepted = want_res.iter().filter(|r| r.accepted > 0).count();
+                assert!(accepted >= rows.len() / 3, "{what}: only {accepted} of {} trees improved: the test fits too little", rows.len());
+                assert_ne!(want.value, pop.value, "{what}: nothing was fitted");
+            }
+        }
+    }
+}
+
+#[test]
+fn emulated_kernel_leaves_trees_it_cannot_fit() {
+    let Some(lib) = emulator_lib() else { return };
+    // Output nodes (a multi-output population), empty rows, and a variable past the data's
+    // features: every result says nothing was fitted and no value moves.
+    let spec = TreeSpec::new(parse_function_set("add,mul,sin").unwrap(), 3, 32).with_depth(2, 4).with_const_range(-1.0, 1.0).with_outputs(2, 0.3);
+    let pop = init_population(&spec, 6, 8).unwrap();
+    let n_rows = 20;
+    let x: Vec<f32> = (0..2 * n_rows).map(|i| i as f32 * 0.1).collect(); // 2 features: x2 is past them
+    let y: Vec<f32> = (0..n_rows).map(|r| r as f32).collect();
+    let cfg = FitConfig { steps: 4, linear_scaling: true };
+    let mut with_empty = pop.clone();
+    with_empty.clear(1);
+    let rows: Vec<usize> = (0..with_empty.size()).collect();
+    let mut got = with_empty.clone();
+    let res = emulated_fit(&lib, &mut got, &rows, &x, &y, cfg, 32);
+    let mut want = with_empty.clone();
+    let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
+    same_results(&res, &want_res, "unfittable trees");
+    assert!(res.iter().all(|r| r.constants == 0 && r.accepted == 0 && r.sse_before.is_nan()), "{res:?}");
+    assert_eq!(got.value, with_empty.value);
+}
+
+mod gpu {
+    use super::*;
+    use grove::backend::cuda::CudaEngine;
+
+    fn engine() -> CudaEngine {
+        CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"))
+    }
+
+    #[test]
+    #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+    fn gpu_kernel_fits_the_references_bits() {
+        let e = engine();
+        for (functions, seed) in [("add,sub,mul,div,sin,cos,exp,log,sqrt,tanh", 13u64), (ALL, 14)] {
+            for scaling in [false, true] {
+                for n_rows in [75usize, 1000] {
+                    let (pop, x, y) = problem(500, n_rows, seed, functions);
+                    let data = e.upload_dataset(&x, &y, n_rows, 2).unwrap();
+                    let rows: Vec<usize> = (0..pop.size()).filter(|r| r % 3 != 1).collect();
+                    let cfg = FitConfig { steps: 8, linear_scaling: scaling };
+                    let mut want = pop.clone();
+                    let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
+                    let mut got = pop.clone();
+                    let got_res = e.fit_constants(&mut got, &rows, &data, cfg).unwrap();
+                    let what = format!("GPU, {functions}, scaling {scaling}, {n_rows} rows");
+                    same_results(&got_res, &want_res, &what);
+                    same_values(&got, &want, &what);
+                    assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
+                }
+            }
+        }
+    }
+
+    #[test]
+    #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+    fn gpu_fits_device_rows_in_place() {
+        let e = engine();
+        let n_rows = 200;
+        let (pop, x, y) = problem(300, n_rows, 21, "add,sub,mul,div,sin,exp");
+        let data = e.upload_dataset(&x, &y, n_rows, 2).unwrap();
+        let rows: Vec<u32> = (0..300).filter(|r| r % 2 == 0).collect();
+        let mut dev = e.upload_population(&pop).unwrap();
+        let idx = e.upload_indices(&rows, pop.size()).unwrap();
+        let cfg = FitConfig { steps: 5, linear_scaling: true };
+        let res = e.fit_constants_on_device(&mut dev, &idx, &data, cfg).unwrap();
+        let got = e.download_population(&dev).unwrap();
+        let mut want = pop.clone();
+        let rows_us: Vec<usize> = rows.iter().map(|&r| r as usize).collect();
+        let want_res = fit_constants(&mut want, &rows_us, &x, &y, n_rows, cfg);
+        same_results(&res, &want_res, "device rows");
+        same_values(&got, &want, "device rows");
+        // Rows not listed are untouched.
+        for r in (0..300).filter(|r| r % 2 == 1) {
+            assert_eq!(got.tree(r).value, pop.tree(r).value, "row {r} was not to be fitted");
+        }
+    }
+}
