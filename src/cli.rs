@@ -278,6 +278,16 @@ pub struct EvolveArgs {
     /// Fitness penalty per program node.
     #[arg(long, default_value_t = 0.0)]
     pub parsimony: f64,
+    /// Levenberg–Marquardt steps fitting the numeric constants (and, with linear scaling, the
+    /// scale and offset) of the best programs, on the training rows; 0: no fitting.
+    #[arg(long, default_value_t = crate::task::regression::DEFAULT_FIT.steps, value_name = "STEPS")]
+    pub optimise_constants: u32,
+    /// Generations between constant fits (1: every generation).
+    #[arg(long, default_value_t = crate::task::regression::DEFAULT_FIT.every, value_name = "G")]
+    pub optimise_every: usize,
+    /// Fraction of the population whose constants are fitted, the best first.
+    #[arg(long, default_value_t = crate::task::regression::DEFAULT_FIT.fraction, value_name = "F")]
+    pub optimise_fraction: f64,
     /// Tournament size.
     #[arg(long, default_value_t = 3)]
     pub tournament: usize,
@@ -447,6 +457,11 @@ impl EvolveArgs {
                 max_len: self.max_len,
                 bloat: self.choice.bloat,
                 size_pressure: self.choice.size_pressure,
+                constants: crate::evolve::ConstantFitting {
+                    steps: self.optimise_constants,
+                    every: self.optimise_every,
+                    fraction: self.optimise_fraction,
+                },
             },
             map,
             init,
@@ -683,6 +698,7 @@ impl ClassifyArgs {
                 max_len: self.max_len,
                 bloat: self.choice.bloat,
                 size_pressure: self.choice.size_pressure,
+                constants: crate::evolve::ConstantFitting::default(),
             },
             map,
             init,

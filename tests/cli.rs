@@ -82,6 +82,10 @@ fn bad_options_give_one_clear_line() {
         (vec!["evolve", "--pop", "1", "--grammar", "grammars/regression.bnf"], "--pop"),
         (vec!["evolve", "--test-fraction", "1.5", "--grammar", "grammars/regression.bnf"], "--test-fraction"),
         (vec!["evolve", "--data", "builtin:quartic"], "--grammar"),
+        (vec!["evolve", "--optimise-fraction", "0", "--grammar", "grammars/regression.bnf"], "--optimise-fraction"),
+        (vec!["evolve", "--optimise-fraction", "1.5", "--functions", "add,mul"], "--optimise-fraction"),
+        (vec!["evolve", "--optimise-every", "0", "--functions", "add,mul"], "--optimise-every"),
+        (vec!["evolve", "--optimise-constants", "5000", "--functions", "add,mul"], "--optimise-constants"),
     ] {
         let out = grove(&args, "");
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out.stderr));
@@ -128,6 +132,8 @@ fn evolve_writes_a_complete_report() {
         assert!(r["train"][key].is_number() && r["test"][key].is_number(), "scores lack {key}");
     }
     assert_eq!(r["settings"]["engine"]["pop_size"], 50);
+    let c = &r["settings"]["engine"]["constants"];
+    assert!(c["steps"].as_u64().unwrap() > 0 && c["every"].as_u64().unwrap() >= 1 && c["fraction"].is_number(), "constant fitting settings: {c}");
 }
 
 fn grove_in(dir: &std::path::Path, args: &[&str]) -> Output {

@@ -110,6 +110,11 @@ fn every_population_of_a_run_gets_the_same_fitness_on_both() {
     assert!(bad.is_empty(), "{} differ:\n{}", bad.len(), bad[..bad.len().min(10)].join("\n"));
 }
 
+/// Constant fitting of `steps` steps every `every` generations on the best `fraction`.
+fn fitting(steps: u32, every: usize, fraction: f64) -> grove::evolve::ConstantFitting {
+    grove::evolve::ConstantFitting { steps, every, fraction }
+}
+
 /// An observer keeping a hall of fame and the median sizes, from whole populations (host loop)
 /// or from per-size summaries (device loop).
 #[derive(Default)]
@@ -156,6 +161,9 @@ fn the_device_loop_equals_the_host_loop() {
         (EngineConfig { pop_size: 777, generations: 12, seed: 9, tournament: 5, elite: 4, max_len: 256, ..Default::default() }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }, "add,sub,mul,div,exp,log,sqrt"),
         (EngineConfig { pop_size: 1000, generations: 10, seed: 1, tournament: 2, elite: 0, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }, "add,mul,sin,tanh"),
         (EngineConfig { pop_size: 500, generations: 8, seed: 5, tournament: 4, elite: 2, max_len: 512, ..Default::default() }, RegressionConfig { metric: Metric::Mae, linear_scaling: false, parsimony: 0.0 }, "add,sub,mul,div,pow"),
+        // Constants fitted on the device (kernels/fit.cu) and on the host loop's GPU task.
+        (EngineConfig { pop_size: 1500, generations: 12, seed: 7, tournament: 3, elite: 2, max_len: 128, constants: fitting(5, 2, 0.05), ..Default::default() }, RegressionConfig::default(), "add,sub,mul,div,sin,exp"),
+        (EngineConfig { pop_size: 800, generations: 9, seed: 8, tournament: 3, elite: 1, max_len: 64, constants: fitting(8, 1, 0.1), ..Default::default() }, RegressionConfig { metric: Metric::Rmse, linear_scaling: false, parsimony: 1e-4 }, "add,sub,mul,aq,tanh"),
     ];
     for (cfg, reg, functions) in cases {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
@@ -267,6 +275,8 @@ fn the_device_ge_loop_equals_the_host_loop() {
         ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 2000, generations: 20, seed: 3, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default()),
         ("ge-paper.bnf", MapConfig { max_wraps: 2, codons: Codons::Lazy, ..MapConfig::default() }, random, EngineConfig { pop_size: 1501, generations: 22, seed: 8, tournament: 4, elite: 3, max_len: 256, ..Default::default() }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }),
         ("pagie1.bnf", MapConfig { max_wraps: 1, max_depth: 12, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1000, generations: 20, seed: 5, tournament: 2, elite: 0, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }),
+        // Grammars' constants fitted (Baldwinian: the genomes keep their codons).
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1200, generations: 12, seed: 6, tournament: 3, elite: 2, max_len: 128, constants: fitting(5, 3, 0.05), ..Default::default() }, RegressionConfig::default()),
     ];
     for (file, map, init, cfg, reg) in cases {
         let l = load(&root.join("grammars").join(file), &shape).unwrap();

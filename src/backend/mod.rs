@@ -12,6 +12,7 @@ pub mod cuda;
 
 use anyhow::Result;
 
+use crate::program::constants::{FitConfig, FitResult};
 use crate::program::classify::ClassSums;
 use crate::program::eval::RegressionSums;
 use crate::program::tree::Population;
@@ -300,6 +301,22 @@ impl Backend {
             _ => anyhow::bail!("data set uploaded for another backend"),
         }
     }
+    /// Fits the numeric constants of rows `rows` of `pop` in place on `data` by
+    /// Levenberg–Marquardt ([`crate::program::constants`]): on the GPU when the data is there
+    /// (`kernels/fit.cu`, the same bits), else on the CPU. One result per row.
+    pub fn fit_constants(&self, pop: &mut Population, rows: &[usize], data: &RegressionData<'_>, cfg: FitConfig) -> Result<Vec<FitResult>> {
+        if let Some(&r) = rows.iter().find(|&&r| r >= pop.size()) {
+            anyhow::bail!("row {r} of a population of {}", pop.size());
+        }
+        match (self, data) {
+            (_, RegressionData::Host { x, y, n_rows }) | (_, RegressionData::Streamed { x, y, n_rows, .. }) => {
+                Ok(crate::program::constants::fit_constants(pop, rows, x, y, *n_rows, cfg))
+            }
+            (Backend::Cuda(e), RegressionData::Device(d)) => Ok(e.fit_constants(pop, rows, d, cfg)?),
+            _ => anyhow::bail!("data set uploaded for another backend"),
+        }
+    }
+
     /// Puts a classification data set where this backend reads it (once per run): features
     /// `x` `[n_features][n_rows]` (f32, feature-major) and `labels` `[n_rows]`, each `< n_classes`.
     ///

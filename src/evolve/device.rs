@@ -137,6 +137,11 @@ pub struct Transfers {
     /// row indices, and rows staged through the host between GPUs (also counted: fitness and
     /// used codons copied back in [`Self::population_bytes_between_generations`]).
     pub migration_bytes: usize,
+    /// Constant fits (per island and fitting generation).
+    pub constant_fits: usize,
+    /// Their bytes: the fitness read back to choose the rows, the rows, the fit's results (not
+    /// in [`Self::population_bytes_between_generations`]; the trees are fitted in place).
+    pub constant_fit_bytes: usize,
 }
 
 /// Whether the device loop can run these settings (else the host loop runs, with the same
@@ -280,6 +285,28 @@ struct Staging {
     inbox: DevicePopulation,
     out_genomes: Option<DeviceGenomes>,
     inbox_genomes: Option<DeviceGenomes>,
+}
+
+/// The device loop's constant fitting of one island after its evaluation (regression only: the
+/// other tasks fit none), as the host loop's: the fitness read back, the rows
+/// [`super::ConstantFitting::rows`] chooses fitted in place (`kernels/fit.cu`), and the
+/// population evaluated again.
+fn fit_constants(cfg: &EngineConfig, i: &mut Island<'_, '_, '_>, tr: &mut Transfers) -> Result<()> {
+    let (DeviceTask::Regression(r), FitnessStep::Regression(s)) = (&i.task, &mut i.fs) else { return Ok(()) };
+    let e = r.engine;
+    let fit = e.download_fitness(&i.fit)?;
+    let rows: Vec<u32> = cfg.constants.rows(&fit).into_iter().map(|r| r as u32).collect();
+    tr.constant_fits += 1;
+    tr.constant_fit_bytes += fit.len() * 8 + rows.len() * 4;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let idx = e.upload_indices(&rows, fit.len())?;
+    let fc = crate::program::constants::FitConfig { steps: cfg.constants.steps, linear_scaling: r.config.linear_scaling };
+    let res = e.fit_constants_on_device(&mut i.pop, &idx, r.data, fc)?;
+    tr.constant_fit_bytes += res.len() * std::mem::size_of::<crate::program::constants::FitResult>();
+    e.regression_fitness(&i.pop, &i.order, r.data, &r.config, s, &mut i.fit)?;
+    Ok(())
 }
 
 /// The islands of the device loop as a [`Transport`](super::islands::Transport): fitness (and
@@ -699,6 +726,12 @@ pub fn run_islands(
             }
         }
         prof.mark(e0, "evaluate")?;
+        if cfg.constants.at(gen) {
+            for i in isl.iter_mut() {
+                fit_constants(cfg, i, &mut books.tr)?;
+            }
+            prof.mark(e0, "constants")?;
+        }
         for i in isl.iter_mut() {
             let e = i.task.engine();
             i.elite = Some(e.elite_and_stats(&i.fit, &i.pop, n_elite, &mut i.es, &mut i.mail)?);

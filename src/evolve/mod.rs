@@ -50,6 +50,66 @@ pub struct EngineConfig {
     /// becomes the parent with probability `D / 2`.
     #[serde(default = "default_size_pressure")]
     pub size_pressure: f64,
+    /// Constants fitted during the run ([`ConstantFitting`]; off by default, which the
+    /// regression task's defaults turn on).
+    #[serde(default)]
+    pub constants: ConstantFitting,
+}
+
+/// When and on which programs the task fits numeric constants by Levenberg–Marquardt
+/// ([`Fitness::fit_constants`]): at every `every`-th generation (generation 0 among them), just
+/// after evaluation, the best `fraction` of each island's population. Tree GP keeps the fitted
+/// constants in the trees its children are bred from (Lamarckian); grammatical evolution maps
+/// its genomes afresh each generation, so only the fitness (and the best program and hall of
+/// fame) keep them (Baldwinian).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConstantFitting {
+    /// Levenberg–Marquardt steps per fit; 0: no fitting.
+    pub steps: u32,
+    /// Generations between fits (1: every generation).
+    pub every: usize,
+    /// Fraction of the population fitted each time, the best first: `ceil(fraction · P)`
+    /// programs, at least 1.
+    pub fraction: f64,
+}
+
+impl Default for ConstantFitting {
+    fn default() -> Self {
+        Self { steps: 0, every: 1, fraction: 0.1 }
+    }
+}
+
+impl ConstantFitting {
+    /// Whether constants are fitted after evaluating generation `gen`.
+    pub fn at(&self, gen: usize) -> bool {
+        self.steps > 0 && gen % self.every.max(1) == 0
+    }
+
+    /// Programs fitted in a population of `p`.
+    pub fn count(&self, p: usize) -> usize {
+        ((p as f64 * self.fraction).ceil() as usize).clamp(1, p.max(1))
+    }
+
+    /// The rows fitted: the best [`Self::count`] valid ones by fitness (`select::elite`'s
+    /// order).
+    pub fn rows(&self, fit: &[f64]) -> Vec<usize> {
+        let mut rows = select::elite(fit, self.count(fit.len()));
+        rows.retain(|&i| select::key(fit[i]).is_finite());
+        rows
+    }
+
+    /// Checks the settings; errors name the option.
+    pub fn check(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.every >= 1, "--optimise-every (engine.constants.every) must be at least 1, got {}", self.every);
+        anyhow::ensure!(
+            self.fraction > 0.0 && self.fraction <= 1.0,
+            "--optimise-fraction (engine.constants.fraction) must be in (0, 1], got {}",
+            self.fraction
+        );
+        anyhow::ensure!(self.steps <= 1000, "--optimise-constants (engine.constants.steps) takes at most 1000 steps, got {}", self.steps);
+        Ok(())
+    }
 }
 
 /// Luke & Panait's recommended `D` for the double tournament.
@@ -70,6 +130,7 @@ impl Default for EngineConfig {
             max_len: 256,
             bloat: select::Bloat::None,
             size_pressure: DEFAULT_SIZE_PRESSURE,
+            constants: ConstantFitting::default(),
         }
     }
 }
@@ -306,6 +367,14 @@ pub trait Fitness: Sync {
     /// including rows of length 0). An error stops the run.
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>>;
 
+    /// Fits the numeric constants of rows `rows` of `pop` in place by Levenberg–Marquardt
+    /// (`steps` steps) and returns those rows' fitness afterwards, in `rows`' order; `None`
+    /// (the default) for a task that fits no constants. [`ConstantFitting`] says when the
+    /// loops call it.
+    fn fit_constants(&self, _pop: &mut Population, _rows: &[usize], _steps: u32) -> anyhow::Result<Option<Vec<f64>>> {
+        Ok(None)
+    }
+
     /// The task as the device loop runs it, when its data lives on a GPU and the whole
     /// generation can stay there ([`device`]); `None` (the default) runs the host loop.
     fn device_task(&self) -> Option<device::DeviceTask<'_>> {
@@ -327,6 +396,11 @@ impl<F: Fitness> Fitness for OnGpus<'_, F> {
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
         let first = self.0.first().ok_or_else(|| anyhow::anyhow!("a task on no device"))?;
         first.evaluate(pop)
+    }
+
+    fn fit_constants(&self, pop: &mut Population, rows: &[usize], steps: u32) -> anyhow::Result<Option<Vec<f64>>> {
+        let first = self.0.first().ok_or_else(|| anyhow::anyhow!("a task on no device"))?;
+        first.fit_constants(pop, rows, steps)
     }
 
     fn device_task(&self) -> Option<device::DeviceTask<'_>> {
@@ -375,6 +449,19 @@ fn evaluate(task: &dyn Fitness, pop: &Population) -> anyhow::Result<Vec<f64>> {
         }
     }
     Ok(fit)
+}
+
+/// The host loop's constant fitting of one island after its evaluation: the rows
+/// [`ConstantFitting::rows`] chooses, fitted by the task, their fitness replaced.
+fn fit_constants(task: &dyn Fitness, cfg: &EngineConfig, i: &mut HostIsland) -> anyhow::Result<()> {
+    let rows = cfg.constants.rows(&i.fit);
+    if let Some(fit) = task.fit_constants(&mut i.pop, &rows, cfg.constants.steps)? {
+        anyhow::ensure!(fit.len() == rows.len(), "the task fitted {} of {} programs", fit.len(), rows.len());
+        for (&r, f) in rows.iter().zip(fit) {
+            i.fit[r] = f;
+        }
+    }
+    Ok(())
 }
 
 fn best_of(fit: &[f64]) -> Option<usize> {
@@ -655,6 +742,9 @@ pub fn run_islands_on_host(
                 i.used = map_population(r, g, &mut i.pop);
             }
             i.fit = evaluate(task, &i.pop)?;
+            if cfg.constants.at(gen) {
+                fit_constants(task, cfg, i)?;
+            }
         }
         for i in &isl {
             if let Some(b) = best_of(&i.fit) {

@@ -204,6 +204,12 @@ fn chain(d: f32, t: f32) -> f32 {
     if d == 0.0 || t == 0.0 { 0.0 } else { d * t }
 }
 
+/// The fitting walk's values and their tangents.
+struct Stack {
+    sv: [f32; FIT_STACK],
+    st: [[f32; MAX_FIT_CONSTANTS]; FIT_STACK],
+}
+
 /// One tree and the data it is fitted on.
 struct Problem<'a> {
     op: &'a [u8],
@@ -225,10 +231,10 @@ impl Problem<'_> {
     }
 
     /// The tree at `row` with constants `c` (f32): its value, and its tangents in `t[..n_c]`.
-    fn point(&self, c: &[f32; MAX_FIT_CONSTANTS], row: usize, t: &mut [f32; MAX_FIT_CONSTANTS]) -> f32 {
+    /// `stack` is scratch (every entry is written before it is read).
+    fn point(&self, c: &[f32; MAX_FIT_CONSTANTS], row: usize, t: &mut [f32; MAX_FIT_CONSTANTS], stack: &mut Stack) -> f32 {
         let n_c = self.n_c;
-        let mut sv = [0.0f32; FIT_STACK];
-        let mut st = [[0.0f32; MAX_FIT_CONSTANTS]; FIT_STACK];
+        let Stack { sv, st } = stack;
         let mut h = 0usize;
         let mut k = self.total;
         for i in (0..self.op.len()).rev() {
@@ -275,10 +281,10 @@ impl Problem<'_> {
     }
 
     /// The row's vector `w = (J, r)` at `theta` (`c` its constants as f32), `m + 1` entries.
-    fn row(&self, theta: &[f64; MAX_FIT_PARAMS], c: &[f32; MAX_FIT_CONSTANTS], row: usize, w: &mut [f64; MAX_FIT_PARAMS + 1]) {
+    fn row(&self, theta: &[f64; MAX_FIT_PARAMS], c: &[f32; MAX_FIT_CONSTANTS], row: usize, w: &mut [f64; MAX_FIT_PARAMS + 1], stack: &mut Stack) {
         let n_c = self.n_c;
         let mut t = [0.0f32; MAX_FIT_CONSTANTS];
-        let f = self.point(c, row, &mut t);
+        let f = self.point(c, row, &mut t, stack);
         let (a, b) = if self.scaling { (theta[n_c], theta[n_c + 1]) } else { (1.0, 0.0) };
         for j in 0..n_c {
             w[j] = a * t[j] as f64;
@@ -300,8 +306,9 @@ impl Problem<'_> {
         let n_sums = sum_index(m, m) + 1;
         sums[..n_sums].fill(0.0);
         let mut w = [0.0f64; MAX_FIT_PARAMS + 1];
+        let mut stack = Stack { sv: [0.0; FIT_STACK], st: [[0.0; MAX_FIT_CONSTANTS]; FIT_STACK] };
         for row in 0..self.n_rows {
-            self.row(theta, &c, row, &mut w);
+            self.row(theta, &c, row, &mut w, &mut stack);
             for p in 0..=m {
                 for q in 0..=p {
                     sums[sum_index(p, q)] += w[p] * w[q];
@@ -564,7 +571,8 @@ mod tests {
             for row in 0..n_rows {
                 let xs = [x[row] as f64, x[n_rows + row] as f64];
                 let mut tan = [0.0f32; MAX_FIT_CONSTANTS];
-                let f = prob.point(&c32, row, &mut tan);
+                let mut stack = Stack { sv: [0.0; FIT_STACK], st: [[0.0; MAX_FIT_CONSTANTS]; FIT_STACK] };
+                let f = prob.point(&c32, row, &mut tan, &mut stack);
                 let f64v = eval64(tree.op, tree.value, &c64, &xs);
                 // Ill-conditioned points (where f32 and f64 already disagree) say nothing of
                 // the tangents.

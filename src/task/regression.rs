@@ -22,6 +22,9 @@ pub struct Scores {
     pub r2: f64,
 }
 
+/// The constant fitting of `grove evolve`'s defaults (chosen by measurement: docs/quality.md).
+pub const DEFAULT_FIT: crate::evolve::ConstantFitting = crate::evolve::ConstantFitting { steps: 5, every: 1, fraction: 0.05 };
+
 /// The regression task over a training set, evaluated by a backend.
 pub struct Regression<'d> {
     /// Where populations are evaluated.
@@ -43,6 +46,12 @@ impl crate::evolve::Fitness for Regression<'_> {
                 if pop.len[i] == 0 { f64::INFINITY } else { e + self.config.parsimony * pop.len[i] as f64 }
             })
             .collect())
+    }
+
+    fn fit_constants(&self, pop: &mut Population, rows: &[usize], steps: u32) -> anyhow::Result<Option<Vec<f64>>> {
+        let cfg = crate::program::constants::FitConfig { steps, linear_scaling: self.config.linear_scaling };
+        self.backend.fit_constants(pop, rows, &self.data, cfg)?;
+        self.evaluate(&pop.gather(rows)).map(Some)
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
@@ -233,7 +242,16 @@ impl EvolveSettings {
     /// `functions`).
     pub fn cli_default() -> Self {
         let mut s = Self {
-            engine: crate::evolve::EngineConfig { pop_size: 3000, generations: 100, seed: 1, tournament: 3, elite: 1, max_len: 128, ..Default::default() },
+            engine: crate::evolve::EngineConfig {
+                pop_size: 3000,
+                generations: 100,
+                seed: 1,
+                tournament: 3,
+                elite: 1,
+                max_len: 128,
+                constants: DEFAULT_FIT,
+                ..Default::default()
+            },
             ..Self::default()
         };
         s.map.max_depth = 17;
@@ -275,7 +293,7 @@ pub fn check_engine(e: &crate::evolve::EngineConfig) -> anyhow::Result<()> {
         "--size-pressure (engine.size_pressure) must be in [1, 2], got {}",
         e.size_pressure
     );
-    Ok(())
+    e.constants.check()
 }
 
 /// Checks GE's variation probabilities.
