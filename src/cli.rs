@@ -279,15 +279,16 @@ pub struct EvolveArgs {
     #[arg(long, default_value_t = 0.0)]
     pub parsimony: f64,
     /// Levenberg–Marquardt steps fitting the numeric constants (and, with linear scaling, the
-    /// scale and offset) of the best programs, on the training rows; 0: no fitting.
-    #[arg(long, default_value_t = crate::task::regression::DEFAULT_FIT.steps, value_name = "STEPS")]
-    pub optimise_constants: u32,
-    /// Generations between constant fits (1: every generation).
-    #[arg(long, default_value_t = crate::task::regression::DEFAULT_FIT.every, value_name = "G")]
-    pub optimise_every: usize,
-    /// Fraction of the population whose constants are fitted, the best first.
-    #[arg(long, default_value_t = crate::task::regression::DEFAULT_FIT.fraction, value_name = "F")]
-    pub optimise_fraction: f64,
+    /// scale and offset) of the best programs, on the training rows; 0: no fitting [default:
+    /// 10 on a GPU, 0 on the CPU, where the fit costs about 19 times a plain run]
+    #[arg(long, value_name = "STEPS")]
+    pub optimise_constants: Option<u32>,
+    /// Generations between constant fits (1: every generation) [default: 5]
+    #[arg(long, value_name = "G")]
+    pub optimise_every: Option<usize>,
+    /// Fraction of the population whose constants are fitted, the best first [default: 0.2]
+    #[arg(long, value_name = "F")]
+    pub optimise_fraction: Option<f64>,
     /// Tournament size.
     #[arg(long, default_value_t = 3)]
     pub tournament: usize,
@@ -437,6 +438,22 @@ fn parse_range(s: &str) -> Result<(u32, u32), String> {
 }
 
 impl EvolveArgs {
+    /// Constant fitting as asked, each setting not given taken from the defaults of the device
+    /// the run will use ([`crate::task::regression::default_fit`]).
+    fn constant_fitting(&self) -> crate::evolve::ConstantFitting {
+        let on_gpu = match self.device {
+            crate::backend::DeviceChoice::Cpu => false,
+            crate::backend::DeviceChoice::Cuda => true,
+            crate::backend::DeviceChoice::Auto => crate::backend::cuda::probe::driver().is_ok_and(|d| d.devices > 0),
+        };
+        let d = crate::task::regression::default_fit(on_gpu);
+        crate::evolve::ConstantFitting {
+            steps: self.optimise_constants.unwrap_or(d.steps),
+            every: self.optimise_every.unwrap_or(d.every),
+            fraction: self.optimise_fraction.unwrap_or(d.fraction),
+        }
+    }
+
     /// The run's settings (as stored in the report), checked.
     pub fn settings(&self) -> anyhow::Result<crate::task::regression::EvolveSettings> {
         let (map, init, vary, genome_capacity) = self.ge.configs()?;
@@ -457,11 +474,7 @@ impl EvolveArgs {
                 max_len: self.max_len,
                 bloat: self.choice.bloat,
                 size_pressure: self.choice.size_pressure,
-                constants: crate::evolve::ConstantFitting {
-                    steps: self.optimise_constants,
-                    every: self.optimise_every,
-                    fraction: self.optimise_fraction,
-                },
+                constants: self.constant_fitting(),
             },
             map,
             init,

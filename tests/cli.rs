@@ -114,7 +114,7 @@ fn evolve_writes_a_complete_report() {
     let report = dir.join("run.json");
     let out = grove(
         &["evolve", "--data", "builtin:koza1", "--grammar", "grammars/regression.bnf", "--pop", "50", "--gens", "3",
-          "--test-fraction", "0.25", "--report", report.to_str().unwrap(), "-q"],
+          "--test-fraction", "0.25", "--report", report.to_str().unwrap(), "-q", "--optimise-constants", "3", "--optimise-every", "2"],
         "",
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -133,7 +133,7 @@ fn evolve_writes_a_complete_report() {
     }
     assert_eq!(r["settings"]["engine"]["pop_size"], 50);
     let c = &r["settings"]["engine"]["constants"];
-    assert!(c["steps"].as_u64().unwrap() > 0 && c["every"].as_u64().unwrap() >= 1 && c["fraction"].is_number(), "constant fitting settings: {c}");
+    assert_eq!((c["steps"].as_u64(), c["every"].as_u64(), c["fraction"].as_f64()), (Some(3), Some(2), Some(0.2)), "constant fitting settings: {c}");
 }
 
 fn grove_in(dir: &std::path::Path, args: &[&str]) -> Output {

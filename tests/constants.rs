@@ -67,3 +67,25 @@ fn the_task_fits_rows_in_place_and_scores_them_as_evaluation_does() {
     }
     assert!(rows.iter().any(|&r| after[r] < 0.9 * before[r]), "no fit improved by 10 %");
 }
+
+#[test]
+fn experiment_files_lay_constant_fitting_over_the_devices_defaults() {
+    use grove::task::experiment::Experiment;
+    use grove::task::regression::{DEFAULT_FIT, default_fit};
+    let fitting = |given: serde_json::Value| match Experiment::from_parts("evolve", given, "test.ron") {
+        Ok(Experiment::Evolve(s)) => Ok(s.engine.constants),
+        Ok(_) => panic!("an evolve experiment"),
+        Err(e) => Err(format!("{e:#}")),
+    };
+    let base = serde_json::json!({"functions": "add,mul", "device": "cpu"});
+    assert_eq!(fitting(base.clone()), Ok(default_fit(false)));
+    assert_eq!(default_fit(false).steps, 0);
+    assert_eq!(fitting(serde_json::json!({"functions": "add,mul", "device": "cuda"})), Ok(DEFAULT_FIT));
+    let mut some = base.clone();
+    some["engine"] = serde_json::json!({"constants": {"steps": 4}});
+    assert_eq!(fitting(some), Ok(ConstantFitting { steps: 4, ..DEFAULT_FIT }));
+    let mut bad = base;
+    bad["engine"] = serde_json::json!({"constants": {"steps": 4, "fraction": 0.0}});
+    let e = fitting(bad).unwrap_err();
+    assert!(e.contains("engine.constants.fraction"), "{e}");
+}
