@@ -31,3 +31,30 @@ def grove_cli():
         return out
 
     return run
+
+
+class interrupt_soon:
+    """Sends SIGINT to the main thread 0.5 s after entering, then every 0.5 s until the block
+    ends (as a user pressing Ctrl-C until the run stops). One signal sent from a timer thread
+    with os.kill was once lost under heavy load (CI hung in a run of a million generations);
+    aiming each at the main thread, and repeating it, leaves no such window."""
+
+    def __enter__(self):
+        import signal
+        import threading
+
+        self._done = threading.Event()
+        main = threading.main_thread().ident
+
+        def send():
+            while not self._done.wait(0.5):
+                signal.pthread_kill(main, signal.SIGINT)
+
+        self._thread = threading.Thread(target=send, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+        return False

@@ -57,17 +57,11 @@ def test_bad_arguments_are_value_errors(policy):
 
 
 def test_ctrl_c_stops_a_control_run():
-    import os
-    import signal
-    import threading
     import time
 
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    from conftest import interrupt_soon
+
     start = time.monotonic()
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            grove.control("swimmer", **{**TINY, "generations": 1_000_000})
-    finally:
-        timer.cancel()
+    with pytest.raises(KeyboardInterrupt), interrupt_soon():
+        grove.control("swimmer", **{**TINY, "generations": 1_000_000})
     assert time.monotonic() - start < 30

@@ -19,6 +19,8 @@ from sklearn.preprocessing import StandardScaler
 import grove
 from grove import SymbolicClassifier, SymbolicRegressor
 
+from conftest import interrupt_soon
+
 SMALL = dict(population_size=300, generations=10, device="cpu", random_state=1)
 
 
@@ -323,14 +325,9 @@ def test_cuda_without_a_gpu_is_an_error_not_a_crash():
 def test_ctrl_c_raises_keyboard_interrupt_and_leaves_the_estimator_unfitted():
     X, y = quadratic(500)
     m = SymbolicRegressor(population_size=2000, generations=100000, device="cpu", random_state=1)
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
     start = time.monotonic()
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            m.fit(X, y)
-    finally:
-        timer.cancel()
+    with pytest.raises(KeyboardInterrupt), interrupt_soon():
+        m.fit(X, y)
     assert time.monotonic() - start < 30
     assert not hasattr(m, "program_") and not hasattr(m, "model_json_")
     # The estimator still works afterwards.
