@@ -168,6 +168,11 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         Bloat control by selection (the linear penalty is ``parsimony_coefficient``).
     size_pressure : float in [1, 2], default=1.4
         Double tournament: the smaller parent wins with probability ``size_pressure / 2``.
+    optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
+        Levenberg-Marquardt steps fitting the numeric constants (and the linear scaling) of
+        the best ``optimise_fraction`` of the population every ``optimise_every`` generations
+        (``grove evolve --optimise-constants``). None: the device's default (10 steps every 5
+        generations on the best 0.2 on a GPU; no fitting on the CPU).
     device : {"auto", "cpu", "cuda"}, default="auto"
         Where populations are evaluated; "auto" uses a CUDA GPU when one is usable, else the
         CPU with one warning.
@@ -196,6 +201,9 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         **_SymbolicBase._parameter_constraints,
         "metric": [StrOptions({"mse", "rmse", "mae", "r2"})],
         "linear_scaling": ["boolean"],
+        "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
+        "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
+        "optimise_fraction": [Interval(Real, 0, 1, closed="right"), None],
     }
 
     def __init__(
@@ -215,6 +223,9 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         select="auto",
         bloat="none",
         size_pressure=1.4,
+        optimise_constants=None,
+        optimise_every=None,
+        optimise_fraction=None,
         device="auto",
         threads=None,
         random_state=None,
@@ -223,6 +234,9 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.function_set = function_set
         self.grammar = grammar
         self.metric = metric
+        self.optimise_constants = optimise_constants
+        self.optimise_every = optimise_every
+        self.optimise_fraction = optimise_fraction
         self.linear_scaling = linear_scaling
         self.population_size = population_size
         self.generations = generations
@@ -242,10 +256,22 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     def _settings(self):
         if self.metric == "mae" and self.linear_scaling:
             raise ValueError("metric='mae' cannot be used with linear scaling (a least-squares fit): set linear_scaling=False")
+        engine = self._engine()
+        constants = {
+            key: cast(value)
+            for key, value, cast in [
+                ("steps", self.optimise_constants, int),
+                ("every", self.optimise_every, int),
+                ("fraction", self.optimise_fraction, float),
+            ]
+            if value is not None
+        }
+        if constants:
+            engine["constants"] = constants
         return {
             "data": "python",
             **self._representation("add,sub,mul,div"),
-            "engine": self._engine(),
+            "engine": engine,
             **self._choice(),
             "regression": {
                 "metric": self.metric,

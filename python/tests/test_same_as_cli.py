@@ -45,16 +45,18 @@ def test_regressor_equals_grove_evolve(tmp_path, grove_cli, functions):
     y = np.sin(X[:, 0]) * X[:, 1] + 0.5 * X[:, 2] ** 2
     names = ["x0", "x1", "x2"]
     write_csv(tmp_path / "d.csv", X, y, names, "y")
-    common = ["--pop", 400, "--gens", 12, "--seed", 5, "--parsimony", 0.001, "--tournament", 4, "--max-len", 64]
+    common = ["--pop", 400, "--gens", 12, "--seed", 5, "--parsimony", 0.001, "--tournament", 4, "--max-len", 64,
+              "--optimise-constants", 3, "--optimise-every", 4, "--optimise-fraction", 0.05]
     rep = ["--functions", functions] if functions else ["--grammar", "grammars/regression.bnf"]
     grove_cli("evolve", "--data", tmp_path / "d.csv", *rep, *common, "--device", "cpu", "--quiet", "--report", tmp_path / "r.json")
     cli = json.loads((tmp_path / "r.json").read_text())
     est = SymbolicRegressor(
         population_size=400, generations=12, random_state=5, parsimony_coefficient=0.001, tournament_size=4,
-        max_length=64, device="cpu",
+        max_length=64, device="cpu", optimise_constants=3, optimise_every=4, optimise_fraction=0.05,
         **(dict(function_set=functions) if functions else dict(grammar=str(REPO / "grammars" / "regression.bnf"))),
     ).fit(X, y)
     same_run(cli, est.report_)
+    assert est.report_["settings"]["engine"]["constants"] == {"steps": 3, "every": 4, "fraction": 0.05}
     assert est.program_ == cli["best"]["infix"]
     # Predictions equal `grove predict` on the same rows.
     out = grove_cli("predict", "--model", tmp_path / "r.json", "--data", tmp_path / "d.csv")
