@@ -396,6 +396,21 @@ mod tests {
         if neg { -v } else { v }
     }
 
+    // GROVE_KERNEL_DIR's sim.cu replaced the whole text, model header included, so an
+    // overridden sim.cu did not compile (no GROVE_NV): the header must stay.
+    #[test]
+    fn an_overridden_sim_cu_keeps_the_model_header() {
+        let m = Model::load("hopper", None).unwrap();
+        let text = sim_text(&m);
+        let got = super::super::kernels::with_override(&text, "sim.cu", Some("// staged sim.cu\n".into()));
+        let header = &text[..text.find("#line 1 \"sim.cu\"\n").unwrap()];
+        assert!(got.starts_with(header) && got.ends_with("#line 1 \"sim.cu\"\n// staged sim.cu\n"), "{}", &got[got.len() - 200..]);
+        assert!(header.contains("#define GROVE_NV 6"));
+        // A plain kernel file is replaced whole; without an override nothing changes.
+        assert_eq!(super::super::kernels::with_override("a", "eval.cu", Some("b".into())), "b");
+        assert_eq!(super::super::kernels::with_override(&text, "sim.cu", None), text);
+    }
+
     #[test]
     fn literals_name_the_exact_f32() {
         let mut rng = crate::rng::Stream::new(1, 0, 0, crate::rng::Purpose::Bench);
