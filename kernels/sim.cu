@@ -1,5 +1,5 @@
-// sim.cu: steps many environments of one model on the GPU, one environment per thread, the whole
-// episode in one launch.
+// sim.cu: steps many environments of one model on the GPU, each environment on one thread, whole
+// episodes in one launch.
 //
 // Twin of the CPU reference stepper (src/sim/dynamics.rs, src/sim/env.rs) in f32, bit for bit:
 // the same equations (control-envs.md §3.3), constraint slots, row order, warm-started projected
@@ -16,9 +16,10 @@
 //
 // State lives in registers and local memory: q, v (GROVE_NV), the warm-start forces
 // (GROVE_SLOTS), the return and the step count. Two kernels play episodes: grove_sim_rollout
-// with open-loop actions from a buffer, and grove_control_rollout (with grove_control_reduce)
-// where each thread's actions come from its individual's program reading the observation
-// (the control task; CPU reference src/program/policy.rs, host side
+// with open-loop actions from a buffer, one environment per thread, and grove_control_rollout
+// (with grove_control_reduce) where actions come from each individual's program reading the
+// observation, persistent threads taking (individual, episode) pairs from a queue as their
+// episodes end (the control task; CPU reference src/program/policy.rs, host side
 // src/backend/cuda/control.rs).
 
 typedef float real;  // also spelled `float` in grove_env.h
@@ -520,7 +521,7 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
 // Mirrors ControlParams in src/backend/cuda/control.rs.
 struct GroveControlParams {
     unsigned n_trees;          // P: individuals
-    unsigned episodes;         // K: episodes per individual (thread g plays episode g % K of g / K)
+    unsigned episodes;         // K: episodes per individual (queue item g is episode g % K of g / K)
     unsigned steps;            // T: control steps per episode at most
     unsigned generation;       // Philox counter word 0 of the reset draws (word 1: the episode)
     unsigned long long seed;   // Philox key
@@ -583,48 +584,106 @@ __device__ inline bool grove_policy(const GroveInstr* __restrict__ prog, int n, 
     return ok;
 }
 
-// One thread per (individual, episode): thread g plays episode g % K of individual g / K with
-// the individual's program as the policy, the whole episode in this launch. prog: (P, L)
-// compiled programs (grove_compile_trees); n_instr: (P,) their lengths; skip: (P,) nonzero for
-// trees the host found unfit for this kernel (invalid, or deeper than GROVE_CTRL_STACK). returns: (P·K,) f64 sums of rewards;
-// lengths: (P·K,) control steps taken; valid: (P·K,) 1 when the outputs stayed finite.
-extern "C" __global__ void grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
+// Threads per block of grove_control_rollout (the host launches this many) and its launch
+// bound, a macro so that the kernel's name still follows `void` for the launch check
+// (tests/cuda_kernels.rs) and a variant can be staged by defining it first (a copy of this file
+// in GROVE_KERNEL_DIR starting with `#define GROVE_CTRL_BOUNDS __launch_bounds__(64, 6)`). At
+// least one block per SM: with the block size alone ptxas capped Walker2d's registers at 168
+// and spilled (420 bytes; sass.py, docs/benchmarks.md); a higher minimum trades spills for
+// occupancy.
+#define GROVE_CTRL_BLOCK 64
+#ifndef GROVE_CTRL_BOUNDS
+#define GROVE_CTRL_BOUNDS __launch_bounds__(GROVE_CTRL_BLOCK, 1)
+#endif
+
+// The queue's next item for the calling lane, past the `threads` first items (thread g's first
+// is item g), or n when the queue is empty. The lanes of a warp that take together share one
+// atomicAdd and get consecutive items, so lanes that refill together tend to run one policy.
+__device__ inline unsigned grove_ctrl_take(unsigned* queue, unsigned threads, unsigned n) {
+    const unsigned mask = __activemask();
+    const unsigned lane = threadIdx.x & 31u;
+    const int leader = __ffs(mask) - 1;
+    unsigned base = 0;
+    if ((int)lane == leader) base = atomicAdd(queue, (unsigned)__popc(mask));
+    base = __shfl_sync(mask, base, leader);
+    const unsigned long long g = (unsigned long long)threads + base + (unsigned)__popc(mask & ((1u << lane) - 1u));
+    return g < n ? (unsigned)g : n;
+}
+
+// Plays every (individual, episode) of the population with the individual's program as the
+// policy: item g of the queue is episode g % K of individual g / K (an individual's episodes
+// adjacent). Persistent threads: thread g starts with item g, and a thread whose episode ends
+// takes the next waiting item (grove_ctrl_take on `queue`, which the host zeroes before each
+// launch), so a lane never idles while items wait; the host launches as many threads as stay
+// resident. One loop iteration is one control step of the lane's episode, ending and refilling
+// within the iteration, so the lanes of a warp reconverge at every step instead of waiting for
+// the warp's longest episode. Each episode's arithmetic is the one-episode-per-thread kernel's
+// (the same reset, steps and sums), so which thread plays it changes no bit; launched with one
+// thread per item it is that kernel. prog: (P, L) compiled programs (grove_compile_trees);
+// n_instr: (P,) their lengths; skip: (P,) nonzero for trees the host found unfit for this kernel
+// (invalid, or deeper than GROVE_CTRL_STACK). returns: (P·K,) f64 sums of rewards; lengths:
+// (P·K,) control steps taken; valid: (P·K,) 1 when the outputs stayed finite; queue: one
+// counter, zero at launch.
+extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
                                                  const unsigned short* __restrict__ n_instr, const unsigned char* __restrict__ skip,
                                                  double* __restrict__ returns, unsigned* __restrict__ lengths,
-                                                 unsigned* __restrict__ valid) {
-    const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= p.n_trees * p.episodes) return;
-    const unsigned ind = g / p.episodes, ep = g % p.episodes;
-    if (skip[ind] || n_instr[ind] == 0) {
-        returns[g] = 0.0;
-        lengths[g] = 0;
-        valid[g] = 0;
-        return;
-    }
-    const GroveInstr* code = prog + (size_t)ind * p.max_len;
-    const int len = (int)n_instr[ind];
-    real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC];
-    for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
-    grove_reset(p.seed, p.generation, ep, (p.flags & GROVE_CTRL_NOISE) != 0, q, v);
+                                                 unsigned* __restrict__ valid, unsigned* __restrict__ queue) {
+    const unsigned n = p.n_trees * p.episodes;
+    const unsigned threads = gridDim.x * blockDim.x;
+    const bool terminate = (p.flags & GROVE_CTRL_NO_TERMINATION) == 0;
+    unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
+    real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC], obs[GROVE_NOBS_ALLOC], a[GROVE_NU];
+    GroveKin k;
+    const GroveInstr* code = prog;
+    int len = 0;
     double ret = 0.0;
     unsigned t = 0;
-    bool done = false, ok = true;
-    const bool terminate = (p.flags & GROVE_CTRL_NO_TERMINATION) == 0;
-    real obs[GROVE_NOBS_ALLOC], a[GROVE_NU];
-    GroveKin k;
-    grove_kinematics(q, k);
-    for (; t < p.steps && !done; ++t) {
-        grove_observe(q, v, k.pw, obs);
-        if (!grove_policy(code, len, obs, a)) {
-            ok = false;
-            break;
+    bool running = false;
+    for (;;) {
+        if (!running) {
+            // The next item that needs a step; those that need none are recorded on the way.
+            for (; g < n; g = grove_ctrl_take(queue, threads, n)) {
+                const unsigned ind = g / p.episodes;
+                if (skip[ind] || n_instr[ind] == 0) {
+                    returns[g] = 0.0;
+                    lengths[g] = 0;
+                    valid[g] = 0;
+                } else if (p.steps == 0) {
+                    returns[g] = 0.0;
+                    lengths[g] = 0;
+                    valid[g] = 1;
+                } else {
+                    break;
+                }
+            }
+            if (g >= n) break;
+            const unsigned ind = g / p.episodes, ep = g % p.episodes;
+            code = prog + (size_t)ind * p.max_len;
+            len = (int)n_instr[ind];
+            for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
+            grove_reset(p.seed, p.generation, ep, (p.flags & GROVE_CTRL_NOISE) != 0, q, v);
+            grove_kinematics(q, k);
+            ret = 0.0;
+            t = 0;
+            running = true;
         }
-        ret += (double)grove_env_step(q, v, warm, a, k, done);
-        done = done && terminate;
+        grove_observe(q, v, k.pw, obs);
+        const bool ok = grove_policy(code, len, obs, a);
+        if (ok) {
+            bool done = false;
+            ret += (double)grove_env_step(q, v, warm, a, k, done);
+            ++t;
+            running = !(done && terminate) && t < p.steps;
+        } else {
+            running = false;  // a non-finite output: the individual is invalid
+        }
+        if (!running) {
+            returns[g] = ret;
+            lengths[g] = t;
+            valid[g] = ok ? 1u : 0u;
+            g = grove_ctrl_take(queue, threads, n);
+        }
     }
-    returns[g] = ret;
-    lengths[g] = t;
-    valid[g] = ok ? 1u : 0u;
 }
 
 // One thread per individual: the mean of its K returns, summed in episode order (f64), or NaN
