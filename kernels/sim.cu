@@ -82,6 +82,17 @@ __device__ inline double grove_noise(GroveStream& s, int kind, double scale) {
 }
 
 // ---- kinematics and Jacobians (dynamics.rs: kinematics, jacobian, jdot_v) ------------------
+//
+// Every loop over bodies, joints, path entries, limits and capsules is unrolled (`#pragma
+// unroll`) and the model's tables are `__device__ const` (grove_env.h), so each index into a
+// per-thread array here (GroveKin, a body's Jacobian, M, the Cholesky factor) is a constant and
+// the arrays live in registers; with a loop variable or a `__constant__` table entry as the
+// index they lived in local memory, every update a load and a store. smooth and jdot_v are
+// inlined into grove_acceleration for the same reason (arrays passed to a call are in memory);
+// grove_acceleration stays out of line (RK4 calls it four times a substep). The loops over the
+// active constraint rows (their count known only at run time) stay loops, `#pragma unroll 1`:
+// unrolled to the rows' compile-time maximum they made Walker2d's code half as large again.
+// None of this changes an operation or its order: the bits are the CPU's.
 
 struct GroveKin {
     real pu[GROVE_NB], pw[GROVE_NB], ang[GROVE_NB];  // body frame origins and angles
@@ -96,12 +107,14 @@ __device__ inline void grove_rot(real a, real x, real y, real& ox, real& oy) {
 }
 
 __device__ void grove_kinematics(const real* q, GroveKin& k) {
+#pragma unroll
     for (int b = 0; b < GROVE_NB; ++b) {
         const int p = grove_parent[b];
         const real ppu = p >= 0 ? k.pu[p] : 0.0f, ppw = p >= 0 ? k.pw[p] : 0.0f, pa = p >= 0 ? k.ang[p] : 0.0f;
         real ox, oy;
         grove_rot(pa, grove_bpos[b][0], grove_bpos[b][1], ox, oy);
         real pu = ppu + ox, pw = ppw + oy, ang = pa + grove_bang[b];
+#pragma unroll
         for (int j = 0; j < GROVE_NV; ++j) {
             if (grove_jbody[j] != b) continue;
             const real dq = q[j] - grove_qpos0[j];
@@ -141,7 +154,9 @@ __device__ inline void grove_world_point(const GroveKin& k, int b, real x, real 
 // Columns [u̇, ẇ, φ̇] of the point (pu, pw) moving with body b, from the first `upto` joints of
 // its path.
 __device__ void grove_jacobian(const GroveKin& k, int b, real pu, real pw, int upto, real J[GROVE_NV][3]) {
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) J[i][0] = J[i][1] = J[i][2] = 0.0f;
+#pragma unroll
     for (int n = 0; n < upto; ++n) {
         const int j = grove_path[b][n];
         if (grove_jslide[j]) {
@@ -158,6 +173,7 @@ __device__ void grove_jacobian(const GroveKin& k, int b, real pu, real pw, int u
 
 __device__ inline void grove_jv(const real J[GROVE_NV][3], const real* v, real out[3]) {
     out[0] = out[1] = out[2] = 0.0f;
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) {
         out[0] += J[i][0] * v[i];
         out[1] += J[i][1] * v[i];
@@ -165,12 +181,13 @@ __device__ inline void grove_jv(const real J[GROVE_NV][3], const real* v, real o
     }
 }
 
-__device__ __noinline__ void grove_jdot_v(const GroveKin& k, int b, real pu, real pw, const real* v, real out[2]) {
+__device__ inline void grove_jdot_v(const GroveKin& k, int b, real pu, real pw, const real* v, real out[2]) {
     real J[GROVE_NV][3], pdot[3], adot[3];
     const int len = grove_pathlen[b];
     grove_jacobian(k, b, pu, pw, len, J);
     grove_jv(J, v, pdot);
     out[0] = out[1] = 0.0f;
+#pragma unroll
     for (int n = 0; n < len; ++n) {
         const int j = grove_path[b][n];
         if (grove_jslide[j]) continue;
@@ -186,24 +203,30 @@ __device__ __noinline__ void grove_jdot_v(const GroveKin& k, int b, real pu, rea
 
 // M (armature on the diagonal) and f = (actuator + passive) - bias, each part summed on its own
 // as dynamics.rs `smooth` does (passive = springs and damping + fluid).
-__device__ __noinline__ void grove_smooth(const GroveKin& k, const real* q, const real* v, const real* ctrl, real M[GROVE_NV][GROVE_NV],
+__device__ inline void grove_smooth(const GroveKin& k, const real* q, const real* v, const real* ctrl, real M[GROVE_NV][GROVE_NV],
                              real f[GROVE_NV]) {
     real J[GROVE_NV][3], bias[GROVE_NV], fluid[GROVE_NV], act[GROVE_NV];
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) {
+#pragma unroll
         for (int j = 0; j < GROVE_NV; ++j) M[i][j] = 0.0f;
         M[i][i] = grove_armature[i];
         f[i] = -grove_damping[i] * v[i] - grove_stiffness[i] * (q[i] - grove_springref[i]);  // passive
         bias[i] = fluid[i] = act[i] = 0.0f;
     }
+#pragma unroll
     for (int b = 0; b < GROVE_NB; ++b) {
         real cu, cw;
         grove_world_point(k, b, grove_com[b][0], grove_com[b][1], cu, cw);
         grove_jacobian(k, b, cu, cw, grove_pathlen[b], J);
         const real mb = grove_mass[b], ib = grove_inertia_n[b];
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i)
+#pragma unroll
             for (int j = 0; j < GROVE_NV; ++j) M[i][j] += mb * (J[i][0] * J[j][0] + J[i][1] * J[j][1]) + ib * J[i][2] * J[j][2];
         real a[2];
         grove_jdot_v(k, b, cu, cw, v, a);
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) bias[i] += mb * (J[i][0] * (a[0] - GROVE_GU) + J[i][1] * (a[1] - GROVE_GW));
 #if GROVE_FLUID
         real vel[3];
@@ -215,23 +238,30 @@ __device__ __noinline__ void grove_smooth(const GroveKin& k, const real* q, cons
         const real* c = grove_fluid[b];  // c1, c2, cL, cT, cR
         const real fl = -(c[0] * vl + c[2] * fabsf(vl) * vl), ft = -(c[0] * vt + c[3] * fabsf(vt) * vt);
         const real fu = fl * elu + ft * etu, fw = fl * elw + ft * etw, tau = -(c[1] * om + c[4] * fabsf(om) * om);
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) fluid[i] += J[i][0] * fu + J[i][1] * fw + J[i][2] * tau;
 #endif
     }
+#pragma unroll
     for (int a = 0; a < GROVE_NU; ++a) act[grove_act_dof[a]] += grove_gear[a] * fminf(fmaxf(ctrl[a], grove_ctrl[a][0]), grove_ctrl[a][1]);
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) f[i] = (act[i] + (f[i] + fluid[i])) - bias[i];
 }
 
 // In-place Cholesky, lower triangle; false when M is not positive definite.
 __device__ bool grove_cholesky(real L[GROVE_NV][GROVE_NV]) {
+#pragma unroll
     for (int j = 0; j < GROVE_NV; ++j) {
         real d = L[j][j];
+#pragma unroll
         for (int k = 0; k < j; ++k) d -= L[j][k] * L[j][k];
         if (!(d > 0.0f)) return false;
         d = sqrtf(d);
         L[j][j] = d;
+#pragma unroll
         for (int i = j + 1; i < GROVE_NV; ++i) {
             real s = L[i][j];
+#pragma unroll
             for (int k = 0; k < j; ++k) s -= L[i][k] * L[j][k];
             L[i][j] = s / d;
         }
@@ -240,13 +270,17 @@ __device__ bool grove_cholesky(real L[GROVE_NV][GROVE_NV]) {
 }
 
 __device__ void grove_solve(const real L[GROVE_NV][GROVE_NV], const real* b, real* x) {
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) {
         real s = b[i];
+#pragma unroll
         for (int k = 0; k < i; ++k) s -= L[i][k] * x[k];
         x[i] = s / L[i][i];
     }
+#pragma unroll
     for (int i = GROVE_NV - 1; i >= 0; --i) {
         real s = x[i];
+#pragma unroll
         for (int k = i + 1; k < GROVE_NV; ++k) s -= L[k][i] * x[k];
         x[i] = s / L[i][i];
     }
@@ -270,19 +304,24 @@ __device__ inline real grove_imp(const real s[GROVE_SOFT_N], int mode, real pos,
 }
 
 // Generalized acceleration including constraint forces; updates `warm`. With `implicit`,
-// (M + hD)⁻¹ (f + Jᵀλ) (Euler), else M⁻¹ (f + Jᵀλ) (RK4 stages).
+// (M + hD)⁻¹ (f + Jᵀλ) (Euler), else M⁻¹ (f + Jᵀλ) (RK4 stages). Out of line: the kernel and
+// its RK4 stages share one copy.
 __device__ __noinline__ void grove_acceleration(const real* q, const real* v, const real* ctrl, real* warm, bool implicit, real* acc) {
     GroveKin k;
     grove_kinematics(q, k);
     real M[GROVE_NV][GROVE_NV], L[GROVE_NV][GROVE_NV], f[GROVE_NV];
     grove_smooth(k, q, v, ctrl, M, f);
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i)
+#pragma unroll
         for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
     if (!grove_cholesky(L)) {
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
         return;
     }
     real total[GROVE_NV];
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) total[i] = f[i];
 #if GROVE_SLOTS > 0
     // Active rows, compacted in slot order (limits, then capsule ends × 3 edges).
@@ -292,6 +331,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
     for (int s = 0; s < GROVE_SLOTS; ++s) active[s] = false;
     int nr = 0;
 #if GROVE_NLIM > 0
+#pragma unroll
     for (int l = 0; l < GROVE_NLIM; ++l) {
         const int j = grove_lim_joint[l];
         for (int side = 0; side < 2; ++side) {
@@ -299,6 +339,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
             const real pos = side == 0 ? q[j] - grove_lim_range[l][0] : grove_lim_range[l][1] - q[j];
             if (pos < 0.0f) {
                 const real imp = grove_imp(grove_lim_soft[l], grove_lim_imode[l], pos, 0.0f);
+#pragma unroll
                 for (int i = 0; i < GROVE_NV; ++i) J[nr][i] = 0.0f;
                 J[nr][j] = sign;
                 R[nr] = (1.0f - imp) / imp * grove_lim_invweight[l];
@@ -311,6 +352,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
     }
 #endif
 #if GROVE_NCAP > 0
+#pragma unroll
     for (int c = 0; c < GROVE_NCAP; ++c) {
         const int b = grove_cap_body[c];
         for (int e = 0; e < 2; ++e) {
@@ -329,6 +371,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
                 for (int edge = 0; edge < 3; ++edge) {
                     const real t = edge == 0 ? mu : (edge == 1 ? -mu : 0.0f);
                     real jv = 0.0f;
+#pragma unroll
                     for (int i = 0; i < GROVE_NV; ++i) {
                         J[nr][i] = Jp[i][1] + t * Jp[i][0];
                         jv += J[nr][i] * v[i];
@@ -350,14 +393,19 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
         real au[GROVE_NV], Y[GROVE_SLOTS_ALLOC][GROVE_NV], A[GROVE_SLOTS_ALLOC][GROVE_SLOTS_ALLOC], b[GROVE_SLOTS_ALLOC];
         real lam[GROVE_SLOTS_ALLOC], diag[GROVE_SLOTS_ALLOC];
         grove_solve(L, f, au);
+#pragma unroll 1
         for (int r = 0; r < nr; ++r) grove_solve(L, J[r], Y[r]);  // Y = M⁻¹ Jᵀ, by row of J
+#pragma unroll 1
         for (int r = 0; r < nr; ++r) {
+#pragma unroll 1
             for (int c = 0; c < nr; ++c) {
                 real s = 0.0f;
+#pragma unroll
                 for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * Y[c][i];
                 A[r][c] = s;
             }
             real s = 0.0f;
+#pragma unroll
             for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * au[i];
             b[r] = s - aref[r];
             lam[r] = warm[slot_of[r]];
@@ -366,8 +414,10 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
         // Sweeps until no force moves by more than FLT_EPSILON (relative), as on the CPU.
         for (int it = 0; it < GROVE_PGS; ++it) {
             real change = 0.0f, size = 1.0f;
+#pragma unroll 1
             for (int r = 0; r < nr; ++r) {
                 real res = b[r] + R[r] * lam[r];
+#pragma unroll 4
                 for (int c = 0; c < nr; ++c) res += A[r][c] * lam[c];
                 const real nw = fmaxf(lam[r] - res / diag[r], 0.0f);
                 change = fmaxf(change, fabsf(nw - lam[r]));
@@ -376,17 +426,23 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
             }
             if (change <= 1.1920929e-7f * size) break;
         }
+#pragma unroll 1
         for (int r = 0; r < nr; ++r) {
             warm[slot_of[r]] = lam[r];
+#pragma unroll
             for (int i = 0; i < GROVE_NV; ++i) total[i] += J[r][i] * lam[r];
         }
     }
 #endif
     if (implicit && GROVE_DAMPED) {
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i)
+#pragma unroll
             for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) L[i][i] += grove_hdamp[i];
         if (!grove_cholesky(L)) {
+#pragma unroll
             for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
             return;
         }
