@@ -305,8 +305,17 @@ __device__ inline real grove_imp(const real s[GROVE_SOFT_N], int mode, real pos,
 
 // Generalized acceleration including constraint forces; updates `warm`. With `implicit`,
 // (M + hD)⁻¹ (f + Jᵀλ) (Euler), else M⁻¹ (f + Jᵀλ) (RK4 stages). Out of line: the kernel and
-// its RK4 stages share one copy.
-__device__ __noinline__ void grove_acceleration(const real* q, const real* v, const real* ctrl, real* warm, bool implicit, real* acc) {
+// its RK4 stages share one copy. The state and controls are copied into registers first: read
+// through the pointers, every use was a load again (a store to a constraint row might alias).
+__device__ __noinline__ void grove_acceleration(const real* q_in, const real* v_in, const real* ctrl_in, real* warm, bool implicit, real* acc) {
+    real q[GROVE_NV], v[GROVE_NV], ctrl[GROVE_NU];
+#pragma unroll
+    for (int i = 0; i < GROVE_NV; ++i) {
+        q[i] = q_in[i];
+        v[i] = v_in[i];
+    }
+#pragma unroll
+    for (int i = 0; i < GROVE_NU; ++i) ctrl[i] = ctrl_in[i];
     GroveKin k;
     grove_kinematics(q, k);
     real M[GROVE_NV][GROVE_NV], L[GROVE_NV][GROVE_NV], f[GROVE_NV];
