@@ -6,7 +6,11 @@
 #
 #   tools/control/stage.sh
 #
-# then on the GPU machine, from the repository root (each part fits one 10-minute call):
+# then on the GPU machine, from the repository root (each part fits one 10-minute call). The
+# device tool sends the session's own checkout, not a helper's worktree: merge, stage in that
+# checkout, and name .device in `carry`, e.g. run(command="tools/control/gpu_check.sh parity",
+# carry=[".device"]), then the same with bench. .device travels whole (26 MB staged; 64 MiB is
+# the limit: clear older stagings out of it first).
 #
 #   tools/control/gpu_check.sh parity     the GPU parity tests (cuda_control, cuda_sim, backends,
 #                                         cuda_evolve): every episode equal to the CPU, bit for bit
@@ -25,7 +29,8 @@
 #   lb8       this checkout under __launch_bounds__(64, 8): at most 128 registers, spilling
 # `bits` hashes every episode's return, length and validity: one value per row means every
 # variant played every episode to the same bits. VARIANTS="old new" picks columns; POP, STEPS
-# and EPISODES change the shape. Logs go to $OUT (default ./gpu-check).
+# and EPISODES change the shape; TESTS and TEST_TIMEOUT (seconds each, 500) the parity part.
+# Logs go to $OUT (default ./gpu-check).
 set -u
 out=${OUT:-gpu-check}
 mkdir -p "$out"
@@ -40,9 +45,9 @@ has() { [[ " $parts " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 summary=()
 if has parity; then
-    for t in cuda_control cuda_sim backends cuda_evolve; do
+    for t in ${TESTS:-cuda_control cuda_sim backends cuda_evolve}; do
         [ -x "$bin/$t" ] || { summary+=("parity $t: not staged"); continue; }
-        (cd "$root" && timeout 500 "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
+        (cd "$root" && timeout "${TEST_TIMEOUT:-500}" "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
         r=$(grep -E '^test result' "$out/test-$t.log" | tail -1)
         echo "== $t: ${r:-no result}"
         summary+=("parity $t: ${r:-no result (see $out/test-$t.log)}")
