@@ -4,15 +4,21 @@
 //! after a warm-up call (which compiles or loads the module). Two modes per row: episodes end
 //! when the robot falls (what evolution sees), and `full` (termination ignored: every episode
 //! plays all T steps, the simulator's sustained rate). Prints env steps per second (steps
-//! actually taken / wall time of the whole call: packing, upload, both kernels, read-back).
+//! actually taken / wall time of the whole call: packing, upload, both kernels, read-back),
+//! and `bits`, a hash of every episode's return bits, length and validity, which two kernels
+//! computing the same episodes must print alike.
 //!
 //! `cargo run --release --example bench_control_gpu [ENV[:PROFILE] ...]` on a machine with a
 //! GPU (default: hopper, swimmer, walker2d, half_cheetah, Brax profile). `GROVE_BENCH_POP`
-//! (comma-separated, default 5000,20000), `GROVE_BENCH_EPISODES` (4), `GROVE_BENCH_STEPS`
-//! (1000) and `GROVE_BENCH_BLOCK` (64) change the shape.
+//! (comma-separated, default 5000,20000), `GROVE_BENCH_EPISODES` (4) and `GROVE_BENCH_STEPS`
+//! (1000) change the shape; `GROVE_BENCH_MODES` (`falls,full`) which modes run;
+//! `GROVE_BENCH_GRID` how many threads play: `resident` (default: as many as stay resident,
+//! refilling from the kernel's queue) or `episodes` (one thread per episode: the launch of the
+//! kernel before the queue, which `GROVE_KERNEL_DIR` can stage for a side-by-side run).
 
 use std::time::Instant;
 
+use grove::backend::cuda::control::ControlGrid;
 use grove::backend::cuda::CudaEngine;
 use grove::program::policy::ControlRun;
 use grove::program::{init_population, Op, TreeSpec};
@@ -30,11 +36,17 @@ fn main() -> anyhow::Result<()> {
     let pops: Vec<usize> = var("GROVE_BENCH_POP", "5000,20000").split(',').filter_map(|s| s.trim().parse().ok()).collect();
     let k: usize = var("GROVE_BENCH_EPISODES", "4").parse()?;
     let steps: usize = var("GROVE_BENCH_STEPS", "1000").parse()?;
-    let block: u32 = var("GROVE_BENCH_BLOCK", "64").parse()?;
+    let grid = match var("GROVE_BENCH_GRID", "resident").as_str() {
+        "resident" => ControlGrid::Resident,
+        "episodes" => ControlGrid::PerEpisode,
+        other => anyhow::bail!("GROVE_BENCH_GRID={other}: use resident or episodes"),
+    };
+    let modes = var("GROVE_BENCH_MODES", "falls,full");
     let engine = CudaEngine::new().map_err(|e| anyhow::anyhow!("{e}"))?;
-    println!("{} — {k} episodes per policy, {steps} control steps at most, {block} threads per block", engine.device_name());
-    println!("| env | profile | policies | mode | seconds | env steps taken | env steps/s |");
-    println!("|---|---|---|---|---|---|---|");
+    let dir = std::env::var("GROVE_KERNEL_DIR").map(|d| format!(", sim.cu from {d}")).unwrap_or_default();
+    println!("{} — {k} episodes per policy, {steps} control steps at most, grid {grid:?}{dir}", engine.device_name());
+    println!("| env | profile | policies | mode | seconds | env steps taken | env steps/s | bits |");
+    println!("|---|---|---|---|---|---|---|---|");
     for spec in &envs {
         let (env, profile) = spec.split_once(':').unwrap_or((spec, "brax"));
         let m = Model::load(env, Some(profile))?;
@@ -44,17 +56,24 @@ fn main() -> anyhow::Result<()> {
             .with_outputs(m.nu(), 0.1)
             .with_depth(2, 4);
         let warm = init_population(&tree_spec, 64, 9).map_err(|e| anyhow::anyhow!("{e}"))?;
-        engine.control_returns(&warm, &m, &ControlRun { episodes: 1, steps: 2, seed: 1, generation: 0, noise: true, ignore_termination: false })?;
+        let warm_run = ControlRun { episodes: 1, steps: 2, seed: 1, generation: 0, noise: true, ignore_termination: false };
+        engine.control_returns_with(&warm, &m, &warm_run, grid)?;
         for &p in &pops {
             let pop = init_population(&tree_spec, p, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
             for ignore_termination in [false, true] {
+                if !modes.split(',').any(|m| m.trim() == if ignore_termination { "full" } else { "falls" }) {
+                    continue;
+                }
                 let run = ControlRun { episodes: k, steps, seed: 1, generation: 0, noise: true, ignore_termination };
                 let t = Instant::now();
-                let out = engine.control_returns_with(&pop, &m, &run, block)?;
+                let out = engine.control_returns_with(&pop, &m, &run, grid)?;
                 let secs = t.elapsed().as_secs_f64();
                 let taken = out.env_steps();
                 let mode = if ignore_termination { "full" } else { "falls end" };
-                println!("| {env} | {profile} | {p} × {k} | {mode} | {secs:.3} | {taken} | {:.3e} |", taken as f64 / secs);
+                let bits = out.episodes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, e| {
+                    [e.ret.to_bits(), e.steps as u64, e.valid as u64].iter().fold(h, |h, &x| (h ^ x).wrapping_mul(0x0100_0000_01b3))
+                });
+                println!("| {env} | {profile} | {p} × {k} | {mode} | {secs:.3} | {taken} | {:.3e} | {bits:016x} |", taken as f64 / secs);
             }
         }
     }

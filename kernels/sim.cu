@@ -1,5 +1,5 @@
-// sim.cu: steps many environments of one model on the GPU, one environment per thread, the whole
-// episode in one launch.
+// sim.cu: steps many environments of one model on the GPU, each environment on one thread, whole
+// episodes in one launch.
 //
 // Twin of the CPU reference stepper (src/sim/dynamics.rs, src/sim/env.rs) in f32, bit for bit:
 // the same equations (control-envs.md §3.3), constraint slots, row order, warm-started projected
@@ -16,9 +16,10 @@
 //
 // State lives in registers and local memory: q, v (GROVE_NV), the warm-start forces
 // (GROVE_SLOTS), the return and the step count. Two kernels play episodes: grove_sim_rollout
-// with open-loop actions from a buffer, and grove_control_rollout (with grove_control_reduce)
-// where each thread's actions come from its individual's program reading the observation
-// (the control task; CPU reference src/program/policy.rs, host side
+// with open-loop actions from a buffer, one environment per thread, and grove_control_rollout
+// (with grove_control_reduce) where actions come from each individual's program reading the
+// observation, persistent threads taking (individual, episode) pairs from a queue as their
+// episodes end (the control task; CPU reference src/program/policy.rs, host side
 // src/backend/cuda/control.rs).
 
 typedef float real;  // also spelled `float` in grove_env.h
@@ -81,6 +82,17 @@ __device__ inline double grove_noise(GroveStream& s, int kind, double scale) {
 }
 
 // ---- kinematics and Jacobians (dynamics.rs: kinematics, jacobian, jdot_v) ------------------
+//
+// Every loop over bodies, joints, path entries, limits and capsules is unrolled (`#pragma
+// unroll`) and the model's tables are `__device__ const` (grove_env.h), so each index into a
+// per-thread array here (GroveKin, a body's Jacobian, M, the Cholesky factor) is a constant and
+// the arrays live in registers; with a loop variable or a `__constant__` table entry as the
+// index they lived in local memory, every update a load and a store. smooth and jdot_v are
+// inlined into grove_acceleration for the same reason (arrays passed to a call are in memory);
+// grove_acceleration stays out of line (RK4 calls it four times a substep). The loops over the
+// active constraint rows (their count known only at run time) stay loops, `#pragma unroll 1`:
+// unrolled to the rows' compile-time maximum they made Walker2d's code half as large again.
+// None of this changes an operation or its order: the bits are the CPU's.
 
 struct GroveKin {
     real pu[GROVE_NB], pw[GROVE_NB], ang[GROVE_NB];  // body frame origins and angles
@@ -95,12 +107,14 @@ __device__ inline void grove_rot(real a, real x, real y, real& ox, real& oy) {
 }
 
 __device__ void grove_kinematics(const real* q, GroveKin& k) {
+#pragma unroll
     for (int b = 0; b < GROVE_NB; ++b) {
         const int p = grove_parent[b];
         const real ppu = p >= 0 ? k.pu[p] : 0.0f, ppw = p >= 0 ? k.pw[p] : 0.0f, pa = p >= 0 ? k.ang[p] : 0.0f;
         real ox, oy;
         grove_rot(pa, grove_bpos[b][0], grove_bpos[b][1], ox, oy);
         real pu = ppu + ox, pw = ppw + oy, ang = pa + grove_bang[b];
+#pragma unroll
         for (int j = 0; j < GROVE_NV; ++j) {
             if (grove_jbody[j] != b) continue;
             const real dq = q[j] - grove_qpos0[j];
@@ -140,7 +154,9 @@ __device__ inline void grove_world_point(const GroveKin& k, int b, real x, real 
 // Columns [u̇, ẇ, φ̇] of the point (pu, pw) moving with body b, from the first `upto` joints of
 // its path.
 __device__ void grove_jacobian(const GroveKin& k, int b, real pu, real pw, int upto, real J[GROVE_NV][3]) {
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) J[i][0] = J[i][1] = J[i][2] = 0.0f;
+#pragma unroll
     for (int n = 0; n < upto; ++n) {
         const int j = grove_path[b][n];
         if (grove_jslide[j]) {
@@ -157,6 +173,7 @@ __device__ void grove_jacobian(const GroveKin& k, int b, real pu, real pw, int u
 
 __device__ inline void grove_jv(const real J[GROVE_NV][3], const real* v, real out[3]) {
     out[0] = out[1] = out[2] = 0.0f;
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) {
         out[0] += J[i][0] * v[i];
         out[1] += J[i][1] * v[i];
@@ -164,12 +181,13 @@ __device__ inline void grove_jv(const real J[GROVE_NV][3], const real* v, real o
     }
 }
 
-__device__ __noinline__ void grove_jdot_v(const GroveKin& k, int b, real pu, real pw, const real* v, real out[2]) {
+__device__ inline void grove_jdot_v(const GroveKin& k, int b, real pu, real pw, const real* v, real out[2]) {
     real J[GROVE_NV][3], pdot[3], adot[3];
     const int len = grove_pathlen[b];
     grove_jacobian(k, b, pu, pw, len, J);
     grove_jv(J, v, pdot);
     out[0] = out[1] = 0.0f;
+#pragma unroll
     for (int n = 0; n < len; ++n) {
         const int j = grove_path[b][n];
         if (grove_jslide[j]) continue;
@@ -185,24 +203,30 @@ __device__ __noinline__ void grove_jdot_v(const GroveKin& k, int b, real pu, rea
 
 // M (armature on the diagonal) and f = (actuator + passive) - bias, each part summed on its own
 // as dynamics.rs `smooth` does (passive = springs and damping + fluid).
-__device__ __noinline__ void grove_smooth(const GroveKin& k, const real* q, const real* v, const real* ctrl, real M[GROVE_NV][GROVE_NV],
+__device__ inline void grove_smooth(const GroveKin& k, const real* q, const real* v, const real* ctrl, real M[GROVE_NV][GROVE_NV],
                              real f[GROVE_NV]) {
     real J[GROVE_NV][3], bias[GROVE_NV], fluid[GROVE_NV], act[GROVE_NV];
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) {
+#pragma unroll
         for (int j = 0; j < GROVE_NV; ++j) M[i][j] = 0.0f;
         M[i][i] = grove_armature[i];
         f[i] = -grove_damping[i] * v[i] - grove_stiffness[i] * (q[i] - grove_springref[i]);  // passive
         bias[i] = fluid[i] = act[i] = 0.0f;
     }
+#pragma unroll
     for (int b = 0; b < GROVE_NB; ++b) {
         real cu, cw;
         grove_world_point(k, b, grove_com[b][0], grove_com[b][1], cu, cw);
         grove_jacobian(k, b, cu, cw, grove_pathlen[b], J);
         const real mb = grove_mass[b], ib = grove_inertia_n[b];
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i)
+#pragma unroll
             for (int j = 0; j < GROVE_NV; ++j) M[i][j] += mb * (J[i][0] * J[j][0] + J[i][1] * J[j][1]) + ib * J[i][2] * J[j][2];
         real a[2];
         grove_jdot_v(k, b, cu, cw, v, a);
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) bias[i] += mb * (J[i][0] * (a[0] - GROVE_GU) + J[i][1] * (a[1] - GROVE_GW));
 #if GROVE_FLUID
         real vel[3];
@@ -214,23 +238,30 @@ __device__ __noinline__ void grove_smooth(const GroveKin& k, const real* q, cons
         const real* c = grove_fluid[b];  // c1, c2, cL, cT, cR
         const real fl = -(c[0] * vl + c[2] * fabsf(vl) * vl), ft = -(c[0] * vt + c[3] * fabsf(vt) * vt);
         const real fu = fl * elu + ft * etu, fw = fl * elw + ft * etw, tau = -(c[1] * om + c[4] * fabsf(om) * om);
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) fluid[i] += J[i][0] * fu + J[i][1] * fw + J[i][2] * tau;
 #endif
     }
+#pragma unroll
     for (int a = 0; a < GROVE_NU; ++a) act[grove_act_dof[a]] += grove_gear[a] * fminf(fmaxf(ctrl[a], grove_ctrl[a][0]), grove_ctrl[a][1]);
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) f[i] = (act[i] + (f[i] + fluid[i])) - bias[i];
 }
 
 // In-place Cholesky, lower triangle; false when M is not positive definite.
 __device__ bool grove_cholesky(real L[GROVE_NV][GROVE_NV]) {
+#pragma unroll
     for (int j = 0; j < GROVE_NV; ++j) {
         real d = L[j][j];
+#pragma unroll
         for (int k = 0; k < j; ++k) d -= L[j][k] * L[j][k];
         if (!(d > 0.0f)) return false;
         d = sqrtf(d);
         L[j][j] = d;
+#pragma unroll
         for (int i = j + 1; i < GROVE_NV; ++i) {
             real s = L[i][j];
+#pragma unroll
             for (int k = 0; k < j; ++k) s -= L[i][k] * L[j][k];
             L[i][j] = s / d;
         }
@@ -239,13 +270,17 @@ __device__ bool grove_cholesky(real L[GROVE_NV][GROVE_NV]) {
 }
 
 __device__ void grove_solve(const real L[GROVE_NV][GROVE_NV], const real* b, real* x) {
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) {
         real s = b[i];
+#pragma unroll
         for (int k = 0; k < i; ++k) s -= L[i][k] * x[k];
         x[i] = s / L[i][i];
     }
+#pragma unroll
     for (int i = GROVE_NV - 1; i >= 0; --i) {
         real s = x[i];
+#pragma unroll
         for (int k = i + 1; k < GROVE_NV; ++k) s -= L[k][i] * x[k];
         x[i] = s / L[i][i];
     }
@@ -269,19 +304,33 @@ __device__ inline real grove_imp(const real s[GROVE_SOFT_N], int mode, real pos,
 }
 
 // Generalized acceleration including constraint forces; updates `warm`. With `implicit`,
-// (M + hD)⁻¹ (f + Jᵀλ) (Euler), else M⁻¹ (f + Jᵀλ) (RK4 stages).
-__device__ __noinline__ void grove_acceleration(const real* q, const real* v, const real* ctrl, real* warm, bool implicit, real* acc) {
+// (M + hD)⁻¹ (f + Jᵀλ) (Euler), else M⁻¹ (f + Jᵀλ) (RK4 stages). Out of line: the kernel and
+// its RK4 stages share one copy. The state and controls are copied into registers first: read
+// through the pointers, every use was a load again (a store to a constraint row might alias).
+__device__ __noinline__ void grove_acceleration(const real* q_in, const real* v_in, const real* ctrl_in, real* warm, bool implicit, real* acc) {
+    real q[GROVE_NV], v[GROVE_NV], ctrl[GROVE_NU];
+#pragma unroll
+    for (int i = 0; i < GROVE_NV; ++i) {
+        q[i] = q_in[i];
+        v[i] = v_in[i];
+    }
+#pragma unroll
+    for (int i = 0; i < GROVE_NU; ++i) ctrl[i] = ctrl_in[i];
     GroveKin k;
     grove_kinematics(q, k);
     real M[GROVE_NV][GROVE_NV], L[GROVE_NV][GROVE_NV], f[GROVE_NV];
     grove_smooth(k, q, v, ctrl, M, f);
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i)
+#pragma unroll
         for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
     if (!grove_cholesky(L)) {
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
         return;
     }
     real total[GROVE_NV];
+#pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) total[i] = f[i];
 #if GROVE_SLOTS > 0
     // Active rows, compacted in slot order (limits, then capsule ends × 3 edges).
@@ -291,6 +340,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
     for (int s = 0; s < GROVE_SLOTS; ++s) active[s] = false;
     int nr = 0;
 #if GROVE_NLIM > 0
+#pragma unroll
     for (int l = 0; l < GROVE_NLIM; ++l) {
         const int j = grove_lim_joint[l];
         for (int side = 0; side < 2; ++side) {
@@ -298,6 +348,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
             const real pos = side == 0 ? q[j] - grove_lim_range[l][0] : grove_lim_range[l][1] - q[j];
             if (pos < 0.0f) {
                 const real imp = grove_imp(grove_lim_soft[l], grove_lim_imode[l], pos, 0.0f);
+#pragma unroll
                 for (int i = 0; i < GROVE_NV; ++i) J[nr][i] = 0.0f;
                 J[nr][j] = sign;
                 R[nr] = (1.0f - imp) / imp * grove_lim_invweight[l];
@@ -310,6 +361,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
     }
 #endif
 #if GROVE_NCAP > 0
+#pragma unroll
     for (int c = 0; c < GROVE_NCAP; ++c) {
         const int b = grove_cap_body[c];
         for (int e = 0; e < 2; ++e) {
@@ -328,6 +380,7 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
                 for (int edge = 0; edge < 3; ++edge) {
                     const real t = edge == 0 ? mu : (edge == 1 ? -mu : 0.0f);
                     real jv = 0.0f;
+#pragma unroll
                     for (int i = 0; i < GROVE_NV; ++i) {
                         J[nr][i] = Jp[i][1] + t * Jp[i][0];
                         jv += J[nr][i] * v[i];
@@ -349,14 +402,19 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
         real au[GROVE_NV], Y[GROVE_SLOTS_ALLOC][GROVE_NV], A[GROVE_SLOTS_ALLOC][GROVE_SLOTS_ALLOC], b[GROVE_SLOTS_ALLOC];
         real lam[GROVE_SLOTS_ALLOC], diag[GROVE_SLOTS_ALLOC];
         grove_solve(L, f, au);
+#pragma unroll 1
         for (int r = 0; r < nr; ++r) grove_solve(L, J[r], Y[r]);  // Y = M⁻¹ Jᵀ, by row of J
+#pragma unroll 1
         for (int r = 0; r < nr; ++r) {
+#pragma unroll 1
             for (int c = 0; c < nr; ++c) {
                 real s = 0.0f;
+#pragma unroll
                 for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * Y[c][i];
                 A[r][c] = s;
             }
             real s = 0.0f;
+#pragma unroll
             for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * au[i];
             b[r] = s - aref[r];
             lam[r] = warm[slot_of[r]];
@@ -365,8 +423,10 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
         // Sweeps until no force moves by more than FLT_EPSILON (relative), as on the CPU.
         for (int it = 0; it < GROVE_PGS; ++it) {
             real change = 0.0f, size = 1.0f;
+#pragma unroll 1
             for (int r = 0; r < nr; ++r) {
                 real res = b[r] + R[r] * lam[r];
+#pragma unroll 4
                 for (int c = 0; c < nr; ++c) res += A[r][c] * lam[c];
                 const real nw = fmaxf(lam[r] - res / diag[r], 0.0f);
                 change = fmaxf(change, fabsf(nw - lam[r]));
@@ -375,17 +435,23 @@ __device__ __noinline__ void grove_acceleration(const real* q, const real* v, co
             }
             if (change <= 1.1920929e-7f * size) break;
         }
+#pragma unroll 1
         for (int r = 0; r < nr; ++r) {
             warm[slot_of[r]] = lam[r];
+#pragma unroll
             for (int i = 0; i < GROVE_NV; ++i) total[i] += J[r][i] * lam[r];
         }
     }
 #endif
     if (implicit && GROVE_DAMPED) {
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i)
+#pragma unroll
             for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
+#pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) L[i][i] += grove_hdamp[i];
         if (!grove_cholesky(L)) {
+#pragma unroll
             for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
             return;
         }
@@ -520,7 +586,7 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
 // Mirrors ControlParams in src/backend/cuda/control.rs.
 struct GroveControlParams {
     unsigned n_trees;          // P: individuals
-    unsigned episodes;         // K: episodes per individual (thread g plays episode g % K of g / K)
+    unsigned episodes;         // K: episodes per individual (queue item g is episode g % K of g / K)
     unsigned steps;            // T: control steps per episode at most
     unsigned generation;       // Philox counter word 0 of the reset draws (word 1: the episode)
     unsigned long long seed;   // Philox key
@@ -583,48 +649,106 @@ __device__ inline bool grove_policy(const GroveInstr* __restrict__ prog, int n, 
     return ok;
 }
 
-// One thread per (individual, episode): thread g plays episode g % K of individual g / K with
-// the individual's program as the policy, the whole episode in this launch. prog: (P, L)
-// compiled programs (grove_compile_trees); n_instr: (P,) their lengths; skip: (P,) nonzero for
-// trees the host found unfit for this kernel (invalid, or deeper than GROVE_CTRL_STACK). returns: (P·K,) f64 sums of rewards;
-// lengths: (P·K,) control steps taken; valid: (P·K,) 1 when the outputs stayed finite.
-extern "C" __global__ void grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
+// Threads per block of grove_control_rollout (the host launches this many) and its launch
+// bound, a macro so that the kernel's name still follows `void` for the launch check
+// (tests/cuda_kernels.rs) and a variant can be staged by defining it first (a copy of this file
+// in GROVE_KERNEL_DIR starting with `#define GROVE_CTRL_BOUNDS __launch_bounds__(64, 6)`). At
+// least one block per SM: with the block size alone ptxas capped Walker2d's registers at 168
+// and spilled (420 bytes; sass.py, docs/benchmarks.md); a higher minimum trades spills for
+// occupancy.
+#define GROVE_CTRL_BLOCK 64
+#ifndef GROVE_CTRL_BOUNDS
+#define GROVE_CTRL_BOUNDS __launch_bounds__(GROVE_CTRL_BLOCK, 1)
+#endif
+
+// The queue's next item for the calling lane, past the `threads` first items (thread g's first
+// is item g), or n when the queue is empty. The lanes of a warp that take together share one
+// atomicAdd and get consecutive items, so lanes that refill together tend to run one policy.
+__device__ inline unsigned grove_ctrl_take(unsigned* queue, unsigned threads, unsigned n) {
+    const unsigned mask = __activemask();
+    const unsigned lane = threadIdx.x & 31u;
+    const int leader = __ffs(mask) - 1;
+    unsigned base = 0;
+    if ((int)lane == leader) base = atomicAdd(queue, (unsigned)__popc(mask));
+    base = __shfl_sync(mask, base, leader);
+    const unsigned long long g = (unsigned long long)threads + base + (unsigned)__popc(mask & ((1u << lane) - 1u));
+    return g < n ? (unsigned)g : n;
+}
+
+// Plays every (individual, episode) of the population with the individual's program as the
+// policy: item g of the queue is episode g % K of individual g / K (an individual's episodes
+// adjacent). Persistent threads: thread g starts with item g, and a thread whose episode ends
+// takes the next waiting item (grove_ctrl_take on `queue`, which the host zeroes before each
+// launch), so a lane never idles while items wait; the host launches as many threads as stay
+// resident. One loop iteration is one control step of the lane's episode, ending and refilling
+// within the iteration, so the lanes of a warp reconverge at every step instead of waiting for
+// the warp's longest episode. Each episode's arithmetic is the one-episode-per-thread kernel's
+// (the same reset, steps and sums), so which thread plays it changes no bit; launched with one
+// thread per item it is that kernel. prog: (P, L) compiled programs (grove_compile_trees);
+// n_instr: (P,) their lengths; skip: (P,) nonzero for trees the host found unfit for this kernel
+// (invalid, or deeper than GROVE_CTRL_STACK). returns: (P·K,) f64 sums of rewards; lengths:
+// (P·K,) control steps taken; valid: (P·K,) 1 when the outputs stayed finite; queue: one
+// counter, zero at launch.
+extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
                                                  const unsigned short* __restrict__ n_instr, const unsigned char* __restrict__ skip,
                                                  double* __restrict__ returns, unsigned* __restrict__ lengths,
-                                                 unsigned* __restrict__ valid) {
-    const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= p.n_trees * p.episodes) return;
-    const unsigned ind = g / p.episodes, ep = g % p.episodes;
-    if (skip[ind] || n_instr[ind] == 0) {
-        returns[g] = 0.0;
-        lengths[g] = 0;
-        valid[g] = 0;
-        return;
-    }
-    const GroveInstr* code = prog + (size_t)ind * p.max_len;
-    const int len = (int)n_instr[ind];
-    real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC];
-    for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
-    grove_reset(p.seed, p.generation, ep, (p.flags & GROVE_CTRL_NOISE) != 0, q, v);
+                                                 unsigned* __restrict__ valid, unsigned* __restrict__ queue) {
+    const unsigned n = p.n_trees * p.episodes;
+    const unsigned threads = gridDim.x * blockDim.x;
+    const bool terminate = (p.flags & GROVE_CTRL_NO_TERMINATION) == 0;
+    unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
+    real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC], obs[GROVE_NOBS_ALLOC], a[GROVE_NU];
+    GroveKin k;
+    const GroveInstr* code = prog;
+    int len = 0;
     double ret = 0.0;
     unsigned t = 0;
-    bool done = false, ok = true;
-    const bool terminate = (p.flags & GROVE_CTRL_NO_TERMINATION) == 0;
-    real obs[GROVE_NOBS_ALLOC], a[GROVE_NU];
-    GroveKin k;
-    grove_kinematics(q, k);
-    for (; t < p.steps && !done; ++t) {
-        grove_observe(q, v, k.pw, obs);
-        if (!grove_policy(code, len, obs, a)) {
-            ok = false;
-            break;
+    bool running = false;
+    for (;;) {
+        if (!running) {
+            // The next item that needs a step; those that need none are recorded on the way.
+            for (; g < n; g = grove_ctrl_take(queue, threads, n)) {
+                const unsigned ind = g / p.episodes;
+                if (skip[ind] || n_instr[ind] == 0) {
+                    returns[g] = 0.0;
+                    lengths[g] = 0;
+                    valid[g] = 0;
+                } else if (p.steps == 0) {
+                    returns[g] = 0.0;
+                    lengths[g] = 0;
+                    valid[g] = 1;
+                } else {
+                    break;
+                }
+            }
+            if (g >= n) break;
+            const unsigned ind = g / p.episodes, ep = g % p.episodes;
+            code = prog + (size_t)ind * p.max_len;
+            len = (int)n_instr[ind];
+            for (int s = 0; s < GROVE_SLOTS_ALLOC; ++s) warm[s] = 0.0f;
+            grove_reset(p.seed, p.generation, ep, (p.flags & GROVE_CTRL_NOISE) != 0, q, v);
+            grove_kinematics(q, k);
+            ret = 0.0;
+            t = 0;
+            running = true;
         }
-        ret += (double)grove_env_step(q, v, warm, a, k, done);
-        done = done && terminate;
+        grove_observe(q, v, k.pw, obs);
+        const bool ok = grove_policy(code, len, obs, a);
+        if (ok) {
+            bool done = false;
+            ret += (double)grove_env_step(q, v, warm, a, k, done);
+            ++t;
+            running = !(done && terminate) && t < p.steps;
+        } else {
+            running = false;  // a non-finite output: the individual is invalid
+        }
+        if (!running) {
+            returns[g] = ret;
+            lengths[g] = t;
+            valid[g] = ok ? 1u : 0u;
+            g = grove_ctrl_take(queue, threads, n);
+        }
     }
-    returns[g] = ret;
-    lengths[g] = t;
-    valid[g] = ok ? 1u : 0u;
 }
 
 // One thread per individual: the mean of its K returns, summed in episode order (f64), or NaN

@@ -2,13 +2,21 @@
 //! `kernels/sim.cu`) on the CPU: g++ compiles the full NVRTC source (operator table,
 //! grove_math.cuh, rng.cuh, grove_env.h, sim.cu) as host C++ after `tests/cuda_host_shim.h`,
 //! with nothing fused and the libm functions CUDA rounds differently poisoned (as in
-//! `tests/sim_kernel_host.rs`), and the episodes and mean returns must equal the CPU reference
-//! `program::policy::control_rollout` and `mean_returns` bit for bit, over whole 1000-step
-//! episodes of every shipped environment and profile (and 300 steps without termination), for a
-//! population of random policies (plus an empty one, one with an infinite output and one
-//! reading past the observation). `tests/cuda_control.rs` checks the real GPU. Skips (saying
-//! so) without a C++20 compiler, unless `GROVE_REQUIRE_CXX=1`.
-//! `GROVE_DEBUG_CONTROL=1` prints every episode of both sides.
+//! `tests/sim_kernel_host.rs`), and every episode (validity, length, return) and every mean
+//! return must equal the CPU reference `program::policy::control_rollout` and `mean_returns`
+//! bit for bit, over whole 1000-step episodes of every shipped environment and profile (and 300
+//! steps without termination), for a population of random policies with edge cases among them
+//! (an empty row and one reading past the observation, which the host skips; one whose output
+//! is infinite at once and one whose output overflows later: `support::interleaved`).
+//!
+//! The roll-out runs as the GPU runs it: fewer threads than episodes (2 blocks of 3 threads for
+//! 20 episodes), each thread refilling from the kernel's work queue when its episode ends. Free
+//! real threads take from the queue's atomic at once (Brax profiles, or Gymnasium without
+//! termination), or a block's threads run one after another, so that one thread plays a long
+//! run of episodes back to back (the other runs). Every episode must have been played exactly
+//! as if alone, and the queue's final count must be the number of episodes.
+//! `tests/cuda_control.rs` checks the real GPU. Skips (saying so) without a C++20 compiler,
+//! unless `GROVE_REQUIRE_CXX=1`. `GROVE_DEBUG_CONTROL=1` prints every episode of both sides.
 
 #![allow(clippy::needless_range_loop)] // parallel arrays (episodes, means, masks) indexed together
 
@@ -22,7 +30,7 @@ use grove::sim::Model;
 
 #[path = "support/policies.rs"]
 mod support;
-use support::policies;
+use support::interleaved;
 
 #[path = "support/emulator.rs"]
 mod emulator;
@@ -51,8 +59,9 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
     for (env, _) in grove::sim::spec::SHIPPED {
         for profile in ["brax", "gymnasium"] {
             let m = Model::load(env, Some(profile)).unwrap();
-            let (p, k) = (8usize, 2usize);
-            let pop = policies(&m, p, 5);
+            let (p, k) = (10usize, 2usize);
+            let (grid, block) = (2usize, 3usize);
+            let pop = interleaved(&m, p, 5);
             let src = dir.join(format!("{env}_{profile}.cpp"));
             let body = format!(
                 "#include \"{root}/tests/cuda_host_shim.h\"\n{}{}\n#include \"{root}/tests/support/control_host_main.cpp\"\n",
@@ -80,10 +89,13 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                 }
                 let steps = if ignore_termination { 300 } else { m.episode_steps };
                 let run = ControlRun { episodes: k, steps, seed: 7, generation: 0, noise: true, ignore_termination };
+                // Free threads for Brax with termination and Gymnasium without; one after
+                // another for the other two.
+                let par = (profile == "brax") != ignore_termination;
                 let skip = skip_mask(&pop, &m);
-                // The empty tree and the one reading past the observation never reach the kernel; the
-                // infinite output is the kernel's to find.
-                assert_eq!(&skip[p - 3..], &[SKIP_INVALID, 0, SKIP_INVALID], "the host marks the edge cases");
+                // The empty tree and the one reading past the observation never reach the
+                // kernel; the infinite and the overflowing outputs are the kernel's to find.
+                assert_eq!(&skip[..7], &[0, SKIP_INVALID, 0, 0, 0, SKIP_INVALID, 0], "the host marks the edge cases");
                 let mut input = String::new();
                 for i in 0..p {
                     let t = pop.tree(i);
@@ -94,8 +106,10 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                     }
                     input.push('\n');
                 }
+                let args = [p, k, steps, pop.max_len, run.seed as usize, 1 + 2 * ignore_termination as usize, grid, block];
                 let mut child = Command::new(&exe)
-                    .args([p.to_string(), k.to_string(), steps.to_string(), pop.max_len.to_string(), run.seed.to_string(), (1 + 2 * ignore_termination as u32).to_string()])
+                    .args(args.map(|a| a.to_string()))
+                    .arg(if par { "par" } else { "seq" })
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .spawn()
@@ -107,22 +121,24 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                 assert!(out.status.success(), "{env} {profile}: the host run failed ({:?})", out.status);
                 let text = String::from_utf8_lossy(&out.stdout);
                 let lines: Vec<&str> = text.lines().collect();
-                assert_eq!(lines.len(), p * k + p);
+                assert_eq!(lines.len(), p * k + p + 1);
                 let cpu_means = mean_returns(&cpu, k);
-                let tag = format!("{env} {profile}{}", if ignore_termination { " without termination" } else { "" });
+                let tag = format!(
+                    "{env} {profile}{} ({grid} × {block} {} threads)",
+                    if ignore_termination { " without termination" } else { "" },
+                    if par { "free" } else { "sequential" }
+                );
                 for g in 0..p * k {
                     let f: Vec<&str> = lines[g].split(' ').collect();
-                    let (valid, len, ret): (bool, u32, f64) = (f[0] == "1", f[1].parse().unwrap(), f[2].parse().unwrap());
+                    let (valid, len, ret): (u32, u32, f64) = (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap());
                     let c = cpu[g];
                     if std::env::var("GROVE_DEBUG_CONTROL").is_ok() {
                         eprintln!("{tag} [{}, {}]: kernel {valid} {len} {ret:.17}, reference {} {} {:.17}", g / k, g % k, c.valid, c.steps, c.ret);
                     }
                     let at = format!("{tag}: [individual {}, episode {}]", g / k, g % k);
-                    assert_eq!(valid, c.valid, "{at}: validity");
-                    if !c.valid {
-                        continue;
-                    }
-                    if ignore_termination {
+                    assert!(valid <= 1, "{at}: no thread played this episode ({valid} {len} {ret})");
+                    assert_eq!(valid == 1, c.valid, "{at}: validity");
+                    if ignore_termination && c.valid {
                         assert_eq!(c.steps as usize, steps, "{at}: the reference ignores termination");
                     }
                     assert_eq!(len, c.steps, "{at}: episode length");
@@ -133,7 +149,13 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                     let got: f64 = lines[p * k + i].parse().unwrap();
                     assert!(got.to_bits() == cpu_means[i].to_bits() || got.is_nan() && cpu_means[i].is_nan(), "{tag}: mean of individual {i}: kernel={got} reference={}", cpu_means[i]);
                 }
-                assert!(cpu_means[..p - 3].iter().all(|r| r.is_finite()), "{tag}: random policies are valid: {cpu_means:?}");
+                let taken: usize = lines[p * k + p].parse().unwrap();
+                assert_eq!(taken, p * k, "{tag}: every thread takes from the queue until it finds it empty, so the count ends at P·K");
+                for i in [0, 2, 4, 7, 8, 9] {
+                    assert!(cpu_means[i].is_finite(), "{tag}: random policy {i} is valid: {cpu_means:?}");
+                }
+                let lens: Vec<u32> = cpu.iter().map(|e| e.steps).collect();
+                eprintln!("{tag}: lengths {lens:?}; late overflow {:?}", &cpu[6 * k..7 * k]);
             }
         }
     }

@@ -5,10 +5,15 @@
 //! math, nothing fused, model constants combined on the host; `tests/control_kernel_host.rs`
 //! checks the kernel's code under g++), so every episode's validity, length and return, and
 //! every mean, must be equal, over whole 1000-step episodes of every shipped environment and
-//! profile (and 300 steps without termination). On failure every episode is printed.
+//! profile (and 300 steps without termination). On failure every episode is printed. Each case
+//! runs twice: with the engine's launch (as many threads as stay resident, here more than the
+//! episodes) and with one block of 64 threads for 120 episodes, whose threads refill from the
+//! kernel's queue as their episodes end, with the edge cases spread among the policies
+//! (`support::interleaved`).
 
 #![allow(clippy::needless_range_loop)] // parallel arrays (episodes, means, masks) indexed together
 
+use grove::backend::cuda::control::ControlGrid;
 use grove::backend::cuda::CudaEngine;
 use grove::program::policy::{control_rollout, mean_returns, ControlRun};
 use grove::sim::Model;
@@ -37,53 +42,55 @@ fn control_matches_reference() {
     let engine = engine();
     let mut failures = Vec::new();
     for &(env, profile) in CASES {
-        let m = Model::load(env, Some(profile)).unwrap();
-        let (p, k) = (40usize, 3usize);
-        let mut pop = support::policies(&m, p, 11);
-        // Row 0: deeper than the kernel's stack; the host plays it on the CPU.
-        pop.set_tree(0, &support::deep_chain(70)).unwrap();
-        // Whole episodes as the task plays them, then (for robots that can fall) 300 steps
-        // without termination, fallen robots included.
-        for ignore_termination in [false, true] {
-            if ignore_termination && !m.terminate_when_unhealthy {
-                continue;
-            }
-            let steps = if ignore_termination { 300 } else { m.episode_steps };
-            let run = ControlRun { episodes: k, steps, seed: 3, generation: 2, noise: true, ignore_termination };
-            let tag = format!("{env} {profile} T={steps}{}", if ignore_termination { " without termination" } else { "" });
-            let gpu = engine.control_returns(&pop, &m, &run).unwrap();
-            let cpu = control_rollout(&pop, &m, &run);
-            let cpu_means = mean_returns(&cpu, k);
-            assert_eq!(gpu.episodes.len(), p * k);
-            let mut bad = Vec::new();
-            let mut report = String::new();
-            for g in 0..p * k {
-                let (a, c) = (gpu.episodes[g], cpu[g]);
-                report += &format!("  [{}, {}] gpu {} {} {:.17}  cpu {} {} {:.17}\n", g / k, g % k, a.valid, a.steps, a.ret, c.valid, c.steps, c.ret);
-                if a.valid != c.valid || a.steps != c.steps || a.ret.to_bits() != c.ret.to_bits() {
-                    bad.push(format!(
-                        "{tag}: [individual {}, episode {}]: gpu valid {} over {} steps return {}; cpu valid {} over {} steps return {}",
-                        g / k,
-                        g % k,
-                        a.valid,
-                        a.steps,
-                        a.ret,
-                        c.valid,
-                        c.steps,
-                        c.ret
-                    ));
+        for grid in [ControlGrid::Resident, ControlGrid::Threads(64)] {
+            let m = Model::load(env, Some(profile)).unwrap();
+            let (p, k) = (40usize, 3usize);
+            let mut pop = if grid == ControlGrid::Resident { support::policies(&m, p, 11) } else { support::interleaved(&m, p, 11) };
+            // Row 0: deeper than the kernel's stack; the host plays it on the CPU.
+            pop.set_tree(0, &support::deep_chain(70)).unwrap();
+            // Whole episodes as the task plays them, then (for robots that can fall) 300 steps
+            // without termination, fallen robots included.
+            for ignore_termination in [false, true] {
+                if ignore_termination && !m.terminate_when_unhealthy {
+                    continue;
                 }
-            }
-            for i in 0..p {
-                if gpu.means[i].to_bits() != cpu_means[i].to_bits() && !(gpu.means[i].is_nan() && cpu_means[i].is_nan()) {
-                    bad.push(format!("{tag}: mean of individual {i}: gpu={} cpu={}", gpu.means[i], cpu_means[i]));
+                let steps = if ignore_termination { 300 } else { m.episode_steps };
+                let run = ControlRun { episodes: k, steps, seed: 3, generation: 2, noise: true, ignore_termination };
+                let tag = format!("{env} {profile} T={steps}{} {grid:?}", if ignore_termination { " without termination" } else { "" });
+                let gpu = engine.control_returns_with(&pop, &m, &run, grid).unwrap();
+                let cpu = control_rollout(&pop, &m, &run);
+                let cpu_means = mean_returns(&cpu, k);
+                assert_eq!(gpu.episodes.len(), p * k);
+                let mut bad = Vec::new();
+                let mut report = String::new();
+                for g in 0..p * k {
+                    let (a, c) = (gpu.episodes[g], cpu[g]);
+                    report += &format!("  [{}, {}] gpu {} {} {:.17}  cpu {} {} {:.17}\n", g / k, g % k, a.valid, a.steps, a.ret, c.valid, c.steps, c.ret);
+                    if a.valid != c.valid || a.steps != c.steps || a.ret.to_bits() != c.ret.to_bits() {
+                        bad.push(format!(
+                            "{tag}: [individual {}, episode {}]: gpu valid {} over {} steps return {}; cpu valid {} over {} steps return {}",
+                            g / k,
+                            g % k,
+                            a.valid,
+                            a.steps,
+                            a.ret,
+                            c.valid,
+                            c.steps,
+                            c.ret
+                        ));
+                    }
                 }
-            }
-            let valid = cpu.iter().filter(|e| e.valid).count();
-            eprintln!("{tag}: {} of {} episodes and means differ ({valid} valid episodes)", bad.len(), p * k + p);
-            if !bad.is_empty() {
-                eprintln!("{tag}, every episode (valid steps return):\n{report}{}", bad.join("\n"));
-                failures.push(bad[0].clone());
+                for i in 0..p {
+                    if gpu.means[i].to_bits() != cpu_means[i].to_bits() && !(gpu.means[i].is_nan() && cpu_means[i].is_nan()) {
+                        bad.push(format!("{tag}: mean of individual {i}: gpu={} cpu={}", gpu.means[i], cpu_means[i]));
+                    }
+                }
+                let valid = cpu.iter().filter(|e| e.valid).count();
+                eprintln!("{tag}: {} of {} episodes and means differ ({valid} valid episodes)", bad.len(), p * k + p);
+                if !bad.is_empty() {
+                    eprintln!("{tag}, every episode (valid steps return):\n{report}{}", bad.join("\n"));
+                    failures.push(bad[0].clone());
+                }
             }
         }
     }

@@ -1,10 +1,12 @@
 // cuda_host_shim.h: just enough of CUDA to compile kernels/vary.cu, select.cu, sim.cu and
-// control.cu as host C++ (g++ -std=c++20 -ffp-contract=off), so tests/cuda_vary.rs can run the kernels' own
-// code on a machine without a GPU and compare it with the CPU reference. A launch runs blocks
-// one after another, each either as one thread (kernels whose threads share nothing) or as
-// real threads meeting at a barrier (grove_emu_run_block: __syncthreads and __shared__ as on
-// the device; a block of at most 32 threads is also a warp for vary.cu's lane groups). The intrinsics are the IEEE operations they name: __fmul_rn is a rounded
-// multiply, and with contraction off nothing is fused, as on the device.
+// control.cu as host C++ (g++ -std=c++20 -ffp-contract=off), so tests/cuda_vary.rs can run the
+// kernels' own code on a machine without a GPU and compare it with the CPU reference. A launch
+// runs blocks one after another, each either as one thread (kernels whose threads share
+// nothing), as real threads meeting at a barrier (grove_emu_run_block: __syncthreads and
+// __shared__ as on the device; a block of at most 32 threads is also a warp for vary.cu's lane
+// groups), or as free real threads that share only atomics (grove_control_rollout's work queue,
+// tests/support/control_host_main.cpp). The intrinsics are the IEEE operations they name:
+// __fmul_rn is a rounded multiply, and with contraction off nothing is fused, as on the device.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -26,7 +28,7 @@
 #define __INTADDR__(x) 0
 
 struct GroveDim3 { unsigned x, y, z; };
-static thread_local GroveDim3 blockIdx, blockDim, threadIdx;
+static thread_local GroveDim3 blockIdx, blockDim, threadIdx, gridDim;
 static std::barrier<>* grove_emu_barrier = nullptr;
 inline void __syncthreads() {
     if (grove_emu_barrier) grove_emu_barrier->arrive_and_wait();
@@ -105,6 +107,10 @@ template <class T> inline T __shfl_sync(unsigned, T v, int src, int width = 32) 
     grove_emu_barrier->arrive_and_wait();
     return r;
 }
+// The lanes running together: the lane's own bit. Kernels that call it (grove_control_rollout's
+// queue) run as free threads, never as a block meeting at barriers, so a thread is alone in its
+// warp and the warp intrinsics above hand back its own value.
+inline unsigned __activemask() { return 1u << (threadIdx.x % 32); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
@@ -118,8 +124,9 @@ inline float __uint2float_rn(unsigned u) { return (float)u; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 inline long long __double_as_longlong(double d) { long long u; std::memcpy(&u, &d, 8); return u; }
 inline double __longlong_as_double(long long u) { double d; std::memcpy(&d, &u, 8); return d; }
-inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned old = *p; *p += v; return old; }
-inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { unsigned long long old = *p; *p += v; return old; }
+// True atomics: the control kernel's work queue is shared by real threads (control_host_main).
+inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline double __dmul_rn(double a, double b) { return a * b; }
 // Real threads share a block's static memory here: a true atomic.
 template <typename T> inline T atomicMin(T* p, T v) {

@@ -311,7 +311,7 @@ fn probing_without_a_gpu_says_why() {
 // compiled model (src/backend/cuda/sim.rs), so it is checked here for every shipped env.
 #[test]
 fn the_simulator_kernel_compiles_for_every_shipped_env_and_profile() {
-    use grove::backend::cuda::control::{control_params_layout, CONTROL_KERNEL, CONTROL_REDUCE, CONTROL_STACK};
+    use grove::backend::cuda::control::{control_params_layout, CONTROL_BLOCK, CONTROL_KERNEL, CONTROL_REDUCE, CONTROL_STACK};
     use grove::backend::cuda::sim::{sim_params_layout, sim_text, SIM_KERNEL, SIM_TEXT};
     if !have_nvrtc("the_simulator_kernel_compiles_for_every_shipped_env_and_profile") {
         return;
@@ -349,4 +349,7 @@ fn the_simulator_kernel_compiles_for_every_shipped_env_and_profile() {
     }
     assert!(SIM_TEXT.contains("sizeof(GroveControlParams) == 32"));
     assert!(SIM_TEXT.contains(&format!("#define GROVE_CTRL_STACK {CONTROL_STACK} ")));
+    // The host launches blocks of CONTROL_BLOCK threads, the roll-out's launch bound.
+    assert!(SIM_TEXT.contains(&format!("#define GROVE_CTRL_BLOCK {CONTROL_BLOCK}\n")));
+    assert!(SIM_TEXT.contains("__global__ void GROVE_CTRL_BOUNDS grove_control_rollout("));
 }

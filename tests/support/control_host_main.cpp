@@ -1,9 +1,19 @@
 // control_host_main.cpp: runs grove_compile_trees (kernels/interp.cuh), then
 // grove_control_rollout and grove_control_reduce (kernels/sim.cu, compiled as host C++ after
-// cuda_host_shim.h and a generated grove_env.h), one thread at a time, and prints per episode `valid steps return`, then per individual its mean (%.17g).
-// usage: control_host P K T L SEED FLAGS < population (P rows: skip len, then len × `op value size out`)
+// cuda_host_shim.h and a generated grove_env.h), and prints per episode `valid steps return`,
+// then per individual its mean (%.17g), then the work queue's final count.
+//
+// The roll-out is launched as the GPU launches it, GRID blocks of BLOCK threads over a queue of
+// P·K episodes, usually fewer threads than episodes, so threads refill from the queue. Blocks run
+// one after another (as the shim's other launches); a block's threads run one after another
+// (MODE seq: the first thread plays its item, then everything left in the queue) or at once as
+// real threads taking from the queue's true atomic (MODE par: which thread plays which episode
+// depends on the timing). Episodes no thread played keep sentinel results, which the test sees.
+//
+// usage: control_host P K T L SEED FLAGS GRID BLOCK MODE < population (P rows: skip len, then
+// len × `op value size out`)
 int main(int argc, char** argv) {
-    if (argc != 7) return 2;
+    if (argc != 10) return 2;
     GroveControlParams p;
     p.n_trees = (unsigned)atoi(argv[1]);
     p.episodes = (unsigned)atoi(argv[2]);
@@ -12,6 +22,8 @@ int main(int argc, char** argv) {
     p.seed = strtoull(argv[5], 0, 10);
     p.flags = (unsigned)atoi(argv[6]);  // GROVE_CTRL_NOISE, GROVE_CTRL_NO_TERMINATION
     p.generation = 0;
+    const unsigned grid = (unsigned)atoi(argv[7]), block = (unsigned)atoi(argv[8]);
+    const bool par = strcmp(argv[9], "par") == 0;
     const size_t P = p.n_trees, K = p.episodes, L = p.max_len;
     unsigned char* ops = (unsigned char*)calloc(P * L, 1);
     float* values = (float*)calloc(P * L, sizeof(float));
@@ -47,17 +59,37 @@ int main(int argc, char** argv) {
     unsigned* lengths = (unsigned*)calloc(P * K, sizeof(unsigned));
     unsigned* valid = (unsigned*)calloc(P * K, sizeof(unsigned));
     double* means = (double*)calloc(P, sizeof(double));
+    for (size_t g = 0; g < P * K; ++g) {
+        returns[g] = -1234.5;  // sentinels: an episode no thread played shows as `7 4294967295 -1234.5`
+        lengths[g] = 0xffffffffu;
+        valid[g] = 7;
+    }
+    unsigned queue = 0;  // zeroed per launch, as the host does
+    for (unsigned b = 0; b < grid; ++b) {
+        auto thread = [&, b](unsigned t) {
+            gridDim.x = grid;
+            blockIdx.x = b;
+            blockDim.x = block;
+            threadIdx.x = t;
+            grove_control_rollout(p, prog, n_instr, skip, returns, lengths, valid, &queue);
+        };
+        if (par) {
+            std::vector<std::thread> ts;
+            for (unsigned t = 0; t < block; ++t) ts.emplace_back(thread, t);
+            for (auto& th : ts) th.join();
+        } else {
+            for (unsigned t = 0; t < block; ++t) thread(t);
+        }
+    }
+    gridDim.x = 0;
     blockDim.x = 1;
     threadIdx.x = 0;
-    for (unsigned g = 0; g < P * K; ++g) {
-        blockIdx.x = g;
-        grove_control_rollout(p, prog, n_instr, skip, returns, lengths, valid);
-    }
     for (unsigned i = 0; i < P; ++i) {
         blockIdx.x = i;
         grove_control_reduce(p, returns, valid, means);
     }
     for (size_t g = 0; g < P * K; ++g) printf("%u %u %.17g\n", valid[g], lengths[g], returns[g]);
     for (size_t i = 0; i < P; ++i) printf("%.17g\n", means[i]);
+    printf("%u\n", queue);
     return 0;
 }

@@ -37,3 +37,31 @@ pub fn deep_chain(n: usize) -> Vec<Node> {
     nodes.extend(std::iter::repeat_n(Node::var(0), n + 1));
     nodes
 }
+
+/// `p` policies for the work queue of the roll-out kernel (p ≥ 8): [`policies`]' random ones
+/// with the edge cases spread among them, so that episodes ending at once, early and late sit
+/// between ordinary ones in the queue. Row 1 is empty and row 5 reads past the observation
+/// (the host skips both), row 3 outputs +inf (invalid at its first step), row 6 outputs
+/// exp(60 · the last observation, a velocity), which overflows once the robot moves fast enough
+/// (invalid after some steps, or never); the others are random.
+pub fn interleaved(m: &Model, p: usize, seed: u64) -> Population {
+    assert!(p >= 8);
+    let base = policies(m, p, seed);
+    let mut pop = Population::new(p, base.max_len, base.n_outputs);
+    let mut random = 0..p - 3;
+    for r in 0..p {
+        match r {
+            1 => pop.copy_row(r, &base, p - 3),
+            3 => pop.copy_row(r, &base, p - 2),
+            5 => pop.copy_row(r, &base, p - 1),
+            6 => {
+                let mut exp = Node::func(Op::Exp);
+                exp.out = 1;
+                let late = [exp, Node::func(Op::Mul), Node::constant(60.0), Node::var(m.obs_size as u32 - 1)];
+                pop.set_tree(r, &late).unwrap();
+            }
+            _ => pop.copy_row(r, &base, random.next().unwrap()),
+        }
+    }
+    pop
+}

@@ -12,8 +12,9 @@ Usage (the full source from `cargo run --release --example kernel_source -- eval
 
     tools/sass/sass.py FULL.cu [-D NAME=VALUE ...] [--kernel REGEX] [--sass OUT.sass] [--tools DIR]
 
-Prints, per kernel: registers, stack frame, spill stores/loads, local loads/stores in the code,
-and the instruction count. The options are grove's own (`src/backend/cuda/nvrtc.rs`:
+Prints, per kernel: registers, stack frame, spill stores/loads (bytes, from ptxas -v), local
+loads/stores in the code (callees included: ptxas places them in the kernel's section), and the
+instruction count. The options are grove's own (`src/backend/cuda/nvrtc.rs`:
 `--gpu-architecture=sm_90 --std=c++17 --fmad=false`).
 """
 import argparse
@@ -50,12 +51,29 @@ def compile_cubin(lib, src, name, opts):
     nvrtc.nvrtcGetProgramLog(prog, log)
     if r != 0:
         sys.exit(f"sass.py: compile failed:\n{log.value.decode(errors='replace')}")
-    if log.value.strip():
-        print(log.value.decode(errors="replace"), file=sys.stderr)
+    text = log.value.decode(errors="replace")
+    if os.environ.get("GROVE_SASS_LOG") and text.strip():
+        print(text, file=sys.stderr)
     check(nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
     cubin = ctypes.create_string_buffer(size.value)
     check(nvrtc.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
-    return cubin.raw
+    return cubin.raw, text
+
+
+def spills(log):
+    """{entry function: (spill store bytes, spill load bytes)} from ptxas -v's log, the entry's own
+    and those of the functions it calls (listed after it until the next entry)."""
+    out, entry = {}, None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '(\S+)'", line)
+        if m:
+            entry = m.group(1)
+            out.setdefault(entry, (0, 0))
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m and entry:
+            st, ld = out[entry]
+            out[entry] = (st + int(m.group(1)), ld + int(m.group(2)))
+    return out
 
 
 def main():
@@ -66,11 +84,14 @@ def main():
     ap.add_argument("--sass", help="write the disassembly here")
     ap.add_argument("--tools", default=os.environ.get("GROVE_SASS_TOOLS", "/work/tools-pip"))
     ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--lineinfo", action="store_true", help="compile with line tables, so that --sass names each instruction's source line")
     a = ap.parse_args()
 
     src = open(a.source).read()
-    opts = [f"--gpu-architecture={a.arch}", "--std=c++17", "--fmad=false"] + [f"-D{d}" for d in a.D]
-    cubin = compile_cubin(find(a.tools, "libnvrtc.so.13"), src, os.path.basename(a.source), opts)
+    opts = [f"--gpu-architecture={a.arch}", "--std=c++17", "--fmad=false"] + [f"-D{d}" for d in a.D] + ["--ptxas-options=-v"]
+    if a.lineinfo:
+        opts.append("--generate-line-info")
+    cubin, log = compile_cubin(find(a.tools, "libnvrtc.so.13"), src, os.path.basename(a.source), opts)
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
         path = f.name
@@ -102,13 +123,15 @@ def main():
             counts[name]["all"] += 1
             counts[name][op] += 1
     rx = re.compile(a.kernel)
-    print(f"{'kernel':44} {'regs':>4} {'stack':>5} {'instr':>6} {'LDL':>4} {'STL':>4} {'LDS':>4} {'BRA':>4} {'BRX':>4}")
+    spilled = spills(log)
+    print(f"{'kernel':44} {'regs':>4} {'stack':>5} {'spillST':>7} {'spillLD':>7} {'instr':>6} {'LDL':>4} {'STL':>4} {'LDS':>4} {'BRA':>4} {'BRX':>4}")
     for k in sorted(counts):
         if not rx.search(k) or k.startswith("$"):
             continue
         reg, stack = res.get(k, (0, 0))
         c = counts[k]
-        print(f"{k:44} {reg:4} {stack:5} {c['all']:6} {c['LDL']:4} {c['STL']:4} {c['LDS']:4} {c['BRA']:4} {c['BRX']:4}")
+        st, ld = spilled.get(k, (0, 0))
+        print(f"{k:44} {reg:4} {stack:5} {st:7} {ld:7} {c['all']:6} {c['LDL']:4} {c['STL']:4} {c['LDS']:4} {c['BRA']:4} {c['BRX']:4}")
 
 
 if __name__ == "__main__":

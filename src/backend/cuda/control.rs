@@ -1,6 +1,8 @@
 //! Host side of the control kernels (`grove_control_rollout`, `grove_control_reduce` in
-//! `kernels/sim.cu`): a population of policies plays whole episodes in one launch, one thread
-//! per (individual, episode), and the mean return per individual is reduced on the device.
+//! `kernels/sim.cu`): a population of policies plays whole episodes in one launch, the
+//! (individual, episode) pairs a queue that persistent threads take from as their episodes end
+//! (as many threads as stay resident on the device), and the mean return per individual is
+//! reduced on the device.
 //! The CPU reference is `program::policy` (`control_rollout`, `mean_returns`);
 //! `tests/control_kernel_host.rs` runs the kernel's code on the host against it and
 //! `tests/cuda_control.rs` on a GPU.
@@ -29,6 +31,24 @@ pub const CONTROL_KERNEL: &str = "grove_control_rollout";
 pub const CONTROL_REDUCE: &str = "grove_control_reduce";
 /// Stack slots of the kernel's interpreter (`GROVE_CTRL_STACK`); deeper trees run on the CPU.
 pub const CONTROL_STACK: usize = 64;
+/// Threads per block of the roll-out (`GROVE_CTRL_BLOCK`, also its launch bound).
+pub const CONTROL_BLOCK: u32 = 64;
+
+/// How many threads a roll-out launch starts; every one takes episodes from the kernel's queue
+/// until it is empty, so any count plays every episode, with the same bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ControlGrid {
+    /// As many as stay resident: the device's SMs × the blocks of [`CONTROL_BLOCK`] threads
+    /// that fit on one (the occupancy calculator's), fewer when there are fewer episodes. A
+    /// thread whose episode ends takes the next, so no lane idles while episodes wait.
+    #[default]
+    Resident,
+    /// One thread per episode, so no thread takes a second: the launch of the kernel before
+    /// issue 15 (which had no queue), for benchmarks that run it through `GROVE_KERNEL_DIR`.
+    PerEpisode,
+    /// About this many threads (whole blocks, at least one): tests make threads refill.
+    Threads(u32),
+}
 
 /// Launch parameters of both control kernels (`GroveControlParams` in sim.cu).
 #[repr(C)]
@@ -137,15 +157,16 @@ impl ControlOutcome {
 }
 
 impl CudaEngine {
-    /// Plays every individual of `pop` as a policy in `m` for the episodes of `run` (one thread
-    /// per episode, 64 threads per block), and the mean return per individual. Equal to
-    /// `program::policy::{control_rollout, mean_returns}` up to the f32 simulator's rounding.
+    /// Plays every individual of `pop` as a policy in `m` for the episodes of `run` (persistent
+    /// threads taking episodes from a queue, [`ControlGrid::Resident`]), and the mean return
+    /// per individual. Equal to `program::policy::{control_rollout, mean_returns}` bit for bit.
     pub fn control_returns(&self, pop: &Population, m: &Model, run: &ControlRun) -> Result<ControlOutcome> {
-        self.control_returns_with(pop, m, run, 64)
+        self.control_returns_with(pop, m, run, ControlGrid::Resident)
     }
 
-    /// [`CudaEngine::control_returns`] with `block` threads per block (for benchmarks).
-    pub fn control_returns_with(&self, pop: &Population, m: &Model, run: &ControlRun, block: u32) -> Result<ControlOutcome> {
+    /// [`CudaEngine::control_returns`] with `grid` threads (for tests and benchmarks; the
+    /// results do not depend on it).
+    pub fn control_returns_with(&self, pop: &Population, m: &Model, run: &ControlRun, grid: ControlGrid) -> Result<ControlOutcome> {
         if pop.n_outputs != m.nu() {
             return Err(GpuError::Input(format!("the policies have {} outputs but {} has {} actuators", pop.n_outputs, m.name, m.nu())));
         }
@@ -170,18 +191,10 @@ impl CudaEngine {
         let mut d_lengths = s.alloc_zeros::<u32>(n).during(|| "allocating lengths".into())?;
         let mut d_valid = s.alloc_zeros::<u32>(n).during(|| "allocating validity".into())?;
         let mut d_means = s.alloc_zeros::<f64>(p).during(|| "allocating means".into())?;
-        let block = block.clamp(32, 1024);
-        let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(block), 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 };
-        let mut b = s.launch_builder(&rollout);
-        b.arg(&params).arg(&c.prog).arg(&c.n_instr).arg(&d_skip);
-        b.arg(&mut d_returns).arg(&mut d_lengths).arg(&mut d_valid);
-        // SAFETY: matches `grove_control_rollout(GroveControlParams, const GroveInstr* prog,
-        // const unsigned short* n_instr, const unsigned char* skip, double* returns, unsigned*
-        // lengths, unsigned* valid)`; prog holds P × L instructions (L = params.max_len) and
-        // n_instr P counts (compiled above for every row), skip P entries, the outputs P·K;
-        // threads g < P·K only. Every tree the kernel runs passed `stack_need` (opcodes,
-        // arities, variables < obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK).
-        unsafe { b.launch(lc(n)) }.during(|| format!("launching {CONTROL_KERNEL}"))?;
+        let mut d_queue = s.alloc_zeros::<u32>(1).during(|| "allocating the episode queue".into())?;
+        let mut out = RolloutOut { returns: &mut d_returns, lengths: &mut d_lengths, valid: &mut d_valid, queue: &mut d_queue };
+        self.launch_rollout(&rollout, &params, &c, &d_skip, &mut out, grid)?;
+        let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
         let mut b = s.launch_builder(&reduce);
         b.arg(&params).arg(&d_returns).arg(&d_valid).arg(&mut d_means);
         // SAFETY: matches `grove_control_reduce(GroveControlParams, const double* returns, const
@@ -228,7 +241,62 @@ struct Compiled<'a> {
     n_instr: CudaView<'a, u16>,
 }
 
+/// The roll-out's outputs: returns, lengths and validity `[P·K]`, and the queue's counter (one
+/// word, zeroed by [`CudaEngine::launch_rollout`] before the launch).
+struct RolloutOut<'a> {
+    returns: &'a mut CudaSlice<f64>,
+    lengths: &'a mut CudaSlice<u32>,
+    valid: &'a mut CudaSlice<u32>,
+    queue: &'a mut CudaSlice<u32>,
+}
+
 impl CudaEngine {
+    /// Blocks of [`CONTROL_BLOCK`] threads for a roll-out of `n` episodes with `rollout` (the
+    /// loaded kernel: its registers decide how many blocks stay resident).
+    fn rollout_blocks(&self, rollout: &CudaFunction, n: usize, grid: ControlGrid) -> Result<u32> {
+        let need = (n as u64).div_ceil(CONTROL_BLOCK as u64).max(1);
+        let blocks = match grid {
+            ControlGrid::Resident => {
+                let per_sm = rollout
+                    .occupancy_max_active_blocks_per_multiprocessor(CONTROL_BLOCK, 0, None)
+                    .during(|| format!("asking how many blocks of {CONTROL_KERNEL} fit on an SM"))?;
+                per_sm.max(1) as u64 * self.sm_count.max(1) as u64
+            }
+            ControlGrid::PerEpisode => need,
+            ControlGrid::Threads(t) => (t as u64).div_ceil(CONTROL_BLOCK as u64).max(1),
+        };
+        Ok(blocks.min(need) as u32)
+    }
+
+    /// Queues `grove_control_rollout` (`rollout`) over `params`' P·K episodes with the compiled
+    /// programs `c` and skip classes `skip` (`[P]`), into `out`, zeroing the queue first.
+    fn launch_rollout(&self, rollout: &CudaFunction, params: &ControlParams, c: &Compiled<'_>, skip: &CudaSlice<u8>, out: &mut RolloutOut<'_>, grid: ControlGrid) -> Result<()> {
+        let n = params.n_trees as usize * params.episodes as usize;
+        let blocks = self.rollout_blocks(rollout, n, grid)?;
+        // A thread's last take may return up to threads + n: it must fit the kernel's u32 sums.
+        if n as u64 + blocks as u64 * CONTROL_BLOCK as u64 > u32::MAX as u64 {
+            return Err(GpuError::Input(format!("{n} episodes are too many for one launch")));
+        }
+        self.stream.memset_zeros(&mut *out.queue).during(|| "clearing the episode queue".into())?;
+        let mut b = self.stream.launch_builder(rollout);
+        b.arg(params).arg(&c.prog).arg(&c.n_instr).arg(skip);
+        b.arg(&mut *out.returns).arg(&mut *out.lengths).arg(&mut *out.valid).arg(&mut *out.queue);
+        let lc = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (CONTROL_BLOCK, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_control_rollout(GroveControlParams, const GroveInstr* prog,
+        // const unsigned short* n_instr, const unsigned char* skip, double* returns, unsigned*
+        // lengths, unsigned* valid, unsigned* queue)` with blocks of GROVE_CTRL_BLOCK threads
+        // (its launch bound): prog holds P × L instructions (L = params.max_len) and n_instr P
+        // counts (compiled for every row), skip P classes (every tree of class 0 passed
+        // `stack_need` or its device twin grove_control_skip: opcodes, arities, variables <
+        // obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK), returns, lengths and valid P·K
+        // entries, queue one word, zero. Threads write only items g < P·K, each taken once (the
+        // queue's atomic; n + threads fits u32, checked above). (A kernel staged through
+        // GROVE_KERNEL_DIR from before the queue takes the first seven arguments only: the
+        // driver reads as many as the kernel declares; it needs `ControlGrid::PerEpisode`.)
+        unsafe { b.launch(lc) }.during(|| format!("launching {CONTROL_KERNEL}"))?;
+        Ok(())
+    }
+
     /// Queues the compilation of every tree of `pop` into `progs` (grown to `P × L`
     /// instructions) with `compile`, the sim module's `grove_compile_trees`.
     fn compile_policies<'p>(&self, compile: &CudaFunction, pop: &DevicePopulation, progs: &'p mut Programs) -> Result<Compiled<'p>> {
@@ -261,13 +329,15 @@ impl CudaEngine {
 }
 
 /// The device loop's control fitness step: buffers for `P` individuals of `K` episodes (skip
-/// classes `[P]`, returns, lengths and validity `[P·K]`, means `[P]`).
+/// classes `[P]`, returns, lengths and validity `[P·K]`, means `[P]`, the roll-out's queue
+/// counter).
 pub struct ControlScratch {
     skip: CudaSlice<u8>,
     returns: CudaSlice<f64>,
     lengths: CudaSlice<u32>,
     valid: CudaSlice<u32>,
     means: CudaSlice<f64>,
+    queue: CudaSlice<u32>,
     programs: Programs,
     p: usize,
     episodes: usize,
@@ -294,6 +364,7 @@ impl CudaEngine {
             lengths: s.alloc_zeros::<u32>(n).during(|| "allocating lengths".into())?,
             valid: s.alloc_zeros::<u32>(n).during(|| "allocating validity".into())?,
             means: s.alloc_zeros::<f64>(p).during(|| "allocating means".into())?,
+            queue: s.alloc_zeros::<u32>(1).during(|| "allocating the episode queue".into())?,
             programs: Programs::default(),
             p,
             episodes,
@@ -369,14 +440,8 @@ impl CudaEngine {
         let c = self.compile_policies(&compile, pop, &mut s.programs)?;
         let st = &self.stream;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
-        let mut b = st.launch_builder(&rollout);
-        b.arg(&params).arg(&c.prog).arg(&c.n_instr).arg(&s.skip);
-        b.arg(&mut s.returns).arg(&mut s.lengths).arg(&mut s.valid);
-        // SAFETY: as in `control_returns_with`: prog P × L compiled programs and n_instr P counts,
-        // skip P classes written by grove_control_skip (every tree of class 0 passed its checks:
-        // opcodes, arities, variables < obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK), the
-        // outputs P·K entries; threads g < P·K only.
-        unsafe { b.launch(lc(p * k)) }.during(|| format!("launching {CONTROL_KERNEL}"))?;
+        let mut out = RolloutOut { returns: &mut s.returns, lengths: &mut s.lengths, valid: &mut s.valid, queue: &mut s.queue };
+        self.launch_rollout(&rollout, &params, &c, &s.skip, &mut out, ControlGrid::Resident)?;
         let mut b = st.launch_builder(&reduce);
         b.arg(&params).arg(&s.returns).arg(&s.valid).arg(&mut s.means);
         // SAFETY: matches `grove_control_reduce(GroveControlParams, const double* returns, const

@@ -30,9 +30,10 @@ impl KernelSource<'_> {
     ///
     /// For kernel work without rebuilding: with `GROVE_KERNEL_DIR=DIR`, the `.cu` file and
     /// `grove_math.cuh` are read from `DIR` when they are there (the disk cache keys on the text,
-    /// so variants never mix).
+    /// so variants never mix). A text generated in front of the file (sim.cu's model header, up
+    /// to its `#line 1 "sim.cu"`) stays: see [`with_override`].
     pub fn full_source(&self) -> String {
-        let text = kernel_override(self.file).unwrap_or_else(|| self.text.to_string());
+        let text = with_override(self.text, self.file, kernel_override(self.file));
         let mut s = format!("#line 1 \"{OPS_HEADER}\"\n{}\n#line 1 \"{}\"\n", ops_header(), self.file);
         for (n, line) in text.lines().enumerate() {
             let header = line.trim().strip_prefix("#include \"").and_then(|r| r.strip_suffix('"'));
@@ -80,6 +81,18 @@ pub fn ops_header() -> String {
     match kernel_override("grove_math.cuh") {
         Some(math) => crate::program::ops::cuda_source_with(&math),
         None => crate::program::ops::cuda_source(),
+    }
+}
+
+/// `text` (a kernel file's, or one generated around it) with the file's part replaced by
+/// `file_text` when there is one: the part after the text's `#line 1 "FILE"` line when it has
+/// one (sim.cu comes after its model's generated header, which stays), else the whole text.
+pub fn with_override(text: &str, file: &str, file_text: Option<String>) -> String {
+    let Some(file_text) = file_text else { return text.to_string() };
+    let marker = format!("#line 1 \"{file}\"\n");
+    match text.find(&marker) {
+        Some(i) => format!("{}{file_text}", &text[..i + marker.len()]),
+        None => file_text,
     }
 }
 

@@ -70,15 +70,17 @@ pub fn sim_params_layout() -> Vec<(&'static str, usize)> {
 /// An f32 literal of exactly the bits of `x as f32` (what the CPU's `r(x)` gives): the shortest
 /// decimal when it names those bits whether the compiler parses it straight to f32 or through
 /// f64 (which can round twice), else a hexadecimal float, which is exact. Infinities and NaN are
-/// spelled by their bits (NVRTC accepts `__int_as_float` in a `__constant__` initialiser, and
-/// knows no `__builtin_inff`).
+/// spelled by their bits with `__builtin_bit_cast`, a constant expression: the tables are
+/// `__device__ const`, which take no dynamic initialiser (`__int_as_float` was one; NVRTC knows
+/// no `__builtin_inff`).
 fn lit(x: f64) -> String {
     let f = x as f32;
+    let bits = |b: u32| format!("__builtin_bit_cast(float, 0x{b:08x}u)");
     if f.is_nan() {
-        return "__int_as_float(0x7fc00000)".into();
+        return bits(0x7fc0_0000);
     }
     if f.is_infinite() {
-        return if f > 0.0 { "__int_as_float(0x7f800000)".into() } else { "__int_as_float(0xff800000)".into() };
+        return bits(f.to_bits());
     }
     let dec = format!("{f:e}");
     if dec.parse::<f32>().ok().map(f32::to_bits) == Some(f.to_bits()) && dec.parse::<f64>().ok().map(|d| (d as f32).to_bits()) == Some(f.to_bits()) {
@@ -115,7 +117,11 @@ fn soft_row(s: &Soft) -> ([f64; SOFT_COLUMNS], u8) {
 }
 
 /// `grove_env.h` for `m`: everything sim.cu needs to know about the model, as compile-time
-/// constants (one module per model and profile).
+/// constants (one module per model and profile). The tables are `__device__ const`, not
+/// `__constant__`: NVVM folds a `const` table read at a constant index into the code (a
+/// `__constant__` one the host may rewrite, so it is read every time), and sim.cu's loops over
+/// bodies, joints, paths and constraints are unrolled so that every such index is constant,
+/// which keeps the per-thread arrays they index (kinematics, Jacobians, M) in registers.
 pub fn env_header(m: &Model) -> String {
     let nv = m.nv();
     let nb = m.bodies.len();
@@ -162,74 +168,74 @@ pub fn env_header(m: &Model) -> String {
         let _ = writeln!(w, "#define GROVE_{name}_KIND {kind}\n#define GROVE_{name} {s:e}");
     }
     let b = &m.bodies;
-    let _ = writeln!(w, "__constant__ int grove_parent[{nb}] = {{{}}};", list(b, |b| b.parent.map_or(-1, |p| p as i64).to_string()));
-    let _ = writeln!(w, "__constant__ float grove_bpos[{nb}][2] = {{{}}};", list(b, |b| format!("{{{}, {}}}", lit(b.pos[0]), lit(b.pos[1]))));
-    let _ = writeln!(w, "__constant__ float grove_bang[{nb}] = {{{}}};", list(b, |b| lit(b.angle)));
-    let _ = writeln!(w, "__constant__ float grove_mass[{nb}] = {{{}}};", list(b, |b| lit(b.mass)));
-    let _ = writeln!(w, "__constant__ float grove_com[{nb}][2] = {{{}}};", list(b, |b| format!("{{{}, {}}}", lit(b.com[0]), lit(b.com[1]))));
-    let _ = writeln!(w, "__constant__ float grove_inertia_n[{nb}] = {{{}}};", list(b, |b| lit(b.inertia[2])));
-    let _ = writeln!(w, "__constant__ float grove_iang[{nb}] = {{{}}};", list(b, |b| lit(b.inertia_angle)));
-    let _ = writeln!(w, "__constant__ int grove_pathlen[{nb}] = {{{}}};", list(b, |b| b.path.len().to_string()));
+    let _ = writeln!(w, "__device__ const int grove_parent[{nb}] = {{{}}};", list(b, |b| b.parent.map_or(-1, |p| p as i64).to_string()));
+    let _ = writeln!(w, "__device__ const float grove_bpos[{nb}][2] = {{{}}};", list(b, |b| format!("{{{}, {}}}", lit(b.pos[0]), lit(b.pos[1]))));
+    let _ = writeln!(w, "__device__ const float grove_bang[{nb}] = {{{}}};", list(b, |b| lit(b.angle)));
+    let _ = writeln!(w, "__device__ const float grove_mass[{nb}] = {{{}}};", list(b, |b| lit(b.mass)));
+    let _ = writeln!(w, "__device__ const float grove_com[{nb}][2] = {{{}}};", list(b, |b| format!("{{{}, {}}}", lit(b.com[0]), lit(b.com[1]))));
+    let _ = writeln!(w, "__device__ const float grove_inertia_n[{nb}] = {{{}}};", list(b, |b| lit(b.inertia[2])));
+    let _ = writeln!(w, "__device__ const float grove_iang[{nb}] = {{{}}};", list(b, |b| lit(b.inertia_angle)));
+    let _ = writeln!(w, "__device__ const int grove_pathlen[{nb}] = {{{}}};", list(b, |b| b.path.len().to_string()));
     let _ = writeln!(
         w,
-        "__constant__ int grove_path[{nb}][{nv}] = {{{}}};",
+        "__device__ const int grove_path[{nb}][{nv}] = {{{}}};",
         list(b, |b| format!("{{{}}}", list((0..nv).map(|i| b.path.get(i).copied().unwrap_or(0)), |j| j.to_string())))
     );
     if let Some([rho, mu]) = m.fluid {
         // c1 = 3πdμ, c2 = πd³μ, cL, cT, cR of the inertia box, combined in f64 by the CPU's code.
         let coeffs = |body: &crate::sim::model::Body| fluid_coefficients(body, rho, mu);
-        let _ = writeln!(w, "__constant__ float grove_fluid[{nb}][5] = {{{}}};", list(b, |b| format!("{{{}}}", list(coeffs(b), lit))));
+        let _ = writeln!(w, "__device__ const float grove_fluid[{nb}][5] = {{{}}};", list(b, |b| format!("{{{}}}", list(coeffs(b), lit))));
     }
     let j = &m.joints;
-    let _ = writeln!(w, "__constant__ int grove_jbody[{nv}] = {{{}}};", list(j, |j| j.body.to_string()));
-    let _ = writeln!(w, "__constant__ int grove_jslide[{nv}] = {{{}}};", list(j, |j| (matches!(j.kind, JointKind::Slide { .. }) as u8).to_string()));
+    let _ = writeln!(w, "__device__ const int grove_jbody[{nv}] = {{{}}};", list(j, |j| j.body.to_string()));
+    let _ = writeln!(w, "__device__ const int grove_jslide[{nv}] = {{{}}};", list(j, |j| (matches!(j.kind, JointKind::Slide { .. }) as u8).to_string()));
     let axis = |j: &crate::sim::model::Joint| match j.kind {
         JointKind::Slide { axis } => format!("{{{}, {}}}", lit(axis.0), lit(axis.1)),
         JointKind::Hinge { sign } => format!("{{{}, 0.0f}}", lit(sign)),
     };
-    let _ = writeln!(w, "__constant__ float grove_jaxis[{nv}][2] = {{{}}};", list(j, axis));
-    let _ = writeln!(w, "__constant__ float grove_jpos[{nv}][2] = {{{}}};", list(j, |j| format!("{{{}, {}}}", lit(j.pos[0]), lit(j.pos[1]))));
-    let _ = writeln!(w, "__constant__ float grove_qpos0[{nv}] = {{{}}};", list(j, |j| lit(j.qpos0)));
-    let _ = writeln!(w, "__constant__ float grove_armature[{nv}] = {{{}}};", list(j, |j| lit(j.armature)));
-    let _ = writeln!(w, "__constant__ float grove_damping[{nv}] = {{{}}};", list(j, |j| lit(j.damping)));
-    let _ = writeln!(w, "__constant__ float grove_stiffness[{nv}] = {{{}}};", list(j, |j| lit(j.stiffness)));
-    let _ = writeln!(w, "__constant__ float grove_springref[{nv}] = {{{}}};", list(j, |j| lit(j.spring_ref)));
+    let _ = writeln!(w, "__device__ const float grove_jaxis[{nv}][2] = {{{}}};", list(j, axis));
+    let _ = writeln!(w, "__device__ const float grove_jpos[{nv}][2] = {{{}}};", list(j, |j| format!("{{{}, {}}}", lit(j.pos[0]), lit(j.pos[1]))));
+    let _ = writeln!(w, "__device__ const float grove_qpos0[{nv}] = {{{}}};", list(j, |j| lit(j.qpos0)));
+    let _ = writeln!(w, "__device__ const float grove_armature[{nv}] = {{{}}};", list(j, |j| lit(j.armature)));
+    let _ = writeln!(w, "__device__ const float grove_damping[{nv}] = {{{}}};", list(j, |j| lit(j.damping)));
+    let _ = writeln!(w, "__device__ const float grove_stiffness[{nv}] = {{{}}};", list(j, |j| lit(j.stiffness)));
+    let _ = writeln!(w, "__device__ const float grove_springref[{nv}] = {{{}}};", list(j, |j| lit(j.spring_ref)));
     // h·damping, the implicit Euler's diagonal term, multiplied in f64 as the CPU does.
-    let _ = writeln!(w, "__constant__ float grove_hdamp[{nv}] = {{{}}};", list(j, |j| lit(m.timestep * j.damping)));
+    let _ = writeln!(w, "__device__ const float grove_hdamp[{nv}] = {{{}}};", list(j, |j| lit(m.timestep * j.damping)));
     if !limited.is_empty() {
         let n = limited.len();
         let soft_of = |&i: &usize| soft_row(&Soft::new(m.joints[i].solref, m.joints[i].solimp, m.timestep));
-        let _ = writeln!(w, "__constant__ int grove_lim_joint[{n}] = {{{}}};", list(&limited, |i| i.to_string()));
+        let _ = writeln!(w, "__device__ const int grove_lim_joint[{n}] = {{{}}};", list(&limited, |i| i.to_string()));
         let rng = |&i: &usize| {
             let [lo, hi] = m.joints[i].range.unwrap_or([0.0, 0.0]);
             format!("{{{}, {}}}", lit(lo), lit(hi))
         };
-        let _ = writeln!(w, "__constant__ float grove_lim_range[{n}][2] = {{{}}};", list(&limited, rng));
-        let _ = writeln!(w, "__constant__ float grove_lim_soft[{n}][{SOFT_COLUMNS}] = {{{}}};", list(&limited, |i| format!("{{{}}}", list(soft_of(i).0, lit))));
-        let _ = writeln!(w, "__constant__ int grove_lim_imode[{n}] = {{{}}};", list(&limited, |i| soft_of(i).1.to_string()));
-        let _ = writeln!(w, "__constant__ float grove_lim_invweight[{n}] = {{{}}};", list(&limited, |&i| lit(m.dof_invweight0[i])));
+        let _ = writeln!(w, "__device__ const float grove_lim_range[{n}][2] = {{{}}};", list(&limited, rng));
+        let _ = writeln!(w, "__device__ const float grove_lim_soft[{n}][{SOFT_COLUMNS}] = {{{}}};", list(&limited, |i| format!("{{{}}}", list(soft_of(i).0, lit))));
+        let _ = writeln!(w, "__device__ const int grove_lim_imode[{n}] = {{{}}};", list(&limited, |i| soft_of(i).1.to_string()));
+        let _ = writeln!(w, "__device__ const float grove_lim_invweight[{n}] = {{{}}};", list(&limited, |&i| lit(m.dof_invweight0[i])));
     }
     if !m.capsules.is_empty() {
         let c = &m.capsules;
         let n = c.len();
-        let _ = writeln!(w, "__constant__ int grove_cap_body[{n}] = {{{}}};", list(c, |c| c.body.to_string()));
+        let _ = writeln!(w, "__device__ const int grove_cap_body[{n}] = {{{}}};", list(c, |c| c.body.to_string()));
         let ends = |c: &crate::sim::model::Capsule| {
             format!("{{{{{}, {}}}, {{{}, {}}}}}", lit(c.ends[0][0]), lit(c.ends[0][1]), lit(c.ends[1][0]), lit(c.ends[1][1]))
         };
-        let _ = writeln!(w, "__constant__ float grove_cap_ends[{n}][2][2] = {{{}}};", list(c, ends));
-        let _ = writeln!(w, "__constant__ float grove_cap_radius[{n}] = {{{}}};", list(c, |c| lit(c.radius)));
-        let _ = writeln!(w, "__constant__ float grove_cap_margin[{n}] = {{{}}};", list(c, |c| lit(c.margin)));
-        let _ = writeln!(w, "__constant__ float grove_cap_mu[{n}] = {{{}}};", list(c, |c| lit(c.friction)));
+        let _ = writeln!(w, "__device__ const float grove_cap_ends[{n}][2][2] = {{{}}};", list(c, ends));
+        let _ = writeln!(w, "__device__ const float grove_cap_radius[{n}] = {{{}}};", list(c, |c| lit(c.radius)));
+        let _ = writeln!(w, "__device__ const float grove_cap_margin[{n}] = {{{}}};", list(c, |c| lit(c.margin)));
+        let _ = writeln!(w, "__device__ const float grove_cap_mu[{n}] = {{{}}};", list(c, |c| lit(c.friction)));
         let soft_of = |c: &crate::sim::model::Capsule| soft_row(&Soft::new(c.solref, c.solimp, m.timestep));
-        let _ = writeln!(w, "__constant__ float grove_cap_soft[{n}][{SOFT_COLUMNS}] = {{{}}};", list(c, |c| format!("{{{}}}", list(soft_of(c).0, lit))));
-        let _ = writeln!(w, "__constant__ int grove_cap_imode[{n}] = {{{}}};", list(c, |c| soft_of(c).1.to_string()));
-        let _ = writeln!(w, "__constant__ float grove_cap_tran[{n}] = {{{}}};", list(c, |c| lit(m.body_invweight0[c.body])));
+        let _ = writeln!(w, "__device__ const float grove_cap_soft[{n}][{SOFT_COLUMNS}] = {{{}}};", list(c, |c| format!("{{{}}}", list(soft_of(c).0, lit))));
+        let _ = writeln!(w, "__device__ const int grove_cap_imode[{n}] = {{{}}};", list(c, |c| soft_of(c).1.to_string()));
+        let _ = writeln!(w, "__device__ const float grove_cap_tran[{n}] = {{{}}};", list(c, |c| lit(m.body_invweight0[c.body])));
     }
     let a = &m.actuators;
     let nu = a.len();
-    let _ = writeln!(w, "__constant__ int grove_act_dof[{nu}] = {{{}}};", list(a, |a| a.dof.to_string()));
-    let _ = writeln!(w, "__constant__ float grove_gear[{nu}] = {{{}}};", list(a, |a| lit(a.gear)));
-    let _ = writeln!(w, "__constant__ float grove_ctrl[{nu}][2] = {{{}}};", list(a, |a| format!("{{{}, {}}}", lit(a.ctrl_range[0]), lit(a.ctrl_range[1]))));
+    let _ = writeln!(w, "__device__ const int grove_act_dof[{nu}] = {{{}}};", list(a, |a| a.dof.to_string()));
+    let _ = writeln!(w, "__device__ const float grove_gear[{nu}] = {{{}}};", list(a, |a| lit(a.gear)));
+    let _ = writeln!(w, "__device__ const float grove_ctrl[{nu}][2] = {{{}}};", list(a, |a| format!("{{{}, {}}}", lit(a.ctrl_range[0]), lit(a.ctrl_range[1]))));
     // Observation (env.rs State::observe); pw: body frame heights.
     let _ = writeln!(w, "__device__ inline void grove_observe(const float* q, const float* v, const float* pw, float* o) {{");
     let mut i = 0;
@@ -396,6 +402,21 @@ mod tests {
         if neg { -v } else { v }
     }
 
+    // GROVE_KERNEL_DIR's sim.cu replaced the whole text, model header included, so an
+    // overridden sim.cu did not compile (no GROVE_NV): the header must stay.
+    #[test]
+    fn an_overridden_sim_cu_keeps_the_model_header() {
+        let m = Model::load("hopper", None).unwrap();
+        let text = sim_text(&m);
+        let got = super::super::kernels::with_override(&text, "sim.cu", Some("// staged sim.cu\n".into()));
+        let header = &text[..text.find("#line 1 \"sim.cu\"\n").unwrap()];
+        assert!(got.starts_with(header) && got.ends_with("#line 1 \"sim.cu\"\n// staged sim.cu\n"), "{}", &got[got.len() - 200..]);
+        assert!(header.contains("#define GROVE_NV 6"));
+        // A plain kernel file is replaced whole; without an override nothing changes.
+        assert_eq!(super::super::kernels::with_override("a", "eval.cu", Some("b".into())), "b");
+        assert_eq!(super::super::kernels::with_override(&text, "sim.cu", None), text);
+    }
+
     #[test]
     fn literals_name_the_exact_f32() {
         let mut rng = crate::rng::Stream::new(1, 0, 0, crate::rng::Purpose::Bench);
@@ -409,6 +430,7 @@ mod tests {
             let h = hex_f32(f);
             assert_eq!(read_hex(&h).to_bits(), f.to_bits(), "{x:e} as {h}");
         }
-        assert_eq!(lit(f64::INFINITY), "__int_as_float(0x7f800000)");
+        assert_eq!(lit(f64::INFINITY), "__builtin_bit_cast(float, 0x7f800000u)");
+        assert_eq!(lit(f64::NEG_INFINITY), "__builtin_bit_cast(float, 0xff800000u)");
     }
 }
