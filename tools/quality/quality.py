@@ -481,6 +481,9 @@ class Runner:
         sets = self.datasets("friedman" if friedman_sets else "regression")
         others = [s for s in ["linear", "gplearn", "operon", "operon-lm"] if s in self.systems]
         grove = {"grove": self.grove_extra()} if "grove" in self.systems else {}
+        for v in self.args.grove_variant or []:  # NAME=ARGS: one more grove system, grove-NAME
+            name, _, extra = v.partition("=")
+            grove[f"grove-{name}"] = [*self.grove_extra(), *extra.split()]
         for name in sets:
             print(f"{self.suite}: {name}", flush=True)
             for split in range(self.args.splits):
@@ -721,18 +724,18 @@ def _namespace(system, syms):
 
 
 def snap(c):
-    """A constant as the simple number it stands for: within 1e-4 (relative) of p/q or p·π/q
-    with q ≤ 12, or 0 below 1e-5; else unchanged."""
+    """A constant as the simple number it stands for: within 1e-5 (relative) of p/q or p·π/q
+    with q ≤ 100 (the smallest such q), or 0 below 1e-5; else unchanged."""
     import sympy
 
     v = float(c)
     if abs(v) < 1e-5:
         return sympy.Integer(0)
-    for scale in (1, sympy.pi):
-        s = float(scale)
-        for q in range(1, 13):
+    for q in range(1, 101):
+        for scale in (1, sympy.pi):
+            s = float(scale)
             p = round(v * q / s)
-            if p and abs(v - p * s / q) <= 1e-4 * abs(v):
+            if p and abs(v - p * s / q) <= 1e-5 * abs(v):
                 return sympy.Rational(p, q) * scale
     return c
 
@@ -753,9 +756,10 @@ def _deadline(seconds):
 
 def exact(text, syms, target, spec, system):
     """Is the model `text` the target? `numeric`: within 1e-4 of it (relative to max |target|)
-    at 1000 fresh points of the domain; `exact`: with every constant snapped (`snap`),
-    sympy.simplify(model − target) is 0, or, where simplify gives up or takes over 20 s, the
-    difference is below 1e-12 at 50 random points evaluated with 40 digits (`how` says which)."""
+    at 1000 fresh points of the domain; `exact`: with numbers folded (30 digits) and every
+    constant then snapped (`snap`),
+    sympy.simplify(model − target) is 0, or, where simplify does not reach 0 or takes over
+    20 s, the identity test below passes (`how` says which)."""
     import sympy
 
     ns = _namespace(system, syms)
@@ -786,15 +790,54 @@ def exact(text, syms, target, spec, system):
         how = "identity test (simplify left " + str(d)[:80] + ")"
     except TimeoutError:
         how = "identity test (simplify took over 20 s)"
-    ok = True
+    # The identity test: at 40 random points, evaluated with 40 digits, the model must be
+    # α·target + β exactly (least squares, residual below 1e-12 of the target's scale) with α
+    # within 1e-5 of 1 and β within 1e-5 of the scale: that accepts a product of rounded
+    # constants that simplify did not fold (0.7146298·(1 + sin(sin(e))) = 1.0000000) and
+    # rejects a model that only differs by a tiny term (x·exp(−exp(3)) is not the target).
+    import mpmath
+
+    mpmath.mp.dps = 40
     prng = np.random.default_rng(11)
-    for _ in range(50):
-        sub = {s: sympy.Float(prng.uniform(lo, hi), 40) for s, (lo, hi) in zip(syms, lo_hi)}
-        dv = complex(sympy.N((snapped - target).xreplace(sub), 40))
-        if not abs(dv) < 1e-12:
-            ok = False
-            break
+    fm = sympy.lambdify(syms, snapped, "mpmath")
+    ft = sympy.lambdify(syms, target, "mpmath")
+    m, t = [], []
+    try:
+        for _ in range(40):
+            p = [mpmath.mpf(prng.uniform(lo, hi)) for lo, hi in lo_hi]
+            m.append(mpmath.mpmathify(fm(*p)))
+            t.append(mpmath.mpmathify(ft(*p)))
+    except (ValueError, ZeroDivisionError, TypeError):
+        return {**out, "how": how + "; not evaluable"}
+    n = len(t)
+    st, sm = sum(t), sum(m)
+    stt, stm = sum(a * a for a in t), sum(a * b for a, b in zip(t, m))
+    den = n * stt - st * st
+    alpha = (n * stm - st * sm) / den if den else mpmath.mpf(1)
+    beta = (sm - alpha * st) / n
+    scale = max(abs(a) for a in t) or 1
+    resid = max(abs(b - alpha * a - beta) for a, b in zip(t, m))
+    ok = bool(resid <= 1e-12 * scale and abs(alpha - 1) <= 1e-5 and abs(beta) <= 1e-5 * scale)
     return {**out, "exact": ok, "how": how}
+
+
+def recheck(path):
+    """`exact` again on every stored model of an exact-recovery file (rewritten in place)."""
+    import sympy
+
+    out = []
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        spec = EXACT_TARGETS.get(r["dataset"])
+        if spec and r.get("model") and not r.get("error"):
+            syms = [sympy.Symbol(v, **spec["assume"]) for v in spec["vars"]]
+            target = sympy.sympify(spec["expr"], locals={v.name: v for v in syms})
+            for k in ["exact", "numeric", "max_error", "snapped", "how"]:
+                r.pop(k, None)
+            family = "grove" if r["system"].startswith("grove") else r["system"]
+            r.update(exact(r["model"], syms, target, spec, family))
+        out.append(json.dumps(r))
+    path.write_text("\n".join(out) + "\n")
 
 
 def _domain(spec):
@@ -846,7 +889,9 @@ def summary(out):
         if not rs:
             return
         g = by(rs, "dataset", "system")
-        systems = [s for s in systems_order if any(k[1] == s for k in g)]
+        found = {k[1] for k in g}
+        systems = [s for s in systems_order if s in found]
+        systems[2:2] = sorted(s for s in found if s.startswith("grove-") and s not in systems_order)
         say(f"### {title}\n")
         say("Median test R² over the splits (in brackets: splits run, when not all); time: median seconds of one fit.\n")
         head = "| data set | train/test rows | " + " | ".join(systems) + " | grove ≥ max(linear, operon) | " + \
@@ -963,11 +1008,12 @@ def versions(grove_bin):
         out["commit"] = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     except OSError:
         pass
-    for m in ["numpy", "sklearn", "statsmodels", "sympy", "gplearn", "pyoperon", "pandas"]:
+    from importlib import metadata
+
+    for m in ["numpy", "scikit-learn", "scipy", "statsmodels", "sympy", "gplearn", "pyoperon", "pandas"]:
         try:
-            mod = __import__(m)
-            out[m] = getattr(mod, "__version__", "?")
-        except Exception:
+            out[m] = metadata.version(m)
+        except metadata.PackageNotFoundError:
             out[m] = None
     try:
         cpu = [l for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")]
@@ -990,6 +1036,9 @@ def main(argv=None):
     ap.add_argument("--datasets", help="comma list: only these data sets / targets")
     ap.add_argument("--grove-pop", type=int, help="grove's population (default: its own default)")
     ap.add_argument("--grove-gens", type=int, help="grove's generations (default: its own default)")
+    ap.add_argument("--grove-variant", action="append", metavar="NAME=ARGS",
+                    help="regression and friedman: one more grove system, grove-NAME, with these extra "
+                         "`grove evolve` arguments (e.g. 'len32=--max-len 32'); may be repeated")
     ap.add_argument("--nguyen-grove", metavar="SETTINGS",
                     help="one more grove variant for the exact-recovery suite (grove-custom): `grove run --set` "
                          "values separated by spaces, e.g. 'engine.bloat=\"lexicographic\" regression.parsimony=1e-6'")
@@ -997,9 +1046,13 @@ def main(argv=None):
     ap.add_argument("--out", default=str(REPO / "target" / "quality"), help="where runs-*.jsonl, runs.csv and summary.md go")
     ap.add_argument("--resume", action="store_true", help="keep the runs already in OUT/runs-SUITE.jsonl and do the rest")
     ap.add_argument("--summary-only", action="store_true", help="print the tables of OUT's runs and stop")
+    ap.add_argument("--recheck", action="store_true",
+                    help="decide exactness again for OUT's exact-recovery runs from their stored models, then print the tables")
     args = ap.parse_args(argv)
 
-    if args.summary_only:
+    if args.recheck:
+        recheck(Path(args.out) / "runs-nguyen.jsonl")
+    if args.summary_only or args.recheck:
         print(summary(args.out))
         return 0
     suites = SUITES if args.suite == "all" else [s.strip() for s in args.suite.split(",")]
@@ -1015,9 +1068,11 @@ def main(argv=None):
         args.grove_pop, args.grove_gens = args.grove_pop or 300, args.grove_gens or 10
         args.datasets = args.datasets or "stackloss,friedman1,nguyen1,keijzer13,iris"
     meta = versions(args.grove)
-    meta.update(argv=sys.argv[1:] if argv is None else list(argv), gplearn_operon_budget=f"{POP} x {GENS}")
-    (Path(args.out)).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    meta.update(argv=sys.argv[1:] if argv is None else list(argv), gplearn_operon_budget=f"{POP} x {GENS}",
+                started=datetime.datetime.now().isoformat(timespec="seconds"))
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    with open(Path(args.out) / "meta.jsonl", "a") as f:  # one line per invocation
+        f.write(json.dumps(meta) + "\n")
     runner = Runner(args)
     t = time.perf_counter()
     runner.run(suites)
