@@ -43,6 +43,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -320,7 +321,7 @@ class Grove:
         r = json.loads(rep.read_text())
         pred = np.array([float(v) for v in self.predict(rep, test)])
         return pred, dict(seconds=seconds, grove_seconds=r["timing"]["seconds"], size=r["best"]["size"],
-                          model=r["best"]["infix"], selection=r["selection"]["rule"])
+                          model=r["best"]["infix"], selection=r["selection"]["rule"], train_r2=r["train"].get("r2"))
 
     def run_file(self, work, ron, seed, sets=()):
         """`grove run FILE.ron --seed S --set FIELD=VALUE...`: for settings without a flag."""
@@ -436,7 +437,7 @@ class Runner:
                 continue
             try:
                 pred, info = self.grove.regress(work, work / "train.csv", work / "test.csv", seed, extra)
-                self.record({**base, "system": system, "r2": r2(yte, pred), "train_r2": None, **info})
+                self.record({**base, "system": system, "r2": r2(yte, pred), **info})
             except Exception as e:  # a failed run is recorded, and scores −inf
                 self.record({**base, "system": system, "r2": -math.inf, "error": str(e), "seconds": 0})
         for system in systems:
@@ -456,11 +457,13 @@ class Runner:
                 else:
                     continue
                 pred, seconds = fit_predict(model, Xtr, ytr, Xte)
-                info = {}
+                with warnings.catch_warnings(), np.errstate(all="ignore"):
+                    warnings.simplefilter("ignore")
+                    info = dict(train_r2=r2(ytr, model.predict(Xtr)))
                 if system == "gplearn":
-                    info = dict(model=str(model._program), size=model._program.length_)
+                    info.update(model=str(model._program), size=model._program.length_)
                 elif system.startswith("operon"):
-                    info = dict(model=model.get_model_string(model.model_, 6), size=model.stats_["model_length"])
+                    info.update(model=model.get_model_string(model.model_, 6), size=model.stats_["model_length"])
                 self.record({**base, "system": system, "r2": r2(yte, pred), "seconds": seconds, **info})
             except Exception as e:
                 self.record({**base, "system": system, "r2": -math.inf, "error": f"{type(e).__name__}: {e}", "seconds": 0})
@@ -590,7 +593,7 @@ class Runner:
                 write_csv(work / "train.csv", X, y, spec["vars"])
                 consts = spec["constants"]
                 self._exact_grove(name, base, work, consts, syms, target, spec)
-                for system in ["gplearn", "operon"]:
+                for system in ["gplearn", "operon", "operon-lm"]:
                     if not self.want(name, system, run):
                         continue
                     try:
@@ -634,15 +637,24 @@ class Runner:
                 text = text.replace(f"X{i}", n)
             return text, seconds
         symbols = "add,sub,mul,div,sin,cos,exp,log,variable" + (",constant" if consts else "")
-        # Without constants in the target, Operon's symbolic mode: integer coefficients in
-        # [-5, 5] and no coefficient optimisation, its setting for exact recovery.
-        model = operon_regressor(seed, allowed_symbols=symbols, symbolic_mode=not consts)
+        if system == "operon-lm":  # coefficients (one on every variable) fitted by 10 LM iterations
+            model = operon_regressor(seed, lm=True, allowed_symbols=symbols)
+        else:
+            # Without constants in the target, Operon's symbolic mode: integer coefficients in
+            # [-5, 5] and no coefficient optimisation, its setting for exact recovery.
+            model = operon_regressor(seed, allowed_symbols=symbols, symbolic_mode=not consts)
         _, seconds = fit_predict(model, X, y, X)
         return model.get_model_string(model.model_, 12, names=list(names)), seconds
 
     # -- driver -------------------------------------------------------------------------------
 
     def run(self, suites):
+        try:
+            self._run(suites)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _run(self, suites):
         for suite in suites:
             self.begin(suite)
             t = time.perf_counter()
@@ -943,7 +955,7 @@ def summary(out):
     rs = [r for r in recs if r["suite"] == "nguyen"]
     if rs:
         g = by(rs, "dataset", "system")
-        systems = [s for s in ["grove", "grove-len32", "grove-custom", "gplearn", "operon"] if any(k[1] == s for k in g)]
+        systems = [s for s in ["grove", "grove-len32", "grove-custom", "gplearn", "operon", "operon-lm"] if any(k[1] == s for k in g)]
         say("### Exact recovery\n")
         say("Runs whose model is the target (sympy; constants snapped), and in brackets those within 1e-4 of it "
             "numerically; time: median seconds of one run.\n")
