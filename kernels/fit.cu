@@ -1,5 +1,8 @@
 // fit.cu: numeric constants fitted by Levenberg–Marquardt, one block per tree, the whole fit
-// in one launch. Twin of src/program/constants.rs (fit_constants), operation for operation:
+// in one launch: grove_fit_constants for regression (squared error, optionally with linear
+// scaling), grove_fit_class_constants for classification (generalised Gauss–Newton on the
+// softmax cross-entropy). Twin of src/program/constants.rs (fit_constants,
+// fit_class_constants), operation for operation:
 // the same forward-mode tangents through the interpreter's f32 operations (grove_apply), the
 // same f64 sums of w_p·w_q over the rows in row order, the same Cholesky solve and the same
 // decisions, so the fitted constants are the CPU's bits (compiled with --fmad=false).
@@ -7,7 +10,10 @@
 // A pass over the rows: the block takes T rows at a time; each thread evaluates its row with
 // tangents and writes the row's vector w = (J, r) to shared memory; then thread k sums products
 // k, k + T, … of the (m + 1)(m + 2) / 2 products over the T rows in order, so each sum runs over
-// all rows in row order whatever T is. Between passes thread 0 takes the step (the solve, the
+// all rows in row order whatever T is. Classification keeps more per row (each logit's
+// tangents less their softmax mean, the softmax, the residuals and the cross-entropy), so a
+// chunk holds fewer rows (GROVE_FIT_BUF doubles in all) and thread k computes each row's value
+// of sum k from them. Between passes thread 0 takes the step (the solve, the
 // decision, λ); the block follows its decisions through shared memory.
 
 #ifndef GROVE_OFFSETOF
@@ -15,12 +21,14 @@
 #endif
 
 #define GROVE_FIT_MAX_CONSTANTS 16   // constant leaves fitted per tree (the first, in prefix order)
+#define GROVE_FIT_MAX_CLASSES 16     // classes of a classification fit at most
 #define GROVE_FIT_STACK 32           // values the walk may hold at once
 #define GROVE_FIT_MAX_PARAMS 18      // constants, then a and b with linear scaling
 #define GROVE_FIT_MAX_SUMS 190       // (MAX_PARAMS + 1)(MAX_PARAMS + 2) / 2
 #define GROVE_FIT_THREADS 128        // most threads a block may have
 #define GROVE_FIT_MIN_THREADS 32     // fewest
 #define GROVE_FIT_OWN ((GROVE_FIT_MAX_SUMS + GROVE_FIT_MIN_THREADS - 1) / GROVE_FIT_MIN_THREADS)
+#define GROVE_FIT_BUF (GROVE_FIT_THREADS * (GROVE_FIT_MAX_PARAMS + 1))  // doubles of a pass's row chunk
 #define GROVE_FIT_LAMBDA_START 1e-3
 #define GROVE_FIT_LAMBDA_STOP 1e10
 #define GROVE_FIT_LAMBDA_MIN 1e-9
@@ -33,14 +41,18 @@ struct GroveFitParams {
     unsigned n_features;  // F
     unsigned steps;       // Levenberg–Marquardt steps
     unsigned scaling;     // 1: fit a and b of a·f + b too
+    unsigned n_classes;   // classification: classes (0 for regression)
+    unsigned n_outputs;   // output slots of the programs (0: the root's value)
 };
-static_assert(sizeof(GroveFitParams) == 24, "GroveFitParams must match FitParams");
+static_assert(sizeof(GroveFitParams) == 32, "GroveFitParams must match FitParams");
 static_assert(GROVE_OFFSETOF(GroveFitParams, n_trees) == 0, "layout");
 static_assert(GROVE_OFFSETOF(GroveFitParams, max_len) == 4, "layout");
 static_assert(GROVE_OFFSETOF(GroveFitParams, n_rows) == 8, "layout");
 static_assert(GROVE_OFFSETOF(GroveFitParams, n_features) == 12, "layout");
 static_assert(GROVE_OFFSETOF(GroveFitParams, steps) == 16, "layout");
 static_assert(GROVE_OFFSETOF(GroveFitParams, scaling) == 20, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitParams, n_classes) == 24, "layout");
+static_assert(GROVE_OFFSETOF(GroveFitParams, n_outputs) == 28, "layout");
 
 // Mirrors FitResult in src/program/constants.rs.
 struct GroveFitResult {
@@ -71,10 +83,13 @@ __device__ __forceinline__ int grove_fit_arity(unsigned code) {
 
 // fit_plan: the constants fitted (≤ MAX_CONSTANTS), or -1 when the tree cannot be fitted.
 // *total: its constant leaves.
-__device__ int grove_fit_plan(const unsigned char* op, const float* value, const unsigned char* out, int len, unsigned n_features, int* total) {
+__device__ int grove_fit_plan(const unsigned char* op, const float* value, const unsigned char* out, int len, unsigned n_features,
+                              unsigned n_outputs, int* total) {
     int h = 0, consts = 0;
+    *total = 0;
+    if (n_outputs > GROVE_FIT_MAX_CLASSES) return -1;
     for (int i = len - 1; i >= 0; --i) {
-        if (out[i] != 0) return -1;
+        if (out[i] > n_outputs) return -1;
         const int k = grove_fit_arity(op[i]);
         if (k < 0) return -1;
         if (op[i] == GROVE_OP_VAR && !(value[i] >= 0.0f && (unsigned)value[i] < n_features)) return -1;
@@ -146,48 +161,123 @@ __device__ __forceinline__ void grove_partials(unsigned op, float a, float b, fl
 // chain: d·t, 0 where either is 0.
 __device__ __forceinline__ float grove_chain(float d, float t) { return (d == 0.0f || t == 0.0f) ? 0.0f : d * t; }
 
-// Problem::point: the tree at `row` with fitted constants c; tangents in t[0..n_c).
-__device__ float grove_fit_point(const unsigned char* op, const float* value, int len, int total, int n_c, const float* c,
-                                 const float* __restrict__ x, unsigned n_rows, unsigned row, float* t) {
+// Problem::point: the tree at `row` with fitted constants c; tangents in t[0..n_c); output
+// nodes' sums and their tangents in ov[0..n_outputs), ot[0..n_outputs)[0..n_c).
+__device__ float grove_fit_point(const unsigned char* op, const float* value, const unsigned char* out, int len, int total, int n_c,
+                                 unsigned n_outputs, const float* c, const float* __restrict__ x, unsigned n_rows, unsigned row, float* t,
+                                 float* ov, float (*ot)[GROVE_FIT_MAX_CONSTANTS]) {
     float sv[GROVE_FIT_STACK];
     float st[GROVE_FIT_STACK][GROVE_FIT_MAX_CONSTANTS];
+    for (unsigned k = 0; k < n_outputs; ++k) {
+        ov[k] = 0.0f;
+        for (int j = 0; j < n_c; ++j) ot[k][j] = 0.0f;
+    }
     int h = 0, k = total;
     for (int i = len - 1; i >= 0; --i) {
         const unsigned code = op[i];
-        if (code == GROVE_OP_VAR) {
-            sv[h] = x[(size_t)value[i] * n_rows + row];
+        const unsigned slot = out[i];
+        if (code == GROVE_OP_VAR || code == GROVE_OP_CONST) {
             for (int j = 0; j < n_c; ++j) st[h][j] = 0.0f;
-            ++h;
-        } else if (code == GROVE_OP_CONST) {
-            --k;
-            for (int j = 0; j < n_c; ++j) st[h][j] = 0.0f;
-            if (k < n_c) {
-                sv[h] = c[k];
-                st[h][k] = 1.0f;
+            if (code == GROVE_OP_VAR) {
+                sv[h] = x[(size_t)value[i] * n_rows + row];
             } else {
-                sv[h] = value[i];
+                --k;
+                if (k < n_c) {
+                    sv[h] = c[k];
+                    st[h][k] = 1.0f;
+                } else {
+                    sv[h] = value[i];
+                }
+            }
+            if (slot != 0) {
+                ov[slot - 1] += sv[h];
+                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += st[h][j];
             }
             ++h;
-        } else {
-            const float a = sv[h - 1];
-            float da, db;
-            if (grove_fit_arity(code) == 2) {
-                const float b = sv[h - 2];
-                const float r = grove_apply(code, a, b);
-                grove_partials(code, a, b, r, da, db);
+            continue;
+        }
+        const bool two = grove_fit_arity(code) == 2;
+        const float a = sv[h - 1];
+        const float b = two ? sv[h - 2] : 0.0f;
+        const float r = grove_apply(code, a, b);
+        float da, db;
+        grove_partials(code, a, b, r, da, db);
+        if (slot == 0) {
+            if (two) {
                 for (int j = 0; j < n_c; ++j) st[h - 2][j] = grove_chain(da, st[h - 1][j]) + grove_chain(db, st[h - 2][j]);
                 sv[h - 2] = r;
                 --h;
             } else {
-                const float r = grove_apply(code, a, 0.0f);
-                grove_partials(code, a, 0.0f, r, da, db);
                 for (int j = 0; j < n_c; ++j) st[h - 1][j] = grove_chain(da, st[h - 1][j]);
                 sv[h - 1] = r;
+            }
+        } else {
+            // The node's value goes to its slot; its last child stays on the stack.
+            ov[slot - 1] += r;
+            if (two) {
+                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += grove_chain(da, st[h - 1][j]) + grove_chain(db, st[h - 2][j]);
+                --h;
+            } else {
+                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += grove_chain(da, st[h - 1][j]);
             }
         }
     }
     for (int j = 0; j < n_c; ++j) t[j] = st[0][j];
     return sv[0];
+}
+
+// Problem::class_row into r (the row's record in the chunk: d[K][n_c], p[K], e[K], ce).
+__device__ void grove_fit_class_row(const unsigned char* op, const float* value, const unsigned char* out, int len, int total, int n_c,
+                                    unsigned n_classes, unsigned n_outputs, const float* c, const float* __restrict__ x, unsigned n_rows,
+                                    unsigned row, unsigned label, double* r) {
+    float t[GROVE_FIT_MAX_CONSTANTS];
+    float ov[GROVE_FIT_MAX_CLASSES];
+    float ot[GROVE_FIT_MAX_CLASSES][GROVE_FIT_MAX_CONSTANTS];
+    const float f = grove_fit_point(op, value, out, len, total, n_c, n_outputs, c, x, n_rows, row, t, ov, ot);
+    if (n_outputs == 0) {
+        ov[0] = 0.0f;
+        for (int j = 0; j < n_c; ++j) ot[0][j] = 0.0f;
+        ov[1] = f;
+        for (int j = 0; j < n_c; ++j) ot[1][j] = t[j];
+    }
+    const int K = (int)n_classes;
+    double* d = r;
+    double* p = r + K * n_c;
+    double* e = p + K;
+    float mx = __int_as_float(0xff800000);  // −∞
+    bool fin = true;
+    for (int k = 0; k < K; ++k) {
+        mx = ov[k] > mx ? ov[k] : mx;
+        fin = fin && isfinite(ov[k]);
+    }
+    float ex[GROVE_FIT_MAX_CLASSES];
+    float s = 0.0f;
+    for (int k = 0; k < K; ++k) {
+        ex[k] = grove_exp(ov[k] - mx);
+        s += ex[k];
+    }
+    const int y = (int)label;
+    e[K] = fin ? ((double)mx - (double)ov[y]) + (double)grove_ln(s) : __longlong_as_double(0x7ff8000000000000ll);
+    for (int k = 0; k < K; ++k) {
+        p[k] = (double)ex[k] / (double)s;
+        e[k] = k == y ? 1.0 - p[k] : -p[k];
+    }
+    for (int j = 0; j < n_c; ++j) {
+        double v = 0.0;
+        for (int k = 0; k < K; ++k) v += p[k] * (double)ot[k][j];
+        for (int k = 0; k < K; ++k) d[k * n_c + j] = (double)ot[k][j] - v;
+    }
+}
+
+// class_product: a classification row's value of the sum (pp, q) (m = n_c parameters).
+__device__ __forceinline__ double grove_fit_class_product(const double* r, int K, int n_c, int pp, int q) {
+    const double* d = r;
+    const double* p = r + K * n_c;
+    const double* e = p + K;
+    if (pp == n_c && q == n_c) return e[K];
+    double v = 0.0;
+    for (int k = 0; k < K; ++k) v += pp == n_c ? e[k] * d[k * n_c + q] : (p[k] * d[k * n_c + pp]) * d[k * n_c + q];
+    return v;
 }
 
 // pass_ok: S, the diagonal of JᵀJ and Jᵀr finite.
@@ -257,36 +347,60 @@ struct GroveFitState {
     unsigned accepted;
 };
 
+// What a block fits its tree to.
+struct GroveFitData {
+    const float* __restrict__ x;          // [F][N]
+    const float* __restrict__ y;          // regression: [N]
+    const unsigned* __restrict__ labels;  // classification: [N]
+};
+
 // Problem::pass at s.trial (its constants in s.c) into s.sums: every thread of the block.
-__device__ void grove_fit_pass(GroveFitState& s, double (*w)[GROVE_FIT_MAX_PARAMS + 1], const unsigned char* op, const float* value, int len,
-                               bool scaling, const float* __restrict__ x, const float* __restrict__ y, unsigned n_rows) {
-    const unsigned tid = threadIdx.x, T = blockDim.x;
+// Regression: each thread's row vector w = (J, r) in buf[tid * (MAX_PARAMS + 1) ..];
+// classification: each row's record (grove_fit_class_row) in a chunk of fewer rows.
+template <bool CLASSES>
+static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const unsigned char* op, const float* value, const unsigned char* out, int len,
+                               const GroveFitParams& prm, const GroveFitData& data) {
+    const unsigned tid = threadIdx.x, T = blockDim.x, n_rows = prm.n_rows;
+    const bool scaling = prm.scaling != 0;
     const int m = s.m, n_c = s.n_c, n_sums = grove_fit_sum(m, m) + 1;
+    const int K = (int)prm.n_classes;
+    // Doubles per row and rows per chunk.
+    const unsigned stride = CLASSES ? (unsigned)(K * (n_c + 2) + 1) : (unsigned)(GROVE_FIT_MAX_PARAMS + 1);
+    const unsigned chunk = CLASSES ? (GROVE_FIT_BUF / stride < T ? GROVE_FIT_BUF / stride : T) : T;
     double acc[GROVE_FIT_OWN];
     for (int e = 0; e < GROVE_FIT_OWN; ++e) acc[e] = 0.0;
     const double a = scaling ? s.trial[n_c] : 1.0, b = scaling ? s.trial[n_c + 1] : 0.0;
-    for (unsigned base = 0; base < n_rows; base += T) {
+    for (unsigned base = 0; base < n_rows; base += chunk) {
         const unsigned row = base + tid;
-        if (row < n_rows) {
-            float t[GROVE_FIT_MAX_CONSTANTS];
-            const float f = grove_fit_point(op, value, len, s.total, n_c, s.c, x, n_rows, row, t);
-            double* wr = w[tid];
-            for (int j = 0; j < n_c; ++j) wr[j] = a * (double)t[j];
-            if (scaling) {
-                wr[n_c] = (double)f;
-                wr[n_c + 1] = 1.0;
+        if (tid < chunk && row < n_rows) {
+            double* wr = buf + (size_t)tid * stride;
+            if (CLASSES) {
+                grove_fit_class_row(op, value, out, len, s.total, n_c, prm.n_classes, prm.n_outputs, s.c, data.x, n_rows, row, data.labels[row], wr);
+            } else {
+                float t[GROVE_FIT_MAX_CONSTANTS];
+                float ov[1];
+                float ot[1][GROVE_FIT_MAX_CONSTANTS];
+                const float f = grove_fit_point(op, value, out, len, s.total, n_c, 0u, s.c, data.x, n_rows, row, t, ov, ot);
+                for (int j = 0; j < n_c; ++j) wr[j] = a * (double)t[j];
+                if (scaling) {
+                    wr[n_c] = (double)f;
+                    wr[n_c + 1] = 1.0;
+                }
+                wr[m] = (double)data.y[row] - (a * (double)f + b);
             }
-            wr[m] = (double)y[row] - (a * (double)f + b);
         }
         __syncthreads();
-        const unsigned count = n_rows - base < T ? n_rows - base : T;
+        const unsigned count = n_rows - base < chunk ? n_rows - base : chunk;
         int e = tid, slot = 0;
         for (int p = 0; p <= m; ++p)
             for (int q = 0; q <= p; ++q) {
                 const int idx = grove_fit_sum(p, q);
                 if (idx == e) {
                     double v = acc[slot];
-                    for (unsigned r = 0; r < count; ++r) v += w[r][p] * w[r][q];
+                    for (unsigned r = 0; r < count; ++r) {
+                        const double* wr = buf + (size_t)r * stride;
+                        v += CLASSES ? grove_fit_class_product(wr, K, n_c, p, q) : wr[p] * wr[q];
+                    }
                     acc[slot] = v;
                     e += T;
                     slot += 1;
@@ -300,26 +414,29 @@ __device__ void grove_fit_pass(GroveFitState& s, double (*w)[GROVE_FIT_MAX_PARAM
 }
 
 // One block per tree tree_ids[blockIdx.x]: fits its constants in `values` in place (only when
-// a step was accepted) and writes what it did to results[blockIdx.x].
-//   ops, values, outs [P x L], lens [P]: the population; x [F][N], y [N]: the rows fitted on.
-extern "C" __global__ void grove_fit_constants(const GroveFitParams p, const unsigned* __restrict__ tree_ids,
-                                               const unsigned char* __restrict__ ops, float* __restrict__ values,
-                                               const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
-                                               const float* __restrict__ x, const float* __restrict__ y,
-                                               GroveFitResult* __restrict__ results) {
+// a step was accepted) and writes what it did to results[blockIdx.x]. Static, so that its
+// shared memory has internal linkage (a template's function-local statics are otherwise one
+// object across every library that defines them: the host emulator loads several).
+template <bool CLASSES>
+static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* __restrict__ tree_ids, const unsigned char* __restrict__ ops,
+                                float* __restrict__ values, const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
+                                const GroveFitData& data, GroveFitResult* __restrict__ results) {
     __shared__ GroveFitState s;
-    __shared__ double w[GROVE_FIT_THREADS][GROVE_FIT_MAX_PARAMS + 1];
+    __shared__ double buf[GROVE_FIT_BUF];
     if (blockIdx.x >= p.n_trees) return;
     const unsigned t = tree_ids[blockIdx.x];
     const size_t row0 = (size_t)t * p.max_len;
     const unsigned char* op = ops + row0;
+    const unsigned char* out = outs + row0;
     float* value = values + row0;
     const int len = lens[t];
-    const bool scaling = p.scaling != 0;
+    const bool scaling = !CLASSES && p.scaling != 0;
     const unsigned tid = threadIdx.x;
     if (tid == 0) {
         int total = 0;
-        const int n_c = p.n_rows == 0 ? -1 : grove_fit_plan(op, value, outs + row0, len, p.n_features, &total);
+        // Classification: the shapes fit_class_tree accepts (its labels are checked on upload).
+        const bool shape = !CLASSES || (p.n_classes <= GROVE_FIT_MAX_CLASSES && (p.n_outputs == 0 ? p.n_classes == 2 : p.n_outputs == p.n_classes));
+        const int n_c = p.n_rows == 0 || !shape ? -1 : grove_fit_plan(op, value, out, len, p.n_features, CLASSES ? p.n_outputs : 0u, &total);
         s.go = n_c >= 0 && (n_c > 0 || scaling);
         s.n_c = n_c < 0 ? 0 : n_c;
         s.total = total;
@@ -342,7 +459,7 @@ extern "C" __global__ void grove_fit_constants(const GroveFitParams p, const uns
         return;
     }
     const int m = s.m, n_c = s.n_c, s_m = grove_fit_sum(m, m), n_sums = s_m + 1;
-    grove_fit_pass(s, w, op, value, len, scaling, x, y, p.n_rows);
+    grove_fit_pass<CLASSES>(s, buf, op, value, out, len, p, data);
     if (tid == 0) {
         s.go = grove_fit_ok(s.sums, m);
         if (s.go && scaling) {
@@ -351,7 +468,7 @@ extern "C" __global__ void grove_fit_constants(const GroveFitParams p, const uns
     }
     __syncthreads();
     if (s.go && scaling) {
-        grove_fit_pass(s, w, op, value, len, scaling, x, y, p.n_rows);
+        grove_fit_pass<CLASSES>(s, buf, op, value, out, len, p, data);
         if (tid == 0) s.go = grove_fit_ok(s.sums, m);
         __syncthreads();
     }
@@ -383,7 +500,7 @@ extern "C" __global__ void grove_fit_constants(const GroveFitParams p, const uns
         __syncthreads();
         if (s.go == 0) break;
         if (s.go == 1) {
-            grove_fit_pass(s, w, op, value, len, scaling, x, y, p.n_rows);
+            grove_fit_pass<CLASSES>(s, buf, op, value, out, len, p, data);
             if (tid == 0) {
                 if (grove_fit_ok(s.sums, m) && s.sums[s_m] < s.cur[s_m]) {
                     for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
@@ -411,4 +528,26 @@ extern "C" __global__ void grove_fit_constants(const GroveFitParams p, const uns
         res.accepted = s.accepted;
         results[blockIdx.x] = res;
     }
+}
+
+// Regression: ops, values, outs [P x L], lens [P]: the population; x [F][N], y [N]: the rows
+// fitted on. p.n_classes and p.n_outputs are 0.
+extern "C" __global__ void grove_fit_constants(const GroveFitParams p, const unsigned* __restrict__ tree_ids,
+                                               const unsigned char* __restrict__ ops, float* __restrict__ values,
+                                               const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
+                                               const float* __restrict__ x, const float* __restrict__ y,
+                                               GroveFitResult* __restrict__ results) {
+    const GroveFitData data = {x, y, nullptr};
+    grove_fit_block<false>(p, tree_ids, ops, values, outs, lens, data, results);
+}
+
+// Classification: as grove_fit_constants with labels [N] (each < p.n_classes) for y; the
+// programs have p.n_outputs slots (p.n_classes), or 0 for two classes' single output.
+extern "C" __global__ void grove_fit_class_constants(const GroveFitParams p, const unsigned* __restrict__ tree_ids,
+                                                     const unsigned char* __restrict__ ops, float* __restrict__ values,
+                                                     const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
+                                                     const float* __restrict__ x, const unsigned* __restrict__ labels,
+                                                     GroveFitResult* __restrict__ results) {
+    const GroveFitData data = {x, nullptr, labels};
+    grove_fit_block<true>(p, tree_ids, ops, values, outs, lens, data, results);
 }

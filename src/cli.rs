@@ -278,17 +278,9 @@ pub struct EvolveArgs {
     /// Fitness penalty per program node.
     #[arg(long, default_value_t = 0.0)]
     pub parsimony: f64,
-    /// Levenberg–Marquardt steps fitting the numeric constants (and, with linear scaling, the
-    /// scale and offset) of the best programs, on the training rows; 0: no fitting [default:
-    /// 10 on a GPU, 0 on the CPU, where the fit costs about 19 times a plain run]
-    #[arg(long, value_name = "STEPS")]
-    pub optimise_constants: Option<u32>,
-    /// Generations between constant fits (1: every generation) [default: 5]
-    #[arg(long, value_name = "G")]
-    pub optimise_every: Option<usize>,
-    /// Fraction of the population whose constants are fitted, the best first [default: 0.2]
-    #[arg(long, value_name = "F")]
-    pub optimise_fraction: Option<f64>,
+    /// Constant fitting.
+    #[command(flatten)]
+    pub fitting: FitArgs,
     /// Tournament size.
     #[arg(long, default_value_t = 3)]
     pub tournament: usize,
@@ -437,23 +429,46 @@ fn parse_range(s: &str) -> Result<(u32, u32), String> {
     Ok((a, b))
 }
 
-impl EvolveArgs {
-    /// Constant fitting as asked, each setting not given taken from the defaults of the device
-    /// the run will use ([`crate::task::regression::default_fit`]).
-    fn constant_fitting(&self) -> crate::evolve::ConstantFitting {
-        let on_gpu = match self.device {
-            crate::backend::DeviceChoice::Cpu => false,
-            crate::backend::DeviceChoice::Cuda => true,
-            crate::backend::DeviceChoice::Auto => crate::backend::cuda::probe::driver().is_ok_and(|d| d.devices > 0),
-        };
-        let d = crate::task::regression::default_fit(on_gpu);
+/// Constant fitting by Levenberg–Marquardt (`grove evolve`, `grove classify`).
+#[derive(Debug, Args)]
+pub struct FitArgs {
+    /// Levenberg–Marquardt steps fitting the numeric constants of the best programs on the
+    /// training rows (regression: the squared error, with the scale and offset of linear
+    /// scaling; classification: the softmax cross-entropy); 0: no fitting [default: 10 on a
+    /// GPU, 0 on the CPU, where the fit costs many times a plain run]
+    #[arg(long, value_name = "STEPS")]
+    pub optimise_constants: Option<u32>,
+    /// Generations between constant fits (1: every generation) [default: 5]
+    #[arg(long, value_name = "G")]
+    pub optimise_every: Option<usize>,
+    /// Fraction of the population whose constants are fitted, the best first [default: 0.2]
+    #[arg(long, value_name = "F")]
+    pub optimise_fraction: Option<f64>,
+}
+
+impl FitArgs {
+    /// Constant fitting as asked, each setting not given taken from `defaults(on_gpu)` for
+    /// the device the run will use.
+    fn config(&self, device: crate::backend::DeviceChoice, defaults: fn(bool) -> crate::evolve::ConstantFitting) -> crate::evolve::ConstantFitting {
+        let d = defaults(device_is_gpu(device));
         crate::evolve::ConstantFitting {
             steps: self.optimise_constants.unwrap_or(d.steps),
             every: self.optimise_every.unwrap_or(d.every),
             fraction: self.optimise_fraction.unwrap_or(d.fraction),
         }
     }
+}
 
+/// Whether a run on `device` will have a GPU.
+fn device_is_gpu(device: crate::backend::DeviceChoice) -> bool {
+    match device {
+        crate::backend::DeviceChoice::Cpu => false,
+        crate::backend::DeviceChoice::Cuda => true,
+        crate::backend::DeviceChoice::Auto => crate::backend::cuda::probe::driver().is_ok_and(|d| d.devices > 0),
+    }
+}
+
+impl EvolveArgs {
     /// The run's settings (as stored in the report), checked.
     pub fn settings(&self) -> anyhow::Result<crate::task::regression::EvolveSettings> {
         let (map, init, vary, genome_capacity) = self.ge.configs()?;
@@ -474,7 +489,7 @@ impl EvolveArgs {
                 max_len: self.max_len,
                 bloat: self.choice.bloat,
                 size_pressure: self.choice.size_pressure,
-                constants: self.constant_fitting(),
+                constants: self.fitting.config(self.device, crate::task::regression::default_fit),
             },
             map,
             init,
@@ -672,6 +687,9 @@ pub struct ClassifyArgs {
     /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
     #[arg(long, default_value_t = 0.05)]
     pub p_out: f32,
+    /// Constant fitting.
+    #[command(flatten)]
+    pub fitting: FitArgs,
     /// Choosing the returned program, bloat control.
     #[command(flatten)]
     pub choice: ChoiceArgs,
@@ -711,7 +729,7 @@ impl ClassifyArgs {
                 max_len: self.max_len,
                 bloat: self.choice.bloat,
                 size_pressure: self.choice.size_pressure,
-                constants: crate::evolve::ConstantFitting::default(),
+                constants: self.fitting.config(self.device, crate::task::classify::default_fit),
             },
             map,
             init,

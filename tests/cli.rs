@@ -86,6 +86,9 @@ fn bad_options_give_one_clear_line() {
         (vec!["evolve", "--optimise-fraction", "1.5", "--functions", "add,mul"], "--optimise-fraction"),
         (vec!["evolve", "--optimise-every", "0", "--functions", "add,mul"], "--optimise-every"),
         (vec!["evolve", "--optimise-constants", "5000", "--functions", "add,mul"], "--optimise-constants"),
+        (vec!["classify", "--optimise-fraction", "0"], "--optimise-fraction"),
+        (vec!["classify", "--optimise-every", "0", "--optimise-constants", "3"], "--optimise-every"),
+        (vec!["classify", "--optimise-constants", "5000"], "--optimise-constants"),
     ] {
         let out = grove(&args, "");
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out.stderr));
@@ -134,6 +137,27 @@ fn evolve_writes_a_complete_report() {
     assert_eq!(r["settings"]["engine"]["pop_size"], 50);
     let c = &r["settings"]["engine"]["constants"];
     assert_eq!((c["steps"].as_u64(), c["every"].as_u64(), c["fraction"].as_f64()), (Some(3), Some(2), Some(0.2)), "constant fitting settings: {c}");
+}
+
+#[test]
+fn classify_fits_constants_and_keeps_the_setting_in_its_report() {
+    let dir = std::env::temp_dir().join(format!("grove-cli-classify-fit-{}", std::process::id()));
+    let report = dir.join("run.json");
+    let out = grove(
+        &["classify", "--data", "builtin:iris", "--pop", "200", "--gens", "4", "--device", "cpu", "--report", report.to_str().unwrap(), "-q",
+          "--optimise-constants", "4", "--optimise-every", "2", "--optimise-fraction", "0.1"],
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let c = &r["settings"]["engine"]["constants"];
+    assert_eq!((c["steps"].as_u64(), c["every"].as_u64(), c["fraction"].as_f64()), (Some(4), Some(2), Some(0.1)), "constant fitting settings: {c}");
+    assert!(r["test"]["accuracy"].as_f64().is_some_and(|a| a > 0.5), "{}", r["test"]);
+    // Not given: the CPU's default, no fitting.
+    let out = grove(&["classify", "--data", "builtin:iris", "--pop", "50", "--gens", "1", "--device", "cpu", "--report", report.to_str().unwrap(), "-q"], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["settings"]["engine"]["constants"]["steps"], 0);
 }
 
 fn grove_in(dir: &std::path::Path, args: &[&str]) -> Output {

@@ -89,3 +89,88 @@ fn experiment_files_lay_constant_fitting_over_the_devices_defaults() {
     let e = fitting(bad).unwrap_err();
     assert!(e.contains("engine.constants.fraction"), "{e}");
 }
+
+/// Three classes by the nearest of three centres in the plane, 150 rows.
+fn centres() -> (Vec<f32>, Vec<u32>, usize) {
+    let n = 150;
+    let x: Vec<f32> = (0..2 * n).map(|i| ((i * 71 % 149) as f32) / 37.0 - 2.0).collect();
+    let c = [(-1.0f32, -1.0f32), (1.0, 0.2), (-0.3, 1.1)];
+    let labels = (0..n)
+        .map(|r| {
+            let d = |k: usize| (x[r] - c[k].0).powi(2) + (x[n + r] - c[k].1).powi(2);
+            (0..3).min_by(|&a, &b| d(a).total_cmp(&d(b))).unwrap() as u32
+        })
+        .collect();
+    (x, labels, n)
+}
+
+#[test]
+fn the_classification_task_fits_rows_in_place_and_scores_them_as_evaluation_does() {
+    use grove::task::classify::{ClassFitness, ClassTreeSettings, Classification};
+    let (x, labels, n) = centres();
+    let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
+    let data = backend.classification_data(&x, &labels, n, 3).unwrap();
+    let counts = (0..3).map(|k| labels.iter().filter(|&&l| l == k).count() as u64).collect();
+    let task = Classification { backend: &backend, data, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0 };
+    let spec = ClassTreeSettings::default().rep("add,sub,mul,div", 2, 3, 64).unwrap().vary.spec;
+    let pop: Population = grove::program::init_population(&spec, 90, 5).unwrap();
+    let before = task.evaluate(&pop).unwrap();
+    let mut fitted = pop.clone();
+    let rows: Vec<usize> = (0..90).step_by(2).collect();
+    let fit = task.fit_constants(&mut fitted, &rows, 6).unwrap().expect("classification fits constants");
+    let after = task.evaluate(&fitted).unwrap();
+    for (k, &r) in rows.iter().enumerate() {
+        assert_eq!(fit[k].to_bits(), after[r].to_bits(), "row {r}: the fit's fitness is the evaluation's");
+        // The fit minimises the same summed cross-entropy the fitness averages (up to the
+        // order of the sums).
+        assert!(after[r] <= before[r] * (1.0 + 1e-6) || !before[r].is_finite(), "row {r}: {} -> {}", before[r], after[r]);
+    }
+    for r in (0..90).filter(|r| r % 2 != 0) {
+        assert_eq!(fitted.tree(r).value, pop.tree(r).value, "row {r} was not listed");
+    }
+    assert!(rows.iter().any(|&r| after[r] < 0.8 * before[r]), "no fit lowered the cross-entropy by 20 %");
+}
+
+#[test]
+fn a_classification_run_with_fitting_is_reproducible_and_no_worse_at_its_fitness() {
+    use grove::task::classify::{ClassFitness, ClassTreeSettings, Classification};
+    let (x, labels, n) = centres();
+    let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
+    let counts: Vec<u64> = (0..3).map(|k| labels.iter().filter(|&&l| l == k).count() as u64).collect();
+    let rep = ClassTreeSettings::default().rep("add,sub,mul,div", 2, 3, 64).unwrap();
+    let go = |constants: ConstantFitting, seed: u64| {
+        let data = backend.classification_data(&x, &labels, n, 3).unwrap();
+        let task = Classification { backend: &backend, data, counts: counts.clone(), fitness: ClassFitness::CrossEntropy, parsimony: 0.0 };
+        let cfg = EngineConfig { pop_size: 200, generations: 8, seed, max_len: 64, constants, ..EngineConfig::default() };
+        run_trees(&cfg, &rep, &task, &mut |_, _| {}).unwrap()
+    };
+    let on = ConstantFitting { steps: 8, every: 2, fraction: 0.1 };
+    let mut wins = 0;
+    for seed in 1..=3 {
+        let (plain, fitted) = (go(ConstantFitting::default(), seed), go(on, seed));
+        eprintln!("seed {seed}: best cross-entropy {:.4} without fitting, {:.4} with", plain.best.fitness, fitted.best.fitness);
+        wins += (fitted.best.fitness < plain.best.fitness) as usize;
+    }
+    assert!(wins >= 2, "fitting lowered the best training cross-entropy in only {wins} of 3 runs");
+    assert_eq!(go(on, 9).best, go(on, 9).best, "the same seed gives the same run");
+}
+
+#[test]
+fn classify_and_control_experiment_files_take_constant_fitting_as_they_can() {
+    use grove::task::classify::{DEFAULT_FIT, default_fit};
+    use grove::task::experiment::Experiment;
+    let fitting = |given: serde_json::Value| match Experiment::from_parts("classify", given, "test.ron") {
+        Ok(Experiment::Classify(s)) => Ok(s.engine.constants),
+        Ok(_) => panic!("a classify experiment"),
+        Err(e) => Err(format!("{e:#}")),
+    };
+    assert_eq!(fitting(serde_json::json!({"device": "cpu"})), Ok(default_fit(false)));
+    assert_eq!(fitting(serde_json::json!({"device": "cuda"})), Ok(DEFAULT_FIT));
+    assert_eq!(fitting(serde_json::json!({"device": "cpu", "engine": {"constants": {"steps": 3}}})), Ok(ConstantFitting { steps: 3, ..default_fit(false) }));
+    let e = fitting(serde_json::json!({"device": "cpu", "engine": {"constants": {"steps": 3, "every": 0}}})).unwrap_err();
+    assert!(e.contains("engine.constants.every"), "{e}");
+    // Control fits no constants: asking for it is an error, not a silent no-op.
+    let e = Experiment::from_parts("control", serde_json::json!({"env": "swimmer", "device": "cpu", "engine": {"constants": {"steps": 5}}}), "w.ron").map(|_| ()).unwrap_err();
+    let e = format!("{e:#}");
+    assert!(e.contains("control fits no constants"), "{e}");
+}

@@ -203,16 +203,22 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
     use grove::evolve::{EngineConfig, device, run_trees_on_host};
     use grove::task::classify::{ClassFitness, ClassTreeSettings, Classification};
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
-    for (data, fitness, binary, seed) in [
-        ("builtin:wine", ClassFitness::CrossEntropy, false, 1u64),
-        ("builtin:iris", ClassFitness::Accuracy, false, 2),
-        ("builtin:digits", ClassFitness::BalancedAccuracy, false, 3),
-        ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 4),
+    let off = grove::evolve::ConstantFitting::default();
+    for (data, fitness, binary, seed, constants) in [
+        ("builtin:wine", ClassFitness::CrossEntropy, false, 1u64, off),
+        ("builtin:iris", ClassFitness::Accuracy, false, 2, off),
+        ("builtin:digits", ClassFitness::BalancedAccuracy, false, 3, off),
+        ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 4, off),
+        // Constants fitted on the device (grove_fit_class_constants) and on the host loop's GPU
+        // task: multi-output programs, and the single output of two classes.
+        ("builtin:wine", ClassFitness::CrossEntropy, false, 5, fitting(5, 2, 0.05)),
+        ("builtin:breast_cancer", ClassFitness::Accuracy, true, 6, fitting(4, 3, 0.1)),
+        ("builtin:digits", ClassFitness::CrossEntropy, false, 7, fitting(3, 4, 0.02)),
     ] {
         let all = ClassSource::parse(data).unwrap().load(None).unwrap();
         let k = all.n_classes();
         let n_out = if binary { 0 } else { k };
-        let cfg = EngineConfig { pop_size: 1500, generations: 10, seed, tournament: 3, elite: 2, max_len: 64, ..Default::default() };
+        let cfg = EngineConfig { pop_size: 1500, generations: 10, seed, tournament: 3, elite: 2, max_len: 64, constants, ..Default::default() };
         let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
         let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
@@ -220,7 +226,7 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (a, tr) = device::run_trees(&cfg, &rep, &d, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
         let b = run_trees_on_host(&cfg, &rep, &task, &mut |_, _| {}).unwrap();
-        let what = format!("{data} {fitness:?} binary={binary}");
+        let what = format!("{data} {fitness:?} binary={binary} fitting {}", constants.steps);
         assert_eq!(a.best, b.best, "{what}: best program");
         assert_eq!(a.population, b.population, "{what}: last population");
         assert_eq!(a.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), b.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "{what}");
@@ -310,11 +316,13 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     // A third grammar, inline: two classes, nested outputs, read with lazy codons and wraps.
     let binary = "<p> ::= out(0, <e>) + out(1, <e>) | out(<k>, out(<k>, <e>))\n<e> ::= <e>+<e> | <e>*<e> | pdiv(<e>,<e>) | out(<k>, <e>) | x[:, <i>] | <c>\n<k> ::= GE_RANGE:dataset_n_os\n<i> ::= GE_RANGE:dataset_n_vars\n<c> ::= -1 | 0.5 | 2";
-    for (data, file, fitness, seed, map) in [
-        ("builtin:iris", "classify.bnf", ClassFitness::CrossEntropy, 1u64, MapConfig { max_depth: 12, ..MapConfig::default() }),
-        ("builtin:wine", "classify-3class.bnf", ClassFitness::Accuracy, 2, MapConfig { max_depth: 12, ..MapConfig::default() }),
-        ("builtin:breast_cancer", "classify.bnf", ClassFitness::BalancedAccuracy, 3, MapConfig { max_depth: 12, ..MapConfig::default() }),
-        ("builtin:breast_cancer", "inline", ClassFitness::CrossEntropy, 4, MapConfig { max_wraps: 1, codons: grove::genome::Codons::Lazy, max_depth: 14, ..MapConfig::default() }),
+    for (data, file, fitness, seed, map, constants) in [
+        ("builtin:iris", "classify.bnf", ClassFitness::CrossEntropy, 1u64, MapConfig { max_depth: 12, ..MapConfig::default() }, grove::evolve::ConstantFitting::default()),
+        // The grammar's constants fitted (Baldwinian: the genomes keep their codons).
+        ("builtin:wine", "classify-3class.bnf", ClassFitness::CrossEntropy, 5, MapConfig { max_depth: 12, ..MapConfig::default() }, fitting(4, 2, 0.05)),
+        ("builtin:wine", "classify-3class.bnf", ClassFitness::Accuracy, 2, MapConfig { max_depth: 12, ..MapConfig::default() }, grove::evolve::ConstantFitting::default()),
+        ("builtin:breast_cancer", "classify.bnf", ClassFitness::BalancedAccuracy, 3, MapConfig { max_depth: 12, ..MapConfig::default() }, grove::evolve::ConstantFitting::default()),
+        ("builtin:breast_cancer", "inline", ClassFitness::CrossEntropy, 4, MapConfig { max_wraps: 1, codons: grove::genome::Codons::Lazy, max_depth: 14, ..MapConfig::default() }, grove::evolve::ConstantFitting::default()),
     ] {
         let all = ClassSource::parse(data).unwrap().load(None).unwrap();
         let k = all.n_classes();
@@ -326,7 +334,7 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
         };
         let tpl = compile(&l.grammar, &l.table, &Vars { names: all.data.names.clone(), n_outputs: k }).unwrap();
         let rep = ge(&l, &tpl, map, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
-        let cfg = EngineConfig { pop_size: 1200, generations: 20, seed, tournament: 3, elite: 2, max_len: 96, ..Default::default() };
+        let cfg = EngineConfig { pop_size: 1200, generations: 20, seed, tournament: 3, elite: 2, max_len: 96, constants, ..Default::default() };
         let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
         let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
@@ -334,7 +342,7 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, tr) = device::run_grammar(&cfg, &rep, &d, None, &mut fa).unwrap();
         let b = run_grammar_on_host_from(&cfg, &rep, &task, None, &mut fb).unwrap();
-        let what = format!("{data} {file} {fitness:?}");
+        let what = format!("{data} {file} {fitness:?} fitting {}", constants.steps);
         assert_same_runs(&what, &a, &b, &fa, &fb);
         assert_eq!(tr.population_bytes_between_generations, 0);
         eprintln!("{what}: best fitness {:.4} at generation {}", a.best.fitness, a.best.generation);

@@ -1,6 +1,7 @@
-//! Parity of the constant-fitting kernel (`kernels/fit.cu`, `grove_fit_constants`) with its CPU
-//! reference (`program::constants::fit_constants`): the fitted constants and every field of the
-//! results must be the same bits.
+//! Parity of the constant-fitting kernels (`kernels/fit.cu`: `grove_fit_constants` for
+//! regression, `grove_fit_class_constants` for classification) with their CPU references
+//! (`program::constants::fit_constants`, `fit_class_constants`): the fitted constants and every
+//! field of the results must be the same bits.
 //!
 //! * `emulated_*`: the kernel's own code built as host C++ by g++ (`tests/cuda_host_shim.h`),
 //!   each block a block of real threads meeting at its barriers, with libm poisoned (a kernel
@@ -12,7 +13,7 @@
 mod emulator;
 
 use grove::backend::cuda::kernels::{self, FitParams};
-use grove::program::constants::{FitConfig, FitResult, fit_constants};
+use grove::program::constants::{FitConfig, FitResult, fit_class_constants, fit_constants};
 use grove::program::init::{TreeSpec, init_population};
 use grove::program::ops::parse_function_set;
 use grove::program::tree::Population;
@@ -45,6 +46,7 @@ fn same_values(got: &Population, want: &Population, what: &str) {
 }
 
 type FitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const f32, *mut FitResult);
+type ClassFitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const u32, *mut FitResult);
 type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), *mut std::ffi::c_void);
 
 /// Runs `f` as block `block` of `threads` real threads of `lib`.
@@ -72,6 +74,7 @@ struct Ptrs {
     len: *const u16,
     x: *const f32,
     y: *const f32,
+    labels: *const u32,
     res: *mut FitResult,
 }
 // SAFETY: the kernel's threads write only their block's tree and result (and thread 0 alone).
@@ -83,6 +86,12 @@ impl Ptrs {
     fn launch(&self, fit: FitFn, params: FitParams) {
         // SAFETY: the arrays have the sizes grove_fit_constants reads (fit.rs's launch).
         unsafe { fit(params, self.ids, self.op, self.value, self.out, self.len, self.x, self.y, self.res) }
+    }
+
+    /// One thread of the classification kernel over these arrays.
+    fn launch_class(&self, fit: ClassFitFn, params: FitParams) {
+        // SAFETY: the arrays have the sizes grove_fit_class_constants reads (fit.rs's launch).
+        unsafe { fit(params, self.ids, self.op, self.value, self.out, self.len, self.x, self.labels, self.res) }
     }
 }
 
@@ -97,6 +106,8 @@ fn emulated_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize],
         n_features: (x.len() / n_rows) as u32,
         steps: cfg.steps,
         scaling: cfg.linear_scaling as u32,
+        n_classes: 0,
+        n_outputs: 0,
     };
     let ids: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
     let mut res = vec![FitResult::default(); rows.len()];
@@ -108,12 +119,71 @@ fn emulated_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize],
         len: pop.len.as_ptr(),
         x: x.as_ptr(),
         y: y.as_ptr(),
+        labels: std::ptr::null(),
         res: res.as_mut_ptr(),
     };
     for b in 0..rows.len() as u32 {
         run_block(lib, b, threads, &move || p.launch(fit, params));
     }
     res
+}
+
+/// The classification kernel, emulated: fits rows `rows` of `pop` in place on `labels` of
+/// `n_classes` with blocks of `threads` threads.
+#[allow(clippy::too_many_arguments)]
+fn emulated_class_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], labels: &[u32], n_classes: usize, steps: u32, threads: u32) -> Vec<FitResult> {
+    let fit: ClassFitFn = emulator::get(lib, kernels::FIT_CLASS_CONSTANTS);
+    let n_rows = labels.len();
+    let params = FitParams {
+        n_trees: rows.len() as u32,
+        max_len: pop.max_len as u32,
+        n_rows: n_rows as u32,
+        n_features: (x.len() / n_rows) as u32,
+        steps,
+        scaling: 0,
+        n_classes: n_classes as u32,
+        n_outputs: pop.n_outputs as u32,
+    };
+    let ids: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+    let mut res = vec![FitResult::default(); rows.len()];
+    let p = Ptrs {
+        ids: ids.as_ptr(),
+        op: pop.op.as_ptr(),
+        value: pop.value.as_mut_ptr(),
+        out: pop.out.as_ptr(),
+        len: pop.len.as_ptr(),
+        x: x.as_ptr(),
+        y: std::ptr::null(),
+        labels: labels.as_ptr(),
+        res: res.as_mut_ptr(),
+    };
+    for b in 0..rows.len() as u32 {
+        run_block(lib, b, threads, &move || p.launch_class(fit, params));
+    }
+    res
+}
+
+/// A classification problem: programs of `n_outputs` slots (0: one output for two classes)
+/// with constants, `[3][n_rows]` inputs, and labels of `n_classes` from the nearest of
+/// `n_classes` centres.
+fn class_problem(n_trees: usize, n_rows: usize, n_classes: usize, n_outputs: usize, seed: u64, functions: &str) -> (Population, Vec<f32>, Vec<u32>) {
+    let spec = TreeSpec::new(parse_function_set(functions).unwrap(), 3, 64)
+        .with_depth(2, 5)
+        .with_const_range(-1.5, 1.5)
+        .with_p_const(0.4)
+        .with_outputs(n_outputs, if n_outputs > 0 { 0.2 } else { 0.0 });
+    let pop = init_population(&spec, n_trees, seed).unwrap();
+    let x: Vec<f32> = (0..3 * n_rows).map(|i| ((i * 53 % 101) as f32) * 0.04 - 2.0).collect();
+    let labels: Vec<u32> = (0..n_rows)
+        .map(|r| {
+            let d = |k: usize| {
+                let c = [k as f32 * 0.7 - 1.0, (k as f32 * 1.3).sin(), (k as f32 * 0.9).cos()];
+                (0..3).map(|f| (x[f * n_rows + r] - c[f]).powi(2)).sum::<f32>()
+            };
+            (0..n_classes).min_by(|&a, &b| d(a).total_cmp(&d(b))).unwrap() as u32
+        })
+        .collect();
+    (pop, x, labels)
 }
 
 fn emulator_lib() -> Option<libloading::Library> {
@@ -168,6 +238,28 @@ fn emulated_kernel_leaves_trees_it_cannot_fit() {
     assert_eq!(got.value, with_empty.value);
 }
 
+#[test]
+fn emulated_class_kernel_fits_the_references_bits() {
+    let Some(lib) = emulator_lib() else { return };
+    // Three classes with output nodes, two with one output, and sixteen (the most: chunks of
+    // few rows); rows that fill no whole chunk; 32 and 48 threads.
+    for (n_classes, n_outputs, functions, seed) in [(3usize, 3usize, "add,sub,mul,div,sin,tanh", 5u64), (2, 0, ALL, 6), (16, 16, "add,mul,sub,cos", 7)] {
+        for (threads, n_rows) in [(32u32, 75usize), (48, 61)] {
+            let (pop, x, labels) = class_problem(24, n_rows, n_classes, n_outputs, seed, functions);
+            let rows: Vec<usize> = (0..pop.size()).rev().step_by(2).collect();
+            let mut want = pop.clone();
+            let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 5);
+            let mut got = pop.clone();
+            let got_res = emulated_class_fit(&lib, &mut got, &rows, &x, &labels, n_classes, 5, threads);
+            let what = format!("{n_classes} classes, {n_outputs} outputs, {threads} threads");
+            same_results(&got_res, &want_res, &what);
+            same_values(&got, &want, &what);
+            let accepted = want_res.iter().filter(|r| r.accepted > 0).count();
+            assert!(accepted >= rows.len() / 3, "{what}: only {accepted} of {} programs improved: the test fits too little", rows.len());
+        }
+    }
+}
+
 mod gpu {
     use super::*;
     use grove::backend::cuda::CudaEngine;
@@ -198,6 +290,32 @@ mod gpu {
                 }
             }
         }
+    }
+
+    #[test]
+    #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+    fn gpu_class_kernel_fits_the_references_bits() {
+        let e = engine();
+        for (n_classes, n_outputs, functions, seed) in [(3usize, 3usize, "add,sub,mul,div,sin,tanh", 15u64), (2, 0, ALL, 16), (10, 10, "add,sub,mul,div", 17), (16, 16, "add,mul,sub,cos", 18)] {
+            for n_rows in [75usize, 1000] {
+                let (pop, x, labels) = class_problem(300, n_rows, n_classes, n_outputs, seed, functions);
+                let data = e.upload_class_data(&x, &labels, n_rows, 3, n_classes).unwrap();
+                let rows: Vec<usize> = (0..pop.size()).filter(|r| r % 3 != 1).collect();
+                let mut want = pop.clone();
+                let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 6);
+                let mut got = pop.clone();
+                let got_res = e.fit_class_constants(&mut got, &rows, &data, 6).unwrap();
+                let what = format!("GPU, {n_classes} classes, {n_outputs} outputs, {n_rows} rows");
+                same_results(&got_res, &want_res, &what);
+                same_values(&got, &want, &what);
+                assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
+            }
+        }
+        // Outputs that are not the classes: one clear error.
+        let (pop, x, labels) = class_problem(4, 20, 3, 2, 1, "add,mul");
+        let data = e.upload_class_data(&x, &labels, 20, 3, 3).unwrap();
+        let err = e.fit_class_constants(&mut pop.clone(), &[0, 1], &data, 3).unwrap_err().to_string();
+        assert!(err.contains("2 outputs cannot be fitted to 3 classes"), "{err}");
     }
 
     #[test]

@@ -70,6 +70,9 @@ class _SymbolicBase(BaseEstimator):
         "select": [StrOptions({"auto", "validation", "pareto", "train"})],
         "bloat": [StrOptions({"none", "double-tournament", "lexicographic"})],
         "size_pressure": [Interval(Real, 1, 2, closed="both")],
+        "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
+        "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
+        "optimise_fraction": [Interval(Real, 0, 1, closed="right"), None],
         "device": [StrOptions({"auto", "cpu", "cuda"})],
         "threads": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
@@ -88,6 +91,23 @@ class _SymbolicBase(BaseEstimator):
             "bloat": self.bloat,
             "size_pressure": float(self.size_pressure),
         }
+
+    def _engine_with_constants(self):
+        """The engine's settings with the constant fitting asked for; fields left at None take
+        the device's defaults (set on the Rust side)."""
+        engine = self._engine()
+        constants = {
+            key: cast(value)
+            for key, value, cast in [
+                ("steps", self.optimise_constants, int),
+                ("every", self.optimise_every, int),
+                ("fraction", self.optimise_fraction, float),
+            ]
+            if value is not None
+        }
+        if constants:
+            engine["constants"] = constants
+        return engine
 
     def _choice(self):
         """The settings that choose the returned program (top-level fields of both commands)."""
@@ -201,9 +221,6 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         **_SymbolicBase._parameter_constraints,
         "metric": [StrOptions({"mse", "rmse", "mae", "r2"})],
         "linear_scaling": ["boolean"],
-        "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
-        "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
-        "optimise_fraction": [Interval(Real, 0, 1, closed="right"), None],
     }
 
     def __init__(
@@ -256,18 +273,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     def _settings(self):
         if self.metric == "mae" and self.linear_scaling:
             raise ValueError("metric='mae' cannot be used with linear scaling (a least-squares fit): set linear_scaling=False")
-        engine = self._engine()
-        constants = {
-            key: cast(value)
-            for key, value, cast in [
-                ("steps", self.optimise_constants, int),
-                ("every", self.optimise_every, int),
-                ("fraction", self.optimise_fraction, float),
-            ]
-            if value is not None
-        }
-        if constants:
-            engine["constants"] = constants
+        engine = self._engine_with_constants()
         return {
             "data": "python",
             **self._representation("add,sub,mul,div"),
@@ -333,6 +339,11 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         Standardise features with the training rows' mean and deviation (the model repeats it).
     p_out : float, default=0.05
         Tree GP: probability that a new node is an extra output node.
+    optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
+        Levenberg-Marquardt steps fitting the numeric constants of the best
+        ``optimise_fraction`` of the population to the softmax cross-entropy every
+        ``optimise_every`` generations (``grove classify --optimise-constants``). None: the
+        device's default (none on the CPU).
 
     Attributes
     ----------
@@ -369,6 +380,9 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         select="auto",
         bloat="none",
         size_pressure=1.4,
+        optimise_constants=None,
+        optimise_every=None,
+        optimise_fraction=None,
         device="auto",
         threads=None,
         random_state=None,
@@ -377,6 +391,9 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.function_set = function_set
         self.grammar = grammar
         self.fitness = fitness
+        self.optimise_constants = optimise_constants
+        self.optimise_every = optimise_every
+        self.optimise_fraction = optimise_fraction
         self.standardize = standardize
         self.p_out = p_out
         self.population_size = population_size
@@ -398,7 +415,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         return {
             "data": "python",
             **self._representation("add,sub,mul,div"),
-            "engine": self._engine(),
+            "engine": self._engine_with_constants(),
             **self._choice(),
             "fitness": self.fitness,
             "standardize": bool(self.standardize),

@@ -71,19 +71,22 @@ def test_classifier_equals_grove_classify(tmp_path, grove_cli):
     write_csv(tmp_path / "w.csv", X, labels, names, "cultivar")
     grove_cli(
         "classify", "--data", tmp_path / "w.csv", "--pop", 300, "--gens", 8, "--seed", 3, "--device", "cpu",
+        "--optimise-constants", 3, "--optimise-every", 3, "--optimise-fraction", 0.05,
         "--quiet", "--report", tmp_path / "c.json",
     )
     cli = json.loads((tmp_path / "c.json").read_text())
     # grove classify trains on its stratified split of the file; the estimator gets the same rows.
     classes, codes = np.unique(labels, return_inverse=True)
     train, test = grove._grove.stratified_split(codes.astype(np.uint32).tolist(), len(classes), 0.25, 3)
-    est = SymbolicClassifier(population_size=300, generations=8, random_state=3, device="cpu")
+    est = SymbolicClassifier(population_size=300, generations=8, random_state=3, device="cpu",
+                             optimise_constants=3, optimise_every=3, optimise_fraction=0.05)
     import pandas as pd
 
     est.fit(pd.DataFrame(X[train], columns=names), pd.Series(labels[train], name="cultivar"))
     py = est.report_
     assert py["classes"] == cli["classes"] == list(classes)
     same_run(cli, py)
+    assert py["settings"]["engine"]["constants"] == {"steps": 3, "every": 3, "fraction": 0.05}
     # The test part: the estimator's accuracy on the held-out rows is the command line's.
     assert est.score(pd.DataFrame(X[test], columns=names), labels[test]) == pytest.approx(cli["test"]["accuracy"])
 

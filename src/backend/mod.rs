@@ -317,6 +317,23 @@ impl Backend {
         }
     }
 
+    /// Fits the numeric constants of rows `rows` of the classification population `pop` in
+    /// place on `data` by Levenberg–Marquardt on the softmax cross-entropy
+    /// ([`crate::program::constants::fit_class_constants`]): on the GPU when the data is there
+    /// (`kernels/fit.cu`, the same bits), else on the CPU. One result per row.
+    pub fn fit_class_constants(&self, pop: &mut Population, rows: &[usize], data: &ClassData<'_>, steps: u32) -> Result<Vec<FitResult>> {
+        if let Some(&r) = rows.iter().find(|&&r| r >= pop.size()) {
+            anyhow::bail!("row {r} of a population of {}", pop.size());
+        }
+        match (self, data) {
+            (_, ClassData::Host { x, labels, n_rows, n_classes }) => {
+                Ok(crate::program::constants::fit_class_constants(pop, rows, x, labels, *n_rows, *n_classes, steps))
+            }
+            (Backend::Cuda(e), ClassData::Device(d)) => Ok(e.fit_class_constants(pop, rows, d, steps)?),
+            _ => anyhow::bail!("data set uploaded for another backend"),
+        }
+    }
+
     /// Puts a classification data set where this backend reads it (once per run): features
     /// `x` `[n_features][n_rows]` (f32, feature-major) and `labels` `[n_rows]`, each `< n_classes`.
     ///

@@ -287,13 +287,15 @@ struct Staging {
     inbox_genomes: Option<DeviceGenomes>,
 }
 
-/// The device loop's constant fitting of one island after its evaluation (regression only: the
-/// other tasks fit none), as the host loop's: the fitness read back, the rows
+/// The device loop's constant fitting of one island after its evaluation (regression and
+/// classification; control fits none), as the host loop's: the fitness read back, the rows
 /// [`super::ConstantFitting::rows`] chooses fitted in place (`kernels/fit.cu`), and the
 /// population evaluated again.
 fn fit_constants(cfg: &EngineConfig, i: &mut Island<'_, '_, '_>, tr: &mut Transfers) -> Result<()> {
-    let (DeviceTask::Regression(r), FitnessStep::Regression(s)) = (&i.task, &mut i.fs) else { return Ok(()) };
-    let e = r.engine;
+    if matches!(i.task, DeviceTask::Control(_)) {
+        return Ok(());
+    }
+    let e = i.task.engine();
     let fit = e.download_fitness(&i.fit)?;
     let rows: Vec<u32> = cfg.constants.rows(&fit).into_iter().map(|r| r as u32).collect();
     tr.constant_fits += 1;
@@ -302,10 +304,20 @@ fn fit_constants(cfg: &EngineConfig, i: &mut Island<'_, '_, '_>, tr: &mut Transf
         return Ok(());
     }
     let idx = e.upload_indices(&rows, fit.len())?;
-    let fc = crate::program::constants::FitConfig { steps: cfg.constants.steps, linear_scaling: r.config.linear_scaling };
-    let res = e.fit_constants_on_device(&mut i.pop, &idx, r.data, fc)?;
+    let res = match &i.task {
+        DeviceTask::Regression(r) => {
+            let fc = crate::program::constants::FitConfig { steps: cfg.constants.steps, linear_scaling: r.config.linear_scaling };
+            e.fit_constants_on_device(&mut i.pop, &idx, r.data, fc)?
+        }
+        DeviceTask::Classification(c) => e.fit_class_constants_on_device(&mut i.pop, &idx, c.data, cfg.constants.steps)?,
+        DeviceTask::Control(_) => unreachable!("control fits no constants"),
+    };
     tr.constant_fit_bytes += res.len() * std::mem::size_of::<crate::program::constants::FitResult>();
-    e.regression_fitness(&i.pop, &i.order, r.data, &r.config, s, &mut i.fit)?;
+    match (&i.task, &mut i.fs) {
+        (DeviceTask::Regression(r), FitnessStep::Regression(s)) => e.regression_fitness(&i.pop, &i.order, r.data, &r.config, s, &mut i.fit)?,
+        (DeviceTask::Classification(c), FitnessStep::Classification(s)) => e.classification_fitness(&i.pop, &i.order, c.data, s, &mut i.fit)?,
+        _ => unreachable!("the fitness step was made for this task"),
+    }
     Ok(())
 }
 

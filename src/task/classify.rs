@@ -15,6 +15,15 @@ use crate::data::classes::{ClassSource, Labeled, Standardize, stratified_split};
 pub use crate::program::fitness::{ClassFitness, accuracy_of, balanced_of, fitness_of};
 use crate::program::tree::{Node, Population};
 
+/// The constant fitting of `grove classify`'s defaults on a GPU ([`default_fit`]).
+pub const DEFAULT_FIT: crate::evolve::ConstantFitting = crate::evolve::ConstantFitting { steps: 10, every: 5, fraction: 0.2 };
+
+/// [`DEFAULT_FIT`] on a GPU; on the CPU none (0 steps, the rest as on a GPU), where the CPU
+/// reference's fit costs many times a plain run.
+pub fn default_fit(on_gpu: bool) -> crate::evolve::ConstantFitting {
+    if on_gpu { DEFAULT_FIT } else { crate::evolve::ConstantFitting { steps: 0, ..DEFAULT_FIT } }
+}
+
 /// The classification task over a training set, evaluated by a backend.
 pub struct Classification<'d> {
     /// Where populations are evaluated.
@@ -42,6 +51,11 @@ impl crate::evolve::Fitness for Classification<'_> {
                 fitness_of(s, &self.counts, self.fitness) + self.parsimony * pop.len[i] as f64
             })
             .collect())
+    }
+
+    fn fit_constants(&self, pop: &mut Population, rows: &[usize], steps: u32) -> Result<Option<Vec<f64>>> {
+        self.backend.fit_class_constants(pop, rows, &self.data, steps)?;
+        self.evaluate(&pop.gather(rows)).map(Some)
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {

@@ -127,6 +127,11 @@ impl ControlSettings {
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
         super::regression::check_engine(&self.engine)?;
+        ensure!(
+            self.engine.constants.steps == 0,
+            "engine.constants.steps is {}: control fits no constants (constant fitting is for regression and classification)",
+            self.engine.constants.steps
+        );
         self.islands.check(self.engine.pop_size)?;
         ensure!(self.episodes >= 1, "--episodes (episodes) must be at least 1");
         ensure!(self.episode_steps != Some(0), "--episode-steps (episode_steps) must be at least 1");

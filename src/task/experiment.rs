@@ -100,14 +100,16 @@ impl Experiment {
                 merged["episodes"] = gpu["episodes"].clone();
             }
         }
-        if command == "evolve" {
-            // As `grove evolve`: constants fitted by default where the run will have a GPU.
+        if matches!(command, "evolve" | "classify") {
+            // As `grove evolve` and `grove classify`: constants fitted by default where the run
+            // will have a GPU.
             let on_gpu = match given.get("device").and_then(Value::as_str) {
                 Some("cpu") => false,
                 Some("cuda") => true,
                 _ => crate::backend::cuda::probe::driver().is_ok_and(|d| d.devices > 0),
             };
-            merged["engine"]["constants"] = serde_json::to_value(super::regression::default_fit(on_gpu))?;
+            let d = if command == "evolve" { super::regression::default_fit(on_gpu) } else { super::classify::default_fit(on_gpu) };
+            merged["engine"]["constants"] = serde_json::to_value(d)?;
         }
         merge(&mut merged, given);
         let exp = match command {

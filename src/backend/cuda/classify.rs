@@ -26,12 +26,12 @@ use super::CudaEngine;
 /// A classification data set on the device: features `x: [n_features][n_rows]` (f32,
 /// feature-major) and `labels: [n_rows]` (u32, each `< n_classes`).
 pub struct DeviceClassData {
-    x: CudaSlice<f32>,
-    labels: CudaSlice<u32>,
-    n_rows: usize,
-    n_features: usize,
-    n_classes: usize,
-    engine: u64,
+    pub(super) x: CudaSlice<f32>,
+    pub(super) labels: CudaSlice<u32>,
+    pub(super) n_rows: usize,
+    pub(super) n_features: usize,
+    pub(super) n_classes: usize,
+    pub(super) engine: u64,
 }
 
 impl std::fmt::Debug for DeviceClassData {

@@ -115,14 +115,17 @@ pub const CLASSIFY: KernelSource<'static> =
 
 /// `kernels/fit.cu`: constants fitted by Levenberg–Marquardt, one block per tree.
 pub const FIT: KernelSource<'static> = KernelSource { file: "fit.cu", text: include_str!("../../../kernels/fit.cu") };
-/// Fits the constants of a list of trees in place.
+/// Fits the constants of a list of regression trees in place.
 pub const FIT_CONSTANTS: &str = "grove_fit_constants";
+/// Fits the constants of a list of classification programs in place (softmax cross-entropy).
+pub const FIT_CLASS_CONSTANTS: &str = "grove_fit_class_constants";
 /// Threads per block of `grove_fit_constants` (at most `GROVE_FIT_THREADS`, at least
 /// `GROVE_FIT_MIN_THREADS`): rows evaluated at a time, and the threads summing the products.
 pub const FIT_THREADS: u32 = 128;
 /// The `#define`s of fit.cu that must equal grove's constants.
 pub const FIT_DEFINES: &[(&str, usize)] = &[
     ("GROVE_FIT_MAX_CONSTANTS", crate::program::constants::MAX_FIT_CONSTANTS),
+    ("GROVE_FIT_MAX_CLASSES", crate::program::constants::MAX_FIT_CLASSES),
     ("GROVE_FIT_STACK", crate::program::constants::FIT_STACK),
     ("GROVE_FIT_MAX_PARAMS", crate::program::constants::MAX_FIT_PARAMS),
     ("GROVE_FIT_MAX_SUMS", crate::program::constants::MAX_FIT_SUMS),
@@ -143,10 +146,14 @@ pub struct FitParams {
     pub n_features: u32,
     /// Levenberg–Marquardt steps.
     pub steps: u32,
-    /// 1: fit `a` and `b` of `a·f + b` too.
+    /// 1: fit `a` and `b` of `a·f + b` too (regression only).
     pub scaling: u32,
+    /// Classification: classes (0 for regression).
+    pub n_classes: u32,
+    /// Output slots of the programs (0: the root's value).
+    pub n_outputs: u32,
 }
-const _: () = assert!(size_of::<FitParams>() == 24);
+const _: () = assert!(size_of::<FitParams>() == 32);
 // SAFETY: a plain `#[repr(C)]` struct of 4-byte fields whose layout equals GroveFitParams'
 // (sizes and offsets asserted on both sides); passed by value only.
 unsafe impl DeviceRepr for FitParams {}
@@ -377,6 +384,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
             .map(|k| (k, GENERATION)),
     );
     v.push((FIT_CONSTANTS, FIT));
+    v.push((FIT_CLASS_CONSTANTS, FIT));
     v
 }
 
@@ -978,6 +986,6 @@ layout! {
     SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
     GenParams { n, max_len, metric, scaled, parsimony, n_blocks, n_chosen },
     GenStats { best, sum, sum_len, best_idx, n_valid },
-    FitParams { n_trees, max_len, n_rows, n_features, steps, scaling },
+    FitParams { n_trees, max_len, n_rows, n_features, steps, scaling, n_classes, n_outputs },
     FitResult { sse_before, sse_after, a, b, constants, accepted },
 }
