@@ -434,8 +434,8 @@ fn parse_range(s: &str) -> Result<(u32, u32), String> {
 pub struct FitArgs {
     /// Levenberg–Marquardt steps fitting the numeric constants of the best programs on the
     /// training rows (regression: the squared error, with the scale and offset of linear
-    /// scaling; classification: the softmax cross-entropy); 0: no fitting [default: 10 on a
-    /// GPU, 0 on the CPU, where the fit costs many times a plain run]
+    /// scaling; classification: the softmax cross-entropy); 0: no fitting [default: evolve 10
+    /// on a GPU and 0 on the CPU, where the fit costs many times a plain run; classify 0]
     #[arg(long, value_name = "STEPS")]
     pub optimise_constants: Option<u32>,
     /// Generations between constant fits (1: every generation) [default: 5]

@@ -343,7 +343,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         Levenberg-Marquardt steps fitting the numeric constants of the best
         ``optimise_fraction`` of the population to the softmax cross-entropy every
         ``optimise_every`` generations (``grove classify --optimise-constants``). None: the
-        device's default (none on the CPU).
+        default, no fitting (it did not raise test accuracy on the built-in sets); with only
+        ``optimise_constants`` given, every 5 generations on the best 0.2.
 
     Attributes
     ----------
