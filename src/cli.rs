@@ -230,6 +230,10 @@ pub struct RolloutArgs {
     /// Print the compiled model's constants as JSON and exit.
     #[arg(long)]
     pub print_model: bool,
+    /// Where to play: cpu, or cuda (the GPU's simulator and control kernels, in f32: the same
+    /// return as `--f32` on the CPU; no --states or --ignore-termination with fixed actions).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: crate::backend::DeviceChoice,
 }
 
 /// How the first GE generation is made.
@@ -883,6 +887,16 @@ fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
         ignore_termination: args.ignore_termination,
         f32: args.f32,
         solver_iterations: args.solver_iterations,
+        device: match args.device {
+            crate::backend::DeviceChoice::Auto => {
+                if crate::backend::cuda::probe::driver().is_ok_and(|d| d.devices > 0) && args.states.is_none() {
+                    crate::backend::DeviceChoice::Cuda
+                } else {
+                    crate::backend::DeviceChoice::Cpu
+                }
+            }
+            d => d,
+        },
     };
     if args.print_model {
         let (model, _) = crate::task::tools::rollout_model(&settings)?;

@@ -206,3 +206,17 @@ fn rollout_rejects_bad_input_with_one_clear_line() {
     assert!(e.contains("bad.ron:1:") && e.contains("wings"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
 }
+
+#[test]
+fn rollout_on_cuda_refuses_what_the_gpu_replay_cannot_do_in_one_line() {
+    let actions = temp_file("gpu-hop.csv", "thigh,leg,foot\n0.1,-0.2,0.3\n");
+    for (extra, needle) in [(vec!["--states", "s.csv"], "--states"), (vec!["--actions", actions.to_str().unwrap(), "--ignore-termination"], "--ignore-termination")] {
+        let mut args = vec!["rollout", "--env", "hopper", "--device", "cuda"];
+        args.extend(extra);
+        let out = grove(&args, "");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let e = text(&out.stderr);
+        assert!(e.starts_with("error: ") && e.contains(needle), "{args:?}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{args:?}: {e}");
+    }
+}

@@ -124,3 +124,42 @@ fn control_task_runs_on_cuda() {
     assert!(last > first && last > 50.0, "best return {first} → {last}");
     eprintln!("{}", r.summary);
 }
+
+/// `grove rollout --device cuda` (`task::tools::rollout`) prints the line the CPU's f32
+/// roll-out prints: fixed and zero actions, with and without reset noise, on two robots.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn gpu_rollout_replays_the_cpus_f32_episode() {
+    use grove::backend::DeviceChoice;
+    use grove::task::tools::{RolloutSettings, rollout};
+    let dir = std::env::temp_dir().join(format!("grove-gpu-rollout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (env, nu) in [("hopper", 3usize), ("half_cheetah", 6)] {
+        let path = dir.join(format!("{env}.csv"));
+        let mut text = (0..nu).map(|j| format!("a{j}")).collect::<Vec<_>>().join(",") + "\n";
+        for t in 0..300 {
+            text += &(0..nu).map(|j| format!("{:.3}", ((t * 7 + j * 13) as f64 * 0.37).sin())).collect::<Vec<_>>().join(",");
+            text += "\n";
+        }
+        std::fs::write(&path, text).unwrap();
+        for (actions, seed) in [(Some(path.clone()), Some(3u64)), (Some(path.clone()), None), (None, Some(5))] {
+            let s = |device, f32| RolloutSettings {
+                env: Some(env.into()),
+                profile: None,
+                actions: actions.clone(),
+                policy: None,
+                states: None,
+                seed,
+                steps: Some(300),
+                ignore_termination: false,
+                f32,
+                solver_iterations: None,
+                device,
+            };
+            let cpu = rollout(&s(DeviceChoice::Cpu, true)).unwrap();
+            let gpu = rollout(&s(DeviceChoice::Cuda, false)).unwrap();
+            assert_eq!(gpu, cpu, "{env}, actions {:?}, seed {seed:?}", actions.is_some());
+            eprintln!("{gpu}");
+        }
+    }
+}

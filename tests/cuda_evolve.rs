@@ -445,3 +445,71 @@ fn the_device_loop_equals_the_host_loop_for_control() {
         eprintln!("{what}: best return {:.2} at generation {}, {sa} env steps", -a.best.fitness, a.best.generation);
     }
 }
+
+/// Control in the device loop, stopped after a snapshot and resumed from it (through the
+/// checkpoint's JSON), ends exactly as an uninterrupted run: tree GP on Hopper (falls end
+/// episodes) and GE on Swimmer.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
+    use grove::evolve::{EngineConfig, Observer, Snapshot, checkpoint, device};
+    use grove::program::policy::{ControlRun, observation_names};
+    use grove::task::classify::ClassTreeSettings;
+    use grove::task::control::Control;
+    struct StopAt(usize, usize, Option<checkpoint::Saved>);
+    impl Observer for StopAt {
+        fn generation(&mut self, s: &grove::evolve::GenerationStats, _: &grove::evolve::Best) {
+            self.1 = s.generation + 1;
+        }
+        fn snapshot(&mut self, state: &Snapshot<'_>) -> anyhow::Result<()> {
+            self.2 = Some(checkpoint::Saved::of(state));
+            Ok(())
+        }
+        fn stop_requested(&self) -> bool {
+            self.1 == self.0
+        }
+    }
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let quiet = &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {};
+    for (env, grammar, seed) in [("hopper", None, 31u64), ("swimmer", Some("swimmer.bnf"), 32)] {
+        let m = grove::sim::Model::load(env, None).unwrap();
+        let (nu, n_obs) = (m.nu(), m.obs_size);
+        let run = ControlRun { episodes: 2, steps: 120, seed, generation: 0, noise: true, ignore_termination: false };
+        let cfg = EngineConfig { pop_size: 300, generations: 9, seed, tournament: 3, elite: 2, max_len: 96, ..Default::default() };
+        let task = Control { backend: &gpu, model: &m, run, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
+        let d = grove::evolve::Fitness::device_task(&task).expect("a CUDA backend gives the device loop");
+        let mut stop = StopAt(4, 0, None);
+        let (whole, interrupted, resumed) = match grammar {
+            Some(file) => {
+                let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
+                let l = load(&root.join("grammars").join(file), &shape).unwrap();
+                let tpl = compile(&l.grammar, &l.table, &Vars { names: observation_names(&m), n_outputs: nu }).unwrap();
+                let rep = ge(&l, &tpl, MapConfig { max_depth: 10, ..MapConfig::default() }, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
+                let (whole, _) = device::run_grammar(&cfg, &rep, &d, None, quiet).unwrap();
+                let err = device::run_grammar(&cfg, &rep, &d, None, &mut stop).unwrap_err();
+                let saved: checkpoint::Saved = serde_json::from_str(&serde_json::to_string(stop.2.as_ref().expect("a snapshot before the stop")).unwrap()).unwrap();
+                let (resumed, _) = device::run_grammar(&cfg, &rep, &d, Some(saved.resume().unwrap()), quiet).unwrap();
+                (whole, err, resumed)
+            }
+            None => {
+                let rep = ClassTreeSettings { constants: vec![-1.0, 0.5, 2.0], p_out: 0.1, ..Default::default() }.rep("add,sub,mul,div,tanh", n_obs, nu, cfg.max_len).unwrap();
+                let (whole, _) = device::run_trees(&cfg, &rep, &d, None, quiet).unwrap();
+                let err = device::run_trees(&cfg, &rep, &d, None, &mut stop).unwrap_err();
+                let saved: checkpoint::Saved = serde_json::from_str(&serde_json::to_string(stop.2.as_ref().expect("a snapshot before the stop")).unwrap()).unwrap();
+                let (resumed, _) = device::run_trees(&cfg, &rep, &d, Some(saved.resume().unwrap()), quiet).unwrap();
+                (whole, err, resumed)
+            }
+        };
+        let what = format!("{env} {}", grammar.unwrap_or("tree GP"));
+        assert!(interrupted.downcast_ref::<grove::evolve::Interrupted>().is_some(), "{what}: {interrupted:#}");
+        assert_eq!(resumed.best, whole.best, "{what}: best");
+        assert_eq!(resumed.population, whole.population, "{what}: last population");
+        assert_eq!(resumed.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "{what}: fitness");
+        assert_eq!(resumed.history.len(), whole.history.len(), "{what}: history");
+        for (x, y) in resumed.history.iter().zip(&whole.history) {
+            assert_eq!(x.best.to_bits(), y.best.to_bits(), "{what}: generation {}", x.generation);
+        }
+        eprintln!("{what}: best return {:.2}, resumed after generation 3", -whole.best.fitness);
+    }
+}

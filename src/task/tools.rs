@@ -303,6 +303,9 @@ pub struct RolloutSettings {
     pub f32: bool,
     /// Cap on constraint-solver sweeps.
     pub solver_iterations: Option<usize>,
+    /// Where the episode is played: the CPU (f64 or f32), or the GPU (`cuda`: the simulator and
+    /// control kernels, f32, the CPU f32 stepper's bits).
+    pub device: crate::backend::DeviceChoice,
 }
 
 /// The environment a roll-out plays in (with the policy it replays, if any): for `grove
@@ -345,23 +348,28 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
         (ActionSource::Fixed(rows), None) => rows.len(),
         (_, None) => model.episode_steps,
     };
-    let opts = RolloutOptions { steps, seed: s.seed, ignore_termination: s.ignore_termination };
-    // A policy plays in f32, as it was trained (program::policy).
-    let f32 = s.f32 || saved.is_some();
-    let summary = match &s.states {
-        Some(p) => {
-            let file = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
-            let mut w = std::io::BufWriter::new(file);
-            let r = if f32 {
-                crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, Some(&mut w))?
-            } else {
-                crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, Some(&mut w))?
-            };
-            w.flush().with_context(|| format!("writing {}", p.display()))?;
-            r
+    let summary = if s.device == crate::backend::DeviceChoice::Cuda {
+        let nodes = saved.as_ref().map(|p| p.tree(&model)).transpose()?;
+        rollout_on_gpu(s, &model, &actions, nodes.as_deref(), steps)?
+    } else {
+        let opts = RolloutOptions { steps, seed: s.seed, ignore_termination: s.ignore_termination };
+        // A policy plays in f32, as it was trained (program::policy).
+        let f32 = s.f32 || saved.is_some();
+        match &s.states {
+            Some(p) => {
+                let file = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+                let mut w = std::io::BufWriter::new(file);
+                let r = if f32 {
+                    crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, Some(&mut w))?
+                } else {
+                    crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, Some(&mut w))?
+                };
+                w.flush().with_context(|| format!("writing {}", p.display()))?;
+                r
+            }
+            None if f32 => crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, None)?,
+            None => crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, None)?,
         }
-        None if f32 => crate::sim::rollout::rollout::<f32>(&model, &actions, &opts, None)?,
-        None => crate::sim::rollout::rollout::<f64>(&model, &actions, &opts, None)?,
     };
     Ok(format!(
         "{} ({}): return {:.6} over {} steps{}",
@@ -371,6 +379,62 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
         summary.steps,
         if summary.terminated { " (terminated)" } else { "" }
     ))
+}
+
+/// [`rollout`] on the GPU: a policy through the control kernel (`grove_control_rollout`, one
+/// individual, one episode), fixed or zero actions through the simulator kernel
+/// (`grove_sim_rollout`); both step in f32 with the reset noise of `State::reset(seed, 0, 0)`,
+/// as the CPU's f32 roll-out does, so the return is the CPU's.
+fn rollout_on_gpu(
+    s: &RolloutSettings,
+    model: &crate::sim::Model,
+    actions: &crate::sim::rollout::ActionSource,
+    policy: Option<&[crate::program::tree::Node]>,
+    steps: usize,
+) -> Result<crate::sim::rollout::RolloutSummary> {
+    use crate::sim::rollout::{ActionSource, RolloutSummary};
+    anyhow::ensure!(
+        s.states.is_none(),
+        "--states with --device cuda: the GPU replay gives the return only; write the states with --device cpu --f32 (the same bits)"
+    );
+    anyhow::ensure!(
+        !s.ignore_termination || matches!(actions, ActionSource::Policy(_)),
+        "--ignore-termination with --device cuda replays only a --policy: the simulator kernel ends fixed-action episodes where they terminate; replay on the CPU instead"
+    );
+    let backend = crate::backend::Backend::open(crate::backend::DeviceChoice::Cuda, true)?;
+    let crate::backend::Backend::Cuda(engine) = &backend else { anyhow::bail!("--device cuda: no CUDA backend") };
+    let (total, played) = match actions {
+        ActionSource::Policy(_) => {
+            let nodes = policy.context("a policy source comes with its tree")?;
+            let mut pop = crate::program::tree::Population::new(1, nodes.len().max(1), model.nu());
+            pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
+            let run = crate::program::policy::ControlRun {
+                episodes: 1,
+                steps,
+                seed: s.seed.unwrap_or(0),
+                generation: 0,
+                noise: s.seed.is_some(),
+                ignore_termination: s.ignore_termination,
+            };
+            let out = engine.control_returns(&pop, model, &run)?;
+            let ep = out.episodes.first().context("the control kernel returned no episode")?;
+            (ep.ret, ep.steps as usize)
+        }
+        ActionSource::Fixed(_) | ActionSource::Zero => {
+            let nu = model.nu();
+            let mut flat = Vec::with_capacity(steps * nu);
+            for t in 0..steps {
+                match actions {
+                    ActionSource::Fixed(rows) => flat.extend(rows[t].iter().map(|&a| a as f32)),
+                    _ => flat.extend(std::iter::repeat_n(0.0f32, nu)),
+                }
+            }
+            let run = crate::backend::cuda::sim::SimRun { n_envs: 1, steps, noise: s.seed.map(|seed| (seed, 0)), record: false, block: 32 };
+            let out = engine.sim_rollout(model, &flat, &run)?;
+            (out.returns[0], out.lengths[0] as usize)
+        }
+    };
+    Ok(RolloutSummary { total, steps: played, terminated: !s.ignore_termination && played < steps })
 }
 
 /// Settings of `grove render` (its flags).
