@@ -39,7 +39,7 @@ if has sweep; then
                 t1=$(date +%s.%N)
                 echo "$o" >"$out/sweep-$set-$1-$2-$3-$seed.log"
                 accs="$accs $(echo "$o" | grep -E '^test' | awk '{print $3}')"
-                ts="$ts $(echo "$t1 - $t0" | bc)"
+                ts="$ts $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')"
             done
             summary+=("sweep $set steps=$1 every=$2 fraction=$3: median test accuracy $(echo $accs | median) [${accs# }], median time $(echo $ts | median) s")
         done
