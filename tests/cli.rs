@@ -140,6 +140,20 @@ fn evolve_writes_a_complete_report() {
 }
 
 #[test]
+fn classify_refuses_to_fit_constants_for_more_classes_than_the_fit_takes() {
+    let mut csv = String::from("a,b,label\n");
+    for i in 0..200 {
+        csv += &format!("{},{},{}\n", i % 7, i % 11, i % 20);
+    }
+    let data = temp_file("c20.csv", &csv);
+    let out = grove(&["classify", "--data", data.to_str().unwrap(), "--pop", "20", "--gens", "1", "--device", "cpu", "--optimise-constants", "3"], "");
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert!(e.starts_with("error: ") && e.contains("at most 16 classes") && e.contains("20"), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+}
+
+#[test]
 fn classify_fits_constants_and_keeps_the_setting_in_its_report() {
     let dir = std::env::temp_dir().join(format!("grove-cli-classify-fit-{}", std::process::id()));
     let report = dir.join("run.json");

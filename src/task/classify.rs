@@ -396,6 +396,10 @@ pub fn fit(
     if settings.binary && k != 2 {
         bail!("--binary needs two classes; the data has {k} ({}): drop --binary", train.classes.join(", "));
     }
+    let max_fit = crate::program::constants::MAX_FIT_CLASSES;
+    if settings.engine.constants.steps > 0 && k > max_fit {
+        bail!("--optimise-constants (engine.constants.steps) fits programs of at most {max_fit} classes; the data has {k}: drop it");
+    }
     let n_outputs = if settings.binary { 0 } else { k };
     if backend.classification_on_host() && !opts.quiet {
         eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
