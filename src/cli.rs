@@ -454,21 +454,12 @@ impl FitArgs {
     /// Constant fitting as asked, each setting not given taken from `defaults(on_gpu)` for
     /// the device the run will use.
     fn config(&self, device: crate::backend::DeviceChoice, defaults: fn(bool) -> crate::evolve::ConstantFitting) -> crate::evolve::ConstantFitting {
-        let d = defaults(device_is_gpu(device));
+        let d = defaults(device.has_gpu());
         crate::evolve::ConstantFitting {
             steps: self.optimise_constants.unwrap_or(d.steps),
             every: self.optimise_every.unwrap_or(d.every),
             fraction: self.optimise_fraction.unwrap_or(d.fraction),
         }
-    }
-}
-
-/// Whether a run on `device` will have a GPU.
-fn device_is_gpu(device: crate::backend::DeviceChoice) -> bool {
-    match device {
-        crate::backend::DeviceChoice::Cpu => false,
-        crate::backend::DeviceChoice::Cuda => true,
-        crate::backend::DeviceChoice::Auto => crate::backend::cuda::probe::driver().is_ok_and(|d| d.devices > 0),
     }
 }
 
@@ -888,13 +879,8 @@ fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
         f32: args.f32,
         solver_iterations: args.solver_iterations,
         device: match args.device {
-            crate::backend::DeviceChoice::Auto => {
-                if crate::backend::cuda::probe::driver().is_ok_and(|d| d.devices > 0) && args.states.is_none() {
-                    crate::backend::DeviceChoice::Cuda
-                } else {
-                    crate::backend::DeviceChoice::Cpu
-                }
-            }
+            crate::backend::DeviceChoice::Auto if args.device.has_gpu() && args.states.is_none() => crate::backend::DeviceChoice::Cuda,
+            crate::backend::DeviceChoice::Auto => crate::backend::DeviceChoice::Cpu,
             d => d,
         },
     };

@@ -349,26 +349,30 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
     }
 }
 
+/// An observer that asks to stop once generation `.0 − 1` is done (`.1`: generations seen),
+/// keeping the last snapshot (`.2`).
+struct StopAt(usize, usize, Option<grove::evolve::checkpoint::Saved>);
+
+impl grove::evolve::Observer for StopAt {
+    fn generation(&mut self, s: &grove::evolve::GenerationStats, _: &grove::evolve::Best) {
+        self.1 = s.generation + 1;
+    }
+    fn snapshot(&mut self, state: &grove::evolve::Snapshot<'_>) -> anyhow::Result<()> {
+        self.2 = Some(grove::evolve::checkpoint::Saved::of(state));
+        Ok(())
+    }
+    fn stop_requested(&self) -> bool {
+        self.1 == self.0
+    }
+}
+
 /// A device GE run stopped after a snapshot and resumed from it (through the checkpoint's
 /// JSON) ends exactly as an uninterrupted one.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
-    use grove::evolve::{EngineConfig, Observer, Snapshot, checkpoint, device};
+    use grove::evolve::{EngineConfig, checkpoint, device};
     use grove::task::regression::Regression;
-    struct StopAt(usize, usize, Option<checkpoint::Saved>);
-    impl Observer for StopAt {
-        fn generation(&mut self, s: &grove::evolve::GenerationStats, _: &grove::evolve::Best) {
-            self.1 = s.generation + 1;
-        }
-        fn snapshot(&mut self, state: &Snapshot<'_>) -> anyhow::Result<()> {
-            self.2 = Some(checkpoint::Saved::of(state));
-            Ok(())
-        }
-        fn stop_requested(&self) -> bool {
-            self.1 == self.0
-        }
-    }
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
@@ -452,23 +456,10 @@ fn the_device_loop_equals_the_host_loop_for_control() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
-    use grove::evolve::{EngineConfig, Observer, Snapshot, checkpoint, device};
+    use grove::evolve::{EngineConfig, checkpoint, device};
     use grove::program::policy::{ControlRun, observation_names};
     use grove::task::classify::ClassTreeSettings;
     use grove::task::control::Control;
-    struct StopAt(usize, usize, Option<checkpoint::Saved>);
-    impl Observer for StopAt {
-        fn generation(&mut self, s: &grove::evolve::GenerationStats, _: &grove::evolve::Best) {
-            self.1 = s.generation + 1;
-        }
-        fn snapshot(&mut self, state: &Snapshot<'_>) -> anyhow::Result<()> {
-            self.2 = Some(checkpoint::Saved::of(state));
-            Ok(())
-        }
-        fn stop_requested(&self) -> bool {
-            self.1 == self.0
-        }
-    }
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let quiet = &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {};

@@ -30,6 +30,18 @@ pub enum DeviceChoice {
     Cuda,
 }
 
+impl DeviceChoice {
+    /// Whether a run asked for this device will have a GPU (`auto`: whether the driver sees
+    /// one), for defaults that depend on the device.
+    pub fn has_gpu(self) -> bool {
+        match self {
+            DeviceChoice::Cpu => false,
+            DeviceChoice::Cuda => true,
+            DeviceChoice::Auto => cuda::probe::driver().is_ok_and(|d| d.devices > 0),
+        }
+    }
+}
+
 /// Which GPUs a run may use: all the driver sees, the first `N`, or a list of ordinals.
 /// Written `all`, `N`, or `A,B,...` (a list has a comma: `3,` is GPU 3 alone).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -106,7 +106,7 @@ impl Experiment {
             let on_gpu = match given.get("device").and_then(Value::as_str) {
                 Some("cpu") => false,
                 Some("cuda") => true,
-                _ => crate::backend::cuda::probe::driver().is_ok_and(|d| d.devices > 0),
+                _ => crate::backend::DeviceChoice::Auto.has_gpu(),
             };
             let d = if command == "evolve" { super::regression::default_fit(on_gpu) } else { super::classify::default_fit(on_gpu) };
             merged["engine"]["constants"] = serde_json::to_value(d)?;

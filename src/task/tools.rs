@@ -330,14 +330,15 @@ pub fn rollout_model(s: &RolloutSettings) -> Result<(crate::sim::Model, Option<s
 pub fn rollout(s: &RolloutSettings) -> Result<String> {
     use crate::sim::rollout::{ActionSource, RolloutOptions, read_actions_file};
     let (model, saved) = rollout_model(s)?;
-    let actions = match (&s.actions, &saved) {
+    let nodes = match (&s.actions, &saved) {
+        (None, Some(saved)) => Some(
+            saved.tree(&model).with_context(|| format!("replaying {}", s.policy.as_deref().unwrap_or(Path::new("")).display()))?,
+        ),
+        _ => None,
+    };
+    let actions = match (&s.actions, &nodes) {
         (Some(p), _) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
-        (None, Some(saved)) => {
-            let nodes = saved
-                .tree(&model)
-                .with_context(|| format!("replaying {}", s.policy.as_deref().unwrap_or(Path::new("")).display()))?;
-            ActionSource::policy(&nodes, &model)?
-        }
+        (None, Some(nodes)) => ActionSource::policy(nodes, &model)?,
         (None, None) => ActionSource::Zero,
     };
     let steps = match (&actions, s.steps) {
@@ -349,7 +350,6 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
         (_, None) => model.episode_steps,
     };
     let summary = if s.device == crate::backend::DeviceChoice::Cuda {
-        let nodes = saved.as_ref().map(|p| p.tree(&model)).transpose()?;
         rollout_on_gpu(s, &model, &actions, nodes.as_deref(), steps)?
     } else {
         let opts = RolloutOptions { steps, seed: s.seed, ignore_termination: s.ignore_termination };

@@ -5,7 +5,7 @@
 //! where it lies: the device loop's rows in place, or a host population's rows copied in and
 //! back.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::classify::DeviceClassData;
@@ -23,35 +23,15 @@ impl CudaEngine {
         if pop.engine != self.id || rows.engine != self.id {
             return Err(GpuError::Input("the population or the row list belongs to another engine".into()));
         }
-        if rows.bound() > pop.size() {
-            return Err(GpuError::Input(format!("row indices up to {} for a population of {}", rows.bound(), pop.size())));
-        }
-        let n = rows.len();
-        if n == 0 {
-            return Ok(Vec::new());
-        }
         let params = FitParams {
-            n_trees: n as u32,
-            max_len: pop.max_len() as u32,
             n_rows: data.n_rows() as u32,
             n_features: data.n_features() as u32,
             steps: cfg.steps,
             scaling: cfg.linear_scaling as u32,
-            n_classes: 0,
-            n_outputs: 0,
+            ..FitParams::default()
         };
-        let mut results = self.stream.alloc_zeros::<FitResult>(n).during(|| "allocating fit results".into())?;
-        let f = self.function(&FIT, &[], FIT_CONSTANTS)?;
-        let mut b = self.stream.launch_builder(&f);
-        b.arg(&params).arg(&rows.idx).arg(&pop.op).arg(&mut pop.value).arg(&pop.out).arg(&pop.len).arg(data.x()).arg(data.y()).arg(&mut results);
-        let lc = LaunchConfig { grid_dim: (n as u32, 1, 1), block_dim: (FIT_THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: the arguments are those of grove_fit_constants, in order; `rows` holds `n`
-        // indices below the population's size; the population's rows have `max_len` slots
-        // and lengths within them (kept by every kernel that writes it); `x` is `[F][N]` and
-        // `y` `[N]` of `data`, whose feature count bounds every variable index (trees with
-        // another are not fitted); `results` has `n` entries.
-        unsafe { b.launch(lc) }.during(|| format!("launching {FIT_CONSTANTS}"))?;
-        self.stream.clone_dtoh(&results).during(|| "reading fit results".into())
+        // SAFETY: `y` holds `n_rows` values of `data`, whose `x` is `[F][N]`.
+        unsafe { self.launch_fit(FIT_CONSTANTS, params, pop, rows, data.x(), data.y()) }
     }
 
     /// [`CudaEngine::fit_constants_on_device`] for rows of a host population: the rows go to
@@ -69,39 +49,59 @@ impl CudaEngine {
         if pop.engine != self.id || rows.engine != self.id || data.engine != self.id {
             return Err(GpuError::Input("the population, the row list or the data set belongs to another engine".into()));
         }
-        if rows.bound() > pop.size() {
-            return Err(GpuError::Input(format!("row indices up to {} for a population of {}", rows.bound(), pop.size())));
-        }
         let (k, n_out) = (data.n_classes, pop.n_outputs());
         if !(n_out == k || (n_out == 0 && k == 2)) {
             return Err(GpuError::Input(format!("programs of {n_out} outputs cannot be fitted to {k} classes")));
+        }
+        let params = FitParams {
+            n_rows: data.n_rows as u32,
+            n_features: data.n_features as u32,
+            steps,
+            n_classes: k as u32,
+            n_outputs: n_out as u32,
+            ..FitParams::default()
+        };
+        // SAFETY: `labels` holds `n_rows` labels of `data`, each below `n_classes` (checked on
+        // upload), whose `x` is `[F][N]`; the output count matches the classes (checked above).
+        unsafe { self.launch_fit(FIT_CLASS_CONSTANTS, params, pop, rows, &data.x, &data.labels) }
+    }
+
+    /// Launches fit.cu's `kernel` (one block per entry of `rows`) with `params` (its tree count
+    /// and row stride filled in here) over `pop`, `x` and `target` (`y` or the labels), and
+    /// reads the results back.
+    ///
+    /// # Safety
+    /// `x` must be `[params.n_features][params.n_rows]` and `target` hold `params.n_rows`
+    /// entries of the type `kernel` reads there (labels below `params.n_classes`).
+    unsafe fn launch_fit<T: cudarc::driver::DeviceRepr>(
+        &self,
+        kernel: &'static str,
+        mut params: FitParams,
+        pop: &mut DevicePopulation,
+        rows: &DeviceIndices,
+        x: &CudaSlice<f32>,
+        target: &CudaSlice<T>,
+    ) -> Result<Vec<FitResult>> {
+        if rows.bound() > pop.size() {
+            return Err(GpuError::Input(format!("row indices up to {} for a population of {}", rows.bound(), pop.size())));
         }
         let n = rows.len();
         if n == 0 {
             return Ok(Vec::new());
         }
-        let params = FitParams {
-            n_trees: n as u32,
-            max_len: pop.max_len() as u32,
-            n_rows: data.n_rows as u32,
-            n_features: data.n_features as u32,
-            steps,
-            scaling: 0,
-            n_classes: k as u32,
-            n_outputs: n_out as u32,
-        };
+        params.n_trees = n as u32;
+        params.max_len = pop.max_len() as u32;
         let mut results = self.stream.alloc_zeros::<FitResult>(n).during(|| "allocating fit results".into())?;
-        let f = self.function(&FIT, &[], FIT_CLASS_CONSTANTS)?;
+        let f = self.function(&FIT, &[], kernel)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&params).arg(&rows.idx).arg(&pop.op).arg(&mut pop.value).arg(&pop.out).arg(&pop.len).arg(&data.x).arg(&data.labels).arg(&mut results);
+        b.arg(&params).arg(&rows.idx).arg(&pop.op).arg(&mut pop.value).arg(&pop.out).arg(&pop.len).arg(x).arg(target).arg(&mut results);
         let lc = LaunchConfig { grid_dim: (n as u32, 1, 1), block_dim: (FIT_THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: the arguments are those of grove_fit_class_constants, in order; `rows` holds
-        // `n` indices below the population's size; its rows have `max_len` slots and lengths
-        // within them; `x` is `[F][N]` and `labels` `[N]` of `data`, each label below
-        // `n_classes` (checked on upload), the output count matches the classes (checked
-        // above), and the feature count bounds every variable index (trees with another are not
-        // fitted); `results` has `n` entries.
-        unsafe { b.launch(lc) }.during(|| format!("launching {FIT_CLASS_CONSTANTS}"))?;
+        // SAFETY: the arguments are those of grove_fit_constants and grove_fit_class_constants,
+        // in order; `rows` holds `n` indices below the population's size; the population's rows
+        // have `max_len` slots and lengths within them (kept by every kernel that writes it);
+        // `x` and `target` are as the caller promises, and the feature count bounds every
+        // variable index (trees with another are not fitted); `results` has `n` entries.
+        unsafe { b.launch(lc) }.during(|| format!("launching {kernel}"))?;
         self.stream.clone_dtoh(&results).during(|| "reading fit results".into())
     }
 
