@@ -2,13 +2,14 @@
 // episodes in one launch.
 //
 // Twin of the CPU reference stepper (src/sim/dynamics.rs, src/sim/env.rs) in f32, bit for bit:
-// the same equations (control-envs.md §3.3), constraint slots, row order, warm-started projected
-// Gauss-Seidel and stopping test, and Philox reset draws, with every sum, product and loop in the
-// CPU's order. Nothing is fused (--fmad=false; no fmaf here), + - * / and sqrtf are IEEE
-// (NVRTC's default -prec-div, -prec-sqrt, no -ftz), the only other functions are grove_math.cuh's
-// (grove_sincos, grove_pow, grove_ln64, grove_cos_turns64, twins of src/program/fastmath.rs; never
-// CUDA's sinf, powf, log, cos), and every constant combined from the model comes from the host,
-// combined once in f64 (the Rust side's Soft, fluid_coefficients, RK4_B) and rounded.
+// the same equations (control-envs.md §3.3), constraint slots, row order, warm-started pivoting
+// solve with its projected Gauss-Seidel fallback, and Philox reset draws, with every sum,
+// product and loop in the CPU's order. Nothing is fused (--fmad=false; no fmaf here), + - * /
+// and sqrtf are IEEE (NVRTC's default -prec-div, -prec-sqrt, no -ftz), the only other
+// functions are grove_math.cuh's (grove_sincos, grove_pow, grove_ln64, grove_cos_turns64, twins
+// of src/program/fastmath.rs; never CUDA's sinf, powf, log, cos), and every constant combined
+// from the model comes from the host, combined once in f64 (the Rust side's Soft,
+// fluid_coefficients, RK4_B) and rounded.
 // The host side is src/backend/cuda/sim.rs. NVRTC compiles this file after `grove_env.h`, which
 // `env_header` generates from a compiled Model: the sizes (GROVE_NV, GROVE_NB, GROVE_NU,
 // GROVE_NLIM, GROVE_NCAP, ...), the model constants as `__device__ const` tables, and the
@@ -303,6 +304,122 @@ __device__ inline real grove_imp(const real s[GROVE_SOFT_N], int mode, real pos,
     return s[GROVE_SOFT_DMIN] + y * s[GROVE_SOFT_SPAN];
 }
 
+#if GROVE_SLOTS > 0
+// Dynamic-size twins of grove_cholesky and grove_solve (dynamics.rs cholesky, solve) over an
+// n × n row-major array, for the pivoting solve's free rows.
+__device__ inline bool grove_cholesky_n(real* l, int n) {
+#pragma unroll 1
+    for (int j = 0; j < n; ++j) {
+        real d = l[j * n + j];
+#pragma unroll 1
+        for (int k = 0; k < j; ++k) d -= l[j * n + k] * l[j * n + k];
+        if (!(d > 0.0f)) return false;
+        d = sqrtf(d);
+        l[j * n + j] = d;
+#pragma unroll 1
+        for (int i = j + 1; i < n; ++i) {
+            real s = l[i * n + j];
+#pragma unroll 1
+            for (int k = 0; k < j; ++k) s -= l[i * n + k] * l[j * n + k];
+            l[i * n + j] = s / d;
+        }
+    }
+    return true;
+}
+
+__device__ inline void grove_solve_n(const real* l, int n, const real* b, real* x) {
+#pragma unroll 1
+    for (int i = 0; i < n; ++i) {
+        real s = b[i];
+#pragma unroll 1
+        for (int k = 0; k < i; ++k) s -= l[i * n + k] * x[k];
+        x[i] = s / l[i * n + i];
+    }
+#pragma unroll 1
+    for (int i = n - 1; i >= 0; --i) {
+        real s = x[i];
+#pragma unroll 1
+        for (int k = i + 1; k < n; ++k) s -= l[k * n + i] * x[k];
+        x[i] = s / l[i * n + i];
+    }
+}
+
+// The constraint forces exactly, by block principal pivoting (dynamics.rs pivot_solve, statement
+// for statement): f >= 0 with w = (A + R) f + b >= 0 and f.w = 0. Free rows start as those with
+// a warm-start force; each round factors the free rows, solves them, and exchanges every row
+// that breaks a condition, or only the last one after GROVE_PIVOT_TRIES rounds without fewer.
+// False (lam untouched) when it does not settle within GROVE_PIVOTS rounds or a factor fails.
+__device__ __noinline__ bool grove_pivot_solve(int nr, const real (*A)[GROVE_SLOTS_ALLOC], const real* R, const real* b, real* lam) {
+    const real tol = 16.0f * 1.1920929e-7f;
+    bool freed[GROVE_SLOTS_ALLOC], broken[GROVE_SLOTS_ALLOC];
+    int idx[GROVE_SLOTS_ALLOC];
+    real chol[GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC], rhs[GROVE_SLOTS_ALLOC], x[GROVE_SLOTS_ALLOC], g[GROVE_SLOTS_ALLOC];
+#pragma unroll 1
+    for (int r = 0; r < nr; ++r) freed[r] = lam[r] > 0.0f;
+    int fewest = nr + 1, tries = GROVE_PIVOT_TRIES;
+#pragma unroll 1
+    for (int round = 0; round < GROVE_PIVOTS; ++round) {
+        int n = 0;
+#pragma unroll 1
+        for (int r = 0; r < nr; ++r)
+            if (freed[r]) idx[n++] = r;
+#pragma unroll 1
+        for (int p = 0; p < n; ++p) {
+#pragma unroll 1
+            for (int c = 0; c <= p; ++c) chol[p * n + c] = A[idx[p]][idx[c]];
+            chol[p * n + p] += R[idx[p]];
+            rhs[p] = -b[idx[p]];
+        }
+        if (!grove_cholesky_n(chol, n)) return false;
+        grove_solve_n(chol, n, rhs, x);
+#pragma unroll 1
+        for (int r = 0; r < nr; ++r) g[r] = 0.0f;
+#pragma unroll 1
+        for (int p = 0; p < n; ++p) g[idx[p]] = x[p];
+        int count = 0, last = 0;
+#pragma unroll 1
+        for (int r = 0; r < nr; ++r) {
+            bool bad;
+            if (freed[r]) {
+                bad = g[r] < 0.0f;
+            } else {
+                real w = b[r], size = fabsf(b[r]);
+#pragma unroll 1
+                for (int p = 0; p < n; ++p) {
+                    const real t = A[r][idx[p]] * x[p];
+                    w += t;
+                    size += fabsf(t);
+                }
+                bad = w < -tol * size;
+            }
+            broken[r] = bad;
+            if (bad) {
+                ++count;
+                last = r;
+            }
+        }
+        if (count == 0) {
+#pragma unroll 1
+            for (int r = 0; r < nr; ++r) lam[r] = g[r];
+            return true;
+        }
+        if (count < fewest || tries > 0) {
+            if (count < fewest) {
+                fewest = count;
+                tries = GROVE_PIVOT_TRIES;
+            } else {
+                --tries;
+            }
+#pragma unroll 1
+            for (int r = 0; r < nr; ++r) freed[r] = freed[r] != broken[r];
+        } else {
+            freed[last] = !freed[last];
+        }
+    }
+    return false;
+}
+#endif
+
 // Generalized acceleration including constraint forces; updates `warm`. With `implicit`,
 // (M + hD)⁻¹ (f + Jᵀλ) (Euler), else M⁻¹ (f + Jᵀλ) (RK4 stages). Out of line: the kernel and
 // its RK4 stages share one copy. The state and controls are copied into registers first: read
@@ -420,20 +537,23 @@ __device__ __noinline__ void grove_acceleration(const real* q_in, const real* v_
             lam[r] = warm[slot_of[r]];
             diag[r] = A[r][r] + R[r];
         }
-        // Sweeps until no force moves by more than FLT_EPSILON (relative), as on the CPU.
-        for (int it = 0; it < GROVE_PGS; ++it) {
-            real change = 0.0f, size = 1.0f;
+        // The exact solution by principal pivoting; projected Gauss-Seidel from the warm start
+        // when pivoting does not settle, as on the CPU.
+        if (!grove_pivot_solve(nr, A, R, b, lam)) {
+            for (int it = 0; it < GROVE_PGS; ++it) {
+                real change = 0.0f, size = 1.0f;
 #pragma unroll 1
-            for (int r = 0; r < nr; ++r) {
-                real res = b[r] + R[r] * lam[r];
+                for (int r = 0; r < nr; ++r) {
+                    real res = b[r] + R[r] * lam[r];
 #pragma unroll 4
-                for (int c = 0; c < nr; ++c) res += A[r][c] * lam[c];
-                const real nw = fmaxf(lam[r] - res / diag[r], 0.0f);
-                change = fmaxf(change, fabsf(nw - lam[r]));
-                size = fmaxf(size, fabsf(nw));
-                lam[r] = nw;
+                    for (int c = 0; c < nr; ++c) res += A[r][c] * lam[c];
+                    const real nw = fmaxf(lam[r] - res / diag[r], 0.0f);
+                    change = fmaxf(change, fabsf(nw - lam[r]));
+                    size = fmaxf(size, fabsf(nw));
+                    lam[r] = nw;
+                }
+                if (change <= 1.1920929e-7f * size) break;
             }
-            if (change <= 1.1920929e-7f * size) break;
         }
 #pragma unroll 1
         for (int r = 0; r < nr; ++r) {

@@ -1,8 +1,9 @@
 //! The CPU reference stepper: planar reduced-coordinate dynamics with MuJoCo's semantics
 //! (control-envs.md §3.3). Kinematics, point Jacobians, the mass matrix M, bias forces c,
 //! passive forces (damping, springs, inertia-box fluid), soft joint-limit and floor-contact
-//! constraints solved by projected Gauss–Seidel, and the Euler and RK4 integrators. Generic over
-//! the float type (`f64` matches MuJoCo; `f32` is what the GPU twin computes).
+//! constraints solved exactly by block principal pivoting (projected Gauss–Seidel as its
+//! fallback), and the Euler and RK4 integrators. Generic over the float type (`f64` matches
+//! MuJoCo; `f32` is what the GPU twin computes).
 //!
 //! In f32 this is `kernels/sim.cu` bit for bit: every loop, sum and product is written out in
 //! the kernel's order (no library linear algebra, whose blocked and fused kernels round
@@ -487,6 +488,122 @@ fn solve<T: Real>(l: &[T], n: usize, b: &[T], x: &mut [T]) {
     }
 }
 
+/// Most pivoting rounds [`pivot_solve`] takes before it gives up (the kernel's GROVE_PIVOTS).
+pub const MAX_PIVOTS: usize = 24;
+
+/// Rounds of whole-set exchanges [`pivot_solve`] allows without fewer infeasible rows before it
+/// exchanges one row at a time (the kernel's GROVE_PIVOT_TRIES).
+pub const PIVOT_TRIES: usize = 3;
+
+/// The constraint forces, exactly: f ≥ 0 with w = (A + R) f + b ≥ 0 and f·w = 0, the dual of
+/// control-envs.md §3.3.7 (a linear complementarity problem whose matrix is positive definite,
+/// so the solution is unique and is MuJoCo's). Block principal pivoting (Júdice and Pires):
+/// guess the rows whose force is free (those with a force in `f`, the warm start), solve the
+/// free rows' equations with a Cholesky factor, and exchange every row that breaks a condition
+/// (a free force below zero, or a pinned row whose w is below zero by more than rounding);
+/// when three exchanges in a row do not reduce the count of broken rows, exchange only the last
+/// one (Murty's rule, which cannot cycle). `a` is nr × nr row-major (read in its lower
+/// triangle for the factor and by row for w), `reg` the regulariser R. On success `f` holds
+/// the forces and the result is true; false leaves `f` as it was. The kernel's
+/// `grove_pivot_solve`, statement for statement.
+pub fn pivot_solve<T: Real>(nr: usize, a: &[T], reg: &[T], b: &[T], f: &mut [T]) -> bool {
+    pivot_rounds(nr, a, reg, b, f, PIVOT_TRIES, MAX_PIVOTS)
+}
+
+/// [`pivot_solve`] with its two limits as arguments (the tests run the one-row rule alone).
+fn pivot_rounds<T: Real>(nr: usize, a: &[T], reg: &[T], b: &[T], f: &mut [T], patience: usize, rounds: usize) -> bool {
+    // A pinned row may read w a little below zero from rounding alone: tolerate that much,
+    // relative to the terms w sums.
+    let tol = r::<T>(16.0) * T::default_epsilon();
+    let mut free: Vec<bool> = f[..nr].iter().map(|&x| x > T::zero()).collect();
+    let mut broken = vec![false; nr];
+    let mut idx = vec![0usize; nr];
+    let (mut chol, mut rhs, mut x, mut g) = (vec![T::zero(); nr * nr], vec![T::zero(); nr], vec![T::zero(); nr], vec![T::zero(); nr]);
+    let (mut fewest, mut tries) = (nr + 1, patience);
+    for _ in 0..rounds {
+        let mut n = 0;
+        for (row, &fr) in free.iter().enumerate() {
+            if fr {
+                idx[n] = row;
+                n += 1;
+            }
+        }
+        for p in 0..n {
+            for c in 0..=p {
+                chol[p * n + c] = a[idx[p] * nr + idx[c]];
+            }
+            chol[p * n + p] += reg[idx[p]];
+            rhs[p] = -b[idx[p]];
+        }
+        if !cholesky(&mut chol[..n * n], n) {
+            return false;
+        }
+        solve(&chol[..n * n], n, &rhs[..n], &mut x[..n]);
+        g.fill(T::zero());
+        for p in 0..n {
+            g[idx[p]] = x[p];
+        }
+        let (mut count, mut last) = (0, 0);
+        for row in 0..nr {
+            let bad = if free[row] {
+                g[row] < T::zero()
+            } else {
+                let (mut w, mut size) = (b[row], b[row].abs());
+                for p in 0..n {
+                    let t = a[row * nr + idx[p]] * x[p];
+                    w += t;
+                    size += t.abs();
+                }
+                w < -tol * size
+            };
+            broken[row] = bad;
+            if bad {
+                count += 1;
+                last = row;
+            }
+        }
+        if count == 0 {
+            f[..nr].copy_from_slice(&g);
+            return true;
+        }
+        if count < fewest || tries > 0 {
+            if count < fewest {
+                fewest = count;
+                tries = patience;
+            } else {
+                tries -= 1;
+            }
+            for (fr, &bad) in free.iter_mut().zip(&broken) {
+                *fr ^= bad;
+            }
+        } else {
+            free[last] = !free[last];
+        }
+    }
+    false
+}
+
+/// Projected Gauss–Seidel on the same problem, from `f`: sweeps until no force moves by more
+/// than machine epsilon relative to the largest, at most `sweeps`. The kernel's `grove_pgs`.
+fn pgs<T: Real>(sweeps: usize, nr: usize, a: &[T], reg: &[T], b: &[T], diag: &[T], f: &mut [T]) {
+    for _ in 0..sweeps {
+        let (mut change, mut size) = (T::zero(), T::one());
+        for i in 0..nr {
+            let mut res = b[i] + reg[i] * f[i];
+            for (&aij, &fj) in a[i * nr..(i + 1) * nr].iter().zip(&f[..nr]) {
+                res += aij * fj;
+            }
+            let new = (f[i] - res / diag[i]).max(T::zero());
+            change = change.max((new - f[i]).abs());
+            size = size.max(new.abs());
+            f[i] = new;
+        }
+        if change <= T::default_epsilon() * size {
+            break;
+        }
+    }
+}
+
 /// Generalized acceleration at (q, v, ctrl) including constraint forces: (nv,). With
 /// `implicit_damping`, returns (M + hD)⁻¹ (f_smooth + f_con) (MuJoCo's Euler); otherwise
 /// M⁻¹ (f_smooth + f_con) (RK4 stages). Updates `warm` (constraint forces by slot). The
@@ -533,23 +650,10 @@ pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut
             f[i] = warm[rows.slot[i]];
             diag[i] = a[i * nr + i] + rows.reg[i];
         }
-        // Sweeps until no force moves by more than machine epsilon (relative), at most
-        // `solver_iterations`; the solution is unique (A + R is positive definite).
-        for _ in 0..m.solver_iterations {
-            let (mut change, mut size) = (T::zero(), T::one());
-            for i in 0..nr {
-                let mut res = b[i] + rows.reg[i] * f[i];
-                for (&aij, &fj) in a[i * nr..(i + 1) * nr].iter().zip(&f) {
-                    res += aij * fj;
-                }
-                let new = (f[i] - res / diag[i]).max(T::zero());
-                change = change.max((new - f[i]).abs());
-                size = size.max(new.abs());
-                f[i] = new;
-            }
-            if change <= T::default_epsilon() * size {
-                break;
-            }
+        // The exact solution by principal pivoting; projected Gauss–Seidel from the warm start
+        // when pivoting does not settle (or meets a factor that is not positive definite).
+        if !pivot_solve(nr, &a, &rows.reg, &b, &mut f) {
+            pgs(m.solver_iterations, nr, &a, &rows.reg, &b, &diag, &mut f);
         }
         for (i, &sl) in rows.slot.iter().enumerate() {
             warm[sl] = f[i];
@@ -635,4 +739,119 @@ pub fn set_invweight0(m: &mut Model) {
             t / 3.0
         })
         .collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// A contact-like problem: `points` contact points of 3 rows each (J_n ± μJ_t and J_n, so
+    /// A = J M⁻¹ Jᵀ is singular and only R makes A + R definite) and `limits` joint-limit rows,
+    /// with right-hand sides of both signs. Returns (nr, A, R, b).
+    fn problem(rng: &mut rand::rngs::StdRng, nv: usize, points: usize, limits: usize) -> (usize, Vec<f64>, Vec<f64>, Vec<f64>) {
+        let mut jac: Vec<Vec<f64>> = Vec::new();
+        for _ in 0..points {
+            let n: Vec<f64> = (0..nv).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let t: Vec<f64> = (0..nv).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let mu = rng.gen_range(0.5..2.0);
+            for s in [mu, -mu, 0.0] {
+                jac.push(n.iter().zip(&t).map(|(a, b)| a + s * b).collect());
+            }
+        }
+        for _ in 0..limits {
+            let mut row = vec![0.0; nv];
+            row[rng.gen_range(0..nv)] = if rng.gen_bool(0.5) { 1.0 } else { -1.0 };
+            jac.push(row);
+        }
+        let g = DMatrix::<f64>::from_fn(nv, nv, |_, _| rng.gen_range(-1.0..1.0));
+        let mass = &g * g.transpose() + DMatrix::identity(nv, nv) * 0.1;
+        let inv = mass.try_inverse().unwrap();
+        let nr = jac.len();
+        let j = DMatrix::from_fn(nr, nv, |r, c| jac[r][c]);
+        let a = &j * inv * j.transpose();
+        let reg: Vec<f64> = (0..nr).map(|r| a[(r, r)] * rng.gen_range(0.02..0.2) + 1e-6).collect();
+        let b: Vec<f64> = (0..nr).map(|_| rng.gen_range(-3.0..1.0)).collect();
+        (nr, (0..nr * nr).map(|k| a[(k / nr, k % nr)]).collect(), reg, b)
+    }
+
+    /// The largest breach of f ≥ 0, w ≥ 0 and f·w = 0, relative to the problem's scale.
+    fn breach(nr: usize, a: &[f64], reg: &[f64], b: &[f64], f: &[f64]) -> f64 {
+        let scale = 1.0 + b.iter().fold(0.0f64, |m, x| m.max(x.abs())) + f.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        (0..nr)
+            .map(|i| {
+                let w = b[i] + reg[i] * f[i] + (0..nr).map(|j| a[i * nr + j] * f[j]).sum::<f64>();
+                (-f[i]).max(-w).max(f[i].min(w).abs())
+            })
+            .fold(0.0, f64::max)
+            / scale
+    }
+
+    #[test]
+    fn pivoting_solves_contact_problems_exactly_from_cold_and_warm_starts() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut solved = 0;
+        for case in 0..400 {
+            let (nv, points, limits) = (rng.gen_range(3..10), rng.gen_range(0..6), rng.gen_range(0..4));
+            let (nr, a, reg, b) = problem(&mut rng, nv, points, limits);
+            let mut f = vec![0.0; nr];
+            if case % 2 == 1 {
+                f.iter_mut().for_each(|x| *x = if rng.gen_bool(0.5) { rng.gen_range(0.0..2.0) } else { 0.0 });
+            }
+            assert!(pivot_solve(nr, &a, &reg, &b, &mut f), "case {case}: {nr} rows did not settle in {MAX_PIVOTS} rounds");
+            assert!(breach(nr, &a, &reg, &b, &f) < 1e-9, "case {case}: {f:?}");
+            // The solution is unique: long projected Gauss–Seidel reaches the same forces.
+            let diag: Vec<f64> = (0..nr).map(|i| a[i * nr + i] + reg[i]).collect();
+            let mut g = vec![0.0; nr];
+            pgs(200_000, nr, &a, &reg, &b, &diag, &mut g);
+            for (x, y) in f.iter().zip(&g) {
+                assert!((x - y).abs() <= 1e-7 * (1.0 + y.abs()), "case {case}: pivoting {x}, PGS {y}");
+            }
+            solved += (nr > 0) as usize;
+        }
+        assert!(solved > 300);
+    }
+
+    #[test]
+    fn the_one_row_rule_alone_also_reaches_the_solution() {
+        // No patience: every round that does not reduce the broken rows exchanges one row
+        // (Murty's rule), the path block exchanges fall back on when they cycle.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for case in 0..200 {
+            let (points, limits) = (rng.gen_range(1..6), rng.gen_range(0..4));
+            let (nr, a, reg, b) = problem(&mut rng, 6, points, limits);
+            let mut f = vec![0.0; nr];
+            assert!(pivot_rounds(nr, &a, &reg, &b, &mut f, 0, 4096), "case {case}");
+            assert!(breach(nr, &a, &reg, &b, &f) < 1e-9, "case {case}");
+        }
+    }
+
+    #[test]
+    fn pivoting_in_f32_settles_and_stays_close_to_f64() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        for case in 0..200 {
+            let (points, limits) = (rng.gen_range(1..6), rng.gen_range(0..4));
+            let (nr, a, reg, b) = problem(&mut rng, 9, points, limits);
+            let mut f = vec![0.0; nr];
+            assert!(pivot_solve(nr, &a, &reg, &b, &mut f));
+            let c = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+            let mut g = vec![0.0f32; nr];
+            assert!(pivot_solve(nr, &c(&a), &c(&reg), &c(&b), &mut g), "case {case}: f32 did not settle");
+            let size = f.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+            for (x, y) in f.iter().zip(&g) {
+                assert!((x - *y as f64).abs() <= 1e-2 * size, "case {case}: f64 {x}, f32 {y}");
+            }
+        }
+    }
+
+    #[test]
+    fn pivoting_gives_up_on_a_matrix_that_is_not_definite_and_keeps_the_warm_start() {
+        // A + R indefinite: the first factor of the free rows fails.
+        let (a, reg, b) = (vec![1.0, 2.0, 2.0, 1.0], vec![0.0, 0.0], vec![-1.0, -1.0]);
+        let mut f = vec![0.5, 0.25];
+        assert!(!pivot_solve(2, &a, &reg, &b, &mut f));
+        assert_eq!(f, vec![0.5, 0.25]);
+        // No rows: nothing to solve, trivially settled.
+        assert!(pivot_solve::<f64>(0, &[], &[], &[], &mut []));
+    }
 }

@@ -128,7 +128,8 @@ pub struct Model {
     pub frame_skip: usize,
     /// Integrator.
     pub integrator: Integrator,
-    /// PGS sweeps per constraint solve.
+    /// Sweeps of the projected Gauss–Seidel fallback per constraint solve (used only when
+    /// pivoting does not settle: `dynamics::pivot_solve`).
     pub solver_iterations: usize,
     /// Gravity (u, w), m/s².
     pub gravity: [f64; 2],

@@ -298,7 +298,8 @@ pub struct EnvSpec {
     pub frame_skip: usize,
     /// Integrator of the base description (before a profile).
     pub integrator: Integrator,
-    /// Projected Gauss–Seidel sweeps per constraint solve.
+    /// Sweeps of the projected Gauss–Seidel fallback per constraint solve (used only when the
+    /// exact pivoting solve does not settle).
     pub solver_iterations: usize,
     /// Gravity (u, w), m/s².
     #[serde(default)]

@@ -21,18 +21,22 @@
 #   BASE=87ca19c REFILL=299ef4c tools/control/stage.sh
 #
 # BASE's benchmark is built from `git archive` in its own target folder (target/base: the first
-# time builds every dependency again, a few minutes).
+# time builds every dependency again, a few minutes); OLD_BIN=0 skips it (then only the kernel
+# variants compare, e.g. BASE=HEAD OLD_BIN=0 for uncommitted kernel changes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 base=${BASE:-87ca19c}
 refill=${REFILL:-299ef4c}
+rm -rf .device/old .device/kv
 mkdir -p .device/old .device/kv/old .device/kv/refill .device/kv/lb8
 # BASE first: its own sources and target folder, so this checkout's artifacts stay as they are.
-src=target/base-src
-rm -rf "$src" && mkdir -p "$src"
-git archive "$base" | tar -x -C "$src"
-CARGO_TARGET_DIR=$PWD/target/base cargo build --release --example bench_control_gpu --manifest-path "$src/Cargo.toml" 2>&1 | tail -1
-strip -o .device/old/bench_control_gpu target/base/release/examples/bench_control_gpu
+if [ "${OLD_BIN:-1}" != 0 ]; then
+    src=target/base-src
+    rm -rf "$src" && mkdir -p "$src"
+    git archive "$base" | tar -x -C "$src"
+    CARGO_TARGET_DIR=$PWD/target/base cargo build --release --example bench_control_gpu --manifest-path "$src/Cargo.toml" 2>&1 | tail -1
+    strip -o .device/old/bench_control_gpu target/base/release/examples/bench_control_gpu
+fi
 git show "$base:kernels/sim.cu" >.device/kv/old/sim.cu
 git show "$refill:kernels/sim.cu" >.device/kv/refill/sim.cu
 { echo '#define GROVE_CTRL_BOUNDS __launch_bounds__(64, 8)'; cat kernels/sim.cu; } >.device/kv/lb8/sim.cu

@@ -12,7 +12,7 @@ use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use super::error::{During, GpuError, Result};
 use super::kernels::KernelSource;
 use super::CudaEngine;
-use crate::sim::dynamics::{fluid_coefficients, Soft, RK4_B};
+use crate::sim::dynamics::{fluid_coefficients, Soft, MAX_PIVOTS, PIVOT_TRIES, RK4_B};
 use crate::sim::model::{Check, Model, Obs};
 use crate::sim::spec::{Integrator, JointKind, NoiseSpec};
 
@@ -140,6 +140,8 @@ pub fn env_header(m: &Model) -> String {
         ("GROVE_FRAME_SKIP", m.frame_skip.to_string()),
         ("GROVE_RK4", ((m.integrator == Integrator::Rk4) as u8).to_string()),
         ("GROVE_PGS", m.solver_iterations.to_string()),
+        ("GROVE_PIVOTS", MAX_PIVOTS.to_string()),
+        ("GROVE_PIVOT_TRIES", PIVOT_TRIES.to_string()),
         ("GROVE_H", lit(m.timestep)),
         ("GROVE_RK4_B1", lit(RK4_B[0])),
         ("GROVE_RK4_B2", lit(RK4_B[1])),
