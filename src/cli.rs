@@ -57,13 +57,15 @@ pub enum Command {
 /// `grove render`.
 #[derive(Debug, Args)]
 pub struct RenderArgs {
-    /// Environment: a shipped one (swimmer, hopper, walker2d, half_cheetah) or a .ron file.
+    /// Environment: a shipped one (swimmer, hopper, walker2d, half_cheetah) or a .ron file
+    /// (default with --policy: the policy's).
     #[arg(long)]
-    pub env: String,
-    /// Profile: brax (the default) or gymnasium.
+    pub env: Option<String>,
+    /// Profile: brax (the default) or gymnasium (default with --policy: the policy's).
     #[arg(long)]
     pub profile: Option<String>,
-    /// Actions from an evolved policy: a report of `grove control`.
+    /// Actions from an evolved policy: a report of `grove control` (played in f32, as
+    /// trained: the episode `grove rollout --policy` replays).
     #[arg(long, value_name = "REPORT", conflicts_with = "actions")]
     pub policy: Option<PathBuf>,
     /// Actions from a CSV file, one row per control step (default: zeros).

@@ -540,6 +540,7 @@ fn render_draws_robots_as_svg_strips_and_gif_animations() {
     assert_one_line_error(&grove(&["render", "--env", "hopper", "--out", s(&d.join("x.jpg"))]), &[".svg", ".gif"]);
     assert_one_line_error(&grove(&["render", "--env", "hopper", "--actions", s(&acts), "--steps", "20", "--out", s(&svg)]), &["--steps 20", "12 rows"]);
     assert_one_line_error(&grove(&["render", "--env", "ant", "--out", s(&svg)]), &["unknown environment `ant`"]);
+    assert_one_line_error(&grove(&["render", "--out", s(&svg)]), &["--env ENV", "--policy REPORT"]);
     let rep = d.join("r.json");
     std::fs::write(&rep, "{\"command\": \"evolve\"}").unwrap();
     assert_one_line_error(&grove(&["render", "--env", "hopper", "--policy", s(&rep), "--out", s(&svg)]), &["grove control", "--actions"]);

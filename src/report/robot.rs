@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use crate::sim::dynamics::kinematics;
+use crate::sim::dynamics::{Real, kinematics, r};
 use crate::sim::{EnvSpec, Model, State};
 
 /// A policy: the action (nu,) for control step `t` given the observation (model.obs_size,).
@@ -68,45 +68,50 @@ fn capsules(model: &Model, spec: &EnvSpec) -> Vec<(usize, [f64; 2], [f64; 2], f6
     out
 }
 
-/// Steps an episode of `steps` control steps (fewer if it terminates) and records a frame at
-/// each step. `seed` adds reset noise (`None`: the rest pose).
-pub fn episode(env: &str, profile: Option<&str>, policy: &mut Policy<'_>, steps: usize, seed: Option<u64>) -> Result<(Model, Vec<Frame>)> {
+/// Steps an episode of `steps` control steps (fewer if it terminates) in `T` and records a
+/// frame at each step. `seed` adds reset noise (`None`: the rest pose). An evolved policy plays
+/// in f32, as it was trained and as `grove rollout --policy` replays it; the observation and
+/// the actions pass through f64 exactly.
+pub fn episode<T: Real>(env: &str, profile: Option<&str>, policy: &mut Policy<'_>, steps: usize, seed: Option<u64>) -> Result<(Model, Vec<Frame>)> {
     let model = Model::load(env, profile)?;
     let spec = EnvSpec::load(env)?.with_profile(profile)?;
     let caps = capsules(&model, &spec);
     if caps.is_empty() {
         bail!("{}: the environment describes no capsules to draw", model.name);
     }
-    let mut state: State<f64> = match seed {
+    let mut state: State<T> = match seed {
         Some(s) => State::reset(&model, s, 0, 0),
         None => State::rest(&model),
     };
-    let shot = |state: &State<f64>, step: usize, total: f64| {
+    let point = |p: [T; 2]| [p[0].exact_f64(), p[1].exact_f64()];
+    let shot = |state: &State<T>, step: usize, total: f64| {
         let k = kinematics(&model, &state.q);
         let segments = caps
             .iter()
             .map(|&(b, from, to, radius)| Segment {
                 body: b,
-                a: crate::sim::dynamics::world_point(&model, &k, b, from),
-                b: crate::sim::dynamics::world_point(&model, &k, b, to),
+                a: point(crate::sim::dynamics::world_point(&model, &k, b, from)),
+                b: point(crate::sim::dynamics::world_point(&model, &k, b, to)),
                 radius,
             })
             .collect();
         Frame { step, segments, total }
     };
     let mut frames = vec![shot(&state, 0, 0.0)];
-    let mut obs = Vec::new();
+    let mut obs: Vec<T> = Vec::new();
     let mut total = 0.0;
     for t in 0..steps {
         state.observe(&model, &mut obs);
-        let action = policy(t, &obs);
+        let seen: Vec<f64> = obs.iter().map(|x| x.exact_f64()).collect();
+        let action = policy(t, &seen);
         if action.len() != model.nu() {
             bail!("the policy gave {} actions at step {t}; {} has {} actuators", action.len(), model.name, model.nu());
         }
-        let r = state.step(&model, &action);
-        total += r.reward;
+        let action: Vec<T> = action.into_iter().map(r).collect();
+        let res = state.step(&model, &action);
+        total += res.reward.exact_f64();
         frames.push(shot(&state, t + 1, total));
-        if r.done {
+        if res.done {
             break;
         }
     }
@@ -238,18 +243,22 @@ where
     Ok(())
 }
 
-/// The policy of a `grove control` report, for `grove render --policy`: the saved program,
-/// checked against `model`, acting on each observation as `grove rollout --policy` does
-/// (f32, actions = tanh of the outputs). The renderer steps in f64, so its returns differ from
-/// the f32 roll-out's in the last digits.
-pub fn policy_from_report(path: &Path, model: &crate::sim::Model) -> Result<Policy<'static>> {
+/// The saved policy of a `grove control` report, for `grove render --policy`; a report of
+/// another command is an error that says what to use instead.
+pub fn read_policy(path: &Path) -> Result<crate::program::policy::SavedPolicy> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", path.display()))?;
     if v.get("policy").is_none() {
         let cmd = v.get("command").and_then(|c| c.as_str()).unwrap_or("?");
         bail!("{}: --policy needs a report of `grove control`, not of `grove {cmd}`: use --actions FILE.csv for fixed actions", path.display());
     }
-    let saved = crate::program::policy::SavedPolicy::read(path)?;
+    crate::program::policy::SavedPolicy::read(path)
+}
+
+/// A saved policy as a [`Policy`]: the program, checked against `model`, acting on each
+/// observation as `grove rollout --policy` does (f32, actions = tanh of the outputs). Played by
+/// [`episode`] in f32, the episode is the roll-out's, bit for bit.
+pub fn saved_policy(saved: &crate::program::policy::SavedPolicy, model: &crate::sim::Model) -> Result<Policy<'static>> {
     let nodes = saved.tree(model)?;
     let mut source = crate::sim::rollout::ActionSource::policy(&nodes, model)?;
     let nu = model.nu();

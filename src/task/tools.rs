@@ -440,9 +440,9 @@ fn rollout_on_gpu(
 /// Settings of `grove render` (its flags).
 #[derive(Clone, Debug)]
 pub struct RenderSettings {
-    /// A shipped environment or a `.ron` path.
-    pub env: String,
-    /// Profile.
+    /// A shipped environment or a `.ron` path (default: the policy's).
+    pub env: Option<String>,
+    /// Profile (default: the policy's, else the environment's).
     pub profile: Option<String>,
     /// Actions from a `grove control` report's policy.
     pub policy: Option<PathBuf>,
@@ -462,11 +462,19 @@ pub struct RenderSettings {
 
 /// Draws an episode as `s` says; returns the line `grove render` prints.
 pub fn render(s: &RenderSettings) -> Result<String> {
-    use crate::report::robot::{Policy, episode, policy_from_report, write};
-    let model = crate::sim::Model::load(&s.env, s.profile.as_deref())?;
+    use crate::report::robot::{Policy, episode, read_policy, saved_policy, write};
+    let saved = s.policy.as_deref().map(read_policy).transpose()?;
+    // The environment and profile default to the policy's, as for `grove rollout --policy`.
+    let env = match (&s.env, &saved) {
+        (Some(e), _) => e.clone(),
+        (None, Some(p)) => p.env.clone(),
+        (None, None) => anyhow::bail!("give --env ENV (swimmer, hopper, walker2d, half_cheetah or a .ron file), or --policy REPORT"),
+    };
+    let profile = s.profile.clone().or_else(|| saved.as_ref().map(|p| p.profile.clone()));
+    let model = crate::sim::Model::load(&env, profile.as_deref())?;
     let nu = model.nu();
-    let (mut policy, rows): (Policy<'static>, Option<usize>) = match (&s.policy, &s.actions) {
-        (Some(p), _) => (policy_from_report(p, &model)?, None),
+    let (mut policy, rows): (Policy<'static>, Option<usize>) = match (&saved, &s.actions) {
+        (Some(p), _) => (saved_policy(p, &model)?, None),
         (None, Some(f)) => {
             let rows = crate::sim::rollout::read_actions_file(f, nu)?;
             let n = rows.len();
@@ -481,7 +489,12 @@ pub fn render(s: &RenderSettings) -> Result<String> {
         (None, None) => model.episode_steps,
     };
     anyhow::ensure!(s.frames >= 1 && s.every >= 1, "--frames and --every must be at least 1");
-    let (model, frames) = episode(&s.env, s.profile.as_deref(), &mut policy, steps, s.seed)?;
+    // A policy plays in f32, as it was trained (the episode `grove rollout --policy` replays).
+    let (model, frames) = if saved.is_some() {
+        episode::<f32>(&env, profile.as_deref(), &mut policy, steps, s.seed)?
+    } else {
+        episode::<f64>(&env, profile.as_deref(), &mut policy, steps, s.seed)?
+    };
     write(&s.out, &model, &frames, s.frames, s.every)?;
     let last = frames.last().map_or(0.0, |f| f.total);
     Ok(format!("{} ({}): {} control steps, return {last:.6}; drew {}", model.name, model.profile, frames.len() - 1, s.out.display()))
