@@ -951,6 +951,11 @@ pub struct ControlArgs {
     /// Reported returns always use the env's reward; `--healthy-reward 1` trains on it.
     #[arg(long)]
     pub healthy_reward: Option<f64>,
+    /// Every generation plays fresh starts (new reset noise each generation, the same for the
+    /// whole population) instead of the same `--episodes` starts throughout, which policies can
+    /// come to fit.
+    #[arg(long)]
+    pub fresh_starts: bool,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -997,6 +1002,7 @@ impl ControlArgs {
             test_episodes: self.test_episodes.max(1),
             parsimony: self.parsimony,
             healthy_reward: self.healthy_reward,
+            fresh_starts: self.fresh_starts,
             trees: crate::task::classify::ClassTreeSettings { p_out: self.p_out, ..base.trees },
             device: self.device,
             islands: self.islands.config(),

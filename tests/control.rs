@@ -286,7 +286,8 @@ fn control_checkpoints_every_n_generations_resume_exactly_for_grammar_policies()
     let d = dir("ge");
     let (full, ck, resumed) = (d.join("full.json"), d.join("ge.ckpt"), d.join("resumed.json"));
     let (full_csv, resumed_csv) = (d.join("full.csv"), d.join("resumed.csv"));
-    let base = ["control", "--env", "hopper", "--grammar", "grammars/hopper.bnf", "--device", "cpu", "--pop", "10", "--episode-steps", "15", "--test-episodes", "2", "--threads", "1", "-q"];
+    // Fresh starts every generation: the resumed run must play generation 4's starts, not 0's.
+    let base = ["control", "--env", "hopper", "--grammar", "grammars/hopper.bnf", "--device", "cpu", "--pop", "10", "--episode-steps", "15", "--test-episodes", "2", "--threads", "1", "--fresh-starts", "-q"];
     let mut a = base.to_vec();
     a.extend(["--gens", "6", "--report", s(&full), "--hall-of-fame", s(&full_csv)]);
     assert_ok(&grove(&a));
@@ -297,6 +298,7 @@ fn control_checkpoints_every_n_generations_resume_exactly_for_grammar_policies()
     let saved = read_json(&ck);
     assert_eq!(saved["state"]["generation"], 4, "the last checkpoint is taken before generation 4");
     assert!(saved["state"]["genomes"].is_array(), "GE saves genomes");
+    assert_eq!(read_json(&full)["settings"]["fresh_starts"], true, "the report keeps --fresh-starts");
     assert!(saved["env_steps"][0].as_u64().is_some_and(|n| n > 0), "the env steps so far are saved");
     assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "6", "--report", s(&resumed), "--hall-of-fame", s(&resumed_csv), "-q"]));
     let (x, y) = (read_json(&full), read_json(&resumed));

@@ -73,6 +73,7 @@ def control(
     test_episodes=10,
     parsimony_coefficient=0.0,
     healthy_reward=None,
+    fresh_starts=False,
     tournament_size=3,
     elitism=1,
     max_length=128,
@@ -85,7 +86,8 @@ def control(
     """Evolves a policy for ``env`` (swimmer, hopper, walker2d, half_cheetah, or a path to an
     environment ``.ron`` file), as ``grove control`` does with the same settings, and returns
     it as a ``Policy``. ``population_size``, ``generations`` and ``episodes`` default to the
-    device's (CPU 200, 20, 1; GPU 5000, 100, 4)."""
+    device's (CPU 200, 20, 1; GPU 5000, 100, 4). ``fresh_starts`` plays new reset noise every
+    generation (``--fresh-starts``)."""
     if grammar is not None and function_set is not None:
         raise ValueError("give function_set (tree GP) or grammar (grammatical evolution), not both")
     if device not in ("auto", "cpu", "cuda"):
@@ -102,6 +104,7 @@ def control(
         "episode_steps": None if episode_steps is None else int(episode_steps),
         "parsimony": float(parsimony_coefficient),
         "healthy_reward": None if healthy_reward is None else float(healthy_reward),
+        "fresh_starts": bool(fresh_starts),
         "trees": {"p_out": float(p_out)},
         "device": device,
     }

@@ -91,15 +91,21 @@ def test_classifier_equals_grove_classify(tmp_path, grove_cli):
     assert est.score(pd.DataFrame(X[test], columns=names), labels[test]) == pytest.approx(cli["test"]["accuracy"])
 
 
-def test_control_equals_grove_control(tmp_path, grove_cli):
+@pytest.mark.parametrize("fresh", [False, True])
+def test_control_equals_grove_control(tmp_path, grove_cli, fresh):
     args = ["--env", "swimmer", "--pop", 24, "--gens", 2, "--episode-steps", 60, "--test-episodes", 2, "--seed", 4]
+    args += ["--fresh-starts"] if fresh else []
     grove_cli("control", *args, "--device", "cpu", "--quiet", "--report", tmp_path / "p.json")
     cli = json.loads((tmp_path / "p.json").read_text())
     policy = grove.control(
-        "swimmer", population_size=24, generations=2, episode_steps=60, test_episodes=2, random_state=4, device="cpu"
+        "swimmer", population_size=24, generations=2, episode_steps=60, test_episodes=2, random_state=4, device="cpu",
+        fresh_starts=fresh,
     )
+    assert policy.report["settings"]["fresh_starts"] is fresh
     for key in ["best", "train", "test", "policy", "settings"]:
         assert policy.report[key] == cli[key], key
+    untimed = lambda gens: [{k: v for k, v in g.items() if k != "seconds"} for g in gens]  # noqa: E731
+    assert untimed(policy.report["generations"]) == untimed(cli["generations"])
     # Replaying the policy from Python equals `grove rollout --policy` on the report.
     out = grove_cli("rollout", "--policy", tmp_path / "p.json", "--steps", 60)
     r = policy.rollout(steps=60, seed=1)

@@ -64,6 +64,8 @@ pub struct DeviceControl<'a> {
     pub model: &'a crate::sim::Model,
     /// Episodes, steps and reset noise.
     pub run: crate::program::policy::ControlRun,
+    /// Every generation plays fresh starts ([`crate::program::policy::ControlRun::at_generation`]).
+    pub fresh: bool,
     /// Added to the fitness per node.
     pub parsimony: f64,
     /// Env steps played and seconds of the generations that played them, as the task counts
@@ -731,7 +733,8 @@ pub fn run_islands(
                     e.classification_fitness(&i.pop, &i.order, c.data, s, &mut i.fit)?
                 }
                 (DeviceTask::Control(c), FitnessStep::Control(s)) => {
-                    let w = e.control_fitness(&i.pop, c.model, &c.run, c.parsimony, i.n_deep, s, &mut i.fit, &mut i.mail)?;
+                    let run = if c.fresh { c.run.at_generation(gen) } else { c.run };
+                    let w = e.control_fitness(&i.pop, c.model, &run, c.parsimony, i.n_deep, s, &mut i.fit, &mut i.mail)?;
                     i.host_steps = w.deep_steps;
                 }
                 _ => unreachable!("the fitness step was made for this task"),

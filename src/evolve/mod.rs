@@ -367,6 +367,12 @@ pub trait Fitness: Sync {
     /// including rows of length 0). An error stops the run.
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>>;
 
+    /// Fitness of `pop` at generation `generation` of a run: [`Self::evaluate`], unless the
+    /// task changes with the generation (control playing fresh starts every generation).
+    fn evaluate_at(&self, pop: &Population, _generation: usize) -> anyhow::Result<Vec<f64>> {
+        self.evaluate(pop)
+    }
+
     /// Fits the numeric constants of rows `rows` of `pop` in place by Levenberg–Marquardt
     /// (`steps` steps) and returns those rows' fitness afterwards, in `rows`' order; `None`
     /// (the default) for a task that fits no constants. [`ConstantFitting`] says when the
@@ -396,6 +402,11 @@ impl<F: Fitness> Fitness for OnGpus<'_, F> {
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
         let first = self.0.first().ok_or_else(|| anyhow::anyhow!("a task on no device"))?;
         first.evaluate(pop)
+    }
+
+    fn evaluate_at(&self, pop: &Population, generation: usize) -> anyhow::Result<Vec<f64>> {
+        let first = self.0.first().ok_or_else(|| anyhow::anyhow!("a task on no device"))?;
+        first.evaluate_at(pop, generation)
     }
 
     fn fit_constants(&self, pop: &mut Population, rows: &[usize], steps: u32) -> anyhow::Result<Option<Vec<f64>>> {
@@ -439,9 +450,10 @@ fn stats(generation: usize, pop: &Population, fit: &[f64], seconds: f64) -> Gene
     GenerationStats { generation, best, mean, mean_size, invalid: fit.len() - n, seconds }
 }
 
-/// The task's fitness of `pop`, with rows that hold no program marked invalid.
-fn evaluate(task: &dyn Fitness, pop: &Population) -> anyhow::Result<Vec<f64>> {
-    let mut fit = task.evaluate(pop)?;
+/// The task's fitness of `pop` at generation `generation`, with rows that hold no program
+/// marked invalid.
+fn evaluate(task: &dyn Fitness, pop: &Population, generation: usize) -> anyhow::Result<Vec<f64>> {
+    let mut fit = task.evaluate_at(pop, generation)?;
     anyhow::ensure!(fit.len() == pop.size(), "the task scored {} of {} individuals", fit.len(), pop.size());
     for (f, &len) in fit.iter_mut().zip(&pop.len) {
         if len == 0 {
@@ -741,7 +753,7 @@ pub fn run_islands_on_host(
             if let (Representation::Grammar(r), Some(g)) = (rep, &i.genomes) {
                 i.used = map_population(r, g, &mut i.pop);
             }
-            i.fit = evaluate(task, &i.pop)?;
+            i.fit = evaluate(task, &i.pop, gen)?;
             if cfg.constants.at(gen) {
                 fit_constants(task, cfg, i)?;
             }

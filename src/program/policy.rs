@@ -131,6 +131,21 @@ pub struct ControlRun {
     pub ignore_termination: bool,
 }
 
+impl ControlRun {
+    /// Generation word of training generation 0 when every generation plays fresh starts:
+    /// words 0 and 1 are the fixed training starts and the test episodes
+    /// (`task::control::TEST_GENERATION`).
+    pub const FRESH_WORD: u32 = 2;
+
+    /// This run with the starts of training generation `g` when every generation plays fresh
+    /// ones: generation word [`Self::FRESH_WORD`]` + g`, shared by the whole population, so
+    /// individuals of a generation meet the same starts and no start is met twice.
+    pub fn at_generation(self, g: usize) -> Self {
+        let word = u32::try_from(g).ok().and_then(|g| g.checked_add(Self::FRESH_WORD)).unwrap_or(u32::MAX);
+        Self { generation: word, ..self }
+    }
+}
+
 /// Plays episode `k` of `run` with `policy` (`State<f32>`, as the GPU).
 pub fn play(m: &Model, policy: &mut Policy, run: &ControlRun, k: u32) -> Episode {
     let mut s: State<f32> = if run.noise { State::reset(m, run.seed, run.generation, k) } else { State::rest(m) };

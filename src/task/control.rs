@@ -55,6 +55,11 @@ pub struct ControlSettings {
     /// for Hopper and Walker2d; the train and test returns reported use the env's own reward.
     #[serde(default)]
     pub healthy_reward: Option<f64>,
+    /// Every generation plays fresh starts (reset noise of generation word 2 + g, the same for
+    /// the whole population); false: every generation plays the same `episodes` starts, which
+    /// policies can come to fit.
+    #[serde(default)]
+    pub fresh_starts: bool,
     /// Tree GP settings.
     pub trees: super::classify::ClassTreeSettings,
     /// Where populations are evaluated.
@@ -99,6 +104,7 @@ impl Default for ControlSettings {
             test_episodes: 10,
             parsimony: 0.0,
             healthy_reward: None,
+            fresh_starts: false,
             trees: super::classify::ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: 0.1, ..Default::default() },
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
@@ -188,16 +194,21 @@ pub struct Control<'m> {
     pub model: &'m Model,
     /// Episodes, steps and reset noise.
     pub run: ControlRun,
+    /// Every generation plays fresh starts ([`ControlRun::at_generation`]); false: every
+    /// generation plays `run`'s.
+    pub fresh: bool,
     /// Added to the fitness per node.
     pub parsimony: f64,
     /// Control steps played and seconds spent in roll-outs so far.
     pub played: std::sync::Mutex<(u64, f64)>,
 }
 
-impl crate::evolve::Fitness for Control<'_> {
-    fn evaluate(&self, pop: &Population) -> Result<Vec<f64>> {
+impl Control<'_> {
+    /// Fitness of `pop` over `run`'s episodes: minus the mean return plus parsimony, `+inf` for
+    /// rows with no program or a non-finite return; counts the env steps and seconds played.
+    fn returns(&self, pop: &Population, run: &ControlRun) -> Result<Vec<f64>> {
         let t0 = std::time::Instant::now();
-        let (means, steps) = self.backend.control_returns(pop, self.model, &self.run)?;
+        let (means, steps) = self.backend.control_returns(pop, self.model, run)?;
         if let Ok(mut p) = self.played.lock() {
             p.0 += steps;
             p.1 += t0.elapsed().as_secs_f64();
@@ -208,6 +219,17 @@ impl crate::evolve::Fitness for Control<'_> {
             .map(|(i, &r)| if pop.len[i] == 0 || !r.is_finite() { f64::INFINITY } else { -r + self.parsimony * pop.len[i] as f64 })
             .collect())
     }
+}
+
+impl crate::evolve::Fitness for Control<'_> {
+    fn evaluate(&self, pop: &Population) -> Result<Vec<f64>> {
+        self.returns(pop, &self.run)
+    }
+
+    fn evaluate_at(&self, pop: &Population, generation: usize) -> Result<Vec<f64>> {
+        let run = if self.fresh { self.run.at_generation(generation) } else { self.run };
+        self.returns(pop, &run)
+    }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
         match self.backend {
@@ -215,6 +237,7 @@ impl crate::evolve::Fitness for Control<'_> {
                 engine,
                 model: self.model,
                 run: self.run,
+                fresh: self.fresh,
                 parsimony: self.parsimony,
                 played: &self.played,
             })),
@@ -347,6 +370,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
             backend: b,
             model: &trained,
             run,
+            fresh: settings.fresh_starts,
             parsimony: settings.parsimony,
             played: std::sync::Mutex::new(if i == 0 { played } else { (0, 0.0) }),
         })
@@ -501,6 +525,31 @@ mod tests {
             assert_eq!(training_healthy_reward(None, &m), zeroed.then_some(0.0), "{env}");
             assert_eq!(training_healthy_reward(Some(1.0), &m), Some(1.0), "{env}");
         }
+    }
+
+    #[test]
+    fn fresh_starts_play_each_generations_own_episodes() {
+        use crate::evolve::Fitness;
+        let m = Model::load("hopper", None).unwrap();
+        let rep = super::super::classify::ClassTreeSettings { constants: vec![-1.0, 0.5], p_out: 0.2, ..Default::default() }
+            .rep("add,sub,mul", m.obs_size, m.nu(), 32)
+            .unwrap();
+        let pop = crate::program::init_population(&rep.vary.spec, 4, 5).unwrap();
+        let run = ControlRun { episodes: 3, steps: 60, seed: 9, generation: 0, noise: true, ignore_termination: false };
+        let task = |fresh| Control { backend: &Backend::Cpu, model: &m, run, fresh, parsimony: 0.0, played: std::sync::Mutex::new((0, 0.0)) };
+        let score = |r: &ControlRun| -> Vec<u64> { (0..4).map(|i| (-score_policy(&pop.tree(i).nodes(), &m, r).unwrap().mean()).to_bits()).collect() };
+        let bits = |f: Vec<f64>| -> Vec<u64> { f.iter().map(|x| x.to_bits()).collect() };
+        let (fixed, fresh) = (task(false), task(true));
+        for g in [0, 1, 7] {
+            // Without fresh starts every generation plays generation word 0's episodes.
+            assert_eq!(bits(fixed.evaluate_at(&pop, g).unwrap()), score(&run), "generation {g}");
+            let word = ControlRun::FRESH_WORD + g as u32;
+            assert_eq!(bits(fresh.evaluate_at(&pop, g).unwrap()), score(&ControlRun { generation: word, ..run }), "generation {g}");
+        }
+        // Fresh words never meet the fixed training starts (0) or the test episodes'.
+        assert!(ControlRun::FRESH_WORD > TEST_GENERATION && run.at_generation(0).generation == ControlRun::FRESH_WORD);
+        assert_ne!(fresh.evaluate_at(&pop, 0).unwrap(), fresh.evaluate_at(&pop, 1).unwrap(), "new starts, new returns");
+        assert_eq!(run.at_generation(usize::MAX).generation, u32::MAX, "saturates");
     }
 
     #[test]

@@ -44,6 +44,8 @@ git show "$refill:kernels/sim.cu" >.device/kv/refill/sim.cu
 cargo build --release --bin grove --example bench_control_gpu 2>&1 | tail -1
 strip -o .device/grove target/release/grove
 strip -o .device/bench_control_gpu target/release/examples/bench_control_gpu
+# A test that does not compile must stop the staging, not leave an older binary in place.
+GROVE_TEST_GPU=1 cargo test --release --no-run 2>&1 | grep -E '^error' -A8 && { echo "stage.sh: the GPU tests do not build" >&2; exit 1; }
 GROVE_TEST_GPU=1 cargo test --release --no-run --message-format=json 2>/dev/null \
     | python3 -c '
 import json, sys
