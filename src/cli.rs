@@ -956,6 +956,11 @@ pub struct ControlArgs {
     /// come to fit.
     #[arg(long)]
     pub fresh_starts: bool,
+    /// Episodes on which the reported policy is chosen, by the env's own return, among the
+    /// run's best and the last population's fittest distinct programs (16 in all); 0: the
+    /// run's best by training fitness.
+    #[arg(long, default_value_t = 30)]
+    pub validation_episodes: usize,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -1003,6 +1008,7 @@ impl ControlArgs {
             parsimony: self.parsimony,
             healthy_reward: self.healthy_reward,
             fresh_starts: self.fresh_starts,
+            validation_episodes: self.validation_episodes,
             trees: crate::task::classify::ClassTreeSettings { p_out: self.p_out, ..base.trees },
             device: self.device,
             islands: self.islands.config(),

@@ -74,6 +74,7 @@ def control(
     parsimony_coefficient=0.0,
     healthy_reward=None,
     fresh_starts=False,
+    validation_episodes=30,
     tournament_size=3,
     elitism=1,
     max_length=128,
@@ -87,7 +88,9 @@ def control(
     environment ``.ron`` file), as ``grove control`` does with the same settings, and returns
     it as a ``Policy``. ``population_size``, ``generations`` and ``episodes`` default to the
     device's (CPU 200, 20, 1; GPU 5000, 100, 4). ``fresh_starts`` plays new reset noise every
-    generation (``--fresh-starts``)."""
+    generation (``--fresh-starts``); ``validation_episodes`` chooses the returned policy among
+    the run's best and the last population's fittest programs by their return on that many
+    episodes (``--validation-episodes``; 0: the run's best)."""
     if grammar is not None and function_set is not None:
         raise ValueError("give function_set (tree GP) or grammar (grammatical evolution), not both")
     if device not in ("auto", "cpu", "cuda"):
@@ -105,6 +108,7 @@ def control(
         "parsimony": float(parsimony_coefficient),
         "healthy_reward": None if healthy_reward is None else float(healthy_reward),
         "fresh_starts": bool(fresh_starts),
+        "validation_episodes": max(int(validation_episodes), 0),
         "trees": {"p_out": float(p_out)},
         "device": device,
     }

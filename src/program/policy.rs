@@ -133,9 +133,9 @@ pub struct ControlRun {
 
 impl ControlRun {
     /// Generation word of training generation 0 when every generation plays fresh starts:
-    /// words 0 and 1 are the fixed training starts and the test episodes
-    /// (`task::control::TEST_GENERATION`).
-    pub const FRESH_WORD: u32 = 2;
+    /// words 0, 1 and 2 are the fixed training starts, the test episodes and the validation
+    /// episodes (`task::control::TEST_GENERATION`, `VALIDATION_GENERATION`).
+    pub const FRESH_WORD: u32 = 3;
 
     /// This run with the starts of training generation `g` when every generation plays fresh
     /// ones: generation word [`Self::FRESH_WORD`]` + g`, shared by the whole population, so

@@ -19,6 +19,11 @@ use crate::sim::Model;
 
 /// Reset-noise generation word of the test episodes (training uses 0).
 pub const TEST_GENERATION: u32 = 1;
+/// Reset-noise generation word of the validation episodes that choose the reported policy.
+pub const VALIDATION_GENERATION: u32 = 2;
+/// Policies the validation episodes choose among: the run's best and the last population's
+/// best distinct programs.
+pub const VALIDATION_CANDIDATES: usize = 16;
 
 /// Everything a `grove control` run needs; stored in the report so the run can be repeated.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -55,11 +60,16 @@ pub struct ControlSettings {
     /// for Hopper and Walker2d; the train and test returns reported use the env's own reward.
     #[serde(default)]
     pub healthy_reward: Option<f64>,
-    /// Every generation plays fresh starts (reset noise of generation word 2 + g, the same for
+    /// Every generation plays fresh starts (reset noise of generation word 3 + g, the same for
     /// the whole population); false: every generation plays the same `episodes` starts, which
     /// policies can come to fit.
     #[serde(default)]
     pub fresh_starts: bool,
+    /// Episodes (reset noise of [`VALIDATION_GENERATION`], the env's own reward) on which the
+    /// reported policy is chosen among the run's best and the last population's best distinct
+    /// programs ([`VALIDATION_CANDIDATES`] in all); 0: the run's best, by training fitness.
+    #[serde(default)]
+    pub validation_episodes: usize,
     /// Tree GP settings.
     pub trees: super::classify::ClassTreeSettings,
     /// Where populations are evaluated.
@@ -105,6 +115,7 @@ impl Default for ControlSettings {
             parsimony: 0.0,
             healthy_reward: None,
             fresh_starts: false,
+            validation_episodes: 30,
             trees: super::classify::ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: 0.1, ..Default::default() },
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
@@ -322,6 +333,74 @@ pub fn score_policy(nodes: &[Node], m: &Model, run: &ControlRun) -> Result<Polic
     Ok(PolicyScores { episodes })
 }
 
+/// The validation episodes' choice: each candidate's training fitness, size and mean
+/// validation return, and which one was chosen.
+pub struct Validation {
+    /// Episodes each candidate played.
+    pub episodes: usize,
+    /// (training fitness, size, mean validation return) per candidate; the run's best first.
+    pub candidates: Vec<(f64, usize, f64)>,
+    /// The chosen candidate's index.
+    pub chosen: usize,
+}
+
+impl Validation {
+    fn json(&self) -> serde_json::Value {
+        let c: Vec<serde_json::Value> = self
+            .candidates
+            .iter()
+            .map(|&(f, n, v)| serde_json::json!({"fitness": crate::report::num(f), "size": n, "validation_return": crate::report::num(v)}))
+            .collect();
+        serde_json::json!({"episodes": self.episodes, "generation_word": VALIDATION_GENERATION, "candidates": c, "chosen": self.chosen})
+    }
+
+    fn line(&self) -> String {
+        let (best, chosen) = (self.candidates[0].2, self.candidates[self.chosen].2);
+        let which = if self.chosen == 0 { "the run's best".to_string() } else { format!("candidate {} (the run's best: {best:.2})", self.chosen + 1) };
+        format!("chosen        {which} of {}, validation return {chosen:.2} over {} episodes\n", self.candidates.len(), self.episodes)
+    }
+}
+
+/// The policy to report: with validation episodes, the candidate (the run's best, then the last
+/// population's fittest distinct programs, [`VALIDATION_CANDIDATES`] in all) with the highest
+/// mean return over `run`'s episodes, the earlier on a tie (NaN, from an invalid episode,
+/// never wins); with none, the run's best.
+pub fn choose_on_validation(outcome: &crate::evolve::Outcome, m: &Model, run: &ControlRun) -> Result<(crate::evolve::Best, Option<Validation>)> {
+    if run.episodes == 0 {
+        return Ok((outcome.best.clone(), None));
+    }
+    let (pop, fit) = (&outcome.population, &outcome.fitness);
+    let mut order: Vec<usize> = (0..fit.len()).filter(|&i| fit[i].is_finite() && pop.len[i] > 0).collect();
+    order.sort_by(|&a, &b| fit[a].total_cmp(&fit[b]).then(a.cmp(&b)));
+    let mut picked: Vec<(f64, Vec<Node>, Option<usize>)> = vec![(outcome.best.fitness, outcome.best.nodes.clone(), None)];
+    for i in order {
+        if picked.len() == VALIDATION_CANDIDATES {
+            break;
+        }
+        let nodes = pop.tree(i).nodes();
+        if !picked.iter().any(|p| p.1 == nodes) {
+            picked.push((fit[i], nodes, Some(i)));
+        }
+    }
+    let mut candidates = Vec::with_capacity(picked.len());
+    let (mut chosen, mut top) = (0, f64::NEG_INFINITY);
+    for (k, (f, nodes, _)) in picked.iter().enumerate() {
+        let v = score_policy(nodes, m, run)?.mean();
+        if v > top {
+            (chosen, top) = (k, v);
+        }
+        candidates.push((*f, nodes.len(), v));
+    }
+    let (f, nodes, _) = &picked[chosen];
+    let best = if chosen == 0 {
+        outcome.best.clone()
+    } else {
+        // A program of the last population: found by the last generation, no genome kept.
+        crate::evolve::Best { fitness: *f, nodes: nodes.clone(), generation: outcome.history.last().map_or(0, |s| s.generation), genome: None }
+    };
+    Ok((best, Some(Validation { episodes: run.episodes, candidates, chosen })))
+}
+
 /// Loads the environment, evolves a policy and scores the best one.
 pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Result<EvolveResult> {
     control_with(settings, backend, &super::run::RunOptions { quiet, ..Default::default() })
@@ -410,10 +489,12 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     let outcome = outcome.map_err(|e| observer.explain(e))?;
     let seconds = start.elapsed().as_secs_f64();
     let (played, rollout_seconds) = tasks[0].played.lock().map_or((0, 0.0), |p| *p);
-    let best = &outcome.best;
-    if best.nodes.is_empty() {
+    if outcome.best.nodes.is_empty() {
         bail!("no valid policy was found: every individual failed to map or had a non-finite output");
     }
+    let validation_run = ControlRun { episodes: settings.validation_episodes, generation: VALIDATION_GENERATION, ..run };
+    let (chosen, validation) = choose_on_validation(&outcome, &m, &validation_run)?;
+    let best = &chosen;
     let train = score_policy(&best.nodes, &m, &run)?;
     let test_run = ControlRun { episodes: settings.test_episodes.max(1), generation: TEST_GENERATION, ..run };
     let test = score_policy(&best.nodes, &m, &test_run)?;
@@ -467,6 +548,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         "policy": policy,
         "training_healthy_reward": healthy.unwrap_or(m.healthy_weight),
         "hall_of_fame": fame,
+        "validation": validation.as_ref().map(Validation::json),
         "timing": {"seconds": seconds, "env_steps": played, "rollout_seconds": rollout_seconds,
                    "env_steps_per_second": played as f64 / rollout_seconds.max(1e-9),
                    "threads": rayon::current_num_threads(), "device": device},
@@ -479,6 +561,9 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         summary += &format!("{a:<w$}  tanh({p})\n");
     }
     summary += &format!("size          {} nodes\n", best.nodes.len());
+    if let Some(v) = &validation {
+        summary += &v.line();
+    }
     if let Some(w) = healthy.filter(|&w| w != m.healthy_weight) {
         summary += &format!("training      healthy reward {w} per step instead of {} (--healthy-reward); returns below use the env's\n", m.healthy_weight);
     }
@@ -547,9 +632,43 @@ mod tests {
             assert_eq!(bits(fresh.evaluate_at(&pop, g).unwrap()), score(&ControlRun { generation: word, ..run }), "generation {g}");
         }
         // Fresh words never meet the fixed training starts (0) or the test episodes'.
-        assert!(ControlRun::FRESH_WORD > TEST_GENERATION && run.at_generation(0).generation == ControlRun::FRESH_WORD);
+        assert!(ControlRun::FRESH_WORD > TEST_GENERATION.max(VALIDATION_GENERATION) && run.at_generation(0).generation == ControlRun::FRESH_WORD);
         assert_ne!(fresh.evaluate_at(&pop, 0).unwrap(), fresh.evaluate_at(&pop, 1).unwrap(), "new starts, new returns");
         assert_eq!(run.at_generation(usize::MAX).generation, u32::MAX, "saturates");
+    }
+
+    #[test]
+    fn validation_episodes_choose_the_candidate_with_the_highest_return() {
+        let m = Model::load("hopper", None).unwrap();
+        let rep = super::super::classify::ClassTreeSettings { constants: vec![-1.0, 0.5], p_out: 0.2, ..Default::default() }
+            .rep("add,sub,mul", m.obs_size, m.nu(), 32)
+            .unwrap();
+        let mut pop = crate::program::init_population(&rep.vary.spec, 8, 11).unwrap();
+        // Row 5 repeats row 2: a program is a candidate once. Row 7 is invalid.
+        let copy = pop.tree(2).nodes();
+        pop.set_tree(5, &copy).unwrap();
+        let fitness = vec![-3.0, -1.0, -7.0, -2.0, -5.0, -7.0, -4.0, f64::INFINITY];
+        let best = crate::evolve::Best { fitness: -9.0, nodes: pop.tree(6).nodes(), generation: 3, genome: None };
+        let outcome = crate::evolve::Outcome { best: best.clone(), history: Vec::new(), population: pop.clone(), fitness, transfers: None, island_history: Vec::new() };
+        let run = ControlRun { episodes: 3, steps: 40, seed: 2, generation: VALIDATION_GENERATION, noise: true, ignore_termination: false };
+        let (chosen, v) = choose_on_validation(&outcome, &m, &run).unwrap();
+        let v = v.expect("validation episodes were asked for");
+        // The run's best first, then the population by fitness: rows 2, 4, 0, 3, 1 (row 6 is the
+        // run's best again, 5 a copy of 2, 7 invalid).
+        let order = [6usize, 2, 4, 0, 3, 1];
+        assert_eq!(v.candidates.len(), order.len());
+        let returns: Vec<f64> = order.iter().map(|&i| score_policy(&pop.tree(i).nodes(), &m, &run).unwrap().mean()).collect();
+        for (k, &i) in order.iter().enumerate() {
+            assert_eq!(v.candidates[k].1, pop.tree(i).nodes().len(), "candidate {k}");
+            assert_eq!(v.candidates[k].2.to_bits(), returns[k].to_bits(), "candidate {k}");
+        }
+        let top = (0..returns.len()).fold(0, |b, k| if returns[k] > returns[b] { k } else { b });
+        assert_eq!(v.chosen, top);
+        assert_eq!(chosen.nodes, pop.tree(order[top]).nodes());
+        assert_eq!(chosen.fitness, if top == 0 { -9.0 } else { outcome.fitness[order[top]] });
+        // No validation episodes: the run's best, as before.
+        let (plain, none) = choose_on_validation(&outcome, &m, &ControlRun { episodes: 0, ..run }).unwrap();
+        assert!(none.is_none() && plain == best);
     }
 
     #[test]

@@ -20,15 +20,17 @@ IFS=';' read -ra items <<<"$runs"
 for item in "${items[@]}"; do
     [ -z "${item// }" ] && continue
     label=${item%%=*}; args=${item#*=}; env=${args%% *}; flags=${args#"$env"}
+    t0=$(date +%s.%N)
     # shellcheck disable=SC2086
     timeout ${LIMIT:-270} "$bin/grove" control --env $env --device cuda --pop ${POP:-5000} --gens ${GENS:-100} $flags --report "$out/$label.json" >"$out/$label.log" 2>&1
     rc=$?
-    echo "== $label ($env$flags) rc=$rc"; grep -E "^(size|train return|test return|time) " "$out/$label.log"; grep "^gen " "$out/$label.log" | awk 'NR%20==1' | cut -c1-120
-    summary+=("| $label | $env$flags | $(grep -E '^train return' "$out/$label.log" | awk '{print $3}') | $(grep -E '^test return' "$out/$label.log" | awk '{print $3, $4, $5}') | $(grep -E '^time' "$out/$label.log" | awk '{print $2}') s | rc $rc |")
+    wall=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
+    echo "== $label ($env$flags) rc=$rc, $wall s wall"; grep -E "^(size|chosen|train return|test return|time) " "$out/$label.log"; grep "^gen " "$out/$label.log" | awk 'NR%20==1' | cut -c1-120
+    summary+=("| $label | $env$flags | $(grep -E '^train return' "$out/$label.log" | awk '{print $3}') | $(grep -E '^test return' "$out/$label.log" | awk '{print $3, $4, $5}') | $(grep -E '^time' "$out/$label.log" | awk '{print $2}') s | $wall s | rc $rc |")
 done
 for m in ${BENCH:-}; do
     env=${m%%:*}; spec=${m#*:}
     GROVE_BENCH_POP=${spec%%x*} GROVE_BENCH_EPISODES=${spec##*x} GROVE_BENCH_MODES=full,falls timeout 120 "$bin/bench_control_gpu" $env 2>&1 | grep "|" | tail -2
 done
-echo; echo "| run | command | train return | test return | time | |"; echo "|---|---|---|---|---|---|"
+echo; echo "| run | command | train return | test return | training time | wall (with validation and test) | |"; echo "|---|---|---|---|---|---|---|"
 for l in "${summary[@]}"; do echo "$l"; done
