@@ -612,14 +612,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn fresh_starts_play_each_generations_own_episodes() {
-        use crate::evolve::Fitness;
+    /// Hopper and `n` random tree policies of up to 32 nodes (seed `seed`).
+    fn random_hopper_policies(n: usize, seed: u64) -> (Model, Population) {
         let m = Model::load("hopper", None).unwrap();
         let rep = super::super::classify::ClassTreeSettings { constants: vec![-1.0, 0.5], p_out: 0.2, ..Default::default() }
             .rep("add,sub,mul", m.obs_size, m.nu(), 32)
             .unwrap();
-        let pop = crate::program::init_population(&rep.vary.spec, 4, 5).unwrap();
+        let pop = crate::program::init_population(&rep.vary.spec, n, seed).unwrap();
+        (m, pop)
+    }
+
+    #[test]
+    fn fresh_starts_play_each_generations_own_episodes() {
+        use crate::evolve::Fitness;
+        let (m, pop) = random_hopper_policies(4, 5);
         let run = ControlRun { episodes: 3, steps: 60, seed: 9, generation: 0, noise: true, ignore_termination: false };
         let task = |fresh| Control { backend: &Backend::Cpu, model: &m, run, fresh, parsimony: 0.0, played: std::sync::Mutex::new((0, 0.0)) };
         let score = |r: &ControlRun| -> Vec<u64> { (0..4).map(|i| (-score_policy(&pop.tree(i).nodes(), &m, r).unwrap().mean()).to_bits()).collect() };
@@ -639,11 +645,7 @@ mod tests {
 
     #[test]
     fn validation_episodes_choose_the_candidate_with_the_highest_return() {
-        let m = Model::load("hopper", None).unwrap();
-        let rep = super::super::classify::ClassTreeSettings { constants: vec![-1.0, 0.5], p_out: 0.2, ..Default::default() }
-            .rep("add,sub,mul", m.obs_size, m.nu(), 32)
-            .unwrap();
-        let mut pop = crate::program::init_population(&rep.vary.spec, 8, 11).unwrap();
+        let (m, mut pop) = random_hopper_policies(8, 11);
         // Row 5 repeats row 2: a program is a candidate once. Row 7 is invalid.
         let copy = pop.tree(2).nodes();
         pop.set_tree(5, &copy).unwrap();
