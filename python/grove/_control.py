@@ -95,6 +95,8 @@ def control(
         raise ValueError("give function_set (tree GP) or grammar (grammatical evolution), not both")
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if int(validation_episodes) < 0:
+        raise ValueError(f"validation_episodes must be >= 0 (0: the run's best), got {validation_episodes}")
     grammar = grammar_spec(grammar)
     engine = {"seed": seed_of(random_state), "tournament": int(tournament_size), "max_len": int(max_length)}
     settings = {
@@ -108,7 +110,7 @@ def control(
         "parsimony": float(parsimony_coefficient),
         "healthy_reward": None if healthy_reward is None else float(healthy_reward),
         "fresh_starts": bool(fresh_starts),
-        "validation_episodes": max(int(validation_episodes), 0),
+        "validation_episodes": int(validation_episodes),
         "trees": {"p_out": float(p_out)},
         "device": device,
     }

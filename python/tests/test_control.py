@@ -54,6 +54,8 @@ def test_bad_arguments_are_value_errors(policy):
         grove.control("swimmer", **{**TINY, "population_size": 1})
     with pytest.raises(ValueError, match="device"):
         grove.control("swimmer", **{**TINY, "device": "gpu"})
+    with pytest.raises(ValueError, match="validation_episodes"):
+        grove.control("swimmer", **{**TINY, "validation_episodes": -1})
 
 
 def test_ctrl_c_stops_a_control_run():

@@ -18,7 +18,7 @@ use crate::program::tree::{Node, Population};
 /// The constant fitting of `grove classify`'s defaults: none, on either device. Measured on an
 /// H200 (docs/benchmarks.md, "Constants fitted for classification"): on the four built-in sets
 /// (5 seeds, the defaults otherwise) fitting moved the median test accuracy by −0.035 to
-/// +0.013, within the seeds' spread, and a round cost 26 to 128 times a generation's
+/// +0.013, within the seeds' spread, and a round cost 26 to 160 times a generation's
 /// evaluation on digits. The steps, every and fraction here are what `--optimise-constants`
 /// alone gets.
 pub const DEFAULT_FIT: crate::evolve::ConstantFitting = crate::evolve::ConstantFitting { steps: 0, every: 5, fraction: 0.2 };
