@@ -95,22 +95,22 @@ impl Ptrs {
     }
 }
 
-/// The kernel, emulated: fits rows `rows` of `pop` in place with blocks of `threads` threads.
-fn emulated_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], y: &[f32], cfg: FitConfig, threads: u32) -> Vec<FitResult> {
-    let fit: FitFn = emulator::get(lib, kernels::FIT_CONSTANTS);
-    let n_rows = y.len();
-    let params = FitParams {
-        n_trees: rows.len() as u32,
-        max_len: pop.max_len as u32,
-        n_rows: n_rows as u32,
-        n_features: (x.len() / n_rows) as u32,
-        steps: cfg.steps,
-        scaling: cfg.linear_scaling as u32,
-        n_classes: 0,
-        n_outputs: 0,
-    };
+/// What a fitting kernel fits: regression targets or class labels.
+#[derive(Clone, Copy)]
+enum Target<'a> {
+    Values(&'a [f32]),
+    Labels(&'a [u32]),
+}
+
+/// One emulated fitting kernel (grove_fit_constants for values, grove_fit_class_constants for
+/// labels) over rows `rows` of `pop`, fitted in place: a block per row of `threads` threads.
+fn emulate(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], target: Target, params: FitParams, threads: u32) -> Vec<FitResult> {
     let ids: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
     let mut res = vec![FitResult::default(); rows.len()];
+    let (y, labels) = match target {
+        Target::Values(y) => (y.as_ptr(), std::ptr::null()),
+        Target::Labels(l) => (std::ptr::null(), l.as_ptr()),
+    };
     let p = Ptrs {
         ids: ids.as_ptr(),
         op: pop.op.as_ptr(),
@@ -118,49 +118,55 @@ fn emulated_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize],
         out: pop.out.as_ptr(),
         len: pop.len.as_ptr(),
         x: x.as_ptr(),
-        y: y.as_ptr(),
-        labels: std::ptr::null(),
+        y,
+        labels,
         res: res.as_mut_ptr(),
     };
     for b in 0..rows.len() as u32 {
-        run_block(lib, b, threads, &move || p.launch(fit, params));
+        match target {
+            Target::Values(_) => {
+                let fit: FitFn = emulator::get(lib, kernels::FIT_CONSTANTS);
+                run_block(lib, b, threads, &move || p.launch(fit, params));
+            }
+            Target::Labels(_) => {
+                let fit: ClassFitFn = emulator::get(lib, kernels::FIT_CLASS_CONSTANTS);
+                run_block(lib, b, threads, &move || p.launch_class(fit, params));
+            }
+        }
     }
     res
+}
+
+/// The kernel, emulated: fits rows `rows` of `pop` in place with blocks of `threads` threads.
+fn emulated_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], y: &[f32], cfg: FitConfig, threads: u32) -> Vec<FitResult> {
+    let params = FitParams {
+        n_trees: rows.len() as u32,
+        max_len: pop.max_len as u32,
+        n_rows: y.len() as u32,
+        n_features: (x.len() / y.len()) as u32,
+        steps: cfg.steps,
+        scaling: cfg.linear_scaling as u32,
+        n_classes: 0,
+        n_outputs: 0,
+    };
+    emulate(lib, pop, rows, x, Target::Values(y), params, threads)
 }
 
 /// The classification kernel, emulated: fits rows `rows` of `pop` in place on `labels` of
 /// `n_classes` with blocks of `threads` threads.
 #[allow(clippy::too_many_arguments)]
 fn emulated_class_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], labels: &[u32], n_classes: usize, steps: u32, threads: u32) -> Vec<FitResult> {
-    let fit: ClassFitFn = emulator::get(lib, kernels::FIT_CLASS_CONSTANTS);
-    let n_rows = labels.len();
     let params = FitParams {
         n_trees: rows.len() as u32,
         max_len: pop.max_len as u32,
-        n_rows: n_rows as u32,
-        n_features: (x.len() / n_rows) as u32,
+        n_rows: labels.len() as u32,
+        n_features: (x.len() / labels.len()) as u32,
         steps,
         scaling: 0,
         n_classes: n_classes as u32,
         n_outputs: pop.n_outputs as u32,
     };
-    let ids: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-    let mut res = vec![FitResult::default(); rows.len()];
-    let p = Ptrs {
-        ids: ids.as_ptr(),
-        op: pop.op.as_ptr(),
-        value: pop.value.as_mut_ptr(),
-        out: pop.out.as_ptr(),
-        len: pop.len.as_ptr(),
-        x: x.as_ptr(),
-        y: std::ptr::null(),
-        labels: labels.as_ptr(),
-        res: res.as_mut_ptr(),
-    };
-    for b in 0..rows.len() as u32 {
-        run_block(lib, b, threads, &move || p.launch_class(fit, params));
-    }
-    res
+    emulate(lib, pop, rows, x, Target::Labels(labels), params, threads)
 }
 
 /// A classification problem: programs of `n_outputs` slots (0: one output for two classes)

@@ -308,16 +308,22 @@ pub struct RolloutSettings {
     pub device: crate::backend::DeviceChoice,
 }
 
+/// The environment and profile asked for, defaulting to a replayed policy's (`grove rollout`,
+/// `grove render`).
+fn env_of(env: Option<&str>, profile: Option<&str>, saved: Option<&super::control::SavedPolicy>) -> Result<(String, Option<String>)> {
+    let env = match (env, saved) {
+        (Some(e), _) => e.to_string(),
+        (None, Some(p)) => p.env.clone(),
+        (None, None) => anyhow::bail!("give --env ENV (swimmer, hopper, walker2d, half_cheetah or a .ron file), or --policy REPORT"),
+    };
+    Ok((env, profile.map(str::to_string).or_else(|| saved.map(|p| p.profile.clone()))))
+}
+
 /// The environment a roll-out plays in (with the policy it replays, if any): for `grove
 /// rollout --print-model` and [`rollout`].
 pub fn rollout_model(s: &RolloutSettings) -> Result<(crate::sim::Model, Option<super::control::SavedPolicy>)> {
     let saved = s.policy.as_deref().map(super::control::SavedPolicy::read).transpose()?;
-    let env = match (&s.env, &saved) {
-        (Some(e), _) => e.clone(),
-        (None, Some(p)) => p.env.clone(),
-        (None, None) => anyhow::bail!("give --env ENV (swimmer, hopper, walker2d, half_cheetah or a .ron file), or --policy REPORT"),
-    };
-    let profile = s.profile.clone().or_else(|| saved.as_ref().map(|p| p.profile.clone()));
+    let (env, profile) = env_of(s.env.as_deref(), s.profile.as_deref(), saved.as_ref())?;
     let mut model = crate::sim::Model::load(&env, profile.as_deref())?;
     if let Some(n) = s.solver_iterations {
         model.solver_iterations = n;
@@ -464,13 +470,7 @@ pub struct RenderSettings {
 pub fn render(s: &RenderSettings) -> Result<String> {
     use crate::report::robot::{Policy, episode, read_policy, saved_policy, write};
     let saved = s.policy.as_deref().map(read_policy).transpose()?;
-    // The environment and profile default to the policy's, as for `grove rollout --policy`.
-    let env = match (&s.env, &saved) {
-        (Some(e), _) => e.clone(),
-        (None, Some(p)) => p.env.clone(),
-        (None, None) => anyhow::bail!("give --env ENV (swimmer, hopper, walker2d, half_cheetah or a .ron file), or --policy REPORT"),
-    };
-    let profile = s.profile.clone().or_else(|| saved.as_ref().map(|p| p.profile.clone()));
+    let (env, profile) = env_of(s.env.as_deref(), s.profile.as_deref(), saved.as_ref())?;
     let model = crate::sim::Model::load(&env, profile.as_deref())?;
     let nu = model.nu();
     let (mut policy, rows): (Policy<'static>, Option<usize>) = match (&saved, &s.actions) {

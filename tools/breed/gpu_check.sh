@@ -9,20 +9,12 @@
 #
 #   tools/breed/gpu_check.sh [parity|bench|profile|all] ...   (default all)
 set -u
-out=${OUT:-gpu-check}
-mkdir -p "$out"
-bin=$PWD/.device
-export GROVE_TEST_GPU=1 GROVE_CACHE_DIR=${GROVE_CACHE_DIR:-/tmp/grove-cache}
-# The test binaries read their fixtures under the path they were built in.
-if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
-parts=${*:-all}
-has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-summary=()
+# shellcheck source=tools/gpu_common.sh
+source "$(dirname "$0")/../gpu_common.sh"
 if has parity; then
     for t in cuda_vary cuda_evolve backends cuda_eval cuda_control cuda_kernels; do
         [ -x "$bin/$t" ] || continue
-        (cd /work/main && timeout 300 "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
+        (cd "$root" && timeout 300 "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
         r=$(grep -E '^test result' "$out/test-$t.log" | tail -1)
         summary+=("parity $t: ${r:-no result (see $out/test-$t.log)}")
         while IFS= read -r line; do summary+=("    $line"); done < <(grep -E -A1 "panicked|first mismatch" "$out/test-$t.log" | head -6)

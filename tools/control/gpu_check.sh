@@ -32,18 +32,9 @@
 # and EPISODES change the shape; TESTS and TEST_TIMEOUT (seconds each, 500) the parity part.
 # Logs go to $OUT (default ./gpu-check).
 set -u
-out=${OUT:-gpu-check}
-mkdir -p "$out"
-bin=$PWD/.device
-export GROVE_TEST_GPU=1 GROVE_CACHE_DIR=${GROVE_CACHE_DIR:-/tmp/grove-cache}
-[ -f "$bin/STAGED" ] && cat "$bin/STAGED"
-# The test binaries read their fixtures under the path they were built in.
-root=$(cat "$bin/BUILD_ROOT" 2>/dev/null || echo "$PWD")
-if [ ! -e "$root" ]; then mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"; fi
-parts=${*:-parity bench}
-has() { [[ " $parts " == *" $1 "* ]]; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-summary=()
+GPU_DEFAULT_PARTS="parity bench"
+# shellcheck source=tools/gpu_common.sh
+source "$(dirname "$0")/../gpu_common.sh"
 if has parity; then
     for t in ${TESTS:-cuda_control cuda_sim backends cuda_evolve}; do
         [ -x "$bin/$t" ] || { summary+=("parity $t: not staged"); continue; }

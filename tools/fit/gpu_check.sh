@@ -8,20 +8,12 @@
 #
 #   tools/fit/gpu_check.sh [parity|cost|quality|all] ...   (default all)
 set -u
-out=${OUT:-gpu-check}
-mkdir -p "$out"
-bin=$PWD/.device
-export GROVE_TEST_GPU=1 GROVE_CACHE_DIR=${GROVE_CACHE_DIR:-/tmp/grove-cache}
-# The test binaries read their fixtures under the path they were built in.
-if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
-parts=${*:-all}
-has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-summary=()
+# shellcheck source=tools/gpu_common.sh
+source "$(dirname "$0")/../gpu_common.sh"
 if has parity; then
     for t in cuda_fit cuda_evolve backends cuda_eval; do
         [ -x "$bin/$t" ] || continue
-        (cd /work/main && timeout 300 "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
+        (cd "$root" && timeout 300 "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
         r=$(grep -E '^test result' "$out/test-$t.log" | tail -1)
         summary+=("parity $t: ${r:-no result (see $out/test-$t.log)}")
         while IFS= read -r line; do summary+=("    $line"); done < <(grep -E -A2 "panicked" "$out/test-$t.log" | head -8)

@@ -6,19 +6,12 @@
 #
 #   tools/ge/gpu_check.sh [parity|cli|bench|all] ...   (default all)
 set -u
-out=${OUT:-gpu-check}
-mkdir -p "$out"
-bin=$PWD/.device
-export GROVE_TEST_GPU=1 GROVE_CACHE_DIR=${GROVE_CACHE_DIR:-/tmp/grove-cache}
-# The test binaries read their fixtures under the path they were built in.
-if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
-parts=${*:-all}
-has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# shellcheck source=tools/gpu_common.sh
+source "$(dirname "$0")/../gpu_common.sh"
 if has parity; then
     for t in map_trees cuda_evolve cuda_map cuda_vary backends cuda_kernels cuda_control; do
         [ -x "$bin/$t" ] || continue
-        (cd /work/main && "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
+        (cd "$root" && "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
         echo "== $t: $(grep -E '^test result' "$out/test-$t.log" | tail -1)"
         grep -E "panicked|FAILED|first mismatch" "$out/test-$t.log" | head -5
     done

@@ -16,21 +16,14 @@
 #
 #   tools/islands/gpu_check.sh [parity|scaling|migration|quality|all] ...   (default all)
 set -u
-out=${OUT:-gpu-check}
-mkdir -p "$out"
-bin=$PWD/.device
-export GROVE_TEST_GPU=1 GROVE_CACHE_DIR=${GROVE_CACHE_DIR:-/tmp/grove-cache} NCCL_NVLS_ENABLE=0
-# The test binaries read their fixtures under the path they were built in.
-if [ ! -e /work/wt-islands ]; then mkdir -p /work && ln -s "$PWD" /work/wt-islands; fi
-parts=${*:-all}
-has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+# shellcheck source=tools/gpu_common.sh
+source "$(dirname "$0")/../gpu_common.sh"
+export NCCL_NVLS_ENABLE=0
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
-summary=()
 if has parity; then
     for t in cuda_islands cuda_evolve cuda_vary cuda_kernels backends; do
         [ -x "$bin/$t" ] || continue
-        (cd /work/wt-islands && timeout 600 "$bin/$t" --include-ignored --test-threads 1) >"$out/test-$t.log" 2>&1
+        (cd "$root" && timeout 600 "$bin/$t" --include-ignored --test-threads 1) >"$out/test-$t.log" 2>&1
         r=$(grep -E '^test result' "$out/test-$t.log" | tail -1)
         summary+=("tests $t: ${r:-no result (see $out/test-$t.log)}")
         while IFS= read -r line; do summary+=("    $line"); done < <(grep -E -A2 "panicked|skipped:" "$out/test-$t.log" | head -8)

@@ -1,0 +1,23 @@
+# gpu_common.sh: the setup every GPU check script under tools/ shares, sourced (after `set -u`)
+# on a GPU machine from the repository root, with the staged binaries in .device/:
+#
+#   out      where logs go ($OUT, default ./gpu-check), created
+#   bin      .device/, the stripped binaries
+#   root     where the test binaries were built (.device/BUILD_ROOT, else /work/main): they read
+#            their fixtures there, so it is linked to this checkout when it does not exist
+#   has P    true when part P was asked for: the script's arguments, default
+#            ${GPU_DEFAULT_PARTS:-all}; `all` asks for every part
+#   summary  lines the script prints last
+#
+# It exports GROVE_TEST_GPU=1 and a kernel cache, prints what was staged and the GPU.
+out=${OUT:-gpu-check}
+mkdir -p "$out"
+bin=$PWD/.device
+export GROVE_TEST_GPU=1 GROVE_CACHE_DIR=${GROVE_CACHE_DIR:-/tmp/grove-cache}
+[ -f "$bin/STAGED" ] && cat "$bin/STAGED"
+root=$(cat "$bin/BUILD_ROOT" 2>/dev/null || echo /work/main)
+if [ ! -e "$root" ]; then mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"; fi
+parts=${*:-${GPU_DEFAULT_PARTS:-all}}
+has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+summary=()
