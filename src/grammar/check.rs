@@ -6,6 +6,7 @@
 //! depth 1, and a node whose children are all terminals adds one more level for its leaf row.
 //! So `<c> ::= 0|1` has minimum depth 2 and `<e> ::= <c><c>` minimum depth 3.
 
+use super::compile::{TABLE_LIMIT_BYTES, table_bytes};
 use super::{Diagnostic, Grammar, GrammarError, Symbol};
 
 /// Minimum depth of a non-terminal with no terminating derivation.
@@ -38,13 +39,22 @@ pub fn check(g: &Grammar) -> Result<Analysis, GrammarError> {
     let mut diagnostics = g.warnings.clone();
     let n = g.rules.len();
 
+    // The size of the rule table first: a grammar too large for it is refused before any
+    // analysis (a lower bound while `GE_RANGE:dataset_*` productions wait to be expanded).
+    if let Some(e) = too_large(g) {
+        return Err(GrammarError::new(&g.file, vec![e]));
+    }
+
+    // Every name's first definition, so that each look-up below is O(1).
+    let index = g.rule_indices();
     for (i, rule) in g.rules.iter().enumerate() {
-        if let Some(first) = g.rules[..i].iter().find(|r| r.name == rule.name) {
+        let first = index[rule.name.as_str()];
+        if first != i {
             errors.push(Diagnostic::error(
                 rule.span,
                 format!(
                     "rule <{}> is defined twice: first at line {}, again at line {}",
-                    rule.name, first.span.line, rule.span.line
+                    rule.name, g.rules[first].span.line, rule.span.line
                 ),
             ));
         }
@@ -56,8 +66,8 @@ pub fn check(g: &Grammar) -> Result<Analysis, GrammarError> {
         for p in &rule.productions {
             let mut kids = Vec::new();
             for (name, span) in p.non_terminals() {
-                match g.rule_index(name) {
-                    Some(k) => kids.push(k),
+                match index.get(name) {
+                    Some(&k) => kids.push(k),
                     None => errors.push(Diagnostic::error(
                         span,
                         format!("non-terminal <{name}> is used but never defined"),
@@ -72,34 +82,26 @@ pub fn check(g: &Grammar) -> Result<Analysis, GrammarError> {
         return Err(GrammarError::new(&g.file, errors));
     }
 
-    // Minimum depths by a fixed point that stops when a round changes nothing.
-    let mut min_depth = vec![UNBOUNDED; n];
-    let mut prod_depth: Vec<Vec<u32>> =
-        g.rules.iter().map(|r| vec![UNBOUNDED; r.productions.len()]).collect();
-    loop {
-        let mut changed = false;
-        for (r, rule) in g.rules.iter().enumerate() {
-            for (k, p) in rule.productions.iter().enumerate() {
-                let d = production_depth(p.symbols.iter(), &children[r][k], &min_depth);
-                if d < prod_depth[r][k] {
-                    prod_depth[r][k] = d;
-                    changed = true;
-                }
-                if d < min_depth[r] {
-                    min_depth[r] = d;
-                    changed = true;
-                }
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
+    let min_depth = min_depths(g, &children);
+    let prod_depth: Vec<Vec<u32>> = g
+        .rules
+        .iter()
+        .enumerate()
+        .map(|(r, rule)| {
+            let kids = &children[r];
+            rule.productions.iter().zip(kids).map(|(p, k)| production_depth(p.symbols.iter(), k, &min_depth)).collect()
+        })
+        .collect();
 
     let reachable = reach_from(&children, &[0]);
     let stuck: Vec<usize> = (0..n).filter(|&r| min_depth[r] == UNBOUNDED).collect();
     if !stuck.is_empty() {
-        let names: Vec<String> = stuck.iter().map(|&r| format!("<{}>", g.rules[r].name)).collect();
+        // Name a few of the rules on the loop, not thousands in every message.
+        const NAMED: usize = 5;
+        let mut names: Vec<String> = stuck.iter().take(NAMED).map(|&r| format!("<{}>", g.rules[r].name)).collect();
+        if stuck.len() > NAMED {
+            names.push(format!("{} more", stuck.len() - NAMED));
+        }
         for &r in &stuck {
             errors.push(Diagnostic::error(
                 g.rules[r].span,
@@ -114,11 +116,7 @@ pub fn check(g: &Grammar) -> Result<Analysis, GrammarError> {
         return Err(GrammarError::new(&g.file, errors));
     }
 
-    let mut recursive = vec![false; n];
-    for (r, flag) in recursive.iter_mut().enumerate() {
-        let starts: Vec<usize> = children[r].iter().flatten().copied().collect();
-        *flag = reach_from(&children, &starts)[r];
-    }
+    let recursive = on_a_cycle(&children);
     let production_recursive: Vec<Vec<bool>> = children
         .iter()
         .map(|prods| prods.iter().map(|kids| kids.iter().any(|&c| recursive[c])).collect())
@@ -153,6 +151,135 @@ pub fn check(g: &Grammar) -> Result<Analysis, GrammarError> {
         children,
         diagnostics,
     })
+}
+
+/// The rule table's size error, when the grammar's counts alone already exceed what GPU constant
+/// memory holds (every compile would refuse it, after an analysis that grows with the grammar).
+fn too_large(g: &Grammar) -> Option<Diagnostic> {
+    let (mut productions, mut symbols, mut children, mut codon) = (0usize, 0usize, 0usize, 0usize);
+    for p in g.rules.iter().flat_map(|r| &r.productions) {
+        productions += 1;
+        symbols += p.symbols.len();
+        for s in &p.symbols {
+            match s {
+                Symbol::Terminal { .. } => {}
+                Symbol::NonTerminal { .. } => children += 1,
+                Symbol::CodonRange { .. } | Symbol::CodonSet { .. } => {
+                    children += 1;
+                    codon += 1;
+                }
+            }
+        }
+    }
+    let bytes = table_bytes(g.rules.len(), productions, children, symbols, codon);
+    (bytes > TABLE_LIMIT_BYTES).then(|| {
+        Diagnostic::error(
+            g.rules[0].span,
+            format!(
+                "the grammar is too large for the rule table: {} rules, {productions} productions and {symbols} \
+                 symbols take at least {bytes} bytes; GPU constant memory holds {TABLE_LIMIT_BYTES}",
+                g.rules.len()
+            ),
+        )
+    })
+}
+
+/// Per rule, the smallest depth of a complete derivation tree rooted there ([`UNBOUNDED`] when
+/// there is none). Knuth's generalisation of Dijkstra's algorithm: a production's depth is known
+/// once all its non-terminals are, and exceeds each of theirs, so rules settle in order of
+/// depth and each production is looked at once per non-terminal: O(size · log rules).
+fn min_depths(g: &Grammar, children: &[Vec<Vec<usize>>]) -> Vec<u32> {
+    use std::cmp::Reverse;
+    let n = g.rules.len();
+    let mut min_depth = vec![UNBOUNDED; n];
+    // users[k]: (rule, production) once per occurrence of rule k in that production.
+    let mut users: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    let mut waiting: Vec<Vec<usize>> = children.iter().map(|prods| prods.iter().map(Vec::len).collect()).collect();
+    let mut heap = std::collections::BinaryHeap::new();
+    for (r, prods) in children.iter().enumerate() {
+        for (k, kids) in prods.iter().enumerate() {
+            for &c in kids {
+                users[c].push((r, k));
+            }
+            if kids.is_empty() {
+                heap.push(Reverse((production_depth(g.rules[r].productions[k].symbols.iter(), kids, &min_depth), r)));
+            }
+        }
+    }
+    let mut settled = vec![false; n];
+    while let Some(Reverse((d, r))) = heap.pop() {
+        if std::mem::replace(&mut settled[r], true) {
+            continue;
+        }
+        min_depth[r] = d;
+        for &(u, k) in &users[r] {
+            waiting[u][k] -= 1;
+            if waiting[u][k] == 0 {
+                let p = &g.rules[u].productions[k];
+                heap.push(Reverse((production_depth(p.symbols.iter(), &children[u][k], &min_depth), u)));
+            }
+        }
+    }
+    min_depth
+}
+
+/// Per rule: whether it can derive itself, i.e. lies on a cycle of the rule graph (a strongly
+/// connected component of more than one rule, or a rule that names itself). Tarjan's algorithm
+/// with an explicit stack, so a chain of 10⁵ rules neither overflows the call stack nor costs
+/// more than one pass: O(rules + uses).
+fn on_a_cycle(children: &[Vec<Vec<usize>>]) -> Vec<bool> {
+    let n = children.len();
+    let edges: Vec<Vec<usize>> = children.iter().map(|prods| prods.iter().flatten().copied().collect()).collect();
+    const UNSEEN: usize = usize::MAX;
+    let (mut order, mut low) = (vec![UNSEEN; n], vec![0usize; n]);
+    let mut on_stack = vec![false; n];
+    let (mut stack, mut next) = (Vec::new(), 0usize);
+    let mut cyclic = vec![false; n];
+    for root in 0..n {
+        if order[root] != UNSEEN {
+            continue;
+        }
+        // Frames of the depth-first walk: (rule, index of its next edge).
+        let mut frames = vec![(root, 0usize)];
+        order[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        while let Some(&mut (v, ref mut e)) = frames.last_mut() {
+            if let Some(&w) = edges[v].get(*e) {
+                *e += 1;
+                if w == v {
+                    cyclic[v] = true;
+                }
+                if order[w] == UNSEEN {
+                    order[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    frames.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(order[w]);
+                }
+                continue;
+            }
+            frames.pop();
+            if let Some(&(parent, _)) = frames.last() {
+                low[parent] = low[parent].min(low[v]);
+            }
+            if low[v] == order[v] {
+                let from = stack.iter().rposition(|&x| x == v).expect("v is on the stack");
+                let component = stack.split_off(from);
+                let several = component.len() > 1;
+                for x in component {
+                    on_stack[x] = false;
+                    cyclic[x] |= several;
+                }
+            }
+        }
+    }
+    cyclic
 }
 
 /// Depth of the shallowest derivation starting with a production whose symbols are `symbols`
@@ -248,5 +375,104 @@ mod tests {
     fn codon_values_count_as_one_level() {
         let a = run("<s> ::= v<GECodonValue[0,9]>").unwrap();
         assert_eq!(a.min_depth, [3]);
+    }
+
+    /// The old fixed point and reach-from-every-rule scan, kept here as the reference that the
+    /// linear-time analysis must equal.
+    fn reference(g: &Grammar, children: &[Vec<Vec<usize>>]) -> (Vec<u32>, Vec<bool>) {
+        let n = g.rules.len();
+        let mut min_depth = vec![UNBOUNDED; n];
+        loop {
+            let mut changed = false;
+            for (r, rule) in g.rules.iter().enumerate() {
+                for (k, p) in rule.productions.iter().enumerate() {
+                    let d = production_depth(p.symbols.iter(), &children[r][k], &min_depth);
+                    if d < min_depth[r] {
+                        min_depth[r] = d;
+                        changed = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        let recursive = (0..n)
+            .map(|r| {
+                let starts: Vec<usize> = children[r].iter().flatten().copied().collect();
+                reach_from(children, &starts)[r]
+            })
+            .collect();
+        (min_depth, recursive)
+    }
+
+    #[test]
+    fn linear_analysis_equals_the_fixed_point_on_random_grammars() {
+        use crate::rng::{Purpose, Stream};
+        for seed in 0..300u64 {
+            let mut rng = Stream::new(seed, 0, 0, Purpose::Init);
+            let n = 1 + rng.below(12) as usize;
+            let mut text = String::new();
+            for r in 0..n {
+                let prods: Vec<String> = (0..1 + rng.below(4))
+                    .map(|_| {
+                        let parts: Vec<String> = (0..rng.below(4))
+                            .map(|_| match rng.below(5) {
+                                0 => "x".to_string(),
+                                1 => "<GECodonValue[0,3]>".to_string(),
+                                _ => format!("<r{}>", rng.below(n as u32)),
+                            })
+                            .collect();
+                        if parts.is_empty() { "t".to_string() } else { parts.join(" ") }
+                    })
+                    .collect();
+                text += &format!("<r{r}> ::= {}\n", prods.join(" | "));
+            }
+            let g = parse_str(&text, "g.bnf", false).unwrap();
+            let index = g.rule_indices();
+            let children: Vec<Vec<Vec<usize>>> = g
+                .rules
+                .iter()
+                .map(|r| r.productions.iter().map(|p| p.non_terminals().map(|(name, _)| index[name]).collect()).collect())
+                .collect();
+            let (depth, recursive) = reference(&g, &children);
+            assert_eq!(min_depths(&g, &children), depth, "seed {seed}:\n{text}");
+            assert_eq!(on_a_cycle(&children), recursive, "seed {seed}:\n{text}");
+        }
+    }
+
+    // A 5 MB grammar of chained rules took minutes: the analysis was quadratic and ran before
+    // the size limit that refuses it.
+    #[test]
+    fn a_huge_grammar_is_refused_at_once_by_its_size() {
+        let text: String = (0..100_000).map(|r| format!("<r{r}> ::= <r{}> | x\n", r + 1)).collect::<String>() + "<r100000> ::= y\n";
+        let g = parse_str(&text, "g.bnf", false).unwrap();
+        let start = std::time::Instant::now();
+        let e = check(&g).unwrap_err();
+        assert!(start.elapsed().as_secs_f64() < 2.0, "took {:?}", start.elapsed());
+        assert_eq!(e.errors.len(), 1);
+        assert!(e.errors[0].message.contains("too large for the rule table"), "{}", e.errors[0].message);
+        assert!(e.errors[0].message.contains("100001 rules"), "{}", e.errors[0].message);
+    }
+
+    #[test]
+    fn a_long_chain_within_the_size_limit_is_analysed_without_recursion() {
+        // 1,500 rules in one chain and one loop back to the start: deep for a recursive walk.
+        let n = 1500;
+        let text: String = (0..n).map(|r| format!("<r{r}> ::= <r{}> | x\n", (r + 1) % n)).collect();
+        let a = check(&parse_str(&text, "g.bnf", false).unwrap()).unwrap();
+        assert!(a.recursive.iter().all(|&r| r));
+        assert!(a.min_depth.iter().all(|&d| d == 2));
+    }
+
+    #[test]
+    fn many_stuck_rules_name_a_few_and_count_the_rest() {
+        let text: String = "<s> ::= <r0> | x\n".to_string() + &(0..50).map(|r| format!("<r{r}> ::= <r{}>\n", (r + 1) % 50)).collect::<String>();
+        let e = run(&text).unwrap_err();
+        assert_eq!(e.errors.len(), 50);
+        assert!(e.errors[0].message.contains("45 more"), "{}", e.errors[0].message);
+        let shown = e.to_string();
+        assert_eq!(shown.lines().count(), GrammarError::SHOWN + 1, "{shown}");
+        assert!(shown.ends_with("and 30 more errors"), "{shown}");
     }
 }

@@ -40,6 +40,15 @@ pub enum SymbolKind {
     CodonSet = 3,
 }
 
+/// Bytes of a rule table of these counts in the device layout (header, sections, alignment),
+/// for [`RuleTable::device_size_bytes`] and for refusing a grammar before it is analysed.
+pub(crate) fn table_bytes(rules: usize, productions: usize, children: usize, symbols: usize, codon: usize) -> usize {
+    let align4 = |x: usize| x.div_ceil(4) * 4;
+    let off_children = size_of::<TableHeader>() + rules * size_of::<RuleEntry>() + productions * size_of::<ProductionEntry>();
+    let off_symbols = align4(off_children + children * 2);
+    align4(off_symbols + symbols * 2) + codon * 8
+}
+
 /// Packs a kind and an index into a symbol.
 #[inline]
 pub const fn symbol(kind: SymbolKind, index: u16) -> u16 {
@@ -173,6 +182,7 @@ impl RuleTable {
             python_mode: g.python_mode,
         };
         let mut term_index = std::collections::HashMap::<&str, usize>::new();
+        let rule_index = g.rule_indices();
         let limit = |what: &str, n: usize, span: Span, errors: &mut Vec<Diagnostic>| {
             if n > MAX_INDEX {
                 errors.push(Diagnostic::error(
@@ -213,14 +223,15 @@ impl RuleTable {
                             let i = *term_index.entry(text.as_str()).or_insert(next);
                             if i == next {
                                 if !limit("distinct terminals", next + 1, *span, &mut errors) {
-                                    break;
+                                    // Once is enough: every later terminal would repeat it.
+                                    return Err(GrammarError::new(&g.file, errors));
                                 }
                                 t.terminals.push(text.clone());
                             }
                             symbol(SymbolKind::Terminal, i as u16)
                         }
                         Symbol::NonTerminal { name, .. } => {
-                            let i = g.rule_index(name).expect("checked grammar");
+                            let i = rule_index[name.as_str()];
                             symbol(SymbolKind::NonTerminal, i as u16)
                         }
                         Symbol::CodonRange { lo, hi, span } => {
@@ -251,7 +262,7 @@ impl RuleTable {
                     Symbol::Terminal { text, .. } => text
                         .strip_prefix('<')
                         .and_then(|t| t.strip_suffix('>'))
-                        .is_some_and(|name| g.rule_index(name).is_some()),
+                        .is_some_and(|name| rule_index.contains_key(name)),
                     _ => false,
                 });
                 let leaf_row = if n_children == 0 && !lookalike { PRODUCTION_LEAF_ROW } else { 0 };
@@ -302,9 +313,7 @@ impl RuleTable {
 
     /// Bytes the table takes in GPU constant memory (the size of [`Self::to_device_blob`]).
     pub fn device_size_bytes(&self) -> usize {
-        let h = self.header();
-        let off_codon = (h.off_symbols as usize + self.symbols.len() * 2).div_ceil(4) * 4;
-        off_codon + self.codon.len() * 8
+        table_bytes(self.rules.len(), self.productions.len(), self.children.len(), self.symbols.len(), self.codon.len())
     }
 
     /// The table as one byte blob in the layout documented at the top of this file.
@@ -395,7 +404,7 @@ mod tests {
 
     fn table(text: &str) -> Result<RuleTable, GrammarError> {
         let g = parse_str(text, "g.bnf", false).unwrap();
-        let a = check(&g).unwrap();
+        let a = check(&g)?;
         RuleTable::compile(&g, &a)
     }
 
@@ -424,8 +433,52 @@ mod tests {
             text.push_str(&format!(" | t{i} <a>"));
         }
         text.push_str("\n<a> ::= x");
+        // The check refuses it by its counts, before analysing it.
         let e = table(&text).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains("bytes") && msg.contains("65536"), "{msg}");
+        assert!(msg.contains("2 rules, 6002 productions and 12002 symbols"), "{msg}");
+    }
+
+    #[test]
+    fn the_size_bound_before_analysis_is_the_compiled_size() {
+        // Rules, productions, non-terminals, codon values and text: the bound the check uses is
+        // the table's exact size once the grammar is resolved.
+        let text = "<e> ::= <e> + <e> | <v> | <GECodonValue[0,9]> | <GECodonValue{1,2.5}>\n<v> ::= x | y | z\n";
+        let t = table(text).unwrap();
+        let g = parse_str(text, "g.bnf", false).unwrap();
+        let symbols: usize = g.rules.iter().flat_map(|r| &r.productions).map(|p| p.symbols.len()).sum();
+        assert_eq!(table_bytes(2, 7, 5, symbols, 2), t.device_size_bytes());
+    }
+
+    // A rule with 120,000 alternatives printed the same error 103,617 times (10 MB).
+    #[test]
+    fn too_many_terminals_is_one_error() {
+        let g = crate::grammar::Grammar {
+            file: "g.bnf".into(),
+            rules: vec![crate::grammar::parse_str(
+                &format!("<s> ::= {}", (0..17_000).map(|i| format!("t{i}")).collect::<Vec<_>>().join(" | ")),
+                "g.bnf",
+                false,
+            )
+            .unwrap()
+            .rules
+            .remove(0)],
+            python_mode: false,
+            warnings: Vec::new(),
+        };
+        // The check would refuse it by its size; compile alone must still say it once.
+        let a = super::super::check::Analysis {
+            min_depth: vec![2],
+            production_min_depth: vec![vec![2; 17_000]],
+            recursive: vec![false],
+            production_recursive: vec![vec![false; 17_000]],
+            reachable: vec![true],
+            children: vec![vec![Vec::new(); 17_000]],
+            diagnostics: Vec::new(),
+        };
+        let e = RuleTable::compile(&g, &a).unwrap_err();
+        assert_eq!(e.errors.len(), 1, "{e}");
+        assert!(e.errors[0].message.contains("too many distinct terminals"), "{e}");
     }
 }

@@ -96,13 +96,22 @@ impl GrammarError {
     }
 }
 
+impl GrammarError {
+    /// Errors shown in full; past these, one line counts the rest (a grammar with thousands of
+    /// broken rules would otherwise print thousands of lines).
+    pub const SHOWN: usize = 20;
+}
+
 impl fmt::Display for GrammarError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, d) in self.errors.iter().enumerate() {
+        for (i, d) in self.errors.iter().take(Self::SHOWN).enumerate() {
             if i > 0 {
                 writeln!(f)?;
             }
             write!(f, "{}:{}: {}: {}", self.file, d.span, d.severity, d.message)?;
+        }
+        if self.errors.len() > Self::SHOWN {
+            write!(f, "\n{}: and {} more errors", self.file, self.errors.len() - Self::SHOWN)?;
         }
         Ok(())
     }

@@ -144,6 +144,16 @@ impl Grammar {
         self.rules.iter().position(|r| r.name == name)
     }
 
+    /// Every rule name and the index of its first definition, for look-ups in a loop over the
+    /// grammar ([`Self::rule_index`] is a linear search).
+    pub fn rule_indices(&self) -> std::collections::HashMap<&str, usize> {
+        let mut index = std::collections::HashMap::with_capacity(self.rules.len());
+        for (i, r) in self.rules.iter().enumerate() {
+            index.entry(r.name.as_str()).or_insert(i);
+        }
+        index
+    }
+
     /// True if some production is a `GE_RANGE:dataset_*` still waiting for the data set's shape.
     pub fn needs_dataset(&self) -> bool {
         self.rules.iter().flat_map(|r| &r.productions).any(|p| p.dataset_range.is_some())
