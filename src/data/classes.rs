@@ -132,7 +132,7 @@ impl ClassSource {
                 builtin_classes(name)
             }
             ClassSource::File(path) => {
-                let bytes = std::fs::read(path).with_context(|| format!("cannot read data file {}", path.display()))?;
+                let bytes = super::read::read_text_file(path)?;
                 Ok(parse_labeled(&bytes, &path.display().to_string(), label)?)
             }
         }
@@ -206,11 +206,15 @@ pub fn read_table(bytes: &[u8], file: &str) -> Result<Table, DataError> {
     let header = header.trim_start().strip_prefix('#').unwrap_or(header);
     let delimiter = Delimiter::detect(header.as_bytes());
     let names = cells(header, delimiter).map_err(|m| err(Some(h + 1), m))?;
+    if names.len() > super::read::MAX_COLUMNS {
+        return Err(err(Some(h + 1), format!("the header has {} columns; grove reads at most {}", names.len(), super::read::MAX_COLUMNS)));
+    }
+    let mut seen = std::collections::HashMap::with_capacity(names.len());
     for (j, n) in names.iter().enumerate() {
         if n.is_empty() {
             return Err(err(Some(h + 1), format!("column {} has no name in the header", j + 1)));
         }
-        if let Some(k) = names[..j].iter().position(|m| m == n) {
+        if let Some(k) = seen.insert(n.as_str(), j) {
             return Err(err(Some(h + 1), format!("columns {} and {} are both called `{n}`", k + 1, j + 1)));
         }
     }
