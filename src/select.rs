@@ -1,10 +1,12 @@
 //! Selection (CPU reference of `kernels/select.cu`): tournament, truncation, epsilon-lexicase,
 //! elitism, and tournaments with bloat control by size ([`Bloat`], [`Tournament`]: the host
-//! loops only).
+//! loops only); two objectives ranked together as NSGA-II ranks them ([`pareto`]).
 //! Fitness is minimised; an invalid individual has fitness `+inf` (or NaN, read as `+inf`) and
 //! never wins a tournament or a place among the elite while a valid one exists.
 
 use crate::rng::{Purpose, Stream};
+
+pub mod pareto;
 
 /// Fitness as selection reads it: NaN is `+inf`.
 #[inline]
