@@ -27,8 +27,7 @@
 #define GROVE_CHUNK 256         // tree nodes compiled into shared memory at a time
 #define GROVE_MAX_THREADS 1024  // most threads a block may have
 
-// Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
-#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+#include "grove_common.h"
 
 // Mirrors ClassifyParams in src/backend/cuda/kernels.rs.
 struct GroveClassifyParams {
@@ -41,15 +40,7 @@ struct GroveClassifyParams {
     unsigned tile_points;  // points per block, a multiple of blockDim.x
     unsigned n_tiles;      // ceil(N / tile_points): row stride of the partials
 };
-static_assert(sizeof(GroveClassifyParams) == 32, "GroveClassifyParams must match ClassifyParams");
-static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_rows) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_features) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassifyParams, max_len) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_outputs) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_classes) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_trees) == 20, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassifyParams, tile_points) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassifyParams, n_tiles) == 28, "layout");
+GROVE_CHECK_LAYOUT(GroveClassifyParams);
 
 #include "sums.cuh"
 #include "interp.cuh"
@@ -61,11 +52,7 @@ struct GroveClassReduceParams {
     unsigned n_classes;  // counters per partial
     unsigned reserved;   // 0
 };
-static_assert(sizeof(GroveClassReduceParams) == 16, "GroveClassReduceParams must match ClassReduceParams");
-static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_trees) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_tiles) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassReduceParams, n_classes) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveClassReduceParams, reserved) == 12, "layout");
+GROVE_CHECK_LAYOUT(GroveClassReduceParams);
 
 
 // The operands and output slots of one point of one thread (interp.cuh's Env).

@@ -23,8 +23,7 @@
 #define GROVE_CHUNK 256         // tree nodes compiled into shared memory at a time
 #define GROVE_MAX_THREADS 1024  // most threads a block may have
 
-// Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
-#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+#include "grove_common.h"
 
 // Mirrors EvalParams in src/backend/cuda/kernels.rs.
 struct GroveEvalParams {
@@ -37,15 +36,7 @@ struct GroveEvalParams {
     unsigned n_tiles;      // ceil(N / tile_points): row stride of the partial sums
     unsigned reserved;     // 0
 };
-static_assert(sizeof(GroveEvalParams) == 32, "GroveEvalParams must match EvalParams");
-static_assert(GROVE_OFFSETOF(GroveEvalParams, n_rows) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveEvalParams, n_features) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveEvalParams, max_len) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveEvalParams, n_outputs) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveEvalParams, n_trees) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveEvalParams, tile_points) == 20, "layout");
-static_assert(GROVE_OFFSETOF(GroveEvalParams, n_tiles) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveEvalParams, reserved) == 28, "layout");
+GROVE_CHECK_LAYOUT(GroveEvalParams);
 
 #include "sums.cuh"
 #include "interp.cuh"
@@ -55,9 +46,7 @@ struct GroveReduceParams {
     unsigned n_trees;  // rows of the partial sums
     unsigned n_tiles;  // tiles per tree
 };
-static_assert(sizeof(GroveReduceParams) == 8, "GroveReduceParams must match ReduceParams");
-static_assert(GROVE_OFFSETOF(GroveReduceParams, n_trees) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveReduceParams, n_tiles) == 4, "layout");
+GROVE_CHECK_LAYOUT(GroveReduceParams);
 
 
 // `p`, hidden from the optimiser: the compiler then keeps the 64-bit pointer in registers and

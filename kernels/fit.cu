@@ -16,9 +16,7 @@
 // of sum k from them. Between passes thread 0 takes the step (the solve, the
 // decision, λ); the block follows its decisions through shared memory.
 
-#ifndef GROVE_OFFSETOF
-#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
-#endif
+#include "grove_common.h"
 
 #define GROVE_FIT_MAX_CONSTANTS 16   // constant leaves fitted per tree (the first, in prefix order)
 #define GROVE_FIT_MAX_CLASSES 16     // classes of a classification fit at most
@@ -44,42 +42,16 @@ struct GroveFitParams {
     unsigned n_classes;   // classification: classes (0 for regression)
     unsigned n_outputs;   // output slots of the programs (0: the root's value)
 };
-static_assert(sizeof(GroveFitParams) == 32, "GroveFitParams must match FitParams");
-static_assert(GROVE_OFFSETOF(GroveFitParams, n_trees) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitParams, max_len) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitParams, n_rows) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitParams, n_features) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitParams, steps) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitParams, scaling) == 20, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitParams, n_classes) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitParams, n_outputs) == 28, "layout");
+GROVE_CHECK_LAYOUT(GroveFitParams);
 
 // Mirrors FitResult in src/program/constants.rs.
 struct GroveFitResult {
     double sse_before, sse_after, a, b;
     unsigned constants, accepted;
 };
-static_assert(sizeof(GroveFitResult) == 40, "GroveFitResult must match FitResult");
-static_assert(GROVE_OFFSETOF(GroveFitResult, sse_before) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitResult, sse_after) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitResult, a) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitResult, b) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitResult, constants) == 32, "layout");
-static_assert(GROVE_OFFSETOF(GroveFitResult, accepted) == 36, "layout");
+GROVE_CHECK_LAYOUT(GroveFitResult);
 
 __device__ __forceinline__ int grove_fit_sum(int p, int q) { return p * (p + 1) / 2 + q; }
-
-__device__ __forceinline__ int grove_fit_arity(unsigned code) {
-    switch (code) {
-#define GROVE_FIT_ARITY(CODE, ARITY, EXPR) \
-    case CODE:                             \
-        return ARITY;
-        GROVE_FOR_EACH_OP(GROVE_FIT_ARITY)
-#undef GROVE_FIT_ARITY
-        default:
-            return code <= GROVE_OP_CONST ? 0 : -1;
-    }
-}
 
 // fit_plan: the constants fitted (≤ MAX_CONSTANTS), or -1 when the tree cannot be fitted.
 // *total: its constant leaves.
@@ -90,8 +62,8 @@ __device__ int grove_fit_plan(const unsigned char* op, const float* value, const
     if (n_outputs > GROVE_FIT_MAX_CLASSES) return -1;
     for (int i = len - 1; i >= 0; --i) {
         if (out[i] > n_outputs) return -1;
-        const int k = grove_fit_arity(op[i]);
-        if (k < 0) return -1;
+        if (!grove_is_op(op[i])) return -1;
+        const int k = (int)grove_arity(op[i]);
         if (op[i] == GROVE_OP_VAR && !(value[i] >= 0.0f && (unsigned)value[i] < n_features)) return -1;
         if (op[i] == GROVE_OP_CONST) consts += 1;
         if (h < k) return -1;
@@ -196,7 +168,7 @@ __device__ float grove_fit_point(const unsigned char* op, const float* value, co
             ++h;
             continue;
         }
-        const bool two = grove_fit_arity(code) == 2;
+        const bool two = grove_arity(code) == 2u;
         const float a = sv[h - 1];
         const float b = two ? sv[h - 2] : 0.0f;
         const float r = grove_apply(code, a, b);

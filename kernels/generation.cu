@@ -20,8 +20,7 @@
 #define GROVE_REDUCE_THREADS 256 // threads of the argmin blocks (a power of two)
 #define GROVE_MAX_ELITE 64       // most individuals grove_argmin_* may skip
 
-#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
-
+#include "grove_common.h"
 #include "sums.cuh"
 #include "order.cuh"
 #include "scan.cuh"
@@ -36,15 +35,7 @@ struct GroveGenParams {
     unsigned n_blocks;   // blocks of grove_argmin_blocks
     unsigned n_chosen;   // individuals already chosen (skipped); this pass writes chosen[n_chosen]
 };
-static_assert(sizeof(GroveGenParams) == 32, "GroveGenParams must match GenParams");
-static_assert(GROVE_OFFSETOF(GroveGenParams, n) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenParams, max_len) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenParams, metric) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenParams, scaled) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenParams, parsimony) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenParams, n_blocks) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenParams, n_chosen) == 28, "layout");
-
+GROVE_CHECK_LAYOUT(GroveGenParams);
 
 // Mirrors GenStats: what the host reads after each generation (mailbox words 0 .. 7).
 struct GroveGenStats {
@@ -54,12 +45,7 @@ struct GroveGenStats {
     unsigned best_idx; // the best individual
     unsigned n_valid;  // individuals with a finite key and a non-empty tree
 };
-static_assert(sizeof(GroveGenStats) == 32, "GroveGenStats must match GenStats");
-static_assert(GROVE_OFFSETOF(GroveGenStats, best) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenStats, sum) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenStats, sum_len) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenStats, best_idx) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveGenStats, n_valid) == 28, "layout");
+GROVE_CHECK_LAYOUT(GroveGenStats);
 
 // One block's candidate and partial statistics (Argmin in kernels.rs; device scratch only).
 struct GroveArgmin {
@@ -69,20 +55,7 @@ struct GroveArgmin {
     double sum;
     double sum_len;
 };
-static_assert(sizeof(GroveArgmin) == 32, "GroveArgmin must match Argmin");
-
-// Arity of an opcode; 0xFFFFFFFF for codes that name no operator (pack's BAD_OP).
-__device__ __forceinline__ unsigned grove_arity(unsigned code) {
-    switch (code) {
-        case GROVE_OP_VAR: return 0u;
-        case GROVE_OP_CONST: return 0u;
-#define GROVE_ARITY_CASE(c, arity, expr) case c: return arity;
-        GROVE_FOR_EACH_OP(GROVE_ARITY_CASE)
-#undef GROVE_ARITY_CASE
-        default: return 0xFFFFFFFFu;
-    }
-}
-
+GROVE_CHECK_LAYOUT(GroveArgmin);
 
 // (key, idx) lexicographic: a before b.
 __device__ __forceinline__ bool grove_before(long long ka, unsigned ia, long long kb, unsigned ib) {
@@ -112,7 +85,7 @@ extern "C" __global__ void grove_stack_class(GroveGenParams p, const unsigned ch
     unsigned h = 0, need = 0;
     for (unsigned i = n; i-- > 0;) {
         const unsigned k = grove_arity(op[i]);
-        if (k == 0xFFFFFFFFu || h < k) {
+        if (!grove_is_op(op[i]) || h < k) {
             cls[t] = 2;
             return;
         }
@@ -270,7 +243,6 @@ extern "C" __global__ void grove_regression_fitness(GroveGenParams p, const Grov
 // ---------------------------------------------------------------------------------------------
 // Fitness: task::classify::fitness_of plus parsimony per node; +inf for an empty tree.
 // metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy.
-
 
 extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_classes, const GroveClassPartial* sums,
                                                   const unsigned* correct, const unsigned long long* counts,
@@ -443,13 +415,7 @@ struct GroveControlClassParams {
     unsigned stack;    // the roll-out kernel's interpreter stack (control::CONTROL_STACK)
     unsigned pad;
 };
-static_assert(sizeof(GroveControlClassParams) == 24, "GroveControlClassParams must match ControlClassParams");
-static_assert(GROVE_OFFSETOF(GroveControlClassParams, n) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlClassParams, max_len) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlClassParams, n_vars) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlClassParams, n_slots) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlClassParams, stack) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlClassParams, pad) == 20, "layout");
+GROVE_CHECK_LAYOUT(GroveControlClassParams);
 
 // skip[t], as control::skip_mask: 0 the roll-out kernel plays tree t; 1 it cannot run (empty,
 // a bad opcode, a variable index that is not a whole number below n_vars, a slot past n_slots,
@@ -470,7 +436,7 @@ extern "C" __global__ void grove_control_skip(GroveControlClassParams p, const u
         for (unsigned i = n; i-- > 0;) {
             const unsigned code = ops[row + i];
             const unsigned k = grove_arity(code);
-            bool bad = k == 0xFFFFFFFFu || outs[row + i] > p.n_slots || h < k;
+            bool bad = !grove_is_op(code) || outs[row + i] > p.n_slots || h < k;
             if (code == GROVE_OP_VAR) {
                 // check_nodes: v as u32 as f32 == v and (v as u32) < n_vars, with Rust's
                 // saturating cast (NaN to 0, negatives to 0, large to u32::MAX).

@@ -1,6 +1,11 @@
 // interp.cuh: the one interpreter of grove's programs on the GPU, shared by eval.cu (regression
 // sums and predictions), classify.cu (classification fitness) and sim.cu (control policies).
 //
+// Its compilers: grove_compile_chunk (a block compiles the tree it evaluates, chunk by chunk,
+// in shared memory), grove_compile_tree (one thread, one tree) and, where the includer defines
+// GROVE_COMPILE_TREES (sim.cu), the kernel grove_compile_trees over it. Opcode arities come
+// from grove_common.h, which the kernel file includes first.
+//
 // Twin of src/program/linear.rs. A tree (prefix order, src/program/tree.rs) is compiled, by the
 // block that evaluates it or once per roll-out launch, into a linear program (Chitty's linear form): one instruction per function node,
 // with the operand kinds resolved per program instead of per node. A leaf that is not an output
@@ -33,7 +38,7 @@ struct GroveInstr {
     unsigned char pad;    // 0
     unsigned reserved;    // 0
 };
-static_assert(sizeof(GroveInstr) == 16, "GroveInstr must match linear::Instr");
+GROVE_CHECK_LAYOUT(GroveInstr);
 
 // Operand sources (2 bits each). For a: TOP, VAR, CONST. For b: STACK, VAR, CONST, TOP.
 #define GROVE_SRC_TOP 0u
@@ -43,19 +48,6 @@ static_assert(sizeof(GroveInstr) == 16, "GroveInstr must match linear::Instr");
 #define GROVE_SRC_BTOP 3u
 #define GROVE_I_PUSH 16u    // push top before reading the operands
 #define GROVE_I_BINARY 32u  // two arguments: an output instruction passes b (else a)
-
-// Arguments of a function opcode; 0 for leaves and unknown codes.
-__device__ __forceinline__ int grove_arity(unsigned code) {
-    switch (code) {
-#define GROVE_ARITY_CASE(CODE, ARITY, EXPR) \
-    case CODE:                              \
-        return ARITY;
-        GROVE_FOR_EACH_OP(GROVE_ARITY_CASE)
-#undef GROVE_ARITY_CASE
-        default:
-            return 0;
-    }
-}
 
 // Nodes [lo, hi) of one tree staged in shared memory (coalesced, once per chunk), the rest read
 // from the tree's row: what grove_compile_chunk reads. A node's children follow it, so a chunk
@@ -309,4 +301,23 @@ struct GroveCompileParams {
     unsigned n_trees;  // entries of tree_ids
     unsigned max_len;  // L: row stride of the population and of the programs
 };
-static_assert(sizeof(GroveCompileParams) == 8, "GroveCompileParams must match CompileParams");
+GROVE_CHECK_LAYOUT(GroveCompileParams);
+
+#ifdef GROVE_COMPILE_TREES
+// Compiles trees tree_ids[0..n_trees) (rows 0..n_trees when tree_ids is null) of a population,
+// one thread per tree: row t's program goes to prog[t][0..n_instr[t]) (twin of
+// linear::compile_trees). Every tree must have passed the host's checks, or have length 0.
+//   ops, values, sizes, outs [P x L], lens [P]: the population; prog [P x L] instructions; n_instr [P].
+extern "C" __global__ void grove_compile_trees(const GroveCompileParams p, const unsigned* __restrict__ tree_ids,
+                                               const unsigned char* __restrict__ ops, const float* __restrict__ values,
+                                               const unsigned short* __restrict__ sizes,
+                                               const unsigned char* __restrict__ outs,
+                                               const unsigned short* __restrict__ lens, GroveInstr* __restrict__ prog,
+                                               unsigned short* __restrict__ n_instr) {
+    const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= p.n_trees) return;
+    const unsigned t = tree_ids ? tree_ids[g] : g;
+    const size_t row = (size_t)t * p.max_len;
+    n_instr[t] = (unsigned short)grove_compile_tree(ops + row, values + row, sizes + row, outs + row, (int)lens[t], prog + row);
+}
+#endif  // GROVE_COMPILE_TREES

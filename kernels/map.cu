@@ -31,8 +31,7 @@
 #define GROVE_MAP_DERIVATION_FULL 4
 #define GROVE_MAP_STACK_OVERFLOW 5
 
-// Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
-#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+#include "grove_common.h"
 
 // Mirrors MapParams in src/backend/cuda/kernels.rs.
 struct GroveMapParams {
@@ -45,15 +44,7 @@ struct GroveMapParams {
     unsigned max_derivation;  // row stride of derivation; longer stops with DERIVATION_FULL
     unsigned table_words;     // 4-byte words staged in shared memory; 0: read constant memory
 };
-static_assert(sizeof(GroveMapParams) == 32, "GroveMapParams must match MapParams");
-static_assert(GROVE_OFFSETOF(GroveMapParams, n_genomes) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapParams, capacity) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapParams, max_wraps) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapParams, lazy) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapParams, max_depth) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapParams, max_nodes) == 20, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapParams, max_derivation) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapParams, table_words) == 28, "layout");
+GROVE_CHECK_LAYOUT(GroveMapParams);
 
 // Mirrors MapOut in src/backend/cuda/kernels.rs: one genome's outcome.
 struct GroveMapOut {
@@ -63,12 +54,7 @@ struct GroveMapOut {
     unsigned nodes;         // PonyGE2 node count
     unsigned n_derivation;  // derivation entries written
 };
-static_assert(sizeof(GroveMapOut) == 20, "GroveMapOut must match MapOut");
-static_assert(GROVE_OFFSETOF(GroveMapOut, status) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapOut, used_codons) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapOut, depth) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapOut, nodes) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapOut, n_derivation) == 16, "layout");
+GROVE_CHECK_LAYOUT(GroveMapOut);
 
 // The table's sections (TableHeader, RuleEntry, ProductionEntry in src/grammar/compile.rs).
 struct GroveTableHeader {
@@ -81,9 +67,9 @@ struct GroveRule {
 struct GroveProduction {
     unsigned short first_symbol, n_symbols, first_child, n_children, min_depth, flags;
 };
-static_assert(sizeof(GroveTableHeader) == 32, "TableHeader");
-static_assert(sizeof(GroveRule) == 8, "RuleEntry");
-static_assert(sizeof(GroveProduction) == 12, "ProductionEntry");
+GROVE_CHECK_LAYOUT(GroveTableHeader);
+GROVE_CHECK_LAYOUT(GroveRule);
+GROVE_CHECK_LAYOUT(GroveProduction);
 #define GROVE_MAP_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define GROVE_PRODUCTION_LEAF_ROW 2
 
@@ -196,7 +182,7 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
 // ---------------------------------------------------------------------------------------------
 // Trees straight from genomes: grove_map_trees maps genome i (grove_map_one, the loops' bounds)
 // and builds its tree into row i of a population, twin of evolve::map_population (Mapper with
-// with_max_stack and with_max_derivation, then grammar::template::build_tree and
+// with_max_stack and with_max_derivation, then genome::build::build_tree and
 // Population::set_tree). The node templates (Templates::to_device_blob, layout in
 // src/grammar/template.rs) follow the rule table in the same constant blob, at templates_at.
 //
@@ -204,9 +190,9 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
 // warp's threads touch neighbouring words). Codon-value entries carry GROVE_CODON_VALUE.
 // Population: op u8, value f32, size u16, out u8 [P x L] and len u16 [P], rows zero after len.
 
-#define GROVE_BUILD_FRAMES 1024  // template::BUILD_FRAMES
-#define GROVE_SPELL_FRAMES 32    // template::SPELL_FRAMES
-#define GROVE_SPELL_CHARS 64     // template::SPELL_CHARS
+#define GROVE_BUILD_FRAMES 1024  // genome::build::BUILD_FRAMES
+#define GROVE_SPELL_FRAMES 32    // genome::build::SPELL_FRAMES
+#define GROVE_SPELL_CHARS 64     // genome::build::SPELL_CHARS
 #define GROVE_CODON_VALUE 0x80000000u
 
 // Build outcomes after the map statuses (BuildStatus in src/backend/cuda/kernels.rs).
@@ -232,12 +218,7 @@ struct GroveMapTreesParams {
     unsigned build;         // 1: build trees; 0: map only (status and used codons)
     unsigned pad;
 };
-static_assert(sizeof(GroveMapTreesParams) == 48, "GroveMapTreesParams must match MapTreesParams");
-static_assert(GROVE_OFFSETOF(GroveMapTreesParams, map) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapTreesParams, templates_at) == 32, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapTreesParams, max_len) == 36, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapTreesParams, build) == 40, "layout");
-static_assert(GROVE_OFFSETOF(GroveMapTreesParams, pad) == 44, "layout");
+GROVE_CHECK_LAYOUT(GroveMapTreesParams);
 
 // The templates' header (12 words).
 struct GroveTplHeader {
@@ -288,7 +269,7 @@ static __device__ __forceinline__ bool grove_append_text(const GroveTables& t, u
     return true;
 }
 
-// Appends a codon-value or terminal symbol's text (template::spell's leaf): d is the
+// Appends a codon-value or terminal symbol's text (genome::build::spell's leaf): d is the
 // derivation entry's value for codon symbols.
 static __device__ bool grove_append_leaf(const GroveTables& t, unsigned sym, unsigned d, char* buf, unsigned& len) {
     const unsigned kind = sym >> 14, index = sym & 0x3fffu;
@@ -317,7 +298,7 @@ static __device__ __forceinline__ unsigned grove_child(const unsigned* span, uns
     return c;
 }
 
-// template::spell: literal text and the text children derive, into buf (len chars). False: a
+// genome::build::spell: literal text and the text children derive, into buf (len chars). False: a
 // bad spelling (poison, past GROVE_SPELL_CHARS, or deeper than GROVE_SPELL_FRAMES).
 static __device__ bool grove_spell(const GroveTables& t, const unsigned* der, const unsigned* span, unsigned long long P,
                                    unsigned e, unsigned parts_word, char* buf, unsigned& len) {
@@ -378,7 +359,7 @@ static __device__ bool grove_spell(const GroveTables& t, const unsigned* der, co
     return true;
 }
 
-// template::parse_unsigned: an optional '+', then at least one digit; false past max.
+// genome::build::parse_unsigned: an optional '+', then at least one digit; false past max.
 static __device__ bool grove_parse_unsigned(const char* b, unsigned n, unsigned long long max, unsigned long long& v) {
     unsigned i = (n > 0 && b[0] == '+') ? 1u : 0u;
     if (i == n) return false;
@@ -458,16 +439,6 @@ static __device__ bool grove_read_number(const char* b, unsigned n, float& out) 
     return true;
 }
 
-// Children of a node with this opcode (the generated operator table; leaves 0).
-static __device__ __forceinline__ unsigned grove_map_arity(unsigned code) {
-    switch (code) {
-#define GROVE_MAP_ARITY_CASE(c, arity, expr) case c: return arity;
-        GROVE_FOR_EACH_OP(GROVE_MAP_ARITY_CASE)
-#undef GROVE_MAP_ARITY_CASE
-        default: return 0u;
-    }
-}
-
 // Maps genome i and builds its tree (see above). Returns the status; used codons in used.
 static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTreesParams& p, unsigned i,
                                               const unsigned* __restrict__ genomes, const unsigned* __restrict__ lens,
@@ -502,7 +473,7 @@ static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTr
             }
             span[(unsigned long long)e * P] = s;
         }
-        // template::build_tree: open templates (entry << 16 | next item), the innermost out(K, …)
+        // genome::build::build_tree: open templates (entry << 16 | next item), the innermost out(K, …)
         // mark waiting for the next node.
         unsigned frames[GROVE_BUILD_FRAMES];
         int top = 0;
@@ -587,7 +558,7 @@ static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTr
     }
     // Subtree sizes backwards (Population::set_tree), then zero the old tree's tail.
     for (int j = (int)n - 1; j >= 0; --j) {
-        const unsigned a = grove_map_arity(op[row + j]);
+        const unsigned a = grove_arity(op[row + j]);
         unsigned s = 1, c = (unsigned)j + 1;
         for (unsigned k = 0; k < a; ++k) {
             const unsigned sc = size[row + c];
@@ -653,19 +624,7 @@ struct GroveInitParams {
     unsigned lazy;          // 1: single-production rules read no codon
     unsigned table_words;   // words staged in shared memory; 0: constant memory
 };
-static_assert(sizeof(GroveInitParams) == 48, "GroveInitParams must match InitParams");
-static_assert(GROVE_OFFSETOF(GroveInitParams, n) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, capacity) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, seed_lo) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, seed_hi) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, sensible) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, length) == 20, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, codon_size) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, min_depth) == 28, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, max_depth) == 32, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, tail_fraction) == 36, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, lazy) == 40, "layout");
-static_assert(GROVE_OFFSETOF(GroveInitParams, table_words) == 44, "layout");
+GROVE_CHECK_LAYOUT(GroveInitParams);
 
 #define GROVE_PRODUCTION_RECURSIVE 1
 

@@ -4,11 +4,10 @@
 // individual with a non-finite key is invalid and never in the pool. The host side is
 // src/backend/cuda/select.rs; parity tests are tests/cuda_vary.rs.
 
+#include "grove_common.h"
 #include "rng.cuh"
 #include "order.cuh"
 #include "scan.cuh"
-
-#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
 
 // Most contestants of a tournament without replacement (its chosen positions are a local list).
 #define GROVE_MAX_DISTINCT 64
@@ -29,17 +28,7 @@ struct GroveSelectParams {
     unsigned generation;
     unsigned n_cases;      // lexicase: cases (columns of errors)
 };
-static_assert(sizeof(GroveSelectParams) == 40, "GroveSelectParams must match SelectParams");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, n) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, n_slots) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, slot_offset) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, k) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, distinct) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, n_top) == 20, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, seed_lo) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, seed_hi) == 28, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, generation) == 32, "layout");
-static_assert(GROVE_OFFSETOF(GroveSelectParams, n_cases) == 36, "layout");
+GROVE_CHECK_LAYOUT(GroveSelectParams);
 
 // select::beats: strictly lower key, ties to the lower index.
 __device__ __forceinline__ bool grove_beats(const double* fit, unsigned a, unsigned b) {

@@ -25,8 +25,7 @@
 
 typedef float real;  // also spelled `float` in grove_env.h
 
-// Compile-time field offsets (NVRTC has no <cstddef>; __INTADDR__ is its front end's builtin).
-#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
+#include "grove_common.h"
 
 // Mirrors SimParams in src/backend/cuda/sim.rs.
 struct GroveSimParams {
@@ -38,14 +37,7 @@ struct GroveSimParams {
     unsigned record;           // 1: write the state after every step to `traj`
     unsigned first_env;        // Philox counter word 1 of env e is first_env + e
 };
-static_assert(sizeof(GroveSimParams) == 32, "GroveSimParams must match SimParams");
-static_assert(GROVE_OFFSETOF(GroveSimParams, n_envs) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveSimParams, steps) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveSimParams, generation) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveSimParams, noise) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveSimParams, seed) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveSimParams, record) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveSimParams, first_env) == 28, "layout");
+GROVE_CHECK_LAYOUT(GroveSimParams);
 
 #define GROVE_SLOTS (2 * GROVE_NLIM + 6 * GROVE_NCAP)
 #define GROVE_SLOTS_ALLOC (GROVE_SLOTS > 0 ? GROVE_SLOTS : 1)
@@ -699,6 +691,10 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
 
 // ---- control: policies evolved by grove (program/policy.rs) --------------------------------
 
+// With GROVE_COMPILE_TREES, interp.cuh brings its tree compiler kernel grove_compile_trees,
+// which compiles the population once per roll-out launch (eval.cu and classify.cu compile in
+// each block instead).
+#define GROVE_COMPILE_TREES
 #include "interp.cuh"
 
 #define GROVE_CTRL_STACK 64  // stack slots of the policy interpreter (the host checks each tree)
@@ -715,31 +711,7 @@ struct GroveControlParams {
 };
 #define GROVE_CTRL_NOISE 1u           // reset noise (else the rest pose)
 #define GROVE_CTRL_NO_TERMINATION 2u  // play all T steps whatever the health (benchmarks)
-static_assert(sizeof(GroveControlParams) == 32, "GroveControlParams must match ControlParams");
-static_assert(GROVE_OFFSETOF(GroveControlParams, n_trees) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlParams, episodes) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlParams, steps) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlParams, generation) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlParams, seed) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlParams, max_len) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveControlParams, flags) == 28, "layout");
-
-// Compiles trees tree_ids[0..n_trees) (rows 0..n_trees when tree_ids is null) of a population,
-// one thread per tree: row t's program goes to prog[t][0..n_instr[t]) (twin of
-// linear::compile_trees). Every tree must have passed the host's checks, or have length 0.
-//   ops, values, sizes, outs [P x L], lens [P]: the population; prog [P x L] instructions; n_instr [P].
-extern "C" __global__ void grove_compile_trees(const GroveCompileParams p, const unsigned* __restrict__ tree_ids,
-                                               const unsigned char* __restrict__ ops, const float* __restrict__ values,
-                                               const unsigned short* __restrict__ sizes,
-                                               const unsigned char* __restrict__ outs,
-                                               const unsigned short* __restrict__ lens, GroveInstr* __restrict__ prog,
-                                               unsigned short* __restrict__ n_instr) {
-    const unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= p.n_trees) return;
-    const unsigned t = tree_ids ? tree_ids[g] : g;
-    const size_t row = (size_t)t * p.max_len;
-    n_instr[t] = (unsigned short)grove_compile_tree(ops + row, values + row, sizes + row, outs + row, (int)lens[t], prog + row);
-}
+GROVE_CHECK_LAYOUT(GroveControlParams);
 
 // The operands and output slots of a policy (interp.cuh's Env): observation `arg`; slot s
 // accumulates output s.

@@ -19,9 +19,8 @@
 // old's tail [n, old), not the whole row.
 // Pairs: [P x 2] u32 parent indices (recipient, donor). Outcome codes: see GROVE_BRED_*.
 
+#include "grove_common.h"
 #include "rng.cuh"
-
-#define GROVE_OFFSETOF(S, f) ((unsigned long long)__INTADDR__(&(((S*)0)->f)))
 
 // Most entries of BreedConfig's crossover and mutation lists.
 #define GROVE_MAX_CROSSOVERS 8
@@ -88,40 +87,7 @@ struct GroveVaryParams {
     unsigned min_depth;       // TreeSpec::min_depth
     unsigned max_depth;       // TreeSpec::max_depth
 };
-static_assert(sizeof(GroveVaryParams) == 308, "GroveVaryParams must match VaryParams");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, n_children) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, max_len) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, n_outputs) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, seed_lo) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, seed_hi) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, generation) == 20, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, n_functions) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, n_vars) == 28, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, n_constants) == 32, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, has_range) == 36, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, range_lo) == 40, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, range_hi) == 44, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, p_const) == 48, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, p_leaf_grow) == 52, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, p_out) == 56, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, p_leaf) == 60, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, subtree_lo) == 64, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, subtree_hi) == 68, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, p_point) == 72, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, sigma) == 76, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, p_constant) == 80, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, p_crossover) == 84, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, p_mutation) == 88, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, n_crossovers) == 92, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, n_mutations) == 96, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, op) == 100, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, cum_x) == 104, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, kind_x) == 136, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, cum_m) == 168, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, kind_m) == 232, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, init_method) == 296, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, min_depth) == 300, "layout");
-static_assert(GROVE_OFFSETOF(GroveVaryParams, max_depth) == 304, "layout");
+GROVE_CHECK_LAYOUT(GroveVaryParams);
 
 // Mirrors GeParams in src/backend/cuda/kernels.rs: GE variation (genome::vary::GeVaryConfig).
 struct GroveGeParams {
@@ -139,23 +105,11 @@ struct GroveGeParams {
     unsigned used_stride;     // genome i's used codons are used[i * used_stride] (1: a plain
                               // array; 5: the used_codons of GroveMapOut records)
 };
-static_assert(sizeof(GroveGeParams) == 48, "GroveGeParams must match GeParams");
-static_assert(GROVE_OFFSETOF(GroveGeParams, n_pairs) == 0, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, capacity) == 4, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, first_row) == 8, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, n_rows) == 12, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, seed_lo) == 16, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, seed_hi) == 20, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, generation) == 24, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, within_used) == 28, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, p_crossover) == 32, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, p_mutation) == 36, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, codon_size) == 40, "layout");
-static_assert(GROVE_OFFSETOF(GroveGeParams, used_stride) == 44, "layout");
+GROVE_CHECK_LAYOUT(GroveGeParams);
 
 // ---------------------------------------------------------------------------------------------
-// Opcodes: arity from the generated operator table; an unknown code reads as a constant, as
-// Op::from_code(c).unwrap_or(Op::Const) does on the CPU.
+// Opcodes: an unknown code reads as a constant, as Op::from_code(c).unwrap_or(Op::Const) does on
+// the CPU (and its arity, grove_common.h's grove_arity, is a leaf's 0).
 
 __device__ __forceinline__ unsigned grove_decode(unsigned code) {
     switch (code) {
@@ -164,15 +118,6 @@ __device__ __forceinline__ unsigned grove_decode(unsigned code) {
         GROVE_FOR_EACH_OP(GROVE_DECODE_CASE)
 #undef GROVE_DECODE_CASE
         default: return GROVE_OP_CONST;
-    }
-}
-
-__device__ __forceinline__ unsigned grove_arity(unsigned code) {
-    switch (code) {
-#define GROVE_ARITY_CASE(c, arity, expr) case c: return arity;
-        GROVE_FOR_EACH_OP(GROVE_ARITY_CASE)
-#undef GROVE_ARITY_CASE
-        default: return 0u;
     }
 }
 

@@ -1,5 +1,6 @@
 //! Checks of the GPU path that need no GPU: every kernel compiles under NVRTC, every kernel
-//! Rust launches exists in the sources, the `#[repr(C)]` structs match the `.cu` structs, and
+//! Rust launches exists in the sources, the `.cu` structs are checked against the layout table of
+//! the `#[repr(C)]` structs (`grove_common.h`), and
 //! probing on a machine without a GPU answers `NoGpu` with a reason instead of panicking.
 //!
 //! NVRTC comes from the CUDA toolkit or the `nvidia-cuda-nvrtc` wheel (`.ci/run` installs it).
@@ -9,6 +10,7 @@
 use std::io::Write;
 
 use grove::backend::cuda::error::GpuError;
+use grove::backend::cuda::common;
 use grove::backend::cuda::kernels::{self, KernelSource, SOURCES};
 use grove::backend::cuda::nvrtc::{self, ImageKind, Target};
 use grove::backend::cuda::{cache, probe, CudaEngine, Origin};
@@ -145,57 +147,56 @@ fn launched_kernels_exist_in_the_sources() {
     for (name, src) in &launched {
         assert!(global_kernels(&src.full_source()).iter().any(|k| k == name), "{name} is not an extern \"C\" __global__ in {}", src.file);
     }
-    // And no kernel in the sources is left unlaunched.
+    // And no kernel in the sources is left unlaunched. interp.cuh's grove_compile_trees is in
+    // eval.cu's and classify.cu's text too, but compiled only where GROVE_COMPILE_TREES is
+    // defined: into sim.cu, whose kernels the simulator test checks.
     for src in SOURCES {
         for k in global_kernels(&src.full_source()) {
-            assert!(launched.iter().any(|(n, _)| *n == k), "{} defines {k}, which Rust never launches", src.file);
+            let known = launched.iter().any(|(n, _)| *n == k) || k == kernels::COMPILE_TREES;
+            assert!(known, "{} defines {k}, which Rust never launches", src.file);
         }
     }
 }
 
-/// `(struct, size)` pairs.
-type Sizes = Vec<(String, usize)>;
-/// `(struct, field, offset)` triples.
-type Offsets = Vec<(String, String, usize)>;
-
-/// Numbers from `static_assert(sizeof(S) == N` and `static_assert(GROVE_OFFSETOF(S, f) == N`.
-fn asserted_layouts(text: &str) -> (Sizes, Offsets) {
-    let (mut sizes, mut offsets) = (Vec::new(), Vec::new());
-    for line in text.lines().map(str::trim) {
-        let num = |s: &str| -> usize {
-            let s = &s[s.find("==").unwrap() + 2..];
-            s[..s.find(',').unwrap()].trim().parse().unwrap()
-        };
-        if let Some(rest) = line.strip_prefix("static_assert(sizeof(") {
-            sizes.push((rest[..rest.find(')').unwrap()].to_string(), num(rest)));
-        } else if let Some(rest) = line.strip_prefix("static_assert(GROVE_OFFSETOF(") {
-            let args: Vec<&str> = rest[..rest.find(')').unwrap()].split(',').map(str::trim).collect();
-            offsets.push((args[0].to_string(), args[1].to_string(), num(rest)));
-        }
-    }
-    (sizes, offsets)
+/// The kernel texts as written (before headers are substituted), `(file, text)`: every kernel
+/// file, sim.cu among them, and every header.
+fn kernel_texts() -> Vec<(&'static str, &'static str)> {
+    let files = SOURCES.iter().map(|s| (s.file, s.text)).chain([("sim.cu", grove::backend::cuda::sim::SIM_TEXT)]);
+    files.chain(kernels::HEADERS.iter().copied()).collect()
 }
 
 #[test]
-fn repr_c_layouts_match_the_cu_structs() {
-    let (mut sizes, mut offsets) = (Sizes::new(), Offsets::new());
-    for text in SOURCES.iter().map(|s| s.text).chain(kernels::HEADERS.iter().map(|(_, t)| *t)) {
-        let (s, o) = asserted_layouts(text);
-        // Only the parameter structs Rust mirrors (the map table's structs mirror
-        // src/grammar/compile.rs, asserted there and in map.cu).
-        sizes.extend(s.into_iter().filter(|(n, _)| kernels::SIZES.iter().any(|(k, _)| k == n)));
-        offsets.extend(o);
+fn every_shared_struct_is_checked_against_the_layout_table() {
+    let texts = kernel_texts();
+    // Each struct of the table is defined in one text and checked there, after its definition,
+    // with the sizes and offsets generated from the table (which the compile tests then prove).
+    for (name, _, _) in common::SIZES {
+        let def = format!("struct {name} {{");
+        let check = format!("GROVE_CHECK_LAYOUT({name});");
+        let defined: Vec<&str> = texts.iter().filter(|(_, t)| t.contains(&def)).map(|(f, _)| *f).collect();
+        assert_eq!(defined.len(), 1, "{name} should be defined in one kernel text, not in {defined:?}");
+        let text = texts.iter().find(|(f, _)| *f == defined[0]).unwrap().1;
+        let at = text.find(&check).unwrap_or_else(|| panic!("{} defines {name} but lacks `{check}`", defined[0]));
+        assert!(at > text.find(&def).unwrap(), "{}: `{check}` comes before {name}'s definition", defined[0]);
     }
-    let mut want_sizes: Sizes = kernels::SIZES.iter().map(|(s, n)| (s.to_string(), *n)).collect();
-    let mut want_offsets: Offsets = kernels::OFFSETS.iter().map(|(s, f, n)| (s.to_string(), f.to_string(), *n)).collect();
-    for v in [&mut sizes, &mut want_sizes] {
-        v.sort();
+    for (file, text) in &texts {
+        // No layout is asserted by hand, and every check names a struct of the table.
+        assert!(!text.contains("static_assert(GROVE_OFFSETOF("), "{file} asserts a field offset by hand");
+        for (i, _) in text.match_indices("GROVE_CHECK_LAYOUT(") {
+            let rest = &text[i + "GROVE_CHECK_LAYOUT(".len()..];
+            let name = &rest[..rest.find(')').unwrap()];
+            assert!(common::SIZES.iter().any(|(n, _, _)| *n == name), "{file} checks {name}, which the layout table lacks");
+        }
+        // The offset macro and the arities are the common header's only.
+        for rule in ["#define GROVE_OFFSETOF", "grove_arity(unsigned"] {
+            assert!(!text.contains(rule), "{file} defines `{rule}` itself: it belongs to {}", common::COMMON_HEADER);
+        }
     }
-    for v in [&mut offsets, &mut want_offsets] {
-        v.sort();
+    // Every kernel file includes the common header.
+    for (file, text) in texts.iter().filter(|(f, _)| f.ends_with(".cu")) {
+        let include = format!("#include \"{}\"", common::COMMON_HEADER);
+        assert!(text.contains(&include), "{file} does not include {}", common::COMMON_HEADER);
     }
-    assert_eq!(sizes, want_sizes, "struct sizes asserted in the .cu files differ from the Rust structs");
-    assert_eq!(offsets, want_offsets, "field offsets asserted in the .cu files differ from the Rust structs");
 }
 
 #[test]
@@ -336,18 +337,12 @@ fn the_simulator_kernel_compiles_for_every_shipped_env_and_profile() {
     let text = sim_text(&model);
     let image = nvrtc::compile(&KernelSource { file: "sim.cu", text: &text }, Target::Sm(90), &[]).unwrap_or_else(|e| panic!("{e}"));
     assert!(image.bytes.starts_with(b"\x7fELF"));
-    // SimParams' offsets equal the static_asserts of GroveSimParams.
-    for (field, offset) in sim_params_layout() {
-        let line = format!("GROVE_OFFSETOF(GroveSimParams, {field}) == {offset},");
-        assert!(SIM_TEXT.contains(&line), "sim.cu lacks `{line}`");
+    // SimParams' and ControlParams' offsets, as sim.rs and control.rs list them, are the layout
+    // table's, which sim.cu checks (every_shared_struct_is_checked_against_the_layout_table).
+    for (name, listed) in [("GroveSimParams", sim_params_layout()), ("GroveControlParams", control_params_layout())] {
+        let table: Vec<(&str, usize)> = common::OFFSETS.iter().filter(|(s, _, _)| *s == name).map(|&(_, f, o)| (f, o)).collect();
+        assert_eq!(listed, table, "{name}'s fields in the layout table");
     }
-    assert!(SIM_TEXT.contains("sizeof(GroveSimParams) == 32"));
-    // ControlParams' offsets equal the static_asserts of GroveControlParams; the stack bound too.
-    for (field, offset) in control_params_layout() {
-        let line = format!("GROVE_OFFSETOF(GroveControlParams, {field}) == {offset},");
-        assert!(SIM_TEXT.contains(&line), "sim.cu lacks `{line}`");
-    }
-    assert!(SIM_TEXT.contains("sizeof(GroveControlParams) == 32"));
     assert!(SIM_TEXT.contains(&format!("#define GROVE_CTRL_STACK {CONTROL_STACK} ")));
     // The host launches blocks of CONTROL_BLOCK threads, the roll-out's launch bound.
     assert!(SIM_TEXT.contains(&format!("#define GROVE_CTRL_BLOCK {CONTROL_BLOCK}\n")));

@@ -23,7 +23,7 @@ type PredictFn = unsafe extern "C" fn(EvalParams, *const u32, *const u8, *const 
 
 /// eval.cu as a host library: CUDA's min and max, `__ldg` and the dynamic shared memory spelled
 /// for g++; the warp shuffles of the regression sums (not run here) trap; with the compile
-/// kernel (sim.cu's) and 16-node chunks.
+/// kernel (interp.cuh's, as sim.cu compiles it) and 16-node chunks.
 fn eval_library() -> Option<libloading::Library> {
     emulator::build(&kernels::EVAL, |s| {
         let prelude = "using std::min;\nusing std::max;\n#define __ldg(p) (*(p))\n\
@@ -31,11 +31,9 @@ fn eval_library() -> Option<libloading::Library> {
         let s = s.replace("extern __shared__ float slots[];", "static float slots[1 << 16] __attribute__((aligned(16)));");
         let chunk = format!("#define GROVE_CHUNK {}", kernels::CHUNK);
         assert!(s.contains(&chunk), "eval.cu no longer has `{chunk}`");
-        // grove_compile_trees is sim.cu's (one thread per tree, over grove_compile_tree).
-        let kernel = include_str!("../kernels/sim.cu");
-        let a = kernel.find("// Compiles trees tree_ids[0..n_trees)").expect("sim.cu's compile kernel");
-        let b = a + kernel[a..].find("\n}\n").expect("its end") + 3;
-        format!("{prelude}{}\n{}", s.replace(&chunk, "#define GROVE_CHUNK 16"), &kernel[a..b])
+        // interp.cuh's compile kernel (one thread per tree, over grove_compile_tree), which only
+        // sim.cu asks for.
+        format!("{prelude}#define GROVE_COMPILE_TREES\n{}", s.replace(&chunk, "#define GROVE_CHUNK 16"))
     })
 }
 

@@ -19,7 +19,8 @@ use grove::evolve::{GrammarRep, map_population};
 use grove::genome::map::Invalid;
 use grove::genome::{Codons, Genomes, InitConfig, MapConfig};
 use grove::genome::vary::GeVaryConfig;
-use grove::grammar::template::{DeviceTables, Templates, Vars, build_tree, compile};
+use grove::genome::build::build_tree;
+use grove::grammar::template::{DeviceTables, Templates, Vars, compile};
 use grove::grammar::{self, DatasetShape, Loaded};
 use grove::program::tree::Population;
 use rand::rngs::StdRng;
@@ -149,8 +150,8 @@ fn cpu_status(rep: &GrammarRep, genome: &[u32], max_len: usize) -> u32 {
             let (mut nodes, mut scratch) = (Vec::new(), Vec::new());
             match build_tree(rep.table, rep.templates, m.derivation(), max_len, &mut nodes, &mut scratch) {
                 Ok(()) => MapStatus::Valid as u32,
-                Err(grove::grammar::template::BuildError::TooLong) => MapStatus::TooLong as u32,
-                Err(grove::grammar::template::BuildError::BadSpelling) => MapStatus::BadSpelling as u32,
+                Err(grove::genome::build::BuildError::TooLong) => MapStatus::TooLong as u32,
+                Err(grove::genome::build::BuildError::BadSpelling) => MapStatus::BadSpelling as u32,
             }
         }
     }

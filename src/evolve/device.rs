@@ -159,9 +159,9 @@ pub fn supports(cfg: &EngineConfig) -> bool {
 
 /// Whether the device loop can run grammatical evolution with these settings besides
 /// [`supports`]: rows the GPU tree builder takes (at most
-/// [`BUILD_FRAMES`](crate::grammar::template::BUILD_FRAMES) nodes).
+/// [`BUILD_FRAMES`](crate::genome::build::BUILD_FRAMES) nodes).
 pub fn supports_grammar(cfg: &EngineConfig, rep: &GrammarRep) -> bool {
-    supports(cfg) && cfg.max_len <= crate::grammar::template::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
+    supports(cfg) && cfg.max_len <= crate::genome::build::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
 }
 
 pub use super::Representation;

@@ -1,6 +1,7 @@
-//! Genomes for grammatical evolution: initialisation, the genotype-to-phenotype mapper (the CPU
-//! reference of `kernels/map.cu`) and variation.
+//! Genomes for grammatical evolution: initialisation, the genotype-to-phenotype mapper and the
+//! derivation-to-tree builder (together the CPU reference of `kernels/map.cu`) and variation.
 
+pub mod build;
 pub mod init;
 pub mod map;
 pub mod vary;

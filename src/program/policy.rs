@@ -97,6 +97,27 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// The policy of the tree `nodes` for `m` (one output slot per actuator), as a roll-out
+    /// replays it; an error says why the tree does not fit the model.
+    pub fn for_model(nodes: &[Node], m: &Model) -> Result<Self> {
+        let mut pop = Population::new(1, nodes.len().max(1), m.nu());
+        pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
+        Self::new(pop.tree(0), m.nu(), m.obs_size)
+            .with_context(|| format!("the policy does not fit {} ({} observations, {} actuators)", m.name, m.obs_size, m.nu()))
+    }
+}
+
+impl crate::sim::rollout::Actor for Policy {
+    fn act(&mut self, obs: &[f32], actions: &mut [f32]) -> bool {
+        Policy::act(self, obs, actions)
+    }
+
+    fn boxed_clone(&self) -> Box<dyn crate::sim::rollout::Actor> {
+        Box::new(self.clone())
+    }
+}
+
 /// One episode's outcome.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Episode {

@@ -260,7 +260,7 @@ pub fn read_policy(path: &Path) -> Result<crate::program::policy::SavedPolicy> {
 /// [`episode`] in f32, the episode is the roll-out's, bit for bit.
 pub fn saved_policy(saved: &crate::program::policy::SavedPolicy, model: &crate::sim::Model) -> Result<Policy<'static>> {
     let nodes = saved.tree(model)?;
-    let mut source = crate::sim::rollout::ActionSource::policy(&nodes, model)?;
+    let mut source = crate::sim::rollout::ActionSource::Policy(Box::new(crate::program::policy::Policy::for_model(&nodes, model)?));
     let nu = model.nu();
     Ok(Box::new(move |t: usize, obs: &[f64]| {
         let o: Vec<f32> = obs.iter().map(|&x| x as f32).collect();

@@ -11,6 +11,22 @@ use super::dynamics::{r, Real};
 use super::env::State;
 use super::model::Model;
 
+/// Something that chooses actions from observations, step by step: an evolved policy
+/// (`program::policy::Policy` implements it) or any other controller.
+pub trait Actor: std::fmt::Debug + Send {
+    /// Writes one action per actuator into `actions` for the observation `obs` (f32); false
+    /// when an action is not finite.
+    fn act(&mut self, obs: &[f32], actions: &mut [f32]) -> bool;
+    /// A fresh copy, so that each roll-out starts from the same actor.
+    fn boxed_clone(&self) -> Box<dyn Actor>;
+}
+
+impl Clone for Box<dyn Actor> {
+    fn clone(&self) -> Self {
+        self.boxed_clone()
+    }
+}
+
 /// Where actions come from.
 #[derive(Clone, Debug)]
 pub enum ActionSource {
@@ -18,21 +34,12 @@ pub enum ActionSource {
     Zero,
     /// (steps, nu) rows read from a file.
     Fixed(Vec<Vec<f64>>),
-    /// An evolved policy (`program::policy::Policy`): actions = tanh(outputs) of the program at
-    /// the current observation (f32). A non-finite output acts as NaN, which the step treats as 0.
-    Policy(Box<crate::program::policy::Policy>),
+    /// An actor, such as an evolved policy: actions = what it writes at the current observation
+    /// (f32); where it answers false, every action is NaN, which the step treats as 0.
+    Policy(Box<dyn Actor>),
 }
 
 impl ActionSource {
-    /// A policy source for the tree `nodes` (one output slot per actuator of `m`).
-    pub fn policy(nodes: &[crate::program::tree::Node], m: &Model) -> Result<Self> {
-        let mut pop = crate::program::tree::Population::new(1, nodes.len().max(1), m.nu());
-        pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
-        let p = crate::program::policy::Policy::new(pop.tree(0), m.nu(), m.obs_size)
-            .with_context(|| format!("the policy does not fit {} ({} observations, {} actuators)", m.name, m.obs_size, m.nu()))?;
-        Ok(ActionSource::Policy(Box::new(p)))
-    }
-
     /// The action of control step `t` (0-based) at observation `obs` (f32).
     pub fn action(&mut self, t: usize, nu: usize, obs: &[f32]) -> Vec<f64> {
         match self {

@@ -192,7 +192,7 @@ pub fn open_on(env: &str, profile: Option<&str>, device: crate::backend::DeviceC
 pub fn replay(saved: &SavedPolicy, steps: Option<usize>, seed: Option<u64>) -> Result<crate::sim::rollout::RolloutSummary> {
     use crate::sim::rollout::{ActionSource, RolloutOptions, rollout};
     let m = Model::load(&saved.env, Some(&saved.profile))?;
-    let actions = ActionSource::policy(&saved.tree(&m)?, &m)?;
+    let actions = ActionSource::Policy(Box::new(Policy::for_model(&saved.tree(&m)?, &m)?));
     let opts = RolloutOptions { steps: steps.unwrap_or(m.episode_steps), seed, ignore_termination: false };
     rollout::<f32>(&m, &actions, &opts, None)
 }

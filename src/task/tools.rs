@@ -344,7 +344,7 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
     };
     let actions = match (&s.actions, &nodes) {
         (Some(p), _) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
-        (None, Some(nodes)) => ActionSource::policy(nodes, &model)?,
+        (None, Some(nodes)) => ActionSource::Policy(Box::new(crate::program::policy::Policy::for_model(nodes, &model)?)),
         (None, None) => ActionSource::Zero,
     };
     let steps = match (&actions, s.steps) {

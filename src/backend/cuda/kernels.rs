@@ -1,12 +1,13 @@
 //! The kernel sources (`kernels/*.cu`, embedded), the names Rust launches, and the `#[repr(C)]`
-//! parameter structs the kernels read, each with its size and field offsets asserted here and,
-//! with the same numbers, by `static_assert` in the `.cu` file (`tests/cuda_kernels.rs` checks
-//! that the two lists agree).
+//! parameter structs the kernels read, each with its size asserted here; the kernels check
+//! every size and field offset against the layout table of [`super::common`] (the generated
+//! `grove_common.h`), so the two cannot disagree and compile.
 
-use std::mem::{offset_of, size_of};
+use std::mem::size_of;
 
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
+use super::common::{COMMON_HEADER, common_header};
 use crate::program::constants::FitResult;
 
 
@@ -25,8 +26,9 @@ pub const OPS_HEADER: &str = "grove_ops.h";
 impl KernelSource<'_> {
     /// What NVRTC compiles: the operator header generated from `src/program/ops.rs`, then the
     /// `.cu` file. `#line` directives make NVRTC's line numbers refer to each part's own lines.
-    /// A line `#include "NAME"` naming one of [`HEADERS`] is replaced by that header's text
-    /// (NVRTC gets no include path), again with `#line` directives on both sides.
+    /// A line `#include "NAME"` naming one of [`HEADERS`] or the generated [`COMMON_HEADER`] is
+    /// replaced by that header's text (NVRTC gets no include path), again with `#line` directives
+    /// on both sides.
     ///
     /// For kernel work without rebuilding: with `GROVE_KERNEL_DIR=DIR`, the `.cu` file and
     /// `grove_math.cuh` are read from `DIR` when they are there (the disk cache keys on the text,
@@ -37,7 +39,7 @@ impl KernelSource<'_> {
         let mut s = format!("#line 1 \"{OPS_HEADER}\"\n{}\n#line 1 \"{}\"\n", ops_header(), self.file);
         for (n, line) in text.lines().enumerate() {
             let header = line.trim().strip_prefix("#include \"").and_then(|r| r.strip_suffix('"'));
-            match header.and_then(|h| HEADERS.iter().find(|(name, _)| *name == h)) {
+            match header.and_then(header_text) {
                 Some((name, text)) => {
                     s.push_str(&format!("#line 1 \"{name}\"\n{text}\n#line {} \"{}\"\n", n + 2, self.file));
                 }
@@ -51,7 +53,16 @@ impl KernelSource<'_> {
     }
 }
 
-/// Headers the kernel files include, `(name, text)`: `kernels/rng.cuh`, Philox and the draws
+/// The header an `#include "NAME"` line names: `(name, text)`, one of [`HEADERS`] or the
+/// generated [`COMMON_HEADER`]; `None` for any other name.
+fn header_text(name: &str) -> Option<(&'static str, String)> {
+    if name == COMMON_HEADER {
+        return Some((COMMON_HEADER, common_header()));
+    }
+    HEADERS.iter().find(|(n, _)| *n == name).map(|&(n, text)| (n, text.to_string()))
+}
+
+/// Headers the kernel files include besides the generated [`COMMON_HEADER`], `(name, text)`: `kernels/rng.cuh`, Philox and the draws
 /// made from it (twin of `src/rng.rs`); `kernels/order.cuh`, select.rs's order of fitness
 /// values; `kernels/sums.cuh`, the per-tree sums of evaluation (RegSums, ClassPartial);
 /// `kernels/interp.cuh`, the one interpreter (twin of `program::linear`); `kernels/scan.cuh`,
@@ -212,9 +223,9 @@ pub const MAP_TABLE_BYTES: usize = crate::grammar::compile::TABLE_LIMIT_BYTES;
 pub const MAP_DEFINES: &[(&str, usize)] = &[
     ("GROVE_MAP_STACK", MAP_STACK),
     ("GROVE_TABLE_BYTES", MAP_TABLE_BYTES),
-    ("GROVE_BUILD_FRAMES", crate::grammar::template::BUILD_FRAMES),
-    ("GROVE_SPELL_FRAMES", crate::grammar::template::SPELL_FRAMES),
-    ("GROVE_SPELL_CHARS", crate::grammar::template::SPELL_CHARS),
+    ("GROVE_BUILD_FRAMES", crate::genome::build::BUILD_FRAMES),
+    ("GROVE_SPELL_FRAMES", crate::genome::build::SPELL_FRAMES),
+    ("GROVE_SPELL_CHARS", crate::genome::build::SPELL_CHARS),
     ("GROVE_ITEM_NODE", crate::grammar::template::item_kind::NODE as usize),
     ("GROVE_ITEM_HOLE", crate::grammar::template::item_kind::HOLE as usize),
     ("GROVE_ITEM_OP_FROM", crate::grammar::template::item_kind::OP_FROM as usize),
@@ -259,9 +270,9 @@ pub const REGRESSION_DEEP: &str = "grove_eval_regression_deep";
 pub const PREDICT_DEEP: &str = "grove_predict_deep";
 /// Sums the per-tile partial sums of each tree, in tile order.
 pub const REDUCE_REGRESSION: &str = "grove_reduce_regression";
-/// Compiles trees to linear programs (`kernels/sim.cu`, for the policies, over interp.cuh's
-/// `grove_compile_tree`; twin `program::linear::compile_trees`). eval.cu and classify.cu
-/// compile inside each block instead (interp.cuh's `grove_compile_chunk`).
+/// Compiles trees to linear programs (`kernels/interp.cuh` over its `grove_compile_tree`,
+/// compiled into sim.cu only, for the policies; twin `program::linear::compile_trees`). eval.cu
+/// and classify.cu compile inside each block instead (interp.cuh's `grove_compile_chunk`).
 pub const COMPILE_TREES: &str = "grove_compile_trees";
 
 /// The classification kernel for trees whose stack need is at most [`STACK`].
@@ -951,41 +962,3 @@ unsafe impl ValidAsZeroBits for ClassPartial {}
 // SAFETY: all-zero bytes are a valid `RegSums` (zeros of f64 and u32); read-back buffers of it
 // are page-locked memory zeroed on allocation.
 unsafe impl ValidAsZeroBits for RegSums {}
-
-macro_rules! layout {
-    ($($s:ident { $($f:ident),+ }),+ $(,)?) => {
-        /// `(struct in the .cu, size)` of every parameter struct.
-        pub const SIZES: &[(&str, usize)] = &[$((concat!("Grove", stringify!($s)), size_of::<$s>())),+];
-        /// `(struct in the .cu, field, offset)` of every field.
-        pub const OFFSETS: &[(&str, &str, usize)] = &[$($((concat!("Grove", stringify!($s)), stringify!($f), offset_of!($s, $f))),+),+];
-    };
-}
-
-layout! {
-    EvalParams { n_rows, n_features, max_len, n_outputs, n_trees, tile_points, n_tiles, reserved },
-    RegSums { sse, sae, sum_f, sum_ff, sum_fy, sum_y, sum_yy, n, bad },
-    ReduceParams { n_trees, n_tiles },
-    MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, table_words },
-    MapOut { status, used_codons, depth, nodes, n_derivation },
-    MapTreesParams { map, templates_at, max_len, build, pad },
-    ControlClassParams { n, max_len, n_vars, n_slots, stack, pad },
-    InitParams { n, capacity, seed_lo, seed_hi, sensible, length, codon_size, min_depth, max_depth, tail_fraction, lazy, table_words },
-    ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles },
-    ClassPartial { ce, n, bad },
-    ClassReduceParams { n_trees, n_tiles, n_classes, reserved },
-    VaryParams {
-        n_children, max_len, n_outputs, seed_lo, seed_hi, generation, n_functions, n_vars, n_constants, has_range,
-        range_lo, range_hi, p_const, p_leaf_grow, p_out, p_leaf, subtree_lo, subtree_hi, p_point, sigma, p_constant,
-        p_crossover, p_mutation, n_crossovers, n_mutations, op, cum_x, kind_x, cum_m, kind_m, init_method, min_depth,
-        max_depth
-    },
-    GeParams {
-        n_pairs, capacity, first_row, n_rows, seed_lo, seed_hi, generation, within_used, p_crossover, p_mutation,
-        codon_size, used_stride
-    },
-    SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
-    GenParams { n, max_len, metric, scaled, parsimony, n_blocks, n_chosen },
-    GenStats { best, sum, sum_len, best_idx, n_valid },
-    FitParams { n_trees, max_len, n_rows, n_features, steps, scaling, n_classes, n_outputs },
-    FitResult { sse_before, sse_after, a, b, constants, accepted },
-}

@@ -476,10 +476,10 @@ impl CudaEngine {
             if pop.size() != p || pop.engine != self.id {
                 return Err(GpuError::Input(format!("trees for {} rows, {p} genomes", pop.size())));
             }
-            if max_len > crate::grammar::template::BUILD_FRAMES {
+            if max_len > crate::genome::build::BUILD_FRAMES {
                 return Err(GpuError::Config(format!(
                     "rows of {max_len} nodes: the GPU tree builder takes at most {}",
-                    crate::grammar::template::BUILD_FRAMES
+                    crate::genome::build::BUILD_FRAMES
                 )));
             }
         }

@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod classify;
+pub mod common;
 pub mod control;
 pub mod error;
 pub mod fit;

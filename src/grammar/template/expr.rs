@@ -1,0 +1,462 @@
+//! One production's text read as an expression with holes: lexed (terminals into numbers,
+//! names, operator symbols, brackets; each child non-terminal one token) and parsed by binding
+//! power into the prefix template [`super::compile`] stores.
+
+use super::{Item, Part, Vars, read_number};
+use crate::grammar::Symbol;
+use crate::program::Op;
+
+/// A token of a production's text.
+#[derive(Clone, Debug, PartialEq)]
+enum Tok {
+    Num(String),
+    Name(String),
+    Sym(&'static str),
+    Child(u16),
+    /// A child whose rule is an operator rule (every production names an operator).
+    OpChild(u16),
+    /// A run of digits, `.` and digit-rule children with no space between.
+    Digits(Vec<Part>),
+}
+
+/// What a rule stands for where a production uses it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    /// An operand: its productions are expressions.
+    Expr,
+    /// An operator of this arity: each production names one.
+    Op(u8),
+}
+
+/// A production flattened for lexing: its terminals' characters, each child one marker.
+enum C {
+    Ch(char),
+    Kid(u16),
+}
+
+/// The run of digits, `.` and digit children starting at `i` (a spelled number when it holds a
+/// child): its parts, the index after it, and whether a child is in it. An exponent (`1e-3`,
+/// `2.5E+4`) joins the run only while no child has.
+fn digit_run(stream: &[C], i: usize, is_digit_kid: impl Fn(u16) -> bool) -> (Vec<Part>, usize, bool) {
+    let mut parts = Vec::new();
+    let mut j = i;
+    let mut has_kid = false;
+    while j < stream.len() {
+        match stream[j] {
+            C::Kid(k) if is_digit_kid(k) => {
+                has_kid = true;
+                parts.push(Part::Child(k));
+            }
+            C::Ch(c) if c.is_ascii_digit() || c == '.' => match parts.last_mut() {
+                Some(Part::Text(t)) => t.push(c),
+                _ => parts.push(Part::Text(c.to_string())),
+            },
+            C::Ch(e @ ('e' | 'E')) if !has_kid => {
+                let mut t = String::from(e);
+                let mut m = j + 1;
+                if let Some(C::Ch(s @ ('+' | '-'))) = stream.get(m) {
+                    t.push(*s);
+                    m += 1;
+                }
+                let start = m;
+                while let Some(C::Ch(d)) = stream.get(m).filter(|c| matches!(c, C::Ch(d) if d.is_ascii_digit())) {
+                    t.push(*d);
+                    m += 1;
+                }
+                if m == start {
+                    break;
+                }
+                if let Some(Part::Text(s)) = parts.last_mut() {
+                    s.push_str(&t);
+                }
+                j = m;
+                continue;
+            }
+            _ => break,
+        }
+        j += 1;
+    }
+    (parts, j, has_kid)
+}
+
+/// Lexes a production's symbols into tokens.
+fn lex(symbols: &[Symbol], kids: &[Option<usize>], digit: &[bool], op_rule: &[bool]) -> Result<Vec<Tok>, String> {
+    let mut stream = Vec::new();
+    let mut k = 0u16;
+    for s in symbols {
+        match s {
+            Symbol::Terminal { text, .. } => stream.extend(text.chars().map(C::Ch)),
+            _ => {
+                stream.push(C::Kid(k));
+                k += 1;
+            }
+        }
+    }
+    // A codon value (`<GECodonValue[…]>`) is spelled, as digit rules are: alone it is a
+    // constant (read as a number; a negative one does not read).
+    let is_digit_kid = |k: u16| kids[k as usize].is_none_or(|r| digit[r]);
+    let mut toks = Vec::new();
+    let mut i = 0;
+    while i < stream.len() {
+        match stream[i] {
+            C::Kid(k) => {
+                // A digit child next to other digits or digit children joins a spelled number.
+                let (parts, j, _) = digit_run(&stream, i, is_digit_kid);
+                if is_digit_kid(k) && (parts.len() > 1 || kids[k as usize].is_none()) {
+                    toks.push(Tok::Digits(parts));
+                    i = j;
+                } else if kids[k as usize].is_some_and(|r| op_rule[r]) {
+                    toks.push(Tok::OpChild(k));
+                    i += 1;
+                } else {
+                    toks.push(Tok::Child(k));
+                    i += 1;
+                }
+            }
+            C::Ch(c) if c.is_whitespace() => i += 1,
+            C::Ch(c) if c.is_ascii_digit() || c == '.' => {
+                let (mut parts, j, has_kid) = digit_run(&stream, i, is_digit_kid);
+                if has_kid {
+                    toks.push(Tok::Digits(parts));
+                } else if let Some(Part::Text(t)) = parts.pop() {
+                    toks.push(Tok::Num(t));
+                }
+                i = j;
+            }
+            C::Ch(c) if c.is_alphabetic() || c == '_' => {
+                let mut name = String::new();
+                let mut j = i;
+                while let Some(C::Ch(c)) = stream.get(j) {
+                    if c.is_alphanumeric() || *c == '_' || *c == '.' {
+                        name.push(*c);
+                        j += 1;
+                    } else {
+                        break;
+                    }
+                }
+                toks.push(Tok::Name(name));
+                i = j;
+            }
+            C::Ch(c) => {
+                let two: String = match stream.get(i + 1) {
+                    Some(C::Ch(d)) => [c, *d].iter().collect(),
+                    _ => String::new(),
+                };
+                const SYMS: [&str; 13] = ["**", "+", "-", "*", "/", "^", "(", ")", "[", "]", ",", ":", "×"];
+                if two == "**" {
+                    toks.push(Tok::Sym("**"));
+                    i += 2;
+                } else if let Some(s) = SYMS.iter().find(|s| s.starts_with(c) && s.len() == c.len_utf8()) {
+                    toks.push(Tok::Sym(s));
+                    i += 1;
+                } else if c == '÷' {
+                    toks.push(Tok::Sym("/"));
+                    i += 1;
+                } else {
+                    return Err(format!("unexpected character `{c}`"));
+                }
+            }
+        }
+    }
+    Ok(toks)
+}
+
+struct P<'a> {
+    kid_names: Vec<&'a str>,
+    toks: Vec<Tok>,
+    at: usize,
+    vars: &'a Vars,
+    uses: Vec<(u16, Role)>,
+}
+
+type Parsed = (Vec<Item>, Vec<(u16, Role)>);
+
+/// Parses a production as an expression with holes: its template, and the role each child
+/// non-terminal takes in it.
+pub(super) fn parse_production<'a>(
+    symbols: &'a [Symbol],
+    kids: &[Option<usize>],
+    digit: &[bool],
+    op_rule: &[bool],
+    vars: &'a Vars,
+) -> Result<Parsed, String> {
+    let toks = lex(symbols, kids, digit, op_rule)?;
+    if toks.is_empty() {
+        return Err("it is empty".into());
+    }
+    let kid_names = symbols
+        .iter()
+        .filter_map(|s| match s {
+            Symbol::NonTerminal { name, .. } => Some(name.as_str()),
+            Symbol::Terminal { .. } => None,
+            _ => Some("GECodonValue"),
+        })
+        .collect();
+    let mut p = P { kid_names, toks, at: 0, vars, uses: Vec::new() };
+    let items = p.expr(0)?;
+    if p.at != p.toks.len() {
+        return Err(format!("unexpected {} after a complete expression", p.describe(p.at)));
+    }
+    Ok((items, p.uses))
+}
+
+fn binary_power(s: &str) -> Option<(u8, u8, Op)> {
+    // (left binding power, right binding power, operator)
+    Some(match s {
+        "+" => (1, 2, Op::Add),
+        "-" => (1, 2, Op::Sub),
+        "*" | "×" => (3, 4, Op::Mul),
+        "/" => (3, 4, Op::Div),
+        "^" | "**" => (6, 5, Op::Pow),
+        _ => return None,
+    })
+}
+
+impl P<'_> {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.at)
+    }
+
+    fn describe(&self, at: usize) -> String {
+        match self.toks.get(at) {
+            Some(Tok::Num(n)) => format!("number `{n}`"),
+            Some(Tok::Name(n)) => format!("name `{n}`"),
+            Some(Tok::Sym(s)) => format!("`{s}`"),
+            Some(Tok::Child(_)) => "non-terminal".into(),
+            Some(Tok::OpChild(_)) => "operator non-terminal".into(),
+            Some(Tok::Digits(_)) => "spelled number".into(),
+            None => "end".into(),
+        }
+    }
+
+    fn expect(&mut self, s: &str) -> Result<(), String> {
+        if self.peek() == Some(&Tok::Sym(match s {
+            "(" => "(",
+            ")" => ")",
+            "," => ",",
+            "]" => "]",
+            _ => return Err(format!("internal: expect {s}")),
+        })) {
+            self.at += 1;
+            Ok(())
+        } else {
+            Err(format!("expected `{s}`, found {}", self.describe(self.at)))
+        }
+    }
+
+    /// True if a primary expression can start at `at`.
+    fn starts_primary(&self, at: usize) -> bool {
+        matches!(self.toks.get(at), Some(Tok::Num(_) | Tok::Name(_) | Tok::Child(_) | Tok::OpChild(_) | Tok::Digits(_) | Tok::Sym("(" | "-")))
+    }
+
+    fn expr(&mut self, min_bp: u8) -> Result<Vec<Item>, String> {
+        let mut lhs = self.prefix()?;
+        loop {
+            let (lbp, rbp, head) = match self.peek() {
+                Some(Tok::Sym(s)) => match binary_power(s) {
+                    Some((l, r, op)) => (l, r, Item::Node { op, value: 0.0 }),
+                    None => break,
+                },
+                // `<e> <op> <e>`: an operator rule in operator position.
+                Some(Tok::OpChild(k)) => (3, 4, Item::OpFrom(*k)),
+                Some(Tok::Child(k)) if self.starts_primary(self.at + 1) => {
+                    return Err(format!(
+                        "<{}> stands where an operator goes, but not every production of it names \
+                         an operator (+, -, *, /, sin, pdiv, …)",
+                        self.kid_names[*k as usize]
+                    ));
+                }
+                _ => break,
+            };
+            if lbp < min_bp {
+                break;
+            }
+            if let Item::OpFrom(k) = head {
+                self.uses.push((k, Role::Op(2)));
+            }
+            self.at += 1;
+            let rhs = self.expr(rbp)?;
+            let mut node = vec![head];
+            node.extend(lhs);
+            node.extend(rhs);
+            lhs = node;
+        }
+        Ok(lhs)
+    }
+
+    fn args(&mut self) -> Result<Vec<Vec<Item>>, String> {
+        self.expect("(")?;
+        let mut args = vec![self.expr(0)?];
+        while self.peek() == Some(&Tok::Sym(",")) {
+            self.at += 1;
+            args.push(self.expr(0)?);
+        }
+        self.expect(")")?;
+        Ok(args)
+    }
+
+    fn prefix(&mut self) -> Result<Vec<Item>, String> {
+        let at = self.at;
+        let tok = self.toks.get(at).cloned().ok_or("it ends where an operand is expected")?;
+        self.at += 1;
+        match tok {
+            Tok::Num(n) => {
+                let v = read_number(&n).ok_or_else(|| format!("`{n}` is not a number"))?;
+                Ok(vec![Item::Node { op: Op::Const, value: v }])
+            }
+            Tok::Digits(parts) => Ok(vec![Item::Spelled { var: false, parts }]),
+            Tok::Sym("-") => {
+                let operand = self.expr(5)?;
+                let mut v = vec![Item::Node { op: Op::Neg, value: 0.0 }];
+                v.extend(operand);
+                Ok(v)
+            }
+            Tok::Sym("(") => {
+                // Prefix form `(op a b)`, or grouping `(a)`.
+                let save = (self.at, self.uses.len());
+                if let Ok(items) = self.prefix_form() {
+                    return Ok(items);
+                }
+                (self.at, _) = save;
+                self.uses.truncate(save.1);
+                let inner = self.expr(0)?;
+                self.expect(")")?;
+                Ok(inner)
+            }
+            Tok::OpChild(k) => {
+                // `<f>(<e>)`: the function's name is chosen by an operator rule.
+                let args = self.args()?;
+                self.uses.push((k, Role::Op(args.len() as u8)));
+                let mut v = vec![Item::OpFrom(k)];
+                v.extend(args.into_iter().flatten());
+                Ok(v)
+            }
+            Tok::Child(k) => {
+                self.uses.push((k, Role::Expr));
+                Ok(vec![Item::Hole(k)])
+            }
+            Tok::Name(name) => self.name(name),
+            Tok::Sym(s) => Err(format!("`{s}` where an operand is expected")),
+        }
+    }
+
+    /// After `(`: an operator (symbol, name or child) followed by its operands and `)`.
+    fn prefix_form(&mut self) -> Result<Vec<Item>, String> {
+        let head = match self.peek().cloned() {
+            Some(Tok::Sym(s)) => match binary_power(s) {
+                Some((_, _, op)) => Item::Node { op, value: 0.0 },
+                None => return Err(String::new()),
+            },
+            Some(Tok::Name(n)) => match Op::by_name(&n) {
+                Some(op) => Item::Node { op, value: 0.0 },
+                None => return Err(String::new()),
+            },
+            Some(Tok::OpChild(k)) => Item::OpFrom(k),
+            _ => return Err(String::new()),
+        };
+        self.at += 1;
+        let mut operands = Vec::new();
+        while self.peek() != Some(&Tok::Sym(")")) {
+            if !self.starts_primary(self.at) || operands.len() == 2 {
+                return Err(String::new());
+            }
+            operands.push(self.prefix()?);
+        }
+        self.at += 1;
+        let n = operands.len();
+        match &head {
+            Item::Node { op, .. } if op.arity() == n => {}
+            Item::OpFrom(k) if n >= 1 => self.uses.push((*k, Role::Op(n as u8))),
+            _ => return Err(String::new()),
+        }
+        let mut v = vec![head];
+        v.extend(operands.into_iter().flatten());
+        Ok(v)
+    }
+
+    fn name(&mut self, name: String) -> Result<Vec<Item>, String> {
+        // An output node: `out(K, EXPR)`.
+        if name == "out" && self.peek() == Some(&Tok::Sym("(")) {
+            if self.vars.n_outputs == 0 {
+                return Err("`out(…)` makes an output node, but this task has a single output".into());
+            }
+            self.at += 1;
+            let slot = match self.toks.get(self.at).cloned() {
+                Some(Tok::Num(n)) => {
+                    let k: usize = n.parse().map_err(|_| format!("`{n}` is not an output slot"))?;
+                    if k >= self.vars.n_outputs {
+                        return Err(format!("output slot {k} is past the task's {} outputs", self.vars.n_outputs));
+                    }
+                    vec![Part::Text(n)]
+                }
+                Some(Tok::Digits(parts)) => parts,
+                // A digit rule (e.g. `GE_RANGE:dataset_n_os`): its text is read when building.
+                Some(Tok::Child(k)) => vec![Part::Child(k)],
+                _ => return Err("expected an output slot (a number or a digit rule) after `out(`".into()),
+            };
+            self.at += 1;
+            self.expect(",")?;
+            let body = self.expr(0)?;
+            self.expect(")")?;
+            let mut v = vec![Item::Output(slot)];
+            v.extend(body);
+            return Ok(v);
+        }
+        // A call: `pdiv(a, b)`, `np.sin(a)`.
+        if self.peek() == Some(&Tok::Sym("(")) {
+            let op = Op::by_name(&name).ok_or_else(|| format!("`{name}` is not a known function"))?;
+            let args = self.args()?;
+            if args.len() != op.arity() {
+                return Err(format!("`{name}` takes {} arguments, given {}", op.arity(), args.len()));
+            }
+            let mut v = vec![Item::Node { op, value: 0.0 }];
+            v.extend(args.into_iter().flatten());
+            return Ok(v);
+        }
+        // `x[:, 0]`, `x[0]`, `x[:, <i>]`.
+        if (name == "x" || name == "X") && self.peek() == Some(&Tok::Sym("[")) {
+            self.at += 1;
+            if self.peek() == Some(&Tok::Sym(":")) {
+                self.at += 1;
+                self.expect(",")?;
+            }
+            let item = match self.toks.get(self.at).cloned() {
+                Some(Tok::Num(n)) => self.var_index(&n)?,
+                Some(Tok::Digits(parts)) => Item::Spelled { var: true, parts },
+                Some(Tok::Child(k)) => Item::Spelled { var: true, parts: vec![Part::Child(k)] },
+                _ => return Err(format!("expected a variable index after `{name}[`")),
+            };
+            self.at += 1;
+            self.expect("]")?;
+            return Ok(vec![item]);
+        }
+        // `x0`, `X12`.
+        if let Some(digits) = name.strip_prefix(['x', 'X']).filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())) {
+            if !self.vars.names.iter().any(|n| n == &name) {
+                return Ok(vec![self.var_index(digits)?]);
+            }
+        }
+        // `x<i>`: a spelled index right after the name.
+        if (name == "x" || name == "X") && matches!(self.peek(), Some(Tok::Digits(_) | Tok::Child(_))) {
+            let parts = match self.toks[self.at].clone() {
+                Tok::Digits(parts) => parts,
+                Tok::Child(k) => vec![Part::Child(k)],
+                _ => unreachable!(),
+            };
+            self.at += 1;
+            return Ok(vec![Item::Spelled { var: true, parts }]);
+        }
+        if let Some(i) = self.vars.names.iter().position(|n| n == &name) {
+            return Ok(vec![Item::Node { op: Op::Var, value: i as f32 }]);
+        }
+        Err(format!("`{name}` is neither a function nor a variable of the data set"))
+    }
+
+    fn var_index(&self, digits: &str) -> Result<Item, String> {
+        let i: u32 = digits.parse().map_err(|_| format!("`{digits}` is not a variable index"))?;
+        if !self.vars.names.is_empty() && i as usize >= self.vars.names.len() {
+            return Err(format!("variable x{i} is past the data set's {} variables", self.vars.names.len()));
+        }
+        Ok(Item::Node { op: Op::Var, value: i as f32 })
+    }
+}
