@@ -177,7 +177,7 @@ fn bad_settings_are_one_line_errors() {
     let err = |command: &str, given: Value| format!("{:#}", Experiment::from_parts(command, given, "e.ron").unwrap_err());
     let base = |extra: Value| {
         let mut v = json!({"functions": "add,sub"});
-        grove::task::experiment::merge(&mut v, extra);
+        grove::task::search::merge(&mut v, extra);
         v
     };
     for f in [1.0, -0.5, 2.0] {

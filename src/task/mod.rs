@@ -4,10 +4,12 @@
 
 pub mod classify;
 pub mod control;
+pub mod defaults;
 pub mod model;
 pub mod regression;
 pub mod experiment;
 pub mod run;
+pub mod search;
 pub mod plots;
 pub mod tools;
 pub mod validation;
