@@ -182,26 +182,11 @@ impl Default for TreeSettings {
 impl TreeSettings {
     /// The engine's tree representation for `functions` over `n_vars` variables.
     pub fn rep(&self, functions: &str, n_vars: usize, max_len: usize) -> anyhow::Result<crate::evolve::TreeRep> {
-        use crate::program::{BreedConfig, Crossover, Mutation, TreeSpec, VaryConfig};
-        let ops = crate::program::ops::parse_function_set(functions).map_err(|e| anyhow::anyhow!("--functions: {e}"))?;
-        let spec = TreeSpec::new(ops, n_vars as u32, max_len)
+        let spec = crate::program::TreeSpec::new(super::search::function_set(functions)?, n_vars as u32, max_len)
             .with_const_range(self.const_range.0, self.const_range.1)
             .with_p_const(self.p_const)
             .with_depth(self.init_depth.0, self.init_depth.1);
-        Ok(crate::evolve::TreeRep {
-            vary: VaryConfig::new(spec),
-            breed: BreedConfig {
-                p_crossover: self.p_crossover,
-                crossovers: vec![(Crossover::OnePoint, 1.0)],
-                p_mutation: self.p_mutation,
-                mutations: vec![
-                    (Mutation::Subtree, 1.0),
-                    (Mutation::Point, 1.0),
-                    (Mutation::Hoist, 0.5),
-                    (Mutation::Constant, 1.0),
-                ],
-            },
-        })
+        Ok(super::search::tree_rep(spec, self.p_crossover, self.p_mutation))
     }
 }
 

@@ -81,22 +81,34 @@ impl ClassTreeSettings {
     /// The engine's tree representation for `functions` over `n_vars` variables and
     /// `n_outputs` output slots (0: single output).
     pub fn rep(&self, functions: &str, n_vars: usize, n_outputs: usize, max_len: usize) -> Result<TreeRep> {
-        use crate::program::{BreedConfig, Crossover, Mutation, TreeSpec, VaryConfig};
-        let ops = crate::program::ops::parse_function_set(functions).map_err(|e| anyhow::anyhow!("--functions: {e}"))?;
-        let spec = TreeSpec::new(ops, n_vars as u32, max_len)
+        let spec = crate::program::TreeSpec::new(function_set(functions)?, n_vars as u32, max_len)
             .with_constants(&self.constants)
             .with_p_const(self.p_const)
             .with_outputs(n_outputs, if n_outputs > 0 { self.p_out } else { 0.0 })
             .with_depth(self.init_depth.0, self.init_depth.1);
-        Ok(TreeRep {
-            vary: VaryConfig::new(spec),
-            breed: BreedConfig {
-                p_crossover: self.p_crossover,
-                crossovers: vec![(Crossover::OnePoint, 1.0)],
-                p_mutation: self.p_mutation,
-                mutations: vec![(Mutation::Subtree, 1.0), (Mutation::Point, 1.0), (Mutation::Hoist, 0.5), (Mutation::Constant, 1.0)],
-            },
-        })
+        Ok(tree_rep(spec, self.p_crossover, self.p_mutation))
+    }
+}
+
+/// The operators of a function set (`add,sub,mul,div`), an error naming `--functions` if it
+/// does not parse.
+pub fn function_set(functions: &str) -> Result<Vec<crate::program::ops::Op>> {
+    crate::program::ops::parse_function_set(functions).map_err(|e| anyhow::anyhow!("--functions: {e}"))
+}
+
+/// Tree GP's representation of every task: trees as `spec` makes them; a child made by
+/// one-point crossover with probability `p_crossover`, then mutated with probability
+/// `p_mutation` by subtree, point, hoist (half as often) or constant mutation.
+pub fn tree_rep(spec: crate::program::TreeSpec, p_crossover: f32, p_mutation: f32) -> TreeRep {
+    use crate::program::{BreedConfig, Crossover, Mutation, VaryConfig};
+    TreeRep {
+        vary: VaryConfig::new(spec),
+        breed: BreedConfig {
+            p_crossover,
+            crossovers: vec![(Crossover::OnePoint, 1.0)],
+            p_mutation,
+            mutations: vec![(Mutation::Subtree, 1.0), (Mutation::Point, 1.0), (Mutation::Hoist, 0.5), (Mutation::Constant, 1.0)],
+        },
     }
 }
 
