@@ -242,13 +242,8 @@ impl EvolveSettings {
 
     /// What the search takes from these settings.
     pub fn search_settings(&self) -> super::search::SearchSettings<'_> {
-        super::search::SearchSettings {
-            engine: &self.engine,
-            islands: &self.islands,
-            grammar: self.grammar.as_deref(),
-            functions: self.functions.as_deref(),
-            ge: super::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity },
-        }
+        let ge = super::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        super::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
     }
 
     /// Checks values the types allow but a run cannot use; each message names the flag and

@@ -127,6 +127,13 @@ pub struct SearchSettings<'s> {
     pub ge: GeConfigs,
 }
 
+impl<'s> SearchSettings<'s> {
+    /// The search settings of a task's settings, from the fields every task's settings have.
+    pub fn of(engine: &'s EngineConfig, islands: &'s IslandConfig, grammar: &'s Option<String>, functions: &'s Option<String>, ge: GeConfigs) -> Self {
+        Self { engine, islands, grammar: grammar.as_deref(), functions: functions.as_deref(), ge }
+    }
+}
+
 /// What a task's programs read and write, and how its trees are made.
 pub struct Programs<'a> {
     /// The variables a program reads, by name.
