@@ -2,29 +2,16 @@
 //! user meets), stratified splits, fitness through the backend, and `grove classify` /
 //! `grove predict` on the command line.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use grove::data::classes::{ClassSource, builtin_classes, parse_labeled, stratified_split};
 
+mod support;
+use support::{Device, grove_run, temp_file, text};
+
+/// `grove ARGS` on the device the binary chooses itself (`GROVE_DEVICE` unset).
 fn grove(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_grove"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env_remove("GROVE_DEVICE")
-        .output()
-        .expect("grove runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn temp_file(name: &str, body: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("grove-classify-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, body).unwrap();
-    p
+    grove_run(args, "", Device::Unset, None)
 }
 
 /// A built-in's name, rows, features and (class, rows) pairs.

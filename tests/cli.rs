@@ -1,32 +1,14 @@
 //! The command line as a user meets it: exit codes, one-line errors, and the outputs of
 //! `grove check`, `grove map` and `grove evolve`.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
+mod support;
+use support::{Device, grove_run, scratch, temp_file, text};
+
+/// `grove ARGS` from the repository root with `stdin` on its standard input.
 fn grove(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_grove"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("grove runs");
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn temp_file(name: &str, body: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("grove-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, body).unwrap();
-    p
+    grove_run(args, stdin, Device::Inherited, None)
 }
 
 #[test]
@@ -113,7 +95,7 @@ fn bad_csv_names_row_and_column() {
 
 #[test]
 fn evolve_writes_a_complete_report() {
-    let dir = std::env::temp_dir().join(format!("grove-cli-{}", std::process::id()));
+    let dir = scratch();
     let report = dir.join("run.json");
     let out = grove(
         &["evolve", "--data", "builtin:koza1", "--grammar", "grammars/regression.bnf", "--pop", "50", "--gens", "3",
@@ -174,17 +156,15 @@ fn classify_fits_constants_and_keeps_the_setting_in_its_report() {
     assert_eq!(r["settings"]["engine"]["constants"]["steps"], 0);
 }
 
-fn grove_in(dir: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_grove")).args(args).current_dir(dir).output().expect("grove runs")
-}
-
 #[test]
 fn rollout_replays_actions_and_writes_states_from_any_directory() {
     let actions = temp_file("hop.csv", "thigh,leg,foot\n0.1,-0.2,0.3\n0.1,-0.2,0.3\n1,1,1\n");
-    let states = std::env::temp_dir().join(format!("grove-cli-{}/hop-states.csv", std::process::id()));
-    let out = grove_in(
-        &std::env::temp_dir(),
+    let states = scratch().join("hop-states.csv");
+    let out = grove_run(
         &["rollout", "--env", "hopper", "--actions", actions.to_str().unwrap(), "--states", states.to_str().unwrap(), "--no-noise"],
+        "",
+        Device::Inherited,
+        Some(&std::env::temp_dir()),
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("hopper (brax): return") && text(&out.stdout).contains("over 3 steps"), "{}", text(&out.stdout));
@@ -195,7 +175,8 @@ fn rollout_replays_actions_and_writes_states_from_any_directory() {
     assert_eq!(lines[1].split(',').count(), 1 + 12 + 2);
     assert!(lines[1].starts_with("0,0,0,0,0,0,0,"), "rest pose without noise: {}", lines[1]);
     // Gymnasium's rootz has ref 1.25: qpos[1] starts at the world height.
-    let out = grove_in(&std::env::temp_dir(), &["rollout", "--env", "hopper", "--profile", "gymnasium", "--no-noise", "--steps", "1", "--states", states.to_str().unwrap()]);
+    let args = ["rollout", "--env", "hopper", "--profile", "gymnasium", "--no-noise", "--steps", "1", "--states", states.to_str().unwrap()];
+    let out = grove_run(&args, "", Device::Inherited, Some(&std::env::temp_dir()));
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(std::fs::read_to_string(&states).unwrap().lines().nth(1).unwrap().starts_with("0,0,1.25,"));
 }

@@ -106,7 +106,8 @@ fn centres() -> (Vec<f32>, Vec<u32>, usize) {
 
 #[test]
 fn the_classification_task_fits_rows_in_place_and_scores_them_as_evaluation_does() {
-    use grove::task::classify::{ClassFitness, ClassTreeSettings, Classification};
+    use grove::task::classify::{ClassFitness, Classification};
+    use grove::task::search::ClassTreeSettings;
     let (x, labels, n) = centres();
     let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let data = backend.classification_data(&x, &labels, n, 3).unwrap();
@@ -133,7 +134,8 @@ fn the_classification_task_fits_rows_in_place_and_scores_them_as_evaluation_does
 
 #[test]
 fn a_classification_run_with_fitting_is_reproducible_and_no_worse_at_its_fitness() {
-    use grove::task::classify::{ClassFitness, ClassTreeSettings, Classification};
+    use grove::task::classify::{ClassFitness, Classification};
+    use grove::task::search::ClassTreeSettings;
     let (x, labels, n) = centres();
     let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let counts: Vec<u64> = (0..3).map(|k| labels.iter().filter(|&&l| l == k).count() as u64).collect();

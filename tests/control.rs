@@ -3,27 +3,16 @@
 //! shipped control grammar usable with its environment, and one-line errors for bad input.
 //! Runs are tiny (a few thousand env steps) and on the CPU.
 
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn grove(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_grove")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().expect("grove runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn temp(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("grove-control-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
-}
+mod support;
+use support::{Device, assert_ok, dir, grove, grove_command, read_json, s, scratch, text, without_timings};
 
 const SMALL: &[&str] = &["--device", "cpu", "--pop", "8", "--gens", "2", "--episode-steps", "20", "--test-episodes", "2", "--quiet"];
 
 #[test]
 fn control_prints_a_policy_and_its_report_replays() {
-    let report = temp("swimmer.json");
+    let report = scratch().join("swimmer.json");
     let mut args = vec!["control", "--env", "swimmer", "--seed", "4", "--report", report.to_str().unwrap()];
     args.extend_from_slice(SMALL);
     let out = grove(&args);
@@ -51,7 +40,7 @@ fn control_prints_a_policy_and_its_report_replays() {
     assert_eq!(e.lines().count(), 1, "{e}");
     // grove render draws the same episode: the policy plays in f32, as trained, so its return
     // is the replay's to the last digit; the environment comes from the report.
-    let svg = temp("swimmer.svg");
+    let svg = scratch().join("swimmer.svg");
     let out = grove(&["render", "--policy", report.to_str().unwrap(), "--seed", "4", "--steps", "20", "--out", svg.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
@@ -59,7 +48,7 @@ fn control_prints_a_policy_and_its_report_replays() {
     let drawn = std::fs::read_to_string(&svg).unwrap();
     assert!(drawn.starts_with("<svg") || drawn.contains("<svg"), "not an SVG");
     // grove plot draws the return over generations from the report.
-    let dir = temp("plots");
+    let dir = scratch().join("plots");
     let out = grove(&["plot", report.to_str().unwrap(), "--out", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let png = std::fs::read(dir.join("fitness.png")).unwrap();
@@ -96,14 +85,14 @@ fn control_rejects_bad_input_with_one_clear_line() {
     };
     one_line(&["control", "--env", "ant", "--device", "cpu"], "unknown environment `ant`");
     one_line(&["control", "--env", "swimmer", "--profile", "mjx", "--device", "cpu"], "no profile `mjx`");
-    let bad = temp("bad.ron");
+    let bad = scratch().join("bad.ron");
     std::fs::write(&bad, "(name: \"x\", plane: XY, wings: 2)").unwrap();
     one_line(&["control", "--env", bad.to_str().unwrap(), "--device", "cpu"], "bad.ron:1:");
     one_line(&["control", "--env", "hopper", "--grammar", "grammars/swimmer.bnf", "--device", "cpu"], "out(2, …) is missing");
     one_line(&["control", "--env", "swimmer", "--grammar", "grammars/regression.bnf", "--device", "cpu"], "no out(K, …) output nodes");
     one_line(&["control", "--env", "swimmer", "--episodes", "0", "--device", "cpu"], "--episodes (episodes) must be at least 1");
     one_line(&["control", "--env", "swimmer", "--functions", "add,frob", "--device", "cpu"], "--functions");
-    let no_policy = temp("no_policy.json");
+    let no_policy = scratch().join("no_policy.json");
     std::fs::write(&no_policy, "{\"settings\": {}}").unwrap();
     one_line(&["rollout", "--policy", no_policy.to_str().unwrap()], "has no `policy`");
     one_line(&["rollout", "--policy", "no/such/report.json"], "reading no/such/report.json");
@@ -112,35 +101,6 @@ fn control_rejects_bad_input_with_one_clear_line() {
 
 // Control runs kept like any other run: experiment files, reports repeated with --from,
 // checkpoints, Ctrl-C and --resume, plots and the hall of fame (issue 15).
-
-fn read_json(p: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
-}
-
-/// A report without what varies between identical runs (timings).
-fn without_timings(mut r: serde_json::Value) -> serde_json::Value {
-    r.as_object_mut().unwrap().remove("timing");
-    for g in r["generations"].as_array_mut().unwrap() {
-        g.as_object_mut().unwrap().remove("seconds");
-    }
-    r
-}
-
-fn assert_ok(out: &Output) {
-    assert!(out.status.success(), "status {:?}\nstdout: {}\nstderr: {}", out.status, text(&out.stdout), text(&out.stderr));
-}
-
-fn s(p: &std::path::Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// A fresh directory for one test's files.
-fn dir(name: &str) -> std::path::PathBuf {
-    let d = temp(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 /// The settings `grove control ARGS` runs with on a GPU (`on_gpu`) or the CPU.
 fn cli_settings(args: &[&str], on_gpu: bool) -> grove::task::control::ControlSettings {
@@ -249,9 +209,7 @@ fn ctrl_c_saves_a_control_checkpoint_and_the_resumed_run_ends_as_an_uninterrupte
 
     let mut interrupted = run.to_vec();
     interrupted.extend(["--threads", "1", "--checkpoint", s(&ck), "--checkpoint-every", "1"]);
-    let child = Command::new(env!("CARGO_BIN_EXE_grove"))
-        .args(&interrupted)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+    let child = grove_command(&interrupted, Device::Inherited, None)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -201,7 +201,8 @@ fn the_device_loop_equals_the_host_loop() {
 fn the_device_loop_equals_the_host_loop_for_classification() {
     use grove::data::classes::ClassSource;
     use grove::evolve::{EngineConfig, device, run_trees_on_host};
-    use grove::task::classify::{ClassFitness, ClassTreeSettings, Classification};
+    use grove::task::classify::{ClassFitness, Classification};
+    use grove::task::search::ClassTreeSettings;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let off = grove::evolve::ConstantFitting::default();
     for (data, fitness, binary, seed, constants) in [
@@ -405,7 +406,7 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
 fn the_device_loop_equals_the_host_loop_for_control() {
     use grove::evolve::{EngineConfig, device, run_grammar_on_host_from, run_trees_on_host_from};
     use grove::program::policy::{ControlRun, actuator_names, observation_names};
-    use grove::task::classify::ClassTreeSettings;
+    use grove::task::search::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -460,7 +461,7 @@ fn the_device_loop_equals_the_host_loop_for_control() {
 fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
     use grove::evolve::{EngineConfig, checkpoint, device};
     use grove::program::policy::{ControlRun, observation_names};
-    use grove::task::classify::ClassTreeSettings;
+    use grove::task::search::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -155,7 +155,8 @@ fn device_islands_equal_host_islands_for_ge() {
 fn device_islands_equal_host_islands_for_classification_and_control() {
     use grove::data::classes::ClassSource;
     use grove::program::policy::{ControlRun, observation_names};
-    use grove::task::classify::{ClassFitness, ClassTreeSettings, Classification};
+    use grove::task::classify::{ClassFitness, Classification};
+    use grove::task::search::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let all = ClassSource::parse("builtin:wine").unwrap().load(None).unwrap();

@@ -3,53 +3,15 @@
 //! every island and resume exactly, and bad settings give one clear line. The same engine path
 //! runs on a GPU (tests/cuda_islands.rs).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use grove::evolve::{Best, EngineConfig, GenerationStats, IslandConfig, Observer, Representation, Snapshot, TreeRep, checkpoint, run_islands};
 use grove::program::tree::Population;
 use serde_json::Value;
 
-fn grove(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_grove"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("GROVE_DEVICE", "cpu")
-        .output()
-        .expect("grove runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("grove-islands-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
-}
-
-/// A report without what varies between identical runs (timings).
-fn without_timings(mut r: Value) -> Value {
-    r.as_object_mut().unwrap().remove("timing");
-    for g in r["generations"].as_array_mut().unwrap() {
-        g.as_object_mut().unwrap().remove("seconds");
-    }
-    r
-}
-
-fn assert_ok(out: &Output) {
-    assert!(out.status.success(), "status {:?}\nstdout: {}\nstderr: {}", out.status, text(&out.stdout), text(&out.stderr));
-}
+mod support;
+use support::{assert_ok, dir, grove_cpu as grove, read_json, s, text, without_timings};
 
 /// One line on standard error, exit status 1 (2 for clap's own), containing every needle.
 fn assert_one_line_error(out: &Output, needles: &[&str]) {

@@ -16,6 +16,8 @@ use grove::task::run::RunOptions;
 use grove::task::validation::{Candidate, Plan, Select, choose, pareto_scores};
 use serde_json::{Value, json};
 
+mod support;
+
 /// `n` rows whose one feature is the row number (so a part's rows can be read back).
 fn numbered(n: usize) -> Dataset {
     let x: Vec<f64> = (0..n).map(|i| i as f64).collect();
@@ -177,7 +179,7 @@ fn bad_settings_are_one_line_errors() {
     let err = |command: &str, given: Value| format!("{:#}", Experiment::from_parts(command, given, "e.ron").unwrap_err());
     let base = |extra: Value| {
         let mut v = json!({"functions": "add,sub"});
-        grove::task::experiment::merge(&mut v, extra);
+        grove::task::search::merge(&mut v, extra);
         v
     };
     for f in [1.0, -0.5, 2.0] {
@@ -200,11 +202,8 @@ fn bad_settings_are_one_line_errors() {
     let e = format!("{:#}", fit(&s, &noisy(50, 1), None, &Backend::Cpu, &quiet()).err().unwrap());
     assert_eq!(e, "--select validation needs validation rows: give --validation-fraction above 0 (validation_fraction)");
     // The command line says the same.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_grove"))
-        .args(["evolve", "--functions", "add", "--validation-fraction", "1.5"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = support::grove(&["evolve", "--functions", "add", "--validation-fraction", "1.5"]);
+    let stderr = support::text(&out.stderr);
     assert!(!out.status.success());
     assert_eq!(stderr.trim(), "error: --validation-fraction (validation_fraction) must be in [0, 1), got 1.5");
 }

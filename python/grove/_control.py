@@ -9,6 +9,9 @@ import numpy as np
 from . import _grove
 from ._run import functions_text, grammar_spec, on_note, seed_of
 
+# `grove control`'s defaults (grove::task::defaults), which the signature of ``control`` shows.
+_CONTROL = _grove.DEFAULTS["control"]
+
 Rollout = namedtuple("Rollout", ["total_return", "steps", "terminated"])
 Rollout.__doc__ = "One episode a policy played: the sum of rewards, control steps, and whether it terminated."
 
@@ -70,18 +73,18 @@ def control(
     generations=None,
     episodes=None,
     episode_steps=None,
-    test_episodes=10,
-    parsimony_coefficient=0.0,
+    test_episodes=_CONTROL["test_episodes"],
+    parsimony_coefficient=_CONTROL["parsimony_coefficient"],
     healthy_reward=None,
     fresh_starts=False,
-    validation_episodes=30,
-    tournament_size=3,
-    elitism=1,
-    max_length=128,
-    p_out=0.1,
+    validation_episodes=_CONTROL["validation_episodes"],
+    tournament_size=_CONTROL["tournament_size"],
+    elitism=_CONTROL["elitism"],
+    max_length=_CONTROL["max_length"],
+    p_out=_CONTROL["p_out"],
     device="auto",
     threads=None,
-    random_state=1,
+    random_state=_CONTROL["random_state"],
     verbose=0,
 ):
     """Evolves a policy for ``env`` (swimmer, hopper, walker2d, half_cheetah, or a path to an
@@ -103,7 +106,7 @@ def control(
         "env": str(env),
         "profile": profile,
         "grammar": grammar,
-        "functions": None if grammar is not None else functions_text(function_set, "add,sub,mul,div"),
+        "functions": None if grammar is not None else functions_text(function_set, _CONTROL["function_set"]),
         "engine": engine,
         "test_episodes": max(int(test_episodes), 1),
         "episode_steps": None if episode_steps is None else int(episode_steps),

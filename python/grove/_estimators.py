@@ -24,6 +24,10 @@ from ._run import functions_text, grammar_spec, on_note, seed_of
 
 _DTYPES = [np.float64, np.float32]
 
+# The command line's defaults (grove::task::defaults), which the signatures below show.
+_EVOLVE = _grove.DEFAULTS["evolve"]
+_CLASSIFY = _grove.DEFAULTS["classify"]
+
 
 def _variable_names(estimator, n_features):
     """The engine's variable names: a DataFrame's column names (made identifiers, distinct),
@@ -230,16 +234,16 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         grammar=None,
         metric="mse",
         linear_scaling=True,
-        population_size=3000,
-        generations=100,
-        tournament_size=3,
-        elitism=1,
-        max_length=128,
-        parsimony_coefficient=0.0,
+        population_size=_EVOLVE["population_size"],
+        generations=_EVOLVE["generations"],
+        tournament_size=_EVOLVE["tournament_size"],
+        elitism=_EVOLVE["elitism"],
+        max_length=_EVOLVE["max_length"],
+        parsimony_coefficient=_EVOLVE["parsimony_coefficient"],
         validation_fraction=None,
         select="auto",
         bloat="none",
-        size_pressure=1.4,
+        size_pressure=_EVOLVE["size_pressure"],
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -276,7 +280,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         engine = self._engine_with_constants()
         return {
             "data": "python",
-            **self._representation("add,sub,mul,div"),
+            **self._representation(_EVOLVE["function_set"]),
             "engine": engine,
             **self._choice(),
             "regression": {
@@ -370,17 +374,17 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         grammar=None,
         fitness="cross-entropy",
         standardize=True,
-        p_out=0.05,
-        population_size=5000,
-        generations=40,
-        tournament_size=3,
-        elitism=1,
-        max_length=64,
-        parsimony_coefficient=0.0,
+        p_out=_CLASSIFY["p_out"],
+        population_size=_CLASSIFY["population_size"],
+        generations=_CLASSIFY["generations"],
+        tournament_size=_CLASSIFY["tournament_size"],
+        elitism=_CLASSIFY["elitism"],
+        max_length=_CLASSIFY["max_length"],
+        parsimony_coefficient=_CLASSIFY["parsimony_coefficient"],
         validation_fraction=None,
         select="auto",
         bloat="none",
-        size_pressure=1.4,
+        size_pressure=_CLASSIFY["size_pressure"],
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -415,7 +419,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     def _settings(self):
         return {
             "data": "python",
-            **self._representation("add,sub,mul,div"),
+            **self._representation(_CLASSIFY["function_set"]),
             "engine": self._engine_with_constants(),
             **self._choice(),
             "fitness": self.fitness,

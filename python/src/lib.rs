@@ -17,6 +17,7 @@ use std::time::Duration;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
 
 use grove::backend::Backend;
 use grove::data::Dataset;
@@ -441,12 +442,57 @@ fn load_builtin<'py>(py: Python<'py>, name: &str) -> PyResult<(Bound<'py, PyArra
     Ok((PyArray1::from_vec(py, rows).reshape([n, f])?, PyArray1::from_vec(py, y), d.names))
 }
 
+/// An f32 setting as the f64 Python shows, spelled as in Rust (`0.05`, not `0.0500000007…`).
+fn shortest(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(x as f64)
+}
+
+/// The engine's defaults of one command, by the Python parameters' names.
+fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaults) -> PyResult<Bound<'py, PyDict>> {
+    use grove::task::defaults as d;
+    let x = PyDict::new(py);
+    x.set_item("population_size", e.pop)?;
+    x.set_item("generations", e.gens)?;
+    x.set_item("random_state", e.seed)?;
+    x.set_item("tournament_size", e.tournament)?;
+    x.set_item("elitism", e.elite)?;
+    x.set_item("max_length", e.max_len)?;
+    x.set_item("parsimony_coefficient", d::PARSIMONY)?;
+    x.set_item("size_pressure", grove::evolve::DEFAULT_SIZE_PRESSURE)?;
+    x.set_item("function_set", d::FUNCTIONS)?;
+    Ok(x)
+}
+
+/// Every command's defaults (`grove::task::defaults`), by the Python parameters' names, so that
+/// the estimators' signatures show the command line's defaults: `{"evolve": {...},
+/// "classify": {...}, "control": {...}}`. Control's population, generations and episodes
+/// depend on the device and are left to the run.
+fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use grove::task::defaults as d;
+    let all = PyDict::new(py);
+    all.set_item("evolve", engine_defaults(py, &d::EVOLVE)?)?;
+    let classify = engine_defaults(py, &d::CLASSIFY)?;
+    classify.set_item("p_out", shortest(d::CLASSIFY_P_OUT))?;
+    all.set_item("classify", classify)?;
+    let control = engine_defaults(py, &d::CONTROL_CPU)?;
+    for key in ["population_size", "generations"] {
+        control.del_item(key)?;
+    }
+    control.set_item("p_out", shortest(d::CONTROL_P_OUT))?;
+    control.set_item("test_episodes", d::CONTROL_TEST_EPISODES)?;
+    control.set_item("validation_episodes", d::CONTROL_VALIDATION_EPISODES)?;
+    all.set_item("control", control)?;
+    Ok(all)
+}
+
 /// The module.
 #[pymodule]
 fn _grove(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // Python that defines grove's protected operators for sympy (`div`, `plog`, ...).
     m.add("SYMPY_PRELUDE", grove::program::render::SYMPY_PRELUDE)?;
+    // Every command's defaults, which the estimators' signatures show.
+    m.add("DEFAULTS", defaults(m.py())?)?;
     m.add_function(wrap_pyfunction!(fit_regression, m)?)?;
     m.add_function(wrap_pyfunction!(fit_classification, m)?)?;
     m.add_function(wrap_pyfunction!(control, m)?)?;

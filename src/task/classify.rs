@@ -8,7 +8,7 @@
 use anyhow::{Context, Result, bail};
 
 use super::model::{Model, ModelKind, classify_outputs};
-use super::regression::EvolveResult;
+use super::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, device_loop_line, generations_json, islands_summary};
 use crate::data::classes::{ClassSource, Labeled, Standardize, stratified_split};
 /// The fitness measure and the fitness of the fused sums: defined in [`crate::program::fitness`],
 /// below the engine, which reads them too.
@@ -24,7 +24,7 @@ use crate::program::tree::{Node, Population};
 pub const DEFAULT_FIT: crate::evolve::ConstantFitting = crate::evolve::ConstantFitting { steps: 0, every: 5, fraction: 0.2 };
 
 /// [`DEFAULT_FIT`] on either device (the signature matches the regression task's
-/// [`super::regression::default_fit`]).
+/// `default_fit`, which differs by device).
 pub fn default_fit(_on_gpu: bool) -> crate::evolve::ConstantFitting {
     DEFAULT_FIT
 }
@@ -129,53 +129,6 @@ impl Confusion {
     }
 }
 
-/// Settings of tree GP for classification (used with `functions`).
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClassTreeSettings {
-    /// Fixed constants a constant leaf may take (EvoGP: −1, 0, 1).
-    pub constants: Vec<f32>,
-    /// Probability that a leaf is a constant.
-    pub p_const: f32,
-    /// Depths of ramped half-and-half initialisation (root = 0).
-    pub init_depth: (u32, u32),
-    /// Probability that a node of a new tree or subtree becomes an extra output node.
-    pub p_out: f32,
-    /// Probability that a child is made by crossover.
-    pub p_crossover: f32,
-    /// Probability that a child is then mutated.
-    pub p_mutation: f32,
-}
-
-impl Default for ClassTreeSettings {
-    fn default() -> Self {
-        Self { constants: vec![-1.0, 0.0, 1.0], p_const: 0.2, init_depth: (2, 4), p_out: 0.05, p_crossover: 0.9, p_mutation: 0.3 }
-    }
-}
-
-impl ClassTreeSettings {
-    /// The engine's tree representation for `functions` over `n_vars` variables and
-    /// `n_outputs` output slots (0: single output).
-    pub fn rep(&self, functions: &str, n_vars: usize, n_outputs: usize, max_len: usize) -> Result<crate::evolve::TreeRep> {
-        use crate::program::{BreedConfig, Crossover, Mutation, TreeSpec, VaryConfig};
-        let ops = crate::program::ops::parse_function_set(functions).map_err(|e| anyhow::anyhow!("--functions: {e}"))?;
-        let spec = TreeSpec::new(ops, n_vars as u32, max_len)
-            .with_constants(&self.constants)
-            .with_p_const(self.p_const)
-            .with_outputs(n_outputs, if n_outputs > 0 { self.p_out } else { 0.0 })
-            .with_depth(self.init_depth.0, self.init_depth.1);
-        Ok(crate::evolve::TreeRep {
-            vary: VaryConfig::new(spec),
-            breed: BreedConfig {
-                p_crossover: self.p_crossover,
-                crossovers: vec![(Crossover::OnePoint, 1.0)],
-                p_mutation: self.p_mutation,
-                mutations: vec![(Mutation::Subtree, 1.0), (Mutation::Point, 1.0), (Mutation::Hoist, 0.5), (Mutation::Constant, 1.0)],
-            },
-        })
-    }
-}
-
 /// Everything a `grove classify` run needs; stored in the report so the run can be repeated.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -225,25 +178,28 @@ pub struct ClassifySettings {
 }
 
 impl Default for ClassifySettings {
+    /// `grove classify`'s defaults (its constant fitting aside, which experiment files and
+    /// the command line set by device: [`default_fit`]).
     fn default() -> Self {
-        let r = super::regression::EvolveSettings::cli_default();
+        use super::defaults::{CLASSIFY, CLASSIFY_DATA, CLASSIFY_TEST_FRACTION, FUNCTIONS, GE, PARSIMONY};
+        let ge = GE.configs();
         Self {
-            data: "builtin:iris".into(),
+            data: CLASSIFY_DATA.into(),
             label: None,
-            test_fraction: 0.25,
+            test_fraction: CLASSIFY_TEST_FRACTION,
             validation_fraction: None,
             select: super::validation::Select::default(),
             standardize: true,
             grammar: None,
-            functions: Some("add,sub,mul,div".into()),
-            engine: crate::evolve::EngineConfig { pop_size: 5000, generations: 40, max_len: 64, ..Default::default() },
-            map: r.map,
-            init: r.init,
-            vary: r.vary,
-            genome_capacity: r.genome_capacity,
+            functions: Some(FUNCTIONS.into()),
+            engine: CLASSIFY.config(crate::evolve::ConstantFitting::default()),
+            map: ge.map,
+            init: ge.init,
+            vary: ge.vary,
+            genome_capacity: ge.genome_capacity,
             fitness: ClassFitness::default(),
             binary: false,
-            parsimony: 0.0,
+            parsimony: PARSIMONY,
             trees: ClassTreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
@@ -336,7 +292,7 @@ impl ClassifySettings {
     /// Checks values the types allow but a run cannot use.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
-        super::regression::check_engine(&self.engine)?;
+        check_engine(&self.engine)?;
         self.islands.check(self.engine.pop_size)?;
         ensure!(
             self.test_fraction > 0.0 && self.test_fraction < 1.0,
@@ -346,9 +302,15 @@ impl ClassifySettings {
         super::validation::check_fraction(self.validation_fraction)?;
         ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
-        super::regression::check_ge(&self.vary)?;
+        check_ge(&self.vary)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
         Ok(())
+    }
+
+    /// What the search takes from these settings.
+    pub fn search_settings(&self) -> super::search::SearchSettings<'_> {
+        let ge = super::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        super::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
     }
 }
 
@@ -379,8 +341,6 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &super::run::RunOptions,
 ) -> Result<EvolveResult> {
-    use crate::evolve::{GrammarRep, Representation, run_islands};
-    use crate::grammar::{self, DatasetShape};
     use crate::program::render::{Style, outputs, render};
 
     let start = std::time::Instant::now();
@@ -414,40 +374,19 @@ pub fn fit(
         tasks.push(Classification { backend: b, data, counts: counts.clone(), fitness: settings.fitness, parsimony: settings.parsimony });
     }
     let task = crate::evolve::OnGpus(&tasks);
-    let device = super::regression::describe_devices(backend, &more);
-    if settings.engine.bloat != crate::select::Bloat::None && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
-        eprintln!("note: --bloat keeps selection and variation on the CPU (the device loop has plain tournaments only); evaluation stays on the GPU");
-    }
-    let experiment = super::experiment::Experiment::Classify(settings.clone());
-    let mut observer = super::run::RunObserver::new(&experiment, opts, train.data.n_rows)?;
-    let resume = observer.resume()?;
+    let device = describe_devices(backend, &more);
+    super::search::note_bloat(&settings.engine, backend, opts.quiet);
+    let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?;
     let names = train.data.names.clone();
-    let outcome = match (&settings.grammar, &settings.functions) {
-        (Some(path), _) => {
-            let n = train.data.n_features as u32;
-            let shape = DatasetShape { n_vars: Some(n), n_is: Some(n), n_os: Some(n_outputs.max(1) as u32) };
-            let loaded = grammar::load_spec(path, &shape)?;
-            let vars = grammar::template::Vars { names: names.clone(), n_outputs };
-            let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
-                .with_context(|| format!("{} cannot be used for classification with {n_outputs} outputs", grammar::spec_name(path)))?;
-            let rep = GrammarRep {
-                table: &loaded.table,
-                templates: &templates,
-                map: settings.map,
-                init: settings.init,
-                vary: settings.vary,
-                genome_capacity: settings.genome_capacity,
-            };
-            run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
-        }
-        (None, Some(functions)) => {
-            let rep = settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len)?;
-            run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
-        }
-        (None, None) => bail!("give either --grammar FILE or --functions LIST"),
+    let trees = |functions: &str| settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len);
+    let programs = super::search::Programs {
+        names: &names,
+        n_outputs,
+        purpose: format!("for classification with {n_outputs} outputs"),
+        check: &super::search::any_grammar,
+        trees: &trees,
     };
-    observer.finish();
-    let outcome = outcome.map_err(|e| observer.explain(e))?;
+    let outcome = super::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
     let evals = observer.evals;
     if outcome.best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or had a non-finite output");
@@ -461,14 +400,7 @@ pub fn fit(
     }
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
     let decision = super::validation::decide(&plan, &cands, best_at);
-    let chosen = match decision.member.filter(|_| !decision.is_best) {
-        Some(i) => {
-            let e = front[i].1;
-            let genome = if e.nodes == outcome.best.nodes { outcome.best.genome.clone() } else { None };
-            crate::evolve::Best { fitness: e.fitness, nodes: e.nodes.clone(), generation: e.generation, genome }
-        }
-        None => outcome.best.clone(),
-    };
+    let chosen = super::validation::chosen_program(&front, &decision, &outcome);
     let best = &chosen;
     let seconds = start.elapsed().as_secs_f64();
     let train_scores = scores(&best.nodes, n_outputs, train)?;
@@ -479,8 +411,8 @@ pub fn fit(
     } else {
         outputs(&best.nodes, n_outputs, &names, Style::Infix)
     };
-    let mut generations = super::regression::generations_json(&outcome.history, &observer.median_sizes);
-    super::regression::add_island_stats(&mut generations, &outcome.island_history, false);
+    let mut generations = generations_json(&outcome.history, &observer.median_sizes);
+    add_island_stats(&mut generations, &outcome.island_history, false);
     let show = |nodes: &[Node], style: Style| {
         if n_outputs == 0 { render(nodes, &names, style) } else { outputs(nodes, n_outputs, &names, style).join("; ") }
     };
@@ -552,16 +484,11 @@ pub fn fit(
         None => ("training", &train_scores.confusion),
     };
     summary += &format!("confusion on the {part} rows (rows: true class, columns: predicted)\n{}\n", confusion.render(&train.classes));
-    if let Some(line) = super::regression::islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, false) {
+    if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, false) {
         summary += &line;
     }
     summary += &format!("time          {seconds:.2} s on {device}");
-    if let Some(t) = &outcome.transfers {
-        summary += &format!(
-            "\ndevice loop   {} generations on the GPU; {} bytes of population copied to the host between them",
-            t.generations, t.population_bytes_between_generations
-        );
-    }
+    summary += &device_loop_line(&outcome);
     Ok(EvolveResult { report, summary })
 }
 

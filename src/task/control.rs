@@ -8,7 +8,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::regression::EvolveResult;
+use super::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, fame_rows, islands_summary};
 use crate::backend::Backend;
 use crate::program::policy::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
 /// The policy a report saves: defined in [`crate::program::policy`], below the report layer,
@@ -71,7 +71,7 @@ pub struct ControlSettings {
     #[serde(default)]
     pub validation_episodes: usize,
     /// Tree GP settings.
-    pub trees: super::classify::ClassTreeSettings,
+    pub trees: ClassTreeSettings,
     /// Where populations are evaluated.
     pub device: crate::backend::DeviceChoice,
     /// Islands and migration (one island by default).
@@ -79,44 +79,29 @@ pub struct ControlSettings {
     pub islands: crate::evolve::IslandConfig,
 }
 
-/// Defaults that depend on where the run goes: the CPU gets a run of tens of seconds, a GPU
-/// EvoGP's scale.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeviceDefaults {
-    /// Population.
-    pub pop: usize,
-    /// Generations.
-    pub gens: usize,
-    /// Episodes per individual.
-    pub episodes: usize,
-}
-
-/// CPU defaults: population 200, 20 generations, one episode each (about 4 × 10⁶ env steps).
-pub const CPU_DEFAULTS: DeviceDefaults = DeviceDefaults { pop: 200, gens: 20, episodes: 1 };
-/// GPU defaults: population 5000, 100 generations (EvoGP's Swimmer scale), 4 episodes each.
-pub const GPU_DEFAULTS: DeviceDefaults = DeviceDefaults { pop: 5000, gens: 100, episodes: 4 };
-
 impl Default for ControlSettings {
+    /// `grove control`'s defaults on the CPU in swimmer, with the engine's own settings of
+    /// grammatical evolution (the command line's are [`ControlSettings::cli_default`]'s).
     fn default() -> Self {
-        let r = super::regression::EvolveSettings::default();
+        use super::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_P_OUT, CONTROL_TEST_EPISODES, CONTROL_VALIDATION_EPISODES, FUNCTIONS, GE, PARSIMONY};
         Self {
             env: "swimmer".into(),
             profile: None,
             grammar: None,
-            functions: Some("add,sub,mul,div".into()),
-            engine: crate::evolve::EngineConfig { pop_size: CPU_DEFAULTS.pop, generations: CPU_DEFAULTS.gens, max_len: 128, ..Default::default() },
-            map: r.map,
-            init: r.init,
-            vary: r.vary,
-            genome_capacity: r.genome_capacity,
-            episodes: CPU_DEFAULTS.episodes,
+            functions: Some(FUNCTIONS.into()),
+            engine: CONTROL_CPU.config(crate::evolve::ConstantFitting::default()),
+            map: crate::genome::MapConfig::default(),
+            init: crate::genome::InitConfig::default(),
+            vary: crate::genome::vary::GeVaryConfig::default(),
+            genome_capacity: GE.genome_capacity,
+            episodes: CONTROL_CPU_EPISODES,
             episode_steps: None,
-            test_episodes: 10,
-            parsimony: 0.0,
+            test_episodes: CONTROL_TEST_EPISODES,
+            parsimony: PARSIMONY,
             healthy_reward: None,
             fresh_starts: false,
-            validation_episodes: 30,
-            trees: super::classify::ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: 0.1, ..Default::default() },
+            validation_episodes: CONTROL_VALIDATION_EPISODES,
+            trees: ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: CONTROL_P_OUT, ..Default::default() },
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
         }
@@ -124,26 +109,36 @@ impl Default for ControlSettings {
 }
 
 impl ControlSettings {
-    /// `grove control`'s defaults with no flags but `--env`, on a GPU (`on_gpu`: [`GPU_DEFAULTS`])
-    /// or not ([`CPU_DEFAULTS`]): what an experiment file, a report's settings and the Python
-    /// package lay their fields over.
+    /// `grove control`'s defaults with no flags but `--env`, on a GPU (`on_gpu`:
+    /// [`super::defaults::CONTROL_GPU`]) or not ([`super::defaults::CONTROL_CPU`]): what an
+    /// experiment file, a report's settings and the Python package lay their fields over.
     pub fn cli_default(on_gpu: bool) -> Self {
-        // The command line's GE defaults (its flags), as `grove control` fills them in.
-        let cli = super::regression::EvolveSettings::cli_default();
-        let mut s = Self { map: cli.map, init: cli.init, vary: cli.vary, genome_capacity: cli.genome_capacity, ..Self::default() };
-        if on_gpu {
-            s.engine.pop_size = GPU_DEFAULTS.pop;
-            s.engine.generations = GPU_DEFAULTS.gens;
-            s.episodes = GPU_DEFAULTS.episodes;
+        use super::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES, GE};
+        let ge = GE.configs();
+        let (engine, episodes) = if on_gpu { (CONTROL_GPU, CONTROL_GPU_EPISODES) } else { (CONTROL_CPU, CONTROL_CPU_EPISODES) };
+        let base = Self::default();
+        Self {
+            engine: engine.config(base.engine.constants),
+            episodes,
+            map: ge.map,
+            init: ge.init,
+            vary: ge.vary,
+            genome_capacity: ge.genome_capacity,
+            ..base
         }
-        s
+    }
+
+    /// What the search takes from these settings.
+    pub fn search_settings(&self) -> super::search::SearchSettings<'_> {
+        let ge = super::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        super::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
     }
 
     /// Checks values the types allow but a run cannot use; each message names the flag and
     /// the experiment-file field.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
-        super::regression::check_engine(&self.engine)?;
+        check_engine(&self.engine)?;
         ensure!(
             self.engine.constants.steps == 0,
             "engine.constants.steps is {}: control fits no constants (constant fitting is for regression and classification)",
@@ -157,7 +152,7 @@ impl ControlSettings {
         if let Some(w) = self.healthy_reward {
             ensure!(w.is_finite(), "--healthy-reward (healthy_reward) must be a finite number, got {w}");
         }
-        super::regression::check_ge(&self.vary)?;
+        check_ge(&self.vary)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
         Ok(())
     }
@@ -166,7 +161,7 @@ impl ControlSettings {
     /// [`Self::cli_default`]`(on_gpu)`; then checked.
     pub fn from_json(given: serde_json::Value, on_gpu: bool) -> Result<Self> {
         let mut base = serde_json::to_value(Self::cli_default(on_gpu))?;
-        super::experiment::merge(&mut base, given);
+        super::search::merge(&mut base, given);
         let s: Self = serde_json::from_value(base).context("bad control settings")?;
         s.check()?;
         Ok(s)
@@ -414,13 +409,11 @@ pub fn control_run(settings: &ControlSettings, opts: &super::run::RunOptions) ->
     control_with(settings, &backend, opts)
 }
 
-/// As [`control`], with checkpoints, resume, a stop flag and verbosity from `opts` (as
-/// [`super::regression::fit`] takes them; a stop fails with [`super::run::Stopped`]): the
+/// As [`control`], with checkpoints, resume, a stop flag and verbosity from `opts` (as every
+/// task's run takes them; a stop fails with [`super::run::Stopped`]): the
 /// library's control run, under both the command line (`grove control`, `grove run`) and the
 /// Python package (`grove.control`). `settings.device` is what `backend` was opened from.
 pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
-    use crate::evolve::{GrammarRep, Representation, run_islands};
-    use crate::grammar::{self, DatasetShape};
     use crate::program::render::{Style, outputs};
 
     let start = std::time::Instant::now();
@@ -455,38 +448,20 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         })
         .collect();
     let task = crate::evolve::OnGpus(&tasks);
-    let device = super::regression::describe_devices(backend, &more);
+    let device = describe_devices(backend, &more);
     let names = observation_names(&m);
     let acts = actuator_names(&m);
-    let experiment = super::experiment::Experiment::Control(settings.clone());
-    let mut observer = super::run::RunObserver::for_control(&experiment, opts, &tasks[0].played)?;
-    let resume = observer.resume()?;
-    let outcome = match (&settings.grammar, &settings.functions) {
-        (Some(path), _) => {
-            let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
-            let loaded = grammar::load_spec(path, &shape)?;
-            let vars = grammar::template::Vars { names: names.clone(), n_outputs: nu };
-            let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
-                .with_context(|| format!("{} cannot be used as a policy for {} ({nu} actuators, {n_obs} observations)", grammar::spec_name(path), m.name))?;
-            check_grammar_outputs(&templates, nu, grammar::spec_name(path))?;
-            let rep = GrammarRep {
-                table: &loaded.table,
-                templates: &templates,
-                map: settings.map,
-                init: settings.init,
-                vary: settings.vary,
-                genome_capacity: settings.genome_capacity,
-            };
-            run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
-        }
-        (None, Some(functions)) => {
-            let rep = settings.trees.rep(functions, n_obs, nu, settings.engine.max_len)?;
-            run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
-        }
-        (None, None) => bail!("give either --grammar FILE or --functions LIST"),
+    let mut observer = super::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?;
+    let trees = |functions: &str| settings.trees.rep(functions, n_obs, nu, settings.engine.max_len);
+    let check = |templates: &crate::grammar::template::Templates, name: &str| check_grammar_outputs(templates, nu, name);
+    let programs = super::search::Programs {
+        names: &names,
+        n_outputs: nu,
+        purpose: format!("as a policy for {} ({nu} actuators, {n_obs} observations)", m.name),
+        check: &check,
+        trees: &trees,
     };
-    observer.finish();
-    let outcome = outcome.map_err(|e| observer.explain(e))?;
+    let outcome = super::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
     let seconds = start.elapsed().as_secs_f64();
     let (played, rollout_seconds) = tasks[0].played.lock().map_or((0, 0.0), |p| *p);
     if outcome.best.nodes.is_empty() {
@@ -509,10 +484,10 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
                 "invalid": s.invalid, "seconds": s.seconds})
         })
         .collect();
-    super::regression::add_island_stats(&mut generations, &outcome.island_history, true);
+    add_island_stats(&mut generations, &outcome.island_history, true);
     // The hall of fame's loss is minus the training return (the fitness less the parsimony
     // penalty); each row shows every actuator's action.
-    let fame = super::regression::fame_rows(&observer.hof, settings.parsimony, |nodes| {
+    let fame = fame_rows(&observer.hof, settings.parsimony, |nodes| {
         let show = |style: Style| {
             let wrap = |p: String| match style {
                 Style::Latex => format!("\\tanh\\left({p}\\right)"),
@@ -581,7 +556,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         test.episodes.len(),
         test.mean_steps()
     );
-    if let Some(line) = super::regression::islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, true) {
+    if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, true) {
         summary += &line;
     }
     summary += &format!(
@@ -615,7 +590,7 @@ mod tests {
     /// Hopper and `n` random tree policies of up to 32 nodes (seed `seed`).
     fn random_hopper_policies(n: usize, seed: u64) -> (Model, Population) {
         let m = Model::load("hopper", None).unwrap();
-        let rep = super::super::classify::ClassTreeSettings { constants: vec![-1.0, 0.5], p_out: 0.2, ..Default::default() }
+        let rep = ClassTreeSettings { constants: vec![-1.0, 0.5], p_out: 0.2, ..Default::default() }
             .rep("add,sub,mul", m.obs_size, m.nu(), 32)
             .unwrap();
         let pop = crate::program::init_population(&rep.vary.spec, n, seed).unwrap();

@@ -108,7 +108,7 @@ impl Experiment {
             let d = if command == "evolve" { super::regression::default_fit(on_gpu) } else { super::classify::default_fit(on_gpu) };
             merged["engine"]["constants"] = serde_json::to_value(d)?;
         }
-        merge(&mut merged, given);
+        super::search::merge(&mut merged, given);
         let exp = match command {
             "evolve" => Experiment::Evolve(strict(merged, origin)?),
             "classify" => Experiment::Classify(strict(merged, origin)?),
@@ -185,23 +185,6 @@ fn strict<T: serde::de::DeserializeOwned>(v: Value, origin: &str) -> Result<T> {
         };
         anyhow::anyhow!("{origin}: field `{path}`: {inner}{hint}")
     })
-}
-
-/// Lays `over` onto `base`: blocks merge field by field, anything else replaces.
-pub fn merge(base: &mut Value, over: Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                match b.get_mut(&k) {
-                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
-                    _ => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (b, o) => *b = o,
-    }
 }
 
 /// Sets `path` (`engine.pop_size`) in `v` to `value`, creating blocks on the way.

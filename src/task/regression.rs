@@ -2,6 +2,7 @@
 //! 1 − R², optionally after linear scaling as Operon does, plus parsimony pressure), and the
 //! scores reported for the best program on the training and test data.
 
+use super::search::{EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, device_loop_line, generations_json, islands_summary};
 use crate::data::Dataset;
 use crate::program::eval::{RegressionSums, evaluate_regression};
 use crate::program::tree::{Node, Population};
@@ -181,26 +182,11 @@ impl Default for TreeSettings {
 impl TreeSettings {
     /// The engine's tree representation for `functions` over `n_vars` variables.
     pub fn rep(&self, functions: &str, n_vars: usize, max_len: usize) -> anyhow::Result<crate::evolve::TreeRep> {
-        use crate::program::{BreedConfig, Crossover, Mutation, TreeSpec, VaryConfig};
-        let ops = crate::program::ops::parse_function_set(functions).map_err(|e| anyhow::anyhow!("--functions: {e}"))?;
-        let spec = TreeSpec::new(ops, n_vars as u32, max_len)
+        let spec = crate::program::TreeSpec::new(super::search::function_set(functions)?, n_vars as u32, max_len)
             .with_const_range(self.const_range.0, self.const_range.1)
             .with_p_const(self.p_const)
             .with_depth(self.init_depth.0, self.init_depth.1);
-        Ok(crate::evolve::TreeRep {
-            vary: VaryConfig::new(spec),
-            breed: BreedConfig {
-                p_crossover: self.p_crossover,
-                crossovers: vec![(Crossover::OnePoint, 1.0)],
-                p_mutation: self.p_mutation,
-                mutations: vec![
-                    (Mutation::Subtree, 1.0),
-                    (Mutation::Point, 1.0),
-                    (Mutation::Hoist, 0.5),
-                    (Mutation::Constant, 1.0),
-                ],
-            },
-        })
+        Ok(super::search::tree_rep(spec, self.p_crossover, self.p_mutation))
     }
 }
 
@@ -208,9 +194,9 @@ impl Default for EvolveSettings {
     /// `grove evolve`'s defaults without a representation: set `grammar` or `functions`.
     fn default() -> Self {
         Self {
-            data: "builtin:pagie1".into(),
+            data: super::defaults::EVOLVE_DATA.into(),
             target: None,
-            test_fraction: 0.0,
+            test_fraction: super::defaults::EVOLVE_TEST_FRACTION,
             validation_fraction: None,
             select: super::validation::Select::default(),
             grammar: None,
@@ -219,22 +205,13 @@ impl Default for EvolveSettings {
             map: crate::genome::MapConfig::default(),
             init: crate::genome::InitConfig::default(),
             vary: crate::genome::vary::GeVaryConfig::default(),
-            genome_capacity: 512,
+            genome_capacity: super::defaults::GE.genome_capacity,
             regression: RegressionConfig::default(),
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
         }
     }
-}
-
-/// The result of a run, ready to print and to write as the JSON report.
-pub struct EvolveResult {
-    /// The JSON report (`settings`, `generations`, `best`, `train`, `test`, `model`, `timing`,
-    /// `version`).
-    pub report: serde_json::Value,
-    /// Lines to print for a person.
-    pub summary: String,
 }
 
 /// The training and test data of `settings` (the test part is `None` without a test set).
@@ -252,23 +229,21 @@ impl EvolveSettings {
     /// `grove evolve`'s defaults with no flags on the CPU (no representation: set `grammar` or
     /// `functions`); a run on a GPU fits constants by default ([`default_fit`]).
     pub fn cli_default() -> Self {
-        let mut s = Self {
-            engine: crate::evolve::EngineConfig {
-                pop_size: 3000,
-                generations: 100,
-                seed: 1,
-                tournament: 3,
-                elite: 1,
-                max_len: 128,
-                constants: default_fit(false),
-                ..Default::default()
-            },
+        let ge = super::defaults::GE.configs();
+        Self {
+            engine: super::defaults::EVOLVE.config(default_fit(false)),
+            map: ge.map,
+            init: ge.init,
+            vary: ge.vary,
+            genome_capacity: ge.genome_capacity,
             ..Self::default()
-        };
-        s.map.max_depth = 17;
-        s.init.max_depth = 8;
-        s.vary.mutation = 0.02;
-        s
+        }
+    }
+
+    /// What the search takes from these settings.
+    pub fn search_settings(&self) -> super::search::SearchSettings<'_> {
+        let ge = super::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        super::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
     }
 
     /// Checks values the types allow but a run cannot use; each message names the flag and
@@ -292,42 +267,6 @@ impl EvolveSettings {
     }
 }
 
-/// Checks the engine's settings (shared by every task).
-pub fn check_engine(e: &crate::evolve::EngineConfig) -> anyhow::Result<()> {
-    use anyhow::ensure;
-    ensure!(e.pop_size >= 2, "--pop (engine.pop_size) must be at least 2, got {}", e.pop_size);
-    ensure!(e.tournament >= 1, "--tournament (engine.tournament) must be at least 1");
-    ensure!(e.elite <= e.pop_size, "--elite (engine.elite) must be at most the population, got {}", e.elite);
-    ensure!((1..=65535).contains(&e.max_len), "--max-len (engine.max_len) must be in 1..=65535, got {}", e.max_len);
-    ensure!(
-        (1.0..=2.0).contains(&e.size_pressure),
-        "--size-pressure (engine.size_pressure) must be in [1, 2], got {}",
-        e.size_pressure
-    );
-    e.constants.check()
-}
-
-/// Checks GE's variation probabilities.
-pub fn check_ge(v: &crate::genome::vary::GeVaryConfig) -> anyhow::Result<()> {
-    anyhow::ensure!((0.0..=1.0).contains(&v.crossover), "--crossover (vary.crossover) must be a probability, got {}", v.crossover);
-    anyhow::ensure!((0.0..=1.0).contains(&v.mutation), "--mutation (vary.mutation) must be a probability, got {}", v.mutation);
-    Ok(())
-}
-
-/// The hall of fame's Pareto front as rows, for a task without validation rows; `render` gives
-/// a tree's (infix, LaTeX, sympy) and `parsimony` is taken off each fitness to give the loss.
-/// No row is marked selected. (Regression and classification score the front on their
-/// validation rows instead: [`super::validation::front_rows`].)
-pub fn fame_rows(
-    hof: &crate::evolve::hof::HallOfFame,
-    parsimony: f64,
-    render: impl Fn(&[Node]) -> anyhow::Result<(String, String, String)>,
-) -> anyhow::Result<Vec<super::run::FameRow>> {
-    let front = hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
-    let cands: Vec<_> = front.iter().map(|(n, _, loss)| super::validation::Candidate { size: *n, loss: *loss, validation: None }).collect();
-    super::validation::front_rows(&front, &cands, None, render)
-}
-
 /// A program as `a·f + b` in infix, LaTeX and sympy text (just `f` when `(a, b)` is `(1, 0)`).
 fn scaled_texts(nodes: &[Node], names: &[String], (a, b): (f64, f64)) -> (String, String, String) {
     use crate::program::render::{Style, number, render};
@@ -343,65 +282,6 @@ fn scaled_texts(nodes: &[Node], names: &[String], (a, b): (f64, f64)) -> (String
         }
     };
     (wrap(Style::Infix), wrap(Style::Latex), wrap(Style::Sympy))
-}
-
-/// The generations of a run as the report holds them (`median_sizes` by generation).
-pub fn generations_json(history: &[crate::evolve::GenerationStats], median_sizes: &[f64]) -> Vec<serde_json::Value> {
-    history
-        .iter()
-        .map(|s| {
-            serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
-                "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
-                "median_size": median_sizes.get(s.generation).copied().map(crate::report::num),
-                "invalid": s.invalid, "seconds": s.seconds})
-        })
-        .collect()
-}
-
-/// The devices of a run: the backend's description, and how many more GPUs its islands used.
-pub fn describe_devices(backend: &crate::backend::Backend, more: &[crate::backend::Backend]) -> String {
-    match more.len() {
-        0 => backend.describe(),
-        n => format!("{} and {n} more GPU{}", backend.describe(), if n == 1 { "" } else { "s" }),
-    }
-}
-
-/// Adds each island's statistics to the report's generations, when the run had several
-/// islands: `islands`, one entry per island (`best`, `mean`, `mean_size`, `invalid`; with
-/// `returns`, a control run's `best_return` and `mean_return` instead of the fitness).
-pub fn add_island_stats(generations: &mut [serde_json::Value], island_history: &[Vec<crate::evolve::GenerationStats>], returns: bool) {
-    use crate::report::num;
-    for (g, each) in generations.iter_mut().zip(island_history) {
-        g["islands"] = each
-            .iter()
-            .map(|s| {
-                if returns {
-                    serde_json::json!({"best_return": num(-s.best), "mean_return": num(-s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
-                } else {
-                    serde_json::json!({"best": num(s.best), "mean": num(s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
-                }
-            })
-            .collect();
-    }
-}
-
-/// The summary's line about islands (none for one island): how many, of what size, how they
-/// migrated, and each island's best in the last generation (a return, with `returns`).
-pub fn islands_summary(
-    islands: &crate::evolve::IslandConfig,
-    pop: usize,
-    island_history: &[Vec<crate::evolve::GenerationStats>],
-    returns: bool,
-) -> Option<String> {
-    let last = island_history.last()?;
-    let bests: Vec<String> = last.iter().map(|s| if returns { format!("{:.2}", -s.best) } else { format!("{:.4e}", s.best) }).collect();
-    let migration = if islands.migrants == 0 {
-        "no migration".to_string()
-    } else {
-        format!("{} migrants every {} generations", islands.migrants, islands.migrate_every)
-    };
-    let what = if returns { "best returns" } else { "best" };
-    Some(format!("islands       {} × {pop}, {migration}; {what} {}\n", islands.count, bests.join(" ")))
 }
 
 /// Loads the data, builds the representation, evolves and scores the best program.
@@ -493,16 +373,11 @@ pub struct Searched {
 /// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
 /// validation rows): no choosing, no scoring.
 pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend, opts: &super::run::RunOptions) -> anyhow::Result<Searched> {
-    use anyhow::{Context, bail};
-
-    use crate::evolve::{GrammarRep, Representation, run_islands};
-    use crate::grammar::{self, DatasetShape};
+    use anyhow::bail;
 
     let start = std::time::Instant::now();
     check_scaling(&settings.regression)?;
-    if settings.engine.bloat != crate::select::Bloat::None && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
-        eprintln!("note: --bloat keeps selection and variation on the CPU (the device loop has plain tournaments only); evaluation stays on the GPU");
-    }
+    super::search::note_bloat(&settings.engine, backend, opts.quiet);
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
     let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
     let tasks = std::iter::once(backend)
@@ -511,34 +386,16 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
         .collect::<anyhow::Result<Vec<_>>>()?;
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
-    let experiment = super::experiment::Experiment::Evolve(settings.clone());
-    let mut observer = super::run::RunObserver::new(&experiment, opts, rows.n_rows)?;
-    let resume = observer.resume()?;
-    let outcome = match (&settings.grammar, &settings.functions) {
-        (Some(path), None) => {
-            let shape = DatasetShape { n_vars: Some(rows.n_features as u32), n_is: Some(rows.n_features as u32), n_os: Some(1) };
-            let loaded = grammar::load_spec(path, &shape)?;
-            let vars = grammar::template::Vars { names: rows.names.clone(), n_outputs: 0 };
-            let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
-                .with_context(|| format!("{} cannot be used for evaluation", grammar::spec_name(path)))?;
-            let rep = GrammarRep {
-                table: &loaded.table,
-                templates: &templates,
-                map: settings.map,
-                init: settings.init,
-                vary: settings.vary,
-                genome_capacity: settings.genome_capacity,
-            };
-            run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
-        }
-        (None, Some(functions)) => {
-            let rep = settings.trees.rep(functions, rows.n_features, settings.engine.max_len)?;
-            run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
-        }
-        _ => bail!("give either --grammar FILE or --functions LIST"),
+    let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, rows.n_rows)?;
+    let trees = |functions: &str| settings.trees.rep(functions, rows.n_features, settings.engine.max_len);
+    let programs = super::search::Programs {
+        names: &rows.names,
+        n_outputs: 0,
+        purpose: "for evaluation".into(),
+        check: &super::search::any_grammar,
+        trees: &trees,
     };
-    observer.finish();
-    let outcome = outcome.map_err(|e| observer.explain(e))?;
+    let outcome = super::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
     if outcome.best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or evaluate");
     }
@@ -564,7 +421,7 @@ pub fn finish(
     test: Option<&Dataset>,
     _backend: &crate::backend::Backend,
 ) -> anyhow::Result<EvolveResult> {
-    use super::validation::{Candidate, decide, front_rows, selection_json};
+    use super::validation::{Candidate, chosen_program, decide, front_rows, selection_json};
 
     let start = std::time::Instant::now();
     let outcome = &searched.outcome;
@@ -583,15 +440,7 @@ pub fn finish(
     }
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
     let decision = decide(plan, &cands, best_at);
-    let best = match decision.member.filter(|_| !decision.is_best) {
-        Some(i) => {
-            let e = front[i].1;
-            // A GE genome is kept for the run's best only; the hall of fame keeps trees.
-            let genome = if e.nodes == outcome.best.nodes { outcome.best.genome.clone() } else { None };
-            crate::evolve::Best { fitness: e.fitness, nodes: e.nodes.clone(), generation: e.generation, genome }
-        }
-        None => outcome.best.clone(),
-    };
+    let best = chosen_program(&front, &decision, outcome);
     let (a, b) = match decision.member {
         Some(i) => scales[i],
         None => scaling(&best.nodes, rows, linear)?,
@@ -660,11 +509,6 @@ pub fn finish(
         summary += &line;
     }
     summary += &format!("time          {seconds:.2} s on {device}");
-    if let Some(t) = &outcome.transfers {
-        summary += &format!(
-            "\ndevice loop   {} generations on the GPU; {} bytes of population copied to the host between them",
-            t.generations, t.population_bytes_between_generations
-        );
-    }
+    summary += &device_loop_line(outcome);
     Ok(EvolveResult { report, summary })
 }

@@ -11,9 +11,10 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::experiment::Experiment;
+use super::search::EvolveResult;
 use crate::evolve::checkpoint::{Saved, SavedNode, decode_nodes, encode_nodes};
 use crate::evolve::hof::{Entry, HallOfFame};
-use crate::evolve::{Best, GenerationStats, Observer, Snapshot};
+use crate::evolve::{Best, EngineConfig, GenerationStats, IslandConfig, Observer, Snapshot};
 use crate::program::tree::Population;
 
 /// How a run is carried out (none of it changes the result).
@@ -25,6 +26,9 @@ pub struct RunOptions {
     pub verbose: bool,
     /// Write checkpoints here.
     pub checkpoint: Option<PathBuf>,
+    /// The run's experiment, which checkpoints save (the runner sets it: [`run_experiment`];
+    /// a task never builds one).
+    pub experiment: Option<Experiment>,
     /// Every this many generations (and on a stop).
     pub checkpoint_every: usize,
     /// Continue from this checkpoint.
@@ -160,26 +164,25 @@ pub struct RunObserver<'a> {
     /// Median size of the valid programs of each generation (0 where none was valid).
     pub median_sizes: Vec<f64>,
     opts: &'a RunOptions,
-    experiment: &'a Experiment,
     verbose: bool,
 }
 
 impl<'a> RunObserver<'a> {
-    /// An observer for a run of `experiment` scoring each program on `points` data points.
-    pub fn new(experiment: &'a Experiment, opts: &'a RunOptions, points: usize) -> Result<Self> {
-        Self::counting(experiment, opts, Work::Nodes { points: points as f64 })
+    /// An observer for a run of `engine` on `islands` scoring each program on `points` data
+    /// points.
+    pub fn new(engine: &EngineConfig, islands: &IslandConfig, opts: &'a RunOptions, points: usize) -> Result<Self> {
+        Self::counting(engine, islands, opts, Work::Nodes { points: points as f64 })
     }
 
-    /// An observer for a control run of `experiment`, whose progress counts the env steps of
+    /// An observer for a control run of `engine` on `islands`, whose progress counts the env steps of
     /// `played` (env steps, seconds of roll-outs: the task's counter, which a resumed run starts
     /// from the checkpoint's [`Checkpoint::env_steps`]) and shows returns, and whose checkpoints
     /// save that counter.
-    pub fn for_control(experiment: &'a Experiment, opts: &'a RunOptions, played: &'a std::sync::Mutex<(u64, f64)>) -> Result<Self> {
-        Self::counting(experiment, opts, Work::EnvSteps(played))
+    pub fn for_control(engine: &EngineConfig, islands: &IslandConfig, opts: &'a RunOptions, played: &'a std::sync::Mutex<(u64, f64)>) -> Result<Self> {
+        Self::counting(engine, islands, opts, Work::EnvSteps(played))
     }
 
-    fn counting(experiment: &'a Experiment, opts: &'a RunOptions, work: Work<'a>) -> Result<Self> {
-        let engine = experiment.engine();
+    fn counting(engine: &EngineConfig, islands: &IslandConfig, opts: &'a RunOptions, work: Work<'a>) -> Result<Self> {
         let (hof, evals, median_sizes) = match &opts.resume {
             Some(c) => (c.hall_of_fame()?, c.node_evaluations, c.median_sizes.clone()),
             None => (HallOfFame::default(), 0.0, Vec::new()),
@@ -192,12 +195,11 @@ impl<'a> RunObserver<'a> {
             progress,
             evals,
             work,
-            pop_size: engine.pop_size * experiment.islands().count.max(1),
+            pop_size: engine.pop_size * islands.count.max(1),
             island_stats: Vec::new(),
             hof,
             median_sizes,
             opts,
-            experiment,
             verbose: opts.verbose && !opts.quiet,
         })
     }
@@ -322,10 +324,11 @@ impl Observer for RunObserver<'_> {
 
     fn snapshot(&mut self, state: &Snapshot<'_>) -> Result<()> {
         let Some(path) = &self.opts.checkpoint else { return Ok(()) };
+        let experiment = self.opts.experiment.clone().context("a checkpoint saves the run's experiment: set RunOptions::experiment")?;
         let c = Checkpoint {
             grove_checkpoint: 1,
             version: env!("CARGO_PKG_VERSION").into(),
-            experiment: self.experiment.clone(),
+            experiment,
             state: Saved::of(state),
             hall_of_fame: self
                 .hof
@@ -375,8 +378,10 @@ pub fn on_threads<T: Send>(threads: Option<usize>, run: impl FnOnce() -> Result<
 }
 
 /// Runs an experiment (evolve, classify or control) as `opts` says, on `threads` worker
-/// threads: the library's run of `grove evolve`, `grove classify` and `grove run`.
-pub fn run_experiment(exp: &Experiment, opts: &RunOptions, threads: Option<usize>) -> Result<super::regression::EvolveResult> {
+/// threads: the library's run of `grove evolve`, `grove classify` and `grove run`. Checkpoints
+/// save `exp` (`opts.experiment` is set to it).
+pub fn run_experiment(exp: &Experiment, opts: &RunOptions, threads: Option<usize>) -> Result<EvolveResult> {
+    let opts = &RunOptions { experiment: Some(exp.clone()), ..opts.clone() };
     on_threads(threads, || match exp {
         Experiment::Evolve(s) => super::regression::evolve_with(s, opts),
         Experiment::Classify(s) => super::classify::classify_with(s, opts),

@@ -196,6 +196,19 @@ pub struct Decision {
     pub why: String,
 }
 
+/// The program a decision returns: the chosen front member (with the run's GE genome when it
+/// is the run's best; the hall of fame keeps trees only), or the run's best.
+pub fn chosen_program(front: &[(usize, &crate::evolve::hof::Entry, f64)], decision: &Decision, outcome: &crate::evolve::Outcome) -> crate::evolve::Best {
+    match decision.member.filter(|_| !decision.is_best) {
+        Some(i) => {
+            let e = front[i].1;
+            let genome = if e.nodes == outcome.best.nodes { outcome.best.genome.clone() } else { None };
+            crate::evolve::Best { fitness: e.fitness, nodes: e.nodes.clone(), generation: e.generation, genome }
+        }
+        None => outcome.best.clone(),
+    }
+}
+
 /// Applies `plan`'s rule to `front`; `best_at` is the front member equal to the run's best,
 /// if any. Falls back to the run's best when the rule finds nothing (`train`, or no finite
 /// validation loss), saying why.

@@ -1,0 +1,111 @@
+//! `grove classify`: a classifier (one output per class, argmax) for a labelled data set.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::args::{ChoiceArgs, EngineArgs, EngineHelp, FitArgs, GeArgs, IslandArgs, RunFlags};
+use crate::task::classify::{ClassFitness, ClassifySettings, default_fit};
+use crate::task::defaults;
+use crate::task::experiment::Experiment;
+use crate::task::search::ClassTreeSettings;
+
+/// The engine group's defaults and help in `grove classify`.
+#[derive(Debug)]
+pub struct Classify;
+
+impl EngineHelp for Classify {
+    const DEFAULTS: defaults::EngineDefaults = defaults::CLASSIFY;
+    const SEED: &'static str = "Random seed (of evolution and of the train/test split)";
+}
+
+/// `grove classify`.
+#[derive(Debug, Args)]
+pub struct ClassifyArgs {
+    /// Data: `builtin:NAME` (iris, wine, breast_cancer, digits) or a CSV / tab-separated file
+    /// with a header and a column of class labels (integers or names).
+    #[arg(long, default_value = defaults::CLASSIFY_DATA)]
+    pub data: String,
+    /// The class label column (default: the last column).
+    #[arg(long)]
+    pub label: Option<String>,
+    /// Grammar for grammatical evolution (with `out(K, EXPR)` output nodes, e.g.
+    /// grammars/classify.bnf).
+    #[arg(long, short, conflicts_with = "functions")]
+    pub grammar: Option<PathBuf>,
+    /// Function set for tree GP with random output nodes (the default without --grammar).
+    #[arg(long, default_value = defaults::FUNCTIONS)]
+    pub functions: String,
+    /// Population, generations, seed, selection, program length, device.
+    #[command(flatten)]
+    pub engine: EngineArgs<Classify>,
+    /// Fraction of each class held out for testing (stratified split).
+    #[arg(long, default_value_t = defaults::CLASSIFY_TEST_FRACTION)]
+    pub test_fraction: f64,
+    /// What evolution minimises.
+    #[arg(long, value_enum, default_value_t = ClassFitness::default())]
+    pub fitness: ClassFitness,
+    /// Two classes only: one output, class 1 (the second in sorted order) where it is positive.
+    #[arg(long)]
+    pub binary: bool,
+    /// Do not standardise the features (by default each is shifted and scaled by the training
+    /// rows' mean and standard deviation, and the saved model repeats it).
+    #[arg(long)]
+    pub no_standardize: bool,
+    /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
+    #[arg(long, default_value_t = defaults::CLASSIFY_P_OUT)]
+    pub p_out: f32,
+    /// Constant fitting.
+    #[command(flatten)]
+    pub fitting: FitArgs,
+    /// Choosing the returned program, bloat control.
+    #[command(flatten)]
+    pub choice: ChoiceArgs,
+    /// Grammatical evolution settings.
+    #[command(flatten)]
+    pub ge: GeArgs,
+    /// Islands and migration.
+    #[command(flatten)]
+    pub islands: IslandArgs,
+    /// Results and how to run.
+    #[command(flatten)]
+    pub run: RunFlags,
+}
+
+impl ClassifyArgs {
+    /// The run's settings (as stored in the report).
+    pub fn settings(&self) -> Result<ClassifySettings> {
+        let ge = self.ge.configs();
+        let e = &self.engine;
+        let s = ClassifySettings {
+            data: self.data.clone(),
+            label: self.label.clone(),
+            test_fraction: self.test_fraction,
+            validation_fraction: self.choice.validation_fraction,
+            select: self.choice.select,
+            standardize: !self.no_standardize,
+            grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
+            functions: if self.grammar.is_some() { None } else { Some(self.functions.clone()) },
+            engine: e.config(&defaults::CLASSIFY, Some(&self.choice), self.fitting.config(e.device, default_fit)),
+            map: ge.map,
+            init: ge.init,
+            vary: ge.vary,
+            genome_capacity: ge.genome_capacity,
+            fitness: self.fitness,
+            binary: self.binary,
+            parsimony: e.parsimony,
+            trees: ClassTreeSettings { p_out: self.p_out, ..Default::default() },
+            device: e.device,
+            islands: self.islands.config(),
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
+/// Runs `grove classify`.
+pub fn classify(args: &ClassifyArgs) -> Result<ExitCode> {
+    super::run::run_experiment(Experiment::Classify(args.settings()?), &args.run, None)
+}

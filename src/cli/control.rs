@@ -1,0 +1,138 @@
+//! `grove control`: a control policy (one output per actuator, actions = tanh) for a simulated
+//! robot. Its population, generations and episodes default to the device's, so the device is
+//! opened before the settings are made.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use super::args::{EngineArgs, EngineHelp, GeArgs, IslandArgs, RunFlags};
+use crate::task::control::ControlSettings;
+use crate::task::defaults::{self, CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES};
+use crate::task::experiment::Experiment;
+use crate::task::run::RunOptions;
+use crate::task::search::ClassTreeSettings;
+
+/// The engine group's defaults and help in `grove control`.
+#[derive(Debug)]
+pub struct Control;
+
+impl EngineHelp for Control {
+    const DEFAULTS: defaults::EngineDefaults = CONTROL_CPU;
+    const BY_DEVICE: bool = true;
+    fn pop() -> String {
+        format!("Population size [default: {} on the CPU, {} on a GPU]", CONTROL_CPU.pop, CONTROL_GPU.pop)
+    }
+    fn gens() -> String {
+        format!("Generations [default: {} on the CPU, {} on a GPU]", CONTROL_CPU.gens, CONTROL_GPU.gens)
+    }
+    const SEED: &'static str = "Random seed (of evolution and of the reset noise)";
+    const PARSIMONY: &'static str = "Fitness penalty per program node (fitness is minus the mean return)";
+    const DEVICE: &'static str = "Where to run the roll-outs: auto (CUDA if usable, else CPU), cpu, cuda";
+}
+
+/// `grove control`.
+#[derive(Debug, Args)]
+pub struct ControlArgs {
+    /// Environment: swimmer, hopper, walker2d, half_cheetah, or a path to an environment .ron file.
+    #[arg(long)]
+    pub env: String,
+    /// Profile: brax (the default of the shipped envs) or gymnasium.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Grammar for grammatical evolution, with one `out(K, EXPR)` per actuator (e.g.
+    /// grammars/swimmer.bnf; observations are x[:, i] or their names, q_JOINT, v_JOINT, z_BODY).
+    #[arg(long, short, conflicts_with = "functions")]
+    pub grammar: Option<PathBuf>,
+    /// Function set for tree GP with output nodes (the default without --grammar).
+    #[arg(long, default_value = defaults::FUNCTIONS)]
+    pub functions: String,
+    /// Population, generations, seed, selection, program length, device.
+    #[command(flatten)]
+    pub engine: EngineArgs<Control>,
+    /// Roll-outs per individual, from different reset noise; fitness is the mean return.
+    #[arg(long, help = format!(
+        "Roll-outs per individual, from different reset noise; fitness is the mean return [default: {CONTROL_CPU_EPISODES} on the CPU, {CONTROL_GPU_EPISODES} on a GPU]"
+    ))]
+    pub episodes: Option<usize>,
+    /// Control steps per episode (default: the environment's, 1000).
+    #[arg(long)]
+    pub episode_steps: Option<usize>,
+    /// Fresh episodes the best policy is scored on at the end (on the CPU).
+    #[arg(long, default_value_t = defaults::CONTROL_TEST_EPISODES)]
+    pub test_episodes: usize,
+    /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
+    #[arg(long, default_value_t = defaults::CONTROL_P_OUT)]
+    pub p_out: f32,
+    /// Training only: healthy (alive) reward per step instead of the environment's. Default: 0
+    /// for environments that end when the robot falls (Hopper, Walker2d, whose own bonus of 1
+    /// makes standing still a local optimum; ARS trains the same way), the env's otherwise.
+    /// Reported returns always use the env's reward; `--healthy-reward 1` trains on it.
+    #[arg(long)]
+    pub healthy_reward: Option<f64>,
+    /// Every generation plays fresh starts (new reset noise each generation, the same for the
+    /// whole population) instead of the same `--episodes` starts throughout, which policies can
+    /// come to fit.
+    #[arg(long)]
+    pub fresh_starts: bool,
+    /// Episodes on which the reported policy is chosen, by the env's own return, among the
+    /// run's best and the last population's fittest distinct programs (16 in all); 0: the
+    /// run's best by training fitness.
+    #[arg(long, default_value_t = defaults::CONTROL_VALIDATION_EPISODES)]
+    pub validation_episodes: usize,
+    /// Grammatical evolution settings.
+    #[command(flatten)]
+    pub ge: GeArgs,
+    /// Islands and migration.
+    #[command(flatten)]
+    pub islands: IslandArgs,
+    /// Results (the report's policy is what `grove rollout --policy` replays) and how to run.
+    #[command(flatten)]
+    pub run: RunFlags,
+}
+
+impl ControlArgs {
+    /// The run's settings (as stored in the report), with the defaults of `on_gpu`'s device.
+    pub fn settings(&self, on_gpu: bool) -> Result<ControlSettings> {
+        let (d, episodes) = if on_gpu { (CONTROL_GPU, CONTROL_GPU_EPISODES) } else { (CONTROL_CPU, CONTROL_CPU_EPISODES) };
+        let ge = self.ge.configs();
+        let base = ControlSettings::default();
+        let e = &self.engine;
+        let s = ControlSettings {
+            env: self.env.clone(),
+            profile: self.profile.clone(),
+            grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
+            functions: if self.grammar.is_some() { None } else { Some(self.functions.clone()) },
+            engine: e.config(&d, None, base.engine.constants),
+            map: ge.map,
+            init: ge.init,
+            vary: ge.vary,
+            genome_capacity: ge.genome_capacity,
+            episodes: self.episodes.unwrap_or(episodes),
+            episode_steps: self.episode_steps,
+            test_episodes: self.test_episodes.max(1),
+            parsimony: e.parsimony,
+            healthy_reward: self.healthy_reward,
+            fresh_starts: self.fresh_starts,
+            validation_episodes: self.validation_episodes,
+            trees: ClassTreeSettings { p_out: self.p_out, ..base.trees },
+            device: e.device,
+            islands: self.islands.config(),
+        };
+        s.check()?;
+        Ok(s)
+    }
+}
+
+/// `grove control`: opens the device first (its defaults depend on it), then runs as every
+/// command that evolves does ([`super::run::run_experiment`]), on that device.
+pub fn control(args: &ControlArgs) -> Result<ExitCode> {
+    use crate::task::control::{control_with, open_on};
+    let backend = open_on(&args.env, args.profile.as_deref(), args.engine.device, &args.islands.gpus, args.run.quiet)?;
+    let settings = args.settings(matches!(backend, crate::backend::Backend::Cuda(_)))?;
+    let opts = RunOptions { experiment: Some(Experiment::Control(settings.clone())), ..super::run::run_options(&args.run, None)? };
+    let result = crate::task::run::on_threads(args.run.threads, || control_with(&settings, &backend, &opts))?;
+    super::run::finish_run(&result, &args.run)
+}

@@ -1,0 +1,239 @@
+//! `grove run` (experiment files, `--from` a report, `--resume` a checkpoint), `grove plot`,
+//! `grove export` and `grove render`, and how every command that evolves runs: options from the
+//! shared flags, Ctrl-C, the files written and the summary printed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use super::args::RunFlags;
+use crate::task::experiment::Experiment;
+use crate::task::run::{Checkpoint, RunOptions};
+use crate::task::search::EvolveResult;
+
+/// `grove run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// An experiment file (RON), e.g. examples/w1-pagie1.ron.
+    #[arg(value_name = "FILE", conflicts_with_all = ["from", "resume"])]
+    pub file: Option<PathBuf>,
+    /// Repeat the run of this report (its command and complete settings).
+    #[arg(long, value_name = "REPORT", conflicts_with = "resume")]
+    pub from: Option<PathBuf>,
+    /// Continue the run saved in this checkpoint (and keep saving to it).
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub resume: Option<PathBuf>,
+    /// Override the population size (engine.pop_size).
+    #[arg(long)]
+    pub pop: Option<usize>,
+    /// Override the generations (engine.generations); with --resume, run longer or shorter.
+    #[arg(long)]
+    pub gens: Option<usize>,
+    /// Override the seed (engine.seed).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Override the data (data).
+    #[arg(long)]
+    pub data: Option<String>,
+    /// Override where to evaluate (device): auto, cpu, cuda.
+    #[arg(long, value_enum)]
+    pub device: Option<crate::backend::DeviceChoice>,
+    /// Override the number of islands (islands.count); a checkpoint resumes only on its own.
+    #[arg(long, value_name = "N")]
+    pub islands: Option<usize>,
+    /// Override the GPUs the islands use (islands.gpus: all, N or a list); with --resume too.
+    #[arg(long, value_name = "all|N|LIST")]
+    pub gpus: Option<crate::evolve::islands::Gpus>,
+    /// Set any field of the settings: `--set engine.tournament=7` (the value is read as JSON,
+    /// else as text). May be repeated.
+    #[arg(long = "set", value_name = "FIELD=VALUE")]
+    pub set: Vec<String>,
+    /// Results and how to run.
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+/// `grove plot`.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// A JSON report written with --report.
+    pub report: PathBuf,
+    /// Directory for the plots.
+    #[arg(long, default_value = "plots")]
+    pub out: PathBuf,
+}
+
+/// `grove export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// A JSON report written by `grove evolve`, `classify` or `run` with --report.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The language.
+    #[arg(long, value_enum)]
+    pub lang: crate::program::export::Lang,
+    /// Write the source here instead of standard output.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `grove render`.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Environment: a shipped one (swimmer, hopper, walker2d, half_cheetah) or a .ron file
+    /// (default with --policy: the policy's).
+    #[arg(long)]
+    pub env: Option<String>,
+    /// Profile: brax (the default) or gymnasium (default with --policy: the policy's).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Actions from an evolved policy: a report of `grove control` (played in f32, as
+    /// trained: the episode `grove rollout --policy` replays).
+    #[arg(long, value_name = "REPORT", conflicts_with = "actions")]
+    pub policy: Option<PathBuf>,
+    /// Actions from a CSV file, one row per control step (default: zeros).
+    #[arg(long, value_name = "FILE")]
+    pub actions: Option<PathBuf>,
+    /// The picture: .svg or .png (a strip of frames) or .gif (an animation).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Control steps (default: the action file's rows, else the episode length).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Frames in a strip.
+    #[arg(long, default_value_t = 8)]
+    pub frames: usize,
+    /// An animation shows every N-th control step.
+    #[arg(long, default_value_t = 2)]
+    pub every: usize,
+    /// Reset-noise seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Start at the rest pose instead of adding reset noise.
+    #[arg(long)]
+    pub no_noise: bool,
+}
+
+/// Runs an experiment on the requested threads (Ctrl-C saves a checkpoint and stops when
+/// checkpoints are on), then writes the report, hall of fame and plots and prints the summary.
+pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<ExitCode> {
+    let opts = run_options(flags, resume)?;
+    let result = crate::task::run::run_experiment(&exp, &opts, flags.threads)?;
+    finish_run(&result, flags)
+}
+
+/// How a run goes as `flags` say: quiet or verbose, checkpoints (into the resumed checkpoint's
+/// file and at its interval unless the flags say otherwise), and with checkpoints a Ctrl-C
+/// that saves one and stops. The experiment is left for the runner to set.
+pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<RunOptions> {
+    let every = flags.checkpoint_every.or(resume.as_ref().map(|r| r.1.checkpoint_every)).unwrap_or(10);
+    anyhow::ensure!(every >= 1, "--checkpoint-every must be at least 1");
+    let checkpoint = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
+    let stop = match &checkpoint {
+        Some(_) => Some(ctrl_c_flag()?),
+        None => None,
+    };
+    Ok(RunOptions {
+        quiet: flags.quiet,
+        verbose: flags.verbose,
+        checkpoint,
+        experiment: None,
+        checkpoint_every: every,
+        resume: resume.map(|r| r.1),
+        stop,
+    })
+}
+
+/// Writes the report, hall of fame and plots `flags` ask for and prints the summary and the
+/// files written.
+pub fn finish_run(result: &EvolveResult, flags: &RunFlags) -> Result<ExitCode> {
+    use crate::task::run::Outputs;
+    let outputs = Outputs { report: flags.report.clone(), hall_of_fame: flags.hall_of_fame.clone(), plots: flags.plots.clone() };
+    let written = crate::task::run::write_outputs(&result.report, &outputs)?;
+    println!("{}", result.summary);
+    for (what, path) in written {
+        println!("{what:<13} {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A flag Ctrl-C sets: the run saves a checkpoint and stops between generations. A second
+/// Ctrl-C quits at once (exit status 130). The handler is installed once per process; later
+/// calls get the same flag, cleared.
+fn ctrl_c_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, OnceLock};
+    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+    if let Some(f) = FLAG.get() {
+        f.store(false, Ordering::SeqCst);
+        return Ok(f.clone());
+    }
+    let flag = Arc::new(AtomicBool::new(false));
+    let f = flag.clone();
+    ctrlc::set_handler(move || {
+        if f.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\nstopping after this generation to save a checkpoint (Ctrl-C again quits at once)");
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    Ok(FLAG.get_or_init(|| flag).clone())
+}
+
+/// Runs `grove run`.
+pub fn run(args: &RunArgs) -> Result<ExitCode> {
+    use crate::task::experiment::{Overrides, from_source, resume};
+    let overrides = Overrides {
+        pop: args.pop,
+        gens: args.gens,
+        seed: args.seed,
+        data: args.data.clone(),
+        device: args.device,
+        islands: args.islands,
+        gpus: args.gpus.clone(),
+        set: args.set.clone(),
+    };
+    if let Some(path) = &args.resume {
+        let (exp, c) = resume(path, &overrides)?;
+        return run_experiment(exp, &args.flags, Some((path.clone(), c)));
+    }
+    let exp = from_source(args.file.as_deref(), args.from.as_deref(), &overrides)?;
+    run_experiment(exp, &args.flags, None)
+}
+
+/// Runs `grove export`.
+pub fn export(args: &ExportArgs) -> Result<ExitCode> {
+    let src = crate::task::tools::export(&args.model, args.lang)?;
+    match &args.out {
+        Some(p) => std::fs::write(p, src).with_context(|| format!("cannot write {}", p.display()))?,
+        None => print!("{src}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `grove render`.
+pub fn render(args: &RenderArgs) -> Result<ExitCode> {
+    let line = crate::task::tools::render(&crate::task::tools::RenderSettings {
+        env: args.env.clone(),
+        profile: args.profile.clone(),
+        policy: args.policy.clone(),
+        actions: args.actions.clone(),
+        out: args.out.clone(),
+        steps: args.steps,
+        frames: args.frames,
+        every: args.every,
+        seed: (!args.no_noise).then_some(args.seed),
+    })?;
+    println!("{line}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `grove plot`.
+pub fn plot(args: &PlotArgs) -> Result<ExitCode> {
+    for p in crate::task::tools::plot(&args.report, &args.out)? {
+        println!("{}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,208 @@
+//! The commands around runs: `grove check` (a grammar), `grove map` (genomes to programs),
+//! `grove predict` (a saved model on new rows) and `grove rollout` (a simulated episode).
+//! `grove bench` is defined beside the benchmarks, in `crate::bench`.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use super::args::CodonsArg;
+use crate::backend::DeviceChoice;
+use crate::genome::MapConfig;
+use crate::grammar::DatasetShape;
+use crate::task::tools::MapFormat;
+
+/// Options naming a grammar and the data-set shape its `GE_RANGE:dataset_*` productions need.
+#[derive(Debug, Args)]
+pub struct GrammarArgs {
+    /// Number of input variables, for `GE_RANGE:dataset_n_vars`.
+    #[arg(long, value_name = "N")]
+    pub n_vars: Option<u32>,
+    /// Number of inputs, for `GE_RANGE:dataset_n_is`.
+    #[arg(long, value_name = "N")]
+    pub n_inputs: Option<u32>,
+    /// Number of outputs, for `GE_RANGE:dataset_n_os`.
+    #[arg(long, value_name = "N")]
+    pub n_outputs: Option<u32>,
+}
+
+impl GrammarArgs {
+    fn shape(&self) -> DatasetShape {
+        DatasetShape { n_vars: self.n_vars, n_is: self.n_inputs, n_os: self.n_outputs }
+    }
+}
+
+/// `grove check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The grammar file (`.bnf`, or `.pybnf` for Python-indented output).
+    pub grammar: PathBuf,
+    /// Data-set shape for `GE_RANGE:dataset_*`.
+    #[command(flatten)]
+    pub shape: GrammarArgs,
+}
+
+/// `grove map`.
+#[derive(Debug, Args)]
+pub struct MapArgs {
+    /// The grammar file.
+    #[arg(long, short)]
+    pub grammar: PathBuf,
+    /// Extra passes over the genome when codons run out (PonyGE2's MAX_WRAPS).
+    #[arg(long, default_value_t = MapConfig::default().max_wraps)]
+    pub wraps: u32,
+    /// Codon use at rules with a single production.
+    #[arg(long, value_enum, default_value_t = CodonsArg::of(MapConfig::default().codons))]
+    pub codons: CodonsArg,
+    /// Largest tree depth (root = 1, leaf rows count); deeper trees are invalid.
+    #[arg(long)]
+    pub max_depth: Option<u32>,
+    /// Largest node count; larger trees are invalid.
+    #[arg(long)]
+    pub max_nodes: Option<u32>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: MapFormat,
+    /// Where to map: cpu (default), cuda (batches of genomes on the GPU; the same output), or
+    /// auto (CUDA if usable, else CPU).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: DeviceChoice,
+    /// Data-set shape for `GE_RANGE:dataset_*`.
+    #[command(flatten)]
+    pub shape: GrammarArgs,
+}
+
+/// `grove predict`.
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    /// A JSON report written by `grove classify --report` or `grove evolve --report`.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// A CSV / tab-separated file with a header holding the model's feature columns (by name,
+    /// in any order; other columns are ignored).
+    #[arg(long)]
+    pub data: PathBuf,
+}
+
+/// `grove rollout`.
+#[derive(Debug, Args)]
+pub struct RolloutArgs {
+    /// Environment: a shipped one (swimmer, hopper, walker2d, half_cheetah) or a path to a .ron
+    /// file (default with --policy: the report's).
+    #[arg(long)]
+    pub env: Option<String>,
+    /// Profile: brax (the default of the shipped envs) or gymnasium (default with --policy: the
+    /// report's).
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Actions: CSV, one row per control step, one column per actuator (default: zeros).
+    #[arg(long, conflicts_with = "policy")]
+    pub actions: Option<PathBuf>,
+    /// A report written by `grove control --report`: its best policy chooses the actions
+    /// (actions = tanh of the program's outputs, as in training; the roll-out runs in f32).
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Write `step,q...,v...,reward,done` rows here (row 0 is the reset state; qpos and qvel in
+    /// MuJoCo's order).
+    #[arg(long)]
+    pub states: Option<PathBuf>,
+    /// Start at the rest pose instead of adding reset noise.
+    #[arg(long)]
+    pub no_noise: bool,
+    /// Reset-noise seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Control steps (default: the action file's rows, else the episode length).
+    #[arg(long)]
+    pub steps: Option<usize>,
+    /// Keep stepping after the episode terminates.
+    #[arg(long)]
+    pub ignore_termination: bool,
+    /// Step in f32 (what the GPU computes) instead of f64.
+    #[arg(long)]
+    pub f32: bool,
+    /// Cap on projected Gauss-Seidel sweeps per constraint solve (default: the env's).
+    #[arg(long)]
+    pub solver_iterations: Option<usize>,
+    /// Print the compiled model's constants as JSON and exit.
+    #[arg(long)]
+    pub print_model: bool,
+    /// Where to play: cpu, or cuda (the GPU's simulator and control kernels, in f32: the same
+    /// return as `--f32` on the CPU; no --states or --ignore-termination with fixed actions).
+    #[arg(long, value_enum, default_value = "cpu")]
+    pub device: DeviceChoice,
+}
+
+/// Runs `grove check`.
+pub fn check(args: &CheckArgs) -> Result<ExitCode> {
+    let report = crate::task::tools::check(&args.grammar, &args.shape.shape())?;
+    for d in &report.diagnostics {
+        eprintln!("{d}");
+    }
+    print!("{}", report.summary);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `grove map`: genomes from standard input, programs to standard output; fails when a
+/// genome did not map.
+pub fn map(args: &MapArgs) -> Result<ExitCode> {
+    let config = MapConfig {
+        max_wraps: args.wraps,
+        codons: args.codons.codons(),
+        max_depth: args.max_depth.unwrap_or(u32::MAX),
+        max_nodes: args.max_nodes.unwrap_or(u32::MAX),
+    };
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    let settings =
+        crate::task::tools::MapSettings { grammar: args.grammar.clone(), shape: args.shape.shape(), config, device: args.device, format: args.format };
+    let bad = crate::task::tools::map_stream(&settings, std::io::stdin().lock(), &mut out, |line| eprintln!("{line}"))?;
+    out.flush().context("cannot write standard output")?;
+    Ok(if bad > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Runs `grove predict`: one prediction per row on standard output, the score (when the data
+/// has the target) on standard error.
+pub fn predict(args: &PredictArgs) -> Result<ExitCode> {
+    let p = crate::task::tools::predict(&args.model, &args.data)?;
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    writeln!(out, "prediction")?;
+    for p in &p.predictions {
+        writeln!(out, "{p}")?;
+    }
+    out.flush().context("cannot write standard output")?;
+    if let Some(score) = p.score {
+        eprintln!("{score}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `grove rollout`.
+pub fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
+    let settings = crate::task::tools::RolloutSettings {
+        env: args.env.clone(),
+        profile: args.profile.clone(),
+        actions: args.actions.clone(),
+        policy: args.policy.clone(),
+        states: args.states.clone(),
+        seed: (!args.no_noise).then_some(args.seed),
+        steps: args.steps,
+        ignore_termination: args.ignore_termination,
+        f32: args.f32,
+        solver_iterations: args.solver_iterations,
+        device: match args.device {
+            DeviceChoice::Auto if args.device.has_gpu() && args.states.is_none() => DeviceChoice::Cuda,
+            DeviceChoice::Auto => DeviceChoice::Cpu,
+            d => d,
+        },
+    };
+    if args.print_model {
+        let (model, _) = crate::task::tools::rollout_model(&settings)?;
+        println!("{}", serde_json::to_string_pretty(&crate::sim::rollout::model_json(&model))?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}", crate::task::tools::rollout(&settings)?);
+    Ok(ExitCode::SUCCESS)
+}

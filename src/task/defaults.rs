@@ -1,0 +1,154 @@
+//! Every command's defaults, once: population, generations, seed, selection and length limit of
+//! `grove evolve`, `classify` and `control`, the settings of grammatical evolution they share,
+//! and the data, split and tree settings each starts from. The command line
+//! (`default_value_t = defaults::EVOLVE.pop`), the settings' `cli_default()` (what experiment
+//! files and reports are laid over) and the Python estimators (through `grove._grove`) all read
+//! them from here, so a change cannot leave numbers disagreeing.
+
+use crate::evolve::{ConstantFitting, EngineConfig};
+use crate::genome::vary::GeVaryConfig;
+use crate::genome::{Codons, InitConfig, InitMethod, MapConfig};
+
+/// The engine settings a command starts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineDefaults {
+    /// Population size.
+    pub pop: usize,
+    /// Generations.
+    pub gens: usize,
+    /// Random seed.
+    pub seed: u64,
+    /// Tournament size.
+    pub tournament: usize,
+    /// Best individuals copied unchanged to the next generation.
+    pub elite: usize,
+    /// Longest program, in nodes.
+    pub max_len: usize,
+}
+
+impl EngineDefaults {
+    /// The engine's settings with these defaults and `constants` (no bloat control, the
+    /// engine's size pressure).
+    pub fn config(&self, constants: ConstantFitting) -> EngineConfig {
+        EngineConfig {
+            pop_size: self.pop,
+            generations: self.gens,
+            seed: self.seed,
+            tournament: self.tournament,
+            elite: self.elite,
+            max_len: self.max_len,
+            constants,
+            ..EngineConfig::default()
+        }
+    }
+}
+
+/// `grove evolve`: population 3000, 100 generations.
+pub const EVOLVE: EngineDefaults = EngineDefaults { pop: 3000, gens: 100, seed: 1, tournament: 3, elite: 1, max_len: 128 };
+/// `grove classify`: population 5000, 40 generations, programs of at most 64 nodes.
+pub const CLASSIFY: EngineDefaults = EngineDefaults { pop: 5000, gens: 40, max_len: 64, ..EVOLVE };
+/// `grove control` on the CPU: population 200, 20 generations (a run of tens of seconds).
+pub const CONTROL_CPU: EngineDefaults = EngineDefaults { pop: 200, gens: 20, ..EVOLVE };
+/// `grove control` on a GPU: population 5000, 100 generations (EvoGP's Swimmer scale).
+pub const CONTROL_GPU: EngineDefaults = EngineDefaults { pop: 5000, gens: 100, ..EVOLVE };
+
+/// `grove control`'s episodes per individual on the CPU (about 4 × 10⁶ env steps in all).
+pub const CONTROL_CPU_EPISODES: usize = 1;
+/// `grove control`'s episodes per individual on a GPU.
+pub const CONTROL_GPU_EPISODES: usize = 4;
+
+/// The function set of tree GP where a command has one without `--functions`.
+pub const FUNCTIONS: &str = "add,sub,mul,div";
+/// `grove evolve`'s data.
+pub const EVOLVE_DATA: &str = "builtin:pagie1";
+/// `grove classify`'s data.
+pub const CLASSIFY_DATA: &str = "builtin:iris";
+/// `grove evolve`'s test fraction (0: the built-in's own test set, if any).
+pub const EVOLVE_TEST_FRACTION: f64 = 0.0;
+/// `grove classify`'s test fraction, per class.
+pub const CLASSIFY_TEST_FRACTION: f64 = 0.25;
+/// Fitness penalty per program node, every command.
+pub const PARSIMONY: f64 = 0.0;
+/// `grove classify`'s probability that a new tree node becomes an extra output node.
+pub const CLASSIFY_P_OUT: f32 = 0.05;
+/// `grove control`'s probability that a new tree node becomes an extra output node.
+pub const CONTROL_P_OUT: f32 = 0.1;
+/// `grove control`'s fresh episodes the best policy is scored on at the end.
+pub const CONTROL_TEST_EPISODES: usize = 10;
+/// `grove control`'s episodes on which the reported policy is chosen.
+pub const CONTROL_VALIDATION_EPISODES: usize = 30;
+
+/// Codons are drawn from `0..CODON_SIZE`.
+pub const CODON_SIZE: u32 = 1 << 16;
+
+/// The settings of grammatical evolution as the command line gives them (`--wraps`,
+/// `--codons`, `--max-depth`, `--init`, `--init-depth`, `--genome-length`,
+/// `--genome-capacity`, `--crossover`, `--mutation`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ge {
+    /// Extra passes over the genome.
+    pub wraps: u32,
+    /// Codon use at single-production rules.
+    pub codons: Codons,
+    /// Largest derivation depth (PonyGE2's count).
+    pub max_depth: u32,
+    /// How the first generation is made.
+    pub init: InitMethod,
+    /// Smallest and largest depth of sensible initialisation's ramp.
+    pub init_depth: (u32, u32),
+    /// Genome length of random initialisation.
+    pub genome_length: usize,
+    /// Longest genome crossover may make.
+    pub genome_capacity: usize,
+    /// Probability of crossing a pair of parents.
+    pub crossover: f32,
+    /// Per-codon mutation probability.
+    pub mutation: f32,
+}
+
+/// The command line's settings of grammatical evolution, shared by every command.
+pub const GE: Ge = Ge {
+    wraps: 0,
+    codons: Codons::Eager,
+    max_depth: 17,
+    init: InitMethod::Sensible,
+    init_depth: (3, 8),
+    genome_length: 128,
+    genome_capacity: 512,
+    crossover: 0.9,
+    mutation: 0.02,
+};
+
+/// A command's settings of grammatical evolution: mapping, initialisation, variation and the
+/// genome capacity, as the settings types store them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GeConfigs {
+    /// Mapping limits.
+    pub map: MapConfig,
+    /// Initialisation.
+    pub init: InitConfig,
+    /// Crossover and mutation.
+    pub vary: GeVaryConfig,
+    /// Longest genome (at least the initial length).
+    pub genome_capacity: usize,
+}
+
+impl Ge {
+    /// The configs these settings give (no node limit on mapping; half of a sensible genome's
+    /// codons are a random tail).
+    pub fn configs(&self) -> GeConfigs {
+        GeConfigs {
+            map: MapConfig { max_wraps: self.wraps, codons: self.codons, max_depth: self.max_depth, max_nodes: u32::MAX },
+            init: InitConfig {
+                method: self.init,
+                length: self.genome_length,
+                codon_size: CODON_SIZE,
+                min_depth: self.init_depth.0,
+                max_depth: self.init_depth.1,
+                tail_fraction: 0.5,
+            },
+            vary: GeVaryConfig { crossover: self.crossover, mutation: self.mutation, within_used: true, codon_size: CODON_SIZE },
+            genome_capacity: self.genome_capacity.max(self.genome_length),
+        }
+    }
+}

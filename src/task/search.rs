@@ -1,0 +1,301 @@
+//! The search base of the tasks: what regression, classification and control share, so that no
+//! task is another's base. The result of a run, the checks of the engine's and GE's settings,
+//! the tree settings of programs with output nodes (classification and control), the search
+//! itself (the grammar loaded and compiled, or the function set's trees, evolved on the
+//! task's islands), and the parts of the report and summary every task writes alike
+//! (generations, island statistics, the devices, the hall of fame of a task without
+//! validation rows).
+
+use anyhow::{Context, Result, bail};
+
+use super::defaults::GeConfigs;
+use super::run::{FameRow, RunObserver};
+use crate::evolve::{EngineConfig, GenerationStats, IslandConfig, Outcome, TreeRep};
+use crate::grammar::template::Templates;
+use crate::program::tree::Node;
+
+/// The result of a run, ready to print and to write as the JSON report.
+pub struct EvolveResult {
+    /// The JSON report (`settings`, `generations`, `best`, `train`, `test`, `model`, `timing`,
+    /// `version`).
+    pub report: serde_json::Value,
+    /// Lines to print for a person.
+    pub summary: String,
+}
+
+/// Checks the engine's settings (shared by every task).
+pub fn check_engine(e: &EngineConfig) -> Result<()> {
+    use anyhow::ensure;
+    ensure!(e.pop_size >= 2, "--pop (engine.pop_size) must be at least 2, got {}", e.pop_size);
+    ensure!(e.tournament >= 1, "--tournament (engine.tournament) must be at least 1");
+    ensure!(e.elite <= e.pop_size, "--elite (engine.elite) must be at most the population, got {}", e.elite);
+    ensure!((1..=65535).contains(&e.max_len), "--max-len (engine.max_len) must be in 1..=65535, got {}", e.max_len);
+    ensure!(
+        (1.0..=2.0).contains(&e.size_pressure),
+        "--size-pressure (engine.size_pressure) must be in [1, 2], got {}",
+        e.size_pressure
+    );
+    e.constants.check()
+}
+
+/// Checks GE's variation probabilities.
+pub fn check_ge(v: &crate::genome::vary::GeVaryConfig) -> Result<()> {
+    anyhow::ensure!((0.0..=1.0).contains(&v.crossover), "--crossover (vary.crossover) must be a probability, got {}", v.crossover);
+    anyhow::ensure!((0.0..=1.0).contains(&v.mutation), "--mutation (vary.mutation) must be a probability, got {}", v.mutation);
+    Ok(())
+}
+
+/// Settings of tree GP for programs with output nodes, classification and control (used with
+/// `functions`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassTreeSettings {
+    /// Fixed constants a constant leaf may take (EvoGP: −1, 0, 1).
+    pub constants: Vec<f32>,
+    /// Probability that a leaf is a constant.
+    pub p_const: f32,
+    /// Depths of ramped half-and-half initialisation (root = 0).
+    pub init_depth: (u32, u32),
+    /// Probability that a node of a new tree or subtree becomes an extra output node.
+    pub p_out: f32,
+    /// Probability that a child is made by crossover.
+    pub p_crossover: f32,
+    /// Probability that a child is then mutated.
+    pub p_mutation: f32,
+}
+
+impl Default for ClassTreeSettings {
+    fn default() -> Self {
+        Self {
+            constants: vec![-1.0, 0.0, 1.0],
+            p_const: 0.2,
+            init_depth: (2, 4),
+            p_out: super::defaults::CLASSIFY_P_OUT,
+            p_crossover: 0.9,
+            p_mutation: 0.3,
+        }
+    }
+}
+
+impl ClassTreeSettings {
+    /// The engine's tree representation for `functions` over `n_vars` variables and
+    /// `n_outputs` output slots (0: single output).
+    pub fn rep(&self, functions: &str, n_vars: usize, n_outputs: usize, max_len: usize) -> Result<TreeRep> {
+        let spec = crate::program::TreeSpec::new(function_set(functions)?, n_vars as u32, max_len)
+            .with_constants(&self.constants)
+            .with_p_const(self.p_const)
+            .with_outputs(n_outputs, if n_outputs > 0 { self.p_out } else { 0.0 })
+            .with_depth(self.init_depth.0, self.init_depth.1);
+        Ok(tree_rep(spec, self.p_crossover, self.p_mutation))
+    }
+}
+
+/// The operators of a function set (`add,sub,mul,div`), an error naming `--functions` if it
+/// does not parse.
+pub fn function_set(functions: &str) -> Result<Vec<crate::program::ops::Op>> {
+    crate::program::ops::parse_function_set(functions).map_err(|e| anyhow::anyhow!("--functions: {e}"))
+}
+
+/// Tree GP's representation of every task: trees as `spec` makes them; a child made by
+/// one-point crossover with probability `p_crossover`, then mutated with probability
+/// `p_mutation` by subtree, point, hoist (half as often) or constant mutation.
+pub fn tree_rep(spec: crate::program::TreeSpec, p_crossover: f32, p_mutation: f32) -> TreeRep {
+    use crate::program::{BreedConfig, Crossover, Mutation, VaryConfig};
+    TreeRep {
+        vary: VaryConfig::new(spec),
+        breed: BreedConfig {
+            p_crossover,
+            crossovers: vec![(Crossover::OnePoint, 1.0)],
+            p_mutation,
+            mutations: vec![(Mutation::Subtree, 1.0), (Mutation::Point, 1.0), (Mutation::Hoist, 0.5), (Mutation::Constant, 1.0)],
+        },
+    }
+}
+
+/// What a search takes from a task's settings: the engine, the islands, the representation
+/// (a grammar, else a function set) and the settings of grammatical evolution.
+pub struct SearchSettings<'s> {
+    /// Population, generations, seed, selection, program length.
+    pub engine: &'s EngineConfig,
+    /// Islands and migration.
+    pub islands: &'s IslandConfig,
+    /// Grammar for grammatical evolution (a path or the grammar's text).
+    pub grammar: Option<&'s str>,
+    /// Function set for tree GP.
+    pub functions: Option<&'s str>,
+    /// Mapping, initialisation, variation and genome capacity of grammatical evolution.
+    pub ge: GeConfigs,
+}
+
+impl<'s> SearchSettings<'s> {
+    /// The search settings of a task's settings, from the fields every task's settings have.
+    pub fn of(engine: &'s EngineConfig, islands: &'s IslandConfig, grammar: &'s Option<String>, functions: &'s Option<String>, ge: GeConfigs) -> Self {
+        Self { engine, islands, grammar: grammar.as_deref(), functions: functions.as_deref(), ge }
+    }
+}
+
+/// What a task's programs read and write, and how its trees are made.
+pub struct Programs<'a> {
+    /// The variables a program reads, by name.
+    pub names: &'a [String],
+    /// Output slots (0: one output, the program's value).
+    pub n_outputs: usize,
+    /// What the programs are for, completing "GRAMMAR cannot be used …" when the grammar does
+    /// not compile for them (e.g. "for evaluation").
+    pub purpose: String,
+    /// A further check of the compiled grammar (its path or name given), e.g. that its output
+    /// nodes cover every actuator.
+    pub check: &'a dyn Fn(&Templates, &str) -> Result<()>,
+    /// The tree representation of a function set.
+    pub trees: &'a dyn Fn(&str) -> Result<TreeRep>,
+}
+
+/// A check of the compiled grammar that accepts every grammar.
+pub fn any_grammar(_: &Templates, _: &str) -> Result<()> {
+    Ok(())
+}
+
+/// Evolves `task`'s programs as `settings` say: a grammar is loaded for the programs' data
+/// shape and compiled for their variables and outputs, or the function set's trees are made;
+/// then the islands evolve, resuming where the observer's checkpoint left off. Ends the
+/// observer's progress display and turns a stop into [`super::run::Stopped`].
+pub fn evolve(settings: &SearchSettings<'_>, programs: &Programs<'_>, task: &dyn crate::evolve::Fitness, observer: &mut RunObserver<'_>) -> Result<Outcome> {
+    use crate::evolve::{GrammarRep, Representation, run_islands};
+    use crate::grammar::{self, DatasetShape};
+
+    let resume = observer.resume()?;
+    let outcome = match (settings.grammar, settings.functions) {
+        (Some(path), _) => {
+            let n = programs.names.len() as u32;
+            let shape = DatasetShape { n_vars: Some(n), n_is: Some(n), n_os: Some(programs.n_outputs.max(1) as u32) };
+            let loaded = grammar::load_spec(path, &shape)?;
+            let vars = grammar::template::Vars { names: programs.names.to_vec(), n_outputs: programs.n_outputs };
+            let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
+                .with_context(|| format!("{} cannot be used {}", grammar::spec_name(path), programs.purpose))?;
+            (programs.check)(&templates, grammar::spec_name(path))?;
+            let ge = &settings.ge;
+            let rep = GrammarRep {
+                table: &loaded.table,
+                templates: &templates,
+                map: ge.map,
+                init: ge.init,
+                vary: ge.vary,
+                genome_capacity: ge.genome_capacity,
+            };
+            run_islands(settings.engine, settings.islands, Representation::Grammar(&rep), task, resume, observer)
+        }
+        (None, Some(functions)) => {
+            let rep = (programs.trees)(functions)?;
+            run_islands(settings.engine, settings.islands, Representation::Trees(&rep), task, resume, observer)
+        }
+        (None, None) => bail!("give either --grammar FILE or --functions LIST"),
+    };
+    observer.finish();
+    outcome.map_err(|e| observer.explain(e))
+}
+
+/// Says on standard error, unless quiet, that bloat control keeps selection and variation on
+/// the CPU of a GPU run.
+pub fn note_bloat(engine: &EngineConfig, backend: &crate::backend::Backend, quiet: bool) {
+    if engine.bloat != crate::select::Bloat::None && matches!(backend, crate::backend::Backend::Cuda(_)) && !quiet {
+        eprintln!("note: --bloat keeps selection and variation on the CPU (the device loop has plain tournaments only); evaluation stays on the GPU");
+    }
+}
+
+/// The summary's last line about a run that stayed on the GPU (empty otherwise).
+pub fn device_loop_line(outcome: &Outcome) -> String {
+    match &outcome.transfers {
+        Some(t) => format!(
+            "\ndevice loop   {} generations on the GPU; {} bytes of population copied to the host between them",
+            t.generations, t.population_bytes_between_generations
+        ),
+        None => String::new(),
+    }
+}
+
+/// The hall of fame's Pareto front as rows, for a task without validation rows; `render` gives
+/// a tree's (infix, LaTeX, sympy) and `parsimony` is taken off each fitness to give the loss.
+/// No row is marked selected. (Regression and classification score the front on their
+/// validation rows instead: [`super::validation::front_rows`].)
+pub fn fame_rows(
+    hof: &crate::evolve::hof::HallOfFame,
+    parsimony: f64,
+    render: impl Fn(&[Node]) -> Result<(String, String, String)>,
+) -> Result<Vec<FameRow>> {
+    let front = hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
+    let cands: Vec<_> = front.iter().map(|(n, _, loss)| super::validation::Candidate { size: *n, loss: *loss, validation: None }).collect();
+    super::validation::front_rows(&front, &cands, None, render)
+}
+
+/// The generations of a run as the report holds them (`median_sizes` by generation).
+pub fn generations_json(history: &[GenerationStats], median_sizes: &[f64]) -> Vec<serde_json::Value> {
+    history
+        .iter()
+        .map(|s| {
+            serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
+                "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
+                "median_size": median_sizes.get(s.generation).copied().map(crate::report::num),
+                "invalid": s.invalid, "seconds": s.seconds})
+        })
+        .collect()
+}
+
+/// The devices of a run: the backend's description, and how many more GPUs its islands used.
+pub fn describe_devices(backend: &crate::backend::Backend, more: &[crate::backend::Backend]) -> String {
+    match more.len() {
+        0 => backend.describe(),
+        n => format!("{} and {n} more GPU{}", backend.describe(), if n == 1 { "" } else { "s" }),
+    }
+}
+
+/// Adds each island's statistics to the report's generations, when the run had several
+/// islands: `islands`, one entry per island (`best`, `mean`, `mean_size`, `invalid`; with
+/// `returns`, a control run's `best_return` and `mean_return` instead of the fitness).
+pub fn add_island_stats(generations: &mut [serde_json::Value], island_history: &[Vec<GenerationStats>], returns: bool) {
+    use crate::report::num;
+    for (g, each) in generations.iter_mut().zip(island_history) {
+        g["islands"] = each
+            .iter()
+            .map(|s| {
+                if returns {
+                    serde_json::json!({"best_return": num(-s.best), "mean_return": num(-s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
+                } else {
+                    serde_json::json!({"best": num(s.best), "mean": num(s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
+                }
+            })
+            .collect();
+    }
+}
+
+/// The summary's line about islands (none for one island): how many, of what size, how they
+/// migrated, and each island's best in the last generation (a return, with `returns`).
+pub fn islands_summary(islands: &IslandConfig, pop: usize, island_history: &[Vec<GenerationStats>], returns: bool) -> Option<String> {
+    let last = island_history.last()?;
+    let bests: Vec<String> = last.iter().map(|s| if returns { format!("{:.2}", -s.best) } else { format!("{:.4e}", s.best) }).collect();
+    let migration = if islands.migrants == 0 {
+        "no migration".to_string()
+    } else {
+        format!("{} migrants every {} generations", islands.migrants, islands.migrate_every)
+    };
+    let what = if returns { "best returns" } else { "best" };
+    Some(format!("islands       {} × {pop}, {migration}; {what} {}\n", islands.count, bests.join(" ")))
+}
+
+/// Lays `over` onto `base`: blocks merge field by field, anything else replaces (settings given
+/// as JSON fields over a command's defaults).
+pub fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
+    use serde_json::Value;
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}

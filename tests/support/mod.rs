@@ -1,0 +1,105 @@
+//! What the command-line tests share: one runner of the `grove` binary, the text of its
+//! output, scratch files and directories, and reading reports. Each test file includes it
+//! with `mod support;` and uses what it needs.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// What `GROVE_DEVICE` (the device of `--device auto`'s commands) a run of `grove` sees.
+#[derive(Clone, Copy, Debug)]
+pub enum Device {
+    /// The test's own environment.
+    Inherited,
+    /// None: the binary chooses (CUDA if usable, else the CPU).
+    Unset,
+    /// `cpu`.
+    Cpu,
+}
+
+/// The `grove` binary with `args`, to run in `dir` (the repository root when `None`) with
+/// `GROVE_DEVICE` as `device` says (for a test that spawns it and signals it).
+pub fn grove_command(args: &[&str], device: Device, dir: Option<&Path>) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_grove"));
+    command.args(args).current_dir(dir.unwrap_or(Path::new(env!("CARGO_MANIFEST_DIR"))));
+    match device {
+        Device::Inherited => &mut command,
+        Device::Unset => command.env_remove("GROVE_DEVICE"),
+        Device::Cpu => command.env("GROVE_DEVICE", "cpu"),
+    };
+    command
+}
+
+/// Runs the `grove` binary with `args` in `dir` (the repository root when `None`), `stdin` on
+/// its standard input and `GROVE_DEVICE` as `device` says.
+pub fn grove_run(args: &[&str], stdin: &str, device: Device, dir: Option<&Path>) -> Output {
+    let mut child = grove_command(args, device, dir).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("grove runs");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// `grove ARGS` from the repository root, in the test's environment.
+pub fn grove(args: &[&str]) -> Output {
+    grove_run(args, "", Device::Inherited, None)
+}
+
+/// `grove ARGS` from the repository root with `GROVE_DEVICE=cpu`.
+pub fn grove_cpu(args: &[&str]) -> Output {
+    grove_run(args, "", Device::Cpu, None)
+}
+
+/// Bytes of output as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// This test binary's scratch directory (`grove-TEST-PID` in the system's temporary
+/// directory), created.
+pub fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("grove-{}-{}", env!("CARGO_CRATE_NAME"), std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A file `name` in the scratch directory holding `body`.
+pub fn temp_file(name: &str, body: &str) -> PathBuf {
+    let p = scratch().join(name);
+    std::fs::write(&p, body).unwrap();
+    p
+}
+
+/// A fresh, empty directory `name` in the scratch directory, for one test's files.
+pub fn dir(name: &str) -> PathBuf {
+    let d = scratch().join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A path as a command-line argument.
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A JSON file (a report, a checkpoint).
+pub fn read_json(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
+}
+
+/// A report without what varies between identical runs (timings).
+pub fn without_timings(mut r: Value) -> Value {
+    r.as_object_mut().unwrap().remove("timing");
+    for g in r["generations"].as_array_mut().unwrap() {
+        g.as_object_mut().unwrap().remove("seconds");
+    }
+    r
+}
+
+/// Asserts that a run succeeded, showing its output when not.
+pub fn assert_ok(out: &Output) {
+    assert!(out.status.success(), "status {:?}\nstdout: {}\nstderr: {}", out.status, text(&out.stdout), text(&out.stderr));
+}
