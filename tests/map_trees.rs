@@ -15,7 +15,8 @@ mod emulator;
 use std::path::{Path, PathBuf};
 
 use grove::backend::cuda::kernels::{self, MapParams, MapStatus, MapTreesParams};
-use grove::evolve::{GrammarRep, map_population};
+use grove::evolve::GrammarRep;
+use grove::evolve::host::map_population;
 use grove::genome::map::Invalid;
 use grove::genome::{Codons, Genomes, InitConfig, MapConfig};
 use grove::genome::vary::GeVaryConfig;

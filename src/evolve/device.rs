@@ -10,9 +10,8 @@
 //! a size's best (and, for GE, the best genome); [`Transfers`] counts every copy. Snapshots
 //! (checkpoints, Ctrl-C) copy the next population (trees or genomes) back.
 //!
-//! It computes what the host loops ([`super::run_trees_on_host`], [`super::run_grammar_on_host`])
-//! compute with the same engine evaluating: every kernel is the exact twin of the host step it
-//! replaces (`init_trees` of `init_population`, `select_tournament` of `select::tournament`,
+//! It computes what the host loop ([`super::host::run`]) computes with the same engine
+//! evaluating: every kernel is the exact twin of the host step it replaces (`init_trees` of `init_population`, `select_tournament` of `select::tournament`,
 //! `breed_trees` of `breed`, `ge_crossover` / `ge_int_flip` of `genome::vary`, `map_trees` of
 //! `map_population`, `elite_and_stats` of `select::elite`, the tasks' fitness kernels of their
 //! host formulas, `size_summary` of the hall of fame's update), so the loops give the same
@@ -23,7 +22,7 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 
-use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Observer, Outcome, Resume, Snapshot, TreeRep};
+use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Observer, Outcome, Resume, Snapshot};
 use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DevicePopulation, MapLaunch, MapTreesScratch};
 use crate::grammar::template::DeviceTables;
 use crate::program::fitness::{ClassFitness, RegressionConfig};
@@ -183,44 +182,6 @@ impl Genetic<'_, '_> {
         e.map_trees(&self.tables, &self.genomes, &self.rep.map, Some(pop), &mut self.map, &MapLaunch::default())?;
         Ok(())
     }
-}
-
-/// Runs tree GP on the device, from the start or from `resume`. `observer` sees every
-/// generation's statistics and the best so far, each generation by size
-/// ([`Observer::evaluated_sizes`]), and may take snapshots (the population is then copied back,
-/// and counted) and stop the run between generations, as in the host loop.
-pub fn run_trees(
-    cfg: &EngineConfig,
-    rep: &TreeRep,
-    task: &DeviceTask<'_>,
-    resume: Option<Resume>,
-    observer: &mut dyn Observer,
-) -> Result<(Outcome, Transfers)> {
-    run(cfg, Representation::Trees(rep), task, resume, observer)
-}
-
-/// Runs grammatical evolution on the device, from the start or from `resume`, as
-/// [`run_trees`] does tree GP: genomes stay on the device; each generation is mapped to trees
-/// there (`map_trees`), and the best genome is copied back when the best improves.
-pub fn run_grammar(
-    cfg: &EngineConfig,
-    rep: &GrammarRep,
-    task: &DeviceTask<'_>,
-    resume: Option<Resume>,
-    observer: &mut dyn Observer,
-) -> Result<(Outcome, Transfers)> {
-    run(cfg, Representation::Grammar(rep), task, resume, observer)
-}
-
-/// The device loop of either representation, one population.
-pub fn run(
-    cfg: &EngineConfig,
-    rep: Representation<'_, '_>,
-    task: &DeviceTask<'_>,
-    resume: Option<Resume>,
-    observer: &mut dyn Observer,
-) -> Result<(Outcome, Transfers)> {
-    run_islands(cfg, &IslandConfig::single(), rep, std::slice::from_ref(task), resume, observer)
 }
 
 /// One island of the device loop: its task (engine and data), seed, populations of this
@@ -583,12 +544,16 @@ fn observe(
 
 /// The device loop of either representation on `islands.count` islands: island `i` runs on
 /// `tasks[islands::device_of(i, N, tasks.len())]` (its GPU and data) with its own seed, and
-/// the islands migrate as the host loop's do ([`super::run_islands_on_host`], whose results it
-/// gives). Per generation, every island is evaluated, then (at a migration generation) the
-/// host reads every island, the islands migrate ([`migrate_on_device`]) and each island's
-/// elite is chosen again; then every island breeds; the host waits once per island and reads
-/// its mailbox (at a migration generation, a second time for the next population's counts).
-pub fn run_islands(
+/// the islands migrate as the host loop's do ([`super::host::run`], whose results it gives).
+/// One island and one task is the plain run. Per generation, every island is evaluated, then
+/// (at a migration generation) the host reads every island, the islands migrate
+/// ([`migrate_on_device`]) and each island's elite is chosen again; then every island breeds;
+/// the host waits once per island and reads its mailbox (at a migration generation, a second
+/// time for the next population's counts). `observer` sees every generation's statistics and
+/// the best so far, each generation by size ([`Observer::evaluated_sizes`]), and may take
+/// snapshots (the population is then copied back, and counted) and stop the run between
+/// generations, as in the host loop.
+pub fn run(
     cfg: &EngineConfig,
     islands: &IslandConfig,
     rep: Representation<'_, '_>,
@@ -781,7 +746,7 @@ pub fn run_islands(
                         prof.mark(e, "elitism")?;
                     }
                     (Representation::Grammar(rep), Some(g)) => {
-                        // run_grammar_on_host's breeding: pair j from tournament slots 2j and
+                        // The host loop's breeding: pair j from tournament slots 2j and
                         // 2j + 1, its children at rows n_elite + 2j (+ 1); each child mutated
                         // within its own used codons (mapped first); the elite copied to the
                         // first rows.

@@ -379,7 +379,7 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &super::run::RunOptions,
 ) -> Result<EvolveResult> {
-    use crate::evolve::{GrammarRep, Representation, run_islands};
+    use crate::evolve::{self, GrammarRep, Representation};
     use crate::grammar::{self, DatasetShape};
     use crate::program::render::{Style, outputs, render};
 
@@ -438,11 +438,11 @@ pub fn fit(
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
+            evolve::run(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len)?;
-            run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
+            evolve::run(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
         }
         (None, None) => bail!("give either --grammar FILE or --functions LIST"),
     };

@@ -419,7 +419,7 @@ pub fn control_run(settings: &ControlSettings, opts: &super::run::RunOptions) ->
 /// library's control run, under both the command line (`grove control`, `grove run`) and the
 /// Python package (`grove.control`). `settings.device` is what `backend` was opened from.
 pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
-    use crate::evolve::{GrammarRep, Representation, run_islands};
+    use crate::evolve::{self, GrammarRep, Representation};
     use crate::grammar::{self, DatasetShape};
     use crate::program::render::{Style, outputs};
 
@@ -477,11 +477,11 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
+            evolve::run(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, n_obs, nu, settings.engine.max_len)?;
-            run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
+            evolve::run(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
         }
         (None, None) => bail!("give either --grammar FILE or --functions LIST"),
     };

@@ -495,7 +495,7 @@ pub struct Searched {
 pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend, opts: &super::run::RunOptions) -> anyhow::Result<Searched> {
     use anyhow::{Context, bail};
 
-    use crate::evolve::{GrammarRep, Representation, run_islands};
+    use crate::evolve::{self, GrammarRep, Representation};
     use crate::grammar::{self, DatasetShape};
 
     let start = std::time::Instant::now();
@@ -529,11 +529,11 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
                 vary: settings.vary,
                 genome_capacity: settings.genome_capacity,
             };
-            run_islands(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
+            evolve::run(&settings.engine, &settings.islands, Representation::Grammar(&rep), &task, resume, &mut observer)
         }
         (None, Some(functions)) => {
             let rep = settings.trees.rep(functions, rows.n_features, settings.engine.max_len)?;
-            run_islands(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
+            evolve::run(&settings.engine, &settings.islands, Representation::Trees(&rep), &task, resume, &mut observer)
         }
         _ => bail!("give either --grammar FILE or --functions LIST"),
     };
