@@ -5,7 +5,7 @@
 use grove::backend::{Backend, DeviceChoice};
 use grove::data::DataSource;
 use grove::evolve::GrammarRep;
-use grove::evolve::host::map_population;
+use grove::backend::cpu::breed::map_population;
 use grove::genome::init::init_genomes;
 use grove::genome::{InitConfig, MapConfig};
 use grove::grammar::template::{Vars, compile};
@@ -36,7 +36,7 @@ fn gpu_and_cpu_fitness_agree_on_ge_populations() {
     for seed in 1..=4u64 {
         let genomes = init_genomes(&l.table, &rep.init, rep.map.codons, 3000, 512, seed);
         let mut pop = Population::new(3000, 256, 0);
-        map_population(&rep, &genomes, &mut pop);
+        map_population(&rep.grammar(), &genomes, &mut pop);
         let a = cpu.regression_sums(&pop, &cpu_data).unwrap();
         let b = gpu.regression_sums(&pop, &gpu_data).unwrap();
         for (i, (a, b)) in a.iter().zip(&b).enumerate() {

@@ -22,9 +22,9 @@ use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 
-use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Observer, Outcome, Resume, Snapshot};
-use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DevicePopulation, MapLaunch, MapTreesScratch};
-use crate::grammar::template::DeviceTables;
+use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Observer, Outcome, Representation, Resume, Snapshot};
+use crate::backend::breed::Breeder;
+use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DeviceMapping, DevicePopulation};
 use crate::program::fitness::{ClassFitness, RegressionConfig};
 
 /// A regression task whose data lives on a GPU: what the device loop needs from the task.
@@ -163,24 +163,20 @@ pub fn supports_grammar(cfg: &EngineConfig, rep: &GrammarRep) -> bool {
     supports(cfg) && cfg.max_len <= crate::grammar::template::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
 }
 
-pub use super::Representation;
 
-/// GE's device state: the genomes of this generation and the next, the tables the mapper reads,
-/// the mapper's scratch (used codons of the last mapping) and the population of each
-/// generation's trees.
+/// GE's device state: the genomes of this generation and the next, and the mapping step's
+/// state (the tables the mapper reads, the used codons of the last mapping).
 struct Genetic<'r, 'g> {
     rep: &'r GrammarRep<'g>,
-    tables: DeviceTables,
     genomes: DeviceGenomes,
     next: DeviceGenomes,
-    map: MapTreesScratch,
+    mapping: DeviceMapping,
 }
 
 impl Genetic<'_, '_> {
-    /// Maps `self.genomes` into `pop` (trees) and leaves their used codons in the scratch.
+    /// Maps `self.genomes` into `pop` (trees) and leaves their used codons in the mapping.
     fn map_into(&mut self, e: &CudaEngine, pop: &mut DevicePopulation) -> Result<()> {
-        e.map_trees(&self.tables, &self.genomes, &self.rep.map, Some(pop), &mut self.map, &MapLaunch::default())?;
-        Ok(())
+        e.map(&self.rep.grammar(), &mut self.mapping, &self.genomes, Some(pop))
     }
 }
 
@@ -333,7 +329,7 @@ impl super::islands::Transport for DeviceIslands<'_, '_, '_, '_> {
         let e = isl.engine();
         let fit = e.download_fitness(&isl.fit)?;
         let used = match &isl.ge {
-            Some(g) => e.download_used(&g.map)?,
+            Some(g) => e.download_used(&g.mapping.scratch)?,
             None => Vec::new(),
         };
         self.tr.migration_bytes += fit.len() * 8 + used.len() * 4;
@@ -415,7 +411,7 @@ fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], staging: &mut Vec<Option<St
         let e = i.task.engine();
         e.write_fitness(&mut i.fit, fit)?;
         if let Some(g) = i.ge.as_mut() {
-            e.write_used(&mut g.map, used)?;
+            e.write_used(&mut g.mapping.scratch, used)?;
         }
         let elite: Vec<u32> = crate::select::elite(fit, n_elite).into_iter().map(|r| r as u32).collect();
         i.elite = Some(e.upload_indices(&elite, fit.len())?);
@@ -617,25 +613,19 @@ pub fn run(
         let (pop, ge) = match rep {
             Representation::Trees(rep) => {
                 let pop = match &resumed_trees {
-                    None => e.init_trees(&rep.vary.spec, p, seed)?,
+                    None => e.random_trees(&rep.vary.spec, p, seed)?,
                     Some(all) => e.upload_population(&all[i])?,
                 };
                 (pop, None)
             }
             Representation::Grammar(rep) => {
-                let tables = DeviceTables::new(rep.table, rep.templates).map_err(|m| anyhow!("{m}"))?;
                 let genomes = match &resumed_genomes {
                     // The first generation is made on the device (init_genomes' twin).
-                    None => e.init_genomes(rep.table, &tables, &rep.init, rep.map.codons, p, rep.genome_capacity, seed)?,
+                    None => e.random_genomes(&rep.grammar(), &rep.init, p, rep.genome_capacity, seed)?,
                     Some(all) => e.upload_genomes(&all[i])?,
                 };
-                let mut ge = Genetic {
-                    rep,
-                    tables,
-                    genomes,
-                    next: e.alloc_genomes(p, rep.genome_capacity)?,
-                    map: e.alloc_map_trees(p, rep.max_derivation())?,
-                };
+                let next = e.alloc_genomes(p, rep.genome_capacity)?;
+                let mut ge = Genetic { rep, genomes, next, mapping: e.mapping(&rep.grammar(), p)? };
                 let mut pop = e.alloc_population(p, cfg.max_len, n_outputs)?;
                 ge.map_into(e, &mut pop)?;
                 (pop, Some(ge))
@@ -732,16 +722,17 @@ pub fn run(
         }
         if !last {
             let next_gen = gen as u32 + 1;
+            let parents = cfg.parent_tournament();
             for i in isl.iter_mut() {
                 let e = i.task.engine();
                 let elite = i.elite.take().expect("chosen above");
                 match (rep, i.ge.as_mut()) {
                     (Representation::Trees(rep), _) => {
-                        let pairs = e.select_tournament(&i.fit, 2 * p, cfg.tournament, false, i.seed, next_gen)?;
+                        let pairs = e.select_parents(&i.fit, &i.pop, 2 * p, &parents, i.seed, next_gen)?;
                         prof.mark(e, "select")?;
-                        let bred = e.breed_trees(&i.pop, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
+                        let bred = e.breed(&i.pop, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
                         prof.mark(e, "breed")?;
-                        e.gather_trees(&i.pop, &elite, n_elite, &mut i.next)?;
+                        e.copy_trees(&i.pop, &elite, n_elite, &mut i.next)?;
                         e.post_bred_counts(&bred, &mut i.mail)?;
                         prof.mark(e, "elitism")?;
                     }
@@ -750,14 +741,13 @@ pub fn run(
                         // 2j + 1, its children at rows n_elite + 2j (+ 1); each child mutated
                         // within its own used codons (mapped first); the elite copied to the
                         // first rows.
-                        let pairs = e.select_tournament(&i.fit, 2 * (p - n_elite).div_ceil(2), cfg.tournament, false, i.seed, next_gen)?;
+                        let grammar = rep.grammar();
+                        let pairs = e.select_parents(&i.fit, &i.pop, 2 * (p - n_elite).div_ceil(2), &parents, i.seed, next_gen)?;
                         prof.mark(e, "select")?;
-                        let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
-                        e.ge_crossover(&g.genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
-                        e.map_trees(&g.tables, &g.next, &rep.map, None, &mut g.map, &MapLaunch::default())?;
-                        let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
-                        e.ge_int_flip(&mut g.next, used, n_elite, &rep.vary, i.seed, next_gen)?;
-                        e.gather_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
+                        e.crossover(&g.genomes, &g.mapping, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+                        e.map(&grammar, &mut g.mapping, &g.next, None)?;
+                        e.mutate(&mut g.next, &g.mapping, n_elite, &rep.vary, i.seed, next_gen)?;
+                        e.copy_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
                         prof.mark(e, "breed")?;
                         std::mem::swap(&mut g.genomes, &mut g.next);
                         g.map_into(e, &mut i.next)?;

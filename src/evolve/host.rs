@@ -1,21 +1,20 @@
 //! The host generation loop: every island's population, fitness and genomes in host memory.
 //! Per generation it maps (GE), evaluates through the task ([`Fitness`], on whatever backend
-//! the task holds), fits constants, keeps the best program, migrates, and breeds on the CPU.
+//! the task holds), fits constants, keeps the best program, migrates, and breeds on the CPU
+//! through the breeding contract ([`CpuBreeder`], the steps the device loop runs on a GPU).
 //! [`super::device`] is its twin with the population on a GPU; `GROVE_DEVICE_LOOP=0` runs this
 //! loop instead, with the same results.
 
 use std::time::Instant;
 
 use anyhow::anyhow;
-use rayon::prelude::*;
 
 use super::islands::{self, HostIsland, HostIslands, IslandConfig, island_seed};
-use super::{Best, EngineConfig, Fitness, GenerationStats, GrammarRep, Interrupted, Observer, Outcome, Representation, Resume, Snapshot};
-use crate::genome::init::{Genomes, init_genomes};
-use crate::genome::vary::{crossover, int_flip};
-use crate::grammar::template::build_tree;
-use crate::program::tree::{Node, Population};
-use crate::rng::{Purpose, Stream};
+use super::{Best, EngineConfig, Fitness, GenerationStats, Interrupted, Observer, Outcome, Representation, Resume, Snapshot};
+use crate::backend::breed::Breeder;
+use crate::backend::cpu::breed::CpuBreeder;
+use crate::genome::init::Genomes;
+use crate::program::tree::Population;
 use crate::select;
 
 /// The host loop of either representation on `islands.count` islands (one: the plain run).
@@ -58,10 +57,10 @@ pub fn run(
                     let seed = island_seed(cfg.seed, i);
                     Ok(match rep {
                         Representation::Trees(r) => {
-                            island(i, crate::program::init_population(&r.vary.spec, p, seed).map_err(|e| anyhow!("{e}"))?, None)
+                            island(i, CpuBreeder.random_trees(&r.vary.spec, p, seed)?, None)
                         }
                         Representation::Grammar(r) => {
-                            let g = init_genomes(r.table, &r.init, r.map.codons, p, r.genome_capacity, seed);
+                            let g = CpuBreeder.random_genomes(&r.grammar(), &r.init, p, r.genome_capacity, seed)?;
                             island(i, Population::new(p, max_len, n_outputs), Some(g))
                         }
                     })
@@ -99,7 +98,7 @@ pub fn run(
         let t0 = Instant::now();
         for i in isl.iter_mut() {
             if let (Representation::Grammar(r), Some(g)) = (rep, &i.genomes) {
-                i.used = map_population(r, g, &mut i.pop);
+                CpuBreeder.map(&r.grammar(), &mut i.used, g, Some(&mut i.pop))?;
             }
             i.fit = evaluate(task, &i.pop, gen)?;
             if cfg.constants.at(gen) {
@@ -186,77 +185,42 @@ pub fn run(
     }
 }
 
-/// Breeds island `i`'s next generation `next_gen` on the host from its evaluated population:
-/// tree GP replaces its trees, GE its genomes (mapped at the next evaluation).
+/// Breeds island `i`'s next generation `next_gen` on the host from its evaluated population,
+/// through the breeding contract's CPU side ([`CpuBreeder`]) in the device loop's order: tree
+/// GP replaces its trees, GE its genomes (mapped at the next evaluation).
 fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIsland, next_gen: u32) -> anyhow::Result<()> {
     let p = cfg.pop_size;
-    let (fit, seed) = (&i.fit, i.seed);
-    let pool = select::valid_indices(fit);
-    let elite = select::elite(fit, cfg.elite.min(p));
+    let seed = i.seed;
+    let elite: Vec<u32> = select::elite(&i.fit, cfg.elite.min(p)).into_iter().map(|r| r as u32).collect();
+    let n_elite = elite.len();
     let parents = cfg.parent_tournament();
-    let lens = &i.pop.len;
     match rep {
         Representation::Trees(rep) => {
-            let pairs: Vec<[u32; 2]> = (0..p)
-                .into_par_iter()
-                .with_min_len(256)
-                .map(|k| {
-                    let a = parents.pick(fit, lens, &pool, seed, next_gen, 2 * k);
-                    let b = parents.pick(fit, lens, &pool, seed, next_gen, 2 * k + 1);
-                    [a as u32, b as u32]
-                })
-                .collect();
-            let pop = &i.pop;
-            let mut next = Population::new(p, pop.max_len, pop.n_outputs);
-            crate::program::breed(pop, &pairs, &mut next, seed, next_gen, &rep.vary, &rep.breed).map_err(|e| anyhow!("{e}"))?;
-            for (k, &e) in elite.iter().enumerate() {
-                next.copy_row(k, pop, e);
-            }
+            // Child k from the parents of slots 2k and 2k + 1; the elite over the first rows.
+            let pairs = CpuBreeder.select_parents(&i.fit, &i.pop, 2 * p, &parents, seed, next_gen)?;
+            let mut next = Population::new(p, i.pop.max_len, i.pop.n_outputs);
+            CpuBreeder.breed(&i.pop, &pairs, &mut next, seed, next_gen, &rep.vary, &rep.breed)?;
+            CpuBreeder.copy_trees(&i.pop, &elite, n_elite, &mut next)?;
             i.pop = next;
         }
         Representation::Grammar(rep) => {
+            // Pair j from slots 2j and 2j + 1, its children at rows n_elite + 2j (+ 1); each
+            // child mutated within its own used codons (mapped first); the elite copied to the
+            // first rows.
             let genomes = i.genomes.as_ref().ok_or_else(|| anyhow!("a GE island without genomes"))?;
-            let used = &i.used;
+            let grammar = rep.grammar();
+            let pairs = CpuBreeder.select_parents(&i.fit, &i.pop, 2 * (p - n_elite).div_ceil(2), &parents, seed, next_gen)?;
             let mut next = Genomes::new(p, rep.genome_capacity);
-            for (k, &e) in elite.iter().enumerate() {
-                next.set(k, genomes.get(e));
-            }
-            let n_children = p - elite.len();
-            let pairs = n_children.div_ceil(2);
-            let children: Vec<(Vec<u32>, Vec<u32>)> = (0..pairs)
-                .into_par_iter()
-                .with_min_len(32)
-                .map_init(|| rep.mapper(), |mapper, j| {
-                    let a = parents.pick(fit, lens, &pool, seed, next_gen, 2 * j);
-                    let b = parents.pick(fit, lens, &pool, seed, next_gen, 2 * j + 1);
-                    let (mut c0, mut c1) = (Vec::new(), Vec::new());
-                    let mut s = Stream::new(seed, next_gen, j as u32, Purpose::Crossover);
-                    crossover(genomes.get(a), genomes.get(b), used[a], used[b], &rep.vary, rep.genome_capacity, &mut s, &mut c0, &mut c1);
-                    // As PonyGE2 does, mutate within the child's own used codons (its mapping's),
-                    // with streams addressed by the child's final row.
-                    let k0 = (elite.len() + 2 * j) as u32;
-                    for (c, k) in [(&mut c0, k0), (&mut c1, k0 + 1)] {
-                        let u = mapper.map(c).used_codons.min(c.len() as u32);
-                        int_flip(c, u, &rep.vary, &mut Stream::new(seed, next_gen, k, Purpose::Mutate));
-                    }
-                    (c0, c1)
-                })
-                .collect();
-            let mut k = elite.len();
-            for (c0, c1) in children {
-                for c in [c0, c1] {
-                    if k < p {
-                        next.set(k, &c);
-                        k += 1;
-                    }
-                }
-            }
+            CpuBreeder.crossover(genomes, &i.used, &pairs, &mut next, n_elite, &rep.vary, seed, next_gen)?;
+            let mut used = CpuBreeder.mapping(&grammar, p)?;
+            CpuBreeder.map(&grammar, &mut used, &next, None)?;
+            CpuBreeder.mutate(&mut next, &used, n_elite, &rep.vary, seed, next_gen)?;
+            CpuBreeder.copy_genomes(genomes, &elite, n_elite, &mut next)?;
             i.genomes = Some(next);
         }
     }
     Ok(())
 }
-
 
 fn stats(generation: usize, pop: &Population, fit: &[f64], seconds: f64) -> GenerationStats {
     let mut best = f64::INFINITY;
@@ -305,45 +269,10 @@ fn best_of(fit: &[f64]) -> Option<usize> {
     select::elite(fit, 1).into_iter().next().filter(|&i| select::key(fit[i]).is_finite())
 }
 
-/// Maps every genome to a tree in `pop` (rows of invalid ones emptied), with the loops' mapper
-/// ([`GrammarRep::mapper`]). Returns used codons. The CPU reference of `grove_map_trees`.
-pub fn map_population(rep: &GrammarRep, genomes: &Genomes, pop: &mut Population) -> Vec<u32> {
-    let results: Vec<(u32, Option<Vec<Node>>)> = (0..genomes.size())
-        .into_par_iter()
-        .with_min_len(64)
-        .map_init(
-            || (rep.mapper(), Vec::new(), Vec::new()),
-            |(mapper, nodes, scratch), i| {
-                let m = mapper.map(genomes.get(i));
-                if !m.valid() {
-                    return (m.used_codons, None);
-                }
-                match build_tree(rep.table, rep.templates, mapper.derivation(), pop.max_len, nodes, scratch) {
-                    Ok(()) => (m.used_codons, Some(nodes.clone())),
-                    Err(_) => (m.used_codons, None),
-                }
-            },
-        )
-        .collect();
-    let mut used = Vec::with_capacity(results.len());
-    for (i, (u, nodes)) in results.into_iter().enumerate() {
-        used.push(u);
-        // A row that cannot take its tree is left empty by `set_tree`: an invalid individual.
-        match nodes {
-            Some(n) => {
-                let _ = pop.set_tree(i, &n);
-            }
-            None => pop.clear(i),
-        }
-    }
-    used
-}
-
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evolve::{TreeRep, checkpoint};
+    use crate::evolve::{GrammarRep, TreeRep, checkpoint};
     use crate::genome::MapConfig;
     use crate::genome::init::InitConfig;
     use crate::genome::vary::GeVaryConfig;

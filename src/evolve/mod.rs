@@ -19,6 +19,7 @@ pub mod hof;
 pub mod host;
 pub mod islands;
 
+use crate::backend::breed::Grammar;
 use crate::genome::init::{Genomes, InitConfig};
 use crate::genome::vary::GeVaryConfig;
 use crate::genome::{MapConfig, Mapper};
@@ -170,11 +171,16 @@ impl GrammarRep<'_> {
         budget.saturating_mul(per_codon).clamp(1, 1 << 16)
     }
 
-    /// The mapper of the evolution loops, on both devices: `rep.map`'s settings with the GPU
-    /// mapper's bounds ([`crate::genome::MAP_STACK`] pending symbols, [`Self::max_derivation`]
-    /// entries), so that host and device loops agree on every genome.
+    /// The grammar as both loops' mapping step reads it ([`crate::backend::breed::Breeder::map`]):
+    /// the table, the templates, `map`'s settings and [`Self::max_derivation`].
+    pub fn grammar(&self) -> Grammar<'_> {
+        Grammar { table: self.table, templates: self.templates, map: self.map, max_derivation: self.max_derivation() }
+    }
+
+    /// The mapper of the evolution loops, on both devices ([`Grammar::mapper`]): `map`'s
+    /// settings with the GPU mapper's bounds, so that host and device loops agree on every genome.
     pub fn mapper(&self) -> Mapper<'_> {
-        Mapper::new(self.table, self.map).with_max_stack(crate::genome::MAP_STACK).with_max_derivation(self.max_derivation())
+        self.grammar().mapper()
     }
 }
 

@@ -446,7 +446,7 @@ impl CudaEngine {
     /// Queues `grove_map_trees`: every genome mapped (with `cfg`, at most [`crate::genome::MAP_STACK`]
     /// pending symbols and the scratch's `max_derivation` entries) and, with `trees`, its tree
     /// built into the same row there (an empty row where it does not map or build): the device
-    /// twin of `evolve::map_population`. Statuses and used codons stay in `scratch`.
+    /// twin of `backend::cpu::breed::map_population`. Statuses and used codons stay in `scratch`.
     pub fn map_trees(
         &self,
         tables: &DeviceTables,
@@ -520,7 +520,7 @@ impl CudaEngine {
     }
 
     /// Maps genomes to trees on the GPU and reads everything back (for tests and `grove bench`):
-    /// the device twin of `evolve::map_population`, statuses included.
+    /// the device twin of `backend::cpu::breed::map_population`, statuses included.
     pub fn map_population(
         &self,
         tables: &DeviceTables,

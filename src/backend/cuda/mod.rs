@@ -6,6 +6,7 @@
 //! cached twice: in memory behind a lock for the engine's life, and on disk ([`cache`]) so that
 //! the next process skips NVRTC.
 
+pub mod breed;
 pub mod cache;
 pub mod classify;
 pub mod control;
@@ -31,6 +32,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
+pub use breed::DeviceMapping;
 pub use cache::Origin;
 pub use classify::DeviceClassData;
 pub use error::{CompileFailure, GpuError, Result};
