@@ -16,8 +16,10 @@ pub mod eval;
 pub mod generation;
 pub mod kernels;
 pub mod map;
+pub mod memory;
 pub mod nvrtc;
 pub mod pack;
+pub mod population;
 pub mod probe;
 pub mod sim;
 pub mod select;
@@ -39,11 +41,12 @@ pub use error::{CompileFailure, GpuError, Result};
 pub use eval::{DeviceDataset, EvalConfig, EvalTiming, Launch};
 pub use generation::{EliteScratch, FitnessScratch, Mailbox, MailboxRead, TreeOrder};
 pub use kernels::KernelSource;
-pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch, MapTreesScratch, MappedTrees};
+pub use map::{bench_map, DeviceMapOutput, GpuMapping, MapBench, MapLaunch, MapTreesScratch, MappedTrees};
 pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
 pub use select::{DeviceErrors, DeviceFitness, DeviceIndices};
-pub use vary::{BredCounts, DeviceBred, DevicePopulation};
+pub use population::{DeviceGenomes, DevicePopulation};
+pub use vary::{BredCounts, DeviceBred};
 
 use error::During;
 

@@ -17,6 +17,13 @@
 //! host formulas, `size_summary` of the hall of fame's update), so the loops give the same
 //! programs, fitness, history (the mean fitness summed in another order) and hall of fame.
 //! `tests/cuda_evolve.rs` checks this on a GPU.
+//!
+//! This file holds the tasks the loop runs, its copy counts and the loop; [`migrate`] moves
+//! rows between islands, [`observe`] reads each generation back, [`profile`] times the steps.
+
+mod migrate;
+mod observe;
+mod profile;
 
 use std::time::Instant;
 
@@ -26,6 +33,9 @@ use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Obser
 use crate::backend::breed::Breeder;
 use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DeviceMapping, DevicePopulation};
 use crate::program::fitness::{ClassFitness, RegressionConfig};
+use migrate::{Staging, migrate_on_device};
+use observe::{Books, observe};
+use profile::StageTimes;
 
 /// A regression task whose data lives on a GPU: what the device loop needs from the task.
 #[derive(Clone, Copy)]
@@ -96,7 +106,7 @@ impl<'a> DeviceTask<'a> {
 /// The fitness step's buffers.
 enum FitnessStep {
     Regression(crate::backend::cuda::FitnessScratch),
-    Classification(crate::backend::cuda::classify::ClassFitnessScratch),
+    Classification(crate::backend::cuda::generation::ClassFitnessScratch),
     Control(crate::backend::cuda::control::ControlScratch),
 }
 
@@ -229,23 +239,6 @@ impl<'t> Island<'t, '_, '_> {
     }
 }
 
-/// Rows on their way between islands of the device loop: gathered into the sender's
-/// staging rows; `fit` and `used` (GE) are the host's copies.
-struct DevicePacket {
-    from: usize,
-    fit: Vec<f64>,
-    used: Vec<u32>,
-}
-
-/// Staging rows of one island for migration: its emigrants (and, on another GPU than the
-/// sender's, its immigrants copied through the host).
-struct Staging {
-    out: DevicePopulation,
-    inbox: DevicePopulation,
-    out_genomes: Option<DeviceGenomes>,
-    inbox_genomes: Option<DeviceGenomes>,
-}
-
 /// The device loop's constant fitting of one island after its evaluation (regression and
 /// classification; control fits none), as the host loop's: the fitness read back, the rows
 /// [`super::ConstantFitting::rows`] chooses fitted in place (`kernels/fit.cu`), and the
@@ -278,264 +271,6 @@ fn fit_constants(cfg: &EngineConfig, i: &mut Island<'_, '_, '_>, tr: &mut Transf
         _ => unreachable!("the fitness step was made for this task"),
     }
     Ok(())
-}
-
-/// The islands of the device loop as a [`Transport`](super::islands::Transport): fitness (and
-/// GE's used codons) come to the host to choose who moves; rows move on the device (a gather
-/// into the sender's staging rows, a scatter over the receiver's worst), through the host only
-/// between GPUs.
-struct DeviceIslands<'a, 't, 'r, 'g> {
-    isl: &'a mut [Island<'t, 'r, 'g>],
-    staging: &'a mut Vec<Option<Staging>>,
-    fits: Vec<Vec<f64>>,
-    used: Vec<Vec<u32>>,
-    k: usize,
-    tr: &'a mut Transfers,
-}
-
-impl DeviceIslands<'_, '_, '_, '_> {
-    fn staging(&mut self, i: usize) -> Result<&mut Staging> {
-        if self.staging[i].is_none() {
-            let isl = &self.isl[i];
-            let e = isl.engine();
-            let (l, o) = (isl.pop.max_len(), isl.pop.n_outputs());
-            let k = self.k.max(1);
-            let genomes = |e: &CudaEngine| -> Result<Option<DeviceGenomes>> {
-                Ok(match &isl.ge {
-                    Some(g) => Some(e.alloc_genomes(k, g.genomes.capacity())?),
-                    None => None,
-                })
-            };
-            self.staging[i] = Some(Staging {
-                out: e.alloc_population(k, l, o)?,
-                inbox: e.alloc_population(k, l, o)?,
-                out_genomes: genomes(e)?,
-                inbox_genomes: genomes(e)?,
-            });
-        }
-        Ok(self.staging[i].as_mut().expect("just made"))
-    }
-}
-
-impl super::islands::Transport for DeviceIslands<'_, '_, '_, '_> {
-    type Packet = DevicePacket;
-
-    fn islands(&self) -> usize {
-        self.isl.len()
-    }
-
-    fn fitness(&mut self, i: usize) -> anyhow::Result<Vec<f64>> {
-        let isl = &self.isl[i];
-        let e = isl.engine();
-        let fit = e.download_fitness(&isl.fit)?;
-        let used = match &isl.ge {
-            Some(g) => e.download_used(&g.mapping.scratch)?,
-            None => Vec::new(),
-        };
-        self.tr.migration_bytes += fit.len() * 8 + used.len() * 4;
-        self.tr.population_bytes_between_generations += fit.len() * 8 + used.len() * 4;
-        self.fits[i] = fit.clone();
-        self.used[i] = used;
-        Ok(fit)
-    }
-
-    fn send(&mut self, i: usize, rows: &[usize]) -> anyhow::Result<DevicePacket> {
-        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        self.tr.migration_bytes += idx.len() * 4;
-        let fit = rows.iter().map(|&r| self.fits[i][r]).collect();
-        let used = if self.used[i].is_empty() { Vec::new() } else { rows.iter().map(|&r| self.used[i][r]).collect() };
-        self.staging(i)?;
-        let (isl, st) = (&self.isl[i], self.staging[i].as_mut().expect("made above"));
-        let e = isl.engine();
-        let dev = e.upload_indices(&idx, isl.pop.size())?;
-        e.gather_trees(&isl.pop, &dev, idx.len(), &mut st.out)?;
-        if let (Some(g), Some(out)) = (&isl.ge, st.out_genomes.as_mut()) {
-            e.gather_genomes(&g.genomes, &dev, idx.len(), out)?;
-        }
-        Ok(DevicePacket { from: i, fit, used })
-    }
-
-    fn receive(&mut self, j: usize, rows: &[usize], packet: DevicePacket) -> anyhow::Result<()> {
-        let n = rows.len();
-        anyhow::ensure!(packet.fit.len() == n, "{} immigrants for {n} rows", packet.fit.len());
-        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        self.tr.migration_bytes += idx.len() * 4;
-        self.staging(j)?;
-        let from = packet.from;
-        let same_gpu = std::ptr::eq(self.isl[from].engine(), self.isl[j].engine());
-        if !same_gpu {
-            // Between GPUs: through the host, into the receiver's inbox.
-            let src = &self.isl[from];
-            let st = self.staging[from].as_ref().expect("the sender staged its rows");
-            let trees = src.engine().download_population(&st.out)?;
-            let genomes = st.out_genomes.as_ref().map(|g| src.engine().download_genomes(g)).transpose()?;
-            let e = self.isl[j].engine();
-            let st = self.staging[j].as_mut().expect("made above");
-            st.inbox = e.upload_population(&trees)?;
-            self.tr.migration_bytes += 2 * (trees.op.len() * 8 + trees.len.len() * 2);
-            if let Some(g) = genomes {
-                self.tr.migration_bytes += 2 * (g.codons.len() + g.len.len()) * 4;
-                st.inbox_genomes = Some(e.upload_genomes(&g)?);
-            }
-        }
-        // The rows to write: the sender's staged emigrants on one GPU, else the receiver's inbox.
-        let st = if same_gpu { self.staging[from].as_ref() } else { self.staging[j].as_ref() };
-        let st = st.ok_or_else(|| anyhow!("no staged rows for island {j}"))?;
-        let (rows_src, genomes_src) = if same_gpu { (&st.out, st.out_genomes.as_ref()) } else { (&st.inbox, st.inbox_genomes.as_ref()) };
-        let isl = &mut self.isl[j];
-        let e = isl.task.engine();
-        let dev = e.upload_indices(&idx, isl.pop.size())?;
-        e.scatter_trees(rows_src, &dev, n, &mut isl.pop)?;
-        if let (Some(g), Some(src)) = (isl.ge.as_mut(), genomes_src) {
-            e.scatter_genomes(src, &dev, n, &mut g.genomes)?;
-        }
-        for (k, &r) in rows.iter().enumerate() {
-            self.fits[j][r] = packet.fit[k];
-            if !packet.used.is_empty() {
-                self.used[j][r] = packet.used[k];
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One migration on the device: [`super::islands::migrate`] over [`DeviceIslands`], then each
-/// island's fitness (and GE's used codons) written back with the immigrants', and its elite
-/// chosen again from them (`select::elite`, as the host loop breeds after migrating).
-fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], staging: &mut Vec<Option<Staging>>, k: usize, n_elite: usize, tr: &mut Transfers) -> Result<()> {
-    let n = isl.len();
-    let mut t = DeviceIslands { isl, staging, fits: vec![Vec::new(); n], used: vec![Vec::new(); n], k, tr };
-    super::islands::migrate(&mut t, k)?;
-    let DeviceIslands { isl, fits, used, tr, .. } = t;
-    for ((i, fit), used) in isl.iter_mut().zip(&fits).zip(&used) {
-        let e = i.task.engine();
-        e.write_fitness(&mut i.fit, fit)?;
-        if let Some(g) = i.ge.as_mut() {
-            e.write_used(&mut g.mapping.scratch, used)?;
-        }
-        let elite: Vec<u32> = crate::select::elite(fit, n_elite).into_iter().map(|r| r as u32).collect();
-        i.elite = Some(e.upload_indices(&elite, fit.len())?);
-        tr.migration_bytes += fit.len() * 8 + used.len() * 4 + elite.len() * 4;
-    }
-    tr.migrations += 1;
-    Ok(())
-}
-
-/// What the host reads of one generation of every island.
-struct Seen {
-    /// Each island's mailbox.
-    reads: Vec<crate::backend::cuda::MailboxRead>,
-}
-
-/// The loop's view of the run as a whole: the best so far, each size's best fitness so far
-/// (only programs that beat it are copied back for the hall of fame), and the copies counted.
-struct Books {
-    best: Best,
-    size_best: Vec<f64>,
-    tr: Transfers,
-}
-
-/// Reads every island's generation (waiting for it), and copies back in one copy per island
-/// the trees the host needs: each size's new winner over all islands (the first island's among
-/// equals, as a hall of fame reading the islands end to end keeps) and the best program when
-/// it improves (GE: with its genome, from `genomes_bred` when the next generation has already
-/// been bred and swapped in). Tells the observer.
-fn observe(
-    isl: &[Island<'_, '_, '_>],
-    rep: Representation<'_, '_>,
-    gen: usize,
-    genomes_bred: bool,
-    books: &mut Books,
-    observer: &mut dyn Observer,
-) -> Result<Seen> {
-    let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
-    let max_len = isl[0].pop.max_len();
-    let size_bytes = (max_len + 1) * 16;
-    let mut reads = Vec::with_capacity(isl.len());
-    let mut counts = vec![0u32; max_len + 1];
-    // Per size: (fitness, island, index) of the winner over the islands.
-    let mut winner: Vec<Option<(f64, usize, u32)>> = vec![None; max_len + 1];
-    for (k, i) in isl.iter().enumerate() {
-        let (r, summary) = i.engine().read_generation(&i.mail, &i.sizes)?;
-        let tr = &mut books.tr;
-        tr.mailbox_reads += 1;
-        tr.mailbox_bytes += mailbox_bytes;
-        tr.size_summaries += 1;
-        tr.size_summary_bytes += size_bytes;
-        for (size, b) in summary.best.iter().enumerate() {
-            if let Some((f, idx)) = *b {
-                if winner[size].is_none_or(|(wf, _, _)| f < wf) {
-                    winner[size] = Some((f, k, idx));
-                }
-            }
-        }
-        for (c, &n) in counts.iter_mut().zip(&summary.counts) {
-            *c += n;
-        }
-        reads.push(r);
-    }
-    let mut improved = Vec::new();
-    for (size, w) in winner.iter().enumerate() {
-        if let Some((f, k, idx)) = *w {
-            if f < books.size_best[size] {
-                books.size_best[size] = f;
-                improved.push((f, k, idx));
-            }
-        }
-    }
-    let mut best_at: Option<(f64, usize)> = None;
-    for (k, r) in reads.iter().enumerate() {
-        let b = r.stats.best;
-        if b.is_finite() && b < books.best.fitness && best_at.is_none_or(|(f, _)| b < f) {
-            best_at = Some((b, k));
-        }
-    }
-    let row_bytes = max_len * 8 + 2;
-    let mut winners: Vec<Option<(f64, Vec<crate::program::tree::Node>)>> = vec![None; improved.len()];
-    for (k, i) in isl.iter().enumerate() {
-        let e = i.engine();
-        let mine: Vec<usize> = (0..improved.len()).filter(|&w| improved[w].1 == k).collect();
-        let mut idx: Vec<u32> = mine.iter().map(|&w| improved[w].2).collect();
-        let best_here = best_at.is_some_and(|(_, b)| b == k);
-        if best_here {
-            idx.push(reads[k].stats.best_idx);
-        }
-        if idx.is_empty() {
-            continue;
-        }
-        let mut trees = e.download_trees(&i.pop, &idx)?;
-        let tr = &mut books.tr;
-        if best_here {
-            let nodes = trees.pop().expect("one tree per index");
-            tr.best_trees += 1;
-            tr.best_tree_bytes += row_bytes;
-            let s = &reads[k].stats;
-            let genome = match (&i.ge, genomes_bred) {
-                (Some(g), true) => Some(e.download_genome(&g.next, s.best_idx as usize)?),
-                (Some(g), false) => Some(e.download_genome(&g.genomes, s.best_idx as usize)?),
-                (None, _) => None,
-            };
-            if let Some(g) = &genome {
-                tr.best_genome_bytes += g.len() * 4;
-            }
-            let genome = match (rep, genome) {
-                (Representation::Grammar(rep), Some(g)) => {
-                    let text = super::phenotype(rep, &g);
-                    Some((g, text))
-                }
-                _ => None,
-            };
-            books.best = Best { fitness: s.best, nodes, generation: gen, genome };
-        }
-        tr.hall_of_fame_trees += trees.len();
-        tr.hall_of_fame_bytes += trees.len() * row_bytes;
-        for (w, nodes) in mine.into_iter().zip(trees) {
-            winners[w] = Some((improved[w].0, nodes));
-        }
-    }
-    let winners: Vec<(f64, Vec<crate::program::tree::Node>)> = winners.into_iter().flatten().collect();
-    observer.evaluated_sizes(gen, &winners, &counts);
-    Ok(Seen { reads })
 }
 
 /// The device loop of either representation on `islands.count` islands: island `i` runs on
@@ -867,43 +602,4 @@ pub fn run(
     let mut tr = books.tr;
     tr.final_population_bytes = population.op.len() * 8 + population.len.len() * 2 + fitness.len() * 8;
     Ok((Outcome { best: books.best, history, population, fitness, transfers: Some(tr), island_history }, tr))
-}
-
-/// Seconds per step of the loop, when profiling.
-struct StageTimes {
-    on: bool,
-    last: Instant,
-    total: Vec<(&'static str, f64)>,
-}
-
-impl StageTimes {
-    fn new(on: bool) -> Self {
-        Self { on, last: Instant::now(), total: Vec::new() }
-    }
-    fn start(&mut self) {
-        self.last = Instant::now();
-    }
-    /// Waits for the device and adds the time since the last mark to `name`.
-    fn mark(&mut self, e: &CudaEngine, name: &'static str) -> Result<()> {
-        if !self.on {
-            return Ok(());
-        }
-        e.stream().synchronize().map_err(|err| anyhow!("profiling the device loop: {err}"))?;
-        let now = Instant::now();
-        let dt = (now - self.last).as_secs_f64();
-        self.last = now;
-        match self.total.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, t)) => *t += dt,
-            None => self.total.push((name, dt)),
-        }
-        Ok(())
-    }
-    fn print(&self) {
-        if self.on {
-            let sum: f64 = self.total.iter().map(|(_, t)| t).sum();
-            for (name, t) in &self.total {
-                eprintln!("device loop: {name:22} {:9.3} ms ({:4.1} %)", t * 1e3, 100.0 * t / sum);
-            }
-        }
-    }
 }
