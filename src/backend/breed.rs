@@ -64,7 +64,14 @@ pub trait Breeder {
 
     /// GE's first generation: `p` genomes of `grammar` (`init`'s method), of at most
     /// `capacity` codons, row `i` from stream `(seed, 0, i, Init)`.
-    fn random_genomes(&self, grammar: &Grammar<'_>, init: &InitConfig, p: usize, capacity: usize, seed: u64) -> Result<Self::Genomes>;
+    fn random_genomes(
+        &self,
+        grammar: &Grammar<'_>,
+        init: &InitConfig,
+        p: usize,
+        capacity: usize,
+        seed: u64,
+    ) -> Result<Self::Genomes>;
 
     /// An empty mapping state for `p` genomes of `grammar`.
     fn mapping(&self, grammar: &Grammar<'_>, p: usize) -> Result<Self::Mapping>;
@@ -72,7 +79,13 @@ pub trait Breeder {
     /// Maps every genome with [`Grammar::mapper`], keeping the used codons in `mapping`, and
     /// with `trees` builds each genome's tree into the same row (an empty row, an invalid
     /// individual, where it does not map or its tree does not fit).
-    fn map(&self, grammar: &Grammar<'_>, mapping: &mut Self::Mapping, genomes: &Self::Genomes, trees: Option<&mut Self::Trees>) -> Result<()>;
+    fn map(
+        &self,
+        grammar: &Grammar<'_>,
+        mapping: &mut Self::Mapping,
+        genomes: &Self::Genomes,
+        trees: Option<&mut Self::Trees>,
+    ) -> Result<()>;
 
     /// `n_slots` tournament winners among the valid individuals: slot `s` is
     /// [`Tournament::pick`] with stream `(seed, generation, s, Select)` (`trees` gives the sizes
@@ -124,7 +137,15 @@ pub trait Breeder {
     /// GE mutation ([`crate::genome::vary::int_flip`]) of rows `first_row..` of `genomes` in
     /// place, each within its own used codons (`mapping`, of `genomes`' last mapping), row `k`
     /// with stream `(seed, generation, k, Mutate)`.
-    fn mutate(&self, genomes: &mut Self::Genomes, mapping: &Self::Mapping, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<()>;
+    fn mutate(
+        &self,
+        genomes: &mut Self::Genomes,
+        mapping: &Self::Mapping,
+        first_row: usize,
+        cfg: &GeVaryConfig,
+        seed: u64,
+        generation: u32,
+    ) -> Result<()>;
 
     /// Elitism for genomes: rows `rows[..n]` of `src` copied to rows `0..n` of `dst`.
     fn copy_genomes(&self, src: &Self::Genomes, rows: &Self::Rows, n: usize, dst: &mut Self::Genomes) -> Result<()>;

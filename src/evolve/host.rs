@@ -300,7 +300,8 @@ mod tests {
         let cfg = EngineConfig { pop_size: 60, generations: 10, seed: 4, ..EngineConfig::default() };
         let mut seen = Vec::new();
         let grammar = Representation::Grammar(&rep);
-        let a = run(&cfg, &IslandConfig::single(), grammar, &length_task, None, &mut |s: &GenerationStats, _: &Best| seen.push(s.best)).unwrap();
+        let one = IslandConfig::single();
+        let a = run(&cfg, &one, grammar, &length_task, None, &mut |s: &GenerationStats, _: &Best| seen.push(s.best)).unwrap();
         assert_eq!(a.history.len(), 11);
         assert_eq!(a.best.fitness, 0.0, "a tree of 7 nodes is easy to find");
         assert!(seen.windows(2).all(|w| w[1] <= w[0]), "elitism keeps the best: {seen:?}");
@@ -328,7 +329,8 @@ mod tests {
         let cfg = EngineConfig { pop_size: 60, generations: 10, seed: 4, ..EngineConfig::default() };
         let mut seen = Vec::new();
         let trees = Representation::Trees(&rep);
-        let a = run(&cfg, &IslandConfig::single(), trees, &length_task, None, &mut |s: &GenerationStats, _: &Best| seen.push(s.best)).unwrap();
+        let one = IslandConfig::single();
+        let a = run(&cfg, &one, trees, &length_task, None, &mut |s: &GenerationStats, _: &Best| seen.push(s.best)).unwrap();
         assert_eq!(a.best.fitness, 0.0);
         assert!(seen.windows(2).all(|w| w[1] <= w[0]), "{seen:?}");
         a.population.validate().unwrap();

@@ -89,7 +89,15 @@ impl Breeder for CpuBreeder {
         Ok(())
     }
 
-    fn select_parents(&self, fit: &[f64], trees: &Population, n_slots: usize, tournament: &Tournament, seed: u64, generation: u32) -> Result<Vec<u32>> {
+    fn select_parents(
+        &self,
+        fit: &[f64],
+        trees: &Population,
+        n_slots: usize,
+        tournament: &Tournament,
+        seed: u64,
+        generation: u32,
+    ) -> Result<Vec<u32>> {
         let pool = select::valid_indices(fit);
         let lens = &trees.len;
         Ok((0..n_slots)
@@ -157,7 +165,15 @@ impl Breeder for CpuBreeder {
         Ok(())
     }
 
-    fn mutate(&self, genomes: &mut Genomes, used: &Vec<u32>, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<()> {
+    fn mutate(
+        &self,
+        genomes: &mut Genomes,
+        used: &Vec<u32>,
+        first_row: usize,
+        cfg: &GeVaryConfig,
+        seed: u64,
+        generation: u32,
+    ) -> Result<()> {
         let n = genomes.size();
         anyhow::ensure!(used.len() >= n && first_row <= n, "{} used counts for {n} genomes from row {first_row}", used.len());
         if genomes.capacity == 0 {
@@ -179,5 +195,51 @@ impl Breeder for CpuBreeder {
             dst.set(k, src.get(r as usize));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::genome::MapConfig;
+    use crate::grammar::template::{Vars, compile};
+    use crate::grammar::{DatasetShape, load_parsed, parse_str};
+
+    /// The GE steps (every pair crossed, the children mapped once, every child mutated) make
+    /// what crossing, mapping and mutating one pair at a time makes (the host loop's earlier
+    /// order, the one PonyGE2 follows).
+    #[test]
+    fn ge_steps_equal_breeding_one_pair_at_a_time() {
+        let g = parse_str("<e> ::= (<op> <e> <e>) | <v>\n<op> ::= + | - | *\n<v> ::= x0 | 1.0", "g", false).unwrap();
+        let l = load_parsed(g, &DatasetShape::default()).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()], n_outputs: 0 }).unwrap();
+        let grammar = Grammar { table: &l.table, templates: &tpl, map: MapConfig::default(), max_derivation: 512 };
+        let (p, cap, n_elite, seed, gen) = (41, 64, 2, 7, 3);
+        let parents = CpuBreeder.random_genomes(&grammar, &InitConfig::default(), p, cap, seed).unwrap();
+        let mut used = CpuBreeder.mapping(&grammar, p).unwrap();
+        let mut pop = Population::new(p, 64, 0);
+        CpuBreeder.map(&grammar, &mut used, &parents, Some(&mut pop)).unwrap();
+        let pairs: Vec<u32> = (0..2 * (p - n_elite).div_ceil(2) as u32).map(|s| (s * 7 + 3) % p as u32).collect();
+        let cfg = GeVaryConfig { crossover: 0.9, mutation: 0.1, ..GeVaryConfig::default() };
+        let mut steps = Genomes::new(p, cap);
+        CpuBreeder.crossover(&parents, &used, &pairs, &mut steps, n_elite, &cfg, seed, gen).unwrap();
+        let mut child_used = Vec::new();
+        CpuBreeder.map(&grammar, &mut child_used, &steps, None).unwrap();
+        CpuBreeder.mutate(&mut steps, &child_used, n_elite, &cfg, seed, gen).unwrap();
+        let mut mapper = grammar.mapper();
+        for (j, ab) in pairs.chunks_exact(2).enumerate() {
+            let (a, b) = (ab[0] as usize, ab[1] as usize);
+            let (mut c0, mut c1) = (Vec::new(), Vec::new());
+            let mut s = Stream::new(seed, gen, j as u32, Purpose::Crossover);
+            crossover(parents.get(a), parents.get(b), used[a], used[b], &cfg, cap, &mut s, &mut c0, &mut c1);
+            for (k, mut c) in [(n_elite + 2 * j, c0), (n_elite + 2 * j + 1, c1)] {
+                let u = mapper.map(&c).used_codons.min(c.len() as u32);
+                int_flip(&mut c, u, &cfg, &mut Stream::new(seed, gen, k as u32, Purpose::Mutate));
+                if k < p {
+                    assert_eq!(steps.get(k), &c[..], "child {k}");
+                }
+            }
+        }
+        assert!((0..n_elite).all(|k| steps.get(k).is_empty()), "the elite's rows are left to copy_genomes");
     }
 }

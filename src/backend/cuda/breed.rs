@@ -37,7 +37,14 @@ impl Breeder for CudaEngine {
         Ok(self.init_trees(spec, p, seed)?)
     }
 
-    fn random_genomes(&self, grammar: &Grammar<'_>, init: &InitConfig, p: usize, capacity: usize, seed: u64) -> Result<DeviceGenomes> {
+    fn random_genomes(
+        &self,
+        grammar: &Grammar<'_>,
+        init: &InitConfig,
+        p: usize,
+        capacity: usize,
+        seed: u64,
+    ) -> Result<DeviceGenomes> {
         let tables = DeviceTables::new(grammar.table, grammar.templates).map_err(|m| anyhow!("{m}"))?;
         Ok(self.init_genomes(grammar.table, &tables, init, grammar.map.codons, p, capacity, seed)?)
     }
@@ -47,7 +54,13 @@ impl Breeder for CudaEngine {
         Ok(DeviceMapping { tables, scratch: self.alloc_map_trees(p, grammar.max_derivation)? })
     }
 
-    fn map(&self, grammar: &Grammar<'_>, m: &mut DeviceMapping, genomes: &DeviceGenomes, trees: Option<&mut DevicePopulation>) -> Result<()> {
+    fn map(
+        &self,
+        grammar: &Grammar<'_>,
+        m: &mut DeviceMapping,
+        genomes: &DeviceGenomes,
+        trees: Option<&mut DevicePopulation>,
+    ) -> Result<()> {
         Ok(self.map_trees(&m.tables, genomes, &grammar.map, trees, &mut m.scratch, &MapLaunch::default())?)
     }
 
@@ -98,7 +111,15 @@ impl Breeder for CudaEngine {
         Ok(self.ge_crossover(parents, UsedCodons::Counts(m.scratch.used()), pairs, children, first_row, cfg, seed, generation)?)
     }
 
-    fn mutate(&self, genomes: &mut DeviceGenomes, m: &DeviceMapping, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<()> {
+    fn mutate(
+        &self,
+        genomes: &mut DeviceGenomes,
+        m: &DeviceMapping,
+        first_row: usize,
+        cfg: &GeVaryConfig,
+        seed: u64,
+        generation: u32,
+    ) -> Result<()> {
         Ok(self.ge_int_flip(genomes, UsedCodons::Counts(m.scratch.used()), first_row, cfg, seed, generation)?)
     }
 

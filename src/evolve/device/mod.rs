@@ -11,12 +11,14 @@
 //! (checkpoints, Ctrl-C) copy the next population (trees or genomes) back.
 //!
 //! It computes what the host loop ([`super::host::run`]) computes with the same engine
-//! evaluating: every kernel is the exact twin of the host step it replaces (`init_trees` of `init_population`, `select_tournament` of `select::tournament`,
+//! evaluating. Both breed through the breeding contract ([`Breeder`]: selection, variation,
+//! mapping, elitism's copies), whose CUDA side here is the exact twin of the CPU side the host
+//! loop runs (`init_trees` of `init_population`, `select_tournament` of `select::tournament`,
 //! `breed_trees` of `breed`, `ge_crossover` / `ge_int_flip` of `genome::vary`, `map_trees` of
-//! `map_population`, `elite_and_stats` of `select::elite`, the tasks' fitness kernels of their
-//! host formulas, `size_summary` of the hall of fame's update), so the loops give the same
-//! programs, fitness, history (the mean fitness summed in another order) and hall of fame.
-//! `tests/cuda_evolve.rs` checks this on a GPU.
+//! `map_population`); `elite_and_stats` is the twin of `select::elite`, the tasks' fitness
+//! kernels of their host formulas, `size_summary` of the hall of fame's update; so the loops
+//! give the same programs, fitness, history (the mean fitness summed in another order) and hall
+//! of fame. `tests/cuda_evolve.rs` checks this on a GPU.
 //!
 //! This file holds the tasks the loop runs, its copy counts and the loop; [`migrate`] moves
 //! rows between islands, [`observe`] reads each generation back, [`profile`] times the steps.
