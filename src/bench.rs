@@ -335,7 +335,7 @@ fn gpu_map(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec
 /// population, median of 5 launches) in codons read per second.
 fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
     use crate::backend::{Backend, DeviceChoice};
-    use crate::evolve::{EngineConfig, GrammarRep, device};
+    use crate::evolve::{EngineConfig, GrammarRep, Representation, device};
     use crate::genome::{InitConfig, InitMethod};
     use crate::grammar::template::{DeviceTables, Vars, compile};
     use crate::task::regression::{Regression, RegressionConfig, TreeSettings};
@@ -373,10 +373,12 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
         let d = crate::evolve::Fitness::device_task(&task).ok_or_else(|| anyhow::anyhow!("the data is not on the GPU"))?;
         let steady = |h: &[crate::evolve::GenerationStats]| median(h[1..].iter().map(|s| s.seconds).collect());
         let size = |h: &[crate::evolve::GenerationStats]| h.iter().map(|s| s.mean_size).sum::<f64>() / h.len() as f64;
-        let (ge, _) = device::run_grammar(&cfg, &rep, &d, None, &mut |_: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {})?;
+        let one = crate::evolve::IslandConfig::single();
+        let quiet = |_: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {};
+        let (ge, _) = device::run(&cfg, &one, Representation::Grammar(&rep), &[d], None, &mut { quiet })?;
         let functions = if pagie { "add,sub,mul,div,sin,cos,tan" } else { "add,sub,mul" };
         let trees = TreeSettings::default().rep(functions, train.n_features, cfg.max_len)?;
-        let (tree, _) = device::run_trees(&cfg, &trees, &d, None, &mut |_: &crate::evolve::GenerationStats, _: &crate::evolve::Best| {})?;
+        let (tree, _) = device::run(&cfg, &one, Representation::Trees(&trees), &[d], None, &mut { quiet })?;
         // The mapping kernel alone, on the first population's genomes.
         let genomes = crate::genome::init::init_genomes(&loaded.table, &init, map.codons, p, 256, 1);
         let tables = DeviceTables::new(&loaded.table, &tpl).map_err(|m| anyhow::anyhow!("{m}"))?;

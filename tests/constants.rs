@@ -2,7 +2,7 @@
 //! to the CPU reference and `tests/cuda_evolve.rs` the device loop to the host loop).
 
 use grove::backend::{Backend, DeviceChoice};
-use grove::evolve::{ConstantFitting, EngineConfig, Fitness, run_trees};
+use grove::evolve::{Best, ConstantFitting, EngineConfig, Fitness, GenerationStats, IslandConfig, Representation};
 use grove::program::tree::Population;
 use grove::task::regression::{Regression, RegressionConfig, TreeSettings};
 
@@ -21,7 +21,9 @@ fn run(constants: ConstantFitting, seed: u64, record: &mut Vec<(usize, f64)>) ->
     let task = Regression { backend: &backend, data, config: RegressionConfig { linear_scaling: false, ..RegressionConfig::default() } };
     let cfg = EngineConfig { pop_size: 300, generations: 15, seed, max_len: 64, constants, ..EngineConfig::default() };
     let rep = TreeSettings::default().rep("add,sub,mul,sin", 1, 64).unwrap();
-    run_trees(&cfg, &rep, &task, &mut |s, _| record.push((s.generation, s.best))).unwrap()
+    let one = IslandConfig::single();
+    grove::evolve::run(&cfg, &one, Representation::Trees(&rep), &task, None, &mut |s: &GenerationStats, _: &Best| record.push((s.generation, s.best)))
+        .unwrap()
 }
 
 #[test]
@@ -144,7 +146,8 @@ fn a_classification_run_with_fitting_is_reproducible_and_no_worse_at_its_fitness
         let data = backend.classification_data(&x, &labels, n, 3).unwrap();
         let task = Classification { backend: &backend, data, counts: counts.clone(), fitness: ClassFitness::CrossEntropy, parsimony: 0.0 };
         let cfg = EngineConfig { pop_size: 200, generations: 8, seed, max_len: 64, constants, ..EngineConfig::default() };
-        run_trees(&cfg, &rep, &task, &mut |_, _| {}).unwrap()
+        let one = IslandConfig::single();
+        grove::evolve::run(&cfg, &one, Representation::Trees(&rep), &task, None, &mut |_: &GenerationStats, _: &Best| {}).unwrap()
     };
     let on = ConstantFitting { steps: 8, every: 2, fraction: 0.1 };
     let mut wins = 0;

@@ -16,7 +16,7 @@
 //! The tests without a GPU check the scaffolding: the reference against a transcription of the
 //! kernel's backwards walk, and the tolerance against an f32 evaluator that must pass it.
 
-use grove::backend::cuda::eval::POISON;
+use grove::backend::cuda::memory::POISON;
 use grove::backend::cuda::{CudaEngine, DeviceDataset, EngineOptions, EvalConfig, GpuError, Origin};
 use grove::program::eval::RegressionSums;
 use grove::program::ops::{FUNCTIONS, Op, Real};

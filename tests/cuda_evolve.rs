@@ -4,7 +4,8 @@
 
 use grove::backend::{Backend, DeviceChoice};
 use grove::data::DataSource;
-use grove::evolve::{GrammarRep, map_population};
+use grove::evolve::GrammarRep;
+use grove::backend::cpu::breed::map_population;
 use grove::genome::init::init_genomes;
 use grove::genome::{InitConfig, MapConfig};
 use grove::grammar::template::{Vars, compile};
@@ -35,7 +36,7 @@ fn gpu_and_cpu_fitness_agree_on_ge_populations() {
     for seed in 1..=4u64 {
         let genomes = init_genomes(&l.table, &rep.init, rep.map.codons, 3000, 512, seed);
         let mut pop = Population::new(3000, 256, 0);
-        map_population(&rep, &genomes, &mut pop);
+        map_population(&rep.grammar(), &genomes, &mut pop);
         let a = cpu.regression_sums(&pop, &cpu_data).unwrap();
         let b = gpu.regression_sums(&pop, &gpu_data).unwrap();
         for (i, (a, b)) in a.iter().zip(&b).enumerate() {
@@ -104,7 +105,7 @@ fn every_population_of_a_run_gets_the_same_fitness_on_both() {
         a
     };
     let engine = grove::evolve::EngineConfig { pop_size: 1000, generations: 20, seed: 11, ..Default::default() };
-    grove::evolve::run_grammar(&engine, &rep, &both, &mut |_, _| {}).unwrap();
+    grove::evolve::run(&engine, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &both, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
     let bad = bad.into_inner().unwrap();
     eprintln!("{} fitness values compared, {} differ", checked.into_inner(), bad.len());
     assert!(bad.is_empty(), "{} differ:\n{}", bad.len(), bad[..bad.len().min(10)].join("\n"));
@@ -171,8 +172,8 @@ fn the_device_loop_equals_the_host_loop() {
         let rep = TreeSettings::default().rep(functions, train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut da, mut ho) = (Fame::default(), Fame::default());
-        let (a, tr) = device::run_trees(&cfg, &rep, &d, None, &mut da).unwrap();
-        let b = grove::evolve::run_trees_on_host_from(&cfg, &rep, &task, None, &mut ho).unwrap();
+        let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut da).unwrap();
+        let b = grove::evolve::host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &task, None, &mut ho).unwrap();
         let what = format!("{functions} {cfg:?} {reg:?}");
         assert_eq!(da.hof, ho.hof, "{what}: hall of fame");
         assert_eq!(da.medians, ho.medians, "{what}: median sizes");
@@ -200,7 +201,7 @@ fn the_device_loop_equals_the_host_loop() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_loop_equals_the_host_loop_for_classification() {
     use grove::data::classes::ClassSource;
-    use grove::evolve::{EngineConfig, device, run_trees_on_host};
+    use grove::evolve::{EngineConfig, device, host};
     use grove::task::classify::{ClassFitness, Classification};
     use grove::task::search::ClassTreeSettings;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
@@ -225,8 +226,8 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
         let rep = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, n_out, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
-        let (a, tr) = device::run_trees(&cfg, &rep, &d, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
-        let b = run_trees_on_host(&cfg, &rep, &task, &mut |_, _| {}).unwrap();
+        let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
+        let b = host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &task, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
         let what = format!("{data} {fitness:?} binary={binary} fitting {}", constants.steps);
         assert_eq!(a.best, b.best, "{what}: best program");
         assert_eq!(a.population, b.population, "{what}: last population");
@@ -268,7 +269,7 @@ fn assert_same_runs(what: &str, a: &grove::evolve::Outcome, b: &grove::evolve::O
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_ge_loop_equals_the_host_loop() {
-    use grove::evolve::{EngineConfig, device, run_grammar_on_host_from};
+    use grove::evolve::{EngineConfig, device, host};
     use grove::genome::{Codons, InitMethod};
     use grove::task::regression::{Metric, Regression, RegressionConfig};
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
@@ -294,8 +295,8 @@ fn the_device_ge_loop_equals_the_host_loop() {
         let task = Regression { backend: &gpu, data, config: reg };
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
-        let (a, tr) = device::run_grammar(&cfg, &rep, &d, None, &mut fa).unwrap();
-        let b = run_grammar_on_host_from(&cfg, &rep, &task, None, &mut fb).unwrap();
+        let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
         let what = format!("{file} {map:?} {cfg:?} {reg:?}");
         assert_same_runs(&what, &a, &b, &fa, &fb);
         assert!(a.best.genome.is_some(), "{what}: GE keeps the best genome");
@@ -311,7 +312,7 @@ fn the_device_ge_loop_equals_the_host_loop() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_ge_loop_equals_the_host_loop_for_classification() {
     use grove::data::classes::ClassSource;
-    use grove::evolve::{EngineConfig, device, run_grammar_on_host_from};
+    use grove::evolve::{EngineConfig, device, host};
     use grove::task::classify::{ClassFitness, Classification};
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -341,8 +342,8 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
         let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
-        let (a, tr) = device::run_grammar(&cfg, &rep, &d, None, &mut fa).unwrap();
-        let b = run_grammar_on_host_from(&cfg, &rep, &task, None, &mut fb).unwrap();
+        let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
         let what = format!("{data} {file} {fitness:?} fitting {}", constants.steps);
         assert_same_runs(&what, &a, &b, &fa, &fb);
         assert_eq!(tr.population_bytes_between_generations, 0);
@@ -385,13 +386,13 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
     let task = Regression { backend: &gpu, data, config: Default::default() };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
-    let (whole, _) = device::run_grammar(&cfg, &rep, &d, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
+    let (whole, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
     let mut stop = StopAt(5, 0, None);
-    let err = device::run_grammar(&cfg, &rep, &d, None, &mut stop).unwrap_err();
+    let err = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut stop).unwrap_err();
     assert!(err.downcast_ref::<grove::evolve::Interrupted>().is_some(), "{err:#}");
     let text = serde_json::to_string(&stop.2.expect("a snapshot before the stop")).unwrap();
     let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
-    let (resumed, tr) = device::run_grammar(&cfg, &rep, &d, Some(saved.resume().unwrap()), &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
+    let (resumed, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], Some(saved.resume().unwrap()), &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
     assert_eq!(resumed.best, whole.best);
     assert_eq!(resumed.population, whole.population);
     assert_eq!(resumed.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
@@ -404,7 +405,7 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_loop_equals_the_host_loop_for_control() {
-    use grove::evolve::{EngineConfig, device, run_grammar_on_host_from, run_trees_on_host_from};
+    use grove::evolve::{EngineConfig, device, host};
     use grove::program::policy::{ControlRun, actuator_names, observation_names};
     use grove::task::search::ClassTreeSettings;
     use grove::task::control::Control;
@@ -435,13 +436,13 @@ fn the_device_loop_equals_the_host_loop_for_control() {
                 let l = load(&root.join("grammars").join(file), &shape).unwrap();
                 let tpl = compile(&l.grammar, &l.table, &Vars { names: observation_names(&m), n_outputs: nu }).unwrap();
                 let rep = ge(&l, &tpl, map, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
-                let (a, _) = device::run_grammar(&cfg, &rep, &d, None, &mut fa).unwrap();
-                (a, run_grammar_on_host_from(&cfg, &rep, &host, None, &mut fb).unwrap())
+                let (a, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
+                (a, host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &host, None, &mut fb).unwrap())
             }
             None => {
                 let rep = ClassTreeSettings { constants: vec![-1.0, 0.5, 2.0], p_out: 0.1, ..Default::default() }.rep("add,sub,mul,div,tanh", n_obs, nu, cfg.max_len).unwrap();
-                let (a, _) = device::run_trees(&cfg, &rep, &d, None, &mut fa).unwrap();
-                (a, run_trees_on_host_from(&cfg, &rep, &host, None, &mut fb).unwrap())
+                let (a, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+                (a, host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &host, None, &mut fb).unwrap())
             }
         };
         let what = format!("{env} {} ({} actuators)", grammar.unwrap_or("tree GP"), actuator_names(&m).len());
@@ -480,18 +481,18 @@ fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
                 let l = load(&root.join("grammars").join(file), &shape).unwrap();
                 let tpl = compile(&l.grammar, &l.table, &Vars { names: observation_names(&m), n_outputs: nu }).unwrap();
                 let rep = ge(&l, &tpl, MapConfig { max_depth: 10, ..MapConfig::default() }, InitConfig { max_depth: 6, ..InitConfig::default() }, Default::default());
-                let (whole, _) = device::run_grammar(&cfg, &rep, &d, None, quiet).unwrap();
-                let err = device::run_grammar(&cfg, &rep, &d, None, &mut stop).unwrap_err();
+                let (whole, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, quiet).unwrap();
+                let err = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut stop).unwrap_err();
                 let saved: checkpoint::Saved = serde_json::from_str(&serde_json::to_string(stop.2.as_ref().expect("a snapshot before the stop")).unwrap()).unwrap();
-                let (resumed, _) = device::run_grammar(&cfg, &rep, &d, Some(saved.resume().unwrap()), quiet).unwrap();
+                let (resumed, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], Some(saved.resume().unwrap()), quiet).unwrap();
                 (whole, err, resumed)
             }
             None => {
                 let rep = ClassTreeSettings { constants: vec![-1.0, 0.5, 2.0], p_out: 0.1, ..Default::default() }.rep("add,sub,mul,div,tanh", n_obs, nu, cfg.max_len).unwrap();
-                let (whole, _) = device::run_trees(&cfg, &rep, &d, None, quiet).unwrap();
-                let err = device::run_trees(&cfg, &rep, &d, None, &mut stop).unwrap_err();
+                let (whole, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, quiet).unwrap();
+                let err = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut stop).unwrap_err();
                 let saved: checkpoint::Saved = serde_json::from_str(&serde_json::to_string(stop.2.as_ref().expect("a snapshot before the stop")).unwrap()).unwrap();
-                let (resumed, _) = device::run_trees(&cfg, &rep, &d, Some(saved.resume().unwrap()), quiet).unwrap();
+                let (resumed, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], Some(saved.resume().unwrap()), quiet).unwrap();
                 (whole, err, resumed)
             }
         };

@@ -12,7 +12,7 @@ mod emulator;
 use grove::backend::cuda::{CudaEngine, EngineOptions};
 use grove::backend::{Backend, DeviceChoice};
 use grove::data::DataSource;
-use grove::evolve::{EngineConfig, GenerationStats, GrammarRep, IslandConfig, Outcome, Representation, device, run_islands_on_host};
+use grove::evolve::{EngineConfig, GenerationStats, GrammarRep, IslandConfig, Outcome, Representation, device, host};
 use grove::genome::{InitConfig, MapConfig};
 use grove::grammar::template::{Vars, compile};
 use grove::grammar::{DatasetShape, load};
@@ -104,8 +104,8 @@ fn device_islands_equal_host_islands_for_tree_gp() {
         let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
-        let (a, tr) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
-        let b = run_islands_on_host(&cfg, &isl, Representation::Trees(&rep), &task, None, &mut fb).unwrap();
+        let (a, tr) = device::run(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &isl, Representation::Trees(&rep), &task, None, &mut fb).unwrap();
         let what = format!("{cfg:?} {isl:?}");
         assert_same_runs(&what, &a, &b, &fa, &fb);
         let migrations = (0..=cfg.generations).filter(|&g| isl.migrates_after(g, cfg.generations)).count();
@@ -142,8 +142,8 @@ fn device_islands_equal_host_islands_for_ge() {
         let task = Regression { backend: &gpu, data, config: RegressionConfig::default() };
         let d = grove::evolve::Fitness::device_task(&task).unwrap();
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
-        let (a, _) = device::run_islands(&cfg, &isl, Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
-        let b = run_islands_on_host(&cfg, &isl, Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
+        let (a, _) = device::run(&cfg, &isl, Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &isl, Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
         assert_same_runs(&format!("GE {cfg:?} {isl:?}"), &a, &b, &fa, &fb);
         assert!(a.best.genome.is_some());
     }
@@ -169,8 +169,8 @@ fn device_islands_equal_host_islands_for_classification_and_control() {
     let rep = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, k, cfg.max_len).unwrap();
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let (mut fa, mut fb) = (Fame::default(), Fame::default());
-    let (a, _) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
-    let b = run_islands_on_host(&cfg, &isl, Representation::Trees(&rep), &task, None, &mut fb).unwrap();
+    let (a, _) = device::run(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+    let b = host::run(&cfg, &isl, Representation::Trees(&rep), &task, None, &mut fb).unwrap();
     assert_same_runs("wine", &a, &b, &fa, &fb);
 
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -188,8 +188,8 @@ fn device_islands_equal_host_islands_for_classification_and_control() {
         let dev = Control { backend: &gpu, model: &m, run, fresh: true, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
         let d = grove::evolve::Fitness::device_task(&dev).unwrap();
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
-        let (a, _) = device::run_islands(&cfg, &islands(3, 2, 4), rep, &[d], None, &mut fa).unwrap();
-        let b = run_islands_on_host(&cfg, &islands(3, 2, 4), rep, &host, None, &mut fb).unwrap();
+        let (a, _) = device::run(&cfg, &islands(3, 2, 4), rep, &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &islands(3, 2, 4), rep, &host, None, &mut fb).unwrap();
         assert_same_runs("swimmer", &a, &b, &fa, &fb);
         assert_eq!(dev.played.lock().unwrap().0, host.played.lock().unwrap().0, "env steps played");
     }
@@ -224,23 +224,23 @@ fn a_resumed_device_island_run_matches_an_uninterrupted_one() {
     let rep = TreeSettings::default().rep("add,sub,mul,div,sin", train.n_features, cfg.max_len).unwrap();
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let quiet = |_: &GenerationStats, _: &grove::evolve::Best| {};
-    let (whole, _) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut { quiet }).unwrap();
+    let (whole, _) = device::run(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut { quiet }).unwrap();
     let mut stop = StopAt(7, 0, None);
-    let err = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut stop).unwrap_err();
+    let err = device::run(&cfg, &isl, Representation::Trees(&rep), &[d], None, &mut stop).unwrap_err();
     assert!(err.downcast_ref::<grove::evolve::Interrupted>().is_some(), "{err:#}");
     let saved = stop.2.expect("a snapshot before the stop");
     assert_eq!(saved.islands, 4);
     assert_eq!(saved.trees.as_ref().unwrap().rows.len(), 4 * 500);
     let text = serde_json::to_string(&saved).unwrap();
     let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
-    let (resumed, tr) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &[d], Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
+    let (resumed, tr) = device::run(&cfg, &isl, Representation::Trees(&rep), &[d], Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
     assert_eq!(resumed.best, whole.best);
     assert_eq!(resumed.population, whole.population);
     assert_eq!(resumed.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
     assert_eq!(resumed.island_history.len(), whole.island_history.len());
     assert!(tr.migrations > 0);
     // The host loop resumes the device's checkpoint too, to the same end.
-    let host = run_islands_on_host(&cfg, &isl, Representation::Trees(&rep), &task, Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
+    let host = host::run(&cfg, &isl, Representation::Trees(&rep), &task, Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
     assert_eq!(host.best, whole.best);
     assert_eq!(host.population, whole.population);
 }
@@ -269,8 +269,8 @@ fn islands_on_two_gpus_equal_host_islands() {
     let d: Vec<_> = tasks.iter().map(|t| grove::evolve::Fitness::device_task(t).unwrap()).collect();
     for isl in [islands(2, 2, 7), islands(6, 3, 20)] {
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
-        let (a, tr) = device::run_islands(&cfg, &isl, Representation::Trees(&rep), &d, None, &mut fa).unwrap();
-        let b = run_islands_on_host(&cfg, &isl, Representation::Trees(&rep), &tasks[0], None, &mut fb).unwrap();
+        let (a, tr) = device::run(&cfg, &isl, Representation::Trees(&rep), &d, None, &mut fa).unwrap();
+        let b = host::run(&cfg, &isl, Representation::Trees(&rep), &tasks[0], None, &mut fb).unwrap();
         assert_same_runs(&format!("two GPUs {isl:?}"), &a, &b, &fa, &fb);
         assert!(tr.migration_bytes > 0);
     }

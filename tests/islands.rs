@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use grove::evolve::{Best, EngineConfig, GenerationStats, IslandConfig, Observer, Representation, Snapshot, TreeRep, checkpoint, run_islands};
+use grove::evolve::{Best, EngineConfig, GenerationStats, IslandConfig, Observer, Representation, Snapshot, TreeRep, checkpoint, run};
 use grove::program::tree::Population;
 use serde_json::Value;
 
@@ -213,7 +213,7 @@ fn each_island_receives_its_neighbours_best_at_migration_generations() {
     let islands = IslandConfig { count: 4, migrate_every: 3, migrants: 2, ..IslandConfig::default() };
     let rep = tree_rep();
     let mut w = Watch::default();
-    let out = run_islands(&cfg, &islands, Representation::Trees(&rep), &far, None, &mut w).unwrap();
+    let out = run(&cfg, &islands, Representation::Trees(&rep), &far, None, &mut w).unwrap();
     assert_eq!(w.evaluated_rows, vec![160; 13], "the hall of fame sees every island");
     assert_eq!(out.population.size(), 160);
     assert_eq!(out.island_history, w.islands);
@@ -231,7 +231,7 @@ fn each_island_receives_its_neighbours_best_at_migration_generations() {
     // Without migration, some generation must show an island behind its neighbour afterwards.
     let apart = IslandConfig { migrants: 0, ..islands.clone() };
     let mut v = Watch::default();
-    run_islands(&cfg, &apart, Representation::Trees(&rep), &far, None, &mut v).unwrap();
+    run(&cfg, &apart, Representation::Trees(&rep), &far, None, &mut v).unwrap();
     let strip = |h: &[Vec<GenerationStats>]| {
         h.iter().map(|g| g.iter().map(|s| GenerationStats { seconds: 0.0, ..s.clone() }).collect::<Vec<_>>()).collect::<Vec<_>>()
     };
@@ -240,13 +240,13 @@ fn each_island_receives_its_neighbours_best_at_migration_generations() {
 }
 
 #[test]
-fn one_island_through_run_islands_is_run_trees_from() {
+fn one_island_with_migration_settings_is_the_plain_run() {
     let cfg = EngineConfig { pop_size: 50, generations: 6, seed: 8, tournament: 3, elite: 2, max_len: 64, ..EngineConfig::default() };
     let rep = tree_rep();
-    let plain = grove::evolve::run_trees_from(&cfg, &rep, &far, None, &mut |_: &GenerationStats, _: &Best| {}).unwrap();
+    let plain = run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &far, None, &mut |_: &GenerationStats, _: &Best| {}).unwrap();
     let one = IslandConfig { count: 1, migrate_every: 1, migrants: 50, ..IslandConfig::default() };
     let mut w = Watch::default();
-    let isl = run_islands(&cfg, &one, Representation::Trees(&rep), &far, None, &mut w).unwrap();
+    let isl = run(&cfg, &one, Representation::Trees(&rep), &far, None, &mut w).unwrap();
     assert_eq!(plain.best, isl.best);
     assert_eq!(plain.population, isl.population);
     assert_eq!(plain.fitness, isl.fitness);
@@ -258,14 +258,14 @@ fn a_checkpoint_resumes_only_on_its_island_count() {
     let cfg = EngineConfig { pop_size: 30, generations: 8, seed: 2, tournament: 3, elite: 1, max_len: 64, ..EngineConfig::default() };
     let islands = IslandConfig { count: 3, migrate_every: 2, migrants: 2, ..IslandConfig::default() };
     let rep = tree_rep();
-    let whole = run_islands(&cfg, &islands, Representation::Trees(&rep), &far, None, &mut Watch::default()).unwrap();
+    let whole = run(&cfg, &islands, Representation::Trees(&rep), &far, None, &mut Watch::default()).unwrap();
     let mut w = Watch { stop_at: Some(5), ..Watch::default() };
-    let err = run_islands(&cfg, &islands, Representation::Trees(&rep), &far, None, &mut w).unwrap_err();
+    let err = run(&cfg, &islands, Representation::Trees(&rep), &far, None, &mut w).unwrap_err();
     assert!(err.downcast_ref::<grove::evolve::Interrupted>().is_some());
     let text = serde_json::to_string(&w.saved.unwrap()).unwrap();
     let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
     assert_eq!(saved.islands, 3);
-    let resumed = run_islands(&cfg, &islands, Representation::Trees(&rep), &far, Some(saved.resume().unwrap()), &mut Watch::default()).unwrap();
+    let resumed = run(&cfg, &islands, Representation::Trees(&rep), &far, Some(saved.resume().unwrap()), &mut Watch::default()).unwrap();
     assert_eq!(resumed.best, whole.best);
     assert_eq!(resumed.population, whole.population);
     assert_eq!(resumed.fitness, whole.fitness);
@@ -274,7 +274,7 @@ fn a_checkpoint_resumes_only_on_its_island_count() {
     };
     assert_eq!(strip(&resumed.island_history), strip(&whole.island_history));
     let other = IslandConfig { count: 2, ..islands };
-    let err = run_islands(&cfg, &other, Representation::Trees(&rep), &far, Some(saved.resume().unwrap()), &mut Watch::default()).unwrap_err();
+    let err = run(&cfg, &other, Representation::Trees(&rep), &far, Some(saved.resume().unwrap()), &mut Watch::default()).unwrap_err();
     assert!(err.to_string().contains("holds 3 island(s) and these settings ask for 2"), "{err}");
 }
 
@@ -283,7 +283,7 @@ fn islands_select_parents_with_bloat_control() {
     let rep = tree_rep();
     let islands = IslandConfig { count: 3, migrate_every: 2, migrants: 2, ..IslandConfig::default() };
     let plain = EngineConfig { pop_size: 40, generations: 6, seed: 5, tournament: 3, elite: 1, max_len: 64, ..EngineConfig::default() };
-    let run = |cfg: &EngineConfig| run_islands(cfg, &islands, Representation::Trees(&rep), &far, None, &mut Watch::default()).unwrap();
+    let run = |cfg: &EngineConfig| run(cfg, &islands, Representation::Trees(&rep), &far, None, &mut Watch::default()).unwrap();
     for bloat in [grove::select::Bloat::DoubleTournament, grove::select::Bloat::Lexicographic] {
         let cfg = EngineConfig { bloat, ..plain.clone() };
         let (a, b) = (run(&cfg), run(&cfg));

@@ -1,5 +1,5 @@
 //! Genomes to trees in one kernel (`grove_map_trees`, `kernels/map.cu`) against its CPU twin
-//! `evolve::map_population` (the loops' mapper, then `build_tree` and `set_tree`): the same
+//! `backend::cpu::breed::map_population` (the loops' mapper, then `build_tree` and `set_tree`): the same
 //! rows bit for bit (opcode, value bits, subtree size, output slot, length, zero padding), the
 //! same codons read and the same outcome, for every shipped grammar whose templates compile,
 //! PonyGE2's grammars and conformance genomes, and grammars made for each feature (spelled
@@ -15,7 +15,8 @@ mod emulator;
 use std::path::{Path, PathBuf};
 
 use grove::backend::cuda::kernels::{self, MapParams, MapStatus, MapTreesParams};
-use grove::evolve::{GrammarRep, map_population};
+use grove::evolve::GrammarRep;
+use grove::backend::cpu::breed::map_population;
 use grove::genome::map::Invalid;
 use grove::genome::{Codons, Genomes, InitConfig, MapConfig};
 use grove::genome::vary::GeVaryConfig;
@@ -161,7 +162,7 @@ fn cpu_status(rep: &GrammarRep, genome: &[u32], max_len: usize) -> u32 {
 /// outcomes seen, by status code.
 fn first_mismatch(rep: &GrammarRep, g: &Genomes, dev: &Population, used: &[u32], status: &[u32], seen: &mut [usize; 9]) -> Option<String> {
     let mut cpu = Population::new(g.size(), dev.max_len, dev.n_outputs);
-    let cpu_used = map_population(rep, g, &mut cpu);
+    let cpu_used = map_population(&rep.grammar(), g, &mut cpu);
     for i in 0..g.size() {
         let want = cpu_status(rep, g.get(i), dev.max_len);
         seen[want as usize] += 1;

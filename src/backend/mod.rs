@@ -4,10 +4,15 @@
 //! [`cuda::NoGpu`] error, never a panic, and `--device auto` falls back to the CPU with one line
 //! saying why.
 //!
-//! [`Backend`] is the one interface the engine and the tasks use (DESIGN.md, contract 3). It
-//! covers regression and classification fitness and control roll-outs; mapping and breeding join it as
-//! their kernels are wired in.
+//! One contract, two implementations: [`Backend`] evaluates host populations (regression and
+//! classification sums, constant fitting, control roll-outs; DESIGN.md, contract 3), its CPU
+//! arm calling the CPU code and its CUDA arm the kernels; [`breed::Breeder`] runs the steps
+//! between two evaluations (selection, variation, mapping, elitism), implemented on host
+//! populations by [`cpu::breed::CpuBreeder`] (the host loop) and on device buffers by
+//! [`cuda::CudaEngine`] (the device loop).
 
+pub mod breed;
+pub mod cpu;
 pub mod cuda;
 
 use anyhow::Result;

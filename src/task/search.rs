@@ -160,7 +160,7 @@ pub fn any_grammar(_: &Templates, _: &str) -> Result<()> {
 /// then the islands evolve, resuming where the observer's checkpoint left off. Ends the
 /// observer's progress display and turns a stop into [`super::run::Stopped`].
 pub fn evolve(settings: &SearchSettings<'_>, programs: &Programs<'_>, task: &dyn crate::evolve::Fitness, observer: &mut RunObserver<'_>) -> Result<Outcome> {
-    use crate::evolve::{GrammarRep, Representation, run_islands};
+    use crate::evolve::{self, GrammarRep, Representation};
     use crate::grammar::{self, DatasetShape};
 
     let resume = observer.resume()?;
@@ -182,11 +182,11 @@ pub fn evolve(settings: &SearchSettings<'_>, programs: &Programs<'_>, task: &dyn
                 vary: ge.vary,
                 genome_capacity: ge.genome_capacity,
             };
-            run_islands(settings.engine, settings.islands, Representation::Grammar(&rep), task, resume, observer)
+            evolve::run(settings.engine, settings.islands, Representation::Grammar(&rep), task, resume, observer)
         }
         (None, Some(functions)) => {
             let rep = (programs.trees)(functions)?;
-            run_islands(settings.engine, settings.islands, Representation::Trees(&rep), task, resume, observer)
+            evolve::run(settings.engine, settings.islands, Representation::Trees(&rep), task, resume, observer)
         }
         (None, None) => bail!("give either --grammar FILE or --functions LIST"),
     };

@@ -11,7 +11,8 @@
 //!
 //! Not yet tuned: buffers are allocated per call (regression keeps them in the engine), one
 //! point per thread per pass. `Backend::classification_sums` calls this on CUDA unless
-//! `GROVE_CLASSIFY_KERNEL=0`.
+//! `GROVE_CLASSIFY_KERNEL=0`. The device loop's classification fitness (these kernels, then
+//! `generation.cu`'s `grove_classify_fitness`) is in [`super::generation`].
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
@@ -146,21 +147,12 @@ impl CudaEngine {
 pub struct ClassBuffers {
     partials: CudaSlice<ClassPartial>,
     correct: CudaSlice<u32>,
-    sums: CudaSlice<ClassPartial>,
-    sums_correct: CudaSlice<u32>,
+    pub(super) sums: CudaSlice<ClassPartial>,
+    pub(super) sums_correct: CudaSlice<u32>,
     threads: u32,
     tile_points: u32,
     n_tiles: u32,
     n: usize,
-}
-
-/// The classification fitness settings the device computes: [`fitness_of`](crate::program::fitness::fitness_of)
-/// of the sums plus parsimony per node.
-pub struct ClassFitnessScratch {
-    buffers: ClassBuffers,
-    counts: CudaSlice<u64>,
-    kind: u32,
-    parsimony: f64,
 }
 
 impl CudaEngine {
@@ -253,54 +245,6 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// Scratch for the classification fitness of `p` trees on `data`: `kind` 0 accuracy, 1
-    /// balanced accuracy, 2 cross-entropy; `counts` the training points per class; programs
-    /// with `n_out` outputs.
-    #[allow(clippy::too_many_arguments)]
-    pub fn alloc_class_fitness_scratch(&self, p: usize, n_out: usize, data: &DeviceClassData, counts: &[u64], kind: u32, parsimony: f64) -> Result<ClassFitnessScratch> {
-        if counts.len() != data.n_classes || kind > 2 {
-            return Err(GpuError::Input(format!("{} class counts for {} classes, fitness kind {kind}", counts.len(), data.n_classes)));
-        }
-        Ok(ClassFitnessScratch { buffers: self.alloc_class_buffers(p, n_out, data)?, counts: self.upload(counts, "uploading class counts")?, kind, parsimony })
-    }
-
-    /// Queues the classification fitness of every tree of `pop` into `fit`, as the
-    /// classification task computes it from [`Self::evaluate_classification`]'s sums.
-    pub fn classification_fitness(
-        &self,
-        pop: &super::DevicePopulation,
-        order: &super::TreeOrder,
-        data: &DeviceClassData,
-        scratch: &mut ClassFitnessScratch,
-        fit: &mut super::DeviceFitness,
-    ) -> Result<()> {
-        let p = pop.size();
-        let (k, n_out) = (data.n_classes, pop.n_outputs());
-        if data.engine != self.id || fit.n != p || !(n_out == k || (n_out == 0 && k == 2)) || order.n_fast + order.n_deep != p {
-            return Err(GpuError::Input(format!("classification fitness of {p} trees with {n_out} outputs for {k} classes")));
-        }
-        let v = super::eval::Views {
-            ids: order.ids_view(p),
-            op: pop.op.slice(..),
-            value: pop.value.slice(..),
-            size: pop.size.slice(..),
-            out: pop.out.slice(..),
-            len: pop.len.slice(..),
-        };
-        self.launch_classification(&v, order.n_fast, p, pop.max_len(), n_out, data, &mut scratch.buffers)?;
-        let params = kernels::GenParams { n: p as u32, max_len: pop.max_len() as u32, metric: scratch.kind, parsimony: scratch.parsimony, ..Default::default() };
-        let k32 = k as u32;
-        let f = self.function(&kernels::GENERATION, &[], kernels::CLASSIFY_FITNESS)?;
-        let mut lb = self.stream.launch_builder(&f);
-        lb.arg(&params).arg(&k32).arg(&scratch.buffers.sums).arg(&scratch.buffers.sums_correct).arg(&scratch.counts).arg(&pop.len).arg(&mut fit.fit);
-        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: matches `grove_classify_fitness(GroveGenParams, unsigned n_classes, const
-        // GroveClassPartial* sums, const unsigned* correct, const unsigned long long* counts,
-        // const unsigned short* lens, double* fit)`: sums, lens and fit hold P entries, correct
-        // P × K, counts K (checked at allocation).
-        unsafe { lb.launch(lc) }.during(|| format!("launching {}", kernels::CLASSIFY_FITNESS))?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,11 @@
 //! The CPU reference is `program::policy` (`control_rollout`, `mean_returns`);
 //! `tests/control_kernel_host.rs` runs the kernel's code on the host against it and
 //! `tests/cuda_control.rs` on a GPU.
+//!
+//! The device loop's control fitness step lives here too, as it plays the same roll-out:
+//! [`CudaEngine::control_classify`] and [`CudaEngine::control_fitness`] launch
+//! `kernels/generation.cu`'s `grove_control_skip` and `grove_control_fitness` around it. The
+//! open-loop roll-out of `sim.cu` is [`super::sim`].
 
 use std::mem::{offset_of, size_of};
 
@@ -14,10 +19,10 @@ use rayon::prelude::*;
 
 use super::error::{During, GpuError, Result};
 use super::generation::{CONTROL_DEEP_AT, ENV_STEPS_AT, Mailbox};
-use super::eval::grow_device;
+use super::memory::grow_device;
 use super::kernels::{COMPILE_TREES, CompileParams, CONTROL_FITNESS, CONTROL_SKIP, ControlClassParams, GENERATION, GenParams, KernelSource};
 use super::select::DeviceFitness;
-use super::vary::DevicePopulation;
+use super::population::DevicePopulation;
 use super::pack::stack_need;
 use super::sim::sim_text;
 use super::CudaEngine;

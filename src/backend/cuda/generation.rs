@@ -8,9 +8,14 @@
 //!   then deep ones) and its checks;
 //! - [`CudaEngine::regression_fitness`]: the regression task's fitness of the sums,
 //!   [`crate::program::fitness::error`] plus parsimony (the sums are
-//!   [`CudaEngine::evaluate_regression`]'s);
+//!   [`CudaEngine::evaluate_regression`]'s, `eval.cu`);
+//! - [`CudaEngine::classification_fitness`]: the classification task's fitness of
+//!   [`CudaEngine::evaluate_classification`]'s sums (`classify.cu`);
 //! - [`CudaEngine::elite_and_stats`]: `select::elite(fit, e)` and the statistics of
 //!   `evolve::stats` (the mean's sum in another order).
+//!
+//! The control task's two steps of this file (`grove_control_skip`, `grove_control_fitness`)
+//! are launched from [`super::control`], beside the roll-out whose compiled policies they share.
 
 use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 
@@ -21,9 +26,10 @@ use super::kernels::{
     RegSums, PARTITION_COUNT, PARTITION_SCAN, SCAN_THREADS, SIZES_INDEX, SIZES_KEYS, SIZES_RESET, STACK_CLASS, TILE, TILE_THREADS,
 };
 use super::select::{DeviceFitness, DeviceIndices};
-use super::vary::DevicePopulation;
+use super::classify::{ClassBuffers, DeviceClassData};
+use super::kernels;
+use super::population::DevicePopulation;
 use super::CudaEngine;
-use crate::program::tree::Node;
 use crate::program::fitness::{Metric, RegressionConfig};
 
 /// Threads per block of the one-thread-per-individual kernels.
@@ -320,29 +326,6 @@ impl CudaEngine {
         Ok(DeviceIndices { idx, n: n_elite, bound: p, engine: self.id })
     }
 
-    /// Fitness on the device for `p` individuals, uninitialised (kernels fill it).
-    pub fn alloc_fitness(&self, p: usize) -> Result<DeviceFitness> {
-        let fit = self.stream.alloc_zeros::<f64>(p.max(1)).during(|| "allocating fitness".into())?;
-        Ok(DeviceFitness { fit, n: p, engine: self.id })
-    }
-
-    /// Overwrites fitness on the device with `values` (`[P]`: after a migration, the immigrants'
-    /// fitness in their new rows).
-    pub fn write_fitness(&self, fit: &mut DeviceFitness, values: &[f64]) -> Result<()> {
-        if values.len() != fit.n || fit.engine != self.id {
-            return Err(GpuError::Input(format!("{} fitness values for {} individuals", values.len(), fit.n)));
-        }
-        let mut view = fit.fit.slice_mut(..fit.n);
-        self.stream.memcpy_htod(values, &mut view).during(|| "writing fitness".into())?;
-        Ok(())
-    }
-
-    /// Copies fitness back.
-    pub fn download_fitness(&self, fit: &DeviceFitness) -> Result<Vec<f64>> {
-        let mut v = self.stream.clone_dtoh(&fit.fit).during(|| "reading fitness".into())?;
-        v.truncate(fit.n);
-        Ok(v)
-    }
 }
 
 /// Scratch of [`CudaEngine::size_summary`] for rows of up to `L` nodes.
@@ -426,16 +409,65 @@ impl CudaEngine {
         Ok((Mailbox::decode(&words), SizeSummary { best, counts: hist }))
     }
 
-    /// Rows `idx` of `pop`, copied back as trees (one gather on the device, one copy).
-    pub fn download_trees(&self, pop: &DevicePopulation, idx: &[u32]) -> Result<Vec<Vec<Node>>> {
-        if idx.is_empty() {
-            return Ok(Vec::new());
+}
+
+/// The classification fitness settings the device computes: [`fitness_of`](crate::program::fitness::fitness_of)
+/// of the sums plus parsimony per node.
+pub struct ClassFitnessScratch {
+    buffers: ClassBuffers,
+    counts: CudaSlice<u64>,
+    kind: u32,
+    parsimony: f64,
+}
+
+impl CudaEngine {
+    /// Scratch for the classification fitness of `p` trees on `data`: `kind` 0 accuracy, 1
+    /// balanced accuracy, 2 cross-entropy; `counts` the training points per class; programs
+    /// with `n_out` outputs.
+    #[allow(clippy::too_many_arguments)]
+    pub fn alloc_class_fitness_scratch(&self, p: usize, n_out: usize, data: &DeviceClassData, counts: &[u64], kind: u32, parsimony: f64) -> Result<ClassFitnessScratch> {
+        if counts.len() != data.n_classes || kind > 2 {
+            return Err(GpuError::Input(format!("{} class counts for {} classes, fitness kind {kind}", counts.len(), data.n_classes)));
         }
-        let dev_idx = self.upload_indices(idx, pop.size())?;
-        let mut small = self.alloc_population(idx.len(), pop.max_len(), pop.n_outputs())?;
-        self.gather_trees(pop, &dev_idx, idx.len(), &mut small)?;
-        let host = self.download_population(&small)?;
-        Ok((0..idx.len()).map(|r| host.tree(r).nodes()).collect())
+        Ok(ClassFitnessScratch { buffers: self.alloc_class_buffers(p, n_out, data)?, counts: self.upload(counts, "uploading class counts")?, kind, parsimony })
+    }
+
+    /// Queues the classification fitness of every tree of `pop` into `fit`, as the
+    /// classification task computes it from [`Self::evaluate_classification`]'s sums.
+    pub fn classification_fitness(
+        &self,
+        pop: &super::DevicePopulation,
+        order: &super::TreeOrder,
+        data: &DeviceClassData,
+        scratch: &mut ClassFitnessScratch,
+        fit: &mut super::DeviceFitness,
+    ) -> Result<()> {
+        let p = pop.size();
+        let (k, n_out) = (data.n_classes, pop.n_outputs());
+        if data.engine != self.id || fit.n != p || !(n_out == k || (n_out == 0 && k == 2)) || order.n_fast + order.n_deep != p {
+            return Err(GpuError::Input(format!("classification fitness of {p} trees with {n_out} outputs for {k} classes")));
+        }
+        let v = super::eval::Views {
+            ids: order.ids_view(p),
+            op: pop.op.slice(..),
+            value: pop.value.slice(..),
+            size: pop.size.slice(..),
+            out: pop.out.slice(..),
+            len: pop.len.slice(..),
+        };
+        self.launch_classification(&v, order.n_fast, p, pop.max_len(), n_out, data, &mut scratch.buffers)?;
+        let params = kernels::GenParams { n: p as u32, max_len: pop.max_len() as u32, metric: scratch.kind, parsimony: scratch.parsimony, ..Default::default() };
+        let k32 = k as u32;
+        let f = self.function(&kernels::GENERATION, &[], kernels::CLASSIFY_FITNESS)?;
+        let mut lb = self.stream.launch_builder(&f);
+        lb.arg(&params).arg(&k32).arg(&scratch.buffers.sums).arg(&scratch.buffers.sums_correct).arg(&scratch.counts).arg(&pop.len).arg(&mut fit.fit);
+        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_classify_fitness(GroveGenParams, unsigned n_classes, const
+        // GroveClassPartial* sums, const unsigned* correct, const unsigned long long* counts,
+        // const unsigned short* lens, double* fit)`: sums, lens and fit hold P entries, correct
+        // P × K, counts K (checked at allocation).
+        unsafe { lb.launch(lc) }.during(|| format!("launching {}", kernels::CLASSIFY_FITNESS))?;
+        Ok(())
     }
 }
 

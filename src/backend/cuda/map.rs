@@ -18,7 +18,7 @@ use crate::genome::map::Invalid;
 use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};
 use crate::grammar::compile::RuleTable;
 use crate::grammar::template::DeviceTables;
-use super::vary::DevicePopulation;
+use super::population::{DeviceGenomes, DevicePopulation};
 
 /// Most table bytes a block stages in shared memory (larger tables are read from constant
 /// memory; 48 KiB is what a block gets without opting in).
@@ -37,32 +37,6 @@ pub struct MapLaunch {
 impl Default for MapLaunch {
     fn default() -> Self {
         Self { threads_per_block: 128, shared_table: true }
-    }
-}
-
-/// Genomes on the device: codons `[P × capacity]` u32 (row-major) and lengths `[P]` u32.
-pub struct DeviceGenomes {
-    pub(super) codons: CudaSlice<u32>,
-    pub(super) len: CudaSlice<u32>,
-    pub(super) n: usize,
-    pub(super) capacity: usize,
-    pub(super) engine: u64,
-}
-
-impl std::fmt::Debug for DeviceGenomes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceGenomes").field("n", &self.n).field("capacity", &self.capacity).finish()
-    }
-}
-
-impl DeviceGenomes {
-    /// `P`: genomes.
-    pub fn size(&self) -> usize {
-        self.n
-    }
-    /// Row stride, codons.
-    pub fn capacity(&self) -> usize {
-        self.capacity
     }
 }
 
@@ -152,28 +126,6 @@ fn to_mapped(o: &MapOut) -> Result<Mapped> {
 }
 
 impl CudaEngine {
-    /// Copies genomes to the device (rows checked: every length within the capacity).
-    pub fn upload_genomes(&self, genomes: &Genomes) -> Result<DeviceGenomes> {
-        let (p, cap) = (genomes.size(), genomes.capacity);
-        if p > u32::MAX as usize || cap > u32::MAX as usize || genomes.codons.len() != p * cap {
-            return Err(GpuError::Input(format!(
-                "{} codons for {p} genomes of capacity {cap} (at most {} genomes and capacity)",
-                genomes.codons.len(),
-                u32::MAX
-            )));
-        }
-        if let Some(i) = genomes.len.iter().position(|&l| l as usize > cap) {
-            return Err(GpuError::Input(format!("genome {i}: length {} over capacity {cap}", genomes.len[i])));
-        }
-        Ok(DeviceGenomes {
-            codons: self.upload(&genomes.codons, "uploading genomes")?,
-            len: self.upload(&genomes.len, "uploading genome lengths")?,
-            n: p,
-            capacity: cap,
-            engine: self.id,
-        })
-    }
-
     /// Device buffers for mapping `n` genomes with derivation rows of `max_derivation`.
     pub fn alloc_map_output(&self, n: usize, max_derivation: usize) -> Result<DeviceMapOutput> {
         if max_derivation > u32::MAX as usize {
@@ -446,7 +398,7 @@ impl CudaEngine {
     /// Queues `grove_map_trees`: every genome mapped (with `cfg`, at most [`crate::genome::MAP_STACK`]
     /// pending symbols and the scratch's `max_derivation` entries) and, with `trees`, its tree
     /// built into the same row there (an empty row where it does not map or build): the device
-    /// twin of `evolve::map_population`. Statuses and used codons stay in `scratch`.
+    /// twin of `backend::cpu::breed::map_population`. Statuses and used codons stay in `scratch`.
     pub fn map_trees(
         &self,
         tables: &DeviceTables,
@@ -520,7 +472,7 @@ impl CudaEngine {
     }
 
     /// Maps genomes to trees on the GPU and reads everything back (for tests and `grove bench`):
-    /// the device twin of `evolve::map_population`, statuses included.
+    /// the device twin of `backend::cpu::breed::map_population`, statuses included.
     pub fn map_population(
         &self,
         tables: &DeviceTables,

@@ -6,6 +6,7 @@
 //! cached twice: in memory behind a lock for the engine's life, and on disk ([`cache`]) so that
 //! the next process skips NVRTC.
 
+pub mod breed;
 pub mod cache;
 pub mod classify;
 pub mod common;
@@ -16,8 +17,10 @@ pub mod eval;
 pub mod generation;
 pub mod kernels;
 pub mod map;
+pub mod memory;
 pub mod nvrtc;
 pub mod pack;
+pub mod population;
 pub mod probe;
 pub mod sim;
 pub mod select;
@@ -32,17 +35,19 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use cudarc::nvrtc::Ptx;
 
+pub use breed::DeviceMapping;
 pub use cache::Origin;
 pub use classify::DeviceClassData;
 pub use error::{CompileFailure, GpuError, Result};
 pub use eval::{DeviceDataset, EvalConfig, EvalTiming, Launch};
 pub use generation::{EliteScratch, FitnessScratch, Mailbox, MailboxRead, TreeOrder};
 pub use kernels::KernelSource;
-pub use map::{bench_map, DeviceGenomes, DeviceMapOutput, GpuMapping, MapBench, MapLaunch, MapTreesScratch, MappedTrees};
+pub use map::{bench_map, DeviceMapOutput, GpuMapping, MapBench, MapLaunch, MapTreesScratch, MappedTrees};
 pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
 pub use select::{DeviceErrors, DeviceFitness, DeviceIndices};
-pub use vary::{BredCounts, DeviceBred, DevicePopulation};
+pub use population::{DeviceGenomes, DevicePopulation};
+pub use vary::{BredCounts, DeviceBred};
 
 use error::During;
 

@@ -83,6 +83,30 @@ impl DeviceIndices {
 }
 
 impl CudaEngine {
+    /// Fitness on the device for `p` individuals, uninitialised (kernels fill it).
+    pub fn alloc_fitness(&self, p: usize) -> Result<DeviceFitness> {
+        let fit = self.stream.alloc_zeros::<f64>(p.max(1)).during(|| "allocating fitness".into())?;
+        Ok(DeviceFitness { fit, n: p, engine: self.id })
+    }
+
+    /// Overwrites fitness on the device with `values` (`[P]`: after a migration, the immigrants'
+    /// fitness in their new rows).
+    pub fn write_fitness(&self, fit: &mut DeviceFitness, values: &[f64]) -> Result<()> {
+        if values.len() != fit.n || fit.engine != self.id {
+            return Err(GpuError::Input(format!("{} fitness values for {} individuals", values.len(), fit.n)));
+        }
+        let mut view = fit.fit.slice_mut(..fit.n);
+        self.stream.memcpy_htod(values, &mut view).during(|| "writing fitness".into())?;
+        Ok(())
+    }
+
+    /// Copies fitness back.
+    pub fn download_fitness(&self, fit: &DeviceFitness) -> Result<Vec<f64>> {
+        let mut v = self.stream.clone_dtoh(&fit.fit).during(|| "reading fitness".into())?;
+        v.truncate(fit.n);
+        Ok(v)
+    }
+
     /// Copies fitness to the device.
     pub fn upload_fitness(&self, fit: &[f64]) -> Result<DeviceFitness> {
         if fit.len() > u32::MAX as usize {

@@ -1,16 +1,15 @@
 //! Variation on the GPU: the host side of `kernels/vary.cu`, twin of [`crate::program::vary`]
 //! (the ten tree operators and [`breed`](crate::program::breed)) and [`crate::genome::vary`]
-//! (GE crossover and int-flip). Populations live in device buffers ([`DevicePopulation`],
-//! [`DeviceGenomes`]); parents go in, children come out in another buffer (double-buffered:
-//! the caller swaps the two each generation), and nothing is copied to the host.
+//! (GE crossover and int-flip), and the row copies (gather, scatter) of `vary.cu`. Populations
+//! live in device buffers ([`DevicePopulation`], [`DeviceGenomes`], in [`super::population`]);
+//! parents go in, children come out in another buffer (double-buffered: the caller swaps the
+//! two each generation), and nothing is copied to the host.
 //!
 //! Children equal the CPU's bitwise: [`CudaEngine::breed_trees`] makes what `breed` makes from
 //! the same parents and pairs, [`CudaEngine::vary_trees`] what one [`Operator`] makes, and the
 //! GE kernels what `crossover` and `int_flip` make (`tests/cuda_vary.rs` checks each).
 
-use std::sync::Arc;
-
-use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg, ValidAsZeroBits};
+use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
@@ -18,13 +17,13 @@ use super::kernels::{
     VARY, VARY_OP, VaryParams, op_code,
 };
 use super::kernels::MapOut;
-use super::map::{DeviceGenomes, DeviceMapOutput};
+use super::map::DeviceMapOutput;
+use super::population::{DeviceGenomes, DevicePopulation};
+use super::memory::zeros;
 use super::select::DeviceIndices;
 use super::CudaEngine;
 use crate::genome::vary::GeVaryConfig;
-use crate::genome::Genomes;
 use crate::program::init::{InitMethod, TreeSpec};
-use crate::program::tree::Population;
 use crate::program::vary::{Bred, BreedConfig, Crossover, Mutation, Operator, Outcome, VaryConfig, cumulative};
 use crate::rng::Purpose;
 
@@ -32,41 +31,6 @@ use crate::rng::Purpose;
 /// is bounded for blocks of 128 in vary.cu).
 const THREADS: u32 = 128;
 const _: () = assert!(THREADS % LANES == 0);
-
-/// A population of trees on the device, laid out as [`Population`]: `op`, `value`, `size`,
-/// `out` `[P × L]` (u8, f32, u16, u8) and `len` `[P]` u16; prefix order, padding zero.
-pub struct DevicePopulation {
-    pub(super) op: CudaSlice<u8>,
-    pub(super) value: CudaSlice<f32>,
-    pub(super) size: CudaSlice<u16>,
-    pub(super) out: CudaSlice<u8>,
-    pub(super) len: CudaSlice<u16>,
-    n: usize,
-    max_len: usize,
-    n_outputs: usize,
-    pub(super) engine: u64,
-}
-
-impl std::fmt::Debug for DevicePopulation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DevicePopulation").field("n", &self.n).field("max_len", &self.max_len).finish_non_exhaustive()
-    }
-}
-
-impl DevicePopulation {
-    /// `P`.
-    pub fn size(&self) -> usize {
-        self.n
-    }
-    /// `L`.
-    pub fn max_len(&self) -> usize {
-        self.max_len
-    }
-    /// Output slots.
-    pub fn n_outputs(&self) -> usize {
-        self.n_outputs
-    }
-}
 
 /// What [`CudaEngine::breed_trees`] did, on the device: one code per child and outcome counts.
 pub struct DeviceBred {
@@ -168,10 +132,6 @@ struct SpecTables {
     constants_host: Vec<f32>,
     functions: CudaSlice<u8>,
     constants: CudaSlice<f32>,
-}
-
-fn zeros<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, n: usize, what: &str) -> Result<CudaSlice<T>> {
-    stream.alloc_zeros::<T>(n.max(1)).during(|| what.to_string())
 }
 
 /// One thread per item.
@@ -331,60 +291,6 @@ impl DeviceBred {
 }
 
 impl CudaEngine {
-    /// Copies a population to the device (checked with [`Population::validate`] first: the
-    /// kernels rely on every invariant).
-    pub fn upload_population(&self, pop: &Population) -> Result<DevicePopulation> {
-        pop.validate().map_err(|e| GpuError::Input(format!("population to upload: {e}")))?;
-        if pop.size() > u32::MAX as usize / 2 {
-            return Err(GpuError::Input(format!("{} trees: at most {}", pop.size(), u32::MAX / 2)));
-        }
-        Ok(DevicePopulation {
-            op: self.upload(&pop.op, "uploading opcodes")?,
-            value: self.upload(&pop.value, "uploading values")?,
-            size: self.upload(&pop.size, "uploading sizes")?,
-            out: self.upload(&pop.out, "uploading output slots")?,
-            len: self.upload(&pop.len, "uploading lengths")?,
-            n: pop.size(),
-            max_len: pop.max_len,
-            n_outputs: pop.n_outputs,
-            engine: self.id,
-        })
-    }
-
-    /// An empty population on the device (every row of length 0), `p` rows of `max_len`.
-    pub fn alloc_population(&self, p: usize, max_len: usize, n_outputs: usize) -> Result<DevicePopulation> {
-        let nodes = p.checked_mul(max_len).ok_or_else(|| GpuError::Input("population too large".into()))?;
-        Ok(DevicePopulation {
-            op: zeros(&self.stream, nodes, "allocating opcodes")?,
-            value: zeros(&self.stream, nodes, "allocating values")?,
-            size: zeros(&self.stream, nodes, "allocating sizes")?,
-            out: zeros(&self.stream, nodes, "allocating output slots")?,
-            len: zeros(&self.stream, p, "allocating lengths")?,
-            n: p,
-            max_len,
-            n_outputs,
-            engine: self.id,
-        })
-    }
-
-    /// Copies a population back.
-    pub fn download_population(&self, d: &DevicePopulation) -> Result<Population> {
-        let mut pop = Population::new(d.n, d.max_len, d.n_outputs);
-        let nodes = d.n * d.max_len;
-        let mut op = self.stream.clone_dtoh(&d.op).during(|| "reading opcodes".into())?;
-        let mut value = self.stream.clone_dtoh(&d.value).during(|| "reading values".into())?;
-        let mut size = self.stream.clone_dtoh(&d.size).during(|| "reading sizes".into())?;
-        let mut out = self.stream.clone_dtoh(&d.out).during(|| "reading output slots".into())?;
-        let mut len = self.stream.clone_dtoh(&d.len).during(|| "reading lengths".into())?;
-        op.truncate(nodes);
-        value.truncate(nodes);
-        size.truncate(nodes);
-        out.truncate(nodes);
-        len.truncate(d.n);
-        (pop.op, pop.value, pop.size, pop.out, pop.len) = (op, value, size, out, len);
-        Ok(pop)
-    }
-
     /// Scratch for `n` children of length `max_len`, grown when too small.
     fn vary_scratch<'a>(&self, guard: &'a mut Scratch, n: usize, max_len: usize) -> Result<(&'a mut DevicePopulation, &'a mut CudaSlice<u32>)> {
         let fits = guard.pop.as_ref().is_some_and(|p| p.n >= 2 * n && p.max_len == max_len);
@@ -659,47 +565,6 @@ impl CudaEngine {
         // capacity.
         unsafe { b.launch(lc) }.during(|| format!("launching {SCATTER_GENOMES}"))?;
         Ok(())
-    }
-
-    /// Empty genomes on the device, `p` rows of `capacity` codons.
-    pub fn alloc_genomes(&self, p: usize, capacity: usize) -> Result<DeviceGenomes> {
-        let total = p.checked_mul(capacity).ok_or_else(|| GpuError::Input("genomes too large".into()))?;
-        Ok(DeviceGenomes {
-            codons: zeros(&self.stream, total, "allocating genomes")?,
-            len: zeros(&self.stream, p, "allocating genome lengths")?,
-            n: p,
-            capacity,
-            engine: self.id,
-        })
-    }
-
-    /// Copies genome `i` back (its codons, without the row's padding).
-    pub fn download_genome(&self, g: &DeviceGenomes, i: usize) -> Result<Vec<u32>> {
-        if i >= g.n || g.engine != self.id {
-            return Err(GpuError::Input(format!("genome {i} of {}", g.n)));
-        }
-        let mut len = [0u32];
-        self.stream.memcpy_dtoh(&g.len.slice(i..i + 1), &mut len[..]).during(|| "reading a genome's length".into())?;
-        self.stream.synchronize().during(|| "reading a genome's length".into())?;
-        let n = (len[0] as usize).min(g.capacity);
-        let mut codons = vec![0u32; n];
-        if n > 0 {
-            let at = i * g.capacity;
-            self.stream.memcpy_dtoh(&g.codons.slice(at..at + n), &mut codons[..]).during(|| "reading a genome".into())?;
-            self.stream.synchronize().during(|| "reading a genome".into())?;
-        }
-        Ok(codons)
-    }
-
-    /// Copies genomes back.
-    pub fn download_genomes(&self, g: &DeviceGenomes) -> Result<Genomes> {
-        let mut out = Genomes::new(g.n, g.capacity);
-        let mut codons = self.stream.clone_dtoh(&g.codons).during(|| "reading genomes".into())?;
-        let mut len = self.stream.clone_dtoh(&g.len).during(|| "reading genome lengths".into())?;
-        codons.truncate(g.n * g.capacity);
-        len.truncate(g.n);
-        (out.codons, out.len) = (codons, len);
-        Ok(out)
     }
 
     /// GE crossover, twin of [`crossover`](crate::genome::vary::crossover) as `run_grammar`

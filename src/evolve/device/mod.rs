@@ -10,23 +10,34 @@
 //! a size's best (and, for GE, the best genome); [`Transfers`] counts every copy. Snapshots
 //! (checkpoints, Ctrl-C) copy the next population (trees or genomes) back.
 //!
-//! It computes what the host loops ([`super::run_trees_on_host`], [`super::run_grammar_on_host`])
-//! compute with the same engine evaluating: every kernel is the exact twin of the host step it
-//! replaces (`init_trees` of `init_population`, `select_tournament` of `select::tournament`,
+//! It computes what the host loop ([`super::host::run`]) computes with the same engine
+//! evaluating. Both breed through the breeding contract ([`Breeder`]: selection, variation,
+//! mapping, elitism's copies), whose CUDA side here is the exact twin of the CPU side the host
+//! loop runs (`init_trees` of `init_population`, `select_tournament` of `select::tournament`,
 //! `breed_trees` of `breed`, `ge_crossover` / `ge_int_flip` of `genome::vary`, `map_trees` of
-//! `map_population`, `elite_and_stats` of `select::elite`, the tasks' fitness kernels of their
-//! host formulas, `size_summary` of the hall of fame's update), so the loops give the same
-//! programs, fitness, history (the mean fitness summed in another order) and hall of fame.
-//! `tests/cuda_evolve.rs` checks this on a GPU.
+//! `map_population`); `elite_and_stats` is the twin of `select::elite`, the tasks' fitness
+//! kernels of their host formulas, `size_summary` of the hall of fame's update; so the loops
+//! give the same programs, fitness, history (the mean fitness summed in another order) and hall
+//! of fame. `tests/cuda_evolve.rs` checks this on a GPU.
+//!
+//! This file holds the tasks the loop runs, its copy counts and the loop; [`migrate`] moves
+//! rows between islands, [`observe`] reads each generation back, [`profile`] times the steps.
+
+mod migrate;
+mod observe;
+mod profile;
 
 use std::time::Instant;
 
 use anyhow::{Result, anyhow};
 
-use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Observer, Outcome, Resume, Snapshot, TreeRep};
-use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DevicePopulation, MapLaunch, MapTreesScratch};
-use crate::grammar::template::DeviceTables;
+use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Observer, Outcome, Representation, Resume, Snapshot};
+use crate::backend::breed::Breeder;
+use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DeviceMapping, DevicePopulation};
 use crate::program::fitness::{ClassFitness, RegressionConfig};
+use migrate::{Staging, migrate_on_device};
+use observe::{Books, observe};
+use profile::StageTimes;
 
 /// A regression task whose data lives on a GPU: what the device loop needs from the task.
 #[derive(Clone, Copy)]
@@ -97,7 +108,7 @@ impl<'a> DeviceTask<'a> {
 /// The fitness step's buffers.
 enum FitnessStep {
     Regression(crate::backend::cuda::FitnessScratch),
-    Classification(crate::backend::cuda::classify::ClassFitnessScratch),
+    Classification(crate::backend::cuda::generation::ClassFitnessScratch),
     Control(crate::backend::cuda::control::ControlScratch),
 }
 
@@ -164,63 +175,21 @@ pub fn supports_grammar(cfg: &EngineConfig, rep: &GrammarRep) -> bool {
     supports(cfg) && cfg.max_len <= crate::genome::build::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
 }
 
-pub use super::Representation;
 
-/// GE's device state: the genomes of this generation and the next, the tables the mapper reads,
-/// the mapper's scratch (used codons of the last mapping) and the population of each
-/// generation's trees.
+/// GE's device state: the genomes of this generation and the next, and the mapping step's
+/// state (the tables the mapper reads, the used codons of the last mapping).
 struct Genetic<'r, 'g> {
     rep: &'r GrammarRep<'g>,
-    tables: DeviceTables,
     genomes: DeviceGenomes,
     next: DeviceGenomes,
-    map: MapTreesScratch,
+    mapping: DeviceMapping,
 }
 
 impl Genetic<'_, '_> {
-    /// Maps `self.genomes` into `pop` (trees) and leaves their used codons in the scratch.
+    /// Maps `self.genomes` into `pop` (trees) and leaves their used codons in the mapping.
     fn map_into(&mut self, e: &CudaEngine, pop: &mut DevicePopulation) -> Result<()> {
-        e.map_trees(&self.tables, &self.genomes, &self.rep.map, Some(pop), &mut self.map, &MapLaunch::default())?;
-        Ok(())
+        e.map(&self.rep.grammar(), &mut self.mapping, &self.genomes, Some(pop))
     }
-}
-
-/// Runs tree GP on the device, from the start or from `resume`. `observer` sees every
-/// generation's statistics and the best so far, each generation by size
-/// ([`Observer::evaluated_sizes`]), and may take snapshots (the population is then copied back,
-/// and counted) and stop the run between generations, as in the host loop.
-pub fn run_trees(
-    cfg: &EngineConfig,
-    rep: &TreeRep,
-    task: &DeviceTask<'_>,
-    resume: Option<Resume>,
-    observer: &mut dyn Observer,
-) -> Result<(Outcome, Transfers)> {
-    run(cfg, Representation::Trees(rep), task, resume, observer)
-}
-
-/// Runs grammatical evolution on the device, from the start or from `resume`, as
-/// [`run_trees`] does tree GP: genomes stay on the device; each generation is mapped to trees
-/// there (`map_trees`), and the best genome is copied back when the best improves.
-pub fn run_grammar(
-    cfg: &EngineConfig,
-    rep: &GrammarRep,
-    task: &DeviceTask<'_>,
-    resume: Option<Resume>,
-    observer: &mut dyn Observer,
-) -> Result<(Outcome, Transfers)> {
-    run(cfg, Representation::Grammar(rep), task, resume, observer)
-}
-
-/// The device loop of either representation, one population.
-pub fn run(
-    cfg: &EngineConfig,
-    rep: Representation<'_, '_>,
-    task: &DeviceTask<'_>,
-    resume: Option<Resume>,
-    observer: &mut dyn Observer,
-) -> Result<(Outcome, Transfers)> {
-    run_islands(cfg, &IslandConfig::single(), rep, std::slice::from_ref(task), resume, observer)
 }
 
 /// One island of the device loop: its task (engine and data), seed, populations of this
@@ -272,23 +241,6 @@ impl<'t> Island<'t, '_, '_> {
     }
 }
 
-/// Rows on their way between islands of the device loop: gathered into the sender's
-/// staging rows; `fit` and `used` (GE) are the host's copies.
-struct DevicePacket {
-    from: usize,
-    fit: Vec<f64>,
-    used: Vec<u32>,
-}
-
-/// Staging rows of one island for migration: its emigrants (and, on another GPU than the
-/// sender's, its immigrants copied through the host).
-struct Staging {
-    out: DevicePopulation,
-    inbox: DevicePopulation,
-    out_genomes: Option<DeviceGenomes>,
-    inbox_genomes: Option<DeviceGenomes>,
-}
-
 /// The device loop's constant fitting of one island after its evaluation (regression and
 /// classification; control fits none), as the host loop's: the fitness read back, the rows
 /// [`super::ConstantFitting::rows`] chooses fitted in place (`kernels/fit.cu`), and the
@@ -323,272 +275,18 @@ fn fit_constants(cfg: &EngineConfig, i: &mut Island<'_, '_, '_>, tr: &mut Transf
     Ok(())
 }
 
-/// The islands of the device loop as a [`Transport`](super::islands::Transport): fitness (and
-/// GE's used codons) come to the host to choose who moves; rows move on the device (a gather
-/// into the sender's staging rows, a scatter over the receiver's worst), through the host only
-/// between GPUs.
-struct DeviceIslands<'a, 't, 'r, 'g> {
-    isl: &'a mut [Island<'t, 'r, 'g>],
-    staging: &'a mut Vec<Option<Staging>>,
-    fits: Vec<Vec<f64>>,
-    used: Vec<Vec<u32>>,
-    k: usize,
-    tr: &'a mut Transfers,
-}
-
-impl DeviceIslands<'_, '_, '_, '_> {
-    fn staging(&mut self, i: usize) -> Result<&mut Staging> {
-        if self.staging[i].is_none() {
-            let isl = &self.isl[i];
-            let e = isl.engine();
-            let (l, o) = (isl.pop.max_len(), isl.pop.n_outputs());
-            let k = self.k.max(1);
-            let genomes = |e: &CudaEngine| -> Result<Option<DeviceGenomes>> {
-                Ok(match &isl.ge {
-                    Some(g) => Some(e.alloc_genomes(k, g.genomes.capacity())?),
-                    None => None,
-                })
-            };
-            self.staging[i] = Some(Staging {
-                out: e.alloc_population(k, l, o)?,
-                inbox: e.alloc_population(k, l, o)?,
-                out_genomes: genomes(e)?,
-                inbox_genomes: genomes(e)?,
-            });
-        }
-        Ok(self.staging[i].as_mut().expect("just made"))
-    }
-}
-
-impl super::islands::Transport for DeviceIslands<'_, '_, '_, '_> {
-    type Packet = DevicePacket;
-
-    fn islands(&self) -> usize {
-        self.isl.len()
-    }
-
-    fn fitness(&mut self, i: usize) -> anyhow::Result<Vec<f64>> {
-        let isl = &self.isl[i];
-        let e = isl.engine();
-        let fit = e.download_fitness(&isl.fit)?;
-        let used = match &isl.ge {
-            Some(g) => e.download_used(&g.map)?,
-            None => Vec::new(),
-        };
-        self.tr.migration_bytes += fit.len() * 8 + used.len() * 4;
-        self.tr.population_bytes_between_generations += fit.len() * 8 + used.len() * 4;
-        self.fits[i] = fit.clone();
-        self.used[i] = used;
-        Ok(fit)
-    }
-
-    fn send(&mut self, i: usize, rows: &[usize]) -> anyhow::Result<DevicePacket> {
-        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        self.tr.migration_bytes += idx.len() * 4;
-        let fit = rows.iter().map(|&r| self.fits[i][r]).collect();
-        let used = if self.used[i].is_empty() { Vec::new() } else { rows.iter().map(|&r| self.used[i][r]).collect() };
-        self.staging(i)?;
-        let (isl, st) = (&self.isl[i], self.staging[i].as_mut().expect("made above"));
-        let e = isl.engine();
-        let dev = e.upload_indices(&idx, isl.pop.size())?;
-        e.gather_trees(&isl.pop, &dev, idx.len(), &mut st.out)?;
-        if let (Some(g), Some(out)) = (&isl.ge, st.out_genomes.as_mut()) {
-            e.gather_genomes(&g.genomes, &dev, idx.len(), out)?;
-        }
-        Ok(DevicePacket { from: i, fit, used })
-    }
-
-    fn receive(&mut self, j: usize, rows: &[usize], packet: DevicePacket) -> anyhow::Result<()> {
-        let n = rows.len();
-        anyhow::ensure!(packet.fit.len() == n, "{} immigrants for {n} rows", packet.fit.len());
-        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        self.tr.migration_bytes += idx.len() * 4;
-        self.staging(j)?;
-        let from = packet.from;
-        let same_gpu = std::ptr::eq(self.isl[from].engine(), self.isl[j].engine());
-        if !same_gpu {
-            // Between GPUs: through the host, into the receiver's inbox.
-            let src = &self.isl[from];
-            let st = self.staging[from].as_ref().expect("the sender staged its rows");
-            let trees = src.engine().download_population(&st.out)?;
-            let genomes = st.out_genomes.as_ref().map(|g| src.engine().download_genomes(g)).transpose()?;
-            let e = self.isl[j].engine();
-            let st = self.staging[j].as_mut().expect("made above");
-            st.inbox = e.upload_population(&trees)?;
-            self.tr.migration_bytes += 2 * (trees.op.len() * 8 + trees.len.len() * 2);
-            if let Some(g) = genomes {
-                self.tr.migration_bytes += 2 * (g.codons.len() + g.len.len()) * 4;
-                st.inbox_genomes = Some(e.upload_genomes(&g)?);
-            }
-        }
-        // The rows to write: the sender's staged emigrants on one GPU, else the receiver's inbox.
-        let st = if same_gpu { self.staging[from].as_ref() } else { self.staging[j].as_ref() };
-        let st = st.ok_or_else(|| anyhow!("no staged rows for island {j}"))?;
-        let (rows_src, genomes_src) = if same_gpu { (&st.out, st.out_genomes.as_ref()) } else { (&st.inbox, st.inbox_genomes.as_ref()) };
-        let isl = &mut self.isl[j];
-        let e = isl.task.engine();
-        let dev = e.upload_indices(&idx, isl.pop.size())?;
-        e.scatter_trees(rows_src, &dev, n, &mut isl.pop)?;
-        if let (Some(g), Some(src)) = (isl.ge.as_mut(), genomes_src) {
-            e.scatter_genomes(src, &dev, n, &mut g.genomes)?;
-        }
-        for (k, &r) in rows.iter().enumerate() {
-            self.fits[j][r] = packet.fit[k];
-            if !packet.used.is_empty() {
-                self.used[j][r] = packet.used[k];
-            }
-        }
-        Ok(())
-    }
-}
-
-/// One migration on the device: [`super::islands::migrate`] over [`DeviceIslands`], then each
-/// island's fitness (and GE's used codons) written back with the immigrants', and its elite
-/// chosen again from them (`select::elite`, as the host loop breeds after migrating).
-fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], staging: &mut Vec<Option<Staging>>, k: usize, n_elite: usize, tr: &mut Transfers) -> Result<()> {
-    let n = isl.len();
-    let mut t = DeviceIslands { isl, staging, fits: vec![Vec::new(); n], used: vec![Vec::new(); n], k, tr };
-    super::islands::migrate(&mut t, k)?;
-    let DeviceIslands { isl, fits, used, tr, .. } = t;
-    for ((i, fit), used) in isl.iter_mut().zip(&fits).zip(&used) {
-        let e = i.task.engine();
-        e.write_fitness(&mut i.fit, fit)?;
-        if let Some(g) = i.ge.as_mut() {
-            e.write_used(&mut g.map, used)?;
-        }
-        let elite: Vec<u32> = crate::select::elite(fit, n_elite).into_iter().map(|r| r as u32).collect();
-        i.elite = Some(e.upload_indices(&elite, fit.len())?);
-        tr.migration_bytes += fit.len() * 8 + used.len() * 4 + elite.len() * 4;
-    }
-    tr.migrations += 1;
-    Ok(())
-}
-
-/// What the host reads of one generation of every island.
-struct Seen {
-    /// Each island's mailbox.
-    reads: Vec<crate::backend::cuda::MailboxRead>,
-}
-
-/// The loop's view of the run as a whole: the best so far, each size's best fitness so far
-/// (only programs that beat it are copied back for the hall of fame), and the copies counted.
-struct Books {
-    best: Best,
-    size_best: Vec<f64>,
-    tr: Transfers,
-}
-
-/// Reads every island's generation (waiting for it), and copies back in one copy per island
-/// the trees the host needs: each size's new winner over all islands (the first island's among
-/// equals, as a hall of fame reading the islands end to end keeps) and the best program when
-/// it improves (GE: with its genome, from `genomes_bred` when the next generation has already
-/// been bred and swapped in). Tells the observer.
-fn observe(
-    isl: &[Island<'_, '_, '_>],
-    rep: Representation<'_, '_>,
-    gen: usize,
-    genomes_bred: bool,
-    books: &mut Books,
-    observer: &mut dyn Observer,
-) -> Result<Seen> {
-    let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
-    let max_len = isl[0].pop.max_len();
-    let size_bytes = (max_len + 1) * 16;
-    let mut reads = Vec::with_capacity(isl.len());
-    let mut counts = vec![0u32; max_len + 1];
-    // Per size: (fitness, island, index) of the winner over the islands.
-    let mut winner: Vec<Option<(f64, usize, u32)>> = vec![None; max_len + 1];
-    for (k, i) in isl.iter().enumerate() {
-        let (r, summary) = i.engine().read_generation(&i.mail, &i.sizes)?;
-        let tr = &mut books.tr;
-        tr.mailbox_reads += 1;
-        tr.mailbox_bytes += mailbox_bytes;
-        tr.size_summaries += 1;
-        tr.size_summary_bytes += size_bytes;
-        for (size, b) in summary.best.iter().enumerate() {
-            if let Some((f, idx)) = *b {
-                if winner[size].is_none_or(|(wf, _, _)| f < wf) {
-                    winner[size] = Some((f, k, idx));
-                }
-            }
-        }
-        for (c, &n) in counts.iter_mut().zip(&summary.counts) {
-            *c += n;
-        }
-        reads.push(r);
-    }
-    let mut improved = Vec::new();
-    for (size, w) in winner.iter().enumerate() {
-        if let Some((f, k, idx)) = *w {
-            if f < books.size_best[size] {
-                books.size_best[size] = f;
-                improved.push((f, k, idx));
-            }
-        }
-    }
-    let mut best_at: Option<(f64, usize)> = None;
-    for (k, r) in reads.iter().enumerate() {
-        let b = r.stats.best;
-        if b.is_finite() && b < books.best.fitness && best_at.is_none_or(|(f, _)| b < f) {
-            best_at = Some((b, k));
-        }
-    }
-    let row_bytes = max_len * 8 + 2;
-    let mut winners: Vec<Option<(f64, Vec<crate::program::tree::Node>)>> = vec![None; improved.len()];
-    for (k, i) in isl.iter().enumerate() {
-        let e = i.engine();
-        let mine: Vec<usize> = (0..improved.len()).filter(|&w| improved[w].1 == k).collect();
-        let mut idx: Vec<u32> = mine.iter().map(|&w| improved[w].2).collect();
-        let best_here = best_at.is_some_and(|(_, b)| b == k);
-        if best_here {
-            idx.push(reads[k].stats.best_idx);
-        }
-        if idx.is_empty() {
-            continue;
-        }
-        let mut trees = e.download_trees(&i.pop, &idx)?;
-        let tr = &mut books.tr;
-        if best_here {
-            let nodes = trees.pop().expect("one tree per index");
-            tr.best_trees += 1;
-            tr.best_tree_bytes += row_bytes;
-            let s = &reads[k].stats;
-            let genome = match (&i.ge, genomes_bred) {
-                (Some(g), true) => Some(e.download_genome(&g.next, s.best_idx as usize)?),
-                (Some(g), false) => Some(e.download_genome(&g.genomes, s.best_idx as usize)?),
-                (None, _) => None,
-            };
-            if let Some(g) = &genome {
-                tr.best_genome_bytes += g.len() * 4;
-            }
-            let genome = match (rep, genome) {
-                (Representation::Grammar(rep), Some(g)) => {
-                    let text = super::phenotype(rep, &g);
-                    Some((g, text))
-                }
-                _ => None,
-            };
-            books.best = Best { fitness: s.best, nodes, generation: gen, genome };
-        }
-        tr.hall_of_fame_trees += trees.len();
-        tr.hall_of_fame_bytes += trees.len() * row_bytes;
-        for (w, nodes) in mine.into_iter().zip(trees) {
-            winners[w] = Some((improved[w].0, nodes));
-        }
-    }
-    let winners: Vec<(f64, Vec<crate::program::tree::Node>)> = winners.into_iter().flatten().collect();
-    observer.evaluated_sizes(gen, &winners, &counts);
-    Ok(Seen { reads })
-}
-
 /// The device loop of either representation on `islands.count` islands: island `i` runs on
 /// `tasks[islands::device_of(i, N, tasks.len())]` (its GPU and data) with its own seed, and
-/// the islands migrate as the host loop's do ([`super::run_islands_on_host`], whose results it
-/// gives). Per generation, every island is evaluated, then (at a migration generation) the
-/// host reads every island, the islands migrate ([`migrate_on_device`]) and each island's
-/// elite is chosen again; then every island breeds; the host waits once per island and reads
-/// its mailbox (at a migration generation, a second time for the next population's counts).
-pub fn run_islands(
+/// the islands migrate as the host loop's do ([`super::host::run`], whose results it gives).
+/// One island and one task is the plain run. Per generation, every island is evaluated, then
+/// (at a migration generation) the host reads every island, the islands migrate
+/// ([`migrate_on_device`]) and each island's elite is chosen again; then every island breeds;
+/// the host waits once per island and reads its mailbox (at a migration generation, a second
+/// time for the next population's counts). `observer` sees every generation's statistics and
+/// the best so far, each generation by size ([`Observer::evaluated_sizes`]), and may take
+/// snapshots (the population is then copied back, and counted) and stop the run between
+/// generations, as in the host loop.
+pub fn run(
     cfg: &EngineConfig,
     islands: &IslandConfig,
     rep: Representation<'_, '_>,
@@ -652,25 +350,19 @@ pub fn run_islands(
         let (pop, ge) = match rep {
             Representation::Trees(rep) => {
                 let pop = match &resumed_trees {
-                    None => e.init_trees(&rep.vary.spec, p, seed)?,
+                    None => e.random_trees(&rep.vary.spec, p, seed)?,
                     Some(all) => e.upload_population(&all[i])?,
                 };
                 (pop, None)
             }
             Representation::Grammar(rep) => {
-                let tables = DeviceTables::new(rep.table, rep.templates).map_err(|m| anyhow!("{m}"))?;
                 let genomes = match &resumed_genomes {
                     // The first generation is made on the device (init_genomes' twin).
-                    None => e.init_genomes(rep.table, &tables, &rep.init, rep.map.codons, p, rep.genome_capacity, seed)?,
+                    None => e.random_genomes(&rep.grammar(), &rep.init, p, rep.genome_capacity, seed)?,
                     Some(all) => e.upload_genomes(&all[i])?,
                 };
-                let mut ge = Genetic {
-                    rep,
-                    tables,
-                    genomes,
-                    next: e.alloc_genomes(p, rep.genome_capacity)?,
-                    map: e.alloc_map_trees(p, rep.max_derivation())?,
-                };
+                let next = e.alloc_genomes(p, rep.genome_capacity)?;
+                let mut ge = Genetic { rep, genomes, next, mapping: e.mapping(&rep.grammar(), p)? };
                 let mut pop = e.alloc_population(p, cfg.max_len, n_outputs)?;
                 ge.map_into(e, &mut pop)?;
                 (pop, Some(ge))
@@ -767,32 +459,32 @@ pub fn run_islands(
         }
         if !last {
             let next_gen = gen as u32 + 1;
+            let parents = cfg.parent_tournament();
             for i in isl.iter_mut() {
                 let e = i.task.engine();
                 let elite = i.elite.take().expect("chosen above");
                 match (rep, i.ge.as_mut()) {
                     (Representation::Trees(rep), _) => {
-                        let pairs = e.select_tournament(&i.fit, 2 * p, cfg.tournament, false, i.seed, next_gen)?;
+                        let pairs = e.select_parents(&i.fit, &i.pop, 2 * p, &parents, i.seed, next_gen)?;
                         prof.mark(e, "select")?;
-                        let bred = e.breed_trees(&i.pop, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
+                        let bred = e.breed(&i.pop, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
                         prof.mark(e, "breed")?;
-                        e.gather_trees(&i.pop, &elite, n_elite, &mut i.next)?;
+                        e.copy_trees(&i.pop, &elite, n_elite, &mut i.next)?;
                         e.post_bred_counts(&bred, &mut i.mail)?;
                         prof.mark(e, "elitism")?;
                     }
                     (Representation::Grammar(rep), Some(g)) => {
-                        // run_grammar_on_host's breeding: pair j from tournament slots 2j and
+                        // The host loop's breeding: pair j from tournament slots 2j and
                         // 2j + 1, its children at rows n_elite + 2j (+ 1); each child mutated
                         // within its own used codons (mapped first); the elite copied to the
                         // first rows.
-                        let pairs = e.select_tournament(&i.fit, 2 * (p - n_elite).div_ceil(2), cfg.tournament, false, i.seed, next_gen)?;
+                        let grammar = rep.grammar();
+                        let pairs = e.select_parents(&i.fit, &i.pop, 2 * (p - n_elite).div_ceil(2), &parents, i.seed, next_gen)?;
                         prof.mark(e, "select")?;
-                        let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
-                        e.ge_crossover(&g.genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
-                        e.map_trees(&g.tables, &g.next, &rep.map, None, &mut g.map, &MapLaunch::default())?;
-                        let used = crate::backend::cuda::vary::UsedCodons::Counts(g.map.used());
-                        e.ge_int_flip(&mut g.next, used, n_elite, &rep.vary, i.seed, next_gen)?;
-                        e.gather_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
+                        e.crossover(&g.genomes, &g.mapping, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+                        e.map(&grammar, &mut g.mapping, &g.next, None)?;
+                        e.mutate(&mut g.next, &g.mapping, n_elite, &rep.vary, i.seed, next_gen)?;
+                        e.copy_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
                         prof.mark(e, "breed")?;
                         std::mem::swap(&mut g.genomes, &mut g.next);
                         g.map_into(e, &mut i.next)?;
@@ -912,43 +604,4 @@ pub fn run_islands(
     let mut tr = books.tr;
     tr.final_population_bytes = population.op.len() * 8 + population.len.len() * 2 + fitness.len() * 8;
     Ok((Outcome { best: books.best, history, population, fitness, transfers: Some(tr), island_history }, tr))
-}
-
-/// Seconds per step of the loop, when profiling.
-struct StageTimes {
-    on: bool,
-    last: Instant,
-    total: Vec<(&'static str, f64)>,
-}
-
-impl StageTimes {
-    fn new(on: bool) -> Self {
-        Self { on, last: Instant::now(), total: Vec::new() }
-    }
-    fn start(&mut self) {
-        self.last = Instant::now();
-    }
-    /// Waits for the device and adds the time since the last mark to `name`.
-    fn mark(&mut self, e: &CudaEngine, name: &'static str) -> Result<()> {
-        if !self.on {
-            return Ok(());
-        }
-        e.stream().synchronize().map_err(|err| anyhow!("profiling the device loop: {err}"))?;
-        let now = Instant::now();
-        let dt = (now - self.last).as_secs_f64();
-        self.last = now;
-        match self.total.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, t)) => *t += dt,
-            None => self.total.push((name, dt)),
-        }
-        Ok(())
-    }
-    fn print(&self) {
-        if self.on {
-            let sum: f64 = self.total.iter().map(|(_, t)| t).sum();
-            for (name, t) in &self.total {
-                eprintln!("device loop: {name:22} {:9.3} ms ({:4.1} %)", t * 1e3, 100.0 * t / sum);
-            }
-        }
-    }
 }

@@ -1,0 +1,129 @@
+//! The breeding contract ([`Breeder`]) on device buffers: each step calls the launcher of its
+//! kernel file (`select.cu`: [`CudaEngine::select_tournament`]; `vary.cu`:
+//! [`CudaEngine::init_trees`], [`CudaEngine::breed_trees`], the GE operators and the row
+//! copies; `map.cu`: [`CudaEngine::init_genomes`], [`CudaEngine::map_trees`]), so the device
+//! loop breeds through the same steps as the host loop, whose CPU side is
+//! [`crate::backend::cpu::breed::CpuBreeder`].
+
+use anyhow::{Result, anyhow};
+
+use super::vary::UsedCodons;
+use super::{CudaEngine, DeviceBred, DeviceFitness, DeviceGenomes, DeviceIndices, DevicePopulation, GpuError, MapLaunch, MapTreesScratch};
+use crate::backend::breed::{Breeder, Grammar};
+use crate::genome::init::InitConfig;
+use crate::genome::vary::GeVaryConfig;
+use crate::grammar::template::DeviceTables;
+use crate::program::{BreedConfig, TreeSpec, VaryConfig};
+use crate::select::{Bloat, Tournament};
+
+/// The mapping step's state on the device: the grammar's tables (the mapper's constant memory)
+/// and the scratch of the last mapping, whose used codons `[P]` crossover and mutation read.
+pub struct DeviceMapping {
+    /// The rule table and templates as `kernels/map.cu` reads them.
+    pub tables: DeviceTables,
+    /// Statuses and used codons of the last mapping.
+    pub scratch: MapTreesScratch,
+}
+
+impl Breeder for CudaEngine {
+    type Trees = DevicePopulation;
+    type Genomes = DeviceGenomes;
+    type Fitness = DeviceFitness;
+    type Rows = DeviceIndices;
+    type Mapping = DeviceMapping;
+    type Bred = DeviceBred;
+
+    fn random_trees(&self, spec: &TreeSpec, p: usize, seed: u64) -> Result<DevicePopulation> {
+        Ok(self.init_trees(spec, p, seed)?)
+    }
+
+    fn random_genomes(
+        &self,
+        grammar: &Grammar<'_>,
+        init: &InitConfig,
+        p: usize,
+        capacity: usize,
+        seed: u64,
+    ) -> Result<DeviceGenomes> {
+        let tables = DeviceTables::new(grammar.table, grammar.templates).map_err(|m| anyhow!("{m}"))?;
+        Ok(self.init_genomes(grammar.table, &tables, init, grammar.map.codons, p, capacity, seed)?)
+    }
+
+    fn mapping(&self, grammar: &Grammar<'_>, p: usize) -> Result<DeviceMapping> {
+        let tables = DeviceTables::new(grammar.table, grammar.templates).map_err(|m| anyhow!("{m}"))?;
+        Ok(DeviceMapping { tables, scratch: self.alloc_map_trees(p, grammar.max_derivation)? })
+    }
+
+    fn map(
+        &self,
+        grammar: &Grammar<'_>,
+        m: &mut DeviceMapping,
+        genomes: &DeviceGenomes,
+        trees: Option<&mut DevicePopulation>,
+    ) -> Result<()> {
+        Ok(self.map_trees(&m.tables, genomes, &grammar.map, trees, &mut m.scratch, &MapLaunch::default())?)
+    }
+
+    fn select_parents(
+        &self,
+        fit: &DeviceFitness,
+        _trees: &DevicePopulation,
+        n_slots: usize,
+        tournament: &Tournament,
+        seed: u64,
+        generation: u32,
+    ) -> Result<DeviceIndices> {
+        // `grove_tournament` reads fitness only: bloat control by size stays on the host.
+        if tournament.bloat != Bloat::None {
+            return Err(GpuError::Config(format!("tournaments with bloat control ({:?}) run on the host", tournament.bloat)).into());
+        }
+        Ok(self.select_tournament(fit, n_slots, tournament.size, false, seed, generation)?)
+    }
+
+    fn breed(
+        &self,
+        parents: &DevicePopulation,
+        pairs: &DeviceIndices,
+        children: &mut DevicePopulation,
+        seed: u64,
+        generation: u32,
+        vary: &VaryConfig,
+        mix: &BreedConfig,
+    ) -> Result<DeviceBred> {
+        Ok(self.breed_trees(parents, pairs, children, seed, generation, vary, mix)?)
+    }
+
+    fn copy_trees(&self, src: &DevicePopulation, rows: &DeviceIndices, n: usize, dst: &mut DevicePopulation) -> Result<()> {
+        Ok(self.gather_trees(src, rows, n, dst)?)
+    }
+
+    fn crossover(
+        &self,
+        parents: &DeviceGenomes,
+        m: &DeviceMapping,
+        pairs: &DeviceIndices,
+        children: &mut DeviceGenomes,
+        first_row: usize,
+        cfg: &GeVaryConfig,
+        seed: u64,
+        generation: u32,
+    ) -> Result<()> {
+        Ok(self.ge_crossover(parents, UsedCodons::Counts(m.scratch.used()), pairs, children, first_row, cfg, seed, generation)?)
+    }
+
+    fn mutate(
+        &self,
+        genomes: &mut DeviceGenomes,
+        m: &DeviceMapping,
+        first_row: usize,
+        cfg: &GeVaryConfig,
+        seed: u64,
+        generation: u32,
+    ) -> Result<()> {
+        Ok(self.ge_int_flip(genomes, UsedCodons::Counts(m.scratch.used()), first_row, cfg, seed, generation)?)
+    }
+
+    fn copy_genomes(&self, src: &DeviceGenomes, rows: &DeviceIndices, n: usize, dst: &mut DeviceGenomes) -> Result<()> {
+        Ok(self.gather_genomes(src, rows, n, dst)?)
+    }
+}

@@ -1,0 +1,407 @@
+//! The host generation loop: every island's population, fitness and genomes in host memory.
+//! Per generation it maps (GE), evaluates through the task ([`Fitness`], on whatever backend
+//! the task holds), fits constants, keeps the best program, migrates, and breeds on the CPU
+//! through the breeding contract ([`CpuBreeder`], the steps the device loop runs on a GPU).
+//! [`super::device`] is its twin with the population on a GPU; `GROVE_DEVICE_LOOP=0` runs this
+//! loop instead, with the same results.
+
+use std::time::Instant;
+
+use anyhow::anyhow;
+
+use super::islands::{self, HostIsland, HostIslands, IslandConfig, island_seed};
+use super::{Best, EngineConfig, Fitness, GenerationStats, Interrupted, Observer, Outcome, Representation, Resume, Snapshot};
+use crate::backend::breed::Breeder;
+use crate::backend::cpu::breed::CpuBreeder;
+use crate::genome::init::Genomes;
+use crate::program::tree::Population;
+use crate::select;
+
+/// The host loop of either representation on `islands.count` islands (one: the plain run).
+///
+/// Per generation, every island in turn: (GE: map its genomes,) evaluate; then the best so far
+/// (the first island's among equals), [`Observer::evaluated`] with the islands end to end,
+/// each island's statistics; then, at a migration generation, [`islands::migrate`]; then each
+/// island breeds with its own seed ([`islands::island_seed`]). Snapshots hold every island,
+/// end to end.
+pub fn run(
+    cfg: &EngineConfig,
+    islands: &IslandConfig,
+    rep: Representation<'_, '_>,
+    task: &dyn Fitness,
+    resume: Option<Resume>,
+    observer: &mut dyn Observer,
+) -> anyhow::Result<Outcome> {
+    let p = cfg.pop_size;
+    let n = islands.count;
+    if let Representation::Trees(rep) = rep {
+        rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
+        rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
+    }
+    islands.check(p)?;
+    let (max_len, n_outputs) = match rep {
+        Representation::Trees(r) => (r.vary.spec.max_len, r.vary.spec.n_outputs),
+        Representation::Grammar(r) => (cfg.max_len, r.templates.n_outputs),
+    };
+    let island = |i: usize, pop: Population, genomes: Option<Genomes>| HostIsland {
+        seed: island_seed(cfg.seed, i),
+        pop,
+        fit: Vec::new(),
+        genomes,
+        used: Vec::new(),
+    };
+    let (mut isl, mut best, mut history, mut island_history, mut gen) = match resume {
+        None => {
+            let isl = (0..n)
+                .map(|i| {
+                    let seed = island_seed(cfg.seed, i);
+                    Ok(match rep {
+                        Representation::Trees(r) => {
+                            island(i, CpuBreeder.random_trees(&r.vary.spec, p, seed)?, None)
+                        }
+                        Representation::Grammar(r) => {
+                            let g = CpuBreeder.random_genomes(&r.grammar(), &r.init, p, r.genome_capacity, seed)?;
+                            island(i, Population::new(p, max_len, n_outputs), Some(g))
+                        }
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
+            (isl, best, Vec::with_capacity(cfg.generations + 1), Vec::new(), 0usize)
+        }
+        Some(r) => {
+            super::check_resume(cfg, &r)?;
+            islands::check_resume(islands, r.islands)?;
+            let isl: Vec<HostIsland> = match rep {
+                Representation::Trees(_) => {
+                    let all = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
+                    anyhow::ensure!(
+                        all.size() == n * p && all.max_len == max_len && all.n_outputs == n_outputs,
+                        "the checkpoint's trees do not fit these settings"
+                    );
+                    islands::split_trees(&all, n, p)?.into_iter().enumerate().map(|(i, pop)| island(i, pop, None)).collect()
+                }
+                Representation::Grammar(rep) => {
+                    let g = r.genomes.ok_or_else(|| anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
+                    anyhow::ensure!(g.size() == n * p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
+                    islands::split_genomes(&g, n, p)?
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, g)| island(i, Population::new(p, max_len, n_outputs), Some(g)))
+                        .collect()
+                }
+            };
+            (isl, r.best, r.history, r.island_history, r.generation)
+        }
+    };
+    loop {
+        let t0 = Instant::now();
+        for i in isl.iter_mut() {
+            if let (Representation::Grammar(r), Some(g)) = (rep, &i.genomes) {
+                CpuBreeder.map(&r.grammar(), &mut i.used, g, Some(&mut i.pop))?;
+            }
+            i.fit = evaluate(task, &i.pop, gen)?;
+            if cfg.constants.at(gen) {
+                fit_constants(task, cfg, i)?;
+            }
+        }
+        for i in &isl {
+            if let Some(b) = best_of(&i.fit) {
+                if i.fit[b] < best.fitness {
+                    let genome = match (rep, &i.genomes) {
+                        (Representation::Grammar(r), Some(g)) => {
+                            let g = g.get(b).to_vec();
+                            let text = super::phenotype(r, &g);
+                            Some((g, text))
+                        }
+                        _ => None,
+                    };
+                    best = Best { fitness: i.fit[b], nodes: i.pop.tree(b).nodes(), generation: gen, genome };
+                }
+            }
+        }
+        match isl.as_slice() {
+            [one] => observer.evaluated(gen, &one.pop, &one.fit),
+            all => {
+                let pop = islands::concat_trees(all.iter().map(|i| &i.pop));
+                let fit: Vec<f64> = all.iter().flat_map(|i| i.fit.iter().copied()).collect();
+                observer.evaluated(gen, &pop, &fit);
+            }
+        }
+        let mut each: Vec<GenerationStats> = isl.iter().map(|i| stats(gen, &i.pop, &i.fit, 0.0)).collect();
+        let last = gen == cfg.generations;
+        if !last {
+            if islands.migrates_after(gen, cfg.generations) {
+                islands::migrate(&mut HostIslands(&mut isl), islands.migrants)?;
+            }
+            for i in isl.iter_mut() {
+                breed_on_host(cfg, rep, i, gen as u32 + 1)?;
+            }
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        each.iter_mut().for_each(|s| s.seconds = seconds);
+        let s = islands::combine(gen, &each, p, seconds);
+        if n > 1 {
+            observer.islands(&each);
+            island_history.push(each);
+        }
+        observer.generation(&s, &best);
+        history.push(s);
+        if last {
+            let (population, fitness) = match isl.len() {
+                1 => {
+                    let one = isl.pop().expect("one island");
+                    (one.pop, one.fit)
+                }
+                _ => (islands::concat_trees(isl.iter().map(|i| &i.pop)), isl.iter().flat_map(|i| i.fit.iter().copied()).collect()),
+            };
+            return Ok(Outcome { best, history, island_history, population, fitness, transfers: None });
+        }
+        gen += 1;
+        // Between generations (as `between_generations`): the islands end to end in a snapshot.
+        let stop = observer.stop_requested();
+        if stop || observer.wants_snapshot(gen) {
+            let (trees, genomes) = match (rep, isl.as_slice()) {
+                (Representation::Trees(_), [one]) => (Some(std::borrow::Cow::Borrowed(&one.pop)), None),
+                (Representation::Trees(_), all) => (Some(std::borrow::Cow::Owned(islands::concat_trees(all.iter().map(|i| &i.pop)))), None),
+                (Representation::Grammar(_), [one]) => (None, one.genomes.as_ref().map(std::borrow::Cow::Borrowed)),
+                (Representation::Grammar(_), all) => {
+                    (None, Some(std::borrow::Cow::Owned(islands::concat_genomes(all.iter().filter_map(|i| i.genomes.as_ref())))))
+                }
+            };
+            observer.snapshot(&Snapshot {
+                generation: gen,
+                genomes: genomes.as_deref(),
+                population: trees.as_deref(),
+                best: &best,
+                history: &history,
+                islands: n,
+                island_history: &island_history,
+            })?;
+        }
+        if stop {
+            return Err(Interrupted { generation: gen }.into());
+        }
+    }
+}
+
+/// Breeds island `i`'s next generation `next_gen` on the host from its evaluated population,
+/// through the breeding contract's CPU side ([`CpuBreeder`]) in the device loop's order: tree
+/// GP replaces its trees, GE its genomes (mapped at the next evaluation).
+fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIsland, next_gen: u32) -> anyhow::Result<()> {
+    let p = cfg.pop_size;
+    let seed = i.seed;
+    let elite: Vec<u32> = select::elite(&i.fit, cfg.elite.min(p)).into_iter().map(|r| r as u32).collect();
+    let n_elite = elite.len();
+    let parents = cfg.parent_tournament();
+    match rep {
+        Representation::Trees(rep) => {
+            // Child k from the parents of slots 2k and 2k + 1; the elite over the first rows.
+            let pairs = CpuBreeder.select_parents(&i.fit, &i.pop, 2 * p, &parents, seed, next_gen)?;
+            let mut next = Population::new(p, i.pop.max_len, i.pop.n_outputs);
+            CpuBreeder.breed(&i.pop, &pairs, &mut next, seed, next_gen, &rep.vary, &rep.breed)?;
+            CpuBreeder.copy_trees(&i.pop, &elite, n_elite, &mut next)?;
+            i.pop = next;
+        }
+        Representation::Grammar(rep) => {
+            // Pair j from slots 2j and 2j + 1, its children at rows n_elite + 2j (+ 1); each
+            // child mutated within its own used codons (mapped first); the elite copied to the
+            // first rows.
+            let genomes = i.genomes.as_ref().ok_or_else(|| anyhow!("a GE island without genomes"))?;
+            let grammar = rep.grammar();
+            let pairs = CpuBreeder.select_parents(&i.fit, &i.pop, 2 * (p - n_elite).div_ceil(2), &parents, seed, next_gen)?;
+            let mut next = Genomes::new(p, rep.genome_capacity);
+            CpuBreeder.crossover(genomes, &i.used, &pairs, &mut next, n_elite, &rep.vary, seed, next_gen)?;
+            let mut used = CpuBreeder.mapping(&grammar, p)?;
+            CpuBreeder.map(&grammar, &mut used, &next, None)?;
+            CpuBreeder.mutate(&mut next, &used, n_elite, &rep.vary, seed, next_gen)?;
+            CpuBreeder.copy_genomes(genomes, &elite, n_elite, &mut next)?;
+            i.genomes = Some(next);
+        }
+    }
+    Ok(())
+}
+
+fn stats(generation: usize, pop: &Population, fit: &[f64], seconds: f64) -> GenerationStats {
+    let mut best = f64::INFINITY;
+    let (mut sum, mut size, mut n) = (0.0, 0.0, 0usize);
+    for (i, &f) in fit.iter().enumerate() {
+        let f = select::key(f);
+        if f.is_finite() && pop.len[i] > 0 {
+            best = best.min(f);
+            sum += f;
+            size += pop.len[i] as f64;
+            n += 1;
+        }
+    }
+    let mean = if n > 0 { sum / n as f64 } else { f64::NAN };
+    let mean_size = if n > 0 { size / n as f64 } else { f64::NAN };
+    GenerationStats { generation, best, mean, mean_size, invalid: fit.len() - n, seconds }
+}
+
+/// The task's fitness of `pop` at generation `generation`, with rows that hold no program
+/// marked invalid.
+fn evaluate(task: &dyn Fitness, pop: &Population, generation: usize) -> anyhow::Result<Vec<f64>> {
+    let mut fit = task.evaluate_at(pop, generation)?;
+    anyhow::ensure!(fit.len() == pop.size(), "the task scored {} of {} individuals", fit.len(), pop.size());
+    for (f, &len) in fit.iter_mut().zip(&pop.len) {
+        if len == 0 {
+            *f = f64::INFINITY;
+        }
+    }
+    Ok(fit)
+}
+
+/// The host loop's constant fitting of one island after its evaluation: the rows
+/// [`ConstantFitting::rows`] chooses, fitted by the task, their fitness replaced.
+fn fit_constants(task: &dyn Fitness, cfg: &EngineConfig, i: &mut HostIsland) -> anyhow::Result<()> {
+    let rows = cfg.constants.rows(&i.fit);
+    if let Some(fit) = task.fit_constants(&mut i.pop, &rows, cfg.constants.steps)? {
+        anyhow::ensure!(fit.len() == rows.len(), "the task fitted {} of {} programs", fit.len(), rows.len());
+        for (&r, f) in rows.iter().zip(fit) {
+            i.fit[r] = f;
+        }
+    }
+    Ok(())
+}
+
+fn best_of(fit: &[f64]) -> Option<usize> {
+    select::elite(fit, 1).into_iter().next().filter(|&i| select::key(fit[i]).is_finite())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evolve::{GrammarRep, TreeRep, checkpoint};
+    use crate::genome::MapConfig;
+    use crate::genome::init::InitConfig;
+    use crate::genome::vary::GeVaryConfig;
+    use crate::grammar::template::{Vars, compile};
+    use crate::grammar::{DatasetShape, load_parsed, parse_str};
+
+    /// Fitness: distance of the tree's length from 7 (a task that needs no interpreter).
+    fn length_task(pop: &Population) -> Vec<f64> {
+        (0..pop.size()).map(|i| if pop.len[i] == 0 { f64::INFINITY } else { (pop.len[i] as f64 - 7.0).abs() }).collect()
+    }
+
+    #[test]
+    fn grammar_run_improves_and_is_reproducible() {
+        let g = parse_str("<e> ::= (<op> <e> <e>) | <v>\n<op> ::= + | - | *\n<v> ::= x0 | 1.0", "g", false).unwrap();
+        let l = load_parsed(g, &DatasetShape::default()).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()], n_outputs: 0 }).unwrap();
+        let rep = GrammarRep {
+            table: &l.table,
+            templates: &tpl,
+            map: MapConfig::default(),
+            init: InitConfig::default(),
+            vary: GeVaryConfig::default(),
+            genome_capacity: 256,
+        };
+        let cfg = EngineConfig { pop_size: 60, generations: 10, seed: 4, ..EngineConfig::default() };
+        let mut seen = Vec::new();
+        let grammar = Representation::Grammar(&rep);
+        let one = IslandConfig::single();
+        let a = run(&cfg, &one, grammar, &length_task, None, &mut |s: &GenerationStats, _: &Best| seen.push(s.best)).unwrap();
+        assert_eq!(a.history.len(), 11);
+        assert_eq!(a.best.fitness, 0.0, "a tree of 7 nodes is easy to find");
+        assert!(seen.windows(2).all(|w| w[1] <= w[0]), "elitism keeps the best: {seen:?}");
+        let (genome, text) = a.best.genome.clone().unwrap();
+        assert!(text.starts_with('('), "{text}");
+        assert!(!genome.is_empty());
+        let b = run(&cfg, &IslandConfig::single(), grammar, &length_task, None, &mut |_: &GenerationStats, _: &Best| {}).unwrap();
+        assert_eq!(a.best, b.best);
+        assert_eq!(a.fitness, b.fitness);
+    }
+
+    #[test]
+    fn tree_run_improves_and_is_reproducible() {
+        use crate::program::{BreedConfig, Crossover, Mutation, Op, TreeSpec, VaryConfig};
+        let spec = TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 64).with_depth(1, 3);
+        let rep = TreeRep {
+            vary: VaryConfig::new(spec),
+            breed: BreedConfig {
+                p_crossover: 0.9,
+                crossovers: vec![(Crossover::OnePoint, 1.0)],
+                p_mutation: 0.3,
+                mutations: vec![(Mutation::Subtree, 1.0), (Mutation::Point, 1.0)],
+            },
+        };
+        let cfg = EngineConfig { pop_size: 60, generations: 10, seed: 4, ..EngineConfig::default() };
+        let mut seen = Vec::new();
+        let trees = Representation::Trees(&rep);
+        let one = IslandConfig::single();
+        let a = run(&cfg, &one, trees, &length_task, None, &mut |s: &GenerationStats, _: &Best| seen.push(s.best)).unwrap();
+        assert_eq!(a.best.fitness, 0.0);
+        assert!(seen.windows(2).all(|w| w[1] <= w[0]), "{seen:?}");
+        a.population.validate().unwrap();
+        let b = run(&cfg, &IslandConfig::single(), trees, &length_task, None, &mut |_: &GenerationStats, _: &Best| {}).unwrap();
+        assert_eq!(a.best, b.best);
+    }
+
+    /// Stops at `stop_at` after saving a checkpoint, as Ctrl-C does.
+    struct StopAt {
+        stop_at: usize,
+        seen: usize,
+        saved: Option<checkpoint::Saved>,
+    }
+
+    impl Observer for StopAt {
+        fn generation(&mut self, s: &GenerationStats, _: &Best) {
+            self.seen = s.generation + 1;
+        }
+        fn snapshot(&mut self, state: &Snapshot<'_>) -> anyhow::Result<()> {
+            self.saved = Some(checkpoint::Saved::of(state));
+            Ok(())
+        }
+        fn stop_requested(&self) -> bool {
+            self.seen == self.stop_at
+        }
+    }
+
+    /// A stopped run, saved through JSON and resumed, ends exactly as an uninterrupted one.
+    type RunFrom<'a> = dyn Fn(Option<Resume>, &mut dyn Observer) -> anyhow::Result<Outcome> + 'a;
+
+    fn stop_and_resume(run: &RunFrom<'_>) {
+        let whole = run(None, &mut |_: &GenerationStats, _: &Best| {}).unwrap();
+        let mut obs = StopAt { stop_at: 4, seen: 0, saved: None };
+        let err = run(None, &mut obs).unwrap_err();
+        assert_eq!(err.downcast_ref::<Interrupted>(), Some(&Interrupted { generation: 4 }));
+        let text = serde_json::to_string(&obs.saved.unwrap()).unwrap();
+        let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
+        let resumed = run(Some(saved.resume().unwrap()), &mut |_: &GenerationStats, _: &Best| {}).unwrap();
+        assert_eq!(resumed.best, whole.best);
+        assert_eq!(resumed.fitness, whole.fitness);
+        assert_eq!(resumed.population, whole.population);
+        let strip = |h: &[GenerationStats]| h.iter().map(|s| GenerationStats { seconds: 0.0, ..s.clone() }).collect::<Vec<_>>();
+        assert_eq!(strip(&resumed.history), strip(&whole.history));
+    }
+
+    #[test]
+    fn resumed_runs_match_uninterrupted_ones() {
+        use crate::program::{BreedConfig, Crossover, Mutation, Op, TreeSpec, VaryConfig};
+        let cfg = EngineConfig { pop_size: 60, generations: 10, seed: 9, ..EngineConfig::default() };
+        let spec = TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 64).with_depth(1, 3);
+        let rep = TreeRep {
+            vary: VaryConfig::new(spec),
+            breed: BreedConfig { p_crossover: 0.9, crossovers: vec![(Crossover::OnePoint, 1.0)], p_mutation: 0.3, mutations: vec![(Mutation::Subtree, 1.0)] },
+        };
+        // Tree GP, with a task whose optimum is not reached early (so later generations matter).
+        let far = |pop: &Population| -> Vec<f64> {
+            (0..pop.size()).map(|i| if pop.len[i] == 0 { f64::INFINITY } else { (pop.len[i] as f64 - 40.0).abs() }).collect()
+        };
+        stop_and_resume(&|r, o| run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &far, r, o));
+        let g = parse_str("<e> ::= (<op> <e> <e>) | <v>\n<op> ::= + | - | *\n<v> ::= x0 | 1.0", "g", false).unwrap();
+        let l = load_parsed(g, &DatasetShape::default()).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()], n_outputs: 0 }).unwrap();
+        let rep = GrammarRep {
+            table: &l.table,
+            templates: &tpl,
+            map: MapConfig::default(),
+            init: InitConfig::default(),
+            vary: GeVaryConfig::default(),
+            genome_capacity: 256,
+        };
+        stop_and_resume(&|r, o| run(&cfg, &IslandConfig::single(), Representation::Grammar(&rep), &far, r, o));
+    }
+}
+
