@@ -35,9 +35,8 @@
 
 use rayon::prelude::*;
 
-use super::eval::apply_fast;
 use super::fastmath;
-use super::ops::Op;
+use super::ops::{Op, apply_fast};
 use super::tree::Population;
 
 /// Constant leaves fitted per tree: the first ones in prefix order.

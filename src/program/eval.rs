@@ -4,16 +4,11 @@
 //!
 //! # How a tree is evaluated
 //!
-//! Chitty's two-dimensional stack (Chitty 2012; `papers/chitty-two-dimensional-stack-gpu-gp.txt`
-//! §4–5): the program is walked once per *block* of [`BLOCK`] data points, every stack entry is a
-//! `B`-wide vector, and each node runs one tight, vectorised loop over the block, so the
-//! per-node dispatch is paid once per block, not once per point.
-//!
-//! Each tree is first compiled ([`compile`]) by walking its prefix order backwards (which is
-//! postfix order: for a binary node, child 1's value ends on top of child 2's) into a short list
-//! of instructions whose arguments are variables, constants or stack slots, as in Chitty's
-//! linear form (§5): leaves are never pushed, constant subtrees are folded, and each result goes
-//! to a free slot distinct from its arguments (so the kernels see non-aliasing slices).
+//! Each tree is compiled once to the linear form of `kernels/interp.cuh` ([`super::linear`]:
+//! one instruction per function node in postfix order, leaves folded into their parents) and
+//! run over *blocks* of [`BLOCK`] data points ([`super::linear::block`]: Chitty's
+//! two-dimensional stack), so the per-instruction dispatch is paid once per block, not once per
+//! point.
 //!
 //! Output nodes (EvoGP's multi-output "Modi" nodes, `tree.rs`): an output node of slot `k` adds
 //! its result to output `k` and passes its *last* child's value to its parent (a leaf output
@@ -22,7 +17,7 @@
 //!
 //! # Numbers
 //!
-//! Points are evaluated in f32 with the semantics of [`Op::apply`] ([`apply_fast`]), except that
+//! Points are evaluated in f32 with the semantics of [`Op::apply`] ([`apply_fast`](super::ops::apply_fast)), except that
 //! every transcendental function (`exp`, the logarithms, `sin`, `cos`, `tan`, `tanh`, `pow`,
 //! `sigmoid`) is grove's own ([`fastmath`](super::fastmath): Cephes' algorithms, 1–4 ulp from
 //! the exact value), which the CUDA kernels compute bit for bit. Special values (0, ±inf, NaN,
@@ -41,14 +36,14 @@
 
 mod bench;
 
-
 use std::fmt;
 
 use rayon::prelude::*;
 
 pub use bench::{EvalBench, EvalBenchReport, bench_eval, bench_population, bench_sextic};
 
-use super::fastmath;
+use super::linear::Program;
+use super::linear::block::{Entry, XBlock, run_block};
 use super::ops::Op;
 use super::tree::{Population, TreeRef};
 
@@ -199,393 +194,6 @@ pub fn eval_reference(tree: TreeRef<'_>, x: &[f64], n_rows: usize, row: usize, n
 }
 
 // ---------------------------------------------------------------------------------------------
-// Point semantics of the fast interpreter
-// ---------------------------------------------------------------------------------------------
-
-/// What the block interpreter computes for one point: [`Op::apply::<f32>`](Op::apply) with the
-/// fast `exp`/`ln`/`sin`/`cos` (module docs). The block kernels give these bits exactly; constant
-/// subtrees are folded with it.
-#[inline(always)]
-pub fn apply_fast(op: Op, a: f32, b: f32) -> f32 {
-    match op {
-        Op::Exp => fastmath::exp(a),
-        Op::Sigmoid => 1.0 / (1.0 + fastmath::exp(-a)),
-        Op::Log => {
-            if a == 0.0 {
-                0.0
-            } else {
-                fastmath::ln(a.abs())
-            }
-        }
-        Op::Rlog => {
-            if a == 0.0 {
-                1.0
-            } else {
-                fastmath::ln(a.abs())
-            }
-        }
-        Op::Plog => fastmath::ln(1.0 + a.abs()),
-        Op::Slog => {
-            if a > 0.0 {
-                fastmath::ln(a)
-            } else if a == 0.0 {
-                f32::NEG_INFINITY
-            } else {
-                f32::NAN // negative, or NaN
-            }
-        }
-        Op::Sin => fastmath::sin_any(a),
-        Op::Cos => fastmath::cos_any(a),
-        Op::Tan => fastmath::tan_any(a),
-        Op::Tanh => fastmath::tanh(a),
-        Op::Pow => fastmath::pow_abs(a, b),
-        Op::Spow => fastmath::pow(a, b),
-        _ => op.apply(a, b),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Compilation to the linear form
-// ---------------------------------------------------------------------------------------------
-
-/// Where an instruction reads an argument.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Src {
-    /// Variable (feature) index.
-    Var(u32),
-    /// A constant, the same at every point.
-    Const(f32),
-    /// A stack slot: a `B`-wide vector.
-    Slot(u16),
-}
-
-/// One step of a compiled program.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Instr {
-    /// `slot[dst] = op(a, b)` pointwise; `a` is child 1, `b` child 2 (unused by unary
-    /// operators). `dst` is never a slot that `a` or `b` reads.
-    Apply {
-        /// The operator.
-        op: Op,
-        /// Destination slot.
-        dst: u16,
-        /// First argument.
-        a: Src,
-        /// Second argument.
-        b: Src,
-    },
-    /// `outputs[k] += src`.
-    Acc {
-        /// Output slot.
-        k: u16,
-        /// What to add.
-        src: Src,
-    },
-    /// `slot[dst] = src` (a single-output program whose root is a leaf).
-    Copy {
-        /// Destination slot.
-        dst: u16,
-        /// Source (a variable or constant).
-        src: Src,
-    },
-}
-
-/// A tree compiled for the block interpreter.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Program {
-    /// The instructions, in execution order.
-    pub code: Vec<Instr>,
-    /// Stack slots the program needs.
-    pub n_slots: usize,
-    /// Output slots (`n_outputs`), or 0 for a single-output program.
-    pub n_outputs: usize,
-    /// For `n_outputs == 0`: the slot holding the root's value at the end.
-    pub result: u16,
-    /// The variables read, ascending, without repeats.
-    pub vars: Vec<u32>,
-}
-
-/// Compiles a non-empty tree (see the module docs). `tree_index` only labels errors.
-pub fn compile(tree: TreeRef<'_>, n_outputs: usize, n_features: usize, tree_index: usize) -> Result<Program, EvalError> {
-    let bad = |reason: String| EvalError::Malformed { tree: tree_index, reason };
-    if tree.is_empty() {
-        return Err(bad("empty tree".into()));
-    }
-    let mut code = Vec::with_capacity(tree.len());
-    let mut stack: Vec<Src> = Vec::with_capacity(16);
-    let mut used: Vec<bool> = Vec::new(); // slot occupancy
-    let mut vars = Vec::new();
-    let free = |used: &mut Vec<bool>, s: Src| {
-        if let Src::Slot(k) = s {
-            used[k as usize] = false;
-        }
-    };
-    for i in (0..tree.len()).rev() {
-        let op = Op::from_code(tree.op[i]).ok_or_else(|| bad(format!("node {i}: bad opcode {}", tree.op[i])))?;
-        let k = tree.out[i] as usize;
-        if k > n_outputs {
-            return Err(bad(format!("node {i}: output slot {} of {n_outputs}", k as isize - 1)));
-        }
-        let arity = op.arity();
-        if stack.len() < arity {
-            return Err(bad(format!("node {i} ({op}) has too few children")));
-        }
-        let (value, passed) = match op {
-            Op::Var => {
-                let v = tree.value[i];
-                if !(v >= 0.0 && (v as usize) < n_features && v.fract() == 0.0) {
-                    return Err(EvalError::Variable { tree: tree_index, node: i, var: v as u32, n_features });
-                }
-                vars.push(v as u32);
-                (Src::Var(v as u32), Src::Var(v as u32))
-            }
-            Op::Const => (Src::Const(tree.value[i]), Src::Const(tree.value[i])),
-            _ => {
-                let a = stack.pop().unwrap_or(Src::Const(0.0));
-                let b = if arity == 2 { stack.pop().unwrap_or(Src::Const(0.0)) } else { Src::Const(0.0) };
-                let passed = if arity == 2 { b } else { a };
-                let value = match (a, b) {
-                    (Src::Const(ca), Src::Const(cb)) => Src::Const(apply_fast(op, ca, cb)),
-                    _ => {
-                        // A free slot that neither argument occupies (they are still in use).
-                        let dst = match used.iter().position(|u| !u) {
-                            Some(s) => s,
-                            None => {
-                                used.push(false);
-                                used.len() - 1
-                            }
-                        };
-                        used[dst] = true;
-                        code.push(Instr::Apply { op, dst: dst as u16, a, b });
-                        // Release the arguments, except the one an output node passes up.
-                        free(&mut used, a);
-                        if arity == 2 {
-                            free(&mut used, b);
-                        }
-                        if k > 0 {
-                            if let Src::Slot(s) = passed {
-                                used[s as usize] = true;
-                            }
-                        }
-                        Src::Slot(dst as u16)
-                    }
-                };
-                (value, passed)
-            }
-        };
-        if k > 0 {
-            code.push(Instr::Acc { k: (k - 1) as u16, src: value });
-            if value != passed {
-                free(&mut used, value);
-            }
-            stack.push(passed);
-        } else {
-            stack.push(value);
-        }
-    }
-    if stack.len() != 1 {
-        return Err(bad(format!("nodes form {} trees, not one", stack.len())));
-    }
-    let mut result = 0u16;
-    if n_outputs == 0 {
-        result = match stack[0] {
-            Src::Slot(s) => s,
-            src => {
-                let dst = used.iter().position(|u| !u).unwrap_or(used.len());
-                if dst == used.len() {
-                    used.push(true);
-                }
-                code.push(Instr::Copy { dst: dst as u16, src });
-                dst as u16
-            }
-        };
-    }
-    vars.sort_unstable();
-    vars.dedup();
-    Ok(Program { code, n_slots: used.len().max(1), n_outputs, result, vars })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Block kernels
-// ---------------------------------------------------------------------------------------------
-
-/// A resolved argument: a `B`-wide vector or a constant.
-#[derive(Clone, Copy)]
-enum Arg<'a, const B: usize> {
-    Vec(&'a [f32; B]),
-    Val(f32),
-}
-
-/// Unary pointwise map.
-#[inline(always)]
-fn map1<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, f: impl Fn(f32) -> f32) {
-    match a {
-        Arg::Vec(a) => {
-            for j in 0..B {
-                d[j] = f(a[j]);
-            }
-        }
-        Arg::Val(c) => d.fill(f(c)),
-    }
-}
-
-/// Binary pointwise map, one loop per argument shape.
-#[inline(always)]
-fn map2<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'_, B>, f: impl Fn(f32, f32) -> f32) {
-    match (a, b) {
-        (Arg::Vec(a), Arg::Vec(b)) => {
-            for j in 0..B {
-                d[j] = f(a[j], b[j]);
-            }
-        }
-        (Arg::Vec(a), Arg::Val(c)) => {
-            for j in 0..B {
-                d[j] = f(a[j], c);
-            }
-        }
-        (Arg::Val(c), Arg::Vec(b)) => {
-            for j in 0..B {
-                d[j] = f(c, b[j]);
-            }
-        }
-        (Arg::Val(c), Arg::Val(e)) => d.fill(f(c, e)),
-    }
-}
-
-/// `sin`/`cos`/`tan`: the fast form on every lane, then the exact reduction on the lanes out of
-/// its range.
-#[inline(always)]
-fn sincos_block<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, fast: fn(f32) -> f32, slow: fn(f32) -> f32) {
-    match a {
-        Arg::Val(c) => d.fill(if fastmath::sincos_in_range(c) { fast(c) } else { slow(c) }),
-        Arg::Vec(a) => {
-            map1(d, Arg::Vec(a), fast);
-            // An or-reduction without early exit, so it vectorises.
-            let any_out = a.iter().fold(false, |acc, &x| acc | !fastmath::sincos_in_range(x));
-            if any_out {
-                for j in 0..B {
-                    if !fastmath::sincos_in_range(a[j]) {
-                        d[j] = slow(a[j]);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `d = op(a, b)` over a block; bitwise [`apply_fast`] at every lane.
-#[inline(always)]
-fn apply_block<const B: usize>(op: Op, d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'_, B>) {
-    macro_rules! bin {
-        ($op:expr) => {
-            map2(d, a, b, |x, y| apply_fast($op, x, y))
-        };
-    }
-    macro_rules! un {
-        ($op:expr) => {
-            map1(d, a, |x| apply_fast($op, x, 0.0))
-        };
-    }
-    match op {
-        Op::Add => bin!(Op::Add),
-        Op::Sub => bin!(Op::Sub),
-        Op::Mul => bin!(Op::Mul),
-        Op::Div => bin!(Op::Div),
-        Op::Aq => bin!(Op::Aq),
-        Op::Pow => bin!(Op::Pow),
-        Op::Max => bin!(Op::Max),
-        Op::Min => bin!(Op::Min),
-        Op::Sdiv => bin!(Op::Sdiv),
-        Op::Spow => bin!(Op::Spow),
-        Op::Sin => sincos_block(d, a, fastmath::sin, fastmath::sin_large),
-        Op::Cos => sincos_block(d, a, fastmath::cos, fastmath::cos_large),
-        Op::Tan => sincos_block(d, a, fastmath::tan, fastmath::tan_large),
-        Op::Exp => un!(Op::Exp),
-        Op::Log => un!(Op::Log),
-        Op::Rlog => un!(Op::Rlog),
-        Op::Plog => un!(Op::Plog),
-        Op::Sqrt => un!(Op::Sqrt),
-        Op::Abs => un!(Op::Abs),
-        Op::Neg => un!(Op::Neg),
-        Op::Square => un!(Op::Square),
-        Op::Cube => un!(Op::Cube),
-        Op::Tanh => un!(Op::Tanh),
-        Op::Sigmoid => un!(Op::Sigmoid),
-        Op::Slog => un!(Op::Slog),
-        Op::Ssqrt => un!(Op::Ssqrt),
-        Op::Var | Op::Const => d.fill(0.0), // never compiled into an Apply
-    }
-}
-
-/// The data a block reads.
-enum XBlock<'a> {
-    /// A full block: variable `v` is `x[v * n_rows + row0 ..][..B]`.
-    Rows { x: &'a [f32], n_rows: usize, row0: usize },
-    /// The last, partial block, copied and zero-padded: variable `vars[i]` is `pad[i * B ..][..B]`.
-    Padded { pad: &'a [f32], vars: &'a [u32] },
-}
-
-/// Runs `prog` over one block. `stack`: `[n_slots][B]`; `outs`: `[n_outputs][B]`, zeroed.
-#[inline(always)]
-fn run_block<const B: usize>(prog: &Program, xb: &XBlock<'_>, stack: &mut [f32], outs: &mut [f32]) {
-    assert!(stack.len() >= prog.n_slots * B && outs.len() >= prog.n_outputs * B);
-    let base = stack.as_mut_ptr();
-    let var = |v: u32| -> &[f32; B] {
-        let (data, s) = match *xb {
-            XBlock::Rows { x, n_rows, row0 } => (x, v as usize * n_rows + row0),
-            XBlock::Padded { pad, vars } => (pad, vars.binary_search(&v).expect("a variable of the program") * B),
-        };
-        data[s..s + B].try_into().expect("block inside the data")
-    };
-    // SAFETY: `s < prog.n_slots` (the compiler allocates slots below `n_slots`), so the
-    // `B` floats at `base + s·B` lie inside `stack` (asserted above). The reference lives for
-    // one instruction, during which no `&mut` to the same slot exists (`Apply` never writes a
-    // slot it reads).
-    let slot = |s: u16| -> &[f32; B] { unsafe { &*(base.add(s as usize * B) as *const [f32; B]) } };
-    let arg = |src: Src| -> Arg<'_, B> {
-        match src {
-            Src::Var(v) => Arg::Vec(var(v)),
-            Src::Const(c) => Arg::Val(c),
-            Src::Slot(s) => Arg::Vec(slot(s)),
-        }
-    };
-    for ins in &prog.code {
-        match *ins {
-            Instr::Apply { op, dst, a, b } => {
-                debug_assert!(a != Src::Slot(dst) && b != Src::Slot(dst));
-                // SAFETY: as for `slot`; `dst` differs from the slots `a` and `b` read, so this
-                // `&mut` aliases neither argument.
-                let d = unsafe { &mut *(base.add(dst as usize * B) as *mut [f32; B]) };
-                apply_block(op, d, arg(a), arg(b));
-            }
-            Instr::Acc { k, src } => {
-                let o: &mut [f32; B] = (&mut outs[k as usize * B..(k as usize + 1) * B]).try_into().unwrap();
-                match arg(src) {
-                    Arg::Vec(s) => {
-                        for j in 0..B {
-                            o[j] += s[j];
-                        }
-                    }
-                    Arg::Val(c) => {
-                        for v in o.iter_mut() {
-                            *v += c;
-                        }
-                    }
-                }
-            }
-            Instr::Copy { dst, src } => {
-                // SAFETY: as for `Apply`; `src` is a variable or a constant, never a slot.
-                let d = unsafe { &mut *(base.add(dst as usize * B) as *mut [f32; B]) };
-                match arg(src) {
-                    Arg::Vec(s) => d.copy_from_slice(s),
-                    Arg::Val(c) => d.fill(c),
-                }
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Folding block outputs
 // ---------------------------------------------------------------------------------------------
 
@@ -670,8 +278,14 @@ pub trait BlockFold: Sync {
 /// Per-thread buffers, reused across work items.
 #[derive(Default)]
 struct Scratch {
+    /// `[depth][B]`: the block stack.
     stack: Vec<f32>,
+    /// `[depth]`: what each entry of the block stack holds.
+    entries: Vec<Entry>,
+    /// `[n_outputs][B]`.
     outs: Vec<f32>,
+    /// `[B]`: an output node's value; a root that is a constant or a variable.
+    tmp: Vec<f32>,
     /// `[program's variables][B]`: the last, partial block's variables, zero-padded.
     pad: Vec<f32>,
 }
@@ -687,14 +301,21 @@ fn eval_rows_generic<const B: usize, F: BlockFold>(
     acc: &mut F::Acc,
     scratch: &mut Scratch,
 ) {
-    let Scratch { stack, outs, pad } = scratch;
+    let Scratch { stack, entries, outs, tmp, pad } = scratch;
     let n_out = prog.n_outputs.max(1);
-    if stack.len() < prog.n_slots * B {
-        stack.resize(prog.n_slots * B, 0.0);
+    if stack.len() < prog.depth * B {
+        stack.resize(prog.depth * B, 0.0);
+    }
+    if entries.len() < prog.depth {
+        entries.resize(prog.depth, Entry::Vec);
     }
     if outs.len() < n_out * B {
         outs.resize(n_out * B, 0.0);
     }
+    if tmp.len() < B {
+        tmp.resize(B, 0.0);
+    }
+    let tmp: &mut [f32; B] = (&mut tmp[..B]).try_into().expect("B floats");
     let mut row0 = rows.start;
     while row0 < rows.end {
         let len = B.min(rows.end - row0);
@@ -715,11 +336,18 @@ fn eval_rows_generic<const B: usize, F: BlockFold>(
         if prog.n_outputs > 0 {
             outs[..n_out * B].fill(0.0);
         }
-        run_block::<B>(prog, &xb, stack, outs);
+        let root = run_block::<B>(prog, &xb, stack, entries, tmp, outs);
         let values: &[f32] = if prog.n_outputs > 0 {
             &outs[..n_out * B]
         } else {
-            &stack[prog.result as usize * B..(prog.result as usize + 1) * B]
+            match root {
+                Entry::Vec => &stack[..B],
+                Entry::Const(c) => {
+                    tmp.fill(c);
+                    &tmp[..]
+                }
+                Entry::Var(v) => xb.var::<B>(v),
+            }
         };
         fold.block(acc, row0, &BlockOutputs { values, stride: B, n_outputs: n_out, len });
         row0 += len;
@@ -790,7 +418,7 @@ fn fold_individuals<const B: usize, F: BlockFold>(
             if tree.is_empty() {
                 Ok(None)
             } else {
-                compile(tree, pop.n_outputs, n_features, i).map(Some)
+                Program::new(tree, pop.n_outputs, n_features, i).map(Some)
             }
         })
         .collect();

@@ -15,7 +15,7 @@
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 
-use super::eval::{Instr, Program, Src, apply_fast, compile};
+use super::linear::{Program, run};
 use super::fastmath;
 use super::tree::{Node, Population, TreeRef};
 use crate::sim::{Model, State};
@@ -40,11 +40,12 @@ pub fn actuator_names(m: &Model) -> Vec<String> {
     m.actuators.iter().map(|a| m.joints[a.dof].name.clone()).collect()
 }
 
-/// A program compiled for one observation at a time.
+/// A program compiled for one observation at a time: the linear form ([`super::linear`]), run
+/// by [`run`], the interpreter of every CPU evaluation.
 #[derive(Clone, Debug)]
 pub struct Policy {
     prog: Program,
-    slots: Vec<f32>,
+    stack: Vec<f32>,
     outs: Vec<f32>,
 }
 
@@ -55,30 +56,15 @@ impl Policy {
         if tree.is_empty() || n_actions == 0 {
             return None;
         }
-        let prog = compile(tree, n_actions, n_obs, 0).ok()?;
-        Some(Self { slots: vec![0.0; prog.n_slots], outs: vec![0.0; n_actions], prog })
+        let prog = Program::new(tree, n_actions, n_obs, 0).ok()?;
+        Some(Self { stack: Vec::with_capacity(prog.depth), outs: vec![0.0; n_actions], prog })
     }
 
     /// The program's outputs at `obs` (output slots summed in reverse prefix order, as the
     /// kernel walks the tree). `None` when one is NaN or infinite.
     pub fn outputs(&mut self, obs: &[f32]) -> Option<&[f32]> {
         self.outs.fill(0.0);
-        let slots = &mut self.slots;
-        let val = |slots: &[f32], s: Src| match s {
-            Src::Var(v) => obs[v as usize],
-            Src::Const(c) => c,
-            Src::Slot(k) => slots[k as usize],
-        };
-        for ins in &self.prog.code {
-            match *ins {
-                Instr::Apply { op, dst, a, b } => {
-                    let r = apply_fast(op, val(slots, a), val(slots, b));
-                    slots[dst as usize] = r;
-                }
-                Instr::Acc { k, src } => self.outs[k as usize] += val(slots, src),
-                Instr::Copy { dst, src } => slots[dst as usize] = val(slots, src),
-            }
-        }
+        run(&self.prog.code, |v| obs[v], &mut self.outs, &mut self.stack);
         self.outs.iter().all(|x| x.is_finite()).then_some(&self.outs[..])
     }
 

@@ -80,7 +80,7 @@ pub fn bench_eval(cfg: &EvalBench) -> EvalBenchReport {
     let (x, y) = sextic(cfg.seed, cfg.rows);
     let node_evals: u64 = pop.len.iter().map(|&l| l as u64 * cfg.rows as u64).sum();
     let instructions = (0..pop.size())
-        .filter_map(|i| super::compile(pop.tree(i), 0, 1, i).ok())
+        .filter_map(|i| crate::program::linear::Program::new(pop.tree(i), 0, 1, i).ok())
         .map(|p| p.code.len() as u64)
         .sum();
     let function_nodes = pop.op.iter().filter(|&&o| o > Op::Const as u8).count() as u64;
