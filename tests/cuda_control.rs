@@ -15,7 +15,7 @@
 
 use grove::backend::cuda::control::ControlGrid;
 use grove::backend::cuda::CudaEngine;
-use grove::program::policy::{control_rollout, mean_returns, ControlRun};
+use grove::backend::cpu::control::{control_rollout, mean_returns, ControlRun};
 use grove::sim::Model;
 
 #[path = "support/policies.rs"]

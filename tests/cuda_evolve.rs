@@ -404,7 +404,7 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_loop_equals_the_host_loop_for_control() {
     use grove::evolve::{EngineConfig, device, run_grammar_on_host_from, run_trees_on_host_from};
-    use grove::program::policy::{ControlRun, actuator_names, observation_names};
+    use grove::backend::cpu::control::{ControlRun, actuator_names, observation_names};
     use grove::task::classify::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
@@ -459,7 +459,7 @@ fn the_device_loop_equals_the_host_loop_for_control() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
     use grove::evolve::{EngineConfig, checkpoint, device};
-    use grove::program::policy::{ControlRun, observation_names};
+    use grove::backend::cpu::control::{ControlRun, observation_names};
     use grove::task::classify::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");

@@ -18,9 +18,9 @@ pub enum ActionSource {
     Zero,
     /// (steps, nu) rows read from a file.
     Fixed(Vec<Vec<f64>>),
-    /// An evolved policy (`program::policy::Policy`): actions = tanh(outputs) of the program at
+    /// An evolved policy (`backend::cpu::control::Policy`): actions = tanh(outputs) of the program at
     /// the current observation (f32). A non-finite output acts as NaN, which the step treats as 0.
-    Policy(Box<crate::program::policy::Policy>),
+    Policy(Box<crate::backend::cpu::control::Policy>),
 }
 
 impl ActionSource {
@@ -28,7 +28,7 @@ impl ActionSource {
     pub fn policy(nodes: &[crate::program::tree::Node], m: &Model) -> Result<Self> {
         let mut pop = crate::program::tree::Population::new(1, nodes.len().max(1), m.nu());
         pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
-        let p = crate::program::policy::Policy::new(pop.tree(0), m.nu(), m.obs_size)
+        let p = crate::backend::cpu::control::Policy::new(pop.tree(0), m.nu(), m.obs_size)
             .with_context(|| format!("the policy does not fit {} ({} observations, {} actuators)", m.name, m.obs_size, m.nu()))?;
         Ok(ActionSource::Policy(Box::new(p)))
     }

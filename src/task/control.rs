@@ -10,10 +10,10 @@ use anyhow::{Context, Result, bail};
 
 use super::regression::EvolveResult;
 use crate::backend::Backend;
-use crate::program::policy::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
+use crate::backend::cpu::control::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
 /// The policy a report saves: defined in [`crate::program::policy`], below the report layer,
 /// which reads it too (`grove render --policy`).
-pub use crate::program::policy::SavedPolicy;
+pub use crate::backend::cpu::control::SavedPolicy;
 use crate::program::tree::{Node, Population};
 use crate::sim::Model;
 

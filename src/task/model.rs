@@ -6,7 +6,7 @@
 use anyhow::{Context, Result, bail, ensure};
 
 use crate::data::classes::{Standardize, Table, numeric_column};
-use crate::program::classify::argmax;
+use crate::program::fitness::argmax;
 use crate::program::tree::{Node, Population};
 
 /// What kind of program a model holds.
@@ -94,7 +94,7 @@ impl Model {
         if x.is_empty() {
             x = vec![0.0; n_rows];
         }
-        Ok(crate::program::eval::predict(&pop, 0, &x, n_rows)?)
+        Ok(crate::backend::cpu::eval::predict(&pop, 0, &x, n_rows)?)
     }
 
     /// Predictions as text, one per row of `table`: the class name, or the number.

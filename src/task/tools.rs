@@ -414,7 +414,7 @@ fn rollout_on_gpu(
             let nodes = policy.context("a policy source comes with its tree")?;
             let mut pop = crate::program::tree::Population::new(1, nodes.len().max(1), model.nu());
             pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
-            let run = crate::program::policy::ControlRun {
+            let run = crate::backend::cpu::control::ControlRun {
                 episodes: 1,
                 steps,
                 seed: s.seed.unwrap_or(0),

@@ -7,7 +7,7 @@ use std::mem::{offset_of, size_of};
 
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
-use crate::program::constants::FitResult;
+use crate::backend::cpu::fit::FitResult;
 
 
 /// A kernel file: its name (as NVRTC reports it in errors) and its text.
@@ -54,7 +54,7 @@ impl KernelSource<'_> {
 /// Headers the kernel files include, `(name, text)`: `kernels/rng.cuh`, Philox and the draws
 /// made from it (twin of `src/rng.rs`); `kernels/order.cuh`, select.rs's order of fitness
 /// values; `kernels/sums.cuh`, the per-tree sums of evaluation (RegSums, ClassPartial);
-/// `kernels/interp.cuh`, the one interpreter (twin of `program::linear`); `kernels/scan.cuh`,
+/// `kernels/interp.cuh`, the one interpreter (twin of `backend::cpu::interp`); `kernels/scan.cuh`,
 /// the multi-block stable compaction.
 pub const HEADERS: &[(&str, &str)] = &[
     ("rng.cuh", include_str!("../../../kernels/rng.cuh")),
@@ -109,7 +109,7 @@ pub const EVAL: KernelSource<'static> = KernelSource { file: "eval.cu", text: in
 pub const MAP: KernelSource<'static> = KernelSource { file: "map.cu", text: include_str!("../../../kernels/map.cu") };
 
 /// `kernels/classify.cu`: fused classification fitness (per-class correct counts and softmax
-/// cross-entropy), twin of `program::classify::evaluate_classification`.
+/// cross-entropy), twin of `backend::cpu::classify::evaluate_classification`.
 pub const CLASSIFY: KernelSource<'static> =
     KernelSource { file: "classify.cu", text: include_str!("../../../kernels/classify.cu") };
 
@@ -124,11 +124,11 @@ pub const FIT_CLASS_CONSTANTS: &str = "grove_fit_class_constants";
 pub const FIT_THREADS: u32 = 128;
 /// The `#define`s of fit.cu that must equal grove's constants.
 pub const FIT_DEFINES: &[(&str, usize)] = &[
-    ("GROVE_FIT_MAX_CONSTANTS", crate::program::constants::MAX_FIT_CONSTANTS),
-    ("GROVE_FIT_MAX_CLASSES", crate::program::constants::MAX_FIT_CLASSES),
-    ("GROVE_FIT_STACK", crate::program::constants::FIT_STACK),
-    ("GROVE_FIT_MAX_PARAMS", crate::program::constants::MAX_FIT_PARAMS),
-    ("GROVE_FIT_MAX_SUMS", crate::program::constants::MAX_FIT_SUMS),
+    ("GROVE_FIT_MAX_CONSTANTS", crate::backend::cpu::fit::MAX_FIT_CONSTANTS),
+    ("GROVE_FIT_MAX_CLASSES", crate::backend::cpu::fit::MAX_FIT_CLASSES),
+    ("GROVE_FIT_STACK", crate::backend::cpu::fit::FIT_STACK),
+    ("GROVE_FIT_MAX_PARAMS", crate::backend::cpu::fit::MAX_FIT_PARAMS),
+    ("GROVE_FIT_MAX_SUMS", crate::backend::cpu::fit::MAX_FIT_SUMS),
     ("GROVE_FIT_THREADS", FIT_THREADS as usize),
 ];
 
@@ -260,7 +260,7 @@ pub const PREDICT_DEEP: &str = "grove_predict_deep";
 /// Sums the per-tile partial sums of each tree, in tile order.
 pub const REDUCE_REGRESSION: &str = "grove_reduce_regression";
 /// Compiles trees to linear programs (`kernels/sim.cu`, for the policies, over interp.cuh's
-/// `grove_compile_tree`; twin `program::linear::compile_trees`). eval.cu and classify.cu
+/// `grove_compile_tree`; twin `backend::cpu::interp::compile_trees`). eval.cu and classify.cu
 /// compile inside each block instead (interp.cuh's `grove_compile_chunk`).
 pub const COMPILE_TREES: &str = "grove_compile_trees";
 

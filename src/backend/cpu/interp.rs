@@ -1,20 +1,21 @@
-//! Trees compiled to linear programs: the CPU twin of `kernels/interp.cuh`, the one interpreter
-//! the GPU kernels share (regression, classification, control policies).
+//! The CPU's one interpreter, twin of `kernels/interp.cuh` (the one the GPU kernels share):
+//! trees compiled to linear programs, run one point at a time ([`run`]: control policies) or a
+//! block of points at a time ([`block`]: regression, prediction, classification).
 //!
-//! A tree (prefix order, [`super::tree`]) becomes one instruction per function node, in the
-//! order the tree is walked backwards (postfix), with the operand kinds resolved once per
-//! program (Chitty's linear form): a leaf that is neither an output node nor the root is folded
-//! into its parent as an operand, so it costs the interpreter no dispatch and no stack traffic.
-//! Output leaves and a lone root leaf stay instructions of their own. [`run`] executes a
-//! program with the tree's semantics, operation for operation, so it returns the bits of
-//! [`super::eval`]; the tests hold it to that, and `tests/cuda_kernels.rs` holds the device
+//! A tree (prefix order, [`crate::program::tree`]) becomes one instruction per function node,
+//! in the order the tree is walked backwards (postfix), with the operand kinds resolved once
+//! per program (Chitty's linear form): a leaf that is neither an output node nor the root is
+//! folded into its parent as an operand, so it costs the interpreter no dispatch and no stack
+//! traffic. Output leaves and a lone root leaf stay instructions of their own. [`run`] executes
+//! a program with the tree's semantics, operation for operation; the tests hold it and the
+//! block executor to the tree walked node by node, and `tests/interp.rs` holds the device
 //! compiler (`grove_compile_trees`) to [`compile_trees`].
 
 pub mod block;
 
 use super::eval::EvalError;
-use super::ops::{Op, apply_fast};
-use super::tree::TreeRef;
+use crate::program::ops::{Op, apply_fast};
+use crate::program::tree::TreeRef;
 
 /// Where an operand comes from (2 bits of [`Instr::mode`]).
 pub mod src {
@@ -354,7 +355,7 @@ mod tests {
                 let tree = pop.tree(t);
                 let n = compile_tree(tree, &mut prog).expect("a valid tree compiles");
                 assert!(n <= tree.op.len() && n >= 1);
-                let want = crate::program::eval::predict(&pop, t, &x, n_rows).unwrap();
+                let want = super::super::eval::predict(&pop, t, &x, n_rows).unwrap();
                 for row in 0..n_rows {
                     let mut slots = vec![0.0f32; n_out];
                     let root = run(&prog, |i| x[i * n_rows + row], &mut slots, &mut Vec::new());

@@ -4,9 +4,9 @@
 //!
 //! # How a tree is evaluated
 //!
-//! Each tree is compiled once to the linear form of `kernels/interp.cuh` ([`super::linear`]:
+//! Each tree is compiled once to the linear form of `kernels/interp.cuh` ([`super::interp`]:
 //! one instruction per function node in postfix order, leaves folded into their parents) and
-//! run over *blocks* of [`BLOCK`] data points ([`super::linear::block`]: Chitty's
+//! run over *blocks* of [`BLOCK`] data points ([`super::interp::block`]: Chitty's
 //! two-dimensional stack), so the per-instruction dispatch is paid once per block, not once per
 //! point.
 //!
@@ -17,9 +17,9 @@
 //!
 //! # Numbers
 //!
-//! Points are evaluated in f32 with the semantics of [`Op::apply`] ([`apply_fast`](super::ops::apply_fast)), except that
+//! Points are evaluated in f32 with the semantics of [`Op::apply`] ([`apply_fast`](crate::program::ops::apply_fast)), except that
 //! every transcendental function (`exp`, the logarithms, `sin`, `cos`, `tan`, `tanh`, `pow`,
-//! `sigmoid`) is grove's own ([`fastmath`](super::fastmath): Cephes' algorithms, 1–4 ulp from
+//! `sigmoid`) is grove's own ([`fastmath`](crate::program::fastmath): Cephes' algorithms, 1–4 ulp from
 //! the exact value), which the CUDA kernels compute bit for bit. Special values (0, ±inf, NaN,
 //! overflow thresholds) are exactly those of libm. Results stay within 1e-5 relative of
 //! [`Op::apply::<f64>`](Op::apply) wherever the program is well-conditioned. No fused
@@ -42,10 +42,11 @@ use rayon::prelude::*;
 
 pub use bench::{EvalBench, EvalBenchReport, bench_eval, bench_population, bench_sextic};
 
-use super::linear::Program;
-use super::linear::block::{Entry, XBlock, run_block};
-use super::ops::Op;
-use super::tree::{Population, TreeRef};
+use super::interp::Program;
+use super::interp::block::{Entry, XBlock, run_block};
+use crate::program::fitness::RegressionSums;
+use crate::program::ops::Op;
+use crate::program::tree::{Population, TreeRef};
 
 /// Data points per block: the width of the two-dimensional stack. Chosen by measurement
 /// (`cargo run --release --example bench_eval -- --threads 1 --block B`, W3 workload, 2-core
@@ -236,7 +237,7 @@ impl<'a> BlockOutputs<'a> {
 /// A classifier's accuracy, with one output per class (argmax; ties to the lower class):
 ///
 /// ```
-/// use grove::program::eval::{evaluate_fold, BlockFold, BlockOutputs};
+/// use grove::backend::cpu::eval::{evaluate_fold, BlockFold, BlockOutputs};
 /// use grove::program::{Node, Op, Population};
 ///
 /// struct Accuracy<'a> { labels: &'a [u32] }
@@ -497,151 +498,6 @@ pub fn predict(pop: &Population, i: usize, x: &[f32], n_rows: usize) -> Result<V
 // ---------------------------------------------------------------------------------------------
 // Regression
 // ---------------------------------------------------------------------------------------------
-
-/// Sums from which every regression metric of one individual follows (f64, over the rows);
-/// `f` is the program's output, `y` the target, `e = f − y`.
-///
-/// Metrics of an invalid individual ([`is_valid`](Self::is_valid) false) are the worst
-/// possible: +inf for errors, −inf for R².
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct RegressionSums {
-    /// Rows.
-    pub n: u64,
-    /// Σe².
-    pub sum_e2: f64,
-    /// Σ|e|.
-    pub sum_abs_e: f64,
-    /// Σf.
-    pub sum_f: f64,
-    /// Σf².
-    pub sum_f2: f64,
-    /// Σf·y.
-    pub sum_fy: f64,
-    /// Σy.
-    pub sum_y: f64,
-    /// Σy².
-    pub sum_y2: f64,
-    /// False if any output was NaN or ±inf, or the individual has no program.
-    pub finite: bool,
-}
-
-/// Below this fraction of Σf² (resp. Σy²), the centred Σ(f − f̄)² is treated as 0. A spread
-/// under 1e-5 of the magnitude is within f32 rounding of the outputs (and of the f64
-/// cancellation in Σf² − n·f̄²), so linear scaling would only amplify rounding noise.
-const VAR_REL_TOL: f64 = 1e-10;
-
-impl RegressionSums {
-    /// The sums of an individual without a program over `n` rows.
-    pub fn invalid(n: u64) -> Self {
-        Self { n, finite: false, ..Self::default() }
-    }
-
-    /// Adds `other`'s rows (merging chunks: call in row order for reproducible bits).
-    pub fn merge(&mut self, other: &Self) {
-        self.n += other.n;
-        self.sum_e2 += other.sum_e2;
-        self.sum_abs_e += other.sum_abs_e;
-        self.sum_f += other.sum_f;
-        self.sum_f2 += other.sum_f2;
-        self.sum_fy += other.sum_fy;
-        self.sum_y += other.sum_y;
-        self.sum_y2 += other.sum_y2;
-        self.finite &= other.finite;
-    }
-
-    /// Finite outputs at at least one row.
-    pub fn is_valid(&self) -> bool {
-        self.finite && self.n > 0
-    }
-
-    /// Mean squared error; +inf if invalid.
-    pub fn mse(&self) -> f64 {
-        if !self.is_valid() {
-            return f64::INFINITY;
-        }
-        self.sum_e2 / self.n as f64
-    }
-
-    /// Root mean squared error; +inf if invalid.
-    pub fn rmse(&self) -> f64 {
-        self.mse().sqrt()
-    }
-
-    /// Mean absolute error; +inf if invalid.
-    pub fn mae(&self) -> f64 {
-        if !self.is_valid() {
-            return f64::INFINITY;
-        }
-        self.sum_abs_e / self.n as f64
-    }
-
-    /// Centred sums: (Σ(f − f̄)², Σ(y − ȳ)², Σ(f − f̄)(y − ȳ)), each variance clamped to ≥ 0
-    /// and set to 0 below [`VAR_REL_TOL`] of the raw sum of squares.
-    fn centred(&self) -> (f64, f64, f64) {
-        let n = self.n as f64;
-        let (mf, my) = (self.sum_f / n, self.sum_y / n);
-        let sff = self.sum_f2 - mf * self.sum_f;
-        let syy = self.sum_y2 - my * self.sum_y;
-        let sff = if sff <= VAR_REL_TOL * self.sum_f2 { 0.0 } else { sff };
-        let syy = if syy <= VAR_REL_TOL * self.sum_y2 { 0.0 } else { syy };
-        let sfy = self.sum_fy - mf * self.sum_y;
-        (sff, syy, sfy)
-    }
-
-    /// Coefficient of determination, 1 − Σe² / Σ(y − ȳ)²; for a constant target, 1 if the
-    /// outputs are exact and 0 otherwise (scikit-learn's convention); −inf if invalid.
-    pub fn r2(&self) -> f64 {
-        if !self.is_valid() {
-            return f64::NEG_INFINITY;
-        }
-        let (_, syy, _) = self.centred();
-        if syy == 0.0 {
-            return if self.sum_e2 == 0.0 { 1.0 } else { 0.0 };
-        }
-        1.0 - self.sum_e2 / syy
-    }
-
-    /// Linear scaling (Keijzer 2003; Operon): `(a, b)` minimising Σ(a·f + b − y)², that is
-    /// `a = cov(f, y) / var(f)`, `b = ȳ − a·f̄`; `(0, ȳ)` when the outputs are constant;
-    /// `(1, 0)` (no change) if invalid.
-    pub fn scale(&self) -> (f64, f64) {
-        if !self.is_valid() {
-            return (1.0, 0.0);
-        }
-        let n = self.n as f64;
-        let (sff, _, sfy) = self.centred();
-        let a = if sff == 0.0 { 0.0 } else { sfy / sff };
-        (a, self.sum_y / n - a * (self.sum_f / n))
-    }
-
-    /// Residual Σ(a·f + b − y)² after linear scaling: Σ(y − ȳ)² − cov²/var(f), ≥ 0.
-    fn scaled_sse(&self) -> (f64, f64) {
-        let (sff, syy, sfy) = self.centred();
-        let explained = if sff == 0.0 { 0.0 } else { sfy * sfy / sff };
-        ((syy - explained).max(0.0), syy)
-    }
-
-    /// Mean squared error after linear scaling; +inf if invalid.
-    pub fn scaled_mse(&self) -> f64 {
-        if !self.is_valid() {
-            return f64::INFINITY;
-        }
-        self.scaled_sse().0 / self.n as f64
-    }
-
-    /// R² after linear scaling (the squared correlation of f and y); 1 for a constant target
-    /// (which scaling fits exactly); −inf if invalid.
-    pub fn scaled_r2(&self) -> f64 {
-        if !self.is_valid() {
-            return f64::NEG_INFINITY;
-        }
-        let (sse, syy) = self.scaled_sse();
-        if syy == 0.0 {
-            return 1.0;
-        }
-        (1.0 - sse / syy).clamp(0.0, 1.0)
-    }
-}
 
 /// The regression fold: accumulates [`RegressionSums`] against `y`.
 struct RegressionFold<'a> {
