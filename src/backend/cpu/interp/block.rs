@@ -147,30 +147,34 @@ fn map2<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'_, B>, f: impl 
     }
 }
 
-/// `sin`/`cos`/`tan`: the fast form on every lane, then the exact reduction on the lanes out of
-/// its range.
+/// `sin`/`cos`/`tan` of `a` (not the destination): the fast form on every lane, then the exact
+/// reduction on the lanes out of its range.
+#[inline(always)]
+fn sincos_vec<const B: usize>(d: &mut [f32; B], a: &[f32; B], fast: fn(f32) -> f32, slow: fn(f32) -> f32) {
+    map1(d, Arg::Vec(a), fast);
+    // An or-reduction without early exit, so it vectorises.
+    let any_out = a.iter().fold(false, |acc, &x| acc | !fastmath::sincos_in_range(x));
+    if any_out {
+        for j in 0..B {
+            if !fastmath::sincos_in_range(a[j]) {
+                d[j] = slow(a[j]);
+            }
+        }
+    }
+}
+
+/// `sin`/`cos`/`tan` over a block; bitwise [`apply_fast`] at every lane.
 #[inline(always)]
 fn sincos_block<const B: usize>(d: &mut [f32; B], a: Arg<'_, B>, fast: fn(f32) -> f32, slow: fn(f32) -> f32) {
     match a {
         Arg::Val(c) => d.fill(if fastmath::sincos_in_range(c) { fast(c) } else { slow(c) }),
-        Arg::Vec(a) => {
-            map1(d, Arg::Vec(a), fast);
-            // An or-reduction without early exit, so it vectorises.
-            let any_out = a.iter().fold(false, |acc, &x| acc | !fastmath::sincos_in_range(x));
-            if any_out {
-                for j in 0..B {
-                    if !fastmath::sincos_in_range(a[j]) {
-                        d[j] = slow(a[j]);
-                    }
-                }
-            }
-        }
+        Arg::Vec(a) => sincos_vec(d, a, fast, slow),
         Arg::Dst => {
             let any_out = d.iter().fold(false, |acc, &x| acc | !fastmath::sincos_in_range(x));
             if any_out {
                 // The arguments are kept for the lanes the fast form cannot take.
                 let a: [f32; B] = *d;
-                sincos_block(d, Arg::Vec(&a), fast, slow);
+                sincos_vec(d, &a, fast, slow);
             } else {
                 map1(d, Arg::Dst, fast);
             }
