@@ -117,7 +117,7 @@ impl Model {
 }
 
 /// Classes predicted from outputs `[max(1, n_outputs)][n_rows]`: argmax of the outputs, or
-/// with one output and two classes, class 1 where it is positive (`program::classify`).
+/// with one output and two classes, class 1 where it is positive (`backend::cpu::classify`).
 pub fn classify_outputs(out: &[f32], n_rows: usize, n_outputs: usize, n_classes: usize) -> Vec<u32> {
     let mut z = vec![0.0f64; n_classes];
     (0..n_rows)

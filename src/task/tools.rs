@@ -359,7 +359,7 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
         rollout_on_gpu(s, &model, &actions, nodes.as_deref(), steps)?
     } else {
         let opts = RolloutOptions { steps, seed: s.seed, ignore_termination: s.ignore_termination };
-        // A policy plays in f32, as it was trained (program::policy).
+        // A policy plays in f32, as it was trained (backend::cpu::control).
         let f32 = s.f32 || saved.is_some();
         match &s.states {
             Some(p) => {

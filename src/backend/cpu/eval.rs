@@ -1,6 +1,7 @@
-//! The CPU interpreter: evaluates a whole population over a whole data set, and the f64
-//! reference it is checked against. The CUDA `kernels/eval.cu` is its twin and gives the same
-//! bits at every point. Throughput: `examples/bench_eval.rs`.
+//! Evaluation on the CPU: a whole population over a whole data set, folded into regression
+//! sums or collected as predictions, and the f64 reference the interpreter is checked against.
+//! The CUDA `kernels/eval.cu` is its twin and gives the same bits at every point. Throughput:
+//! `examples/bench_eval.rs`.
 //!
 //! # How a tree is evaluated
 //!
@@ -17,10 +18,11 @@
 //!
 //! # Numbers
 //!
-//! Points are evaluated in f32 with the semantics of [`Op::apply`] ([`apply_fast`](crate::program::ops::apply_fast)), except that
-//! every transcendental function (`exp`, the logarithms, `sin`, `cos`, `tan`, `tanh`, `pow`,
-//! `sigmoid`) is grove's own ([`fastmath`](crate::program::fastmath): Cephes' algorithms, 1–4 ulp from
-//! the exact value), which the CUDA kernels compute bit for bit. Special values (0, ±inf, NaN,
+//! Points are evaluated in f32 with the semantics of [`Op::apply`]
+//! ([`apply_fast`](crate::program::ops::apply_fast)), except that every transcendental function
+//! (`exp`, the logarithms, `sin`, `cos`, `tan`, `tanh`, `pow`, `sigmoid`) is grove's own
+//! ([`fastmath`](crate::program::fastmath): Cephes' algorithms, 1–4 ulp from the exact value),
+//! which the CUDA kernels compute bit for bit. Special values (0, ±inf, NaN,
 //! overflow thresholds) are exactly those of libm. Results stay within 1e-5 relative of
 //! [`Op::apply::<f64>`](Op::apply) wherever the program is well-conditioned. No fused
 //! multiply-add is used anywhere, so the bits do not depend on the vector width chosen at run
