@@ -12,7 +12,8 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use grove::data::classes::builtin_classes;
-use grove::program::classify::{ClassSums, evaluate_classification};
+use grove::backend::cpu::classify::evaluate_classification;
+use grove::program::fitness::ClassSums;
 use grove::program::{Op, TreeSpec, init_population};
 
 fn main() -> ExitCode {

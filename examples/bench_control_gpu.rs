@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use grove::backend::cuda::control::ControlGrid;
 use grove::backend::cuda::CudaEngine;
-use grove::program::policy::ControlRun;
+use grove::backend::cpu::control::ControlRun;
 use grove::program::{init_population, Op, TreeSpec};
 use grove::sim::Model;
 

@@ -1,4 +1,4 @@
-//! Interpreter throughput on the W3-like regression workload (see `grove::program::eval::bench_eval`):
+//! Interpreter throughput on the W3-like regression workload (see `grove::backend::cpu::eval::bench_eval`):
 //!
 //! ```text
 //! cargo run --release --example bench_eval -- [--population 1000] [--rows 100000]
@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 
-use grove::program::eval::{bench_eval, EvalBench};
+use grove::backend::cpu::eval::{bench_eval, EvalBench};
 use grove::program::ops::parse_function_set;
 
 fn main() -> ExitCode {
@@ -57,7 +57,7 @@ fn run() -> Result<(), String> {
         cfg.population, cfg.rows, cfg.min_len, cfg.max_len, r.mean_len, r.block, r.threads, r.invalid
     );
     println!(
-        "per point: {} nodes, {} of them functions, {} instructions after constant folding",
+        "per point: {} nodes, {} of them functions, {} instructions of the linear form",
         r.node_evals / cfg.rows as u64,
         r.function_nodes,
         r.instructions

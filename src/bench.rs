@@ -36,7 +36,7 @@ pub fn run(args: &BenchArgs) -> Result<ExitCode> {
         let mut mapper = Mapper::new(&loaded.table, config);
         genomes.chunks(args.codons).filter(|g| mapper.map(g).valid()).count()
     };
-    let eval = crate::program::eval::bench_eval(&crate::program::eval::EvalBench::default());
+    let eval = crate::backend::cpu::eval::bench_eval(&crate::backend::cpu::eval::EvalBench::default());
     let rows = [("map, 1 thread", 1, single), ("map, all threads", threads, multi)];
     if args.json {
         let items: Vec<_> = rows
@@ -130,8 +130,8 @@ fn gpu(args: &BenchArgs) -> Result<()> {
     let mut rows = Vec::new();
     for wl in workloads.iter().filter(|_| part(GpuPart::Eval)) {
         let (p, n) = (wl.population, wl.rows);
-        let pop = crate::program::eval::bench_population(7, p, wl.min_len, wl.max_len, wl.functions);
-        let (x, y) = crate::program::eval::bench_sextic(3, n);
+        let pop = crate::backend::cpu::eval::bench_population(7, p, wl.min_len, wl.max_len, wl.functions);
+        let (x, y) = crate::backend::cpu::eval::bench_sextic(3, n);
         let data = engine.upload_dataset(&x, &y, n, 1)?;
         let nodes: f64 = pop.len.iter().map(|&l| l as f64).sum();
         let name = wl.name;

@@ -3,7 +3,8 @@
 //! classification sums and control returns.
 
 use grove::backend::Backend;
-use grove::program::eval::{RegressionSums, eval_reference};
+use grove::backend::cpu::eval::eval_reference;
+use grove::program::fitness::RegressionSums;
 use grove::program::tree::{Node, Population};
 use grove::program::{Op, TreeSpec, init_population};
 
@@ -116,7 +117,7 @@ grove::test_device!(streamed_data_gives_the_resident_sums, |backend: &Backend| {
 // Classification sums through the backend against a per-point recomputation from the f64
 // reference evaluator (argmax of the outputs, softmax cross-entropy), on Iris.
 grove::test_device!(classification_sums_match_the_reference, |backend: &Backend| {
-    use grove::program::classify::{argmax, softmax_ce};
+    use grove::program::fitness::{argmax, softmax_ce};
     let iris = grove::data::classes::builtin_classes("iris").unwrap();
     let (x, n, k) = (&iris.data.x, iris.data.n_rows, iris.n_classes());
     let spec = TreeSpec::new(vec![Op::Add, Op::Sub, Op::Mul, Op::Div], 4, 32)
@@ -147,7 +148,7 @@ grove::test_device!(classification_sums_match_the_reference, |backend: &Backend|
 });
 
 grove::test_device!(control_returns_match_the_reference, |backend: &Backend| {
-    use grove::program::policy::{ControlRun, control_rollout, mean_returns};
+    use grove::backend::cpu::control::{ControlRun, control_rollout, mean_returns};
     // Hopper (contacts, termination): 24 random policies × 2 episodes × 10 steps, plus an
     // empty row and an infinite output, which are invalid (NaN) on every backend.
     let m = grove::sim::Model::load("hopper", None).unwrap();

@@ -3,7 +3,7 @@
 //! grove_math.cuh, rng.cuh, grove_env.h, sim.cu) as host C++ after `tests/cuda_host_shim.h`,
 //! with nothing fused and the libm functions CUDA rounds differently poisoned (as in
 //! `tests/sim_kernel_host.rs`), and every episode (validity, length, return) and every mean
-//! return must equal the CPU reference `program::policy::control_rollout` and `mean_returns`
+//! return must equal the CPU reference `backend::cpu::control::control_rollout` and `mean_returns`
 //! bit for bit, over whole 1000-step episodes of every shipped environment and profile (and 300
 //! steps without termination), for a population of random policies with edge cases among them
 //! (an empty row and one reading past the observation, which the host skips; one whose output
@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 
 use grove::backend::cuda::control::{skip_mask, SKIP_INVALID};
 use grove::backend::cuda::sim::sim_full_source;
-use grove::program::policy::{control_rollout, mean_returns, ControlRun};
+use grove::backend::cpu::control::{control_rollout, mean_returns, ControlRun};
 use grove::sim::Model;
 
 #[path = "support/policies.rs"]

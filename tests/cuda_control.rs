@@ -1,5 +1,5 @@
 //! Parity of the control kernels (`grove_control_rollout`, `grove_control_reduce` in
-//! `kernels/sim.cu`) with the CPU reference (`program::policy`) on a GPU, and the control task
+//! `kernels/sim.cu`) with the CPU reference (`backend::cpu::control`) on a GPU, and the control task
 //! run end to end on CUDA. Ignored unless built with `GROVE_TEST_GPU=1` (then a missing GPU is
 //! a failure). Both sides run the same f32 stepper and interpreter bit for bit (grove's own
 //! math, nothing fused, model constants combined on the host; `tests/control_kernel_host.rs`
@@ -15,7 +15,7 @@
 
 use grove::backend::cuda::control::ControlGrid;
 use grove::backend::cuda::CudaEngine;
-use grove::program::policy::{control_rollout, mean_returns, ControlRun};
+use grove::backend::cpu::control::{control_rollout, mean_returns, ControlRun};
 use grove::sim::Model;
 
 #[path = "support/policies.rs"]

@@ -18,7 +18,7 @@
 
 use grove::backend::cuda::memory::POISON;
 use grove::backend::cuda::{CudaEngine, DeviceDataset, EngineOptions, EvalConfig, GpuError, Origin};
-use grove::program::eval::RegressionSums;
+use grove::program::fitness::RegressionSums;
 use grove::program::ops::{FUNCTIONS, Op, Real};
 use grove::program::tree::{Node, Population, TreeRef};
 use rand::rngs::StdRng;
@@ -697,7 +697,7 @@ fn same_bits(a: f32, b: f32) -> bool {
 fn cpu_predict(pop: &Population, d: &Data) -> Vec<f32> {
     (0..pop.size())
         .flat_map(|i| {
-            grove::program::eval::predict(pop, i, &d.x, d.n_rows).unwrap_or_else(|_| vec![f32::NAN; pop.n_outputs.max(1) * d.n_rows])
+            grove::backend::cpu::eval::predict(pop, i, &d.x, d.n_rows).unwrap_or_else(|_| vec![f32::NAN; pop.n_outputs.max(1) * d.n_rows])
         })
         .collect()
 }
@@ -793,7 +793,7 @@ fn every_operator_gives_the_cpus_bits_everywhere() {
                 1 => (a[r] / 0.0, b[r]),
                 _ => (a[r], b[r] / 0.0),
             };
-            let want = grove::program::eval::apply_fast(*op, ra, rb);
+            let want = grove::program::ops::apply_fast(*op, ra, rb);
             assert!(same_bits(c, want), "the CPU interpreter's {op}({ra}, {rb}) = {c:e} is not apply_fast's {want:e}");
             if !same_bits(g, c) {
                 bad.push(format!("{op}({ra:e}, {rb:e}): gpu {g:e} ({:08x}), cpu {c:e} ({:08x})", g.to_bits(), c.to_bits()));
@@ -830,7 +830,7 @@ fn random_programs_of_every_operator_give_the_cpus_bits() {
         }
         // The fitness sums differ only by the order of the f64 additions.
         let gs = e.evaluate_regression_with(&pop, &dev, &poisoned(EvalConfig::default())).unwrap();
-        let cs = grove::program::eval::evaluate_regression(&pop, &data.x, &data.y, data.n_rows).unwrap();
+        let cs = grove::backend::cpu::eval::evaluate_regression(&pop, &data.x, &data.y, data.n_rows).unwrap();
         for (i, (g, c)) in gs.iter().zip(&cs).enumerate() {
             assert_eq!(g.finite, c.finite, "tree {i}: finite gpu {} cpu {}", g.finite, c.finite);
             if c.finite {
@@ -842,12 +842,12 @@ fn random_programs_of_every_operator_give_the_cpus_bits() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Classification (kernels/classify.cu against program::classify::evaluate_classification).
+// Classification (kernels/classify.cu against backend::cpu::classify::evaluate_classification).
 
 /// Points of tree `t` where the top two logits are so close that f32 rounding (or FMA
 /// contraction on the GPU) may decide the argmax: there the correct counts may differ.
 fn near_ties(pop: &Population, t: usize, x: &[f32], n_rows: usize, k: usize) -> u64 {
-    let out = grove::program::eval::predict(pop, t, x, n_rows).unwrap();
+    let out = grove::backend::cpu::eval::predict(pop, t, x, n_rows).unwrap();
     (0..n_rows)
         .filter(|&i| {
             let mut z: Vec<f64> = if pop.n_outputs == 0 {
@@ -864,7 +864,7 @@ fn near_ties(pop: &Population, t: usize, x: &[f32], n_rows: usize, k: usize) -> 
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn classify_matches_reference() {
-    use grove::program::classify::evaluate_classification;
+    use grove::backend::cpu::classify::evaluate_classification;
     let e = engine();
     let mut rng = StdRng::seed_from_u64(606);
     // (trees, rows, classes, outputs): multi-output, binary (one output), many classes, one

@@ -406,7 +406,7 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_loop_equals_the_host_loop_for_control() {
     use grove::evolve::{EngineConfig, device, host};
-    use grove::program::policy::{ControlRun, actuator_names, observation_names};
+    use grove::backend::cpu::control::{ControlRun, actuator_names, observation_names};
     use grove::task::search::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
@@ -461,7 +461,7 @@ fn the_device_loop_equals_the_host_loop_for_control() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
     use grove::evolve::{EngineConfig, checkpoint, device};
-    use grove::program::policy::{ControlRun, observation_names};
+    use grove::backend::cpu::control::{ControlRun, observation_names};
     use grove::task::search::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");

@@ -1,6 +1,6 @@
 //! Parity of the constant-fitting kernels (`kernels/fit.cu`: `grove_fit_constants` for
 //! regression, `grove_fit_class_constants` for classification) with their CPU references
-//! (`program::constants::fit_constants`, `fit_class_constants`): the fitted constants and every
+//! (`backend::cpu::fit::fit_constants`, `fit_class_constants`): the fitted constants and every
 //! field of the results must be the same bits.
 //!
 //! * `emulated_*`: the kernel's own code built as host C++ by g++ (`tests/cuda_host_shim.h`),
@@ -13,7 +13,8 @@
 mod emulator;
 
 use grove::backend::cuda::kernels::{self, FitParams};
-use grove::program::constants::{FitConfig, FitResult, fit_class_constants, fit_constants};
+use grove::backend::cpu::fit::class::fit_class_constants;
+use grove::backend::cpu::fit::{FitConfig, FitResult, fit_constants};
 use grove::program::init::{TreeSpec, init_population};
 use grove::program::ops::parse_function_set;
 use grove::program::tree::Population;

@@ -154,7 +154,7 @@ fn device_islands_equal_host_islands_for_ge() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn device_islands_equal_host_islands_for_classification_and_control() {
     use grove::data::classes::ClassSource;
-    use grove::program::policy::{ControlRun, observation_names};
+    use grove::backend::cpu::control::{ControlRun, observation_names};
     use grove::task::classify::{ClassFitness, Classification};
     use grove::task::search::ClassTreeSettings;
     use grove::task::control::Control;

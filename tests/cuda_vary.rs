@@ -1068,7 +1068,7 @@ fn emulated_evaluation_order_matches_pack() {
 #[test]
 fn emulated_regression_fitness_matches_the_task() {
     use grove::backend::cuda::kernels::{GenParams, RegSums};
-    use grove::program::eval::RegressionSums;
+    use grove::program::fitness::RegressionSums;
     use grove::task::regression::{Metric, error};
     type FitnessFn = unsafe extern "C" fn(GenParams, *const RegSums, *const u16, *mut f64);
     let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_regression_fitness_matches_the_task: no g++") };
@@ -1158,7 +1158,7 @@ fn emulated_elite_and_statistics_match_the_host() {
 #[test]
 fn emulated_classification_fitness_matches_the_task() {
     use grove::backend::cuda::kernels::{ClassPartial, GenParams};
-    use grove::program::classify::ClassSums;
+    use grove::program::fitness::ClassSums;
     use grove::task::classify::{ClassFitness, fitness_of};
     type FitnessFn = unsafe extern "C" fn(GenParams, u32, *const ClassPartial, *const u32, *const u64, *const u16, *mut f64);
     let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_classification_fitness_matches_the_task: no g++") };

@@ -1,6 +1,6 @@
 //! The one interpreter of the kernels (`kernels/interp.cuh`) run on the CPU: eval.cu is built as
 //! host C++ by g++ (`tests/cuda_host_shim.h`), and its own code compiles random populations
-//! (`grove_compile_trees`, against its twin `program::linear::compile_trees`) and predicts
+//! (`grove_compile_trees`, against its twin `backend::cpu::interp::compile_trees`) and predicts
 //! (`grove_predict_k*` and `grove_predict_deep`, each block compiling its tree with
 //! `grove_compile_chunk`, against the CPU interpreter, bit for bit), so that CI checks what
 //! every GPU evaluation runs without a GPU. The library is built with 16-node chunks, so that
@@ -10,8 +10,8 @@
 mod emulator;
 
 use grove::backend::cuda::kernels::{self, CompileParams, EvalParams};
+use grove::backend::cpu::interp::{self, Instr};
 use grove::program::init::{TreeSpec, init_population};
-use grove::program::linear::{self, Instr};
 use grove::program::ops::FUNCTIONS;
 use grove::program::tree::Population;
 
@@ -72,7 +72,7 @@ fn the_device_compiler_and_interpreter_match_their_twins() {
         }
         let mut want = vec![Instr { a: 0xdead, ..Instr::default() }; p * l];
         let mut want_n = vec![0xbeefu16; p];
-        linear::compile_trees(&ids, &pop.op, &pop.value, &pop.out, &pop.len, l, &mut want, &mut want_n);
+        interp::compile_trees(&ids, &pop.op, &pop.value, &pop.out, &pop.len, l, &mut want, &mut want_n);
         assert_eq!(n_instr, want_n, "instruction counts differ");
         for t in 0..p {
             let n = n_instr[t] as usize;
@@ -82,7 +82,7 @@ fn the_device_compiler_and_interpreter_match_their_twins() {
 
         // The interpreter: predictions of every kernel variant against the CPU's bits.
         let n_res = n_out.max(1);
-        let expect: Vec<Vec<f32>> = (0..p).map(|t| grove::program::eval::predict(&pop, t, &x, n_rows).unwrap()).collect();
+        let expect: Vec<Vec<f32>> = (0..p).map(|t| grove::backend::cpu::eval::predict(&pop, t, &x, n_rows).unwrap()).collect();
         for (name, k) in [(kernels::PREDICT[0], 1usize), (kernels::PREDICT[2], 3), (kernels::PREDICT[3], 4), (kernels::PREDICT_DEEP, 1)] {
             let f: PredictFn = emulator::get(&lib, name);
             let threads = 32usize; // a warp: the kernels take multiples of 32

@@ -1,7 +1,7 @@
 //! Layering (shared/DESIGN.md, "Layers"): the command line runs a task, a task runs the engine,
 //! never the other way round. So no file under `src/evolve/` (the engine), `src/backend/` (the
 //! backends and kernels) or `src/report/` (progress, reports, plots) may name a task: what they
-//! share with one lives below them (`program::fitness`, `program::policy::SavedPolicy`). Each
+//! share with one lives below them (`program::fitness`, `backend::cpu::control::SavedPolicy`). Each
 //! offending line is named with its file and line number; comments are not code and may.
 
 use std::path::{Path, PathBuf};

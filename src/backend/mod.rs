@@ -17,9 +17,8 @@ pub mod cuda;
 
 use anyhow::Result;
 
-use crate::program::constants::{FitConfig, FitResult};
-use crate::program::classify::ClassSums;
-use crate::program::eval::RegressionSums;
+use cpu::fit::{FitConfig, FitResult};
+use crate::program::fitness::{ClassSums, RegressionSums};
 use crate::program::tree::Population;
 
 /// Which device a command asked for.
@@ -291,7 +290,7 @@ impl Backend {
     pub fn regression_sums(&self, pop: &Population, data: &RegressionData<'_>) -> Result<Vec<RegressionSums>> {
         match (self, data) {
             (Backend::Cpu, RegressionData::Host { x, y, n_rows }) => {
-                Ok(crate::program::eval::evaluate_regression(pop, x, y, *n_rows)?)
+                Ok(cpu::eval::evaluate_regression(pop, x, y, *n_rows)?)
             }
             (Backend::Cuda(e), RegressionData::Device(d)) => {
                 Ok(e.evaluate_regression(pop, d)?)
@@ -319,7 +318,7 @@ impl Backend {
         }
     }
     /// Fits the numeric constants of rows `rows` of `pop` in place on `data` by
-    /// Levenberg–Marquardt ([`crate::program::constants`]): on the GPU when the data is there
+    /// Levenberg–Marquardt ([`cpu::fit`]): on the GPU when the data is there
     /// (`kernels/fit.cu`, the same bits), else on the CPU. One result per row.
     pub fn fit_constants(&self, pop: &mut Population, rows: &[usize], data: &RegressionData<'_>, cfg: FitConfig) -> Result<Vec<FitResult>> {
         if let Some(&r) = rows.iter().find(|&&r| r >= pop.size()) {
@@ -327,7 +326,7 @@ impl Backend {
         }
         match (self, data) {
             (_, RegressionData::Host { x, y, n_rows }) | (_, RegressionData::Streamed { x, y, n_rows, .. }) => {
-                Ok(crate::program::constants::fit_constants(pop, rows, x, y, *n_rows, cfg))
+                Ok(cpu::fit::fit_constants(pop, rows, x, y, *n_rows, cfg))
             }
             (Backend::Cuda(e), RegressionData::Device(d)) => Ok(e.fit_constants(pop, rows, d, cfg)?),
             _ => anyhow::bail!("data set uploaded for another backend"),
@@ -336,7 +335,7 @@ impl Backend {
 
     /// Fits the numeric constants of rows `rows` of the classification population `pop` in
     /// place on `data` by Levenberg–Marquardt on the softmax cross-entropy
-    /// ([`crate::program::constants::fit_class_constants`]): on the GPU when the data is there
+    /// ([`cpu::fit::class::fit_class_constants`]): on the GPU when the data is there
     /// (`kernels/fit.cu`, the same bits), else on the CPU. One result per row.
     pub fn fit_class_constants(&self, pop: &mut Population, rows: &[usize], data: &ClassData<'_>, steps: u32) -> Result<Vec<FitResult>> {
         if let Some(&r) = rows.iter().find(|&&r| r >= pop.size()) {
@@ -344,7 +343,7 @@ impl Backend {
         }
         match (self, data) {
             (_, ClassData::Host { x, labels, n_rows, n_classes }) => {
-                Ok(crate::program::constants::fit_class_constants(pop, rows, x, labels, *n_rows, *n_classes, steps))
+                Ok(cpu::fit::class::fit_class_constants(pop, rows, x, labels, *n_rows, *n_classes, steps))
             }
             (Backend::Cuda(e), ClassData::Device(d)) => Ok(e.fit_class_constants(pop, rows, d, steps)?),
             _ => anyhow::bail!("data set uploaded for another backend"),
@@ -375,7 +374,7 @@ impl Backend {
     pub fn classification_sums(&self, pop: &Population, data: &ClassData<'_>) -> Result<Vec<ClassSums>> {
         match (self, data) {
             (_, ClassData::Host { x, labels, n_rows, n_classes }) => {
-                Ok(crate::program::classify::evaluate_classification(pop, x, labels, *n_rows, *n_classes)?)
+                Ok(cpu::classify::evaluate_classification(pop, x, labels, *n_rows, *n_classes)?)
             }
             (Backend::Cuda(e), ClassData::Device(d)) => Ok(e.evaluate_classification(pop, d)?),
             _ => anyhow::bail!("data set uploaded for another backend"),
@@ -384,14 +383,14 @@ impl Backend {
 
     /// Mean return of every individual of `pop` (a policy with one output per actuator of `m`)
     /// over the episodes of `run` (NaN for an invalid individual), and the control steps played
-    /// in all. CPU: `program::policy`; CUDA: `kernels/sim.cu`'s `grove_control_rollout`, whole
+    /// in all. CPU: [`cpu::control`]; CUDA: `kernels/sim.cu`'s `grove_control_rollout`, whole
     /// episodes in one launch, and `grove_control_reduce`.
-    pub fn control_returns(&self, pop: &Population, m: &crate::sim::Model, run: &crate::program::policy::ControlRun) -> Result<(Vec<f64>, u64)> {
+    pub fn control_returns(&self, pop: &Population, m: &crate::sim::Model, run: &cpu::control::ControlRun) -> Result<(Vec<f64>, u64)> {
         match self {
             Backend::Cpu => {
-                let eps = crate::program::policy::control_rollout(pop, m, run);
+                let eps = cpu::control::control_rollout(pop, m, run);
                 let steps = eps.iter().map(|e| e.steps as u64).sum();
-                Ok((crate::program::policy::mean_returns(&eps, run.episodes), steps))
+                Ok((cpu::control::mean_returns(&eps, run.episodes), steps))
             }
             Backend::Cuda(e) => {
                 let out = e.control_returns(pop, m, run)?;

@@ -1,11 +1,10 @@
 //! The fitness formulas the engine and the kernels share with the tasks: regression's error
-//! measure and scaling settings ([`RegressionConfig`], [`error`]) and classification's fitness
-//! of the fused sums ([`ClassFitness`], [`fitness_of`]). They live here, below the engine, so
-//! `evolve/` and `backend/` never import a task; `task::regression` and `task::classify`
-//! re-export them under their old paths.
-
-use super::classify::ClassSums;
-use super::eval::RegressionSums;
+//! measure and scaling settings ([`RegressionConfig`], [`error`]) and the sums every backend
+//! folds a program's outputs into ([`RegressionSums`] and the metrics that follow from them),
+//! and classification's sums ([`ClassSums`]), the prediction and cross-entropy of a point
+//! ([`argmax`], [`softmax_ce`]) and its fitness ([`ClassFitness`], [`fitness_of`]). They live
+//! here, below the engine, so `evolve/` and `backend/` never import a task; `task::regression`
+//! and `task::classify` re-export them under their old paths.
 
 /// The error measure evolution minimises.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
@@ -100,9 +99,209 @@ pub fn fitness_of(s: &ClassSums, counts: &[u64], fitness: ClassFitness) -> f64 {
     if f.is_finite() { f } else { f64::INFINITY }
 }
 
+/// Sums from which every regression metric of one individual follows (f64, over the rows);
+/// `f` is the program's output, `y` the target, `e = f − y`.
+///
+/// Metrics of an invalid individual ([`is_valid`](Self::is_valid) false) are the worst
+/// possible: +inf for errors, −inf for R².
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RegressionSums {
+    /// Rows.
+    pub n: u64,
+    /// Σe².
+    pub sum_e2: f64,
+    /// Σ|e|.
+    pub sum_abs_e: f64,
+    /// Σf.
+    pub sum_f: f64,
+    /// Σf².
+    pub sum_f2: f64,
+    /// Σf·y.
+    pub sum_fy: f64,
+    /// Σy.
+    pub sum_y: f64,
+    /// Σy².
+    pub sum_y2: f64,
+    /// False if any output was NaN or ±inf, or the individual has no program.
+    pub finite: bool,
+}
+
+/// Below this fraction of Σf² (resp. Σy²), the centred Σ(f − f̄)² is treated as 0. A spread
+/// under 1e-5 of the magnitude is within f32 rounding of the outputs (and of the f64
+/// cancellation in Σf² − n·f̄²), so linear scaling would only amplify rounding noise.
+const VAR_REL_TOL: f64 = 1e-10;
+
+impl RegressionSums {
+    /// The sums of an individual without a program over `n` rows.
+    pub fn invalid(n: u64) -> Self {
+        Self { n, finite: false, ..Self::default() }
+    }
+
+    /// Adds `other`'s rows (merging chunks: call in row order for reproducible bits).
+    pub fn merge(&mut self, other: &Self) {
+        self.n += other.n;
+        self.sum_e2 += other.sum_e2;
+        self.sum_abs_e += other.sum_abs_e;
+        self.sum_f += other.sum_f;
+        self.sum_f2 += other.sum_f2;
+        self.sum_fy += other.sum_fy;
+        self.sum_y += other.sum_y;
+        self.sum_y2 += other.sum_y2;
+        self.finite &= other.finite;
+    }
+
+    /// Finite outputs at at least one row.
+    pub fn is_valid(&self) -> bool {
+        self.finite && self.n > 0
+    }
+
+    /// Mean squared error; +inf if invalid.
+    pub fn mse(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::INFINITY;
+        }
+        self.sum_e2 / self.n as f64
+    }
+
+    /// Root mean squared error; +inf if invalid.
+    pub fn rmse(&self) -> f64 {
+        self.mse().sqrt()
+    }
+
+    /// Mean absolute error; +inf if invalid.
+    pub fn mae(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::INFINITY;
+        }
+        self.sum_abs_e / self.n as f64
+    }
+
+    /// Centred sums: (Σ(f − f̄)², Σ(y − ȳ)², Σ(f − f̄)(y − ȳ)), each variance clamped to ≥ 0
+    /// and set to 0 below [`VAR_REL_TOL`] of the raw sum of squares.
+    fn centred(&self) -> (f64, f64, f64) {
+        let n = self.n as f64;
+        let (mf, my) = (self.sum_f / n, self.sum_y / n);
+        let sff = self.sum_f2 - mf * self.sum_f;
+        let syy = self.sum_y2 - my * self.sum_y;
+        let sff = if sff <= VAR_REL_TOL * self.sum_f2 { 0.0 } else { sff };
+        let syy = if syy <= VAR_REL_TOL * self.sum_y2 { 0.0 } else { syy };
+        let sfy = self.sum_fy - mf * self.sum_y;
+        (sff, syy, sfy)
+    }
+
+    /// Coefficient of determination, 1 − Σe² / Σ(y − ȳ)²; for a constant target, 1 if the
+    /// outputs are exact and 0 otherwise (scikit-learn's convention); −inf if invalid.
+    pub fn r2(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::NEG_INFINITY;
+        }
+        let (_, syy, _) = self.centred();
+        if syy == 0.0 {
+            return if self.sum_e2 == 0.0 { 1.0 } else { 0.0 };
+        }
+        1.0 - self.sum_e2 / syy
+    }
+
+    /// Linear scaling (Keijzer 2003; Operon): `(a, b)` minimising Σ(a·f + b − y)², that is
+    /// `a = cov(f, y) / var(f)`, `b = ȳ − a·f̄`; `(0, ȳ)` when the outputs are constant;
+    /// `(1, 0)` (no change) if invalid.
+    pub fn scale(&self) -> (f64, f64) {
+        if !self.is_valid() {
+            return (1.0, 0.0);
+        }
+        let n = self.n as f64;
+        let (sff, _, sfy) = self.centred();
+        let a = if sff == 0.0 { 0.0 } else { sfy / sff };
+        (a, self.sum_y / n - a * (self.sum_f / n))
+    }
+
+    /// Residual Σ(a·f + b − y)² after linear scaling: Σ(y − ȳ)² − cov²/var(f), ≥ 0.
+    fn scaled_sse(&self) -> (f64, f64) {
+        let (sff, syy, sfy) = self.centred();
+        let explained = if sff == 0.0 { 0.0 } else { sfy * sfy / sff };
+        ((syy - explained).max(0.0), syy)
+    }
+
+    /// Mean squared error after linear scaling; +inf if invalid.
+    pub fn scaled_mse(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::INFINITY;
+        }
+        self.scaled_sse().0 / self.n as f64
+    }
+
+    /// R² after linear scaling (the squared correlation of f and y); 1 for a constant target
+    /// (which scaling fits exactly); −inf if invalid.
+    pub fn scaled_r2(&self) -> f64 {
+        if !self.is_valid() {
+            return f64::NEG_INFINITY;
+        }
+        let (sse, syy) = self.scaled_sse();
+        if syy == 0.0 {
+            return 1.0;
+        }
+        (1.0 - sse / syy).clamp(0.0, 1.0)
+    }
+}
+
+/// Per-individual sums of the classification fitness.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClassSums {
+    /// `[n_classes]` points of each true class that were predicted correctly.
+    pub correct: Vec<u64>,
+    /// Σ over points of the softmax cross-entropy (points with a non-finite output excluded).
+    pub ce: f64,
+    /// Points summed.
+    pub n: u64,
+    /// Points where some output was NaN or infinite.
+    pub bad: u64,
+}
+
+/// The predicted class of logits `z` (argmax, ties to the lower class, NaN never wins).
+pub fn argmax(z: &[f64]) -> usize {
+    let mut best = 0;
+    for k in 1..z.len() {
+        if z[k] > z[best] || (z[best].is_nan() && !z[k].is_nan()) {
+            best = k;
+        }
+    }
+    best
+}
+
+/// Softmax cross-entropy `logsumexp(z) − z[y]` of finite logits `z`, computed as
+/// `m + ln Σ exp(z_k − m) − z[y]` with `m = max z`, so it is finite for any finite `z`.
+pub fn softmax_ce(z: &[f64], y: usize) -> f64 {
+    let m = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let s: f64 = z.iter().map(|&v| (v - m).exp()).sum();
+    (m - z[y]) + s.ln()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn softmax_ce_is_stable_and_exact() {
+        // Uniform logits: ln K.
+        assert!((softmax_ce(&[0.0, 0.0, 0.0], 1) - 3f64.ln()).abs() < 1e-15);
+        // Huge logits neither overflow nor lose the answer.
+        assert!((softmax_ce(&[1000.0, 0.0], 1) - 1000.0).abs() < 1e-9);
+        assert!(softmax_ce(&[1000.0, 0.0], 0).abs() < 1e-300);
+        assert!((softmax_ce(&[-1e30, 1e30], 0) - 2e30).abs() / 2e30 < 1e-15);
+        // Shifting all logits changes nothing.
+        let a = softmax_ce(&[1.0, 2.0, 3.0], 0);
+        let b = softmax_ce(&[501.0, 502.0, 503.0], 0);
+        assert!((a - b).abs() < 1e-12 && (a - (1f64.exp() + 2f64.exp() + 3f64.exp()).ln() + 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn argmax_breaks_ties_low_and_skips_nan() {
+        assert_eq!(argmax(&[1.0, 3.0, 3.0]), 1);
+        assert_eq!(argmax(&[f64::NAN, -5.0]), 1);
+        assert_eq!(argmax(&[2.0, f64::NAN, 1.0]), 0);
+        assert_eq!(argmax(&[f64::NAN, f64::NAN]), 0);
+        assert_eq!(argmax(&[0.0, 0.0]), 0, "binary: f = 0 predicts class 0");
+    }
 
     #[test]
     fn fitness_from_sums_agrees_with_the_confusion_matrix() {

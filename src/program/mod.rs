@@ -1,19 +1,14 @@
-//! Programs: the operator table, the tensorized population of trees, their CPU interpreter,
-//! the fused classification fitness (reference of `kernels/classify.cu`), the fitness formulas
-//! of regression and classification (`fitness`: shared by the tasks, the engine and the
-//! kernels), random trees, the variation operators on them, control policies (reference of the
-//! control kernel) and the policy a control report saves, and rendering.
+//! Programs: the operator table and its f32 point semantics (`ops`, `fastmath`), the
+//! tensorized population of trees, the fitness formulas and sums of regression and
+//! classification (`fitness`: shared by the tasks, the engine and both backends), random trees,
+//! the variation operators on them, rendering and export. The CPU interpreter and the CPU twins
+//! of the kernels live in `backend::cpu`.
 
-pub mod classify;
-pub mod constants;
-pub mod eval;
 pub mod fastmath;
 pub mod fitness;
 pub mod init;
-pub mod linear;
 pub mod ops;
 pub mod export;
-pub mod policy;
 pub mod render;
 pub mod tree;
 pub mod vary;

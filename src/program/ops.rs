@@ -266,7 +266,7 @@ impl Op {
 
     /// Applies a function operator to its arguments (`b` is ignored for unary ones).
     /// This is the reference semantics (exact in f64); what both backends compute in f32 is
-/// [`apply_fast`](super::eval::apply_fast), which the CUDA formula in [`OpInfo::cuda`] matches
+/// [`apply_fast`], which the CUDA formula in [`OpInfo::cuda`] matches
 /// bit for bit.
     #[inline(always)]
     pub fn apply<T: Real>(self, a: T, b: T) -> T {
@@ -376,6 +376,50 @@ pub fn cuda_source_with(math: &str) -> String {
     }
     s.push('\n');
     s
+}
+
+/// What every interpreter computes for one point, on both backends: [`Op::apply::<f32>`](Op::apply)
+/// with grove's own transcendental functions ([`fastmath`](super::fastmath): Cephes' algorithms,
+/// 1–4 ulp from the exact value, special values those of libm), which the CUDA kernels compute
+/// bit for bit. No fused multiply-add is used, so the bits depend neither on the vector width
+/// nor on the backend.
+#[inline(always)]
+pub fn apply_fast(op: Op, a: f32, b: f32) -> f32 {
+    match op {
+        Op::Exp => super::fastmath::exp(a),
+        Op::Sigmoid => 1.0 / (1.0 + super::fastmath::exp(-a)),
+        Op::Log => {
+            if a == 0.0 {
+                0.0
+            } else {
+                super::fastmath::ln(a.abs())
+            }
+        }
+        Op::Rlog => {
+            if a == 0.0 {
+                1.0
+            } else {
+                super::fastmath::ln(a.abs())
+            }
+        }
+        Op::Plog => super::fastmath::ln(1.0 + a.abs()),
+        Op::Slog => {
+            if a > 0.0 {
+                super::fastmath::ln(a)
+            } else if a == 0.0 {
+                f32::NEG_INFINITY
+            } else {
+                f32::NAN // negative, or NaN
+            }
+        }
+        Op::Sin => super::fastmath::sin_any(a),
+        Op::Cos => super::fastmath::cos_any(a),
+        Op::Tan => super::fastmath::tan_any(a),
+        Op::Tanh => super::fastmath::tanh(a),
+        Op::Pow => super::fastmath::pow_abs(a, b),
+        Op::Spow => super::fastmath::pow(a, b),
+        _ => op.apply(a, b),
+    }
 }
 
 #[cfg(test)]

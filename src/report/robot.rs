@@ -245,22 +245,22 @@ where
 
 /// The saved policy of a `grove control` report, for `grove render --policy`; a report of
 /// another command is an error that says what to use instead.
-pub fn read_policy(path: &Path) -> Result<crate::program::policy::SavedPolicy> {
+pub fn read_policy(path: &Path) -> Result<crate::backend::cpu::control::SavedPolicy> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
     let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", path.display()))?;
     if v.get("policy").is_none() {
         let cmd = v.get("command").and_then(|c| c.as_str()).unwrap_or("?");
         bail!("{}: --policy needs a report of `grove control`, not of `grove {cmd}`: use --actions FILE.csv for fixed actions", path.display());
     }
-    crate::program::policy::SavedPolicy::read(path)
+    crate::backend::cpu::control::SavedPolicy::read(path)
 }
 
 /// A saved policy as a [`Policy`]: the program, checked against `model`, acting on each
 /// observation as `grove rollout --policy` does (f32, actions = tanh of the outputs). Played by
 /// [`episode`] in f32, the episode is the roll-out's, bit for bit.
-pub fn saved_policy(saved: &crate::program::policy::SavedPolicy, model: &crate::sim::Model) -> Result<Policy<'static>> {
+pub fn saved_policy(saved: &crate::backend::cpu::control::SavedPolicy, model: &crate::sim::Model) -> Result<Policy<'static>> {
     let nodes = saved.tree(model)?;
-    let mut source = crate::sim::rollout::ActionSource::Policy(Box::new(crate::program::policy::Policy::for_model(&nodes, model)?));
+    let mut source = crate::sim::rollout::ActionSource::Policy(Box::new(crate::backend::cpu::control::Policy::for_model(&nodes, model)?));
     let nu = model.nu();
     Ok(Box::new(move |t: usize, obs: &[f64]| {
         let o: Vec<f32> = obs.iter().map(|&x| x as f32).collect();

@@ -12,7 +12,7 @@ use super::env::State;
 use super::model::Model;
 
 /// Something that chooses actions from observations, step by step: an evolved policy
-/// (`program::policy::Policy` implements it) or any other controller.
+/// (`backend::cpu::control::Policy` implements it) or any other controller.
 pub trait Actor: std::fmt::Debug + Send {
     /// Writes one action per actuator into `actions` for the observation `obs` (f32); false
     /// when an action is not finite.

@@ -247,9 +247,9 @@ pub fn scores(nodes: &[Node], n_outputs: usize, data: &Labeled) -> Result<ClassS
     let k = data.n_classes();
     let mut pop = Population::new(1, nodes.len().max(1), n_outputs);
     let _ = pop.set_tree(0, nodes);
-    let out = crate::program::eval::predict(&pop, 0, &data.data.x, data.data.n_rows)?;
+    let out = crate::backend::cpu::eval::predict(&pop, 0, &data.data.x, data.data.n_rows)?;
     let predicted = classify_outputs(&out, data.data.n_rows, n_outputs, k);
-    let sums = crate::program::classify::evaluate_classification(&pop, &data.data.x, &data.labels, data.data.n_rows, k)?;
+    let sums = crate::backend::cpu::classify::evaluate_classification(&pop, &data.data.x, &data.labels, data.data.n_rows, k)?;
     let ce = if sums[0].bad > 0 { f64::NAN } else { sums[0].ce / sums[0].n.max(1) as f64 };
     Ok(ClassScores { confusion: Confusion::new(&data.labels, &predicted, k), cross_entropy: ce })
 }
@@ -356,7 +356,7 @@ pub fn fit(
     if settings.binary && k != 2 {
         bail!("--binary needs two classes; the data has {k} ({}): drop --binary", train.classes.join(", "));
     }
-    let max_fit = crate::program::constants::MAX_FIT_CLASSES;
+    let max_fit = crate::backend::cpu::fit::MAX_FIT_CLASSES;
     if settings.engine.constants.steps > 0 && k > max_fit {
         bail!("--optimise-constants (engine.constants.steps) fits programs of at most {max_fit} classes; the data has {k}: drop it");
     }

@@ -1,7 +1,7 @@
 //! Control (`grove control`): evolve a policy for a simulated robot. A policy is a program with
 //! one output slot per actuator (EvoGP's output nodes, or `out(K, …)` in a grammar); the action
 //! is tanh of each output; fitness is minus the mean return over `episodes` roll-outs from
-//! different reset noise (the same starts for every individual; `program::policy`). The best
+//! different reset noise (the same starts for every individual; `backend::cpu::control`). The best
 //! policy is then played on `test_episodes` fresh starts and reported with its program, so
 //! `grove rollout --policy REPORT` can replay it. A control run is kept like any other
 //! (`task::run`): experiment files, checkpoints and resume, the hall of fame, plots.
@@ -10,10 +10,10 @@ use anyhow::{Context, Result, bail};
 
 use super::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, fame_rows, islands_summary};
 use crate::backend::Backend;
-use crate::program::policy::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
-/// The policy a report saves: defined in [`crate::program::policy`], below the report layer,
+use crate::backend::cpu::control::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
+/// The policy a report saves: defined in [`crate::backend::cpu::control`], below the report layer,
 /// which reads it too (`grove render --policy`).
-pub use crate::program::policy::SavedPolicy;
+pub use crate::backend::cpu::control::SavedPolicy;
 use crate::program::tree::{Node, Population};
 use crate::sim::Model;
 

@@ -6,7 +6,7 @@
 use anyhow::{Context, Result, bail, ensure};
 
 use crate::data::classes::{Standardize, Table, numeric_column};
-use crate::program::classify::argmax;
+use crate::program::fitness::argmax;
 use crate::program::tree::{Node, Population};
 
 /// What kind of program a model holds.
@@ -94,7 +94,7 @@ impl Model {
         if x.is_empty() {
             x = vec![0.0; n_rows];
         }
-        Ok(crate::program::eval::predict(&pop, 0, &x, n_rows)?)
+        Ok(crate::backend::cpu::eval::predict(&pop, 0, &x, n_rows)?)
     }
 
     /// Predictions as text, one per row of `table`: the class name, or the number.
@@ -117,7 +117,7 @@ impl Model {
 }
 
 /// Classes predicted from outputs `[max(1, n_outputs)][n_rows]`: argmax of the outputs, or
-/// with one output and two classes, class 1 where it is positive (`program::classify`).
+/// with one output and two classes, class 1 where it is positive (`backend::cpu::classify`).
 pub fn classify_outputs(out: &[f32], n_rows: usize, n_outputs: usize, n_classes: usize) -> Vec<u32> {
     let mut z = vec![0.0f64; n_classes];
     (0..n_rows)

@@ -132,7 +132,7 @@ fn predicted_vs_actual(report: &Value, dir: &Path, title: &str) -> Result<Vec<Pa
         let Some(d) = d else { continue };
         let mut pop = crate::program::tree::Population::new(1, nodes.len().max(1), 0);
         pop.set_tree(0, &nodes).map_err(|e| anyhow::anyhow!("the model's tree: {e}"))?;
-        let p = crate::program::eval::predict(&pop, 0, &d.x, d.n_rows)?;
+        let p = crate::backend::cpu::eval::predict(&pop, 0, &d.x, d.n_rows)?;
         let pts = d.y.iter().zip(&p).map(|(&y, &f)| (y as f64, a * f as f64 + b)).collect();
         series.push(Series { name: name.into(), points: pts, dots: true });
     }

@@ -3,8 +3,9 @@
 //! scores reported for the best program on the training and test data.
 
 use super::search::{EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, device_loop_line, generations_json, islands_summary};
+use crate::backend::cpu::eval::evaluate_regression;
 use crate::data::Dataset;
-use crate::program::eval::{RegressionSums, evaluate_regression};
+use crate::program::fitness::RegressionSums;
 use crate::program::tree::{Node, Population};
 /// The error measure, the task's settings and the error of the fused sums: defined in
 /// [`crate::program::fitness`], below the engine, which reads them too.
@@ -61,7 +62,7 @@ impl crate::evolve::Fitness for Regression<'_> {
     }
 
     fn fit_constants(&self, pop: &mut Population, rows: &[usize], steps: u32) -> anyhow::Result<Option<Vec<f64>>> {
-        let cfg = crate::program::constants::FitConfig { steps, linear_scaling: self.config.linear_scaling };
+        let cfg = crate::backend::cpu::fit::FitConfig { steps, linear_scaling: self.config.linear_scaling };
         self.backend.fit_constants(pop, rows, &self.data, cfg)?;
         self.evaluate(&pop.gather(rows)).map(Some)
     }
@@ -98,7 +99,7 @@ pub fn scores(nodes: &[Node], data: &Dataset, (a, b): (f64, f64)) -> anyhow::Res
     if pop.set_tree(0, nodes).is_err() {
         return Ok(Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN });
     }
-    let f = crate::program::eval::predict(&pop, 0, &data.x, data.n_rows)?;
+    let f = crate::backend::cpu::eval::predict(&pop, 0, &data.x, data.n_rows)?;
     let n = data.n_rows as f64;
     let mean_y = data.y.iter().map(|&y| y as f64).sum::<f64>() / n;
     let (mut sse, mut sae, mut sst) = (0.0, 0.0, 0.0);

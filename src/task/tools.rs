@@ -344,7 +344,7 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
     };
     let actions = match (&s.actions, &nodes) {
         (Some(p), _) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
-        (None, Some(nodes)) => ActionSource::Policy(Box::new(crate::program::policy::Policy::for_model(nodes, &model)?)),
+        (None, Some(nodes)) => ActionSource::Policy(Box::new(crate::backend::cpu::control::Policy::for_model(nodes, &model)?)),
         (None, None) => ActionSource::Zero,
     };
     let steps = match (&actions, s.steps) {
@@ -359,7 +359,7 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
         rollout_on_gpu(s, &model, &actions, nodes.as_deref(), steps)?
     } else {
         let opts = RolloutOptions { steps, seed: s.seed, ignore_termination: s.ignore_termination };
-        // A policy plays in f32, as it was trained (program::policy).
+        // A policy plays in f32, as it was trained (backend::cpu::control).
         let f32 = s.f32 || saved.is_some();
         match &s.states {
             Some(p) => {
@@ -414,7 +414,7 @@ fn rollout_on_gpu(
             let nodes = policy.context("a policy source comes with its tree")?;
             let mut pop = crate::program::tree::Population::new(1, nodes.len().max(1), model.nu());
             pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
-            let run = crate::program::policy::ControlRun {
+            let run = crate::backend::cpu::control::ControlRun {
                 episodes: 1,
                 steps,
                 seed: s.seed.unwrap_or(0),

@@ -1,5 +1,5 @@
 //! Classification fitness on the GPU: the host side of `kernels/classify.cu`, twin of
-//! `program::classify::evaluate_classification` (parity: `tests/cuda_eval.rs`,
+//! `backend::cpu::classify::evaluate_classification` (parity: `tests/cuda_eval.rs`,
 //! `classify_matches_reference`).
 //!
 //! A call checks and packs the population as regression does ([`super::pack`]), copies it and
@@ -16,7 +16,7 @@
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
-use crate::program::classify::ClassSums;
+use crate::program::fitness::ClassSums;
 use crate::program::tree::Population;
 
 use super::error::{During, GpuError, Result};
@@ -104,7 +104,7 @@ impl CudaEngine {
     }
 
     /// Classification sums of every individual of `pop` over `data`: `[P]`, as
-    /// `program::classify::evaluate_classification` computes them (`pop.n_outputs` is
+    /// `backend::cpu::classify::evaluate_classification` computes them (`pop.n_outputs` is
     /// `n_classes`, or 0 with two classes).
     pub fn evaluate_classification(&self, pop: &Population, data: &DeviceClassData) -> Result<Vec<ClassSums>> {
         if data.engine != self.id {

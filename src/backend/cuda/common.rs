@@ -14,8 +14,8 @@ use super::kernels::{
 use super::sim::SimParams;
 use crate::grammar::compile::{ProductionEntry, RuleEntry, TableHeader};
 use crate::program::Op;
-use crate::program::constants::FitResult;
-use crate::program::linear::Instr;
+use crate::backend::cpu::fit::FitResult;
+use crate::backend::cpu::interp::Instr;
 use crate::program::ops::FUNCTIONS;
 
 /// Name of the generated header in `#include` lines and compile errors.

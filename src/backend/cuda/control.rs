@@ -3,7 +3,7 @@
 //! (individual, episode) pairs a queue that persistent threads take from as their episodes end
 //! (as many threads as stay resident on the device), and the mean return per individual is
 //! reduced on the device.
-//! The CPU reference is `program::policy` (`control_rollout`, `mean_returns`);
+//! The CPU reference is `backend::cpu::control` (`control_rollout`, `mean_returns`);
 //! `tests/control_kernel_host.rs` runs the kernel's code on the host against it and
 //! `tests/cuda_control.rs` on a GPU.
 //!
@@ -26,7 +26,7 @@ use super::population::DevicePopulation;
 use super::pack::stack_need;
 use super::sim::sim_text;
 use super::CudaEngine;
-use crate::program::policy::{ControlRun, Episode, control_rollout, mean_returns};
+use crate::backend::cpu::control::{ControlRun, Episode, control_rollout, mean_returns};
 use crate::program::tree::Population;
 use crate::sim::Model;
 
@@ -164,7 +164,7 @@ impl ControlOutcome {
 impl CudaEngine {
     /// Plays every individual of `pop` as a policy in `m` for the episodes of `run` (persistent
     /// threads taking episodes from a queue, [`ControlGrid::Resident`]), and the mean return
-    /// per individual. Equal to `program::policy::{control_rollout, mean_returns}` bit for bit.
+    /// per individual. Equal to `backend::cpu::control::{control_rollout, mean_returns}` bit for bit.
     pub fn control_returns(&self, pop: &Population, m: &Model, run: &ControlRun) -> Result<ControlOutcome> {
         self.control_returns_with(pop, m, run, ControlGrid::Resident)
     }
@@ -231,7 +231,7 @@ impl CudaEngine {
 }
 
 /// A population's policies compiled to linear programs (`grove_compile_trees` in
-/// `kernels/interp.cuh`, twin `program::linear::compile_trees`), what the roll-out kernel runs:
+/// `kernels/interp.cuh`, twin `backend::cpu::interp::compile_trees`), what the roll-out kernel runs:
 /// `prog`, `[P × L]` instructions of 16 bytes (4 words each, row `t` at `t × L`), and `n_instr`,
 /// `[P]` instruction counts. Grown when a population needs more, never shrunk.
 #[derive(Default)]

@@ -5,7 +5,7 @@
 //! output slots, and the stack each tree needs) while packing the population into a reused
 //! page-locked staging buffer ([`super::pack`], in parallel), copies it to the device in one
 //! copy, then launches one block per (tree, data tile), which compiles its tree to a linear
-//! program in shared memory (`kernels/interp.cuh`, twin of `program::linear`) and runs it:
+//! program in shared memory (`kernels/interp.cuh`, twin of `backend::cpu::interp`) and runs it:
 //! trees needing at most [`STACK`](kernels::STACK) slots go to the fast kernels, deeper ones (up to
 //! [`DEEP_STACK`](kernels::DEEP_STACK), which every tree of up to 1024 nodes fits) to a one-point-per-thread
 //! fallback, and deeper still is [`GpuError::TreeTooDeep`].
@@ -25,7 +25,7 @@ use cudarc::driver::{
     CudaEvent, CudaSlice, CudaView, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 
-use crate::program::eval::RegressionSums;
+use crate::program::fitness::RegressionSums;
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{

@@ -1,6 +1,6 @@
 //! Constants fitted on the GPU: the host side of `kernels/fit.cu`, twin of
-//! [`crate::program::constants::fit_constants`] and
-//! [`crate::program::constants::fit_class_constants`] (the same bits: the kernel's docs say how).
+//! [`crate::backend::cpu::fit::fit_constants`] and
+//! [`crate::backend::cpu::fit::class::fit_class_constants`] (the same bits: the kernel's docs say how).
 //! One block per tree fits the whole Levenberg–Marquardt run in one launch, on the population
 //! where it lies: the device loop's rows in place, or a host population's rows copied in and
 //! back.
@@ -11,7 +11,7 @@ use super::error::{During, GpuError, Result};
 use super::classify::DeviceClassData;
 use super::kernels::{FIT, FIT_CLASS_CONSTANTS, FIT_CONSTANTS, FIT_THREADS, FitParams};
 use super::{CudaEngine, DeviceDataset, DeviceIndices, DevicePopulation};
-use crate::program::constants::{FitConfig, FitResult};
+use crate::backend::cpu::fit::{FitConfig, FitResult};
 use crate::program::tree::Population;
 
 impl CudaEngine {

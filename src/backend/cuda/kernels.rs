@@ -8,7 +8,7 @@ use std::mem::size_of;
 use cudarc::driver::{DeviceRepr, ValidAsZeroBits};
 
 use super::common::{COMMON_HEADER, common_header};
-use crate::program::constants::FitResult;
+use crate::backend::cpu::fit::FitResult;
 
 
 /// A kernel file: its name (as NVRTC reports it in errors) and its text.
@@ -65,7 +65,7 @@ fn header_text(name: &str) -> Option<(&'static str, String)> {
 /// Headers the kernel files include besides the generated [`COMMON_HEADER`], `(name, text)`: `kernels/rng.cuh`, Philox and the draws
 /// made from it (twin of `src/rng.rs`); `kernels/order.cuh`, select.rs's order of fitness
 /// values; `kernels/sums.cuh`, the per-tree sums of evaluation (RegSums, ClassPartial);
-/// `kernels/interp.cuh`, the one interpreter (twin of `program::linear`); `kernels/scan.cuh`,
+/// `kernels/interp.cuh`, the one interpreter (twin of `backend::cpu::interp`); `kernels/scan.cuh`,
 /// the multi-block stable compaction.
 pub const HEADERS: &[(&str, &str)] = &[
     ("rng.cuh", include_str!("../../../kernels/rng.cuh")),
@@ -120,7 +120,7 @@ pub const EVAL: KernelSource<'static> = KernelSource { file: "eval.cu", text: in
 pub const MAP: KernelSource<'static> = KernelSource { file: "map.cu", text: include_str!("../../../kernels/map.cu") };
 
 /// `kernels/classify.cu`: fused classification fitness (per-class correct counts and softmax
-/// cross-entropy), twin of `program::classify::evaluate_classification`.
+/// cross-entropy), twin of `backend::cpu::classify::evaluate_classification`.
 pub const CLASSIFY: KernelSource<'static> =
     KernelSource { file: "classify.cu", text: include_str!("../../../kernels/classify.cu") };
 
@@ -135,11 +135,11 @@ pub const FIT_CLASS_CONSTANTS: &str = "grove_fit_class_constants";
 pub const FIT_THREADS: u32 = 128;
 /// The `#define`s of fit.cu that must equal grove's constants.
 pub const FIT_DEFINES: &[(&str, usize)] = &[
-    ("GROVE_FIT_MAX_CONSTANTS", crate::program::constants::MAX_FIT_CONSTANTS),
-    ("GROVE_FIT_MAX_CLASSES", crate::program::constants::MAX_FIT_CLASSES),
-    ("GROVE_FIT_STACK", crate::program::constants::FIT_STACK),
-    ("GROVE_FIT_MAX_PARAMS", crate::program::constants::MAX_FIT_PARAMS),
-    ("GROVE_FIT_MAX_SUMS", crate::program::constants::MAX_FIT_SUMS),
+    ("GROVE_FIT_MAX_CONSTANTS", crate::backend::cpu::fit::MAX_FIT_CONSTANTS),
+    ("GROVE_FIT_MAX_CLASSES", crate::backend::cpu::fit::MAX_FIT_CLASSES),
+    ("GROVE_FIT_STACK", crate::backend::cpu::fit::FIT_STACK),
+    ("GROVE_FIT_MAX_PARAMS", crate::backend::cpu::fit::MAX_FIT_PARAMS),
+    ("GROVE_FIT_MAX_SUMS", crate::backend::cpu::fit::MAX_FIT_SUMS),
     ("GROVE_FIT_THREADS", FIT_THREADS as usize),
 ];
 
@@ -271,8 +271,8 @@ pub const PREDICT_DEEP: &str = "grove_predict_deep";
 /// Sums the per-tile partial sums of each tree, in tile order.
 pub const REDUCE_REGRESSION: &str = "grove_reduce_regression";
 /// Compiles trees to linear programs (`kernels/interp.cuh` over its `grove_compile_tree`,
-/// compiled into sim.cu only, for the policies; twin `program::linear::compile_trees`). eval.cu
-/// and classify.cu compile inside each block instead (interp.cuh's `grove_compile_chunk`).
+/// compiled into sim.cu only, for the policies; twin `backend::cpu::interp::compile_trees`).
+/// eval.cu and classify.cu compile inside each block instead (interp.cuh's `grove_compile_chunk`).
 pub const COMPILE_TREES: &str = "grove_compile_trees";
 
 /// The classification kernel for trees whose stack need is at most [`STACK`].

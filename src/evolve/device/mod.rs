@@ -74,8 +74,8 @@ pub struct DeviceControl<'a> {
     /// The environment.
     pub model: &'a crate::sim::Model,
     /// Episodes, steps and reset noise.
-    pub run: crate::program::policy::ControlRun,
-    /// Every generation plays fresh starts ([`crate::program::policy::ControlRun::at_generation`]).
+    pub run: crate::backend::cpu::control::ControlRun,
+    /// Every generation plays fresh starts ([`crate::backend::cpu::control::ControlRun::at_generation`]).
     pub fresh: bool,
     /// Added to the fitness per node.
     pub parsimony: f64,
@@ -260,13 +260,13 @@ fn fit_constants(cfg: &EngineConfig, i: &mut Island<'_, '_, '_>, tr: &mut Transf
     let idx = e.upload_indices(&rows, fit.len())?;
     let res = match &i.task {
         DeviceTask::Regression(r) => {
-            let fc = crate::program::constants::FitConfig { steps: cfg.constants.steps, linear_scaling: r.config.linear_scaling };
+            let fc = crate::backend::cpu::fit::FitConfig { steps: cfg.constants.steps, linear_scaling: r.config.linear_scaling };
             e.fit_constants_on_device(&mut i.pop, &idx, r.data, fc)?
         }
         DeviceTask::Classification(c) => e.fit_class_constants_on_device(&mut i.pop, &idx, c.data, cfg.constants.steps)?,
         DeviceTask::Control(_) => unreachable!("control fits no constants"),
     };
-    tr.constant_fit_bytes += res.len() * std::mem::size_of::<crate::program::constants::FitResult>();
+    tr.constant_fit_bytes += res.len() * std::mem::size_of::<crate::backend::cpu::fit::FitResult>();
     match (&i.task, &mut i.fs) {
         (DeviceTask::Regression(r), FitnessStep::Regression(s)) => e.regression_fitness(&i.pop, &i.order, r.data, &r.config, s, &mut i.fit)?,
         (DeviceTask::Classification(c), FitnessStep::Classification(s)) => e.classification_fitness(&i.pop, &i.order, c.data, s, &mut i.fit)?,

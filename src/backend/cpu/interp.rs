@@ -1,17 +1,21 @@
-//! Trees compiled to linear programs: the CPU twin of `kernels/interp.cuh`, the one interpreter
-//! the GPU kernels share (regression, classification, control policies).
+//! The CPU's one interpreter, twin of `kernels/interp.cuh` (the one the GPU kernels share):
+//! trees compiled to linear programs, run one point at a time ([`run`]: control policies) or a
+//! block of points at a time ([`block`]: regression, prediction, classification).
 //!
-//! A tree (prefix order, [`super::tree`]) becomes one instruction per function node, in the
-//! order the tree is walked backwards (postfix), with the operand kinds resolved once per
-//! program (Chitty's linear form): a leaf that is neither an output node nor the root is folded
-//! into its parent as an operand, so it costs the interpreter no dispatch and no stack traffic.
-//! Output leaves and a lone root leaf stay instructions of their own. [`run`] executes a
-//! program with the tree's semantics, operation for operation, so it returns the bits of
-//! [`super::eval`]; the tests hold it to that, and `tests/cuda_kernels.rs` holds the device
+//! A tree (prefix order, [`crate::program::tree`]) becomes one instruction per function node,
+//! in the order the tree is walked backwards (postfix), with the operand kinds resolved once
+//! per program (Chitty's linear form): a leaf that is neither an output node nor the root is
+//! folded into its parent as an operand, so it costs the interpreter no dispatch and no stack
+//! traffic. Output leaves and a lone root leaf stay instructions of their own. [`run`] executes
+//! a program with the tree's semantics, operation for operation; the tests hold it and the
+//! block executor to the tree walked node by node, and `tests/interp.rs` holds the device
 //! compiler (`grove_compile_trees`) to [`compile_trees`].
 
-use super::ops::Op;
-use super::tree::TreeRef;
+pub mod block;
+
+use super::eval::EvalError;
+use crate::program::ops::{Op, apply_fast};
+use crate::program::tree::TreeRef;
 
 /// Where an operand comes from (2 bits of [`Instr::mode`]).
 pub mod src {
@@ -164,12 +168,82 @@ pub fn compile_trees(
     }
 }
 
-/// Runs a program at one point: `var(i)` reads variable `i`; `slots` (one per output) receive
-/// the output nodes' values. Returns the root's value (the last value computed). The f32
-/// operations are the operator table's, in the tree's order: the bits of [`super::eval`].
-pub fn run(prog: &[Instr], var: impl Fn(usize) -> f32, slots: &mut [f32]) -> f32 {
+/// A tree checked against its data and compiled: what the CPU runs, one observation at a time
+/// ([`run`]) or a block of points at a time ([`block`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    /// The linear form ([`compile`]).
+    pub code: Vec<Instr>,
+    /// Output slots (`n_outputs`), or 0 when the root's value is the result.
+    pub n_outputs: usize,
+    /// Values live at once at most (the newest included): the stack a run needs.
+    pub depth: usize,
+    /// The variables read, ascending, without repeats.
+    pub vars: Vec<u32>,
+}
+
+impl Program {
+    /// Checks a non-empty tree (opcodes, output slots below `n_outputs`, variables below
+    /// `n_features`, one tree) and compiles it. `tree_index` only labels errors.
+    pub fn new(tree: TreeRef<'_>, n_outputs: usize, n_features: usize, tree_index: usize) -> Result<Self, EvalError> {
+        check(tree, n_outputs, n_features, tree_index)?;
+        let mut code = Vec::with_capacity(tree.len());
+        compile_tree(tree, &mut code).ok_or_else(|| EvalError::Malformed { tree: tree_index, reason: "not one tree".into() })?;
+        let (mut d, mut depth) = (0usize, 1usize);
+        for ins in &code {
+            if ins.mode & PUSH != 0 {
+                d += 1;
+                depth = depth.max(d + 1);
+            }
+            if (ins.mode >> 2) & 3 == src::STACK && ins.mode & BINARY != 0 {
+                d -= 1;
+            }
+        }
+        let mut vars: Vec<u32> = (0..tree.len()).filter(|&i| tree.op[i] == Op::Var as u8).map(|i| tree.value[i] as u32).collect();
+        vars.sort_unstable();
+        vars.dedup();
+        Ok(Program { code, n_outputs, depth, vars })
+    }
+}
+
+/// The checks of [`Program::new`], node by node in the interpreter's order (the first breach
+/// is the one reported).
+fn check(tree: TreeRef<'_>, n_outputs: usize, n_features: usize, tree_index: usize) -> Result<(), EvalError> {
+    let bad = |reason: String| EvalError::Malformed { tree: tree_index, reason };
+    if tree.is_empty() {
+        return Err(bad("empty tree".into()));
+    }
+    let mut live = 0usize;
+    for i in (0..tree.len()).rev() {
+        let op = Op::from_code(tree.op[i]).ok_or_else(|| bad(format!("node {i}: bad opcode {}", tree.op[i])))?;
+        let k = tree.out[i] as usize;
+        if k > n_outputs {
+            return Err(bad(format!("node {i}: output slot {} of {n_outputs}", k as isize - 1)));
+        }
+        if live < op.arity() {
+            return Err(bad(format!("node {i} ({op}) has too few children")));
+        }
+        if op == Op::Var {
+            let v = tree.value[i];
+            if !(v >= 0.0 && (v as usize) < n_features && v.fract() == 0.0) {
+                return Err(EvalError::Variable { tree: tree_index, node: i, var: v as u32, n_features });
+            }
+        }
+        live = live + 1 - op.arity();
+    }
+    if live != 1 {
+        return Err(bad(format!("nodes form {live} trees, not one")));
+    }
+    Ok(())
+}
+
+/// Runs a program at one point: `var(i)` reads variable `i`; `outs` (one per output slot)
+/// receive the output nodes' values, added in the program's order; `stack` is scratch. Returns
+/// the root's value (the last value computed). The f32 operations are [`apply_fast`]'s, in the
+/// tree's order: the bits of [`block`] at every point, and of the kernels.
+pub fn run(prog: &[Instr], var: impl Fn(usize) -> f32, outs: &mut [f32], stack: &mut Vec<f32>) -> f32 {
+    stack.clear();
     let mut top = 0.0f32;
-    let mut stack: Vec<f32> = Vec::new();
     let operand = |s: u8, w: u32, top: f32| match s {
         src::VAR => var(w as usize),
         src::CONST => f32::from_bits(w),
@@ -183,11 +257,11 @@ pub fn run(prog: &[Instr], var: impl Fn(usize) -> f32, slots: &mut [f32]) -> f32
         let a = operand(sa, ins.a, top);
         let b = if sb == src::STACK { stack.pop().expect("a compiled program pops only what it pushed") } else { operand(sb, ins.b, top) };
         let r = match Op::from_code(ins.op) {
-            Some(op) if !op.is_leaf() => super::eval::apply_fast(op, a, b),
+            Some(op) if !op.is_leaf() => apply_fast(op, a, b),
             _ => a,
         };
         if ins.out != 0 {
-            slots[ins.out as usize - 1] += r;
+            outs[ins.out as usize - 1] += r;
             top = if ins.mode & BINARY != 0 { b } else { a };
         } else {
             top = r;
@@ -219,7 +293,7 @@ mod tests {
         assert_eq!((prog[1].a, f32::from_bits(prog[1].b)), (0, 2.0));
         assert_eq!((prog[2].op, prog[2].mode), (Op::Mul as u8, src::TOP | (src::STACK << 2) | BINARY));
         let x = [1.5f32, 0.25];
-        let got = run(&prog, |i| x[i], &mut []);
+        let got = run(&prog, |i| x[i], &mut [], &mut Vec::new());
         assert_eq!(got.to_bits(), ((1.5f32 + 2.0) * 0.25f32.sin()).to_bits());
     }
 
@@ -228,7 +302,7 @@ mod tests {
         let (op, value, out) = nodes(&[Node::constant(3.0)]);
         let mut prog = Vec::new();
         assert_eq!(compile(&op, &value, &out, &mut prog), Some(1));
-        assert_eq!(run(&prog, |_| 0.0, &mut []), 3.0);
+        assert_eq!(run(&prog, |_| 0.0, &mut [], &mut Vec::new()), 3.0);
         // out(0, x0) + out(1, 4): the leaves are output nodes; the sum passes their values up.
         let mut t = [Node::func(Op::Add), Node::var(0), Node::constant(4.0)];
         t[1].out = 1;
@@ -236,7 +310,7 @@ mod tests {
         let (op, value, out) = nodes(&t);
         assert_eq!(compile(&op, &value, &out, &mut prog), Some(3));
         let mut slots = [0.0; 2];
-        assert_eq!(run(&prog, |_| 5.0, &mut slots), 9.0);
+        assert_eq!(run(&prog, |_| 5.0, &mut slots, &mut Vec::new()), 9.0);
         assert_eq!(slots, [5.0, 4.0]);
     }
 
@@ -251,7 +325,7 @@ mod tests {
         let (value, out) = (vec![0.0f32; 2 * n + 1], vec![0u8; 2 * n + 1]);
         let mut prog = Vec::new();
         assert_eq!(compile(&op, &value, &out, &mut prog), Some(n));
-        assert_eq!(run(&prog, |_| 1.0, &mut []), (n + 1) as f32);
+        assert_eq!(run(&prog, |_| 1.0, &mut [], &mut Vec::new()), (n + 1) as f32);
     }
 
     #[test]
@@ -281,10 +355,10 @@ mod tests {
                 let tree = pop.tree(t);
                 let n = compile_tree(tree, &mut prog).expect("a valid tree compiles");
                 assert!(n <= tree.op.len() && n >= 1);
-                let want = crate::program::eval::predict(&pop, t, &x, n_rows).unwrap();
+                let want = super::super::eval::predict(&pop, t, &x, n_rows).unwrap();
                 for row in 0..n_rows {
                     let mut slots = vec![0.0f32; n_out];
-                    let root = run(&prog, |i| x[i * n_rows + row], &mut slots);
+                    let root = run(&prog, |i| x[i * n_rows + row], &mut slots, &mut Vec::new());
                     let got = if n_out == 0 { vec![root] } else { slots };
                     for (k, g) in got.iter().enumerate() {
                         let w = want[k * n_rows + row];

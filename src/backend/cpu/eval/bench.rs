@@ -62,8 +62,8 @@ pub struct EvalBenchReport {
     pub mean_len: f64,
     /// Individuals with a NaN or infinite output somewhere.
     pub invalid: usize,
-    /// Instructions per point after compilation (Σ over trees): function nodes, less those in
-    /// folded constant subtrees; leaves cost none (they are read in place).
+    /// Instructions per point after compilation (Σ over trees): one per function node, plus
+    /// output leaves and lone root leaves; other leaves cost none (they are read in place).
     pub instructions: u64,
     /// Function nodes per point (Σ over trees), for comparison with `instructions`.
     pub function_nodes: u64,
@@ -72,7 +72,7 @@ pub struct EvalBenchReport {
 }
 
 /// [`evaluate_regression`](super::evaluate_regression) at one block size.
-type RegressionFn = fn(&Population, &[f32], &[f32], usize) -> Result<Vec<super::RegressionSums>, super::EvalError>;
+type RegressionFn = fn(&Population, &[f32], &[f32], usize) -> Result<Vec<crate::program::fitness::RegressionSums>, super::EvalError>;
 
 /// Builds the workload, evaluates it `repeats` times and reports the best.
 pub fn bench_eval(cfg: &EvalBench) -> EvalBenchReport {
@@ -80,7 +80,7 @@ pub fn bench_eval(cfg: &EvalBench) -> EvalBenchReport {
     let (x, y) = sextic(cfg.seed, cfg.rows);
     let node_evals: u64 = pop.len.iter().map(|&l| l as u64 * cfg.rows as u64).sum();
     let instructions = (0..pop.size())
-        .filter_map(|i| super::compile(pop.tree(i), 0, 1, i).ok())
+        .filter_map(|i| crate::backend::cpu::interp::Program::new(pop.tree(i), 0, 1, i).ok())
         .map(|p| p.code.len() as u64)
         .sum();
     let function_nodes = pop.op.iter().filter(|&&o| o > Op::Const as u8).count() as u64;

@@ -9,47 +9,17 @@
 //! - prediction: `argmax z`, ties to the lower class, NaN never winning (all NaN: class 0);
 //! - cross-entropy: `logsumexp(z) − z_y = (max z − z_y) + ln Σ exp(z_k − max z)`, so it never
 //!   overflows; the exponentials and the logarithm of the sum (in [1, K]) are the interpreter's
-//!   f32 fast functions (1–2 ulp), everything else and the sums over points f64. [`softmax_ce`]
+//!   f32 fast functions (1–2 ulp), everything else and the sums over points f64.
+//! [`softmax_ce`](crate::program::fitness::softmax_ce)
 //!   is the same in f64, for tests; `kernels/classify.cu` uses f64 throughout.
 //!
 //! A point where any output is NaN or infinite is counted in `bad`; the task makes such an
 //! individual invalid, as regression does.
 
 use super::eval::{BLOCK, BlockFold, BlockOutputs, EvalError, evaluate_fold};
-use super::fastmath;
-use super::tree::Population;
-
-/// Per-individual sums of the classification fitness.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ClassSums {
-    /// `[n_classes]` points of each true class that were predicted correctly.
-    pub correct: Vec<u64>,
-    /// Σ over points of the softmax cross-entropy (points with a non-finite output excluded).
-    pub ce: f64,
-    /// Points summed.
-    pub n: u64,
-    /// Points where some output was NaN or infinite.
-    pub bad: u64,
-}
-
-/// The predicted class of logits `z` (argmax, ties to the lower class, NaN never wins).
-pub fn argmax(z: &[f64]) -> usize {
-    let mut best = 0;
-    for k in 1..z.len() {
-        if z[k] > z[best] || (z[best].is_nan() && !z[k].is_nan()) {
-            best = k;
-        }
-    }
-    best
-}
-
-/// Softmax cross-entropy `logsumexp(z) − z[y]` of finite logits `z`, computed as
-/// `m + ln Σ exp(z_k − m) − z[y]` with `m = max z`, so it is finite for any finite `z`.
-pub fn softmax_ce(z: &[f64], y: usize) -> f64 {
-    let m = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let s: f64 = z.iter().map(|&v| (v - m).exp()).sum();
-    (m - z[y]) + s.ln()
-}
+use crate::program::fastmath;
+use crate::program::fitness::ClassSums;
+use crate::program::tree::Population;
 
 /// The fold: labels of the rows, number of classes, and whether the program has one output.
 struct ClassFold<'a> {
@@ -158,30 +128,8 @@ pub fn evaluate_classification(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::program::fitness::softmax_ce;
     use crate::program::{Node, Op};
-
-    #[test]
-    fn softmax_ce_is_stable_and_exact() {
-        // Uniform logits: ln K.
-        assert!((softmax_ce(&[0.0, 0.0, 0.0], 1) - 3f64.ln()).abs() < 1e-15);
-        // Huge logits neither overflow nor lose the answer.
-        assert!((softmax_ce(&[1000.0, 0.0], 1) - 1000.0).abs() < 1e-9);
-        assert!(softmax_ce(&[1000.0, 0.0], 0).abs() < 1e-300);
-        assert!((softmax_ce(&[-1e30, 1e30], 0) - 2e30).abs() / 2e30 < 1e-15);
-        // Shifting all logits changes nothing.
-        let a = softmax_ce(&[1.0, 2.0, 3.0], 0);
-        let b = softmax_ce(&[501.0, 502.0, 503.0], 0);
-        assert!((a - b).abs() < 1e-12 && (a - (1f64.exp() + 2f64.exp() + 3f64.exp()).ln() + 1.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn argmax_breaks_ties_low_and_skips_nan() {
-        assert_eq!(argmax(&[1.0, 3.0, 3.0]), 1);
-        assert_eq!(argmax(&[f64::NAN, -5.0]), 1);
-        assert_eq!(argmax(&[2.0, f64::NAN, 1.0]), 0);
-        assert_eq!(argmax(&[f64::NAN, f64::NAN]), 0);
-        assert_eq!(argmax(&[0.0, 0.0]), 0, "binary: f = 0 predicts class 0");
-    }
 
     #[test]
     fn sums_count_per_class_and_match_a_hand_computation() {

@@ -3,7 +3,7 @@
 
 use super::bench::{random_population, random_tree};
 use super::*;
-use crate::program::ops::FUNCTIONS;
+use crate::program::ops::{FUNCTIONS, apply_fast};
 use crate::program::tree::Node;
 use crate::rng::{Purpose, Stream};
 
@@ -343,9 +343,9 @@ fn single_output_roots_that_are_leaves_or_constant_subtrees() {
     assert_eq!(predict(&pop, 1, &x, 3).unwrap(), [-0.5; 3]);
     assert_eq!(predict(&pop, 2, &x, 3).unwrap(), [apply_fast(Op::Exp, 2.0, 0.0); 3]);
     assert_eq!(predict(&pop, 3, &x, 3).unwrap(), [1.0, 2.0, 3.0]);
-    // The folded constant subtree leaves one instruction; the leaf root a copy.
-    assert_eq!(compile(pop.tree(3), 0, 2, 3).unwrap().code.len(), 1);
-    assert_eq!(compile(pop.tree(2), 0, 2, 2).unwrap().code.len(), 1);
+    // Leaves fold into their parents: one instruction per function node.
+    assert_eq!(Program::new(pop.tree(3), 0, 2, 3).unwrap().code.len(), 2);
+    assert_eq!(Program::new(pop.tree(2), 0, 2, 2).unwrap().code.len(), 2);
 }
 
 #[test]
@@ -553,8 +553,8 @@ fn bad_input_is_an_error_not_a_panic() {
 
 #[test]
 fn compiled_programs_keep_few_slots() {
-    // Leaves are never pushed, so a chain of 30 additions needs 2 slots (each result goes to a
-    // slot its arguments do not use); a random tree of 60 nodes about its Strahler number.
+    // Leaves are never pushed, so a chain of 30 additions holds one value at a time; a random
+    // tree of 60 nodes about its Strahler number.
     let mut chain = Vec::new();
     for _ in 0..30 {
         chain.push(Node::func(Op::Add));
@@ -562,11 +562,11 @@ fn compiled_programs_keep_few_slots() {
     }
     chain.push(Node::var(0));
     let pop = pop_of(&[chain], 0);
-    assert_eq!(compile(pop.tree(0), 0, 1, 0).unwrap().n_slots, 2);
+    assert_eq!(Program::new(pop.tree(0), 0, 1, 0).unwrap().depth, 1);
     let mut s = Stream::new(1, 0, 0, Purpose::Bench);
     let t = random_tree(&mut s, &[Op::Add, Op::Sin], 1, 60, 0);
     let pop = pop_of(&[t], 0);
-    assert!(compile(pop.tree(0), 0, 1, 0).unwrap().n_slots <= 8);
+    assert!(Program::new(pop.tree(0), 0, 1, 0).unwrap().depth <= 8);
 }
 
 

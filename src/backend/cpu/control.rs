@@ -2,8 +2,8 @@
 //! actions = tanh(outputs), as EvoGP does) and the episodes it plays in a simulated
 //! environment. This is the CPU reference of the control kernel (`grove_control_rollout` in
 //! `kernels/sim.cu`, host side `backend/cuda/control.rs`): the same f32 simulator
-//! (`sim::State<f32>`), the same interpreter semantics (the compiled program of `eval.rs`, run
-//! one point at a time with `apply_fast`, grove's bit-exact math), the same reset draws.
+//! (`sim::State<f32>`), the same interpreter (the linear form of [`super::interp`], run one
+//! observation at a time with grove's bit-exact math), the same reset draws.
 //!
 //! Episode `k` of every individual starts from the reset `Stream::new(seed, generation, k,
 //! Reset)`: all individuals of a call face the same starts, so their returns compare fairly.
@@ -15,9 +15,9 @@
 use anyhow::{Context, Result, bail};
 use rayon::prelude::*;
 
-use super::eval::{Instr, Program, Src, apply_fast, compile};
-use super::fastmath;
-use super::tree::{Node, Population, TreeRef};
+use super::interp::{Program, run};
+use crate::program::fastmath;
+use crate::program::tree::{Node, Population, TreeRef};
 use crate::sim::{Model, State};
 
 /// Names of the observation components, in order: `q_JOINT` (qpos), `v_JOINT` (qvel),
@@ -40,11 +40,12 @@ pub fn actuator_names(m: &Model) -> Vec<String> {
     m.actuators.iter().map(|a| m.joints[a.dof].name.clone()).collect()
 }
 
-/// A program compiled for one observation at a time.
+/// A program compiled for one observation at a time: the linear form ([`super::interp`]), run
+/// by [`run`], the interpreter of every CPU evaluation.
 #[derive(Clone, Debug)]
 pub struct Policy {
     prog: Program,
-    slots: Vec<f32>,
+    stack: Vec<f32>,
     outs: Vec<f32>,
 }
 
@@ -55,30 +56,15 @@ impl Policy {
         if tree.is_empty() || n_actions == 0 {
             return None;
         }
-        let prog = compile(tree, n_actions, n_obs, 0).ok()?;
-        Some(Self { slots: vec![0.0; prog.n_slots], outs: vec![0.0; n_actions], prog })
+        let prog = Program::new(tree, n_actions, n_obs, 0).ok()?;
+        Some(Self { stack: Vec::with_capacity(prog.depth), outs: vec![0.0; n_actions], prog })
     }
 
     /// The program's outputs at `obs` (output slots summed in reverse prefix order, as the
     /// kernel walks the tree). `None` when one is NaN or infinite.
     pub fn outputs(&mut self, obs: &[f32]) -> Option<&[f32]> {
         self.outs.fill(0.0);
-        let slots = &mut self.slots;
-        let val = |slots: &[f32], s: Src| match s {
-            Src::Var(v) => obs[v as usize],
-            Src::Const(c) => c,
-            Src::Slot(k) => slots[k as usize],
-        };
-        for ins in &self.prog.code {
-            match *ins {
-                Instr::Apply { op, dst, a, b } => {
-                    let r = apply_fast(op, val(slots, a), val(slots, b));
-                    slots[dst as usize] = r;
-                }
-                Instr::Acc { k, src } => self.outs[k as usize] += val(slots, src),
-                Instr::Copy { dst, src } => slots[dst as usize] = val(slots, src),
-            }
-        }
+        run(&self.prog.code, |v| obs[v], &mut self.outs, &mut self.stack);
         self.outs.iter().all(|x| x.is_finite()).then_some(&self.outs[..])
     }
 
@@ -239,9 +225,9 @@ impl SavedPolicy {
     /// The policy compiled for one observation at a time (`observations.len()` components,
     /// `actuators.len()` actions), without loading the environment.
     pub fn compile(&self) -> Result<Policy> {
-        let nodes = super::tree::decode(&self.nodes).map_err(anyhow::Error::msg)?;
+        let nodes = crate::program::tree::decode(&self.nodes).map_err(anyhow::Error::msg)?;
         let nu = self.actuators.len();
-        let mut pop = super::tree::Population::new(1, nodes.len().max(1), nu);
+        let mut pop = Population::new(1, nodes.len().max(1), nu);
         pop.set_tree(0, &nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
         Policy::new(pop.tree(0), nu, self.observations.len())
             .with_context(|| format!("the policy does not fit its {} observations and {nu} actuators", self.observations.len()))
@@ -262,7 +248,7 @@ impl SavedPolicy {
                 m.nu()
             );
         }
-        super::tree::decode(&self.nodes).map_err(anyhow::Error::msg)
+        crate::program::tree::decode(&self.nodes).map_err(anyhow::Error::msg)
     }
 }
 

@@ -1,0 +1,601 @@
+//! Evaluation on the CPU: a whole population over a whole data set, folded into regression
+//! sums or collected as predictions, and the f64 reference the interpreter is checked against.
+//! The CUDA `kernels/eval.cu` is its twin and gives the same bits at every point. Throughput:
+//! `examples/bench_eval.rs`.
+//!
+//! # How a tree is evaluated
+//!
+//! Each tree is compiled once to the linear form of `kernels/interp.cuh` ([`super::interp`]:
+//! one instruction per function node in postfix order, leaves folded into their parents) and
+//! run over *blocks* of [`BLOCK`] data points ([`super::interp::block`]: Chitty's
+//! two-dimensional stack), so the per-instruction dispatch is paid once per block, not once per
+//! point.
+//!
+//! Output nodes (EvoGP's multi-output "Modi" nodes, `tree.rs`): an output node of slot `k` adds
+//! its result to output `k` and passes its *last* child's value to its parent (a leaf output
+//! node passes its own value). Outputs start at 0 and are summed in decreasing node index
+//! (the order of the reverse-prefix walk), in f32, on both backends and in the reference.
+//!
+//! # Numbers
+//!
+//! Points are evaluated in f32 with the semantics of [`Op::apply`]
+//! ([`apply_fast`](crate::program::ops::apply_fast)), except that every transcendental function
+//! (`exp`, the logarithms, `sin`, `cos`, `tan`, `tanh`, `pow`, `sigmoid`) is grove's own
+//! ([`fastmath`](crate::program::fastmath): Cephes' algorithms, 1–4 ulp from the exact value),
+//! which the CUDA kernels compute bit for bit. Special values (0, ±inf, NaN,
+//! overflow thresholds) are exactly those of libm. Results stay within 1e-5 relative of
+//! [`Op::apply::<f64>`](Op::apply) wherever the program is well-conditioned. No fused
+//! multiply-add is used anywhere, so the bits do not depend on the vector width chosen at run
+//! time (AVX2 when the CPU has it), nor on the backend.
+//!
+//! # Parallelism and determinism
+//!
+//! Rows are cut into fixed chunks of [`CHUNK_ROWS`] (a function of nothing but the constant
+//! block size); work items are (individual, chunk) pairs, run by rayon; partial results are
+//! merged per individual in chunk order on the calling thread. So population 1000 × 100 000
+//! rows and population 1 × 100 000 rows both use every core, and every result is bitwise the
+//! same whatever the thread count.
+
+mod bench;
+
+use std::fmt;
+
+use rayon::prelude::*;
+
+pub use bench::{EvalBench, EvalBenchReport, bench_eval, bench_population, bench_sextic};
+
+use super::interp::Program;
+use super::interp::block::{Entry, XBlock, run_block};
+use crate::program::fitness::RegressionSums;
+use crate::program::ops::Op;
+use crate::program::tree::{Population, TreeRef};
+
+/// Data points per block: the width of the two-dimensional stack. Chosen by measurement
+/// (`cargo run --release --example bench_eval -- --threads 1 --block B`, W3 workload, 2-core
+/// AMD EPYC, AVX2): 128 to 1024 are within 5–10% of each other, 256 the best by a little, 64
+/// about 8% slower; at 256 a 60-node tree's stack (≤ 8 slots of 1 KiB) stays in L1.
+pub const BLOCK: usize = 256;
+
+/// Blocks per work item.
+const CHUNK_BLOCKS: usize = 16;
+
+/// Rows per work item: rows `c·CHUNK_ROWS ..` form chunk `c`, whatever the thread count.
+pub const CHUNK_ROWS: usize = BLOCK * CHUNK_BLOCKS;
+
+/// Why an evaluation could not run. Individuals without a program, or whose outputs are
+/// NaN or infinite, are not errors: they are reported as invalid in the results.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EvalError {
+    /// `n_rows` is 0.
+    NoRows,
+    /// `x` is not `[n_features][n_rows]`.
+    DataShape {
+        /// `x.len()`.
+        len: usize,
+        /// Rows expected.
+        n_rows: usize,
+    },
+    /// `y` does not have one value per row.
+    TargetLength {
+        /// `y.len()`.
+        len: usize,
+        /// Rows expected.
+        n_rows: usize,
+    },
+    /// A target value is NaN or infinite.
+    TargetNotFinite {
+        /// The first such row.
+        row: usize,
+    },
+    /// The population has more outputs than the function supports.
+    TooManyOutputs {
+        /// The population's `n_outputs`.
+        n_outputs: usize,
+        /// The most the function supports.
+        max: usize,
+    },
+    /// An individual index is past the population.
+    NoSuchIndividual {
+        /// The index asked for.
+        index: usize,
+        /// The population size.
+        size: usize,
+    },
+    /// A variable index is not below the number of features.
+    Variable {
+        /// Tree index.
+        tree: usize,
+        /// Node index.
+        node: usize,
+        /// The variable read.
+        var: u32,
+        /// Features in the data.
+        n_features: usize,
+    },
+    /// A tree breaks the encoding's invariants (run `Population::validate`).
+    Malformed {
+        /// Tree index.
+        tree: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EvalError::NoRows => write!(f, "the data set has no rows"),
+            EvalError::DataShape { len, n_rows } => {
+                write!(f, "x has {len} values, not a multiple of {n_rows} rows (expected [features][rows])")
+            }
+            EvalError::TargetLength { len, n_rows } => write!(f, "y has {len} values for {n_rows} rows"),
+            EvalError::TargetNotFinite { row } => write!(f, "target value at row {row} is NaN or infinite"),
+            EvalError::TooManyOutputs { n_outputs, max } => {
+                write!(f, "programs have {n_outputs} outputs; this evaluation takes at most {max}")
+            }
+            EvalError::NoSuchIndividual { index, size } => {
+                write!(f, "individual {index} asked for in a population of {size}")
+            }
+            EvalError::Variable { tree, node, var, n_features } => {
+                write!(f, "tree {tree}, node {node}: variable x{var} but the data has {n_features} features")
+            }
+            EvalError::Malformed { tree, reason } => write!(f, "tree {tree} is malformed: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+// ---------------------------------------------------------------------------------------------
+// The reference
+// ---------------------------------------------------------------------------------------------
+
+/// Evaluates one tree at one point in f64 with [`Op::apply`]: the ground truth of the tests.
+///
+/// `x`: `[n_features][n_rows]`, feature-major; variable `v` reads `x[v * n_rows + row]`.
+/// Returns the output slots (`n_outputs > 0`) or the root's value (`n_outputs == 0`), as
+/// `max(1, n_outputs)` values; all NaN for an empty or malformed tree.
+pub fn eval_reference(tree: TreeRef<'_>, x: &[f64], n_rows: usize, row: usize, n_outputs: usize) -> Vec<f64> {
+    let invalid = vec![f64::NAN; n_outputs.max(1)];
+    let mut outs = vec![0.0f64; n_outputs];
+    let mut stack: Vec<f64> = Vec::with_capacity(tree.len());
+    // Reverse prefix order is postfix order: children are on the stack before their parent.
+    for i in (0..tree.len()).rev() {
+        let Some(op) = Op::from_code(tree.op[i]) else { return invalid };
+        let (value, passed) = match op {
+            Op::Var => {
+                let v = x.get(tree.value[i] as usize * n_rows + row).copied().unwrap_or(f64::NAN);
+                (v, v)
+            }
+            Op::Const => (tree.value[i] as f64, tree.value[i] as f64),
+            _ if op.arity() == 1 => {
+                let Some(a) = stack.pop() else { return invalid };
+                (op.apply(a, 0.0), a)
+            }
+            _ => {
+                let (Some(a), Some(b)) = (stack.pop(), stack.pop()) else { return invalid };
+                (op.apply(a, b), b)
+            }
+        };
+        match tree.out[i] as usize {
+            0 => stack.push(value),
+            k if k <= n_outputs => {
+                outs[k - 1] += value;
+                stack.push(passed);
+            }
+            _ => return invalid,
+        }
+    }
+    if stack.len() != 1 {
+        return invalid;
+    }
+    if n_outputs == 0 {
+        stack
+    } else {
+        outs
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Folding block outputs
+// ---------------------------------------------------------------------------------------------
+
+/// One block's outputs, as a [`BlockFold`] sees them.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockOutputs<'a> {
+    values: &'a [f32],
+    stride: usize,
+    n_outputs: usize,
+    len: usize,
+}
+
+impl<'a> BlockOutputs<'a> {
+    /// Number of outputs: `max(1, n_outputs)`.
+    pub fn n_outputs(&self) -> usize {
+        self.n_outputs
+    }
+    /// Number of points (rows) in the block: [`BLOCK`], or fewer in the last block.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Always false (blocks hold at least one row).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Output `k` at this block's rows: `[len]`, f32.
+    pub fn output(&self, k: usize) -> &'a [f32] {
+        &self.values[k * self.stride..k * self.stride + self.len]
+    }
+}
+
+/// A reduction over each individual's outputs, fused into evaluation so `[P × N]` outputs are
+/// never materialised (regression fitness, and classification's argmax or cross-entropy).
+///
+/// For each individual and each chunk of [`CHUNK_ROWS`] rows, [`init`](Self::init) makes an
+/// accumulator and [`block`](Self::block) sees that chunk's blocks in row order; then the
+/// chunks' accumulators are merged in row order with [`merge`](Self::merge). The grouping is
+/// fixed by the row count alone, so results do not depend on the thread count.
+///
+/// A classifier's accuracy, with one output per class (argmax; ties to the lower class):
+///
+/// ```
+/// use grove::backend::cpu::eval::{evaluate_fold, BlockFold, BlockOutputs};
+/// use grove::program::{Node, Op, Population};
+///
+/// struct Accuracy<'a> { labels: &'a [u32] }
+///
+/// impl BlockFold for Accuracy<'_> {
+///     type Acc = u64; // correct rows
+///     fn init(&self) -> u64 { 0 }
+///     fn block(&self, acc: &mut u64, row0: usize, out: &BlockOutputs<'_>) {
+///         for j in 0..out.len() {
+///             let mut best = 0;
+///             for k in 1..out.n_outputs() {
+///                 if out.output(k)[j] > out.output(best)[j] { best = k; }
+///             }
+///             *acc += (best as u32 == self.labels[row0 + j]) as u64;
+///         }
+///     }
+///     fn merge(&self, acc: &mut u64, next: u64) { *acc += next; }
+/// }
+///
+/// // Two outputs: class 0 scores x0, class 1 scores x1.
+/// let mut pop = Population::new(1, 3, 2);
+/// let tree = [Node::func(Op::Add), Node { out: 1, ..Node::var(0) }, Node { out: 2, ..Node::var(1) }];
+/// pop.set_tree(0, &tree).unwrap();
+/// let x = [1.0, 0.0, 5.0, /* x1: */ 0.5, 2.0, 1.0]; // [features][rows]
+/// let correct = evaluate_fold(&pop, &x, 3, &Accuracy { labels: &[0, 1, 1] }).unwrap();
+/// assert_eq!(correct, [Some(2)]); // slots hold x0 and x1 (the root's sum is no output)
+/// ```
+pub trait BlockFold: Sync {
+    /// The per-individual result.
+    type Acc: Send;
+    /// An accumulator for a chunk of rows.
+    fn init(&self) -> Self::Acc;
+    /// Folds one block: rows `row0 .. row0 + out.len()`.
+    fn block(&self, acc: &mut Self::Acc, row0: usize, out: &BlockOutputs<'_>);
+    /// Appends `next`, the accumulator of the rows that follow `acc`'s.
+    fn merge(&self, acc: &mut Self::Acc, next: Self::Acc);
+}
+
+/// Per-thread buffers, reused across work items.
+#[derive(Default)]
+struct Scratch {
+    /// `[depth][B]`: the block stack.
+    stack: Vec<f32>,
+    /// `[depth]`: what each entry of the block stack holds.
+    entries: Vec<Entry>,
+    /// `[n_outputs][B]`.
+    outs: Vec<f32>,
+    /// `[B]`: an output node's value; a root that is a constant or a variable.
+    tmp: Vec<f32>,
+    /// `[program's variables][B]`: the last, partial block's variables, zero-padded.
+    pad: Vec<f32>,
+}
+
+/// Evaluates rows `rows` (a chunk) of `prog` and folds them into `acc`.
+#[inline(always)]
+fn eval_rows_generic<const B: usize, F: BlockFold>(
+    prog: &Program,
+    x: &[f32],
+    n_rows: usize,
+    rows: std::ops::Range<usize>,
+    fold: &F,
+    acc: &mut F::Acc,
+    scratch: &mut Scratch,
+) {
+    let Scratch { stack, entries, outs, tmp, pad } = scratch;
+    let n_out = prog.n_outputs.max(1);
+    if stack.len() < prog.depth * B {
+        stack.resize(prog.depth * B, 0.0);
+    }
+    if entries.len() < prog.depth {
+        entries.resize(prog.depth, Entry::Vec);
+    }
+    if outs.len() < n_out * B {
+        outs.resize(n_out * B, 0.0);
+    }
+    if tmp.len() < B {
+        tmp.resize(B, 0.0);
+    }
+    let tmp: &mut [f32; B] = (&mut tmp[..B]).try_into().expect("B floats");
+    let mut row0 = rows.start;
+    while row0 < rows.end {
+        let len = B.min(rows.end - row0);
+        let xb = if len == B {
+            XBlock::Rows { x, n_rows, row0 }
+        } else {
+            if pad.len() < prog.vars.len() * B {
+                pad.resize(prog.vars.len() * B, 0.0);
+            }
+            for (i, &v) in prog.vars.iter().enumerate() {
+                let src = v as usize * n_rows + row0;
+                let dst = &mut pad[i * B..(i + 1) * B];
+                dst[..len].copy_from_slice(&x[src..src + len]);
+                dst[len..].fill(0.0);
+            }
+            XBlock::Padded { pad, vars: &prog.vars }
+        };
+        if prog.n_outputs > 0 {
+            outs[..n_out * B].fill(0.0);
+        }
+        let root = run_block::<B>(prog, &xb, stack, entries, tmp, outs);
+        let values: &[f32] = if prog.n_outputs > 0 {
+            &outs[..n_out * B]
+        } else {
+            match root {
+                Entry::Vec => &stack[..B],
+                Entry::Const(c) => {
+                    tmp.fill(c);
+                    &tmp[..]
+                }
+                Entry::Var(v) => xb.var::<B>(v),
+            }
+        };
+        fold.block(acc, row0, &BlockOutputs { values, stride: B, n_outputs: n_out, len });
+        row0 += len;
+    }
+}
+
+/// [`eval_rows_generic`] compiled for AVX2 and FMA (the math's `mul_add`s become `vfmadd`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn eval_rows_avx2<const B: usize, F: BlockFold>(
+    prog: &Program,
+    x: &[f32],
+    n_rows: usize,
+    rows: std::ops::Range<usize>,
+    fold: &F,
+    acc: &mut F::Acc,
+    scratch: &mut Scratch,
+) {
+    eval_rows_generic::<B, F>(prog, x, n_rows, rows, fold, acc, scratch)
+}
+
+/// Evaluates a chunk with the widest vectors the CPU has (the bits are the same either way:
+/// without hardware FMA, `mul_add` is libm's exact `fmaf`, only slower).
+fn eval_rows<const B: usize, F: BlockFold>(
+    prog: &Program,
+    x: &[f32],
+    n_rows: usize,
+    rows: std::ops::Range<usize>,
+    fold: &F,
+    acc: &mut F::Acc,
+    scratch: &mut Scratch,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+        return unsafe { eval_rows_avx2::<B, F>(prog, x, n_rows, rows, fold, acc, scratch) };
+    }
+    eval_rows_generic::<B, F>(prog, x, n_rows, rows, fold, acc, scratch)
+}
+
+/// Checks `x` against `n_rows`; returns the number of features.
+fn n_features(x: &[f32], n_rows: usize) -> Result<usize, EvalError> {
+    if n_rows == 0 {
+        return Err(EvalError::NoRows);
+    }
+    if x.len() % n_rows != 0 {
+        return Err(EvalError::DataShape { len: x.len(), n_rows });
+    }
+    Ok(x.len() / n_rows)
+}
+
+/// Folds the individuals `which` of `pop` with block size `B`; `None` for an empty tree.
+fn fold_individuals<const B: usize, F: BlockFold>(
+    pop: &Population,
+    which: &[usize],
+    x: &[f32],
+    n_rows: usize,
+    fold: &F,
+) -> Result<Vec<Option<F::Acc>>, EvalError> {
+    let n_features = n_features(x, n_rows)?;
+    if let Some(&index) = which.iter().find(|&&i| i >= pop.size()) {
+        return Err(EvalError::NoSuchIndividual { index, size: pop.size() });
+    }
+    let compiled: Vec<Result<Option<Program>, EvalError>> = which
+        .par_iter()
+        .map(|&i| {
+            let tree = pop.tree(i);
+            if tree.is_empty() {
+                Ok(None)
+            } else {
+                Program::new(tree, pop.n_outputs, n_features, i).map(Some)
+            }
+        })
+        .collect();
+    // The first bad tree in population order, whatever the thread count.
+    let progs: Vec<Option<Program>> = compiled.into_iter().collect::<Result<_, _>>()?;
+    let chunk = B * CHUNK_BLOCKS;
+    let n_chunks = n_rows.div_ceil(chunk);
+    let parts: Vec<Option<F::Acc>> = (0..progs.len() * n_chunks)
+        .into_par_iter()
+        .map_init(Scratch::default, |scratch, item| {
+            let prog = progs[item / n_chunks].as_ref()?;
+            let c = item % n_chunks;
+            let rows = c * chunk..((c + 1) * chunk).min(n_rows);
+            let mut acc = fold.init();
+            eval_rows::<B, F>(prog, x, n_rows, rows, fold, &mut acc, scratch);
+            Some(acc)
+        })
+        .collect();
+    // Merge each individual's chunks in row order, here, so the order is fixed.
+    let mut parts = parts.into_iter();
+    let mut out = Vec::with_capacity(progs.len());
+    for _ in 0..progs.len() {
+        let mut acc: Option<F::Acc> = None;
+        for part in parts.by_ref().take(n_chunks) {
+            match (&mut acc, part) {
+                (Some(a), Some(p)) => fold.merge(a, p),
+                (None, p) => acc = p,
+                (Some(_), None) => {}
+            }
+        }
+        out.push(acc);
+    }
+    Ok(out)
+}
+
+/// Evaluates every individual of `pop` over `x` (`[n_features][n_rows]`, feature-major, f32),
+/// folding its outputs block by block with `fold`. Returns one accumulator per individual, in
+/// population order; `None` for an individual without a program (length 0).
+pub fn evaluate_fold<F: BlockFold>(pop: &Population, x: &[f32], n_rows: usize, fold: &F) -> Result<Vec<Option<F::Acc>>, EvalError> {
+    let all: Vec<usize> = (0..pop.size()).collect();
+    fold_individuals::<BLOCK, F>(pop, &all, x, n_rows, fold)
+}
+
+/// Collects outputs: `[n_out][rows of the chunk]`.
+struct Collect;
+
+impl BlockFold for Collect {
+    type Acc = Vec<Vec<f32>>;
+    fn init(&self) -> Self::Acc {
+        Vec::new()
+    }
+    fn block(&self, acc: &mut Self::Acc, _row0: usize, out: &BlockOutputs<'_>) {
+        acc.resize_with(out.n_outputs(), Vec::new);
+        for (k, o) in acc.iter_mut().enumerate() {
+            o.extend_from_slice(out.output(k));
+        }
+    }
+    fn merge(&self, acc: &mut Self::Acc, next: Self::Acc) {
+        for (a, n) in acc.iter_mut().zip(next) {
+            a.extend(n);
+        }
+    }
+}
+
+/// Individual `i`'s outputs at every row: `[max(1, n_outputs)][n_rows]`, f32, NaN and inf
+/// included; all NaN for an individual without a program. `x`: `[n_features][n_rows]`.
+pub fn predict(pop: &Population, i: usize, x: &[f32], n_rows: usize) -> Result<Vec<f32>, EvalError> {
+    let n_out = pop.n_outputs.max(1);
+    let acc = fold_individuals::<BLOCK, _>(pop, &[i], x, n_rows, &Collect)?.pop().flatten();
+    Ok(match acc {
+        Some(outs) => outs.concat(),
+        None => vec![f32::NAN; n_out * n_rows],
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regression
+// ---------------------------------------------------------------------------------------------
+
+/// The regression fold: accumulates [`RegressionSums`] against `y`.
+struct RegressionFold<'a> {
+    y: &'a [f32],
+}
+
+/// Sums 8 lanes in a fixed pairwise order.
+#[inline(always)]
+fn hsum(a: [f64; 8]) -> f64 {
+    ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+}
+
+impl BlockFold for RegressionFold<'_> {
+    type Acc = RegressionSums;
+
+    fn init(&self) -> RegressionSums {
+        RegressionSums { finite: true, ..RegressionSums::default() }
+    }
+
+    #[inline(always)]
+    fn block(&self, acc: &mut RegressionSums, row0: usize, out: &BlockOutputs<'_>) {
+        let f = out.output(0);
+        let y = &self.y[row0..row0 + f.len()];
+        // Eight lanes (fixed: row j goes to lane j % 8), summed pairwise at the end of the
+        // block: vectorised, and more accurate than one running sum.
+        let mut s = [[0.0f64; 8]; 7];
+        let mut add = |l: usize, fv: f32, yv: f32| {
+            let (fv, yv) = (fv as f64, yv as f64);
+            let e = fv - yv;
+            s[0][l] += e * e;
+            s[1][l] += e.abs();
+            s[2][l] += fv;
+            s[3][l] += fv * fv;
+            s[4][l] += fv * yv;
+            s[5][l] += yv;
+            s[6][l] += yv * yv;
+        };
+        let (fc, yc) = (f.chunks_exact(8), y.chunks_exact(8));
+        let (fr, yr) = (fc.remainder(), yc.remainder());
+        for (fb, yb) in fc.zip(yc) {
+            for l in 0..8 {
+                add(l, fb[l], yb[l]);
+            }
+        }
+        for (l, (&fv, &yv)) in fr.iter().zip(yr).enumerate() {
+            add(l, fv, yv);
+        }
+        let part = RegressionSums {
+            n: f.len() as u64,
+            sum_e2: hsum(s[0]),
+            sum_abs_e: hsum(s[1]),
+            sum_f: hsum(s[2]),
+            sum_f2: hsum(s[3]),
+            sum_fy: hsum(s[4]),
+            sum_y: hsum(s[5]),
+            sum_y2: hsum(s[6]),
+            // Σf² of finite f32 values cannot overflow f64; NaN or ±inf make it non-finite.
+            finite: hsum(s[3]).is_finite(),
+        };
+        acc.merge(&part);
+    }
+
+    fn merge(&self, acc: &mut RegressionSums, next: RegressionSums) {
+        acc.merge(&next);
+    }
+}
+
+/// Regression fitness of every individual, fused with evaluation: no `[P × N]` buffer.
+///
+/// `x`: `[n_features][n_rows]`, feature-major, f32; `y`: `[n_rows]`, finite. Programs must be
+/// single-output (`n_outputs` 0 or 1). Individuals without a program, or with a NaN or
+/// infinite output at any row, come back with `finite == false`.
+pub fn evaluate_regression(pop: &Population, x: &[f32], y: &[f32], n_rows: usize) -> Result<Vec<RegressionSums>, EvalError> {
+    evaluate_regression_with::<BLOCK>(pop, x, y, n_rows)
+}
+
+/// [`evaluate_regression`] with block size `B` (for benchmarks).
+fn evaluate_regression_with<const B: usize>(
+    pop: &Population,
+    x: &[f32],
+    y: &[f32],
+    n_rows: usize,
+) -> Result<Vec<RegressionSums>, EvalError> {
+    if pop.n_outputs > 1 {
+        return Err(EvalError::TooManyOutputs { n_outputs: pop.n_outputs, max: 1 });
+    }
+    if y.len() != n_rows {
+        return Err(EvalError::TargetLength { len: y.len(), n_rows });
+    }
+    if let Some(row) = y.iter().position(|v| !v.is_finite()) {
+        return Err(EvalError::TargetNotFinite { row });
+    }
+    let all: Vec<usize> = (0..pop.size()).collect();
+    let sums = fold_individuals::<B, _>(pop, &all, x, n_rows, &RegressionFold { y })?;
+    Ok(sums.into_iter().map(|s| s.unwrap_or(RegressionSums::invalid(n_rows as u64))).collect())
+}
+
+#[cfg(test)]
+mod tests;
