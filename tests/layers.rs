@@ -1,13 +1,42 @@
-//! Layering (shared/DESIGN.md, "Layers"): the command line runs a task, a task runs the engine,
-//! never the other way round. So no file under `src/evolve/` (the engine), `src/backend/` (the
-//! backends and kernels) or `src/report/` (progress, reports, plots) may name a task: what they
-//! share with one lives below them (`program::fitness`, `backend::cpu::control::SavedPolicy`). Each
-//! offending line is named with its file and line number; comments are not code and may.
+//! The shape of the house (shared/DESIGN.md, "Layers"; docs/ARCHITECTURE.md, "Folders"): the
+//! command line runs a task, a task runs the engine, the engine drives a backend, a backend uses
+//! the primitives, and never the other way round. Every top-level module of `src/` has a layer
+//! ([`LAYERS`]); a module may name modules of its own layer or below, never above, and the
+//! modules as a graph have no loop (so the primitives, all of one layer, use each other in one
+//! direction only). Nothing below the command line, and nothing in the Python package, names
+//! `cli`. References are read from code with comments blanked, in every form: `crate::m`,
+//! `grove::m`, and the members of grouped `use crate::{…}` lists. Each offence is named with its
+//! file and line.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The directories under `src/` that must not reach up into `src/task/`.
-const BELOW_THE_TASKS: [&str; 3] = ["evolve", "backend", "report"];
+/// Each top-level module of `src/` and its layer: the crate's roots (`lib.rs` declares the modules,
+/// `main.rs` is the binary: 6), the command line (5), the tasks and the tools
+/// they share with it (4), the engine and what it reports (3), the backends (2), the primitives
+/// (1). A new top-level module must be placed here (the walk fails on an unknown one).
+const LAYERS: [(&str, u8); 15] = [
+    ("cli", 5),
+    ("task", 4),
+    ("bench", 4),
+    ("evolve", 3),
+    ("report", 3),
+    ("backend", 2),
+    ("program", 1),
+    ("grammar", 1),
+    ("genome", 1),
+    ("data", 1),
+    ("sim", 1),
+    ("select", 1),
+    ("rng", 1),
+    ("lib", 6),
+    ("main", 6),
+];
+
+/// The layer of top-level module `m`, or `None` for a name that is not a module of ours.
+fn layer(m: &str) -> Option<u8> {
+    LAYERS.iter().find(|(name, _)| *name == m).map(|&(_, l)| l)
+}
 
 /// Every `.rs` file under `dir`, recursively, sorted.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
@@ -98,82 +127,275 @@ fn strip_comments(text: &str) -> String {
     out
 }
 
-/// Lines (1-based number, text) of `text` whose code names a task: `crate::task`,
-/// `grove::task`, or a bare `task::` path segment (as in `use crate::{task::…}`).
-fn task_references(text: &str) -> Vec<(usize, String)> {
-    let code = strip_comments(text);
-    let original: Vec<&str> = text.lines().collect();
-    code.lines()
-        .enumerate()
-        .filter(|(_, line)| {
-            line.contains("crate::task")
-                || line.contains("grove::task")
-                || line.match_indices("task::").any(|(k, _)| {
-                    k == 0 || !line[..k].chars().next_back().is_some_and(|p| p.is_alphanumeric() || p == '_')
-                })
-        })
-        .map(|(k, _)| (k + 1, original.get(k).unwrap_or(&"").trim().to_string()))
-        .collect()
+/// Blanks string and character literals (keeping newlines), for a text whose comments are
+/// already blanked, so that a path inside a literal is not read as a reference.
+fn blank_literals(code: &str) -> String {
+    let c: Vec<char> = code.chars().collect();
+    let mut out = String::with_capacity(code.len());
+    let mut i = 0;
+    while i < c.len() {
+        let quote = c[i] == '"' || (c[i] == '\'' && (c.get(i + 2) == Some(&'\'') || c.get(i + 1) == Some(&'\\')));
+        let raw = c[i] == 'r'
+            && matches!(c.get(i + 1), Some('"') | Some('#'))
+            && (i == 0 || !(c[i - 1].is_alphanumeric() || c[i - 1] == '_'));
+        if raw {
+            let hashes = c[i + 1..].iter().take_while(|&&h| h == '#').count();
+            if c.get(i + 1 + hashes) == Some(&'"') {
+                let mut j = i + 2 + hashes;
+                while j < c.len() && !(c[j] == '"' && c[j + 1..].iter().take(hashes).filter(|&&h| h == '#').count() == hashes) {
+                    out.push(if c[j] == '\n' { '\n' } else { ' ' });
+                    j += 1;
+                }
+                out.push_str("r\"\"");
+                i = (j + 1 + hashes).min(c.len());
+                continue;
+            }
+        }
+        if quote {
+            let q = c[i];
+            let mut j = i + 1;
+            while j < c.len() && c[j] != q {
+                let step = if c[j] == '\\' { 2 } else { 1 };
+                // An escaped newline (a string continued on the next line) is a line too.
+                out.extend(c[j..(j + step).min(c.len())].iter().filter(|&&ch| ch == '\n'));
+                j += step;
+            }
+            out.push(q);
+            out.push(q);
+            i = (j + 1).min(c.len());
+            continue;
+        }
+        out.push(c[i]);
+        i += 1;
+    }
+    out
 }
 
-#[test]
-fn engine_backends_and_reports_never_import_a_task() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut offences = Vec::new();
-    for dir in BELOW_THE_TASKS {
-        let files = rust_files(&src.join(dir));
-        assert!(!files.is_empty(), "no .rs files under src/{dir}: the walk is broken");
-        for file in files {
-            let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
-            let shown = file.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&file).display().to_string();
-            for (line, code) in task_references(&text) {
-                offences.push(format!("{shown}:{line}: {code}"));
+/// The top-level modules a file's code names, each with the 1-based line of the reference:
+/// `crate::m` and `grove::m` paths, and every member of a grouped `use crate::{a::b, c, …}` list
+/// (nested groups and lists over several lines included). `crate::{self, …}` names nothing.
+fn references(text: &str) -> Vec<(usize, String)> {
+    let code = blank_literals(&strip_comments(text));
+    let c: Vec<char> = code.chars().collect();
+    let line_of = |k: usize| 1 + c[..k].iter().filter(|&&ch| ch == '\n').count();
+    let ident = |k: usize| {
+        let end = (k..c.len()).find(|&j| !(c[j].is_alphanumeric() || c[j] == '_')).unwrap_or(c.len());
+        (c[k..end].iter().collect::<String>(), end)
+    };
+    let mut found = Vec::new();
+    for root in ["crate::", "grove::"] {
+        let r: Vec<char> = root.chars().collect();
+        let mut k = 0;
+        while k + r.len() <= c.len() {
+            let starts = c[k..k + r.len()] == r[..] && (k == 0 || !(c[k - 1].is_alphanumeric() || c[k - 1] == '_'));
+            if !starts {
+                k += 1;
+                continue;
+            }
+            let mut j = k + r.len();
+            while j < c.len() && c[j].is_whitespace() {
+                j += 1;
+            }
+            if j < c.len() && c[j] == '{' {
+                // A group: the first segment of each member at depth 1.
+                let mut depth = 0;
+                let mut expect = true;
+                while j < c.len() {
+                    match c[j] {
+                        '{' => {
+                            depth += 1;
+                            expect = depth == 1;
+                            j += 1;
+                        }
+                        '}' => {
+                            depth -= 1;
+                            j += 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        ',' => {
+                            expect = depth == 1;
+                            j += 1;
+                        }
+                        ch if expect && (ch.is_alphabetic() || ch == '_') => {
+                            let (name, end) = ident(j);
+                            if name != "self" {
+                                found.push((line_of(j), name));
+                            }
+                            expect = false;
+                            j = end;
+                        }
+                        _ => j += 1,
+                    }
+                }
+                k = j;
+            } else {
+                let (name, end) = ident(j);
+                if !name.is_empty() {
+                    found.push((line_of(k), name));
+                }
+                k = end.max(k + 1);
             }
         }
     }
+    found.sort();
+    found
+}
+
+/// The top-level module a file under `src/` belongs to (`src/task/run.rs` → `task`).
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel.components().next().unwrap().as_os_str().to_string_lossy().to_string();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// One reference between top-level modules: from, to, and where (`src/x.rs:12: code`).
+struct Edge {
+    from: String,
+    to: String,
+    at: String,
+}
+
+/// Every reference in `src/` from one top-level module to another.
+fn edges() -> Vec<Edge> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let files = rust_files(&src);
+    assert!(files.len() > 20, "only {} files under src/: the walk is broken", files.len());
+    let mut out = Vec::new();
+    for file in files {
+        let from = module_of(&src, &file);
+        assert!(layer(&from).is_some(), "src/{from} has no layer: place it in LAYERS in tests/layers.rs");
+        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        let lines: Vec<&str> = text.lines().collect();
+        let shown = file.strip_prefix(root).unwrap().display().to_string();
+        for (line, to) in references(&text) {
+            if to != from && layer(&to).is_some() {
+                let code = lines.get(line - 1).unwrap_or(&"").trim();
+                out.push(Edge { from: from.clone(), to, at: format!("{shown}:{line}: {code}") });
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_module_names_only_its_own_layer_or_below() {
+    let offences: Vec<String> = edges()
+        .into_iter()
+        .filter(|e| layer(&e.to) > layer(&e.from))
+        .map(|e| format!("{} (layer {:?}) names {} (layer {:?}): {}", e.from, layer(&e.from), e.to, layer(&e.to), e.at))
+        .collect();
     assert!(
         offences.is_empty(),
-        "src/evolve, src/backend and src/report must not import src/task (a layer above them); move what \
-         they need below the engine (e.g. into src/program/fitness.rs) and re-export it from the task:\n{}",
+        "a module reaches up a layer (cli 5 > task, bench 4 > evolve, report 3 > backend 2 > primitives 1); \
+         move what it needs down, or pass it in:\n{}",
         offences.join("\n")
     );
 }
 
 #[test]
-fn the_scan_sees_code_and_skips_comments_and_literals() {
-    let text = "//! crate::task in a file comment\n\
-                use crate::program::fitness::Metric; // not crate::task\n\
-                use crate::task::regression::Regression;\n\
-                /* crate::task\n   still a comment: grove::task */ let s = \"http://x\"; use grove::task::run;\n\
-                let q = '\"'; let r = r#\"// \"#; use crate::{data, task::control};\n\
-                /// [`crate::task::model`] in a doc comment\n\
-                let device_task = super::device_task::x();\n";
-    let found: Vec<usize> = task_references(text).into_iter().map(|(line, _)| line).collect();
-    assert_eq!(found, vec![3, 5, 6]);
-}
-
-/// The primitives under the engine: they may use each other, never the engine, a backend or a
-/// task (`src/program/ops.rs` once read a backend's kernel override; the backend now passes it in).
-const PRIMITIVES: [&str; 7] = ["program", "grammar", "genome", "data", "sim", "select.rs", "rng.rs"];
-
-#[test]
-fn primitives_never_import_the_engine_a_backend_or_a_task() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut offences = Vec::new();
-    for name in PRIMITIVES {
-        let path = src.join(name);
-        let files = if path.is_dir() { rust_files(&path) } else { vec![path] };
-        assert!(files.iter().all(|f| f.exists()) && !files.is_empty(), "src/{name} is missing: the walk is broken");
-        for file in files {
-            let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
-            let shown = file.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&file).display().to_string();
-            let original: Vec<&str> = text.lines().collect();
-            for (k, line) in strip_comments(&text).lines().enumerate() {
-                if ["crate::evolve", "crate::backend", "crate::task"].iter().any(|up| line.contains(up)) {
-                    offences.push(format!("{shown}:{}: {}", k + 1, original.get(k).unwrap_or(&"").trim()));
+fn the_modules_have_no_loop() {
+    let all = edges();
+    let mut graph: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for e in &all {
+        graph.entry(&e.from).or_default().insert(&e.to);
+    }
+    // Depth-first search for a back edge; the loop found is printed with one place per step.
+    fn visit<'a>(
+        m: &'a str,
+        graph: &BTreeMap<&'a str, BTreeSet<&'a str>>,
+        state: &mut BTreeMap<&'a str, u8>,
+        path: &mut Vec<&'a str>,
+    ) -> Option<Vec<&'a str>> {
+        state.insert(m, 1);
+        path.push(m);
+        for &n in graph.get(m).into_iter().flatten() {
+            match state.get(n).copied().unwrap_or(0) {
+                1 => {
+                    let from = path.iter().position(|&p| p == n).unwrap();
+                    let mut cycle = path[from..].to_vec();
+                    cycle.push(n);
+                    return Some(cycle);
                 }
+                0 => {
+                    if let Some(c) = visit(n, graph, state, path) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        path.pop();
+        state.insert(m, 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for &m in graph.keys() {
+        if state.get(m).copied().unwrap_or(0) == 0 {
+            if let Some(cycle) = visit(m, &graph, &mut state, &mut Vec::new()) {
+                let steps: Vec<String> = cycle
+                    .windows(2)
+                    .map(|w| {
+                        let first = all.iter().find(|e| e.from == w[0] && e.to == w[1]).unwrap();
+                        format!("  {} -> {}: {}", w[0], w[1], first.at)
+                    })
+                    .collect();
+                panic!("the modules form a loop {}; break one step:\n{}", cycle.join(" -> "), steps.join("\n"));
             }
         }
     }
-    assert!(offences.is_empty(), "the primitives must not reach up a layer; pass what they need in:\n{}", offences.join("\n"));
+}
+
+#[test]
+fn nothing_but_main_names_the_command_line() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut offences: Vec<String> =
+        edges().into_iter().filter(|e| e.to == "cli" && e.from != "main").map(|e| e.at).collect();
+    let python = root.join("python/src");
+    for file in rust_files(&python) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (line, to) in references(&text) {
+            if to == "cli" {
+                let shown = file.strip_prefix(root).unwrap().display();
+                offences.push(format!("{shown}:{line}: {}", lines.get(line - 1).unwrap_or(&"").trim()));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "only src/main.rs runs the command line; call the task the command calls instead:\n{}",
+        offences.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_code_in_every_form_and_skips_comments_and_literals() {
+    let text = "//! crate::task in a file comment\n\
+                use crate::program::fitness::Metric; // not crate::task\n\
+                use crate::task::regression::Regression;\n\
+                /* crate::cli\n   still a comment: grove::cli */ let s = \"crate::bench\"; use grove::evolve::run;\n\
+                let q = '\"'; let r = r#\"crate::sim // \"#; use crate::{data, task::control};\n\
+                use crate::{\n    self,\n    backend::{cuda, Backend},\n    genome::{map::Mapper, vary},\n};\n\
+                /// [`crate::report::plot`] in a doc comment\n\
+                let device_task = my_crate::device_task::x();\n";
+    let found: Vec<(usize, String)> = references(text);
+    let expect: Vec<(usize, String)> = [(2, "program"), (3, "task"), (5, "evolve"), (6, "data"), (6, "task"), (9, "backend"), (10, "genome")]
+        .iter()
+        .map(|&(l, m)| (l, m.to_string()))
+        .collect();
+    assert_eq!(found, expect);
+}
+
+#[test]
+fn every_layer_is_placed_and_every_module_exists() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    for (name, _) in LAYERS {
+        assert!(
+            src.join(name).is_dir() || src.join(format!("{name}.rs")).is_file(),
+            "LAYERS names src/{name}, which is not there: the table is stale"
+        );
+    }
 }
