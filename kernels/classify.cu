@@ -1,6 +1,6 @@
 // classify.cu: fused classification fitness of a population of multi-output trees, on the GPU.
 //
-// Twin of the CPU reference src/program/classify.rs (evaluate_classification); the Rust
+// Twin of the CPU reference src/backend/cpu/classify.rs (evaluate_classification); the Rust
 // structs are in src/backend/cuda/kernels.rs (ClassifyParams, ClassPartial,
 // ClassReduceParams). NVRTC compiles this file after the header generated from
 // src/program/ops.rs (GROVE_OP_*, GROVE_FOR_EACH_OP): no formula is written here by hand.

@@ -1,6 +1,6 @@
 // eval.cu: evaluates a population of tensorized trees over a data set, on the GPU.
 //
-// Twin of the CPU evaluator (src/program/eval.rs); the host side is src/backend/cuda/eval.rs.
+// Twin of the CPU evaluator (src/backend/cpu/eval.rs); the host side is src/backend/cuda/eval.rs.
 // NVRTC compiles this file after the header generated from src/program/ops.rs, which defines
 // GROVE_OP_* and GROVE_FOR_EACH_OP(X): opcodes and formulas are never written here by hand.
 //

@@ -1,7 +1,7 @@
 // fit.cu: numeric constants fitted by Levenberg–Marquardt, one block per tree, the whole fit
 // in one launch: grove_fit_constants for regression (squared error, optionally with linear
 // scaling), grove_fit_class_constants for classification (generalised Gauss–Newton on the
-// softmax cross-entropy). Twin of src/program/constants.rs (fit_constants,
+// softmax cross-entropy). Twin of src/backend/cpu/fit.rs (fit_constants,
 // fit_class_constants), operation for operation:
 // the same forward-mode tangents through the interpreter's f32 operations (grove_apply), the
 // same f64 sums of w_p·w_q over the rows in row order, the same Cholesky solve and the same
@@ -44,7 +44,7 @@ struct GroveFitParams {
 };
 GROVE_CHECK_LAYOUT(GroveFitParams);
 
-// Mirrors FitResult in src/program/constants.rs.
+// Mirrors FitResult in src/backend/cpu/fit.rs.
 struct GroveFitResult {
     double sse_before, sse_after, a, b;
     unsigned constants, accepted;

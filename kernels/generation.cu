@@ -1,6 +1,6 @@
 // generation.cu: the rest of a generation on the device, between evaluation (eval.cu),
 // selection (select.cu) and variation (vary.cu), so that a run never copies its population to
-// the host. The host side is src/backend/cuda/generation.rs; its loop is src/evolve/device.rs.
+// the host. The host side is src/backend/cuda/generation.rs; its loop is src/evolve/device/mod.rs.
 //
 // - grove_stack_class / grove_partition: which evaluation kernel takes each tree (the fast ones
 //   with GROVE_STACK slots, or the deep fallback), in the order pack() (src/backend/cuda/pack.rs)
@@ -168,7 +168,7 @@ extern "C" __global__ void grove_partition(GroveGenParams p, const unsigned* cls
 }
 
 // ---------------------------------------------------------------------------------------------
-// Fitness: task::regression::error (RegressionSums' methods in src/program/eval.rs) plus
+// Fitness: task::regression::error (RegressionSums' methods in src/program/fitness.rs) plus
 // parsimony per node; +inf for an empty tree.
 
 #define GROVE_VAR_REL_TOL 1e-10

@@ -6,7 +6,7 @@
 // GROVE_COMPILE_TREES (sim.cu), the kernel grove_compile_trees over it. Opcode arities come
 // from grove_common.h, which the kernel file includes first.
 //
-// Twin of src/program/linear.rs. A tree (prefix order, src/program/tree.rs) is compiled, by the
+// Twin of src/backend/cpu/interp.rs. A tree (prefix order, src/program/tree.rs) is compiled, by the
 // block that evaluates it or once per roll-out launch, into a linear program (Chitty's linear form): one instruction per function node,
 // with the operand kinds resolved per program instead of per node. A leaf that is not an output
 // node and not the root is folded into its parent as an operand (a variable or a constant read

@@ -181,7 +181,7 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
 
 // ---------------------------------------------------------------------------------------------
 // Trees straight from genomes: grove_map_trees maps genome i (grove_map_one, the loops' bounds)
-// and builds its tree into row i of a population, twin of evolve::map_population (Mapper with
+// and builds its tree into row i of a population, twin of backend::cpu::breed::map_population (Mapper with
 // with_max_stack and with_max_derivation, then genome::build::build_tree and
 // Population::set_tree). The node templates (Templates::to_device_blob, layout in
 // src/grammar/template.rs) follow the rule table in the same constant blob, at templates_at.
@@ -577,7 +577,7 @@ static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTr
     return status;
 }
 
-// evolve::map_population on the device: genome i's tree into row i (when p.build), status[i]
+// backend::cpu::breed::map_population on the device: genome i's tree into row i (when p.build), status[i]
 // (GROVE_MAP_* or GROVE_BUILD_*) and used[i], its codons read.
 extern "C" __global__ void grove_map_trees(GroveMapTreesParams p, const unsigned* __restrict__ genomes,
                                            const unsigned* __restrict__ lens, unsigned* __restrict__ der,

@@ -20,7 +20,7 @@
 // with open-loop actions from a buffer, one environment per thread, and grove_control_rollout
 // (with grove_control_reduce) where actions come from each individual's program reading the
 // observation, persistent threads taking (individual, episode) pairs from a queue as their
-// episodes end (the control task; CPU reference src/program/policy.rs, host side
+// episodes end (the control task; CPU reference src/backend/cpu/control.rs, host side
 // src/backend/cuda/control.rs).
 
 typedef float real;  // also spelled `float` in grove_env.h
@@ -689,7 +689,7 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
     }
 }
 
-// ---- control: policies evolved by grove (program/policy.rs) --------------------------------
+// ---- control: policies evolved by grove (backend/cpu/control.rs) --------------------------------
 
 // With GROVE_COMPILE_TREES, interp.cuh brings its tree compiler kernel grove_compile_trees,
 // which compiles the population once per roll-out launch (eval.cu and classify.cu compile in

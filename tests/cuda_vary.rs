@@ -821,12 +821,12 @@ fn toy_fitness(pop: &Population) -> Vec<f64> {
         .collect()
 }
 
-/// Generations as `run_trees` makes them (tournament, breed, elites), with the population
+/// Generations as the host tree loop makes them (tournament, breed, elites), with the population
 /// staying on the device: only fitness goes up and, for the comparison, the population comes
 /// back. Children are double-buffered: two device populations swapped each generation.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
-fn device_resident_generations_match_run_trees() {
+fn device_resident_generations_match_the_host_tree_loop() {
     let e = CudaEngine::new().unwrap_or_else(|err| panic!("GROVE_TEST_GPU=1 but {err}"));
     let (p, n_elite, k, seed) = (300usize, 2usize, 3usize, 21u64);
     let mix = BreedConfig {
@@ -841,7 +841,7 @@ fn device_resident_generations_match_run_trees() {
         let mut b = e.alloc_population(p, cpu.max_len, cpu.n_outputs).unwrap();
         for gen in 1..=6u32 {
             let fit = toy_fitness(&cpu);
-            // CPU: as run_trees.
+            // CPU: as the host tree loop.
             let pool = select::valid_indices(&fit);
             let elite = select::elite(&fit, n_elite);
             let pairs: Vec<[u32; 2]> = (0..p)
@@ -870,12 +870,12 @@ fn device_resident_generations_match_run_trees() {
     }
 }
 
-/// GE generations as `run_grammar` makes them (map, tournament, crossover within the parents'
+/// GE generations as the host GE loop makes them (map, tournament, crossover within the parents'
 /// used codons, map the children, int-flip within theirs, elites), on the device: the used
 /// codons are read from the mapper's results in place ([`UsedCodons::Mapped`]).
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
-fn device_resident_ge_generations_match_run_grammar() {
+fn device_resident_ge_generations_match_the_host_ge_loop() {
     use grove::backend::cuda::MapLaunch;
     use grove::genome::{MapConfig, Mapper};
     let e = CudaEngine::new().unwrap_or_else(|err| panic!("GROVE_TEST_GPU=1 but {err}"));
@@ -894,7 +894,7 @@ fn device_resident_ge_generations_match_run_grammar() {
     let mut out_b = e.alloc_map_output(p, max_derivation).unwrap();
     let launch = MapLaunch::default();
     for gen in 1..=5u32 {
-        // CPU, as run_grammar.
+        // CPU, as the host GE loop.
         let mapped: Vec<_> = (0..p).map(|i| mapper.map(cpu.get(i))).collect();
         let used: Vec<u32> = mapped.iter().map(|m| m.used_codons).collect();
         let fit: Vec<f64> = mapped.iter().map(|m| if m.valid() { (m.nodes as f64 - 20.0).abs() } else { f64::NAN }).collect();

@@ -4,7 +4,8 @@
 #
 #   .device/grove          this checkout's binary
 #   .device/old/grove      BASE's binary (the commit before a change that must keep every report)
-#   .device/<test>         every test binary that has GPU tests, built with GROVE_TEST_GPU=1
+#   .device/<test>         every test binary that has GPU tests (gated tests or test_device!),
+#                          built with GROVE_TEST_GPU=1, and the library's tests
 #   .device/BUILD_ROOT     where they were built (they read fixtures there)
 #
 # Usage, from the repository root: tools/layout/stage.sh           (BASE defaults to 092ab21)
@@ -40,7 +41,7 @@ for line in sys.stdin:
 while read -r name kind exe; do
     if [ "$kind" = lib ]; then
         strip -o .device/lib "$exe"
-    elif grep -q gpu_tests "tests/$name.rs" 2>/dev/null; then
+    elif grep -qE "gpu_tests|test_device!" "tests/$name.rs" 2>/dev/null; then
         strip -o ".device/$name" "$exe"
     fi
 done <.device.list

@@ -1,5 +1,5 @@
 //! Evaluating a population on the GPU: the host side of `kernels/eval.cu` (fused regression
-//! sums and predictions), twin of the CPU evaluator in `src/program/eval.rs`.
+//! sums and predictions), twin of the CPU evaluator in `src/backend/cpu/eval.rs`.
 //!
 //! Each call checks on the host every tree the kernels will walk (opcodes, variable indices,
 //! output slots, and the stack each tree needs) while packing the population into a reused

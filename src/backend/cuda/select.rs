@@ -159,7 +159,7 @@ impl CudaEngine {
 
     /// `n_slots` tournament winners: slot `s` is `select::tournament` (or, with `distinct`,
     /// `select::tournament_distinct`) over the valid pool with `k` contestants, stream
-    /// `(seed, generation, s, Select)`. For `run_trees`' parents, `n_slots = 2P`: child `k`'s
+    /// `(seed, generation, s, Select)`. For the tree loops' parents, `n_slots = 2P`: child `k`'s
     /// pair is slots `2k, 2k + 1`, which is the layout [`CudaEngine::breed_trees`] reads.
     pub fn select_tournament(
         &self,

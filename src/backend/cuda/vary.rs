@@ -567,7 +567,7 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// GE crossover, twin of [`crossover`](crate::genome::vary::crossover) as `run_grammar`
+    /// GE crossover, twin of [`crossover`](crate::genome::vary::crossover) as the GE loops
     /// calls it: pair `j` crosses parents `pairs[2j]`, `pairs[2j + 1]` of `parents` (with
     /// `used` `[P]` their used codons) on stream `(seed, generation, j, Crossover)`; its
     /// children go to rows `first_row + 2j` and `+ 1` of `children` where those exist. Pairs:
