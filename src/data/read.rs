@@ -61,22 +61,28 @@ fn read_limited(path: &Path, max_line: usize, block: usize) -> anyhow::Result<Ve
     let open = || format!("cannot read data file {file}");
     let mut f = std::fs::File::open(path).with_context(open)?;
     let size = f.metadata().ok().filter(|m| m.is_file()).map_or(0, |m| m.len() as usize);
-    let mut out: Vec<u8> = Vec::with_capacity(size.min(1 << 30));
-    let mut block = vec![0u8; block];
+    // A regular file's size is known: one allocation, filled in place block by block.
+    let mut out: Vec<u8> = Vec::with_capacity(size.saturating_add(1));
     // Bytes of the current, unfinished line.
     let mut run = 0usize;
     let line_at = |out: &[u8], pos: usize| 1 + memchr::memchr_iter(b'\n', &out[..pos]).count();
     loop {
-        let k = match f.read(&mut block) {
-            Ok(0) => break,
-            Ok(k) => k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e).with_context(open),
+        let start = out.len();
+        out.resize(start + block, 0);
+        let k = loop {
+            match f.read(&mut out[start..]) {
+                Ok(k) => break k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e).with_context(open),
+            }
         };
-        let b = &block[..k];
+        out.truncate(start + k);
+        if k == 0 {
+            break;
+        }
+        let b = &out[start..];
         if let Some(p) = memchr::memchr(0, b) {
-            out.extend_from_slice(&b[..p]);
-            let line = line_at(&out, out.len());
+            let line = line_at(&out, start + p);
             return Err(DataError {
                 file,
                 line: Some(line),
@@ -92,7 +98,7 @@ fn read_limited(path: &Path, max_line: usize, block: usize) -> anyhow::Result<Ve
         let too_long = run + first > max_line;
         run = if first == k { run + k } else { k - last - 1 };
         if too_long || run > max_line {
-            let line = line_at(&out, out.len()) + if too_long { 0 } else { memchr::memchr_iter(b'\n', b).count() };
+            let line = line_at(&out, if too_long { start } else { out.len() });
             return Err(DataError {
                 file,
                 line: Some(line),
@@ -101,7 +107,6 @@ fn read_limited(path: &Path, max_line: usize, block: usize) -> anyhow::Result<Ve
             }
             .into());
         }
-        out.extend_from_slice(b);
     }
     Ok(out)
 }
