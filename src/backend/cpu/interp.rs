@@ -189,9 +189,14 @@ impl Program {
     /// `n_features`, one tree) and compiles it. `tree_index` only labels errors.
     pub fn new(tree: TreeRef<'_>, n_outputs: usize, n_features: usize, tree_index: usize) -> Result<Self, EvalError> {
         check(tree, n_outputs, n_features, tree_index)?;
-        let (op, value, out) = fold_constants(tree);
-        let mut code = Vec::with_capacity(op.len());
-        compile(&op, &value, &out, &mut code).ok_or_else(|| EvalError::Malformed { tree: tree_index, reason: "not one tree".into() })?;
+        let mut code = Vec::with_capacity(tree.len());
+        let compiled = if has_constant_subtree(tree) {
+            let (op, value, out) = fold_constants(tree);
+            compile(&op, &value, &out, &mut code)
+        } else {
+            compile_tree(tree, &mut code)
+        };
+        compiled.ok_or_else(|| EvalError::Malformed { tree: tree_index, reason: "not one tree".into() })?;
         let depth = depth(&code);
         let mut vars: Vec<u32> = (0..tree.len()).filter(|&i| tree.op[i] == Op::Var as u8).map(|i| tree.value[i] as u32).collect();
         vars.sort_unstable();
@@ -213,6 +218,17 @@ fn depth(code: &[Instr]) -> usize {
         }
     }
     depth
+}
+
+/// Whether a checked tree has a subtree for [`fold_constants`] to fold: then it has a function
+/// node whose children are all constant leaves, none of them (nor the node) an output node.
+fn has_constant_subtree(tree: TreeRef<'_>) -> bool {
+    let plain_const = |c: usize| tree.op[c] == Op::Const as u8 && tree.out[c] == 0;
+    (0..tree.len()).any(|i| {
+        let arity = Op::from_code(tree.op[i]).map_or(0, Op::arity);
+        // A first child that is a leaf has one node, so the second starts at i + 2.
+        arity > 0 && tree.out[i] == 0 && plain_const(i + 1) && (arity == 1 || plain_const(i + 2))
+    })
 }
 
 /// A checked tree with its constant subtrees folded (the nodes' `op`, `value` and `out`, prefix
@@ -529,7 +545,9 @@ mod tests {
                 .with_depth(2, 7);
             let pop = crate::program::init::init_population(&spec, 300, 5 + n_out as u64).unwrap();
             for t in 0..pop.size() {
-                saved += same_bits_folded::<B>(pop.tree(t), n_out, 3, &x);
+                let tree = pop.tree(t);
+                assert_eq!(has_constant_subtree(tree), fold_constants(tree).0.len() < tree.len(), "tree {t}");
+                saved += same_bits_folded::<B>(tree, n_out, 3, &x);
             }
         }
         assert!(saved > 100, "the trees hold constant subtrees ({saved} instructions folded)");
