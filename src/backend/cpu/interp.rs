@@ -6,7 +6,9 @@
 //! in the order the tree is walked backwards (postfix), with the operand kinds resolved once
 //! per program (Chitty's linear form): a leaf that is neither an output node nor the root is
 //! folded into its parent as an operand, so it costs the interpreter no dispatch and no stack
-//! traffic. Output leaves and a lone root leaf stay instructions of their own. [`run`] executes
+//! traffic. Output leaves and a lone root leaf stay instructions of their own. The CPU's own
+//! programs ([`Program`]) fold constant subtrees first ([`fold_constants`]), bit for bit; the
+//! device's twin ([`compile`], [`compile_trees`]) keeps them, as `interp.cuh` does. [`run`] executes
 //! a program with the tree's semantics, operation for operation; the tests hold it and the
 //! block executor to the tree walked node by node, and `tests/interp.rs` holds the device
 //! compiler (`grove_compile_trees`) to [`compile_trees`].
@@ -172,7 +174,7 @@ pub fn compile_trees(
 /// ([`run`]) or a block of points at a time ([`block`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
-    /// The linear form ([`compile`]).
+    /// The linear form ([`compile`]) of the tree with its constant subtrees folded.
     pub code: Vec<Instr>,
     /// Output slots (`n_outputs`), or 0 when the root's value is the result.
     pub n_outputs: usize,
@@ -188,22 +190,98 @@ impl Program {
     pub fn new(tree: TreeRef<'_>, n_outputs: usize, n_features: usize, tree_index: usize) -> Result<Self, EvalError> {
         check(tree, n_outputs, n_features, tree_index)?;
         let mut code = Vec::with_capacity(tree.len());
-        compile_tree(tree, &mut code).ok_or_else(|| EvalError::Malformed { tree: tree_index, reason: "not one tree".into() })?;
-        let (mut d, mut depth) = (0usize, 1usize);
-        for ins in &code {
-            if ins.mode & PUSH != 0 {
-                d += 1;
-                depth = depth.max(d + 1);
-            }
-            if (ins.mode >> 2) & 3 == src::STACK && ins.mode & BINARY != 0 {
-                d -= 1;
-            }
-        }
+        let compiled = if has_constant_subtree(tree) {
+            let (op, value, out) = fold_constants(tree);
+            compile(&op, &value, &out, &mut code)
+        } else {
+            compile_tree(tree, &mut code)
+        };
+        compiled.ok_or_else(|| EvalError::Malformed { tree: tree_index, reason: "not one tree".into() })?;
+        let depth = depth(&code);
         let mut vars: Vec<u32> = (0..tree.len()).filter(|&i| tree.op[i] == Op::Var as u8).map(|i| tree.value[i] as u32).collect();
         vars.sort_unstable();
         vars.dedup();
         Ok(Program { code, n_outputs, depth, vars })
     }
+}
+
+/// Values live at once at most when `code` runs (the newest included).
+fn depth(code: &[Instr]) -> usize {
+    let (mut d, mut depth) = (0usize, 1usize);
+    for ins in code {
+        if ins.mode & PUSH != 0 {
+            d += 1;
+            depth = depth.max(d + 1);
+        }
+        if (ins.mode >> 2) & 3 == src::STACK && ins.mode & BINARY != 0 {
+            d -= 1;
+        }
+    }
+    depth
+}
+
+/// Whether a checked tree has a subtree for [`fold_constants`] to fold: then it has a function
+/// node whose children are all constant leaves, none of them (nor the node) an output node.
+fn has_constant_subtree(tree: TreeRef<'_>) -> bool {
+    let plain_const = |c: usize| tree.op[c] == Op::Const as u8 && tree.out[c] == 0;
+    (0..tree.len()).any(|i| {
+        let arity = Op::from_code(tree.op[i]).map_or(0, Op::arity);
+        // A first child that is a leaf has one node, so the second starts at i + 2.
+        arity > 0 && tree.out[i] == 0 && plain_const(i + 1) && (arity == 1 || plain_const(i + 2))
+    })
+}
+
+/// A checked tree with its constant subtrees folded (the nodes' `op`, `value` and `out`, prefix
+/// order): every largest subtree of functions and constants that holds no output node becomes
+/// one constant, its value computed now with [`apply_fast`] in the tree's order, the operation
+/// the interpreters would run at every point, so the bits (NaN and infinities included) are
+/// theirs. An output node and the subtrees above it stay, so each output still gets its value.
+/// The CPU's programs only: the device compilers (and [`compile`], their twin) fold leaves alone.
+fn fold_constants(tree: TreeRef<'_>) -> (Vec<u8>, Vec<f32>, Vec<u8>) {
+    let len = tree.len();
+    // Walked backwards: each node's value when its subtree is constant, and its subtree's size.
+    let mut konst: Vec<Option<f32>> = vec![None; len];
+    let mut size = vec![1usize; len];
+    let mut pending: Vec<usize> = Vec::new();
+    for i in (0..len).rev() {
+        let op = Op::from_code(tree.op[i]).expect("checked");
+        let (a, b) = match op.arity() {
+            0 => (None, None),
+            1 => (pending.pop(), None),
+            _ => (pending.pop(), pending.pop()),
+        };
+        size[i] += a.map_or(0, |c| size[c]) + b.map_or(0, |c| size[c]);
+        konst[i] = match (op, tree.out[i]) {
+            (_, k) if k != 0 => None,
+            (Op::Const, _) => Some(tree.value[i]),
+            (Op::Var, _) => None,
+            _ => match (a.and_then(|c| konst[c]), b.map(|c| konst[c])) {
+                (Some(x), None) => Some(apply_fast(op, x, 0.0)),
+                (Some(x), Some(Some(y))) => Some(apply_fast(op, x, y)),
+                _ => None,
+            },
+        };
+        pending.push(i);
+    }
+    let (mut op, mut value, mut out) = (Vec::with_capacity(len), Vec::with_capacity(len), Vec::with_capacity(len));
+    let mut i = 0;
+    while i < len {
+        match konst[i] {
+            Some(c) => {
+                op.push(Op::Const as u8);
+                value.push(c);
+                out.push(0);
+                i += size[i];
+            }
+            None => {
+                op.push(tree.op[i]);
+                value.push(tree.value[i]);
+                out.push(tree.out[i]);
+                i += 1;
+            }
+        }
+    }
+    (op, value, out)
 }
 
 /// The checks of [`Program::new`], node by node in the interpreter's order (the first breach
@@ -364,6 +442,135 @@ mod tests {
                         let w = want[k * n_rows + row];
                         assert_eq!(g.to_bits(), w.to_bits(), "tree {t}, output {k}, row {row}: compiled {g}, interpreted {w}");
                     }
+                }
+            }
+        }
+    }
+
+    /// `tree`'s program without the folding of constant subtrees (what [`compile`] gives).
+    fn unfolded(tree: TreeRef<'_>, n_outputs: usize, n_features: usize) -> Program {
+        let folded = Program::new(tree, n_outputs, n_features, 0).expect("a valid tree");
+        let mut code = Vec::new();
+        compile_tree(tree, &mut code).expect("a valid tree");
+        Program { depth: depth(&code), code, ..folded }
+    }
+
+    /// `prog`'s root and outputs at `B` points (`x`: `[n_features][B]`), by [`block::run_block`].
+    fn block_values<const B: usize>(prog: &Program, x: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        use block::{Entry, XBlock, run_block};
+        let xb = XBlock::Rows { x, n_rows: B, row0: 0 };
+        let (mut stack, mut entries) = (vec![0.0f32; prog.depth * B], vec![Entry::Vec; prog.depth]);
+        let mut outs = vec![0.0f32; prog.n_outputs * B];
+        let root = match run_block::<B>(prog, &xb, &mut stack, &mut entries, &mut [0.0; B], &mut outs) {
+            Entry::Vec => stack[..B].to_vec(),
+            Entry::Const(c) => vec![c; B],
+            Entry::Var(v) => xb.var::<B>(v).to_vec(),
+        };
+        (root, outs)
+    }
+
+    /// Folded and unfolded programs of `tree` give the same bits at `B` points of `x`
+    /// (`[n_features][B]`), run a point at a time and a block at a time. Returns how many
+    /// instructions folding saved.
+    fn same_bits_folded<const B: usize>(tree: TreeRef<'_>, n_outputs: usize, n_features: usize, x: &[f32]) -> usize {
+        let folded = Program::new(tree, n_outputs, n_features, 0).expect("a valid tree");
+        let plain = unfolded(tree, n_outputs, n_features);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+        for row in 0..B {
+            let (mut fo, mut po) = (vec![0.0f32; n_outputs], vec![0.0f32; n_outputs]);
+            let f = run(&folded.code, |i| x[i * B + row], &mut fo, &mut Vec::new());
+            let p = run(&plain.code, |i| x[i * B + row], &mut po, &mut Vec::new());
+            assert_eq!((f.to_bits(), bits(&fo)), (p.to_bits(), bits(&po)), "{tree:?}, row {row}: {f} {fo:?} vs {p} {po:?}");
+        }
+        let (fr, fo) = block_values::<B>(&folded, x);
+        let (pr, po) = block_values::<B>(&plain, x);
+        assert_eq!((bits(&fr), bits(&fo)), (bits(&pr), bits(&po)), "{tree:?}, block: {fr:?} {fo:?} vs {pr:?} {po:?}");
+        assert!(folded.depth <= plain.depth && folded.vars == plain.vars);
+        plain.code.len() - folded.code.len()
+    }
+
+    fn tree_of(ns: &[Node], n_outputs: usize) -> crate::program::tree::Population {
+        let mut pop = crate::program::tree::Population::new(1, ns.len(), n_outputs);
+        pop.set_tree(0, ns).unwrap();
+        pop
+    }
+
+    #[test]
+    fn constant_subtrees_fold_to_the_same_bits() {
+        let x: Vec<f32> = (0..16).map(|i| (i as f32 - 7.5) * 0.61).collect();
+        let c = Node::constant;
+        // x0 * slog(-2) + div(1, 0): a NaN and an infinity folded; the sum is NaN at every point.
+        let nan = [Node::func(Op::Add), Node::func(Op::Mul), Node::var(0), Node::func(Op::Slog), c(-2.0), Node::func(Op::Div), c(1.0), c(0.0)];
+        let pop = tree_of(&nan, 0);
+        assert_eq!(same_bits_folded::<8>(pop.tree(0), 0, 2, &x), 2);
+        let (root, _) = block_values::<8>(&Program::new(pop.tree(0), 0, 2, 0).unwrap(), &x);
+        assert!(root.iter().all(|v| v.is_nan()));
+        // A constant tree folds to one constant; sqrt of a negative and plog stay protected.
+        let whole = [Node::func(Op::Sub), Node::func(Op::Sqrt), c(-3.0), Node::func(Op::Plog), Node::func(Op::Neg), c(5.0)];
+        let pop = tree_of(&whole, 0);
+        assert_eq!(Program::new(pop.tree(0), 0, 1, 0).unwrap().code.len(), 1);
+        same_bits_folded::<8>(pop.tree(0), 0, 1, &x);
+        // out1(exp(out0((2 + 3) * 4) + 5) * x1): 2 + 3 folds into the output node, which adds
+        // 20 to slot 0 and passes 4 up; nothing above an output node folds.
+        let mut outs = [Node::func(Op::Mul), Node::func(Op::Exp), Node::func(Op::Add), Node::func(Op::Mul), Node::func(Op::Add)];
+        outs[3].out = 1;
+        outs[0].out = 2;
+        let outs = [&outs[..], &[c(2.0), c(3.0), c(4.0), c(5.0), Node::var(1)]].concat();
+        let pop = tree_of(&outs, 2);
+        assert_eq!(same_bits_folded::<8>(pop.tree(0), 2, 2, &x), 1);
+        let prog = Program::new(pop.tree(0), 2, 2, 0).unwrap();
+        assert_eq!(prog.code.len(), 4);
+        let (_, o) = block_values::<8>(&prog, &x);
+        assert_eq!(o[..8], [20.0f32; 8]);
+        // An output leaf inside a constant subtree: nothing above it folds.
+        let mut leaf = [Node::func(Op::Sin), Node::func(Op::Add), c(1.0), c(0.5)];
+        leaf[3].out = 1;
+        let pop = tree_of(&leaf, 1);
+        assert_eq!(same_bits_folded::<8>(pop.tree(0), 1, 1, &x), 0);
+    }
+
+    #[test]
+    fn random_constant_heavy_trees_fold_to_the_same_bits() {
+        // Mostly constant leaves, zero among them (protected operators, NaN and infinities),
+        // every function, with and without output nodes; random data with zeros and large values.
+        let functions: Vec<Op> = crate::program::ops::FUNCTIONS.to_vec();
+        const B: usize = 16;
+        let x: Vec<f32> = (0..3 * B).map(|i| [0.0, -1e30, 7.25, -0.3][i % 4] + ((i * 37 % 101) as f32 - 50.0) * 0.173).collect();
+        let mut saved = 0;
+        for n_out in [0usize, 3] {
+            let spec = TreeSpec::new(functions.clone(), 3, 96)
+                .with_constants(&[0.0, -1.0, 2.5, 1e30, -0.0])
+                .with_p_const(0.8)
+                .with_outputs(n_out, 0.1)
+                .with_depth(2, 7);
+            let pop = crate::program::init::init_population(&spec, 300, 5 + n_out as u64).unwrap();
+            for t in 0..pop.size() {
+                let tree = pop.tree(t);
+                assert_eq!(has_constant_subtree(tree), fold_constants(tree).0.len() < tree.len(), "tree {t}");
+                saved += same_bits_folded::<B>(tree, n_out, 3, &x);
+            }
+        }
+        assert!(saved > 100, "the trees hold constant subtrees ({saved} instructions folded)");
+    }
+
+    #[test]
+    fn policies_fold_to_the_same_bits() {
+        // Control policies run the folded program a point at a time ([`run`]): the same outputs,
+        // and the same verdict on non-finite ones, as the unfolded program.
+        let functions: Vec<Op> = crate::program::ops::FUNCTIONS.to_vec();
+        let spec = TreeSpec::new(functions, 4, 64).with_constants(&[0.0, 1.5, -2.0]).with_p_const(0.7).with_outputs(2, 0.2).with_depth(2, 6);
+        let pop = crate::program::init::init_population(&spec, 200, 3).unwrap();
+        for t in 0..pop.size() {
+            let mut policy = super::super::control::Policy::new(pop.tree(t), 2, 4).expect("a valid policy");
+            let plain = unfolded(pop.tree(t), 2, 4);
+            for k in 0..6 {
+                let obs: Vec<f32> = (0..4).map(|i| ((t * 7 + k * 5 + i * 3) % 11) as f32 * 0.37 - 1.8).collect();
+                let mut want = vec![0.0f32; 2];
+                run(&plain.code, |v| obs[v], &mut want, &mut Vec::new());
+                let valid = want.iter().all(|v| v.is_finite());
+                match policy.outputs(&obs) {
+                    Some(got) => assert!(valid && got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()), "tree {t}"),
+                    None => assert!(!valid, "tree {t}: folded invalid, unfolded {want:?}"),
                 }
             }
         }

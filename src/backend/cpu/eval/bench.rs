@@ -62,8 +62,9 @@ pub struct EvalBenchReport {
     pub mean_len: f64,
     /// Individuals with a NaN or infinite output somewhere.
     pub invalid: usize,
-    /// Instructions per point after compilation (Σ over trees): one per function node, plus
-    /// output leaves and lone root leaves; other leaves cost none (they are read in place).
+    /// Instructions per point after compilation (Σ over trees): one per function node outside
+    /// constant subtrees (folded into one constant each), plus output leaves and lone root
+    /// leaves; other leaves cost none (they are read in place).
     pub instructions: u64,
     /// Function nodes per point (Σ over trees), for comparison with `instructions`.
     pub function_nodes: u64,

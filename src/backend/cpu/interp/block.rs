@@ -5,12 +5,12 @@
 //! every point.
 //!
 //! An entry of the stack holds either `B` values of its own, or a constant, or a variable of
-//! the data (read in place): a value that is the same at every point (a constant subtree) is
-//! computed once per block with [`apply_fast`], which gives the bits a lane would, and a leaf
-//! passed up by an output node is never copied. The newest value (`top` of the linear form) is
-//! entry `d`, the entries below it are the stack: a push moves `d` up, a pop down, and an
-//! instruction writes its result over its operand in entry `d` (the loops read each lane before
-//! they write it).
+//! the data (read in place): a value that is the same at every point (a constant passed up by
+//! an output node, and what is computed from constants above it) is computed once per block
+//! with [`apply_fast`], which gives the bits a lane would, and a leaf passed up by an output
+//! node is never copied. The newest value (`top` of the linear form) is entry `d`, the entries
+//! below it are the stack: a push moves `d` up, a pop down, and an instruction writes its result
+//! over its operand in entry `d` (the loops read each lane before they write it).
 
 use super::{BINARY, PUSH, Program, src};
 use crate::program::fastmath;
