@@ -275,12 +275,6 @@ pub trait Observer {
     fn stop_requested(&self) -> bool {
         false
     }
-    /// Whether this observer takes snapshots or may stop the run: a loop that cannot take
-    /// snapshots (the device-resident one, until it calls [`between_generations`]) must not be
-    /// chosen when this is true. The default: no.
-    fn checkpointing(&self) -> bool {
-        false
-    }
 }
 
 impl<F: FnMut(&GenerationStats, &Best)> Observer for F {

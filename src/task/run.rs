@@ -363,10 +363,6 @@ impl Observer for RunObserver<'_> {
     fn stop_requested(&self) -> bool {
         self.opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst))
     }
-
-    fn checkpointing(&self) -> bool {
-        self.opts.checkpoint.is_some()
-    }
 }
 
 /// Runs `run` on `threads` worker threads (`None`: rayon's global pool, all cores).
