@@ -60,6 +60,11 @@ pub enum Bloat {
     /// Lexicographic parsimony pressure (Luke & Panait): a fitness tournament whose ties in
     /// fitness go to the smaller program.
     Lexicographic,
+    /// Two objectives, error and size, as NSGA-II ranks them (Deb et al., 2002): parents and
+    /// children compete for the next population by non-dominated front, then crowding distance
+    /// ([`pareto::survivors`]), and parent tournaments compare by the same order
+    /// ([`pareto::tournament`]).
+    Nsga2,
 }
 
 /// A parent tournament with its bloat control.
@@ -81,10 +86,14 @@ impl Tournament {
     /// two fitness tournaments of `size` from the one stream, one after the other, then one
     /// uniform number: below `size_pressure / 2` the smaller winner is the parent, else the
     /// larger (equal sizes: the first winner).
+    ///
+    /// [`Bloat::Nsga2`] tournaments read ranks and crowding distances, which only a whole
+    /// population gives: [`pareto::Ranking`] picks them; here it falls back to the lexicographic
+    /// pick, which is what they reduce to on a population of one front.
     pub fn pick(&self, fit: &[f64], sizes: &[u16], pool: &[u32], seed: u64, generation: u32, slot: usize) -> usize {
         match self.bloat {
             Bloat::None => tournament(fit, pool, self.size, seed, generation, slot),
-            Bloat::Lexicographic => {
+            Bloat::Lexicographic | Bloat::Nsga2 => {
                 let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
                 let lex = |a: usize, b: usize| {
                     let (fa, fb) = (key(fit[a]), key(fit[b]));
@@ -111,7 +120,7 @@ impl Tournament {
 
 /// `k` contestants drawn from `pool` (all `n` individuals if it is empty) with `s`; the one
 /// that `beats` every later challenger wins.
-fn run_tournament(n: usize, pool: &[u32], k: usize, s: &mut Stream, beats: impl Fn(usize, usize) -> bool) -> usize {
+pub(crate) fn run_tournament(n: usize, pool: &[u32], k: usize, s: &mut Stream, beats: impl Fn(usize, usize) -> bool) -> usize {
     let m = if pool.is_empty() { n } else { pool.len() };
     let mut pick = || {
         let r = s.below(m as u32) as usize;

@@ -6,7 +6,7 @@
 use anyhow::{Context, Result, anyhow, ensure};
 use serde::{Deserialize, Serialize};
 
-use super::{Best, GenerationStats, Resume, Snapshot};
+use super::{Archive, Best, GenerationStats, Resume, Snapshot};
 use crate::genome::init::Genomes;
 use crate::program::Op;
 use crate::program::tree::{Node, Population};
@@ -95,6 +95,49 @@ pub struct Saved {
     /// With several islands, each island's statistics of the generations before `generation`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub island_history: Vec<Vec<SavedStats>>,
+    /// Two objectives: the survivors of the generation before ([`Snapshot::archive`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archive: Option<SavedArchive>,
+}
+
+/// [`Archive`], exactly.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavedArchive {
+    /// Their trees.
+    pub trees: SavedTrees,
+    /// GE: genome capacity and the genomes.
+    pub genomes: Option<(usize, Vec<Vec<u32>>)>,
+    /// Their fitness, f64 bits.
+    pub fitness: Vec<u64>,
+}
+
+fn save_trees(p: &Population) -> SavedTrees {
+    SavedTrees { max_len: p.max_len, n_outputs: p.n_outputs, rows: (0..p.size()).map(|i| encode_nodes(&p.tree(i).nodes())).collect() }
+}
+
+fn load_trees(t: &SavedTrees) -> Result<Population> {
+    let mut p = Population::new(t.rows.len(), t.max_len, t.n_outputs);
+    for (i, r) in t.rows.iter().enumerate() {
+        if !r.is_empty() {
+            p.set_tree(i, &decode_nodes(r)?).map_err(|e| anyhow!("saved tree {i}: {e}"))?;
+        }
+    }
+    p.validate().map_err(|e| anyhow!("saved trees: {e}"))?;
+    Ok(p)
+}
+
+fn save_genomes(g: &Genomes) -> (usize, Vec<Vec<u32>>) {
+    (g.capacity, (0..g.size()).map(|i| g.get(i).to_vec()).collect())
+}
+
+fn load_genomes((capacity, rows): &(usize, Vec<Vec<u32>>)) -> Result<Genomes> {
+    let mut g = Genomes::new(rows.len(), *capacity);
+    for (i, r) in rows.iter().enumerate() {
+        ensure!(r.len() <= *capacity, "saved genome {i} has {} codons, more than the capacity {capacity}", r.len());
+        g.set(i, r);
+    }
+    Ok(g)
 }
 
 fn one() -> usize {
@@ -128,12 +171,8 @@ impl Saved {
     pub fn of(s: &Snapshot<'_>) -> Saved {
         Saved {
             generation: s.generation,
-            genomes: s.genomes.map(|g| (g.capacity, (0..g.size()).map(|i| g.get(i).to_vec()).collect())),
-            trees: s.population.map(|p| SavedTrees {
-                max_len: p.max_len,
-                n_outputs: p.n_outputs,
-                rows: (0..p.size()).map(|i| encode_nodes(&p.tree(i).nodes())).collect(),
-            }),
+            genomes: s.genomes.map(save_genomes),
+            trees: s.population.map(save_trees),
             best: SavedBest {
                 fitness: s.best.fitness.to_bits(),
                 nodes: encode_nodes(&s.best.nodes),
@@ -143,31 +182,18 @@ impl Saved {
             history: s.history.iter().map(save_stats).collect(),
             islands: s.islands,
             island_history: s.island_history.iter().map(|g| g.iter().map(save_stats).collect()).collect(),
+            archive: s.archive.map(|a| SavedArchive {
+                trees: save_trees(a.trees),
+                genomes: a.genomes.map(save_genomes),
+                fitness: a.fitness.iter().map(|f| f.to_bits()).collect(),
+            }),
         }
     }
 
     /// The state to resume from.
     pub fn resume(&self) -> Result<Resume> {
-        let genomes = self.genomes.as_ref().map(|(capacity, rows)| {
-            let mut g = Genomes::new(rows.len(), *capacity);
-            for (i, r) in rows.iter().enumerate() {
-                g.set(i, r);
-            }
-            g
-        });
-        let population = match &self.trees {
-            None => None,
-            Some(t) => {
-                let mut p = Population::new(t.rows.len(), t.max_len, t.n_outputs);
-                for (i, r) in t.rows.iter().enumerate() {
-                    if !r.is_empty() {
-                        p.set_tree(i, &decode_nodes(r)?).map_err(|e| anyhow!("saved tree {i}: {e}"))?;
-                    }
-                }
-                p.validate().map_err(|e| anyhow!("saved trees: {e}"))?;
-                Some(p)
-            }
-        };
+        let genomes = self.genomes.as_ref().map(load_genomes).transpose()?;
+        let population = self.trees.as_ref().map(load_trees).transpose()?;
         ensure!(genomes.is_some() != population.is_some(), "a checkpoint holds either genomes or trees");
         ensure!(self.islands >= 1, "a checkpoint of 0 islands");
         Ok(Resume {
@@ -183,6 +209,21 @@ impl Saved {
             history: self.history.iter().map(load_stats).collect(),
             islands: self.islands,
             island_history: self.island_history.iter().map(|g| g.iter().map(load_stats).collect()).collect(),
+            archive: match &self.archive {
+                None => None,
+                Some(a) => {
+                    let trees = load_trees(&a.trees).context("the saved survivors")?;
+                    let genomes = a.genomes.as_ref().map(load_genomes).transpose().context("the saved survivors")?;
+                    ensure!(
+                        a.fitness.len() == trees.size() && genomes.as_ref().is_none_or(|g| g.size() == trees.size()),
+                        "the saved survivors hold {} trees, {} fitness values and {} genomes",
+                        trees.size(),
+                        a.fitness.len(),
+                        genomes.as_ref().map_or(0, |g| g.size())
+                    );
+                    Some(Archive { trees, genomes, fitness: a.fitness.iter().map(|&b| f64::from_bits(b)).collect() })
+                }
+            },
         })
     }
 }

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 
 use super::islands::{self, HostIsland, HostIslands, IslandConfig, island_seed};
-use super::{Best, EngineConfig, Fitness, GenerationStats, Interrupted, Observer, Outcome, Representation, Resume, Snapshot};
+use super::{Archive, ArchiveRef, Best, EngineConfig, Fitness, GenerationStats, Interrupted, Observer, Outcome, Representation, Resume, Snapshot};
 use crate::backend::breed::Breeder;
 use crate::backend::cpu::breed::CpuBreeder;
 use crate::genome::init::Genomes;
@@ -50,7 +50,7 @@ pub fn run(
         genomes,
         used: Vec::new(),
     };
-    let (mut isl, mut best, mut history, mut island_history, mut gen) = match resume {
+    let (mut isl, mut best, mut history, mut island_history, mut gen, mut kept) = match resume {
         None => {
             let isl = (0..n)
                 .map(|i| {
@@ -67,7 +67,7 @@ pub fn run(
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
-            (isl, best, Vec::with_capacity(cfg.generations + 1), Vec::new(), 0usize)
+            (isl, best, Vec::with_capacity(cfg.generations + 1), Vec::new(), 0usize, vec![None; n])
         }
         Some(r) => {
             super::check_resume(cfg, &r)?;
@@ -91,9 +91,14 @@ pub fn run(
                         .collect()
                 }
             };
-            (isl, r.best, r.history, r.island_history, r.generation)
+            let kept = match r.archive {
+                None => vec![None; n],
+                Some(a) => split_archive(a, rep, n, p)?.into_iter().map(Some).collect(),
+            };
+            (isl, r.best, r.history, r.island_history, r.generation, kept)
         }
     };
+    let nsga2 = cfg.bloat == select::Bloat::Nsga2;
     loop {
         let t0 = Instant::now();
         for i in isl.iter_mut() {
@@ -128,13 +133,21 @@ pub fn run(
                 observer.evaluated(gen, &pop, &fit);
             }
         }
+        if nsga2 {
+            for (i, k) in isl.iter_mut().zip(kept.iter_mut()) {
+                survive(i, k.take(), p);
+            }
+        }
         let mut each: Vec<GenerationStats> = isl.iter().map(|i| stats(gen, &i.pop, &i.fit, 0.0)).collect();
         let last = gen == cfg.generations;
         if !last {
             if islands.migrates_after(gen, cfg.generations) {
                 islands::migrate(&mut HostIslands(&mut isl), islands.migrants)?;
             }
-            for i in isl.iter_mut() {
+            for (i, k) in isl.iter_mut().zip(kept.iter_mut()) {
+                if nsga2 {
+                    *k = Some(Kept { pop: i.pop.clone(), fit: i.fit.clone(), genomes: i.genomes.clone(), used: i.used.clone() });
+                }
                 breed_on_host(cfg, rep, i, gen as u32 + 1)?;
             }
         }
@@ -169,6 +182,7 @@ pub fn run(
                     (None, Some(std::borrow::Cow::Owned(islands::concat_genomes(all.iter().filter_map(|i| i.genomes.as_ref())))))
                 }
             };
+            let archive = nsga2.then(|| join_archive(&kept)).flatten();
             observer.snapshot(&Snapshot {
                 generation: gen,
                 genomes: genomes.as_deref(),
@@ -177,6 +191,7 @@ pub fn run(
                 history: &history,
                 islands: n,
                 island_history: &island_history,
+                archive: archive.as_ref().map(|a| ArchiveRef { trees: &a.trees, genomes: a.genomes.as_ref(), fitness: &a.fitness }),
             })?;
         }
         if stop {
@@ -191,7 +206,9 @@ pub fn run(
 fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIsland, next_gen: u32) -> anyhow::Result<()> {
     let p = cfg.pop_size;
     let seed = i.seed;
-    let elite: Vec<u32> = select::elite(&i.fit, cfg.elite.min(p)).into_iter().map(|r| r as u32).collect();
+    // NSGA-II's survival keeps the best already: no elite rows.
+    let n_keep = if cfg.bloat == select::Bloat::Nsga2 { 0 } else { cfg.elite.min(p) };
+    let elite: Vec<u32> = select::elite(&i.fit, n_keep).into_iter().map(|r| r as u32).collect();
     let n_elite = elite.len();
     let parents = cfg.parent_tournament();
     match rep {
@@ -220,6 +237,79 @@ fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIs
         }
     }
     Ok(())
+}
+
+/// NSGA-II's survivors of one island between two generations: the evaluated population, its
+/// fitness and (GE) its genomes and their used codons.
+#[derive(Clone, Debug)]
+struct Kept {
+    pop: Population,
+    fit: Vec<f64>,
+    genomes: Option<Genomes>,
+    used: Vec<u32>,
+}
+
+/// NSGA-II's survival: island `i`'s evaluated children compete with `kept`, the survivors of
+/// the generation before (none at generation 0: the first population survives whole), for the
+/// `p` rows of the population, by front and crowding distance ([`select::pareto::survivors`];
+/// merged rows: the survivors first, then the children). The island's rows become the
+/// survivors, best first.
+fn survive(i: &mut HostIsland, kept: Option<Kept>, p: usize) {
+    let Some(k) = kept else { return };
+    let fit: Vec<f64> = k.fit.iter().chain(&i.fit).copied().collect();
+    let sizes: Vec<u16> = k.pop.len.iter().chain(&i.pop.len).copied().collect();
+    let rows = select::pareto::survivors(&select::pareto::points(&fit, &sizes), p);
+    let n_kept = k.fit.len();
+    let mut pop = Population::new(rows.len(), i.pop.max_len, i.pop.n_outputs);
+    let mut genomes = i.genomes.as_ref().map(|g| Genomes::new(rows.len(), g.capacity));
+    let mut used = Vec::with_capacity(if i.used.is_empty() { 0 } else { rows.len() });
+    for (j, &r) in rows.iter().enumerate() {
+        let (from_pop, from_genomes, from_used, row) =
+            if r < n_kept { (&k.pop, k.genomes.as_ref(), &k.used, r) } else { (&i.pop, i.genomes.as_ref(), &i.used, r - n_kept) };
+        pop.copy_row(j, from_pop, row);
+        if let (Some(g), Some(from)) = (genomes.as_mut(), from_genomes) {
+            g.set(j, from.get(row));
+        }
+        if !i.used.is_empty() {
+            used.push(from_used.get(row).copied().unwrap_or(0));
+        }
+    }
+    i.fit = rows.iter().map(|&r| fit[r]).collect();
+    i.pop = pop;
+    i.genomes = genomes;
+    i.used = used;
+}
+
+/// Every island's survivors end to end, for a snapshot (`None` before any survival).
+fn join_archive(kept: &[Option<Kept>]) -> Option<Archive> {
+    let all: Vec<&Kept> = kept.iter().map(|k| k.as_ref()).collect::<Option<Vec<_>>>()?;
+    let trees = islands::concat_trees(all.iter().map(|k| &k.pop));
+    let genomes = all.iter().map(|k| k.genomes.as_ref()).collect::<Option<Vec<_>>>().map(islands::concat_genomes);
+    let fitness = all.iter().flat_map(|k| k.fit.iter().copied()).collect();
+    Some(Archive { trees, genomes, fitness })
+}
+
+/// A checkpoint's survivors split into `n` islands of `p` (GE: their used codons mapped again).
+fn split_archive(a: Archive, rep: Representation<'_, '_>, n: usize, p: usize) -> anyhow::Result<Vec<Kept>> {
+    anyhow::ensure!(a.fitness.len() == n * p, "the checkpoint's survivors ({}) do not make {n} islands of {p}", a.fitness.len());
+    let trees = islands::split_trees(&a.trees, n, p)?;
+    let genomes: Vec<Option<Genomes>> = match (&a.genomes, rep) {
+        (Some(g), Representation::Grammar(_)) => islands::split_genomes(g, n, p)?.into_iter().map(Some).collect(),
+        (None, Representation::Trees(_)) => vec![None; n],
+        _ => anyhow::bail!("the checkpoint's survivors do not fit this representation"),
+    };
+    trees
+        .into_iter()
+        .zip(genomes)
+        .enumerate()
+        .map(|(k, (pop, genomes))| {
+            let mut used = Vec::new();
+            if let (Representation::Grammar(r), Some(g)) = (rep, &genomes) {
+                CpuBreeder.map(&r.grammar(), &mut used, g, None)?;
+            }
+            Ok(Kept { pop, fit: a.fitness[k * p..(k + 1) * p].to_vec(), genomes, used })
+        })
+        .collect()
 }
 
 fn stats(generation: usize, pop: &Population, fit: &[f64], seconds: f64) -> GenerationStats {
@@ -402,6 +492,54 @@ mod tests {
             genome_capacity: 256,
         };
         stop_and_resume(&|r, o| run(&cfg, &IslandConfig::single(), Representation::Grammar(&rep), &far, r, o));
+        // Two objectives: the survivors travel in the snapshot, with islands too.
+        let nsga2 = EngineConfig { bloat: select::Bloat::Nsga2, ..cfg.clone() };
+        let two = IslandConfig { count: 2, migrate_every: 3, migrants: 2, ..IslandConfig::single() };
+        stop_and_resume(&|r, o| run(&nsga2, &IslandConfig::single(), Representation::Grammar(&rep), &far, r, o));
+        stop_and_resume(&|r, o| run(&nsga2, &two, Representation::Grammar(&rep), &far, r, o));
+        let trees = TreeRep {
+            vary: VaryConfig::new(TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 64).with_depth(1, 3)),
+            breed: BreedConfig { p_crossover: 0.9, crossovers: vec![(Crossover::OnePoint, 1.0)], p_mutation: 0.3, mutations: vec![(Mutation::Subtree, 1.0)] },
+        };
+        stop_and_resume(&|r, o| run(&nsga2, &two, Representation::Trees(&trees), &far, r, o));
+    }
+
+    /// With error and size as two objectives, a task that rewards length without end keeps a
+    /// front of sizes from the smallest program up, where plain tournaments favour long ones.
+    #[test]
+    fn nsga2_keeps_small_programs_beside_large_ones() {
+        use crate::program::{BreedConfig, Crossover, Mutation, Op, TreeSpec, VaryConfig};
+        let rep = TreeRep {
+            vary: VaryConfig::new(TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 64).with_depth(1, 4)),
+            breed: BreedConfig { p_crossover: 0.9, crossovers: vec![(Crossover::OnePoint, 1.0)], p_mutation: 0.3, mutations: vec![(Mutation::Subtree, 1.0)] },
+        };
+        let longer = |pop: &Population| -> Vec<f64> {
+            (0..pop.size()).map(|i| if pop.len[i] == 0 { f64::INFINITY } else { 100.0 / pop.len[i] as f64 }).collect()
+        };
+        let plain = EngineConfig { pop_size: 80, generations: 15, seed: 3, ..EngineConfig::default() };
+        let nsga2 = EngineConfig { bloat: select::Bloat::Nsga2, ..plain.clone() };
+        let quiet = |_: &GenerationStats, _: &Best| {};
+        let a = run(&plain, &IslandConfig::single(), Representation::Trees(&rep), &longer, None, &mut { quiet }).unwrap();
+        let b = run(&nsga2, &IslandConfig::single(), Representation::Trees(&rep), &longer, None, &mut { quiet }).unwrap();
+        b.population.validate().unwrap();
+        let sizes = |o: &Outcome| {
+            let mut v: Vec<u16> = o.population.len.clone();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let (sa, sb) = (sizes(&a), sizes(&b));
+        assert_eq!(sb[0], 1, "the one-node program ends the front: {sb:?}");
+        assert!(sb.len() >= 10, "a front of many sizes: {sb:?}");
+        // Plain tournaments crowd toward the long end: fewer small programs survive.
+        let small = |o: &Outcome| o.population.len.iter().filter(|&&l| l > 0 && l <= 8).count();
+        assert!(small(&b) > small(&a), "{} small programs with NSGA-II, {} without ({sa:?})", small(&b), small(&a));
+        // The survivors are never worse than the parents they replace: the best only improves.
+        let best: Vec<f64> = b.history.iter().map(|s| s.best).collect();
+        assert!(best.windows(2).all(|w| w[1] <= w[0]), "{best:?}");
+        // The survivors come best first: front 0 leads.
+        let r = select::pareto::Ranking::of(&b.fitness, &b.population.len);
+        assert!(r.rank.windows(2).all(|w| w[0] <= w[1]), "{:?}", r.rank);
     }
 }
 

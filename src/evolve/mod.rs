@@ -301,6 +301,32 @@ pub struct Snapshot<'a> {
     pub islands: usize,
     /// With several islands, each island's statistics of every generation before it.
     pub island_history: &'a [Vec<GenerationStats>],
+    /// Two objectives ([`select::Bloat::Nsga2`]): the evaluated survivors of the generation
+    /// before, which the next generation's children compete with.
+    pub archive: Option<ArchiveRef<'a>>,
+}
+
+/// NSGA-II's survivors between generations, borrowed: every island's rows end to end, as the
+/// snapshot's other fields hold them.
+#[derive(Clone, Copy, Debug)]
+pub struct ArchiveRef<'a> {
+    /// Their trees (GE: as mapped, with any fitted constants).
+    pub trees: &'a Population,
+    /// GE: their genomes.
+    pub genomes: Option<&'a Genomes>,
+    /// Their fitness.
+    pub fitness: &'a [f64],
+}
+
+/// [`ArchiveRef`], owned.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Archive {
+    /// Their trees.
+    pub trees: Population,
+    /// GE: their genomes.
+    pub genomes: Option<Genomes>,
+    /// Their fitness.
+    pub fitness: Vec<f64>,
 }
 
 /// Where a resumed run starts: a [`Snapshot`], owned.
@@ -320,6 +346,8 @@ pub struct Resume {
     pub islands: usize,
     /// With several islands, each island's statistics of every generation before it.
     pub island_history: Vec<Vec<GenerationStats>>,
+    /// Two objectives: the survivors the next generation competes with ([`Snapshot::archive`]).
+    pub archive: Option<Archive>,
 }
 
 /// The run stopped between generations because the observer asked it to (Ctrl-C), after

@@ -104,6 +104,46 @@ pub fn survivors(points: &[Point], n: usize) -> Vec<usize> {
     order
 }
 
+/// The two objectives of a population as grove ranks them: fitness (lower is better) and
+/// program size in nodes. An invalid individual (fitness `+inf` or NaN) reads as `+inf` in both,
+/// so a short invalid program never shares the front with a valid one.
+pub fn points(fit: &[f64], sizes: &[u16]) -> Vec<Point> {
+    fit.iter()
+        .zip(sizes)
+        .map(|(&f, &n)| {
+            let f = key(f);
+            if f.is_finite() { [f, n as f64] } else { [f64::INFINITY, f64::INFINITY] }
+        })
+        .collect()
+}
+
+/// A population's ranks and crowding distances, as NSGA-II's parent tournaments read them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ranking {
+    /// Non-dominated rank of each individual ([`ranks`]).
+    pub rank: Vec<u32>,
+    /// Crowding distance within its front ([`crowding`]).
+    pub distance: Vec<f64>,
+}
+
+impl Ranking {
+    /// The ranking of the population with fitness `fit` and program sizes `sizes`.
+    pub fn of(fit: &[f64], sizes: &[u16]) -> Ranking {
+        let p = points(fit, sizes);
+        let rank = ranks(&p);
+        let distance = crowding(&p, &rank);
+        Ranking { rank, distance }
+    }
+
+    /// NSGA-II's parent tournament for `slot`: `k` contestants drawn from `pool` (all
+    /// individuals if it is empty) as [`super::tournament`] draws them, from the stream
+    /// `(seed, generation, slot, Select)`; the best by [`crowded_better`] wins.
+    pub fn tournament(&self, pool: &[u32], k: usize, seed: u64, generation: u32, slot: usize) -> usize {
+        let mut s = crate::rng::Stream::new(seed, generation, slot as u32, crate::rng::Purpose::Select);
+        super::run_tournament(self.rank.len(), pool, k, &mut s, |a, b| crowded_better(&self.rank, &self.distance, a, b))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,6 +234,27 @@ mod tests {
         for w in s.windows(2) {
             assert!(crowded_better(&r, &d, w[0], w[1]) || (r[w[0]] == r[w[1]] && d[w[0]] == d[w[1]]));
         }
+    }
+
+    #[test]
+    fn invalid_programs_rank_behind_every_valid_one() {
+        let fit = [f64::INFINITY, 3.0, f64::NAN, 1.0];
+        let sizes = [1u16, 9, 0, 20];
+        let r = Ranking::of(&fit, &sizes);
+        assert_eq!(r.rank, [1, 0, 1, 0], "a one-node invalid program must not join the front");
+        for slot in 0..200 {
+            // Among the valid pool the winner is valid; its first contestant is the plain
+            // one-contestant draw of the same stream.
+            assert!(fit[r.tournament(&[1, 3], 3, 5, 2, slot)].is_finite());
+            assert_eq!(r.tournament(&[], 1, 5, 2, slot), super::super::tournament(&[0.0; 4], &[], 1, 5, 2, slot));
+        }
+        // Many contestants: the winner is on the first front, at one of its ends.
+        let fit: Vec<f64> = (0..30).map(|i| (30 - i) as f64).collect();
+        let sizes: Vec<u16> = (0..30).map(|i| if i % 2 == 0 { i as u16 + 1 } else { 40 }).collect();
+        let r = Ranking::of(&fit, &sizes);
+        let w = r.tournament(&[], 200, 1, 1, 0);
+        assert_eq!(r.rank[w], 0);
+        assert!(r.distance[w].is_infinite(), "{w}");
     }
 
     #[test]

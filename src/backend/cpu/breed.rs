@@ -100,6 +100,14 @@ impl Breeder for CpuBreeder {
     ) -> Result<Vec<u32>> {
         let pool = select::valid_indices(fit);
         let lens = &trees.len;
+        if tournament.bloat == select::Bloat::Nsga2 {
+            let ranking = select::pareto::Ranking::of(fit, lens);
+            return Ok((0..n_slots)
+                .into_par_iter()
+                .with_min_len(512)
+                .map(|s| ranking.tournament(&pool, tournament.size, seed, generation, s) as u32)
+                .collect());
+        }
         Ok((0..n_slots)
             .into_par_iter()
             .with_min_len(512)

@@ -586,6 +586,7 @@ pub fn run(
                 history: &history,
                 islands: n,
                 island_history: &island_history,
+                archive: None,
             };
             observer.snapshot(&state)?;
         }
