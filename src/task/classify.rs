@@ -394,9 +394,20 @@ pub fn fit(
     // The front, scored on the validation rows; the rule picks the returned program.
     let front = observer.hof.front(|e| e.fitness - settings.parsimony * e.nodes.len() as f64);
     let mut cands = Vec::with_capacity(front.len());
+    let primitives = super::validation::primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), train.data.n_features);
     for (n, e, loss) in &front {
         let v = validation.map(|v| scores(&e.nodes, n_outputs, v)).transpose()?;
-        cands.push(super::validation::Candidate { size: *n, loss: *loss, validation: v.map(|s| s.loss(settings.fitness)) });
+        // Cross-entropy is a likelihood whatever the fitness: every member gets a length.
+        let ce = scores(&e.nodes, n_outputs, train)?.cross_entropy;
+        let nll = if ce.is_finite() { ce * train.data.n_rows as f64 } else { f64::INFINITY };
+        let params = super::validation::constants_of(&e.nodes);
+        let description = super::validation::description_length(nll, *n, primitives, params, train.data.n_rows);
+        cands.push(super::validation::Candidate {
+            size: *n,
+            loss: *loss,
+            validation: v.map(|s| s.loss(settings.fitness)),
+            description: Some(description),
+        });
     }
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
     let decision = super::validation::decide(&plan, &cands, best_at);

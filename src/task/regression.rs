@@ -422,7 +422,7 @@ pub fn finish(
     test: Option<&Dataset>,
     _backend: &crate::backend::Backend,
 ) -> anyhow::Result<EvolveResult> {
-    use super::validation::{Candidate, chosen_program, decide, front_rows, selection_json};
+    use super::validation::{Candidate, chosen_program, constants_of, decide, description_length, front_rows, gaussian_nll, primitives_of, selection_json};
 
     let start = std::time::Instant::now();
     let outcome = &searched.outcome;
@@ -433,11 +433,20 @@ pub fn finish(
     let front = searched.hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
     let mut scales = Vec::with_capacity(front.len());
     let mut cands = Vec::with_capacity(front.len());
+    let primitives = primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), rows.n_features);
     for (n, e, loss) in &front {
         let ab = scaling(&e.nodes, rows, linear)?;
         let v = validation.map(|v| scores(&e.nodes, v, ab)).transpose()?;
+        // The scaling's two numbers are fitted as much as the tree's constants are.
+        let params = constants_of(&e.nodes) + if linear { 2 } else { 0 };
+        let nll = gaussian_nll(scores(&e.nodes, rows, ab)?.mse, rows.n_rows);
         scales.push(ab);
-        cands.push(Candidate { size: *n, loss: *loss, validation: v.map(|s| metric_of(&s, metric)) });
+        cands.push(Candidate {
+            size: *n,
+            loss: *loss,
+            validation: v.map(|s| metric_of(&s, metric)),
+            description: Some(description_length(nll, *n, primitives, params, rows.n_rows)),
+        });
     }
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
     let decision = decide(plan, &cands, best_at);

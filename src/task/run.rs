@@ -430,6 +430,10 @@ pub struct FameRow {
     /// PySR's score: the drop of ln(loss) per node from the previous row (0 for the first).
     #[serde(default)]
     pub score: f64,
+    /// Its description length on the training rows, in nats (`--select mdl`; `None` where the
+    /// fitness is no likelihood).
+    #[serde(default)]
+    pub description_length: Option<f64>,
     /// Whether this is the program the run returned (`best`, `model`).
     #[serde(default)]
     pub selected: bool,
@@ -442,16 +446,18 @@ pub struct FameRow {
 }
 
 /// Writes hall-of-fame rows as CSV (`complexity,loss,equation,latex,sympy,validation_loss,
-/// score,selected`, RFC 4180 quoting; an empty `validation_loss` where there is none).
+/// score,selected,description_length`, RFC 4180 quoting; an empty `validation_loss` or
+/// `description_length` where there is none).
 pub fn fame_csv(rows: &[FameRow]) -> String {
     let q = |s: &str| {
         if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
     };
-    let mut out = String::from("complexity,loss,equation,latex,sympy,validation_loss,score,selected\n");
+    let mut out = String::from("complexity,loss,equation,latex,sympy,validation_loss,score,selected,description_length\n");
     for r in rows {
         let v = r.validation_loss.map(|v| format!("{v:e}")).unwrap_or_default();
+        let d = r.description_length.filter(|d| d.is_finite()).map(|d| format!("{d:e}")).unwrap_or_default();
         out += &format!(
-            "{},{:e},{},{},{},{v},{:e},{}\n",
+            "{},{:e},{},{},{},{v},{:e},{},{d}\n",
             r.complexity,
             r.loss,
             q(&r.equation),

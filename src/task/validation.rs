@@ -20,6 +20,9 @@ pub enum Select {
     /// PySR's score: the front member after the steepest drop of ln(training loss) per node
     /// (ties: the lower validation error, then the smaller).
     Pareto,
+    /// The smallest description length on the training rows ([`description_length`]): the
+    /// data's cost under the model plus the model's own, so no rows are held out.
+    Mdl,
     /// The lowest training fitness of the run (what grove returned before validation).
     Train,
 }
@@ -31,6 +34,7 @@ impl Select {
             Select::Auto => "auto",
             Select::Validation => "validation",
             Select::Pareto => "pareto",
+            Select::Mdl => "mdl",
             Select::Train => "train",
         }
     }
@@ -67,13 +71,15 @@ pub fn check_fraction(fraction: Option<f64>) -> Result<()> {
 
 impl Plan {
     /// The plan for `n_train` training rows: `fraction` `None` holds out [`AUTO_FRACTION`] when
-    /// there are at least [`AUTO_MIN_ROWS`] rows and the rule is not `train`, else none; `auto`
-    /// becomes `validation` with validation rows and `train` without. `validation` without
+    /// there are at least [`AUTO_MIN_ROWS`] rows and the rule is neither `train` nor `mdl`
+    /// (which choose on the training rows), else none; `auto` becomes `validation` with
+    /// validation rows and `mdl` without. `validation` without
     /// validation rows is an error.
     pub fn new(fraction: Option<f64>, select: Select, n_train: usize) -> Result<Plan> {
         check_fraction(fraction)?;
         let enough = n_train >= AUTO_MIN_ROWS;
-        let f = fraction.unwrap_or(if enough && select != Select::Train { AUTO_FRACTION } else { 0.0 });
+        let chooses_on_train = matches!(select, Select::Train | Select::Mdl);
+        let f = fraction.unwrap_or(if enough && !chooses_on_train { AUTO_FRACTION } else { 0.0 });
         let (rule, note) = match select {
             Select::Auto if f > 0.0 => (Select::Validation, None),
             Select::Auto => {
@@ -82,7 +88,7 @@ impl Plan {
                 } else {
                     format!("no validation rows ({n_train} training rows, fewer than the {AUTO_MIN_ROWS} the automatic split needs)")
                 };
-                (Select::Train, Some(format!("{why}: the training-error minimum is returned")))
+                (Select::Mdl, Some(format!("{why}: the smallest description length on the front is returned")))
             }
             Select::Validation if f == 0.0 => {
                 if fraction.is_some() {
@@ -106,9 +112,9 @@ impl Plan {
         if fraction.is_some() || self.asked == Select::Validation {
             return Err(why);
         }
-        let rule = if self.asked == Select::Auto { Select::Train } else { self.asked };
-        let note = Some(format!("no validation rows ({why:#}): the training-error minimum is returned"));
-        Ok(Plan { fraction: 0.0, asked: self.asked, rule, note: if rule == Select::Train { note } else { None } })
+        let rule = if self.asked == Select::Auto { Select::Mdl } else { self.asked };
+        let note = Some(format!("no validation rows ({why:#}): the smallest description length on the front is returned"));
+        Ok(Plan { fraction: 0.0, asked: self.asked, rule, note: if self.asked == Select::Auto { note } else { None } })
     }
 }
 
@@ -122,6 +128,43 @@ pub struct Candidate {
     /// Loss on the validation rows, in the same measure (`None` without validation rows;
     /// `+inf` where not finite).
     pub validation: Option<f64>,
+    /// Its description length on the training rows ([`description_length`]; `None` where the
+    /// task's loss is no likelihood).
+    pub description: Option<f64>,
+}
+
+/// A two-part description length, in nats, of a model of `size` nodes with `params` fitted
+/// numbers, each node one of `primitives` kinds, whose negative log-likelihood on `n_rows`
+/// training rows is `nll` (up to a constant that is the same for every model): `nll + size ·
+/// ln(primitives) + params / 2 · ln(n_rows)`. The structure costs what naming each node costs
+/// (Bartlett et al., 2023, without the Fisher-information refinement of each parameter's
+/// precision), and each parameter what stating it to the precision the rows support costs
+/// (Rissanen; the BIC's term). Under Gaussian errors `nll = n/2 · ln(MSE)`
+/// ([`gaussian_nll`]); under cross-entropy it is `n · CE`.
+pub fn description_length(nll: f64, size: usize, primitives: usize, params: usize, n_rows: usize) -> f64 {
+    nll + size as f64 * (primitives.max(2) as f64).ln() + params as f64 / 2.0 * (n_rows.max(1) as f64).ln()
+}
+
+/// The Gaussian negative log-likelihood of `n_rows` residuals with mean square `mse`, less the
+/// terms every model shares: `n/2 · ln(MSE)`, the MSE floored at the smallest positive f64 (a
+/// perfect fit is then the best, not `-inf`); `+inf` for an invalid model.
+pub fn gaussian_nll(mse: f64, n_rows: usize) -> f64 {
+    if mse.is_nan() || mse == f64::INFINITY { f64::INFINITY } else { n_rows as f64 / 2.0 * mse.max(f64::MIN_POSITIVE).ln() }
+}
+
+/// The numbers a tree's fitting chose: its constant leaves.
+pub fn constants_of(nodes: &[crate::program::tree::Node]) -> usize {
+    nodes.iter().filter(|n| n.op == crate::program::Op::Const).count()
+}
+
+/// The kinds of node the programs of a front are built of: every operator used (variables
+/// and constants counted per kind), plus each of `n_features` variables. At least 2.
+pub fn primitives_of<'a>(trees: impl IntoIterator<Item = &'a [crate::program::tree::Node]>, n_features: usize) -> usize {
+    let mut ops = std::collections::BTreeSet::new();
+    for t in trees {
+        ops.extend(t.iter().filter(|n| n.op != crate::program::Op::Var).map(|n| n.op as u8));
+    }
+    (ops.len() + n_features).max(2)
 }
 
 /// PySR's score of each member of a front sorted by size (losses decreasing):
@@ -167,6 +210,17 @@ pub fn choose(front: &[Candidate], rule: Select) -> Option<(usize, String)> {
                 }
             }
             best.map(|i| (i, format!("lowest validation loss of the {n} programs on the front")))
+        }
+        Select::Mdl => {
+            let key = |c: &Candidate| c.description.filter(|d| !d.is_nan()).unwrap_or(f64::INFINITY);
+            let (mut best, mut low) = (None, f64::INFINITY);
+            for (i, c) in front.iter().enumerate() {
+                if key(c) < low {
+                    low = key(c);
+                    best = Some(i);
+                }
+            }
+            best.map(|i| (i, format!("smallest description length (fit plus model, in nats) of the {n} programs on the front")))
         }
         Select::Pareto => {
             let scores = pareto_scores(front);
@@ -220,6 +274,9 @@ pub fn decide(plan: &Plan, front: &[Candidate], best_at: Option<usize>) -> Decis
                 (Select::Validation, _) => {
                     "no program on the front has a finite validation loss: the training-error minimum is returned".to_string()
                 }
+                (Select::Mdl, _) => {
+                    "no program on the front has a description length (the fitness is no likelihood): the training-error minimum is returned".to_string()
+                }
                 (_, Some(note)) => note.clone(),
                 _ => "the lowest training fitness of the run (--select train)".to_string(),
             };
@@ -260,6 +317,7 @@ pub fn front_rows(
                 loss: *loss,
                 validation_loss: c.validation.filter(|v| v.is_finite()),
                 score: scores[i],
+                description_length: c.description.filter(|d| d.is_finite()),
                 selected: selected == Some(i),
                 equation,
                 latex,
@@ -278,7 +336,8 @@ mod tests {
         let p = Plan::new(None, Select::Auto, 300).unwrap();
         assert_eq!((p.fraction, p.rule, p.note.is_none()), (AUTO_FRACTION, Select::Validation, true));
         let p = Plan::new(None, Select::Auto, 299).unwrap();
-        assert_eq!((p.fraction, p.rule), (0.0, Select::Train));
+        assert_eq!((p.fraction, p.rule), (0.0, Select::Mdl));
+        assert_eq!(Plan::new(None, Select::Mdl, 5000).unwrap().fraction, 0.0, "mdl needs no validation rows");
         assert!(p.note.unwrap().contains("299 training rows, fewer than the 300"));
         assert_eq!(Plan::new(None, Select::Train, 500).unwrap().fraction, 0.0, "train needs no validation rows");
         assert_eq!(Plan::new(None, Select::Pareto, 500).unwrap().fraction, AUTO_FRACTION);
@@ -290,7 +349,7 @@ mod tests {
         // An automatic split that cannot be made gives way; an explicit one does not.
         let why = || anyhow::anyhow!("no class can spare a row");
         let p = Plan::new(None, Select::Auto, 300).unwrap().without_validation(None, why()).unwrap();
-        assert_eq!((p.fraction, p.rule), (0.0, Select::Train));
+        assert_eq!((p.fraction, p.rule), (0.0, Select::Mdl));
         assert!(p.note.unwrap().contains("no class can spare a row"));
         assert!(Plan::new(Some(0.2), Select::Auto, 300).unwrap().without_validation(Some(0.2), why()).is_err());
         assert!(Plan::new(None, Select::Validation, 300).unwrap().without_validation(None, why()).is_err());
@@ -298,5 +357,45 @@ mod tests {
             let e = Plan::new(Some(f), Select::Auto, 500).unwrap_err().to_string();
             assert!(e.starts_with("--validation-fraction (validation_fraction) must be in [0, 1)"), "{e}");
         }
+    }
+
+    fn cand(size: usize, loss: f64, description: Option<f64>) -> Candidate {
+        Candidate { size, loss, validation: None, description }
+    }
+
+    #[test]
+    fn mdl_takes_the_shortest_description_and_says_so() {
+        // n = 50 Gaussian rows, 10 primitives: a 3-node model at MSE 1.0 against a 25-node one
+        // at MSE 0.8 (nats saved by the fit: 25 ln 1.25 = 5.6; paid for 22 nodes: 50.7).
+        let (n, m) = (50, 10);
+        let small = description_length(gaussian_nll(1.0, n), 3, m, 2, n);
+        let large = description_length(gaussian_nll(0.8, n), 25, m, 4, n);
+        assert!(small < large);
+        // With 100 times the rows the better fit pays for itself.
+        let (n, m) = (5000, 10);
+        let small_n = description_length(gaussian_nll(1.0, n), 3, m, 2, n);
+        let large_n = description_length(gaussian_nll(0.8, n), 25, m, 4, n);
+        assert!(large_n < small_n);
+        let front = [cand(3, 1.0, Some(small)), cand(25, 0.8, Some(large)), cand(30, 0.7, None)];
+        let (i, why) = choose(&front, Select::Mdl).unwrap();
+        assert_eq!(i, 0);
+        assert!(why.contains("description length"), "{why}");
+        // A perfect fit is the best, not -inf; an invalid one never is.
+        assert!(gaussian_nll(0.0, 10).is_finite() && gaussian_nll(f64::NAN, 10) == f64::INFINITY);
+        // No member with a length: the run's best, saying why.
+        let plan = Plan::new(None, Select::Mdl, 100).unwrap();
+        let d = decide(&plan, &[cand(3, 1.0, None)], Some(0));
+        assert!(d.is_best && d.why.contains("no likelihood"), "{}", d.why);
+    }
+
+    #[test]
+    fn primitives_count_operators_and_every_feature() {
+        use crate::program::{Op, tree::Node};
+        let a = [Node::func(Op::Add), Node::var(0), Node::constant(1.0)];
+        let b = [Node::func(Op::Sin), Node::var(3)];
+        // add, const, sin, and 4 features.
+        assert_eq!(primitives_of([&a[..], &b[..]], 4), 7);
+        assert_eq!(constants_of(&a), 1);
+        assert_eq!(primitives_of(std::iter::empty(), 0), 2);
     }
 }
