@@ -177,6 +177,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         The error evolution minimises.
     linear_scaling : bool, default=True
         Score each program after fitting ``a*f(x) + b`` by least squares.
+    outputs : int in [1, 8], default=1
+        Program outputs under a fitted linear head ``b + sum_k w_k*f_k(x)`` (least squares;
+        ``grove evolve --outputs``): 1 is the program's value; 2 to 8 are output slots (tree
+        GP's output nodes, a grammar's ``out(K, ...)``).
     population_size, generations : int, default=3000, 100
     tournament_size, elitism, max_length : int, default=3, 1, 128
     parsimony_coefficient : float, default=0.0
@@ -225,6 +229,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         **_SymbolicBase._parameter_constraints,
         "metric": [StrOptions({"mse", "rmse", "mae", "r2"})],
         "linear_scaling": ["boolean"],
+        "outputs": [Interval(Integral, 1, 8, closed="both")],
     }
 
     def __init__(
@@ -234,6 +239,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         grammar=None,
         metric="mse",
         linear_scaling=True,
+        outputs=_EVOLVE["outputs"],
         population_size=_EVOLVE["population_size"],
         generations=_EVOLVE["generations"],
         tournament_size=_EVOLVE["tournament_size"],
@@ -259,6 +265,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.optimise_every = optimise_every
         self.optimise_fraction = optimise_fraction
         self.linear_scaling = linear_scaling
+        self.outputs = outputs
         self.population_size = population_size
         self.generations = generations
         self.tournament_size = tournament_size
@@ -288,6 +295,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
                 "linear_scaling": bool(self.linear_scaling),
                 "parsimony": float(self.parsimony_coefficient),
             },
+            "outputs": int(self.outputs),
             "device": self.device,
         }
 
@@ -307,7 +315,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         return self
 
     def predict(self, X):
-        """``a*f(X) + b`` of the best program, float64."""
+        """``a*f(X) + b`` of the best program (with ``outputs`` > 1, its head's
+        ``b + sum_k w_k*f_k(X)``), float64."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=_DTYPES)
         return _grove.predict_regression(self.model_json_, X)

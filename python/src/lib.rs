@@ -337,8 +337,7 @@ fn model_outputs(py: Python<'_>, m: &Model, x: &Bound<'_, PyAny>) -> PyResult<(V
 fn predict_regression<'py>(py: Python<'py>, model_json: &str, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let m = model(model_json)?;
     let (out, n) = model_outputs(py, &m, x)?;
-    let (a, b) = m.scale.unwrap_or((1.0, 0.0));
-    Ok(PyArray1::from_vec(py, out[..n].iter().map(|&f| a * f as f64 + b).collect()))
+    Ok(PyArray1::from_vec(py, m.readout().apply(&out, n)))
 }
 
 /// A classification model's predicted class indices `(n_rows,)` and class probabilities
@@ -470,7 +469,9 @@ fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaul
 fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     use grove::task::defaults as d;
     let all = PyDict::new(py);
-    all.set_item("evolve", engine_defaults(py, &d::EVOLVE)?)?;
+    let evolve = engine_defaults(py, &d::EVOLVE)?;
+    evolve.set_item("outputs", d::EVOLVE_OUTPUTS)?;
+    all.set_item("evolve", evolve)?;
     let classify = engine_defaults(py, &d::CLASSIFY)?;
     classify.set_item("p_out", shortest(d::CLASSIFY_P_OUT))?;
     all.set_item("classify", classify)?;

@@ -51,6 +51,26 @@ def test_regressor_finds_a_simple_formula_and_predicts_it():
     assert mse == pytest.approx(m.report_["train"]["mse"], rel=1e-9, abs=1e-12)
 
 
+
+def test_regressor_with_a_fitted_head_predicts_its_whole_model():
+    X, y = quadratic()
+    m = SymbolicRegressor(**SMALL, select="train", outputs=3).fit(X, y)
+    head = m.report_["model"]["head"]
+    assert m.report_["model"]["n_outputs"] == 3 and len(head["w"]) == 3
+    assert m.get_params()["outputs"] == 3
+    # predict applies b + sum_k w_k*f_k: its training MSE is the report's.
+    mse = float(np.mean((m.predict(X) - y) ** 2))
+    assert mse == pytest.approx(m.report_["train"]["mse"], rel=1e-9, abs=1e-12)
+    # sympy's expression of the whole model gives predict's values.
+    import sympy
+
+    e = m.sympy()
+    x0, x1 = sympy.symbols("x0 x1")
+    for row, p in zip(X[:5], m.predict(X[:5])):
+        assert float(e.subs({x0: row[0], x1: row[1]})) == pytest.approx(p, rel=1e-4, abs=1e-4)
+    with pytest.raises(ValueError, match="outputs"):
+        SymbolicRegressor(**SMALL, outputs=9).fit(X, y)
+
 def test_validation_rows_choose_the_returned_program():
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, (400, 3))

@@ -317,6 +317,18 @@ impl Backend {
             _ => anyhow::bail!("data set uploaded for another backend"),
         }
     }
+    /// The fitted head's sums ([`crate::program::head::HeadSums`]) of every individual of
+    /// `pop` (`2 ..= MAX_HEAD` output slots) on `data`: on the CPU ([`cpu::eval::evaluate_head`])
+    /// from host data, whichever the backend (the head has no CUDA kernel yet).
+    pub fn head_sums(&self, pop: &Population, data: &RegressionData<'_>) -> Result<Vec<crate::program::head::HeadSums>> {
+        match data {
+            RegressionData::Host { x, y, n_rows } | RegressionData::Streamed { x, y, n_rows, .. } => {
+                Ok(cpu::eval::evaluate_head(pop, x, y, *n_rows)?)
+            }
+            RegressionData::Device(_) => anyhow::bail!("the fitted head is evaluated on the CPU: keep its data on the host"),
+        }
+    }
+
     /// Fits the numeric constants of rows `rows` of `pop` in place on `data` by
     /// Levenberg–Marquardt ([`cpu::fit`]): on the GPU when the data is there
     /// (`kernels/fit.cu`, the same bits), else on the CPU. One result per row.

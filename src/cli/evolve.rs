@@ -48,6 +48,10 @@ pub struct EvolveArgs {
     /// Do not fit a·f(x)+b by least squares before scoring.
     #[arg(long)]
     pub no_linear_scaling: bool,
+    /// Program outputs under a fitted linear head b + Σ w_k·f_k (least squares): 1 is the
+    /// program's value; 2 to 8 are output slots (tree GP's output nodes, a grammar's out(K, …)).
+    #[arg(long, default_value_t = defaults::EVOLVE_OUTPUTS)]
+    pub outputs: usize,
     /// Constant fitting.
     #[command(flatten)]
     pub fitting: FitArgs,
@@ -84,6 +88,7 @@ impl EvolveArgs {
             vary: ge.vary,
             genome_capacity: ge.genome_capacity,
             regression: RegressionConfig { metric: self.metric, linear_scaling: !self.no_linear_scaling, parsimony: e.parsimony },
+            outputs: self.outputs,
             trees: TreeSettings::default(),
             device: e.device,
             islands: self.islands.config(),

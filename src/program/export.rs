@@ -29,6 +29,9 @@ pub struct Program<'a> {
     pub features: &'a [String],
     /// Regression: the result is `a·f + b`.
     pub scale: Option<(f64, f64)>,
+    /// Regression with output slots: the result is `b + Σ w_k f_k` over them, `(b, w)`
+    /// ([`super::head::Head`]), summed in slot order.
+    pub head: Option<(f64, &'a [f64])>,
     /// Features are standardised first: `(x - mean) / std`.
     pub standardize: Option<(&'a [f64], &'a [f64])>,
     /// Classification: class names (the function returns the class index).
@@ -272,6 +275,17 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
     src += &comment(&header);
     src += &comment(&format!("parameters: {}", p.features.join(", ")));
     let (a, b) = p.scale.unwrap_or((1.0, 0.0));
+    // A regression model's value: `a·f + b`, or the head `b + w0·f0 + w1·f1 + …` (f64, in slot
+    // order; a slot of several terms is parenthesised by `cast`, or here for Python).
+    let value = |cast: &dyn Fn(&str) -> String| -> String {
+        match p.head {
+            None => format!("{a:?} * {} + {b:?}", cast(&outs[0])),
+            Some((b, w)) => {
+                let terms: Vec<String> = w.iter().zip(&outs).map(|(w, f)| format!(" + {w:?} * {}", cast(f))).collect();
+                format!("{b:?}{}", terms.concat())
+            }
+        }
+    };
     match lang {
         Lang::Python => {
             src += PYTHON_HELPERS;
@@ -279,7 +293,10 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             let sig = params.join(", ");
             let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
             match p.classes {
-                None => src += &format!("def predict({sig}):\n{pre}    return {a:?} * {} + {b:?}\n", outs[0]),
+                None => {
+                    let cast = |f: &str| if p.head.is_some() { format!("({f})") } else { f.to_string() };
+                    src += &format!("def predict({sig}):\n{pre}    return {}\n", value(&cast))
+                }
                 Some(_) => {
                     src += &format!("def outputs({sig}):\n{pre}    return [{}]\n\n\n", outs.join(", "));
                     src += &format!("def predict({sig}):\n    z = outputs({sig})\n");
@@ -298,7 +315,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             let sig = params.iter().map(|n| format!("{n}: f32")).collect::<Vec<_>>().join(", ");
             let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
             match p.classes {
-                None => src += &format!("pub fn predict({sig}) -> f64 {{\n{pre}    {a:?} * ({}) as f64 + {b:?}\n}}\n", outs[0]),
+                None => src += &format!("pub fn predict({sig}) -> f64 {{\n{pre}    {}\n}}\n", value(&|f| format!("({f}) as f64"))),
                 Some(_) => {
                     src += &format!("pub fn outputs({sig}) -> Vec<f32> {{\n{pre}    vec![{}]\n}}\n\n", outs.join(", "));
                     src += &format!("pub fn predict({sig}) -> usize {{\n    let z = outputs({});\n", params.join(", "));
@@ -317,7 +334,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             let sig = if sig.is_empty() { "void".to_string() } else { sig };
             let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
             match p.classes {
-                None => src += &format!("double predict({sig}) {{\n{pre}    return {a:?} * (double)({}) + {b:?};\n}}\n", outs[0]),
+                None => src += &format!("double predict({sig}) {{\n{pre}    return {};\n}}\n", value(&|f| format!("(double)({f})"))),
                 Some(_) => {
                     let k = outs.len();
                     src += &format!("/* Writes the {k} outputs to z. */\nvoid outputs({sig}, float *z) {{\n{pre}");

@@ -449,6 +449,7 @@ pub fn fit(
         n_outputs,
         classes: Some(train.classes.clone()),
         scale: None,
+        head: None,
         standardize: standardize.cloned(),
     };
     let report = serde_json::json!({

@@ -69,6 +69,12 @@ pub const EVOLVE_TEST_FRACTION: f64 = 0.0;
 pub const CLASSIFY_TEST_FRACTION: f64 = 0.25;
 /// Fitness penalty per program node, every command.
 pub const PARSIMONY: f64 = 0.0;
+/// `grove evolve`'s program outputs under the fitted linear head (1: the program's value,
+/// linearly scaled as before the head).
+pub const EVOLVE_OUTPUTS: usize = 1;
+/// `grove evolve`'s probability, with `--outputs` above 1, that a new tree node becomes an extra
+/// output node (as `grove classify`'s).
+pub const EVOLVE_P_OUT: f32 = 0.05;
 /// `grove classify`'s probability that a new tree node becomes an extra output node.
 pub const CLASSIFY_P_OUT: f32 = 0.05;
 /// `grove control`'s probability that a new tree node becomes an extra output node.

@@ -1,7 +1,8 @@
 //! A saved program (`model` in a run report): what `grove predict` needs to apply the best
 //! program of a `grove evolve` or `grove classify` run to new rows — the tree, the feature
-//! names it reads (by name, so the columns of a new file may be in any order), the class names
-//! or the linear scaling, and the standardisation fitted on the training data.
+//! names it reads (by name, so the columns of a new file may be in any order), the class names,
+//! the linear scaling or the fitted head over its outputs, and the standardisation fitted on the
+//! training data.
 
 use anyhow::{Context, Result, bail, ensure};
 
@@ -39,6 +40,10 @@ pub struct Model {
     /// Regression: the prediction is `a·f(x) + b`.
     #[serde(default)]
     pub scale: Option<(f64, f64)>,
+    /// Regression with `n_outputs ≥ 2`: the prediction is `b + Σ w_k f_k(x)` over the output
+    /// slots (reports before the head have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head: Option<crate::program::head::Head>,
     /// Features are standardised with these statistics before the program reads them.
     #[serde(default)]
     pub standardize: Option<Standardize>,
@@ -97,13 +102,31 @@ impl Model {
         Ok(crate::backend::cpu::eval::predict(&pop, 0, &x, n_rows)?)
     }
 
+    /// How a regression model's outputs become its prediction: its head, else its scale
+    /// (`(1, 0)` when it has neither).
+    pub fn readout(&self) -> super::regression::Readout {
+        match &self.head {
+            Some(h) => super::regression::Readout::Head(h.clone()),
+            None => {
+                let (a, b) = self.scale.unwrap_or((1.0, 0.0));
+                super::regression::Readout::Scale(a, b)
+            }
+        }
+    }
+
     /// Predictions as text, one per row of `table`: the class name, or the number.
     pub fn predict(&self, table: &Table, file: &str) -> Result<Vec<String>> {
         let (out, n) = self.outputs(table, file)?;
         match self.kind {
             ModelKind::Regression => {
-                let (a, b) = self.scale.unwrap_or((1.0, 0.0));
-                Ok(out[..n].iter().map(|&f| format!("{}", a * f as f64 + b)).collect())
+                let readout = self.readout();
+                ensure!(
+                    readout.n_outputs() == self.n_outputs,
+                    "the model has {} outputs but its head reads {}",
+                    self.n_outputs,
+                    readout.n_outputs()
+                );
+                Ok(readout.apply(&out, n).iter().map(|p| format!("{p}")).collect())
             }
             ModelKind::Classification => {
                 let classes = self.classes.as_ref().context("a classification model without class names")?;

@@ -1,11 +1,14 @@
 //! Symbolic regression: fitness from the fused error sums of the interpreter (MSE, RMSE, MAE or
-//! 1 − R², optionally after linear scaling as Operon does, plus parsimony pressure), and the
-//! scores reported for the best program on the training and test data.
+//! 1 − R², optionally after linear scaling as Operon does, plus parsimony pressure), or, for
+//! programs with several outputs, from the fitted linear head over them
+//! ([`crate::program::head`]); and the scores reported for the best program on the training and
+//! test data.
 
 use super::search::{EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, device_loop_line, generations_json, islands_summary};
 use crate::backend::cpu::eval::evaluate_regression;
 use crate::data::Dataset;
 use crate::program::fitness::RegressionSums;
+use crate::program::head::{Head, MAX_HEAD};
 use crate::program::tree::{Node, Population};
 /// The error measure, the task's settings and the error of the fused sums: defined in
 /// [`crate::program::fitness`], below the engine, which reads them too.
@@ -46,10 +49,26 @@ pub struct Regression<'d> {
     pub data: crate::backend::RegressionData<'d>,
     /// Settings.
     pub config: RegressionConfig,
+    /// Program outputs under the fitted head (`2 ..= MAX_HEAD`); 0 or 1: the program's value,
+    /// scored from [`RegressionSums`] as `config` says. With a head the data must be on the
+    /// host ([`crate::backend::Backend::head_sums`]).
+    pub outputs: usize,
 }
 
 impl crate::evolve::Fitness for Regression<'_> {
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
+        if self.outputs > 1 {
+            let metric = self.config.metric;
+            let sums = self.backend.head_sums(pop, &self.data)?;
+            return sums
+                .iter()
+                .zip(&pop.len)
+                .map(|(s, &len)| {
+                    let e = s.error(metric).ok_or_else(|| anyhow::anyhow!("{}", mae_with_head(self.outputs)))?;
+                    Ok(if len == 0 { f64::INFINITY } else { e + self.config.parsimony * len as f64 })
+                })
+                .collect();
+        }
         let sums = self.backend.regression_sums(pop, &self.data)?;
         Ok(sums
             .iter()
@@ -62,6 +81,10 @@ impl crate::evolve::Fitness for Regression<'_> {
     }
 
     fn fit_constants(&self, pop: &mut Population, rows: &[usize], steps: u32) -> anyhow::Result<Option<Vec<f64>>> {
+        // Levenberg–Marquardt fits no tree with output nodes (`backend::cpu::fit`).
+        if self.outputs > 1 {
+            return Ok(None);
+        }
         let cfg = crate::backend::cpu::fit::FitConfig { steps, linear_scaling: self.config.linear_scaling };
         self.backend.fit_constants(pop, rows, &self.data, cfg)?;
         self.evaluate(&pop.gather(rows)).map(Some)
@@ -75,6 +98,49 @@ impl crate::evolve::Fitness for Regression<'_> {
             _ => None,
         }
     }
+}
+
+/// How a program's outputs become its prediction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Readout {
+    /// The program's one value as `a·f + b` (`(1, 0)`: unscaled).
+    Scale(f64, f64),
+    /// Its `K ≥ 2` output slots under a fitted linear head.
+    Head(Head),
+}
+
+impl Readout {
+    /// The output slots of the programs it reads (0: the root's value).
+    pub fn n_outputs(&self) -> usize {
+        match self {
+            Readout::Scale(..) => 0,
+            Readout::Head(h) => h.w.len(),
+        }
+    }
+
+    /// Predictions `[n_rows]` (f64) from the program's outputs `[max(1, n_outputs)][n_rows]`:
+    /// what the report's scores, `grove predict` and the Python estimators all apply.
+    pub fn apply(&self, out: &[f32], n_rows: usize) -> Vec<f64> {
+        match self {
+            Readout::Scale(a, b) => out[..n_rows].iter().map(|&f| a * f as f64 + b).collect(),
+            Readout::Head(h) => h.predict(out, n_rows),
+        }
+    }
+}
+
+/// The readout a program gets on the training data: with `outputs ≤ 1` its [`scaling`], else
+/// the head fitted to its `outputs` slots (`b = 0`, every weight 1 when the outputs are not
+/// finite, as unscaled).
+pub fn readout(nodes: &[Node], train: &Dataset, linear_scaling: bool, outputs: usize) -> anyhow::Result<Readout> {
+    if outputs <= 1 {
+        let (a, b) = scaling(nodes, train, linear_scaling)?;
+        return Ok(Readout::Scale(a, b));
+    }
+    let mut pop = Population::new(1, nodes.len().max(1), outputs);
+    // A tree that does not fit leaves the row empty, which evaluates as invalid.
+    let _ = pop.set_tree(0, nodes);
+    let sums = crate::backend::cpu::eval::evaluate_head(&pop, &train.x, &train.y, train.n_rows)?.remove(0);
+    Ok(Readout::Head(sums.fit().unwrap_or(Head { b: 0.0, w: vec![1.0; outputs] })))
 }
 
 /// The scaling `(a, b)` a program gets on the training data (`(1, 0)` without scaling).
@@ -93,18 +159,18 @@ fn sums_of(nodes: &[Node], data: &Dataset) -> anyhow::Result<RegressionSums> {
     Ok(evaluate_regression(&pop, &data.x, &data.y, data.n_rows)?.remove(0))
 }
 
-/// Scores of `a·f + b` on `data`, computed from predictions in f64.
-pub fn scores(nodes: &[Node], data: &Dataset, (a, b): (f64, f64)) -> anyhow::Result<Scores> {
-    let mut pop = Population::new(1, nodes.len().max(1), 0);
+/// Scores of a program under `readout` on `data`, computed from predictions in f64.
+pub fn scores(nodes: &[Node], data: &Dataset, readout: &Readout) -> anyhow::Result<Scores> {
+    let mut pop = Population::new(1, nodes.len().max(1), readout.n_outputs());
     if pop.set_tree(0, nodes).is_err() {
         return Ok(Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN });
     }
     let f = crate::backend::cpu::eval::predict(&pop, 0, &data.x, data.n_rows)?;
+    let predictions = readout.apply(&f, data.n_rows);
     let n = data.n_rows as f64;
     let mean_y = data.y.iter().map(|&y| y as f64).sum::<f64>() / n;
     let (mut sse, mut sae, mut sst) = (0.0, 0.0, 0.0);
-    for (i, &y) in data.y.iter().enumerate() {
-        let p = a * f[i] as f64 + b;
+    for (&p, &y) in predictions.iter().zip(&data.y) {
         let e = p - y as f64;
         sse += e * e;
         sae += e.abs();
@@ -148,6 +214,11 @@ pub struct EvolveSettings {
     pub genome_capacity: usize,
     /// Error measure, scaling, parsimony.
     pub regression: RegressionConfig,
+    /// Program outputs read by a fitted linear head: 1 is the program's value (linearly scaled
+    /// unless `regression.linear_scaling` is off); `2 ..= 8` are output slots (tree GP's output
+    /// nodes, a grammar's `out(K, …)`) under `b + Σ w_k f_k` fitted by least squares.
+    #[serde(default = "default_outputs")]
+    pub outputs: usize,
     /// Tree GP: constants, initial depths, operator probabilities.
     pub trees: TreeSettings,
     /// Where populations are evaluated.
@@ -180,12 +251,26 @@ impl Default for TreeSettings {
     }
 }
 
+/// The default of [`EvolveSettings::outputs`] ([`super::defaults::EVOLVE_OUTPUTS`]).
+fn default_outputs() -> usize {
+    super::defaults::EVOLVE_OUTPUTS
+}
+
 impl TreeSettings {
     /// The engine's tree representation for `functions` over `n_vars` variables.
     pub fn rep(&self, functions: &str, n_vars: usize, max_len: usize) -> anyhow::Result<crate::evolve::TreeRep> {
+        self.rep_with_outputs(functions, n_vars, 0, max_len)
+    }
+
+    /// As [`Self::rep`], for programs with `n_outputs` output slots (0: the root's value):
+    /// each slot is placed once in a new tree, and extra output nodes appear with probability
+    /// [`super::defaults::EVOLVE_P_OUT`].
+    pub fn rep_with_outputs(&self, functions: &str, n_vars: usize, n_outputs: usize, max_len: usize) -> anyhow::Result<crate::evolve::TreeRep> {
+        let p_out = if n_outputs > 0 { super::defaults::EVOLVE_P_OUT } else { 0.0 };
         let spec = crate::program::TreeSpec::new(super::search::function_set(functions)?, n_vars as u32, max_len)
             .with_const_range(self.const_range.0, self.const_range.1)
             .with_p_const(self.p_const)
+            .with_outputs(n_outputs, p_out)
             .with_depth(self.init_depth.0, self.init_depth.1);
         Ok(super::search::tree_rep(spec, self.p_crossover, self.p_mutation))
     }
@@ -208,6 +293,7 @@ impl Default for EvolveSettings {
             vary: crate::genome::vary::GeVaryConfig::default(),
             genome_capacity: super::defaults::GE.genome_capacity,
             regression: RegressionConfig::default(),
+            outputs: super::defaults::EVOLVE_OUTPUTS,
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
@@ -257,6 +343,7 @@ impl EvolveSettings {
         super::validation::check_fraction(self.validation_fraction)?;
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
+        check_scaling(&self.regression, self.outputs)?;
         check_ge(&self.vary)?;
         match (&self.grammar, &self.functions) {
             (None, None) => anyhow::bail!(
@@ -266,6 +353,31 @@ impl EvolveSettings {
             _ => Ok(()),
         }
     }
+}
+
+/// A program under `readout` in infix, LaTeX and sympy text: `a·f + b` ([`scaled_texts`]) or
+/// the head's `b + w1·(f1) + w2·(f2) + …` over the output slots' formulas (zero weights left
+/// out).
+pub fn readout_texts(nodes: &[Node], names: &[String], readout: &Readout) -> (String, String, String) {
+    use crate::program::render::{Style, number, outputs};
+    let head = match readout {
+        Readout::Scale(a, b) => return scaled_texts(nodes, names, (*a, *b)),
+        Readout::Head(h) => h,
+    };
+    let text = |style: Style| -> String {
+        let slots = outputs(nodes, head.w.len(), names, style);
+        let mut s = number(head.b as f32);
+        for (w, f) in head.w.iter().zip(&slots).filter(|(w, _)| **w != 0.0) {
+            let sign = if *w < 0.0 { "-" } else { "+" };
+            let w = number(w.abs() as f32);
+            s += &match style {
+                Style::Latex => format!(" {sign} {w} \\cdot \\left({f}\\right)"),
+                Style::Sympy | Style::Infix => format!(" {sign} {w}*({f})"),
+            };
+        }
+        s
+    };
+    (text(Style::Infix), text(Style::Latex), text(Style::Sympy))
 }
 
 /// A program as `a·f + b` in infix, LaTeX and sympy text (just `f` when `(a, b)` is `(1, 0)`).
@@ -295,16 +407,60 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
 /// `auto` falls back to the CPU) and runs [`fit`].
 pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> anyhow::Result<EvolveResult> {
     let (train, test) = load_data(settings)?;
-    check_scaling(&settings.regression)?;
+    check_scaling(&settings.regression, settings.outputs)?;
     let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
     fit(settings, &train, test.as_ref(), &backend, opts)
 }
 
-/// Refuses MAE with linear scaling (a least-squares fit).
-fn check_scaling(r: &RegressionConfig) -> anyhow::Result<()> {
+/// Refuses MAE with linear scaling or a head (least-squares fits), a head without linear
+/// scaling, and more outputs than a head reads.
+fn check_scaling(r: &RegressionConfig, outputs: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (1..=MAX_HEAD).contains(&outputs),
+        "--outputs (outputs) asks for {outputs} program outputs; the fitted head reads 1 to {MAX_HEAD}"
+    );
+    if outputs > 1 {
+        anyhow::ensure!(r.metric != Metric::Mae, "{}", mae_with_head(outputs));
+        anyhow::ensure!(
+            r.linear_scaling,
+            "--outputs {outputs} fits a linear head by least squares, which --no-linear-scaling (regression.linear_scaling) turns off: give one or the other"
+        );
+    }
     if r.linear_scaling && r.metric == Metric::Mae {
         anyhow::bail!("--metric mae cannot be used with linear scaling (it is a least-squares fit): add --no-linear-scaling");
     }
+    Ok(())
+}
+
+/// The error line of MAE with a fitted head.
+fn mae_with_head(outputs: usize) -> String {
+    format!("--metric mae is not supported with a fitted head (--outputs {outputs}; a least-squares fit): use mse, rmse or r2, or --outputs 1")
+}
+
+/// Checks that a grammar writes at least `k` output slots: a literal `out(K, …)` writes slot
+/// K; an `out(<k>, …)` spelled by a rule (e.g. `GE_RANGE:dataset_n_os`) may write any of the
+/// `k` slots.
+fn check_grammar_slots(templates: &crate::grammar::template::Templates, k: usize, path: &str) -> anyhow::Result<()> {
+    use crate::grammar::template::{Item, Part};
+    let (mut literal, mut spelled) = (std::collections::BTreeSet::new(), false);
+    for item in templates.expr.iter().flatten().flatten() {
+        if let Item::Output(parts) = item {
+            match parts.as_slice() {
+                [Part::Text(t)] => {
+                    literal.insert(t.trim().to_string());
+                }
+                _ => spelled = true,
+            }
+        }
+    }
+    let slots = if spelled { k } else { literal.len() };
+    anyhow::ensure!(
+        slots >= k,
+        "{path} writes {slots} output slot{} (out(K, …)) but --outputs (outputs) asks for {k}: give a grammar with out(0, …) to out({}, …), or --outputs {}",
+        if slots == 1 { "" } else { "s" },
+        k - 1,
+        slots.max(1)
+    );
     Ok(())
 }
 
@@ -377,23 +533,37 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
     use anyhow::bail;
 
     let start = std::time::Instant::now();
-    check_scaling(&settings.regression)?;
+    check_scaling(&settings.regression, settings.outputs)?;
     super::search::note_bloat(&settings.engine, backend, opts.quiet);
+    let k = settings.outputs;
+    let n_outputs = if k > 1 { k } else { 0 };
+    if k > 1 && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
+        eprintln!("note: --outputs {k} evaluates on the CPU (the fitted head has no CUDA kernel yet)");
+    }
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
     let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
     let tasks = std::iter::once(backend)
         .chain(&more)
-        .map(|b| Ok(Regression { backend: b, data: b.regression_data(&rows.x, &rows.y, rows.n_rows, rows.n_features)?, config: settings.regression }))
+        .map(|b| {
+            // The head's sums are taken on the CPU, from the host's copy of the data.
+            let data = if k > 1 {
+                crate::backend::RegressionData::Host { x: &rows.x, y: &rows.y, n_rows: rows.n_rows }
+            } else {
+                b.regression_data(&rows.x, &rows.y, rows.n_rows, rows.n_features)?
+            };
+            Ok(Regression { backend: b, data, config: settings.regression, outputs: k })
+        })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
     let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, rows.n_rows)?;
-    let trees = |functions: &str| settings.trees.rep(functions, rows.n_features, settings.engine.max_len);
+    let trees = |functions: &str| settings.trees.rep_with_outputs(functions, rows.n_features, n_outputs, settings.engine.max_len);
+    let slots = |t: &crate::grammar::template::Templates, path: &str| if k > 1 { check_grammar_slots(t, k, path) } else { Ok(()) };
     let programs = super::search::Programs {
         names: &rows.names,
-        n_outputs: 0,
-        purpose: "for evaluation".into(),
-        check: &super::search::any_grammar,
+        n_outputs,
+        purpose: if k > 1 { format!("for evaluation with {k} outputs") } else { "for evaluation".into() },
+        check: &slots,
         trees: &trees,
     };
     let outcome = super::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
@@ -427,20 +597,27 @@ pub fn finish(
     let start = std::time::Instant::now();
     let outcome = &searched.outcome;
     let linear = settings.regression.linear_scaling;
+    let k = settings.outputs;
     let parsimony = settings.regression.parsimony;
     let metric = settings.regression.metric;
     // The front, each member scaled on the fitted rows and scored on the validation rows.
     let front = searched.hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
-    let mut scales = Vec::with_capacity(front.len());
+    let mut readouts = Vec::with_capacity(front.len());
     let mut cands = Vec::with_capacity(front.len());
     let primitives = primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), rows.n_features);
     for (n, e, loss) in &front {
-        let ab = scaling(&e.nodes, rows, linear)?;
-        let v = validation.map(|v| scores(&e.nodes, v, ab)).transpose()?;
-        // The scaling's two numbers are fitted as much as the tree's constants are.
-        let params = constants_of(&e.nodes) + if linear { 2 } else { 0 };
-        let nll = gaussian_nll(scores(&e.nodes, rows, ab)?.mse, rows.n_rows);
-        scales.push(ab);
+        let r = readout(&e.nodes, rows, linear, k)?;
+        let v = validation.map(|v| scores(&e.nodes, v, &r)).transpose()?;
+        // The readout's numbers (the scaling's two, or the head's K + 1) are fitted as much as
+        // the tree's constants are.
+        let fitted = match &r {
+            Readout::Scale(..) if linear => 2,
+            Readout::Scale(..) => 0,
+            Readout::Head(h) => h.w.len() + 1,
+        };
+        let params = constants_of(&e.nodes) + fitted;
+        let nll = gaussian_nll(scores(&e.nodes, rows, &r)?.mse, rows.n_rows);
+        readouts.push(r);
         cands.push(Candidate {
             size: *n,
             loss: *loss,
@@ -451,28 +628,34 @@ pub fn finish(
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
     let decision = decide(plan, &cands, best_at);
     let best = chosen_program(&front, &decision, outcome);
-    let (a, b) = match decision.member {
-        Some(i) => scales[i],
-        None => scaling(&best.nodes, rows, linear)?,
+    let chosen = match decision.member {
+        Some(i) => readouts[i].clone(),
+        None => readout(&best.nodes, rows, linear, k)?,
     };
-    let train_scores = scores(&best.nodes, rows, (a, b))?;
-    let validation_scores = validation.map(|v| scores(&best.nodes, v, (a, b))).transpose()?;
-    let test_scores = test.map(|t| scores(&best.nodes, t, (a, b))).transpose()?;
+    let train_scores = scores(&best.nodes, rows, &chosen)?;
+    let validation_scores = validation.map(|v| scores(&best.nodes, v, &chosen)).transpose()?;
+    let test_scores = test.map(|t| scores(&best.nodes, t, &chosen)).transpose()?;
     let names = &rows.names;
-    let (infix, latex, sympy) = scaled_texts(&best.nodes, names, (a, b));
+    let (infix, latex, sympy) = readout_texts(&best.nodes, names, &chosen);
     let score_json = |s: &Scores| {
         serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
                            "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
     };
     let mut generations = generations_json(&outcome.history, &searched.median_sizes);
     add_island_stats(&mut generations, &outcome.island_history, false);
-    let fame = front_rows(&front, &cands, decision.member, |nodes| Ok(scaled_texts(nodes, names, scaling(nodes, rows, linear)?)))?;
+    let fame = front_rows(&front, &cands, decision.member, |nodes| Ok(readout_texts(nodes, names, &readout(nodes, rows, linear, k)?)))?;
     let node_evals = searched.node_evaluations;
     let seconds = searched.seconds + start.elapsed().as_secs_f64();
     let device = &searched.device;
     let mut best_json = serde_json::json!({"infix": infix, "latex": latex, "sympy": sympy,
-        "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
-        "scale": [a, b]});
+        "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation});
+    match &chosen {
+        Readout::Scale(a, b) => best_json["scale"] = serde_json::json!([a, b]),
+        Readout::Head(h) => {
+            best_json["head"] = serde_json::json!(h);
+            best_json["outputs"] = serde_json::json!(crate::program::render::outputs(&best.nodes, k, names, crate::program::render::Style::Infix));
+        }
+    }
     if let Some((genome, text)) = &best.genome {
         best_json["genome"] = serde_json::json!(genome);
         best_json["phenotype"] = serde_json::json!(text);
@@ -482,9 +665,16 @@ pub fn finish(
         features: names.clone(),
         target: rows.target.clone(),
         nodes: super::model::Model::encode(&best.nodes),
-        n_outputs: 0,
+        n_outputs: chosen.n_outputs(),
         classes: None,
-        scale: Some((a, b)),
+        scale: match chosen {
+            Readout::Scale(a, b) => Some((a, b)),
+            Readout::Head(_) => None,
+        },
+        head: match &chosen {
+            Readout::Scale(..) => None,
+            Readout::Head(h) => Some(h.clone()),
+        },
         standardize: None,
     };
     let report = serde_json::json!({
@@ -505,6 +695,10 @@ pub fn finish(
         "version": env!("CARGO_PKG_VERSION"),
     });
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", best.nodes.len());
+    if let Readout::Head(h) = &chosen {
+        let w: Vec<String> = h.w.iter().map(|w| format!("{w:.6e}")).collect();
+        summary += &format!("head          {k} outputs under b + Σ w_k·f_k: b {:.6e}, w [{}]\n", h.b, w.join(", "));
+    }
     summary += &format!("selected      {}: {}\n", decision.rule.name(), decision.why);
     let line = |name: &str, s: &Scores| format!("{name:<13} mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2);
     summary += &line("train", &train_scores);

@@ -47,6 +47,7 @@ pub use bench::{EvalBench, EvalBenchReport, bench_eval, bench_population, bench_
 use super::interp::Program;
 use super::interp::block::{Entry, XBlock, run_block};
 use crate::program::fitness::RegressionSums;
+use crate::program::head::{HeadSums, MAX_HEAD, pair};
 use crate::program::ops::Op;
 use crate::program::tree::{Population, TreeRef};
 
@@ -595,6 +596,105 @@ fn evaluate_regression_with<const B: usize>(
     let all: Vec<usize> = (0..pop.size()).collect();
     let sums = fold_individuals::<B, _>(pop, &all, x, n_rows, &RegressionFold { y })?;
     Ok(sums.into_iter().map(|s| s.unwrap_or(RegressionSums::invalid(n_rows as u64))).collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fitted head's sums
+// ---------------------------------------------------------------------------------------------
+
+/// Σ a·b over a block in eight lanes (row j to lane j % 8), summed pairwise: the order of
+/// [`RegressionFold`].
+#[inline(always)]
+fn dot8(a: &[f32], b: &[f32]) -> f64 {
+    let mut s = [0.0f64; 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ar, br) = (ac.remainder(), bc.remainder());
+    for (ab, bb) in ac.zip(bc) {
+        for l in 0..8 {
+            s[l] += ab[l] as f64 * bb[l] as f64;
+        }
+    }
+    for (l, (&x, &y)) in ar.iter().zip(br).enumerate() {
+        s[l] += x as f64 * y as f64;
+    }
+    hsum(s)
+}
+
+/// Σ a over a block, in [`dot8`]'s order.
+#[inline(always)]
+fn sum8(a: &[f32]) -> f64 {
+    let mut s = [0.0f64; 8];
+    let c = a.chunks_exact(8);
+    let r = c.remainder();
+    for b in c {
+        for l in 0..8 {
+            s[l] += b[l] as f64;
+        }
+    }
+    for (l, &x) in r.iter().enumerate() {
+        s[l] += x as f64;
+    }
+    hsum(s)
+}
+
+/// The head's fold: accumulates [`HeadSums`] of the outputs against `y`.
+struct HeadFold<'a> {
+    y: &'a [f32],
+    k: usize,
+}
+
+impl BlockFold for HeadFold<'_> {
+    type Acc = HeadSums;
+
+    fn init(&self) -> HeadSums {
+        HeadSums::new(self.k)
+    }
+
+    fn block(&self, acc: &mut HeadSums, row0: usize, out: &BlockOutputs<'_>) {
+        let y = &self.y[row0..row0 + out.len()];
+        let mut part = HeadSums::new(self.k);
+        part.n = out.len() as u64;
+        for i in 0..self.k {
+            let fi = out.output(i);
+            part.sum_f[i] = sum8(fi);
+            part.sum_fy[i] = dot8(fi, y);
+            for j in i..self.k {
+                part.sum_ff[pair(i, j)] = dot8(fi, out.output(j));
+            }
+            // Σf² of finite f32 values cannot overflow f64; NaN or ±inf make it non-finite.
+            part.finite &= part.sum_ff[pair(i, i)].is_finite();
+        }
+        part.sum_y = sum8(y);
+        part.sum_y2 = dot8(y, y);
+        acc.merge(&part);
+    }
+
+    fn merge(&self, acc: &mut HeadSums, next: HeadSums) {
+        acc.merge(&next);
+    }
+}
+
+/// The fitted head's sums ([`HeadSums`]) of every individual, fused with evaluation: the
+/// outputs of a population with `2 ..= MAX_HEAD` output slots against `y`.
+///
+/// `x`: `[n_features][n_rows]`, feature-major, f32; `y`: `[n_rows]`, finite. Individuals
+/// without a program, or with a NaN or infinite output at any row, come back with
+/// `finite == false`.
+pub fn evaluate_head(pop: &Population, x: &[f32], y: &[f32], n_rows: usize) -> Result<Vec<HeadSums>, EvalError> {
+    let k = pop.n_outputs;
+    if k > MAX_HEAD {
+        return Err(EvalError::TooManyOutputs { n_outputs: k, max: MAX_HEAD });
+    }
+    if y.len() != n_rows {
+        return Err(EvalError::TargetLength { len: y.len(), n_rows });
+    }
+    if let Some(row) = y.iter().position(|v| !v.is_finite()) {
+        return Err(EvalError::TargetNotFinite { row });
+    }
+    let k = k.max(1);
+    let all: Vec<usize> = (0..pop.size()).collect();
+    let sums = fold_individuals::<BLOCK, _>(pop, &all, x, n_rows, &HeadFold { y, k })?;
+    Ok(sums.into_iter().map(|s| s.unwrap_or(HeadSums::invalid(k, n_rows as u64))).collect())
 }
 
 #[cfg(test)]

@@ -580,3 +580,48 @@ fn one_output_slot_is_a_single_output_program() {
     let s = evaluate_regression(&pop, &x, &x, 3).unwrap()[0];
     assert!(s.is_valid() && s.mse() == 0.0 && s.r2() == 1.0);
 }
+
+#[test]
+fn head_sums_are_the_sums_of_the_outputs() {
+    // 60 random 4-output trees over 5000 rows (two chunks and a partial block): the fused
+    // sums equal sums of the predicted outputs, and the head's MSE from them equals the MSE of
+    // its predictions.
+    let (n_rows, k) = (5000, 4);
+    let x = random_x(21, 2, n_rows);
+    let y: Vec<f32> = (0..n_rows).map(|r| x[r] * x[n_rows + r] + 0.5 * x[r]).collect();
+    let pop = random_population(5, 60, 1, 30, &[Op::Add, Op::Sub, Op::Mul, Op::Sin], 2, k);
+    let sums = evaluate_head(&pop, &x, &y, n_rows).unwrap();
+    let mut fitted = 0;
+    for (i, s) in sums.iter().enumerate() {
+        let out = predict(&pop, i, &x, n_rows).unwrap();
+        let mut want = HeadSums::new(k);
+        let mut f = vec![0.0; k];
+        for r in 0..n_rows {
+            for (j, v) in f.iter_mut().enumerate() {
+                *v = out[j * n_rows + r] as f64;
+            }
+            want.add_row(&f, y[r] as f64);
+        }
+        assert_eq!((s.n, s.finite), (want.n, want.finite), "tree {i}");
+        if !s.finite {
+            continue;
+        }
+        let close = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-12 * scale.max(1.0);
+        for j in 0..k {
+            assert!(close(s.sum_f[j], want.sum_f[j], want.sum_ff[pair(j, j)]), "tree {i}, Σf{j}");
+            assert!(close(s.sum_fy[j], want.sum_fy[j], want.sum_ff[pair(j, j)] + want.sum_y2), "tree {i}, Σf{j}y");
+            for m in j..k {
+                let scale = want.sum_ff[pair(j, j)] + want.sum_ff[pair(m, m)];
+                assert!(close(s.sum_ff[pair(j, m)], want.sum_ff[pair(j, m)], scale), "tree {i}, Σf{j}f{m}");
+            }
+        }
+        let (head, mse, _) = s.fit_scores().unwrap();
+        let direct = head.predict(&out, n_rows).iter().zip(&y).map(|(p, &y)| (p - y as f64).powi(2)).sum::<f64>() / n_rows as f64;
+        let var = want.sum_y2 / n_rows as f64 - (want.sum_y / n_rows as f64).powi(2);
+        assert!((mse - direct).abs() <= 1e-8 * var, "tree {i}: sums {mse}, predictions {direct}");
+        fitted += 1;
+    }
+    assert!(fitted > 30, "only {fitted} of 60 trees were finite");
+    let nine = Population::new(1, 1, 9);
+    assert_eq!(evaluate_head(&nine, &x, &y, n_rows).unwrap_err(), EvalError::TooManyOutputs { n_outputs: 9, max: 8 });
+}
