@@ -128,7 +128,7 @@ fn the_validation_rows_never_reach_the_fitness() {
 /// after the third member: the training minimum (the last) overfits.
 fn overfit_front() -> Vec<Candidate> {
     [(1, 10.0, 11.0), (3, 4.0, 5.0), (5, 2.0, 2.5), (9, 1.5, 3.0), (15, 1.0, 6.0)]
-        .map(|(size, loss, v)| Candidate { size, loss, validation: Some(v) })
+        .map(|(size, loss, v)| Candidate { size, loss, validation: Some(v), description: None })
         .to_vec()
 }
 
@@ -160,9 +160,9 @@ fn the_pareto_score_is_the_drop_of_log_loss_per_node() {
     // Equal scores: the lower validation loss wins, then the smaller program.
     let tie = |v1: f64, v2: f64| {
         vec![
-            Candidate { size: 1, loss: 4.0, validation: Some(9.0) },
-            Candidate { size: 2, loss: 2.0, validation: Some(v1) },
-            Candidate { size: 3, loss: 1.0, validation: Some(v2) },
+            Candidate { size: 1, loss: 4.0, validation: Some(9.0), description: None },
+            Candidate { size: 2, loss: 2.0, validation: Some(v1), description: None },
+            Candidate { size: 3, loss: 1.0, validation: Some(v2), description: None },
         ]
     };
     assert_eq!(pareto_scores(&tie(0.0, 0.0))[1], pareto_scores(&tie(0.0, 0.0))[2]);
@@ -170,7 +170,7 @@ fn the_pareto_score_is_the_drop_of_log_loss_per_node() {
     assert_eq!(choose(&tie(3.0, 5.0), Select::Pareto).unwrap().0, 1);
     assert_eq!(choose(&tie(3.0, 3.0), Select::Pareto).unwrap().0, 1);
     // A zero loss scores high but finite.
-    let zero = [Candidate { size: 1, loss: 1.0, validation: None }, Candidate { size: 2, loss: 0.0, validation: None }];
+    let zero = [Candidate { size: 1, loss: 1.0, validation: None, description: None }, Candidate { size: 2, loss: 0.0, validation: None, description: None }];
     assert!(pareto_scores(&zero)[1].is_finite() && pareto_scores(&zero)[1] > 700.0);
 }
 
@@ -225,10 +225,15 @@ fn experiment_files_and_set_carry_the_settings_and_round_trip() {
     // The report's settings read back as the same experiment (`grove run --from`).
     let again = Experiment::from_parts("evolve", exp.settings_json(), "report").unwrap();
     assert_eq!(again, exp);
-    // Defaults: automatic choice, no bloat control; --set changes them.
+    // Defaults: automatic choice, the device's bloat control (two objectives on the CPU);
+    // --set changes them.
     let (c, g) = parse_ron(r#"Classify(data: "builtin:iris")"#, "c.ron").unwrap();
     let Experiment::Classify(d) = Experiment::from_parts(&c, g, "c.ron").unwrap() else { panic!() };
-    assert_eq!((d.validation_fraction, d.select, d.engine.bloat), (None, Select::Auto, Bloat::None));
+    let device_default = grove::task::defaults::bloat(grove::backend::DeviceChoice::Auto.has_gpu());
+    assert_eq!((d.validation_fraction, d.select, d.engine.bloat), (None, Select::Auto, device_default));
+    let (c, g) = parse_ron(r#"Classify(data: "builtin:iris", device: "cpu")"#, "c.ron").unwrap();
+    let Experiment::Classify(d) = Experiment::from_parts(&c, g, "c.ron").unwrap() else { panic!() };
+    assert_eq!(d.engine.bloat, Bloat::Nsga2);
     let path = std::env::temp_dir().join(format!("grove-validation-{}.ron", std::process::id()));
     std::fs::write(&path, text).unwrap();
     let o = Overrides {
@@ -274,9 +279,9 @@ fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
     let sst: f64 = test.y.iter().map(|&y| (y as f64 - mean).powi(2)).sum();
     let r2 = r["test"]["r2"].as_f64().unwrap();
     assert!((1.0 - sse / sst - r2).abs() < 1e-5, "{} vs {r2}", 1.0 - sse / sst);
-    // Fewer than 300 training rows: no validation rows, the training minimum, and why.
+    // Fewer than 300 training rows: no validation rows, the smallest description length, and why.
     let r = fit(&s, &noisy(60, 2), None, &Backend::Cpu, &quiet()).unwrap().report;
-    assert_eq!(r["selection"]["rule"], json!("train"));
+    assert_eq!(r["selection"]["rule"], json!("mdl"));
     assert!(r["selection"]["why"].as_str().unwrap().contains("60 training rows, fewer than the 300"), "{}", r["selection"]);
     assert!(r["validation"].is_null());
     assert!(r["hall_of_fame"].as_array().unwrap().iter().all(|row| row["validation_loss"].is_null()));
@@ -325,4 +330,40 @@ fn bloat_control_by_selection_runs_on_the_host_and_shrinks_programs() {
     assert!(grove::evolve::device::supports(&grove::evolve::EngineConfig::default()));
     let cfg = grove::evolve::EngineConfig { bloat: Bloat::Lexicographic, ..Default::default() };
     assert!(!grove::evolve::device::supports(&cfg), "the device loop has plain tournaments only: the host loop runs");
+}
+
+/// With fewer training rows than the automatic split needs, a default run chooses by the
+/// description length: the report says so, marks the member it returned, and that member has
+/// the smallest length on the front; the CPU's default search ranks error and size together.
+#[test]
+fn small_data_is_chosen_by_description_length_on_a_two_objective_search() {
+    let d = support::dir("mdl");
+    let rep = d.join("r.json");
+    let out = support::grove_cpu(&[
+        "evolve", "--data", "builtin:pagie1:100", "--functions", "add,sub,mul,div", "--pop", "200", "--gens", "15", "--seed", "3",
+        "--report", support::s(&rep), "-q",
+    ]);
+    support::assert_ok(&out);
+    let r = support::read_json(&rep);
+    assert_eq!(r["selection"]["rule"], "mdl", "{}", r["selection"]);
+    let why = r["selection"]["why"].as_str().unwrap();
+    assert!(why.contains("fewer than the 300") && why.contains("description length"), "{why}");
+    assert_eq!(r["settings"]["engine"]["bloat"], "nsga2");
+    let rows = r["hall_of_fame"].as_array().unwrap();
+    let lengths: Vec<f64> = rows.iter().map(|row| row["description_length"].as_f64().unwrap()).collect();
+    let chosen = rows.iter().position(|row| row["selected"] == true).expect("a member is returned");
+    let low = lengths.iter().cloned().fold(f64::INFINITY, f64::min);
+    assert_eq!(lengths[chosen], low, "{lengths:?}");
+    assert_eq!(rows[chosen]["complexity"], r["best"]["size"]);
+    // Asked for, plain tournaments and the training minimum still run as before.
+    let rep2 = d.join("r2.json");
+    let out = support::grove_cpu(&[
+        "evolve", "--data", "builtin:pagie1:100", "--functions", "add,sub,mul,div", "--pop", "200", "--gens", "15", "--seed", "3",
+        "--bloat", "none", "--select", "train", "--report", support::s(&rep2), "-q",
+    ]);
+    support::assert_ok(&out);
+    let r2 = support::read_json(&rep2);
+    assert_eq!(r2["settings"]["engine"]["bloat"], "none");
+    let last = r2["hall_of_fame"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["complexity"], r2["best"]["size"]);
 }

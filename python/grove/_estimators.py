@@ -71,8 +71,8 @@ class _SymbolicBase(BaseEstimator):
         "max_length": [Interval(Integral, 1, 65535, closed="both")],
         "parsimony_coefficient": [Interval(Real, 0, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="left"), None],
-        "select": [StrOptions({"auto", "validation", "pareto", "train"})],
-        "bloat": [StrOptions({"none", "double-tournament", "lexicographic"})],
+        "select": [StrOptions({"auto", "validation", "pareto", "mdl", "train"})],
+        "bloat": [StrOptions({"none", "double-tournament", "lexicographic", "nsga2"}), None],
         "size_pressure": [Interval(Real, 1, 2, closed="both")],
         "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
         "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
@@ -92,8 +92,9 @@ class _SymbolicBase(BaseEstimator):
             "tournament": int(self.tournament_size),
             "elite": min(int(self.elitism), pop),
             "max_len": int(self.max_length),
-            "bloat": self.bloat,
             "size_pressure": float(self.size_pressure),
+            # None: the device's default, set on the Rust side.
+            **({} if self.bloat is None else {"bloat": self.bloat}),
         }
 
     def _engine_with_constants(self):
@@ -187,13 +188,16 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         Fitness penalty per program node.
     validation_fraction : float in [0, 1) or None, default=None
         Fraction of the rows held out (seeded) to choose the returned program; never used for
-        fitness. None: 0.25 with at least 300 rows (unless ``select="train"``), else none.
-    select : {"auto", "validation", "pareto", "train"}, default="auto"
+        fitness. None: 0.25 with at least 300 rows (unless ``select`` is "train" or "mdl"), else none.
+    select : {"auto", "validation", "pareto", "mdl", "train"}, default="auto"
         How the returned program is chosen from the hall of fame's Pareto front: the lowest
-        validation error ("auto" does so when there are validation rows, else "train"), PySR's
-        score (steepest drop of log error per node), or the lowest training error.
-    bloat : {"none", "double-tournament", "lexicographic"}, default="none"
-        Bloat control by selection (the linear penalty is ``parsimony_coefficient``).
+        validation error ("auto" does so when there are validation rows, else "mdl"), PySR's
+        score (steepest drop of log error per node), the smallest description length on the
+        training rows, or the lowest training error.
+    bloat : {"none", "double-tournament", "lexicographic", "nsga2"} or None, default=None
+        Bloat control by selection (the linear penalty is ``parsimony_coefficient``);
+        "nsga2" ranks error and size as two objectives (NSGA-II). None: "nsga2" on the CPU,
+        "none" on a GPU.
     size_pressure : float in [1, 2], default=1.4
         Double tournament: the smaller parent wins with probability ``size_pressure / 2``.
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
@@ -248,7 +252,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         parsimony_coefficient=_EVOLVE["parsimony_coefficient"],
         validation_fraction=None,
         select="auto",
-        bloat="none",
+        bloat=None,
         size_pressure=_EVOLVE["size_pressure"],
         optimise_constants=None,
         optimise_every=None,
@@ -392,7 +396,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         parsimony_coefficient=_CLASSIFY["parsimony_coefficient"],
         validation_fraction=None,
         select="auto",
-        bloat="none",
+        bloat=None,
         size_pressure=_CLASSIFY["size_pressure"],
         optimise_constants=None,
         optimise_every=None,

@@ -82,7 +82,8 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
 impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
     /// The engine's settings: what was given, else `defaults` (the command's, or for control
     /// the device's); the elite at most the population; bloat control as `choice` says (none
-    /// without); constants fitted as `constants` says.
+    /// without `choice`; the device's default, [`defaults::bloat`], where it names none);
+    /// constants fitted as `constants` says.
     pub fn config(&self, defaults: &EngineDefaults, choice: Option<&ChoiceArgs>, constants: ConstantFitting) -> EngineConfig {
         let pop = self.pop.unwrap_or(defaults.pop);
         let base = EngineConfig::default();
@@ -93,7 +94,7 @@ impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
             tournament: self.tournament,
             elite: self.elite.min(pop),
             max_len: self.max_len,
-            bloat: choice.map_or(base.bloat, |c| c.bloat),
+            bloat: choice.map_or(base.bloat, |c| c.bloat.unwrap_or(defaults::bloat(self.device.has_gpu()))),
             size_pressure: choice.map_or(base.size_pressure, |c| c.size_pressure),
             constants,
         }
@@ -171,9 +172,10 @@ pub struct ChoiceArgs {
     /// size).
     #[arg(long, value_enum, default_value_t = crate::task::validation::Select::default())]
     pub select: crate::task::validation::Select,
-    /// Bloat control by selection (the linear penalty is --parsimony).
-    #[arg(long, value_enum, default_value_t = crate::select::Bloat::default())]
-    pub bloat: crate::select::Bloat,
+    /// Bloat control by selection (the linear penalty is --parsimony); nsga2: error and size
+    /// as two objectives [default: nsga2 on the CPU, none on a GPU].
+    #[arg(long, value_enum)]
+    pub bloat: Option<crate::select::Bloat>,
     /// Double tournament's D, in [1, 2].
     #[arg(long, value_name = "D", default_value_t = crate::evolve::DEFAULT_SIZE_PRESSURE)]
     pub size_pressure: f64,

@@ -192,7 +192,7 @@ impl Default for ClassifySettings {
             standardize: true,
             grammar: None,
             functions: Some(FUNCTIONS.into()),
-            engine: CLASSIFY.config(crate::evolve::ConstantFitting::default()),
+            engine: crate::evolve::EngineConfig { bloat: super::defaults::bloat(false), ..CLASSIFY.config(crate::evolve::ConstantFitting::default()) },
             map: ge.map,
             init: ge.init,
             vary: ge.vary,

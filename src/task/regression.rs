@@ -318,7 +318,7 @@ impl EvolveSettings {
     pub fn cli_default() -> Self {
         let ge = super::defaults::GE.configs();
         Self {
-            engine: super::defaults::EVOLVE.config(default_fit(false)),
+            engine: crate::evolve::EngineConfig { bloat: super::defaults::bloat(false), ..super::defaults::EVOLVE.config(default_fit(false)) },
             map: ge.map,
             init: ge.init,
             vary: ge.vary,

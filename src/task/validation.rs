@@ -268,7 +268,14 @@ pub fn chosen_program(front: &[(usize, &crate::evolve::hof::Entry, f64)], decisi
 /// validation loss), saying why.
 pub fn decide(plan: &Plan, front: &[Candidate], best_at: Option<usize>) -> Decision {
     match choose(front, plan.rule) {
-        Some((i, why)) => Decision { member: Some(i), is_best: false, rule: plan.rule, why },
+        Some((i, why)) => {
+            // When `auto` chose the rule, say why that rule.
+            let why = match &plan.note {
+                Some(note) if plan.asked == Select::Auto => format!("{why}; {note}"),
+                _ => why,
+            };
+            Decision { member: Some(i), is_best: false, rule: plan.rule, why }
+        }
         None => {
             let why = match (plan.rule, &plan.note) {
                 (Select::Validation, _) => {

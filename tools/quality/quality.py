@@ -534,11 +534,16 @@ class Runner:
                 seed = split + 1
                 tr, te = grove_stratified_split(codes, len(classes), 0.25, seed)
                 base = dict(dataset=name, split=split, seed=seed, n_train=len(tr), n_test=len(te), classes=len(classes))
-                if self.want(name, "grove", split):
+                grove = {"grove": self.grove_extra()}
+                for v in self.args.grove_variant or []:  # NAME=ARGS: one more grove system, grove-NAME
+                    vname, _, vextra = v.partition("=")
+                    grove[f"grove-{vname}"] = [*self.grove_extra(), *vextra.split()]
+                for gsys, extra in grove.items():
+                    if "grove" not in self.systems or not self.want(name, gsys, split):
+                        continue
                     work = self.work()
                     rep = work / "report.json"
                     try:
-                        extra = self.grove_extra()
                         seconds = self.grove._run(["classify", "--data", f"builtin:{name}", "--seed", seed, "--report", rep, *extra], "grove classify")
                         r = json.loads(rep.read_text())
                         # The port of grove's split must be grove's: its predictions on our test
@@ -549,10 +554,10 @@ class Runner:
                         if r["test"]["rows"] != len(te) or abs(acc - r["test"]["accuracy"]) > 1e-9:
                             raise RuntimeError(f"split mismatch: {len(te)} rows, accuracy {acc} here, "
                                                f"{r['test']['rows']} rows, {r['test']['accuracy']} in grove's report")
-                        self.record({**base, "system": "grove", "accuracy": acc, "seconds": seconds,
+                        self.record({**base, "system": gsys, "accuracy": acc, "seconds": seconds,
                                      "grove_seconds": r["timing"]["seconds"], "size": r["best"]["size"]})
                     except Exception as e:
-                        self.record({**base, "system": "grove", "accuracy": None, "error": str(e), "seconds": 0})
+                        self.record({**base, "system": gsys, "accuracy": None, "error": str(e), "seconds": 0})
                 for system in ["linear", "gplearn"]:
                     if not self.want(name, system, split):
                         continue
@@ -983,7 +988,8 @@ def summary(out):
     rs = [r for r in recs if r["suite"] == "classify"]
     if rs:
         g = by(rs, "dataset", "system")
-        systems = [s for s in ["linear", "grove", "gplearn"] if any(k[1] == s for k in g)]
+        variants = sorted({k[1] for k in g if k[1].startswith("grove-")})
+        systems = [s for s in ["linear", "grove", *variants, "gplearn"] if any(k[1] == s for k in g)]
         say("### Classification: median test accuracy\n")
         say("| data set | classes | train/test rows | " + " | ".join(systems) + " | " + " | ".join(f"{s} s" for s in systems) + " |")
         say("|" + "---|" * (3 + 2 * len(systems)))
