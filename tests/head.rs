@@ -174,3 +174,14 @@ fn a_model_saved_before_the_head_predicts_as_before() {
     let out = m.outputs_of(vec![1.0, 2.0, 10.0, 20.0], 2).unwrap();
     assert_eq!(m.readout().apply(&out, 2), vec![2.0 * 11.0 + 0.5, 2.0 * 22.0 + 0.5]);
 }
+
+#[test]
+fn experiment_files_take_outputs() {
+    let d = dir("head-ron");
+    let (ron, rep) = (d.join("e.ron"), d.join("r.json"));
+    std::fs::write(&ron, "Evolve(data: \"builtin:pagie1:64\", functions: \"add,sub,mul\", outputs: 3, engine: (pop_size: 32, generations: 2))").unwrap();
+    assert_ok(&grove(&["run", s(&ron), "--report", s(&rep), "-q"]));
+    let r = read_json(&rep);
+    assert_eq!((r["settings"]["outputs"].as_u64(), r["model"]["n_outputs"].as_u64()), (Some(3), Some(3)));
+    assert_one_line_error(&grove(&["run", s(&ron), "--set", "outputs=12", "-q"]), &["outputs", "12", "1 to 8"]);
+}

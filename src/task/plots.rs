@@ -125,15 +125,12 @@ fn predicted_vs_actual(report: &Value, dir: &Path, title: &str) -> Result<Vec<Pa
         serde_json::from_value(report["settings"].clone()).context("the report's settings cannot be read")?;
     let model: super::model::Model = serde_json::from_value(report["model"].clone()).context("the report's model cannot be read")?;
     let (train, test) = super::regression::load_data(&settings).context("reloading the run's data for the plot")?;
-    let nodes = model.tree()?;
-    let (a, b) = model.scale.unwrap_or((1.0, 0.0));
+    let readout = model.readout();
     let mut series = Vec::new();
     for (name, d) in [("train", Some(&train)), ("test", test.as_ref())] {
         let Some(d) = d else { continue };
-        let mut pop = crate::program::tree::Population::new(1, nodes.len().max(1), 0);
-        pop.set_tree(0, &nodes).map_err(|e| anyhow::anyhow!("the model's tree: {e}"))?;
-        let p = crate::backend::cpu::eval::predict(&pop, 0, &d.x, d.n_rows)?;
-        let pts = d.y.iter().zip(&p).map(|(&y, &f)| (y as f64, a * f as f64 + b)).collect();
+        let p = readout.apply(&model.outputs_of(d.x.clone(), d.n_rows)?, d.n_rows);
+        let pts = d.y.iter().zip(&p).map(|(&y, &p)| (y as f64, p)).collect();
         series.push(Series { name: name.into(), points: pts, dots: true });
     }
     save(

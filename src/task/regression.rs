@@ -265,7 +265,13 @@ impl TreeSettings {
     /// As [`Self::rep`], for programs with `n_outputs` output slots (0: the root's value):
     /// each slot is placed once in a new tree, and extra output nodes appear with probability
     /// [`super::defaults::EVOLVE_P_OUT`].
-    pub fn rep_with_outputs(&self, functions: &str, n_vars: usize, n_outputs: usize, max_len: usize) -> anyhow::Result<crate::evolve::TreeRep> {
+    pub fn rep_with_outputs(
+        &self,
+        functions: &str,
+        n_vars: usize,
+        n_outputs: usize,
+        max_len: usize,
+    ) -> anyhow::Result<crate::evolve::TreeRep> {
         let p_out = if n_outputs > 0 { super::defaults::EVOLVE_P_OUT } else { 0.0 };
         let spec = crate::program::TreeSpec::new(super::search::function_set(functions)?, n_vars as u32, max_len)
             .with_const_range(self.const_range.0, self.const_range.1)
@@ -653,7 +659,8 @@ pub fn finish(
         Readout::Scale(a, b) => best_json["scale"] = serde_json::json!([a, b]),
         Readout::Head(h) => {
             best_json["head"] = serde_json::json!(h);
-            best_json["outputs"] = serde_json::json!(crate::program::render::outputs(&best.nodes, k, names, crate::program::render::Style::Infix));
+            let slots = crate::program::render::outputs(&best.nodes, k, names, crate::program::render::Style::Infix);
+            best_json["outputs"] = serde_json::json!(slots);
         }
     }
     if let Some((genome, text)) = &best.genome {
