@@ -71,9 +71,10 @@ impl Variant {
             "none" => Variant::Selection(Bloat::None),
             "double-tournament" => Variant::Selection(Bloat::DoubleTournament),
             "lexicographic" => Variant::Selection(Bloat::Lexicographic),
+            "nsga2" => Variant::Selection(Bloat::Nsga2),
             _ => match s.strip_prefix("penalty:") {
                 Some(c) => Variant::Penalty(c.parse()?),
-                None => anyhow::bail!("--bloat: `{s}` is none, penalty:C, double-tournament or lexicographic"),
+                None => anyhow::bail!("--bloat: `{s}` is none, penalty:C, double-tournament, lexicographic or nsga2"),
             },
         })
     }
@@ -83,6 +84,7 @@ impl Variant {
             Variant::Selection(Bloat::None) => "none".into(),
             Variant::Selection(Bloat::DoubleTournament) => "double-tournament".into(),
             Variant::Selection(Bloat::Lexicographic) => "lexicographic".into(),
+            Variant::Selection(Bloat::Nsga2) => "nsga2".into(),
             Variant::Penalty(c) => format!("penalty {c:e}·var(y)"),
         }
     }
@@ -160,12 +162,12 @@ fn run() -> anyhow::Result<()> {
                 r2[0].push(report["test"]["r2"].as_f64().unwrap_or(f64::NAN));
                 // One search with validation rows, chosen three ways.
                 s.validation_fraction = Some(0.25);
-                let plan = Plan::new(s.validation_fraction, Select::Validation, train.n_rows)?;
+                let plan = Plan::new(s.validation_fraction, Select::Validation, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE)?;
                 let (fit_rows, validation) = validation_split(&train, &plan, seed)?;
                 let searched = search(&s, &fit_rows, &backend, &quiet)?;
                 let mut line = format!("{} budget {budget} seed {seed}: train/all {:.4}", variant.name(), r2[0].last().unwrap());
                 for (k, rule) in [(1, Select::Train), (2, Select::Validation), (3, Select::Pareto)] {
-                    let plan = Plan::new(s.validation_fraction, rule, train.n_rows)?;
+                    let plan = Plan::new(s.validation_fraction, rule, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE)?;
                     let s = EvolveSettings { select: rule, ..s.clone() };
                     let report = finish(&s, &plan, &searched, &fit_rows, validation.as_ref(), Some(&test), &backend)?.report;
                     let v = report["test"]["r2"].as_f64().unwrap_or(f64::NAN);

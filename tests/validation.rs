@@ -57,7 +57,7 @@ fn quiet() -> RunOptions {
 fn the_validation_split_is_seeded_and_disjoint_from_the_training_and_test_rows() {
     let all = numbered(400);
     let (train, test) = grove::data::split(&all, 0.25, 7).unwrap();
-    let plan = Plan::new(None, Select::Auto, train.n_rows).unwrap();
+    let plan = Plan::new(None, Select::Auto, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
     assert_eq!((plan.fraction, plan.rule), (0.25, Select::Validation));
     let (rows, validation) = validation_split(&train, &plan, 7).unwrap();
     let validation = validation.unwrap();
@@ -74,7 +74,7 @@ fn the_validation_split_is_seeded_and_disjoint_from_the_training_and_test_rows()
     let (_, as_test) = grove::data::split(&train, 0.25, 7).unwrap();
     assert_ne!(rows_of(&as_test), v);
     // No validation rows: the training rows are used as they are.
-    let none = Plan::new(Some(0.0), Select::Auto, train.n_rows).unwrap();
+    let none = Plan::new(Some(0.0), Select::Auto, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
     let (same, nothing) = validation_split(&train, &none, 7).unwrap();
     assert!(nothing.is_none() && *same == train);
     let e = split_for(&numbered(3), 0.1, 1, Holdout::VALIDATION).unwrap_err().to_string();
@@ -111,7 +111,7 @@ fn the_validation_rows_never_reach_the_fitness() {
     s.select = Select::Train;
     let backend = Backend::Cpu;
     let held = fit(&s, &train, None, &backend, &quiet()).unwrap().report;
-    let plan = Plan::new(s.validation_fraction, s.select, train.n_rows).unwrap();
+    let plan = Plan::new(s.validation_fraction, s.select, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
     let (rows, _) = validation_split(&train, &plan, s.engine.seed).unwrap();
     let mut alone = s.clone();
     alone.validation_fraction = Some(0.0);
@@ -229,11 +229,13 @@ fn experiment_files_and_set_carry_the_settings_and_round_trip() {
     // --set changes them.
     let (c, g) = parse_ron(r#"Classify(data: "builtin:iris")"#, "c.ron").unwrap();
     let Experiment::Classify(d) = Experiment::from_parts(&c, g, "c.ron").unwrap() else { panic!() };
-    let device_default = grove::task::defaults::bloat(grove::backend::DeviceChoice::Auto.has_gpu());
-    assert_eq!((d.validation_fraction, d.select, d.engine.bloat), (None, Select::Auto, device_default));
-    let (c, g) = parse_ron(r#"Classify(data: "builtin:iris", device: "cpu")"#, "c.ron").unwrap();
-    let Experiment::Classify(d) = Experiment::from_parts(&c, g, "c.ron").unwrap() else { panic!() };
-    assert_eq!(d.engine.bloat, Bloat::Nsga2);
+    assert_eq!((d.validation_fraction, d.select, d.engine.bloat), (None, Select::Auto, Bloat::None));
+    let (c, g) = parse_ron(r#"Evolve(data: "builtin:pagie1", functions: "add")"#, "e.ron").unwrap();
+    let Experiment::Evolve(e) = Experiment::from_parts(&c, g, "e.ron").unwrap() else { panic!() };
+    assert_eq!(e.engine.bloat, grove::task::defaults::evolve_bloat(grove::backend::DeviceChoice::Auto.has_gpu()));
+    let (c, g) = parse_ron(r#"Evolve(data: "builtin:pagie1", functions: "add", device: "cpu")"#, "e.ron").unwrap();
+    let Experiment::Evolve(e) = Experiment::from_parts(&c, g, "e.ron").unwrap() else { panic!() };
+    assert_eq!(e.engine.bloat, Bloat::Nsga2);
     let path = std::env::temp_dir().join(format!("grove-validation-{}.ron", std::process::id()));
     std::fs::write(&path, text).unwrap();
     let o = Overrides {

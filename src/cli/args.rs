@@ -36,6 +36,10 @@ pub trait EngineHelp {
     const PARSIMONY: &'static str = "Fitness penalty per program node";
     /// Help of `--device`.
     const DEVICE: &'static str = "Where to evaluate: auto (CUDA if usable, else CPU), cpu, cuda";
+    /// Bloat control where `--bloat` is not given, on a GPU (`on_gpu`) or the CPU.
+    fn bloat(_on_gpu: bool) -> crate::select::Bloat {
+        crate::select::Bloat::None
+    }
 }
 
 /// A default for the help and the parser, `None` for none.
@@ -82,7 +86,8 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
 impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
     /// The engine's settings: what was given, else `defaults` (the command's, or for control
     /// the device's); the elite at most the population; bloat control as `choice` says (none
-    /// without `choice`; the device's default, [`defaults::bloat`], where it names none);
+    /// without `choice`; the command's default on the device, [`EngineHelp::bloat`], where it
+    /// names none);
     /// constants fitted as `constants` says.
     pub fn config(&self, defaults: &EngineDefaults, choice: Option<&ChoiceArgs>, constants: ConstantFitting) -> EngineConfig {
         let pop = self.pop.unwrap_or(defaults.pop);
@@ -94,7 +99,7 @@ impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
             tournament: self.tournament,
             elite: self.elite.min(pop),
             max_len: self.max_len,
-            bloat: choice.map_or(base.bloat, |c| c.bloat.unwrap_or(defaults::bloat(self.device.has_gpu()))),
+            bloat: choice.map_or(base.bloat, |c| c.bloat.unwrap_or_else(|| D::bloat(self.device.has_gpu()))),
             size_pressure: choice.map_or(base.size_pressure, |c| c.size_pressure),
             constants,
         }
@@ -173,7 +178,7 @@ pub struct ChoiceArgs {
     #[arg(long, value_enum, default_value_t = crate::task::validation::Select::default())]
     pub select: crate::task::validation::Select,
     /// Bloat control by selection (the linear penalty is --parsimony); nsga2: error and size
-    /// as two objectives [default: nsga2 on the CPU, none on a GPU].
+    /// as two objectives [default: evolve: nsga2 on the CPU, none on a GPU; classify: none].
     #[arg(long, value_enum)]
     pub bloat: Option<crate::select::Bloat>,
     /// Double tournament's D, in [1, 2].

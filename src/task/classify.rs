@@ -192,7 +192,7 @@ impl Default for ClassifySettings {
             standardize: true,
             grammar: None,
             functions: Some(FUNCTIONS.into()),
-            engine: crate::evolve::EngineConfig { bloat: super::defaults::bloat(false), ..CLASSIFY.config(crate::evolve::ConstantFitting::default()) },
+            engine: CLASSIFY.config(crate::evolve::ConstantFitting::default()),
             map: ge.map,
             init: ge.init,
             vary: ge.vary,
@@ -344,11 +344,11 @@ pub fn fit(
     use crate::program::render::{Style, outputs, render};
 
     let start = std::time::Instant::now();
-    let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.data.n_rows)?;
+    let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.data.n_rows, super::defaults::CLASSIFY_SMALL_DATA_RULE)?;
     // The automatic split gives way when no class can spare a row.
     let (rows, validation, plan) = match validation_split(train, &plan, settings.engine.seed) {
         Ok((rows, validation)) => (rows, validation, plan),
-        Err(e) => (std::borrow::Cow::Borrowed(train), None, plan.without_validation(settings.validation_fraction, e)?),
+        Err(e) => (std::borrow::Cow::Borrowed(train), None, plan.without_validation(settings.validation_fraction, e, super::defaults::CLASSIFY_SMALL_DATA_RULE)?),
     };
     let train: &Labeled = &rows;
     let validation = validation.as_ref();

@@ -324,7 +324,7 @@ impl EvolveSettings {
     pub fn cli_default() -> Self {
         let ge = super::defaults::GE.configs();
         Self {
-            engine: crate::evolve::EngineConfig { bloat: super::defaults::bloat(false), ..super::defaults::EVOLVE.config(default_fit(false)) },
+            engine: crate::evolve::EngineConfig { bloat: super::defaults::evolve_bloat(false), ..super::defaults::EVOLVE.config(default_fit(false)) },
             map: ge.map,
             init: ge.init,
             vary: ge.vary,
@@ -511,7 +511,7 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &super::run::RunOptions,
 ) -> anyhow::Result<EvolveResult> {
-    let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows)?;
+    let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, super::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     let searched = search(settings, &rows, backend, opts)?;
     finish(settings, &plan, &searched, &rows, validation.as_ref(), test, backend)

@@ -73,9 +73,10 @@ impl Plan {
     /// The plan for `n_train` training rows: `fraction` `None` holds out [`AUTO_FRACTION`] when
     /// there are at least [`AUTO_MIN_ROWS`] rows and the rule is neither `train` nor `mdl`
     /// (which choose on the training rows), else none; `auto` becomes `validation` with
-    /// validation rows and `mdl` without. `validation` without
+    /// validation rows and `small` (the task's choice: `mdl` for regression, `train` for
+    /// classification, `task::defaults`) without. `validation` without
     /// validation rows is an error.
-    pub fn new(fraction: Option<f64>, select: Select, n_train: usize) -> Result<Plan> {
+    pub fn new(fraction: Option<f64>, select: Select, n_train: usize, small: Select) -> Result<Plan> {
         check_fraction(fraction)?;
         let enough = n_train >= AUTO_MIN_ROWS;
         let chooses_on_train = matches!(select, Select::Train | Select::Mdl);
@@ -88,7 +89,7 @@ impl Plan {
                 } else {
                     format!("no validation rows ({n_train} training rows, fewer than the {AUTO_MIN_ROWS} the automatic split needs)")
                 };
-                (Select::Mdl, Some(format!("{why}: the smallest description length on the front is returned")))
+                (small, Some(format!("{why}: {}", returned(small))))
             }
             Select::Validation if f == 0.0 => {
                 if fraction.is_some() {
@@ -106,15 +107,24 @@ impl Plan {
 
 impl Plan {
     /// This plan when its automatic validation split cannot be made (`why`: e.g. every class
-    /// has one row): no validation rows, and `auto` becomes `train` with the reason in the
+    /// has one row): no validation rows, and `auto` becomes `small` with the reason in the
     /// note. An explicit fraction, or `validation`, keeps the error.
-    pub fn without_validation(self, fraction: Option<f64>, why: anyhow::Error) -> Result<Plan> {
+    pub fn without_validation(self, fraction: Option<f64>, why: anyhow::Error, small: Select) -> Result<Plan> {
         if fraction.is_some() || self.asked == Select::Validation {
             return Err(why);
         }
-        let rule = if self.asked == Select::Auto { Select::Mdl } else { self.asked };
-        let note = Some(format!("no validation rows ({why:#}): the smallest description length on the front is returned"));
+        let rule = if self.asked == Select::Auto { small } else { self.asked };
+        let note = Some(format!("no validation rows ({why:#}): {}", returned(small)));
         Ok(Plan { fraction: 0.0, asked: self.asked, rule, note: if self.asked == Select::Auto { note } else { None } })
+    }
+}
+
+/// What `auto` returns by `rule` without validation rows, in words.
+fn returned(rule: Select) -> &'static str {
+    match rule {
+        Select::Mdl => "the smallest description length on the front is returned",
+        Select::Pareto => "the highest Pareto score on the front is returned",
+        _ => "the training-error minimum is returned",
     }
 }
 
@@ -340,28 +350,28 @@ mod tests {
 
     #[test]
     fn auto_resolves_by_row_count_and_validation_needs_rows() {
-        let p = Plan::new(None, Select::Auto, 300).unwrap();
+        let p = Plan::new(None, Select::Auto, 300, Select::Mdl).unwrap();
         assert_eq!((p.fraction, p.rule, p.note.is_none()), (AUTO_FRACTION, Select::Validation, true));
-        let p = Plan::new(None, Select::Auto, 299).unwrap();
+        let p = Plan::new(None, Select::Auto, 299, Select::Mdl).unwrap();
         assert_eq!((p.fraction, p.rule), (0.0, Select::Mdl));
-        assert_eq!(Plan::new(None, Select::Mdl, 5000).unwrap().fraction, 0.0, "mdl needs no validation rows");
+        assert_eq!(Plan::new(None, Select::Mdl, 5000, Select::Mdl).unwrap().fraction, 0.0, "mdl needs no validation rows");
         assert!(p.note.unwrap().contains("299 training rows, fewer than the 300"));
-        assert_eq!(Plan::new(None, Select::Train, 500).unwrap().fraction, 0.0, "train needs no validation rows");
-        assert_eq!(Plan::new(None, Select::Pareto, 500).unwrap().fraction, AUTO_FRACTION);
-        assert_eq!(Plan::new(Some(0.1), Select::Auto, 20).unwrap().rule, Select::Validation, "an explicit fraction is kept");
-        let e = Plan::new(Some(0.0), Select::Validation, 500).unwrap_err().to_string();
+        assert_eq!(Plan::new(None, Select::Train, 500, Select::Mdl).unwrap().fraction, 0.0, "train needs no validation rows");
+        assert_eq!(Plan::new(None, Select::Pareto, 500, Select::Mdl).unwrap().fraction, AUTO_FRACTION);
+        assert_eq!(Plan::new(Some(0.1), Select::Auto, 20, Select::Mdl).unwrap().rule, Select::Validation, "an explicit fraction is kept");
+        let e = Plan::new(Some(0.0), Select::Validation, 500, Select::Mdl).unwrap_err().to_string();
         assert!(e.contains("--select validation needs validation rows"), "{e}");
-        let e = Plan::new(None, Select::Validation, 50).unwrap_err().to_string();
+        let e = Plan::new(None, Select::Validation, 50, Select::Mdl).unwrap_err().to_string();
         assert!(e.contains("50 training rows"), "{e}");
         // An automatic split that cannot be made gives way; an explicit one does not.
         let why = || anyhow::anyhow!("no class can spare a row");
-        let p = Plan::new(None, Select::Auto, 300).unwrap().without_validation(None, why()).unwrap();
+        let p = Plan::new(None, Select::Auto, 300, Select::Mdl).unwrap().without_validation(None, why(), Select::Mdl).unwrap();
         assert_eq!((p.fraction, p.rule), (0.0, Select::Mdl));
         assert!(p.note.unwrap().contains("no class can spare a row"));
-        assert!(Plan::new(Some(0.2), Select::Auto, 300).unwrap().without_validation(Some(0.2), why()).is_err());
-        assert!(Plan::new(None, Select::Validation, 300).unwrap().without_validation(None, why()).is_err());
+        assert!(Plan::new(Some(0.2), Select::Auto, 300, Select::Mdl).unwrap().without_validation(Some(0.2), why(), Select::Mdl).is_err());
+        assert!(Plan::new(None, Select::Validation, 300, Select::Mdl).unwrap().without_validation(None, why(), Select::Mdl).is_err());
         for f in [1.0, -0.1, f64::NAN] {
-            let e = Plan::new(Some(f), Select::Auto, 500).unwrap_err().to_string();
+            let e = Plan::new(Some(f), Select::Auto, 500, Select::Mdl).unwrap_err().to_string();
             assert!(e.starts_with("--validation-fraction (validation_fraction) must be in [0, 1)"), "{e}");
         }
     }
@@ -390,7 +400,7 @@ mod tests {
         // A perfect fit is the best, not -inf; an invalid one never is.
         assert!(gaussian_nll(0.0, 10).is_finite() && gaussian_nll(f64::NAN, 10) == f64::INFINITY);
         // No member with a length: the run's best, saying why.
-        let plan = Plan::new(None, Select::Mdl, 100).unwrap();
+        let plan = Plan::new(None, Select::Mdl, 100, Select::Mdl).unwrap();
         let d = decide(&plan, &[cand(3, 1.0, None)], Some(0));
         assert!(d.is_best && d.why.contains("no likelihood"), "{}", d.why);
     }
