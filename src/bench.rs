@@ -11,9 +11,11 @@ use rayon::prelude::*;
 use crate::genome::{MapConfig, Mapper};
 use crate::grammar::{self, DatasetShape};
 use crate::rng::{Purpose, Stream};
+use crate::task::search::{MAX_GENOME, MAX_WRAPS, check_count};
 
 /// Runs the benchmarks named by `args` and prints their table.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
+    args.check()?;
     let shape = DatasetShape { n_vars: Some(5), n_is: Some(5), n_os: Some(3) };
     let loaded = grammar::load(&args.grammar, &shape)?;
     let genomes = random_genomes(args.genomes, args.codons, 1);
@@ -452,13 +454,13 @@ pub struct BenchArgs {
     #[arg(long, default_value = "grammars/vladislavleva4.bnf")]
     pub grammar: std::path::PathBuf,
     /// Genomes to map.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000, help = format!("Genomes to map, 1 to {MAX_BENCH_GENOMES}"))]
     pub genomes: usize,
     /// Codons per genome.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, help = format!("Codons per genome, 1 to {MAX_GENOME}"))]
     pub codons: usize,
     /// Wraps allowed.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, help = format!("Wraps allowed, at most {MAX_WRAPS}"))]
     pub wraps: u32,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -473,6 +475,19 @@ pub struct BenchArgs {
     /// default.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub gpu_part: Vec<GpuPart>,
+}
+
+/// Most genomes `grove bench` maps.
+pub const MAX_BENCH_GENOMES: usize = 1 << 24;
+
+impl BenchArgs {
+    /// Checks the counts; each message names the flag and its bound.
+    pub fn check(&self) -> Result<()> {
+        check_count("--genomes", self.genomes, 1, MAX_BENCH_GENOMES)?;
+        check_count("--codons", self.codons, 1, MAX_GENOME)?;
+        anyhow::ensure!(self.wraps <= MAX_WRAPS, "--wraps must be at most {MAX_WRAPS}, got {}", self.wraps);
+        Ok(())
+    }
 }
 
 /// A part of `grove bench --gpu`.

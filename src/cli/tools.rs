@@ -52,7 +52,10 @@ pub struct MapArgs {
     #[arg(long, short)]
     pub grammar: PathBuf,
     /// Extra passes over the genome when codons run out (PonyGE2's MAX_WRAPS).
-    #[arg(long, default_value_t = MapConfig::default().max_wraps)]
+    #[arg(long, default_value_t = MapConfig::default().max_wraps, help = format!(
+        "Extra passes over the genome when codons run out (PonyGE2's MAX_WRAPS), at most {}; genomes of at most {} codons",
+        crate::task::search::MAX_WRAPS, crate::task::search::MAX_GENOME
+    ))]
     pub wraps: u32,
     /// Codon use at rules with a single production.
     #[arg(long, value_enum, default_value_t = CodonsArg::of(MapConfig::default().codons))]

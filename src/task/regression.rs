@@ -2,7 +2,7 @@
 //! 1 − R², optionally after linear scaling as Operon does, plus parsimony pressure), and the
 //! scores reported for the best program on the training and test data.
 
-use super::search::{EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, device_loop_line, generations_json, islands_summary};
+use super::search::{EvolveResult, add_island_stats, check_ge, check_search, describe_devices, device_loop_line, generations_json, islands_summary};
 use crate::backend::cpu::eval::evaluate_regression;
 use crate::data::Dataset;
 use crate::program::fitness::RegressionSums;
@@ -251,13 +251,12 @@ impl EvolveSettings {
     /// the experiment-file field.
     pub fn check(&self) -> anyhow::Result<()> {
         use anyhow::ensure;
-        check_engine(&self.engine)?;
-        self.islands.check(self.engine.pop_size)?;
+        check_search(&self.engine, &self.islands)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
         super::validation::check_fraction(self.validation_fraction)?;
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
-        check_ge(&self.vary)?;
+        check_ge(&self.search_settings().ge)?;
         match (&self.grammar, &self.functions) {
             (None, None) => anyhow::bail!(
                 "give --grammar FILE (grammatical evolution) or --functions LIST (tree GP), e.g. --grammar grammars/regression.bnf (in an experiment file: grammar or functions)"

@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 
 use crate::genome::{MapConfig, Mapper};
 use crate::grammar::{self, DatasetShape, Severity};
+use super::search::{MAX_GENOME, MAX_WRAPS};
 
 /// What `grove check` found: diagnostics (`file:line:col: severity: message`, for standard
 /// error) and the summary of rules and the compiled table (for standard output).
@@ -74,12 +75,16 @@ pub enum MapFormat {
     Jsonl,
 }
 
-/// Parses one genome line: codons separated by commas and/or spaces, optionally in brackets.
+/// Parses one genome line: codons separated by commas and/or spaces, optionally in brackets;
+/// at most [`MAX_GENOME`] of them.
 pub fn parse_genome(line: &str, out: &mut Vec<u32>) -> Result<(), String> {
     out.clear();
     let body = line.trim();
     let body = body.strip_prefix('[').map_or(body, |b| b.strip_suffix(']').unwrap_or(b));
     for (k, tok) in body.split([',', ' ', '\t']).filter(|t| !t.is_empty()).enumerate() {
+        if k == MAX_GENOME {
+            return Err(format!("more than {MAX_GENOME} codons (the longest genome grove maps)"));
+        }
         let v: u32 = tok.parse().map_err(|_| format!("codon {} is `{tok}`, not an integer from 0 to {}", k + 1, u32::MAX))?;
         out.push(v);
     }
@@ -106,6 +111,7 @@ pub struct MapSettings {
 /// `line N: why`. Returns how many were bad.
 pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mut bad: impl FnMut(String)) -> Result<usize> {
     let (config, format) = (s.config, s.format);
+    anyhow::ensure!(config.max_wraps <= MAX_WRAPS, "--wraps must be at most {MAX_WRAPS}, got {}", config.max_wraps);
     let loaded = grammar::load(&s.grammar, &s.shape)?;
     let backend = crate::backend::Backend::open(s.device, false)?;
     let mut mapper = Mapper::new(&loaded.table, config);
