@@ -462,6 +462,10 @@ pub struct BenchArgs {
     /// Wraps allowed.
     #[arg(long, default_value_t = 2, help = format!("Wraps allowed, at most {MAX_WRAPS}"))]
     pub wraps: u32,
+    /// The most memory the benchmark may use (e.g. 2G, 512M; default: what the machine has
+    /// available).
+    #[arg(long, value_name = "SIZE", value_parser = crate::task::plan::parse_size, env = "GROVE_MAX_MEMORY")]
+    pub max_memory: Option<u64>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -481,12 +485,16 @@ pub struct BenchArgs {
 pub const MAX_BENCH_GENOMES: usize = 1 << 24;
 
 impl BenchArgs {
-    /// Checks the counts; each message names the flag and its bound.
+    /// Checks the counts (each message names the flag and its bound) and the memory they need.
     pub fn check(&self) -> Result<()> {
         check_count("--genomes", self.genomes, 1, MAX_BENCH_GENOMES)?;
         check_count("--codons", self.codons, 1, MAX_GENOME)?;
         anyhow::ensure!(self.wraps <= MAX_WRAPS, "--wraps must be at most {MAX_WRAPS}, got {}", self.wraps);
-        Ok(())
+        // The genomes, and the CPU interpreter's W3 (100,000 points of 8 features, 1000 trees).
+        let genomes = (self.genomes as u64).saturating_mul(self.codons as u64).saturating_mul(4);
+        let need = crate::task::plan::Need { host: genomes.saturating_add(8 << 20), device: 0 };
+        let what = format!("--genomes {} × --codons {}", self.genomes, self.codons);
+        crate::task::plan::check(&need, &what, "lower --genomes or --codons", self.max_memory, None)
     }
 }
 

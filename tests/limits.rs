@@ -94,3 +94,44 @@ fn help_states_the_bounds() {
         }
     }
 }
+
+// `--pop 4000000000` aborted (`memory allocation of … bytes failed`), `--islands 65536 --pop
+// 2000` reached 19.8 GB and `--pop 100000000 --gens 1` 13.6 GB before anyone stopped them.
+#[test]
+fn runs_that_will_not_fit_are_refused_before_they_start() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["evolve", "--functions", "add", "--pop", "4000000000"], &["--pop 4000000000 × --islands 1", "TiB of host memory", "lower --pop"]),
+        (&["classify", "--pop", "4000000000"], &["--pop 4000000000", "of host memory"]),
+        (&["control", "--env", "swimmer", "--pop", "4000000000"], &["--pop 4000000000", "--episodes"]),
+        (
+            &["evolve", "--functions", "add", "--islands", "65536", "--pop", "2000", "--max-memory", "16G"],
+            &["--pop 2000 × --islands 65536 (programs of up to 128 nodes) needs about", "GiB of host memory, more than the 16.0 GiB --max-memory"],
+        ),
+        (&["evolve", "--functions", "add", "--pop", "100000000", "--gens", "1", "--max-memory", "16G"], &["--pop 100000000", "16.0 GiB --max-memory"]),
+        (&["evolve", "--grammar", "grammars/regression.bnf", "--pop", "300000", "--max-memory", "1G"], &["--genome-capacity"]),
+        (&["control", "--env", "swimmer", "--episodes", "10000", "--pop", "100000", "--max-memory", "4G"], &["--episodes", "4.0 GiB --max-memory"]),
+        (&["bench", "--genomes", "16777216", "--codons", "65536"], &["--genomes 16777216 × --codons 65536 needs about 4.0 TiB", "lower --genomes"]),
+    ];
+    for (args, needles) in cases {
+        assert_one_line_error(&grove_cpu(args), needles);
+    }
+    // The same plan for an experiment file, and a run that fits goes ahead under the limit.
+    let d = dir("plan");
+    let big = d.join("big.ron");
+    std::fs::write(&big, "Evolve(functions: \"add\", device: \"cpu\", engine: (pop_size: 100000000, generations: 1))").unwrap();
+    assert_one_line_error(&grove_cpu(&["run", big.to_str().unwrap(), "--max-memory", "2G"]), &["--pop 100000000", "2.0 GiB --max-memory"]);
+    let out = grove_cpu(&["evolve", "--functions", "add", "--pop", "50", "--gens", "1", "--max-memory", "64M", "-q"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = support::grove_run(&["map", "-g", "grammars/vladislavleva4.bnf", "--max-memory", "1M"], "", support::Device::Cpu, None);
+    assert_one_line_error(&out, &["mapping in batches needs about", "--max-memory"]);
+}
+
+// A line of a megabyte was read whole whatever its length (`/dev/zero` grew without bound).
+#[test]
+fn map_refuses_a_line_longer_than_any_genome() {
+    let long = dir("long_line").join("genomes.txt");
+    std::fs::write(&long, "1".repeat(1 << 20)).unwrap();
+    let mut map = support::grove_command(&["map", "-g", "grammars/vladislavleva4.bnf"], support::Device::Cpu, None);
+    let out = map.stdin(std::fs::File::open(&long).unwrap()).output().unwrap();
+    assert_one_line_error(&out, &["line 1 is longer than 720898 bytes"]);
+}

@@ -131,6 +131,10 @@ pub struct RunFlags {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The most memory the run may use, host and GPU (e.g. 2G, 512M; default: what the machine
+    /// has available); a run whose estimate is larger is refused before it starts.
+    #[arg(long, value_name = "SIZE", value_parser = crate::task::plan::parse_size, env = "GROVE_MAX_MEMORY")]
+    pub max_memory: Option<u64>,
     /// Print only the result.
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,

@@ -360,6 +360,10 @@ pub fn fit(
         bail!("--optimise-constants (engine.constants.steps) fits programs of at most {max_fit} classes; the data has {k}: drop it");
     }
     let n_outputs = if settings.binary { 0 } else { k };
+    let bytes = (train.data.n_rows as u64).saturating_mul(train.data.n_features as u64 + 1).saturating_mul(4);
+    let sums = 16 * k as u64 + 32;
+    let need = super::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: sums, device_per_individual: sums };
+    super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
     if backend.classification_on_host() && !opts.quiet {
         eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }

@@ -432,6 +432,10 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
     }
     let steps = settings.episode_steps.unwrap_or(m.episode_steps);
+    // Per individual: each episode's return, length and validity (and its state on a GPU).
+    let episodes = settings.episodes as u64;
+    let need = super::plan::TaskNeed { per_individual: 16 * episodes + 16, device_per_individual: 64 * episodes + 16, ..Default::default() };
+    super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, ", --episodes")?;
     let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
     let mut trained = m.clone();
     let healthy = training_healthy_reward(settings.healthy_reward, &m);

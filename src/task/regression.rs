@@ -377,6 +377,9 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
 
     let start = std::time::Instant::now();
     check_scaling(&settings.regression)?;
+    let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
+    let need = super::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: 32, device_per_individual: 32 };
+    super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
     super::search::note_bloat(&settings.engine, backend, opts.quiet);
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
     let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
