@@ -135,3 +135,15 @@ fn map_refuses_a_line_longer_than_any_genome() {
     let out = map.stdin(std::fs::File::open(&long).unwrap()).output().unwrap();
     assert_one_line_error(&out, &["line 1 is longer than 720898 bytes"]);
 }
+
+// `--islands 65536` printed every island's best on one line.
+#[test]
+fn the_summary_shows_a_few_islands_and_counts_the_rest() {
+    let out = grove_cpu(&["evolve", "--functions", "add", "--islands", "12", "--pop", "4", "--migrants", "1", "--gens", "1", "-q"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    let line = s.lines().find(|l| l.starts_with("islands ")).unwrap_or_else(|| panic!("no islands line: {s}"));
+    let bests = line.split("best ").nth(1).unwrap();
+    assert_eq!(bests.split_whitespace().filter(|w| w.parse::<f64>().is_ok()).count(), 8, "{line}");
+    assert!(bests.ends_with("… (4 more in the report)"), "{line}");
+}

@@ -317,11 +317,19 @@ pub fn add_island_stats(generations: &mut [serde_json::Value], island_history: &
     }
 }
 
+/// Islands whose best the summary's line shows; the rest are counted.
+pub const SUMMARY_ISLANDS: usize = 8;
+
 /// The summary's line about islands (none for one island): how many, of what size, how they
-/// migrated, and each island's best in the last generation (a return, with `returns`).
+/// migrated, and the best in the last generation of the first [`SUMMARY_ISLANDS`] islands (a
+/// return, with `returns`) and how many more there are (the report holds every island's).
 pub fn islands_summary(islands: &IslandConfig, pop: usize, island_history: &[Vec<GenerationStats>], returns: bool) -> Option<String> {
     let last = island_history.last()?;
-    let bests: Vec<String> = last.iter().map(|s| if returns { format!("{:.2}", -s.best) } else { format!("{:.4e}", s.best) }).collect();
+    let mut bests: Vec<String> =
+        last.iter().take(SUMMARY_ISLANDS).map(|s| if returns { format!("{:.2}", -s.best) } else { format!("{:.4e}", s.best) }).collect();
+    if last.len() > SUMMARY_ISLANDS {
+        bests.push(format!("… ({} more in the report)", last.len() - SUMMARY_ISLANDS));
+    }
     let migration = if islands.migrants == 0 {
         "no migration".to_string()
     } else {
