@@ -147,3 +147,22 @@ fn the_summary_shows_a_few_islands_and_counts_the_rest() {
     assert_eq!(bests.split_whitespace().filter(|w| w.parse::<f64>().is_ok()).count(), 8, "{line}");
     assert!(bests.ends_with("… (4 more in the report)"), "{line}");
 }
+
+// `rollout --actions` took NaN and inf (the data reader refuses them) and returned `-inf`.
+#[test]
+fn rollout_refuses_non_finite_actions_as_the_data_reader_does() {
+    let d = dir("actions");
+    for (body, needle) in [
+        ("0.1,nan\n", "a.csv:1: column 2: `nan` is NaN: NaN and infinite values are not allowed"),
+        ("left,right\n0,0\ninf,0\n", "a.csv:3: column 1: `inf` is infinite: NaN and infinite values are not allowed"),
+        ("0.5,-1e39\n", "a.csv:1: column 2: `-1e39` is outside the f32 range (±3.4e38)"),
+    ] {
+        let p = d.join("a.csv");
+        std::fs::write(&p, body).unwrap();
+        assert_one_line_error(&grove_cpu(&["rollout", "--env", "swimmer", "--actions", p.to_str().unwrap()]), &[needle]);
+    }
+    // The data reader's words for the same cell.
+    let data = d.join("d.csv");
+    std::fs::write(&data, "x,y\n1,nan\n").unwrap();
+    assert_one_line_error(&grove_cpu(&["evolve", "--functions", "add", "--data", data.to_str().unwrap()]), &["`nan` is NaN: NaN and infinite values are not allowed"]);
+}
