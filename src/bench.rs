@@ -11,9 +11,11 @@ use rayon::prelude::*;
 use crate::genome::{MapConfig, Mapper};
 use crate::grammar::{self, DatasetShape};
 use crate::rng::{Purpose, Stream};
+use crate::task::search::{MAX_GENOME, MAX_WRAPS, check_count};
 
 /// Runs the benchmarks named by `args` and prints their table.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
+    args.check()?;
     let shape = DatasetShape { n_vars: Some(5), n_is: Some(5), n_os: Some(3) };
     let loaded = grammar::load(&args.grammar, &shape)?;
     let genomes = random_genomes(args.genomes, args.codons, 1);
@@ -452,14 +454,18 @@ pub struct BenchArgs {
     #[arg(long, default_value = "grammars/vladislavleva4.bnf")]
     pub grammar: std::path::PathBuf,
     /// Genomes to map.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000, help = format!("Genomes to map, 1 to {MAX_BENCH_GENOMES}"))]
     pub genomes: usize,
     /// Codons per genome.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = 128, help = format!("Codons per genome, 1 to {MAX_GENOME}"))]
     pub codons: usize,
     /// Wraps allowed.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, help = format!("Wraps allowed, at most {MAX_WRAPS}"))]
     pub wraps: u32,
+    /// The most memory the benchmark may use (e.g. 2G, 512M; default: what the machine has
+    /// available).
+    #[arg(long, value_name = "SIZE", value_parser = crate::task::plan::parse_size, env = "GROVE_MAX_MEMORY")]
+    pub max_memory: Option<u64>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -473,6 +479,23 @@ pub struct BenchArgs {
     /// default.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub gpu_part: Vec<GpuPart>,
+}
+
+/// Most genomes `grove bench` maps.
+pub const MAX_BENCH_GENOMES: usize = 1 << 24;
+
+impl BenchArgs {
+    /// Checks the counts (each message names the flag and its bound) and the memory they need.
+    pub fn check(&self) -> Result<()> {
+        check_count("--genomes", self.genomes, 1, MAX_BENCH_GENOMES)?;
+        check_count("--codons", self.codons, 1, MAX_GENOME)?;
+        anyhow::ensure!(self.wraps <= MAX_WRAPS, "--wraps must be at most {MAX_WRAPS}, got {}", self.wraps);
+        // The genomes, and the CPU interpreter's W3 (100,000 points of 8 features, 1000 trees).
+        let genomes = (self.genomes as u64).saturating_mul(self.codons as u64).saturating_mul(4);
+        let need = crate::task::plan::Need { host: genomes.saturating_add(8 << 20), device: 0 };
+        let what = format!("--genomes {} × --codons {}", self.genomes, self.codons);
+        crate::task::plan::check(&need, &what, "lower --genomes or --codons", self.max_memory, None)
+    }
 }
 
 /// A part of `grove bench --gpu`.

@@ -237,6 +237,31 @@ impl Backend {
             .collect()
     }
 
+    /// How many GPUs a run of `islands` islands on this backend spreads over (as
+    /// [`Self::more_gpus`] opens them, with this one): 0 on the CPU, else at least 1.
+    pub fn gpus_for(&self, gpus: Gpus, islands: usize) -> usize {
+        match self {
+            Backend::Cpu => 0,
+            Backend::Cuda(_) if islands < 2 => 1,
+            Backend::Cuda(_) => match cuda::probe::driver() {
+                Ok(d) => gpus.resolve(d.devices as usize).0.len().clamp(1, islands),
+                Err(_) => 1,
+            },
+        }
+    }
+
+    /// The GPU's free memory in bytes (`None` on the CPU).
+    pub fn free_memory(&self) -> Result<Option<u64>> {
+        match self {
+            Backend::Cpu => Ok(None),
+            Backend::Cuda(engine) => {
+                let (free, _total) =
+                    engine.context().mem_get_info().map_err(|e| anyhow::anyhow!("asking the GPU for its free memory: {e:?}"))?;
+                Ok(Some(free as u64))
+            }
+        }
+    }
+
     /// A short description: `cpu (2 threads)` or the GPU's name.
     pub fn describe(&self) -> String {
         match self {

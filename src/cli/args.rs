@@ -12,7 +12,9 @@ use clap::{Args, ValueEnum};
 use crate::backend::DeviceChoice;
 use crate::evolve::{ConstantFitting, EngineConfig, IslandConfig};
 use crate::genome::{Codons, InitMethod};
+use crate::evolve::islands::MAX_ISLANDS;
 use crate::task::defaults::{self, EngineDefaults, GeConfigs};
+use crate::task::search::{MAX_GENERATIONS, MAX_GENOME, MAX_POP, MAX_WRAPS};
 
 /// What the engine group of a command shows: its defaults and the help lines that differ
 /// between commands.
@@ -24,11 +26,11 @@ pub trait EngineHelp {
     const BY_DEVICE: bool = false;
     /// Help of `--pop`.
     fn pop() -> String {
-        "Population size".into()
+        format!("Population size, {}", pop_bound())
     }
     /// Help of `--gens`.
     fn gens() -> String {
-        "Generations".into()
+        format!("Generations, at most {MAX_GENERATIONS}")
     }
     /// Help of `--seed`.
     const SEED: &'static str;
@@ -40,6 +42,11 @@ pub trait EngineHelp {
     fn bloat(_on_gpu: bool) -> crate::select::Bloat {
         crate::select::Bloat::None
     }
+}
+
+/// The bound of `--pop` every command's help states.
+pub fn pop_bound() -> String {
+    format!("2 to {MAX_POP} (--pop × --islands at most {MAX_POP})")
 }
 
 /// A default for the help and the parser, `None` for none.
@@ -67,13 +74,13 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
     #[arg(long, help = D::PARSIMONY, default_value_t = defaults::PARSIMONY)]
     pub parsimony: f64,
     /// Tournament size.
-    #[arg(long, help = "Tournament size", default_value = shown(Some(D::DEFAULTS.tournament)))]
+    #[arg(long, help = "Tournament size, 1 to --pop", default_value = shown(Some(D::DEFAULTS.tournament)))]
     pub tournament: usize,
     /// Best individuals copied unchanged to the next generation.
-    #[arg(long, help = "Best individuals copied unchanged to the next generation", default_value = shown(Some(D::DEFAULTS.elite)))]
+    #[arg(long, help = "Best individuals copied unchanged to the next generation, 0 to --pop − 1", default_value = shown(Some(D::DEFAULTS.elite)))]
     pub elite: usize,
     /// Longest program, in nodes.
-    #[arg(long, help = "Longest program, in nodes", default_value = shown(Some(D::DEFAULTS.max_len)))]
+    #[arg(long, help = "Longest program, in nodes, 1 to 65535", default_value = shown(Some(D::DEFAULTS.max_len)))]
     pub max_len: usize,
     /// Where to evaluate.
     #[arg(long, help = D::DEVICE, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
@@ -85,10 +92,9 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
 
 impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
     /// The engine's settings: what was given, else `defaults` (the command's, or for control
-    /// the device's); the elite at most the population; bloat control as `choice` says (none
-    /// without `choice`; the command's default on the device, [`EngineHelp::bloat`], where it
-    /// names none);
-    /// constants fitted as `constants` says.
+    /// the device's); bloat control as `choice` says (none without `choice`; the command's
+    /// default on the device, [`EngineHelp::bloat`], where it names none); constants fitted as
+    /// `constants` says.
     pub fn config(&self, defaults: &EngineDefaults, choice: Option<&ChoiceArgs>, constants: ConstantFitting) -> EngineConfig {
         let pop = self.pop.unwrap_or(defaults.pop);
         let base = EngineConfig::default();
@@ -97,7 +103,7 @@ impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
             generations: self.gens.unwrap_or(defaults.gens),
             seed: self.seed,
             tournament: self.tournament,
-            elite: self.elite.min(pop),
+            elite: self.elite,
             max_len: self.max_len,
             bloat: choice.map_or(base.bloat, |c| c.bloat.unwrap_or_else(|| D::bloat(self.device.has_gpu()))),
             size_pressure: choice.map_or(base.size_pressure, |c| c.size_pressure),
@@ -130,6 +136,10 @@ pub struct RunFlags {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The most memory the run may use, host and GPU (e.g. 2G, 512M; default: what the machine
+    /// has available); a run whose estimate is larger is refused before it starts.
+    #[arg(long, value_name = "SIZE", value_parser = crate::task::plan::parse_size, env = "GROVE_MAX_MEMORY")]
+    pub max_memory: Option<u64>,
     /// Print only the result.
     #[arg(long, short, conflicts_with = "verbose")]
     pub quiet: bool,
@@ -143,7 +153,9 @@ pub struct RunFlags {
 pub struct IslandArgs {
     /// Islands: populations of --pop each that evolve side by side and exchange their best
     /// programs on a ring (1: one population).
-    #[arg(long, default_value_t = IslandConfig::default().count, value_name = "N")]
+    #[arg(long, default_value_t = IslandConfig::default().count, value_name = "N", help = format!(
+        "Islands: populations of --pop each that evolve side by side and exchange their best programs on a ring (1: one population); 1 to {MAX_ISLANDS}, --pop × --islands at most {MAX_POP}"
+    ))]
     pub islands: usize,
     /// Generations between migrations (with --islands).
     #[arg(long, default_value_t = IslandConfig::default().migrate_every, value_name = "M")]
@@ -256,7 +268,7 @@ fn parse_range(s: &str) -> Result<InitDepth, String> {
 #[derive(Debug, Args)]
 pub struct GeArgs {
     /// GE: extra passes over the genome.
-    #[arg(long, default_value_t = defaults::GE.wraps)]
+    #[arg(long, default_value_t = defaults::GE.wraps, help = format!("GE: extra passes over the genome, at most {MAX_WRAPS}"))]
     pub wraps: u32,
     /// GE: codon use at single-production rules.
     #[arg(long, value_enum, default_value_t = CodonsArg::of(defaults::GE.codons))]
@@ -271,10 +283,10 @@ pub struct GeArgs {
     #[arg(long, default_value_t = InitDepth(defaults::GE.init_depth.0, defaults::GE.init_depth.1), value_parser = parse_range)]
     pub init_depth: InitDepth,
     /// GE: genome length of random initialisation.
-    #[arg(long, default_value_t = defaults::GE.genome_length)]
+    #[arg(long, default_value_t = defaults::GE.genome_length, help = format!("GE: genome length of random initialisation, 1 to {MAX_GENOME}"))]
     pub genome_length: usize,
     /// GE: longest genome crossover may make.
-    #[arg(long, default_value_t = defaults::GE.genome_capacity)]
+    #[arg(long, default_value_t = defaults::GE.genome_capacity, help = format!("GE: longest genome crossover may make, --genome-length to {MAX_GENOME}"))]
     pub genome_capacity: usize,
     /// GE: probability of crossing a pair of parents.
     #[arg(long, default_value_t = defaults::GE.crossover)]

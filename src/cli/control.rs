@@ -9,10 +9,11 @@ use anyhow::Result;
 use clap::Args;
 
 use super::args::{EngineArgs, EngineHelp, GeArgs, IslandArgs, RunFlags};
-use crate::task::control::ControlSettings;
+use crate::task::control::{ControlSettings, MAX_EPISODE_STEPS, MAX_EPISODES};
 use crate::task::defaults::{self, CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES};
 use crate::task::experiment::Experiment;
 use crate::task::run::RunOptions;
+use crate::task::search::MAX_GENERATIONS;
 use crate::task::search::ClassTreeSettings;
 
 /// The engine group's defaults and help in `grove control`.
@@ -23,10 +24,10 @@ impl EngineHelp for Control {
     const DEFAULTS: defaults::EngineDefaults = CONTROL_CPU;
     const BY_DEVICE: bool = true;
     fn pop() -> String {
-        format!("Population size [default: {} on the CPU, {} on a GPU]", CONTROL_CPU.pop, CONTROL_GPU.pop)
+        format!("Population size, {} [default: {} on the CPU, {} on a GPU]", super::args::pop_bound(), CONTROL_CPU.pop, CONTROL_GPU.pop)
     }
     fn gens() -> String {
-        format!("Generations [default: {} on the CPU, {} on a GPU]", CONTROL_CPU.gens, CONTROL_GPU.gens)
+        format!("Generations, at most {MAX_GENERATIONS} [default: {} on the CPU, {} on a GPU]", CONTROL_CPU.gens, CONTROL_GPU.gens)
     }
     const SEED: &'static str = "Random seed (of evolution and of the reset noise)";
     const PARSIMONY: &'static str = "Fitness penalty per program node (fitness is minus the mean return)";
@@ -54,14 +55,14 @@ pub struct ControlArgs {
     pub engine: EngineArgs<Control>,
     /// Roll-outs per individual, from different reset noise; fitness is the mean return.
     #[arg(long, help = format!(
-        "Roll-outs per individual, from different reset noise; fitness is the mean return [default: {CONTROL_CPU_EPISODES} on the CPU, {CONTROL_GPU_EPISODES} on a GPU]"
+        "Roll-outs per individual, from different reset noise; fitness is the mean return; 1 to {MAX_EPISODES} [default: {CONTROL_CPU_EPISODES} on the CPU, {CONTROL_GPU_EPISODES} on a GPU]"
     ))]
     pub episodes: Option<usize>,
     /// Control steps per episode (default: the environment's, 1000).
-    #[arg(long)]
+    #[arg(long, help = format!("Control steps per episode, 1 to {MAX_EPISODE_STEPS} (default: the environment's, 1000)"))]
     pub episode_steps: Option<usize>,
     /// Fresh episodes the best policy is scored on at the end (on the CPU).
-    #[arg(long, default_value_t = defaults::CONTROL_TEST_EPISODES)]
+    #[arg(long, default_value_t = defaults::CONTROL_TEST_EPISODES, help = format!("Fresh episodes the best policy is scored on at the end (on the CPU), 1 to {MAX_EPISODES}"))]
     pub test_episodes: usize,
     /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
     #[arg(long, default_value_t = defaults::CONTROL_P_OUT)]
@@ -80,7 +81,9 @@ pub struct ControlArgs {
     /// Episodes on which the reported policy is chosen, by the env's own return, among the
     /// run's best and the last population's fittest distinct programs (16 in all); 0: the
     /// run's best by training fitness.
-    #[arg(long, default_value_t = defaults::CONTROL_VALIDATION_EPISODES)]
+    #[arg(long, default_value_t = defaults::CONTROL_VALIDATION_EPISODES, help = format!(
+        "Episodes on which the reported policy is chosen, by the env's own return, among the run's best and the last population's fittest distinct programs (16 in all); 0: the run's best by training fitness; at most {MAX_EPISODES}"
+    ))]
     pub validation_episodes: usize,
     /// Grammatical evolution settings.
     #[command(flatten)]
@@ -112,7 +115,7 @@ impl ControlArgs {
             genome_capacity: ge.genome_capacity,
             episodes: self.episodes.unwrap_or(episodes),
             episode_steps: self.episode_steps,
-            test_episodes: self.test_episodes.max(1),
+            test_episodes: self.test_episodes,
             parsimony: e.parsimony,
             healthy_reward: self.healthy_reward,
             fresh_starts: self.fresh_starts,

@@ -143,6 +143,7 @@ pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> R
         checkpoint_every: every,
         resume: resume.map(|r| r.1),
         stop,
+        max_memory: flags.max_memory,
     })
 }
 

@@ -52,7 +52,10 @@ pub struct MapArgs {
     #[arg(long, short)]
     pub grammar: PathBuf,
     /// Extra passes over the genome when codons run out (PonyGE2's MAX_WRAPS).
-    #[arg(long, default_value_t = MapConfig::default().max_wraps)]
+    #[arg(long, default_value_t = MapConfig::default().max_wraps, help = format!(
+        "Extra passes over the genome when codons run out (PonyGE2's MAX_WRAPS), at most {}; genomes of at most {} codons",
+        crate::task::search::MAX_WRAPS, crate::task::search::MAX_GENOME
+    ))]
     pub wraps: u32,
     /// Codon use at rules with a single production.
     #[arg(long, value_enum, default_value_t = CodonsArg::of(MapConfig::default().codons))]
@@ -73,6 +76,10 @@ pub struct MapArgs {
     /// Data-set shape for `GE_RANGE:dataset_*`.
     #[command(flatten)]
     pub shape: GrammarArgs,
+    /// The most memory mapping may use (e.g. 2G, 512M; default: what the machine has
+    /// available).
+    #[arg(long, value_name = "SIZE", value_parser = crate::task::plan::parse_size, env = "GROVE_MAX_MEMORY")]
+    pub max_memory: Option<u64>,
 }
 
 /// `grove predict`.
@@ -157,7 +164,14 @@ pub fn map(args: &MapArgs) -> Result<ExitCode> {
     };
     let mut out = BufWriter::new(std::io::stdout().lock());
     let settings =
-        crate::task::tools::MapSettings { grammar: args.grammar.clone(), shape: args.shape.shape(), config, device: args.device, format: args.format };
+        crate::task::tools::MapSettings {
+        grammar: args.grammar.clone(),
+        shape: args.shape.shape(),
+        config,
+        device: args.device,
+        format: args.format,
+        max_memory: args.max_memory,
+    };
     let bad = crate::task::tools::map_stream(&settings, std::io::stdin().lock(), &mut out, |line| eprintln!("{line}"))?;
     out.flush().context("cannot write standard output")?;
     Ok(if bad > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })

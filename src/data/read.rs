@@ -434,8 +434,9 @@ fn parse_row(
     Ok(())
 }
 
-/// A number in f32 range, or a message saying what the cell holds instead.
-fn parse_number(text: &[u8]) -> Result<f64, String> {
+/// A number in f32 range, or a message saying what the cell holds instead (every reader of
+/// numbers says it alike: data files here, action files in `sim::rollout`).
+pub fn parse_number(text: &[u8]) -> Result<f64, String> {
     let t = text.trim_ascii();
     if t.is_empty() {
         return Err("empty cell: missing values are not allowed".into());

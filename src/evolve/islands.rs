@@ -18,6 +18,9 @@ use crate::genome::init::Genomes;
 use crate::program::tree::Population;
 use crate::select;
 
+/// Most islands a run may have.
+pub const MAX_ISLANDS: usize = 1 << 16;
+
 /// The island model's settings (every command's `islands` block; `--islands`, `--migrate-every`,
 /// `--migrants`, `--gpus`).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -60,7 +63,7 @@ impl IslandConfig {
     /// flag and the experiment-file field.
     pub fn check(&self, pop_size: usize) -> Result<()> {
         ensure!(self.count >= 1, "--islands (islands.count) must be at least 1, got {}", self.count);
-        ensure!(self.count <= 1 << 16, "--islands (islands.count) must be at most 65536, got {}", self.count);
+        ensure!(self.count <= MAX_ISLANDS, "--islands (islands.count) must be at most {MAX_ISLANDS}, got {}", self.count);
         ensure!(self.migrate_every >= 1, "--migrate-every (islands.migrate_every) must be at least 1, got {}", self.migrate_every);
         if self.count > 1 {
             ensure!(

@@ -166,9 +166,7 @@ impl GrammarRep<'_> {
     /// codons (eager codons read one per entry, so no valid mapping is cut), twice that with
     /// lazy codons (whose single-production rules read none), at most 2¹⁶.
     pub fn max_derivation(&self) -> usize {
-        let budget = self.genome_capacity.saturating_mul(self.map.max_wraps as usize + 1);
-        let per_codon = if self.map.codons == crate::genome::Codons::Lazy { 2 } else { 1 };
-        budget.saturating_mul(per_codon).clamp(1, 1 << 16)
+        max_derivation(self.genome_capacity, &self.map)
     }
 
     /// The grammar as both loops' mapping step reads it ([`crate::backend::breed::Breeder::map`]):
@@ -182,6 +180,14 @@ impl GrammarRep<'_> {
     pub fn mapper(&self) -> Mapper<'_> {
         self.grammar().mapper()
     }
+}
+
+/// [`GrammarRep::max_derivation`] for genomes of at most `genome_capacity` codons mapped as
+/// `map` says (also what a run's resource plan counts before the grammar is loaded).
+pub fn max_derivation(genome_capacity: usize, map: &MapConfig) -> usize {
+    let budget = genome_capacity.saturating_mul(map.max_wraps as usize + 1);
+    let per_codon = if map.codons == crate::genome::Codons::Lazy { 2 } else { 1 };
+    budget.saturating_mul(per_codon).clamp(1, 1 << 16)
 }
 
 /// The best program found so far.

@@ -56,7 +56,8 @@ impl ActionSource {
     }
 }
 
-/// Read an action CSV with `nu` columns; errors name the line.
+/// Read an action CSV with `nu` columns of finite numbers in f32 range; errors name the line
+/// (and the column, in the data reader's words).
 pub fn read_actions(text: &str, origin: &str, nu: usize) -> Result<Vec<Vec<f64>>> {
     let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -67,7 +68,14 @@ pub fn read_actions(text: &str, origin: &str, nu: usize) -> Result<Vec<Vec<f64>>
         let cells: Vec<&str> = line.split(',').map(str::trim).collect();
         let parsed: Result<Vec<f64>, _> = cells.iter().map(|c| c.parse::<f64>()).collect();
         let values = match parsed {
-            Ok(v) => v,
+            // As the data reader: finite numbers in f32 range only.
+            Ok(_) => cells
+                .iter()
+                .enumerate()
+                .map(|(c, cell)| {
+                    crate::data::read::parse_number(cell.as_bytes()).map_err(|m| anyhow::anyhow!("{origin}:{}: column {}: {m}", i + 1, c + 1))
+                })
+                .collect::<Result<Vec<f64>>>()?,
             Err(_) if rows.is_empty() && i == first_content_line(text) => continue, // a header row
             Err(_) => {
                 let bad = cells.iter().find(|c| c.parse::<f64>().is_err()).unwrap_or(&"");

@@ -8,7 +8,7 @@
 use anyhow::{Context, Result, bail};
 
 use super::model::{Model, ModelKind, classify_outputs};
-use super::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, device_loop_line, generations_json, islands_summary};
+use super::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_ge, check_search, describe_devices, device_loop_line, generations_json, islands_summary};
 use crate::data::classes::{ClassSource, Labeled, Standardize, stratified_split};
 /// The fitness measure and the fitness of the fused sums: defined in [`crate::program::fitness`],
 /// below the engine, which reads them too.
@@ -292,8 +292,7 @@ impl ClassifySettings {
     /// Checks values the types allow but a run cannot use.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
-        check_engine(&self.engine)?;
-        self.islands.check(self.engine.pop_size)?;
+        check_search(&self.engine, &self.islands)?;
         ensure!(
             self.test_fraction > 0.0 && self.test_fraction < 1.0,
             "--test-fraction (test_fraction) must be in (0, 1), got {}",
@@ -302,7 +301,7 @@ impl ClassifySettings {
         super::validation::check_fraction(self.validation_fraction)?;
         ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
-        check_ge(&self.vary)?;
+        check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
         Ok(())
     }
@@ -361,6 +360,10 @@ pub fn fit(
         bail!("--optimise-constants (engine.constants.steps) fits programs of at most {max_fit} classes; the data has {k}: drop it");
     }
     let n_outputs = if settings.binary { 0 } else { k };
+    let bytes = (train.data.n_rows as u64).saturating_mul(train.data.n_features as u64 + 1).saturating_mul(4);
+    let sums = 16 * k as u64 + 32;
+    let need = super::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: sums, device_per_individual: sums };
+    super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
     if backend.classification_on_host() && !opts.quiet {
         eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }

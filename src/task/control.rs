@@ -8,7 +8,7 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, fame_rows, islands_summary};
+use super::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_count, check_ge, check_search, describe_devices, fame_rows, islands_summary};
 use crate::backend::Backend;
 use crate::backend::cpu::control::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
 /// The policy a report saves: defined in [`crate::backend::cpu::control`], below the report layer,
@@ -24,6 +24,11 @@ pub const VALIDATION_GENERATION: u32 = 2;
 /// Policies the validation episodes choose among: the run's best and the last population's
 /// best distinct programs.
 pub const VALIDATION_CANDIDATES: usize = 16;
+
+/// Most episodes of each kind (`--episodes`, `--test-episodes`, `--validation-episodes`).
+pub const MAX_EPISODES: usize = 10_000;
+/// Most control steps per episode (`--episode-steps`; the shipped environments play 1000).
+pub const MAX_EPISODE_STEPS: usize = 1_000_000;
 
 /// Everything a `grove control` run needs; stored in the report so the run can be repeated.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -138,21 +143,24 @@ impl ControlSettings {
     /// the experiment-file field.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
-        check_engine(&self.engine)?;
+        check_search(&self.engine, &self.islands)?;
         ensure!(
             self.engine.constants.steps == 0,
             "engine.constants.steps is {}: control fits no constants (constant fitting is for regression and classification)",
             self.engine.constants.steps
         );
-        self.islands.check(self.engine.pop_size)?;
-        ensure!(self.episodes >= 1, "--episodes (episodes) must be at least 1");
-        ensure!(self.episode_steps != Some(0), "--episode-steps (episode_steps) must be at least 1");
+        check_count("--episodes (episodes)", self.episodes, 1, MAX_EPISODES)?;
+        check_count("--test-episodes (test_episodes)", self.test_episodes, 1, MAX_EPISODES)?;
+        check_count("--validation-episodes (validation_episodes)", self.validation_episodes, 0, MAX_EPISODES)?;
+        if let Some(n) = self.episode_steps {
+            check_count("--episode-steps (episode_steps)", n, 1, MAX_EPISODE_STEPS)?;
+        }
         ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
         if let Some(w) = self.healthy_reward {
             ensure!(w.is_finite(), "--healthy-reward (healthy_reward) must be a finite number, got {w}");
         }
-        check_ge(&self.vary)?;
+        check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
         Ok(())
     }
@@ -424,6 +432,10 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
     }
     let steps = settings.episode_steps.unwrap_or(m.episode_steps);
+    // Per individual: each episode's return, length and validity (and its state on a GPU).
+    let episodes = settings.episodes as u64;
+    let need = super::plan::TaskNeed { per_individual: 16 * episodes + 16, device_per_individual: 64 * episodes + 16, ..Default::default() };
+    super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, ", --episodes")?;
     let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
     let mut trained = m.clone();
     let healthy = training_healthy_reward(settings.healthy_reward, &m);
@@ -471,7 +483,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     let (chosen, validation) = choose_on_validation(&outcome, &m, &validation_run)?;
     let best = &chosen;
     let train = score_policy(&best.nodes, &m, &run)?;
-    let test_run = ControlRun { episodes: settings.test_episodes.max(1), generation: TEST_GENERATION, ..run };
+    let test_run = ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..run };
     let test = score_policy(&best.nodes, &m, &test_run)?;
     let programs = outputs(&best.nodes, nu, &names, Style::Infix);
     let mut generations: Vec<serde_json::Value> = outcome

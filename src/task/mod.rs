@@ -9,6 +9,7 @@ pub mod classify;
 pub mod control;
 pub mod defaults;
 pub mod model;
+pub mod plan;
 pub mod regression;
 pub mod experiment;
 pub mod run;

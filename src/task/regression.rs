@@ -4,7 +4,7 @@
 //! ([`crate::program::head`]); and the scores reported for the best program on the training and
 //! test data.
 
-use super::search::{EvolveResult, add_island_stats, check_engine, check_ge, describe_devices, device_loop_line, generations_json, islands_summary};
+use super::search::{EvolveResult, add_island_stats, check_ge, check_search, describe_devices, device_loop_line, generations_json, islands_summary};
 use crate::backend::cpu::eval::evaluate_regression;
 use crate::data::Dataset;
 use crate::program::fitness::RegressionSums;
@@ -343,14 +343,13 @@ impl EvolveSettings {
     /// the experiment-file field.
     pub fn check(&self) -> anyhow::Result<()> {
         use anyhow::ensure;
-        check_engine(&self.engine)?;
-        self.islands.check(self.engine.pop_size)?;
+        check_search(&self.engine, &self.islands)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
         super::validation::check_fraction(self.validation_fraction)?;
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
         check_scaling(&self.regression, self.outputs)?;
-        check_ge(&self.vary)?;
+        check_ge(&self.search_settings().ge)?;
         match (&self.grammar, &self.functions) {
             (None, None) => anyhow::bail!(
                 "give --grammar FILE (grammatical evolution) or --functions LIST (tree GP), e.g. --grammar grammars/regression.bnf (in an experiment file: grammar or functions)"
@@ -540,6 +539,9 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
 
     let start = std::time::Instant::now();
     check_scaling(&settings.regression, settings.outputs)?;
+    let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
+    let need = super::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: 32, device_per_individual: 32 };
+    super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
     super::search::note_bloat(&settings.engine, backend, opts.quiet);
     let k = settings.outputs;
     let n_outputs = if k > 1 { k } else { 0 };

@@ -35,6 +35,9 @@ pub struct RunOptions {
     pub resume: Option<Checkpoint>,
     /// Set (by Ctrl-C) to stop between generations.
     pub stop: Option<Arc<AtomicBool>>,
+    /// The most memory the run may plan for, bytes (`--max-memory`; `None`: what the machine
+    /// has, [`super::plan`]).
+    pub max_memory: Option<u64>,
 }
 
 /// The run stopped on request after saving a checkpoint.

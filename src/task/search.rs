@@ -23,12 +23,43 @@ pub struct EvolveResult {
     pub summary: String,
 }
 
-/// Checks the engine's settings (shared by every task).
+/// Largest population, and largest population times islands: rows are indexed by 32-bit
+/// numbers on every device.
+pub const MAX_POP: usize = u32::MAX as usize;
+/// Most generations a run may ask for (each is a line of the report).
+pub const MAX_GENERATIONS: usize = 1_000_000;
+/// Longest genome (`--genome-length`, `--genome-capacity`), in codons.
+pub const MAX_GENOME: usize = 1 << 16;
+/// Most extra passes over a genome (`--wraps`, also `grove map` and `grove bench`).
+pub const MAX_WRAPS: u32 = 100;
+
+/// Checks that a count `n` is in `least..=most`; the error names `what` (the flag and the
+/// experiment-file field) and the bound it crosses.
+pub fn check_count(what: &str, n: usize, least: usize, most: usize) -> Result<()> {
+    anyhow::ensure!(n >= least, "{what} must be at least {least}, got {n}");
+    anyhow::ensure!(n <= most, "{what} must be at most {most}, got {n}");
+    Ok(())
+}
+
+/// Checks the engine's settings (shared by every task): every count within what its meaning
+/// allows, before anything is allocated.
 pub fn check_engine(e: &EngineConfig) -> Result<()> {
     use anyhow::ensure;
-    ensure!(e.pop_size >= 2, "--pop (engine.pop_size) must be at least 2, got {}", e.pop_size);
-    ensure!(e.tournament >= 1, "--tournament (engine.tournament) must be at least 1");
-    ensure!(e.elite <= e.pop_size, "--elite (engine.elite) must be at most the population, got {}", e.elite);
+    check_count("--pop (engine.pop_size)", e.pop_size, 2, MAX_POP)?;
+    check_count("--gens (engine.generations)", e.generations, 0, MAX_GENERATIONS)?;
+    check_count("--tournament (engine.tournament)", e.tournament, 1, usize::MAX)?;
+    ensure!(
+        e.tournament <= e.pop_size,
+        "--tournament (engine.tournament) must be at most the population (--pop {}), got {}",
+        e.pop_size,
+        e.tournament
+    );
+    ensure!(
+        e.elite < e.pop_size,
+        "--elite (engine.elite) must be less than the population (--pop {}), got {}",
+        e.pop_size,
+        e.elite
+    );
     ensure!((1..=65535).contains(&e.max_len), "--max-len (engine.max_len) must be in 1..=65535, got {}", e.max_len);
     ensure!(
         (1.0..=2.0).contains(&e.size_pressure),
@@ -38,10 +69,29 @@ pub fn check_engine(e: &EngineConfig) -> Result<()> {
     e.constants.check()
 }
 
-/// Checks GE's variation probabilities.
-pub fn check_ge(v: &crate::genome::vary::GeVaryConfig) -> Result<()> {
-    anyhow::ensure!((0.0..=1.0).contains(&v.crossover), "--crossover (vary.crossover) must be a probability, got {}", v.crossover);
-    anyhow::ensure!((0.0..=1.0).contains(&v.mutation), "--mutation (vary.mutation) must be a probability, got {}", v.mutation);
+/// Checks the engine's and the islands' settings together: each alone, then the population
+/// of all islands at most [`MAX_POP`].
+pub fn check_search(e: &EngineConfig, islands: &IslandConfig) -> Result<()> {
+    check_engine(e)?;
+    islands.check(e.pop_size)?;
+    anyhow::ensure!(
+        e.pop_size.saturating_mul(islands.count) <= MAX_POP,
+        "--pop × --islands (engine.pop_size × islands.count) must be at most {MAX_POP}, got {} × {}",
+        e.pop_size,
+        islands.count
+    );
+    Ok(())
+}
+
+/// Checks GE's settings: variation probabilities, wraps and genome lengths.
+pub fn check_ge(ge: &GeConfigs) -> Result<()> {
+    use anyhow::ensure;
+    let v = &ge.vary;
+    ensure!((0.0..=1.0).contains(&v.crossover), "--crossover (vary.crossover) must be a probability, got {}", v.crossover);
+    ensure!((0.0..=1.0).contains(&v.mutation), "--mutation (vary.mutation) must be a probability, got {}", v.mutation);
+    ensure!(ge.map.max_wraps <= MAX_WRAPS, "--wraps (map.max_wraps) must be at most {MAX_WRAPS}, got {}", ge.map.max_wraps);
+    check_count("--genome-length (init.length)", ge.init.length, 1, MAX_GENOME)?;
+    check_count("--genome-capacity (genome_capacity)", ge.genome_capacity, ge.init.length, MAX_GENOME)?;
     Ok(())
 }
 
@@ -267,11 +317,19 @@ pub fn add_island_stats(generations: &mut [serde_json::Value], island_history: &
     }
 }
 
+/// Islands whose best the summary's line shows; the rest are counted.
+pub const SUMMARY_ISLANDS: usize = 8;
+
 /// The summary's line about islands (none for one island): how many, of what size, how they
-/// migrated, and each island's best in the last generation (a return, with `returns`).
+/// migrated, and the best in the last generation of the first [`SUMMARY_ISLANDS`] islands (a
+/// return, with `returns`) and how many more there are (the report holds every island's).
 pub fn islands_summary(islands: &IslandConfig, pop: usize, island_history: &[Vec<GenerationStats>], returns: bool) -> Option<String> {
     let last = island_history.last()?;
-    let bests: Vec<String> = last.iter().map(|s| if returns { format!("{:.2}", -s.best) } else { format!("{:.4e}", s.best) }).collect();
+    let mut bests: Vec<String> =
+        last.iter().take(SUMMARY_ISLANDS).map(|s| if returns { format!("{:.2}", -s.best) } else { format!("{:.4e}", s.best) }).collect();
+    if last.len() > SUMMARY_ISLANDS {
+        bests.push(format!("… ({} more in the report)", last.len() - SUMMARY_ISLANDS));
+    }
     let migration = if islands.migrants == 0 {
         "no migration".to_string()
     } else {

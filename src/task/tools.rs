@@ -11,6 +11,7 @@ use anyhow::{Context, Result};
 
 use crate::genome::{MapConfig, Mapper};
 use crate::grammar::{self, DatasetShape, Severity};
+use super::search::{MAX_GENOME, MAX_WRAPS};
 
 /// What `grove check` found: diagnostics (`file:line:col: severity: message`, for standard
 /// error) and the summary of rules and the compiled table (for standard output).
@@ -74,17 +75,28 @@ pub enum MapFormat {
     Jsonl,
 }
 
-/// Parses one genome line: codons separated by commas and/or spaces, optionally in brackets.
+/// Parses one genome line: codons separated by commas and/or spaces, optionally in brackets;
+/// at most [`MAX_GENOME`] of them.
 pub fn parse_genome(line: &str, out: &mut Vec<u32>) -> Result<(), String> {
     out.clear();
     let body = line.trim();
     let body = body.strip_prefix('[').map_or(body, |b| b.strip_suffix(']').unwrap_or(b));
     for (k, tok) in body.split([',', ' ', '\t']).filter(|t| !t.is_empty()).enumerate() {
+        if k == MAX_GENOME {
+            return Err(format!("more than {MAX_GENOME} codons (the longest genome grove maps)"));
+        }
         let v: u32 = tok.parse().map_err(|_| format!("codon {} is `{tok}`, not an integer from 0 to {}", k + 1, u32::MAX))?;
         out.push(v);
     }
     Ok(())
 }
+
+/// Longest line `grove map` reads, bytes: room for [`MAX_GENOME`] codons of 10 digits and a
+/// separator each.
+pub const MAX_GENOME_LINE: usize = 11 * MAX_GENOME + 2;
+/// Most codon reads (genomes × the longest × passes over it) in a batch `grove map` maps at
+/// once: 2²⁴, at most 64 MiB of genomes and 128 MiB of GPU derivation rows.
+pub const MAP_CELLS: usize = 1 << 24;
 
 /// Settings of `grove map` (its flags).
 #[derive(Clone, Debug)]
@@ -99,6 +111,8 @@ pub struct MapSettings {
     pub device: crate::backend::DeviceChoice,
     /// Output format.
     pub format: MapFormat,
+    /// The most memory mapping may use, bytes (`--max-memory`; `None`: what the machine has).
+    pub max_memory: Option<u64>,
 }
 
 /// Maps the genomes of `input` (one per line; blank lines skipped) as `s` says, writing one
@@ -106,39 +120,64 @@ pub struct MapSettings {
 /// `line N: why`. Returns how many were bad.
 pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mut bad: impl FnMut(String)) -> Result<usize> {
     let (config, format) = (s.config, s.format);
+    anyhow::ensure!(config.max_wraps <= MAX_WRAPS, "--wraps must be at most {MAX_WRAPS}, got {}", config.max_wraps);
     let loaded = grammar::load(&s.grammar, &s.shape)?;
     let backend = crate::backend::Backend::open(s.device, false)?;
+    // A batch's genomes, read and padded, its results, and one genome's derivation; on a GPU
+    // its genomes and derivation rows.
+    let cells = MAP_CELLS as u64 * 4;
+    let need = super::plan::Need { host: 3 * cells + 2 * MAX_GENOME_LINE as u64, device: if s.device.has_gpu() { 3 * cells } else { 0 } };
+    super::plan::check(&need, "mapping in batches", "give --max-memory a larger size", s.max_memory, backend.free_memory()?)?;
     let mut mapper = Mapper::new(&loaded.table, config);
     // Genomes are read in batches (line number, codons) and mapped batch by batch, so the GPU
-    // gets many at once and the output keeps the input's order.
+    // gets many at once and the output keeps the input's order. A batch holds at most `BATCH`
+    // genomes and `MAP_CELLS` codon reads (genomes × the longest × passes), which bounds its
+    // memory on both devices whatever the input.
     const BATCH: usize = 1 << 16;
-    let (mut batch, mut genome, mut n_bad) = (Vec::<(usize, Vec<u32>)>::new(), Vec::new(), 0usize);
-    let mut lines = input.lines().enumerate();
+    let passes = config.max_wraps as usize + 1;
+    let (mut batch, mut genome, mut n_bad, mut widest) = (Vec::<(usize, Vec<u32>)>::new(), Vec::new(), 0usize, 0usize);
+    let mut flush = |batch: &mut Vec<(usize, Vec<u32>)>, mapper: &mut Mapper<'_>| -> Result<()> {
+        let results = map_batch(&backend, &loaded.table, &config, mapper, batch)?;
+        for ((line, _), (m, text)) in batch.iter().zip(results) {
+            write_mapped(out, format, *line, &m, &text)?;
+        }
+        batch.clear();
+        Ok(())
+    };
+    let (mut input, mut line, mut i) = (input, Vec::new(), 0usize);
     loop {
-        let next = lines.next();
-        let done = next.is_none();
-        if let Some((i, line)) = next {
-            let line = line.context("cannot read standard input")?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            if let Err(msg) = parse_genome(&line, &mut genome) {
-                bad(format!("line {}: {msg}", i + 1));
-                n_bad += 1;
-                continue;
-            }
-            batch.push((i + 1, std::mem::take(&mut genome)));
-        }
-        if batch.len() == BATCH || (done && !batch.is_empty()) {
-            let results = map_batch(&backend, &loaded.table, &config, &mut mapper, &batch)?;
-            for ((line, _), (m, text)) in batch.iter().zip(results) {
-                write_mapped(out, format, *line, &m, &text)?;
-            }
-            batch.clear();
-        }
-        if done {
+        line.clear();
+        i += 1;
+        let n = std::io::Read::take(&mut input, MAX_GENOME_LINE as u64 + 1).read_until(b'\n', &mut line).context("cannot read standard input")?;
+        if n == 0 {
             break;
         }
+        if line.len() > MAX_GENOME_LINE {
+            anyhow::bail!("standard input: line {i} is longer than {MAX_GENOME_LINE} bytes (a genome of {MAX_GENOME} codons takes less)");
+        }
+        let Ok(text) = std::str::from_utf8(&line) else {
+            bad(format!("line {i}: not UTF-8 text"));
+            n_bad += 1;
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        if let Err(msg) = parse_genome(text, &mut genome) {
+            bad(format!("line {i}: {msg}"));
+            n_bad += 1;
+            continue;
+        }
+        let wider = widest.max(genome.len()).max(1);
+        if !batch.is_empty() && (batch.len() == BATCH || (batch.len() + 1) * wider * passes > MAP_CELLS) {
+            flush(&mut batch, &mut mapper)?;
+            widest = 0;
+        }
+        widest = widest.max(genome.len());
+        batch.push((i, std::mem::take(&mut genome)));
+    }
+    if !batch.is_empty() {
+        flush(&mut batch, &mut mapper)?;
     }
     Ok(n_bad)
 }
