@@ -380,7 +380,10 @@ impl Population {
             }
             let o = self.out[a + i] as usize;
             if o > self.n_outputs {
-                return Err(format!("node {i}: output slot {} of {}", o - 1, self.n_outputs));
+                return Err(match self.n_outputs {
+                    0 => format!("node {i}: output slot {} in a program with one output (no slots)", o - 1),
+                    n => format!("node {i}: output slot {} but the program has {n} (0 to {})", o - 1, n - 1),
+                });
             }
         }
         Ok(())
