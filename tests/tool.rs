@@ -605,3 +605,39 @@ fn the_command_line_definition_is_consistent() {
     // clap checks these only in debug builds; CI tests release builds.
     <grove::cli::Cli as clap::CommandFactory>::command().debug_assert();
 }
+
+// Issue 28: an empty tree in an edited report predicted NaN with exit 0 and exported a function
+// that disagreed; 1e39 predicted finite-looking numbers; a bad variable index or output slot
+// was misreported; a 10 MB value was echoed whole.
+#[test]
+fn every_tree_read_from_a_report_is_checked_in_one_line() {
+    let d = dir("edited");
+    let (data, report) = (d.join("ab.csv"), d.join("r.json"));
+    std::fs::write(&data, (0..20).map(|i| format!("{i},{},{}\n", i % 3, 2 * i)).fold("a,b,y\n".to_string(), |t, l| t + &l)).unwrap();
+    assert_ok(&grove(&["evolve", "--data", s(&data), "--functions", "add,mul", "--pop", "20", "--gens", "2", "-q", "--report", s(&report)]));
+    let huge = "7".repeat(10_000_000);
+    let cases: [(&str, Value, &[&str]); 8] = [
+        ("empty", serde_json::json!({"nodes": []}), &["the tree is empty"]),
+        ("index", serde_json::json!({"nodes": [["var", 2.0, 0]]}), &["node 0: variable index 2, but the program reads 2 variables (indices 0 to 1)"]),
+        ("fraction", serde_json::json!({"nodes": [["var", 0.5, 0]]}), &["variable index 0.5"]),
+        ("overflow", serde_json::json!({"nodes": [["add", 0.0, 0], ["const", 1e39, 0], ["var", 0.0, 0]]}), &["node 1: constant inf", "finite f32"]),
+        ("slot", serde_json::json!({"nodes": [["var", 0.0, 5]]}), &["node 0: output slot 4 in a program with one output"]),
+        ("classes", serde_json::json!({"kind": "classification", "classes": ["a"]}), &["1 class names for 1 output(s)"]),
+        ("huge", serde_json::json!({"nodes": [["const", huge, 0]]}), &["more characters"]),
+        ("name", serde_json::json!({"nodes": [[huge, 0.0, 0]]}), &["unknown operator", "more characters"]),
+    ];
+    for (name, edit, needles) in cases {
+        let mut r = read_json(&report);
+        for (k, v) in edit.as_object().unwrap() {
+            r["model"][k] = v.clone();
+        }
+        let p = d.join(format!("{name}.json"));
+        std::fs::write(&p, r.to_string()).unwrap();
+        for args in [vec!["predict", "--model", s(&p), "--data", s(&data)], vec!["export", "--model", s(&p), "--lang", "python"]] {
+            let out = grove(&args);
+            assert_one_line_error(&out, needles);
+            assert!(out.stderr.len() < 2000, "{name}: {} bytes of error", out.stderr.len());
+            assert!(out.stdout.is_empty(), "{name}: {}", text(&out.stdout));
+        }
+    }
+}
