@@ -641,3 +641,56 @@ fn every_tree_read_from_a_report_is_checked_in_one_line() {
         }
     }
 }
+
+// Issue 28: column names with spaces, commas or leading digits were printed raw into the
+// equations and the hall of fame's sympy column (sympy could not parse it); `export` renamed
+// them its own way.
+#[test]
+fn equations_name_columns_as_identifiers_that_sympy_and_export_agree_on() {
+    let d = dir("names");
+    let (data, report, fame, py) = (d.join("names.csv"), d.join("r.json"), d.join("fame.csv"), d.join("m.py"));
+    let rows: String = (0..30).map(|i| format!("{i},{},{},{}\n", i % 4, 30 - i, i * (i % 4) + 30 - i)).collect();
+    std::fs::write(&data, format!("my col,2nd,lambda,y\n{rows}")).unwrap();
+    let args = ["evolve", "--data", s(&data), "--functions", "add,mul,sub", "--pop", "200", "--gens", "8", "--seed", "2", "-q"];
+    let mut a = args.to_vec();
+    a.extend(["--report", s(&report), "--hall-of-fame", s(&fame)]);
+    assert_ok(&grove(&a));
+    let r = read_json(&report);
+    let ids = ["x0__my_col", "x1__2nd", "x2__lambda"];
+    let mut texts: Vec<String> = ["infix", "latex", "sympy"].iter().map(|k| r["best"][k].as_str().unwrap().to_string()).collect();
+    for row in r["hall_of_fame"].as_array().unwrap() {
+        texts.extend(["equation", "sympy"].iter().map(|k| row[k].as_str().unwrap().to_string()));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for t in texts.iter().filter(|t| !t.contains("mathrm")) {
+        assert!(!t.contains("my col") && !t.contains(" 2nd") && !t.starts_with("2nd"), "{t}");
+        for w in t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).filter(|w| !w.is_empty()) {
+            let number = w.parse::<f64>().is_ok() || w.starts_with(|c: char| c.is_ascii_digit());
+            assert!(number || w.starts_with(|c: char| c.is_ascii_alphabetic()), "`{w}` in {t}");
+            if ids.contains(&w) {
+                seen.insert(w.to_string());
+            }
+        }
+    }
+    assert!(!seen.is_empty(), "no variable in {texts:?}");
+    // The exported function's parameters are the same names.
+    assert_ok(&grove(&["export", "--model", s(&report), "--lang", "python", "--out", s(&py)]));
+    assert!(std::fs::read_to_string(&py).unwrap().contains(&format!("def predict({}):", ids.join(", "))));
+    // sympy parses every row of the sympy column into the same symbols.
+    let has_sympy = Command::new("python3").args(["-c", "import sympy"]).output().is_ok_and(|o| o.status.success());
+    if !has_sympy {
+        eprintln!("skipped the sympy part: python3 with sympy is not installed");
+        return;
+    }
+    let script = format!(
+        "import csv, sympy\nenv = {{'sympy': sympy}}\nexec({:?}, env)\n\
+         for r in csv.DictReader(open({:?})):\n    e = sympy.sympify(r['sympy'], locals=env)\n    print(' '.join(sorted(str(x) for x in e.free_symbols)))\n",
+        grove::program::render::SYMPY_PRELUDE,
+        s(&fame)
+    );
+    let out = Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for line in text(&out.stdout).lines() {
+        assert!(line.split_whitespace().all(|w| ids.contains(&w)), "sympy read symbols {line}");
+    }
+}
