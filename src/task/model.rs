@@ -196,13 +196,19 @@ pub fn class_probabilities(out: &[f32], n_rows: usize, n_classes: usize) -> Vec<
 
 /// Reads the model of a run report (`model`), with an error that says what the file lacks.
 pub fn load(path: &std::path::Path) -> Result<Model> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read the report {}", path.display()))?;
+    from_json(&bytes, &path.display().to_string())
+}
+
+/// Reads the model of a run report from the report's bytes (`origin` names it in errors):
+/// JSON with a `model` whose fields read and whose tree and rest check ([`Model::tree`]).
+pub fn from_json(bytes: &[u8], origin: &str) -> Result<Model> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).with_context(|| format!("{origin} is not JSON"))?;
     let Some(m) = v.get("model") else {
-        bail!("{} has no `model`: give a report written by `grove classify --report` or `grove evolve --report`", path.display());
+        bail!("{origin} has no `model`: give a report written by `grove classify --report` or `grove evolve --report`");
     };
     let model: Model = serde_json::from_value(m.clone())
-        .map_err(|e| anyhow!("{}: the `model` cannot be read: {}", path.display(), crate::program::clip(&e.to_string(), 200)))?;
-    model.tree().with_context(|| format!("{}: the model cannot be applied", path.display()))?;
+        .map_err(|e| anyhow!("{origin}: the `model` cannot be read: {}", crate::program::clip(&e.to_string(), 200)))?;
+    model.tree().with_context(|| format!("{origin}: the model cannot be applied"))?;
     Ok(model)
 }
