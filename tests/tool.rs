@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 mod support;
-use support::{Device, assert_ok, dir, grove_command, grove_cpu as grove, read_json, s, text, without_timings};
+use support::{Device, assert_ok, dir, grove_command, grove_cpu as grove, read_json, s, text, without_timings, write_resealed};
 
 /// One line on standard error, exit status 1, containing every needle.
 fn assert_one_line_error(out: &Output, needles: &[&str]) {
@@ -61,10 +61,105 @@ fn ctrl_c_saves_a_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one() 
     let at = saved["state"]["generation"].as_u64().unwrap();
     assert!((1..3000).contains(&at), "stopped at generation {at}");
 
-    assert_ok(&grove(&["run", "--resume", s(&ck), "--report", s(&resumed), "-q"]));
-    let (a, b) = (without_timings(read_json(&full)), without_timings(read_json(&resumed)));
+    // Issue 28: the resumed run writes the report the interrupted one was given.
+    assert_ok(&grove(&["run", "--resume", s(&ck), "-q"]));
+    let (a, b) = (without_timings(read_json(&full)), without_timings(read_json(&part)));
     assert_eq!(a["best"], b["best"]);
     assert!(a == b, "the resumed report differs from the uninterrupted one");
+    // Flags given to the resumed run win over the saved paths.
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--report", s(&resumed), "-q"]));
+    assert!(without_timings(read_json(&resumed)) == a);
+}
+
+// Issue 28: a checkpoint path that cannot be written was found out at the first save, after
+// the work; a run shorter than --checkpoint-every left none; a damaged checkpoint resumed.
+#[test]
+fn checkpoints_are_checked_first_saved_at_the_end_sealed_and_validated() {
+    let d = dir("trusted");
+    let good = d.join("ok.ron");
+    std::fs::write(&good, "Evolve(functions: \"add,mul\", data: \"builtin:pagie1:36\", engine: (pop_size: 12, generations: 3))").unwrap();
+    // Bad paths are refused before the first generation, in one line, leaving no file behind.
+    let sub = d.join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let cases: [(&Path, &[&str]); 3] = [
+        (&sub, &["is a directory", "sub/run.ckpt"]),
+        (&d.join("no/such/run.ckpt"), &["directory", "does not exist"]),
+        (Path::new("/proc/grove.ckpt"), &["cannot create a file in /proc"]),
+    ];
+    for (path, needles) in cases {
+        let out = grove(&["run", s(&good), "--gens", "100000", "--checkpoint", s(path), "-v"]);
+        assert_one_line_error(&out, needles);
+    }
+    let left: Vec<String> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(left.iter().all(|n| !n.contains(".tmp")), "{left:?}");
+    assert_eq!(std::fs::read_dir(&sub).unwrap().count(), 0);
+
+    // A run shorter than --checkpoint-every saves before its last generation; resumed longer,
+    // it ends as a longer run does, and writes the report, hall of fame and plots it was given.
+    let (full, report, fame, plots, ck) = (d.join("full.json"), d.join("r.json"), d.join("fame.csv"), d.join("plots"), d.join("run.ckpt"));
+    assert_ok(&grove(&["run", s(&good), "--gens", "5", "--report", s(&full)]));
+    let first = ["run", s(&good), "--report", s(&report), "--hall-of-fame", s(&fame), "--plots", s(&plots), "--checkpoint", s(&ck), "-q"];
+    assert_ok(&grove(&first));
+    let saved = read_json(&ck);
+    assert_eq!(saved["state"]["generation"], 3, "the final checkpoint is taken before the last generation");
+    assert_eq!(saved["grove_checkpoint"], 2);
+    assert!(saved["checksum"].as_str().is_some_and(|c| c.starts_with("fnv1a64:")), "{}", saved["checksum"]);
+    assert!(saved["outputs"]["report"].as_str().is_some_and(|r| r.ends_with("r.json") && Path::new(r).is_absolute()));
+    for p in [&report, &fame] {
+        std::fs::remove_file(p).unwrap();
+    }
+    std::fs::remove_dir_all(&plots).unwrap();
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "5", "-q"]));
+    assert!(without_timings(read_json(&full)) == without_timings(read_json(&report)), "the resumed run differs from a 5-generation one");
+    assert!(fame.exists() && plots.is_dir(), "the resumed run writes the hall of fame and plots it was given");
+
+    // Reformatting keeps the checksum; one flipped digit, an unknown version or no checksum
+    // is refused in one line.
+    let text_of = |v: &Value| serde_json::to_string_pretty(v).unwrap();
+    let pretty = d.join("pretty.ckpt");
+    std::fs::write(&pretty, text_of(&read_json(&ck))).unwrap();
+    assert_ok(&grove(&["run", "--resume", s(&pretty), "-q"]));
+    let raw = std::fs::read_to_string(&ck).unwrap();
+    let at = raw.find("\"node_evaluations\":").unwrap() + "\"node_evaluations\":".len();
+    let mut flipped = raw.clone().into_bytes();
+    flipped[at] = if flipped[at] == b'1' { b'2' } else { b'1' };
+    let flipped_path = d.join("flipped.ckpt");
+    std::fs::write(&flipped_path, &flipped).unwrap();
+    assert_one_line_error(&grove(&["run", "--resume", s(&flipped_path)]), &["flipped.ckpt", "checksum", "does not match"]);
+    let edit = |name: &str, f: &dyn Fn(&mut Value), reseal: bool| {
+        let mut v = read_json(&ck);
+        f(&mut v);
+        let p = d.join(name);
+        if reseal {
+            write_resealed(&p, v);
+        } else {
+            std::fs::write(&p, v.to_string()).unwrap();
+        }
+        p
+    };
+    let version = edit("v7.ckpt", &|v| v["grove_checkpoint"] = 7.into(), false);
+    assert_one_line_error(&grove(&["run", "--resume", s(&version)]), &["format version 7", "reads version 2"]);
+    let old = edit("v1.ckpt", &|v| v["grove_checkpoint"] = 1.into(), false);
+    assert_one_line_error(&grove(&["run", "--resume", s(&old)]), &["format version 1", "no checksum"]);
+    let unsealed = edit("unsealed.ckpt", &|v| drop(v.as_object_mut().unwrap().remove("checksum")), false);
+    assert_one_line_error(&grove(&["run", "--resume", s(&unsealed)]), &["has no checksum"]);
+
+    // With a valid checksum, the structure is checked: every tree, the shape, the hall of fame.
+    let nan = f32::NAN.to_bits();
+    let damaged: [(&str, &dyn Fn(&mut Value), &[&str]); 6] = [
+        ("empty-fame.ckpt", &|v| v["hall_of_fame"][0]["nodes"] = serde_json::json!([]), &["hall-of-fame entry", "holds 0 nodes"]),
+        ("nan.ckpt", &|v| v["state"]["trees"]["rows"][2] = serde_json::json!([[1, nan, 0]]), &["saved tree 2", "constant NaN"]),
+        ("arity.ckpt", &|v| v["state"]["trees"]["rows"][0] = serde_json::json!([[2, 0, 0]]), &["saved tree 0", "needs 2 children"]),
+        ("rows.ckpt", &|v| drop(v["state"]["trees"]["rows"].as_array_mut().unwrap().pop()), &["11 trees", "ask for 12"]),
+        ("width.ckpt", &|v| v["state"]["trees"]["max_len"] = 4_000_000_000u64.into(), &["row width 4000000000"]),
+        ("slot.ckpt", &|v| v["state"]["best"]["nodes"] = serde_json::json!([[0, 0, 3]]), &["the best program", "output slot"]),
+    ];
+    for (name, f, needles) in damaged {
+        let p = edit(name, f, true);
+        let mut want = vec![name, "the checkpoint is damaged"];
+        want.extend(needles);
+        assert_one_line_error(&grove(&["run", "--resume", s(&p)]), &want);
+    }
 }
 
 #[test]
@@ -510,4 +605,93 @@ fn render_draws_robots_as_svg_strips_and_gif_animations() {
 fn the_command_line_definition_is_consistent() {
     // clap checks these only in debug builds; CI tests release builds.
     <grove::cli::Cli as clap::CommandFactory>::command().debug_assert();
+}
+
+// Issue 28: an empty tree in an edited report predicted NaN with exit 0 and exported a function
+// that disagreed; 1e39 predicted finite-looking numbers; a bad variable index or output slot
+// was misreported; a 10 MB value was echoed whole.
+#[test]
+fn every_tree_read_from_a_report_is_checked_in_one_line() {
+    let d = dir("edited");
+    let (data, report) = (d.join("ab.csv"), d.join("r.json"));
+    std::fs::write(&data, (0..20).map(|i| format!("{i},{},{}\n", i % 3, 2 * i)).fold("a,b,y\n".to_string(), |t, l| t + &l)).unwrap();
+    assert_ok(&grove(&["evolve", "--data", s(&data), "--functions", "add,mul", "--pop", "20", "--gens", "2", "-q", "--report", s(&report)]));
+    let huge = "7".repeat(10_000_000);
+    let cases: [(&str, Value, &[&str]); 8] = [
+        ("empty", serde_json::json!({"nodes": []}), &["the tree is empty"]),
+        ("index", serde_json::json!({"nodes": [["var", 2.0, 0]]}), &["node 0: variable index 2, but the program reads 2 variables (indices 0 to 1)"]),
+        ("fraction", serde_json::json!({"nodes": [["var", 0.5, 0]]}), &["variable index 0.5"]),
+        ("overflow", serde_json::json!({"nodes": [["add", 0.0, 0], ["const", 1e39, 0], ["var", 0.0, 0]]}), &["node 1: constant inf", "finite f32"]),
+        ("slot", serde_json::json!({"nodes": [["var", 0.0, 5]]}), &["node 0: output slot 4 in a program with one output"]),
+        ("classes", serde_json::json!({"kind": "classification", "classes": ["a"]}), &["1 class names for 1 output(s)"]),
+        ("huge", serde_json::json!({"nodes": [["const", huge, 0]]}), &["more characters"]),
+        ("name", serde_json::json!({"nodes": [[huge, 0.0, 0]]}), &["unknown operator", "more characters"]),
+    ];
+    for (name, edit, needles) in cases {
+        let mut r = read_json(&report);
+        for (k, v) in edit.as_object().unwrap() {
+            r["model"][k] = v.clone();
+        }
+        let p = d.join(format!("{name}.json"));
+        std::fs::write(&p, r.to_string()).unwrap();
+        for args in [vec!["predict", "--model", s(&p), "--data", s(&data)], vec!["export", "--model", s(&p), "--lang", "python"]] {
+            let out = grove(&args);
+            assert_one_line_error(&out, needles);
+            assert!(out.stderr.len() < 2000, "{name}: {} bytes of error", out.stderr.len());
+            assert!(out.stdout.is_empty(), "{name}: {}", text(&out.stdout));
+        }
+    }
+}
+
+// Issue 28: column names with spaces, commas or leading digits were printed raw into the
+// equations and the hall of fame's sympy column (sympy could not parse it); `export` renamed
+// them its own way.
+#[test]
+fn equations_name_columns_as_identifiers_that_sympy_and_export_agree_on() {
+    let d = dir("names");
+    let (data, report, fame, py) = (d.join("names.csv"), d.join("r.json"), d.join("fame.csv"), d.join("m.py"));
+    let rows: String = (0..30).map(|i| format!("{i},{},{},{}\n", i % 4, 30 - i, i * (i % 4) + 30 - i)).collect();
+    std::fs::write(&data, format!("my col,2nd,lambda,y\n{rows}")).unwrap();
+    let args = ["evolve", "--data", s(&data), "--functions", "add,mul,sub", "--pop", "200", "--gens", "8", "--seed", "2", "-q"];
+    let mut a = args.to_vec();
+    a.extend(["--report", s(&report), "--hall-of-fame", s(&fame)]);
+    assert_ok(&grove(&a));
+    let r = read_json(&report);
+    let ids = ["x0__my_col", "x1__2nd", "x2__lambda"];
+    let mut texts: Vec<String> = ["infix", "latex", "sympy"].iter().map(|k| r["best"][k].as_str().unwrap().to_string()).collect();
+    for row in r["hall_of_fame"].as_array().unwrap() {
+        texts.extend(["equation", "sympy"].iter().map(|k| row[k].as_str().unwrap().to_string()));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for t in texts.iter().filter(|t| !t.contains("mathrm")) {
+        assert!(!t.contains("my col") && !t.contains(" 2nd") && !t.starts_with("2nd"), "{t}");
+        for w in t.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.')).filter(|w| !w.is_empty()) {
+            let number = w.parse::<f64>().is_ok() || w.starts_with(|c: char| c.is_ascii_digit());
+            assert!(number || w.starts_with(|c: char| c.is_ascii_alphabetic()), "`{w}` in {t}");
+            if ids.contains(&w) {
+                seen.insert(w.to_string());
+            }
+        }
+    }
+    assert!(!seen.is_empty(), "no variable in {texts:?}");
+    // The exported function's parameters are the same names.
+    assert_ok(&grove(&["export", "--model", s(&report), "--lang", "python", "--out", s(&py)]));
+    assert!(std::fs::read_to_string(&py).unwrap().contains(&format!("def predict({}):", ids.join(", "))));
+    // sympy parses every row of the sympy column into the same symbols.
+    let has_sympy = Command::new("python3").args(["-c", "import sympy"]).output().is_ok_and(|o| o.status.success());
+    if !has_sympy {
+        eprintln!("skipped the sympy part: python3 with sympy is not installed");
+        return;
+    }
+    let script = format!(
+        "import csv, sympy\nenv = {{'sympy': sympy}}\nexec({:?}, env)\n\
+         for r in csv.DictReader(open({:?})):\n    e = sympy.sympify(r['sympy'], locals=env)\n    print(' '.join(sorted(str(x) for x in e.free_symbols)))\n",
+        grove::program::render::SYMPY_PRELUDE,
+        s(&fame)
+    );
+    let out = Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    for line in text(&out.stdout).lines() {
+        assert!(line.split_whitespace().all(|w| ids.contains(&w)), "sympy read symbols {line}");
+    }
 }

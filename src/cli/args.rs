@@ -126,8 +126,9 @@ pub struct RunFlags {
     /// sympy) as CSV here.
     #[arg(long, value_name = "PATH")]
     pub hall_of_fame: Option<PathBuf>,
-    /// Save a checkpoint here every --checkpoint-every generations and on Ctrl-C (continue
-    /// with `grove run --resume PATH`).
+    /// Save a checkpoint here every --checkpoint-every generations, before the last one and on
+    /// Ctrl-C (continue with `grove run --resume PATH`, which keeps the report, hall-of-fame
+    /// and plot paths). Checked before the first generation.
     #[arg(long, value_name = "PATH")]
     pub checkpoint: Option<PathBuf>,
     /// Generations between checkpoints (default 10; a resumed run keeps its own).

@@ -137,5 +137,5 @@ pub fn control(args: &ControlArgs) -> Result<ExitCode> {
     let settings = args.settings(matches!(backend, crate::backend::Backend::Cuda(_)))?;
     let opts = RunOptions { experiment: Some(Experiment::Control(settings.clone())), ..super::run::run_options(&args.run, None)? };
     let result = crate::task::run::on_threads(args.run.threads, || control_with(&settings, &backend, &opts))?;
-    super::run::finish_run(&result, &args.run)
+    super::run::finish_run(&result, &opts.outputs)
 }

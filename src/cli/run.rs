@@ -10,7 +10,7 @@ use clap::Args;
 
 use super::args::RunFlags;
 use crate::task::experiment::Experiment;
-use crate::task::run::{Checkpoint, RunOptions};
+use crate::task::run::{Checkpoint, Outputs, RunOptions};
 use crate::task::search::EvolveResult;
 
 /// `grove run`.
@@ -121,16 +121,27 @@ pub struct RenderArgs {
 pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<ExitCode> {
     let opts = run_options(flags, resume)?;
     let result = crate::task::run::run_experiment(&exp, &opts, flags.threads)?;
-    finish_run(&result, flags)
+    finish_run(&result, &opts.outputs)
 }
 
 /// How a run goes as `flags` say: quiet or verbose, checkpoints (into the resumed checkpoint's
-/// file and at its interval unless the flags say otherwise), and with checkpoints a Ctrl-C
-/// that saves one and stops. The experiment is left for the runner to set.
+/// file and at its interval unless the flags say otherwise), the files written at the end (a
+/// resumed run's own unless the flags name others), and with checkpoints a Ctrl-C that saves
+/// one and stops. The experiment is left for the runner to set.
 pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<RunOptions> {
     let every = flags.checkpoint_every.or(resume.as_ref().map(|r| r.1.checkpoint_every)).unwrap_or(10);
     anyhow::ensure!(every >= 1, "--checkpoint-every must be at least 1");
     let checkpoint = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
+    // Before the data is read or a device opened (the run's observer checks again for every
+    // caller of the library).
+    if let Some(path) = &checkpoint {
+        crate::task::run::check_checkpoint_path(path)?;
+    }
+    let given = Outputs { report: flags.report.clone(), hall_of_fame: flags.hall_of_fame.clone(), plots: flags.plots.clone() };
+    let outputs = match &resume {
+        Some((_, c)) => given.or(&c.outputs),
+        None => given,
+    };
     let stop = match &checkpoint {
         Some(_) => Some(ctrl_c_flag()?),
         None => None,
@@ -141,18 +152,17 @@ pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> R
         checkpoint,
         experiment: None,
         checkpoint_every: every,
+        outputs,
         resume: resume.map(|r| r.1),
         stop,
         max_memory: flags.max_memory,
     })
 }
 
-/// Writes the report, hall of fame and plots `flags` ask for and prints the summary and the
+/// Writes the report, hall of fame and plots `outputs` asks for and prints the summary and the
 /// files written.
-pub fn finish_run(result: &EvolveResult, flags: &RunFlags) -> Result<ExitCode> {
-    use crate::task::run::Outputs;
-    let outputs = Outputs { report: flags.report.clone(), hall_of_fame: flags.hall_of_fame.clone(), plots: flags.plots.clone() };
-    let written = crate::task::run::write_outputs(&result.report, &outputs)?;
+pub fn finish_run(result: &EvolveResult, outputs: &Outputs) -> Result<ExitCode> {
+    let written = crate::task::run::write_outputs(&result.report, outputs)?;
     println!("{}", result.summary);
     for (what, path) in written {
         println!("{what:<13} {}", path.display());

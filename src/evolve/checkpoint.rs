@@ -2,8 +2,11 @@
 //! patterns (so ±inf, NaN and every last bit survive JSON), trees as opcode bytes. A
 //! [`Saved`] made from a [`Snapshot`] turns back into the [`Resume`] that continues the run
 //! exactly where it stopped; the task layer wraps it with the settings and writes the file.
+//! [`Saved::check`] validates a saved state against the shape a run expects before anything
+//! is allocated for it, so a hostile or damaged file is an error, never a panic or a huge
+//! allocation.
 
-use anyhow::{Context, Result, anyhow, ensure};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 use serde::{Deserialize, Serialize};
 
 use super::{Archive, Best, GenerationStats, Resume, Snapshot};
@@ -28,6 +31,32 @@ pub fn decode_nodes(nodes: &[SavedNode]) -> Result<Vec<Node>> {
             Ok(Node { op, value: f32::from_bits(value), out })
         })
         .collect()
+}
+
+/// Checks one saved tree as a population row holds it ([`Population::validate`]: one tree in
+/// prefix order, at most `max_len` nodes, variable indices whole and non-negative, constants
+/// finite, output slots below `n_outputs`); `Ok` for an empty one.
+pub fn check_tree(nodes: &[SavedNode], max_len: usize, n_outputs: usize) -> Result<(), String> {
+    let max_len = max_len.min(u16::MAX as usize);
+    if nodes.len() > max_len {
+        return Err(format!("{} nodes, over the row width {max_len}", nodes.len()));
+    }
+    let nodes = decode_nodes(nodes).map_err(|e| e.to_string())?;
+    let mut row = Population::new(1, nodes.len(), n_outputs);
+    row.set_tree(0, &nodes)?;
+    row.validate()
+}
+
+/// The shape a run's state must have to continue it: rows (individuals of every island),
+/// the tree row width and the genome capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// Individuals of every island: `pop_size × islands`.
+    pub rows: usize,
+    /// Tree GP's row width `L` (the longest program).
+    pub max_len: usize,
+    /// GE's genome capacity.
+    pub genome_capacity: usize,
 }
 
 /// A population of trees: its shape and each row's nodes (empty: no program).
@@ -117,6 +146,7 @@ fn save_trees(p: &Population) -> SavedTrees {
 }
 
 fn load_trees(t: &SavedTrees) -> Result<Population> {
+    ensure!(t.max_len <= u16::MAX as usize, "the trees have row width {}, over {}", t.max_len, u16::MAX);
     let mut p = Population::new(t.rows.len(), t.max_len, t.n_outputs);
     for (i, r) in t.rows.iter().enumerate() {
         if !r.is_empty() {
@@ -134,7 +164,7 @@ fn save_genomes(g: &Genomes) -> (usize, Vec<Vec<u32>>) {
 fn load_genomes((capacity, rows): &(usize, Vec<Vec<u32>>)) -> Result<Genomes> {
     let mut g = Genomes::new(rows.len(), *capacity);
     for (i, r) in rows.iter().enumerate() {
-        ensure!(r.len() <= *capacity, "saved genome {i} has {} codons, more than the capacity {capacity}", r.len());
+        ensure!(r.len() <= *capacity, "genome {i} has {} codons, over its capacity {capacity}", r.len());
         g.set(i, r);
     }
     Ok(g)
@@ -188,6 +218,52 @@ impl Saved {
                 fitness: a.fitness.iter().map(|f| f.to_bits()).collect(),
             }),
         }
+    }
+
+    /// Checks the state against `shape` without allocating for it: the row count, row width
+    /// and genome capacity; every genome within the capacity; every tree (the population's,
+    /// the best program) by [`check_tree`]; the history as long as the generation; the island
+    /// count and each island's history. Errors name the row or node and the problem.
+    pub fn check(&self, shape: &Shape) -> Result<()> {
+        ensure!(self.islands >= 1, "a checkpoint of 0 islands");
+        let n_outputs = match (&self.genomes, &self.trees) {
+            (Some((capacity, rows)), None) => {
+                ensure!(
+                    *capacity == shape.genome_capacity,
+                    "the genomes have capacity {capacity}; the settings say {}",
+                    shape.genome_capacity
+                );
+                ensure!(rows.len() == shape.rows, "{} genomes; the settings ask for {} (population × islands)", rows.len(), shape.rows);
+                if let Some((i, g)) = rows.iter().enumerate().find(|(_, g)| g.len() > *capacity) {
+                    bail!("genome {i} has {} codons, over its capacity {capacity}", g.len());
+                }
+                u8::MAX as usize
+            }
+            (None, Some(t)) => {
+                ensure!(t.max_len == shape.max_len, "the trees have row width {}; the settings say max_len {}", t.max_len, shape.max_len);
+                ensure!(t.n_outputs <= u8::MAX as usize - 1, "the trees have {} output slots, over {}", t.n_outputs, u8::MAX - 1);
+                ensure!(t.rows.len() == shape.rows, "{} trees; the settings ask for {} (population × islands)", t.rows.len(), shape.rows);
+                for (i, r) in t.rows.iter().enumerate() {
+                    check_tree(r, t.max_len, t.n_outputs).map_err(|e| anyhow!("saved tree {i}: {e}"))?;
+                }
+                t.n_outputs
+            }
+            _ => bail!("a checkpoint holds either genomes or trees"),
+        };
+        check_tree(&self.best.nodes, u16::MAX as usize, n_outputs).map_err(|e| anyhow!("the best program: {e}"))?;
+        ensure!(
+            self.history.len() == self.generation,
+            "the checkpoint is before generation {} with {} generations of history",
+            self.generation,
+            self.history.len()
+        );
+        ensure!(
+            self.island_history.is_empty() || (self.island_history.len() == self.generation && self.island_history.iter().all(|g| g.len() == self.islands)),
+            "the island history does not hold {} island(s) for each of {} generations",
+            self.islands,
+            self.generation
+        );
+        Ok(())
     }
 
     /// The state to resume from.

@@ -5,7 +5,7 @@
 //! [`output_trees`](super::render::output_trees) lays them out.
 
 use super::Op;
-use super::render::output_trees;
+use super::render::{identifier, output_trees};
 use super::tree::Node;
 
 /// Target languages.
@@ -36,20 +36,6 @@ pub struct Program<'a> {
     pub standardize: Option<(&'a [f64], &'a [f64])>,
     /// Classification: class names (the function returns the class index).
     pub classes: Option<&'a [String]>,
-}
-
-/// A name usable as a parameter in all three languages.
-pub fn identifier(name: &str, i: usize) -> String {
-    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) {
-        s = format!("x{i}_{s}");
-    }
-    const RESERVED: &[&str] = &["if", "else", "for", "while", "return", "in", "is", "and", "or", "not", "def", "fn", "let", "int",
-        "float", "double", "char", "type", "match", "as", "use", "mod", "struct", "lambda", "import", "from", "class", "self", "math"];
-    if RESERVED.contains(&s.as_str()) || s.starts_with('_') {
-        s = format!("x{i}_{s}");
-    }
-    s
 }
 
 fn literal(c: f32, lang: Lang) -> String {
@@ -231,6 +217,7 @@ pub fn expression(nodes: &[Node], params: &[String], lang: Lang) -> String {
 /// The program as a complete source file: helpers, then `predict` (and `outputs` for a
 /// classifier).
 pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
+    // The names the equations print ([`identifier`]), so the source and the report agree.
     let params: Vec<String> = p.features.iter().enumerate().map(|(i, n)| identifier(n, i)).collect();
     // The program reads standardised features under the same names.
     let mut body = Vec::<String>::new();
@@ -299,11 +286,11 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
                 }
                 Some(_) => {
                     src += &format!("def outputs({sig}):\n{pre}    return [{}]\n\n\n", outs.join(", "));
-                    src += &format!("def predict({sig}):\n    z = outputs({sig})\n");
+                    src += &format!("def predict({sig}):\n    g_z = outputs({sig})\n");
                     src += if p.n_outputs == 0 {
-                        "    return 1 if z[0] > 0.0 else 0\n"
+                        "    return 1 if g_z[0] > 0.0 else 0\n"
                     } else {
-                        "    return max(range(len(z)), key=lambda k: (z[k], -k))\n"
+                        "    return max(range(len(g_z)), key=lambda g_k: (g_z[g_k], -g_k))\n"
                     };
                 }
             }
@@ -318,11 +305,11 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
                 None => src += &format!("pub fn predict({sig}) -> f64 {{\n{pre}    {}\n}}\n", value(&|f| format!("({f}) as f64"))),
                 Some(_) => {
                     src += &format!("pub fn outputs({sig}) -> Vec<f32> {{\n{pre}    vec![{}]\n}}\n\n", outs.join(", "));
-                    src += &format!("pub fn predict({sig}) -> usize {{\n    let z = outputs({});\n", params.join(", "));
+                    src += &format!("pub fn predict({sig}) -> usize {{\n    let g_z = outputs({});\n", params.join(", "));
                     src += if p.n_outputs == 0 {
-                        "    if z[0] > 0.0 { 1 } else { 0 }\n}\n"
+                        "    if g_z[0] > 0.0 { 1 } else { 0 }\n}\n"
                     } else {
-                        "    let mut k = 0;\n    for (i, v) in z.iter().enumerate() {\n        if *v > z[k] {\n            k = i;\n        }\n    }\n    k\n}\n"
+                        "    let mut g_k = 0;\n    for (g_i, g_v) in g_z.iter().enumerate() {\n        if *g_v > g_z[g_k] {\n            g_k = g_i;\n        }\n    }\n    g_k\n}\n"
                     };
                 }
             }
@@ -337,16 +324,16 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
                 None => src += &format!("double predict({sig}) {{\n{pre}    return {};\n}}\n", value(&|f| format!("(double)({f})"))),
                 Some(_) => {
                     let k = outs.len();
-                    src += &format!("/* Writes the {k} outputs to z. */\nvoid outputs({sig}, float *z) {{\n{pre}");
+                    src += &format!("/* Writes the {k} outputs to g_z. */\nvoid outputs({sig}, float *g_z) {{\n{pre}");
                     for (i, o) in outs.iter().enumerate() {
-                        src += &format!("    z[{i}] = {o};\n");
+                        src += &format!("    g_z[{i}] = {o};\n");
                     }
                     src += "}\n\n";
-                    src += &format!("int predict({sig}) {{\n    float z[{k}];\n    outputs({}, z);\n", params.join(", "));
+                    src += &format!("int predict({sig}) {{\n    float g_z[{k}];\n    outputs({}, g_z);\n", params.join(", "));
                     src += if p.n_outputs == 0 {
-                        "    return z[0] > 0.0f ? 1 : 0;\n}\n"
+                        "    return g_z[0] > 0.0f ? 1 : 0;\n}\n"
                     } else {
-                        "    int k = 0;\n    for (int i = 1; i < (int)(sizeof z / sizeof z[0]); i++)\n        if (z[i] > z[k]) k = i;\n    return k;\n}\n"
+                        "    int g_k = 0;\n    for (int g_i = 1; g_i < (int)(sizeof g_z / sizeof g_z[0]); g_i++)\n        if (g_z[g_i] > g_z[g_k]) g_k = g_i;\n    return g_k;\n}\n"
                     };
                 }
             }

@@ -91,10 +91,54 @@ pub fn number(c: f32) -> String {
     format!("{c:.6e}")
 }
 
+/// Names no variable may take in a printed equation or an exported function: keywords of
+/// Python, Rust and C; sympy's own symbols; the functions the exports and `SYMPY_PRELUDE` call
+/// and the names the exported functions use (every operator's name is refused too, and so is
+/// any name starting with `_` or `g_`, the exports' helpers).
+const RESERVED: &[&str] = &[
+    // Python
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del", "elif", "else",
+    "except", "finally", "for", "from", "global", "if", "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise",
+    "return", "try", "while", "with", "yield", "range", "len", "math", "sympy", "np",
+    // Rust
+    "fn", "let", "mut", "ref", "move", "match", "loop", "impl", "trait", "struct", "enum", "mod", "pub", "use", "crate", "super",
+    "self", "Self", "const", "static", "type", "unsafe", "where", "extern", "dyn", "true", "false", "abstract", "become", "box",
+    "do", "final", "macro", "override", "priv", "typeof", "unsized", "virtual", "f32", "f64", "usize", "vec",
+    // C
+    "auto", "case", "char", "default", "double", "float", "goto", "int", "long", "register", "restrict", "short", "signed",
+    "sizeof", "switch", "typedef", "union", "unsigned", "void", "volatile", "inline",
+    // sympy's symbols and functions that sympify would read instead of a variable
+    "E", "I", "N", "O", "Q", "S", "pi", "oo", "zoo", "nan", "beta", "gamma", "zeta", "re", "im", "sign", "Abs", "Max", "Min",
+    "floor", "ceiling", "Symbol", "Integer", "Float", "Rational", "Function", "Piecewise", "Eq",
+    // the exports' functions
+    "predict", "outputs", "abs", "ln", "pow", "cosf", "expf", "fabsf", "fmaxf", "fminf", "logf", "powf", "sinf", "sqrtf", "tanf",
+    "tanhf",
+];
+
+/// A variable's name as every printed equation (infix, LaTeX, sympy) and every exported
+/// function spells it. A name that is already an identifier in all of them (ASCII letters,
+/// digits and `_`, starting with a letter, without `__`, not [`RESERVED`] nor an operator's
+/// name) is kept; any other becomes `x{i}__` followed by its characters, each one that is not
+/// an ASCII letter or digit as `_` (`2 col` at index 3 → `x3__2_col`). Kept names never hold
+/// `__` and changed ones start with their own index, so distinct columns keep distinct names.
+pub fn identifier(name: &str, i: usize) -> String {
+    let plain = name.starts_with(|c: char| c.is_ascii_alphabetic())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.contains("__")
+        && !name.starts_with("g_")
+        && !RESERVED.contains(&name)
+        && Op::by_name(name).is_none();
+    if plain {
+        return name.to_string();
+    }
+    let body: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    format!("x{i}__{body}")
+}
+
 fn var_name(i: usize, names: &[String], style: Style) -> String {
     match (names.get(i), style) {
-        (Some(n), Style::Latex) => latex_name(n),
-        (Some(n), _) => n.clone(),
+        (Some(n), Style::Latex) => latex_name(&identifier(n, i)),
+        (Some(n), _) => identifier(n, i),
         (None, Style::Latex) => format!("x_{{{i}}}"),
         (None, _) => format!("x{i}"),
     }
@@ -268,5 +312,46 @@ mod tests {
         let t = [Node { out: 2, ..n(Op::Add) }, Node::var(1), Node::constant(2.0)];
         assert_eq!(render(&t, &names, Style::Infix), "out1=(w2 + 2)");
         assert_eq!(render(&[Node::var(1)], &names, Style::Latex), "w_{2}");
+    }
+
+    // Issue 28: column names with commas, spaces or leading digits were printed raw into
+    // equations and the hall of fame's sympy column, which sympy cannot parse.
+    #[test]
+    fn names_that_are_not_identifiers_are_sanitised_and_stay_distinct() {
+        let names: Vec<String> = ["a,b", "a b", "a_b", "2nd", "lambda", "E", "sin", "x1__y", "", "é", "_hidden", "g_div", "Height", "z"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        // Every variable, summed: one equation that names them all.
+        let mut t = Vec::new();
+        for i in 0..names.len() - 1 {
+            t.push(n(Op::Add));
+            t.push(Node::var(i as u32));
+        }
+        t.push(Node::var(names.len() as u32 - 1));
+        let words = |text: &str| -> Vec<String> {
+            text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).map(str::to_string).collect()
+        };
+        for style in [Style::Infix, Style::Sympy] {
+            let text = render(&t, &names, style);
+            assert!(text.chars().all(|c| c.is_ascii_alphanumeric() || "_ +".contains(c)), "{text}");
+            let got = words(&text);
+            assert_eq!(got.len(), names.len(), "{text}");
+            for w in &got {
+                assert!(w.starts_with(|c: char| c.is_ascii_alphabetic()), "{w} in {text}");
+            }
+            let distinct: std::collections::BTreeSet<&String> = got.iter().collect();
+            assert_eq!(distinct.len(), names.len(), "{text}");
+        }
+        let ids: Vec<String> = names.iter().enumerate().map(|(i, n)| identifier(n, i)).collect();
+        assert_eq!(
+            ids,
+            [
+                "x0__a_b", "x1__a_b", "a_b", "x3__2nd", "x4__lambda", "x5__E", "x6__sin", "x7__x1__y", "x8__", "x9___", "x10___hidden",
+                "x11__g_div", "Height", "z"
+            ]
+        );
+        // LaTeX spells the same names.
+        assert_eq!(render(&[Node::var(1)], &names, Style::Latex), "\\mathrm{x1\\_\\_a\\_b}");
     }
 }

@@ -71,9 +71,22 @@ pub fn subtree_sizes(nodes: &[Node]) -> Result<Vec<u16>, String> {
 }
 
 /// Decodes a tree as reports save it (`[operator name, value, output slot + 1 or 0]` per node,
-/// prefix order: a run report's `model`, a control report's `policy`) and checks that the nodes
-/// form one tree. Errors name the node.
-pub fn decode(nodes: &[(String, f32, u8)]) -> Result<Vec<Node>, String> {
+/// prefix order: a run report's `model`, a control report's `policy`) for a program that reads
+/// `n_features` variables and writes `n_outputs` output slots (0: the root's value), and checks
+/// it as a population row is checked ([`Population::validate_row`]): at least one node, known
+/// operators, one tree, variable indices whole and below `n_features`, constants finite in f32
+/// (a value past ±3.4e38 reads as infinite), output slots in range. Errors name the node and
+/// the problem; a long name is clipped.
+pub fn decode(nodes: &[(String, f32, u8)], n_features: usize, n_outputs: usize) -> Result<Vec<Node>, String> {
+    if nodes.is_empty() {
+        return Err("the tree is empty: a program has at least one node".into());
+    }
+    if nodes.len() > u16::MAX as usize {
+        return Err(format!("the tree has {} nodes, over {}", nodes.len(), u16::MAX));
+    }
+    if n_outputs >= u8::MAX as usize {
+        return Err(format!("{n_outputs} output slots, over {}", u8::MAX - 1));
+    }
     let nodes: Vec<Node> = nodes
         .iter()
         .enumerate()
@@ -81,12 +94,26 @@ pub fn decode(nodes: &[(String, f32, u8)]) -> Result<Vec<Node>, String> {
             let op = match name.as_str() {
                 "var" => Op::Var,
                 "const" => Op::Const,
-                n => Op::by_name(n).ok_or_else(|| format!("model node {i}: unknown operator `{n}`"))?,
+                n => Op::by_name(n).ok_or_else(|| format!("node {i}: unknown operator `{}`", super::clip(n, 40)))?,
             };
+            match op {
+                Op::Var if !(*value >= 0.0 && value.fract() == 0.0 && (*value as usize) < n_features) => {
+                    return Err(match n_features {
+                        0 => format!("node {i}: variable index {value}, but the program reads no variables"),
+                        n => format!("node {i}: variable index {value}, but the program reads {n} variables (indices 0 to {})", n - 1),
+                    });
+                }
+                Op::Const if !value.is_finite() => {
+                    return Err(format!("node {i}: constant {value}: a constant is a finite f32 (at most ±3.4e38)"));
+                }
+                _ => {}
+            }
             Ok(Node { op, value: *value, out: *out })
         })
         .collect::<Result<_, String>>()?;
-    subtree_sizes(&nodes).map_err(|e| format!("the model's tree is malformed: {e}"))?;
+    let mut row = Population::new(1, nodes.len(), n_outputs);
+    row.set_tree(0, &nodes).map_err(|e| format!("the tree is malformed: {e}"))?;
+    row.validate_row(0)?;
     Ok(nodes)
 }
 
@@ -337,7 +364,8 @@ impl Population {
         Ok(())
     }
 
-    fn validate_row(&self, t: usize) -> Result<(), String> {
+    /// Checks row `t` as [`Self::validate`] does; names the node and the problem.
+    pub fn validate_row(&self, t: usize) -> Result<(), String> {
         let (l, n) = (self.max_len, self.len[t] as usize);
         if n > l {
             return Err(format!("length {n} over max_len {l}"));
@@ -380,7 +408,10 @@ impl Population {
             }
             let o = self.out[a + i] as usize;
             if o > self.n_outputs {
-                return Err(format!("node {i}: output slot {} of {}", o - 1, self.n_outputs));
+                return Err(match self.n_outputs {
+                    0 => format!("node {i}: output slot {} in a program with one output (no slots)", o - 1),
+                    n => format!("node {i}: output slot {} but the program has {n} (0 to {})", o - 1, n - 1),
+                });
             }
         }
         Ok(())

@@ -157,6 +157,15 @@ impl Experiment {
         }
     }
 
+    /// Grammatical evolution's genome capacity (codons a genome holds), which every command has.
+    pub fn genome_capacity(&self) -> usize {
+        match self {
+            Experiment::Evolve(s) => s.genome_capacity,
+            Experiment::Classify(s) => s.genome_capacity,
+            Experiment::Control(s) => s.genome_capacity,
+        }
+    }
+
     /// The island settings every command has, to change.
     pub fn islands_mut(&mut self) -> &mut crate::evolve::IslandConfig {
         match self {

@@ -4,7 +4,7 @@
 //! the linear scaling or the fitted head over its outputs, and the standardisation fitted on the
 //! training data.
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 
 use crate::data::classes::{Standardize, Table, numeric_column};
 use crate::program::fitness::argmax;
@@ -55,9 +55,41 @@ impl Model {
         nodes.iter().map(|n| (n.op.name().to_string(), n.value, n.out)).collect()
     }
 
-    /// The tree, decoded and checked ([`crate::program::tree::decode`]).
+    /// The tree, decoded and checked against the model ([`crate::program::tree::decode`]: it
+    /// reads the model's features and writes its output slots), with the rest of the model that
+    /// predictions read: class names that fit the outputs (one per output, or two for one
+    /// output), a finite scaling, and a standardisation of one finite mean and one positive
+    /// standard deviation per feature. Every path that applies a model (predict, export,
+    /// plots, Python) reads the tree through here.
     pub fn tree(&self) -> Result<Vec<Node>> {
-        crate::program::tree::decode(&self.nodes).map_err(anyhow::Error::msg)
+        let n = self.features.len();
+        let nodes = crate::program::tree::decode(&self.nodes, n, self.n_outputs).map_err(|e| anyhow!("the model's tree: {e}"))?;
+        if self.kind == ModelKind::Classification {
+            let classes = self.classes.as_ref().context("a classification model without class names")?;
+            let want = if self.n_outputs == 0 { 2 } else { self.n_outputs };
+            ensure!(
+                classes.len() == want,
+                "the model has {} class names for {} output(s): one per output, or two for one output",
+                classes.len(),
+                self.n_outputs.max(1)
+            );
+        }
+        if let Some((a, b)) = self.scale {
+            ensure!(a.is_finite() && b.is_finite(), "the model's scaling ({a}, {b}) is not finite");
+        }
+        if let Some(s) = &self.standardize {
+            ensure!(
+                s.mean.len() == n && s.std.len() == n,
+                "the model's standardisation has {} means and {} deviations for {n} features",
+                s.mean.len(),
+                s.std.len()
+            );
+            let bad = s.mean.iter().zip(&s.std).position(|(m, d)| !m.is_finite() || !(d.is_finite() && *d > 0.0));
+            if let Some(j) = bad {
+                bail!("the model's standardisation of feature {j} (mean {}, deviation {}) is not usable", s.mean[j], s.std[j]);
+            }
+        }
+        Ok(nodes)
     }
 
     /// The program's outputs on the rows of `table`: `[max(1, n_outputs)][n_rows]`. The
@@ -88,11 +120,10 @@ impl Model {
             self.features.len(),
             x.len()
         );
+        let nodes = self.tree()?;
         if let Some(s) = &self.standardize {
-            ensure!(s.mean.len() == self.features.len(), "the model's standardisation has the wrong length");
             s.apply(&mut x, n_rows);
         }
-        let nodes = self.tree()?;
         let mut pop = Population::new(1, nodes.len().max(1), self.n_outputs);
         pop.set_tree(0, &nodes).map_err(|e| anyhow::anyhow!("the model's tree: {e}"))?;
         // The interpreter reads at least one feature column; a program of constants needs none.
@@ -188,10 +219,19 @@ pub fn class_probabilities(out: &[f32], n_rows: usize, n_classes: usize) -> Vec<
 
 /// Reads the model of a run report (`model`), with an error that says what the file lacks.
 pub fn load(path: &std::path::Path) -> Result<Model> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read the report {}", path.display()))?;
+    from_json(&bytes, &path.display().to_string())
+}
+
+/// Reads the model of a run report from the report's bytes (`origin` names it in errors):
+/// JSON with a `model` whose fields read and whose tree and rest check ([`Model::tree`]).
+pub fn from_json(bytes: &[u8], origin: &str) -> Result<Model> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).with_context(|| format!("{origin} is not JSON"))?;
     let Some(m) = v.get("model") else {
-        bail!("{} has no `model`: give a report written by `grove classify --report` or `grove evolve --report`", path.display());
+        bail!("{origin} has no `model`: give a report written by `grove classify --report` or `grove evolve --report`");
     };
-    serde_json::from_value(m.clone()).with_context(|| format!("{}: the `model` cannot be read", path.display()))
+    let model: Model = serde_json::from_value(m.clone())
+        .map_err(|e| anyhow!("{origin}: the `model` cannot be read: {}", crate::program::clip(&e.to_string(), 200)))?;
+    model.tree().with_context(|| format!("{origin}: the model cannot be applied"))?;
+    Ok(model)
 }

@@ -1,18 +1,20 @@
 //! What every task's run shares: the options of a run (quiet, checkpoints, resume, stop), the
 //! observer that shows progress, keeps the hall of fame and writes checkpoints, and the
-//! checkpoint file itself (settings + engine state + hall of fame, written atomically).
+//! checkpoint file itself (settings + engine state + hall of fame + the run's output paths,
+//! written atomically, with a format version and a checksum that [`Checkpoint::load`] checks
+//! before it validates every tree and genome).
 
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow, bail, ensure};
 use serde::{Deserialize, Serialize};
 
 use super::experiment::Experiment;
 use super::search::EvolveResult;
-use crate::evolve::checkpoint::{Saved, SavedNode, decode_nodes, encode_nodes};
+use crate::evolve::checkpoint::{Saved, SavedNode, Shape, check_tree, encode_nodes};
 use crate::evolve::hof::{Entry, HallOfFame};
 use crate::evolve::{Best, EngineConfig, GenerationStats, IslandConfig, Observer, Snapshot};
 use crate::program::tree::Population;
@@ -29,8 +31,10 @@ pub struct RunOptions {
     /// The run's experiment, which checkpoints save (the runner sets it: [`run_experiment`];
     /// a task never builds one).
     pub experiment: Option<Experiment>,
-    /// Every this many generations (and on a stop).
+    /// Every this many generations, before the last generation and on a stop.
     pub checkpoint_every: usize,
+    /// The files the run's results go to (checkpoints keep them, so a resumed run writes them).
+    pub outputs: Outputs,
     /// Continue from this checkpoint.
     pub resume: Option<Checkpoint>,
     /// Set (by Ctrl-C) to stop between generations.
@@ -80,13 +84,32 @@ pub struct SavedEntry {
     pub generation: usize,
 }
 
+/// The checkpoint format this grove writes and reads. Version 2 added the checksum and the
+/// output paths; a file of another version is refused.
+pub const CHECKPOINT_FORMAT: u64 = 2;
+
+/// FNV-1a, 64 bits, of `bytes`. Each step (xor a byte, multiply by an odd prime) is a bijection
+/// of the state, so changing any one byte always changes the result.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// The checksum of a checkpoint's content (the file's JSON object without `checksum`): FNV-1a
+/// of its compact JSON text, as `fnv1a64:` and 16 hex digits. The text is canonical: keys in
+/// the file's order, numbers printed as they read back exactly (serde_json's float_roundtrip),
+/// so reformatting the file keeps the checksum and changing one digit of it breaks it.
+fn checksum(content: &serde_json::Value) -> Result<String> {
+    let text = serde_json::to_vec(content).context("cannot encode the checkpoint")?;
+    Ok(format!("fnv1a64:{:016x}", fnv1a64(&text)))
+}
+
 /// A checkpoint file: the experiment, the engine's state and the task's (hall of fame,
-/// evaluation count).
+/// evaluation count, output paths). On disk it is this object's JSON with a `checksum`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Checkpoint {
-    /// Format marker and version.
-    pub grove_checkpoint: u32,
+    /// Format marker and version ([`CHECKPOINT_FORMAT`]).
+    pub grove_checkpoint: u64,
     /// grove's version that wrote it.
     pub version: String,
     /// The run's settings.
@@ -106,6 +129,8 @@ pub struct Checkpoint {
     /// Control runs: env steps played and seconds spent in roll-outs so far (timing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env_steps: Option<(u64, f64)>,
+    /// Where the run writes its results (absolute paths).
+    pub outputs: Outputs,
 }
 
 fn ten() -> usize {
@@ -113,31 +138,126 @@ fn ten() -> usize {
 }
 
 impl Checkpoint {
-    /// Reads a checkpoint, with errors that say what is wrong with the file.
+    /// Reads a checkpoint, with errors that say what is wrong with the file ([`Self::from_json`]).
     pub fn load(path: &Path) -> Result<Checkpoint> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the checkpoint {}", path.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not a checkpoint (not JSON; was it cut short?)", path.display()))?;
-        anyhow::ensure!(
-            v.get("grove_checkpoint").is_some(),
-            "{} is not a checkpoint: give a file written by --checkpoint (a report is repeated with --from)",
-            path.display()
-        );
-        serde_json::from_value(v).with_context(|| format!("{}: the checkpoint cannot be read", path.display()))
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read the checkpoint {}", path.display()))?;
+        Self::from_json(&bytes, &path.display().to_string())
     }
 
-    /// The hall of fame it holds.
+    /// Reads a checkpoint from the bytes of a file (`origin` names it in errors): JSON, a
+    /// `grove_checkpoint` of [`CHECKPOINT_FORMAT`], a checksum that matches the content, every
+    /// field readable, and the state whole ([`Self::check`]). Anything else is an error line.
+    pub fn from_json(bytes: &[u8], origin: &str) -> Result<Checkpoint> {
+        use crate::program::clip;
+        use serde_json::Value;
+        let v: Value = serde_json::from_slice(bytes).with_context(|| format!("{origin} is not a checkpoint (not JSON; was it cut short?)"))?;
+        let Value::Object(mut content) = v else {
+            bail!("{origin} is not a checkpoint: give a file written by --checkpoint");
+        };
+        let Some(format) = content.get("grove_checkpoint") else {
+            bail!("{origin} is not a checkpoint: give a file written by --checkpoint (a report is repeated with --from)");
+        };
+        if format.as_u64() != Some(CHECKPOINT_FORMAT) {
+            let old = if format.as_u64() == Some(1) { " (version 1 has no checksum: start the run again)" } else { "" };
+            bail!(
+                "{origin}: checkpoint format version {} is not one this grove reads (it reads version {CHECKPOINT_FORMAT}){old}",
+                clip(&format.to_string(), 40)
+            );
+        }
+        let given = match content.remove("checksum") {
+            Some(Value::String(s)) => s,
+            Some(other) => bail!("{origin}: the checkpoint's checksum is {}, not a string", clip(&other.to_string(), 40)),
+            None => bail!("{origin}: the checkpoint has no checksum"),
+        };
+        let content = Value::Object(content);
+        let want = checksum(&content)?;
+        ensure!(
+            given == want,
+            "{origin}: the checksum {} does not match the checkpoint's content ({want}): the file was changed or damaged",
+            clip(&given, 40)
+        );
+        let c: Checkpoint = serde_path_to_error::deserialize(content).map_err(|e| {
+            let path = e.path().to_string();
+            anyhow!("{origin}: the checkpoint's `{}` cannot be read: {}", clip(&path, 80), clip(&e.into_inner().to_string(), 200))
+        })?;
+        c.check().with_context(|| format!("{origin}: the checkpoint is damaged"))?;
+        Ok(c)
+    }
+
+    /// The file's bytes: this checkpoint's JSON with its checksum added.
+    pub fn to_json(&self) -> Result<Vec<u8>> {
+        let mut v = serde_json::to_value(self).context("cannot encode the checkpoint")?;
+        let sum = checksum(&v)?;
+        v.as_object_mut().context("a checkpoint encodes as a JSON object")?.insert("checksum".into(), sum.into());
+        serde_json::to_vec(&v).context("cannot encode the checkpoint")
+    }
+
+    /// Writes the checkpoint to `path` atomically.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        write_atomic(path, &self.to_json()?).with_context(|| format!("cannot save the checkpoint {}", path.display()))
+    }
+
+    /// Checks that the state can continue the run its experiment describes, without allocating
+    /// for it: the engine's state against the experiment's population × islands, row width and
+    /// genome capacity ([`Saved::check`]), and every hall-of-fame entry (its size its length,
+    /// its tree whole).
+    pub fn check(&self) -> Result<()> {
+        let (engine, islands) = (self.experiment.engine(), self.experiment.islands());
+        let shape = Shape {
+            rows: engine.pop_size.saturating_mul(islands.count),
+            max_len: engine.max_len,
+            genome_capacity: self.experiment.genome_capacity(),
+        };
+        ensure!(
+            self.state.islands == islands.count,
+            "the state holds {} island(s) and the settings {}",
+            self.state.islands,
+            islands.count
+        );
+        self.state.check(&shape)?;
+        let n_outputs = self.state.trees.as_ref().map_or(u8::MAX as usize - 1, |t| t.n_outputs);
+        for e in &self.hall_of_fame {
+            ensure!(e.size == e.nodes.len() && e.size > 0, "a hall-of-fame entry of size {} holds {} nodes", e.size, e.nodes.len());
+            check_tree(&e.nodes, u16::MAX as usize, n_outputs).map_err(|m| anyhow!("the hall-of-fame entry of size {}: {m}", e.size))?;
+        }
+        Ok(())
+    }
+
+    /// The hall of fame it holds (its entries checked by [`Self::check`]).
     pub fn hall_of_fame(&self) -> Result<HallOfFame> {
         let mut h = HallOfFame::default();
         for e in &self.hall_of_fame {
+            ensure!(e.size == e.nodes.len() && e.size <= u16::MAX as usize, "a hall-of-fame entry of size {} holds {} nodes", e.size, e.nodes.len());
             if h.by_size.len() <= e.size {
                 h.by_size.resize(e.size + 1, None);
             }
-            h.by_size[e.size] =
-                Some(Entry { fitness: f64::from_bits(e.fitness), nodes: decode_nodes(&e.nodes)?, generation: e.generation });
+            h.by_size[e.size] = Some(Entry {
+                fitness: f64::from_bits(e.fitness),
+                nodes: crate::evolve::checkpoint::decode_nodes(&e.nodes)?,
+                generation: e.generation,
+            });
         }
         Ok(h)
     }
+}
+
+/// Checks, before a run's first generation, that checkpoints can be saved at `path`: it is not
+/// a directory, its directory exists, and a file can be created there (the temporary file an
+/// atomic save writes, created and removed). One error line naming the path and the problem.
+pub fn check_checkpoint_path(path: &Path) -> Result<()> {
+    let show = path.display();
+    ensure!(!path.is_dir(), "the checkpoint {show} is a directory: give a file path, e.g. {}", path.join("run.ckpt").display());
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    ensure!(dir.is_dir(), "cannot save the checkpoint {show}: the directory {} does not exist", dir.display());
+    let probe = crate::report::temporary_path(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .with_context(|| format!("cannot save the checkpoint {show}: cannot create a file in {}", dir.display()))?;
+    std::fs::remove_file(&probe).with_context(|| format!("cannot remove {}", probe.display()))?;
+    Ok(())
 }
 
 pub use crate::report::write_atomic;
@@ -160,6 +280,8 @@ pub struct RunObserver<'a> {
     work: Work<'a>,
     /// Individuals per generation, every island's.
     pop_size: usize,
+    /// The run's last generation (the last snapshot is taken before it).
+    generations: usize,
     /// Each island's statistics of the generation being reported (several islands only).
     island_stats: Vec<GenerationStats>,
     /// The hall of fame.
@@ -186,6 +308,9 @@ impl<'a> RunObserver<'a> {
     }
 
     fn counting(engine: &EngineConfig, islands: &IslandConfig, opts: &'a RunOptions, work: Work<'a>) -> Result<Self> {
+        if let Some(path) = &opts.checkpoint {
+            check_checkpoint_path(path)?;
+        }
         let (hof, evals, median_sizes) = match &opts.resume {
             Some(c) => (c.hall_of_fame()?, c.node_evaluations, c.median_sizes.clone()),
             None => (HallOfFame::default(), 0.0, Vec::new()),
@@ -199,6 +324,7 @@ impl<'a> RunObserver<'a> {
             evals,
             work,
             pop_size: engine.pop_size * islands.count.max(1),
+            generations: engine.generations,
             island_stats: Vec::new(),
             hof,
             median_sizes,
@@ -321,15 +447,21 @@ impl Observer for RunObserver<'_> {
         self.median_sizes.push(median_of_counts(size_counts));
     }
 
+    /// Every `checkpoint_every` generations and before the last one, so that every run with a
+    /// checkpoint path leaves one (resumed, it evaluates the last generation again, to the same
+    /// end; with more `--gens` it goes on as a longer run would).
     fn wants_snapshot(&mut self, generation: usize) -> bool {
-        self.opts.checkpoint.is_some() && self.opts.checkpoint_every > 0 && generation % self.opts.checkpoint_every == 0
+        let every = self.opts.checkpoint_every > 0 && generation % self.opts.checkpoint_every == 0;
+        self.opts.checkpoint.is_some() && (every || generation == self.generations)
     }
 
     fn snapshot(&mut self, state: &Snapshot<'_>) -> Result<()> {
         let Some(path) = &self.opts.checkpoint else { return Ok(()) };
         let experiment = self.opts.experiment.clone().context("a checkpoint saves the run's experiment: set RunOptions::experiment")?;
+        let absolute = |p: &Option<PathBuf>| p.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        let outputs = &self.opts.outputs;
         let c = Checkpoint {
-            grove_checkpoint: 1,
+            grove_checkpoint: CHECKPOINT_FORMAT,
             version: env!("CARGO_PKG_VERSION").into(),
             experiment,
             state: Saved::of(state),
@@ -354,9 +486,13 @@ impl Observer for RunObserver<'_> {
                 Work::Nodes { .. } => None,
                 Work::EnvSteps(played) => Some(played.lock().map_or((0, 0.0), |p| *p)),
             },
+            outputs: Outputs {
+                report: absolute(&outputs.report),
+                hall_of_fame: absolute(&outputs.hall_of_fame),
+                plots: absolute(&outputs.plots),
+            },
         };
-        let text = serde_json::to_vec(&c).context("cannot encode the checkpoint")?;
-        write_atomic(path, &text).with_context(|| format!("cannot save the checkpoint {}", path.display()))?;
+        c.save(path)?;
         if self.verbose {
             eprintln!("checkpoint before generation {} saved to {}", state.generation, path.display());
         }
@@ -389,7 +525,8 @@ pub fn run_experiment(exp: &Experiment, opts: &RunOptions, threads: Option<usize
 }
 
 /// The files a run may leave: the JSON report, the hall of fame as CSV, the plots.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Outputs {
     /// The JSON run report.
     pub report: Option<PathBuf>,
@@ -397,6 +534,17 @@ pub struct Outputs {
     pub hall_of_fame: Option<PathBuf>,
     /// A directory for the plots (PNG and SVG).
     pub plots: Option<PathBuf>,
+}
+
+impl Outputs {
+    /// Each of these, else `other`'s (a resumed run's flags over its checkpoint's).
+    pub fn or(self, other: &Outputs) -> Outputs {
+        Outputs {
+            report: self.report.or_else(|| other.report.clone()),
+            hall_of_fame: self.hall_of_fame.or_else(|| other.hall_of_fame.clone()),
+            plots: self.plots.or_else(|| other.plots.clone()),
+        }
+    }
 }
 
 /// Writes what `outputs` asks for from a run's report (each file atomically); returns what was

@@ -90,6 +90,22 @@ pub fn read_json(p: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))).unwrap()
 }
 
+/// A checkpoint edited by a test, as file bytes with its checksum recomputed as grove
+/// computes it (FNV-1a of the compact JSON without `checksum`), so that what the edit breaks
+/// is found by the structural checks rather than the checksum.
+pub fn resealed(mut checkpoint: Value) -> Vec<u8> {
+    let content = checkpoint.as_object_mut().unwrap();
+    content.remove("checksum");
+    let sum = grove::task::run::fnv1a64(&serde_json::to_vec(&Value::Object(content.clone())).unwrap());
+    content.insert("checksum".into(), format!("fnv1a64:{sum:016x}").into());
+    serde_json::to_vec(&checkpoint).unwrap()
+}
+
+/// Writes [`resealed`]`(checkpoint)` to `p`.
+pub fn write_resealed(p: &Path, checkpoint: Value) {
+    std::fs::write(p, resealed(checkpoint)).unwrap();
+}
+
 /// A report without what varies between identical runs (timings).
 pub fn without_timings(mut r: Value) -> Value {
     r.as_object_mut().unwrap().remove("timing");

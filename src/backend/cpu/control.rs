@@ -219,13 +219,24 @@ impl SavedPolicy {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
         let p = v.get("policy").with_context(|| format!("{} has no `policy`: write one with grove control --report", path.display()))?;
-        serde_json::from_value(p.clone()).with_context(|| format!("{}: the `policy` entry is malformed", path.display()))
+        let policy: SavedPolicy = serde_json::from_value(p.clone()).map_err(|e| {
+            anyhow::anyhow!("{}: the `policy` entry is malformed: {}", path.display(), crate::program::clip(&e.to_string(), 200))
+        })?;
+        policy.nodes().with_context(|| format!("{}: the policy cannot be played", path.display()))?;
+        Ok(policy)
+    }
+
+    /// The tree, decoded and checked ([`crate::program::tree::decode`]: it reads the
+    /// observations and writes one output slot per actuator).
+    pub fn nodes(&self) -> Result<Vec<Node>> {
+        crate::program::tree::decode(&self.nodes, self.observations.len(), self.actuators.len())
+            .map_err(|e| anyhow::anyhow!("the policy's tree: {e}"))
     }
 
     /// The policy compiled for one observation at a time (`observations.len()` components,
     /// `actuators.len()` actions), without loading the environment.
     pub fn compile(&self) -> Result<Policy> {
-        let nodes = crate::program::tree::decode(&self.nodes).map_err(anyhow::Error::msg)?;
+        let nodes = self.nodes()?;
         let nu = self.actuators.len();
         let mut pop = Population::new(1, nodes.len().max(1), nu);
         pop.set_tree(0, &nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
@@ -248,7 +259,7 @@ impl SavedPolicy {
                 m.nu()
             );
         }
-        crate::program::tree::decode(&self.nodes).map_err(anyhow::Error::msg)
+        self.nodes()
     }
 }
 

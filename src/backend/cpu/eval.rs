@@ -108,8 +108,8 @@ pub enum EvalError {
         tree: usize,
         /// Node index.
         node: usize,
-        /// The variable read.
-        var: u32,
+        /// The variable index read (as stored: it may be fractional or negative).
+        var: f32,
         /// Features in the data.
         n_features: usize,
     },
@@ -138,7 +138,11 @@ impl fmt::Display for EvalError {
                 write!(f, "individual {index} asked for in a population of {size}")
             }
             EvalError::Variable { tree, node, var, n_features } => {
-                write!(f, "tree {tree}, node {node}: variable x{var} but the data has {n_features} features")
+                write!(f, "tree {tree}, node {node}: variable index {var}, but the data has {n_features} features")?;
+                if *n_features > 0 {
+                    write!(f, " (indices 0 to {})", n_features - 1)?;
+                }
+                Ok(())
             }
             EvalError::Malformed { tree, reason } => write!(f, "tree {tree} is malformed: {reason}"),
         }

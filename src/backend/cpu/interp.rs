@@ -296,7 +296,10 @@ fn check(tree: TreeRef<'_>, n_outputs: usize, n_features: usize, tree_index: usi
         let op = Op::from_code(tree.op[i]).ok_or_else(|| bad(format!("node {i}: bad opcode {}", tree.op[i])))?;
         let k = tree.out[i] as usize;
         if k > n_outputs {
-            return Err(bad(format!("node {i}: output slot {} of {n_outputs}", k as isize - 1)));
+            return Err(bad(match n_outputs {
+                0 => format!("node {i}: output slot {} in a program with one output (no slots)", k - 1),
+                n => format!("node {i}: output slot {} but the program has {n} (0 to {})", k - 1, n - 1),
+            }));
         }
         if live < op.arity() {
             return Err(bad(format!("node {i} ({op}) has too few children")));
@@ -304,7 +307,7 @@ fn check(tree: TreeRef<'_>, n_outputs: usize, n_features: usize, tree_index: usi
         if op == Op::Var {
             let v = tree.value[i];
             if !(v >= 0.0 && (v as usize) < n_features && v.fract() == 0.0) {
-                return Err(EvalError::Variable { tree: tree_index, node: i, var: v as u32, n_features });
+                return Err(EvalError::Variable { tree: tree_index, node: i, var: v, n_features });
             }
         }
         live = live + 1 - op.arity();

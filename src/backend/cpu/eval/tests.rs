@@ -529,7 +529,7 @@ fn bad_input_is_an_error_not_a_panic() {
     let x = [0.0f32; 6];
     assert_eq!(
         evaluate_regression(&pop, &x, &[0.0; 3], 3).unwrap_err(),
-        EvalError::Variable { tree: 0, node: 0, var: 2, n_features: 2 }
+        EvalError::Variable { tree: 0, node: 0, var: 2.0, n_features: 2 }
     );
     assert_eq!(predict(&pop, 0, &x, 4).unwrap_err(), EvalError::DataShape { len: 6, n_rows: 4 });
     assert_eq!(predict(&pop, 3, &x, 3).unwrap_err(), EvalError::NoSuchIndividual { index: 3, size: 1 });
