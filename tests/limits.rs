@@ -166,3 +166,21 @@ fn rollout_refuses_non_finite_actions_as_the_data_reader_does() {
     std::fs::write(&data, "x,y\n1,nan\n").unwrap();
     assert_one_line_error(&grove_cpu(&["evolve", "--functions", "add", "--data", data.to_str().unwrap()]), &["`nan` is NaN: NaN and infinite values are not allowed"]);
 }
+
+// `check` reported no problem for a grammar that `evolve` refuses as a syntax error.
+#[test]
+fn check_reads_productions_as_evolve_does() {
+    let g = support::temp_file("unclosed.bnf", "<e> ::= <e> + <e> | x[:, 0] | (<e>\n");
+    let evolve = grove_cpu(&["evolve", "--grammar", g.to_str().unwrap(), "--pop", "10", "--gens", "1"]);
+    assert_eq!(evolve.status.code(), Some(1));
+    let refusal = "unclosed.bnf:1:31: error: production of <e> cannot be read as an expression: expected `)`, found end";
+    assert!(text(&evolve.stderr).contains(refusal), "{}", text(&evolve.stderr));
+    let check = grove_cpu(&["check", g.to_str().unwrap()]);
+    let (out, err) = (text(&check.stdout), text(&check.stderr));
+    assert!(err.contains(&refusal.replace("error:", "warning:")), "{err}");
+    assert!(out.contains("expressions no: 1 problem") && out.contains("warnings    1"), "{out}");
+    // A grammar evolve takes, with named variables check cannot know, passes.
+    let named = support::temp_file("named.bnf", "<e> ::= <e> * <e> | sin(<e>) | height | x[:, 3] | x2\n");
+    let check = grove_cpu(&["check", named.to_str().unwrap()]);
+    assert!(text(&check.stdout).contains("expressions yes"), "{}{}", text(&check.stdout), text(&check.stderr));
+}

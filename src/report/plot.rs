@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Plot size in pixels.
@@ -109,9 +110,88 @@ pub struct Chart {
     pub legend_low: bool,
 }
 
-/// Tick text: whole numbers without a fraction, others as plotters would.
-fn tick(v: &f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{v:.0}") } else { format!("{v}") }
+/// An axis (`inner`: linear or log) whose ticks are chosen here ([`nice_ticks`],
+/// [`log_ticks`]) instead of by plotters, with no light grid lines between them.
+struct Ticked<R> {
+    inner: R,
+    ticks: Vec<f64>,
+}
+
+impl<R: Ranged<ValueType = f64>> Ranged for Ticked<R> {
+    type FormatOption = plotters::coord::ranged1d::DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<H: plotters::coord::ranged1d::KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() { Vec::new() } else { self.ticks.clone() }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
+    }
+}
+
+/// Most ticks on an axis.
+const MOST_TICKS: usize = 8;
+
+/// Ticks from `lo` to `hi` (inclusive) at the multiples of a 1-2-5 step (1, 2 or 5 times a
+/// power of ten) that gives at most `most` of them; returns the ticks and the step.
+pub fn nice_ticks(lo: f64, hi: f64, most: usize) -> (Vec<f64>, f64) {
+    let span = hi - lo;
+    if !(span > 0.0 && span.is_finite() && lo.is_finite()) {
+        return (if lo.is_finite() { vec![lo] } else { Vec::new() }, 1.0);
+    }
+    let mag = 10f64.powf((span / most.max(1) as f64).log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| span / s <= most as f64).unwrap_or(10.0 * mag);
+    let (first, last) = ((lo / step).ceil() as i64, (hi / step).floor() as i64);
+    ((first..=last).map(|k| k as f64 * step).collect(), step)
+}
+
+/// Ticks of a log axis from `lo` to `hi` (both positive): 1, 2 and 5 times the powers of ten
+/// inside (only the powers when those are many); where fewer than two fall inside (a range
+/// within a decade), [`nice_ticks`] and its step.
+pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Option<f64>) {
+    let decades = || (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32);
+    let within = |mults: &[f64]| -> Vec<f64> {
+        decades().flat_map(|k| mults.iter().map(move |m| m * 10f64.powi(k))).filter(|v| *v >= lo && *v <= hi).collect()
+    };
+    let mut ticks = within(&[1.0, 2.0, 5.0]);
+    if ticks.len() > MOST_TICKS {
+        ticks = within(&[1.0]);
+    }
+    if ticks.len() >= 2 {
+        return (ticks, None);
+    }
+    let (ticks, step) = nice_ticks(lo, hi, MOST_TICKS - 2);
+    (ticks, Some(step))
+}
+
+/// A tick's text, as short as its step allows: `0.4` (never `0.4000000000000001`), `12`,
+/// `2.5e-6`, `3e7`. Without a step (a log axis' 1-2-5 ticks), the tick's own power of ten is
+/// its step.
+pub fn tick_label(v: f64, step: Option<f64>) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return if v == 0.0 { "0".into() } else { format!("{v}") };
+    }
+    let step = step.unwrap_or_else(|| 10f64.powf(v.abs().log10().floor()));
+    let place = step.log10().floor() as i32;
+    if v.abs() >= 1e5 || place < -4 {
+        // Scientific: as many digits of the mantissa as the step reaches.
+        let digits = (v.abs().log10().floor() as i32 - place).max(0) as usize;
+        let text = format!("{v:.digits$e}");
+        // `2.50e-6` → `2.5e-6`.
+        return match text.split_once('e') {
+            Some((m, e)) if m.contains('.') => format!("{}e{e}", m.trim_end_matches('0').trim_end_matches('.')),
+            _ => text,
+        };
+    }
+    let decimals = (-place).max(0) as usize;
+    let text = format!("{v:.decimals$}");
+    // What rounds to zero is written `0`, as zero itself.
+    if text.trim_start_matches(['-', '0', '.']).is_empty() { "0".into() } else { text }
 }
 
 fn range(v: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
@@ -138,10 +218,19 @@ where
     let positive = pts().all(|p| p.1 > 0.0) && pts().next().is_some();
     let mut b = ChartBuilder::on(area);
     b.caption(&c.title, ("sans-serif", 22)).margin(12).x_label_area_size(40).y_label_area_size(70);
+    let (x_ticks, x_step) = nice_ticks(x0, x1, MOST_TICKS);
+    let x_label = |v: &f64| tick_label(*v, Some(x_step));
     macro_rules! body {
-        ($chart:expr) => {{
+        ($chart:expr, $y_label:expr) => {{
             let mut ch = $chart;
-            ch.configure_mesh().x_desc(&c.x).y_desc(&c.y).x_label_formatter(&tick).label_style(("sans-serif", 14)).draw().map_err(err)?;
+            ch.configure_mesh()
+                .x_desc(&c.x)
+                .y_desc(&c.y)
+                .x_label_formatter(&x_label)
+                .y_label_formatter(&$y_label)
+                .label_style(("sans-serif", 14))
+                .draw()
+                .map_err(err)?;
             if c.diagonal {
                 ch.draw_series(LineSeries::new([(x0, x0), (x1, x1)], BLACK.mix(0.4))).map_err(err)?;
             }
@@ -166,11 +255,19 @@ where
             }
         }};
     }
+    let x_axis = Ticked { inner: RangedCoordf64::from(x0..x1), ticks: x_ticks };
     if c.log_y && positive {
         let (lo, hi) = range(pts().map(|p| p.1.ln())).unwrap_or((0.0, 1.0));
-        body!(b.build_cartesian_2d(x0..x1, (lo.exp()..hi.exp()).log_scale()).map_err(err)?);
+        let (lo, hi) = (lo.exp(), hi.exp());
+        let (ticks, step) = log_ticks(lo, hi);
+        let y_label = |v: &f64| tick_label(*v, step);
+        let y_axis = Ticked { inner: LogCoord::from((lo..hi).log_scale()), ticks };
+        body!(b.build_cartesian_2d(x_axis, y_axis).map_err(err)?, y_label);
     } else {
-        body!(b.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?);
+        let (ticks, step) = nice_ticks(y0, y1, MOST_TICKS);
+        let y_label = |v: &f64| tick_label(*v, Some(step));
+        let y_axis = Ticked { inner: RangedCoordf64::from(y0..y1), ticks };
+        body!(b.build_cartesian_2d(x_axis, y_axis).map_err(err)?, y_label);
     }
     Ok(())
 }
@@ -223,4 +320,69 @@ where
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tick_tests {
+    use super::*;
+
+    // Labels such as `0.4600000000000001` overlapped; the fitness plot's log axis over less than
+    // a decade had no tick labels at all.
+    #[test]
+    fn ticks_are_rounded_steps_with_short_labels() {
+        let (ticks, step) = nice_ticks(0.0, 1.0, 8);
+        assert_eq!(step, 0.2);
+        let labels: Vec<String> = ticks.iter().map(|&v| tick_label(v, Some(step))).collect();
+        assert_eq!(labels, ["0", "0.2", "0.4", "0.6", "0.8", "1.0"]);
+        let (ticks, step) = nice_ticks(0.4312, 0.4987, 8);
+        let labels: Vec<String> = ticks.iter().map(|&v| tick_label(v, Some(step))).collect();
+        assert_eq!(labels, ["0.44", "0.45", "0.46", "0.47", "0.48", "0.49"]);
+        let (ticks, step) = nice_ticks(-3.0, 117.0, 8);
+        assert_eq!((ticks.len(), step), (6, 20.0));
+        assert_eq!(tick_label(ticks[0], Some(step)), "0");
+        assert_eq!(tick_label(-0.0000001, Some(0.2)), "0");
+        assert_eq!(tick_label(2.5e-6, Some(5e-7)), "2.5e-6");
+        assert_eq!(tick_label(3e7, Some(1e7)), "3e7");
+        // A flat or broken range gives what it can, never a panic.
+        assert_eq!(nice_ticks(5.0, 5.0, 8).0, [5.0]);
+        assert!(nice_ticks(f64::NAN, 1.0, 8).0.is_empty());
+    }
+
+    #[test]
+    fn a_log_axis_is_labelled_whatever_its_span() {
+        let (ticks, step) = log_ticks(1e-3, 20.0);
+        assert_eq!(step, None);
+        let labels: Vec<String> = ticks.iter().map(|&v| tick_label(v, step)).collect();
+        assert_eq!(labels, ["0.001", "0.01", "0.1", "1", "10"]);
+        let (ticks, step) = log_ticks(0.13, 0.22);
+        let labels: Vec<String> = ticks.iter().map(|&v| tick_label(v, step)).collect();
+        assert_eq!(labels, ["0.14", "0.16", "0.18", "0.20", "0.22"]);
+        let (ticks, step) = log_ticks(0.3, 3.0);
+        assert_eq!(ticks.iter().map(|&v| tick_label(v, step)).collect::<Vec<_>>(), ["0.5", "1", "2"]);
+    }
+
+    #[test]
+    fn a_chart_draws_its_tick_labels() {
+        register_font();
+        let mut svg = String::new();
+        {
+            let area = SVGBackend::with_string(&mut svg, SIZE).into_drawing_area();
+            let points = (0..=20).map(|g| (g as f64, 0.2 - 0.003 * g as f64)).collect();
+            let c = Chart {
+                title: "fitness".into(),
+                x: "generation".into(),
+                y: "error".into(),
+                series: vec![Series { name: "best".into(), points, dots: false }],
+                log_y: true,
+                diagonal: false,
+                legend_low: false,
+            };
+            chart(&area, &c).unwrap();
+            area.present().unwrap();
+        }
+        for label in [">0.14<", ">0.16<", ">0.20<", ">0<", ">20<"] {
+            assert!(svg.replace(char::is_whitespace, "").contains(label), "no tick {label} in the SVG");
+        }
+        assert!(!svg.contains("00000000"), "a long label: {svg}");
+    }
 }

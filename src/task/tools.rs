@@ -23,14 +23,16 @@ pub struct CheckReport {
     pub summary: String,
 }
 
-/// Parses and checks a grammar; summarises its rules and, when `shape` gives what its
-/// `GE_RANGE:dataset_*` productions need, the size of its compiled table.
+/// Parses and checks a grammar as `grove evolve` loads it; summarises its rules, whether every
+/// production reads as an expression (what evolve, classify and control need; each that does
+/// not is a warning) and, when `shape` gives what its `GE_RANGE:dataset_*` productions need,
+/// the size of its compiled table.
 pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
     use std::fmt::Write as _;
     let parsed = grammar::parse_file(path)?;
     let file = parsed.file.clone();
     let analysis = grammar::check(&parsed)?;
-    let diagnostics = analysis.diagnostics.iter().map(|d| format!("{file}:{}: {}: {}", d.span, d.severity, d.message)).collect();
+    let mut diagnostics: Vec<String> = analysis.diagnostics.iter().map(|d| format!("{file}:{}: {}: {}", d.span, d.severity, d.message)).collect();
     let n_prods: usize = parsed.rules.iter().map(|r| r.productions.len()).sum();
     let mut s = String::new();
     writeln!(s, "grammar     {file}")?;
@@ -55,15 +57,68 @@ pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
         )?;
     }
     writeln!(s)?;
-    if parsed.needs_dataset() && *shape == DatasetShape::default() {
+    let unknown = parsed.needs_dataset() && *shape == DatasetShape::default();
+    // The rest is what `grove evolve` does with the grammar: resolve, compile the table and
+    // read every production as an expression (with a data set of one variable where none is
+    // given), so that what evolve refuses, check refuses too.
+    let resolved = if unknown { DatasetShape { n_vars: Some(1), n_is: Some(1), n_os: Some(1) } } else { *shape };
+    let loaded = grammar::load_parsed(parsed, &resolved)?;
+    // A grammar for `grove map` alone may spell any text, so what evolve refuses is a warning.
+    let refused = match grammar::template::compile(&loaded.grammar, &loaded.table, &check_vars(&loaded.grammar, shape)) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.errors,
+    };
+    const SHOWN: usize = 20;
+    for d in refused.iter().take(SHOWN) {
+        diagnostics.push(format!("{file}:{}: warning: {} (grove evolve, classify and control refuse it)", d.span, d.message));
+    }
+    if refused.len() > SHOWN {
+        diagnostics.push(format!("{file}: warning: … and {} more productions evolve refuses", refused.len() - SHOWN));
+    }
+    match refused.len() {
+        0 => writeln!(s, "expressions yes: grove evolve, classify and control can use it")?,
+        n => writeln!(
+            s,
+            "expressions no: {n} problem{} reading productions as expressions (see the warnings): grove evolve, classify and control refuse the grammar; grove map can use it",
+            if n == 1 { "" } else { "s" }
+        )?,
+    }
+    if unknown {
         writeln!(s, "table size  depends on the data set (GE_RANGE:dataset_*): pass --n-vars etc.")?;
     } else {
-        let loaded = grammar::load_parsed(parsed, shape)?;
         writeln!(s, "table size  {} bytes of {} in GPU constant memory", loaded.table.device_size_bytes(), grammar::TABLE_LIMIT_BYTES)?;
     }
-    let warnings = analysis.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count();
+    let warnings = analysis.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count() + refused.len();
     writeln!(s, "warnings    {warnings}")?;
     Ok(CheckReport { diagnostics, summary: s })
+}
+
+/// Variables `grove check` assumes where `--n-vars` does not say.
+const CHECK_VARS: usize = 4096;
+
+/// The variables `grove check` reads a grammar's productions with, since the data's column
+/// names are not known: every name its terminals spell that is not a function, then `x0 …` up
+/// to `shape.n_vars` variables (else [`CHECK_VARS`]); output slots as `shape.n_os` says, else as
+/// many as a program can have.
+fn check_vars(g: &grammar::Grammar, shape: &DatasetShape) -> grammar::template::Vars {
+    let mut names = Vec::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for rule in &g.rules {
+        for p in &rule.productions {
+            for sym in &p.symbols {
+                let grammar::Symbol::Terminal { text, .. } = sym else { continue };
+                for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+                    let named = word.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_');
+                    if named && crate::program::ops::Op::by_name(word).is_none() && seen.insert(word.to_string()) {
+                        names.push(word.to_string());
+                    }
+                }
+            }
+        }
+    }
+    let n = shape.n_vars.map_or(CHECK_VARS, |n| n as usize).max(names.len());
+    names.extend((names.len()..n).map(|i| format!("x{i}")));
+    grammar::template::Vars { names, n_outputs: shape.n_os.map_or(u8::MAX as usize, |n| n as usize) }
 }
 
 /// Output format of `grove map`.
