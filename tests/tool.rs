@@ -146,7 +146,8 @@ fn checkpoints_are_checked_first_saved_at_the_end_sealed_and_validated() {
 
     // With a valid checksum, the structure is checked: every tree, the shape, the hall of fame.
     let nan = f32::NAN.to_bits();
-    let damaged: [(&str, &dyn Fn(&mut Value), &[&str]); 6] = [
+    type Damage<'a> = (&'a str, &'a dyn Fn(&mut Value), &'a [&'a str]);
+    let damaged: [Damage; 6] = [
         ("empty-fame.ckpt", &|v| v["hall_of_fame"][0]["nodes"] = serde_json::json!([]), &["hall-of-fame entry", "holds 0 nodes"]),
         ("nan.ckpt", &|v| v["state"]["trees"]["rows"][2] = serde_json::json!([[1, nan, 0]]), &["saved tree 2", "constant NaN"]),
         ("arity.ckpt", &|v| v["state"]["trees"]["rows"][0] = serde_json::json!([[2, 0, 0]]), &["saved tree 0", "needs 2 children"]),

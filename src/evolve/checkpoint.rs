@@ -237,11 +237,12 @@ impl Saved {
                 if let Some((i, g)) = rows.iter().enumerate().find(|(_, g)| g.len() > *capacity) {
                     bail!("genome {i} has {} codons, over its capacity {capacity}", g.len());
                 }
+                // GE's output count is the grammar's, unknown here: any slot a node can name.
                 u8::MAX as usize
             }
             (None, Some(t)) => {
                 ensure!(t.max_len == shape.max_len, "the trees have row width {}; the settings say max_len {}", t.max_len, shape.max_len);
-                ensure!(t.n_outputs <= u8::MAX as usize - 1, "the trees have {} output slots, over {}", t.n_outputs, u8::MAX - 1);
+                ensure!(t.n_outputs < u8::MAX as usize, "the trees have {} output slots, over {}", t.n_outputs, u8::MAX - 1);
                 ensure!(t.rows.len() == shape.rows, "{} trees; the settings ask for {} (population × islands)", t.rows.len(), shape.rows);
                 for (i, r) in t.rows.iter().enumerate() {
                     check_tree(r, t.max_len, t.n_outputs).map_err(|e| anyhow!("saved tree {i}: {e}"))?;

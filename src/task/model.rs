@@ -84,7 +84,7 @@ impl Model {
                 s.mean.len(),
                 s.std.len()
             );
-            let bad = s.mean.iter().zip(&s.std).position(|(m, d)| !m.is_finite() || !(d.is_finite() && *d > 0.0));
+            let bad = s.mean.iter().zip(&s.std).position(|(m, d)| !(m.is_finite() && d.is_finite() && *d > 0.0));
             if let Some(j) = bad {
                 bail!("the model's standardisation of feature {j} (mean {}, deviation {}) is not usable", s.mean[j], s.std[j]);
             }

@@ -215,7 +215,7 @@ impl Checkpoint {
             islands.count
         );
         self.state.check(&shape)?;
-        let n_outputs = self.state.trees.as_ref().map_or(u8::MAX as usize - 1, |t| t.n_outputs);
+        let n_outputs = self.state.trees.as_ref().map_or(u8::MAX as usize, |t| t.n_outputs);
         for e in &self.hall_of_fame {
             ensure!(e.size == e.nodes.len() && e.size > 0, "a hall-of-fame entry of size {} holds {} nodes", e.size, e.nodes.len());
             check_tree(&e.nodes, u16::MAX as usize, n_outputs).map_err(|m| anyhow!("the hall-of-fame entry of size {}: {m}", e.size))?;
