@@ -225,17 +225,10 @@ fn experiment_files_and_set_carry_the_settings_and_round_trip() {
     // The report's settings read back as the same experiment (`grove run --from`).
     let again = Experiment::from_parts("evolve", exp.settings_json(), "report").unwrap();
     assert_eq!(again, exp);
-    // Defaults: automatic choice, the device's bloat control (two objectives on the CPU);
-    // --set changes them.
+    // Defaults: automatic choice, no bloat control; --set changes them.
     let (c, g) = parse_ron(r#"Classify(data: "builtin:iris")"#, "c.ron").unwrap();
     let Experiment::Classify(d) = Experiment::from_parts(&c, g, "c.ron").unwrap() else { panic!() };
     assert_eq!((d.validation_fraction, d.select, d.engine.bloat), (None, Select::Auto, Bloat::None));
-    let (c, g) = parse_ron(r#"Evolve(data: "builtin:pagie1", functions: "add")"#, "e.ron").unwrap();
-    let Experiment::Evolve(e) = Experiment::from_parts(&c, g, "e.ron").unwrap() else { panic!() };
-    assert_eq!(e.engine.bloat, grove::task::defaults::evolve_bloat(grove::backend::DeviceChoice::Auto.has_gpu()));
-    let (c, g) = parse_ron(r#"Evolve(data: "builtin:pagie1", functions: "add", device: "cpu")"#, "e.ron").unwrap();
-    let Experiment::Evolve(e) = Experiment::from_parts(&c, g, "e.ron").unwrap() else { panic!() };
-    assert_eq!(e.engine.bloat, Bloat::Nsga2);
     let path = std::env::temp_dir().join(format!("grove-validation-{}.ron", std::process::id()));
     std::fs::write(&path, text).unwrap();
     let o = Overrides {
@@ -334,16 +327,16 @@ fn bloat_control_by_selection_runs_on_the_host_and_shrinks_programs() {
     assert!(!grove::evolve::device::supports(&cfg), "the device loop has plain tournaments only: the host loop runs");
 }
 
-/// With fewer training rows than the automatic split needs, a default run chooses by the
-/// description length: the report says so, marks the member it returned, and that member has
-/// the smallest length on the front; the CPU's default search ranks error and size together.
+/// With fewer training rows than the automatic split needs, a run chooses by the description
+/// length: the report says so, marks the member it returned, and that member has the smallest
+/// length on the front (here on a two-objective search).
 #[test]
 fn small_data_is_chosen_by_description_length_on_a_two_objective_search() {
     let d = support::dir("mdl");
     let rep = d.join("r.json");
     let out = support::grove_cpu(&[
         "evolve", "--data", "builtin:pagie1:100", "--functions", "add,sub,mul,div", "--pop", "200", "--gens", "15", "--seed", "3",
-        "--report", support::s(&rep), "-q",
+        "--bloat", "nsga2", "--report", support::s(&rep), "-q",
     ]);
     support::assert_ok(&out);
     let r = support::read_json(&rep);
@@ -357,11 +350,11 @@ fn small_data_is_chosen_by_description_length_on_a_two_objective_search() {
     let low = lengths.iter().cloned().fold(f64::INFINITY, f64::min);
     assert_eq!(lengths[chosen], low, "{lengths:?}");
     assert_eq!(rows[chosen]["complexity"], r["best"]["size"]);
-    // Asked for, plain tournaments and the training minimum still run as before.
+    // By default, plain tournaments; asked for, the training minimum.
     let rep2 = d.join("r2.json");
     let out = support::grove_cpu(&[
         "evolve", "--data", "builtin:pagie1:100", "--functions", "add,sub,mul,div", "--pop", "200", "--gens", "15", "--seed", "3",
-        "--bloat", "none", "--select", "train", "--report", support::s(&rep2), "-q",
+        "--select", "train", "--report", support::s(&rep2), "-q",
     ]);
     support::assert_ok(&out);
     let r2 = support::read_json(&rep2);

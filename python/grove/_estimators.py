@@ -72,7 +72,7 @@ class _SymbolicBase(BaseEstimator):
         "parsimony_coefficient": [Interval(Real, 0, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="left"), None],
         "select": [StrOptions({"auto", "validation", "pareto", "mdl", "train"})],
-        "bloat": [StrOptions({"none", "double-tournament", "lexicographic", "nsga2"}), None],
+        "bloat": [StrOptions({"none", "double-tournament", "lexicographic", "nsga2"})],
         "size_pressure": [Interval(Real, 1, 2, closed="both")],
         "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
         "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
@@ -92,9 +92,8 @@ class _SymbolicBase(BaseEstimator):
             "tournament": int(self.tournament_size),
             "elite": min(int(self.elitism), pop),
             "max_len": int(self.max_length),
+            "bloat": self.bloat,
             "size_pressure": float(self.size_pressure),
-            # None: the device's default, set on the Rust side.
-            **({} if self.bloat is None else {"bloat": self.bloat}),
         }
 
     def _engine_with_constants(self):
@@ -194,10 +193,9 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         validation error ("auto" does so when there are validation rows, else "mdl"), PySR's
         score (steepest drop of log error per node), the smallest description length on the
         training rows, or the lowest training error.
-    bloat : {"none", "double-tournament", "lexicographic", "nsga2"} or None, default=None
+    bloat : {"none", "double-tournament", "lexicographic", "nsga2"}, default="none"
         Bloat control by selection (the linear penalty is ``parsimony_coefficient``);
-        "nsga2" ranks error and size as two objectives (NSGA-II). None: "nsga2" on the CPU,
-        "none" on a GPU.
+        "nsga2" ranks error and size as two objectives (NSGA-II).
     size_pressure : float in [1, 2], default=1.4
         Double tournament: the smaller parent wins with probability ``size_pressure / 2``.
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
@@ -252,7 +250,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         parsimony_coefficient=_EVOLVE["parsimony_coefficient"],
         validation_fraction=None,
         select="auto",
-        bloat=None,
+        bloat="none",
         size_pressure=_EVOLVE["size_pressure"],
         optimise_constants=None,
         optimise_every=None,
@@ -396,7 +394,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         parsimony_coefficient=_CLASSIFY["parsimony_coefficient"],
         validation_fraction=None,
         select="auto",
-        bloat=None,
+        bloat="none",
         size_pressure=_CLASSIFY["size_pressure"],
         optimise_constants=None,
         optimise_every=None,

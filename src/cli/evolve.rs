@@ -18,9 +18,6 @@ pub struct Evolve;
 impl EngineHelp for Evolve {
     const DEFAULTS: defaults::EngineDefaults = defaults::EVOLVE;
     const SEED: &'static str = "Random seed: the same seed repeats the run exactly, whatever the thread count";
-    fn bloat(on_gpu: bool) -> crate::select::Bloat {
-        defaults::evolve_bloat(on_gpu)
-    }
 }
 
 /// `grove evolve`.

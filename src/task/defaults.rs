@@ -7,7 +7,6 @@
 
 use crate::evolve::{ConstantFitting, EngineConfig};
 use crate::genome::vary::GeVaryConfig;
-use crate::select::Bloat;
 use super::validation::Select;
 use crate::genome::{Codons, InitConfig, InitMethod, MapConfig};
 
@@ -61,18 +60,6 @@ pub const CONTROL_GPU_EPISODES: usize = 4;
 
 /// The function set of tree GP where a command has one without `--functions`.
 pub const FUNCTIONS: &str = "add,sub,mul,div";
-/// Bloat control of `grove evolve` where none is asked for (`--bloat`, the experiment field
-/// `engine.bloat`, Python's `bloat=None`): on the CPU two objectives, error and size
-/// ([`Bloat::Nsga2`]), which on the statsmodels sets returned models as good as or better than
-/// plain tournaments' in a third to a quarter of the time (`docs/quality.md`, 2026-11-26); on
-/// a GPU plain tournaments, which the device loop runs without leaving the GPU (NSGA-II's
-/// survival runs on the host, so it would cost every generation a round trip). `grove
-/// classify` keeps plain tournaments on both: there NSGA-II lost test accuracy on all three
-/// sets measured.
-pub fn evolve_bloat(on_gpu: bool) -> Bloat {
-    if on_gpu { Bloat::None } else { Bloat::Nsga2 }
-}
-
 /// The rule `--select auto` applies to `grove evolve` without validation rows: the smallest
 /// description length, which beat the training minimum on 6 of the 8 small statsmodels sets
 /// measured (`docs/quality.md`, 2026-11-26).

@@ -102,14 +102,11 @@ impl Experiment {
         }
         if matches!(command, "evolve" | "classify") {
             // As `grove evolve` and `grove classify`: constants fitted by default where the run
-            // will have a GPU, and (evolve) the device's bloat control.
+            // will have a GPU.
             let device = given.get("device").and_then(|d| serde_json::from_value(d.clone()).ok());
             let on_gpu = device.unwrap_or(crate::backend::DeviceChoice::Auto).has_gpu();
             let d = if command == "evolve" { super::regression::default_fit(on_gpu) } else { super::classify::default_fit(on_gpu) };
             merged["engine"]["constants"] = serde_json::to_value(d)?;
-            if command == "evolve" {
-                merged["engine"]["bloat"] = serde_json::to_value(super::defaults::evolve_bloat(on_gpu))?;
-            }
         }
         super::search::merge(&mut merged, given);
         let exp = match command {

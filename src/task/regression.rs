@@ -324,7 +324,7 @@ impl EvolveSettings {
     pub fn cli_default() -> Self {
         let ge = super::defaults::GE.configs();
         Self {
-            engine: crate::evolve::EngineConfig { bloat: super::defaults::evolve_bloat(false), ..super::defaults::EVOLVE.config(default_fit(false)) },
+            engine: super::defaults::EVOLVE.config(default_fit(false)),
             map: ge.map,
             init: ge.init,
             vary: ge.vary,
