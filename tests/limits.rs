@@ -184,3 +184,12 @@ fn check_reads_productions_as_evolve_does() {
     let check = grove_cpu(&["check", named.to_str().unwrap()]);
     assert!(text(&check.stdout).contains("expressions yes"), "{}{}", text(&check.stdout), text(&check.stderr));
 }
+
+/// `rollout` bounds its steps as `control` bounds an episode's (4e9 steps ran until killed).
+#[test]
+fn rollout_steps_are_bounded() {
+    for n in ["0", "4000000000"] {
+        let needle = if n == "0" { "must be at least 1" } else { "must be at most 1000000" };
+        assert_one_line_error(&grove_cpu(&["rollout", "--env", "swimmer", "--steps", n]), &["--steps", needle]);
+    }
+}

@@ -148,7 +148,7 @@ class _SymbolicBase(BaseEstimator):
             import pandas as pd
         except ImportError:
             return [dict(r) for r in rows]
-        columns = ["complexity", "loss", "validation_loss", "score", "selected", "equation", "latex", "sympy"]
+        columns = ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "equation", "latex", "sympy"]
         return pd.DataFrame(rows, columns=columns)
 
     def _sympy(self, text):

@@ -113,7 +113,7 @@ def test_regressor_sympy_latex_and_hall_of_fame():
     assert "\\" in m.latex() or "x_{0}" in m.latex()
     eq = m.equations_
     assert isinstance(eq, pd.DataFrame)
-    assert list(eq.columns) == ["complexity", "loss", "validation_loss", "score", "selected", "equation", "latex", "sympy"]
+    assert list(eq.columns) == ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "equation", "latex", "sympy"]
     assert eq["complexity"].is_monotonic_increasing and eq["loss"].is_monotonic_decreasing
     # 200 rows: no validation rows, so the training minimum is returned, the front's last loss
     # (no parsimony: its fitness).
@@ -129,10 +129,13 @@ def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
     rows = m.equations_
     assert isinstance(rows, list) and rows
-    assert set(rows[-1]) == {"complexity", "loss", "validation_loss", "score", "selected", "equation", "latex", "sympy"}
-    # 80 rows: no validation rows, so the training minimum is returned: the front's last loss.
-    assert m.selection_["rule"] == "train"
-    assert rows[-1]["loss"] == m.best_fitness_
+    assert set(rows[-1]) == {"complexity", "loss", "validation_loss", "score", "selected", "description_length", "equation", "latex", "sympy"}
+    # 80 rows: no validation rows, so the smallest description length is returned.
+    assert m.selection_["rule"] == "mdl"
+    chosen = [r for r in rows if r["selected"]]
+    assert len(chosen) == 1
+    assert chosen[0]["description_length"] == min(r["description_length"] for r in rows)
+    assert chosen[0]["loss"] == m.best_fitness_
 
 
 def test_classifier_with_string_labels_probabilities_and_programs():

@@ -122,7 +122,7 @@ pub struct RolloutArgs {
     /// Reset-noise seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Control steps (default: the action file's rows, else the episode length).
+    /// Control steps, 1 to 1000000 (default: the action file's rows, else the episode length).
     #[arg(long)]
     pub steps: Option<usize>,
     /// Keep stepping after the episode terminates.

@@ -450,6 +450,7 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
         (ActionSource::Fixed(rows), None) => rows.len(),
         (_, None) => model.episode_steps,
     };
+    super::search::check_count("--steps (or the environment's episode_steps)", steps, 1, super::control::MAX_EPISODE_STEPS)?;
     let summary = if s.device == crate::backend::DeviceChoice::Cuda {
         rollout_on_gpu(s, &model, &actions, nodes.as_deref(), steps)?
     } else {
@@ -583,6 +584,7 @@ pub fn render(s: &RenderSettings) -> Result<String> {
         (Some(r), None) => r,
         (None, None) => model.episode_steps,
     };
+    super::search::check_count("--steps (or the environment's episode_steps)", steps, 1, super::control::MAX_EPISODE_STEPS)?;
     anyhow::ensure!(s.frames >= 1 && s.every >= 1, "--frames and --every must be at least 1");
     // A policy plays in f32, as it was trained (the episode `grove rollout --policy` replays).
     let (model, frames) = if saved.is_some() {
