@@ -140,6 +140,9 @@ pub fn run(
         }
         let mut each: Vec<GenerationStats> = isl.iter().map(|i| stats(gen, &i.pop, &i.fit, 0.0)).collect();
         let last = gen == cfg.generations;
+        // A generation that ends the run early keeps its evaluated population for the outcome
+        // and breeds the next one for the snapshot (a checkpoint then continues the run).
+        let ended = (!last && observer.finish(gen, &best)).then(|| outcome_rows(&isl));
         if !last {
             if islands.migrates_after(gen, cfg.generations) {
                 islands::migrate(&mut HostIslands(&mut isl), islands.migrants)?;
@@ -161,19 +164,13 @@ pub fn run(
         observer.generation(&s, &best);
         history.push(s);
         if last {
-            let (population, fitness) = match isl.len() {
-                1 => {
-                    let one = isl.pop().expect("one island");
-                    (one.pop, one.fit)
-                }
-                _ => (islands::concat_trees(isl.iter().map(|i| &i.pop)), isl.iter().flat_map(|i| i.fit.iter().copied()).collect()),
-            };
+            let (population, fitness) = outcome_rows(&isl);
             return Ok(Outcome { best, history, island_history, population, fitness, transfers: None });
         }
         gen += 1;
         // Between generations (as `between_generations`): the islands end to end in a snapshot.
         let stop = observer.stop_requested();
-        if stop || observer.wants_snapshot(gen) {
+        if stop || ended.is_some() || observer.wants_snapshot(gen) {
             let (trees, genomes) = match (rep, isl.as_slice()) {
                 (Representation::Trees(_), [one]) => (Some(std::borrow::Cow::Borrowed(&one.pop)), None),
                 (Representation::Trees(_), all) => (Some(std::borrow::Cow::Owned(islands::concat_trees(all.iter().map(|i| &i.pop)))), None),
@@ -197,12 +194,23 @@ pub fn run(
         if stop {
             return Err(Interrupted { generation: gen }.into());
         }
+        if let Some((population, fitness)) = ended {
+            return Ok(Outcome { best, history, island_history, population, fitness, transfers: None });
+        }
     }
 }
 
 /// Breeds island `i`'s next generation `next_gen` on the host from its evaluated population,
 /// through the breeding contract's CPU side ([`CpuBreeder`]) in the device loop's order: tree
 /// GP replaces its trees, GE its genomes (mapped at the next evaluation).
+/// The outcome's population and fitness: every island's evaluated rows, end to end.
+fn outcome_rows(isl: &[HostIsland]) -> (Population, Vec<f64>) {
+    match isl {
+        [one] => (one.pop.clone(), one.fit.clone()),
+        all => (islands::concat_trees(all.iter().map(|i| &i.pop)), all.iter().flat_map(|i| i.fit.iter().copied()).collect()),
+    }
+}
+
 fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIsland, next_gen: u32) -> anyhow::Result<()> {
     let p = cfg.pop_size;
     let seed = i.seed;
@@ -464,6 +472,88 @@ mod tests {
         assert_eq!(resumed.population, whole.population);
         let strip = |h: &[GenerationStats]| h.iter().map(|s| GenerationStats { seconds: 0.0, ..s.clone() }).collect::<Vec<_>>();
         assert_eq!(strip(&resumed.history), strip(&whole.history));
+    }
+
+    /// Ends the run early after generation `at` (as a time budget or a target does), keeping
+    /// the snapshot the loop offers.
+    struct FinishAt {
+        at: usize,
+        asked: Vec<usize>,
+        saved: Option<checkpoint::Saved>,
+    }
+
+    impl Observer for FinishAt {
+        fn generation(&mut self, _: &GenerationStats, _: &Best) {}
+        fn snapshot(&mut self, state: &Snapshot<'_>) -> anyhow::Result<()> {
+            self.saved = Some(checkpoint::Saved::of(state));
+            Ok(())
+        }
+        fn finish(&mut self, generation: usize, _: &Best) -> bool {
+            self.asked.push(generation);
+            generation == self.at
+        }
+    }
+
+    /// A run ended early after generation `k` returns what a run of `k` generations returns,
+    /// and its snapshot (of generation `k + 1`) resumes to the uninterrupted run's end.
+    /// `run(generations, resume, observer)`.
+    fn finish_and_continue(run: &dyn Fn(usize, Option<Resume>, &mut dyn Observer) -> anyhow::Result<Outcome>) {
+        let quiet = |_: &GenerationStats, _: &Best| {};
+        let strip = |h: &[GenerationStats]| h.iter().map(|s| GenerationStats { seconds: 0.0, ..s.clone() }).collect::<Vec<_>>();
+        let whole = run(10, None, &mut { quiet }).unwrap();
+        let short = run(4, None, &mut { quiet }).unwrap();
+        let mut obs = FinishAt { at: 4, asked: Vec::new(), saved: None };
+        let ended = run(10, None, &mut obs).unwrap();
+        assert_eq!(obs.asked, [0, 1, 2, 3, 4]);
+        assert_eq!(ended.best, short.best);
+        assert_eq!(ended.fitness, short.fitness);
+        assert_eq!(ended.population, short.population);
+        assert_eq!(strip(&ended.history), strip(&short.history));
+        let saved = obs.saved.expect("an early end offers its snapshot");
+        let text = serde_json::to_string(&saved).unwrap();
+        let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
+        let resume = saved.resume().unwrap();
+        assert_eq!(resume.generation, 5);
+        let resumed = run(10, Some(resume), &mut { quiet }).unwrap();
+        assert_eq!(resumed.best, whole.best);
+        assert_eq!(resumed.population, whole.population);
+        assert_eq!(strip(&resumed.history), strip(&whole.history));
+        // The last generation is never asked about: it ends the run anyway.
+        let mut never = FinishAt { at: usize::MAX, asked: Vec::new(), saved: None };
+        run(3, None, &mut never).unwrap();
+        assert_eq!(never.asked, [0, 1, 2]);
+        assert!(never.saved.is_none());
+    }
+
+    #[test]
+    fn runs_ended_early_equal_shorter_runs_and_continue() {
+        use crate::program::{BreedConfig, Crossover, Mutation, Op, TreeSpec, VaryConfig};
+        let spec = TreeSpec::new(vec![Op::Add, Op::Mul, Op::Sin], 2, 64).with_depth(1, 3);
+        let rep = TreeRep {
+            vary: VaryConfig::new(spec),
+            breed: BreedConfig { p_crossover: 0.9, crossovers: vec![(Crossover::OnePoint, 1.0)], p_mutation: 0.3, mutations: vec![(Mutation::Subtree, 1.0)] },
+        };
+        let far = |pop: &Population| -> Vec<f64> {
+            (0..pop.size()).map(|i| if pop.len[i] == 0 { f64::INFINITY } else { (pop.len[i] as f64 - 40.0).abs() }).collect()
+        };
+        let cfg = |g: usize| EngineConfig { pop_size: 60, generations: g, seed: 9, ..EngineConfig::default() };
+        let two = IslandConfig { count: 2, migrate_every: 3, migrants: 2, ..IslandConfig::single() };
+        finish_and_continue(&|g, r, o| run(&cfg(g), &IslandConfig::single(), Representation::Trees(&rep), &far, r, o));
+        finish_and_continue(&|g, r, o| run(&cfg(g), &two, Representation::Trees(&rep), &far, r, o));
+        let gr = parse_str("<e> ::= (<op> <e> <e>) | <v>\n<op> ::= + | - | *\n<v> ::= x0 | 1.0", "g", false).unwrap();
+        let l = load_parsed(gr, &DatasetShape::default()).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()], n_outputs: 0 }).unwrap();
+        let ge = GrammarRep {
+            table: &l.table,
+            templates: &tpl,
+            map: MapConfig::default(),
+            init: InitConfig::default(),
+            vary: GeVaryConfig::default(),
+            genome_capacity: 256,
+        };
+        finish_and_continue(&|g, r, o| run(&cfg(g), &IslandConfig::single(), Representation::Grammar(&ge), &far, r, o));
+        let nsga2 = |g: usize| EngineConfig { bloat: select::Bloat::Nsga2, ..cfg(g) };
+        finish_and_continue(&|g, r, o| run(&nsga2(g), &two, Representation::Grammar(&ge), &far, r, o));
     }
 
     #[test]

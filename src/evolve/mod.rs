@@ -246,7 +246,9 @@ pub struct Outcome {
 /// [`Observer::generation`] with `g`'s statistics; then, between generations, with `g + 1` the
 /// next to evaluate: if [`Observer::stop_requested`] or [`Observer::wants_snapshot`]`(g + 1)`,
 /// [`Observer::snapshot`]; after a stop the run returns [`Interrupted`]. The last generation
-/// gets no snapshot (the run is over).
+/// gets no snapshot (the run is over). [`Observer::finish`] is asked once `g` is evaluated (the
+/// device loop: once its best is read), before `g + 1` is bred; a generation it ends is
+/// reported and snapshotted as any other, and the run then returns `g`'s outcome.
 ///
 /// A loop other than the host one (the device-resident one) keeps resumability by calling
 /// [`between_generations`] at the same point with the same state; it needs to copy its
@@ -279,6 +281,15 @@ pub trait Observer {
     }
     /// Whether the run should stop at the next point between generations (after a snapshot).
     fn stop_requested(&self) -> bool {
+        false
+    }
+    /// Whether generation `generation`, evaluated (`best` the best program so far), ends the run
+    /// early (a time budget spent, a target reached): the loop breeds the next generation as
+    /// usual, reports `generation` to [`Self::generation`], offers the next generation to
+    /// [`Self::snapshot`] (always, so a checkpoint continues the run), and returns the complete
+    /// [`Outcome`] of `generation`, as a last generation's. Asked once per generation that is
+    /// not already the last; the default never ends a run early.
+    fn finish(&mut self, _generation: usize, _best: &Best) -> bool {
         false
     }
 }

@@ -241,6 +241,19 @@ impl<'t> Island<'t, '_, '_> {
     }
 }
 
+/// The outcome's population and fitness: every island's evaluated rows (`pop`), copied to the
+/// host end to end.
+fn outcome_rows(isl: &[Island<'_, '_, '_>]) -> Result<(crate::program::tree::Population, Vec<f64>)> {
+    let mut pops = Vec::with_capacity(isl.len());
+    let mut fitness = Vec::new();
+    for i in isl {
+        pops.push(i.engine().download_population(&i.pop)?);
+        fitness.extend(i.engine().download_fitness(&i.fit)?);
+    }
+    let population = if pops.len() == 1 { pops.pop().expect("one island") } else { super::islands::concat_trees(&pops) };
+    Ok((population, fitness))
+}
+
 /// The device loop's constant fitting of one island after its evaluation (regression and
 /// classification; control fits none), as the host loop's: the fitness read back, the rows
 /// [`super::ConstantFitting::rows`] chooses fitted in place (`kernels/fit.cu`), and the
@@ -413,7 +426,7 @@ pub fn run(
     // (for tuning; the waits themselves cost a little).
     let mut prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
     let e0 = tasks[0].engine();
-    loop {
+    let (population, fitness) = loop {
         let t0 = Instant::now();
         prof.start();
         for i in isl.iter_mut() {
@@ -538,6 +551,9 @@ pub fn run(
             })
             .collect();
         let stats = super::islands::combine(gen, &each, p, seconds);
+        // A generation that ends the run early: its evaluated rows for the outcome, the next
+        // generation (bred above) for the snapshot.
+        let ended = if !last && observer.finish(gen, &books.best) { Some(outcome_rows(&isl)?) } else { None };
         if n > 1 {
             observer.islands(&each);
             island_history.push(each);
@@ -545,7 +561,7 @@ pub fn run(
         observer.generation(&stats, &books.best);
         history.push(stats);
         if last {
-            break;
+            break outcome_rows(&isl)?;
         }
         for (i, r) in isl.iter_mut().zip(&reads) {
             i.take_counts(r, p)?;
@@ -556,7 +572,7 @@ pub fn run(
         // host): a snapshot when asked or before a stop, copying every island's next
         // generation back, end to end.
         let stop = observer.stop_requested();
-        if stop || observer.wants_snapshot(gen) {
+        if stop || ended.is_some() || observer.wants_snapshot(gen) {
             let (trees, genomes, bytes) = match rep {
                 Representation::Trees(_) => {
                     let each = isl.iter().map(|i| i.engine().download_population(&i.pop)).collect::<std::result::Result<Vec<_>, _>>()?;
@@ -593,15 +609,11 @@ pub fn run(
         if stop {
             return Err(super::Interrupted { generation: gen }.into());
         }
-    }
+        if let Some(rows) = ended {
+            break rows;
+        }
+    };
     prof.print();
-    let mut pops = Vec::with_capacity(n);
-    let mut fitness = Vec::with_capacity(n * p);
-    for i in &isl {
-        pops.push(i.engine().download_population(&i.pop)?);
-        fitness.extend(i.engine().download_fitness(&i.fit)?);
-    }
-    let population = if n == 1 { pops.pop().expect("one island") } else { super::islands::concat_trees(&pops) };
     let mut tr = books.tr;
     tr.final_population_bytes = population.op.len() * 8 + population.len.len() * 2 + fitness.len() * 8;
     Ok((Outcome { best: books.best, history, population, fitness, transfers: Some(tr), island_history }, tr))
