@@ -144,6 +144,27 @@ pub struct RunFlags {
     pub verbose: bool,
 }
 
+/// When a run ends before its last generation, shared by every command that evolves.
+#[derive(Clone, Copy, Debug, Default, Args)]
+pub struct BudgetArgs {
+    /// End the run after the generation past which one more would cross this many seconds of
+    /// search; the report, hall of fame and checkpoint are those of a finished run.
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub time_limit: Option<f64>,
+    /// End the run after the first generation whose best program reaches VALUE: a training loss
+    /// at or below it (evolve), a training accuracy at or above it (classify), a return at or
+    /// above it (control).
+    #[arg(long, value_name = "VALUE", allow_negative_numbers = true)]
+    pub stop_at: Option<f64>,
+}
+
+impl BudgetArgs {
+    /// The settings' `budget` block.
+    pub fn config(&self) -> crate::task::budget::Budget {
+        crate::task::budget::Budget { time_limit: self.time_limit, stop_at: self.stop_at }
+    }
+}
+
 /// The island model, shared by every command that evolves.
 #[derive(Clone, Debug, Args)]
 pub struct IslandArgs {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::args::{ChoiceArgs, EngineArgs, EngineHelp, FitArgs, GeArgs, IslandArgs, RunFlags};
+use super::args::{BudgetArgs, ChoiceArgs, EngineArgs, EngineHelp, FitArgs, GeArgs, IslandArgs, RunFlags};
 use crate::task::classify::{ClassFitness, ClassifySettings, default_fit};
 use crate::task::defaults;
 use crate::task::experiment::Experiment;
@@ -69,6 +69,9 @@ pub struct ClassifyArgs {
     /// Islands and migration.
     #[command(flatten)]
     pub islands: IslandArgs,
+    /// The run's budget.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Results and how to run.
     #[command(flatten)]
     pub run: RunFlags,
@@ -99,6 +102,7 @@ impl ClassifyArgs {
             trees: ClassTreeSettings { p_out: self.p_out, ..Default::default() },
             device: e.device,
             islands: self.islands.config(),
+            budget: self.budget.config(),
         };
         s.check()?;
         Ok(s)

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::args::{EngineArgs, EngineHelp, GeArgs, IslandArgs, RunFlags};
+use super::args::{BudgetArgs, EngineArgs, EngineHelp, GeArgs, IslandArgs, RunFlags};
 use crate::task::control::{ControlSettings, MAX_EPISODE_STEPS, MAX_EPISODES};
 use crate::task::defaults::{self, CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES};
 use crate::task::experiment::Experiment;
@@ -91,6 +91,9 @@ pub struct ControlArgs {
     /// Islands and migration.
     #[command(flatten)]
     pub islands: IslandArgs,
+    /// The run's budget.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Results (the report's policy is what `grove rollout --policy` replays) and how to run.
     #[command(flatten)]
     pub run: RunFlags,
@@ -123,6 +126,7 @@ impl ControlArgs {
             trees: ClassTreeSettings { p_out: self.p_out, ..base.trees },
             device: e.device,
             islands: self.islands.config(),
+            budget: self.budget.config(),
         };
         s.check()?;
         Ok(s)

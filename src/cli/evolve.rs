@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::args::{ChoiceArgs, EngineArgs, EngineHelp, FitArgs, GeArgs, IslandArgs, RunFlags};
+use super::args::{BudgetArgs, ChoiceArgs, EngineArgs, EngineHelp, FitArgs, GeArgs, IslandArgs, RunFlags};
 use crate::task::defaults;
 use crate::task::experiment::Experiment;
 use crate::task::regression::{EvolveSettings, RegressionConfig, TreeSettings, default_fit};
@@ -64,6 +64,9 @@ pub struct EvolveArgs {
     /// Islands and migration.
     #[command(flatten)]
     pub islands: IslandArgs,
+    /// The run's budget.
+    #[command(flatten)]
+    pub budget: BudgetArgs,
     /// Results and how to run.
     #[command(flatten)]
     pub run: RunFlags,
@@ -92,6 +95,7 @@ impl EvolveArgs {
             trees: TreeSettings::default(),
             device: e.device,
             islands: self.islands.config(),
+            budget: self.budget.config(),
         };
         s.check()?;
         Ok(s)

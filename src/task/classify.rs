@@ -175,6 +175,9 @@ pub struct ClassifySettings {
     /// Islands and migration (one island by default).
     #[serde(default)]
     pub islands: crate::evolve::IslandConfig,
+    /// When the run ends before its last generation: a time limit, a target ([`super::budget`]).
+    #[serde(default)]
+    pub budget: super::budget::Budget,
 }
 
 impl Default for ClassifySettings {
@@ -203,6 +206,7 @@ impl Default for ClassifySettings {
             trees: ClassTreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
+            budget: super::budget::Budget::default(),
         }
     }
 }
@@ -293,6 +297,7 @@ impl ClassifySettings {
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
         check_search(&self.engine, &self.islands)?;
+        self.budget.check(super::budget::Measure::Accuracy)?;
         ensure!(
             self.test_fraction > 0.0 && self.test_fraction < 1.0,
             "--test-fraction (test_fraction) must be in (0, 1), got {}",
@@ -379,7 +384,10 @@ pub fn fit(
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
     super::search::note_bloat(&settings.engine, backend, opts.quiet);
-    let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?;
+    // --stop-at is the best program's training accuracy (the fitness may be cross-entropy).
+    let accuracy = |b: &crate::evolve::Best| scores(&b.nodes, n_outputs, train).map_or(f64::NAN, |s| s.confusion.accuracy());
+    let goal = super::budget::Goal { measure: super::budget::Measure::Accuracy, value: Box::new(accuracy) };
+    let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?.with_budget(settings.budget, goal);
     let names = train.data.names.clone();
     let trees = |functions: &str| settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len);
     let programs = super::search::Programs {
@@ -460,6 +468,7 @@ pub fn fit(
         "settings": settings,
         "classes": train.classes,
         "generations": generations,
+        "ended": observer.ended,
         "best": best_json,
         "selection": super::validation::selection_json(&plan, &decision, train.data.n_rows, validation.map_or(0, |v| v.data.n_rows)),
         "train": train_scores.json(),
@@ -484,6 +493,7 @@ pub fn fit(
     }
     summary += &format!("size          {} nodes\n", best.nodes.len());
     summary += &format!("selected      {}: {}\n", decision.rule.name(), decision.why);
+    summary += &observer.ended.line(settings.engine.generations).unwrap_or_default();
     for (name, s) in [("train", Some(&train_scores)), ("validation", validation_scores.as_ref()), ("test", test_scores.as_ref())] {
         if let Some(s) = s {
             summary += &format!(

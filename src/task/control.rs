@@ -82,6 +82,9 @@ pub struct ControlSettings {
     /// Islands and migration (one island by default).
     #[serde(default)]
     pub islands: crate::evolve::IslandConfig,
+    /// When the run ends before its last generation: a time limit, a target ([`super::budget`]).
+    #[serde(default)]
+    pub budget: super::budget::Budget,
 }
 
 impl Default for ControlSettings {
@@ -109,6 +112,7 @@ impl Default for ControlSettings {
             trees: ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: CONTROL_P_OUT, ..Default::default() },
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
+            budget: super::budget::Budget::default(),
         }
     }
 }
@@ -144,6 +148,7 @@ impl ControlSettings {
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
         check_search(&self.engine, &self.islands)?;
+        self.budget.check(super::budget::Measure::Return)?;
         ensure!(
             self.engine.constants.steps == 0,
             "engine.constants.steps is {}: control fits no constants (constant fitting is for regression and classification)",
@@ -463,7 +468,15 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     let device = describe_devices(backend, &more);
     let names = observation_names(&m);
     let acts = actuator_names(&m);
-    let mut observer = super::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?;
+    // --stop-at is the best policy's training return (its fitness less the parsimony penalty,
+    // negated).
+    let parsimony = settings.parsimony;
+    let goal = super::budget::Goal {
+        measure: super::budget::Measure::Return,
+        value: Box::new(move |b: &crate::evolve::Best| -(b.fitness - parsimony * b.nodes.len() as f64)),
+    };
+    let mut observer =
+        super::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?.with_budget(settings.budget, goal);
     let trees = |functions: &str| settings.trees.rep(functions, n_obs, nu, settings.engine.max_len);
     let check = |templates: &crate::grammar::template::Templates, name: &str| check_grammar_outputs(templates, nu, name);
     let programs = super::search::Programs {
@@ -529,6 +542,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         "settings": settings,
         "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": steps},
         "generations": generations,
+        "ended": observer.ended,
         "best": best_json,
         "train": train.json(),
         "test": test.json(),
@@ -548,6 +562,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         summary += &format!("{a:<w$}  tanh({p})\n");
     }
     summary += &format!("size          {} nodes\n", best.nodes.len());
+    summary += &observer.ended.line(settings.engine.generations).unwrap_or_default();
     if let Some(v) = &validation {
         summary += &v.line();
     }

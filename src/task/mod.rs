@@ -5,6 +5,7 @@
 //! command's defaults are in `defaults`; of the modules here, only `experiment` and `run` know
 //! the `Experiment` of a run and hand it to the tasks.
 
+pub mod budget;
 pub mod classify;
 pub mod control;
 pub mod defaults;

@@ -227,6 +227,9 @@ pub struct EvolveSettings {
     /// Islands and migration (one island by default).
     #[serde(default)]
     pub islands: crate::evolve::IslandConfig,
+    /// When the run ends before its last generation: a time limit, a target ([`super::budget`]).
+    #[serde(default)]
+    pub budget: super::budget::Budget,
 }
 
 /// Settings of tree GP (used with `functions`).
@@ -303,6 +306,7 @@ impl Default for EvolveSettings {
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
+            budget: super::budget::Budget::default(),
         }
     }
 }
@@ -344,6 +348,7 @@ impl EvolveSettings {
     pub fn check(&self) -> anyhow::Result<()> {
         use anyhow::ensure;
         check_search(&self.engine, &self.islands)?;
+        self.budget.check(super::budget::Measure::Loss)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
         super::validation::check_fraction(self.validation_fraction)?;
         let p = self.regression.parsimony;
@@ -530,6 +535,8 @@ pub struct Searched {
     pub seconds: f64,
     /// The devices the search ran on ([`describe_devices`]).
     pub device: String,
+    /// Why the search ended.
+    pub ended: super::budget::Ending,
 }
 
 /// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
@@ -564,7 +571,9 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
         .collect::<anyhow::Result<Vec<_>>>()?;
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
-    let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, rows.n_rows)?;
+    // --stop-at is the training loss the progress line shows: the fitness.
+    let goal = super::budget::Goal { measure: super::budget::Measure::Loss, value: Box::new(|b: &crate::evolve::Best| b.fitness) };
+    let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, rows.n_rows)?.with_budget(settings.budget, goal);
     let trees = |functions: &str| settings.trees.rep_with_outputs(functions, rows.n_features, n_outputs, settings.engine.max_len);
     let slots = |t: &crate::grammar::template::Templates, path: &str| if k > 1 { check_grammar_slots(t, k, path) } else { Ok(()) };
     let programs = super::search::Programs {
@@ -585,6 +594,7 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
         node_evaluations: observer.evals,
         seconds: start.elapsed().as_secs_f64(),
         device,
+        ended: std::mem::replace(&mut observer.ended, super::budget::Ending::Generations),
     })
 }
 
@@ -690,6 +700,7 @@ pub fn finish(
         "command": "evolve",
         "settings": settings,
         "generations": generations,
+        "ended": searched.ended,
         "best": best_json,
         "selection": selection_json(plan, &decision, rows.n_rows, validation.map_or(0, |v| v.n_rows)),
         "train": score_json(&train_scores),
@@ -709,6 +720,7 @@ pub fn finish(
         summary += &format!("head          {k} outputs under b + Σ w_k·f_k: b {:.6e}, w [{}]\n", h.b, w.join(", "));
     }
     summary += &format!("selected      {}: {}\n", decision.rule.name(), decision.why);
+    summary += &searched.ended.line(settings.engine.generations).unwrap_or_default();
     let line = |name: &str, s: &Scores| format!("{name:<13} mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2);
     summary += &line("train", &train_scores);
     if let Some(s) = &validation_scores {

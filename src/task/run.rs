@@ -290,6 +290,10 @@ pub struct RunObserver<'a> {
     pub median_sizes: Vec<f64>,
     opts: &'a RunOptions,
     verbose: bool,
+    /// The run's budget, when it has one.
+    watch: Option<super::budget::Watch<'a>>,
+    /// Why the run ended (every generation ran, until the budget says otherwise).
+    pub ended: super::budget::Ending,
 }
 
 impl<'a> RunObserver<'a> {
@@ -330,7 +334,16 @@ impl<'a> RunObserver<'a> {
             median_sizes,
             opts,
             verbose: opts.verbose && !opts.quiet,
+            watch: None,
+            ended: super::budget::Ending::Generations,
         })
+    }
+
+    /// Ends the run early as `budget` says, measuring the best program by `goal`
+    /// ([`super::budget`]).
+    pub fn with_budget(mut self, budget: super::budget::Budget, goal: super::budget::Goal<'a>) -> Self {
+        self.watch = (!budget.is_empty()).then(|| super::budget::Watch::new(budget, goal));
+        self
     }
 
     /// The resume state for the engine.
@@ -501,6 +514,16 @@ impl Observer for RunObserver<'_> {
 
     fn stop_requested(&self) -> bool {
         self.opts.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst))
+    }
+
+    fn finish(&mut self, generation: usize, best: &Best) -> bool {
+        match self.watch.as_mut().and_then(|w| w.finish(generation, best)) {
+            Some(e) => {
+                self.ended = e;
+                true
+            }
+            None => false,
+        }
     }
 }
 
