@@ -1,16 +1,19 @@
 //! Live progress of a run: a progress bar with the generation, best fitness and evaluation rate
-//! on a terminal; one plain line every few generations when the output is not a terminal.
+//! on a terminal; one plain line every few generations when the output is not a terminal or
+//! goes to a [`Log`].
 
 use std::io::IsTerminal;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::{Log, say};
 use crate::evolve::GenerationStats;
 
-/// Shows a run's progress on standard error.
+/// Shows a run's progress on standard error or through a [`Log`].
 pub struct Progress {
     bar: Option<ProgressBar>,
+    log: Option<Log>,
     quiet: bool,
     total: usize,
     start: Instant,
@@ -31,7 +34,17 @@ impl Progress {
             );
             bar
         });
-        Self { bar, quiet, total: generations + 1, start: Instant::now(), last_line: Instant::now(), unit: "node evals", returns: false }
+        let now = Instant::now();
+        Self { bar, log: None, quiet, total: generations + 1, start: now, last_line: now, unit: "node evals", returns: false }
+    }
+
+    /// Sends the progress lines to `log` (with one, no progress bar: plain lines).
+    pub fn with_log(mut self, log: Option<Log>) -> Self {
+        if log.is_some() {
+            self.bar = None;
+        }
+        self.log = log;
+        self
     }
 
     /// Names what `update`'s count counts (default `node evals`; control counts `env steps`).
@@ -66,7 +79,7 @@ impl Progress {
         } else if !self.quiet {
             let last = s.generation + 1 == self.total;
             if last || s.generation == 0 || self.last_line.elapsed().as_secs_f64() >= 2.0 {
-                eprintln!("gen {:>4}/{} · {msg}", s.generation, self.total - 1);
+                say(self.log.as_ref(), &format!("gen {:>4}/{} · {msg}", s.generation, self.total - 1));
                 self.last_line = Instant::now();
             }
         }

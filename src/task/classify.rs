@@ -365,7 +365,7 @@ pub fn fit(
     let need = super::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: sums, device_per_individual: sums };
     super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
     if backend.classification_on_host() && !opts.quiet {
-        eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
+        opts.say("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }
     let data = backend.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
     let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();
@@ -378,7 +378,7 @@ pub fn fit(
     }
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
-    super::search::note_bloat(&settings.engine, backend, opts.quiet);
+    super::search::note_bloat(&settings.engine, backend, opts);
     let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?;
     let names = train.data.names.clone();
     let trees = |functions: &str| settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len);
