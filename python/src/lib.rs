@@ -163,10 +163,15 @@ fn run_detached(
             Ok(Message::Line(_)) => Ok(()),
             Ok(Message::Done(result)) => {
                 let _ = py.detach(|| worker.join());
-                if let Some(e) = failed {
-                    return Err(e);
-                }
-                return result.map_err(|e| stopped_error(&e, saved).unwrap_or_else(|| PyRuntimeError::new_err(format!("{e:#}"))));
+                // A Ctrl-C that stopped the run raises the interrupt that says where its
+                // checkpoint is; any other Python error raises as it was.
+                let stopped = result.as_ref().err().and_then(|e| stopped_error(e, saved));
+                return match (failed, stopped) {
+                    (Some(e), Some(s)) if e.is_instance_of::<PyKeyboardInterrupt>(py) => Err(s),
+                    (Some(e), _) => Err(e),
+                    (None, Some(s)) => Err(s),
+                    (None, None) => result.map_err(|e| PyRuntimeError::new_err(format!("{e:#}"))),
+                };
             }
             Err(mpsc::RecvTimeoutError::Timeout) if failed.is_none() => py.check_signals(),
             Err(mpsc::RecvTimeoutError::Timeout) => Ok(()),

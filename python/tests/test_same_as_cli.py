@@ -123,3 +123,17 @@ def test_builtin_data_equals_the_command_lines(grove_cli, tmp_path):
     same_run(cli, est.report_)
     with pytest.raises(ValueError, match="unknown"):
         grove.load_builtin("nosuchproblem")
+
+
+def test_islands_equal_grove_evolves(tmp_path, grove_cli):
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-2, 2, (100, 2))
+    y = X[:, 0] * X[:, 1] - X[:, 1]
+    write_csv(tmp_path / "d.csv", X, y, ["x0", "x1"], "y")
+    grove_cli("evolve", "--data", tmp_path / "d.csv", "--functions", "add,sub,mul", "--pop", 150, "--gens", 6, "--seed", 9,
+              "--islands", 3, "--migrate-every", 2, "--migrants", 4, "--device", "cpu", "--quiet",
+              "--report", tmp_path / "r.json")
+    cli = json.loads((tmp_path / "r.json").read_text())
+    est = SymbolicRegressor(function_set="add,sub,mul", population_size=150, generations=6, random_state=9, islands=3,
+                            migrate_every=2, migrants=4, device="cpu").fit(X, y)
+    same_run(cli, est.report_)
