@@ -367,7 +367,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self._validate_params()
         state, seed = self._warm()
         target = _target_name([], y, "y")
-        X, y = validate_data(self, X, y, dtype=_DTYPES, y_numeric=True, ensure_min_samples=2, reset=state is None and seed is not None)
+        fresh = state is None and seed is not None
+        X, y = validate_data(self, X, y, dtype=_DTYPES, y_numeric=True, ensure_min_samples=2, reset=fresh)
         if seed is None:
             return self
         y = np.asarray(y, dtype=np.float64)
@@ -523,7 +524,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self._validate_params()
         state, seed = self._warm()
         target = _target_name([], y, "class")
-        X, y = validate_data(self, X, y, dtype=_DTYPES, ensure_min_samples=2, reset=state is None and seed is not None)
+        fresh = state is None and seed is not None
+        X, y = validate_data(self, X, y, dtype=_DTYPES, ensure_min_samples=2, reset=fresh)
         if seed is None:
             return self
         check_classification_targets(y)

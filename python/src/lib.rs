@@ -27,7 +27,7 @@ use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use grove::backend::Backend;
+use grove::backend::{Backend, DeviceChoice, Gpus};
 use grove::data::Dataset;
 use grove::data::classes::{Labeled, Standardize};
 use grove::task::experiment::Experiment;
@@ -134,7 +134,8 @@ fn run_detached(
     let log = Log(Arc::new(move |line: &str| {
         let _ = lines.send(Message::Line(line.to_string()));
     }));
-    let opts = RunOptions { quiet: verbose == 0, verbose: verbose >= 2, stop: Some(stop.clone()), log: Some(log), ..Default::default() };
+    let (quiet, verbose, stop_flag) = (verbose == 0, verbose >= 2, Some(stop.clone()));
+    let opts = RunOptions { quiet, verbose, stop: stop_flag, log: Some(log), ..Default::default() };
     let worker = std::thread::Builder::new()
         .name("grove-run".into())
         .spawn(move || {
@@ -275,7 +276,8 @@ fn continuing(bytes: &[u8], exp: &Experiment, origin: &str) -> PyResult<Checkpoi
     }
     if let Some((path, was, now)) = first_difference(&c.experiment, exp) {
         return Err(PyValueError::new_err(format!(
-            "{origin}: the settings differ at `{path}` (was {was}, now {now}); a continued run may change only its generations, device and gpus"
+            "{origin}: the settings differ at `{path}` (was {was}, now {now}); \
+             a continued run may change only its generations, device and gpus"
         )));
     }
     let (done, want) = (c.state.generation, exp.engine().generations);
@@ -289,7 +291,7 @@ fn continuing(bytes: &[u8], exp: &Experiment, origin: &str) -> PyResult<Checkpoi
 
 /// Opens the device of a run on the first of the GPUs `gpus` chooses, sending the notes of what
 /// it left out (the CPU fallback, GPUs that are not there).
-fn open(device: grove::backend::DeviceChoice, gpus: &grove::backend::Gpus, note: &(dyn Fn(String) + Sync)) -> anyhow::Result<Backend> {
+fn open(device: DeviceChoice, gpus: &Gpus, note: &(dyn Fn(String) + Sync)) -> anyhow::Result<Backend> {
     let (backend, notes) = Backend::open_on_noting(device, gpus)?;
     for n in notes {
         note(n);
@@ -461,7 +463,7 @@ fn control(
 ) -> PyResult<String> {
     let given: serde_json::Value =
         serde_json::from_str(settings).map_err(|e| PyValueError::new_err(format!("control: settings are not JSON: {e}")))?;
-    let device: grove::backend::DeviceChoice = match given.get("device") {
+    let device: DeviceChoice = match given.get("device") {
         Some(d) => serde_json::from_value(d.clone()).map_err(|e| PyValueError::new_err(format!("device: {e}")))?,
         None => Default::default(),
     };
