@@ -5,8 +5,9 @@ Constructor arguments are stored as given and checked in ``fit`` (scikit-learn's
 validation); inputs go through scikit-learn's ``validate_data`` (its messages for NaN, inf,
 wrong shapes, too few samples, sparse or complex data), then to the engine as float32 in
 feature-major order. A fitted estimator keeps its model as JSON text (``model_json_``), the
-run's report as a dict (``report_``) and the engine's state before its last generation as bytes
-(a checkpoint, which ``warm_start=True`` continues), so it pickles as plain data.
+run's report as a dict (``report_``) and, fitted with ``warm_start=True``, the engine's state
+before its last generation as bytes (a checkpoint, which the next warm fit continues), so it
+pickles as plain data.
 """
 
 import json
@@ -145,6 +146,13 @@ class _SymbolicBase(BaseEstimator):
         error; as many leaves the model as it is (``None, None``, with a warning)."""
         state = getattr(self, "_warm_state", None) if self.warm_start else None
         if state is None:
+            if self.warm_start and hasattr(self, "report_"):
+                warnings.warn(
+                    "warm_start: the fitted run kept no population (it was fitted with warm_start=False), so this fit "
+                    "starts afresh",
+                    UserWarning,
+                    stacklevel=3,
+                )
             return None, seed_of(self.random_state)
         done = self.report_["settings"]["engine"]["generations"]
         if self.generations < done:
@@ -254,10 +262,11 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     random_state : int, RandomState or None, default=None
         An int is the engine's seed (``random_state=1`` repeats ``grove evolve --seed 1``).
     warm_start : bool, default=False
-        When fitted already, ``fit`` continues the last run's population up to ``generations``
-        in all (the settings but ``generations``, ``device`` and ``gpus`` unchanged): a fit of
-        G generations then one to G + H equals one fit of G + H on the same data. Fewer
-        generations than the fitted run's is an error; as many keeps the model.
+        ``fit`` keeps the last population (about 400 bytes a program), and when fitted so
+        already, continues it up to ``generations`` in all (the settings but ``generations``,
+        ``device`` and ``gpus`` unchanged): a fit of G generations then one to G + H equals one
+        fit of G + H on the same data. Fewer generations than the fitted run's is an error; as
+        many keeps the model.
     verbose : int, default=0
         0 quiet, 1 progress lines, 2 also a line per generation, written to ``sys.stderr``
         (which a notebook shows).
@@ -375,7 +384,14 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         settings = self._settings(seed)
         names = _variable_names(self, X.shape[1])
         report, state = _grove.fit_regression(
-            json.dumps(settings), X, y, names, _target_name(names, None, target), **self._run_options(), warm=state
+            json.dumps(settings),
+            X,
+            y,
+            names,
+            _target_name(names, None, target),
+            **self._run_options(),
+            warm=state,
+            keep_state=self.warm_start,
         )
         report = json.loads(report)
         self._keep(report, state)
@@ -552,6 +568,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
             _target_name(variables, None, target),
             **self._run_options(),
             warm=state,
+            keep_state=self.warm_start,
         )
         report = json.loads(report)
         self.classes_ = classes

@@ -12,8 +12,8 @@
 //! and notes come back to this thread, which writes them to Python's `sys.stderr` (what a
 //! notebook shows), never to the process's standard error.
 //!
-//! A fit returns, with its report, the engine's state before its last generation (a checkpoint,
-//! as `grove run --resume` reads them), which a warm-started fit continues; `control` saves
+//! A warm-started fit returns, with its report, the engine's state before its last generation
+//! (a checkpoint, as `grove run --resume` reads them), which the next one continues; `control` saves
 //! checkpoints to a file and resumes from one, as `grove control --checkpoint` and `grove run
 //! --resume` do.
 
@@ -211,15 +211,19 @@ fn state_path() -> PathBuf {
     std::env::temp_dir().join(format!("grove-fit-{}-{}.ckpt", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
 }
 
-/// Runs `fit` with `opts` set to save the engine's state before the last generation (to a
-/// temporary file, read back and removed) and to continue `warm` (a checkpoint of an earlier
-/// fit, checked by [`continuing`]); returns the report and the state.
+/// Runs `fit` with `opts` set to continue `warm` (a checkpoint of an earlier fit, checked by
+/// [`continuing`]) and, with `keep`, to save the engine's state before the last generation (to
+/// a temporary file, read back and removed); returns the report and that state.
 fn fit_keeping_state(
     exp: Experiment,
     warm: Option<Checkpoint>,
+    keep: bool,
     opts: RunOptions,
     fit: impl FnOnce(&RunOptions) -> anyhow::Result<String>,
 ) -> anyhow::Result<Finished> {
+    if !keep {
+        return Ok((fit(&RunOptions { resume: warm, ..opts })?, None));
+    }
     let path = state_path();
     // The state file is the fit's own, no checkpoint of the user's: the line saying it was saved
     // is not shown.
@@ -358,9 +362,10 @@ fn finished<'py>(py: Python<'py>, (report, state): Finished) -> (String, Option<
 /// of `grove evolve` (JSON fields over its defaults), feature names and the target's name.
 /// `warm`: the state of an earlier fit to continue (the same settings but for the
 /// generations, device and GPUs). Returns the run's JSON report, as `grove evolve --report`
-/// writes it, and the engine's state before its last generation (a checkpoint's bytes).
+/// writes it, and with `keep_state` the engine's state before its last generation (a
+/// checkpoint's bytes, which a warm start continues).
 #[pyfunction]
-#[pyo3(signature = (settings, x, y, names, target, threads=None, verbose=0, on_note=None, warm=None))]
+#[pyo3(signature = (settings, x, y, names, target, threads=None, verbose=0, on_note=None, warm=None, keep_state=false))]
 #[allow(clippy::too_many_arguments)]
 fn fit_regression<'py>(
     py: Python<'py>,
@@ -373,6 +378,7 @@ fn fit_regression<'py>(
     verbose: u8,
     on_note: Option<Bound<'py, PyAny>>,
     warm: Option<Bound<'py, PyBytes>>,
+    keep_state: bool,
 ) -> PyResult<(String, Option<Bound<'py, PyBytes>>)> {
     let exp = experiment("evolve", settings, "SymbolicRegressor")?;
     let Experiment::Evolve(settings) = exp.clone() else {
@@ -387,7 +393,7 @@ fn fit_regression<'py>(
     check_choice(settings.validation_fraction, settings.select, n_rows, settings.engine.seed, None)?;
     let job: Job = Box::new(move |opts, note| {
         let backend = open(settings.device, &settings.islands.gpus, note)?;
-        fit_keeping_state(exp, warm, opts, |opts| {
+        fit_keeping_state(exp, warm, keep_state, opts, |opts| {
             Ok(grove::task::regression::fit(&settings, &train, None, &backend, opts)?.report.to_string())
         })
     });
@@ -396,11 +402,11 @@ fn fit_regression<'py>(
 
 /// Classification of `x` (`(n_rows, n_features)`) into `classes` by `codes` (`(n_rows,)`,
 /// each row's class index): the settings of `grove classify` (JSON fields over its
-/// defaults; `standardize` decides whether features are standardised, as there). `warm` as
-/// for [`fit_regression`]. Returns the run's JSON report, as `grove classify --report` writes
-/// it (with no test part), and the engine's state before its last generation.
+/// defaults; `standardize` decides whether features are standardised, as there). `warm` and
+/// `keep_state` as for [`fit_regression`]. Returns the run's JSON report, as `grove classify
+/// --report` writes it (with no test part), and the state kept.
 #[pyfunction]
-#[pyo3(signature = (settings, x, codes, classes, names, target, threads=None, verbose=0, on_note=None, warm=None))]
+#[pyo3(signature = (settings, x, codes, classes, names, target, threads=None, verbose=0, on_note=None, warm=None, keep_state=false))]
 #[allow(clippy::too_many_arguments)]
 fn fit_classification<'py>(
     py: Python<'py>,
@@ -414,6 +420,7 @@ fn fit_classification<'py>(
     verbose: u8,
     on_note: Option<Bound<'py, PyAny>>,
     warm: Option<Bound<'py, PyBytes>>,
+    keep_state: bool,
 ) -> PyResult<(String, Option<Bound<'py, PyBytes>>)> {
     let exp = experiment("classify", settings, "SymbolicClassifier")?;
     let Experiment::Classify(settings) = exp.clone() else {
@@ -434,7 +441,7 @@ fn fit_classification<'py>(
     check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, n_outputs)?;
     let job: Job = Box::new(move |opts, note| {
         let backend = open(settings.device, &settings.islands.gpus, note)?;
-        fit_keeping_state(exp, warm, opts, |opts| {
+        fit_keeping_state(exp, warm, keep_state, opts, |opts| {
             let result = grove::task::classify::fit(&settings, &train, None, standardize.as_ref(), &backend, opts)?;
             Ok(result.report.to_string())
         })

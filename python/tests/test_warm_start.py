@@ -104,6 +104,16 @@ def test_fewer_generations_are_an_error_and_as_many_keep_the_model():
     assert len(m.report_["generations"]) == 3
 
 
+def test_only_a_warm_fit_keeps_the_population_and_a_cold_one_is_refit_afresh():
+    X, y = data(80)
+    m = SymbolicRegressor(generations=2, **SMALL).fit(X, y)
+    assert m._warm_state is None
+    with pytest.warns(UserWarning, match="kept no population"):
+        m.set_params(warm_start=True, generations=4).fit(X, y)
+    assert len(m.report_["generations"]) == 5 and m._warm_state is not None
+    same_run(m.report_, SymbolicRegressor(generations=4, **SMALL).fit(X, y).report_)
+
+
 def test_a_warm_refit_with_other_settings_or_features_is_refused():
     X, y = data(80)
     m = SymbolicRegressor(generations=2, warm_start=True, **SMALL).fit(X, y)
