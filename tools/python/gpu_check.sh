@@ -19,9 +19,16 @@ if [ -z "$wheel" ] || [ ! -f "$wheel" ]; then
     exit 1
 fi
 python=${PYTHON:-python3}
-venv=$(mktemp -d)/venv
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+venv=$tmp/venv
 "$python" -m venv --system-site-packages "$venv" || { echo "gpu_check.sh: $python -m venv failed" >&2; exit 1; }
-"$venv/bin/python" -m pip install --quiet --no-index --no-deps --disable-pip-version-check "$wheel" || {
+# When $python is itself a virtual environment (the GPU image's python3 is), --system-site-packages
+# reaches only its base installation's packages: a .pth file adds that environment's too (after
+# the new one's own, so the wheel installed below is the grove imported).
+purelib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+"$python" -c 'import site; print("\n".join(site.getsitepackages()))' >"$purelib/_outer_site_packages.pth"
+"$venv/bin/python" -m pip install --quiet --no-index --no-deps --ignore-installed --disable-pip-version-check "$wheel" || {
     echo "gpu_check.sh: cannot install $wheel into $venv" >&2
     exit 1
 }
