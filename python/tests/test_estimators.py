@@ -379,7 +379,8 @@ def test_verbose_shows_progress_through_sys_stderr_and_quiet_shows_nothing(capsy
     with fd2_to_file() as fd2:
         SymbolicRegressor(**{**SMALL, "generations": 3}).fit(X, y)
         assert capsys.readouterr().err == ""
-        SymbolicRegressor(verbose=2, **{**SMALL, "generations": 3}).fit(X, y)
+        # (warm_start: the fit saves its state, a checkpoint of its own, which it does not mention)
+        SymbolicRegressor(verbose=2, warm_start=True, **{**SMALL, "generations": 3}).fit(X, y)
         err = capsys.readouterr().err
         SymbolicClassifier(verbose=1, **{**SMALL, "generations": 2}).fit(*iris_named())
         progress = capsys.readouterr().err
