@@ -92,3 +92,34 @@ impl Progress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    fn stats(generation: usize) -> GenerationStats {
+        GenerationStats { generation, best: 0.5, mean: 1.0, mean_size: 7.0, invalid: 0, seconds: 0.01 }
+    }
+
+    #[test]
+    fn progress_with_a_log_sends_plain_lines_there() {
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = lines.clone();
+        let log = Log(Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_string())));
+        let mut p = Progress::new(3, false).with_log(Some(log.clone()));
+        assert!(p.bar.is_none());
+        for g in 0..=3 {
+            p.update(&stats(g), 100.0);
+        }
+        p.finish();
+        let got = lines.lock().unwrap().clone();
+        // The first and the last generation always; the others only 2 s apart.
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].starts_with("gen    0/3 · best 0.500000") && got[1].starts_with("gen    3/3"), "{got:?}");
+        // Quiet: nothing.
+        let mut q = Progress::new(3, true).with_log(Some(log));
+        q.update(&stats(0), 1.0);
+        assert_eq!(lines.lock().unwrap().len(), 2);
+    }
+}
