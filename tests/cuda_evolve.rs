@@ -399,6 +399,66 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
     assert_eq!(tr.population_bytes_between_generations, 0);
 }
 
+/// Ends the run after generation `.0` (as a budget does), keeping the snapshot offered (`.1`).
+struct FinishAt(usize, Option<grove::evolve::checkpoint::Saved>);
+
+impl grove::evolve::Observer for FinishAt {
+    fn generation(&mut self, _: &grove::evolve::GenerationStats, _: &grove::evolve::Best) {}
+    fn snapshot(&mut self, state: &grove::evolve::Snapshot<'_>) -> anyhow::Result<()> {
+        self.1 = Some(grove::evolve::checkpoint::Saved::of(state));
+        Ok(())
+    }
+    fn finish(&mut self, generation: usize, _: &grove::evolve::Best) -> bool {
+        generation == self.0
+    }
+}
+
+/// A device run ended early (a time limit, a target) returns what a shorter device run and the
+/// host loop's early end return, and its snapshot continues to the uninterrupted run's end: tree
+/// GP with constants fitted, and GE.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_device_run_ended_early_equals_a_shorter_one_and_continues() {
+    use grove::evolve::{EngineConfig, IslandConfig, Representation, checkpoint, device, host};
+    use grove::task::regression::{Regression, TreeSettings};
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1 };
+    let d = grove::evolve::Fitness::device_task(&task).unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars/regression.bnf");
+    let l = load(&path, &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
+    let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
+    let ge_rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, InitConfig::default(), Default::default());
+    let cfg = EngineConfig { pop_size: 1000, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128, constants: fitting(5, 2, 0.05), ..Default::default() };
+    let trees = TreeSettings::default().rep("add,sub,mul,div,sin", train.n_features, cfg.max_len).unwrap();
+    let quiet = |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {};
+    for (what, rep) in [("trees", Representation::Trees(&trees)), ("GE", Representation::Grammar(&ge_rep))] {
+        let one = IslandConfig::single();
+        let (whole, _) = device::run(&cfg, &one, rep, &[d], None, &mut { quiet }).unwrap();
+        let short_cfg = EngineConfig { generations: 5, ..cfg.clone() };
+        let (short, _) = device::run(&short_cfg, &one, rep, &[d], None, &mut { quiet }).unwrap();
+        let mut obs = FinishAt(5, None);
+        let (ended, _) = device::run(&cfg, &one, rep, &[d], None, &mut obs).unwrap();
+        let mut host_obs = FinishAt(5, None);
+        let on_host = host::run(&cfg, &one, rep, &task, None, &mut host_obs).unwrap();
+        let bits = |f: &[f64]| f.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (name, o) in [("shorter device run", &short), ("host loop ended early", &on_host)] {
+            assert_eq!(ended.best, o.best, "{what}: {name}: best");
+            assert_eq!(ended.population, o.population, "{what}: {name}: population");
+            assert_eq!(bits(&ended.fitness), bits(&o.fitness), "{what}: {name}: fitness");
+            assert_eq!(ended.history.len(), 6, "{what}");
+        }
+        let saved = obs.1.expect("an early end offers its snapshot");
+        assert_eq!(serde_json::to_value(&saved).unwrap(), serde_json::to_value(host_obs.1.as_ref().unwrap()).unwrap(), "{what}: the snapshots");
+        let saved: checkpoint::Saved = serde_json::from_str(&serde_json::to_string(&saved).unwrap()).unwrap();
+        let (resumed, _) = device::run(&cfg, &one, rep, &[d], Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
+        assert_eq!(resumed.best, whole.best, "{what}: resumed best");
+        assert_eq!(resumed.population, whole.population, "{what}: resumed population");
+    }
+}
+
 /// Control: the device loop (roll-outs, fitness, selection and variation on the GPU) against
 /// the host loop playing the same roll-outs on the same GPU, for tree GP and GE policies on two
 /// robots; the same programs, fitness bits, history and env steps.

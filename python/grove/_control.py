@@ -1,13 +1,15 @@
 """``grove.control``: evolve a policy for a simulated robot (the library function of ``grove
-control``) and get back a ``Policy`` that acts on observations and plays episodes."""
+control``), with checkpoints to continue it, and get back a ``Policy`` that acts on
+observations and plays episodes."""
 
 import json
+import os
 from collections import namedtuple
 
 import numpy as np
 
 from . import _grove
-from ._run import functions_text, grammar_spec, on_note, seed_of
+from ._run import functions_text, grammar_spec, islands_block, on_note, seed_of
 
 # `grove control`'s defaults (grove::task::defaults), which the signature of ``control`` shows.
 _CONTROL = _grove.DEFAULTS["control"]
@@ -82,9 +84,16 @@ def control(
     elitism=_CONTROL["elitism"],
     max_length=_CONTROL["max_length"],
     p_out=_CONTROL["p_out"],
+    islands=_CONTROL["islands"],
+    migrate_every=_CONTROL["migrate_every"],
+    migrants=_CONTROL["migrants"],
+    gpus=_CONTROL["gpus"],
     device="auto",
     threads=None,
     random_state=_CONTROL["random_state"],
+    checkpoint=None,
+    checkpoint_every=10,
+    resume=False,
     verbose=0,
 ):
     """Evolves a policy for ``env`` (swimmer, hopper, walker2d, half_cheetah, or a path to an
@@ -93,13 +102,35 @@ def control(
     device's (CPU 200, 20, 1; GPU 5000, 100, 4). ``fresh_starts`` plays new reset noise every
     generation (``--fresh-starts``); ``validation_episodes`` chooses the returned policy among
     the run's best and the last population's fittest programs by their return on that many
-    episodes (``--validation-episodes``; 0: the run's best)."""
+    episodes (``--validation-episodes``; 0: the run's best).
+
+    ``islands``, ``migrate_every``, ``migrants`` and ``gpus`` are the island model's settings
+    (``--islands``, ``--migrate-every``, ``--migrants``, ``--gpus``: populations side by side
+    exchanging their best programs on a ring, spread over these GPUs on a CUDA run).
+
+    ``checkpoint``: a file the run saves its state to every ``checkpoint_every`` generations,
+    before the last generation and on Ctrl-C (``grove control --checkpoint``; ``grove run
+    --resume`` continues it too). With ``resume=True`` and a checkpoint at that path, the run
+    continues the saved one (the same settings but ``generations``, ``device`` and ``gpus``; no
+    fewer generations than it has run) and ends as the uninterrupted run would; without a file
+    there it starts afresh. ``verbose``: 0 quiet, 1 progress lines, 2 also a line per
+    generation, written to ``sys.stderr`` (which a notebook shows)."""
     if grammar is not None and function_set is not None:
         raise ValueError("give function_set (tree GP) or grammar (grammatical evolution), not both")
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if int(validation_episodes) < 0:
         raise ValueError(f"validation_episodes must be >= 0 (0: the run's best), got {validation_episodes}")
+    if not 1 <= int(islands) <= _grove.MAX_ISLANDS:
+        raise ValueError(f"islands must be 1 to {_grove.MAX_ISLANDS}, got {islands}")
+    if int(migrate_every) < 1:
+        raise ValueError(f"migrate_every must be at least 1, got {migrate_every}")
+    if int(migrants) < 0:
+        raise ValueError(f"migrants must be >= 0 (0: none), got {migrants}")
+    if int(checkpoint_every) < 1:
+        raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
+    if resume and checkpoint is None:
+        raise ValueError("resume=True continues the run saved at checkpoint: give checkpoint=PATH")
     grammar = grammar_spec(grammar)
     engine = {"seed": seed_of(random_state), "tournament": int(tournament_size), "max_len": int(max_length)}
     settings = {
@@ -115,6 +146,7 @@ def control(
         "fresh_starts": bool(fresh_starts),
         "validation_episodes": int(validation_episodes),
         "trees": {"p_out": float(p_out)},
+        "islands": islands_block(islands, migrate_every, migrants, gpus, population_size),
         "device": device,
     }
     if population_size is not None:
@@ -125,7 +157,14 @@ def control(
         settings["episodes"] = int(episodes)
     pop = engine.get("pop_size")
     engine["elite"] = int(elitism) if pop is None else min(int(elitism), pop)
-    report = json.loads(
-        _grove.control(json.dumps(settings), threads=threads, verbose=min(max(int(verbose), 0), 2), on_note=on_note)
+    report = _grove.control(
+        json.dumps(settings),
+        threads=threads,
+        verbose=min(max(int(verbose), 0), 2),
+        on_note=on_note,
+        checkpoint=None if checkpoint is None else os.fspath(checkpoint),
+        checkpoint_every=int(checkpoint_every),
+        resume=bool(resume),
     )
+    report = json.loads(report)
     return Policy(report)

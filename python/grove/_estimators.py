@@ -4,13 +4,16 @@ the library function of ``grove evolve`` / ``grove classify`` on the given array
 Constructor arguments are stored as given and checked in ``fit`` (scikit-learn's parameter
 validation); inputs go through scikit-learn's ``validate_data`` (its messages for NaN, inf,
 wrong shapes, too few samples, sparse or complex data), then to the engine as float32 in
-feature-major order. A fitted estimator keeps its model as JSON text (``model_json_``) and
-the run's report as a dict (``report_``), so it pickles as plain data.
+feature-major order. A fitted estimator keeps its model as JSON text (``model_json_``), the
+run's report as a dict (``report_``) and, fitted with ``warm_start=True``, the engine's state
+before its last generation as bytes (a checkpoint, which the next warm fit continues), so it
+pickles as plain data.
 """
 
 import json
 import os
 import re
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -20,7 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _grove
-from ._run import functions_text, grammar_spec, on_note, seed_of
+from ._run import functions_text, grammar_spec, islands_block, on_note, seed_of
 
 _DTYPES = [np.float64, np.float32]
 
@@ -77,18 +80,23 @@ class _SymbolicBase(BaseEstimator):
         "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
         "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
         "optimise_fraction": [Interval(Real, 0, 1, closed="right"), None],
+        "islands": [Interval(Integral, 1, _grove.MAX_ISLANDS, closed="both")],
+        "migrate_every": [Interval(Integral, 1, None, closed="left")],
+        "migrants": [Interval(Integral, 0, None, closed="left")],
+        "gpus": [StrOptions({"all"}), Interval(Integral, 1, None, closed="left"), list, tuple],
         "device": [StrOptions({"auto", "cpu", "cuda"})],
         "threads": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
+        "warm_start": ["boolean"],
         "verbose": ["verbose"],
     }
 
-    def _engine(self):
+    def _engine(self, seed):
         pop = int(self.population_size)
         return {
             "pop_size": pop,
             "generations": int(self.generations),
-            "seed": seed_of(self.random_state),
+            "seed": seed,
             "tournament": int(self.tournament_size),
             "elite": min(int(self.elitism), pop),
             "max_len": int(self.max_length),
@@ -96,10 +104,10 @@ class _SymbolicBase(BaseEstimator):
             "size_pressure": float(self.size_pressure),
         }
 
-    def _engine_with_constants(self):
-        """The engine's settings with the constant fitting asked for; fields left at None take
-        the device's defaults (set on the Rust side)."""
-        engine = self._engine()
+    def _engine_with_constants(self, seed):
+        """The engine's settings (``seed``: the run's) with the constant fitting asked for;
+        fields left at None take the device's defaults (set on the Rust side)."""
+        engine = self._engine(seed)
         constants = {
             key: cast(value)
             for key, value, cast in [
@@ -125,11 +133,45 @@ class _SymbolicBase(BaseEstimator):
         functions = None if grammar is not None else functions_text(self.function_set, default_functions)
         return {"grammar": grammar, "functions": functions}
 
+    def _islands(self):
+        return islands_block(self.islands, self.migrate_every, self.migrants, self.gpus, self.population_size)
+
     def _run_options(self):
         verbose = int(self.verbose)
         return {"threads": self.threads, "verbose": min(max(verbose, 0), 2), "on_note": on_note}
 
-    def _keep(self, report):
+    def _warm(self):
+        """The state a warm-started fit continues and the seed it runs with, or ``(None, seed)``
+        for a fit afresh. ``generations`` counts the whole run: fewer than the fitted run's is an
+        error; as many leaves the model as it is (``None, None``, with a warning)."""
+        state = getattr(self, "_warm_state", None) if self.warm_start else None
+        if state is None:
+            if self.warm_start and hasattr(self, "report_"):
+                warnings.warn(
+                    "warm_start: the fitted run kept no population (it was fitted with warm_start=False), so this fit "
+                    "starts afresh",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            return None, seed_of(self.random_state)
+        done = self.report_["settings"]["engine"]["generations"]
+        if self.generations < done:
+            raise ValueError(
+                f"generations={self.generations} is fewer than the {done} this estimator has run: with warm_start=True, "
+                "generations counts the whole run (set warm_start=False to fit afresh)"
+            )
+        if self.generations == done:
+            warnings.warn(
+                f"warm_start with generations={done}, as many as the fitted run's: the model is kept (raise generations to "
+                "evolve further)",
+                UserWarning,
+                stacklevel=3,
+            )
+            return None, None
+        return state, self.report_["settings"]["engine"]["seed"]
+
+    def _keep(self, report, state):
+        self._warm_state = state
         self.report_ = report
         self.selection_ = report["selection"]
         self.model_json_ = json.dumps(report["model"])
@@ -203,6 +245,15 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         the best ``optimise_fraction`` of the population every ``optimise_every`` generations
         (``grove evolve --optimise-constants``). None: the device's default (10 steps every 5
         generations on the best 0.2 on a GPU; no fitting on the CPU).
+    islands : int, default=1
+        Populations of ``population_size`` each that evolve side by side and send their best
+        programs to the next on a ring (``grove evolve --islands``; 1: one population).
+    migrate_every, migrants : int, default=5, 20
+        With islands: generations between migrations, and programs each island sends to the
+        next, replacing its worst (0: none) (``--migrate-every``, ``--migrants``).
+    gpus : "all", int or list of int, default="all"
+        The GPUs the islands are spread over on a CUDA run: all the driver sees, the first N,
+        or these device ordinals (``--gpus``); results do not depend on it.
     device : {"auto", "cpu", "cuda"}, default="auto"
         Where populations are evaluated; "auto" uses a CUDA GPU when one is usable, else the
         CPU with one warning.
@@ -210,8 +261,15 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         Worker threads (None: all cores). Results do not depend on it.
     random_state : int, RandomState or None, default=None
         An int is the engine's seed (``random_state=1`` repeats ``grove evolve --seed 1``).
+    warm_start : bool, default=False
+        ``fit`` keeps the last population (about 400 bytes a program), and when fitted so
+        already, continues it up to ``generations`` in all (the settings but ``generations``,
+        ``device`` and ``gpus`` unchanged): a fit of G generations then one to G + H equals one
+        fit of G + H on the same data. Fewer generations than the fitted run's is an error; as
+        many keeps the model.
     verbose : int, default=0
-        0 quiet, 1 a progress display, 2 also a line per generation (on standard error).
+        0 quiet, 1 progress lines, 2 also a line per generation, written to ``sys.stderr``
+        (which a notebook shows).
 
     Attributes
     ----------
@@ -255,9 +313,14 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
+        islands=_EVOLVE["islands"],
+        migrate_every=_EVOLVE["migrate_every"],
+        migrants=_EVOLVE["migrants"],
+        gpus=_EVOLVE["gpus"],
         device="auto",
         threads=None,
         random_state=None,
+        warm_start=False,
         verbose=0,
     ):
         self.function_set = function_set
@@ -278,15 +341,20 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.select = select
         self.bloat = bloat
         self.size_pressure = size_pressure
+        self.islands = islands
+        self.migrate_every = migrate_every
+        self.migrants = migrants
+        self.gpus = gpus
         self.device = device
         self.threads = threads
         self.random_state = random_state
+        self.warm_start = warm_start
         self.verbose = verbose
 
-    def _settings(self):
+    def _settings(self, seed):
         if self.metric == "mae" and self.linear_scaling:
             raise ValueError("metric='mae' cannot be used with linear scaling (a least-squares fit): set linear_scaling=False")
-        engine = self._engine_with_constants()
+        engine = self._engine_with_constants(seed)
         return {
             "data": "python",
             **self._representation(_EVOLVE["function_set"]),
@@ -298,21 +366,35 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
                 "parsimony": float(self.parsimony_coefficient),
             },
             "outputs": int(self.outputs),
+            "islands": self._islands(),
             "device": self.device,
         }
 
     def fit(self, X, y):
-        """Evolves a formula for ``y`` from ``X`` (``(n_samples, n_features)``)."""
+        """Evolves a formula for ``y`` from ``X`` (``(n_samples, n_features)``); with
+        ``warm_start`` and a fitted run, continues it to ``generations``."""
         self._validate_params()
+        state, seed = self._warm()
         target = _target_name([], y, "y")
-        X, y = validate_data(self, X, y, dtype=_DTYPES, y_numeric=True, ensure_min_samples=2)
+        fresh = state is None and seed is not None
+        X, y = validate_data(self, X, y, dtype=_DTYPES, y_numeric=True, ensure_min_samples=2, reset=fresh)
+        if seed is None:
+            return self
         y = np.asarray(y, dtype=np.float64)
-        settings = self._settings()
+        settings = self._settings(seed)
         names = _variable_names(self, X.shape[1])
-        report = json.loads(
-            _grove.fit_regression(json.dumps(settings), X, y, names, _target_name(names, None, target), **self._run_options())
+        report, state = _grove.fit_regression(
+            json.dumps(settings),
+            X,
+            y,
+            names,
+            _target_name(names, None, target),
+            **self._run_options(),
+            warm=state,
+            keep_state=self.warm_start,
         )
-        self._keep(report)
+        report = json.loads(report)
+        self._keep(report, state)
         self.program_ = report["best"]["infix"]
         return self
 
@@ -344,7 +426,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     ----------
     function_set, grammar, population_size (5000), generations (40), tournament_size,
     elitism, max_length (64), parsimony_coefficient, validation_fraction, select, bloat,
-    size_pressure, device, threads, random_state, verbose :
+    size_pressure, islands, migrate_every, migrants, gpus, device, threads, random_state,
+    warm_start, verbose :
         as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets); validation
         rows are held out per class, and their error is the one ``fitness`` names.
     fitness : {"cross-entropy", "accuracy", "balanced-accuracy"}, default="cross-entropy"
@@ -399,9 +482,14 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
+        islands=_CLASSIFY["islands"],
+        migrate_every=_CLASSIFY["migrate_every"],
+        migrants=_CLASSIFY["migrants"],
+        gpus=_CLASSIFY["gpus"],
         device="auto",
         threads=None,
         random_state=None,
+        warm_start=False,
         verbose=0,
     ):
         self.function_set = function_set
@@ -422,53 +510,69 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.select = select
         self.bloat = bloat
         self.size_pressure = size_pressure
+        self.islands = islands
+        self.migrate_every = migrate_every
+        self.migrants = migrants
+        self.gpus = gpus
         self.device = device
         self.threads = threads
         self.random_state = random_state
+        self.warm_start = warm_start
         self.verbose = verbose
 
-    def _settings(self):
+    def _settings(self, seed):
         return {
             "data": "python",
             **self._representation(_CLASSIFY["function_set"]),
-            "engine": self._engine_with_constants(),
+            "engine": self._engine_with_constants(seed),
             **self._choice(),
             "fitness": self.fitness,
             "standardize": bool(self.standardize),
             "parsimony": float(self.parsimony_coefficient),
             "trees": {"p_out": float(self.p_out)},
+            "islands": self._islands(),
             "device": self.device,
         }
 
     def fit(self, X, y):
-        """Evolves a classifier of ``X`` (``(n_samples, n_features)``) into the labels ``y``."""
+        """Evolves a classifier of ``X`` (``(n_samples, n_features)``) into the labels ``y``;
+        with ``warm_start`` and a fitted run, continues it to ``generations``."""
         self._validate_params()
+        state, seed = self._warm()
         target = _target_name([], y, "class")
-        X, y = validate_data(self, X, y, dtype=_DTYPES, ensure_min_samples=2)
+        fresh = state is None and seed is not None
+        X, y = validate_data(self, X, y, dtype=_DTYPES, ensure_min_samples=2, reset=fresh)
+        if seed is None:
+            return self
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         if len(classes) < 2:
             raise ValueError(
                 f"SymbolicClassifier needs samples of at least 2 classes in the data, but the data contains only one class: {classes[0]!r}"
             )
+        if state is not None and not np.array_equal(classes, self.classes_):
+            raise ValueError(
+                f"warm_start continues a classifier of the classes {list(self.classes_)!r}; y has {list(classes)!r}"
+            )
         names = [str(c) for c in classes]
         if len(set(names)) != len(names):
             raise ValueError(f"the class labels {list(classes)!r} do not have distinct names")
-        settings = self._settings()
+        settings = self._settings(seed)
         variables = _variable_names(self, X.shape[1])
-        report = json.loads(
-            _grove.fit_classification(
-                json.dumps(settings),
-                X,
-                np.ascontiguousarray(codes, dtype=np.uint32),
-                names,
-                variables,
-                _target_name(variables, None, target),
-                **self._run_options(),
-            )
+        report, state = _grove.fit_classification(
+            json.dumps(settings),
+            X,
+            np.ascontiguousarray(codes, dtype=np.uint32),
+            names,
+            variables,
+            _target_name(variables, None, target),
+            **self._run_options(),
+            warm=state,
+            keep_state=self.warm_start,
         )
+        report = json.loads(report)
         self.classes_ = classes
-        self._keep(report)
+        self._keep(report, state)
         self.programs_ = list(report["best"]["programs"])
         return self
 

@@ -1,5 +1,6 @@
-"""What the estimators and ``control`` share: seeds from ``random_state``, function sets and
-grammars as the engine reads them, and the warning for a device that falls back to the CPU."""
+"""What the estimators and ``control`` share: seeds from ``random_state``, function sets,
+grammars and islands as the engine reads them, and the warning for a device that falls back to
+the CPU."""
 
 import numbers
 import os
@@ -42,6 +43,40 @@ def grammar_spec(grammar):
     if not os.path.isfile(path):
         raise ValueError(f"grammar: {path!r} is neither a grammar file nor grammar text (BNF with ::=)")
     return os.path.abspath(path)
+
+
+def gpus_text(gpus):
+    """The GPUs a run's islands use, as the engine reads them (``--gpus``): ``"all"``, a number
+    of GPUs (the first N), or a sequence of device ordinals (``[0, 2]``)."""
+    if isinstance(gpus, str):
+        if gpus.strip().lower() == "all":
+            return "all"
+        raise ValueError(f"gpus must be 'all', a number of GPUs or a list of device ordinals, got {gpus!r}")
+    if isinstance(gpus, numbers.Integral) and not isinstance(gpus, bool):
+        if gpus < 1:
+            raise ValueError(f"gpus must be at least 1 (a number of GPUs), got {gpus}")
+        return str(int(gpus))
+    try:
+        ordinals = list(gpus)
+    except TypeError:
+        raise ValueError(f"gpus must be 'all', a number of GPUs or a list of device ordinals, got {gpus!r}") from None
+    if not ordinals or any(not isinstance(d, numbers.Integral) or isinstance(d, bool) or d < 0 for d in ordinals):
+        raise ValueError(f"gpus: a list of device ordinals holds whole numbers >= 0, got {gpus!r}")
+    if len(set(ordinals)) != len(ordinals):
+        raise ValueError(f"gpus: a GPU is listed twice in {gpus!r}")
+    # A list has a comma (3, is GPU 3 alone; 3 would be the first three).
+    return ",".join(str(int(d)) for d in ordinals) + ("," if len(ordinals) == 1 else "")
+
+
+def islands_block(islands, migrate_every, migrants, gpus, population_size):
+    """The settings' ``islands`` block (``--islands``, ``--migrate-every``, ``--migrants``,
+    ``--gpus``), checked with the parameters' names."""
+    islands, migrate_every, migrants = int(islands), int(migrate_every), int(migrants)
+    if islands > 1 and population_size is not None and migrants > int(population_size):
+        raise ValueError(
+            f"migrants={migrants} must be at most population_size={population_size} (each island sends its best to the next)"
+        )
+    return {"count": islands, "migrate_every": migrate_every, "migrants": migrants, "gpus": gpus_text(gpus)}
 
 
 def on_note(note):

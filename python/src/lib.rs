@@ -8,23 +8,32 @@
 //! format of `grove run`), data as numpy arrays. A run goes on a worker thread while this
 //! thread waits with the GIL released, polling Python's signal handlers; Ctrl-C sets the
 //! engine's stop flag, the engine stops between generations, and the call raises
-//! `KeyboardInterrupt` (a fit writes nothing, so nothing is left half-written).
+//! `KeyboardInterrupt` (a fit writes nothing, so nothing is left half-written). Progress lines
+//! and notes come back to this thread, which writes them to Python's `sys.stderr` (what a
+//! notebook shows), never to the process's standard error.
+//!
+//! A warm-started fit returns, with its report, the engine's state before its last generation
+//! (a checkpoint, as `grove run --resume` reads them), which the next one continues; `control` saves
+//! checkpoints to a file and resumes from one, as `grove control --checkpoint` and `grove run
+//! --resume` do.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyBytes, PyDict};
 
-use grove::backend::Backend;
+use grove::backend::{Backend, DeviceChoice, Gpus};
 use grove::data::Dataset;
 use grove::data::classes::{Labeled, Standardize};
 use grove::task::experiment::Experiment;
 use grove::task::model::Model;
-use grove::task::run::RunOptions;
+use grove::report::Log;
+use grove::task::run::{Checkpoint, RunOptions, Stopped};
 
 /// A bad argument: `ValueError` with the whole error chain.
 fn value_error(e: anyhow::Error) -> PyErr {
@@ -77,24 +86,56 @@ fn experiment(command: &str, settings: &str, origin: &str) -> PyResult<Experimen
     Experiment::from_parts(command, given, origin).map_err(value_error)
 }
 
-/// What the worker thread sends: a note to show (the CPU fallback), then the result.
+/// What the worker thread sends: a note to warn with (the CPU fallback), a line of progress to
+/// show, then the result.
 enum Message {
     Note(String),
-    Done(anyhow::Result<String>),
+    Line(String),
+    Done(anyhow::Result<Finished>),
 }
 
-/// A job for the worker thread: gets the stop flag and a way to send notes; returns the run's
-/// JSON report.
-type Job = Box<dyn FnOnce(Arc<AtomicBool>, &(dyn Fn(String) + Sync)) -> anyhow::Result<String> + Send>;
+/// What a run gives back: its JSON report and, for a fit, the engine's state (a checkpoint's
+/// bytes) that a warm start continues.
+type Finished = (String, Option<Vec<u8>>);
+
+/// A job for the worker thread: gets the run's options (verbosity, the stop flag, the log that
+/// sends progress back) and a way to send notes.
+type Job = Box<dyn FnOnce(RunOptions, &(dyn Fn(String) + Sync)) -> anyhow::Result<Finished> + Send>;
+
+/// Writes one line to Python's `sys.stderr` (looked up each time: a notebook or pytest's
+/// `capsys` may have replaced it); nothing when there is none.
+fn write_stderr(py: Python<'_>, line: &str) -> PyResult<()> {
+    let stderr = py.import("sys")?.getattr("stderr")?;
+    if stderr.is_none() {
+        return Ok(());
+    }
+    stderr.call_method1("write", (format!("{line}\n"),))?;
+    stderr.call_method0("flush")?;
+    Ok(())
+}
 
 /// Runs `job` on a worker thread (on `threads` rayon threads, default: all cores) while this
-/// thread waits with the GIL released. Every 50 ms it runs Python's signal handlers: when one
-/// raises (Ctrl-C: `KeyboardInterrupt`), it sets the stop flag, waits for the engine to stop
-/// between generations, and raises that error. Notes go to `on_note` as they come.
-fn run_detached(py: Python<'_>, threads: Option<usize>, on_note: Option<&Bound<'_, PyAny>>, job: Job) -> PyResult<String> {
+/// thread waits with the GIL released. Progress lines (`verbose`: 0 none, 1 the progress
+/// lines, 2 also a line per generation) go to `sys.stderr`, notes to `on_note`, as they come.
+/// Every 50 ms it runs Python's signal handlers: when one raises (Ctrl-C: `KeyboardInterrupt`),
+/// it sets the stop flag, waits for the engine to stop between generations, and raises that
+/// error (saying where the run's checkpoint is when `saved` names one).
+fn run_detached(
+    py: Python<'_>,
+    threads: Option<usize>,
+    verbose: u8,
+    on_note: Option<&Bound<'_, PyAny>>,
+    saved: Option<&Path>,
+    job: Job,
+) -> PyResult<Finished> {
     let stop = Arc::new(AtomicBool::new(false));
     let (tx, rx) = mpsc::channel::<Message>();
-    let flag = stop.clone();
+    let lines = tx.clone();
+    let log = Log(Arc::new(move |line: &str| {
+        let _ = lines.send(Message::Line(line.to_string()));
+    }));
+    let (quiet, verbose, stop_flag) = (verbose == 0, verbose >= 2, Some(stop.clone()));
+    let opts = RunOptions { quiet, verbose, stop: stop_flag, log: Some(log), ..Default::default() };
     let worker = std::thread::Builder::new()
         .name("grove-run".into())
         .spawn(move || {
@@ -102,64 +143,161 @@ fn run_detached(py: Python<'_>, threads: Option<usize>, on_note: Option<&Bound<'
             let note = move |s: String| {
                 let _ = notes.send(Message::Note(s));
             };
-            let result = grove::task::run::on_threads(threads, || job(flag, &note));
+            let result = grove::task::run::on_threads(threads, || job(opts, &note));
             let _ = tx.send(Message::Done(result));
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start the run's thread: {e}")))?;
     // The first Python error met while the run goes on (a signal handler's, a note
-    // callback's): raised once the engine has stopped.
+    // callback's, writing a line): raised once the engine has stopped.
     let mut failed: Option<PyErr> = None;
     let mut rx = rx;
     loop {
         // The receiver goes into the detached closure and back (it is Send, not Sync).
         let (next, back) = py.detach(move || (rx.recv_timeout(Duration::from_millis(50)), rx));
         rx = back;
-        match next {
-            Ok(Message::Note(s)) => {
-                if let (Some(cb), None) = (on_note, &failed) {
-                    if let Err(e) = cb.call1((s,)) {
-                        stop.store(true, Ordering::SeqCst);
-                        failed = Some(e);
-                    }
-                }
-            }
+        let shown = match next {
+            Ok(Message::Note(s)) => match (on_note, &failed) {
+                (Some(cb), None) => cb.call1((s,)).map(drop),
+                _ => Ok(()),
+            },
+            Ok(Message::Line(s)) if failed.is_none() => write_stderr(py, &s),
+            Ok(Message::Line(_)) => Ok(()),
             Ok(Message::Done(result)) => {
                 let _ = py.detach(|| worker.join());
-                if let Some(e) = failed {
-                    return Err(e);
-                }
-                return result.map_err(|e| {
-                    if e.downcast_ref::<grove::evolve::Interrupted>().is_some() || e.downcast_ref::<grove::task::run::Stopped>().is_some() {
-                        PyKeyboardInterrupt::new_err("the run was stopped")
-                    } else {
-                        PyRuntimeError::new_err(format!("{e:#}"))
-                    }
-                });
+                // A Ctrl-C that stopped the run raises the interrupt that says where its
+                // checkpoint is; any other Python error raises as it was.
+                let stopped = result.as_ref().err().and_then(|e| stopped_error(e, saved));
+                return match (failed, stopped) {
+                    (Some(e), Some(s)) if e.is_instance_of::<PyKeyboardInterrupt>(py) => Err(s),
+                    (Some(e), _) => Err(e),
+                    (None, Some(s)) => Err(s),
+                    (None, None) => result.map_err(|e| PyRuntimeError::new_err(format!("{e:#}"))),
+                };
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if failed.is_none() {
-                    if let Err(e) = py.check_signals() {
-                        stop.store(true, Ordering::SeqCst);
-                        failed = Some(e);
-                    }
-                }
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) if failed.is_none() => py.check_signals(),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(()),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(failed.unwrap_or_else(|| PyRuntimeError::new_err("the run's thread ended without a result")));
             }
+        };
+        if let Err(e) = shown {
+            stop.store(true, Ordering::SeqCst);
+            failed.get_or_insert(e);
         }
     }
 }
 
-/// How a run shows itself: 0 nothing, 1 the progress display, 2 also a line per generation.
-fn options(verbose: u8, stop: Arc<AtomicBool>) -> RunOptions {
-    RunOptions { quiet: verbose == 0, verbose: verbose >= 2, stop: Some(stop), ..Default::default() }
+/// `KeyboardInterrupt` for a run that stopped on request (`None` for any other error), saying
+/// which checkpoint continues it when `saved` names one.
+fn stopped_error(e: &anyhow::Error, saved: Option<&Path>) -> Option<PyErr> {
+    let generation = match (e.downcast_ref::<grove::evolve::Interrupted>(), e.downcast_ref::<Stopped>()) {
+        (Some(i), _) => i.generation,
+        (None, Some(s)) => s.generation,
+        (None, None) => return None,
+    };
+    Some(PyKeyboardInterrupt::new_err(match saved {
+        Some(p) => format!(
+            "the run was stopped before generation {generation}; its checkpoint {} continues it (the same call with resume=True)",
+            p.display()
+        ),
+        None => "the run was stopped".to_string(),
+    }))
 }
 
-/// Opens the device of a run, sending the CPU-fallback note if there is one.
-fn open(device: grove::backend::DeviceChoice, note: &(dyn Fn(String) + Sync)) -> anyhow::Result<Backend> {
-    let (backend, fallback) = Backend::open_noting(device)?;
-    if let Some(n) = fallback {
+/// A fresh path in the system's temporary directory for the state a fit keeps (the run writes
+/// its checkpoint there; the fit reads it back and removes it).
+fn state_path() -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    std::env::temp_dir().join(format!("grove-fit-{}-{}.ckpt", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// Runs `fit` with `opts` set to continue `warm` (a checkpoint of an earlier fit, checked by
+/// [`continuing`]) and, with `keep`, to save the engine's state before the last generation (to
+/// a temporary file, read back and removed); returns the report and that state.
+fn fit_keeping_state(
+    exp: Experiment,
+    warm: Option<Checkpoint>,
+    keep: bool,
+    opts: RunOptions,
+    fit: impl FnOnce(&RunOptions) -> anyhow::Result<String>,
+) -> anyhow::Result<Finished> {
+    if !keep {
+        return Ok((fit(&RunOptions { resume: warm, ..opts })?, None));
+    }
+    let path = state_path();
+    // The state file is the fit's own, no checkpoint of the user's: the line saying it was saved
+    // is not shown.
+    let log = opts.log.clone().map(|log| {
+        let own = path.display().to_string();
+        Log(Arc::new(move |line: &str| {
+            if !line.ends_with(&own) {
+                (log.0)(line)
+            }
+        }))
+    });
+    let opts = RunOptions { checkpoint: Some(path.clone()), checkpoint_every: 0, experiment: Some(exp), resume: warm, log, ..opts };
+    let result = fit(&opts);
+    let state = std::fs::read(&path);
+    let _ = std::fs::remove_file(&path);
+    let report = result?;
+    let state = state.map_err(|e| anyhow::anyhow!("cannot read back the fit's state {}: {e}", path.display()))?;
+    Ok((report, Some(state)))
+}
+
+/// The first place where two settings differ (`engine.pop_size`, the earlier value, the new
+/// one), leaving out what a continued run may change: the generations, the device, the GPUs.
+fn first_difference(old: &Experiment, new: &Experiment) -> Option<(String, serde_json::Value, serde_json::Value)> {
+    fn walk(path: &str, a: &serde_json::Value, b: &serde_json::Value) -> Option<(String, serde_json::Value, serde_json::Value)> {
+        use serde_json::Value;
+        let at = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+        if let (Value::Object(x), Value::Object(y)) = (a, b) {
+            for (k, v) in x {
+                if let Some(d) = walk(&at(k), v, y.get(k).unwrap_or(&Value::Null)) {
+                    return Some(d);
+                }
+            }
+            return y.iter().find(|(k, _)| !x.contains_key(*k)).map(|(k, v)| (at(k), Value::Null, v.clone()));
+        }
+        (a != b).then(|| (path.to_string(), a.clone(), b.clone()))
+    }
+    let comparable = |e: &Experiment| {
+        let mut e = e.clone();
+        e.engine_mut().generations = 0;
+        *e.device_mut() = Default::default();
+        e.islands_mut().gpus = Default::default();
+        e.settings_json()
+    };
+    walk("", &comparable(old), &comparable(new))
+}
+
+/// Reads the state `bytes` of an earlier run (`origin` names it in errors) and checks that `exp`
+/// continues it: the same command and settings but for the generations (no fewer than it has
+/// run), the device and the GPUs. Each problem is one `ValueError` line.
+fn continuing(bytes: &[u8], exp: &Experiment, origin: &str) -> PyResult<Checkpoint> {
+    let c = Checkpoint::from_json(bytes, origin).map_err(value_error)?;
+    if c.experiment.command() != exp.command() {
+        return Err(PyValueError::new_err(format!("{origin} is a {} run, not a {} one", c.experiment.command(), exp.command())));
+    }
+    if let Some((path, was, now)) = first_difference(&c.experiment, exp) {
+        return Err(PyValueError::new_err(format!(
+            "{origin}: the settings differ at `{path}` (was {was}, now {now}); \
+             a continued run may change only its generations, device and gpus"
+        )));
+    }
+    let (done, want) = (c.state.generation, exp.engine().generations);
+    if want < done {
+        return Err(PyValueError::new_err(format!(
+            "{origin} has run {done} generations; generations={want} is fewer (generations counts the whole run)"
+        )));
+    }
+    Ok(c)
+}
+
+/// Opens the device of a run on the first of the GPUs `gpus` chooses, sending the notes of what
+/// it left out (the CPU fallback, GPUs that are not there).
+fn open(device: DeviceChoice, gpus: &Gpus, note: &(dyn Fn(String) + Sync)) -> anyhow::Result<Backend> {
+    let (backend, notes) = Backend::open_on_noting(device, gpus)?;
+    for n in notes {
         note(n);
     }
     Ok(backend)
@@ -210,62 +348,85 @@ fn check_shapes((n_rows, n_features): (usize, usize), n_y: usize, n_names: usize
     Ok(())
 }
 
+/// The state of an earlier fit that a warm start continues, checked against `exp` ([`continuing`]).
+fn warm_state(warm: Option<&Bound<'_, PyBytes>>, exp: &Experiment, origin: &str) -> PyResult<Option<Checkpoint>> {
+    warm.map(|b| continuing(b.as_bytes(), exp, &format!("{origin} (warm_start)"))).transpose()
+}
+
+/// The report and the state of a fit, for Python: `(report JSON, state bytes)`.
+fn finished<'py>(py: Python<'py>, (report, state): Finished) -> (String, Option<Bound<'py, PyBytes>>) {
+    (report, state.map(|s| PyBytes::new(py, &s)))
+}
+
 /// Symbolic regression on `x` (`(n_rows, n_features)`) and `y` (`(n_rows,)`): the settings
 /// of `grove evolve` (JSON fields over its defaults), feature names and the target's name.
-/// Returns the run's JSON report, as `grove evolve --report` writes it.
+/// `warm`: the state of an earlier fit to continue (the same settings but for the
+/// generations, device and GPUs). Returns the run's JSON report, as `grove evolve --report`
+/// writes it, and with `keep_state` the engine's state before its last generation (a
+/// checkpoint's bytes, which a warm start continues).
 #[pyfunction]
-#[pyo3(signature = (settings, x, y, names, target, threads=None, verbose=0, on_note=None))]
+#[pyo3(signature = (settings, x, y, names, target, threads=None, verbose=0, on_note=None, warm=None, keep_state=false))]
 #[allow(clippy::too_many_arguments)]
-fn fit_regression(
-    py: Python<'_>,
+fn fit_regression<'py>(
+    py: Python<'py>,
     settings: &str,
-    x: &Bound<'_, PyAny>,
-    y: &Bound<'_, PyAny>,
+    x: &Bound<'py, PyAny>,
+    y: &Bound<'py, PyAny>,
     names: Vec<String>,
     target: String,
     threads: Option<usize>,
     verbose: u8,
-    on_note: Option<Bound<'_, PyAny>>,
-) -> PyResult<String> {
-    let Experiment::Evolve(settings) = experiment("evolve", settings, "SymbolicRegressor")? else {
+    on_note: Option<Bound<'py, PyAny>>,
+    warm: Option<Bound<'py, PyBytes>>,
+    keep_state: bool,
+) -> PyResult<(String, Option<Bound<'py, PyBytes>>)> {
+    let exp = experiment("evolve", settings, "SymbolicRegressor")?;
+    let Experiment::Evolve(settings) = exp.clone() else {
         return Err(PyValueError::new_err("expected regression settings"));
     };
+    let warm = warm_state(warm.as_ref(), &exp, "SymbolicRegressor")?;
     let (x, n_rows, n_features) = features(x)?;
     let y = values(y)?;
     check_shapes((n_rows, n_features), y.len(), names.len())?;
     let train = Dataset::from_f32(names, target, x, y).map_err(value_error)?;
     check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, 1)?;
     check_choice(settings.validation_fraction, settings.select, n_rows, settings.engine.seed, None)?;
-    let job: Job = Box::new(move |stop, note| {
-        let backend = open(settings.device, note)?;
-        let result = grove::task::regression::fit(&settings, &train, None, &backend, &options(verbose, stop))?;
-        Ok(result.report.to_string())
+    let job: Job = Box::new(move |opts, note| {
+        let backend = open(settings.device, &settings.islands.gpus, note)?;
+        fit_keeping_state(exp, warm, keep_state, opts, |opts| {
+            Ok(grove::task::regression::fit(&settings, &train, None, &backend, opts)?.report.to_string())
+        })
     });
-    run_detached(py, threads, on_note.as_ref(), job)
+    Ok(finished(py, run_detached(py, threads, verbose, on_note.as_ref(), None, job)?))
 }
 
 /// Classification of `x` (`(n_rows, n_features)`) into `classes` by `codes` (`(n_rows,)`,
 /// each row's class index): the settings of `grove classify` (JSON fields over its
-/// defaults; `standardize` decides whether features are standardised, as there). Returns the
-/// run's JSON report, as `grove classify --report` writes it (with no test part).
+/// defaults; `standardize` decides whether features are standardised, as there). `warm` and
+/// `keep_state` as for [`fit_regression`]. Returns the run's JSON report, as `grove classify
+/// --report` writes it (with no test part), and the state kept.
 #[pyfunction]
-#[pyo3(signature = (settings, x, codes, classes, names, target, threads=None, verbose=0, on_note=None))]
+#[pyo3(signature = (settings, x, codes, classes, names, target, threads=None, verbose=0, on_note=None, warm=None, keep_state=false))]
 #[allow(clippy::too_many_arguments)]
-fn fit_classification(
-    py: Python<'_>,
+fn fit_classification<'py>(
+    py: Python<'py>,
     settings: &str,
-    x: &Bound<'_, PyAny>,
-    codes: PyReadonlyArray1<'_, u32>,
+    x: &Bound<'py, PyAny>,
+    codes: PyReadonlyArray1<'py, u32>,
     classes: Vec<String>,
     names: Vec<String>,
     target: String,
     threads: Option<usize>,
     verbose: u8,
-    on_note: Option<Bound<'_, PyAny>>,
-) -> PyResult<String> {
-    let Experiment::Classify(settings) = experiment("classify", settings, "SymbolicClassifier")? else {
+    on_note: Option<Bound<'py, PyAny>>,
+    warm: Option<Bound<'py, PyBytes>>,
+    keep_state: bool,
+) -> PyResult<(String, Option<Bound<'py, PyBytes>>)> {
+    let exp = experiment("classify", settings, "SymbolicClassifier")?;
+    let Experiment::Classify(settings) = exp.clone() else {
         return Err(PyValueError::new_err("expected classification settings"));
     };
+    let warm = warm_state(warm.as_ref(), &exp, "SymbolicClassifier")?;
     let (x, n_rows, n_features) = features(x)?;
     let codes = codes.as_array().to_vec();
     check_shapes((n_rows, n_features), codes.len(), names.len())?;
@@ -278,39 +439,80 @@ fn fit_classification(
         s.apply_to(&mut train.data);
     }
     check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, n_outputs)?;
-    let job: Job = Box::new(move |stop, note| {
-        let backend = open(settings.device, note)?;
-        let opts = options(verbose, stop);
-        let result = grove::task::classify::fit(&settings, &train, None, standardize.as_ref(), &backend, &opts)?;
-        Ok(result.report.to_string())
+    let job: Job = Box::new(move |opts, note| {
+        let backend = open(settings.device, &settings.islands.gpus, note)?;
+        fit_keeping_state(exp, warm, keep_state, opts, |opts| {
+            let result = grove::task::classify::fit(&settings, &train, None, standardize.as_ref(), &backend, opts)?;
+            Ok(result.report.to_string())
+        })
     });
-    run_detached(py, threads, on_note.as_ref(), job)
+    Ok(finished(py, run_detached(py, threads, verbose, on_note.as_ref(), None, job)?))
 }
 
 /// A control policy for an environment: the settings of `grove control` (JSON fields over
-/// its defaults, which depend on the device). Returns the run's JSON report (its `policy` is
-/// what `grove rollout --policy` replays).
+/// its defaults, which depend on the device). With `checkpoint`, the run saves its state there
+/// every `checkpoint_every` generations, before the last one and on Ctrl-C (`grove control
+/// --checkpoint`); with `resume` too and a checkpoint at that path, it continues that run (the
+/// same settings but for the generations, device and GPUs), as `grove run --resume` does.
+/// Returns the run's JSON report (its `policy` is what `grove rollout --policy` replays).
 #[pyfunction]
-#[pyo3(signature = (settings, threads=None, verbose=0, on_note=None))]
-fn control(py: Python<'_>, settings: &str, threads: Option<usize>, verbose: u8, on_note: Option<Bound<'_, PyAny>>) -> PyResult<String> {
+#[pyo3(signature = (settings, threads=None, verbose=0, on_note=None, checkpoint=None, checkpoint_every=10, resume=false))]
+#[allow(clippy::too_many_arguments)]
+fn control(
+    py: Python<'_>,
+    settings: &str,
+    threads: Option<usize>,
+    verbose: u8,
+    on_note: Option<Bound<'_, PyAny>>,
+    checkpoint: Option<PathBuf>,
+    checkpoint_every: usize,
+    resume: bool,
+) -> PyResult<String> {
     let given: serde_json::Value =
         serde_json::from_str(settings).map_err(|e| PyValueError::new_err(format!("control: settings are not JSON: {e}")))?;
-    let device: grove::backend::DeviceChoice = match given.get("device") {
+    let device: DeviceChoice = match given.get("device") {
         Some(d) => serde_json::from_value(d.clone()).map_err(|e| PyValueError::new_err(format!("device: {e}")))?,
         None => Default::default(),
     };
     // Checked once on the CPU's defaults so that bad settings fail before the run starts.
-    grove::task::control::ControlSettings::from_json(given.clone(), false).map_err(value_error)?;
-    let env = given.get("env").and_then(|e| e.as_str()).unwrap_or("swimmer").to_string();
-    let profile = given.get("profile").and_then(|p| p.as_str()).map(str::to_string);
-    grove::sim::Model::load(&env, profile.as_deref()).map_err(value_error)?;
-    let job: Job = Box::new(move |stop, note| {
-        let backend = open(device, note)?;
+    let checked = grove::task::control::ControlSettings::from_json(given.clone(), false).map_err(value_error)?;
+    grove::sim::Model::load(&checked.env, checked.profile.as_deref()).map_err(value_error)?;
+    if checkpoint_every == 0 {
+        return Err(PyValueError::new_err("checkpoint_every must be at least 1"));
+    }
+    if resume && checkpoint.is_none() {
+        return Err(PyValueError::new_err("resume=True continues the run saved at checkpoint: give checkpoint=PATH"));
+    }
+    if let Some(path) = &checkpoint {
+        grove::task::run::check_checkpoint_path(path).map_err(value_error)?;
+    }
+    // The saved run to continue: read now, checked against the settings once the device is known.
+    let saved = match &checkpoint {
+        Some(path) if resume && path.exists() => {
+            Some(std::fs::read(path).map_err(|e| PyValueError::new_err(format!("cannot read the checkpoint {}: {e}", path.display())))?)
+        }
+        _ => None,
+    };
+    let on_gpu = device.has_gpu();
+    let expected = grove::task::control::ControlSettings::from_json(given.clone(), on_gpu).map_err(value_error)?;
+    let origin = checkpoint.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let resumed = saved.map(|b| continuing(&b, &Experiment::Control(expected), &origin)).transpose()?;
+    let gpus = checked.islands.gpus.clone();
+    let path = checkpoint.clone();
+    let job: Job = Box::new(move |opts, note| {
+        let backend = open(device, &gpus, note)?;
         let settings = grove::task::control::ControlSettings::from_json(given, matches!(backend, Backend::Cuda(_)))?;
-        let result = grove::task::control::control_with(&settings, &backend, &options(verbose, stop))?;
-        Ok(result.report.to_string())
+        let opts = RunOptions {
+            experiment: Some(Experiment::Control(settings.clone())),
+            checkpoint: path,
+            checkpoint_every,
+            resume: resumed,
+            ..opts
+        };
+        let result = grove::task::control::control_with(&settings, &backend, &opts)?;
+        Ok((result.report.to_string(), None))
     });
-    run_detached(py, threads, on_note.as_ref(), job)
+    Ok(run_detached(py, threads, verbose, on_note.as_ref(), checkpoint.as_deref(), job)?.0)
 }
 
 /// Reads a model (`model` of a report) from JSON.
@@ -460,6 +662,11 @@ fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaul
     x.set_item("parsimony_coefficient", d::PARSIMONY)?;
     x.set_item("size_pressure", grove::evolve::DEFAULT_SIZE_PRESSURE)?;
     x.set_item("function_set", d::FUNCTIONS)?;
+    let islands = grove::evolve::IslandConfig::default();
+    x.set_item("islands", islands.count)?;
+    x.set_item("migrate_every", islands.migrate_every)?;
+    x.set_item("migrants", islands.migrants)?;
+    x.set_item("gpus", islands.gpus.to_string())?;
     Ok(x)
 }
 
@@ -495,6 +702,8 @@ fn _grove(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SYMPY_PRELUDE", grove::program::render::SYMPY_PRELUDE)?;
     // Every command's defaults, which the estimators' signatures show.
     m.add("DEFAULTS", defaults(m.py())?)?;
+    // The most islands a run may have (`--islands`).
+    m.add("MAX_ISLANDS", grove::evolve::islands::MAX_ISLANDS)?;
     m.add_function(wrap_pyfunction!(fit_regression, m)?)?;
     m.add_function(wrap_pyfunction!(fit_classification, m)?)?;
     m.add_function(wrap_pyfunction!(control, m)?)?;

@@ -67,3 +67,82 @@ def test_ctrl_c_stops_a_control_run():
     with pytest.raises(KeyboardInterrupt), interrupt_soon():
         grove.control("swimmer", **{**TINY, "generations": 1_000_000})
     assert time.monotonic() - start < 30
+
+
+# Checkpoints: grove.control(checkpoint=PATH, resume=True) continues a saved run.
+
+
+def untimed(report):
+    return [{k: v for k, v in g.items() if k != "seconds"} for g in report["generations"]]
+
+
+def same_run(a, b):
+    for key in ["best", "train", "test", "policy", "hall_of_fame"]:
+        assert a.report[key] == b.report[key], key
+    assert untimed(a.report) == untimed(b.report)
+
+
+def test_a_resumed_control_run_equals_the_uninterrupted_one(tmp_path, grove_cli):
+    path = tmp_path / "run.ckpt"
+    whole = grove.control("swimmer", **{**TINY, "generations": 5})
+    first = grove.control("swimmer", **{**TINY, "generations": 2}, checkpoint=path)
+    assert path.is_file() and len(first.report["generations"]) == 3
+    resumed = grove.control("swimmer", **{**TINY, "generations": 5}, checkpoint=path, resume=True)
+    same_run(resumed, whole)
+    # The checkpoint is the command line's: `grove run --resume` continues the Python run too.
+    second = tmp_path / "again.ckpt"
+    grove.control("swimmer", **{**TINY, "generations": 2}, checkpoint=second)
+    grove_cli("run", "--resume", second, "--gens", 5, "--quiet", "--report", tmp_path / "r.json")
+    import json
+
+    cli = json.loads((tmp_path / "r.json").read_text())
+    for key in ["best", "train", "test", "policy"]:
+        assert cli[key] == whole.report[key], key
+
+
+def test_resume_without_a_checkpoint_file_starts_afresh(tmp_path):
+    path = tmp_path / "new.ckpt"
+    a = grove.control("swimmer", **TINY, checkpoint=path, resume=True)
+    same_run(a, grove.control("swimmer", **TINY))
+    assert path.is_file()
+
+
+def test_bad_checkpoint_arguments_are_value_errors(tmp_path):
+    path = tmp_path / "run.ckpt"
+    grove.control("swimmer", **{**TINY, "generations": 3}, checkpoint=path)
+    with pytest.raises(ValueError, match="has run 3 generations; generations=2 is fewer"):
+        grove.control("swimmer", **TINY, checkpoint=path, resume=True)
+    with pytest.raises(ValueError, match=r"settings differ at `engine.pop_size` \(was 16, now 20\)"):
+        grove.control("swimmer", **{**TINY, "generations": 4, "population_size": 20}, checkpoint=path, resume=True)
+    with pytest.raises(ValueError, match="give checkpoint=PATH"):
+        grove.control("swimmer", **TINY, resume=True)
+    with pytest.raises(ValueError, match="does not exist"):
+        grove.control("swimmer", **TINY, checkpoint=tmp_path / "nowhere" / "run.ckpt")
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        grove.control("swimmer", **TINY, checkpoint=path, checkpoint_every=0)
+    (tmp_path / "bad.ckpt").write_text("{}")
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        grove.control("swimmer", **TINY, checkpoint=tmp_path / "bad.ckpt", resume=True)
+
+
+def test_ctrl_c_saves_a_checkpoint_that_resumes_to_the_uninterrupted_run(tmp_path):
+    from conftest import interrupt_soon
+
+    path = tmp_path / "run.ckpt"
+    settings = {**TINY, "generations": 300}
+    with pytest.raises(KeyboardInterrupt, match="resume=True") as stopped, interrupt_soon():
+        grove.control("swimmer", **settings, checkpoint=path)
+    assert str(path) in str(stopped.value)
+    resumed = grove.control("swimmer", **settings, checkpoint=path, resume=True)
+    same_run(resumed, grove.control("swimmer", **settings))
+
+
+def test_islands_reach_the_control_run():
+    p = grove.control("swimmer", **{**TINY, "islands": 2, "migrants": 3, "migrate_every": 1, "gpus": [0, 1]})
+    assert p.report["settings"]["islands"] == {"count": 2, "migrate_every": 1, "migrants": 3, "gpus": "0,1"}
+    with pytest.raises(ValueError, match="islands"):
+        grove.control("swimmer", **{**TINY, "islands": 0})
+    with pytest.raises(ValueError, match="migrants=20 must be at most population_size=16"):
+        grove.control("swimmer", **{**TINY, "islands": 2})
+    with pytest.raises(ValueError, match="gpus"):
+        grove.control("swimmer", **{**TINY, "gpus": "first"})

@@ -210,6 +210,44 @@ def test_parameters_are_validated_with_scikit_learns_messages():
         SymbolicClassifier(bloat="penalty").fit(*iris_named())
     with pytest.raises(ValueError, match="size_pressure"):
         SymbolicRegressor(size_pressure=3).fit(X, y)
+    with pytest.raises(ValueError, match="warm_start"):
+        SymbolicRegressor(warm_start="yes").fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(islands=0), "'islands' parameter"),
+        (dict(islands=70000), "'islands' parameter"),
+        (dict(migrate_every=0), "'migrate_every' parameter"),
+        (dict(migrants=-1), "'migrants' parameter"),
+        (dict(islands=2, migrants=400), "migrants=400 must be at most population_size=300"),
+        (dict(gpus=0), "'gpus' parameter"),
+        (dict(gpus="some"), "'gpus' parameter"),
+        (dict(gpus=[]), "a list of device ordinals"),
+        (dict(gpus=[0, -1]), "a list of device ordinals"),
+        (dict(gpus=[1, 1]), "listed twice"),
+        (dict(islands=2, population_size=2**31), "--pop × --islands"),
+    ],
+)
+def test_island_and_gpu_parameters_are_checked(params, message):
+    X, y = quadratic(50)
+    with pytest.raises(ValueError, match=message):
+        SymbolicRegressor(**{**SMALL, **params}).fit(X, y)
+
+
+def test_islands_run_side_by_side_and_the_gpus_do_not_change_a_cpu_run():
+    X, y = quadratic(80)
+    kw = dict(SMALL, generations=4, islands=3, migrate_every=2, migrants=5)
+    m = SymbolicRegressor(**kw).fit(X, y)
+    assert m.report_["settings"]["islands"] == {"count": 3, "migrate_every": 2, "migrants": 5, "gpus": "all"}
+    # Each generation reports every island's statistics.
+    assert all(len(g["islands"]) == 3 for g in m.report_["generations"]), m.report_["generations"][0]
+    other = SymbolicRegressor(**kw, gpus=[1, 0]).fit(X, y)
+    assert other.report_["settings"]["islands"]["gpus"] == "1,0"
+    assert other.program_ == m.program_
+    assert SymbolicRegressor(**kw, gpus=[2]).fit(X, y).report_["settings"]["islands"]["gpus"] == "2,"
+    assert SymbolicClassifier(**{**kw, "gpus": 2}).fit(*iris_named()).report_["settings"]["islands"]["gpus"] == "2"
 
 
 # Data in: layouts, dtypes, DataFrames; bad input.
@@ -312,13 +350,47 @@ def test_pipeline_with_a_scaler_inside_a_grid_search():
     assert search.score(X, y) > 0.8
 
 
-def test_verbose_shows_progress_and_quiet_shows_nothing(capfd):
+class fd2_to_file:
+    """Points the process's file descriptor 2 at a temporary file while the block runs, so that
+    what the engine might write there past Python's ``sys.stderr`` can be read back."""
+
+    def __enter__(self):
+        import tempfile
+
+        self.file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        return False
+
+    def text(self):
+        self.file.seek(0)
+        return self.file.read().decode()
+
+
+def test_verbose_shows_progress_through_sys_stderr_and_quiet_shows_nothing(capsys):
+    # capsys replaces sys.stderr and leaves file descriptor 2 alone: what it captures went
+    # through Python's stream, which a notebook shows.
     X, y = quadratic(60)
-    SymbolicRegressor(**{**SMALL, "generations": 3}).fit(X, y)
-    assert capfd.readouterr().err == ""
-    SymbolicRegressor(verbose=2, **{**SMALL, "generations": 3}).fit(X, y)
-    err = capfd.readouterr().err
-    assert err.count("gen ") >= 3, err
+    with fd2_to_file() as fd2:
+        SymbolicRegressor(**{**SMALL, "generations": 3}).fit(X, y)
+        assert capsys.readouterr().err == ""
+        # (warm_start: the fit saves its state, a checkpoint of its own, which it does not mention)
+        SymbolicRegressor(verbose=2, warm_start=True, **{**SMALL, "generations": 3}).fit(X, y)
+        err = capsys.readouterr().err
+        SymbolicClassifier(verbose=1, **{**SMALL, "generations": 2}).fit(*iris_named())
+        progress = capsys.readouterr().err
+    assert fd2.text() == ""
+    # One line per generation (0 to 3) and the progress lines; the fit's own state file is
+    # not mentioned.
+    assert sum(line.startswith("gen ") for line in err.splitlines()) >= 4, err
+    assert "checkpoint" not in err
+    assert "gen    0/2" in progress and "gen    2/2" in progress, progress
+    assert "gen    1 ·" not in progress
 
 
 def test_auto_device_without_a_gpu_warns_once_and_runs_on_the_cpu():

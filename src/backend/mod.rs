@@ -189,27 +189,39 @@ impl Backend {
     /// GPUs the driver does not have is said in one line on standard error (unless `quiet`) and
     /// the run goes on with those that are there.
     pub fn open_on(choice: DeviceChoice, gpus: &Gpus, quiet: bool) -> Result<Backend> {
+        let (backend, notes) = Self::open_on_noting(choice, gpus)?;
+        if !quiet {
+            for note in notes {
+                eprintln!("note: {note}");
+            }
+        }
+        Ok(backend)
+    }
+
+    /// [`Self::open_on`], printing nothing: the backend and the lines that say what it left out
+    /// (GPUs the driver does not have, the CPU fallback of `auto`), for the caller to show.
+    pub fn open_on_noting(choice: DeviceChoice, gpus: &Gpus) -> Result<(Backend, Vec<String>)> {
         if choice == DeviceChoice::Cpu || *gpus == Gpus::All {
-            return Self::open(choice, quiet);
+            let (backend, note) = Self::open_noting(choice)?;
+            return Ok((backend, note.into_iter().collect()));
         }
         let devices = match cuda::probe::driver() {
             Ok(d) => d.devices as usize,
-            // No driver: `open` says so (auto) or fails (cuda).
-            Err(_) => return Self::open(choice, quiet),
+            // No driver: `open_noting` says so (auto) or fails (cuda).
+            Err(_) => {
+                let (backend, note) = Self::open_noting(choice)?;
+                return Ok((backend, note.into_iter().collect()));
+            }
         };
         let (ordinals, note) = gpus.resolve(devices);
-        if let (Some(note), false) = (note, quiet) {
-            eprintln!("note: {note}");
-        }
+        let mut notes: Vec<String> = note.into_iter().collect();
         let opts = cuda::EngineOptions { ordinal: ordinals[0], ..cuda::EngineOptions::default() };
         match (choice, cuda::CudaEngine::with_options(opts)) {
-            (_, Ok(e)) => Ok(Backend::Cuda(Box::new(e))),
+            (_, Ok(e)) => Ok((Backend::Cuda(Box::new(e)), notes)),
             (DeviceChoice::Cuda, Err(e)) => Err(anyhow::anyhow!("--device cuda: {e}")),
             (_, Err(e)) => {
-                if !quiet {
-                    eprintln!("note: running on the CPU ({e})");
-                }
-                Ok(Backend::Cpu)
+                notes.push(format!("running on the CPU ({e})"));
+                Ok((Backend::Cpu, notes))
             }
         }
     }

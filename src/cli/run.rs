@@ -156,6 +156,7 @@ pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> R
         resume: resume.map(|r| r.1),
         stop,
         max_memory: flags.max_memory,
+        log: None,
     })
 }
 

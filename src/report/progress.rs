@@ -1,16 +1,19 @@
 //! Live progress of a run: a progress bar with the generation, best fitness and evaluation rate
-//! on a terminal; one plain line every few generations when the output is not a terminal.
+//! on a terminal; one plain line every few generations when the output is not a terminal or
+//! goes to a [`Log`].
 
 use std::io::IsTerminal;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::{Log, say};
 use crate::evolve::GenerationStats;
 
-/// Shows a run's progress on standard error.
+/// Shows a run's progress on standard error or through a [`Log`].
 pub struct Progress {
     bar: Option<ProgressBar>,
+    log: Option<Log>,
     quiet: bool,
     total: usize,
     start: Instant,
@@ -31,7 +34,17 @@ impl Progress {
             );
             bar
         });
-        Self { bar, quiet, total: generations + 1, start: Instant::now(), last_line: Instant::now(), unit: "node evals", returns: false }
+        let now = Instant::now();
+        Self { bar, log: None, quiet, total: generations + 1, start: now, last_line: now, unit: "node evals", returns: false }
+    }
+
+    /// Sends the progress lines to `log` (with one, no progress bar: plain lines).
+    pub fn with_log(mut self, log: Option<Log>) -> Self {
+        if log.is_some() {
+            self.bar = None;
+        }
+        self.log = log;
+        self
     }
 
     /// Names what `update`'s count counts (default `node evals`; control counts `env steps`).
@@ -66,7 +79,7 @@ impl Progress {
         } else if !self.quiet {
             let last = s.generation + 1 == self.total;
             if last || s.generation == 0 || self.last_line.elapsed().as_secs_f64() >= 2.0 {
-                eprintln!("gen {:>4}/{} · {msg}", s.generation, self.total - 1);
+                say(self.log.as_ref(), &format!("gen {:>4}/{} · {msg}", s.generation, self.total - 1));
                 self.last_line = Instant::now();
             }
         }
@@ -77,5 +90,36 @@ impl Progress {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    fn stats(generation: usize) -> GenerationStats {
+        GenerationStats { generation, best: 0.5, mean: 1.0, mean_size: 7.0, invalid: 0, seconds: 0.01 }
+    }
+
+    #[test]
+    fn progress_with_a_log_sends_plain_lines_there() {
+        let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = lines.clone();
+        let log = Log(Arc::new(move |l: &str| sink.lock().unwrap().push(l.to_string())));
+        let mut p = Progress::new(3, false).with_log(Some(log.clone()));
+        assert!(p.bar.is_none());
+        for g in 0..=3 {
+            p.update(&stats(g), 100.0);
+        }
+        p.finish();
+        let got = lines.lock().unwrap().clone();
+        // The first and the last generation always; the others only 2 s apart.
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].starts_with("gen    0/3 · best 0.500000") && got[1].starts_with("gen    3/3"), "{got:?}");
+        // Quiet: nothing.
+        let mut q = Progress::new(3, true).with_log(Some(log));
+        q.update(&stats(0), 1.0);
+        assert_eq!(lines.lock().unwrap().len(), 2);
     }
 }

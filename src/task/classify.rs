@@ -370,7 +370,7 @@ pub fn fit(
     let need = super::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: sums, device_per_individual: sums };
     super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
     if backend.classification_on_host() && !opts.quiet {
-        eprintln!("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
+        opts.say("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }
     let data = backend.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
     let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();
@@ -383,7 +383,7 @@ pub fn fit(
     }
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
-    super::search::note_bloat(&settings.engine, backend, opts.quiet);
+    super::search::note_bloat(&settings.engine, backend, opts);
     // --stop-at is the best program's training accuracy (the fitness may be cross-entropy).
     let accuracy = |b: &crate::evolve::Best| scores(&b.nodes, n_outputs, train).map_or(f64::NAN, |s| s.confusion.accuracy());
     let goal = super::budget::Goal { measure: super::budget::Measure::Accuracy, value: Box::new(accuracy) };

@@ -549,11 +549,11 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
     let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
     let need = super::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: 32, device_per_individual: 32 };
     super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
-    super::search::note_bloat(&settings.engine, backend, opts.quiet);
+    super::search::note_bloat(&settings.engine, backend, opts);
     let k = settings.outputs;
     let n_outputs = if k > 1 { k } else { 0 };
     if k > 1 && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
-        eprintln!("note: --outputs {k} evaluates on the CPU (the fitted head has no CUDA kernel yet)");
+        opts.say(&format!("note: --outputs {k} evaluates on the CPU (the fitted head has no CUDA kernel yet)"));
     }
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
     let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;

@@ -42,6 +42,15 @@ pub struct RunOptions {
     /// The most memory the run may plan for, bytes (`--max-memory`; `None`: what the machine
     /// has, [`super::plan`]).
     pub max_memory: Option<u64>,
+    /// Where progress lines and notes go (`None`: standard error).
+    pub log: Option<crate::report::Log>,
+}
+
+impl RunOptions {
+    /// Shows one line of progress or a note: through [`Self::log`], else on standard error.
+    pub fn say(&self, line: &str) {
+        crate::report::say(self.log.as_ref(), line);
+    }
 }
 
 /// The run stopped on request after saving a checkpoint.
@@ -319,7 +328,8 @@ impl<'a> RunObserver<'a> {
             Some(c) => (c.hall_of_fame()?, c.node_evaluations, c.median_sizes.clone()),
             None => (HallOfFame::default(), 0.0, Vec::new()),
         };
-        let mut progress = crate::report::progress::Progress::new(engine.generations, opts.quiet || opts.verbose);
+        let mut progress =
+            crate::report::progress::Progress::new(engine.generations, opts.quiet || opts.verbose).with_log(opts.log.clone());
         if matches!(work, Work::EnvSteps(_)) {
             progress = progress.with_unit("env steps").with_returns();
         }
@@ -419,15 +429,15 @@ impl Observer for RunObserver<'_> {
         if self.verbose {
             let islands = islands.map_or(String::new(), |l| format!(" · {l}"));
             match self.work {
-                Work::Nodes { .. } => eprintln!(
+                Work::Nodes { .. } => self.opts.say(&format!(
                     "gen {:>4} · best {:.6e} · mean {:.6e} · mean size {:.1} · invalid {} · {:.3} s{islands}",
                     s.generation, s.best, s.mean, s.mean_size, s.invalid, s.seconds
-                ),
+                )),
                 // Control minimises minus the return: show returns.
-                Work::EnvSteps(_) => eprintln!(
+                Work::EnvSteps(_) => self.opts.say(&format!(
                     "gen {:>4} · best return {:.2} · mean return {:.2} · mean size {:.1} · invalid {} · {:.3} s{islands}",
                     s.generation, -s.best, -s.mean, s.mean_size, s.invalid, s.seconds
-                ),
+                )),
             }
         }
         self.island_stats.clear();
@@ -507,7 +517,7 @@ impl Observer for RunObserver<'_> {
         };
         c.save(path)?;
         if self.verbose {
-            eprintln!("checkpoint before generation {} saved to {}", state.generation, path.display());
+            self.opts.say(&format!("checkpoint before generation {} saved to {}", state.generation, path.display()));
         }
         Ok(())
     }

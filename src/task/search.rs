@@ -244,11 +244,11 @@ pub fn evolve(settings: &SearchSettings<'_>, programs: &Programs<'_>, task: &dyn
     outcome.map_err(|e| observer.explain(e))
 }
 
-/// Says on standard error, unless quiet, that bloat control keeps selection and variation on
-/// the CPU of a GPU run.
-pub fn note_bloat(engine: &EngineConfig, backend: &crate::backend::Backend, quiet: bool) {
-    if engine.bloat != crate::select::Bloat::None && matches!(backend, crate::backend::Backend::Cuda(_)) && !quiet {
-        eprintln!("note: --bloat keeps selection and variation on the CPU (the device loop has plain tournaments only); evaluation stays on the GPU");
+/// Says, unless quiet ([`super::run::RunOptions::say`]), that bloat control keeps selection and
+/// variation on the CPU of a GPU run.
+pub fn note_bloat(engine: &EngineConfig, backend: &crate::backend::Backend, opts: &super::run::RunOptions) {
+    if engine.bloat != crate::select::Bloat::None && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
+        opts.say("note: --bloat keeps selection and variation on the CPU (the device loop has plain tournaments only); evaluation stays on the GPU");
     }
 }
 
