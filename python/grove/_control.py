@@ -9,7 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import _grove
-from ._run import functions_text, grammar_spec, islands_block, on_note, seed_of
+from ._run import budget_block, functions_text, grammar_spec, islands_block, on_note, seed_of
 
 # `grove control`'s defaults (grove::task::defaults), which the signature of ``control`` shows.
 _CONTROL = _grove.DEFAULTS["control"]
@@ -88,6 +88,8 @@ def control(
     migrate_every=_CONTROL["migrate_every"],
     migrants=_CONTROL["migrants"],
     gpus=_CONTROL["gpus"],
+    max_time=None,
+    stop_at=None,
     device="auto",
     threads=None,
     random_state=_CONTROL["random_state"],
@@ -108,11 +110,15 @@ def control(
     (``--islands``, ``--migrate-every``, ``--migrants``, ``--gpus``: populations side by side
     exchanging their best programs on a ring, spread over these GPUs on a CUDA run).
 
+    ``max_time`` and ``stop_at``: the run ends after the generation past which one more would
+    cross ``max_time`` seconds of search, or after the first whose best policy's training return
+    is at or above ``stop_at`` (``--time-limit``, ``--stop-at``); ``report["ended"]`` says why.
+
     ``checkpoint``: a file the run saves its state to every ``checkpoint_every`` generations,
     before the last generation and on Ctrl-C (``grove control --checkpoint``; ``grove run
     --resume`` continues it too). With ``resume=True`` and a checkpoint at that path, the run
-    continues the saved one (the same settings but ``generations``, ``device`` and ``gpus``; no
-    fewer generations than it has run) and ends as the uninterrupted run would; without a file
+    continues the saved one (the same settings but ``generations``, ``max_time``, ``stop_at``,
+    ``device`` and ``gpus``; no fewer generations than it has run) and ends as the uninterrupted run would; without a file
     there it starts afresh. ``verbose``: 0 quiet, 1 progress lines, 2 also a line per
     generation, written to ``sys.stderr`` (which a notebook shows)."""
     if grammar is not None and function_set is not None:
@@ -147,6 +153,7 @@ def control(
         "validation_episodes": int(validation_episodes),
         "trees": {"p_out": float(p_out)},
         "islands": islands_block(islands, migrate_every, migrants, gpus, population_size),
+        "budget": budget_block(max_time, stop_at),
         "device": device,
     }
     if population_size is not None:

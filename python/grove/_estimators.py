@@ -23,7 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _grove
-from ._run import functions_text, grammar_spec, islands_block, on_note, seed_of
+from ._run import budget_block, functions_text, grammar_spec, islands_block, on_note, seed_of
 
 _DTYPES = [np.float64, np.float32]
 
@@ -84,6 +84,8 @@ class _SymbolicBase(BaseEstimator):
         "migrate_every": [Interval(Integral, 1, None, closed="left")],
         "migrants": [Interval(Integral, 0, None, closed="left")],
         "gpus": [StrOptions({"all"}), Interval(Integral, 1, None, closed="left"), list, tuple],
+        "max_time": [Interval(Real, 0, None, closed="neither"), None],
+        "stop_at": [Real, None],
         "device": [StrOptions({"auto", "cpu", "cuda"})],
         "threads": [Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state"],
@@ -135,6 +137,9 @@ class _SymbolicBase(BaseEstimator):
 
     def _islands(self):
         return islands_block(self.islands, self.migrate_every, self.migrants, self.gpus, self.population_size)
+
+    def _budget(self):
+        return budget_block(self.max_time, self.stop_at)
 
     def _run_options(self):
         verbose = int(self.verbose)
@@ -254,6 +259,13 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     gpus : "all", int or list of int, default="all"
         The GPUs the islands are spread over on a CUDA run: all the driver sees, the first N,
         or these device ordinals (``--gpus``); results do not depend on it.
+    max_time : float, default=None
+        Seconds of search: the run ends after the generation past which one more would cross
+        it (``--time-limit``), with the model, report and equations of a finished run.
+    stop_at : float, default=None
+        The run ends after the first generation whose best program's training loss (the
+        fitness, ``metric``) is at or below it (``--stop-at``). ``report_["ended"]`` says why a
+        run ended. A warm start may change both.
     device : {"auto", "cpu", "cuda"}, default="auto"
         Where populations are evaluated; "auto" uses a CUDA GPU when one is usable, else the
         CPU with one warning.
@@ -264,7 +276,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     warm_start : bool, default=False
         ``fit`` keeps the last population (about 400 bytes a program), and when fitted so
         already, continues it up to ``generations`` in all (the settings but ``generations``,
-        ``device`` and ``gpus`` unchanged): a fit of G generations then one to G + H equals one
+        ``max_time``, ``stop_at``, ``device`` and ``gpus`` unchanged): a fit of G generations then one to G + H equals one
         fit of G + H on the same data. Fewer generations than the fitted run's is an error; as
         many keeps the model.
     verbose : int, default=0
@@ -317,6 +329,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         migrate_every=_EVOLVE["migrate_every"],
         migrants=_EVOLVE["migrants"],
         gpus=_EVOLVE["gpus"],
+        max_time=None,
+        stop_at=None,
         device="auto",
         threads=None,
         random_state=None,
@@ -345,6 +359,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.migrate_every = migrate_every
         self.migrants = migrants
         self.gpus = gpus
+        self.max_time = max_time
+        self.stop_at = stop_at
         self.device = device
         self.threads = threads
         self.random_state = random_state
@@ -367,6 +383,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
             },
             "outputs": int(self.outputs),
             "islands": self._islands(),
+            "budget": self._budget(),
             "device": self.device,
         }
 
@@ -426,10 +443,13 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     ----------
     function_set, grammar, population_size (5000), generations (40), tournament_size,
     elitism, max_length (64), parsimony_coefficient, validation_fraction, select, bloat,
-    size_pressure, islands, migrate_every, migrants, gpus, device, threads, random_state,
-    warm_start, verbose :
+    size_pressure, islands, migrate_every, migrants, gpus, max_time, device, threads,
+    random_state, warm_start, verbose :
         as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets); validation
         rows are held out per class, and their error is the one ``fitness`` names.
+    stop_at : float in [0, 1], default=None
+        The run ends after the first generation whose best program reaches this training
+        accuracy (``grove classify --stop-at``).
     fitness : {"cross-entropy", "accuracy", "balanced-accuracy"}, default="cross-entropy"
         What evolution minimises: mean softmax cross-entropy, 1 - accuracy, or 1 - balanced
         accuracy.
@@ -486,6 +506,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         migrate_every=_CLASSIFY["migrate_every"],
         migrants=_CLASSIFY["migrants"],
         gpus=_CLASSIFY["gpus"],
+        max_time=None,
+        stop_at=None,
         device="auto",
         threads=None,
         random_state=None,
@@ -514,6 +536,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.migrate_every = migrate_every
         self.migrants = migrants
         self.gpus = gpus
+        self.max_time = max_time
+        self.stop_at = stop_at
         self.device = device
         self.threads = threads
         self.random_state = random_state
@@ -531,6 +555,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
             "parsimony": float(self.parsimony_coefficient),
             "trees": {"p_out": float(self.p_out)},
             "islands": self._islands(),
+            "budget": self._budget(),
             "device": self.device,
         }
 

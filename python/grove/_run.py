@@ -1,5 +1,5 @@
 """What the estimators and ``control`` share: seeds from ``random_state``, function sets,
-grammars and islands as the engine reads them, and the warning for a device that falls back to
+grammars, islands and budgets as the engine reads them, and the warning for a device that falls back to
 the CPU."""
 
 import numbers
@@ -82,3 +82,20 @@ def islands_block(islands, migrate_every, migrants, gpus, population_size):
 def on_note(note):
     """Shows a note of the engine: the CPU fallback of ``device="auto"``, once per run."""
     warnings.warn(f"grove: {note}", RuntimeWarning, stacklevel=3)
+
+
+def budget_block(max_time, stop_at):
+    """The settings' ``budget`` block (``--time-limit``, ``--stop-at``), checked with the
+    parameters' names."""
+    block = {}
+    if max_time is not None:
+        t = float(max_time)
+        if not (np.isfinite(t) and t > 0):
+            raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
+        block["time_limit"] = t
+    if stop_at is not None:
+        v = float(stop_at)
+        if not np.isfinite(v):
+            raise ValueError(f"stop_at must be a finite number, got {stop_at!r}")
+        block["stop_at"] = v
+    return block

@@ -265,6 +265,7 @@ fn first_difference(old: &Experiment, new: &Experiment) -> Option<(String, serde
         e.engine_mut().generations = 0;
         *e.device_mut() = Default::default();
         e.islands_mut().gpus = Default::default();
+        *e.budget_mut() = Default::default();
         e.settings_json()
     };
     walk("", &comparable(old), &comparable(new))
@@ -281,7 +282,7 @@ fn continuing(bytes: &[u8], exp: &Experiment, origin: &str) -> PyResult<Checkpoi
     if let Some((path, was, now)) = first_difference(&c.experiment, exp) {
         return Err(PyValueError::new_err(format!(
             "{origin}: the settings differ at `{path}` (was {was}, now {now}); \
-             a continued run may change only its generations, device and gpus"
+             a continued run may change only its generations, budget, device and gpus"
         )));
     }
     let (done, want) = (c.state.generation, exp.engine().generations);

@@ -146,3 +146,12 @@ def test_islands_reach_the_control_run():
         grove.control("swimmer", **{**TINY, "islands": 2})
     with pytest.raises(ValueError, match="gpus"):
         grove.control("swimmer", **{**TINY, "gpus": "first"})
+
+
+def test_a_control_run_stops_at_a_return_and_refuses_a_bad_time_limit():
+    policy = grove.control("swimmer", **{**TINY, "generations": 5}, stop_at=-1e9)
+    assert policy.report["ended"]["reason"] == "stop-at"
+    assert policy.report["ended"]["measure"] == "return"
+    assert len(policy.report["generations"]) == 1
+    with pytest.raises(ValueError, match="max_time must be a positive number of seconds"):
+        grove.control("swimmer", **TINY, max_time=-1)

@@ -250,6 +250,61 @@ def test_islands_run_side_by_side_and_the_gpus_do_not_change_a_cpu_run():
     assert SymbolicClassifier(**{**kw, "gpus": 2}).fit(*iris_named()).report_["settings"]["islands"]["gpus"] == "2"
 
 
+# Budgets: max_time and stop_at.
+
+
+def test_stop_at_ends_at_the_first_generation_that_reaches_it():
+    X, y = quadratic(120)
+    kw = dict(SMALL, generations=15)
+    whole = SymbolicRegressor(**kw).fit(X, y)
+    assert whole.report_["ended"] == {"reason": "generations"}
+    bests = [g["best"] for g in whole.report_["generations"]]
+    target = bests[len(bests) // 2]
+    first = next(i for i, b in enumerate(bests) if b <= target)
+    m = SymbolicRegressor(**kw, stop_at=target).fit(X, y)
+    assert m.report_["ended"]["reason"] == "stop-at"
+    assert m.report_["ended"]["generation"] == first
+    assert [g["best"] for g in m.report_["generations"]] == bests[: first + 1]
+    c = SymbolicClassifier(**SMALL, stop_at=0.5).fit(*iris_named())
+    assert c.report_["ended"]["measure"] == "accuracy" and c.report_["ended"]["value"] >= 0.5
+
+
+def test_max_time_ends_a_long_run_with_a_complete_model():
+    X, y = quadratic(120)
+    start = time.monotonic()
+    m = SymbolicRegressor(population_size=2000, generations=100000, device="cpu", random_state=1, max_time=1.5).fit(X, y)
+    assert time.monotonic() - start < 30
+    ended = m.report_["ended"]
+    assert ended["reason"] == "time-limit" and ended["time_limit"] == 1.5
+    assert m.n_generations_ == ended["generation"] + 1
+    assert np.isfinite(m.predict(X)).all()
+
+
+def test_a_warm_start_may_change_the_budget():
+    X, y = quadratic(100)
+    m = SymbolicRegressor(**{**SMALL, "generations": 6}, warm_start=True, stop_at=-1.0).fit(X, y)
+    m.set_params(generations=9, stop_at=None, max_time=60)
+    m.fit(X, y)
+    assert m.n_generations_ == 10
+    assert m.report_["ended"]["reason"] == "generations"
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(max_time=0), "'max_time' parameter"),
+        (dict(max_time=-2.0), "'max_time' parameter"),
+        (dict(stop_at="low"), "'stop_at' parameter"),
+        (dict(stop_at=float("nan")), "stop_at must be a finite number"),
+        (dict(max_time=float("inf")), "'max_time' parameter"),
+    ],
+)
+def test_bad_budgets_are_value_errors(params, message):
+    X, y = quadratic(50)
+    with pytest.raises(ValueError, match=message):
+        SymbolicRegressor(**{**SMALL, **params}).fit(X, y)
+
+
 # Data in: layouts, dtypes, DataFrames; bad input.
 
 

@@ -172,6 +172,15 @@ impl Experiment {
         }
     }
 
+    /// The budget every command has, to change.
+    pub fn budget_mut(&mut self) -> &mut super::budget::Budget {
+        match self {
+            Experiment::Evolve(s) => &mut s.budget,
+            Experiment::Classify(s) => &mut s.budget,
+            Experiment::Control(s) => &mut s.budget,
+        }
+    }
+
     /// The evolution settings every command has, to change.
     pub fn engine_mut(&mut self) -> &mut crate::evolve::EngineConfig {
         match self {
