@@ -21,7 +21,8 @@ pub const MAX_TIME_LIMIT: f64 = 365.0 * 24.0 * 3600.0;
 pub struct Budget {
     /// Seconds of search, from its start (setup and kernels included, the final scoring not):
     /// the run ends after the generation past which one more generation would cross it, so it
-    /// ends within about one generation of the limit.
+    /// ends within about one generation of the limit (the first generation, which holds the
+    /// setup, ends it only once the limit is crossed).
     #[serde(default)]
     pub time_limit: Option<f64>,
     /// The target: the run ends after the first generation whose best program reaches it (what
@@ -144,6 +145,8 @@ pub struct Watch<'a> {
     started: Instant,
     /// The search time when the previous generation was asked about.
     last: Duration,
+    /// Whether a generation was asked about before.
+    asked: bool,
     /// The best program last measured (its fitness bits and generation) and its value.
     measured: Option<(u64, usize, f64)>,
 }
@@ -151,7 +154,7 @@ pub struct Watch<'a> {
 impl<'a> Watch<'a> {
     /// A watch of `budget`, started now.
     pub fn new(budget: Budget, goal: Goal<'a>) -> Self {
-        Watch { budget, goal, started: Instant::now(), last: Duration::ZERO, measured: None }
+        Watch { budget, goal, started: Instant::now(), last: Duration::ZERO, asked: false, measured: None }
     }
 
     /// Whether generation `generation`, with `best` the best so far, ends the run, and why.
@@ -171,9 +174,13 @@ impl<'a> Watch<'a> {
                 return Some(Ending::StopAt { stop_at: target, measure: self.goal.measure.name(), value, generation });
             }
         }
+        // The next generation is expected to take as long as the last one; the first one's
+        // time holds the setup (kernels compiled, data copied), so after it the run ends only
+        // if the limit is already crossed.
         let now = self.started.elapsed();
-        let one = now.saturating_sub(self.last);
+        let one = if self.asked { now.saturating_sub(self.last) } else { Duration::ZERO };
         self.last = now;
+        self.asked = true;
         match self.budget.time_limit {
             Some(limit) if (now + one).as_secs_f64() >= limit => {
                 Some(Ending::TimeLimit { time_limit: limit, seconds: now.as_secs_f64(), generation })
@@ -243,6 +250,10 @@ mod tests {
         // Ends once a generation more would cross 0.2 s: after about 0.18 s (later only on a
         // machine too busy to keep its sleeps).
         assert!((0.1..1.0).contains(&seconds), "{seconds}");
+        // A slow first generation (kernels compiled) does not end the run by itself.
+        let mut w = Watch::new(Budget { time_limit: Some(0.3), stop_at: None }, goal());
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(w.finish(0, &best(1.0, 0)), None);
         let mut never = Watch::new(Budget::default(), goal());
         assert_eq!(never.finish(0, &best(0.0, 0)), None);
     }
