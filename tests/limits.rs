@@ -2,22 +2,10 @@
 //! allows, before anything is allocated, in one line naming the option (and the experiment
 //! file's field) and the bound; the bounds stated in `--help`.
 
-use std::process::Output;
 
 mod support;
-use support::{dir, grove_cpu, text};
+use support::{assert_one_line_error, dir, grove_cpu, text};
 
-/// Asserts that `out` failed with one `error:` line holding every needle.
-fn assert_one_line_error(out: &Output, needles: &[&str]) {
-    let e = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{e}");
-    assert!(e.starts_with("error: "), "{e}");
-    assert_eq!(e.trim().lines().count(), 1, "one line expected: {e}");
-    assert!(!e.contains("panicked"), "{e}");
-    for n in needles {
-        assert!(e.contains(n), "`{n}` missing from: {e}");
-    }
-}
 
 // `--tournament 4294967295` ran until killed; `--elite 51 --pop 50` returned generation 0's best;
 // `--test-episodes 0` silently became 1; `--episode-steps 4000000000` ran until killed.

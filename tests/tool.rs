@@ -2,23 +2,13 @@
 //! `--from` reports, checkpoints with Ctrl-C and `--resume`, plots, the hall of fame.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
 mod support;
-use support::{Device, assert_ok, dir, grove_command, grove_cpu as grove, read_json, s, text, without_timings, write_resealed};
+use support::{Device, assert_ok, assert_one_line_error, dir, grove_command, grove_cpu as grove, read_json, s, text, without_timings, write_resealed};
 
-/// One line on standard error, exit status 1, containing every needle.
-fn assert_one_line_error(out: &Output, needles: &[&str]) {
-    let e = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{e}");
-    assert!(e.starts_with("error: "), "{e}");
-    assert_eq!(e.trim().lines().count(), 1, "one line expected: {e}");
-    for n in needles {
-        assert!(e.contains(n), "`{n}` missing from: {e}");
-    }
-}
 
 const SMALL_RUN: &[&str] =
     &["--data", "builtin:pagie1:64", "--functions", "add,sub,mul,div,sin", "--pop", "64", "--seed", "5", "--threads", "1", "-q"];

@@ -119,3 +119,16 @@ pub fn without_timings(mut r: Value) -> Value {
 pub fn assert_ok(out: &Output) {
     assert!(out.status.success(), "status {:?}\nstdout: {}\nstderr: {}", out.status, text(&out.stdout), text(&out.stderr));
 }
+
+/// Asserts that `out` failed with exit status 1 and one `error:` line holding every needle
+/// (no panic).
+pub fn assert_one_line_error(out: &Output, needles: &[&str]) {
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.starts_with("error: "), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "one line expected: {e}");
+    assert!(!e.contains("panicked"), "{e}");
+    for n in needles {
+        assert!(e.contains(n), "`{n}` missing from: {e}");
+    }
+}
