@@ -152,6 +152,10 @@ pub struct ClassifySettings {
     pub grammar: Option<String>,
     /// Function set for tree GP.
     pub functions: Option<String>,
+    /// Operators of the user's own (`--define`), e.g. `softsign(x) = x / (1 + abs(x))`, which
+    /// the function set and the grammar may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
     /// Population, generations, seed, selection, program length.
     pub engine: crate::evolve::EngineConfig,
     /// GE: mapping limits.
@@ -192,6 +196,7 @@ impl Default for ClassifySettings {
             standardize: true,
             grammar: None,
             functions: Some(FUNCTIONS.into()),
+            operators: Vec::new(),
             engine: CLASSIFY.config(crate::evolve::ConstantFitting::default()),
             map: ge.map,
             init: ge.init,
@@ -292,6 +297,7 @@ impl ClassifySettings {
     /// Checks values the types allow but a run cannot use.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
+        super::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         ensure!(
             self.test_fraction > 0.0 && self.test_fraction < 1.0,
@@ -340,6 +346,8 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &super::run::RunOptions,
 ) -> Result<EvolveResult> {
+    // The run's own operators, before its function set or grammar names them.
+    super::search::register_operators(&settings.operators)?;
     use crate::program::render::{Style, outputs, render};
 
     let start = std::time::Instant::now();
@@ -449,6 +457,7 @@ pub fn fit(
         features: names.clone(),
         target: train.data.target.clone(),
         nodes: Model::encode(&best.nodes),
+        operators: Model::operators_of(&best.nodes),
         n_outputs,
         classes: Some(train.classes.clone()),
         scale: None,

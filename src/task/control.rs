@@ -42,6 +42,10 @@ pub struct ControlSettings {
     pub grammar: Option<String>,
     /// Function set for tree GP.
     pub functions: Option<String>,
+    /// Operators of the user's own (`--define`), e.g. `softsign(x) = x / (1 + abs(x))`, which
+    /// the function set and the grammar may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
     /// Population, generations, seed, selection, program length.
     pub engine: crate::evolve::EngineConfig,
     /// GE: mapping limits.
@@ -94,6 +98,7 @@ impl Default for ControlSettings {
             profile: None,
             grammar: None,
             functions: Some(FUNCTIONS.into()),
+            operators: Vec::new(),
             engine: CONTROL_CPU.config(crate::evolve::ConstantFitting::default()),
             map: crate::genome::MapConfig::default(),
             init: crate::genome::InitConfig::default(),
@@ -143,6 +148,7 @@ impl ControlSettings {
     /// the experiment-file field.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
+        super::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         ensure!(
             self.engine.constants.steps == 0,
@@ -523,6 +529,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         observations: names.clone(),
         actuators: acts.clone(),
         nodes: super::model::Model::encode(&best.nodes),
+        operators: super::model::Model::operators_of(&best.nodes),
     };
     let report = serde_json::json!({
         "command": "control",

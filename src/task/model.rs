@@ -32,6 +32,10 @@ pub struct Model {
     pub target: String,
     /// The tree in prefix order: `[operator name, value, output slot + 1 or 0]` per node.
     pub nodes: Vec<(String, f32, u8)>,
+    /// The definitions of the user operators the tree uses, callees first
+    /// ([`Model::operators_of`]); registered again when the model is read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
     /// Output slots (0: the root's value is the output).
     pub n_outputs: usize,
     /// Classification: class names, by class index.
@@ -55,6 +59,11 @@ impl Model {
         nodes.iter().map(|n| (n.op.name().to_string(), n.value, n.out)).collect()
     }
 
+    /// The definitions a tree's user operators need ([`Model::operators`]).
+    pub fn operators_of(nodes: &[Node]) -> Vec<String> {
+        crate::program::ops::user::definitions_for(nodes.iter().map(|n| n.op))
+    }
+
     /// The tree, decoded and checked against the model ([`crate::program::tree::decode`]: it
     /// reads the model's features and writes its output slots), with the rest of the model that
     /// predictions read: class names that fit the outputs (one per output, or two for one
@@ -63,6 +72,8 @@ impl Model {
     /// plots, Python) reads the tree through here.
     pub fn tree(&self) -> Result<Vec<Node>> {
         let n = self.features.len();
+        // Its own operators first; a tree naming one the model does not define is refused.
+        crate::program::ops::user::load_saved(&self.operators, self.nodes.iter().map(|n| n.0.as_str()), "the model").map_err(|e| anyhow!(e))?;
         let nodes = crate::program::tree::decode(&self.nodes, n, self.n_outputs).map_err(|e| anyhow!("the model's tree: {e}"))?;
         if self.kind == ModelKind::Classification {
             let classes = self.classes.as_ref().context("a classification model without class names")?;

@@ -202,6 +202,10 @@ pub struct EvolveSettings {
     pub grammar: Option<String>,
     /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
     pub functions: Option<String>,
+    /// Operators of the user's own (`--define`), e.g. `softsign(x) = x / (1 + abs(x))`, which
+    /// the function set and the grammar may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
     /// Population, generations, seed, selection, program length.
     pub engine: crate::evolve::EngineConfig,
     /// GE: mapping limits.
@@ -293,6 +297,7 @@ impl Default for EvolveSettings {
             select: super::validation::Select::default(),
             grammar: None,
             functions: None,
+            operators: Vec::new(),
             engine: crate::evolve::EngineConfig::default(),
             map: crate::genome::MapConfig::default(),
             init: crate::genome::InitConfig::default(),
@@ -343,6 +348,7 @@ impl EvolveSettings {
     /// the experiment-file field.
     pub fn check(&self) -> anyhow::Result<()> {
         use anyhow::ensure;
+        super::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
         super::validation::check_fraction(self.validation_fraction)?;
@@ -510,6 +516,8 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &super::run::RunOptions,
 ) -> anyhow::Result<EvolveResult> {
+    // The run's own operators, before its function set or grammar names them.
+    super::search::register_operators(&settings.operators)?;
     let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, super::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     let searched = search(settings, &rows, backend, opts)?;
@@ -674,6 +682,7 @@ pub fn finish(
         features: names.clone(),
         target: rows.target.clone(),
         nodes: super::model::Model::encode(&best.nodes),
+        operators: super::model::Model::operators_of(&best.nodes),
         n_outputs: chosen.n_outputs(),
         classes: None,
         scale: match chosen {

@@ -633,10 +633,40 @@ pub fn definitions_for(ops: impl IntoIterator<Item = Op>) -> Vec<String> {
     used.into_iter().filter_map(get).map(|u| u.text.clone()).collect()
 }
 
-/// Registers the definitions a saved tree carries, naming `what` (the file or section) in
-/// errors.
-pub fn load(defs: &[String], what: &str) -> Result<Vec<Op>, String> {
-    register(defs).map_err(|e| format!("{what}: {e}"))
+/// Registers the definitions a saved tree carries (a report's model, a policy) and checks that
+/// every operator `names` holds is a leaf, a built-in or one of them; errors name `what`.
+pub fn load_saved<'a>(defs: &[String], names: impl IntoIterator<Item = &'a str>, what: &str) -> Result<(), String> {
+    let ops = register(defs).map_err(|e| format!("{what}: {e}"))?;
+    let defined: Vec<&str> = ops.iter().map(|o| o.name()).collect();
+    for n in names {
+        if !matches!(n, "var" | "const") && builtin(n).is_none() && !defined.contains(&n) {
+            return Err(format!(
+                "{what}: the tree uses the operator `{}`, which is neither built in nor defined in its `operators` ({})",
+                super::super::clip(n, 40),
+                if defined.is_empty() { "none".to_string() } else { defined.join(", ") }
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `(opcode, definition)` of the user operators `ops` use and those they call, in opcode
+/// order: what a checkpoint stores beside its opcode bytes.
+pub fn saved_codes(ops: impl IntoIterator<Item = Op>) -> Vec<(u8, String)> {
+    let texts = definitions_for(ops);
+    registered().into_iter().filter(|u| texts.contains(&u.text)).map(|u| (u.op as u8, u.text.clone())).collect()
+}
+
+/// Registers a checkpoint's `(opcode, definition)` pairs (in order) and returns the opcode
+/// each saved one has now, `map[saved] = current`: itself for the leaves and built-ins, `None`
+/// for a user opcode the pairs do not define.
+pub fn remap(saved: &[(u8, String)], what: &str) -> Result<Vec<Option<u8>>, String> {
+    let mut map: Vec<Option<u8>> = (0..=255u8).map(|c| (c < USER_BASE).then_some(c)).collect();
+    for (code, text) in saved {
+        let op = register(std::slice::from_ref(text)).map_err(|e| format!("{what}: {e}"))?[0];
+        map[*code as usize] = Some(op as u8);
+    }
+    Ok(map)
 }
 
 /// C float literal with exactly the bits of `bits`.
