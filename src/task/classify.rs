@@ -464,7 +464,7 @@ pub fn fit(
         head: None,
         standardize: standardize.cloned(),
     };
-    let report = serde_json::json!({
+    let mut report = serde_json::json!({
         "command": "classify",
         "settings": settings,
         "classes": train.classes,
@@ -482,6 +482,10 @@ pub fn fit(
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
+    // The user operators the program uses, with the Python that gives them to sympy.
+    if let Some(o) = super::model::operators_json(&best.nodes) {
+        report["operators"] = o;
+    }
     let w = train.classes.iter().map(|c| c.len()).max().unwrap_or(1).max(8);
     let mut summary = String::new();
     if n_outputs == 0 {

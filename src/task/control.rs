@@ -531,7 +531,7 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         nodes: super::model::Model::encode(&best.nodes),
         operators: super::model::Model::operators_of(&best.nodes),
     };
-    let report = serde_json::json!({
+    let mut report = serde_json::json!({
         "command": "control",
         "settings": settings,
         "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": steps},
@@ -549,6 +549,10 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
+    // The user operators the program uses, with the Python that gives them to sympy.
+    if let Some(o) = super::model::operators_json(&best.nodes) {
+        report["operators"] = o;
+    }
     let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);
     let mut summary = format!("{} ({}), {} actuators, {} observations\n", m.name, m.profile, nu, n_obs);
     for (a, p) in acts.iter().zip(&programs) {

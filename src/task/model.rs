@@ -246,3 +246,20 @@ pub fn from_json(bytes: &[u8], origin: &str) -> Result<Model> {
     model.tree().with_context(|| format!("{origin}: the model cannot be applied"))?;
     Ok(model)
 }
+
+/// A report's `operators`: for each user operator `nodes` use (callees first), its name, its
+/// definition and a line of Python that defines it for sympy (`name = lambda a: …`, over the
+/// functions of [`SYMPY_PRELUDE`](crate::program::render::SYMPY_PRELUDE)), to run before
+/// `sympify` as the prelude is; `None` when the tree uses none.
+pub fn operators_json(nodes: &[Node]) -> Option<serde_json::Value> {
+    use crate::program::ops::user;
+    let texts = user::definitions_for(nodes.iter().map(|n| n.op));
+    let ops: Vec<_> = user::registered().into_iter().filter(|u| texts.contains(&u.text)).collect();
+    (!ops.is_empty()).then(|| {
+        serde_json::Value::Array(
+            ops.iter()
+                .map(|u| serde_json::json!({"name": u.name, "definition": u.text, "sympy": crate::program::render::sympy_definition(u)}))
+                .collect(),
+        )
+    })
+}

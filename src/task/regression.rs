@@ -695,7 +695,7 @@ pub fn finish(
         },
         standardize: None,
     };
-    let report = serde_json::json!({
+    let mut report = serde_json::json!({
         "command": "evolve",
         "settings": settings,
         "generations": generations,
@@ -712,6 +712,10 @@ pub fn finish(
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
+    // The user operators the program uses, with the Python that gives them to sympy.
+    if let Some(o) = super::model::operators_json(&best.nodes) {
+        report["operators"] = o;
+    }
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", best.nodes.len());
     if let Readout::Head(h) = &chosen {
         let w: Vec<String> = h.w.iter().map(|w| format!("{w:.6e}")).collect();
