@@ -144,3 +144,19 @@ fn bad_definitions_give_one_clear_line() {
     let err = text(&grove_cpu(&a).stderr);
     assert!(err.contains("17 operator definitions; at most 16") && err.trim().lines().count() == 1, "{err}");
 }
+
+#[test]
+fn control_policies_use_user_operators_and_replay_from_their_report() {
+    let d = dir("control");
+    let report = d.join("c.json");
+    // The only function is the user's, so the policy's tree calls it.
+    assert_ok(&grove_cpu(&[
+        "control", "--env", "hopper", "--functions", "softsign", "--define", SOFTSIGN, "--device", "cpu", "--pop", "12", "--gens", "2",
+        "--episode-steps", "10", "--test-episodes", "1", "--threads", "1", "--report", s(&report), "-q",
+    ]));
+    let r = read_json(&report);
+    let uses = r["policy"]["nodes"].as_array().unwrap().iter().any(|n| n[0] == "softsign");
+    assert_eq!(r["policy"]["operators"], if uses { serde_json::json!([SOFTSIGN]) } else { serde_json::Value::Null });
+    // A fresh process replays the saved policy, registering its definition from the report.
+    assert_ok(&grove_cpu(&["rollout", "--policy", s(&report), "--steps", "5"]));
+}
