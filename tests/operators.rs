@@ -69,7 +69,7 @@ fn a_run_finds_a_user_operator_and_shows_it_by_name_everywhere() {
     let out = grove_cpu(&["predict", "--model", s(&bad_path), "--data", s(&data)]);
     assert!(!out.status.success());
     let err = text(&out.stderr);
-    assert!(err.contains("the tree uses the operator `softsign`, which is neither built in nor defined") && err.trim().lines().count() == 1, "{err}");
+    assert!(err.contains("unknown operator `softsign` in the tree: neither built in nor defined") && err.trim().lines().count() == 1, "{err}");
 }
 
 #[test]

@@ -641,7 +641,7 @@ pub fn load_saved<'a>(defs: &[String], names: impl IntoIterator<Item = &'a str>,
     for n in names {
         if !matches!(n, "var" | "const") && builtin(n).is_none() && !defined.contains(&n) {
             return Err(format!(
-                "{what}: the tree uses the operator `{}`, which is neither built in nor defined in its `operators` ({})",
+                "{what}: unknown operator `{}` in the tree: neither built in nor defined in its `operators` ({})",
                 super::super::clip(n, 40),
                 if defined.is_empty() { "none".to_string() } else { defined.join(", ") }
             ));
