@@ -77,8 +77,8 @@ __device__ int grove_fit_plan(const unsigned char* op, const float* value, const
 
 __device__ __forceinline__ float grove_fit_sign(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f); }
 
-// partials: (∂r/∂a, ∂r/∂b) of r = op(a, b).
-__device__ __forceinline__ void grove_partials(unsigned op, float a, float b, float r, float& da, float& db) {
+// partials: (∂r/∂a, ∂r/∂b) of r = op(a, b) for a built-in op.
+__device__ __forceinline__ void grove_builtin_partials(unsigned op, float a, float b, float r, float& da, float& db) {
     da = 0.0f;
     db = 0.0f;
     switch (op) {
@@ -132,6 +132,15 @@ __device__ __forceinline__ void grove_partials(unsigned op, float a, float b, fl
 
 // chain: d·t, 0 where either is 0.
 __device__ __forceinline__ float grove_chain(float d, float t) { return (d == 0.0f || t == 0.0f) ? 0.0f : d * t; }
+
+// grove_user_partials(op, a, b, da, db): forward mode through a user operator's body, generated
+// from src/program/ops/user.rs (false for a built-in).
+GROVE_USER_PARTIALS
+
+// partials: (∂r/∂a, ∂r/∂b) of r = op(a, b), a user operator's through its body.
+__device__ __forceinline__ void grove_partials(unsigned op, float a, float b, float r, float& da, float& db) {
+    if (!grove_user_partials(op, a, b, da, db)) grove_builtin_partials(op, a, b, r, da, db);
+}
 
 // Problem::point: the tree at `row` with fitted constants c; tangents in t[0..n_c); output
 // nodes' sums and their tangents in ov[0..n_outputs), ot[0..n_outputs)[0..n_c).

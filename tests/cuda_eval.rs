@@ -903,3 +903,32 @@ fn classify_matches_reference() {
         eprintln!("classify P={p} N={n} K={k} outputs={o}: ok");
     }
 }
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn user_operators_match_the_cpu_bit_for_bit() {
+    // A user operator is computed by its body's built-in steps on both devices: the kernel's
+    // predictions are the CPU interpreter's bits.
+    let defs = ["g_softsign(x) = x / (1 + abs(x))", "g_hyp(a, b) = sqrt(a*a + b*b)", "g_mix(a, b) = exp(-g_hyp(a, b)) * sin(a) + 0.5"];
+    let user = grove::program::ops::user::register(&defs.iter().map(|d| d.to_string()).collect::<Vec<_>>()).unwrap();
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(31);
+    let mut ops = vec![Op::Add, Op::Mul, Op::Sub];
+    ops.extend(&user);
+    let trees: Vec<Vec<Node>> = (0..64).map(|_| random_tree(&mut rng, &ops, 5, 3, 0)).collect();
+    assert!(trees.iter().flatten().any(|n| n.op.is_user()));
+    let max_len = trees.iter().map(Vec::len).max().unwrap();
+    let mut pop = Population::new(trees.len(), max_len, 0);
+    for (i, t) in trees.iter().enumerate() {
+        pop.set_tree(i, t).unwrap();
+    }
+    let data = random_data(&mut rng, 999, 3);
+    let dev = upload(&e, &data);
+    let gpu = e.predict_with(&pop, &dev, &poisoned(EvalConfig::default())).unwrap();
+    for t in 0..pop.size() {
+        let cpu = grove::backend::cpu::eval::predict(&pop, t, &data.x, data.n_rows).unwrap();
+        for (r, (g, c)) in gpu[t * data.n_rows..(t + 1) * data.n_rows].iter().zip(&cpu).enumerate() {
+            assert_eq!(g.to_bits(), c.to_bits(), "first mismatch at [tree {t}, row {r}]: gpu={g} cpu={c}");
+        }
+    }
+}

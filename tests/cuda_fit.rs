@@ -222,6 +222,35 @@ fn emulated_kernel_fits_the_references_bits() {
     }
 }
 
+/// User operators (one composed of another) for the fits below: their partial derivatives are
+/// forward mode through their bodies, in Rust on the CPU and in the generated
+/// `GROVE_USER_PARTIALS` in the kernel.
+const USER: &[&str] = &["f_softsign(x) = x / (1 + abs(x))", "f_hyp(a, b) = sqrt(a*a + b*b)", "f_bump(a, b) = exp(-f_hyp(a, b)) * sin(a) + 0.5"];
+const WITH_USER: &str = "add,sub,mul,f_softsign,f_hyp,f_bump";
+
+fn register_user() {
+    grove::program::ops::user::register(&USER.iter().map(|d| d.to_string()).collect::<Vec<_>>()).unwrap();
+}
+
+#[test]
+fn emulated_kernel_fits_user_operators_to_the_references_bits() {
+    register_user();
+    let Some(lib) = emulator_lib() else { return };
+    for scaling in [false, true] {
+        let (pop, x, y) = problem(40, 75, 21, WITH_USER);
+        let rows: Vec<usize> = (0..pop.size()).collect();
+        let cfg = FitConfig { steps: 6, linear_scaling: scaling };
+        let mut want = pop.clone();
+        let want_res = fit_constants(&mut want, &rows, &x, &y, 75, cfg);
+        let mut got = pop.clone();
+        let got_res = emulated_fit(&lib, &mut got, &rows, &x, &y, cfg, 32);
+        let what = format!("user operators, scaling {scaling}");
+        same_results(&got_res, &want_res, &what);
+        same_values(&got, &want, &what);
+        assert!(want_res.iter().filter(|r| r.accepted > 0).count() >= rows.len() / 3, "{what}: too little fitted");
+    }
+}
+
 #[test]
 fn emulated_kernel_leaves_trees_it_cannot_fit() {
     let Some(lib) = emulator_lib() else { return };
@@ -296,6 +325,26 @@ mod gpu {
                     assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
                 }
             }
+        }
+    }
+
+    #[test]
+    #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+    fn gpu_kernel_fits_user_operators_to_the_references_bits() {
+        register_user();
+        let e = engine();
+        for scaling in [false, true] {
+            let (pop, x, y) = problem(300, 1000, 22, WITH_USER);
+            let data = e.upload_dataset(&x, &y, 1000, 2).unwrap();
+            let rows: Vec<usize> = (0..pop.size()).collect();
+            let cfg = FitConfig { steps: 8, linear_scaling: scaling };
+            let mut want = pop.clone();
+            let want_res = fit_constants(&mut want, &rows, &x, &y, 1000, cfg);
+            let mut got = pop.clone();
+            let got_res = e.fit_constants(&mut got, &rows, &data, cfg).unwrap();
+            let what = format!("GPU, user operators, scaling {scaling}");
+            same_results(&got_res, &want_res, &what);
+            same_values(&got, &want, &what);
         }
     }
 

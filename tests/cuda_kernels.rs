@@ -53,6 +53,25 @@ fn every_kernel_compiles_for_sm90_and_sm80() {
 }
 
 #[test]
+fn every_kernel_compiles_with_user_operators() {
+    if !have_nvrtc("every_kernel_compiles_with_user_operators") {
+        return;
+    }
+    // One and two arguments, composition, constants, every step kind: the generated
+    // `grove_user_*` functions and GROVE_USER_PARTIALS compile in every kernel without warnings.
+    let defs = ["k_softsign(x) = x / (1 + abs(x))", "k_hyp(a, b) = sqrt(a*a + b*b)", "k_mix(a, b) = -k_hyp(a, 2.5e-3) * np.sin(b) + 1", "k_id(x) = x"];
+    let ops = grove::program::ops::user::register(&defs.iter().map(|d| d.to_string()).collect::<Vec<_>>()).unwrap();
+    for src in SOURCES {
+        let text = src.full_source();
+        for op in &ops {
+            assert!(text.contains(&format!("grove_user_{}(float a, float b)", *op as u8)), "{} lacks {op}", src.file);
+        }
+        let image = nvrtc::compile(src, Target::Sm(90), &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!image.log.contains("warning"), "{} compiles with warnings:\n{}", src.file, image.log);
+    }
+}
+
+#[test]
 fn every_launched_kernel_is_in_the_compiled_ptx() {
     if !have_nvrtc("every_launched_kernel_is_in_the_compiled_ptx") {
         return;

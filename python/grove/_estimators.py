@@ -204,6 +204,9 @@ class _SymbolicBase(BaseEstimator):
         # grove's protected operators (div, plog, ...) as sympy functions, then the variables.
         env = {"sympy": sympy}
         exec(_grove.SYMPY_PRELUDE, env)
+        # The run's own operators the program uses (`softsign = lambda a: ...`).
+        for op in self.report_.get("operators", []):
+            exec(op["sympy"], env)
         env.update({n: sympy.Symbol(n) for n in self.report_["model"]["features"]})
         return sympy.sympify(text, locals=env)
 

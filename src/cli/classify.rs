@@ -38,6 +38,11 @@ pub struct ClassifyArgs {
     /// Function set for tree GP with random output nodes (the default without --grammar).
     #[arg(long, default_value = defaults::FUNCTIONS)]
     pub functions: String,
+    /// An operator of your own, usable in --functions and grammars (repeatable), e.g.
+    /// --define "softsign(x) = x / (1 + abs(x))": a body over the built-ins (+ - * /, calls such
+    /// as abs, sin, np.exp), the parameters (one or two), numbers and the operators defined before.
+    #[arg(long = "define", value_name = "DEFINITION")]
+    pub define: Vec<String>,
     /// Population, generations, seed, selection, program length, device.
     #[command(flatten)]
     pub engine: EngineArgs<Classify>,
@@ -91,6 +96,7 @@ impl ClassifyArgs {
             standardize: !self.no_standardize,
             grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
             functions: if self.grammar.is_some() { None } else { Some(self.functions.clone()) },
+            operators: self.define.clone(),
             engine: e.config(&defaults::CLASSIFY, Some(&self.choice), self.fitting.config(e.device, default_fit)),
             map: ge.map,
             init: ge.init,

@@ -50,6 +50,11 @@ pub struct ControlArgs {
     /// Function set for tree GP with output nodes (the default without --grammar).
     #[arg(long, default_value = defaults::FUNCTIONS)]
     pub functions: String,
+    /// An operator of your own, usable in --functions and grammars (repeatable), e.g.
+    /// --define "softsign(x) = x / (1 + abs(x))": a body over the built-ins (+ - * /, calls such
+    /// as abs, sin, np.exp), the parameters (one or two), numbers and the operators defined before.
+    #[arg(long = "define", value_name = "DEFINITION")]
+    pub define: Vec<String>,
     /// Population, generations, seed, selection, program length, device.
     #[command(flatten)]
     pub engine: EngineArgs<Control>,
@@ -111,6 +116,7 @@ impl ControlArgs {
             profile: self.profile.clone(),
             grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
             functions: if self.grammar.is_some() { None } else { Some(self.functions.clone()) },
+            operators: self.define.clone(),
             engine: e.config(&d, None, base.engine.constants),
             map: ge.map,
             init: ge.init,

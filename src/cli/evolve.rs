@@ -36,6 +36,11 @@ pub struct EvolveArgs {
     /// Function set for tree GP without a grammar, e.g. add,sub,mul,div,sin.
     #[arg(long)]
     pub functions: Option<String>,
+    /// An operator of your own, usable in --functions and grammars (repeatable), e.g.
+    /// --define "softsign(x) = x / (1 + abs(x))": a body over the built-ins (+ - * /, calls such
+    /// as abs, sin, np.exp), the parameters (one or two), numbers and the operators defined before.
+    #[arg(long = "define", value_name = "DEFINITION")]
+    pub define: Vec<String>,
     /// Population, generations, seed, selection, program length, device.
     #[command(flatten)]
     pub engine: EngineArgs<Evolve>,
@@ -85,6 +90,7 @@ impl EvolveArgs {
             select: self.choice.select,
             grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
             functions: self.functions.clone(),
+            operators: self.define.clone(),
             engine: e.config(&defaults::EVOLVE, Some(&self.choice), self.fitting.config(e.device, default_fit)),
             map: ge.map,
             init: ge.init,

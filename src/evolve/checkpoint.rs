@@ -220,6 +220,17 @@ impl Saved {
         }
     }
 
+    /// Calls `f` on every saved tree (the population's, the best program, the survivors').
+    pub fn map_trees(&mut self, f: &mut dyn FnMut(&mut Vec<SavedNode>)) {
+        for r in self.trees.iter_mut().flat_map(|t| t.rows.iter_mut()) {
+            f(r);
+        }
+        f(&mut self.best.nodes);
+        for r in self.archive.iter_mut().flat_map(|a| a.trees.rows.iter_mut()) {
+            f(r);
+        }
+    }
+
     /// Checks the state against `shape` without allocating for it: the row count, row width
     /// and genome capacity; every genome within the capacity; every tree (the population's,
     /// the best program) by [`check_tree`]; the history as long as the generation; the island

@@ -455,6 +455,7 @@ mod tests {
     #[test]
     fn too_many_terminals_is_one_error() {
         let g = crate::grammar::Grammar {
+            definitions: Vec::new(),
             file: "g.bnf".into(),
             rules: vec![crate::grammar::parse_str(
                 &format!("<s> ::= {}", (0..17_000).map(|i| format!("t{i}")).collect::<Vec<_>>().join(" | ")),

@@ -13,7 +13,7 @@ use std::fmt;
 
 pub use check::{Analysis, check};
 pub use compile::{RuleTable, SymbolKind, TABLE_LIMIT_BYTES};
-pub use parse::{DatasetShape, Grammar, Production, RangeSource, Rule, Symbol, parse_file, parse_str};
+pub use parse::{DEFINE_DIRECTIVE, DatasetShape, Grammar, Production, RangeSource, Rule, Symbol, parse_file, parse_str};
 
 /// A position in a grammar file: 1-based line and column (columns count characters).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -151,8 +151,11 @@ pub fn spec_name(spec: &str) -> &str {
     if spec.contains("::=") { "the grammar text" } else { spec }
 }
 
-/// Resolves, checks and compiles a parsed grammar.
+/// Registers the grammar's own operators ([`parse::DEFINE_DIRECTIVE`] lines), then resolves,
+/// checks and compiles it.
 pub fn load_parsed(parsed: Grammar, shape: &DatasetShape) -> anyhow::Result<Loaded> {
+    // The grammar's own operators, before its phenotypes are read.
+    crate::program::ops::user::register(&parsed.definitions).map_err(|e| anyhow::anyhow!("{}: {DEFINE_DIRECTIVE}: {e}", parsed.file))?;
     let grammar = parsed.resolve(shape)?;
     let analysis = check(&grammar)?;
     let table = RuleTable::compile(&grammar, &analysis)?;

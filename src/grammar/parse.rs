@@ -136,7 +136,13 @@ pub struct Grammar {
     pub python_mode: bool,
     /// Warnings found while reading (text outside rules, and the like).
     pub warnings: Vec<Diagnostic>,
+    /// Operators of the grammar's own, one per [`DEFINE_DIRECTIVE`] line, e.g.
+    /// `#grove:define softsign(x) = x / (1 + abs(x))` (PonyGE2 reads the line as a comment).
+    pub definitions: Vec<String>,
 }
+
+/// The start of a line that defines an operator for the grammar's phenotypes.
+pub const DEFINE_DIRECTIVE: &str = "#grove:define";
 
 impl Grammar {
     /// Index of the rule named `name`, if defined (the first definition if defined twice).
@@ -288,7 +294,15 @@ impl<'a> Parser<'a> {
         if !self.errors.is_empty() {
             return Err(GrammarError::new(self.file, self.errors));
         }
-        Ok(Grammar { file: self.file.to_string(), rules, python_mode, warnings: self.warnings })
+        let definitions = self
+            .chars
+            .iter()
+            .collect::<String>()
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix(DEFINE_DIRECTIVE))
+            .map(|d| d.trim().to_string())
+            .collect();
+        Ok(Grammar { file: self.file.to_string(), rules, python_mode, warnings: self.warnings, definitions })
     }
 
     /// If a non-terminal name `<…>` starts at `i`, returns (name, index past `>`).

@@ -4,6 +4,8 @@
 //! to float rounding, not bit for bit). Multi-output programs are summed per slot as
 //! [`output_trees`](super::render::output_trees) lays them out.
 
+use std::borrow::Cow;
+
 use super::Op;
 use super::render::{identifier, output_trees};
 use super::tree::Node;
@@ -60,9 +62,9 @@ fn literal(c: f32, lang: Lang) -> String {
 }
 
 /// The call or expression of an operator; `{a}` and `{b}` appear at most once each.
-fn template(op: Op, lang: Lang) -> &'static str {
+fn template(op: Op, lang: Lang) -> Cow<'static, str> {
     use Lang::*;
-    match (op, lang) {
+    Cow::Borrowed(match (op, lang) {
         (Op::Add, _) => "({a} + {b})",
         (Op::Sub, _) => "({a} - {b})",
         (Op::Mul, _) => "({a} * {b})",
@@ -107,7 +109,14 @@ fn template(op: Op, lang: Lang) -> &'static str {
         (Op::Cube, _) => "g_cube({a})",
         (Op::Sigmoid, _) => "g_sigmoid({a})",
         (Op::Var | Op::Const, _) => "{a}",
-    }
+        // A user operator calls its helper ([`user_helpers`]).
+        (crate::program::ops::user_ops!(), _) => {
+            return Cow::Owned(match op.arity() {
+                2 => format!("g_u_{}({{a}}, {{b}})", op.name()),
+                _ => format!("g_u_{}({{a}})", op.name()),
+            });
+        }
+    })
 }
 
 const PYTHON_HELPERS: &str = r#"import math
@@ -178,6 +187,27 @@ static float g_cube(float a) { return a * a * a; }
 static float g_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
 ";
 
+/// A helper function per user operator the trees use (`g_u_NAME`, its body over the
+/// built-ins), in opcode order.
+fn user_helpers(nodes: &[Node], lang: Lang) -> Vec<String> {
+    let mut ops: Vec<Op> = nodes.iter().map(|n| n.op).filter(|o| o.is_user()).collect();
+    ops.sort();
+    ops.dedup();
+    let params = ["a".to_string(), "b".to_string()];
+    ops.into_iter()
+        .filter_map(crate::program::ops::user::get)
+        .map(|u| {
+            let body = expression(&u.body_nodes(), &params, lang);
+            let two = u.params.len() == 2;
+            match lang {
+                Lang::Python => format!("def g_u_{}({}): return {body}\n", u.name, if two { "a, b" } else { "a" }),
+                Lang::Rust => format!("fn g_u_{}({}) -> f32 {{ {body} }}\n", u.name, if two { "a: f32, b: f32" } else { "a: f32" }),
+                Lang::C => format!("static float g_u_{}({}) {{ return {body}; }}\n", u.name, if two { "float a, float b" } else { "float a" }),
+            }
+        })
+        .collect()
+}
+
 /// The lines of `helpers` that define a `g_*` function the expressions call (and the others).
 fn used_helpers(helpers: &str, exprs: &[String]) -> String {
     helpers
@@ -246,6 +276,9 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             })
             .collect()
     };
+    let users = user_helpers(p.nodes, lang);
+    // What the helpers must cover: the expressions and the user operators' bodies.
+    let called: Vec<String> = outs.iter().chain(&users).cloned().collect();
     let mut src = String::new();
     let header = match p.classes {
         Some(c) => format!(
@@ -276,6 +309,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
     match lang {
         Lang::Python => {
             src += PYTHON_HELPERS;
+            src += &users.concat();
             src += "\n\n";
             let sig = params.join(", ");
             let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
@@ -297,7 +331,8 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
         }
         Lang::Rust => {
             src += "#![allow(dead_code, unused_parens, clippy::all)]\n";
-            src += &used_helpers(RUST_HELPERS, &outs);
+            src += &used_helpers(RUST_HELPERS, &called);
+            src += &users.concat();
             src += "\n";
             let sig = params.iter().map(|n| format!("{n}: f32")).collect::<Vec<_>>().join(", ");
             let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
@@ -315,7 +350,8 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             }
         }
         Lang::C => {
-            src += &used_helpers(C_HELPERS, &outs);
+            src += &used_helpers(C_HELPERS, &called);
+            src += &users.concat();
             src += "\n";
             let sig = params.iter().map(|n| format!("float {n}")).collect::<Vec<_>>().join(", ");
             let sig = if sig.is_empty() { "void".to_string() } else { sig };

@@ -26,6 +26,8 @@
 
 use std::fmt;
 
+pub mod user;
+
 /// Numbers a program computes with: `f32` on both backends, `f64` for reference checks.
 pub trait Real:
     Copy
@@ -171,7 +173,8 @@ pub struct OpInfo {
 }
 
 macro_rules! ops {
-    ($( $variant:ident = $code:literal : [$($name:literal),+], $arity:literal, $render:expr, $sympy:literal, $prot:literal, $cuda:literal ;)+) => {
+    ($( $variant:ident = $code:literal : [$($name:literal),+], $arity:literal, $render:expr, $sympy:literal, $prot:literal, $cuda:literal ;)+
+     @user $( $user:ident = $ucode:literal ),+ $(,)?) => {
         /// An opcode: what a tree node does. `Var` and `Const` are leaves; the rest are functions.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[repr(u8)]
@@ -184,9 +187,14 @@ macro_rules! ops {
                 #[doc = concat!("`", $($name, " ",)+ "`")]
                 $variant = $code,
             )+
+            $(
+                /// A slot of the user block: its meaning is the definition registered there
+                /// ([`user`]).
+                $user = $ucode,
+            )+
         }
 
-        /// Every function operator, in opcode order.
+        /// Every built-in function operator, in opcode order ([`functions`] adds the user's).
         pub const FUNCTIONS: &[Op] = &[$(Op::$variant),+];
 
         impl Op {
@@ -196,6 +204,14 @@ macro_rules! ops {
                     0 => Some(Op::Var),
                     1 => Some(Op::Const),
                     $($code => Some(Op::$variant),)+
+                    _ => user::from_code(code),
+                }
+            }
+
+            /// The user-block slot of opcode `code`, registered or not.
+            pub(crate) fn from_user_code(code: u8) -> Option<Op> {
+                match code {
+                    $($ucode => Some(Op::$user),)+
                     _ => None,
                 }
             }
@@ -206,6 +222,10 @@ macro_rules! ops {
                     Op::Var => &OpInfo { names: &["var"], arity: 0, render: Render::Call("x"), sympy: "", cuda: "", protected: true },
                     Op::Const => &OpInfo { names: &["const"], arity: 0, render: Render::Call(""), sympy: "", cuda: "", protected: true },
                     $(Op::$variant => &OpInfo { names: &[$($name),+], arity: $arity, render: $render, sympy: $sympy, cuda: $cuda, protected: $prot },)+
+                    $(Op::$user)|+ => match user::get(self) {
+                        Some(u) => &u.info,
+                        None => &OpInfo { names: &["unregistered"], arity: 0, render: Render::Call("unregistered"), sympy: "", cuda: "0.0f", protected: true },
+                    },
                 }
             }
         }
@@ -239,7 +259,31 @@ ops! {
     Slog = 25: ["slog", "strict_log", "np.log"], 1, Render::Call("log"), "log", false, "(a > 0.0f ? grove_ln(a) : (a == 0.0f ? -GROVE_F32_INF : GROVE_F32_NAN))";
     Ssqrt = 26: ["ssqrt", "strict_sqrt", "np.sqrt"], 1, Render::Call("sqrt"), "sqrt", false, "sqrtf(a)";
     Spow = 27: ["spow", "strict_pow", "np.power"], 2, Render::Call("pow"), "pow", false, "grove_pow(a, b)";
+    @user User0 = 32, User1 = 33, User2 = 34, User3 = 35, User4 = 36, User5 = 37, User6 = 38, User7 = 39,
+        User8 = 40, User9 = 41, User10 = 42, User11 = 43, User12 = 44, User13 = 45, User14 = 46, User15 = 47,
+        User16 = 48, User17 = 49, User18 = 50, User19 = 51, User20 = 52, User21 = 53, User22 = 54,
+        User23 = 55, User24 = 56, User25 = 57, User26 = 58, User27 = 59, User28 = 60, User29 = 61,
+        User30 = 62, User31 = 63,
 }
+
+/// Matches every opcode of the user block, in patterns (a guard would leave a `match`
+/// non-exhaustive): `user_ops!() => …`.
+macro_rules! user_ops {
+    () => {
+        $crate::program::ops::Op::User0 | $crate::program::ops::Op::User1 | $crate::program::ops::Op::User2 |
+            $crate::program::ops::Op::User3 | $crate::program::ops::Op::User4 | $crate::program::ops::Op::User5 |
+            $crate::program::ops::Op::User6 | $crate::program::ops::Op::User7 | $crate::program::ops::Op::User8 |
+            $crate::program::ops::Op::User9 | $crate::program::ops::Op::User10 | $crate::program::ops::Op::User11 |
+            $crate::program::ops::Op::User12 | $crate::program::ops::Op::User13 | $crate::program::ops::Op::User14 |
+            $crate::program::ops::Op::User15 | $crate::program::ops::Op::User16 | $crate::program::ops::Op::User17 |
+            $crate::program::ops::Op::User18 | $crate::program::ops::Op::User19 | $crate::program::ops::Op::User20 |
+            $crate::program::ops::Op::User21 | $crate::program::ops::Op::User22 | $crate::program::ops::Op::User23 |
+            $crate::program::ops::Op::User24 | $crate::program::ops::Op::User25 | $crate::program::ops::Op::User26 |
+            $crate::program::ops::Op::User27 | $crate::program::ops::Op::User28 | $crate::program::ops::Op::User29 |
+            $crate::program::ops::Op::User30 | $crate::program::ops::Op::User31
+    };
+}
+pub(crate) use user_ops;
 
 impl Op {
     /// The canonical name.
@@ -261,7 +305,13 @@ impl Op {
 
     /// Looks an operator up by any of its names (`+`, `pdiv`, `np.sin`, …).
     pub fn by_name(name: &str) -> Option<Op> {
-        FUNCTIONS.iter().copied().find(|op| op.info().names.contains(&name))
+        FUNCTIONS.iter().copied().find(|op| op.info().names.contains(&name)).or_else(|| user::by_name(name))
+    }
+
+    /// True for an opcode of the user block ([`user`]).
+    #[inline]
+    pub fn is_user(self) -> bool {
+        self as u8 >= user::USER_BASE
     }
 
     /// Applies a function operator to its arguments (`b` is ignored for unary ones).
@@ -316,8 +366,14 @@ impl Op {
             Op::Slog => a.ln(),
             Op::Ssqrt => a.sqrt(),
             Op::Spow => a.powf(b),
+            user_ops!() => user::get(self).map_or(T::ZERO, |u| u.eval(a, b, |op, x, y| op.apply(x, y))),
         }
     }
+}
+
+/// Every function operator: the built-ins ([`FUNCTIONS`]), then the registered user operators.
+pub fn functions() -> Vec<Op> {
+    FUNCTIONS.iter().copied().chain(user::registered().into_iter().map(|u| u.op)).collect()
 }
 
 impl fmt::Display for Op {
@@ -331,7 +387,7 @@ pub fn parse_function_set(list: &str) -> Result<Vec<Op>, String> {
     let mut out = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let op = Op::by_name(name).ok_or_else(|| {
-            let known: Vec<&str> = FUNCTIONS.iter().map(|o| o.name()).collect();
+            let known: Vec<&str> = functions().into_iter().map(|o| o.name()).collect();
             format!("unknown function `{name}`; known: {}", known.join(", "))
         })?;
         if !out.contains(&op) {
@@ -347,8 +403,10 @@ pub fn parse_function_set(list: &str) -> Result<Vec<Op>, String> {
 /// `kernels/grove_math.cuh`: the math functions the operators' CUDA formulas call.
 pub const GROVE_MATH_CUH: &str = include_str!("../../kernels/grove_math.cuh");
 
-/// C source defining `grove_apply(op, a, b)` from this table, for the CUDA kernels, after the
-/// math functions its formulas call ([`GROVE_MATH_CUH`] and its generated constants).
+/// C source defining `grove_apply(op, a, b)` from this table and the registered user operators
+/// (their `grove_user_<code>` functions and `GROVE_USER_PARTIALS`), for the CUDA kernels, after
+/// the math functions its formulas call ([`GROVE_MATH_CUH`] and its generated constants). The
+/// text changes when a user operator is registered, and with it every kernel's cache key.
 pub fn cuda_source() -> String {
     cuda_source_with(GROVE_MATH_CUH)
 }
@@ -363,15 +421,25 @@ pub fn cuda_source_with(math: &str) -> String {
     for op in FUNCTIONS {
         s.push_str(&format!("#define GROVE_OP_{} {}\n", op.name().to_uppercase(), *op as u8));
     }
-    s.push_str("__device__ __forceinline__ float grove_apply(unsigned op, float a, float b) {\n  switch (op) {\n");
+    // The built-ins alone, which the user operators' functions call step by step, then those
+    // functions, then every operator.
+    s.push_str("__device__ __forceinline__ float grove_apply_builtin(unsigned op, float a, float b) {\n  switch (op) {\n");
     for op in FUNCTIONS {
+        s.push_str(&format!("    case {}: return {};\n", *op as u8, op.info().cuda));
+    }
+    s.push_str("    default: return 0.0f;\n  }\n}\n");
+    s.push_str(&user::cuda_functions());
+    s.push_str(&user::cuda_partials());
+    let all = functions();
+    s.push_str("__device__ __forceinline__ float grove_apply(unsigned op, float a, float b) {\n  switch (op) {\n");
+    for op in &all {
         s.push_str(&format!("    case {}: return {};\n", *op as u8, op.info().cuda));
     }
     s.push_str("    default: return 0.0f;\n  }\n}\n");
     // An X-macro over the function table, `X(code, arity, (expr over a and b))`, so a kernel can
     // dispatch once per node and apply the formula to several points.
     s.push_str("#define GROVE_FOR_EACH_OP(X)");
-    for op in FUNCTIONS {
+    for op in &all {
         s.push_str(&format!(" \\\n  X({}, {}, ({}))", *op as u8, op.arity(), op.info().cuda));
     }
     s.push('\n');
@@ -418,6 +486,7 @@ pub fn apply_fast(op: Op, a: f32, b: f32) -> f32 {
         Op::Tanh => super::fastmath::tanh(a),
         Op::Pow => super::fastmath::pow_abs(a, b),
         Op::Spow => super::fastmath::pow(a, b),
+        user_ops!() => user::get(op).map_or(0.0, |u| u.eval(a, b, apply_fast)),
         _ => op.apply(a, b),
     }
 }

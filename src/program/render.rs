@@ -256,6 +256,13 @@ fn push_wrapped(out: &mut String, s: &str, wrap: bool, style: Style) {
     }
 }
 
+/// A user operator for sympy: `name = lambda a: body` (or `lambda a, b:`), its body in sympy
+/// text over the functions of [`SYMPY_PRELUDE`], to run after it.
+pub fn sympy_definition(u: &super::ops::user::UserOp) -> String {
+    let params: Vec<String> = ["a", "b"][..u.params.len()].iter().map(|p| p.to_string()).collect();
+    format!("{} = lambda {}: {}", u.name, params.join(", "), render(&u.body_nodes(), &params, Style::Sympy))
+}
+
 /// Python definitions sympy needs for the protected operators, to paste before `sympify`.
 pub const SYMPY_PRELUDE: &str = "div = lambda a, b: sympy.Piecewise((1, sympy.Eq(b, 0)), (a / b, True)); \
 aq = lambda a, b: a / sympy.sqrt(1 + b**2); plog = lambda x: sympy.log(1 + sympy.Abs(x)); \

@@ -152,6 +152,10 @@ pub struct ClassifySettings {
     pub grammar: Option<String>,
     /// Function set for tree GP.
     pub functions: Option<String>,
+    /// Operators of the user's own (`--define`), e.g. `softsign(x) = x / (1 + abs(x))`, which
+    /// the function set and the grammar may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
     /// Population, generations, seed, selection, program length.
     pub engine: crate::evolve::EngineConfig,
     /// GE: mapping limits.
@@ -195,6 +199,7 @@ impl Default for ClassifySettings {
             standardize: true,
             grammar: None,
             functions: Some(FUNCTIONS.into()),
+            operators: Vec::new(),
             engine: CLASSIFY.config(crate::evolve::ConstantFitting::default()),
             map: ge.map,
             init: ge.init,
@@ -296,6 +301,7 @@ impl ClassifySettings {
     /// Checks values the types allow but a run cannot use.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
+        super::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         self.budget.check(super::budget::Measure::Accuracy)?;
         ensure!(
@@ -345,6 +351,8 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &super::run::RunOptions,
 ) -> Result<EvolveResult> {
+    // The run's own operators, before its function set or grammar names them.
+    super::search::register_operators(&settings.operators)?;
     use crate::program::render::{Style, outputs, render};
 
     let start = std::time::Instant::now();
@@ -457,13 +465,14 @@ pub fn fit(
         features: names.clone(),
         target: train.data.target.clone(),
         nodes: Model::encode(&best.nodes),
+        operators: Model::operators_of(&best.nodes),
         n_outputs,
         classes: Some(train.classes.clone()),
         scale: None,
         head: None,
         standardize: standardize.cloned(),
     };
-    let report = serde_json::json!({
+    let mut report = serde_json::json!({
         "command": "classify",
         "settings": settings,
         "classes": train.classes,
@@ -482,6 +491,10 @@ pub fn fit(
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
+    // The user operators the program uses, with the Python that gives them to sympy.
+    if let Some(o) = super::model::operators_json(&best.nodes) {
+        report["operators"] = o;
+    }
     let w = train.classes.iter().map(|c| c.len()).max().unwrap_or(1).max(8);
     let mut summary = String::new();
     if n_outputs == 0 {

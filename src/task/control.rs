@@ -42,6 +42,10 @@ pub struct ControlSettings {
     pub grammar: Option<String>,
     /// Function set for tree GP.
     pub functions: Option<String>,
+    /// Operators of the user's own (`--define`), e.g. `softsign(x) = x / (1 + abs(x))`, which
+    /// the function set and the grammar may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
     /// Population, generations, seed, selection, program length.
     pub engine: crate::evolve::EngineConfig,
     /// GE: mapping limits.
@@ -97,6 +101,7 @@ impl Default for ControlSettings {
             profile: None,
             grammar: None,
             functions: Some(FUNCTIONS.into()),
+            operators: Vec::new(),
             engine: CONTROL_CPU.config(crate::evolve::ConstantFitting::default()),
             map: crate::genome::MapConfig::default(),
             init: crate::genome::InitConfig::default(),
@@ -147,6 +152,7 @@ impl ControlSettings {
     /// the experiment-file field.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
+        super::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         self.budget.check(super::budget::Measure::Return)?;
         ensure!(
@@ -536,8 +542,9 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         observations: names.clone(),
         actuators: acts.clone(),
         nodes: super::model::Model::encode(&best.nodes),
+        operators: super::model::Model::operators_of(&best.nodes),
     };
-    let report = serde_json::json!({
+    let mut report = serde_json::json!({
         "command": "control",
         "settings": settings,
         "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": steps},
@@ -556,6 +563,10 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
+    // The user operators the program uses, with the Python that gives them to sympy.
+    if let Some(o) = super::model::operators_json(&best.nodes) {
+        report["operators"] = o;
+    }
     let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);
     let mut summary = format!("{} ({}), {} actuators, {} observations\n", m.name, m.profile, nu, n_obs);
     for (a, p) in acts.iter().zip(&programs) {

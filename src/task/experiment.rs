@@ -127,6 +127,15 @@ impl Experiment {
         }
     }
 
+    /// The run's own operators (`--define`, `operators`).
+    pub fn operators(&self) -> &[String] {
+        match self {
+            Experiment::Evolve(s) => &s.operators,
+            Experiment::Classify(s) => &s.operators,
+            Experiment::Control(s) => &s.operators,
+        }
+    }
+
     /// Where the run evaluates.
     pub fn device_mut(&mut self) -> &mut crate::backend::DeviceChoice {
         match self {

@@ -32,6 +32,10 @@ pub struct Model {
     pub target: String,
     /// The tree in prefix order: `[operator name, value, output slot + 1 or 0]` per node.
     pub nodes: Vec<(String, f32, u8)>,
+    /// The definitions of the user operators the tree uses, callees first
+    /// ([`Model::operators_of`]); registered again when the model is read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
     /// Output slots (0: the root's value is the output).
     pub n_outputs: usize,
     /// Classification: class names, by class index.
@@ -55,6 +59,11 @@ impl Model {
         nodes.iter().map(|n| (n.op.name().to_string(), n.value, n.out)).collect()
     }
 
+    /// The definitions a tree's user operators need ([`Model::operators`]).
+    pub fn operators_of(nodes: &[Node]) -> Vec<String> {
+        crate::program::ops::user::definitions_for(nodes.iter().map(|n| n.op))
+    }
+
     /// The tree, decoded and checked against the model ([`crate::program::tree::decode`]: it
     /// reads the model's features and writes its output slots), with the rest of the model that
     /// predictions read: class names that fit the outputs (one per output, or two for one
@@ -63,6 +72,8 @@ impl Model {
     /// plots, Python) reads the tree through here.
     pub fn tree(&self) -> Result<Vec<Node>> {
         let n = self.features.len();
+        // Its own operators first; a tree naming one the model does not define is refused.
+        crate::program::ops::user::load_saved(&self.operators, self.nodes.iter().map(|n| n.0.as_str()), "the model").map_err(|e| anyhow!(e))?;
         let nodes = crate::program::tree::decode(&self.nodes, n, self.n_outputs).map_err(|e| anyhow!("the model's tree: {e}"))?;
         if self.kind == ModelKind::Classification {
             let classes = self.classes.as_ref().context("a classification model without class names")?;
@@ -234,4 +245,21 @@ pub fn from_json(bytes: &[u8], origin: &str) -> Result<Model> {
         .map_err(|e| anyhow!("{origin}: the `model` cannot be read: {}", crate::program::clip(&e.to_string(), 200)))?;
     model.tree().with_context(|| format!("{origin}: the model cannot be applied"))?;
     Ok(model)
+}
+
+/// A report's `operators`: for each user operator `nodes` use (callees first), its name, its
+/// definition and a line of Python that defines it for sympy (`name = lambda a: …`, over the
+/// functions of [`SYMPY_PRELUDE`](crate::program::render::SYMPY_PRELUDE)), to run before
+/// `sympify` as the prelude is; `None` when the tree uses none.
+pub fn operators_json(nodes: &[Node]) -> Option<serde_json::Value> {
+    use crate::program::ops::user;
+    let texts = user::definitions_for(nodes.iter().map(|n| n.op));
+    let ops: Vec<_> = user::registered().into_iter().filter(|u| texts.contains(&u.text)).collect();
+    (!ops.is_empty()).then(|| {
+        serde_json::Value::Array(
+            ops.iter()
+                .map(|u| serde_json::json!({"name": u.name, "definition": u.text, "sympy": crate::program::render::sympy_definition(u)}))
+                .collect(),
+        )
+    })
 }

@@ -202,6 +202,10 @@ pub struct EvolveSettings {
     pub grammar: Option<String>,
     /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
     pub functions: Option<String>,
+    /// Operators of the user's own (`--define`), e.g. `softsign(x) = x / (1 + abs(x))`, which
+    /// the function set and the grammar may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
     /// Population, generations, seed, selection, program length.
     pub engine: crate::evolve::EngineConfig,
     /// GE: mapping limits.
@@ -296,6 +300,7 @@ impl Default for EvolveSettings {
             select: super::validation::Select::default(),
             grammar: None,
             functions: None,
+            operators: Vec::new(),
             engine: crate::evolve::EngineConfig::default(),
             map: crate::genome::MapConfig::default(),
             init: crate::genome::InitConfig::default(),
@@ -347,6 +352,7 @@ impl EvolveSettings {
     /// the experiment-file field.
     pub fn check(&self) -> anyhow::Result<()> {
         use anyhow::ensure;
+        super::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         self.budget.check(super::budget::Measure::Loss)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
@@ -515,6 +521,8 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &super::run::RunOptions,
 ) -> anyhow::Result<EvolveResult> {
+    // The run's own operators, before its function set or grammar names them.
+    super::search::register_operators(&settings.operators)?;
     let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, super::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     let searched = search(settings, &rows, backend, opts)?;
@@ -684,6 +692,7 @@ pub fn finish(
         features: names.clone(),
         target: rows.target.clone(),
         nodes: super::model::Model::encode(&best.nodes),
+        operators: super::model::Model::operators_of(&best.nodes),
         n_outputs: chosen.n_outputs(),
         classes: None,
         scale: match chosen {
@@ -696,7 +705,7 @@ pub fn finish(
         },
         standardize: None,
     };
-    let report = serde_json::json!({
+    let mut report = serde_json::json!({
         "command": "evolve",
         "settings": settings,
         "generations": generations,
@@ -714,6 +723,10 @@ pub fn finish(
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });
+    // The user operators the program uses, with the Python that gives them to sympy.
+    if let Some(o) = super::model::operators_json(&best.nodes) {
+        report["operators"] = o;
+    }
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", best.nodes.len());
     if let Readout::Head(h) = &chosen {
         let w: Vec<String> = h.w.iter().map(|w| format!("{w:.6e}")).collect();

@@ -140,6 +140,11 @@ pub struct Checkpoint {
     pub env_steps: Option<(u64, f64)>,
     /// Where the run writes its results (absolute paths).
     pub outputs: Outputs,
+    /// `(opcode, definition)` of the user operators the saved trees use: opcodes are handed out
+    /// per process, so a reader registers the definitions and renumbers the trees
+    /// ([`Self::from_json`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<(u8, String)>,
 }
 
 fn ten() -> usize {
@@ -189,8 +194,34 @@ impl Checkpoint {
             let path = e.path().to_string();
             anyhow!("{origin}: the checkpoint's `{}` cannot be read: {}", clip(&path, 80), clip(&e.into_inner().to_string(), 200))
         })?;
+        let mut c = c;
+        c.renumber_operators().with_context(|| format!("{origin}: the checkpoint's operators"))?;
         c.check().with_context(|| format!("{origin}: the checkpoint is damaged"))?;
         Ok(c)
+    }
+
+    /// Registers the run's own operators and those the saved trees use, and rewrites the trees'
+    /// user opcodes to this process's; a user opcode the checkpoint does not define is an error.
+    fn renumber_operators(&mut self) -> Result<()> {
+        let own = self.experiment.operators().to_vec();
+        crate::task::search::register_operators(&own)?;
+        let map = crate::program::ops::user::remap(&self.operators, "the checkpoint").map_err(|e| anyhow!(e))?;
+        let mut bad = None;
+        let mut fix = |nodes: &mut Vec<SavedNode>| {
+            for n in nodes.iter_mut() {
+                match map[n.0 as usize] {
+                    Some(c) => n.0 = c,
+                    None => bad = Some(n.0),
+                }
+            }
+        };
+        self.state.map_trees(&mut fix);
+        self.hall_of_fame.iter_mut().for_each(|e| fix(&mut e.nodes));
+        if let Some(code) = bad {
+            bail!("a saved tree uses the user opcode {code}, which the checkpoint's `operators` do not define");
+        }
+        self.operators.clear();
+        Ok(())
     }
 
     /// The file's bytes: this checkpoint's JSON with its checksum added.
@@ -483,11 +514,17 @@ impl Observer for RunObserver<'_> {
         let experiment = self.opts.experiment.clone().context("a checkpoint saves the run's experiment: set RunOptions::experiment")?;
         let absolute = |p: &Option<PathBuf>| p.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
         let outputs = &self.opts.outputs;
+        let mut saved = Saved::of(state);
+        // The user operators any saved tree uses, so a reader can renumber them.
+        let mut used = Vec::new();
+        saved.map_trees(&mut |nodes| used.extend(nodes.iter().filter_map(|n| crate::program::Op::from_code(n.0))));
+        used.extend(self.hof.by_size.iter().flatten().flat_map(|e| e.nodes.iter().map(|n| n.op)));
         let c = Checkpoint {
             grove_checkpoint: CHECKPOINT_FORMAT,
             version: env!("CARGO_PKG_VERSION").into(),
             experiment,
-            state: Saved::of(state),
+            operators: crate::program::ops::user::saved_codes(used),
+            state: saved,
             hall_of_fame: self
                 .hof
                 .by_size

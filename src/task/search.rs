@@ -140,6 +140,12 @@ impl ClassTreeSettings {
     }
 }
 
+/// Registers a run's own operators (`--define`, an experiment's `operators`) so that its
+/// function set and grammar can name them; a bad definition is an error line naming it.
+pub fn register_operators(defs: &[String]) -> Result<()> {
+    crate::program::ops::user::register(defs).map(drop).map_err(|e| anyhow::anyhow!("--define (operators): {e}"))
+}
+
 /// The operators of a function set (`add,sub,mul,div`), an error naming `--functions` if it
 /// does not parse.
 pub fn function_set(functions: &str) -> Result<Vec<crate::program::ops::Op>> {

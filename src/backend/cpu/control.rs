@@ -211,6 +211,10 @@ pub struct SavedPolicy {
     pub actuators: Vec<String>,
     /// The tree in prefix order: `[operator name, value, output slot + 1 or 0]` per node.
     pub nodes: Vec<(String, f32, u8)>,
+    /// The definitions of the user operators the tree uses, callees first; registered again
+    /// when the policy is read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
 }
 
 impl SavedPolicy {
@@ -229,6 +233,8 @@ impl SavedPolicy {
     /// The tree, decoded and checked ([`crate::program::tree::decode`]: it reads the
     /// observations and writes one output slot per actuator).
     pub fn nodes(&self) -> Result<Vec<Node>> {
+        crate::program::ops::user::load_saved(&self.operators, self.nodes.iter().map(|n| n.0.as_str()), "the policy")
+            .map_err(|e| anyhow::anyhow!(e))?;
         crate::program::tree::decode(&self.nodes, self.observations.len(), self.actuators.len())
             .map_err(|e| anyhow::anyhow!("the policy's tree: {e}"))
     }

@@ -131,7 +131,9 @@ pub fn fit_plan(op: &[u8], value: &[f32], out: &[u8], n_features: usize, n_outpu
 }
 
 /// `(∂r/∂a, ∂r/∂b)` of `r = op(a, b)` ([`apply_fast`]'s value, passed in), in f32; 0 where the
-/// operator is flat or its derivative is undefined. Twin of `grove_partials` in fit.cu.
+/// operator is flat or its derivative is undefined; a user operator's through its body
+/// ([`UserOp::partials`](crate::program::ops::user::UserOp::partials)). Twin of
+/// `grove_partials` in fit.cu.
 #[inline(always)]
 pub fn partials(op: Op, a: f32, b: f32, r: f32) -> (f32, f32) {
     let sign = |v: f32| if v > 0.0 { 1.0 } else if v < 0.0 { -1.0 } else { 0.0 };
@@ -202,6 +204,10 @@ pub fn partials(op: Op, a: f32, b: f32, r: f32) -> (f32, f32) {
         Op::Cube => (3.0 * (a * a), 0.0),
         Op::Tanh => (1.0 - r * r, 0.0),
         Op::Sigmoid => (r * (1.0 - r), 0.0),
+        // Forward mode through the body, each step by the rules above.
+        crate::program::ops::user_ops!() => {
+            crate::program::ops::user::get(op).map_or((0.0, 0.0), |u| u.partials(a, b, apply_fast, partials, chain))
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use crate::grammar::compile::{ProductionEntry, RuleEntry, TableHeader};
 use crate::program::Op;
 use crate::backend::cpu::fit::FitResult;
 use crate::backend::cpu::interp::Instr;
-use crate::program::ops::FUNCTIONS;
+use crate::program::ops::{FUNCTIONS, functions, user};
 
 /// Name of the generated header in `#include` lines and compile errors.
 pub const COMMON_HEADER: &str = "grove_common.h";
@@ -91,21 +91,26 @@ fn arity_source() -> String {
          // such a code makes a tree invalid, grove_is_op tells it apart.\n\
          __device__ __forceinline__ unsigned grove_arity(unsigned code) {\n    switch (code) {\n",
     );
-    for op in FUNCTIONS {
-        s.push_str(&format!("        case {}: return {}u;\n", *op as u8, op.arity()));
+    for op in functions() {
+        s.push_str(&format!("        case {}: return {}u;\n", op as u8, op.arity()));
     }
     s.push_str("        default: return 0u;\n    }\n}\n");
+    let n_user = user::registered().len();
     s.push_str(&format!(
-        "// Whether `code` names a leaf or a function (Op::from_code answers Some): codes 0 to {}.\n\
-         __device__ __forceinline__ bool grove_is_op(unsigned code) {{ return code <= {}u; }}\n",
+        "// Whether `code` names a leaf or a function (Op::from_code answers Some): codes 0 to {}, and\n\
+         // the {n_user} registered user operators from {}.\n\
+         __device__ __forceinline__ bool grove_is_op(unsigned code) {{ return code <= {}u || (code >= {}u && code < {}u); }}\n",
         max_code(),
-        max_code()
+        user::USER_BASE,
+        max_code(),
+        user::USER_BASE,
+        user::USER_BASE as usize + n_user
     ));
     s
 }
 
-/// The largest opcode: the codes of the leaves and the functions run from 0 to it without a gap
-/// (`program::ops` numbers them so; the tests check it).
+/// The largest built-in opcode: the codes of the leaves and the built-ins run from 0 to it
+/// without a gap (`program::ops` numbers them so; the tests check it), below the user block.
 fn max_code() -> u8 {
     FUNCTIONS.iter().map(|op| *op as u8).max().unwrap_or(Op::Const as u8)
 }
@@ -137,7 +142,13 @@ mod tests {
     fn opcodes_have_no_gap_so_grove_is_op_is_a_bound() {
         let max = max_code();
         assert!((0..=max).all(|c| Op::from_code(c).is_some()), "the opcodes 0..={max} have a gap");
-        assert!((max as u16 + 1..256).all(|c| Op::from_code(c as u8).is_none()));
+        assert!((max as u16 + 1..user::USER_BASE as u16).all(|c| Op::from_code(c as u8).is_none()));
+        assert!(max < user::USER_BASE);
+        let end = user::USER_BASE as usize + user::MAX_USER_OPS;
+        assert!((end..256).all(|c| Op::from_code(c as u8).is_none()));
+        // The registered user operators are the block's first codes, without a gap.
+        let n = user::registered().len();
+        assert!((0..n).all(|i| Op::from_code(user::USER_BASE + i as u8).is_some()));
     }
 
     #[test]
@@ -149,8 +160,10 @@ mod tests {
         for (name, field, offset) in OFFSETS {
             assert!(h.contains(&format!("static_assert(GROVE_OFFSETOF({name}, {field}) == {offset},")), "{name}.{field}");
         }
-        for op in FUNCTIONS {
-            assert!(h.contains(&format!("case {}: return {}u;", *op as u8, op.arity())), "{op}");
+        user::register(&["t_common_op(a, b) = a * b + 1".to_string()]).unwrap();
+        let h = common_header();
+        for op in functions() {
+            assert!(h.contains(&format!("case {}: return {}u;", op as u8, op.arity())), "{op}");
         }
     }
 }

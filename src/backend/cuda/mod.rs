@@ -92,7 +92,7 @@ pub struct CudaEngine {
     nvrtc: NvrtcInfo,
     cache_dir: Option<PathBuf>,
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
-    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    functions: Mutex<HashMap<(&'static str, usize), CudaFunction>>,
     loads: Mutex<Vec<ModuleLoad>>,
     /// The rule table blob now in map.cu's constant memory (see `map.rs`).
     map_table: Mutex<Option<Vec<u8>>>,
@@ -223,7 +223,8 @@ impl CudaEngine {
         // The text's hash is part of the key: sim.cu is one file with a header generated per
         // model, and keying by file name alone handed every model the first one's module
         // (swimmer's physics for a hopper, Euler for RK4) on the GPU.
-        let id = format!("{} {defines:?} {:016x}", src.file, text_hash(src.text));
+        // So are the registered user operators, which the generated headers define.
+        let id = format!("{} {defines:?} {:016x} {}", src.file, text_hash(src.text), crate::program::ops::user::registered().len());
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = modules.get(&id) {
             return Ok((m.clone(), Origin::Memory));
@@ -259,14 +260,16 @@ impl CudaEngine {
     }
 
     /// The kernel `name` of `src` compiled with `defines`, loading the module on first use.
-    /// Kernels are remembered by name: one that several variants hold is loaded once.
+    /// Kernels are remembered by name and the number of registered user operators: one that
+    /// several variants hold is loaded once, and a registration loads them afresh.
     pub fn function(&self, src: &KernelSource<'_>, defines: Defines<'_>, name: &'static str) -> Result<CudaFunction> {
-        if let Some(f) = self.functions.lock().unwrap_or_else(|e| e.into_inner()).get(name) {
+        let key = (name, crate::program::ops::user::registered().len());
+        if let Some(f) = self.functions.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
             return Ok(f.clone());
         }
         let (module, _) = self.load(src, defines)?;
         let f = module.load_function(name).during(|| format!("finding kernel {name} in {}", src.file))?;
-        self.functions.lock().unwrap_or_else(|e| e.into_inner()).insert(name, f.clone());
+        self.functions.lock().unwrap_or_else(|e| e.into_inner()).insert(key, f.clone());
         Ok(f)
     }
 }

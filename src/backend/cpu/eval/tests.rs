@@ -625,3 +625,36 @@ fn head_sums_are_the_sums_of_the_outputs() {
     let nine = Population::new(1, 1, 9);
     assert_eq!(evaluate_head(&nine, &x, &y, n_rows).unwrap_err(), EvalError::TooManyOutputs { n_outputs: 9, max: 8 });
 }
+
+#[test]
+fn user_operators_evaluate_as_their_bodies_bit_for_bit() {
+    // Random trees over built-ins and user operators (one and two arguments, one composed of
+    // another): the block interpreter, with its folding of constant subtrees, gives what the
+    // node-by-node apply_fast gives, which for a user node is its body's steps.
+    let defs: Vec<String> = ["e_softsign(x) = x / (1 + abs(x))", "e_hyp(a, b) = sqrt(a*a + b*b)", "e_mix(a, b) = e_softsign(a) * sin(b) - 0.5"]
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    let user = crate::program::ops::user::register(&defs).unwrap();
+    let mut functions = vec![Op::Add, Op::Mul, Op::Sin, Op::Exp];
+    functions.extend(&user);
+    let mut s = Stream::new(11, 0, 0, Purpose::Init);
+    let trees: Vec<Vec<Node>> = (0..60).map(|i| random_tree(&mut s, &functions, 3, 5 + i % 30, 0)).collect();
+    assert!(trees.iter().flatten().any(|n| n.op == user[2]), "the trees use the user operators");
+    let pop = pop_of(&trees, 0);
+    let (n_rows, x) = (37, random_x(5, 3, 37));
+    for t in 0..trees.len() {
+        let got = predict(&pop, t, &x, n_rows).unwrap();
+        for row in 0..n_rows {
+            let want = eval_scalar_fast(pop.tree(t), &x, n_rows, row, 0)[0];
+            assert_eq!(got[row].to_bits(), want.to_bits(), "tree {t}, row {row}: {} vs {want}", got[row]);
+        }
+    }
+    // And a user node's value is its definition computed by hand.
+    let pop = pop_of(&[vec![Node::func(user[0]), Node::var(0)]], 0);
+    let got = predict(&pop, 0, &x, n_rows).unwrap();
+    for row in 0..n_rows {
+        let v = x[row];
+        assert_eq!(got[row].to_bits(), (v / (1.0 + v.abs())).to_bits());
+    }
+}

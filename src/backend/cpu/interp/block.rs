@@ -223,6 +223,11 @@ fn apply_block<const B: usize>(op: Op, d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'
         Op::Slog => un!(Op::Slog),
         Op::Ssqrt => un!(Op::Ssqrt),
         Op::Var | Op::Const => map1(d, a, |x| x), // a leaf's value is its operand
+        crate::program::ops::user_ops!() => match crate::program::ops::user::get(op) {
+            Some(u) if u.params.len() == 2 => map2(d, a, b, |x, y| u.eval(x, y, apply_fast)),
+            Some(u) => map1(d, a, |x| u.eval(x, 0.0, apply_fast)),
+            None => map1(d, a, |_| 0.0),
+        },
     }
 }
 
