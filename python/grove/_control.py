@@ -9,7 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import _grove
-from ._run import budget_block, functions_text, grammar_spec, islands_block, on_note, seed_of
+from ._run import budget_block, functions_text, grammar_spec, islands_block, on_note, operators_list, seed_of
 
 # `grove control`'s defaults (grove::task::defaults), which the signature of ``control`` shows.
 _CONTROL = _grove.DEFAULTS["control"]
@@ -70,6 +70,7 @@ def control(
     *,
     profile=None,
     function_set=None,
+    operators=None,
     grammar=None,
     population_size=None,
     generations=None,
@@ -110,6 +111,9 @@ def control(
     (``--islands``, ``--migrate-every``, ``--migrants``, ``--gpus``: populations side by side
     exchanging their best programs on a ring, spread over these GPUs on a CUDA run).
 
+    ``operators``: operators of your own for ``function_set`` or ``grammar`` (``--define``), as
+    for ``SymbolicRegressor``.
+
     ``max_time`` and ``stop_at``: the run ends after the generation past which one more would
     cross ``max_time`` seconds of search, or after the first whose best policy's training return
     is at or above ``stop_at`` (``--time-limit``, ``--stop-at``); ``report["ended"]`` says why.
@@ -144,6 +148,7 @@ def control(
         "profile": profile,
         "grammar": grammar,
         "functions": None if grammar is not None else functions_text(function_set, _CONTROL["function_set"]),
+        "operators": operators_list(operators),
         "engine": engine,
         "test_episodes": max(int(test_episodes), 1),
         "episode_steps": None if episode_steps is None else int(episode_steps),

@@ -23,7 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _grove
-from ._run import budget_block, functions_text, grammar_spec, islands_block, on_note, seed_of
+from ._run import budget_block, functions_text, grammar_spec, islands_block, on_note, operators_list, seed_of
 
 _DTYPES = [np.float64, np.float32]
 
@@ -66,6 +66,7 @@ class _SymbolicBase(BaseEstimator):
 
     _parameter_constraints = {
         "function_set": [str, list, tuple, None],
+        "operators": [str, list, tuple, dict, None],
         "grammar": [str, os.PathLike, None],
         "population_size": [Interval(Integral, 2, None, closed="left")],
         "generations": [Interval(Integral, 1, None, closed="left")],
@@ -133,7 +134,7 @@ class _SymbolicBase(BaseEstimator):
             raise ValueError("give function_set (tree GP) or grammar (grammatical evolution), not both")
         grammar = grammar_spec(self.grammar)
         functions = None if grammar is not None else functions_text(self.function_set, default_functions)
-        return {"grammar": grammar, "functions": functions}
+        return {"grammar": grammar, "functions": functions, "operators": operators_list(self.operators)}
 
     def _islands(self):
         return islands_block(self.islands, self.migrate_every, self.migrants, self.gpus, self.population_size)
@@ -220,6 +221,12 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     function_set : str or sequence of str, default=None
         Functions for tree GP, e.g. ``"add,sub,mul,div,sin"`` or ``["add", "sub"]``;
         None means ``"add,sub,mul,div"`` (unless ``grammar`` is given).
+    operators : str, sequence of str or dict, default=None
+        Operators of your own, as expressions over grove's (``grove evolve --define``):
+        ``["cube(x) = x*x*x", "softsign(x) = x / (1 + abs(x))"]``, or a dict
+        ``{"softsign(x)": "x / (1 + abs(x))"}``. ``function_set`` and ``grammar`` may name them;
+        the model, ``sympy()`` and exports show them by name, and both devices compute them with
+        the same bits.
     grammar : str or path-like, default=None
         A BNF grammar for grammatical evolution: a path to a ``.bnf`` file or the grammar's
         text.
@@ -311,6 +318,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self,
         *,
         function_set=None,
+        operators=None,
         grammar=None,
         metric="mse",
         linear_scaling=True,
@@ -341,6 +349,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         verbose=0,
     ):
         self.function_set = function_set
+        self.operators = operators
         self.grammar = grammar
         self.metric = metric
         self.optimise_constants = optimise_constants
@@ -444,7 +453,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
 
     Parameters
     ----------
-    function_set, grammar, population_size (5000), generations (40), tournament_size,
+    function_set, operators, grammar, population_size (5000), generations (40), tournament_size,
     elitism, max_length (64), parsimony_coefficient, validation_fraction, select, bloat,
     size_pressure, islands, migrate_every, migrants, gpus, max_time, device, threads,
     random_state, warm_start, verbose :
@@ -488,6 +497,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self,
         *,
         function_set=None,
+        operators=None,
         grammar=None,
         fitness="cross-entropy",
         standardize=True,
@@ -518,6 +528,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         verbose=0,
     ):
         self.function_set = function_set
+        self.operators = operators
         self.grammar = grammar
         self.fitness = fitness
         self.optimise_constants = optimise_constants

@@ -99,3 +99,26 @@ def budget_block(max_time, stop_at):
             raise ValueError(f"stop_at must be a finite number, got {stop_at!r}")
         block["stop_at"] = v
     return block
+
+
+def operators_list(operators):
+    """The settings' ``operators`` (``--define``): definitions such as ``"softsign(x) = x / (1 +
+    abs(x))"``, from a string (one definition, or several separated by ``;``), a sequence of
+    strings, or a mapping of a signature (``"softsign(x)"``) to its body."""
+    if operators is None:
+        return []
+    if isinstance(operators, str):
+        items = [d for d in operators.split(";")]
+    elif isinstance(operators, dict):
+        items = [f"{k} = {v}" for k, v in operators.items()]
+    else:
+        try:
+            items = list(operators)
+        except TypeError:
+            raise ValueError(f"operators must be definitions such as 'cube(x) = x*x*x', got {operators!r}") from None
+    out = []
+    for d in items:
+        if not isinstance(d, str) or not d.strip():
+            raise ValueError(f"operators: each definition is a string such as 'cube(x) = x*x*x', got {d!r}")
+        out.append(d.strip())
+    return out

@@ -139,3 +139,47 @@ def test_islands_equal_grove_evolves(tmp_path, grove_cli):
     est = SymbolicRegressor(function_set="add,sub,mul", population_size=150, generations=6, random_state=9, islands=3,
                             migrate_every=2, migrants=4, device="cpu").fit(X, y)
     same_run(cli, est.report_)
+
+
+def test_custom_operators_equal_grove_evolves_define(tmp_path, grove_cli):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, (120, 2))
+    y = X[:, 0] / (1 + np.abs(X[:, 0])) + X[:, 1] ** 3
+    write_csv(tmp_path / "d.csv", X, y, ["x0", "x1"], "y")
+    defs = ["softsign(x) = x / (1 + abs(x))", "cube3(x) = x*x*x"]
+    grove_cli("evolve", "--data", tmp_path / "d.csv", "--functions", "add,mul,softsign,cube3", "--define", defs[0], "--define", defs[1],
+              "--pop", 300, "--gens", 8, "--seed", 4, "--device", "cpu", "--quiet", "--report", tmp_path / "r.json")
+    cli = json.loads((tmp_path / "r.json").read_text())
+    est = SymbolicRegressor(function_set="add,mul,softsign,cube3", operators=defs, population_size=300, generations=8,
+                            random_state=4, device="cpu").fit(X, y)
+    same_run(cli, est.report_)
+    # A dict of signatures gives the same run.
+    again = SymbolicRegressor(function_set="add,mul,softsign,cube3", operators={"softsign(x)": "x / (1 + abs(x))", "cube3(x)": "x*x*x"},
+                              population_size=300, generations=8, random_state=4, device="cpu").fit(X, y)
+    assert again.program_ == est.program_
+    out = grove_cli("predict", "--model", tmp_path / "r.json", "--data", tmp_path / "d.csv")
+    np.testing.assert_array_equal(est.predict(X), np.array([float(v) for v in out.stdout.split()[1:]]))
+    # sympy knows the operators the program uses by their definitions.
+    import sympy
+
+    expr = est.sympy()
+    x0, x1 = sympy.symbols("x0 x1")
+    f = sympy.lambdify((x0, x1), expr, "numpy")
+    np.testing.assert_allclose(f(X[:, 0], X[:, 1]), est.predict(X), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "operators, message",
+    [
+        (["f(x) = f(x) + 1"], "calls itself"),
+        (["f(x) = foo(x)"], "unknown operator"),
+        (["f(x) = x + y"], "unknown variable"),
+        (["sin(x) = x"], "shadows"),
+        ([""], "each definition is a string"),
+        (42, "'operators' parameter"),
+    ],
+)
+def test_bad_operator_definitions_are_value_errors(operators, message):
+    X = np.random.default_rng(0).uniform(-1, 1, (40, 2))
+    with pytest.raises(ValueError, match=message):
+        SymbolicRegressor(function_set="add,mul", operators=operators, population_size=50, generations=1, device="cpu").fit(X, X[:, 0])
