@@ -2,8 +2,9 @@
 built ``grove`` binary with ``--device cuda`` and the estimator with the same data, settings and
 seed, and compares the best program, scores, hall of fame and generation statistics (as
 test_same_as_cli.py does on the CPU); a warm-started fit on the GPU continues to the run of one
-longer fit. Runs only with GROVE_TEST_GPU=1 (a machine with a CUDA GPU; then a missing GPU is a
-failure): tools/python/gpu_check.sh runs it from a built wheel."""
+longer fit; custom operators and a target equal the command line's. Runs only with
+GROVE_TEST_GPU=1 (a machine with a CUDA GPU; then a missing GPU is a failure):
+tools/python/gpu_check.sh runs it from a built wheel."""
 
 import json
 import os
@@ -86,3 +87,21 @@ def test_cuda_control_equals_grove_control_on_cuda(tmp_path, grove_cli):
                            device="cuda")
     for key in ["best", "train", "test", "policy", "settings"]:
         assert policy.report[key] == cli[key], key
+
+
+def test_cuda_custom_operators_and_budget_equal_the_command_lines(tmp_path, grove_cli):
+    X, y = regression_data()
+    write_csv(tmp_path / "d.csv", X, y, ["x0", "x1", "x2"], "y")
+    defs = ["softsign(x) = x / (1 + abs(x))", "hyp(a, b) = sqrt(a*a + b*b)"]
+    grove_cli("evolve", "--data", tmp_path / "d.csv", "--functions", "add,mul,sin,softsign,hyp", "--define", defs[0],
+              "--define", defs[1], "--pop", 2000, "--gens", 40, "--seed", 2, "--stop-at", 0.05, "--device", "cuda", "--quiet",
+              "--report", tmp_path / "r.json")
+    cli = json.loads((tmp_path / "r.json").read_text())
+    on_gpu(cli)
+    est = SymbolicRegressor(function_set="add,mul,sin,softsign,hyp", operators=defs, population_size=2000, generations=40,
+                            random_state=2, stop_at=0.05, device="cuda").fit(X, y)
+    on_gpu(est.report_)
+    same_run(cli, est.report_)
+    assert est.report_["ended"] == cli["ended"]
+    out = grove_cli("predict", "--model", tmp_path / "r.json", "--data", tmp_path / "d.csv")
+    np.testing.assert_array_equal(est.predict(X), np.array([float(v) for v in out.stdout.split()[1:]]))

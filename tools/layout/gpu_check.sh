@@ -24,7 +24,7 @@ fi
 # A report without its timings, for comparison.
 strip_report() { python3 - "$1" <<'PY'
 import json, sys
-drop = {"seconds", "timing", "transfers", "time", "version"}
+drop = {"seconds", "timing", "transfers", "time", "version", "ended", "budget"}
 def s(v):
     if isinstance(v, dict): return {k: s(x) for k, x in v.items() if k not in drop}
     if isinstance(v, list): return [s(x) for x in v]
