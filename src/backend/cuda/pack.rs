@@ -21,7 +21,8 @@ use crate::program::tree::{Population, TreeRef};
 /// Alignment of every section of the packed buffer, bytes.
 pub const ALIGN: usize = 256;
 
-/// Arity of every opcode; [`BAD_OP`] for codes that name no operator.
+/// Arity of every built-in opcode; [`BAD_OP`] for the others. Built once, so the operators a
+/// user registers later (a second fit in one Python process) are looked up by [`arity_of`].
 static ARITY: LazyLock<[u8; 256]> = LazyLock::new(|| {
     let mut a = [BAD_OP; 256];
     for (code, slot) in a.iter_mut().enumerate() {
@@ -32,6 +33,13 @@ static ARITY: LazyLock<[u8; 256]> = LazyLock::new(|| {
     a
 });
 const BAD_OP: u8 = u8::MAX;
+
+/// Arity of opcode `code` as registered now (user operators may be registered after
+/// [`ARITY`] was built); [`BAD_OP`] when it names no operator.
+#[cold]
+fn arity_of(code: u8) -> u8 {
+    Op::from_code(code).map_or(BAD_OP, |o| o.arity() as u8)
+}
 
 /// Evaluation stack a tree needs when walked backwards (values held at once, counting the
 /// top), after checking what the kernels rely on: known opcodes, arities that form one tree,
@@ -47,7 +55,10 @@ fn check_nodes(op: &[u8], value: &[f32], out: &[u8], n_features: usize, n_output
     let (mut h, mut need) = (0usize, 0usize);
     for i in (0..op.len()).rev() {
         let code = op[i];
-        let k = arity[code as usize];
+        let k = match arity[code as usize] {
+            BAD_OP => arity_of(code),
+            k => k,
+        };
         if k == BAD_OP {
             return Err(format!("node {i}: bad opcode {code}"));
         }
@@ -426,6 +437,20 @@ mod tests {
         let s = sections(as_bytes_mut(&mut buf), &lay).unwrap();
         assert_eq!(&s.ids[..packed.n_fast], &fast[..]);
         assert_eq!(&s.ids[packed.n_fast..], &deep[..]);
+    }
+
+    #[test]
+    fn an_operator_registered_after_the_first_pack_is_known() {
+        // The table of arities is built by the first check; a definition registered later (a
+        // second fit in one Python process) is still a known operator of its arity.
+        stack_need(pop_of(1, 8, 0, &expr()).tree(0), 2, 0).unwrap();
+        let late = crate::program::ops::user::register(&["pack_late_sq(x) = x*x".to_string()]).unwrap()[0];
+        let tree = [Node::func(Op::Add), Node::func(late), Node::var(0), Node::var(1)];
+        assert_eq!(stack_need(pop_of(1, 8, 0, &tree).tree(0), 2, 0), Ok(2));
+        // A code no one registered is still refused.
+        let mut pop = pop_of(1, 8, 0, &tree);
+        pop.op[1] = 63;
+        assert!(stack_need(pop.tree(0), 2, 0).unwrap_err().contains("bad opcode 63"));
     }
 
     #[test]
