@@ -185,3 +185,140 @@ extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* err
     }
     winners[s] = mine[m > 1 ? grove_below(rng, m) : 0];
 }
+
+// select::elite(fit, k) (worst == 0) and islands::worst(fit, k) (worst == 1) without ranking
+// every individual: the order is that of a 96-bit key, the 64-bit total order of the fitness key
+// and then the index (complemented both for worst: worst first, ties to the higher index), so
+// keys are distinct. A radix select finds the k-th key, eight bits a pass over twelve passes
+// (grove_topk_hist counts the keys that share the digits found so far, grove_topk_pick reads the
+// histogram); grove_topk_collect gathers the k keys at or below it (in any order) and
+// grove_topk_order writes each to its rank among them, counted. Migration (src/evolve/
+// device/migrate.rs) chooses who leaves and who is replaced with these, with no host copy of
+// the fitness.
+
+// The state of one selection, in device memory.
+struct GroveTopk {
+    unsigned long long prefix_key;  // digits found so far of the k-th key's fitness part
+    unsigned long long mask_key;    // which bits of it are found
+    unsigned prefix_idx;            // the same for its index part
+    unsigned mask_idx;
+    unsigned need;                  // keys still to take among those matching the prefix
+    unsigned taken;                 // grove_topk_collect's counter
+};
+
+__device__ __forceinline__ unsigned long long grove_topk_key(const double* fit, unsigned i, unsigned worst) {
+    const unsigned long long u = (unsigned long long)grove_total_order(grove_key(fit[i])) ^ 0x8000000000000000ull;
+    return worst ? ~u : u;
+}
+
+__device__ __forceinline__ unsigned grove_topk_idx(unsigned i, unsigned worst) { return worst ? ~i : i; }
+
+// Pass d (0..11): the digit of 8 bits it finds, of the fitness part for d < 8 (most significant
+// first) and of the index part after.
+__device__ __forceinline__ unsigned grove_topk_digit(unsigned long long u, unsigned v, unsigned d) {
+    return d < 8 ? (unsigned)(u >> (56 - 8 * d)) & 255u : (v >> (24 - 8 * (d - 8))) & 255u;
+}
+
+extern "C" __global__ void grove_topk_init(unsigned k, GroveTopk* st, unsigned* hist) {
+    if (threadIdx.x == 0) {
+        st->prefix_key = 0;
+        st->mask_key = 0;
+        st->prefix_idx = 0;
+        st->mask_idx = 0;
+        st->need = k;
+        st->taken = 0;
+    }
+    for (unsigned b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+}
+
+extern "C" __global__ void grove_topk_hist(unsigned n, unsigned worst, unsigned d, const double* fit, const GroveTopk* st,
+                                           unsigned* hist) {
+    __shared__ unsigned local[256];
+    for (unsigned b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    const GroveTopk s = *st;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const unsigned long long u = grove_topk_key(fit, i, worst);
+        const unsigned v = grove_topk_idx(i, worst);
+        if ((u & s.mask_key) == s.prefix_key && (v & s.mask_idx) == s.prefix_idx) atomicAdd(&local[grove_topk_digit(u, v, d)], 1u);
+    }
+    __syncthreads();
+    for (unsigned b = threadIdx.x; b < 256; b += blockDim.x)
+        if (local[b]) atomicAdd(&hist[b], local[b]);
+}
+
+// One thread: the bin holding the need-th matching key becomes the next digit; keys of lower
+// bins are taken whole (collect finds them by comparison), so need drops by their count. The
+// histogram is cleared for the next pass.
+extern "C" __global__ void grove_topk_pick(unsigned d, GroveTopk* st, unsigned* hist) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    unsigned below = 0, b = 0;
+    for (; b < 255; ++b) {
+        if (below + hist[b] >= st->need) break;
+        below += hist[b];
+    }
+    st->need -= below;
+    if (d < 8) {
+        st->prefix_key |= (unsigned long long)b << (56 - 8 * d);
+        st->mask_key |= 255ull << (56 - 8 * d);
+    } else {
+        st->prefix_idx |= b << (24 - 8 * (d - 8));
+        st->mask_idx |= 255u << (24 - 8 * (d - 8));
+    }
+    for (unsigned j = 0; j < 256; ++j) hist[j] = 0;
+}
+
+// After the twelve passes the prefix is the k-th key itself: the k keys at or below it.
+extern "C" __global__ void grove_topk_collect(unsigned n, unsigned worst, const double* fit, GroveTopk* st,
+                                              unsigned long long* keys, unsigned* idx) {
+    const unsigned long long tk = st->prefix_key;
+    const unsigned ti = st->prefix_idx;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        const unsigned long long u = grove_topk_key(fit, i, worst);
+        const unsigned v = grove_topk_idx(i, worst);
+        if (u < tk || (u == tk && v <= ti)) {
+            const unsigned at = atomicAdd(&st->taken, 1u);
+            keys[at] = u;
+            idx[at] = i;
+        }
+    }
+}
+
+// out[rank] = idx[j], rank = how many of the k keys are below key j (key, then index).
+extern "C" __global__ void grove_topk_order(unsigned k, unsigned worst, const unsigned long long* keys, const unsigned* idx,
+                                            unsigned* out) {
+    __shared__ unsigned long long tk[GROVE_RANK_TILE];
+    __shared__ unsigned ti[GROVE_RANK_TILE];
+    const unsigned j = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned long long mu = j < k ? keys[j] : 0;
+    const unsigned mv = j < k ? grove_topk_idx(idx[j], worst) : 0;
+    unsigned rank = 0;
+    for (unsigned base = 0; base < k; base += GROVE_RANK_TILE) {
+        __syncthreads();
+        for (unsigned t = threadIdx.x; t < GROVE_RANK_TILE; t += blockDim.x) {
+            tk[t] = base + t < k ? keys[base + t] : 0;
+            ti[t] = base + t < k ? grove_topk_idx(idx[base + t], worst) : 0;
+        }
+        __syncthreads();
+        const unsigned m = k - base < GROVE_RANK_TILE ? k - base : GROVE_RANK_TILE;
+        for (unsigned t = 0; t < m; ++t) rank += (tk[t] < mu || (tk[t] == mu && ti[t] < mv)) ? 1u : 0u;
+    }
+    if (j < k) out[rank] = idx[j];
+}
+
+// Row r < n of dst becomes row idx[r] of src, rows of `words` 32-bit words (fitness: 2; used
+// codons: 1). One thread per word.
+extern "C" __global__ void grove_gather_words(unsigned n, unsigned words, const unsigned* idx, const unsigned* src, unsigned* dst) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * words) return;
+    const unsigned r = t / words, w = t % words;
+    dst[t] = src[(unsigned long long)idx[r] * words + w];
+}
+
+// Row idx[r] of dst becomes row r of src, for r < n (the idx entries are distinct).
+extern "C" __global__ void grove_scatter_words(unsigned n, unsigned words, const unsigned* idx, const unsigned* src, unsigned* dst) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * words) return;
+    const unsigned r = t / words, w = t % words;
+    dst[(unsigned long long)idx[r] * words + w] = src[t];
+}

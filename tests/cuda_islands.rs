@@ -113,6 +113,8 @@ fn device_islands_equal_host_islands_for_tree_gp() {
         assert_eq!(tr.generations, cfg.generations + 1);
         assert_eq!(tr.snapshots, 0);
         eprintln!("{what}: best {:e}, {} migrations moving {} bytes through the host", a.best.fitness, tr.migrations, tr.migration_bytes);
+        assert_eq!(tr.migration_bytes, 0, "{what}: migration chooses and moves rows on the device");
+        assert_eq!(tr.population_bytes_between_generations, 0, "{what}");
     }
 }
 
@@ -272,7 +274,9 @@ fn islands_on_two_gpus_equal_host_islands() {
         let (a, tr) = device::run(&cfg, &isl, Representation::Trees(&rep), &d, None, &mut fa).unwrap();
         let b = host::run(&cfg, &isl, Representation::Trees(&rep), &tasks[0], None, &mut fb).unwrap();
         assert_same_runs(&format!("two GPUs {isl:?}"), &a, &b, &fa, &fb);
-        assert!(tr.migration_bytes > 0);
+        // Rows went GPU to GPU; nothing of a migration came through the host.
+        assert!(tr.migration_peer_bytes > 0);
+        assert_eq!(tr.migration_bytes, 0);
     }
 }
 
@@ -324,14 +328,16 @@ impl EmuIslands<'_> {
 }
 
 impl grove::evolve::islands::Transport for EmuIslands<'_> {
+    type Rows = Vec<usize>;
     type Packet = (usize, Vec<f64>, Vec<u32>);
     fn islands(&self) -> usize {
         self.isl.len()
     }
-    fn fitness(&mut self, i: usize) -> anyhow::Result<Vec<f64>> {
-        Ok(self.isl[i].fit.clone())
+    fn choose(&mut self, i: usize, k: usize) -> anyhow::Result<(Vec<usize>, Vec<usize>)> {
+        let fit = &self.isl[i].fit;
+        Ok((grove::select::elite(fit, k), grove::evolve::islands::worst(fit, k)))
     }
-    fn send(&mut self, i: usize, rows: &[usize]) -> anyhow::Result<Self::Packet> {
+    fn send(&mut self, i: usize, rows: &Vec<usize>) -> anyhow::Result<Self::Packet> {
         let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
         let mut st = std::mem::replace(&mut self.staging[i], (Population::new(0, 1, 0), grove::genome::Genomes::new(0, 1)));
         let mut pop = self.isl[i].pop.clone();
@@ -341,7 +347,7 @@ impl grove::evolve::islands::Transport for EmuIslands<'_> {
         self.staging[i] = st;
         Ok((i, rows.iter().map(|&r| self.isl[i].fit[r]).collect(), rows.iter().map(|&r| self.isl[i].used[r]).collect()))
     }
-    fn receive(&mut self, j: usize, rows: &[usize], (from, fit, used): Self::Packet) -> anyhow::Result<()> {
+    fn receive(&mut self, j: usize, rows: &Vec<usize>, (from, fit, used): Self::Packet) -> anyhow::Result<()> {
         let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
         let mut st = self.staging[from].clone();
         let mut pop = std::mem::replace(&mut self.isl[j].pop, Population::new(0, 1, 0));

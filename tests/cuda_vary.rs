@@ -50,6 +50,8 @@ trait Device {
     fn tournament(&self, fit: &[f64], n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32>;
     /// The ranking.
     fn rank(&self, fit: &[f64]) -> Vec<u32>;
+    /// The `k` best (`worst`: the `k` worst) by the radix select.
+    fn top_k(&self, fit: &[f64], k: usize, worst: bool) -> Vec<u32>;
     /// `n_slots` truncation selections.
     fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32>;
     /// `n_slots` epsilon-lexicase selections, the pool from `fit`.
@@ -110,6 +112,12 @@ impl Device for Gpu {
         let e = &self.0;
         let f = e.upload_fitness(fit).unwrap();
         e.download_indices(&e.rank(&f).unwrap()).unwrap()
+    }
+    fn top_k(&self, fit: &[f64], k: usize, worst: bool) -> Vec<u32> {
+        let e = &self.0;
+        let f = e.upload_fitness(fit).unwrap();
+        let chosen = if worst { e.worst(&f, k) } else { e.elite(&f, k) };
+        e.download_indices(&chosen.unwrap()).unwrap()
     }
     fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32> {
         let e = &self.0;
@@ -192,13 +200,15 @@ fn emulator() -> Option<&'static Emulator> {
     static LIB: std::sync::OnceLock<Option<Emulator>> = std::sync::OnceLock::new();
     LIB.get_or_init(|| {
         let build = |src: &kernels::KernelSource<'static>| emulator::build(src, |s| s);
+        // The top-k kernels' grid-stride loops read gridDim, which the one-thread launches set.
+        let grid = |s: String| format!("{s}\nextern \"C\" void grove_emu_set_grid(unsigned g) {{ gridDim.x = g; }}\n");
         // vary.cu's lane groups made small, so that a group is a block of a few real threads.
         let lanes = |s: String| {
             let define = format!("#define GROVE_LANES {}", kernels::LANES);
             assert!(s.contains(&define), "vary.cu no longer has `{define}`");
             s.replace(&define, &format!("#define GROVE_LANES {EMU_LANES}"))
         };
-        let libs = emulator::build(&kernels::VARY, lanes).zip(build(&kernels::SELECT)).zip(build(&kernels::GENERATION));
+        let libs = emulator::build(&kernels::VARY, lanes).zip(emulator::build(&kernels::SELECT, grid)).zip(build(&kernels::GENERATION));
         libs.map(|((vary, select), generation)| Emulator { vary, select, generation })
     })
     .as_ref()
@@ -409,6 +419,46 @@ impl Device for Emulator {
             unsafe { f(params, fit.as_ptr(), rp) }
         });
         ranked
+    }
+    fn top_k(&self, fit: &[f64], k: usize, worst: bool) -> Vec<u32> {
+        type InitFn = unsafe extern "C" fn(u32, *mut u64, *mut u32);
+        type HistFn = unsafe extern "C" fn(u32, u32, u32, *const f64, *const u64, *mut u32);
+        type PickFn = unsafe extern "C" fn(u32, *mut u64, *mut u32);
+        type CollectFn = unsafe extern "C" fn(u32, u32, *const f64, *mut u64, *mut u64, *mut u32);
+        type OrderFn = unsafe extern "C" fn(u32, u32, *const u64, *const u32, *mut u32);
+        type GridFn = unsafe extern "C" fn(u32);
+        let (n, k) = (fit.len() as u32, k.min(fit.len()) as u32);
+        if k == 0 {
+            return Vec::new();
+        }
+        let (mut state, mut hist) = ([0u64; 4], [u32::MAX; 256]);
+        let (mut keys, mut rows, mut out) = (vec![0u64; k as usize], vec![u32::MAX; k as usize], vec![u32::MAX; k as usize]);
+        let w = u32::from(worst);
+        // Fewer blocks than rows, so the grid-stride loops take several turns.
+        let blocks = n.div_ceil(3).max(1);
+        let grid: GridFn = Self::get(&self.select, "grove_emu_set_grid");
+        let init: InitFn = Self::get(&self.select, kernels::TOPK_INIT);
+        let hist_f: HistFn = Self::get(&self.select, kernels::TOPK_HIST);
+        let pick: PickFn = Self::get(&self.select, kernels::TOPK_PICK);
+        let collect: CollectFn = Self::get(&self.select, kernels::TOPK_COLLECT);
+        let order: OrderFn = Self::get(&self.select, kernels::TOPK_ORDER);
+        let (sp, hp, kp, rp, op) = (state.as_mut_ptr(), hist.as_mut_ptr(), keys.as_mut_ptr(), rows.as_mut_ptr(), out.as_mut_ptr());
+        // SAFETY: as CudaEngine::elite launches them: state 32 bytes, hist 256 words, fit n
+        // entries, keys, rows and out k entries.
+        Self::launch(&self.select, 1, || unsafe { init(k, sp, hp) });
+        for d in 0..12 {
+            Self::launch(&self.select, blocks as usize, || unsafe {
+                grid(blocks);
+                hist_f(n, w, d, fit.as_ptr(), sp, hp)
+            });
+            Self::launch(&self.select, 1, || unsafe { pick(d, sp, hp) });
+        }
+        Self::launch(&self.select, blocks as usize, || unsafe {
+            grid(blocks);
+            collect(n, w, fit.as_ptr(), sp, kp, rp)
+        });
+        Self::launch(&self.select, k as usize, || unsafe { order(k, w, kp, rp, op) });
+        out
     }
     fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32> {
         let ranked = self.rank(fit);
@@ -729,6 +779,25 @@ fn selection_matches_reference(dev: &dyn Device) {
     }
 }
 
+/// The radix select of migration gives `select::elite(fit, k)` and `islands::worst(fit, k)`:
+/// ties, NaN, both infinities and both zeros; k from none to more than P.
+fn top_k_matches_reference(dev: &dyn Device) {
+    let mut s = Stream::new(21, 0, 0, Purpose::Bench);
+    let mut cases = fitness_cases();
+    cases.push((0..3000).map(|i| match s.below(9) { 0 => f64::NAN, 1 => f64::INFINITY, 2 => f64::NEG_INFINITY, 3 => -0.0, 4 => 0.0, _ => (i % 13) as f64 * 0.25 - 1.0 }).collect());
+    cases.push((0..4000).map(|_| s.unit_f64() * 1e-3).collect());
+    cases.push(vec![f64::NAN; 700]);
+    for (c, fit) in cases.iter().enumerate() {
+        let n = fit.len();
+        for k in [0, 1, 2, 7, n / 2, n.saturating_sub(1), n, n + 5] {
+            let got: Vec<usize> = dev.top_k(fit, k, false).iter().map(|&i| i as usize).collect();
+            assert_eq!(got, select::elite(fit, k), "elite of fitness case {c} (P = {n}), k = {k}");
+            let got: Vec<usize> = dev.top_k(fit, k, true).iter().map(|&i| i as usize).collect();
+            assert_eq!(got, grove::evolve::islands::worst(fit, k), "worst of fitness case {c} (P = {n}), k = {k}");
+        }
+    }
+}
+
 /// The valid pool's block-wide scan at sizes around its 1024 threads: tournaments of size 1
 /// pick only valid individuals, uniformly, in the CPU's order.
 fn valid_pool_matches_reference(dev: &dyn Device) {
@@ -808,6 +877,7 @@ on_devices!(
     selection_matches_reference,
     lexicase_matches_reference,
     valid_pool_matches_reference,
+    top_k_matches_reference,
 );
 
 /// A toy fitness: distance of the length from 12 plus a little of the first value; empty

@@ -123,13 +123,14 @@ pub fn combine(gen: usize, islands: &[GenerationStats], pop_size: usize, seconds
 /// Who moves at one migration: for each island, the rows it sends (its best, in
 /// `select::elite`'s order: fitness, then index) and the rows its immigrants overwrite (its
 /// worst, worst first: the reverse of that order). Immigrant `j` (the sender's `j`-th best)
-/// replaces `replace[j]`.
+/// replaces `replace[j]`. Rows are indices on the host (`Vec<usize>`), or wherever a
+/// [`Transport`] keeps them (a GPU's indices for the device loop).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Plan {
-    /// `[N][K]`: the rows island `i` sends to island `(i + 1) % N`.
-    pub leave: Vec<Vec<usize>>,
-    /// `[N][K]`: the rows of island `i` its immigrants replace.
-    pub replace: Vec<Vec<usize>>,
+pub struct Plan<R = Vec<usize>> {
+    /// `[N]`, each `[K]`: the rows island `i` sends to island `(i + 1) % N`.
+    pub leave: Vec<R>,
+    /// `[N]`, each `[K]`: the rows of island `i` its immigrants replace.
+    pub replace: Vec<R>,
 }
 
 /// The `k` worst of `fit`, worst first: the last `k` of `select::elite`'s full order (NaN as
@@ -157,35 +158,38 @@ pub fn plan(fits: &[Vec<f64>], k: usize) -> Plan {
 }
 
 /// Where the islands' populations live, as migration sees them. The host loops keep them in
-/// memory ([`HostIslands`]); the device loop on GPU buffers. [`migrate`] drives every transport
-/// the same way, so the programs that move are the same wherever they live.
+/// memory ([`HostIslands`]); the device loop on GPU buffers, where it also chooses who moves
+/// (so no fitness comes to the host). [`migrate`] drives every transport the same way, and each
+/// chooses as [`plan`] does, so the programs that move are the same wherever they live.
 pub trait Transport {
+    /// Rows of one island chosen for a migration, in order.
+    type Rows;
     /// Emigrants in flight: rows, their fitness, and what else a row carries.
     type Packet;
     /// Number of islands.
     fn islands(&self) -> usize;
-    /// Island `i`'s fitness, `[P]`.
-    fn fitness(&mut self, i: usize) -> Result<Vec<f64>>;
+    /// Island `i`'s `k` best, best first (`select::elite(fit, k)`), and its `k` worst, worst
+    /// first ([`worst`]`(fit, k)`).
+    fn choose(&mut self, i: usize, k: usize) -> Result<(Self::Rows, Self::Rows)>;
     /// Copies rows `rows` of island `i` (and their fitness) out.
-    fn send(&mut self, i: usize, rows: &[usize]) -> Result<Self::Packet>;
+    fn send(&mut self, i: usize, rows: &Self::Rows) -> Result<Self::Packet>;
     /// Writes `packet`'s rows over rows `rows` of island `i` (and their fitness: an immigrant
     /// keeps the fitness it was evaluated with).
-    fn receive(&mut self, i: usize, rows: &[usize], packet: Self::Packet) -> Result<()>;
+    fn receive(&mut self, i: usize, rows: &Self::Rows, packet: Self::Packet) -> Result<()>;
 }
 
-/// One migration of `k` programs per island around the ring: every island's emigrants are
-/// copied out first, then written over the next island's worst. Returns the plan it carried
-/// out.
-pub fn migrate<T: Transport + ?Sized>(t: &mut T, k: usize) -> Result<Plan> {
+/// One migration of `k` programs per island around the ring: every island chooses its
+/// emigrants and the rows they will replace first, then every island's emigrants are copied
+/// out, then written over the next island's worst. Returns the plan it carried out.
+pub fn migrate<T: Transport + ?Sized>(t: &mut T, k: usize) -> Result<Plan<T::Rows>> {
     let n = t.islands();
-    let fits = (0..n).map(|i| t.fitness(i)).collect::<Result<Vec<_>>>()?;
-    let plan = plan(&fits, k);
-    let packets = (0..n).map(|i| t.send(i, &plan.leave[i])).collect::<Result<Vec<_>>>()?;
+    let (leave, replace): (Vec<_>, Vec<_>) = (0..n).map(|i| t.choose(i, k)).collect::<Result<Vec<_>>>()?.into_iter().unzip();
+    let packets = (0..n).map(|i| t.send(i, &leave[i])).collect::<Result<Vec<_>>>()?;
     for (i, packet) in packets.into_iter().enumerate() {
         let to = (i + 1) % n;
-        t.receive(to, &plan.replace[to], packet)?;
+        t.receive(to, &replace[to], packet)?;
     }
-    Ok(plan)
+    Ok(Plan { leave, replace })
 }
 
 /// One island of a host loop: its population and fitness, and for GE its genomes and their
@@ -221,17 +225,19 @@ pub struct HostPacket {
 pub struct HostIslands<'a>(pub &'a mut [HostIsland]);
 
 impl Transport for HostIslands<'_> {
+    type Rows = Vec<usize>;
     type Packet = HostPacket;
 
     fn islands(&self) -> usize {
         self.0.len()
     }
 
-    fn fitness(&mut self, i: usize) -> Result<Vec<f64>> {
-        Ok(self.0[i].fit.clone())
+    fn choose(&mut self, i: usize, k: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+        let fit = &self.0[i].fit;
+        Ok((select::elite(fit, k), worst(fit, k)))
     }
 
-    fn send(&mut self, i: usize, rows: &[usize]) -> Result<HostPacket> {
+    fn send(&mut self, i: usize, rows: &Vec<usize>) -> Result<HostPacket> {
         let isl = &self.0[i];
         let mut trees = Population::new(rows.len(), isl.pop.max_len, isl.pop.n_outputs);
         for (j, &r) in rows.iter().enumerate() {
@@ -248,7 +254,7 @@ impl Transport for HostIslands<'_> {
         Ok(HostPacket { trees, fit: rows.iter().map(|&r| isl.fit[r]).collect(), genomes, used })
     }
 
-    fn receive(&mut self, i: usize, rows: &[usize], p: HostPacket) -> Result<()> {
+    fn receive(&mut self, i: usize, rows: &Vec<usize>, p: HostPacket) -> Result<()> {
         let isl = &mut self.0[i];
         ensure!(rows.len() == p.fit.len(), "{} immigrants for {} rows", p.fit.len(), rows.len());
         for (j, &r) in rows.iter().enumerate() {

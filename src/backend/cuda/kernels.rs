@@ -329,6 +329,21 @@ pub const RANK: &str = "grove_rank";
 pub const TRUNCATION: &str = "grove_truncation";
 /// Epsilon-lexicase selection.
 pub const LEXICASE: &str = "grove_lexicase";
+/// The `k` best or worst by fitness without a full ranking (migration): the radix select's
+/// state, its histogram pass, the pick of each digit, the gathering of the `k` and their order.
+pub const TOPK_INIT: &str = "grove_topk_init";
+/// ... one pass of the histogram.
+pub const TOPK_HIST: &str = "grove_topk_hist";
+/// ... the digit a pass finds.
+pub const TOPK_PICK: &str = "grove_topk_pick";
+/// ... the `k` rows at or below the `k`-th key.
+pub const TOPK_COLLECT: &str = "grove_topk_collect";
+/// ... each written to its rank.
+pub const TOPK_ORDER: &str = "grove_topk_order";
+/// Rows of 32-bit words gathered by index (fitness, used codons of migrants).
+pub const GATHER_WORDS: &str = "grove_gather_words";
+/// Rows of 32-bit words scattered by index.
+pub const SCATTER_WORDS: &str = "grove_scatter_words";
 /// Most contestants of a tournament without replacement (`GROVE_MAX_DISTINCT` in select.cu).
 pub const MAX_DISTINCT: usize = 64;
 /// Block size of the ranking kernel (`GROVE_RANK_TILE` in select.cu).
@@ -389,7 +404,23 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
         [INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, SCATTER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, SCATTER_GENOMES, RNG_DRAWS]
             .map(|k| (k, VARY)),
     );
-    v.extend([VALID_COUNT, VALID_SCAN, VALID_POOL, TOURNAMENT, RANK, TRUNCATION, LEXICASE].map(|k| (k, SELECT)));
+    v.extend([
+            VALID_COUNT,
+            VALID_SCAN,
+            VALID_POOL,
+            TOURNAMENT,
+            RANK,
+            TRUNCATION,
+            LEXICASE,
+            TOPK_INIT,
+            TOPK_HIST,
+            TOPK_PICK,
+            TOPK_COLLECT,
+            TOPK_ORDER,
+            GATHER_WORDS,
+            SCATTER_WORDS,
+        ]
+        .map(|k| (k, SELECT)));
     v.extend(
         [STACK_CLASS, PARTITION_COUNT, PARTITION_SCAN, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]
             .map(|k| (k, GENERATION)),

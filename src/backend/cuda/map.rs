@@ -311,7 +311,7 @@ pub struct MapTreesScratch {
     pub(super) used: CudaSlice<u32>,
     n: usize,
     max_derivation: usize,
-    engine: u64,
+    pub(super) engine: u64,
 }
 
 impl MapTreesScratch {

@@ -44,6 +44,11 @@ impl DevicePopulation {
     pub fn n_outputs(&self) -> usize {
         self.n_outputs
     }
+    /// Bytes of device memory the rows take (opcode, value, size, output slot per node; a
+    /// length per row).
+    pub fn bytes(&self) -> usize {
+        self.n * self.max_len * (1 + 4 + 2 + 1) + self.n * 2
+    }
 }
 
 /// Genomes on the device: codons `[P × capacity]` u32 (row-major) and lengths `[P]` u32.
@@ -65,6 +70,10 @@ impl DeviceGenomes {
     /// `P`: genomes.
     pub fn size(&self) -> usize {
         self.n
+    }
+    /// Bytes of device memory the genomes take (codons and lengths).
+    pub fn bytes(&self) -> usize {
+        (self.n * self.capacity + self.n) * 4
     }
     /// Row stride, codons.
     pub fn capacity(&self) -> usize {

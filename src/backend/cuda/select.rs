@@ -6,13 +6,16 @@
 //! `select::tournament(fit, &valid_indices(fit), k, seed, generation, s)` (or
 //! `tournament_distinct`); [`CudaEngine::rank`] gives `select::elite(fit, P)`;
 //! [`CudaEngine::select_truncation`] gives `select::truncation(&ranked, rate, …)`;
-//! [`CudaEngine::select_lexicase`] gives `select::epsilon_lexicase`.
+//! [`CudaEngine::select_lexicase`] gives `select::epsilon_lexicase`; [`CudaEngine::elite`] and
+//! [`CudaEngine::worst`] give `select::elite(fit, k)` and `islands::worst(fit, k)` for any `k`
+//! without ranking everyone (migration).
 
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SELECT, SelectParams, TILE, TILE_THREADS, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
+    GATHER_WORDS, LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, SelectParams, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_HIST,
+    TOPK_INIT, TOPK_ORDER, TOPK_PICK, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
 };
 use super::CudaEngine;
 
@@ -336,6 +339,138 @@ impl CudaEngine {
             unsafe { b.launch(per_slot(n_slots)) }.during(|| format!("launching {TRUNCATION}"))?;
         }
         Ok(DeviceIndices { idx: winners, n: n_slots, bound: ranked.bound, engine: self.id })
+    }
+}
+
+/// Radix-select passes of [`CudaEngine::elite`]: eight bits of the 96-bit key each.
+const TOPK_PASSES: u32 = 12;
+/// Most blocks of the grid-stride top-k kernels.
+const TOPK_BLOCKS: u32 = 1024;
+
+impl CudaEngine {
+    /// `select::elite(fit, k)` on the device: the `k` best (lowest key, ties to the lower
+    /// index; invalid ones last), best first. Launches only (no wait): a radix select of twelve
+    /// passes over `P` and an ordering of the `k` in O(k²), so it suits the few hundred rows of a
+    /// migration at any `P` (at `k` near `P`, [`Self::rank`] is the better tool).
+    pub fn elite(&self, fit: &DeviceFitness, k: usize) -> Result<DeviceIndices> {
+        self.top_k(fit, k, false)
+    }
+
+    /// `islands::worst(fit, k)` on the device: the `k` worst, worst first (the reverse of
+    /// [`Self::elite`]'s full order).
+    pub fn worst(&self, fit: &DeviceFitness, k: usize) -> Result<DeviceIndices> {
+        self.top_k(fit, k, true)
+    }
+
+    fn top_k(&self, fit: &DeviceFitness, k: usize, worst: bool) -> Result<DeviceIndices> {
+        self.check_fitness(fit)?;
+        let n = fit.n;
+        let k = k.min(n);
+        let mut out = self.alloc::<u32>(k, false, "allocating the chosen rows")?;
+        if k == 0 {
+            return Ok(DeviceIndices { idx: out, n: 0, bound: n, engine: self.id });
+        }
+        if n > u32::MAX as usize / 2 {
+            return Err(GpuError::Input(format!("{n} individuals: the top-k select takes at most {}", u32::MAX / 2)));
+        }
+        // GroveTopk: 32 bytes; the histogram; the k keys and rows in the order collected.
+        let mut state = self.alloc::<u64>(4, false, "allocating the top-k state")?;
+        let mut hist = self.alloc::<u32>(256, false, "allocating the top-k histogram")?;
+        let mut keys = self.alloc::<u64>(k, false, "allocating the top-k keys")?;
+        let mut rows = self.alloc::<u32>(k, false, "allocating the top-k rows")?;
+        let (n32, k32, w) = (n as u32, k as u32, u32::from(worst));
+        let grid = LaunchConfig { grid_dim: (n32.div_ceil(THREADS).clamp(1, TOPK_BLOCKS), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        let one = |threads: u32| LaunchConfig { grid_dim: (1, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
+        let f = self.function(&SELECT, &[], TOPK_INIT)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&k32).arg(&mut state).arg(&mut hist);
+        // SAFETY: matches `grove_topk_init(unsigned k, GroveTopk* st, unsigned* hist)`: state
+        // holds 32 bytes (GroveTopk), hist 256 words.
+        unsafe { b.launch(one(256)) }.during(|| format!("launching {TOPK_INIT}"))?;
+        let hist_f = self.function(&SELECT, &[], TOPK_HIST)?;
+        let pick_f = self.function(&SELECT, &[], TOPK_PICK)?;
+        for d in 0..TOPK_PASSES {
+            let mut b = self.stream.launch_builder(&hist_f);
+            b.arg(&n32).arg(&w).arg(&d).arg(&fit.fit).arg(&state).arg(&mut hist);
+            // SAFETY: matches `grove_topk_hist(unsigned n, unsigned worst, unsigned d, const
+            // double* fit, const GroveTopk* st, unsigned* hist)`: fit holds n entries (checked),
+            // hist 256 words, each bin added to atomically.
+            unsafe { b.launch(grid) }.during(|| format!("launching {TOPK_HIST}"))?;
+            let mut b = self.stream.launch_builder(&pick_f);
+            b.arg(&d).arg(&mut state).arg(&mut hist);
+            // SAFETY: matches `grove_topk_pick(unsigned d, GroveTopk* st, unsigned* hist)`: one
+            // thread reads and clears the 256 bins and updates the state.
+            unsafe { b.launch(one(32)) }.during(|| format!("launching {TOPK_PICK}"))?;
+        }
+        let f = self.function(&SELECT, &[], TOPK_COLLECT)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&n32).arg(&w).arg(&fit.fit).arg(&mut state).arg(&mut keys).arg(&mut rows);
+        // SAFETY: matches `grove_topk_collect(unsigned n, unsigned worst, const double* fit,
+        // GroveTopk* st, unsigned long long* keys, unsigned* idx)`: after the twelve passes the
+        // state's prefix is the k-th of n distinct keys, so exactly k keys are at or below it and
+        // the atomic counter hands out slots 0..k of keys and rows.
+        unsafe { b.launch(grid) }.during(|| format!("launching {TOPK_COLLECT}"))?;
+        let f = self.function(&SELECT, &[], TOPK_ORDER)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&k32).arg(&w).arg(&keys).arg(&rows).arg(&mut out);
+        let lc = LaunchConfig { grid_dim: (k32.div_ceil(RANK_TILE), 1, 1), block_dim: (RANK_TILE, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_topk_order(unsigned k, unsigned worst, const unsigned long long*
+        // keys, const unsigned* idx, unsigned* out)`: keys, rows and out hold k entries; the keys
+        // (with their rows) are distinct, so the ranks are a permutation of 0..k.
+        unsafe { b.launch(lc) }.during(|| format!("launching {TOPK_ORDER}"))?;
+        Ok(DeviceIndices { idx: out, n: k, bound: n, engine: self.id })
+    }
+
+    /// The fitness of rows `idx[..n]`, in that order (a migrant's fitness travels with it).
+    pub fn gather_fitness(&self, fit: &DeviceFitness, idx: &DeviceIndices, n: usize) -> Result<DeviceFitness> {
+        self.check_fitness(fit)?;
+        if idx.engine != self.id || n > idx.n || idx.bound > fit.n {
+            return Err(GpuError::Input(format!("gathering {n} of {} fitness values by {} indices below {}", fit.n, idx.n, idx.bound)));
+        }
+        let mut out = self.alloc::<f64>(n, false, "allocating gathered fitness")?;
+        self.words(GATHER_WORDS, n, 2, &idx.idx, &fit.fit, &mut out)?;
+        Ok(DeviceFitness { fit: out, n, engine: self.id })
+    }
+
+    /// Rows `idx[..n]` of `dst` take `src`'s values in order (immigrants keep the fitness they
+    /// were evaluated with). `idx`'s entries are distinct.
+    pub fn scatter_fitness(&self, src: &DeviceFitness, idx: &DeviceIndices, n: usize, dst: &mut DeviceFitness) -> Result<()> {
+        self.check_fitness(src)?;
+        self.check_fitness(dst)?;
+        if idx.engine != self.id || n > idx.n || n > src.n || idx.bound > dst.n {
+            return Err(GpuError::Input(format!("scattering {n} of {} fitness values by {} indices below {} into {}", src.n, idx.n, idx.bound, dst.n)));
+        }
+        self.words(SCATTER_WORDS, n, 2, &idx.idx, &src.fit, &mut dst.fit)
+    }
+
+    /// `grove_gather_words` / `grove_scatter_words` over rows of `words` 32-bit words; the
+    /// callers check `idx` and the buffers' rows.
+    pub(super) fn words<S: cudarc::driver::DeviceRepr, D: cudarc::driver::DeviceRepr>(
+        &self,
+        kernel: &'static str,
+        n: usize,
+        words: u32,
+        idx: &CudaSlice<u32>,
+        src: &CudaSlice<S>,
+        dst: &mut CudaSlice<D>,
+    ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let total = n as u64 * u64::from(words);
+        if total > u64::from(u32::MAX) {
+            return Err(GpuError::Input(format!("{n} rows of {words} words: too many for one launch")));
+        }
+        let f = self.function(&SELECT, &[], kernel)?;
+        let n32 = n as u32;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&n32).arg(&words).arg(idx).arg(src).arg(dst);
+        // SAFETY: matches `grove_gather_words` / `grove_scatter_words(unsigned n, unsigned
+        // words, const unsigned* idx, const unsigned* src, unsigned* dst)`: the callers check
+        // that idx holds n entries below the indexed buffer's rows and that the other holds n
+        // rows; a row is `words` 32-bit words of the element type.
+        unsafe { b.launch(per_slot(total as usize)) }.during(|| format!("launching {kernel}"))?;
+        Ok(())
     }
 }
 

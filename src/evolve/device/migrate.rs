@@ -1,167 +1,103 @@
 //! Migration between the device loop's islands: [`DeviceIslands`] is the islands as a
-//! [`Transport`]: fitness (and GE's used codons) come to the host to choose who moves; rows move
-//! on the device (a gather into the sender's staging rows, a scatter over the receiver's worst),
-//! through the host only between GPUs.
+//! [`Transport`] that never leaves the devices. Each island chooses its emigrants and the rows
+//! they replace on its GPU (`CudaEngine::elite` and `worst`: a radix select, the twins of
+//! `select::elite` and `islands::worst`), gathers the emigrants' rows, fitness and (GE) genomes
+//! and used codons there, and the receiver scatters them over its worst; between GPUs the
+//! gathered rows are copied peer to peer. No fitness, index or row comes to the host.
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 
 use super::{Island, Transfers};
-use crate::backend::cuda::{CudaEngine, DeviceGenomes, DevicePopulation};
+use crate::backend::cuda::{DeviceFitness, DeviceGenomes, DeviceIndices, DevicePopulation, DeviceUsed};
 use crate::evolve::islands::{self, Transport};
 
-/// Rows on their way between islands of the device loop: gathered into the sender's
-/// staging rows; `fit` and `used` (GE) are the host's copies.
+/// Emigrants in flight, gathered on the sender's GPU: rows, their fitness, and for GE their
+/// genomes and used codons.
 struct DevicePacket {
     from: usize,
-    fit: Vec<f64>,
-    used: Vec<u32>,
+    trees: DevicePopulation,
+    fit: DeviceFitness,
+    genomes: Option<DeviceGenomes>,
+    used: Option<DeviceUsed>,
 }
 
-/// Staging rows of one island for migration: its emigrants (and, on another GPU than the
-/// sender's, its immigrants copied through the host).
-pub(super) struct Staging {
-    out: DevicePopulation,
-    inbox: DevicePopulation,
-    out_genomes: Option<DeviceGenomes>,
-    inbox_genomes: Option<DeviceGenomes>,
-}
-
-/// The islands of the device loop as a [`Transport`]: fitness (and
-/// GE's used codons) come to the host to choose who moves; rows move on the device (a gather
-/// into the sender's staging rows, a scatter over the receiver's worst), through the host only
-/// between GPUs.
+/// The islands of the device loop as a [`Transport`].
 struct DeviceIslands<'a, 't, 'r, 'g> {
     isl: &'a mut [Island<'t, 'r, 'g>],
-    staging: &'a mut Vec<Option<Staging>>,
-    fits: Vec<Vec<f64>>,
-    used: Vec<Vec<u32>>,
-    k: usize,
     tr: &'a mut Transfers,
 }
 
-impl DeviceIslands<'_, '_, '_, '_> {
-    fn staging(&mut self, i: usize) -> Result<&mut Staging> {
-        if self.staging[i].is_none() {
-            let isl = &self.isl[i];
-            let e = isl.engine();
-            let (l, o) = (isl.pop.max_len(), isl.pop.n_outputs());
-            let k = self.k.max(1);
-            let genomes = |e: &CudaEngine| -> Result<Option<DeviceGenomes>> {
-                Ok(match &isl.ge {
-                    Some(g) => Some(e.alloc_genomes(k, g.genomes.capacity())?),
-                    None => None,
-                })
-            };
-            self.staging[i] = Some(Staging {
-                out: e.alloc_population(k, l, o)?,
-                inbox: e.alloc_population(k, l, o)?,
-                out_genomes: genomes(e)?,
-                inbox_genomes: genomes(e)?,
-            });
-        }
-        Ok(self.staging[i].as_mut().expect("just made"))
-    }
-}
-
 impl Transport for DeviceIslands<'_, '_, '_, '_> {
+    type Rows = DeviceIndices;
     type Packet = DevicePacket;
 
     fn islands(&self) -> usize {
         self.isl.len()
     }
 
-    fn fitness(&mut self, i: usize) -> anyhow::Result<Vec<f64>> {
+    fn choose(&mut self, i: usize, k: usize) -> Result<(DeviceIndices, DeviceIndices)> {
         let isl = &self.isl[i];
         let e = isl.engine();
-        let fit = e.download_fitness(&isl.fit)?;
-        let used = match &isl.ge {
-            Some(g) => e.download_used(&g.mapping.scratch)?,
-            None => Vec::new(),
-        };
-        self.tr.migration_bytes += fit.len() * 8 + used.len() * 4;
-        self.tr.population_bytes_between_generations += fit.len() * 8 + used.len() * 4;
-        self.fits[i] = fit.clone();
-        self.used[i] = used;
-        Ok(fit)
+        Ok((e.elite(&isl.fit, k)?, e.worst(&isl.fit, k)?))
     }
 
-    fn send(&mut self, i: usize, rows: &[usize]) -> anyhow::Result<DevicePacket> {
-        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        self.tr.migration_bytes += idx.len() * 4;
-        let fit = rows.iter().map(|&r| self.fits[i][r]).collect();
-        let used = if self.used[i].is_empty() { Vec::new() } else { rows.iter().map(|&r| self.used[i][r]).collect() };
-        self.staging(i)?;
-        let (isl, st) = (&self.isl[i], self.staging[i].as_mut().expect("made above"));
+    fn send(&mut self, i: usize, rows: &DeviceIndices) -> Result<DevicePacket> {
+        let isl = &self.isl[i];
         let e = isl.engine();
-        let dev = e.upload_indices(&idx, isl.pop.size())?;
-        e.gather_trees(&isl.pop, &dev, idx.len(), &mut st.out)?;
-        if let (Some(g), Some(out)) = (&isl.ge, st.out_genomes.as_mut()) {
-            e.gather_genomes(&g.genomes, &dev, idx.len(), out)?;
-        }
-        Ok(DevicePacket { from: i, fit, used })
+        let k = rows.len();
+        let mut trees = e.alloc_population(k, isl.pop.max_len(), isl.pop.n_outputs())?;
+        e.gather_trees(&isl.pop, rows, k, &mut trees)?;
+        let fit = e.gather_fitness(&isl.fit, rows, k)?;
+        let (genomes, used) = match &isl.ge {
+            Some(g) => {
+                let mut out = e.alloc_genomes(k, g.genomes.capacity())?;
+                e.gather_genomes(&g.genomes, rows, k, &mut out)?;
+                (Some(out), Some(e.gather_used(&g.mapping.scratch, rows, k)?))
+            }
+            None => (None, None),
+        };
+        Ok(DevicePacket { from: i, trees, fit, genomes, used })
     }
 
-    fn receive(&mut self, j: usize, rows: &[usize], packet: DevicePacket) -> anyhow::Result<()> {
-        let n = rows.len();
-        anyhow::ensure!(packet.fit.len() == n, "{} immigrants for {n} rows", packet.fit.len());
-        let idx: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
-        self.tr.migration_bytes += idx.len() * 4;
-        self.staging(j)?;
-        let from = packet.from;
-        let same_gpu = std::ptr::eq(self.isl[from].engine(), self.isl[j].engine());
-        if !same_gpu {
-            // Between GPUs: through the host, into the receiver's inbox.
-            let src = &self.isl[from];
-            let st = self.staging[from].as_ref().expect("the sender staged its rows");
-            let trees = src.engine().download_population(&st.out)?;
-            let genomes = st.out_genomes.as_ref().map(|g| src.engine().download_genomes(g)).transpose()?;
-            let e = self.isl[j].engine();
-            let st = self.staging[j].as_mut().expect("made above");
-            st.inbox = e.upload_population(&trees)?;
-            self.tr.migration_bytes += 2 * (trees.op.len() * 8 + trees.len.len() * 2);
-            if let Some(g) = genomes {
-                self.tr.migration_bytes += 2 * (g.codons.len() + g.len.len()) * 4;
-                st.inbox_genomes = Some(e.upload_genomes(&g)?);
+    fn receive(&mut self, j: usize, rows: &DeviceIndices, p: DevicePacket) -> Result<()> {
+        let k = rows.len();
+        anyhow::ensure!(p.fit.size() == k, "{} immigrants for {k} rows", p.fit.size());
+        let e = self.isl[j].engine();
+        let p = if std::ptr::eq(self.isl[p.from].engine(), e) {
+            p
+        } else {
+            // Another GPU's rows: copied peer to peer onto this one first.
+            let bytes = p.trees.bytes() + p.fit.size() * 8 + p.genomes.as_ref().map_or(0, DeviceGenomes::bytes) + p.used.as_ref().map_or(0, |u| u.size() * 4);
+            self.tr.migration_peer_bytes += bytes;
+            DevicePacket {
+                from: j,
+                trees: e.copy_population_from(&p.trees)?,
+                fit: e.copy_fitness_from(&p.fit)?,
+                genomes: p.genomes.as_ref().map(|g| e.copy_genomes_from(g)).transpose()?,
+                used: p.used.as_ref().map(|u| e.copy_used_from(u)).transpose()?,
             }
-        }
-        // The rows to write: the sender's staged emigrants on one GPU, else the receiver's inbox.
-        let st = if same_gpu { self.staging[from].as_ref() } else { self.staging[j].as_ref() };
-        let st = st.ok_or_else(|| anyhow!("no staged rows for island {j}"))?;
-        let (rows_src, genomes_src) = if same_gpu { (&st.out, st.out_genomes.as_ref()) } else { (&st.inbox, st.inbox_genomes.as_ref()) };
+        };
         let isl = &mut self.isl[j];
-        let e = isl.task.engine();
-        let dev = e.upload_indices(&idx, isl.pop.size())?;
-        e.scatter_trees(rows_src, &dev, n, &mut isl.pop)?;
-        if let (Some(g), Some(src)) = (isl.ge.as_mut(), genomes_src) {
-            e.scatter_genomes(src, &dev, n, &mut g.genomes)?;
-        }
-        for (k, &r) in rows.iter().enumerate() {
-            self.fits[j][r] = packet.fit[k];
-            if !packet.used.is_empty() {
-                self.used[j][r] = packet.used[k];
-            }
+        e.scatter_trees(&p.trees, rows, k, &mut isl.pop)?;
+        e.scatter_fitness(&p.fit, rows, k, &mut isl.fit)?;
+        if let Some(g) = isl.ge.as_mut() {
+            let (Some(genomes), Some(used)) = (&p.genomes, &p.used) else {
+                anyhow::bail!("an island of grammatical evolution received rows without genomes");
+            };
+            e.scatter_genomes(genomes, rows, k, &mut g.genomes)?;
+            e.scatter_used(used, rows, k, &mut g.mapping.scratch)?;
         }
         Ok(())
     }
 }
 
-/// One migration on the device: [`islands::migrate`] over [`DeviceIslands`], then each
-/// island's fitness (and GE's used codons) written back with the immigrants', and its elite
-/// chosen again from them (`select::elite`, as the host loop breeds after migrating).
-pub(super) fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], staging: &mut Vec<Option<Staging>>, k: usize, n_elite: usize, tr: &mut Transfers) -> Result<()> {
-    let n = isl.len();
-    let mut t = DeviceIslands { isl, staging, fits: vec![Vec::new(); n], used: vec![Vec::new(); n], k, tr };
-    islands::migrate(&mut t, k)?;
-    let DeviceIslands { isl, fits, used, tr, .. } = t;
-    for ((i, fit), used) in isl.iter_mut().zip(&fits).zip(&used) {
-        let e = i.task.engine();
-        e.write_fitness(&mut i.fit, fit)?;
-        if let Some(g) = i.ge.as_mut() {
-            e.write_used(&mut g.mapping.scratch, used)?;
-        }
-        let elite: Vec<u32> = crate::select::elite(fit, n_elite).into_iter().map(|r| r as u32).collect();
-        i.elite = Some(e.upload_indices(&elite, fit.len())?);
-        tr.migration_bytes += fit.len() * 8 + used.len() * 4 + elite.len() * 4;
+/// One migration on the devices: [`islands::migrate`] over [`DeviceIslands`], then each
+/// island's elite chosen again from its fitness with the immigrants' (`select::elite`'s twin, as
+/// the host loop breeds after migrating).
+pub(super) fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], k: usize, n_elite: usize, tr: &mut Transfers) -> Result<()> {
+    islands::migrate(&mut DeviceIslands { isl, tr }, k)?;
+    for i in isl.iter_mut() {
+        i.elite = Some(i.engine().elite(&i.fit, n_elite)?);
     }
     tr.migrations += 1;
     Ok(())

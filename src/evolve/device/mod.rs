@@ -35,7 +35,7 @@ use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Obser
 use crate::backend::breed::Breeder;
 use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DeviceMapping, DevicePopulation};
 use crate::program::fitness::{ClassFitness, RegressionConfig};
-use migrate::{Staging, migrate_on_device};
+use migrate::migrate_on_device;
 use observe::{Books, observe};
 use profile::StageTimes;
 
@@ -146,10 +146,12 @@ pub struct Transfers {
     pub final_population_bytes: usize,
     /// Migrations between islands.
     pub migrations: usize,
-    /// Bytes they moved between host and device: fitness (and GE's used codons) both ways,
-    /// row indices, and rows staged through the host between GPUs (also counted: fitness and
-    /// used codons copied back in [`Self::population_bytes_between_generations`]).
+    /// Bytes they moved between host and device: none (who moves is chosen on the devices and
+    /// rows go GPU to GPU; kept so older reports read the same).
     pub migration_bytes: usize,
+    /// Bytes of migrants copied between GPUs, peer to peer (rows, fitness, GE's genomes and
+    /// used codons of islands on different GPUs).
+    pub migration_peer_bytes: usize,
     /// Constant fits (per island and fitting generation).
     pub constant_fits: usize,
     /// Their bytes: the fitness read back to choose the rows, the rows, the fit's results (not
@@ -355,6 +357,17 @@ pub fn run(
             }
         }
     }
+    // Islands on different GPUs send their migrants peer to peer: let each GPU reach the others
+    // directly where the hardware allows (else the driver stages the copies).
+    for (a, ta) in tasks.iter().enumerate() {
+        for tb in &tasks[a + 1..] {
+            let (x, y) = (ta.engine(), tb.engine());
+            if x.ordinal() != y.ordinal() {
+                x.enable_peer_access(y)?;
+                y.enable_peer_access(x)?;
+            }
+        }
+    }
     let mut isl: Vec<Island> = Vec::with_capacity(n);
     for i in 0..n {
         let task = tasks[super::islands::device_of(i, n, tasks.len())];
@@ -420,7 +433,6 @@ pub fn run(
         books.tr.mailbox_bytes += mailbox_bytes;
         i.take_counts(&r, p)?;
     }
-    let mut staging: Vec<Option<Staging>> = (0..n).map(|_| None).collect();
 
     // GROVE_LOOP_PROFILE=1: wait for the device after every step and print where the time went
     // (for tuning; the waits themselves cost a little).
@@ -465,7 +477,7 @@ pub fn run(
         if islands.migrates_after(gen, cfg.generations) {
             seen = Some(observe(&isl, rep, gen, false, &mut books, observer)?);
             prof.mark(e0, "read mailbox, hall of fame and best")?;
-            migrate_on_device(&mut isl, &mut staging, islands.migrants, n_elite, &mut books.tr)?;
+            migrate_on_device(&mut isl, islands.migrants, n_elite, &mut books.tr)?;
             for i in &isl {
                 prof.mark(i.engine(), "migration")?;
             }
