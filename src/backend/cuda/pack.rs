@@ -34,10 +34,18 @@ static ARITY: LazyLock<[u8; 256]> = LazyLock::new(|| {
 });
 const BAD_OP: u8 = u8::MAX;
 
-/// Arity of opcode `code` as registered now (user operators may be registered after
-/// [`ARITY`] was built); [`BAD_OP`] when it names no operator.
-#[cold]
+/// Arity of opcode `code`: [`ARITY`]'s, else as registered now (user operators may be
+/// registered after the table was built); [`BAD_OP`] when it names no operator.
+#[inline]
 fn arity_of(code: u8) -> u8 {
+    match ARITY[code as usize] {
+        BAD_OP => registered_arity(code),
+        k => k,
+    }
+}
+
+#[cold]
+fn registered_arity(code: u8) -> u8 {
     Op::from_code(code).map_or(BAD_OP, |o| o.arity() as u8)
 }
 
@@ -51,14 +59,10 @@ pub fn stack_need(tree: TreeRef<'_>, n_features: usize, n_outputs: usize) -> Res
 /// [`stack_need`] on the arrays of one tree (`op`, `value`, `out`: its nodes, same length).
 #[inline]
 fn check_nodes(op: &[u8], value: &[f32], out: &[u8], n_features: usize, n_outputs: usize) -> Result<usize, String> {
-    let arity = &*ARITY;
     let (mut h, mut need) = (0usize, 0usize);
     for i in (0..op.len()).rev() {
         let code = op[i];
-        let k = match arity[code as usize] {
-            BAD_OP => arity_of(code),
-            k => k,
-        };
+        let k = arity_of(code);
         if k == BAD_OP {
             return Err(format!("node {i}: bad opcode {code}"));
         }
@@ -90,10 +94,9 @@ fn check_nodes(op: &[u8], value: &[f32], out: &[u8], n_features: usize, n_output
 /// True when `size[i]` is the length of node `i`'s subtree for every node (what the kernels
 /// rely on to find second children); opcodes must be known (else false).
 fn sizes_are_subtrees(op: &[u8], size: &[u16]) -> bool {
-    let arity = &*ARITY;
     // Walking backwards, the subtrees that follow node i start at i + 1, i + 1 + size[i + 1], ...
     (0..op.len()).rev().all(|i| {
-        let k = arity[op[i] as usize];
+        let k = arity_of(op[i]);
         if k == BAD_OP {
             return false;
         }
@@ -447,6 +450,8 @@ mod tests {
         let late = crate::program::ops::user::register(&["pack_late_sq(x) = x*x".to_string()]).unwrap()[0];
         let tree = [Node::func(Op::Add), Node::func(late), Node::var(0), Node::var(1)];
         assert_eq!(stack_need(pop_of(1, 8, 0, &tree).tree(0), 2, 0), Ok(2));
+        let t = pop_of(1, 8, 0, &tree);
+        assert!(sizes_are_subtrees(t.tree(0).op, t.tree(0).size));
         // A code no one registered is still refused.
         let mut pop = pop_of(1, 8, 0, &tree);
         pop.op[1] = 63;
