@@ -240,6 +240,26 @@ extern "C" __global__ void grove_regression_fitness(GroveGenParams p, const Grov
     fit[t] = grove_error(sums[t], p.metric, p.scaled != 0) + p.parsimony * (double)len;
 }
 
+// Rows split over GPUs (--shard-rows): sums[t] takes another shard's sums of tree t, field by
+// field, as RegressionSums::merge adds a later chunk (shards are added in order, so the bits are
+// those of the host's merge).
+extern "C" __global__ void grove_add_regression_sums(unsigned n, const GroveRegSums* other, GroveRegSums* sums) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    GroveRegSums s = sums[t];
+    const GroveRegSums o = other[t];
+    s.sse += o.sse;
+    s.sae += o.sae;
+    s.sum_f += o.sum_f;
+    s.sum_ff += o.sum_ff;
+    s.sum_fy += o.sum_fy;
+    s.sum_y += o.sum_y;
+    s.sum_yy += o.sum_yy;
+    s.n += o.n;
+    s.bad += o.bad;
+    sums[t] = s;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Fitness: task::classify::fitness_of plus parsimony per node; +inf for an empty tree.
 // metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy.

@@ -186,15 +186,16 @@ extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* err
     winners[s] = mine[m > 1 ? grove_below(rng, m) : 0];
 }
 
-// select::elite(fit, k) (worst == 0) and islands::worst(fit, k) (worst == 1) without ranking
-// every individual: the order is that of a 96-bit key, the 64-bit total order of the fitness key
-// and then the index (complemented both for worst: worst first, ties to the higher index), so
-// keys are distinct. A radix select finds the k-th key, eight bits a pass over twelve passes
-// (grove_topk_hist counts the keys that share the digits found so far, grove_topk_pick reads the
-// histogram); grove_topk_collect gathers the k keys at or below it (in any order) and
-// grove_topk_order writes each to its rank among them, counted. Migration (src/evolve/
-// device/migrate.rs) chooses who leaves and who is replaced with these, with no host copy of
-// the fitness.
+// select::elite(fit, k) and islands::worst(fit, k) without ranking every individual, one or
+// both at once (mode 0: the best, 1: the worst, 2: both, the best in slot 0 and the worst in
+// slot 1 of every array). The order is that of a 96-bit key, the 64-bit total order of the
+// fitness key and then the index (both complemented for the worst: worst first, ties to the
+// higher index), so keys are distinct. A radix select finds the k-th key, eight bits a pass over
+// twelve passes (grove_topk_hist counts the keys that share the digits found so far,
+// grove_topk_pick reads the histogram); grove_topk_collect gathers the k keys at or below it (in
+// any order) and grove_topk_order writes each to its rank among them, counted. Migration
+// (src/evolve/device/migrate.rs) chooses who leaves and who is replaced with these, with no
+// host copy of the fitness.
 
 // The state of one selection, in device memory.
 struct GroveTopk {
@@ -205,6 +206,9 @@ struct GroveTopk {
     unsigned need;                  // keys still to take among those matching the prefix
     unsigned taken;                 // grove_topk_collect's counter
 };
+
+__device__ __forceinline__ unsigned grove_topk_slots(unsigned mode) { return mode == 2 ? 2u : 1u; }
+__device__ __forceinline__ unsigned grove_topk_worst(unsigned mode, unsigned q) { return mode == 2 ? q : mode; }
 
 __device__ __forceinline__ unsigned long long grove_topk_key(const double* fit, unsigned i, unsigned worst) {
     const unsigned long long u = (unsigned long long)grove_total_order(grove_key(fit[i])) ^ 0x8000000000000000ull;
@@ -219,91 +223,109 @@ __device__ __forceinline__ unsigned grove_topk_digit(unsigned long long u, unsig
     return d < 8 ? (unsigned)(u >> (56 - 8 * d)) & 255u : (v >> (24 - 8 * (d - 8))) & 255u;
 }
 
-extern "C" __global__ void grove_topk_init(unsigned k, GroveTopk* st, unsigned* hist) {
-    if (threadIdx.x == 0) {
-        st->prefix_key = 0;
-        st->mask_key = 0;
-        st->prefix_idx = 0;
-        st->mask_idx = 0;
-        st->need = k;
-        st->taken = 0;
-    }
-    for (unsigned b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+__device__ __forceinline__ bool grove_topk_matches(const GroveTopk& s, unsigned long long u, unsigned v) {
+    return (u & s.mask_key) == s.prefix_key && (v & s.mask_idx) == s.prefix_idx;
 }
 
-extern "C" __global__ void grove_topk_hist(unsigned n, unsigned worst, unsigned d, const double* fit, const GroveTopk* st,
+// st: one GroveTopk per slot; hist: 256 bins per slot.
+extern "C" __global__ void grove_topk_init(unsigned k, unsigned mode, GroveTopk* st, unsigned* hist) {
+    const unsigned slots = grove_topk_slots(mode);
+    for (unsigned q = threadIdx.x; q < slots; q += blockDim.x) {
+        GroveTopk& s = st[q];
+        s.prefix_key = 0;
+        s.mask_key = 0;
+        s.prefix_idx = 0;
+        s.mask_idx = 0;
+        s.need = k;
+        s.taken = 0;
+    }
+    for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x) hist[b] = 0;
+}
+
+extern "C" __global__ void grove_topk_hist(unsigned n, unsigned mode, unsigned d, const double* fit, const GroveTopk* st,
                                            unsigned* hist) {
-    __shared__ unsigned local[256];
-    for (unsigned b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
+    __shared__ unsigned local[512];
+    const unsigned slots = grove_topk_slots(mode);
+    for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x) local[b] = 0;
     __syncthreads();
-    const GroveTopk s = *st;
+    const GroveTopk s0 = st[0];
+    const GroveTopk s1 = st[slots - 1];
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const unsigned long long u = grove_topk_key(fit, i, worst);
-        const unsigned v = grove_topk_idx(i, worst);
-        if ((u & s.mask_key) == s.prefix_key && (v & s.mask_idx) == s.prefix_idx) atomicAdd(&local[grove_topk_digit(u, v, d)], 1u);
+        const unsigned w0 = grove_topk_worst(mode, 0);
+        const unsigned long long u = grove_topk_key(fit, i, w0);
+        const unsigned v = grove_topk_idx(i, w0);
+        if (grove_topk_matches(s0, u, v)) atomicAdd(&local[grove_topk_digit(u, v, d)], 1u);
+        if (slots == 2 && grove_topk_matches(s1, ~u, ~v)) atomicAdd(&local[256 + grove_topk_digit(~u, ~v, d)], 1u);
     }
     __syncthreads();
-    for (unsigned b = threadIdx.x; b < 256; b += blockDim.x)
+    for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x)
         if (local[b]) atomicAdd(&hist[b], local[b]);
 }
 
-// One thread: the bin holding the need-th matching key becomes the next digit; keys of lower
-// bins are taken whole (collect finds them by comparison), so need drops by their count. The
+// Thread q picks slot q's digit: the bin holding the need-th matching key; keys of lower bins
+// are taken whole (collect finds them by comparison), so need drops by their count. The
 // histogram is cleared for the next pass.
-extern "C" __global__ void grove_topk_pick(unsigned d, GroveTopk* st, unsigned* hist) {
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+extern "C" __global__ void grove_topk_pick(unsigned d, unsigned mode, GroveTopk* st, unsigned* hist) {
+    const unsigned q = threadIdx.x;
+    if (blockIdx.x != 0 || q >= grove_topk_slots(mode)) return;
+    GroveTopk& s = st[q];
+    unsigned* h = hist + 256 * q;
     unsigned below = 0, b = 0;
     for (; b < 255; ++b) {
-        if (below + hist[b] >= st->need) break;
-        below += hist[b];
+        if (below + h[b] >= s.need) break;
+        below += h[b];
     }
-    st->need -= below;
+    s.need -= below;
     if (d < 8) {
-        st->prefix_key |= (unsigned long long)b << (56 - 8 * d);
-        st->mask_key |= 255ull << (56 - 8 * d);
+        s.prefix_key |= (unsigned long long)b << (56 - 8 * d);
+        s.mask_key |= 255ull << (56 - 8 * d);
     } else {
-        st->prefix_idx |= b << (24 - 8 * (d - 8));
-        st->mask_idx |= 255u << (24 - 8 * (d - 8));
+        s.prefix_idx |= b << (24 - 8 * (d - 8));
+        s.mask_idx |= 255u << (24 - 8 * (d - 8));
     }
-    for (unsigned j = 0; j < 256; ++j) hist[j] = 0;
+    for (unsigned j = 0; j < 256; ++j) h[j] = 0;
 }
 
-// After the twelve passes the prefix is the k-th key itself: the k keys at or below it.
-extern "C" __global__ void grove_topk_collect(unsigned n, unsigned worst, const double* fit, GroveTopk* st,
+// After the twelve passes each slot's prefix is its k-th key itself: the k keys at or below it,
+// into keys and idx at slot q * k.
+extern "C" __global__ void grove_topk_collect(unsigned n, unsigned mode, unsigned k, const double* fit, GroveTopk* st,
                                               unsigned long long* keys, unsigned* idx) {
-    const unsigned long long tk = st->prefix_key;
-    const unsigned ti = st->prefix_idx;
+    const unsigned slots = grove_topk_slots(mode);
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-        const unsigned long long u = grove_topk_key(fit, i, worst);
-        const unsigned v = grove_topk_idx(i, worst);
-        if (u < tk || (u == tk && v <= ti)) {
-            const unsigned at = atomicAdd(&st->taken, 1u);
-            keys[at] = u;
-            idx[at] = i;
+        for (unsigned q = 0; q < slots; ++q) {
+            const unsigned w = grove_topk_worst(mode, q);
+            const unsigned long long u = grove_topk_key(fit, i, w);
+            const unsigned v = grove_topk_idx(i, w);
+            const unsigned long long tk = st[q].prefix_key;
+            const unsigned ti = st[q].prefix_idx;
+            if (u < tk || (u == tk && v <= ti)) {
+                const unsigned at = q * k + atomicAdd(&st[q].taken, 1u);
+                keys[at] = u;
+                idx[at] = i;
+            }
         }
     }
 }
 
-// out[rank] = idx[j], rank = how many of the k keys are below key j (key, then index).
-extern "C" __global__ void grove_topk_order(unsigned k, unsigned worst, const unsigned long long* keys, const unsigned* idx,
+// Entry j of slot q (thread q * k + j): out[q * k + rank] = idx[q * k + j], rank = how many of
+// the slot's k keys are below key j (key, then index): O(k^2) reads, from cache for the few
+// hundred rows of a migration.
+extern "C" __global__ void grove_topk_order(unsigned k, unsigned mode, const unsigned long long* keys, const unsigned* idx,
                                             unsigned* out) {
-    __shared__ unsigned long long tk[GROVE_RANK_TILE];
-    __shared__ unsigned ti[GROVE_RANK_TILE];
-    const unsigned j = blockIdx.x * blockDim.x + threadIdx.x;
-    const unsigned long long mu = j < k ? keys[j] : 0;
-    const unsigned mv = j < k ? grove_topk_idx(idx[j], worst) : 0;
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned total = k * grove_topk_slots(mode);
+    if (t >= total) return;
+    const unsigned q = t / k, w = grove_topk_worst(mode, q);
+    const unsigned long long* kq = keys + (unsigned long long)q * k;
+    const unsigned* iq = idx + (unsigned long long)q * k;
+    const unsigned long long mu = keys[t];
+    const unsigned mv = grove_topk_idx(idx[t], w);
     unsigned rank = 0;
-    for (unsigned base = 0; base < k; base += GROVE_RANK_TILE) {
-        __syncthreads();
-        for (unsigned t = threadIdx.x; t < GROVE_RANK_TILE; t += blockDim.x) {
-            tk[t] = base + t < k ? keys[base + t] : 0;
-            ti[t] = base + t < k ? grove_topk_idx(idx[base + t], worst) : 0;
-        }
-        __syncthreads();
-        const unsigned m = k - base < GROVE_RANK_TILE ? k - base : GROVE_RANK_TILE;
-        for (unsigned t = 0; t < m; ++t) rank += (tk[t] < mu || (tk[t] == mu && ti[t] < mv)) ? 1u : 0u;
+    for (unsigned j = 0; j < k; ++j) {
+        const unsigned long long o = kq[j];
+        rank += (o < mu || (o == mu && grove_topk_idx(iq[j], w) < mv)) ? 1u : 0u;
     }
-    if (j < k) out[rank] = idx[j];
+    out[(unsigned long long)q * k + rank] = idx[t];
 }
 
 // Row r < n of dst becomes row idx[r] of src, rows of `words` 32-bit words (fitness: 2; used

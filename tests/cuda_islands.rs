@@ -411,3 +411,47 @@ fn emulated_migration_matches_host_islands() {
         }
     }
 }
+
+/// Rows split over GPUs (`--shard-rows`): the device loop, each shard's GPU summing its rows
+/// and the first adding the sums, equals the host loop adding the same shards' sums
+/// (`ShardedRegression`) bit for bit: three shards on one GPU, and two GPUs where there are.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn sharded_rows_on_the_device_equal_host_shards() {
+    use grove::task::shard::{ShardedRegression, split_rows};
+    let count = grove::backend::cuda::probe::driver().map(|d| d.devices as usize).unwrap_or(0);
+    let problem = DataSource::parse("builtin:pagie1:4096").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let engines: Vec<Backend> = (0..count.min(2))
+        .map(|o| Backend::Cuda(Box::new(CudaEngine::with_options(EngineOptions { ordinal: o, ..EngineOptions::default() }).unwrap())))
+        .collect();
+    let cfg = EngineConfig { pop_size: 600, generations: 8, seed: 9, tournament: 3, elite: 2, max_len: 64, ..EngineConfig::default() };
+    assert_eq!(cfg.constants.steps, 0, "shards fit no constants");
+    let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
+    for layout in [vec![0usize, 0, 0], vec![0, 1]] {
+        if layout.iter().any(|&g| g >= engines.len()) {
+            eprintln!("skipped: shards on GPUs {layout:?} (the driver sees {count})");
+            continue;
+        }
+        let parts = split_rows(train, layout.len()).unwrap();
+        let tasks: Vec<Regression> = layout
+            .iter()
+            .zip(&parts)
+            .map(|(&g, d)| {
+                let b = &engines[g];
+                Regression { backend: b, data: b.regression_data(&d.x, &d.y, d.n_rows, d.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1 }
+            })
+            .collect();
+        let sharded = ShardedRegression::new(&tasks).unwrap();
+        let d = grove::evolve::Fitness::device_task(&sharded).expect("every shard on a GPU gives the device loop");
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let single = IslandConfig::single();
+        let (a, _) = device::run(&cfg, &single, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &single, Representation::Trees(&rep), &sharded, None, &mut fb).unwrap();
+        assert_same_runs(&format!("shards on GPUs {layout:?}"), &a, &b, &fa, &fb);
+        // Constant fitting is refused with shards.
+        let fitting = EngineConfig { constants: grove::task::regression::DEFAULT_FIT, ..cfg.clone() };
+        let err = device::run(&fitting, &single, Representation::Trees(&rep), &[d], None, &mut Fame::default()).err().unwrap().to_string();
+        assert!(err.contains("--shard-rows"), "{err}");
+    }
+}

@@ -50,8 +50,8 @@ trait Device {
     fn tournament(&self, fit: &[f64], n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32>;
     /// The ranking.
     fn rank(&self, fit: &[f64]) -> Vec<u32>;
-    /// The `k` best (`worst`: the `k` worst) by the radix select.
-    fn top_k(&self, fit: &[f64], k: usize, worst: bool) -> Vec<u32>;
+    /// The radix select's slots: mode 0 the `k` best, 1 the `k` worst, 2 both.
+    fn top_k(&self, fit: &[f64], k: usize, mode: u32) -> Vec<Vec<u32>>;
     /// `n_slots` truncation selections.
     fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32>;
     /// `n_slots` epsilon-lexicase selections, the pool from `fit`.
@@ -113,11 +113,18 @@ impl Device for Gpu {
         let f = e.upload_fitness(fit).unwrap();
         e.download_indices(&e.rank(&f).unwrap()).unwrap()
     }
-    fn top_k(&self, fit: &[f64], k: usize, worst: bool) -> Vec<u32> {
+    fn top_k(&self, fit: &[f64], k: usize, mode: u32) -> Vec<Vec<u32>> {
         let e = &self.0;
         let f = e.upload_fitness(fit).unwrap();
-        let chosen = if worst { e.worst(&f, k) } else { e.elite(&f, k) };
-        e.download_indices(&chosen.unwrap()).unwrap()
+        let chosen = match mode {
+            0 => vec![e.elite(&f, k).unwrap()],
+            1 => vec![e.worst(&f, k).unwrap()],
+            _ => {
+                let (b, w) = e.elite_and_worst(&f, k).unwrap();
+                vec![b, w]
+            }
+        };
+        chosen.iter().map(|c| e.download_indices(c).unwrap()).collect()
     }
     fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32> {
         let e = &self.0;
@@ -420,20 +427,21 @@ impl Device for Emulator {
         });
         ranked
     }
-    fn top_k(&self, fit: &[f64], k: usize, worst: bool) -> Vec<u32> {
-        type InitFn = unsafe extern "C" fn(u32, *mut u64, *mut u32);
+    fn top_k(&self, fit: &[f64], k: usize, mode: u32) -> Vec<Vec<u32>> {
+        type InitFn = unsafe extern "C" fn(u32, u32, *mut u64, *mut u32);
         type HistFn = unsafe extern "C" fn(u32, u32, u32, *const f64, *const u64, *mut u32);
-        type PickFn = unsafe extern "C" fn(u32, *mut u64, *mut u32);
-        type CollectFn = unsafe extern "C" fn(u32, u32, *const f64, *mut u64, *mut u64, *mut u32);
+        type PickFn = unsafe extern "C" fn(u32, u32, *mut u64, *mut u32);
+        type CollectFn = unsafe extern "C" fn(u32, u32, u32, *const f64, *mut u64, *mut u64, *mut u32);
         type OrderFn = unsafe extern "C" fn(u32, u32, *const u64, *const u32, *mut u32);
         type GridFn = unsafe extern "C" fn(u32);
+        let slots = if mode == 2 { 2 } else { 1 };
         let (n, k) = (fit.len() as u32, k.min(fit.len()) as u32);
         if k == 0 {
-            return Vec::new();
+            return vec![Vec::new(); slots];
         }
-        let (mut state, mut hist) = ([0u64; 4], [u32::MAX; 256]);
-        let (mut keys, mut rows, mut out) = (vec![0u64; k as usize], vec![u32::MAX; k as usize], vec![u32::MAX; k as usize]);
-        let w = u32::from(worst);
+        let (ks, s) = (k as usize, slots);
+        let (mut state, mut hist) = (vec![0u64; 4 * s], vec![u32::MAX; 256 * s]);
+        let (mut keys, mut rows, mut out) = (vec![0u64; s * ks], vec![u32::MAX; s * ks], vec![u32::MAX; s * ks]);
         // Fewer blocks than rows, so the grid-stride loops take several turns.
         let blocks = n.div_ceil(3).max(1);
         let grid: GridFn = Self::get(&self.select, "grove_emu_set_grid");
@@ -443,22 +451,28 @@ impl Device for Emulator {
         let collect: CollectFn = Self::get(&self.select, kernels::TOPK_COLLECT);
         let order: OrderFn = Self::get(&self.select, kernels::TOPK_ORDER);
         let (sp, hp, kp, rp, op) = (state.as_mut_ptr(), hist.as_mut_ptr(), keys.as_mut_ptr(), rows.as_mut_ptr(), out.as_mut_ptr());
-        // SAFETY: as CudaEngine::elite launches them: state 32 bytes, hist 256 words, fit n
-        // entries, keys, rows and out k entries.
-        Self::launch(&self.select, 1, || unsafe { init(k, sp, hp) });
+        // SAFETY: as CudaEngine::top_k launches them: a 32-byte state and 256 bins per slot, fit
+        // n entries, keys, rows and out k entries per slot. The pick runs as one thread per slot.
+        Self::launch(&self.select, 1, || unsafe { init(k, mode, sp, hp) });
         for d in 0..12 {
             Self::launch(&self.select, blocks as usize, || unsafe {
                 grid(blocks);
-                hist_f(n, w, d, fit.as_ptr(), sp, hp)
+                hist_f(n, mode, d, fit.as_ptr(), sp, hp)
             });
-            Self::launch(&self.select, 1, || unsafe { pick(d, sp, hp) });
+            for q in 0..s as u32 {
+                let set: SetThreadFn = Self::get(&self.select, "grove_emu_set_thread");
+                Self::launch(&self.select, 1, || unsafe {
+                    set(0, s as u32, q);
+                    pick(d, mode, sp, hp)
+                });
+            }
         }
         Self::launch(&self.select, blocks as usize, || unsafe {
             grid(blocks);
-            collect(n, w, fit.as_ptr(), sp, kp, rp)
+            collect(n, mode, k, fit.as_ptr(), sp, kp, rp)
         });
-        Self::launch(&self.select, k as usize, || unsafe { order(k, w, kp, rp, op) });
-        out
+        Self::launch(&self.select, s * ks, || unsafe { order(k, mode, kp, rp, op) });
+        out.chunks(ks).map(<[u32]>::to_vec).collect()
     }
     fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32> {
         let ranked = self.rank(fit);
@@ -789,11 +803,13 @@ fn top_k_matches_reference(dev: &dyn Device) {
     cases.push(vec![f64::NAN; 700]);
     for (c, fit) in cases.iter().enumerate() {
         let n = fit.len();
+        let usize_of = |v: &Vec<u32>| v.iter().map(|&i| i as usize).collect::<Vec<usize>>();
         for k in [0, 1, 2, 7, n / 2, n.saturating_sub(1), n, n + 5] {
-            let got: Vec<usize> = dev.top_k(fit, k, false).iter().map(|&i| i as usize).collect();
-            assert_eq!(got, select::elite(fit, k), "elite of fitness case {c} (P = {n}), k = {k}");
-            let got: Vec<usize> = dev.top_k(fit, k, true).iter().map(|&i| i as usize).collect();
-            assert_eq!(got, grove::evolve::islands::worst(fit, k), "worst of fitness case {c} (P = {n}), k = {k}");
+            let (best, worst) = (select::elite(fit, k), grove::evolve::islands::worst(fit, k));
+            let what = format!("fitness case {c} (P = {n}), k = {k}");
+            assert_eq!(dev.top_k(fit, k, 0).iter().map(usize_of).collect::<Vec<_>>(), [best.clone()], "elite of {what}");
+            assert_eq!(dev.top_k(fit, k, 1).iter().map(usize_of).collect::<Vec<_>>(), [worst.clone()], "worst of {what}");
+            assert_eq!(dev.top_k(fit, k, 2).iter().map(usize_of).collect::<Vec<_>>(), [best, worst], "both of {what}");
         }
     }
 }

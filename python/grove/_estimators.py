@@ -137,7 +137,10 @@ class _SymbolicBase(BaseEstimator):
         return {"grammar": grammar, "functions": functions, "operators": operators_list(self.operators)}
 
     def _islands(self):
-        return islands_block(self.islands, self.migrate_every, self.migrants, self.gpus, self.population_size)
+        block = islands_block(self.islands, self.migrate_every, self.migrants, self.gpus, self.population_size)
+        if getattr(self, "shard_rows", False):
+            block["shard_rows"] = True
+        return block
 
     def _budget(self):
         return budget_block(self.max_time, self.stop_at)
@@ -269,6 +272,11 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     gpus : "all", int or list of int, default="all"
         The GPUs the islands are spread over on a CUDA run: all the driver sees, the first N,
         or these device ordinals (``--gpus``); results do not depend on it.
+    shard_rows : bool, default=False
+        One population whose training rows are split over the GPUs ``gpus`` names (data
+        parallel, for data larger than one GPU: ``--shard-rows``); results depend on the
+        number of GPUs, and on the CPU ``gpus=N`` computes what N GPUs would. Constant fitting
+        is off with it.
     max_time : float, default=None
         Seconds of search: the run ends after the generation past which one more would cross
         it (``--time-limit``), with the model, report and equations of a finished run.
@@ -312,6 +320,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         "metric": [StrOptions({"mse", "rmse", "mae", "r2"})],
         "linear_scaling": ["boolean"],
         "outputs": [Interval(Integral, 1, 8, closed="both")],
+        "shard_rows": ["boolean"],
     }
 
     def __init__(
@@ -340,6 +349,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         migrate_every=_EVOLVE["migrate_every"],
         migrants=_EVOLVE["migrants"],
         gpus=_EVOLVE["gpus"],
+        shard_rows=False,
         max_time=None,
         stop_at=None,
         device="auto",
@@ -371,6 +381,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.migrate_every = migrate_every
         self.migrants = migrants
         self.gpus = gpus
+        self.shard_rows = shard_rows
         self.max_time = max_time
         self.stop_at = stop_at
         self.device = device

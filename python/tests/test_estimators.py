@@ -250,6 +250,24 @@ def test_islands_run_side_by_side_and_the_gpus_do_not_change_a_cpu_run():
     assert SymbolicClassifier(**{**kw, "gpus": 2}).fit(*iris_named()).report_["settings"]["islands"]["gpus"] == "2"
 
 
+def test_rows_split_over_gpus_run_on_the_cpu_as_the_command_line():
+    # shard_rows=True with gpus=N on the CPU computes what N GPUs compute: the rows in N
+    # blocks, each block's sums added in order. Repeatable, and reported.
+    X, y = quadratic(90)
+    kw = dict(SMALL, generations=4, shard_rows=True, gpus=3)
+    a = SymbolicRegressor(**kw).fit(X, y)
+    b = SymbolicRegressor(**kw).fit(X, y)
+    assert a.report_["settings"]["islands"]["shard_rows"] is True
+    assert "3 row shards" in a.report_["timing"]["device"]
+    assert a.program_ == b.program_
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    assert "shard_rows" not in SymbolicRegressor(**SMALL).fit(X, y).report_["settings"]["islands"]
+    with pytest.raises(ValueError, match="--gpus N"):
+        SymbolicRegressor(**dict(SMALL, shard_rows=True)).fit(X, y)
+    with pytest.raises(ValueError, match="one island"):
+        SymbolicRegressor(**dict(kw, islands=2)).fit(X, y)
+
+
 # Budgets: max_time and stop_at.
 
 

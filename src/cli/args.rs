@@ -184,12 +184,23 @@ pub struct IslandArgs {
     /// of device ordinals (0,2; a single one as 3,). Results do not depend on it.
     #[arg(long, default_value_t = IslandConfig::default().gpus, value_name = "all|N|LIST")]
     pub gpus: crate::evolve::islands::Gpus,
+    /// Split the training rows of one population over the GPUs --gpus chooses (data parallel,
+    /// for data larger than one GPU; regression): each GPU sums its rows and the first adds the
+    /// sums. Results depend on the number of GPUs; --device cpu computes the same.
+    #[arg(long)]
+    pub shard_rows: bool,
 }
 
 impl IslandArgs {
     /// The settings' `islands` block.
     pub fn config(&self) -> IslandConfig {
-        IslandConfig { count: self.islands, migrate_every: self.migrate_every, migrants: self.migrants, gpus: self.gpus.clone() }
+        IslandConfig {
+            count: self.islands,
+            migrate_every: self.migrate_every,
+            migrants: self.migrants,
+            gpus: self.gpus.clone(),
+            shard_rows: self.shard_rows,
+        }
     }
 }
 

@@ -34,8 +34,16 @@ pub struct IslandConfig {
     /// Programs each island sends to the next at a migration (its best), replacing the
     /// receiver's worst; 0 keeps the islands apart.
     pub migrants: usize,
-    /// GPUs the islands are spread over (on a CUDA run; results do not depend on it).
+    /// GPUs the islands are spread over (on a CUDA run; results do not depend on it), or, with
+    /// `shard_rows`, the GPUs the rows are split over.
     pub gpus: Gpus,
+    /// One population whose training rows are split over the GPUs `gpus` chooses (data
+    /// parallel: each GPU sums its rows, the first adds the sums in order; `--shard-rows`).
+    /// Results depend on the number of shards, not on the GPUs (the CPU computes the same with
+    /// the rows split the same way). Regression only, one island, no constant fitting. Written
+    /// in reports only when on (reports of other runs read as before).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub shard_rows: bool,
 }
 
 impl Default for IslandConfig {
@@ -43,7 +51,7 @@ impl Default for IslandConfig {
     /// (on W1 with 8 islands of 625, better than every 10 generations with 5 programs, and than
     /// one population of 5000: docs/benchmarks.md).
     fn default() -> Self {
-        Self { count: 1, migrate_every: 5, migrants: 20, gpus: Gpus::All }
+        Self { count: 1, migrate_every: 5, migrants: 20, gpus: Gpus::All, shard_rows: false }
     }
 }
 
@@ -65,6 +73,11 @@ impl IslandConfig {
         ensure!(self.count >= 1, "--islands (islands.count) must be at least 1, got {}", self.count);
         ensure!(self.count <= MAX_ISLANDS, "--islands (islands.count) must be at most {MAX_ISLANDS}, got {}", self.count);
         ensure!(self.migrate_every >= 1, "--migrate-every (islands.migrate_every) must be at least 1, got {}", self.migrate_every);
+        ensure!(
+            !self.shard_rows || self.count == 1,
+            "--shard-rows (islands.shard_rows) splits one population's rows over the GPUs: it takes one island, got --islands {}",
+            self.count
+        );
         if self.count > 1 {
             ensure!(
                 self.migrants <= pop_size,
@@ -441,7 +454,7 @@ mod tests {
 
     #[test]
     fn migration_happens_at_fixed_generations() {
-        let c = IslandConfig { count: 4, migrate_every: 5, migrants: 2, gpus: Gpus::All };
+        let c = IslandConfig { count: 4, migrate_every: 5, migrants: 2, gpus: Gpus::All, shard_rows: false };
         let at: Vec<usize> = (0..=20).filter(|&g| c.migrates_after(g, 20)).collect();
         assert_eq!(at, [5, 10, 15]);
         assert!(!IslandConfig { count: 1, ..c.clone() }.migrates_after(5, 20));
@@ -449,6 +462,8 @@ mod tests {
         assert!(c.check(2).is_ok());
         assert!(c.check(1).unwrap_err().to_string().contains("--migrants"));
         assert!(IslandConfig { count: 0, ..c.clone() }.check(10).unwrap_err().to_string().contains("--islands"));
-        assert!(IslandConfig { migrate_every: 0, ..c }.check(10).unwrap_err().to_string().contains("--migrate-every"));
+        assert!(IslandConfig { migrate_every: 0, ..c.clone() }.check(10).unwrap_err().to_string().contains("--migrate-every"));
+        assert!(IslandConfig { shard_rows: true, ..c.clone() }.check(10).unwrap_err().to_string().contains("--shard-rows"));
+        assert!(IslandConfig { shard_rows: true, count: 1, ..c }.check(10).is_ok());
     }
 }

@@ -303,6 +303,7 @@ impl ClassifySettings {
         use anyhow::ensure;
         super::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
+        ensure!(!self.islands.shard_rows, "--shard-rows (islands.shard_rows) splits regression rows over GPUs; grove classify has no row shards yet");
         self.budget.check(super::budget::Measure::Accuracy)?;
         ensure!(
             self.test_fraction > 0.0 && self.test_fraction < 1.0,

@@ -154,6 +154,7 @@ impl ControlSettings {
         use anyhow::ensure;
         super::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
+        ensure!(!self.islands.shard_rows, "--shard-rows (islands.shard_rows) splits regression rows over GPUs; grove control has no row shards yet");
         self.budget.check(super::budget::Measure::Return)?;
         ensure!(
             self.engine.constants.steps == 0,

@@ -15,6 +15,7 @@ pub mod regression;
 pub mod experiment;
 pub mod run;
 pub mod search;
+pub mod shard;
 pub mod plots;
 pub mod tools;
 pub mod validation;

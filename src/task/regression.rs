@@ -55,6 +55,21 @@ pub struct Regression<'d> {
     pub outputs: usize,
 }
 
+impl Regression<'_> {
+    /// The fitness of `pop`'s trees from their sums (one output): the metric (of the linearly
+    /// scaled program where the settings scale), plus parsimony per node; `+inf` for an empty
+    /// tree.
+    pub fn fitness_of_sums(&self, sums: &[RegressionSums], pop: &Population) -> Vec<f64> {
+        sums.iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let e = error(s, self.config.metric, self.config.linear_scaling);
+                if pop.len[i] == 0 { f64::INFINITY } else { e + self.config.parsimony * pop.len[i] as f64 }
+            })
+            .collect()
+    }
+}
+
 impl crate::evolve::Fitness for Regression<'_> {
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
         if self.outputs > 1 {
@@ -70,14 +85,7 @@ impl crate::evolve::Fitness for Regression<'_> {
                 .collect();
         }
         let sums = self.backend.regression_sums(pop, &self.data)?;
-        Ok(sums
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let e = error(s, self.config.metric, self.config.linear_scaling);
-                if pop.len[i] == 0 { f64::INFINITY } else { e + self.config.parsimony * pop.len[i] as f64 }
-            })
-            .collect())
+        Ok(self.fitness_of_sums(&sums, pop))
     }
 
     fn fit_constants(&self, pop: &mut Population, rows: &[usize], steps: u32) -> anyhow::Result<Option<Vec<f64>>> {
@@ -93,7 +101,7 @@ impl crate::evolve::Fitness for Regression<'_> {
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
         match (self.backend, &self.data) {
             (crate::backend::Backend::Cuda(engine), crate::backend::RegressionData::Device(data)) => {
-                Some(crate::evolve::device::DeviceTask::Regression(crate::evolve::device::DeviceRegression { engine, data, config: self.config }))
+                Some(crate::evolve::device::DeviceTask::Regression(crate::evolve::device::DeviceRegression { engine, data, config: self.config, shards: &[] }))
             }
             _ => None,
         }
@@ -360,6 +368,7 @@ impl EvolveSettings {
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
         check_scaling(&self.regression, self.outputs)?;
+        super::shard::check(&self.islands, self.device, self.outputs)?;
         check_ge(&self.search_settings().ge)?;
         match (&self.grammar, &self.functions) {
             (None, None) => anyhow::bail!(
@@ -550,35 +559,69 @@ pub struct Searched {
 /// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
 /// validation rows): no choosing, no scoring.
 pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend, opts: &super::run::RunOptions) -> anyhow::Result<Searched> {
-    use anyhow::bail;
+    use anyhow::{bail, ensure};
 
     let start = std::time::Instant::now();
     check_scaling(&settings.regression, settings.outputs)?;
-    let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
-    let need = super::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: 32, device_per_individual: 32 };
-    super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
-    super::search::note_bloat(&settings.engine, backend, opts);
     let k = settings.outputs;
+    let sharded = settings.islands.shard_rows;
+    super::shard::check(&settings.islands, settings.device, k)?;
+    // Rows split over GPUs: each holds its shard, and constant fitting (which needs every row
+    // on one GPU) is off.
+    let shards = if sharded { super::shard::count(&settings.islands.gpus, backend)? } else { 1 };
+    let mut engine = settings.engine.clone();
+    if sharded && engine.constants.steps > 0 {
+        engine.constants.steps = 0;
+        opts.say("note: constant fitting is off with --shard-rows (it needs every row on one GPU)");
+    }
+    let search_settings = super::search::SearchSettings { engine: &engine, ..settings.search_settings() };
+    let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
+    let need = super::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 };
+    super::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
+    super::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
     if k > 1 && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
         opts.say(&format!("note: --outputs {k} evaluates on the CPU (the fitted head has no CUDA kernel yet)"));
     }
-    // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
-    let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
-    let tasks = std::iter::once(backend)
-        .chain(&more)
-        .map(|b| {
+    // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data;
+    // or, with --shard-rows, one population whose rows are split over them (on the CPU: the
+    // same shards, one after another).
+    let more = match (sharded, backend) {
+        (false, _) => backend.more_gpus(&settings.islands.gpus, settings.islands.count)?,
+        (true, crate::backend::Backend::Cuda(_)) => backend.more_gpus(&settings.islands.gpus, shards)?,
+        (true, crate::backend::Backend::Cpu) => Vec::new(),
+    };
+    let parts = if sharded { super::shard::split_rows(rows, shards)? } else { Vec::new() };
+    let backends: Vec<&crate::backend::Backend> = match backend {
+        crate::backend::Backend::Cpu if sharded => vec![backend; shards],
+        _ => std::iter::once(backend).chain(&more).collect(),
+    };
+    ensure!(!sharded || backends.len() == shards, "--shard-rows: {shards} shards but {} GPUs opened", backends.len());
+    let tasks = backends
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            let part = if sharded { &parts[i] } else { rows };
             // The head's sums are taken on the CPU, from the host's copy of the data.
             let data = if k > 1 {
-                crate::backend::RegressionData::Host { x: &rows.x, y: &rows.y, n_rows: rows.n_rows }
+                crate::backend::RegressionData::Host { x: &part.x, y: &part.y, n_rows: part.n_rows }
             } else {
-                b.regression_data(&rows.x, &rows.y, rows.n_rows, rows.n_features)?
+                b.regression_data(&part.x, &part.y, part.n_rows, part.n_features)?
             };
             Ok(Regression { backend: b, data, config: settings.regression, outputs: k })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let task = crate::evolve::OnGpus(&tasks);
-    let device = describe_devices(backend, &more);
+    let on_gpus = crate::evolve::OnGpus(&tasks);
+    let by_shard = if sharded { Some(super::shard::ShardedRegression::new(&tasks)?) } else { None };
+    let task: &dyn crate::evolve::Fitness = match &by_shard {
+        Some(s) => s,
+        None => &on_gpus,
+    };
+    let device = match (sharded, backend) {
+        (true, crate::backend::Backend::Cpu) => format!("{} ({shards} row shards)", backend.describe()),
+        (true, _) => format!("{} (rows split over {shards} GPUs)", describe_devices(backend, &more)),
+        (false, _) => describe_devices(backend, &more),
+    };
     // --stop-at is the training loss the progress line shows: the fitness.
     let goal = super::budget::Goal { measure: super::budget::Measure::Loss, value: Box::new(|b: &crate::evolve::Best| b.fitness) };
     let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, rows.n_rows)?.with_budget(settings.budget, goal);
@@ -591,7 +634,7 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
         check: &slots,
         trees: &trees,
     };
-    let outcome = super::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
+    let outcome = super::search::evolve(&search_settings, &programs, task, &mut observer)?;
     if outcome.best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or evaluate");
     }

@@ -245,16 +245,55 @@ impl CudaEngine {
         scratch: &mut FitnessScratch,
         fit: &mut DeviceFitness,
     ) -> Result<()> {
+        self.regression_shard_sums(pop, order, data, scratch)?;
+        self.regression_fitness_from_sums(pop, cfg, scratch, fit)
+    }
+
+    /// Queues the regression sums of every tree of `pop` over `data` into `scratch` (one shard of
+    /// the rows when they are split over GPUs; [`Self::regression_fitness`]'s first half).
+    pub fn regression_shard_sums(&self, pop: &DevicePopulation, order: &TreeOrder, data: &DeviceDataset, scratch: &mut FitnessScratch) -> Result<()> {
         let p = pop.size();
-        if scratch.n != p || fit.n != p || fit.engine != self.id || order.n_fast + order.n_deep != p {
+        if scratch.n != p || pop.engine != self.id || order.n_fast + order.n_deep != p {
             return Err(GpuError::Input(format!(
-                "fitness of {p} trees with scratch for {}, fitness for {}, {} + {} trees ordered",
-                scratch.n, fit.n, order.n_fast, order.n_deep
+                "sums of {p} trees with scratch for {}, {} + {} trees ordered",
+                scratch.n, order.n_fast, order.n_deep
             )));
         }
         self.check_dataset(data)?;
         let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), size: pop.size.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
-        self.launch_regression(&v, order.n_fast, p, pop.max_len(), pop.n_outputs(), data, &scratch.launch, &mut scratch.partials, &mut scratch.sums)?;
+        self.launch_regression(&v, order.n_fast, p, pop.max_len(), pop.n_outputs(), data, &scratch.launch, &mut scratch.partials, &mut scratch.sums)
+    }
+
+    /// Adds another shard's sums (`other`, on any GPU: copied peer to peer first) to
+    /// `scratch`'s, tree by tree (`RegressionSums::merge`'s twin; call in shard order).
+    pub fn add_shard_sums(&self, scratch: &mut FitnessScratch, other: &FitnessScratch) -> Result<()> {
+        let p = scratch.n;
+        if other.n != p {
+            return Err(GpuError::Input(format!("adding the sums of {} trees to {p}", other.n)));
+        }
+        if p == 0 {
+            return Ok(());
+        }
+        // SAFETY: written in full by the copy below before the kernel reads it.
+        let mut here = unsafe { self.stream.alloc::<RegSums>(p) }.during(|| "allocating a shard's sums".into())?;
+        self.stream.memcpy_dtod(&other.sums.slice(..p), &mut here).during(|| "copying a shard's sums between GPUs".into())?;
+        let f = self.function(&GENERATION, &[], kernels::ADD_REGRESSION_SUMS)?;
+        let n = p as u32;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&n).arg(&here).arg(&mut scratch.sums);
+        // SAFETY: matches `grove_add_regression_sums(unsigned n, const GroveRegSums* other,
+        // GroveRegSums* sums)`: both hold n = P entries, each thread its own.
+        unsafe { b.launch(per_item(p)) }.during(|| format!("launching {}", kernels::ADD_REGRESSION_SUMS))?;
+        Ok(())
+    }
+
+    /// Queues the fitness of `pop`'s trees from the sums in `scratch` into `fit`
+    /// ([`Self::regression_fitness`]'s second half).
+    pub fn regression_fitness_from_sums(&self, pop: &DevicePopulation, cfg: &RegressionConfig, scratch: &FitnessScratch, fit: &mut DeviceFitness) -> Result<()> {
+        let p = pop.size();
+        if scratch.n != p || fit.n != p || fit.engine != self.id || pop.engine != self.id {
+            return Err(GpuError::Input(format!("fitness of {p} trees with sums for {}, fitness for {}", scratch.n, fit.n)));
+        }
         let params = GenParams {
             n: p as u32,
             max_len: pop.max_len() as u32,
@@ -270,6 +309,18 @@ impl CudaEngine {
         // const unsigned short* lens, double* fit)`: sums, lens and fit hold P entries (checked),
         // every sum written by the reduction just queued.
         unsafe { b.launch(per_item(p)) }.during(|| format!("launching {REGRESSION_FITNESS}"))?;
+        Ok(())
+    }
+
+    /// A copy on this engine of `src`'s evaluation order (ids and counts), from any GPU: a row
+    /// shard's GPU evaluates the population in the order the first GPU chose.
+    pub fn copy_order_into(&self, src: &TreeOrder, dst: &mut TreeOrder) -> Result<()> {
+        if dst.ids.len() < src.ids.len() {
+            return Err(GpuError::Input(format!("copying an order of {} trees into one of {}", src.ids.len(), dst.ids.len())));
+        }
+        self.stream.memcpy_dtod(&src.ids, &mut dst.ids.slice_mut(..src.ids.len())).during(|| "copying an evaluation order between GPUs".into())?;
+        dst.n_fast = src.n_fast;
+        dst.n_deep = src.n_deep;
         Ok(())
     }
 

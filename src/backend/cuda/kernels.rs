@@ -380,6 +380,8 @@ pub const PARTITION_COUNT: &str = "grove_partition_count";
 pub const PARTITION_SCAN: &str = "grove_partition_scan";
 /// Regression fitness from the fused sums.
 pub const REGRESSION_FITNESS: &str = "grove_regression_fitness";
+/// Another row shard's regression sums added to a tree's (rows split over GPUs).
+pub const ADD_REGRESSION_SUMS: &str = "grove_add_regression_sums";
 /// The best individual not yet chosen, per block (and statistics).
 pub const ARGMIN_BLOCKS: &str = "grove_argmin_blocks";
 /// ... combined over the blocks.
@@ -422,7 +424,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
         ]
         .map(|k| (k, SELECT)));
     v.extend(
-        [STACK_CLASS, PARTITION_COUNT, PARTITION_SCAN, PARTITION, REGRESSION_FITNESS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]
+        [STACK_CLASS, PARTITION_COUNT, PARTITION_SCAN, PARTITION, REGRESSION_FITNESS, ADD_REGRESSION_SUMS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]
             .map(|k| (k, GENERATION)),
     );
     v.push((FIT_CONSTANTS, FIT));

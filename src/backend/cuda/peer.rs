@@ -77,6 +77,19 @@ impl CudaEngine {
         Ok(dst)
     }
 
+    /// `src` (another engine's rows, or this one's) copied over `dst` (this engine's, the same
+    /// shape): a row shard's GPU receives each generation's population this way.
+    pub fn copy_population_into(&self, src: &DevicePopulation, dst: &mut DevicePopulation) -> Result<()> {
+        if (src.n, src.max_len, src.n_outputs) != (dst.n, dst.max_len, dst.n_outputs) || dst.engine != self.id {
+            return Err(GpuError::Input(format!("copying {} rows of L = {} into {} rows of L = {}", src.n, src.max_len, dst.n, dst.max_len)));
+        }
+        self.copy(&src.op, &mut dst.op)?;
+        self.copy(&src.value, &mut dst.value)?;
+        self.copy(&src.size, &mut dst.size)?;
+        self.copy(&src.out, &mut dst.out)?;
+        self.copy(&src.len, &mut dst.len)
+    }
+
     /// A copy on this engine of another engine's genomes.
     pub fn copy_genomes_from(&self, src: &DeviceGenomes) -> Result<DeviceGenomes> {
         let mut dst = self.alloc_genomes(src.n, src.capacity)?;

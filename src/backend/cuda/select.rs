@@ -353,72 +353,90 @@ impl CudaEngine {
     /// passes over `P` and an ordering of the `k` in O(k²), so it suits the few hundred rows of a
     /// migration at any `P` (at `k` near `P`, [`Self::rank`] is the better tool).
     pub fn elite(&self, fit: &DeviceFitness, k: usize) -> Result<DeviceIndices> {
-        self.top_k(fit, k, false)
+        Ok(self.top_k(fit, k, 0)?.0)
     }
 
     /// `islands::worst(fit, k)` on the device: the `k` worst, worst first (the reverse of
     /// [`Self::elite`]'s full order).
     pub fn worst(&self, fit: &DeviceFitness, k: usize) -> Result<DeviceIndices> {
-        self.top_k(fit, k, true)
+        Ok(self.top_k(fit, k, 1)?.0)
     }
 
-    fn top_k(&self, fit: &DeviceFitness, k: usize, worst: bool) -> Result<DeviceIndices> {
+    /// [`Self::elite`] and [`Self::worst`] in the same launches (who leaves an island and whose
+    /// rows its immigrants replace).
+    pub fn elite_and_worst(&self, fit: &DeviceFitness, k: usize) -> Result<(DeviceIndices, DeviceIndices)> {
+        let (best, worst) = self.top_k(fit, k, 2)?;
+        Ok((best, worst.expect("mode 2 gives both")))
+    }
+
+    /// The radix select of `grove_topk_*`: mode 0 the best, 1 the worst, 2 both (the second
+    /// result).
+    fn top_k(&self, fit: &DeviceFitness, k: usize, mode: u32) -> Result<(DeviceIndices, Option<DeviceIndices>)> {
         self.check_fitness(fit)?;
         let n = fit.n;
         let k = k.min(n);
-        let mut out = self.alloc::<u32>(k, false, "allocating the chosen rows")?;
+        let slots = if mode == 2 { 2 } else { 1 };
+        let split = |out: CudaSlice<u32>| -> Result<(DeviceIndices, Option<DeviceIndices>)> {
+            let idx = |s: CudaSlice<u32>| DeviceIndices { idx: s, n: k, bound: n, engine: self.id };
+            if slots == 1 {
+                return Ok((idx(out), None));
+            }
+            let second = self.stream.clone_dtod(&out.slice(k.max(1)..2 * k.max(1))).during(|| "splitting the chosen rows".into())?;
+            Ok((idx(out), Some(idx(second))))
+        };
+        let mut out = self.alloc::<u32>(slots * k.max(1), false, "allocating the chosen rows")?;
         if k == 0 {
-            return Ok(DeviceIndices { idx: out, n: 0, bound: n, engine: self.id });
+            return split(out);
         }
-        if n > u32::MAX as usize / 2 {
+        if n > u32::MAX as usize / 2 || slots * k > u32::MAX as usize / 2 {
             return Err(GpuError::Input(format!("{n} individuals: the top-k select takes at most {}", u32::MAX / 2)));
         }
-        // GroveTopk: 32 bytes; the histogram; the k keys and rows in the order collected.
-        let mut state = self.alloc::<u64>(4, false, "allocating the top-k state")?;
-        let mut hist = self.alloc::<u32>(256, false, "allocating the top-k histogram")?;
-        let mut keys = self.alloc::<u64>(k, false, "allocating the top-k keys")?;
-        let mut rows = self.alloc::<u32>(k, false, "allocating the top-k rows")?;
-        let (n32, k32, w) = (n as u32, k as u32, u32::from(worst));
+        // A GroveTopk (32 bytes) and 256 bins per slot; the k keys and rows of each slot in the
+        // order collected.
+        let mut state = self.alloc::<u64>(4 * slots, false, "allocating the top-k state")?;
+        let mut hist = self.alloc::<u32>(256 * slots, false, "allocating the top-k histogram")?;
+        let mut keys = self.alloc::<u64>(slots * k, false, "allocating the top-k keys")?;
+        let mut rows = self.alloc::<u32>(slots * k, false, "allocating the top-k rows")?;
+        let (n32, k32) = (n as u32, k as u32);
         let grid = LaunchConfig { grid_dim: (n32.div_ceil(THREADS).clamp(1, TOPK_BLOCKS), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
         let one = |threads: u32| LaunchConfig { grid_dim: (1, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
         let f = self.function(&SELECT, &[], TOPK_INIT)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&k32).arg(&mut state).arg(&mut hist);
-        // SAFETY: matches `grove_topk_init(unsigned k, GroveTopk* st, unsigned* hist)`: state
-        // holds 32 bytes (GroveTopk), hist 256 words.
+        b.arg(&k32).arg(&mode).arg(&mut state).arg(&mut hist);
+        // SAFETY: matches `grove_topk_init(unsigned k, unsigned mode, GroveTopk* st, unsigned*
+        // hist)`: state holds a 32-byte GroveTopk per slot, hist 256 words per slot.
         unsafe { b.launch(one(256)) }.during(|| format!("launching {TOPK_INIT}"))?;
         let hist_f = self.function(&SELECT, &[], TOPK_HIST)?;
         let pick_f = self.function(&SELECT, &[], TOPK_PICK)?;
         for d in 0..TOPK_PASSES {
             let mut b = self.stream.launch_builder(&hist_f);
-            b.arg(&n32).arg(&w).arg(&d).arg(&fit.fit).arg(&state).arg(&mut hist);
-            // SAFETY: matches `grove_topk_hist(unsigned n, unsigned worst, unsigned d, const
+            b.arg(&n32).arg(&mode).arg(&d).arg(&fit.fit).arg(&state).arg(&mut hist);
+            // SAFETY: matches `grove_topk_hist(unsigned n, unsigned mode, unsigned d, const
             // double* fit, const GroveTopk* st, unsigned* hist)`: fit holds n entries (checked),
-            // hist 256 words, each bin added to atomically.
+            // hist 256 words per slot, each bin added to atomically.
             unsafe { b.launch(grid) }.during(|| format!("launching {TOPK_HIST}"))?;
             let mut b = self.stream.launch_builder(&pick_f);
-            b.arg(&d).arg(&mut state).arg(&mut hist);
-            // SAFETY: matches `grove_topk_pick(unsigned d, GroveTopk* st, unsigned* hist)`: one
-            // thread reads and clears the 256 bins and updates the state.
+            b.arg(&d).arg(&mode).arg(&mut state).arg(&mut hist);
+            // SAFETY: matches `grove_topk_pick(unsigned d, unsigned mode, GroveTopk* st, unsigned*
+            // hist)`: thread q reads and clears slot q's 256 bins and updates its state.
             unsafe { b.launch(one(32)) }.during(|| format!("launching {TOPK_PICK}"))?;
         }
         let f = self.function(&SELECT, &[], TOPK_COLLECT)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&n32).arg(&w).arg(&fit.fit).arg(&mut state).arg(&mut keys).arg(&mut rows);
-        // SAFETY: matches `grove_topk_collect(unsigned n, unsigned worst, const double* fit,
-        // GroveTopk* st, unsigned long long* keys, unsigned* idx)`: after the twelve passes the
-        // state's prefix is the k-th of n distinct keys, so exactly k keys are at or below it and
-        // the atomic counter hands out slots 0..k of keys and rows.
+        b.arg(&n32).arg(&mode).arg(&k32).arg(&fit.fit).arg(&mut state).arg(&mut keys).arg(&mut rows);
+        // SAFETY: matches `grove_topk_collect(unsigned n, unsigned mode, unsigned k, const double*
+        // fit, GroveTopk* st, unsigned long long* keys, unsigned* idx)`: after the twelve passes
+        // each slot's prefix is the k-th of n distinct keys, so exactly k keys are at or below it
+        // and the slot's atomic counter hands out entries q k .. (q + 1) k of keys and rows.
         unsafe { b.launch(grid) }.during(|| format!("launching {TOPK_COLLECT}"))?;
         let f = self.function(&SELECT, &[], TOPK_ORDER)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(&k32).arg(&w).arg(&keys).arg(&rows).arg(&mut out);
-        let lc = LaunchConfig { grid_dim: (k32.div_ceil(RANK_TILE), 1, 1), block_dim: (RANK_TILE, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: matches `grove_topk_order(unsigned k, unsigned worst, const unsigned long long*
-        // keys, const unsigned* idx, unsigned* out)`: keys, rows and out hold k entries; the keys
-        // (with their rows) are distinct, so the ranks are a permutation of 0..k.
-        unsafe { b.launch(lc) }.during(|| format!("launching {TOPK_ORDER}"))?;
-        Ok(DeviceIndices { idx: out, n: k, bound: n, engine: self.id })
+        b.arg(&k32).arg(&mode).arg(&keys).arg(&rows).arg(&mut out);
+        // SAFETY: matches `grove_topk_order(unsigned k, unsigned mode, const unsigned long long*
+        // keys, const unsigned* idx, unsigned* out)`: keys, rows and out hold k entries per slot;
+        // a slot's keys (with their rows) are distinct, so its ranks are a permutation of 0..k.
+        unsafe { b.launch(per_slot(slots * k)) }.during(|| format!("launching {TOPK_ORDER}"))?;
+        split(out)
     }
 
     /// The fitness of rows `idx[..n]`, in that order (a migrant's fitness travels with it).

@@ -1,6 +1,6 @@
 //! Migration between the device loop's islands: [`DeviceIslands`] is the islands as a
 //! [`Transport`] that never leaves the devices. Each island chooses its emigrants and the rows
-//! they replace on its GPU (`CudaEngine::elite` and `worst`: a radix select, the twins of
+//! they replace on its GPU (`CudaEngine::elite_and_worst`: a radix select, the twin of
 //! `select::elite` and `islands::worst`), gathers the emigrants' rows, fitness and (GE) genomes
 //! and used codons there, and the receiver scatters them over its worst; between GPUs the
 //! gathered rows are copied peer to peer. No fitness, index or row comes to the host.
@@ -38,7 +38,7 @@ impl Transport for DeviceIslands<'_, '_, '_, '_> {
     fn choose(&mut self, i: usize, k: usize) -> Result<(DeviceIndices, DeviceIndices)> {
         let isl = &self.isl[i];
         let e = isl.engine();
-        Ok((e.elite(&isl.fit, k)?, e.worst(&isl.fit, k)?))
+        Ok(e.elite_and_worst(&isl.fit, k)?)
     }
 
     fn send(&mut self, i: usize, rows: &DeviceIndices) -> Result<DevicePacket> {
@@ -92,12 +92,15 @@ impl Transport for DeviceIslands<'_, '_, '_, '_> {
 }
 
 /// One migration on the devices: [`islands::migrate`] over [`DeviceIslands`], then each
-/// island's elite chosen again from its fitness with the immigrants' (`select::elite`'s twin, as
-/// the host loop breeds after migrating).
+/// island's elite chosen again from its fitness with the immigrants' (`elite_and_stats`, as
+/// after evaluating: `select::elite`'s twin; the host loop breeds after migrating too). The
+/// statistics it writes again into the mailbox are not read: the generation's were read before
+/// migrating.
 pub(super) fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], k: usize, n_elite: usize, tr: &mut Transfers) -> Result<()> {
     islands::migrate(&mut DeviceIslands { isl, tr }, k)?;
     for i in isl.iter_mut() {
-        i.elite = Some(i.engine().elite(&i.fit, n_elite)?);
+        let e = i.task.engine();
+        i.elite = Some(e.elite_and_stats(&i.fit, &i.pop, n_elite, &mut i.es, &mut i.mail)?);
     }
     tr.migrations += 1;
     Ok(())
