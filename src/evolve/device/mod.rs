@@ -314,12 +314,16 @@ fn fit_constants(cfg: &EngineConfig, i: &mut Island<'_, '_, '_>, tr: &mut Transf
     Ok(())
 }
 
-/// [`fit_constants`] for every island, the islands of each GPU on a thread of their own: a fit
-/// waits for its GPU (the fitness it chooses rows from), so one thread fitting island after
-/// island would leave the other GPUs idle (measured on four H100s: a whole run's generations
-/// took 3.2x one GPU's). Islands of one GPU are contiguous ([`super::islands::device_of`]).
-fn fit_constants_on_every_gpu(cfg: &EngineConfig, isl: &mut [Island<'_, '_, '_>], tr: &mut Transfers) -> Result<()> {
-    let mut groups: Vec<&mut [Island<'_, '_, '_>]> = Vec::new();
+/// Runs `f` on the islands of each GPU (contiguous: [`super::islands::device_of`]), each GPU's
+/// on a scoped thread of its own when there are several: a step that waits for its GPU (a
+/// constant fit reads the fitness back) or queues many launches then keeps every GPU busy
+/// (measured on four H100s: one thread fitting island after island took 3.2x one GPU's whole
+/// run per generation). Returns each group's result in order.
+fn on_every_gpu<'t, 'r, 'g, T: Send>(
+    isl: &mut [Island<'t, 'r, 'g>],
+    f: impl Fn(&mut [Island<'t, 'r, 'g>]) -> Result<T> + Sync,
+) -> Result<Vec<T>> {
+    let mut groups: Vec<&mut [Island<'t, 'r, 'g>]> = Vec::new();
     let mut rest = isl;
     while !rest.is_empty() {
         let e = rest[0].engine();
@@ -328,25 +332,109 @@ fn fit_constants_on_every_gpu(cfg: &EngineConfig, isl: &mut [Island<'_, '_, '_>]
         groups.push(group);
         rest = tail;
     }
-    let fit_group = |group: &mut [Island<'_, '_, '_>]| -> Result<Transfers> {
-        let mut t = Transfers::default();
-        for i in group.iter_mut() {
-            fit_constants(cfg, i, &mut t)?;
-        }
-        Ok(t)
-    };
-    let counts: Vec<Transfers> = if groups.len() == 1 {
-        vec![fit_group(groups.pop().expect("one group"))?]
-    } else {
-        std::thread::scope(|s| {
-            let handles: Vec<_> = groups.into_iter().map(|g| s.spawn(move || fit_group(g))).collect();
-            handles.into_iter().map(|h| h.join().map_err(|_| anyhow!("a constant-fitting thread panicked"))?).collect::<Result<Vec<_>>>()
-        })?
-    };
-    for t in counts {
-        tr.constant_fits += t.constant_fits;
-        tr.constant_fit_bytes += t.constant_fit_bytes;
+    if groups.len() == 1 {
+        return Ok(vec![f(groups.pop().expect("one group"))?]);
     }
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = groups.into_iter().map(|g| s.spawn(move || f(g))).collect();
+        handles.into_iter().map(|h| h.join().map_err(|_| anyhow!("a GPU's thread panicked"))?).collect()
+    })
+}
+
+/// Queues island `i`'s evaluation: its fitness into `i.fit` (control: the deep trees' steps
+/// played on the CPU into `i.host_steps`).
+fn evaluate(i: &mut Island<'_, '_, '_>, gen: usize) -> Result<()> {
+    let e = i.task.engine();
+    i.host_steps = 0;
+    match (&i.task, &mut i.fs) {
+        (DeviceTask::Regression(r), FitnessStep::Regression(s)) if i.shards.is_empty() => {
+            e.regression_fitness(&i.pop, &i.order, r.data, &r.config, s, &mut i.fit)?
+        }
+        (DeviceTask::Regression(r), FitnessStep::Regression(s)) => {
+            // Rows split over GPUs: every shard's GPU gets the population and its order
+            // first (a copy waits for everything queued on the first GPU so far, so
+            // the first GPU's own sums are queued after the copies: else the shards
+            // wait for them, measured: two GPUs no faster than one), then every GPU sums
+            // its rows and the first adds the shards' sums in order.
+            for sh in i.shards.iter_mut() {
+                let se = sh.shard.engine;
+                se.copy_population_into(&i.pop, &mut sh.pop)?;
+                se.copy_order_into(&i.order, &mut sh.order)?;
+                se.regression_shard_sums(&sh.pop, &sh.order, sh.shard.data, &mut sh.sums)?;
+            }
+            e.regression_shard_sums(&i.pop, &i.order, r.data, s)?;
+            for sh in &i.shards {
+                e.add_shard_sums(s, &sh.sums)?;
+            }
+            e.regression_fitness_from_sums(&i.pop, &r.config, s, &mut i.fit)?;
+        }
+        (DeviceTask::Classification(c), FitnessStep::Classification(s)) => {
+            e.classification_fitness(&i.pop, &i.order, c.data, s, &mut i.fit)?
+        }
+        (DeviceTask::Control(c), FitnessStep::Control(s)) => {
+            let run = if c.fresh { c.run.at_generation(gen) } else { c.run };
+            let w = e.control_fitness(&i.pop, c.model, &run, c.parsimony, i.n_deep, s, &mut i.fit, &mut i.mail)?;
+            i.host_steps = w.deep_steps;
+        }
+        _ => unreachable!("the fitness step was made for this task"),
+    }
+    Ok(())
+}
+
+/// Queues island `i`'s elite and statistics (into its mailbox) and its per-size summary.
+fn elite_and_sizes(i: &mut Island<'_, '_, '_>, n_elite: usize) -> Result<()> {
+    let e = i.task.engine();
+    i.elite = Some(e.elite_and_stats(&i.fit, &i.pop, n_elite, &mut i.es, &mut i.mail)?);
+    e.size_summary(&i.fit, &i.pop, &mut i.sizes)?;
+    Ok(())
+}
+
+/// Queues island `i`'s next population: selection, variation (GE: of the genomes, mapped),
+/// elitism, and the next evaluation's order.
+#[allow(clippy::too_many_arguments)]
+fn breed_island(
+    i: &mut Island<'_, '_, '_>,
+    rep: Representation<'_, '_>,
+    p: usize,
+    n_elite: usize,
+    parents: &crate::select::Tournament,
+    next_gen: u32,
+    prof: &mut StageTimes,
+) -> Result<()> {
+    let e = i.task.engine();
+    let elite = i.elite.take().expect("chosen above");
+    match (rep, i.ge.as_mut()) {
+        (Representation::Trees(rep), _) => {
+            let pairs = e.select_parents(&i.fit, &i.pop, 2 * p, parents, i.seed, next_gen)?;
+            prof.mark(e, "select")?;
+            let bred = e.breed(&i.pop, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
+            prof.mark(e, "breed")?;
+            e.copy_trees(&i.pop, &elite, n_elite, &mut i.next)?;
+            e.post_bred_counts(&bred, &mut i.mail)?;
+            prof.mark(e, "elitism")?;
+        }
+        (Representation::Grammar(rep), Some(g)) => {
+            // The host loop's breeding: pair j from tournament slots 2j and
+            // 2j + 1, its children at rows n_elite + 2j (+ 1); each child mutated
+            // within its own used codons (mapped first); the elite copied to the
+            // first rows.
+            let grammar = rep.grammar();
+            let pairs = e.select_parents(&i.fit, &i.pop, 2 * (p - n_elite).div_ceil(2), parents, i.seed, next_gen)?;
+            prof.mark(e, "select")?;
+            e.crossover(&g.genomes, &g.mapping, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+            e.map(&grammar, &mut g.mapping, &g.next, None)?;
+            e.mutate(&mut g.next, &g.mapping, n_elite, &rep.vary, i.seed, next_gen)?;
+            e.copy_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
+            prof.mark(e, "breed")?;
+            std::mem::swap(&mut g.genomes, &mut g.next);
+            g.map_into(e, &mut i.next)?;
+            prof.mark(e, "map")?;
+        }
+        (Representation::Grammar(_), None) => unreachable!("GE keeps its genomes"),
+    }
+    i.prepare(true)?;
+    prof.mark(e, "order trees")?;
     Ok(())
 }
 
@@ -520,54 +608,53 @@ pub fn run(
     // (for tuning; the waits themselves cost a little).
     let mut prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
     let e0 = tasks[0].engine();
+    // With islands on several GPUs a thread per GPU queues its islands' work (one thread
+    // queueing every GPU's launches delays the last GPU's; the profile, which waits after each
+    // step, keeps one thread).
+    let threaded = !prof.on() && isl.iter().any(|i| !std::ptr::eq(i.engine(), e0));
     let (population, fitness) = loop {
         let t0 = Instant::now();
         prof.start();
-        for i in isl.iter_mut() {
-            let e = i.task.engine();
-            i.host_steps = 0;
-            match (&i.task, &mut i.fs) {
-                (DeviceTask::Regression(r), FitnessStep::Regression(s)) if i.shards.is_empty() => {
-                    e.regression_fitness(&i.pop, &i.order, r.data, &r.config, s, &mut i.fit)?
-                }
-                (DeviceTask::Regression(r), FitnessStep::Regression(s)) => {
-                    // Rows split over GPUs: every shard's GPU gets the population and its order
-                    // and sums its rows (all queued before the first GPU waits on any); the
-                    // first adds the shards' sums in order.
-                    e.regression_shard_sums(&i.pop, &i.order, r.data, s)?;
-                    for sh in i.shards.iter_mut() {
-                        let se = sh.shard.engine;
-                        se.copy_population_into(&i.pop, &mut sh.pop)?;
-                        se.copy_order_into(&i.order, &mut sh.order)?;
-                        se.regression_shard_sums(&sh.pop, &sh.order, sh.shard.data, &mut sh.sums)?;
+        let fitting = cfg.constants.at(gen);
+        if threaded {
+            // A thread per GPU queues its islands' evaluation, fitting and statistics.
+            for t in on_every_gpu(&mut isl, |group| {
+                let mut t = Transfers::default();
+                for i in group.iter_mut() {
+                    evaluate(i, gen)?;
+                    if fitting {
+                        fit_constants(cfg, i, &mut t)?;
                     }
-                    for sh in &i.shards {
-                        e.add_shard_sums(s, &sh.sums)?;
-                    }
-                    e.regression_fitness_from_sums(&i.pop, &r.config, s, &mut i.fit)?;
+                    elite_and_sizes(i, n_elite)?;
                 }
-                (DeviceTask::Classification(c), FitnessStep::Classification(s)) => {
-                    e.classification_fitness(&i.pop, &i.order, c.data, s, &mut i.fit)?
-                }
-                (DeviceTask::Control(c), FitnessStep::Control(s)) => {
-                    let run = if c.fresh { c.run.at_generation(gen) } else { c.run };
-                    let w = e.control_fitness(&i.pop, c.model, &run, c.parsimony, i.n_deep, s, &mut i.fit, &mut i.mail)?;
-                    i.host_steps = w.deep_steps;
-                }
-                _ => unreachable!("the fitness step was made for this task"),
+                Ok(t)
+            })? {
+                books.tr.constant_fits += t.constant_fits;
+                books.tr.constant_fit_bytes += t.constant_fit_bytes;
             }
+        } else {
+            for i in isl.iter_mut() {
+                evaluate(i, gen)?;
+            }
+            prof.mark(e0, "evaluate")?;
+            if fitting {
+                for t in on_every_gpu(&mut isl, |group| {
+                    let mut t = Transfers::default();
+                    for i in group.iter_mut() {
+                        fit_constants(cfg, i, &mut t)?;
+                    }
+                    Ok(t)
+                })? {
+                    books.tr.constant_fits += t.constant_fits;
+                    books.tr.constant_fit_bytes += t.constant_fit_bytes;
+                }
+                prof.mark(e0, "constants")?;
+            }
+            for i in isl.iter_mut() {
+                elite_and_sizes(i, n_elite)?;
+            }
+            prof.mark(e0, "elite and statistics")?;
         }
-        prof.mark(e0, "evaluate")?;
-        if cfg.constants.at(gen) {
-            fit_constants_on_every_gpu(cfg, &mut isl, &mut books.tr)?;
-            prof.mark(e0, "constants")?;
-        }
-        for i in isl.iter_mut() {
-            let e = i.task.engine();
-            i.elite = Some(e.elite_and_stats(&i.fit, &i.pop, n_elite, &mut i.es, &mut i.mail)?);
-            e.size_summary(&i.fit, &i.pop, &mut i.sizes)?;
-        }
-        prof.mark(e0, "elite and statistics")?;
         let last = gen == cfg.generations;
         // At a migration generation the host reads the generation first (migrants overwrite
         // rows the hall of fame may want), then the islands migrate.
@@ -583,40 +670,18 @@ pub fn run(
         if !last {
             let next_gen = gen as u32 + 1;
             let parents = cfg.parent_tournament();
-            for i in isl.iter_mut() {
-                let e = i.task.engine();
-                let elite = i.elite.take().expect("chosen above");
-                match (rep, i.ge.as_mut()) {
-                    (Representation::Trees(rep), _) => {
-                        let pairs = e.select_parents(&i.fit, &i.pop, 2 * p, &parents, i.seed, next_gen)?;
-                        prof.mark(e, "select")?;
-                        let bred = e.breed(&i.pop, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
-                        prof.mark(e, "breed")?;
-                        e.copy_trees(&i.pop, &elite, n_elite, &mut i.next)?;
-                        e.post_bred_counts(&bred, &mut i.mail)?;
-                        prof.mark(e, "elitism")?;
+            if threaded {
+                on_every_gpu(&mut isl, |group| {
+                    let mut off = StageTimes::new(false);
+                    for i in group.iter_mut() {
+                        breed_island(i, rep, p, n_elite, &parents, next_gen, &mut off)?;
                     }
-                    (Representation::Grammar(rep), Some(g)) => {
-                        // The host loop's breeding: pair j from tournament slots 2j and
-                        // 2j + 1, its children at rows n_elite + 2j (+ 1); each child mutated
-                        // within its own used codons (mapped first); the elite copied to the
-                        // first rows.
-                        let grammar = rep.grammar();
-                        let pairs = e.select_parents(&i.fit, &i.pop, 2 * (p - n_elite).div_ceil(2), &parents, i.seed, next_gen)?;
-                        prof.mark(e, "select")?;
-                        e.crossover(&g.genomes, &g.mapping, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
-                        e.map(&grammar, &mut g.mapping, &g.next, None)?;
-                        e.mutate(&mut g.next, &g.mapping, n_elite, &rep.vary, i.seed, next_gen)?;
-                        e.copy_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
-                        prof.mark(e, "breed")?;
-                        std::mem::swap(&mut g.genomes, &mut g.next);
-                        g.map_into(e, &mut i.next)?;
-                        prof.mark(e, "map")?;
-                    }
-                    (Representation::Grammar(_), None) => unreachable!("GE keeps its genomes"),
+                    Ok(())
+                })?;
+            } else {
+                for i in isl.iter_mut() {
+                    breed_island(i, rep, p, n_elite, &parents, next_gen, &mut prof)?;
                 }
-                i.prepare(true)?;
-                prof.mark(e, "order trees")?;
             }
         }
         let reads = match seen {

@@ -18,6 +18,10 @@ impl StageTimes {
     pub(super) fn new(on: bool) -> Self {
         Self { on, last: Instant::now(), total: Vec::new() }
     }
+    /// Whether it profiles (and so waits after every step).
+    pub(super) fn on(&self) -> bool {
+        self.on
+    }
     pub(super) fn start(&mut self) {
         self.last = Instant::now();
     }
