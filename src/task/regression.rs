@@ -618,8 +618,8 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
         None => &on_gpus,
     };
     let device = match (sharded, backend) {
-        (true, crate::backend::Backend::Cpu) => format!("{} ({shards} row shards)", backend.describe()),
-        (true, _) => format!("{} (rows split over {shards} GPUs)", describe_devices(backend, &more)),
+        (true, crate::backend::Backend::Cpu) => format!("{} ({shards} row shard{})", backend.describe(), if shards == 1 { "" } else { "s" }),
+        (true, _) => format!("{} (rows split over {shards} GPU{})", describe_devices(backend, &more), if shards == 1 { "" } else { "s" }),
         (false, _) => describe_devices(backend, &more),
     };
     // --stop-at is the training loss the progress line shows: the fitness.
