@@ -202,20 +202,7 @@ fn device_islands_equal_host_islands_for_classification_and_control() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_resumed_device_island_run_matches_an_uninterrupted_one() {
-    use grove::evolve::{Observer, Snapshot, checkpoint};
-    struct StopAt(usize, usize, Option<checkpoint::Saved>);
-    impl Observer for StopAt {
-        fn generation(&mut self, s: &GenerationStats, _: &grove::evolve::Best) {
-            self.1 = s.generation + 1;
-        }
-        fn snapshot(&mut self, state: &Snapshot<'_>) -> anyhow::Result<()> {
-            self.2 = Some(checkpoint::Saved::of(state));
-            Ok(())
-        }
-        fn stop_requested(&self) -> bool {
-            self.1 == self.0
-        }
-    }
+    use grove::evolve::checkpoint;
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
@@ -247,7 +234,81 @@ fn a_resumed_device_island_run_matches_an_uninterrupted_one() {
     assert_eq!(host.population, whole.population);
 }
 
-/// Islands spread over two GPUs (rows between them staged through the host) give the host
+/// Stops a run after generation `.0 - 1` (`.1` counts the generations seen), keeping its
+/// snapshot (`.2`).
+struct StopAt(usize, usize, Option<grove::evolve::checkpoint::Saved>);
+
+impl grove::evolve::Observer for StopAt {
+    fn generation(&mut self, s: &GenerationStats, _: &grove::evolve::Best) {
+        self.1 = s.generation + 1;
+    }
+    fn snapshot(&mut self, state: &grove::evolve::Snapshot<'_>) -> anyhow::Result<()> {
+        self.2 = Some(grove::evolve::checkpoint::Saved::of(state));
+        Ok(())
+    }
+    fn stop_requested(&self) -> bool {
+        self.1 == self.0
+    }
+}
+
+/// On two GPUs, a run stopped after generation 6 and resumed from its checkpoint (through the
+/// checkpoint's JSON) ends exactly as the uninterrupted run: islands spread over the GPUs
+/// (migrating GPU to GPU, a thread per GPU), and one population whose rows are split over them.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_resumed_run_on_two_gpus_matches_an_uninterrupted_one() {
+    use grove::evolve::checkpoint;
+    use grove::task::shard::{ShardedRegression, split_rows};
+    let count = grove::backend::cuda::probe::driver().map(|d| d.devices as usize).unwrap_or(0);
+    if count < 2 {
+        eprintln!("skipped: the driver sees {count} GPU (two are needed)");
+        return;
+    }
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let engines: Vec<Backend> =
+        (0..2).map(|o| Backend::Cuda(Box::new(CudaEngine::with_options(EngineOptions { ordinal: o, ..EngineOptions::default() }).unwrap()))).collect();
+    let cfg = EngineConfig { pop_size: 400, generations: 12, seed: 23, tournament: 3, elite: 2, max_len: 96, ..EngineConfig::default() };
+    let rep = TreeSettings::default().rep("add,sub,mul,div,sin", train.n_features, cfg.max_len).unwrap();
+    let quiet = |_: &GenerationStats, _: &grove::evolve::Best| {};
+    let whole_and_resumed = |isl: &IslandConfig, d: &[grove::evolve::device::DeviceTask<'_>]| {
+        let (whole, _) = device::run(&cfg, isl, Representation::Trees(&rep), d, None, &mut { quiet }).unwrap();
+        let mut stop = StopAt(7, 0, None);
+        let err = device::run(&cfg, isl, Representation::Trees(&rep), d, None, &mut stop).unwrap_err();
+        assert!(err.downcast_ref::<grove::evolve::Interrupted>().is_some(), "{err:#}");
+        let text = serde_json::to_string(&stop.2.expect("a snapshot before the stop")).unwrap();
+        let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
+        let (resumed, _) = device::run(&cfg, isl, Representation::Trees(&rep), d, Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
+        (whole, resumed)
+    };
+    let same = |what: &str, whole: &Outcome, resumed: &Outcome| {
+        assert_eq!(resumed.best, whole.best, "{what}");
+        assert_eq!(resumed.population, whole.population, "{what}");
+        assert_eq!(resumed.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "{what}");
+        assert_eq!(resumed.history.len(), whole.history.len(), "{what}");
+    };
+    // Islands on two GPUs, each with its own copy of the data.
+    let tasks: Vec<Regression> = engines
+        .iter()
+        .map(|b| Regression { backend: b, data: b.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1 })
+        .collect();
+    let d: Vec<_> = tasks.iter().map(|t| grove::evolve::Fitness::device_task(t).unwrap()).collect();
+    let (whole, resumed) = whole_and_resumed(&islands(4, 3, 10), &d);
+    same("4 islands on two GPUs", &whole, &resumed);
+    // One population, its rows split over the two GPUs.
+    let parts = split_rows(train, 2).unwrap();
+    let shards: Vec<Regression> = engines
+        .iter()
+        .zip(&parts)
+        .map(|(b, p)| Regression { backend: b, data: b.regression_data(&p.x, &p.y, p.n_rows, p.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1 })
+        .collect();
+    let sharded = ShardedRegression::new(&shards).unwrap();
+    let d = grove::evolve::Fitness::device_task(&sharded).unwrap();
+    let (whole, resumed) = whole_and_resumed(&IslandConfig::single(), &[d]);
+    same("rows split over two GPUs", &whole, &resumed);
+}
+
+/// Islands spread over two GPUs (rows between them copied GPU to GPU) give the host
 /// loop's run, with each GPU holding its own copy of the data. Skipped, saying so, on a
 /// machine with one GPU.
 #[test]

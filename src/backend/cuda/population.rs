@@ -118,6 +118,28 @@ impl CudaEngine {
         })
     }
 
+    /// `p` rows of `max_len` whose memory is not cleared: for rows written whole before they
+    /// are read (a gather's or a copy's destination; migration's packets), which saves the five
+    /// memsets of [`Self::alloc_population`].
+    pub fn alloc_rows_uninit(&self, p: usize, max_len: usize, n_outputs: usize) -> Result<DevicePopulation> {
+        let nodes = p.checked_mul(max_len).ok_or_else(|| GpuError::Input("population too large".into()))?;
+        // SAFETY: the memory is uninitialised; the callers write every row (all L nodes and
+        // the length) before anything reads it.
+        unsafe {
+            Ok(DevicePopulation {
+                op: self.stream.alloc(nodes.max(1)).during(|| "allocating opcodes".into())?,
+                value: self.stream.alloc(nodes.max(1)).during(|| "allocating values".into())?,
+                size: self.stream.alloc(nodes.max(1)).during(|| "allocating sizes".into())?,
+                out: self.stream.alloc(nodes.max(1)).during(|| "allocating output slots".into())?,
+                len: self.stream.alloc(p.max(1)).during(|| "allocating lengths".into())?,
+                n: p,
+                max_len,
+                n_outputs,
+                engine: self.id,
+            })
+        }
+    }
+
     /// Copies a population back.
     pub fn download_population(&self, d: &DevicePopulation) -> Result<Population> {
         let mut pop = Population::new(d.n, d.max_len, d.n_outputs);

@@ -45,7 +45,7 @@ impl Transport for DeviceIslands<'_, '_, '_, '_> {
         let isl = &self.isl[i];
         let e = isl.engine();
         let k = rows.len();
-        let mut trees = e.alloc_population(k, isl.pop.max_len(), isl.pop.n_outputs())?;
+        let mut trees = e.alloc_rows_uninit(k, isl.pop.max_len(), isl.pop.n_outputs())?;
         e.gather_trees(&isl.pop, rows, k, &mut trees)?;
         let fit = e.gather_fitness(&isl.fit, rows, k)?;
         let (genomes, used) = match &isl.ge {
