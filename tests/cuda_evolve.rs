@@ -2,6 +2,10 @@
 //! and the GPU backends agrees (validity identical, errors equal but for the order of the f64 sums), and a whole run
 //! with `--device cuda` completes with the CPU's quality. Needs a GPU (`GROVE_TEST_GPU=1`).
 
+#[path = "support/stop.rs"]
+mod stop;
+use stop::StopAt;
+
 use grove::backend::{Backend, DeviceChoice};
 use grove::data::DataSource;
 use grove::evolve::GrammarRep;
@@ -348,23 +352,6 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
         assert_same_runs(&what, &a, &b, &fa, &fb);
         assert_eq!(tr.population_bytes_between_generations, 0);
         eprintln!("{what}: best fitness {:.4} at generation {}", a.best.fitness, a.best.generation);
-    }
-}
-
-/// An observer that asks to stop once generation `.0 − 1` is done (`.1`: generations seen),
-/// keeping the last snapshot (`.2`).
-struct StopAt(usize, usize, Option<grove::evolve::checkpoint::Saved>);
-
-impl grove::evolve::Observer for StopAt {
-    fn generation(&mut self, s: &grove::evolve::GenerationStats, _: &grove::evolve::Best) {
-        self.1 = s.generation + 1;
-    }
-    fn snapshot(&mut self, state: &grove::evolve::Snapshot<'_>) -> anyhow::Result<()> {
-        self.2 = Some(grove::evolve::checkpoint::Saved::of(state));
-        Ok(())
-    }
-    fn stop_requested(&self) -> bool {
-        self.1 == self.0
     }
 }
 

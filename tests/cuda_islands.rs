@@ -9,6 +9,10 @@
 #[path = "support/emulator.rs"]
 mod emulator;
 
+#[path = "support/stop.rs"]
+mod stop;
+use stop::StopAt;
+
 use grove::backend::cuda::{CudaEngine, EngineOptions};
 use grove::backend::{Backend, DeviceChoice};
 use grove::data::DataSource;
@@ -78,6 +82,11 @@ fn assert_same_runs(what: &str, a: &Outcome, b: &Outcome, fa: &Fame, fb: &Fame) 
     assert_eq!(fa.islands.len(), a.island_history.len(), "{what}: the observer sees every island");
     assert_eq!(fa.hof, fb.hof, "{what}: hall of fame");
     assert_eq!(fa.medians, fb.medians, "{what}: median sizes");
+}
+
+/// A backend on each of GPUs `0..n`.
+fn gpu_engines(n: usize) -> Vec<Backend> {
+    (0..n).map(|o| Backend::Cuda(Box::new(CudaEngine::with_options(EngineOptions { ordinal: o, ..EngineOptions::default() }).unwrap()))).collect()
 }
 
 fn islands(count: usize, migrate_every: usize, migrants: usize) -> IslandConfig {
@@ -234,23 +243,6 @@ fn a_resumed_device_island_run_matches_an_uninterrupted_one() {
     assert_eq!(host.population, whole.population);
 }
 
-/// Stops a run after generation `.0 - 1` (`.1` counts the generations seen), keeping its
-/// snapshot (`.2`).
-struct StopAt(usize, usize, Option<grove::evolve::checkpoint::Saved>);
-
-impl grove::evolve::Observer for StopAt {
-    fn generation(&mut self, s: &GenerationStats, _: &grove::evolve::Best) {
-        self.1 = s.generation + 1;
-    }
-    fn snapshot(&mut self, state: &grove::evolve::Snapshot<'_>) -> anyhow::Result<()> {
-        self.2 = Some(grove::evolve::checkpoint::Saved::of(state));
-        Ok(())
-    }
-    fn stop_requested(&self) -> bool {
-        self.1 == self.0
-    }
-}
-
 /// On two GPUs, a run stopped after generation 6 and resumed from its checkpoint (through the
 /// checkpoint's JSON) ends exactly as the uninterrupted run: islands spread over the GPUs
 /// (migrating GPU to GPU, a thread per GPU), and one population whose rows are split over them.
@@ -266,8 +258,7 @@ fn a_resumed_run_on_two_gpus_matches_an_uninterrupted_one() {
     }
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let engines: Vec<Backend> =
-        (0..2).map(|o| Backend::Cuda(Box::new(CudaEngine::with_options(EngineOptions { ordinal: o, ..EngineOptions::default() }).unwrap()))).collect();
+    let engines = gpu_engines(2);
     let cfg = EngineConfig { pop_size: 400, generations: 12, seed: 23, tournament: 3, elite: 2, max_len: 96, ..EngineConfig::default() };
     let rep = TreeSettings::default().rep("add,sub,mul,div,sin", train.n_features, cfg.max_len).unwrap();
     let quiet = |_: &GenerationStats, _: &grove::evolve::Best| {};
@@ -321,8 +312,7 @@ fn islands_on_two_gpus_equal_host_islands() {
     }
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let engines: Vec<Backend> =
-        (0..2).map(|o| Backend::Cuda(Box::new(CudaEngine::with_options(EngineOptions { ordinal: o, ..EngineOptions::default() }).unwrap()))).collect();
+    let engines = gpu_engines(2);
     let cfg = EngineConfig { pop_size: 700, generations: 10, seed: 6, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() };
     let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
     let tasks: Vec<Regression> = engines
@@ -483,9 +473,7 @@ fn sharded_rows_on_the_device_equal_host_shards() {
     let count = grove::backend::cuda::probe::driver().map(|d| d.devices as usize).unwrap_or(0);
     let problem = DataSource::parse("builtin:pagie1:4096").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let engines: Vec<Backend> = (0..count.min(2))
-        .map(|o| Backend::Cuda(Box::new(CudaEngine::with_options(EngineOptions { ordinal: o, ..EngineOptions::default() }).unwrap())))
-        .collect();
+    let engines = gpu_engines(count.min(2));
     let cfg = EngineConfig { pop_size: 600, generations: 8, seed: 9, tournament: 3, elite: 2, max_len: 64, ..EngineConfig::default() };
     assert_eq!(cfg.constants.steps, 0, "shards fit no constants");
     let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();

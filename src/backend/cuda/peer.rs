@@ -69,11 +69,7 @@ impl CudaEngine {
     /// A copy on this engine of `src`, another engine's rows (or this one's).
     pub fn copy_population_from(&self, src: &DevicePopulation) -> Result<DevicePopulation> {
         let mut dst = self.alloc_rows_uninit(src.n, src.max_len, src.n_outputs)?;
-        self.copy(&src.op, &mut dst.op)?;
-        self.copy(&src.value, &mut dst.value)?;
-        self.copy(&src.size, &mut dst.size)?;
-        self.copy(&src.out, &mut dst.out)?;
-        self.copy(&src.len, &mut dst.len)?;
+        self.copy_population_into(src, &mut dst)?;
         Ok(dst)
     }
 

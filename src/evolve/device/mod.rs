@@ -512,9 +512,16 @@ pub fn run(
     }
     // Islands on different GPUs send their migrants peer to peer: let each GPU reach the others
     // directly where the hardware allows (else the driver stages the copies).
-    for (a, ta) in tasks.iter().enumerate() {
-        for tb in &tasks[a + 1..] {
-            let (x, y) = (ta.engine(), tb.engine());
+    // (the islands' GPUs, and the GPUs holding row shards).
+    let mut gpus: Vec<&CudaEngine> = Vec::new();
+    for t in tasks {
+        gpus.push(t.engine());
+        if let DeviceTask::Regression(r) = t {
+            gpus.extend(r.shards.iter().map(|s| s.engine));
+        }
+    }
+    for (a, x) in gpus.iter().enumerate() {
+        for y in &gpus[a + 1..] {
             if x.ordinal() != y.ordinal() {
                 x.enable_peer_access(y)?;
                 y.enable_peer_access(x)?;
