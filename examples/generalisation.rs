@@ -149,6 +149,8 @@ fn run() -> anyhow::Result<()> {
                 s.engine.pop_size = pop;
                 s.engine.generations = gens * budget;
                 s.engine.seed = seed;
+                // The program alone: this example compares bloat controls and choice rules.
+                s.linear_inputs = grove::task::regression::LinearInputs::Off;
                 match variant {
                     Variant::Selection(b) => s.engine.bloat = *b,
                     Variant::Penalty(c) => s.regression.parsimony = c * var,
@@ -164,12 +166,13 @@ fn run() -> anyhow::Result<()> {
                 s.validation_fraction = Some(0.25);
                 let plan = Plan::new(s.validation_fraction, Select::Validation, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE)?;
                 let (fit_rows, validation) = validation_split(&train, &plan, seed)?;
+                let linear = grove::task::regression::LinearChoice::none("off (this comparison of choice rules)");
                 let searched = search(&s, &fit_rows, &backend, &quiet)?;
                 let mut line = format!("{} budget {budget} seed {seed}: train/all {:.4}", variant.name(), r2[0].last().unwrap());
                 for (k, rule) in [(1, Select::Train), (2, Select::Validation), (3, Select::Pareto)] {
                     let plan = Plan::new(s.validation_fraction, rule, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE)?;
                     let s = EvolveSettings { select: rule, ..s.clone() };
-                    let report = finish(&s, &plan, &searched, &fit_rows, validation.as_ref(), Some(&test), &backend)?.report;
+                    let report = finish(&s, &plan, &searched, &fit_rows, validation.as_ref(), Some(&test), &backend, &linear)?.report;
                     let v = report["test"]["r2"].as_f64().unwrap_or(f64::NAN);
                     r2[k].push(v);
                     line += &format!(", {} {v:.4} ({} nodes)", rule.name(), report["best"]["size"]);

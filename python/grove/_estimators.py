@@ -241,6 +241,12 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         Program outputs under a fitted linear head ``b + sum_k w_k*f_k(x)`` (least squares;
         ``grove evolve --outputs``): 1 is the program's value; 2 to 8 are output slots (tree
         GP's output nodes, a grammar's ``out(K, ...)``).
+    linear_inputs : {"auto", "on", "off"}, default="auto"
+        Linear terms of the inputs beside the program, ``c + sum_j a_j*x_j`` (ridge least
+        squares; ``grove evolve --linear-inputs``); the program is evolved on what they leave.
+        "auto" keeps them where they predict unseen rows better than the mean (generalised
+        cross-validation) and pay for their numbers (description length), never with
+        ``linear_scaling=False`` or ``metric="mae"``.
     population_size, generations : int, default=3000, 100
     tournament_size, elitism, max_length : int, default=3, 1, 128
     parsimony_coefficient : float, default=0.0
@@ -320,6 +326,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         "metric": [StrOptions({"mse", "rmse", "mae", "r2"})],
         "linear_scaling": ["boolean"],
         "outputs": [Interval(Integral, 1, 8, closed="both")],
+        "linear_inputs": [StrOptions({"auto", "on", "off"})],
         "shard_rows": ["boolean"],
     }
 
@@ -332,6 +339,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         metric="mse",
         linear_scaling=True,
         outputs=_EVOLVE["outputs"],
+        linear_inputs=_EVOLVE["linear_inputs"],
         population_size=_EVOLVE["population_size"],
         generations=_EVOLVE["generations"],
         tournament_size=_EVOLVE["tournament_size"],
@@ -367,6 +375,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.optimise_fraction = optimise_fraction
         self.linear_scaling = linear_scaling
         self.outputs = outputs
+        self.linear_inputs = linear_inputs
         self.population_size = population_size
         self.generations = generations
         self.tournament_size = tournament_size
@@ -405,6 +414,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
                 "parsimony": float(self.parsimony_coefficient),
             },
             "outputs": int(self.outputs),
+            "linear_inputs": self.linear_inputs,
             "islands": self._islands(),
             "budget": self._budget(),
             "device": self.device,
@@ -440,7 +450,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
 
     def predict(self, X):
         """``a*f(X) + b`` of the best program (with ``outputs`` > 1, its head's
-        ``b + sum_k w_k*f_k(X)``), float64."""
+        ``b + sum_k w_k*f_k(X)``), plus the linear terms ``c + sum_j a_j*X_j`` where the model
+        has them; float64."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=_DTYPES)
         return _grove.predict_regression(self.model_json_, X)

@@ -535,13 +535,22 @@ fn model_outputs(py: Python<'_>, m: &Model, x: &Bound<'_, PyAny>) -> PyResult<(V
     Ok((out, n_rows))
 }
 
-/// A regression model's predictions `a·f(x) + b` on `x` (`(n_rows, n_features)`), f64, as
-/// `grove predict` computes them.
+/// A regression model's predictions on `x` (`(n_rows, n_features)`), f64, as `grove predict`
+/// computes them: the readout of the program's outputs (`a·f(x) + b` or the head) plus the
+/// model's linear terms of the inputs.
 #[pyfunction]
 fn predict_regression<'py>(py: Python<'py>, model_json: &str, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let m = model(model_json)?;
-    let (out, n) = model_outputs(py, &m, x)?;
-    Ok(PyArray1::from_vec(py, m.readout().apply(&out, n)))
+    let (x, n_rows, n_features) = features(x)?;
+    if n_features != m.features.len() {
+        return Err(PyValueError::new_err(format!(
+            "X has {n_features} features, but the model reads {} ({})",
+            m.features.len(),
+            m.features.join(", ")
+        )));
+    }
+    let p = py.detach(|| m.regression_predictions(x, n_rows)).map_err(value_error)?;
+    Ok(PyArray1::from_vec(py, p))
 }
 
 /// A classification model's predicted class indices `(n_rows,)` and class probabilities
@@ -680,6 +689,8 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let all = PyDict::new(py);
     let evolve = engine_defaults(py, &d::EVOLVE)?;
     evolve.set_item("outputs", d::EVOLVE_OUTPUTS)?;
+    let linear = serde_json::to_value(d::EVOLVE_LINEAR_INPUTS).map_err(value_error)?;
+    evolve.set_item("linear_inputs", linear.as_str().unwrap_or("auto"))?;
     all.set_item("evolve", evolve)?;
     let classify = engine_defaults(py, &d::CLASSIFY)?;
     classify.set_item("p_out", shortest(d::CLASSIFY_P_OUT))?;

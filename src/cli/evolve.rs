@@ -57,6 +57,11 @@ pub struct EvolveArgs {
     /// program's value; 2 to 8 are output slots (tree GP's output nodes, a grammar's out(K, …)).
     #[arg(long, default_value_t = defaults::EVOLVE_OUTPUTS)]
     pub outputs: usize,
+    /// Linear terms of the inputs beside the program, c + Σ a_j·x_j (ridge least squares, the
+    /// program fits what they leave): auto keeps them where they predict unseen rows better than
+    /// the mean (generalised cross-validation) and pay for their numbers (description length).
+    #[arg(long, value_enum, default_value_t = defaults::EVOLVE_LINEAR_INPUTS)]
+    pub linear_inputs: crate::task::regression::LinearInputs,
     /// Constant fitting.
     #[command(flatten)]
     pub fitting: FitArgs,
@@ -98,6 +103,7 @@ impl EvolveArgs {
             genome_capacity: ge.genome_capacity,
             regression: RegressionConfig { metric: self.metric, linear_scaling: !self.no_linear_scaling, parsimony: e.parsimony },
             outputs: self.outputs,
+            linear_inputs: self.linear_inputs,
             trees: TreeSettings::default(),
             device: e.device,
             islands: self.islands.config(),

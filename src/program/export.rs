@@ -34,6 +34,9 @@ pub struct Program<'a> {
     /// Regression with output slots: the result is `b + Σ w_k f_k` over them, `(b, w)`
     /// ([`super::head::Head`]), summed in slot order.
     pub head: Option<(f64, &'a [f64])>,
+    /// Regression: linear terms of the inputs added to the result, `c + Σ a_j x_j`, `(c, a)`
+    /// ([`super::linear::Linear`]), summed in input order after the program's value.
+    pub linear: Option<(f64, &'a [f64])>,
     /// Features are standardised first: `(x - mean) / std`.
     pub standardize: Option<(&'a [f64], &'a [f64])>,
     /// Classification: class names (the function returns the class index).
@@ -249,6 +252,9 @@ pub fn expression(nodes: &[Node], params: &[String], lang: Lang) -> String {
 pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
     // The names the equations print ([`identifier`]), so the source and the report agree.
     let params: Vec<String> = p.features.iter().enumerate().map(|(i, n)| identifier(n, i)).collect();
+    if p.linear.is_some() && (p.classes.is_some() || p.standardize.is_some()) {
+        return Err("linear terms of the inputs belong to a regression model without standardisation".into());
+    }
     // The program reads standardised features under the same names.
     let mut body = Vec::<String>::new();
     if let Some((mean, std)) = p.standardize {
@@ -297,12 +303,21 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
     let (a, b) = p.scale.unwrap_or((1.0, 0.0));
     // A regression model's value: `a·f + b`, or the head `b + w0·f0 + w1·f1 + …` (f64, in slot
     // order; a slot of several terms is parenthesised by `cast`, or here for Python).
+    // Linear terms follow: ` + c + a_j * x_j` (f64; zero weights left out).
     let value = |cast: &dyn Fn(&str) -> String| -> String {
-        match p.head {
+        let program = match p.head {
             None => format!("{a:?} * {} + {b:?}", cast(&outs[0])),
             Some((b, w)) => {
                 let terms: Vec<String> = w.iter().zip(&outs).map(|(w, f)| format!(" + {w:?} * {}", cast(f))).collect();
                 format!("{b:?}{}", terms.concat())
+            }
+        };
+        match p.linear {
+            None => program,
+            Some((c, a)) => {
+                let terms: Vec<String> =
+                    a.iter().zip(&params).filter(|(a, _)| **a != 0.0).map(|(a, x)| format!(" + {a:?} * {}", cast(x))).collect();
+                format!("{program} + {c:?}{}", terms.concat())
             }
         }
     };
@@ -315,7 +330,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
             match p.classes {
                 None => {
-                    let cast = |f: &str| if p.head.is_some() { format!("({f})") } else { f.to_string() };
+                    let cast = |f: &str| if p.head.is_some() || p.linear.is_some() { format!("({f})") } else { f.to_string() };
                     src += &format!("def predict({sig}):\n{pre}    return {}\n", value(&cast))
                 }
                 Some(_) => {

@@ -8,6 +8,7 @@
 pub mod fastmath;
 pub mod fitness;
 pub mod head;
+pub mod linear;
 pub mod init;
 pub mod ops;
 pub mod export;

@@ -135,7 +135,8 @@ pub fn identifier(name: &str, i: usize) -> String {
     format!("x{i}__{body}")
 }
 
-fn var_name(i: usize, names: &[String], style: Style) -> String {
+/// Variable `i` as `style` prints it (its [`identifier`], or `x{i}` without a name).
+pub fn var_name(i: usize, names: &[String], style: Style) -> String {
     match (names.get(i), style) {
         (Some(n), Style::Latex) => latex_name(&identifier(n, i)),
         (Some(n), _) => identifier(n, i),

@@ -471,6 +471,7 @@ pub fn fit(
         classes: Some(train.classes.clone()),
         scale: None,
         head: None,
+        linear: None,
         standardize: standardize.cloned(),
     };
     let mut report = serde_json::json!({

@@ -82,6 +82,8 @@ pub const PARSIMONY: f64 = 0.0;
 /// `grove evolve`'s program outputs under the fitted linear head (1: the program's value,
 /// linearly scaled as before the head).
 pub const EVOLVE_OUTPUTS: usize = 1;
+/// `grove evolve`'s linear terms of the inputs beside the program.
+pub const EVOLVE_LINEAR_INPUTS: super::regression::LinearInputs = super::regression::LinearInputs::Auto;
 /// `grove evolve`'s probability, with `--outputs` above 1, that a new tree node becomes an extra
 /// output node (as `grove classify`'s).
 pub const EVOLVE_P_OUT: f32 = 0.05;

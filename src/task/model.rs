@@ -48,6 +48,10 @@ pub struct Model {
     /// slots (reports before the head have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head: Option<crate::program::head::Head>,
+    /// Regression: linear terms of the (unstandardised) inputs added to the prediction
+    /// (`--linear-inputs`; reports before them have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear: Option<crate::program::linear::Linear>,
     /// Features are standardised with these statistics before the program reads them.
     #[serde(default)]
     pub standardize: Option<Standardize>,
@@ -88,6 +92,10 @@ impl Model {
         if let Some((a, b)) = self.scale {
             ensure!(a.is_finite() && b.is_finite(), "the model's scaling ({a}, {b}) is not finite");
         }
+        if let Some(l) = &self.linear {
+            ensure!(self.kind == ModelKind::Regression, "a classification model with linear terms");
+            l.check(n).map_err(|e| anyhow!("the model's linear terms: {e}"))?;
+        }
         if let Some(s) = &self.standardize {
             ensure!(
                 s.mean.len() == n && s.std.len() == n,
@@ -106,6 +114,13 @@ impl Model {
     /// The program's outputs on the rows of `table`: `[max(1, n_outputs)][n_rows]`. The
     /// features are read by name; a missing one is an error that lists the file's columns.
     pub fn outputs(&self, table: &Table, file: &str) -> Result<(Vec<f32>, usize)> {
+        let (x, n_rows) = self.features_of(table, file)?;
+        self.outputs_of(x, n_rows).map(|out| (out, n_rows))
+    }
+
+    /// The model's features read by name from `table`: `[features][n_rows]`, f32, and the row
+    /// count.
+    fn features_of(&self, table: &Table, file: &str) -> Result<(Vec<f32>, usize)> {
         let n_rows = table.rows.len();
         let mut x = Vec::with_capacity(self.features.len() * n_rows);
         for name in &self.features {
@@ -118,7 +133,7 @@ impl Model {
             })?;
             x.extend(numeric_column(table, j, file)?.into_iter().map(|v| v as f32));
         }
-        self.outputs_of(x, n_rows).map(|out| (out, n_rows))
+        Ok((x, n_rows))
     }
 
     /// The program's outputs on `x` (`[features][n_rows]`, feature-major, f32, in the order
@@ -156,20 +171,37 @@ impl Model {
         }
     }
 
+    /// A regression model's predictions on `x` (`[features][n_rows]`, feature-major, f32, in
+    /// the order of [`Model::features`]): the readout of the program's outputs plus the linear
+    /// terms, in f64. What `grove predict`, the plots and the Python package all apply.
+    pub fn regression_predictions(&self, x: Vec<f32>, n_rows: usize) -> Result<Vec<f64>> {
+        let readout = self.readout();
+        ensure!(
+            readout.n_outputs() == self.n_outputs,
+            "the model has {} outputs but its head reads {}",
+            self.n_outputs,
+            readout.n_outputs()
+        );
+        let terms = self.linear.as_ref().map(|l| l.apply(&x, n_rows));
+        let out = self.outputs_of(x, n_rows)?;
+        let mut p = readout.apply(&out, n_rows);
+        if let Some(t) = terms {
+            for (p, t) in p.iter_mut().zip(t) {
+                *p += t;
+            }
+        }
+        Ok(p)
+    }
+
     /// Predictions as text, one per row of `table`: the class name, or the number.
     pub fn predict(&self, table: &Table, file: &str) -> Result<Vec<String>> {
+        if self.kind == ModelKind::Regression {
+            let (x, n) = self.features_of(table, file)?;
+            return Ok(self.regression_predictions(x, n)?.iter().map(|p| format!("{p}")).collect());
+        }
         let (out, n) = self.outputs(table, file)?;
         match self.kind {
-            ModelKind::Regression => {
-                let readout = self.readout();
-                ensure!(
-                    readout.n_outputs() == self.n_outputs,
-                    "the model has {} outputs but its head reads {}",
-                    self.n_outputs,
-                    readout.n_outputs()
-                );
-                Ok(readout.apply(&out, n).iter().map(|p| format!("{p}")).collect())
-            }
+            ModelKind::Regression => unreachable!("handled above"),
             ModelKind::Classification => {
                 let classes = self.classes.as_ref().context("a classification model without class names")?;
                 Ok(classify_outputs(&out, n, self.n_outputs, classes.len())

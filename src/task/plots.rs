@@ -125,11 +125,10 @@ fn predicted_vs_actual(report: &Value, dir: &Path, title: &str) -> Result<Vec<Pa
         serde_json::from_value(report["settings"].clone()).context("the report's settings cannot be read")?;
     let model: super::model::Model = serde_json::from_value(report["model"].clone()).context("the report's model cannot be read")?;
     let (train, test) = super::regression::load_data(&settings).context("reloading the run's data for the plot")?;
-    let readout = model.readout();
     let mut series = Vec::new();
     for (name, d) in [("train", Some(&train)), ("test", test.as_ref())] {
         let Some(d) = d else { continue };
-        let p = readout.apply(&model.outputs_of(d.x.clone(), d.n_rows)?, d.n_rows);
+        let p = model.regression_predictions(d.x.clone(), d.n_rows)?;
         let pts = d.y.iter().zip(&p).map(|(&y, &p)| (y as f64, p)).collect();
         series.push(Series { name: name.into(), points: pts, dots: true });
     }

@@ -9,6 +9,7 @@ use crate::backend::cpu::eval::evaluate_regression;
 use crate::data::Dataset;
 use crate::program::fitness::RegressionSums;
 use crate::program::head::{Head, MAX_HEAD};
+use crate::program::linear::{Linear, LinearFit};
 use crate::program::tree::{Node, Population};
 /// The error measure, the task's settings and the error of the fused sums: defined in
 /// [`crate::program::fitness`], below the engine, which reads them too.
@@ -108,6 +109,106 @@ impl crate::evolve::Fitness for Regression<'_> {
     }
 }
 
+/// Whether a regression model has linear terms of the inputs beside its program
+/// (`--linear-inputs`, the experiment field `linear_inputs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LinearInputs {
+    /// Where they predict unseen rows better than the mean (generalised cross-validation) and
+    /// shorten the data's description; never with `--no-linear-scaling` (the raw program was
+    /// asked for) or `--metric mae` (the terms are a least-squares fit).
+    Auto,
+    /// Always, where the inputs have a spread.
+    On,
+    /// Never: the program alone.
+    Off,
+}
+
+impl Default for LinearInputs {
+    fn default() -> Self {
+        super::defaults::EVOLVE_LINEAR_INPUTS
+    }
+}
+
+/// The linear terms [`fit`] puts beside the program, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinearChoice {
+    /// The ridge fit on the rows evolution fits, where one was made.
+    pub fit: Option<LinearFit>,
+    /// The model has the terms.
+    pub used: bool,
+    /// Why (the report's `linear_inputs.why`).
+    pub why: String,
+}
+
+impl LinearChoice {
+    /// No terms, for `why`.
+    pub fn none(why: impl Into<String>) -> Self {
+        Self { fit: None, used: false, why: why.into() }
+    }
+
+    /// The terms, where the model has them.
+    pub fn linear(&self) -> Option<&Linear> {
+        if self.used { self.fit.as_ref().map(|f| &f.linear) } else { None }
+    }
+
+    /// The report's `linear_inputs`.
+    pub fn json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({"used": self.used, "why": self.why});
+        if let Some(f) = &self.fit {
+            v["penalty"] = serde_json::json!(crate::report::num(f.penalty));
+            v["df"] = serde_json::json!(crate::report::num(f.df));
+            v["gcv"] = serde_json::json!(crate::report::num(f.gcv));
+            v["gcv_mean"] = serde_json::json!(crate::report::num(f.gcv_mean));
+            v["train_r2"] = serde_json::json!(crate::report::num(1.0 - f.rss_ratio));
+        }
+        v
+    }
+}
+
+/// Decides and fits the linear terms of `settings` on `rows` (the rows evolution fits).
+pub fn linear_choice(settings: &EvolveSettings, rows: &Dataset) -> anyhow::Result<LinearChoice> {
+    use crate::program::linear::{MAX_INPUTS, fit};
+    let mode = settings.linear_inputs;
+    let r = &settings.regression;
+    match mode {
+        LinearInputs::Off => return Ok(LinearChoice::none("off (--linear-inputs off)")),
+        LinearInputs::Auto if !r.linear_scaling => return Ok(LinearChoice::none("off: --no-linear-scaling asks for the program alone")),
+        LinearInputs::Auto if r.metric == Metric::Mae => return Ok(LinearChoice::none("off: --metric mae (the terms are a least-squares fit)")),
+        LinearInputs::Auto if rows.n_features > MAX_INPUTS => {
+            return Ok(LinearChoice::none(format!("off: {} inputs, more than the {MAX_INPUTS} the terms read", rows.n_features)));
+        }
+        _ => {}
+    }
+    let fitted = fit(&rows.x, &rows.y, rows.n_rows, rows.n_features).map_err(|e| anyhow::anyhow!("--linear-inputs (linear_inputs): {e}"))?;
+    let Some(f) = fitted else {
+        return Ok(LinearChoice::none("off: no input or target with a spread, or fewer than 3 rows"));
+    };
+    let saving = f.saving() / 2.0;
+    let numbers = format!(
+        "GCV {:.4e} against {:.4e} for the mean, {:.1} fitted numbers, description {} by {:.2} nats",
+        f.gcv,
+        f.gcv_mean,
+        f.df,
+        if saving > 0.0 { "shorter" } else { "longer" },
+        saving.abs()
+    );
+    Ok(match mode {
+        LinearInputs::On => LinearChoice { used: true, why: format!("on (--linear-inputs on): {numbers}"), fit: Some(f) },
+        _ if f.helps() => LinearChoice { used: true, why: format!("auto, kept: {numbers}"), fit: Some(f) },
+        _ => LinearChoice { used: false, why: format!("auto, left out: {numbers}"), fit: Some(f) },
+    })
+}
+
+/// `data` with the target less the linear terms: what the program is evolved to fit.
+pub fn residual(data: &Dataset, linear: &Linear) -> Dataset {
+    let mut d = data.clone();
+    for (y, t) in d.y.iter_mut().zip(linear.apply(&data.x, data.n_rows)) {
+        *y = (*y as f64 - t) as f32;
+    }
+    d
+}
+
 /// How a program's outputs become its prediction.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Readout {
@@ -169,12 +270,23 @@ fn sums_of(nodes: &[Node], data: &Dataset) -> anyhow::Result<RegressionSums> {
 
 /// Scores of a program under `readout` on `data`, computed from predictions in f64.
 pub fn scores(nodes: &[Node], data: &Dataset, readout: &Readout) -> anyhow::Result<Scores> {
+    scores_with(nodes, data, readout, None)
+}
+
+/// [`scores`] of the whole model: the program under `readout`, plus `linear` terms of the
+/// inputs where there are some.
+pub fn scores_with(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Option<&Linear>) -> anyhow::Result<Scores> {
     let mut pop = Population::new(1, nodes.len().max(1), readout.n_outputs());
     if pop.set_tree(0, nodes).is_err() {
         return Ok(Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN });
     }
     let f = crate::backend::cpu::eval::predict(&pop, 0, &data.x, data.n_rows)?;
-    let predictions = readout.apply(&f, data.n_rows);
+    let mut predictions = readout.apply(&f, data.n_rows);
+    if let Some(l) = linear {
+        for (p, t) in predictions.iter_mut().zip(l.apply(&data.x, data.n_rows)) {
+            *p += t;
+        }
+    }
     let n = data.n_rows as f64;
     let mean_y = data.y.iter().map(|&y| y as f64).sum::<f64>() / n;
     let (mut sse, mut sae, mut sst) = (0.0, 0.0, 0.0);
@@ -231,6 +343,11 @@ pub struct EvolveSettings {
     /// nodes, a grammar's `out(K, …)`) under `b + Σ w_k f_k` fitted by least squares.
     #[serde(default = "default_outputs")]
     pub outputs: usize,
+    /// Linear terms of the inputs beside the program ([`crate::program::linear`]): `auto`
+    /// keeps them where they predict unseen rows better than the mean and pay for their
+    /// numbers; `on` always (where the inputs have a spread); `off` never.
+    #[serde(default)]
+    pub linear_inputs: LinearInputs,
     /// Tree GP: constants, initial depths, operator probabilities.
     pub trees: TreeSettings,
     /// Where populations are evaluated.
@@ -316,6 +433,7 @@ impl Default for EvolveSettings {
             genome_capacity: super::defaults::GE.genome_capacity,
             regression: RegressionConfig::default(),
             outputs: super::defaults::EVOLVE_OUTPUTS,
+            linear_inputs: LinearInputs::default(),
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
@@ -384,6 +502,44 @@ impl EvolveSettings {
 /// the head's `b + w1·(f1) + w2·(f2) + …` over the output slots' formulas (zero weights left
 /// out).
 pub fn readout_texts(nodes: &[Node], names: &[String], readout: &Readout) -> (String, String, String) {
+    model_texts(nodes, names, readout, None)
+}
+
+/// [`readout_texts`] of the whole model: with `linear` terms, the intercepts are summed into
+/// one number at the end and `+ a_j*x_j` follow the program (zero weights left out).
+pub fn model_texts(nodes: &[Node], names: &[String], readout: &Readout, linear: Option<&Linear>) -> (String, String, String) {
+    use crate::program::render::{Style, number};
+    let Some(l) = linear else {
+        return program_texts(nodes, names, readout);
+    };
+    // The program with its own intercept moved into the terms' one.
+    let (inner, c) = match readout {
+        Readout::Scale(a, b) => (Readout::Scale(*a, 0.0), l.c + b),
+        Readout::Head(h) => (Readout::Head(Head { b: 0.0, ..h.clone() }), l.c + h.b),
+    };
+    let (pi, pl, ps) = program_texts(nodes, names, &inner);
+    let pi = pi.strip_suffix(" + 0").map(str::to_string).unwrap_or(pi);
+    let pl = pl.strip_suffix(" + 0").map(str::to_string).unwrap_or(pl);
+    let ps = ps.strip_suffix(" + 0").map(str::to_string).unwrap_or(ps);
+    let terms = |style: Style| -> String {
+        let mut s = String::new();
+        for (j, &a) in l.a.iter().enumerate().filter(|(_, a)| **a != 0.0) {
+            let name = crate::program::render::var_name(j, names, style);
+            let sign = if a < 0.0 { "-" } else { "+" };
+            let a = number(a.abs() as f32);
+            s += &match style {
+                Style::Latex => format!(" {sign} {a} {name}"),
+                Style::Sympy | Style::Infix => format!(" {sign} {a}*{name}"),
+            };
+        }
+        let sign = if c < 0.0 { "-" } else { "+" };
+        s + &format!(" {sign} {}", number(c.abs() as f32))
+    };
+    (pi + &terms(Style::Infix), pl + &terms(Style::Latex), ps + &terms(Style::Sympy))
+}
+
+/// [`readout_texts`] of the program alone.
+fn program_texts(nodes: &[Node], names: &[String], readout: &Readout) -> (String, String, String) {
     use crate::program::render::{Style, number, outputs};
     let head = match readout {
         Readout::Scale(a, b) => return scaled_texts(nodes, names, (*a, *b)),
@@ -534,8 +690,13 @@ pub fn fit(
     super::search::register_operators(&settings.operators)?;
     let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, super::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
-    let searched = search(settings, &rows, backend, opts)?;
-    finish(settings, &plan, &searched, &rows, validation.as_ref(), test, backend)
+    // Linear terms of the inputs first; the program is evolved on what they leave.
+    let linear = linear_choice(settings, &rows)?;
+    let searched = match linear.linear() {
+        Some(l) => search(settings, &residual(&rows, l), backend, opts)?,
+        None => search(settings, &rows, backend, opts)?,
+    };
+    finish(settings, &plan, &searched, &rows, validation.as_ref(), test, backend, &linear)
 }
 
 /// What evolution leaves for [`finish`] to choose from and report.
@@ -651,7 +812,10 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
 
 /// Chooses the returned program from a search as `plan` says (the front scored on
 /// `validation`), scores it on `rows` (where evolution fitted; the linear scaling is fitted
-/// there too), `validation` and `test`, and writes the report and summary of [`fit`].
+/// there too), `validation` and `test`, and writes the report and summary of [`fit`]. With
+/// `linear` terms the search ran on the residual of `rows` ([`residual`]): each program's
+/// readout is fitted there, and every score is the whole model's on the data as given.
+#[allow(clippy::too_many_arguments)]
 pub fn finish(
     settings: &EvolveSettings,
     plan: &super::validation::Plan,
@@ -660,32 +824,42 @@ pub fn finish(
     validation: Option<&Dataset>,
     test: Option<&Dataset>,
     _backend: &crate::backend::Backend,
+    linear: &LinearChoice,
 ) -> anyhow::Result<EvolveResult> {
     use super::validation::{Candidate, chosen_program, constants_of, decide, description_length, front_rows, gaussian_nll, primitives_of, selection_json};
 
     let start = std::time::Instant::now();
     let outcome = &searched.outcome;
-    let linear = settings.regression.linear_scaling;
+    let linear_scaling = settings.regression.linear_scaling;
     let k = settings.outputs;
     let parsimony = settings.regression.parsimony;
     let metric = settings.regression.metric;
+    let lin = linear.linear();
+    // Where each program's readout is fitted: the rows, less the linear terms.
+    let fit_rows = match lin {
+        Some(l) => std::borrow::Cow::Owned(residual(rows, l)),
+        None => std::borrow::Cow::Borrowed(rows),
+    };
+    let fit_rows = fit_rows.as_ref();
+    // The terms' numbers count in every member's description (the same for all of them).
+    let lin_numbers = lin.map_or(0, |l| l.used() + 1);
     // The front, each member scaled on the fitted rows and scored on the validation rows.
     let front = searched.hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
     let mut readouts = Vec::with_capacity(front.len());
     let mut cands = Vec::with_capacity(front.len());
     let primitives = primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), rows.n_features);
     for (n, e, loss) in &front {
-        let r = readout(&e.nodes, rows, linear, k)?;
-        let v = validation.map(|v| scores(&e.nodes, v, &r)).transpose()?;
+        let r = readout(&e.nodes, fit_rows, linear_scaling, k)?;
+        let v = validation.map(|v| scores_with(&e.nodes, v, &r, lin)).transpose()?;
         // The readout's numbers (the scaling's two, or the head's K + 1) are fitted as much as
         // the tree's constants are.
         let fitted = match &r {
-            Readout::Scale(..) if linear => 2,
+            Readout::Scale(..) if linear_scaling => 2,
             Readout::Scale(..) => 0,
             Readout::Head(h) => h.w.len() + 1,
         };
-        let params = constants_of(&e.nodes) + fitted;
-        let nll = gaussian_nll(scores(&e.nodes, rows, &r)?.mse, rows.n_rows);
+        let params = constants_of(&e.nodes) + fitted + lin_numbers;
+        let nll = gaussian_nll(scores_with(&e.nodes, rows, &r, lin)?.mse, rows.n_rows);
         readouts.push(r);
         cands.push(Candidate {
             size: *n,
@@ -699,20 +873,20 @@ pub fn finish(
     let best = chosen_program(&front, &decision, outcome);
     let chosen = match decision.member {
         Some(i) => readouts[i].clone(),
-        None => readout(&best.nodes, rows, linear, k)?,
+        None => readout(&best.nodes, fit_rows, linear_scaling, k)?,
     };
-    let train_scores = scores(&best.nodes, rows, &chosen)?;
-    let validation_scores = validation.map(|v| scores(&best.nodes, v, &chosen)).transpose()?;
-    let test_scores = test.map(|t| scores(&best.nodes, t, &chosen)).transpose()?;
+    let train_scores = scores_with(&best.nodes, rows, &chosen, lin)?;
+    let validation_scores = validation.map(|v| scores_with(&best.nodes, v, &chosen, lin)).transpose()?;
+    let test_scores = test.map(|t| scores_with(&best.nodes, t, &chosen, lin)).transpose()?;
     let names = &rows.names;
-    let (infix, latex, sympy) = readout_texts(&best.nodes, names, &chosen);
+    let (infix, latex, sympy) = model_texts(&best.nodes, names, &chosen, lin);
     let score_json = |s: &Scores| {
         serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
                            "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
     };
     let mut generations = generations_json(&outcome.history, &searched.median_sizes);
     add_island_stats(&mut generations, &outcome.island_history, false);
-    let fame = front_rows(&front, &cands, decision.member, |nodes| Ok(readout_texts(nodes, names, &readout(nodes, rows, linear, k)?)))?;
+    let fame = front_rows(&front, &cands, decision.member, |nodes| Ok(model_texts(nodes, names, &readout(nodes, fit_rows, linear_scaling, k)?, lin)))?;
     let node_evals = searched.node_evaluations;
     let seconds = searched.seconds + start.elapsed().as_secs_f64();
     let device = &searched.device;
@@ -746,6 +920,7 @@ pub fn finish(
             Readout::Scale(..) => None,
             Readout::Head(h) => Some(h.clone()),
         },
+        linear: lin.cloned(),
         standardize: None,
     };
     let mut report = serde_json::json!({
@@ -755,6 +930,7 @@ pub fn finish(
         "ended": searched.ended,
         "best": best_json,
         "selection": selection_json(plan, &decision, rows.n_rows, validation.map_or(0, |v| v.n_rows)),
+        "linear_inputs": linear.json(),
         "train": score_json(&train_scores),
         "validation": validation_scores.as_ref().map(score_json),
         "test": test_scores.as_ref().map(score_json),
@@ -775,6 +951,7 @@ pub fn finish(
         let w: Vec<String> = h.w.iter().map(|w| format!("{w:.6e}")).collect();
         summary += &format!("head          {k} outputs under b + Σ w_k·f_k: b {:.6e}, w [{}]\n", h.b, w.join(", "));
     }
+    summary += &format!("linear inputs {}\n", linear.why);
     summary += &format!("selected      {}: {}\n", decision.rule.name(), decision.why);
     summary += &searched.ended.line(settings.engine.generations).unwrap_or_default();
     let line = |name: &str, s: &Scores| format!("{name:<13} mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2);
