@@ -71,6 +71,30 @@ def test_regressor_with_a_fitted_head_predicts_its_whole_model():
     with pytest.raises(ValueError, match="outputs"):
         SymbolicRegressor(**SMALL, outputs=9).fit(X, y)
 
+def test_regressor_with_linear_inputs_predicts_its_whole_model():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-2, 2, (150, 3))
+    y = 3 * X[:, 0] - 2 * X[:, 1] + X[:, 0] * X[:, 2] + rng.normal(0, 0.05, 150)
+    m = SymbolicRegressor(**SMALL, select="train").fit(X, y)
+    assert m.get_params()["linear_inputs"] == "auto"
+    lin = m.report_["model"]["linear"]
+    assert m.report_["linear_inputs"]["used"] and len(lin["a"]) == 3
+    assert lin["a"][0] == pytest.approx(3, abs=0.3) and lin["a"][1] == pytest.approx(-2, abs=0.3)
+    # predict applies the program and the terms: its training MSE is the report's.
+    mse = float(np.mean((m.predict(X) - y) ** 2))
+    assert mse == pytest.approx(m.report_["train"]["mse"], rel=1e-9, abs=1e-12)
+    import sympy
+
+    e = m.sympy()
+    syms = sympy.symbols("x0 x1 x2")
+    for row, p in zip(X[:5], m.predict(X[:5])):
+        assert float(e.subs(dict(zip(syms, row)))) == pytest.approx(p, rel=1e-4, abs=1e-4)
+    off = SymbolicRegressor(**SMALL, select="train", linear_inputs="off").fit(X, y)
+    assert "linear" not in off.report_["model"] and not off.report_["linear_inputs"]["used"]
+    with pytest.raises(ValueError, match="linear_inputs"):
+        SymbolicRegressor(**SMALL, linear_inputs="sometimes").fit(X, y)
+
+
 def test_validation_rows_choose_the_returned_program():
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, (400, 3))

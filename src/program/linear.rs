@@ -14,9 +14,11 @@
 //! 2. **Their weights**: ridge regression on the chosen inputs, the penalty chosen by
 //!    generalised cross-validation (GCV, Golub, Heath and Wahba 1979):
 //!    `GCV(λ) = n · RSS(λ) / (n − df(λ))²`, `df` the trace of the hat matrix plus one for the
-//!    intercept. The terms are kept where some input was chosen, their GCV is below the mean's
-//!    (`n · Σ(y − ȳ)² / (n − 1)²`) and the whole fit shortens the description
-//!    (`n ln(RSS/Σ(y − ȳ)²) + (df − 1) ln n < 0`).
+//!    intercept. Fitted so on the chosen inputs and on every input, the one of shorter
+//!    description is taken (`n ln(RSS/Σ(y − ȳ)²) + (df − 1) ln n + 2 ln C(F, k)`, halved to
+//!    nats): collinear series (longley) are worth more together than the greedy steps show.
+//!    The terms are kept where some input was chosen, their GCV is below the mean's
+//!    (`n · Σ(y − ȳ)² / (n − 1)²`) and the description is shorter than the mean's.
 //!
 //! # The solve
 //!
@@ -89,8 +91,10 @@ impl Linear {
 pub struct LinearFit {
     /// The terms at the chosen penalty (the mean alone where no input was chosen).
     pub linear: Linear,
-    /// Inputs chosen by forward selection (0: none pays for its number).
+    /// Inputs with a weight (0: none pays for its number).
     pub inputs: usize,
+    /// Inputs with a spread, of which they were chosen.
+    pub used: usize,
     /// The chosen penalty, as a multiple of the row count.
     pub penalty: f64,
     /// The effective number of fitted numbers (the hat matrix's trace, intercept included).
@@ -107,10 +111,10 @@ pub struct LinearFit {
 
 impl LinearFit {
     /// Twice the description length the terms save over the mean alone, in nats (negative:
-    /// they pay for their numbers).
+    /// they do not pay for their numbers).
     pub fn saving(&self) -> f64 {
         let n = self.n as f64;
-        -(n * self.rss_ratio.max(f64::MIN_POSITIVE).ln() + (self.df - 1.0) * n.ln())
+        -(n * self.rss_ratio.max(f64::MIN_POSITIVE).ln() + (self.df - 1.0) * n.ln() + 2.0 * ln_choose(self.used, self.inputs))
     }
 
     /// The terms predict unseen rows better than the mean (by GCV) and shorten the data's
@@ -169,6 +173,7 @@ pub fn fit(x: &[f32], y: &[f32], n_rows: usize, n_features: usize) -> Result<Opt
     let none = || LinearFit {
         linear: Linear { c: y_mean, a: vec![0.0; n_features] },
         inputs: 0,
+        used: used.len(),
         penalty: 0.0,
         df: 1.0,
         gcv: gcv_mean,
@@ -176,24 +181,43 @@ pub fn fit(x: &[f32], y: &[f32], n_rows: usize, n_features: usize) -> Result<Opt
         rss_ratio: 1.0,
         n: n_rows,
     };
-    if chosen.is_empty() {
-        return Ok(Some(none()));
+    // Two candidates: the chosen inputs, and every input (collinear inputs, as in macroeconomic
+    // series, are often worth more together than the greedy steps show); the shorter
+    // description wins.
+    let all: Vec<usize> = (0..used.len()).collect();
+    let mut best: Option<(f64, Vec<usize>, (f64, f64, f64, f64, Vec<f64>))> = None;
+    for subset in [chosen, all] {
+        if subset.is_empty() || best.as_ref().is_some_and(|b| b.1 == subset) {
+            continue;
+        }
+        let f = subset.len();
+        let sub = DMatrix::from_fn(f, f, |a, b| g[(subset[a], subset[b])]);
+        let zy_sub: Vec<f64> = subset.iter().map(|&j| zy[j]).collect();
+        let Some(fit) = ridge_gcv(sub, &zy_sub, syy, n) else { continue };
+        let (_, _, df, rss, _) = fit;
+        let length = n * (rss / syy).max(f64::MIN_POSITIVE).ln() + (df - 1.0) * n.ln() + 2.0 * ln_choose(used.len(), f);
+        if best.as_ref().is_none_or(|b| length < b.0) {
+            best = Some((length, subset, fit));
+        }
     }
-    let f = chosen.len();
-    let sub = DMatrix::from_fn(f, f, |a, b| g[(chosen[a], chosen[b])]);
-    let zy_sub: Vec<f64> = chosen.iter().map(|&j| zy[j]).collect();
-    let Some((gcv, penalty, df, rss, w)) = ridge_gcv(sub, &zy_sub, syy, n) else {
+    let Some((_, subset, (gcv, penalty, df, rss, w))) = best else {
         return Ok(Some(none()));
     };
     // Back to the inputs' own units.
     let mut a = vec![0.0; n_features];
     let mut c = y_mean;
-    for (k, &j) in chosen.iter().enumerate() {
+    for (k, &j) in subset.iter().enumerate() {
         let col_j = used[j];
         a[col_j] = w[k] / sd[col_j];
         c -= a[col_j] * mu[col_j];
     }
-    Ok(Some(LinearFit { linear: Linear { c, a }, inputs: f, penalty, df, gcv, gcv_mean, rss_ratio: rss / syy, n: n_rows }))
+    let inputs = subset.len();
+    Ok(Some(LinearFit { linear: Linear { c, a }, inputs, used: used.len(), penalty, df, gcv, gcv_mean, rss_ratio: rss / syy, n: n_rows }))
+}
+
+/// `ln C(n, k)`.
+fn ln_choose(n: usize, k: usize) -> f64 {
+    (0..k.min(n - k)).map(|i| ((n - i) as f64 / (i + 1) as f64).ln()).sum()
 }
 
 /// The Gram matrix `ZᵀZ` (`[f][f]`) of the standardised inputs `z(j, i)` and `Zᵀy_c`, in one
