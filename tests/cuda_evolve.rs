@@ -91,8 +91,8 @@ fn every_population_of_a_run_gets_the_same_fitness_on_both() {
     let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let config = RegressionConfig { linear_scaling: false, ..Default::default() };
-    let c = Regression { backend: &cpu, data: cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1 };
-    let g = Regression { backend: &gpu, data: gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1 };
+    let c = Regression { backend: &cpu, data: cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None };
+    let g = Regression { backend: &gpu, data: gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None };
     let bad = std::sync::Mutex::new(Vec::<String>::new());
     let checked = std::sync::atomic::AtomicUsize::new(0);
     let both = |pop: &Population| -> Vec<f64> {
@@ -172,7 +172,7 @@ fn the_device_loop_equals_the_host_loop() {
     ];
     for (cfg, reg, functions) in cases {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: reg, outputs: 1 };
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None };
         let rep = TreeSettings::default().rep(functions, train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut da, mut ho) = (Fame::default(), Fame::default());
@@ -296,7 +296,7 @@ fn the_device_ge_loop_equals_the_host_loop() {
         let vary = grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() };
         let rep = ge(&l, &tpl, map, init, vary);
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: reg, outputs: 1 };
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None };
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
@@ -371,7 +371,7 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
     let rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, InitConfig::default(), Default::default());
     let cfg = EngineConfig { pop_size: 1000, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128, ..Default::default() };
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1 };
+    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let (whole, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
     let mut stop = StopAt(5, 0, None);
@@ -412,7 +412,7 @@ fn a_device_run_ended_early_equals_a_shorter_one_and_continues() {
     let train = &problem.train;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1 };
+    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars/regression.bnf");
     let l = load(&path, &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();

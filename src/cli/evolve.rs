@@ -57,9 +57,10 @@ pub struct EvolveArgs {
     /// program's value; 2 to 8 are output slots (tree GP's output nodes, a grammar's out(K, …)).
     #[arg(long, default_value_t = defaults::EVOLVE_OUTPUTS)]
     pub outputs: usize,
-    /// Linear terms of the inputs beside the program, c + Σ a_j·x_j (ridge least squares, the
-    /// program fits what they leave): auto keeps them where they predict unseen rows better than
-    /// the mean (generalised cross-validation) and pay for their numbers (description length).
+    /// Linear terms of the inputs beside the program, c + Σ a_j·x_j, fitted together with each
+    /// program's weight (inputs chosen by description length, ridge weights): auto keeps them
+    /// where they predict unseen rows better than the mean (generalised cross-validation) and pay
+    /// for their numbers, on the CPU (on a GPU, `on` evaluates on the CPU).
     #[arg(long, value_enum, default_value_t = defaults::EVOLVE_LINEAR_INPUTS)]
     pub linear_inputs: crate::task::regression::LinearInputs,
     /// Constant fitting.

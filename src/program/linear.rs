@@ -107,6 +107,8 @@ pub struct LinearFit {
     pub rss_ratio: f64,
     /// Rows fitted.
     pub n: usize,
+    /// What scoring a program together with the terms needs (`None` without inputs).
+    pub joint: Option<Joint>,
 }
 
 impl LinearFit {
@@ -180,6 +182,7 @@ pub fn fit(x: &[f32], y: &[f32], n_rows: usize, n_features: usize) -> Result<Opt
         gcv_mean,
         rss_ratio: 1.0,
         n: n_rows,
+        joint: None,
     };
     // Two candidates: the chosen inputs, and every input (collinear inputs, as in macroeconomic
     // series, are often worth more together than the greedy steps show); the shorter
@@ -203,6 +206,20 @@ pub fn fit(x: &[f32], y: &[f32], n_rows: usize, n_features: usize) -> Result<Opt
     let Some((_, subset, (gcv, penalty, df, rss, w))) = best else {
         return Ok(Some(none()));
     };
+    let k = subset.len();
+    let sub = DMatrix::from_fn(k, k, |a, b| g[(subset[a], subset[b])]);
+    let joint = Joint {
+        inputs: subset.iter().map(|&j| used[j]).collect(),
+        mu: subset.iter().map(|&j| mu[used[j]]).collect(),
+        sd: subset.iter().map(|&j| sd[used[j]]).collect(),
+        minv: ridge_inverse(sub, penalty * n),
+        beta: w.clone(),
+        objective: rss_penalised(syy, &subset.iter().map(|&j| zy[j]).collect::<Vec<_>>(), &w),
+        syy,
+        y_mean,
+        n: n_rows,
+        n_features,
+    };
     // Back to the inputs' own units.
     let mut a = vec![0.0; n_features];
     let mut c = y_mean;
@@ -212,7 +229,156 @@ pub fn fit(x: &[f32], y: &[f32], n_rows: usize, n_features: usize) -> Result<Opt
         c -= a[col_j] * mu[col_j];
     }
     let inputs = subset.len();
-    Ok(Some(LinearFit { linear: Linear { c, a }, inputs, used: used.len(), penalty, df, gcv, gcv_mean, rss_ratio: rss / syy, n: n_rows }))
+    Ok(Some(LinearFit { linear: Linear { c, a }, inputs, used: used.len(), penalty, df, gcv, gcv_mean, rss_ratio: rss / syy, n: n_rows, joint: Some(joint) }))
+}
+
+/// `(G + λI)⁻¹` (row-major), through the eigendecomposition, with `λ = 0` the pseudo-inverse
+/// of [`ridge_gcv`].
+fn ridge_inverse(g: DMatrix<f64>, lambda: f64) -> Vec<f64> {
+    let f = g.nrows();
+    let eig = SymmetricEigen::new(g);
+    let d: Vec<f64> = eig.eigenvalues.iter().map(|&v| v.max(0.0)).collect();
+    let d_max = d.iter().cloned().fold(0.0, f64::max);
+    let inv: Vec<f64> = d.iter().map(|&d| if lambda == 0.0 && d <= 1e-10 * d_max { 0.0 } else { 1.0 / (d + lambda) }).collect();
+    let mut m = vec![0.0; f * f];
+    for a in 0..f {
+        for b in 0..f {
+            m[a * f + b] = (0..f).map(|k| eig.eigenvectors[(a, k)] * inv[k] * eig.eigenvectors[(b, k)]).sum();
+        }
+    }
+    m
+}
+
+/// The penalised residual sum of squares of ridge weights `beta`: `Σ(y − ȳ)² − (Zᵀy_c)·β`.
+fn rss_penalised(syy: f64, zy: &[f64], beta: &[f64]) -> f64 {
+    (syy - zy.iter().zip(beta).map(|(a, b)| a * b).sum::<f64>()).max(0.0)
+}
+
+/// Sums over the rows from which a program's joint fit with the linear terms follows
+/// ([`Joint`]): `f` the program's value, `r` the target less the terms, `x_j` the terms'
+/// inputs (raw units). f64, mergeable in row order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JointSums {
+    /// Rows.
+    pub n: u64,
+    /// Σf.
+    pub sum_f: f64,
+    /// Σf².
+    pub sum_f2: f64,
+    /// Σf·r.
+    pub sum_fr: f64,
+    /// `[k]` Σx_j·f over the terms' inputs.
+    pub sum_xf: Vec<f64>,
+    /// False if the program has no value or a NaN or infinite one at some row.
+    pub finite: bool,
+}
+
+impl JointSums {
+    /// Empty sums over `k` inputs.
+    pub fn new(k: usize) -> Self {
+        Self { n: 0, sum_f: 0.0, sum_f2: 0.0, sum_fr: 0.0, sum_xf: vec![0.0; k], finite: true }
+    }
+
+    /// The sums of an individual without a program over `n` rows.
+    pub fn invalid(k: usize, n: u64) -> Self {
+        Self { n, finite: false, ..Self::new(k) }
+    }
+
+    /// Adds `other`'s rows (call in row order for reproducible bits).
+    pub fn merge(&mut self, other: &Self) {
+        self.n += other.n;
+        self.sum_f += other.sum_f;
+        self.sum_f2 += other.sum_f2;
+        self.sum_fr += other.sum_fr;
+        for (a, b) in self.sum_xf.iter_mut().zip(&other.sum_xf) {
+            *a += b;
+        }
+        self.finite &= other.finite;
+    }
+}
+
+/// A program scored together with the linear terms: the model `c + Σ a_j x_j + w·f`, all of
+/// `c, a, w` fitted by one ridge least squares (the penalty on `a` alone, as [`fit`] chose it).
+/// With `Q = I − X̃ M X̃ᵀ` the residual maker of the terms (`X̃ = [1, Z]`, `M` their penalised
+/// inverse), the best `w` is `fᵀr / fᵀQf` and the fit's penalised RSS is
+/// `yᵀQy − (fᵀr)² / fᵀQf`, where `r = Qy` is the terms' residual and
+/// `fᵀQf = Σf² − (Σf)²/n − cᵀ M c`, `c = Zᵀf`: a few sums per program ([`JointSums`]), the
+/// same cost as linear scaling plus one per input.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Joint {
+    /// The inputs (data columns) of the terms.
+    pub inputs: Vec<usize>,
+    mu: Vec<f64>,
+    sd: Vec<f64>,
+    /// `(G + λI)⁻¹` of the standardised inputs, row-major.
+    minv: Vec<f64>,
+    /// The terms' ridge weights on the standardised inputs.
+    beta: Vec<f64>,
+    /// `yᵀQy`: the terms' penalised RSS.
+    objective: f64,
+    /// Σ(y − ȳ)².
+    pub syy: f64,
+    y_mean: f64,
+    /// Rows fitted.
+    pub n: usize,
+    n_features: usize,
+}
+
+impl Joint {
+    /// `(fᵀQf, c)` of a program's sums, `c = Zᵀf`; `None` if the program is not valid.
+    fn spread(&self, s: &JointSums) -> Option<(f64, Vec<f64>)> {
+        if !s.finite || s.n == 0 {
+            return None;
+        }
+        let n = s.n as f64;
+        let k = self.inputs.len();
+        let c: Vec<f64> = (0..k).map(|j| (s.sum_xf[j] - self.mu[j] * s.sum_f) / self.sd[j]).collect();
+        let mut cmc = 0.0;
+        for a in 0..k {
+            for b in 0..k {
+                cmc += c[a] * self.minv[a * k + b] * c[b];
+            }
+        }
+        let centred = s.sum_f2 - s.sum_f * s.sum_f / n;
+        let q = centred - cmc;
+        // A program the terms already explain (or a constant) adds nothing.
+        Some((if q > 1e-10 * s.sum_f2.max(f64::MIN_POSITIVE) && q.is_finite() { q } else { 0.0 }, c))
+    }
+
+    /// The penalised RSS of the joint fit; `None` if the program is not valid.
+    pub fn objective_with(&self, s: &JointSums) -> Option<f64> {
+        let (q, _) = self.spread(s)?;
+        Some(if q > 0.0 { (self.objective - s.sum_fr * s.sum_fr / q).max(0.0) } else { self.objective })
+    }
+
+    /// The terms alone (as [`fit`] returned them).
+    pub fn alone(&self) -> Linear {
+        self.model(0.0, &vec![0.0; self.inputs.len()], 0.0)
+    }
+
+    /// The joint fit: the program's weight `w` and the terms beside it; `None` if the program
+    /// is not valid.
+    pub fn fit_with(&self, s: &JointSums) -> Option<(f64, Linear)> {
+        let (q, c) = self.spread(s)?;
+        let w = if q > 0.0 { s.sum_fr / q } else { 0.0 };
+        Some((w, self.model(w, &c, s.sum_f / s.n as f64)))
+    }
+
+    /// `c + Σ a_j x_j` with the program at weight `w` (`c_f = Zᵀf`, `f̄` its mean): the terms'
+    /// weights less `w M c_f`, the intercept `ȳ − w f̄` moved to raw units.
+    fn model(&self, w: f64, cf: &[f64], f_mean: f64) -> Linear {
+        let k = self.inputs.len();
+        let mut a = vec![0.0; self.n_features];
+        let mut c = self.y_mean - w * f_mean;
+        for j in 0..k {
+            let mc: f64 = (0..k).map(|b| self.minv[j * k + b] * cf[b]).sum();
+            let beta = self.beta[j] - w * mc;
+            let col = self.inputs[j];
+            a[col] = beta / self.sd[j];
+            c -= a[col] * self.mu[j];
+        }
+        Linear { c, a }
+    }
 }
 
 /// `ln C(n, k)`.

@@ -9,7 +9,7 @@ use crate::backend::cpu::eval::evaluate_regression;
 use crate::data::Dataset;
 use crate::program::fitness::RegressionSums;
 use crate::program::head::{Head, MAX_HEAD};
-use crate::program::linear::{Linear, LinearFit};
+use crate::program::linear::{Joint, JointSums, Linear, LinearFit};
 use crate::program::tree::{Node, Population};
 /// The error measure, the task's settings and the error of the fused sums: defined in
 /// [`crate::program::fitness`], below the engine, which reads them too.
@@ -54,6 +54,10 @@ pub struct Regression<'d> {
     /// scored from [`RegressionSums`] as `config` says. With a head the data must be on the
     /// host ([`crate::backend::Backend::head_sums`]).
     pub outputs: usize,
+    /// Linear terms of the inputs each program is fitted with (`data`'s target is then their
+    /// residual, on the host): the fitness is the joint fit's error
+    /// ([`crate::program::linear::Joint`]).
+    pub joint: Option<&'d Joint>,
 }
 
 impl Regression<'_> {
@@ -71,8 +75,35 @@ impl Regression<'_> {
     }
 }
 
+/// The error `metric` reads from a program's joint fit with the linear terms (1 − R² against
+/// the target's own spread); `+inf` for an invalid program or MAE (refused earlier).
+pub fn joint_error(joint: &Joint, s: &JointSums, metric: Metric) -> f64 {
+    let Some(rss) = joint.objective_with(s) else { return f64::INFINITY };
+    let n = s.n as f64;
+    let e = match metric {
+        Metric::Mse => rss / n,
+        Metric::Rmse => (rss / n).sqrt(),
+        Metric::R2 if joint.syy > 0.0 => (rss / joint.syy).min(1.0),
+        Metric::R2 => 0.0,
+        Metric::Mae => f64::INFINITY,
+    };
+    if e.is_finite() { e } else { f64::INFINITY }
+}
+
 impl crate::evolve::Fitness for Regression<'_> {
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
+        if let Some(j) = self.joint {
+            let crate::backend::RegressionData::Host { x, y, n_rows } = &self.data else {
+                anyhow::bail!("the joint fit with linear terms reads its data on the host");
+            };
+            let sums = crate::backend::cpu::eval::evaluate_joint(pop, x, y, *n_rows, &j.inputs)?;
+            let metric = self.config.metric;
+            return Ok(sums
+                .iter()
+                .zip(&pop.len)
+                .map(|(s, &len)| if len == 0 { f64::INFINITY } else { joint_error(j, s, metric) + self.config.parsimony * len as f64 })
+                .collect());
+        }
         if self.outputs > 1 {
             let metric = self.config.metric;
             let sums = self.backend.head_sums(pop, &self.data)?;
@@ -116,7 +147,8 @@ impl crate::evolve::Fitness for Regression<'_> {
 pub enum LinearInputs {
     /// Where they predict unseen rows better than the mean (generalised cross-validation) and
     /// shorten the data's description; never with `--no-linear-scaling` (the raw program was
-    /// asked for) or `--metric mae` (the terms are a least-squares fit).
+    /// asked for), `--metric mae` (the terms are a least-squares fit), `--shard-rows`, or on a
+    /// GPU (the joint fit has no CUDA kernel yet).
     Auto,
     /// Always, where the inputs have a spread.
     On,
@@ -152,6 +184,11 @@ impl LinearChoice {
         if self.used { self.fit.as_ref().map(|f| &f.linear) } else { None }
     }
 
+    /// What scoring a program together with the terms needs, where the model has them.
+    pub fn joint(&self) -> Option<&Joint> {
+        if self.used { self.fit.as_ref().and_then(|f| f.joint.as_ref()) } else { None }
+    }
+
     /// The report's `linear_inputs`.
     pub fn json(&self) -> serde_json::Value {
         let mut v = serde_json::json!({"used": self.used, "why": self.why});
@@ -167,12 +204,17 @@ impl LinearChoice {
 }
 
 /// Decides and fits the linear terms of `settings` on `rows` (the rows evolution fits).
-pub fn linear_choice(settings: &EvolveSettings, rows: &Dataset) -> anyhow::Result<LinearChoice> {
+pub fn linear_choice(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend) -> anyhow::Result<LinearChoice> {
     use crate::program::linear::{MAX_INPUTS, fit};
     let mode = settings.linear_inputs;
     let r = &settings.regression;
+    let on_gpu = matches!(backend, crate::backend::Backend::Cuda(_));
     match mode {
         LinearInputs::Off => return Ok(LinearChoice::none("off (--linear-inputs off)")),
+        LinearInputs::Auto if on_gpu => {
+            return Ok(LinearChoice::none("off on a GPU: the joint fit with the program has no CUDA kernel yet (--linear-inputs on runs it on the CPU)"));
+        }
+        LinearInputs::Auto if settings.islands.shard_rows => return Ok(LinearChoice::none("off: --shard-rows (the joint fit is not split over GPUs)")),
         LinearInputs::Auto if !r.linear_scaling => return Ok(LinearChoice::none("off: --no-linear-scaling asks for the program alone")),
         LinearInputs::Auto if r.metric == Metric::Mae => return Ok(LinearChoice::none("off: --metric mae (the terms are a least-squares fit)")),
         LinearInputs::Auto if rows.n_features > MAX_INPUTS => {
@@ -486,6 +528,13 @@ impl EvolveSettings {
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
         check_scaling(&self.regression, self.outputs)?;
+        if self.linear_inputs == LinearInputs::On {
+            ensure!(
+                self.regression.linear_scaling && self.regression.metric != Metric::Mae,
+                "--linear-inputs on fits the terms and the program's weight by least squares, which --no-linear-scaling and --metric mae rule out: give one or the other"
+            );
+            ensure!(!self.islands.shard_rows, "--linear-inputs on is not split over GPUs: drop --shard-rows or use --linear-inputs off");
+        }
         super::shard::check(&self.islands, self.device, self.outputs)?;
         check_ge(&self.search_settings().ge)?;
         match (&self.grammar, &self.functions) {
@@ -691,9 +740,11 @@ pub fn fit(
     let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, super::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     // Linear terms of the inputs first; the program is evolved on what they leave.
-    let linear = linear_choice(settings, &rows)?;
+    let linear = linear_choice(settings, &rows, backend)?;
+    // One output: each program is fitted together with the terms; a head fits what they leave.
+    let joint = if settings.outputs <= 1 { linear.joint() } else { None };
     let searched = match linear.linear() {
-        Some(l) => search(settings, &residual(&rows, l), backend, opts)?,
+        Some(l) => search_with(settings, &residual(&rows, l), backend, opts, joint)?,
         None => search(settings, &rows, backend, opts)?,
     };
     finish(settings, &plan, &searched, &rows, validation.as_ref(), test, backend, &linear)
@@ -720,6 +771,18 @@ pub struct Searched {
 /// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
 /// validation rows): no choosing, no scoring.
 pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend, opts: &super::run::RunOptions) -> anyhow::Result<Searched> {
+    search_with(settings, rows, backend, opts, None)
+}
+
+/// [`search`], each program scored by its joint fit with linear terms of the inputs where
+/// `joint` is given (`rows`' target is then their residual).
+pub fn search_with(
+    settings: &EvolveSettings,
+    rows: &Dataset,
+    backend: &crate::backend::Backend,
+    opts: &super::run::RunOptions,
+    joint: Option<&Joint>,
+) -> anyhow::Result<Searched> {
     use anyhow::{bail, ensure};
 
     let start = std::time::Instant::now();
@@ -744,6 +807,9 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
     if k > 1 && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
         opts.say(&format!("note: --outputs {k} evaluates on the CPU (the fitted head has no CUDA kernel yet)"));
     }
+    if joint.is_some() && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
+        opts.say("note: --linear-inputs on evaluates on the CPU (the joint fit with the program has no CUDA kernel yet)");
+    }
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data;
     // or, with --shard-rows, one population whose rows are split over them (on the CPU: the
     // same shards, one after another).
@@ -763,13 +829,14 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
         .enumerate()
         .map(|(i, &b)| {
             let part = if sharded { &parts[i] } else { rows };
-            // The head's sums are taken on the CPU, from the host's copy of the data.
-            let data = if k > 1 {
+            // The head's and the joint fit's sums are taken on the CPU, from the host's copy of
+            // the data.
+            let data = if k > 1 || joint.is_some() {
                 crate::backend::RegressionData::Host { x: &part.x, y: &part.y, n_rows: part.n_rows }
             } else {
                 b.regression_data(&part.x, &part.y, part.n_rows, part.n_features)?
             };
-            Ok(Regression { backend: b, data, config: settings.regression, outputs: k })
+            Ok(Regression { backend: b, data, config: settings.regression, outputs: k, joint })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let on_gpus = crate::evolve::OnGpus(&tasks);
@@ -841,26 +908,44 @@ pub fn finish(
         None => std::borrow::Cow::Borrowed(rows),
     };
     let fit_rows = fit_rows.as_ref();
-    // The terms' numbers count in every member's description (the same for all of them).
+    // One output with terms: each program gets its own terms from its joint fit; a head reads
+    // what the terms left.
+    let joint = if k <= 1 { linear.joint() } else { None };
+    let model_of = |nodes: &[Node]| -> anyhow::Result<(Readout, Option<Linear>)> {
+        let Some(j) = joint else {
+            return Ok((readout(nodes, fit_rows, linear_scaling, k)?, lin.cloned()));
+        };
+        let mut pop = Population::new(1, nodes.len().max(1), 0);
+        // A tree that does not fit leaves the row empty, which evaluates as invalid.
+        let _ = pop.set_tree(0, nodes);
+        let sums = crate::backend::cpu::eval::evaluate_joint(&pop, &fit_rows.x, &fit_rows.y, fit_rows.n_rows, &j.inputs)?.remove(0);
+        Ok(match j.fit_with(&sums) {
+            Some((w, l)) => (Readout::Scale(w, 0.0), Some(l)),
+            None => (Readout::Scale(1.0, 0.0), Some(j.alone())),
+        })
+    };
+    // The terms' numbers count in every member's description.
     let lin_numbers = lin.map_or(0, |l| l.used() + 1);
     // The front, each member scaled on the fitted rows and scored on the validation rows.
     let front = searched.hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
-    let mut readouts = Vec::with_capacity(front.len());
+    let mut models = Vec::with_capacity(front.len());
     let mut cands = Vec::with_capacity(front.len());
     let primitives = primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), rows.n_features);
     for (n, e, loss) in &front {
-        let r = readout(&e.nodes, fit_rows, linear_scaling, k)?;
-        let v = validation.map(|v| scores_with(&e.nodes, v, &r, lin)).transpose()?;
-        // The readout's numbers (the scaling's two, or the head's K + 1) are fitted as much as
-        // the tree's constants are.
+        let (r, l) = model_of(&e.nodes)?;
+        let v = validation.map(|v| scores_with(&e.nodes, v, &r, l.as_ref())).transpose()?;
+        // The readout's numbers (the scaling's two, or the head's K + 1; beside joint terms,
+        // whose intercept is theirs, the program's weight) are fitted as much as the tree's
+        // constants are.
         let fitted = match &r {
+            Readout::Scale(..) if joint.is_some() => 1,
             Readout::Scale(..) if linear_scaling => 2,
             Readout::Scale(..) => 0,
             Readout::Head(h) => h.w.len() + 1,
         };
         let params = constants_of(&e.nodes) + fitted + lin_numbers;
-        let nll = gaussian_nll(scores_with(&e.nodes, rows, &r, lin)?.mse, rows.n_rows);
-        readouts.push(r);
+        let nll = gaussian_nll(scores_with(&e.nodes, rows, &r, l.as_ref())?.mse, rows.n_rows);
+        models.push((r, l));
         cands.push(Candidate {
             size: *n,
             loss: *loss,
@@ -871,10 +956,11 @@ pub fn finish(
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
     let decision = decide(plan, &cands, best_at);
     let best = chosen_program(&front, &decision, outcome);
-    let chosen = match decision.member {
-        Some(i) => readouts[i].clone(),
-        None => readout(&best.nodes, fit_rows, linear_scaling, k)?,
+    let (chosen, chosen_linear) = match decision.member {
+        Some(i) => models[i].clone(),
+        None => model_of(&best.nodes)?,
     };
+    let lin = chosen_linear.as_ref();
     let train_scores = scores_with(&best.nodes, rows, &chosen, lin)?;
     let validation_scores = validation.map(|v| scores_with(&best.nodes, v, &chosen, lin)).transpose()?;
     let test_scores = test.map(|t| scores_with(&best.nodes, t, &chosen, lin)).transpose()?;
@@ -886,7 +972,10 @@ pub fn finish(
     };
     let mut generations = generations_json(&outcome.history, &searched.median_sizes);
     add_island_stats(&mut generations, &outcome.island_history, false);
-    let fame = front_rows(&front, &cands, decision.member, |nodes| Ok(model_texts(nodes, names, &readout(nodes, fit_rows, linear_scaling, k)?, lin)))?;
+    let fame = front_rows(&front, &cands, decision.member, |nodes| {
+        let (r, l) = model_of(nodes)?;
+        Ok(model_texts(nodes, names, &r, l.as_ref()))
+    })?;
     let node_evals = searched.node_evaluations;
     let seconds = searched.seconds + start.elapsed().as_secs_f64();
     let device = &searched.device;

@@ -48,6 +48,7 @@ use super::interp::Program;
 use super::interp::block::{Entry, XBlock, run_block};
 use crate::program::fitness::RegressionSums;
 use crate::program::head::{HeadSums, MAX_HEAD, pair};
+use crate::program::linear::JointSums;
 use crate::program::ops::Op;
 use crate::program::tree::{Population, TreeRef};
 
@@ -699,6 +700,69 @@ pub fn evaluate_head(pop: &Population, x: &[f32], y: &[f32], n_rows: usize) -> R
     let all: Vec<usize> = (0..pop.size()).collect();
     let sums = fold_individuals::<BLOCK, _>(pop, &all, x, n_rows, &HeadFold { y, k })?;
     Ok(sums.into_iter().map(|s| s.unwrap_or(HeadSums::invalid(k, n_rows as u64))).collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The joint fit with linear terms of the inputs
+// ---------------------------------------------------------------------------------------------
+
+/// The joint fold: accumulates [`JointSums`] of the program's value against the residual `r`
+/// and the inputs `xs`.
+struct JointFold<'a> {
+    r: &'a [f32],
+    xs: Vec<&'a [f32]>,
+}
+
+impl BlockFold for JointFold<'_> {
+    type Acc = JointSums;
+
+    fn init(&self) -> JointSums {
+        JointSums::new(self.xs.len())
+    }
+
+    fn block(&self, acc: &mut JointSums, row0: usize, out: &BlockOutputs<'_>) {
+        let f = out.output(0);
+        let rows = row0..row0 + f.len();
+        let mut part = JointSums::new(self.xs.len());
+        part.n = f.len() as u64;
+        part.sum_f = sum8(f);
+        part.sum_f2 = dot8(f, f);
+        part.sum_fr = dot8(f, &self.r[rows.clone()]);
+        for (s, x) in part.sum_xf.iter_mut().zip(&self.xs) {
+            *s = dot8(f, &x[rows.clone()]);
+        }
+        // Σf² of finite f32 values cannot overflow f64; NaN or ±inf make it non-finite.
+        part.finite = part.sum_f2.is_finite();
+        acc.merge(&part);
+    }
+
+    fn merge(&self, acc: &mut JointSums, next: JointSums) {
+        acc.merge(&next);
+    }
+}
+
+/// The sums of every individual's joint fit with linear terms of the inputs
+/// ([`crate::program::linear::Joint`]), fused with evaluation: single-output programs, `r` the
+/// target less the terms, `inputs` the terms' columns of `x` (`[n_features][n_rows]`).
+/// Individuals without a program, or with a NaN or infinite value at any row, come back with
+/// `finite == false`.
+pub fn evaluate_joint(pop: &Population, x: &[f32], r: &[f32], n_rows: usize, inputs: &[usize]) -> Result<Vec<JointSums>, EvalError> {
+    if pop.n_outputs > 1 {
+        return Err(EvalError::TooManyOutputs { n_outputs: pop.n_outputs, max: 1 });
+    }
+    if r.len() != n_rows {
+        return Err(EvalError::TargetLength { len: r.len(), n_rows });
+    }
+    if let Some(row) = r.iter().position(|v| !v.is_finite()) {
+        return Err(EvalError::TargetNotFinite { row });
+    }
+    if x.len() % n_rows.max(1) != 0 || inputs.iter().any(|&j| (j + 1) * n_rows > x.len()) {
+        return Err(EvalError::DataShape { len: x.len(), n_rows });
+    }
+    let xs = inputs.iter().map(|&j| &x[j * n_rows..(j + 1) * n_rows]).collect();
+    let all: Vec<usize> = (0..pop.size()).collect();
+    let sums = fold_individuals::<BLOCK, _>(pop, &all, x, n_rows, &JointFold { r, xs })?;
+    Ok(sums.into_iter().map(|s| s.unwrap_or(JointSums::invalid(inputs.len(), n_rows as u64))).collect())
 }
 
 #[cfg(test)]
