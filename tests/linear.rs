@@ -173,3 +173,31 @@ fn saved_linear_terms_are_checked_on_load() {
     m.classes = Some(vec!["a".into(), "b".into()]);
     assert!(format!("{:#}", m.tree().unwrap_err()).contains("classification model with linear terms"));
 }
+
+/// A report without what differs between two runs of the same settings: the timings.
+fn without_timings(mut v: serde_json::Value) -> serde_json::Value {
+    v.as_object_mut().unwrap().remove("timing");
+    for g in v["generations"].as_array_mut().unwrap() {
+        g.as_object_mut().unwrap().remove("seconds");
+    }
+    v
+}
+
+#[test]
+fn a_resumed_run_with_linear_terms_ends_as_an_uninterrupted_one() {
+    let d = dir("linear-resume");
+    let csv = d.join("d.csv");
+    data_csv(&csv, 160, |r| 2.0 * r[0] - r[2] + r[0] * r[1] * r[1]);
+    let (full, ck, resumed) = (d.join("full.json"), d.join("l.ckpt"), d.join("resumed.json"));
+    let base = ["evolve", "--data", s(&csv), "--functions", "add,sub,mul", "--pop", "60", "--threads", "1", "-q"];
+    let mut a = base.to_vec();
+    a.extend(["--gens", "6", "--report", s(&full)]);
+    assert_ok(&grove(&a));
+    let mut b = base.to_vec();
+    b.extend(["--gens", "3", "--checkpoint", s(&ck), "--checkpoint-every", "2"]);
+    assert_ok(&grove(&b));
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "6", "--report", s(&resumed), "-q"]));
+    let (x, y) = (read_json(&full), read_json(&resumed));
+    assert_eq!(x["linear_inputs"]["used"], true, "{}", x["linear_inputs"]);
+    assert_eq!(without_timings(x), without_timings(y));
+}

@@ -267,8 +267,7 @@ fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
     // them gives the same R².
     assert_eq!(r["validation"]["mse"].as_f64(), Some(lowest));
     let model: grove::task::model::Model = serde_json::from_value(r["model"].clone()).unwrap();
-    let (a, b) = model.scale.unwrap();
-    let pred: Vec<f64> = model.outputs_of(test.x.clone(), test.n_rows).unwrap().iter().map(|&f| a * f as f64 + b).collect();
+    let pred = model.regression_predictions(test.x.clone(), test.n_rows).unwrap();
     let mean = test.y.iter().map(|&y| y as f64).sum::<f64>() / test.n_rows as f64;
     let sse: f64 = pred.iter().zip(&test.y).map(|(&p, &y)| (p - y as f64).powi(2)).sum();
     let sst: f64 = test.y.iter().map(|&y| (y as f64 - mean).powi(2)).sum();
