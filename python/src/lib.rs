@@ -689,8 +689,13 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let all = PyDict::new(py);
     let evolve = engine_defaults(py, &d::EVOLVE)?;
     evolve.set_item("outputs", d::EVOLVE_OUTPUTS)?;
-    let linear = serde_json::to_value(d::EVOLVE_LINEAR_INPUTS).map_err(value_error)?;
-    evolve.set_item("linear_inputs", linear.as_str().unwrap_or("auto"))?;
+    use grove::task::regression::LinearInputs;
+    let linear = match d::EVOLVE_LINEAR_INPUTS {
+        LinearInputs::Auto => "auto",
+        LinearInputs::On => "on",
+        LinearInputs::Off => "off",
+    };
+    evolve.set_item("linear_inputs", linear)?;
     all.set_item("evolve", evolve)?;
     let classify = engine_defaults(py, &d::CLASSIFY)?;
     classify.set_item("p_out", shortest(d::CLASSIFY_P_OUT))?;
