@@ -60,7 +60,7 @@ fn impossible_outputs_are_one_line_errors_naming_both_numbers() {
 fn a_head_predicts_alike_in_the_report_predict_export_and_sympy() {
     let d = dir("head-alike");
     let (csv, rep) = (d.join("d.csv"), d.join("r.json"));
-    let rows = data_csv(&csv, 300);
+    data_csv(&csv, 300);
     let args = [
         "evolve", "--data", s(&csv), "--functions", "add,sub,mul,sin", "--outputs", "3", "--pop", "200", "--gens", "8", "--seed", "4",
         "--validation-fraction", "0", "--select", "train", "--report", s(&rep), "-q",

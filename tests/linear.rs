@@ -41,7 +41,7 @@ fn a_linear_part_is_kept_with_its_weights_and_every_output_agrees() {
     let d = dir("linear-alike");
     let (csv, rep) = (d.join("d.csv"), d.join("r.json"));
     // A line in x0 and x1 (x2 unused) plus a product the program must find.
-    let rows = data_csv(&csv, 240, |r| 3.0 * r[0] - 2.0 * r[1] + 0.5 + r[0] * r[1]);
+    data_csv(&csv, 240, |r| 3.0 * r[0] - 2.0 * r[1] + 0.5 + r[0] * r[1]);
     let args = ["evolve", "--data", s(&csv), "--functions", "add,sub,mul", "--pop", "300", "--gens", "12", "--seed", "3", "--report", s(&rep), "-q"];
     let out = grove(&args);
     assert_ok(&out);
@@ -88,7 +88,6 @@ fn a_linear_part_is_kept_with_its_weights_and_every_output_agrees() {
             assert!(close(*g, *w), "{what} {g} vs grove predict {w}");
         }
     }
-    let _ = rows;
 }
 
 #[test]

@@ -80,9 +80,10 @@ def test_regressor_with_linear_inputs_predicts_its_whole_model():
     lin = m.report_["model"]["linear"]
     assert m.report_["linear_inputs"]["used"] and len(lin["a"]) == 3
     assert m.score(X, y) > 0.99
-    # predict applies the program and the terms: its training MSE is the report's.
+    # predict applies the program and the terms: its training MSE is the report's (grove reads
+    # y as float32, this as float64: near a fit this close that rounding shows in the 7th digit).
     mse = float(np.mean((m.predict(X) - y) ** 2))
-    assert mse == pytest.approx(m.report_["train"]["mse"], rel=1e-9, abs=1e-12)
+    assert mse == pytest.approx(m.report_["train"]["mse"], rel=1e-5)
     import sympy
 
     e = m.sympy()
