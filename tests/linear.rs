@@ -4,23 +4,12 @@
 //! on load; the setting from the command line, experiment files and `--set`.
 
 use std::path::Path;
-use std::process::Output;
 
 mod support;
-use support::{assert_ok, dir, grove_cpu as grove, read_json, s, text};
+use support::{assert_ok, assert_one_line_error, dir, grove_cpu as grove, read_json, s, text};
 #[path = "support/exports.rs"]
 mod exports;
 use exports::{close, compile_rust, run_c, run_python, run_sympy};
-
-/// One line on standard error, exit status 1, containing every needle.
-fn assert_one_line_error(out: &Output, needles: &[&str]) {
-    let e = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{e}");
-    assert!(e.starts_with("error: ") && e.trim().lines().count() == 1, "one error line expected: {e}");
-    for n in needles {
-        assert!(e.contains(n), "`{n}` missing from: {e}");
-    }
-}
 
 /// A CSV of `n` rows of three inputs on a deterministic walk and the target `f(row)`.
 fn data_csv(path: &Path, n: usize, f: impl Fn(&[f64]) -> f64) -> Vec<Vec<f64>> {

@@ -521,8 +521,9 @@ fn model(json: &str) -> PyResult<Model> {
     serde_json::from_str(json).map_err(|e| PyValueError::new_err(format!("not a grove model: {e}")))
 }
 
-/// The model's outputs on `x`, `[max(1, n_outputs)][n_rows]`, computed with the GIL released.
-fn model_outputs(py: Python<'_>, m: &Model, x: &Bound<'_, PyAny>) -> PyResult<(Vec<f32>, usize)> {
+/// `x` (`(n_rows, n_features)`) as the model reads it, `[features][n_rows]` f32, and its row
+/// count; an error unless it has the model's features.
+fn model_features(m: &Model, x: &Bound<'_, PyAny>) -> PyResult<(Vec<f32>, usize)> {
     let (x, n_rows, n_features) = features(x)?;
     if n_features != m.features.len() {
         return Err(PyValueError::new_err(format!(
@@ -531,6 +532,12 @@ fn model_outputs(py: Python<'_>, m: &Model, x: &Bound<'_, PyAny>) -> PyResult<(V
             m.features.join(", ")
         )));
     }
+    Ok((x, n_rows))
+}
+
+/// The model's outputs on `x`, `[max(1, n_outputs)][n_rows]`, computed with the GIL released.
+fn model_outputs(py: Python<'_>, m: &Model, x: &Bound<'_, PyAny>) -> PyResult<(Vec<f32>, usize)> {
+    let (x, n_rows) = model_features(m, x)?;
     let out = py.detach(|| m.outputs_of(x, n_rows)).map_err(value_error)?;
     Ok((out, n_rows))
 }
@@ -541,14 +548,7 @@ fn model_outputs(py: Python<'_>, m: &Model, x: &Bound<'_, PyAny>) -> PyResult<(V
 #[pyfunction]
 fn predict_regression<'py>(py: Python<'py>, model_json: &str, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyArray1<f64>>> {
     let m = model(model_json)?;
-    let (x, n_rows, n_features) = features(x)?;
-    if n_features != m.features.len() {
-        return Err(PyValueError::new_err(format!(
-            "X has {n_features} features, but the model reads {} ({})",
-            m.features.len(),
-            m.features.join(", ")
-        )));
-    }
+    let (x, n_rows) = model_features(&m, x)?;
     let p = py.detach(|| m.regression_predictions(x, n_rows)).map_err(value_error)?;
     Ok(PyArray1::from_vec(py, p))
 }
