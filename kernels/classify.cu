@@ -6,8 +6,9 @@
 // src/program/ops.rs (GROVE_OP_*, GROVE_FOR_EACH_OP): no formula is written here by hand.
 //
 // Per tree and point: the outputs are the logits z (n_outputs == n_classes), or, for a
-// single-output program of two classes, z = (0, f). The prediction is argmax z (ties to the
-// lower class; NaN never wins); a correct one counts for the point's class. The cross-entropy
+// single-output program of two classes, z = (0, f); with offsets (the linear terms of the
+// inputs, src/program/logistic.rs) each output has its offset added first. The prediction is
+// argmax z (ties to the lower class; NaN never wins); a correct one counts for the point's class. The cross-entropy
 // logsumexp(z) - z[y] is computed in f64 after shifting by max z (never overflows). A point
 // with a non-finite logit counts in `bad` and adds nothing else.
 //
@@ -39,6 +40,8 @@ struct GroveClassifyParams {
     unsigned n_trees;      // trees in this launch (entries of tree_ids)
     unsigned tile_points;  // points per block, a multiple of blockDim.x
     unsigned n_tiles;      // ceil(N / tile_points): row stride of the partials
+    unsigned has_offset;   // 1: offset [max(1, n_outputs)][N] is added to the outputs
+    unsigned reserved;     // 0
 };
 GROVE_CHECK_LAYOUT(GroveClassifyParams);
 
@@ -76,10 +79,16 @@ __device__ __forceinline__ unsigned grove_warp_sum(unsigned v) {
     return v;
 }
 
-// Logit k of the current point: slot k of this thread, or (0, f) for one output.
-__device__ __forceinline__ double grove_logit(const float* slots, unsigned n_out, unsigned k, float top) {
-    if (n_out == 0) return k == 0 ? 0.0 : (double)top;
-    return (double)slots[k * blockDim.x + threadIdx.x];
+// Logit k of the current point pt: slot k of this thread, or (0, f) for one output; with
+// offsets, the output plus its offset, added in f32 as the CPU reference adds them.
+__device__ __forceinline__ double grove_logit(const float* slots, unsigned n_out, unsigned k, float top,
+                                              const float* __restrict__ offset, unsigned n_rows, unsigned pt) {
+    if (n_out == 0) {
+        if (k == 0) return 0.0;
+        return offset ? (double)(top + __ldg(offset + pt)) : (double)top;
+    }
+    const float z = slots[k * blockDim.x + threadIdx.x];
+    return offset ? (double)(z + __ldg(offset + (size_t)k * n_rows + pt)) : (double)z;
 }
 
 // Evaluates tree tree_ids[blockIdx.x % n_trees] on tile blockIdx.x / n_trees, one point per
@@ -94,6 +103,7 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
                                                const unsigned short* __restrict__ sizes,
                                                const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
                                                const float* __restrict__ x, const unsigned* __restrict__ labels,
+                                               const float* __restrict__ offset_in,
                                                GroveClassPartial* __restrict__ partials,
                                                unsigned* __restrict__ correct) {
     __shared__ GroveInstr code[GROVE_CHUNK];
@@ -109,6 +119,7 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
     const unsigned end = min(first + p.tile_points, p.n_rows);
     const int len = (int)lens[t];
     const unsigned n_out = p.n_outputs;
+    const float* offset = p.has_offset ? offset_in : nullptr;
     const size_t row = (size_t)t * p.max_len;
     const unsigned char* op = ops + row;
     const float* value = values + row;
@@ -167,10 +178,10 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
             const unsigned K = p.n_classes;
             bool fin = true;
             unsigned best = 0;
-            double m = grove_logit(slots, n_out, 0, top);
+            double m = grove_logit(slots, n_out, 0, top, offset, p.n_rows, pt);
             fin = isfinite(m);
             for (unsigned k = 1; k < K; ++k) {
-                const double z = grove_logit(slots, n_out, k, top);
+                const double z = grove_logit(slots, n_out, k, top, offset, p.n_rows, pt);
                 fin = fin && isfinite(z);
                 if (z > m) {  // NaN never wins (only reached when every logit is finite)
                     m = z;
@@ -183,8 +194,8 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
             } else {
                 if (best == y) atomicAdd(&counts[y], 1u);  // integer: exact in any order
                 double sum = 0.0;
-                for (unsigned k = 0; k < K; ++k) sum += exp(grove_logit(slots, n_out, k, top) - m);
-                s_ce += (m - grove_logit(slots, n_out, y, top)) + log(sum);
+                for (unsigned k = 0; k < K; ++k) sum += exp(grove_logit(slots, n_out, k, top, offset, p.n_rows, pt) - m);
+                s_ce += (m - grove_logit(slots, n_out, y, top, offset, p.n_rows, pt)) + log(sum);
             }
         }
     }
@@ -221,6 +232,7 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
 //   ops       [P x L] opcodes          values [P x L] variable index or constant
 //   sizes     [P x L] subtree sizes    outs   [P x L] output slot + 1     lens [P] tree lengths
 //   x         [F][N] features, f32     labels [N] class of each point (< n_classes)
+//   offset    [max(1, n_outputs)][N] added to the outputs where p.has_offset (else unread)
 //   partials  [P x n_tiles] sums       correct [P x n_tiles x n_classes] correct counts
 // Launch: blockDim.x a multiple of 32 (at most GROVE_MAX_THREADS), grid n_trees * n_tiles,
 // dynamic shared memory (n_classes + n_outputs * blockDim.x) * 4 bytes, then
@@ -230,14 +242,14 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
         const unsigned char* __restrict__ ops, const float* __restrict__ values,                 \
         const unsigned short* __restrict__ sizes, const unsigned char* __restrict__ outs,        \
         const unsigned short* __restrict__ lens, const float* __restrict__ x, const unsigned* __restrict__ labels,                        \
-        GroveClassPartial* __restrict__ partials, unsigned* __restrict__ correct
+        const float* __restrict__ offset, GroveClassPartial* __restrict__ partials, unsigned* __restrict__ correct
 
 extern "C" __global__ void grove_classify_fast(GROVE_CLASSIFY_ARGS) {
-    grove_classify<GROVE_STACK>(p, tree_ids, ops, values, sizes, outs, lens, x, labels, partials, correct);
+    grove_classify<GROVE_STACK>(p, tree_ids, ops, values, sizes, outs, lens, x, labels, offset, partials, correct);
 }
 // For trees whose stack need exceeds GROVE_STACK (the host computes it, as for eval.cu).
 extern "C" __global__ void grove_classify_deep(GROVE_CLASSIFY_ARGS) {
-    grove_classify<GROVE_DEEP_STACK>(p, tree_ids, ops, values, sizes, outs, lens, x, labels, partials, correct);
+    grove_classify<GROVE_DEEP_STACK>(p, tree_ids, ops, values, sizes, outs, lens, x, labels, offset, partials, correct);
 }
 
 // Sums each tree's tile partials in tile order: sums[t] and sums_correct[t][c]. One thread

@@ -391,7 +391,9 @@ impl Backend {
             anyhow::bail!("row {r} of a population of {}", pop.size());
         }
         match (self, data) {
-            (_, ClassData::Host { x, labels, n_rows, n_classes }) => {
+            (_, ClassData::Host { offset: Some(_), .. }) => anyhow::bail!("{NO_OFFSET_FIT}"),
+            (Backend::Cuda(_), ClassData::Device(d)) if d.has_offset() => anyhow::bail!("{NO_OFFSET_FIT}"),
+            (_, ClassData::Host { x, labels, n_rows, n_classes, offset: None }) => {
                 Ok(cpu::fit::class::fit_class_constants(pop, rows, x, labels, *n_rows, *n_classes, steps))
             }
             (Backend::Cuda(e), ClassData::Device(d)) => Ok(e.fit_class_constants(pop, rows, d, steps)?),
@@ -406,14 +408,41 @@ impl Backend {
     /// `kernels/classify.cu` (parity: `classify_matches_reference` in `tests/cuda_eval.rs`);
     /// `GROVE_CLASSIFY_KERNEL=0` keeps the data on the host and runs the CPU reference instead.
     pub fn classification_data<'d>(&self, x: &'d [f32], labels: &'d [u32], n_rows: usize, n_classes: usize) -> Result<ClassData<'d>> {
+        self.classification_data_with(x, labels, n_rows, n_classes, None)
+    }
+
+    /// [`Backend::classification_data`] with `offset` (`[slots][n_rows]`, finite: `slots` is
+    /// `n_classes`, or 1 for one-output programs of two classes) added to the programs' outputs
+    /// before they are scored: the linear terms of the inputs ([`crate::program::logistic`]).
+    pub fn classification_data_with<'d>(
+        &self,
+        x: &'d [f32],
+        labels: &'d [u32],
+        n_rows: usize,
+        n_classes: usize,
+        offset: Option<&'d [f32]>,
+    ) -> Result<ClassData<'d>> {
         anyhow::ensure!(labels.len() == n_rows && n_rows > 0, "{} labels for {n_rows} rows", labels.len());
         anyhow::ensure!(x.len() % n_rows == 0, "{} feature values do not fill {n_rows} rows", x.len());
         anyhow::ensure!(labels.iter().all(|&l| (l as usize) < n_classes), "a label is not below {n_classes}");
+        if let Some(o) = offset {
+            let slots = o.len() / n_rows;
+            anyhow::ensure!(
+                o.len() % n_rows == 0 && (slots == n_classes || (slots == 1 && n_classes == 2)),
+                "{} offsets for {n_rows} rows of {n_classes} classes",
+                o.len()
+            );
+            anyhow::ensure!(o.iter().all(|v| v.is_finite()), "an offset is not finite");
+        }
         Ok(match self {
             Backend::Cuda(e) if classify_kernel_opted_in() => {
-                ClassData::Device(e.upload_class_data(x, labels, n_rows, x.len() / n_rows, n_classes)?)
+                let mut d = e.upload_class_data(x, labels, n_rows, x.len() / n_rows, n_classes)?;
+                if let Some(o) = offset {
+                    e.set_class_offset(&mut d, o)?;
+                }
+                ClassData::Device(d)
             }
-            _ => ClassData::Host { x, labels, n_rows, n_classes },
+            _ => ClassData::Host { x, labels, n_rows, n_classes, offset },
         })
     }
 
@@ -422,8 +451,11 @@ impl Backend {
     /// (the sign of the single output).
     pub fn classification_sums(&self, pop: &Population, data: &ClassData<'_>) -> Result<Vec<ClassSums>> {
         match (self, data) {
-            (_, ClassData::Host { x, labels, n_rows, n_classes }) => {
-                Ok(cpu::classify::evaluate_classification(pop, x, labels, *n_rows, *n_classes)?)
+            (_, ClassData::Host { x, labels, n_rows, n_classes, offset }) => {
+                if let Some(o) = offset {
+                    anyhow::ensure!(o.len() == pop.n_outputs.max(1) * n_rows, "offsets for {} outputs, programs of {}", o.len() / n_rows, pop.n_outputs);
+                }
+                Ok(cpu::classify::evaluate_classification_with(pop, x, labels, *n_rows, *n_classes, *offset)?)
             }
             (Backend::Cuda(e), ClassData::Device(d)) => Ok(e.evaluate_classification(pop, d)?),
             _ => anyhow::bail!("data set uploaded for another backend"),
@@ -456,6 +488,9 @@ impl Backend {
     }
 }
 
+/// Why classifiers with linear terms of the inputs do not fit constants.
+const NO_OFFSET_FIT: &str = "the constant fitting of classifiers does not read the linear terms of the inputs: drop --optimise-constants or use --linear-inputs off";
+
 /// Classification fitness on CUDA runs `kernels/classify.cu` unless `GROVE_CLASSIFY_KERNEL=0`
 /// (the CPU reference, for comparisons).
 fn classify_kernel_opted_in() -> bool {
@@ -474,6 +509,9 @@ pub enum ClassData<'d> {
         n_rows: usize,
         /// Classes.
         n_classes: usize,
+        /// Added to the programs' outputs before scoring: `[max(1, n_outputs)][n_rows]`
+        /// ([`Backend::classification_data_with`]).
+        offset: Option<&'d [f32]>,
     },
     /// Uploaded to a GPU.
     Device(cuda::DeviceClassData),

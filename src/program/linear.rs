@@ -73,6 +73,24 @@ impl Linear {
         p
     }
 
+    /// The terms as text that follows a program's: ` + a_j*x_j …` (zero weights left out),
+    /// then ` + c`, with numbers as the renderer prints them.
+    pub fn render(&self, names: &[String], style: super::render::Style) -> String {
+        use super::render::{Style, number, var_name};
+        let mut s = String::new();
+        for (j, &a) in self.a.iter().enumerate().filter(|(_, a)| **a != 0.0) {
+            let name = var_name(j, names, style);
+            let sign = if a < 0.0 { "-" } else { "+" };
+            let a = number(a.abs() as f32);
+            s += &match style {
+                Style::Latex => format!(" {sign} {a} {name}"),
+                Style::Sympy | Style::Infix => format!(" {sign} {a}*{name}"),
+            };
+        }
+        let sign = if self.c < 0.0 { "-" } else { "+" };
+        s + &format!(" {sign} {}", number(self.c.abs() as f32))
+    }
+
     /// Inputs with a non-zero weight.
     pub fn used(&self) -> usize {
         self.a.iter().filter(|a| **a != 0.0).count()

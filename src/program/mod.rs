@@ -1,7 +1,8 @@
 //! Programs: the operator table and its f32 point semantics (`ops`, `fastmath`), the
 //! tensorized population of trees, the fitness formulas and sums of regression and
 //! classification (`fitness`: shared by the tasks, the engine and both backends), the fitted
-//! linear head over a program's outputs (`head`), random trees,
+//! linear head over a program's outputs (`head`), linear terms of the inputs beside it
+//! (`linear` for regression, `logistic` for classification), random trees,
 //! the variation operators on them, rendering and export. The CPU interpreter and the CPU twins
 //! of the kernels live in `backend::cpu`.
 
@@ -9,6 +10,7 @@ pub mod fastmath;
 pub mod fitness;
 pub mod head;
 pub mod linear;
+pub mod logistic;
 pub mod init;
 pub mod ops;
 pub mod export;

@@ -8,6 +8,7 @@
 use anyhow::{Context, Result, bail};
 
 use super::model::{Model, ModelKind, classify_outputs};
+use super::search::LinearInputs;
 use super::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_ge, check_search, describe_devices, device_loop_line, generations_json, islands_summary};
 use crate::data::classes::{ClassSource, Labeled, Standardize, stratified_split};
 /// The fitness measure and the fitness of the fused sums: defined in [`crate::program::fitness`],
@@ -77,6 +78,86 @@ impl crate::evolve::Fitness for Classification<'_> {
             _ => None,
         }
     }
+}
+
+fn default_linear_inputs() -> LinearInputs {
+    super::defaults::CLASSIFY_LINEAR_INPUTS
+}
+
+/// Most work of one pass of the terms' fit, `(inputs + 1) × classes × rows`, where `auto` still
+/// fits them (about 0.1 s a pass on two cores; a fit takes some 40 fits of 50 to 500 passes).
+pub const MAX_LINEAR_WORK: f64 = 2e7;
+
+/// The linear terms of the inputs [`fit`] adds to a classifier's outputs, and why.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassLinear {
+    /// The logistic fit on the rows evolution fits, where one was made.
+    pub fit: Option<crate::program::logistic::LogisticFit>,
+    /// The model has the terms.
+    pub used: bool,
+    /// Why (the report's `linear_inputs.why`).
+    pub why: String,
+}
+
+impl ClassLinear {
+    /// No terms, for `why`.
+    pub fn none(why: impl Into<String>) -> Self {
+        Self { fit: None, used: false, why: why.into() }
+    }
+
+    /// The terms, one per output, where the model has them.
+    pub fn terms(&self) -> Option<&[crate::program::linear::Linear]> {
+        if self.used { self.fit.as_ref().map(|f| &f.terms[..]) } else { None }
+    }
+
+    /// The report's `linear_inputs`.
+    pub fn json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({"used": self.used, "why": self.why});
+        if let Some(f) = &self.fit {
+            v["penalty"] = serde_json::json!(f.penalty);
+            v["cv_cross_entropy"] = serde_json::json!(crate::report::num(f.cv_ce));
+            v["prior_cross_entropy"] = serde_json::json!(crate::report::num(f.prior_ce));
+            v["train_cross_entropy"] = serde_json::json!(crate::report::num(f.train_ce));
+        }
+        v
+    }
+}
+
+/// Decides and fits the linear terms of `settings` on `rows` (the rows evolution fits, already
+/// standardised where asked) for programs of `n_outputs` outputs (0: one output, two classes).
+pub fn class_linear(settings: &ClassifySettings, rows: &Labeled, n_outputs: usize) -> Result<ClassLinear> {
+    use crate::program::linear::MAX_INPUTS;
+    let mode = settings.linear_inputs;
+    let (n, f, k) = (rows.data.n_rows, rows.data.n_features, rows.n_classes());
+    let work = (f as f64 + 1.0) * k as f64 * n as f64;
+    match mode {
+        LinearInputs::Off => return Ok(ClassLinear::none("off (--linear-inputs off)")),
+        LinearInputs::Auto if settings.engine.constants.steps > 0 => {
+            return Ok(ClassLinear::none("off: --optimise-constants (the constant fitting of classifiers does not read the terms)"));
+        }
+        LinearInputs::Auto if f > MAX_INPUTS => return Ok(ClassLinear::none(format!("off: {f} inputs, more than the {MAX_INPUTS} the terms read"))),
+        LinearInputs::Auto if work > MAX_LINEAR_WORK => {
+            return Ok(ClassLinear::none(format!(
+                "off: {n} rows × {} inputs × {k} classes is past the {MAX_LINEAR_WORK:.0e} a pass of the fit takes in auto (--linear-inputs on fits them)",
+                f + 1
+            )));
+        }
+        _ => {}
+    }
+    let fitted = crate::program::logistic::fit(&rows.data.x, &rows.labels, n, f, k, n_outputs == 0)
+        .map_err(|e| anyhow::anyhow!("--linear-inputs (linear_inputs): {e}"))?;
+    let Some(fit) = fitted else {
+        return Ok(ClassLinear::none(format!("off: no input with a spread, or fewer than {} rows", 2 * crate::program::logistic::FOLDS)));
+    };
+    let numbers = format!(
+        "5-fold cross-validated cross-entropy {:.4} against {:.4} for the class frequencies (penalty {}, {} inputs)",
+        fit.cv_ce, fit.prior_ce, fit.penalty, fit.inputs
+    );
+    Ok(match mode {
+        LinearInputs::On => ClassLinear { used: true, why: format!("on (--linear-inputs on): {numbers}"), fit: Some(fit) },
+        _ if fit.helps() => ClassLinear { used: true, why: format!("auto, kept: {numbers}"), fit: Some(fit) },
+        _ => ClassLinear { used: false, why: format!("auto, left out: {numbers}"), fit: Some(fit) },
+    })
 }
 
 /// A confusion matrix: `counts[true class][predicted class]`.
@@ -170,6 +251,10 @@ pub struct ClassifySettings {
     pub fitness: ClassFitness,
     /// Two classes: one output, class 1 where it is positive (instead of one output per class).
     pub binary: bool,
+    /// Linear terms of the inputs added to each output, fitted by logistic regression before
+    /// the search ([`crate::program::logistic`]).
+    #[serde(default = "default_linear_inputs")]
+    pub linear_inputs: LinearInputs,
     /// Added to the fitness per node.
     pub parsimony: f64,
     /// Tree GP settings.
@@ -207,6 +292,7 @@ impl Default for ClassifySettings {
             genome_capacity: ge.genome_capacity,
             fitness: ClassFitness::default(),
             binary: false,
+            linear_inputs: super::defaults::CLASSIFY_LINEAR_INPUTS,
             parsimony: PARSIMONY,
             trees: ClassTreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
@@ -251,14 +337,20 @@ impl ClassScores {
     }
 }
 
-/// Scores of a tree with `n_outputs` outputs (0: binary) on `data`.
-pub fn scores(nodes: &[Node], n_outputs: usize, data: &Labeled) -> Result<ClassScores> {
+/// Scores of a tree with `n_outputs` outputs (0: binary) on `data`, with `terms` (linear terms
+/// of the inputs, one per output) added to its outputs where given.
+pub fn scores(nodes: &[Node], n_outputs: usize, data: &Labeled, terms: Option<&[crate::program::linear::Linear]>) -> Result<ClassScores> {
     let k = data.n_classes();
+    let n = data.data.n_rows;
     let mut pop = Population::new(1, nodes.len().max(1), n_outputs);
     let _ = pop.set_tree(0, nodes);
-    let out = crate::backend::cpu::eval::predict(&pop, 0, &data.data.x, data.data.n_rows)?;
-    let predicted = classify_outputs(&out, data.data.n_rows, n_outputs, k);
-    let sums = crate::backend::cpu::classify::evaluate_classification(&pop, &data.data.x, &data.labels, data.data.n_rows, k)?;
+    let offset = terms.map(|t| crate::program::logistic::offsets(t, &data.data.x, n));
+    let mut out = crate::backend::cpu::eval::predict(&pop, 0, &data.data.x, n)?;
+    if let Some(o) = &offset {
+        out.iter_mut().zip(o).for_each(|(v, o)| *v += o);
+    }
+    let predicted = classify_outputs(&out, n, n_outputs, k);
+    let sums = crate::backend::cpu::classify::evaluate_classification_with(&pop, &data.data.x, &data.labels, n, k, offset.as_deref())?;
     let ce = if sums[0].bad > 0 { f64::NAN } else { sums[0].ce / sums[0].n.max(1) as f64 };
     Ok(ClassScores { confusion: Confusion::new(&data.labels, &predicted, k), cross_entropy: ce })
 }
@@ -315,6 +407,10 @@ impl ClassifySettings {
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
         check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
+        ensure!(
+            !(self.linear_inputs == LinearInputs::On && self.engine.constants.steps > 0),
+            "--linear-inputs on cannot go with --optimise-constants (engine.constants.steps): the constant fitting of classifiers does not read the terms"
+        );
         Ok(())
     }
 
@@ -381,20 +477,28 @@ pub fn fit(
     if backend.classification_on_host() && !opts.quiet {
         opts.say("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }
-    let data = backend.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
+    let linear = class_linear(settings, train, n_outputs)?;
+    let terms = linear.terms();
+    let plan = if terms.is_some() {
+        plan.with_small_rule(super::defaults::CLASSIFY_SMALL_DATA_RULE_WITH_TERMS, "the model has linear terms of the inputs")
+    } else {
+        plan
+    };
+    let offset = terms.map(|t| crate::program::logistic::offsets(t, &train.data.x, train.data.n_rows));
+    let data = backend.classification_data_with(&train.data.x, &train.labels, train.data.n_rows, k, offset.as_deref())?;
     let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
     let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
     let mut tasks = vec![Classification { backend, data, counts: counts.clone(), fitness: settings.fitness, parsimony: settings.parsimony }];
     for b in &more {
-        let data = b.classification_data(&train.data.x, &train.labels, train.data.n_rows, k)?;
+        let data = b.classification_data_with(&train.data.x, &train.labels, train.data.n_rows, k, offset.as_deref())?;
         tasks.push(Classification { backend: b, data, counts: counts.clone(), fitness: settings.fitness, parsimony: settings.parsimony });
     }
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
     super::search::note_bloat(&settings.engine, backend, opts);
     // --stop-at is the best program's training accuracy (the fitness may be cross-entropy).
-    let accuracy = |b: &crate::evolve::Best| scores(&b.nodes, n_outputs, train).map_or(f64::NAN, |s| s.confusion.accuracy());
+    let accuracy = |b: &crate::evolve::Best| scores(&b.nodes, n_outputs, train, terms).map_or(f64::NAN, |s| s.confusion.accuracy());
     let goal = super::budget::Goal { measure: super::budget::Measure::Accuracy, value: Box::new(accuracy) };
     let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?.with_budget(settings.budget, goal);
     let names = train.data.names.clone();
@@ -416,9 +520,9 @@ pub fn fit(
     let mut cands = Vec::with_capacity(front.len());
     let primitives = super::validation::primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), train.data.n_features);
     for (n, e, loss) in &front {
-        let v = validation.map(|v| scores(&e.nodes, n_outputs, v)).transpose()?;
+        let v = validation.map(|v| scores(&e.nodes, n_outputs, v, terms)).transpose()?;
         // Cross-entropy is a likelihood whatever the fitness: every member gets a length.
-        let ce = scores(&e.nodes, n_outputs, train)?.cross_entropy;
+        let ce = scores(&e.nodes, n_outputs, train, terms)?.cross_entropy;
         let nll = if ce.is_finite() { ce * train.data.n_rows as f64 } else { f64::INFINITY };
         let params = super::validation::constants_of(&e.nodes);
         let description = super::validation::description_length(nll, *n, primitives, params, train.data.n_rows);
@@ -434,27 +538,29 @@ pub fn fit(
     let chosen = super::validation::chosen_program(&front, &decision, &outcome);
     let best = &chosen;
     let seconds = start.elapsed().as_secs_f64();
-    let train_scores = scores(&best.nodes, n_outputs, train)?;
-    let validation_scores = validation.map(|v| scores(&best.nodes, n_outputs, v)).transpose()?;
-    let test_scores = test.map(|t| scores(&best.nodes, n_outputs, t)).transpose()?;
-    let programs: Vec<String> = if n_outputs == 0 {
-        vec![render(&best.nodes, &names, Style::Infix)]
-    } else {
-        outputs(&best.nodes, n_outputs, &names, Style::Infix)
+    let train_scores = scores(&best.nodes, n_outputs, train, terms)?;
+    let validation_scores = validation.map(|v| scores(&best.nodes, n_outputs, v, terms)).transpose()?;
+    let test_scores = test.map(|t| scores(&best.nodes, n_outputs, t, terms)).transpose()?;
+    // Each output's text, with its linear terms of the inputs where the model has them.
+    let texts = |nodes: &[Node], style: Style| -> Vec<String> {
+        let progs = if n_outputs == 0 { vec![render(nodes, &names, style)] } else { outputs(nodes, n_outputs, &names, style) };
+        match terms {
+            None => progs,
+            Some(t) => progs.into_iter().zip(t).map(|(p, t)| format!("{p}{}", t.render(&names, style))).collect(),
+        }
     };
+    let programs = texts(&best.nodes, Style::Infix);
     let mut generations = generations_json(&outcome.history, &observer.median_sizes);
     add_island_stats(&mut generations, &outcome.island_history, false);
-    let show = |nodes: &[Node], style: Style| {
-        if n_outputs == 0 { render(nodes, &names, style) } else { outputs(nodes, n_outputs, &names, style).join("; ") }
-    };
+    let show = |nodes: &[Node], style: Style| texts(nodes, style).join("; ");
     let fame = super::validation::front_rows(&front, &cands, decision.member, |nodes| {
         Ok((show(nodes, Style::Infix), show(nodes, Style::Latex), show(nodes, Style::Sympy)))
     })?;
     let mut best_json = serde_json::json!({
         "programs": programs,
         "infix": render(&best.nodes, &names, Style::Infix),
-        "sympy": if n_outputs == 0 { serde_json::json!(render(&best.nodes, &names, Style::Sympy)) }
-                 else { serde_json::json!(outputs(&best.nodes, n_outputs, &names, Style::Sympy)) },
+        "sympy": if n_outputs == 0 { serde_json::json!(texts(&best.nodes, Style::Sympy)[0]) }
+                 else { serde_json::json!(texts(&best.nodes, Style::Sympy)) },
         "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
     });
     if let Some((genome, text)) = &best.genome {
@@ -472,6 +578,7 @@ pub fn fit(
         scale: None,
         head: None,
         linear: None,
+        logit_terms: terms.map(<[_]>::to_vec),
         standardize: standardize.cloned(),
     };
     let mut report = serde_json::json!({
@@ -481,6 +588,7 @@ pub fn fit(
         "generations": generations,
         "ended": observer.ended,
         "best": best_json,
+        "linear_inputs": linear.json(),
         "selection": super::validation::selection_json(&plan, &decision, train.data.n_rows, validation.map_or(0, |v| v.data.n_rows)),
         "train": train_scores.json(),
         "validation": validation_scores.as_ref().map(ClassScores::json),
@@ -499,13 +607,17 @@ pub fn fit(
     }
     let w = train.classes.iter().map(|c| c.len()).max().unwrap_or(1).max(8);
     let mut summary = String::new();
+    // The programs alone: the terms of every input would bury them (the report has the whole model).
+    let alone = if n_outputs == 0 { vec![render(&best.nodes, &names, Style::Infix)] } else { outputs(&best.nodes, n_outputs, &names, Style::Infix) };
+    let plus = if terms.is_some() { " + linear terms" } else { "" };
     if n_outputs == 0 {
-        summary += &format!("program       {}  (class {} where positive, else {})\n", programs[0], train.classes[1], train.classes[0]);
+        summary += &format!("program       {}{plus}  (class {} where positive, else {})\n", alone[0], train.classes[1], train.classes[0]);
     } else {
-        for (c, p) in train.classes.iter().zip(&programs) {
-            summary += &format!("class {c:<w$}  {p}\n");
+        for (c, p) in train.classes.iter().zip(&alone) {
+            summary += &format!("class {c:<w$}  {p}{plus}\n");
         }
     }
+    summary += &format!("linear inputs {}\n", linear.why);
     summary += &format!("size          {} nodes\n", best.nodes.len());
     summary += &format!("selected      {}: {}\n", decision.rule.name(), decision.why);
     summary += &observer.ended.line(settings.engine.generations).unwrap_or_default();

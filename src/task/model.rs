@@ -1,8 +1,8 @@
 //! A saved program (`model` in a run report): what `grove predict` needs to apply the best
 //! program of a `grove evolve` or `grove classify` run to new rows — the tree, the feature
 //! names it reads (by name, so the columns of a new file may be in any order), the class names,
-//! the linear scaling or the fitted head over its outputs, and the standardisation fitted on the
-//! training data.
+//! the linear scaling or the fitted head over its outputs, the linear terms of the inputs, and
+//! the standardisation fitted on the training data.
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 
@@ -52,6 +52,11 @@ pub struct Model {
     /// (`--linear-inputs`; reports before them have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linear: Option<crate::program::linear::Linear>,
+    /// Classification: linear terms of the inputs the program reads (after standardisation)
+    /// added to each output, one per output (one for a one-output program of two classes:
+    /// class 1's logit against class 0's); `--linear-inputs`, [`crate::program::logistic`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logit_terms: Option<Vec<crate::program::linear::Linear>>,
     /// Features are standardised with these statistics before the program reads them.
     #[serde(default)]
     pub standardize: Option<Standardize>,
@@ -95,6 +100,18 @@ impl Model {
         if let Some(l) = &self.linear {
             ensure!(self.kind == ModelKind::Regression, "a classification model with linear terms");
             l.check(n).map_err(|e| anyhow!("the model's linear terms: {e}"))?;
+        }
+        if let Some(terms) = &self.logit_terms {
+            ensure!(self.kind == ModelKind::Classification, "a regression model with linear terms per output");
+            ensure!(
+                terms.len() == self.n_outputs.max(1),
+                "the model has linear terms for {} outputs; its program has {}",
+                terms.len(),
+                self.n_outputs.max(1)
+            );
+            for (k, t) in terms.iter().enumerate() {
+                t.check(n).map_err(|e| anyhow!("the model's linear terms of output {k}: {e}"))?;
+            }
         }
         if let Some(s) = &self.standardize {
             ensure!(
@@ -152,11 +169,17 @@ impl Model {
         }
         let mut pop = Population::new(1, nodes.len().max(1), self.n_outputs);
         pop.set_tree(0, &nodes).map_err(|e| anyhow::anyhow!("the model's tree: {e}"))?;
+        let offsets = self.logit_terms.as_ref().map(|t| crate::program::logistic::offsets(t, &x, n_rows));
         // The interpreter reads at least one feature column; a program of constants needs none.
         if x.is_empty() {
             x = vec![0.0; n_rows];
         }
-        Ok(crate::backend::cpu::eval::predict(&pop, 0, &x, n_rows)?)
+        let mut out = crate::backend::cpu::eval::predict(&pop, 0, &x, n_rows)?;
+        // Added in f32, as the search scored them (`backend::cpu::classify`).
+        if let Some(o) = offsets {
+            out.iter_mut().zip(o).for_each(|(v, o)| *v += o);
+        }
+        Ok(out)
     }
 
     /// How a regression model's outputs become its prediction: its head, else its scale

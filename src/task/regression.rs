@@ -140,27 +140,7 @@ impl crate::evolve::Fitness for Regression<'_> {
     }
 }
 
-/// Whether a regression model has linear terms of the inputs beside its program
-/// (`--linear-inputs`, the experiment field `linear_inputs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum LinearInputs {
-    /// Where they predict unseen rows better than the mean (generalised cross-validation) and
-    /// shorten the data's description; never with `--no-linear-scaling` (the raw program was
-    /// asked for), `--metric mae` (the terms are a least-squares fit), `--shard-rows`, or on a
-    /// GPU (the joint fit has no CUDA kernel yet).
-    Auto,
-    /// Always, where the inputs have a spread.
-    On,
-    /// Never: the program alone.
-    Off,
-}
-
-impl Default for LinearInputs {
-    fn default() -> Self {
-        super::defaults::EVOLVE_LINEAR_INPUTS
-    }
-}
+pub use super::search::LinearInputs;
 
 /// The linear terms [`fit`] puts beside the program, and why.
 #[derive(Clone, Debug, PartialEq)]
@@ -557,7 +537,7 @@ pub fn readout_texts(nodes: &[Node], names: &[String], readout: &Readout) -> (St
 /// [`readout_texts`] of the whole model: with `linear` terms, the intercepts are summed into
 /// one number at the end and `+ a_j*x_j` follow the program (zero weights left out).
 pub fn model_texts(nodes: &[Node], names: &[String], readout: &Readout, linear: Option<&Linear>) -> (String, String, String) {
-    use crate::program::render::{Style, number};
+    use crate::program::render::Style;
     let Some(l) = linear else {
         return program_texts(nodes, names, readout);
     };
@@ -570,20 +550,8 @@ pub fn model_texts(nodes: &[Node], names: &[String], readout: &Readout, linear: 
     let pi = pi.strip_suffix(" + 0").map(str::to_string).unwrap_or(pi);
     let pl = pl.strip_suffix(" + 0").map(str::to_string).unwrap_or(pl);
     let ps = ps.strip_suffix(" + 0").map(str::to_string).unwrap_or(ps);
-    let terms = |style: Style| -> String {
-        let mut s = String::new();
-        for (j, &a) in l.a.iter().enumerate().filter(|(_, a)| **a != 0.0) {
-            let name = crate::program::render::var_name(j, names, style);
-            let sign = if a < 0.0 { "-" } else { "+" };
-            let a = number(a.abs() as f32);
-            s += &match style {
-                Style::Latex => format!(" {sign} {a} {name}"),
-                Style::Sympy | Style::Infix => format!(" {sign} {a}*{name}"),
-            };
-        }
-        let sign = if c < 0.0 { "-" } else { "+" };
-        s + &format!(" {sign} {}", number(c.abs() as f32))
-    };
+    let merged = Linear { c, a: l.a.clone() };
+    let terms = |style: Style| merged.render(names, style);
     (pi + &terms(Style::Infix), pl + &terms(Style::Latex), ps + &terms(Style::Sympy))
 }
 
@@ -1010,6 +978,7 @@ pub fn finish(
             Readout::Head(h) => Some(h.clone()),
         },
         linear: lin.cloned(),
+        logit_terms: None,
         standardize: None,
     };
     let mut report = serde_json::json!({

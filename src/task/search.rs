@@ -363,3 +363,29 @@ pub fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
         (b, o) => *b = o,
     }
 }
+
+/// Whether a model has linear terms of the inputs beside its program (`--linear-inputs`, the
+/// experiment field `linear_inputs`): a line in the inputs added to a regression program's
+/// value (`program::linear`), or one per output added to a classifier's logits
+/// (`program::logistic`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LinearInputs {
+    /// Where they predict unseen rows better than the mean or the class frequencies
+    /// (regression: generalised cross-validation and a shorter description; classification:
+    /// 5-fold cross-validated cross-entropy); regression leaves them out with
+    /// `--no-linear-scaling`, `--metric mae`, `--shard-rows` and on a GPU, classification with
+    /// `--optimise-constants` and past its size limits.
+    Auto,
+    /// Always, where the inputs have a spread.
+    On,
+    /// Never: the program alone.
+    Off,
+}
+
+impl Default for LinearInputs {
+    fn default() -> Self {
+        super::defaults::EVOLVE_LINEAR_INPUTS
+    }
+}
+

@@ -119,6 +119,18 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// This plan with `small` as the rule `auto` applies without validation rows (`why` says
+    /// why it changed); a plan with validation rows or an asked rule is unchanged.
+    pub fn with_small_rule(self, small: Select, why: &str) -> Plan {
+        if self.asked != Select::Auto || self.fraction > 0.0 || self.rule == small {
+            return self;
+        }
+        let note = self.note.map(|n| n.replace(returned(self.rule), &format!("{} ({why})", returned(small))));
+        Plan { rule: small, note, ..self }
+    }
+}
+
 /// What `auto` returns by `rule` without validation rows, in words.
 fn returned(rule: Select) -> &'static str {
     match rule {

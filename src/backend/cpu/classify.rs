@@ -21,11 +21,41 @@ use crate::program::fastmath;
 use crate::program::fitness::ClassSums;
 use crate::program::tree::Population;
 
-/// The fold: labels of the rows, number of classes, and whether the program has one output.
+/// The fold: labels of the rows, number of classes, whether the program has one output, and
+/// the offsets added to its outputs (`[max(1, n_outputs)][n_rows]`, where given).
 struct ClassFold<'a> {
     labels: &'a [u32],
     n_classes: usize,
     binary: bool,
+    offset: Option<&'a [f32]>,
+    n_rows: usize,
+}
+
+impl ClassFold<'_> {
+    /// Logit `k` of the block's rows from `row0` (`None`: binary mode's class 0, fixed at 0):
+    /// the output, plus its offset where there are offsets (then written to `buf`).
+    #[inline(always)]
+    fn logit<'b>(&self, k: usize, row0: usize, out: &'b BlockOutputs<'_>, buf: &'b mut [f32; BLOCK]) -> Option<&'b [f32]> {
+        let slot = if self.binary {
+            if k == 0 {
+                return None;
+            }
+            0
+        } else {
+            k
+        };
+        let z = out.output(slot);
+        match self.offset {
+            None => Some(z),
+            Some(off) => {
+                let off = &off[slot * self.n_rows + row0..][..z.len()];
+                for ((b, &z), &o) in buf.iter_mut().zip(z).zip(off) {
+                    *b = z + o;
+                }
+                Some(&buf[..z.len()])
+            }
+        }
+    }
 }
 
 impl BlockFold for ClassFold<'_> {
@@ -41,10 +71,10 @@ impl BlockFold for ClassFold<'_> {
         // Largest logit, its class (ties to the lower; NaN never wins), finiteness; then the
         // softmax sum Σ exp(z_k − max) ∈ [1, K] with the f32 fast exp.
         let (mut m, mut arg, mut fin, mut s) = ([0.0f32; BLOCK], [0u32; BLOCK], [true; BLOCK], [0.0f32; BLOCK]);
-        let logit = |k: usize| -> Option<&[f32]> { if self.binary { (k == 1).then(|| out.output(0)) } else { Some(out.output(k)) } };
+        let mut buf = [0.0f32; BLOCK];
         m[..len].fill(f32::NEG_INFINITY);
         for k in 0..self.n_classes {
-            match logit(k) {
+            match self.logit(k, row0, out, &mut buf) {
                 Some(z) => {
                     for j in 0..len {
                         let better = z[j] > m[j];
@@ -60,7 +90,7 @@ impl BlockFold for ClassFold<'_> {
             }
         }
         for k in 0..self.n_classes {
-            match logit(k) {
+            match self.logit(k, row0, out, &mut buf) {
                 Some(z) => {
                     for j in 0..len {
                         s[j] += fastmath::exp(z[j] - m[j]);
@@ -81,7 +111,13 @@ impl BlockFold for ClassFold<'_> {
                 continue;
             }
             let y = labels[j] as usize;
-            let zy = logit(y).map_or(0.0, |z| z[j]);
+            let zy = match (self.binary, self.offset) {
+                (true, _) if y == 0 => 0.0,
+                (true, None) => out.output(0)[j],
+                (true, Some(off)) => out.output(0)[j] + off[row0 + j],
+                (false, None) => out.output(y)[j],
+                (false, Some(off)) => out.output(y)[j] + off[y * self.n_rows + row0 + j],
+            };
             if arg[j] as usize == y {
                 acc.correct[y] += 1;
             }
@@ -110,6 +146,21 @@ pub fn evaluate_classification(
     n_rows: usize,
     n_classes: usize,
 ) -> Result<Vec<ClassSums>, EvalError> {
+    evaluate_classification_with(pop, x, labels, n_rows, n_classes, None)
+}
+
+/// [`evaluate_classification`] with `offset` (`[max(1, pop.n_outputs)][n_rows]`, where given)
+/// added to the outputs before they are scored: the linear terms of the inputs
+/// ([`crate::program::logistic`]). In binary mode the one offset row is added to class 1's
+/// logit.
+pub fn evaluate_classification_with(
+    pop: &Population,
+    x: &[f32],
+    labels: &[u32],
+    n_rows: usize,
+    n_classes: usize,
+    offset: Option<&[f32]>,
+) -> Result<Vec<ClassSums>, EvalError> {
     let binary = pop.n_outputs == 0;
     assert!(
         if binary { n_classes == 2 } else { pop.n_outputs == n_classes },
@@ -117,7 +168,10 @@ pub fn evaluate_classification(
         pop.n_outputs
     );
     assert_eq!(labels.len(), n_rows, "one label per row");
-    let fold = ClassFold { labels, n_classes, binary };
+    if let Some(off) = offset {
+        assert_eq!(off.len(), pop.n_outputs.max(1) * n_rows, "one offset per output and row");
+    }
+    let fold = ClassFold { labels, n_classes, binary, offset, n_rows };
     let sums = evaluate_fold(pop, x, n_rows, &fold)?;
     Ok(sums
         .into_iter()
@@ -164,6 +218,29 @@ mod tests {
         assert_eq!(s[0].correct, [1, 1], "0 predicts class 0, so row 1 is wrong");
         let want = (1.0 + 1f64.exp()).ln() - 1.0 + 2f64.ln() + (1.0 + (-2f64).exp()).ln();
         assert!((s[0].ce - want).abs() < 1e-6, "{} vs {want}", s[0].ce);
+    }
+
+    #[test]
+    fn offsets_score_as_if_added_to_the_outputs() {
+        // out_k = x_k with offsets o_k scores as out_k = x_k + o_k; in binary mode the one
+        // offset row moves class 1's logit. 700 rows: several blocks, one partial.
+        let n = 700;
+        let x: Vec<f32> = (0..2 * n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
+        let off: Vec<f32> = (0..2 * n).map(|i| ((i * 13 % 29) as f32 - 14.0) / 10.0).collect();
+        let labels: Vec<u32> = (0..n).map(|i| (i % 3 % 2) as u32).collect();
+        let shifted: Vec<f32> = x.iter().zip(&off).map(|(a, b)| a + b).collect();
+        let mut pop = Population::new(1, 3, 2);
+        pop.set_tree(0, &[Node::func(Op::Add), Node { out: 1, ..Node::var(0) }, Node { out: 2, ..Node::var(1) }]).unwrap();
+        let with = evaluate_classification_with(&pop, &x, &labels, n, 2, Some(&off)).unwrap();
+        let moved = evaluate_classification(&pop, &shifted, &labels, n, 2).unwrap();
+        assert_eq!(with, moved);
+        let plain = evaluate_classification(&pop, &x, &labels, n, 2).unwrap();
+        assert_ne!(with, plain, "the offsets must change the scores");
+        let mut one = Population::new(1, 1, 0);
+        one.set_tree(0, &[Node::var(0)]).unwrap();
+        let with = evaluate_classification_with(&one, &x, &labels, n, 2, Some(&off[..n])).unwrap();
+        let moved = evaluate_classification(&one, &shifted, &labels, n, 2).unwrap();
+        assert_eq!(with, moved);
     }
 
     #[test]

@@ -25,14 +25,24 @@ use super::pack::{as_bytes_mut, host_buffer, pack, Layout};
 use super::CudaEngine;
 
 /// A classification data set on the device: features `x: [n_features][n_rows]` (f32,
-/// feature-major) and `labels: [n_rows]` (u32, each `< n_classes`).
+/// feature-major), `labels: [n_rows]` (u32, each `< n_classes`), and the offsets added to the
+/// programs' outputs where there are linear terms of the inputs
+/// ([`CudaEngine::set_class_offset`]).
 pub struct DeviceClassData {
     pub(super) x: CudaSlice<f32>,
     pub(super) labels: CudaSlice<u32>,
+    pub(super) offset: Option<(CudaSlice<f32>, usize)>,
     pub(super) n_rows: usize,
     pub(super) n_features: usize,
     pub(super) n_classes: usize,
     pub(super) engine: u64,
+}
+
+impl DeviceClassData {
+    /// Offsets are added to the programs' outputs ([`CudaEngine::set_class_offset`]).
+    pub fn has_offset(&self) -> bool {
+        self.offset.is_some()
+    }
 }
 
 impl std::fmt::Debug for DeviceClassData {
@@ -96,11 +106,28 @@ impl CudaEngine {
         Ok(DeviceClassData {
             x: self.upload(x, "uploading the features")?,
             labels: self.upload(labels, "uploading the labels")?,
+            offset: None,
             n_rows,
             n_features,
             n_classes,
             engine: self.id,
         })
+    }
+
+    /// Adds `offset` (`[slots][n_rows]`, finite, f32) to the outputs of every program `data`
+    /// scores from now on: `slots` is the number of outputs (`n_classes`), or 1 for one-output
+    /// programs of two classes, whose class-1 logit it moves; as
+    /// `backend::cpu::classify::evaluate_classification_with`.
+    pub fn set_class_offset(&self, data: &mut DeviceClassData, offset: &[f32]) -> Result<()> {
+        let slots = offset.len() / data.n_rows;
+        if offset.len() % data.n_rows != 0 || !(slots == data.n_classes || (slots == 1 && data.n_classes == 2)) {
+            return Err(GpuError::Input(format!("{} offsets for {} rows of {} classes", offset.len(), data.n_rows, data.n_classes)));
+        }
+        if let Some(i) = offset.iter().position(|v| !v.is_finite()) {
+            return Err(GpuError::Input(format!("offset {i} is {}", offset[i])));
+        }
+        data.offset = Some((self.upload(offset, "uploading the offsets")?, slots));
+        Ok(())
     }
 
     /// Classification sums of every individual of `pop` over `data`: `[P]`, as
@@ -194,6 +221,11 @@ impl CudaEngine {
         if b.n != n_trees || v.ids.len() < n_trees || n_fast > n_trees || classify_threads(k, n_out) != b.threads {
             return Err(GpuError::Input(format!("classifying {n_trees} trees with buffers for {}", b.n)));
         }
+        if let Some((_, slots)) = &data.offset {
+            if *slots != n_out.max(1) {
+                return Err(GpuError::Input(format!("offsets for {slots} outputs, programs of {n_out}")));
+            }
+        }
         let (threads, tile_points, n_tiles) = (b.threads, b.tile_points, b.n_tiles);
         for (ids, deep) in [(v.ids.slice(..n_fast), false), (v.ids.slice(n_fast..n_trees), true)] {
             if ids.is_empty() {
@@ -209,6 +241,8 @@ impl CudaEngine {
                 n_trees: ids.len() as u32,
                 tile_points,
                 n_tiles,
+                has_offset: data.offset.is_some() as u32,
+                reserved: 0,
             };
             let lc = LaunchConfig {
                 grid_dim: (ids.len() as u32 * n_tiles, 1, 1),
@@ -218,15 +252,19 @@ impl CudaEngine {
             let f = self.function(&CLASSIFY, &[], name)?;
             let mut lb = self.stream.launch_builder(&f);
             lb.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.size).arg(&v.out).arg(&v.len);
-            lb.arg(&data.x).arg(&data.labels).arg(&mut b.partials).arg(&mut b.correct);
+            // Without offsets the kernel reads none: any device pointer serves.
+            let offset = data.offset.as_ref().map_or(&data.x, |(o, _)| o);
+            lb.arg(&data.x).arg(&data.labels).arg(offset).arg(&mut b.partials).arg(&mut b.correct);
             // SAFETY: the arguments match `grove_classify_fast/deep(GroveClassifyParams,
             // const unsigned* tree_ids, const unsigned char* ops, const float* values, const
             // unsigned short* sizes, const unsigned char* outs, const unsigned short* lens,
-            // const float* x, const unsigned* labels, GroveClassPartial* partials, unsigned*
-            // correct)`, with `ClassifyParams` laid out as `GroveClassifyParams` (asserted on
-            // both sides). Sizes: tree_ids n_trees; the population P × L and P (subtree sizes
-            // checked by pack or kept by the device's operators); x F × N; labels N (each
-            // < n_classes, checked at upload); partials P × n_tiles; correct P × n_tiles × K.
+            // const float* x, const unsigned* labels, const float* offset, GroveClassPartial*
+            // partials, unsigned* correct)`, with `ClassifyParams` laid out as
+            // `GroveClassifyParams` (asserted on both sides). Sizes: tree_ids n_trees; the
+            // population P × L and P (subtree sizes checked by pack or kept by the device's
+            // operators); x F × N; labels N (each < n_classes, checked at upload); offset
+            // max(1, n_out) × N where has_offset (checked above and at upload), else unread;
+            // partials P × n_tiles; correct P × n_tiles × K.
             // The caller checked each tree's opcodes, variables (< F), output slots (≤
             // n_outputs, which sized the dynamic shared memory with the K counters) and stack
             // need (≤ this kernel's stack); blocks index partials by tree row < P and tile.

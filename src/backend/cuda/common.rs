@@ -42,7 +42,7 @@ layout! {
     GroveMapTreesParams = MapTreesParams { map, templates_at, max_len, build, pad },
     GroveControlClassParams = ControlClassParams { n, max_len, n_vars, n_slots, stack, pad },
     GroveInitParams = InitParams { n, capacity, seed_lo, seed_hi, sensible, length, codon_size, min_depth, max_depth, tail_fraction, lazy, table_words },
-    GroveClassifyParams = ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles },
+    GroveClassifyParams = ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles, has_offset, reserved },
     GroveClassPartial = ClassPartial { ce, n, bad },
     GroveClassReduceParams = ClassReduceParams { n_trees, n_tiles, n_classes, reserved },
     GroveVaryParams = VaryParams {

@@ -50,6 +50,9 @@ impl CudaEngine {
             return Err(GpuError::Input("the population, the row list or the data set belongs to another engine".into()));
         }
         let (k, n_out) = (data.n_classes, pop.n_outputs());
+        if data.has_offset() {
+            return Err(GpuError::Input("the constant fitting of classifiers does not read offsets (linear terms of the inputs)".into()));
+        }
         if !(n_out == k || (n_out == 0 && k == 2)) {
             return Err(GpuError::Input(format!("programs of {n_out} outputs cannot be fitted to {k} classes")));
         }

@@ -519,6 +519,10 @@ pub struct ClassifyParams {
     pub tile_points: u32,
     /// `ceil(N / tile_points)`: the row stride of the partials.
     pub n_tiles: u32,
+    /// 1: `offset` (`[max(1, n_outputs)][N]`) is added to the outputs; 0: it is not read.
+    pub has_offset: u32,
+    /// 0.
+    pub reserved: u32,
 }
 
 /// Per-(tree, tile) and per-tree classification sums (`GroveClassPartial` in classify.cu);
@@ -947,7 +951,7 @@ const _: () = assert!(size_of::<EvalParams>() == 32);
 const _: () = assert!(size_of::<RegSums>() == 64);
 const _: () = assert!(size_of::<ReduceParams>() == 8);
 const _: () = assert!(size_of::<CompileParams>() == 8);
-const _: () = assert!(size_of::<ClassifyParams>() == 32);
+const _: () = assert!(size_of::<ClassifyParams>() == 40);
 const _: () = assert!(size_of::<ClassPartial>() == 16);
 const _: () = assert!(size_of::<ClassReduceParams>() == 16);
 
