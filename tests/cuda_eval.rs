@@ -847,7 +847,15 @@ fn random_programs_of_every_operator_give_the_cpus_bits() {
 /// Points of tree `t` where the top two logits are so close that f32 rounding (or FMA
 /// contraction on the GPU) may decide the argmax: there the correct counts may differ.
 fn near_ties(pop: &Population, t: usize, x: &[f32], n_rows: usize, k: usize) -> u64 {
-    let out = grove::backend::cpu::eval::predict(pop, t, x, n_rows).unwrap();
+    near_ties_with(pop, t, x, n_rows, k, None)
+}
+
+/// [`near_ties`] with `offset` added to the outputs.
+fn near_ties_with(pop: &Population, t: usize, x: &[f32], n_rows: usize, k: usize, offset: Option<&[f32]>) -> u64 {
+    let mut out = grove::backend::cpu::eval::predict(pop, t, x, n_rows).unwrap();
+    if let Some(o) = offset {
+        out.iter_mut().zip(o).for_each(|(v, o)| *v += o);
+    }
     (0..n_rows)
         .filter(|&i| {
             let mut z: Vec<f64> = if pop.n_outputs == 0 {
@@ -900,6 +908,27 @@ fn classify_matches_reference() {
         // Deterministic: the same call gives the same bits.
         let again = e.evaluate_classification(&pop, &dev).unwrap();
         assert!(again.iter().zip(&gpu).all(|(a, b)| a.ce.to_bits() == b.ce.to_bits() && a.correct == b.correct));
+        // Offsets (the linear terms of the inputs) added to the outputs, one row per output.
+        let offset: Vec<f32> = (0..o.max(1) * n).map(|_| rng.random_range(-3.0f32..3.0)).collect();
+        let mut dev = dev;
+        e.set_class_offset(&mut dev, &offset).unwrap();
+        let gpu_o = e.evaluate_classification(&pop, &dev).unwrap_or_else(|err| panic!("{err}"));
+        let cpu_o = grove::backend::cpu::classify::evaluate_classification_with(&pop, &data.x, &labels, n, k, Some(&offset)).unwrap();
+        for t in 0..p {
+            let (g, c) = (&gpu_o[t], &cpu_o[t]);
+            let at = format!("[offsets, tree {t}, P={p} N={n} K={k} outputs={o}]");
+            assert_eq!((g.n, g.bad), (c.n, c.bad), "first mismatch at {at}");
+            let diff: u64 = g.correct.iter().zip(&c.correct).map(|(a, b)| a.abs_diff(*b)).sum();
+            let ties = if pop.len[t] == 0 { 0 } else { near_ties_with(&pop, t, &data.x, n, k, Some(&offset)) };
+            assert!(diff <= ties, "first mismatch at {at}: correct gpu={:?} cpu={:?} ({ties} near-ties)", g.correct, c.correct);
+            assert!((g.ce - c.ce).abs() <= 1e-4 * c.ce.abs().max(1.0), "first mismatch at {at}: ce gpu={} cpu={}", g.ce, c.ce);
+        }
+        assert!(gpu_o.iter().zip(&gpu).any(|(a, b)| a.ce != b.ce), "the offsets change the sums");
+        // Offsets of the wrong shape or not finite are refused.
+        assert!(e.set_class_offset(&mut dev, &offset[..n.saturating_sub(1)]).is_err());
+        let mut nan = offset.clone();
+        nan[0] = f32::NAN;
+        assert!(e.set_class_offset(&mut dev, &nan).is_err());
         eprintln!("classify P={p} N={n} K={k} outputs={o}: ok");
     }
 }

@@ -210,29 +210,36 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
     use grove::task::search::ClassTreeSettings;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let off = grove::evolve::ConstantFitting::default();
-    for (data, fitness, binary, seed, constants) in [
-        ("builtin:wine", ClassFitness::CrossEntropy, false, 1u64, off),
-        ("builtin:iris", ClassFitness::Accuracy, false, 2, off),
-        ("builtin:digits", ClassFitness::BalancedAccuracy, false, 3, off),
-        ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 4, off),
+    for (data, fitness, binary, seed, constants, terms) in [
+        ("builtin:wine", ClassFitness::CrossEntropy, false, 1u64, off, false),
+        ("builtin:iris", ClassFitness::Accuracy, false, 2, off, false),
+        ("builtin:digits", ClassFitness::BalancedAccuracy, false, 3, off, false),
+        ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 4, off, false),
         // Constants fitted on the device (grove_fit_class_constants) and on the host loop's GPU
         // task: multi-output programs, and the single output of two classes.
-        ("builtin:wine", ClassFitness::CrossEntropy, false, 5, fitting(5, 2, 0.05)),
-        ("builtin:breast_cancer", ClassFitness::Accuracy, true, 6, fitting(4, 3, 0.1)),
-        ("builtin:digits", ClassFitness::CrossEntropy, false, 7, fitting(3, 4, 0.02)),
+        ("builtin:wine", ClassFitness::CrossEntropy, false, 5, fitting(5, 2, 0.05), false),
+        ("builtin:breast_cancer", ClassFitness::Accuracy, true, 6, fitting(4, 3, 0.1), false),
+        ("builtin:digits", ClassFitness::CrossEntropy, false, 7, fitting(3, 4, 0.02), false),
+        // Linear terms of the inputs under the outputs (offsets read by classify.cu).
+        ("builtin:digits", ClassFitness::CrossEntropy, false, 8, off, true),
+        ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 9, off, true),
     ] {
         let all = ClassSource::parse(data).unwrap().load(None).unwrap();
         let k = all.n_classes();
         let n_out = if binary { 0 } else { k };
         let cfg = EngineConfig { pop_size: 1500, generations: 10, seed, tournament: 3, elite: 2, max_len: 64, constants, ..Default::default() };
-        let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
+        let offset = terms.then(|| {
+            let f = grove::program::logistic::fit(&all.data.x, &all.labels, all.data.n_rows, all.data.n_features, k, binary).unwrap().unwrap();
+            grove::program::logistic::offsets(&f.terms, &all.data.x, all.data.n_rows)
+        });
+        let data_dev = gpu.classification_data_with(&all.data.x, &all.labels, all.data.n_rows, k, offset.as_deref()).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
         let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
         let rep = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, n_out, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
         let b = host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &task, None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
-        let what = format!("{data} {fitness:?} binary={binary} fitting {}", constants.steps);
+        let what = format!("{data} {fitness:?} binary={binary} fitting {} terms {terms}", constants.steps);
         assert_eq!(a.best, b.best, "{what}: best program");
         assert_eq!(a.population, b.population, "{what}: last population");
         assert_eq!(a.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), b.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "{what}");

@@ -202,6 +202,7 @@ fn apply_model(bytes: &[u8]) {
             scale: m.scale,
             head: m.head.as_ref().map(|h| (h.b, h.w.as_slice())),
             linear: m.linear.as_ref().map(|l| (l.c, l.a.as_slice())),
+            logit_terms: m.logit_terms.as_deref(),
             standardize: m.standardize.as_ref().map(|s| (s.mean.as_slice(), s.std.as_slice())),
             classes: m.classes.as_deref(),
         };

@@ -689,16 +689,17 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let all = PyDict::new(py);
     let evolve = engine_defaults(py, &d::EVOLVE)?;
     evolve.set_item("outputs", d::EVOLVE_OUTPUTS)?;
-    use grove::task::regression::LinearInputs;
-    let linear = match d::EVOLVE_LINEAR_INPUTS {
+    use grove::task::search::LinearInputs;
+    let linear = |l: LinearInputs| match l {
         LinearInputs::Auto => "auto",
         LinearInputs::On => "on",
         LinearInputs::Off => "off",
     };
-    evolve.set_item("linear_inputs", linear)?;
+    evolve.set_item("linear_inputs", linear(d::EVOLVE_LINEAR_INPUTS))?;
     all.set_item("evolve", evolve)?;
     let classify = engine_defaults(py, &d::CLASSIFY)?;
     classify.set_item("p_out", shortest(d::CLASSIFY_P_OUT))?;
+    classify.set_item("linear_inputs", linear(d::CLASSIFY_LINEAR_INPUTS))?;
     all.set_item("classify", classify)?;
     let control = engine_defaults(py, &d::CONTROL_CPU)?;
     for key in ["population_size", "generations"] {

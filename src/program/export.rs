@@ -37,6 +37,9 @@ pub struct Program<'a> {
     /// Regression: linear terms of the inputs added to the result, `c + Σ a_j x_j`, `(c, a)`
     /// ([`super::linear::Linear`]), summed in input order after the program's value.
     pub linear: Option<(f64, &'a [f64])>,
+    /// Classification: linear terms of the (standardised) inputs added to each output, one per
+    /// output ([`super::linear::Linear`]), summed in input order after the program's value.
+    pub logit_terms: Option<&'a [super::linear::Linear]>,
     /// Features are standardised first: `(x - mean) / std`.
     pub standardize: Option<(&'a [f64], &'a [f64])>,
     /// Classification: class names (the function returns the class index).
@@ -255,6 +258,11 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
     if p.linear.is_some() && (p.classes.is_some() || p.standardize.is_some()) {
         return Err("linear terms of the inputs belong to a regression model without standardisation".into());
     }
+    if let Some(t) = p.logit_terms {
+        if p.classes.is_none() || t.len() != p.n_outputs.max(1) || t.iter().any(|t| t.a.len() != params.len()) {
+            return Err("linear terms per output belong to a classifier, one per output and a weight per feature".into());
+        }
+    }
     // The program reads standardised features under the same names.
     let mut body = Vec::<String>::new();
     if let Some((mean, std)) = p.standardize {
@@ -267,7 +275,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             });
         }
     }
-    let outs: Vec<String> = if p.n_outputs == 0 {
+    let mut outs: Vec<String> = if p.n_outputs == 0 {
         vec![expression(p.nodes, &params, lang)]
     } else {
         let slots = output_trees(p.nodes, p.n_outputs).ok_or("the model's tree is malformed")?;
@@ -282,6 +290,23 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             })
             .collect()
     };
+    // A classifier's terms: each output becomes `out + c + a_j * x_j …` (f64, zero weights left
+    // out), rounded to f32 in Rust and C as the model adds them.
+    if let Some(terms) = p.logit_terms {
+        for (o, t) in outs.iter_mut().zip(terms) {
+            let x = |name: &str| match lang {
+                Lang::Python => name.to_string(),
+                Lang::Rust => format!("{name} as f64"),
+                Lang::C => format!("(double){name}"),
+            };
+            let sum: String = t.a.iter().zip(&params).filter(|(a, _)| **a != 0.0).map(|(a, n)| format!(" + {a:?} * {}", x(n))).collect();
+            *o = match lang {
+                Lang::Python => format!("({o}) + {:?}{sum}", t.c),
+                Lang::Rust => format!("(({o}) as f64 + {:?}{sum}) as f32", t.c),
+                Lang::C => format!("(float)((double)({o}) + {:?}{sum})", t.c),
+            };
+        }
+    }
     let users = user_helpers(p.nodes, lang);
     // What the helpers must cover: the expressions and the user operators' bodies.
     let called: Vec<String> = outs.iter().chain(&users).cloned().collect();

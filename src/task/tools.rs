@@ -358,6 +358,7 @@ pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String
         scale: saved.scale,
         head: saved.head.as_ref().map(|h| (h.b, h.w.as_slice())),
         linear: saved.linear.as_ref().map(|l| (l.c, l.a.as_slice())),
+        logit_terms: saved.logit_terms.as_deref(),
         standardize: saved.standardize.as_ref().map(|s| (s.mean.as_slice(), s.std.as_slice())),
         classes: saved.classes.as_deref(),
     };
