@@ -97,12 +97,14 @@ pub struct ClassLinear {
     pub used: bool,
     /// Why (the report's `linear_inputs.why`).
     pub why: String,
+    /// Seconds the fit took (0 where none was made).
+    pub seconds: f64,
 }
 
 impl ClassLinear {
     /// No terms, for `why`.
     pub fn none(why: impl Into<String>) -> Self {
-        Self { fit: None, used: false, why: why.into() }
+        Self { fit: None, used: false, why: why.into(), seconds: 0.0 }
     }
 
     /// The terms, one per output, where the model has them.
@@ -118,6 +120,7 @@ impl ClassLinear {
             v["cv_cross_entropy"] = serde_json::json!(crate::report::num(f.cv_ce));
             v["prior_cross_entropy"] = serde_json::json!(crate::report::num(f.prior_ce));
             v["train_cross_entropy"] = serde_json::json!(crate::report::num(f.train_ce));
+            v["seconds"] = serde_json::json!(self.seconds);
         }
         v
     }
@@ -144,8 +147,10 @@ pub fn class_linear(settings: &ClassifySettings, rows: &Labeled, n_outputs: usiz
         }
         _ => {}
     }
+    let start = std::time::Instant::now();
     let fitted = crate::program::logistic::fit(&rows.data.x, &rows.labels, n, f, k, n_outputs == 0)
         .map_err(|e| anyhow::anyhow!("--linear-inputs (linear_inputs): {e}"))?;
+    let seconds = start.elapsed().as_secs_f64();
     let Some(fit) = fitted else {
         return Ok(ClassLinear::none(format!("off: no input with a spread, or fewer than {} rows", 2 * crate::program::logistic::FOLDS)));
     };
@@ -154,9 +159,9 @@ pub fn class_linear(settings: &ClassifySettings, rows: &Labeled, n_outputs: usiz
         fit.cv_ce, fit.prior_ce, fit.penalty, fit.inputs
     );
     Ok(match mode {
-        LinearInputs::On => ClassLinear { used: true, why: format!("on (--linear-inputs on): {numbers}"), fit: Some(fit) },
-        _ if fit.helps() => ClassLinear { used: true, why: format!("auto, kept: {numbers}"), fit: Some(fit) },
-        _ => ClassLinear { used: false, why: format!("auto, left out: {numbers}"), fit: Some(fit) },
+        LinearInputs::On => ClassLinear { used: true, why: format!("on (--linear-inputs on): {numbers}"), fit: Some(fit), seconds },
+        _ if fit.helps() => ClassLinear { used: true, why: format!("auto, kept: {numbers}"), fit: Some(fit), seconds },
+        _ => ClassLinear { used: false, why: format!("auto, left out: {numbers}"), fit: Some(fit), seconds },
     })
 }
 
@@ -459,6 +464,8 @@ pub fn fit(
         Ok((rows, validation)) => (rows, validation, plan),
         Err(e) => (std::borrow::Cow::Borrowed(train), None, plan.without_validation(settings.validation_fraction, e, super::defaults::CLASSIFY_SMALL_DATA_RULE)?),
     };
+    // Every training row, validation rows included: the linear terms are fitted on them.
+    let all_rows = train;
     let train: &Labeled = &rows;
     let validation = validation.as_ref();
     let k = train.n_classes();
@@ -477,7 +484,11 @@ pub fn fit(
     if backend.classification_on_host() && !opts.quiet {
         opts.say("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }
-    let linear = class_linear(settings, train, n_outputs)?;
+    // The terms are fitted on every training row (their penalty chosen by their own
+    // cross-validation): they are the same for every program, so the validation rows still
+    // tell programs apart, and with a quarter of the rows held out the line would lose
+    // (breast cancer, `docs/quality.md`).
+    let linear = class_linear(settings, all_rows, n_outputs)?;
     let terms = linear.terms();
     let plan = if terms.is_some() {
         plan.with_small_rule(super::defaults::CLASSIFY_SMALL_DATA_RULE_WITH_TERMS, "the model has linear terms of the inputs")
