@@ -96,6 +96,27 @@ def test_regressor_with_linear_inputs_predicts_its_whole_model():
         SymbolicRegressor(**SMALL, linear_inputs="sometimes").fit(X, y)
 
 
+def test_classifier_with_linear_inputs_predicts_its_whole_model():
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-2, 2, (240, 3))
+    # Three classes by the largest of three lines in x0 and x1; one row in 9 moved.
+    s = np.stack([np.zeros(240), 2 * X[:, 0] - X[:, 1], -X[:, 0] + 2 * X[:, 1] + 0.5], axis=1)
+    y = np.array(["a", "b", "c"])[(s.argmax(axis=1) + (np.arange(240) % 9 == 4)) % 3]
+    m = SymbolicClassifier(**SMALL).fit(X, y)
+    assert m.get_params()["linear_inputs"] == "auto"
+    terms = m.report_["model"]["logit_terms"]
+    assert m.report_["linear_inputs"]["used"] and len(terms) == 3 and all(len(t["a"]) == 3 for t in terms)
+    assert "*x0" in m.programs_[0]
+    # predict is the argmax of the outputs with their terms: the training accuracy the report
+    # gives, and the probabilities' argmax.
+    assert m.score(X, y) == pytest.approx(m.report_["train"]["accuracy"])
+    assert (m.classes_[m.predict_proba(X).argmax(axis=1)] == m.predict(X)).all()
+    off = SymbolicClassifier(**SMALL, linear_inputs="off").fit(X, y)
+    assert "logit_terms" not in off.report_["model"] and not off.report_["linear_inputs"]["used"]
+    with pytest.raises(ValueError, match="linear_inputs"):
+        SymbolicClassifier(**SMALL, linear_inputs="sometimes").fit(X, y)
+
+
 def test_validation_rows_choose_the_returned_program():
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, (400, 3))
