@@ -5,13 +5,12 @@
 //! and `--set`, and refused with the constant fitting, which does not read the terms.
 
 use std::path::Path;
-use std::process::Command;
 
 mod support;
 use support::{assert_ok, assert_one_line_error, dir, grove_cpu as grove, read_json, s, text};
 #[path = "support/exports.rs"]
 mod exports;
-use exports::{compile_rust, run_python};
+use exports::{compile_rust, run_c_lines, run_python};
 
 /// Three inputs on a deterministic walk in [-2, 2].
 fn inputs(n: usize) -> Vec<Vec<f64>> {
@@ -37,25 +36,6 @@ fn linear_classes(i: usize, r: &[f64]) -> &'static str {
         k = (k + 1) % 3;
     }
     ["a", "b", "c"][k]
-}
-
-/// Runs the exported C's `predict` (a class index) on `rows`.
-fn run_c_classes(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<usize>> {
-    if Command::new("cc").arg("--version").output().is_err() {
-        eprintln!("skipped: cc is not installed");
-        return None;
-    }
-    let dir = src.parent().unwrap();
-    let calls: String = rows
-        .iter()
-        .map(|r| format!("    printf(\"%d\\n\", predict({}));\n", r.iter().map(|v| format!("{v:?}f")).collect::<Vec<_>>().join(", ")))
-        .collect();
-    let main = dir.join("main.c");
-    std::fs::write(&main, format!("#include <stdio.h>\n#include \"{}\"\nint main(void) {{\n{calls}    return 0;\n}}\n", s(src))).unwrap();
-    let bin = dir.join("classes-bin");
-    let cc = Command::new("cc").args(["-std=c99", "-Wall", "-Werror", "-o", s(&bin), s(&main), "-lm"]).output().unwrap();
-    assert!(cc.status.success(), "the exported C does not compile: {}", text(&cc.stderr));
-    Some(text(&Command::new(&bin).output().unwrap().stdout).lines().map(|l| l.parse().unwrap()).collect())
 }
 
 /// `grove predict`'s classes of the points in `csv`, as indices into `classes`.
@@ -110,8 +90,8 @@ fn linear_classes_keep_the_terms_and_every_output_agrees() {
         if let Some(got) = run_python(&d.join("m.py"), &pts) {
             assert_eq!(got.iter().map(|v| *v as usize).collect::<Vec<_>>(), want, "python, binary {binary}");
         }
-        if let Some(got) = run_c_classes(&d.join("m.c"), &pts) {
-            assert_eq!(got, want, "C, binary {binary}");
+        if let Some(got) = run_c_lines(&d.join("m.c"), &pts, "%d") {
+            assert_eq!(got.iter().map(|v| v.parse().unwrap()).collect::<Vec<usize>>(), want, "C, binary {binary}");
         }
     }
 }

@@ -7,6 +7,9 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 mod support;
+#[path = "support/exports.rs"]
+mod exports;
+use exports::{run_c_lines as run_c, run_python_lines as run_python};
 use support::{Device, assert_ok, assert_one_line_error, dir, grove_command, grove_cpu as grove, read_json, s, text, without_timings, write_resealed};
 
 
@@ -457,39 +460,6 @@ fn grove_predictions(report: &Path, csv: &Path) -> Vec<String> {
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-3 * a.abs().max(b.abs()) + 1e-4
-}
-
-/// Runs the exported Python on rows of features; returns one output line per row.
-fn run_python(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<String>> {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("skipped: python3 is not installed");
-        return None;
-    }
-    let rows: Vec<String> = rows.iter().map(|r| format!("({},)", r.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", "))).collect();
-    let script = format!("import runpy\nm = runpy.run_path({:?})\nfor r in [{}]:\n    print(repr(m['predict'](*r)))\n", s(src), rows.join(", "));
-    let out = Command::new("python3").args(["-c", &script]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    Some(text(&out.stdout).lines().map(str::to_string).collect())
-}
-
-/// Compiles the exported C with a main that prints `predict` for each row.
-fn run_c(src: &Path, rows: &[Vec<f64>], fmt: &str) -> Option<Vec<String>> {
-    if Command::new("cc").arg("--version").output().is_err() {
-        eprintln!("skipped: cc is not installed");
-        return None;
-    }
-    let dir = src.parent().unwrap();
-    let calls: String = rows
-        .iter()
-        .map(|r| format!("    printf(\"{fmt}\\n\", predict({}));\n", r.iter().map(|v| format!("{v:?}f")).collect::<Vec<_>>().join(", ")))
-        .collect();
-    let main = dir.join("main.c");
-    std::fs::write(&main, format!("#include <stdio.h>\n#include \"{}\"\nint main(void) {{\n{calls}    return 0;\n}}\n", s(src))).unwrap();
-    let bin = dir.join("model-bin");
-    let cc = Command::new("cc").args(["-std=c99", "-Wall", "-Werror", "-o", s(&bin), s(&main), "-lm"]).output().unwrap();
-    assert!(cc.status.success(), "the exported C does not compile: {}", text(&cc.stderr));
-    let out = Command::new(&bin).output().unwrap();
-    Some(text(&out.stdout).lines().map(str::to_string).collect())
 }
 
 #[test]

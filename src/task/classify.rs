@@ -97,7 +97,7 @@ pub struct ClassLinear {
     pub used: bool,
     /// Why (the report's `linear_inputs.why`).
     pub why: String,
-    /// Seconds the fit took (0 where none was made).
+    /// Seconds the fit took (0 where none was made; the report's `timing.linear_inputs_seconds`).
     pub seconds: f64,
 }
 
@@ -120,7 +120,6 @@ impl ClassLinear {
             v["cv_cross_entropy"] = serde_json::json!(crate::report::num(f.cv_ce));
             v["prior_cross_entropy"] = serde_json::json!(crate::report::num(f.prior_ce));
             v["train_cross_entropy"] = serde_json::json!(crate::report::num(f.train_ce));
-            v["seconds"] = serde_json::json!(self.seconds);
         }
         v
     }
@@ -608,7 +607,8 @@ pub fn fit(
         "hall_of_fame": fame,
         "timing": {"seconds": seconds, "node_evaluations": evals, "node_evaluations_per_second": evals / seconds,
                    "threads": rayon::current_num_threads(), "device": device,
-                   "fitness_on_cpu": backend.classification_on_host() || matches!(backend, crate::backend::Backend::Cpu)},
+                   "fitness_on_cpu": backend.classification_on_host() || matches!(backend, crate::backend::Backend::Cpu),
+                   "linear_inputs_seconds": linear.seconds},
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),
     });

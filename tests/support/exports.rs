@@ -15,13 +15,13 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// `(a, b, …)` of one row, with every digit of each value.
+/// `(a, b, …,)` of one row, with every digit of each value (a tuple even of one value).
 fn tuple(row: &[f64]) -> String {
-    format!("({})", row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", "))
+    format!("({},)", row.iter().map(|v| format!("{v:?}")).collect::<Vec<_>>().join(", "))
 }
 
-/// Runs the exported Python's `predict` on `rows`.
-pub fn run_python(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<f64>> {
+/// Runs the exported Python's `predict` on `rows`: the `repr` of each result.
+pub fn run_python_lines(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<String>> {
     if Command::new("python3").arg("--version").output().is_err() {
         eprintln!("skipped: python3 is not installed");
         return None;
@@ -30,11 +30,17 @@ pub fn run_python(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<f64>> {
     let script = format!("import runpy\nm = runpy.run_path({:?})\nfor r in [{}]:\n    print(repr(m['predict'](*r)))\n", s(src), rows.join(", "));
     let out = Command::new("python3").args(["-c", &script]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    Some(text(&out.stdout).lines().map(|l| l.parse().unwrap()).collect())
+    Some(text(&out.stdout).lines().map(str::to_string).collect())
 }
 
-/// Compiles the exported C with a main that prints `predict` for each row.
-pub fn run_c(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<f64>> {
+/// Runs the exported Python's `predict` on `rows` (numbers).
+pub fn run_python(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<f64>> {
+    run_python_lines(src, rows).map(|l| l.iter().map(|l| l.parse().unwrap()).collect())
+}
+
+/// Compiles the exported C with a main that prints `predict` for each row with the `printf`
+/// format `fmt` (`%.17g` for a regression model, `%d` for a classifier's index).
+pub fn run_c_lines(src: &Path, rows: &[Vec<f64>], fmt: &str) -> Option<Vec<String>> {
     if Command::new("cc").arg("--version").output().is_err() {
         eprintln!("skipped: cc is not installed");
         return None;
@@ -44,7 +50,7 @@ pub fn run_c(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<f64>> {
         .iter()
         .map(|r| {
             let args: Vec<String> = r.iter().map(|v| format!("{v:?}f")).collect();
-            format!("    printf(\"%.17g\\n\", predict({}));\n", args.join(", "))
+            format!("    printf(\"{fmt}\\n\", predict({}));\n", args.join(", "))
         })
         .collect();
     let main = dir.join("main.c");
@@ -53,7 +59,12 @@ pub fn run_c(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<f64>> {
     let cc = Command::new("cc").args(["-std=c99", "-Wall", "-Werror", "-o", s(&bin), s(&main), "-lm"]).output().unwrap();
     assert!(cc.status.success(), "the exported C does not compile: {}", text(&cc.stderr));
     let out = Command::new(&bin).output().unwrap();
-    Some(text(&out.stdout).lines().map(|l| l.parse().unwrap()).collect())
+    Some(text(&out.stdout).lines().map(str::to_string).collect())
+}
+
+/// [`run_c_lines`] of a regression model's `predict` (numbers).
+pub fn run_c(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<f64>> {
+    run_c_lines(src, rows, "%.17g").map(|l| l.iter().map(|l| l.parse().unwrap()).collect())
 }
 
 /// Checks that the exported Rust compiles as a library (where rustc is on the path).
