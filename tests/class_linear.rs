@@ -136,6 +136,30 @@ fn on_off_and_the_constant_fitting_are_obeyed() {
 }
 
 #[test]
+fn auto_leaves_the_terms_out_past_its_size_limits() {
+    // 600 inputs: more than the terms read in auto.
+    let d = dir("class-linear-wide");
+    let (csv, rep) = (d.join("wide.csv"), d.join("r.json"));
+    let header: Vec<String> = (0..600).map(|j| format!("x{j}")).collect();
+    let body: String = (0..40)
+        .map(|i| {
+            let row: Vec<String> = (0..600).map(|j| format!("{}", ((i * 31 + j * 17) % 23) as f64 / 7.0)).collect();
+            format!("{},{}\n", row.join(","), ["a", "b"][i % 2])
+        })
+        .collect();
+    std::fs::write(&csv, format!("{},class\n{body}", header.join(","))).unwrap();
+    assert_ok(&grove(&["classify", "--data", s(&csv), "--functions", "add", "--pop", "16", "--gens", "1", "--report", s(&rep), "-q"]));
+    let r = read_json(&rep);
+    assert_eq!(r["linear_inputs"]["used"], false);
+    assert!(r["linear_inputs"]["why"].as_str().unwrap().contains("600 inputs, more than the 512"), "{}", r["linear_inputs"]);
+    // `on` fits them whatever the width.
+    assert_ok(&grove(&["classify", "--data", s(&csv), "--functions", "add", "--pop", "16", "--gens", "1", "--linear-inputs", "on", "--report", s(&rep), "-q"]));
+    let r = read_json(&rep);
+    assert_eq!(r["linear_inputs"]["used"], true, "{}", r["linear_inputs"]);
+    assert_eq!(r["model"]["logit_terms"][0]["a"].as_array().unwrap().len(), 600);
+}
+
+#[test]
 fn experiment_files_and_set_take_linear_inputs() {
     let d = dir("class-linear-ron");
     let (ron, rep) = (d.join("e.ron"), d.join("r.json"));
