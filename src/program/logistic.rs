@@ -12,9 +12,9 @@
 //! cross-validated cross-entropy (folds by a fixed permutation of the rows, so a run is
 //! reproducible), each fold's fits warm-started along the penalties from the largest, the path
 //! ending where the cross-validated cross-entropy first rises; the terms are then fitted on
-//! every row at that penalty. They help ([`LogisticFit::helps`])
-//! where their cross-validated cross-entropy is below that of the class frequencies alone by
-//! more than the choice of penalty costs.
+//! every row at that penalty. They help ([`LogisticFit::helps`]) where their cross-validated
+//! cross-entropy is below that of the class frequencies alone by more than the choice of
+//! penalty costs.
 //!
 //! A one-output program of two classes (`binary`) decides by the sign of its value, class 1's
 //! logit against class 0's 0: its terms are the difference of the two classes' terms, so
