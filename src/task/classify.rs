@@ -343,20 +343,20 @@ impl ClassScores {
     }
 }
 
-/// Scores of a tree with `n_outputs` outputs (0: binary) on `data`, with `terms` (linear terms
-/// of the inputs, one per output) added to its outputs where given.
-pub fn scores(nodes: &[Node], n_outputs: usize, data: &Labeled, terms: Option<&[crate::program::linear::Linear]>) -> Result<ClassScores> {
+/// Scores of a tree with `n_outputs` outputs (0: binary) on `data`, with `offset` (the linear
+/// terms of the inputs at `data`'s rows, [`crate::program::logistic::offsets`]) added to its
+/// outputs where given.
+pub fn scores(nodes: &[Node], n_outputs: usize, data: &Labeled, offset: Option<&[f32]>) -> Result<ClassScores> {
     let k = data.n_classes();
     let n = data.data.n_rows;
     let mut pop = Population::new(1, nodes.len().max(1), n_outputs);
     let _ = pop.set_tree(0, nodes);
-    let offset = terms.map(|t| crate::program::logistic::offsets(t, &data.data.x, n));
     let mut out = crate::backend::cpu::eval::predict(&pop, 0, &data.data.x, n)?;
-    if let Some(o) = &offset {
+    if let Some(o) = offset {
         out.iter_mut().zip(o).for_each(|(v, o)| *v += o);
     }
     let predicted = classify_outputs(&out, n, n_outputs, k);
-    let sums = crate::backend::cpu::classify::evaluate_classification_with(&pop, &data.data.x, &data.labels, n, k, offset.as_deref())?;
+    let sums = crate::backend::cpu::classify::evaluate_classification_with(&pop, &data.data.x, &data.labels, n, k, offset)?;
     let ce = if sums[0].bad > 0 { f64::NAN } else { sums[0].ce / sums[0].n.max(1) as f64 };
     Ok(ClassScores { confusion: Confusion::new(&data.labels, &predicted, k), cross_entropy: ce })
 }
@@ -497,6 +497,8 @@ pub fn fit(
         plan
     };
     let offset = terms.map(|t| crate::program::logistic::offsets(t, &train.data.x, train.data.n_rows));
+    // The terms at the validation rows, once (every front member is scored there).
+    let validation_offset = validation.zip(terms).map(|(v, t)| crate::program::logistic::offsets(t, &v.data.x, v.data.n_rows));
     let data = backend.classification_data_with(&train.data.x, &train.labels, train.data.n_rows, k, offset.as_deref())?;
     let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
@@ -510,7 +512,7 @@ pub fn fit(
     let device = describe_devices(backend, &more);
     super::search::note_bloat(&settings.engine, backend, opts);
     // --stop-at is the best program's training accuracy (the fitness may be cross-entropy).
-    let accuracy = |b: &crate::evolve::Best| scores(&b.nodes, n_outputs, train, terms).map_or(f64::NAN, |s| s.confusion.accuracy());
+    let accuracy = |b: &crate::evolve::Best| scores(&b.nodes, n_outputs, train, offset.as_deref()).map_or(f64::NAN, |s| s.confusion.accuracy());
     let goal = super::budget::Goal { measure: super::budget::Measure::Accuracy, value: Box::new(accuracy) };
     let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?.with_budget(settings.budget, goal);
     let names = train.data.names.clone();
@@ -532,9 +534,9 @@ pub fn fit(
     let mut cands = Vec::with_capacity(front.len());
     let primitives = super::validation::primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), train.data.n_features);
     for (n, e, loss) in &front {
-        let v = validation.map(|v| scores(&e.nodes, n_outputs, v, terms)).transpose()?;
+        let v = validation.map(|v| scores(&e.nodes, n_outputs, v, validation_offset.as_deref())).transpose()?;
         // Cross-entropy is a likelihood whatever the fitness: every member gets a length.
-        let ce = scores(&e.nodes, n_outputs, train, terms)?.cross_entropy;
+        let ce = scores(&e.nodes, n_outputs, train, offset.as_deref())?.cross_entropy;
         let nll = if ce.is_finite() { ce * train.data.n_rows as f64 } else { f64::INFINITY };
         let params = super::validation::constants_of(&e.nodes);
         let description = super::validation::description_length(nll, *n, primitives, params, train.data.n_rows);
@@ -550,9 +552,10 @@ pub fn fit(
     let chosen = super::validation::chosen_program(&front, &decision, &outcome);
     let best = &chosen;
     let seconds = start.elapsed().as_secs_f64();
-    let train_scores = scores(&best.nodes, n_outputs, train, terms)?;
-    let validation_scores = validation.map(|v| scores(&best.nodes, n_outputs, v, terms)).transpose()?;
-    let test_scores = test.map(|t| scores(&best.nodes, n_outputs, t, terms)).transpose()?;
+    let train_scores = scores(&best.nodes, n_outputs, train, offset.as_deref())?;
+    let validation_scores = validation.map(|v| scores(&best.nodes, n_outputs, v, validation_offset.as_deref())).transpose()?;
+    let test_offset = test.zip(terms).map(|(t, terms)| crate::program::logistic::offsets(terms, &t.data.x, t.data.n_rows));
+    let test_scores = test.map(|t| scores(&best.nodes, n_outputs, t, test_offset.as_deref())).transpose()?;
     // Each output's text, with its linear terms of the inputs where the model has them.
     let texts = |nodes: &[Node], style: Style| -> Vec<String> {
         let progs = if n_outputs == 0 { vec![render(nodes, &names, style)] } else { outputs(nodes, n_outputs, &names, style) };

@@ -582,13 +582,9 @@ pub fn evaluate_regression(pop: &Population, x: &[f32], y: &[f32], n_rows: usize
     evaluate_regression_with::<BLOCK>(pop, x, y, n_rows)
 }
 
-/// [`evaluate_regression`] with block size `B` (for benchmarks).
-fn evaluate_regression_with<const B: usize>(
-    pop: &Population,
-    x: &[f32],
-    y: &[f32],
-    n_rows: usize,
-) -> Result<Vec<RegressionSums>, EvalError> {
+/// What the regression sums need of a population and its target: one output (or the root's
+/// value), one finite target value per row.
+fn check_target(pop: &Population, y: &[f32], n_rows: usize) -> Result<(), EvalError> {
     if pop.n_outputs > 1 {
         return Err(EvalError::TooManyOutputs { n_outputs: pop.n_outputs, max: 1 });
     }
@@ -598,6 +594,17 @@ fn evaluate_regression_with<const B: usize>(
     if let Some(row) = y.iter().position(|v| !v.is_finite()) {
         return Err(EvalError::TargetNotFinite { row });
     }
+    Ok(())
+}
+
+/// [`evaluate_regression`] with block size `B` (for benchmarks).
+fn evaluate_regression_with<const B: usize>(
+    pop: &Population,
+    x: &[f32],
+    y: &[f32],
+    n_rows: usize,
+) -> Result<Vec<RegressionSums>, EvalError> {
+    check_target(pop, y, n_rows)?;
     let all: Vec<usize> = (0..pop.size()).collect();
     let sums = fold_individuals::<B, _>(pop, &all, x, n_rows, &RegressionFold { y })?;
     Ok(sums.into_iter().map(|s| s.unwrap_or(RegressionSums::invalid(n_rows as u64))).collect())
@@ -747,15 +754,7 @@ impl BlockFold for JointFold<'_> {
 /// Individuals without a program, or with a NaN or infinite value at any row, come back with
 /// `finite == false`.
 pub fn evaluate_joint(pop: &Population, x: &[f32], r: &[f32], n_rows: usize, inputs: &[usize]) -> Result<Vec<JointSums>, EvalError> {
-    if pop.n_outputs > 1 {
-        return Err(EvalError::TooManyOutputs { n_outputs: pop.n_outputs, max: 1 });
-    }
-    if r.len() != n_rows {
-        return Err(EvalError::TargetLength { len: r.len(), n_rows });
-    }
-    if let Some(row) = r.iter().position(|v| !v.is_finite()) {
-        return Err(EvalError::TargetNotFinite { row });
-    }
+    check_target(pop, r, n_rows)?;
     if x.len() % n_rows.max(1) != 0 || inputs.iter().any(|&j| (j + 1) * n_rows > x.len()) {
         return Err(EvalError::DataShape { len: x.len(), n_rows });
     }
