@@ -47,6 +47,8 @@ pub enum Purpose {
     Reset = 6,
     /// Benchmarks and tests.
     Bench = 7,
+    /// Random search directions (`evolve::ars`).
+    Directions = 8,
 }
 
 /// A stream of random numbers at one address `(seed; generation, individual, purpose)`.

@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::args::{BudgetArgs, EngineArgs, EngineHelp, GeArgs, IslandArgs, RunFlags};
-use crate::task::control::{ControlSettings, MAX_EPISODE_STEPS, MAX_EPISODES};
+use crate::task::control::{ControlSettings, MAX_EPISODE_STEPS, MAX_EPISODES, PolicyKind};
 use crate::task::defaults::{self, CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES};
 use crate::task::experiment::Experiment;
 use crate::task::run::RunOptions;
@@ -90,6 +90,29 @@ pub struct ControlArgs {
         "Episodes on which the reported policy is chosen, by the env's own return, among the run's best and the last population's fittest distinct programs (16 in all); 0: the run's best by training fitness; at most {MAX_EPISODES}"
     ))]
     pub validation_episodes: usize,
+    /// What to train: program (evolved, actions = tanh of its outputs) or linear (actions =
+    /// tanh(W (o - mean) / std) over the observations' running mean and deviation, W tuned by
+    /// augmented random search, Mania et al. 2018; --gens counts its iterations).
+    #[arg(long, value_enum, default_value_t = PolicyKind::Program)]
+    pub policy: PolicyKind,
+    /// --policy linear: random directions per iteration (each plays two policies).
+    #[arg(long, help = format!(
+        "--policy linear: random directions per iteration, each playing two policies, 1 to {} [default: {} on the CPU, {} on a GPU]",
+        crate::evolve::ars::MAX_DIRECTIONS, defaults::LINEAR_CPU.directions, defaults::LINEAR_GPU.directions
+    ))]
+    pub directions: Option<usize>,
+    /// --policy linear: the directions whose better return is highest make each step.
+    #[arg(long, help = format!(
+        "--policy linear: the directions with the highest better return that make each step, 1 to --directions [default: {} on the CPU, {} on a GPU]",
+        defaults::LINEAR_CPU.top, defaults::LINEAR_GPU.top
+    ))]
+    pub top_directions: Option<usize>,
+    /// --policy linear: step size (the step is scaled by the spread of the returns used).
+    #[arg(long, default_value_t = defaults::LINEAR_CPU.step_size)]
+    pub step_size: f64,
+    /// --policy linear: standard deviation of the random changes of W that are played.
+    #[arg(long, default_value_t = defaults::LINEAR_CPU.noise)]
+    pub noise: f64,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -133,6 +156,14 @@ impl ControlArgs {
             device: e.device,
             islands: self.islands.config(),
             budget: self.budget.config(),
+            policy: self.policy,
+            linear: {
+                let d = if on_gpu { defaults::LINEAR_GPU } else { defaults::LINEAR_CPU };
+                let directions = self.directions.unwrap_or(d.directions);
+                // A smaller --directions alone keeps the default's share of them.
+                let top = self.top_directions.unwrap_or(if self.directions.is_some() { (directions * d.top).div_ceil(d.directions).max(1) } else { d.top });
+                crate::evolve::ars::ArsConfig { directions, top, step_size: self.step_size, noise: self.noise }
+            },
         };
         s.check()?;
         Ok(s)

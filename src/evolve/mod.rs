@@ -13,6 +13,7 @@
 //!
 //! Fitness is minimised; `+inf` (or NaN) marks an invalid individual, which never breeds.
 
+pub mod ars;
 pub mod checkpoint;
 pub mod device;
 pub mod hof;

@@ -89,6 +89,25 @@ pub struct ControlSettings {
     /// When the run ends before its last generation: a time limit, a target ([`super::budget`]).
     #[serde(default)]
     pub budget: super::budget::Budget,
+    /// What a policy is: an evolved program, or a linear map of the normalised observations
+    /// tuned by random search ([`super::linear_policy`]).
+    #[serde(default)]
+    pub policy: PolicyKind,
+    /// `policy: linear`: the random search (its iterations are `engine.generations`).
+    #[serde(default = "super::defaults::linear_cpu")]
+    pub linear: crate::evolve::ars::ArsConfig,
+}
+
+/// What `grove control` trains (`--policy`, the experiment field `policy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// A program evolved by tree GP or grammatical evolution: actions = tanh of its outputs.
+    #[default]
+    Program,
+    /// actions = tanh(W (o − μ) / σ), with the observations' running mean and deviation, W
+    /// tuned by augmented random search (Mania et al. 2018): the baseline of `--policy program`.
+    Linear,
 }
 
 impl Default for ControlSettings {
@@ -118,6 +137,8 @@ impl Default for ControlSettings {
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
             budget: super::budget::Budget::default(),
+            policy: PolicyKind::Program,
+            linear: super::defaults::linear_cpu(),
         }
     }
 }
@@ -134,6 +155,7 @@ impl ControlSettings {
         Self {
             engine: engine.config(base.engine.constants),
             episodes,
+            linear: if on_gpu { super::defaults::LINEAR_GPU } else { super::defaults::LINEAR_CPU },
             map: ge.map,
             init: ge.init,
             vary: ge.vary,
@@ -171,6 +193,9 @@ impl ControlSettings {
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
         if let Some(w) = self.healthy_reward {
             ensure!(w.is_finite(), "--healthy-reward (healthy_reward) must be a finite number, got {w}");
+        }
+        if self.policy == PolicyKind::Linear {
+            super::linear_policy::check(&self.linear, self.episodes)?;
         }
         check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
@@ -327,7 +352,8 @@ impl PolicyScores {
     pub fn mean_steps(&self) -> f64 {
         self.episodes.iter().map(|e| e.steps as f64).sum::<f64>() / self.episodes.len().max(1) as f64
     }
-    fn json(&self) -> serde_json::Value {
+    /// The scores as the report shows them.
+    pub fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "mean": crate::report::num(self.mean()), "std": crate::report::num(self.std()),
             "mean_steps": self.mean_steps(), "episodes": self.episodes.len(),
@@ -438,6 +464,9 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
 
     let start = std::time::Instant::now();
     settings.check()?;
+    if settings.policy == PolicyKind::Linear {
+        return super::linear_policy::control_linear(settings, backend, opts);
+    }
     let m = Model::load(&settings.env, settings.profile.as_deref())?;
     let (nu, n_obs) = (m.nu(), m.obs_size);
     if nu == 0 || n_obs == 0 {

@@ -9,6 +9,7 @@ pub mod budget;
 pub mod classify;
 pub mod control;
 pub mod defaults;
+pub mod linear_policy;
 pub mod model;
 pub mod plan;
 pub mod regression;

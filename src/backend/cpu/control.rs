@@ -87,10 +87,15 @@ impl Policy {
     /// The policy of the tree `nodes` for `m` (one output slot per actuator), as a roll-out
     /// replays it; an error says why the tree does not fit the model.
     pub fn for_model(nodes: &[Node], m: &Model) -> Result<Self> {
-        let mut pop = Population::new(1, nodes.len().max(1), m.nu());
-        pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
-        Self::new(pop.tree(0), m.nu(), m.obs_size)
+        Self::for_sizes(nodes, m.nu(), m.obs_size)
             .with_context(|| format!("the policy does not fit {} ({} observations, {} actuators)", m.name, m.obs_size, m.nu()))
+    }
+
+    /// The policy of the tree `nodes` with `n_actions` output slots over `n_obs` observations.
+    pub fn for_sizes(nodes: &[Node], n_actions: usize, n_obs: usize) -> Result<Self> {
+        let mut pop = Population::new(1, nodes.len().max(1), n_actions);
+        pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
+        Self::new(pop.tree(0), n_actions, n_obs).with_context(|| format!("the policy does not fit {n_obs} observations and {n_actions} actuators"))
     }
 }
 
@@ -155,12 +160,18 @@ impl ControlRun {
 
 /// Plays episode `k` of `run` with `policy` (`State<f32>`, as the GPU).
 pub fn play(m: &Model, policy: &mut Policy, run: &ControlRun, k: u32) -> Episode {
+    play_observed(m, policy, run, k, |_| ())
+}
+
+/// [`play`], showing `seen` every observation the policy acts on, in step order.
+pub fn play_observed(m: &Model, policy: &mut Policy, run: &ControlRun, k: u32, mut seen: impl FnMut(&[f32])) -> Episode {
     let mut s: State<f32> = if run.noise { State::reset(m, run.seed, run.generation, k) } else { State::rest(m) };
     let mut obs = Vec::with_capacity(m.obs_size);
     let mut a = vec![0.0f32; m.nu()];
     let mut ret = 0.0f64;
     for t in 0..run.steps {
         s.observe(m, &mut obs);
+        seen(&obs);
         if !policy.act(&obs, &mut a) {
             return Episode { ret, steps: t as u32, valid: false };
         }

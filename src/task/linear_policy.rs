@@ -1,0 +1,474 @@
+//! `grove control --policy linear`: a linear policy over normalised observations, tuned by
+//! augmented random search ([`crate::evolve::ars`]), the baseline of Mania, Guy and Recht (2018)
+//! on grove's own simulator.
+//!
+//! The policy is `a = tanh(W · (o − μ) / σ)`, one row of `W` per actuator: `μ` and `σ` are the
+//! mean and standard deviation of every observation the search has seen so far (a component
+//! whose deviation is below 10⁻⁷ is read as 0), frozen into the policy each iteration, as ARS
+//! V2 does. Each iteration plays `2N` perturbed policies for `episodes` episodes each, all from
+//! the iteration's fresh starts, on the backend (the GPU's roll-out kernel or the CPU), while the
+//! CPU plays the unperturbed policy on the same starts and adds what it observes to the
+//! statistics; both backends give the same run.
+//!
+//! A linear policy is written as a grove program, so the roll-out kernels, `grove rollout` and
+//! `grove render --policy`, Python's `act` and the exports play it unchanged: output `j` is
+//! `c_j + Σ_i a_ji x_i` with `a_ji = W_ji / σ_i` and `c_j = −Σ_i a_ji μ_i` (terms with
+//! `a_ji = 0` left out), a sum nested to the right so that the interpreter's stack stays three
+//! deep whatever the number of observations.
+
+use anyhow::{Result, bail, ensure};
+
+use super::control::{ControlSettings, PolicyScores, TEST_GENERATION, score_policy, training_healthy_reward};
+use super::search::{EvolveResult, describe_devices};
+use crate::backend::Backend;
+use crate::backend::cpu::control::{ControlRun, Policy, actuator_names, observation_names, play_observed};
+use crate::evolve::ars::{self, ArsConfig};
+use crate::program::Op;
+use crate::program::tree::{Node, Population};
+use crate::sim::Model;
+
+/// A standard deviation below this reads its observation as constant: the policy ignores it
+/// (as ARS's filter does).
+pub const MIN_STD: f64 = 1e-7;
+
+/// Most `directions × episodes` per iteration (each direction plays two policies).
+pub const MAX_EPISODES_PER_ITERATION: usize = 1 << 22;
+
+/// Sums over the observations seen, for their running mean and standard deviation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObsStats {
+    /// Observations added.
+    pub n: u64,
+    sum: Vec<f64>,
+    sumsq: Vec<f64>,
+}
+
+impl ObsStats {
+    /// No observation of `d` components yet.
+    pub fn new(d: usize) -> Self {
+        Self { n: 0, sum: vec![0.0; d], sumsq: vec![0.0; d] }
+    }
+
+    /// Adds one observation.
+    pub fn add(&mut self, obs: &[f32]) {
+        debug_assert_eq!(obs.len(), self.sum.len());
+        self.n += 1;
+        for ((s, q), &x) in self.sum.iter_mut().zip(&mut self.sumsq).zip(obs) {
+            let x = x as f64;
+            *s += x;
+            *q += x * x;
+        }
+    }
+
+    /// Adds everything `other` has seen.
+    pub fn merge(&mut self, other: &ObsStats) {
+        self.n += other.n;
+        for (a, b) in self.sum.iter_mut().zip(&other.sum) {
+            *a += b;
+        }
+        for (a, b) in self.sumsq.iter_mut().zip(&other.sumsq) {
+            *a += b;
+        }
+    }
+
+    /// The normaliser of what was seen: mean 0 and deviation 1 before two observations.
+    pub fn normaliser(&self) -> Normaliser {
+        if self.n < 2 {
+            return Normaliser { mean: vec![0.0; self.sum.len()], std: vec![1.0; self.sum.len()] };
+        }
+        let n = self.n as f64;
+        let mean: Vec<f64> = self.sum.iter().map(|s| s / n).collect();
+        // Sample variance (as ARS's running statistics), never below 0 from rounding.
+        let std = self.sumsq.iter().zip(&mean).map(|(q, m)| ((q - n * m * m) / (n - 1.0)).max(0.0).sqrt()).collect();
+        Normaliser { mean, std }
+    }
+}
+
+/// The mean and standard deviation of each observation component, as the policy reads them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Normaliser {
+    /// `μ`.
+    pub mean: Vec<f64>,
+    /// `σ`.
+    pub std: Vec<f64>,
+}
+
+impl Normaliser {
+    /// `1 / σ_i`, or 0 where `σ_i` is below [`MIN_STD`] (and where it is not finite).
+    pub fn scale(&self, i: usize) -> f64 {
+        let s = self.std[i];
+        if s.is_finite() && s >= MIN_STD { 1.0 / (s + 1e-8) } else { 0.0 }
+    }
+}
+
+/// A linear policy: `W` (`nu × n_obs`, row-major, one row per actuator) over the observations
+/// normalised by `norm`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinearPolicy {
+    /// `W`.
+    pub weights: Vec<f64>,
+    /// `μ`, `σ`.
+    pub norm: Normaliser,
+    /// Actuators.
+    pub nu: usize,
+}
+
+impl LinearPolicy {
+    /// Observation components.
+    pub fn n_obs(&self) -> usize {
+        self.norm.mean.len()
+    }
+
+    /// Output `j`'s coefficients on the raw observations and its constant: `a_ji = W_ji / σ_i`
+    /// and `c_j = −Σ_i a_ji μ_i`, in f64.
+    pub fn affine(&self, j: usize) -> (Vec<f64>, f64) {
+        let n = self.n_obs();
+        let a: Vec<f64> = (0..n).map(|i| self.weights[j * n + i] * self.norm.scale(i)).collect();
+        let c = -a.iter().zip(&self.norm.mean).map(|(a, m)| a * m).sum::<f64>();
+        (a, c)
+    }
+
+    /// The policy as a grove program (prefix order, output node `j` for actuator `j`; see the
+    /// module's docs), its constants rounded to f32.
+    pub fn tree(&self) -> Vec<Node> {
+        let mut nodes = Vec::with_capacity(self.max_nodes());
+        for j in 0..self.nu {
+            if j + 1 < self.nu {
+                nodes.push(Node::func(Op::Add));
+            }
+            let (a, c) = self.affine(j);
+            let terms: Vec<(usize, f32)> = a.iter().enumerate().map(|(i, &w)| (i, w as f32)).filter(|&(_, w)| w != 0.0).collect();
+            let first = nodes.len();
+            for &(i, w) in &terms {
+                nodes.extend([Node::func(Op::Add), Node::func(Op::Mul), Node::constant(w), Node::var(i as u32)]);
+            }
+            nodes.push(Node::constant(c as f32));
+            nodes[first].out = j as u8 + 1;
+        }
+        nodes
+    }
+
+    /// The longest [`Self::tree`] for these sizes.
+    pub fn max_nodes(&self) -> usize {
+        self.nu * (4 * self.n_obs() + 1) + self.nu.saturating_sub(1)
+    }
+
+    /// The weights by actuator and observation, for the report.
+    pub fn json(&self, observations: &[String], actuators: &[String]) -> serde_json::Value {
+        let n = self.n_obs();
+        serde_json::json!({
+            "observations": observations,
+            "mean": self.norm.mean.iter().map(|&x| crate::report::num(x)).collect::<Vec<_>>(),
+            "std": self.norm.std.iter().map(|&x| crate::report::num(x)).collect::<Vec<_>>(),
+            "weights": actuators.iter().enumerate().map(|(j, a)| serde_json::json!({
+                "actuator": a,
+                "weights": self.weights[j * n..(j + 1) * n].iter().map(|&x| crate::report::num(x)).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// What one iteration did, for the report's `generations`.
+struct Iteration {
+    best: f64,
+    mean: f64,
+    central: f64,
+    step: ars::Step,
+    seconds: f64,
+}
+
+/// Runs `grove control --policy linear` (settings already checked by the caller).
+pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+    let start = std::time::Instant::now();
+    let cfg = settings.linear;
+    ensure!(opts.resume.is_none(), "--policy linear (policy) keeps no checkpoints yet: it cannot resume a run");
+    ensure!(opts.checkpoint.is_none(), "--policy linear (policy) keeps no checkpoints yet: leave out --checkpoint");
+    ensure!(
+        settings.islands.count <= 1,
+        "--policy linear (policy) runs one search: leave out --islands (islands.count is {})",
+        settings.islands.count
+    );
+    let m = Model::load(&settings.env, settings.profile.as_deref())?;
+    let (nu, n_obs) = (m.nu(), m.obs_size);
+    if nu == 0 || n_obs == 0 {
+        bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
+    }
+    let steps = settings.episode_steps.unwrap_or(m.episode_steps);
+    let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
+    let mut trained = m.clone();
+    let healthy = training_healthy_reward(settings.healthy_reward, &m);
+    if let Some(w) = healthy {
+        trained.healthy_weight = w;
+    }
+    let names = observation_names(&m);
+    let acts = actuator_names(&m);
+    let d = nu * n_obs;
+    let mut theta = vec![0.0f64; d];
+    let mut stats = ObsStats::new(n_obs);
+    let mut norm = stats.normaliser();
+    let policy_of = |w: &[f64], norm: &Normaliser| LinearPolicy { weights: w.to_vec(), norm: norm.clone(), nu };
+    let max_len = policy_of(&theta, &norm).max_nodes();
+    let parsimony = 0.0;
+    let goal = super::budget::Goal { measure: super::budget::Measure::Return, value: Box::new(move |b: &crate::evolve::Best| -(b.fitness - parsimony)) };
+    let mut watch = super::budget::Watch::new(settings.budget, goal);
+    let mut history: Vec<Iteration> = Vec::new();
+    let mut ended = super::budget::Ending::Generations;
+    let (mut played, mut rollout_seconds) = (0u64, 0.0f64);
+    let iterations = settings.engine.generations;
+    let every = (iterations / 10).max(1);
+    for it in 0..iterations {
+        let t0 = std::time::Instant::now();
+        let run_it = run.at_generation(it);
+        let deltas = ars::directions(settings.engine.seed, it, cfg.directions, d);
+        let thetas = ars::perturbed(&theta, &deltas, cfg.noise);
+        let mut pop = Population::new(thetas.len(), max_len, nu);
+        for (r, w) in thetas.iter().enumerate() {
+            pop.set_tree(r, &policy_of(w, &norm).tree()).map_err(|e| anyhow::anyhow!("a linear policy's tree: {e}"))?;
+        }
+        let central = policy_of(&theta, &norm).tree();
+        // The backend plays the 2N perturbed policies while the CPU plays the unperturbed one,
+        // whose observations update the normaliser.
+        let (returns, (seen, central_ret)) = rayon::join(
+            || -> Result<(Vec<f64>, u64, f64)> {
+                let t = std::time::Instant::now();
+                let (means, steps) = backend.control_returns(&pop, &trained, &run_it)?;
+                Ok((means, steps, t.elapsed().as_secs_f64()))
+            },
+            || observe(&central, &trained, &run_it),
+        );
+        let (means, steps, secs) = returns?;
+        played += steps;
+        rollout_seconds += secs;
+        let step = ars::step(&mut theta, &deltas, &means, &cfg);
+        stats.merge(&seen?);
+        norm = stats.normaliser();
+        let finite: Vec<f64> = means.iter().copied().filter(|r| r.is_finite()).collect();
+        let row = Iteration {
+            best: finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            mean: finite.iter().sum::<f64>() / finite.len().max(1) as f64,
+            central: central_ret,
+            step,
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        if !opts.quiet && (opts.verbose || it % every == 0 || it + 1 == iterations) {
+            opts.say(&format!(
+                "iteration {it:>5}  return {:>10.2}  best perturbed {:>10.2}  step {:.4}  {:.2} s",
+                row.central, row.best, row.step.length, row.seconds
+            ));
+        }
+        history.push(row);
+        let best = crate::evolve::Best { fitness: -central_ret, nodes: central, generation: it, genome: None };
+        if let Some(e) = watch.finish(it, &best) {
+            ended = e;
+            break;
+        }
+        if opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst)) {
+            ended = super::budget::Ending::Stopped { generation: it };
+            break;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let last = policy_of(&theta, &norm);
+    let nodes = last.tree();
+    let train = score_policy(&nodes, &m, &run)?;
+    let test = score_policy(&nodes, &m, &ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..run })?;
+    report(settings, &m, Ran { policy: &last, nodes: &nodes, history: &history, ended: &ended, train: &train, test: &test, healthy, seconds, played, rollout_seconds }, &names, &acts, &describe_devices(backend, &[]))
+}
+
+/// Plays `nodes` on the CPU for the episodes of `run`, adding every observation it acts on to
+/// new statistics (episodes in order), and its mean return (NaN when the policy fails).
+fn observe(nodes: &[Node], m: &Model, run: &ControlRun) -> (Result<ObsStats>, f64) {
+    use rayon::prelude::*;
+    let policy = match Policy::for_model(nodes, m) {
+        Ok(p) => p,
+        Err(e) => return (Err(e), f64::NAN),
+    };
+    let per: Vec<(ObsStats, f64, bool)> = (0..run.episodes as u32)
+        .into_par_iter()
+        .map(|k| {
+            let mut s = ObsStats::new(m.obs_size);
+            let e = play_observed(m, &mut policy.clone(), run, k, |o| s.add(o));
+            (s, e.ret, e.valid)
+        })
+        .collect();
+    let mut all = ObsStats::new(m.obs_size);
+    let mut total = 0.0;
+    let mut valid = true;
+    for (s, r, v) in &per {
+        all.merge(s);
+        total += r;
+        valid &= v;
+    }
+    (Ok(all), if valid { total / run.episodes.max(1) as f64 } else { f64::NAN })
+}
+
+/// A finished search, for [`report`].
+struct Ran<'a> {
+    policy: &'a LinearPolicy,
+    nodes: &'a [Node],
+    history: &'a [Iteration],
+    ended: &'a super::budget::Ending,
+    train: &'a PolicyScores,
+    test: &'a PolicyScores,
+    healthy: Option<f64>,
+    seconds: f64,
+    played: u64,
+    rollout_seconds: f64,
+}
+
+fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], acts: &[String], device: &str) -> Result<EvolveResult> {
+    use crate::program::render::{Style, outputs};
+    use crate::report::num;
+    let nu = m.nu();
+    let programs = outputs(r.nodes, nu, names, Style::Infix);
+    let generations: Vec<serde_json::Value> = r
+        .history
+        .iter()
+        .enumerate()
+        .map(|(g, h)| {
+            serde_json::json!({"generation": g, "return": num(h.central), "best_return": num(h.best), "mean_return": num(h.mean),
+                "directions_used": h.step.used, "step": num(h.step.length), "seconds": h.seconds})
+        })
+        .collect();
+    let policy = super::control::SavedPolicy {
+        env: settings.env.clone(),
+        profile: m.profile.clone(),
+        observations: names.to_vec(),
+        actuators: acts.to_vec(),
+        nodes: super::model::Model::encode(r.nodes),
+        operators: Vec::new(),
+    };
+    let ended = if matches!(r.ended, super::budget::Ending::Generations) { None } else { Some(r.ended) };
+    let report = serde_json::json!({
+        "command": "control",
+        "settings": settings,
+        "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": settings.episode_steps.unwrap_or(m.episode_steps)},
+        "generations": generations,
+        "ended": r.ended,
+        "best": {
+            "programs": programs.iter().zip(acts).map(|(p, a)| serde_json::json!({"actuator": a, "action": format!("tanh({p})")})).collect::<Vec<_>>(),
+            "size": r.nodes.len(), "generation": r.history.len().saturating_sub(1),
+        },
+        "linear_policy": r.policy.json(names, acts),
+        "train": r.train.json(),
+        "test": r.test.json(),
+        "policy": policy,
+        "training_healthy_reward": r.healthy.unwrap_or(m.healthy_weight),
+        "timing": {"seconds": r.seconds, "env_steps": r.played, "rollout_seconds": r.rollout_seconds,
+                   "env_steps_per_second": r.played as f64 / r.rollout_seconds.max(1e-9),
+                   "threads": rayon::current_num_threads(), "device": device},
+        "version": env!("CARGO_PKG_VERSION"),
+    });
+    let c = &settings.linear;
+    let mut summary = format!("{} ({}), {} actuators, {} observations\n", m.name, m.profile, nu, names.len());
+    summary += &format!(
+        "policy        linear: tanh(W (o - mean) / std), W {nu} × {}, tuned by random search ({} directions, the best {}, step {}, noise {})\n",
+        names.len(),
+        c.directions,
+        c.top,
+        c.step_size,
+        c.noise
+    );
+    summary += "weights       in the report's `linear_policy`; `policy` holds it as a program\n";
+    summary += &format!("size          {} nodes\n", r.nodes.len());
+    if let Some(e) = ended {
+        summary += &e.line(settings.engine.generations).unwrap_or_default().replace("generation", "iteration");
+    }
+    if let Some(w) = r.healthy.filter(|&w| w != m.healthy_weight) {
+        summary += &format!("training      healthy reward {w} per step instead of {} (--healthy-reward); returns below use the env's\n", m.healthy_weight);
+    }
+    summary += &format!(
+        "train return  {:.2}  (mean of {} episode{}, {:.0} steps on average)\n",
+        r.train.mean(),
+        r.train.episodes.len(),
+        if r.train.episodes.len() == 1 { "" } else { "s" },
+        r.train.mean_steps()
+    );
+    summary += &format!(
+        "test return   {:.2} ± {:.2}  (mean of {} fresh episodes, {:.0} steps on average)\n",
+        r.test.mean(),
+        r.test.std(),
+        r.test.episodes.len(),
+        r.test.mean_steps()
+    );
+    summary += &format!(
+        "time          {:.2} s on {device}; {} iterations, {} env steps in {:.2} s of roll-outs ({:.3e} steps/s with the policy)",
+        r.seconds,
+        r.history.len(),
+        r.played,
+        r.rollout_seconds,
+        r.played as f64 / r.rollout_seconds.max(1e-9)
+    );
+    Ok(EvolveResult { report, summary })
+}
+
+/// Checks `--policy linear`'s settings against the budget of one iteration.
+pub fn check(cfg: &ArsConfig, episodes: usize) -> Result<()> {
+    cfg.check().map_err(|e| anyhow::anyhow!(e))?;
+    ensure!(
+        cfg.directions.saturating_mul(episodes) <= MAX_EPISODES_PER_ITERATION,
+        "--directions ({}) × --episodes ({episodes}) is more than {MAX_EPISODES_PER_ITERATION} episode pairs per iteration",
+        cfg.directions
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_normaliser_is_the_sample_mean_and_deviation() {
+        let mut s = ObsStats::new(3);
+        assert_eq!(s.normaliser(), Normaliser { mean: vec![0.0; 3], std: vec![1.0; 3] });
+        for x in [[1.0f32, 5.0, -2.0], [3.0, 5.0, 2.0], [5.0, 5.0, 0.0]] {
+            s.add(&x);
+        }
+        let n = s.normaliser();
+        assert_eq!(n.mean, vec![3.0, 5.0, 0.0]);
+        assert_eq!(n.std, vec![2.0, 0.0, 2.0]);
+        // A constant component is ignored by the policy, not divided by zero.
+        assert_eq!(n.scale(1), 0.0);
+        assert_eq!(n.scale(0), 1.0 / (2.0 + 1e-8));
+        // Merging halves gives the whole.
+        let (mut a, mut b) = (ObsStats::new(2), ObsStats::new(2));
+        a.add(&[1.0, 2.0]);
+        b.add(&[3.0, -4.0]);
+        b.add(&[0.5, 0.25]);
+        a.merge(&b);
+        let mut all = ObsStats::new(2);
+        for x in [[1.0f32, 2.0], [3.0, -4.0], [0.5, 0.25]] {
+            all.add(&x);
+        }
+        assert_eq!(a, all);
+    }
+
+    #[test]
+    fn the_tree_computes_the_linear_policy() {
+        let (nu, n) = (3, 5);
+        let weights: Vec<f64> = (0..nu * n).map(|k| ((k * 7 % 11) as f64 - 5.0) / 4.0).collect();
+        let norm = Normaliser { mean: vec![0.5, -1.0, 2.0, 0.0, 3.0], std: vec![2.0, 0.5, 1e-9, 4.0, 1.0] };
+        let p = LinearPolicy { weights, norm: norm.clone(), nu };
+        let nodes = p.tree();
+        assert!(nodes.len() <= p.max_nodes());
+        let mut policy = Policy::for_sizes(&nodes, nu, n).unwrap();
+        let obs = [1.0f32, -2.0, 7.0, 0.25, 2.5];
+        let out = policy.outputs(&obs).unwrap().to_vec();
+        for j in 0..nu {
+            let want: f64 = (0..n).map(|i| p.weights[j * n + i] * norm.scale(i) * (obs[i] as f64 - norm.mean[i])).sum();
+            assert!((out[j] as f64 - want).abs() < 1e-5 * (1.0 + want.abs()), "output {j}: {} against {want}", out[j]);
+        }
+        // Component 2 (deviation below MIN_STD) is not read.
+        assert!(!nodes.iter().any(|x| x.op == Op::Var && x.value == 2.0));
+        // The stack stays shallow however many observations there are.
+        let wide = LinearPolicy { weights: vec![0.5; 2 * 200], norm: Normaliser { mean: vec![0.0; 200], std: vec![1.0; 200] }, nu: 2 };
+        let t = wide.tree();
+        let mut pop = Population::new(1, t.len(), 2);
+        pop.set_tree(0, &t).unwrap();
+        let need = crate::backend::cuda::pack::stack_need(pop.tree(0), 200, 2).unwrap();
+        assert!(need <= 4, "stack {need}");
+        // All-zero weights leave constants only.
+        let zero = LinearPolicy { weights: vec![0.0; nu * n], norm, nu };
+        assert_eq!(zero.tree().len(), 2 * nu - 1);
+    }
+}

@@ -1,0 +1,113 @@
+//! `grove control --policy linear` as a user meets it: a linear policy over normalised
+//! observations, tuned by random search, that climbs from the zero policy, whose report
+//! replays with `grove rollout`, whose run is the same at any thread count, and whose bad
+//! settings get one clear line. Runs are small and on the CPU.
+
+mod support;
+use support::{Device, assert_ok, assert_one_line_error, dir, grove, grove_command, read_json, s, text, without_timings};
+
+fn linear(report: &std::path::Path, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["control", "--env", "swimmer", "--policy", "linear", "--device", "cpu", "--seed", "4", "--gens", "12"];
+    args.extend(["--episode-steps", "200", "--test-episodes", "3", "--quiet", "--report", s(report)]);
+    args.extend(extra);
+    grove(&args)
+}
+
+#[test]
+fn a_linear_policy_climbs_and_its_report_replays() {
+    let d = dir("linear-policy");
+    let report = d.join("swimmer.json");
+    let out = linear(&report, &[]);
+    assert_ok(&out);
+    let summary = text(&out.stdout);
+    assert!(summary.contains("policy        linear: tanh(W (o - mean) / std), W 2 × 8"), "{summary}");
+    assert!(summary.contains("8 directions, the best 4"), "{summary}");
+    let r = read_json(&report);
+    let g = r["generations"].as_array().unwrap();
+    assert_eq!(g.len(), 12);
+    // Iteration 0 plays the zero policy (actions 0): the search must improve on it.
+    let first = g[0]["return"].as_f64().unwrap();
+    let last = g[11]["return"].as_f64().unwrap();
+    assert!(last > first + 10.0, "returns {first} → {last}");
+    let train = r["train"]["returns"][0].as_f64().unwrap();
+    assert!(train > first + 10.0, "train {train} against the zero policy's {first}");
+    // The weights: one row of 8 per actuator, with each observation's mean and deviation.
+    let lp = &r["linear_policy"];
+    assert_eq!(lp["weights"].as_array().unwrap().len(), 2);
+    assert!(lp["weights"].as_array().unwrap().iter().all(|w| w["weights"].as_array().unwrap().len() == 8));
+    assert_eq!(lp["mean"].as_array().unwrap().len(), 8);
+    assert!(lp["std"].as_array().unwrap().iter().all(|x| x.as_f64().unwrap() > 0.0));
+    assert!(lp["weights"][0]["weights"].as_array().unwrap().iter().any(|x| x.as_f64().unwrap() != 0.0));
+    // The saved policy is a program: `grove rollout` replays training episode 0.
+    let out = grove(&["rollout", "--policy", s(&report), "--seed", "4", "--steps", "200"]);
+    assert_ok(&out);
+    let line = text(&out.stdout);
+    assert!(line.starts_with(&format!("swimmer (brax): return {train:.6} over 200 steps")), "{line} vs {train}");
+}
+
+#[test]
+fn a_linear_run_is_the_same_at_any_thread_count() {
+    let d = dir("linear-threads");
+    let (a, b) = (d.join("two.json"), d.join("one.json"));
+    assert_ok(&linear(&a, &["--directions", "5"]));
+    let args = ["control", "--env", "swimmer", "--policy", "linear", "--device", "cpu", "--seed", "4", "--gens", "12"];
+    let mut one = grove_command(&args, Device::Inherited, None);
+    one.env("RAYON_NUM_THREADS", "1");
+    one.args(["--episode-steps", "200", "--test-episodes", "3", "--quiet", "--report", s(&b), "--directions", "5"]);
+    assert_ok(&one.output().unwrap());
+    let (ra, rb) = (read_json(&a), read_json(&b));
+    assert_eq!(ra["settings"]["linear"]["top"], 3, "a smaller --directions keeps the default's share of the best");
+    assert_eq!(without_timings(ra), without_timings(rb));
+}
+
+#[test]
+fn linear_settings_come_from_flags_and_experiment_files() {
+    use grove::task::control::{ControlSettings, PolicyKind};
+    let cli = |args: &[&str], gpu: bool| -> ControlSettings {
+        let cli = <grove::cli::Cli as clap::Parser>::try_parse_from([&["grove", "control"], args].concat()).unwrap();
+        let grove::cli::Command::Control(a) = cli.command else { panic!("not control") };
+        a.settings(gpu).unwrap()
+    };
+    let experiment = |text: &str| match grove::task::experiment::Experiment::from_parts(
+        &grove::task::experiment::parse_ron(text, "t.ron").unwrap().0,
+        grove::task::experiment::parse_ron(text, "t.ron").unwrap().1,
+        "t.ron",
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"))
+    {
+        grove::task::experiment::Experiment::Control(s) => s,
+        other => panic!("{other:?}"),
+    };
+    let c = cli(&["--env", "hopper", "--policy", "linear"], false);
+    assert_eq!(c.policy, PolicyKind::Linear);
+    assert_eq!(c.linear, grove::task::defaults::LINEAR_CPU);
+    assert_eq!(cli(&["--env", "hopper", "--policy", "linear"], true).linear, grove::task::defaults::LINEAR_GPU);
+    assert_eq!(experiment("Control(env: \"hopper\", policy: \"linear\")"), c);
+    let tuned = cli(&["--env", "hopper", "--policy", "linear", "--directions", "40", "--top-directions", "30", "--step-size", "0.03", "--noise", "0.025"], false);
+    assert_eq!(
+        experiment("Control(env: \"hopper\", policy: \"linear\", linear: (directions: 40, top: 30, step_size: 0.03, noise: 0.025))"),
+        tuned
+    );
+    assert_eq!(cli(&["--env", "hopper"], false).policy, PolicyKind::Program, "programs stay the default");
+}
+
+#[test]
+fn bad_linear_settings_get_one_clear_line() {
+    let d = dir("linear-bad");
+    let report = d.join("r.json");
+    let one = |extra: &[&str], needles: &[&str]| assert_one_line_error(&linear(&report, extra), needles);
+    one(&["--directions", "0"], &["--directions (linear.directions) must be 1 to"]);
+    one(&["--directions", "8", "--top-directions", "9"], &["--top-directions (linear.top) must be 1 to --directions (8), got 9"]);
+    one(&["--step-size=-1"], &["--step-size (linear.step_size) must be a positive number"]);
+    one(&["--noise", "0"], &["--noise (linear.noise) must be a positive number"]);
+    one(&["--directions", "65536", "--episodes", "100"], &["episode pairs per iteration"]);
+    one(&["--checkpoint", s(&d.join("c.ckpt"))], &["--policy linear", "checkpoint"]);
+    one(&["--islands", "2"], &["--policy linear", "--islands"]);
+    let out = linear(&report, &["--policy", "tabular"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // An experiment file with a bad field says which.
+    let file = d.join("bad.ron");
+    std::fs::write(&file, "Control(env: \"swimmer\", policy: \"linear\", linear: (directions: 4, top: 0, step_size: 0.02, noise: 0.03))").unwrap();
+    assert_one_line_error(&grove(&["run", s(&file), "--device", "cpu", "-q"]), &["--top-directions (linear.top)"]);
+    assert!(!report.exists(), "a refused run writes nothing");
+}
