@@ -17,7 +17,8 @@ fn linear(report: &std::path::Path, extra: &[&str]) -> std::process::Output {
 fn a_linear_policy_climbs_and_its_report_replays() {
     let d = dir("linear-policy");
     let report = d.join("swimmer.json");
-    let out = linear(&report, &[]);
+    let (plots, fame) = (d.join("plots"), d.join("fame.csv"));
+    let out = linear(&report, &["--plots", s(&plots), "--hall-of-fame", s(&fame)]);
     assert_ok(&out);
     let summary = text(&out.stdout);
     assert!(summary.contains("policy        linear: tanh(W (o - mean) / std), W 2 × 8"), "{summary}");
@@ -38,6 +39,12 @@ fn a_linear_policy_climbs_and_its_report_replays() {
     assert_eq!(lp["mean"].as_array().unwrap().len(), 8);
     assert!(lp["std"].as_array().unwrap().iter().all(|x| x.as_f64().unwrap() > 0.0));
     assert!(lp["weights"][0]["weights"].as_array().unwrap().iter().any(|x| x.as_f64().unwrap() != 0.0));
+    // The plots hold the curve of the unperturbed policy; the hall of fame is the one policy.
+    assert!(plots.join("fitness.png").exists() && plots.join("fitness.svg").exists());
+    assert!(std::fs::read_to_string(plots.join("fitness.svg")).unwrap().contains("policy"));
+    let rows: Vec<String> = std::fs::read_to_string(&fame).unwrap().lines().map(String::from).collect();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert!(rows[1].starts_with(&format!("{},{:e},tanh(", r["best"]["size"], -r["train"]["mean"].as_f64().unwrap())), "{}", rows[1]);
     // The saved policy is a program: `grove rollout` replays training episode 0.
     let out = grove(&["rollout", "--policy", s(&report), "--seed", "4", "--steps", "200"]);
     assert_ok(&out);

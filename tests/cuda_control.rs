@@ -125,6 +125,50 @@ fn control_task_runs_on_cuda() {
     eprintln!("{}", r.summary);
 }
 
+/// Linear policies (`task::linear_policy`, programs of up to 419 nodes) play the same episodes
+/// on the GPU as on the CPU, and a whole `--policy linear` run on CUDA is the CPU's run: the
+/// same report but for its timings.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn linear_policies_play_as_on_the_cpu_and_a_linear_run_equals_the_cpus() {
+    use grove::task::linear_policy::{LinearPolicy, Normaliser};
+    let engine = engine();
+    for &(env, profile) in CASES {
+        let m = Model::load(env, Some(profile)).unwrap();
+        let (nu, n) = (m.nu(), m.obs_size);
+        let norm = Normaliser { mean: (0..n).map(|i| 0.1 * i as f64 - 0.3).collect(), std: (0..n).map(|i| 0.5 + 0.25 * i as f64).collect() };
+        let dirs = grove::evolve::ars::directions(5, 0, 24, nu * n);
+        let trees: Vec<_> = dirs.iter().map(|w| LinearPolicy { weights: w.iter().map(|x| 0.3 * x).collect(), norm: norm.clone(), nu }.tree()).collect();
+        let mut pop = grove::program::Population::new(trees.len(), trees.iter().map(Vec::len).max().unwrap(), nu);
+        for (r, t) in trees.iter().enumerate() {
+            pop.set_tree(r, t).unwrap();
+        }
+        let run = ControlRun { episodes: 2, steps: m.episode_steps, seed: 9, generation: 4, noise: true, ignore_termination: false };
+        let gpu = engine.control_returns(&pop, &m, &run).unwrap();
+        let cpu = control_rollout(&pop, &m, &run);
+        assert_eq!(gpu.episodes, cpu, "{env} {profile}: episodes");
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&gpu.means), bits(&mean_returns(&cpu, 2)), "{env} {profile}: means");
+    }
+    let mut s = grove::task::control::ControlSettings::cli_default(false);
+    s.env = "hopper".into();
+    s.policy = grove::task::control::PolicyKind::Linear;
+    s.engine.generations = 6;
+    s.episode_steps = Some(300);
+    s.test_episodes = 2;
+    let cuda = grove::backend::Backend::Cuda(Box::new(engine));
+    let strip = |mut r: serde_json::Value| {
+        r.as_object_mut().unwrap().remove("timing");
+        for g in r["generations"].as_array_mut().unwrap() {
+            g.as_object_mut().unwrap().remove("seconds");
+        }
+        r
+    };
+    let on_gpu = grove::task::control::control(&s, &cuda, true).unwrap();
+    let on_cpu = grove::task::control::control(&s, &grove::backend::Backend::Cpu, true).unwrap();
+    assert_eq!(strip(on_gpu.report), strip(on_cpu.report));
+}
+
 /// `grove rollout --device cuda` (`task::tools::rollout`) prints the line the CPU's f32
 /// roll-out prints: fixed and zero actions, with and without reset noise, on two robots.
 #[test]

@@ -22,7 +22,8 @@ class Policy:
     """An evolved control policy: actions = tanh of the program's outputs, one per actuator.
 
     Attributes: ``env``, ``profile``, ``observations`` (names), ``actuators`` (names),
-    ``programs`` (one action formula per actuator), ``report`` (the run's report, as ``grove
+    ``programs`` (one action formula per actuator), ``linear`` (a linear policy's weights, mean
+    and deviation; None for an evolved program), ``report`` (the run's report, as ``grove
     control --report`` writes it; ``grove rollout --policy`` replays a file holding it).
     """
 
@@ -34,6 +35,8 @@ class Policy:
         self.observations = list(saved["observations"])
         self.actuators = list(saved["actuators"])
         self.programs = [p["action"] for p in report["best"]["programs"]]
+        # A linear policy's W (by actuator), mean and deviation (``policy="linear"``); else None.
+        self.linear = report.get("linear_policy")
         self._policy_json = json.dumps(saved)
 
     def act(self, obs):
@@ -81,6 +84,11 @@ def control(
     healthy_reward=None,
     fresh_starts=False,
     validation_episodes=_CONTROL["validation_episodes"],
+    policy="program",
+    directions=None,
+    top_directions=None,
+    step_size=None,
+    noise=None,
     tournament_size=_CONTROL["tournament_size"],
     elitism=_CONTROL["elitism"],
     max_length=_CONTROL["max_length"],
@@ -106,6 +114,15 @@ def control(
     generation (``--fresh-starts``); ``validation_episodes`` chooses the returned policy among
     the run's best and the last population's fittest programs by their return on that many
     episodes (``--validation-episodes``; 0: the run's best).
+
+    ``policy="linear"`` trains no program but a linear map of the normalised observations
+    (``--policy linear``): actions = tanh(W (o - mean) / std), with the running mean and
+    deviation of the states seen, W tuned by augmented random search (Mania et al. 2018) for
+    ``generations`` iterations of ``directions`` random directions, stepping along the best
+    ``top_directions`` by ``step_size``, playing changes of W of deviation ``noise``
+    (``--directions``, ``--top-directions``, ``--step-size``, ``--noise``; None: the device's
+    defaults, and ``top_directions`` the defaults' share of ``directions``). The returned
+    ``Policy`` is played as any other; ``Policy.linear`` holds W, the mean and the deviation.
 
     ``islands``, ``migrate_every``, ``migrants`` and ``gpus`` are the island model's settings
     (``--islands``, ``--migrate-every``, ``--migrants``, ``--gpus``: populations side by side
@@ -141,6 +158,8 @@ def control(
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     if resume and checkpoint is None:
         raise ValueError("resume=True continues the run saved at checkpoint: give checkpoint=PATH")
+    if policy not in ("program", "linear"):
+        raise ValueError(f"policy must be 'program' or 'linear', got {policy!r}")
     grammar = grammar_spec(grammar)
     engine = {"seed": seed_of(random_state), "tournament": int(tournament_size), "max_len": int(max_length)}
     settings = {
@@ -160,7 +179,17 @@ def control(
         "islands": islands_block(islands, migrate_every, migrants, gpus, population_size),
         "budget": budget_block(max_time, stop_at),
         "device": device,
+        "policy": policy,
     }
+    linear = {k: v for k, v in (("directions", directions), ("top", top_directions)) if v is not None}
+    linear.update({k: float(v) for k, v in (("step_size", step_size), ("noise", noise)) if v is not None})
+    for k in ("directions", "top"):
+        if k in linear:
+            linear[k] = int(linear[k])
+            if linear[k] < 1:
+                raise ValueError(f"{'top_directions' if k == 'top' else k} must be at least 1, got {linear[k]}")
+    if linear:
+        settings["linear"] = linear
     if population_size is not None:
         engine["pop_size"] = int(population_size)
     if generations is not None:

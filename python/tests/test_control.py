@@ -155,3 +155,31 @@ def test_a_control_run_stops_at_a_return_and_refuses_a_bad_time_limit():
     assert len(policy.report["generations"]) == 1
     with pytest.raises(ValueError, match="max_time must be a positive number of seconds"):
         grove.control("swimmer", **TINY, max_time=-1)
+
+
+def test_a_linear_policy_is_trained_played_and_explained():
+    small = dict(generations=6, episode_steps=60, test_episodes=2, device="cpu", directions=4)
+    p = grove.control("swimmer", policy="linear", **small)
+    assert p.report["settings"]["policy"] == "linear"
+    assert p.report["settings"]["linear"]["top"] == 2, "the default's share of the directions"
+    lin = p.linear
+    assert [w["actuator"] for w in lin["weights"]] == p.actuators
+    assert all(len(w["weights"]) == len(p.observations) for w in lin["weights"])
+    # act() is tanh(W (o - mean) / std), up to the f32 rounding of the program's constants.
+    obs = np.linspace(-0.3, 0.4, len(p.observations))
+    mean, std = np.array(lin["mean"]), np.array(lin["std"])
+    scale = np.where(std >= 1e-7, 1.0 / (std + 1e-8), 0.0)
+    w = np.array([r["weights"] for r in lin["weights"]])
+    np.testing.assert_allclose(p.act(obs), np.tanh(w @ ((obs - mean) * scale)), rtol=1e-4, atol=1e-5)
+    # Training episode 0 replays.
+    assert p.rollout(steps=60, seed=1).total_return == pytest.approx(p.report["train"]["returns"][0], rel=1e-9)
+    # A program's policy has no weights.
+    assert grove.control("swimmer", **TINY).linear is None
+    with pytest.raises(ValueError, match="policy must be"):
+        grove.control("swimmer", policy="tabular", **TINY)
+    with pytest.raises(ValueError, match="top_directions must be at least 1"):
+        grove.control("swimmer", policy="linear", top_directions=0, **small)
+    with pytest.raises(ValueError, match=r"--top-directions \(linear.top\)"):
+        grove.control("swimmer", policy="linear", top_directions=9, **small)
+    with pytest.raises(ValueError, match=r"--noise \(linear.noise\)"):
+        grove.control("swimmer", policy="linear", noise=-1, **small)

@@ -108,11 +108,17 @@ pub struct ControlArgs {
     ))]
     pub top_directions: Option<usize>,
     /// --policy linear: step size (the step is scaled by the spread of the returns used).
-    #[arg(long, default_value_t = defaults::LINEAR_CPU.step_size)]
-    pub step_size: f64,
+    #[arg(long, help = format!(
+        "--policy linear: step size (the step is divided by the spread of the returns it uses) [default: {} on the CPU, {} on a GPU]",
+        defaults::LINEAR_CPU.step_size, defaults::LINEAR_GPU.step_size
+    ))]
+    pub step_size: Option<f64>,
     /// --policy linear: standard deviation of the random changes of W that are played.
-    #[arg(long, default_value_t = defaults::LINEAR_CPU.noise)]
-    pub noise: f64,
+    #[arg(long, help = format!(
+        "--policy linear: standard deviation of the random changes of W that are played [default: {} on the CPU, {} on a GPU]",
+        defaults::LINEAR_CPU.noise, defaults::LINEAR_GPU.noise
+    ))]
+    pub noise: Option<f64>,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -161,8 +167,8 @@ impl ControlArgs {
                 let d = if on_gpu { defaults::LINEAR_GPU } else { defaults::LINEAR_CPU };
                 let directions = self.directions.unwrap_or(d.directions);
                 // A smaller --directions alone keeps the default's share of them.
-                let top = self.top_directions.unwrap_or(if self.directions.is_some() { (directions * d.top).div_ceil(d.directions).max(1) } else { d.top });
-                crate::evolve::ars::ArsConfig { directions, top, step_size: self.step_size, noise: self.noise }
+                let top = self.top_directions.unwrap_or(if self.directions.is_some() { crate::task::control::linear_top(directions, &d) } else { d.top });
+                crate::evolve::ars::ArsConfig { directions, top, step_size: self.step_size.unwrap_or(d.step_size), noise: self.noise.unwrap_or(d.noise) }
             },
         };
         s.check()?;

@@ -206,11 +206,31 @@ impl ControlSettings {
     /// [`Self::cli_default`]`(on_gpu)`; then checked.
     pub fn from_json(given: serde_json::Value, on_gpu: bool) -> Result<Self> {
         let mut base = serde_json::to_value(Self::cli_default(on_gpu))?;
+        top_by_share(&mut base, &given);
         super::search::merge(&mut base, given);
         let s: Self = serde_json::from_value(base).context("bad control settings")?;
         s.check()?;
         Ok(s)
     }
+}
+
+/// Where `given` (experiment fields) sets `linear.directions` but not `linear.top`, sets
+/// `base`'s top (the defaults the fields are laid over) to the defaults' share of the
+/// directions, as `--directions` alone does on the command line.
+pub fn top_by_share(base: &mut serde_json::Value, given: &serde_json::Value) {
+    let linear = given.get("linear");
+    let (Some(n), None) = (linear.and_then(|l| l.get("directions")).and_then(serde_json::Value::as_u64), linear.and_then(|l| l.get("top"))) else {
+        return;
+    };
+    let d: Option<crate::evolve::ars::ArsConfig> = base.get("linear").and_then(|l| serde_json::from_value(l.clone()).ok());
+    if let Some(d) = d {
+        base["linear"]["top"] = serde_json::json!(linear_top(n as usize, &d));
+    }
+}
+
+/// The top directions of `directions` at the share of `d` (at least 1).
+pub fn linear_top(directions: usize, d: &crate::evolve::ars::ArsConfig) -> usize {
+    (directions.saturating_mul(d.top)).div_ceil(d.directions.max(1)).max(1)
 }
 
 /// Opens the device for a `grove control` run in `env` (loading the environment first, so

@@ -91,14 +91,17 @@ impl Experiment {
                 given.get("env").is_some_and(Value::is_string),
                 "{origin}: a control experiment names its environment, e.g. `Control(env: \"hopper\", ...)` (swimmer, hopper, walker2d, half_cheetah or a .ron path)"
             );
-            // As `grove control --device cuda`: a GPU's population, generations and episodes.
+            // As `grove control --device cuda`: a GPU's population, generations, episodes and random
+            // search.
             if given.get("device").and_then(Value::as_str) == Some("cuda") {
                 let gpu = serde_json::to_value(ControlSettings::cli_default(true))?;
                 for (block, field) in [("engine", "pop_size"), ("engine", "generations")] {
                     merged[block][field] = gpu[block][field].clone();
                 }
                 merged["episodes"] = gpu["episodes"].clone();
+                merged["linear"] = gpu["linear"].clone();
             }
+            super::control::top_by_share(&mut merged, &given);
         }
         if matches!(command, "evolve" | "classify") {
             // As `grove evolve` and `grove classify`: constants fitted by default where the run

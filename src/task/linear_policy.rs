@@ -354,6 +354,7 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
         "test": r.test.json(),
         "policy": policy,
         "training_healthy_reward": r.healthy.unwrap_or(m.healthy_weight),
+        "hall_of_fame": [fame_row(r.nodes, nu, names, r.train.mean())],
         "timing": {"seconds": r.seconds, "env_steps": r.played, "rollout_seconds": r.rollout_seconds,
                    "env_steps_per_second": r.played as f64 / r.rollout_seconds.max(1e-9),
                    "threads": rayon::current_num_threads(), "device": device},
@@ -400,6 +401,25 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
         r.played as f64 / r.rollout_seconds.max(1e-9)
     );
     Ok(EvolveResult { report, summary })
+}
+
+/// The hall of fame of a linear run: its one policy, whose loss is minus its training return
+/// (as a program's in `grove control`), each actuator's action joined by `; `.
+fn fame_row(nodes: &[Node], nu: usize, names: &[String], train: f64) -> serde_json::Value {
+    use crate::program::render::{Style, outputs};
+    let show = |style: Style, wrap: fn(String) -> String| outputs(nodes, nu, names, style).into_iter().map(wrap).collect::<Vec<_>>().join("; ");
+    serde_json::to_value(super::run::FameRow {
+        complexity: nodes.len(),
+        loss: -train,
+        validation_loss: None,
+        score: 0.0,
+        description_length: None,
+        selected: true,
+        equation: show(Style::Infix, |p| format!("tanh({p})")),
+        latex: show(Style::Latex, |p| format!("\\tanh\\left({p}\\right)")),
+        sympy: show(Style::Sympy, |p| format!("tanh({p})")),
+    })
+    .unwrap_or(serde_json::Value::Null)
 }
 
 /// Checks `--policy linear`'s settings against the budget of one iteration.

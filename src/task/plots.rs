@@ -53,21 +53,29 @@ pub fn write_all(report: &Value, dir: &Path) -> Result<Vec<PathBuf>> {
     let command = report["command"].as_str().unwrap_or(if report.get("policy").is_some() { "control" } else { "run" });
     let what = report["settings"]["data"].as_str().or(report["settings"]["env"].as_str()).unwrap_or("");
     let title = format!("{command} · {what}");
+    let mut series = vec![
+        Series { name: "best".into(), points: curve(best_key), dots: false },
+        Series { name: "mean".into(), points: curve(mean_key), dots: false },
+    ];
+    // A linear policy's run (`--policy linear`) also has the unperturbed policy's `return`.
+    if returns && gens.first().is_some_and(|g| g.get("return").is_some()) {
+        series.push(Series { name: "policy".into(), points: curve("return"), dots: false });
+    }
+    let fitness = Chart {
+        title: format!("{title}: {label} over generations"),
+        x: "generation".into(),
+        y: label.clone(),
+        series,
+        log_y: !returns && sign > 0.0,
+        diagonal: false,
+        legend_low: false,
+    };
+    // Sizes, where the generations have them (a linear policy's size does not change).
+    let sized = gens.first().is_some_and(|g| g.get("mean_size").is_some());
     out.extend(save(
         &dir.join("fitness"),
-        &Figure::Stack(vec![
-            Chart {
-                title: format!("{title}: {label} over generations"),
-                x: "generation".into(),
-                y: label.clone(),
-                series: vec![
-                    Series { name: "best".into(), points: curve(best_key), dots: false },
-                    Series { name: "mean".into(), points: curve(mean_key), dots: false },
-                ],
-                log_y: !returns && sign > 0.0,
-                diagonal: false,
-                legend_low: false,
-            },
+        &Figure::Stack(if !sized { vec![fitness] } else { vec![
+            fitness,
             Chart {
                 title: "program size".into(),
                 x: "generation".into(),
@@ -80,7 +88,7 @@ pub fn write_all(report: &Value, dir: &Path) -> Result<Vec<PathBuf>> {
                 diagonal: false,
                 legend_low: true,
             },
-        ]),
+        ] }),
     )?);
     if let Some(rows) = report.get("hall_of_fame").and_then(Value::as_array).filter(|r| !r.is_empty()) {
         // A control run's loss is minus its (training) return: drawn as the return.
