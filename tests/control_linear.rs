@@ -4,6 +4,8 @@
 //! settings get one clear line. Runs are small and on the CPU.
 
 mod support;
+#[path = "support/exports.rs"]
+mod exports;
 use support::{Device, assert_ok, assert_one_line_error, dir, grove, grove_command, read_json, s, text, without_timings};
 
 fn linear(report: &std::path::Path, extra: &[&str]) -> std::process::Output {
@@ -117,4 +119,61 @@ fn bad_linear_settings_get_one_clear_line() {
     std::fs::write(&file, "Control(env: \"swimmer\", policy: \"linear\", linear: (directions: 4, top: 0, step_size: 0.02, noise: 0.03))").unwrap();
     assert_one_line_error(&grove(&["run", s(&file), "--device", "cpu", "-q"]), &["--top-directions (linear.top)"]);
     assert!(!report.exists(), "a refused run writes nothing");
+}
+
+/// `grove export` of a control report: `act` (tanh of each output) in Python, C and Rust gives
+/// the actions grove plays, for a linear policy and an evolved program alike.
+#[test]
+fn control_policies_export_to_python_c_and_rust() {
+    use grove::task::control::SavedPolicy;
+    let d = dir("linear-export");
+    let linear_report = d.join("linear.json");
+    assert_ok(&linear(&linear_report, &[]));
+    let program_report = d.join("program.json");
+    let args = ["control", "--env", "swimmer", "--device", "cpu", "--pop", "30", "--gens", "3", "--episode-steps", "50"];
+    assert_ok(&grove(&[&args[..], &["--test-episodes", "1", "-q", "--report", s(&program_report)]].concat()));
+    let rows: Vec<Vec<f64>> = (0..5).map(|r| (0..8).map(|i| ((r * 8 + i) as f64 * 0.37).sin() * (1.0 + r as f64)).collect()).collect();
+    for report in [&linear_report, &program_report] {
+        let mut policy = SavedPolicy::read(report).unwrap().compile().unwrap();
+        let want: Vec<Vec<f32>> = rows
+            .iter()
+            .map(|r| {
+                let obs: Vec<f32> = r.iter().map(|&x| x as f32).collect();
+                let mut a = vec![0.0f32; 2];
+                assert!(policy.act(&obs, &mut a));
+                a
+            })
+            .collect();
+        let agree = |got: &[String], lang: &str| {
+            for (line, w) in got.iter().zip(&want) {
+                let v: Vec<f64> = line.trim_matches(|c| c == '[' || c == ']').split([',', ' ']).filter(|t| !t.is_empty()).map(|t| t.parse().unwrap()).collect();
+                assert_eq!(v.len(), 2, "{lang}: {line}");
+                for (a, b) in v.iter().zip(w) {
+                    assert!((a - *b as f64).abs() < 1e-5, "{lang} {}: {line} against {w:?}", report.display());
+                }
+            }
+            assert_eq!(got.len(), rows.len());
+        };
+        for (lang, ext) in [("python", "py"), ("c", "h"), ("rust", "rs")] {
+            let out = grove(&["export", "--model", s(report), "--lang", lang]);
+            assert_ok(&out);
+            let src = d.join(format!("{}-policy.{ext}", report.file_stem().unwrap().to_str().unwrap()));
+            std::fs::write(&src, &out.stdout).unwrap();
+            let head = text(&out.stdout);
+            assert!(head.contains("grove control policy: act returns one action per actuator (rot2, rot3)"), "{head}");
+            match lang {
+                "python" => {
+                    if let Some(got) = exports::run_python_calls(&src, "act", &rows) {
+                        agree(&got, lang);
+                    }
+                }
+                "c" => {
+                    if let Some(got) = exports::run_c_actions(&src, &rows, 2) {
+                        agree(&got, lang);
+                    }
+                }
+                _ => exports::compile_rust(&src),
+            }
+        }
+    }
 }

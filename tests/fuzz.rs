@@ -205,6 +205,7 @@ fn apply_model(bytes: &[u8]) {
             logit_terms: m.logit_terms.as_deref(),
             standardize: m.standardize.as_ref().map(|s| (s.mean.as_slice(), s.std.as_slice())),
             classes: m.classes.as_deref(),
+            actuators: None,
         };
         for lang in [grove::program::export::Lang::Python, grove::program::export::Lang::C] {
             let _ = grove::program::export::export(&program, lang);

@@ -44,6 +44,9 @@ pub struct Program<'a> {
     pub standardize: Option<(&'a [f64], &'a [f64])>,
     /// Classification: class names (the function returns the class index).
     pub classes: Option<&'a [String]>,
+    /// A control policy: actuator names, one output slot each (`act` returns tanh of every
+    /// output, as `grove control` plays it).
+    pub actuators: Option<&'a [String]>,
 }
 
 fn literal(c: f32, lang: Lang) -> String {
@@ -250,8 +253,55 @@ pub fn expression(nodes: &[Node], params: &[String], lang: Lang) -> String {
     go(nodes, &mut 0, params, lang)
 }
 
+/// The source of a control policy: `outputs` (one value per actuator) and `act` (their tanh)
+/// over the observations `params`.
+fn policy_source(params: &[String], p: &Program<'_>, acts: &[String], outs: &[String], lang: Lang) -> String {
+    let users = user_helpers(p.nodes, lang);
+    let called: Vec<String> = outs.iter().chain(&users).cloned().collect();
+    let comment = |s: &str| match lang {
+        Lang::Python => format!("# {s}\n"),
+        _ => format!("// {s}\n"),
+    };
+    let mut src = comment(&format!("grove control policy: act returns one action per actuator ({}), tanh of each output", acts.join(", ")));
+    src += &comment(&format!("parameters (observations): {}", p.features.join(", ")));
+    let k = outs.len();
+    match lang {
+        Lang::Python => {
+            let sig = params.join(", ");
+            src += PYTHON_HELPERS;
+            src += &users.concat();
+            src += "\n\n";
+            src += &format!("def outputs({sig}):\n    return [{}]\n\n\n", outs.join(", "));
+            src += &format!("def act({sig}):\n    return [math.tanh(g_o) for g_o in outputs({sig})]\n");
+        }
+        Lang::Rust => {
+            let sig = params.iter().map(|n| format!("{n}: f32")).collect::<Vec<_>>().join(", ");
+            src += "#![allow(dead_code, unused_parens, clippy::all)]\n";
+            src += &used_helpers(RUST_HELPERS, &called);
+            src += &users.concat();
+            src += "\n";
+            src += &format!("pub fn outputs({sig}) -> [f32; {k}] {{\n    [{}]\n}}\n\n", outs.join(", "));
+            src += &format!("pub fn act({sig}) -> [f32; {k}] {{\n    outputs({}).map(f32::tanh)\n}}\n", params.join(", "));
+        }
+        Lang::C => {
+            let sig = params.iter().map(|n| format!("float {n}")).collect::<Vec<_>>().join(", ");
+            src += &used_helpers(C_HELPERS, &called);
+            src += &users.concat();
+            src += "\n";
+            src += &format!("/* Writes the {k} outputs to g_z. */\nvoid outputs({sig}, float *g_z) {{\n");
+            for (i, o) in outs.iter().enumerate() {
+                src += &format!("    g_z[{i}] = {o};\n");
+            }
+            src += "}\n\n";
+            src += &format!("/* Writes the {k} actions to g_a. */\nvoid act({sig}, float *g_a) {{\n    outputs({}, g_a);\n", params.join(", "));
+            src += &format!("    for (int g_i = 0; g_i < {k}; g_i++)\n        g_a[g_i] = tanhf(g_a[g_i]);\n}}\n");
+        }
+    }
+    src
+}
+
 /// The program as a complete source file: helpers, then `predict` (and `outputs` for a
-/// classifier).
+/// classifier; `outputs` and `act` for a control policy).
 pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
     // The names the equations print ([`identifier`]), so the source and the report agree.
     let params: Vec<String> = p.features.iter().enumerate().map(|(i, n)| identifier(n, i)).collect();
@@ -306,6 +356,15 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
                 Lang::C => format!("(float)((double)({o}) + {:?}{sum})", t.c),
             };
         }
+    }
+    if let Some(acts) = p.actuators {
+        if p.classes.is_some() || p.scale.is_some() || p.head.is_some() || p.linear.is_some() || p.logit_terms.is_some() || p.standardize.is_some() {
+            return Err("a control policy has no scaling, head, linear terms, classes or standardisation".into());
+        }
+        if acts.len() != p.n_outputs || acts.is_empty() {
+            return Err(format!("a control policy has one output per actuator: {} outputs, {} actuators", p.n_outputs, acts.len()));
+        }
+        return Ok(policy_source(&params, p, acts, &outs, lang));
     }
     let users = user_helpers(p.nodes, lang);
     // What the helpers must cover: the expressions and the user operators' bodies.

@@ -349,7 +349,29 @@ pub fn predict(model: &Path, data: &Path) -> Result<Predictions> {
 
 /// The best program of the report at `model` as source code in `lang`.
 pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String> {
-    let saved = super::model::load(model)?;
+    // A `grove control` report holds a policy, not a model.
+    let bytes = std::fs::read(model).with_context(|| format!("cannot read the report {}", model.display()))?;
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        if let (None, Some(p)) = (v.get("model"), v.get("policy")) {
+            let policy: super::control::SavedPolicy = serde_json::from_value(p.clone())
+                .map_err(|e| anyhow::anyhow!("{}: the `policy` entry is malformed: {}", model.display(), crate::program::clip(&e.to_string(), 200)))?;
+            let nodes = policy.nodes().with_context(|| format!("{}: the policy cannot be played", model.display()))?;
+            let program = crate::program::export::Program {
+                nodes: &nodes,
+                n_outputs: policy.actuators.len(),
+                features: &policy.observations,
+                scale: None,
+                head: None,
+                linear: None,
+                logit_terms: None,
+                standardize: None,
+                classes: None,
+                actuators: Some(&policy.actuators),
+            };
+            return crate::program::export::export(&program, lang).map_err(|e| anyhow::anyhow!("{}: {e}", model.display()));
+        }
+    }
+    let saved = super::model::from_json(&bytes, &model.display().to_string())?;
     let nodes = saved.tree()?;
     let program = crate::program::export::Program {
         nodes: &nodes,
@@ -361,6 +383,7 @@ pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String
         logit_terms: saved.logit_terms.as_deref(),
         standardize: saved.standardize.as_ref().map(|s| (s.mean.as_slice(), s.std.as_slice())),
         classes: saved.classes.as_deref(),
+        actuators: None,
     };
     crate::program::export::export(&program, lang).map_err(|e| anyhow::anyhow!("{}: {e}", model.display()))
 }

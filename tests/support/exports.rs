@@ -22,12 +22,17 @@ fn tuple(row: &[f64]) -> String {
 
 /// Runs the exported Python's `predict` on `rows`: the `repr` of each result.
 pub fn run_python_lines(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<String>> {
+    run_python_calls(src, "predict", rows)
+}
+
+/// Runs the exported Python's function `name` on `rows`: the `repr` of each result.
+pub fn run_python_calls(src: &Path, name: &str, rows: &[Vec<f64>]) -> Option<Vec<String>> {
     if Command::new("python3").arg("--version").output().is_err() {
         eprintln!("skipped: python3 is not installed");
         return None;
     }
     let rows: Vec<String> = rows.iter().map(|r| tuple(r)).collect();
-    let script = format!("import runpy\nm = runpy.run_path({:?})\nfor r in [{}]:\n    print(repr(m['predict'](*r)))\n", s(src), rows.join(", "));
+    let script = format!("import runpy\nm = runpy.run_path({:?})\nfor r in [{}]:\n    print(repr(m[{name:?}](*r)))\n", s(src), rows.join(", "));
     let out = Command::new("python3").args(["-c", &script]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     Some(text(&out.stdout).lines().map(str::to_string).collect())
@@ -41,11 +46,6 @@ pub fn run_python(src: &Path, rows: &[Vec<f64>]) -> Option<Vec<f64>> {
 /// Compiles the exported C with a main that prints `predict` for each row with the `printf`
 /// format `fmt` (`%.17g` for a regression model, `%d` for a classifier's index).
 pub fn run_c_lines(src: &Path, rows: &[Vec<f64>], fmt: &str) -> Option<Vec<String>> {
-    if Command::new("cc").arg("--version").output().is_err() {
-        eprintln!("skipped: cc is not installed");
-        return None;
-    }
-    let dir = src.parent().unwrap();
     let calls: String = rows
         .iter()
         .map(|r| {
@@ -53,6 +53,30 @@ pub fn run_c_lines(src: &Path, rows: &[Vec<f64>], fmt: &str) -> Option<Vec<Strin
             format!("    printf(\"{fmt}\\n\", predict({}));\n", args.join(", "))
         })
         .collect();
+    run_c_main(src, &calls)
+}
+
+/// Compiles the exported control policy's C with a main that prints `act`'s `k` actions for
+/// each row (`%.9g`, one line per row, the actions joined by spaces).
+pub fn run_c_actions(src: &Path, rows: &[Vec<f64>], k: usize) -> Option<Vec<String>> {
+    let calls: String = rows
+        .iter()
+        .map(|r| {
+            let args: Vec<String> = r.iter().map(|v| format!("{v:?}f")).collect();
+            let print = (0..k).map(|i| format!("printf(\"%.9g%s\", (double)g_a[{i}], {});", if i + 1 == k { "\"\\n\"" } else { "\" \"" })).collect::<String>();
+            format!("    {{ float g_a[{k}]; act({}, g_a); {print} }}\n", args.join(", "))
+        })
+        .collect();
+    run_c_main(src, &calls)
+}
+
+/// Compiles the exported C with a main of `calls` and runs it: its lines.
+fn run_c_main(src: &Path, calls: &str) -> Option<Vec<String>> {
+    if Command::new("cc").arg("--version").output().is_err() {
+        eprintln!("skipped: cc is not installed");
+        return None;
+    }
+    let dir = src.parent().unwrap();
     let main = dir.join("main.c");
     std::fs::write(&main, format!("#include <stdio.h>\n#include \"{}\"\nint main(void) {{\n{calls}    return 0;\n}}\n", s(src))).unwrap();
     let bin = dir.join("model-bin");
