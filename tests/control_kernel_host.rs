@@ -7,7 +7,8 @@
 //! bit for bit, over whole 1000-step episodes of every shipped environment and profile (and 300
 //! steps without termination), for a population of random policies with edge cases among them
 //! (an empty row and one reading past the observation, which the host skips; one whose output
-//! is infinite at once and one whose output overflows later: `support::interleaved`).
+//! is infinite at once and one whose output overflows later: `support::interleaved`), and two
+//! linear policies as `grove control --policy linear` writes them.
 //!
 //! The roll-out runs as the GPU runs it: fewer threads than episodes (2 blocks of 3 threads for
 //! 20 episodes), each thread refilling from the kernel's work queue when its episode ends. Free
@@ -61,7 +62,8 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
             let m = Model::load(env, Some(profile)).unwrap();
             let (p, k) = (10usize, 2usize);
             let (grid, block) = (2usize, 3usize);
-            let pop = interleaved(&m, p, 5);
+            // Rows 8 and 9: linear policies (`--policy linear`: programs of up to 419 nodes).
+            let pop = with_linear_rows(&m, &interleaved(&m, p, 5), &[8, 9]);
             let src = dir.join(format!("{env}_{profile}.cpp"));
             let body = format!(
                 "#include \"{root}/tests/cuda_host_shim.h\"\n{}{}\n#include \"{root}/tests/support/control_host_main.cpp\"\n",
@@ -161,6 +163,34 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
     }
     eprintln!("control_kernel_host: {compared_steps} control steps of policies give equal returns");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `base` with rows `rows` replaced by linear policies (`task::linear_policy`) of random
+/// weights over a normaliser with means and deviations of every scale.
+fn with_linear_rows(m: &Model, base: &grove::program::Population, rows: &[usize]) -> grove::program::Population {
+    use grove::task::linear_policy::{LinearPolicy, Normaliser};
+    let (nu, n) = (m.nu(), m.obs_size);
+    let norm = Normaliser { mean: (0..n).map(|i| 0.2 * i as f64 - 0.5).collect(), std: (0..n).map(|i| 0.3 + 0.4 * i as f64).collect() };
+    let dirs = grove::evolve::ars::directions(11, 0, rows.len(), nu * n);
+    let trees: Vec<_> = dirs.iter().map(|w| LinearPolicy { weights: w.iter().map(|x| 0.5 * x).collect(), norm: norm.clone(), nu }.tree()).collect();
+    let width = trees.iter().map(Vec::len).max().unwrap_or(0).max(base.max_len);
+    let mut pop = grove::program::Population::new(base.size(), width, base.n_outputs);
+    for r in 0..base.size() {
+        match rows.iter().position(|&x| x == r) {
+            Some(k) => pop.set_tree(r, &trees[k]).unwrap(),
+            None => {
+                // Row by row across widths: the edge cases (an empty row, a bad variable) as
+                // they are, which set_tree would refuse.
+                let (d, b, n) = (r * width, r * base.max_len, base.len[r] as usize);
+                pop.op[d..d + n].copy_from_slice(&base.op[b..b + n]);
+                pop.value[d..d + n].copy_from_slice(&base.value[b..b + n]);
+                pop.size[d..d + n].copy_from_slice(&base.size[b..b + n]);
+                pop.out[d..d + n].copy_from_slice(&base.out[b..b + n]);
+                pop.len[r] = base.len[r];
+            }
+        }
+    }
+    pop
 }
 
 /// An f32 as C's `%a` reads it (hexadecimal, exact).

@@ -1,12 +1,13 @@
 //! `grove control --policy linear` as a user meets it: a linear policy over normalised
 //! observations, tuned by random search, that climbs from the zero policy, whose report
-//! replays with `grove rollout`, whose run is the same at any thread count, and whose bad
-//! settings get one clear line. Runs are small and on the CPU.
+//! replays with `grove rollout`, whose run is the same at any thread count and resumes from a
+//! checkpoint as if uninterrupted, and whose bad settings get one clear line. Runs are small and
+//! on the CPU.
 
 mod support;
 #[path = "support/exports.rs"]
 mod exports;
-use support::{Device, assert_ok, assert_one_line_error, dir, grove, grove_command, read_json, s, text, without_timings};
+use support::{Device, assert_ok, assert_one_line_error, dir, grove, grove_command, read_json, s, text, without_timings, write_resealed};
 
 fn linear(report: &std::path::Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec!["control", "--env", "swimmer", "--policy", "linear", "--device", "cpu", "--seed", "4", "--gens", "12"];
@@ -110,7 +111,6 @@ fn bad_linear_settings_get_one_clear_line() {
     one(&["--step-size=-1"], &["--step-size (linear.step_size) must be a positive number"]);
     one(&["--noise", "0"], &["--noise (linear.noise) must be a positive number"]);
     one(&["--directions", "65536", "--episodes", "100"], &["episode pairs per iteration"]);
-    one(&["--checkpoint", s(&d.join("c.ckpt"))], &["--policy linear", "checkpoint"]);
     one(&["--islands", "2"], &["--policy linear", "--islands"]);
     let out = linear(&report, &["--policy", "tabular"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -176,4 +176,67 @@ fn control_policies_export_to_python_c_and_rust() {
             }
         }
     }
+}
+
+#[test]
+fn a_linear_run_resumes_from_its_checkpoint_as_if_uninterrupted() {
+    let d = dir("linear-resume");
+    let (full, resumed, ck) = (d.join("full.json"), d.join("resumed.json"), d.join("run.ckpt"));
+    let base = ["control", "--env", "hopper", "--policy", "linear", "--device", "cpu", "--seed", "3", "--episode-steps", "80", "--test-episodes", "2", "-q"];
+    assert_ok(&grove(&[&base[..], &["--gens", "10", "--report", s(&full)]].concat()));
+    // Six iterations, saved after the fourth and at the end; then on to ten from the file.
+    assert_ok(&grove(&[&base[..], &["--gens", "6", "--checkpoint", s(&ck), "--checkpoint-every", "4", "--threads", "1"]].concat()));
+    let saved = read_json(&ck);
+    assert_eq!((saved["linear"]["iteration"].as_u64(), saved["state"]["generation"].as_u64()), (Some(6), Some(6)));
+    assert_eq!(saved["linear"]["weights"].as_array().unwrap().len(), 3 * 11);
+    assert!(saved["env_steps"][0].as_u64().is_some_and(|n| n > 0));
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "10", "--report", s(&resumed), "-q"]));
+    let (a, b) = (read_json(&full), read_json(&resumed));
+    assert_eq!(a["timing"]["env_steps"], b["timing"]["env_steps"], "the env steps go on from the checkpoint's");
+    assert_eq!(without_timings(a), without_timings(b));
+    assert_eq!(read_json(&ck)["linear"]["iteration"], 10, "the resumed run saves to the same file");
+    // A damaged search in a well-sealed file, and a program's run on a linear checkpoint, get one line.
+    let mut bad = saved.clone();
+    bad["linear"]["weights"].as_array_mut().unwrap().pop();
+    bad.as_object_mut().unwrap().remove("checksum");
+    let damaged = d.join("damaged.ckpt");
+    write_resealed(&damaged, bad);
+    assert_one_line_error(&grove(&["run", "--resume", s(&damaged), "-q"]), &["damaged", "not whole rows of 11 observations"]);
+    let mut program = saved;
+    program["experiment"]["Control"]["policy"] = "program".into();
+    program.as_object_mut().unwrap().remove("checksum");
+    let other = d.join("program.ckpt");
+    write_resealed(&other, program);
+    assert_one_line_error(&grove(&["run", "--resume", s(&other), "-q"]), &["holds a --policy linear search"]);
+}
+
+#[test]
+fn ctrl_c_saves_a_linear_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one() {
+    let d = dir("linear-ctrlc");
+    let (full, resumed, ck) = (d.join("full.json"), d.join("resumed.json"), d.join("run.ckpt"));
+    // Long enough (about a second) that the signal arrives mid-run.
+    let run = ["control", "--env", "swimmer", "--policy", "linear", "--device", "cpu", "--gens", "3000", "--episode-steps", "10", "--test-episodes", "2", "--seed", "5", "-q"];
+    assert_ok(&grove(&[&run[..], &["--report", s(&full)]].concat()));
+    let interrupted = [&run[..], &["--checkpoint", s(&ck), "--checkpoint-every", "1"]].concat();
+    let child = grove_command(&interrupted, Device::Inherited, None)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !ck.exists() {
+        assert!(t0.elapsed().as_secs() < 60, "no checkpoint appeared");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs").success());
+    let out = child.wait_with_output().unwrap();
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "Ctrl-C exits with 130: {e}");
+    assert!(e.contains("interrupted before generation") && e.contains("grove run --resume"), "{e}");
+    let at = read_json(&ck)["linear"]["iteration"].as_u64().unwrap();
+    assert!((1..3000).contains(&at), "stopped at iteration {at}");
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--checkpoint-every", "1000", "--report", s(&resumed), "-q"]));
+    let (a, b) = (read_json(&full), read_json(&resumed));
+    assert_eq!(a["timing"]["env_steps"], b["timing"]["env_steps"]);
+    assert!(without_timings(a) == without_timings(b), "the resumed report differs from the uninterrupted one");
 }

@@ -183,3 +183,14 @@ def test_a_linear_policy_is_trained_played_and_explained():
         grove.control("swimmer", policy="linear", top_directions=9, **small)
     with pytest.raises(ValueError, match=r"--noise \(linear.noise\)"):
         grove.control("swimmer", policy="linear", noise=-1, **small)
+
+
+def test_a_linear_run_continues_from_its_checkpoint(tmp_path):
+    small = dict(episode_steps=40, test_episodes=2, device="cpu", policy="linear", random_state=2)
+    whole = grove.control("hopper", generations=6, **small)
+    ck = tmp_path / "lin.ckpt"
+    grove.control("hopper", generations=3, checkpoint=ck, **small)
+    again = grove.control("hopper", generations=6, checkpoint=ck, resume=True, **small)
+    assert again.report["train"] == whole.report["train"]
+    assert again.linear == whole.linear
+    assert [g["return"] for g in again.report["generations"]] == [g["return"] for g in whole.report["generations"]]

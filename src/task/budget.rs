@@ -119,11 +119,6 @@ pub enum Ending {
         /// The last generation.
         generation: usize,
     },
-    /// Stopped on request (Ctrl-C) by a search that keeps no checkpoints, after `generation`.
-    Stopped {
-        /// The last generation.
-        generation: usize,
-    },
 }
 
 impl Ending {
@@ -135,7 +130,6 @@ impl Ending {
             Ending::TimeLimit { time_limit, seconds, generation } => Some(format!(
                 "ended         after generation {generation} of {generations}: time limit {time_limit} s ({seconds:.2} s of search)\n"
             )),
-            Ending::Stopped { generation } => Some(format!("ended         after generation {generation} of {generations}: stopped on request\n")),
             Ending::StopAt { stop_at, measure, value, generation } => {
                 Some(format!("ended         after generation {generation} of {generations}: --stop-at {stop_at} reached ({measure} {value:.6})\n"))
             }

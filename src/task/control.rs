@@ -487,6 +487,9 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     if settings.policy == PolicyKind::Linear {
         return super::linear_policy::control_linear(settings, backend, opts);
     }
+    if opts.resume.as_ref().is_some_and(|c| c.linear.is_some()) {
+        bail!("the checkpoint holds a --policy linear search, not an evolved population: resume it with its own settings");
+    }
     let m = Model::load(&settings.env, settings.profile.as_deref())?;
     let (nu, n_obs) = (m.nu(), m.obs_size);
     if nu == 0 || n_obs == 0 {

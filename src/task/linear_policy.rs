@@ -16,7 +16,7 @@
 //! `a_ji = 0` left out), a sum nested to the right so that the interpreter's stack stays three
 //! deep whatever the number of observations.
 
-use anyhow::{Result, bail, ensure};
+use anyhow::{Context, Result, bail, ensure};
 
 use super::control::{ControlSettings, PolicyScores, TEST_GENERATION, score_policy, training_healthy_reward};
 use super::search::{EvolveResult, describe_devices};
@@ -169,6 +169,7 @@ impl LinearPolicy {
 }
 
 /// What one iteration did, for the report's `generations`.
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Iteration {
     best: f64,
     mean: f64,
@@ -177,12 +178,83 @@ struct Iteration {
     seconds: f64,
 }
 
+/// A search between iterations, exactly (floats as f64 bits): what a checkpoint keeps
+/// (`Checkpoint::linear`), so that a resumed run ends as the uninterrupted one.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinearState {
+    /// The next iteration.
+    pub iteration: usize,
+    /// `W`, row-major (`nu × n_obs`).
+    pub weights: Vec<u64>,
+    /// Observations the statistics hold.
+    pub seen: u64,
+    /// Their sums, by component.
+    pub sum: Vec<u64>,
+    /// Their sums of squares.
+    pub sumsq: Vec<u64>,
+    /// Every iteration so far: the best, mean and unperturbed returns, the step's `σ_R` and
+    /// length (bits), its finite and used directions, and its seconds.
+    pub history: Vec<(u64, u64, u64, u64, u64, usize, usize, f64)>,
+}
+
+impl LinearState {
+    fn of(iteration: usize, theta: &[f64], stats: &ObsStats, history: &[Iteration]) -> Self {
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect();
+        LinearState {
+            iteration,
+            weights: bits(theta),
+            seen: stats.n,
+            sum: bits(&stats.sum),
+            sumsq: bits(&stats.sumsq),
+            history: history
+                .iter()
+                .map(|h| (h.best.to_bits(), h.mean.to_bits(), h.central.to_bits(), h.step.sigma.to_bits(), h.step.length.to_bits(), h.step.finite, h.step.used, h.seconds))
+                .collect(),
+        }
+    }
+
+    /// Whether the parts agree: as many sums as sums of squares (at least one), `W` a whole
+    /// number of rows of them, one history row per iteration run.
+    pub fn check(&self) -> Result<()> {
+        let n = self.sum.len();
+        ensure!(n > 0 && self.sumsq.len() == n, "the linear search's statistics hold {} sums and {} sums of squares", n, self.sumsq.len());
+        ensure!(
+            !self.weights.is_empty() && self.weights.len() % n == 0,
+            "the linear search's W holds {} weights, not whole rows of {n} observations",
+            self.weights.len()
+        );
+        ensure!(
+            self.history.len() == self.iteration,
+            "the linear search is before iteration {} with {} iterations of history",
+            self.iteration,
+            self.history.len()
+        );
+        Ok(())
+    }
+
+    fn restore(&self) -> (Vec<f64>, ObsStats, Vec<Iteration>) {
+        let f = |v: &[u64]| v.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>();
+        let stats = ObsStats { n: self.seen, sum: f(&self.sum), sumsq: f(&self.sumsq) };
+        let history = self
+            .history
+            .iter()
+            .map(|&(best, mean, central, sigma, length, finite, used, seconds)| Iteration {
+                best: f64::from_bits(best),
+                mean: f64::from_bits(mean),
+                central: f64::from_bits(central),
+                step: ars::Step { finite, used, sigma: f64::from_bits(sigma), length: f64::from_bits(length) },
+                seconds,
+            })
+            .collect();
+        (f(&self.weights), stats, history)
+    }
+}
+
 /// Runs `grove control --policy linear` (settings already checked by the caller).
 pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
     let start = std::time::Instant::now();
     let cfg = settings.linear;
-    ensure!(opts.resume.is_none(), "--policy linear (policy) keeps no checkpoints yet: it cannot resume a run");
-    ensure!(opts.checkpoint.is_none(), "--policy linear (policy) keeps no checkpoints yet: leave out --checkpoint");
     ensure!(
         settings.islands.count <= 1,
         "--policy linear (policy) runs one search: leave out --islands (islands.count is {})",
@@ -203,20 +275,33 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
     let names = observation_names(&m);
     let acts = actuator_names(&m);
     let d = nu * n_obs;
-    let mut theta = vec![0.0f64; d];
-    let mut stats = ObsStats::new(n_obs);
+    let (mut theta, mut stats, mut history, start_at, (mut played, mut rollout_seconds)) = match &opts.resume {
+        None => (vec![0.0f64; d], ObsStats::new(n_obs), Vec::new(), 0, (0u64, 0.0f64)),
+        Some(c) => {
+            let Some(state) = &c.linear else {
+                bail!("the checkpoint holds an evolved population, not a --policy linear search: resume it without --set policy=linear");
+            };
+            ensure!(
+                state.weights.len() == d && state.sum.len() == n_obs,
+                "the checkpoint's linear search has {} weights over {} observations; {} has {nu} × {n_obs}",
+                state.weights.len(),
+                state.sum.len(),
+                m.name
+            );
+            let (theta, stats, history) = state.restore();
+            (theta, stats, history, state.iteration, c.env_steps.unwrap_or((0, 0.0)))
+        }
+    };
     let mut norm = stats.normaliser();
     let policy_of = |w: &[f64], norm: &Normaliser| LinearPolicy { weights: w.to_vec(), norm: norm.clone(), nu };
     let max_len = policy_of(&theta, &norm).max_nodes();
     let parsimony = 0.0;
     let goal = super::budget::Goal { measure: super::budget::Measure::Return, value: Box::new(move |b: &crate::evolve::Best| -(b.fitness - parsimony)) };
     let mut watch = super::budget::Watch::new(settings.budget, goal);
-    let mut history: Vec<Iteration> = Vec::new();
     let mut ended = super::budget::Ending::Generations;
-    let (mut played, mut rollout_seconds) = (0u64, 0.0f64);
     let iterations = settings.engine.generations;
     let every = (iterations / 10).max(1);
-    for it in 0..iterations {
+    for it in start_at..iterations {
         let t0 = std::time::Instant::now();
         let run_it = run.at_generation(it);
         let deltas = ars::directions(settings.engine.seed, it, cfg.directions, d);
@@ -258,12 +343,18 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
         }
         history.push(row);
         let best = crate::evolve::Best { fitness: -central_ret, nodes: central, generation: it, genome: None };
-        if let Some(e) = watch.finish(it, &best) {
-            ended = e;
-            break;
+        let end = watch.finish(it, &best);
+        let stop = opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
+        let due = opts.checkpoint_every > 0 && (it + 1) % opts.checkpoint_every == 0;
+        if due || end.is_some() || stop || it + 1 == iterations {
+            let state = LinearState::of(it + 1, &theta, &stats, &history);
+            save_checkpoint(opts, state, &policy_of(&theta, &norm).tree(), (played, rollout_seconds))?;
         }
-        if opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst)) {
-            ended = super::budget::Ending::Stopped { generation: it };
+        if stop {
+            return Err(super::run::Stopped { generation: it + 1, checkpoint: opts.checkpoint.clone() }.into());
+        }
+        if let Some(e) = end {
+            ended = e;
             break;
         }
     }
@@ -273,6 +364,44 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
     let train = score_policy(&nodes, &m, &run)?;
     let test = score_policy(&nodes, &m, &ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..run })?;
     report(settings, &m, Ran { policy: &last, nodes: &nodes, history: &history, ended: &ended, train: &train, test: &test, healthy, seconds, played, rollout_seconds }, &names, &acts, &describe_devices(backend, &[]))
+}
+
+/// Saves `state` to `opts.checkpoint` (nothing without one), with the experiment, the env steps
+/// and seconds of roll-outs so far, and the current policy `nodes` as the engine state's best
+/// program.
+fn save_checkpoint(opts: &super::run::RunOptions, state: LinearState, nodes: &[Node], played: (u64, f64)) -> Result<()> {
+    use crate::evolve::checkpoint::{Saved, SavedBest, encode_nodes};
+    let Some(path) = &opts.checkpoint else { return Ok(()) };
+    let experiment = opts.experiment.clone().context("a checkpoint saves the run's experiment: set RunOptions::experiment")?;
+    let iteration = state.iteration;
+    let c = super::run::Checkpoint {
+        grove_checkpoint: super::run::CHECKPOINT_FORMAT,
+        version: env!("CARGO_PKG_VERSION").into(),
+        experiment,
+        operators: Vec::new(),
+        state: Saved {
+            generation: iteration,
+            genomes: None,
+            trees: None,
+            best: SavedBest { fitness: f64::NAN.to_bits(), nodes: encode_nodes(nodes), generation: iteration.saturating_sub(1), genome: None },
+            history: Vec::new(),
+            islands: 1,
+            island_history: Vec::new(),
+            archive: None,
+        },
+        hall_of_fame: Vec::new(),
+        node_evaluations: 0.0,
+        median_sizes: Vec::new(),
+        checkpoint_every: opts.checkpoint_every,
+        env_steps: Some(played),
+        outputs: opts.outputs.absolute(),
+        linear: Some(state),
+    };
+    c.save(path)?;
+    if opts.verbose {
+        opts.say(&format!("checkpoint before iteration {iteration} saved to {}", path.display()));
+    }
+    Ok(())
 }
 
 /// Plays `nodes` on the CPU for the episodes of `run`, adding every observation it acts on to

@@ -145,6 +145,10 @@ pub struct Checkpoint {
     /// ([`Self::from_json`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub operators: Vec<(u8, String)>,
+    /// A `--policy linear` search (`task::linear_policy`): its whole state. `state` then holds
+    /// only the next iteration and the current policy as the best program.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub linear: Option<super::linear_policy::LinearState>,
 }
 
 fn ten() -> usize {
@@ -242,6 +246,10 @@ impl Checkpoint {
     /// genome capacity ([`Saved::check`]), and every hall-of-fame entry (its size its length,
     /// its tree whole).
     pub fn check(&self) -> Result<()> {
+        if let Some(l) = &self.linear {
+            l.check()?;
+            return check_tree(&self.state.best.nodes, u16::MAX as usize, u8::MAX as usize - 1).map_err(|m| anyhow!("the policy: {m}"));
+        }
         let (engine, islands) = (self.experiment.engine(), self.experiment.islands());
         let shape = Shape {
             rows: engine.pop_size.saturating_mul(islands.count),
@@ -512,7 +520,6 @@ impl Observer for RunObserver<'_> {
     fn snapshot(&mut self, state: &Snapshot<'_>) -> Result<()> {
         let Some(path) = &self.opts.checkpoint else { return Ok(()) };
         let experiment = self.opts.experiment.clone().context("a checkpoint saves the run's experiment: set RunOptions::experiment")?;
-        let absolute = |p: &Option<PathBuf>| p.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
         let outputs = &self.opts.outputs;
         let mut saved = Saved::of(state);
         // The user operators any saved tree uses, so a reader can renumber them.
@@ -546,11 +553,8 @@ impl Observer for RunObserver<'_> {
                 Work::Nodes { .. } => None,
                 Work::EnvSteps(played) => Some(played.lock().map_or((0, 0.0), |p| *p)),
             },
-            outputs: Outputs {
-                report: absolute(&outputs.report),
-                hall_of_fame: absolute(&outputs.hall_of_fame),
-                plots: absolute(&outputs.plots),
-            },
+            outputs: outputs.absolute(),
+            linear: None,
         };
         c.save(path)?;
         if self.verbose {
@@ -607,6 +611,13 @@ pub struct Outputs {
 }
 
 impl Outputs {
+    /// The same files as absolute paths (where they can be made so), as a checkpoint keeps
+    /// them.
+    pub fn absolute(&self) -> Outputs {
+        let absolute = |p: &Option<PathBuf>| p.as_ref().map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        Outputs { report: absolute(&self.report), hall_of_fame: absolute(&self.hall_of_fame), plots: absolute(&self.plots) }
+    }
+
     /// Each of these, else `other`'s (a resumed run's flags over its checkpoint's).
     pub fn or(self, other: &Outputs) -> Outputs {
         Outputs {
