@@ -3,10 +3,8 @@
 //! shipped control grammar usable with its environment, and one-line errors for bad input.
 //! Runs are tiny (a few thousand env steps) and on the CPU.
 
-use std::process::Command;
-
 mod support;
-use support::{Device, assert_ok, dir, grove, grove_command, read_json, s, scratch, text, without_timings, write_resealed};
+use support::{Device, assert_ok, dir, grove, interrupt_once_saved, read_json, s, scratch, text, without_timings, write_resealed};
 
 const SMALL: &[&str] = &["--device", "cpu", "--pop", "8", "--gens", "2", "--episode-steps", "20", "--test-episodes", "2", "--quiet"];
 
@@ -209,21 +207,7 @@ fn ctrl_c_saves_a_control_checkpoint_and_the_resumed_run_ends_as_an_uninterrupte
 
     let mut interrupted = run.to_vec();
     interrupted.extend(["--threads", "1", "--checkpoint", s(&ck), "--checkpoint-every", "1"]);
-    let child = grove_command(&interrupted, Device::Inherited, None)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while !ck.exists() {
-        assert!(t0.elapsed().as_secs() < 60, "no checkpoint appeared");
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs").success());
-    let out = child.wait_with_output().unwrap();
-    let e = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "Ctrl-C exits with 130: {e}");
-    assert!(e.contains("interrupted before generation") && e.contains(s(&ck)) && e.contains("grove run --resume"), "{e}");
+    interrupt_once_saved(&interrupted, Device::Inherited, &ck);
     let saved = read_json(&ck);
     let at = saved["state"]["generation"].as_u64().unwrap();
     assert!((1..3000).contains(&at), "stopped at generation {at}");

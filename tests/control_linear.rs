@@ -7,7 +7,7 @@
 mod support;
 #[path = "support/exports.rs"]
 mod exports;
-use support::{Device, assert_ok, assert_one_line_error, dir, grove, grove_command, read_json, s, text, without_timings, write_resealed};
+use support::{Device, assert_ok, assert_one_line_error, dir, grove, grove_command, interrupt_once_saved, read_json, s, text, without_timings, write_resealed};
 
 fn linear(report: &std::path::Path, extra: &[&str]) -> std::process::Output {
     let mut args = vec!["control", "--env", "swimmer", "--policy", "linear", "--device", "cpu", "--seed", "4", "--gens", "12"];
@@ -218,21 +218,7 @@ fn ctrl_c_saves_a_linear_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted
     let run = ["control", "--env", "swimmer", "--policy", "linear", "--device", "cpu", "--gens", "3000", "--episode-steps", "10", "--test-episodes", "2", "--seed", "5", "-q"];
     assert_ok(&grove(&[&run[..], &["--report", s(&full)]].concat()));
     let interrupted = [&run[..], &["--checkpoint", s(&ck), "--checkpoint-every", "1"]].concat();
-    let child = grove_command(&interrupted, Device::Inherited, None)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while !ck.exists() {
-        assert!(t0.elapsed().as_secs() < 60, "no checkpoint appeared");
-        std::thread::sleep(std::time::Duration::from_millis(2));
-    }
-    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs").success());
-    let out = child.wait_with_output().unwrap();
-    let e = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "Ctrl-C exits with 130: {e}");
-    assert!(e.contains("interrupted before generation") && e.contains("grove run --resume"), "{e}");
+    interrupt_once_saved(&interrupted, Device::Inherited, &ck);
     let at = read_json(&ck)["linear"]["iteration"].as_u64().unwrap();
     assert!((1..3000).contains(&at), "stopped at iteration {at}");
     assert_ok(&grove(&["run", "--resume", s(&ck), "--checkpoint-every", "1000", "--report", s(&resumed), "-q"]));

@@ -2,7 +2,7 @@
 //! `--from` reports, checkpoints with Ctrl-C and `--resume`, plots, the hall of fame.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::Value;
 
@@ -10,7 +10,7 @@ mod support;
 #[path = "support/exports.rs"]
 mod exports;
 use exports::{run_c_lines as run_c, run_python_lines as run_python};
-use support::{Device, assert_ok, assert_one_line_error, dir, grove_command, grove_cpu as grove, read_json, s, text, without_timings, write_resealed};
+use support::{Device, assert_ok, assert_one_line_error, dir, interrupt_once_saved, grove_cpu as grove, read_json, s, text, without_timings, write_resealed};
 
 
 const SMALL_RUN: &[&str] =
@@ -30,22 +30,7 @@ fn ctrl_c_saves_a_checkpoint_and_the_resumed_run_ends_as_an_uninterrupted_one() 
 
     let mut interrupted = args.clone();
     interrupted.extend(["--report", s(&part), "--checkpoint", s(&ck), "--checkpoint-every", "1"]);
-    let child = grove_command(&interrupted, Device::Cpu, None)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = std::time::Instant::now();
-    while !ck.exists() {
-        assert!(t0.elapsed().as_secs() < 60, "no checkpoint appeared");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs");
-    assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
-    let e = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "Ctrl-C exits with 130: {e}");
-    assert!(e.contains("interrupted before generation") && e.contains(s(&ck)) && e.contains("grove run --resume"), "{e}");
+    interrupt_once_saved(&interrupted, Device::Cpu, &ck);
     assert!(!part.exists(), "an interrupted run writes no report");
     // No temporary file is left beside the checkpoint.
     let names: Vec<String> = std::fs::read_dir(&d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();

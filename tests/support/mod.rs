@@ -132,3 +132,22 @@ pub fn assert_one_line_error(out: &Output, needles: &[&str]) {
         assert!(e.contains(n), "`{n}` missing from: {e}");
     }
 }
+
+/// Runs `grove ARGS` (`GROVE_DEVICE` as `device` says), sends it Ctrl-C (SIGINT) as soon as
+/// `checkpoint` exists, and asserts that it stopped as Ctrl-C stops a run: exit status 130 and
+/// a note that names the checkpoint and `grove run --resume`. Its output.
+pub fn interrupt_once_saved(args: &[&str], device: Device, checkpoint: &Path) -> Output {
+    let child = grove_command(args, device, None).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let t0 = std::time::Instant::now();
+    while !checkpoint.exists() {
+        assert!(t0.elapsed().as_secs() < 60, "no checkpoint appeared");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().expect("kill runs");
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let e = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "Ctrl-C exits with 130: {e}");
+    assert!(e.contains("interrupted before generation") && e.contains(s(checkpoint)) && e.contains("grove run --resume"), "{e}");
+    out
+}
