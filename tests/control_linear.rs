@@ -26,7 +26,14 @@ fn a_linear_policy_climbs_and_its_report_replays() {
     let summary = text(&out.stdout);
     assert!(summary.contains("policy        linear: tanh(W (o - mean) / std), W 2 × 8"), "{summary}");
     assert!(summary.contains("8 directions, the best 4"), "{summary}");
+    assert!(summary.contains("split         setup ") && summary.contains("(first iteration "), "{summary}");
     let r = read_json(&report);
+    // Where the time went: the parts add up to no more than the whole run's wall time here.
+    let t = &r["timing"];
+    let part = |k: &str| t[k].as_f64().unwrap_or_else(|| panic!("timing.{k}: {t}"));
+    assert!(part("setup_seconds") + part("search_seconds") <= part("seconds") + 1e-9, "{t}");
+    assert!(part("median_generation_seconds") > 0.0 && part("final_seconds") > 0.0, "{t}");
+    assert_eq!((t["kernels_compiled"].as_u64(), t["kernel_seconds"].as_f64()), (Some(0), Some(0.0)), "no kernels on the CPU");
     let g = r["generations"].as_array().unwrap();
     assert_eq!(g.len(), 12);
     // Iteration 0 plays the zero policy (actions 0): the search must improve on it.

@@ -274,6 +274,19 @@ impl Backend {
         }
     }
 
+    /// The kernel modules this backend compiled or read from the disk cache so far: how many
+    /// of each and the seconds they took (none on the CPU).
+    pub fn kernel_loads(&self) -> KernelLoads {
+        match self {
+            Backend::Cpu => KernelLoads::default(),
+            Backend::Cuda(e) => e.module_loads().iter().fold(KernelLoads::default(), |k, l| KernelLoads {
+                compiled: k.compiled + (l.origin == cuda::Origin::Compiled) as usize,
+                from_disk: k.from_disk + (l.origin == cuda::Origin::Disk) as usize,
+                seconds: k.seconds + l.seconds,
+            }),
+        }
+    }
+
     /// A short description: `cpu (2 threads)` or the GPU's name.
     pub fn describe(&self) -> String {
         match self {
@@ -585,4 +598,16 @@ macro_rules! test_device {
             }
         }
     };
+}
+
+/// Kernel modules a backend compiled (NVRTC) or read from the disk cache, and the seconds they
+/// took ([`Backend::kernel_loads`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct KernelLoads {
+    /// Compiled by NVRTC.
+    pub compiled: usize,
+    /// Read from the disk cache.
+    pub from_disk: usize,
+    /// Seconds of both, loading into the context included.
+    pub seconds: f64,
 }

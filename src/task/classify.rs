@@ -524,7 +524,9 @@ pub fn fit(
         check: &super::search::any_grammar,
         trees: &trees,
     };
+    let searching = std::time::Instant::now();
     let outcome = super::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
+    let (setup_seconds, search_seconds) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
     let evals = observer.evals;
     if outcome.best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or had a non-finite output");
@@ -655,6 +657,11 @@ pub fn fit(
     if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, false) {
         summary += &line;
     }
+    let generations: Vec<f64> = outcome.history.iter().map(|s| s.seconds).collect();
+    let finish = start.elapsed().as_secs_f64() - setup_seconds - search_seconds;
+    let split = super::search::Split::of(setup_seconds, search_seconds, finish, &generations, backend.kernel_loads());
+    split.add_to(&mut report);
+    summary += &split.line("generation");
     summary += &format!("time          {seconds:.2} s on {device}");
     summary += &device_loop_line(&outcome);
     Ok(EvolveResult { report, summary })

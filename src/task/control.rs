@@ -545,7 +545,9 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         check: &check,
         trees: &trees,
     };
+    let searching = std::time::Instant::now();
     let outcome = super::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
+    let (setup_seconds, search_seconds) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
     let seconds = start.elapsed().as_secs_f64();
     let (played, rollout_seconds) = tasks[0].played.lock().map_or((0, 0.0), |p| *p);
     if outcome.best.nodes.is_empty() {
@@ -650,6 +652,11 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, true) {
         summary += &line;
     }
+    let generations: Vec<f64> = outcome.history.iter().map(|s| s.seconds).collect();
+    let finish = start.elapsed().as_secs_f64() - setup_seconds - search_seconds;
+    let split = super::search::Split::of(setup_seconds, search_seconds, finish, &generations, backend.kernel_loads());
+    split.add_to(&mut report);
+    summary += &split.line("generation");
     summary += &format!(
         "time          {seconds:.2} s on {}; {played} env steps in {rollout_seconds:.2} s of roll-outs ({:.3e} steps/s with the policy)",
         device,

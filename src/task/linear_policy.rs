@@ -301,6 +301,7 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
     let mut ended = super::budget::Ending::Generations;
     let iterations = settings.engine.generations;
     let every = (iterations / 10).max(1);
+    let searching = std::time::Instant::now();
     for it in start_at..iterations {
         let t0 = std::time::Instant::now();
         let run_it = run.at_generation(it);
@@ -358,12 +359,17 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
             break;
         }
     }
+    let (setup, search) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
     let seconds = start.elapsed().as_secs_f64();
     let last = policy_of(&theta, &norm);
     let nodes = last.tree();
     let train = score_policy(&nodes, &m, &run)?;
     let test = score_policy(&nodes, &m, &ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..run })?;
-    report(settings, &m, Ran { policy: &last, nodes: &nodes, history: &history, ended: &ended, train: &train, test: &test, healthy, seconds, played, rollout_seconds }, &names, &acts, &describe_devices(backend, &[]))
+    // The iterations this process ran (a resumed run's earlier ones are in the history too).
+    let ran: Vec<f64> = history[start_at.min(history.len())..].iter().map(|h| h.seconds).collect();
+    let split = super::search::Split::of(setup, search, start.elapsed().as_secs_f64() - seconds, &ran, backend.kernel_loads());
+    let ran = Ran { policy: &last, nodes: &nodes, history: &history, ended: &ended, train: &train, test: &test, healthy, seconds, played, rollout_seconds, split };
+    report(settings, &m, ran, &names, &acts, &describe_devices(backend, &[]))
 }
 
 /// Saves `state` to `opts.checkpoint` (nothing without one), with the experiment, the env steps
@@ -443,6 +449,7 @@ struct Ran<'a> {
     seconds: f64,
     played: u64,
     rollout_seconds: f64,
+    split: super::search::Split,
 }
 
 fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], acts: &[String], device: &str) -> Result<EvolveResult> {
@@ -468,7 +475,7 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
         operators: Vec::new(),
     };
     let ended = if matches!(r.ended, super::budget::Ending::Generations) { None } else { Some(r.ended) };
-    let report = serde_json::json!({
+    let mut report = serde_json::json!({
         "command": "control",
         "settings": settings,
         "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": settings.episode_steps.unwrap_or(m.episode_steps)},
@@ -521,6 +528,8 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
         r.test.episodes.len(),
         r.test.mean_steps()
     );
+    r.split.add_to(&mut report);
+    summary += &r.split.line("iteration");
     summary += &format!(
         "time          {:.2} s on {device}; {} iterations, {} env steps in {:.2} s of roll-outs ({:.3e} steps/s with the policy)",
         r.seconds,

@@ -730,6 +730,10 @@ pub struct Searched {
     pub node_evaluations: f64,
     /// Wall time of the search, seconds.
     pub seconds: f64,
+    /// Of which before the generations (checks, data, devices).
+    pub setup_seconds: f64,
+    /// Of which the generations.
+    pub search_seconds: f64,
     /// The devices the search ran on ([`describe_devices`]).
     pub device: String,
     /// Why the search ended.
@@ -830,11 +834,16 @@ pub fn search_with(
         check: &slots,
         trees: &trees,
     };
+    let searching = std::time::Instant::now();
+    let setup_seconds = searching.duration_since(start).as_secs_f64();
     let outcome = super::search::evolve(&search_settings, &programs, task, &mut observer)?;
+    let search_seconds = searching.elapsed().as_secs_f64();
     if outcome.best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or evaluate");
     }
     Ok(Searched {
+        setup_seconds,
+        search_seconds,
         outcome,
         hof: std::mem::take(&mut observer.hof),
         median_sizes: std::mem::take(&mut observer.median_sizes),
@@ -858,7 +867,7 @@ pub fn finish(
     rows: &Dataset,
     validation: Option<&Dataset>,
     test: Option<&Dataset>,
-    _backend: &crate::backend::Backend,
+    backend: &crate::backend::Backend,
     linear: &LinearChoice,
 ) -> anyhow::Result<EvolveResult> {
     use super::validation::{Candidate, chosen_program, constants_of, decide, description_length, front_rows, gaussian_nll, primitives_of, selection_json};
@@ -1024,6 +1033,10 @@ pub fn finish(
     if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &outcome.island_history, false) {
         summary += &line;
     }
+    let generations: Vec<f64> = outcome.history.iter().map(|s| s.seconds).collect();
+    let split = super::search::Split::of(searched.setup_seconds, searched.search_seconds, start.elapsed().as_secs_f64(), &generations, backend.kernel_loads());
+    split.add_to(&mut report);
+    summary += &split.line("generation");
     summary += &format!("time          {seconds:.2} s on {device}");
     summary += &device_loop_line(outcome);
     Ok(EvolveResult { report, summary })
