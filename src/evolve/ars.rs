@@ -38,6 +38,10 @@ pub struct ArsConfig {
 /// Most directions per iteration (`2N` policies are played at once).
 pub const MAX_DIRECTIONS: usize = 1 << 20;
 
+/// Largest step size and exploration noise: parameters are read by normalised observations, so
+/// a larger one is a typing slip, not a setting.
+pub const MAX_SCALE: f64 = 1000.0;
+
 impl ArsConfig {
     /// Checks the values a run can use; the message names the flag and the experiment field
     /// (`linear.FIELD`).
@@ -48,11 +52,11 @@ impl ArsConfig {
         if self.top == 0 || self.top > self.directions {
             return Err(format!("--top-directions (linear.top) must be 1 to --directions ({}), got {}", self.directions, self.top));
         }
-        if !(self.step_size.is_finite() && self.step_size > 0.0) {
-            return Err(format!("--step-size (linear.step_size) must be a positive number, got {}", self.step_size));
+        if !(self.step_size > 0.0 && self.step_size <= MAX_SCALE) {
+            return Err(format!("--step-size (linear.step_size) must be a positive number, at most {MAX_SCALE}, got {}", self.step_size));
         }
-        if !(self.noise.is_finite() && self.noise > 0.0) {
-            return Err(format!("--noise (linear.noise) must be a positive number, got {}", self.noise));
+        if !(self.noise > 0.0 && self.noise <= MAX_SCALE) {
+            return Err(format!("--noise (linear.noise) must be a positive number, at most {MAX_SCALE}, got {}", self.noise));
         }
         Ok(())
     }
@@ -100,13 +104,16 @@ pub struct Step {
     pub sigma: f64,
     /// Euclidean length of the change of θ (0 when no step was taken).
     pub length: f64,
+    /// The step would have made θ non-finite, so it was not taken.
+    pub overflow: bool,
 }
 
 /// One ARS step of `theta` from the returns `returns` (`2N`, laid out as [`perturbed`]) of the
 /// directions `deltas`: the `top` directions by `max(r⁺, r⁻)` (ties to the lower index), `σ_R`
 /// over their `2b` returns (population standard deviation). A direction with a non-finite
-/// return takes no part; no step is taken when no direction is left or the returns used are
-/// all equal (no direction tells better from worse).
+/// return takes no part; no step is taken when no direction is left, when the returns used are
+/// all equal (no direction tells better from worse), or when it would leave θ non-finite
+/// ([`Step::overflow`]).
 pub fn step(theta: &mut [f64], deltas: &[Vec<f64>], returns: &[f64], cfg: &ArsConfig) -> Step {
     assert_eq!(returns.len(), 2 * deltas.len(), "two returns per direction");
     let mut ranked: Vec<usize> = (0..deltas.len()).filter(|&k| returns[2 * k].is_finite() && returns[2 * k + 1].is_finite()).collect();
@@ -122,7 +129,7 @@ pub fn step(theta: &mut [f64], deltas: &[Vec<f64>], returns: &[f64], cfg: &ArsCo
     let mean = kept().sum::<f64>() / (2 * used) as f64;
     let sigma = (kept().map(|r| (r - mean) * (r - mean)).sum::<f64>() / (2 * used) as f64).sqrt();
     if !(sigma > 0.0 && sigma.is_finite()) {
-        return Step { finite, used, sigma, length: 0.0 };
+        return Step { finite, used, sigma, length: 0.0, overflow: false };
     }
     let scale = cfg.step_size / (used as f64 * sigma);
     let mut change = vec![0.0f64; theta.len()];
@@ -132,13 +139,13 @@ pub fn step(theta: &mut [f64], deltas: &[Vec<f64>], returns: &[f64], cfg: &ArsCo
             *c += w * x;
         }
     }
-    let mut length = 0.0;
-    for (t, c) in theta.iter_mut().zip(&change) {
-        let d = scale * c;
-        *t += d;
-        length += d * d;
+    let next: Vec<f64> = theta.iter().zip(&change).map(|(t, c)| t + scale * c).collect();
+    if next.iter().any(|x| !x.is_finite()) {
+        return Step { finite, used, sigma, length: 0.0, overflow: true };
     }
-    Step { finite, used, sigma, length: length.sqrt() }
+    let length = change.iter().map(|c| (scale * c) * (scale * c)).sum::<f64>().sqrt();
+    theta.copy_from_slice(&next);
+    Step { finite, used, sigma, length, overflow: false }
 }
 
 #[cfg(test)]
@@ -216,7 +223,13 @@ mod tests {
         assert_eq!(flat, vec![0.25]);
         // No finite direction at all.
         let s = step(&mut flat, &deltas, &[f64::NAN, 1.0, f64::INFINITY, 0.0], &cfg(2, 2));
-        assert_eq!(s, Step { finite: 0, used: 0, sigma: 0.0, length: 0.0 });
+        assert_eq!(s, Step { finite: 0, used: 0, sigma: 0.0, length: 0.0, overflow: false });
+        // A step that would overflow θ leaves it as it was.
+        let mut big = vec![1.7e308];
+        let huge = ArsConfig { step_size: 1000.0, ..cfg(2, 2) };
+        let s = step(&mut big, &[vec![1e305], vec![-1e305]], &[2.0, -2.0, 0.0, 0.0], &huge);
+        assert!(s.overflow && s.length == 0.0 && s.sigma.is_finite(), "{s:?}");
+        assert_eq!(big, vec![1.7e308]);
     }
 
     #[test]
@@ -228,6 +241,10 @@ mod tests {
         let bad = ArsConfig { step_size: f64::NAN, ..cfg(4, 2) };
         assert!(bad.check().unwrap_err().contains("--step-size"));
         let bad = ArsConfig { noise: 0.0, ..cfg(4, 2) };
+        assert!(bad.check().unwrap_err().contains("--noise"));
+        let bad = ArsConfig { step_size: 1e300, ..cfg(4, 2) };
+        assert!(bad.check().unwrap_err().contains("at most 1000"));
+        let bad = ArsConfig { noise: f64::INFINITY, ..cfg(4, 2) };
         assert!(bad.check().unwrap_err().contains("--noise"));
     }
 }

@@ -194,8 +194,8 @@ pub struct LinearState {
     /// Their sums of squares.
     pub sumsq: Vec<u64>,
     /// Every iteration so far: the best, mean and unperturbed returns, the step's `σ_R` and
-    /// length (bits), its finite and used directions, and its seconds.
-    pub history: Vec<(u64, u64, u64, u64, u64, usize, usize, f64)>,
+    /// length (bits), its finite and used directions, whether it overflowed, and its seconds.
+    pub history: Vec<(u64, u64, u64, u64, u64, usize, usize, bool, f64)>,
 }
 
 impl LinearState {
@@ -209,7 +209,10 @@ impl LinearState {
             sumsq: bits(&stats.sumsq),
             history: history
                 .iter()
-                .map(|h| (h.best.to_bits(), h.mean.to_bits(), h.central.to_bits(), h.step.sigma.to_bits(), h.step.length.to_bits(), h.step.finite, h.step.used, h.seconds))
+                .map(|h| {
+                    let s = &h.step;
+                    (h.best.to_bits(), h.mean.to_bits(), h.central.to_bits(), s.sigma.to_bits(), s.length.to_bits(), s.finite, s.used, s.overflow, h.seconds)
+                })
                 .collect(),
         }
     }
@@ -239,11 +242,11 @@ impl LinearState {
         let history = self
             .history
             .iter()
-            .map(|&(best, mean, central, sigma, length, finite, used, seconds)| Iteration {
+            .map(|&(best, mean, central, sigma, length, finite, used, overflow, seconds)| Iteration {
                 best: f64::from_bits(best),
                 mean: f64::from_bits(mean),
                 central: f64::from_bits(central),
-                step: ars::Step { finite, used, sigma: f64::from_bits(sigma), length: f64::from_bits(length) },
+                step: ars::Step { finite, used, sigma: f64::from_bits(sigma), length: f64::from_bits(length), overflow },
                 seconds,
             })
             .collect();
@@ -336,6 +339,9 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
             step,
             seconds: t0.elapsed().as_secs_f64(),
         };
+        if row.step.overflow && !opts.quiet {
+            opts.say(&format!("note: iteration {it}'s step would have made W non-finite and was not taken: lower --step-size ({})", cfg.step_size));
+        }
         if !opts.quiet && (opts.verbose || it % every == 0 || it + 1 == iterations) {
             opts.say(&format!(
                 "iteration {it:>5}  return {:>10.2}  best perturbed {:>10.2}  step {:.4}  {:.2} s",
@@ -463,7 +469,7 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
         .enumerate()
         .map(|(g, h)| {
             serde_json::json!({"generation": g, "return": num(h.central), "best_return": num(h.best), "mean_return": num(h.mean),
-                "directions_used": h.step.used, "step": num(h.step.length), "seconds": h.seconds})
+                "directions_used": h.step.used, "step": num(h.step.length), "step_overflowed": h.step.overflow, "seconds": h.seconds})
         })
         .collect();
     let policy = super::control::SavedPolicy {
