@@ -253,15 +253,20 @@ pub fn expression(nodes: &[Node], params: &[String], lang: Lang) -> String {
     go(nodes, &mut 0, params, lang)
 }
 
+/// `s` as a line comment of `lang`.
+fn comment_line(lang: Lang, s: &str) -> String {
+    match lang {
+        Lang::Python => format!("# {s}\n"),
+        _ => format!("// {s}\n"),
+    }
+}
+
 /// The source of a control policy: `outputs` (one value per actuator) and `act` (their tanh)
 /// over the observations `params`.
 fn policy_source(params: &[String], p: &Program<'_>, acts: &[String], outs: &[String], lang: Lang) -> String {
     let users = user_helpers(p.nodes, lang);
     let called: Vec<String> = outs.iter().chain(&users).cloned().collect();
-    let comment = |s: &str| match lang {
-        Lang::Python => format!("# {s}\n"),
-        _ => format!("// {s}\n"),
-    };
+    let comment = |s: &str| comment_line(lang, s);
     let mut src = comment(&format!("grove control policy: act returns one action per actuator ({}), tanh of each output", acts.join(", ")));
     src += &comment(&format!("parameters (observations): {}", p.features.join(", ")));
     let k = outs.len();
@@ -378,10 +383,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
         ),
         None => "grove regression model: predict returns the prediction".to_string(),
     };
-    let comment = |s: &str| match lang {
-        Lang::Python => format!("# {s}\n"),
-        _ => format!("// {s}\n"),
-    };
+    let comment = |s: &str| comment_line(lang, s);
     src += &comment(&header);
     src += &comment(&format!("parameters: {}", p.features.join(", ")));
     let (a, b) = p.scale.unwrap_or((1.0, 0.0));

@@ -298,8 +298,8 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
     let mut norm = stats.normaliser();
     let policy_of = |w: &[f64], norm: &Normaliser| LinearPolicy { weights: w.to_vec(), norm: norm.clone(), nu };
     let max_len = policy_of(&theta, &norm).max_nodes();
-    let parsimony = 0.0;
-    let goal = super::budget::Goal { measure: super::budget::Measure::Return, value: Box::new(move |b: &crate::evolve::Best| -(b.fitness - parsimony)) };
+    // The unperturbed policy's training return (its `Best`'s fitness is minus it).
+    let goal = super::budget::Goal { measure: super::budget::Measure::Return, value: Box::new(|b: &crate::evolve::Best| -b.fitness) };
     let mut watch = super::budget::Watch::new(settings.budget, goal);
     let mut ended = super::budget::Ending::Generations;
     let iterations = settings.engine.generations;

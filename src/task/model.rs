@@ -293,6 +293,11 @@ pub fn load(path: &std::path::Path) -> Result<Model> {
 /// JSON with a `model` whose fields read and whose tree and rest check ([`Model::tree`]).
 pub fn from_json(bytes: &[u8], origin: &str) -> Result<Model> {
     let v: serde_json::Value = serde_json::from_slice(bytes).with_context(|| format!("{origin} is not JSON"))?;
+    from_value(&v, origin)
+}
+
+/// [`from_json`] of a report already read.
+pub fn from_value(v: &serde_json::Value, origin: &str) -> Result<Model> {
     let Some(m) = v.get("model") else {
         bail!("{origin} has no `model`: give a report written by `grove classify --report` or `grove evolve --report`");
     };

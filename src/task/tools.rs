@@ -349,29 +349,28 @@ pub fn predict(model: &Path, data: &Path) -> Result<Predictions> {
 
 /// The best program of the report at `model` as source code in `lang`.
 pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String> {
+    let origin = model.display().to_string();
+    let bytes = std::fs::read(model).with_context(|| format!("cannot read the report {origin}"))?;
+    let report: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| format!("{origin} is not JSON"))?;
     // A `grove control` report holds a policy, not a model.
-    let bytes = std::fs::read(model).with_context(|| format!("cannot read the report {}", model.display()))?;
-    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-        if let (None, Some(p)) = (v.get("model"), v.get("policy")) {
-            let policy: super::control::SavedPolicy = serde_json::from_value(p.clone())
-                .map_err(|e| anyhow::anyhow!("{}: the `policy` entry is malformed: {}", model.display(), crate::program::clip(&e.to_string(), 200)))?;
-            let nodes = policy.nodes().with_context(|| format!("{}: the policy cannot be played", model.display()))?;
-            let program = crate::program::export::Program {
-                nodes: &nodes,
-                n_outputs: policy.actuators.len(),
-                features: &policy.observations,
-                scale: None,
-                head: None,
-                linear: None,
-                logit_terms: None,
-                standardize: None,
-                classes: None,
-                actuators: Some(&policy.actuators),
-            };
-            return crate::program::export::export(&program, lang).map_err(|e| anyhow::anyhow!("{}: {e}", model.display()));
-        }
+    if report.get("model").is_none() && report.get("policy").is_some() {
+        let policy = super::control::SavedPolicy::from_report(&report, &origin)?;
+        let nodes = policy.nodes()?;
+        let program = crate::program::export::Program {
+            nodes: &nodes,
+            n_outputs: policy.actuators.len(),
+            features: &policy.observations,
+            scale: None,
+            head: None,
+            linear: None,
+            logit_terms: None,
+            standardize: None,
+            classes: None,
+            actuators: Some(&policy.actuators),
+        };
+        return crate::program::export::export(&program, lang).map_err(|e| anyhow::anyhow!("{origin}: {e}"));
     }
-    let saved = super::model::from_json(&bytes, &model.display().to_string())?;
+    let saved = super::model::from_value(&report, &origin)?;
     let nodes = saved.tree()?;
     let program = crate::program::export::Program {
         nodes: &nodes,

@@ -95,7 +95,7 @@ impl Policy {
     pub fn for_sizes(nodes: &[Node], n_actions: usize, n_obs: usize) -> Result<Self> {
         let mut pop = Population::new(1, nodes.len().max(1), n_actions);
         pop.set_tree(0, nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
-        Self::new(pop.tree(0), n_actions, n_obs).with_context(|| format!("the policy does not fit {n_obs} observations and {n_actions} actuators"))
+        Self::new(pop.tree(0), n_actions, n_obs).with_context(|| format!("the policy does not fit its {n_obs} observations and {n_actions} actuators"))
     }
 }
 
@@ -233,11 +233,15 @@ impl SavedPolicy {
     pub fn read(path: &std::path::Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-        let p = v.get("policy").with_context(|| format!("{} has no `policy`: write one with grove control --report", path.display()))?;
-        let policy: SavedPolicy = serde_json::from_value(p.clone()).map_err(|e| {
-            anyhow::anyhow!("{}: the `policy` entry is malformed: {}", path.display(), crate::program::clip(&e.to_string(), 200))
-        })?;
-        policy.nodes().with_context(|| format!("{}: the policy cannot be played", path.display()))?;
+        Self::from_report(&v, &path.display().to_string())
+    }
+
+    /// The `policy` of a report already read (`origin` names it in errors), checked playable.
+    pub fn from_report(report: &serde_json::Value, origin: &str) -> Result<Self> {
+        let p = report.get("policy").with_context(|| format!("{origin} has no `policy`: write one with grove control --report"))?;
+        let policy: SavedPolicy = serde_json::from_value(p.clone())
+            .map_err(|e| anyhow::anyhow!("{origin}: the `policy` entry is malformed: {}", crate::program::clip(&e.to_string(), 200)))?;
+        policy.nodes().with_context(|| format!("{origin}: the policy cannot be played"))?;
         Ok(policy)
     }
 
@@ -253,12 +257,7 @@ impl SavedPolicy {
     /// The policy compiled for one observation at a time (`observations.len()` components,
     /// `actuators.len()` actions), without loading the environment.
     pub fn compile(&self) -> Result<Policy> {
-        let nodes = self.nodes()?;
-        let nu = self.actuators.len();
-        let mut pop = Population::new(1, nodes.len().max(1), nu);
-        pop.set_tree(0, &nodes).map_err(|e| anyhow::anyhow!("the policy's tree is malformed: {e}"))?;
-        Policy::new(pop.tree(0), nu, self.observations.len())
-            .with_context(|| format!("the policy does not fit its {} observations and {nu} actuators", self.observations.len()))
+        Policy::for_sizes(&self.nodes()?, self.actuators.len(), self.observations.len())
     }
 
     /// The tree, checked against `m` (same observation and action sizes).
