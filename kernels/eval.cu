@@ -244,7 +244,7 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
 //   partials  [P x n_tiles] sums (regression)   pred [P x max(1, n_outputs) x N] (predict)
 // GROVE_K selects the points-per-thread variant a module holds (the engine compiles one module
 // per K it uses, on first use); 0, the default, holds every variant (what the tests compile).
-// The deep and reduce kernels are in every module.
+// The deep, reduce and joint-sum kernels are in every module.
 #ifndef GROVE_K
 #define GROVE_K 0
 #endif
@@ -340,4 +340,62 @@ extern "C" __global__ void grove_reduce_regression(const GroveReduceParams p,
         s.bad += q[j].bad;
     }
     sums[t] = s;
+}
+
+// Each program's sums for its joint fit with linear terms of the inputs (the CPU's
+// program::linear::JointSums, backend::cpu::eval::evaluate_joint), from its values `pred`
+// (written by grove_predict_*, [n_trees][n_rows]; one output). Grid (n_trees, k + 1), one block of
+// GROVE_JOINT_THREADS per (tree, column): column c < k sums x[inputs[c]] · f over the rows;
+// column k sums f, f^2 and f · r (r: the target less the terms) and counts the rows where f is
+// NaN or infinite. Threads stride the rows; the block then adds its threads' partials in a
+// fixed tree order, so the bits do not depend on the scheduling. In f64, from f32 values.
+// out: [n_trees][k + 3] = (sum_f, sum_f2, sum_fr, sum_xf[0 .. k]); bad: [n_trees].
+#define GROVE_JOINT_THREADS 256
+#define GROVE_JOINT_BOUNDS __launch_bounds__(GROVE_JOINT_THREADS)
+extern "C" __global__ void GROVE_JOINT_BOUNDS grove_joint_sums(const unsigned n_rows, const unsigned k, const float* __restrict__ pred,
+                                                               const float* __restrict__ x, const float* __restrict__ r,
+                                                               const unsigned* __restrict__ inputs, double* __restrict__ out,
+                                                               unsigned* __restrict__ bad) {
+    __shared__ double s_a[GROVE_JOINT_THREADS], s_b[GROVE_JOINT_THREADS], s_c[GROVE_JOINT_THREADS];
+    __shared__ unsigned s_n[GROVE_JOINT_THREADS];
+    const unsigned t = blockIdx.x, col = blockIdx.y, tid = threadIdx.x;
+    const float* f = pred + (size_t)t * n_rows;
+    double a = 0.0, b = 0.0, c = 0.0;
+    unsigned nb = 0;
+    if (col < k) {
+        const float* xc = x + (size_t)inputs[col] * n_rows;
+        for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) a += (double)xc[i] * (double)f[i];
+    } else {
+        for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) {
+            const double v = f[i];
+            a += v;
+            b += v * v;
+            c += v * (double)r[i];
+            nb += isfinite(f[i]) ? 0u : 1u;
+        }
+    }
+    s_a[tid] = a;
+    s_b[tid] = b;
+    s_c[tid] = c;
+    s_n[tid] = nb;
+    __syncthreads();
+    for (unsigned h = GROVE_JOINT_THREADS / 2; h > 0; h /= 2) {
+        if (tid < h) {
+            s_a[tid] += s_a[tid + h];
+            s_b[tid] += s_b[tid + h];
+            s_c[tid] += s_c[tid + h];
+            s_n[tid] += s_n[tid + h];
+        }
+        __syncthreads();
+    }
+    if (tid != 0) return;
+    double* o = out + (size_t)t * (k + 3);
+    if (col < k) {
+        o[3 + col] = s_a[0];
+    } else {
+        o[0] = s_a[0];
+        o[1] = s_b[0];
+        o[2] = s_c[0];
+        bad[t] = s_n[0];
+    }
 }

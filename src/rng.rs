@@ -49,6 +49,8 @@ pub enum Purpose {
     Bench = 7,
     /// Random search directions (`evolve::ars`).
     Directions = 8,
+    /// The folds of cross-validation (`task::crossval`).
+    Folds = 9,
 }
 
 /// A stream of random numbers at one address `(seed; generation, individual, purpose)`.

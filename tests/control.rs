@@ -180,7 +180,7 @@ fn control_draws_plots_and_keeps_a_hall_of_fame() {
     }
     // The hall of fame: a front of size against minus the training return, ending at the best.
     let t = std::fs::read_to_string(&hof).unwrap();
-    assert_eq!(t.lines().next(), Some("complexity,loss,equation,latex,sympy,validation_loss,score,selected,description_length"));
+    assert_eq!(t.lines().next(), Some("complexity,loss,equation,latex,sympy,validation_loss,score,selected,description_length,cv_loss"));
     let rows = r["hall_of_fame"].as_array().unwrap();
     assert_eq!(rows.len(), t.lines().count() - 1);
     assert!(!rows.is_empty());

@@ -841,6 +841,50 @@ fn random_programs_of_every_operator_give_the_cpus_bits() {
     }
 }
 
+/// The joint fit's sums (`grove_joint_sums` after the prediction kernels) against the CPU's
+/// `evaluate_joint`: the same program values, so the f64 sums differ only by their order;
+/// empty, NaN-valued and deep trees come back invalid as on the CPU, and a bad input column is
+/// an error.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn joint_sums_match_the_cpu() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(91);
+    for (n_rows, inputs) in [(1500, vec![0, 2]), (37, vec![1]), (4000, vec![]), (300, vec![2, 0, 1, 1])] {
+        let data = random_data(&mut rng, n_rows, 3);
+        let dev = upload(&e, &data);
+        // Random programs of every operator, every 17th empty, and one deeper than the fast
+        // kernels' stack (the deep kernel writes its values).
+        let mut pop = Population::new(200, 255, 0);
+        for i in (0..200).filter(|i| i % 17 != 16) {
+            pop.set_tree(i, &random_tree(&mut rng, FUNCTIONS, 5, 3, 0)).unwrap();
+        }
+        pop.set_tree(5, &right_deep_chain(&mut rng, 120, 3)).unwrap();
+        let g = e.evaluate_joint(&pop, &dev, &inputs).unwrap();
+        let c = grove::backend::cpu::eval::evaluate_joint(&pop, &data.x, &data.y, data.n_rows, &inputs).unwrap();
+        assert_eq!(g.len(), c.len());
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1e-300) || (a - b).abs() < 1e-9;
+        let mut valid = 0;
+        for (i, (g, c)) in g.iter().zip(&c).enumerate() {
+            assert_eq!((g.finite, g.n, g.sum_xf.len()), (c.finite, c.n, c.sum_xf.len()), "tree {i}");
+            if !c.finite {
+                continue;
+            }
+            valid += 1;
+            for (a, b) in [(g.sum_f, c.sum_f), (g.sum_f2, c.sum_f2), (g.sum_fr, c.sum_fr)].into_iter().chain(g.sum_xf.iter().copied().zip(c.sum_xf.iter().copied())) {
+                assert!(close(a, b), "tree {i}: gpu {a:e} cpu {b:e}");
+            }
+        }
+        assert!(valid > 50, "{valid} valid trees of 200");
+        assert!(!g[16].finite, "every 17th tree is empty");
+    }
+    let data = random_data(&mut rng, 50, 3);
+    let dev = upload(&e, &data);
+    let pop = random_population(&mut rng, 4, 4, 3, 0, 0);
+    let err = e.evaluate_joint(&pop, &dev, &[3]).unwrap_err().to_string();
+    assert!(err.contains("input 3 of 3"), "{err}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Classification (kernels/classify.cu against backend::cpu::classify::evaluate_classification).
 

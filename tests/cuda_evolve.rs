@@ -565,3 +565,41 @@ fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
         eprintln!("{what}: best return {:.2}, resumed after generation 3", -whole.best.fitness);
     }
 }
+
+/// A regression run with linear terms of the inputs on the GPU (`auto` keeps them there now):
+/// the joint fit's sums come from `grove_joint_sums`, selection and variation from the host,
+/// and the run returns what the CPU's run returns: the same model, its training error equal
+/// but for the order of the f64 sums.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
+    use grove::task::regression::{EvolveSettings, fit};
+    // y = 2 + 3·x0 − x1 + x0·x2 over 300 rows: a line plus what a line cannot say.
+    let n = 300;
+    let mut s = grove::rng::Stream::new(4, 0, 1, grove::rng::Purpose::Bench);
+    let x: Vec<f64> = (0..3 * n).map(|_| s.unit_f64() * 4.0 - 2.0).collect();
+    let y: Vec<f64> = (0..n).map(|i| 2.0 + 3.0 * x[i] - x[n + i] + x[i] * x[2 * n + i] + 0.1 * (s.unit_f64() - 0.5)).collect();
+    let data = grove::data::Dataset::new(vec!["x0".into(), "x1".into(), "x2".into()], "y", x, y).unwrap();
+    let mut settings = EvolveSettings::cli_default();
+    settings.functions = Some("add,sub,mul,div".into());
+    settings.engine.pop_size = 500;
+    settings.engine.generations = 8;
+    settings.engine.seed = 2;
+    settings.engine.constants.steps = 0;
+    settings.validation_fraction = Some(0.0);
+    let quiet = grove::task::run::RunOptions { quiet: true, ..Default::default() };
+    let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let rc = fit(&settings, &data, None, &cpu, &quiet).unwrap().report;
+    let rg = fit(&settings, &data, None, &gpu, &quiet).unwrap().report;
+    assert_eq!(rg["linear_inputs"]["used"], true, "{}", rg["linear_inputs"]);
+    assert_eq!(rg["linear_inputs"], rc["linear_inputs"]);
+    assert!(rg["transfers"].is_null(), "the host loop runs: {}", rg["transfers"]);
+    assert_eq!(rg["best"]["infix"], rc["best"]["infix"]);
+    let (g, c) = (rg["train"]["mse"].as_f64().unwrap(), rc["train"]["mse"].as_f64().unwrap());
+    assert!((g - c).abs() <= 1e-9 * c.abs().max(1e-12), "train mse gpu {g:e} cpu {c:e}");
+    for (a, b) in rg["generations"].as_array().unwrap().iter().zip(rc["generations"].as_array().unwrap()) {
+        let (a, b) = (a["best"].as_f64().unwrap(), b["best"].as_f64().unwrap());
+        assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "best fitness gpu {a:e} cpu {b:e}");
+    }
+}

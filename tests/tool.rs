@@ -396,7 +396,7 @@ fn the_hall_of_fame_is_a_pareto_front_of_error_against_size() {
     assert_ok(&grove(&args));
     let t = std::fs::read_to_string(&csv).unwrap();
     let mut lines = t.lines();
-    assert_eq!(lines.next(), Some("complexity,loss,equation,latex,sympy,validation_loss,score,selected,description_length"));
+    assert_eq!(lines.next(), Some("complexity,loss,equation,latex,sympy,validation_loss,score,selected,description_length,cv_loss"));
     let r = read_json(&rep);
     let rows = r["hall_of_fame"].as_array().unwrap();
     assert_eq!(rows.len(), t.lines().count() - 1);

@@ -128,7 +128,7 @@ fn the_validation_rows_never_reach_the_fitness() {
 /// after the third member: the training minimum (the last) overfits.
 fn overfit_front() -> Vec<Candidate> {
     [(1, 10.0, 11.0), (3, 4.0, 5.0), (5, 2.0, 2.5), (9, 1.5, 3.0), (15, 1.0, 6.0)]
-        .map(|(size, loss, v)| Candidate { size, loss, validation: Some(v), description: None })
+        .map(|(size, loss, v)| Candidate { size, loss, validation: Some(v), description: None, cv: None })
         .to_vec()
 }
 
@@ -160,9 +160,9 @@ fn the_pareto_score_is_the_drop_of_log_loss_per_node() {
     // Equal scores: the lower validation loss wins, then the smaller program.
     let tie = |v1: f64, v2: f64| {
         vec![
-            Candidate { size: 1, loss: 4.0, validation: Some(9.0), description: None },
-            Candidate { size: 2, loss: 2.0, validation: Some(v1), description: None },
-            Candidate { size: 3, loss: 1.0, validation: Some(v2), description: None },
+            Candidate { size: 1, loss: 4.0, validation: Some(9.0), description: None, cv: None },
+            Candidate { size: 2, loss: 2.0, validation: Some(v1), description: None, cv: None },
+            Candidate { size: 3, loss: 1.0, validation: Some(v2), description: None, cv: None },
         ]
     };
     assert_eq!(pareto_scores(&tie(0.0, 0.0))[1], pareto_scores(&tie(0.0, 0.0))[2]);
@@ -170,7 +170,7 @@ fn the_pareto_score_is_the_drop_of_log_loss_per_node() {
     assert_eq!(choose(&tie(3.0, 5.0), Select::Pareto).unwrap().0, 1);
     assert_eq!(choose(&tie(3.0, 3.0), Select::Pareto).unwrap().0, 1);
     // A zero loss scores high but finite.
-    let zero = [Candidate { size: 1, loss: 1.0, validation: None, description: None }, Candidate { size: 2, loss: 0.0, validation: None, description: None }];
+    let zero = [Candidate { size: 1, loss: 1.0, validation: None, description: None, cv: None }, Candidate { size: 2, loss: 0.0, validation: None, description: None, cv: None }];
     assert!(pareto_scores(&zero)[1].is_finite() && pareto_scores(&zero)[1] > 700.0);
 }
 
@@ -360,4 +360,67 @@ fn small_data_is_chosen_by_description_length_on_a_two_objective_search() {
     assert_eq!(r2["settings"]["engine"]["bloat"], "none");
     let last = r2["hall_of_fame"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["complexity"], r2["best"]["size"]);
+}
+
+/// y = 3·x0 plus noise as large as the signal, with two inputs of pure noise: no program says
+/// more than a scaled x0, so a choice that predicts unseen rows returns a short one.
+fn line_in_noise(n: usize, seed: u64) -> Dataset {
+    let mut s = Stream::new(seed, 0, 11, Purpose::Bench);
+    let x: Vec<f64> = (0..3 * n).map(|_| s.unit_f64() * 2.0 - 1.0).collect();
+    let y = (0..n).map(|i| 3.0 * x[i] + (s.unit_f64() - 0.5) * 6.0).collect();
+    Dataset::new(vec!["x0".into(), "x1".into(), "x2".into()], "y", x, y).unwrap()
+}
+
+/// `--select cv` repeats the whole fit on each of 5 folds and scores each member of the run's
+/// front at its size on rows that fit never saw: the report keeps the curve and each member's
+/// score, the member returned has the lowest, and on a line in noise it is short where the
+/// training minimum is not. The same run gives the same report.
+#[test]
+fn cross_validation_repeats_the_fit_without_each_fold_and_returns_what_predicts_best() {
+    let train = line_in_noise(60, 5);
+    let mut s = small_settings();
+    s.functions = Some("add,sub,mul,div".into());
+    s.engine.generations = 10;
+    s.linear_inputs = grove::task::regression::LinearInputs::Off;
+    s.select = Select::Cv;
+    let r = fit(&s, &train, None, &Backend::Cpu, &quiet()).unwrap().report;
+    let sel = &r["selection"];
+    assert_eq!(sel["rule"], json!("cv"), "{sel}");
+    assert_eq!((sel["validation_rows"].as_u64(), sel["training_rows"].as_u64()), (Some(0), Some(60)), "no row is held out");
+    let cv = &sel["cross_validation"];
+    assert_eq!((cv["folds"].as_u64(), cv["rows"].as_u64()), (Some(5), Some(60)), "{cv}");
+    let curve: Vec<f64> = cv["mse_by_size"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    assert_eq!(curve.len(), s.engine.max_len);
+    let rows = r["hall_of_fame"].as_array().unwrap();
+    for row in rows {
+        let size = row["complexity"].as_u64().unwrap() as usize;
+        assert_eq!(row["cv_loss"].as_f64(), Some(curve[size - 1]), "each member scores the curve at its size");
+    }
+    let chosen = rows.iter().position(|row| row["selected"] == true).expect("a member is returned");
+    let low = rows.iter().map(|row| row["cv_loss"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+    assert_eq!(rows[chosen]["cv_loss"].as_f64(), Some(low));
+    assert!(rows[..chosen].iter().all(|row| row["cv_loss"].as_f64() > Some(low)), "ties go to the smaller");
+    let size = r["best"]["size"].as_u64().unwrap();
+    assert!(size <= 5, "a line in noise: {size} nodes, {}", r["best"]["infix"]);
+    // The held-out error is no better than the training error of the member returned.
+    assert!(low >= r["train"]["mse"].as_f64().unwrap());
+    assert!(r["timing"]["cross_validation_seconds"].as_f64().unwrap() > 0.0);
+    // The training minimum on the same run is longer and fits the training rows closer.
+    let mut t = s.clone();
+    t.select = Select::Train;
+    let rt = fit(&t, &train, None, &Backend::Cpu, &quiet()).unwrap().report;
+    assert!(rt["best"]["size"].as_u64().unwrap() > size, "{}", rt["best"]["infix"]);
+    assert!(rt["selection"]["cross_validation"].is_null());
+    assert!(rt["hall_of_fame"].as_array().unwrap().iter().all(|row| row["cv_loss"].is_null()));
+    // Reproducible.
+    let again = fit(&s, &train, None, &Backend::Cpu, &quiet()).unwrap().report;
+    assert_eq!(support::without_timings(again), support::without_timings(r.clone()));
+    // Four rows: four folds of one row, and a choice all the same.
+    let r4 = fit(&s, &line_in_noise(4, 6), None, &Backend::Cpu, &quiet()).unwrap().report;
+    assert_eq!(r4["selection"]["cross_validation"]["folds"], json!(4), "{}", r4["selection"]);
+    // Needs no validation rows; the classifier refuses it in one line.
+    let p = Plan::new(None, Select::Cv, 1000, grove::task::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    assert_eq!((p.fraction, p.rule), (0.0, Select::Cv));
+    let out = support::grove_cpu(&["classify", "--data", "builtin:iris", "--functions", "add,sub", "--select", "cv"]);
+    support::assert_one_line_error(&out, &["--select cv", "grove classify chooses by"]);
 }

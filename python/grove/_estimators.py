@@ -191,15 +191,16 @@ class _SymbolicBase(BaseEstimator):
     def equations_(self):
         """The hall of fame (best program of each size, on the Pareto front of size and loss):
         a pandas DataFrame with columns complexity, loss (training rows), validation_loss (None
-        without validation rows), score (PySR's), selected (the returned program), equation,
-        latex, sympy when pandas is installed, else a list of dicts."""
+        without validation rows), score (PySR's), selected (the returned program),
+        description_length, cv_loss (``select="cv"``: the cross-validated error of its size),
+        equation, latex, sympy when pandas is installed, else a list of dicts."""
         check_is_fitted(self)
         rows = self.report_["hall_of_fame"]
         try:
             import pandas as pd
         except ImportError:
             return [dict(r) for r in rows]
-        columns = ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "equation", "latex", "sympy"]
+        columns = ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "equation", "latex", "sympy"]
         return pd.DataFrame(rows, columns=columns)
 
     def _sympy(self, text):
@@ -254,11 +255,13 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     validation_fraction : float in [0, 1) or None, default=None
         Fraction of the rows held out (seeded) to choose the returned program; never used for
         fitness. None: 0.25 with at least 300 rows (unless ``select`` is "train" or "mdl"), else none.
-    select : {"auto", "validation", "pareto", "mdl", "train"}, default="auto"
+    select : {"auto", "validation", "pareto", "mdl", "cv", "train"}, default="auto"
         How the returned program is chosen from the hall of fame's Pareto front: the lowest
         validation error ("auto" does so when there are validation rows, else "mdl"), PySR's
         score (steepest drop of log error per node), the smallest description length on the
-        training rows, or the lowest training error.
+        training rows, the lowest 5-fold cross-validated error of its size (the regressor only:
+        the whole fit repeated without each fold, so it costs five more searches), or the
+        lowest training error.
     bloat : {"none", "double-tournament", "lexicographic", "nsga2"}, default="none"
         Bloat control by selection (the linear penalty is ``parsimony_coefficient``);
         "nsga2" ranks error and size as two objectives (NSGA-II).
@@ -328,6 +331,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         "outputs": [Interval(Integral, 1, 8, closed="both")],
         "linear_inputs": [StrOptions({"auto", "on", "off"})],
         "shard_rows": ["boolean"],
+        "select": [StrOptions({"auto", "validation", "pareto", "mdl", "cv", "train"})],
     }
 
     def __init__(

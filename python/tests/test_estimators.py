@@ -159,7 +159,7 @@ def test_regressor_sympy_latex_and_hall_of_fame():
     assert "\\" in m.latex() or "x_{0}" in m.latex()
     eq = m.equations_
     assert isinstance(eq, pd.DataFrame)
-    assert list(eq.columns) == ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "equation", "latex", "sympy"]
+    assert list(eq.columns) == ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "equation", "latex", "sympy"]
     assert eq["complexity"].is_monotonic_increasing and eq["loss"].is_monotonic_decreasing
     # 200 rows: no validation rows, so the training minimum is returned, the front's last loss
     # (no parsimony: its fitness).
@@ -175,13 +175,28 @@ def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
     rows = m.equations_
     assert isinstance(rows, list) and rows
-    assert set(rows[-1]) == {"complexity", "loss", "validation_loss", "score", "selected", "description_length", "equation", "latex", "sympy"}
+    assert set(rows[-1]) == {"complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "equation", "latex", "sympy"}
     # 80 rows: no validation rows, so the smallest description length is returned.
     assert m.selection_["rule"] == "mdl"
     chosen = [r for r in rows if r["selected"]]
     assert len(chosen) == 1
     assert chosen[0]["description_length"] == min(r["description_length"] for r in rows)
     assert chosen[0]["loss"] == m.best_fitness_
+
+
+def test_cross_validated_choice_scores_every_member_at_its_size():
+    X, y = quadratic(60)
+    m = SymbolicRegressor(**SMALL, select="cv").fit(X, y)
+    assert m.selection_["rule"] == "cv"
+    assert m.selection_["cross_validation"]["folds"] == 5
+    curve = m.selection_["cross_validation"]["mse_by_size"]
+    eq = m.equations_
+    assert list(eq["cv_loss"]) == [curve[c - 1] for c in eq["complexity"]]
+    assert eq.loc[eq["selected"], "cv_loss"].iloc[0] == eq["cv_loss"].min()
+    with pytest.raises(ValueError, match="select"):
+        SymbolicClassifier(**SMALL, select="cv").fit(*iris_named())
+    with pytest.raises(ValueError):
+        SymbolicRegressor(select="folds").fit(X, y)
 
 
 def test_classifier_with_string_labels_probabilities_and_programs():

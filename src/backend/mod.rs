@@ -379,6 +379,20 @@ impl Backend {
         }
     }
 
+    /// The sums of every individual's joint fit with linear terms of the inputs
+    /// ([`crate::program::linear::Joint`]; `data`'s target is the terms' residual, `inputs`
+    /// their columns): on the GPU when the data is there (`grove_joint_sums` after the
+    /// prediction kernels), else on the CPU ([`cpu::eval::evaluate_joint`]).
+    pub fn joint_sums(&self, pop: &Population, data: &RegressionData<'_>, inputs: &[usize]) -> Result<Vec<crate::program::linear::JointSums>> {
+        match (self, data) {
+            (_, RegressionData::Host { x, y, n_rows }) | (_, RegressionData::Streamed { x, y, n_rows, .. }) => {
+                Ok(cpu::eval::evaluate_joint(pop, x, y, *n_rows, inputs)?)
+            }
+            (Backend::Cuda(e), RegressionData::Device(d)) => Ok(e.evaluate_joint(pop, d, inputs)?),
+            _ => anyhow::bail!("data set uploaded for another backend"),
+        }
+    }
+
     /// Fits the numeric constants of rows `rows` of `pop` in place on `data` by
     /// Levenberg–Marquardt ([`cpu::fit`]): on the GPU when the data is there
     /// (`kernels/fit.cu`, the same bits), else on the CPU. One result per row.

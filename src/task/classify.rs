@@ -409,6 +409,10 @@ impl ClassifySettings {
             self.test_fraction
         );
         super::validation::check_fraction(self.validation_fraction)?;
+        ensure!(
+            self.select != super::validation::Select::Cv,
+            "--select cv (select) refits a regression model's numbers without each fold; grove classify chooses by auto, validation, pareto, mdl or train"
+        );
         ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
         check_ge(&self.search_settings().ge)?;
@@ -547,6 +551,7 @@ pub fn fit(
             loss: *loss,
             validation: v.map(|s| s.loss(settings.fitness)),
             description: Some(description),
+            cv: None,
         });
     }
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);

@@ -558,6 +558,7 @@ fn fame_row(nodes: &[Node], nu: usize, names: &[String], train: f64) -> serde_js
         validation_loss: None,
         score: 0.0,
         description_length: None,
+        cv_loss: None,
         selected: true,
         equation: show(Style::Infix, |p| format!("tanh({p})")),
         latex: show(Style::Latex, |p| format!("\\tanh\\left({p}\\right)")),

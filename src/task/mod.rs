@@ -8,6 +8,7 @@
 pub mod budget;
 pub mod classify;
 pub mod control;
+pub mod crossval;
 pub mod defaults;
 pub mod linear_policy;
 pub mod model;

@@ -93,10 +93,7 @@ pub fn joint_error(joint: &Joint, s: &JointSums, metric: Metric) -> f64 {
 impl crate::evolve::Fitness for Regression<'_> {
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
         if let Some(j) = self.joint {
-            let crate::backend::RegressionData::Host { x, y, n_rows } = &self.data else {
-                anyhow::bail!("the joint fit with linear terms reads its data on the host");
-            };
-            let sums = crate::backend::cpu::eval::evaluate_joint(pop, x, y, *n_rows, &j.inputs)?;
+            let sums = self.backend.joint_sums(pop, &self.data, &j.inputs)?;
             let metric = self.config.metric;
             return Ok(sums
                 .iter()
@@ -131,6 +128,11 @@ impl crate::evolve::Fitness for Regression<'_> {
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
+        // The device loop's fused fitness reads plain regression sums: the joint fit and the
+        // head are scored by `evaluate`, selection and variation on the host.
+        if self.joint.is_some() || self.outputs > 1 {
+            return None;
+        }
         match (self.backend, &self.data) {
             (crate::backend::Backend::Cuda(engine), crate::backend::RegressionData::Device(data)) => {
                 Some(crate::evolve::device::DeviceTask::Regression(crate::evolve::device::DeviceRegression { engine, data, config: self.config, shards: &[] }))
@@ -184,16 +186,12 @@ impl LinearChoice {
 }
 
 /// Decides and fits the linear terms of `settings` on `rows` (the rows evolution fits).
-pub fn linear_choice(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend) -> anyhow::Result<LinearChoice> {
+pub fn linear_choice(settings: &EvolveSettings, rows: &Dataset) -> anyhow::Result<LinearChoice> {
     use crate::program::linear::{MAX_INPUTS, fit};
     let mode = settings.linear_inputs;
     let r = &settings.regression;
-    let on_gpu = matches!(backend, crate::backend::Backend::Cuda(_));
     match mode {
         LinearInputs::Off => return Ok(LinearChoice::none("off (--linear-inputs off)")),
-        LinearInputs::Auto if on_gpu => {
-            return Ok(LinearChoice::none("off on a GPU: the joint fit with the program has no CUDA kernel yet (--linear-inputs on runs it on the CPU)"));
-        }
         LinearInputs::Auto if settings.islands.shard_rows => return Ok(LinearChoice::none("off: --shard-rows (the joint fit is not split over GPUs)")),
         LinearInputs::Auto if !r.linear_scaling => return Ok(LinearChoice::none("off: --no-linear-scaling asks for the program alone")),
         LinearInputs::Auto if r.metric == Metric::Mae => return Ok(LinearChoice::none("off: --metric mae (the terms are a least-squares fit)")),
@@ -708,13 +706,23 @@ pub fn fit(
     let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, super::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     // Linear terms of the inputs first; the program is evolved on what they leave.
-    let linear = linear_choice(settings, &rows, backend)?;
+    let linear = linear_choice(settings, &rows)?;
     // One output: each program is fitted together with the terms; a head fits what they leave.
     let joint = if settings.outputs <= 1 { linear.joint() } else { None };
-    let searched = match linear.linear() {
+    let mut searched = match linear.linear() {
         Some(l) => search_with(settings, &residual(&rows, l), backend, opts, joint)?,
         None => search(settings, &rows, backend, opts)?,
     };
+    let mut plan = plan;
+    if plan.rule == super::validation::Select::Cv {
+        let start = std::time::Instant::now();
+        let generations = searched.outcome.history.len().saturating_sub(1);
+        match cross_validate(settings, &rows, backend, opts, generations)? {
+            Some(curve) => searched.cv = Some(curve),
+            None => plan = plan.instead(super::validation::Select::Mdl, "the cross-validation was stopped"),
+        }
+        searched.cv_seconds = start.elapsed().as_secs_f64();
+    }
     finish(settings, &plan, &searched, &rows, validation.as_ref(), test, backend, &linear)
 }
 
@@ -738,6 +746,11 @@ pub struct Searched {
     pub device: String,
     /// Why the search ended.
     pub ended: super::budget::Ending,
+    /// `--select cv`: the cross-validated error by size limit ([`cross_validate`]; `None`
+    /// otherwise).
+    pub cv: Option<super::crossval::SizeCurve>,
+    /// Seconds the cross-validation's searches took (0 without).
+    pub cv_seconds: f64,
 }
 
 /// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
@@ -772,7 +785,9 @@ pub fn search_with(
     }
     let search_settings = super::search::SearchSettings { engine: &engine, ..settings.search_settings() };
     let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
-    let need = super::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 };
+    // The joint fit on a GPU writes every program's value at every row before summing them.
+    let joint_values = if joint.is_some() { (rows.n_rows as u64).saturating_mul(4) } else { 0 };
+    let need = super::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values };
     super::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
     super::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
@@ -780,7 +795,7 @@ pub fn search_with(
         opts.say(&format!("note: --outputs {k} evaluates on the CPU (the fitted head has no CUDA kernel yet)"));
     }
     if joint.is_some() && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
-        opts.say("note: --linear-inputs on evaluates on the CPU (the joint fit with the program has no CUDA kernel yet)");
+        opts.say("note: the linear terms keep selection and variation on the CPU (the device loop scores programs alone); evaluation stays on the GPU");
     }
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data;
     // or, with --shard-rows, one population whose rows are split over them (on the CPU: the
@@ -801,9 +816,8 @@ pub fn search_with(
         .enumerate()
         .map(|(i, &b)| {
             let part = if sharded { &parts[i] } else { rows };
-            // The head's and the joint fit's sums are taken on the CPU, from the host's copy of
-            // the data.
-            let data = if k > 1 || joint.is_some() {
+            // The head's sums are taken on the CPU, from the host's copy of the data.
+            let data = if k > 1 {
                 crate::backend::RegressionData::Host { x: &part.x, y: &part.y, n_rows: part.n_rows }
             } else {
                 b.regression_data(&part.x, &part.y, part.n_rows, part.n_features)?
@@ -851,6 +865,70 @@ pub fn search_with(
         seconds: start.elapsed().as_secs_f64(),
         device,
         ended: std::mem::replace(&mut observer.ended, super::budget::Ending::Generations),
+        cv: None,
+        cv_seconds: 0.0,
+    })
+}
+
+/// `--select cv` ([`super::crossval`]): the whole fit repeated on every `k − 1` of `k` folds of
+/// `rows` (the linear terms chosen again, the search run for `generations` generations from
+/// its own seed, without a time limit or target, each front member's numbers fitted), its
+/// front scored on the held-out fold; `None` where the run was stopped meanwhile (Ctrl-C).
+pub fn cross_validate(
+    settings: &EvolveSettings,
+    rows: &Dataset,
+    backend: &crate::backend::Backend,
+    opts: &super::run::RunOptions,
+    generations: usize,
+) -> anyhow::Result<Option<super::crossval::SizeCurve>> {
+    let folds = super::crossval::Folds::new(rows.n_rows, settings.engine.seed);
+    let mut curve = super::crossval::SizeCurve::new(settings.engine.max_len);
+    let quiet = super::run::RunOptions { quiet: true, stop: opts.stop.clone(), max_memory: opts.max_memory, log: opts.log.clone(), ..Default::default() };
+    let stopped = || opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    for f in 0..folds.k {
+        let mut fold = settings.clone();
+        fold.engine.generations = generations;
+        fold.engine.seed = settings.engine.seed.wrapping_add(1 + f as u64);
+        fold.budget = super::budget::Budget::default();
+        let train = rows.subset(&folds.rows(f, false))?;
+        let held = rows.subset(&folds.rows(f, true))?;
+        let linear = linear_choice(&fold, &train)?;
+        let lin = linear.linear();
+        let joint = if fold.outputs <= 1 { linear.joint() } else { None };
+        let fit_rows = match lin {
+            Some(l) => std::borrow::Cow::Owned(residual(&train, l)),
+            None => std::borrow::Cow::Borrowed(&train),
+        };
+        let searched = search_with(&fold, &fit_rows, backend, &quiet, joint)?;
+        if stopped() {
+            return Ok(None);
+        }
+        let front = searched.hof.front(|e| e.fitness - fold.regression.parsimony * e.nodes.len() as f64);
+        let mut errors = Vec::with_capacity(front.len());
+        for (n, e, _) in &front {
+            let (r, l) = member_model(&e.nodes, &fit_rows, lin, joint, fold.regression.linear_scaling, fold.outputs)?;
+            let mse = scores_with(&e.nodes, &held, &r, l.as_ref())?.mse;
+            errors.push((*n, mse * held.n_rows as f64));
+        }
+        curve.add(&errors, held.n_rows);
+    }
+    Ok(Some(curve))
+}
+
+/// A program's readout and linear terms, fitted on `fit_rows` (the training rows less any
+/// fixed `lin` terms): with `joint` terms, the program's weight and the terms' weights
+/// together; else the readout of its `k` outputs beside the fixed terms.
+fn member_model(nodes: &[Node], fit_rows: &Dataset, lin: Option<&Linear>, joint: Option<&Joint>, linear_scaling: bool, k: usize) -> anyhow::Result<(Readout, Option<Linear>)> {
+    let Some(j) = joint else {
+        return Ok((readout(nodes, fit_rows, linear_scaling, k)?, lin.cloned()));
+    };
+    let mut pop = Population::new(1, nodes.len().max(1), 0);
+    // A tree that does not fit leaves the row empty, which evaluates as invalid.
+    let _ = pop.set_tree(0, nodes);
+    let sums = crate::backend::cpu::eval::evaluate_joint(&pop, &fit_rows.x, &fit_rows.y, fit_rows.n_rows, &j.inputs)?.remove(0);
+    Ok(match j.fit_with(&sums) {
+        Some((w, l)) => (Readout::Scale(w, 0.0), Some(l)),
+        None => (Readout::Scale(1.0, 0.0), Some(j.alone())),
     })
 }
 
@@ -888,19 +966,7 @@ pub fn finish(
     // One output with terms: each program gets its own terms from its joint fit; a head reads
     // what the terms left.
     let joint = if k <= 1 { linear.joint() } else { None };
-    let model_of = |nodes: &[Node]| -> anyhow::Result<(Readout, Option<Linear>)> {
-        let Some(j) = joint else {
-            return Ok((readout(nodes, fit_rows, linear_scaling, k)?, lin.cloned()));
-        };
-        let mut pop = Population::new(1, nodes.len().max(1), 0);
-        // A tree that does not fit leaves the row empty, which evaluates as invalid.
-        let _ = pop.set_tree(0, nodes);
-        let sums = crate::backend::cpu::eval::evaluate_joint(&pop, &fit_rows.x, &fit_rows.y, fit_rows.n_rows, &j.inputs)?.remove(0);
-        Ok(match j.fit_with(&sums) {
-            Some((w, l)) => (Readout::Scale(w, 0.0), Some(l)),
-            None => (Readout::Scale(1.0, 0.0), Some(j.alone())),
-        })
-    };
+    let model_of = |nodes: &[Node]| member_model(nodes, fit_rows, lin, joint, linear_scaling, k);
     // The terms' numbers count in every member's description.
     let lin_numbers = lin.map_or(0, |l| l.used() + 1);
     // The front, each member scaled on the fitted rows and scored on the validation rows.
@@ -928,6 +994,7 @@ pub fn finish(
             loss: *loss,
             validation: v.map(|s| metric_of(&s, metric)),
             description: Some(description_length(nll, *n, primitives, params, rows.n_rows)),
+            cv: searched.cv.as_ref().map(|c| c.mse(*n)),
         });
     }
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
@@ -954,7 +1021,7 @@ pub fn finish(
         Ok(model_texts(nodes, names, &r, l.as_ref()))
     })?;
     let node_evals = searched.node_evaluations;
-    let seconds = searched.seconds + start.elapsed().as_secs_f64();
+    let seconds = searched.seconds + searched.cv_seconds + start.elapsed().as_secs_f64();
     let device = &searched.device;
     let mut best_json = serde_json::json!({"infix": infix, "latex": latex, "sympy": sympy,
         "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation});
@@ -1013,6 +1080,14 @@ pub fn finish(
     if let Some(o) = super::model::operators_json(&best.nodes) {
         report["operators"] = o;
     }
+    if let Some(c) = &searched.cv {
+        report["selection"]["cross_validation"] = serde_json::json!({
+            "folds": c.folds, "rows": c.rows,
+            "mse_by_size": c.sse.iter().map(|e| crate::report::num(e / c.rows as f64)).collect::<Vec<_>>(),
+            "fold_mse_by_size": c.per_fold.iter().map(|(rows, e)| e.iter().map(|e| crate::report::num(e / (*rows).max(1) as f64)).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        });
+        report["timing"]["cross_validation_seconds"] = serde_json::json!(searched.cv_seconds);
+    }
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", best.nodes.len());
     if let Readout::Head(h) = &chosen {
         let w: Vec<String> = h.w.iter().map(|w| format!("{w:.6e}")).collect();
@@ -1020,6 +1095,9 @@ pub fn finish(
     }
     summary += &format!("linear inputs {}\n", linear.why);
     summary += &format!("selected      {}: {}\n", decision.rule.name(), decision.why);
+    if let Some(c) = &searched.cv {
+        summary += &format!("cross-val     {} folds, the whole fit repeated on each: {:.2} s\n", c.folds, searched.cv_seconds);
+    }
     summary += &searched.ended.line(settings.engine.generations).unwrap_or_default();
     let line = |name: &str, s: &Scores| format!("{name:<13} mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2);
     summary += &line("train", &train_scores);

@@ -666,6 +666,10 @@ pub struct FameRow {
     /// fitness is no likelihood).
     #[serde(default)]
     pub description_length: Option<f64>,
+    /// The k-fold cross-validated mean squared error of its size on the training rows
+    /// (`--select cv`; `None` where not computed).
+    #[serde(default)]
+    pub cv_loss: Option<f64>,
     /// Whether this is the program the run returned (`best`, `model`).
     #[serde(default)]
     pub selected: bool,
@@ -678,18 +682,19 @@ pub struct FameRow {
 }
 
 /// Writes hall-of-fame rows as CSV (`complexity,loss,equation,latex,sympy,validation_loss,
-/// score,selected,description_length`, RFC 4180 quoting; an empty `validation_loss` or
-/// `description_length` where there is none).
+/// score,selected,description_length,cv_loss`, RFC 4180 quoting; an empty `validation_loss`,
+/// `description_length` or `cv_loss` where there is none).
 pub fn fame_csv(rows: &[FameRow]) -> String {
     let q = |s: &str| {
         if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_string() }
     };
-    let mut out = String::from("complexity,loss,equation,latex,sympy,validation_loss,score,selected,description_length\n");
+    let mut out = String::from("complexity,loss,equation,latex,sympy,validation_loss,score,selected,description_length,cv_loss\n");
     for r in rows {
         let v = r.validation_loss.map(|v| format!("{v:e}")).unwrap_or_default();
         let d = r.description_length.filter(|d| d.is_finite()).map(|d| format!("{d:e}")).unwrap_or_default();
+        let cv = r.cv_loss.filter(|d| d.is_finite()).map(|d| format!("{d:e}")).unwrap_or_default();
         out += &format!(
-            "{},{:e},{},{},{},{v},{:e},{},{d}\n",
+            "{},{:e},{},{},{},{v},{:e},{},{d},{cv}\n",
             r.complexity,
             r.loss,
             q(&r.equation),

@@ -279,7 +279,7 @@ pub fn fame_rows(
     render: impl Fn(&[Node]) -> Result<(String, String, String)>,
 ) -> Result<Vec<FameRow>> {
     let front = hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
-    let cands: Vec<_> = front.iter().map(|(n, _, loss)| super::validation::Candidate { size: *n, loss: *loss, validation: None, description: None }).collect();
+    let cands: Vec<_> = front.iter().map(|(n, _, loss)| super::validation::Candidate { size: *n, loss: *loss, validation: None, description: None, cv: None }).collect();
     super::validation::front_rows(&front, &cands, None, render)
 }
 

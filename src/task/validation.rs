@@ -23,6 +23,10 @@ pub enum Select {
     /// The smallest description length on the training rows ([`description_length`]): the
     /// data's cost under the model plus the model's own, so no rows are held out.
     Mdl,
+    /// The lowest k-fold cross-validated error on the training rows ([`super::crossval`]):
+    /// the whole fit repeated without each fold, and each member scored at its size, so no
+    /// rows are held out (ties: the smaller).
+    Cv,
     /// The lowest training fitness of the run (what grove returned before validation).
     Train,
 }
@@ -35,6 +39,7 @@ impl Select {
             Select::Validation => "validation",
             Select::Pareto => "pareto",
             Select::Mdl => "mdl",
+            Select::Cv => "cv",
             Select::Train => "train",
         }
     }
@@ -79,7 +84,7 @@ impl Plan {
     pub fn new(fraction: Option<f64>, select: Select, n_train: usize, small: Select) -> Result<Plan> {
         check_fraction(fraction)?;
         let enough = n_train >= AUTO_MIN_ROWS;
-        let chooses_on_train = matches!(select, Select::Train | Select::Mdl);
+        let chooses_on_train = matches!(select, Select::Train | Select::Mdl | Select::Cv);
         let f = fraction.unwrap_or(if enough && !chooses_on_train { AUTO_FRACTION } else { 0.0 });
         let (rule, note) = match select {
             Select::Auto if f > 0.0 => (Select::Validation, None),
@@ -131,10 +136,23 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// This plan with `rule` applied instead of the one it had, `why` saying why in the note.
+    pub fn instead(self, rule: Select, why: &str) -> Plan {
+        let note = format!("{why}: {}", returned(rule));
+        let note = Some(match self.note {
+            Some(n) => format!("{n}; {note}"),
+            None => note,
+        });
+        Plan { rule, note, ..self }
+    }
+}
+
 /// What `auto` returns by `rule` without validation rows, in words.
 fn returned(rule: Select) -> &'static str {
     match rule {
         Select::Mdl => "the smallest description length on the front is returned",
+        Select::Cv => "the lowest cross-validated error on the front is returned",
         Select::Pareto => "the highest Pareto score on the front is returned",
         _ => "the training-error minimum is returned",
     }
@@ -153,6 +171,9 @@ pub struct Candidate {
     /// Its description length on the training rows ([`description_length`]; `None` where the
     /// task's loss is no likelihood).
     pub description: Option<f64>,
+    /// The k-fold cross-validated mean squared error of its size on the training rows
+    /// ([`super::crossval::SizeCurve`]; `None` where not computed, `+inf` where not finite).
+    pub cv: Option<f64>,
 }
 
 /// A two-part description length, in nats, of a model of `size` nodes with `params` fitted
@@ -244,6 +265,17 @@ pub fn choose(front: &[Candidate], rule: Select) -> Option<(usize, String)> {
             }
             best.map(|i| (i, format!("smallest description length (fit plus model, in nats) of the {n} programs on the front")))
         }
+        Select::Cv => {
+            let key = |c: &Candidate| c.cv.filter(|d| !d.is_nan()).unwrap_or(f64::INFINITY);
+            let (mut best, mut low) = (None, f64::INFINITY);
+            for (i, c) in front.iter().enumerate() {
+                if key(c) < low {
+                    low = key(c);
+                    best = Some(i);
+                }
+            }
+            best.map(|i| (i, format!("lowest cross-validated error at its size (the whole fit repeated without each fold) of the {n} programs on the front")))
+        }
         Select::Pareto => {
             let scores = pareto_scores(front);
             let mut best: Option<usize> = None;
@@ -291,9 +323,9 @@ pub fn chosen_program(front: &[(usize, &crate::evolve::hof::Entry, f64)], decisi
 pub fn decide(plan: &Plan, front: &[Candidate], best_at: Option<usize>) -> Decision {
     match choose(front, plan.rule) {
         Some((i, why)) => {
-            // When `auto` chose the rule, say why that rule.
+            // When `auto` chose the rule, or the rule asked gave way, say why that rule.
             let why = match &plan.note {
-                Some(note) if plan.asked == Select::Auto => format!("{why}; {note}"),
+                Some(note) if plan.asked == Select::Auto || plan.rule != plan.asked => format!("{why}; {note}"),
                 _ => why,
             };
             Decision { member: Some(i), is_best: false, rule: plan.rule, why }
@@ -305,6 +337,9 @@ pub fn decide(plan: &Plan, front: &[Candidate], best_at: Option<usize>) -> Decis
                 }
                 (Select::Mdl, _) => {
                     "no program on the front has a description length (the fitness is no likelihood): the training-error minimum is returned".to_string()
+                }
+                (Select::Cv, _) => {
+                    "no program on the front has a finite cross-validated error: the training-error minimum is returned".to_string()
                 }
                 (_, Some(note)) => note.clone(),
                 _ => "the lowest training fitness of the run (--select train)".to_string(),
@@ -347,6 +382,7 @@ pub fn front_rows(
                 validation_loss: c.validation.filter(|v| v.is_finite()),
                 score: scores[i],
                 description_length: c.description.filter(|d| d.is_finite()),
+                cv_loss: c.cv.filter(|d| d.is_finite()),
                 selected: selected == Some(i),
                 equation,
                 latex,
@@ -389,7 +425,7 @@ mod tests {
     }
 
     fn cand(size: usize, loss: f64, description: Option<f64>) -> Candidate {
-        Candidate { size, loss, validation: None, description }
+        Candidate { size, loss, validation: None, description, cv: None }
     }
 
     #[test]

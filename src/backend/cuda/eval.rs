@@ -472,13 +472,25 @@ impl CudaEngine {
     /// (individual, then output slot, then row). An empty tree's results are NaN.
     pub fn predict_with(&self, pop: &Population, data: &DeviceDataset, cfg: &EvalConfig) -> Result<Vec<f32>> {
         self.check_dataset(data)?;
-        let p = pop.size();
-        if p == 0 {
+        if pop.size() == 0 {
             return Ok(Vec::new());
         }
-        let launch = cfg.resolve(data.n_rows, p, pop.n_outputs, self.sm_count)?;
         let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut *guard;
+        let (pred, _) = self.predict_on_device(pop, data, cfg, s)?;
+        // clone_dtoh into pageable memory waits for the stream: the one synchronization.
+        let out = self.stream.clone_dtoh(&pred).during(|| "reading the predictions".into())?;
+        self.stream.synchronize().during(|| "running the prediction kernels".into())?;
+        s.in_flight = false;
+        Ok(out)
+    }
+
+    /// Queues the prediction kernels of [`Self::predict_with`] for a non-empty `pop`, leaving
+    /// the predictions on the device, and returns them with the population's packed arrays
+    /// (still in `s.input`). Sets `s.in_flight`; the caller synchronizes and clears it.
+    fn predict_on_device(&self, pop: &Population, data: &DeviceDataset, cfg: &EvalConfig, s: &mut Scratch) -> Result<(CudaSlice<f32>, Packed)> {
+        let p = pop.size();
+        let launch = cfg.resolve(data.n_rows, p, pop.n_outputs, self.sm_count)?;
         let packed = self.stage(pop, data.n_features, s)?;
         let n_res = pop.n_outputs.max(1);
         let mut pred = self.alloc::<f32>(p * n_res * data.n_rows, cfg.poison_outputs, "allocating predictions")?;
@@ -509,11 +521,65 @@ impl CudaEngine {
             // every access inside them are as in `evaluate_regression_with`.
             unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
         }
-        // clone_dtoh into pageable memory waits for the stream: the one synchronization.
-        let out = self.stream.clone_dtoh(&pred).during(|| "reading the predictions".into())?;
-        self.stream.synchronize().during(|| "running the prediction kernels".into())?;
+        Ok((pred, packed))
+    }
+
+    /// The sums of every individual's joint fit with linear terms of the inputs (twin of
+    /// [`crate::backend::cpu::eval::evaluate_joint`]; the same values at every point, the sums
+    /// within rounding): single-output programs, the dataset's target the residual `r` of the
+    /// terms, `inputs` the terms' columns. The programs' values are written to the device
+    /// (`P × N` floats), then `grove_joint_sums` adds them up per (program, column).
+    /// Individuals without a program, or with a NaN or infinite value at any row, come back
+    /// with `finite == false`.
+    pub fn evaluate_joint(&self, pop: &Population, data: &DeviceDataset, inputs: &[usize]) -> Result<Vec<crate::program::linear::JointSums>> {
+        use crate::program::linear::JointSums;
+        self.check_dataset(data)?;
+        if pop.n_outputs > 0 {
+            return Err(GpuError::Input(format!("the joint fit reads one output; the population has {}", pop.n_outputs)));
+        }
+        if let Some(&j) = inputs.iter().find(|&&j| j >= data.n_features) {
+            return Err(GpuError::Input(format!("linear term of input {j} of {}", data.n_features)));
+        }
+        let (p, n, k) = (pop.size(), data.n_rows, inputs.len());
+        if p == 0 {
+            return Ok(Vec::new());
+        }
+        if n == 0 {
+            return Ok((0..p).map(|_| JointSums::invalid(k, 0)).collect());
+        }
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        let (pred, _) = self.predict_on_device(pop, data, &EvalConfig::default(), s)?;
+        let cols: Vec<u32> = inputs.iter().map(|&j| j as u32).collect();
+        let cols = if cols.is_empty() { vec![0] } else { cols };
+        let d_cols = self.stream.clone_htod(&cols).during(|| "copying the terms' inputs".into())?;
+        let mut out = self.alloc::<f64>(p * (k + 3), false, "allocating the joint sums")?;
+        let mut bad = self.alloc::<u32>(p, false, "allocating the joint sums")?;
+        let f = self.function(&EVAL, &[("GROVE_K", 1)], kernels::JOINT_SUMS)?;
+        let mut b = self.stream.launch_builder(&f);
+        let (n32, k32) = (n as u32, k as u32);
+        b.arg(&n32).arg(&k32).arg(&pred).arg(&data.x).arg(&data.y).arg(&d_cols).arg(&mut out).arg(&mut bad);
+        let lc = LaunchConfig { grid_dim: (p as u32, k32 + 1, 1), block_dim: (kernels::JOINT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_joint_sums(unsigned n_rows, unsigned k, const float* pred,
+        // const float* x, const float* r, const unsigned* inputs, double* out, unsigned* bad)`:
+        // pred holds P × N floats, written above for every population row, x F × N and r N (the dataset), inputs k column indices
+        // (each < F, checked; one dummy entry when k = 0, never read), out P × (k + 3) and bad
+        // P entries, one per block row of the grid (P, k + 1).
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::JOINT_SUMS))?;
+        let sums = self.stream.clone_dtoh(&out).during(|| "reading the joint sums".into())?;
+        let bad = self.stream.clone_dtoh(&bad).during(|| "reading the joint sums".into())?;
+        self.stream.synchronize().during(|| "running the joint-sum kernels".into())?;
         s.in_flight = false;
-        Ok(out)
+        Ok((0..p)
+            .map(|t| {
+                let o = &sums[t * (k + 3)..(t + 1) * (k + 3)];
+                if bad[t] == 0 && pop.len[t] > 0 && o[1].is_finite() {
+                    JointSums { n: n as u64, sum_f: o[0], sum_f2: o[1], sum_fr: o[2], sum_xf: o[3..].to_vec(), finite: true }
+                } else {
+                    JointSums::invalid(k, n as u64)
+                }
+            })
+            .collect())
     }
 
     pub(super) fn check_dataset(&self, data: &DeviceDataset) -> Result<()> {

@@ -1,0 +1,128 @@
+//! `kernels/eval.cu`'s `grove_joint_sums` run on the CPU: built as host C++ by g++
+//! (`tests/cuda_host_shim.h`), its own code adds up the joint fit's sums (issue 27: a program's
+//! weight fitted together with linear terms of the inputs) from the programs' values, block by
+//! block with 256 real threads meeting at each `__syncthreads`, and is compared with the CPU
+//! reference (`backend::cpu::eval::evaluate_joint`), so that CI checks what every GPU run with
+//! linear terms sums, without a GPU. The values are the CPU's own predictions (the prediction
+//! kernels' bits are checked against them in `tests/cuda_eval.rs`); the f64 sums differ only by
+//! the order of their additions.
+
+#[path = "support/emulator.rs"]
+mod emulator;
+
+use grove::backend::cpu::eval::{evaluate_joint, predict};
+use grove::backend::cuda::kernels;
+use grove::program::init::{TreeSpec, init_population};
+use grove::program::linear::JointSums;
+use grove::program::ops::FUNCTIONS;
+use grove::program::tree::Population;
+
+type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), *mut std::ffi::c_void);
+type SetBlock = unsafe extern "C" fn(u32);
+type TakeY = unsafe extern "C" fn(u32);
+type JointFn = unsafe extern "C" fn(u32, u32, *const f32, *const f32, *const f32, *const u32, *mut f64, *mut u32);
+
+/// eval.cu as a host library: CUDA's min and max, `__ldg`, a block-wide `__shfl_down_sync`, the
+/// dynamic shared memory spelled for g++, and a setter of `blockIdx.y` for the calling thread.
+fn eval_library() -> Option<libloading::Library> {
+    emulator::build(&kernels::EVAL, |s| {
+        let prelude = "using std::min;\nusing std::max;\n#define __ldg(p) (*(p))\n\
+                       template <class T> T __shfl_down_sync(unsigned, T v, int d) {\n\
+                           static T buf[1024];\n\
+                           buf[threadIdx.x] = v;\n\
+                           grove_emu_barrier->arrive_and_wait();\n\
+                           const unsigned from = threadIdx.x + (unsigned)d;\n\
+                           const T r = from < blockDim.x ? buf[from] : v;\n\
+                           grove_emu_barrier->arrive_and_wait();\n\
+                           return r;\n\
+                       }\n\
+                       extern \"C\" void grove_emu_take_block_y(unsigned y) { blockIdx.y = y; }\n";
+        let dynamic = "extern __shared__ float slots[];";
+        assert!(s.contains(dynamic), "eval.cu no longer has `{dynamic}`");
+        let s = s.replace(dynamic, "static float slots[1 << 16] __attribute__((aligned(16)));");
+        format!("{prelude}{s}")
+    })
+}
+
+/// The kernel's sums for every tree of `pop` over `x` (`[F][n]`), `r` and the terms' `inputs`,
+/// from the CPU's predictions (NaN for an empty tree, as the prediction kernels write).
+fn kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32], r: &[f32], n: usize, inputs: &[usize]) -> Vec<JointSums> {
+    let run_block: RunBlock = emulator::get(lib, "grove_emu_run_block");
+    let set_block: SetBlock = emulator::get(lib, "grove_emu_set_block");
+    let take_y: TakeY = emulator::get(lib, "grove_emu_take_block_y");
+    let f: JointFn = emulator::get(lib, kernels::JOINT_SUMS);
+    let (p, k) = (pop.size(), inputs.len());
+    let mut pred = vec![f32::NAN; p * n];
+    for t in (0..p).filter(|&t| pop.len[t] > 0) {
+        pred[t * n..(t + 1) * n].copy_from_slice(&predict(pop, t, x, n).unwrap());
+    }
+    let cols: Vec<u32> = if inputs.is_empty() { vec![0] } else { inputs.iter().map(|&j| j as u32).collect() };
+    let mut out = vec![f64::NAN; p * (k + 3)];
+    let mut bad = vec![0xdeadu32; p];
+    for t in 0..p {
+        for col in 0..=k {
+            let addr = (pred.as_ptr() as usize, x.as_ptr() as usize, r.as_ptr() as usize, cols.as_ptr() as usize, out.as_mut_ptr() as usize, bad.as_mut_ptr() as usize);
+            let body = move || {
+                let (pr, xx, rr, c, o, b) = addr;
+                // SAFETY: grove_joint_sums(n_rows, k, pred, x, r, inputs, out, bad) on P × N
+                // values, F × N inputs, N residuals, k column indices (< F), P × (k + 3) sums and
+                // P counts; block (t, col) writes only its own entries of tree t.
+                unsafe {
+                    take_y(col as u32);
+                    f(n as u32, k as u32, pr as *const f32, xx as *const f32, rr as *const f32, c as *const u32, o as *mut f64, b as *mut u32)
+                }
+            };
+            let body: &(dyn Fn() + Sync) = &body;
+            extern "C" fn call(ctx: *mut std::ffi::c_void) {
+                // SAFETY: ctx is the `&&dyn Fn` below, alive until the block has joined.
+                let f = unsafe { &*(ctx as *const &(dyn Fn() + Sync)) };
+                f();
+            }
+            // SAFETY: one emulated block at a time; the library joins its threads.
+            unsafe {
+                set_block(t as u32);
+                run_block(kernels::JOINT_THREADS, call, &body as *const &(dyn Fn() + Sync) as *mut std::ffi::c_void);
+            }
+        }
+    }
+    (0..p)
+        .map(|t| {
+            let o = &out[t * (k + 3)..(t + 1) * (k + 3)];
+            if bad[t] == 0 && pop.len[t] > 0 && o[1].is_finite() {
+                JointSums { n: n as u64, sum_f: o[0], sum_f2: o[1], sum_fr: o[2], sum_xf: o[3..].to_vec(), finite: true }
+            } else {
+                JointSums::invalid(k, n as u64)
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_joint_sums_kernel_matches_the_cpu() {
+    let Some(lib) = eval_library() else { return };
+    let f = 3usize;
+    for (n, inputs, seed) in [(300usize, vec![0usize, 2], 1u64), (37, vec![1], 2), (700, vec![], 3), (90, vec![2, 0, 1, 1], 4)] {
+        let x: Vec<f32> = (0..f * n).map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.05).collect();
+        let r: Vec<f32> = (0..n).map(|i| ((i * 31 % 61) as f32 - 30.0) * 0.1).collect();
+        let spec = TreeSpec::new(FUNCTIONS.to_vec(), f as u32, 40).with_depth(1, 6);
+        let mut pop = init_population(&spec, 24, seed).unwrap();
+        pop.clear(4); // no program: invalid
+        let want = evaluate_joint(&pop, &x, &r, n, &inputs).unwrap();
+        let got = kernel_sums(&lib, &pop, &x, &r, n, &inputs);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()) || (a - b).abs() < 1e-9;
+        let mut valid = 0;
+        for (t, (g, c)) in got.iter().zip(&want).enumerate() {
+            assert_eq!((g.finite, g.n, g.sum_xf.len()), (c.finite, c.n, c.sum_xf.len()), "n {n}, tree {t}");
+            if !c.finite {
+                continue;
+            }
+            valid += 1;
+            let pairs = [(g.sum_f, c.sum_f), (g.sum_f2, c.sum_f2), (g.sum_fr, c.sum_fr)].into_iter().chain(g.sum_xf.iter().copied().zip(c.sum_xf.iter().copied()));
+            for (a, b) in pairs {
+                assert!(close(a, b), "n {n}, tree {t}: kernel {a:e} cpu {b:e}");
+            }
+        }
+        assert!(!got[4].finite, "an empty tree is invalid");
+        assert!(valid >= 6, "{valid} valid trees of 24");
+    }
+}
