@@ -244,7 +244,7 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
 //   partials  [P x n_tiles] sums (regression)   pred [P x max(1, n_outputs) x N] (predict)
 // GROVE_K selects the points-per-thread variant a module holds (the engine compiles one module
 // per K it uses, on first use); 0, the default, holds every variant (what the tests compile).
-// The deep, reduce and joint-sum kernels are in every module.
+// The deep, reduce, joint-sum and head-sum kernels are in every module.
 #ifndef GROVE_K
 #define GROVE_K 0
 #endif
@@ -396,6 +396,72 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_joint_sums(const unsigned n_
         o[0] = s_a[0];
         o[1] = s_b[0];
         o[2] = s_c[0];
+        bad[t] = s_n[0];
+    }
+}
+
+// Each program's sums for its fitted linear head over K outputs (the CPU's
+// program::head::HeadSums, backend::cpu::eval::evaluate_head), from its values `pred`
+// (written by grove_predict_*, [n_trees][k][n_rows]). Grid (n_trees, C), C = 2k + k(k+1)/2 + 1
+// columns, one block of GROVE_JOINT_THREADS per (tree, column): column c < k sums f_c; the
+// next k(k+1)/2 sum f_i * f_j for i <= j in row-major order of the upper triangle; the next k
+// sum f_i * y; the last sums y and y^2 and counts the rows where some output is NaN or
+// infinite. Threads stride the rows, then add their partials in a fixed tree order. In f64.
+// out: [n_trees][C + 1] (the last column's two sums at C - 1 and C); bad: [n_trees].
+extern "C" __global__ void GROVE_JOINT_BOUNDS grove_head_sums(const unsigned n_rows, const unsigned k, const float* __restrict__ pred,
+                                                              const float* __restrict__ y, double* __restrict__ out,
+                                                              unsigned* __restrict__ bad) {
+    __shared__ double s_a[GROVE_JOINT_THREADS], s_b[GROVE_JOINT_THREADS];
+    __shared__ unsigned s_n[GROVE_JOINT_THREADS];
+    const unsigned t = blockIdx.x, col = blockIdx.y, tid = threadIdx.x;
+    const unsigned pairs = k * (k + 1) / 2, n_cols = 2 * k + pairs + 1;
+    const float* f = pred + (size_t)t * k * n_rows;
+    double a = 0.0, b = 0.0;
+    unsigned nb = 0;
+    if (col < k) {
+        const float* fc = f + (size_t)col * n_rows;
+        for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) a += (double)fc[i];
+    } else if (col < k + pairs) {
+        unsigned q = col - k, i = 0;
+        while (q >= k - i) {
+            q -= k - i;
+            ++i;
+        }
+        const float* fi = f + (size_t)i * n_rows;
+        const float* fj = f + (size_t)(i + q) * n_rows;
+        for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) a += (double)fi[r] * (double)fj[r];
+    } else if (col < 2 * k + pairs) {
+        const float* fc = f + (size_t)(col - k - pairs) * n_rows;
+        for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) a += (double)fc[r] * (double)y[r];
+    } else {
+        for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) {
+            const double v = y[r];
+            a += v;
+            b += v * v;
+            bool fin = true;
+            for (unsigned o = 0; o < k; ++o) fin = fin && isfinite(f[(size_t)o * n_rows + r]);
+            nb += fin ? 0u : 1u;
+        }
+    }
+    s_a[tid] = a;
+    s_b[tid] = b;
+    s_n[tid] = nb;
+    __syncthreads();
+    for (unsigned h = GROVE_JOINT_THREADS / 2; h > 0; h /= 2) {
+        if (tid < h) {
+            s_a[tid] += s_a[tid + h];
+            s_b[tid] += s_b[tid + h];
+            s_n[tid] += s_n[tid + h];
+        }
+        __syncthreads();
+    }
+    if (tid != 0) return;
+    double* o = out + (size_t)t * (n_cols + 1);
+    if (col + 1 < n_cols) {
+        o[col] = s_a[0];
+    } else {
+        o[col] = s_a[0];
+        o[col + 1] = s_b[0];
         bad[t] = s_n[0];
     }
 }

@@ -885,6 +885,44 @@ fn joint_sums_match_the_cpu() {
     assert!(err.contains("input 3 of 3"), "{err}");
 }
 
+/// The head's sums (`grove_head_sums` after the prediction kernels) against the CPU's
+/// `evaluate_head`, for 1 to 8 outputs: the same output values, so the f64 sums differ only by
+/// their order; empty trees come back invalid as on the CPU.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn head_sums_match_the_cpu() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(93);
+    for (n_rows, k) in [(1500, 2), (37, 8), (4000, 3), (300, 1)] {
+        let data = random_data(&mut rng, n_rows, 3);
+        let dev = upload(&e, &data);
+        let mut pop = Population::new(150, 255, if k > 1 { k } else { 0 });
+        for i in (0..150).filter(|i| i % 13 != 12) {
+            pop.set_tree(i, &random_tree(&mut rng, BENIGN, 5, 3, if k > 1 { k } else { 0 })).unwrap();
+        }
+        let g = e.evaluate_head(&pop, &dev).unwrap();
+        let c = grove::backend::cpu::eval::evaluate_head(&pop, &data.x, &data.y, data.n_rows).unwrap();
+        assert_eq!(g.len(), c.len());
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1e-300) || (a - b).abs() < 1e-9;
+        let mut valid = 0;
+        for (i, (g, c)) in g.iter().zip(&c).enumerate() {
+            assert_eq!((g.finite, g.n, g.k), (c.finite, c.n, c.k), "tree {i}");
+            if !c.finite {
+                continue;
+            }
+            valid += 1;
+            let all = |h: &grove::program::head::HeadSums| -> Vec<f64> {
+                h.sum_f.iter().chain(&h.sum_ff).chain(&h.sum_fy).copied().chain([h.sum_y, h.sum_y2]).collect()
+            };
+            for (a, b) in all(g).into_iter().zip(all(c)) {
+                assert!(close(a, b), "k {k}, tree {i}: gpu {a:e} cpu {b:e}");
+            }
+        }
+        assert!(valid > 50, "{valid} valid trees of 150");
+        assert!(!g[12].finite, "every 13th tree is empty");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Classification (kernels/classify.cu against backend::cpu::classify::evaluate_classification).
 

@@ -603,3 +603,39 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
         assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "best fitness gpu {a:e} cpu {b:e}");
     }
 }
+
+/// A regression run with a fitted head over three outputs on the GPU: the head's sums come
+/// from `grove_head_sums`, and the run returns what the CPU's run returns (the same model, its
+/// training error equal but for the order of the f64 sums).
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
+    use grove::task::regression::{EvolveSettings, LinearInputs, fit};
+    let n = 400;
+    let mut s = grove::rng::Stream::new(5, 0, 1, grove::rng::Purpose::Bench);
+    let x: Vec<f64> = (0..3 * n).map(|_| s.unit_f64() * 4.0 - 2.0).collect();
+    let y: Vec<f64> = (0..n).map(|i| x[i] * x[n + i] + 2.0 * x[2 * n + i] * x[2 * n + i] - x[i] + 0.1 * (s.unit_f64() - 0.5)).collect();
+    let data = grove::data::Dataset::new(vec!["x0".into(), "x1".into(), "x2".into()], "y", x, y).unwrap();
+    let mut settings = EvolveSettings::cli_default();
+    settings.functions = Some("add,sub,mul,div".into());
+    settings.outputs = 3;
+    settings.linear_inputs = LinearInputs::Off;
+    settings.engine.pop_size = 500;
+    settings.engine.generations = 8;
+    settings.engine.seed = 3;
+    settings.engine.constants.steps = 0;
+    settings.validation_fraction = Some(0.0);
+    let quiet = grove::task::run::RunOptions { quiet: true, ..Default::default() };
+    let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let rc = fit(&settings, &data, None, &cpu, &quiet).unwrap().report;
+    let rg = fit(&settings, &data, None, &gpu, &quiet).unwrap().report;
+    assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{}", rg["timing"]["device"]);
+    assert_eq!(rg["best"]["infix"], rc["best"]["infix"]);
+    let (g, c) = (rg["train"]["mse"].as_f64().unwrap(), rc["train"]["mse"].as_f64().unwrap());
+    assert!((g - c).abs() <= 1e-9 * c.abs().max(1e-12), "train mse gpu {g:e} cpu {c:e}");
+    for (a, b) in rg["generations"].as_array().unwrap().iter().zip(rc["generations"].as_array().unwrap()) {
+        let (a, b) = (a["best"].as_f64().unwrap(), b["best"].as_f64().unwrap());
+        assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "best fitness gpu {a:e} cpu {b:e}");
+    }
+}

@@ -1,18 +1,20 @@
-//! `kernels/eval.cu`'s `grove_joint_sums` run on the CPU: built as host C++ by g++
-//! (`tests/cuda_host_shim.h`), its own code adds up the joint fit's sums (issue 27: a program's
-//! weight fitted together with linear terms of the inputs) from the programs' values, block by
-//! block with 256 real threads meeting at each `__syncthreads`, and is compared with the CPU
-//! reference (`backend::cpu::eval::evaluate_joint`), so that CI checks what every GPU run with
-//! linear terms sums, without a GPU. The values are the CPU's own predictions (the prediction
+//! `kernels/eval.cu`'s `grove_joint_sums` and `grove_head_sums` run on the CPU: built as host
+//! C++ by g++ (`tests/cuda_host_shim.h`), their own code adds up the sums of issue 27's fits (a
+//! program's weight fitted together with linear terms of the inputs; a linear head over a
+//! program's outputs) from the programs' values, block by block with 256 real threads meeting at
+//! each `__syncthreads`, and is compared with the CPU references
+//! (`backend::cpu::eval::evaluate_joint`, `evaluate_head`), so that CI checks what every GPU run
+//! with linear terms or a head sums, without a GPU. The values are the CPU's own predictions (the prediction
 //! kernels' bits are checked against them in `tests/cuda_eval.rs`); the f64 sums differ only by
 //! the order of their additions.
 
 #[path = "support/emulator.rs"]
 mod emulator;
 
-use grove::backend::cpu::eval::{evaluate_joint, predict};
+use grove::backend::cpu::eval::{evaluate_head, evaluate_joint, predict};
 use grove::backend::cuda::kernels;
 use grove::program::init::{TreeSpec, init_population};
+use grove::program::head::{HeadSums, pair};
 use grove::program::linear::JointSums;
 use grove::program::ops::FUNCTIONS;
 use grove::program::tree::Population;
@@ -21,6 +23,7 @@ type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), 
 type SetBlock = unsafe extern "C" fn(u32);
 type TakeY = unsafe extern "C" fn(u32);
 type JointFn = unsafe extern "C" fn(u32, u32, *const f32, *const f32, *const f32, *const u32, *mut f64, *mut u32);
+type HeadFn = unsafe extern "C" fn(u32, u32, *const f32, *const f32, *mut f64, *mut u32);
 
 /// eval.cu as a host library: CUDA's min and max, `__ldg`, a block-wide `__shfl_down_sync`, the
 /// dynamic shared memory spelled for g++, and a setter of `blockIdx.y` for the calling thread.
@@ -124,5 +127,107 @@ fn the_joint_sums_kernel_matches_the_cpu() {
         }
         assert!(!got[4].finite, "an empty tree is invalid");
         assert!(valid >= 6, "{valid} valid trees of 24");
+    }
+}
+
+/// Runs `body` as block (`x`, `y`) of [`kernels::JOINT_THREADS`] emulated threads.
+fn run(lib: &libloading::Library, x: usize, y: usize, body: &(dyn Fn() + Sync)) {
+    let run_block: RunBlock = emulator::get(lib, "grove_emu_run_block");
+    let set_block: SetBlock = emulator::get(lib, "grove_emu_set_block");
+    let take_y: TakeY = emulator::get(lib, "grove_emu_take_block_y");
+    let with_y = move || {
+        // SAFETY: sets the calling emulated thread's blockIdx.y.
+        unsafe { take_y(y as u32) };
+        body();
+    };
+    let with_y: &(dyn Fn() + Sync) = &with_y;
+    extern "C" fn call(ctx: *mut std::ffi::c_void) {
+        // SAFETY: ctx is the `&&dyn Fn` below, alive until the block has joined.
+        let f = unsafe { &*(ctx as *const &(dyn Fn() + Sync)) };
+        f();
+    }
+    // SAFETY: one emulated block at a time; the library joins its threads.
+    unsafe {
+        set_block(x as u32);
+        run_block(kernels::JOINT_THREADS, call, &with_y as *const &(dyn Fn() + Sync) as *mut std::ffi::c_void);
+    }
+}
+
+/// The head kernel's sums for every tree of `pop` (`K = max(1, outputs)`) over `x` and `y`,
+/// from the CPU's predictions (NaN for an empty tree).
+fn head_kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32], y: &[f32], n: usize) -> Vec<HeadSums> {
+    let f: HeadFn = emulator::get(lib, kernels::HEAD_SUMS);
+    let (p, k) = (pop.size(), pop.n_outputs.max(1));
+    let mut pred = vec![f32::NAN; p * k * n];
+    for t in (0..p).filter(|&t| pop.len[t] > 0) {
+        pred[t * k * n..(t + 1) * k * n].copy_from_slice(&predict(pop, t, x, n).unwrap());
+    }
+    let pairs = k * (k + 1) / 2;
+    let cols = 2 * k + pairs + 1;
+    let mut out = vec![f64::NAN; p * (cols + 1)];
+    let mut bad = vec![0xdeadu32; p];
+    let addr = (pred.as_ptr() as usize, y.as_ptr() as usize, out.as_mut_ptr() as usize, bad.as_mut_ptr() as usize);
+    let body = move || {
+        let (pr, yy, o, b) = addr;
+        // SAFETY: grove_head_sums(n_rows, k, pred, y, out, bad) on P × K × N values, N targets,
+        // P × (C + 1) sums and P counts; block (t, col) writes only its own entries of tree t.
+        unsafe { f(n as u32, k as u32, pr as *const f32, yy as *const f32, o as *mut f64, b as *mut u32) }
+    };
+    for t in 0..p {
+        for col in 0..cols {
+            run(lib, t, col, &body);
+        }
+    }
+    (0..p)
+        .map(|t| {
+            let o = &out[t * (cols + 1)..(t + 1) * (cols + 1)];
+            if bad[t] != 0 || pop.len[t] == 0 {
+                return HeadSums::invalid(k, n as u64);
+            }
+            let mut h = HeadSums::new(k);
+            h.n = n as u64;
+            let mut q = k;
+            for i in 0..k {
+                h.sum_f[i] = o[i];
+                for j in i..k {
+                    h.sum_ff[pair(i, j)] = o[q];
+                    q += 1;
+                }
+                h.sum_fy[i] = o[k + pairs + i];
+            }
+            h.sum_y = o[cols - 1];
+            h.sum_y2 = o[cols];
+            h
+        })
+        .collect()
+}
+
+#[test]
+fn the_head_sums_kernel_matches_the_cpu() {
+    let Some(lib) = eval_library() else { return };
+    let f = 3usize;
+    for (n, k, seed) in [(300usize, 3usize, 5u64), (37, 8, 6), (120, 0, 7)] {
+        let x: Vec<f32> = (0..f * n).map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.05).collect();
+        let y: Vec<f32> = (0..n).map(|i| ((i * 31 % 61) as f32 - 30.0) * 0.1).collect();
+        let spec = TreeSpec::new(FUNCTIONS.to_vec(), f as u32, 60).with_outputs(k, 0.3).with_depth(1, 6);
+        let mut pop = init_population(&spec, 8, seed).unwrap();
+        pop.clear(3); // no program: invalid
+        let want = evaluate_head(&pop, &x, &y, n).unwrap();
+        let got = head_kernel_sums(&lib, &pop, &x, &y, n);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()) || (a - b).abs() < 1e-9;
+        let mut valid = 0;
+        for (t, (g, c)) in got.iter().zip(&want).enumerate() {
+            assert_eq!((g.finite, g.n, g.k), (c.finite, c.n, c.k), "n {n}, k {k}, tree {t}");
+            if !c.finite {
+                continue;
+            }
+            valid += 1;
+            let all = |h: &HeadSums| -> Vec<f64> { h.sum_f.iter().chain(&h.sum_ff).chain(&h.sum_fy).copied().chain([h.sum_y, h.sum_y2]).collect() };
+            for (a, b) in all(g).into_iter().zip(all(c)) {
+                assert!(close(a, b), "n {n}, k {k}, tree {t}: kernel {a:e} cpu {b:e}");
+            }
+        }
+        assert!(!got[3].finite, "an empty tree is invalid");
+        assert!(valid >= 3, "{valid} valid trees of 8");
     }
 }

@@ -367,15 +367,18 @@ impl Backend {
             _ => anyhow::bail!("data set uploaded for another backend"),
         }
     }
+
     /// The fitted head's sums ([`crate::program::head::HeadSums`]) of every individual of
-    /// `pop` (`2 ..= MAX_HEAD` output slots) on `data`: on the CPU ([`cpu::eval::evaluate_head`])
-    /// from host data, whichever the backend (the head has no CUDA kernel yet).
+    /// `pop` (`2 ..= MAX_HEAD` output slots) on `data`: on the GPU when the data is there
+    /// (`grove_head_sums` after the prediction kernels), else on the CPU
+    /// ([`cpu::eval::evaluate_head`]).
     pub fn head_sums(&self, pop: &Population, data: &RegressionData<'_>) -> Result<Vec<crate::program::head::HeadSums>> {
-        match data {
-            RegressionData::Host { x, y, n_rows } | RegressionData::Streamed { x, y, n_rows, .. } => {
+        match (self, data) {
+            (_, RegressionData::Host { x, y, n_rows }) | (_, RegressionData::Streamed { x, y, n_rows, .. }) => {
                 Ok(cpu::eval::evaluate_head(pop, x, y, *n_rows)?)
             }
-            RegressionData::Device(_) => anyhow::bail!("the fitted head is evaluated on the CPU: keep its data on the host"),
+            (Backend::Cuda(e), RegressionData::Device(d)) => Ok(e.evaluate_head(pop, d)?),
+            _ => anyhow::bail!("data set uploaded for another backend"),
         }
     }
 

@@ -51,11 +51,11 @@ pub struct Regression<'d> {
     /// Settings.
     pub config: RegressionConfig,
     /// Program outputs under the fitted head (`2 ..= MAX_HEAD`); 0 or 1: the program's value,
-    /// scored from [`RegressionSums`] as `config` says. With a head the data must be on the
-    /// host ([`crate::backend::Backend::head_sums`]).
+    /// scored from [`RegressionSums`] as `config` says; a head from
+    /// [`crate::backend::Backend::head_sums`], on either backend.
     pub outputs: usize,
     /// Linear terms of the inputs each program is fitted with (`data`'s target is then their
-    /// residual, on the host): the fitness is the joint fit's error
+    /// residual): the fitness is the joint fit's error
     /// ([`crate::program::linear::Joint`]).
     pub joint: Option<&'d Joint>,
 }
@@ -785,17 +785,16 @@ pub fn search_with(
     }
     let search_settings = super::search::SearchSettings { engine: &engine, ..settings.search_settings() };
     let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
-    // The joint fit on a GPU writes every program's value at every row before summing them.
-    let joint_values = if joint.is_some() { (rows.n_rows as u64).saturating_mul(4) } else { 0 };
+    // The joint fit on a GPU writes every program's value at every row before summing them
+    // (and a head's, every output's).
+    let joint_values = if joint.is_some() || k > 1 { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
     let need = super::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values };
     super::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
     super::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
-    if k > 1 && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
-        opts.say(&format!("note: --outputs {k} evaluates on the CPU (the fitted head has no CUDA kernel yet)"));
-    }
-    if joint.is_some() && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
-        opts.say("note: the linear terms keep selection and variation on the CPU (the device loop scores programs alone); evaluation stays on the GPU");
+    if (k > 1 || joint.is_some()) && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
+        let what = if k > 1 { format!("--outputs {k} (the fitted head)") } else { "the linear terms".to_string() };
+        opts.say(&format!("note: {what} keep selection and variation on the CPU (the device loop scores programs alone); evaluation stays on the GPU"));
     }
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data;
     // or, with --shard-rows, one population whose rows are split over them (on the CPU: the
@@ -816,12 +815,7 @@ pub fn search_with(
         .enumerate()
         .map(|(i, &b)| {
             let part = if sharded { &parts[i] } else { rows };
-            // The head's sums are taken on the CPU, from the host's copy of the data.
-            let data = if k > 1 {
-                crate::backend::RegressionData::Host { x: &part.x, y: &part.y, n_rows: part.n_rows }
-            } else {
-                b.regression_data(&part.x, &part.y, part.n_rows, part.n_features)?
-            };
+            let data = b.regression_data(&part.x, &part.y, part.n_rows, part.n_features)?;
             Ok(Regression { backend: b, data, config: settings.regression, outputs: k, joint })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;

@@ -582,6 +582,71 @@ impl CudaEngine {
             .collect())
     }
 
+    /// The sums of every individual's fitted head over its `K = pop.n_outputs ≥ 1` outputs
+    /// (twin of [`crate::backend::cpu::eval::evaluate_head`]; the same values at every point,
+    /// the sums within rounding): the prediction kernels write every output at every row
+    /// (`P × K × N` floats), then `grove_head_sums` adds them up per (program, sum).
+    /// Individuals without a program, or with a NaN or infinite output at any row, come back
+    /// with `finite == false`.
+    pub fn evaluate_head(&self, pop: &Population, data: &DeviceDataset) -> Result<Vec<crate::program::head::HeadSums>> {
+        use crate::program::head::{HeadSums, MAX_HEAD, pair};
+        self.check_dataset(data)?;
+        let k = pop.n_outputs.max(1);
+        if k > MAX_HEAD {
+            return Err(GpuError::Input(format!("a head reads at most {MAX_HEAD} outputs; the population has {k}")));
+        }
+        let (p, n) = (pop.size(), data.n_rows);
+        if p == 0 {
+            return Ok(Vec::new());
+        }
+        if n == 0 {
+            return Ok((0..p).map(|_| HeadSums::new(k)).collect());
+        }
+        let pairs = k * (k + 1) / 2;
+        let n_cols = 2 * k + pairs + 1;
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        let (pred, _) = self.predict_on_device(pop, data, &EvalConfig::default(), s)?;
+        let mut out = self.alloc::<f64>(p * (n_cols + 1), false, "allocating the head sums")?;
+        let mut bad = self.alloc::<u32>(p, false, "allocating the head sums")?;
+        let f = self.function(&EVAL, &[("GROVE_K", 1)], kernels::HEAD_SUMS)?;
+        let mut b = self.stream.launch_builder(&f);
+        let (n32, k32) = (n as u32, k as u32);
+        b.arg(&n32).arg(&k32).arg(&pred).arg(&data.y).arg(&mut out).arg(&mut bad);
+        let lc = LaunchConfig { grid_dim: (p as u32, n_cols as u32, 1), block_dim: (kernels::JOINT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_head_sums(unsigned n_rows, unsigned k, const float* pred,
+        // const float* y, double* out, unsigned* bad)`: pred holds P × K × N floats, written
+        // above for every population row (K = max(1, n_outputs), the prediction kernels'
+        // layout), y N floats (the dataset), out P × (C + 1) and bad P entries for the grid
+        // (P, C), C = 2K + K(K + 1)/2 + 1.
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::HEAD_SUMS))?;
+        let sums = self.stream.clone_dtoh(&out).during(|| "reading the head sums".into())?;
+        let bad = self.stream.clone_dtoh(&bad).during(|| "reading the head sums".into())?;
+        self.stream.synchronize().during(|| "running the head-sum kernels".into())?;
+        s.in_flight = false;
+        Ok((0..p)
+            .map(|t| {
+                let o = &sums[t * (n_cols + 1)..(t + 1) * (n_cols + 1)];
+                let mut h = HeadSums::new(k);
+                h.n = n as u64;
+                let mut q = k;
+                for i in 0..k {
+                    h.sum_f[i] = o[i];
+                    for j in i..k {
+                        h.sum_ff[pair(i, j)] = o[q];
+                        q += 1;
+                    }
+                }
+                for i in 0..k {
+                    h.sum_fy[i] = o[k + pairs + i];
+                }
+                h.sum_y = o[n_cols - 1];
+                h.sum_y2 = o[n_cols];
+                if bad[t] == 0 && pop.len[t] > 0 { h } else { HeadSums::invalid(k, n as u64) }
+            })
+            .collect())
+    }
+
     pub(super) fn check_dataset(&self, data: &DeviceDataset) -> Result<()> {
         if data.engine != self.id {
             return Err(GpuError::Input("the data set was uploaded by another engine".into()));
