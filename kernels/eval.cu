@@ -347,17 +347,42 @@ extern "C" __global__ void grove_reduce_regression(const GroveReduceParams p,
 // (written by grove_predict_*, [n_trees][n_rows]; one output). Grid (n_trees, k + 1), one block of
 // GROVE_JOINT_THREADS per (tree, column): column c < k sums x[inputs[c]] · f over the rows;
 // column k sums f, f^2 and f · r (r: the target less the terms) and counts the rows where f is
-// NaN or infinite. Threads stride the rows; the block then adds its threads' partials in a
-// fixed tree order, so the bits do not depend on the scheduling. In f64, from f32 values.
+// NaN or infinite. Threads stride the rows; grove_joint_block_sum adds their partials. In
+// f64, from f32 values.
 // out: [n_trees][k + 3] = (sum_f, sum_f2, sum_fr, sum_xf[0 .. k]); bad: [n_trees].
 #define GROVE_JOINT_THREADS 256
 #define GROVE_JOINT_BOUNDS __launch_bounds__(GROVE_JOINT_THREADS)
+
+// Adds up the GROVE_JOINT_THREADS partials (a, b, c, n) of a block in a fixed tree order, so the
+// bits do not depend on the scheduling; afterwards thread 0's arguments hold the block's sums.
+// Every thread of the block calls it, once per launch.
+__device__ void grove_joint_block_sum(double& a, double& b, double& c, unsigned& n) {
+    __shared__ double s_a[GROVE_JOINT_THREADS], s_b[GROVE_JOINT_THREADS], s_c[GROVE_JOINT_THREADS];
+    __shared__ unsigned s_n[GROVE_JOINT_THREADS];
+    const unsigned tid = threadIdx.x;
+    s_a[tid] = a;
+    s_b[tid] = b;
+    s_c[tid] = c;
+    s_n[tid] = n;
+    __syncthreads();
+    for (unsigned h = GROVE_JOINT_THREADS / 2; h > 0; h /= 2) {
+        if (tid < h) {
+            s_a[tid] += s_a[tid + h];
+            s_b[tid] += s_b[tid + h];
+            s_c[tid] += s_c[tid + h];
+            s_n[tid] += s_n[tid + h];
+        }
+        __syncthreads();
+    }
+    a = s_a[0];
+    b = s_b[0];
+    c = s_c[0];
+    n = s_n[0];
+}
 extern "C" __global__ void GROVE_JOINT_BOUNDS grove_joint_sums(const unsigned n_rows, const unsigned k, const float* __restrict__ pred,
                                                                const float* __restrict__ x, const float* __restrict__ r,
                                                                const unsigned* __restrict__ inputs, double* __restrict__ out,
                                                                unsigned* __restrict__ bad) {
-    __shared__ double s_a[GROVE_JOINT_THREADS], s_b[GROVE_JOINT_THREADS], s_c[GROVE_JOINT_THREADS];
-    __shared__ unsigned s_n[GROVE_JOINT_THREADS];
     const unsigned t = blockIdx.x, col = blockIdx.y, tid = threadIdx.x;
     const float* f = pred + (size_t)t * n_rows;
     double a = 0.0, b = 0.0, c = 0.0;
@@ -374,29 +399,16 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_joint_sums(const unsigned n_
             nb += isfinite(f[i]) ? 0u : 1u;
         }
     }
-    s_a[tid] = a;
-    s_b[tid] = b;
-    s_c[tid] = c;
-    s_n[tid] = nb;
-    __syncthreads();
-    for (unsigned h = GROVE_JOINT_THREADS / 2; h > 0; h /= 2) {
-        if (tid < h) {
-            s_a[tid] += s_a[tid + h];
-            s_b[tid] += s_b[tid + h];
-            s_c[tid] += s_c[tid + h];
-            s_n[tid] += s_n[tid + h];
-        }
-        __syncthreads();
-    }
+    grove_joint_block_sum(a, b, c, nb);
     if (tid != 0) return;
     double* o = out + (size_t)t * (k + 3);
     if (col < k) {
-        o[3 + col] = s_a[0];
+        o[3 + col] = a;
     } else {
-        o[0] = s_a[0];
-        o[1] = s_b[0];
-        o[2] = s_c[0];
-        bad[t] = s_n[0];
+        o[0] = a;
+        o[1] = b;
+        o[2] = c;
+        bad[t] = nb;
     }
 }
 
@@ -411,12 +423,10 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_joint_sums(const unsigned n_
 extern "C" __global__ void GROVE_JOINT_BOUNDS grove_head_sums(const unsigned n_rows, const unsigned k, const float* __restrict__ pred,
                                                               const float* __restrict__ y, double* __restrict__ out,
                                                               unsigned* __restrict__ bad) {
-    __shared__ double s_a[GROVE_JOINT_THREADS], s_b[GROVE_JOINT_THREADS];
-    __shared__ unsigned s_n[GROVE_JOINT_THREADS];
     const unsigned t = blockIdx.x, col = blockIdx.y, tid = threadIdx.x;
     const unsigned pairs = k * (k + 1) / 2, n_cols = 2 * k + pairs + 1;
     const float* f = pred + (size_t)t * k * n_rows;
-    double a = 0.0, b = 0.0;
+    double a = 0.0, b = 0.0, unused = 0.0;
     unsigned nb = 0;
     if (col < k) {
         const float* fc = f + (size_t)col * n_rows;
@@ -443,25 +453,12 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_head_sums(const unsigned n_r
             nb += fin ? 0u : 1u;
         }
     }
-    s_a[tid] = a;
-    s_b[tid] = b;
-    s_n[tid] = nb;
-    __syncthreads();
-    for (unsigned h = GROVE_JOINT_THREADS / 2; h > 0; h /= 2) {
-        if (tid < h) {
-            s_a[tid] += s_a[tid + h];
-            s_b[tid] += s_b[tid + h];
-            s_n[tid] += s_n[tid + h];
-        }
-        __syncthreads();
-    }
+    grove_joint_block_sum(a, b, unused, nb);
     if (tid != 0) return;
     double* o = out + (size_t)t * (n_cols + 1);
-    if (col + 1 < n_cols) {
-        o[col] = s_a[0];
-    } else {
-        o[col] = s_a[0];
-        o[col + 1] = s_b[0];
-        bad[t] = s_n[0];
+    o[col] = a;
+    if (col + 1 == n_cols) {
+        o[col + 1] = b;
+        bad[t] = nb;
     }
 }

@@ -43,16 +43,7 @@ const THREADS: usize = 32;
 /// (the block is one warp) and the dynamic shared memory spelled for g++.
 fn classify_library() -> Option<libloading::Library> {
     emulator::build(&kernels::CLASSIFY, |s| {
-        let prelude = "using std::min;\nusing std::max;\n#define __ldg(p) (*(p))\n\
-                       template <class T> T __shfl_down_sync(unsigned, T v, int d) {\n\
-                           static T buf[32];\n\
-                           buf[threadIdx.x] = v;\n\
-                           grove_emu_barrier->arrive_and_wait();\n\
-                           const unsigned from = threadIdx.x + (unsigned)d;\n\
-                           const T r = from < blockDim.x ? buf[from] : v;\n\
-                           grove_emu_barrier->arrive_and_wait();\n\
-                           return r;\n\
-                       }\n";
+        let prelude = emulator::EVAL_PRELUDE;
         let dynamic = "extern __shared__ unsigned grove_shared[];";
         assert!(s.contains(dynamic), "classify.cu no longer has `{dynamic}`");
         let s = s.replace(dynamic, "static unsigned grove_shared[1 << 16] __attribute__((aligned(16)));");

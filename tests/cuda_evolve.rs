@@ -573,7 +573,7 @@ fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
-    use grove::task::regression::{EvolveSettings, fit};
+    use grove::task::regression::EvolveSettings;
     // y = 2 + 3·x0 − x1 + x0·x2 over 300 rows: a line plus what a line cannot say.
     let n = 300;
     let mut s = grove::rng::Stream::new(4, 0, 1, grove::rng::Purpose::Bench);
@@ -587,13 +587,22 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
     settings.engine.seed = 2;
     settings.engine.constants.steps = 0;
     settings.validation_fraction = Some(0.0);
+    let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
+    assert_eq!(rg["linear_inputs"]["used"], true, "{}", rg["linear_inputs"]);
+    assert_eq!(rg["linear_inputs"], rc["linear_inputs"]);
+}
+
+/// The reports of `settings` run on the CPU and on the GPU, after checking that the GPU's run
+/// took the host loop and returned the CPU's model, its training error and every generation's
+/// best equal but for the order of the f64 sums.
+fn cpu_and_gpu_runs(settings: &grove::task::regression::EvolveSettings, data: &grove::data::Dataset) -> (serde_json::Value, serde_json::Value) {
+    use grove::task::regression::fit;
     let quiet = grove::task::run::RunOptions { quiet: true, ..Default::default() };
     let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
-    let rc = fit(&settings, &data, None, &cpu, &quiet).unwrap().report;
-    let rg = fit(&settings, &data, None, &gpu, &quiet).unwrap().report;
-    assert_eq!(rg["linear_inputs"]["used"], true, "{}", rg["linear_inputs"]);
-    assert_eq!(rg["linear_inputs"], rc["linear_inputs"]);
+    let rc = fit(settings, data, None, &cpu, &quiet).unwrap().report;
+    let rg = fit(settings, data, None, &gpu, &quiet).unwrap().report;
+    assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{}", rg["timing"]["device"]);
     assert!(rg["transfers"].is_null(), "the host loop runs: {}", rg["transfers"]);
     assert_eq!(rg["best"]["infix"], rc["best"]["infix"]);
     let (g, c) = (rg["train"]["mse"].as_f64().unwrap(), rc["train"]["mse"].as_f64().unwrap());
@@ -602,6 +611,7 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
         let (a, b) = (a["best"].as_f64().unwrap(), b["best"].as_f64().unwrap());
         assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "best fitness gpu {a:e} cpu {b:e}");
     }
+    (rc, rg)
 }
 
 /// A regression run with a fitted head over three outputs on the GPU: the head's sums come
@@ -610,7 +620,7 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
-    use grove::task::regression::{EvolveSettings, LinearInputs, fit};
+    use grove::task::regression::{EvolveSettings, LinearInputs};
     let n = 400;
     let mut s = grove::rng::Stream::new(5, 0, 1, grove::rng::Purpose::Bench);
     let x: Vec<f64> = (0..3 * n).map(|_| s.unit_f64() * 4.0 - 2.0).collect();
@@ -625,17 +635,6 @@ fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
     settings.engine.seed = 3;
     settings.engine.constants.steps = 0;
     settings.validation_fraction = Some(0.0);
-    let quiet = grove::task::run::RunOptions { quiet: true, ..Default::default() };
-    let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
-    let rc = fit(&settings, &data, None, &cpu, &quiet).unwrap().report;
-    let rg = fit(&settings, &data, None, &gpu, &quiet).unwrap().report;
-    assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{}", rg["timing"]["device"]);
-    assert_eq!(rg["best"]["infix"], rc["best"]["infix"]);
-    let (g, c) = (rg["train"]["mse"].as_f64().unwrap(), rc["train"]["mse"].as_f64().unwrap());
-    assert!((g - c).abs() <= 1e-9 * c.abs().max(1e-12), "train mse gpu {g:e} cpu {c:e}");
-    for (a, b) in rg["generations"].as_array().unwrap().iter().zip(rc["generations"].as_array().unwrap()) {
-        let (a, b) = (a["best"].as_f64().unwrap(), b["best"].as_f64().unwrap());
-        assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "best fitness gpu {a:e} cpu {b:e}");
-    }
+    let (_, rg) = cpu_and_gpu_runs(&settings, &data);
+    assert_eq!(rg["best"]["head"]["w"].as_array().map(Vec::len), Some(3), "a head over 3 outputs: {}", rg["best"]);
 }

@@ -29,17 +29,7 @@ type HeadFn = unsafe extern "C" fn(u32, u32, *const f32, *const f32, *mut f64, *
 /// dynamic shared memory spelled for g++, and a setter of `blockIdx.y` for the calling thread.
 fn eval_library() -> Option<libloading::Library> {
     emulator::build(&kernels::EVAL, |s| {
-        let prelude = "using std::min;\nusing std::max;\n#define __ldg(p) (*(p))\n\
-                       template <class T> T __shfl_down_sync(unsigned, T v, int d) {\n\
-                           static T buf[1024];\n\
-                           buf[threadIdx.x] = v;\n\
-                           grove_emu_barrier->arrive_and_wait();\n\
-                           const unsigned from = threadIdx.x + (unsigned)d;\n\
-                           const T r = from < blockDim.x ? buf[from] : v;\n\
-                           grove_emu_barrier->arrive_and_wait();\n\
-                           return r;\n\
-                       }\n\
-                       extern \"C\" void grove_emu_take_block_y(unsigned y) { blockIdx.y = y; }\n";
+        let prelude = format!("{}extern \"C\" void grove_emu_take_block_y(unsigned y) {{ blockIdx.y = y; }}\n", emulator::EVAL_PRELUDE);
         let dynamic = "extern __shared__ float slots[];";
         assert!(s.contains(dynamic), "eval.cu no longer has `{dynamic}`");
         let s = s.replace(dynamic, "static float slots[1 << 16] __attribute__((aligned(16)));");
@@ -50,9 +40,6 @@ fn eval_library() -> Option<libloading::Library> {
 /// The kernel's sums for every tree of `pop` over `x` (`[F][n]`), `r` and the terms' `inputs`,
 /// from the CPU's predictions (NaN for an empty tree, as the prediction kernels write).
 fn kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32], r: &[f32], n: usize, inputs: &[usize]) -> Vec<JointSums> {
-    let run_block: RunBlock = emulator::get(lib, "grove_emu_run_block");
-    let set_block: SetBlock = emulator::get(lib, "grove_emu_set_block");
-    let take_y: TakeY = emulator::get(lib, "grove_emu_take_block_y");
     let f: JointFn = emulator::get(lib, kernels::JOINT_SUMS);
     let (p, k) = (pop.size(), inputs.len());
     let mut pred = vec![f32::NAN; p * n];
@@ -62,30 +49,17 @@ fn kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32], r: &[f32]
     let cols: Vec<u32> = if inputs.is_empty() { vec![0] } else { inputs.iter().map(|&j| j as u32).collect() };
     let mut out = vec![f64::NAN; p * (k + 3)];
     let mut bad = vec![0xdeadu32; p];
+    let addr = (pred.as_ptr() as usize, x.as_ptr() as usize, r.as_ptr() as usize, cols.as_ptr() as usize, out.as_mut_ptr() as usize, bad.as_mut_ptr() as usize);
+    let body = move || {
+        let (pr, xx, rr, c, o, b) = addr;
+        // SAFETY: grove_joint_sums(n_rows, k, pred, x, r, inputs, out, bad) on P × N values,
+        // F × N inputs, N residuals, k column indices (< F), P × (k + 3) sums and P counts;
+        // block (t, col) writes only its own entries of tree t.
+        unsafe { f(n as u32, k as u32, pr as *const f32, xx as *const f32, rr as *const f32, c as *const u32, o as *mut f64, b as *mut u32) }
+    };
     for t in 0..p {
         for col in 0..=k {
-            let addr = (pred.as_ptr() as usize, x.as_ptr() as usize, r.as_ptr() as usize, cols.as_ptr() as usize, out.as_mut_ptr() as usize, bad.as_mut_ptr() as usize);
-            let body = move || {
-                let (pr, xx, rr, c, o, b) = addr;
-                // SAFETY: grove_joint_sums(n_rows, k, pred, x, r, inputs, out, bad) on P × N
-                // values, F × N inputs, N residuals, k column indices (< F), P × (k + 3) sums and
-                // P counts; block (t, col) writes only its own entries of tree t.
-                unsafe {
-                    take_y(col as u32);
-                    f(n as u32, k as u32, pr as *const f32, xx as *const f32, rr as *const f32, c as *const u32, o as *mut f64, b as *mut u32)
-                }
-            };
-            let body: &(dyn Fn() + Sync) = &body;
-            extern "C" fn call(ctx: *mut std::ffi::c_void) {
-                // SAFETY: ctx is the `&&dyn Fn` below, alive until the block has joined.
-                let f = unsafe { &*(ctx as *const &(dyn Fn() + Sync)) };
-                f();
-            }
-            // SAFETY: one emulated block at a time; the library joins its threads.
-            unsafe {
-                set_block(t as u32);
-                run_block(kernels::JOINT_THREADS, call, &body as *const &(dyn Fn() + Sync) as *mut std::ffi::c_void);
-            }
+            run(lib, t, col, &body);
         }
     }
     (0..p)

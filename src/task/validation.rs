@@ -231,10 +231,24 @@ pub fn pareto_scores(front: &[Candidate]) -> Vec<f64> {
 
 /// The validation loss as the rules compare it: missing and NaN read as `+inf`.
 fn val_key(c: &Candidate) -> f64 {
-    match c.validation {
-        Some(v) if !v.is_nan() => v,
-        _ => f64::INFINITY,
+    finite_or_inf(c.validation)
+}
+
+/// The first member (the smallest, as `front` is sorted by size) with the lowest finite `key`.
+fn lowest(front: &[Candidate], key: impl Fn(&Candidate) -> f64) -> Option<usize> {
+    let (mut best, mut low) = (None, f64::INFINITY);
+    for (i, c) in front.iter().enumerate() {
+        if key(c) < low {
+            low = key(c);
+            best = Some(i);
+        }
     }
+    best
+}
+
+/// A score as the rules compare it: missing and NaN read as `+inf`.
+fn finite_or_inf(v: Option<f64>) -> f64 {
+    v.filter(|v| !v.is_nan()).unwrap_or(f64::INFINITY)
 }
 
 /// The front member `rule` returns, with a line saying why; `None` for `train` (the run's best
@@ -244,38 +258,11 @@ pub fn choose(front: &[Candidate], rule: Select) -> Option<(usize, String)> {
     let n = front.len();
     match rule {
         Select::Train | Select::Auto => None,
-        Select::Validation => {
-            let (mut best, mut key) = (None, f64::INFINITY);
-            for (i, c) in front.iter().enumerate() {
-                if val_key(c) < key {
-                    key = val_key(c);
-                    best = Some(i);
-                }
-            }
-            best.map(|i| (i, format!("lowest validation loss of the {n} programs on the front")))
-        }
-        Select::Mdl => {
-            let key = |c: &Candidate| c.description.filter(|d| !d.is_nan()).unwrap_or(f64::INFINITY);
-            let (mut best, mut low) = (None, f64::INFINITY);
-            for (i, c) in front.iter().enumerate() {
-                if key(c) < low {
-                    low = key(c);
-                    best = Some(i);
-                }
-            }
-            best.map(|i| (i, format!("smallest description length (fit plus model, in nats) of the {n} programs on the front")))
-        }
-        Select::Cv => {
-            let key = |c: &Candidate| c.cv.filter(|d| !d.is_nan()).unwrap_or(f64::INFINITY);
-            let (mut best, mut low) = (None, f64::INFINITY);
-            for (i, c) in front.iter().enumerate() {
-                if key(c) < low {
-                    low = key(c);
-                    best = Some(i);
-                }
-            }
-            best.map(|i| (i, format!("lowest cross-validated error at its size (the whole fit repeated without each fold) of the {n} programs on the front")))
-        }
+        Select::Validation => lowest(front, val_key).map(|i| (i, format!("lowest validation loss of the {n} programs on the front"))),
+        Select::Mdl => lowest(front, |c| finite_or_inf(c.description))
+            .map(|i| (i, format!("smallest description length (fit plus model, in nats) of the {n} programs on the front"))),
+        Select::Cv => lowest(front, |c| finite_or_inf(c.cv))
+            .map(|i| (i, format!("lowest cross-validated error at its size (the whole fit repeated without each fold) of the {n} programs on the front"))),
         Select::Pareto => {
             let scores = pareto_scores(front);
             let mut best: Option<usize> = None;

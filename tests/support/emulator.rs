@@ -48,6 +48,21 @@ pub fn build(src: &KernelSource<'_>, edit: impl Fn(String) -> String) -> Option<
     lib
 }
 
+/// What eval.cu and classify.cu need beyond the shim: CUDA's min and max, `__ldg`, and a
+/// block-wide `__shfl_down_sync` (every thread of the block calls it together; a thread reads
+/// the value `d` threads above its own, or keeps its own past the block's end), so a block of
+/// at most 32 threads is one warp.
+pub const EVAL_PRELUDE: &str = "using std::min;\nusing std::max;\n#define __ldg(p) (*(p))\n\
+    template <class T> T __shfl_down_sync(unsigned, T v, int d) {\n\
+        static T buf[1024];\n\
+        buf[threadIdx.x] = v;\n\
+        grove_emu_barrier->arrive_and_wait();\n\
+        const unsigned from = threadIdx.x + (unsigned)d;\n\
+        const T r = from < blockDim.x ? buf[from] : v;\n\
+        grove_emu_barrier->arrive_and_wait();\n\
+        return r;\n\
+    }\n";
+
 /// The function `name` of `lib`, as the C signature `T`.
 pub fn get<T: Copy>(lib: &libloading::Library, name: &str) -> T {
     // SAFETY: each caller names the kernel's C signature, as in its .cu definition.
