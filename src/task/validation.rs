@@ -12,7 +12,8 @@ use anyhow::{Result, bail, ensure};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Select {
-    /// `validation` when there are validation rows, else `train`.
+    /// `validation` when there are validation rows, else the task's rule for small data
+    /// (`grove evolve`: `mdl`; `grove classify`: `train`, or `mdl` with linear terms).
     #[default]
     Auto,
     /// The front member with the lowest validation error (ties: the smaller).
@@ -20,12 +21,12 @@ pub enum Select {
     /// PySR's score: the front member after the steepest drop of ln(training loss) per node
     /// (ties: the lower validation error, then the smaller).
     Pareto,
-    /// The smallest description length on the training rows ([`description_length`]): the
-    /// data's cost under the model plus the model's own, so no rows are held out.
+    /// The smallest description length on the training rows (the data's cost under the model
+    /// plus the model's own, `description_length`), so no rows are held out.
     Mdl,
-    /// The lowest k-fold cross-validated error on the training rows ([`super::crossval`]):
-    /// the whole fit repeated without each fold, and each member scored at its size, so no
-    /// rows are held out (ties: the smaller).
+    /// `grove evolve` only: the lowest 5-fold cross-validated error on the training rows (the
+    /// whole fit repeated without each fold, each member scored at its size; `task::crossval`),
+    /// so no rows are held out, at five more searches (ties: the smaller).
     Cv,
     /// The lowest training fitness of the run (what grove returned before validation).
     Train,
