@@ -418,6 +418,10 @@ fn cross_validation_repeats_the_fit_without_each_fold_and_returns_what_predicts_
     // Four rows: four folds of one row, and a choice all the same.
     let r4 = fit(&s, &line_in_noise(4, 6), None, &Backend::Cpu, &quiet()).unwrap().report;
     assert_eq!(r4["selection"]["cross_validation"]["folds"], json!(4), "{}", r4["selection"]);
+    // One row: no fold can be fitted, so the description length chooses, saying why.
+    let r1 = fit(&s, &line_in_noise(1, 6), None, &Backend::Cpu, &quiet()).unwrap().report;
+    assert_eq!(r1["selection"]["rule"], json!("mdl"), "{}", r1["selection"]);
+    assert!(r1["selection"]["why"].as_str().unwrap().contains("cross-validation needs 2 training rows, the data has 1"), "{}", r1["selection"]);
     // Needs no validation rows; the classifier refuses it in one line.
     let p = Plan::new(None, Select::Cv, 1000, grove::task::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
     assert_eq!((p.fraction, p.rule), (0.0, Select::Cv));

@@ -714,6 +714,9 @@ pub fn fit(
         None => search(settings, &rows, backend, opts)?,
     };
     let mut plan = plan;
+    if plan.rule == super::validation::Select::Cv && rows.n_rows < 2 {
+        plan = plan.instead(super::validation::Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
+    }
     if plan.rule == super::validation::Select::Cv {
         let start = std::time::Instant::now();
         let generations = searched.outcome.history.len().saturating_sub(1);
