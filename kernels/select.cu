@@ -344,3 +344,274 @@ extern "C" __global__ void grove_scatter_words(unsigned n, unsigned words, const
     const unsigned r = t / words, w = t % words;
     dst[(unsigned long long)idx[r] * words + w] = src[t];
 }
+
+// ---------------------------------------------------------------------------------------------
+// NSGA-II on the device, twin of src/select/pareto.rs: non-dominated ranks of (error, size)
+// points, crowding distances within each front, the survivors of parents and children, and the
+// crowded-comparison tournament. Every step is a stable sort of the points by a key of up to
+// 128 bits (grove_pareto_keys, then an LSD radix sort of four bits a pass: grove_radix_count,
+// grove_radix_offsets, grove_radix_scatter), followed by one pass over the sorted order, so the
+// results are the CPU's bit for bit: ties go to the lower index as there.
+//
+// A point's objectives are its fitness key (NaN read as +inf, -0 as +0) and its size; an
+// invalid point (non-finite fitness) is (+inf, +inf), as pareto::points gives.
+
+// Threads of a radix tile's block and consecutive items per thread (RADIX_THREADS and
+// RADIX_ITEMS in kernels.rs).
+#define GROVE_RADIX_THREADS 256
+#define GROVE_RADIX_ITEMS 8
+#define GROVE_RADIX_TILE (GROVE_RADIX_THREADS * GROVE_RADIX_ITEMS)
+#define GROVE_RADIX_BINS 16
+
+// f64 in an unsigned order: a < b (as total_cmp) iff the images compare so.
+__device__ __forceinline__ unsigned long long grove_f64_order(double f) {
+    return (unsigned long long)grove_total_order(f) ^ 0x8000000000000000ull;
+}
+
+// The objectives of point i: its error (-0 as +0) and size, or +inf in both when invalid.
+__device__ __forceinline__ bool grove_pareto_valid(const double* fit, unsigned i) { return isfinite(grove_key(fit[i])); }
+__device__ __forceinline__ double grove_pareto_error(const double* fit, unsigned i) {
+    const double f = grove_key(fit[i]);
+    return isfinite(f) ? f + 0.0 : __longlong_as_double(0x7FF0000000000000ll);
+}
+__device__ __forceinline__ double grove_pareto_size(const double* fit, const unsigned short* len, unsigned i) {
+    return grove_pareto_valid(fit, i) ? (double)len[i] : __longlong_as_double(0x7FF0000000000000ll);
+}
+
+// The sort keys of the n points, and idx = 0..n (the sort's values). The order is (hi, lo):
+// mode 0: (size, error) for the ranks (an invalid point's size reads as max_len + 1);
+// mode 1: (rank, error) and mode 2: (rank, size) for the crowding distances;
+// mode 3: (rank, crowding distance, largest first) for the survivors.
+extern "C" __global__ void grove_pareto_keys(unsigned n, unsigned mode, unsigned max_len, const double* fit,
+                                             const unsigned short* len, const unsigned* rank, const double* crowd,
+                                             unsigned long long* lo, unsigned long long* hi, unsigned* idx) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const bool valid = grove_pareto_valid(fit, i);
+    const unsigned long long error = grove_f64_order(grove_pareto_error(fit, i));
+    const unsigned long long size = valid ? (unsigned long long)len[i] : (unsigned long long)max_len + 1ull;
+    switch (mode) {
+        case 0: lo[i] = error; hi[i] = size; break;
+        case 1: lo[i] = error; hi[i] = rank[i]; break;
+        case 2: lo[i] = size; hi[i] = rank[i]; break;
+        default: lo[i] = ~grove_f64_order(crowd[i]); hi[i] = rank[i]; break;
+    }
+    idx[i] = i;
+}
+
+// Digit d of a key: four bits, the low word's first lo_digits digits then the high word's.
+__device__ __forceinline__ unsigned grove_radix_digit(unsigned long long lo, unsigned long long hi, unsigned d, unsigned lo_digits) {
+    return d < lo_digits ? (unsigned)(lo >> (4 * d)) & 15u : (unsigned)(hi >> (4 * (d - lo_digits))) & 15u;
+}
+
+// counts[digit * n_tiles + tile]: how many keys of the tile have each digit.
+extern "C" __global__ void grove_radix_count(unsigned n, unsigned d, unsigned lo_digits, const unsigned long long* lo,
+                                             const unsigned long long* hi, unsigned* counts) {
+    __shared__ unsigned c[GROVE_RADIX_BINS];
+    if (threadIdx.x < GROVE_RADIX_BINS) c[threadIdx.x] = 0;
+    __syncthreads();
+    const unsigned first = blockIdx.x * GROVE_RADIX_TILE + threadIdx.x * GROVE_RADIX_ITEMS;
+    for (unsigned j = 0; j < GROVE_RADIX_ITEMS; ++j)
+        if (first + j < n) atomicAdd(&c[grove_radix_digit(lo[first + j], hi[first + j], d, lo_digits)], 1u);
+    __syncthreads();
+    if (threadIdx.x < GROVE_RADIX_BINS) counts[threadIdx.x * gridDim.x + blockIdx.x] = c[threadIdx.x];
+}
+
+// counts (GROVE_RADIX_BINS x n_tiles, digit-major) to exclusive offsets, in place. One block of
+// GROVE_TILE_THREADS threads (scan.cuh's block scan).
+extern "C" __global__ void grove_radix_offsets(unsigned n_entries, unsigned* counts) {
+    unsigned long long carry = 0;
+    for (unsigned base = 0; base < n_entries; base += GROVE_TILE_THREADS) {
+        const unsigned i = base + threadIdx.x;
+        const unsigned long long v = i < n_entries ? counts[i] : 0ull;
+        unsigned long long total;
+        const unsigned long long before = grove_block_scan(v, total);
+        if (i < n_entries) counts[i] = (unsigned)(carry + before);
+        carry += total;
+    }
+}
+
+// One stable pass: each key goes to its digit's offset for the tile, plus the keys of the same
+// digit before it in the tile (earlier threads, then its own earlier items).
+extern "C" __global__ void grove_radix_scatter(unsigned n, unsigned d, unsigned lo_digits, const unsigned long long* lo,
+                                               const unsigned long long* hi, const unsigned* idx, const unsigned* offsets,
+                                               unsigned long long* lo_out, unsigned long long* hi_out, unsigned* idx_out) {
+    __shared__ unsigned before[GROVE_RADIX_BINS * GROVE_RADIX_THREADS];
+    const unsigned t = threadIdx.x;
+    const unsigned first = blockIdx.x * GROVE_RADIX_TILE + t * GROVE_RADIX_ITEMS;
+    unsigned mine[GROVE_RADIX_BINS];
+    for (unsigned b = 0; b < GROVE_RADIX_BINS; ++b) mine[b] = 0;
+    for (unsigned j = 0; j < GROVE_RADIX_ITEMS; ++j)
+        if (first + j < n) ++mine[grove_radix_digit(lo[first + j], hi[first + j], d, lo_digits)];
+    for (unsigned b = 0; b < GROVE_RADIX_BINS; ++b) before[b * GROVE_RADIX_THREADS + t] = mine[b];
+    __syncthreads();
+    // An inclusive scan across the threads, every digit's row at once (Hillis-Steele).
+    for (unsigned s = 1; s < GROVE_RADIX_THREADS; s *= 2) {
+        unsigned add[GROVE_RADIX_BINS];
+        for (unsigned b = 0; b < GROVE_RADIX_BINS; ++b) add[b] = t >= s ? before[b * GROVE_RADIX_THREADS + t - s] : 0u;
+        __syncthreads();
+        for (unsigned b = 0; b < GROVE_RADIX_BINS; ++b) before[b * GROVE_RADIX_THREADS + t] += add[b];
+        __syncthreads();
+    }
+    unsigned at[GROVE_RADIX_BINS];
+    for (unsigned b = 0; b < GROVE_RADIX_BINS; ++b)
+        at[b] = offsets[b * gridDim.x + blockIdx.x] + before[b * GROVE_RADIX_THREADS + t] - mine[b];
+    for (unsigned j = 0; j < GROVE_RADIX_ITEMS; ++j) {
+        const unsigned k = first + j;
+        if (k >= n) break;
+        const unsigned b = grove_radix_digit(lo[k], hi[k], d, lo_digits);
+        const unsigned to = at[b]++;
+        lo_out[to] = lo[k];
+        hi_out[to] = hi[k];
+        idx_out[to] = idx[k];
+    }
+}
+
+// The first position at or after `from` (below n) whose hi exceeds v (hi sorted ascending).
+__device__ __forceinline__ unsigned grove_upper_bound(const unsigned long long* hi, unsigned from, unsigned n, unsigned long long v) {
+    unsigned a = from, b = n;
+    while (a < b) {
+        const unsigned m = a + (b - a) / 2;
+        if (hi[m] <= v) a = m + 1; else b = m;
+    }
+    return a;
+}
+
+// The first position at or after `from` whose hi is at least v.
+__device__ __forceinline__ unsigned grove_lower_bound(const unsigned long long* hi, unsigned from, unsigned n, unsigned long long v) {
+    unsigned a = from, b = n;
+    while (a < b) {
+        const unsigned m = a + (b - a) / 2;
+        if (hi[m] < v) a = m + 1; else b = m;
+    }
+    return a;
+}
+
+struct GroveMax { __device__ long long operator()(long long a, long long b) const { return a > b ? a : b; } };
+
+// Inclusive scan of v over the block (every thread calls it; blockDim.x a multiple of 32, at
+// most 1024): within each warp by shuffles, then the warps' totals in order. `total` = the
+// block's. warp holds 32 entries of shared memory.
+template <class T, class Op>
+__device__ T grove_block_inclusive(T v, Op op, T* warp, T& total) {
+    const unsigned lane = threadIdx.x & 31u, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (unsigned s = 1; s < 32; s *= 2) {
+        const T y = __shfl_up_sync(0xffffffffu, v, s);
+        if (lane >= s) v = op(y, v);
+    }
+    if (lane == 31) warp[w] = v;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (unsigned k = 1; k < nw; ++k) warp[k] = op(warp[k - 1], warp[k]);
+    __syncthreads();
+    if (w > 0) v = op(warp[w - 1], v);
+    total = warp[nw - 1];
+    __syncthreads();
+    return v;
+}
+
+// pareto::ranks over the points sorted by (size, error, index) (lo: the error's order, hi: the
+// size, idx: the point): sizes are taken in increasing order; front_min[r] holds the smallest
+// error of front r among the smaller sizes (non-decreasing in r), so a point's dominators of
+// smaller size reach the fronts below b = #{r : front_min[r] <= error}. Within a size every
+// point goes behind the ones before it (a lower error dominates; an equal point ranks behind its
+// copy of lower index), so the point at position j of its size is on front
+// max over j' <= j of b(j') + (j - j'), a prefix maximum. These fronts are distinct and above
+// every front whose minimum their error reaches, so each point then sets its front's minimum.
+// One block; rank[idx[k]] = the front; at[k] = the same by position (scratch, n entries),
+// front_min n entries.
+extern "C" __global__ void grove_pareto_ranks(unsigned n, const unsigned long long* lo, const unsigned long long* hi,
+                                              const unsigned* idx, unsigned long long* front_min, unsigned* at, unsigned* rank) {
+    __shared__ long long warp[32];
+    unsigned fronts = 0;  // every thread keeps the same count
+    for (unsigned pos = 0; pos < n;) {
+        const unsigned end = grove_upper_bound(hi, pos, n, hi[pos]);
+        long long best = -(1ll << 62);  // the prefix maximum of the chunks before
+        for (unsigned base = pos; base < end; base += blockDim.x) {
+            const unsigned k = base + threadIdx.x;
+            const bool live = k < end;
+            const long long j = (long long)k - (long long)pos;
+            long long v = -(1ll << 62);
+            if (live) {
+                const unsigned long long e = lo[k];
+                unsigned a = 0, z = fronts;
+                while (a < z) {
+                    const unsigned m = a + (z - a) / 2;
+                    if (front_min[m] <= e) a = m + 1; else z = m;
+                }
+                v = (long long)a - j;
+            }
+            long long chunk_best;
+            long long m = grove_block_inclusive(v, GroveMax(), warp, chunk_best);
+            m = m > best ? m : best;
+            if (live) {
+                const unsigned r = (unsigned)(j + m);
+                at[k] = r;
+                rank[idx[k]] = r;
+            }
+            best = chunk_best > best ? chunk_best : best;
+        }
+        __syncthreads();
+        for (unsigned k = pos + threadIdx.x; k < end; k += blockDim.x) front_min[at[k]] = lo[k];
+        const unsigned top = at[end - 1] + 1;
+        fronts = top > fronts ? top : fronts;
+        __syncthreads();
+        pos = end;
+    }
+}
+
+// pareto::crowding, objective m (0: error, 1: size) over the points sorted by (rank, objective,
+// index) (hi: the rank): the front's two ends are infinite; another point gets the gap between
+// its neighbours over the front's range when that range is positive and finite. Objective 0
+// writes crowd; objective 1 adds to it (an end of either stays infinite).
+extern "C" __global__ void grove_pareto_crowding(unsigned n, unsigned m, const unsigned long long* hi, const unsigned* idx,
+                                                 const double* fit, const unsigned short* len, double* crowd) {
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    const unsigned i = idx[k];
+    const unsigned first = grove_lower_bound(hi, 0, k + 1, hi[k]);
+    const unsigned last = grove_upper_bound(hi, k, n, hi[k]) - 1u;
+    const double inf = __longlong_as_double(0x7FF0000000000000ll);
+    if (k == first || k == last) {
+        crowd[i] = inf;
+        return;
+    }
+    const double lo_v = m == 0 ? grove_pareto_error(fit, idx[first]) : grove_pareto_size(fit, len, idx[first]);
+    const double hi_v = m == 0 ? grove_pareto_error(fit, idx[last]) : grove_pareto_size(fit, len, idx[last]);
+    const double range = hi_v - lo_v;
+    const bool spread = range > 0.0 && isfinite(range);
+    if (m == 0) {
+        crowd[i] = spread ? (grove_pareto_error(fit, idx[k + 1]) - grove_pareto_error(fit, idx[k - 1])) / range + 0.0 : 0.0;
+    } else if (spread) {
+        crowd[i] = crowd[i] + (grove_pareto_size(fit, len, idx[k + 1]) - grove_pareto_size(fit, len, idx[k - 1])) / range;
+    }
+}
+
+// pareto::crowded_better: a lower rank, or the same rank and a larger crowding distance
+// (total_cmp), ties to the lower index.
+__device__ __forceinline__ bool grove_crowded_better(const unsigned* rank, const double* crowd, unsigned a, unsigned b) {
+    if (rank[a] != rank[b]) return rank[a] < rank[b];
+    const long long da = grove_total_order(crowd[a]), db = grove_total_order(crowd[b]);
+    return da > db || (da == db && a < b);
+}
+
+// pareto::Ranking::tournament for slot slot_offset + s: k contestants drawn as grove_tournament
+// draws them (with replacement, from the pool), the best by grove_crowded_better wins.
+extern "C" __global__ void grove_pareto_tournament(GroveSelectParams p, const unsigned* rank, const double* crowd,
+                                                   const unsigned* pool, const unsigned* n_valid, unsigned* winners) {
+    const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= p.n_slots) return;
+    const unsigned nv = n_valid[0];
+    const bool all = nv == 0;
+    const unsigned n = all ? p.n : nv;
+    GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + s, GROVE_PURPOSE_SELECT);
+    const unsigned r0 = grove_below(rng, n);
+    unsigned best = all ? r0 : pool[r0];
+    const unsigned k = p.k > 1 ? p.k : 1;
+    for (unsigned i = 1; i < k; ++i) {
+        const unsigned r = grove_below(rng, n);
+        const unsigned c = all ? r : pool[r];
+        if (grove_crowded_better(rank, crowd, c, best)) best = c;
+    }
+    winners[s] = best;
+}

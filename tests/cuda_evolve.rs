@@ -638,3 +638,92 @@ fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
     let (_, rg) = cpu_and_gpu_runs(&settings, &data);
     assert_eq!(rg["best"]["head"]["w"].as_array().map(Vec::len), Some(3), "a head over 3 outputs: {}", rg["best"]);
 }
+
+/// NSGA-II (`--bloat nsga2`) on the device loop (survival of children and last survivors,
+/// crowded tournaments, all on the GPU) against the host loop on the same GPU: the same best
+/// program, survivors, fitness, history, hall of fame and median sizes, for tree GP (with
+/// constants fitted and without), grammatical evolution, and classification; a run stopped after
+/// a snapshot and resumed from its JSON (which carries the survivors) ends as the uninterrupted
+/// one.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn nsga2_on_the_device_equals_the_host_loop() {
+    use grove::data::classes::ClassSource;
+    use grove::evolve::{EngineConfig, IslandConfig, Representation, checkpoint, device, host};
+    use grove::select::Bloat;
+    use grove::task::classify::{ClassFitness, Classification};
+    use grove::task::regression::{Regression, RegressionConfig, TreeSettings};
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let one = IslandConfig::single();
+    let nsga2 = |pop_size, generations, seed, max_len, constants| EngineConfig {
+        pop_size,
+        generations,
+        seed,
+        tournament: 2,
+        elite: 1,
+        max_len,
+        bloat: Bloat::Nsga2,
+        constants,
+        ..Default::default()
+    };
+    let off = grove::evolve::ConstantFitting::default();
+    let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None };
+    let d = grove::evolve::Fitness::device_task(&task).unwrap();
+    // Tree GP.
+    for cfg in [nsga2(1500, 15, 3, 128, off), nsga2(777, 12, 4, 64, fitting(5, 2, 0.05)), nsga2(3, 6, 5, 32, off)] {
+        let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, tr) = device::run(&cfg, &one, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &one, Representation::Trees(&rep), &task, None, &mut fb).unwrap();
+        let what = format!("trees {cfg:?}");
+        assert_same_runs(&what, &a, &b, &fa, &fb);
+        assert_eq!(tr.population_bytes_between_generations, 0);
+        eprintln!("{what}: best {:e}, last mean size {:.1}", a.best.fitness, a.history.last().unwrap().mean_size);
+    }
+    // Grammatical evolution.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let l = load(&root.join("grammars/regression.bnf"), &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
+    let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
+    let vary = grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() };
+    let rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, InitConfig::default(), vary);
+    for cfg in [nsga2(1201, 14, 6, 128, off), nsga2(800, 10, 7, 128, fitting(4, 3, 0.05))] {
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, _) = device::run(&cfg, &one, Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &one, Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
+        assert_same_runs(&format!("GE {cfg:?}"), &a, &b, &fa, &fb);
+    }
+    // Resumed from a checkpoint: trees and GE.
+    let cfg = nsga2(1000, 12, 21, 128, off);
+    let trees = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
+    for r in [Representation::Trees(&trees), Representation::Grammar(&rep)] {
+        let quiet = |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {};
+        let (whole, _) = device::run(&cfg, &one, r, &[d], None, &mut { quiet }).unwrap();
+        let mut stop = StopAt(5, 0, None);
+        let err = device::run(&cfg, &one, r, &[d], None, &mut stop).unwrap_err();
+        assert!(err.downcast_ref::<grove::evolve::Interrupted>().is_some(), "{err:#}");
+        let text = serde_json::to_string(&stop.2.expect("a snapshot before the stop")).unwrap();
+        let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
+        let resume = saved.resume().unwrap();
+        assert!(resume.archive.is_some(), "the checkpoint keeps the survivors");
+        let (resumed, _) = device::run(&cfg, &one, r, &[d], Some(resume), &mut { quiet }).unwrap();
+        assert_eq!(resumed.best, whole.best);
+        assert_eq!(resumed.population, whole.population);
+        assert_eq!(resumed.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+    }
+    // Classification.
+    let all = ClassSource::parse("builtin:wine").unwrap().load(None).unwrap();
+    let k = all.n_classes();
+    let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
+    let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
+    let task = Classification { backend: &gpu, data: data_dev, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0 };
+    let rep = grove::task::search::ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, k, 64).unwrap();
+    let d = grove::evolve::Fitness::device_task(&task).unwrap();
+    let cfg = nsga2(1000, 10, 8, 64, off);
+    let (mut fa, mut fb) = (Fame::default(), Fame::default());
+    let (a, _) = device::run(&cfg, &one, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+    let b = host::run(&cfg, &one, Representation::Trees(&rep), &task, None, &mut fb).unwrap();
+    assert_same_runs("classification", &a, &b, &fa, &fb);
+}

@@ -57,6 +57,32 @@ trait Device {
     /// `n_slots` epsilon-lexicase selections, the pool from `fit`.
     #[allow(clippy::too_many_arguments)]
     fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32>;
+    /// NSGA-II of the points (fitness, size) of rows of `max_len` nodes: the ranking, the `keep`
+    /// survivors and `n_slots` tournament winners of `k` contestants.
+    #[allow(clippy::too_many_arguments)]
+    fn pareto(&self, fit: &[f64], sizes: &[u16], max_len: usize, keep: usize, n_slots: usize, k: usize, seed: u64, generation: u32) -> ParetoOut;
+}
+
+/// What a device's NSGA-II gives.
+#[derive(Debug, PartialEq)]
+struct ParetoOut {
+    rank: Vec<u32>,
+    crowd: Vec<f64>,
+    survivors: Vec<u32>,
+    winners: Vec<u32>,
+}
+
+/// A population whose rows have the lengths `sizes`: `sin(sin(… x0))` (0: an empty row).
+fn rows_of(sizes: &[u16], max_len: usize) -> Population {
+    let mut pop = Population::new(sizes.len(), max_len, 1);
+    for (i, &n) in sizes.iter().enumerate() {
+        if n > 0 {
+            let mut nodes = vec![grove::program::tree::Node::func(Op::Sin); n as usize - 1];
+            nodes.push(grove::program::tree::Node::var(0));
+            pop.set_tree(i, &nodes).unwrap();
+        }
+    }
+    pop
 }
 
 struct Gpu(CudaEngine);
@@ -138,6 +164,16 @@ impl Device for Gpu {
         let d = e.upload_errors(errors, n_cases).unwrap();
         e.download_indices(&e.select_lexicase(&d, &f, eps, n_slots, seed, generation).unwrap()).unwrap()
     }
+    fn pareto(&self, fit: &[f64], sizes: &[u16], max_len: usize, keep: usize, n_slots: usize, k: usize, seed: u64, generation: u32) -> ParetoOut {
+        let e = &self.0;
+        let f = e.upload_fitness(fit).unwrap();
+        let pop = e.upload_population(&rows_of(sizes, max_len)).unwrap();
+        let r = e.pareto_ranking(&f, &pop).unwrap();
+        let (rank, crowd) = e.download_ranking(&r).unwrap();
+        let survivors = e.download_indices(&e.pareto_survivors(&f, &pop, keep).unwrap()).unwrap();
+        let winners = e.download_indices(&e.select_pareto(&f, &r, n_slots, k, seed, generation).unwrap()).unwrap();
+        ParetoOut { rank, crowd, survivors, winners }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -186,6 +222,10 @@ struct Emulator {
 /// device): every group runs as a block of this many real threads.
 const EMU_LANES: u32 = 4;
 
+/// Threads of a radix tile's block in the emulated sorts (`GROVE_RADIX_THREADS` is
+/// [`kernels::RADIX_THREADS`] on the device).
+const EMU_RADIX_THREADS: u32 = 32;
+
 /// A kernel call shared by a block's threads: the closures copy raw pointers into the call, and
 /// the kernel decides which thread writes what, as on the device.
 struct Shared<F>(F);
@@ -215,7 +255,13 @@ fn emulator() -> Option<&'static Emulator> {
             assert!(s.contains(&define), "vary.cu no longer has `{define}`");
             s.replace(&define, &format!("#define GROVE_LANES {EMU_LANES}"))
         };
-        let libs = emulator::build(&kernels::VARY, lanes).zip(emulator::build(&kernels::SELECT, grid)).zip(build(&kernels::GENERATION));
+        // select.cu's radix tiles made small, so that a tile's block meets at its barriers quickly.
+        let select = |s: String| {
+            let define = format!("#define GROVE_RADIX_THREADS {}", kernels::RADIX_THREADS);
+            assert!(s.contains(&define), "select.cu no longer has `{define}`");
+            grid(s.replace(&define, &format!("#define GROVE_RADIX_THREADS {EMU_RADIX_THREADS}")))
+        };
+        let libs = emulator::build(&kernels::VARY, lanes).zip(emulator::build(&kernels::SELECT, select)).zip(build(&kernels::GENERATION));
         libs.map(|((vary, select), generation)| Emulator { vary, select, generation })
     })
     .as_ref()
@@ -297,6 +343,56 @@ impl Emulator {
         f.push(0);
         c.push(0.0);
         (f, c)
+    }
+}
+
+/// The sort keys of NSGA-II's points on the emulator: (lo, hi, idx) after the sort.
+type Sorted = (Vec<u64>, Vec<u64>, Vec<u32>);
+
+impl Emulator {
+    /// `grove_pareto_keys` then the radix passes, as `CudaEngine::pareto_sort` launches them.
+    #[allow(clippy::too_many_arguments)]
+    fn pareto_sort(&self, fit: &[f64], sizes: &[u16], max_len: usize, rank: &[u32], crowd: &[f64], mode: u32, lo_digits: u32, hi_digits: u32) -> Sorted {
+        type KeysFn = unsafe extern "C" fn(u32, u32, u32, *const f64, *const u16, *const u32, *const f64, *mut u64, *mut u64, *mut u32);
+        type CountFn = unsafe extern "C" fn(u32, u32, u32, *const u64, *const u64, *mut u32);
+        type OffsetsFn = unsafe extern "C" fn(u32, *mut u32);
+        type ScatterFn = unsafe extern "C" fn(u32, u32, u32, *const u64, *const u64, *const u32, *const u32, *mut u64, *mut u64, *mut u32);
+        type GridFn = unsafe extern "C" fn(u32);
+        let n = fit.len();
+        let (mut lo, mut hi, mut idx) = (vec![u64::MAX; n], vec![u64::MAX; n], vec![u32::MAX; n]);
+        let keys: KeysFn = Self::get(&self.select, kernels::PARETO_KEYS);
+        let (lp, hp, ip) = (lo.as_mut_ptr(), hi.as_mut_ptr(), idx.as_mut_ptr());
+        // SAFETY: every array holds n entries; one thread per point.
+        Self::launch(&self.select, n, || unsafe { keys(n as u32, mode, max_len as u32, fit.as_ptr(), sizes.as_ptr(), rank.as_ptr(), crowd.as_ptr(), lp, hp, ip) });
+        let tiles = n.div_ceil((EMU_RADIX_THREADS * kernels::RADIX_ITEMS) as usize) as u32;
+        let mut counts = vec![u32::MAX; 16 * tiles as usize];
+        let count: CountFn = Self::get(&self.select, kernels::RADIX_COUNT);
+        let offsets: OffsetsFn = Self::get(&self.select, kernels::RADIX_OFFSETS);
+        let scatter: ScatterFn = Self::get(&self.select, kernels::RADIX_SCATTER);
+        let grid: GridFn = Self::get(&self.select, "grove_emu_set_grid");
+        for d in 0..lo_digits + hi_digits {
+            let (mut lo2, mut hi2, mut idx2) = (vec![u64::MAX; n], vec![u64::MAX; n], vec![u32::MAX; n]);
+            let a = (lo.as_ptr() as usize, hi.as_ptr() as usize, idx.as_ptr() as usize, counts.as_mut_ptr() as usize);
+            let z = (lo2.as_mut_ptr() as usize, hi2.as_mut_ptr() as usize, idx2.as_mut_ptr() as usize);
+            for b in 0..tiles {
+                // SAFETY: block b of the tiles over n keys; counts 16 per tile (grid set per thread).
+                Self::run_block_at(&self.select, b, EMU_RADIX_THREADS, &|| unsafe {
+                    grid(tiles);
+                    count(n as u32, d, lo_digits, a.0 as *const u64, a.1 as *const u64, a.3 as *mut u32)
+                });
+            }
+            // SAFETY: one block over the 16 x tiles counts.
+            Self::run_block(&self.select, kernels::TILE_THREADS, &|| unsafe { offsets(16 * tiles, a.3 as *mut u32) });
+            for b in 0..tiles {
+                // SAFETY: as the counts; each key written once below n.
+                Self::run_block_at(&self.select, b, EMU_RADIX_THREADS, &|| unsafe {
+                    grid(tiles);
+                    scatter(n as u32, d, lo_digits, a.0 as *const u64, a.1 as *const u64, a.2 as *const u32, a.3 as *const u32, z.0 as *mut u64, z.1 as *mut u64, z.2 as *mut u32)
+                });
+            }
+            (lo, hi, idx) = (lo2, hi2, idx2);
+        }
+        (lo, hi, idx)
     }
 }
 
@@ -493,6 +589,39 @@ impl Device for Emulator {
             unsafe { f(params, ranked.as_ptr(), wp) }
         });
         w
+    }
+    fn pareto(&self, fit: &[f64], sizes: &[u16], max_len: usize, keep: usize, n_slots: usize, k: usize, seed: u64, generation: u32) -> ParetoOut {
+        type RanksFn = unsafe extern "C" fn(u32, *const u64, *const u64, *const u32, *mut u64, *mut u32, *mut u32);
+        type CrowdFn = unsafe extern "C" fn(u32, u32, *const u64, *const u32, *const f64, *const u16, *mut f64);
+        type TournamentFn = unsafe extern "C" fn(SelectParams, *const u32, *const f64, *const u32, *const u32, *mut u32);
+        let n = fit.len();
+        let digits = |max: u64| (64 - max.leading_zeros()).div_ceil(4).max(1);
+        let (size_digits, rank_digits) = (digits(max_len as u64 + 1), digits(n as u64 - 1));
+        let (mut rank, mut crowd) = (vec![u32::MAX; n], vec![f64::NAN; n]);
+        let (lo, hi, idx) = self.pareto_sort(fit, sizes, max_len, &rank, &crowd, 0, 16, size_digits);
+        let (mut front_min, mut at) = (vec![u64::MAX; n], vec![u32::MAX; n]);
+        let ranks: RanksFn = Self::get(&self.select, kernels::PARETO_RANKS);
+        let p = (lo.as_ptr() as usize, hi.as_ptr() as usize, idx.as_ptr() as usize, front_min.as_mut_ptr() as usize, at.as_mut_ptr() as usize, rank.as_mut_ptr() as usize);
+        // SAFETY: n entries each; one block of 64 real threads (two warps) meeting at its barriers.
+        Self::run_block(&self.select, 64, &|| unsafe { ranks(n as u32, p.0 as *const u64, p.1 as *const u64, p.2 as *const u32, p.3 as *mut u64, p.4 as *mut u32, p.5 as *mut u32) });
+        let crowding: CrowdFn = Self::get(&self.select, kernels::PARETO_CROWDING);
+        for (m, mode, lo_digits) in [(0u32, 1u32, 16u32), (1, 2, size_digits)] {
+            let (_, hi, idx) = self.pareto_sort(fit, sizes, max_len, &rank, &crowd, mode, lo_digits, rank_digits);
+            let cp = crowd.as_mut_ptr();
+            // SAFETY: n sorted entries, fit and sizes n; one thread per position.
+            Self::launch(&self.select, n, || unsafe { crowding(n as u32, m, hi.as_ptr(), idx.as_ptr(), fit.as_ptr(), sizes.as_ptr(), cp) });
+        }
+        let (_, _, order) = self.pareto_sort(fit, sizes, max_len, &rank, &crowd, 3, 16, rank_digits);
+        let survivors = order[..keep.min(n)].to_vec();
+        let (pool, n_valid) = self.valid_pool(fit);
+        let params = SelectParams { n: n as u32, n_slots: n_slots as u32, k: k as u32, seed_lo: seed as u32, seed_hi: (seed >> 32) as u32, generation, ..SelectParams::default() };
+        let mut winners = vec![u32::MAX; n_slots];
+        let tournament: TournamentFn = Self::get(&self.select, kernels::PARETO_TOURNAMENT);
+        let wp = winners.as_mut_ptr();
+        // SAFETY: rank and crowd n entries, the pool as the valid-pool kernels wrote it; one
+        // thread per slot.
+        Self::launch(&self.select, n_slots, || unsafe { tournament(params, rank.as_ptr(), crowd.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), wp) });
+        ParetoOut { rank, crowd, survivors, winners }
     }
     fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
         self.lexicase_emulated(errors, n_cases, eps, fit, n_slots, seed, generation)
@@ -795,6 +924,47 @@ fn selection_matches_reference(dev: &dyn Device) {
 
 /// The radix select of migration gives `select::elite(fit, k)` and `islands::worst(fit, k)`:
 /// ties, NaN, both infinities and both zeros; k from none to more than P.
+/// NSGA-II on a device: ranks, crowding distances (bit for bit), survivors and tournament
+/// winners equal `select::pareto`'s, on points with many ties (integer sizes, repeated errors),
+/// invalid programs (NaN, +-inf), -0 beside +0, one point, and more than one radix tile.
+fn pareto_matches_reference(dev: &dyn Device) {
+    let mut s = Stream::new(17, 0, 0, Purpose::Bench);
+    let mut cases: Vec<(Vec<f64>, Vec<u16>, usize)> = Vec::new();
+    for (n, levels, max_len) in [(1usize, 3u32, 8usize), (2, 2, 8), (7, 3, 8), (60, 5, 16), (300, 40, 64), (2500, 25, 300)] {
+        let fit: Vec<f64> = (0..n)
+            .map(|i| match (i * 7 + n) % 23 {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => f64::NEG_INFINITY,
+                3 => -0.0,
+                4 => 0.0,
+                _ => (s.below(levels) as f64) * 0.5 - 2.0,
+            })
+            .collect();
+        let sizes: Vec<u16> = (0..n).map(|_| 1 + s.below(max_len.min(levels as usize * 2) as u32) as u16).collect();
+        cases.push((fit, sizes, max_len));
+    }
+    // Every point on one front (a line), and every point equal.
+    cases.push(((0..50).map(|i| i as f64).collect(), (0..50).map(|i| 60 - i as u16).collect(), 64));
+    cases.push((vec![1.5; 40], vec![9; 40], 16));
+    for (c, (fit, sizes, max_len)) in cases.iter().enumerate() {
+        let n = fit.len();
+        let want = select::pareto::Ranking::of(fit, sizes);
+        let pool = select::valid_indices(fit);
+        {
+            let keep = n - n / 3;
+            let got = dev.pareto(fit, sizes, *max_len, keep, 2 * n + 1, 2, 9, 4);
+            assert_eq!(got.rank, want.rank, "case {c}: ranks");
+            let bits = |d: &[f64]| d.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got.crowd), bits(&want.distance), "case {c}: crowding distances");
+            let survivors: Vec<u32> = select::pareto::survivors(&select::pareto::points(fit, sizes), keep).iter().map(|&i| i as u32).collect();
+            assert_eq!(got.survivors, survivors, "case {c}: the {keep} survivors");
+            let winners: Vec<u32> = (0..2 * n + 1).map(|slot| want.tournament(&pool, 2, 9, 4, slot) as u32).collect();
+            assert_eq!(got.winners, winners, "case {c}: tournament winners");
+        }
+    }
+}
+
 fn top_k_matches_reference(dev: &dyn Device) {
     let mut s = Stream::new(21, 0, 0, Purpose::Bench);
     let mut cases = fitness_cases();
@@ -894,6 +1064,7 @@ on_devices!(
     lexicase_matches_reference,
     valid_pool_matches_reference,
     top_k_matches_reference,
+    pareto_matches_reference,
 );
 
 /// A toy fitness: distance of the length from 12 plus a little of the first value; empty

@@ -321,9 +321,18 @@ fn bloat_control_by_selection_runs_on_the_host_and_shrinks_programs() {
     let (double, _) = size(Bloat::DoubleTournament, 2.0);
     assert!(double < plain, "double tournament with D = 2: mean size {double} against {plain}");
     assert_eq!(size(Bloat::None, 1.4).1, best, "reproducible");
-    assert!(grove::evolve::device::supports(&grove::evolve::EngineConfig::default()));
-    let cfg = grove::evolve::EngineConfig { bloat: Bloat::Lexicographic, ..Default::default() };
-    assert!(!grove::evolve::device::supports(&cfg), "the device loop has plain tournaments only: the host loop runs");
+    use grove::evolve::{EngineConfig, IslandConfig, device::supports};
+    let one = IslandConfig::single();
+    assert!(supports(&EngineConfig::default(), &one));
+    for b in [Bloat::Lexicographic, Bloat::DoubleTournament] {
+        let cfg = EngineConfig { bloat: b, ..Default::default() };
+        assert!(!supports(&cfg, &one), "{b:?}: the device loop has no size-reading tournaments: the host loop runs");
+    }
+    // NSGA-II runs on the device for one island; islands of it stay on the host.
+    let nsga2 = EngineConfig { bloat: Bloat::Nsga2, ..Default::default() };
+    assert!(supports(&nsga2, &one));
+    let two = IslandConfig { count: 2, ..IslandConfig::single() };
+    assert!(!supports(&nsga2, &two));
 }
 
 /// With fewer training rows than the automatic split needs, a run chooses by the description

@@ -4,10 +4,15 @@
 //!
 //! The fronts are found in O(n log n) rather than NSGA-II's O(n²): with the points sorted by the
 //! first objective (ties by the second, then by index), a point's front is the first whose most
-//! recent member does not dominate it, and that test is monotone over the fronts, so a binary
-//! search finds it (Jensen, 2003). Integer sizes make ties common; the rules for them are the
-//! definition's: `a` dominates `b` when it is no worse in both and better in one, so equal
-//! points share a front.
+//! recent member it does not rank behind, and that test is monotone over the fronts, so a binary
+//! search finds it (Jensen, 2003).
+//!
+//! Duplicates: `a` dominates `b` when it is no worse in both objectives and better in one (the
+//! definition), and of two equal points the one of higher index ranks one front behind the
+//! other. Integer sizes and linear scaling make exact duplicates common (every constant program
+//! has the same error); sharing a front, they filled it, and a population of 2000 on pagie1
+//! shrank to a mean size of 1.2-1.5 within five generations, against 14-22 with duplicates
+//! ranked behind (and a best error 3x lower).
 //!
 //! Determinism: every order is total (ties broken by index), so results do not depend on the
 //! input's order beyond the indices themselves.
@@ -24,8 +29,17 @@ pub fn dominates(a: Point, b: Point) -> bool {
     a[0] <= b[0] && a[1] <= b[1] && (a[0] < b[0] || a[1] < b[1])
 }
 
+/// True if `b` ranks behind `a`, `a` coming first among equal points: `a` dominates `b`, or
+/// the two are equal.
+#[inline]
+fn behind(a: Point, b: Point) -> bool {
+    let (a, b) = ([key(a[0]), key(a[1])], [key(b[0]), key(b[1])]);
+    a[0] <= b[0] && a[1] <= b[1]
+}
+
 /// The non-dominated rank of every point: 0 for the points no other point dominates, 1 for
-/// those dominated only by rank-0 points, and so on. `[n]`, in the input's order.
+/// those dominated only by rank-0 points, and so on, an exact duplicate one front behind its
+/// copy of lower index. `[n]`, in the input's order.
 pub fn ranks(points: &[Point]) -> Vec<u32> {
     let n = points.len();
     let p: Vec<Point> = points.iter().map(|q| [key(q[0]), key(q[1])]).collect();
@@ -37,8 +51,9 @@ pub fn ranks(points: &[Point]) -> Vec<u32> {
     let mut last: Vec<usize> = Vec::new();
     let mut rank = vec![0u32; n];
     for &i in &order {
-        // Fronts whose last point dominates `i` come first (the property is monotone).
-        let k = last.partition_point(|&l| dominates(p[l], p[i]));
+        // Fronts whose last point dominates `i` come first (the property is monotone); an equal
+        // point placed before `i` has the lower index, and `i` goes behind it.
+        let k = last.partition_point(|&l| behind(p[l], p[i]));
         if k == last.len() {
             last.push(i);
         } else {
@@ -106,13 +121,14 @@ pub fn survivors(points: &[Point], n: usize) -> Vec<usize> {
 
 /// The two objectives of a population as grove ranks them: fitness (lower is better) and
 /// program size in nodes. An invalid individual (fitness `+inf` or NaN) reads as `+inf` in both,
-/// so a short invalid program never shares the front with a valid one.
+/// so a short invalid program never shares the front with a valid one. An error of -0 reads as
+/// +0 (they are equal as objectives; the GPU's sorts order by bits).
 pub fn points(fit: &[f64], sizes: &[u16]) -> Vec<Point> {
     fit.iter()
         .zip(sizes)
         .map(|(&f, &n)| {
             let f = key(f);
-            if f.is_finite() { [f, n as f64] } else { [f64::INFINITY, f64::INFINITY] }
+            if f.is_finite() { [f + 0.0, n as f64] } else { [f64::INFINITY, f64::INFINITY] }
         })
         .collect()
 }
@@ -149,13 +165,17 @@ mod tests {
     use super::*;
     use crate::rng::{Purpose, Stream};
 
-    /// NSGA-II's fronts by definition: peel off the points no remaining point dominates.
+    /// NSGA-II's fronts by definition: peel off the points no remaining point dominates or
+    /// equals with a lower index.
     fn brute_ranks(p: &[Point]) -> Vec<u32> {
         let mut rank = vec![u32::MAX; p.len()];
         let mut r = 0;
+        let same = |a: Point, b: Point| key(a[0]) == key(b[0]) && key(a[1]) == key(b[1]);
         while rank.contains(&u32::MAX) {
             let front: Vec<usize> = (0..p.len())
-                .filter(|&i| rank[i] == u32::MAX && !(0..p.len()).any(|j| rank[j] == u32::MAX && dominates(p[j], p[i])))
+                .filter(|&i| {
+                    rank[i] == u32::MAX && !(0..p.len()).any(|j| rank[j] == u32::MAX && (dominates(p[j], p[i]) || (j < i && same(p[j], p[i]))))
+                })
                 .collect();
             for i in front {
                 rank[i] = r;
@@ -192,9 +212,11 @@ mod tests {
     }
 
     #[test]
-    fn equal_points_share_a_front_and_dominance_is_strict() {
+    fn an_equal_point_ranks_behind_its_copy_and_dominance_is_strict() {
         let p = [[1.0, 5.0], [1.0, 5.0], [2.0, 5.0], [1.0, 6.0], [0.5, 9.0]];
-        assert_eq!(ranks(&p), [0, 0, 1, 1, 0]);
+        // The second (1, 5) goes behind the first; (2, 5) and (1, 6) are dominated by both.
+        assert_eq!(ranks(&p), [0, 1, 2, 2, 0]);
+        assert_eq!(ranks(&[[3.0, 1.0]; 4]), [0, 1, 2, 3]);
         assert!(!dominates(p[0], p[1]));
         assert!(dominates(p[0], p[2]) && dominates(p[0], p[3]));
         assert_eq!(ranks(&[]), Vec::<u32>::new());
@@ -212,7 +234,7 @@ mod tests {
         assert!((d[0] - 1.5).abs() < 1e-12 && (d[3] - 1.25).abs() < 1e-12, "{d:?}");
         // A front with no range in one objective adds only the other's gaps.
         let p = [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]];
-        let d = crowding(&p, &ranks(&p));
+        let d = crowding(&p, &[0, 0, 0]);
         assert_eq!(d.iter().filter(|x| x.is_infinite()).count(), 2);
         assert_eq!(d.iter().filter(|&&x| x == 0.0).count(), 1);
     }
@@ -241,7 +263,9 @@ mod tests {
         let fit = [f64::INFINITY, 3.0, f64::NAN, 1.0];
         let sizes = [1u16, 9, 0, 20];
         let r = Ranking::of(&fit, &sizes);
-        assert_eq!(r.rank, [1, 0, 1, 0], "a one-node invalid program must not join the front");
+        // A one-node invalid program must not join the front; the second invalid one (equal to
+        // the first) ranks behind it.
+        assert_eq!(r.rank, [1, 0, 2, 0]);
         for slot in 0..200 {
             // Among the valid pool the winner is valid; its first contestant is the plain
             // one-contestant draw of the same stream.

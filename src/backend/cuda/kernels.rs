@@ -348,6 +348,28 @@ pub const TOPK_PICK: &str = "grove_topk_pick";
 pub const TOPK_COLLECT: &str = "grove_topk_collect";
 /// ... each written to its rank.
 pub const TOPK_ORDER: &str = "grove_topk_order";
+/// NSGA-II: the sort keys of the points (`grove_pareto_keys`).
+pub const PARETO_KEYS: &str = "grove_pareto_keys";
+/// ... the fronts over the points sorted by (size, error).
+pub const PARETO_RANKS: &str = "grove_pareto_ranks";
+/// ... one objective's crowding distances over the points sorted by (rank, objective).
+pub const PARETO_CROWDING: &str = "grove_pareto_crowding";
+/// ... the crowded-comparison tournament.
+pub const PARETO_TOURNAMENT: &str = "grove_pareto_tournament";
+/// A pass of the radix sort: the digits' counts per tile.
+pub const RADIX_COUNT: &str = "grove_radix_count";
+/// ... the counts to offsets.
+pub const RADIX_OFFSETS: &str = "grove_radix_offsets";
+/// ... each key to its place.
+pub const RADIX_SCATTER: &str = "grove_radix_scatter";
+/// Threads of a radix tile's block (`GROVE_RADIX_THREADS` in select.cu).
+pub const RADIX_THREADS: u32 = 256;
+/// Keys per thread of a tile (`GROVE_RADIX_ITEMS`).
+pub const RADIX_ITEMS: u32 = 8;
+/// Keys per tile.
+pub const RADIX_TILE: u32 = RADIX_THREADS * RADIX_ITEMS;
+/// Threads of the one block of `grove_pareto_ranks` (any multiple of 32 up to 1024).
+pub const PARETO_THREADS: u32 = 1024;
 /// Rows of 32-bit words gathered by index (fitness, used codons of migrants).
 pub const GATHER_WORDS: &str = "grove_gather_words";
 /// Rows of 32-bit words scattered by index.
@@ -357,8 +379,12 @@ pub const MAX_DISTINCT: usize = 64;
 /// Block size of the ranking kernel (`GROVE_RANK_TILE` in select.cu).
 pub const RANK_TILE: u32 = 256;
 /// The `#define`s of select.cu that must equal the constants above.
-pub const SELECT_DEFINES: &[(&str, usize)] =
-    &[("GROVE_MAX_DISTINCT", MAX_DISTINCT), ("GROVE_RANK_TILE", RANK_TILE as usize)];
+pub const SELECT_DEFINES: &[(&str, usize)] = &[
+    ("GROVE_MAX_DISTINCT", MAX_DISTINCT),
+    ("GROVE_RANK_TILE", RANK_TILE as usize),
+    ("GROVE_RADIX_THREADS", RADIX_THREADS as usize),
+    ("GROVE_RADIX_ITEMS", RADIX_ITEMS as usize),
+];
 
 /// Threads of the one-block kernels of generation.cu (`GROVE_SCAN_THREADS`).
 pub const SCAN_THREADS: u32 = 1024;
@@ -429,6 +455,13 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
             TOPK_ORDER,
             GATHER_WORDS,
             SCATTER_WORDS,
+            PARETO_KEYS,
+            PARETO_RANKS,
+            PARETO_CROWDING,
+            PARETO_TOURNAMENT,
+            RADIX_COUNT,
+            RADIX_OFFSETS,
+            RADIX_SCATTER,
         ]
         .map(|k| (k, SELECT)));
     v.extend(

@@ -20,6 +20,7 @@ pub mod map;
 pub mod memory;
 pub mod nvrtc;
 pub mod pack;
+pub mod pareto;
 pub mod peer;
 pub mod population;
 pub mod probe;
@@ -47,6 +48,7 @@ pub use map::{bench_map, DeviceMapOutput, GpuMapping, MapBench, MapLaunch, MapTr
 pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
 pub use select::{DeviceErrors, DeviceFitness, DeviceIndices};
+pub use pareto::DeviceRanking;
 pub use peer::DeviceUsed;
 pub use population::{DeviceGenomes, DevicePopulation};
 pub use vary::{BredCounts, DeviceBred};

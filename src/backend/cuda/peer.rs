@@ -110,6 +110,78 @@ impl CudaEngine {
 
     /// `src` (of any engine) into `dst` (of this one), on this engine's stream after the
     /// source's queued work.
+    /// Every row of `src` copied over rows `at ..` of `dst` (this engine's, the same row shape):
+    /// NSGA-II's pool holds the last survivors and this generation's children side by side.
+    pub fn copy_rows_into(&self, src: &DevicePopulation, dst: &mut DevicePopulation, at: usize) -> Result<()> {
+        if (src.max_len, src.n_outputs) != (dst.max_len, dst.n_outputs) || at + src.n > dst.n || dst.engine != self.id {
+            return Err(GpuError::Input(format!("copying {} rows of L = {} into rows {at}.. of {} of L = {}", src.n, src.max_len, dst.n, dst.max_len)));
+        }
+        let l = src.max_len;
+        self.copy_at(&src.op, src.n * l, &mut dst.op, at * l)?;
+        self.copy_at(&src.value, src.n * l, &mut dst.value, at * l)?;
+        self.copy_at(&src.size, src.n * l, &mut dst.size, at * l)?;
+        self.copy_at(&src.out, src.n * l, &mut dst.out, at * l)?;
+        self.copy_at(&src.len, src.n, &mut dst.len, at)
+    }
+
+    /// `src`'s fitness values copied over entries `at ..` of `dst`.
+    pub fn copy_fitness_into(&self, src: &DeviceFitness, dst: &mut DeviceFitness, at: usize) -> Result<()> {
+        if at + src.n > dst.n || dst.engine != self.id {
+            return Err(GpuError::Input(format!("copying {} fitness values into entries {at}.. of {}", src.n, dst.n)));
+        }
+        self.copy_at(&src.fit, src.n, &mut dst.fit, at)
+    }
+
+    /// `src`'s genomes copied over genomes `at ..` of `dst` (the same capacity).
+    pub fn copy_genomes_into(&self, src: &DeviceGenomes, dst: &mut DeviceGenomes, at: usize) -> Result<()> {
+        if src.capacity != dst.capacity || at + src.n > dst.n || dst.engine != self.id {
+            return Err(GpuError::Input(format!("copying {} genomes into genomes {at}.. of {}", src.n, dst.n)));
+        }
+        self.copy_at(&src.codons, src.n * src.capacity, &mut dst.codons, at * dst.capacity)?;
+        self.copy_at(&src.len, src.n, &mut dst.len, at)
+    }
+
+    /// Used-codon counts for `n` rows, uninitialised.
+    pub fn alloc_used(&self, n: usize) -> Result<DeviceUsed> {
+        Ok(DeviceUsed { used: self.alloc::<u32>(n, false, "allocating used codons")?, n, engine: self.id })
+    }
+
+    /// The first `n` used-codon counts of `src` (a mapping's, or another list's) copied over
+    /// entries `at ..` of `dst`.
+    pub fn copy_used_into(&self, src: &CudaSlice<u32>, n: usize, dst: &mut DeviceUsed, at: usize) -> Result<()> {
+        if at + n > dst.n || n > src.len() || dst.engine != self.id {
+            return Err(GpuError::Input(format!("copying {n} used-codon counts into entries {at}.. of {}", dst.n)));
+        }
+        self.copy_at(src, n, &mut dst.used, at)
+    }
+
+    /// The used-codon counts of rows `idx[..n]` of `src`, in that order.
+    pub fn gather_used_rows(&self, src: &DeviceUsed, idx: &super::DeviceIndices, n: usize) -> Result<DeviceUsed> {
+        if src.engine != self.id || idx.engine != self.id || n > idx.n || idx.bound > src.n {
+            return Err(GpuError::Input(format!("gathering {n} used-codon counts by {} indices below {} of {}", idx.n, idx.bound, src.n)));
+        }
+        let mut used = self.alloc::<u32>(n, false, "allocating gathered used codons")?;
+        self.words(super::kernels::GATHER_WORDS, n, 1, &idx.idx, &src.used, &mut used)?;
+        Ok(DeviceUsed { used, n, engine: self.id })
+    }
+
+    /// The counts themselves (`[n]`), for kernels that read them.
+    pub fn used_counts<'a>(&self, u: &'a DeviceUsed) -> &'a CudaSlice<u32> {
+        &u.used
+    }
+
+    /// `n` elements of `src` over `dst[at .. at + n]` (the callers check the bounds).
+    fn copy_at<T: DeviceRepr>(&self, src: &CudaSlice<T>, n: usize, dst: &mut CudaSlice<T>, at: usize) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        if n > src.len() || at + n > dst.len() {
+            return Err(GpuError::Input(format!("copying {n} of {} elements into {at}.. of {}", src.len(), dst.len())));
+        }
+        let mut view = dst.slice_mut(at..at + n);
+        self.stream.memcpy_dtod(&src.slice(..n), &mut view).during(|| "copying rows".into())
+    }
+
     fn copy<T: DeviceRepr>(&self, src: &CudaSlice<T>, dst: &mut CudaSlice<T>) -> Result<()> {
         if src.len() > dst.len() {
             return Err(GpuError::Input(format!("copying {} elements into {}", src.len(), dst.len())));

@@ -136,7 +136,7 @@ impl CudaEngine {
         Ok(v)
     }
 
-    fn check_fitness(&self, fit: &DeviceFitness) -> Result<()> {
+    pub(super) fn check_fitness(&self, fit: &DeviceFitness) -> Result<()> {
         if fit.engine != self.id {
             return Err(GpuError::Input("the fitness was uploaded by another engine".into()));
         }
@@ -146,7 +146,7 @@ impl CudaEngine {
         Ok(())
     }
 
-    fn select_params(&self, fit: &DeviceFitness, n_slots: usize, seed: u64, generation: u32) -> Result<SelectParams> {
+    pub(super) fn select_params(&self, fit: &DeviceFitness, n_slots: usize, seed: u64, generation: u32) -> Result<SelectParams> {
         if n_slots > u32::MAX as usize {
             return Err(GpuError::Input(format!("{n_slots} selections: at most {}", u32::MAX)));
         }
@@ -197,7 +197,7 @@ impl CudaEngine {
     }
 
     /// The valid individuals' indices in order (`select::valid_indices`) and their number.
-    fn valid_pool(&self, fit: &DeviceFitness, params: &SelectParams) -> Result<(CudaSlice<u32>, CudaSlice<u32>)> {
+    pub(super) fn valid_pool(&self, fit: &DeviceFitness, params: &SelectParams) -> Result<(CudaSlice<u32>, CudaSlice<u32>)> {
         let mut pool = self.alloc::<u32>(fit.n, false, "allocating the valid pool")?;
         let mut n_valid = self.alloc::<u32>(1, false, "allocating the pool size")?;
         // The stable compaction over tiles (scan.cuh): counts, offsets, indices.

@@ -24,6 +24,7 @@
 //! rows between islands, [`observe`] reads each generation back, [`profile`] times the steps.
 
 mod migrate;
+mod nsga2;
 mod observe;
 mod profile;
 
@@ -182,21 +183,23 @@ pub struct Transfers {
 }
 
 /// Whether the device loop can run these settings (else the host loop runs, with the same
-/// results): plain tournament selection (no size-based bloat control: `select_tournament`
-/// reads fitness only) with at most [`crate::backend::cuda::kernels::MAX_ELITE`] elites, a
+/// results): plain tournament selection with at most
+/// [`crate::backend::cuda::kernels::MAX_ELITE`] elites, or NSGA-II ([`nsga2`]) on one island
+/// (the other bloat controls read sizes in tournaments the device does not have), and a
 /// population the kernels index.
-pub fn supports(cfg: &EngineConfig) -> bool {
+pub fn supports(cfg: &EngineConfig, islands: &IslandConfig) -> bool {
+    use crate::select::Bloat;
     cfg.pop_size > 0
-        && cfg.pop_size <= u32::MAX as usize / 2
+        && cfg.pop_size <= u32::MAX as usize / 4
         && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
-        && cfg.bloat == crate::select::Bloat::None
+        && (cfg.bloat == Bloat::None || (cfg.bloat == Bloat::Nsga2 && islands.count == 1))
 }
 
 /// Whether the device loop can run grammatical evolution with these settings besides
 /// [`supports`]: rows the GPU tree builder takes (at most
 /// [`BUILD_FRAMES`](crate::genome::build::BUILD_FRAMES) nodes).
-pub fn supports_grammar(cfg: &EngineConfig, rep: &GrammarRep) -> bool {
-    supports(cfg) && cfg.max_len <= crate::genome::build::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
+pub fn supports_grammar(cfg: &EngineConfig, islands: &IslandConfig, rep: &GrammarRep) -> bool {
+    supports(cfg, islands) && cfg.max_len <= crate::genome::build::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
 }
 
 
@@ -238,6 +241,8 @@ struct Island<'t, 'r, 'g> {
     host_steps: u64,
     /// Regression with rows split over GPUs: the other shards' buffers.
     shards: Vec<ShardBuffers<'t>>,
+    /// NSGA-II: the pool and the survivors (the parents are drawn from them).
+    survival: Option<nsga2::Survival>,
 }
 
 impl<'t> Island<'t, '_, '_> {
@@ -273,8 +278,13 @@ fn outcome_rows(isl: &[Island<'_, '_, '_>]) -> Result<(crate::program::tree::Pop
     let mut pops = Vec::with_capacity(isl.len());
     let mut fitness = Vec::new();
     for i in isl {
-        pops.push(i.engine().download_population(&i.pop)?);
-        fitness.extend(i.engine().download_fitness(&i.fit)?);
+        // NSGA-II: the survivors are the population.
+        let (pop, fit) = match &i.survival {
+            Some(s) => (&s.surv.trees, &s.surv.fit),
+            None => (&i.pop, &i.fit),
+        };
+        pops.push(i.engine().download_population(pop)?);
+        fitness.extend(i.engine().download_fitness(fit)?);
     }
     let population = if pops.len() == 1 { pops.pop().expect("one island") } else { super::islands::concat_trees(&pops) };
     Ok((population, fitness))
@@ -382,11 +392,15 @@ fn evaluate(i: &mut Island<'_, '_, '_>, gen: usize) -> Result<()> {
     Ok(())
 }
 
-/// Queues island `i`'s elite and statistics (into its mailbox) and its per-size summary.
+/// Queues island `i`'s elite and statistics (into its mailbox) and its per-size summary; then,
+/// with NSGA-II, its survivors (the evaluated children stay for the host's reads).
 fn elite_and_sizes(i: &mut Island<'_, '_, '_>, n_elite: usize) -> Result<()> {
     let e = i.task.engine();
     i.elite = Some(e.elite_and_stats(&i.fit, &i.pop, n_elite, &mut i.es, &mut i.mail)?);
     e.size_summary(&i.fit, &i.pop, &mut i.sizes)?;
+    if let Some(s) = i.survival.as_mut() {
+        s.survive(e, &i.pop, &i.fit, i.ge.as_ref().map(|g| (&g.genomes, g.mapping.scratch.used())))?;
+    }
     Ok(())
 }
 
@@ -404,11 +418,19 @@ fn breed_island(
 ) -> Result<()> {
     let e = i.task.engine();
     let elite = i.elite.take().expect("chosen above");
+    // NSGA-II's parents: crowded-comparison tournaments among the survivors.
+    let survivors = |s: &nsga2::Survival, slots: usize| -> Result<crate::backend::cuda::DeviceIndices> {
+        let ranking = e.pareto_ranking(&s.surv.fit, &s.surv.trees)?;
+        Ok(e.select_pareto(&s.surv.fit, &ranking, slots, parents.size, i.seed, next_gen)?)
+    };
     match (rep, i.ge.as_mut()) {
         (Representation::Trees(rep), _) => {
-            let pairs = e.select_parents(&i.fit, &i.pop, 2 * p, parents, i.seed, next_gen)?;
+            let (from, pairs) = match &i.survival {
+                Some(s) => (&s.surv.trees, survivors(s, 2 * p)?),
+                None => (&i.pop, e.select_parents(&i.fit, &i.pop, 2 * p, parents, i.seed, next_gen)?),
+            };
             prof.mark(e, "select")?;
-            let bred = e.breed(&i.pop, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
+            let bred = e.breed(from, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
             prof.mark(e, "breed")?;
             e.copy_trees(&i.pop, &elite, n_elite, &mut i.next)?;
             e.post_bred_counts(&bred, &mut i.mail)?;
@@ -420,9 +442,23 @@ fn breed_island(
             // within its own used codons (mapped first); the elite copied to the
             // first rows.
             let grammar = rep.grammar();
-            let pairs = e.select_parents(&i.fit, &i.pop, 2 * (p - n_elite).div_ceil(2), parents, i.seed, next_gen)?;
-            prof.mark(e, "select")?;
-            e.crossover(&g.genomes, &g.mapping, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+            let slots = 2 * (p - n_elite).div_ceil(2);
+            match &i.survival {
+                Some(s) => {
+                    let pairs = survivors(s, slots)?;
+                    prof.mark(e, "select")?;
+                    let (Some(genomes), Some(used)) = (&s.surv.genomes, &s.surv.used) else {
+                        anyhow::bail!("GE's survivors keep their genomes");
+                    };
+                    let used = crate::backend::cuda::vary::UsedCodons::Counts(e.used_counts(used));
+                    e.ge_crossover(genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+                }
+                None => {
+                    let pairs = e.select_parents(&i.fit, &i.pop, slots, parents, i.seed, next_gen)?;
+                    prof.mark(e, "select")?;
+                    e.crossover(&g.genomes, &g.mapping, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+                }
+            }
             e.map(&grammar, &mut g.mapping, &g.next, None)?;
             e.mutate(&mut g.next, &g.mapping, n_elite, &rep.vary, i.seed, next_gen)?;
             e.copy_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
@@ -457,7 +493,14 @@ pub fn run(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> Result<(Outcome, Transfers)> {
-    anyhow::ensure!(supports(cfg), "the device loop does not support these settings (population {}, {} elites)", cfg.pop_size, cfg.elite);
+    anyhow::ensure!(
+        supports(cfg, islands),
+        "the device loop does not support these settings (population {}, {} elites, {:?} on {} islands)",
+        cfg.pop_size,
+        cfg.elite,
+        cfg.bloat,
+        islands.count
+    );
     anyhow::ensure!(!tasks.is_empty(), "the device loop needs a GPU");
     islands.check(cfg.pop_size)?;
     let sharded = tasks.iter().any(|t| matches!(t, DeviceTask::Regression(r) if !r.shards.is_empty()));
@@ -467,7 +510,9 @@ pub fn run(
     );
     let n = islands.count;
     let p = cfg.pop_size;
-    let n_elite = cfg.elite.min(p);
+    let nsga2 = cfg.bloat == crate::select::Bloat::Nsga2;
+    // NSGA-II's survival keeps the best already: no elite rows (as the host loop).
+    let n_elite = if nsga2 { 0 } else { cfg.elite.min(p) };
     let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
     let fresh = || Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
     let (resume_at, best, history, island_history) = match &resume {
@@ -488,11 +533,12 @@ pub fn run(
             (rep.vary.spec.max_len, rep.vary.spec.n_outputs)
         }
         Representation::Grammar(rep) => {
-            anyhow::ensure!(supports_grammar(cfg, rep), "the device loop does not support rows of {} nodes for GE", cfg.max_len);
+            anyhow::ensure!(supports_grammar(cfg, islands, rep), "the device loop does not support rows of {} nodes for GE", cfg.max_len);
             (cfg.max_len, rep.templates.n_outputs)
         }
     };
     let (mut resumed_trees, mut resumed_genomes) = (None, None);
+    let resumed_archive = resume.as_ref().and_then(|r| r.archive.clone());
     if let Some(r) = resume {
         match rep {
             Representation::Trees(_) => {
@@ -598,6 +644,7 @@ pub fn run(
             elite: None,
             host_steps: 0,
             shards,
+            survival: if nsga2 { Some(nsga2::Survival::new(e, p, max_len, n_outputs, rep, resumed_archive.as_ref())?) } else { None },
         });
     }
     books.size_best = vec![f64::INFINITY; max_len + 1];
@@ -772,6 +819,12 @@ pub fn run(
                     (None, Some(h), bytes)
                 }
             };
+            // NSGA-II: the survivors the next generation competes with (one island).
+            let archive = match isl.first().and_then(|i| i.survival.as_ref().map(|s| (i, s))) {
+                Some((i, s)) => Some(s.archive(i.engine())?),
+                None => None,
+            };
+            let bytes = bytes + archive.as_ref().map_or(0, |a| a.trees.op.len() * 8 + a.trees.len.len() * 2 + a.fitness.len() * 8 + a.genomes.as_ref().map_or(0, |g| (g.codons.len() + g.len.len()) * 4));
             let tr = &mut books.tr;
             tr.snapshots += 1;
             tr.snapshot_bytes += bytes;
@@ -784,7 +837,7 @@ pub fn run(
                 history: &history,
                 islands: n,
                 island_history: &island_history,
-                archive: None,
+                archive: archive.as_ref().map(|a| super::ArchiveRef { trees: &a.trees, genomes: a.genomes.as_ref(), fitness: &a.fitness }),
             };
             observer.snapshot(&state)?;
         }
