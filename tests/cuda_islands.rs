@@ -243,6 +243,66 @@ fn a_resumed_device_island_run_matches_an_uninterrupted_one() {
     assert_eq!(host.population, whole.population);
 }
 
+/// NSGA-II on islands: each island's survivors choose and receive the migrants on the device,
+/// as the host loop's islands do (tree GP and GE), and a run stopped and resumed from its
+/// checkpoint (every island's survivors end to end) ends as the uninterrupted one, on the
+/// device loop and on the host loop.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn nsga2_islands_on_the_device_equal_host_islands() {
+    use grove::evolve::checkpoint;
+    use grove::select::Bloat;
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None };
+    let d = grove::evolve::Fitness::device_task(&task).unwrap();
+    let nsga2 = |pop_size, generations, seed| EngineConfig { pop_size, generations, seed, tournament: 2, elite: 1, max_len: 128, bloat: Bloat::Nsga2, ..EngineConfig::default() };
+    let trees = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, 128).unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let l = load(&root.join("grammars/regression.bnf"), &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
+    let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
+    let ge = GrammarRep {
+        table: &l.table,
+        templates: &tpl,
+        map: MapConfig { max_depth: 17, ..MapConfig::default() },
+        init: InitConfig { max_depth: 7, ..InitConfig::default() },
+        vary: grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() },
+        genome_capacity: 256,
+    };
+    for (cfg, isl, r) in [
+        (nsga2(500, 12, 3), islands(4, 3, 10), Representation::Trees(&trees)),
+        (nsga2(301, 9, 4), islands(3, 2, 301), Representation::Trees(&trees)),
+        (nsga2(400, 10, 5), islands(3, 2, 12), Representation::Grammar(&ge)),
+    ] {
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, tr) = device::run(&cfg, &isl, r, &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &isl, r, &task, None, &mut fb).unwrap();
+        let what = format!("NSGA-II {cfg:?} {isl:?}");
+        assert_same_runs(&what, &a, &b, &fa, &fb);
+        assert!(tr.migrations > 0, "{what}");
+        assert_eq!(tr.population_bytes_between_generations, 0, "{what}");
+    }
+    let cfg = nsga2(500, 12, 21);
+    let isl = islands(4, 3, 6);
+    for r in [Representation::Trees(&trees), Representation::Grammar(&ge)] {
+        let quiet = |_: &GenerationStats, _: &grove::evolve::Best| {};
+        let (whole, _) = device::run(&cfg, &isl, r, &[d], None, &mut { quiet }).unwrap();
+        let mut stop = StopAt(7, 0, None);
+        let err = device::run(&cfg, &isl, r, &[d], None, &mut stop).unwrap_err();
+        assert!(err.downcast_ref::<grove::evolve::Interrupted>().is_some(), "{err:#}");
+        let text = serde_json::to_string(&stop.2.expect("a snapshot before the stop")).unwrap();
+        let saved: checkpoint::Saved = serde_json::from_str(&text).unwrap();
+        let (resumed, _) = device::run(&cfg, &isl, r, &[d], Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
+        assert_eq!(resumed.best, whole.best);
+        assert_eq!(resumed.population, whole.population);
+        assert_eq!(resumed.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), whole.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>());
+        let host = host::run(&cfg, &isl, r, &task, Some(saved.resume().unwrap()), &mut { quiet }).unwrap();
+        assert_eq!(host.population, whole.population, "the host loop resumes the device's checkpoint to the same end");
+    }
+}
+
 /// On two GPUs, a run stopped after generation 6 and resumed from its checkpoint (through the
 /// checkpoint's JSON) ends exactly as the uninterrupted run: islands spread over the GPUs
 /// (migrating GPU to GPU, a thread per GPU), and one population whose rows are split over them.

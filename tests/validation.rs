@@ -321,18 +321,14 @@ fn bloat_control_by_selection_runs_on_the_host_and_shrinks_programs() {
     let (double, _) = size(Bloat::DoubleTournament, 2.0);
     assert!(double < plain, "double tournament with D = 2: mean size {double} against {plain}");
     assert_eq!(size(Bloat::None, 1.4).1, best, "reproducible");
-    use grove::evolve::{EngineConfig, IslandConfig, device::supports};
-    let one = IslandConfig::single();
-    assert!(supports(&EngineConfig::default(), &one));
+    use grove::evolve::{EngineConfig, device::supports};
+    assert!(supports(&EngineConfig::default()));
     for b in [Bloat::Lexicographic, Bloat::DoubleTournament] {
         let cfg = EngineConfig { bloat: b, ..Default::default() };
-        assert!(!supports(&cfg, &one), "{b:?}: the device loop has no size-reading tournaments: the host loop runs");
+        assert!(!supports(&cfg), "{b:?}: the device loop has no size-reading tournaments: the host loop runs");
     }
-    // NSGA-II runs on the device for one island; islands of it stay on the host.
-    let nsga2 = EngineConfig { bloat: Bloat::Nsga2, ..Default::default() };
-    assert!(supports(&nsga2, &one));
-    let two = IslandConfig { count: 2, ..IslandConfig::single() };
-    assert!(!supports(&nsga2, &two));
+    // NSGA-II runs on the device.
+    assert!(supports(&EngineConfig { bloat: Bloat::Nsga2, ..Default::default() }));
 }
 
 /// With fewer training rows than the automatic split needs, a run chooses by the description

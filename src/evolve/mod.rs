@@ -526,8 +526,8 @@ pub fn run(
     let tasks = task.device_tasks();
     if !tasks.is_empty() {
         let supported = match rep {
-            Representation::Trees(_) => device::supports(cfg, islands),
-            Representation::Grammar(g) => device::supports_grammar(cfg, islands, g),
+            Representation::Trees(_) => device::supports(cfg),
+            Representation::Grammar(g) => device::supports_grammar(cfg, g),
         };
         if device_loop_enabled() && supported {
             return device::run(cfg, islands, rep, &tasks, resume, observer).map(|(o, _)| o);

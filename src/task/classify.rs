@@ -514,7 +514,7 @@ pub fn fit(
     }
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
-    super::search::note_bloat(&settings.engine, &settings.islands, backend, opts);
+    super::search::note_bloat(&settings.engine, backend, opts);
     // --stop-at is the best program's training accuracy (the fitness may be cross-entropy).
     let accuracy = |b: &crate::evolve::Best| scores(&b.nodes, n_outputs, train, offset.as_deref()).map_or(f64::NAN, |s| s.confusion.accuracy());
     let goal = super::budget::Goal { measure: super::budget::Measure::Accuracy, value: Box::new(accuracy) };

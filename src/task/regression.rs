@@ -793,7 +793,7 @@ pub fn search_with(
     let joint_values = if joint.is_some() || k > 1 { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
     let need = super::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values };
     super::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
-    super::search::note_bloat(&settings.engine, &settings.islands, backend, opts);
+    super::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
     if (k > 1 || joint.is_some()) && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
         let what = if k > 1 { format!("--outputs {k} (the fitted head)") } else { "the linear terms".to_string() };

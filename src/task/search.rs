@@ -252,16 +252,10 @@ pub fn evolve(settings: &SearchSettings<'_>, programs: &Programs<'_>, task: &dyn
 
 /// Says, unless quiet ([`super::run::RunOptions::say`]), that bloat control keeps selection and
 /// variation on the CPU of a GPU run.
-pub fn note_bloat(engine: &EngineConfig, islands: &crate::evolve::IslandConfig, backend: &crate::backend::Backend, opts: &super::run::RunOptions) {
+pub fn note_bloat(engine: &EngineConfig, backend: &crate::backend::Backend, opts: &super::run::RunOptions) {
     use crate::select::Bloat;
-    if !matches!(backend, crate::backend::Backend::Cuda(_)) || opts.quiet {
-        return;
-    }
-    match engine.bloat {
-        Bloat::None => {}
-        Bloat::Nsga2 if islands.count == 1 => {}
-        Bloat::Nsga2 => opts.say("note: --bloat nsga2 on several islands keeps selection and variation on the CPU (the device loop runs it on one island); evaluation stays on the GPU"),
-        _ => opts.say("note: --bloat double-tournament and lexicographic keep selection and variation on the CPU (the device loop runs plain and NSGA-II tournaments); evaluation stays on the GPU"),
+    if matches!(engine.bloat, Bloat::DoubleTournament | Bloat::Lexicographic) && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
+        opts.say("note: --bloat double-tournament and lexicographic keep selection and variation on the CPU (the device loop runs plain and NSGA-II tournaments); evaluation stays on the GPU");
     }
 }
 

@@ -165,6 +165,14 @@ impl CudaEngine {
         Ok(DeviceUsed { used, n, engine: self.id })
     }
 
+    /// Rows `idx[..n]` of `dst` take `src`'s used-codon counts in order (immigrants').
+    pub fn scatter_used_rows(&self, src: &DeviceUsed, idx: &super::DeviceIndices, n: usize, dst: &mut DeviceUsed) -> Result<()> {
+        if src.engine != self.id || dst.engine != self.id || idx.engine != self.id || n > idx.n || n > src.n || idx.bound > dst.n {
+            return Err(GpuError::Input(format!("scattering {n} used-codon counts by {} indices below {} into {}", idx.n, idx.bound, dst.n)));
+        }
+        self.words(super::kernels::SCATTER_WORDS, n, 1, &idx.idx, &src.used, &mut dst.used)
+    }
+
     /// The counts themselves (`[n]`), for kernels that read them.
     pub fn used_counts<'a>(&self, u: &'a DeviceUsed) -> &'a CudaSlice<u32> {
         &u.used

@@ -38,7 +38,9 @@ impl Transport for DeviceIslands<'_, '_, '_, '_> {
     fn choose(&mut self, i: usize, k: usize) -> Result<(DeviceIndices, DeviceIndices)> {
         let isl = &self.isl[i];
         let e = isl.engine();
-        Ok(e.elite_and_worst(&isl.fit, k)?)
+        // NSGA-II: the survivors are the island's population.
+        let fit = isl.survival.as_ref().map_or(&isl.fit, |s| &s.surv.fit);
+        Ok(e.elite_and_worst(fit, k)?)
     }
 
     fn send(&mut self, i: usize, rows: &DeviceIndices) -> Result<DevicePacket> {
@@ -46,15 +48,24 @@ impl Transport for DeviceIslands<'_, '_, '_, '_> {
         let e = isl.engine();
         let k = rows.len();
         let mut trees = e.alloc_rows_uninit(k, isl.pop.max_len(), isl.pop.n_outputs())?;
-        e.gather_trees(&isl.pop, rows, k, &mut trees)?;
-        let fit = e.gather_fitness(&isl.fit, rows, k)?;
-        let (genomes, used) = match &isl.ge {
-            Some(g) => {
+        let (pop, fit) = isl.survival.as_ref().map_or((&isl.pop, &isl.fit), |s| (&s.surv.trees, &s.surv.fit));
+        e.gather_trees(pop, rows, k, &mut trees)?;
+        let fit = e.gather_fitness(fit, rows, k)?;
+        let (genomes, used) = match (&isl.ge, &isl.survival) {
+            (Some(g), None) => {
                 let mut out = e.alloc_genomes(k, g.genomes.capacity())?;
                 e.gather_genomes(&g.genomes, rows, k, &mut out)?;
                 (Some(out), Some(e.gather_used(&g.mapping.scratch, rows, k)?))
             }
-            None => (None, None),
+            (Some(g), Some(s)) => {
+                let (Some(sg), Some(su)) = (&s.surv.genomes, &s.surv.used) else {
+                    anyhow::bail!("GE's survivors keep their genomes");
+                };
+                let mut out = e.alloc_genomes(k, g.genomes.capacity())?;
+                e.gather_genomes(sg, rows, k, &mut out)?;
+                (Some(out), Some(e.gather_used_rows(su, rows, k)?))
+            }
+            (None, _) => (None, None),
         };
         Ok(DevicePacket { from: i, trees, fit, genomes, used })
     }
@@ -78,21 +89,43 @@ impl Transport for DeviceIslands<'_, '_, '_, '_> {
             }
         };
         let isl = &mut self.isl[j];
-        e.scatter_trees(&p.trees, rows, k, &mut isl.pop)?;
-        e.scatter_fitness(&p.fit, rows, k, &mut isl.fit)?;
-        if let Some(g) = isl.ge.as_mut() {
-            let (Some(genomes), Some(used)) = (&p.genomes, &p.used) else {
-                anyhow::bail!("an island of grammatical evolution received rows without genomes");
-            };
-            e.scatter_genomes(genomes, rows, k, &mut g.genomes)?;
-            e.scatter_used(used, rows, k, &mut g.mapping.scratch)?;
+        let ge = isl.ge.is_some();
+        let immigrants = || match (&p.genomes, &p.used) {
+            (Some(genomes), Some(used)) => Ok((genomes, used)),
+            _ => Err(anyhow::anyhow!("an island of grammatical evolution received rows without genomes")),
+        };
+        match isl.survival.as_mut() {
+            // NSGA-II: the immigrants replace survivors (kept again for the next survival by
+            // the caller).
+            Some(s) => {
+                e.scatter_trees(&p.trees, rows, k, &mut s.surv.trees)?;
+                e.scatter_fitness(&p.fit, rows, k, &mut s.surv.fit)?;
+                if ge {
+                    let (genomes, used) = immigrants()?;
+                    let (Some(sg), Some(su)) = (s.surv.genomes.as_mut(), s.surv.used.as_mut()) else {
+                        anyhow::bail!("GE's survivors keep their genomes");
+                    };
+                    e.scatter_genomes(genomes, rows, k, sg)?;
+                    e.scatter_used_rows(used, rows, k, su)?;
+                }
+            }
+            None => {
+                e.scatter_trees(&p.trees, rows, k, &mut isl.pop)?;
+                e.scatter_fitness(&p.fit, rows, k, &mut isl.fit)?;
+                if let Some(g) = isl.ge.as_mut() {
+                    let (genomes, used) = immigrants()?;
+                    e.scatter_genomes(genomes, rows, k, &mut g.genomes)?;
+                    e.scatter_used(used, rows, k, &mut g.mapping.scratch)?;
+                }
+            }
         }
         Ok(())
     }
 }
 
-/// One migration on the devices: [`islands::migrate`] over [`DeviceIslands`], then each
-/// island's elite chosen again from its fitness with the immigrants' (`elite_and_stats`, as
+/// One migration on the devices: [`islands::migrate`] over [`DeviceIslands`] (with NSGA-II,
+/// between the islands' survivors, which are then kept for the next survival, as the host
+/// loop's), then each island's elite chosen again from its fitness with the immigrants' (`elite_and_stats`, as
 /// after evaluating: `select::elite`'s twin; the host loop breeds after migrating too). The
 /// statistics it writes again into the mailbox are not read: the generation's were read before
 /// migrating.
@@ -101,6 +134,9 @@ pub(super) fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], k: usize, n_elit
     for i in isl.iter_mut() {
         let e = i.task.engine();
         i.elite = Some(e.elite_and_stats(&i.fit, &i.pop, n_elite, &mut i.es, &mut i.mail)?);
+        if let Some(s) = i.survival.as_mut() {
+            s.keep(e)?;
+        }
     }
     tr.migrations += 1;
     Ok(())

@@ -184,22 +184,22 @@ pub struct Transfers {
 
 /// Whether the device loop can run these settings (else the host loop runs, with the same
 /// results): plain tournament selection with at most
-/// [`crate::backend::cuda::kernels::MAX_ELITE`] elites, or NSGA-II ([`nsga2`]) on one island
-/// (the other bloat controls read sizes in tournaments the device does not have), and a
-/// population the kernels index.
-pub fn supports(cfg: &EngineConfig, islands: &IslandConfig) -> bool {
+/// [`crate::backend::cuda::kernels::MAX_ELITE`] elites, or NSGA-II ([`nsga2`]) (the other
+/// bloat controls read sizes in tournaments the device does not have), and a population the
+/// kernels index (NSGA-II's pool holds two).
+pub fn supports(cfg: &EngineConfig) -> bool {
     use crate::select::Bloat;
     cfg.pop_size > 0
         && cfg.pop_size <= u32::MAX as usize / 4
         && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
-        && (cfg.bloat == Bloat::None || (cfg.bloat == Bloat::Nsga2 && islands.count == 1))
+        && matches!(cfg.bloat, Bloat::None | Bloat::Nsga2)
 }
 
 /// Whether the device loop can run grammatical evolution with these settings besides
 /// [`supports`]: rows the GPU tree builder takes (at most
 /// [`BUILD_FRAMES`](crate::genome::build::BUILD_FRAMES) nodes).
-pub fn supports_grammar(cfg: &EngineConfig, islands: &IslandConfig, rep: &GrammarRep) -> bool {
-    supports(cfg, islands) && cfg.max_len <= crate::genome::build::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
+pub fn supports_grammar(cfg: &EngineConfig, rep: &GrammarRep) -> bool {
+    supports(cfg) && cfg.max_len <= crate::genome::build::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
 }
 
 
@@ -494,12 +494,11 @@ pub fn run(
     observer: &mut dyn Observer,
 ) -> Result<(Outcome, Transfers)> {
     anyhow::ensure!(
-        supports(cfg, islands),
-        "the device loop does not support these settings (population {}, {} elites, {:?} on {} islands)",
+        supports(cfg),
+        "the device loop does not support these settings (population {}, {} elites, {:?})",
         cfg.pop_size,
         cfg.elite,
-        cfg.bloat,
-        islands.count
+        cfg.bloat
     );
     anyhow::ensure!(!tasks.is_empty(), "the device loop needs a GPU");
     islands.check(cfg.pop_size)?;
@@ -533,12 +532,30 @@ pub fn run(
             (rep.vary.spec.max_len, rep.vary.spec.n_outputs)
         }
         Representation::Grammar(rep) => {
-            anyhow::ensure!(supports_grammar(cfg, islands, rep), "the device loop does not support rows of {} nodes for GE", cfg.max_len);
+            anyhow::ensure!(supports_grammar(cfg, rep), "the device loop does not support rows of {} nodes for GE", cfg.max_len);
             (cfg.max_len, rep.templates.n_outputs)
         }
     };
     let (mut resumed_trees, mut resumed_genomes) = (None, None);
-    let resumed_archive = resume.as_ref().and_then(|r| r.archive.clone());
+    // NSGA-II's survivors from a checkpoint, split into the islands.
+    let resumed_archive: Option<Vec<super::Archive>> = match resume.as_ref().and_then(|r| r.archive.as_ref()) {
+        None => None,
+        Some(a) => {
+            anyhow::ensure!(a.fitness.len() == n * p, "the checkpoint's survivors ({}) do not make {n} islands of {p}", a.fitness.len());
+            let trees = super::islands::split_trees(&a.trees, n, p)?;
+            let mut genomes = match &a.genomes {
+                Some(g) => super::islands::split_genomes(g, n, p)?.into_iter().map(Some).collect(),
+                None => vec![None; n],
+            };
+            Some(
+                trees
+                    .into_iter()
+                    .enumerate()
+                    .map(|(k, trees)| super::Archive { trees, genomes: genomes[k].take(), fitness: a.fitness[k * p..(k + 1) * p].to_vec() })
+                    .collect(),
+            )
+        }
+    };
     if let Some(r) = resume {
         match rep {
             Representation::Trees(_) => {
@@ -644,7 +661,7 @@ pub fn run(
             elite: None,
             host_steps: 0,
             shards,
-            survival: if nsga2 { Some(nsga2::Survival::new(e, p, max_len, n_outputs, rep, resumed_archive.as_ref())?) } else { None },
+            survival: if nsga2 { Some(nsga2::Survival::new(e, p, max_len, n_outputs, rep, resumed_archive.as_ref().map(|a| &a[i]))?) } else { None },
         });
     }
     books.size_best = vec![f64::INFINITY; max_len + 1];
@@ -819,10 +836,23 @@ pub fn run(
                     (None, Some(h), bytes)
                 }
             };
-            // NSGA-II: the survivors the next generation competes with (one island).
-            let archive = match isl.first().and_then(|i| i.survival.as_ref().map(|s| (i, s))) {
-                Some((i, s)) => Some(s.archive(i.engine())?),
-                None => None,
+            // NSGA-II: the survivors the next generation competes with, every island's end to end.
+            let archive = if nsga2 {
+                let each = isl
+                    .iter()
+                    .map(|i| i.survival.as_ref().expect("NSGA-II keeps survivors").archive(i.engine()))
+                    .collect::<Result<Vec<_>>>()?;
+                Some(if n == 1 {
+                    each.into_iter().next().expect("one island")
+                } else {
+                    super::Archive {
+                        trees: super::islands::concat_trees(each.iter().map(|a| &a.trees)),
+                        genomes: each.iter().map(|a| a.genomes.as_ref()).collect::<Option<Vec<_>>>().map(super::islands::concat_genomes),
+                        fitness: each.iter().flat_map(|a| a.fitness.iter().copied()).collect(),
+                    }
+                })
+            } else {
+                None
             };
             let bytes = bytes + archive.as_ref().map_or(0, |a| a.trees.op.len() * 8 + a.trees.len.len() * 2 + a.fitness.len() * 8 + a.genomes.as_ref().map_or(0, |g| (g.codons.len() + g.len.len()) * 4));
             let tr = &mut books.tr;

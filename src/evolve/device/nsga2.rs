@@ -105,6 +105,12 @@ impl Survival {
         } else {
             self.surv.copy_from(e, trees, fit, ge, 0)?;
         }
+        self.keep(e)
+    }
+
+    /// The survivors (as they are now: after a migration, with their immigrants) kept in the
+    /// pool for the next generation's survival.
+    pub(super) fn keep(&mut self, e: &CudaEngine) -> Result<()> {
         let Rows { trees, fit, genomes, used } = &self.surv;
         let ge = genomes.as_ref().zip(used.as_ref().map(|u| e.used_counts(u)));
         self.pool.copy_from(e, trees, fit, ge, 0)?;
