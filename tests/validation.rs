@@ -225,10 +225,14 @@ fn experiment_files_and_set_carry_the_settings_and_round_trip() {
     // The report's settings read back as the same experiment (`grove run --from`).
     let again = Experiment::from_parts("evolve", exp.settings_json(), "report").unwrap();
     assert_eq!(again, exp);
-    // Defaults: automatic choice, no bloat control; --set changes them.
+    // Defaults: automatic choice, plain tournaments (each command's default, from
+    // task::defaults); --set changes them.
     let (c, g) = parse_ron(r#"Classify(data: "builtin:iris")"#, "c.ron").unwrap();
     let Experiment::Classify(d) = Experiment::from_parts(&c, g, "c.ron").unwrap() else { panic!() };
     assert_eq!((d.validation_fraction, d.select, d.engine.bloat), (None, Select::Auto, Bloat::None));
+    let (c, g) = parse_ron(r#"Evolve(data: "builtin:pagie1", functions: "add,mul")"#, "e.ron").unwrap();
+    let Experiment::Evolve(d) = Experiment::from_parts(&c, g, "e.ron").unwrap() else { panic!() };
+    assert_eq!(d.engine.bloat, grove::task::defaults::EVOLVE_BLOAT);
     let path = std::env::temp_dir().join(format!("grove-validation-{}.ron", std::process::id()));
     std::fs::write(&path, text).unwrap();
     let o = Overrides {
@@ -354,7 +358,7 @@ fn small_data_is_chosen_by_description_length_on_a_two_objective_search() {
     let low = lengths.iter().cloned().fold(f64::INFINITY, f64::min);
     assert_eq!(lengths[chosen], low, "{lengths:?}");
     assert_eq!(rows[chosen]["complexity"], r["best"]["size"]);
-    // By default, plain tournaments; asked for, the training minimum.
+    // By default, grove evolve's bloat control; asked for, the training minimum.
     let rep2 = d.join("r2.json");
     let out = support::grove_cpu(&[
         "evolve", "--data", "builtin:pagie1:100", "--functions", "add,sub,mul,div", "--pop", "200", "--gens", "15", "--seed", "3",
@@ -362,7 +366,7 @@ fn small_data_is_chosen_by_description_length_on_a_two_objective_search() {
     ]);
     support::assert_ok(&out);
     let r2 = support::read_json(&rep2);
-    assert_eq!(r2["settings"]["engine"]["bloat"], "none");
+    assert_eq!(r2["settings"]["engine"]["bloat"], serde_json::to_value(grove::task::defaults::EVOLVE_BLOAT).unwrap());
     let last = r2["hall_of_fame"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["complexity"], r2["best"]["size"]);
 }

@@ -671,6 +671,8 @@ fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaul
     x.set_item("max_length", e.max_len)?;
     x.set_item("parsimony_coefficient", d::PARSIMONY)?;
     x.set_item("size_pressure", grove::evolve::DEFAULT_SIZE_PRESSURE)?;
+    let bloat = serde_json::to_value(e.bloat).map_err(|err| PyValueError::new_err(err.to_string()))?;
+    x.set_item("bloat", bloat.as_str().unwrap_or("none"))?;
     x.set_item("function_set", d::FUNCTIONS)?;
     let islands = grove::evolve::IslandConfig::default();
     x.set_item("islands", islands.count)?;

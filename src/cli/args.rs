@@ -88,7 +88,7 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
 
 impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
     /// The engine's settings: what was given, else `defaults` (the command's, or for control
-    /// the device's); bloat control as `choice` says (none without); constants fitted as
+    /// the device's); bloat control as `choice` says (the command's without); constants fitted as
     /// `constants` says.
     pub fn config(&self, defaults: &EngineDefaults, choice: Option<&ChoiceArgs>, constants: ConstantFitting) -> EngineConfig {
         let pop = self.pop.unwrap_or(defaults.pop);
@@ -100,7 +100,7 @@ impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
             tournament: self.tournament,
             elite: self.elite,
             max_len: self.max_len,
-            bloat: choice.map_or(base.bloat, |c| c.bloat),
+            bloat: choice.and_then(|c| c.bloat).unwrap_or(defaults.bloat),
             size_pressure: choice.map_or(base.size_pressure, |c| c.size_pressure),
             constants,
         }
@@ -218,9 +218,9 @@ pub struct ChoiceArgs {
     #[arg(long, value_enum, default_value_t = crate::task::validation::Select::default())]
     pub select: crate::task::validation::Select,
     /// Bloat control by selection (the linear penalty is --parsimony); nsga2: error and size
-    /// as two objectives.
-    #[arg(long, value_enum, default_value_t = crate::select::Bloat::default())]
-    pub bloat: crate::select::Bloat,
+    /// as two objectives [default: none].
+    #[arg(long, value_enum)]
+    pub bloat: Option<crate::select::Bloat>,
     /// Double tournament's D, in [1, 2].
     #[arg(long, value_name = "D", default_value_t = crate::evolve::DEFAULT_SIZE_PRESSURE)]
     pub size_pressure: f64,

@@ -25,11 +25,12 @@ pub struct EngineDefaults {
     pub elite: usize,
     /// Longest program, in nodes.
     pub max_len: usize,
+    /// Bloat control by selection (`--bloat`).
+    pub bloat: crate::select::Bloat,
 }
 
 impl EngineDefaults {
-    /// The engine's settings with these defaults and `constants` (no bloat control, the
-    /// engine's size pressure).
+    /// The engine's settings with these defaults and `constants` (the engine's size pressure).
     pub fn config(&self, constants: ConstantFitting) -> EngineConfig {
         EngineConfig {
             pop_size: self.pop,
@@ -38,20 +39,33 @@ impl EngineDefaults {
             tournament: self.tournament,
             elite: self.elite,
             max_len: self.max_len,
+            bloat: self.bloat,
             constants,
             ..EngineConfig::default()
         }
     }
 }
 
-/// `grove evolve`: population 3000, 100 generations.
-pub const EVOLVE: EngineDefaults = EngineDefaults { pop: 3000, gens: 100, seed: 1, tournament: 3, elite: 1, max_len: 128 };
-/// `grove classify`: population 5000, 40 generations, programs of at most 64 nodes.
-pub const CLASSIFY: EngineDefaults = EngineDefaults { pop: 5000, gens: 40, max_len: 64, ..EVOLVE };
-/// `grove control` on the CPU: population 200, 20 generations (a run of tens of seconds).
-pub const CONTROL_CPU: EngineDefaults = EngineDefaults { pop: 200, gens: 20, ..EVOLVE };
+/// `grove evolve`: population 3000, 100 generations, plain tournaments ([`EVOLVE_BLOAT`]).
+pub const EVOLVE: EngineDefaults =
+    EngineDefaults { pop: 3000, gens: 100, seed: 1, tournament: 3, elite: 1, max_len: 128, bloat: EVOLVE_BLOAT };
+/// `grove classify`: population 5000, 40 generations, programs of at most 64 nodes, plain
+/// tournaments ([`CLASSIFY_BLOAT`]).
+pub const CLASSIFY: EngineDefaults = EngineDefaults { pop: 5000, gens: 40, max_len: 64, bloat: CLASSIFY_BLOAT, ..EVOLVE };
+/// `grove control` on the CPU: population 200, 20 generations (a run of tens of seconds),
+/// plain tournaments.
+pub const CONTROL_CPU: EngineDefaults = EngineDefaults { pop: 200, gens: 20, bloat: crate::select::Bloat::None, ..EVOLVE };
 /// `grove control` on a GPU: population 5000, 100 generations (EvoGP's Swimmer scale).
-pub const CONTROL_GPU: EngineDefaults = EngineDefaults { pop: 5000, gens: 100, ..EVOLVE };
+pub const CONTROL_GPU: EngineDefaults = EngineDefaults { pop: 5000, gens: 100, ..CONTROL_CPU };
+
+/// `grove evolve`'s bloat control: plain tournaments. NSGA-II (`--bloat nsga2`) won on the CPU
+/// defaults (5 splits, 2026-11-27: Friedman-1's median test R² 0.957 against 0.873, programs
+/// a quarter of the size, fits 1.5-2x faster) but not at the GPU defaults, whose fitted
+/// constants put poles near test points on both (Friedman-1 0.834 against 0.845, diabetes 0.380
+/// against 0.432): `docs/quality.md`.
+pub const EVOLVE_BLOAT: crate::select::Bloat = crate::select::Bloat::None;
+/// `grove classify`'s bloat control: plain tournaments.
+pub const CLASSIFY_BLOAT: crate::select::Bloat = crate::select::Bloat::None;
 
 /// `grove control`'s episodes per individual on the CPU (about 4 × 10⁶ env steps in all).
 pub const CONTROL_CPU_EPISODES: usize = 1;

@@ -9,6 +9,8 @@
 #   speed    grove evolve --device cuda on pagie1 at populations 10^5 and 10^6: plain
 #            tournaments, NSGA-II on the device (this tree) and NSGA-II on the host (old binary):
 #            the median generation and the whole search
+#   quality  grove evolve --device cuda at its defaults (NSGA-II) against --bloat none on the
+#            splits staged under .scratch/splits/SET/K/{train,test}.csv: test R^2, size, seconds
 # Prints a short table last.
 set -u
 tar -xJf .scratch/dev.tar.xz
@@ -51,6 +53,36 @@ json.dump(rows, open(f"{out}/nsga2_speed.json", "w"), indent=1)
 print("population  run                gens  median gen ms  search s  wall s  last mean size")
 for x in rows:
     print(f"{x['pop']:>10}  {x['run']:17s}  {x['gens']:4d}  {x['median_ms']:13.2f}  {x['search_s']:8.2f}  {x['wall_s']:6.2f}  {x['mean_size']:6.1f}")
+PY
+fi
+if has quality; then
+    python3 - "$bin" "$OUT" <<'PY'
+import csv, json, os, statistics as st, subprocess, sys, time
+bin_, out = sys.argv[1], sys.argv[2]
+rows = []
+for s in sorted(os.listdir(".scratch/splits")):
+    for k in sorted(os.listdir(f".scratch/splits/{s}"), key=int):
+        d = f".scratch/splits/{s}/{k}"
+        ys = [float(r["target"]) for r in csv.DictReader(open(f"{d}/test.csv"))]
+        for name, extra in [("nsga2", []), ("none", ["--bloat", "none"])]:
+            rep = f"{out}/q_{s}_{k}_{name}.json"
+            t = time.perf_counter()
+            p = subprocess.run([f"{bin_}/grove", "evolve", "--data", f"{d}/train.csv", "--target", "target", "--functions", "add,sub,mul,div",
+                                "--device", "cuda", "--seed", str(int(k) + 1), "--report", rep, "-q", *extra], capture_output=True, text=True)
+            sec = time.perf_counter() - t
+            if p.returncode != 0:
+                print(s, k, name, "failed:", p.stderr[-300:]); continue
+            pr = subprocess.run([f"{bin_}/grove", "predict", "--model", rep, "--data", f"{d}/test.csv"], capture_output=True, text=True).stdout.split()[1:]
+            pred = [float(v) for v in pr[:len(ys)]]
+            m = sum(ys) / len(ys)
+            r2 = 1 - sum((a - b) ** 2 for a, b in zip(ys, pred)) / sum((a - m) ** 2 for a in ys)
+            r = json.load(open(rep))
+            rows.append(dict(set=s, split=int(k), run=name, r2=r2, seconds=sec, size=r["best"]["size"]))
+json.dump(rows, open(f"{out}/nsga2_quality.json", "w"))
+print("set          nsga2 R2  none R2  nsga2 size  none size  nsga2 s  none s")
+for s in sorted({r["set"] for r in rows}):
+    med = lambda run, f: st.median([r[f] for r in rows if r["set"] == s and r["run"] == run])
+    print(f"{s:12s} {med('nsga2', 'r2'):8.4f} {med('none', 'r2'):8.4f} {med('nsga2', 'size'):10.0f} {med('none', 'size'):10.0f} {med('nsga2', 'seconds'):8.2f} {med('none', 'seconds'):7.2f}")
 PY
 fi
 printf '%s\n' "${summary[@]}"

@@ -542,6 +542,11 @@ class Runner:
         gens = self.args.grove_gens or 100
         ten = [a for a in self.grove_extra(gens=False)] + ["--gens", str(10 * gens)]
         variants = {"grove": self.grove_extra(), "grove-10x": ten}
+        # Each --grove-variant at both budgets too.
+        for v in self.args.grove_variant or []:
+            vname, _, vextra = v.partition("=")
+            variants[f"grove-{vname}"] = [*self.grove_extra(), *vextra.split()]
+            variants[f"grove-{vname}-10x"] = [*ten, *vextra.split()]
         for name in sets:
             print(f"budget: {name}", flush=True)
             for split in range(self.args.splits):
@@ -987,22 +992,24 @@ def summary(out):
     rs = [r for r in recs if r["suite"] == "budget"]
     if rs:
         g = by(rs, "dataset", "system")
-        say("### Budget: grove at its defaults (1×) and at 10× the generations\n")
-        say("| data set | 1× | 10× | Δ median | Δ ≥ −0.01 | splits 10× better / worse | 1× s | 10× s | size 1× | size 10× |")
-        say("|---|---|---|---|---|---|---|---|---|---|")
-        for ds in list(REAL_SETS) + list(FRIEDMAN):
-            a, b = g.get((ds, "grove"), []), g.get((ds, "grove-10x"), [])
-            if not a or not b:
-                continue
-            ma, mb = median([r["r2"] for r in a]), median([r["r2"] for r in b])
-            pa = {r["split"]: r["r2"] for r in a}
-            better = sum(1 for r in b if r["split"] in pa and r["r2"] > pa[r["split"]])
-            worse = sum(1 for r in b if r["split"] in pa and r["r2"] < pa[r["split"]])
-            d = mb - ma if (ma is not None and mb is not None and math.isfinite(ma) and math.isfinite(mb)) else None
-            say(f"| {ds} | {fmt(ma)} | {fmt(mb)} | {fmt(d)} | {'–' if d is None else ('yes' if d >= -0.01 else 'no')} | "
-                f"{better} / {worse} | {fmt(median([r['seconds'] for r in a]), 1)} | {fmt(median([r['seconds'] for r in b]), 1)} | "
-                f"{fmt(median([r.get('size') for r in a]), 0)} | {fmt(median([r.get('size') for r in b]), 0)} |")
-        say("")
+        bases = sorted({r["system"] for r in rs if not r["system"].endswith("-10x")}, key=lambda x: (x != "grove", x))
+        for base in bases:
+            say(f"### Budget: {base} at its defaults (1×) and at 10× the generations\n")
+            say("| data set | 1× | 10× | Δ median | Δ ≥ −0.01 | splits 10× better / worse | 1× s | 10× s | size 1× | size 10× |")
+            say("|---|---|---|---|---|---|---|---|---|---|")
+            for ds in list(REAL_SETS) + list(FRIEDMAN):
+                a, b = g.get((ds, base), []), g.get((ds, f"{base}-10x"), [])
+                if not a or not b:
+                    continue
+                ma, mb = median([r["r2"] for r in a]), median([r["r2"] for r in b])
+                pa = {r["split"]: r["r2"] for r in a}
+                better = sum(1 for r in b if r["split"] in pa and r["r2"] > pa[r["split"]])
+                worse = sum(1 for r in b if r["split"] in pa and r["r2"] < pa[r["split"]])
+                d = mb - ma if (ma is not None and mb is not None and math.isfinite(ma) and math.isfinite(mb)) else None
+                say(f"| {ds} | {fmt(ma)} | {fmt(mb)} | {fmt(d)} | {'–' if d is None else ('yes' if d >= -0.01 else 'no')} | "
+                    f"{better} / {worse} | {fmt(median([r['seconds'] for r in a]), 1)} | {fmt(median([r['seconds'] for r in b]), 1)} | "
+                    f"{fmt(median([r.get('size') for r in a]), 0)} | {fmt(median([r.get('size') for r in b]), 0)} |")
+            say("")
 
     rs = [r for r in recs if r["suite"] == "nguyen"]
     if rs:
