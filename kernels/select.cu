@@ -74,6 +74,25 @@ extern "C" __global__ void grove_valid_pool(GroveSelectParams p, const double* f
         if (keep[j]) pool[at++] = lo + j;
 }
 
+// select::run_tournament: k contestants drawn with replacement from the pool (all n
+// individuals when it is empty), the one that `better` prefers to every later challenger wins.
+template <class Better>
+__device__ unsigned grove_draw_tournament(GroveStream& rng, unsigned k, const unsigned* pool, bool all, unsigned n, Better better) {
+    const unsigned r0 = grove_below(rng, n);
+    unsigned best = all ? r0 : pool[r0];
+    for (unsigned i = 1; i < (k > 1 ? k : 1); ++i) {
+        const unsigned r = grove_below(rng, n);
+        const unsigned c = all ? r : pool[r];
+        if (better(c, best)) best = c;
+    }
+    return best;
+}
+
+struct GroveBeats {
+    const double* fit;
+    __device__ bool operator()(unsigned a, unsigned b) const { return grove_beats(fit, a, b); }
+};
+
 // select::tournament (distinct == 0) or select::tournament_distinct (distinct == 1) for slot
 // slot_offset + s, stream (seed, generation, slot, Select), contestants from the pool
 // (all individuals if it is empty). winners[s] = the winner.
@@ -87,14 +106,7 @@ extern "C" __global__ void grove_tournament(GroveSelectParams p, const double* f
     GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + s, GROVE_PURPOSE_SELECT);
     unsigned best;
     if (!p.distinct) {
-        const unsigned r0 = grove_below(rng, n);
-        best = all ? r0 : pool[r0];
-        const unsigned k = p.k > 1 ? p.k : 1;
-        for (unsigned i = 1; i < k; ++i) {
-            const unsigned r = grove_below(rng, n);
-            const unsigned c = all ? r : pool[r];
-            if (grove_beats(fit, c, best)) best = c;
-        }
+        best = grove_draw_tournament(rng, p.k, pool, all, n, GroveBeats{fit});
     } else {
         unsigned chosen[GROVE_MAX_DISTINCT];
         unsigned k = p.k < 1 ? 1 : p.k;
@@ -406,7 +418,7 @@ __device__ __forceinline__ unsigned grove_radix_digit(unsigned long long lo, uns
 
 // counts[digit * n_tiles + tile]: how many keys of the tile have each digit.
 extern "C" __global__ void grove_radix_count(unsigned n, unsigned d, unsigned lo_digits, const unsigned long long* lo,
-                                             const unsigned long long* hi, unsigned* counts) {
+                                             const unsigned long long* hi, unsigned long long* counts) {
     __shared__ unsigned c[GROVE_RADIX_BINS];
     if (threadIdx.x < GROVE_RADIX_BINS) c[threadIdx.x] = 0;
     __syncthreads();
@@ -418,23 +430,15 @@ extern "C" __global__ void grove_radix_count(unsigned n, unsigned d, unsigned lo
 }
 
 // counts (GROVE_RADIX_BINS x n_tiles, digit-major) to exclusive offsets, in place. One block of
-// GROVE_TILE_THREADS threads (scan.cuh's block scan).
-extern "C" __global__ void grove_radix_offsets(unsigned n_entries, unsigned* counts) {
-    unsigned long long carry = 0;
-    for (unsigned base = 0; base < n_entries; base += GROVE_TILE_THREADS) {
-        const unsigned i = base + threadIdx.x;
-        const unsigned long long v = i < n_entries ? counts[i] : 0ull;
-        unsigned long long total;
-        const unsigned long long before = grove_block_scan(v, total);
-        if (i < n_entries) counts[i] = (unsigned)(carry + before);
-        carry += total;
-    }
+// GROVE_TILE_THREADS threads (scan.cuh's scan of tiles).
+extern "C" __global__ void grove_radix_offsets(unsigned n_entries, unsigned long long* counts) {
+    grove_tiles_scan(counts, n_entries);
 }
 
 // One stable pass: each key goes to its digit's offset for the tile, plus the keys of the same
 // digit before it in the tile (earlier threads, then its own earlier items).
 extern "C" __global__ void grove_radix_scatter(unsigned n, unsigned d, unsigned lo_digits, const unsigned long long* lo,
-                                               const unsigned long long* hi, const unsigned* idx, const unsigned* offsets,
+                                               const unsigned long long* hi, const unsigned* idx, const unsigned long long* offsets,
                                                unsigned long long* lo_out, unsigned long long* hi_out, unsigned* idx_out) {
     __shared__ unsigned before[GROVE_RADIX_BINS * GROVE_RADIX_THREADS];
     const unsigned t = threadIdx.x;
@@ -455,7 +459,7 @@ extern "C" __global__ void grove_radix_scatter(unsigned n, unsigned d, unsigned 
     }
     unsigned at[GROVE_RADIX_BINS];
     for (unsigned b = 0; b < GROVE_RADIX_BINS; ++b)
-        at[b] = offsets[b * gridDim.x + blockIdx.x] + before[b * GROVE_RADIX_THREADS + t] - mine[b];
+        at[b] = (unsigned)offsets[b * gridDim.x + blockIdx.x] + before[b * GROVE_RADIX_THREADS + t] - mine[b];
     for (unsigned j = 0; j < GROVE_RADIX_ITEMS; ++j) {
         const unsigned k = first + j;
         if (k >= n) break;
@@ -589,11 +593,15 @@ extern "C" __global__ void grove_pareto_crowding(unsigned n, unsigned m, const u
 
 // pareto::crowded_better: a lower rank, or the same rank and a larger crowding distance
 // (total_cmp), ties to the lower index.
-__device__ __forceinline__ bool grove_crowded_better(const unsigned* rank, const double* crowd, unsigned a, unsigned b) {
-    if (rank[a] != rank[b]) return rank[a] < rank[b];
-    const long long da = grove_total_order(crowd[a]), db = grove_total_order(crowd[b]);
-    return da > db || (da == db && a < b);
-}
+struct GroveCrowdedBetter {
+    const unsigned* rank;
+    const double* crowd;
+    __device__ bool operator()(unsigned a, unsigned b) const {
+        if (rank[a] != rank[b]) return rank[a] < rank[b];
+        const long long da = grove_total_order(crowd[a]), db = grove_total_order(crowd[b]);
+        return da > db || (da == db && a < b);
+    }
+};
 
 // pareto::Ranking::tournament for slot slot_offset + s: k contestants drawn as grove_tournament
 // draws them (with replacement, from the pool), the best by grove_crowded_better wins.
@@ -605,13 +613,5 @@ extern "C" __global__ void grove_pareto_tournament(GroveSelectParams p, const un
     const bool all = nv == 0;
     const unsigned n = all ? p.n : nv;
     GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + s, GROVE_PURPOSE_SELECT);
-    const unsigned r0 = grove_below(rng, n);
-    unsigned best = all ? r0 : pool[r0];
-    const unsigned k = p.k > 1 ? p.k : 1;
-    for (unsigned i = 1; i < k; ++i) {
-        const unsigned r = grove_below(rng, n);
-        const unsigned c = all ? r : pool[r];
-        if (grove_crowded_better(rank, crowd, c, best)) best = c;
-    }
-    winners[s] = best;
+    winners[s] = grove_draw_tournament(rng, p.k, pool, all, n, GroveCrowdedBetter{rank, crowd});
 }

@@ -354,9 +354,9 @@ impl Emulator {
     #[allow(clippy::too_many_arguments)]
     fn pareto_sort(&self, fit: &[f64], sizes: &[u16], max_len: usize, rank: &[u32], crowd: &[f64], mode: u32, lo_digits: u32, hi_digits: u32) -> Sorted {
         type KeysFn = unsafe extern "C" fn(u32, u32, u32, *const f64, *const u16, *const u32, *const f64, *mut u64, *mut u64, *mut u32);
-        type CountFn = unsafe extern "C" fn(u32, u32, u32, *const u64, *const u64, *mut u32);
-        type OffsetsFn = unsafe extern "C" fn(u32, *mut u32);
-        type ScatterFn = unsafe extern "C" fn(u32, u32, u32, *const u64, *const u64, *const u32, *const u32, *mut u64, *mut u64, *mut u32);
+        type CountFn = unsafe extern "C" fn(u32, u32, u32, *const u64, *const u64, *mut u64);
+        type OffsetsFn = unsafe extern "C" fn(u32, *mut u64);
+        type ScatterFn = unsafe extern "C" fn(u32, u32, u32, *const u64, *const u64, *const u32, *const u64, *mut u64, *mut u64, *mut u32);
         type GridFn = unsafe extern "C" fn(u32);
         let n = fit.len();
         let (mut lo, mut hi, mut idx) = (vec![u64::MAX; n], vec![u64::MAX; n], vec![u32::MAX; n]);
@@ -365,7 +365,7 @@ impl Emulator {
         // SAFETY: every array holds n entries; one thread per point.
         Self::launch(&self.select, n, || unsafe { keys(n as u32, mode, max_len as u32, fit.as_ptr(), sizes.as_ptr(), rank.as_ptr(), crowd.as_ptr(), lp, hp, ip) });
         let tiles = n.div_ceil((EMU_RADIX_THREADS * kernels::RADIX_ITEMS) as usize) as u32;
-        let mut counts = vec![u32::MAX; 16 * tiles as usize];
+        let mut counts = vec![u64::MAX; 16 * tiles as usize];
         let count: CountFn = Self::get(&self.select, kernels::RADIX_COUNT);
         let offsets: OffsetsFn = Self::get(&self.select, kernels::RADIX_OFFSETS);
         let scatter: ScatterFn = Self::get(&self.select, kernels::RADIX_SCATTER);
@@ -378,16 +378,16 @@ impl Emulator {
                 // SAFETY: block b of the tiles over n keys; counts 16 per tile (grid set per thread).
                 Self::run_block_at(&self.select, b, EMU_RADIX_THREADS, &|| unsafe {
                     grid(tiles);
-                    count(n as u32, d, lo_digits, a.0 as *const u64, a.1 as *const u64, a.3 as *mut u32)
+                    count(n as u32, d, lo_digits, a.0 as *const u64, a.1 as *const u64, a.3 as *mut u64)
                 });
             }
             // SAFETY: one block over the 16 x tiles counts.
-            Self::run_block(&self.select, kernels::TILE_THREADS, &|| unsafe { offsets(16 * tiles, a.3 as *mut u32) });
+            Self::run_block(&self.select, kernels::TILE_THREADS, &|| unsafe { offsets(16 * tiles, a.3 as *mut u64) });
             for b in 0..tiles {
                 // SAFETY: as the counts; each key written once below n.
                 Self::run_block_at(&self.select, b, EMU_RADIX_THREADS, &|| unsafe {
                     grid(tiles);
-                    scatter(n as u32, d, lo_digits, a.0 as *const u64, a.1 as *const u64, a.2 as *const u32, a.3 as *const u32, z.0 as *mut u64, z.1 as *mut u64, z.2 as *mut u32)
+                    scatter(n as u32, d, lo_digits, a.0 as *const u64, a.1 as *const u64, a.2 as *const u32, a.3 as *const u64, z.0 as *mut u64, z.1 as *mut u64, z.2 as *mut u32)
                 });
             }
             (lo, hi, idx) = (lo2, hi2, idx2);

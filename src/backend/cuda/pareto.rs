@@ -191,7 +191,7 @@ impl CudaEngine {
         // entries (rank and crowd are read only by the modes after the ranks are written).
         unsafe { b.launch(per_point(n)) }.during(|| format!("launching {PARETO_KEYS}"))?;
         let tiles = n.div_ceil(RADIX_TILE as usize) as u32;
-        let mut counts = self.alloc::<u32>(16 * tiles as usize, false, "allocating the radix counts")?;
+        let mut counts = self.alloc::<u64>(16 * tiles as usize, false, "allocating the radix counts")?;
         let grid = LaunchConfig { grid_dim: (tiles, 1, 1), block_dim: (RADIX_THREADS, 1, 1), shared_mem_bytes: 0 };
         let (count_f, offsets_f, scatter_f) =
             (self.function(&SELECT, &[], RADIX_COUNT)?, self.function(&SELECT, &[], RADIX_OFFSETS)?, self.function(&SELECT, &[], RADIX_SCATTER)?);
@@ -200,13 +200,14 @@ impl CudaEngine {
             let mut b = self.stream.launch_builder(&count_f);
             b.arg(&n32).arg(&d).arg(&lo_digits).arg(&a.lo).arg(&a.hi).arg(&mut counts);
             // SAFETY: matches `grove_radix_count(unsigned n, unsigned d, unsigned lo_digits,
-            // const unsigned long long* lo, const unsigned long long* hi, unsigned* counts)`: a
+            // const unsigned long long* lo, const unsigned long long* hi, unsigned long long*
+            // counts)`: a
             // block per tile of RADIX_TILE keys below n; counts holds 16 entries per tile.
             unsafe { b.launch(grid) }.during(|| format!("launching {RADIX_COUNT}"))?;
             let mut b = self.stream.launch_builder(&offsets_f);
             b.arg(&entries).arg(&mut counts);
             let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: matches `grove_radix_offsets(unsigned n_entries, unsigned* counts)`: one
+            // SAFETY: matches `grove_radix_offsets(unsigned n_entries, unsigned long long* counts)`: one
             // block of GROVE_TILE_THREADS threads over the 16 x tiles counts.
             unsafe { b.launch(one) }.during(|| format!("launching {RADIX_OFFSETS}"))?;
             let mut b = self.stream.launch_builder(&scatter_f);
@@ -214,7 +215,7 @@ impl CudaEngine {
             b.arg(&mut z.lo).arg(&mut z.hi).arg(&mut z.idx);
             // SAFETY: matches `grove_radix_scatter(unsigned n, unsigned d, unsigned lo_digits,
             // const unsigned long long* lo, const unsigned long long* hi, const unsigned* idx,
-            // const unsigned* offsets, unsigned long long* lo_out, unsigned long long* hi_out,
+            // const unsigned long long* offsets, unsigned long long* lo_out, unsigned long long* hi_out,
             // unsigned* idx_out)`: the same grid as the counts; the offsets of the counts place
             // each of the n keys at a distinct position below n.
             unsafe { b.launch(grid) }.during(|| format!("launching {RADIX_SCATTER}"))?;
