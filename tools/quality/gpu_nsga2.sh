@@ -31,7 +31,7 @@ import json, subprocess, sys, time
 bin_, out = sys.argv[1], sys.argv[2]
 rows = []
 for pop, gens in [(100000, 20), (1000000, 10)]:
-    for name, g, extra in [("plain", f"{bin_}/grove", []), ("nsga2 device", f"{bin_}/grove", ["--bloat", "nsga2"]),
+    for name, g, extra in [("plain", f"{bin_}/grove", ["--bloat", "none"]), ("nsga2 device", f"{bin_}/grove", ["--bloat", "nsga2"]),
                            ("nsga2 host (old)", f"{bin_}/old/grove", ["--bloat", "nsga2"])]:
         if name.startswith("nsga2 host") and pop > 100000:
             gens = 3
