@@ -127,6 +127,18 @@ fn device_islands_equal_host_islands_for_tree_gp() {
     }
 }
 
+/// Grammatical evolution over a loaded regression grammar, with the island tests' settings.
+fn regression_ge<'a>(l: &'a grove::grammar::Loaded, tpl: &'a grove::grammar::template::Templates) -> GrammarRep<'a> {
+    GrammarRep {
+        table: &l.table,
+        templates: tpl,
+        map: MapConfig { max_depth: 17, ..MapConfig::default() },
+        init: InitConfig { max_depth: 7, ..InitConfig::default() },
+        vary: grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() },
+        genome_capacity: 256,
+    }
+}
+
 /// GE regression: genomes, their used codons and trees migrate on the device.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
@@ -137,14 +149,7 @@ fn device_islands_equal_host_islands_for_ge() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let l = load(&root.join("grammars/regression.bnf"), &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
     let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
-    let rep = GrammarRep {
-        table: &l.table,
-        templates: &tpl,
-        map: MapConfig { max_depth: 17, ..MapConfig::default() },
-        init: InitConfig { max_depth: 7, ..InitConfig::default() },
-        vary: grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() },
-        genome_capacity: 256,
-    };
+    let rep = regression_ge(&l, &tpl);
     for (cfg, isl) in [
         (EngineConfig { pop_size: 500, generations: 12, seed: 4, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() }, islands(4, 3, 20)),
         (EngineConfig { pop_size: 301, generations: 8, seed: 9, tournament: 3, elite: 2, max_len: 128, ..EngineConfig::default() }, islands(3, 2, 301)),
@@ -263,14 +268,7 @@ fn nsga2_islands_on_the_device_equal_host_islands() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let l = load(&root.join("grammars/regression.bnf"), &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
     let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
-    let ge = GrammarRep {
-        table: &l.table,
-        templates: &tpl,
-        map: MapConfig { max_depth: 17, ..MapConfig::default() },
-        init: InitConfig { max_depth: 7, ..InitConfig::default() },
-        vary: grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() },
-        genome_capacity: 256,
-    };
+    let ge = regression_ge(&l, &tpl);
     for (cfg, isl, r) in [
         (nsga2(500, 12, 3), islands(4, 3, 10), Representation::Trees(&trees)),
         (nsga2(301, 9, 4), islands(3, 2, 301), Representation::Trees(&trees)),
