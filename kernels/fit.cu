@@ -144,11 +144,21 @@ __device__ __forceinline__ void grove_partials(unsigned op, float a, float b, fl
 
 // Problem::point: the tree at `row` with fitted constants c; tangents in t[0..n_c); output
 // nodes' sums and their tangents in ov[0..n_outputs), ot[0..n_outputs)[0..n_c).
+//
+// Only the tangents that can be nonzero are computed. Constant leaves are numbered in prefix
+// order, so a subtree's constants are a range of numbers: when the walk (backwards) reaches
+// node i, `k` counts the constants before it, and stack entry h covers [k_lo, hi[h]) with
+// hi[h] kept per entry (the same in every thread). An entry's tangents outside its range are
+// zero in the reference and are never read here. Every value is the reference's bits: where a
+// constant lies in one child only, the other child's term is the reference's chain(d, 0) =
+// 0.0f, added in the reference's order (x + 0.0f turns −0 into +0). The work per node is the
+// number of fitted constants below it, not n_c.
 __device__ float grove_fit_point(const unsigned char* op, const float* value, const unsigned char* out, int len, int total, int n_c,
                                  unsigned n_outputs, const float* c, const float* __restrict__ x, unsigned n_rows, unsigned row, float* t,
                                  float* ov, float (*ot)[GROVE_FIT_MAX_CONSTANTS]) {
     float sv[GROVE_FIT_STACK];
     float st[GROVE_FIT_STACK][GROVE_FIT_MAX_CONSTANTS];
+    int hi[GROVE_FIT_STACK];  // entry h's constants end (its range begins where its left sibling's ends)
     for (unsigned k = 0; k < n_outputs; ++k) {
         ov[k] = 0.0f;
         for (int j = 0; j < n_c; ++j) ot[k][j] = 0.0f;
@@ -158,7 +168,7 @@ __device__ float grove_fit_point(const unsigned char* op, const float* value, co
         const unsigned code = op[i];
         const unsigned slot = out[i];
         if (code == GROVE_OP_VAR || code == GROVE_OP_CONST) {
-            for (int j = 0; j < n_c; ++j) st[h][j] = 0.0f;
+            hi[h] = k;
             if (code == GROVE_OP_VAR) {
                 sv[h] = x[(size_t)value[i] * n_rows + row];
             } else {
@@ -172,34 +182,45 @@ __device__ float grove_fit_point(const unsigned char* op, const float* value, co
             }
             if (slot != 0) {
                 ov[slot - 1] += sv[h];
-                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += st[h][j];
+                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += (j >= k && j < hi[h]) ? st[h][j] : 0.0f;
             }
             ++h;
             continue;
         }
+        // Node i's constants: its first child's [k, mid), its second's [mid, end).
         const bool two = grove_arity(code) == 2u;
+        const int mid = hi[h - 1], end = two ? hi[h - 2] : mid;
         const float a = sv[h - 1];
         const float b = two ? sv[h - 2] : 0.0f;
         const float r = grove_apply(code, a, b);
         float da, db;
         grove_partials(code, a, b, r, da, db);
+        const int ma = mid < n_c ? mid : n_c, me = end < n_c ? end : n_c;
         if (slot == 0) {
             if (two) {
-                for (int j = 0; j < n_c; ++j) st[h - 2][j] = grove_chain(da, st[h - 1][j]) + grove_chain(db, st[h - 2][j]);
+                for (int j = k; j < ma; ++j) st[h - 2][j] = grove_chain(da, st[h - 1][j]) + 0.0f;
+                for (int j = mid; j < me; ++j) st[h - 2][j] = 0.0f + grove_chain(db, st[h - 2][j]);
                 sv[h - 2] = r;
                 --h;
             } else {
-                for (int j = 0; j < n_c; ++j) st[h - 1][j] = grove_chain(da, st[h - 1][j]);
+                for (int j = k; j < ma; ++j) st[h - 1][j] = grove_chain(da, st[h - 1][j]);
                 sv[h - 1] = r;
             }
         } else {
             // The node's value goes to its slot; its last child stays on the stack.
             ov[slot - 1] += r;
             if (two) {
-                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += grove_chain(da, st[h - 1][j]) + grove_chain(db, st[h - 2][j]);
+                for (int j = 0; j < n_c; ++j) {
+                    const float ta = (j >= k && j < mid) ? st[h - 1][j] : 0.0f;
+                    const float tb = (j >= mid && j < end) ? st[h - 2][j] : 0.0f;
+                    ot[slot - 1][j] += grove_chain(da, ta) + grove_chain(db, tb);
+                }
+                // The second child's entry stays, now covering the first child's constants too,
+                // whose tangents in it are zero.
+                for (int j = k; j < ma; ++j) st[h - 2][j] = 0.0f;
                 --h;
             } else {
-                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += grove_chain(da, st[h - 1][j]);
+                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += grove_chain(da, (j >= k && j < mid) ? st[h - 1][j] : 0.0f);
             }
         }
     }
@@ -348,8 +369,19 @@ static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const unsig
     // Doubles per row and rows per chunk.
     const unsigned stride = CLASSES ? (unsigned)(K * (n_c + 2) + 1) : (unsigned)(GROVE_FIT_MAX_PARAMS + 1);
     const unsigned chunk = CLASSES ? (GROVE_FIT_BUF / stride < T ? GROVE_FIT_BUF / stride : T) : T;
+    // Thread tid owns sums tid, tid + T, …: their (p, q) found once per pass, their running
+    // values in registers (the loops over the owned sums are unrolled).
     double acc[GROVE_FIT_OWN];
-    for (int e = 0; e < GROVE_FIT_OWN; ++e) acc[e] = 0.0;
+    int own_p[GROVE_FIT_OWN], own_q[GROVE_FIT_OWN];
+#pragma unroll
+    for (int o = 0; o < GROVE_FIT_OWN; ++o) {
+        acc[o] = 0.0;
+        const int e = (int)tid + o * (int)T;
+        int pp = 0;
+        while (pp < m && grove_fit_sum(pp + 1, 0) <= e) ++pp;
+        own_p[o] = pp;
+        own_q[o] = e - grove_fit_sum(pp, 0);
+    }
     const double a = scaling ? s.trial[n_c] : 1.0, b = scaling ? s.trial[n_c + 1] : 0.0;
     for (unsigned base = 0; base < n_rows; base += chunk) {
         const unsigned row = base + tid;
@@ -372,25 +404,29 @@ static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const unsig
         }
         __syncthreads();
         const unsigned count = n_rows - base < chunk ? n_rows - base : chunk;
-        int e = tid, slot = 0;
-        for (int p = 0; p <= m; ++p)
-            for (int q = 0; q <= p; ++q) {
-                const int idx = grove_fit_sum(p, q);
-                if (idx == e) {
-                    double v = acc[slot];
-                    for (unsigned r = 0; r < count; ++r) {
-                        const double* wr = buf + (size_t)r * stride;
-                        v += CLASSES ? grove_fit_class_product(wr, K, n_c, p, q) : wr[p] * wr[q];
-                    }
-                    acc[slot] = v;
-                    e += T;
-                    slot += 1;
+        // Each owned sum over the chunk's rows in row order.
+#pragma unroll
+        for (int o = 0; o < GROVE_FIT_OWN; ++o) {
+            if ((int)tid + o * (int)T < n_sums) {
+                const int pp = own_p[o], q = own_q[o];
+                double v = acc[o];
+                if (CLASSES) {
+                    for (unsigned r = 0; r < count; ++r) v += grove_fit_class_product(buf + (size_t)r * stride, K, n_c, pp, q);
+                } else {
+                    const double* wp = buf + pp;
+                    const double* wq = buf + q;
+                    for (unsigned r = 0; r < count; ++r) v += wp[(size_t)r * stride] * wq[(size_t)r * stride];
                 }
+                acc[o] = v;
             }
+        }
         __syncthreads();
     }
-    int slot = 0;
-    for (int e = tid; e < n_sums; e += T) s.sums[e] = acc[slot++];
+#pragma unroll
+    for (int o = 0; o < GROVE_FIT_OWN; ++o) {
+        const int e = (int)tid + o * (int)T;
+        if (e < n_sums) s.sums[e] = acc[o];
+    }
     __syncthreads();
 }
 
