@@ -224,7 +224,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     ----------
     function_set : str or sequence of str, default=None
         Functions for tree GP, e.g. ``"add,sub,mul,div,sin"`` or ``["add", "sub"]``;
-        None means ``"add,sub,mul,div"`` (unless ``grammar`` is given).
+        None means ``"add,sub,mul,aq"`` (unless ``grammar`` is given): ``aq(a, b) = a / sqrt(1 + b**2)``,
+        the analytic quotient, has no pole where fitted constants could put one near unseen points.
     operators : str, sequence of str or dict, default=None
         Operators of your own, as expressions over grove's (``grove evolve --define``):
         ``["cube(x) = x*x*x", "softsign(x) = x / (1 + abs(x))"]``, or a dict

@@ -690,6 +690,7 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     use grove::task::defaults as d;
     let all = PyDict::new(py);
     let evolve = engine_defaults(py, &d::EVOLVE)?;
+    evolve.set_item("function_set", d::EVOLVE_FUNCTIONS)?;
     evolve.set_item("outputs", d::EVOLVE_OUTPUTS)?;
     use grove::task::search::LinearInputs;
     let linear = |l: LinearInputs| match l {

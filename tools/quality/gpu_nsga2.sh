@@ -9,8 +9,10 @@
 #   speed    grove evolve --device cuda on pagie1 at populations 10^5 and 10^6: plain
 #            tournaments, NSGA-II on the device (this tree) and NSGA-II on the host (old binary):
 #            the median generation and the whole search
-#   quality  grove evolve --device cuda at its defaults (NSGA-II) against --bloat none on the
-#            splits staged under .scratch/splits/SET/K/{train,test}.csv: test R^2, size, seconds
+#   quality  grove evolve --device cuda with each variant of GPU_Q_VARIANTS ("NAME=ARGS;...",
+#            default "nsga2=--bloat nsga2;none=--bloat none"; --functions add,sub,mul,div unless
+#            ARGS name a set) on the splits staged under .scratch/splits/SET/K/{train,test}.csv:
+#            median test R^2, size and seconds per set
 # Prints a short table last.
 set -u
 tar -xJf .scratch/dev.tar.xz
@@ -59,15 +61,19 @@ if has quality; then
     python3 - "$bin" "$OUT" <<'PY'
 import csv, json, os, statistics as st, subprocess, sys, time
 bin_, out = sys.argv[1], sys.argv[2]
+# GPU_Q_VARIANTS="NAME=ARGS;NAME=ARGS" (default: NSGA-II against plain tournaments)
+spec = os.environ.get("GPU_Q_VARIANTS", "nsga2=--bloat nsga2;none=--bloat none")
+variants = [(v.split("=", 1)[0], v.split("=", 1)[1].split()) for v in spec.split(";") if v.strip()]
 rows = []
 for s in sorted(os.listdir(".scratch/splits")):
     for k in sorted(os.listdir(f".scratch/splits/{s}"), key=int):
         d = f".scratch/splits/{s}/{k}"
         ys = [float(r["target"]) for r in csv.DictReader(open(f"{d}/test.csv"))]
-        for name, extra in [("nsga2", []), ("none", ["--bloat", "none"])]:
+        for name, extra in variants:
             rep = f"{out}/q_{s}_{k}_{name}.json"
             t = time.perf_counter()
-            p = subprocess.run([f"{bin_}/grove", "evolve", "--data", f"{d}/train.csv", "--target", "target", "--functions", "add,sub,mul,div",
+            fs = [] if "--functions" in extra else ["--functions", "add,sub,mul,div"]
+            p = subprocess.run([f"{bin_}/grove", "evolve", "--data", f"{d}/train.csv", "--target", "target", *fs,
                                 "--device", "cuda", "--seed", str(int(k) + 1), "--report", rep, "-q", *extra], capture_output=True, text=True)
             sec = time.perf_counter() - t
             if p.returncode != 0:
@@ -79,10 +85,12 @@ for s in sorted(os.listdir(".scratch/splits")):
             r = json.load(open(rep))
             rows.append(dict(set=s, split=int(k), run=name, r2=r2, seconds=sec, size=r["best"]["size"]))
 json.dump(rows, open(f"{out}/nsga2_quality.json", "w"))
-print("set          nsga2 R2  none R2  nsga2 size  none size  nsga2 s  none s")
+names = [n for n, _ in variants]
+print("set          " + "".join(f"{n + ' R2':>14s}" for n in names) + "".join(f"{n + ' size':>14s}" for n in names) + "".join(f"{n + ' s':>12s}" for n in names))
 for s in sorted({r["set"] for r in rows}):
-    med = lambda run, f: st.median([r[f] for r in rows if r["set"] == s and r["run"] == run])
-    print(f"{s:12s} {med('nsga2', 'r2'):8.4f} {med('none', 'r2'):8.4f} {med('nsga2', 'size'):10.0f} {med('none', 'size'):10.0f} {med('nsga2', 'seconds'):8.2f} {med('none', 'seconds'):7.2f}")
+    med = lambda run, f: st.median([r[f] for r in rows if r["set"] == s and r["run"] == run] or [float("nan")])
+    print(f"{s:12s} " + "".join(f"{med(n, 'r2'):14.4f}" for n in names) + "".join(f"{med(n, 'size'):14.0f}" for n in names)
+          + "".join(f"{med(n, 'seconds'):12.2f}" for n in names))
 PY
 fi
 printf '%s\n' "${summary[@]}"
