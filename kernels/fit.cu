@@ -137,9 +137,24 @@ __device__ __forceinline__ float grove_chain(float d, float t) { return (d == 0.
 // from src/program/ops/user.rs (false for a built-in).
 GROVE_USER_PARTIALS
 
-// partials: (∂r/∂a, ∂r/∂b) of r = op(a, b), a user operator's through its body.
-__device__ __forceinline__ void grove_partials(unsigned op, float a, float b, float r, float& da, float& db) {
-    if (!grove_user_partials(op, a, b, da, db)) grove_builtin_partials(op, a, b, r, da, db);
+// r = op(a, b) (grove_apply's formula) and (∂r/∂a, ∂r/∂b), a user operator's through its body,
+// in one dispatch: each case applies its formula, then the partials with the opcode a
+// constant, so their switches fold away.
+__device__ __forceinline__ float grove_apply_partials(unsigned op, float a, float b, float& da, float& db) {
+    switch (op) {
+#define GROVE_CASE(CODE, ARITY, EXPR)                                                        \
+    case CODE: {                                                                             \
+        const float r = EXPR;                                                                \
+        if (!grove_user_partials(CODE, a, b, da, db)) grove_builtin_partials(CODE, a, b, r, da, db); \
+        return r;                                                                            \
+    }
+        GROVE_FOR_EACH_OP(GROVE_CASE)
+#undef GROVE_CASE
+        default:
+            da = 0.0f;
+            db = 0.0f;
+            return 0.0f;
+    }
 }
 
 // Problem::point: the tree at `row` with fitted constants c; tangents in t[0..n_c); output
@@ -192,9 +207,8 @@ __device__ float grove_fit_point(const unsigned char* op, const float* value, co
         const int mid = hi[h - 1], end = two ? hi[h - 2] : mid;
         const float a = sv[h - 1];
         const float b = two ? sv[h - 2] : 0.0f;
-        const float r = grove_apply(code, a, b);
         float da, db;
-        grove_partials(code, a, b, r, da, db);
+        const float r = grove_apply_partials(code, a, b, da, db);
         const int ma = mid < n_c ? mid : n_c, me = end < n_c ? end : n_c;
         if (slot == 0) {
             if (two) {
