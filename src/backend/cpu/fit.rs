@@ -224,13 +224,15 @@ fn chain(d: f32, t: f32) -> f32 {
 struct Stack {
     sv: [f32; FIT_STACK],
     st: [[f32; MAX_FIT_CONSTANTS]; FIT_STACK],
+    /// Where each entry's range of constants ends ([`Problem::point`]).
+    hi: [usize; FIT_STACK],
     ov: [f32; MAX_FIT_CLASSES],
     ot: [[f32; MAX_FIT_CONSTANTS]; MAX_FIT_CLASSES],
 }
 
 impl Stack {
     fn new() -> Self {
-        Stack { sv: [0.0; FIT_STACK], st: [[0.0; MAX_FIT_CONSTANTS]; FIT_STACK], ov: [0.0; MAX_FIT_CLASSES], ot: [[0.0; MAX_FIT_CONSTANTS]; MAX_FIT_CLASSES] }
+        Stack { sv: [0.0; FIT_STACK], st: [[0.0; MAX_FIT_CONSTANTS]; FIT_STACK], hi: [0; FIT_STACK], ov: [0.0; MAX_FIT_CLASSES], ot: [[0.0; MAX_FIT_CONSTANTS]; MAX_FIT_CLASSES] }
     }
 }
 
@@ -274,23 +276,35 @@ impl Problem<'_> {
     /// `stack.ot` (zeroed first). An output node adds its value to its slot (in f32, in the
     /// walk's order, as the interpreter does) and passes its last child's value and tangents;
     /// an output leaf its own. `stack` is scratch.
+    ///
+    /// Only the tangents that can be nonzero are computed: constants are numbered in prefix
+    /// order, so a subtree's constants are a range. Walking backwards, at node `i` `k` counts
+    /// the constants before it; stack entry `h` ends its range at `hi[h]` and begins where its
+    /// left sibling's ends (the first child's at `k`). A tangent outside its entry's range is
+    /// zero and is never read. Where a constant lies in one child only, the other child's term
+    /// is `chain(d, 0) = 0.0`, added in the same order (`x + 0.0` turns −0 into +0), so the
+    /// values are those of the full forward mode over all `n_c` constants.
     // Index loops, as in the CUDA twin, operation for operation.
     #[allow(clippy::needless_range_loop)]
     fn point(&self, c: &[f32; MAX_FIT_CONSTANTS], row: usize, t: &mut [f32; MAX_FIT_CONSTANTS], stack: &mut Stack) -> f32 {
         let n_c = self.n_c;
-        let Stack { sv, st, ov, ot } = stack;
+        let Stack { sv, st, hi, ov, ot } = stack;
         let slots = if let Target::Classes { n_outputs, .. } = self.target { n_outputs } else { 0 };
         for k in 0..slots {
             ov[k] = 0.0;
             ot[k][..n_c].fill(0.0);
         }
+        // The tangent of entry `h` for constant `j`, zero outside its range `[lo, hi[h])`.
+        let tan = |st: &[[f32; MAX_FIT_CONSTANTS]; FIT_STACK], h: usize, lo: usize, end: usize, j: usize| {
+            if j >= lo && j < end { st[h][j] } else { 0.0 }
+        };
         let mut h = 0usize;
         let mut k = self.total;
         for i in (0..self.op.len()).rev() {
             let code = self.op[i];
             let slot = self.out[i] as usize;
             if code == Op::Var as u8 || code == Op::Const as u8 {
-                st[h][..n_c].fill(0.0);
+                hi[h] = k;
                 if code == Op::Var as u8 {
                     sv[h] = self.x[self.value[i] as usize * self.n_rows + row];
                 } else {
@@ -305,27 +319,35 @@ impl Problem<'_> {
                 if slot != 0 {
                     ov[slot - 1] += sv[h];
                     for j in 0..n_c {
-                        ot[slot - 1][j] += st[h][j];
+                        ot[slot - 1][j] += tan(st, h, k, hi[h], j);
                     }
                 }
                 h += 1;
                 continue;
             }
             let op = Op::from_code(code).expect("fit_plan checked the opcodes");
-            // Walking backwards, child 1 is on top of child 2.
+            // Walking backwards, child 1 is on top of child 2: its constants are [k, mid), child
+            // 2's [mid, end).
+            let two = op.arity() == 2;
+            let mid = hi[h - 1];
+            let end = if two { hi[h - 2] } else { mid };
+            let (ma, me) = (mid.min(n_c), end.min(n_c));
             let a = sv[h - 1];
-            let b = if op.arity() == 2 { sv[h - 2] } else { 0.0 };
+            let b = if two { sv[h - 2] } else { 0.0 };
             let r = apply_fast(op, a, b);
             let (da, db) = partials(op, a, b, r);
             if slot == 0 {
-                if op.arity() == 2 {
-                    for j in 0..n_c {
-                        st[h - 2][j] = chain(da, st[h - 1][j]) + chain(db, st[h - 2][j]);
+                if two {
+                    for j in k..ma {
+                        st[h - 2][j] = chain(da, st[h - 1][j]) + 0.0;
+                    }
+                    for j in mid..me {
+                        st[h - 2][j] = 0.0 + chain(db, st[h - 2][j]);
                     }
                     sv[h - 2] = r;
                     h -= 1;
                 } else {
-                    for j in 0..n_c {
+                    for j in k..ma {
                         st[h - 1][j] = chain(da, st[h - 1][j]);
                     }
                     sv[h - 1] = r;
@@ -333,14 +355,19 @@ impl Problem<'_> {
             } else {
                 // The node's value goes to its slot; its last child stays on the stack.
                 ov[slot - 1] += r;
-                if op.arity() == 2 {
+                if two {
                     for j in 0..n_c {
-                        ot[slot - 1][j] += chain(da, st[h - 1][j]) + chain(db, st[h - 2][j]);
+                        ot[slot - 1][j] += chain(da, tan(st, h - 1, k, mid, j)) + chain(db, tan(st, h - 2, mid, end, j));
+                    }
+                    // Child 2's entry stays, now covering child 1's constants too, whose
+                    // tangents in it are zero.
+                    for j in k..ma {
+                        st[h - 2][j] = 0.0;
                     }
                     h -= 1;
                 } else {
                     for j in 0..n_c {
-                        ot[slot - 1][j] += chain(da, st[h - 1][j]);
+                        ot[slot - 1][j] += chain(da, tan(st, h - 1, k, mid, j));
                     }
                 }
             }
