@@ -659,8 +659,8 @@ fn shortest(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(x as f64)
 }
 
-/// The engine's defaults of one command, by the Python parameters' names.
-fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaults) -> PyResult<Bound<'py, PyDict>> {
+/// The engine's defaults of one command and its default function set, by the Python parameters' names.
+fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaults, functions: &str) -> PyResult<Bound<'py, PyDict>> {
     use grove::task::defaults as d;
     let x = PyDict::new(py);
     x.set_item("population_size", e.pop)?;
@@ -673,7 +673,7 @@ fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaul
     x.set_item("size_pressure", grove::evolve::DEFAULT_SIZE_PRESSURE)?;
     let bloat = serde_json::to_value(e.bloat).map_err(|err| PyValueError::new_err(err.to_string()))?;
     x.set_item("bloat", bloat.as_str().unwrap_or("none"))?;
-    x.set_item("function_set", d::FUNCTIONS)?;
+    x.set_item("function_set", functions)?;
     let islands = grove::evolve::IslandConfig::default();
     x.set_item("islands", islands.count)?;
     x.set_item("migrate_every", islands.migrate_every)?;
@@ -689,8 +689,7 @@ fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaul
 fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     use grove::task::defaults as d;
     let all = PyDict::new(py);
-    let evolve = engine_defaults(py, &d::EVOLVE)?;
-    evolve.set_item("function_set", d::EVOLVE_FUNCTIONS)?;
+    let evolve = engine_defaults(py, &d::EVOLVE, d::EVOLVE_FUNCTIONS)?;
     evolve.set_item("outputs", d::EVOLVE_OUTPUTS)?;
     use grove::task::search::LinearInputs;
     let linear = |l: LinearInputs| match l {
@@ -700,11 +699,11 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     };
     evolve.set_item("linear_inputs", linear(d::EVOLVE_LINEAR_INPUTS))?;
     all.set_item("evolve", evolve)?;
-    let classify = engine_defaults(py, &d::CLASSIFY)?;
+    let classify = engine_defaults(py, &d::CLASSIFY, d::FUNCTIONS)?;
     classify.set_item("p_out", shortest(d::CLASSIFY_P_OUT))?;
     classify.set_item("linear_inputs", linear(d::CLASSIFY_LINEAR_INPUTS))?;
     all.set_item("classify", classify)?;
-    let control = engine_defaults(py, &d::CONTROL_CPU)?;
+    let control = engine_defaults(py, &d::CONTROL_CPU, d::FUNCTIONS)?;
     for key in ["population_size", "generations"] {
         control.del_item(key)?;
     }

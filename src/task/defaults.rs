@@ -58,11 +58,11 @@ pub const CONTROL_CPU: EngineDefaults = EngineDefaults { pop: 200, gens: 20, blo
 /// `grove control` on a GPU: population 5000, 100 generations (EvoGP's Swimmer scale).
 pub const CONTROL_GPU: EngineDefaults = EngineDefaults { pop: 5000, gens: 100, ..CONTROL_CPU };
 
-/// `grove evolve`'s bloat control: plain tournaments. NSGA-II (`--bloat nsga2`) won on the CPU
-/// defaults (5 splits, 2026-11-27: Friedman-1's median test R² 0.957 against 0.873, programs
-/// a quarter of the size, fits 1.5-2x faster) but not at the GPU defaults, whose fitted
-/// constants put poles near test points on both (Friedman-1 0.834 against 0.845, diabetes 0.380
-/// against 0.432): `docs/quality.md`.
+/// `grove evolve`'s bloat control: plain tournaments. NSGA-II (`--bloat nsga2`) wins where
+/// constants are not fitted (the CPU, `aq`, 2026-11-28: 8 of 14 statsmodels targets against 6,
+/// Friedman-1 0.952 against 0.936, no set lower by more than 0.01 at 10x the generations) but
+/// loses with the GPU's fitted constants (diabetes −0.05, engel −0.02, cancer −0.01):
+/// `docs/quality.md`.
 pub const EVOLVE_BLOAT: crate::select::Bloat = crate::select::Bloat::None;
 /// `grove classify`'s bloat control: plain tournaments.
 pub const CLASSIFY_BLOAT: crate::select::Bloat = crate::select::Bloat::None;

@@ -201,8 +201,8 @@ impl CudaEngine {
             b.arg(&n32).arg(&d).arg(&lo_digits).arg(&a.lo).arg(&a.hi).arg(&mut counts);
             // SAFETY: matches `grove_radix_count(unsigned n, unsigned d, unsigned lo_digits,
             // const unsigned long long* lo, const unsigned long long* hi, unsigned long long*
-            // counts)`: a
-            // block per tile of RADIX_TILE keys below n; counts holds 16 entries per tile.
+            // counts)`: a block per tile of RADIX_TILE keys below n; counts holds 16 entries per
+            // tile.
             unsafe { b.launch(grid) }.during(|| format!("launching {RADIX_COUNT}"))?;
             let mut b = self.stream.launch_builder(&offsets_f);
             b.arg(&entries).arg(&mut counts);
