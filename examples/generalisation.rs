@@ -72,9 +72,10 @@ impl Variant {
             "double-tournament" => Variant::Selection(Bloat::DoubleTournament),
             "lexicographic" => Variant::Selection(Bloat::Lexicographic),
             "nsga2" => Variant::Selection(Bloat::Nsga2),
+            "auto" => Variant::Selection(Bloat::Auto),
             _ => match s.strip_prefix("penalty:") {
                 Some(c) => Variant::Penalty(c.parse()?),
-                None => anyhow::bail!("--bloat: `{s}` is none, penalty:C, double-tournament, lexicographic or nsga2"),
+                None => anyhow::bail!("--bloat: `{s}` is none, penalty:C, double-tournament, lexicographic, nsga2 or auto"),
             },
         })
     }
@@ -85,6 +86,7 @@ impl Variant {
             Variant::Selection(Bloat::DoubleTournament) => "double-tournament".into(),
             Variant::Selection(Bloat::Lexicographic) => "lexicographic".into(),
             Variant::Selection(Bloat::Nsga2) => "nsga2".into(),
+            Variant::Selection(Bloat::Auto) => "auto".into(),
             Variant::Penalty(c) => format!("penalty {c:e}·var(y)"),
         }
     }

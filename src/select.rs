@@ -65,6 +65,25 @@ pub enum Bloat {
     /// ([`pareto::survivors`]), and parent tournaments compare by the same order
     /// ([`pareto::tournament`]).
     Nsga2,
+    /// [`Bloat::Nsga2`] for tree GP where constants are not fitted, else plain tournaments
+    /// ([`Bloat::None`]): [`Bloat::resolved`], which the engine applies as a run starts
+    /// (`EngineConfig::resolved`). Measured (`docs/quality.md`, 2026-11-28): on the statsmodels
+    /// and Friedman sets without fitting, NSGA-II meets more targets in less time with shorter
+    /// programs; with the GPU's fitted constants it loses three sets, and grammatical evolution
+    /// on Pagie-1 ends worse under it (its populations shrink to a few nodes).
+    Auto,
+}
+
+impl Bloat {
+    /// The bloat control that runs: [`Bloat::Auto`] as `constants_fitted` and `grammar` (the
+    /// representation is grammatical evolution) say, any other as is.
+    pub fn resolved(self, constants_fitted: bool, grammar: bool) -> Bloat {
+        match self {
+            Bloat::Auto if constants_fitted || grammar => Bloat::None,
+            Bloat::Auto => Bloat::Nsga2,
+            b => b,
+        }
+    }
 }
 
 /// A parent tournament with its bloat control.
@@ -92,7 +111,9 @@ impl Tournament {
     /// pick, which is what they reduce to on a population of one front.
     pub fn pick(&self, fit: &[f64], sizes: &[u16], pool: &[u32], seed: u64, generation: u32, slot: usize) -> usize {
         match self.bloat {
-            Bloat::None => tournament(fit, pool, self.size, seed, generation, slot),
+            // `Auto` is resolved as a run starts (`EngineConfig::resolved`); a tournament built
+            // by hand with it runs plain.
+            Bloat::None | Bloat::Auto => tournament(fit, pool, self.size, seed, generation, slot),
             Bloat::Lexicographic | Bloat::Nsga2 => {
                 let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
                 let lex = |a: usize, b: usize| {

@@ -590,6 +590,12 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
     let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
     assert_eq!(rg["linear_inputs"]["used"], true, "{}", rg["linear_inputs"]);
     assert_eq!(rg["linear_inputs"], rc["linear_inputs"]);
+    // Grammatical evolution, the same way.
+    settings.functions = None;
+    settings.grammar = Some(concat!(env!("CARGO_MANIFEST_DIR"), "/grammars/regression.bnf").into());
+    let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
+    assert_eq!(rg["linear_inputs"]["used"], true, "GE: {}", rg["linear_inputs"]);
+    assert_eq!(rg["linear_inputs"], rc["linear_inputs"]);
 }
 
 /// The reports of `settings` run on the CPU and on the GPU, after checking that the GPU's run
@@ -637,6 +643,11 @@ fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
     settings.validation_fraction = Some(0.0);
     let (_, rg) = cpu_and_gpu_runs(&settings, &data);
     assert_eq!(rg["best"]["head"]["w"].as_array().map(Vec::len), Some(3), "a head over 3 outputs: {}", rg["best"]);
+    // Grammatical evolution: a grammar that writes three output slots.
+    settings.functions = None;
+    settings.grammar = Some(concat!(env!("CARGO_MANIFEST_DIR"), "/grammars/classify-3class.bnf").into());
+    let (_, rg) = cpu_and_gpu_runs(&settings, &data);
+    assert_eq!(rg["best"]["head"]["w"].as_array().map(Vec::len), Some(3), "GE, a head over 3 outputs: {}", rg["best"]);
 }
 
 /// NSGA-II (`--bloat nsga2`) on the device loop (survival of children and last survivors,

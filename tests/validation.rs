@@ -335,6 +335,43 @@ fn bloat_control_by_selection_runs_on_the_host_and_shrinks_programs() {
     assert!(supports(&EngineConfig { bloat: Bloat::Nsga2, ..Default::default() }));
 }
 
+/// `auto` runs NSGA-II where constants are not fitted and plain tournaments where they are: the
+/// same generations, bit for bit, as asking for either by name.
+#[test]
+fn auto_bloat_follows_the_constant_fitting() {
+    let train = noisy(120, 4);
+    let mut s = small_settings();
+    s.validation_fraction = Some(0.0);
+    s.select = Select::Train;
+    s.engine.generations = 6;
+    let run_on = |ge: bool, bloat: Bloat, steps: u32| {
+        let mut s = s.clone();
+        if ge {
+            s.functions = None;
+            s.grammar = Some(concat!(env!("CARGO_MANIFEST_DIR"), "/grammars/regression.bnf").into());
+        }
+        s.engine.bloat = bloat;
+        s.engine.constants = grove::evolve::ConstantFitting { steps, every: 2, fraction: 0.2 };
+        let mut r = fit(&s, &train, None, &Backend::Cpu, &quiet()).unwrap().report;
+        let g = r["generations"].as_array_mut().unwrap();
+        g.iter_mut().for_each(|g| g["seconds"] = json!(0));
+        (json!(g), r["best"].clone())
+    };
+    let run = |bloat: Bloat, steps: u32| run_on(false, bloat, steps);
+    let (auto_plain, nsga2) = (run(Bloat::Auto, 0), run(Bloat::Nsga2, 0));
+    assert_eq!(auto_plain, nsga2, "without fitting, auto is NSGA-II");
+    assert_ne!(auto_plain.0, run(Bloat::None, 0).0, "and NSGA-II differs from plain tournaments here");
+    assert_eq!(run(Bloat::Auto, 3), run(Bloat::None, 3), "with fitting, auto is plain tournaments");
+    assert_eq!(run_on(true, Bloat::Auto, 0), run_on(true, Bloat::None, 0), "grammatical evolution: plain tournaments");
+    // Grammatical evolution runs plain tournaments under `auto`; the device loop runs either.
+    assert_eq!(Bloat::Auto.resolved(false, false), Bloat::Nsga2);
+    assert_eq!(Bloat::Auto.resolved(true, false), Bloat::None);
+    assert_eq!(Bloat::Auto.resolved(false, true), Bloat::None);
+    assert_eq!(Bloat::Lexicographic.resolved(true, true), Bloat::Lexicographic);
+    use grove::evolve::EngineConfig;
+    assert!(grove::evolve::device::supports(&EngineConfig { bloat: Bloat::Auto, ..Default::default() }));
+}
+
 /// With fewer training rows than the automatic split needs, a run chooses by the description
 /// length: the report says so, marks the member it returned, and that member has the smallest
 /// length on the front (here on a two-objective search).

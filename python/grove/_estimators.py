@@ -76,7 +76,7 @@ class _SymbolicBase(BaseEstimator):
         "parsimony_coefficient": [Interval(Real, 0, None, closed="left")],
         "validation_fraction": [Interval(Real, 0, 1, closed="left"), None],
         "select": [StrOptions({"auto", "validation", "pareto", "mdl", "train"})],
-        "bloat": [StrOptions({"none", "double-tournament", "lexicographic", "nsga2"})],
+        "bloat": [StrOptions({"auto", "none", "double-tournament", "lexicographic", "nsga2"})],
         "size_pressure": [Interval(Real, 1, 2, closed="both")],
         "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
         "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
@@ -263,9 +263,11 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         training rows, the lowest 5-fold cross-validated error of its size (the regressor only:
         the whole fit repeated without each fold, so it costs five more searches), or the
         lowest training error.
-    bloat : {"none", "double-tournament", "lexicographic", "nsga2"}, default="none"
+    bloat : {"auto", "none", "double-tournament", "lexicographic", "nsga2"}, default="auto"
         Bloat control by selection (the linear penalty is ``parsimony_coefficient``);
-        "nsga2" ranks error and size as two objectives (NSGA-II).
+        "nsga2" ranks error and size as two objectives (NSGA-II); "auto" is "nsga2" where
+        constants are not fitted (the CPU's default) and "none" where they are (a GPU's). The
+        classifier's default is "none".
     size_pressure : float in [1, 2], default=1.4
         Double tournament: the smaller parent wins with probability ``size_pressure / 2``.
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None

@@ -218,7 +218,8 @@ pub struct ChoiceArgs {
     #[arg(long, value_enum, default_value_t = crate::task::validation::Select::default())]
     pub select: crate::task::validation::Select,
     /// Bloat control by selection (the linear penalty is --parsimony); nsga2: error and size
-    /// as two objectives [default: none].
+    /// as two objectives; auto: nsga2 without constant fitting, none with it [default: auto for
+    /// evolve, none for classify].
     #[arg(long, value_enum)]
     pub bloat: Option<crate::select::Bloat>,
     /// Double tournament's D, in [1, 2].

@@ -32,6 +32,7 @@ pub fn run(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
+    let cfg = &cfg.resolved(rep);
     let p = cfg.pop_size;
     let n = islands.count;
     if let Representation::Trees(rep) = rep {

@@ -139,6 +139,13 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
+    /// These settings as a run of `rep` applies them: [`select::Bloat::Auto`] resolved by
+    /// whether constants are fitted and the representation ([`select::Bloat::resolved`]).
+    pub fn resolved(&self, rep: Representation<'_, '_>) -> EngineConfig {
+        let grammar = matches!(rep, Representation::Grammar(_));
+        EngineConfig { bloat: self.bloat.resolved(self.constants.steps > 0, grammar), ..self.clone() }
+    }
+
     /// The parent tournament these settings describe.
     pub fn parent_tournament(&self) -> select::Tournament {
         select::Tournament { size: self.tournament, bloat: self.bloat, size_pressure: self.size_pressure }
@@ -523,6 +530,7 @@ pub fn run(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
+    let cfg = &cfg.resolved(rep);
     let tasks = task.device_tasks();
     if !tasks.is_empty() {
         let supported = match rep {

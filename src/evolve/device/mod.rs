@@ -192,7 +192,7 @@ pub fn supports(cfg: &EngineConfig) -> bool {
     cfg.pop_size > 0
         && cfg.pop_size <= u32::MAX as usize / 4
         && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
-        && matches!(cfg.bloat, Bloat::None | Bloat::Nsga2)
+        && matches!(cfg.bloat, Bloat::None | Bloat::Nsga2 | Bloat::Auto)
 }
 
 /// Whether the device loop can run grammatical evolution with these settings besides
@@ -493,6 +493,7 @@ pub fn run(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> Result<(Outcome, Transfers)> {
+    let cfg = &cfg.resolved(rep);
     anyhow::ensure!(
         supports(cfg),
         "the device loop does not support these settings (population {}, {} elites, {:?})",
