@@ -412,6 +412,53 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_joint_sums(const unsigned n_
     }
 }
 
+// Each program's sums for a classifier's head over K outputs (the CPU's
+// program::head::ClassHeadSums, backend::cpu::eval::evaluate_class_head), from its values
+// `pred` ([n_trees][k][n_rows], as grove_head_sums) and the rows' class indices `labels` (as
+// floats). Grid (n_trees, C), C = k + k(k+1)/2 + k * n_classes + 1 columns, one block of
+// GROVE_JOINT_THREADS per (tree, column): column c < k sums f_c; the next k(k+1)/2 sum
+// f_i * f_j for i <= j (row-major upper triangle); the next k * n_classes sum f_i over the rows
+// of class c at k + k(k+1)/2 + c * k + i; the last counts the rows where some output is NaN or
+// infinite. Threads stride the rows, then add their partials in a fixed tree order. In f64.
+// out: [n_trees][C]; bad: [n_trees].
+extern "C" __global__ void GROVE_JOINT_BOUNDS grove_class_head_sums(const unsigned n_rows, const unsigned k, const unsigned n_classes,
+                                                                    const float* __restrict__ pred, const float* __restrict__ labels,
+                                                                    double* __restrict__ out, unsigned* __restrict__ bad) {
+    const unsigned t = blockIdx.x, col = blockIdx.y, tid = threadIdx.x;
+    const unsigned pairs = k * (k + 1) / 2, n_cols = k + pairs + k * n_classes + 1;
+    const float* f = pred + (size_t)t * k * n_rows;
+    double a = 0.0, unused_b = 0.0, unused_c = 0.0;
+    unsigned nb = 0;
+    if (col < k) {
+        const float* fc = f + (size_t)col * n_rows;
+        for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) a += (double)fc[i];
+    } else if (col < k + pairs) {
+        unsigned q = col - k, i = 0;
+        while (q >= k - i) {
+            q -= k - i;
+            ++i;
+        }
+        const float* fi = f + (size_t)i * n_rows;
+        const float* fj = f + (size_t)(i + q) * n_rows;
+        for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) a += (double)fi[r] * (double)fj[r];
+    } else if (col < n_cols - 1) {
+        const unsigned q = col - k - pairs, c = q / k;
+        const float* fc = f + (size_t)(q % k) * n_rows;
+        const float want = (float)c;
+        for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) a += labels[r] == want ? (double)fc[r] : 0.0;
+    } else {
+        for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) {
+            bool fin = true;
+            for (unsigned o = 0; o < k; ++o) fin = fin && isfinite(f[(size_t)o * n_rows + r]);
+            nb += fin ? 0u : 1u;
+        }
+    }
+    grove_joint_block_sum(a, unused_b, unused_c, nb);
+    if (tid != 0) return;
+    out[(size_t)t * n_cols + col] = a;
+    if (col + 1 == n_cols) bad[t] = nb;
+}
+
 // Each program's sums for its fitted linear head over K outputs (the CPU's
 // program::head::HeadSums, backend::cpu::eval::evaluate_head), from its values `pred`
 // (written by grove_predict_*, [n_trees][k][n_rows]). Grid (n_trees, C), C = 2k + k(k+1)/2 + 1

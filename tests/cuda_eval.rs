@@ -923,6 +923,45 @@ fn head_sums_match_the_cpu() {
     }
 }
 
+/// A classifier head's sums (`grove_class_head_sums` after the prediction kernels) against the
+/// CPU's `evaluate_class_head`, for 1 to 8 outputs and 2 to 10 classes: the same output values,
+/// so the f64 sums differ only by their order; empty trees come back invalid as on the CPU.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn class_head_sums_match_the_cpu() {
+    let e = engine();
+    let mut rng = StdRng::seed_from_u64(94);
+    for (n_rows, k, c) in [(1500, 2, 3), (37, 8, 2), (4000, 3, 10), (300, 1, 4)] {
+        let mut data = random_data(&mut rng, n_rows, 3);
+        data.y = (0..n_rows).map(|i| ((i * 7 + i / 3) % c) as f32).collect();
+        let dev = upload(&e, &data);
+        let mut pop = Population::new(150, 255, if k > 1 { k } else { 0 });
+        for i in (0..150).filter(|i| i % 13 != 12) {
+            pop.set_tree(i, &random_tree(&mut rng, BENIGN, 5, 3, if k > 1 { k } else { 0 })).unwrap();
+        }
+        let counts = grove::backend::cpu::eval::class_counts(&data.y, c).unwrap();
+        let g = e.evaluate_class_head(&pop, &dev, &counts).unwrap();
+        let w = grove::backend::cpu::eval::evaluate_class_head(&pop, &data.x, &data.y, data.n_rows, c).unwrap();
+        assert_eq!(g.len(), w.len());
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()).max(1e-300) || (a - b).abs() < 1e-9;
+        let mut valid = 0;
+        for (i, (g, w)) in g.iter().zip(&w).enumerate() {
+            assert_eq!((g.sums.finite, g.sums.n, g.sums.k, &g.counts), (w.sums.finite, w.sums.n, w.sums.k, &w.counts), "tree {i}");
+            if !w.sums.finite {
+                continue;
+            }
+            valid += 1;
+            let all = |h: &grove::program::head::ClassHeadSums| -> Vec<f64> { h.sums.sum_f.iter().chain(&h.sums.sum_ff).chain(h.class_f.iter().flatten()).copied().collect() };
+            for (a, b) in all(g).into_iter().zip(all(w)) {
+                assert!(close(a, b), "k {k}, c {c}, tree {i}: gpu {a:e} cpu {b:e}");
+            }
+            assert!((g.brier() - w.brier()).abs() <= 1e-9, "k {k}, c {c}, tree {i}");
+        }
+        assert!(valid > 50, "{valid} valid trees of 150");
+        assert!(!g[12].sums.finite, "every 13th tree is empty");
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Classification (kernels/classify.cu against backend::cpu::classify::evaluate_classification).
 

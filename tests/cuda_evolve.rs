@@ -234,7 +234,7 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         });
         let data_dev = gpu.classification_data_with(&all.data.x, &all.labels, all.data.n_rows, k, offset.as_deref()).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
-        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
+        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5, head: None };
         let rep = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, n_out, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
@@ -350,7 +350,7 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
         let cfg = EngineConfig { pop_size: 1200, generations: 20, seed, tournament: 3, elite: 2, max_len: 96, constants, ..Default::default() };
         let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
-        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5 };
+        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5, head: None };
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
@@ -656,6 +656,41 @@ fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
     assert_eq!(rg["best"]["head"]["w"].as_array().map(Vec::len), Some(3), "GE, a head over 3 outputs: {}", rg["best"]);
 }
 
+/// A classifier with a head over three outputs on the GPU (`grove classify --outputs 3`): the
+/// head's sums come from `grove_class_head_sums`, selection and variation from the host, and the
+/// run returns what the CPU's run returns (the same program and head, its training accuracy
+/// equal), for tree GP and grammatical evolution.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
+    use grove::task::classify::{ClassifySettings, fit, load_data};
+    let quiet = grove::task::run::RunOptions { quiet: true, ..Default::default() };
+    let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    for grammar in [None, Some("grammars/classify-3class.bnf")] {
+        let mut s = ClassifySettings { data: "builtin:wine".into(), outputs: 3, ..ClassifySettings::default() };
+        s.engine.pop_size = 400;
+        s.engine.generations = 6;
+        s.engine.seed = 5;
+        if let Some(g) = grammar {
+            s.functions = None;
+            s.grammar = Some(format!("{}/{g}", env!("CARGO_MANIFEST_DIR")));
+        }
+        let (_, train, test, st) = load_data(&s).unwrap();
+        let rc = fit(&s, &train, Some(&test), st.as_ref(), &cpu, &quiet).unwrap().report;
+        let rg = fit(&s, &train, Some(&test), st.as_ref(), &gpu, &quiet).unwrap().report;
+        let what = grammar.unwrap_or("tree GP");
+        assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{what}: {}", rg["timing"]["device"]);
+        assert_eq!(rg["best"]["infix"], rc["best"]["infix"], "{what}");
+        assert_eq!(rg["model"]["class_head"].as_array().map(Vec::len), Some(3), "{what}");
+        assert_eq!(rg["train"]["accuracy"], rc["train"]["accuracy"], "{what}");
+        for (a, b) in rg["generations"].as_array().unwrap().iter().zip(rc["generations"].as_array().unwrap()) {
+            let (a, b) = (a["best"].as_f64().unwrap(), b["best"].as_f64().unwrap());
+            assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "{what}: best fitness gpu {a:e} cpu {b:e}");
+        }
+    }
+}
+
 /// NSGA-II (`--bloat nsga2`) on the device loop (survival of children and last survivors,
 /// crowded tournaments, all on the GPU) against the host loop on the same GPU: the same best
 /// program, survivors, fitness, history, hall of fame and median sizes, for tree GP (with
@@ -735,7 +770,7 @@ fn nsga2_on_the_device_equals_the_host_loop() {
     let k = all.n_classes();
     let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
     let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
-    let task = Classification { backend: &gpu, data: data_dev, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0 };
+    let task = Classification { backend: &gpu, data: data_dev, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0, head: None };
     let rep = grove::task::search::ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, k, 64).unwrap();
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let cfg = nsga2(1000, 10, 8, 64, off);

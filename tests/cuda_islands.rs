@@ -181,7 +181,7 @@ fn device_islands_equal_host_islands_for_classification_and_control() {
     let isl = islands(4, 2, 8);
     let data = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
     let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
-    let task = Classification { backend: &gpu, data, counts, fitness: ClassFitness::CrossEntropy, parsimony: 1e-5 };
+    let task = Classification { backend: &gpu, data, counts, fitness: ClassFitness::CrossEntropy, parsimony: 1e-5, head: None };
     let rep = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, k, cfg.max_len).unwrap();
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let (mut fa, mut fb) = (Fame::default(), Fame::default());

@@ -1,4 +1,4 @@
-//! `kernels/eval.cu`'s `grove_joint_sums` and `grove_head_sums` run on the CPU: built as host
+//! `kernels/eval.cu`'s `grove_joint_sums`, `grove_head_sums` and `grove_class_head_sums` run on the CPU: built as host
 //! C++ by g++ (`tests/cuda_host_shim.h`), their own code adds up the sums of issue 27's fits (a
 //! program's weight fitted together with linear terms of the inputs; a linear head over a
 //! program's outputs) from the programs' values, block by block with 256 real threads meeting at
@@ -11,10 +11,10 @@
 #[path = "support/emulator.rs"]
 mod emulator;
 
-use grove::backend::cpu::eval::{evaluate_head, evaluate_joint, predict};
+use grove::backend::cpu::eval::{evaluate_class_head, evaluate_head, evaluate_joint, predict};
 use grove::backend::cuda::kernels;
 use grove::program::init::{TreeSpec, init_population};
-use grove::program::head::{HeadSums, pair};
+use grove::program::head::{ClassHeadSums, HeadSums, pair};
 use grove::program::linear::JointSums;
 use grove::program::ops::FUNCTIONS;
 use grove::program::tree::Population;
@@ -24,6 +24,7 @@ type SetBlock = unsafe extern "C" fn(u32);
 type TakeY = unsafe extern "C" fn(u32);
 type JointFn = unsafe extern "C" fn(u32, u32, *const f32, *const f32, *const f32, *const u32, *mut f64, *mut u32);
 type HeadFn = unsafe extern "C" fn(u32, u32, *const f32, *const f32, *mut f64, *mut u32);
+type ClassHeadFn = unsafe extern "C" fn(u32, u32, u32, *const f32, *const f32, *mut f64, *mut u32);
 
 /// eval.cu as a host library: CUDA's min and max, `__ldg`, a block-wide `__shfl_down_sync`, the
 /// dynamic shared memory spelled for g++, and a setter of `blockIdx.y` for the calling thread.
@@ -202,6 +203,88 @@ fn the_head_sums_kernel_matches_the_cpu() {
             }
         }
         assert!(!got[3].finite, "an empty tree is invalid");
+        assert!(valid >= 3, "{valid} valid trees of 8");
+    }
+}
+
+/// The class head kernel's sums for every tree of `pop` over `x` and the class indices
+/// `labels`, from the CPU's predictions (NaN for an empty tree).
+fn class_head_kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32], labels: &[f32], n: usize, n_classes: usize) -> Vec<ClassHeadSums> {
+    let f: ClassHeadFn = emulator::get(lib, kernels::CLASS_HEAD_SUMS);
+    let (p, k) = (pop.size(), pop.n_outputs.max(1));
+    let mut pred = vec![f32::NAN; p * k * n];
+    for t in (0..p).filter(|&t| pop.len[t] > 0) {
+        pred[t * k * n..(t + 1) * k * n].copy_from_slice(&predict(pop, t, x, n).unwrap());
+    }
+    let pairs = k * (k + 1) / 2;
+    let cols = k + pairs + k * n_classes + 1;
+    let mut out = vec![f64::NAN; p * cols];
+    let mut bad = vec![0xdeadu32; p];
+    let addr = (pred.as_ptr() as usize, labels.as_ptr() as usize, out.as_mut_ptr() as usize, bad.as_mut_ptr() as usize);
+    let body = move || {
+        let (pr, ll, o, b) = addr;
+        // SAFETY: grove_class_head_sums(n_rows, k, n_classes, pred, labels, out, bad) on
+        // P × K × N values, N labels, P × C sums and P counts; block (t, col) writes only its
+        // own entries of tree t.
+        unsafe { f(n as u32, k as u32, n_classes as u32, pr as *const f32, ll as *const f32, o as *mut f64, b as *mut u32) }
+    };
+    for t in 0..p {
+        for col in 0..cols {
+            run(lib, t, col, &body);
+        }
+    }
+    (0..p)
+        .map(|t| {
+            let o = &out[t * cols..(t + 1) * cols];
+            let mut h = if bad[t] != 0 || pop.len[t] == 0 { ClassHeadSums::invalid(k, n_classes, n as u64) } else { ClassHeadSums::new(k, n_classes) };
+            if !h.sums.finite {
+                return h;
+            }
+            h.sums.n = n as u64;
+            let mut q = k;
+            for i in 0..k {
+                h.sums.sum_f[i] = o[i];
+                for j in i..k {
+                    h.sums.sum_ff[pair(i, j)] = o[q];
+                    q += 1;
+                }
+            }
+            for c in 0..n_classes {
+                for i in 0..k {
+                    h.class_f[c][i] = o[k + pairs + c * k + i];
+                }
+            }
+            h
+        })
+        .collect()
+}
+
+#[test]
+fn the_class_head_sums_kernel_matches_the_cpu() {
+    let Some(lib) = eval_library() else { return };
+    let f = 3usize;
+    for (n, k, c, seed) in [(300usize, 3usize, 4usize, 5u64), (37, 8, 2, 6), (120, 0, 10, 7)] {
+        let x: Vec<f32> = (0..f * n).map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.05).collect();
+        let labels: Vec<f32> = (0..n).map(|i| ((i * 7 + i / 5) % c) as f32).collect();
+        let spec = TreeSpec::new(FUNCTIONS.to_vec(), f as u32, 60).with_outputs(k, 0.3).with_depth(1, 6);
+        let mut pop = init_population(&spec, 8, seed).unwrap();
+        pop.clear(3); // no program: invalid
+        let want = evaluate_class_head(&pop, &x, &labels, n, c).unwrap();
+        let got = class_head_kernel_sums(&lib, &pop, &x, &labels, n, c);
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs()) || (a - b).abs() < 1e-9;
+        let mut valid = 0;
+        for (t, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!((g.sums.finite, g.sums.n, g.sums.k), (w.sums.finite, w.sums.n, w.sums.k), "n {n}, k {k}, tree {t}");
+            if !w.sums.finite {
+                continue;
+            }
+            valid += 1;
+            let all = |h: &ClassHeadSums| -> Vec<f64> { h.sums.sum_f.iter().chain(&h.sums.sum_ff).chain(h.class_f.iter().flatten()).copied().collect() };
+            for (a, b) in all(g).into_iter().zip(all(w)) {
+                assert!(close(a, b), "n {n}, k {k}, c {c}, tree {t}: kernel {a:e} cpu {b:e}");
+            }
+        }
+        assert!(!got[3].sums.finite, "an empty tree is invalid");
         assert!(valid >= 3, "{valid} valid trees of 8");
     }
 }

@@ -504,6 +504,12 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         --linear-inputs``), so the programs add what a linear classifier cannot say. "auto"
         keeps them where their 5-fold cross-validated cross-entropy beats the class
         frequencies', never with ``optimise_constants``.
+    outputs : int in [0, 8], default=0
+        A head over the program's ``outputs`` outputs (``grove classify --outputs``): each
+        class's logit is ``c + sum_k a_k*f_k(x)``, fitted by least squares on one-hot targets
+        during the search and by multinomial logistic regression for the returned model (so
+        ``predict_proba`` is calibrated); 1 is the program's value. 0: one output per class, no
+        head. Not with ``optimise_constants`` or ``linear_inputs="on"``.
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
         Levenberg-Marquardt steps fitting the numeric constants of the best
         ``optimise_fraction`` of the population to the softmax cross-entropy every
@@ -527,6 +533,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         "standardize": ["boolean"],
         "p_out": [Interval(Real, 0, 1, closed="both")],
         "linear_inputs": [StrOptions({"auto", "on", "off"})],
+        "outputs": [Interval(Integral, 0, 8, closed="both")],
     }
 
     def __init__(
@@ -539,6 +546,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         standardize=True,
         p_out=_CLASSIFY["p_out"],
         linear_inputs=_CLASSIFY["linear_inputs"],
+        outputs=_CLASSIFY["outputs"],
         population_size=_CLASSIFY["population_size"],
         generations=_CLASSIFY["generations"],
         tournament_size=_CLASSIFY["tournament_size"],
@@ -574,6 +582,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.standardize = standardize
         self.p_out = p_out
         self.linear_inputs = linear_inputs
+        self.outputs = outputs
         self.population_size = population_size
         self.generations = generations
         self.tournament_size = tournament_size
@@ -598,6 +607,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
 
     def _settings(self, seed):
         return {
+            "outputs": int(self.outputs),
             "data": "python",
             **self._representation(_CLASSIFY["function_set"]),
             "engine": self._engine_with_constants(seed),
@@ -671,7 +681,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         return proba
 
     def sympy(self):
-        """One sympy expression per class (the class's output)."""
+        """One sympy expression per class (the class's output, or its logit under the head)."""
         check_is_fitted(self)
         return [self._sympy(t) for t in _grove.render(self.model_json_, "sympy")]
 

@@ -569,8 +569,8 @@ fn predict_classes<'py>(
         return Err(PyValueError::new_err("not a classification model"));
     }
     let (out, n) = model_outputs(py, &m, x)?;
-    let codes = grove::task::model::classify_outputs(&out, n, m.n_outputs, k);
-    let proba = if m.n_outputs == k {
+    let codes = grove::task::model::classify_outputs(&out, n, m.class_outputs(), k);
+    let proba = if m.class_outputs() == k {
         let p = grove::task::model::class_probabilities(&out, n, k);
         Some(PyArray1::from_vec(py, p).reshape([n, k])?)
     } else {
@@ -580,7 +580,8 @@ fn predict_classes<'py>(
 }
 
 /// A model's program in `style` (`infix`, `latex`, `sympy`): one text per output (one for a
-/// single-output program, without a regression model's scaling).
+/// single-output program, without a regression model's scaling); for a classifier with a head,
+/// one per class, its logit over the outputs.
 #[pyfunction]
 fn render(model_json: &str, style: &str) -> PyResult<Vec<String>> {
     use grove::program::render::{Style, outputs, render};
@@ -592,7 +593,12 @@ fn render(model_json: &str, style: &str) -> PyResult<Vec<String>> {
         other => return Err(PyValueError::new_err(format!("unknown style `{other}`: infix, latex or sympy"))),
     };
     let nodes = m.tree().map_err(value_error)?;
-    Ok(if m.n_outputs == 0 { vec![render(&nodes, &m.features, style)] } else { outputs(&nodes, m.n_outputs, &m.features, style) })
+    let progs = if m.n_outputs == 0 { vec![render(&nodes, &m.features, style)] } else { outputs(&nodes, m.n_outputs, &m.features, style) };
+    // A classifier's head: each class's logit over the program's outputs.
+    Ok(match &m.class_head {
+        Some(h) => h.iter().map(|h| grove::task::model::head_text(h, &progs, style)).collect(),
+        None => progs,
+    })
 }
 
 /// Reads a saved policy (`policy` of a control report) from JSON.
@@ -702,6 +708,7 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let classify = engine_defaults(py, &d::CLASSIFY, d::FUNCTIONS)?;
     classify.set_item("p_out", shortest(d::CLASSIFY_P_OUT))?;
     classify.set_item("linear_inputs", linear(d::CLASSIFY_LINEAR_INPUTS))?;
+    classify.set_item("outputs", d::CLASSIFY_OUTPUTS)?;
     all.set_item("classify", classify)?;
     let control = engine_defaults(py, &d::CONTROL_CPU, d::FUNCTIONS)?;
     for key in ["population_size", "generations"] {

@@ -61,6 +61,12 @@ pub struct ClassifyArgs {
     /// frequencies', without --optimise-constants.
     #[arg(long, value_enum, default_value_t = defaults::CLASSIFY_LINEAR_INPUTS)]
     pub linear_inputs: crate::task::search::LinearInputs,
+    /// A head over K program outputs (1 to 8; 1 is the program's value): each class's logit is
+    /// c + Σ a_k·f_k, fitted by least squares on one-hot targets during the search and by
+    /// multinomial logistic regression for the returned model. 0 (default): one output per
+    /// class, no head.
+    #[arg(long, value_name = "K", default_value_t = defaults::CLASSIFY_OUTPUTS)]
+    pub outputs: usize,
     /// Do not standardise the features (by default each is shifted and scaled by the training
     /// rows' mean and standard deviation, and the saved model repeats it).
     #[arg(long)]
@@ -111,6 +117,7 @@ impl ClassifyArgs {
             fitness: self.fitness,
             binary: self.binary,
             linear_inputs: self.linear_inputs,
+            outputs: self.outputs,
             parsimony: e.parsimony,
             trees: ClassTreeSettings { p_out: self.p_out, ..Default::default() },
             device: e.device,

@@ -40,6 +40,10 @@ pub struct Program<'a> {
     /// Classification: linear terms of the (standardised) inputs added to each output, one per
     /// output ([`super::linear::Linear`]), summed in input order after the program's value.
     pub logit_terms: Option<&'a [super::linear::Linear]>,
+    /// Classification with a head over the program's outputs: class `c`'s logit is
+    /// `c_c + Σ_m a_cm f_m` ([`super::linear::Linear`] over the `max(1, n_outputs)` outputs),
+    /// summed in f64 in output order and rounded to f32.
+    pub class_head: Option<&'a [super::linear::Linear]>,
     /// Features are standardised first: `(x - mean) / std`.
     pub standardize: Option<(&'a [f64], &'a [f64])>,
     /// Classification: class names (the function returns the class index).
@@ -362,8 +366,41 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             };
         }
     }
+    // A classifier's head: the program's outputs become named features (`g_f0 …`, computed
+    // first) and each class's logit `c + a_m * g_f{m} …` (f64, zero weights left out), rounded
+    // to f32 in Rust and C as the model computes it.
+    let mut feats = Vec::new();
+    if let Some(head) = p.class_head {
+        let k = outs.len();
+        if p.classes.map(<[String]>::len) != Some(head.len()) || p.logit_terms.is_some() || head.iter().any(|h| h.a.len() != k) {
+            return Err(format!("a classifier's head has one set of weights per class, a weight per output ({k}), and no linear terms per output"));
+        }
+        for (m, o) in outs.iter().enumerate() {
+            body.push(match lang {
+                Lang::Python => format!("g_f{m} = {o}"),
+                Lang::Rust => format!("let g_f{m}: f32 = {o};"),
+                Lang::C => format!("float g_f{m} = {o};"),
+            });
+        }
+        feats = std::mem::take(&mut outs);
+        for h in head {
+            let f = |m: usize| match lang {
+                Lang::Python => format!("g_f{m}"),
+                Lang::Rust => format!("g_f{m} as f64"),
+                Lang::C => format!("(double)g_f{m}"),
+            };
+            let sum: String = h.a.iter().enumerate().filter(|(_, a)| **a != 0.0).map(|(m, a)| format!(" + {a:?} * {}", f(m))).collect();
+            outs.push(match lang {
+                Lang::Python => format!("{:?}{sum}", h.c),
+                Lang::Rust => format!("({:?}{sum}) as f32", h.c),
+                Lang::C => format!("(float)({:?}{sum})", h.c),
+            });
+        }
+    }
+    // One output whose sign decides between two classes.
+    let binary = p.n_outputs == 0 && p.class_head.is_none();
     if let Some(acts) = p.actuators {
-        if p.classes.is_some() || p.scale.is_some() || p.head.is_some() || p.linear.is_some() || p.logit_terms.is_some() || p.standardize.is_some() {
+        if p.classes.is_some() || p.scale.is_some() || p.head.is_some() || p.linear.is_some() || p.logit_terms.is_some() || p.class_head.is_some() || p.standardize.is_some() {
             return Err("a control policy has no scaling, head, linear terms, classes or standardisation".into());
         }
         if acts.len() != p.n_outputs || acts.is_empty() {
@@ -373,13 +410,13 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
     }
     let users = user_helpers(p.nodes, lang);
     // What the helpers must cover: the expressions and the user operators' bodies.
-    let called: Vec<String> = outs.iter().chain(&users).cloned().collect();
+    let called: Vec<String> = outs.iter().chain(&feats).chain(&users).cloned().collect();
     let mut src = String::new();
     let header = match p.classes {
         Some(c) => format!(
             "grove classifier: predict returns the class index ({}){}",
             c.iter().enumerate().map(|(i, n)| format!("{i} = {n}")).collect::<Vec<_>>().join(", "),
-            if p.n_outputs == 0 { "; one output: class 1 where it is positive" } else { "" }
+            if binary { "; one output: class 1 where it is positive" } else { "" }
         ),
         None => "grove regression model: predict returns the prediction".to_string(),
     };
@@ -422,7 +459,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
                 Some(_) => {
                     src += &format!("def outputs({sig}):\n{pre}    return [{}]\n\n\n", outs.join(", "));
                     src += &format!("def predict({sig}):\n    g_z = outputs({sig})\n");
-                    src += if p.n_outputs == 0 {
+                    src += if binary {
                         "    return 1 if g_z[0] > 0.0 else 0\n"
                     } else {
                         "    return max(range(len(g_z)), key=lambda g_k: (g_z[g_k], -g_k))\n"
@@ -442,7 +479,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
                 Some(_) => {
                     src += &format!("pub fn outputs({sig}) -> Vec<f32> {{\n{pre}    vec![{}]\n}}\n\n", outs.join(", "));
                     src += &format!("pub fn predict({sig}) -> usize {{\n    let g_z = outputs({});\n", params.join(", "));
-                    src += if p.n_outputs == 0 {
+                    src += if binary {
                         "    if g_z[0] > 0.0 { 1 } else { 0 }\n}\n"
                     } else {
                         "    let mut g_k = 0;\n    for (g_i, g_v) in g_z.iter().enumerate() {\n        if *g_v > g_z[g_k] {\n            g_k = g_i;\n        }\n    }\n    g_k\n}\n"
@@ -467,7 +504,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
                     }
                     src += "}\n\n";
                     src += &format!("int predict({sig}) {{\n    float g_z[{k}];\n    outputs({}, g_z);\n", params.join(", "));
-                    src += if p.n_outputs == 0 {
+                    src += if binary {
                         "    return g_z[0] > 0.0f ? 1 : 0;\n}\n"
                     } else {
                         "    int g_k = 0;\n    for (int g_i = 1; g_i < (int)(sizeof g_z / sizeof g_z[0]); g_i++)\n        if (g_z[g_i] > g_z[g_k]) g_k = g_i;\n    return g_k;\n}\n"

@@ -260,10 +260,137 @@ impl HeadSums {
     }
 }
 
+/// The sums of a classifier's head over a program's `K` outputs (issue 27): the features'
+/// [`HeadSums`] (n, Σf_i, Σf_i f_j) and, per class `c`, Σf_i over its rows and its row count:
+/// the sums of [`HeadSums`] against the one-hot target `[label = c]`, so each class gets a
+/// ridge least-squares head `b_c + Σ w_ci f_i` from the same pass ([`ClassHeadSums::of_class`]).
+/// The search scores a program by the mean squared error of those heads over the one-hot
+/// targets (the Brier score of their scores, [`ClassHeadSums::brier`]); the returned program's
+/// head is refitted by multinomial logistic regression so that its probabilities are
+/// calibrated (`task::classify`). Mergeable in row order, as [`HeadSums`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassHeadSums {
+    /// The features' sums (their `sum_fy`, `sum_y` and `sum_y2` unused: 0).
+    pub sums: HeadSums,
+    /// `[C][MAX_HEAD]` Σf_i over the rows of class `c`.
+    pub class_f: Vec<[f64; MAX_HEAD]>,
+    /// `[C]` rows of class `c`.
+    pub counts: Vec<u64>,
+}
+
+impl ClassHeadSums {
+    /// Empty sums over `k` features and `n_classes` classes.
+    pub fn new(k: usize, n_classes: usize) -> Self {
+        Self { sums: HeadSums::new(k), class_f: vec![[0.0; MAX_HEAD]; n_classes], counts: vec![0; n_classes] }
+    }
+
+    /// The sums of an individual without a program over `n` rows.
+    pub fn invalid(k: usize, n_classes: usize, n: u64) -> Self {
+        Self { sums: HeadSums::invalid(k, n), ..Self::new(k, n_classes) }
+    }
+
+    /// Adds one row: outputs `f` (`[k]`) of a row of class `label`.
+    pub fn add_row(&mut self, f: &[f64], label: usize) {
+        self.sums.add_row(f, 0.0);
+        for (s, f) in self.class_f[label].iter_mut().zip(&f[..self.sums.k]) {
+            *s += f;
+        }
+        self.counts[label] += 1;
+    }
+
+    /// Adds `other`'s rows (call in row order for reproducible bits).
+    pub fn merge(&mut self, other: &Self) {
+        self.sums.merge(&other.sums);
+        for (a, b) in self.class_f.iter_mut().zip(&other.class_f) {
+            for (a, b) in a.iter_mut().zip(b) {
+                *a += b;
+            }
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+    }
+
+    /// Classes.
+    pub fn n_classes(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// The [`HeadSums`] of the features against class `c`'s one-hot target.
+    pub fn of_class(&self, c: usize) -> HeadSums {
+        let n_c = self.counts[c] as f64;
+        HeadSums { sum_fy: self.class_f[c], sum_y: n_c, sum_y2: n_c, ..self.sums }
+    }
+
+    /// Each class's ridge least-squares head on its one-hot target; `None` if invalid.
+    pub fn fit(&self) -> Option<Vec<Head>> {
+        (0..self.n_classes()).map(|c| self.of_class(c).fit()).collect()
+    }
+
+    /// `Σ_c Σ_rows (b_c + Σ w_ci f_i − [label = c])² / n` of the heads [`Self::fit`] gives
+    /// (0 for a perfect one-hot fit, at most 1 − Σ_c p_c² for the class frequencies alone);
+    /// `+inf` if invalid.
+    pub fn brier(&self) -> f64 {
+        if !self.sums.is_valid() {
+            return f64::INFINITY;
+        }
+        let mut sse = 0.0;
+        for c in 0..self.n_classes() {
+            let s = self.of_class(c);
+            let Some(h) = s.fit() else { return f64::INFINITY };
+            sse += s.sse(&h).0;
+        }
+        let e = sse / self.sums.n as f64;
+        if e.is_finite() { e } else { f64::INFINITY }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rng::{Purpose, Stream};
+
+    #[test]
+    fn class_heads_are_the_one_hot_least_squares_fits() {
+        let mut rng = Stream::new(11, 0, 2, Purpose::Init);
+        let (k, c, n) = (3, 4, 400);
+        let f: Vec<Vec<f64>> = (0..n).map(|_| (0..k).map(|i| uniform(&mut rng) * (i + 1) as f64).collect()).collect();
+        // Classes by which of f0 + f1, f1 − f2, f2 and 0.3 is largest: a linear structure.
+        let label = |r: &[f64]| {
+            let s = [r[0] + r[1], r[1] - r[2], r[2], 0.3];
+            (0..4).max_by(|&a, &b| s[a].total_cmp(&s[b])).unwrap()
+        };
+        let labels: Vec<usize> = f.iter().map(|r| label(r)).collect();
+        let mut s = ClassHeadSums::new(k, c);
+        let mut half = ClassHeadSums::new(k, c);
+        for (i, (r, &l)) in f.iter().zip(&labels).enumerate() {
+            if i < n / 2 { s.add_row(r, l) } else { half.add_row(r, l) }
+        }
+        s.merge(&half);
+        let heads = s.fit().expect("valid");
+        // Each class's head is the fit of HeadSums against its one-hot column.
+        for (cl, h) in heads.iter().enumerate() {
+            let y: Vec<f64> = labels.iter().map(|&l| if l == cl { 1.0 } else { 0.0 }).collect();
+            let direct = sums(&f, &y).fit().unwrap();
+            assert!((h.b - direct.b).abs() < 1e-9 && h.w.iter().zip(&direct.w).all(|(a, b)| (a - b).abs() < 1e-9), "class {cl}: {h:?} {direct:?}");
+        }
+        // The Brier score from the sums is that of the heads' scores.
+        let direct: f64 = f
+            .iter()
+            .zip(&labels)
+            .map(|(r, &l)| heads.iter().enumerate().map(|(cl, h)| (h.apply(r) - if cl == l { 1.0 } else { 0.0 }).powi(2)).sum::<f64>())
+            .sum::<f64>()
+            / n as f64;
+        assert!((s.brier() - direct).abs() < 1e-9, "{} against {direct}", s.brier());
+        // The features carry the classes: well under the class frequencies' score.
+        let p: Vec<f64> = (0..c).map(|cl| s.counts[cl] as f64 / n as f64).collect();
+        assert!(s.brier() < 0.7 * (1.0 - p.iter().map(|p| p * p).sum::<f64>()), "{}", s.brier());
+        // A non-finite output makes the sums invalid.
+        s.add_row(&[f64::NAN, 0.0, 0.0], 1);
+        assert!(s.fit().is_none());
+        assert_eq!(s.brier(), f64::INFINITY);
+        assert_eq!(ClassHeadSums::invalid(2, 3, 10).brier(), f64::INFINITY);
+    }
 
     /// Sums of rows `f` (`[rows][k]`) against `y`.
     fn sums(f: &[Vec<f64>], y: &[f64]) -> HeadSums {

@@ -42,10 +42,31 @@ pub struct Classification<'d> {
     pub fitness: ClassFitness,
     /// Added to the fitness per node.
     pub parsimony: f64,
+    /// A head over the programs' outputs (`--outputs K`): the fitness is then the Brier score
+    /// of each class's least-squares head ([`crate::program::head::ClassHeadSums`]), from
+    /// these data (`data` is not read).
+    pub head: Option<ClassHeadData<'d>>,
+}
+
+/// What the search with a classifier's head reads: the training data with the rows' class
+/// indices as the target (on the backend), and those labels on the host.
+pub struct ClassHeadData<'d> {
+    /// `x` and the labels as f32, where the backend reads them.
+    pub data: crate::backend::RegressionData<'d>,
+    /// `[n_rows]` class indices, as f32.
+    pub labels: &'d [f32],
 }
 
 impl crate::evolve::Fitness for Classification<'_> {
     fn evaluate(&self, pop: &Population) -> Result<Vec<f64>> {
+        if let Some(h) = &self.head {
+            let sums = self.backend.class_head_sums(pop, &h.data, h.labels, self.counts.len())?;
+            return Ok(sums
+                .iter()
+                .enumerate()
+                .map(|(i, s)| if pop.len[i] == 0 { f64::INFINITY } else { s.brier() + self.parsimony * pop.len[i] as f64 })
+                .collect());
+        }
         let sums = self.backend.classification_sums(pop, &self.data)?;
         Ok(sums
             .iter()
@@ -60,11 +81,18 @@ impl crate::evolve::Fitness for Classification<'_> {
     }
 
     fn fit_constants(&self, pop: &mut Population, rows: &[usize], steps: u32) -> Result<Option<Vec<f64>>> {
+        if self.head.is_some() {
+            bail!("--optimise-constants fits a classifier's own outputs, not a head's features (ClassifySettings::check refuses it)");
+        }
         self.backend.fit_class_constants(pop, rows, &self.data, steps)?;
         self.evaluate(&pop.gather(rows)).map(Some)
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
+        if self.head.is_some() {
+            // The head's sums are summed on the GPU; selection and variation run on the host.
+            return None;
+        }
         match (self.backend, &self.data) {
             (crate::backend::Backend::Cuda(engine), crate::backend::ClassData::Device(data)) => {
                 Some(crate::evolve::device::DeviceTask::Classification(crate::evolve::device::DeviceClassification {
@@ -261,6 +289,11 @@ pub struct ClassifySettings {
     /// the search ([`crate::program::logistic`]).
     #[serde(default = "default_linear_inputs")]
     pub linear_inputs: LinearInputs,
+    /// A head over the program's outputs (`--outputs K`, 1 to `MAX_HEAD`): class `c`'s logit
+    /// is `c_c + Σ_m a_cm f_m`, least squares on one-hot targets during the search, multinomial
+    /// logistic regression for the returned model. 0: one output per class, no head.
+    #[serde(default)]
+    pub outputs: usize,
     /// Added to the fitness per node.
     pub parsimony: f64,
     /// Tree GP settings.
@@ -299,6 +332,7 @@ impl Default for ClassifySettings {
             fitness: ClassFitness::default(),
             binary: false,
             linear_inputs: super::defaults::CLASSIFY_LINEAR_INPUTS,
+            outputs: super::defaults::CLASSIFY_OUTPUTS,
             parsimony: PARSIMONY,
             trees: ClassTreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
@@ -361,6 +395,58 @@ pub fn scores(nodes: &[Node], n_outputs: usize, data: &Labeled, offset: Option<&
     Ok(ClassScores { confusion: Confusion::new(&data.labels, &predicted, k), cross_entropy: ce })
 }
 
+/// A program's outputs on `data`: `[max(1, n_outputs)][n_rows]`.
+fn program_outputs(nodes: &[Node], n_outputs: usize, data: &Labeled) -> Result<Vec<f32>> {
+    let mut pop = Population::new(1, nodes.len().max(1), n_outputs);
+    let _ = pop.set_tree(0, nodes);
+    Ok(crate::backend::cpu::eval::predict(&pop, 0, &data.data.x, data.data.n_rows)?)
+}
+
+/// The head of a classifier over a program's `max(1, n_outputs)` outputs, fitted on `data`: a
+/// multinomial logistic regression of the classes on the outputs
+/// ([`crate::program::logistic::fit`], its L2 penalty chosen by 5-fold cross-validated
+/// cross-entropy), so the probabilities are calibrated; where it cannot be fitted (fewer than
+/// 10 rows, or no output with a spread) each class's least-squares head on its one-hot target,
+/// as the search scored the program ([`crate::program::head::ClassHeadSums`]). An error if an
+/// output is not finite at some row.
+pub fn fit_class_head(nodes: &[Node], n_outputs: usize, data: &Labeled) -> Result<Vec<crate::program::linear::Linear>> {
+    use crate::program::linear::Linear;
+    let out = program_outputs(nodes, n_outputs, data)?;
+    let (k, n, c) = (n_outputs.max(1), data.data.n_rows, data.n_classes());
+    if let Some(i) = out.iter().position(|v| !v.is_finite()) {
+        bail!("the program's output {} is {} at row {}: a head cannot be fitted", i / n.max(1), out[i], i % n.max(1));
+    }
+    if let Some(fit) = crate::program::logistic::fit(&out, &data.labels, n, k, c, false).map_err(|e| anyhow::anyhow!("the head: {e}"))? {
+        return Ok(fit.terms);
+    }
+    let mut sums = crate::program::head::ClassHeadSums::new(k, c);
+    let mut f = vec![0.0; k];
+    for r in 0..n {
+        f.iter_mut().enumerate().for_each(|(m, v)| *v = out[m * n + r] as f64);
+        sums.add_row(&f, data.labels[r] as usize);
+    }
+    let heads = sums.fit().context("the head's least-squares fit")?;
+    Ok(heads.into_iter().map(|h| Linear { c: h.b, a: h.w }).collect())
+}
+
+/// Scores of a program with a classifier head (`head`, one per class, over its
+/// `max(1, n_outputs)` outputs) on `data`: the logits as the model computes them
+/// ([`super::model::head_logits`]).
+pub fn head_scores(nodes: &[Node], n_outputs: usize, head: &[crate::program::linear::Linear], data: &Labeled) -> Result<ClassScores> {
+    let (n, c) = (data.data.n_rows, data.n_classes());
+    let out = program_outputs(nodes, n_outputs, data)?;
+    let z = super::model::head_logits(head, &out, n);
+    let predicted = classify_outputs(&z, n, c, c);
+    let mut ce = 0.0;
+    for (r, &l) in data.labels.iter().enumerate() {
+        let top = (0..c).map(|k| z[k * n + r] as f64).fold(f64::NEG_INFINITY, f64::max);
+        let lse = top + (0..c).map(|k| (z[k * n + r] as f64 - top).exp()).sum::<f64>().ln();
+        ce += lse - z[l as usize * n + r] as f64;
+    }
+    let ce = if n == 0 { f64::NAN } else { ce / n as f64 };
+    Ok(ClassScores { confusion: Confusion::new(&data.labels, &predicted, c), cross_entropy: if ce.is_finite() { ce } else { f64::NAN } })
+}
+
 /// The rows evolution fits on and the validation rows, for `plan` (none when its fraction is
 /// 0): a seeded split of `train`, stratified by class
 /// ([`crate::data::split::Holdout::VALIDATION`]; a class of one row stays in `rows`).
@@ -421,6 +507,19 @@ impl ClassifySettings {
             !(self.linear_inputs == LinearInputs::On && self.engine.constants.steps > 0),
             "--linear-inputs on cannot go with --optimise-constants (engine.constants.steps): the constant fitting of classifiers does not read the terms"
         );
+        let max = crate::program::head::MAX_HEAD;
+        ensure!(self.outputs <= max, "--outputs (outputs) asks for {} outputs under the head; it reads at most {max}", self.outputs);
+        if self.outputs > 0 {
+            ensure!(!self.binary, "--outputs (outputs) gives every class a head over the program's outputs; --binary (binary) decides by one output's sign: drop one");
+            ensure!(
+                self.engine.constants.steps == 0,
+                "--outputs (outputs) cannot go with --optimise-constants (engine.constants.steps): the constant fitting of classifiers fits their own outputs, not a head's features"
+            );
+            ensure!(
+                self.linear_inputs != LinearInputs::On,
+                "--outputs (outputs) cannot go with --linear-inputs on (linear_inputs): the head reads the program's outputs only"
+            );
+        }
         Ok(())
     }
 
@@ -443,6 +542,29 @@ pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions)
     let (_, train, test, standardize) = load_data(settings)?;
     let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
     fit(settings, &train, Some(&test), standardize.as_ref(), &backend, opts)
+}
+
+/// The classification task of `settings` on `train` for backend `b`: with `head_labels` (the
+/// rows' classes as f32, for a head over the program's outputs) the search reads them as a
+/// regression target on `b` and the classification data stays on the host, unread; else the
+/// classification data, with the linear terms' `offset`, goes where `b` reads it.
+fn task_on<'d>(
+    b: &'d crate::backend::Backend,
+    settings: &ClassifySettings,
+    train: &'d Labeled,
+    offset: Option<&'d [f32]>,
+    head_labels: Option<&'d [f32]>,
+) -> Result<Classification<'d>> {
+    let (n, f, k) = (train.data.n_rows, train.data.n_features, train.n_classes());
+    let (data, head) = match head_labels {
+        Some(labels) => {
+            let host = crate::backend::ClassData::Host { x: &train.data.x, labels: &train.labels, n_rows: n, n_classes: k, offset: None };
+            (host, Some(ClassHeadData { data: b.regression_data(&train.data.x, labels, n, f)?, labels }))
+        }
+        None => (b.classification_data_with(&train.data.x, &train.labels, n, k, offset)?, None),
+    };
+    let counts = train.class_counts().iter().map(|&c| c as u64).collect();
+    Ok(Classification { backend: b, data, counts, fitness: settings.fitness, parsimony: settings.parsimony, head })
 }
 
 /// Evolves a classifier for `train` (already standardised with `standardize`, which the saved
@@ -481,7 +603,15 @@ pub fn fit(
     if settings.engine.constants.steps > 0 && k > max_fit {
         bail!("--optimise-constants (engine.constants.steps) fits programs of at most {max_fit} classes; the data has {k}: drop it");
     }
-    let n_outputs = if settings.binary { 0 } else { k };
+    // With a head (`--outputs K`) the program has K outputs (K = 1: its value) and every class
+    // reads all of them; else one output per class, or one for two classes (`binary`).
+    let head_k = settings.outputs;
+    let n_outputs = match (settings.binary, head_k) {
+        (true, _) => 0,
+        (false, 0) => k,
+        (false, 1) => 0,
+        (false, h) => h,
+    };
     let bytes = (train.data.n_rows as u64).saturating_mul(train.data.n_features as u64 + 1).saturating_mul(4);
     let sums = 16 * k as u64 + 32;
     let need = super::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: sums, device_per_individual: sums };
@@ -493,7 +623,11 @@ pub fn fit(
     // cross-validation): they are the same for every program, so the validation rows still
     // tell programs apart, and with a quarter of the rows held out the line would lose
     // (breast cancer, `docs/quality.md`).
-    let linear = class_linear(settings, all_rows, n_outputs)?;
+    let linear = if head_k > 0 {
+        ClassLinear::none("off: the head over the program's outputs (--outputs) reads no linear terms")
+    } else {
+        class_linear(settings, all_rows, n_outputs)?
+    };
     let terms = linear.terms();
     let plan = if terms.is_some() {
         plan.with_small_rule(super::defaults::CLASSIFY_SMALL_DATA_RULE_WITH_TERMS, "the model has linear terms of the inputs")
@@ -503,29 +637,42 @@ pub fn fit(
     let offset = terms.map(|t| crate::program::logistic::offsets(t, &train.data.x, train.data.n_rows));
     // The terms at the validation rows, once (every front member is scored there).
     let validation_offset = validation.zip(terms).map(|(v, t)| crate::program::logistic::offsets(t, &v.data.x, v.data.n_rows));
-    let data = backend.classification_data_with(&train.data.x, &train.labels, train.data.n_rows, k, offset.as_deref())?;
-    let counts: Vec<u64> = train.class_counts().iter().map(|&c| c as u64).collect();
+    // With a head the search reads the labels as a regression target (the head's sums), and the
+    // classification data stays on the host, unread.
+    let head_labels: Vec<f32> = if head_k > 0 { train.labels.iter().map(|&l| l as f32).collect() } else { Vec::new() };
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data.
     let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
-    let mut tasks = vec![Classification { backend, data, counts: counts.clone(), fitness: settings.fitness, parsimony: settings.parsimony }];
+    let head = (head_k > 0).then_some(&head_labels[..]);
+    let mut tasks = vec![task_on(backend, settings, train, offset.as_deref(), head)?];
     for b in &more {
-        let data = b.classification_data_with(&train.data.x, &train.labels, train.data.n_rows, k, offset.as_deref())?;
-        tasks.push(Classification { backend: b, data, counts: counts.clone(), fitness: settings.fitness, parsimony: settings.parsimony });
+        tasks.push(task_on(b, settings, train, offset.as_deref(), head)?);
     }
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
     super::search::note_bloat(&settings.engine, backend, opts);
     // --stop-at is the best program's training accuracy (the fitness may be cross-entropy).
-    let accuracy = |b: &crate::evolve::Best| scores(&b.nodes, n_outputs, train, offset.as_deref()).map_or(f64::NAN, |s| s.confusion.accuracy());
+    // Scores of a program on `data` (its head, where the model has one, fitted on the rows
+    // evolution fitted: `fit_class_head`).
+    type Heads = Option<Vec<crate::program::linear::Linear>>;
+    let head_of = |nodes: &[Node]| -> Result<Heads> { if head_k > 0 { fit_class_head(nodes, n_outputs, train).map(Some) } else { Ok(None) } };
+    let score = |nodes: &[Node], head: &Heads, data: &Labeled, off: Option<&[f32]>| match head {
+        Some(h) => head_scores(nodes, n_outputs, h, data),
+        None => scores(nodes, n_outputs, data, off),
+    };
+    let accuracy = |b: &crate::evolve::Best| {
+        head_of(&b.nodes).and_then(|h| score(&b.nodes, &h, train, offset.as_deref())).map_or(f64::NAN, |s| s.confusion.accuracy())
+    };
     let goal = super::budget::Goal { measure: super::budget::Measure::Accuracy, value: Box::new(accuracy) };
     let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?.with_budget(settings.budget, goal);
     let names = train.data.names.clone();
     let trees = |functions: &str| settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len);
+    // A grammar under a head of K > 1 outputs must write K output slots.
+    let slots = |t: &crate::grammar::template::Templates, path: &str| if head_k > 1 { super::regression::check_grammar_slots(t, head_k, path) } else { Ok(()) };
     let programs = super::search::Programs {
         names: &names,
         n_outputs,
         purpose: format!("for classification with {n_outputs} outputs"),
-        check: &super::search::any_grammar,
+        check: &slots,
         trees: &trees,
     };
     let searching = std::time::Instant::now();
@@ -539,12 +686,16 @@ pub fn fit(
     let front = observer.hof.front(|e| e.fitness - settings.parsimony * e.nodes.len() as f64);
     let mut cands = Vec::with_capacity(front.len());
     let primitives = super::validation::primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), train.data.n_features);
+    let mut heads = Vec::with_capacity(front.len());
     for (n, e, loss) in &front {
-        let v = validation.map(|v| scores(&e.nodes, n_outputs, v, validation_offset.as_deref())).transpose()?;
+        let head = head_of(&e.nodes)?;
+        let v = validation.map(|v| score(&e.nodes, &head, v, validation_offset.as_deref())).transpose()?;
         // Cross-entropy is a likelihood whatever the fitness: every member gets a length.
-        let ce = scores(&e.nodes, n_outputs, train, offset.as_deref())?.cross_entropy;
+        let ce = score(&e.nodes, &head, train, offset.as_deref())?.cross_entropy;
         let nll = if ce.is_finite() { ce * train.data.n_rows as f64 } else { f64::INFINITY };
-        let params = super::validation::constants_of(&e.nodes);
+        // A head's numbers count as the program's constants do.
+        let params = super::validation::constants_of(&e.nodes) + head.as_ref().map_or(0, |h| h.len() * (n_outputs.max(1) + 1));
+        heads.push(head);
         let description = super::validation::description_length(nll, *n, primitives, params, train.data.n_rows);
         cands.push(super::validation::Candidate {
             size: *n,
@@ -558,23 +709,33 @@ pub fn fit(
     let decision = super::validation::decide(&plan, &cands, best_at);
     let chosen = super::validation::chosen_program(&front, &decision, &outcome);
     let best = &chosen;
+    let best_head = match front.iter().position(|(_, e, _)| e.nodes == best.nodes) {
+        Some(i) => heads[i].clone(),
+        None => head_of(&best.nodes)?,
+    };
     let seconds = start.elapsed().as_secs_f64();
-    let train_scores = scores(&best.nodes, n_outputs, train, offset.as_deref())?;
-    let validation_scores = validation.map(|v| scores(&best.nodes, n_outputs, v, validation_offset.as_deref())).transpose()?;
+    let train_scores = score(&best.nodes, &best_head, train, offset.as_deref())?;
+    let validation_scores = validation.map(|v| score(&best.nodes, &best_head, v, validation_offset.as_deref())).transpose()?;
     let test_offset = test.zip(terms).map(|(t, terms)| crate::program::logistic::offsets(terms, &t.data.x, t.data.n_rows));
-    let test_scores = test.map(|t| scores(&best.nodes, n_outputs, t, test_offset.as_deref())).transpose()?;
-    // Each output's text, with its linear terms of the inputs where the model has them.
-    let texts = |nodes: &[Node], style: Style| -> Vec<String> {
+    let test_scores = test.map(|t| score(&best.nodes, &best_head, t, test_offset.as_deref())).transpose()?;
+    // Each output's text, with its linear terms of the inputs where the model has them; with a
+    // head, each class's logit over the outputs.
+    let texts_with = |nodes: &[Node], head: &Heads, style: Style| -> Vec<String> {
         let progs = if n_outputs == 0 { vec![render(nodes, &names, style)] } else { outputs(nodes, n_outputs, &names, style) };
-        match terms {
-            None => progs,
-            Some(t) => progs.into_iter().zip(t).map(|(p, t)| format!("{p}{}", t.render(&names, style))).collect(),
+        match (terms, head) {
+            (_, Some(h)) => h.iter().map(|h| super::model::head_text(h, &progs, style)).collect(),
+            (None, None) => progs,
+            (Some(t), None) => progs.into_iter().zip(t).map(|(p, t)| format!("{p}{}", t.render(&names, style))).collect(),
         }
     };
+    let texts = |nodes: &[Node], style: Style| texts_with(nodes, &best_head, style);
     let programs = texts(&best.nodes, Style::Infix);
     let mut generations = generations_json(&outcome.history, &observer.median_sizes);
     add_island_stats(&mut generations, &outcome.island_history, false);
-    let show = |nodes: &[Node], style: Style| texts(nodes, style).join("; ");
+    let show = |nodes: &[Node], style: Style| {
+        let head = front.iter().position(|(_, e, _)| e.nodes == nodes).and_then(|i| heads[i].clone());
+        texts_with(nodes, &head, style).join("; ")
+    };
     let fame = super::validation::front_rows(&front, &cands, decision.member, |nodes| {
         Ok((show(nodes, Style::Infix), show(nodes, Style::Latex), show(nodes, Style::Sympy)))
     })?;
@@ -601,6 +762,7 @@ pub fn fit(
         head: None,
         linear: None,
         logit_terms: terms.map(<[_]>::to_vec),
+        class_head: best_head.clone(),
         standardize: standardize.cloned(),
     };
     let mut report = serde_json::json!({
@@ -633,7 +795,12 @@ pub fn fit(
     // The programs alone: the terms of every input would bury them (the report has the whole model).
     let alone = if n_outputs == 0 { vec![render(&best.nodes, &names, Style::Infix)] } else { outputs(&best.nodes, n_outputs, &names, Style::Infix) };
     let plus = if terms.is_some() { " + linear terms" } else { "" };
-    if n_outputs == 0 {
+    if let Some(h) = &best_head {
+        for (m, p) in alone.iter().enumerate() {
+            summary += &format!("output {m:<w$}  {p}\n", w = w - 1);
+        }
+        summary += &format!("head          each class's logit c + Σ a_k·output_k ({} classes × {} outputs, multinomial logistic regression)\n", h.len(), alone.len());
+    } else if n_outputs == 0 {
         summary += &format!("program       {}{plus}  (class {} where positive, else {})\n", alone[0], train.classes[1], train.classes[0]);
     } else {
         for (c, p) in train.classes.iter().zip(&alone) {

@@ -114,6 +114,9 @@ pub const PARSIMONY: f64 = 0.0;
 pub const EVOLVE_OUTPUTS: usize = 1;
 /// `grove evolve`'s linear terms of the inputs beside the program.
 pub const EVOLVE_LINEAR_INPUTS: super::search::LinearInputs = super::search::LinearInputs::Auto;
+/// `grove classify`'s head: none (0), each class's output is the program's own. With
+/// `--outputs K` a head over the program's K outputs gives each class its logit.
+pub const CLASSIFY_OUTPUTS: usize = 0;
 /// `grove classify`'s linear terms of the inputs under the outputs.
 pub const CLASSIFY_LINEAR_INPUTS: super::search::LinearInputs = super::search::LinearInputs::Auto;
 /// `grove evolve`'s probability, with `--outputs` above 1, that a new tree node becomes an extra

@@ -57,9 +57,48 @@ pub struct Model {
     /// class 1's logit against class 0's); `--linear-inputs`, [`crate::program::logistic`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logit_terms: Option<Vec<crate::program::linear::Linear>>,
+    /// Classification with a head over the program's outputs (`--outputs K`): class `c`'s logit
+    /// is `c_c + Σ_m a_cm f_m` over the program's `max(1, n_outputs)` outputs, one
+    /// [`crate::program::linear::Linear`] per class (fitted by multinomial logistic regression
+    /// after the search; reports before it have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class_head: Option<Vec<crate::program::linear::Linear>>,
     /// Features are standardised with these statistics before the program reads them.
     #[serde(default)]
     pub standardize: Option<Standardize>,
+}
+
+/// Class `c`'s logit as text: `c + a_1*(f_1) …` over the outputs' texts `outs` (zero weights
+/// left out), numbers as the renderer prints them.
+pub fn head_text(h: &crate::program::linear::Linear, outs: &[String], style: crate::program::render::Style) -> String {
+    use crate::program::render::{Style, number};
+    let mut s = number(h.c as f32);
+    for (o, &a) in outs.iter().zip(&h.a).filter(|(_, a)| **a != 0.0) {
+        let sign = if a < 0.0 { "-" } else { "+" };
+        let a = number(a.abs() as f32);
+        s += &match style {
+            Style::Latex => format!(" {sign} {a} \\left({o}\\right)"),
+            Style::Sympy | Style::Infix => format!(" {sign} {a}*({o})"),
+        };
+    }
+    s
+}
+
+/// Class `c`'s logit at each row from a classifier head and the program's outputs `out`
+/// (`[K][n_rows]`, f32): `[C][n_rows]`, each summed in f64 in output order and rounded to f32,
+/// as every output of grove computes it.
+pub fn head_logits(head: &[crate::program::linear::Linear], out: &[f32], n_rows: usize) -> Vec<f32> {
+    let mut z = vec![0.0f32; head.len() * n_rows];
+    for (c, h) in head.iter().enumerate() {
+        for r in 0..n_rows {
+            let mut v = h.c;
+            for (m, &a) in h.a.iter().enumerate() {
+                v += a * out[m * n_rows + r] as f64;
+            }
+            z[c * n_rows + r] = v as f32;
+        }
+    }
+    z
 }
 
 impl Model {
@@ -84,7 +123,15 @@ impl Model {
         // Its own operators first; a tree naming one the model does not define is refused.
         crate::program::ops::user::load_saved(&self.operators, self.nodes.iter().map(|n| n.0.as_str()), "the model").map_err(|e| anyhow!(e))?;
         let nodes = crate::program::tree::decode(&self.nodes, n, self.n_outputs).map_err(|e| anyhow!("the model's tree: {e}"))?;
-        if self.kind == ModelKind::Classification {
+        if let Some(h) = &self.class_head {
+            ensure!(self.kind == ModelKind::Classification, "a regression model with a classifier's head");
+            ensure!(self.logit_terms.is_none(), "a classifier with both a head and linear terms per output");
+            let classes = self.classes.as_ref().context("a classification model without class names")?;
+            ensure!(h.len() == classes.len(), "the model's head has {} classes; it names {}", h.len(), classes.len());
+            for (c, h) in h.iter().enumerate() {
+                h.check(self.n_outputs.max(1)).map_err(|e| anyhow!("the head of class {c}: {e}").context("the model's head reads the program's outputs"))?;
+            }
+        } else if self.kind == ModelKind::Classification {
             let classes = self.classes.as_ref().context("a classification model without class names")?;
             let want = if self.n_outputs == 0 { 2 } else { self.n_outputs };
             ensure!(
@@ -128,7 +175,8 @@ impl Model {
         Ok(nodes)
     }
 
-    /// The program's outputs on the rows of `table`: `[max(1, n_outputs)][n_rows]`. The
+    /// The program's outputs on the rows of `table`: `[max(1, n_outputs)][n_rows]` (a classifier
+    /// head's logits, `[classes][n_rows]`, where the model has one: [`Model::outputs_of`]). The
     /// features are read by name; a missing one is an error that lists the file's columns.
     pub fn outputs(&self, table: &Table, file: &str) -> Result<(Vec<f32>, usize)> {
         let (x, n_rows) = self.features_of(table, file)?;
@@ -154,8 +202,9 @@ impl Model {
     }
 
     /// The program's outputs on `x` (`[features][n_rows]`, feature-major, f32, in the order
-    /// of [`Model::features`], before standardisation): `[max(1, n_outputs)][n_rows]`. What
-    /// `grove predict` and the Python package's `predict` both apply.
+    /// of [`Model::features`], before standardisation): `[max(1, n_outputs)][n_rows]`, with a
+    /// classifier's linear terms added, or its head's logits `[classes][n_rows]` where it has
+    /// one ([`head_logits`]). What `grove predict` and the Python package's `predict` both apply.
     pub fn outputs_of(&self, mut x: Vec<f32>, n_rows: usize) -> Result<Vec<f32>> {
         ensure!(
             x.len() == self.features.len() * n_rows,
@@ -179,7 +228,19 @@ impl Model {
         if let Some(o) = offsets {
             out.iter_mut().zip(o).for_each(|(v, o)| *v += o);
         }
+        if let Some(h) = &self.class_head {
+            return Ok(head_logits(h, &out, n_rows));
+        }
         Ok(out)
+    }
+
+    /// Rows of what [`Model::outputs_of`] gives a classifier: its logits, one per class (0: one
+    /// output whose sign decides between two classes).
+    pub fn class_outputs(&self) -> usize {
+        match &self.class_head {
+            Some(h) => h.len(),
+            None => self.n_outputs,
+        }
     }
 
     /// How a regression model's outputs become its prediction: its head, else its scale
@@ -227,7 +288,7 @@ impl Model {
             ModelKind::Regression => unreachable!("handled above"),
             ModelKind::Classification => {
                 let classes = self.classes.as_ref().context("a classification model without class names")?;
-                Ok(classify_outputs(&out, n, self.n_outputs, classes.len())
+                Ok(classify_outputs(&out, n, self.class_outputs(), classes.len())
                     .into_iter()
                     .map(|c| classes[c as usize].clone())
                     .collect())

@@ -636,7 +636,7 @@ fn mae_with_head(outputs: usize) -> String {
 /// Checks that a grammar writes at least `k` output slots: a literal `out(K, …)` writes slot
 /// K; an `out(<k>, …)` spelled by a rule (e.g. `GE_RANGE:dataset_n_os`) may write any of the
 /// `k` slots.
-fn check_grammar_slots(templates: &crate::grammar::template::Templates, k: usize, path: &str) -> anyhow::Result<()> {
+pub(super) fn check_grammar_slots(templates: &crate::grammar::template::Templates, k: usize, path: &str) -> anyhow::Result<()> {
     use crate::grammar::template::{Item, Part};
     let (mut literal, mut spelled) = (std::collections::BTreeSet::new(), false);
     for item in templates.expr.iter().flatten().flatten() {
@@ -1052,6 +1052,7 @@ pub fn finish(
         },
         linear: lin.cloned(),
         logit_terms: None,
+        class_head: None,
         standardize: None,
     };
     let mut report = serde_json::json!({

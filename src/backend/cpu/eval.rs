@@ -47,7 +47,7 @@ pub use bench::{EvalBench, EvalBenchReport, bench_eval, bench_population, bench_
 use super::interp::Program;
 use super::interp::block::{Entry, XBlock, run_block};
 use crate::program::fitness::RegressionSums;
-use crate::program::head::{HeadSums, MAX_HEAD, pair};
+use crate::program::head::{ClassHeadSums, HeadSums, MAX_HEAD, pair};
 use crate::program::linear::JointSums;
 use crate::program::ops::Op;
 use crate::program::tree::{Population, TreeRef};
@@ -88,6 +88,15 @@ pub enum EvalError {
     TargetNotFinite {
         /// The first such row.
         row: usize,
+    },
+    /// A class label (as the target of a classifier's head) is not a class index.
+    Label {
+        /// The first such row.
+        row: usize,
+        /// Its value.
+        value: f32,
+        /// Classes.
+        n_classes: usize,
     },
     /// The population has more outputs than the function supports.
     TooManyOutputs {
@@ -132,6 +141,9 @@ impl fmt::Display for EvalError {
             }
             EvalError::TargetLength { len, n_rows } => write!(f, "y has {len} values for {n_rows} rows"),
             EvalError::TargetNotFinite { row } => write!(f, "target value at row {row} is NaN or infinite"),
+            EvalError::Label { row, value, n_classes } => {
+                write!(f, "class label at row {row} is {value}, not a class index below {n_classes}")
+            }
             EvalError::TooManyOutputs { n_outputs, max } => {
                 write!(f, "programs have {n_outputs} outputs; this evaluation takes at most {max}")
             }
@@ -707,6 +719,76 @@ pub fn evaluate_head(pop: &Population, x: &[f32], y: &[f32], n_rows: usize) -> R
     let all: Vec<usize> = (0..pop.size()).collect();
     let sums = fold_individuals::<BLOCK, _>(pop, &all, x, n_rows, &HeadFold { y, k })?;
     Ok(sums.into_iter().map(|s| s.unwrap_or(HeadSums::invalid(k, n_rows as u64))).collect())
+}
+
+/// The class-head fold: accumulates [`ClassHeadSums`] of the outputs against class labels.
+struct ClassHeadFold<'a> {
+    labels: &'a [f32],
+    k: usize,
+    n_classes: usize,
+}
+
+impl BlockFold for ClassHeadFold<'_> {
+    type Acc = ClassHeadSums;
+
+    fn init(&self) -> ClassHeadSums {
+        ClassHeadSums::new(self.k, self.n_classes)
+    }
+
+    fn block(&self, acc: &mut ClassHeadSums, row0: usize, out: &BlockOutputs<'_>) {
+        let labels = &self.labels[row0..row0 + out.len()];
+        let mut part = ClassHeadSums::new(self.k, self.n_classes);
+        part.sums.n = out.len() as u64;
+        for i in 0..self.k {
+            let fi = out.output(i);
+            part.sums.sum_f[i] = sum8(fi);
+            for j in i..self.k {
+                part.sums.sum_ff[pair(i, j)] = dot8(fi, out.output(j));
+            }
+            part.sums.finite &= part.sums.sum_ff[pair(i, i)].is_finite();
+            for (&f, &l) in fi.iter().zip(labels) {
+                part.class_f[l as usize][i] += f as f64;
+            }
+        }
+        for &l in labels {
+            part.counts[l as usize] += 1;
+        }
+        acc.merge(&part);
+    }
+
+    fn merge(&self, acc: &mut ClassHeadSums, next: ClassHeadSums) {
+        acc.merge(&next);
+    }
+}
+
+/// Rows per class of `labels` (class indices below `n_classes`, as f32); an error names the
+/// first row that is not one.
+pub fn class_counts(labels: &[f32], n_classes: usize) -> Result<Vec<u64>, EvalError> {
+    if let Some(row) = labels.iter().position(|&l| !(l >= 0.0 && l.fract() == 0.0 && (l as usize) < n_classes)) {
+        return Err(EvalError::Label { row, value: labels[row], n_classes });
+    }
+    let mut counts = vec![0u64; n_classes];
+    labels.iter().for_each(|&l| counts[l as usize] += 1);
+    Ok(counts)
+}
+
+/// The sums of a classifier's head ([`ClassHeadSums`]) of every individual, fused with
+/// evaluation: the outputs of a population with up to `MAX_HEAD` output slots (0: the root's
+/// value) against class labels `labels` (`[n_rows]`, class indices below `n_classes` as f32).
+pub fn evaluate_class_head(pop: &Population, x: &[f32], labels: &[f32], n_rows: usize, n_classes: usize) -> Result<Vec<ClassHeadSums>, EvalError> {
+    let k = pop.n_outputs;
+    if k > MAX_HEAD {
+        return Err(EvalError::TooManyOutputs { n_outputs: k, max: MAX_HEAD });
+    }
+    if labels.len() != n_rows {
+        return Err(EvalError::TargetLength { len: labels.len(), n_rows });
+    }
+    let counts = class_counts(labels, n_classes)?;
+    let k = k.max(1);
+    let all: Vec<usize> = (0..pop.size()).collect();
+    let sums = fold_individuals::<BLOCK, _>(pop, &all, x, n_rows, &ClassHeadFold { labels, k, n_classes })?;
+    // An individual without a program still knows the rows' classes.
+    Ok(sums.into_iter().map(|s| s.unwrap_or_else(|| ClassHeadSums { counts: counts.clone(), ..ClassHeadSums::invalid(k, n_classes, n_rows as u64) })).collect())
 }
 
 // ---------------------------------------------------------------------------------------------

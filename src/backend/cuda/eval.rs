@@ -647,6 +647,76 @@ impl CudaEngine {
             .collect())
     }
 
+    /// Every individual's sums for a classifier's head over its outputs
+    /// ([`crate::program::head::ClassHeadSums`]): the prediction kernels write the outputs,
+    /// `grove_class_head_sums` adds them up per class; `data`'s target holds the rows' class
+    /// indices (as floats), of which `counts[c]` are `c` (the caller checks both:
+    /// [`crate::backend::Backend::class_head_sums`]). The CPU twin:
+    /// [`crate::backend::cpu::eval::evaluate_class_head`].
+    pub fn evaluate_class_head(&self, pop: &Population, data: &DeviceDataset, counts: &[u64]) -> Result<Vec<crate::program::head::ClassHeadSums>> {
+        use crate::program::head::{ClassHeadSums, MAX_HEAD, pair};
+        let n_classes = counts.len();
+        self.check_dataset(data)?;
+        let k = pop.n_outputs.max(1);
+        if k > MAX_HEAD {
+            return Err(GpuError::Input(format!("a head reads at most {MAX_HEAD} outputs; the population has {k}")));
+        }
+        let (p, n) = (pop.size(), data.n_rows);
+        if p == 0 {
+            return Ok(Vec::new());
+        }
+        if n == 0 {
+            return Ok((0..p).map(|_| ClassHeadSums::new(k, n_classes)).collect());
+        }
+        let pairs = k * (k + 1) / 2;
+        let n_cols = k + pairs + k * n_classes + 1;
+        if n_cols > 65535 {
+            return Err(GpuError::Input(format!("a head over {k} outputs and {n_classes} classes needs {n_cols} sums a program; at most 65535")));
+        }
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        let (pred, _) = self.predict_on_device(pop, data, &EvalConfig::default(), s)?;
+        let mut out = self.alloc::<f64>(p * n_cols, false, "allocating the class head sums")?;
+        let mut bad = self.alloc::<u32>(p, false, "allocating the class head sums")?;
+        let f = self.function(&EVAL, &[("GROVE_K", 1)], kernels::CLASS_HEAD_SUMS)?;
+        let mut b = self.stream.launch_builder(&f);
+        let (n32, k32, c32) = (n as u32, k as u32, n_classes as u32);
+        b.arg(&n32).arg(&k32).arg(&c32).arg(&pred).arg(&data.y).arg(&mut out).arg(&mut bad);
+        let lc = LaunchConfig { grid_dim: (p as u32, n_cols as u32, 1), block_dim: (kernels::JOINT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_class_head_sums(unsigned n_rows, unsigned k, unsigned n_classes,
+        // const float* pred, const float* labels, double* out, unsigned* bad)`: pred holds
+        // P × K × N floats, written above for every population row (K = max(1, n_outputs)),
+        // labels N floats (the dataset's target), out P × C and bad P entries for the grid
+        // (P, C), C = K + K(K + 1)/2 + K·n_classes + 1 (at most 65535, checked above).
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::CLASS_HEAD_SUMS))?;
+        let sums = self.stream.clone_dtoh(&out).during(|| "reading the class head sums".into())?;
+        let bad = self.stream.clone_dtoh(&bad).during(|| "reading the class head sums".into())?;
+        self.stream.synchronize().during(|| "running the class head-sum kernels".into())?;
+        s.in_flight = false;
+        Ok((0..p)
+            .map(|t| {
+                let o = &sums[t * n_cols..(t + 1) * n_cols];
+                let mut h = ClassHeadSums::new(k, n_classes);
+                h.sums.n = n as u64;
+                let mut q = k;
+                for i in 0..k {
+                    h.sums.sum_f[i] = o[i];
+                    for j in i..k {
+                        h.sums.sum_ff[pair(i, j)] = o[q];
+                        q += 1;
+                    }
+                }
+                for c in 0..n_classes {
+                    for i in 0..k {
+                        h.class_f[c][i] = o[k + pairs + c * k + i];
+                    }
+                }
+                h.counts = counts.to_vec();
+                if bad[t] == 0 && pop.len[t] > 0 { h } else { ClassHeadSums { counts: counts.to_vec(), ..ClassHeadSums::invalid(k, n_classes, n as u64) } }
+            })
+            .collect())
+    }
+
     pub(super) fn check_dataset(&self, data: &DeviceDataset) -> Result<()> {
         if data.engine != self.id {
             return Err(GpuError::Input("the data set was uploaded by another engine".into()));

@@ -276,6 +276,8 @@ pub const JOINT_SUMS: &str = "grove_joint_sums";
 /// Each program's sums for its fitted linear head over K outputs, from its predictions (twin
 /// `backend::cpu::eval::evaluate_head`).
 pub const HEAD_SUMS: &str = "grove_head_sums";
+/// A classifier's head sums per program over its outputs (eval.cu).
+pub const CLASS_HEAD_SUMS: &str = "grove_class_head_sums";
 /// Threads of a [`JOINT_SUMS`] or [`HEAD_SUMS`] block (`GROVE_JOINT_THREADS` in eval.cu).
 pub const JOINT_THREADS: u32 = 256;
 /// Compiles trees to linear programs (`kernels/interp.cuh` over its `grove_compile_tree`,
@@ -434,7 +436,7 @@ pub const SIZES_INDEX: &str = "grove_sizes_index";
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (HEAD_SUMS, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (HEAD_SUMS, EVAL), (CLASS_HEAD_SUMS, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend(
         [INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, SCATTER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, SCATTER_GENOMES, RNG_DRAWS]

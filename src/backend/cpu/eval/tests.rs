@@ -627,6 +627,51 @@ fn head_sums_are_the_sums_of_the_outputs() {
 }
 
 #[test]
+fn class_head_sums_are_the_sums_of_the_outputs_per_class() {
+    // 40 random 3-output trees and one-output trees over 3000 rows of 4 classes: the fused
+    // sums equal sums of the predicted outputs per class; bad labels are named.
+    let n_rows = 3000;
+    let x = random_x(23, 2, n_rows);
+    let labels: Vec<f32> = (0..n_rows).map(|r| ((r * 7 + r / 13) % 4) as f32).collect();
+    for k_out in [3usize, 0] {
+        let pop = random_population(6, 40, 1, 30, &[Op::Add, Op::Sub, Op::Mul, Op::Sin], 2, k_out);
+        let k = k_out.max(1);
+        let sums = evaluate_class_head(&pop, &x, &labels, n_rows, 4).unwrap();
+        let mut finite = 0;
+        for (i, s) in sums.iter().enumerate() {
+            let out = predict(&pop, i, &x, n_rows).unwrap();
+            let mut want = ClassHeadSums::new(k, 4);
+            let mut f = vec![0.0; k];
+            for r in 0..n_rows {
+                f.iter_mut().enumerate().for_each(|(j, v)| *v = out[j * n_rows + r] as f64);
+                want.add_row(&f, labels[r] as usize);
+            }
+            assert_eq!((s.sums.n, s.sums.finite, &s.counts), (want.sums.n, want.sums.finite, &want.counts), "tree {i}");
+            if !s.sums.finite {
+                continue;
+            }
+            finite += 1;
+            let close = |a: f64, b: f64, scale: f64| (a - b).abs() <= 1e-12 * scale.max(1.0);
+            for j in 0..k {
+                let scale = want.sums.sum_ff[pair(j, j)];
+                assert!(close(s.sums.sum_f[j], want.sums.sum_f[j], scale), "tree {i}, Σf{j}");
+                for c in 0..4 {
+                    assert!(close(s.class_f[c][j], want.class_f[c][j], scale), "tree {i}, class {c}, Σf{j}");
+                }
+            }
+            assert!((s.brier() - want.brier()).abs() <= 1e-9, "tree {i}: {} against {}", s.brier(), want.brier());
+        }
+        assert!(finite > 20, "only {finite} of 40 trees were finite");
+    }
+    let pop = random_population(6, 2, 1, 10, &[Op::Add], 2, 2);
+    let mut bad = labels.clone();
+    bad[17] = 4.0;
+    assert_eq!(evaluate_class_head(&pop, &x, &bad, n_rows, 4).unwrap_err(), EvalError::Label { row: 17, value: 4.0, n_classes: 4 });
+    bad[17] = 1.5;
+    assert!(matches!(evaluate_class_head(&pop, &x, &bad, n_rows, 4), Err(EvalError::Label { row: 17, .. })));
+}
+
+#[test]
 fn user_operators_evaluate_as_their_bodies_bit_for_bit() {
     // Random trees over built-ins and user operators (one and two arguments, one composed of
     // another): the block interpreter, with its folding of constant subtrees, gives what the
