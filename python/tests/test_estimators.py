@@ -117,6 +117,30 @@ def test_classifier_with_linear_inputs_predicts_its_whole_model():
         SymbolicClassifier(**SMALL, linear_inputs="sometimes").fit(X, y)
 
 
+def test_classifier_with_a_head_predicts_its_whole_model():
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-2, 2, (240, 3))
+    # Classes by a radius and a sign: no line in the inputs separates them.
+    inner = X[:, 0] ** 2 + X[:, 1] ** 2 < 1.5
+    y = np.where(inner, "in", np.where(X[:, 0] * X[:, 2] > 0, "same", "other"))
+    m = SymbolicClassifier(**SMALL, outputs=2).fit(X, y)
+    head = m.report_["model"]["class_head"]
+    assert len(head) == 3 and all(len(h["a"]) == 2 for h in head)
+    assert m.report_["model"]["n_outputs"] == 2 and not m.report_["linear_inputs"]["used"]
+    # predict is the argmax of the head's logits: the training accuracy the report gives, and
+    # the probabilities' argmax; sympy gives one logit per class.
+    assert m.score(X, y) == pytest.approx(m.report_["train"]["accuracy"])
+    p = m.predict_proba(X)
+    assert p.shape == (240, 3) and np.allclose(p.sum(axis=1), 1.0)
+    assert (m.classes_[p.argmax(axis=1)] == m.predict(X)).all()
+    assert len(m.sympy()) == 3 and len(m.programs_) == 3
+    assert SymbolicClassifier().get_params()["outputs"] == 0
+    with pytest.raises(ValueError, match="outputs"):
+        SymbolicClassifier(**SMALL, outputs=9).fit(X, y)
+    with pytest.raises(ValueError, match="--outputs"):
+        SymbolicClassifier(**SMALL, outputs=2, linear_inputs="on").fit(X, y)
+
+
 def test_validation_rows_choose_the_returned_program():
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, (400, 3))
