@@ -412,6 +412,29 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_joint_sums(const unsigned n_
     }
 }
 
+// Column col < k + k(k+1)/2 of a head's sums over the outputs f ([k][n_rows]): sum f_col for
+// col < k, then sum f_i * f_j for i <= j in row-major order of the upper triangle; this
+// thread's share of the rows (grove_joint_block_sum adds the shares). Shared by
+// grove_class_head_sums and grove_head_sums, whose first columns these are.
+__device__ double grove_head_feature_sum(const unsigned col, const unsigned k, const unsigned n_rows, const float* __restrict__ f,
+                                         const unsigned tid) {
+    double a = 0.0;
+    if (col < k) {
+        const float* fc = f + (size_t)col * n_rows;
+        for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) a += (double)fc[i];
+        return a;
+    }
+    unsigned q = col - k, i = 0;
+    while (q >= k - i) {
+        q -= k - i;
+        ++i;
+    }
+    const float* fi = f + (size_t)i * n_rows;
+    const float* fj = f + (size_t)(i + q) * n_rows;
+    for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) a += (double)fi[r] * (double)fj[r];
+    return a;
+}
+
 // Each program's sums for a classifier's head over K outputs (the CPU's
 // program::head::ClassHeadSums, backend::cpu::eval::evaluate_class_head), from its values
 // `pred` ([n_trees][k][n_rows], as grove_head_sums) and the rows' class indices `labels` (as
@@ -429,18 +452,8 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_class_head_sums(const unsign
     const float* f = pred + (size_t)t * k * n_rows;
     double a = 0.0, unused_b = 0.0, unused_c = 0.0;
     unsigned nb = 0;
-    if (col < k) {
-        const float* fc = f + (size_t)col * n_rows;
-        for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) a += (double)fc[i];
-    } else if (col < k + pairs) {
-        unsigned q = col - k, i = 0;
-        while (q >= k - i) {
-            q -= k - i;
-            ++i;
-        }
-        const float* fi = f + (size_t)i * n_rows;
-        const float* fj = f + (size_t)(i + q) * n_rows;
-        for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) a += (double)fi[r] * (double)fj[r];
+    if (col < k + pairs) {
+        a = grove_head_feature_sum(col, k, n_rows, f, tid);
     } else if (col < n_cols - 1) {
         const unsigned q = col - k - pairs, c = q / k;
         const float* fc = f + (size_t)(q % k) * n_rows;
@@ -475,18 +488,8 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_head_sums(const unsigned n_r
     const float* f = pred + (size_t)t * k * n_rows;
     double a = 0.0, b = 0.0, unused = 0.0;
     unsigned nb = 0;
-    if (col < k) {
-        const float* fc = f + (size_t)col * n_rows;
-        for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) a += (double)fc[i];
-    } else if (col < k + pairs) {
-        unsigned q = col - k, i = 0;
-        while (q >= k - i) {
-            q -= k - i;
-            ++i;
-        }
-        const float* fi = f + (size_t)i * n_rows;
-        const float* fj = f + (size_t)(i + q) * n_rows;
-        for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) a += (double)fi[r] * (double)fj[r];
+    if (col < k + pairs) {
+        a = grove_head_feature_sum(col, k, n_rows, f, tid);
     } else if (col < 2 * k + pairs) {
         const float* fc = f + (size_t)(col - k - pairs) * n_rows;
         for (unsigned r = tid; r < n_rows; r += GROVE_JOINT_THREADS) a += (double)fc[r] * (double)y[r];

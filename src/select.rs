@@ -67,7 +67,7 @@ pub enum Bloat {
     Nsga2,
     /// [`Bloat::Nsga2`] for tree GP where constants are not fitted, else plain tournaments
     /// ([`Bloat::None`]): [`Bloat::resolved`], which the engine applies as a run starts
-    /// (`EngineConfig::resolved`). Measured (`docs/quality.md`, 2026-11-28): on the statsmodels
+    /// (`EngineConfig::resolved`, as `host::run` and `device::run` start). Measured (`docs/quality.md`, 2026-11-28): on the statsmodels
     /// and Friedman sets without fitting, NSGA-II meets more targets in less time with shorter
     /// programs; with the GPU's fitted constants it loses three sets, and grammatical evolution
     /// on Pagie-1 ends worse under it (its populations shrink to a few nodes).

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 mod support;
-use support::{assert_ok, assert_one_line_error, dir, grove_cpu as grove, read_json, s, text};
+use support::{assert_ok, assert_one_line_error, dir, grove_cpu as grove, predicted_classes as predicted, read_json, s, text};
 #[path = "support/exports.rs"]
 mod exports;
 use exports::{compile_rust, run_c_lines, run_python};
@@ -37,13 +37,6 @@ fn data_csv(path: &Path, rows: &[Vec<f64>], label: bool) {
         .map(|r| if label { format!("{},{},{},{}\n", r[0], r[1], r[2], classes(r)) } else { format!("{},{},{}\n", r[0], r[1], r[2]) })
         .collect();
     std::fs::write(path, format!("x0,x1,x2{}\n{body}", if label { ",class" } else { "" })).unwrap();
-}
-
-/// `grove predict`'s classes of the points in `csv`, as indices into `classes`.
-fn predicted(rep: &Path, csv: &Path, classes: &[String]) -> Vec<usize> {
-    let p = grove(&["predict", "--model", s(rep), "--data", s(csv)]);
-    assert_ok(&p);
-    text(&p.stdout).lines().skip(1).map(|l| classes.iter().position(|c| c == l).unwrap_or_else(|| panic!("class {l}"))).collect()
 }
 
 #[test]

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 mod support;
-use support::{assert_ok, assert_one_line_error, dir, grove_cpu as grove, read_json, s, text};
+use support::{assert_ok, assert_one_line_error, dir, grove_cpu as grove, predicted_classes as predicted, read_json, s, text};
 #[path = "support/exports.rs"]
 mod exports;
 use exports::{compile_rust, run_c_lines, run_python};
@@ -36,13 +36,6 @@ fn linear_classes(i: usize, r: &[f64]) -> &'static str {
         k = (k + 1) % 3;
     }
     ["a", "b", "c"][k]
-}
-
-/// `grove predict`'s classes of the points in `csv`, as indices into `classes`.
-fn predicted(rep: &Path, csv: &Path, classes: &[String]) -> Vec<usize> {
-    let p = grove(&["predict", "--model", s(rep), "--data", s(csv)]);
-    assert_ok(&p);
-    text(&p.stdout).lines().skip(1).map(|l| classes.iter().position(|c| c == l).unwrap_or_else(|| panic!("class {l}"))).collect()
 }
 
 #[test]

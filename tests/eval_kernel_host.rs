@@ -14,7 +14,7 @@ mod emulator;
 use grove::backend::cpu::eval::{evaluate_class_head, evaluate_head, evaluate_joint, predict};
 use grove::backend::cuda::kernels;
 use grove::program::init::{TreeSpec, init_population};
-use grove::program::head::{ClassHeadSums, HeadSums, pair};
+use grove::program::head::{ClassHeadSums, HeadSums};
 use grove::program::linear::JointSums;
 use grove::program::ops::FUNCTIONS;
 use grove::program::tree::Population;
@@ -161,15 +161,8 @@ fn head_kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32], y: &
             }
             let mut h = HeadSums::new(k);
             h.n = n as u64;
-            let mut q = k;
-            for i in 0..k {
-                h.sum_f[i] = o[i];
-                for j in i..k {
-                    h.sum_ff[pair(i, j)] = o[q];
-                    q += 1;
-                }
-                h.sum_fy[i] = o[k + pairs + i];
-            }
+            let q = h.read_features(o);
+            h.sum_fy[..k].copy_from_slice(&o[q..q + k]);
             h.sum_y = o[cols - 1];
             h.sum_y2 = o[cols];
             h
@@ -241,18 +234,9 @@ fn class_head_kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32]
                 return h;
             }
             h.sums.n = n as u64;
-            let mut q = k;
-            for i in 0..k {
-                h.sums.sum_f[i] = o[i];
-                for j in i..k {
-                    h.sums.sum_ff[pair(i, j)] = o[q];
-                    q += 1;
-                }
-            }
-            for c in 0..n_classes {
-                for i in 0..k {
-                    h.class_f[c][i] = o[k + pairs + c * k + i];
-                }
+            let q = h.sums.read_features(o);
+            for (c, f) in h.class_f.iter_mut().enumerate() {
+                f[..k].copy_from_slice(&o[q + c * k..q + (c + 1) * k]);
             }
             h
         })

@@ -384,20 +384,17 @@ impl Backend {
 
     /// The sums of every individual's classifier head over its outputs
     /// ([`crate::program::head::ClassHeadSums`]), `data`'s target holding the rows' class
-    /// indices below `n_classes` (as floats): on the GPU when the data is there
+    /// indices (as floats), of which `counts[c]` are `c`: on the GPU when the data is there
     /// (`grove_class_head_sums` after the prediction kernels), else on the CPU
-    /// ([`cpu::eval::evaluate_class_head`]), which also checks the labels.
-    pub fn class_head_sums(&self, pop: &Population, data: &RegressionData<'_>, labels: &[f32], n_classes: usize) -> Result<Vec<crate::program::head::ClassHeadSums>> {
+    /// ([`cpu::eval::evaluate_class_head`], which reads the labels' counts itself and checks them).
+    pub fn class_head_sums(&self, pop: &Population, data: &RegressionData<'_>, counts: &[u64]) -> Result<Vec<crate::program::head::ClassHeadSums>> {
         match (self, data) {
             (_, RegressionData::Host { x, y, n_rows }) | (_, RegressionData::Streamed { x, y, n_rows, .. }) => {
-                anyhow::ensure!(*y == labels, "the class head's labels are not the data's target");
-                Ok(cpu::eval::evaluate_class_head(pop, x, y, *n_rows, n_classes)?)
+                Ok(cpu::eval::evaluate_class_head(pop, x, y, *n_rows, counts.len())?)
             }
             (Backend::Cuda(e), RegressionData::Device(d)) => {
-                // The labels (the device's copy of the target) checked and counted here.
-                anyhow::ensure!(labels.len() == d.n_rows(), "{} labels for {} rows", labels.len(), d.n_rows());
-                let counts = cpu::eval::class_counts(labels, n_classes)?;
-                Ok(e.evaluate_class_head(pop, d, &counts)?)
+                anyhow::ensure!(counts.iter().sum::<u64>() == d.n_rows() as u64, "class counts of {} rows for {} rows", counts.iter().sum::<u64>(), d.n_rows());
+                Ok(e.evaluate_class_head(pop, d, counts)?)
             }
             _ => anyhow::bail!("data set uploaded for another backend"),
         }

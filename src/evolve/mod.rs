@@ -530,7 +530,7 @@ pub fn run(
     resume: Option<Resume>,
     observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
-    let cfg = &cfg.resolved(rep);
+    // `host::run` and `device::run` resolve `Bloat::Auto` as they start.
     let tasks = task.device_tasks();
     if !tasks.is_empty() {
         let supported = match rep {

@@ -144,6 +144,22 @@ impl HeadSums {
         self.finite &= other.finite;
     }
 
+    /// Sets Σf_i and Σf_i·f_j from `o`, laid out as the GPU's head kernels write them
+    /// (`grove_head_sums`, `grove_class_head_sums`): the `k` sums, then the `k(k+1)/2` products
+    /// in the row-major order of the upper triangle. Returns how many values it read.
+    pub fn read_features(&mut self, o: &[f64]) -> usize {
+        let k = self.k;
+        let mut q = k;
+        for i in 0..k {
+            self.sum_f[i] = o[i];
+            for j in i..k {
+                self.sum_ff[pair(i, j)] = o[q];
+                q += 1;
+            }
+        }
+        q
+    }
+
     /// Finite outputs at at least one row.
     pub fn is_valid(&self) -> bool {
         self.finite && self.n > 0

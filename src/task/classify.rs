@@ -42,25 +42,17 @@ pub struct Classification<'d> {
     pub fitness: ClassFitness,
     /// Added to the fitness per node.
     pub parsimony: f64,
-    /// A head over the programs' outputs (`--outputs K`): the fitness is then the Brier score
-    /// of each class's least-squares head ([`crate::program::head::ClassHeadSums`]), from
-    /// these data (`data` is not read).
-    pub head: Option<ClassHeadData<'d>>,
-}
-
-/// What the search with a classifier's head reads: the training data with the rows' class
-/// indices as the target (on the backend), and those labels on the host.
-pub struct ClassHeadData<'d> {
-    /// `x` and the labels as f32, where the backend reads them.
-    pub data: crate::backend::RegressionData<'d>,
-    /// `[n_rows]` class indices, as f32.
-    pub labels: &'d [f32],
+    /// A head over the programs' outputs (`--outputs K`): the training data with the rows'
+    /// class indices (as f32, `counts` of each) as the target, where the backend reads them;
+    /// the fitness is then the Brier score of each class's least-squares head
+    /// ([`crate::program::head::ClassHeadSums`]), and `data` is not read.
+    pub head: Option<crate::backend::RegressionData<'d>>,
 }
 
 impl crate::evolve::Fitness for Classification<'_> {
     fn evaluate(&self, pop: &Population) -> Result<Vec<f64>> {
         if let Some(h) = &self.head {
-            let sums = self.backend.class_head_sums(pop, &h.data, h.labels, self.counts.len())?;
+            let sums = self.backend.class_head_sums(pop, h, &self.counts)?;
             return Ok(sums
                 .iter()
                 .enumerate()
@@ -559,7 +551,7 @@ fn task_on<'d>(
     let (data, head) = match head_labels {
         Some(labels) => {
             let host = crate::backend::ClassData::Host { x: &train.data.x, labels: &train.labels, n_rows: n, n_classes: k, offset: None };
-            (host, Some(ClassHeadData { data: b.regression_data(&train.data.x, labels, n, f)?, labels }))
+            (host, Some(b.regression_data(&train.data.x, labels, n, f)?))
         }
         None => (b.classification_data_with(&train.data.x, &train.labels, n, k, offset)?, None),
     };

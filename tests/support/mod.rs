@@ -52,6 +52,14 @@ pub fn grove_cpu(args: &[&str]) -> Output {
     grove_run(args, "", Device::Cpu, None)
 }
 
+/// `grove predict`'s classes (CPU) of the rows of `csv` under the report `rep`, as indices into
+/// `classes`.
+pub fn predicted_classes(rep: &Path, csv: &Path, classes: &[String]) -> Vec<usize> {
+    let p = grove_cpu(&["predict", "--model", s(rep), "--data", s(csv)]);
+    assert_ok(&p);
+    text(&p.stdout).lines().skip(1).map(|l| classes.iter().position(|c| c == l).unwrap_or_else(|| panic!("class {l}"))).collect()
+}
+
 /// Bytes of output as text.
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

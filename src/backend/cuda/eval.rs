@@ -589,7 +589,7 @@ impl CudaEngine {
     /// Individuals without a program, or with a NaN or infinite output at any row, come back
     /// with `finite == false`.
     pub fn evaluate_head(&self, pop: &Population, data: &DeviceDataset) -> Result<Vec<crate::program::head::HeadSums>> {
-        use crate::program::head::{HeadSums, MAX_HEAD, pair};
+        use crate::program::head::{HeadSums, MAX_HEAD};
         self.check_dataset(data)?;
         let k = pop.n_outputs.max(1);
         if k > MAX_HEAD {
@@ -629,17 +629,8 @@ impl CudaEngine {
                 let o = &sums[t * (n_cols + 1)..(t + 1) * (n_cols + 1)];
                 let mut h = HeadSums::new(k);
                 h.n = n as u64;
-                let mut q = k;
-                for i in 0..k {
-                    h.sum_f[i] = o[i];
-                    for j in i..k {
-                        h.sum_ff[pair(i, j)] = o[q];
-                        q += 1;
-                    }
-                }
-                for i in 0..k {
-                    h.sum_fy[i] = o[k + pairs + i];
-                }
+                let q = h.read_features(o);
+                h.sum_fy[..k].copy_from_slice(&o[q..q + k]);
                 h.sum_y = o[n_cols - 1];
                 h.sum_y2 = o[n_cols];
                 if bad[t] == 0 && pop.len[t] > 0 { h } else { HeadSums::invalid(k, n as u64) }
@@ -650,11 +641,11 @@ impl CudaEngine {
     /// Every individual's sums for a classifier's head over its outputs
     /// ([`crate::program::head::ClassHeadSums`]): the prediction kernels write the outputs,
     /// `grove_class_head_sums` adds them up per class; `data`'s target holds the rows' class
-    /// indices (as floats), of which `counts[c]` are `c` (the caller checks both:
-    /// [`crate::backend::Backend::class_head_sums`]). The CPU twin:
+    /// indices (as floats), of which `counts[c]` are `c` (the task's own class counts of those
+    /// rows: [`crate::backend::Backend::class_head_sums`]). The CPU twin:
     /// [`crate::backend::cpu::eval::evaluate_class_head`].
     pub fn evaluate_class_head(&self, pop: &Population, data: &DeviceDataset, counts: &[u64]) -> Result<Vec<crate::program::head::ClassHeadSums>> {
-        use crate::program::head::{ClassHeadSums, MAX_HEAD, pair};
+        use crate::program::head::{ClassHeadSums, MAX_HEAD};
         let n_classes = counts.len();
         self.check_dataset(data)?;
         let k = pop.n_outputs.max(1);
@@ -698,18 +689,9 @@ impl CudaEngine {
                 let o = &sums[t * n_cols..(t + 1) * n_cols];
                 let mut h = ClassHeadSums::new(k, n_classes);
                 h.sums.n = n as u64;
-                let mut q = k;
-                for i in 0..k {
-                    h.sums.sum_f[i] = o[i];
-                    for j in i..k {
-                        h.sums.sum_ff[pair(i, j)] = o[q];
-                        q += 1;
-                    }
-                }
-                for c in 0..n_classes {
-                    for i in 0..k {
-                        h.class_f[c][i] = o[k + pairs + c * k + i];
-                    }
+                let q = h.sums.read_features(o);
+                for (c, f) in h.class_f.iter_mut().enumerate() {
+                    f[..k].copy_from_slice(&o[q + c * k..q + (c + 1) * k]);
                 }
                 h.counts = counts.to_vec();
                 if bad[t] == 0 && pop.len[t] > 0 { h } else { ClassHeadSums { counts: counts.to_vec(), ..ClassHeadSums::invalid(k, n_classes, n as u64) } }
