@@ -169,6 +169,35 @@ fn linear_policies_play_as_on_the_cpu_and_a_linear_run_equals_the_cpus() {
     assert_eq!(strip(on_gpu.report), strip(on_cpu.report));
 }
 
+/// A whole `--policy residual` run on CUDA (the linear search, then programs over the normalised
+/// observations composed with its policy, played by the roll-out kernel from the host loop) is
+/// the CPU's run: the same report but for its timings, on two robots.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_residual_run_on_the_gpu_equals_the_cpus() {
+    let cuda = grove::backend::Backend::Cuda(Box::new(engine()));
+    for env in ["hopper", "half_cheetah"] {
+        let mut s = grove::task::control::ControlSettings::cli_default(false);
+        s.env = env.into();
+        s.policy = grove::task::control::PolicyKind::Residual;
+        s.linear_iterations = 5;
+        s.engine.generations = 4;
+        s.engine.pop_size = 64;
+        s.episode_steps = Some(300);
+        s.test_episodes = 2;
+        let strip = |mut r: serde_json::Value| {
+            r.as_object_mut().unwrap().remove("timing");
+            for g in r["generations"].as_array_mut().unwrap() {
+                g.as_object_mut().unwrap().remove("seconds");
+            }
+            r
+        };
+        let on_gpu = grove::task::control::control(&s, &cuda, true).unwrap();
+        let on_cpu = grove::task::control::control(&s, &grove::backend::Backend::Cpu, true).unwrap();
+        assert_eq!(strip(on_gpu.report), strip(on_cpu.report), "{env}");
+    }
+}
+
 /// `grove rollout --device cuda` (`task::tools::rollout`) prints the line the CPU's f32
 /// roll-out prints: fixed and zero actions, with and without reset noise, on two robots.
 #[test]

@@ -89,6 +89,7 @@ def control(
     top_directions=None,
     step_size=None,
     noise=None,
+    linear_iterations=None,
     tournament_size=_CONTROL["tournament_size"],
     elitism=_CONTROL["elitism"],
     max_length=_CONTROL["max_length"],
@@ -123,6 +124,10 @@ def control(
     (``--directions``, ``--top-directions``, ``--step-size``, ``--noise``; None: the device's
     defaults, and ``top_directions`` the defaults' share of ``directions``). The returned
     ``Policy`` is played as any other; ``Policy.linear`` holds W, the mean and the deviation.
+    ``policy="residual"`` tunes that linear policy for ``linear_iterations`` iterations
+    (``--linear-iterations``; None: the device's default, 20 on the CPU, 100 on a GPU) and then
+    evolves programs over the normalised observations for ``generations`` generations, added
+    to it: actions = tanh(W n + f(n)) (``--policy residual``).
 
     ``islands``, ``migrate_every``, ``migrants`` and ``gpus`` are the island model's settings
     (``--islands``, ``--migrate-every``, ``--migrants``, ``--gpus``: populations side by side
@@ -158,8 +163,10 @@ def control(
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     if resume and checkpoint is None:
         raise ValueError("resume=True continues the run saved at checkpoint: give checkpoint=PATH")
-    if policy not in ("program", "linear"):
-        raise ValueError(f"policy must be 'program' or 'linear', got {policy!r}")
+    if policy not in ("program", "linear", "residual"):
+        raise ValueError(f"policy must be 'program', 'linear' or 'residual', got {policy!r}")
+    if linear_iterations is not None and int(linear_iterations) < 1:
+        raise ValueError(f"linear_iterations must be at least 1, got {linear_iterations}")
     grammar = grammar_spec(grammar)
     engine = {"seed": seed_of(random_state), "tournament": int(tournament_size), "max_len": int(max_length)}
     settings = {
@@ -190,6 +197,8 @@ def control(
                 raise ValueError(f"{'top_directions' if k == 'top' else k} must be at least 1, got {linear[k]}")
     if linear:
         settings["linear"] = linear
+    if linear_iterations is not None:
+        settings["linear_iterations"] = int(linear_iterations)
     if population_size is not None:
         engine["pop_size"] = int(population_size)
     if generations is not None:

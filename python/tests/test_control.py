@@ -194,3 +194,20 @@ def test_a_linear_run_continues_from_its_checkpoint(tmp_path):
     assert again.report["train"] == whole.report["train"]
     assert again.linear == whole.linear
     assert [g["return"] for g in again.report["generations"]] == [g["return"] for g in whole.report["generations"]]
+
+
+def test_programs_are_evolved_on_top_of_a_linear_policy():
+    small = dict(episode_steps=60, test_episodes=2, device="cpu", random_state=3, directions=4)
+    p = grove.control("hopper", policy="residual", linear_iterations=5, **{**TINY, **small})
+    lin = grove.control("hopper", policy="linear", generations=5, **small)
+    assert p.report["settings"]["policy"] == "residual"
+    assert p.report["settings"]["linear_iterations"] == 5
+    # The first stage is the linear search; its policy is frozen under the programs.
+    assert p.linear == lin.linear
+    assert p.report["linear_search"]["returns"] == [g["return"] for g in lin.report["generations"]]
+    assert all(a.startswith("tanh(lin_") for a in p.programs)
+    # The whole policy acts and replays as any other.
+    assert p.act(np.zeros(len(p.observations))).shape == (3,)
+    assert p.rollout(steps=60, seed=3).total_return == pytest.approx(p.report["train"]["returns"][0], rel=1e-9)
+    with pytest.raises(ValueError, match="linear_iterations must be at least 1"):
+        grove.control("hopper", policy="residual", linear_iterations=0, **TINY)

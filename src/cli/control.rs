@@ -90,35 +90,43 @@ pub struct ControlArgs {
         "Episodes on which the reported policy is chosen, by the env's own return, among the run's best and the last population's fittest distinct programs (16 in all); 0: the run's best by training fitness; at most {MAX_EPISODES}"
     ))]
     pub validation_episodes: usize,
-    /// What to train: program (evolved, actions = tanh of its outputs) or linear (actions =
+    /// What to train: program (evolved, actions = tanh of its outputs), linear (actions =
     /// tanh(W (o - mean) / std) over the observations' running mean and deviation, W tuned by
-    /// augmented random search, Mania et al. 2018; --gens counts its iterations).
+    /// augmented random search, Mania et al. 2018; --gens counts its iterations) or residual
+    /// (the linear policy for --linear-iterations, then programs over the normalised
+    /// observations evolved for --gens generations and added to it: tanh(W n + f(n))).
     #[arg(long, value_enum, default_value_t = PolicyKind::Program)]
     pub policy: PolicyKind,
     /// --policy linear: random directions per iteration (each plays two policies).
     #[arg(long, help = format!(
-        "--policy linear: random directions per iteration, each playing two policies, 1 to {} [default: {} on the CPU, {} on a GPU]",
+        "--policy linear and residual: random directions per iteration, each playing two policies, 1 to {} [default: {} on the CPU, {} on a GPU]",
         crate::evolve::ars::MAX_DIRECTIONS, defaults::LINEAR_CPU.directions, defaults::LINEAR_GPU.directions
     ))]
     pub directions: Option<usize>,
     /// --policy linear: the directions whose better return is highest make each step.
     #[arg(long, help = format!(
-        "--policy linear: the directions with the highest better return that make each step, 1 to --directions [default: {} on the CPU, {} on a GPU]",
+        "--policy linear and residual: the directions with the highest better return that make each step, 1 to --directions [default: {} on the CPU, {} on a GPU]",
         defaults::LINEAR_CPU.top, defaults::LINEAR_GPU.top
     ))]
     pub top_directions: Option<usize>,
     /// --policy linear: step size (the step is scaled by the spread of the returns used).
     #[arg(long, help = format!(
-        "--policy linear: step size (the step is divided by the spread of the returns it uses) [default: {} on the CPU, {} on a GPU]",
+        "--policy linear and residual: step size (the step is divided by the spread of the returns it uses) [default: {} on the CPU, {} on a GPU]",
         defaults::LINEAR_CPU.step_size, defaults::LINEAR_GPU.step_size
     ))]
     pub step_size: Option<f64>,
     /// --policy linear: standard deviation of the random changes of W that are played.
     #[arg(long, help = format!(
-        "--policy linear: standard deviation of the random changes of W that are played [default: {} on the CPU, {} on a GPU]",
+        "--policy linear and residual: standard deviation of the random changes of W that are played [default: {} on the CPU, {} on a GPU]",
         defaults::LINEAR_CPU.noise, defaults::LINEAR_GPU.noise
     ))]
     pub noise: Option<f64>,
+    /// --policy residual: iterations of the linear policy's search before the programs'.
+    #[arg(long, help = format!(
+        "--policy residual: iterations of the linear policy's random search before the programs are evolved on top of it (--gens generations), 1 to {} [default: {} on the CPU, {} on a GPU]",
+        crate::task::control::MAX_LINEAR_ITERATIONS, defaults::LINEAR_ITERATIONS_CPU, defaults::LINEAR_ITERATIONS_GPU
+    ))]
+    pub linear_iterations: Option<usize>,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -170,6 +178,9 @@ impl ControlArgs {
                 let top = self.top_directions.unwrap_or(if self.directions.is_some() { crate::task::control::linear_top(directions, &d) } else { d.top });
                 crate::evolve::ars::ArsConfig { directions, top, step_size: self.step_size.unwrap_or(d.step_size), noise: self.noise.unwrap_or(d.noise) }
             },
+            linear_iterations: self
+                .linear_iterations
+                .unwrap_or(if on_gpu { defaults::LINEAR_ITERATIONS_GPU } else { defaults::LINEAR_ITERATIONS_CPU }),
         };
         s.check()?;
         Ok(s)

@@ -27,6 +27,8 @@ pub const VALIDATION_CANDIDATES: usize = 16;
 
 /// Most episodes of each kind (`--episodes`, `--test-episodes`, `--validation-episodes`).
 pub const MAX_EPISODES: usize = 10_000;
+/// Most iterations of a residual policy's linear search (`--linear-iterations`).
+pub const MAX_LINEAR_ITERATIONS: usize = 1_000_000;
 /// Most control steps per episode (`--episode-steps`; the shipped environments play 1000).
 pub const MAX_EPISODE_STEPS: usize = 1_000_000;
 
@@ -93,9 +95,14 @@ pub struct ControlSettings {
     /// tuned by random search ([`super::linear_policy`]).
     #[serde(default)]
     pub policy: PolicyKind,
-    /// `policy: linear`: the random search (its iterations are `engine.generations`).
+    /// `policy: linear`: the random search (its iterations are `engine.generations`);
+    /// `policy: residual`: the search of the linear policy under the programs.
     #[serde(default = "super::defaults::linear_cpu")]
     pub linear: crate::evolve::ars::ArsConfig,
+    /// `policy: residual`: iterations of the linear policy's search before the programs' search
+    /// (whose generations are `engine.generations`).
+    #[serde(default = "super::defaults::linear_iterations_cpu")]
+    pub linear_iterations: usize,
 }
 
 /// What `grove control` trains (`--policy`, the experiment field `policy`).
@@ -108,6 +115,10 @@ pub enum PolicyKind {
     /// actions = tanh(W (o − μ) / σ), with the observations' running mean and deviation, W
     /// tuned by augmented random search (Mania et al. 2018): the baseline of `--policy program`.
     Linear,
+    /// actions = tanh(W n + f(n)) over the normalised observations n = (o − μ) / σ: W tuned by
+    /// random search first (`linear_iterations`), then programs f evolved on top of it
+    /// ([`super::residual`]).
+    Residual,
 }
 
 impl Default for ControlSettings {
@@ -139,6 +150,7 @@ impl Default for ControlSettings {
             budget: super::budget::Budget::default(),
             policy: PolicyKind::Program,
             linear: super::defaults::linear_cpu(),
+            linear_iterations: super::defaults::LINEAR_ITERATIONS_CPU,
         }
     }
 }
@@ -156,6 +168,7 @@ impl ControlSettings {
             engine: engine.config(base.engine.constants),
             episodes,
             linear: if on_gpu { super::defaults::LINEAR_GPU } else { super::defaults::LINEAR_CPU },
+            linear_iterations: if on_gpu { super::defaults::LINEAR_ITERATIONS_GPU } else { super::defaults::LINEAR_ITERATIONS_CPU },
             map: ge.map,
             init: ge.init,
             vary: ge.vary,
@@ -194,8 +207,11 @@ impl ControlSettings {
         if let Some(w) = self.healthy_reward {
             ensure!(w.is_finite(), "--healthy-reward (healthy_reward) must be a finite number, got {w}");
         }
-        if self.policy == PolicyKind::Linear {
+        if self.policy != PolicyKind::Program {
             super::linear_policy::check(&self.linear, self.episodes)?;
+        }
+        if self.policy == PolicyKind::Residual {
+            check_count("--linear-iterations (linear_iterations)", self.linear_iterations, 1, MAX_LINEAR_ITERATIONS)?;
         }
         check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
@@ -272,6 +288,9 @@ pub struct Control<'m> {
     pub parsimony: f64,
     /// Control steps played and seconds spent in roll-outs so far.
     pub played: std::sync::Mutex<(u64, f64)>,
+    /// The linear policy the programs are the residual of (`--policy residual`): each program is
+    /// played composed with it ([`super::residual::Residual::compose`]), by the host loop.
+    pub residual: Option<&'m super::residual::Residual>,
 }
 
 impl Control<'_> {
@@ -279,7 +298,8 @@ impl Control<'_> {
     /// rows with no program or a non-finite return; counts the env steps and seconds played.
     fn returns(&self, pop: &Population, run: &ControlRun) -> Result<Vec<f64>> {
         let t0 = std::time::Instant::now();
-        let (means, steps) = self.backend.control_returns(pop, self.model, run)?;
+        let composed = self.residual.map(|r| r.compose_population(pop));
+        let (means, steps) = self.backend.control_returns(composed.as_ref().unwrap_or(pop), self.model, run)?;
         if let Ok(mut p) = self.played.lock() {
             p.0 += steps;
             p.1 += t0.elapsed().as_secs_f64();
@@ -304,7 +324,8 @@ impl crate::evolve::Fitness for Control<'_> {
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
         match self.backend {
-            Backend::Cuda(engine) => Some(crate::evolve::device::DeviceTask::Control(crate::evolve::device::DeviceControl {
+            // The device loop plays the programs as they are; a residual's are composed first.
+            Backend::Cuda(engine) if self.residual.is_none() => Some(crate::evolve::device::DeviceTask::Control(crate::evolve::device::DeviceControl {
                 engine,
                 model: self.model,
                 run: self.run,
@@ -426,7 +447,14 @@ impl Validation {
 /// population's fittest distinct programs, [`VALIDATION_CANDIDATES`] in all) with the highest
 /// mean return over `run`'s episodes, the earlier on a tie (NaN, from an invalid episode,
 /// never wins); with none, the run's best.
-pub fn choose_on_validation(outcome: &crate::evolve::Outcome, m: &Model, run: &ControlRun) -> Result<(crate::evolve::Best, Option<Validation>)> {
+/// `policy_of` gives the policy a program plays (the program itself, or a residual's composed
+/// tree).
+pub fn choose_on_validation(
+    outcome: &crate::evolve::Outcome,
+    m: &Model,
+    run: &ControlRun,
+    policy_of: &dyn Fn(&[Node]) -> Vec<Node>,
+) -> Result<(crate::evolve::Best, Option<Validation>)> {
     if run.episodes == 0 {
         return Ok((outcome.best.clone(), None));
     }
@@ -446,7 +474,7 @@ pub fn choose_on_validation(outcome: &crate::evolve::Outcome, m: &Model, run: &C
     let mut candidates = Vec::with_capacity(picked.len());
     let (mut chosen, mut top) = (0, f64::NEG_INFINITY);
     for (k, (f, nodes, _)) in picked.iter().enumerate() {
-        let v = score_policy(nodes, m, run)?.mean();
+        let v = score_policy(&policy_of(nodes), m, run)?.mean();
         if v > top {
             (chosen, top) = (k, v);
         }
@@ -480,16 +508,35 @@ pub fn control_run(settings: &ControlSettings, opts: &super::run::RunOptions) ->
 /// library's control run, under both the command line (`grove control`, `grove run`) and the
 /// Python package (`grove.control`). `settings.device` is what `backend` was opened from.
 pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
-    use crate::program::render::{Style, outputs};
-
-    let start = std::time::Instant::now();
     settings.check()?;
-    if settings.policy == PolicyKind::Linear {
-        return super::linear_policy::control_linear(settings, backend, opts);
+    match settings.policy {
+        PolicyKind::Linear => return super::linear_policy::control_linear(settings, backend, opts),
+        PolicyKind::Residual => return super::residual::control_residual(settings, backend, opts),
+        PolicyKind::Program => {}
     }
     if opts.resume.as_ref().is_some_and(|c| c.linear.is_some()) {
         bail!("the checkpoint holds a --policy linear search, not an evolved population: resume it with its own settings");
     }
+    if opts.resume.as_ref().is_some_and(|c| c.residual.is_some()) {
+        bail!("the checkpoint holds programs evolved on a linear policy: resume it with --set policy=residual");
+    }
+    control_programs(settings, backend, opts, None)
+}
+
+/// The programs' search of [`control_with`] (settings checked), on their own or, with `stage`,
+/// as the residual of its linear policy (`--policy residual`, [`super::residual`]): `opts.resume`
+/// is then a checkpoint of the programs' search or none.
+pub fn control_programs(
+    settings: &ControlSettings,
+    backend: &Backend,
+    opts: &super::run::RunOptions,
+    stage: Option<&super::residual::LinearStage>,
+) -> Result<EvolveResult> {
+    use crate::program::render::{Style, outputs};
+
+    let start = std::time::Instant::now();
+    let residual = stage.map(|s| &s.residual);
+    let policy_of = |nodes: &[Node]| residual.map_or_else(|| nodes.to_vec(), |r| r.compose(nodes));
     let m = Model::load(&settings.env, settings.profile.as_deref())?;
     let (nu, n_obs) = (m.nu(), m.obs_size);
     if nu == 0 || n_obs == 0 {
@@ -506,8 +553,9 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     if let Some(w) = healthy {
         trained.healthy_weight = w;
     }
-    // A resumed run goes on counting from the checkpoint's env steps and roll-out seconds.
-    let played = opts.resume.as_ref().and_then(|c| c.env_steps).unwrap_or((0, 0.0));
+    // A resumed run goes on counting from the checkpoint's env steps and roll-out seconds; a
+    // residual's programs from its linear search's.
+    let played = opts.resume.as_ref().and_then(|c| c.env_steps).or(stage.map(|s| s.played)).unwrap_or((0, 0.0));
     // Islands spread over every GPU `islands.gpus` chooses; the first task counts every
     // island's env steps.
     let more = backend.more_gpus(&settings.islands.gpus, settings.islands.count)?;
@@ -521,12 +569,15 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
             fresh: settings.fresh_starts,
             parsimony: settings.parsimony,
             played: std::sync::Mutex::new(if i == 0 { played } else { (0, 0.0) }),
+            residual,
         })
         .collect();
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
     let names = observation_names(&m);
     let acts = actuator_names(&m);
+    // A residual's programs read the normalised observations.
+    let program_names = if residual.is_some() { super::residual::normalised_names(&names) } else { names.clone() };
     // --stop-at is the best policy's training return (its fitness less the parsimony penalty,
     // negated).
     let parsimony = settings.parsimony;
@@ -534,8 +585,9 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         measure: super::budget::Measure::Return,
         value: Box::new(move |b: &crate::evolve::Best| -(b.fitness - parsimony * b.nodes.len() as f64)),
     };
-    let mut observer =
-        super::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?.with_budget(settings.budget, goal);
+    let mut observer = super::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?
+        .with_budget(settings.budget, goal)
+        .with_residual(stage.map(|s| s.state.clone()));
     let trees = |functions: &str| settings.trees.rep(functions, n_obs, nu, settings.engine.max_len);
     let check = |templates: &crate::grammar::template::Templates, name: &str| check_grammar_outputs(templates, nu, name);
     let programs = super::search::Programs {
@@ -548,18 +600,23 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     let searching = std::time::Instant::now();
     let outcome = super::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
     let (setup_seconds, search_seconds) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
-    let seconds = start.elapsed().as_secs_f64();
+    // A residual's whole run includes its linear search.
+    let seconds = start.elapsed().as_secs_f64() + stage.map_or(0.0, |s| s.seconds);
     let (played, rollout_seconds) = tasks[0].played.lock().map_or((0, 0.0), |p| *p);
     if outcome.best.nodes.is_empty() {
         bail!("no valid policy was found: every individual failed to map or had a non-finite output");
     }
     let validation_run = ControlRun { episodes: settings.validation_episodes, generation: VALIDATION_GENERATION, ..run };
-    let (chosen, validation) = choose_on_validation(&outcome, &m, &validation_run)?;
+    let (chosen, validation) = choose_on_validation(&outcome, &m, &validation_run, &policy_of)?;
     let best = &chosen;
-    let train = score_policy(&best.nodes, &m, &run)?;
+    // What the policy plays: the program, or a residual's composed tree.
+    let played_nodes = policy_of(&best.nodes);
+    let train = score_policy(&played_nodes, &m, &run)?;
     let test_run = ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..run };
-    let test = score_policy(&best.nodes, &m, &test_run)?;
-    let programs = outputs(&best.nodes, nu, &names, Style::Infix);
+    let test = score_policy(&played_nodes, &m, &test_run)?;
+    let programs = outputs(&best.nodes, nu, &program_names, Style::Infix);
+    // A residual's action adds the linear policy's row, `lin_ACTUATOR`, to the program's output.
+    let action = |a: &str, p: &str| if residual.is_some() { format!("tanh(lin_{a} + {p})") } else { format!("tanh({p})") };
     let mut generations: Vec<serde_json::Value> = outcome
         .history
         .iter()
@@ -575,16 +632,17 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     // penalty); each row shows every actuator's action.
     let fame = fame_rows(&observer.hof, settings.parsimony, |nodes| {
         let show = |style: Style| {
-            let wrap = |p: String| match style {
-                Style::Latex => format!("\\tanh\\left({p}\\right)"),
-                Style::Infix | Style::Sympy => format!("tanh({p})"),
+            let wrap = |(a, p): (&String, String)| match (style, residual.is_some()) {
+                (Style::Latex, false) => format!("\\tanh\\left({p}\\right)"),
+                (Style::Latex, true) => format!("\\tanh\\left(\\mathrm{{lin}}_{{{}}} + {p}\\right)", a.replace('_', "\\_")),
+                (Style::Infix | Style::Sympy, _) => action(a, &p),
             };
-            outputs(nodes, nu, &names, style).into_iter().map(wrap).collect::<Vec<_>>().join("; ")
+            acts.iter().zip(outputs(nodes, nu, &program_names, style)).map(wrap).collect::<Vec<_>>().join("; ")
         };
         Ok((show(Style::Infix), show(Style::Latex), show(Style::Sympy)))
     })?;
     let mut best_json = serde_json::json!({
-        "programs": programs.iter().zip(&acts).map(|(p, a)| serde_json::json!({"actuator": a, "action": format!("tanh({p})")})).collect::<Vec<_>>(),
+        "programs": programs.iter().zip(&acts).map(|(p, a)| serde_json::json!({"actuator": a, "action": action(a, p)})).collect::<Vec<_>>(),
         "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
     });
     if let Some((genome, text)) = &best.genome {
@@ -596,8 +654,8 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
         profile: m.profile.clone(),
         observations: names.clone(),
         actuators: acts.clone(),
-        nodes: super::model::Model::encode(&best.nodes),
-        operators: super::model::Model::operators_of(&best.nodes),
+        nodes: super::model::Model::encode(&played_nodes),
+        operators: super::model::Model::operators_of(&played_nodes),
     };
     let mut report = serde_json::json!({
         "command": "control",
@@ -624,8 +682,19 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     }
     let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);
     let mut summary = format!("{} ({}), {} actuators, {} observations\n", m.name, m.profile, nu, n_obs);
+    if let Some(s) = stage {
+        report["linear_policy"] = s.residual.linear.json(&names, &acts);
+        report["linear_search"] = serde_json::json!({"iterations": s.returns.len(), "returns": s.returns.iter().map(|&r| crate::report::num(r)).collect::<Vec<_>>()});
+        report["timing"]["linear_seconds"] = serde_json::json!(s.seconds);
+        summary += &format!(
+            "policy        residual: tanh(lin + f(n)), n = (o - mean) / std; lin = W n tuned by random search ({} iterations, return {:.2}), f evolved on top\n",
+            s.returns.len(),
+            s.returns.last().copied().unwrap_or(f64::NAN)
+        );
+        summary += "weights       W, mean and std in the report's `linear_policy`; `policy` holds the whole policy as a program\n";
+    }
     for (a, p) in acts.iter().zip(&programs) {
-        summary += &format!("{a:<w$}  tanh({p})\n");
+        summary += &format!("{a:<w$}  {}\n", action(a, p));
     }
     summary += &format!("size          {} nodes\n", best.nodes.len());
     summary += &observer.ended.line(settings.engine.generations).unwrap_or_default();
@@ -700,7 +769,7 @@ mod tests {
         use crate::evolve::Fitness;
         let (m, pop) = random_hopper_policies(4, 5);
         let run = ControlRun { episodes: 3, steps: 60, seed: 9, generation: 0, noise: true, ignore_termination: false };
-        let task = |fresh| Control { backend: &Backend::Cpu, model: &m, run, fresh, parsimony: 0.0, played: std::sync::Mutex::new((0, 0.0)) };
+        let task = |fresh| Control { backend: &Backend::Cpu, model: &m, run, fresh, parsimony: 0.0, played: std::sync::Mutex::new((0, 0.0)), residual: None };
         let score = |r: &ControlRun| -> Vec<u64> { (0..4).map(|i| (-score_policy(&pop.tree(i).nodes(), &m, r).unwrap().mean()).to_bits()).collect() };
         let bits = |f: Vec<f64>| -> Vec<u64> { f.iter().map(|x| x.to_bits()).collect() };
         let (fixed, fresh) = (task(false), task(true));
@@ -726,7 +795,7 @@ mod tests {
         let best = crate::evolve::Best { fitness: -9.0, nodes: pop.tree(6).nodes(), generation: 3, genome: None };
         let outcome = crate::evolve::Outcome { best: best.clone(), history: Vec::new(), population: pop.clone(), fitness, transfers: None, island_history: Vec::new() };
         let run = ControlRun { episodes: 3, steps: 40, seed: 2, generation: VALIDATION_GENERATION, noise: true, ignore_termination: false };
-        let (chosen, v) = choose_on_validation(&outcome, &m, &run).unwrap();
+        let (chosen, v) = choose_on_validation(&outcome, &m, &run, &<[Node]>::to_vec).unwrap();
         let v = v.expect("validation episodes were asked for");
         // The run's best first, then the population by fitness: rows 2, 4, 0, 3, 1 (row 6 is the
         // run's best again, 5 a copy of 2, 7 invalid).
@@ -742,7 +811,7 @@ mod tests {
         assert_eq!(chosen.nodes, pop.tree(order[top]).nodes());
         assert_eq!(chosen.fitness, if top == 0 { -9.0 } else { outcome.fitness[order[top]] });
         // No validation episodes: the run's best, as before.
-        let (plain, none) = choose_on_validation(&outcome, &m, &ControlRun { episodes: 0, ..run }).unwrap();
+        let (plain, none) = choose_on_validation(&outcome, &m, &ControlRun { episodes: 0, ..run }, &<[Node]>::to_vec).unwrap();
         assert!(none.is_none() && plain == best);
     }
 

@@ -215,6 +215,17 @@ pub const LINEAR_CPU: crate::evolve::ars::ArsConfig = crate::evolve::ars::ArsCon
 /// the best half, docs/benchmarks.md: Walker2d 5199 against 2925 and 1020 in 60 s).
 pub const LINEAR_GPU: crate::evolve::ars::ArsConfig = crate::evolve::ars::ArsConfig { directions: 1024, top: 128, step_size: 0.03, noise: 0.03 };
 
+/// `grove control --policy residual`: iterations of the linear policy's search before the
+/// programs' on the CPU (the CPU's generations of `--policy linear`).
+pub const LINEAR_ITERATIONS_CPU: usize = CONTROL_CPU.gens;
+/// The same on a GPU (the GPU's generations of `--policy linear`).
+pub const LINEAR_ITERATIONS_GPU: usize = CONTROL_GPU.gens;
+
+/// [`LINEAR_ITERATIONS_CPU`], for serde's defaults.
+pub fn linear_iterations_cpu() -> usize {
+    LINEAR_ITERATIONS_CPU
+}
+
 /// [`LINEAR_CPU`], for serde's defaults.
 pub fn linear_cpu() -> crate::evolve::ars::ArsConfig {
     LINEAR_CPU

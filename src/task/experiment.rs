@@ -91,8 +91,8 @@ impl Experiment {
                 given.get("env").is_some_and(Value::is_string),
                 "{origin}: a control experiment names its environment, e.g. `Control(env: \"hopper\", ...)` (swimmer, hopper, walker2d, half_cheetah or a .ron path)"
             );
-            // As `grove control --device cuda`: a GPU's population, generations, episodes and random
-            // search.
+            // As `grove control --device cuda`: a GPU's population, generations, episodes, random
+            // search and a residual's linear iterations.
             if given.get("device").and_then(Value::as_str) == Some("cuda") {
                 let gpu = serde_json::to_value(ControlSettings::cli_default(true))?;
                 for (block, field) in [("engine", "pop_size"), ("engine", "generations")] {
@@ -100,6 +100,7 @@ impl Experiment {
                 }
                 merged["episodes"] = gpu["episodes"].clone();
                 merged["linear"] = gpu["linear"].clone();
+                merged["linear_iterations"] = gpu["linear_iterations"].clone();
             }
             super::control::top_by_share(&mut merged, &given);
         }

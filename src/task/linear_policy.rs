@@ -254,83 +254,139 @@ impl LinearState {
     }
 }
 
-/// Runs `grove control --policy linear` (settings already checked by the caller).
-pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
-    let start = std::time::Instant::now();
-    let cfg = settings.linear;
-    ensure!(
-        settings.islands.count <= 1,
-        "--policy linear (policy) runs one search: leave out --islands (islands.count is {})",
-        settings.islands.count
-    );
-    let m = Model::load(&settings.env, settings.profile.as_deref())?;
-    let (nu, n_obs) = (m.nu(), m.obs_size);
-    if nu == 0 || n_obs == 0 {
-        bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
-    }
-    let steps = settings.episode_steps.unwrap_or(m.episode_steps);
-    let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
-    let mut trained = m.clone();
-    let healthy = training_healthy_reward(settings.healthy_reward, &m);
-    if let Some(w) = healthy {
-        trained.healthy_weight = w;
-    }
-    let names = observation_names(&m);
-    let acts = actuator_names(&m);
-    let d = nu * n_obs;
-    let (mut theta, mut stats, mut history, start_at, (mut played, mut rollout_seconds)) = match &opts.resume {
-        None => (vec![0.0f64; d], ObsStats::new(n_obs), Vec::new(), 0, (0u64, 0.0f64)),
-        Some(c) => {
-            let Some(state) = &c.linear else {
-                bail!("the checkpoint holds an evolved population, not a --policy linear search: resume it without --set policy=linear");
-            };
-            ensure!(
-                state.weights.len() == d && state.sum.len() == n_obs,
-                "the checkpoint's linear search has {} weights over {} observations; {} has {nu} × {n_obs}",
-                state.weights.len(),
-                state.sum.len(),
-                m.name
-            );
-            let (theta, stats, history) = state.restore();
-            (theta, stats, history, state.iteration, c.env_steps.unwrap_or((0, 0.0)))
+/// Where a search plays: the environment as tested (`m`) and as trained (its healthy reward
+/// possibly replaced), the training episodes, and the names of its observations and actuators.
+pub(super) struct Arena {
+    pub m: Model,
+    pub trained: Model,
+    pub run: ControlRun,
+    pub healthy: Option<f64>,
+    pub names: Vec<String>,
+    pub acts: Vec<String>,
+}
+
+impl Arena {
+    /// Loads the environment of `settings` (one line when it has no actuator or observation).
+    pub fn load(settings: &ControlSettings) -> Result<Self> {
+        let m = Model::load(&settings.env, settings.profile.as_deref())?;
+        let (nu, n_obs) = (m.nu(), m.obs_size);
+        if nu == 0 || n_obs == 0 {
+            bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
         }
-    };
-    let mut norm = stats.normaliser();
+        let steps = settings.episode_steps.unwrap_or(m.episode_steps);
+        let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
+        let mut trained = m.clone();
+        let healthy = training_healthy_reward(settings.healthy_reward, &m);
+        if let Some(w) = healthy {
+            trained.healthy_weight = w;
+        }
+        let (names, acts) = (observation_names(&m), actuator_names(&m));
+        Ok(Arena { m, trained, run, healthy, names, acts })
+    }
+}
+
+/// A search between iterations: `W`, the statistics of the states seen, every iteration so far,
+/// and the env steps and seconds of roll-outs played.
+pub(super) struct Search {
+    theta: Vec<f64>,
+    stats: ObsStats,
+    history: Vec<Iteration>,
+    /// The iteration a run of this process started at (a resumed run's earlier ones are in
+    /// the history).
+    started: usize,
+    pub played: (u64, f64),
+}
+
+impl Search {
+    /// `W = 0` and nothing seen, for `nu` actuators over `n_obs` observations.
+    pub fn fresh(nu: usize, n_obs: usize) -> Self {
+        Search { theta: vec![0.0; nu * n_obs], stats: ObsStats::new(n_obs), history: Vec::new(), started: 0, played: (0, 0.0) }
+    }
+
+    /// The search a checkpoint saved (`state`, checked to be `nu × n_obs` for `env`), with the
+    /// env steps and roll-out seconds played before it.
+    pub fn resumed(state: &LinearState, nu: usize, n_obs: usize, env: &str, played: Option<(u64, f64)>) -> Result<Self> {
+        ensure!(
+            state.weights.len() == nu * n_obs && state.sum.len() == n_obs,
+            "the checkpoint's linear search has {} weights over {} observations; {env} has {nu} × {n_obs}",
+            state.weights.len(),
+            state.sum.len(),
+        );
+        let (theta, stats, history) = state.restore();
+        Ok(Search { theta, stats, started: history.len(), history, played: played.unwrap_or((0, 0.0)) })
+    }
+
+    /// The next iteration.
+    pub fn next(&self) -> usize {
+        self.history.len()
+    }
+
+    /// The current policy: `W` over the statistics seen so far.
+    pub fn policy(&self, nu: usize) -> LinearPolicy {
+        LinearPolicy { weights: self.theta.clone(), norm: self.stats.normaliser(), nu }
+    }
+
+    /// What a checkpoint keeps.
+    pub fn state(&self) -> LinearState {
+        LinearState::of(self.next(), &self.theta, &self.stats, &self.history)
+    }
+
+    /// The unperturbed policy's training return at each iteration.
+    pub fn returns(&self) -> impl Iterator<Item = f64> + '_ {
+        self.history.iter().map(|h| h.central)
+    }
+
+    /// Seconds of the iterations this process ran.
+    fn ran_seconds(&self) -> Vec<f64> {
+        self.history[self.started.min(self.history.len())..].iter().map(|h| h.seconds).collect()
+    }
+}
+
+/// Runs the iterations of `search` up to `iterations` (fewer when `watch` ends the run or a stop
+/// is asked for, which fails with [`super::run::Stopped`]), saving checkpoints as `opts` asks
+/// ([`save_checkpoint`]), with `settings.linear`'s search from `settings.engine.seed`.
+pub(super) fn iterate(
+    settings: &ControlSettings,
+    backend: &Backend,
+    opts: &super::run::RunOptions,
+    arena: &Arena,
+    search: &mut Search,
+    iterations: usize,
+    mut watch: Option<&mut super::budget::Watch<'_>>,
+) -> Result<super::budget::Ending> {
+    let (cfg, seed) = (&settings.linear, settings.engine.seed);
+    let nu = arena.m.nu();
+    let d = search.theta.len();
+    let mut norm = search.stats.normaliser();
     let policy_of = |w: &[f64], norm: &Normaliser| LinearPolicy { weights: w.to_vec(), norm: norm.clone(), nu };
-    let max_len = policy_of(&theta, &norm).max_nodes();
-    // The unperturbed policy's training return (its `Best`'s fitness is minus it).
-    let goal = super::budget::Goal { measure: super::budget::Measure::Return, value: Box::new(|b: &crate::evolve::Best| -b.fitness) };
-    let mut watch = super::budget::Watch::new(settings.budget, goal);
-    let mut ended = super::budget::Ending::Generations;
-    let iterations = settings.engine.generations;
+    let max_len = policy_of(&search.theta, &norm).max_nodes();
     let every = (iterations / 10).max(1);
-    let searching = std::time::Instant::now();
-    for it in start_at..iterations {
+    for it in search.next()..iterations {
         let t0 = std::time::Instant::now();
-        let run_it = run.at_generation(it);
-        let deltas = ars::directions(settings.engine.seed, it, cfg.directions, d);
-        let thetas = ars::perturbed(&theta, &deltas, cfg.noise);
+        let run_it = arena.run.at_generation(it);
+        let deltas = ars::directions(seed, it, cfg.directions, d);
+        let thetas = ars::perturbed(&search.theta, &deltas, cfg.noise);
         let mut pop = Population::new(thetas.len(), max_len, nu);
         for (r, w) in thetas.iter().enumerate() {
             pop.set_tree(r, &policy_of(w, &norm).tree()).map_err(|e| anyhow::anyhow!("a linear policy's tree: {e}"))?;
         }
-        let central = policy_of(&theta, &norm).tree();
+        let central = policy_of(&search.theta, &norm).tree();
         // The backend plays the 2N perturbed policies while the CPU plays the unperturbed one,
         // whose observations update the normaliser.
         let (returns, (seen, central_ret)) = rayon::join(
             || -> Result<(Vec<f64>, u64, f64)> {
                 let t = std::time::Instant::now();
-                let (means, steps) = backend.control_returns(&pop, &trained, &run_it)?;
+                let (means, steps) = backend.control_returns(&pop, &arena.trained, &run_it)?;
                 Ok((means, steps, t.elapsed().as_secs_f64()))
             },
-            || observe(&central, &trained, &run_it),
+            || observe(&central, &arena.trained, &run_it),
         );
         let (means, steps, secs) = returns?;
-        played += steps;
-        rollout_seconds += secs;
-        let step = ars::step(&mut theta, &deltas, &means, &cfg);
-        stats.merge(&seen?);
-        norm = stats.normaliser();
+        search.played.0 += steps;
+        search.played.1 += secs;
+        let step = ars::step(&mut search.theta, &deltas, &means, cfg);
+        search.stats.merge(&seen?);
+        norm = search.stats.normaliser();
         let finite: Vec<f64> = means.iter().copied().filter(|r| r.is_finite()).collect();
         let row = Iteration {
             best: finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
@@ -348,34 +404,58 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
                 row.central, row.best, row.step.length, row.seconds
             ));
         }
-        history.push(row);
+        search.history.push(row);
         let best = crate::evolve::Best { fitness: -central_ret, nodes: central, generation: it, genome: None };
-        let end = watch.finish(it, &best);
+        let end = watch.as_mut().and_then(|w| w.finish(it, &best));
         let stop = opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
         let due = opts.checkpoint_every > 0 && (it + 1) % opts.checkpoint_every == 0;
         if due || end.is_some() || stop || it + 1 == iterations {
-            let state = LinearState::of(it + 1, &theta, &stats, &history);
-            save_checkpoint(opts, state, &policy_of(&theta, &norm).tree(), (played, rollout_seconds))?;
+            save_checkpoint(opts, search.state(), &policy_of(&search.theta, &norm).tree(), search.played)?;
         }
         if stop {
             return Err(super::run::Stopped { generation: it + 1, checkpoint: opts.checkpoint.clone() }.into());
         }
         if let Some(e) = end {
-            ended = e;
-            break;
+            return Ok(e);
         }
     }
-    let (setup, search) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
+    Ok(super::budget::Ending::Generations)
+}
+
+/// Runs `grove control --policy linear` (settings already checked by the caller).
+pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+    let start = std::time::Instant::now();
+    ensure!(
+        settings.islands.count <= 1,
+        "--policy linear (policy) runs one search: leave out --islands (islands.count is {})",
+        settings.islands.count
+    );
+    let arena = Arena::load(settings)?;
+    let (nu, n_obs) = (arena.m.nu(), arena.m.obs_size);
+    let mut search = match &opts.resume {
+        None => Search::fresh(nu, n_obs),
+        Some(c) => {
+            let Some(state) = &c.linear else {
+                bail!("the checkpoint holds an evolved population, not a --policy linear search: resume it without --set policy=linear");
+            };
+            Search::resumed(state, nu, n_obs, &arena.m.name, c.env_steps)?
+        }
+    };
+    // The unperturbed policy's training return (its `Best`'s fitness is minus it).
+    let goal = super::budget::Goal { measure: super::budget::Measure::Return, value: Box::new(|b: &crate::evolve::Best| -b.fitness) };
+    let mut watch = super::budget::Watch::new(settings.budget, goal);
+    let searching = std::time::Instant::now();
+    let ended = iterate(settings, backend, opts, &arena, &mut search, settings.engine.generations, Some(&mut watch))?;
+    let (setup, search_seconds) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
     let seconds = start.elapsed().as_secs_f64();
-    let last = policy_of(&theta, &norm);
+    let last = search.policy(nu);
     let nodes = last.tree();
-    let train = score_policy(&nodes, &m, &run)?;
-    let test = score_policy(&nodes, &m, &ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..run })?;
-    // The iterations this process ran (a resumed run's earlier ones are in the history too).
-    let ran: Vec<f64> = history[start_at.min(history.len())..].iter().map(|h| h.seconds).collect();
-    let split = super::search::Split::of(setup, search, start.elapsed().as_secs_f64() - seconds, &ran, backend.kernel_loads());
-    let ran = Ran { policy: &last, nodes: &nodes, history: &history, ended: &ended, train: &train, test: &test, healthy, seconds, played, rollout_seconds, split };
-    report(settings, &m, ran, &names, &acts, &describe_devices(backend, &[]))
+    let train = score_policy(&nodes, &arena.m, &arena.run)?;
+    let test = score_policy(&nodes, &arena.m, &ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..arena.run })?;
+    let split = super::search::Split::of(setup, search_seconds, start.elapsed().as_secs_f64() - seconds, &search.ran_seconds(), backend.kernel_loads());
+    let (played, rollout_seconds) = search.played;
+    let ran = Ran { policy: &last, nodes: &nodes, history: &search.history, ended: &ended, train: &train, test: &test, healthy: arena.healthy, seconds, played, rollout_seconds, split };
+    report(settings, &arena.m, ran, &arena.names, &arena.acts, &describe_devices(backend, &[]))
 }
 
 /// Saves `state` to `opts.checkpoint` (nothing without one), with the experiment, the env steps
@@ -408,6 +488,7 @@ fn save_checkpoint(opts: &super::run::RunOptions, state: LinearState, nodes: &[N
         env_steps: Some(played),
         outputs: opts.outputs.absolute(),
         linear: Some(state),
+        residual: None,
     };
     c.save(path)?;
     if opts.verbose {

@@ -14,6 +14,7 @@ pub mod linear_policy;
 pub mod model;
 pub mod plan;
 pub mod regression;
+pub mod residual;
 pub mod experiment;
 pub mod run;
 pub mod search;

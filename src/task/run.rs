@@ -149,6 +149,10 @@ pub struct Checkpoint {
     /// only the next iteration and the current policy as the best program.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linear: Option<super::linear_policy::LinearState>,
+    /// A `--policy residual` run past its linear search: that search's state at its end, the
+    /// linear policy under the programs `state` holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual: Option<super::linear_policy::LinearState>,
 }
 
 fn ten() -> usize {
@@ -250,6 +254,9 @@ impl Checkpoint {
             l.check()?;
             return check_tree(&self.state.best.nodes, u16::MAX as usize, u8::MAX as usize - 1).map_err(|m| anyhow!("the policy: {m}"));
         }
+        if let Some(l) = &self.residual {
+            l.check()?;
+        }
         let (engine, islands) = (self.experiment.engine(), self.experiment.islands());
         let shape = Shape {
             rows: engine.pop_size.saturating_mul(islands.count),
@@ -342,6 +349,8 @@ pub struct RunObserver<'a> {
     watch: Option<super::budget::Watch<'a>>,
     /// Why the run ended (every generation ran, until the budget says otherwise).
     pub ended: super::budget::Ending,
+    /// The linear search under a `--policy residual` run's programs, which its checkpoints keep.
+    residual: Option<super::linear_policy::LinearState>,
 }
 
 impl<'a> RunObserver<'a> {
@@ -385,7 +394,15 @@ impl<'a> RunObserver<'a> {
             verbose: opts.verbose && !opts.quiet,
             watch: None,
             ended: super::budget::Ending::Generations,
+            residual: None,
         })
+    }
+
+    /// Checkpoints keep `state`, the linear search under the programs of a `--policy residual`
+    /// run ([`Checkpoint::residual`]).
+    pub fn with_residual(mut self, state: Option<super::linear_policy::LinearState>) -> Self {
+        self.residual = state;
+        self
     }
 
     /// Ends the run early as `budget` says, measuring the best program by `goal`
@@ -555,6 +572,7 @@ impl Observer for RunObserver<'_> {
             },
             outputs: outputs.absolute(),
             linear: None,
+            residual: self.residual.clone(),
         };
         c.save(path)?;
         if self.verbose {

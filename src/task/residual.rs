@@ -1,0 +1,222 @@
+//! `grove control --policy residual`: programs evolved on top of a linear policy.
+//!
+//! The run has two stages. First a linear policy `a = tanh(W n)` over the normalised
+//! observations `n = (o − μ) / σ` is tuned by augmented random search, as `--policy linear` does
+//! ([`super::linear_policy`]), for `linear_iterations` iterations. Then `W`, `μ` and `σ` are
+//! frozen and programs are evolved as its residual: a program `f` reads the normalised
+//! observations and the policy is
+//!
+//! ```text
+//! a = tanh(W n + f(n))
+//! ```
+//!
+//! so a program that adds nothing (every output 0) plays the linear policy, and the search
+//! starts from ARS's return instead of from a random program's, with every input on one scale,
+//! which the constants of a random program can match.
+//!
+//! The policy is written as one grove program ([`Residual::compose`]): the linear policy's tree
+//! beside the program with each observation `x_i` read as `(x_i − μ_i) · (1/σ_i)`. The roll-out
+//! kernels, `grove rollout` and `grove render`, Python's `act` and the exports play it unchanged,
+//! and both backends give the same bits because they play the same tree. The programs' stage runs
+//! the engine's host loop, which composes each generation's programs before playing them.
+
+use anyhow::{Result, bail};
+
+use super::control::ControlSettings;
+use super::linear_policy::{Arena, LinearPolicy, LinearState, Search, iterate};
+use super::search::EvolveResult;
+use crate::backend::Backend;
+use crate::program::Op;
+use crate::program::tree::{Node, Population};
+
+/// A frozen linear policy under the programs: what a program's tree is composed with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Residual {
+    /// `W`, `μ`, `σ`.
+    pub linear: LinearPolicy,
+    /// The linear policy's tree ([`LinearPolicy::tree`]).
+    tree: Vec<Node>,
+}
+
+impl Residual {
+    /// The residual of `linear`.
+    pub fn new(linear: LinearPolicy) -> Self {
+        let tree = linear.tree();
+        Residual { linear, tree }
+    }
+
+    /// The whole policy of `program` (a tree over the normalised observations with one output
+    /// slot per actuator): `[add, linear tree…, program…]` with each variable leaf `x_i` of the
+    /// program replaced by `(x_i − μ_i) · s_i` (`s_i` = [`super::linear_policy::Normaliser::scale`];
+    /// a constant 0 where `s_i` is 0). Output slots sum over their nodes, so the policy's output
+    /// `j` is the linear policy's plus the program's. An empty program (no program) stays empty.
+    pub fn compose(&self, program: &[Node]) -> Vec<Node> {
+        if program.is_empty() {
+            return Vec::new();
+        }
+        let mut nodes = Vec::with_capacity(1 + self.tree.len() + 7 * program.len());
+        nodes.push(Node::func(Op::Add));
+        nodes.extend_from_slice(&self.tree);
+        let norm = &self.linear.norm;
+        for n in program {
+            if n.op != Op::Var {
+                nodes.push(*n);
+                continue;
+            }
+            let i = n.value as usize;
+            let scale = if i < norm.mean.len() { norm.scale(i) } else { 0.0 };
+            if scale == 0.0 {
+                nodes.push(Node { op: Op::Const, value: 0.0, out: n.out });
+                continue;
+            }
+            // An output node passes its last child's value to its parent: a marked leaf
+            // becomes `out(0 + n_i)`, whose slot and parent both get n_i.
+            if n.out != 0 {
+                nodes.push(Node { out: n.out, ..Node::func(Op::Add) });
+                nodes.push(Node::constant(0.0));
+            }
+            nodes.extend([Node::func(Op::Mul), Node::func(Op::Sub), Node::var(i as u32), Node::constant(norm.mean[i] as f32), Node::constant(scale as f32)]);
+        }
+        nodes
+    }
+
+    /// The longest composed tree of a program of at most `max_len` nodes (at most 65535).
+    pub fn max_nodes(&self, max_len: usize) -> usize {
+        (1 + self.tree.len() + 7 * max_len).min(u16::MAX as usize)
+    }
+
+    /// Every row of `pop` composed ([`Self::compose`]); a row whose composed tree is longer than
+    /// 65535 nodes is left empty (no program).
+    pub fn compose_population(&self, pop: &Population) -> Population {
+        let mut out = Population::new(pop.size(), self.max_nodes(pop.max_len), pop.n_outputs);
+        for i in 0..pop.size() {
+            if pop.len[i] > 0 {
+                // A failure empties the row, which plays as no program.
+                let _ = out.set_tree(i, &self.compose(&pop.tree(i).nodes()));
+            }
+        }
+        out
+    }
+}
+
+/// The names the programs' variables are shown by: `n_NAME` for the normalised `NAME`.
+pub fn normalised_names(names: &[String]) -> Vec<String> {
+    names.iter().map(|n| format!("n_{n}")).collect()
+}
+
+/// What the linear stage leaves for the programs' stage.
+pub struct LinearStage {
+    /// The frozen policy.
+    pub residual: Residual,
+    /// Its search's state (checkpoints of the programs' stage keep it).
+    pub state: LinearState,
+    /// The unperturbed policy's training return at each iteration.
+    pub returns: Vec<f64>,
+    /// Env steps and seconds of roll-outs the stage played.
+    pub played: (u64, f64),
+    /// Seconds the stage took in this process (0 when a checkpoint skipped it).
+    pub seconds: f64,
+}
+
+/// Runs `grove control --policy residual` (settings already checked by the caller): the linear
+/// stage (resumed from a checkpoint of it, or skipped when the checkpoint is of the programs'
+/// stage), then the programs' stage ([`super::control::control_programs`]).
+pub fn control_residual(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+    let start = std::time::Instant::now();
+    let arena = Arena::load(settings)?;
+    let (nu, n_obs, name) = (arena.m.nu(), arena.m.obs_size, arena.m.name.clone());
+    let iterations = settings.linear_iterations;
+    let linear = |mut search: Search| -> Result<LinearStage> {
+        iterate(settings, backend, opts, &arena, &mut search, iterations, None)?;
+        stage_of(&search, nu, iterations)
+    };
+    // A checkpoint of the programs' stage holds the linear search's end beside them; one of the
+    // linear stage holds the search alone.
+    let (stage, resume) = match opts.resume.as_ref().map(|c| (c, &c.residual, &c.linear)) {
+        Some((_, Some(state), _)) => (stage_of(&Search::resumed(state, nu, n_obs, &name, None)?, nu, iterations)?, opts.resume.clone()),
+        Some((c, None, Some(state))) => (linear(Search::resumed(state, nu, n_obs, &name, c.env_steps)?)?, None),
+        Some((_, None, None)) => bail!("the checkpoint holds an evolved population without a linear policy under it: resume it with --set policy=program"),
+        None => (linear(Search::fresh(nu, n_obs))?, None),
+    };
+    let stage = LinearStage { seconds: start.elapsed().as_secs_f64(), ..stage };
+    let opts = super::run::RunOptions { resume, ..opts.clone() };
+    super::control::control_programs(settings, backend, &opts, Some(&stage))
+}
+
+/// The linear stage of `search`, which has run its `iterations`.
+fn stage_of(search: &Search, nu: usize, iterations: usize) -> Result<LinearStage> {
+    if search.next() != iterations {
+        bail!("the checkpoint's linear search is at iteration {} of --linear-iterations {iterations}: resume it with its own settings", search.next());
+    }
+    Ok(LinearStage {
+        residual: Residual::new(search.policy(nu)),
+        state: search.state(),
+        returns: search.returns().collect(),
+        played: search.played,
+        seconds: 0.0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::control::Policy;
+    use crate::task::linear_policy::Normaliser;
+
+    fn marked(mut n: Node, k: u8) -> Node {
+        n.out = k + 1;
+        n
+    }
+
+    #[test]
+    fn the_composed_tree_adds_the_program_over_normalised_observations_to_the_linear_policy() {
+        let (nu, n) = (2, 3);
+        let norm = Normaliser { mean: vec![0.5, -1.0, 2.0], std: vec![2.0, 0.5, 0.0] };
+        let linear = LinearPolicy { weights: vec![0.25, -0.5, 1.0, 0.75, 0.0, -2.0], norm: norm.clone(), nu };
+        let r = Residual::new(linear.clone());
+        // out0(x0 · x1) + out1(x2): output 0 is n0·n1, output 1 reads the constant observation (0),
+        // and a marked leaf x1 as output 1's second term.
+        let program = [
+            Node::func(Op::Add),
+            marked(Node::func(Op::Mul), 0),
+            Node::var(0),
+            marked(Node::var(1), 1),
+            marked(Node::var(2), 1),
+        ];
+        let nodes = r.compose(&program);
+        assert!(nodes.len() <= r.max_nodes(program.len()));
+        let mut whole = Policy::for_sizes(&nodes, nu, n).unwrap();
+        let mut lin = Policy::for_sizes(&linear.tree(), nu, n).unwrap();
+        for obs in [[1.0f32, -2.0, 7.0], [0.0, 0.5, 2.0], [-3.0, 4.0, 1.0]] {
+            let got = whole.outputs(&obs).unwrap().to_vec();
+            let base = lin.outputs(&obs).unwrap().to_vec();
+            let nx = |i: usize| (obs[i] - norm.mean[i] as f32) * norm.scale(i) as f32;
+            let want = [base[0] + nx(0) * nx(1), base[1] + nx(1)];
+            for j in 0..nu {
+                assert!((got[j] - want[j]).abs() <= 1e-5 * (1.0 + want[j].abs()), "output {j} at {obs:?}: {} against {}", got[j], want[j]);
+            }
+        }
+        // A program of zeros plays the linear policy exactly.
+        let zero = [Node::func(Op::Add), marked(Node::constant(0.0), 0), marked(Node::constant(0.0), 1)];
+        let mut z = Policy::for_sizes(&r.compose(&zero), nu, n).unwrap();
+        let obs = [0.3f32, -0.7, 2.0];
+        assert_eq!(z.outputs(&obs).unwrap(), lin.outputs(&obs).unwrap());
+        // No program stays no program.
+        assert!(r.compose(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_composed_population_keeps_empty_rows_empty() {
+        let norm = Normaliser { mean: vec![0.0; 2], std: vec![1.0; 2] };
+        let r = Residual::new(LinearPolicy { weights: vec![1.0, -1.0], norm, nu: 1 });
+        let mut pop = Population::new(3, 4, 1);
+        pop.set_tree(0, &[marked(Node::var(1), 0)]).unwrap();
+        pop.set_tree(2, &[marked(Node::func(Op::Sub), 0), Node::var(0), Node::constant(1.0)]).unwrap();
+        let c = r.compose_population(&pop);
+        assert_eq!(c.size(), 3);
+        assert_eq!(c.len[1], 0);
+        assert_eq!(c.tree(0).nodes(), r.compose(&pop.tree(0).nodes()));
+        assert_eq!(c.tree(2).nodes(), r.compose(&pop.tree(2).nodes()));
+        c.validate().unwrap();
+    }
+}

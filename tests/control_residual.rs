@@ -1,0 +1,141 @@
+//! `grove control --policy residual` as a user meets it: the linear policy's search, then
+//! programs over the normalised observations evolved on top of it. Its linear stage is the
+//! `--policy linear` search itself; its report replays with `grove rollout` and exports; it
+//! resumes from a checkpoint of either stage as if uninterrupted; bad settings and mismatched
+//! checkpoints get one clear line. Runs are small and on the CPU.
+
+mod support;
+#[path = "support/exports.rs"]
+mod exports;
+use support::{Device, assert_ok, assert_one_line_error, dir, grove, interrupt_once_saved, read_json, s, text, without_timings, write_resealed};
+
+const BASE: [&str; 14] =
+    ["control", "--env", "hopper", "--device", "cpu", "--seed", "4", "--episode-steps", "150", "--test-episodes", "3", "--pop", "40", "-q"];
+
+fn residual(extra: &[&str]) -> std::process::Output {
+    grove(&[&BASE[..], &["--policy", "residual"], extra].concat())
+}
+
+#[test]
+fn a_residual_policy_is_the_linear_search_then_programs_on_top_and_its_report_replays() {
+    let d = dir("residual-policy");
+    let (report, linear) = (d.join("residual.json"), d.join("linear.json"));
+    assert_ok(&residual(&["--linear-iterations", "8", "--gens", "4", "--report", s(&report)]));
+    assert_ok(&grove(&[&BASE[..], &["--policy", "linear", "--gens", "8", "--report", s(&linear)]].concat()));
+    let (r, l) = (read_json(&report), read_json(&linear));
+    // The linear stage is the linear search: the same return at every iteration, the same W.
+    let returns: Vec<f64> = l["generations"].as_array().unwrap().iter().map(|g| g["return"].as_f64().unwrap()).collect();
+    let stage: Vec<f64> = r["linear_search"]["returns"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+    assert_eq!((stage.len(), r["linear_search"]["iterations"].as_u64()), (8, Some(8)));
+    assert_eq!(stage, returns);
+    assert_eq!(r["linear_policy"], l["linear_policy"]);
+    // Then the programs' generations, whose programs read the normalised observations.
+    assert_eq!(r["generations"].as_array().unwrap().len(), 5);
+    let actions: Vec<&str> = r["best"]["programs"].as_array().unwrap().iter().map(|p| p["action"].as_str().unwrap()).collect();
+    assert_eq!(actions.len(), 3);
+    for (a, name) in actions.iter().zip(["thigh_joint", "leg_joint", "foot_joint"]) {
+        assert!(a.starts_with(&format!("tanh(lin_{name} + ")), "{a}");
+        assert!(!a.contains("q_") || a.contains("n_q_") || a.contains("n_v_"), "{a}");
+    }
+    // The saved policy is the whole composed program, longer than the evolved one and the
+    // linear policy's, and replays training episode 0.
+    let size = r["best"]["size"].as_u64().unwrap() as usize;
+    assert!(r["policy"]["nodes"].as_array().unwrap().len() > size + l["best"]["size"].as_u64().unwrap() as usize);
+    let train = r["train"]["returns"][0].as_f64().unwrap();
+    let out = grove(&["rollout", "--policy", s(&report), "--seed", "4", "--steps", "150"]);
+    assert_ok(&out);
+    assert!(text(&out.stdout).starts_with(&format!("hopper (brax): return {train:.6} over ")), "{} vs {train}", text(&out.stdout));
+    // Exported to C, the policy acts as grove plays it.
+    let out = grove(&["export", "--model", s(&report), "--lang", "c"]);
+    assert_ok(&out);
+    let src = d.join("policy.h");
+    std::fs::write(&src, &out.stdout).unwrap();
+    let rows: Vec<Vec<f64>> = (0..4).map(|r| (0..11).map(|i| ((r * 11 + i) as f64 * 0.41).sin() * (1.0 + r as f64)).collect()).collect();
+    let mut policy = grove::task::control::SavedPolicy::read(&report).unwrap().compile().unwrap();
+    if let Some(lines) = exports::run_c_actions(&src, &rows, 3) {
+        for (line, row) in lines.iter().zip(&rows) {
+            let obs: Vec<f32> = row.iter().map(|&x| x as f32).collect();
+            let mut want = [0.0f32; 3];
+            assert!(policy.act(&obs, &mut want));
+            let got: Vec<f64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+            assert_eq!(got.len(), 3, "{line}");
+            for (g, w) in got.iter().zip(want) {
+                assert!((g - w as f64).abs() < 1e-5, "{line} against {want:?}");
+            }
+        }
+    }
+    let summary = text(&residual(&["--linear-iterations", "8", "--gens", "4"]).stdout);
+    assert!(summary.contains("policy        residual: tanh(lin + f(n)), n = (o - mean) / std; lin = W n tuned by random search (8 iterations"), "{summary}");
+}
+
+#[test]
+fn a_residual_run_resumes_from_either_stage_as_if_uninterrupted() {
+    let d = dir("residual-resume");
+    let (full, resumed, ck) = (d.join("full.json"), d.join("resumed.json"), d.join("run.ckpt"));
+    assert_ok(&residual(&["--linear-iterations", "6", "--gens", "4", "--report", s(&full)]));
+    // The programs' stage saved after generation 2; then on to 4 from the file.
+    assert_ok(&residual(&["--linear-iterations", "6", "--gens", "2", "--checkpoint", s(&ck)]));
+    let saved = read_json(&ck);
+    assert_eq!(saved["residual"]["iteration"].as_u64(), Some(6));
+    assert!(saved.get("linear").is_none());
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "4", "--report", s(&resumed), "-q"]));
+    let (a, b) = (read_json(&full), read_json(&resumed));
+    assert_eq!(a["timing"]["env_steps"], b["timing"]["env_steps"], "the env steps go on from the checkpoint's");
+    assert_eq!(without_timings(a.clone()), without_timings(b));
+    // Interrupted in the linear stage, it resumes there and goes on to the programs.
+    let (long, again, ck2) = (d.join("long.json"), d.join("again.json"), d.join("linear.ckpt"));
+    // Episodes of 10 steps, so that the linear stage lasts long enough for the signal.
+    let short: Vec<&str> = BASE.iter().map(|&a| if a == "150" { "10" } else { a }).collect();
+    let run = [&short[..], &["--policy", "residual", "--linear-iterations", "2000", "--gens", "2"]].concat();
+    assert_ok(&grove(&[&run[..], &["--report", s(&long)]].concat()));
+    interrupt_once_saved(&[&run[..], &["--checkpoint", s(&ck2), "--checkpoint-every", "1"]].concat(), Device::Inherited, &ck2);
+    let at = read_json(&ck2)["linear"]["iteration"].as_u64().unwrap();
+    assert!((1..2000).contains(&at), "stopped at iteration {at}");
+    assert_ok(&grove(&["run", "--resume", s(&ck2), "--checkpoint-every", "1000", "--report", s(&again), "-q"]));
+    let (a, b) = (read_json(&long), read_json(&again));
+    assert_eq!(a["timing"]["env_steps"], b["timing"]["env_steps"]);
+    assert!(without_timings(a) == without_timings(b), "the resumed report differs from the uninterrupted one");
+    // A checkpoint of the programs' stage under other settings, or read as a program's run, gets one line.
+    let mut other = saved.clone();
+    other["experiment"]["Control"]["linear_iterations"] = 7.into();
+    other.as_object_mut().unwrap().remove("checksum");
+    let moved = d.join("moved.ckpt");
+    write_resealed(&moved, other);
+    assert_one_line_error(&grove(&["run", "--resume", s(&moved), "-q"]), &["at iteration 6 of --linear-iterations 7"]);
+    let mut program = saved;
+    program["experiment"]["Control"]["policy"] = "program".into();
+    program.as_object_mut().unwrap().remove("checksum");
+    let plain = d.join("program.ckpt");
+    write_resealed(&plain, program);
+    assert_one_line_error(&grove(&["run", "--resume", s(&plain), "-q"]), &["programs evolved on a linear policy", "policy=residual"]);
+}
+
+#[test]
+fn residual_settings_come_from_flags_and_experiment_files_and_bad_ones_get_one_line() {
+    use grove::task::control::{ControlSettings, PolicyKind};
+    let cli = |args: &[&str], gpu: bool| -> ControlSettings {
+        let cli = <grove::cli::Cli as clap::Parser>::try_parse_from([&["grove", "control"], args].concat()).unwrap();
+        let grove::cli::Command::Control(a) = cli.command else { panic!("not control") };
+        a.settings(gpu).unwrap()
+    };
+    let c = cli(&["--env", "walker2d", "--policy", "residual"], false);
+    assert_eq!((c.policy, c.linear_iterations), (PolicyKind::Residual, grove::task::defaults::LINEAR_ITERATIONS_CPU));
+    assert_eq!(cli(&["--env", "walker2d", "--policy", "residual"], true).linear_iterations, grove::task::defaults::LINEAR_ITERATIONS_GPU);
+    assert_eq!(cli(&["--env", "walker2d", "--policy", "residual", "--linear-iterations", "7"], false).linear_iterations, 7);
+    let text = "Control(env: \"walker2d\", policy: \"residual\", linear_iterations: 7)";
+    let (fields, given) = grove::task::experiment::parse_ron(text, "t.ron").unwrap();
+    let grove::task::experiment::Experiment::Control(e) = grove::task::experiment::Experiment::from_parts(&fields, given, "t.ron").unwrap() else {
+        panic!("not control")
+    };
+    assert_eq!((e.policy, e.linear_iterations), (PolicyKind::Residual, 7));
+
+    let d = dir("residual-bad");
+    let report = d.join("r.json");
+    let one = |extra: &[&str], needles: &[&str]| assert_one_line_error(&residual(&[extra, &["--report", s(&report)]].concat()), needles);
+    one(&["--linear-iterations", "0"], &["--linear-iterations (linear_iterations) must be"]);
+    one(&["--directions", "0"], &["--directions (linear.directions) must be 1 to"]);
+    let file = d.join("bad.ron");
+    std::fs::write(&file, "Control(env: \"hopper\", policy: \"residual\", linear_iterations: 0)").unwrap();
+    assert_one_line_error(&grove(&["run", s(&file), "--device", "cpu", "-q"]), &["--linear-iterations (linear_iterations)"]);
+    assert!(!report.exists(), "a refused run writes nothing");
+}
