@@ -89,8 +89,10 @@ pub struct Builtin {
     pub f: fn(&[f64]) -> f64,
 }
 
-/// Default cap on the number of points of a built-in.
-const MAX_POINTS: usize = 1 << 26;
+/// Default cap on the number of points of a built-in: 2²⁸ (268 M, 2.1 GB of f32 inputs for two
+/// variables), enough for data sets that are split over several GPUs' row shards; the memory
+/// plan refuses a set the machine cannot hold.
+const MAX_POINTS: usize = 1 << 28;
 
 fn pagie1(x: &[f64]) -> f64 {
     // x^-4 as 1 / x^4: at 0 it is +inf and the term 1 / (1 + inf) is 0, the right limit.

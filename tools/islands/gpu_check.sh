@@ -11,7 +11,10 @@
 #              two islands on one GPU, from the loop profile, at islands of 10^4, 10^5 and 10^6
 #              (target: <= 1 ms), and between two GPUs when there are two;
 #   quality    W1 (examples/w1-pagie1.ron) with 8 islands of 625 against one population of 5000
-#              on one GPU, median train MSE over 10 seeds (target: islands better).
+#              on one GPU, median train MSE over 10 seeds (target: islands better);
+#   shards     one population of ${SHARD_POP:-100000} over ${SHARD_ROWS:-200024449} rows (a Pagie-1
+#              grid) split over the GPUs (--shard-rows), on every GPU count from the most down
+#              to one: seconds of generation 0, the first population evaluated (targets: 2 GPUs >= 1.85x, 4 >= 3.6x one).
 # Logs go to $OUT (default ./gpu-check); a short table comes last.
 #
 #   tools/islands/gpu_check.sh [parity|scaling|migration|quality|all] ...   (default all)
@@ -85,6 +88,16 @@ if has quality; then
     summary+=("quality W1: 8 islands of 625 (default migration: every 5 generations, 20 migrants): median train MSE $(med "${b[@]}")")
     summary+=("    per seed, one: ${a[*]}")
     summary+=("    per seed, islands: ${b[*]}")
+fi
+if has shards; then
+    for ((g = gpus; g >= 1; g--)); do
+        timeout "${SHARD_TIMEOUT:-400}" "$bin/grove" evolve --data "builtin:pagie1:${SHARD_ROWS:-200024449}" --functions add,sub,mul,div \
+            --pop "${SHARD_POP:-100000}" --gens 0 --max-len 16 --optimise-constants 0 --select train --device cuda --seed 5 \
+            --shard-rows --gpus "$g" --quiet --report "$out/shards-$g.json" >"$out/shards-$g.log" 2>&1
+        rc=$?
+        secs=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(' '.join(f\"{g['seconds']:.3f}\" for g in r['generations']), r['best']['fitness'] if 'fitness' in r['best'] else '')" "$out/shards-$g.json" 2>/dev/null)
+        summary+=("shards: $g GPU(s), rc $rc, seconds of generation 0 (the initial population evaluated) and best: $secs")
+    done
 fi
 echo
 echo "== summary"

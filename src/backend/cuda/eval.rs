@@ -129,6 +129,9 @@ pub const SLOT_BYTES_MAX: u32 = 32 * 1024;
 const DEFAULT_THREADS: u32 = 256; // measured: W3 +8 %, W1 +3 %, 100k × 1024 −3 % against 128 (H200)
 const DEFAULT_POINTS_PER_THREAD: u32 = 4;
 const DEFAULT_PASSES: u32 = 4;
+/// Most (tree, tile) blocks a default launch shape makes (256 MiB of partial sums); larger
+/// data get longer tiles instead.
+pub const MAX_BLOCKS: u64 = 1 << 22;
 impl EvalConfig {
     /// The launch shape for `n_rows` points, `n_trees` trees with `n_outputs` output slots, on a
     /// device with `sm_count` multiprocessors.
@@ -173,7 +176,16 @@ impl EvalConfig {
                 while passes > 1 && (n_trees as u64) * tiles(step * passes) < 4 * sm_count as u64 {
                     passes -= 1;
                 }
-                (step * passes).min(whole)
+                let tile = (step * passes).min(whole);
+                // Past MAX_BLOCKS (tree, tile) pairs the tiles grow, each block making more
+                // passes, so that the partial sums stay within MAX_BLOCKS × 64 bytes and the
+                // grid within one launch (10⁵ trees over 10⁸ rows: 41 tiles a tree, not 24,418).
+                let per_tree = (MAX_BLOCKS / (n_trees as u64).max(1)).max(1);
+                if (n_trees as u64) * tiles(tile) > MAX_BLOCKS {
+                    (n.div_ceil(per_tree).div_ceil(step as u64) * step as u64).min(whole as u64) as u32
+                } else {
+                    tile
+                }
             }
         };
         let n_tiles = tiles(tile);
@@ -768,6 +780,17 @@ mod tests {
         assert!(l.slot_bytes <= SLOT_BYTES_MAX && l.points_per_thread == 1, "{l:?}");
         let l = d.resolve(100_000, 1000, 255, 132).unwrap();
         assert!(l.slot_bytes <= SLOT_BYTES_MAX && l.threads == 32, "{l:?}");
+        // Many trees over many rows: longer tiles keep the blocks within MAX_BLOCKS (10⁵ trees
+        // over 10⁸ rows were 2.4 × 10⁹ blocks, more than a launch takes).
+        let l = d.resolve(100_000_000, 100_000, 0, 132).unwrap();
+        assert_eq!((l.tile_points % 1024, l.n_tiles), (0, 41), "{l:?}");
+        assert!(100_000 * l.n_tiles as u64 <= MAX_BLOCKS && l.tile_points as u64 * 41 >= 100_000_000, "{l:?}");
+        // Just at the bound the default shape stays (W4's 1000 trees over 2²⁴ rows).
+        let l = d.resolve(1 << 24, 1000, 0, 132).unwrap();
+        assert_eq!((l.tile_points, l.n_tiles), (4096, 4096));
+        // More trees than MAX_BLOCKS: a tile is the whole data set.
+        let l = d.resolve(10_000, 8_000_000, 0, 132).unwrap();
+        assert_eq!(l.n_tiles, 1, "{l:?}");
     }
 
     #[test]
