@@ -483,8 +483,8 @@ fn the_device_loop_equals_the_host_loop_for_control() {
         let cfg = EngineConfig { pop_size: 400, generations: 8, seed, tournament: 3, elite: 2, max_len: 128, ..Default::default() };
         // Hopper plays fresh starts every generation (the generation reaches the roll-out).
         let fresh = env == "hopper";
-        let host = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
-        let dev = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
+        let host = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None };
+        let dev = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None };
         let d = grove::evolve::Fitness::device_task(&dev).expect("a CUDA backend gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
@@ -529,7 +529,7 @@ fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
         let (nu, n_obs) = (m.nu(), m.obs_size);
         let run = ControlRun { episodes: 2, steps: 120, seed, generation: 0, noise: true, ignore_termination: false };
         let cfg = EngineConfig { pop_size: 300, generations: 9, seed, tournament: 3, elite: 2, max_len: 96, ..Default::default() };
-        let task = Control { backend: &gpu, model: &m, run, fresh: env == "hopper", parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)) };
+        let task = Control { backend: &gpu, model: &m, run, fresh: env == "hopper", parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None };
         let d = grove::evolve::Fitness::device_task(&task).expect("a CUDA backend gives the device loop");
         let mut stop = StopAt(4, 0, None);
         let (whole, interrupted, resumed) = match grammar {
