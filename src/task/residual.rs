@@ -114,7 +114,8 @@ pub struct LinearStage {
     pub returns: Vec<f64>,
     /// Env steps and seconds of roll-outs the stage played.
     pub played: (u64, f64),
-    /// Seconds the stage took in this process (0 when a checkpoint skipped it).
+    /// Seconds this process spent before the programs' stage: the linear search, unless a
+    /// checkpoint of the programs' stage skipped it.
     pub seconds: f64,
 }
 
