@@ -14,7 +14,7 @@
 #              on one GPU, median train MSE over 10 seeds (target: islands better);
 #   shards     one population of ${SHARD_POP:-100000} over ${SHARD_ROWS:-200024449} rows (a Pagie-1
 #              grid) split over the GPUs (--shard-rows), on every GPU count from the most down
-#              to one: seconds of generation 0, the first population evaluated (targets: 2 GPUs >= 1.85x, 4 >= 3.6x one).
+#              to one (or the counts SHARD_GPUS lists): seconds of generation 0, the first population evaluated (targets: 2 GPUs >= 1.85x, 4 >= 3.6x one).
 # Logs go to $OUT (default ./gpu-check); a short table comes last.
 #
 #   tools/islands/gpu_check.sh [parity|scaling|migration|quality|all] ...   (default all)
@@ -90,7 +90,7 @@ if has quality; then
     summary+=("    per seed, islands: ${b[*]}")
 fi
 if has shards; then
-    for ((g = gpus; g >= 1; g--)); do
+    for g in ${SHARD_GPUS:-$(seq "$gpus" -1 1)}; do
         timeout "${SHARD_TIMEOUT:-400}" "$bin/grove" evolve --data "builtin:pagie1:${SHARD_ROWS:-200024449}" --functions add,sub,mul,div \
             --pop "${SHARD_POP:-100000}" --gens 0 --max-len 16 --optimise-constants 0 --select train --device cuda --seed 5 \
             --shard-rows --gpus "$g" --quiet --report "$out/shards-$g.json" >"$out/shards-$g.log" 2>&1
