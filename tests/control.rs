@@ -4,7 +4,8 @@
 //! Runs are tiny (a few thousand env steps) and on the CPU.
 
 mod support;
-use support::{Device, assert_ok, dir, grove, interrupt_once_saved, read_json, s, scratch, text, without_timings, write_resealed};
+use support::{Device, assert_ok, control_experiment, dir, grove, interrupt_once_saved, read_json, s, scratch, text, without_timings, write_resealed};
+use support::control_settings as cli_settings;
 
 const SMALL: &[&str] = &["--device", "cpu", "--pop", "8", "--gens", "2", "--episode-steps", "20", "--test-episodes", "2", "--quiet"];
 
@@ -99,22 +100,6 @@ fn control_rejects_bad_input_with_one_clear_line() {
 
 // Control runs kept like any other run: experiment files, reports repeated with --from,
 // checkpoints, Ctrl-C and --resume, plots and the hall of fame (issue 15).
-
-/// The settings `grove control ARGS` runs with on a GPU (`on_gpu`) or the CPU.
-fn cli_settings(args: &[&str], on_gpu: bool) -> grove::task::control::ControlSettings {
-    let cli = <grove::cli::Cli as clap::Parser>::try_parse_from([&["grove", "control"], args].concat()).unwrap();
-    let grove::cli::Command::Control(a) = cli.command else { panic!("not control") };
-    a.settings(on_gpu).unwrap()
-}
-
-fn control_experiment(text: &str) -> grove::task::control::ControlSettings {
-    use grove::task::experiment::{Experiment, parse_ron};
-    let (c, v) = parse_ron(text, "t.ron").unwrap();
-    match Experiment::from_parts(&c, v, "t.ron").unwrap_or_else(|e| panic!("{e:#}")) {
-        Experiment::Control(s) => s,
-        other => panic!("not a control experiment: {other:?}"),
-    }
-}
 
 #[test]
 fn control_experiment_files_take_grove_controls_settings_and_reports_repeat() {

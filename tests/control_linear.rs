@@ -79,22 +79,8 @@ fn a_linear_run_is_the_same_at_any_thread_count() {
 
 #[test]
 fn linear_settings_come_from_flags_and_experiment_files() {
-    use grove::task::control::{ControlSettings, PolicyKind};
-    let cli = |args: &[&str], gpu: bool| -> ControlSettings {
-        let cli = <grove::cli::Cli as clap::Parser>::try_parse_from([&["grove", "control"], args].concat()).unwrap();
-        let grove::cli::Command::Control(a) = cli.command else { panic!("not control") };
-        a.settings(gpu).unwrap()
-    };
-    let experiment = |text: &str| match grove::task::experiment::Experiment::from_parts(
-        &grove::task::experiment::parse_ron(text, "t.ron").unwrap().0,
-        grove::task::experiment::parse_ron(text, "t.ron").unwrap().1,
-        "t.ron",
-    )
-    .unwrap_or_else(|e| panic!("{e:#}"))
-    {
-        grove::task::experiment::Experiment::Control(s) => s,
-        other => panic!("{other:?}"),
-    };
+    use grove::task::control::PolicyKind;
+    use support::{control_experiment as experiment, control_settings as cli};
     let c = cli(&["--env", "hopper", "--policy", "linear"], false);
     assert_eq!(c.policy, PolicyKind::Linear);
     assert_eq!(c.linear, grove::task::defaults::LINEAR_CPU);

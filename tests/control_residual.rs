@@ -112,21 +112,13 @@ fn a_residual_run_resumes_from_either_stage_as_if_uninterrupted() {
 
 #[test]
 fn residual_settings_come_from_flags_and_experiment_files_and_bad_ones_get_one_line() {
-    use grove::task::control::{ControlSettings, PolicyKind};
-    let cli = |args: &[&str], gpu: bool| -> ControlSettings {
-        let cli = <grove::cli::Cli as clap::Parser>::try_parse_from([&["grove", "control"], args].concat()).unwrap();
-        let grove::cli::Command::Control(a) = cli.command else { panic!("not control") };
-        a.settings(gpu).unwrap()
-    };
+    use grove::task::control::PolicyKind;
+    use support::control_settings as cli;
     let c = cli(&["--env", "walker2d", "--policy", "residual"], false);
     assert_eq!((c.policy, c.linear_iterations), (PolicyKind::Residual, grove::task::defaults::LINEAR_ITERATIONS_CPU));
     assert_eq!(cli(&["--env", "walker2d", "--policy", "residual"], true).linear_iterations, grove::task::defaults::LINEAR_ITERATIONS_GPU);
     assert_eq!(cli(&["--env", "walker2d", "--policy", "residual", "--linear-iterations", "7"], false).linear_iterations, 7);
-    let text = "Control(env: \"walker2d\", policy: \"residual\", linear_iterations: 7)";
-    let (fields, given) = grove::task::experiment::parse_ron(text, "t.ron").unwrap();
-    let grove::task::experiment::Experiment::Control(e) = grove::task::experiment::Experiment::from_parts(&fields, given, "t.ron").unwrap() else {
-        panic!("not control")
-    };
+    let e = support::control_experiment("Control(env: \"walker2d\", policy: \"residual\", linear_iterations: 7)");
     assert_eq!((e.policy, e.linear_iterations), (PolicyKind::Residual, 7));
 
     let d = dir("residual-bad");

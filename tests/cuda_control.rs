@@ -156,7 +156,12 @@ fn linear_policies_play_as_on_the_cpu_and_a_linear_run_equals_the_cpus() {
     s.engine.generations = 6;
     s.episode_steps = Some(300);
     s.test_episodes = 2;
-    let cuda = grove::backend::Backend::Cuda(Box::new(engine));
+    assert_runs_equal(&s, &grove::backend::Backend::Cuda(Box::new(engine)), "hopper");
+}
+
+/// Runs the control task of `s` on `cuda` and on the CPU and asserts the same reports but for
+/// their timings.
+fn assert_runs_equal(s: &grove::task::control::ControlSettings, cuda: &grove::backend::Backend, what: &str) {
     let strip = |mut r: serde_json::Value| {
         r.as_object_mut().unwrap().remove("timing");
         for g in r["generations"].as_array_mut().unwrap() {
@@ -164,9 +169,9 @@ fn linear_policies_play_as_on_the_cpu_and_a_linear_run_equals_the_cpus() {
         }
         r
     };
-    let on_gpu = grove::task::control::control(&s, &cuda, true).unwrap();
-    let on_cpu = grove::task::control::control(&s, &grove::backend::Backend::Cpu, true).unwrap();
-    assert_eq!(strip(on_gpu.report), strip(on_cpu.report));
+    let on_gpu = grove::task::control::control(s, cuda, true).unwrap();
+    let on_cpu = grove::task::control::control(s, &grove::backend::Backend::Cpu, true).unwrap();
+    assert_eq!(strip(on_gpu.report), strip(on_cpu.report), "{what}");
 }
 
 /// A whole `--policy residual` run on CUDA (the linear search, then programs over the normalised
@@ -185,16 +190,7 @@ fn a_residual_run_on_the_gpu_equals_the_cpus() {
         s.engine.pop_size = 64;
         s.episode_steps = Some(300);
         s.test_episodes = 2;
-        let strip = |mut r: serde_json::Value| {
-            r.as_object_mut().unwrap().remove("timing");
-            for g in r["generations"].as_array_mut().unwrap() {
-                g.as_object_mut().unwrap().remove("seconds");
-            }
-            r
-        };
-        let on_gpu = grove::task::control::control(&s, &cuda, true).unwrap();
-        let on_cpu = grove::task::control::control(&s, &grove::backend::Backend::Cpu, true).unwrap();
-        assert_eq!(strip(on_gpu.report), strip(on_cpu.report), "{env}");
+        assert_runs_equal(&s, &cuda, env);
     }
 }
 

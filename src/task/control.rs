@@ -273,6 +273,43 @@ pub fn replay(saved: &SavedPolicy, steps: Option<usize>, seed: Option<u64>) -> R
     rollout::<f32>(&m, &actions, &opts, None)
 }
 
+/// Where a search plays: the environment as tested (`m`) and as trained (its healthy reward
+/// possibly replaced), the training episodes, and the names of its observations and actuators.
+pub struct Arena {
+    /// The environment, as tested.
+    pub m: Model,
+    /// The environment as trained (its healthy reward possibly replaced).
+    pub trained: Model,
+    /// The training episodes.
+    pub run: ControlRun,
+    /// The training healthy reward, when it replaces the env's.
+    pub healthy: Option<f64>,
+    /// Observation names.
+    pub names: Vec<String>,
+    /// Actuator names.
+    pub acts: Vec<String>,
+}
+
+impl Arena {
+    /// Loads the environment of `settings` (one line when it has no actuator or observation).
+    pub fn load(settings: &ControlSettings) -> Result<Self> {
+        let m = Model::load(&settings.env, settings.profile.as_deref())?;
+        let (nu, n_obs) = (m.nu(), m.obs_size);
+        if nu == 0 || n_obs == 0 {
+            bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
+        }
+        let steps = settings.episode_steps.unwrap_or(m.episode_steps);
+        let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
+        let mut trained = m.clone();
+        let healthy = training_healthy_reward(settings.healthy_reward, &m);
+        if let Some(w) = healthy {
+            trained.healthy_weight = w;
+        }
+        let (names, acts) = (observation_names(&m), actuator_names(&m));
+        Ok(Arena { m, trained, run, healthy, names, acts })
+    }
+}
+
 /// Mean returns of a population, wherever the backend runs them.
 pub struct Control<'m> {
     /// Where roll-outs run.
@@ -520,16 +557,17 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     if opts.resume.as_ref().is_some_and(|c| c.residual.is_some()) {
         bail!("the checkpoint holds programs evolved on a linear policy: resume it with --set policy=residual");
     }
-    control_programs(settings, backend, opts, None)
+    control_programs(settings, backend, opts, &Arena::load(settings)?, None)
 }
 
-/// The programs' search of [`control_with`] (settings checked), on their own or, with `stage`,
-/// as the residual of its linear policy (`--policy residual`, [`super::residual`]): `opts.resume`
-/// is then a checkpoint of the programs' search or none.
+/// The programs' search of [`control_with`] (settings checked) in `arena`, on their own or,
+/// with `stage`, as the residual of its linear policy (`--policy residual`,
+/// [`super::residual`]): `opts.resume` is then a checkpoint of the programs' search or none.
 pub fn control_programs(
     settings: &ControlSettings,
     backend: &Backend,
     opts: &super::run::RunOptions,
+    arena: &Arena,
     stage: Option<&super::residual::LinearStage>,
 ) -> Result<EvolveResult> {
     use crate::program::render::{Style, outputs};
@@ -537,22 +575,12 @@ pub fn control_programs(
     let start = std::time::Instant::now();
     let residual = stage.map(|s| &s.residual);
     let policy_of = |nodes: &[Node]| residual.map_or_else(|| nodes.to_vec(), |r| r.compose(nodes));
-    let m = Model::load(&settings.env, settings.profile.as_deref())?;
-    let (nu, n_obs) = (m.nu(), m.obs_size);
-    if nu == 0 || n_obs == 0 {
-        bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
-    }
-    let steps = settings.episode_steps.unwrap_or(m.episode_steps);
+    let Arena { m, trained, run, healthy, names, acts } = arena;
+    let (nu, n_obs, run, healthy) = (m.nu(), m.obs_size, *run, *healthy);
     // Per individual: each episode's return, length and validity (and its state on a GPU).
     let episodes = settings.episodes as u64;
     let need = super::plan::TaskNeed { per_individual: 16 * episodes + 16, device_per_individual: 64 * episodes + 16, ..Default::default() };
     super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, ", --episodes")?;
-    let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
-    let mut trained = m.clone();
-    let healthy = training_healthy_reward(settings.healthy_reward, &m);
-    if let Some(w) = healthy {
-        trained.healthy_weight = w;
-    }
     // A resumed run goes on counting from the checkpoint's env steps and roll-out seconds; a
     // residual's programs from its linear search's.
     let played = opts.resume.as_ref().and_then(|c| c.env_steps).or(stage.map(|s| s.played)).unwrap_or((0, 0.0));
@@ -564,7 +592,7 @@ pub fn control_programs(
         .enumerate()
         .map(|(i, b)| Control {
             backend: b,
-            model: &trained,
+            model: trained,
             run,
             fresh: settings.fresh_starts,
             parsimony: settings.parsimony,
@@ -574,10 +602,8 @@ pub fn control_programs(
         .collect();
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
-    let names = observation_names(&m);
-    let acts = actuator_names(&m);
     // A residual's programs read the normalised observations.
-    let program_names = if residual.is_some() { super::residual::normalised_names(&names) } else { names.clone() };
+    let program_names = if residual.is_some() { super::residual::normalised_names(names) } else { names.clone() };
     // --stop-at is the best policy's training return (its fitness less the parsimony penalty,
     // negated).
     let parsimony = settings.parsimony;
@@ -591,7 +617,7 @@ pub fn control_programs(
     let trees = |functions: &str| settings.trees.rep(functions, n_obs, nu, settings.engine.max_len);
     let check = |templates: &crate::grammar::template::Templates, name: &str| check_grammar_outputs(templates, nu, name);
     let programs = super::search::Programs {
-        names: &names,
+        names,
         n_outputs: nu,
         purpose: format!("as a policy for {} ({nu} actuators, {n_obs} observations)", m.name),
         check: &check,
@@ -607,13 +633,13 @@ pub fn control_programs(
         bail!("no valid policy was found: every individual failed to map or had a non-finite output");
     }
     let validation_run = ControlRun { episodes: settings.validation_episodes, generation: VALIDATION_GENERATION, ..run };
-    let (chosen, validation) = choose_on_validation(&outcome, &m, &validation_run, &policy_of)?;
+    let (chosen, validation) = choose_on_validation(&outcome, m, &validation_run, &policy_of)?;
     let best = &chosen;
     // What the policy plays: the program, or a residual's composed tree.
     let played_nodes = policy_of(&best.nodes);
-    let train = score_policy(&played_nodes, &m, &run)?;
+    let train = score_policy(&played_nodes, m, &run)?;
     let test_run = ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..run };
-    let test = score_policy(&played_nodes, &m, &test_run)?;
+    let test = score_policy(&played_nodes, m, &test_run)?;
     let programs = outputs(&best.nodes, nu, &program_names, Style::Infix);
     // A residual's action adds the linear policy's row, `lin_ACTUATOR`, to the program's output.
     let action = |a: &str, p: &str| if residual.is_some() { format!("tanh(lin_{a} + {p})") } else { format!("tanh({p})") };
@@ -642,7 +668,7 @@ pub fn control_programs(
         Ok((show(Style::Infix), show(Style::Latex), show(Style::Sympy)))
     })?;
     let mut best_json = serde_json::json!({
-        "programs": programs.iter().zip(&acts).map(|(p, a)| serde_json::json!({"actuator": a, "action": action(a, p)})).collect::<Vec<_>>(),
+        "programs": programs.iter().zip(acts).map(|(p, a)| serde_json::json!({"actuator": a, "action": action(a, p)})).collect::<Vec<_>>(),
         "size": best.nodes.len(), "fitness": crate::report::num(best.fitness), "generation": best.generation,
     });
     if let Some((genome, text)) = &best.genome {
@@ -660,7 +686,7 @@ pub fn control_programs(
     let mut report = serde_json::json!({
         "command": "control",
         "settings": settings,
-        "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": steps},
+        "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": run.steps},
         "generations": generations,
         "ended": observer.ended,
         "best": best_json,
@@ -683,7 +709,7 @@ pub fn control_programs(
     let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);
     let mut summary = format!("{} ({}), {} actuators, {} observations\n", m.name, m.profile, nu, n_obs);
     if let Some(s) = stage {
-        report["linear_policy"] = s.residual.linear.json(&names, &acts);
+        report["linear_policy"] = s.residual.linear.json(names, acts);
         report["linear_search"] = serde_json::json!({"iterations": s.returns.len(), "returns": s.returns.iter().map(|&r| crate::report::num(r)).collect::<Vec<_>>()});
         report["timing"]["linear_seconds"] = serde_json::json!(s.seconds);
         summary += &format!(

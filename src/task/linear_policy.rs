@@ -18,10 +18,10 @@
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::control::{ControlSettings, PolicyScores, TEST_GENERATION, score_policy, training_healthy_reward};
+use super::control::{Arena, ControlSettings, PolicyScores, TEST_GENERATION, score_policy};
 use super::search::{EvolveResult, describe_devices};
 use crate::backend::Backend;
-use crate::backend::cpu::control::{ControlRun, Policy, actuator_names, observation_names, play_observed};
+use crate::backend::cpu::control::{ControlRun, Policy, play_observed};
 use crate::evolve::ars::{self, ArsConfig};
 use crate::program::Op;
 use crate::program::tree::{Node, Population};
@@ -251,37 +251,6 @@ impl LinearState {
             })
             .collect();
         (f(&self.weights), stats, history)
-    }
-}
-
-/// Where a search plays: the environment as tested (`m`) and as trained (its healthy reward
-/// possibly replaced), the training episodes, and the names of its observations and actuators.
-pub(super) struct Arena {
-    pub m: Model,
-    pub trained: Model,
-    pub run: ControlRun,
-    pub healthy: Option<f64>,
-    pub names: Vec<String>,
-    pub acts: Vec<String>,
-}
-
-impl Arena {
-    /// Loads the environment of `settings` (one line when it has no actuator or observation).
-    pub fn load(settings: &ControlSettings) -> Result<Self> {
-        let m = Model::load(&settings.env, settings.profile.as_deref())?;
-        let (nu, n_obs) = (m.nu(), m.obs_size);
-        if nu == 0 || n_obs == 0 {
-            bail!("{} has {nu} actuators and {n_obs} observations; a policy needs at least one of each", m.name);
-        }
-        let steps = settings.episode_steps.unwrap_or(m.episode_steps);
-        let run = ControlRun { episodes: settings.episodes, steps, seed: settings.engine.seed, generation: 0, noise: true, ignore_termination: false };
-        let mut trained = m.clone();
-        let healthy = training_healthy_reward(settings.healthy_reward, &m);
-        if let Some(w) = healthy {
-            trained.healthy_weight = w;
-        }
-        let (names, acts) = (observation_names(&m), actuator_names(&m));
-        Ok(Arena { m, trained, run, healthy, names, acts })
     }
 }
 

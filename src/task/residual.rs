@@ -24,8 +24,8 @@
 
 use anyhow::{Result, bail};
 
-use super::control::ControlSettings;
-use super::linear_policy::{Arena, LinearPolicy, LinearState, Search, iterate};
+use super::control::{Arena, ControlSettings};
+use super::linear_policy::{LinearPolicy, LinearState, Search, iterate};
 use super::search::EvolveResult;
 use crate::backend::Backend;
 use crate::program::Op;
@@ -143,7 +143,7 @@ pub fn control_residual(settings: &ControlSettings, backend: &Backend, opts: &su
     };
     let stage = LinearStage { seconds: start.elapsed().as_secs_f64(), ..stage };
     let opts = super::run::RunOptions { resume, ..opts.clone() };
-    super::control::control_programs(settings, backend, &opts, Some(&stage))
+    super::control::control_programs(settings, backend, &opts, &arena, Some(&stage))
 }
 
 /// The linear stage of `search`, which has run its `iterations`.

@@ -159,3 +159,20 @@ pub fn interrupt_once_saved(args: &[&str], device: Device, checkpoint: &Path) ->
     assert!(e.contains("interrupted before generation") && e.contains(s(checkpoint)) && e.contains("grove run --resume"), "{e}");
     out
 }
+
+/// The settings `grove control ARGS` runs with on a GPU (`on_gpu`) or the CPU.
+pub fn control_settings(args: &[&str], on_gpu: bool) -> grove::task::control::ControlSettings {
+    let cli = <grove::cli::Cli as clap::Parser>::try_parse_from([&["grove", "control"], args].concat()).unwrap();
+    let grove::cli::Command::Control(a) = cli.command else { panic!("not control") };
+    a.settings(on_gpu).unwrap()
+}
+
+/// The settings of a control experiment file's text (`Control(...)`).
+pub fn control_experiment(text: &str) -> grove::task::control::ControlSettings {
+    use grove::task::experiment::{Experiment, parse_ron};
+    let (c, v) = parse_ron(text, "t.ron").unwrap();
+    match Experiment::from_parts(&c, v, "t.ron").unwrap_or_else(|e| panic!("{e:#}")) {
+        Experiment::Control(s) => s,
+        other => panic!("not a control experiment: {other:?}"),
+    }
+}
