@@ -96,6 +96,12 @@ fn a_residual_run_resumes_from_either_stage_as_if_uninterrupted() {
     assert_eq!(a["timing"]["env_steps"], b["timing"]["env_steps"]);
     assert!(without_timings(a) == without_timings(b), "the resumed report differs from the uninterrupted one");
     // A checkpoint of the programs' stage under other settings, or read as a program's run, gets one line.
+    let mut damaged = saved.clone();
+    damaged["residual"]["weights"].as_array_mut().unwrap().pop();
+    damaged.as_object_mut().unwrap().remove("checksum");
+    let broken = d.join("damaged.ckpt");
+    write_resealed(&broken, damaged);
+    assert_one_line_error(&grove(&["run", "--resume", s(&broken), "-q"]), &["damaged", "not whole rows of 11 observations"]);
     let mut other = saved.clone();
     other["experiment"]["Control"]["linear_iterations"] = 7.into();
     other.as_object_mut().unwrap().remove("checksum");
