@@ -7,14 +7,19 @@
 // same f64 sums of w_p·w_q over the rows in row order, the same Cholesky solve and the same
 // decisions, so the fitted constants are the CPU's bits (compiled with --fmad=false).
 //
-// A pass over the rows: the block takes T rows at a time; each thread evaluates its row with
-// tangents and writes the row's vector w = (J, r) to shared memory; then thread k sums products
-// k, k + T, … of the (m + 1)(m + 2) / 2 products over the T rows in order, so each sum runs over
-// all rows in row order whatever T is. Classification keeps more per row (each logit's
-// tangents less their softmax mean, the softmax, the residuals and the cross-entropy), so a
-// chunk holds fewer rows (GROVE_FIT_BUF doubles in all) and thread k computes each row's value
-// of sum k from them. Between passes thread 0 takes the step (the solve, the
-// decision, λ); the block follows its decisions through shared memory.
+// The tree is decoded once per fit (grove_fit_decode: each node's opcode, operand and the ranges
+// of constants below it, in shared memory), so a row's walk reads one 8-byte word a node.
+//
+// A pass over the rows: the block takes a chunk of rows at a time (T, or GROVE_FIT_ROWS a
+// thread when the rows fill more than one a thread: one dispatch a node for them all); each
+// thread evaluates its rows with tangents and writes each row's vector w = (J, r) to shared
+// memory; then thread k sums products k, k + T, … of the (m + 1)(m + 2) / 2 products over the
+// chunk's rows in order, so each sum runs over all rows in row order whatever the chunk is.
+// Classification keeps more per row (each logit's tangents less their softmax mean, the
+// softmax, the residuals and the cross-entropy), so a chunk holds fewer rows (GROVE_FIT_BUF
+// doubles in all, at most T) and thread k computes each row's value of sum k from them. Between
+// passes thread 0 takes the step (the solve, the decision, λ); the block follows its decisions
+// through shared memory.
 
 #include "grove_common.h"
 
@@ -26,7 +31,9 @@
 #define GROVE_FIT_THREADS 128        // most threads a block may have
 #define GROVE_FIT_MIN_THREADS 32     // fewest
 #define GROVE_FIT_OWN ((GROVE_FIT_MAX_SUMS + GROVE_FIT_MIN_THREADS - 1) / GROVE_FIT_MIN_THREADS)
-#define GROVE_FIT_BUF (GROVE_FIT_THREADS * (GROVE_FIT_MAX_PARAMS + 1))  // doubles of a pass's row chunk
+#define GROVE_FIT_ROWS 2             // regression: rows a thread walks at once (one dispatch a node) when the rows fill more than one per thread
+#define GROVE_FIT_NODES 512          // nodes of a tree decoded in shared memory; longer trees' in the scratch array
+#define GROVE_FIT_BUF (GROVE_FIT_THREADS * GROVE_FIT_ROWS * (GROVE_FIT_MAX_PARAMS + 1))  // doubles of a pass's row chunk
 #define GROVE_FIT_LAMBDA_START 1e-3
 #define GROVE_FIT_LAMBDA_STOP 1e10
 #define GROVE_FIT_LAMBDA_MIN 1e-9
@@ -157,104 +164,205 @@ __device__ __forceinline__ float grove_apply_partials(unsigned op, float a, floa
     }
 }
 
-// Problem::point: the tree at `row` with fitted constants c; tangents in t[0..n_c); output
-// nodes' sums and their tangents in ov[0..n_outputs), ot[0..n_outputs)[0..n_c).
-//
-// Only the tangents that can be nonzero are computed. Constant leaves are numbered in prefix
-// order, so a subtree's constants are a range of numbers: when the walk (backwards) reaches
-// node i, `k` counts the constants before it, and stack entry h covers [k_lo, hi[h]) with
-// hi[h] kept per entry (the same in every thread). An entry's tangents outside its range are
-// zero in the reference and are never read here. Every value is the reference's bits: where a
-// constant lies in one child only, the other child's term is the reference's chain(d, 0) =
-// 0.0f, added in the reference's order (x + 0.0f turns −0 into +0). The work per node is the
-// number of fitted constants below it, not n_c.
-__device__ float grove_fit_point(const unsigned char* op, const float* value, const unsigned char* out, int len, int total, int n_c,
-                                 unsigned n_outputs, const float* c, const float* __restrict__ x, unsigned n_rows, unsigned row, float* t,
-                                 float* ov, float (*ot)[GROVE_FIT_MAX_CONSTANTS]) {
-    float sv[GROVE_FIT_STACK];
-    float st[GROVE_FIT_STACK][GROVE_FIT_MAX_CONSTANTS];
-    int hi[GROVE_FIT_STACK];  // entry h's constants end (its range begins where its left sibling's ends)
-    for (unsigned k = 0; k < n_outputs; ++k) {
-        ov[k] = 0.0f;
-        for (int j = 0; j < n_c; ++j) ot[k][j] = 0.0f;
+// grove_apply_partials for K points at once: one dispatch, each case's formula and partials
+// applied to every point.
+template <int K>
+__device__ __forceinline__ void grove_apply_partials_k(unsigned op, const float (&va)[K], const float (&vb)[K], float (&r)[K], float (&da)[K],
+                                                       float (&db)[K]) {
+    switch (op) {
+#define GROVE_CASE(CODE, ARITY, EXPR)                                                                    \
+    case CODE:                                                                                           \
+        _Pragma("unroll") for (int k = 0; k < K; ++k) {                                                  \
+            const float a = va[k], b = vb[k];                                                            \
+            (void)b;                                                                                     \
+            r[k] = EXPR;                                                                                 \
+            if (!grove_user_partials(CODE, a, b, da[k], db[k])) grove_builtin_partials(CODE, a, b, r[k], da[k], db[k]); \
+        }                                                                                                \
+        break;
+        GROVE_FOR_EACH_OP(GROVE_CASE)
+#undef GROVE_CASE
+        default:
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                r[k] = 0.0f;
+                da[k] = 0.0f;
+                db[k] = 0.0f;
+            }
     }
+}
+
+// A node of the tree being fitted, decoded once per fit (grove_fit_decode) for every row's walk.
+// Constant leaves are numbered in prefix order, so a subtree's constants are a range of numbers,
+// clipped here to the fitted ones [0, n_c).
+struct GroveFitNode {
+    unsigned char code;  // opcode: GROVE_OP_VAR, GROVE_OP_CONST or a function
+    unsigned char slot;  // output slot + 1, or 0
+    unsigned char lo;    // a fitted constant leaf: its number (else GROVE_FIT_NONE); a function: its first child's constants [lo, mid)
+    unsigned char mid;   // a function: its second child's constants [mid, end)
+    unsigned word;       // a variable: its feature; an unfitted constant: its bits; a function: end | two arguments << 8
+};
+#define GROVE_FIT_NONE 255u
+
+// Decodes a tree grove_fit_plan accepted (`total` constant leaves, the first n_c fitted) into
+// nodes[0..len): the ranges of constants the walk keeps, by the walk's own stack of range ends.
+__device__ void grove_fit_decode(const unsigned char* op, const float* value, const unsigned char* out, int len, int total, int n_c,
+                                 GroveFitNode* nodes) {
+    int hi[GROVE_FIT_STACK];  // entry h's constants end (its range begins where its left sibling's ends)
     int h = 0, k = total;
     for (int i = len - 1; i >= 0; --i) {
-        const unsigned code = op[i];
-        const unsigned slot = out[i];
-        if (code == GROVE_OP_VAR || code == GROVE_OP_CONST) {
+        GroveFitNode nd;
+        nd.code = op[i];
+        nd.slot = out[i];
+        nd.mid = 0;
+        if (nd.code == GROVE_OP_VAR || nd.code == GROVE_OP_CONST) {
             hi[h] = k;
-            if (code == GROVE_OP_VAR) {
-                sv[h] = x[(size_t)value[i] * n_rows + row];
+            nd.lo = (unsigned char)GROVE_FIT_NONE;
+            if (nd.code == GROVE_OP_VAR) {
+                nd.word = (unsigned)value[i];
             } else {
                 --k;
                 if (k < n_c) {
-                    sv[h] = c[k];
-                    st[h][k] = 1.0f;
+                    nd.lo = (unsigned char)k;
+                    nd.word = 0u;
                 } else {
-                    sv[h] = value[i];
+                    nd.word = __float_as_uint(value[i]);
                 }
             }
-            if (slot != 0) {
-                ov[slot - 1] += sv[h];
-                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += (j >= k && j < hi[h]) ? st[h][j] : 0.0f;
+            ++h;
+        } else {
+            const bool two = grove_arity(nd.code) == 2u;
+            const int mid = hi[h - 1], end = two ? hi[h - 2] : mid;
+            nd.lo = (unsigned char)(k < n_c ? k : n_c);
+            nd.mid = (unsigned char)(mid < n_c ? mid : n_c);
+            nd.word = (unsigned)(end < n_c ? end : n_c) | (two ? 256u : 0u);
+            // Two arguments: entry h - 2 keeps its end and now begins where the first child's did.
+            if (two) --h;
+        }
+        nodes[i] = nd;
+    }
+}
+
+// Problem::point for K rows at once: the decoded tree at rows row[0..K) with fitted constants
+// c; its values in f[k], the tangents in t[j][k] (j < n_c). With SLOTS (K = 1), the output
+// nodes' sums and their tangents in ov[0..n_outputs), ot[0..n_outputs)[0..n_c).
+//
+// Only the tangents that can be nonzero are computed. The entries on the walk's stack cover
+// disjoint ranges of constants, so one array T[0..n_c) holds every entry's tangents: T[j] is
+// the tangent of the entry whose range holds j. The reference's tangents outside an entry's
+// range are zero and are never read here. Every value is the reference's bits: where a constant
+// lies in one child only, the other child's term is the reference's chain(d, 0) = 0.0f, added
+// in the reference's order (x + 0.0f turns −0 into +0). The work per node is the number of
+// fitted constants below it, not n_c; the dispatch is shared by the K rows.
+template <int K, bool SLOTS>
+__device__ void grove_fit_point(const GroveFitNode* nodes, int len, int n_c, unsigned n_outputs, const float* c, const float* __restrict__ x,
+                                unsigned n_rows, const unsigned (&row)[K], float (&f)[K], float (&t)[GROVE_FIT_MAX_CONSTANTS][K], float* ov,
+                                float (*ot)[GROVE_FIT_MAX_CONSTANTS]) {
+    float sv[GROVE_FIT_STACK][K];
+    float T[GROVE_FIT_MAX_CONSTANTS][K];
+    if (SLOTS) {
+        for (unsigned s = 0; s < n_outputs; ++s) {
+            ov[s] = 0.0f;
+            for (int j = 0; j < n_c; ++j) ot[s][j] = 0.0f;
+        }
+    }
+    int h = 0;
+    for (int i = len - 1; i >= 0; --i) {
+        const GroveFitNode nd = nodes[i];
+        const int lo = nd.lo;
+        if (nd.code <= GROVE_OP_CONST) {
+            if (nd.code == GROVE_OP_VAR) {
+                const float* xf = x + (size_t)nd.word * n_rows;
+#pragma unroll
+                for (int k = 0; k < K; ++k) sv[h][k] = xf[row[k]];
+            } else if (lo != (int)GROVE_FIT_NONE) {
+#pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    sv[h][k] = c[lo];
+                    T[lo][k] = 1.0f;
+                }
+            } else {
+#pragma unroll
+                for (int k = 0; k < K; ++k) sv[h][k] = __uint_as_float(nd.word);
+            }
+            if (SLOTS && nd.slot != 0) {
+                ov[nd.slot - 1] += sv[h][0];
+                for (int j = 0; j < n_c; ++j) ot[nd.slot - 1][j] += j == lo ? T[j][0] : 0.0f;
             }
             ++h;
             continue;
         }
-        // Node i's constants: its first child's [k, mid), its second's [mid, end).
-        const bool two = grove_arity(code) == 2u;
-        const int mid = hi[h - 1], end = two ? hi[h - 2] : mid;
-        const float a = sv[h - 1];
-        const float b = two ? sv[h - 2] : 0.0f;
-        float da, db;
-        const float r = grove_apply_partials(code, a, b, da, db);
-        const int ma = mid < n_c ? mid : n_c, me = end < n_c ? end : n_c;
-        if (slot == 0) {
+        // The node's constants: its first child's [lo, mid), its second's [mid, end).
+        const bool two = nd.word >= 256u;
+        const int mid = nd.mid, end = (int)(nd.word & 255u);
+        float a[K], b[K], r[K], da[K], db[K];
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            a[k] = sv[h - 1][k];
+            b[k] = two ? sv[h - 2][k] : 0.0f;
+        }
+        grove_apply_partials_k<K>(nd.code, a, b, r, da, db);
+        if (!SLOTS || nd.slot == 0) {
             if (two) {
-                for (int j = k; j < ma; ++j) st[h - 2][j] = grove_chain(da, st[h - 1][j]) + 0.0f;
-                for (int j = mid; j < me; ++j) st[h - 2][j] = 0.0f + grove_chain(db, st[h - 2][j]);
-                sv[h - 2] = r;
+                for (int j = lo; j < mid; ++j) {
+#pragma unroll
+                    for (int k = 0; k < K; ++k) T[j][k] = grove_chain(da[k], T[j][k]) + 0.0f;
+                }
+                for (int j = mid; j < end; ++j) {
+#pragma unroll
+                    for (int k = 0; k < K; ++k) T[j][k] = 0.0f + grove_chain(db[k], T[j][k]);
+                }
+#pragma unroll
+                for (int k = 0; k < K; ++k) sv[h - 2][k] = r[k];
                 --h;
             } else {
-                for (int j = k; j < ma; ++j) st[h - 1][j] = grove_chain(da, st[h - 1][j]);
-                sv[h - 1] = r;
+                for (int j = lo; j < mid; ++j) {
+#pragma unroll
+                    for (int k = 0; k < K; ++k) T[j][k] = grove_chain(da[k], T[j][k]);
+                }
+#pragma unroll
+                for (int k = 0; k < K; ++k) sv[h - 1][k] = r[k];
             }
         } else {
             // The node's value goes to its slot; its last child stays on the stack.
-            ov[slot - 1] += r;
+            const unsigned s = nd.slot - 1u;
+            ov[s] += r[0];
             if (two) {
                 for (int j = 0; j < n_c; ++j) {
-                    const float ta = (j >= k && j < mid) ? st[h - 1][j] : 0.0f;
-                    const float tb = (j >= mid && j < end) ? st[h - 2][j] : 0.0f;
-                    ot[slot - 1][j] += grove_chain(da, ta) + grove_chain(db, tb);
+                    const float ta = (j >= lo && j < mid) ? T[j][0] : 0.0f;
+                    const float tb = (j >= mid && j < end) ? T[j][0] : 0.0f;
+                    ot[s][j] += grove_chain(da[0], ta) + grove_chain(db[0], tb);
                 }
                 // The second child's entry stays, now covering the first child's constants too,
                 // whose tangents in it are zero.
-                for (int j = k; j < ma; ++j) st[h - 2][j] = 0.0f;
+                for (int j = lo; j < mid; ++j) T[j][0] = 0.0f;
                 --h;
             } else {
-                for (int j = 0; j < n_c; ++j) ot[slot - 1][j] += grove_chain(da, (j >= k && j < mid) ? st[h - 1][j] : 0.0f);
+                for (int j = 0; j < n_c; ++j) ot[s][j] += grove_chain(da[0], (j >= lo && j < mid) ? T[j][0] : 0.0f);
             }
         }
     }
-    for (int j = 0; j < n_c; ++j) t[j] = st[0][j];
-    return sv[0];
+    for (int j = 0; j < n_c; ++j) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) t[j][k] = T[j][k];
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) f[k] = sv[0][k];
 }
 
 // Problem::class_row into r (the row's record in the chunk: d[K][n_c], p[K], e[K], ce).
-__device__ void grove_fit_class_row(const unsigned char* op, const float* value, const unsigned char* out, int len, int total, int n_c,
-                                    unsigned n_classes, unsigned n_outputs, const float* c, const float* __restrict__ x, unsigned n_rows,
-                                    unsigned row, unsigned label, double* r) {
-    float t[GROVE_FIT_MAX_CONSTANTS];
+__device__ void grove_fit_class_row(const GroveFitNode* nodes, int len, int n_c, unsigned n_classes, unsigned n_outputs, const float* c,
+                                    const float* __restrict__ x, unsigned n_rows, unsigned row, unsigned label, double* r) {
+    float t[GROVE_FIT_MAX_CONSTANTS][1];
     float ov[GROVE_FIT_MAX_CLASSES];
     float ot[GROVE_FIT_MAX_CLASSES][GROVE_FIT_MAX_CONSTANTS];
-    const float f = grove_fit_point(op, value, out, len, total, n_c, n_outputs, c, x, n_rows, row, t, ov, ot);
+    const unsigned rows[1] = {row};
+    float f[1];
+    grove_fit_point<1, true>(nodes, len, n_c, n_outputs, c, x, n_rows, rows, f, t, ov, ot);
     if (n_outputs == 0) {
         ov[0] = 0.0f;
         for (int j = 0; j < n_c; ++j) ot[0][j] = 0.0f;
-        ov[1] = f;
-        for (int j = 0; j < n_c; ++j) ot[1][j] = t[j];
+        ov[1] = f[0];
+        for (int j = 0; j < n_c; ++j) ot[1][j] = t[j][0];
     }
     const int K = (int)n_classes;
     double* d = r;
@@ -370,19 +478,57 @@ struct GroveFitData {
     const unsigned* __restrict__ labels;  // classification: [N]
 };
 
-// Problem::pass at s.trial (its constants in s.c) into s.sums: every thread of the block.
-// Regression: each thread's row vector w = (J, r) in buf[tid * (MAX_PARAMS + 1) ..];
-// classification: each row's record (grove_fit_class_row) in a chunk of fewer rows.
+// A regression pass's rows base + tid + k·T (k < K) of a chunk into buf: each row's vector
+// w = (a·J, f, 1 with linear scaling, r) at buf[(row − base) · stride]. Rows past the data
+// repeat the last row and are not written.
+template <int K>
+static __device__ void grove_fit_rows(const GroveFitState& s, double* buf, const GroveFitNode* nodes, int len, const GroveFitData& data,
+                                      unsigned n_rows, unsigned base, unsigned stride) {
+    const unsigned tid = threadIdx.x, T = blockDim.x;
+    const int n_c = s.n_c, m = s.m;
+    const bool scaling = m > n_c;
+    const double a = scaling ? s.trial[n_c] : 1.0, b = scaling ? s.trial[n_c + 1] : 0.0;
+    unsigned rows[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const unsigned row = base + tid + (unsigned)k * T;
+        rows[k] = row < n_rows ? row : n_rows - 1u;
+    }
+    float t[GROVE_FIT_MAX_CONSTANTS][K];
+    float f[K];
+    grove_fit_point<K, false>(nodes, len, n_c, 0u, s.c, data.x, n_rows, rows, f, t, nullptr, nullptr);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const unsigned row = base + tid + (unsigned)k * T;
+        if (row < n_rows) {
+            double* wr = buf + (size_t)(tid + (unsigned)k * T) * stride;
+            for (int j = 0; j < n_c; ++j) wr[j] = a * (double)t[j][k];
+            if (scaling) {
+                wr[n_c] = (double)f[k];
+                wr[n_c + 1] = 1.0;
+            }
+            wr[m] = (double)data.y[row] - (a * (double)f[k] + b);
+        }
+    }
+}
+
+// Problem::pass at s.trial (its constants in s.c) into s.sums: every thread of the block, over
+// the tree decoded in `nodes`. Regression: a chunk is one or GROVE_FIT_ROWS rows a thread,
+// thread tid's rows tid, tid + T, …, each row's vector w (grove_fit_rows) in
+// buf[row * (MAX_PARAMS + 1) ..]; classification: each row's record (grove_fit_class_row) in a
+// chunk of at most T rows.
 template <bool CLASSES>
-static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const unsigned char* op, const float* value, const unsigned char* out, int len,
-                               const GroveFitParams& prm, const GroveFitData& data) {
+static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const GroveFitNode* nodes, int len, const GroveFitParams& prm,
+                                      const GroveFitData& data) {
     const unsigned tid = threadIdx.x, T = blockDim.x, n_rows = prm.n_rows;
-    const bool scaling = prm.scaling != 0;
     const int m = s.m, n_c = s.n_c, n_sums = grove_fit_sum(m, m) + 1;
     const int K = (int)prm.n_classes;
     // Doubles per row and rows per chunk.
     const unsigned stride = CLASSES ? (unsigned)(K * (n_c + 2) + 1) : (unsigned)(GROVE_FIT_MAX_PARAMS + 1);
-    const unsigned chunk = CLASSES ? (GROVE_FIT_BUF / stride < T ? GROVE_FIT_BUF / stride : T) : T;
+    // Regression: GROVE_FIT_ROWS rows a thread where the rows fill more than one a thread
+    // (fewer rows keep more threads busy with one each).
+    const unsigned per_thread = CLASSES || n_rows <= T ? 1u : (unsigned)GROVE_FIT_ROWS;
+    const unsigned chunk = CLASSES ? (GROVE_FIT_BUF / stride < T ? GROVE_FIT_BUF / stride : T) : T * per_thread;
     // Thread tid owns sums tid, tid + T, …: their (p, q) found once per pass, their running
     // values in registers (the loops over the owned sums are unrolled).
     double acc[GROVE_FIT_OWN];
@@ -396,25 +542,17 @@ static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const unsig
         own_p[o] = pp;
         own_q[o] = e - grove_fit_sum(pp, 0);
     }
-    const double a = scaling ? s.trial[n_c] : 1.0, b = scaling ? s.trial[n_c + 1] : 0.0;
     for (unsigned base = 0; base < n_rows; base += chunk) {
-        const unsigned row = base + tid;
-        if (tid < chunk && row < n_rows) {
-            double* wr = buf + (size_t)tid * stride;
-            if (CLASSES) {
-                grove_fit_class_row(op, value, out, len, s.total, n_c, prm.n_classes, prm.n_outputs, s.c, data.x, n_rows, row, data.labels[row], wr);
-            } else {
-                float t[GROVE_FIT_MAX_CONSTANTS];
-                float ov[1];
-                float ot[1][GROVE_FIT_MAX_CONSTANTS];
-                const float f = grove_fit_point(op, value, out, len, s.total, n_c, 0u, s.c, data.x, n_rows, row, t, ov, ot);
-                for (int j = 0; j < n_c; ++j) wr[j] = a * (double)t[j];
-                if (scaling) {
-                    wr[n_c] = (double)f;
-                    wr[n_c + 1] = 1.0;
-                }
-                wr[m] = (double)data.y[row] - (a * (double)f + b);
-            }
+        if (CLASSES) {
+            const unsigned row = base + tid;
+            if (tid < chunk && row < n_rows)
+                grove_fit_class_row(nodes, len, n_c, prm.n_classes, prm.n_outputs, s.c, data.x, n_rows, row, data.labels[row],
+                                    buf + (size_t)tid * stride);
+        } else if (base + tid < n_rows) {
+            if (per_thread == GROVE_FIT_ROWS)
+                grove_fit_rows<GROVE_FIT_ROWS>(s, buf, nodes, len, data, n_rows, base, stride);
+            else
+                grove_fit_rows<1>(s, buf, nodes, len, data, n_rows, base, stride);
         }
         __syncthreads();
         const unsigned count = n_rows - base < chunk ? n_rows - base : chunk;
@@ -451,9 +589,10 @@ static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const unsig
 template <bool CLASSES>
 static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* __restrict__ tree_ids, const unsigned char* __restrict__ ops,
                                 float* __restrict__ values, const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
-                                const GroveFitData& data, GroveFitResult* __restrict__ results) {
+                                const GroveFitData& data, GroveFitResult* __restrict__ results, GroveFitNode* __restrict__ scratch) {
     __shared__ GroveFitState s;
     __shared__ double buf[GROVE_FIT_BUF];
+    __shared__ GroveFitNode shared_nodes[GROVE_FIT_NODES];
     if (blockIdx.x >= p.n_trees) return;
     const unsigned t = tree_ids[blockIdx.x];
     const size_t row0 = (size_t)t * p.max_len;
@@ -463,6 +602,7 @@ static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* 
     const int len = lens[t];
     const bool scaling = !CLASSES && p.scaling != 0;
     const unsigned tid = threadIdx.x;
+    GroveFitNode* nodes = len <= GROVE_FIT_NODES ? shared_nodes : scratch + (size_t)blockIdx.x * p.max_len;
     if (tid == 0) {
         int total = 0;
         // Classification: the shapes fit_class_tree accepts (its labels are checked on upload).
@@ -482,6 +622,7 @@ static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* 
             s.trial[s.n_c + 1] = 0.0;
         }
         for (int j = 0; j < s.n_c; ++j) s.c[j] = (float)s.trial[j];
+        if (s.go) grove_fit_decode(op, value, out, len, total, s.n_c, nodes);
     }
     __syncthreads();
     GroveFitResult res = {__longlong_as_double(0x7ff8000000000000ll), __longlong_as_double(0x7ff8000000000000ll), 1.0, 0.0, 0u, 0u};
@@ -490,7 +631,7 @@ static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* 
         return;
     }
     const int m = s.m, n_c = s.n_c, s_m = grove_fit_sum(m, m), n_sums = s_m + 1;
-    grove_fit_pass<CLASSES>(s, buf, op, value, out, len, p, data);
+    grove_fit_pass<CLASSES>(s, buf, nodes, len, p, data);
     if (tid == 0) {
         s.go = grove_fit_ok(s.sums, m);
         if (s.go && scaling) {
@@ -499,7 +640,7 @@ static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* 
     }
     __syncthreads();
     if (s.go && scaling) {
-        grove_fit_pass<CLASSES>(s, buf, op, value, out, len, p, data);
+        grove_fit_pass<CLASSES>(s, buf, nodes, len, p, data);
         if (tid == 0) s.go = grove_fit_ok(s.sums, m);
         __syncthreads();
     }
@@ -531,7 +672,7 @@ static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* 
         __syncthreads();
         if (s.go == 0) break;
         if (s.go == 1) {
-            grove_fit_pass<CLASSES>(s, buf, op, value, out, len, p, data);
+            grove_fit_pass<CLASSES>(s, buf, nodes, len, p, data);
             if (tid == 0) {
                 if (grove_fit_ok(s.sums, m) && s.sums[s_m] < s.cur[s_m]) {
                     for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
@@ -562,14 +703,15 @@ static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* 
 }
 
 // Regression: ops, values, outs [P x L], lens [P]: the population; x [F][N], y [N]: the rows
-// fitted on. p.n_classes and p.n_outputs are 0.
+// fitted on; scratch [n_trees x L]: the decoded nodes of trees longer than GROVE_FIT_NODES
+// (unread, and may be null, when L is not). p.n_classes and p.n_outputs are 0.
 extern "C" __global__ void grove_fit_constants(const GroveFitParams p, const unsigned* __restrict__ tree_ids,
                                                const unsigned char* __restrict__ ops, float* __restrict__ values,
                                                const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
                                                const float* __restrict__ x, const float* __restrict__ y,
-                                               GroveFitResult* __restrict__ results) {
+                                               GroveFitResult* __restrict__ results, GroveFitNode* __restrict__ scratch) {
     const GroveFitData data = {x, y, nullptr};
-    grove_fit_block<false>(p, tree_ids, ops, values, outs, lens, data, results);
+    grove_fit_block<false>(p, tree_ids, ops, values, outs, lens, data, results, scratch);
 }
 
 // Classification: as grove_fit_constants with labels [N] (each < p.n_classes) for y; the
@@ -578,7 +720,7 @@ extern "C" __global__ void grove_fit_class_constants(const GroveFitParams p, con
                                                      const unsigned char* __restrict__ ops, float* __restrict__ values,
                                                      const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
                                                      const float* __restrict__ x, const unsigned* __restrict__ labels,
-                                                     GroveFitResult* __restrict__ results) {
+                                                     GroveFitResult* __restrict__ results, GroveFitNode* __restrict__ scratch) {
     const GroveFitData data = {x, nullptr, labels};
-    grove_fit_block<true>(p, tree_ids, ops, values, outs, lens, data, results);
+    grove_fit_block<true>(p, tree_ids, ops, values, outs, lens, data, results, scratch);
 }

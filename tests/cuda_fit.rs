@@ -46,8 +46,8 @@ fn same_values(got: &Population, want: &Population, what: &str) {
     }
 }
 
-type FitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const f32, *mut FitResult);
-type ClassFitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const u32, *mut FitResult);
+type FitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const f32, *mut FitResult, *mut u8);
+type ClassFitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const u32, *mut FitResult, *mut u8);
 type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), *mut std::ffi::c_void);
 
 /// Runs `f` as block `block` of `threads` real threads of `lib`.
@@ -77,6 +77,7 @@ struct Ptrs {
     y: *const f32,
     labels: *const u32,
     res: *mut FitResult,
+    scratch: *mut u8,
 }
 // SAFETY: the kernel's threads write only their block's tree and result (and thread 0 alone).
 unsafe impl Sync for Ptrs {}
@@ -86,13 +87,13 @@ impl Ptrs {
     /// One thread of the kernel over these arrays.
     fn launch(&self, fit: FitFn, params: FitParams) {
         // SAFETY: the arrays have the sizes grove_fit_constants reads (fit.rs's launch).
-        unsafe { fit(params, self.ids, self.op, self.value, self.out, self.len, self.x, self.y, self.res) }
+        unsafe { fit(params, self.ids, self.op, self.value, self.out, self.len, self.x, self.y, self.res, self.scratch) }
     }
 
     /// One thread of the classification kernel over these arrays.
     fn launch_class(&self, fit: ClassFitFn, params: FitParams) {
         // SAFETY: the arrays have the sizes grove_fit_class_constants reads (fit.rs's launch).
-        unsafe { fit(params, self.ids, self.op, self.value, self.out, self.len, self.x, self.labels, self.res) }
+        unsafe { fit(params, self.ids, self.op, self.value, self.out, self.len, self.x, self.labels, self.res, self.scratch) }
     }
 }
 
@@ -108,6 +109,8 @@ enum Target<'a> {
 fn emulate(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], target: Target, params: FitParams, threads: u32) -> Vec<FitResult> {
     let ids: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
     let mut res = vec![FitResult::default(); rows.len()];
+    // Decoded nodes of trees longer than the kernel keeps in shared memory: a row per tree.
+    let mut scratch = vec![0u64; rows.len() * pop.max_len];
     let (y, labels) = match target {
         Target::Values(y) => (y.as_ptr(), std::ptr::null()),
         Target::Labels(l) => (std::ptr::null(), l.as_ptr()),
@@ -122,6 +125,7 @@ fn emulate(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &
         y,
         labels,
         res: res.as_mut_ptr(),
+        scratch: scratch.as_mut_ptr() as *mut u8,
     };
     for b in 0..rows.len() as u32 {
         match target {
@@ -197,26 +201,48 @@ fn emulator_lib() -> Option<libloading::Library> {
     emulator::build(&kernels::FIT, |s| format!("{}{s}", emulator::poison_libm()))
 }
 
+/// The kernel, emulated, keeping trees of at most `nodes` nodes in shared memory: longer ones
+/// are decoded into the scratch array.
+fn emulator_lib_keeping(nodes: usize) -> Option<libloading::Library> {
+    emulator::build(&kernels::FIT, |s| {
+        let define = format!("#define GROVE_FIT_NODES {}", kernels::FIT_NODES);
+        assert!(s.contains(&define), "fit.cu no longer has `{define}`");
+        format!("{}{}", emulator::poison_libm(), s.replace(&define, &format!("#define GROVE_FIT_NODES {nodes}")))
+    })
+}
+
+/// Trees of more nodes than the emulated kernel of [`emulator_libs`] keeps in shared memory.
+const KEPT: usize = 12;
+
+/// The emulated kernel as built, and again decoding every tree of more than [`KEPT`] nodes into
+/// the scratch array.
+fn emulator_libs() -> Vec<(libloading::Library, &'static str)> {
+    [(emulator_lib(), "shared nodes"), (emulator_lib_keeping(KEPT), "scratch nodes")].into_iter().filter_map(|(l, w)| Some((l?, w))).collect()
+}
+
 #[test]
 fn emulated_kernel_fits_the_references_bits() {
-    let Some(lib) = emulator_lib() else { return };
-    for (functions, seed) in [("add,sub,mul,div,sin,cos,exp,log,sqrt,tanh", 3u64), (ALL, 4)] {
-        for scaling in [false, true] {
-            // 75 rows: two whole blocks of 32 and a partial one; 90 with 48 threads.
-            for (threads, n_rows) in [(32u32, 75usize), (48, 90)] {
-                let (pop, x, y) = problem(40, n_rows, seed, functions);
-                let rows: Vec<usize> = (0..pop.size()).rev().step_by(2).collect();
-                let cfg = FitConfig { steps: 6, linear_scaling: scaling };
-                let mut want = pop.clone();
-                let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
-                let mut got = pop.clone();
-                let got_res = emulated_fit(&lib, &mut got, &rows, &x, &y, cfg, threads);
-                let what = format!("{functions}, scaling {scaling}, {threads} threads");
-                same_results(&got_res, &want_res, &what);
-                same_values(&got, &want, &what);
-                let accepted = want_res.iter().filter(|r| r.accepted > 0).count();
-                assert!(accepted >= rows.len() / 3, "{what}: only {accepted} of {} trees improved: the test fits too little", rows.len());
-                assert_ne!(want.value, pop.value, "{what}: nothing was fitted");
+    for (lib, nodes) in emulator_libs() {
+        for (functions, seed) in [("add,sub,mul,div,sin,cos,exp,log,sqrt,tanh", 3u64), (ALL, 4)] {
+            for scaling in [false, true] {
+                // 75 rows over 32 threads: a chunk of two rows a thread and a partial one; 90 over
+                // 48: one partial chunk; 50 over 64: one row a thread.
+                for (threads, n_rows) in [(32u32, 75usize), (48, 90), (64, 50)] {
+                    let (pop, x, y) = problem(40, n_rows, seed, functions);
+                    let rows: Vec<usize> = (0..pop.size()).rev().step_by(2).collect();
+                    assert!(rows.iter().filter(|&&r| pop.len[r] as usize > KEPT).count() >= rows.len() / 4, "too few trees take the scratch array");
+                    let cfg = FitConfig { steps: 6, linear_scaling: scaling };
+                    let mut want = pop.clone();
+                    let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
+                    let mut got = pop.clone();
+                    let got_res = emulated_fit(&lib, &mut got, &rows, &x, &y, cfg, threads);
+                    let what = format!("{functions}, scaling {scaling}, {threads} threads, {nodes}");
+                    same_results(&got_res, &want_res, &what);
+                    same_values(&got, &want, &what);
+                    let accepted = want_res.iter().filter(|r| r.accepted > 0).count();
+                    assert!(accepted >= rows.len() / 3, "{what}: only {accepted} of {} trees improved: the test fits too little", rows.len());
+                    assert_ne!(want.value, pop.value, "{what}: nothing was fitted");
+                }
             }
         }
     }
@@ -276,22 +302,24 @@ fn emulated_kernel_leaves_trees_it_cannot_fit() {
 
 #[test]
 fn emulated_class_kernel_fits_the_references_bits() {
-    let Some(lib) = emulator_lib() else { return };
-    // Three classes with output nodes, two with one output, and sixteen (the most: chunks of
-    // few rows); rows that fill no whole chunk; 32 and 48 threads.
-    for (n_classes, n_outputs, functions, seed) in [(3usize, 3usize, "add,sub,mul,div,sin,tanh", 5u64), (2, 0, ALL, 6), (16, 16, "add,mul,sub,cos", 7)] {
-        for (threads, n_rows) in [(32u32, 75usize), (48, 61)] {
-            let (pop, x, labels) = class_problem(24, n_rows, n_classes, n_outputs, seed, functions);
-            let rows: Vec<usize> = (0..pop.size()).rev().step_by(2).collect();
-            let mut want = pop.clone();
-            let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 5);
-            let mut got = pop.clone();
-            let got_res = emulated_class_fit(&lib, &mut got, &rows, &x, &labels, n_classes, 5, threads);
-            let what = format!("{n_classes} classes, {n_outputs} outputs, {threads} threads");
-            same_results(&got_res, &want_res, &what);
-            same_values(&got, &want, &what);
-            let accepted = want_res.iter().filter(|r| r.accepted > 0).count();
-            assert!(accepted >= rows.len() / 3, "{what}: only {accepted} of {} programs improved: the test fits too little", rows.len());
+    for (lib, nodes) in emulator_libs() {
+        // Three classes with output nodes, two with one output, and sixteen (the most: chunks of
+        // few rows); rows that fill no whole chunk; 32 and 48 threads.
+        for (n_classes, n_outputs, functions, seed) in [(3usize, 3usize, "add,sub,mul,div,sin,tanh", 5u64), (2, 0, ALL, 6), (16, 16, "add,mul,sub,cos", 7)] {
+            for (threads, n_rows) in [(32u32, 75usize), (48, 61)] {
+                let (pop, x, labels) = class_problem(24, n_rows, n_classes, n_outputs, seed, functions);
+                let rows: Vec<usize> = (0..pop.size()).rev().step_by(2).collect();
+                assert!(rows.iter().any(|&r| pop.len[r] as usize > KEPT), "no program takes the scratch array");
+                let mut want = pop.clone();
+                let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 5);
+                let mut got = pop.clone();
+                let got_res = emulated_class_fit(&lib, &mut got, &rows, &x, &labels, n_classes, 5, threads);
+                let what = format!("{n_classes} classes, {n_outputs} outputs, {threads} threads, {nodes}");
+                same_results(&got_res, &want_res, &what);
+                same_values(&got, &want, &what);
+                let accepted = want_res.iter().filter(|r| r.accepted > 0).count();
+                assert!(accepted >= rows.len() / 3, "{what}: only {accepted} of {} programs improved: the test fits too little", rows.len());
+            }
         }
     }
 }

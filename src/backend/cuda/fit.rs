@@ -9,8 +9,12 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::classify::DeviceClassData;
-use super::kernels::{FIT, FIT_CLASS_CONSTANTS, FIT_CONSTANTS, FIT_THREADS, FitParams};
+use super::kernels::{FIT, FIT_CLASS_CONSTANTS, FIT_CONSTANTS, FIT_NODE_BYTES, FIT_NODES, FIT_THREADS, FitParams};
 use super::{CudaEngine, DeviceDataset, DeviceIndices, DevicePopulation};
+
+/// The most bytes of decoded long trees one fitting launch keeps (its trees are fewer where
+/// rows are long).
+const FIT_SCRATCH_BYTES: usize = 256 << 20;
 use crate::backend::cpu::fit::{FitConfig, FitResult};
 use crate::program::tree::Population;
 
@@ -92,19 +96,33 @@ impl CudaEngine {
         if n == 0 {
             return Ok(Vec::new());
         }
-        params.n_trees = n as u32;
         params.max_len = pop.max_len() as u32;
         let mut results = self.stream.alloc_zeros::<FitResult>(n).during(|| "allocating fit results".into())?;
+        // Trees longer than the kernel decodes in shared memory are decoded in a scratch row
+        // per tree instead (one byte when no tree can be that long), at most
+        // FIT_SCRATCH_BYTES of them a launch.
+        let row_bytes = pop.max_len() * FIT_NODE_BYTES;
+        let per_launch = if pop.max_len() > FIT_NODES { (FIT_SCRATCH_BYTES / row_bytes).clamp(1, n) } else { n };
+        let scratch_bytes = if pop.max_len() > FIT_NODES { per_launch * row_bytes } else { 1 };
+        let mut scratch = self.stream.alloc_zeros::<u8>(scratch_bytes).during(|| format!("allocating {scratch_bytes} bytes of fitting scratch"))?;
         let f = self.function(&FIT, &[], kernel)?;
-        let mut b = self.stream.launch_builder(&f);
-        b.arg(&params).arg(&rows.idx).arg(&pop.op).arg(&mut pop.value).arg(&pop.out).arg(&pop.len).arg(x).arg(target).arg(&mut results);
-        let lc = LaunchConfig { grid_dim: (n as u32, 1, 1), block_dim: (FIT_THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: the arguments are those of grove_fit_constants and grove_fit_class_constants,
-        // in order; `rows` holds `n` indices below the population's size; the population's rows
-        // have `max_len` slots and lengths within them (kept by every kernel that writes it);
-        // `x` and `target` are as the caller promises, and the feature count bounds every
-        // variable index (trees with another are not fitted); `results` has `n` entries.
-        unsafe { b.launch(lc) }.during(|| format!("launching {kernel}"))?;
+        for lo in (0..n).step_by(per_launch) {
+            let hi = (lo + per_launch).min(n);
+            params.n_trees = (hi - lo) as u32;
+            let ids = rows.idx.slice(lo..hi);
+            let mut res = results.slice_mut(lo..hi);
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&params).arg(&ids).arg(&pop.op).arg(&mut pop.value).arg(&pop.out).arg(&pop.len).arg(x).arg(target).arg(&mut res).arg(&mut scratch);
+            let lc = LaunchConfig { grid_dim: ((hi - lo) as u32, 1, 1), block_dim: (FIT_THREADS, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: the arguments are those of grove_fit_constants and
+            // grove_fit_class_constants, in order; `ids` holds `hi - lo` indices below the
+            // population's size; the population's rows have `max_len` slots and lengths within
+            // them (kept by every kernel that writes it); `scratch` holds `hi - lo` rows of
+            // `max_len` decoded nodes where `max_len` exceeds FIT_NODES; `x` and `target` are as
+            // the caller promises, and the feature count bounds every variable index (trees with
+            // another are not fitted); `res` has `hi - lo` entries.
+            unsafe { b.launch(lc) }.during(|| format!("launching {kernel}"))?;
+        }
         self.stream.clone_dtoh(&results).during(|| "reading fit results".into())
     }
 

@@ -131,8 +131,14 @@ pub const FIT_CONSTANTS: &str = "grove_fit_constants";
 /// Fits the constants of a list of classification programs in place (softmax cross-entropy).
 pub const FIT_CLASS_CONSTANTS: &str = "grove_fit_class_constants";
 /// Threads per block of `grove_fit_constants` (at most `GROVE_FIT_THREADS`, at least
-/// `GROVE_FIT_MIN_THREADS`): rows evaluated at a time, and the threads summing the products.
+/// `GROVE_FIT_MIN_THREADS`): the threads walking the rows (one or two rows each) and summing the
+/// products.
 pub const FIT_THREADS: u32 = 128;
+/// Nodes of a tree the fitting kernels decode in shared memory (`GROVE_FIT_NODES`); a
+/// population whose rows are longer gets a scratch array of [`FIT_NODE_BYTES`] per node and tree.
+pub const FIT_NODES: usize = 512;
+/// Bytes of one decoded node (`GroveFitNode` in fit.cu).
+pub const FIT_NODE_BYTES: usize = 8;
 /// The `#define`s of fit.cu that must equal grove's constants.
 pub const FIT_DEFINES: &[(&str, usize)] = &[
     ("GROVE_FIT_MAX_CONSTANTS", crate::backend::cpu::fit::MAX_FIT_CONSTANTS),
@@ -141,6 +147,7 @@ pub const FIT_DEFINES: &[(&str, usize)] = &[
     ("GROVE_FIT_MAX_PARAMS", crate::backend::cpu::fit::MAX_FIT_PARAMS),
     ("GROVE_FIT_MAX_SUMS", crate::backend::cpu::fit::MAX_FIT_SUMS),
     ("GROVE_FIT_THREADS", FIT_THREADS as usize),
+    ("GROVE_FIT_NODES", FIT_NODES),
 ];
 
 /// Parameters of `grove_fit_constants` (`GroveFitParams` in fit.cu), passed by value.
