@@ -16,10 +16,12 @@ set -u
 # shellcheck source=tools/gpu_common.sh
 source "$(dirname "$0")/../gpu_common.sh"
 variants=${VARIANTS:-builtin}
-kdir() { if [ "$1" = builtin ]; then echo ""; else echo "$PWD/$1"; fi; }
+kdir() { if [ "$1" = builtin ] || [ -x "$1/grove" ]; then echo ""; else echo "$PWD/$1"; fi; }
+grove() { if [ -x "$1/grove" ]; then echo "$PWD/$1/grove"; else echo "$bin/grove"; fi; }
 name() { basename "$1"; }
 if has parity; then
     for v in $variants; do
+        [ -x "$v/grove" ] && continue  # another commit's binary: its tests are not staged
         for t in cuda_fit cuda_evolve cuda_kernels; do
             [ -x "$bin/$t" ] || continue
             [ "$t" != cuda_fit ] && [ "$v" != builtin ] && continue
@@ -33,7 +35,7 @@ if has parity; then
 fi
 stage() { grep -E "device loop: $2 " "$1" | awk '{print $(NF-3)}' | head -1; }
 search() { grep -E '^split' "$1" | sed -E 's/.*search ([0-9.]+ m?s).*/\1/' | head -1; }
-best() { grep -E '^(best|program)' "$1" | head -1 | md5sum | cut -c1-8; }
+best() { grep -E '^(best program|class |train )' "$1" | md5sum | cut -c1-8; }
 if has cost; then
     fit="--optimise-constants 10 --optimise-every 1 --optimise-fraction 0.2"
     runs=(
@@ -44,8 +46,8 @@ if has cost; then
         "W2|evolve --data builtin:pagie1:64 --functions add,sub,mul,div,sin,cos,tan --pop 1000000 --gens 10 --no-linear-scaling --select train"
     )
     for v in $variants; do  # compile every variant's kernels once
-        GROVE_KERNEL_DIR=$(kdir "$v") "$bin/grove" evolve --data builtin:pagie1 --pop 200 --gens 1 --device cuda --optimise-constants 2 --quiet >/dev/null 2>&1
-        GROVE_KERNEL_DIR=$(kdir "$v") "$bin/grove" classify --data builtin:iris --pop 200 --gens 1 --device cuda --optimise-constants 2 --quiet >/dev/null 2>&1
+        GROVE_KERNEL_DIR=$(kdir "$v") "$(grove "$v")" evolve --data builtin:pagie1 --pop 200 --gens 1 --device cuda --optimise-constants 2 --quiet >/dev/null 2>&1
+        GROVE_KERNEL_DIR=$(kdir "$v") "$(grove "$v")" classify --data builtin:iris --pop 200 --gens 1 --device cuda --optimise-constants 2 --quiet >/dev/null 2>&1
     done
     for round in 1 2; do
         for r in "${runs[@]}"; do
@@ -53,7 +55,7 @@ if has cost; then
             for v in $variants; do
                 log="$out/cost-$label-$(name "$v")-$round.log"
                 # shellcheck disable=SC2086
-                GROVE_KERNEL_DIR=$(kdir "$v") GROVE_LOOP_PROFILE=1 "$bin/grove" $args --device cuda --seed 1 >"$log" 2>&1
+                GROVE_KERNEL_DIR=$(kdir "$v") GROVE_LOOP_PROFILE=1 "$(grove "$v")" $args --device cuda --seed 1 >"$log" 2>&1
                 summary+=("cost $label $(name "$v") round $round: constants $(stage "$log" constants) ms, search $(search "$log"), best $(best "$log")")
             done
         done
@@ -63,10 +65,12 @@ if has ncu && command -v ncu >/dev/null; then
     for v in $variants; do
         log="$out/ncu-$(name "$v").log"
         GROVE_KERNEL_DIR=$(kdir "$v") timeout 300 ncu --kernel-name grove_fit_constants --launch-skip 2 --launch-count 1 \
-            --section SpeedOfLight --section LaunchStats --section Occupancy --section InstructionStats \
-            "$bin/grove" evolve --data builtin:pagie1 --functions add,sub,mul,div,sin,cos,tan --pop 5000 --gens 4 --select train --device cuda \
+            --section SpeedOfLight --section LaunchStats --section Occupancy --section InstructionStats --section ComputeWorkloadAnalysis \
+            "$(grove "$v")" evolve --data builtin:pagie1 --functions add,sub,mul,div,sin,cos,tan --pop 5000 --gens 4 --select train --device cuda \
             --optimise-constants 10 --optimise-every 1 --optimise-fraction 0.2 --quiet >"$log" 2>&1
-        summary+=("ncu $(name "$v"): $(grep -E 'Duration|Executed Instructions  |Achieved Occupancy|Registers Per' "$log" | awk '{$1=$1};1' | tr '\n' ';')")
+        summary+=("ncu $(name "$v"): $(grep -E 'Duration|Executed Instructions  |Achieved Occupancy|Registers Per|Issue Slots Busy|Block Limit (Registers|Shared Mem)' "$log" | awk '{$1=$1};1' | tr '\n' ';')")
     done
 fi
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+# Every log in one file, since a call brings few files back.
+tar -czf "$out/logs.tar.gz" -C "$out" --exclude logs.tar.gz . 2>/dev/null

