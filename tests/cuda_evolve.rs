@@ -199,6 +199,47 @@ fn the_device_loop_equals_the_host_loop() {
     }
 }
 
+/// [`Fame`], declining the last population (as a regression or classification run's observer).
+#[derive(Default)]
+struct NoPopulation(Fame);
+
+impl grove::evolve::Observer for NoPopulation {
+    fn generation(&mut self, _: &grove::evolve::GenerationStats, _: &grove::evolve::Best) {}
+    fn evaluated_sizes(&mut self, generation: usize, winners: &[(f64, Vec<grove::program::tree::Node>)], counts: &[u32]) {
+        grove::evolve::Observer::evaluated_sizes(&mut self.0, generation, winners, counts);
+    }
+    fn wants_population(&self) -> bool {
+        false
+    }
+}
+
+/// A device run whose observer declines the last population copies none back (its outcome's
+/// population and fitness are empty) and is otherwise the same run.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_device_run_declining_the_last_population_copies_none_and_runs_the_same() {
+    use grove::evolve::{EngineConfig, device};
+    use grove::task::regression::{Regression, RegressionConfig, TreeSettings};
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let cfg = EngineConfig { pop_size: 1200, generations: 8, seed: 4, tournament: 3, elite: 1, max_len: 64, constants: fitting(5, 2, 0.1), ..Default::default() };
+    let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None };
+    let rep = TreeSettings::default().rep("add,sub,mul,div,sin", train.n_features, cfg.max_len).unwrap();
+    let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
+    let (mut kept, mut declined) = (Fame::default(), NoPopulation::default());
+    let (a, ta) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut kept).unwrap();
+    let (b, tb) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut declined).unwrap();
+    assert_eq!((a.population.size(), a.fitness.len()), (cfg.pop_size, cfg.pop_size));
+    assert_eq!((b.population.size(), b.fitness.len()), (0, 0));
+    assert!(ta.final_population_bytes > 0);
+    assert_eq!(tb.final_population_bytes, 0);
+    assert_eq!(a.best, b.best);
+    assert_eq!(kept.hof, declined.0.hof);
+    assert_eq!(a.history.iter().map(|h| h.best.to_bits()).collect::<Vec<_>>(), b.history.iter().map(|h| h.best.to_bits()).collect::<Vec<_>>());
+}
+
 /// Classification: the device loop against the host loop on the same GPU, for each fitness
 /// (accuracy, balanced accuracy, cross-entropy), multi-output and binary programs.
 #[test]

@@ -235,9 +235,10 @@ pub struct Outcome {
     pub best: Best,
     /// One entry per generation.
     pub history: Vec<GenerationStats>,
-    /// The last population's trees (with several islands, every island's end to end).
+    /// The last population's trees (with several islands, every island's end to end); empty
+    /// where the observer declined it ([`Observer::wants_population`]).
     pub population: Population,
-    /// Fitness of the last population.
+    /// Fitness of the last population; empty with `population`.
     pub fitness: Vec<f64>,
     /// Copies between device and host, when the run stayed on the device ([`device`]).
     pub transfers: Option<device::Transfers>,
@@ -299,6 +300,13 @@ pub trait Observer {
     /// not already the last; the default never ends a run early.
     fn finish(&mut self, _generation: usize, _best: &Best) -> bool {
         false
+    }
+    /// Whether the [`Outcome`] should hold the last population and its fitness. A loop whose
+    /// population lives on a GPU copies it to the host only when asked (10^6 programs of 128
+    /// nodes are 1 GB, most of a short run's time); where declined, [`Outcome::population`] and
+    /// [`Outcome::fitness`] are empty. The default: yes.
+    fn wants_population(&self) -> bool {
+        true
     }
 }
 

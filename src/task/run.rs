@@ -529,6 +529,12 @@ impl Observer for RunObserver<'_> {
     /// Every `checkpoint_every` generations and before the last one, so that every run with a
     /// checkpoint path leaves one (resumed, it evaluates the last generation again, to the same
     /// end; with more `--gens` it goes on as a longer run would).
+    /// A control run chooses its policy among the last population's best on validation
+    /// episodes; regression and classification choose from the hall of fame, so a GPU run
+    /// leaves its last population on the device.
+    fn wants_population(&self) -> bool {
+        matches!(self.work, Work::EnvSteps(_))
+    }
     fn wants_snapshot(&mut self, generation: usize) -> bool {
         let every = self.opts.checkpoint_every > 0 && generation % self.opts.checkpoint_every == 0;
         self.opts.checkpoint.is_some() && (every || generation == self.generations)
@@ -728,6 +734,16 @@ pub fn fame_csv(rows: &[FameRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_control_run_asks_for_the_last_population() {
+        let (engine, islands, opts) = (EngineConfig::default(), IslandConfig::single(), RunOptions { quiet: true, ..Default::default() });
+        let played = std::sync::Mutex::new((0u64, 0.0f64));
+        assert!(!RunObserver::new(&engine, &islands, &opts, 10).unwrap().wants_population());
+        assert!(RunObserver::for_control(&engine, &islands, &opts, &played).unwrap().wants_population());
+        // A plain closure, as a library user passes, keeps the default: the population comes back.
+        assert!((|_: &GenerationStats, _: &Best| {}).wants_population());
+    }
 
     #[test]
     fn median_of_counts_equals_the_median_of_the_sorted_sizes() {

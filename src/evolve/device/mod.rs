@@ -273,8 +273,12 @@ impl<'t> Island<'t, '_, '_> {
 }
 
 /// The outcome's population and fitness: every island's evaluated rows (`pop`), copied to the
-/// host end to end.
-fn outcome_rows(isl: &[Island<'_, '_, '_>]) -> Result<(crate::program::tree::Population, Vec<f64>)> {
+/// host end to end; none where they are not `wanted` ([`super::Observer::wants_population`]).
+fn outcome_rows(isl: &[Island<'_, '_, '_>], wanted: bool) -> Result<(crate::program::tree::Population, Vec<f64>)> {
+    if !wanted {
+        let first = &isl[0].pop;
+        return Ok((crate::program::tree::Population::new(0, first.max_len(), first.n_outputs()), Vec::new()));
+    }
     let mut pops = Vec::with_capacity(isl.len());
     let mut fitness = Vec::new();
     for i in isl {
@@ -510,6 +514,11 @@ pub fn run(
     );
     let n = islands.count;
     let p = cfg.pop_size;
+    // GROVE_LOOP_PROFILE=1: wait for the device after every step and print where the time went
+    // (for tuning; the waits themselves cost a little), from the islands' setup to the final
+    // population's read.
+    let mut prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
+    let e0 = tasks[0].engine();
     let nsga2 = cfg.bloat == crate::select::Bloat::Nsga2;
     // NSGA-II's survival keeps the best already: no elite rows (as the host loop).
     let n_elite = if nsga2 { 0 } else { cfg.elite.min(p) };
@@ -676,17 +685,17 @@ pub fn run(
         i.take_counts(&r, p)?;
     }
 
-    // GROVE_LOOP_PROFILE=1: wait for the device after every step and print where the time went
-    // (for tuning; the waits themselves cost a little).
-    let mut prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
-    let e0 = tasks[0].engine();
+    for i in &isl {
+        prof.mark(i.engine(), "islands set up")?;
+    }
     // With islands on several GPUs a thread per GPU queues its islands' work (one thread
     // queueing every GPU's launches delays the last GPU's; the profile, which waits after each
     // step, keeps one thread).
     let threaded = !prof.on() && isl.iter().any(|i| !std::ptr::eq(i.engine(), e0));
     let (population, fitness) = loop {
         let t0 = Instant::now();
-        prof.start();
+        // The host's books since the last generation's read (history, observer, snapshots).
+        prof.mark(e0, "host between generations")?;
         let fitting = cfg.constants.at(gen);
         if threaded {
             // A thread per GPU queues its islands' evaluation, fitting and statistics.
@@ -800,7 +809,7 @@ pub fn run(
         let stats = super::islands::combine(gen, &each, p, seconds);
         // A generation that ends the run early: its evaluated rows for the outcome, the next
         // generation (bred above) for the snapshot.
-        let ended = if !last && observer.finish(gen, &books.best) { Some(outcome_rows(&isl)?) } else { None };
+        let ended = if !last && observer.finish(gen, &books.best) { Some(outcome_rows(&isl, observer.wants_population())?) } else { None };
         if n > 1 {
             observer.islands(&each);
             island_history.push(each);
@@ -808,7 +817,9 @@ pub fn run(
         observer.generation(&stats, &books.best);
         history.push(stats);
         if last {
-            break outcome_rows(&isl)?;
+            let rows = outcome_rows(&isl, observer.wants_population())?;
+            prof.mark(e0, "final population read")?;
+            break rows;
         }
         for (i, r) in isl.iter_mut().zip(&reads) {
             i.take_counts(r, p)?;

@@ -22,9 +22,6 @@ impl StageTimes {
     pub(super) fn on(&self) -> bool {
         self.on
     }
-    pub(super) fn start(&mut self) {
-        self.last = Instant::now();
-    }
     /// Waits for the device and adds the time since the last mark to `name`.
     pub(super) fn mark(&mut self, e: &CudaEngine, name: &'static str) -> Result<()> {
         if !self.on {
