@@ -33,6 +33,8 @@
 #define GROVE_FIT_OWN ((GROVE_FIT_MAX_SUMS + GROVE_FIT_MIN_THREADS - 1) / GROVE_FIT_MIN_THREADS)
 #define GROVE_FIT_ROWS 2             // regression: rows a thread walks at once (one dispatch a node) when the rows fill more than one per thread
 #define GROVE_FIT_NODES 512          // nodes of a tree decoded in shared memory; longer trees' in the scratch array
+#define GROVE_FIT_PART 4096          // rows of a part: each sum is its parts' sums added in order
+#define GROVE_FIT_SPLIT_BYTES 4096   // bytes the host gives each tree's GroveFitSplit
 // Four blocks of GROVE_FIT_THREADS an SM: what the shared memory allows; registers capped to
 // match (measured on an H200: 2-3 % faster than the compiler's own 116 registers).
 #define GROVE_FIT_BOUNDS __launch_bounds__(GROVE_FIT_THREADS, 4)
@@ -482,11 +484,11 @@ struct GroveFitData {
 };
 
 // A regression pass's rows base + tid + k·T (k < K) of a chunk into buf: each row's vector
-// w = (a·J, f, 1 with linear scaling, r) at buf[(row − base) · stride]. Rows past the data
-// repeat the last row and are not written.
+// w = (a·J, f, 1 with linear scaling, r) at buf[(row − base) · stride]. Rows from `end` on
+// (the part's end) repeat the part's last row and are not written.
 template <int K>
 static __device__ void grove_fit_rows(const GroveFitState& s, double* buf, const GroveFitNode* nodes, int len, const GroveFitData& data,
-                                      unsigned n_rows, unsigned base, unsigned stride) {
+                                      unsigned n_rows, unsigned end, unsigned base, unsigned stride) {
     const unsigned tid = threadIdx.x, T = blockDim.x;
     const int n_c = s.n_c, m = s.m;
     const bool scaling = m > n_c;
@@ -495,7 +497,7 @@ static __device__ void grove_fit_rows(const GroveFitState& s, double* buf, const
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const unsigned row = base + tid + (unsigned)k * T;
-        rows[k] = row < n_rows ? row : n_rows - 1u;
+        rows[k] = row < end ? row : end - 1u;
     }
     float t[GROVE_FIT_MAX_CONSTANTS][K];
     float f[K];
@@ -503,7 +505,7 @@ static __device__ void grove_fit_rows(const GroveFitState& s, double* buf, const
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const unsigned row = base + tid + (unsigned)k * T;
-        if (row < n_rows) {
+        if (row < end) {
             double* wr = buf + (size_t)(tid + (unsigned)k * T) * stride;
             for (int j = 0; j < n_c; ++j) wr[j] = a * (double)t[j][k];
             if (scaling) {
@@ -515,50 +517,41 @@ static __device__ void grove_fit_rows(const GroveFitState& s, double* buf, const
     }
 }
 
-// Problem::pass at s.trial (its constants in s.c) into s.sums: every thread of the block, over
-// the tree decoded in `nodes`. Regression: a chunk is one or GROVE_FIT_ROWS rows a thread,
-// thread tid's rows tid, tid + T, …, each row's vector w (grove_fit_rows) in
-// buf[row * (MAX_PARAMS + 1) ..]; classification: each row's record (grove_fit_class_row) in a
-// chunk of at most T rows.
+// Problem::part: the sums of rows [lo, hi) at s.trial (its constants in s.c), from zero, each
+// thread's owned sums into acc (every thread of the block, over the tree decoded in `nodes`).
+// Regression: a chunk is one or GROVE_FIT_ROWS rows a thread, thread tid's rows tid, tid + T,
+// …, each row's vector w (grove_fit_rows) in buf[row * (MAX_PARAMS + 1) ..]; classification:
+// each row's record (grove_fit_class_row) in a chunk of at most T rows. Thread tid owns sums
+// tid, tid + T, … (own_p, own_q: their (p, q)).
 template <bool CLASSES>
-static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const GroveFitNode* nodes, int len, const GroveFitParams& prm,
-                                      const GroveFitData& data) {
+static __device__ __forceinline__ void grove_fit_part(const GroveFitState& s, double* buf, const GroveFitNode* nodes, int len,
+                                                      const GroveFitParams& prm, const GroveFitData& data, unsigned lo, unsigned hi,
+                                                      const int* own_p, const int* own_q, double* acc) {
     const unsigned tid = threadIdx.x, T = blockDim.x, n_rows = prm.n_rows;
     const int m = s.m, n_c = s.n_c, n_sums = grove_fit_sum(m, m) + 1;
     const int K = (int)prm.n_classes;
     // Doubles per row and rows per chunk.
     const unsigned stride = CLASSES ? (unsigned)(K * (n_c + 2) + 1) : (unsigned)(GROVE_FIT_MAX_PARAMS + 1);
-    // Regression: GROVE_FIT_ROWS rows a thread where the rows fill more than one a thread
-    // (fewer rows keep more threads busy with one each).
-    const unsigned per_thread = CLASSES || n_rows <= T ? 1u : (unsigned)GROVE_FIT_ROWS;
+    // Regression: GROVE_FIT_ROWS rows a thread where the part's rows fill more than one a
+    // thread (fewer rows keep more threads busy with one each).
+    const unsigned per_thread = CLASSES || hi - lo <= T ? 1u : (unsigned)GROVE_FIT_ROWS;
     const unsigned chunk = CLASSES ? (GROVE_FIT_BUF / stride < T ? GROVE_FIT_BUF / stride : T) : T * per_thread;
-    // Thread tid owns sums tid, tid + T, …: their (p, q) found once per pass, their running
-    // values in registers (the loops over the owned sums are unrolled).
-    double acc[GROVE_FIT_OWN];
-    int own_p[GROVE_FIT_OWN], own_q[GROVE_FIT_OWN];
 #pragma unroll
-    for (int o = 0; o < GROVE_FIT_OWN; ++o) {
-        acc[o] = 0.0;
-        const int e = (int)tid + o * (int)T;
-        int pp = 0;
-        while (pp < m && grove_fit_sum(pp + 1, 0) <= e) ++pp;
-        own_p[o] = pp;
-        own_q[o] = e - grove_fit_sum(pp, 0);
-    }
-    for (unsigned base = 0; base < n_rows; base += chunk) {
+    for (int o = 0; o < GROVE_FIT_OWN; ++o) acc[o] = 0.0;
+    for (unsigned base = lo; base < hi; base += chunk) {
         if (CLASSES) {
             const unsigned row = base + tid;
-            if (tid < chunk && row < n_rows)
+            if (tid < chunk && row < hi)
                 grove_fit_class_row(nodes, len, n_c, prm.n_classes, prm.n_outputs, s.c, data.x, n_rows, row, data.labels[row],
                                     buf + (size_t)tid * stride);
-        } else if (base + tid < n_rows) {
+        } else if (base + tid < hi) {
             if (per_thread == GROVE_FIT_ROWS)
-                grove_fit_rows<GROVE_FIT_ROWS>(s, buf, nodes, len, data, n_rows, base, stride);
+                grove_fit_rows<GROVE_FIT_ROWS>(s, buf, nodes, len, data, n_rows, hi, base, stride);
             else
-                grove_fit_rows<1>(s, buf, nodes, len, data, n_rows, base, stride);
+                grove_fit_rows<1>(s, buf, nodes, len, data, n_rows, hi, base, stride);
         }
         __syncthreads();
-        const unsigned count = n_rows - base < chunk ? n_rows - base : chunk;
+        const unsigned count = hi - base < chunk ? hi - base : chunk;
         // Each owned sum over the chunk's rows in row order.
 #pragma unroll
         for (int o = 0; o < GROVE_FIT_OWN; ++o) {
@@ -577,12 +570,73 @@ static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const Grove
         }
         __syncthreads();
     }
+}
+
+// The (p, q) of the sums thread tid owns: tid, tid + T, … (found once per pass).
+static __device__ __forceinline__ void grove_fit_owned(int m, int* own_p, int* own_q) {
 #pragma unroll
     for (int o = 0; o < GROVE_FIT_OWN; ++o) {
-        const int e = (int)tid + o * (int)T;
-        if (e < n_sums) s.sums[e] = acc[o];
+        const int e = (int)threadIdx.x + o * (int)blockDim.x;
+        int pp = 0;
+        while (pp < m && grove_fit_sum(pp + 1, 0) <= e) ++pp;
+        own_p[o] = pp;
+        own_q[o] = e - grove_fit_sum(pp, 0);
+    }
+}
+
+// Problem::pass at s.trial into s.sums: the parts' sums (grove_fit_part) added in order.
+template <bool CLASSES>
+static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const GroveFitNode* nodes, int len, const GroveFitParams& prm,
+                                      const GroveFitData& data) {
+    const unsigned tid = threadIdx.x, T = blockDim.x, n_rows = prm.n_rows;
+    const int n_sums = grove_fit_sum(s.m, s.m) + 1;
+    int own_p[GROVE_FIT_OWN], own_q[GROVE_FIT_OWN];
+    grove_fit_owned(s.m, own_p, own_q);
+    for (int e = (int)tid; e < n_sums; e += (int)T) s.sums[e] = 0.0;
+    for (unsigned lo = 0; lo < n_rows; lo += GROVE_FIT_PART) {
+        const unsigned hi = n_rows - lo < GROVE_FIT_PART ? n_rows : lo + GROVE_FIT_PART;
+        double acc[GROVE_FIT_OWN];
+        grove_fit_part<CLASSES>(s, buf, nodes, len, prm, data, lo, hi, own_p, own_q, acc);
+#pragma unroll
+        for (int o = 0; o < GROVE_FIT_OWN; ++o) {
+            const int e = (int)tid + o * (int)T;
+            if (e < n_sums) s.sums[e] += acc[o];
+        }
     }
     __syncthreads();
+}
+
+// The result of a tree not fitted (its start not finite, or a shape the fit cannot take).
+static __device__ __forceinline__ GroveFitResult grove_fit_unfitted() {
+    const GroveFitResult res = {__longlong_as_double(0x7ff8000000000000ll), __longlong_as_double(0x7ff8000000000000ll), 1.0, 0.0, 0u, 0u};
+    return res;
+}
+
+// A fit's start (one thread): the plan (s.go: the tree can be fitted), the parameters of the
+// first pass and the tree decoded into `nodes`.
+template <bool CLASSES>
+static __device__ void grove_fit_init(const GroveFitParams& p, const unsigned char* op, const float* value, const unsigned char* out, int len,
+                                      GroveFitState& s, GroveFitNode* nodes) {
+    const bool scaling = !CLASSES && p.scaling != 0;
+    int total = 0;
+    // Classification: the shapes fit_class_tree accepts (its labels are checked on upload).
+    const bool shape = !CLASSES || (p.n_classes <= GROVE_FIT_MAX_CLASSES && (p.n_outputs == 0 ? p.n_classes == 2 : p.n_outputs == p.n_classes));
+    const int n_c = p.n_rows == 0 || !shape ? -1 : grove_fit_plan(op, value, out, len, p.n_features, CLASSES ? p.n_outputs : 0u, &total);
+    s.go = n_c >= 0 && (n_c > 0 || scaling);
+    s.n_c = n_c < 0 ? 0 : n_c;
+    s.total = total;
+    s.m = s.n_c + (scaling ? 2 : 0);
+    s.accepted = 0;
+    s.lambda = GROVE_FIT_LAMBDA_START;
+    int k = 0;
+    for (int i = 0; i < len && k < s.n_c; ++i)
+        if (op[i] == GROVE_OP_CONST) s.trial[k++] = (double)value[i];
+    if (scaling) {
+        s.trial[s.n_c] = 1.0;
+        s.trial[s.n_c + 1] = 0.0;
+    }
+    for (int j = 0; j < s.n_c; ++j) s.c[j] = (float)s.trial[j];
+    if (s.go) grove_fit_decode(op, value, out, len, total, s.n_c, nodes);
 }
 
 // One block per tree tree_ids[blockIdx.x]: fits its constants in `values` in place (only when
@@ -606,29 +660,9 @@ static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* 
     const bool scaling = !CLASSES && p.scaling != 0;
     const unsigned tid = threadIdx.x;
     GroveFitNode* nodes = len <= GROVE_FIT_NODES ? shared_nodes : scratch + (size_t)blockIdx.x * p.max_len;
-    if (tid == 0) {
-        int total = 0;
-        // Classification: the shapes fit_class_tree accepts (its labels are checked on upload).
-        const bool shape = !CLASSES || (p.n_classes <= GROVE_FIT_MAX_CLASSES && (p.n_outputs == 0 ? p.n_classes == 2 : p.n_outputs == p.n_classes));
-        const int n_c = p.n_rows == 0 || !shape ? -1 : grove_fit_plan(op, value, out, len, p.n_features, CLASSES ? p.n_outputs : 0u, &total);
-        s.go = n_c >= 0 && (n_c > 0 || scaling);
-        s.n_c = n_c < 0 ? 0 : n_c;
-        s.total = total;
-        s.m = s.n_c + (scaling ? 2 : 0);
-        s.accepted = 0;
-        s.lambda = GROVE_FIT_LAMBDA_START;
-        int k = 0;
-        for (int i = 0; i < len && k < s.n_c; ++i)
-            if (op[i] == GROVE_OP_CONST) s.trial[k++] = (double)value[i];
-        if (scaling) {
-            s.trial[s.n_c] = 1.0;
-            s.trial[s.n_c + 1] = 0.0;
-        }
-        for (int j = 0; j < s.n_c; ++j) s.c[j] = (float)s.trial[j];
-        if (s.go) grove_fit_decode(op, value, out, len, total, s.n_c, nodes);
-    }
+    if (tid == 0) grove_fit_init<CLASSES>(p, op, value, out, len, s, nodes);
     __syncthreads();
-    GroveFitResult res = {__longlong_as_double(0x7ff8000000000000ll), __longlong_as_double(0x7ff8000000000000ll), 1.0, 0.0, 0u, 0u};
+    GroveFitResult res = grove_fit_unfitted();
     if (!s.go) {
         if (tid == 0) results[blockIdx.x] = res;
         return;
@@ -726,4 +760,217 @@ extern "C" __global__ void GROVE_FIT_BOUNDS grove_fit_class_constants(const Grov
                                                      GroveFitResult* __restrict__ results, GroveFitNode* __restrict__ scratch) {
     const GroveFitData data = {x, nullptr, labels};
     grove_fit_block<true>(p, tree_ids, ops, values, outs, lens, data, results, scratch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Split fits: a tree's parts over many blocks, for data of more than one part (few trees over
+// many rows would otherwise leave most SMs idle, each block adding its sums serially). The same
+// steps as grove_fit_block, in launches: grove_fit_split_start (a thread per tree: the plan,
+// the first parameters, the tree decoded into its scratch row), then, as many times as a fit
+// can pass over the rows (steps + 2), grove_fit_split_pass (a block per part of each tree
+// whose fit waits for a pass: the part's sums into partials) and grove_fit_split_step (a block
+// per tree: the parts' sums added in order, then the decisions grove_fit_block takes between
+// its passes, up to the next pass or the end). The sums, and so the fitted bits, are
+// grove_fit_block's.
+
+#define GROVE_SPLIT_FIRST 0   // waits for the first pass (at the start's constants)
+#define GROVE_SPLIT_SECOND 1  // linear scaling: waits for the pass at the closed-form a and b
+#define GROVE_SPLIT_STEP 2    // waits for the pass at a step's trial parameters
+#define GROVE_SPLIT_DONE 3    // result written
+
+// One tree's fit between launches.
+struct GroveFitSplit {
+    GroveFitState s;
+    double sse_before;
+    unsigned step;
+    int phase;
+    int len;
+};
+
+static_assert(sizeof(GroveFitSplit) <= GROVE_FIT_SPLIT_BYTES, "GroveFitSplit outgrew the host's GROVE_FIT_SPLIT_BYTES");
+
+// Thread k: tree k's start (tree_ids[k]: its row of the population).
+template <bool CLASSES>
+static __device__ void grove_fit_split_start(const GroveFitParams& p, const unsigned* __restrict__ tree_ids, const unsigned char* __restrict__ ops,
+                                             const float* __restrict__ values, const unsigned char* __restrict__ outs,
+                                             const unsigned short* __restrict__ lens, GroveFitSplit* __restrict__ fits,
+                                             GroveFitResult* __restrict__ results, GroveFitNode* __restrict__ scratch) {
+    const unsigned k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= p.n_trees) return;
+    const unsigned t = tree_ids[k];
+    const size_t row0 = (size_t)t * p.max_len;
+    GroveFitSplit& f = fits[k];
+    f.len = lens[t];
+    grove_fit_init<CLASSES>(p, ops + row0, values + row0, outs + row0, f.len, f.s, scratch + (size_t)k * p.max_len);
+    f.phase = f.s.go ? GROVE_SPLIT_FIRST : GROVE_SPLIT_DONE;
+    if (!f.s.go) results[k] = grove_fit_unfitted();
+}
+
+// Block b: part b % n_parts of tree b / n_parts, when its fit waits for a pass.
+template <bool CLASSES>
+static __device__ void grove_fit_split_pass(const GroveFitParams& p, unsigned n_parts, const GroveFitSplit* __restrict__ fits,
+                                            const GroveFitNode* __restrict__ scratch, const GroveFitData& data, double* __restrict__ partials) {
+    __shared__ GroveFitState s;
+    __shared__ double buf[GROVE_FIT_BUF];
+    __shared__ GroveFitNode shared_nodes[GROVE_FIT_NODES];
+    const unsigned k = blockIdx.x / n_parts, part = blockIdx.x % n_parts, tid = threadIdx.x;
+    if (k >= p.n_trees) return;
+    const GroveFitSplit& f = fits[k];
+    if (f.phase == GROVE_SPLIT_DONE) return;
+    const int len = f.len;
+    const GroveFitNode* nodes = scratch + (size_t)k * p.max_len;
+    if (len <= GROVE_FIT_NODES) {
+        for (int i = (int)tid; i < len; i += (int)blockDim.x) shared_nodes[i] = nodes[i];
+        nodes = shared_nodes;
+    }
+    if (tid == 0) {
+        s.n_c = f.s.n_c;
+        s.m = f.s.m;
+        for (int i = 0; i < s.m; ++i) s.trial[i] = f.s.trial[i];
+        for (int j = 0; j < s.n_c; ++j) s.c[j] = f.s.c[j];
+    }
+    __syncthreads();
+    int own_p[GROVE_FIT_OWN], own_q[GROVE_FIT_OWN];
+    grove_fit_owned(s.m, own_p, own_q);
+    const unsigned lo = part * GROVE_FIT_PART;
+    const unsigned hi = p.n_rows - lo < GROVE_FIT_PART ? p.n_rows : lo + GROVE_FIT_PART;
+    double acc[GROVE_FIT_OWN];
+    grove_fit_part<CLASSES>(s, buf, nodes, len, p, data, lo, hi, own_p, own_q, acc);
+    const int n_sums = grove_fit_sum(s.m, s.m) + 1;
+    double* out = partials + ((size_t)k * n_parts + part) * GROVE_FIT_MAX_SUMS;
+#pragma unroll
+    for (int o = 0; o < GROVE_FIT_OWN; ++o) {
+        const int e = (int)tid + o * (int)blockDim.x;
+        if (e < n_sums) out[e] = acc[o];
+    }
+}
+
+// Where grove_fit_block's steps go on from accepted parameters: the next step's solve (λ grows
+// past each that fails) up to a trial pass; past the last step or λ's bound, the result (the
+// accepted constants written back into the tree).
+template <bool CLASSES>
+static __device__ void grove_fit_split_advance(const GroveFitParams& p, GroveFitSplit& f, float* value, const unsigned char* op,
+                                               GroveFitResult* result) {
+    GroveFitState& s = f.s;
+    const int m = s.m, n_c = s.n_c;
+    while (f.step < p.steps && !(s.lambda > GROVE_FIT_LAMBDA_STOP)) {
+        double delta[GROVE_FIT_MAX_PARAMS];
+        if (grove_fit_solve(s.cur, m, s.lambda, delta)) {
+            for (int i = 0; i < m; ++i) s.trial[i] = s.theta[i] + delta[i];
+            for (int j = 0; j < n_c; ++j) s.c[j] = (float)s.trial[j];
+            f.phase = GROVE_SPLIT_STEP;
+            return;
+        }
+        s.lambda *= 10.0;
+        f.step += 1;
+    }
+    const bool scaling = !CLASSES && p.scaling != 0;
+    if (s.accepted > 0) {
+        int k = 0;
+        for (int i = 0; i < f.len && k < n_c; ++i)
+            if (op[i] == GROVE_OP_CONST) value[i] = (float)s.theta[k++];
+    }
+    GroveFitResult res;
+    res.sse_before = f.sse_before;
+    res.sse_after = s.cur[grove_fit_sum(m, m)];
+    res.a = scaling ? s.theta[n_c] : 1.0;
+    res.b = scaling ? s.theta[n_c + 1] : 0.0;
+    res.constants = (unsigned)n_c;
+    res.accepted = s.accepted;
+    *result = res;
+    f.phase = GROVE_SPLIT_DONE;
+}
+
+// Block k: tree k's pass sums (its parts' added in order), then its decisions.
+template <bool CLASSES>
+static __device__ void grove_fit_split_step(const GroveFitParams& p, unsigned n_parts, const unsigned* __restrict__ tree_ids,
+                                            const unsigned char* __restrict__ ops, float* __restrict__ values, GroveFitSplit* __restrict__ fits,
+                                            const double* __restrict__ partials, GroveFitResult* __restrict__ results) {
+    const unsigned k = blockIdx.x, tid = threadIdx.x;
+    if (k >= p.n_trees) return;
+    GroveFitSplit& f = fits[k];
+    if (f.phase == GROVE_SPLIT_DONE) return;
+    GroveFitState& s = f.s;
+    const int m = s.m, n_c = s.n_c, s_m = grove_fit_sum(m, m), n_sums = s_m + 1;
+    for (int e = (int)tid; e < n_sums; e += (int)blockDim.x) {
+        double v = 0.0;
+        for (unsigned part = 0; part < n_parts; ++part) v += partials[((size_t)k * n_parts + part) * GROVE_FIT_MAX_SUMS + e];
+        s.sums[e] = v;
+    }
+    __syncthreads();
+    if (tid != 0) return;
+    const size_t row0 = (size_t)tree_ids[k] * p.max_len;
+    const bool scaling = !CLASSES && p.scaling != 0;
+    const bool ok = grove_fit_ok(s.sums, m);
+    if (f.phase == GROVE_SPLIT_FIRST || f.phase == GROVE_SPLIT_SECOND) {
+        if (!ok) {
+            results[k] = grove_fit_unfitted();
+            f.phase = GROVE_SPLIT_DONE;
+            return;
+        }
+        if (f.phase == GROVE_SPLIT_FIRST && scaling) {
+            grove_fit_scale(s.sums, n_c, &s.trial[n_c], &s.trial[n_c + 1]);
+            f.phase = GROVE_SPLIT_SECOND;
+            return;
+        }
+        for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
+        for (int e = 0; e < n_sums; ++e) s.cur[e] = s.sums[e];
+        f.sse_before = s.cur[s_m];
+        f.step = 0;
+    } else {
+        if (ok && s.sums[s_m] < s.cur[s_m]) {
+            for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
+            for (int e = 0; e < n_sums; ++e) s.cur[e] = s.sums[e];
+            s.lambda = fmax(s.lambda * 0.1, GROVE_FIT_LAMBDA_MIN);
+            s.accepted += 1;
+        } else {
+            s.lambda *= 10.0;
+        }
+        f.step += 1;
+    }
+    grove_fit_split_advance<CLASSES>(p, f, values + row0, ops + row0, &results[k]);
+}
+
+// The split kernels for regression (y) and classification (labels): fits [n_trees], partials
+// [n_trees x n_parts x GROVE_FIT_MAX_SUMS], scratch [n_trees x L] (every tree's decoded nodes),
+// results [n_trees]; the rest as grove_fit_constants.
+extern "C" __global__ void grove_fit_split_start_constants(const GroveFitParams p, const unsigned* __restrict__ tree_ids,
+                                                           const unsigned char* __restrict__ ops, const float* __restrict__ values,
+                                                           const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
+                                                           GroveFitSplit* __restrict__ fits, GroveFitResult* __restrict__ results,
+                                                           GroveFitNode* __restrict__ scratch) {
+    grove_fit_split_start<false>(p, tree_ids, ops, values, outs, lens, fits, results, scratch);
+}
+extern "C" __global__ void grove_fit_split_start_class_constants(const GroveFitParams p, const unsigned* __restrict__ tree_ids,
+                                                                 const unsigned char* __restrict__ ops, const float* __restrict__ values,
+                                                                 const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
+                                                                 GroveFitSplit* __restrict__ fits, GroveFitResult* __restrict__ results,
+                                                                 GroveFitNode* __restrict__ scratch) {
+    grove_fit_split_start<true>(p, tree_ids, ops, values, outs, lens, fits, results, scratch);
+}
+extern "C" __global__ void GROVE_FIT_BOUNDS grove_fit_split_pass_constants(const GroveFitParams p, unsigned n_parts, const GroveFitSplit* __restrict__ fits,
+                                                                          const GroveFitNode* __restrict__ scratch, const float* __restrict__ x,
+                                                                          const float* __restrict__ y, double* __restrict__ partials) {
+    const GroveFitData data = {x, y, nullptr};
+    grove_fit_split_pass<false>(p, n_parts, fits, scratch, data, partials);
+}
+extern "C" __global__ void GROVE_FIT_BOUNDS grove_fit_split_pass_class_constants(const GroveFitParams p, unsigned n_parts,
+                                                                                const GroveFitSplit* __restrict__ fits,
+                                                                                const GroveFitNode* __restrict__ scratch,
+                                                                                const float* __restrict__ x, const unsigned* __restrict__ labels,
+                                                                                double* __restrict__ partials) {
+    const GroveFitData data = {x, nullptr, labels};
+    grove_fit_split_pass<true>(p, n_parts, fits, scratch, data, partials);
+}
+extern "C" __global__ void grove_fit_split_step_constants(const GroveFitParams p, unsigned n_parts, const unsigned* __restrict__ tree_ids,
+                                                          const unsigned char* __restrict__ ops, float* __restrict__ values,
+                                                          GroveFitSplit* __restrict__ fits, const double* __restrict__ partials,
+                                                          GroveFitResult* __restrict__ results) {
+    grove_fit_split_step<false>(p, n_parts, tree_ids, ops, values, fits, partials, results);
+}
+extern "C" __global__ void grove_fit_split_step_class_constants(const GroveFitParams p, unsigned n_parts, const unsigned* __restrict__ tree_ids,
+                                                                const unsigned char* __restrict__ ops, float* __restrict__ values,
+                                                                GroveFitSplit* __restrict__ fits, const double* __restrict__ partials,
+                                                                GroveFitResult* __restrict__ results) {
+    grove_fit_split_step<true>(p, n_parts, tree_ids, ops, values, fits, partials, results);
 }

@@ -142,6 +142,87 @@ fn emulate(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &
     res
 }
 
+type SplitStartFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *const f32, *const u8, *const u16, *mut u8, *mut FitResult, *mut u8);
+type SplitPassFn = unsafe extern "C" fn(FitParams, u32, *const u8, *const u8, *const f32, *const std::ffi::c_void, *mut f64);
+type SplitStepFn = unsafe extern "C" fn(FitParams, u32, *const u32, *const u8, *mut f32, *mut u8, *const f64, *mut FitResult);
+
+/// The split fit (grove_fit_split_*), emulated as `launch_split_fit` runs it: the start (blocks
+/// of `threads` threads, one a tree), then `steps + 2` times a block per part of every tree and a
+/// block per tree, in one group.
+fn emulate_split(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], target: Target, params: FitParams, threads: u32) -> Vec<FitResult> {
+    let n = rows.len();
+    let ids: Vec<u32> = rows.iter().map(|&r| r as u32).collect();
+    let n_parts = (params.n_rows as usize).div_ceil(grove::backend::cpu::fit::FIT_PART);
+    let mut res = vec![FitResult::default(); n];
+    let mut fits = vec![0u64; n * kernels::FIT_SPLIT_BYTES / 8];
+    let mut partials = vec![0.0f64; n * n_parts * grove::backend::cpu::fit::MAX_FIT_SUMS];
+    let mut scratch = vec![0u64; n * pop.max_len];
+    let (start, pass, step) = match target {
+        Target::Values(_) => (kernels::FIT_SPLIT_START, kernels::FIT_SPLIT_PASS, kernels::FIT_SPLIT_STEP),
+        Target::Labels(_) => (kernels::FIT_SPLIT_START_CLASS, kernels::FIT_SPLIT_PASS_CLASS, kernels::FIT_SPLIT_STEP_CLASS),
+    };
+    let (start, pass, step): (SplitStartFn, SplitPassFn, SplitStepFn) = (emulator::get(lib, start), emulator::get(lib, pass), emulator::get(lib, step));
+    let t: *const std::ffi::c_void = match target {
+        Target::Values(y) => y.as_ptr().cast(),
+        Target::Labels(l) => l.as_ptr().cast(),
+    };
+    #[derive(Clone, Copy)]
+    struct P {
+        ids: *const u32,
+        op: *const u8,
+        value: *mut f32,
+        out: *const u8,
+        len: *const u16,
+        x: *const f32,
+        t: *const std::ffi::c_void,
+        fits: *mut u8,
+        partials: *mut f64,
+        scratch: *mut u8,
+        res: *mut FitResult,
+    }
+    // SAFETY: as Ptrs: each block writes its own tree's state, part, result and row.
+    unsafe impl Sync for P {}
+    unsafe impl Send for P {}
+    let p = P {
+        ids: ids.as_ptr(),
+        op: pop.op.as_ptr(),
+        value: pop.value.as_mut_ptr(),
+        out: pop.out.as_ptr(),
+        len: pop.len.as_ptr(),
+        x: x.as_ptr(),
+        t,
+        fits: fits.as_mut_ptr().cast(),
+        partials: partials.as_mut_ptr(),
+        scratch: scratch.as_mut_ptr().cast(),
+        res: res.as_mut_ptr(),
+    };
+    let np = n_parts as u32;
+    for b in 0..(n as u32).div_ceil(threads) {
+        // SAFETY: the arrays have the sizes launch_split_fit gives the kernels.
+        run_block(lib, b, threads, &move || unsafe {
+            let p = p;
+            start(params, p.ids, p.op, p.value, p.out, p.len, p.fits, p.res, p.scratch)
+        });
+    }
+    for _ in 0..params.steps + 2 {
+        for b in 0..(n * n_parts) as u32 {
+            // SAFETY: as above.
+            run_block(lib, b, threads, &move || unsafe {
+                let p = p;
+                pass(params, np, p.fits, p.scratch, p.x, p.t, p.partials)
+            });
+        }
+        for b in 0..n as u32 {
+            // SAFETY: as above.
+            run_block(lib, b, threads, &move || unsafe {
+                let p = p;
+                step(params, np, p.ids, p.op, p.value, p.fits, p.partials, p.res)
+            });
+        }
+    }
+    res
+}
+
 /// The kernel, emulated: fits rows `rows` of `pop` in place with blocks of `threads` threads.
 fn emulated_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], y: &[f32], cfg: FitConfig, threads: u32) -> Vec<FitResult> {
     let params = FitParams {
@@ -324,6 +405,67 @@ fn emulated_class_kernel_fits_the_references_bits() {
     }
 }
 
+/// Data of more than one part (`FIT_PART` rows): the single-block kernels add the parts' sums
+/// in order as the reference does, and the split fit (a block per part) gives the same bits,
+/// for regression with and without scaling and for classification.
+#[test]
+fn emulated_kernels_fit_data_of_several_parts_to_the_references_bits() {
+    let Some(lib) = emulator_lib() else { return };
+    let n_rows = 2 * grove::backend::cpu::fit::FIT_PART + 300;
+    for scaling in [false, true] {
+        let (pop, x, y) = problem(8, n_rows, 31, "add,sub,mul,div,sin,exp");
+        let rows: Vec<usize> = (0..pop.size()).collect();
+        let cfg = FitConfig { steps: 4, linear_scaling: scaling };
+        let mut want = pop.clone();
+        let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
+        let mut got = pop.clone();
+        let got_res = emulated_fit(&lib, &mut got, &rows, &x, &y, cfg, 64);
+        let what = format!("{n_rows} rows, scaling {scaling}, one block a tree");
+        same_results(&got_res, &want_res, &what);
+        same_values(&got, &want, &what);
+        let params = FitParams {
+            n_trees: rows.len() as u32,
+            max_len: pop.max_len as u32,
+            n_rows: n_rows as u32,
+            n_features: 2,
+            steps: cfg.steps,
+            scaling: scaling as u32,
+            n_classes: 0,
+            n_outputs: 0,
+        };
+        let mut split = pop.clone();
+        let split_res = emulate_split(&lib, &mut split, &rows, &x, Target::Values(&y), params, 64);
+        let what = format!("{n_rows} rows, scaling {scaling}, split");
+        same_results(&split_res, &want_res, &what);
+        same_values(&split, &want, &what);
+        assert!(want_res.iter().filter(|r| r.accepted > 0).count() >= rows.len() / 3, "{what}: too little fitted");
+    }
+    let (n_classes, n_rows) = (3, grove::backend::cpu::fit::FIT_PART + 150);
+    let (pop, x, labels) = class_problem(6, n_rows, n_classes, n_classes, 32, "add,sub,mul,tanh");
+    let rows: Vec<usize> = (0..pop.size()).collect();
+    let mut want = pop.clone();
+    let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 3);
+    let mut got = pop.clone();
+    let got_res = emulated_class_fit(&lib, &mut got, &rows, &x, &labels, n_classes, 3, 32);
+    same_results(&got_res, &want_res, "classes, one block a program");
+    same_values(&got, &want, "classes, one block a program");
+    let params = FitParams {
+        n_trees: rows.len() as u32,
+        max_len: pop.max_len as u32,
+        n_rows: n_rows as u32,
+        n_features: 3,
+        steps: 3,
+        scaling: 0,
+        n_classes: n_classes as u32,
+        n_outputs: n_classes as u32,
+    };
+    let mut split = pop.clone();
+    let split_res = emulate_split(&lib, &mut split, &rows, &x, Target::Labels(&labels), params, 32);
+    same_results(&split_res, &want_res, "classes, split");
+    same_values(&split, &want, "classes, split");
+    assert!(want_res.iter().any(|r| r.accepted > 0), "classes: nothing fitted");
+}
+
 mod gpu {
     use super::*;
     use grove::backend::cuda::CudaEngine;
@@ -353,6 +495,43 @@ mod gpu {
                     assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
                 }
             }
+        }
+    }
+
+    /// Data of several parts: the split fit (a block per part of each tree) for regression and
+    /// classification, the reference's bits.
+    #[test]
+    #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+    fn gpu_split_fits_give_the_references_bits() {
+        let e = engine();
+        let n_rows = 3 * grove::backend::cpu::fit::FIT_PART + 77;
+        for scaling in [false, true] {
+            let (pop, x, y) = problem(60, n_rows, 33, "add,sub,mul,div,sin,cos,exp,log,sqrt,tanh");
+            let data = e.upload_dataset(&x, &y, n_rows, 2).unwrap();
+            let rows: Vec<usize> = (0..pop.size()).filter(|r| r % 4 != 1).collect();
+            let cfg = FitConfig { steps: 8, linear_scaling: scaling };
+            let mut want = pop.clone();
+            let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
+            let mut got = pop.clone();
+            let got_res = e.fit_constants(&mut got, &rows, &data, cfg).unwrap();
+            let what = format!("GPU split, scaling {scaling}");
+            same_results(&got_res, &want_res, &what);
+            same_values(&got, &want, &what);
+            assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
+        }
+        for (n_classes, n_outputs) in [(3usize, 3usize), (2, 0)] {
+            let n_rows = 2 * grove::backend::cpu::fit::FIT_PART + 5;
+            let (pop, x, labels) = class_problem(40, n_rows, n_classes, n_outputs, 34, "add,sub,mul,div,tanh");
+            let data = e.upload_class_data(&x, &labels, n_rows, 3, n_classes).unwrap();
+            let rows: Vec<usize> = (0..pop.size()).collect();
+            let mut want = pop.clone();
+            let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 5);
+            let mut got = pop.clone();
+            let got_res = e.fit_class_constants(&mut got, &rows, &data, 5).unwrap();
+            let what = format!("GPU split, {n_classes} classes");
+            same_results(&got_res, &want_res, &what);
+            same_values(&got, &want, &what);
+            assert!(want_res.iter().any(|r| r.accepted > 0), "{what}: nothing fitted");
         }
     }
 

@@ -6,11 +6,12 @@
 # the search time and the best program, so that the variants' programs can be compared: a
 # variant that fits other bits returns another program.
 #
-#   VARIANTS="builtin .scratch/fitv/base ..." tools/fit/gpu_variants.sh [parity] [cost] [ncu]
+#   VARIANTS="builtin .scratch/fitv/base ..." tools/fit/gpu_variants.sh [parity] [cost] [large] [ncu]
 #
 # parity: cuda_fit (every variant), cuda_evolve and cuda_kernels (the binary's own kernels).
 # cost:   pagie1 at P = 5000 and 10^5 (10 steps every generation on 0.2 of the population),
 #         digits at P = 5000 (5 steps), W1 and W2 at the GPU defaults; two rounds.
+# large:  W4's shape (50 programs) at 2^20 and 2^24 rows with the GPU's default fitting.
 # ncu:    Nsight Compute's summary of the third grove_fit_constants launch at P = 5000, per variant.
 set -u
 # shellcheck source=tools/gpu_common.sh
@@ -58,6 +59,18 @@ if has cost; then
                 GROVE_KERNEL_DIR=$(kdir "$v") GROVE_LOOP_PROFILE=1 "$(grove "$v")" $args --device cuda --seed 1 >"$log" 2>&1
                 summary+=("cost $label $(name "$v") round $round: constants $(stage "$log" constants) ms, search $(search "$log"), best $(best "$log")")
             done
+        done
+    done
+fi
+if has large; then
+    # Few trees over many rows (the split fit past one part): W4's shape at 2^20 and 2^24 rows,
+    # the GPU's default fitting (10 trees every 5 generations); whole runs, each cut at 300 s.
+    for rows in 1048576 16777216; do
+        for v in $variants; do
+            log="$out/large-$rows-$(name "$v").log"
+            GROVE_KERNEL_DIR=$(kdir "$v") GROVE_LOOP_PROFILE=1 timeout 300 "$(grove "$v")" evolve --data builtin:pagie1:$rows --functions add,sub,mul,div \
+                --pop 50 --gens 50 --no-linear-scaling --select train --device cuda --seed 1 >"$log" 2>&1
+            summary+=("large $rows $(name "$v"): $(grep -E '^(split|time) ' "$log" | sed -E 's/ +/ /g' | tr '\n' ';') constants $(stage "$log" constants) ms, best $(best "$log")")
         done
     done
 fi

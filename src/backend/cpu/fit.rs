@@ -19,9 +19,11 @@
 //! protected semantics: where an operator is flat (a protected division by zero, `log 0`, the
 //! losing side of `max`) its derivative is 0.
 //!
-//! One *pass* over the rows accumulates, in f64 and in row order, every product `w_p·w_q`
-//! (`p ≥ q`) of the row's vector `w = (J, r)`: the lower triangle of `JᵀJ`, then `Jᵀr`, then
-//! `S`. With linear scaling the first pass runs at `a = 1, b = 0` and gives the closed-form
+//! One *pass* over the rows accumulates, in f64, every product `w_p·w_q` (`p ≥ q`) of the
+//! row's vector `w = (J, r)`: the lower triangle of `JᵀJ`, then `Jᵀr`, then `S`. Each sum runs
+//! over the rows in parts of [`FIT_PART`] rows: within a part in row order from zero, and the
+//! parts' sums added in order, so that a GPU can give a tree's parts to many blocks (data of
+//! one part is summed in plain row order). With linear scaling the first pass runs at `a = 1, b = 0` and gives the closed-form
 //! scale, and a second pass starts from it, so the fit starts where linear scaling would and
 //! can only improve on it. Each step then solves `(JᵀJ + λ·diag(JᵀJ + ε)) δ = Jᵀr` by Cholesky
 //! and runs one pass at `θ + δ`: a lower `S` is accepted and `λ` shrinks tenfold, anything else
@@ -31,8 +33,8 @@
 //! # Bits
 //!
 //! The kernel gives every point's `w` with the same f32 and f64 operations (no fused
-//! multiply-add on either side), sums each product over the rows in row order, and runs the
-//! same solve, so the two agree to the bit whatever the block size.
+//! multiply-add on either side), sums each product over the rows in the same parts and order,
+//! and runs the same solve, so the two agree to the bit whatever the block size.
 
 pub mod class;
 
@@ -54,6 +56,9 @@ pub const FIT_STACK: usize = 32;
 pub const MAX_FIT_PARAMS: usize = MAX_FIT_CONSTANTS + 2;
 /// Sums of a pass at most: the products `w_p·w_q`, `p ≥ q`, of `w = (J, r)`.
 pub const MAX_FIT_SUMS: usize = (MAX_FIT_PARAMS + 1) * (MAX_FIT_PARAMS + 2) / 2;
+/// Rows of a part of a pass: each sum is the parts' sums added in order, each part's over its
+/// rows in order (the GPU's blocks can then share a tree's rows: `kernels/fit.cu`).
+pub const FIT_PART: usize = 4096;
 /// `λ` of the first step.
 pub const LAMBDA_START: f64 = 1e-3;
 /// Past this `λ` the fit stops (the steps it would take are too small to matter).
@@ -407,12 +412,27 @@ impl Problem<'_> {
         }
         let n_sums = sum_index(m, m) + 1;
         sums[..n_sums].fill(0.0);
+        let mut part = [0.0f64; MAX_FIT_SUMS];
+        for lo in (0..self.n_rows).step_by(FIT_PART) {
+            self.part(&c, theta, lo..(lo + FIT_PART).min(self.n_rows), &mut part);
+            for e in 0..n_sums {
+                sums[e] += part[e];
+            }
+        }
+    }
+
+    /// The sums of [`Self::pass`] over `rows` alone, from zero, in row order (`c`: `theta`'s
+    /// constants in f32).
+    #[allow(clippy::needless_range_loop)]
+    fn part(&self, c: &[f32; MAX_FIT_CONSTANTS], theta: &[f64; MAX_FIT_PARAMS], rows: std::ops::Range<usize>, sums: &mut [f64; MAX_FIT_SUMS]) {
+        let m = self.m();
+        sums[..sum_index(m, m) + 1].fill(0.0);
         let mut stack = Stack::new();
         match self.target {
             Target::Values { y, .. } => {
                 let mut w = [0.0f64; MAX_FIT_PARAMS + 1];
-                for row in 0..self.n_rows {
-                    self.row(y, theta, &c, row, &mut w, &mut stack);
+                for row in rows {
+                    self.row(y, theta, c, row, &mut w, &mut stack);
                     for p in 0..=m {
                         for q in 0..=p {
                             sums[sum_index(p, q)] += w[p] * w[q];
@@ -422,8 +442,8 @@ impl Problem<'_> {
             }
             Target::Classes { labels, n_classes, n_outputs } => {
                 let mut cr = ClassRow { d: [[0.0; MAX_FIT_CONSTANTS]; MAX_FIT_CLASSES], p: [0.0; MAX_FIT_CLASSES], e: [0.0; MAX_FIT_CLASSES], ce: 0.0 };
-                for row in 0..self.n_rows {
-                    self.class_row(labels[row], n_classes, n_outputs, &c, row, &mut cr, &mut stack);
+                for row in rows {
+                    self.class_row(labels[row], n_classes, n_outputs, c, row, &mut cr, &mut stack);
                     for p in 0..=m {
                         for q in 0..=p {
                             sums[sum_index(p, q)] += class_product(&cr, n_classes, m, p, q);

@@ -9,13 +9,19 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::classify::DeviceClassData;
-use super::kernels::{FIT, FIT_CLASS_CONSTANTS, FIT_CONSTANTS, FIT_NODE_BYTES, FIT_NODES, FIT_THREADS, FitParams};
+use super::kernels::{
+    FIT, FIT_CLASS_CONSTANTS, FIT_CONSTANTS, FIT_NODE_BYTES, FIT_NODES, FIT_SPLIT_BYTES, FIT_SPLIT_PASS, FIT_SPLIT_PASS_CLASS, FIT_SPLIT_START,
+    FIT_SPLIT_START_CLASS, FIT_SPLIT_STEP, FIT_SPLIT_STEP_CLASS, FIT_THREADS, FitParams,
+};
 use super::{CudaEngine, DeviceDataset, DeviceIndices, DevicePopulation};
 
 /// The most bytes of decoded long trees one fitting launch keeps (its trees are fewer where
 /// rows are long).
 const FIT_SCRATCH_BYTES: usize = 256 << 20;
-use crate::backend::cpu::fit::{FitConfig, FitResult};
+/// The most bytes of the parts' sums one group of split fits keeps (its trees are fewer where
+/// the data has many parts).
+const FIT_PARTIALS_BYTES: usize = 256 << 20;
+use crate::backend::cpu::fit::{FIT_PART, FitConfig, FitResult, MAX_FIT_SUMS};
 use crate::program::tree::Population;
 
 impl CudaEngine {
@@ -35,7 +41,7 @@ impl CudaEngine {
             ..FitParams::default()
         };
         // SAFETY: `y` holds `n_rows` values of `data`, whose `x` is `[F][N]`.
-        unsafe { self.launch_fit(FIT_CONSTANTS, params, pop, rows, data.x(), data.y()) }
+        unsafe { self.launch_fit(false, params, pop, rows, data.x(), data.y()) }
     }
 
     /// [`CudaEngine::fit_constants_on_device`] for rows of a host population: the rows go to
@@ -70,19 +76,21 @@ impl CudaEngine {
         };
         // SAFETY: `labels` holds `n_rows` labels of `data`, each below `n_classes` (checked on
         // upload), whose `x` is `[F][N]`; the output count matches the classes (checked above).
-        unsafe { self.launch_fit(FIT_CLASS_CONSTANTS, params, pop, rows, &data.x, &data.labels) }
+        unsafe { self.launch_fit(true, params, pop, rows, &data.x, &data.labels) }
     }
 
-    /// Launches fit.cu's `kernel` (one block per entry of `rows`) with `params` (its tree count
-    /// and row stride filled in here) over `pop`, `x` and `target` (`y` or the labels), and
-    /// reads the results back.
+    /// Launches fit.cu's fit of regression trees (or, with `classes`, classification
+    /// programs), one block per entry of `rows` (data of more than one part: a block per part
+    /// of each tree, [`Self::launch_split_fit`]), with `params` (its tree count and row stride
+    /// filled in here) over `pop`, `x` and `target` (`y` or the labels), and reads the results
+    /// back.
     ///
     /// # Safety
     /// `x` must be `[params.n_features][params.n_rows]` and `target` hold `params.n_rows`
-    /// entries of the type `kernel` reads there (labels below `params.n_classes`).
+    /// entries of the type the kernel reads there (`y`, or labels below `params.n_classes`).
     unsafe fn launch_fit<T: cudarc::driver::DeviceRepr>(
         &self,
-        kernel: &'static str,
+        classes: bool,
         mut params: FitParams,
         pop: &mut DevicePopulation,
         rows: &DeviceIndices,
@@ -108,6 +116,12 @@ impl CudaEngine {
         let longest_first: Vec<u32> = order.iter().map(|&k| ids[k]).collect();
         let sorted = self.upload(&longest_first, "uploading the fitted trees' order")?;
         let mut results = self.stream.alloc_zeros::<FitResult>(n).during(|| "allocating fit results".into())?;
+        if params.n_rows as usize > FIT_PART {
+            // SAFETY: as the caller promises.
+            unsafe { self.launch_split_fit(classes, params, pop, &sorted, x, target, &mut results)? };
+            return self.fit_results(&results, order);
+        }
+        let kernel = if classes { FIT_CLASS_CONSTANTS } else { FIT_CONSTANTS };
         // Trees longer than the kernel decodes in shared memory are decoded in a scratch row
         // per tree instead (one byte when no tree can be that long), at most
         // FIT_SCRATCH_BYTES of them a launch.
@@ -133,12 +147,85 @@ impl CudaEngine {
             // another are not fitted); `res` has `hi - lo` entries.
             unsafe { b.launch(lc) }.during(|| format!("launching {kernel}"))?;
         }
-        let in_order = self.stream.clone_dtoh(&results).during(|| "reading fit results".into())?;
-        let mut out = vec![FitResult::default(); n];
+        self.fit_results(&results, order)
+    }
+
+    /// The fit results, launched in `order` (entry `j` of `results` is the caller's `order[j]`),
+    /// back in the caller's order.
+    fn fit_results(&self, results: &CudaSlice<FitResult>, order: Vec<usize>) -> Result<Vec<FitResult>> {
+        let in_order = self.stream.clone_dtoh(results).during(|| "reading fit results".into())?;
+        let mut out = vec![FitResult::default(); order.len()];
         for (k, r) in order.into_iter().zip(in_order) {
             out[k] = r;
         }
         Ok(out)
+    }
+
+    /// The split fit (fit.cu's `grove_fit_split_*`) of the trees `ids` lists, in groups whose
+    /// parts' sums stay within FIT_PARTIALS_BYTES: each group's start, then `steps + 2` times
+    /// (the most passes a fit takes) a pass over every waiting tree's parts and a step, into
+    /// `results` (one per entry of `ids`). The same bits as one block per tree.
+    ///
+    /// # Safety
+    /// As [`Self::launch_fit`]; `ids` holds indices below the population's size.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch_split_fit<T: cudarc::driver::DeviceRepr>(
+        &self,
+        classes: bool,
+        mut params: FitParams,
+        pop: &mut DevicePopulation,
+        ids: &CudaSlice<u32>,
+        x: &CudaSlice<f32>,
+        target: &CudaSlice<T>,
+        results: &mut CudaSlice<FitResult>,
+    ) -> Result<()> {
+        let n = ids.len();
+        let n_rows = params.n_rows as usize;
+        let n_parts = n_rows.div_ceil(FIT_PART);
+        let tree_bytes = (n_parts * MAX_FIT_SUMS * 8).max(pop.max_len() * FIT_NODE_BYTES);
+        let group = (FIT_PARTIALS_BYTES / tree_bytes).clamp(1, n);
+        let (start, pass, step) = if classes {
+            (FIT_SPLIT_START_CLASS, FIT_SPLIT_PASS_CLASS, FIT_SPLIT_STEP_CLASS)
+        } else {
+            (FIT_SPLIT_START, FIT_SPLIT_PASS, FIT_SPLIT_STEP)
+        };
+        let (f_start, f_pass, f_step) = (self.function(&FIT, &[], start)?, self.function(&FIT, &[], pass)?, self.function(&FIT, &[], step)?);
+        let alloc = |bytes: usize, what: &str| self.stream.alloc_zeros::<u8>(bytes).during(|| format!("allocating {bytes} bytes of {what}"));
+        let mut fits = alloc(group * FIT_SPLIT_BYTES, "split fits' states")?;
+        let mut partials = self.stream.alloc_zeros::<f64>(group * n_parts * MAX_FIT_SUMS).during(|| "allocating the parts' sums".into())?;
+        let mut scratch = alloc(group * pop.max_len() * FIT_NODE_BYTES, "decoded trees")?;
+        let n_parts_arg = n_parts as u32;
+        for lo in (0..n).step_by(group) {
+            let hi = (lo + group).min(n);
+            let g = hi - lo;
+            params.n_trees = g as u32;
+            let ids = ids.slice(lo..hi);
+            let mut res = results.slice_mut(lo..hi);
+            let mut b = self.stream.launch_builder(&f_start);
+            b.arg(&params).arg(&ids).arg(&pop.op).arg(&pop.value).arg(&pop.out).arg(&pop.len).arg(&mut fits).arg(&mut res).arg(&mut scratch);
+            let lc = LaunchConfig { grid_dim: ((g as u32).div_ceil(FIT_THREADS), 1, 1), block_dim: (FIT_THREADS, 1, 1), shared_mem_bytes: 0 };
+            // SAFETY: grove_fit_split_start_*'s arguments in order; `ids` holds `g` indices
+            // below the population's size, whose rows have `max_len` slots; `fits`, `res` and
+            // `scratch` hold `g` states, results and rows of `max_len` decoded nodes.
+            unsafe { b.launch(lc) }.during(|| format!("launching {start}"))?;
+            for _ in 0..params.steps + 2 {
+                let mut b = self.stream.launch_builder(&f_pass);
+                b.arg(&params).arg(&n_parts_arg).arg(&fits).arg(&scratch).arg(x).arg(target).arg(&mut partials);
+                let lc = LaunchConfig { grid_dim: ((g * n_parts) as u32, 1, 1), block_dim: (FIT_THREADS, 1, 1), shared_mem_bytes: 0 };
+                // SAFETY: grove_fit_split_pass_*'s arguments in order; `g * n_parts` blocks (at
+                // most FIT_PARTIALS_BYTES / 1520, well within a grid) each write one part's
+                // sums into `partials` ([g][n_parts][MAX_FIT_SUMS]); `x` and `target` as the
+                // caller promises; the trees were decoded by the start.
+                unsafe { b.launch(lc) }.during(|| format!("launching {pass}"))?;
+                let mut b = self.stream.launch_builder(&f_step);
+                b.arg(&params).arg(&n_parts_arg).arg(&ids).arg(&pop.op).arg(&mut pop.value).arg(&mut fits).arg(&partials).arg(&mut res);
+                let lc = LaunchConfig { grid_dim: (g as u32, 1, 1), block_dim: (FIT_THREADS, 1, 1), shared_mem_bytes: 0 };
+                // SAFETY: grove_fit_split_step_*'s arguments in order; block k writes tree k's
+                // state, result and (at its end) constants in its own row.
+                unsafe { b.launch(lc) }.during(|| format!("launching {step}"))?;
+            }
+        }
+        Ok(())
     }
 
     /// [`CudaEngine::fit_class_constants_on_device`] for rows of a host population: the rows

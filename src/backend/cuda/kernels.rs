@@ -130,6 +130,22 @@ pub const FIT: KernelSource<'static> = KernelSource { file: "fit.cu", text: incl
 pub const FIT_CONSTANTS: &str = "grove_fit_constants";
 /// Fits the constants of a list of classification programs in place (softmax cross-entropy).
 pub const FIT_CLASS_CONSTANTS: &str = "grove_fit_class_constants";
+/// The split fit (a tree's parts over many blocks, for data of more than one part), regression:
+/// the start, a pass over every waiting tree's parts, the step between passes.
+pub const FIT_SPLIT_START: &str = "grove_fit_split_start_constants";
+/// See [`FIT_SPLIT_START`].
+pub const FIT_SPLIT_PASS: &str = "grove_fit_split_pass_constants";
+/// See [`FIT_SPLIT_START`].
+pub const FIT_SPLIT_STEP: &str = "grove_fit_split_step_constants";
+/// The split fit for classification.
+pub const FIT_SPLIT_START_CLASS: &str = "grove_fit_split_start_class_constants";
+/// See [`FIT_SPLIT_START_CLASS`].
+pub const FIT_SPLIT_PASS_CLASS: &str = "grove_fit_split_pass_class_constants";
+/// See [`FIT_SPLIT_START_CLASS`].
+pub const FIT_SPLIT_STEP_CLASS: &str = "grove_fit_split_step_class_constants";
+/// Bytes of a split fit's state per tree (`GROVE_FIT_SPLIT_BYTES`: fit.cu asserts its
+/// `GroveFitSplit` fits).
+pub const FIT_SPLIT_BYTES: usize = 4096;
 /// Threads per block of `grove_fit_constants` (at most `GROVE_FIT_THREADS`, at least
 /// `GROVE_FIT_MIN_THREADS`): the threads walking the rows (one or two rows each) and summing the
 /// products.
@@ -148,6 +164,8 @@ pub const FIT_DEFINES: &[(&str, usize)] = &[
     ("GROVE_FIT_MAX_SUMS", crate::backend::cpu::fit::MAX_FIT_SUMS),
     ("GROVE_FIT_THREADS", FIT_THREADS as usize),
     ("GROVE_FIT_NODES", FIT_NODES),
+    ("GROVE_FIT_PART", crate::backend::cpu::fit::FIT_PART),
+    ("GROVE_FIT_SPLIT_BYTES", FIT_SPLIT_BYTES),
 ];
 
 /// Parameters of `grove_fit_constants` (`GroveFitParams` in fit.cu), passed by value.
@@ -477,8 +495,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
         [STACK_CLASS, PARTITION_COUNT, PARTITION_SCAN, PARTITION, REGRESSION_FITNESS, ADD_REGRESSION_SUMS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]
             .map(|k| (k, GENERATION)),
     );
-    v.push((FIT_CONSTANTS, FIT));
-    v.push((FIT_CLASS_CONSTANTS, FIT));
+    v.extend([FIT_CONSTANTS, FIT_CLASS_CONSTANTS, FIT_SPLIT_START, FIT_SPLIT_PASS, FIT_SPLIT_STEP, FIT_SPLIT_START_CLASS, FIT_SPLIT_PASS_CLASS, FIT_SPLIT_STEP_CLASS].map(|k| (k, FIT)));
     v
 }
 
