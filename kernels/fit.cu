@@ -517,41 +517,44 @@ static __device__ void grove_fit_rows(const GroveFitState& s, double* buf, const
     }
 }
 
-// Problem::part: the sums of rows [lo, hi) at s.trial (its constants in s.c), from zero, each
-// thread's owned sums into acc (every thread of the block, over the tree decoded in `nodes`).
-// Regression: a chunk is one or GROVE_FIT_ROWS rows a thread, thread tid's rows tid, tid + T,
-// …, each row's vector w (grove_fit_rows) in buf[row * (MAX_PARAMS + 1) ..]; classification:
-// each row's record (grove_fit_class_row) in a chunk of at most T rows. Thread tid owns sums
-// tid, tid + T, … (own_p, own_q: their (p, q)).
-template <bool CLASSES>
-static __device__ __forceinline__ void grove_fit_part(const GroveFitState& s, double* buf, const GroveFitNode* nodes, int len,
-                                                      const GroveFitParams& prm, const GroveFitData& data, unsigned lo, unsigned hi,
-                                                      const int* own_p, const int* own_q, double* acc) {
+// Problem::part over rows [lo, hi): each part of GROVE_FIT_PART rows (counted from lo) summed
+// from zero in row order, each thread's owned sums then added to (ADD) or written to (one part)
+// out[e] (every thread of the block, at s.trial, its constants in s.c, over the tree decoded
+// in `nodes`). Regression: a chunk is one or GROVE_FIT_ROWS rows a thread, thread tid's rows
+// tid, tid + T, …, each row's vector w (grove_fit_rows) in buf[row * (MAX_PARAMS + 1) ..];
+// classification: each row's record (grove_fit_class_row) in a chunk of at most T rows. No
+// chunk crosses a part's end. Thread tid owns sums tid, tid + T, … (own_p, own_q: their (p, q)).
+template <bool CLASSES, bool ADD>
+static __device__ __forceinline__ void grove_fit_parts(const GroveFitState& s, double* buf, const GroveFitNode* nodes, int len,
+                                                       const GroveFitParams& prm, const GroveFitData& data, unsigned lo, unsigned hi,
+                                                       const int* own_p, const int* own_q, double* out) {
     const unsigned tid = threadIdx.x, T = blockDim.x, n_rows = prm.n_rows;
     const int m = s.m, n_c = s.n_c, n_sums = grove_fit_sum(m, m) + 1;
     const int K = (int)prm.n_classes;
-    // Doubles per row and rows per chunk.
+    // Doubles per row.
     const unsigned stride = CLASSES ? (unsigned)(K * (n_c + 2) + 1) : (unsigned)(GROVE_FIT_MAX_PARAMS + 1);
-    // Regression: GROVE_FIT_ROWS rows a thread where the part's rows fill more than one a
-    // thread (fewer rows keep more threads busy with one each).
-    const unsigned per_thread = CLASSES || hi - lo <= T ? 1u : (unsigned)GROVE_FIT_ROWS;
-    const unsigned chunk = CLASSES ? (GROVE_FIT_BUF / stride < T ? GROVE_FIT_BUF / stride : T) : T * per_thread;
+    double acc[GROVE_FIT_OWN];
 #pragma unroll
     for (int o = 0; o < GROVE_FIT_OWN; ++o) acc[o] = 0.0;
-    for (unsigned base = lo; base < hi; base += chunk) {
+    unsigned part_end = hi - lo > GROVE_FIT_PART ? lo + GROVE_FIT_PART : hi;
+    // Regression: GROVE_FIT_ROWS rows a thread where the part's rows fill more than one a
+    // thread (fewer rows keep more threads busy with one each).
+    unsigned per_thread = CLASSES || part_end - lo <= T ? 1u : (unsigned)GROVE_FIT_ROWS;
+    for (unsigned base = lo; base < hi;) {
+        const unsigned chunk = CLASSES ? (GROVE_FIT_BUF / stride < T ? GROVE_FIT_BUF / stride : T) : T * per_thread;
+        const unsigned count = part_end - base < chunk ? part_end - base : chunk;
         if (CLASSES) {
             const unsigned row = base + tid;
-            if (tid < chunk && row < hi)
+            if (tid < count)
                 grove_fit_class_row(nodes, len, n_c, prm.n_classes, prm.n_outputs, s.c, data.x, n_rows, row, data.labels[row],
                                     buf + (size_t)tid * stride);
-        } else if (base + tid < hi) {
+        } else if (tid < count) {
             if (per_thread == GROVE_FIT_ROWS)
-                grove_fit_rows<GROVE_FIT_ROWS>(s, buf, nodes, len, data, n_rows, hi, base, stride);
+                grove_fit_rows<GROVE_FIT_ROWS>(s, buf, nodes, len, data, n_rows, part_end, base, stride);
             else
-                grove_fit_rows<1>(s, buf, nodes, len, data, n_rows, hi, base, stride);
+                grove_fit_rows<1>(s, buf, nodes, len, data, n_rows, part_end, base, stride);
         }
         __syncthreads();
-        const unsigned count = hi - base < chunk ? hi - base : chunk;
         // Each owned sum over the chunk's rows in row order.
 #pragma unroll
         for (int o = 0; o < GROVE_FIT_OWN; ++o) {
@@ -569,6 +572,17 @@ static __device__ __forceinline__ void grove_fit_part(const GroveFitState& s, do
             }
         }
         __syncthreads();
+        base += count;
+        if (base == part_end) {
+#pragma unroll
+            for (int o = 0; o < GROVE_FIT_OWN; ++o) {
+                const int e = (int)tid + o * (int)T;
+                if (e < n_sums) out[e] = ADD ? out[e] + acc[o] : acc[o];
+                acc[o] = 0.0;
+            }
+            part_end = hi - base > GROVE_FIT_PART ? base + GROVE_FIT_PART : hi;
+            per_thread = CLASSES || part_end - base <= T ? 1u : (unsigned)GROVE_FIT_ROWS;
+        }
     }
 }
 
@@ -584,25 +598,15 @@ static __device__ __forceinline__ void grove_fit_owned(int m, int* own_p, int* o
     }
 }
 
-// Problem::pass at s.trial into s.sums: the parts' sums (grove_fit_part) added in order.
+// Problem::pass at s.trial into s.sums: the parts' sums (grove_fit_parts) added in order.
 template <bool CLASSES>
 static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const GroveFitNode* nodes, int len, const GroveFitParams& prm,
                                       const GroveFitData& data) {
-    const unsigned tid = threadIdx.x, T = blockDim.x, n_rows = prm.n_rows;
     const int n_sums = grove_fit_sum(s.m, s.m) + 1;
     int own_p[GROVE_FIT_OWN], own_q[GROVE_FIT_OWN];
     grove_fit_owned(s.m, own_p, own_q);
-    for (int e = (int)tid; e < n_sums; e += (int)T) s.sums[e] = 0.0;
-    for (unsigned lo = 0; lo < n_rows; lo += GROVE_FIT_PART) {
-        const unsigned hi = n_rows - lo < GROVE_FIT_PART ? n_rows : lo + GROVE_FIT_PART;
-        double acc[GROVE_FIT_OWN];
-        grove_fit_part<CLASSES>(s, buf, nodes, len, prm, data, lo, hi, own_p, own_q, acc);
-#pragma unroll
-        for (int o = 0; o < GROVE_FIT_OWN; ++o) {
-            const int e = (int)tid + o * (int)T;
-            if (e < n_sums) s.sums[e] += acc[o];
-        }
-    }
+    for (int e = (int)threadIdx.x; e < n_sums; e += (int)blockDim.x) s.sums[e] = 0.0;
+    grove_fit_parts<CLASSES, true>(s, buf, nodes, len, prm, data, 0u, prm.n_rows, own_p, own_q, s.sums);
     __syncthreads();
 }
 
@@ -834,15 +838,7 @@ static __device__ void grove_fit_split_pass(const GroveFitParams& p, unsigned n_
     grove_fit_owned(s.m, own_p, own_q);
     const unsigned lo = part * GROVE_FIT_PART;
     const unsigned hi = p.n_rows - lo < GROVE_FIT_PART ? p.n_rows : lo + GROVE_FIT_PART;
-    double acc[GROVE_FIT_OWN];
-    grove_fit_part<CLASSES>(s, buf, nodes, len, p, data, lo, hi, own_p, own_q, acc);
-    const int n_sums = grove_fit_sum(s.m, s.m) + 1;
-    double* out = partials + ((size_t)k * n_parts + part) * GROVE_FIT_MAX_SUMS;
-#pragma unroll
-    for (int o = 0; o < GROVE_FIT_OWN; ++o) {
-        const int e = (int)tid + o * (int)blockDim.x;
-        if (e < n_sums) out[e] = acc[o];
-    }
+    grove_fit_parts<CLASSES, false>(s, buf, nodes, len, p, data, lo, hi, own_p, own_q, partials + ((size_t)k * n_parts + part) * GROVE_FIT_MAX_SUMS);
 }
 
 // Where grove_fit_block's steps go on from accepted parameters: the next step's solve (λ grows
