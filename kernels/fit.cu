@@ -4,8 +4,10 @@
 // softmax cross-entropy). Twin of src/backend/cpu/fit.rs (fit_constants,
 // fit_class_constants), operation for operation:
 // the same forward-mode tangents through the interpreter's f32 operations (grove_apply), the
-// same f64 sums of w_p·w_q over the rows in row order, the same Cholesky solve and the same
-// decisions, so the fitted constants are the CPU's bits (compiled with --fmad=false).
+// same f64 sums of w_p·w_q (within each part of GROVE_FIT_PART rows in row order, the parts'
+// sums added in order), the same Cholesky solve and the same decisions, so the fitted
+// constants are the CPU's bits (compiled with --fmad=false). Data of more than one part takes
+// the split fit at the end of this file (a block per part of every tree).
 //
 // The tree is decoded once per fit (grove_fit_decode: each node's opcode, operand and the ranges
 // of constants below it, in shared memory), so a row's walk reads one 8-byte word a node.
@@ -14,7 +16,8 @@
 // thread when the rows fill more than one a thread: one dispatch a node for them all); each
 // thread evaluates its rows with tangents and writes each row's vector w = (J, r) to shared
 // memory; then thread k sums products k, k + T, … of the (m + 1)(m + 2) / 2 products over the
-// chunk's rows in order, so each sum runs over all rows in row order whatever the chunk is.
+// chunk's rows in order (no chunk crosses a part's end), so each part's sum runs over its rows
+// in row order whatever the chunk is.
 // Classification keeps more per row (each logit's tangents less their softmax mean, the
 // softmax, the residuals and the cross-entropy), so a chunk holds fewer rows (GROVE_FIT_BUF
 // doubles in all, at most T) and thread k computes each row's value of sum k from them. Between
