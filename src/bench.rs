@@ -192,11 +192,12 @@ fn gpu(args: &BenchArgs) -> Result<()> {
     let map_rows = if part(GpuPart::Map) { gpu_map(&engine, args.quick)? } else { Vec::new() };
     let breed_rows = if part(GpuPart::Breed) { gpu_breed(&engine, args.quick)? } else { Vec::new() };
     let generation_rows = if part(GpuPart::Generations) { gpu_generations(args.quick)? } else { Vec::new() };
+    let run_rows = if part(GpuPart::Runs) { gpu_runs(args.quick)? } else { Vec::new() };
     if args.json {
         println!(
             "{}",
             serde_json::json!({"gpu": engine.device_name(), "results": rows, "map": map_rows, "breed": breed_rows,
-                "generations": generation_rows})
+                "generations": generation_rows, "runs": run_rows})
         );
     }
     Ok(())
@@ -424,6 +425,80 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
     Ok(rows)
 }
 
+/// Whole runs on the GPU, as `grove evolve --device cuda` makes them with its defaults (constants
+/// fitted every 5 generations): W1 (Pagie-1, 5000 × 100), W2 (64 rows, 10^6 × 10; not with
+/// `quick`) and W4 (2^24 rows, 50 × 50), each a table row of [`whole_run`]'s split.
+fn gpu_runs(quick: bool) -> Result<Vec<serde_json::Value>> {
+    let w = |data: &str, functions: &str, pop: usize, gens: usize| {
+        serde_json::json!({"data": data, "functions": functions, "select": "train", "device": "cuda",
+            "engine": {"pop_size": pop, "generations": gens, "bloat": "none"}, "regression": {"linear_scaling": false}})
+    };
+    let mut runs = vec![("W1", w("builtin:pagie1", "add,sub,mul,div,sin,cos,tan", 5000, 100))];
+    if !quick {
+        runs.push(("W2", w("builtin:pagie1:64", "add,sub,mul,div,sin,cos,tan", 1_000_000, 10)));
+    }
+    runs.push(("W4", w("builtin:pagie1:16777216", "add,sub,mul,div", 50, 50)));
+    println!();
+    println!(
+        "{:<6} {:>9} {:>9} {:>9} {:>9} {:>13} {:>13} {:>11} {:>9}",
+        "run", "wall s", "setup s", "kernels s", "search s", "fitting gens", "other gens", "gen median", "final s"
+    );
+    let mut rows = Vec::new();
+    for (name, given) in runs {
+        // A first run compiles (or loads) the kernels, so the one timed shows a warm start.
+        whole_run(&given)?;
+        let r = whole_run(&given)?;
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{name:<6} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>6} {:>6.3} {:>6} {:>6.3} {:>11.5} {:>9.3}",
+            f("seconds"),
+            f("setup_seconds"),
+            f("kernel_seconds"),
+            f("search_seconds"),
+            r["fitting_generations"],
+            f("fitting_seconds"),
+            r["other_generations"],
+            f("other_seconds"),
+            f("median_generation_seconds"),
+            f("final_seconds")
+        );
+        let mut row = r;
+        row["run"] = serde_json::json!(name);
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// One `grove evolve` run of the experiment `given` (its fields over the command's defaults),
+/// quietly: the report's wall time and split (`seconds`, `setup_seconds`, `kernel_seconds`,
+/// `search_seconds`, `final_seconds`, `median_generation_seconds`), with the generations that
+/// fitted constants apart from the others (`fitting_generations` and their `fitting_seconds`,
+/// `other_generations`, `other_seconds`), the best training fitness, and the experiment.
+pub fn whole_run(given: &serde_json::Value) -> Result<serde_json::Value> {
+    let exp = crate::task::experiment::Experiment::from_parts("evolve", given.clone(), "grove bench")?;
+    let opts = crate::task::run::RunOptions { quiet: true, ..Default::default() };
+    let result = crate::task::run::run_experiment(&exp, &opts, None)?;
+    let report = &result.report;
+    let timing = &report["timing"];
+    let fitting: crate::evolve::ConstantFitting = serde_json::from_value(report["settings"]["engine"]["constants"].clone())?;
+    let (mut fit_n, mut fit_s, mut other_n, mut other_s) = (0usize, 0.0f64, 0usize, 0.0f64);
+    for g in report["generations"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let (gen, seconds) = (g["generation"].as_u64().unwrap_or(0) as usize, g["seconds"].as_f64().unwrap_or(0.0));
+        if fitting.at(gen) {
+            (fit_n, fit_s) = (fit_n + 1, fit_s + seconds);
+        } else {
+            (other_n, other_s) = (other_n + 1, other_s + seconds);
+        }
+    }
+    let keys = ["seconds", "setup_seconds", "kernel_seconds", "search_seconds", "final_seconds", "median_generation_seconds"];
+    let mut out = serde_json::json!({"fitting_generations": fit_n, "fitting_seconds": fit_s, "other_generations": other_n,
+        "other_seconds": other_s, "best": report["best"]["fitness"].clone(), "experiment": exp.settings_json()});
+    for k in keys {
+        out[k] = timing[k].clone();
+    }
+    Ok(out)
+}
+
 /// `n` genomes of `len` uniform codons in 0..=255, flattened `[n × len]`.
 pub fn random_genomes(n: usize, len: usize, seed: u64) -> Vec<u32> {
     let mut out = Vec::with_capacity(n * len);
@@ -509,4 +584,32 @@ pub enum GpuPart {
     Breed,
     /// Whole device-loop generations, GE beside tree GP.
     Generations,
+    /// Whole runs as `grove evolve` makes them (W1, W2, W4 at the GPU's defaults): wall time and
+    /// its split.
+    Runs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_run_splits_its_time_and_counts_the_fitting_generations() {
+        let given = serde_json::json!({"data": "builtin:pagie1", "functions": "add,sub,mul", "select": "train", "device": "cpu",
+            "engine": {"pop_size": 60, "generations": 6, "constants": {"steps": 3, "every": 2, "fraction": 0.2}}});
+        let r = whole_run(&given).unwrap();
+        // Generations 0, 2, 4 and 6 fit constants; 1, 3 and 5 do not.
+        assert_eq!((r["fitting_generations"].as_u64(), r["other_generations"].as_u64()), (Some(4), Some(3)));
+        let f = |k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {r}"));
+        for k in ["seconds", "setup_seconds", "search_seconds", "final_seconds", "fitting_seconds", "other_seconds"] {
+            assert!(f(k) >= 0.0 && f(k).is_finite(), "{k}: {}", f(k));
+        }
+        assert!(f("fitting_seconds") + f("other_seconds") <= f("search_seconds") + 1e-9, "{r}");
+        assert!(f("setup_seconds") + f("search_seconds") <= f("seconds") + 1e-9, "{r}");
+        assert!(r["best"].as_f64().is_some_and(f64::is_finite), "{r}");
+        assert_eq!(r["experiment"]["engine"]["pop_size"], 60);
+        // A field the command does not know: the experiment's own error.
+        let err = whole_run(&serde_json::json!({"data": "builtin:pagie1", "popsize": 5})).unwrap_err().to_string();
+        assert!(err.contains("popsize"), "{err}");
+    }
 }
