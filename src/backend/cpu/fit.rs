@@ -412,9 +412,24 @@ impl Problem<'_> {
         }
         let n_sums = sum_index(m, m) + 1;
         sums[..n_sums].fill(0.0);
-        let mut part = [0.0f64; MAX_FIT_SUMS];
-        for lo in (0..self.n_rows).step_by(FIT_PART) {
-            self.part(&c, theta, lo..(lo + FIT_PART).min(self.n_rows), &mut part);
+        let rows = |k: usize| k * FIT_PART..((k + 1) * FIT_PART).min(self.n_rows);
+        let n_parts = self.n_rows.div_ceil(FIT_PART);
+        if n_parts <= 1 {
+            let mut part = [0.0f64; MAX_FIT_SUMS];
+            self.part(&c, theta, rows(0), &mut part);
+            sums[..n_sums].copy_from_slice(&part[..n_sums]);
+            return;
+        }
+        // The parts on every thread (as the GPU gives them to many blocks), added in order.
+        let parts: Vec<[f64; MAX_FIT_SUMS]> = (0..n_parts)
+            .into_par_iter()
+            .map(|k| {
+                let mut part = [0.0f64; MAX_FIT_SUMS];
+                self.part(&c, theta, rows(k), &mut part);
+                part
+            })
+            .collect();
+        for part in &parts {
             for e in 0..n_sums {
                 sums[e] += part[e];
             }
