@@ -613,6 +613,61 @@ static __device__ void grove_fit_pass(GroveFitState& s, double* buf, const Grove
     __syncthreads();
 }
 
+// The steps between passes, one thread, shared by grove_fit_block and the split fit.
+
+// The start's pass accepted as where the steps begin: θ and the sums at θ.
+static __device__ __forceinline__ void grove_fit_begin(GroveFitState& s) {
+    for (int i = 0; i < s.m; ++i) s.theta[i] = s.trial[i];
+    for (int e = 0; e <= grove_fit_sum(s.m, s.m); ++e) s.cur[e] = s.sums[e];
+}
+
+// A step's solve at θ: the trial parameters (and their f32 constants) and true; false, with λ
+// grown tenfold, where the damped system is not positive definite (the step takes no pass).
+static __device__ __forceinline__ bool grove_fit_try(GroveFitState& s) {
+    double delta[GROVE_FIT_MAX_PARAMS];
+    if (!grove_fit_solve(s.cur, s.m, s.lambda, delta)) {
+        s.lambda *= 10.0;
+        return false;
+    }
+    for (int i = 0; i < s.m; ++i) s.trial[i] = s.theta[i] + delta[i];
+    for (int j = 0; j < s.n_c; ++j) s.c[j] = (float)s.trial[j];
+    return true;
+}
+
+// After the pass at a step's trial parameters (its sums in s.sums): accepted where finite and
+// S fell (θ and its sums follow, λ shrinks, one more accepted), else λ grows.
+static __device__ __forceinline__ void grove_fit_decide(GroveFitState& s) {
+    const int m = s.m, s_m = grove_fit_sum(m, m);
+    if (grove_fit_ok(s.sums, m) && s.sums[s_m] < s.cur[s_m]) {
+        for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
+        for (int e = 0; e <= s_m; ++e) s.cur[e] = s.sums[e];
+        s.lambda = fmax(s.lambda * 0.1, GROVE_FIT_LAMBDA_MIN);
+        s.accepted += 1;
+    } else {
+        s.lambda *= 10.0;
+    }
+}
+
+// The fit's result; the accepted constants written back into the tree (op, value: its row of
+// len nodes) where a step was accepted.
+static __device__ __forceinline__ GroveFitResult grove_fit_result(const GroveFitState& s, double sse_before, bool scaling,
+                                                                  const unsigned char* op, float* value, int len) {
+    const int n_c = s.n_c;
+    if (s.accepted > 0) {
+        int k = 0;
+        for (int i = 0; i < len && k < n_c; ++i)
+            if (op[i] == GROVE_OP_CONST) value[i] = (float)s.theta[k++];
+    }
+    GroveFitResult res;
+    res.sse_before = sse_before;
+    res.sse_after = s.cur[grove_fit_sum(s.m, s.m)];
+    res.a = scaling ? s.theta[n_c] : 1.0;
+    res.b = scaling ? s.theta[n_c + 1] : 0.0;
+    res.constants = (unsigned)n_c;
+    res.accepted = s.accepted;
+    return res;
+}
+
 // The result of a tree not fitted (its start not finite, or a shape the fit cannot take).
 static __device__ __forceinline__ GroveFitResult grove_fit_unfitted() {
     const GroveFitResult res = {__longlong_as_double(0x7ff8000000000000ll), __longlong_as_double(0x7ff8000000000000ll), 1.0, 0.0, 0u, 0u};
@@ -669,12 +724,11 @@ static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* 
     GroveFitNode* nodes = len <= GROVE_FIT_NODES ? shared_nodes : scratch + (size_t)blockIdx.x * p.max_len;
     if (tid == 0) grove_fit_init<CLASSES>(p, op, value, out, len, s, nodes);
     __syncthreads();
-    GroveFitResult res = grove_fit_unfitted();
     if (!s.go) {
-        if (tid == 0) results[blockIdx.x] = res;
+        if (tid == 0) results[blockIdx.x] = grove_fit_unfitted();
         return;
     }
-    const int m = s.m, n_c = s.n_c, s_m = grove_fit_sum(m, m), n_sums = s_m + 1;
+    const int m = s.m, n_c = s.n_c;
     grove_fit_pass<CLASSES>(s, buf, nodes, len, p, data);
     if (tid == 0) {
         s.go = grove_fit_ok(s.sums, m);
@@ -689,61 +743,23 @@ static __device__ void grove_fit_block(const GroveFitParams& p, const unsigned* 
         __syncthreads();
     }
     if (!s.go) {
-        if (tid == 0) results[blockIdx.x] = res;
+        if (tid == 0) results[blockIdx.x] = grove_fit_unfitted();
         return;
     }
-    if (tid == 0) {
-        for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
-        for (int e = 0; e < n_sums; ++e) s.cur[e] = s.sums[e];
-    }
+    if (tid == 0) grove_fit_begin(s);
     __syncthreads();
-    const double sse_before = s.cur[s_m];
+    const double sse_before = s.cur[grove_fit_sum(m, m)];
     for (unsigned step = 0; step < p.steps; ++step) {
-        if (tid == 0) {
-            s.go = 0;
-            if (!(s.lambda > GROVE_FIT_LAMBDA_STOP)) {
-                double delta[GROVE_FIT_MAX_PARAMS];
-                if (grove_fit_solve(s.cur, m, s.lambda, delta)) {
-                    for (int i = 0; i < m; ++i) s.trial[i] = s.theta[i] + delta[i];
-                    for (int j = 0; j < n_c; ++j) s.c[j] = (float)s.trial[j];
-                    s.go = 1;
-                } else {
-                    s.lambda *= 10.0;
-                    s.go = 2;  // no pass this step
-                }
-            }
-        }
+        if (tid == 0) s.go = s.lambda > GROVE_FIT_LAMBDA_STOP ? 0 : grove_fit_try(s) ? 1 : 2;  // 2: no pass this step
         __syncthreads();
         if (s.go == 0) break;
         if (s.go == 1) {
             grove_fit_pass<CLASSES>(s, buf, nodes, len, p, data);
-            if (tid == 0) {
-                if (grove_fit_ok(s.sums, m) && s.sums[s_m] < s.cur[s_m]) {
-                    for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
-                    for (int e = 0; e < n_sums; ++e) s.cur[e] = s.sums[e];
-                    s.lambda = fmax(s.lambda * 0.1, GROVE_FIT_LAMBDA_MIN);
-                    s.accepted += 1;
-                } else {
-                    s.lambda *= 10.0;
-                }
-            }
+            if (tid == 0) grove_fit_decide(s);
         }
         __syncthreads();
     }
-    if (tid == 0) {
-        if (s.accepted > 0) {
-            int k = 0;
-            for (int i = 0; i < len && k < n_c; ++i)
-                if (op[i] == GROVE_OP_CONST) value[i] = (float)s.theta[k++];
-        }
-        res.sse_before = sse_before;
-        res.sse_after = s.cur[s_m];
-        res.a = scaling ? s.theta[n_c] : 1.0;
-        res.b = scaling ? s.theta[n_c + 1] : 0.0;
-        res.constants = (unsigned)n_c;
-        res.accepted = s.accepted;
-        results[blockIdx.x] = res;
-    }
+    if (tid == 0) results[blockIdx.x] = grove_fit_result(s, sse_before, scaling, op, value, len);
 }
 
 // Regression: ops, values, outs [P x L], lens [P]: the population; x [F][N], y [N]: the rows
@@ -850,33 +866,14 @@ static __device__ void grove_fit_split_pass(const GroveFitParams& p, unsigned n_
 template <bool CLASSES>
 static __device__ void grove_fit_split_advance(const GroveFitParams& p, GroveFitSplit& f, float* value, const unsigned char* op,
                                                GroveFitResult* result) {
-    GroveFitState& s = f.s;
-    const int m = s.m, n_c = s.n_c;
-    while (f.step < p.steps && !(s.lambda > GROVE_FIT_LAMBDA_STOP)) {
-        double delta[GROVE_FIT_MAX_PARAMS];
-        if (grove_fit_solve(s.cur, m, s.lambda, delta)) {
-            for (int i = 0; i < m; ++i) s.trial[i] = s.theta[i] + delta[i];
-            for (int j = 0; j < n_c; ++j) s.c[j] = (float)s.trial[j];
+    while (f.step < p.steps && !(f.s.lambda > GROVE_FIT_LAMBDA_STOP)) {
+        if (grove_fit_try(f.s)) {
             f.phase = GROVE_SPLIT_STEP;
             return;
         }
-        s.lambda *= 10.0;
         f.step += 1;
     }
-    const bool scaling = !CLASSES && p.scaling != 0;
-    if (s.accepted > 0) {
-        int k = 0;
-        for (int i = 0; i < f.len && k < n_c; ++i)
-            if (op[i] == GROVE_OP_CONST) value[i] = (float)s.theta[k++];
-    }
-    GroveFitResult res;
-    res.sse_before = f.sse_before;
-    res.sse_after = s.cur[grove_fit_sum(m, m)];
-    res.a = scaling ? s.theta[n_c] : 1.0;
-    res.b = scaling ? s.theta[n_c + 1] : 0.0;
-    res.constants = (unsigned)n_c;
-    res.accepted = s.accepted;
-    *result = res;
+    *result = grove_fit_result(f.s, f.sse_before, !CLASSES && p.scaling != 0, op, value, f.len);
     f.phase = GROVE_SPLIT_DONE;
 }
 
@@ -900,9 +897,8 @@ static __device__ void grove_fit_split_step(const GroveFitParams& p, unsigned n_
     if (tid != 0) return;
     const size_t row0 = (size_t)tree_ids[k] * p.max_len;
     const bool scaling = !CLASSES && p.scaling != 0;
-    const bool ok = grove_fit_ok(s.sums, m);
     if (f.phase == GROVE_SPLIT_FIRST || f.phase == GROVE_SPLIT_SECOND) {
-        if (!ok) {
+        if (!grove_fit_ok(s.sums, m)) {
             results[k] = grove_fit_unfitted();
             f.phase = GROVE_SPLIT_DONE;
             return;
@@ -912,19 +908,11 @@ static __device__ void grove_fit_split_step(const GroveFitParams& p, unsigned n_
             f.phase = GROVE_SPLIT_SECOND;
             return;
         }
-        for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
-        for (int e = 0; e < n_sums; ++e) s.cur[e] = s.sums[e];
+        grove_fit_begin(s);
         f.sse_before = s.cur[s_m];
         f.step = 0;
     } else {
-        if (ok && s.sums[s_m] < s.cur[s_m]) {
-            for (int i = 0; i < m; ++i) s.theta[i] = s.trial[i];
-            for (int e = 0; e < n_sums; ++e) s.cur[e] = s.sums[e];
-            s.lambda = fmax(s.lambda * 0.1, GROVE_FIT_LAMBDA_MIN);
-            s.accepted += 1;
-        } else {
-            s.lambda *= 10.0;
-        }
+        grove_fit_decide(s);
         f.step += 1;
     }
     grove_fit_split_advance<CLASSES>(p, f, values + row0, ops + row0, &results[k]);

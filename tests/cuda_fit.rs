@@ -474,6 +474,33 @@ mod gpu {
         CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"))
     }
 
+    /// The GPU's fit of rows `rows` of `pop` on `x` (`[2][n]`) and `y` against the reference's:
+    /// the same results and values. Returns the reference's results.
+    fn regression_matches(e: &CudaEngine, pop: &Population, rows: &[usize], x: &[f32], y: &[f32], cfg: FitConfig, what: &str) -> Vec<FitResult> {
+        let n_rows = y.len();
+        let data = e.upload_dataset(x, y, n_rows, 2).unwrap();
+        let mut want = pop.clone();
+        let want_res = fit_constants(&mut want, rows, x, y, n_rows, cfg);
+        let mut got = pop.clone();
+        let got_res = e.fit_constants(&mut got, rows, &data, cfg).unwrap();
+        same_results(&got_res, &want_res, what);
+        same_values(&got, &want, what);
+        want_res
+    }
+
+    /// As [`regression_matches`] for a classification fit on `x` (`[3][n]`) and `labels`.
+    fn class_matches(e: &CudaEngine, pop: &Population, rows: &[usize], x: &[f32], labels: &[u32], n_classes: usize, steps: u32, what: &str) -> Vec<FitResult> {
+        let n_rows = labels.len();
+        let data = e.upload_class_data(x, labels, n_rows, 3, n_classes).unwrap();
+        let mut want = pop.clone();
+        let want_res = fit_class_constants(&mut want, rows, x, labels, n_rows, n_classes, steps);
+        let mut got = pop.clone();
+        let got_res = e.fit_class_constants(&mut got, rows, &data, steps).unwrap();
+        same_results(&got_res, &want_res, what);
+        same_values(&got, &want, what);
+        want_res
+    }
+
     #[test]
     #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
     fn gpu_kernel_fits_the_references_bits() {
@@ -482,16 +509,10 @@ mod gpu {
             for scaling in [false, true] {
                 for n_rows in [75usize, 1000] {
                     let (pop, x, y) = problem(500, n_rows, seed, functions);
-                    let data = e.upload_dataset(&x, &y, n_rows, 2).unwrap();
                     let rows: Vec<usize> = (0..pop.size()).filter(|r| r % 3 != 1).collect();
                     let cfg = FitConfig { steps: 8, linear_scaling: scaling };
-                    let mut want = pop.clone();
-                    let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
-                    let mut got = pop.clone();
-                    let got_res = e.fit_constants(&mut got, &rows, &data, cfg).unwrap();
                     let what = format!("GPU, {functions}, scaling {scaling}, {n_rows} rows");
-                    same_results(&got_res, &want_res, &what);
-                    same_values(&got, &want, &what);
+                    let want_res = regression_matches(&e, &pop, &rows, &x, &y, cfg, &what);
                     assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
                 }
             }
@@ -507,30 +528,18 @@ mod gpu {
         let n_rows = 3 * grove::backend::cpu::fit::FIT_PART + 77;
         for scaling in [false, true] {
             let (pop, x, y) = problem(60, n_rows, 33, "add,sub,mul,div,sin,cos,exp,log,sqrt,tanh");
-            let data = e.upload_dataset(&x, &y, n_rows, 2).unwrap();
             let rows: Vec<usize> = (0..pop.size()).filter(|r| r % 4 != 1).collect();
             let cfg = FitConfig { steps: 8, linear_scaling: scaling };
-            let mut want = pop.clone();
-            let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
-            let mut got = pop.clone();
-            let got_res = e.fit_constants(&mut got, &rows, &data, cfg).unwrap();
             let what = format!("GPU split, scaling {scaling}");
-            same_results(&got_res, &want_res, &what);
-            same_values(&got, &want, &what);
+            let want_res = regression_matches(&e, &pop, &rows, &x, &y, cfg, &what);
             assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
         }
         for (n_classes, n_outputs) in [(3usize, 3usize), (2, 0)] {
             let n_rows = 2 * grove::backend::cpu::fit::FIT_PART + 5;
             let (pop, x, labels) = class_problem(40, n_rows, n_classes, n_outputs, 34, "add,sub,mul,div,tanh");
-            let data = e.upload_class_data(&x, &labels, n_rows, 3, n_classes).unwrap();
             let rows: Vec<usize> = (0..pop.size()).collect();
-            let mut want = pop.clone();
-            let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 5);
-            let mut got = pop.clone();
-            let got_res = e.fit_class_constants(&mut got, &rows, &data, 5).unwrap();
             let what = format!("GPU split, {n_classes} classes");
-            same_results(&got_res, &want_res, &what);
-            same_values(&got, &want, &what);
+            let want_res = class_matches(&e, &pop, &rows, &x, &labels, n_classes, 5, &what);
             assert!(want_res.iter().any(|r| r.accepted > 0), "{what}: nothing fitted");
         }
     }
@@ -542,16 +551,9 @@ mod gpu {
         let e = engine();
         for scaling in [false, true] {
             let (pop, x, y) = problem(300, 1000, 22, WITH_USER);
-            let data = e.upload_dataset(&x, &y, 1000, 2).unwrap();
             let rows: Vec<usize> = (0..pop.size()).collect();
             let cfg = FitConfig { steps: 8, linear_scaling: scaling };
-            let mut want = pop.clone();
-            let want_res = fit_constants(&mut want, &rows, &x, &y, 1000, cfg);
-            let mut got = pop.clone();
-            let got_res = e.fit_constants(&mut got, &rows, &data, cfg).unwrap();
-            let what = format!("GPU, user operators, scaling {scaling}");
-            same_results(&got_res, &want_res, &what);
-            same_values(&got, &want, &what);
+            regression_matches(&e, &pop, &rows, &x, &y, cfg, &format!("GPU, user operators, scaling {scaling}"));
         }
     }
 
@@ -562,15 +564,9 @@ mod gpu {
         for (n_classes, n_outputs, functions, seed) in [(3usize, 3usize, "add,sub,mul,div,sin,tanh", 15u64), (2, 0, ALL, 16), (10, 10, "add,sub,mul,div", 17), (16, 16, "add,mul,sub,cos", 18)] {
             for n_rows in [75usize, 1000] {
                 let (pop, x, labels) = class_problem(300, n_rows, n_classes, n_outputs, seed, functions);
-                let data = e.upload_class_data(&x, &labels, n_rows, 3, n_classes).unwrap();
                 let rows: Vec<usize> = (0..pop.size()).filter(|r| r % 3 != 1).collect();
-                let mut want = pop.clone();
-                let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 6);
-                let mut got = pop.clone();
-                let got_res = e.fit_class_constants(&mut got, &rows, &data, 6).unwrap();
                 let what = format!("GPU, {n_classes} classes, {n_outputs} outputs, {n_rows} rows");
-                same_results(&got_res, &want_res, &what);
-                same_values(&got, &want, &what);
+                let want_res = class_matches(&e, &pop, &rows, &x, &labels, n_classes, 6, &what);
                 assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
             }
         }

@@ -410,16 +410,15 @@ impl Problem<'_> {
         for j in 0..self.n_c {
             c[j] = theta[j] as f32;
         }
-        let n_sums = sum_index(m, m) + 1;
-        sums[..n_sums].fill(0.0);
         let rows = |k: usize| k * FIT_PART..((k + 1) * FIT_PART).min(self.n_rows);
         let n_parts = self.n_rows.div_ceil(FIT_PART);
         if n_parts <= 1 {
-            let mut part = [0.0f64; MAX_FIT_SUMS];
-            self.part(&c, theta, rows(0), &mut part);
-            sums[..n_sums].copy_from_slice(&part[..n_sums]);
+            // One part's sums are the pass's (0 + x is x: no sum from zero is −0).
+            self.part(&c, theta, rows(0), sums);
             return;
         }
+        let n_sums = sum_index(m, m) + 1;
+        sums[..n_sums].fill(0.0);
         // The parts on every thread (as the GPU gives them to many blocks), added in order.
         let parts: Vec<[f64; MAX_FIT_SUMS]> = (0..n_parts)
             .into_par_iter()
