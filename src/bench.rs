@@ -565,6 +565,8 @@ impl BenchArgs {
         check_count("--genomes", self.genomes, 1, MAX_BENCH_GENOMES)?;
         check_count("--codons", self.codons, 1, MAX_GENOME)?;
         anyhow::ensure!(self.wraps <= MAX_WRAPS, "--wraps must be at most {MAX_WRAPS}, got {}", self.wraps);
+        anyhow::ensure!(self.gpu || self.gpu_part.is_empty(), "--gpu-part chooses parts of --gpu: add --gpu");
+        anyhow::ensure!(self.gpu || !self.quick, "--quick shortens --gpu: add --gpu");
         // The genomes, and the CPU interpreter's W3 (100,000 points of 8 features, 1000 trees).
         let genomes = (self.genomes as u64).saturating_mul(self.codons as u64).saturating_mul(4);
         let need = crate::task::plan::Need { host: genomes.saturating_add(8 << 20), device: 0 };

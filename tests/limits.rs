@@ -33,6 +33,8 @@ fn counts_beyond_their_meaning_are_refused_on_the_command_line() {
         (&["bench", "--genomes", "10", "--codons", "0"], &["--codons", "at least 1"]),
         (&["bench", "--genomes", "0"], &["--genomes", "at least 1"]),
         (&["bench", "--wraps", "101"], &["--wraps", "at most 100"]),
+        (&["bench", "--gpu-part", "runs"], &["--gpu-part chooses parts of --gpu", "add --gpu"]),
+        (&["bench", "--quick"], &["--quick shortens --gpu", "add --gpu"]),
     ];
     for (args, needles) in cases {
         assert_one_line_error(&grove_cpu(args), needles);
