@@ -16,6 +16,7 @@ use stop::StopAt;
 use grove::backend::cuda::{CudaEngine, EngineOptions};
 use grove::backend::{Backend, DeviceChoice};
 use grove::data::DataSource;
+use grove::evolve::islands::GpuLink;
 use grove::evolve::{EngineConfig, GenerationStats, GrammarRep, IslandConfig, Outcome, Representation, device, host};
 use grove::genome::{InitConfig, MapConfig};
 use grove::grammar::template::{Vars, compile};
@@ -91,6 +92,22 @@ fn gpu_engines(n: usize) -> Vec<Backend> {
 
 fn islands(count: usize, migrate_every: usize, migrants: usize) -> IslandConfig {
     IslandConfig { count, migrate_every, migrants, ..IslandConfig::default() }
+}
+
+/// The links to test: peer copies, and NCCL where it opens (else a `skipped:` line, or a
+/// failure with `GROVE_REQUIRE_NCCL=1`).
+fn links() -> Vec<GpuLink> {
+    match grove::backend::cuda::nccl::nccl() {
+        Ok(n) => {
+            eprintln!("NCCL {}.{}.{} from {}", n.version.0, n.version.1, n.version.2, n.library);
+            vec![GpuLink::Peer, GpuLink::Nccl]
+        }
+        Err(e) if std::env::var("GROVE_REQUIRE_NCCL").is_ok_and(|v| v == "1") => panic!("GROVE_REQUIRE_NCCL=1: {e}"),
+        Err(e) => {
+            eprintln!("skipped: the NCCL link ({e})");
+            vec![GpuLink::Peer]
+        }
+    }
 }
 
 /// Tree GP regression on W1's data: several island counts, migration intervals and sizes
@@ -378,7 +395,8 @@ fn islands_on_two_gpus_equal_host_islands() {
         .map(|b| Regression { backend: b, data: b.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1, joint: None })
         .collect();
     let d: Vec<_> = tasks.iter().map(|t| grove::evolve::Fitness::device_task(t).unwrap()).collect();
-    for isl in [islands(2, 2, 7), islands(6, 3, 20)] {
+    for (isl, link) in [islands(2, 2, 7), islands(6, 3, 20)].into_iter().flat_map(|i| links().into_iter().map(move |l| (i.clone(), l))) {
+        let isl = IslandConfig { link, ..isl };
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, tr) = device::run(&cfg, &isl, Representation::Trees(&rep), &d, None, &mut fa).unwrap();
         let b = host::run(&cfg, &isl, Representation::Trees(&rep), &tasks[0], None, &mut fb).unwrap();
@@ -551,14 +569,65 @@ fn sharded_rows_on_the_device_equal_host_shards() {
             .collect();
         let sharded = ShardedRegression::new(&tasks).unwrap();
         let d = grove::evolve::Fitness::device_task(&sharded).expect("every shard on a GPU gives the device loop");
-        let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let single = IslandConfig::single();
-        let (a, _) = device::run(&cfg, &single, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+        let mut fb = Fame::default();
         let b = host::run(&cfg, &single, Representation::Trees(&rep), &sharded, None, &mut fb).unwrap();
-        assert_same_runs(&format!("shards on GPUs {layout:?}"), &a, &b, &fa, &fb);
+        // Over NCCL even shards on one GPU send their population, order and sums (to
+        // themselves): the bytes, and so the bits, are the peer copies'.
+        for link in links() {
+            let mut fa = Fame::default();
+            let (a, _) = device::run(&cfg, &IslandConfig { link, ..single.clone() }, Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+            assert_same_runs(&format!("shards on GPUs {layout:?} over {link:?}"), &a, &b, &fa, &fb);
+        }
         // Constant fitting is refused with shards.
         let fitting = EngineConfig { constants: grove::task::regression::DEFAULT_FIT, ..cfg.clone() };
         let err = device::run(&fitting, &single, Representation::Trees(&rep), &[d], None, &mut Fame::default()).err().unwrap().to_string();
         assert!(err.contains("--shard-rows"), "{err}");
     }
+}
+
+/// NCCL's sends move rows, fitness and genomes between every pair of the machine's GPUs (a GPU
+/// to itself included) exactly as peer copies do; two engines on one GPU are not two ranks.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn nccl_moves_the_bytes_peer_copies_move() {
+    use grove::backend::cuda::{Comms, Link};
+    if !links().contains(&GpuLink::Nccl) {
+        return;
+    }
+    let count = grove::backend::cuda::probe::driver().expect("GROVE_TEST_GPU=1 needs a usable GPU").devices as usize;
+    let engines: Vec<CudaEngine> = (0..count.min(4)).map(|o| CudaEngine::with_options(EngineOptions { ordinal: o, ..EngineOptions::default() }).unwrap()).collect();
+    let refs: Vec<&CudaEngine> = engines.iter().collect();
+    let comms = Comms::new(&refs).unwrap();
+    assert_eq!(comms.ordinals(), (0..engines.len()).collect::<Vec<_>>());
+    let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", 2, 64).unwrap();
+    let pop = grove::program::init::init_population(&rep.vary.spec, 300, 5).unwrap();
+    let fit: Vec<f64> = (0..300).map(|i| (i as f64).sin() * 1e3).collect();
+    let mut genomes = grove::genome::Genomes::new(300, 40);
+    for (i, c) in genomes.codons.iter_mut().enumerate() {
+        *c = (i as u32).wrapping_mul(2_654_435_761);
+    }
+    genomes.len.iter_mut().enumerate().for_each(|(i, l)| *l = (i % 41) as u32);
+    for (a, ea) in engines.iter().enumerate() {
+        let (dp, df, dg) = (ea.upload_population(&pop).unwrap(), ea.upload_fitness(&fit).unwrap(), ea.upload_genomes(&genomes).unwrap());
+        for (b, eb) in engines.iter().enumerate() {
+            for link in [Link::Peer, Link::Nccl(&comms)] {
+                let what = format!("GPU {a} to GPU {b} over {link:?}");
+                let p = eb.copy_population_from(&dp, link).unwrap();
+                let f = eb.copy_fitness_from(&df, link).unwrap();
+                let g = eb.copy_genomes_from(&dg, link).unwrap();
+                let back = eb.download_population(&p).unwrap();
+                assert_eq!((&back.op, &back.size, &back.out, &back.len), (&pop.op, &pop.size, &pop.out, &pop.len), "{what}");
+                assert!(back.value.iter().zip(&pop.value).all(|(x, y)| x.to_bits() == y.to_bits()), "{what}");
+                let f: Vec<u64> = eb.download_fitness(&f).unwrap().iter().map(|v| v.to_bits()).collect();
+                assert_eq!(f, fit.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "{what}");
+                let g = eb.download_genomes(&g).unwrap();
+                assert_eq!((&g.codons, &g.len), (&genomes.codons, &genomes.len), "{what}");
+            }
+        }
+    }
+    // A second engine on GPU 0 is refused in one line.
+    let again = CudaEngine::with_options(EngineOptions { ordinal: 0, ..EngineOptions::default() }).unwrap();
+    let err = Comms::new(&[&engines[0], &again]).unwrap_err().to_string();
+    assert!(err.contains("two engines on GPU 0") && !err.contains('\n'), "{err}");
 }

@@ -121,12 +121,13 @@ fn checkpoints_hold_every_island_and_resume_exactly() {
 
 #[test]
 fn bad_island_settings_give_one_clear_line() {
-    let cases: [(&[&str], &[&str]); 5] = [
+    let cases: [(&[&str], &[&str]); 6] = [
         (&["--islands", "0"], &["--islands", "at least 1"]),
         (&["--islands", "2", "--migrants", "49"], &["--migrants", "at most the population", "48"]),
         (&["--islands", "2", "--migrate-every", "0"], &["--migrate-every", "at least 1"]),
         (&["--gpus", "0"], &["--gpus", "at least one GPU"]),
         (&["--gpus", "1,1"], &["--gpus", "listed twice"]),
+        (&["--gpu-link", "tcp"], &["--gpu-link", "peer", "nccl"]),
     ];
     for (extra, needles) in cases {
         let mut a = SMALL.to_vec();
@@ -141,6 +142,34 @@ fn bad_island_settings_give_one_clear_line() {
     assert_one_line_error(&grove(&["run", s(&f), "-q"]), &["islands.migrants", "at most the population"]);
     std::fs::write(&f, "Evolve(functions: \"add,mul\", islands: (count: 2, migrnts: 1))").unwrap();
     assert_one_line_error(&grove(&["run", s(&f), "-q"]), &["islands.migrnts"]);
+    std::fs::write(&f, "Evolve(functions: \"add,mul\", islands: (count: 2, link: \"tcp\"))").unwrap();
+    assert_one_line_error(&grove(&["run", s(&f), "-q"]), &["islands.link", "tcp", "peer", "nccl"]);
+}
+
+/// How GPUs exchange data is a setting of CUDA runs on several GPUs: the CPU's islands run
+/// the same with either link, and the report, experiment files and `grove run` carry it.
+#[test]
+fn the_gpu_link_is_reported_and_changes_no_result() {
+    let d = dir("link");
+    let args = ["--gens", "5", "--islands", "2", "--migrate-every", "2", "--migrants", "3", "--seed", "2"];
+    let peer = evolve(&args, &d.join("peer.json"));
+    let mut with = args.to_vec();
+    with.extend(["--gpu-link", "nccl"]);
+    let nccl = evolve(&with, &d.join("nccl.json"));
+    assert!(peer["settings"]["islands"].get("link").is_none(), "the default link is left out: {}", peer["settings"]["islands"]);
+    assert_eq!(nccl["settings"]["islands"]["link"], "nccl");
+    let strip = |mut r: Value| {
+        r["settings"]["islands"].as_object_mut().unwrap().remove("link");
+        r
+    };
+    assert!(strip(peer) == strip(nccl.clone()), "the link changed a CPU run");
+    // --from repeats it; grove run --gpu-link overrides it.
+    let again = d.join("again.json");
+    assert_ok(&grove(&["run", "--from", s(&d.join("nccl.json")), "--threads", "1", "-q", "--report", s(&again)]));
+    assert!(without_timings(read_json(&again)) == nccl);
+    let back = d.join("back.json");
+    assert_ok(&grove(&["run", "--from", s(&d.join("nccl.json")), "--gpu-link", "peer", "--threads", "1", "-q", "--report", s(&back)]));
+    assert!(read_json(&back)["settings"]["islands"].get("link").is_none());
 }
 
 #[test]

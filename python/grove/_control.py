@@ -98,6 +98,7 @@ def control(
     migrate_every=_CONTROL["migrate_every"],
     migrants=_CONTROL["migrants"],
     gpus=_CONTROL["gpus"],
+    gpu_link=_CONTROL["gpu_link"],
     max_time=None,
     stop_at=None,
     device="auto",
@@ -129,9 +130,10 @@ def control(
     evolves programs over the normalised observations for ``generations`` generations, added
     to it: actions = tanh(W n + f(n)) (``--policy residual``).
 
-    ``islands``, ``migrate_every``, ``migrants`` and ``gpus`` are the island model's settings
-    (``--islands``, ``--migrate-every``, ``--migrants``, ``--gpus``: populations side by side
-    exchanging their best programs on a ring, spread over these GPUs on a CUDA run).
+    ``islands``, ``migrate_every``, ``migrants``, ``gpus`` and ``gpu_link`` are the island
+    model's settings (``--islands``, ``--migrate-every``, ``--migrants``, ``--gpus``,
+    ``--gpu-link``: populations side by side exchanging their best programs on a ring, spread
+    over these GPUs on a CUDA run, which exchange them by peer copies or by NCCL).
 
     ``operators``: operators of your own for ``function_set`` or ``grammar`` (``--define``), as
     for ``SymbolicRegressor``.
@@ -183,7 +185,7 @@ def control(
         "fresh_starts": bool(fresh_starts),
         "validation_episodes": int(validation_episodes),
         "trees": {"p_out": float(p_out)},
-        "islands": islands_block(islands, migrate_every, migrants, gpus, population_size),
+        "islands": islands_block(islands, migrate_every, migrants, gpus, population_size, gpu_link),
         "budget": budget_block(max_time, stop_at),
         "device": device,
         "policy": policy,

@@ -85,6 +85,7 @@ class _SymbolicBase(BaseEstimator):
         "migrate_every": [Interval(Integral, 1, None, closed="left")],
         "migrants": [Interval(Integral, 0, None, closed="left")],
         "gpus": [StrOptions({"all"}), Interval(Integral, 1, None, closed="left"), list, tuple],
+        "gpu_link": [StrOptions({"peer", "nccl"})],
         "max_time": [Interval(Real, 0, None, closed="neither"), None],
         "stop_at": [Real, None],
         "device": [StrOptions({"auto", "cpu", "cuda"})],
@@ -137,7 +138,7 @@ class _SymbolicBase(BaseEstimator):
         return {"grammar": grammar, "functions": functions, "operators": operators_list(self.operators)}
 
     def _islands(self):
-        block = islands_block(self.islands, self.migrate_every, self.migrants, self.gpus, self.population_size)
+        block = islands_block(self.islands, self.migrate_every, self.migrants, self.gpus, self.population_size, self.gpu_link)
         if getattr(self, "shard_rows", False):
             block["shard_rows"] = True
         return block
@@ -284,6 +285,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     gpus : "all", int or list of int, default="all"
         The GPUs the islands are spread over on a CUDA run: all the driver sees, the first N,
         or these device ordinals (``--gpus``); results do not depend on it.
+    gpu_link : {"peer", "nccl"}, default="peer"
+        How those GPUs exchange migrants and row shards' data (``--gpu-link``): the CUDA
+        driver's peer copies, or NCCL's send and receive (loaded at run time; one error line
+        where it is missing). Results do not depend on it.
     shard_rows : bool, default=False
         One population whose training rows are split over the GPUs ``gpus`` names (data
         parallel, for data larger than one GPU: ``--shard-rows``); results depend on the
@@ -364,6 +369,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         migrate_every=_EVOLVE["migrate_every"],
         migrants=_EVOLVE["migrants"],
         gpus=_EVOLVE["gpus"],
+        gpu_link=_EVOLVE["gpu_link"],
         shard_rows=False,
         max_time=None,
         stop_at=None,
@@ -397,6 +403,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.migrate_every = migrate_every
         self.migrants = migrants
         self.gpus = gpus
+        self.gpu_link = gpu_link
         self.shard_rows = shard_rows
         self.max_time = max_time
         self.stop_at = stop_at
@@ -564,6 +571,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         migrate_every=_CLASSIFY["migrate_every"],
         migrants=_CLASSIFY["migrants"],
         gpus=_CLASSIFY["gpus"],
+        gpu_link=_CLASSIFY["gpu_link"],
         max_time=None,
         stop_at=None,
         device="auto",
@@ -597,6 +605,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.migrate_every = migrate_every
         self.migrants = migrants
         self.gpus = gpus
+        self.gpu_link = gpu_link
         self.max_time = max_time
         self.stop_at = stop_at
         self.device = device

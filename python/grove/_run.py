@@ -68,15 +68,20 @@ def gpus_text(gpus):
     return ",".join(str(int(d)) for d in ordinals) + ("," if len(ordinals) == 1 else "")
 
 
-def islands_block(islands, migrate_every, migrants, gpus, population_size):
+def islands_block(islands, migrate_every, migrants, gpus, population_size, gpu_link="peer"):
     """The settings' ``islands`` block (``--islands``, ``--migrate-every``, ``--migrants``,
-    ``--gpus``), checked with the parameters' names."""
+    ``--gpus``, ``--gpu-link``), checked with the parameters' names."""
     islands, migrate_every, migrants = int(islands), int(migrate_every), int(migrants)
     if islands > 1 and population_size is not None and migrants > int(population_size):
         raise ValueError(
             f"migrants={migrants} must be at most population_size={population_size} (each island sends its best to the next)"
         )
-    return {"count": islands, "migrate_every": migrate_every, "migrants": migrants, "gpus": gpus_text(gpus)}
+    if gpu_link not in ("peer", "nccl"):
+        raise ValueError(f"gpu_link must be 'peer' or 'nccl', got {gpu_link!r}")
+    block = {"count": islands, "migrate_every": migrate_every, "migrants": migrants, "gpus": gpus_text(gpus)}
+    if gpu_link != "peer":
+        block["link"] = gpu_link
+    return block
 
 
 def on_note(note):

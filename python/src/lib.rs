@@ -685,6 +685,8 @@ fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaul
     x.set_item("migrate_every", islands.migrate_every)?;
     x.set_item("migrants", islands.migrants)?;
     x.set_item("gpus", islands.gpus.to_string())?;
+    let link = serde_json::to_value(islands.link).map_err(|err| PyValueError::new_err(err.to_string()))?;
+    x.set_item("gpu_link", link.as_str().unwrap_or("peer"))?;
     Ok(x)
 }
 

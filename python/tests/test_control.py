@@ -146,6 +146,10 @@ def test_islands_reach_the_control_run():
         grove.control("swimmer", **{**TINY, "islands": 2})
     with pytest.raises(ValueError, match="gpus"):
         grove.control("swimmer", **{**TINY, "gpus": "first"})
+    with pytest.raises(ValueError, match="gpu_link must be 'peer' or 'nccl'"):
+        grove.control("swimmer", **{**TINY, "gpu_link": "tcp"})
+    linked = grove.control("swimmer", **{**TINY, "islands": 2, "migrants": 3, "migrate_every": 1, "gpu_link": "nccl"})
+    assert linked.report["settings"]["islands"]["link"] == "nccl"
 
 
 def test_a_control_run_stops_at_a_return_and_refuses_a_bad_time_limit():

@@ -312,6 +312,7 @@ def test_parameters_are_validated_with_scikit_learns_messages():
         (dict(gpus=[]), "a list of device ordinals"),
         (dict(gpus=[0, -1]), "a list of device ordinals"),
         (dict(gpus=[1, 1]), "listed twice"),
+        (dict(gpu_link="tcp"), "'gpu_link' parameter"),
         (dict(islands=2, population_size=2**31), "--pop × --islands"),
     ],
 )
@@ -333,6 +334,10 @@ def test_islands_run_side_by_side_and_the_gpus_do_not_change_a_cpu_run():
     assert other.program_ == m.program_
     assert SymbolicRegressor(**kw, gpus=[2]).fit(X, y).report_["settings"]["islands"]["gpus"] == "2,"
     assert SymbolicClassifier(**{**kw, "gpus": 2}).fit(*iris_named()).report_["settings"]["islands"]["gpus"] == "2"
+    # How GPUs exchange data is reported, and changes no result.
+    nccl = SymbolicRegressor(**kw, gpu_link="nccl").fit(X, y)
+    assert nccl.report_["settings"]["islands"]["link"] == "nccl"
+    assert nccl.program_ == m.program_
 
 
 def test_rows_split_over_gpus_run_on_the_cpu_as_the_command_line():

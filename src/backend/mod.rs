@@ -46,6 +46,46 @@ impl DeviceChoice {
     }
 }
 
+/// How the GPUs of one run exchange data (migrants between islands, a row shard's population
+/// and sums): the driver's peer copies, or NCCL's sends and receives (loaded at run time; a
+/// machine without it gets one line). Both move the same bytes, so results do not depend on it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuLink {
+    /// Peer-to-peer copies by the CUDA driver (over NVLink or PCIe).
+    #[default]
+    Peer,
+    /// NCCL's `ncclSend`/`ncclRecv`, one communicator rank per GPU.
+    Nccl,
+}
+
+impl GpuLink {
+    /// Whether this is the default, [`GpuLink::Peer`] (reports leave it out).
+    pub fn is_peer(&self) -> bool {
+        *self == GpuLink::Peer
+    }
+}
+
+impl std::str::FromStr for GpuLink {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "peer" => Ok(GpuLink::Peer),
+            "nccl" => Ok(GpuLink::Nccl),
+            _ => Err(format!("`{s}`: give peer (the driver's copies) or nccl")),
+        }
+    }
+}
+
+impl std::fmt::Display for GpuLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GpuLink::Peer => "peer",
+            GpuLink::Nccl => "nccl",
+        })
+    }
+}
+
 /// Which GPUs a run may use: all the driver sees, the first `N`, or a list of ordinals.
 /// Written `all`, `N`, or `A,B,...` (a list has a comma: `3,` is GPU 3 alone).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -189,6 +189,11 @@ pub struct IslandArgs {
     /// sums. Results depend on the number of GPUs; --device cpu computes the same.
     #[arg(long)]
     pub shard_rows: bool,
+    /// How the GPUs of a CUDA run exchange migrants and row shards' data: peer (the driver's
+    /// copies over NVLink or PCIe) or nccl (NCCL's send and receive, loaded at run time; one
+    /// line where it is missing). Results do not depend on it.
+    #[arg(long, default_value_t = crate::evolve::islands::GpuLink::Peer, value_name = "peer|nccl")]
+    pub gpu_link: crate::evolve::islands::GpuLink,
 }
 
 impl IslandArgs {
@@ -200,6 +205,7 @@ impl IslandArgs {
             migrants: self.migrants,
             gpus: self.gpus.clone(),
             shard_rows: self.shard_rows,
+            link: self.gpu_link,
         }
     }
 }

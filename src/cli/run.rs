@@ -46,6 +46,9 @@ pub struct RunArgs {
     /// Override the GPUs the islands use (islands.gpus: all, N or a list); with --resume too.
     #[arg(long, value_name = "all|N|LIST")]
     pub gpus: Option<crate::evolve::islands::Gpus>,
+    /// Override how the GPUs exchange data (islands.link: peer or nccl); with --resume too.
+    #[arg(long, value_name = "peer|nccl")]
+    pub gpu_link: Option<crate::evolve::islands::GpuLink>,
     /// Set any field of the settings: `--set engine.tournament=7` (the value is read as JSON,
     /// else as text). May be repeated.
     #[arg(long = "set", value_name = "FIELD=VALUE")]
@@ -205,6 +208,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         device: args.device,
         islands: args.islands,
         gpus: args.gpus.clone(),
+        link: args.gpu_link,
         set: args.set.clone(),
     };
     if let Some(path) = &args.resume {

@@ -12,8 +12,9 @@
 use anyhow::{Result, ensure};
 
 use super::GenerationStats;
-/// Which GPUs a run's islands use (defined with the backends, which open them).
-pub use crate::backend::Gpus;
+/// Which GPUs a run's islands use, and how they exchange data (defined with the backends,
+/// which open them).
+pub use crate::backend::{GpuLink, Gpus};
 use crate::genome::init::Genomes;
 use crate::program::tree::Population;
 use crate::select;
@@ -44,6 +45,10 @@ pub struct IslandConfig {
     /// in reports only when on (reports of other runs read as before).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub shard_rows: bool,
+    /// How the GPUs exchange migrants and a row shard's data (`--gpu-link`; a CUDA run on
+    /// several GPUs). Results do not depend on it. Written in reports only when not `peer`.
+    #[serde(skip_serializing_if = "GpuLink::is_peer")]
+    pub link: GpuLink,
 }
 
 impl Default for IslandConfig {
@@ -51,7 +56,7 @@ impl Default for IslandConfig {
     /// (on W1 with 8 islands of 625, better than every 10 generations with 5 programs, and than
     /// one population of 5000: docs/benchmarks.md).
     fn default() -> Self {
-        Self { count: 1, migrate_every: 5, migrants: 20, gpus: Gpus::All, shard_rows: false }
+        Self { count: 1, migrate_every: 5, migrants: 20, gpus: Gpus::All, shard_rows: false, link: GpuLink::Peer }
     }
 }
 
@@ -454,7 +459,7 @@ mod tests {
 
     #[test]
     fn migration_happens_at_fixed_generations() {
-        let c = IslandConfig { count: 4, migrate_every: 5, migrants: 2, gpus: Gpus::All, shard_rows: false };
+        let c = IslandConfig { count: 4, migrate_every: 5, migrants: 2, gpus: Gpus::All, shard_rows: false, link: GpuLink::Peer };
         let at: Vec<usize> = (0..=20).filter(|&g| c.migrates_after(g, 20)).collect();
         assert_eq!(at, [5, 10, 15]);
         assert!(!IslandConfig { count: 1, ..c.clone() }.migrates_after(5, 20));

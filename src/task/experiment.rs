@@ -313,6 +313,8 @@ pub struct Overrides {
     pub islands: Option<usize>,
     /// `islands.gpus` (a resumed run may change it).
     pub gpus: Option<crate::evolve::islands::Gpus>,
+    /// `islands.link` (a resumed run may change it).
+    pub link: Option<crate::evolve::islands::GpuLink>,
     /// `FIELD=VALUE` settings, the value read as JSON, else as text.
     pub set: Vec<String>,
 }
@@ -338,6 +340,9 @@ pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, supe
     if let Some(g) = &o.gpus {
         exp.islands_mut().gpus = g.clone();
     }
+    if let Some(l) = o.link {
+        exp.islands_mut().link = l;
+    }
     exp.check()?;
     Ok((exp, c))
 }
@@ -361,7 +366,7 @@ pub fn from_source(file: Option<&std::path::Path>, from: Option<&std::path::Path
         !(command == "control" && o.data.is_some()),
         "--data does not apply to a control experiment: its environment is `env` (e.g. --set env=hopper)"
     );
-    let overrides: [(&str, Option<Value>); 7] = [
+    let overrides: [(&str, Option<Value>); 8] = [
         ("engine.pop_size", o.pop.map(|v| json!(v))),
         ("engine.generations", o.gens.map(|v| json!(v))),
         ("engine.seed", o.seed.map(|v| json!(v))),
@@ -369,6 +374,7 @@ pub fn from_source(file: Option<&std::path::Path>, from: Option<&std::path::Path
         ("device", o.device.map(|v| json!(v))),
         ("islands.count", o.islands.map(|v| json!(v))),
         ("islands.gpus", o.gpus.as_ref().map(|v| json!(v.to_string()))),
+        ("islands.link", o.link.map(|v| json!(v))),
     ];
     for (path, v) in overrides {
         if let Some(v) = v {

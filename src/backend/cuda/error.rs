@@ -43,6 +43,9 @@ pub enum GpuError {
     Input(String),
     /// A launch configuration the kernels do not support.
     Config(String),
+    /// NCCL is missing, too old, or one of its calls failed (`--gpu-link nccl`): the line to
+    /// print.
+    Nccl(String),
 }
 
 /// Shorthand for results of this backend.
@@ -93,6 +96,7 @@ impl fmt::Display for GpuError {
             ),
             GpuError::Input(s) => write!(f, "bad input for the GPU: {s}"),
             GpuError::Config(s) => write!(f, "bad GPU launch configuration: {s}"),
+            GpuError::Nccl(s) => f.write_str(s),
         }
     }
 }

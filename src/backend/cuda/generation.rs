@@ -28,6 +28,7 @@ use super::kernels::{
 use super::select::{DeviceFitness, DeviceIndices};
 use super::classify::{ClassBuffers, DeviceClassData};
 use super::kernels;
+use super::peer::Link;
 use super::population::DevicePopulation;
 use super::CudaEngine;
 use crate::program::fitness::{Metric, RegressionConfig};
@@ -264,9 +265,9 @@ impl CudaEngine {
         self.launch_regression(&v, order.n_fast, p, pop.max_len(), pop.n_outputs(), data, &scratch.launch, &mut scratch.partials, &mut scratch.sums)
     }
 
-    /// Adds another shard's sums (`other`, on any GPU: copied peer to peer first) to
-    /// `scratch`'s, tree by tree (`RegressionSums::merge`'s twin; call in shard order).
-    pub fn add_shard_sums(&self, scratch: &mut FitnessScratch, other: &FitnessScratch) -> Result<()> {
+    /// Adds another shard's sums (`other`, on engine `from`'s GPU: copied over `link` first)
+    /// to `scratch`'s, tree by tree (`RegressionSums::merge`'s twin; call in shard order).
+    pub fn add_shard_sums(&self, scratch: &mut FitnessScratch, from: &CudaEngine, other: &FitnessScratch, link: Link<'_>) -> Result<()> {
         let p = scratch.n;
         if other.n != p {
             return Err(GpuError::Input(format!("adding the sums of {} trees to {p}", other.n)));
@@ -276,7 +277,10 @@ impl CudaEngine {
         }
         // SAFETY: written in full by the copy below before the kernel reads it.
         let mut here = unsafe { self.stream.alloc::<RegSums>(p) }.during(|| "allocating a shard's sums".into())?;
-        self.stream.memcpy_dtod(&other.sums.slice(..p), &mut here).during(|| "copying a shard's sums between GPUs".into())?;
+        match link {
+            Link::Peer => self.stream.memcpy_dtod(&other.sums.slice(..p), &mut here).during(|| "copying a shard's sums between GPUs".into())?,
+            Link::Nccl(c) => c.copy(from.id, &other.sums, self.id, &mut here, p)?,
+        }
         let f = self.function(&GENERATION, &[], kernels::ADD_REGRESSION_SUMS)?;
         let n = p as u32;
         let mut b = self.stream.launch_builder(&f);
@@ -312,13 +316,14 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// A copy on this engine of `src`'s evaluation order (ids and counts), from any GPU: a row
-    /// shard's GPU evaluates the population in the order the first GPU chose.
-    pub fn copy_order_into(&self, src: &TreeOrder, dst: &mut TreeOrder) -> Result<()> {
+    /// A copy on this engine of `src`'s evaluation order (ids and counts), from engine `from`'s
+    /// GPU over `link`: a row shard's GPU evaluates the population in the order the first GPU
+    /// chose.
+    pub fn copy_order_into(&self, from: &CudaEngine, src: &TreeOrder, dst: &mut TreeOrder, link: Link<'_>) -> Result<()> {
         if dst.ids.len() < src.ids.len() {
             return Err(GpuError::Input(format!("copying an order of {} trees into one of {}", src.ids.len(), dst.ids.len())));
         }
-        self.stream.memcpy_dtod(&src.ids, &mut dst.ids.slice_mut(..src.ids.len())).during(|| "copying an evaluation order between GPUs".into())?;
+        self.cross(link, from.id, &src.ids, &mut dst.ids)?;
         dst.n_fast = src.n_fast;
         dst.n_deep = src.n_deep;
         Ok(())

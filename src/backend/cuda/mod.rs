@@ -18,6 +18,7 @@ pub mod generation;
 pub mod kernels;
 pub mod map;
 pub mod memory;
+pub mod nccl;
 pub mod nvrtc;
 pub mod pack;
 pub mod pareto;
@@ -49,7 +50,8 @@ pub use nvrtc::{Defines, Target};
 pub use probe::{DriverInfo, NoGpu, NvrtcInfo};
 pub use select::{DeviceErrors, DeviceFitness, DeviceIndices};
 pub use pareto::DeviceRanking;
-pub use peer::DeviceUsed;
+pub use nccl::{Comms, Nccl};
+pub use peer::{DeviceUsed, Link};
 pub use population::{DeviceGenomes, DevicePopulation};
 pub use vary::{BredCounts, DeviceBred};
 

@@ -1,12 +1,25 @@
-//! Between GPUs: one engine's buffers copied into another's on the device, peer to peer (over
-//! NVLink or PCIe; cudarc's `memcpy_dtod` takes the peer path when the contexts differ and
-//! orders the copy after the source stream's work), with no copy through the host. Migration
-//! between islands on different GPUs moves its rows this way (src/evolve/device/migrate.rs).
+//! Between GPUs: one engine's buffers copied into another's on the device, with no copy through
+//! the host, over a [`Link`]: peer to peer by the driver (over NVLink or PCIe; cudarc's
+//! `memcpy_dtod` takes the peer path when the contexts differ and orders the copy after the
+//! source stream's work), or by NCCL's send and receive (`nccl.rs`). Migration between islands
+//! on different GPUs moves its rows this way (src/evolve/device/migrate.rs), and a row shard's
+//! GPU its population, order and sums.
 
 use cudarc::driver::{CudaSlice, DeviceRepr, sys};
 
 use super::error::{During, GpuError, Result};
+use super::nccl::Comms;
 use super::{CudaEngine, DeviceFitness, DeviceGenomes, DevicePopulation, MapTreesScratch};
+
+/// How bytes cross from one engine's memory to another's. Both move the same bytes: a run's
+/// results do not depend on the link.
+#[derive(Clone, Copy, Debug)]
+pub enum Link<'a> {
+    /// The driver's peer copies (`cuMemcpyPeerAsync`).
+    Peer,
+    /// NCCL's send and receive between the communicators' ranks.
+    Nccl(&'a Comms),
+}
 
 /// The used codons of some rows of a mapping, on the device (migrants', gathered by
 /// [`CudaEngine::gather_used`]).
@@ -66,45 +79,46 @@ impl CudaEngine {
         self.words(super::kernels::SCATTER_WORDS, n, 1, &idx.idx, &src.used, &mut s.used)
     }
 
-    /// A copy on this engine of `src`, another engine's rows (or this one's).
-    pub fn copy_population_from(&self, src: &DevicePopulation) -> Result<DevicePopulation> {
+    /// A copy on this engine of `src`, another engine's rows (or this one's), over `link`.
+    pub fn copy_population_from(&self, src: &DevicePopulation, link: Link<'_>) -> Result<DevicePopulation> {
         let mut dst = self.alloc_rows_uninit(src.n, src.max_len, src.n_outputs)?;
-        self.copy_population_into(src, &mut dst)?;
+        self.copy_population_into(src, &mut dst, link)?;
         Ok(dst)
     }
 
     /// `src` (another engine's rows, or this one's) copied over `dst` (this engine's, the same
-    /// shape): a row shard's GPU receives each generation's population this way.
-    pub fn copy_population_into(&self, src: &DevicePopulation, dst: &mut DevicePopulation) -> Result<()> {
+    /// shape), over `link`: a row shard's GPU receives each generation's population this way.
+    pub fn copy_population_into(&self, src: &DevicePopulation, dst: &mut DevicePopulation, link: Link<'_>) -> Result<()> {
         if (src.n, src.max_len, src.n_outputs) != (dst.n, dst.max_len, dst.n_outputs) || dst.engine != self.id {
             return Err(GpuError::Input(format!("copying {} rows of L = {} into {} rows of L = {}", src.n, src.max_len, dst.n, dst.max_len)));
         }
-        self.copy(&src.op, &mut dst.op)?;
-        self.copy(&src.value, &mut dst.value)?;
-        self.copy(&src.size, &mut dst.size)?;
-        self.copy(&src.out, &mut dst.out)?;
-        self.copy(&src.len, &mut dst.len)
+        let from = src.engine;
+        self.cross(link, from, &src.op, &mut dst.op)?;
+        self.cross(link, from, &src.value, &mut dst.value)?;
+        self.cross(link, from, &src.size, &mut dst.size)?;
+        self.cross(link, from, &src.out, &mut dst.out)?;
+        self.cross(link, from, &src.len, &mut dst.len)
     }
 
-    /// A copy on this engine of another engine's genomes.
-    pub fn copy_genomes_from(&self, src: &DeviceGenomes) -> Result<DeviceGenomes> {
+    /// A copy on this engine of another engine's genomes, over `link`.
+    pub fn copy_genomes_from(&self, src: &DeviceGenomes, link: Link<'_>) -> Result<DeviceGenomes> {
         let mut dst = self.alloc_genomes(src.n, src.capacity)?;
-        self.copy(&src.codons, &mut dst.codons)?;
-        self.copy(&src.len, &mut dst.len)?;
+        self.cross(link, src.engine, &src.codons, &mut dst.codons)?;
+        self.cross(link, src.engine, &src.len, &mut dst.len)?;
         Ok(dst)
     }
 
-    /// A copy on this engine of another engine's fitness values.
-    pub fn copy_fitness_from(&self, src: &DeviceFitness) -> Result<DeviceFitness> {
+    /// A copy on this engine of another engine's fitness values, over `link`.
+    pub fn copy_fitness_from(&self, src: &DeviceFitness, link: Link<'_>) -> Result<DeviceFitness> {
         let mut fit = self.alloc::<f64>(src.n, false, "allocating copied fitness")?;
-        self.copy(&src.fit, &mut fit)?;
+        self.cross(link, src.engine, &src.fit, &mut fit)?;
         Ok(DeviceFitness { fit, n: src.n, engine: self.id })
     }
 
-    /// A copy on this engine of another engine's used codons.
-    pub fn copy_used_from(&self, src: &DeviceUsed) -> Result<DeviceUsed> {
+    /// A copy on this engine of another engine's used codons, over `link`.
+    pub fn copy_used_from(&self, src: &DeviceUsed, link: Link<'_>) -> Result<DeviceUsed> {
         let mut used = self.alloc::<u32>(src.n, false, "allocating copied used codons")?;
-        self.copy(&src.used, &mut used)?;
+        self.cross(link, src.engine, &src.used, &mut used)?;
         Ok(DeviceUsed { used, n: src.n, engine: self.id })
     }
 
@@ -190,10 +204,15 @@ impl CudaEngine {
         self.stream.memcpy_dtod(&src.slice(..n), &mut view).during(|| "copying rows".into())
     }
 
-    fn copy<T: DeviceRepr>(&self, src: &CudaSlice<T>, dst: &mut CudaSlice<T>) -> Result<()> {
+    /// All of `src` (engine `from`'s) into the start of `dst` (this engine's), over `link`,
+    /// ordered after `from`'s queued work and before this engine's later work.
+    pub(super) fn cross<T: DeviceRepr>(&self, link: Link<'_>, from: u64, src: &CudaSlice<T>, dst: &mut CudaSlice<T>) -> Result<()> {
         if src.len() > dst.len() {
             return Err(GpuError::Input(format!("copying {} elements into {}", src.len(), dst.len())));
         }
-        self.stream.memcpy_dtod(src, dst).during(|| "copying between GPUs".into())
+        match link {
+            Link::Peer => self.stream.memcpy_dtod(src, dst).during(|| "copying between GPUs".into()),
+            Link::Nccl(c) => c.copy(from, src, self.id, dst, src.len()),
+        }
     }
 }

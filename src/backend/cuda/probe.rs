@@ -70,7 +70,7 @@ pub struct NvrtcInfo {
 
 /// Libraries this module opened; kept loaded for the life of the process so the soname match
 /// described in the module docs keeps working and cudarc's symbols stay valid.
-fn keep(lib: Library) -> &'static Library {
+pub(super) fn keep(lib: Library) -> &'static Library {
     Box::leak(Box::new(lib))
 }
 
@@ -205,8 +205,18 @@ const NVRTC_FILES: &[&str] = &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"
 /// `pip/` beside any ancestor of the running executable (where `.ci/run` installs it:
 /// `target/pip`), under `$VIRTUAL_ENV`, and under the usual Python site-packages roots.
 pub fn nvrtc_search_dirs() -> Vec<PathBuf> {
+    library_search_dirs("GROVE_NVRTC_PATH", &["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"])
+}
+
+/// Directories searched for a CUDA library that `dlopen` does not find by name, in order:
+/// `$env_var` (the library file itself, or its directory); the toolkits' library directories
+/// (`$CUDA_PATH`, `$CUDA_HOME`, `$CUDA_ROOT`, `/usr/local/cuda*`, `/opt/cuda`); then each of
+/// `wheel_dirs` (a pip wheel's folder, such as `nvidia/cu13/lib`) under `pip/` beside any
+/// ancestor of the running executable, under `$VIRTUAL_ENV`, and under the usual Python
+/// site-packages roots.
+pub fn library_search_dirs(env_var: &str, wheel_dirs: &[&str]) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
-    if let Some(p) = std::env::var_os("GROVE_NVRTC_PATH").map(PathBuf::from) {
+    if let Some(p) = std::env::var_os(env_var).map(PathBuf::from) {
         if p.is_file() {
             dirs.extend(p.parent().map(Path::to_path_buf));
         } else {
@@ -250,8 +260,7 @@ pub fn nvrtc_search_dirs() -> Vec<PathBuf> {
         }
     }
     for s in site {
-        dirs.push(s.join("nvidia/cu13/lib"));
-        dirs.push(s.join("nvidia/cuda_nvrtc/lib"));
+        dirs.extend(wheel_dirs.iter().map(|w| s.join(w)));
     }
     dirs
 }

@@ -3,12 +3,13 @@
 //! they replace on its GPU (`CudaEngine::elite_and_worst`: a radix select, the twin of
 //! `select::elite` and `islands::worst`), gathers the emigrants' rows, fitness and (GE) genomes
 //! and used codons there, and the receiver scatters them over its worst; between GPUs the
-//! gathered rows are copied peer to peer. No fitness, index or row comes to the host.
+//! gathered rows are copied over the run's [`Link`] (peer to peer, or NCCL). No fitness, index
+//! or row comes to the host.
 
 use anyhow::Result;
 
 use super::{Island, Transfers};
-use crate::backend::cuda::{DeviceFitness, DeviceGenomes, DeviceIndices, DevicePopulation, DeviceUsed};
+use crate::backend::cuda::{DeviceFitness, DeviceGenomes, DeviceIndices, DevicePopulation, DeviceUsed, Link};
 use crate::evolve::islands::{self, Transport};
 
 /// Emigrants in flight, gathered on the sender's GPU: rows, their fitness, and for GE their
@@ -24,6 +25,8 @@ struct DevicePacket {
 /// The islands of the device loop as a [`Transport`].
 struct DeviceIslands<'a, 't, 'r, 'g> {
     isl: &'a mut [Island<'t, 'r, 'g>],
+    /// How rows cross between GPUs.
+    link: Link<'a>,
     tr: &'a mut Transfers,
 }
 
@@ -77,15 +80,15 @@ impl Transport for DeviceIslands<'_, '_, '_, '_> {
         let p = if std::ptr::eq(self.isl[p.from].engine(), e) {
             p
         } else {
-            // Another GPU's rows: copied peer to peer onto this one first.
+            // Another GPU's rows: copied onto this one first, over the run's link.
             let bytes = p.trees.bytes() + p.fit.size() * 8 + p.genomes.as_ref().map_or(0, DeviceGenomes::bytes) + p.used.as_ref().map_or(0, |u| u.size() * 4);
             self.tr.migration_peer_bytes += bytes;
             DevicePacket {
                 from: j,
-                trees: e.copy_population_from(&p.trees)?,
-                fit: e.copy_fitness_from(&p.fit)?,
-                genomes: p.genomes.as_ref().map(|g| e.copy_genomes_from(g)).transpose()?,
-                used: p.used.as_ref().map(|u| e.copy_used_from(u)).transpose()?,
+                trees: e.copy_population_from(&p.trees, self.link)?,
+                fit: e.copy_fitness_from(&p.fit, self.link)?,
+                genomes: p.genomes.as_ref().map(|g| e.copy_genomes_from(g, self.link)).transpose()?,
+                used: p.used.as_ref().map(|u| e.copy_used_from(u, self.link)).transpose()?,
             }
         };
         let isl = &mut self.isl[j];
@@ -129,8 +132,8 @@ impl Transport for DeviceIslands<'_, '_, '_, '_> {
 /// after evaluating: `select::elite`'s twin; the host loop breeds after migrating too). The
 /// statistics it writes again into the mailbox are not read: the generation's were read before
 /// migrating.
-pub(super) fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], k: usize, n_elite: usize, tr: &mut Transfers) -> Result<()> {
-    islands::migrate(&mut DeviceIslands { isl, tr }, k)?;
+pub(super) fn migrate_on_device(isl: &mut [Island<'_, '_, '_>], k: usize, n_elite: usize, link: Link<'_>, tr: &mut Transfers) -> Result<()> {
+    islands::migrate(&mut DeviceIslands { isl, link, tr }, k)?;
     for i in isl.iter_mut() {
         let e = i.task.engine();
         i.elite = Some(e.elite_and_stats(&i.fit, &i.pop, n_elite, &mut i.es, &mut i.mail)?);

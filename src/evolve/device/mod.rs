@@ -34,7 +34,8 @@ use anyhow::{Result, anyhow};
 
 use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Observer, Outcome, Representation, Resume, Snapshot};
 use crate::backend::breed::Breeder;
-use crate::backend::cuda::{CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DeviceMapping, DevicePopulation};
+use crate::backend::cuda::{Comms, CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DeviceMapping, DevicePopulation, Link};
+use crate::backend::GpuLink;
 use crate::program::fitness::{ClassFitness, RegressionConfig};
 use migrate::migrate_on_device;
 use observe::{Books, observe};
@@ -358,7 +359,7 @@ fn on_every_gpu<'t, 'r, 'g, T: Send>(
 
 /// Queues island `i`'s evaluation: its fitness into `i.fit` (control: the deep trees' steps
 /// played on the CPU into `i.host_steps`).
-fn evaluate(i: &mut Island<'_, '_, '_>, gen: usize) -> Result<()> {
+fn evaluate(i: &mut Island<'_, '_, '_>, gen: usize, link: Link<'_>) -> Result<()> {
     let e = i.task.engine();
     i.host_steps = 0;
     match (&i.task, &mut i.fs) {
@@ -373,13 +374,13 @@ fn evaluate(i: &mut Island<'_, '_, '_>, gen: usize) -> Result<()> {
             // its rows and the first adds the shards' sums in order.
             for sh in i.shards.iter_mut() {
                 let se = sh.shard.engine;
-                se.copy_population_into(&i.pop, &mut sh.pop)?;
-                se.copy_order_into(&i.order, &mut sh.order)?;
+                se.copy_population_into(&i.pop, &mut sh.pop, link)?;
+                se.copy_order_into(e, &i.order, &mut sh.order, link)?;
                 se.regression_shard_sums(&sh.pop, &sh.order, sh.shard.data, &mut sh.sums)?;
             }
             e.regression_shard_sums(&i.pop, &i.order, r.data, s)?;
             for sh in &i.shards {
-                e.add_shard_sums(s, &sh.sums)?;
+                e.add_shard_sums(s, sh.shard.engine, &sh.sums, link)?;
             }
             e.regression_fitness_from_sums(&i.pop, &r.config, s, &mut i.fit)?;
         }
@@ -583,9 +584,9 @@ pub fn run(
             }
         }
     }
-    // Islands on different GPUs send their migrants peer to peer: let each GPU reach the others
-    // directly where the hardware allows (else the driver stages the copies).
-    // (the islands' GPUs, and the GPUs holding row shards).
+    // The run's GPUs (the islands', and those holding row shards) exchange migrants and shards'
+    // data over `link`. Peer copies: let each GPU reach the others directly where the hardware
+    // allows (else the driver stages the copies). NCCL: a communicator rank per GPU.
     let mut gpus: Vec<&CudaEngine> = Vec::new();
     for t in tasks {
         gpus.push(t.engine());
@@ -593,14 +594,21 @@ pub fn run(
             gpus.extend(r.shards.iter().map(|s| s.engine));
         }
     }
-    for (a, x) in gpus.iter().enumerate() {
-        for y in &gpus[a + 1..] {
-            if x.ordinal() != y.ordinal() {
-                x.enable_peer_access(y)?;
-                y.enable_peer_access(x)?;
+    let comms = match islands.link {
+        GpuLink::Peer => {
+            for (a, x) in gpus.iter().enumerate() {
+                for y in &gpus[a + 1..] {
+                    if x.ordinal() != y.ordinal() {
+                        x.enable_peer_access(y)?;
+                        y.enable_peer_access(x)?;
+                    }
+                }
             }
+            None
         }
-    }
+        GpuLink::Nccl => Some(Comms::new(&gpus)?),
+    };
+    let link = comms.as_ref().map_or(Link::Peer, Link::Nccl);
     let mut isl: Vec<Island> = Vec::with_capacity(n);
     for i in 0..n {
         let task = tasks[super::islands::device_of(i, n, tasks.len())];
@@ -702,7 +710,7 @@ pub fn run(
             for t in on_every_gpu(&mut isl, |group| {
                 let mut t = Transfers::default();
                 for i in group.iter_mut() {
-                    evaluate(i, gen)?;
+                    evaluate(i, gen, link)?;
                     if fitting {
                         fit_constants(cfg, i, &mut t)?;
                     }
@@ -715,7 +723,7 @@ pub fn run(
             }
         } else {
             for i in isl.iter_mut() {
-                evaluate(i, gen)?;
+                evaluate(i, gen, link)?;
             }
             prof.mark(e0, "evaluate")?;
             if fitting {
@@ -743,7 +751,7 @@ pub fn run(
         if islands.migrates_after(gen, cfg.generations) {
             seen = Some(observe(&isl, rep, gen, false, &mut books, observer)?);
             prof.mark(e0, "read mailbox, hall of fame and best")?;
-            migrate_on_device(&mut isl, islands.migrants, n_elite, &mut books.tr)?;
+            migrate_on_device(&mut isl, islands.migrants, n_elite, link, &mut books.tr)?;
             for i in &isl {
                 prof.mark(i.engine(), "migration")?;
             }
