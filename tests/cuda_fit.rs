@@ -307,8 +307,9 @@ fn emulated_kernel_fits_the_references_bits() {
         for (functions, seed) in [("add,sub,mul,div,sin,cos,exp,log,sqrt,tanh", 3u64), (ALL, 4)] {
             for scaling in [false, true] {
                 // 75 rows over 32 threads: a chunk of two rows a thread and a partial one; 90 over
-                // 48: one partial chunk; 50 over 64: one row a thread.
-                for (threads, n_rows) in [(32u32, 75usize), (48, 90), (64, 50)] {
+                // 48: one partial chunk; 50 over 64: one row a thread; 150 over 64: chunks of two
+                // rows a thread and a partial one.
+                for (threads, n_rows) in [(32u32, 75usize), (48, 90), (64, 50), (64, 150)] {
                     let (pop, x, y) = problem(40, n_rows, seed, functions);
                     let rows: Vec<usize> = (0..pop.size()).rev().step_by(2).collect();
                     assert!(rows.iter().filter(|&&r| pop.len[r] as usize > KEPT).count() >= rows.len() / 4, "too few trees take the scratch array");
@@ -385,9 +386,9 @@ fn emulated_kernel_leaves_trees_it_cannot_fit() {
 fn emulated_class_kernel_fits_the_references_bits() {
     for (lib, nodes) in emulator_libs() {
         // Three classes with output nodes, two with one output, and sixteen (the most: chunks of
-        // few rows); rows that fill no whole chunk; 32 and 48 threads.
+        // few rows); rows that fill no whole chunk; 32, 48 and 64 threads.
         for (n_classes, n_outputs, functions, seed) in [(3usize, 3usize, "add,sub,mul,div,sin,tanh", 5u64), (2, 0, ALL, 6), (16, 16, "add,mul,sub,cos", 7)] {
-            for (threads, n_rows) in [(32u32, 75usize), (48, 61)] {
+            for (threads, n_rows) in [(32u32, 75usize), (48, 61), (64, 90)] {
                 let (pop, x, labels) = class_problem(24, n_rows, n_classes, n_outputs, seed, functions);
                 let rows: Vec<usize> = (0..pop.size()).rev().step_by(2).collect();
                 assert!(rows.iter().any(|&r| pop.len[r] as usize > KEPT), "no program takes the scratch array");
@@ -507,7 +508,8 @@ mod gpu {
         let e = engine();
         for (functions, seed) in [("add,sub,mul,div,sin,cos,exp,log,sqrt,tanh", 13u64), (ALL, 14)] {
             for scaling in [false, true] {
-                for n_rows in [75usize, 1000] {
+                // 64 rows: one a thread, half the block idle in the walk (W2's shape).
+                for n_rows in [64usize, 75, 1000] {
                     let (pop, x, y) = problem(500, n_rows, seed, functions);
                     let rows: Vec<usize> = (0..pop.size()).filter(|r| r % 3 != 1).collect();
                     let cfg = FitConfig { steps: 8, linear_scaling: scaling };
@@ -562,7 +564,7 @@ mod gpu {
     fn gpu_class_kernel_fits_the_references_bits() {
         let e = engine();
         for (n_classes, n_outputs, functions, seed) in [(3usize, 3usize, "add,sub,mul,div,sin,tanh", 15u64), (2, 0, ALL, 16), (10, 10, "add,sub,mul,div", 17), (16, 16, "add,mul,sub,cos", 18)] {
-            for n_rows in [75usize, 1000] {
+            for n_rows in [64usize, 75, 1000] {
                 let (pop, x, labels) = class_problem(300, n_rows, n_classes, n_outputs, seed, functions);
                 let rows: Vec<usize> = (0..pop.size()).filter(|r| r % 3 != 1).collect();
                 let what = format!("GPU, {n_classes} classes, {n_outputs} outputs, {n_rows} rows");
