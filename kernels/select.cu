@@ -203,8 +203,8 @@ extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* err
 // slot 1 of every array). The order is that of a 96-bit key, the 64-bit total order of the
 // fitness key and then the index (both complemented for the worst: worst first, ties to the
 // higher index), so keys are distinct. A radix select finds the k-th key, eight bits a pass over
-// twelve passes (grove_topk_hist counts the keys that share the digits found so far,
-// grove_topk_pick reads the histogram); grove_topk_collect gathers the k keys at or below it (in
+// twelve passes (grove_topk_pass counts the keys that share the digits found so far, and its
+// last block to finish reads the histogram); grove_topk_collect gathers the k keys at or below it (in
 // any order) and grove_topk_order writes each to its rank among them, counted. Migration
 // (src/evolve/device/migrate.rs) chooses who leaves and who is replaced with these, with no
 // host copy of the fitness.
@@ -239,7 +239,7 @@ __device__ __forceinline__ bool grove_topk_matches(const GroveTopk& s, unsigned 
     return (u & s.mask_key) == s.prefix_key && (v & s.mask_idx) == s.prefix_idx;
 }
 
-// st: one GroveTopk per slot; hist: 256 bins per slot.
+// st: one GroveTopk per slot; hist: 256 bins per slot, then the passes' count of blocks done.
 extern "C" __global__ void grove_topk_init(unsigned k, unsigned mode, GroveTopk* st, unsigned* hist) {
     const unsigned slots = grove_topk_slots(mode);
     for (unsigned q = threadIdx.x; q < slots; q += blockDim.x) {
@@ -251,12 +251,32 @@ extern "C" __global__ void grove_topk_init(unsigned k, unsigned mode, GroveTopk*
         s.need = k;
         s.taken = 0;
     }
-    for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x) hist[b] = 0;
+    for (unsigned b = threadIdx.x; b <= 256 * slots; b += blockDim.x) hist[b] = 0;
 }
 
-extern "C" __global__ void grove_topk_hist(unsigned n, unsigned mode, unsigned d, const double* fit, const GroveTopk* st,
-                                           unsigned* hist) {
+// Slot q's state after pass d, given its histogram's bin b, the keys of the bins below it
+// (`below`): b holds the need-th matching key, and the keys of lower bins are taken whole
+// (collect finds them by comparison), so need drops by their count.
+__device__ void grove_topk_take(unsigned d, GroveTopk& s, unsigned b, unsigned below) {
+    s.need -= below;
+    if (d < 8) {
+        s.prefix_key |= (unsigned long long)b << (56 - 8 * d);
+        s.mask_key |= 255ull << (56 - 8 * d);
+    } else {
+        s.prefix_idx |= b << (24 - 8 * (d - 8));
+        s.mask_idx |= 255u << (24 - 8 * (d - 8));
+    }
+}
+
+// Pass d (0..11), one launch: every block counts the keys that share the digits found so far
+// into hist (256 bins per slot), then the last block to finish (hist[256 * slots] counts the
+// blocks that have) finds each slot's digit and clears the histogram and the count for the
+// next pass. A block reads the state before any block can be the last, so none sees it change.
+extern "C" __global__ void grove_topk_pass(unsigned n, unsigned mode, unsigned d, const double* fit, GroveTopk* st, unsigned* hist) {
     __shared__ unsigned local[512];
+    __shared__ unsigned scan[512];
+    __shared__ unsigned needs[2];
+    __shared__ bool last;
     const unsigned slots = grove_topk_slots(mode);
     for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x) local[b] = 0;
     __syncthreads();
@@ -272,30 +292,36 @@ extern "C" __global__ void grove_topk_hist(unsigned n, unsigned mode, unsigned d
     __syncthreads();
     for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x)
         if (local[b]) atomicAdd(&hist[b], local[b]);
-}
-
-// Thread q picks slot q's digit: the bin holding the need-th matching key; keys of lower bins
-// are taken whole (collect finds them by comparison), so need drops by their count. The
-// histogram is cleared for the next pass.
-extern "C" __global__ void grove_topk_pick(unsigned d, unsigned mode, GroveTopk* st, unsigned* hist) {
-    const unsigned q = threadIdx.x;
-    if (blockIdx.x != 0 || q >= grove_topk_slots(mode)) return;
-    GroveTopk& s = st[q];
-    unsigned* h = hist + 256 * q;
-    unsigned below = 0, b = 0;
-    for (; b < 255; ++b) {
-        if (below + h[b] >= s.need) break;
-        below += h[b];
+    // This block's bins are in hist before its arrival is counted.
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&hist[256 * slots], 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    // The whole histogram into shared memory (read through volatile: other blocks added to it
+    // by atomics) and cleared for the next pass; then each slot's counts summed up to every bin
+    // (a block-wide inclusive scan of its 256 bins), and the slot's digit is the first bin whose
+    // sum reaches its need (bin 255 when none of the others does), found by the thread holding it.
+    volatile unsigned* all = hist;
+    for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x) {
+        local[b] = all[b];
+        all[b] = 0;
     }
-    s.need -= below;
-    if (d < 8) {
-        s.prefix_key |= (unsigned long long)b << (56 - 8 * d);
-        s.mask_key |= 255ull << (56 - 8 * d);
-    } else {
-        s.prefix_idx |= b << (24 - 8 * (d - 8));
-        s.mask_idx |= 255u << (24 - 8 * (d - 8));
+    for (unsigned q = threadIdx.x; q < slots; q += blockDim.x) needs[q] = st[q].need;
+    __syncthreads();
+    for (unsigned off = 1; off < 256; off <<= 1) {
+        for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x) scan[b] = local[b] + ((b & 255u) >= off ? local[b - off] : 0u);
+        __syncthreads();
+        for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x) local[b] = scan[b];
+        __syncthreads();
     }
-    for (unsigned j = 0; j < 256; ++j) h[j] = 0;
+    for (unsigned b = threadIdx.x; b < 256 * slots; b += blockDim.x) {
+        const unsigned q = b >> 8, j = b & 255u, need = needs[q];
+        const unsigned below = j ? local[b - 1] : 0u;
+        if (below < need && (j == 255u || local[b] >= need)) grove_topk_take(d, st[q], j, below);
+    }
+    if (threadIdx.x == 0) all[256 * slots] = 0;
 }
 
 // After the twelve passes each slot's prefix is its k-th key itself: the k keys at or below it,

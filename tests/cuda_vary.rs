@@ -525,8 +525,7 @@ impl Device for Emulator {
     }
     fn top_k(&self, fit: &[f64], k: usize, mode: u32) -> Vec<Vec<u32>> {
         type InitFn = unsafe extern "C" fn(u32, u32, *mut u64, *mut u32);
-        type HistFn = unsafe extern "C" fn(u32, u32, u32, *const f64, *const u64, *mut u32);
-        type PickFn = unsafe extern "C" fn(u32, u32, *mut u64, *mut u32);
+        type PassFn = unsafe extern "C" fn(u32, u32, u32, *const f64, *mut u64, *mut u32);
         type CollectFn = unsafe extern "C" fn(u32, u32, u32, *const f64, *mut u64, *mut u64, *mut u32);
         type OrderFn = unsafe extern "C" fn(u32, u32, *const u64, *const u32, *mut u32);
         type GridFn = unsafe extern "C" fn(u32);
@@ -536,32 +535,33 @@ impl Device for Emulator {
             return vec![Vec::new(); slots];
         }
         let (ks, s) = (k as usize, slots);
-        let (mut state, mut hist) = (vec![0u64; 4 * s], vec![u32::MAX; 256 * s]);
+        let (mut state, mut hist) = (vec![0u64; 4 * s], vec![u32::MAX; 256 * s + 1]);
         let (mut keys, mut rows, mut out) = (vec![0u64; s * ks], vec![u32::MAX; s * ks], vec![u32::MAX; s * ks]);
         // Fewer blocks than rows, so the grid-stride loops take several turns.
         let blocks = n.div_ceil(3).max(1);
         let grid: GridFn = Self::get(&self.select, "grove_emu_set_grid");
         let init: InitFn = Self::get(&self.select, kernels::TOPK_INIT);
-        let hist_f: HistFn = Self::get(&self.select, kernels::TOPK_HIST);
-        let pick: PickFn = Self::get(&self.select, kernels::TOPK_PICK);
+        let pass: PassFn = Self::get(&self.select, kernels::TOPK_PASS);
         let collect: CollectFn = Self::get(&self.select, kernels::TOPK_COLLECT);
         let order: OrderFn = Self::get(&self.select, kernels::TOPK_ORDER);
         let (sp, hp, kp, rp, op) = (state.as_mut_ptr(), hist.as_mut_ptr(), keys.as_mut_ptr(), rows.as_mut_ptr(), out.as_mut_ptr());
-        // SAFETY: as CudaEngine::top_k launches them: a 32-byte state and 256 bins per slot, fit
-        // n entries, keys, rows and out k entries per slot. The pick runs as one thread per slot.
+        // SAFETY: as CudaEngine::top_k launches them: a 32-byte state per slot, 256 bins per
+        // slot and the blocks' count, fit n entries, keys, rows and out k entries per slot. The
+        // blocks of a pass run one after another, each as 8 real threads (so the last block's
+        // scan over the bins runs as a block does), and the last one counted is the last block.
         Self::launch(&self.select, 1, || unsafe { init(k, mode, sp, hp) });
+        let (fa, sa, ha) = (fit.as_ptr() as usize, sp as usize, hp as usize);
+        // Three blocks of 8 threads: still several turns of the grid-stride loop.
+        let pass_blocks = blocks.min(3);
         for d in 0..12 {
-            Self::launch(&self.select, blocks as usize, || unsafe {
-                grid(blocks);
-                hist_f(n, mode, d, fit.as_ptr(), sp, hp)
-            });
-            for q in 0..s as u32 {
-                let set: SetThreadFn = Self::get(&self.select, "grove_emu_set_thread");
-                Self::launch(&self.select, 1, || unsafe {
-                    set(0, s as u32, q);
-                    pick(d, mode, sp, hp)
+            for b in 0..pass_blocks {
+                Self::run_block_at(&self.select, b, 8, &|| unsafe {
+                    grid(pass_blocks);
+                    pass(n, mode, d, fa as *const f64, sa as *mut u64, ha as *mut u32)
                 });
             }
+            assert_eq!(hist[256 * s], 0, "pass {d} left its count of blocks");
+            assert!(hist[..256 * s].iter().all(|&b| b == 0), "pass {d} left its histogram");
         }
         Self::launch(&self.select, blocks as usize, || unsafe {
             grid(blocks);

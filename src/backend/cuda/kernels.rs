@@ -365,12 +365,11 @@ pub const TRUNCATION: &str = "grove_truncation";
 /// Epsilon-lexicase selection.
 pub const LEXICASE: &str = "grove_lexicase";
 /// The `k` best or worst by fitness without a full ranking (migration): the radix select's
-/// state, its histogram pass, the pick of each digit, the gathering of the `k` and their order.
+/// state, its passes (a histogram and the digit it gives, one launch each), the gathering of the
+/// `k` and their order.
 pub const TOPK_INIT: &str = "grove_topk_init";
-/// ... one pass of the histogram.
-pub const TOPK_HIST: &str = "grove_topk_hist";
-/// ... the digit a pass finds.
-pub const TOPK_PICK: &str = "grove_topk_pick";
+/// ... one pass: the histogram, then the digit its last block picks.
+pub const TOPK_PASS: &str = "grove_topk_pass";
 /// ... the `k` rows at or below the `k`-th key.
 pub const TOPK_COLLECT: &str = "grove_topk_collect";
 /// ... each written to its rank.
@@ -476,8 +475,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
             TRUNCATION,
             LEXICASE,
             TOPK_INIT,
-            TOPK_HIST,
-            TOPK_PICK,
+            TOPK_PASS,
             TOPK_COLLECT,
             TOPK_ORDER,
             GATHER_WORDS,

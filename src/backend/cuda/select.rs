@@ -14,8 +14,8 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    GATHER_WORDS, LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, SelectParams, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_HIST,
-    TOPK_INIT, TOPK_ORDER, TOPK_PICK, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
+    GATHER_WORDS, LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, SelectParams, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
+    TOPK_INIT, TOPK_ORDER, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
 };
 use super::CudaEngine;
 
@@ -394,7 +394,7 @@ impl CudaEngine {
         // A GroveTopk (32 bytes) and 256 bins per slot; the k keys and rows of each slot in the
         // order collected.
         let mut state = self.alloc::<u64>(4 * slots, false, "allocating the top-k state")?;
-        let mut hist = self.alloc::<u32>(256 * slots, false, "allocating the top-k histogram")?;
+        let mut hist = self.alloc::<u32>(256 * slots + 1, false, "allocating the top-k histogram")?;
         let mut keys = self.alloc::<u64>(slots * k, false, "allocating the top-k keys")?;
         let mut rows = self.alloc::<u32>(slots * k, false, "allocating the top-k rows")?;
         let (n32, k32) = (n as u32, k as u32);
@@ -404,22 +404,17 @@ impl CudaEngine {
         let mut b = self.stream.launch_builder(&f);
         b.arg(&k32).arg(&mode).arg(&mut state).arg(&mut hist);
         // SAFETY: matches `grove_topk_init(unsigned k, unsigned mode, GroveTopk* st, unsigned*
-        // hist)`: state holds a 32-byte GroveTopk per slot, hist 256 words per slot.
+        // hist)`: state holds a 32-byte GroveTopk per slot, hist 256 words per slot and the count.
         unsafe { b.launch(one(256)) }.during(|| format!("launching {TOPK_INIT}"))?;
-        let hist_f = self.function(&SELECT, &[], TOPK_HIST)?;
-        let pick_f = self.function(&SELECT, &[], TOPK_PICK)?;
+        let pass_f = self.function(&SELECT, &[], TOPK_PASS)?;
         for d in 0..TOPK_PASSES {
-            let mut b = self.stream.launch_builder(&hist_f);
-            b.arg(&n32).arg(&mode).arg(&d).arg(&fit.fit).arg(&state).arg(&mut hist);
-            // SAFETY: matches `grove_topk_hist(unsigned n, unsigned mode, unsigned d, const
-            // double* fit, const GroveTopk* st, unsigned* hist)`: fit holds n entries (checked),
-            // hist 256 words per slot, each bin added to atomically.
-            unsafe { b.launch(grid) }.during(|| format!("launching {TOPK_HIST}"))?;
-            let mut b = self.stream.launch_builder(&pick_f);
-            b.arg(&d).arg(&mode).arg(&mut state).arg(&mut hist);
-            // SAFETY: matches `grove_topk_pick(unsigned d, unsigned mode, GroveTopk* st, unsigned*
-            // hist)`: thread q reads and clears slot q's 256 bins and updates its state.
-            unsafe { b.launch(one(32)) }.during(|| format!("launching {TOPK_PICK}"))?;
+            let mut b = self.stream.launch_builder(&pass_f);
+            b.arg(&n32).arg(&mode).arg(&d).arg(&fit.fit).arg(&mut state).arg(&mut hist);
+            // SAFETY: matches `grove_topk_pass(unsigned n, unsigned mode, unsigned d, const
+            // double* fit, GroveTopk* st, unsigned* hist)`: fit holds n entries (checked), hist
+            // 256 words per slot (each bin added to atomically) and then the blocks' count; the
+            // last block to count updates st.
+            unsafe { b.launch(grid) }.during(|| format!("launching {TOPK_PASS}"))?;
         }
         let f = self.function(&SELECT, &[], TOPK_COLLECT)?;
         let mut b = self.stream.launch_builder(&f);
