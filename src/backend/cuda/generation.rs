@@ -277,10 +277,7 @@ impl CudaEngine {
         }
         // SAFETY: written in full by the copy below before the kernel reads it.
         let mut here = unsafe { self.stream.alloc::<RegSums>(p) }.during(|| "allocating a shard's sums".into())?;
-        match link {
-            Link::Peer => self.stream.memcpy_dtod(&other.sums.slice(..p), &mut here).during(|| "copying a shard's sums between GPUs".into())?,
-            Link::Nccl(c) => c.copy(from.id, &other.sums, self.id, &mut here, p)?,
-        }
+        self.cross_first(link, from.id, &other.sums, p, &mut here)?;
         let f = self.function(&GENERATION, &[], kernels::ADD_REGRESSION_SUMS)?;
         let n = p as u32;
         let mut b = self.stream.launch_builder(&f);

@@ -204,15 +204,21 @@ impl CudaEngine {
         self.stream.memcpy_dtod(&src.slice(..n), &mut view).during(|| "copying rows".into())
     }
 
-    /// All of `src` (engine `from`'s) into the start of `dst` (this engine's), over `link`,
-    /// ordered after `from`'s queued work and before this engine's later work.
+    /// All of `src` (engine `from`'s) into the start of `dst` (this engine's), over `link`.
     pub(super) fn cross<T: DeviceRepr>(&self, link: Link<'_>, from: u64, src: &CudaSlice<T>, dst: &mut CudaSlice<T>) -> Result<()> {
-        if src.len() > dst.len() {
-            return Err(GpuError::Input(format!("copying {} elements into {}", src.len(), dst.len())));
+        self.cross_first(link, from, src, src.len(), dst)
+    }
+
+    /// The first `n` elements of `src` (engine `from`'s) into the start of `dst` (this
+    /// engine's), over `link`, ordered after `from`'s queued work and before this engine's
+    /// later work.
+    pub(super) fn cross_first<T: DeviceRepr>(&self, link: Link<'_>, from: u64, src: &CudaSlice<T>, n: usize, dst: &mut CudaSlice<T>) -> Result<()> {
+        if n > src.len() || n > dst.len() {
+            return Err(GpuError::Input(format!("copying {n} of {} elements into {}", src.len(), dst.len())));
         }
         match link {
-            Link::Peer => self.stream.memcpy_dtod(src, dst).during(|| "copying between GPUs".into()),
-            Link::Nccl(c) => c.copy(from, src, self.id, dst, src.len()),
+            Link::Peer => self.stream.memcpy_dtod(&src.slice(..n), &mut dst.slice_mut(..n)).during(|| "copying between GPUs".into()),
+            Link::Nccl(c) => c.copy(from, src, self.id, dst, n),
         }
     }
 }
