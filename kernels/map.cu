@@ -183,17 +183,18 @@ static __device__ __forceinline__ bool grove_derive_step(GroveDerive& s, const G
 }
 
 // Maps genome i reading the table at base (constant or shared memory), derivation entry j to
-// dout[j * stride].
+// dout[j * stride] with value_flag on codon values.
 static __device__ __forceinline__ GroveMapOut grove_map_one(const char* base, const GroveMapParams& p, unsigned i,
                                                             const unsigned* __restrict__ genomes,
                                                             const unsigned* __restrict__ lens,
-                                                            unsigned* __restrict__ dout, unsigned long long stride) {
+                                                            unsigned* __restrict__ dout, unsigned long long stride,
+                                                            unsigned value_flag) {
     const GroveMapTable t = grove_map_table(base);
     unsigned short ssym[GROVE_MAP_STACK];
     unsigned sdepth[GROVE_MAP_STACK];
     GroveDerive s;
     grove_derive_start(s, p, i, genomes, lens, ssym, sdepth);
-    while (!grove_derive_step(s, t, p, ssym, sdepth, dout, stride, true, 0)) {}
+    while (!grove_derive_step(s, t, p, ssym, sdepth, dout, stride, true, value_flag)) {}
     GroveMapOut o;
     o.status = s.status;
     o.used_codons = s.used;
@@ -214,10 +215,10 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
         __syncthreads();
         if (i < p.n_genomes)
             out[i] = grove_map_one((const char*)grove_table_shared, p, i, genomes, lens,
-                                   derivation + (unsigned long long)i * p.max_derivation, 1);
+                                   derivation + (unsigned long long)i * p.max_derivation, 1, 0);
     } else if (i < p.n_genomes) {
         out[i] = grove_map_one((const char*)grove_table, p, i, genomes, lens,
-                               derivation + (unsigned long long)i * p.max_derivation, 1);
+                               derivation + (unsigned long long)i * p.max_derivation, 1, 0);
     }
 }
 
@@ -226,26 +227,29 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
 // with_max_stack and with_max_derivation, then genome::build::build_tree and
 // Population::set_tree), in three launches (CudaEngine::map_trees queues them):
 //
-// - grove_map_derive: the derivations. Genome lengths vary by orders of magnitude and a thread
-//   that maps one genome leaves its warp's other lanes idle until the longest derivation ends
-//   (4.6 of 32 lanes busy at 10^6 random genomes). So warps stay resident and take genomes from
-//   a queue, 32 at a time, and each lane whose derivation ends takes the warp's next genome at
-//   once: the lanes stay full until the queue runs dry. Each genome's outcome (status, codons
-//   read, derivation length) goes to [P] arrays, and a block's histogram of derivation lengths
-//   to the work words.
+// - grove_map_derive: every genome's derivation, recording its outcome (status, codons read,
+//   derivation length) but not the derivation itself. Genome lengths vary by orders of magnitude,
+//   and a thread that maps one genome leaves its warp's other lanes idle until the longest
+//   derivation ends (4.6 of 32 lanes busy at 10^6 random genomes). So warps stay resident and
+//   take genomes from a queue, 32 at a time, and a lane whose derivation ends starts the warp's
+//   next genome at once. A block's histogram of derivation lengths goes to the work words.
 // - grove_map_scatter: the genomes ordered by derivation length, longest first (a counting sort
 //   over GROVE_ORDER_BINS lengths; genomes that did not map come last), into perm [P].
-// - grove_map_build: thread t builds the tree of genome perm[t] into its row, so that a warp's
-//   trees are of about one length and its lanes finish together.
+// - grove_map_build: thread t maps genome perm[t] again and builds its tree into the genome's
+//   row. A warp's derivations are now of about one length, so its lanes run together and their
+//   scratch entries (column t) are neighbours. (Keeping the first pass's derivations instead
+//   costs more than mapping twice: written and read a lane per row, they made the build wait on
+//   memory, measured on an H200.)
 //
 // The order changes which thread builds a tree, never the tree. The node templates
 // (Templates::to_device_blob, layout in src/grammar/template.rs) follow the rule table in the
 // same constant blob, at templates_at.
 //
-// Scratch: derivation and span [P x max_derivation] u32, row i genome i's (a lane walks its own
-// row). Codon-value entries carry GROVE_CODON_VALUE. Work words [1 + 2 * GROVE_ORDER_BINS],
-// zero before the derive: the queue, the histogram, the scatter's cursors. Population: op u8,
-// value f32, size u16, out u8 [P x L] and len u16 [P], rows zero after len.
+// Scratch: derivation and span [max_derivation x P] u32, entry j of the genome at position t
+// of the order at j * P + t. Codon-value entries carry GROVE_CODON_VALUE. Work words
+// [1 + 2 * GROVE_ORDER_BINS], zero before the derive: the queue, the histogram, the scatter's
+// cursors. Population: op u8, value f32, size u16, out u8 [P x L] and len u16 [P], rows zero
+// after len.
 
 #define GROVE_BUILD_FRAMES 1024  // genome::build::BUILD_FRAMES
 #define GROVE_SPELL_FRAMES 32    // genome::build::SPELL_FRAMES
@@ -509,15 +513,14 @@ static __device__ __forceinline__ unsigned grove_order_bin(unsigned status, unsi
 // it to the end (the warp intrinsics need all 32): a lane with no genome waits for the next.
 static __device__ __forceinline__ void grove_derive_warp(const char* base, const GroveMapTreesParams& p,
                                                          const unsigned* __restrict__ genomes,
-                                                         const unsigned* __restrict__ lens, unsigned* __restrict__ der,
+                                                         const unsigned* __restrict__ lens,
                                                          unsigned* __restrict__ status, unsigned* __restrict__ used,
                                                          unsigned* __restrict__ nder, unsigned* __restrict__ work,
                                                          unsigned* hist) {
     const GroveMapTable t = grove_map_table(base);
-    const unsigned P = p.map.n_genomes, D = p.map.max_derivation;
+    const unsigned P = p.map.n_genomes;
     const unsigned lane = threadIdx.x & 31u;
     const unsigned below = (1u << lane) - 1u;  // the lanes ranked before this one
-    const bool write = p.build != 0;
     unsigned short ssym[GROVE_MAP_STACK];
     unsigned sdepth[GROVE_MAP_STACK];
     GroveDerive s;
@@ -552,22 +555,21 @@ static __device__ __forceinline__ void grove_derive_warp(const char* base, const
             }
         }
         if (__ballot_sync(0xffffffffu, have) == 0) break;
-        if (have && grove_derive_step(s, t, p.map, ssym, sdepth, der + (unsigned long long)i * D, 1, write, GROVE_CODON_VALUE)) {
+        if (have && grove_derive_step(s, t, p.map, ssym, sdepth, nullptr, 0, false, 0)) {
             status[i] = s.status;
             used[i] = s.used;
             nder[i] = s.nd;
-            if (write) atomicAdd(&hist[grove_order_bin(s.status, s.nd)], 1u);
+            if (p.build) atomicAdd(&hist[grove_order_bin(s.status, s.nd)], 1u);
             have = false;
         }
     }
 }
 
-// Every genome's derivation (see above): status, used and nder [P], the derivation into row i of
-// der when p.build (a map-only launch writes none), and the order's histogram into
-// work[1 .. 1 + GROVE_ORDER_BINS). Any grid of whole warps; CudaEngine::map_trees launches as
-// many blocks as stay resident.
+// Every genome's derivation (see above): status, used and nder [P], and with p.build the order's
+// histogram into work[1 .. 1 + GROVE_ORDER_BINS). Any grid of whole warps; CudaEngine::map_trees
+// launches as many blocks as stay resident.
 extern "C" __global__ void grove_map_derive(GroveMapTreesParams p, const unsigned* __restrict__ genomes,
-                                            const unsigned* __restrict__ lens, unsigned* __restrict__ der,
+                                            const unsigned* __restrict__ lens,
                                             unsigned* __restrict__ status, unsigned* __restrict__ used,
                                             unsigned* __restrict__ nder, unsigned* __restrict__ work) {
     extern __shared__ unsigned grove_table_shared[];
@@ -576,9 +578,9 @@ extern "C" __global__ void grove_map_derive(GroveMapTreesParams p, const unsigne
     for (unsigned w = threadIdx.x; w < p.map.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
     __syncthreads();
     if (p.map.table_words > 0)
-        grove_derive_warp((const char*)grove_table_shared, p, genomes, lens, der, status, used, nder, work, hist);
+        grove_derive_warp((const char*)grove_table_shared, p, genomes, lens, status, used, nder, work, hist);
     else
-        grove_derive_warp((const char*)grove_table, p, genomes, lens, der, status, used, nder, work, hist);
+        grove_derive_warp((const char*)grove_table, p, genomes, lens, status, used, nder, work, hist);
     __syncthreads();
     if (p.build)
         for (unsigned b = threadIdx.x; b < GROVE_ORDER_BINS; b += blockDim.x)
@@ -630,21 +632,23 @@ extern "C" __global__ void grove_map_scatter(GroveMapTreesParams p, const unsign
     }
 }
 
-// Builds the tree of genome i, derived by grove_map_derive (status st, nd entries in its row of
-// der), into row i of the population (an empty row where the mapping or the build fails).
-// Returns the status.
-static __device__ unsigned grove_build_one(const char* base, const GroveMapTreesParams& p, unsigned i, unsigned st,
-                                           unsigned nd, const unsigned* __restrict__ der, unsigned* __restrict__ span,
+// Maps genome i again, its scratch in column t, and builds its tree into row i of the population
+// (an empty row where the mapping or the build fails). Returns the status.
+static __device__ unsigned grove_build_one(const char* base, const GroveMapTreesParams& p, unsigned i, unsigned t,
+                                           const unsigned* __restrict__ genomes, const unsigned* __restrict__ lens,
+                                           unsigned* __restrict__ der, unsigned* __restrict__ span,
                                            unsigned char* __restrict__ op, float* __restrict__ value,
                                            unsigned short* __restrict__ size, unsigned char* __restrict__ outs,
                                            unsigned short* __restrict__ len) {
-    const unsigned long long P = 1;  // the stride between a row's entries
-    der += (unsigned long long)i * p.map.max_derivation;
-    span += (unsigned long long)i * p.map.max_derivation;
+    const unsigned long long P = p.map.n_genomes;  // the stride between a genome's entries
+    der += t;
+    span += t;
+    const GroveMapOut m = grove_map_one(base, p.map, i, genomes, lens, der, P, GROVE_CODON_VALUE);
+    const unsigned nd = m.n_derivation;
     const unsigned L = p.max_len;
     const unsigned long long row = (unsigned long long)i * L;
     const unsigned old_len = len[i];
-    unsigned status = st, n = 0;
+    unsigned status = m.status, n = 0;
     if (status == GROVE_MAP_VALID) {
         const GroveTables t = grove_tables(base, p.templates_at);
         // Sub-derivation sizes, backwards.
@@ -766,25 +770,23 @@ static __device__ unsigned grove_build_one(const char* base, const GroveMapTrees
     return status;
 }
 
-// The trees of the derived genomes: thread t builds genome perm[t]'s tree into its row and
-// writes its build status over the map status (status[i] is GROVE_MAP_* or GROVE_BUILD_*).
+// The trees, in the order grove_map_scatter made: thread t maps genome perm[t] (again) and builds
+// its tree into its row; status[i] becomes GROVE_MAP_* or GROVE_BUILD_*.
 extern "C" __global__ void grove_map_build(GroveMapTreesParams p, const unsigned* __restrict__ perm,
-                                           const unsigned* __restrict__ der, unsigned* __restrict__ span,
-                                           const unsigned* __restrict__ nder, unsigned char* __restrict__ op,
-                                           float* __restrict__ value, unsigned short* __restrict__ size,
-                                           unsigned char* __restrict__ outs, unsigned short* __restrict__ len,
-                                           unsigned* __restrict__ status) {
+                                           const unsigned* __restrict__ genomes, const unsigned* __restrict__ lens,
+                                           unsigned* __restrict__ der, unsigned* __restrict__ span,
+                                           unsigned char* __restrict__ op, float* __restrict__ value,
+                                           unsigned short* __restrict__ size, unsigned char* __restrict__ outs,
+                                           unsigned short* __restrict__ len, unsigned* __restrict__ status) {
     extern __shared__ unsigned grove_table_shared[];
     const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
     for (unsigned w = threadIdx.x; w < p.map.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
     __syncthreads();
     if (t >= p.map.n_genomes) return;
-    const unsigned i = perm[t], st = status[i], nd = nder[i];
-    const unsigned out =
-        p.map.table_words > 0
-            ? grove_build_one((const char*)grove_table_shared, p, i, st, nd, der, span, op, value, size, outs, len)
-            : grove_build_one((const char*)grove_table, p, i, st, nd, der, span, op, value, size, outs, len);
-    if (out != st) status[i] = out;
+    const unsigned i = perm[t];
+    status[i] = p.map.table_words > 0
+                    ? grove_build_one((const char*)grove_table_shared, p, i, t, genomes, lens, der, span, op, value, size, outs, len)
+                    : grove_build_one((const char*)grove_table, p, i, t, genomes, lens, der, span, op, value, size, outs, len);
 }
 
 // ---------------------------------------------------------------------------------------------

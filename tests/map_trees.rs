@@ -186,10 +186,13 @@ fn first_mismatch(rep: &GrammarRep, g: &Genomes, dev: &Population, used: &[u32],
     None
 }
 
+/// Lanes of the emulated derive's warp.
+const EMU_LANES: u32 = 8;
+
 /// The kernels as host functions.
-type DeriveFn = unsafe extern "C" fn(MapTreesParams, *const u32, *const u32, *mut u32, *mut u32, *mut u32, *mut u32, *mut u32);
+type DeriveFn = unsafe extern "C" fn(MapTreesParams, *const u32, *const u32, *mut u32, *mut u32, *mut u32, *mut u32);
 type ScatterFn = unsafe extern "C" fn(MapTreesParams, *const u32, *const u32, *mut u32, *mut u32);
-type BuildFn = unsafe extern "C" fn(MapTreesParams, *const u32, *const u32, *mut u32, *const u32, *mut u8, *mut f32, *mut u16, *mut u8, *mut u16, *mut u32);
+type BuildFn = unsafe extern "C" fn(MapTreesParams, *const u32, *const u32, *const u32, *mut u32, *mut u32, *mut u8, *mut f32, *mut u16, *mut u8, *mut u16, *mut u32);
 type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), *mut std::ffi::c_void);
 
 /// Pointers handed to the emulated threads (the kernels share what they write through atomics
@@ -239,7 +242,8 @@ impl Emulated {
     }
 
     /// The three launches of `CudaEngine::map_trees`: the derive on `derive_blocks` blocks of
-    /// one warp (the emulated warp intrinsics take blocks of at most 32 threads), the scatter
+    /// one warp of [`EMU_LANES`] lanes (the emulated warp intrinsics take blocks of at most 32
+    /// threads), the scatter
     /// on blocks of real threads, the build a thread at a time. Also returns the build order.
     #[allow(clippy::too_many_arguments)]
     fn map_population_with(
@@ -291,8 +295,7 @@ impl Emulated {
             pad: 0,
         };
         let (gp, lp) = (g.codons.as_ptr(), g.len.as_ptr());
-        let (dp, stp, up, np, wp, pp) = (
-            Ptr(der.as_mut_ptr()),
+        let (stp, up, np, wp, pp) = (
             Ptr(status.as_mut_ptr()),
             Ptr(used.as_mut_ptr()),
             Ptr(nder.as_mut_ptr()),
@@ -305,8 +308,10 @@ impl Emulated {
         // genomes of capacity codons, P × max_derivation scratch, P × L rows, P statuses, the
         // work words).
         unsafe { set_table(words.as_ptr(), words.len() as u32) };
+        // A warp of EMU_LANES lanes: every lane is a real thread meeting the others at each warp
+        // intrinsic, and a full warp of them crawls on two cores beside another test.
         for b in 0..derive_blocks {
-            self.run_block(b, 32, &move || unsafe { derive(params, genomes.get(), lens.get(), dp.get(), stp.get(), up.get(), np.get(), wp.get()) });
+            self.run_block(b, EMU_LANES, &move || unsafe { derive(params, genomes.get(), lens.get(), stp.get(), up.get(), np.get(), wp.get()) });
         }
         let tile = (kernels::MAP_SCATTER_THREADS * kernels::MAP_SCATTER_ITEMS) as usize;
         for b in 0..p.div_ceil(tile) as u32 {
@@ -318,9 +323,10 @@ impl Emulated {
                 build(
                     params,
                     perm.as_ptr(),
-                    der.as_ptr(),
+                    g.codons.as_ptr(),
+                    g.len.as_ptr(),
+                    der.as_mut_ptr(),
                     span.as_mut_ptr(),
-                    nder.as_ptr(),
                     pop.op.as_mut_ptr(),
                     pop.value.as_mut_ptr(),
                     pop.size.as_mut_ptr(),

@@ -19,7 +19,10 @@ pub fn build(src: &KernelSource<'_>, edit: impl Fn(String) -> String) -> Option<
     std::fs::write(&cpp, format!("{shim}\n{setter}\n{}\n", edit(src.full_source()))).unwrap();
     let so = dir.join(format!("lib{}.so", src.file));
     let out = std::process::Command::new("g++")
-        .args(["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w", "-o"])
+        // -fno-gnu-unique: the function-local statics of the shim's inline warp intrinsics would
+        // otherwise be one object in the whole process (STB_GNU_UNIQUE), shared by the libraries
+        // of tests running at once, whose warps would then read each other's lanes.
+        .args(["-std=c++20", "-O1", "-ffp-contract=off", "-fno-fast-math", "-fno-strict-aliasing", "-fno-gnu-unique", "-shared", "-fPIC", "-pthread", "-w", "-o"])
         .arg(&so)
         .arg(&cpp)
         // Extra flags for debugging a kernel (`-g`, `-fsanitize=address`).

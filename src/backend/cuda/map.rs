@@ -305,7 +305,8 @@ pub fn bench_map(
 
 
 /// The scratch and per-genome results of [`CudaEngine::map_trees`]: the derivation and its
-/// sub-derivation sizes `[P × max_derivation]` u32 (row `i` genome `i`'s), per genome a status
+/// sub-derivation sizes `[max_derivation × P]` u32 (entry `j` of the genome at position `t` of
+/// the build order at `j·P + t`), per genome a status
 /// ([`MapStatus`] code), the codons read and the derivation's length, the build order `[P]`, and
 /// the work words of the launches (the derive's queue, the order's histogram and cursors).
 pub struct MapTreesScratch {
@@ -374,9 +375,9 @@ impl CudaEngine {
             )));
         }
         let total = p.checked_mul(max_derivation).ok_or_else(|| GpuError::Input("derivation scratch too large".into()))?;
-        // SAFETY: uninitialised; the kernels write each derivation and span entry before they
-        // read it (entries below a genome's derivation length only), status, used, nder and
-        // perm for every genome before reading them.
+        // SAFETY: uninitialised; the build writes each derivation and span entry before it
+        // reads it (entries below a genome's derivation length only), and the kernels write
+        // status, used, nder and perm for every genome before reading them.
         let (der, span) = unsafe { (self.stream.alloc::<u32>(total), self.stream.alloc::<u32>(total)) };
         let der = der.during(|| format!("allocating derivation scratch ({} MiB)", (total * 4) >> 20))?;
         let span = span.during(|| "allocating span scratch".into())?;
@@ -415,7 +416,8 @@ impl CudaEngine {
     /// built into the same row there (an empty row where it does not map or build): the device
     /// twin of `backend::cpu::breed::map_population`. Statuses and used codons stay in `scratch`.
     /// Three launches (`kernels/map.cu` says why): `grove_map_derive` on as many blocks as stay
-    /// resident, then, with trees, `grove_map_scatter` and `grove_map_build`.
+    /// resident, then, with trees, `grove_map_scatter` (the genomes by derivation length) and
+    /// `grove_map_build` (each genome mapped again and built, in that order).
     pub fn map_trees(
         &self,
         tables: &DeviceTables,
@@ -469,15 +471,14 @@ impl CudaEngine {
         let blocks = (per_sm.max(1) as u64 * self.sm_count.max(1) as u64).min(need).max(1) as u32;
         let lc = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: smem };
         let mut b = self.stream.launch_builder(&derive);
-        b.arg(&params).arg(&genomes.codons).arg(&genomes.len).arg(&mut scratch.der);
+        b.arg(&params).arg(&genomes.codons).arg(&genomes.len);
         b.arg(&mut scratch.status).arg(&mut scratch.used).arg(&mut scratch.nder).arg(&mut scratch.work);
         // SAFETY: matches `grove_map_derive(GroveMapTreesParams, const unsigned* genomes, const
-        // unsigned* lens, unsigned* der, unsigned* status, unsigned* used, unsigned* nder,
-        // unsigned* work)` with MapTreesParams laid out as GroveMapTreesParams, blocks of whole
-        // warps. Genome rows are read within their lengths (at most the capacity, DeviceGenomes'
-        // invariant); genome i (each taken once, through the queue word of `work`, zeroed above)
-        // writes row i of der below max_derivation (a longer derivation stops) and status,
-        // used and nder at i < P; the histogram's bins are below ORDER_BINS within `work`'s
+        // unsigned* lens, unsigned* status, unsigned* used, unsigned* nder, unsigned* work)` with
+        // MapTreesParams laid out as GroveMapTreesParams, blocks of whole warps. Genome rows are
+        // read within their lengths (at most the capacity, DeviceGenomes' invariant); genome i
+        // (each taken once, through the queue word of `work`, zeroed above) writes status, used
+        // and nder at i < P; the histogram's bins are below ORDER_BINS within `work`'s
         // 1 + 2·ORDER_BINS words. The blob is a compiled RuleTable followed by its Templates
         // (DeviceTables), whose indices point inside it; table_words words fit the launch's
         // dynamic shared memory.
@@ -500,15 +501,16 @@ impl CudaEngine {
         let build = self.function(&MAP, &[], MAP_BUILD)?;
         let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(t), 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: smem };
         let mut b = self.stream.launch_builder(&build);
-        b.arg(&params).arg(&scratch.perm).arg(&scratch.der).arg(&mut scratch.span).arg(&scratch.nder);
+        b.arg(&params).arg(&scratch.perm).arg(&genomes.codons).arg(&genomes.len).arg(&mut scratch.der).arg(&mut scratch.span);
         b.arg(&mut pop.op).arg(&mut pop.value).arg(&mut pop.size).arg(&mut pop.out).arg(&mut pop.len).arg(&mut scratch.status);
         // SAFETY: matches `grove_map_build(GroveMapTreesParams, const unsigned* perm, const
-        // unsigned* der, unsigned* span, const unsigned* nder, unsigned char* op, float* value,
-        // unsigned short* size, unsigned char* outs, unsigned short* len, unsigned* status)`.
-        // perm is a permutation of 0..P (above), so each row is built by one thread; thread t
-        // reads row perm[t] of der below its nder (written by the derive), writes the same row
-        // of span, tree row perm[t] below L (the builder checks the length before each node)
-        // and len and status there. The blob and table_words as for the derive.
+        // unsigned* genomes, const unsigned* lens, unsigned* der, unsigned* span, unsigned char*
+        // op, float* value, unsigned short* size, unsigned char* outs, unsigned short* len,
+        // unsigned* status)`. perm is a permutation of 0..P (above), so each genome is mapped
+        // and built by one thread; thread t reads genome perm[t] within its length, writes
+        // scratch entries j·P + t for j < max_derivation (the mapping stops a longer
+        // derivation), tree row perm[t] below L (the builder checks the length before each
+        // node) and len and status there. The blob and table_words as for the derive.
         unsafe { b.launch(lc) }.during(|| format!("launching {MAP_BUILD}"))?;
         Ok(())
     }
