@@ -19,7 +19,6 @@
 // GROVE_MAP_DERIVATION_FULL, as Mapper::with_max_derivation does on the CPU.
 
 #include "rng.cuh"
-#include "scan.cuh"
 
 #define GROVE_MAP_STACK 256        // (symbol, depth) entries per thread
 #define GROVE_TABLE_BYTES 65536    // TABLE_LIMIT_BYTES
@@ -77,130 +76,88 @@ GROVE_CHECK_LAYOUT(GroveProduction);
 // The rule table blob, 4-byte words so that every section is aligned.
 __constant__ unsigned grove_table[GROVE_TABLE_BYTES / 4];
 
-// The rule table's sections as one address space (constant or shared memory) sees them.
-struct GroveMapTable {
-    const GroveRule* rules;
-    const GroveProduction* prods;
-    const unsigned short* children;
-    const int* codon;
-};
-
-static __device__ __forceinline__ GroveMapTable grove_map_table(const char* base) {
-    const GroveTableHeader* h = (const GroveTableHeader*)base;
-    GroveMapTable t;
-    t.rules = (const GroveRule*)(base + sizeof(GroveTableHeader));
-    t.prods = (const GroveProduction*)(base + h->off_productions);
-    t.children = (const unsigned short*)(base + h->off_children);
-    t.codon = (const int*)(base + ((h->off_symbols + 2 * h->n_symbols + 3) & ~3u));
-    return t;
-}
-
-// One genome's derivation in progress: its codons, the counters Mapper::map keeps, and the top
-// of its explicit stack of (symbol, depth), GROVE_MAP_STACK entries in arrays the caller owns.
-struct GroveDerive {
-    const unsigned* g;
-    unsigned len, budget, used, nodes, depth, pos, nd, status;
-    int top;
-};
-
-// Starts genome i: the start rule alone on the stack.
-static __device__ __forceinline__ void grove_derive_start(GroveDerive& s, const GroveMapParams& p, unsigned i,
-                                                          const unsigned* __restrict__ genomes,
-                                                          const unsigned* __restrict__ lens, unsigned short* ssym,
-                                                          unsigned* sdepth) {
-    s.g = genomes + (unsigned long long)i * p.capacity;
-    s.len = lens[i];
-    const unsigned long long budget64 = (unsigned long long)s.len * ((unsigned long long)p.max_wraps + 1);
-    s.budget = budget64 > 0xffffffffull ? 0xffffffffu : (unsigned)budget64;
-    s.used = s.nodes = s.depth = s.pos = s.nd = 0;
-    s.status = GROVE_MAP_VALID;
-    ssym[0] = 1u << 14;  // the start rule, a non-terminal
-    sdepth[0] = 1;
-    s.top = 1;
-}
-
-// Expands the symbol on top of the stack (one turn of Mapper::map's loop); true when the
-// derivation has ended, valid (the stack is empty) or not (s.status). Derivation entry j goes to
-// dout[j * stride] when write is set; codon-value entries get value_flag or'ed in (0 for
-// grove_map; the tree builder marks them with the top bit). A stack that would outgrow
-// GROVE_MAP_STACK stops with GROVE_MAP_STACK_OVERFLOW, counts as reached
-// (Mapper::with_max_stack on the CPU).
-static __device__ __forceinline__ bool grove_derive_step(GroveDerive& s, const GroveMapTable& t, const GroveMapParams& p,
-                                                         unsigned short* ssym, unsigned* sdepth,
-                                                         unsigned* __restrict__ dout, unsigned long long stride,
-                                                         bool write, unsigned value_flag) {
-    --s.top;
-    const unsigned sym = ssym[s.top], d = sdepth[s.top];
-    const unsigned index = sym & 0x3fffu;
-    if ((sym >> 14) == 1) {
-        const GroveRule rule = t.rules[index];
-        const unsigned n = rule.n_productions;
-        unsigned choice = 0;
-        if (!(p.lazy && n == 1)) {
-            if (s.used >= s.budget) { s.status = GROVE_MAP_OUT_OF_CODONS; return true; }
-            const unsigned c = s.g[s.pos];
-            ++s.used;
-            if (++s.pos == s.len) s.pos = 0;
-            choice = c % n;
-        }
-        const unsigned pi = rule.first_production + choice;
-        if (s.nd == p.max_derivation) { s.status = GROVE_MAP_DERIVATION_FULL; return true; }
-        if (write) dout[stride * s.nd] = pi;
-        ++s.nd;
-        ++s.nodes;
-        const GroveProduction prod = t.prods[pi];
-        const unsigned nk = prod.n_children;
-        if (nk == 0) {
-            // PonyGE2 raises the depth when a subtree finishes: only childless expansions
-            // (which finish at once) can raise it (see map.rs).
-            const unsigned leaf = (prod.flags & GROVE_PRODUCTION_LEAF_ROW) ? 1u : 0u;
-            s.nodes += leaf;
-            s.depth = GROVE_MAP_MAX(s.depth, d + leaf);
-        } else {
-            if (s.top + (int)nk > GROVE_MAP_STACK) { s.status = GROVE_MAP_STACK_OVERFLOW; return true; }
-            for (unsigned k = 0; k < nk; ++k) {
-                ssym[s.top + k] = t.children[prod.first_child + nk - 1 - k];
-                sdepth[s.top + k] = d + 1;
-            }
-            s.top += (int)nk;
-        }
-    } else {
-        // A codon value: a node with one terminal leaf.
-        if (s.used >= s.budget) { s.status = GROVE_MAP_OUT_OF_CODONS; return true; }
-        const unsigned c = s.g[s.pos];
-        ++s.used;
-        if (++s.pos == s.len) s.pos = 0;
-        const unsigned count = (unsigned)t.codon[2 * index + 1];
-        if (s.nd == p.max_derivation) { s.status = GROVE_MAP_DERIVATION_FULL; return true; }
-        if (write) dout[stride * s.nd] = (c % count) | value_flag;
-        ++s.nd;
-        s.nodes += 2;
-        s.depth = GROVE_MAP_MAX(s.depth, d + 1);
-    }
-    if (s.depth > p.max_depth) { s.status = GROVE_MAP_TOO_DEEP; return true; }
-    if (s.nodes > p.max_nodes) { s.status = GROVE_MAP_TOO_MANY_NODES; return true; }
-    return s.top == 0;
-}
-
-// Maps genome i reading the table at base (constant or shared memory), derivation entry j to
-// dout[j * stride] with value_flag on codon values.
+// Maps genome i reading the table at base (constant or shared memory). Derivation entry j goes to
+// dout[j * stride]; codon-value entries get value_flag or'ed in (0 for grove_map; the tree builder
+// marks them with the top bit). A stack that would outgrow GROVE_MAP_STACK stops with
+// GROVE_MAP_STACK_OVERFLOW, counts as reached (Mapper::with_max_stack on the CPU).
 static __device__ __forceinline__ GroveMapOut grove_map_one(const char* base, const GroveMapParams& p, unsigned i,
                                                             const unsigned* __restrict__ genomes,
                                                             const unsigned* __restrict__ lens,
                                                             unsigned* __restrict__ dout, unsigned long long stride,
                                                             unsigned value_flag) {
-    const GroveMapTable t = grove_map_table(base);
+    const GroveTableHeader* h = (const GroveTableHeader*)base;
+    const GroveRule* rules = (const GroveRule*)(base + sizeof(GroveTableHeader));
+    const GroveProduction* prods = (const GroveProduction*)(base + h->off_productions);
+    const unsigned short* children = (const unsigned short*)(base + h->off_children);
+    const int* codon = (const int*)(base + ((h->off_symbols + 2 * h->n_symbols + 3) & ~3u));
+
+    const unsigned* g = genomes + (unsigned long long)i * p.capacity;
+    const unsigned len = lens[i];
+    unsigned long long budget64 = (unsigned long long)len * ((unsigned long long)p.max_wraps + 1);
+    const unsigned budget = budget64 > 0xffffffffull ? 0xffffffffu : (unsigned)budget64;
+
     unsigned short ssym[GROVE_MAP_STACK];
     unsigned sdepth[GROVE_MAP_STACK];
-    GroveDerive s;
-    grove_derive_start(s, p, i, genomes, lens, ssym, sdepth);
-    while (!grove_derive_step(s, t, p, ssym, sdepth, dout, stride, true, value_flag)) {}
+    int top = 1;
+    ssym[0] = 1u << 14;  // the start rule, a non-terminal
+    sdepth[0] = 1;
+    unsigned used = 0, nodes = 0, depth = 0, pos = 0, nd = 0, status = GROVE_MAP_VALID;
+    while (top > 0) {
+        --top;
+        const unsigned sym = ssym[top], d = sdepth[top];
+        const unsigned index = sym & 0x3fffu;
+        if ((sym >> 14) == 1) {
+            const GroveRule rule = rules[index];
+            const unsigned n = rule.n_productions;
+            unsigned choice = 0;
+            if (!(p.lazy && n == 1)) {
+                if (used >= budget) { status = GROVE_MAP_OUT_OF_CODONS; break; }
+                const unsigned c = g[pos];
+                ++used;
+                if (++pos == len) pos = 0;
+                choice = c % n;
+            }
+            const unsigned pi = rule.first_production + choice;
+            if (nd == p.max_derivation) { status = GROVE_MAP_DERIVATION_FULL; break; }
+            dout[stride * nd++] = pi;
+            ++nodes;
+            const GroveProduction prod = prods[pi];
+            const unsigned nk = prod.n_children;
+            if (nk == 0) {
+                // PonyGE2 raises the depth when a subtree finishes: only childless expansions
+                // (which finish at once) can raise it (see map.rs).
+                const unsigned leaf = (prod.flags & GROVE_PRODUCTION_LEAF_ROW) ? 1u : 0u;
+                nodes += leaf;
+                depth = GROVE_MAP_MAX(depth, d + leaf);
+            } else {
+                if (top + (int)nk > GROVE_MAP_STACK) { status = GROVE_MAP_STACK_OVERFLOW; break; }
+                for (unsigned k = 0; k < nk; ++k) {
+                    ssym[top + k] = children[prod.first_child + nk - 1 - k];
+                    sdepth[top + k] = d + 1;
+                }
+                top += (int)nk;
+            }
+        } else {
+            // A codon value: a node with one terminal leaf.
+            if (used >= budget) { status = GROVE_MAP_OUT_OF_CODONS; break; }
+            const unsigned c = g[pos];
+            ++used;
+            if (++pos == len) pos = 0;
+            const unsigned count = (unsigned)codon[2 * index + 1];
+            if (nd == p.max_derivation) { status = GROVE_MAP_DERIVATION_FULL; break; }
+            dout[stride * nd++] = (c % count) | value_flag;
+            nodes += 2;
+            depth = GROVE_MAP_MAX(depth, d + 1);
+        }
+        if (depth > p.max_depth) { status = GROVE_MAP_TOO_DEEP; break; }
+        if (nodes > p.max_nodes) { status = GROVE_MAP_TOO_MANY_NODES; break; }
+    }
     GroveMapOut o;
-    o.status = s.status;
-    o.used_codons = s.used;
-    o.depth = s.depth;
-    o.nodes = s.nodes;
-    o.n_derivation = s.nd;
+    o.status = status;
+    o.used_codons = used;
+    o.depth = depth;
+    o.nodes = nodes;
+    o.n_derivation = nd;
     return o;
 }
 
@@ -223,33 +180,15 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
 }
 
 // ---------------------------------------------------------------------------------------------
-// Trees straight from genomes, twin of backend::cpu::breed::map_population (Mapper with
+// Trees straight from genomes: grove_map_trees maps genome i (grove_map_one, the loops' bounds)
+// and builds its tree into row i of a population, twin of backend::cpu::breed::map_population (Mapper with
 // with_max_stack and with_max_derivation, then genome::build::build_tree and
-// Population::set_tree), in three launches (CudaEngine::map_trees queues them):
+// Population::set_tree). The node templates (Templates::to_device_blob, layout in
+// src/grammar/template.rs) follow the rule table in the same constant blob, at templates_at.
 //
-// - grove_map_derive: every genome's derivation, recording its outcome (status, codons read,
-//   derivation length) but not the derivation itself. Genome lengths vary by orders of magnitude,
-//   and a thread that maps one genome leaves its warp's other lanes idle until the longest
-//   derivation ends (4.6 of 32 lanes busy at 10^6 random genomes). So warps stay resident and
-//   take genomes from a queue, 32 at a time, and a lane whose derivation ends starts the warp's
-//   next genome at once. A block's histogram of derivation lengths goes to the work words.
-// - grove_map_scatter: the genomes ordered by derivation length, longest first (a counting sort
-//   over GROVE_ORDER_BINS lengths; genomes that did not map come last), into perm [P].
-// - grove_map_build: thread t maps genome perm[t] again and builds its tree into the genome's
-//   row. A warp's derivations are now of about one length, so its lanes run together and their
-//   scratch entries (column t) are neighbours. (Keeping the first pass's derivations instead
-//   costs more than mapping twice: written and read a lane per row, they made the build wait on
-//   memory, measured on an H200.)
-//
-// The order changes which thread builds a tree, never the tree. The node templates
-// (Templates::to_device_blob, layout in src/grammar/template.rs) follow the rule table in the
-// same constant blob, at templates_at.
-//
-// Scratch: derivation and span [max_derivation x P] u32, entry j of the genome at position t
-// of the order at j * P + t. Codon-value entries carry GROVE_CODON_VALUE. Work words
-// [1 + 2 * GROVE_ORDER_BINS], zero before the derive: the queue, the histogram, the scatter's
-// cursors. Population: op u8, value f32, size u16, out u8 [P x L] and len u16 [P], rows zero
-// after len.
+// Scratch: derivation and span [max_derivation x P] u32, entry j of genome i at j * P + i (so a
+// warp's threads touch neighbouring words). Codon-value entries carry GROVE_CODON_VALUE.
+// Population: op u8, value f32, size u16, out u8 [P x L] and len u16 [P], rows zero after len.
 
 #define GROVE_BUILD_FRAMES 1024  // genome::build::BUILD_FRAMES
 #define GROVE_SPELL_FRAMES 32    // genome::build::SPELL_FRAMES
@@ -500,151 +439,19 @@ static __device__ bool grove_read_number(const char* b, unsigned n, float& out) 
     return true;
 }
 
-#define GROVE_ORDER_BINS 1024  // derivation lengths the build order tells apart (ORDER_BINS in kernels.rs)
-#define GROVE_DERIVE_CHUNK 32   // genomes a warp takes from the queue at a time
-
-// The order bin of a mapped genome: longest derivations first, genomes that did not map last.
-static __device__ __forceinline__ unsigned grove_order_bin(unsigned status, unsigned nd) {
-    const unsigned key = status == GROVE_MAP_VALID ? (nd < GROVE_ORDER_BINS - 1 ? nd : GROVE_ORDER_BINS - 1) : 0u;
-    return GROVE_ORDER_BINS - 1 - key;
-}
-
-// grove_map_derive's body for one address space of the table. Every lane of every warp runs
-// it to the end (the warp intrinsics need all 32): a lane with no genome waits for the next.
-static __device__ __forceinline__ void grove_derive_warp(const char* base, const GroveMapTreesParams& p,
-                                                         const unsigned* __restrict__ genomes,
-                                                         const unsigned* __restrict__ lens,
-                                                         unsigned* __restrict__ status, unsigned* __restrict__ used,
-                                                         unsigned* __restrict__ nder, unsigned* __restrict__ work,
-                                                         unsigned* hist) {
-    const GroveMapTable t = grove_map_table(base);
-    const unsigned P = p.map.n_genomes;
-    const unsigned lane = threadIdx.x & 31u;
-    const unsigned below = (1u << lane) - 1u;  // the lanes ranked before this one
-    unsigned short ssym[GROVE_MAP_STACK];
-    unsigned sdepth[GROVE_MAP_STACK];
-    GroveDerive s;
-    bool have = false;
-    unsigned i = 0;
-    // The warp's share of the queue, [next, end): the same in every lane.
-    unsigned next = 0, end = 0;
-    bool dry = false;
-    for (;;) {
-        unsigned idle = __ballot_sync(0xffffffffu, !have);
-        if (idle != 0 && !dry) {
-            if (next == end) {
-                unsigned b = 0;
-                if (lane == 0) b = atomicAdd(work, GROVE_DERIVE_CHUNK);
-                b = __shfl_sync(0xffffffffu, b, 0);
-                if (b >= P) {
-                    dry = true;
-                } else {
-                    next = b;
-                    end = b + GROVE_DERIVE_CHUNK < P ? b + GROVE_DERIVE_CHUNK : P;
-                }
-            }
-            if (!dry) {
-                const unsigned rank = __popc(idle & below), left = end - next;
-                if (!have && rank < left) {
-                    i = next + rank;
-                    grove_derive_start(s, p.map, i, genomes, lens, ssym, sdepth);
-                    have = true;
-                }
-                const unsigned n_idle = (unsigned)__popc(idle);
-                next += n_idle < left ? n_idle : left;
-            }
-        }
-        if (__ballot_sync(0xffffffffu, have) == 0) break;
-        if (have && grove_derive_step(s, t, p.map, ssym, sdepth, nullptr, 0, false, 0)) {
-            status[i] = s.status;
-            used[i] = s.used;
-            nder[i] = s.nd;
-            if (p.build) atomicAdd(&hist[grove_order_bin(s.status, s.nd)], 1u);
-            have = false;
-        }
-    }
-}
-
-// Every genome's derivation (see above): status, used and nder [P], and with p.build the order's
-// histogram into work[1 .. 1 + GROVE_ORDER_BINS). Any grid of whole warps; CudaEngine::map_trees
-// launches as many blocks as stay resident.
-extern "C" __global__ void grove_map_derive(GroveMapTreesParams p, const unsigned* __restrict__ genomes,
-                                            const unsigned* __restrict__ lens,
-                                            unsigned* __restrict__ status, unsigned* __restrict__ used,
-                                            unsigned* __restrict__ nder, unsigned* __restrict__ work) {
-    extern __shared__ unsigned grove_table_shared[];
-    __shared__ unsigned hist[GROVE_ORDER_BINS];
-    for (unsigned w = threadIdx.x; w < GROVE_ORDER_BINS; w += blockDim.x) hist[w] = 0;
-    for (unsigned w = threadIdx.x; w < p.map.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
-    __syncthreads();
-    if (p.map.table_words > 0)
-        grove_derive_warp((const char*)grove_table_shared, p, genomes, lens, status, used, nder, work, hist);
-    else
-        grove_derive_warp((const char*)grove_table, p, genomes, lens, status, used, nder, work, hist);
-    __syncthreads();
-    if (p.build)
-        for (unsigned b = threadIdx.x; b < GROVE_ORDER_BINS; b += blockDim.x)
-            if (hist[b] != 0) atomicAdd(&work[1 + b], hist[b]);
-}
-
-#define GROVE_SCATTER_THREADS 256  // a block of grove_map_scatter (MAP_SCATTER_THREADS in kernels.rs)
-#define GROVE_SCATTER_ITEMS 4      // genomes per thread
-#define GROVE_SCATTER_TILE (GROVE_SCATTER_THREADS * GROVE_SCATTER_ITEMS)
-
-// perm [P]: the genomes by order bin (grove_order_bin), each bin's genomes in the order the
-// blocks reserve their places (which changes no tree). A block per GROVE_SCATTER_TILE genomes
-// of GROVE_SCATTER_THREADS threads; work holds the complete histogram, and its cursors
-// (work[1 + GROVE_ORDER_BINS ..]) start at zero.
-extern "C" __global__ void grove_map_scatter(GroveMapTreesParams p, const unsigned* __restrict__ status,
-                                             const unsigned* __restrict__ nder, unsigned* __restrict__ work,
-                                             unsigned* __restrict__ perm) {
-    __shared__ unsigned start[GROVE_ORDER_BINS], count[GROVE_ORDER_BINS], base[GROVE_ORDER_BINS];
-    const unsigned P = p.map.n_genomes, tid = threadIdx.x;
-    // Each bin's first place: an exclusive scan of the histogram, GROVE_ORDER_BINS / threads
-    // consecutive bins a thread.
-    const unsigned per = GROVE_ORDER_BINS / GROVE_SCATTER_THREADS;
-    unsigned long long mine = 0;
-    for (unsigned k = 0; k < per; ++k) mine += work[1 + tid * per + k];
-    unsigned long long total;
-    unsigned long long at = grove_block_scan(mine, total);
-    for (unsigned k = 0; k < per; ++k) {
-        start[tid * per + k] = (unsigned)at;
-        at += work[1 + tid * per + k];
-        count[tid * per + k] = 0;
-    }
-    __syncthreads();
-    unsigned bin[GROVE_SCATTER_ITEMS], rank[GROVE_SCATTER_ITEMS];
-    const unsigned first = blockIdx.x * GROVE_SCATTER_TILE;
-    for (unsigned k = 0; k < GROVE_SCATTER_ITEMS; ++k) {
-        const unsigned i = first + k * GROVE_SCATTER_THREADS + tid;
-        if (i < P) {
-            bin[k] = grove_order_bin(status[i], nder[i]);
-            rank[k] = atomicAdd(&count[bin[k]], 1u);
-        }
-    }
-    __syncthreads();
-    for (unsigned b = tid; b < GROVE_ORDER_BINS; b += GROVE_SCATTER_THREADS)
-        base[b] = count[b] != 0 ? start[b] + atomicAdd(&work[1 + GROVE_ORDER_BINS + b], count[b]) : 0u;
-    __syncthreads();
-    for (unsigned k = 0; k < GROVE_SCATTER_ITEMS; ++k) {
-        const unsigned i = first + k * GROVE_SCATTER_THREADS + tid;
-        if (i < P) perm[base[bin[k]] + rank[k]] = i;
-    }
-}
-
-// Maps genome i again, its scratch in column t, and builds its tree into row i of the population
-// (an empty row where the mapping or the build fails). Returns the status.
-static __device__ unsigned grove_build_one(const char* base, const GroveMapTreesParams& p, unsigned i, unsigned t,
-                                           const unsigned* __restrict__ genomes, const unsigned* __restrict__ lens,
-                                           unsigned* __restrict__ der, unsigned* __restrict__ span,
-                                           unsigned char* __restrict__ op, float* __restrict__ value,
-                                           unsigned short* __restrict__ size, unsigned char* __restrict__ outs,
-                                           unsigned short* __restrict__ len) {
-    const unsigned long long P = p.map.n_genomes;  // the stride between a genome's entries
-    der += t;
-    span += t;
+// Maps genome i and builds its tree (see above). Returns the status; used codons in used.
+static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTreesParams& p, unsigned i,
+                                              const unsigned* __restrict__ genomes, const unsigned* __restrict__ lens,
+                                              unsigned* __restrict__ der, unsigned* __restrict__ span,
+                                              unsigned char* __restrict__ op, float* __restrict__ value,
+                                              unsigned short* __restrict__ size, unsigned char* __restrict__ outs,
+                                              unsigned short* __restrict__ len, unsigned& used) {
+    const unsigned long long P = p.map.n_genomes;
+    der += i;
+    span += i;
     const GroveMapOut m = grove_map_one(base, p.map, i, genomes, lens, der, P, GROVE_CODON_VALUE);
-    const unsigned nd = m.n_derivation;
+    used = m.used_codons;
+    if (!p.build) return m.status;
     const unsigned L = p.max_len;
     const unsigned long long row = (unsigned long long)i * L;
     const unsigned old_len = len[i];
@@ -652,7 +459,7 @@ static __device__ unsigned grove_build_one(const char* base, const GroveMapTrees
     if (status == GROVE_MAP_VALID) {
         const GroveTables t = grove_tables(base, p.templates_at);
         // Sub-derivation sizes, backwards.
-        for (int e = (int)nd - 1; e >= 0; --e) {
+        for (int e = (int)m.n_derivation - 1; e >= 0; --e) {
             const unsigned d = der[(unsigned long long)e * P];
             unsigned s = 1;
             if (!(d & GROVE_CODON_VALUE)) {
@@ -770,23 +577,28 @@ static __device__ unsigned grove_build_one(const char* base, const GroveMapTrees
     return status;
 }
 
-// The trees, in the order grove_map_scatter made: thread t maps genome perm[t] (again) and builds
-// its tree into its row; status[i] becomes GROVE_MAP_* or GROVE_BUILD_*.
-extern "C" __global__ void grove_map_build(GroveMapTreesParams p, const unsigned* __restrict__ perm,
-                                           const unsigned* __restrict__ genomes, const unsigned* __restrict__ lens,
-                                           unsigned* __restrict__ der, unsigned* __restrict__ span,
-                                           unsigned char* __restrict__ op, float* __restrict__ value,
-                                           unsigned short* __restrict__ size, unsigned char* __restrict__ outs,
-                                           unsigned short* __restrict__ len, unsigned* __restrict__ status) {
+// backend::cpu::breed::map_population on the device: genome i's tree into row i (when p.build), status[i]
+// (GROVE_MAP_* or GROVE_BUILD_*) and used[i], its codons read.
+extern "C" __global__ void grove_map_trees(GroveMapTreesParams p, const unsigned* __restrict__ genomes,
+                                           const unsigned* __restrict__ lens, unsigned* __restrict__ der,
+                                           unsigned* __restrict__ span, unsigned char* __restrict__ op,
+                                           float* __restrict__ value, unsigned short* __restrict__ size,
+                                           unsigned char* __restrict__ outs, unsigned short* __restrict__ len,
+                                           unsigned* __restrict__ status, unsigned* __restrict__ used) {
     extern __shared__ unsigned grove_table_shared[];
-    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
-    for (unsigned w = threadIdx.x; w < p.map.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
-    __syncthreads();
-    if (t >= p.map.n_genomes) return;
-    const unsigned i = perm[t];
-    status[i] = p.map.table_words > 0
-                    ? grove_build_one((const char*)grove_table_shared, p, i, t, genomes, lens, der, span, op, value, size, outs, len)
-                    : grove_build_one((const char*)grove_table, p, i, t, genomes, lens, der, span, op, value, size, outs, len);
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned u = 0, st = 0;
+    if (p.map.table_words > 0) {
+        for (unsigned w = threadIdx.x; w < p.map.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
+        __syncthreads();
+        if (i >= p.map.n_genomes) return;
+        st = grove_map_tree_one((const char*)grove_table_shared, p, i, genomes, lens, der, span, op, value, size, outs, len, u);
+    } else {
+        if (i >= p.map.n_genomes) return;
+        st = grove_map_tree_one((const char*)grove_table, p, i, genomes, lens, der, span, op, value, size, outs, len, u);
+    }
+    status[i] = st;
+    used[i] = u;
 }
 
 // ---------------------------------------------------------------------------------------------

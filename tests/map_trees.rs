@@ -1,5 +1,4 @@
-//! Genomes to trees on the device (`grove_map_derive`, `grove_map_scatter` and `grove_map_build`,
-//! `kernels/map.cu`) against their CPU twin
+//! Genomes to trees in one kernel (`grove_map_trees`, `kernels/map.cu`) against its CPU twin
 //! `backend::cpu::breed::map_population` (the loops' mapper, then `build_tree` and `set_tree`): the same
 //! rows bit for bit (opcode, value bits, subtree size, output slot, length, zero padding), the
 //! same codons read and the same outcome, for every shipped grammar whose templates compile,
@@ -186,29 +185,10 @@ fn first_mismatch(rep: &GrammarRep, g: &Genomes, dev: &Population, used: &[u32],
     None
 }
 
-/// Lanes of the emulated derive's warp.
-const EMU_LANES: u32 = 8;
-
-/// The kernels as host functions.
-type DeriveFn = unsafe extern "C" fn(MapTreesParams, *const u32, *const u32, *mut u32, *mut u32, *mut u32, *mut u32);
-type ScatterFn = unsafe extern "C" fn(MapTreesParams, *const u32, *const u32, *mut u32, *mut u32);
-type BuildFn = unsafe extern "C" fn(MapTreesParams, *const u32, *const u32, *const u32, *mut u32, *mut u32, *mut u8, *mut f32, *mut u16, *mut u8, *mut u16, *mut u32);
-type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), *mut std::ffi::c_void);
-
-/// Pointers handed to the emulated threads (the kernels share what they write through atomics
-/// and barriers, as on the device).
-#[derive(Clone, Copy)]
-struct Ptr<T>(*mut T);
-// SAFETY: the emulated kernels' threads write through these as the GPU's do (disjoint rows,
-// atomics on the shared words, barriers between the phases).
-unsafe impl<T> Send for Ptr<T> {}
-unsafe impl<T> Sync for Ptr<T> {}
-impl<T> Ptr<T> {
-    /// The pointer (a method, so that a closure captures the whole `Ptr`).
-    fn get(self) -> *mut T {
-        self.0
-    }
-}
+/// The kernel as a host function: one genome per call (blocks of one thread).
+type MapTreesFn = unsafe extern "C" fn(
+    MapTreesParams, *const u32, *const u32, *mut u32, *mut u32, *mut u8, *mut f32, *mut u16, *mut u8, *mut u16, *mut u32, *mut u32,
+);
 
 struct Emulated {
     lib: libloading::Library,
@@ -224,46 +204,13 @@ impl Emulated {
         Some(Self { lib })
     }
 
-    /// Runs `f` as block `block` of `threads` real threads.
-    fn run_block(&self, block: u32, threads: u32, f: &(dyn Fn() + Sync)) {
-        extern "C" fn body(ctx: *mut std::ffi::c_void) {
-            // SAFETY: ctx is the `&&dyn Fn` passed below, alive until the block has joined.
-            let f = unsafe { &*(ctx as *const &(dyn Fn() + Sync)) };
-            f();
-        }
-        let run: RunBlock = emulator::get(&self.lib, "grove_emu_run_block");
-        let at: unsafe extern "C" fn(u32) = emulator::get(&self.lib, "grove_emu_set_block");
-        // SAFETY: sets the block index the next run's threads take, then runs the block; the
-        // library joins every thread before returning.
-        unsafe {
-            at(block);
-            run(threads, body, &f as *const &(dyn Fn() + Sync) as *mut std::ffi::c_void);
-        }
-    }
-
-    /// The three launches of `CudaEngine::map_trees`: the derive on `derive_blocks` blocks of
-    /// one warp of [`EMU_LANES`] lanes (the emulated warp intrinsics take blocks of at most 32
-    /// threads), the scatter
-    /// on blocks of real threads, the build a thread at a time. Also returns the build order.
-    #[allow(clippy::too_many_arguments)]
-    fn map_population_with(
-        &self,
-        tables: &DeviceTables,
-        g: &Genomes,
-        cfg: &MapConfig,
-        max_derivation: usize,
-        max_len: usize,
-        n_outputs: usize,
-        derive_blocks: u32,
-    ) -> (Population, Vec<u32>, Vec<u32>, Vec<u32>, Vec<u32>) {
+    fn map_population(&self, tables: &DeviceTables, g: &Genomes, cfg: &MapConfig, max_derivation: usize, max_len: usize, n_outputs: usize) -> (Population, Vec<u32>, Vec<u32>) {
         type SetTable = unsafe extern "C" fn(*const u32, u32);
         type SetThread = unsafe extern "C" fn(u32, u32, u32);
         let words: Vec<u32> = tables.blob.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
         let set_table: SetTable = emulator::get(&self.lib, "grove_emu_set_table");
         let set_thread: SetThread = emulator::get(&self.lib, "grove_emu_set_thread");
-        let derive: DeriveFn = emulator::get(&self.lib, kernels::MAP_DERIVE);
-        let scatter: ScatterFn = emulator::get(&self.lib, kernels::MAP_SCATTER);
-        let build: BuildFn = emulator::get(&self.lib, kernels::MAP_BUILD);
+        let kernel: MapTreesFn = emulator::get(&self.lib, kernels::MAP_TREES_KERNEL);
         let p = g.size();
         let mut pop = Population::new(p, max_len, n_outputs);
         // Rows hold older trees of many lengths (as a reused population does): the kernel must
@@ -276,8 +223,7 @@ impl Emulated {
             pop.set_tree(i, &old).unwrap();
         }
         let (mut der, mut span) = (vec![0xdead_beefu32; p * max_derivation], vec![0xdead_beefu32; p * max_derivation]);
-        let (mut status, mut used, mut nder, mut perm) = (vec![u32::MAX; p], vec![u32::MAX; p], vec![u32::MAX; p], vec![u32::MAX; p]);
-        let mut work = vec![0u32; 1 + 2 * kernels::ORDER_BINS];
+        let (mut status, mut used) = (vec![u32::MAX; p], vec![u32::MAX; p]);
         let params = MapTreesParams {
             map: MapParams {
                 n_genomes: p as u32,
@@ -294,35 +240,15 @@ impl Emulated {
             build: 1,
             pad: 0,
         };
-        let (gp, lp) = (g.codons.as_ptr(), g.len.as_ptr());
-        let (stp, up, np, wp, pp) = (
-            Ptr(status.as_mut_ptr()),
-            Ptr(used.as_mut_ptr()),
-            Ptr(nder.as_mut_ptr()),
-            Ptr(work.as_mut_ptr()),
-            Ptr(perm.as_mut_ptr()),
-        );
-        let (genomes, lens) = (Ptr(gp as *mut u32), Ptr(lp as *mut u32));
-        // SAFETY: the table fits grove_table (checked by DeviceTables::new); each kernel's C
-        // signature is the type above, and every buffer has the sizes the kernels index (P
-        // genomes of capacity codons, P × max_derivation scratch, P × L rows, P statuses, the
-        // work words).
-        unsafe { set_table(words.as_ptr(), words.len() as u32) };
-        // A warp of EMU_LANES lanes: every lane is a real thread meeting the others at each warp
-        // intrinsic, and a full warp of them crawls on two cores beside another test.
-        for b in 0..derive_blocks {
-            self.run_block(b, EMU_LANES, &move || unsafe { derive(params, genomes.get(), lens.get(), stp.get(), up.get(), np.get(), wp.get()) });
-        }
-        let tile = (kernels::MAP_SCATTER_THREADS * kernels::MAP_SCATTER_ITEMS) as usize;
-        for b in 0..p.div_ceil(tile) as u32 {
-            self.run_block(b, kernels::MAP_SCATTER_THREADS, &move || unsafe { scatter(params, stp.get(), np.get(), wp.get(), pp.get()) });
-        }
-        for t in 0..p {
-            unsafe {
-                set_thread(t as u32, 1, 0);
-                build(
+        // SAFETY: the table fits grove_table (checked by DeviceTables::new); the kernel's C
+        // signature is MapTreesFn and every buffer has the sizes the kernel indexes (P genomes
+        // of capacity codons, P × max_derivation scratch, P × L rows, P statuses).
+        unsafe {
+            set_table(words.as_ptr(), words.len() as u32);
+            for i in 0..p {
+                set_thread(i as u32, 1, 0);
+                kernel(
                     params,
-                    perm.as_ptr(),
                     g.codons.as_ptr(),
                     g.len.as_ptr(),
                     der.as_mut_ptr(),
@@ -333,14 +259,10 @@ impl Emulated {
                     pop.out.as_mut_ptr(),
                     pop.len.as_mut_ptr(),
                     status.as_mut_ptr(),
+                    used.as_mut_ptr(),
                 );
             }
         }
-        (pop, used, status, perm, nder)
-    }
-
-    fn map_population(&self, tables: &DeviceTables, g: &Genomes, cfg: &MapConfig, max_derivation: usize, max_len: usize, n_outputs: usize) -> (Population, Vec<u32>, Vec<u32>) {
-        let (pop, used, status, _, _) = self.map_population_with(tables, g, cfg, max_derivation, max_len, n_outputs, 2);
         (pop, used, status)
     }
 }
@@ -376,44 +298,6 @@ fn parity(n: usize, device: &MapDevice<'_>) {
 fn emulated_map_trees_match_map_population() {
     let Some(emu) = Emulated::new() else { return };
     parity(150, &|t, g, cfg, d, l, k| emu.map_population(t, g, cfg, d, l, k));
-}
-
-/// The build order is a permutation, longest derivations first, genomes that did not map last,
-/// whatever the number of blocks the derive runs on; and the trees do not depend on it.
-#[test]
-fn emulated_build_order_is_longest_first() {
-    let Some(emu) = Emulated::new() else { return };
-    let (name, l, t, fixture) = cases().into_iter().find(|c| c.0.starts_with("grammars/regression.bnf")).unwrap();
-    let tables = DeviceTables::new(&l.table, &t).unwrap();
-    let (cfg, max_len) = settings()[0];
-    // More genomes than a scatter tile, and a count that fills no warp's last chunk.
-    let g = genomes(1100, 5, &fixture);
-    let rep = rep(&l, &t, cfg, g.capacity);
-    let mut first = None;
-    for blocks in [1, 3] {
-        let (pop, used, status, perm, nder) = emu.map_population_with(&tables, &g, &cfg, rep.max_derivation(), max_len, t.n_outputs, blocks);
-        let p = g.size();
-        let mut seen = vec![false; p];
-        for &i in &perm {
-            assert!((i as usize) < p && !seen[i as usize], "{name}: perm is not a permutation: {i}");
-            seen[i as usize] = true;
-        }
-        // Build statuses (6 and up) follow a valid mapping.
-        let mapped = |i: u32| status[i as usize] == MapStatus::Valid as u32 || status[i as usize] >= MapStatus::TooLong as u32;
-        let key = |i: u32| if mapped(i) { nder[i as usize].min(kernels::ORDER_BINS as u32 - 1) } else { 0 };
-        for w in perm.windows(2) {
-            assert!(key(w[0]) >= key(w[1]), "{name}: genome {} (key {}) before {} (key {})", w[0], key(w[0]), w[1], key(w[1]));
-        }
-        let n_mapped = (0..p as u32).filter(|&i| mapped(i)).count();
-        assert!(n_mapped > 100 && n_mapped < p, "{name}: {n_mapped} of {p} mapped: the case tests too little");
-        assert!(perm[..n_mapped].iter().all(|&i| mapped(i)), "{name}: a genome that did not map comes before one that did");
-        let mut unseen = [0usize; 9];
-        assert_eq!(first_mismatch(&rep, &g, &pop, &used, &status, &mut unseen), None);
-        match &first {
-            None => first = Some((pop, used, status)),
-            Some(f) => assert!(f.0 == pop && f.1 == used && f.2 == status, "{name}: {blocks} blocks changed the trees"),
-        }
-    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! From a derivation to a tree: the mapper's record (`genome::map`) walked through the
 //! productions' templates (`grammar::template`) into prefix-order program nodes, with spelled
 //! numbers, variable indices and output slots read on the way. The CPU twin of the builder half
-//! of `grove_map_build` (`kernels/map.cu`), which repeats this walk step for step.
+//! of `grove_map_trees` (`kernels/map.cu`), which repeats this walk step for step.
 
 use crate::grammar::compile::{RuleTable, SymbolKind, unpack};
 use crate::grammar::template::{Item, Part, Templates, read_number};
@@ -83,7 +83,7 @@ fn spans(t: &RuleTable, derivation: &[u32], span: &mut Vec<u32>, kinds: &mut Vec
 /// `derivation` is the mapper's record: per expansion in prefix order, the production chosen
 /// (or, for codon-value symbols, the offset chosen).
 ///
-/// The walk is the one `grove_map_build` (`kernels/map.cu`) makes: a stack of open templates,
+/// The walk is the one `grove_map_trees` (`kernels/map.cu`) makes: a stack of open templates,
 /// each at its next item; a hole that is its template's last item replaces the template (so
 /// chains like `(<e>)` take no room); an `out(K, …)` marks the next node emitted, and a later
 /// mark before that node replaces it (the innermost `out` wins).

@@ -20,7 +20,7 @@
 //!
 //! The templates are laid out for the GPU by [`Templates::to_device_blob`] and [`DeviceTables`];
 //! a derivation becomes a tree through them in `genome::build` (the CPU twin of
-//! `grove_map_build` in `kernels/map.cu`).
+//! `grove_map_trees` in `kernels/map.cu`).
 
 mod expr;
 
@@ -354,7 +354,7 @@ pub const PART_CHILD: u32 = 1 << 31;
 
 impl Templates {
     /// The templates as one byte blob for the GPU builder, placed after the rule table in
-    /// constant memory (`grove_map_build` in `kernels/map.cu` reads it). Layout (little-endian
+    /// constant memory (`grove_map_trees` in `kernels/map.cu` reads it). Layout (little-endian
     /// `u32` words unless said; offsets in bytes from the blob's start):
     ///
     /// | section | element | count |

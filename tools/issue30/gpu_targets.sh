@@ -55,7 +55,7 @@ PY
     while IFS= read -r line; do summary+=("$line"); done <"$out/same.txt"
 fi
 if has runs; then
-    for round in 1 2; do
+    for round in $(seq "${ROUNDS:-2}"); do
         for vb in $(both); do
             v=${vb%%:*} b=${vb#*:}
             "$b" bench --gpu --gpu-part runs >"$out/runs-$v-$round.log" 2>&1

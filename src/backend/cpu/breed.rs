@@ -24,8 +24,7 @@ pub struct CpuBreeder;
 
 /// Maps every genome to a tree in `pop` (rows of invalid ones emptied) with `grammar`'s mapper
 /// ([`Grammar::mapper`]) and returns the codons each mapping used. The CPU reference of
-/// `CudaEngine::map_trees` (`grove_map_derive`, `grove_map_scatter` and `grove_map_build` in
-/// `kernels/map.cu`).
+/// `grove_map_trees` (`kernels/map.cu`).
 pub fn map_population(grammar: &Grammar<'_>, genomes: &Genomes, pop: &mut Population) -> Vec<u32> {
     let results: Vec<(u32, Option<Vec<Node>>)> = (0..genomes.size())
         .into_par_iter()

@@ -244,24 +244,10 @@ pub const EVAL_DEFINES: &[(&str, usize)] = &[
 pub const MAP_STACK: usize = crate::genome::MAP_STACK;
 /// Bytes of the constant-memory rule table (`GROVE_TABLE_BYTES` in map.cu).
 pub const MAP_TABLE_BYTES: usize = crate::grammar::compile::TABLE_LIMIT_BYTES;
-/// Derivation lengths the build order of `map_trees` tells apart (`GROVE_ORDER_BINS` in map.cu).
-pub const ORDER_BINS: usize = 1024;
-/// Genomes a warp of `grove_map_derive` takes from its queue at a time (`GROVE_DERIVE_CHUNK`).
-pub const DERIVE_CHUNK: usize = 32;
-/// Threads of a `grove_map_scatter` block (`GROVE_SCATTER_THREADS`; the compactions' block scan
-/// serves it, so it equals [`TILE_THREADS`]).
-pub const MAP_SCATTER_THREADS: u32 = 256;
-/// Genomes per thread of `grove_map_scatter` (`GROVE_SCATTER_ITEMS`).
-pub const MAP_SCATTER_ITEMS: u32 = 4;
-const _: () = assert!(MAP_SCATTER_THREADS == TILE_THREADS && ORDER_BINS % MAP_SCATTER_THREADS as usize == 0);
 /// The `#define`s of map.cu that must equal the constants above.
 pub const MAP_DEFINES: &[(&str, usize)] = &[
     ("GROVE_MAP_STACK", MAP_STACK),
     ("GROVE_TABLE_BYTES", MAP_TABLE_BYTES),
-    ("GROVE_ORDER_BINS", ORDER_BINS),
-    ("GROVE_DERIVE_CHUNK", DERIVE_CHUNK),
-    ("GROVE_SCATTER_THREADS", MAP_SCATTER_THREADS as usize),
-    ("GROVE_SCATTER_ITEMS", MAP_SCATTER_ITEMS as usize),
     ("GROVE_BUILD_FRAMES", crate::genome::build::BUILD_FRAMES),
     ("GROVE_SPELL_FRAMES", crate::genome::build::SPELL_FRAMES),
     ("GROVE_SPELL_CHARS", crate::genome::build::SPELL_CHARS),
@@ -274,13 +260,8 @@ pub const MAP_DEFINES: &[(&str, usize)] = &[
 ];
 /// The mapper kernel.
 pub const MAP_KERNEL: &str = "grove_map";
-/// Genomes to trees, first the derivations: resident warps whose lanes take the next genome as
-/// theirs ends (map.cu).
-pub const MAP_DERIVE: &str = "grove_map_derive";
-/// ... the genomes ordered by derivation length, longest first.
-pub const MAP_SCATTER: &str = "grove_map_scatter";
-/// ... and their trees built in that order.
-pub const MAP_BUILD: &str = "grove_map_build";
+/// Genomes to trees: the mapper and the tree builder in one kernel (map.cu).
+pub const MAP_TREES_KERNEL: &str = "grove_map_trees";
 /// GE's first generation (map.cu): `init_genomes` on the device.
 pub const INIT_GENOMES: &str = "grove_init_genomes";
 /// The constant-memory rule table of map.cu.
@@ -479,7 +460,7 @@ pub const SIZES_INDEX: &str = "grove_sizes_index";
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (HEAD_SUMS, EVAL), (CLASS_HEAD_SUMS, EVAL), (MAP_KERNEL, MAP), (MAP_DERIVE, MAP), (MAP_SCATTER, MAP), (MAP_BUILD, MAP), (INIT_GENOMES, MAP)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (HEAD_SUMS, EVAL), (CLASS_HEAD_SUMS, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend(
         [INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, SCATTER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, SCATTER_GENOMES, RNG_DRAWS]
@@ -660,8 +641,7 @@ pub struct MapParams {
     pub table_words: u32,
 }
 
-/// Parameters of `grove_map_derive`, `grove_map_scatter` and `grove_map_build`
-/// (`GroveMapTreesParams` in map.cu), passed by value.
+/// Parameters of `grove_map_trees` (`GroveMapTreesParams` in map.cu), passed by value.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MapTreesParams {
@@ -759,13 +739,13 @@ pub enum MapStatus {
     /// The derivation would outgrow its row (`Invalid::DerivationTooLong`).
     DerivationFull = 4,
     /// The thread's stack would overflow: `grove_map`'s host maps the genome on the CPU
-    /// instead; in `map_trees` it is [`crate::genome::map::Invalid::StackTooDeep`].
+    /// instead; in `grove_map_trees` it is [`crate::genome::map::Invalid::StackTooDeep`].
     StackOverflow = 5,
-    /// `grove_map_build`: the tree outgrew its row (`BuildError::TooLong`).
+    /// `grove_map_trees`: the tree outgrew its row (`BuildError::TooLong`).
     TooLong = 6,
-    /// `grove_map_build`: a spelled number, index or slot did not read (`BuildError::BadSpelling`).
+    /// `grove_map_trees`: a spelled number, index or slot did not read (`BuildError::BadSpelling`).
     BadSpelling = 7,
-    /// `grove_map_build`: more open templates than `BUILD_FRAMES` (never for rows of at most
+    /// `grove_map_trees`: more open templates than `BUILD_FRAMES` (never for rows of at most
     /// that many nodes; an error, not an outcome).
     BuildFramesFull = 8,
 }

@@ -12,10 +12,7 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{
-    INIT_GENOMES, InitParams, MAP, MAP_BUILD, MAP_DERIVE, MAP_KERNEL, MAP_SCATTER, MAP_SCATTER_ITEMS, MAP_SCATTER_THREADS, MAP_TABLE_SYMBOL, MapOut,
-    MapParams, MapStatus, MapTreesParams, ORDER_BINS,
-};
+use super::kernels::{INIT_GENOMES, InitParams, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL, MapOut, MapParams, MapStatus, MapTreesParams};
 use super::CudaEngine;
 use crate::genome::map::Invalid;
 use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};
@@ -305,18 +302,13 @@ pub fn bench_map(
 
 
 /// The scratch and per-genome results of [`CudaEngine::map_trees`]: the derivation and its
-/// sub-derivation sizes `[max_derivation × P]` u32 (entry `j` of the genome at position `t` of
-/// the build order at `j·P + t`), per genome a status
-/// ([`MapStatus`] code), the codons read and the derivation's length, the build order `[P]`, and
-/// the work words of the launches (the derive's queue, the order's histogram and cursors).
+/// sub-derivation sizes `[max_derivation × P]` u32 (entry `j` of genome `i` at `j·P + i`), and
+/// per genome a status ([`MapStatus`] code) and the codons read.
 pub struct MapTreesScratch {
     der: CudaSlice<u32>,
     span: CudaSlice<u32>,
     pub(super) status: CudaSlice<u32>,
     pub(super) used: CudaSlice<u32>,
-    nder: CudaSlice<u32>,
-    perm: CudaSlice<u32>,
-    work: CudaSlice<u32>,
     n: usize,
     max_derivation: usize,
     pub(super) engine: u64,
@@ -368,28 +360,20 @@ impl CudaEngine {
     /// Scratch for mapping `p` genomes to trees with derivations of up to `max_derivation`
     /// entries (at most 2¹⁶: the builder packs an entry into 16 bits).
     pub fn alloc_map_trees(&self, p: usize, max_derivation: usize) -> Result<MapTreesScratch> {
-        // The derive's queue word runs past P by a chunk per warp: 2³¹ genomes keep it in u32.
-        if max_derivation == 0 || max_derivation > 1 << 16 || p == 0 || p > 1 << 31 {
-            return Err(GpuError::Input(format!(
-                "mapping {p} genomes with derivations of {max_derivation} entries (1 to 2^31 genomes, 1 to 65536 entries)"
-            )));
+        if max_derivation == 0 || max_derivation > 1 << 16 || p == 0 || p > u32::MAX as usize {
+            return Err(GpuError::Input(format!("mapping {p} genomes with derivations of {max_derivation} entries (1 to 65536)")));
         }
         let total = p.checked_mul(max_derivation).ok_or_else(|| GpuError::Input("derivation scratch too large".into()))?;
-        // SAFETY: uninitialised; the build writes each derivation and span entry before it
-        // reads it (entries below a genome's derivation length only), and the kernels write
-        // status, used, nder and perm for every genome before reading them.
+        // SAFETY: uninitialised; the kernel writes each derivation and span entry before it
+        // reads it (entries below n_derivation only), and status and used for every genome.
         let (der, span) = unsafe { (self.stream.alloc::<u32>(total), self.stream.alloc::<u32>(total)) };
         let der = der.during(|| format!("allocating derivation scratch ({} MiB)", (total * 4) >> 20))?;
         let span = span.during(|| "allocating span scratch".into())?;
-        let (nder, perm) = unsafe { (self.stream.alloc::<u32>(p), self.stream.alloc::<u32>(p)) };
         Ok(MapTreesScratch {
             der,
             span,
             status: self.stream.alloc_zeros::<u32>(p).during(|| "allocating map statuses".into())?,
             used: self.stream.alloc_zeros::<u32>(p).during(|| "allocating used codons".into())?,
-            nder: nder.during(|| "allocating derivation lengths".into())?,
-            perm: perm.during(|| "allocating the build order".into())?,
-            work: self.stream.alloc_zeros::<u32>(1 + 2 * ORDER_BINS).during(|| "allocating the mapping's work words".into())?,
             n: p,
             max_derivation,
             engine: self.id,
@@ -411,13 +395,10 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// Queues the mapping of every genome (with `cfg`, at most [`crate::genome::MAP_STACK`]
+    /// Queues `grove_map_trees`: every genome mapped (with `cfg`, at most [`crate::genome::MAP_STACK`]
     /// pending symbols and the scratch's `max_derivation` entries) and, with `trees`, its tree
     /// built into the same row there (an empty row where it does not map or build): the device
     /// twin of `backend::cpu::breed::map_population`. Statuses and used codons stay in `scratch`.
-    /// Three launches (`kernels/map.cu` says why): `grove_map_derive` on as many blocks as stay
-    /// resident, then, with trees, `grove_map_scatter` (the genomes by derivation length) and
-    /// `grove_map_build` (each genome mapped again and built, in that order).
     pub fn map_trees(
         &self,
         tables: &DeviceTables,
@@ -435,10 +416,10 @@ impl CudaEngine {
         if genomes.engine != self.id || scratch.engine != self.id || scratch.n != p {
             return Err(GpuError::Input(format!("mapping {p} genomes with scratch for {}", scratch.n)));
         }
-        let derive = self.function(&MAP, &[], MAP_DERIVE)?;
+        let f = self.function(&MAP, &[], MAP_TREES_KERNEL)?;
         let blob = &tables.blob;
-        // One blob for every kernel of the module: the lock (inside) keeps another table out
-        // until the launches are queued.
+        // One blob for both kernels of the module: the lock (inside) keeps another table out
+        // until the launch is queued.
         let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
         self.set_map_tables(blob)?;
         let table_words = if launch.shared_table && blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
@@ -461,57 +442,32 @@ impl CudaEngine {
             build: trees.is_some() as u32,
             pad: 0,
         };
-        let smem = table_words * 4;
-        self.stream.memset_zeros(&mut scratch.work).during(|| "clearing the mapping's work words".into())?;
-        // Warps that stay resident, no more than the genomes' chunks need.
-        let per_sm = derive
-            .occupancy_max_active_blocks_per_multiprocessor(t, smem as usize, None)
-            .during(|| format!("asking how many blocks of {MAP_DERIVE} fit on an SM"))?;
-        let need = (p as u64).div_ceil(super::kernels::DERIVE_CHUNK as u64).div_ceil((t / 32) as u64);
-        let blocks = (per_sm.max(1) as u64 * self.sm_count.max(1) as u64).min(need).max(1) as u32;
-        let lc = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: smem };
-        let mut b = self.stream.launch_builder(&derive);
-        b.arg(&params).arg(&genomes.codons).arg(&genomes.len);
-        b.arg(&mut scratch.status).arg(&mut scratch.used).arg(&mut scratch.nder).arg(&mut scratch.work);
-        // SAFETY: matches `grove_map_derive(GroveMapTreesParams, const unsigned* genomes, const
-        // unsigned* lens, unsigned* status, unsigned* used, unsigned* nder, unsigned* work)` with
-        // MapTreesParams laid out as GroveMapTreesParams, blocks of whole warps. Genome rows are
-        // read within their lengths (at most the capacity, DeviceGenomes' invariant); genome i
-        // (each taken once, through the queue word of `work`, zeroed above) writes status, used
-        // and nder at i < P; the histogram's bins are below ORDER_BINS within `work`'s
-        // 1 + 2·ORDER_BINS words. The blob is a compiled RuleTable followed by its Templates
+        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(t), 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: table_words * 4 };
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&genomes.codons).arg(&genomes.len).arg(&mut scratch.der).arg(&mut scratch.span);
+        // A map-only launch never touches the tree arrays: hand it one-element dummies.
+        let mut dummy = None;
+        match trees {
+            Some(pop) => {
+                b.arg(&mut pop.op).arg(&mut pop.value).arg(&mut pop.size).arg(&mut pop.out).arg(&mut pop.len);
+            }
+            None => {
+                let d = dummy.insert(self.alloc_population(1, 1, 0)?);
+                b.arg(&mut d.op).arg(&mut d.value).arg(&mut d.size).arg(&mut d.out).arg(&mut d.len);
+            }
+        }
+        b.arg(&mut scratch.status).arg(&mut scratch.used);
+        // SAFETY: matches `grove_map_trees(GroveMapTreesParams, const unsigned* genomes, const
+        // unsigned* lens, unsigned* der, unsigned* span, unsigned char* op, float* value,
+        // unsigned short* size, unsigned char* outs, unsigned short* len, unsigned* status,
+        // unsigned* used)` with MapTreesParams laid out as GroveMapTreesParams. Genome rows are
+        // read within their lengths (at most the capacity, DeviceGenomes' invariant); thread i
+        // writes scratch entries j·P + i for j < max_derivation (the kernel stops a longer
+        // derivation), tree row i below L (the builder checks the length before each node) and
+        // len, status and used at i. The blob is a compiled RuleTable followed by its Templates
         // (DeviceTables), whose indices point inside it; table_words words fit the launch's
         // dynamic shared memory.
-        unsafe { b.launch(lc) }.during(|| format!("launching {MAP_DERIVE}"))?;
-        let Some(pop) = trees else { return Ok(()) };
-
-        let scatter = self.function(&MAP, &[], MAP_SCATTER)?;
-        let tile = MAP_SCATTER_THREADS * MAP_SCATTER_ITEMS;
-        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(tile), 1, 1), block_dim: (MAP_SCATTER_THREADS, 1, 1), shared_mem_bytes: 0 };
-        let mut b = self.stream.launch_builder(&scatter);
-        b.arg(&params).arg(&scratch.status).arg(&scratch.nder).arg(&mut scratch.work).arg(&mut scratch.perm);
-        // SAFETY: matches `grove_map_scatter(GroveMapTreesParams, const unsigned* status, const
-        // unsigned* nder, unsigned* work, unsigned* perm)`, blocks of GROVE_SCATTER_THREADS
-        // threads, one per GROVE_SCATTER_TILE genomes. The derive above filled status and nder
-        // for every genome and the histogram, whose bins add up to P; each genome's place is
-        // below P (its bin's start plus its rank among the bin's genomes), so perm [P] is a
-        // permutation of 0..P.
-        unsafe { b.launch(lc) }.during(|| format!("launching {MAP_SCATTER}"))?;
-
-        let build = self.function(&MAP, &[], MAP_BUILD)?;
-        let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(t), 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: smem };
-        let mut b = self.stream.launch_builder(&build);
-        b.arg(&params).arg(&scratch.perm).arg(&genomes.codons).arg(&genomes.len).arg(&mut scratch.der).arg(&mut scratch.span);
-        b.arg(&mut pop.op).arg(&mut pop.value).arg(&mut pop.size).arg(&mut pop.out).arg(&mut pop.len).arg(&mut scratch.status);
-        // SAFETY: matches `grove_map_build(GroveMapTreesParams, const unsigned* perm, const
-        // unsigned* genomes, const unsigned* lens, unsigned* der, unsigned* span, unsigned char*
-        // op, float* value, unsigned short* size, unsigned char* outs, unsigned short* len,
-        // unsigned* status)`. perm is a permutation of 0..P (above), so each genome is mapped
-        // and built by one thread; thread t reads genome perm[t] within its length, writes
-        // scratch entries j·P + t for j < max_derivation (the mapping stops a longer
-        // derivation), tree row perm[t] below L (the builder checks the length before each
-        // node) and len and status there. The blob and table_words as for the derive.
-        unsafe { b.launch(lc) }.during(|| format!("launching {MAP_BUILD}"))?;
+        unsafe { b.launch(lc) }.during(|| format!("launching {MAP_TREES_KERNEL}"))?;
         Ok(())
     }
 
