@@ -8,6 +8,9 @@
 #   has P    true when part P was asked for: the script's arguments, default
 #            ${GPU_DEFAULT_PARTS:-all}; `all` asks for every part
 #   summary  lines the script prints last
+#   run_suites NAMES  runs each staged test binary named (--include-ignored, $TEST_THREADS
+#            threads, default 2) from $root, its log in $out, its result line and first
+#            failures into summary
 #
 # It exports GROVE_TEST_GPU=1 and a kernel cache, prints what was staged and the GPU.
 out=${OUT:-gpu-check}
@@ -21,3 +24,12 @@ parts=${*:-${GPU_DEFAULT_PARTS:-all}}
 has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 summary=()
+run_suites() {
+    local t line
+    for t in $1; do
+        [ -x "$bin/$t" ] || continue
+        (cd "$root" && "$bin/$t" --include-ignored --test-threads "${TEST_THREADS:-2}") >"$out/test-$t.log" 2>&1
+        summary+=("$t: $(grep -E '^test result' "$out/test-$t.log" | tail -1 | sed -E 's/; 0 measured.*//')")
+        while IFS= read -r line; do summary+=("    $line"); done < <(grep -E "panicked|FAILED|first mismatch" "$out/test-$t.log" | head -4)
+    done
+}

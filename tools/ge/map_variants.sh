@@ -16,17 +16,20 @@ set -u
 # shellcheck source=tools/gpu_common.sh
 source "$(dirname "$0")/../gpu_common.sh"
 old=${OLD:-.scratch/old/grove}
+# The other commit's binary finds its fixtures where it was built ($OLD_ROOT, default /tmp/prev).
+old_root=${OLD_ROOT:-/tmp/prev}
+[ -e "$old_root" ] || ln -s "$PWD" "$old_root"
+# W7 in the device loop: the command line's defaults for evolve (linear terms of the inputs, the
+# description-length choice, NSGA-II) would keep selection and mapping on the CPU.
 w7() {
-    "$1" evolve --grammar grammars/ge-paper.bnf --data builtin:quartic --pop "$2" --gens "$3" --init random \
-        --genome-length 128 --device cuda --seed 1 --quiet "${@:4}"
+    # $1 unquoted: a command with its prefix (ncu and its options) may stand there.
+    # shellcheck disable=SC2086
+    $1 evolve --grammar grammars/ge-paper.bnf --data builtin:quartic --pop "$2" --gens "$3" --init random \
+        --genome-length 128 --device cuda --seed 1 --no-linear-scaling --linear-inputs off --select train \
+        --optimise-constants 0 --bloat none --tournament 3 --elite 1 --quiet "${@:4}"
 }
 if has parity; then
-    for t in map_trees cuda_map cuda_evolve cuda_vary; do
-        [ -x "$bin/$t" ] || continue
-        (cd "$root" && "$bin/$t" --include-ignored --test-threads 2) >"$out/test-$t.log" 2>&1
-        summary+=("$t: $(grep -E '^test result' "$out/test-$t.log" | tail -1)")
-        while IFS= read -r line; do summary+=("    $line"); done < <(grep -E "panicked|FAILED|first mismatch" "$out/test-$t.log" | head -4)
-    done
+    run_suites "${SUITES:-map_trees cuda_map cuda_evolve cuda_vary}"
 fi
 if has bench; then
     for round in 1 2; do
@@ -62,10 +65,8 @@ if has ncu && command -v ncu >/dev/null; then
         g=$bin/grove
         [ $v = old ] && g=$old
         log="$out/ncu-$v.log"
-        timeout 300 ncu --clock-control none --kernel-name regex:grove_map_ --launch-count 6 \
-            --section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats --section InstructionStats \
-            "$g" evolve --grammar grammars/ge-paper.bnf --data builtin:quartic --pop 1000000 --gens 1 --init random \
-            --genome-length 128 --device cuda --seed 1 --quiet >"$log" 2>&1
+        w7 "timeout 300 ncu --clock-control none --kernel-name regex:grove_map_ --launch-count 6 --section SpeedOfLight \
+            --section LaunchStats --section Occupancy --section WarpStateStats --section InstructionStats $g" 1000000 1 >"$log" 2>&1
         summary+=("ncu $v: $(grep -E '^  grove_map|Duration|Executed Instructions  |Achieved Occupancy|Registers Per|Avg. Active Threads Per Warp|Issue Slots Busy' "$log" | awk '{$1=$1};1' | tr '\n' ';')")
     done
 fi

@@ -18,16 +18,13 @@ set -u
 # shellcheck source=tools/gpu_common.sh
 source "$(dirname "$0")/../gpu_common.sh"
 old=${OLD:-.scratch/old/grove}
-# The other commit's binary finds its fixtures where it was built; point there too.
-for d in /tmp/prev; do [ -e "$d" ] || ln -s "$PWD" "$d"; done
+# The other commit's binary finds its fixtures where it was built ($OLD_ROOT, default /tmp/prev,
+# the worktree it is built in): point there too.
+old_root=${OLD_ROOT:-/tmp/prev}
+[ -e "$old_root" ] || ln -s "$PWD" "$old_root"
 both() { echo "old:$old new:$bin/grove"; }
 if has parity; then
-    for t in ${SUITES:-map_trees cuda_map cuda_evolve cuda_vary cuda_fit cuda_eval cuda_kernels cuda_control cuda_islands cuda_sim backends}; do
-        [ -x "$bin/$t" ] || continue
-        (cd "$root" && "$bin/$t" --include-ignored --test-threads 4) >"$out/test-$t.log" 2>&1
-        summary+=("$t: $(grep -E '^test result' "$out/test-$t.log" | tail -1 | sed -E 's/; 0 measured.*//')")
-        while IFS= read -r line; do summary+=("    $line"); done < <(grep -E "panicked|FAILED|first mismatch" "$out/test-$t.log" | head -4)
-    done
+    TEST_THREADS=${TEST_THREADS:-4} run_suites "${SUITES:-map_trees cuda_map cuda_evolve cuda_vary cuda_fit cuda_eval cuda_kernels cuda_control cuda_islands cuda_sim backends}"
 fi
 if has same; then
     declare -A cmds=(
