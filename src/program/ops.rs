@@ -428,9 +428,13 @@ pub fn cuda_source_with(math: &str) -> String {
         s.push_str(&format!("    case {}: return {};\n", *op as u8, op.info().cuda));
     }
     s.push_str("    default: return 0.0f;\n  }\n}\n");
-    s.push_str(&user::cuda_functions());
-    s.push_str(&user::cuda_partials());
-    let all = functions();
+    // One snapshot of the user operators for every part of the text: another thread may
+    // register more while it is written, and a header whose switch names an operator its
+    // functions lack does not compile.
+    let users = user::registered();
+    s.push_str(&user::cuda_functions(&users));
+    s.push_str(&user::cuda_partials(&users));
+    let all: Vec<Op> = FUNCTIONS.iter().copied().chain(users.iter().map(|u| u.op)).collect();
     s.push_str("__device__ __forceinline__ float grove_apply(unsigned op, float a, float b) {\n  switch (op) {\n");
     for op in &all {
         s.push_str(&format!("    case {}: return {};\n", *op as u8, op.info().cuda));

@@ -683,12 +683,12 @@ fn cuda_arg(x: Arg) -> String {
     }
 }
 
-/// The `__device__` function of every registered user operator, `grove_user_<code>(a, b)`:
-/// each body step one temporary computed by `grove_apply_builtin` (so NVRTC, compiled with
-/// `--fmad=false`, keeps the order and fuses nothing).
-pub fn cuda_functions() -> String {
+/// The `__device__` function of each user operator of `users` (a snapshot of [`registered`]),
+/// `grove_user_<code>(a, b)`: each body step one temporary computed by `grove_apply_builtin` (so
+/// NVRTC, compiled with `--fmad=false`, keeps the order and fuses nothing).
+pub fn cuda_functions(users: &[&UserOp]) -> String {
     let mut s = String::new();
-    for u in registered() {
+    for u in users {
         s.push_str(&format!("// {}\n__device__ __forceinline__ float grove_user_{}(float a, float b) {{\n", u.text.replace('\n', " "), u.op as u8));
         s.push_str("    (void)a; (void)b;\n");
         for (i, st) in u.steps.iter().enumerate() {
@@ -699,10 +699,11 @@ pub fn cuda_functions() -> String {
     s
 }
 
-/// `GROVE_USER_PARTIALS`: a macro defining `grove_user_partials(op, a, b, da, db)` (forward
-/// mode through each user operator's body, twin of [`UserOp::partials`]), expanded by fit.cu
-/// after its `grove_builtin_partials` and `grove_chain`.
-pub fn cuda_partials() -> String {
+/// `GROVE_USER_PARTIALS` for the user operators `users` (a snapshot of [`registered`]): a macro
+/// defining `grove_user_partials(op, a, b, da, db)` (forward mode through each user operator's
+/// body, twin of [`UserOp::partials`]), expanded by fit.cu after its `grove_builtin_partials`
+/// and `grove_chain`.
+pub fn cuda_partials(users: &[&UserOp]) -> String {
     let tan = |x: Arg| -> (String, String) {
         match x {
             Arg::A => ("1.0f".into(), "0.0f".into()),
@@ -712,7 +713,7 @@ pub fn cuda_partials() -> String {
         }
     };
     let mut lines = Vec::new();
-    for u in registered() {
+    for u in users {
         let code = u.op as u8;
         lines.push(format!("__device__ __noinline__ void grove_user_partials_{code}(float a, float b, float& da, float& db) {{"));
         lines.push("    (void)a; (void)b;".into());
@@ -732,7 +733,7 @@ pub fn cuda_partials() -> String {
     }
     lines.push("__device__ __forceinline__ bool grove_user_partials(unsigned op, float a, float b, float& da, float& db) {".into());
     lines.push("    switch (op) {".into());
-    for u in registered() {
+    for u in users {
         lines.push(format!("        case {0}u: grove_user_partials_{0}(a, b, da, db); return true;", u.op as u8));
     }
     lines.push("        default: return false;".into());

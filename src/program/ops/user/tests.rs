@@ -134,3 +134,44 @@ fn cuda_source_defines_each_user_operator_from_its_steps() {
     assert!(src.contains(&format!("X({code}, 1, (grove_user_{code}(a, b)))")));
     assert!(src.contains(&format!("case {code}u: grove_user_partials_{code}(a, b, da, db); return true;")));
 }
+
+/// Every user operator a generated header dispatches to (in `grove_apply`, the X-macro and the
+/// partials' switch) is defined in it: the opcodes named by calls, and those defined.
+fn header_is_consistent(src: &str) -> Result<(), String> {
+    let codes_after = |pat: &str| -> std::collections::BTreeSet<u32> {
+        src.match_indices(pat).filter_map(|(i, _)| src[i + pat.len()..].split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()).collect()
+    };
+    let defined = codes_after("__device__ __forceinline__ float grove_user_");
+    let called = codes_after("return grove_user_");
+    let partials_defined = codes_after("__device__ __noinline__ void grove_user_partials_");
+    let partials_called = codes_after("u: grove_user_partials_");
+    if called.is_subset(&defined) && partials_called.is_subset(&partials_defined) && called == partials_called {
+        Ok(())
+    } else {
+        Err(format!("defined {defined:?}, called {called:?}; partials defined {partials_defined:?}, called {partials_called:?}"))
+    }
+}
+
+#[test]
+fn a_header_written_while_operators_are_registered_names_only_operators_it_defines() {
+    // One thread registers operators one at a time while another writes headers: each header
+    // must come from one state of the registry (three reads of it could see three states, and
+    // NVRTC then failed on an undefined grove_user_N).
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut headers = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || headers < 20 {
+                header_is_consistent(&crate::program::ops::cuda_source())?;
+                headers += 1;
+            }
+            Ok::<_, String>(headers)
+        });
+        for i in 0..6 {
+            reg(&[&format!("t_race{i}(x) = x * {i} + abs(x)")]).unwrap();
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().unwrap().unwrap();
+    });
+}
