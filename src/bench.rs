@@ -117,7 +117,8 @@ fn gpu(args: &BenchArgs) -> Result<()> {
         vec![(None, None), (Some(128), Some(8)), (Some(256), Some(4))]
     } else {
         let mut v = vec![(None, None)];
-        for t in [64, 128, 256] {
+        // 32 threads: a warp per tree, as for tiny data (W2's 64 rows at K = 2).
+        for t in [32, 64, 128, 256] {
             for k in [1, 2, 4, 8] {
                 v.push((Some(t), Some(k)));
             }
@@ -193,11 +194,12 @@ fn gpu(args: &BenchArgs) -> Result<()> {
     let breed_rows = if part(GpuPart::Breed) { gpu_breed(&engine, args.quick)? } else { Vec::new() };
     let generation_rows = if part(GpuPart::Generations) { gpu_generations(args.quick)? } else { Vec::new() };
     let run_rows = if part(GpuPart::Runs) { gpu_runs(args.quick)? } else { Vec::new() };
+    let fit_rows = if part(GpuPart::Fit) { gpu_fit(&engine, args.quick)? } else { Vec::new() };
     if args.json {
         println!(
             "{}",
             serde_json::json!({"gpu": engine.device_name(), "results": rows, "map": map_rows, "breed": breed_rows,
-                "generations": generation_rows, "runs": run_rows})
+                "generations": generation_rows, "runs": run_rows, "fit": fit_rows})
         );
     }
     Ok(())
@@ -425,6 +427,88 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
     Ok(rows)
 }
 
+/// A constant-fitting pass timed against one evaluation of the same programs (issue 30's
+/// "fitting round"): `n` random trees of 20..60 nodes (half their leaves constants in
+/// [−2, 2), `x0` the other half) over a built-in data set, the GPU's fit
+/// (`fit_constants_on_device`, no linear scaling) with 1 and with 10 Levenberg–Marquardt steps
+/// on a fresh copy of the trees each time, and the regression kernels over the same trees. A
+/// fit of `S` steps makes `S + 2` passes over the rows (the start, one a step, the accepted
+/// parameters), so a pass costs (t₁₀ − t₁) / 9, the fixed costs (decoding the trees, the
+/// launch, the results' copy) cancelling. Each time is the median of 5 (fits) or 7 (the
+/// evaluation's kernels, CUDA events) calls after a warm-up.
+fn gpu_fit(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec<serde_json::Value>> {
+    use crate::backend::cpu::fit::FitConfig;
+    use crate::backend::cuda::EvalConfig;
+    use crate::program::Op;
+    const ARITH: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div];
+    const W1: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
+    // (name, data, trees: a fifth of the population the workload fits from, functions)
+    let mut cases: Vec<(&str, &str, usize, &[Op])> = vec![("W1 (a fifth of 5000)", "builtin:pagie1", 1000, W1)];
+    if !quick {
+        cases.push(("10^5 (a fifth)", "builtin:pagie1", 20_000, W1));
+        cases.push(("W4 (a fifth of 50)", "builtin:pagie1:16777216", 10, ARITH));
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let sync = || engine.stream().synchronize().map_err(|e| anyhow::anyhow!("{e:?}"));
+    println!();
+    println!(
+        "{:<22} {:>6} {:>9} {:>7} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9}",
+        "fitting", "trees", "rows", "consts", "eval ms", "fit1 ms", "fit10 ms", "pass ms", "pass/eval", "fit/eval"
+    );
+    let mut rows = Vec::new();
+    for (name, source, n, functions) in cases {
+        let problem = crate::data::DataSource::parse(source)?.load(None)?;
+        let train = &problem.train;
+        let data = engine.upload_dataset(&train.x, &train.y, train.n_rows, train.n_features)?;
+        let pop = crate::backend::cpu::eval::bench_population(13, n, 20, 60, functions);
+        let idx = engine.upload_indices(&(0..n as u32).collect::<Vec<_>>(), n)?;
+        let mut eval = Vec::new();
+        for rep in 0..9 {
+            let (sums, timing) = engine.evaluate_regression_timed(&pop, &data, &EvalConfig::default())?;
+            std::hint::black_box(sums);
+            if rep >= 2 {
+                eval.push(timing.kernels_s);
+            }
+        }
+        let eval_s = median(eval);
+        let fit = |steps: u32| -> Result<(f64, Vec<crate::backend::cpu::fit::FitResult>)> {
+            let (mut times, mut last) = (Vec::new(), Vec::new());
+            for rep in 0..6 {
+                let mut dev = engine.upload_population(&pop)?;
+                sync()?;
+                let t = Instant::now();
+                last = engine.fit_constants_on_device(&mut dev, &idx, &data, FitConfig { steps, linear_scaling: false })?;
+                sync()?;
+                if rep > 0 {
+                    times.push(t.elapsed().as_secs_f64());
+                }
+            }
+            Ok((median(times), last))
+        };
+        let (fit1, _) = fit(1)?;
+        let (fit10, res) = fit(10)?;
+        let consts = res.iter().map(|r| r.constants as f64).sum::<f64>() / n as f64;
+        let pass = (fit10 - fit1) / 9.0;
+        println!(
+            "{name:<22} {n:>6} {:>9} {consts:>7.2} {:>11.4} {:>11.4} {:>11.4} {:>11.4} {:>8.2}x {:>8.1}x",
+            train.n_rows,
+            eval_s * 1e3,
+            fit1 * 1e3,
+            fit10 * 1e3,
+            pass * 1e3,
+            pass / eval_s,
+            fit10 / eval_s
+        );
+        rows.push(serde_json::json!({"workload": name, "trees": n, "rows": train.n_rows, "mean_constants": consts,
+            "eval_kernels_s": eval_s, "fit1_s": fit1, "fit10_s": fit10, "pass_s": pass,
+            "pass_over_eval": pass / eval_s, "fit10_over_eval": fit10 / eval_s}));
+    }
+    Ok(rows)
+}
+
 /// Whole runs on the GPU, as `grove evolve --device cuda` makes them with its defaults (constants
 /// fitted every 5 generations): W1 (Pagie-1, 5000 × 100), W2 (64 rows, 10^6 × 10; not with
 /// `quick`) and W4 (2^24 rows, 50 × 50), each a table row of [`whole_run`]'s split.
@@ -589,6 +673,8 @@ pub enum GpuPart {
     /// Whole runs as `grove evolve` makes them (W1, W2, W4 at the GPU's defaults): wall time and
     /// its split.
     Runs,
+    /// A constant-fitting pass against one evaluation of the same programs.
+    Fit,
 }
 
 #[cfg(test)]

@@ -13,7 +13,13 @@
 #   gens     `grove bench --gpu --gpu-part generations` (GE mapping codons/s, W7), both
 #   round    a fitting round against one evaluation of the same programs (GROVE_LOOP_PROFILE=1,
 #            constants fitted every generation on a fifth of the population), both
-#   ncu      Nsight Compute on the fit kernels of W4 (the split fit) and of W1
+#   fit      `grove bench --gpu --gpu-part fit`: a fitting pass timed against one evaluation of
+#            the same trees, directly (this commit's binary)
+#   shapes   `grove bench --gpu --gpu-part eval` (every launch shape, 32-thread warps per tree
+#            among them), this commit's binary
+#   ncu      Nsight Compute on the fit kernels of W4 (the split fit) and of W1, on W3's
+#            evaluation kernel, and on every kernel of one W1 and one W2 generation (device loop,
+#            no fitting), summed by kernel
 set -u
 # shellcheck source=tools/gpu_common.sh
 source "$(dirname "$0")/../gpu_common.sh"
@@ -90,6 +96,14 @@ if has round; then
         done
     done
 fi
+if has fit; then
+    "$bin/grove" bench --gpu --gpu-part fit >"$out/fit.log" 2>&1
+    while IFS= read -r line; do summary+=("fit: $line"); done < <(grep -E '^(fitting|W1|10\^5|W4|error)' "$out/fit.log" | sed -E 's/ +/ /g')
+fi
+if has shapes; then
+    "$bin/grove" bench --gpu --gpu-part eval >"$out/shapes.log" 2>&1
+    while IFS= read -r line; do summary+=("shapes: $line"); done < <(grep -E '^(W2|W1-64|W3)' "$out/shapes.log" | sed -E 's/ +/ /g' | cut -d' ' -f1-8)
+fi
 if has ncu && command -v ncu >/dev/null; then
     M=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__thread_inst_executed_per_inst_executed.ratio,sm__cycles_active.avg
     timeout 200 ncu --clock-control none --kernel-name regex:grove_fit --launch-count 6 --csv --metrics $M "$bin/grove" evolve \
@@ -98,10 +112,41 @@ if has ncu && command -v ncu >/dev/null; then
     timeout 200 ncu --clock-control none --kernel-name regex:grove_fit --launch-skip 2 --launch-count 1 --csv --metrics $M "$bin/grove" evolve \
         --data builtin:pagie1 --functions add,sub,mul,div,sin,cos,tan --pop 5000 --gens 10 --no-linear-scaling --select train \
         --device cuda --seed 1 --quiet >"$out/ncu-w1.csv" 2>&1
+    M3=$M,smsp__thread_inst_executed.sum,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,smsp__average_warp_latency_issue_stalled_short_scoreboard.ratio
+    timeout 200 ncu --clock-control none --kernel-name regex:grove_eval_regression_k4 --launch-skip 3 --launch-count 1 --csv --metrics $M3 \
+        "$bin/grove" bench --gpu --quick --gpu-part eval >"$out/ncu-w3.csv" 2>&1
+    # One generation's kernels: a run with no fitting, profiled from the fourth generation on
+    # (launches counted from the first; the summary adds them up by kernel).
+    loop="--no-linear-scaling --linear-inputs off --select train --optimise-constants 0 --bloat none --tournament 3 --elite 1 --device cuda --seed 1 --quiet"
+    # shellcheck disable=SC2086
+    timeout 200 ncu --clock-control none --print-units base --launch-skip 120 --launch-count 40 --csv --metrics $M "$bin/grove" evolve \
+        --data builtin:pagie1 --functions add,sub,mul,div,sin,cos,tan --pop 5000 --gens 12 $loop >"$out/ncu-g1.csv" 2>&1
+    # shellcheck disable=SC2086
+    timeout 200 ncu --clock-control none --print-units base --launch-skip 120 --launch-count 40 --csv --metrics $M "$bin/grove" evolve \
+        --data builtin:pagie1:64 --functions add,sub,mul,div,sin,cos,tan --pop 1000000 --gens 12 $loop >"$out/ncu-g2.csv" 2>&1
     python3 - "$out" <<'PY' >"$out/ncu.txt"
 import csv, sys
 out = sys.argv[1]
-for w in ("w4", "w1"):
+for w in ("g1", "g2"):
+    # Every kernel of the launches profiled, summed by name: launches, time, and the
+    # time-weighted warps active and issue slots busy.
+    by = {}
+    for r in csv.reader(open(f"{out}/ncu-{w}.csv")):
+        if len(r) > 10 and r[0].isdigit():
+            by.setdefault(int(r[0]), {"name": r[4].split("(")[0]})[r[-3].split("__")[-1]] = r[-1]
+    agg = {}
+    for m in by.values():
+        t = float(m.get("time_duration.sum", "0").replace(",", "") or 0)
+        a = agg.setdefault(m["name"], [0, 0.0, 0.0, 0.0, m.get("registers_per_thread", "?")])
+        a[0] += 1
+        a[1] += t
+        a[2] += t * float(m.get("warps_active.avg.pct_of_peak_sustained_active", "0").replace(",", "") or 0)
+        a[3] += t * float(m.get("issue_active.avg.pct_of_peak_sustained_active", "0").replace(",", "") or 0)
+    total = sum(a[1] for a in agg.values()) or 1.0
+    for name, a in sorted(agg.items(), key=lambda kv: -kv[1][1]):
+        print(f"ncu {w} {name}: launches={a[0]} time={a[1]:.0f} ({100 * a[1] / total:.0f} %) regs={a[4]} "
+              f"warps_active={a[2] / max(a[1], 1e-9):.1f} issue_active={a[3] / max(a[1], 1e-9):.1f}")
+for w in ("w4", "w1", "w3"):
     by = {}
     for r in csv.reader(open(f"{out}/ncu-{w}.csv")):
         if len(r) > 10 and r[0].isdigit():
