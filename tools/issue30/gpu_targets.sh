@@ -17,6 +17,8 @@
 #            the same trees, directly (this commit's binary)
 #   shapes   `grove bench --gpu --gpu-part eval` (every launch shape, 32-thread warps per tree
 #            among them), this commit's binary
+#   loop     GROVE_LOOP_PROFILE=1 on W1 and W2 in the device loop without fitting, both: where a
+#            generation's time goes between the kernels and the host
 #   ncu      Nsight Compute on the fit kernels of W4 (the split fit) and of W1, on W3's
 #            evaluation kernel, and on every kernel of one W1 and one W2 generation (device loop,
 #            no fitting), summed by kernel
@@ -93,6 +95,18 @@ if has round; then
                 --no-linear-scaling --select train --optimise-constants 10 --optimise-every 1 --optimise-fraction 0.2 --device cuda \
                 --seed 1 >"$log" 2>&1
             summary+=("round P=$P $v: $(grep -E '^device loop: +(evaluate|constants) ' "$log" | sed -E 's/device loop: //; s/ +/ /g; s/ \( *[0-9.]+ %\)//' | tr '\n' ';')")
+        done
+    done
+fi
+if has loop; then
+    for w in "w1 pagie1 5000 100" "w2 pagie1:64 1000000 10"; do
+        read -r name src p g <<<"$w"
+        for vb in $(both); do
+            v=${vb%%:*} b=${vb#*:}
+            GROVE_LOOP_PROFILE=1 "$b" evolve --data "builtin:$src" --functions add,sub,mul,div,sin,cos,tan --pop "$p" --gens "$g" \
+                --no-linear-scaling --linear-inputs off --select train --optimise-constants 0 --bloat none --tournament 3 --elite 1 \
+                --device cuda --seed 1 --quiet >"$out/loop-$name-$v.log" 2>&1
+            summary+=("loop $name $v: $(grep -E '^device loop:' "$out/loop-$name-$v.log" | sed -E 's/device loop: //; s/ +/ /g' | tr '\n' ';')")
         done
     done
 fi

@@ -95,7 +95,8 @@ impl From<&RegSums> for RegressionSums {
 /// variants in benchmarks; an explicit setting the kernels cannot run is an error, not adjusted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EvalConfig {
-    /// Threads per block: a multiple of 32, at most 1024. Default 128 (fewer for tiny data).
+    /// Threads per block: a multiple of 32, at most 1024. Default 256, or as many as the rows
+    /// round up to below that, and one warp up to 64 rows.
     pub threads_per_block: Option<u32>,
     /// Points each thread evaluates per pass over the tree, 1 to 8. Default 4 (fewer for tiny
     /// data, or when many output slots would overflow shared memory).
@@ -128,6 +129,10 @@ pub struct Launch {
 pub const SLOT_BYTES_MAX: u32 = 32 * 1024;
 const DEFAULT_THREADS: u32 = 256; // measured: W3 +8 %, W1 +3 %, 100k × 1024 −3 % against 128 (H200)
 const DEFAULT_POINTS_PER_THREAD: u32 = 4;
+/// Data sets up to this many rows get one warp per tree by default: 64 rows as 32 × 2 points
+/// rather than 64 × 1 made W2's kernel (10⁶ trees) 1.30× and W1-64's 1.10× faster
+/// (nvidia-h200, docs/benchmarks.md).
+const WARP_ROWS: u64 = 64;
 const DEFAULT_PASSES: u32 = 4;
 /// Most (tree, tile) blocks a default launch shape makes (256 MiB of partial sums); larger
 /// data get longer tiles instead.
@@ -141,7 +146,12 @@ impl EvalConfig {
             return Err(cfg(format!("{n_rows} rows: the kernels take 1 to {} rows", i32::MAX)));
         }
         let n = n_rows as u64;
-        let mut t = self.threads_per_block.unwrap_or_else(|| (n.div_ceil(32) * 32).min(DEFAULT_THREADS as u64) as u32);
+        // Up to WARP_ROWS rows a warp takes a tree, two points a thread past 32 rows: the
+        // block's compile and each dispatch are then shared by twice the points.
+        let warp = n <= WARP_ROWS && self.points_per_thread.is_none();
+        let mut t = self
+            .threads_per_block
+            .unwrap_or_else(|| if warp { 32 } else { (n.div_ceil(32) * 32).min(DEFAULT_THREADS as u64) as u32 });
         if t == 0 || t % 32 != 0 || t > MAX_THREADS {
             return Err(cfg(format!("{t} threads per block: use a multiple of 32 up to {MAX_THREADS}")));
         }
@@ -773,6 +783,16 @@ mod tests {
         // Tiny data: one warp, one point each.
         let l = d.resolve(1, 1, 0, 132).unwrap();
         assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 1, 32, 1));
+        // Up to 64 rows: a warp per tree, two points a thread past 32 (W2's 64 rows).
+        let l = d.resolve(64, 1_000_000, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 2, 64, 1));
+        let l = d.resolve(33, 10, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 2, 64, 1));
+        // ... unless the points per thread are given; past 64 rows a block is as wide as the rows.
+        let l = config(None, Some(1), None).resolve(64, 10, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread), (64, 1));
+        let l = d.resolve(65, 10, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread), (96, 1));
         let l = d.resolve(300, 10, 0, 132).unwrap();
         assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (256, 2, 512, 1));
         // Many output slots: fewer points per thread to fit shared memory.
