@@ -431,10 +431,10 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
 /// "fitting round"): `n` random trees of 20..60 nodes (half their leaves constants in
 /// [−2, 2), `x0` the other half) over a built-in data set, the GPU's fit
 /// (`fit_constants_on_device`, no linear scaling) with 1 and with 10 Levenberg–Marquardt steps
-/// on a fresh copy of the trees each time, and the regression kernels over the same trees. A
-/// fit of `S` steps makes `S + 2` passes over the rows (the start, one a step, the accepted
-/// parameters), so a pass costs (t₁₀ − t₁) / 9, the fixed costs (decoding the trees, the
-/// launch, the results' copy) cancelling. Each time is the median of 5 (fits) or 7 (the
+/// on a fresh copy of the trees each time, and the regression kernels over the same trees.
+/// Without linear scaling a fit of `S` steps makes `1 + S` passes over the rows (the start, then
+/// one a step; a step whose solve fails makes none), so a pass costs (t₁₀ − t₁) / 9 or more,
+/// the fixed costs (decoding the trees, the launch, the results' copy) cancelling. Each time is the median of 5 (fits) or 7 (the
 /// evaluation's kernels, CUDA events) calls after a warm-up.
 fn gpu_fit(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec<serde_json::Value>> {
     use crate::backend::cpu::fit::FitConfig;
