@@ -106,13 +106,20 @@ fn gpu(args: &BenchArgs) -> Result<()> {
     const W3: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Slog, Op::Exp];
     const W1: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
     let w = |name, population, rows, functions| GpuWorkload { name, population, rows, min_len: 20, max_len: 60, functions };
-    let workloads = [
+    let mut workloads = vec![
         w("W3 1000 x 100k", 1000, 100_000, W3),
         w("W1 5000 x 1024", 5000, 1024, W1),
         w("100k x 1024", 100_000, 1024, W1),
         w("W1-64 5000 x 64", 5000, 64, W1),
         w("W2 1M x 64", 1_000_000, 64, W1),
     ];
+    if !args.quick {
+        // Small data sets as real ones come (a few hundred rows), for the default shape there.
+        for (name, rows) in [("W1-100 5000 x 100", 100), ("W1-128 5000 x 128", 128), ("W1-256 5000 x 256", 256), ("W1-512 5000 x 512", 512)] {
+            workloads.push(w(name, 5000, rows, W1));
+        }
+        workloads.push(w("100k x 128", 100_000, 128, W1));
+    }
     let shapes: Vec<(Option<u32>, Option<u32>)> = if args.quick {
         vec![(None, None), (Some(128), Some(8)), (Some(256), Some(4))]
     } else {

@@ -95,11 +95,12 @@ impl From<&RegSums> for RegressionSums {
 /// variants in benchmarks; an explicit setting the kernels cannot run is an error, not adjusted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EvalConfig {
-    /// Threads per block: a multiple of 32, at most 1024. Default 256, or as many as the rows
-    /// round up to below that, and one warp up to 64 rows.
+    /// Threads per block: a multiple of 32, at most 1024. Default: the fewest whole warps, at
+    /// most 256, that cover the rows in one pass at the points per thread.
     pub threads_per_block: Option<u32>,
-    /// Points each thread evaluates per pass over the tree, 1 to 8. Default 4 (fewer for tiny
-    /// data, or when many output slots would overflow shared memory).
+    /// Points each thread evaluates per pass over the tree, 1 to 8. Default 4 (fewer when one
+    /// warp covers the rows with fewer, or when many output slots would overflow shared
+    /// memory).
     pub points_per_thread: Option<u32>,
     /// Points per block: a multiple of threads × points per thread. Default 4 passes, fewer
     /// when that would leave the GPU short of blocks.
@@ -129,10 +130,6 @@ pub struct Launch {
 pub const SLOT_BYTES_MAX: u32 = 32 * 1024;
 const DEFAULT_THREADS: u32 = 256; // measured: W3 +8 %, W1 +3 %, 100k × 1024 −3 % against 128 (H200)
 const DEFAULT_POINTS_PER_THREAD: u32 = 4;
-/// Data sets up to this many rows get one warp per tree by default: 64 rows as 32 × 2 points
-/// rather than 64 × 1 made W2's kernel (10⁶ trees) 1.30× and W1-64's 1.10× faster
-/// (nvidia-h200, docs/benchmarks.md).
-const WARP_ROWS: u64 = 64;
 const DEFAULT_PASSES: u32 = 4;
 /// Most (tree, tile) blocks a default launch shape makes (256 MiB of partial sums); larger
 /// data get longer tiles instead.
@@ -146,12 +143,14 @@ impl EvalConfig {
             return Err(cfg(format!("{n_rows} rows: the kernels take 1 to {} rows", i32::MAX)));
         }
         let n = n_rows as u64;
-        // Up to WARP_ROWS rows a warp takes a tree, two points a thread past 32 rows: the
-        // block's compile and each dispatch are then shared by twice the points.
-        let warp = n <= WARP_ROWS && self.points_per_thread.is_none();
+        // The points per thread first, the threads after: the narrowest block (whole warps, at
+        // most DEFAULT_THREADS) that covers the rows in one pass at the points per thread asked
+        // for, else DEFAULT_POINTS_PER_THREAD. Each dispatch, and the block's compile of its
+        // tree, is then shared by as many points as it can be.
+        let k_want = self.points_per_thread.unwrap_or(DEFAULT_POINTS_PER_THREAD).max(1) as u64;
         let mut t = self
             .threads_per_block
-            .unwrap_or_else(|| if warp { 32 } else { (n.div_ceil(32) * 32).min(DEFAULT_THREADS as u64) as u32 });
+            .unwrap_or_else(|| (n.div_ceil(32 * k_want) * 32).min(DEFAULT_THREADS as u64) as u32);
         if t == 0 || t % 32 != 0 || t > MAX_THREADS {
             return Err(cfg(format!("{t} threads per block: use a multiple of 32 up to {MAX_THREADS}")));
         }
@@ -783,18 +782,25 @@ mod tests {
         // Tiny data: one warp, one point each.
         let l = d.resolve(1, 1, 0, 132).unwrap();
         assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 1, 32, 1));
-        // Up to 64 rows: a warp per tree, two points a thread past 32 (W2's 64 rows).
+        // Small data: the narrowest block that covers the rows at 4 points a thread (W2's 64
+        // rows: one warp, 2 points a thread; 256 rows: 64 × 4).
         let l = d.resolve(64, 1_000_000, 0, 132).unwrap();
         assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 2, 64, 1));
         let l = d.resolve(33, 10, 0, 132).unwrap();
         assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 2, 64, 1));
-        // ... unless the points per thread are given; past 64 rows a block is as wide as the rows.
+        let l = d.resolve(128, 5000, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 4, 128, 1));
+        let l = d.resolve(256, 5000, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (64, 4, 256, 1));
+        let l = d.resolve(300, 10, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (96, 4, 384, 1));
+        let l = d.resolve(1000, 5000, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (256, 4, 1024, 1));
+        // Given points per thread, the block covers the rows at those.
         let l = config(None, Some(1), None).resolve(64, 10, 0, 132).unwrap();
         assert_eq!((l.threads, l.points_per_thread), (64, 1));
-        let l = d.resolve(65, 10, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread), (96, 1));
-        let l = d.resolve(300, 10, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (256, 2, 512, 1));
+        let l = config(None, Some(2), None).resolve(512, 10, 0, 132).unwrap();
+        assert_eq!((l.threads, l.points_per_thread), (256, 2));
         // Many output slots: fewer points per thread to fit shared memory.
         let l = d.resolve(100_000, 1000, 40, 132).unwrap();
         assert!(l.slot_bytes <= SLOT_BYTES_MAX && l.points_per_thread == 1, "{l:?}");
