@@ -9,26 +9,26 @@ use rand::{Rng, SeedableRng};
 fn problem(rng: &mut rand::rngs::StdRng, nv: usize, points: usize, limits: usize) -> (usize, Vec<f64>, Vec<f64>, Vec<f64>) {
     let mut jac: Vec<Vec<f64>> = Vec::new();
     for _ in 0..points {
-        let n: Vec<f64> = (0..nv).map(|_| rng.gen_range(-1.0..1.0)).collect();
-        let t: Vec<f64> = (0..nv).map(|_| rng.gen_range(-1.0..1.0)).collect();
-        let mu = rng.gen_range(0.5..2.0);
+        let n: Vec<f64> = (0..nv).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let t: Vec<f64> = (0..nv).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let mu = rng.random_range(0.5..2.0);
         for s in [mu, -mu, 0.0] {
             jac.push(n.iter().zip(&t).map(|(a, b)| a + s * b).collect());
         }
     }
     for _ in 0..limits {
         let mut row = vec![0.0; nv];
-        row[rng.gen_range(0..nv)] = if rng.gen_bool(0.5) { 1.0 } else { -1.0 };
+        row[rng.random_range(0..nv)] = if rng.random_bool(0.5) { 1.0 } else { -1.0 };
         jac.push(row);
     }
-    let g = DMatrix::<f64>::from_fn(nv, nv, |_, _| rng.gen_range(-1.0..1.0));
+    let g = DMatrix::<f64>::from_fn(nv, nv, |_, _| rng.random_range(-1.0..1.0));
     let mass = &g * g.transpose() + DMatrix::identity(nv, nv) * 0.1;
     let inv = mass.try_inverse().unwrap();
     let nr = jac.len();
     let j = DMatrix::from_fn(nr, nv, |r, c| jac[r][c]);
     let a = &j * inv * j.transpose();
-    let reg: Vec<f64> = (0..nr).map(|r| a[(r, r)] * rng.gen_range(0.02..0.2) + 1e-6).collect();
-    let b: Vec<f64> = (0..nr).map(|_| rng.gen_range(-3.0..1.0)).collect();
+    let reg: Vec<f64> = (0..nr).map(|r| a[(r, r)] * rng.random_range(0.02..0.2) + 1e-6).collect();
+    let b: Vec<f64> = (0..nr).map(|_| rng.random_range(-3.0..1.0)).collect();
     (nr, (0..nr * nr).map(|k| a[(k / nr, k % nr)]).collect(), reg, b)
 }
 
@@ -49,11 +49,11 @@ fn pivoting_solves_contact_problems_exactly_from_cold_and_warm_starts() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let mut solved = 0;
     for case in 0..400 {
-        let (nv, points, limits) = (rng.gen_range(3..10), rng.gen_range(0..6), rng.gen_range(0..4));
+        let (nv, points, limits) = (rng.random_range(3..10), rng.random_range(0..6), rng.random_range(0..4));
         let (nr, a, reg, b) = problem(&mut rng, nv, points, limits);
         let mut f = vec![0.0; nr];
         if case % 2 == 1 {
-            f.iter_mut().for_each(|x| *x = if rng.gen_bool(0.5) { rng.gen_range(0.0..2.0) } else { 0.0 });
+            f.iter_mut().for_each(|x| *x = if rng.random_bool(0.5) { rng.random_range(0.0..2.0) } else { 0.0 });
         }
         assert!(pivot_solve(nr, &a, &reg, &b, &mut f), "case {case}: {nr} rows did not settle in {MAX_PIVOTS} rounds");
         assert!(breach(nr, &a, &reg, &b, &f) < 1e-9, "case {case}: {f:?}");
@@ -75,7 +75,7 @@ fn the_one_row_rule_alone_also_reaches_the_solution() {
     // (Murty's rule), the path block exchanges fall back on when they cycle.
     let mut rng = rand::rngs::StdRng::seed_from_u64(11);
     for case in 0..200 {
-        let (points, limits) = (rng.gen_range(1..6), rng.gen_range(0..4));
+        let (points, limits) = (rng.random_range(1..6), rng.random_range(0..4));
         let (nr, a, reg, b) = problem(&mut rng, 6, points, limits);
         let mut f = vec![0.0; nr];
         assert!(pivot_rounds(nr, &a, &reg, &b, &mut f, 0, 4096), "case {case}");
@@ -87,7 +87,7 @@ fn the_one_row_rule_alone_also_reaches_the_solution() {
 fn pivoting_in_f32_settles_and_stays_close_to_f64() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(3);
     for case in 0..200 {
-        let (points, limits) = (rng.gen_range(1..6), rng.gen_range(0..4));
+        let (points, limits) = (rng.random_range(1..6), rng.random_range(0..4));
         let (nr, a, reg, b) = problem(&mut rng, 9, points, limits);
         let mut f = vec![0.0; nr];
         assert!(pivot_solve(nr, &a, &reg, &b, &mut f));
