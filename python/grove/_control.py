@@ -18,6 +18,34 @@ Rollout = namedtuple("Rollout", ["total_return", "steps", "terminated"])
 Rollout.__doc__ = "One episode a policy played: the sum of rewards, control steps, and whether it terminated."
 
 
+def _checked_linear(lin, observations, actuators):
+    """A report's ``linear_policy`` (W by actuator, the observations' mean and deviation) when it
+    fits the policy's observations and actuators; a ValueError saying what does not."""
+    if lin is None:
+        return None
+    n, m = len(observations), len(actuators)
+    try:
+        rows, mean, std = lin["weights"], lin["mean"], lin["std"]
+        shape = (len(rows), [len(r["weights"]) for r in rows], len(mean), len(std))
+        acts = [r["actuator"] for r in rows]
+        values = [float(v) for r in rows for v in r["weights"]], [float(v) for v in mean], [float(v) for v in std]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"the report's linear_policy is not W by actuator with a mean and deviation ({e!r})") from None
+    if shape[0] != m or any(k != n for k in shape[1]) or shape[2] != n or shape[3] != n:
+        raise ValueError(
+            f"the report's linear_policy has {shape[0]} rows of {sorted(set(shape[1])) or [0]} weights, {shape[2]} means and "
+            f"{shape[3]} deviations; the policy has {m} actuators and {n} observations"
+        )
+    if "observations" in lin and list(lin["observations"]) != observations:
+        raise ValueError(f"the report's linear_policy is over observations {list(lin['observations'])}, not the policy's {observations}")
+    if acts != actuators:
+        raise ValueError(f"the report's linear_policy is for actuators {acts}, not the policy's {actuators}")
+    w, mu, sd = values
+    if not (all(np.isfinite(w)) and all(np.isfinite(mu)) and all(np.isfinite(sd)) and all(x >= 0 for x in sd)):
+        raise ValueError("the report's linear_policy holds a weight, mean or deviation that is not finite, or a negative deviation")
+    return lin
+
+
 class Policy:
     """An evolved control policy: actions = tanh of the program's outputs, one per actuator.
 
@@ -28,15 +56,20 @@ class Policy:
     """
 
     def __init__(self, report):
+        if not isinstance(report, dict) or not isinstance(report.get("policy"), dict):
+            raise ValueError("not a report of grove control: it has no 'policy' object")
         self.report = report
         saved = report["policy"]
-        self.env = saved["env"]
-        self.profile = saved["profile"]
-        self.observations = list(saved["observations"])
-        self.actuators = list(saved["actuators"])
-        self.programs = [p["action"] for p in report["best"]["programs"]]
+        try:
+            self.env = saved["env"]
+            self.profile = saved["profile"]
+            self.observations = list(saved["observations"])
+            self.actuators = list(saved["actuators"])
+            self.programs = [p["action"] for p in report["best"]["programs"]]
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"a report of grove control without its policy's {e}: write it again with grove control --report") from None
         # A linear policy's W (by actuator), mean and deviation (``policy="linear"``); else None.
-        self.linear = report.get("linear_policy")
+        self.linear = _checked_linear(report.get("linear_policy"), self.observations, self.actuators)
         self._policy_json = json.dumps(saved)
 
     def act(self, obs):

@@ -1,5 +1,6 @@
 """grove.control: a policy that acts on observations and plays episodes, and bad arguments."""
 
+import copy
 import pickle
 
 import numpy as np
@@ -187,6 +188,42 @@ def test_a_linear_policy_is_trained_played_and_explained():
         grove.control("swimmer", policy="linear", top_directions=9, **small)
     with pytest.raises(ValueError, match=r"--noise \(linear.noise\)"):
         grove.control("swimmer", policy="linear", noise=-1, **small)
+
+
+def test_a_policy_from_a_report_with_a_bad_linear_head_is_a_value_error():
+    small = dict(generations=2, episode_steps=20, test_episodes=1, device="cpu", directions=2)
+    report = grove.control("swimmer", policy="linear", **small).report
+    # The report as saved gives the policy back, and a deviation of zero (a constant
+    # observation, which the policy ignores) is accepted.
+    again = grove.Policy(copy.deepcopy(report))
+    assert again.linear == report["linear_policy"]
+    zero = copy.deepcopy(report)
+    zero["linear_policy"]["std"][0] = 0.0
+    assert grove.Policy(zero).linear["std"][0] == 0.0
+
+    def bad(edit, match):
+        r = copy.deepcopy(report)
+        edit(r["linear_policy"])
+        with pytest.raises(ValueError, match=match):
+            grove.Policy(r)
+
+    bad(lambda lin: lin["weights"].pop(), "1 rows of .* the policy has 2 actuators")
+    bad(lambda lin: lin["weights"][0]["weights"].pop(), "the policy has 2 actuators and 8 observations")
+    bad(lambda lin: lin["mean"].append(0.0), "9 means")
+    bad(lambda lin: lin.pop("std"), "not W by actuator")
+    bad(lambda lin: lin["weights"][0].update(weights="abc"), "not W by actuator")
+    bad(lambda lin: lin["weights"].reverse(), "for actuators")
+    bad(lambda lin: lin["observations"].reverse(), "over observations")
+    bad(lambda lin: lin["std"].__setitem__(1, -1.0), "negative deviation")
+    bad(lambda lin: lin["mean"].__setitem__(1, float("nan")), "not finite")
+    with pytest.raises(ValueError, match="no 'policy'"):
+        grove.Policy({"best": report["best"]})
+    with pytest.raises(ValueError, match="no 'policy'"):
+        grove.Policy([1, 2])
+    no_env = copy.deepcopy(report)
+    del no_env["policy"]["env"]
+    with pytest.raises(ValueError, match="without its policy's 'env'"):
+        grove.Policy(no_env)
 
 
 def test_a_linear_run_continues_from_its_checkpoint(tmp_path):
