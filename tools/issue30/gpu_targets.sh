@@ -16,7 +16,7 @@
 #   fit      `grove bench --gpu --gpu-part fit`: a fitting pass timed against one evaluation of
 #            the same trees, directly (this commit's binary)
 #   shapes   `grove bench --gpu --gpu-part eval` (every launch shape, 32-thread warps per tree
-#            among them), this commit's binary
+#            among them, and the small data sets), this commit's binary: kernel ms per shape
 #   loop     GROVE_LOOP_PROFILE=1 on W1 and W2 in the device loop without fitting, both: where a
 #            generation's time goes between the kernels and the host
 #   ncu      Nsight Compute on the fit kernels of W4 (the split fit) and of W1, on W3's
@@ -116,7 +116,9 @@ if has fit; then
 fi
 if has shapes; then
     "$bin/grove" bench --gpu --gpu-part eval >"$out/shapes.log" 2>&1
-    while IFS= read -r line; do summary+=("shapes: $line"); done < <(grep -E '^(W2|W1-64|W3)' "$out/shapes.log" | sed -E 's/ +/ /g' | cut -d' ' -f1-8)
+    # Each shape's kernel milliseconds (CUDA events): the table's ninth column from the right.
+    while IFS= read -r line; do summary+=("shapes: $line"); done < <(grep -E '^(W2|W1-|W3|100k x 128)' "$out/shapes.log" \
+        | awk '{n = NF; printf "%s | %s x %s | kernel %s ms\n", $1" "$2" "$3" "$4, $(n-9), $(n-8), $(n-3)}')
 fi
 if has ncu && command -v ncu >/dev/null; then
     M=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size,dram__throughput.avg.pct_of_peak_sustained_elapsed,smsp__thread_inst_executed_per_inst_executed.ratio,sm__cycles_active.avg
