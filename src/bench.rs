@@ -9,9 +9,15 @@ use anyhow::Result;
 use rayon::prelude::*;
 
 use crate::genome::{MapConfig, Mapper};
+use crate::program::Op;
 use crate::grammar::{self, DatasetShape};
 use crate::rng::{Purpose, Stream};
 use crate::task::search::{MAX_GENOME, MAX_WRAPS, check_count};
+
+/// The GPU benchmarks' function sets: W3's, W1's (Pagie-1's runs) and W4's arithmetic.
+const W3: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Slog, Op::Exp];
+const W1: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
+const ARITH: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div];
 
 /// Runs the benchmarks named by `args` and prints their table.
 pub fn run(args: &BenchArgs) -> Result<ExitCode> {
@@ -99,12 +105,9 @@ struct GpuWorkload {
 /// CUDA events) and the kernel-only GPop/s.
 fn gpu(args: &BenchArgs) -> Result<()> {
     use crate::backend::cuda::{CudaEngine, EvalConfig, EvalTiming};
-    use crate::program::Op;
     let engine = CudaEngine::new().map_err(|e| anyhow::anyhow!("--gpu: {e}"))?;
     println!();
     println!("GPU {} (sm_{}{}, {} SMs)", engine.device_name(), engine.compute_capability().0, engine.compute_capability().1, engine.sm_count());
-    const W3: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Slog, Op::Exp];
-    const W1: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
     let w = |name, population, rows, functions| GpuWorkload { name, population, rows, min_len: 20, max_len: 60, functions };
     let mut workloads = vec![
         w("W3 1000 x 100k", 1000, 100_000, W3),
@@ -169,11 +172,7 @@ fn gpu(args: &BenchArgs) -> Result<()> {
                 println!("{name:<18} {:>7} {:>4} {:>10} {e}", label(t), label(k), "-");
                 continue;
             }
-            let median = |f: &dyn Fn(&(f64, EvalTiming)) -> f64| {
-                let mut v: Vec<f64> = calls.iter().map(f).collect();
-                v.sort_by(f64::total_cmp);
-                v[v.len() / 2]
-            };
+            let median = |f: &dyn Fn(&(f64, EvalTiming)) -> f64| median(calls.iter().map(f).collect());
             let med = median(&|c| c.0);
             let prep = median(&|c| c.1.host_prep_s);
             let h2d = median(&|c| c.1.h2d_s);
@@ -218,9 +217,8 @@ fn gpu(args: &BenchArgs) -> Result<()> {
 /// eight) on device buffers, and `init_trees`, each the median of 7 synchronised launches;
 /// against the CPU's `breed` (rayon, every core) on the same parents and pairs.
 fn gpu_breed(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec<serde_json::Value>> {
-    use crate::program::{BreedConfig, Crossover, Mutation, Op, Population, TreeSpec, VaryConfig, breed, init_population};
-    let functions = vec![Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
-    let spec = TreeSpec::new(functions, 3, 128).with_const_range(-1.0, 1.0).with_depth(2, 6);
+    use crate::program::{BreedConfig, Crossover, Mutation, Population, TreeSpec, VaryConfig, breed, init_population};
+    let spec = TreeSpec::new(W1.to_vec(), 3, 128).with_const_range(-1.0, 1.0).with_depth(2, 6);
     let vary = VaryConfig::new(spec.clone());
     let mix = BreedConfig {
         p_crossover: 0.9,
@@ -230,10 +228,6 @@ fn gpu_breed(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<V
     };
     let sizes: &[usize] = if quick { &[10_000] } else { &[10_000, 100_000] };
     let sync = || engine.stream().synchronize().map_err(|e| anyhow::anyhow!("synchronising: {e:?}"));
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     println!();
     println!(
         "{:<20} {:>8} {:>12} {:>12} {:>12} {:>12} {:>9} {:>10}",
@@ -354,10 +348,6 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
     let backend = Backend::open(DeviceChoice::Cuda, true)?;
     let Backend::Cuda(engine) = &backend else { anyhow::bail!("--gpu: no CUDA backend") };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     println!();
     println!(
         "{:<26} {:>8} {:>5} {:>11} {:>9} {:>11} {:>9} {:>8} {:>13}",
@@ -441,24 +431,17 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
 /// on a fresh copy of the trees each time, and the regression kernels over the same trees.
 /// Without linear scaling a fit of `S` steps makes `1 + S` passes over the rows (the start, then
 /// one a step; a step whose solve fails makes none), so a pass costs (t₁₀ − t₁) / 9 or more,
-/// the fixed costs (decoding the trees, the launch, the results' copy) cancelling. Each time is the median of 5 (fits) or 7 (the
-/// evaluation's kernels, CUDA events) calls after a warm-up.
+/// the fixed costs (decoding the trees, the launch, the results' copy) cancelling. Each time is
+/// the median of 5 (fits) or 7 (the evaluation's kernels, CUDA events) calls after a warm-up.
 fn gpu_fit(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec<serde_json::Value>> {
     use crate::backend::cpu::fit::FitConfig;
     use crate::backend::cuda::EvalConfig;
-    use crate::program::Op;
-    const ARITH: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div];
-    const W1: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Tan];
     // (name, data, trees: a fifth of the population the workload fits from, functions)
     let mut cases: Vec<(&str, &str, usize, &[Op])> = vec![("W1 (a fifth of 5000)", "builtin:pagie1", 1000, W1)];
     if !quick {
         cases.push(("10^5 (a fifth)", "builtin:pagie1", 20_000, W1));
         cases.push(("W4 (a fifth of 50)", "builtin:pagie1:16777216", 10, ARITH));
     }
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let sync = || engine.stream().synchronize().map_err(|e| anyhow::anyhow!("{e:?}"));
     println!();
     println!(
@@ -598,6 +581,12 @@ pub fn random_genomes(n: usize, len: usize, seed: u64) -> Vec<u32> {
         out.extend((0..len).map(|_| s.next_u32() & 0xff));
     }
     out
+}
+
+/// The middle value of `v` (the upper of the two middle ones for an even count).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }
 
 fn best_of(k: usize, mut f: impl FnMut() -> u64) -> (u64, f64) {

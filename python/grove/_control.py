@@ -28,7 +28,8 @@ def _checked_linear(lin, observations, actuators):
         rows, mean, std = lin["weights"], lin["mean"], lin["std"]
         shape = (len(rows), [len(r["weights"]) for r in rows], len(mean), len(std))
         acts = [r["actuator"] for r in rows]
-        values = [float(v) for r in rows for v in r["weights"]], [float(v) for v in mean], [float(v) for v in std]
+        numbers = [float(v) for r in rows for v in r["weights"]] + [float(v) for v in mean]
+        sd = [float(v) for v in std]
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"the report's linear_policy is not W by actuator with a mean and deviation ({e!r})") from None
     if shape[0] != m or any(k != n for k in shape[1]) or shape[2] != n or shape[3] != n:
@@ -40,8 +41,7 @@ def _checked_linear(lin, observations, actuators):
         raise ValueError(f"the report's linear_policy is over observations {list(lin['observations'])}, not the policy's {observations}")
     if acts != actuators:
         raise ValueError(f"the report's linear_policy is for actuators {acts}, not the policy's {actuators}")
-    w, mu, sd = values
-    if not (all(np.isfinite(w)) and all(np.isfinite(mu)) and all(np.isfinite(sd)) and all(x >= 0 for x in sd)):
+    if not (all(np.isfinite(numbers + sd)) and all(x >= 0 for x in sd)):
         raise ValueError("the report's linear_policy holds a weight, mean or deviation that is not finite, or a negative deviation")
     return lin
 

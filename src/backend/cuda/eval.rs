@@ -784,18 +784,17 @@ mod tests {
         assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 1, 32, 1));
         // Small data: the narrowest block that covers the rows at 4 points a thread (W2's 64
         // rows: one warp, 2 points a thread; 256 rows: 64 × 4).
-        let l = d.resolve(64, 1_000_000, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 2, 64, 1));
-        let l = d.resolve(33, 10, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 2, 64, 1));
-        let l = d.resolve(128, 5000, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (32, 4, 128, 1));
-        let l = d.resolve(256, 5000, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (64, 4, 256, 1));
-        let l = d.resolve(300, 10, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (96, 4, 384, 1));
-        let l = d.resolve(1000, 5000, 0, 132).unwrap();
-        assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), (256, 4, 1024, 1));
+        for (rows, trees, want) in [
+            (64, 1_000_000, (32, 2, 64, 1)),
+            (33, 10, (32, 2, 64, 1)),
+            (128, 5000, (32, 4, 128, 1)),
+            (256, 5000, (64, 4, 256, 1)),
+            (300, 10, (96, 4, 384, 1)),
+            (1000, 5000, (256, 4, 1024, 1)),
+        ] {
+            let l = d.resolve(rows, trees, 0, 132).unwrap();
+            assert_eq!((l.threads, l.points_per_thread, l.tile_points, l.n_tiles), want, "{rows} rows, {trees} trees");
+        }
         // Given points per thread, the block covers the rows at those.
         let l = config(None, Some(1), None).resolve(64, 10, 0, 132).unwrap();
         assert_eq!((l.threads, l.points_per_thread), (64, 1));
