@@ -780,11 +780,15 @@ __device__ inline unsigned grove_ctrl_take(unsigned* queue, unsigned threads, un
 // n_instr: (P,) their lengths; skip: (P,) nonzero for trees the host found unfit for this kernel
 // (invalid, or deeper than GROVE_CTRL_STACK). returns: (P·K,) f64 sums of rewards; lengths:
 // (P·K,) control steps taken; valid: (P·K,) 1 when the outputs stayed finite; queue: one
-// counter, zero at launch.
+// counter, zero at launch. observed: null, or (P·K, 1 + 2·GROVE_NOBS) f64 statistics of the
+// observations each episode's policy read, [count, sums, sums of squares], each summed in step
+// order as the CPU's ObsStats::add (an observation counts when the policy reads it, so an
+// invalid episode's last one too); an episode no step of which ran holds zeros.
 extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
                                                  const unsigned short* __restrict__ n_instr, const unsigned char* __restrict__ skip,
                                                  double* __restrict__ returns, unsigned* __restrict__ lengths,
-                                                 unsigned* __restrict__ valid, unsigned* __restrict__ queue) {
+                                                 unsigned* __restrict__ valid, unsigned* __restrict__ queue,
+                                                 double* __restrict__ observed) {
     const unsigned n = p.n_trees * p.episodes;
     const unsigned threads = gridDim.x * blockDim.x;
     const bool terminate = (p.flags & GROVE_CTRL_NO_TERMINATION) == 0;
@@ -796,11 +800,16 @@ extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlP
     double ret = 0.0;
     unsigned t = 0;
     bool running = false;
+    double* seen = nullptr;  // this episode's row of `observed`
     for (;;) {
         if (!running) {
             // The next item that needs a step; those that need none are recorded on the way.
             for (; g < n; g = grove_ctrl_take(queue, threads, n)) {
                 const unsigned ind = g / p.episodes;
+                if (observed) {
+                    seen = observed + (size_t)g * (1 + 2 * GROVE_NOBS);
+                    for (int i = 0; i < 1 + 2 * GROVE_NOBS; ++i) seen[i] = 0.0;
+                }
                 if (skip[ind] || n_instr[ind] == 0) {
                     returns[g] = 0.0;
                     lengths[g] = 0;
@@ -825,6 +834,14 @@ extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlP
             running = true;
         }
         grove_observe(q, v, k.pw, obs);
+        if (seen) {
+            seen[0] += 1.0;
+            for (int i = 0; i < GROVE_NOBS; ++i) {
+                const double x = (double)obs[i];
+                seen[1 + i] += x;
+                seen[1 + GROVE_NOBS + i] += x * x;  // not fused: sim.cu compiles with --fmad=false
+            }
+        }
         const bool ok = grove_policy(code, len, obs, a);
         if (ok) {
             bool done = false;

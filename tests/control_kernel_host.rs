@@ -2,9 +2,10 @@
 //! `kernels/sim.cu`) on the CPU: g++ compiles the full NVRTC source (operator table,
 //! grove_math.cuh, rng.cuh, grove_env.h, sim.cu) as host C++ after `tests/cuda_host_shim.h`,
 //! with nothing fused and the libm functions CUDA rounds differently poisoned (as in
-//! `tests/sim_kernel_host.rs`), and every episode (validity, length, return) and every mean
-//! return must equal the CPU reference `backend::cpu::control::control_rollout` and `mean_returns`
-//! bit for bit, over whole 1000-step episodes of every shipped environment and profile (and 300
+//! `tests/sim_kernel_host.rs`), and every episode (validity, length, return, and the count, sums
+//! and sums of squares of the observations its policy read) and every mean return must equal
+//! the CPU reference `backend::cpu::control::control_rollout_observed` and `mean_returns` bit
+//! for bit, over whole 1000-step episodes of every shipped environment and profile (and 300
 //! steps without termination), for a population of random policies with edge cases among them
 //! (an empty row and one reading past the observation, which the host skips; one whose output
 //! is infinite at once and one whose output overflows later: `support::interleaved`), and two
@@ -26,7 +27,7 @@ use std::process::{Command, Stdio};
 
 use grove::backend::cuda::control::{skip_mask, SKIP_INVALID};
 use grove::backend::cuda::sim::sim_full_source;
-use grove::backend::cpu::control::{control_rollout, mean_returns, ControlRun};
+use grove::backend::cpu::control::{control_rollout_observed, mean_returns, ControlRun};
 use grove::sim::Model;
 
 #[path = "support/policies.rs"]
@@ -118,7 +119,7 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                     .unwrap();
                 child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
                 // The reference plays while the kernel's code runs.
-                let cpu = control_rollout(&pop, &m, &run);
+                let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run);
                 let out = child.wait_with_output().unwrap();
                 assert!(out.status.success(), "{env} {profile}: the host run failed ({:?})", out.status);
                 let text = String::from_utf8_lossy(&out.stdout);
@@ -145,6 +146,15 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                     }
                     assert_eq!(len, c.steps, "{at}: episode length");
                     assert_eq!(ret.to_bits(), c.ret.to_bits(), "{at}: return over {len} steps: kernel={ret} reference={}", c.ret);
+                    let seen: Vec<f64> = f[3..].iter().map(|x| x.parse().unwrap()).collect();
+                    assert_eq!(seen.len(), 1 + 2 * m.obs_size, "{at}: a row of observation statistics");
+                    let want = &cpu_seen[g];
+                    assert_eq!(seen[0] as u64, want.n, "{at}: observations read");
+                    // A policy reads the observation before it acts, so an invalid episode's last too.
+                    assert_eq!(want.n, c.steps as u64 + u64::from(!c.valid && skip[g / k] == 0 && steps > 0), "{at}: observations against steps");
+                    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&seen[1..1 + m.obs_size]), bits(want.sums()), "{at}: sums of the observations");
+                    assert_eq!(bits(&seen[1 + m.obs_size..]), bits(want.sums_of_squares()), "{at}: sums of their squares");
                     compared_steps += len as usize;
                 }
                 for i in 0..p {

@@ -5,7 +5,9 @@
 //! math, nothing fused, model constants combined on the host; `tests/control_kernel_host.rs`
 //! checks the kernel's code under g++), so every episode's validity, length and return, and
 //! every mean, must be equal, over whole 1000-step episodes of every shipped environment and
-//! profile (and 300 steps without termination). On failure every episode is printed. Each case
+//! profile (and 300 steps without termination), and with the observations' statistics asked for
+//! (the normaliser's sums), every episode's count, sums and sums of squares. On failure every
+//! episode is printed. Each case
 //! runs twice: with the engine's launch (as many threads as stay resident, here more than the
 //! episodes) and with one block of 64 threads for 120 episodes, whose threads refill from the
 //! kernel's queue as their episodes end, with the edge cases spread among the policies
@@ -15,7 +17,7 @@
 
 use grove::backend::cuda::control::ControlGrid;
 use grove::backend::cuda::CudaEngine;
-use grove::backend::cpu::control::{control_rollout, mean_returns, ControlRun};
+use grove::backend::cpu::control::{control_rollout, control_rollout_observed, mean_returns, ControlRun};
 use grove::sim::Model;
 
 #[path = "support/policies.rs"]
@@ -57,8 +59,11 @@ fn control_matches_reference() {
                 let steps = if ignore_termination { 300 } else { m.episode_steps };
                 let run = ControlRun { episodes: k, steps, seed: 3, generation: 2, noise: true, ignore_termination };
                 let tag = format!("{env} {profile} T={steps}{} {grid:?}", if ignore_termination { " without termination" } else { "" });
-                let gpu = engine.control_returns_with(&pop, &m, &run, grid).unwrap();
-                let cpu = control_rollout(&pop, &m, &run);
+                // The refilling launch also sums each episode's observations (the normaliser's
+                // statistics), which must be the CPU's bits too.
+                let observe = grid != ControlGrid::Resident;
+                let gpu = if observe { engine.control_returns_observed(&pop, &m, &run, grid) } else { engine.control_returns_with(&pop, &m, &run, grid) }.unwrap();
+                let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run);
                 let cpu_means = mean_returns(&cpu, k);
                 assert_eq!(gpu.episodes.len(), p * k);
                 let mut bad = Vec::new();
@@ -66,6 +71,12 @@ fn control_matches_reference() {
                 for g in 0..p * k {
                     let (a, c) = (gpu.episodes[g], cpu[g]);
                     report += &format!("  [{}, {}] gpu {} {} {:.17}  cpu {} {} {:.17}\n", g / k, g % k, a.valid, a.steps, a.ret, c.valid, c.steps, c.ret);
+                    if observe && gpu.observed[g] != cpu_seen[g] {
+                        let bits = |s: &grove::sim::stats::ObsStats| (s.n, s.sums().iter().chain(s.sums_of_squares()).map(|x| x.to_bits()).collect::<Vec<_>>());
+                        if bits(&gpu.observed[g]) != bits(&cpu_seen[g]) {
+                            bad.push(format!("{tag}: [individual {}, episode {}]: observation statistics gpu {:?} cpu {:?}", g / k, g % k, gpu.observed[g], cpu_seen[g]));
+                        }
+                    }
                     if a.valid != c.valid || a.steps != c.steps || a.ret.to_bits() != c.ret.to_bits() {
                         bad.push(format!(
                             "{tag}: [individual {}, episode {}]: gpu valid {} over {} steps return {}; cpu valid {} over {} steps return {}",

@@ -569,6 +569,27 @@ impl Backend {
         }
     }
 
+    /// [`Backend::control_returns`] with the statistics of the observations each individual's
+    /// policy read over its episodes (merged in episode order): the same bits on both backends.
+    /// CPU: [`cpu::control::control_rollout_observed`]; CUDA: `grove_control_rollout` with its
+    /// `observed` buffer.
+    pub fn control_returns_observed(
+        &self,
+        pop: &Population,
+        m: &crate::sim::Model,
+        run: &cpu::control::ControlRun,
+    ) -> Result<(Vec<f64>, u64, Vec<crate::sim::stats::ObsStats>)> {
+        let (eps, seen) = match self {
+            Backend::Cpu => cpu::control::control_rollout_observed(pop, m, run),
+            Backend::Cuda(e) => {
+                let out = e.control_returns_observed(pop, m, run, cuda::control::ControlGrid::Resident)?;
+                (out.episodes, out.observed)
+            }
+        };
+        let steps = eps.iter().map(|e| e.steps as u64).sum();
+        Ok((cpu::control::mean_returns(&eps, run.episodes), steps, cpu::control::observed_by_individual(&seen, run.episodes)))
+    }
+
     /// True when classification fitness runs on the CPU although this backend is CUDA
     /// (`GROVE_CLASSIFY_KERNEL=0`); the command says so.
     pub fn classification_on_host(&self) -> bool {

@@ -10,6 +10,7 @@ pub mod env;
 pub mod model;
 pub mod rollout;
 pub mod spec;
+pub mod stats;
 
 pub use dynamics::Real;
 pub use env::{step_batch, State, StepResult};

@@ -5,10 +5,11 @@
 //! The policy is `a = tanh(W · (o − μ) / σ)`, one row of `W` per actuator: `μ` and `σ` are the
 //! mean and standard deviation of every observation the search has seen so far (a component
 //! whose deviation is below 10⁻⁷ is read as 0), frozen into the policy each iteration, as ARS
-//! V2 does. Each iteration plays `2N` perturbed policies for `episodes` episodes each, all from
-//! the iteration's fresh starts, on the backend (the GPU's roll-out kernel or the CPU), while the
-//! CPU plays the unperturbed policy on the same starts and adds what it observes to the
-//! statistics; both backends give the same run.
+//! V2 does. Each iteration plays `2N` perturbed policies and the unperturbed one for `episodes`
+//! episodes each, all from the iteration's fresh starts, in one call of the backend (the GPU's
+//! roll-out kernel or the CPU); the roll-outs also sum what the perturbed policies observe
+//! ([`crate::sim::stats`]), on the device where they run, and those sums update the statistics,
+//! merged in episode order, so both backends give the same run.
 //!
 //! A linear policy is written as a grove program, so the roll-out kernels, `grove rollout` and
 //! `grove render --policy`, Python's `act` and the exports play it unchanged: output `j` is
@@ -21,85 +22,15 @@ use anyhow::{Context, Result, bail, ensure};
 use super::control::{Arena, ControlSettings, PolicyScores, TEST_GENERATION, score_policy};
 use super::search::{EvolveResult, describe_devices};
 use crate::backend::Backend;
-use crate::backend::cpu::control::{ControlRun, Policy, play_observed};
+use crate::backend::cpu::control::ControlRun;
 use crate::evolve::ars::{self, ArsConfig};
 use crate::program::Op;
 use crate::program::tree::{Node, Population};
 use crate::sim::Model;
-
-/// A standard deviation below this reads its observation as constant: the policy ignores it
-/// (as ARS's filter does).
-pub const MIN_STD: f64 = 1e-7;
+pub use crate::sim::stats::{MIN_STD, Normaliser, ObsStats};
 
 /// Most `directions × episodes` per iteration (each direction plays two policies).
 pub const MAX_EPISODES_PER_ITERATION: usize = 1 << 22;
-
-/// Sums over the observations seen, for their running mean and standard deviation.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ObsStats {
-    /// Observations added.
-    pub n: u64,
-    sum: Vec<f64>,
-    sumsq: Vec<f64>,
-}
-
-impl ObsStats {
-    /// No observation of `d` components yet.
-    pub fn new(d: usize) -> Self {
-        Self { n: 0, sum: vec![0.0; d], sumsq: vec![0.0; d] }
-    }
-
-    /// Adds one observation.
-    pub fn add(&mut self, obs: &[f32]) {
-        debug_assert_eq!(obs.len(), self.sum.len());
-        self.n += 1;
-        for ((s, q), &x) in self.sum.iter_mut().zip(&mut self.sumsq).zip(obs) {
-            let x = x as f64;
-            *s += x;
-            *q += x * x;
-        }
-    }
-
-    /// Adds everything `other` has seen.
-    pub fn merge(&mut self, other: &ObsStats) {
-        self.n += other.n;
-        for (a, b) in self.sum.iter_mut().zip(&other.sum) {
-            *a += b;
-        }
-        for (a, b) in self.sumsq.iter_mut().zip(&other.sumsq) {
-            *a += b;
-        }
-    }
-
-    /// The normaliser of what was seen: mean 0 and deviation 1 before two observations.
-    pub fn normaliser(&self) -> Normaliser {
-        if self.n < 2 {
-            return Normaliser { mean: vec![0.0; self.sum.len()], std: vec![1.0; self.sum.len()] };
-        }
-        let n = self.n as f64;
-        let mean: Vec<f64> = self.sum.iter().map(|s| s / n).collect();
-        // Sample variance (as ARS's running statistics), never below 0 from rounding.
-        let std = self.sumsq.iter().zip(&mean).map(|(q, m)| ((q - n * m * m) / (n - 1.0)).max(0.0).sqrt()).collect();
-        Normaliser { mean, std }
-    }
-}
-
-/// The mean and standard deviation of each observation component, as the policy reads them.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Normaliser {
-    /// `μ`.
-    pub mean: Vec<f64>,
-    /// `σ`.
-    pub std: Vec<f64>,
-}
-
-impl Normaliser {
-    /// `1 / σ_i`, or 0 where `σ_i` is below [`MIN_STD`] (and where it is not finite).
-    pub fn scale(&self, i: usize) -> f64 {
-        let s = self.std[i];
-        if s.is_finite() && s >= MIN_STD { 1.0 / (s + 1e-8) } else { 0.0 }
-    }
-}
 
 /// A linear policy: `W` (`nu × n_obs`, row-major, one row per actuator) over the observations
 /// normalised by `norm`.
@@ -205,8 +136,8 @@ impl LinearState {
             iteration,
             weights: bits(theta),
             seen: stats.n,
-            sum: bits(&stats.sum),
-            sumsq: bits(&stats.sumsq),
+            sum: bits(stats.sums()),
+            sumsq: bits(stats.sums_of_squares()),
             history: history
                 .iter()
                 .map(|h| {
@@ -238,7 +169,7 @@ impl LinearState {
 
     fn restore(&self) -> (Vec<f64>, ObsStats, Vec<Iteration>) {
         let f = |v: &[u64]| v.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>();
-        let stats = ObsStats { n: self.seen, sum: f(&self.sum), sumsq: f(&self.sumsq) };
+        let stats = ObsStats::from_sums(self.seen, f(&self.sum), f(&self.sumsq));
         let history = self
             .history
             .iter()
@@ -335,26 +266,22 @@ pub(super) fn iterate(
         let run_it = arena.run.at_generation(it);
         let deltas = ars::directions(seed, it, cfg.directions, d);
         let thetas = ars::perturbed(&search.theta, &deltas, cfg.noise);
-        let mut pop = Population::new(thetas.len(), max_len, nu);
-        for (r, w) in thetas.iter().enumerate() {
+        // The 2N perturbed policies and, last, the unperturbed one play in one call; what the
+        // perturbed ones observe updates the normaliser (as ARS's workers do).
+        let mut pop = Population::new(thetas.len() + 1, max_len, nu);
+        for (r, w) in thetas.iter().chain([&search.theta]).enumerate() {
             pop.set_tree(r, &policy_of(w, &norm).tree()).map_err(|e| anyhow::anyhow!("a linear policy's tree: {e}"))?;
         }
-        let central = policy_of(&search.theta, &norm).tree();
-        // The backend plays the 2N perturbed policies while the CPU plays the unperturbed one,
-        // whose observations update the normaliser.
-        let (returns, (seen, central_ret)) = rayon::join(
-            || -> Result<(Vec<f64>, u64, f64)> {
-                let t = std::time::Instant::now();
-                let (means, steps) = backend.control_returns(&pop, &arena.trained, &run_it)?;
-                Ok((means, steps, t.elapsed().as_secs_f64()))
-            },
-            || observe(&central, &arena.trained, &run_it),
-        );
-        let (means, steps, secs) = returns?;
+        let central = pop.tree(thetas.len()).nodes();
+        let t = std::time::Instant::now();
+        let (mut means, steps, seen) = backend.control_returns_observed(&pop, &arena.trained, &run_it)?;
         search.played.0 += steps;
-        search.played.1 += secs;
+        search.played.1 += t.elapsed().as_secs_f64();
+        let central_ret = means.pop().unwrap_or(f64::NAN);
         let step = ars::step(&mut search.theta, &deltas, &means, cfg);
-        search.stats.merge(&seen?);
+        for s in &seen[..thetas.len()] {
+            search.stats.merge(s);
+        }
         norm = search.stats.normaliser();
         let finite: Vec<f64> = means.iter().copied().filter(|r| r.is_finite()).collect();
         let row = Iteration {
@@ -464,33 +391,6 @@ fn save_checkpoint(opts: &super::run::RunOptions, state: LinearState, nodes: &[N
         opts.say(&format!("checkpoint before iteration {iteration} saved to {}", path.display()));
     }
     Ok(())
-}
-
-/// Plays `nodes` on the CPU for the episodes of `run`, adding every observation it acts on to
-/// new statistics (episodes in order), and its mean return (NaN when the policy fails).
-fn observe(nodes: &[Node], m: &Model, run: &ControlRun) -> (Result<ObsStats>, f64) {
-    use rayon::prelude::*;
-    let policy = match Policy::for_model(nodes, m) {
-        Ok(p) => p,
-        Err(e) => return (Err(e), f64::NAN),
-    };
-    let per: Vec<(ObsStats, f64, bool)> = (0..run.episodes as u32)
-        .into_par_iter()
-        .map(|k| {
-            let mut s = ObsStats::new(m.obs_size);
-            let e = play_observed(m, &mut policy.clone(), run, k, |o| s.add(o));
-            (s, e.ret, e.valid)
-        })
-        .collect();
-    let mut all = ObsStats::new(m.obs_size);
-    let mut total = 0.0;
-    let mut valid = true;
-    for (s, r, v) in &per {
-        all.merge(s);
-        total += r;
-        valid &= v;
-    }
-    (Ok(all), if valid { total / run.episodes.max(1) as f64 } else { f64::NAN })
 }
 
 /// A finished search, for [`report`].
@@ -631,32 +531,7 @@ pub fn check(cfg: &ArsConfig, episodes: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_normaliser_is_the_sample_mean_and_deviation() {
-        let mut s = ObsStats::new(3);
-        assert_eq!(s.normaliser(), Normaliser { mean: vec![0.0; 3], std: vec![1.0; 3] });
-        for x in [[1.0f32, 5.0, -2.0], [3.0, 5.0, 2.0], [5.0, 5.0, 0.0]] {
-            s.add(&x);
-        }
-        let n = s.normaliser();
-        assert_eq!(n.mean, vec![3.0, 5.0, 0.0]);
-        assert_eq!(n.std, vec![2.0, 0.0, 2.0]);
-        // A constant component is ignored by the policy, not divided by zero.
-        assert_eq!(n.scale(1), 0.0);
-        assert_eq!(n.scale(0), 1.0 / (2.0 + 1e-8));
-        // Merging halves gives the whole.
-        let (mut a, mut b) = (ObsStats::new(2), ObsStats::new(2));
-        a.add(&[1.0, 2.0]);
-        b.add(&[3.0, -4.0]);
-        b.add(&[0.5, 0.25]);
-        a.merge(&b);
-        let mut all = ObsStats::new(2);
-        for x in [[1.0f32, 2.0], [3.0, -4.0], [0.5, 0.25]] {
-            all.add(&x);
-        }
-        assert_eq!(a, all);
-    }
+    use crate::backend::cpu::control::Policy;
 
     #[test]
     fn the_tree_computes_the_linear_policy() {

@@ -1,7 +1,8 @@
 // control_host_main.cpp: runs grove_compile_trees (kernels/interp.cuh), then
 // grove_control_rollout and grove_control_reduce (kernels/sim.cu, compiled as host C++ after
-// cuda_host_shim.h and a generated grove_env.h), and prints per episode `valid steps return`,
-// then per individual its mean (%.17g), then the work queue's final count.
+// cuda_host_shim.h and a generated grove_env.h), and prints per episode `valid steps return`
+// and its observations' statistics (`observed`: count, sums, sums of squares), then per
+// individual its mean (%.17g), then the work queue's final count.
 //
 // The roll-out is launched as the GPU launches it, GRID blocks of BLOCK threads over a queue of
 // P·K episodes, usually fewer threads than episodes, so threads refill from the queue. Blocks run
@@ -59,6 +60,9 @@ int main(int argc, char** argv) {
     unsigned* lengths = (unsigned*)calloc(P * K, sizeof(unsigned));
     unsigned* valid = (unsigned*)calloc(P * K, sizeof(unsigned));
     double* means = (double*)calloc(P, sizeof(double));
+    const size_t row = 1 + 2 * GROVE_NOBS;
+    double* observed = (double*)malloc(P * K * row * sizeof(double));
+    for (size_t i = 0; i < P * K * row; ++i) observed[i] = -77.0;  // sentinel: the kernel zeroes each row it takes
     for (size_t g = 0; g < P * K; ++g) {
         returns[g] = -1234.5;  // sentinels: an episode no thread played shows as `7 4294967295 -1234.5`
         lengths[g] = 0xffffffffu;
@@ -71,7 +75,7 @@ int main(int argc, char** argv) {
             blockIdx.x = b;
             blockDim.x = block;
             threadIdx.x = t;
-            grove_control_rollout(p, prog, n_instr, skip, returns, lengths, valid, &queue);
+            grove_control_rollout(p, prog, n_instr, skip, returns, lengths, valid, &queue, observed);
         };
         if (par) {
             std::vector<std::thread> ts;
@@ -88,7 +92,11 @@ int main(int argc, char** argv) {
         blockIdx.x = i;
         grove_control_reduce(p, returns, valid, means);
     }
-    for (size_t g = 0; g < P * K; ++g) printf("%u %u %.17g\n", valid[g], lengths[g], returns[g]);
+    for (size_t g = 0; g < P * K; ++g) {
+        printf("%u %u %.17g", valid[g], lengths[g], returns[g]);
+        for (size_t i = 0; i < row; ++i) printf(" %.17g", observed[g * row + i]);
+        printf("\n");
+    }
     for (size_t i = 0; i < P; ++i) printf("%.17g\n", means[i]);
     printf("%u\n", queue);
     return 0;

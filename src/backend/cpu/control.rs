@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use super::interp::{Program, run};
 use crate::program::fastmath;
 use crate::program::tree::{Node, Population, TreeRef};
+use crate::sim::stats::ObsStats;
 use crate::sim::{Model, State};
 
 /// Names of the observation components, in order: `q_JOINT` (qpos), `v_JOINT` (qvel),
@@ -198,6 +199,39 @@ pub fn control_rollout(pop: &Population, m: &Model, run: &ControlRun) -> Vec<Epi
         .collect()
 }
 
+/// [`control_rollout`] with the statistics of the observations each episode's policy read
+/// ([`ObsStats`], per episode, individual-major): the CPU twin of `grove_control_rollout` with
+/// its `observed` buffer. An episode that does not run (no program, or one that cannot run)
+/// saw nothing.
+pub fn control_rollout_observed(pop: &Population, m: &Model, run: &ControlRun) -> (Vec<Episode>, Vec<ObsStats>) {
+    let k = run.episodes;
+    (0..pop.size() * k)
+        .into_par_iter()
+        .map(|g| {
+            let mut seen = ObsStats::new(m.obs_size);
+            let e = match Policy::new(pop.tree(g / k), pop.n_outputs, m.obs_size) {
+                Some(mut p) if pop.n_outputs == m.nu() => play_observed(m, &mut p, run, (g % k) as u32, |o| seen.add(o)),
+                _ => Episode::INVALID,
+            };
+            (e, seen)
+        })
+        .unzip()
+}
+
+/// Merges the statistics of each individual's `k` episodes (`[P × K]` in), in episode order.
+pub fn observed_by_individual(items: &[ObsStats], k: usize) -> Vec<ObsStats> {
+    items
+        .chunks(k.max(1))
+        .map(|c| {
+            let mut all = ObsStats::new(c.first().map_or(0, ObsStats::dim));
+            for s in c {
+                all.merge(s);
+            }
+            all
+        })
+        .collect()
+}
+
 /// Mean return per individual over its `k` episodes (`[P × K]` in, summed in episode order in
 /// f64, divided by `k`); NaN for an individual with an invalid episode. The CPU twin of
 /// `grove_control_reduce`.
@@ -310,6 +344,40 @@ mod tests {
         let mut bad = Population::new(1, 4, 2);
         bad.set_tree(0, &[out(Node::var(3), 0)]).unwrap();
         assert!(Policy::new(bad.tree(0), 2, 3).is_none());
+    }
+
+    #[test]
+    fn an_observed_rollout_sums_what_each_policy_read() {
+        let m = Model::load("hopper", None).unwrap();
+        // Row 0 plays; row 1 has no program; row 2's output is infinite at its first step.
+        let mut pop = Population::new(3, 8, m.nu());
+        let marked: Vec<Node> = (0..m.nu()).map(|j| out(Node::var(j as u32), j as u8)).collect();
+        // add(out0(x0), add(out1(x1), out2(x2))): hopper's three actuators.
+        assert_eq!(m.nu(), 3);
+        let tree = [Node::func(Op::Add), marked[0], Node::func(Op::Add), marked[1], marked[2]];
+        pop.set_tree(0, &tree).unwrap();
+        pop.set_tree(2, &[out(Node::func(Op::Mul), 0), Node::constant(1e30), Node::constant(1e30)]).unwrap();
+        let run = ControlRun { episodes: 2, steps: 40, seed: 5, generation: 1, noise: true, ignore_termination: false };
+        let (eps, seen) = control_rollout_observed(&pop, &m, &run);
+        assert_eq!(eps, control_rollout(&pop, &m, &run));
+        for k in 0..2 {
+            let mut want = ObsStats::new(m.obs_size);
+            let mut p = Policy::for_model(&tree, &m).unwrap();
+            let e = play_observed(&m, &mut p, &run, k as u32, |o| want.add(o));
+            assert_eq!((eps[k], &seen[k]), (e, &want));
+            assert_eq!(want.n, e.steps as u64);
+            assert!(want.sums_of_squares().iter().all(|&q| q > 0.0));
+        }
+        // No program: nothing seen. Invalid at once: the one observation the policy read.
+        assert_eq!(seen[2], ObsStats::new(m.obs_size));
+        assert_eq!((seen[4].n, eps[4].steps, eps[4].valid), (1, 0, false));
+        // By individual: the episodes merged in order.
+        let by = observed_by_individual(&seen, 2);
+        let mut first = seen[0].clone();
+        first.merge(&seen[1]);
+        let mut third = seen[4].clone();
+        third.merge(&seen[5]);
+        assert_eq!(by, vec![first, ObsStats::new(m.obs_size), third]);
     }
 
     #[test]

@@ -26,7 +26,8 @@ use super::population::DevicePopulation;
 use super::pack::stack_need;
 use super::sim::sim_text;
 use super::CudaEngine;
-use crate::backend::cpu::control::{ControlRun, Episode, control_rollout, mean_returns};
+use crate::backend::cpu::control::{ControlRun, Episode, control_rollout, control_rollout_observed, mean_returns};
+use crate::sim::stats::ObsStats;
 use crate::program::tree::Population;
 use crate::sim::Model;
 
@@ -152,6 +153,9 @@ pub struct ControlOutcome {
     pub means: Vec<f64>,
     /// Every episode, individual-major: (P·K,).
     pub episodes: Vec<Episode>,
+    /// The statistics of the observations each episode's policy read, individual-major (P·K,),
+    /// when asked for ([`CudaEngine::control_returns_observed`]); else empty.
+    pub observed: Vec<ObsStats>,
 }
 
 impl ControlOutcome {
@@ -172,6 +176,17 @@ impl CudaEngine {
     /// [`CudaEngine::control_returns`] with `grid` threads (for tests and benchmarks; the
     /// results do not depend on it).
     pub fn control_returns_with(&self, pop: &Population, m: &Model, run: &ControlRun, grid: ControlGrid) -> Result<ControlOutcome> {
+        self.play(pop, m, run, grid, false)
+    }
+
+    /// [`CudaEngine::control_returns`] with the statistics of every episode's observations
+    /// ([`ControlOutcome::observed`]), as `backend::cpu::control::control_rollout_observed`
+    /// gives them, bit for bit.
+    pub fn control_returns_observed(&self, pop: &Population, m: &Model, run: &ControlRun, grid: ControlGrid) -> Result<ControlOutcome> {
+        self.play(pop, m, run, grid, true)
+    }
+
+    fn play(&self, pop: &Population, m: &Model, run: &ControlRun, grid: ControlGrid, observe: bool) -> Result<ControlOutcome> {
         if pop.n_outputs != m.nu() {
             return Err(GpuError::Input(format!("the policies have {} outputs but {} has {} actuators", pop.n_outputs, m.name, m.nu())));
         }
@@ -197,7 +212,9 @@ impl CudaEngine {
         let mut d_valid = s.alloc_zeros::<u32>(n).during(|| "allocating validity".into())?;
         let mut d_means = s.alloc_zeros::<f64>(p).during(|| "allocating means".into())?;
         let mut d_queue = s.alloc_zeros::<u32>(1).during(|| "allocating the episode queue".into())?;
-        let mut out = RolloutOut { returns: &mut d_returns, lengths: &mut d_lengths, valid: &mut d_valid, queue: &mut d_queue };
+        let row = 1 + 2 * m.obs_size;
+        let mut d_observed = if observe { Some(s.alloc_zeros::<f64>(n * row).during(|| "allocating the observation sums".into())?) } else { None };
+        let mut out = RolloutOut { returns: &mut d_returns, lengths: &mut d_lengths, valid: &mut d_valid, queue: &mut d_queue, observed: d_observed.as_mut() };
         self.launch_rollout(&rollout, &params, &c, &d_skip, &mut out, grid)?;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
         let mut b = s.launch_builder(&reduce);
@@ -212,6 +229,10 @@ impl CudaEngine {
         let valid = s.clone_dtoh(&d_valid).during(|| "reading validity".into())?;
         let mut episodes: Vec<Episode> =
             (0..n).map(|g| Episode { ret: returns[g], steps: lengths[g], valid: valid[g] != 0 }).collect();
+        let mut observed = match &d_observed {
+            Some(d) => s.clone_dtoh(d).during(|| "reading the observation sums".into())?.chunks(row).map(ObsStats::from_item).collect(),
+            None => Vec::new(),
+        };
         // Trees too deep for the kernel's stack: the CPU reference plays them.
         let deep: Vec<usize> = (0..p).filter(|&i| skip[i] == SKIP_DEEP).collect();
         if !deep.is_empty() {
@@ -219,14 +240,17 @@ impl CudaEngine {
             for (r, &i) in deep.iter().enumerate() {
                 sub.copy_row(r, pop, i);
             }
-            let eps = control_rollout(&sub, m, run);
+            let (eps, seen) = if observe { control_rollout_observed(&sub, m, run) } else { (control_rollout(&sub, m, run), Vec::new()) };
             let sub_means = mean_returns(&eps, k);
             for (r, &i) in deep.iter().enumerate() {
                 means[i] = sub_means[r];
                 episodes[i * k..(i + 1) * k].copy_from_slice(&eps[r * k..(r + 1) * k]);
+                if observe {
+                    observed[i * k..(i + 1) * k].clone_from_slice(&seen[r * k..(r + 1) * k]);
+                }
             }
         }
-        Ok(ControlOutcome { means, episodes })
+        Ok(ControlOutcome { means, episodes, observed })
     }
 }
 
@@ -246,13 +270,15 @@ struct Compiled<'a> {
     n_instr: CudaView<'a, u16>,
 }
 
-/// The roll-out's outputs: returns, lengths and validity `[P·K]`, and the queue's counter (one
-/// word, zeroed by [`CudaEngine::launch_rollout`] before the launch).
+/// The roll-out's outputs: returns, lengths and validity `[P·K]`, the queue's counter (one
+/// word, zeroed by [`CudaEngine::launch_rollout`] before the launch), and, when asked for, the
+/// observations' statistics `[P·K × (1 + 2 n_obs)]`.
 struct RolloutOut<'a> {
     returns: &'a mut CudaSlice<f64>,
     lengths: &'a mut CudaSlice<u32>,
     valid: &'a mut CudaSlice<u32>,
     queue: &'a mut CudaSlice<u32>,
+    observed: Option<&'a mut CudaSlice<f64>>,
 }
 
 impl CudaEngine {
@@ -286,16 +312,23 @@ impl CudaEngine {
         let mut b = self.stream.launch_builder(rollout);
         b.arg(params).arg(&c.prog).arg(&c.n_instr).arg(skip);
         b.arg(&mut *out.returns).arg(&mut *out.lengths).arg(&mut *out.valid).arg(&mut *out.queue);
+        let no_observed = 0u64;
+        match out.observed.as_mut() {
+            Some(o) => b.arg(&mut **o),
+            None => b.arg(&no_observed),
+        };
         let lc = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (CONTROL_BLOCK, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: matches `grove_control_rollout(GroveControlParams, const GroveInstr* prog,
         // const unsigned short* n_instr, const unsigned char* skip, double* returns, unsigned*
-        // lengths, unsigned* valid, unsigned* queue)` with blocks of GROVE_CTRL_BLOCK threads
+        // lengths, unsigned* valid, unsigned* queue, double* observed)` with blocks of
+        // GROVE_CTRL_BLOCK threads
         // (its launch bound): prog holds P × L instructions (L = params.max_len) and n_instr P
         // counts (compiled for every row), skip P classes (every tree of class 0 passed
         // `stack_need` or its device twin grove_control_skip: opcodes, arities, variables <
         // obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK), returns, lengths and valid P·K
-        // entries, queue one word, zero. Threads write only items g < P·K, each taken once (the
-        // queue's atomic; n + threads fits u32, checked above). (A kernel staged through
+        // entries, queue one word, zero, observed null or P·K rows of 1 + 2·obs_size (the
+        // module's GROVE_NOBS). Threads write only items g < P·K, each taken once (the queue's
+        // atomic; n + threads fits u32, checked above). (A kernel staged through
         // GROVE_KERNEL_DIR from before the queue takes the first seven arguments only: the
         // driver reads as many as the kernel declares; it needs `ControlGrid::PerEpisode`.)
         unsafe { b.launch(lc) }.during(|| format!("launching {CONTROL_KERNEL}"))?;
@@ -445,7 +478,7 @@ impl CudaEngine {
         let c = self.compile_policies(&compile, pop, &mut s.programs)?;
         let st = &self.stream;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
-        let mut out = RolloutOut { returns: &mut s.returns, lengths: &mut s.lengths, valid: &mut s.valid, queue: &mut s.queue };
+        let mut out = RolloutOut { returns: &mut s.returns, lengths: &mut s.lengths, valid: &mut s.valid, queue: &mut s.queue, observed: None };
         self.launch_rollout(&rollout, &params, &c, &s.skip, &mut out, ControlGrid::Resident)?;
         let mut b = st.launch_builder(&reduce);
         b.arg(&params).arg(&s.returns).arg(&s.valid).arg(&mut s.means);
