@@ -117,6 +117,43 @@ fn a_residual_run_resumes_from_either_stage_as_if_uninterrupted() {
 }
 
 #[test]
+fn a_head_tuned_between_generations_moves_the_linear_policy_and_resumes_as_if_uninterrupted() {
+    let d = dir("residual-head");
+    let (full, frozen, resumed, ck) = (d.join("full.json"), d.join("frozen.json"), d.join("resumed.json"), d.join("run.ckpt"));
+    let head = ["--linear-iterations", "4", "--head-every", "2", "--head-iterations", "3"];
+    assert_ok(&residual(&[&head[..], &["--gens", "5", "--report", s(&full)]].concat()));
+    assert_ok(&residual(&["--linear-iterations", "4", "--gens", "5", "--report", s(&frozen)]));
+    let (a, f) = (read_json(&full), read_json(&frozen));
+    // Generations 0 to 5: tuned after 1, 3 and 5, three iterations each, after the 4 before.
+    let returns = |r: &serde_json::Value| r["linear_search"]["returns"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect::<Vec<_>>();
+    assert_eq!(a["linear_search"]["iterations"].as_u64(), Some(13));
+    assert_eq!((a["linear_search"]["head_every"].as_u64(), a["linear_search"]["head_iterations"].as_u64()), (Some(2), Some(3)));
+    assert_eq!(returns(&a)[..4], returns(&f)[..], "the stage before the programs is the same search");
+    assert_eq!(f["linear_search"]["iterations"].as_u64(), Some(4));
+    assert_ne!(a["linear_policy"]["weights"], f["linear_policy"]["weights"], "the tunings moved W");
+    assert_ne!(a["linear_policy"]["mean"], f["linear_policy"]["mean"], "and the normaliser, from what the tunings' policies observed");
+    // The same first two generations; from generation 2 on, the programs play over the new head.
+    let best = |r: &serde_json::Value, g: usize| r["generations"][g]["best_return"].as_f64().unwrap();
+    assert_eq!((best(&a, 0), best(&a, 1)), (best(&f, 0), best(&f, 1)));
+    assert_ne!(best(&a, 2), best(&f, 2));
+    // The report's policy is the chosen program over the last head, and replays.
+    let train = a["train"]["returns"][0].as_f64().unwrap();
+    let out = grove(&["rollout", "--policy", s(&full), "--seed", "4", "--steps", "150"]);
+    assert_ok(&out);
+    assert!(text(&out.stdout).starts_with(&format!("hopper (brax): return {train:.6} over ")), "{}", text(&out.stdout));
+    let summary = text(&residual(&[&head[..], &["--gens", "5"]].concat()).stdout);
+    assert!(summary.contains("(4 iterations, then 9 more under the programs, 3 every 2 generations, return "), "{summary}");
+    // A run of 3 generations saves before its last (after the tuning of generation 1), and
+    // goes on to 5 from the file: the same run.
+    assert_ok(&residual(&[&head[..], &["--gens", "3", "--checkpoint", s(&ck)]].concat()));
+    assert_eq!(read_json(&ck)["residual"]["iteration"].as_u64(), Some(7));
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "5", "--report", s(&resumed), "-q"]));
+    let b = read_json(&resumed);
+    assert_eq!(a["timing"]["env_steps"], b["timing"]["env_steps"], "the tunings' env steps are counted once");
+    assert_eq!(without_timings(a), without_timings(b));
+}
+
+#[test]
 fn residual_settings_come_from_flags_and_experiment_files_and_bad_ones_get_one_line() {
     use grove::task::control::PolicyKind;
     use support::control_settings as cli;
@@ -126,12 +163,20 @@ fn residual_settings_come_from_flags_and_experiment_files_and_bad_ones_get_one_l
     assert_eq!(cli(&["--env", "walker2d", "--policy", "residual", "--linear-iterations", "7"], false).linear_iterations, 7);
     let e = support::control_experiment("Control(env: \"walker2d\", policy: \"residual\", linear_iterations: 7)");
     assert_eq!((e.policy, e.linear_iterations), (PolicyKind::Residual, 7));
+    assert_eq!((e.head_every, e.head_iterations), (0, grove::task::defaults::HEAD_ITERATIONS), "the head stays frozen unless asked");
+    let c = cli(&["--env", "hopper", "--policy", "residual", "--head-every", "5", "--head-iterations", "2"], false);
+    assert_eq!((c.head_every, c.head_iterations), (5, 2));
+    let e = support::control_experiment("Control(env: \"hopper\", policy: \"residual\", head_every: 4, head_iterations: 9)");
+    assert_eq!((e.head_every, e.head_iterations), (4, 9));
 
     let d = dir("residual-bad");
     let report = d.join("r.json");
     let one = |extra: &[&str], needles: &[&str]| assert_one_line_error(&residual(&[extra, &["--report", s(&report)]].concat()), needles);
     one(&["--linear-iterations", "0"], &["--linear-iterations (linear_iterations) must be"]);
     one(&["--directions", "0"], &["--directions (linear.directions) must be 1 to"]);
+    one(&["--head-every", "2", "--head-iterations", "0"], &["--head-iterations (head_iterations) must be"]);
+    one(&["--head-every", "2", "--islands", "2"], &["--head-every (head_every) tunes one linear policy", "--islands"]);
+    assert_one_line_error(&grove(&[&BASE[..], &["--head-every", "2", "--report", s(&report)]].concat()), &["--head-every (head_every)", "--policy residual"]);
     let file = d.join("bad.ron");
     std::fs::write(&file, "Control(env: \"hopper\", policy: \"residual\", linear_iterations: 0)").unwrap();
     assert_one_line_error(&grove(&["run", s(&file), "--device", "cpu", "-q"]), &["--linear-iterations (linear_iterations)"]);

@@ -123,6 +123,8 @@ def control(
     step_size=None,
     noise=None,
     linear_iterations=None,
+    head_every=0,
+    head_iterations=_CONTROL["head_iterations"],
     tournament_size=_CONTROL["tournament_size"],
     elitism=_CONTROL["elitism"],
     max_length=_CONTROL["max_length"],
@@ -161,7 +163,10 @@ def control(
     ``policy="residual"`` tunes that linear policy for ``linear_iterations`` iterations
     (``--linear-iterations``; None: the device's default, 20 on the CPU, 100 on a GPU) and then
     evolves programs over the normalised observations for ``generations`` generations, added
-    to it: actions = tanh(W n + f(n)) (``--policy residual``).
+    to it: actions = tanh(W n + f(n)) (``--policy residual``). With ``head_every`` > 0 the linear
+    policy is tuned again after every ``head_every`` generations, ``head_iterations`` iterations
+    of the same search with the generation's best program on top (``--head-every``,
+    ``--head-iterations``); 0 keeps it as the first search left it.
 
     ``islands``, ``migrate_every``, ``migrants``, ``gpus`` and ``gpu_link`` are the island
     model's settings (``--islands``, ``--migrate-every``, ``--migrants``, ``--gpus``,
@@ -202,6 +207,12 @@ def control(
         raise ValueError(f"policy must be 'program', 'linear' or 'residual', got {policy!r}")
     if linear_iterations is not None and int(linear_iterations) < 1:
         raise ValueError(f"linear_iterations must be at least 1, got {linear_iterations}")
+    if int(head_every) < 0:
+        raise ValueError(f"head_every must be >= 0 (0: the linear policy stays as its search left it), got {head_every}")
+    if int(head_every) > 0 and policy != "residual":
+        raise ValueError(f"head_every tunes the linear policy under the programs of policy='residual', not policy={policy!r}")
+    if int(head_iterations) < 1:
+        raise ValueError(f"head_iterations must be at least 1, got {head_iterations}")
     grammar = grammar_spec(grammar)
     engine = {"seed": seed_of(random_state), "tournament": int(tournament_size), "max_len": int(max_length)}
     settings = {
@@ -222,6 +233,8 @@ def control(
         "budget": budget_block(max_time, stop_at),
         "device": device,
         "policy": policy,
+        "head_every": int(head_every),
+        "head_iterations": int(head_iterations),
     }
     linear = {k: v for k, v in (("directions", directions), ("top", top_directions)) if v is not None}
     linear.update({k: float(v) for k, v in (("step_size", step_size), ("noise", noise)) if v is not None})

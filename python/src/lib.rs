@@ -719,6 +719,7 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     control.set_item("p_out", shortest(d::CONTROL_P_OUT))?;
     control.set_item("test_episodes", d::CONTROL_TEST_EPISODES)?;
     control.set_item("validation_episodes", d::CONTROL_VALIDATION_EPISODES)?;
+    control.set_item("head_iterations", d::HEAD_ITERATIONS)?;
     all.set_item("control", control)?;
     Ok(all)
 }

@@ -252,3 +252,23 @@ def test_programs_are_evolved_on_top_of_a_linear_policy():
     assert p.rollout(steps=60, seed=3).total_return == pytest.approx(p.report["train"]["returns"][0], rel=1e-9)
     with pytest.raises(ValueError, match="linear_iterations must be at least 1"):
         grove.control("hopper", policy="residual", linear_iterations=0, **TINY)
+
+
+def test_the_linear_policy_under_the_programs_is_tuned_again_when_asked():
+    small = dict(episode_steps=60, test_episodes=2, device="cpu", random_state=3, directions=4)
+    frozen = grove.control("hopper", policy="residual", linear_iterations=3, **{**TINY, **small})
+    tuned = grove.control("hopper", policy="residual", linear_iterations=3, head_every=1, head_iterations=2, **{**TINY, **small})
+    assert frozen.report["settings"]["head_every"] == 0
+    gens = len(tuned.report["generations"])
+    # Tuned after every generation, two iterations each, after the 3 before the programs.
+    assert tuned.report["linear_search"]["iterations"] == 3 + 2 * gens
+    assert tuned.report["linear_search"]["returns"][:3] == frozen.report["linear_search"]["returns"]
+    assert tuned.linear["weights"] != frozen.linear["weights"]
+    assert tuned.rollout(steps=60, seed=3).total_return == pytest.approx(tuned.report["train"]["returns"][0], rel=1e-9)
+    for bad, match in [
+        (dict(policy="residual", head_every=-1), "head_every must be >= 0"),
+        (dict(policy="residual", head_every=2, head_iterations=0), "head_iterations must be at least 1"),
+        (dict(policy="program", head_every=2), "head_every tunes the linear policy under the programs of policy='residual'"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            grove.control("hopper", **bad, **TINY)

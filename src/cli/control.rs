@@ -127,6 +127,12 @@ pub struct ControlArgs {
         crate::task::control::MAX_LINEAR_ITERATIONS, defaults::LINEAR_ITERATIONS_CPU, defaults::LINEAR_ITERATIONS_GPU
     ))]
     pub linear_iterations: Option<usize>,
+    /// --policy residual: tune the linear policy again after every this many generations.
+    #[arg(long, default_value_t = 0, help = "--policy residual: after every this many generations, tune the linear policy under the programs again with the generation's best program on top (0: never)")]
+    pub head_every: usize,
+    /// --policy residual: iterations of each tuning.
+    #[arg(long, default_value_t = defaults::HEAD_ITERATIONS, help = "--policy residual with --head-every: iterations of the random search in each tuning of the linear policy")]
+    pub head_iterations: usize,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -181,6 +187,8 @@ impl ControlArgs {
             linear_iterations: self
                 .linear_iterations
                 .unwrap_or(if on_gpu { defaults::LINEAR_ITERATIONS_GPU } else { defaults::LINEAR_ITERATIONS_CPU }),
+            head_every: self.head_every,
+            head_iterations: self.head_iterations,
         };
         s.check()?;
         Ok(s)

@@ -103,6 +103,14 @@ pub struct ControlSettings {
     /// (whose generations are `engine.generations`).
     #[serde(default = "super::defaults::linear_iterations_cpu")]
     pub linear_iterations: usize,
+    /// `policy: residual`: after every this many generations of the programs' search (0: never),
+    /// the linear policy under them is tuned again with the generation's best program on top
+    /// ([`super::residual::Head`]).
+    #[serde(default)]
+    pub head_every: usize,
+    /// `policy: residual`: iterations of the random search in each such tuning.
+    #[serde(default = "super::defaults::head_iterations")]
+    pub head_iterations: usize,
 }
 
 /// What `grove control` trains (`--policy`, the experiment field `policy`).
@@ -151,6 +159,8 @@ impl Default for ControlSettings {
             policy: PolicyKind::Program,
             linear: super::defaults::linear_cpu(),
             linear_iterations: super::defaults::LINEAR_ITERATIONS_CPU,
+            head_every: 0,
+            head_iterations: super::defaults::HEAD_ITERATIONS,
         }
     }
 }
@@ -212,6 +222,14 @@ impl ControlSettings {
         }
         if self.policy == PolicyKind::Residual {
             check_count("--linear-iterations (linear_iterations)", self.linear_iterations, 1, MAX_LINEAR_ITERATIONS)?;
+            check_count("--head-iterations (head_iterations)", self.head_iterations, 1, MAX_LINEAR_ITERATIONS)?;
+            ensure!(
+                self.head_every == 0 || self.islands.count <= 1,
+                "--head-every (head_every) tunes one linear policy under one population: leave out --islands (islands.count is {})",
+                self.islands.count
+            );
+        } else {
+            ensure!(self.head_every == 0, "--head-every (head_every) tunes the linear policy under a --policy residual run's programs; this run's policy is {:?}", self.policy);
         }
         check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
@@ -326,8 +344,9 @@ pub struct Control<'m> {
     /// Control steps played and seconds spent in roll-outs so far.
     pub played: std::sync::Mutex<(u64, f64)>,
     /// The linear policy the programs are the residual of (`--policy residual`): each program is
-    /// played composed with it ([`super::residual::Residual::compose`]), by the host loop.
-    pub residual: Option<&'m super::residual::Residual>,
+    /// played composed with its current one ([`super::residual::Residual::compose`]), by the
+    /// host loop, and it may be tuned again between generations ([`super::residual::Head`]).
+    pub residual: Option<&'m super::residual::Head<'m>>,
 }
 
 impl Control<'_> {
@@ -335,7 +354,7 @@ impl Control<'_> {
     /// rows with no program or a non-finite return; counts the env steps and seconds played.
     fn returns(&self, pop: &Population, run: &ControlRun) -> Result<Vec<f64>> {
         let t0 = std::time::Instant::now();
-        let composed = self.residual.map(|r| r.compose_population(pop));
+        let composed = self.residual.map(|h| h.residual().compose_population(pop));
         let (means, steps) = self.backend.control_returns(composed.as_ref().unwrap_or(pop), self.model, run)?;
         if let Ok(mut p) = self.played.lock() {
             p.0 += steps;
@@ -356,7 +375,11 @@ impl crate::evolve::Fitness for Control<'_> {
 
     fn evaluate_at(&self, pop: &Population, generation: usize) -> Result<Vec<f64>> {
         let run = if self.fresh { self.run.at_generation(generation) } else { self.run };
-        self.returns(pop, &run)
+        let fit = self.returns(pop, &run)?;
+        if let Some(h) = self.residual {
+            h.after_generation(generation, self.backend, pop, &fit, &self.played)?;
+        }
+        Ok(fit)
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
@@ -573,8 +596,9 @@ pub fn control_programs(
     use crate::program::render::{Style, outputs};
 
     let start = std::time::Instant::now();
-    let residual = stage.map(|s| &s.residual);
-    let policy_of = |nodes: &[Node]| residual.map_or_else(|| nodes.to_vec(), |r| r.compose(nodes));
+    let head = stage.map(|s| super::residual::Head::new(s, settings, arena)).transpose()?;
+    let residual = head.as_ref();
+    let policy_of = |nodes: &[Node]| residual.map_or_else(|| nodes.to_vec(), |h| h.residual().compose(nodes));
     let Arena { m, trained, run, healthy, names, acts } = arena;
     let (nu, n_obs, run, healthy) = (m.nu(), m.obs_size, *run, *healthy);
     // Per individual: each episode's return, length and validity (and its state on a GPU).
@@ -613,7 +637,7 @@ pub fn control_programs(
     };
     let mut observer = super::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?
         .with_budget(settings.budget, goal)
-        .with_residual(stage.map(|s| s.state.clone()));
+        .with_residual(residual.map(|h| h as &dyn super::run::ResidualSource));
     let trees = |functions: &str| settings.trees.rep(functions, n_obs, nu, settings.engine.max_len);
     let check = |templates: &crate::grammar::template::Templates, name: &str| check_grammar_outputs(templates, nu, name);
     let programs = super::search::Programs {
@@ -708,14 +732,18 @@ pub fn control_programs(
     }
     let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);
     let mut summary = format!("{} ({}), {} actuators, {} observations\n", m.name, m.profile, nu, n_obs);
-    if let Some(s) = stage {
-        report["linear_policy"] = s.residual.linear.json(names, acts);
-        report["linear_search"] = serde_json::json!({"iterations": s.returns.len(), "returns": s.returns.iter().map(|&r| crate::report::num(r)).collect::<Vec<_>>()});
+    if let (Some(s), Some(h)) = (stage, residual) {
+        let returns = h.returns();
+        report["linear_policy"] = h.residual().linear.json(names, acts);
+        report["linear_search"] = serde_json::json!({"iterations": returns.len(), "returns": returns.iter().map(|&r| crate::report::num(r)).collect::<Vec<_>>(),
+            "before_programs": settings.linear_iterations, "head_every": settings.head_every, "head_iterations": settings.head_iterations});
         report["timing"]["linear_seconds"] = serde_json::json!(s.seconds);
+        let tuned = returns.len().saturating_sub(settings.linear_iterations);
+        let again = if tuned > 0 { format!(", then {tuned} more under the programs, {} every {} generations", settings.head_iterations, settings.head_every) } else { String::new() };
         summary += &format!(
-            "policy        residual: tanh(lin + f(n)), n = (o - mean) / std; lin = W n tuned by random search ({} iterations, return {:.2}), f evolved on top\n",
-            s.returns.len(),
-            s.returns.last().copied().unwrap_or(f64::NAN)
+            "policy        residual: tanh(lin + f(n)), n = (o - mean) / std; lin = W n tuned by random search ({} iterations{again}, return {:.2}), f evolved on top\n",
+            settings.linear_iterations,
+            returns.last().copied().unwrap_or(f64::NAN)
         );
         summary += "weights       W, mean and std in the report's `linear_policy`; `policy` holds the whole policy as a program\n";
     }

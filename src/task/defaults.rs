@@ -221,6 +221,15 @@ pub const LINEAR_ITERATIONS_CPU: usize = CONTROL_CPU.gens;
 /// The same on a GPU (the GPU's generations of `--policy linear`).
 pub const LINEAR_ITERATIONS_GPU: usize = CONTROL_GPU.gens;
 
+/// `grove control --policy residual --head-every G`: iterations of the random search in each
+/// tuning of the linear policy under the programs.
+pub const HEAD_ITERATIONS: usize = 5;
+
+/// [`HEAD_ITERATIONS`], for serde's defaults.
+pub fn head_iterations() -> usize {
+    HEAD_ITERATIONS
+}
+
 /// [`LINEAR_ITERATIONS_CPU`], for serde's defaults.
 pub fn linear_iterations_cpu() -> usize {
     LINEAR_ITERATIONS_CPU

@@ -101,10 +101,10 @@ impl LinearPolicy {
 
 /// What one iteration did, for the report's `generations`.
 #[derive(Clone, Copy, Debug, PartialEq)]
-struct Iteration {
+pub(super) struct Iteration {
     best: f64,
     mean: f64,
-    central: f64,
+    pub central: f64,
     step: ars::Step,
     seconds: f64,
 }
@@ -236,6 +236,57 @@ impl Search {
         self.history.iter().map(|h| h.central)
     }
 
+    /// Runs iteration [`Self::next`] of `settings.linear`'s search from `settings.engine.seed`
+    /// in `arena`, on `backend`: plays the `2N` perturbed policies and, last, the unperturbed
+    /// one in one call, on the iteration's fresh starts; steps `W`; adds what the perturbed
+    /// policies observed to the statistics (as ARS's workers do). With `program`, each policy
+    /// is that program on top of the linear one ([`super::residual::Residual::compose`]), so
+    /// the search tunes the linear policy under it. Returns the iteration's row (also pushed to
+    /// the history) and the unperturbed policy it played.
+    pub(super) fn iteration(&mut self, settings: &ControlSettings, backend: &Backend, arena: &Arena, program: Option<&[Node]>) -> Result<(Iteration, Vec<Node>)> {
+        let (cfg, seed, nu) = (&settings.linear, settings.engine.seed, arena.m.nu());
+        let t0 = std::time::Instant::now();
+        let it = self.next();
+        let run_it = arena.run.at_generation(it);
+        let norm = self.stats.normaliser();
+        let deltas = ars::directions(seed, it, cfg.directions, self.theta.len());
+        let thetas = ars::perturbed(&self.theta, &deltas, cfg.noise);
+        let mut trees: Vec<Vec<Node>> = thetas
+            .iter()
+            .chain([&self.theta])
+            .map(|w| {
+                let linear = LinearPolicy { weights: w.clone(), norm: norm.clone(), nu };
+                match program {
+                    None => linear.tree(),
+                    Some(p) => super::residual::Residual::new(linear).compose(p),
+                }
+            })
+            .collect();
+        let mut pop = Population::new(trees.len(), trees.iter().map(Vec::len).max().unwrap_or(1).max(1), nu);
+        for (r, t) in trees.iter().enumerate() {
+            pop.set_tree(r, t).map_err(|e| anyhow::anyhow!("a linear policy's tree: {e}"))?;
+        }
+        let t = std::time::Instant::now();
+        let (mut means, steps, seen) = backend.control_returns_observed(&pop, &arena.trained, &run_it)?;
+        self.played.0 += steps;
+        self.played.1 += t.elapsed().as_secs_f64();
+        let central = means.pop().unwrap_or(f64::NAN);
+        let step = ars::step(&mut self.theta, &deltas, &means, cfg);
+        for s in &seen[..thetas.len()] {
+            self.stats.merge(s);
+        }
+        let finite: Vec<f64> = means.iter().copied().filter(|r| r.is_finite()).collect();
+        let row = Iteration {
+            best: finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            mean: finite.iter().sum::<f64>() / finite.len().max(1) as f64,
+            central,
+            step,
+            seconds: t0.elapsed().as_secs_f64(),
+        };
+        self.history.push(row);
+        Ok((row, trees.pop().unwrap_or_default()))
+    }
+
     /// Seconds of the iterations this process ran.
     fn ran_seconds(&self) -> Vec<f64> {
         self.history[self.started.min(self.history.len())..].iter().map(|h| h.seconds).collect()
@@ -254,43 +305,10 @@ pub(super) fn iterate(
     iterations: usize,
     mut watch: Option<&mut super::budget::Watch<'_>>,
 ) -> Result<super::budget::Ending> {
-    let (cfg, seed) = (&settings.linear, settings.engine.seed);
-    let nu = arena.m.nu();
-    let d = search.theta.len();
-    let mut norm = search.stats.normaliser();
-    let policy_of = |w: &[f64], norm: &Normaliser| LinearPolicy { weights: w.to_vec(), norm: norm.clone(), nu };
-    let max_len = policy_of(&search.theta, &norm).max_nodes();
+    let cfg = &settings.linear;
     let every = (iterations / 10).max(1);
     for it in search.next()..iterations {
-        let t0 = std::time::Instant::now();
-        let run_it = arena.run.at_generation(it);
-        let deltas = ars::directions(seed, it, cfg.directions, d);
-        let thetas = ars::perturbed(&search.theta, &deltas, cfg.noise);
-        // The 2N perturbed policies and, last, the unperturbed one play in one call; what the
-        // perturbed ones observe updates the normaliser (as ARS's workers do).
-        let mut pop = Population::new(thetas.len() + 1, max_len, nu);
-        for (r, w) in thetas.iter().chain([&search.theta]).enumerate() {
-            pop.set_tree(r, &policy_of(w, &norm).tree()).map_err(|e| anyhow::anyhow!("a linear policy's tree: {e}"))?;
-        }
-        let central = pop.tree(thetas.len()).nodes();
-        let t = std::time::Instant::now();
-        let (mut means, steps, seen) = backend.control_returns_observed(&pop, &arena.trained, &run_it)?;
-        search.played.0 += steps;
-        search.played.1 += t.elapsed().as_secs_f64();
-        let central_ret = means.pop().unwrap_or(f64::NAN);
-        let step = ars::step(&mut search.theta, &deltas, &means, cfg);
-        for s in &seen[..thetas.len()] {
-            search.stats.merge(s);
-        }
-        norm = search.stats.normaliser();
-        let finite: Vec<f64> = means.iter().copied().filter(|r| r.is_finite()).collect();
-        let row = Iteration {
-            best: finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-            mean: finite.iter().sum::<f64>() / finite.len().max(1) as f64,
-            central: central_ret,
-            step,
-            seconds: t0.elapsed().as_secs_f64(),
-        };
+        let (row, central) = search.iteration(settings, backend, arena, None)?;
         if row.step.overflow && !opts.quiet {
             opts.say(&format!("note: iteration {it}'s step would have made W non-finite and was not taken: lower --step-size ({})", cfg.step_size));
         }
@@ -300,13 +318,12 @@ pub(super) fn iterate(
                 row.central, row.best, row.step.length, row.seconds
             ));
         }
-        search.history.push(row);
-        let best = crate::evolve::Best { fitness: -central_ret, nodes: central, generation: it, genome: None };
+        let best = crate::evolve::Best { fitness: -row.central, nodes: central, generation: it, genome: None };
         let end = watch.as_mut().and_then(|w| w.finish(it, &best));
         let stop = opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
         let due = opts.checkpoint_every > 0 && (it + 1) % opts.checkpoint_every == 0;
         if due || end.is_some() || stop || it + 1 == iterations {
-            save_checkpoint(opts, search.state(), &policy_of(&search.theta, &norm).tree(), search.played)?;
+            save_checkpoint(opts, search.state(), &search.policy(arena.m.nu()).tree(), search.played)?;
         }
         if stop {
             return Err(super::run::Stopped { generation: it + 1, checkpoint: opts.checkpoint.clone() }.into());

@@ -22,6 +22,8 @@
 //! and both backends give the same bits because they play the same tree. The programs' stage runs
 //! the engine's host loop, which composes each generation's programs before playing them.
 
+use std::sync::{Mutex, RwLock};
+
 use anyhow::{Result, bail};
 
 use super::control::{Arena, ControlSettings};
@@ -112,13 +114,85 @@ pub struct LinearStage {
     pub residual: Residual,
     /// Its search's state (checkpoints of the programs' stage keep it).
     pub state: LinearState,
-    /// The unperturbed policy's training return at each iteration.
-    pub returns: Vec<f64>,
     /// Env steps and seconds of roll-outs the stage played.
     pub played: (u64, f64),
     /// Seconds this process spent before the programs' stage: the linear search, unless a
     /// checkpoint of the programs' stage skipped it.
     pub seconds: f64,
+}
+
+/// The linear policy under the programs while they evolve (`--policy residual`): frozen after
+/// the linear stage, or, with `--head-every G`, tuned again after every `G`-th generation by
+/// `--head-iterations` more iterations of its random search with that generation's best program
+/// on top ([`Search::iteration`]): the perturbed policies are `tanh((W ± ν δ) n + f(n))`, played
+/// in one roll-out call on the backend, and what they observe updates the normaliser. The next
+/// generation is played over the new `W`, `μ` and `σ`, and the policy reported is the chosen
+/// program over the last ones. Each tuning continues the search's iterations (their directions
+/// and fresh starts), and checkpoints keep the search, so a resumed run tunes as the
+/// uninterrupted one.
+pub struct Head<'a> {
+    residual: RwLock<Residual>,
+    search: Mutex<Search>,
+    settings: &'a ControlSettings,
+    arena: &'a Arena,
+}
+
+impl<'a> Head<'a> {
+    /// The head of `stage`, in `arena` with `settings`' tuning.
+    pub fn new(stage: &LinearStage, settings: &'a ControlSettings, arena: &'a Arena) -> Result<Self> {
+        let (nu, n_obs) = (arena.m.nu(), arena.m.obs_size);
+        let search = Search::resumed(&stage.state, nu, n_obs, &arena.m.name, None)?;
+        Ok(Head { residual: RwLock::new(stage.residual.clone()), search: Mutex::new(search), settings, arena })
+    }
+
+    /// The linear policy the programs are played on now.
+    pub fn residual(&self) -> Residual {
+        self.residual.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The linear search's state, which checkpoints keep ([`super::run::Checkpoint::residual`]).
+    pub fn state(&self) -> LinearState {
+        self.search.lock().unwrap_or_else(|e| e.into_inner()).state()
+    }
+
+    /// The unperturbed policy's training return at every iteration of the search: the linear
+    /// stage's, then each tuning's.
+    pub fn returns(&self) -> Vec<f64> {
+        self.search.lock().unwrap_or_else(|e| e.into_inner()).returns().collect()
+    }
+
+    /// Whether the head is tuned after generation `generation`: after every `head_every`-th,
+    /// the last one's too, so that a run continued from its checkpoint plays on as a longer run
+    /// would (the policy reported is then the chosen program over a head tuned under the last
+    /// generation's best).
+    fn due(&self, generation: usize) -> bool {
+        let every = self.settings.head_every;
+        every > 0 && (generation + 1) % every == 0
+    }
+
+    /// After `pop` of generation `generation` was played (its fitness `fit`): when due, tunes
+    /// the head with the population's fittest program on top (the lowest index among equals),
+    /// on `backend`, adding the env steps and seconds played to `played`.
+    pub fn after_generation(&self, generation: usize, backend: &Backend, pop: &Population, fit: &[f64], played: &Mutex<(u64, f64)>) -> Result<()> {
+        if !self.due(generation) {
+            return Ok(());
+        }
+        let Some(best) = (0..fit.len()).filter(|&i| fit[i].is_finite() && pop.len[i] > 0).min_by(|&a, &b| fit[a].total_cmp(&fit[b]).then(a.cmp(&b))) else {
+            return Ok(()); // no valid program: nothing to tune under
+        };
+        let program = pop.tree(best).nodes();
+        let mut search = self.search.lock().unwrap_or_else(|e| e.into_inner());
+        let before = search.played;
+        for _ in 0..self.settings.head_iterations {
+            search.iteration(self.settings, backend, self.arena, Some(&program))?;
+        }
+        if let Ok(mut p) = played.lock() {
+            p.0 += search.played.0 - before.0;
+            p.1 += search.played.1 - before.1;
+        }
+        *self.residual.write().unwrap_or_else(|e| e.into_inner()) = Residual::new(search.policy(self.arena.m.nu()));
+        Ok(())
+    }
 }
 
 /// Runs `grove control --policy residual` (settings already checked by the caller): the linear
@@ -131,12 +205,12 @@ pub fn control_residual(settings: &ControlSettings, backend: &Backend, opts: &su
     let iterations = settings.linear_iterations;
     let linear = |mut search: Search| -> Result<LinearStage> {
         iterate(settings, backend, opts, &arena, &mut search, iterations, None)?;
-        stage_of(&search, nu, iterations)
+        stage_of(&search, nu, iterations, false)
     };
     // A checkpoint of the programs' stage holds the linear search's end beside them; one of the
     // linear stage holds the search alone.
     let (stage, resume) = match opts.resume.as_ref().map(|c| (c, &c.residual, &c.linear)) {
-        Some((_, Some(state), _)) => (stage_of(&Search::resumed(state, nu, n_obs, &name, None)?, nu, iterations)?, opts.resume.clone()),
+        Some((_, Some(state), _)) => (stage_of(&Search::resumed(state, nu, n_obs, &name, None)?, nu, iterations, true)?, opts.resume.clone()),
         Some((c, None, Some(state))) => (linear(Search::resumed(state, nu, n_obs, &name, c.env_steps)?)?, None),
         Some((_, None, None)) => bail!("the checkpoint holds an evolved population without a linear policy under it: resume it with --set policy=program"),
         None => (linear(Search::fresh(nu, n_obs))?, None),
@@ -146,15 +220,15 @@ pub fn control_residual(settings: &ControlSettings, backend: &Backend, opts: &su
     super::control::control_programs(settings, backend, &opts, &arena, Some(&stage))
 }
 
-/// The linear stage of `search`, which has run its `iterations`.
-fn stage_of(search: &Search, nu: usize, iterations: usize) -> Result<LinearStage> {
-    if search.next() != iterations {
+/// The linear stage of `search`, which has run its `iterations` (and, when `tuned` (a checkpoint of
+/// the programs' stage), maybe more, the head's tunings).
+fn stage_of(search: &Search, nu: usize, iterations: usize, tuned: bool) -> Result<LinearStage> {
+    if search.next() < iterations || search.next() > iterations && !tuned {
         bail!("the checkpoint's linear search is at iteration {} of --linear-iterations {iterations}: resume it with its own settings", search.next());
     }
     Ok(LinearStage {
         residual: Residual::new(search.policy(nu)),
         state: search.state(),
-        returns: search.returns().collect(),
         played: search.played,
         seconds: 0.0,
     })

@@ -350,7 +350,20 @@ pub struct RunObserver<'a> {
     /// Why the run ended (every generation ran, until the budget says otherwise).
     pub ended: super::budget::Ending,
     /// The linear search under a `--policy residual` run's programs, which its checkpoints keep.
-    residual: Option<super::linear_policy::LinearState>,
+    residual: Option<&'a dyn ResidualSource>,
+}
+
+/// Where a `--policy residual` run's checkpoints read the linear search under its programs (it
+/// may be tuned between generations: [`super::residual::Head`]).
+pub trait ResidualSource {
+    /// The search's state now.
+    fn state(&self) -> super::linear_policy::LinearState;
+}
+
+impl ResidualSource for super::residual::Head<'_> {
+    fn state(&self) -> super::linear_policy::LinearState {
+        super::residual::Head::state(self)
+    }
 }
 
 impl<'a> RunObserver<'a> {
@@ -398,10 +411,10 @@ impl<'a> RunObserver<'a> {
         })
     }
 
-    /// Checkpoints keep `state`, the linear search under the programs of a `--policy residual`
-    /// run ([`Checkpoint::residual`]).
-    pub fn with_residual(mut self, state: Option<super::linear_policy::LinearState>) -> Self {
-        self.residual = state;
+    /// Checkpoints keep `source`'s state, the linear search under the programs of a `--policy
+    /// residual` run ([`Checkpoint::residual`]).
+    pub fn with_residual(mut self, source: Option<&'a dyn ResidualSource>) -> Self {
+        self.residual = source;
         self
     }
 
@@ -578,7 +591,7 @@ impl Observer for RunObserver<'_> {
             },
             outputs: outputs.absolute(),
             linear: None,
-            residual: self.residual.clone(),
+            residual: self.residual.map(|r| r.state()),
         };
         c.save(path)?;
         if self.verbose {
