@@ -2,8 +2,8 @@
 # gpu_head.sh: issue 29's device normaliser and tuned head on a GPU machine without a Rust
 # toolchain, with the binaries staged in .device/ (tools/ge/stage.sh) and, for `linear`, the
 # commit before's grove in .scratch/old/grove. Parts:
-#   parity   the suites that play the roll-out kernel (cuda_control, cuda_sim, cuda_kernels,
-#            cuda_evolve), on GPU 0
+#   parity   the suites that play the roll-out kernel ($SUITES, default cuda_control, cuda_sim,
+#            cuda_kernels, cuda_evolve), on GPU 0
 #   linear   `grove control --policy linear` at the defaults (100 iterations) on every robot of
 #            ENVS, this commit's binary (observation sums from the perturbed policies' roll-outs,
 #            on the device) against the commit before's (the unperturbed policy's, played on the
@@ -22,18 +22,20 @@ HEAD=${HEAD:---head-every 5 --head-iterations 5}
 row() { # label log
     echo "| $1 | $(grep -E '^train return' "$2" | awk '{print $3}') | $(grep -E '^test return' "$2" | awk '{print $3, $4, $5}') | $(grep -E '^time' "$2" | awk '{print $2}') | $(grep -oE '[0-9.]+e[+0-9]+ steps/s' "$2" | head -1) |"
 }
-if has parity; then
-    (export CUDA_VISIBLE_DEVICES=0; run_suites "cuda_control cuda_sim cuda_kernels cuda_evolve"; printf '%s\n' "${summary[@]}" >"$out/parity.txt") &
-fi
-if has linear; then
+# With one GPU the parts run one after another; with more, parity and linear side by side.
+bg() { if ((gpus > 1)); then "$@" & else "$@"; fi; }
+suites() { (export CUDA_VISIBLE_DEVICES=0; run_suites "${SUITES:-cuda_control cuda_sim cuda_kernels cuda_evolve}"; printf '%s\n' "${summary[@]}" >"$out/parity.txt"); }
+linear() {
     (
         export CUDA_VISIBLE_DEVICES=$last
         for env in "${envs[@]}"; do
             "$bin/grove" control --env "$env" --policy linear --device cuda --report "$out/$env-linear-new.json" >"$out/$env-linear-new.log" 2>&1
             [ -x .scratch/old/grove ] && .scratch/old/grove control --env "$env" --policy linear --device cuda --report "$out/$env-linear-old.json" >"$out/$env-linear-old.log" 2>&1
         done
-    ) &
-fi
+    )
+}
+has parity && bg suites
+has linear && bg linear
 wait
 [ -f "$out/parity.txt" ] && mapfile -t summary <"$out/parity.txt"
 robot() { # env gpu
