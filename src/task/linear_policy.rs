@@ -7,7 +7,7 @@
 //! whose deviation is below 10⁻⁷ is read as 0), frozen into the policy each iteration, as ARS
 //! V2 does. Each iteration plays `2N` perturbed policies and the unperturbed one for `episodes`
 //! episodes each, all from the iteration's fresh starts, in one call of the backend (the GPU's
-//! roll-out kernel or the CPU); the roll-outs also sum what the perturbed policies observe
+//! roll-out kernel or the CPU); the roll-outs also sum what the unperturbed policy observes
 //! ([`crate::sim::stats`]), on the device where they run, and those sums update the statistics,
 //! merged in episode order, so both backends give the same run.
 //!
@@ -238,8 +238,8 @@ impl Search {
 
     /// Runs iteration [`Self::next`] of `settings.linear`'s search from `settings.engine.seed`
     /// in `arena`, on `backend`: plays the `2N` perturbed policies and, last, the unperturbed
-    /// one in one call, on the iteration's fresh starts; steps `W`; adds what the perturbed
-    /// policies observed to the statistics (as ARS's workers do). With `program`, each policy
+    /// one in one call, on the iteration's fresh starts; steps `W`; adds what the unperturbed
+    /// policy observed (summed where the roll-outs ran) to the statistics. With `program`, each policy
     /// is that program on top of the linear one ([`super::residual::Residual::compose`]), so
     /// the search tunes the linear policy under it. Returns the iteration's row (also pushed to
     /// the history) and the unperturbed policy it played.
@@ -272,9 +272,10 @@ impl Search {
         self.played.1 += t.elapsed().as_secs_f64();
         let central = means.pop().unwrap_or(f64::NAN);
         let step = ars::step(&mut self.theta, &deltas, &means, cfg);
-        for s in &seen[..thetas.len()] {
-            self.stats.merge(s);
-        }
+        // The unperturbed policy's observations update the statistics: over the perturbed
+        // policies' (ARS's workers' way) Walker2d ended a third lower on every seed tried
+        // (docs/benchmarks.md, issue 29, 2026-11-29).
+        self.stats.merge(&seen[thetas.len()]);
         let finite: Vec<f64> = means.iter().copied().filter(|r| r.is_finite()).collect();
         let row = Iteration {
             best: finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
@@ -549,6 +550,44 @@ pub fn check(cfg: &ArsConfig, episodes: usize) -> Result<()> {
 mod tests {
     use super::*;
     use crate::backend::cpu::control::Policy;
+
+    /// One iteration plays the perturbed policies and the unperturbed one together, and only
+    /// the unperturbed one's observations (its episodes in order) update the statistics.
+    #[test]
+    fn an_iteration_learns_the_normaliser_from_the_unperturbed_policy() {
+        use crate::backend::cpu::control::play_observed;
+        let mut settings = ControlSettings { env: "hopper".into(), episodes: 2, episode_steps: Some(60), ..ControlSettings::default() };
+        settings.linear = ArsConfig { directions: 3, top: 2, step_size: 0.02, noise: 0.5 };
+        let arena = Arena::load(&settings).unwrap();
+        let (nu, n) = (arena.m.nu(), arena.m.obs_size);
+        let mut search = Search::fresh(nu, n);
+        search.theta = (0..nu * n).map(|k| ((k * 5 % 7) as f64 - 3.0) / 10.0).collect();
+        let unperturbed = search.policy(nu).tree();
+        let unperturbed_weights = search.theta.clone();
+        let (row, played) = search.iteration(&settings, &Backend::Cpu, &arena, None).unwrap();
+        assert_eq!(played, unperturbed);
+        let run = arena.run.at_generation(0);
+        let mut want = ObsStats::new(n);
+        let mut first = ObsStats::new(n);
+        let mut total = 0.0;
+        for k in 0..2 {
+            let mut seen = ObsStats::new(n);
+            let e = play_observed(&arena.trained, &mut Policy::for_model(&unperturbed, &arena.trained).unwrap(), &run, k, |o| seen.add(o));
+            total += e.ret;
+            want.merge(&seen);
+            if k == 0 {
+                first = seen;
+            }
+        }
+        assert_eq!(search.stats, want);
+        assert_eq!(row.central, total / 2.0);
+        assert_eq!((search.next(), row.step.used), (1, 2));
+        // A perturbed policy sees other states on the same start: its sums would differ.
+        let perturbed = LinearPolicy { weights: unperturbed_weights.iter().map(|w| w + 0.5).collect(), norm: Normaliser { mean: vec![0.0; n], std: vec![1.0; n] }, nu }.tree();
+        let mut other = ObsStats::new(n);
+        play_observed(&arena.trained, &mut Policy::for_model(&perturbed, &arena.trained).unwrap(), &run, 0, |o| other.add(o));
+        assert_ne!(other.sums(), first.sums());
+    }
 
     #[test]
     fn the_tree_computes_the_linear_policy() {
