@@ -637,7 +637,7 @@ pub fn control_programs(
     };
     let mut observer = super::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?
         .with_budget(settings.budget, goal)
-        .with_residual(residual.map(|h| h as &dyn super::run::ResidualSource));
+        .with_residual(residual);
     let trees = |functions: &str| settings.trees.rep(functions, n_obs, nu, settings.engine.max_len);
     let check = |templates: &crate::grammar::template::Templates, name: &str| check_grammar_outputs(templates, nu, name);
     let programs = super::search::Programs {

@@ -126,11 +126,10 @@ pub struct LinearStage {
 /// `--head-iterations` more iterations of its random search with that generation's best program
 /// on top ([`Search::iteration`]): the perturbed policies are `tanh((W ± ν δ) n + f(n))`, played
 /// in one roll-out call on the backend with the unperturbed one, whose observations update the
-/// normaliser. The next
-/// generation is played over the new `W`, `μ` and `σ`, and the policy reported is the chosen
-/// program over the last ones. Each tuning continues the search's iterations (their directions
-/// and fresh starts), and checkpoints keep the search, so a resumed run tunes as the
-/// uninterrupted one.
+/// normaliser. The next generation is played over the new `W`, `μ` and `σ`, and the policy
+/// reported is the chosen program over the last ones. Each tuning continues the search's
+/// iterations (their directions and fresh starts), and checkpoints keep the search, so a
+/// resumed run tunes as the uninterrupted one.
 pub struct Head<'a> {
     residual: RwLock<Residual>,
     search: Mutex<Search>,

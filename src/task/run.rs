@@ -350,20 +350,9 @@ pub struct RunObserver<'a> {
     /// Why the run ended (every generation ran, until the budget says otherwise).
     pub ended: super::budget::Ending,
     /// The linear search under a `--policy residual` run's programs, which its checkpoints keep.
-    residual: Option<&'a dyn ResidualSource>,
-}
-
-/// Where a `--policy residual` run's checkpoints read the linear search under its programs (it
-/// may be tuned between generations: [`super::residual::Head`]).
-pub trait ResidualSource {
-    /// The search's state now.
-    fn state(&self) -> super::linear_policy::LinearState;
-}
-
-impl ResidualSource for super::residual::Head<'_> {
-    fn state(&self) -> super::linear_policy::LinearState {
-        super::residual::Head::state(self)
-    }
+    /// It may be tuned between generations ([`super::residual::Head`]), so a checkpoint reads it
+    /// when it is saved.
+    residual: Option<&'a super::residual::Head<'a>>,
 }
 
 impl<'a> RunObserver<'a> {
@@ -411,10 +400,10 @@ impl<'a> RunObserver<'a> {
         })
     }
 
-    /// Checkpoints keep `source`'s state, the linear search under the programs of a `--policy
-    /// residual` run ([`Checkpoint::residual`]).
-    pub fn with_residual(mut self, source: Option<&'a dyn ResidualSource>) -> Self {
-        self.residual = source;
+    /// Checkpoints keep `head`'s search as it is when they are saved: the linear search under the
+    /// programs of a `--policy residual` run ([`Checkpoint::residual`]).
+    pub fn with_residual(mut self, head: Option<&'a super::residual::Head<'a>>) -> Self {
+        self.residual = head;
         self
     }
 
