@@ -321,8 +321,7 @@ impl CudaEngine {
         // SAFETY: matches `grove_control_rollout(GroveControlParams, const GroveInstr* prog,
         // const unsigned short* n_instr, const unsigned char* skip, double* returns, unsigned*
         // lengths, unsigned* valid, unsigned* queue, double* observed)` with blocks of
-        // GROVE_CTRL_BLOCK threads
-        // (its launch bound): prog holds P × L instructions (L = params.max_len) and n_instr P
+        // GROVE_CTRL_BLOCK threads (its launch bound): prog holds P × L instructions (L = params.max_len) and n_instr P
         // counts (compiled for every row), skip P classes (every tree of class 0 passed
         // `stack_need` or its device twin grove_control_skip: opcodes, arities, variables <
         // obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK), returns, lengths and valid P·K
