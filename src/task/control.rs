@@ -229,7 +229,11 @@ impl ControlSettings {
                 self.islands.count
             );
         } else {
-            ensure!(self.head_every == 0, "--head-every (head_every) tunes the linear policy under a --policy residual run's programs; this run's policy is {:?}", self.policy);
+            ensure!(
+                self.head_every == 0,
+                "--head-every (head_every) tunes the linear policy under a --policy residual run's programs; this run's policy is {}",
+                format!("{:?}", self.policy).to_lowercase()
+            );
         }
         check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
