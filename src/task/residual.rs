@@ -182,6 +182,11 @@ impl<'a> Head<'a> {
         };
         let program = pop.tree(best).nodes();
         let mut search = self.search.lock().unwrap_or_else(|e| e.into_inner());
+        // A perturbed W has every weight nonzero: its composed tree is the longest it can be,
+        // which must still be a tree (at most 65535 nodes); otherwise the head stays as it is.
+        if 1 + search.policy(self.arena.m.nu()).max_nodes() + 7 * program.len() > u16::MAX as usize {
+            return Ok(());
+        }
         let before = search.played;
         for _ in 0..self.settings.head_iterations {
             search.iteration(self.settings, backend, self.arena, Some(&program))?;
