@@ -579,15 +579,18 @@ impl Backend {
         m: &crate::sim::Model,
         run: &cpu::control::ControlRun,
     ) -> Result<(Vec<f64>, u64, Vec<crate::sim::stats::ObsStats>)> {
-        let (eps, seen) = match self {
-            Backend::Cpu => cpu::control::control_rollout_observed(pop, m, run),
+        let (means, eps, seen) = match self {
+            Backend::Cpu => {
+                let (eps, seen) = cpu::control::control_rollout_observed(pop, m, run);
+                (cpu::control::mean_returns(&eps, run.episodes), eps, seen)
+            }
             Backend::Cuda(e) => {
                 let out = e.control_returns_observed(pop, m, run, cuda::control::ControlGrid::Resident)?;
-                (out.episodes, out.observed)
+                (out.means, out.episodes, out.observed)
             }
         };
         let steps = eps.iter().map(|e| e.steps as u64).sum();
-        Ok((cpu::control::mean_returns(&eps, run.episodes), steps, cpu::control::observed_by_individual(&seen, run.episodes)))
+        Ok((means, steps, cpu::control::observed_by_individual(&seen, run.episodes)))
     }
 
     /// True when classification fitness runs on the CPU although this backend is CUDA

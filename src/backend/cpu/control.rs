@@ -189,14 +189,17 @@ pub fn play_observed(m: &Model, policy: &mut Policy, run: &ControlRun, k: u32, m
 /// CPU twin of `grove_control_rollout`; rayon over (individual, episode), results in index
 /// order whatever the thread count.
 pub fn control_rollout(pop: &Population, m: &Model, run: &ControlRun) -> Vec<Episode> {
+    (0..pop.size() * run.episodes).into_par_iter().map(|g| play_item(pop, m, run, g, |_| ())).collect()
+}
+
+/// Item `g` of a roll-out of `pop`: episode `g % K` of individual `g / K`, showing `seen` every
+/// observation its policy reads; invalid, seeing nothing, when the tree cannot run.
+fn play_item(pop: &Population, m: &Model, run: &ControlRun, g: usize, seen: impl FnMut(&[f32])) -> Episode {
     let k = run.episodes;
-    (0..pop.size() * k)
-        .into_par_iter()
-        .map(|g| match Policy::new(pop.tree(g / k), pop.n_outputs, m.obs_size) {
-            Some(mut p) if pop.n_outputs == m.nu() => play(m, &mut p, run, (g % k) as u32),
-            _ => Episode::INVALID,
-        })
-        .collect()
+    match Policy::new(pop.tree(g / k), pop.n_outputs, m.obs_size) {
+        Some(mut p) if pop.n_outputs == m.nu() => play_observed(m, &mut p, run, (g % k) as u32, seen),
+        _ => Episode::INVALID,
+    }
 }
 
 /// [`control_rollout`] with the statistics of the observations each episode's policy read
@@ -204,16 +207,11 @@ pub fn control_rollout(pop: &Population, m: &Model, run: &ControlRun) -> Vec<Epi
 /// its `observed` buffer. An episode that does not run (no program, or one that cannot run)
 /// saw nothing.
 pub fn control_rollout_observed(pop: &Population, m: &Model, run: &ControlRun) -> (Vec<Episode>, Vec<ObsStats>) {
-    let k = run.episodes;
-    (0..pop.size() * k)
+    (0..pop.size() * run.episodes)
         .into_par_iter()
         .map(|g| {
             let mut seen = ObsStats::new(m.obs_size);
-            let e = match Policy::new(pop.tree(g / k), pop.n_outputs, m.obs_size) {
-                Some(mut p) if pop.n_outputs == m.nu() => play_observed(m, &mut p, run, (g % k) as u32, |o| seen.add(o)),
-                _ => Episode::INVALID,
-            };
-            (e, seen)
+            (play_item(pop, m, run, g, |o| seen.add(o)), seen)
         })
         .unzip()
 }
