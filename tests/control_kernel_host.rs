@@ -32,7 +32,7 @@ use grove::sim::Model;
 
 #[path = "support/policies.rs"]
 mod support;
-use support::interleaved;
+use support::{interleaved, test_scale};
 
 #[path = "support/emulator.rs"]
 mod emulator;
@@ -109,17 +109,25 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                     }
                     input.push('\n');
                 }
+                // Gymnasium's policies read their observations through a normaliser (one
+                // component of zero deviation, which they read as 0), Brax's as they are.
+                let scale = (profile == "gymnasium").then(|| test_scale(m.obs_size));
+                if let Some(s) = &scale {
+                    input += &s.words().iter().map(|&x| hexf(x)).collect::<Vec<_>>().join(" ");
+                    input.push('\n');
+                }
                 let args = [p, k, steps, pop.max_len, run.seed as usize, 1 + 2 * ignore_termination as usize, grid, block];
                 let mut child = Command::new(&exe)
                     .args(args.map(|a| a.to_string()))
                     .arg(if par { "par" } else { "seq" })
+                    .args(scale.as_ref().map(|_| "scale"))
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .spawn()
                     .unwrap();
                 child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
                 // The reference plays while the kernel's code runs.
-                let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run);
+                let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run, scale.as_ref());
                 let out = child.wait_with_output().unwrap();
                 assert!(out.status.success(), "{env} {profile}: the host run failed ({:?})", out.status);
                 let text = String::from_utf8_lossy(&out.stdout);
@@ -127,8 +135,9 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                 assert_eq!(lines.len(), p * k + p + 1);
                 let cpu_means = mean_returns(&cpu, k);
                 let tag = format!(
-                    "{env} {profile}{} ({grid} × {block} {} threads)",
+                    "{env} {profile}{}{} ({grid} × {block} {} threads)",
                     if ignore_termination { " without termination" } else { "" },
+                    if scale.is_some() { ", normalised" } else { "" },
                     if par { "free" } else { "sequential" }
                 );
                 for g in 0..p * k {

@@ -61,9 +61,11 @@ fn control_matches_reference() {
                 let tag = format!("{env} {profile} T={steps}{} {grid:?}", if ignore_termination { " without termination" } else { "" });
                 // The refilling launch also sums each episode's observations (the normaliser's
                 // statistics), which must be the CPU's bits too.
+                // Gymnasium's refilling launch has its policies read through a normaliser.
                 let observe = grid != ControlGrid::Resident;
-                let gpu = if observe { engine.control_returns_observed(&pop, &m, &run, grid) } else { engine.control_returns_with(&pop, &m, &run, grid) }.unwrap();
-                let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run);
+                let scale = (observe && profile == "gymnasium").then(|| support::test_scale(m.obs_size));
+                let gpu = if observe { engine.control_returns_observed(&pop, &m, &run, grid, scale.as_ref()) } else { engine.control_returns_with(&pop, &m, &run, grid) }.unwrap();
+                let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run, scale.as_ref());
                 let cpu_means = mean_returns(&cpu, k);
                 assert_eq!(gpu.episodes.len(), p * k);
                 let mut bad = Vec::new();

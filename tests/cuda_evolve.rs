@@ -499,7 +499,8 @@ fn a_device_run_ended_early_equals_a_shorter_one_and_continues() {
 
 /// Control: the device loop (roll-outs, fitness, selection and variation on the GPU) against
 /// the host loop playing the same roll-outs on the same GPU, for tree GP and GE policies on two
-/// robots; the same programs, fitness bits, history and env steps.
+/// robots; the same programs, fitness bits, history and env steps. Two of them read their
+/// observations through a normaliser learnt as they go (`--normalise`), which must end equal too.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_loop_equals_the_host_loop_for_control() {
@@ -511,12 +512,12 @@ fn the_device_loop_equals_the_host_loop_for_control() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let lazy = MapConfig { max_wraps: 1, codons: grove::genome::Codons::Lazy, max_depth: 10, ..MapConfig::default() };
     let eager = MapConfig { max_depth: 10, ..MapConfig::default() };
-    for (env, grammar, seed, map) in [
-        ("swimmer", Some("swimmer.bnf"), 1u64, eager),
-        ("hopper", Some("hopper.bnf"), 2, eager),
-        ("swimmer", Some("control.bnf"), 5, lazy),
-        ("swimmer", None, 3, eager),
-        ("hopper", None, 4, eager),
+    for (env, grammar, seed, map, normalise) in [
+        ("swimmer", Some("swimmer.bnf"), 1u64, eager, true),
+        ("hopper", Some("hopper.bnf"), 2, eager, false),
+        ("swimmer", Some("control.bnf"), 5, lazy, false),
+        ("swimmer", None, 3, eager, false),
+        ("hopper", None, 4, eager, true),
     ] {
         let m = grove::sim::Model::load(env, None).unwrap();
         let (nu, n_obs) = (m.nu(), m.obs_size);
@@ -524,8 +525,10 @@ fn the_device_loop_equals_the_host_loop_for_control() {
         let cfg = EngineConfig { pop_size: 400, generations: 8, seed, tournament: 3, elite: 2, max_len: 128, ..Default::default() };
         // Hopper plays fresh starts every generation (the generation reaches the roll-out).
         let fresh = env == "hopper";
-        let host = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None };
-        let dev = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None };
+        let learnt = || std::sync::Mutex::new(grove::sim::stats::Learnt::new(n_obs));
+        let (host_inputs, dev_inputs) = (learnt(), learnt());
+        let host = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: normalise.then_some(&host_inputs) };
+        let dev = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: normalise.then_some(&dev_inputs) };
         let d = grove::evolve::Fitness::device_task(&dev).expect("a CUDA backend gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
@@ -543,8 +546,11 @@ fn the_device_loop_equals_the_host_loop_for_control() {
                 (a, host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &host, None, &mut fb).unwrap())
             }
         };
-        let what = format!("{env} {} ({} actuators)", grammar.unwrap_or("tree GP"), actuator_names(&m).len());
+        let what = format!("{env} {} ({} actuators){}", grammar.unwrap_or("tree GP"), actuator_names(&m).len(), if normalise { ", normalised" } else { "" });
         assert_same_runs(&what, &a, &b, &fa, &fb);
+        let (li, ld) = (host_inputs.lock().unwrap().state(), dev_inputs.lock().unwrap().state());
+        assert_eq!(ld, li, "{what}: the normalisers learnt");
+        assert_eq!(li.seen > 0, normalise, "{what}: states learnt from");
         assert!(a.best.fitness.is_finite(), "{what}: a valid policy");
         let (sa, sb) = (dev.played.lock().unwrap().0, host.played.lock().unwrap().0);
         assert_eq!(sa, sb, "{what}: env steps played");
@@ -570,7 +576,7 @@ fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
         let (nu, n_obs) = (m.nu(), m.obs_size);
         let run = ControlRun { episodes: 2, steps: 120, seed, generation: 0, noise: true, ignore_termination: false };
         let cfg = EngineConfig { pop_size: 300, generations: 9, seed, tournament: 3, elite: 2, max_len: 96, ..Default::default() };
-        let task = Control { backend: &gpu, model: &m, run, fresh: env == "hopper", parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None };
+        let task = Control { backend: &gpu, model: &m, run, fresh: env == "hopper", parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: None };
         let d = grove::evolve::Fitness::device_task(&task).expect("a CUDA backend gives the device loop");
         let mut stop = StopAt(4, 0, None);
         let (whole, interrupted, resumed) = match grammar {

@@ -217,8 +217,8 @@ fn device_islands_equal_host_islands_for_classification_and_control() {
     let ge = GrammarRep { table: &l.table, templates: &tpl, map: MapConfig { max_depth: 10, ..MapConfig::default() }, init: InitConfig { max_depth: 6, ..InitConfig::default() }, vary: Default::default(), genome_capacity: 256 };
     let trees = ClassTreeSettings { constants: vec![-1.0, 0.5, 2.0], p_out: 0.1, ..Default::default() }.rep("add,sub,mul,div,tanh", n_obs, nu, cfg.max_len).unwrap();
     for rep in [Representation::Grammar(&ge), Representation::Trees(&trees)] {
-        let host = Control { backend: &gpu, model: &m, run, fresh: true, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None };
-        let dev = Control { backend: &gpu, model: &m, run, fresh: true, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None };
+        let host = Control { backend: &gpu, model: &m, run, fresh: true, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: None };
+        let dev = Control { backend: &gpu, model: &m, run, fresh: true, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: None };
         let d = grove::evolve::Fitness::device_task(&dev).unwrap();
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, _) = device::run(&cfg, &islands(3, 2, 4), rep, &[d], None, &mut fa).unwrap();

@@ -570,22 +570,24 @@ impl Backend {
     }
 
     /// [`Backend::control_returns`] with the statistics of the observations each individual's
-    /// policy read over its episodes (merged in episode order): the same bits on both backends.
-    /// CPU: [`cpu::control::control_rollout_observed`]; CUDA: `grove_control_rollout` with its
-    /// `observed` buffer.
+    /// policy read over its episodes (merged in episode order), the policies reading them through
+    /// `scale` when given: the same bits on both backends. CPU:
+    /// [`cpu::control::control_rollout_observed`]; CUDA: `grove_control_rollout` with its
+    /// `observed` and `scale` buffers.
     pub fn control_returns_observed(
         &self,
         pop: &Population,
         m: &crate::sim::Model,
         run: &cpu::control::ControlRun,
+        scale: Option<&crate::sim::stats::InputScale>,
     ) -> Result<(Vec<f64>, u64, Vec<crate::sim::stats::ObsStats>)> {
         let (means, eps, seen) = match self {
             Backend::Cpu => {
-                let (eps, seen) = cpu::control::control_rollout_observed(pop, m, run);
+                let (eps, seen) = cpu::control::control_rollout_observed(pop, m, run, scale);
                 (cpu::control::mean_returns(&eps, run.episodes), eps, seen)
             }
             Backend::Cuda(e) => {
-                let out = e.control_returns_observed(pop, m, run, cuda::control::ControlGrid::Resident)?;
+                let out = e.control_returns_observed(pop, m, run, cuda::control::ControlGrid::Resident, scale)?;
                 (out.means, out.episodes, out.observed)
             }
         };

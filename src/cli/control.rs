@@ -133,6 +133,10 @@ pub struct ControlArgs {
     /// --policy residual: iterations of each tuning.
     #[arg(long, default_value_t = defaults::HEAD_ITERATIONS, help = "--policy residual with --head-every: iterations of the random search in each tuning of the linear policy")]
     pub head_iterations: usize,
+    /// --policy program: read each observation normalised by the running mean and deviation of
+    /// every state the population has visited.
+    #[arg(long, help = "--policy program: the programs read each observation normalised, (o - mean) / std, by the running mean and deviation of every state the population's policies have visited; the saved policy has the last generation's written in")]
+    pub normalise: bool,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -189,6 +193,7 @@ impl ControlArgs {
                 .unwrap_or(if on_gpu { defaults::LINEAR_ITERATIONS_GPU } else { defaults::LINEAR_ITERATIONS_CPU }),
             head_every: self.head_every,
             head_iterations: self.head_iterations,
+            normalise: self.normalise,
         };
         s.check()?;
         Ok(s)

@@ -16,6 +16,8 @@ use crate::backend::cpu::control::{ControlRun, Episode, Policy, actuator_names, 
 pub use crate::backend::cpu::control::SavedPolicy;
 use crate::program::tree::{Node, Population};
 use crate::sim::Model;
+use crate::sim::stats::Learnt;
+use std::sync::Mutex;
 
 /// Reset-noise generation word of the test episodes (training uses 0).
 pub const TEST_GENERATION: u32 = 1;
@@ -111,6 +113,12 @@ pub struct ControlSettings {
     /// `policy: residual`: iterations of the random search in each such tuning.
     #[serde(default = "super::defaults::head_iterations")]
     pub head_iterations: usize,
+    /// `policy: program`: the programs read each observation normalised, `(o − μ) / σ`, by the
+    /// running mean and deviation of every state the population's policies have visited, on
+    /// the device where the roll-outs run ([`crate::sim::stats::Learnt`]); the saved policy
+    /// has the last generation's normaliser written into its tree.
+    #[serde(default)]
+    pub normalise: bool,
 }
 
 /// What `grove control` trains (`--policy`, the experiment field `policy`).
@@ -161,6 +169,7 @@ impl Default for ControlSettings {
             linear_iterations: super::defaults::LINEAR_ITERATIONS_CPU,
             head_every: 0,
             head_iterations: super::defaults::HEAD_ITERATIONS,
+            normalise: false,
         }
     }
 }
@@ -233,6 +242,18 @@ impl ControlSettings {
                 self.head_every == 0,
                 "--head-every (head_every) tunes the linear policy under a --policy residual run's programs; this run's policy is {}",
                 format!("{:?}", self.policy).to_lowercase()
+            );
+        }
+        if self.normalise {
+            ensure!(
+                self.policy == PolicyKind::Program,
+                "--normalise (normalise) is for --policy program; a {} policy always reads normalised observations",
+                format!("{:?}", self.policy).to_lowercase()
+            );
+            ensure!(
+                self.islands.count <= 1,
+                "--normalise (normalise) learns one normaliser for one population: leave out --islands (islands.count is {})",
+                self.islands.count
             );
         }
         check_ge(&self.search_settings().ge)?;
@@ -351,6 +372,9 @@ pub struct Control<'m> {
     /// played composed with its current one ([`super::residual::Residual::compose`]), by the
     /// host loop, and it may be tuned again between generations ([`super::residual::Head`]).
     pub residual: Option<&'m super::residual::Head<'m>>,
+    /// `--normalise`: the normaliser the programs read their observations through, learnt from
+    /// what each generation's policies see ([`Learnt`]).
+    pub learnt: Option<&'m Mutex<Learnt>>,
 }
 
 impl Control<'_> {
@@ -359,7 +383,15 @@ impl Control<'_> {
     fn returns(&self, pop: &Population, run: &ControlRun) -> Result<Vec<f64>> {
         let t0 = std::time::Instant::now();
         let composed = self.residual.map(|h| h.residual().compose_population(pop));
-        let (means, steps) = self.backend.control_returns(composed.as_ref().unwrap_or(pop), self.model, run)?;
+        let (means, steps) = match self.learnt {
+            Some(l) => {
+                let mut l = l.lock().unwrap_or_else(|e| e.into_inner());
+                let (means, steps, seen) = self.backend.control_returns_observed(pop, self.model, run, Some(&l.next()))?;
+                l.learn(&seen);
+                (means, steps)
+            }
+            None => self.backend.control_returns(composed.as_ref().unwrap_or(pop), self.model, run)?,
+        };
         if let Ok(mut p) = self.played.lock() {
             p.0 += steps;
             p.1 += t0.elapsed().as_secs_f64();
@@ -396,6 +428,7 @@ impl crate::evolve::Fitness for Control<'_> {
                 fresh: self.fresh,
                 parsimony: self.parsimony,
                 played: &self.played,
+                learnt: self.learnt,
             })),
             _ => None,
         }
@@ -602,7 +635,13 @@ pub fn control_programs(
     let start = std::time::Instant::now();
     let head = stage.map(|s| super::residual::Head::new(s, settings, arena)).transpose()?;
     let residual = head.as_ref();
-    let policy_of = |nodes: &[Node]| residual.map_or_else(|| nodes.to_vec(), |h| h.residual().compose(nodes));
+    let learnt = learnt_of(settings, opts, arena.m.obs_size)?.map(Mutex::new);
+    let learnt = learnt.as_ref();
+    let policy_of = |nodes: &[Node]| match (residual, learnt) {
+        (Some(h), _) => h.residual().compose(nodes),
+        (None, Some(l)) => l.lock().unwrap_or_else(|e| e.into_inner()).compose(nodes),
+        (None, None) => nodes.to_vec(),
+    };
     let Arena { m, trained, run, healthy, names, acts } = arena;
     let (nu, n_obs, run, healthy) = (m.nu(), m.obs_size, *run, *healthy);
     // Per individual: each episode's return, length and validity (and its state on a GPU).
@@ -626,12 +665,13 @@ pub fn control_programs(
             parsimony: settings.parsimony,
             played: std::sync::Mutex::new(if i == 0 { played } else { (0, 0.0) }),
             residual,
+            learnt,
         })
         .collect();
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
-    // A residual's programs read the normalised observations.
-    let program_names = if residual.is_some() { super::residual::normalised_names(names) } else { names.clone() };
+    // A residual's programs, and normalising ones, read the normalised observations.
+    let program_names = if residual.is_some() || learnt.is_some() { super::residual::normalised_names(names) } else { names.clone() };
     // --stop-at is the best policy's training return (its fitness less the parsimony penalty,
     // negated).
     let parsimony = settings.parsimony;
@@ -641,7 +681,8 @@ pub fn control_programs(
     };
     let mut observer = super::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?
         .with_budget(settings.budget, goal)
-        .with_residual(residual);
+        .with_residual(residual)
+        .with_inputs(learnt);
     let trees = |functions: &str| settings.trees.rep(functions, n_obs, nu, settings.engine.max_len);
     let check = |templates: &crate::grammar::template::Templates, name: &str| check_grammar_outputs(templates, nu, name);
     let programs = super::search::Programs {
@@ -751,6 +792,17 @@ pub fn control_programs(
         );
         summary += "weights       W, mean and std in the report's `linear_policy`; `policy` holds the whole policy as a program\n";
     }
+    if let Some(l) = learnt {
+        let l = l.lock().unwrap_or_else(|e| e.into_inner());
+        report["normaliser"] = serde_json::json!({
+            "observations": names, "mean": l.played.mean.iter().map(|&x| crate::report::num(x)).collect::<Vec<_>>(),
+            "std": l.played.std.iter().map(|&x| crate::report::num(x)).collect::<Vec<_>>(), "states": l.seen.n,
+        });
+        summary += &format!(
+            "inputs        n = (o - mean) / std, learnt from the {} states the population's policies visited (--normalise); `policy` has them written in\n",
+            l.seen.n
+        );
+    }
     for (a, p) in acts.iter().zip(&programs) {
         summary += &format!("{a:<w$}  {}\n", action(a, p));
     }
@@ -792,6 +844,19 @@ pub fn control_programs(
     Ok(EvolveResult { report, summary })
 }
 
+/// The normaliser a `--normalise` run starts from: a resumed run's, else one that has seen
+/// nothing; `None` without `--normalise`. An error line when a checkpoint's does not fit.
+fn learnt_of(settings: &ControlSettings, opts: &super::run::RunOptions, n_obs: usize) -> Result<Option<Learnt>> {
+    let saved = opts.resume.as_ref().and_then(|c| c.inputs.as_ref());
+    match (settings.normalise, saved) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => bail!("the checkpoint holds a normaliser but its settings do not normalise: it is not this run's"),
+        (true, None) if opts.resume.is_some() => bail!("the checkpoint holds no normaliser but its settings normalise: it is not this run's"),
+        (true, None) => Ok(Some(Learnt::new(n_obs))),
+        (true, Some(state)) => Learnt::restore(state, n_obs).map(Some).map_err(|e| anyhow::anyhow!("the checkpoint: {e}")),
+    }
+}
+
 /// The healthy reward training uses: `flag` when given, else 0 for environments that end an
 /// episode when the robot falls (Hopper, Walker2d), where the env's alive bonus makes standing
 /// still a strong local optimum (`None`: the env's own).
@@ -827,7 +892,7 @@ mod tests {
         use crate::evolve::Fitness;
         let (m, pop) = random_hopper_policies(4, 5);
         let run = ControlRun { episodes: 3, steps: 60, seed: 9, generation: 0, noise: true, ignore_termination: false };
-        let task = |fresh| Control { backend: &Backend::Cpu, model: &m, run, fresh, parsimony: 0.0, played: std::sync::Mutex::new((0, 0.0)), residual: None };
+        let task = |fresh| Control { backend: &Backend::Cpu, model: &m, run, fresh, parsimony: 0.0, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: None };
         let score = |r: &ControlRun| -> Vec<u64> { (0..4).map(|i| (-score_policy(&pop.tree(i).nodes(), &m, r).unwrap().mean()).to_bits()).collect() };
         let bits = |f: Vec<f64>| -> Vec<u64> { f.iter().map(|x| x.to_bits()).collect() };
         let (fixed, fresh) = (task(false), task(true));

@@ -267,7 +267,7 @@ impl Search {
             pop.set_tree(r, t).map_err(|e| anyhow::anyhow!("a linear policy's tree: {e}"))?;
         }
         let t = std::time::Instant::now();
-        let (mut means, steps, seen) = backend.control_returns_observed(&pop, &arena.trained, &run_it)?;
+        let (mut means, steps, seen) = backend.control_returns_observed(&pop, &arena.trained, &run_it, None)?;
         self.played.0 += steps;
         self.played.1 += t.elapsed().as_secs_f64();
         let central = means.pop().unwrap_or(f64::NAN);
@@ -403,6 +403,7 @@ fn save_checkpoint(opts: &super::run::RunOptions, state: LinearState, nodes: &[N
         outputs: opts.outputs.absolute(),
         linear: Some(state),
         residual: None,
+        inputs: None,
     };
     c.save(path)?;
     if opts.verbose {

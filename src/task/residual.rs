@@ -32,6 +32,7 @@ use super::search::EvolveResult;
 use crate::backend::Backend;
 use crate::program::Op;
 use crate::program::tree::{Node, Population};
+use crate::sim::stats::InputScale;
 
 /// A frozen linear policy under the programs: what a program's tree is composed with.
 #[derive(Clone, Debug, PartialEq)]
@@ -58,35 +59,16 @@ impl Residual {
         if program.is_empty() {
             return Vec::new();
         }
-        let mut nodes = Vec::with_capacity(1 + self.tree.len() + 7 * program.len());
+        let mut nodes = Vec::with_capacity(1 + self.tree.len() + InputScale::MAX_GROWTH * program.len());
         nodes.push(Node::func(Op::Add));
         nodes.extend_from_slice(&self.tree);
-        let norm = &self.linear.norm;
-        for n in program {
-            if n.op != Op::Var {
-                nodes.push(*n);
-                continue;
-            }
-            let i = n.value as usize;
-            let scale = if i < norm.mean.len() { norm.scale(i) } else { 0.0 };
-            if scale == 0.0 {
-                nodes.push(Node { op: Op::Const, value: 0.0, out: n.out });
-                continue;
-            }
-            // An output node passes its last child's value to its parent: a marked leaf
-            // becomes `out(0 + n_i)`, whose slot and parent both get n_i.
-            if n.out != 0 {
-                nodes.push(Node { out: n.out, ..Node::func(Op::Add) });
-                nodes.push(Node::constant(0.0));
-            }
-            nodes.extend([Node::func(Op::Mul), Node::func(Op::Sub), Node::var(i as u32), Node::constant(norm.mean[i] as f32), Node::constant(scale as f32)]);
-        }
+        InputScale::of(&self.linear.norm).compose_into(program, &mut nodes);
         nodes
     }
 
     /// The longest composed tree of a program of at most `max_len` nodes (at most 65535).
     pub fn max_nodes(&self, max_len: usize) -> usize {
-        (1 + self.tree.len() + 7 * max_len).min(u16::MAX as usize)
+        (1 + self.tree.len() + InputScale::MAX_GROWTH * max_len).min(u16::MAX as usize)
     }
 
     /// Every row of `pop` composed ([`Self::compose`]); a row whose composed tree is longer than
@@ -184,7 +166,7 @@ impl<'a> Head<'a> {
         let mut search = self.search.lock().unwrap_or_else(|e| e.into_inner());
         // A perturbed W has every weight nonzero: its composed tree is the longest it can be,
         // which must still be a tree (at most 65535 nodes); otherwise the head stays as it is.
-        if 1 + search.policy(self.arena.m.nu()).max_nodes() + 7 * program.len() > u16::MAX as usize {
+        if 1 + search.policy(self.arena.m.nu()).max_nodes() + InputScale::MAX_GROWTH * program.len() > u16::MAX as usize {
             return Ok(());
         }
         let before = search.played;

@@ -153,6 +153,10 @@ pub struct Checkpoint {
     /// linear policy under the programs `state` holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub residual: Option<super::linear_policy::LinearState>,
+    /// A `grove control --normalise` run: the normaliser its programs read through, and
+    /// everything it has learnt from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<crate::sim::stats::LearntState>,
 }
 
 fn ten() -> usize {
@@ -353,6 +357,8 @@ pub struct RunObserver<'a> {
     /// It may be tuned between generations ([`super::residual::Head`]), so a checkpoint reads it
     /// when it is saved.
     residual: Option<&'a super::residual::Head<'a>>,
+    /// A `--normalise` control run's normaliser, which its checkpoints keep.
+    inputs: Option<&'a std::sync::Mutex<crate::sim::stats::Learnt>>,
 }
 
 impl<'a> RunObserver<'a> {
@@ -397,6 +403,7 @@ impl<'a> RunObserver<'a> {
             watch: None,
             ended: super::budget::Ending::Generations,
             residual: None,
+            inputs: None,
         })
     }
 
@@ -404,6 +411,13 @@ impl<'a> RunObserver<'a> {
     /// programs of a `--policy residual` run ([`Checkpoint::residual`]).
     pub fn with_residual(mut self, head: Option<&'a super::residual::Head<'a>>) -> Self {
         self.residual = head;
+        self
+    }
+
+    /// Checkpoints keep `learnt` as it is when they are saved: a `--normalise` control run's
+    /// normaliser ([`Checkpoint::inputs`]).
+    pub fn with_inputs(mut self, learnt: Option<&'a std::sync::Mutex<crate::sim::stats::Learnt>>) -> Self {
+        self.inputs = learnt;
         self
     }
 
@@ -581,6 +595,7 @@ impl Observer for RunObserver<'_> {
             outputs: outputs.absolute(),
             linear: None,
             residual: self.residual.map(|r| r.state()),
+            inputs: self.inputs.map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).state()),
         };
         c.save(path)?;
         if self.verbose {

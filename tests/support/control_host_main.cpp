@@ -11,10 +11,11 @@
 // real threads taking from the queue's true atomic (MODE par: which thread plays which episode
 // depends on the timing). Episodes no thread played keep sentinel results, which the test sees.
 //
-// usage: control_host P K T L SEED FLAGS GRID BLOCK MODE < population (P rows: skip len, then
-// len × `op value size out`)
+// usage: control_host P K T L SEED FLAGS GRID BLOCK MODE [scale] < population (P rows: skip len,
+// then len × `op value size out`), then with `scale` the normaliser the policies read through
+// (2·GROVE_NOBS values: every mean, then every scale)
 int main(int argc, char** argv) {
-    if (argc != 10) return 2;
+    if (argc != 10 && argc != 11) return 2;
     GroveControlParams p;
     p.n_trees = (unsigned)atoi(argv[1]);
     p.episodes = (unsigned)atoi(argv[2]);
@@ -47,6 +48,13 @@ int main(int argc, char** argv) {
             outs[i * L + j] = (unsigned char)out;
         }
     }
+    float* scale = nullptr;
+    if (argc == 11) {
+        if (strcmp(argv[10], "scale") != 0) return 2;
+        scale = (float*)calloc(2 * GROVE_NOBS, sizeof(float));
+        for (int i = 0; i < 2 * GROVE_NOBS; ++i)
+            if (scanf("%a", &scale[i]) != 1) return 3;
+    }
     GroveInstr* prog = (GroveInstr*)calloc(P * L, sizeof(GroveInstr));
     unsigned short* n_instr = (unsigned short*)calloc(P, sizeof(unsigned short));
     GroveCompileParams cp = {p.n_trees, p.max_len};
@@ -75,7 +83,7 @@ int main(int argc, char** argv) {
             blockIdx.x = b;
             blockDim.x = block;
             threadIdx.x = t;
-            grove_control_rollout(p, prog, n_instr, skip, returns, lengths, valid, &queue, observed);
+            grove_control_rollout(p, prog, n_instr, skip, returns, lengths, valid, &queue, observed, scale);
         };
         if (par) {
             std::vector<std::thread> ts;

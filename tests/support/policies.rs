@@ -65,3 +65,13 @@ pub fn interleaved(m: &Model, p: usize, seed: u64) -> Population {
     }
     pop
 }
+
+/// A normaliser for `n` observation components, as a policy reads it: means and scales of
+/// several magnitudes, and component 1 of zero deviation (read as 0).
+pub fn test_scale(n: usize) -> grove::sim::stats::InputScale {
+    let norm = grove::sim::stats::Normaliser {
+        mean: (0..n).map(|i| 0.1 * i as f64 - 0.3).collect(),
+        std: (0..n).map(|i| if i == 1 { 0.0 } else { 0.5 + 0.25 * i as f64 }).collect(),
+    };
+    grove::sim::stats::InputScale::of(&norm)
+}

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use super::interp::{Program, run};
 use crate::program::fastmath;
 use crate::program::tree::{Node, Population, TreeRef};
-use crate::sim::stats::ObsStats;
+use crate::sim::stats::{InputScale, ObsStats};
 use crate::sim::{Model, State};
 
 /// Names of the observation components, in order: `q_JOINT` (qpos), `v_JOINT` (qvel),
@@ -48,6 +48,8 @@ pub struct Policy {
     prog: Program,
     stack: Vec<f32>,
     outs: Vec<f32>,
+    /// Reads each observation through this normaliser ([`Policy::reading`]); `None`: as it is.
+    scale: Option<InputScale>,
 }
 
 impl Policy {
@@ -58,14 +60,23 @@ impl Policy {
             return None;
         }
         let prog = Program::new(tree, n_actions, n_obs, 0).ok()?;
-        Some(Self { stack: Vec::with_capacity(prog.depth), outs: vec![0.0; n_actions], prog })
+        Some(Self { stack: Vec::with_capacity(prog.depth), outs: vec![0.0; n_actions], prog, scale: None })
+    }
+
+    /// This policy reading its observations through `scale` (as the roll-out kernel does with
+    /// its `scale` buffer), or as they are.
+    pub fn reading(self, scale: Option<InputScale>) -> Self {
+        Self { scale, ..self }
     }
 
     /// The program's outputs at `obs` (output slots summed in reverse prefix order, as the
     /// kernel walks the tree). `None` when one is NaN or infinite.
     pub fn outputs(&mut self, obs: &[f32]) -> Option<&[f32]> {
         self.outs.fill(0.0);
-        run(&self.prog.code, |v| obs[v], &mut self.outs, &mut self.stack);
+        match &self.scale {
+            None => run(&self.prog.code, |v| obs[v], &mut self.outs, &mut self.stack),
+            Some(s) => run(&self.prog.code, |v| s.read(v, obs[v]), &mut self.outs, &mut self.stack),
+        };
         self.outs.iter().all(|x| x.is_finite()).then_some(&self.outs[..])
     }
 
@@ -189,29 +200,31 @@ pub fn play_observed(m: &Model, policy: &mut Policy, run: &ControlRun, k: u32, m
 /// CPU twin of `grove_control_rollout`; rayon over (individual, episode), results in index
 /// order whatever the thread count.
 pub fn control_rollout(pop: &Population, m: &Model, run: &ControlRun) -> Vec<Episode> {
-    (0..pop.size() * run.episodes).into_par_iter().map(|g| play_item(pop, m, run, g, |_| ())).collect()
+    (0..pop.size() * run.episodes).into_par_iter().map(|g| play_item(pop, m, run, g, None, |_| ())).collect()
 }
 
 /// Item `g` of a roll-out of `pop`: episode `g % K` of individual `g / K`, showing `seen` every
-/// observation its policy reads; invalid, seeing nothing, when the tree cannot run.
-fn play_item(pop: &Population, m: &Model, run: &ControlRun, g: usize, seen: impl FnMut(&[f32])) -> Episode {
+/// observation its policy reads (before `scale`, through which the policy reads them);
+/// invalid, seeing nothing, when the tree cannot run.
+fn play_item(pop: &Population, m: &Model, run: &ControlRun, g: usize, scale: Option<&InputScale>, seen: impl FnMut(&[f32])) -> Episode {
     let k = run.episodes;
     match Policy::new(pop.tree(g / k), pop.n_outputs, m.obs_size) {
-        Some(mut p) if pop.n_outputs == m.nu() => play_observed(m, &mut p, run, (g % k) as u32, seen),
+        Some(p) if pop.n_outputs == m.nu() => play_observed(m, &mut p.reading(scale.cloned()), run, (g % k) as u32, seen),
         _ => Episode::INVALID,
     }
 }
 
 /// [`control_rollout`] with the statistics of the observations each episode's policy read
 /// ([`ObsStats`], per episode, individual-major): the CPU twin of `grove_control_rollout` with
-/// its `observed` buffer. An episode that does not run (no program, or one that cannot run)
-/// saw nothing.
-pub fn control_rollout_observed(pop: &Population, m: &Model, run: &ControlRun) -> (Vec<Episode>, Vec<ObsStats>) {
+/// its `observed` buffer, the policies reading their observations through `scale` when given
+/// (its `scale` buffer; the statistics are of the observations before it). An episode that does
+/// not run (no program, or one that cannot run) saw nothing.
+pub fn control_rollout_observed(pop: &Population, m: &Model, run: &ControlRun, scale: Option<&InputScale>) -> (Vec<Episode>, Vec<ObsStats>) {
     (0..pop.size() * run.episodes)
         .into_par_iter()
         .map(|g| {
             let mut seen = ObsStats::new(m.obs_size);
-            (play_item(pop, m, run, g, |o| seen.add(o)), seen)
+            (play_item(pop, m, run, g, scale, |o| seen.add(o)), seen)
         })
         .unzip()
 }
@@ -356,7 +369,7 @@ mod tests {
         pop.set_tree(0, &tree).unwrap();
         pop.set_tree(2, &[out(Node::func(Op::Mul), 0), Node::constant(1e30), Node::constant(1e30)]).unwrap();
         let run = ControlRun { episodes: 2, steps: 40, seed: 5, generation: 1, noise: true, ignore_termination: false };
-        let (eps, seen) = control_rollout_observed(&pop, &m, &run);
+        let (eps, seen) = control_rollout_observed(&pop, &m, &run, None);
         assert_eq!(eps, control_rollout(&pop, &m, &run));
         for k in 0..2 {
             let mut want = ObsStats::new(m.obs_size);
@@ -393,5 +406,43 @@ mod tests {
         let means = mean_returns(&eps, 2);
         assert_eq!(means[0], (eps[0].ret + eps[1].ret) / 2.0);
         assert!(means[1].is_nan());
+    }
+
+    /// A policy reading through a normaliser plays as its tree with the normaliser written in
+    /// (`InputScale::compose`), bit for bit: random programs of every operator over Hopper's
+    /// observations, one component of zero deviation, whole episodes.
+    #[test]
+    fn a_normalised_policy_plays_as_its_composed_tree() {
+        use crate::sim::stats::{InputScale, Normaliser};
+        let m = Model::load("hopper", None).unwrap();
+        let n = m.obs_size;
+        let norm = Normaliser {
+            mean: (0..n).map(|i| 0.3 * i as f64 - 1.0).collect(),
+            std: (0..n).map(|i| if i == 2 { 1e-9 } else { 0.2 + 0.5 * i as f64 }).collect(),
+        };
+        let scale = InputScale::of(&norm);
+        assert_eq!(scale.read(2, 7.0), 0.0, "a constant component is read as 0");
+        let spec = crate::program::TreeSpec {
+            constants: vec![-1.0, 0.5, 2.0],
+            n_outputs: m.nu(),
+            p_out: 0.3,
+            ..crate::program::TreeSpec::new(vec![Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Tanh], n as u32, 40)
+        };
+        let pop = crate::program::init_population(&spec, 24, 7).unwrap();
+        let mut composed = Population::new(pop.size(), InputScale::MAX_GROWTH * pop.max_len, pop.n_outputs);
+        for i in 0..pop.size() {
+            let c = scale.compose(&pop.tree(i).nodes());
+            assert!(c.len() <= InputScale::MAX_GROWTH * pop.len[i] as usize);
+            composed.set_tree(i, &c).unwrap();
+        }
+        let run = ControlRun { episodes: 2, steps: 200, seed: 3, generation: 0, noise: true, ignore_termination: false };
+        let (read, seen) = control_rollout_observed(&pop, &m, &run, Some(&scale));
+        let (written, seen_written) = control_rollout_observed(&composed, &m, &run, None);
+        assert_eq!(read, written);
+        assert_eq!(seen, seen_written, "the statistics are of the raw observations");
+        assert!(read.iter().any(|e| e.valid && e.steps > 10), "some policies play: {read:?}");
+        // Through the identity normaliser a policy plays as itself.
+        let identity = InputScale::of(&Normaliser { mean: vec![0.0; n], std: vec![1.0; n] });
+        assert_eq!(control_rollout_observed(&pop, &m, &run, Some(&identity)).0, control_rollout(&pop, &m, &run));
     }
 }

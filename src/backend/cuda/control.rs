@@ -26,8 +26,8 @@ use super::population::DevicePopulation;
 use super::pack::stack_need;
 use super::sim::sim_text;
 use super::CudaEngine;
-use crate::backend::cpu::control::{ControlRun, Episode, control_rollout, control_rollout_observed, mean_returns};
-use crate::sim::stats::ObsStats;
+use crate::backend::cpu::control::{ControlRun, Episode, control_rollout, control_rollout_observed, mean_returns, observed_by_individual};
+use crate::sim::stats::{InputScale, Learnt, ObsStats};
 use crate::program::tree::Population;
 use crate::sim::Model;
 
@@ -176,17 +176,18 @@ impl CudaEngine {
     /// [`CudaEngine::control_returns`] with `grid` threads (for tests and benchmarks; the
     /// results do not depend on it).
     pub fn control_returns_with(&self, pop: &Population, m: &Model, run: &ControlRun, grid: ControlGrid) -> Result<ControlOutcome> {
-        self.play(pop, m, run, grid, false)
+        self.play(pop, m, run, grid, false, None)
     }
 
     /// [`CudaEngine::control_returns`] with the statistics of every episode's observations
     /// ([`ControlOutcome::observed`]), as `backend::cpu::control::control_rollout_observed`
-    /// gives them, bit for bit.
-    pub fn control_returns_observed(&self, pop: &Population, m: &Model, run: &ControlRun, grid: ControlGrid) -> Result<ControlOutcome> {
-        self.play(pop, m, run, grid, true)
+    /// gives them, bit for bit; the policies read their observations through `scale` when
+    /// given.
+    pub fn control_returns_observed(&self, pop: &Population, m: &Model, run: &ControlRun, grid: ControlGrid, scale: Option<&InputScale>) -> Result<ControlOutcome> {
+        self.play(pop, m, run, grid, true, scale)
     }
 
-    fn play(&self, pop: &Population, m: &Model, run: &ControlRun, grid: ControlGrid, observe: bool) -> Result<ControlOutcome> {
+    fn play(&self, pop: &Population, m: &Model, run: &ControlRun, grid: ControlGrid, observe: bool, scale: Option<&InputScale>) -> Result<ControlOutcome> {
         if pop.n_outputs != m.nu() {
             return Err(GpuError::Input(format!("the policies have {} outputs but {} has {} actuators", pop.n_outputs, m.name, m.nu())));
         }
@@ -214,7 +215,15 @@ impl CudaEngine {
         let mut d_queue = s.alloc_zeros::<u32>(1).during(|| "allocating the episode queue".into())?;
         let row = 1 + 2 * m.obs_size;
         let mut d_observed = if observe { Some(s.alloc_zeros::<f64>(n * row).during(|| "allocating the observation sums".into())?) } else { None };
-        let mut out = RolloutOut { returns: &mut d_returns, lengths: &mut d_lengths, valid: &mut d_valid, queue: &mut d_queue, observed: d_observed.as_mut() };
+        let d_scale = scale.map(|sc| self.upload_scale(sc, m)).transpose()?;
+        let mut out = RolloutOut {
+            returns: &mut d_returns,
+            lengths: &mut d_lengths,
+            valid: &mut d_valid,
+            queue: &mut d_queue,
+            observed: d_observed.as_mut(),
+            scale: d_scale.as_ref(),
+        };
         self.launch_rollout(&rollout, &params, &c, &d_skip, &mut out, grid)?;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
         let mut b = s.launch_builder(&reduce);
@@ -240,7 +249,7 @@ impl CudaEngine {
             for (r, &i) in deep.iter().enumerate() {
                 sub.copy_row(r, pop, i);
             }
-            let (eps, seen) = if observe { control_rollout_observed(&sub, m, run) } else { (control_rollout(&sub, m, run), Vec::new()) };
+            let (eps, seen) = if observe { control_rollout_observed(&sub, m, run, scale) } else { (control_rollout(&sub, m, run), Vec::new()) };
             let sub_means = mean_returns(&eps, k);
             for (r, &i) in deep.iter().enumerate() {
                 means[i] = sub_means[r];
@@ -279,6 +288,8 @@ struct RolloutOut<'a> {
     valid: &'a mut CudaSlice<u32>,
     queue: &'a mut CudaSlice<u32>,
     observed: Option<&'a mut CudaSlice<f64>>,
+    /// The normaliser the policies read through (`[2 n_obs]`: means, then scales), or none.
+    scale: Option<&'a CudaSlice<f32>>,
 }
 
 impl CudaEngine {
@@ -312,26 +323,40 @@ impl CudaEngine {
         let mut b = self.stream.launch_builder(rollout);
         b.arg(params).arg(&c.prog).arg(&c.n_instr).arg(skip);
         b.arg(&mut *out.returns).arg(&mut *out.lengths).arg(&mut *out.valid).arg(&mut *out.queue);
-        let no_observed = 0u64;
+        let null = 0u64;
         match out.observed.as_mut() {
             Some(o) => b.arg(&mut **o),
-            None => b.arg(&no_observed),
+            None => b.arg(&null),
+        };
+        match out.scale {
+            Some(sc) => b.arg(sc),
+            None => b.arg(&null),
         };
         let lc = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (CONTROL_BLOCK, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: matches `grove_control_rollout(GroveControlParams, const GroveInstr* prog,
         // const unsigned short* n_instr, const unsigned char* skip, double* returns, unsigned*
-        // lengths, unsigned* valid, unsigned* queue, double* observed)` with blocks of
+        // lengths, unsigned* valid, unsigned* queue, double* observed, const float* scale)` with blocks of
         // GROVE_CTRL_BLOCK threads (its launch bound): prog holds P × L instructions (L = params.max_len) and n_instr P
         // counts (compiled for every row), skip P classes (every tree of class 0 passed
         // `stack_need` or its device twin grove_control_skip: opcodes, arities, variables <
         // obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK), returns, lengths and valid P·K
         // entries, queue one word, zero, observed null or P·K rows of 1 + 2·obs_size (the
-        // module's GROVE_NOBS). Threads write only items g < P·K, each taken once (the queue's
+        // module's GROVE_NOBS), scale null or 2·obs_size floats ([`Self::upload_scale`]).
+        // Threads write only items g < P·K, each taken once (the queue's
         // atomic; n + threads fits u32, checked above). (A kernel staged through
         // GROVE_KERNEL_DIR from before the queue takes the first seven arguments only: the
         // driver reads as many as the kernel declares; it needs `ControlGrid::PerEpisode`.)
         unsafe { b.launch(lc) }.during(|| format!("launching {CONTROL_KERNEL}"))?;
         Ok(())
+    }
+
+    /// `scale` as the roll-out kernel reads it (`[2 n_obs]` f32); an error when it does not have
+    /// `m`'s observation count.
+    fn upload_scale(&self, scale: &InputScale, m: &Model) -> Result<CudaSlice<f32>> {
+        if scale.mean.len() != m.obs_size || scale.scale.len() != m.obs_size {
+            return Err(GpuError::Input(format!("a normaliser of {} components for {}'s {} observations", scale.mean.len(), m.name, m.obs_size)));
+        }
+        self.stream.clone_htod(&scale.words()).during(|| "uploading the normaliser".into())
     }
 
     /// Queues the compilation of every tree of `pop` into `progs` (grown to `P × L`
@@ -378,6 +403,9 @@ pub struct ControlScratch {
     programs: Programs,
     p: usize,
     episodes: usize,
+    /// A normalising run's observation sums `[P·K × (1 + 2 n_obs)]` and normaliser `[2 n_obs]`
+    /// ([`CudaEngine::alloc_control_scratch`] with `n_obs`).
+    learning: Option<(CudaSlice<f64>, CudaSlice<f32>, usize)>,
 }
 
 /// What the host did for one generation's control fitness on the device.
@@ -390,8 +418,10 @@ pub struct ControlHostWork {
 }
 
 impl CudaEngine {
-    /// Scratch for the control fitness of `p` individuals of `episodes` roll-outs each.
-    pub fn alloc_control_scratch(&self, p: usize, episodes: usize) -> Result<ControlScratch> {
+    /// Scratch for the control fitness of `p` individuals of `episodes` roll-outs each, and,
+    /// with `n_obs` (a run that learns a normaliser, [`Learnt`]), for their observations' sums
+    /// and the normaliser over `n_obs` components.
+    pub fn alloc_control_scratch(&self, p: usize, episodes: usize, n_obs: Option<usize>) -> Result<ControlScratch> {
         let n = p.checked_mul(episodes).filter(|&n| n > 0 && n <= u32::MAX as usize);
         let n = n.ok_or_else(|| GpuError::Input(format!("{p} individuals × {episodes} episodes is out of range")))?;
         let s = &self.stream;
@@ -405,6 +435,15 @@ impl CudaEngine {
             programs: Programs::default(),
             p,
             episodes,
+            learning: match n_obs {
+                Some(d) => Some((
+                    s.alloc_zeros::<f64>(n.checked_mul(1 + 2 * d).ok_or_else(|| GpuError::Input(format!("{n} episodes × {d} observations is out of range")))?)
+                        .during(|| "allocating the observation sums".into())?,
+                    s.alloc_zeros::<f32>(2 * d).during(|| "allocating the normaliser".into())?,
+                    d,
+                )),
+                None => None,
+            },
         })
     }
 
@@ -443,7 +482,10 @@ impl CudaEngine {
     /// trees too deep for the kernel (the count the mailbox gave) are copied back and played by
     /// the CPU reference, their means patched in, as [`CudaEngine::control_returns`] does;
     /// then fitness `−mean + parsimony × len` (`+inf` when empty or invalid), and the env steps
-    /// played on the device into the mailbox ([`super::MailboxRead::env_steps`]).
+    /// played on the device into the mailbox ([`super::MailboxRead::env_steps`]). With `learnt`
+    /// (scratch made for it) the policies read their observations through its next normaliser
+    /// ([`Learnt::next`]) and it learns what they saw ([`Learnt::learn`]), as the host loop's
+    /// roll-outs do: the sums are read back before this returns.
     #[allow(clippy::too_many_arguments)]
     pub fn control_fitness(
         &self,
@@ -455,10 +497,19 @@ impl CudaEngine {
         s: &mut ControlScratch,
         fit: &mut DeviceFitness,
         mail: &mut Mailbox,
+        mut learnt: Option<&mut Learnt>,
     ) -> Result<ControlHostWork> {
         let (p, k) = (pop.size(), run.episodes);
         if s.p != p || s.episodes != k || fit.n != p || fit.engine != self.id {
             return Err(GpuError::Input(format!("control fitness of {p} × {k} with scratch for {} × {}", s.p, s.episodes)));
+        }
+        let scale = learnt.as_deref_mut().map(Learnt::next);
+        match (&scale, s.learning.as_mut()) {
+            (Some(sc), Some((_, d_scale, d))) if *d == m.obs_size && sc.mean.len() == *d => {
+                self.stream.memcpy_htod(&sc.words(), d_scale).during(|| "uploading the normaliser".into())?
+            }
+            (None, _) => {}
+            _ => return Err(GpuError::Input(format!("a normaliser for {}'s {} observations without scratch for it", m.name, m.obs_size))),
         }
         let params = ControlParams {
             n_trees: p as u32,
@@ -477,7 +528,11 @@ impl CudaEngine {
         let c = self.compile_policies(&compile, pop, &mut s.programs)?;
         let st = &self.stream;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
-        let mut out = RolloutOut { returns: &mut s.returns, lengths: &mut s.lengths, valid: &mut s.valid, queue: &mut s.queue, observed: None };
+        let (observed, d_scale) = match (&scale, s.learning.as_mut()) {
+            (Some(_), Some((o, sc, _))) => (Some(o), Some(&*sc)),
+            _ => (None, None),
+        };
+        let mut out = RolloutOut { returns: &mut s.returns, lengths: &mut s.lengths, valid: &mut s.valid, queue: &mut s.queue, observed, scale: d_scale };
         self.launch_rollout(&rollout, &params, &c, &s.skip, &mut out, ControlGrid::Resident)?;
         let mut b = st.launch_builder(&reduce);
         b.arg(&params).arg(&s.returns).arg(&s.valid).arg(&mut s.means);
@@ -485,6 +540,7 @@ impl CudaEngine {
         // unsigned* valid, double* means)`: returns and valid hold P·K entries, means P.
         unsafe { b.launch(lc(p)) }.during(|| format!("launching {CONTROL_REDUCE}"))?;
         let mut work = ControlHostWork::default();
+        let mut deep_seen: Vec<(usize, Vec<ObsStats>)> = Vec::new();
         if n_deep > 0 {
             // Rare: trees deeper than the kernel's stack. The CPU plays them, as the host loop's
             // roll-outs do, and their means replace the kernel's (which skipped them).
@@ -495,7 +551,11 @@ impl CudaEngine {
             for (r, t) in trees.iter().enumerate() {
                 sub.set_tree(r, t).map_err(GpuError::Input)?;
             }
-            let eps = control_rollout(&sub, m, run);
+            let (eps, seen) = match &scale {
+                Some(sc) => control_rollout_observed(&sub, m, run, Some(sc)),
+                None => (control_rollout(&sub, m, run), Vec::new()),
+            };
+            deep_seen = deep.iter().map(|&i| i as usize).zip(seen.chunks(k)).map(|(i, c)| (i, c.to_vec())).collect();
             let sub_means = mean_returns(&eps, k);
             let mut means = st.clone_dtoh(&s.means).during(|| "reading means".into())?;
             for (r, &i) in deep.iter().enumerate() {
@@ -518,6 +578,16 @@ impl CudaEngine {
         // means, const unsigned* lengths, const unsigned short* lens, double* fit, unsigned long
         // long* steps)`: means, lens and fit hold P entries, lengths P·K, steps one u64.
         unsafe { b.launch(lc(p)) }.during(|| format!("launching {CONTROL_FITNESS}"))?;
+        if let (Some(l), Some((observed, _, d))) = (learnt, s.learning.as_ref()) {
+            // Each episode's sums, the deep trees' from the CPU, merged as the host loop merges
+            // them (`Backend::control_returns_observed`).
+            let rows = st.clone_dtoh(observed).during(|| "reading the observation sums".into())?;
+            let mut items: Vec<ObsStats> = rows.chunks(1 + 2 * d).map(ObsStats::from_item).collect();
+            for (i, seen) in deep_seen {
+                items[i * k..(i + 1) * k].clone_from_slice(&seen);
+            }
+            l.learn(&observed_by_individual(&items, k));
+        }
         Ok(work)
     }
 }

@@ -106,6 +106,9 @@ pub struct DeviceControl<'a> {
     /// Env steps played and seconds of the generations that played them, as the task counts
     /// them for its report.
     pub played: &'a std::sync::Mutex<(u64, f64)>,
+    /// The normaliser the policies read their observations through, learnt from what each
+    /// generation's policies see ([`crate::sim::stats::Learnt`]); `None`: raw observations.
+    pub learnt: Option<&'a std::sync::Mutex<crate::sim::stats::Learnt>>,
 }
 
 /// A task the device loop runs: its fitness is computed on the device.
@@ -389,7 +392,8 @@ fn evaluate(i: &mut Island<'_, '_, '_>, gen: usize, link: Link<'_>) -> Result<()
         }
         (DeviceTask::Control(c), FitnessStep::Control(s)) => {
             let run = if c.fresh { c.run.at_generation(gen) } else { c.run };
-            let w = e.control_fitness(&i.pop, c.model, &run, c.parsimony, i.n_deep, s, &mut i.fit, &mut i.mail)?;
+            let mut learnt = c.learnt.map(|l| l.lock().unwrap_or_else(|e| e.into_inner()));
+            let w = e.control_fitness(&i.pop, c.model, &run, c.parsimony, i.n_deep, s, &mut i.fit, &mut i.mail, learnt.as_deref_mut())?;
             i.host_steps = w.deep_steps;
         }
         _ => unreachable!("the fitness step was made for this task"),
@@ -661,7 +665,7 @@ pub fn run(
                 };
                 FitnessStep::Classification(e.alloc_class_fitness_scratch(p, n_outputs, c.data, c.counts, kind, c.parsimony)?)
             }
-            DeviceTask::Control(c) => FitnessStep::Control(e.alloc_control_scratch(p, c.run.episodes)?),
+            DeviceTask::Control(c) => FitnessStep::Control(e.alloc_control_scratch(p, c.run.episodes, c.learnt.map(|_| c.model.obs_size))?),
         };
         isl.push(Island {
             task,
