@@ -1,5 +1,6 @@
-//! `grove control --normalise` as a user meets it: the programs read each observation through
-//! the running mean and deviation of every state the population has visited. Generation 0 reads
+//! `grove control --normalise` as a user meets it (on by default with one island): the programs
+//! read each observation through the running mean and deviation of every state the population
+//! has visited. Generation 0 reads
 //! them as they are, later ones through what the earlier ones saw; the saved policy has the last
 //! normaliser written into its tree, so it replays with `grove rollout` and exports unchanged;
 //! a run resumes from its checkpoint as if uninterrupted; bad settings and damaged checkpoints
@@ -14,7 +15,7 @@ const BASE: [&str; 14] =
     ["control", "--env", "hopper", "--device", "cpu", "--seed", "6", "--episode-steps", "150", "--test-episodes", "3", "--pop", "40", "-q"];
 
 fn normalised(extra: &[&str]) -> std::process::Output {
-    grove(&[&BASE[..], &["--normalise"], extra].concat())
+    grove(&[&BASE[..], extra].concat())
 }
 
 #[test]
@@ -22,7 +23,7 @@ fn normalised_programs_learn_the_states_mean_and_deviation_and_their_report_repl
     let d = dir("normalise-policy");
     let (report, raw) = (d.join("normalised.json"), d.join("raw.json"));
     assert_ok(&normalised(&["--gens", "4", "--report", s(&report)]));
-    assert_ok(&grove(&[&BASE[..], &["--gens", "4", "--report", s(&raw)]].concat()));
+    assert_ok(&grove(&[&BASE[..], &["--normalise", "off", "--gens", "4", "--report", s(&raw)]].concat()));
     let (r, w) = (read_json(&report), read_json(&raw));
     assert_eq!(r["settings"]["normalise"], true);
     assert_eq!(w["settings"]["normalise"], false);
@@ -107,19 +108,37 @@ fn a_normalised_run_resumes_as_if_uninterrupted_and_a_damaged_normaliser_is_one_
 
 #[test]
 fn normalise_comes_from_flags_and_experiment_files_and_bad_uses_get_one_line() {
+    use grove::task::control::PolicyKind;
     use support::control_settings as cli;
-    assert!(!cli(&["--env", "walker2d"], false).normalise, "off unless asked");
-    assert!(cli(&["--env", "walker2d", "--normalise"], true).normalise);
-    assert!(support::control_experiment("Control(env: \"hopper\", normalise: true)").normalise);
-    assert!(!support::control_experiment("Control(env: \"hopper\")").normalise);
+    // On by default with one island, off with several; a linear or residual policy always is.
+    assert!(cli(&["--env", "walker2d"], false).normalise);
+    assert!(cli(&["--env", "walker2d"], true).normalise);
+    assert!(!cli(&["--env", "walker2d", "--normalise", "off"], true).normalise);
+    assert!(cli(&["--env", "walker2d", "--normalise", "on"], false).normalise);
+    assert!(!cli(&["--env", "walker2d", "--islands", "2"], false).normalise);
+    let linear = cli(&["--env", "walker2d", "--policy", "linear"], false);
+    assert!(linear.policy == PolicyKind::Linear && linear.normalise);
+    assert!(support::control_experiment("Control(env: \"hopper\")").normalise);
+    assert!(!support::control_experiment("Control(env: \"hopper\", normalise: false)").normalise);
+    assert!(!support::control_experiment("Control(env: \"hopper\", islands: (count: 2))").normalise);
+    // A checkpoint or report of an older grove, without the field, ran on raw observations.
+    let old: grove::task::control::ControlSettings =
+        serde_json::from_value(serde_json::json!({"env": "hopper", "profile": null, "grammar": null, "functions": "add", "engine": grove::evolve::EngineConfig::default(),
+            "map": grove::genome::MapConfig::default(), "init": grove::genome::InitConfig::default(), "vary": grove::genome::vary::GeVaryConfig::default(),
+            "genome_capacity": 100, "episodes": 1, "episode_steps": null, "test_episodes": 1, "parsimony": 0.0, "trees": grove::task::search::ClassTreeSettings::default(),
+            "device": "cpu"}))
+        .unwrap();
+    assert!(!old.normalise);
     let d = dir("normalise-bad");
     let report = d.join("r.json");
     let one = |extra: &[&str], needles: &[&str]| assert_one_line_error(&normalised(&[extra, &["--report", s(&report)]].concat()), needles);
-    one(&["--policy", "linear"], &["--normalise (normalise) is for --policy program", "linear policy always reads normalised"]);
-    one(&["--policy", "residual"], &["--normalise (normalise) is for --policy program"]);
-    one(&["--islands", "2"], &["--normalise (normalise) learns one normaliser for one population", "--islands"]);
+    one(&["--policy", "linear", "--normalise", "off"], &["--normalise off is for --policy program", "linear policy always reads normalised"]);
+    one(&["--policy", "residual", "--normalise", "off"], &["--normalise off is for --policy program"]);
+    one(&["--islands", "2", "--normalise", "on"], &["--normalise on (normalise) learns one normaliser for one population", "--normalise off"]);
     let file = d.join("bad.ron");
-    std::fs::write(&file, "Control(env: \"hopper\", policy: \"linear\", normalise: true)").unwrap();
-    assert_one_line_error(&grove(&["run", s(&file), "--device", "cpu", "-q"]), &["--normalise (normalise)"]);
+    std::fs::write(&file, "Control(env: \"hopper\", policy: \"linear\", normalise: false)").unwrap();
+    assert_one_line_error(&grove(&["run", s(&file), "--device", "cpu", "-q"]), &["normalise: false is for policy: program"]);
+    std::fs::write(&file, "Control(env: \"hopper\", normalise: true, islands: (count: 2))").unwrap();
+    assert_one_line_error(&grove(&["run", s(&file), "--device", "cpu", "-q"]), &["learns one normaliser for one population"]);
     assert!(!report.exists(), "a refused run writes nothing");
 }

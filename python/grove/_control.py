@@ -125,6 +125,7 @@ def control(
     linear_iterations=None,
     head_every=0,
     head_iterations=_CONTROL["head_iterations"],
+    normalise=None,
     tournament_size=_CONTROL["tournament_size"],
     elitism=_CONTROL["elitism"],
     max_length=_CONTROL["max_length"],
@@ -167,6 +168,12 @@ def control(
     policy is tuned again after every ``head_every`` generations, ``head_iterations`` iterations
     of the same search with the generation's best program on top (``--head-every``,
     ``--head-iterations``); 0 keeps it as the first search left it.
+
+    ``normalise`` (``--normalise on|off``; None: on with one island, off with several): the
+    programs read each observation normalised, (o - mean) / std, by the running mean and
+    deviation of every state the population's policies have visited; ``report["normaliser"]``
+    holds the last generation's, which the returned ``Policy`` has written into its program.
+    ``False`` reads the raw observations; linear and residual policies always normalise.
 
     ``islands``, ``migrate_every``, ``migrants``, ``gpus`` and ``gpu_link`` are the island
     model's settings (``--islands``, ``--migrate-every``, ``--migrants``, ``--gpus``,
@@ -213,6 +220,10 @@ def control(
         raise ValueError(f"head_every tunes the linear policy under the programs of policy='residual', not policy={policy!r}")
     if int(head_iterations) < 1:
         raise ValueError(f"head_iterations must be at least 1, got {head_iterations}")
+    if normalise is False and policy != "program":
+        raise ValueError(f"normalise=False is for policy='program'; a {policy} policy always reads normalised observations")
+    if normalise and int(islands) > 1:
+        raise ValueError(f"normalise learns one normaliser for one population: with islands={islands} leave it None or False")
     grammar = grammar_spec(grammar)
     engine = {"seed": seed_of(random_state), "tournament": int(tournament_size), "max_len": int(max_length)}
     settings = {
@@ -236,6 +247,8 @@ def control(
         "head_every": int(head_every),
         "head_iterations": int(head_iterations),
     }
+    if normalise is not None:
+        settings["normalise"] = bool(normalise)
     linear = {k: v for k, v in (("directions", directions), ("top", top_directions)) if v is not None}
     linear.update({k: float(v) for k, v in (("step_size", step_size), ("noise", noise)) if v is not None})
     for k in ("directions", "top"):

@@ -272,3 +272,27 @@ def test_the_linear_policy_under_the_programs_is_tuned_again_when_asked():
     ]:
         with pytest.raises(ValueError, match=match):
             grove.control("hopper", **bad, **TINY)
+
+
+def test_programs_read_normalised_observations_unless_turned_off():
+    small = dict(episode_steps=60, test_episodes=2, device="cpu", random_state=5)
+    raw = grove.control("hopper", normalise=False, **{**TINY, **small})
+    p = grove.control("hopper", **{**TINY, **small})
+    assert p.report["settings"]["normalise"] is True and raw.report["settings"]["normalise"] is False
+    assert "normaliser" not in raw.report
+    norm = p.report["normaliser"]
+    assert len(norm["mean"]) == len(norm["std"]) == len(p.observations) == 11
+    assert norm["states"] > 0
+    # Generation 0 reads the raw observations; the policy has the last normaliser written in.
+    assert p.report["generations"][0]["best_return"] == raw.report["generations"][0]["best_return"]
+    assert p.act(np.zeros(len(p.observations))).shape == (3,)
+    assert p.rollout(steps=60, seed=5).total_return == pytest.approx(p.report["train"]["returns"][0], rel=1e-9)
+    for bad, match in [
+        (dict(policy="linear", normalise=False), "normalise=False is for policy='program'"),
+        (dict(normalise=True, islands=2), "normalise learns one normaliser for one population"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            grove.control("hopper", **bad, **TINY)
+    # With islands it is off unless asked.
+    two = grove.control("hopper", islands=2, migrants=2, **TINY)
+    assert two.report["settings"]["normalise"] is False and "normaliser" not in two.report

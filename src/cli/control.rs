@@ -135,8 +135,8 @@ pub struct ControlArgs {
     pub head_iterations: usize,
     /// --policy program: read each observation normalised by the running mean and deviation of
     /// every state the population has visited.
-    #[arg(long, help = "--policy program: the programs read each observation normalised, (o - mean) / std, by the running mean and deviation of every state the population's policies have visited; the saved policy has the last generation's written in")]
-    pub normalise: bool,
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new(), help = "--policy program: the programs read each observation normalised, (o - mean) / std, by the running mean and deviation of every state the population's policies have visited; the saved policy has the last generation's written in [default: on, off with --islands]")]
+    pub normalise: Option<bool>,
     /// Grammatical evolution settings.
     #[command(flatten)]
     pub ge: GeArgs,
@@ -193,8 +193,11 @@ impl ControlArgs {
                 .unwrap_or(if on_gpu { defaults::LINEAR_ITERATIONS_GPU } else { defaults::LINEAR_ITERATIONS_CPU }),
             head_every: self.head_every,
             head_iterations: self.head_iterations,
-            normalise: self.normalise,
+            normalise: self.normalise.unwrap_or(crate::task::control::default_normalise(self.policy, self.islands.config().count)),
         };
+        if self.normalise == Some(false) && self.policy != PolicyKind::Program {
+            anyhow::bail!("--normalise off is for --policy program; a {} policy always reads normalised observations", format!("{:?}", self.policy).to_lowercase());
+        }
         s.check()?;
         Ok(s)
     }

@@ -116,7 +116,9 @@ pub struct ControlSettings {
     /// `policy: program`: the programs read each observation normalised, `(o − μ) / σ`, by the
     /// running mean and deviation of every state the population's policies have visited, on
     /// the device where the roll-outs run ([`crate::sim::stats::Learnt`]); the saved policy
-    /// has the last generation's normaliser written into its tree.
+    /// has the last generation's normaliser written into its tree. On by default with one
+    /// island ([`default_normalise`]); a linear or residual policy always normalises. Absent
+    /// from a file (a checkpoint or report of an older grove): off, as that grove ran.
     #[serde(default)]
     pub normalise: bool,
 }
@@ -169,7 +171,7 @@ impl Default for ControlSettings {
             linear_iterations: super::defaults::LINEAR_ITERATIONS_CPU,
             head_every: 0,
             head_iterations: super::defaults::HEAD_ITERATIONS,
-            normalise: false,
+            normalise: true,
         }
     }
 }
@@ -244,18 +246,11 @@ impl ControlSettings {
                 format!("{:?}", self.policy).to_lowercase()
             );
         }
-        if self.normalise {
-            ensure!(
-                self.policy == PolicyKind::Program,
-                "--normalise (normalise) is for --policy program; a {} policy always reads normalised observations",
-                format!("{:?}", self.policy).to_lowercase()
-            );
-            ensure!(
-                self.islands.count <= 1,
-                "--normalise (normalise) learns one normaliser for one population: leave out --islands (islands.count is {})",
-                self.islands.count
-            );
-        }
+        ensure!(
+            !(self.normalise && self.policy == PolicyKind::Program && self.islands.count > 1),
+            "--normalise on (normalise) learns one normaliser for one population: with --islands (islands.count is {}) turn it off with --normalise off",
+            self.islands.count
+        );
         check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
         Ok(())
@@ -266,11 +261,40 @@ impl ControlSettings {
     pub fn from_json(given: serde_json::Value, on_gpu: bool) -> Result<Self> {
         let mut base = serde_json::to_value(Self::cli_default(on_gpu))?;
         top_by_share(&mut base, &given);
+        let normalise = given.get("normalise").cloned();
         super::search::merge(&mut base, given);
+        resolve_normalise(&mut base, normalise.as_ref())?;
         let s: Self = serde_json::from_value(base).context("bad control settings")?;
         s.check()?;
         Ok(s)
     }
+}
+
+/// Whether the programs of a `policy` run on `islands` islands read normalised observations
+/// when the settings do not say: yes with one island (it won on all four robots on an H200,
+/// `docs/benchmarks.md`); with several, no (the normaliser is learnt by one population). A
+/// linear or residual policy always reads them.
+pub fn default_normalise(policy: PolicyKind, islands: usize) -> bool {
+    policy != PolicyKind::Program || islands <= 1
+}
+
+/// Sets `merged["normalise"]` (settings as JSON, `given` laid over the defaults) to
+/// [`default_normalise`] when `given` (its `normalise` field) was none; an error when it turns
+/// normalising off for a policy that always normalises.
+pub fn resolve_normalise(merged: &mut serde_json::Value, given: Option<&serde_json::Value>) -> Result<()> {
+    let policy: PolicyKind = merged.get("policy").and_then(|p| serde_json::from_value(p.clone()).ok()).unwrap_or_default();
+    match given {
+        Some(v) => {
+            if v == &serde_json::Value::Bool(false) && policy != PolicyKind::Program {
+                bail!("normalise: false is for policy: program; a {} policy always reads normalised observations", format!("{policy:?}").to_lowercase());
+            }
+        }
+        None => {
+            let islands = merged.get("islands").and_then(|i| i.get("count")).and_then(serde_json::Value::as_u64).unwrap_or(1) as usize;
+            merged["normalise"] = serde_json::Value::Bool(default_normalise(policy, islands));
+        }
+    }
+    Ok(())
 }
 
 /// Where `given` (experiment fields) sets `linear.directions` but not `linear.top`, sets
@@ -848,7 +872,8 @@ pub fn control_programs(
 /// nothing; `None` without `--normalise`. An error line when a checkpoint's does not fit.
 fn learnt_of(settings: &ControlSettings, opts: &super::run::RunOptions, n_obs: usize) -> Result<Option<Learnt>> {
     let saved = opts.resume.as_ref().and_then(|c| c.inputs.as_ref());
-    match (settings.normalise, saved) {
+    // A residual's programs read the observations its linear policy normalises.
+    match (settings.normalise && settings.policy == PolicyKind::Program, saved) {
         (false, None) => Ok(None),
         (false, Some(_)) => bail!("the checkpoint holds a normaliser but its settings do not normalise: it is not this run's"),
         (true, None) if opts.resume.is_some() => bail!("the checkpoint holds no normaliser but its settings normalise: it is not this run's"),

@@ -112,7 +112,11 @@ impl Experiment {
             let d = if command == "evolve" { super::regression::default_fit(on_gpu) } else { super::classify::default_fit(on_gpu) };
             merged["engine"]["constants"] = serde_json::to_value(d)?;
         }
+        let normalise = given.get("normalise").cloned();
         super::search::merge(&mut merged, given);
+        if command == "control" {
+            super::control::resolve_normalise(&mut merged, normalise.as_ref()).with_context(|| format!("{origin}: bad settings"))?;
+        }
         let exp = match command {
             "evolve" => Experiment::Evolve(strict(merged, origin)?),
             "classify" => Experiment::Classify(strict(merged, origin)?),
