@@ -713,34 +713,25 @@ struct GroveControlParams {
 #define GROVE_CTRL_NO_TERMINATION 2u  // play all T steps whatever the health (benchmarks)
 GROVE_CHECK_LAYOUT(GroveControlParams);
 
-// The operands and output slots of a policy (interp.cuh's Env): observation `arg`, read
-// through the normaliser `scale` when there is one ((x − m) · s in f32, 0 where s is 0: the
-// CPU's InputScale::read); slot s accumulates output s.
+// The operands and output slots of a policy (interp.cuh's Env): observation `arg`; slot s
+// accumulates output s.
 struct GrovePolicyEnv {
-    const real* obs;     // (obs_size,)
-    float* o;            // (nu,) outputs
-    const float* scale;  // null, or (2·GROVE_NOBS,): every m, then every s
-    __device__ __forceinline__ void load(unsigned arg, float (&v)[1]) const {
-        float x = (float)obs[arg];
-        if (scale) {
-            const float s = scale[GROVE_NOBS + arg];
-            x = s != 0.0f ? (x - scale[arg]) * s : 0.0f;
-        }
-        v[0] = x;
-    }
+    const real* obs;  // (obs_size,)
+    float* o;         // (nu,) outputs
+    __device__ __forceinline__ void load(unsigned arg, float (&v)[1]) const { v[0] = (float)obs[arg]; }
     __device__ __forceinline__ void slot(unsigned s, const float (&r)[1]) { o[s] += r[0]; }
 };
 
 // The policy's actions at `obs`: the tree's compiled program (`n` instructions, interp.cuh:
 // eval.cu's semantics, every operator from the generated table, the CPU's bits), then
 // act = grove_tanh(output). False when an output is not finite (the individual is invalid).
-__device__ inline bool grove_policy(const GroveInstr* __restrict__ prog, int n, const real* obs, const float* scale, real* act) {
+__device__ inline bool grove_policy(const GroveInstr* __restrict__ prog, int n, const real* obs, real* act) {
     float stack[GROVE_CTRL_STACK][1];
     float o[GROVE_NU];
     for (int i = 0; i < GROVE_NU; ++i) o[i] = 0.0f;
     float top[1] = {0.0f};
     int h = 0;
-    GrovePolicyEnv env = {obs, o, scale};
+    GrovePolicyEnv env = {obs, o};
     for (int j = 0; j < n; ++j) grove_exec<1, GROVE_CTRL_STACK>(prog[j], top, stack, h, env);
     bool ok = true;
     for (int i = 0; i < GROVE_NU; ++i) {
@@ -794,7 +785,8 @@ __device__ inline unsigned grove_ctrl_take(unsigned* queue, unsigned threads, un
 // order as the CPU's ObsStats::add (an observation counts when the policy reads it, so an
 // invalid episode's last one too); an episode no step of which ran holds zeros. scale: null, or
 // the normaliser every policy reads its observations through (GrovePolicyEnv; the statistics
-// are of the observations before it).
+// are of the observations before it): each step's observation is normalised in place once,
+// (x − m) · s in f32, 0 where s is 0 (the CPU's InputScale::read), before the policy reads it.
 extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
                                                  const unsigned short* __restrict__ n_instr, const unsigned char* __restrict__ skip,
                                                  double* __restrict__ returns, unsigned* __restrict__ lengths,
@@ -853,7 +845,13 @@ extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlP
                 seen[1 + GROVE_NOBS + i] += x * x;  // not fused: sim.cu compiles with --fmad=false
             }
         }
-        const bool ok = grove_policy(code, len, obs, scale, a);
+        if (scale) {
+            for (int i = 0; i < GROVE_NOBS; ++i) {
+                const float s = scale[GROVE_NOBS + i];
+                obs[i] = (real)(s != 0.0f ? ((float)obs[i] - scale[i]) * s : 0.0f);
+            }
+        }
+        const bool ok = grove_policy(code, len, obs, a);
         if (ok) {
             bool done = false;
             ret += (double)grove_env_step(q, v, warm, a, k, done);

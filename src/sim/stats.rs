@@ -219,6 +219,29 @@ impl Learnt {
         }
     }
 
+    /// [`Self::learn`] from the roll-out kernel's rows (`[n, sums (d), sums of squares (d)]` per
+    /// episode, `k` episodes per individual): the same sums in the same order, without a value
+    /// per episode.
+    pub fn learn_rows(&mut self, rows: &[f64], k: usize) {
+        let d = self.seen.dim();
+        let mut one = ObsStats::new(d);
+        for individual in rows.chunks((1 + 2 * d) * k.max(1)) {
+            one.n = 0;
+            one.sum.fill(0.0);
+            one.sumsq.fill(0.0);
+            for item in individual.chunks(1 + 2 * d) {
+                one.n += item[0] as u64;
+                for (a, b) in one.sum.iter_mut().zip(&item[1..1 + d]) {
+                    *a += b;
+                }
+                for (a, b) in one.sumsq.iter_mut().zip(&item[1 + d..]) {
+                    *a += b;
+                }
+            }
+            self.seen.merge(&one);
+        }
+    }
+
     /// The policy a program plays at the end: `program` read through [`Self::played`].
     pub fn compose(&self, program: &[Node]) -> Vec<Node> {
         InputScale::of(&self.played).compose(program)
@@ -320,6 +343,18 @@ mod tests {
         assert_eq!(&c[1..6], &[Node::func(Op::Mul), Node::func(Op::Sub), Node::var(0), Node::constant(3.0), Node::constant(second.scale[0])]);
         assert_eq!(c[6], Node::constant(0.0));
         assert_eq!(c.len(), 7);
+        // From the kernel's rows: the same bits as from the statistics.
+        let rows: Vec<f64> = [&a, &b, &a, &ObsStats::new(2)]
+            .iter()
+            .flat_map(|s| std::iter::once(s.n as f64).chain(s.sums().iter().copied()).chain(s.sums_of_squares().iter().copied()).collect::<Vec<_>>())
+            .collect();
+        let (mut by_rows, mut by_stats) = (l.clone(), l.clone());
+        by_rows.learn_rows(&rows, 2);
+        let (mut ab, mut a0) = (a.clone(), a.clone());
+        ab.merge(&b);
+        a0.merge(&ObsStats::new(2));
+        by_stats.learn(&[ab, a0]);
+        assert_eq!(by_rows, by_stats);
         // Saved and restored exactly; a state of other sizes is one line.
         let back = Learnt::restore(&l.state(), 2).unwrap();
         assert_eq!(back, l);

@@ -26,7 +26,7 @@ use super::population::DevicePopulation;
 use super::pack::stack_need;
 use super::sim::sim_text;
 use super::CudaEngine;
-use crate::backend::cpu::control::{ControlRun, Episode, control_rollout, control_rollout_observed, mean_returns, observed_by_individual};
+use crate::backend::cpu::control::{ControlRun, Episode, control_rollout, control_rollout_observed, mean_returns};
 use crate::sim::stats::{InputScale, Learnt, ObsStats};
 use crate::program::tree::Population;
 use crate::sim::Model;
@@ -581,12 +581,17 @@ impl CudaEngine {
         if let (Some(l), Some((observed, _, d))) = (learnt, s.learning.as_ref()) {
             // Each episode's sums, the deep trees' from the CPU, merged as the host loop merges
             // them (`Backend::control_returns_observed`).
-            let rows = st.clone_dtoh(observed).during(|| "reading the observation sums".into())?;
-            let mut items: Vec<ObsStats> = rows.chunks(1 + 2 * d).map(ObsStats::from_item).collect();
+            let mut rows = st.clone_dtoh(observed).during(|| "reading the observation sums".into())?;
+            let row = 1 + 2 * d;
             for (i, seen) in deep_seen {
-                items[i * k..(i + 1) * k].clone_from_slice(&seen);
+                for (e, s) in seen.iter().enumerate() {
+                    let at = &mut rows[(i * k + e) * row..(i * k + e + 1) * row];
+                    at[0] = s.n as f64;
+                    at[1..1 + d].copy_from_slice(s.sums());
+                    at[1 + d..].copy_from_slice(s.sums_of_squares());
+                }
             }
-            l.learn(&observed_by_individual(&items, k));
+            l.learn_rows(&rows, k);
         }
         Ok(work)
     }
