@@ -115,9 +115,10 @@ impl Normaliser {
 
 /// A normaliser as a policy applies it, in f32: observation `i` is read as `(x_i − m_i) · s_i`
 /// (`m_i` = `μ_i` and `s_i` = [`Normaliser::scale`] rounded to f32), or 0 where `s_i` is 0. The
-/// roll-out kernel applies it where the policy loads an operand (`grove_control_rollout`'s
-/// `scale`), the CPU's policy where it reads one, and [`InputScale::compose`] writes it into a
-/// tree with the same operations, so all three give the same bits.
+/// roll-out kernel applies it to each step's observation before the policy reads it
+/// (`grove_control_rollout`'s `scale`), the CPU's policy where it reads one, and
+/// [`InputScale::compose`] writes it into a tree with the same operations, so all three give the
+/// same bits.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InputScale {
     /// `m_i`.

@@ -669,8 +669,10 @@ pub fn control_programs(
     let Arena { m, trained, run, healthy, names, acts } = arena;
     let (nu, n_obs, run, healthy) = (m.nu(), m.obs_size, *run, *healthy);
     // Per individual: each episode's return, length and validity (and its state on a GPU).
+    // A normalising run also keeps each episode's observation sums on both sides.
     let episodes = settings.episodes as u64;
-    let need = super::plan::TaskNeed { per_individual: 16 * episodes + 16, device_per_individual: 64 * episodes + 16, ..Default::default() };
+    let sums = if learnt.is_some() { 8 * (1 + 2 * n_obs as u64) * episodes } else { 0 };
+    let need = super::plan::TaskNeed { per_individual: 16 * episodes + 16 + sums, device_per_individual: 64 * episodes + 16 + sums, ..Default::default() };
     super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, ", --episodes")?;
     // A resumed run goes on counting from the checkpoint's env steps and roll-out seconds; a
     // residual's programs from its linear search's.
