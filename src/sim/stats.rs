@@ -197,19 +197,22 @@ pub struct Learnt {
     pub seen: ObsStats,
     /// The normaliser of the generation played last.
     pub played: Normaliser,
+    /// The observations it was learnt from.
+    pub played_from: u64,
 }
 
 impl Learnt {
     /// Nothing seen of `d` components.
     pub fn new(d: usize) -> Self {
         let seen = ObsStats::new(d);
-        Self { played: seen.normaliser(), seen }
+        Self { played: seen.normaliser(), played_from: 0, seen }
     }
 
     /// The normaliser of what was seen, which the next generation plays with: kept as
     /// [`Self::played`].
     pub fn next(&mut self) -> InputScale {
         self.played = self.seen.normaliser();
+        self.played_from = self.seen.n;
         InputScale::of(&self.played)
     }
 
@@ -257,6 +260,7 @@ impl Learnt {
             sumsq: bits(self.seen.sums_of_squares()),
             mean: bits(&self.played.mean),
             std: bits(&self.played.std),
+            played_from: self.played_from,
         }
     }
 
@@ -268,7 +272,11 @@ impl Learnt {
             return Err(format!("the saved normaliser holds {n} {what} for {d} observations"));
         }
         let f = |v: &[u64]| v.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>();
-        Ok(Self { seen: ObsStats::from_sums(state.seen, f(&state.sum), f(&state.sumsq)), played: Normaliser { mean: f(&state.mean), std: f(&state.std) } })
+        Ok(Self {
+            seen: ObsStats::from_sums(state.seen, f(&state.sum), f(&state.sumsq)),
+            played: Normaliser { mean: f(&state.mean), std: f(&state.std) },
+            played_from: state.played_from,
+        })
     }
 }
 
@@ -286,6 +294,8 @@ pub struct LearntState {
     pub mean: Vec<u64>,
     /// And deviations.
     pub std: Vec<u64>,
+    /// The observations they were learnt from.
+    pub played_from: u64,
 }
 
 #[cfg(test)]
@@ -334,6 +344,7 @@ mod tests {
         assert_eq!(l.played, Normaliser { mean: vec![0.0; 2], std: vec![1.0; 2] });
         let second = l.next();
         assert_eq!(l.played.mean, vec![3.0, 4.0]);
+        assert_eq!(l.played_from, 3);
         assert_eq!(l.played.std, vec![2.0, 0.0]);
         assert_eq!(second.mean, vec![3.0, 4.0]);
         assert_eq!(second.scale, vec![(1.0 / (2.0 + 1e-8)) as f32, 0.0]);

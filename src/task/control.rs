@@ -822,11 +822,11 @@ pub fn control_programs(
         let l = l.lock().unwrap_or_else(|e| e.into_inner());
         report["normaliser"] = serde_json::json!({
             "observations": names, "mean": l.played.mean.iter().map(|&x| crate::report::num(x)).collect::<Vec<_>>(),
-            "std": l.played.std.iter().map(|&x| crate::report::num(x)).collect::<Vec<_>>(), "states": l.seen.n,
+            "std": l.played.std.iter().map(|&x| crate::report::num(x)).collect::<Vec<_>>(), "states": l.played_from,
         });
         summary += &format!(
-            "inputs        n = (o - mean) / std, learnt from the {} states the population's policies visited (--normalise); `policy` has them written in\n",
-            l.seen.n
+            "inputs        n = (o - mean) / std, learnt from the {} states the population's policies visited before its last generation (--normalise); `policy` has them written in\n",
+            l.played_from
         );
     }
     for (a, p) in acts.iter().zip(&programs) {
