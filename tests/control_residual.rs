@@ -51,19 +51,7 @@ fn a_residual_policy_is_the_linear_search_then_programs_on_top_and_its_report_re
     let src = d.join("policy.h");
     std::fs::write(&src, &out.stdout).unwrap();
     let rows: Vec<Vec<f64>> = (0..4).map(|r| (0..11).map(|i| ((r * 11 + i) as f64 * 0.41).sin() * (1.0 + r as f64)).collect()).collect();
-    let mut policy = grove::task::control::SavedPolicy::read(&report).unwrap().compile().unwrap();
-    if let Some(lines) = exports::run_c_actions(&src, &rows, 3) {
-        for (line, row) in lines.iter().zip(&rows) {
-            let obs: Vec<f32> = row.iter().map(|&x| x as f32).collect();
-            let mut want = [0.0f32; 3];
-            assert!(policy.act(&obs, &mut want));
-            let got: Vec<f64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
-            assert_eq!(got.len(), 3, "{line}");
-            for (g, w) in got.iter().zip(want) {
-                assert!((g - w as f64).abs() < 1e-5, "{line} against {want:?}");
-            }
-        }
-    }
+    exports::assert_c_acts_as_saved(&src, &report, &rows, 3);
     let summary = text(&residual(&["--linear-iterations", "8", "--gens", "4"]).stdout);
     assert!(summary.contains("policy        residual: tanh(lin + f(n)), n = (o - mean) / std; lin = W n tuned by random search (8 iterations"), "{summary}");
 }

@@ -70,6 +70,24 @@ pub fn run_c_actions(src: &Path, rows: &[Vec<f64>], k: usize) -> Option<Vec<Stri
     run_c_main(src, &calls)
 }
 
+/// Runs the exported control policy's C (`src`, from `report`) on `rows` and asserts that each
+/// row's `k` actions are those of the report's saved policy as grove plays it (within 1e-5);
+/// nothing to check where cc is not installed.
+pub fn assert_c_acts_as_saved(src: &Path, report: &Path, rows: &[Vec<f64>], k: usize) {
+    let mut policy = grove::task::control::SavedPolicy::read(report).unwrap().compile().unwrap();
+    let Some(lines) = run_c_actions(src, rows, k) else { return };
+    for (line, row) in lines.iter().zip(rows) {
+        let obs: Vec<f32> = row.iter().map(|&x| x as f32).collect();
+        let mut want = vec![0.0f32; k];
+        assert!(policy.act(&obs, &mut want));
+        let got: Vec<f64> = line.split_whitespace().map(|x| x.parse().unwrap()).collect();
+        assert_eq!(got.len(), k, "{line}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - *w as f64).abs() < 1e-5, "{line} against {want:?}");
+        }
+    }
+}
+
 /// Compiles the exported C with a main of `calls` and runs it: its lines.
 fn run_c_main(src: &Path, calls: &str) -> Option<Vec<String>> {
     if Command::new("cc").arg("--version").output().is_err() {
