@@ -1,7 +1,7 @@
 //! Control throughput on the GPU (`grove_control_rollout` + `grove_control_reduce`): P random
 //! policies (tree GP with output nodes, `+ − × ÷`, up to 64 nodes, as `grove control` makes
 //! them) × K episodes × T control steps, physics and policy evaluation in one launch, timed
-//! after a warm-up call (which compiles or loads the module). Two modes per row: episodes end
+//! after a warm-up call of the same shape (which compiles or loads the module). Two modes per row: episodes end
 //! when the robot falls (what evolution sees), and `full` (termination ignored: every episode
 //! plays all T steps, the simulator's sustained rate). Prints env steps per second (steps
 //! actually taken / wall time of the whole call: packing, upload, both kernels, read-back),
@@ -14,7 +14,9 @@
 //! (1000) change the shape; `GROVE_BENCH_MODES` (`falls,full`) which modes run;
 //! `GROVE_BENCH_GRID` how many threads play: `resident` (default: as many as stay resident,
 //! refilling from the kernel's queue) or `episodes` (one thread per episode: the launch of the
-//! kernel before the queue, which `GROVE_KERNEL_DIR` can stage for a side-by-side run).
+//! kernel before the queue, which `GROVE_KERNEL_DIR` can stage for a side-by-side run);
+//! `GROVE_BENCH_LANES` (comma-separated, `auto` for the engine's choice per launch, the
+//! default) the lanes that play one episode (`CudaEngine::set_episode_lanes`), each a row.
 
 use std::time::Instant;
 
@@ -42,11 +44,15 @@ fn main() -> anyhow::Result<()> {
         other => anyhow::bail!("GROVE_BENCH_GRID={other}: use resident or episodes"),
     };
     let modes = var("GROVE_BENCH_MODES", "falls,full");
+    let lanes: Vec<Option<u32>> = match std::env::var("GROVE_BENCH_LANES") {
+        Ok(v) => v.split(',').map(|s| if s.trim() == "auto" { Ok(None) } else { s.trim().parse().map(Some) }).collect::<Result<_, _>>()?,
+        Err(_) => vec![None],
+    };
     let engine = CudaEngine::new().map_err(|e| anyhow::anyhow!("{e}"))?;
     let dir = std::env::var("GROVE_KERNEL_DIR").map(|d| format!(", sim.cu from {d}")).unwrap_or_default();
     println!("{} — {k} episodes per policy, {steps} control steps at most, grid {grid:?}{dir}", engine.device_name());
-    println!("| env | profile | policies | mode | seconds | env steps taken | env steps/s | bits |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| env | profile | lanes | policies | mode | seconds | env steps taken | env steps/s | bits |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for spec in &envs {
         let (env, profile) = spec.split_once(':').unwrap_or((spec, "brax"));
         let m = Model::load(env, Some(profile))?;
@@ -55,25 +61,31 @@ fn main() -> anyhow::Result<()> {
             .with_p_const(0.2)
             .with_outputs(m.nu(), 0.1)
             .with_depth(2, 4);
-        let warm = init_population(&tree_spec, 64, 9).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let warm_run = ControlRun { episodes: 1, steps: 2, seed: 1, generation: 0, noise: true, ignore_termination: false };
-        engine.control_returns_with(&warm, &m, &warm_run, grid)?;
-        for &p in &pops {
-            let pop = init_population(&tree_spec, p, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
-            for ignore_termination in [false, true] {
-                if !modes.split(',').any(|m| m.trim() == if ignore_termination { "full" } else { "falls" }) {
+        for &g in &lanes {
+            engine.set_episode_lanes(g)?;
+            for &p in &pops {
+                let pop = init_population(&tree_spec, p, 1).map_err(|e| anyhow::anyhow!("{e}"))?;
+                // A warm-up of the same shape compiles or loads the module the timed calls use.
+                let warm_run = ControlRun { episodes: k, steps: 2, seed: 1, generation: 0, noise: true, ignore_termination: false };
+                if let Err(e) = engine.control_returns_with(&pop, &m, &warm_run, grid) {
+                    println!("| {env} | {profile} | {g:?} | {p} × {k} | {e} |");
                     continue;
                 }
-                let run = ControlRun { episodes: k, steps, seed: 1, generation: 0, noise: true, ignore_termination };
-                let t = Instant::now();
-                let out = engine.control_returns_with(&pop, &m, &run, grid)?;
-                let secs = t.elapsed().as_secs_f64();
-                let taken = out.env_steps();
-                let mode = if ignore_termination { "full" } else { "falls end" };
-                let bits = out.episodes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, e| {
-                    [e.ret.to_bits(), e.steps as u64, e.valid as u64].iter().fold(h, |h, &x| (h ^ x).wrapping_mul(0x0100_0000_01b3))
-                });
-                println!("| {env} | {profile} | {p} × {k} | {mode} | {secs:.3} | {taken} | {:.3e} | {bits:016x} |", taken as f64 / secs);
+                for ignore_termination in [false, true] {
+                    if !modes.split(',').any(|m| m.trim() == if ignore_termination { "full" } else { "falls" }) {
+                        continue;
+                    }
+                    let run = ControlRun { episodes: k, steps, seed: 1, generation: 0, noise: true, ignore_termination };
+                    let t = Instant::now();
+                    let out = engine.control_returns_with(&pop, &m, &run, grid)?;
+                    let secs = t.elapsed().as_secs_f64();
+                    let taken = out.env_steps();
+                    let mode = if ignore_termination { "full" } else { "falls end" };
+                    let bits = out.episodes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, e| {
+                        [e.ret.to_bits(), e.steps as u64, e.valid as u64].iter().fold(h, |h, &x| (h ^ x).wrapping_mul(0x0100_0000_01b3))
+                    });
+                    println!("| {env} | {profile} | {} | {p} × {k} | {mode} | {secs:.3} | {taken} | {:.3e} | {bits:016x} |", out.lanes, taken as f64 / secs);
+                }
             }
         }
     }

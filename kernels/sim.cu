@@ -42,6 +42,28 @@ GROVE_CHECK_LAYOUT(GroveSimParams);
 #define GROVE_SLOTS (2 * GROVE_NLIM + 6 * GROVE_NCAP)
 #define GROVE_SLOTS_ALLOC (GROVE_SLOTS > 0 ? GROVE_SLOTS : 1)
 
+// The lanes that play one episode (grove_control_rollout built with GROVE_CTRL_LANES = G > 1).
+// Every lane of the group keeps the whole state and runs every serial part itself, the same
+// operations on the same values, so the lanes never disagree; the constraint rows are shared
+// out: lane l computes rows l, l + G, ... of Y = M⁻¹ Jᵀ, A = J Y, b and A's diagonal plus R into
+// the group's words of shared memory (GROVE_LANE_WORDS, laid out as grove_acceleration reads
+// them), where every lane reads them. Each entry is summed in the one-lane order, so the bits
+// are the CPU's whichever lane computes it. G = 1: one lane per episode, everything in its local
+// memory (grove_sim_rollout, and the roll-out's default).
+template <int G> struct GroveLanes {
+    unsigned lane;  // 0 .. G-1 within the group
+    unsigned mask;  // the group's lanes within its warp
+    real* mem;      // the group's GROVE_LANE_WORDS words of shared memory
+    __device__ void sync() const { __syncwarp(mask); }
+};
+template <> struct GroveLanes<1> {
+    static constexpr unsigned lane = 0;
+    __device__ void sync() const {}
+};
+// Shared words per group: A (S·S), Y (S·NV), b (S), diag (S), for S = GROVE_SLOTS_ALLOC
+// (src/backend/cuda/control.rs lane_words).
+#define GROVE_LANE_WORDS (GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV + 2 * GROVE_SLOTS_ALLOC)
+
 // A constraint's softness, one row of grove_lim_soft / grove_cap_soft (sim.rs soft_row, from
 // dynamics.rs Soft): the fixed impedance, dmin, dmax, dmax - dmin, width, mid, power, the two
 // halves' scales 1/mid^(power-1) and 1/(1-mid)^(power-1), and the reference gains K and B.
@@ -412,11 +434,74 @@ __device__ __noinline__ bool grove_pivot_solve(int nr, const real (*A)[GROVE_SLO
 }
 #endif
 
+#if GROVE_SLOTS > 0
+// The constraint forces of the `nr` active rows (J, R, aref, slot_of) given M's factor L and the
+// unconstrained acceleration au: Y = M⁻¹ Jᵀ by row of J, A = J Y, b = J au − aref and A's
+// diagonal plus R (rows shared out among the lanes: GroveLanes), then λ by principal pivoting
+// from the warm start, projected Gauss-Seidel when pivoting does not settle, as on the CPU;
+// stores λ in `warm` and adds Jᵀλ to `total`. Y, A, b and diag are the lane's local arrays
+// (G = 1) or the group's shared words.
+template <int G>
+__device__ __forceinline__ void grove_forces(const GroveLanes<G>& lanes, int nr, const real L[GROVE_NV][GROVE_NV], const real (*J)[GROVE_NV],
+                                             const real* R, const real* aref, const real* au, const int* slot_of, real* warm,
+                                             real (*Y)[GROVE_NV], real (*A)[GROVE_SLOTS_ALLOC], real* b, real* diag, real* lam,
+                                             real* total) {
+    lanes.sync();  // every lane has read the rows of its previous call
+#pragma unroll 1
+    for (int r = lanes.lane; r < nr; r += G) grove_solve(L, J[r], Y[r]);  // Y = M⁻¹ Jᵀ, by row of J
+    lanes.sync();
+#pragma unroll 1
+    for (int r = lanes.lane; r < nr; r += G) {
+#pragma unroll 1
+        for (int c = 0; c < nr; ++c) {
+            real s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * Y[c][i];
+            A[r][c] = s;
+        }
+        real s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * au[i];
+        b[r] = s - aref[r];
+        diag[r] = A[r][r] + R[r];
+    }
+    lanes.sync();
+#pragma unroll 1
+    for (int r = 0; r < nr; ++r) lam[r] = warm[slot_of[r]];
+    // The exact solution by principal pivoting; projected Gauss-Seidel from the warm start
+    // when pivoting does not settle, as on the CPU.
+    if (!grove_pivot_solve(nr, A, R, b, lam)) {
+        for (int it = 0; it < GROVE_PGS; ++it) {
+            real change = 0.0f, size = 1.0f;
+#pragma unroll 1
+            for (int r = 0; r < nr; ++r) {
+                real res = b[r] + R[r] * lam[r];
+#pragma unroll 4
+                for (int c = 0; c < nr; ++c) res += A[r][c] * lam[c];
+                const real nw = fmaxf(lam[r] - res / diag[r], 0.0f);
+                change = fmaxf(change, fabsf(nw - lam[r]));
+                size = fmaxf(size, fabsf(nw));
+                lam[r] = nw;
+            }
+            if (change <= 1.1920929e-7f * size) break;
+        }
+    }
+#pragma unroll 1
+    for (int r = 0; r < nr; ++r) {
+        warm[slot_of[r]] = lam[r];
+#pragma unroll
+        for (int i = 0; i < GROVE_NV; ++i) total[i] += J[r][i] * lam[r];
+    }
+}
+#endif
+
 // Generalized acceleration including constraint forces; updates `warm`. With `implicit`,
 // (M + hD)⁻¹ (f + Jᵀλ) (Euler), else M⁻¹ (f + Jᵀλ) (RK4 stages). Out of line: the kernel and
 // its RK4 stages share one copy. The state and controls are copied into registers first: read
 // through the pointers, every use was a load again (a store to a constraint row might alias).
-__device__ __noinline__ void grove_acceleration(const real* q_in, const real* v_in, const real* ctrl_in, real* warm, bool implicit, real* acc) {
+// With G > 1 lanes the group's lanes call it together with equal arguments (GroveLanes).
+template <int G>
+__device__ __noinline__ void grove_acceleration(GroveLanes<G> lanes, const real* q_in, const real* v_in, const real* ctrl_in, real* warm, bool implicit, real* acc) {
     real q[GROVE_NV], v[GROVE_NV], ctrl[GROVE_NU];
 #pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) {
@@ -508,50 +593,17 @@ __device__ __noinline__ void grove_acceleration(const real* q_in, const real* v_
     for (int s = 0; s < GROVE_SLOTS; ++s)
         if (!active[s]) warm[s] = 0.0f;
     if (nr > 0) {
-        real au[GROVE_NV], Y[GROVE_SLOTS_ALLOC][GROVE_NV], A[GROVE_SLOTS_ALLOC][GROVE_SLOTS_ALLOC], b[GROVE_SLOTS_ALLOC];
-        real lam[GROVE_SLOTS_ALLOC], diag[GROVE_SLOTS_ALLOC];
+        real au[GROVE_NV], lam[GROVE_SLOTS_ALLOC];
         grove_solve(L, f, au);
-#pragma unroll 1
-        for (int r = 0; r < nr; ++r) grove_solve(L, J[r], Y[r]);  // Y = M⁻¹ Jᵀ, by row of J
-#pragma unroll 1
-        for (int r = 0; r < nr; ++r) {
-#pragma unroll 1
-            for (int c = 0; c < nr; ++c) {
-                real s = 0.0f;
-#pragma unroll
-                for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * Y[c][i];
-                A[r][c] = s;
-            }
-            real s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < GROVE_NV; ++i) s += J[r][i] * au[i];
-            b[r] = s - aref[r];
-            lam[r] = warm[slot_of[r]];
-            diag[r] = A[r][r] + R[r];
-        }
-        // The exact solution by principal pivoting; projected Gauss-Seidel from the warm start
-        // when pivoting does not settle, as on the CPU.
-        if (!grove_pivot_solve(nr, A, R, b, lam)) {
-            for (int it = 0; it < GROVE_PGS; ++it) {
-                real change = 0.0f, size = 1.0f;
-#pragma unroll 1
-                for (int r = 0; r < nr; ++r) {
-                    real res = b[r] + R[r] * lam[r];
-#pragma unroll 4
-                    for (int c = 0; c < nr; ++c) res += A[r][c] * lam[c];
-                    const real nw = fmaxf(lam[r] - res / diag[r], 0.0f);
-                    change = fmaxf(change, fabsf(nw - lam[r]));
-                    size = fmaxf(size, fabsf(nw));
-                    lam[r] = nw;
-                }
-                if (change <= 1.1920929e-7f * size) break;
-            }
-        }
-#pragma unroll 1
-        for (int r = 0; r < nr; ++r) {
-            warm[slot_of[r]] = lam[r];
-#pragma unroll
-            for (int i = 0; i < GROVE_NV; ++i) total[i] += J[r][i] * lam[r];
+        if constexpr (G == 1) {
+            real Y[GROVE_SLOTS_ALLOC][GROVE_NV], A[GROVE_SLOTS_ALLOC][GROVE_SLOTS_ALLOC], b[GROVE_SLOTS_ALLOC], diag[GROVE_SLOTS_ALLOC];
+            grove_forces(lanes, nr, L, J, R, aref, au, slot_of, warm, Y, A, b, diag, lam, total);
+        } else {
+            real* w = lanes.mem;
+            real(*A)[GROVE_SLOTS_ALLOC] = (real(*)[GROVE_SLOTS_ALLOC])w;
+            real(*Y)[GROVE_NV] = (real(*)[GROVE_NV])(w + GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC);
+            real* b = w + GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV;
+            grove_forces(lanes, nr, L, J, R, aref, au, slot_of, warm, Y, A, b, b + GROVE_SLOTS_ALLOC, lam, total);
         }
     }
 #endif
@@ -572,19 +624,20 @@ __device__ __noinline__ void grove_acceleration(const real* q_in, const real* v_
 }
 
 // One physics substep (dynamics.rs: substep).
-__device__ void grove_substep(real* q, real* v, const real* ctrl, real* warm) {
+template <int G>
+__device__ void grove_substep(GroveLanes<G> lanes, real* q, real* v, const real* ctrl, real* warm) {
     const real h = GROVE_H;
 #if GROVE_RK4
     real q0[GROVE_NV], v0[GROVE_NV], qs[GROVE_NV], v2[GROVE_NV], v3[GROVE_NV], v4[GROVE_NV];
     real a1[GROVE_NV], a2[GROVE_NV], a3[GROVE_NV], a4[GROVE_NV];
     for (int i = 0; i < GROVE_NV; ++i) { q0[i] = q[i]; v0[i] = v[i]; }
-    grove_acceleration(q0, v0, ctrl, warm, false, a1);
+    grove_acceleration(lanes, q0, v0, ctrl, warm, false, a1);
     for (int i = 0; i < GROVE_NV; ++i) { qs[i] = q0[i] + h * 0.5f * v0[i]; v2[i] = v0[i] + h * 0.5f * a1[i]; }
-    grove_acceleration(qs, v2, ctrl, warm, false, a2);
+    grove_acceleration(lanes, qs, v2, ctrl, warm, false, a2);
     for (int i = 0; i < GROVE_NV; ++i) { qs[i] = q0[i] + h * 0.5f * v2[i]; v3[i] = v0[i] + h * 0.5f * a2[i]; }
-    grove_acceleration(qs, v3, ctrl, warm, false, a3);
+    grove_acceleration(lanes, qs, v3, ctrl, warm, false, a3);
     for (int i = 0; i < GROVE_NV; ++i) { qs[i] = q0[i] + h * v3[i]; v4[i] = v0[i] + h * a3[i]; }
-    grove_acceleration(qs, v4, ctrl, warm, false, a4);
+    grove_acceleration(lanes, qs, v4, ctrl, warm, false, a4);
     const real b1 = GROVE_RK4_B1, b2 = GROVE_RK4_B2;
     for (int i = 0; i < GROVE_NV; ++i) {
         q[i] = q0[i] + h * (b1 * v0[i] + b2 * v2[i] + b2 * v3[i] + b1 * v4[i]);
@@ -592,7 +645,7 @@ __device__ void grove_substep(real* q, real* v, const real* ctrl, real* warm) {
     }
 #else
     real a[GROVE_NV];
-    grove_acceleration(q, v, ctrl, warm, true, a);
+    grove_acceleration(lanes, q, v, ctrl, warm, true, a);
     for (int i = 0; i < GROVE_NV; ++i) {
         v[i] += h * a[i];
         q[i] += h * v[i];
@@ -617,14 +670,15 @@ __device__ inline void grove_reset(unsigned long long seed, unsigned generation,
 // One control step (State::step): ctrl = a (NaN components set to 0 in place), frame-skip
 // substeps, then the reward. `k` holds the kinematics of q on entry and of the new q on exit
 // (the next step's observation reads it). Sets `done` when the episode ends here.
-__device__ inline real grove_env_step(real* q, real* v, real* warm, real* a, GroveKin& k, bool& done) {
+template <int G>
+__device__ inline real grove_env_step(GroveLanes<G> lanes, real* q, real* v, real* warm, real* a, GroveKin& k, bool& done) {
     real cost = 0.0f;
     for (int i = 0; i < GROVE_NU; ++i) {
         if (isnan(a[i])) a[i] = 0.0f;  // a NaN action acts as 0 (env.rs)
         cost += a[i] * a[i];
     }
     const real x0 = GROVE_FWD_BODY >= 0 ? k.pu[GROVE_FWD_BODY >= 0 ? GROVE_FWD_BODY : 0] : 0.0f;
-    for (int s = 0; s < GROVE_FRAME_SKIP; ++s) grove_substep(q, v, a, warm);
+    for (int s = 0; s < GROVE_FRAME_SKIP; ++s) grove_substep(lanes, q, v, a, warm);
     grove_kinematics(q, k);
     real reward = 0.0f;
     if (GROVE_FWD_BODY >= 0) reward += GROVE_FWD_W * (k.pu[GROVE_FWD_BODY >= 0 ? GROVE_FWD_BODY : 0] - x0) / GROVE_DT;
@@ -668,7 +722,7 @@ extern "C" __global__ void grove_sim_rollout(GroveSimParams p, const float* __re
     grove_kinematics(q, k);
     for (; t < p.steps && !done; ++t) {
         grove_action(p, actions, e, t, a);
-        ret += (double)grove_env_step(q, v, warm, a, k, done);
+        ret += (double)grove_env_step(GroveLanes<1>{}, q, v, warm, a, k, done);
         if (p.record)
             for (int i = 0; i < GROVE_NV; ++i) {
                 traj[(t + 1) * stride + e * 2 * GROVE_NV + i] = q[i];
@@ -767,6 +821,28 @@ __device__ inline unsigned grove_ctrl_take(unsigned* queue, unsigned threads, un
     return g < n ? (unsigned)g : n;
 }
 
+// The lanes that play one episode (GroveLanes): GROVE_CTRL_LANES, 1 unless the host builds the
+// module with another power of two up to 32 (src/backend/cuda/control.rs episode_lanes).
+#ifndef GROVE_CTRL_LANES
+#define GROVE_CTRL_LANES 1
+#endif
+static_assert(GROVE_CTRL_LANES >= 1 && GROVE_CTRL_LANES <= 32 && (GROVE_CTRL_LANES & (GROVE_CTRL_LANES - 1)) == 0,
+              "GROVE_CTRL_LANES is a power of two up to 32");
+
+// grove_ctrl_take for a group of lanes: the group's first lane takes the next item for all of
+// them (`groups` items past the first ones, as `threads` there).
+template <int G>
+__device__ inline unsigned grove_ctrl_take(const GroveLanes<G>& lanes, unsigned* queue, unsigned groups, unsigned n) {
+    unsigned base = 0;
+    if (lanes.lane == 0) base = atomicAdd(queue, 1u);
+    base = __shfl_sync(lanes.mask, base, (int)((threadIdx.x & 31u) - lanes.lane));
+    const unsigned long long g = (unsigned long long)groups + base;
+    return g < n ? (unsigned)g : n;
+}
+__device__ inline unsigned grove_ctrl_take(const GroveLanes<1>&, unsigned* queue, unsigned threads, unsigned n) {
+    return grove_ctrl_take(queue, threads, n);
+}
+
 // Plays every (individual, episode) of the population with the individual's program as the
 // policy: item g of the queue is episode g % K of individual g / K (an individual's episodes
 // adjacent). Persistent threads: thread g starts with item g, and a thread whose episode ends
@@ -787,15 +863,35 @@ __device__ inline unsigned grove_ctrl_take(unsigned* queue, unsigned threads, un
 // the normaliser every policy reads its observations through (GrovePolicyEnv; the statistics
 // are of the observations before it): each step's observation is normalised in place once,
 // (x − m) · s in f32, 0 where s is 0 (the CPU's InputScale::read), before the policy reads it.
+// Built with GROVE_CTRL_LANES = G > 1, a group of G adjacent lanes plays each item (GroveLanes:
+// the group takes items as one thread does above, its constraint rows are shared out, its first
+// lane writes the results), launched with GROVE_LANE_WORDS floats of dynamic shared memory per
+// group (blockDim.x / G groups a block); which lanes play an episode changes no bit either.
 extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
                                                  const unsigned short* __restrict__ n_instr, const unsigned char* __restrict__ skip,
                                                  double* __restrict__ returns, unsigned* __restrict__ lengths,
                                                  unsigned* __restrict__ valid, unsigned* __restrict__ queue,
                                                  double* __restrict__ observed, const float* __restrict__ scale) {
     const unsigned n = p.n_trees * p.episodes;
-    const unsigned threads = gridDim.x * blockDim.x;
     const bool terminate = (p.flags & GROVE_CTRL_NO_TERMINATION) == 0;
+#if GROVE_CTRL_LANES > 1
+    // A group of G lanes per episode: `threads` counts groups, g is the group's item, and only
+    // the group's first lane writes what the episode gives (every lane holds the same values).
+    constexpr int G = GROVE_CTRL_LANES;
+    extern __shared__ float grove_ctrl_shared[];
+    GroveLanes<G> lanes;
+    lanes.lane = threadIdx.x % G;
+    lanes.mask = (G == 32 ? 0xffffffffu : (1u << (G % 32)) - 1u) << ((threadIdx.x & 31u) - lanes.lane);
+    lanes.mem = grove_ctrl_shared + (size_t)(threadIdx.x / G) * GROVE_LANE_WORDS;
+    const unsigned threads = gridDim.x * blockDim.x / G;
+    unsigned g = (blockIdx.x * blockDim.x + threadIdx.x) / G;
+    const bool writer = lanes.lane == 0;
+#else
+    const GroveLanes<1> lanes{};
+    const unsigned threads = gridDim.x * blockDim.x;
     unsigned g = blockIdx.x * blockDim.x + threadIdx.x;
+    const bool writer = true;
+#endif
     real q[GROVE_NV], v[GROVE_NV], warm[GROVE_SLOTS_ALLOC], obs[GROVE_NOBS_ALLOC], a[GROVE_NU];
     GroveKin k;
     const GroveInstr* code = prog;
@@ -807,20 +903,24 @@ extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlP
     for (;;) {
         if (!running) {
             // The next item that needs a step; those that need none are recorded on the way.
-            for (; g < n; g = grove_ctrl_take(queue, threads, n)) {
+            for (; g < n; g = grove_ctrl_take(lanes, queue, threads, n)) {
                 const unsigned ind = g / p.episodes;
-                if (observed) {
+                if (observed && writer) {
                     seen = observed + (size_t)g * (1 + 2 * GROVE_NOBS);
                     for (int i = 0; i < 1 + 2 * GROVE_NOBS; ++i) seen[i] = 0.0;
                 }
                 if (skip[ind] || n_instr[ind] == 0) {
-                    returns[g] = 0.0;
-                    lengths[g] = 0;
-                    valid[g] = 0;
+                    if (writer) {
+                        returns[g] = 0.0;
+                        lengths[g] = 0;
+                        valid[g] = 0;
+                    }
                 } else if (p.steps == 0) {
-                    returns[g] = 0.0;
-                    lengths[g] = 0;
-                    valid[g] = 1;
+                    if (writer) {
+                        returns[g] = 0.0;
+                        lengths[g] = 0;
+                        valid[g] = 1;
+                    }
                 } else {
                     break;
                 }
@@ -854,17 +954,19 @@ extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlP
         const bool ok = grove_policy(code, len, obs, a);
         if (ok) {
             bool done = false;
-            ret += (double)grove_env_step(q, v, warm, a, k, done);
+            ret += (double)grove_env_step(lanes, q, v, warm, a, k, done);
             ++t;
             running = !(done && terminate) && t < p.steps;
         } else {
             running = false;  // a non-finite output: the individual is invalid
         }
         if (!running) {
-            returns[g] = ret;
-            lengths[g] = t;
-            valid[g] = ok ? 1u : 0u;
-            g = grove_ctrl_take(queue, threads, n);
+            if (writer) {
+                returns[g] = ret;
+                lengths[g] = t;
+                valid[g] = ok ? 1u : 0u;
+            }
+            g = grove_ctrl_take(lanes, queue, threads, n);
         }
     }
 }

@@ -53,23 +53,45 @@ fn cxx() -> Option<String> {
 
 #[test]
 fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
+    compare_with_reference(1);
+}
+
+/// The kernel built with groups of lanes per episode (`GROVE_CTRL_LANES`): 3 groups of 4 lanes,
+/// each group a block of real threads meeting at every `__syncwarp`, with the constraint rows
+/// shared out among them, must play every episode with the one-lane kernel's bits.
+#[test]
+fn the_control_kernel_with_four_lanes_an_episode_equals_the_reference_bit_for_bit() {
+    compare_with_reference(4);
+}
+
+/// Builds the roll-out with `lanes` lanes per episode and compares every (env, profile) pair's
+/// episodes with the reference (see the file's head).
+fn compare_with_reference(lanes: usize) {
     let Some(cxx) = cxx() else { return };
     let root = env!("CARGO_MANIFEST_DIR");
-    let dir = std::env::temp_dir().join(format!("grove-control-host-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("grove-control-host-{}-{lanes}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut compared_steps = 0;
     for (env, _) in grove::sim::spec::SHIPPED {
         for profile in ["brax", "gymnasium"] {
             let m = Model::load(env, Some(profile)).unwrap();
             let (p, k) = (10usize, 2usize);
-            let (grid, block) = (2usize, 3usize);
+            // One lane an episode: 2 blocks of 3 threads; several: 3 groups (a block each).
+            let (grid, block) = if lanes == 1 { (2usize, 3usize) } else { (3, lanes) };
             // Rows 8 and 9: linear policies (`--policy linear`: programs of up to 419 nodes).
             let pop = with_linear_rows(&m, &interleaved(&m, p, 5), &[8, 9]);
             let src = dir.join(format!("{env}_{profile}.cpp"));
+            let mut kernel = sim_full_source(&m);
+            if lanes > 1 {
+                // The group's rows in a static block of memory (one block runs at a time).
+                let dynamic = "extern __shared__ float grove_ctrl_shared[];";
+                assert!(kernel.contains(dynamic), "sim.cu no longer has `{dynamic}`");
+                kernel = format!("#define GROVE_CTRL_LANES {lanes}\n{}", kernel.replace(dynamic, "static float grove_ctrl_shared[1 << 16];"));
+            }
             let body = format!(
                 "#include \"{root}/tests/cuda_host_shim.h\"\n{}{}\n#include \"{root}/tests/support/control_host_main.cpp\"\n",
                 poison_libm(),
-                sim_full_source(&m)
+                kernel
             );
             std::fs::write(&src, body).unwrap();
             let exe = dir.join(format!("{env}_{profile}"));
@@ -119,7 +141,7 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                 let args = [p, k, steps, pop.max_len, run.seed as usize, 1 + 2 * ignore_termination as usize, grid, block];
                 let mut child = Command::new(&exe)
                     .args(args.map(|a| a.to_string()))
-                    .arg(if par { "par" } else { "seq" })
+                    .arg(if lanes > 1 { "lanes" } else if par { "par" } else { "seq" })
                     .args(scale.as_ref().map(|_| "scale"))
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
@@ -135,10 +157,10 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
                 assert_eq!(lines.len(), p * k + p + 1);
                 let cpu_means = mean_returns(&cpu, k);
                 let tag = format!(
-                    "{env} {profile}{}{} ({grid} × {block} {} threads)",
+                    "{env} {profile}{}{} ({grid} × {block} {})",
                     if ignore_termination { " without termination" } else { "" },
                     if scale.is_some() { ", normalised" } else { "" },
-                    if par { "free" } else { "sequential" }
+                    if lanes > 1 { format!("of {lanes} lanes") } else if par { "free threads".into() } else { "sequential threads".into() }
                 );
                 for g in 0..p * k {
                     let f: Vec<&str> = lines[g].split(' ').collect();
@@ -180,7 +202,7 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
             }
         }
     }
-    eprintln!("control_kernel_host: {compared_steps} control steps of policies give equal returns");
+    eprintln!("control_kernel_host ({lanes} lanes an episode): {compared_steps} control steps of policies give equal returns");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

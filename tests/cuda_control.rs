@@ -66,47 +66,111 @@ fn control_matches_reference() {
                 let scale = (observe && profile == "gymnasium").then(|| support::test_scale(m.obs_size));
                 let gpu = if observe { engine.control_returns_observed(&pop, &m, &run, grid, scale.as_ref()) } else { engine.control_returns_with(&pop, &m, &run, grid) }.unwrap();
                 let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run, scale.as_ref());
-                let cpu_means = mean_returns(&cpu, k);
-                assert_eq!(gpu.episodes.len(), p * k);
-                let mut bad = Vec::new();
-                let mut report = String::new();
-                for g in 0..p * k {
-                    let (a, c) = (gpu.episodes[g], cpu[g]);
-                    report += &format!("  [{}, {}] gpu {} {} {:.17}  cpu {} {} {:.17}\n", g / k, g % k, a.valid, a.steps, a.ret, c.valid, c.steps, c.ret);
-                    if observe && gpu.observed[g] != cpu_seen[g] {
-                        let bits = |s: &grove::sim::stats::ObsStats| (s.n, s.sums().iter().chain(s.sums_of_squares()).map(|x| x.to_bits()).collect::<Vec<_>>());
-                        if bits(&gpu.observed[g]) != bits(&cpu_seen[g]) {
-                            bad.push(format!("{tag}: [individual {}, episode {}]: observation statistics gpu {:?} cpu {:?}", g / k, g % k, gpu.observed[g], cpu_seen[g]));
-                        }
-                    }
-                    if a.valid != c.valid || a.steps != c.steps || a.ret.to_bits() != c.ret.to_bits() {
-                        bad.push(format!(
-                            "{tag}: [individual {}, episode {}]: gpu valid {} over {} steps return {}; cpu valid {} over {} steps return {}",
-                            g / k,
-                            g % k,
-                            a.valid,
-                            a.steps,
-                            a.ret,
-                            c.valid,
-                            c.steps,
-                            c.ret
-                        ));
-                    }
-                }
-                for i in 0..p {
-                    if gpu.means[i].to_bits() != cpu_means[i].to_bits() && !(gpu.means[i].is_nan() && cpu_means[i].is_nan()) {
-                        bad.push(format!("{tag}: mean of individual {i}: gpu={} cpu={}", gpu.means[i], cpu_means[i]));
-                    }
-                }
-                let valid = cpu.iter().filter(|e| e.valid).count();
-                eprintln!("{tag}: {} of {} episodes and means differ ({valid} valid episodes)", bad.len(), p * k + p);
-                if !bad.is_empty() {
-                    eprintln!("{tag}, every episode (valid steps return):\n{report}{}", bad.join("\n"));
-                    failures.push(bad[0].clone());
-                }
+                failures.extend(compare(&tag, &gpu, &cpu, &cpu_seen, k, observe));
             }
         }
     }
+    assert!(failures.is_empty(), "{} runs differ, the first: {}", failures.len(), failures[0]);
+}
+
+/// Compares a GPU roll-out with the CPU's episodes `cpu` (and with `observe` their statistics
+/// `cpu_seen`), `k` episodes an individual; prints every episode on a difference and gives the
+/// first.
+fn compare(tag: &str, gpu: &grove::backend::cuda::control::ControlOutcome, cpu: &[grove::backend::cpu::control::Episode], cpu_seen: &[grove::sim::stats::ObsStats], k: usize, observe: bool) -> Option<String> {
+    let p = cpu.len() / k;
+    let cpu_means = mean_returns(cpu, k);
+    assert_eq!(gpu.episodes.len(), p * k);
+    let mut bad = Vec::new();
+    let mut report = String::new();
+    for g in 0..p * k {
+        let (a, c) = (gpu.episodes[g], cpu[g]);
+        report += &format!("  [{}, {}] gpu {} {} {:.17}  cpu {} {} {:.17}\n", g / k, g % k, a.valid, a.steps, a.ret, c.valid, c.steps, c.ret);
+        if observe && gpu.observed[g] != cpu_seen[g] {
+            let bits = |s: &grove::sim::stats::ObsStats| (s.n, s.sums().iter().chain(s.sums_of_squares()).map(|x| x.to_bits()).collect::<Vec<_>>());
+            if bits(&gpu.observed[g]) != bits(&cpu_seen[g]) {
+                bad.push(format!("{tag}: [individual {}, episode {}]: observation statistics gpu {:?} cpu {:?}", g / k, g % k, gpu.observed[g], cpu_seen[g]));
+            }
+        }
+        if a.valid != c.valid || a.steps != c.steps || a.ret.to_bits() != c.ret.to_bits() {
+            bad.push(format!(
+                "{tag}: [individual {}, episode {}]: gpu valid {} over {} steps return {}; cpu valid {} over {} steps return {}",
+                g / k,
+                g % k,
+                a.valid,
+                a.steps,
+                a.ret,
+                c.valid,
+                c.steps,
+                c.ret
+            ));
+        }
+    }
+    for i in 0..p {
+        if gpu.means[i].to_bits() != cpu_means[i].to_bits() && !(gpu.means[i].is_nan() && cpu_means[i].is_nan()) {
+            bad.push(format!("{tag}: mean of individual {i}: gpu={} cpu={}", gpu.means[i], cpu_means[i]));
+        }
+    }
+    let valid = cpu.iter().filter(|e| e.valid).count();
+    eprintln!("{tag}: {} of {} episodes and means differ ({valid} valid episodes)", bad.len(), p * k + p);
+    if !bad.is_empty() {
+        eprintln!("{tag}, every episode (valid steps return):\n{report}{}", bad.join("\n"));
+        return Some(bad[0].clone());
+    }
+    None
+}
+
+/// Every episode played by groups of 2 to 32 lanes (`CudaEngine::set_episode_lanes`) has the
+/// one-lane kernel's bits, which are the CPU's: every shipped environment and profile, with the
+/// engine's launch and with one block of 64 threads refilling from the queue (the observation
+/// sums asked for, Gymnasium's policies reading through a normaliser), whole episodes.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn control_with_lanes_per_episode_matches_reference() {
+    let engine = engine();
+    assert!(engine.set_episode_lanes(Some(3)).unwrap_err().to_string().contains("3 lanes an episode"));
+    let mut failures = Vec::new();
+    for &(env, profile) in CASES {
+        let m = Model::load(env, Some(profile)).unwrap();
+        let (p, k) = (40usize, 3usize);
+        let pop = support::interleaved(&m, p, 13);
+        let run = ControlRun { episodes: k, steps: m.episode_steps, seed: 5, generation: 1, noise: true, ignore_termination: false };
+        let scale = (profile == "gymnasium").then(|| support::test_scale(m.obs_size));
+        let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run, scale.as_ref());
+        let contacts = m.n_slots() > 0;
+        for lanes in [2u32, 4, 8, 16, 32] {
+            // Every width on the robots with contacts, three on Swimmer.
+            if !contacts && ![2, 8, 32].contains(&lanes) {
+                continue;
+            }
+            // Blocks too large for the GPU's shared memory are one clear error.
+            let most = 227 << 10;
+            engine.set_episode_lanes(Some(lanes)).unwrap();
+            assert_eq!(engine.episode_lanes().unwrap(), Some(lanes));
+            if grove::backend::cuda::control::block_shared_bytes(&m, lanes) > most {
+                let err = engine.control_returns(&pop, &m, &run).unwrap_err().to_string();
+                assert!(err.contains(&format!("{lanes} lanes an episode of {env}")) && err.contains("bytes of shared memory"), "{err}");
+                eprintln!("{env} {profile} {lanes} lanes: {err}");
+                continue;
+            }
+            for grid in [ControlGrid::Resident, ControlGrid::Threads(64)] {
+                let tag = format!("{env} {profile} {lanes} lanes {grid:?}");
+                let gpu = engine.control_returns_observed(&pop, &m, &run, grid, scale.as_ref()).unwrap();
+                assert_eq!(gpu.lanes, lanes);
+                failures.extend(compare(&tag, &gpu, &cpu, &cpu_seen, k, true));
+            }
+        }
+    }
+    // Left to itself the engine gives 120 episodes the widest groups (the device has room:
+    // control::spare_lanes).
+    engine.set_episode_lanes(None).unwrap();
+    let m = Model::load("walker2d", None).unwrap();
+    let pop = support::interleaved(&m, 40, 13);
+    let run = ControlRun { episodes: 3, steps: 50, seed: 5, generation: 1, noise: true, ignore_termination: false };
+    assert_eq!(engine.control_returns(&pop, &m, &run).unwrap().lanes, 32);
+    // 20,000 episodes fill it: one lane each.
+    let pop = support::interleaved(&m, 5000, 13);
+    let run = ControlRun { episodes: 4, steps: 2, ..run };
+    assert_eq!(engine.control_returns(&pop, &m, &run).unwrap().lanes, 1);
     assert!(failures.is_empty(), "{} runs differ, the first: {}", failures.len(), failures[0]);
 }
 

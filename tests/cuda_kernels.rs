@@ -341,13 +341,16 @@ fn the_simulator_kernel_compiles_for_every_shipped_env_and_profile() {
             let model = grove::sim::Model::load(env, Some(profile)).unwrap();
             let text = sim_text(&model);
             let src = KernelSource { file: "sim.cu", text: &text };
-            let t = std::time::Instant::now();
-            let image = nvrtc::compile(&src, Target::Compute(90), &[]).unwrap_or_else(|e| panic!("{env} {profile}: {e}"));
-            eprintln!("sim.cu for {env} {profile}: {} bytes of PTX in {:.2} s", image.bytes.len(), t.elapsed().as_secs_f64());
-            assert!(!image.log.contains("warning"), "{env} {profile} compiles with warnings:\n{}", image.log);
-            let ptx = String::from_utf8_lossy(&image.bytes);
-            for kernel in [SIM_KERNEL, CONTROL_KERNEL, CONTROL_REDUCE, kernels::COMPILE_TREES] {
-                assert!(ptx.contains(&format!(".entry {kernel}(")), "{env} {profile}: {kernel} missing");
+            // One lane an episode, and groups of 8 (GROVE_CTRL_LANES, as the engine builds it).
+            for defines in [&[][..], &[("GROVE_CTRL_LANES", 8u32)][..]] {
+                let t = std::time::Instant::now();
+                let image = nvrtc::compile(&src, Target::Compute(90), defines).unwrap_or_else(|e| panic!("{env} {profile} {defines:?}: {e}"));
+                eprintln!("sim.cu for {env} {profile} {defines:?}: {} bytes of PTX in {:.2} s", image.bytes.len(), t.elapsed().as_secs_f64());
+                assert!(!image.log.contains("warning"), "{env} {profile} {defines:?} compiles with warnings:\n{}", image.log);
+                let ptx = String::from_utf8_lossy(&image.bytes);
+                for kernel in [SIM_KERNEL, CONTROL_KERNEL, CONTROL_REDUCE, kernels::COMPILE_TREES] {
+                    assert!(ptx.contains(&format!(".entry {kernel}(")), "{env} {profile} {defines:?}: {kernel} missing");
+                }
             }
         }
     }

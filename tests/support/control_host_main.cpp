@@ -3,6 +3,7 @@
 // cuda_host_shim.h and a generated grove_env.h), and prints per episode `valid steps return`
 // and its observations' statistics (`observed`: count, sums, sums of squares), then per
 // individual its mean (%.17g), then the work queue's final count.
+#include <functional>
 //
 // The roll-out is launched as the GPU launches it, GRID blocks of BLOCK threads over a queue of
 // P·K episodes, usually fewer threads than episodes, so threads refill from the queue. Blocks run
@@ -10,8 +11,11 @@
 // (MODE seq: the first thread plays its item, then everything left in the queue) or at once as
 // real threads taking from the queue's true atomic (MODE par: which thread plays which episode
 // depends on the timing). Episodes no thread played keep sentinel results, which the test sees.
+// MODE lanes: a kernel built with GROVE_CTRL_LANES = BLOCK, a block's threads one group of lanes
+// that meet at every __syncwarp as the group's lanes do on the device (cuda_host_shim.h's
+// grove_emu_run_block), taking items from the queue together.
 //
-// usage: control_host P K T L SEED FLAGS GRID BLOCK MODE [scale] < population (P rows: skip len,
+// usage: control_host P K T L SEED FLAGS GRID BLOCK MODE(seq|par|lanes) [scale] < population (P rows: skip len,
 // then len × `op value size out`), then with `scale` the normaliser the policies read through
 // (2·GROVE_NOBS values: every mean, then every scale)
 int main(int argc, char** argv) {
@@ -25,7 +29,8 @@ int main(int argc, char** argv) {
     p.flags = (unsigned)atoi(argv[6]);  // GROVE_CTRL_NOISE, GROVE_CTRL_NO_TERMINATION
     p.generation = 0;
     const unsigned grid = (unsigned)atoi(argv[7]), block = (unsigned)atoi(argv[8]);
-    const bool par = strcmp(argv[9], "par") == 0;
+    const bool par = strcmp(argv[9], "par") == 0, lanes = strcmp(argv[9], "lanes") == 0;
+    if (lanes && block != GROVE_CTRL_LANES) return 2;
     const size_t P = p.n_trees, K = p.episodes, L = p.max_len;
     unsigned char* ops = (unsigned char*)calloc(P * L, 1);
     float* values = (float*)calloc(P * L, sizeof(float));
@@ -85,7 +90,14 @@ int main(int argc, char** argv) {
             threadIdx.x = t;
             grove_control_rollout(p, prog, n_instr, skip, returns, lengths, valid, &queue, observed, scale);
         };
-        if (par) {
+        if (lanes) {
+            std::function<void()> body = [&, b] {
+                gridDim.x = grid;
+                grove_control_rollout(p, prog, n_instr, skip, returns, lengths, valid, &queue, observed, scale);
+            };
+            grove_emu_set_block(b);
+            grove_emu_run_block(block, [](void* f) { (*(std::function<void()>*)f)(); }, &body);
+        } else if (par) {
             std::vector<std::thread> ts;
             for (unsigned t = 0; t < block; ++t) ts.emplace_back(thread, t);
             for (auto& th : ts) th.join();

@@ -40,6 +40,35 @@ pub const CONTROL_STACK: usize = 64;
 /// Threads per block of the roll-out (`GROVE_CTRL_BLOCK`, also its launch bound).
 pub const CONTROL_BLOCK: u32 = 64;
 
+/// The lanes per episode the roll-out kernel can be built with (`GROVE_CTRL_LANES`): powers
+/// of two up to a warp.
+pub const EPISODE_LANES: [u32; 6] = [1, 2, 4, 8, 16, 32];
+
+/// Shared-memory words one group of lanes needs for `m` (`GROVE_LANE_WORDS` in sim.cu): A (S·S),
+/// Y (S·NV), b and A's diagonal (S each), S = `m`'s constraint slots (at least 1).
+pub fn lane_words(m: &Model) -> usize {
+    let s = m.n_slots().max(1);
+    s * s + s * m.nv() + 2 * s
+}
+
+/// Dynamic shared memory of one roll-out block with `lanes` lanes an episode of `m`, bytes (0
+/// for one lane: its rows stay in local memory).
+pub fn block_shared_bytes(m: &Model, lanes: u32) -> usize {
+    if lanes > 1 { (CONTROL_BLOCK / lanes) as usize * lane_words(m) * 4 } else { 0 }
+}
+
+/// The lanes an episode when the engine is not told otherwise ([`CudaEngine::set_episode_lanes`]):
+/// the widest of [`EPISODE_LANES`] with which `episodes` episodes take at most a quarter of the
+/// `resident` threads the one-lane kernel keeps on the device; 1 when there are more. Lanes
+/// share out only the constraint rows and each repeats the rest of a step, so they pay only
+/// where one lane an episode would leave the device mostly idle: on an H200 (docs/benchmarks.md)
+/// 256 episodes played 1.75-2.1× faster with 32 lanes, 2048 episodes 1.3-1.5× faster with 4
+/// to 8 (16, half the resident threads, was slower than one lane on Walker2d and HalfCheetah),
+/// and 20,000 episodes fastest with one.
+pub fn spare_lanes(episodes: usize, resident: u64) -> u32 {
+    EPISODE_LANES.iter().rev().copied().find(|&g| (episodes as u64).saturating_mul(4 * g as u64) <= resident).unwrap_or(1)
+}
+
 /// How many threads a roll-out launch starts; every one takes episodes from the kernel's queue
 /// until it is empty, so any count plays every episode, with the same bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -156,6 +185,8 @@ pub struct ControlOutcome {
     /// The statistics of the observations each episode's policy read, individual-major (P·K,),
     /// when asked for ([`CudaEngine::control_returns_observed`]); else empty.
     pub observed: Vec<ObsStats>,
+    /// The lanes that played each episode (`GROVE_CTRL_LANES`).
+    pub lanes: u32,
 }
 
 impl ControlOutcome {
@@ -197,14 +228,10 @@ impl CudaEngine {
             return Ok(ControlOutcome::default());
         }
         let skip = skip_mask(pop, m);
-        let text = sim_text(m);
-        let (module, _) = self.load(&KernelSource { file: "sim.cu", text: &text }, &[])?;
-        let rollout = module.load_function(CONTROL_KERNEL).during(|| format!("finding {CONTROL_KERNEL} in sim.cu"))?;
-        let reduce = module.load_function(CONTROL_REDUCE).during(|| format!("finding {CONTROL_REDUCE} in sim.cu"))?;
+        let kernels = self.control_kernels(m, p * k)?;
         let d_pop = self.upload_population(pop)?;
-        let compile = module.load_function(COMPILE_TREES).during(|| format!("finding {COMPILE_TREES} in sim.cu"))?;
         let mut programs = Programs::default();
-        let c = self.compile_policies(&compile, &d_pop, &mut programs)?;
+        let c = self.compile_policies(&kernels.compile, &d_pop, &mut programs)?;
         let s = &self.stream;
         let d_skip = s.clone_htod(&skip).during(|| "uploading the skip mask".into())?;
         let n = p * k;
@@ -224,9 +251,9 @@ impl CudaEngine {
             observed: d_observed.as_mut(),
             scale: d_scale.as_ref(),
         };
-        self.launch_rollout(&rollout, &params, &c, &d_skip, &mut out, grid)?;
+        self.launch_rollout(&kernels, &params, &c, &d_skip, &mut out, grid)?;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
-        let mut b = s.launch_builder(&reduce);
+        let mut b = s.launch_builder(&kernels.reduce);
         b.arg(&params).arg(&d_returns).arg(&d_valid).arg(&mut d_means);
         // SAFETY: matches `grove_control_reduce(GroveControlParams, const double* returns, const
         // unsigned* valid, double* means)`: returns and valid hold P·K entries, means P.
@@ -259,7 +286,7 @@ impl CudaEngine {
                 }
             }
         }
-        Ok(ControlOutcome { means, episodes, observed })
+        Ok(ControlOutcome { means, episodes, observed, lanes: kernels.lanes })
     }
 }
 
@@ -271,6 +298,17 @@ impl CudaEngine {
 pub struct Programs {
     prog: Option<CudaSlice<u32>>,
     n_instr: Option<CudaSlice<u16>>,
+}
+
+/// The control kernels of one model's module ([`CudaEngine::control_kernels`]).
+struct ControlKernels {
+    rollout: CudaFunction,
+    reduce: CudaFunction,
+    compile: CudaFunction,
+    /// Lanes an episode the module was built with (`GROVE_CTRL_LANES`).
+    lanes: u32,
+    /// Dynamic shared memory of a roll-out block, bytes.
+    shared: u32,
 }
 
 /// The compiled programs of one launch: views of [`Programs`].
@@ -293,14 +331,93 @@ struct RolloutOut<'a> {
 }
 
 impl CudaEngine {
-    /// Blocks of [`CONTROL_BLOCK`] threads for a roll-out of `n` episodes with `rollout` (the
-    /// loaded kernel: its registers decide how many blocks stay resident).
-    fn rollout_blocks(&self, rollout: &CudaFunction, n: usize, grid: ControlGrid) -> Result<u32> {
-        let need = (n as u64).div_ceil(CONTROL_BLOCK as u64).max(1);
+    /// The lanes an episode this engine was told to use: what [`Self::set_episode_lanes`] set,
+    /// else `GROVE_EPISODE_LANES` from the environment (for benchmarks of whole runs; an error
+    /// unless one of [`EPISODE_LANES`]), else `None`: [`spare_lanes`] decides per launch.
+    pub fn episode_lanes(&self) -> Result<Option<u32>> {
+        match self.episode_lanes.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => match std::env::var("GROVE_EPISODE_LANES") {
+                Ok(v) => v
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|g| EPISODE_LANES.contains(g))
+                    .map(Some)
+                    .ok_or_else(|| GpuError::Input(format!("GROVE_EPISODE_LANES={v}: lanes an episode are one of {EPISODE_LANES:?}"))),
+                Err(_) => Ok(None),
+            },
+            g => Ok(Some(g)),
+        }
+    }
+
+    /// Plays each episode of later roll-outs with `lanes` lanes (one of [`EPISODE_LANES`]), or
+    /// as [`spare_lanes`] decides for `None`. The bits of every episode are the same whichever
+    /// it is; only the speed differs.
+    pub fn set_episode_lanes(&self, lanes: Option<u32>) -> Result<()> {
+        match lanes {
+            Some(g) if !EPISODE_LANES.contains(&g) => Err(GpuError::Input(format!("{g} lanes an episode: the kernel takes one of {EPISODE_LANES:?}"))),
+            _ => {
+                self.episode_lanes.store(lanes.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            }
+        }
+    }
+
+    /// The roll-out module of `m` for `n` episodes, built for the lanes an episode
+    /// [`Self::episode_lanes`] gives or else [`spare_lanes`] picks (the widest whose block fits
+    /// the GPU's shared memory): its kernels and the dynamic shared memory a block needs.
+    fn control_kernels(&self, m: &Model, n: usize) -> Result<ControlKernels> {
+        let most = self.ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).during(|| "reading the shared memory a block may have".into())? as usize;
+        let fits = |g: u32| block_shared_bytes(m, g) <= most;
+        match self.episode_lanes()? {
+            Some(g) if !fits(g) => Err(GpuError::Input(format!(
+                "{g} lanes an episode of {}: a block of {CONTROL_BLOCK} threads would need {} bytes of shared memory, more than this GPU's {most}",
+                m.name,
+                block_shared_bytes(m, g)
+            ))),
+            Some(g) => self.control_module(m, g),
+            None => {
+                let one = self.control_module(m, 1)?;
+                let per_sm = one
+                    .rollout
+                    .occupancy_max_active_blocks_per_multiprocessor(CONTROL_BLOCK, 0, None)
+                    .during(|| format!("asking how many blocks of {CONTROL_KERNEL} fit on an SM"))?;
+                let resident = per_sm.max(1) as u64 * self.sm_count.max(1) as u64 * CONTROL_BLOCK as u64;
+                let mut g = spare_lanes(n, resident);
+                while !fits(g) {
+                    g /= 2;
+                }
+                if g == 1 { Ok(one) } else { self.control_module(m, g) }
+            }
+        }
+    }
+
+    /// `m`'s roll-out module built with `lanes` lanes an episode (`GROVE_CTRL_LANES`).
+    fn control_module(&self, m: &Model, lanes: u32) -> Result<ControlKernels> {
+        let text = sim_text(m);
+        let defines: &[(&str, u32)] = if lanes > 1 { &[("GROVE_CTRL_LANES", lanes)] } else { &[] };
+        let (module, _) = self.load(&KernelSource { file: "sim.cu", text: &text }, defines)?;
+        let find = |name: &str| module.load_function(name).during(|| format!("finding {name} in sim.cu"));
+        let rollout = find(CONTROL_KERNEL)?;
+        let shared = block_shared_bytes(m, lanes);
+        if shared > 48 << 10 {
+            let attr = cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+            rollout
+                .set_attribute(attr, shared as i32)
+                .during(|| format!("asking for {shared} bytes of shared memory a block of {CONTROL_KERNEL} ({lanes} lanes an episode of {})", m.name))?;
+        }
+        Ok(ControlKernels { rollout, reduce: find(CONTROL_REDUCE)?, compile: find(COMPILE_TREES)?, lanes, shared: shared as u32 })
+    }
+
+    /// Blocks of [`CONTROL_BLOCK`] threads for a roll-out of `n` episodes with `k`'s roll-out
+    /// (its registers and shared memory decide how many blocks stay resident).
+    fn rollout_blocks(&self, k: &ControlKernels, n: usize, grid: ControlGrid) -> Result<u32> {
+        let need = (n as u64 * k.lanes as u64).div_ceil(CONTROL_BLOCK as u64).max(1);
         let blocks = match grid {
             ControlGrid::Resident => {
-                let per_sm = rollout
-                    .occupancy_max_active_blocks_per_multiprocessor(CONTROL_BLOCK, 0, None)
+                let per_sm = k
+                    .rollout
+                    .occupancy_max_active_blocks_per_multiprocessor(CONTROL_BLOCK, k.shared as usize, None)
                     .during(|| format!("asking how many blocks of {CONTROL_KERNEL} fit on an SM"))?;
                 per_sm.max(1) as u64 * self.sm_count.max(1) as u64
             }
@@ -310,17 +427,17 @@ impl CudaEngine {
         Ok(blocks.min(need) as u32)
     }
 
-    /// Queues `grove_control_rollout` (`rollout`) over `params`' P·K episodes with the compiled
+    /// Queues `grove_control_rollout` (`k`'s) over `params`' P·K episodes with the compiled
     /// programs `c` and skip classes `skip` (`[P]`), into `out`, zeroing the queue first.
-    fn launch_rollout(&self, rollout: &CudaFunction, params: &ControlParams, c: &Compiled<'_>, skip: &CudaSlice<u8>, out: &mut RolloutOut<'_>, grid: ControlGrid) -> Result<()> {
+    fn launch_rollout(&self, k: &ControlKernels, params: &ControlParams, c: &Compiled<'_>, skip: &CudaSlice<u8>, out: &mut RolloutOut<'_>, grid: ControlGrid) -> Result<()> {
         let n = params.n_trees as usize * params.episodes as usize;
-        let blocks = self.rollout_blocks(rollout, n, grid)?;
-        // A thread's last take may return up to threads + n: it must fit the kernel's u32 sums.
+        let blocks = self.rollout_blocks(k, n, grid)?;
+        // A group's last take may return up to groups + n: it must fit the kernel's u32 sums.
         if n as u64 + blocks as u64 * CONTROL_BLOCK as u64 > u32::MAX as u64 {
             return Err(GpuError::Input(format!("{n} episodes are too many for one launch")));
         }
         self.stream.memset_zeros(&mut *out.queue).during(|| "clearing the episode queue".into())?;
-        let mut b = self.stream.launch_builder(rollout);
+        let mut b = self.stream.launch_builder(&k.rollout);
         b.arg(params).arg(&c.prog).arg(&c.n_instr).arg(skip);
         b.arg(&mut *out.returns).arg(&mut *out.lengths).arg(&mut *out.valid).arg(&mut *out.queue);
         let null = 0u64;
@@ -332,7 +449,7 @@ impl CudaEngine {
             Some(sc) => b.arg(sc),
             None => b.arg(&null),
         };
-        let lc = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (CONTROL_BLOCK, 1, 1), shared_mem_bytes: 0 };
+        let lc = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (CONTROL_BLOCK, 1, 1), shared_mem_bytes: k.shared };
         // SAFETY: matches `grove_control_rollout(GroveControlParams, const GroveInstr* prog,
         // const unsigned short* n_instr, const unsigned char* skip, double* returns, unsigned*
         // lengths, unsigned* valid, unsigned* queue, double* observed, const float* scale)` with blocks of
@@ -341,7 +458,9 @@ impl CudaEngine {
         // `stack_need` or its device twin grove_control_skip: opcodes, arities, variables <
         // obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK), returns, lengths and valid P·K
         // entries, queue one word, zero, observed null or P·K rows of 1 + 2·obs_size (the
-        // module's GROVE_NOBS), scale null or 2·obs_size floats ([`Self::upload_scale`]).
+        // module's GROVE_NOBS), scale null or 2·obs_size floats ([`Self::upload_scale`]);
+        // built with k.lanes > 1 lanes an episode, CONTROL_BLOCK / k.lanes groups of
+        // GROVE_LANE_WORDS floats (lane_words) of dynamic shared memory a block, k.shared bytes.
         // Threads write only items g < P·K, each taken once (the queue's
         // atomic; n + threads fits u32, checked above). (A kernel staged through
         // GROVE_KERNEL_DIR from before the queue takes the first seven arguments only: the
@@ -520,12 +639,8 @@ impl CudaEngine {
             max_len: pop.max_len() as u32,
             flags: if run.noise { FLAG_NOISE } else { 0 } | if run.ignore_termination { FLAG_NO_TERMINATION } else { 0 },
         };
-        let text = sim_text(m);
-        let (module, _) = self.load(&KernelSource { file: "sim.cu", text: &text }, &[])?;
-        let rollout = module.load_function(CONTROL_KERNEL).during(|| format!("finding {CONTROL_KERNEL} in sim.cu"))?;
-        let reduce = module.load_function(CONTROL_REDUCE).during(|| format!("finding {CONTROL_REDUCE} in sim.cu"))?;
-        let compile = module.load_function(COMPILE_TREES).during(|| format!("finding {COMPILE_TREES} in sim.cu"))?;
-        let c = self.compile_policies(&compile, pop, &mut s.programs)?;
+        let kernels = self.control_kernels(m, p * k)?;
+        let c = self.compile_policies(&kernels.compile, pop, &mut s.programs)?;
         let st = &self.stream;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
         let (observed, d_scale) = match (&scale, s.learning.as_mut()) {
@@ -533,8 +648,8 @@ impl CudaEngine {
             _ => (None, None),
         };
         let mut out = RolloutOut { returns: &mut s.returns, lengths: &mut s.lengths, valid: &mut s.valid, queue: &mut s.queue, observed, scale: d_scale };
-        self.launch_rollout(&rollout, &params, &c, &s.skip, &mut out, ControlGrid::Resident)?;
-        let mut b = st.launch_builder(&reduce);
+        self.launch_rollout(&kernels, &params, &c, &s.skip, &mut out, ControlGrid::Resident)?;
+        let mut b = st.launch_builder(&kernels.reduce);
         b.arg(&params).arg(&s.returns).arg(&s.valid).arg(&mut s.means);
         // SAFETY: matches `grove_control_reduce(GroveControlParams, const double* returns, const
         // unsigned* valid, double* means)`: returns and valid hold P·K entries, means P.
@@ -594,5 +709,37 @@ impl CudaEngine {
             l.learn_rows(&rows, k);
         }
         Ok(work)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spare_lanes_are_the_widest_that_take_a_quarter_of_the_resident_threads() {
+        assert_eq!(spare_lanes(264, 33_792), 32); // 264 × 4 × 32 = 33 792
+        assert_eq!(spare_lanes(265, 33_792), 16);
+        assert_eq!(spare_lanes(2_048, 33_792), 4);
+        assert_eq!(spare_lanes(2_048, 67_584), 8);
+        assert_eq!(spare_lanes(8_448, 33_792), 1);
+        assert_eq!(spare_lanes(20_000, 67_584), 1);
+        // More episodes than threads, or none resident: one lane.
+        assert_eq!(spare_lanes(1 << 20, 33_792), 1);
+        assert_eq!(spare_lanes(5, 0), 1);
+        assert_eq!(spare_lanes(usize::MAX, 33_792), 1);
+    }
+
+    #[test]
+    fn a_groups_shared_words_hold_a_y_b_and_the_diagonal() {
+        let walker = Model::load("walker2d", Some("brax")).unwrap();
+        let s = walker.n_slots();
+        assert_eq!(s, 2 * 6 + 6 * 3, "six limited joints, three colliding capsules");
+        assert_eq!(lane_words(&walker), s * s + s * 9 + 2 * s);
+        assert_eq!(block_shared_bytes(&walker, 1), 0, "one lane keeps its rows in local memory");
+        assert_eq!(block_shared_bytes(&walker, 8), 8 * lane_words(&walker) * 4);
+        let swimmer = Model::load("swimmer", Some("brax")).unwrap();
+        assert_eq!(swimmer.n_slots(), 4, "two limited joints, no contacts");
+        assert_eq!(lane_words(&swimmer), 16 + 4 * swimmer.nv() + 8);
     }
 }

@@ -110,6 +110,9 @@ pub struct CudaEngine {
     vary_scratch: Mutex<vary::Scratch>,
     id: u64,
     ordinal: usize,
+    /// Lanes an episode of the control roll-outs, 0 for each model's default
+    /// (`control::default_episode_lanes`; `set_episode_lanes`).
+    episode_lanes: std::sync::atomic::AtomicU32,
 }
 
 impl std::fmt::Debug for CudaEngine {
@@ -170,6 +173,7 @@ impl CudaEngine {
             vary_scratch: Mutex::new(vary::Scratch::default()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             ordinal: opts.ordinal,
+            episode_lanes: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
