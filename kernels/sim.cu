@@ -21,7 +21,8 @@
 // (with grove_control_reduce) where actions come from each individual's program reading the
 // observation, persistent threads taking (individual, episode) pairs from a queue as their
 // episodes end (the control task; CPU reference src/backend/cpu/control.rs, host side
-// src/backend/cuda/control.rs).
+// src/backend/cuda/control.rs), one thread an episode or, built with GROVE_CTRL_LANES, a group
+// of lanes an episode sharing its constraint rows in shared memory (GroveLanes).
 
 typedef float real;  // also spelled `float` in grove_env.h
 
