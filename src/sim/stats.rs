@@ -46,6 +46,15 @@ impl ObsStats {
         Self { n: item[0] as u64, sum: item[1..1 + d].to_vec(), sumsq: item[1 + d..1 + 2 * d].to_vec() }
     }
 
+    /// Writes these statistics into `item` as the roll-out kernel does (the inverse of
+    /// [`Self::from_item`]; `item.len() = 1 + 2 · dim`).
+    pub fn write_item(&self, item: &mut [f64]) {
+        let d = self.dim();
+        item[0] = self.n as f64;
+        item[1..1 + d].copy_from_slice(&self.sum);
+        item[1 + d..1 + 2 * d].copy_from_slice(&self.sumsq);
+    }
+
     /// Observation components.
     pub fn dim(&self) -> usize {
         self.sum.len()
@@ -326,6 +335,11 @@ mod tests {
             all.add(&x);
         }
         assert_eq!(a, all);
+        // A kernel row written and read back.
+        let mut item = vec![0.0; 5];
+        all.write_item(&mut item);
+        assert_eq!(item[0], 3.0);
+        assert_eq!(ObsStats::from_item(&item), all);
     }
 
     #[test]

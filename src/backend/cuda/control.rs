@@ -309,6 +309,8 @@ struct ControlKernels {
     lanes: u32,
     /// Dynamic shared memory of a roll-out block, bytes.
     shared: u32,
+    /// Roll-out blocks that stay resident on an SM (the occupancy calculator's, at least 1).
+    per_sm: u32,
 }
 
 /// The compiled programs of one launch: views of [`Programs`].
@@ -367,7 +369,7 @@ impl CudaEngine {
     /// [`Self::episode_lanes`] gives or else [`spare_lanes`] picks (the widest whose block fits
     /// the GPU's shared memory): its kernels and the dynamic shared memory a block needs.
     fn control_kernels(&self, m: &Model, n: usize) -> Result<ControlKernels> {
-        let most = self.ctx.attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).during(|| "reading the shared memory a block may have".into())? as usize;
+        let most = self.shared_per_block as usize;
         let fits = |g: u32| block_shared_bytes(m, g) <= most;
         match self.episode_lanes()? {
             Some(g) if !fits(g) => Err(GpuError::Input(format!(
@@ -378,11 +380,7 @@ impl CudaEngine {
             Some(g) => self.control_module(m, g),
             None => {
                 let one = self.control_module(m, 1)?;
-                let per_sm = one
-                    .rollout
-                    .occupancy_max_active_blocks_per_multiprocessor(CONTROL_BLOCK, 0, None)
-                    .during(|| format!("asking how many blocks of {CONTROL_KERNEL} fit on an SM"))?;
-                let resident = per_sm.max(1) as u64 * self.sm_count.max(1) as u64 * CONTROL_BLOCK as u64;
+                let resident = one.per_sm as u64 * self.sm_count.max(1) as u64 * CONTROL_BLOCK as u64;
                 let mut g = spare_lanes(n, resident);
                 while !fits(g) {
                     g /= 2;
@@ -406,32 +404,30 @@ impl CudaEngine {
                 .set_attribute(attr, shared as i32)
                 .during(|| format!("asking for {shared} bytes of shared memory a block of {CONTROL_KERNEL} ({lanes} lanes an episode of {})", m.name))?;
         }
-        Ok(ControlKernels { rollout, reduce: find(CONTROL_REDUCE)?, compile: find(COMPILE_TREES)?, lanes, shared: shared as u32 })
+        let per_sm = rollout
+            .occupancy_max_active_blocks_per_multiprocessor(CONTROL_BLOCK, shared, None)
+            .during(|| format!("asking how many blocks of {CONTROL_KERNEL} fit on an SM"))?
+            .max(1);
+        Ok(ControlKernels { rollout, reduce: find(CONTROL_REDUCE)?, compile: find(COMPILE_TREES)?, lanes, shared: shared as u32, per_sm })
     }
 
     /// Blocks of [`CONTROL_BLOCK`] threads for a roll-out of `n` episodes with `k`'s roll-out
     /// (its registers and shared memory decide how many blocks stay resident).
-    fn rollout_blocks(&self, k: &ControlKernels, n: usize, grid: ControlGrid) -> Result<u32> {
+    fn rollout_blocks(&self, k: &ControlKernels, n: usize, grid: ControlGrid) -> u32 {
         let need = (n as u64 * k.lanes as u64).div_ceil(CONTROL_BLOCK as u64).max(1);
         let blocks = match grid {
-            ControlGrid::Resident => {
-                let per_sm = k
-                    .rollout
-                    .occupancy_max_active_blocks_per_multiprocessor(CONTROL_BLOCK, k.shared as usize, None)
-                    .during(|| format!("asking how many blocks of {CONTROL_KERNEL} fit on an SM"))?;
-                per_sm.max(1) as u64 * self.sm_count.max(1) as u64
-            }
+            ControlGrid::Resident => k.per_sm as u64 * self.sm_count.max(1) as u64,
             ControlGrid::PerEpisode => need,
             ControlGrid::Threads(t) => (t as u64).div_ceil(CONTROL_BLOCK as u64).max(1),
         };
-        Ok(blocks.min(need) as u32)
+        blocks.min(need) as u32
     }
 
     /// Queues `grove_control_rollout` (`k`'s) over `params`' P·K episodes with the compiled
     /// programs `c` and skip classes `skip` (`[P]`), into `out`, zeroing the queue first.
     fn launch_rollout(&self, k: &ControlKernels, params: &ControlParams, c: &Compiled<'_>, skip: &CudaSlice<u8>, out: &mut RolloutOut<'_>, grid: ControlGrid) -> Result<()> {
         let n = params.n_trees as usize * params.episodes as usize;
-        let blocks = self.rollout_blocks(k, n, grid)?;
+        let blocks = self.rollout_blocks(k, n, grid);
         // A group's last take may return up to groups + n: it must fit the kernel's u32 sums.
         if n as u64 + blocks as u64 * CONTROL_BLOCK as u64 > u32::MAX as u64 {
             return Err(GpuError::Input(format!("{n} episodes are too many for one launch")));
@@ -699,11 +695,8 @@ impl CudaEngine {
             let mut rows = st.clone_dtoh(observed).during(|| "reading the observation sums".into())?;
             let row = 1 + 2 * d;
             for (i, seen) in deep_seen {
-                for (e, s) in seen.iter().enumerate() {
-                    let at = &mut rows[(i * k + e) * row..(i * k + e + 1) * row];
-                    at[0] = s.n as f64;
-                    at[1..1 + d].copy_from_slice(s.sums());
-                    at[1 + d..].copy_from_slice(s.sums_of_squares());
+                for (item, s) in rows[i * k * row..(i + 1) * k * row].chunks_mut(row).zip(&seen) {
+                    s.write_item(item);
                 }
             }
             l.learn_rows(&rows, k);

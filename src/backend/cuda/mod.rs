@@ -93,6 +93,8 @@ pub struct CudaEngine {
     name: String,
     cc: (i32, i32),
     sm_count: u32,
+    /// The most shared memory a block may ask for, bytes (the opt-in limit).
+    shared_per_block: u32,
     target: Target,
     driver: DriverInfo,
     nvrtc: NvrtcInfo,
@@ -148,6 +150,9 @@ impl CudaEngine {
         let sm_count = ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(|e| no("reading the multiprocessor count", e))? as u32;
+        let shared_per_block = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(|e| no("reading the shared memory a block may have", e))? as u32;
         let target = nvrtc::target_for(cc).map_err(|e| match e {
             GpuError::NoGpu(n) => n,
             other => NoGpu::new(other.to_string()),
@@ -160,6 +165,7 @@ impl CudaEngine {
             name,
             cc,
             sm_count,
+            shared_per_block,
             target,
             driver,
             nvrtc,
