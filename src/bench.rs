@@ -12,7 +12,7 @@ use crate::genome::{MapConfig, Mapper};
 use crate::program::Op;
 use crate::grammar::{self, DatasetShape};
 use crate::rng::{Purpose, Stream};
-use crate::task::search::{MAX_GENOME, MAX_WRAPS, check_count};
+use crate::task::base::search::{MAX_GENOME, MAX_WRAPS, check_count};
 
 /// The GPU benchmarks' function sets: W3's, W1's (Pagie-1's runs) and W4's arithmetic.
 const W3: &[Op] = &[Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Sin, Op::Cos, Op::Slog, Op::Exp];
@@ -549,9 +549,9 @@ fn gpu_runs(quick: bool) -> Result<Vec<serde_json::Value>> {
 /// fitted constants apart from the others (`fitting_generations` and their `fitting_seconds`,
 /// `other_generations`, `other_seconds`), the best training fitness, and the experiment.
 pub fn whole_run(given: &serde_json::Value) -> Result<serde_json::Value> {
-    let exp = crate::task::experiment::Experiment::from_parts("evolve", given.clone(), "grove bench")?;
-    let opts = crate::task::run::RunOptions { quiet: true, ..Default::default() };
-    let result = crate::task::run::run_experiment(&exp, &opts, None)?;
+    let exp = crate::task::runner::experiment::Experiment::from_parts("evolve", given.clone(), "grove bench")?;
+    let opts = crate::task::base::run::RunOptions { quiet: true, ..Default::default() };
+    let result = crate::task::base::run::run_experiment(&exp, &opts, None)?;
     let report = &result.report;
     let timing = &report["timing"];
     let fitting: crate::evolve::ConstantFitting = serde_json::from_value(report["settings"]["engine"]["constants"].clone())?;
@@ -619,7 +619,7 @@ pub struct BenchArgs {
     pub wraps: u32,
     /// The most memory the benchmark may use (e.g. 2G, 512M; default: what the machine has
     /// available).
-    #[arg(long, value_name = "SIZE", value_parser = crate::task::plan::parse_size, env = "GROVE_MAX_MEMORY")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::task::base::plan::parse_size, env = "GROVE_MAX_MEMORY")]
     pub max_memory: Option<u64>,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -649,9 +649,9 @@ impl BenchArgs {
         anyhow::ensure!(self.gpu || !self.quick, "--quick shortens --gpu: add --gpu");
         // The genomes, and the CPU interpreter's W3 (100,000 points of 8 features, 1000 trees).
         let genomes = (self.genomes as u64).saturating_mul(self.codons as u64).saturating_mul(4);
-        let need = crate::task::plan::Need { host: genomes.saturating_add(8 << 20), device: 0 };
+        let need = crate::task::base::plan::Need { host: genomes.saturating_add(8 << 20), device: 0 };
         let what = format!("--genomes {} × --codons {}", self.genomes, self.codons);
-        crate::task::plan::check(&need, &what, "lower --genomes or --codons", self.max_memory, None)
+        crate::task::base::plan::check(&need, &what, "lower --genomes or --codons", self.max_memory, None)
     }
 }
 

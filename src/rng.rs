@@ -49,7 +49,7 @@ pub enum Purpose {
     Bench = 7,
     /// Random search directions (`evolve::ars`).
     Directions = 8,
-    /// The folds of cross-validation (`task::crossval`).
+    /// The folds of cross-validation (`task::base::crossval`).
     Folds = 9,
 }
 

@@ -175,7 +175,7 @@ fn saved_terms_are_applied_and_checked_on_load() {
         )
     };
     // One output, two classes: class 1 where x0 + (1 − 2·x1) > 0.
-    let good = grove::task::model::from_json(base(0, r#"["a", "b"]"#, r#", "logit_terms": [{"c": 1.0, "a": [0.0, -2.0]}]"#).as_bytes(), "r.json").unwrap();
+    let good = grove::task::base::model::from_json(base(0, r#"["a", "b"]"#, r#", "logit_terms": [{"c": 1.0, "a": [0.0, -2.0]}]"#).as_bytes(), "r.json").unwrap();
     // At (0.5, 1): 0.5 + 1 − 2 = −0.5; at (0.5, 0): 1.5.
     assert_eq!(good.outputs_of(vec![0.5, 0.5, 1.0, 0.0], 2).unwrap(), vec![-0.5, 1.5]);
     for (json, needle) in [
@@ -183,14 +183,14 @@ fn saved_terms_are_applied_and_checked_on_load() {
         (base(0, r#"["a", "b"]"#, r#", "logit_terms": [{"c": 1.0, "a": [2.0, 0.0]}, {"c": 0.0, "a": [0.0, 0.0]}]"#), "terms for 2 outputs"),
         (base(0, r#"["a", "b"]"#, r#", "logit_terms": [{"c": 1.0, "a": [2.0, "x"]}]"#), "cannot be read"),
     ] {
-        let e = grove::task::model::from_json(json.as_bytes(), "r.json").unwrap_err();
+        let e = grove::task::base::model::from_json(json.as_bytes(), "r.json").unwrap_err();
         assert!(format!("{e:#}").contains(needle), "{json}: {e:#}");
     }
     let mut m = good.clone();
     m.logit_terms.as_mut().unwrap()[0].c = f64::INFINITY;
     assert!(format!("{:#}", m.tree().unwrap_err()).contains("not finite"));
     let mut m = good;
-    m.kind = grove::task::model::ModelKind::Regression;
+    m.kind = grove::task::base::model::ModelKind::Regression;
     m.classes = None;
     m.scale = Some((1.0, 0.0));
     assert!(format!("{:#}", m.tree().unwrap_err()).contains("regression model with linear terms per output"));

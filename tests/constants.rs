@@ -72,7 +72,7 @@ fn the_task_fits_rows_in_place_and_scores_them_as_evaluation_does() {
 
 #[test]
 fn experiment_files_lay_constant_fitting_over_the_devices_defaults() {
-    use grove::task::experiment::Experiment;
+    use grove::task::runner::experiment::Experiment;
     use grove::task::regression::{DEFAULT_FIT, default_fit};
     let fitting = |given: serde_json::Value| match Experiment::from_parts("evolve", given, "test.ron") {
         Ok(Experiment::Evolve(s)) => Ok(s.engine.constants),
@@ -109,7 +109,7 @@ fn centres() -> (Vec<f32>, Vec<u32>, usize) {
 #[test]
 fn the_classification_task_fits_rows_in_place_and_scores_them_as_evaluation_does() {
     use grove::task::classify::{ClassFitness, Classification};
-    use grove::task::search::ClassTreeSettings;
+    use grove::task::base::search::ClassTreeSettings;
     let (x, labels, n) = centres();
     let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let data = backend.classification_data(&x, &labels, n, 3).unwrap();
@@ -137,7 +137,7 @@ fn the_classification_task_fits_rows_in_place_and_scores_them_as_evaluation_does
 #[test]
 fn a_classification_run_with_fitting_is_reproducible_and_no_worse_at_its_fitness() {
     use grove::task::classify::{ClassFitness, Classification};
-    use grove::task::search::ClassTreeSettings;
+    use grove::task::base::search::ClassTreeSettings;
     let (x, labels, n) = centres();
     let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let counts: Vec<u64> = (0..3).map(|k| labels.iter().filter(|&&l| l == k).count() as u64).collect();
@@ -163,7 +163,7 @@ fn a_classification_run_with_fitting_is_reproducible_and_no_worse_at_its_fitness
 #[test]
 fn classify_and_control_experiment_files_take_constant_fitting_as_they_can() {
     use grove::task::classify::{DEFAULT_FIT, default_fit};
-    use grove::task::experiment::Experiment;
+    use grove::task::runner::experiment::Experiment;
     let fitting = |given: serde_json::Value| match Experiment::from_parts("classify", given, "test.ron") {
         Ok(Experiment::Classify(s)) => Ok(s.engine.constants),
         Ok(_) => panic!("a classify experiment"),

@@ -206,10 +206,10 @@ fn compare_with_reference(lanes: usize) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `base` with rows `rows` replaced by linear policies (`task::linear_policy`) of random
+/// `base` with rows `rows` replaced by linear policies (`task::control::linear`) of random
 /// weights over a normaliser with means and deviations of every scale.
 fn with_linear_rows(m: &Model, base: &grove::program::Population, rows: &[usize]) -> grove::program::Population {
-    use grove::task::linear_policy::{LinearPolicy, Normaliser};
+    use grove::task::control::linear::{LinearPolicy, Normaliser};
     let (nu, n) = (m.nu(), m.obs_size);
     let norm = Normaliser { mean: (0..n).map(|i| 0.2 * i as f64 - 0.5).collect(), std: (0..n).map(|i| 0.3 + 0.4 * i as f64).collect() };
     let dirs = grove::evolve::ars::directions(11, 0, rows.len(), nu * n);

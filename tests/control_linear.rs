@@ -83,8 +83,8 @@ fn linear_settings_come_from_flags_and_experiment_files() {
     use support::{control_experiment as experiment, control_settings as cli};
     let c = cli(&["--env", "hopper", "--policy", "linear"], false);
     assert_eq!(c.policy, PolicyKind::Linear);
-    assert_eq!(c.linear, grove::task::defaults::LINEAR_CPU);
-    assert_eq!(cli(&["--env", "hopper", "--policy", "linear"], true).linear, grove::task::defaults::LINEAR_GPU);
+    assert_eq!(c.linear, grove::task::base::defaults::LINEAR_CPU);
+    assert_eq!(cli(&["--env", "hopper", "--policy", "linear"], true).linear, grove::task::base::defaults::LINEAR_GPU);
     assert_eq!(experiment("Control(env: \"hopper\", policy: \"linear\")"), c);
     let tuned = cli(&["--env", "hopper", "--policy", "linear", "--directions", "40", "--top-directions", "30", "--step-size", "0.03", "--noise", "0.025"], false);
     assert_eq!(

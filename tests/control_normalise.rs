@@ -113,7 +113,7 @@ fn normalise_comes_from_flags_and_experiment_files_and_bad_uses_get_one_line() {
     let old: grove::task::control::ControlSettings =
         serde_json::from_value(serde_json::json!({"env": "hopper", "profile": null, "grammar": null, "functions": "add", "engine": grove::evolve::EngineConfig::default(),
             "map": grove::genome::MapConfig::default(), "init": grove::genome::InitConfig::default(), "vary": grove::genome::vary::GeVaryConfig::default(),
-            "genome_capacity": 100, "episodes": 1, "episode_steps": null, "test_episodes": 1, "parsimony": 0.0, "trees": grove::task::search::ClassTreeSettings::default(),
+            "genome_capacity": 100, "episodes": 1, "episode_steps": null, "test_episodes": 1, "parsimony": 0.0, "trees": grove::task::base::search::ClassTreeSettings::default(),
             "device": "cpu"}))
         .unwrap();
     assert!(!old.normalise);

@@ -146,12 +146,12 @@ fn residual_settings_come_from_flags_and_experiment_files_and_bad_ones_get_one_l
     use grove::task::control::PolicyKind;
     use support::control_settings as cli;
     let c = cli(&["--env", "walker2d", "--policy", "residual"], false);
-    assert_eq!((c.policy, c.linear_iterations), (PolicyKind::Residual, grove::task::defaults::LINEAR_ITERATIONS_CPU));
-    assert_eq!(cli(&["--env", "walker2d", "--policy", "residual"], true).linear_iterations, grove::task::defaults::LINEAR_ITERATIONS_GPU);
+    assert_eq!((c.policy, c.linear_iterations), (PolicyKind::Residual, grove::task::base::defaults::LINEAR_ITERATIONS_CPU));
+    assert_eq!(cli(&["--env", "walker2d", "--policy", "residual"], true).linear_iterations, grove::task::base::defaults::LINEAR_ITERATIONS_GPU);
     assert_eq!(cli(&["--env", "walker2d", "--policy", "residual", "--linear-iterations", "7"], false).linear_iterations, 7);
     let e = support::control_experiment("Control(env: \"walker2d\", policy: \"residual\", linear_iterations: 7)");
     assert_eq!((e.policy, e.linear_iterations), (PolicyKind::Residual, 7));
-    assert_eq!((e.head_every, e.head_iterations), (0, grove::task::defaults::HEAD_ITERATIONS), "the head stays frozen unless asked");
+    assert_eq!((e.head_every, e.head_iterations), (0, grove::task::base::defaults::HEAD_ITERATIONS), "the head stays frozen unless asked");
     let c = cli(&["--env", "hopper", "--policy", "residual", "--head-every", "5", "--head-iterations", "2"], false);
     assert_eq!((c.head_every, c.head_iterations), (5, 2));
     let e = support::control_experiment("Control(env: \"hopper\", policy: \"residual\", head_every: 4, head_iterations: 9)");

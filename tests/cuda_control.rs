@@ -202,13 +202,13 @@ fn control_task_runs_on_cuda() {
     eprintln!("{}", r.summary);
 }
 
-/// Linear policies (`task::linear_policy`, programs of up to 419 nodes) play the same episodes
+/// Linear policies (`task::control::linear`, programs of up to 419 nodes) play the same episodes
 /// on the GPU as on the CPU, and a whole `--policy linear` run on CUDA is the CPU's run: the
 /// same report but for its timings.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn linear_policies_play_as_on_the_cpu_and_a_linear_run_equals_the_cpus() {
-    use grove::task::linear_policy::{LinearPolicy, Normaliser};
+    use grove::task::control::linear::{LinearPolicy, Normaliser};
     let engine = engine();
     for &(env, profile) in CASES {
         let m = Model::load(env, Some(profile)).unwrap();
@@ -276,13 +276,13 @@ fn a_residual_run_on_the_gpu_equals_the_cpus() {
     }
 }
 
-/// `grove rollout --device cuda` (`task::tools::rollout`) prints the line the CPU's f32
+/// `grove rollout --device cuda` (`task::runner::tools::rollout`) prints the line the CPU's f32
 /// roll-out prints: fixed and zero actions, with and without reset noise, on two robots.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn gpu_rollout_replays_the_cpus_f32_episode() {
     use grove::backend::DeviceChoice;
-    use grove::task::tools::{RolloutSettings, rollout};
+    use grove::task::runner::tools::{RolloutSettings, rollout};
     let dir = std::env::temp_dir().join(format!("grove-gpu-rollout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (env, nu) in [("hopper", 3usize), ("half_cheetah", 6)] {

@@ -138,13 +138,13 @@ impl grove::evolve::Observer for Fame {
                 counts[pop.len[i] as usize] += 1;
             }
         }
-        self.medians.push(grove::task::run::median_of_counts(&counts));
+        self.medians.push(grove::task::base::run::median_of_counts(&counts));
     }
     fn evaluated_sizes(&mut self, generation: usize, winners: &[(f64, Vec<grove::program::tree::Node>)], counts: &[u32]) {
         for (f, nodes) in winners {
             self.hof.offer(generation, *f, nodes);
         }
-        self.medians.push(grove::task::run::median_of_counts(counts));
+        self.medians.push(grove::task::base::run::median_of_counts(counts));
     }
 }
 
@@ -248,7 +248,7 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
     use grove::data::classes::ClassSource;
     use grove::evolve::{EngineConfig, device, host};
     use grove::task::classify::{ClassFitness, Classification};
-    use grove::task::search::ClassTreeSettings;
+    use grove::task::base::search::ClassTreeSettings;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let off = grove::evolve::ConstantFitting::default();
     for (data, fitness, binary, seed, constants, terms) in [
@@ -506,7 +506,7 @@ fn a_device_run_ended_early_equals_a_shorter_one_and_continues() {
 fn the_device_loop_equals_the_host_loop_for_control() {
     use grove::evolve::{EngineConfig, device, host};
     use grove::backend::cpu::control::{ControlRun, actuator_names, observation_names};
-    use grove::task::search::ClassTreeSettings;
+    use grove::task::base::search::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -566,7 +566,7 @@ fn the_device_loop_equals_the_host_loop_for_control() {
 fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
     use grove::evolve::{EngineConfig, checkpoint, device};
     use grove::backend::cpu::control::{ControlRun, observation_names};
-    use grove::task::search::ClassTreeSettings;
+    use grove::task::base::search::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -652,7 +652,7 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
 /// best equal but for the order of the f64 sums.
 fn cpu_and_gpu_runs(settings: &grove::task::regression::EvolveSettings, data: &grove::data::Dataset) -> (serde_json::Value, serde_json::Value) {
     use grove::task::regression::fit;
-    let quiet = grove::task::run::RunOptions { quiet: true, ..Default::default() };
+    let quiet = grove::task::base::run::RunOptions { quiet: true, ..Default::default() };
     let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let rc = fit(settings, data, None, &cpu, &quiet).unwrap().report;
@@ -711,7 +711,7 @@ fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
     use grove::task::classify::{ClassifySettings, fit, load_data};
-    let quiet = grove::task::run::RunOptions { quiet: true, ..Default::default() };
+    let quiet = grove::task::base::run::RunOptions { quiet: true, ..Default::default() };
     let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     for grammar in [None, Some("grammars/classify-3class.bnf")] {
@@ -818,7 +818,7 @@ fn nsga2_on_the_device_equals_the_host_loop() {
     let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
     let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
     let task = Classification { backend: &gpu, data: data_dev, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0, head: None };
-    let rep = grove::task::search::ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, k, 64).unwrap();
+    let rep = grove::task::base::search::ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, k, 64).unwrap();
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let cfg = nsga2(1000, 10, 8, 64, off);
     let (mut fa, mut fb) = (Fame::default(), Fame::default());

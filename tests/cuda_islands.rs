@@ -46,13 +46,13 @@ impl grove::evolve::Observer for Fame {
                 counts[pop.len[i] as usize] += 1;
             }
         }
-        self.medians.push(grove::task::run::median_of_counts(&counts));
+        self.medians.push(grove::task::base::run::median_of_counts(&counts));
     }
     fn evaluated_sizes(&mut self, generation: usize, winners: &[(f64, Vec<grove::program::tree::Node>)], counts: &[u32]) {
         for (f, nodes) in winners {
             self.hof.offer(generation, *f, nodes);
         }
-        self.medians.push(grove::task::run::median_of_counts(counts));
+        self.medians.push(grove::task::base::run::median_of_counts(counts));
     }
 }
 
@@ -189,7 +189,7 @@ fn device_islands_equal_host_islands_for_classification_and_control() {
     use grove::data::classes::ClassSource;
     use grove::backend::cpu::control::{ControlRun, observation_names};
     use grove::task::classify::{ClassFitness, Classification};
-    use grove::task::search::ClassTreeSettings;
+    use grove::task::base::search::ClassTreeSettings;
     use grove::task::control::Control;
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let all = ClassSource::parse("builtin:wine").unwrap().load(None).unwrap();
@@ -325,7 +325,7 @@ fn nsga2_islands_on_the_device_equal_host_islands() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_resumed_run_on_two_gpus_matches_an_uninterrupted_one() {
     use grove::evolve::checkpoint;
-    use grove::task::shard::{ShardedRegression, split_rows};
+    use grove::task::regression::shard::{ShardedRegression, split_rows};
     let count = grove::backend::cuda::probe::driver().map(|d| d.devices as usize).unwrap_or(0);
     if count < 2 {
         eprintln!("skipped: the driver sees {count} GPU (two are needed)");
@@ -545,7 +545,7 @@ fn emulated_migration_matches_host_islands() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn sharded_rows_on_the_device_equal_host_shards() {
-    use grove::task::shard::{ShardedRegression, split_rows};
+    use grove::task::regression::shard::{ShardedRegression, split_rows};
     let count = grove::backend::cuda::probe::driver().map(|d| d.devices as usize).unwrap_or(0);
     let problem = DataSource::parse("builtin:pagie1:4096").unwrap().load(None).unwrap();
     let train = &problem.train;

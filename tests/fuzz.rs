@@ -150,8 +150,8 @@ fn experiment_files_never_panic() {
     let mut f = Fuzz::new(3);
     let read = |b: &[u8]| {
         let text = String::from_utf8_lossy(b);
-        if let Ok((command, given)) = grove::task::experiment::parse_ron(&text, "fuzz.ron") {
-            if let Ok(exp) = grove::task::experiment::Experiment::from_parts(&command, given, "fuzz.ron") {
+        if let Ok((command, given)) = grove::task::runner::experiment::parse_ron(&text, "fuzz.ron") {
+            if let Ok(exp) = grove::task::runner::experiment::Experiment::from_parts(&command, given, "fuzz.ron") {
                 let _ = exp.check();
             }
         }
@@ -163,7 +163,7 @@ fn experiment_files_never_panic() {
 /// A small tree-GP regression run and a small GE classification run, checkpointed before
 /// their last generation: each checkpoint's bytes and report.
 fn small_runs() -> Vec<(Vec<u8>, Value)> {
-    use grove::task::experiment::Experiment;
+    use grove::task::runner::experiment::Experiment;
     let dir = std::env::temp_dir().join(format!("grove-fuzz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let runs = [
@@ -180,8 +180,8 @@ fn small_runs() -> Vec<(Vec<u8>, Value)> {
         .map(|(i, (command, given))| {
             let exp = Experiment::from_parts(command, given, "fuzz").unwrap();
             let path = dir.join(format!("{i}.ckpt"));
-            let opts = grove::task::run::RunOptions { quiet: true, checkpoint: Some(path.clone()), checkpoint_every: 1, ..Default::default() };
-            let result = grove::task::run::run_experiment(&exp, &opts, Some(1)).unwrap();
+            let opts = grove::task::base::run::RunOptions { quiet: true, checkpoint: Some(path.clone()), checkpoint_every: 1, ..Default::default() };
+            let result = grove::task::base::run::run_experiment(&exp, &opts, Some(1)).unwrap();
             (std::fs::read(&path).unwrap(), result.report)
         })
         .collect();
@@ -191,7 +191,7 @@ fn small_runs() -> Vec<(Vec<u8>, Value)> {
 
 /// Applies a model read from `bytes` as predict and export do.
 fn apply_model(bytes: &[u8]) {
-    let Ok(m) = grove::task::model::from_json(bytes, "fuzz.json") else { return };
+    let Ok(m) = grove::task::base::model::from_json(bytes, "fuzz.json") else { return };
     let n = 3;
     let _ = m.outputs_of(vec![0.25; m.features.len() * n], n);
     if let Ok(nodes) = m.tree() {
@@ -268,7 +268,7 @@ fn checkpoints_never_panic_and_every_byte_change_is_caught() {
     let alphabet = b"[]{},:\"\n0123456789.-e";
     let mut f = Fuzz::new(5);
     let load = |b: &[u8]| {
-        if let Ok(c) = grove::task::run::Checkpoint::from_json(b, "fuzz.ckpt") {
+        if let Ok(c) = grove::task::base::run::Checkpoint::from_json(b, "fuzz.ckpt") {
             let _ = c.state.resume();
             let _ = c.hall_of_fame();
         }
@@ -292,7 +292,7 @@ fn checkpoints_never_panic_and_every_byte_change_is_caught() {
             f.mutate(&runs[i].0, alphabet)
         },
         |b| {
-            if grove::task::run::Checkpoint::from_json(b, "fuzz.ckpt").is_ok() {
+            if grove::task::base::run::Checkpoint::from_json(b, "fuzz.ckpt").is_ok() {
                 let mut v: Value = serde_json::from_slice(b).unwrap();
                 v.as_object_mut().unwrap().remove("checksum");
                 assert!(contents.contains(&v), "an edited checkpoint loaded with changed content");

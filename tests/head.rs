@@ -112,7 +112,7 @@ fn a_model_saved_before_the_head_predicts_as_before() {
     let json = r#"{"kind": "regression", "features": ["x0", "x1"], "target": "y",
         "nodes": [["add", 0.0, 0], ["var", 0.0, 0], ["var", 1.0, 0]], "n_outputs": 0, "classes": null,
         "scale": [2.0, 0.5], "standardize": null}"#;
-    let m: grove::task::model::Model = serde_json::from_str(json).unwrap();
+    let m: grove::task::base::model::Model = serde_json::from_str(json).unwrap();
     assert!(m.head.is_none());
     let out = m.outputs_of(vec![1.0, 2.0, 10.0, 20.0], 2).unwrap();
     assert_eq!(m.readout().apply(&out, 2), vec![2.0 * 11.0 + 0.5, 2.0 * 22.0 + 0.5]);

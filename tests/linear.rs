@@ -141,7 +141,7 @@ fn saved_linear_terms_are_checked_on_load() {
             "nodes": [["var", 0.0, 0]], "n_outputs": 0, "classes": null, "scale": [1.0, 0.0], "standardize": null{linear}}}}}"#
         )
     };
-    let good = grove::task::model::from_json(base(r#", "linear": {"c": 1.0, "a": [0.0, 2.0]}"#).as_bytes(), "r.json").unwrap();
+    let good = grove::task::base::model::from_json(base(r#", "linear": {"c": 1.0, "a": [0.0, 2.0]}"#).as_bytes(), "r.json").unwrap();
     // x0 + 1 + 2·x1 at (1, 10) and (2, 20).
     assert_eq!(good.regression_predictions(vec![1.0, 2.0, 10.0, 20.0], 2).unwrap(), vec![22.0, 43.0]);
     for (linear, needle) in [
@@ -149,7 +149,7 @@ fn saved_linear_terms_are_checked_on_load() {
         (r#", "linear": {"c": 1.0, "a": [2.0, null]}"#, "cannot be read"),
         (r#", "linear": {"c": 1.0, "a": [2.0, 1.0], "b": 3}"#, "cannot be read"),
     ] {
-        let e = grove::task::model::from_json(base(linear).as_bytes(), "r.json").unwrap_err();
+        let e = grove::task::base::model::from_json(base(linear).as_bytes(), "r.json").unwrap_err();
         assert!(format!("{e:#}").contains(needle), "{linear}: {e:#}");
     }
     // JSON has no NaN; a model built in memory is checked as a loaded one.
@@ -157,7 +157,7 @@ fn saved_linear_terms_are_checked_on_load() {
     m.linear.as_mut().unwrap().a[1] = f64::NAN;
     assert!(format!("{:#}", m.tree().unwrap_err()).contains("not finite"));
     let mut m = good;
-    m.kind = grove::task::model::ModelKind::Classification;
+    m.kind = grove::task::base::model::ModelKind::Classification;
     m.classes = Some(vec!["a".into(), "b".into()]);
     assert!(format!("{:#}", m.tree().unwrap_err()).contains("classification model with linear terms"));
 }

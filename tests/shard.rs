@@ -9,7 +9,7 @@ use grove::evolve::Fitness;
 use grove::program::fitness::RegressionSums;
 use grove::program::{Op, TreeSpec, init_population};
 use grove::task::regression::{Regression, RegressionConfig};
-use grove::task::shard::{ShardedRegression, split_rows};
+use grove::task::regression::shard::{ShardedRegression, split_rows};
 
 mod support;
 use support::{assert_ok, assert_one_line_error, dir, grove_cpu as grove, read_json, s, without_timings};

@@ -185,7 +185,7 @@ fn run_from_a_report_repeats_the_run() {
 
 #[test]
 fn shipped_experiment_files_load_and_run() {
-    use grove::task::experiment::{Experiment, load_ron};
+    use grove::task::runner::experiment::{Experiment, load_ron};
     let mut seen = 0;
     for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")).unwrap() {
         let p = entry.unwrap().path();
@@ -221,7 +221,7 @@ fn shipped_experiment_files_load_and_run() {
 
 #[test]
 fn experiment_files_take_the_command_line_defaults_and_flags_override_them() {
-    use grove::task::experiment::{Experiment, parse_ron};
+    use grove::task::runner::experiment::{Experiment, parse_ron};
     // A nested block keeps the defaults of the fields it leaves out.
     let (c, v) = parse_ron("// comment\nEvolve(functions: \"add\", engine: (pop_size: 77))", "t").unwrap();
     let Experiment::Evolve(e) = Experiment::from_parts(&c, v, "t").unwrap() else { panic!() };

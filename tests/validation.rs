@@ -10,10 +10,10 @@ use grove::data::classes::{Labeled, stratified_split_for};
 use grove::data::split::{Holdout, split_for};
 use grove::rng::{Purpose, Stream};
 use grove::select::Bloat;
-use grove::task::experiment::{Experiment, Overrides, from_source, parse_ron};
+use grove::task::runner::experiment::{Experiment, Overrides, from_source, parse_ron};
 use grove::task::regression::{EvolveSettings, fit, validation_split};
-use grove::task::run::RunOptions;
-use grove::task::validation::{Candidate, Plan, Select, choose, pareto_scores};
+use grove::task::base::run::RunOptions;
+use grove::task::base::validation::{Candidate, Plan, Select, choose, pareto_scores};
 use serde_json::{Value, json};
 
 mod support;
@@ -57,7 +57,7 @@ fn quiet() -> RunOptions {
 fn the_validation_split_is_seeded_and_disjoint_from_the_training_and_test_rows() {
     let all = numbered(400);
     let (train, test) = grove::data::split(&all, 0.25, 7).unwrap();
-    let plan = Plan::new(None, Select::Auto, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let plan = Plan::new(None, Select::Auto, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
     assert_eq!((plan.fraction, plan.rule), (0.25, Select::Validation));
     let (rows, validation) = validation_split(&train, &plan, 7).unwrap();
     let validation = validation.unwrap();
@@ -74,7 +74,7 @@ fn the_validation_split_is_seeded_and_disjoint_from_the_training_and_test_rows()
     let (_, as_test) = grove::data::split(&train, 0.25, 7).unwrap();
     assert_ne!(rows_of(&as_test), v);
     // No validation rows: the training rows are used as they are.
-    let none = Plan::new(Some(0.0), Select::Auto, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let none = Plan::new(Some(0.0), Select::Auto, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
     let (same, nothing) = validation_split(&train, &none, 7).unwrap();
     assert!(nothing.is_none() && *same == train);
     let e = split_for(&numbered(3), 0.1, 1, Holdout::VALIDATION).unwrap_err().to_string();
@@ -111,7 +111,7 @@ fn the_validation_rows_never_reach_the_fitness() {
     s.select = Select::Train;
     let backend = Backend::Cpu;
     let held = fit(&s, &train, None, &backend, &quiet()).unwrap().report;
-    let plan = Plan::new(s.validation_fraction, s.select, train.n_rows, grove::task::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let plan = Plan::new(s.validation_fraction, s.select, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
     let (rows, _) = validation_split(&train, &plan, s.engine.seed).unwrap();
     let mut alone = s.clone();
     alone.validation_fraction = Some(0.0);
@@ -179,7 +179,7 @@ fn bad_settings_are_one_line_errors() {
     let err = |command: &str, given: Value| format!("{:#}", Experiment::from_parts(command, given, "e.ron").unwrap_err());
     let base = |extra: Value| {
         let mut v = json!({"functions": "add,sub"});
-        grove::task::search::merge(&mut v, extra);
+        grove::task::base::search::merge(&mut v, extra);
         v
     };
     for f in [1.0, -0.5, 2.0] {
@@ -226,13 +226,13 @@ fn experiment_files_and_set_carry_the_settings_and_round_trip() {
     let again = Experiment::from_parts("evolve", exp.settings_json(), "report").unwrap();
     assert_eq!(again, exp);
     // Defaults: automatic choice, plain tournaments (each command's default, from
-    // task::defaults); --set changes them.
+    // task::base::defaults); --set changes them.
     let (c, g) = parse_ron(r#"Classify(data: "builtin:iris")"#, "c.ron").unwrap();
     let Experiment::Classify(d) = Experiment::from_parts(&c, g, "c.ron").unwrap() else { panic!() };
     assert_eq!((d.validation_fraction, d.select, d.engine.bloat), (None, Select::Auto, Bloat::None));
     let (c, g) = parse_ron(r#"Evolve(data: "builtin:pagie1", functions: "add,mul")"#, "e.ron").unwrap();
     let Experiment::Evolve(d) = Experiment::from_parts(&c, g, "e.ron").unwrap() else { panic!() };
-    assert_eq!(d.engine.bloat, grove::task::defaults::EVOLVE_BLOAT);
+    assert_eq!(d.engine.bloat, grove::task::base::defaults::EVOLVE_BLOAT);
     let path = std::env::temp_dir().join(format!("grove-validation-{}.ron", std::process::id()));
     std::fs::write(&path, text).unwrap();
     let o = Overrides {
@@ -270,7 +270,7 @@ fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
     // metric), and the test scores are on the untouched test rows: the saved model applied to
     // them gives the same R².
     assert_eq!(r["validation"]["mse"].as_f64(), Some(lowest));
-    let model: grove::task::model::Model = serde_json::from_value(r["model"].clone()).unwrap();
+    let model: grove::task::base::model::Model = serde_json::from_value(r["model"].clone()).unwrap();
     let pred = model.regression_predictions(test.x.clone(), test.n_rows).unwrap();
     let mean = test.y.iter().map(|&y| y as f64).sum::<f64>() / test.n_rows as f64;
     let sse: f64 = pred.iter().zip(&test.y).map(|(&p, &y)| (p - y as f64).powi(2)).sum();
@@ -403,7 +403,7 @@ fn small_data_is_chosen_by_description_length_on_a_two_objective_search() {
     ]);
     support::assert_ok(&out);
     let r2 = support::read_json(&rep2);
-    assert_eq!(r2["settings"]["engine"]["bloat"], serde_json::to_value(grove::task::defaults::EVOLVE_BLOAT).unwrap());
+    assert_eq!(r2["settings"]["engine"]["bloat"], serde_json::to_value(grove::task::base::defaults::EVOLVE_BLOAT).unwrap());
     let last = r2["hall_of_fame"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["complexity"], r2["best"]["size"]);
 }
@@ -469,7 +469,7 @@ fn cross_validation_repeats_the_fit_without_each_fold_and_returns_what_predicts_
     assert_eq!(r1["selection"]["rule"], json!("mdl"), "{}", r1["selection"]);
     assert!(r1["selection"]["why"].as_str().unwrap().contains("cross-validation needs 2 training rows, the data has 1"), "{}", r1["selection"]);
     // Needs no validation rows; the classifier refuses it in one line.
-    let p = Plan::new(None, Select::Cv, 1000, grove::task::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let p = Plan::new(None, Select::Cv, 1000, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
     assert_eq!((p.fraction, p.rule), (0.0, Select::Cv));
     let out = support::grove_cpu(&["classify", "--data", "builtin:iris", "--functions", "add,sub", "--select", "cv"]);
     support::assert_one_line_error(&out, &["--select cv", "grove classify chooses by"]);

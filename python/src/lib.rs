@@ -1,7 +1,7 @@
 //! `grove._grove`: the Python face of grove's library. The estimators in `python/grove` call
 //! these functions; each one calls the same library function as the command line
 //! (`task::regression::fit`, `task::classify::fit`, `task::control::control_with`,
-//! `task::model::Model::outputs_of`, `task::control::replay`), so a run from Python and the
+//! `task::base::model::Model::outputs_of`, `task::control::replay`), so a run from Python and the
 //! same run of `grove evolve` / `grove classify` give the same programs and scores.
 //!
 //! Settings arrive as JSON fields laid over the command line's defaults (the experiment-file
@@ -30,10 +30,10 @@ use pyo3::types::{PyBytes, PyDict};
 use grove::backend::{Backend, DeviceChoice, Gpus};
 use grove::data::Dataset;
 use grove::data::classes::{Labeled, Standardize};
-use grove::task::experiment::Experiment;
-use grove::task::model::Model;
+use grove::task::runner::experiment::Experiment;
+use grove::task::base::model::Model;
 use grove::report::Log;
-use grove::task::run::{Checkpoint, RunOptions, Stopped};
+use grove::task::base::run::{Checkpoint, RunOptions, Stopped};
 
 /// A bad argument: `ValueError` with the whole error chain.
 fn value_error(e: anyhow::Error) -> PyErr {
@@ -143,7 +143,7 @@ fn run_detached(
             let note = move |s: String| {
                 let _ = notes.send(Message::Note(s));
             };
-            let result = grove::task::run::on_threads(threads, || job(opts, &note));
+            let result = grove::task::base::run::on_threads(threads, || job(opts, &note));
             let _ = tx.send(Message::Done(result));
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start the run's thread: {e}")))?;
@@ -320,10 +320,10 @@ fn check_representation(functions: Option<&str>, grammar: Option<&str>, n_featur
 
 /// Checks that the validation split and rule fit `n_rows` rows (the split's sizes; `labels`:
 /// per class), so that a bad combination is a `ValueError` before the run starts.
-fn check_choice(fraction: Option<f64>, select: grove::task::validation::Select, n_rows: usize, seed: u64, labels: Option<(&[u32], usize)>) -> PyResult<()> {
+fn check_choice(fraction: Option<f64>, select: grove::task::base::validation::Select, n_rows: usize, seed: u64, labels: Option<(&[u32], usize)>) -> PyResult<()> {
     use grove::data::split::Holdout;
-    let small = if labels.is_some() { grove::task::defaults::CLASSIFY_SMALL_DATA_RULE } else { grove::task::defaults::EVOLVE_SMALL_DATA_RULE };
-    let plan = grove::task::validation::Plan::new(fraction, select, n_rows, small).map_err(value_error)?;
+    let small = if labels.is_some() { grove::task::base::defaults::CLASSIFY_SMALL_DATA_RULE } else { grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE };
+    let plan = grove::task::base::validation::Plan::new(fraction, select, n_rows, small).map_err(value_error)?;
     // An automatic split that cannot be made gives way to none (the run says so).
     if plan.fraction > 0.0 && fraction.is_some() {
         let context = "validation_fraction";
@@ -485,7 +485,7 @@ fn control(
         return Err(PyValueError::new_err("resume=True continues the run saved at checkpoint: give checkpoint=PATH"));
     }
     if let Some(path) = &checkpoint {
-        grove::task::run::check_checkpoint_path(path).map_err(value_error)?;
+        grove::task::base::run::check_checkpoint_path(path).map_err(value_error)?;
     }
     // The saved run to continue: read now, checked against the settings once the device is known.
     let saved = match &checkpoint {
@@ -569,9 +569,9 @@ fn predict_classes<'py>(
         return Err(PyValueError::new_err("not a classification model"));
     }
     let (out, n) = model_outputs(py, &m, x)?;
-    let codes = grove::task::model::classify_outputs(&out, n, m.class_outputs(), k);
+    let codes = grove::task::base::model::classify_outputs(&out, n, m.class_outputs(), k);
     let proba = if m.class_outputs() == k {
-        let p = grove::task::model::class_probabilities(&out, n, k);
+        let p = grove::task::base::model::class_probabilities(&out, n, k);
         Some(PyArray1::from_vec(py, p).reshape([n, k])?)
     } else {
         None
@@ -596,7 +596,7 @@ fn render(model_json: &str, style: &str) -> PyResult<Vec<String>> {
     let progs = if m.n_outputs == 0 { vec![render(&nodes, &m.features, style)] } else { outputs(&nodes, m.n_outputs, &m.features, style) };
     // A classifier's head: each class's logit over the program's outputs.
     Ok(match &m.class_head {
-        Some(h) => h.iter().map(|h| grove::task::model::head_text(h, &progs, style)).collect(),
+        Some(h) => h.iter().map(|h| grove::task::base::model::head_text(h, &progs, style)).collect(),
         None => progs,
     })
 }
@@ -666,8 +666,8 @@ fn shortest(x: f32) -> f64 {
 }
 
 /// The engine's defaults of one command and its default function set, by the Python parameters' names.
-fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaults, functions: &str) -> PyResult<Bound<'py, PyDict>> {
-    use grove::task::defaults as d;
+fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::base::defaults::EngineDefaults, functions: &str) -> PyResult<Bound<'py, PyDict>> {
+    use grove::task::base::defaults as d;
     let x = PyDict::new(py);
     x.set_item("population_size", e.pop)?;
     x.set_item("generations", e.gens)?;
@@ -690,16 +690,16 @@ fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::defaults::EngineDefaul
     Ok(x)
 }
 
-/// Every command's defaults (`grove::task::defaults`), by the Python parameters' names, so that
+/// Every command's defaults (`grove::task::base::defaults`), by the Python parameters' names, so that
 /// the estimators' signatures show the command line's defaults: `{"evolve": {...},
 /// "classify": {...}, "control": {...}}`. Control's population, generations and episodes
 /// depend on the device and are left to the run.
 fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    use grove::task::defaults as d;
+    use grove::task::base::defaults as d;
     let all = PyDict::new(py);
     let evolve = engine_defaults(py, &d::EVOLVE, d::EVOLVE_FUNCTIONS)?;
     evolve.set_item("outputs", d::EVOLVE_OUTPUTS)?;
-    use grove::task::search::LinearInputs;
+    use grove::task::base::search::LinearInputs;
     let linear = |l: LinearInputs| match l {
         LinearInputs::Auto => "auto",
         LinearInputs::On => "on",

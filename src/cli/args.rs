@@ -1,6 +1,6 @@
 //! The argument groups several commands share: the engine's (population, generations, seed,
 //! selection, length limit, parsimony, device; one group for `evolve`, `classify` and
-//! `control`, each with its own defaults from `task::defaults`), grammatical evolution, the
+//! `control`, each with its own defaults from `task::base::defaults`), grammatical evolution, the
 //! islands, constant fitting, how the returned program is chosen, and where a run's results go.
 
 use std::marker::PhantomData;
@@ -13,8 +13,8 @@ use crate::backend::DeviceChoice;
 use crate::evolve::{ConstantFitting, EngineConfig, IslandConfig};
 use crate::genome::{Codons, InitMethod};
 use crate::evolve::islands::MAX_ISLANDS;
-use crate::task::defaults::{self, EngineDefaults, GeConfigs};
-use crate::task::search::{MAX_GENERATIONS, MAX_GENOME, MAX_POP, MAX_WRAPS};
+use crate::task::base::defaults::{self, EngineDefaults, GeConfigs};
+use crate::task::base::search::{MAX_GENERATIONS, MAX_GENOME, MAX_POP, MAX_WRAPS};
 
 /// What the engine group of a command shows: its defaults and the help lines that differ
 /// between commands.
@@ -134,7 +134,7 @@ pub struct RunFlags {
     pub threads: Option<usize>,
     /// The most memory the run may use, host and GPU (e.g. 2G, 512M; default: what the machine
     /// has available); a run whose estimate is larger is refused before it starts.
-    #[arg(long, value_name = "SIZE", value_parser = crate::task::plan::parse_size, env = "GROVE_MAX_MEMORY")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::task::base::plan::parse_size, env = "GROVE_MAX_MEMORY")]
     pub max_memory: Option<u64>,
     /// Print only the result.
     #[arg(long, short, conflicts_with = "verbose")]
@@ -160,8 +160,8 @@ pub struct BudgetArgs {
 
 impl BudgetArgs {
     /// The settings' `budget` block.
-    pub fn config(&self) -> crate::task::budget::Budget {
-        crate::task::budget::Budget { time_limit: self.time_limit, stop_at: self.stop_at }
+    pub fn config(&self) -> crate::task::base::budget::Budget {
+        crate::task::base::budget::Budget { time_limit: self.time_limit, stop_at: self.stop_at }
     }
 }
 
@@ -221,8 +221,8 @@ pub struct ChoiceArgs {
     pub validation_fraction: Option<f64>,
     /// How the returned program is chosen from the hall of fame's Pareto front (error against
     /// size).
-    #[arg(long, value_enum, default_value_t = crate::task::validation::Select::default())]
-    pub select: crate::task::validation::Select,
+    #[arg(long, value_enum, default_value_t = crate::task::base::validation::Select::default())]
+    pub select: crate::task::base::validation::Select,
     /// Bloat control by selection (the linear penalty is --parsimony); nsga2: error and size
     /// as two objectives; auto: nsga2 without constant fitting, none with it [default: auto for
     /// evolve, none for classify].

@@ -10,11 +10,11 @@ use clap::Args;
 
 use super::args::{BudgetArgs, EngineArgs, EngineHelp, GeArgs, IslandArgs, RunFlags};
 use crate::task::control::{ControlSettings, MAX_EPISODE_STEPS, MAX_EPISODES, PolicyKind};
-use crate::task::defaults::{self, CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES};
-use crate::task::experiment::Experiment;
-use crate::task::run::RunOptions;
-use crate::task::search::MAX_GENERATIONS;
-use crate::task::search::ClassTreeSettings;
+use crate::task::base::defaults::{self, CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES};
+use crate::task::runner::experiment::Experiment;
+use crate::task::base::run::RunOptions;
+use crate::task::base::search::MAX_GENERATIONS;
+use crate::task::base::search::ClassTreeSettings;
 
 /// The engine group's defaults and help in `grove control`.
 #[derive(Debug)]
@@ -210,6 +210,6 @@ pub fn control(args: &ControlArgs) -> Result<ExitCode> {
     let backend = open_on(&args.env, args.profile.as_deref(), args.engine.device, &args.islands.gpus, args.run.quiet)?;
     let settings = args.settings(matches!(backend, crate::backend::Backend::Cuda(_)))?;
     let opts = RunOptions { experiment: Some(Experiment::Control(settings.clone())), ..super::run::run_options(&args.run, None)? };
-    let result = crate::task::run::on_threads(args.run.threads, || control_with(&settings, &backend, &opts))?;
+    let result = crate::task::base::run::on_threads(args.run.threads, || control_with(&settings, &backend, &opts))?;
     super::run::finish_run(&result, &opts.outputs)
 }

@@ -7,8 +7,8 @@ use anyhow::Result;
 use clap::Args;
 
 use super::args::{BudgetArgs, ChoiceArgs, EngineArgs, EngineHelp, FitArgs, GeArgs, IslandArgs, RunFlags};
-use crate::task::defaults;
-use crate::task::experiment::Experiment;
+use crate::task::base::defaults;
+use crate::task::runner::experiment::Experiment;
 use crate::task::regression::{EvolveSettings, RegressionConfig, TreeSettings, default_fit};
 
 /// The engine group's defaults and help in `grove evolve`.

@@ -1,7 +1,7 @@
 //! The command line: the `Cli`/`Command` types and dispatch. Each command's arguments and
 //! body live in the file of its family (`evolve`, `classify`, `control`; `run` for run, plot,
 //! export and render; `tools` for check, map, predict and rollout); the argument groups they
-//! share are in `args`. Doc comments are the help text; defaults come from `task::defaults`.
+//! share are in `args`. Doc comments are the help text; defaults come from `task::base::defaults`.
 
 pub mod args;
 pub mod classify;

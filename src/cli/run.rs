@@ -9,9 +9,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::args::RunFlags;
-use crate::task::experiment::Experiment;
-use crate::task::run::{Checkpoint, Outputs, RunOptions};
-use crate::task::search::EvolveResult;
+use crate::task::runner::experiment::Experiment;
+use crate::task::base::run::{Checkpoint, Outputs, RunOptions};
+use crate::task::base::search::EvolveResult;
 
 /// `grove run`.
 #[derive(Debug, Args)]
@@ -123,7 +123,7 @@ pub struct RenderArgs {
 /// checkpoints are on), then writes the report, hall of fame and plots and prints the summary.
 pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<ExitCode> {
     let opts = run_options(flags, resume)?;
-    let result = crate::task::run::run_experiment(&exp, &opts, flags.threads)?;
+    let result = crate::task::base::run::run_experiment(&exp, &opts, flags.threads)?;
     finish_run(&result, &opts.outputs)
 }
 
@@ -138,7 +138,7 @@ pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> R
     // Before the data is read or a device opened (the run's observer checks again for every
     // caller of the library).
     if let Some(path) = &checkpoint {
-        crate::task::run::check_checkpoint_path(path)?;
+        crate::task::base::run::check_checkpoint_path(path)?;
     }
     let given = Outputs { report: flags.report.clone(), hall_of_fame: flags.hall_of_fame.clone(), plots: flags.plots.clone() };
     let outputs = match &resume {
@@ -166,7 +166,7 @@ pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> R
 /// Writes the report, hall of fame and plots `outputs` asks for and prints the summary and the
 /// files written.
 pub fn finish_run(result: &EvolveResult, outputs: &Outputs) -> Result<ExitCode> {
-    let written = crate::task::run::write_outputs(&result.report, outputs)?;
+    let written = crate::task::base::run::write_outputs(&result.report, outputs)?;
     println!("{}", result.summary);
     for (what, path) in written {
         println!("{what:<13} {}", path.display());
@@ -199,7 +199,7 @@ fn ctrl_c_flag() -> Result<std::sync::Arc<std::sync::atomic::AtomicBool>> {
 
 /// Runs `grove run`.
 pub fn run(args: &RunArgs) -> Result<ExitCode> {
-    use crate::task::experiment::{Overrides, from_source, resume};
+    use crate::task::runner::experiment::{Overrides, from_source, resume};
     let overrides = Overrides {
         pop: args.pop,
         gens: args.gens,
@@ -221,7 +221,7 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
 
 /// Runs `grove export`.
 pub fn export(args: &ExportArgs) -> Result<ExitCode> {
-    let src = crate::task::tools::export(&args.model, args.lang)?;
+    let src = crate::task::runner::tools::export(&args.model, args.lang)?;
     match &args.out {
         Some(p) => std::fs::write(p, src).with_context(|| format!("cannot write {}", p.display()))?,
         None => print!("{src}"),
@@ -231,7 +231,7 @@ pub fn export(args: &ExportArgs) -> Result<ExitCode> {
 
 /// Runs `grove render`.
 pub fn render(args: &RenderArgs) -> Result<ExitCode> {
-    let line = crate::task::tools::render(&crate::task::tools::RenderSettings {
+    let line = crate::task::runner::tools::render(&crate::task::runner::tools::RenderSettings {
         env: args.env.clone(),
         profile: args.profile.clone(),
         policy: args.policy.clone(),
@@ -248,7 +248,7 @@ pub fn render(args: &RenderArgs) -> Result<ExitCode> {
 
 /// Runs `grove plot`.
 pub fn plot(args: &PlotArgs) -> Result<ExitCode> {
-    for p in crate::task::tools::plot(&args.report, &args.out)? {
+    for p in crate::task::runner::tools::plot(&args.report, &args.out)? {
         println!("{}", p.display());
     }
     Ok(ExitCode::SUCCESS)

@@ -13,7 +13,7 @@ use super::args::CodonsArg;
 use crate::backend::DeviceChoice;
 use crate::genome::MapConfig;
 use crate::grammar::DatasetShape;
-use crate::task::tools::MapFormat;
+use crate::task::runner::tools::MapFormat;
 
 /// Options naming a grammar and the data-set shape its `GE_RANGE:dataset_*` productions need.
 #[derive(Debug, Args)]
@@ -54,7 +54,7 @@ pub struct MapArgs {
     /// Extra passes over the genome when codons run out (PonyGE2's MAX_WRAPS).
     #[arg(long, default_value_t = MapConfig::default().max_wraps, help = format!(
         "Extra passes over the genome when codons run out (PonyGE2's MAX_WRAPS), at most {}; genomes of at most {} codons",
-        crate::task::search::MAX_WRAPS, crate::task::search::MAX_GENOME
+        crate::task::base::search::MAX_WRAPS, crate::task::base::search::MAX_GENOME
     ))]
     pub wraps: u32,
     /// Codon use at rules with a single production.
@@ -78,7 +78,7 @@ pub struct MapArgs {
     pub shape: GrammarArgs,
     /// The most memory mapping may use (e.g. 2G, 512M; default: what the machine has
     /// available).
-    #[arg(long, value_name = "SIZE", value_parser = crate::task::plan::parse_size, env = "GROVE_MAX_MEMORY")]
+    #[arg(long, value_name = "SIZE", value_parser = crate::task::base::plan::parse_size, env = "GROVE_MAX_MEMORY")]
     pub max_memory: Option<u64>,
 }
 
@@ -145,7 +145,7 @@ pub struct RolloutArgs {
 
 /// Runs `grove check`.
 pub fn check(args: &CheckArgs) -> Result<ExitCode> {
-    let report = crate::task::tools::check(&args.grammar, &args.shape.shape())?;
+    let report = crate::task::runner::tools::check(&args.grammar, &args.shape.shape())?;
     for d in &report.diagnostics {
         eprintln!("{d}");
     }
@@ -164,7 +164,7 @@ pub fn map(args: &MapArgs) -> Result<ExitCode> {
     };
     let mut out = BufWriter::new(std::io::stdout().lock());
     let settings =
-        crate::task::tools::MapSettings {
+        crate::task::runner::tools::MapSettings {
         grammar: args.grammar.clone(),
         shape: args.shape.shape(),
         config,
@@ -172,7 +172,7 @@ pub fn map(args: &MapArgs) -> Result<ExitCode> {
         format: args.format,
         max_memory: args.max_memory,
     };
-    let bad = crate::task::tools::map_stream(&settings, std::io::stdin().lock(), &mut out, |line| eprintln!("{line}"))?;
+    let bad = crate::task::runner::tools::map_stream(&settings, std::io::stdin().lock(), &mut out, |line| eprintln!("{line}"))?;
     out.flush().context("cannot write standard output")?;
     Ok(if bad > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
@@ -180,7 +180,7 @@ pub fn map(args: &MapArgs) -> Result<ExitCode> {
 /// Runs `grove predict`: one prediction per row on standard output, the score (when the data
 /// has the target) on standard error.
 pub fn predict(args: &PredictArgs) -> Result<ExitCode> {
-    let p = crate::task::tools::predict(&args.model, &args.data)?;
+    let p = crate::task::runner::tools::predict(&args.model, &args.data)?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     writeln!(out, "prediction")?;
     for p in &p.predictions {
@@ -195,7 +195,7 @@ pub fn predict(args: &PredictArgs) -> Result<ExitCode> {
 
 /// Runs `grove rollout`.
 pub fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
-    let settings = crate::task::tools::RolloutSettings {
+    let settings = crate::task::runner::tools::RolloutSettings {
         env: args.env.clone(),
         profile: args.profile.clone(),
         actions: args.actions.clone(),
@@ -213,10 +213,10 @@ pub fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
         },
     };
     if args.print_model {
-        let (model, _) = crate::task::tools::rollout_model(&settings)?;
+        let (model, _) = crate::task::runner::tools::rollout_model(&settings)?;
         println!("{}", serde_json::to_string_pretty(&crate::sim::rollout::model_json(&model))?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}", crate::task::tools::rollout(&settings)?);
+    println!("{}", crate::task::runner::tools::rollout(&settings)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -75,7 +75,7 @@ impl LogisticFit {
 
 /// The offsets the terms add to a program's outputs at every row of `x` (`[F][n_rows]`,
 /// feature-major, f32): `[terms.len()][n_rows]`, each computed in f64 and rounded to f32, as
-/// the model applies them ([`crate::task::model::Model::outputs_of`]).
+/// the model applies them ([`crate::task::base::model::Model::outputs_of`]).
 pub fn offsets(terms: &[Linear], x: &[f32], n_rows: usize) -> Vec<f32> {
     terms.iter().flat_map(|t| t.apply(x, n_rows).into_iter().map(|v| v as f32)).collect()
 }

@@ -104,7 +104,7 @@ pub fn read_json(p: &Path) -> Value {
 pub fn resealed(mut checkpoint: Value) -> Vec<u8> {
     let content = checkpoint.as_object_mut().unwrap();
     content.remove("checksum");
-    let sum = grove::task::run::fnv1a64(&serde_json::to_vec(&Value::Object(content.clone())).unwrap());
+    let sum = grove::task::base::run::fnv1a64(&serde_json::to_vec(&Value::Object(content.clone())).unwrap());
     content.insert("checksum".into(), format!("fnv1a64:{sum:016x}").into());
     serde_json::to_vec(&checkpoint).unwrap()
 }
@@ -169,7 +169,7 @@ pub fn control_settings(args: &[&str], on_gpu: bool) -> grove::task::control::Co
 
 /// The settings of a control experiment file's text (`Control(...)`).
 pub fn control_experiment(text: &str) -> grove::task::control::ControlSettings {
-    use grove::task::experiment::{Experiment, parse_ron};
+    use grove::task::runner::experiment::{Experiment, parse_ron};
     let (c, v) = parse_ron(text, "t.ron").unwrap();
     match Experiment::from_parts(&c, v, "t.ron").unwrap_or_else(|e| panic!("{e:#}")) {
         Experiment::Control(s) => s,

@@ -129,10 +129,10 @@ pub fn write_all(report: &Value, dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Regression: the best program's predictions against the targets, training and test rows.
 fn predicted_vs_actual(report: &Value, dir: &Path, title: &str) -> Result<Vec<PathBuf>> {
-    let settings: super::regression::EvolveSettings =
+    let settings: crate::task::regression::EvolveSettings =
         serde_json::from_value(report["settings"].clone()).context("the report's settings cannot be read")?;
-    let model: super::model::Model = serde_json::from_value(report["model"].clone()).context("the report's model cannot be read")?;
-    let (train, test) = super::regression::load_data(&settings).context("reloading the run's data for the plot")?;
+    let model: crate::task::base::model::Model = serde_json::from_value(report["model"].clone()).context("the report's model cannot be read")?;
+    let (train, test) = crate::task::regression::load_data(&settings).context("reloading the run's data for the plot")?;
     let mut series = Vec::new();
     for (name, d) in [("train", Some(&train)), ("test", test.as_ref())] {
         let Some(d) = d else { continue };

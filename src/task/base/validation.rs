@@ -25,7 +25,7 @@ pub enum Select {
     /// plus the model's own, `description_length`), so no rows are held out.
     Mdl,
     /// `grove evolve` only: the lowest 5-fold cross-validated error on the training rows (the
-    /// whole fit repeated without each fold, each member scored at its size; `task::crossval`),
+    /// whole fit repeated without each fold, each member scored at its size; `task::base::crossval`),
     /// so no rows are held out, at five more searches (ties: the smaller).
     Cv,
     /// The lowest training fitness of the run (what grove returned before validation).
@@ -80,7 +80,7 @@ impl Plan {
     /// there are at least [`AUTO_MIN_ROWS`] rows and the rule is neither `train` nor `mdl`
     /// (which choose on the training rows), else none; `auto` becomes `validation` with
     /// validation rows and `small` (the task's choice: `mdl` for regression, `train` for
-    /// classification, `task::defaults`) without. `validation` without
+    /// classification, `task::base::defaults`) without. `validation` without
     /// validation rows is an error.
     pub fn new(fraction: Option<f64>, select: Select, n_train: usize, small: Select) -> Result<Plan> {
         check_fraction(fraction)?;

@@ -4,7 +4,9 @@
 //! ([`crate::program::head`]); and the scores reported for the best program on the training and
 //! test data.
 
-use super::search::{EvolveResult, add_island_stats, check_ge, check_search, describe_devices, device_loop_line, generations_json, islands_summary};
+pub mod shard;
+
+use super::base::search::{EvolveResult, add_island_stats, check_ge, check_search, describe_devices, device_loop_line, generations_json, islands_summary};
 use crate::backend::cpu::eval::evaluate_regression;
 use crate::data::Dataset;
 use crate::program::fitness::RegressionSums;
@@ -142,7 +144,7 @@ impl crate::evolve::Fitness for Regression<'_> {
     }
 }
 
-pub use super::search::LinearInputs;
+pub use super::base::search::LinearInputs;
 
 /// The linear terms [`fit`] puts beside the program, and why.
 #[derive(Clone, Debug, PartialEq)]
@@ -332,12 +334,12 @@ pub struct EvolveSettings {
     /// Fraction of rows held out for testing (0: use the built-in's own test set, if any).
     pub test_fraction: f64,
     /// Fraction of the training rows held out to choose the returned program (`None`: the
-    /// automatic choice of [`super::validation::Plan::new`]).
+    /// automatic choice of [`super::base::validation::Plan::new`]).
     #[serde(default)]
     pub validation_fraction: Option<f64>,
     /// How the returned program is chosen from the hall of fame's front.
     #[serde(default)]
-    pub select: super::validation::Select,
+    pub select: super::base::validation::Select,
     /// Grammar file for grammatical evolution (`None`: tree GP from `functions`).
     pub grammar: Option<String>,
     /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
@@ -376,9 +378,9 @@ pub struct EvolveSettings {
     /// Islands and migration (one island by default).
     #[serde(default)]
     pub islands: crate::evolve::IslandConfig,
-    /// When the run ends before its last generation: a time limit, a target ([`super::budget`]).
+    /// When the run ends before its last generation: a time limit, a target ([`super::base::budget`]).
     #[serde(default)]
-    pub budget: super::budget::Budget,
+    pub budget: super::base::budget::Budget,
 }
 
 /// Settings of tree GP (used with `functions`).
@@ -403,9 +405,9 @@ impl Default for TreeSettings {
     }
 }
 
-/// The default of [`EvolveSettings::outputs`] ([`super::defaults::EVOLVE_OUTPUTS`]).
+/// The default of [`EvolveSettings::outputs`] ([`super::base::defaults::EVOLVE_OUTPUTS`]).
 fn default_outputs() -> usize {
-    super::defaults::EVOLVE_OUTPUTS
+    super::base::defaults::EVOLVE_OUTPUTS
 }
 
 impl TreeSettings {
@@ -416,7 +418,7 @@ impl TreeSettings {
 
     /// As [`Self::rep`], for programs with `n_outputs` output slots (0: the root's value):
     /// each slot is placed once in a new tree, and extra output nodes appear with probability
-    /// [`super::defaults::EVOLVE_P_OUT`].
+    /// [`super::base::defaults::EVOLVE_P_OUT`].
     pub fn rep_with_outputs(
         &self,
         functions: &str,
@@ -424,13 +426,13 @@ impl TreeSettings {
         n_outputs: usize,
         max_len: usize,
     ) -> anyhow::Result<crate::evolve::TreeRep> {
-        let p_out = if n_outputs > 0 { super::defaults::EVOLVE_P_OUT } else { 0.0 };
-        let spec = crate::program::TreeSpec::new(super::search::function_set(functions)?, n_vars as u32, max_len)
+        let p_out = if n_outputs > 0 { super::base::defaults::EVOLVE_P_OUT } else { 0.0 };
+        let spec = crate::program::TreeSpec::new(super::base::search::function_set(functions)?, n_vars as u32, max_len)
             .with_const_range(self.const_range.0, self.const_range.1)
             .with_p_const(self.p_const)
             .with_outputs(n_outputs, p_out)
             .with_depth(self.init_depth.0, self.init_depth.1);
-        Ok(super::search::tree_rep(spec, self.p_crossover, self.p_mutation))
+        Ok(super::base::search::tree_rep(spec, self.p_crossover, self.p_mutation))
     }
 }
 
@@ -438,11 +440,11 @@ impl Default for EvolveSettings {
     /// `grove evolve`'s defaults without a representation: set `grammar` or `functions`.
     fn default() -> Self {
         Self {
-            data: super::defaults::EVOLVE_DATA.into(),
+            data: super::base::defaults::EVOLVE_DATA.into(),
             target: None,
-            test_fraction: super::defaults::EVOLVE_TEST_FRACTION,
+            test_fraction: super::base::defaults::EVOLVE_TEST_FRACTION,
             validation_fraction: None,
-            select: super::validation::Select::default(),
+            select: super::base::validation::Select::default(),
             grammar: None,
             functions: None,
             operators: Vec::new(),
@@ -450,14 +452,14 @@ impl Default for EvolveSettings {
             map: crate::genome::MapConfig::default(),
             init: crate::genome::InitConfig::default(),
             vary: crate::genome::vary::GeVaryConfig::default(),
-            genome_capacity: super::defaults::GE.genome_capacity,
+            genome_capacity: super::base::defaults::GE.genome_capacity,
             regression: RegressionConfig::default(),
-            outputs: super::defaults::EVOLVE_OUTPUTS,
+            outputs: super::base::defaults::EVOLVE_OUTPUTS,
             linear_inputs: LinearInputs::default(),
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
-            budget: super::budget::Budget::default(),
+            budget: super::base::budget::Budget::default(),
         }
     }
 }
@@ -477,9 +479,9 @@ impl EvolveSettings {
     /// `grove evolve`'s defaults with no flags on the CPU (no representation: set `grammar` or
     /// `functions`); a run on a GPU fits constants by default ([`default_fit`]).
     pub fn cli_default() -> Self {
-        let ge = super::defaults::GE.configs();
+        let ge = super::base::defaults::GE.configs();
         Self {
-            engine: super::defaults::EVOLVE.config(default_fit(false)),
+            engine: super::base::defaults::EVOLVE.config(default_fit(false)),
             map: ge.map,
             init: ge.init,
             vary: ge.vary,
@@ -489,20 +491,20 @@ impl EvolveSettings {
     }
 
     /// What the search takes from these settings.
-    pub fn search_settings(&self) -> super::search::SearchSettings<'_> {
-        let ge = super::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
-        super::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
+    pub fn search_settings(&self) -> super::base::search::SearchSettings<'_> {
+        let ge = super::base::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        super::base::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
     }
 
     /// Checks values the types allow but a run cannot use; each message names the flag and
     /// the experiment-file field.
     pub fn check(&self) -> anyhow::Result<()> {
         use anyhow::ensure;
-        super::search::register_operators(&self.operators)?;
+        super::base::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
-        self.budget.check(super::budget::Measure::Loss)?;
+        self.budget.check(super::base::budget::Measure::Loss)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
-        super::validation::check_fraction(self.validation_fraction)?;
+        super::base::validation::check_fraction(self.validation_fraction)?;
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
         check_scaling(&self.regression, self.outputs)?;
@@ -513,7 +515,7 @@ impl EvolveSettings {
             );
             ensure!(!self.islands.shard_rows, "--linear-inputs on is not split over GPUs: drop --shard-rows or use --linear-inputs off");
         }
-        super::shard::check(&self.islands, self.device, self.outputs)?;
+        self::shard::check(&self.islands, self.device, self.outputs)?;
         check_ge(&self.search_settings().ge)?;
         match (&self.grammar, &self.functions) {
             (None, None) => anyhow::bail!(
@@ -595,13 +597,13 @@ fn scaled_texts(nodes: &[Node], names: &[String], (a, b): (f64, f64)) -> (String
 
 /// Loads the data, builds the representation, evolves and scores the best program.
 pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveResult> {
-    evolve_with(settings, &super::run::RunOptions { quiet, ..Default::default() })
+    evolve_with(settings, &super::base::run::RunOptions { quiet, ..Default::default() })
 }
 
 /// As [`evolve`], with checkpoints, resume, a stop flag and verbosity from `opts`: loads the
 /// data `settings.data` names, opens the device (saying on standard error, unless quiet, when
 /// `auto` falls back to the CPU) and runs [`fit`].
-pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> anyhow::Result<EvolveResult> {
+pub fn evolve_with(settings: &EvolveSettings, opts: &super::base::run::RunOptions) -> anyhow::Result<EvolveResult> {
     let (train, test) = load_data(settings)?;
     check_scaling(&settings.regression, settings.outputs)?;
     let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
@@ -675,7 +677,7 @@ pub fn metric_of(s: &Scores, metric: Metric) -> f64 {
 /// fraction is 0): a seeded split of `train` ([`crate::data::split::Holdout::VALIDATION`]).
 pub fn validation_split<'d>(
     train: &'d Dataset,
-    plan: &super::validation::Plan,
+    plan: &super::base::validation::Plan,
     seed: u64,
 ) -> anyhow::Result<(std::borrow::Cow<'d, Dataset>, Option<Dataset>)> {
     use anyhow::Context;
@@ -691,7 +693,7 @@ pub fn validation_split<'d>(
 /// chooses, scored on the training, validation and `test` rows: the library's regression run,
 /// under both the command line (`grove evolve`, `grove run`) and the Python package
 /// (`SymbolicRegressor.fit`). A seeded fraction of `train` is held out as validation rows
-/// ([`super::validation::Plan`]); evolution sees only the rest. `settings.data`, `target` and
+/// ([`super::base::validation::Plan`]); evolution sees only the rest. `settings.data`, `target` and
 /// `test_fraction` are only recorded; `settings.device` is what `backend` was opened from.
 /// Prints only what `opts` asks for (progress, per-generation lines).
 pub fn fit(
@@ -699,11 +701,11 @@ pub fn fit(
     train: &Dataset,
     test: Option<&Dataset>,
     backend: &crate::backend::Backend,
-    opts: &super::run::RunOptions,
+    opts: &super::base::run::RunOptions,
 ) -> anyhow::Result<EvolveResult> {
     // The run's own operators, before its function set or grammar names them.
-    super::search::register_operators(&settings.operators)?;
-    let plan = super::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, super::defaults::EVOLVE_SMALL_DATA_RULE)?;
+    super::base::search::register_operators(&settings.operators)?;
+    let plan = super::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, super::base::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     // Linear terms of the inputs first; the program is evolved on what they leave.
     let linear = linear_choice(settings, &rows)?;
@@ -714,15 +716,15 @@ pub fn fit(
         None => search(settings, &rows, backend, opts)?,
     };
     let mut plan = plan;
-    if plan.rule == super::validation::Select::Cv && rows.n_rows < 2 {
-        plan = plan.instead(super::validation::Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
+    if plan.rule == super::base::validation::Select::Cv && rows.n_rows < 2 {
+        plan = plan.instead(super::base::validation::Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
     }
-    if plan.rule == super::validation::Select::Cv {
+    if plan.rule == super::base::validation::Select::Cv {
         let start = std::time::Instant::now();
         let generations = searched.outcome.history.len().saturating_sub(1);
         match cross_validate(settings, &rows, backend, opts, generations)? {
             Some(curve) => searched.cv = Some(curve),
-            None => plan = plan.instead(super::validation::Select::Mdl, "the cross-validation was stopped"),
+            None => plan = plan.instead(super::base::validation::Select::Mdl, "the cross-validation was stopped"),
         }
         searched.cv_seconds = start.elapsed().as_secs_f64();
     }
@@ -748,17 +750,17 @@ pub struct Searched {
     /// The devices the search ran on ([`describe_devices`]).
     pub device: String,
     /// Why the search ended.
-    pub ended: super::budget::Ending,
+    pub ended: super::base::budget::Ending,
     /// `--select cv`: the cross-validated error by size limit ([`cross_validate`]; `None`
     /// otherwise).
-    pub cv: Option<super::crossval::SizeCurve>,
+    pub cv: Option<super::base::crossval::SizeCurve>,
     /// Seconds the cross-validation's searches took (0 without).
     pub cv_seconds: f64,
 }
 
 /// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
 /// validation rows): no choosing, no scoring.
-pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend, opts: &super::run::RunOptions) -> anyhow::Result<Searched> {
+pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend, opts: &super::base::run::RunOptions) -> anyhow::Result<Searched> {
     search_with(settings, rows, backend, opts, None)
 }
 
@@ -768,7 +770,7 @@ pub fn search_with(
     settings: &EvolveSettings,
     rows: &Dataset,
     backend: &crate::backend::Backend,
-    opts: &super::run::RunOptions,
+    opts: &super::base::run::RunOptions,
     joint: Option<&Joint>,
 ) -> anyhow::Result<Searched> {
     use anyhow::{bail, ensure};
@@ -777,23 +779,23 @@ pub fn search_with(
     check_scaling(&settings.regression, settings.outputs)?;
     let k = settings.outputs;
     let sharded = settings.islands.shard_rows;
-    super::shard::check(&settings.islands, settings.device, k)?;
+    self::shard::check(&settings.islands, settings.device, k)?;
     // Rows split over GPUs: each holds its shard, and constant fitting (which needs every row
     // on one GPU) is off.
-    let shards = if sharded { super::shard::count(&settings.islands.gpus, backend)? } else { 1 };
+    let shards = if sharded { self::shard::count(&settings.islands.gpus, backend)? } else { 1 };
     let mut engine = settings.engine.clone();
     if sharded && engine.constants.steps > 0 {
         engine.constants.steps = 0;
         opts.say("note: constant fitting is off with --shard-rows (it needs every row on one GPU)");
     }
-    let search_settings = super::search::SearchSettings { engine: &engine, ..settings.search_settings() };
+    let search_settings = super::base::search::SearchSettings { engine: &engine, ..settings.search_settings() };
     let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
     // The joint fit on a GPU writes every program's value at every row before summing them
     // (and a head's, every output's).
     let joint_values = if joint.is_some() || k > 1 { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
-    let need = super::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values };
-    super::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
-    super::search::note_bloat(&settings.engine, backend, opts);
+    let need = super::base::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values };
+    super::base::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
+    super::base::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
     if (k > 1 || joint.is_some()) && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
         let what = if k > 1 { format!("--outputs {k} (the fitted head)") } else { "the linear terms".to_string() };
@@ -807,7 +809,7 @@ pub fn search_with(
         (true, crate::backend::Backend::Cuda(_)) => backend.more_gpus(&settings.islands.gpus, shards)?,
         (true, crate::backend::Backend::Cpu) => Vec::new(),
     };
-    let parts = if sharded { super::shard::split_rows(rows, shards)? } else { Vec::new() };
+    let parts = if sharded { self::shard::split_rows(rows, shards)? } else { Vec::new() };
     let backends: Vec<&crate::backend::Backend> = match backend {
         crate::backend::Backend::Cpu if sharded => vec![backend; shards],
         _ => std::iter::once(backend).chain(&more).collect(),
@@ -823,7 +825,7 @@ pub fn search_with(
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let on_gpus = crate::evolve::OnGpus(&tasks);
-    let by_shard = if sharded { Some(super::shard::ShardedRegression::new(&tasks)?) } else { None };
+    let by_shard = if sharded { Some(self::shard::ShardedRegression::new(&tasks)?) } else { None };
     let task: &dyn crate::evolve::Fitness = match &by_shard {
         Some(s) => s,
         None => &on_gpus,
@@ -834,11 +836,11 @@ pub fn search_with(
         (false, _) => describe_devices(backend, &more),
     };
     // --stop-at is the training loss the progress line shows: the fitness.
-    let goal = super::budget::Goal { measure: super::budget::Measure::Loss, value: Box::new(|b: &crate::evolve::Best| b.fitness) };
-    let mut observer = super::run::RunObserver::new(&settings.engine, &settings.islands, opts, rows.n_rows)?.with_budget(settings.budget, goal);
+    let goal = super::base::budget::Goal { measure: super::base::budget::Measure::Loss, value: Box::new(|b: &crate::evolve::Best| b.fitness) };
+    let mut observer = super::base::run::RunObserver::new(&settings.engine, &settings.islands, opts, rows.n_rows)?.with_budget(settings.budget, goal);
     let trees = |functions: &str| settings.trees.rep_with_outputs(functions, rows.n_features, n_outputs, settings.engine.max_len);
     let slots = |t: &crate::grammar::template::Templates, path: &str| if k > 1 { check_grammar_slots(t, k, path) } else { Ok(()) };
-    let programs = super::search::Programs {
+    let programs = super::base::search::Programs {
         names: &rows.names,
         n_outputs,
         purpose: if k > 1 { format!("for evaluation with {k} outputs") } else { "for evaluation".into() },
@@ -847,7 +849,7 @@ pub fn search_with(
     };
     let searching = std::time::Instant::now();
     let setup_seconds = searching.duration_since(start).as_secs_f64();
-    let outcome = super::search::evolve(&search_settings, &programs, task, &mut observer)?;
+    let outcome = super::base::search::evolve(&search_settings, &programs, task, &mut observer)?;
     let search_seconds = searching.elapsed().as_secs_f64();
     if outcome.best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or evaluate");
@@ -861,13 +863,13 @@ pub fn search_with(
         node_evaluations: observer.evals,
         seconds: start.elapsed().as_secs_f64(),
         device,
-        ended: std::mem::replace(&mut observer.ended, super::budget::Ending::Generations),
+        ended: std::mem::replace(&mut observer.ended, super::base::budget::Ending::Generations),
         cv: None,
         cv_seconds: 0.0,
     })
 }
 
-/// `--select cv` ([`super::crossval`]): the whole fit repeated on every `k − 1` of `k` folds of
+/// `--select cv` ([`super::base::crossval`]): the whole fit repeated on every `k − 1` of `k` folds of
 /// `rows` (the linear terms chosen again, the search run for `generations` generations from
 /// its own seed, without a time limit or target, each front member's numbers fitted), its
 /// front scored on the held-out fold; `None` where the run was stopped meanwhile (Ctrl-C).
@@ -875,18 +877,18 @@ pub fn cross_validate(
     settings: &EvolveSettings,
     rows: &Dataset,
     backend: &crate::backend::Backend,
-    opts: &super::run::RunOptions,
+    opts: &super::base::run::RunOptions,
     generations: usize,
-) -> anyhow::Result<Option<super::crossval::SizeCurve>> {
-    let folds = super::crossval::Folds::new(rows.n_rows, settings.engine.seed);
-    let mut curve = super::crossval::SizeCurve::new(settings.engine.max_len);
-    let quiet = super::run::RunOptions { quiet: true, stop: opts.stop.clone(), max_memory: opts.max_memory, log: opts.log.clone(), ..Default::default() };
+) -> anyhow::Result<Option<super::base::crossval::SizeCurve>> {
+    let folds = super::base::crossval::Folds::new(rows.n_rows, settings.engine.seed);
+    let mut curve = super::base::crossval::SizeCurve::new(settings.engine.max_len);
+    let quiet = super::base::run::RunOptions { quiet: true, stop: opts.stop.clone(), max_memory: opts.max_memory, log: opts.log.clone(), ..Default::default() };
     let stopped = || opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
     for f in 0..folds.k {
         let mut fold = settings.clone();
         fold.engine.generations = generations;
         fold.engine.seed = settings.engine.seed.wrapping_add(1 + f as u64);
-        fold.budget = super::budget::Budget::default();
+        fold.budget = super::base::budget::Budget::default();
         let train = rows.subset(&folds.rows(f, false))?;
         let held = rows.subset(&folds.rows(f, true))?;
         let linear = linear_choice(&fold, &train)?;
@@ -937,7 +939,7 @@ fn member_model(nodes: &[Node], fit_rows: &Dataset, lin: Option<&Linear>, joint:
 #[allow(clippy::too_many_arguments)]
 pub fn finish(
     settings: &EvolveSettings,
-    plan: &super::validation::Plan,
+    plan: &super::base::validation::Plan,
     searched: &Searched,
     rows: &Dataset,
     validation: Option<&Dataset>,
@@ -945,7 +947,7 @@ pub fn finish(
     backend: &crate::backend::Backend,
     linear: &LinearChoice,
 ) -> anyhow::Result<EvolveResult> {
-    use super::validation::{Candidate, chosen_program, constants_of, decide, description_length, front_rows, gaussian_nll, primitives_of, selection_json};
+    use super::base::validation::{Candidate, chosen_program, constants_of, decide, description_length, front_rows, gaussian_nll, primitives_of, selection_json};
 
     let start = std::time::Instant::now();
     let outcome = &searched.outcome;
@@ -1034,12 +1036,12 @@ pub fn finish(
         best_json["genome"] = serde_json::json!(genome);
         best_json["phenotype"] = serde_json::json!(text);
     }
-    let model = super::model::Model {
-        kind: super::model::ModelKind::Regression,
+    let model = super::base::model::Model {
+        kind: super::base::model::ModelKind::Regression,
         features: names.clone(),
         target: rows.target.clone(),
-        nodes: super::model::Model::encode(&best.nodes),
-        operators: super::model::Model::operators_of(&best.nodes),
+        nodes: super::base::model::Model::encode(&best.nodes),
+        operators: super::base::model::Model::operators_of(&best.nodes),
         n_outputs: chosen.n_outputs(),
         classes: None,
         scale: match chosen {
@@ -1075,7 +1077,7 @@ pub fn finish(
         "version": env!("CARGO_PKG_VERSION"),
     });
     // The user operators the program uses, with the Python that gives them to sympy.
-    if let Some(o) = super::model::operators_json(&best.nodes) {
+    if let Some(o) = super::base::model::operators_json(&best.nodes) {
         report["operators"] = o;
     }
     if let Some(c) = &searched.cv {
@@ -1110,7 +1112,7 @@ pub fn finish(
         summary += &line;
     }
     let generations: Vec<f64> = outcome.history.iter().map(|s| s.seconds).collect();
-    let split = super::search::Split::of(searched.setup_seconds, searched.search_seconds, start.elapsed().as_secs_f64(), &generations, backend.kernel_loads());
+    let split = super::base::search::Split::of(searched.setup_seconds, searched.search_seconds, start.elapsed().as_secs_f64(), &generations, backend.kernel_loads());
     split.add_to(&mut report);
     summary += &split.line("generation");
     summary += &format!("time          {seconds:.2} s on {device}");

@@ -19,14 +19,14 @@
 //! on a GPU when the file says `device: "cuda"`, else to its CPU defaults (a file gives the
 //! same settings on every machine). An unknown field is an error that names it with its path.
 //! A new command is one more variant of [`Experiment`] plus its arm in each `match` here (the
-//! compiler lists them), in [`COMMANDS`], and in `task::run::run_experiment`.
+//! compiler lists them), in [`COMMANDS`], and in `task::base::run::run_experiment`.
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::classify::ClassifySettings;
-use super::control::ControlSettings;
-use super::regression::EvolveSettings;
+use crate::task::classify::ClassifySettings;
+use crate::task::control::ControlSettings;
+use crate::task::regression::EvolveSettings;
 
 /// One command's complete settings.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -102,20 +102,20 @@ impl Experiment {
                 merged["linear"] = gpu["linear"].clone();
                 merged["linear_iterations"] = gpu["linear_iterations"].clone();
             }
-            super::control::top_by_share(&mut merged, &given);
+            crate::task::control::top_by_share(&mut merged, &given);
         }
         if matches!(command, "evolve" | "classify") {
             // As `grove evolve` and `grove classify`: constants fitted by default where the run
             // will have a GPU.
             let device = given.get("device").and_then(|d| serde_json::from_value(d.clone()).ok());
             let on_gpu = device.unwrap_or(crate::backend::DeviceChoice::Auto).has_gpu();
-            let d = if command == "evolve" { super::regression::default_fit(on_gpu) } else { super::classify::default_fit(on_gpu) };
+            let d = if command == "evolve" { crate::task::regression::default_fit(on_gpu) } else { crate::task::classify::default_fit(on_gpu) };
             merged["engine"]["constants"] = serde_json::to_value(d)?;
         }
         let normalise = given.get("normalise").cloned();
-        super::search::merge(&mut merged, given);
+        crate::task::base::search::merge(&mut merged, given);
         if command == "control" {
-            super::control::resolve_normalise(&mut merged, normalise.as_ref()).with_context(|| format!("{origin}: bad settings"))?;
+            crate::task::control::resolve_normalise(&mut merged, normalise.as_ref()).with_context(|| format!("{origin}: bad settings"))?;
         }
         let exp = match command {
             "evolve" => Experiment::Evolve(strict(merged, origin)?),
@@ -190,7 +190,7 @@ impl Experiment {
     }
 
     /// The budget every command has, to change.
-    pub fn budget_mut(&mut self) -> &mut super::budget::Budget {
+    pub fn budget_mut(&mut self) -> &mut crate::task::base::budget::Budget {
         match self {
             Experiment::Evolve(s) => &mut s.budget,
             Experiment::Classify(s) => &mut s.budget,
@@ -325,8 +325,8 @@ pub struct Overrides {
 
 /// The experiment of a checkpoint, with the overrides a resumed run allows (`gens`,
 /// `device`), checked; and the checkpoint.
-pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, super::run::Checkpoint)> {
-    let c = super::run::Checkpoint::load(path)?;
+pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crate::task::base::run::Checkpoint)> {
+    let c = crate::task::base::run::Checkpoint::load(path)?;
     anyhow::ensure!(
         o.pop.is_none() && o.seed.is_none() && o.data.is_none() && o.set.is_empty(),
         "--resume continues a run with its own settings: drop --pop, --seed, --data and --set (--gens and --device may change)"

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 
 use crate::genome::{MapConfig, Mapper};
 use crate::grammar::{self, DatasetShape, Severity};
-use super::search::{MAX_GENOME, MAX_WRAPS};
+use crate::task::base::search::{MAX_GENOME, MAX_WRAPS};
 
 /// What `grove check` found: diagnostics (`file:line:col: severity: message`, for standard
 /// error) and the summary of rules and the compiled table (for standard output).
@@ -181,8 +181,8 @@ pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mu
     // A batch's genomes, read and padded, its results, and one genome's derivation; on a GPU
     // its genomes and derivation rows.
     let cells = MAP_CELLS as u64 * 4;
-    let need = super::plan::Need { host: 3 * cells + 2 * MAX_GENOME_LINE as u64, device: if s.device.has_gpu() { 3 * cells } else { 0 } };
-    super::plan::check(&need, "mapping in batches", "give --max-memory a larger size", s.max_memory, backend.free_memory()?)?;
+    let need = crate::task::base::plan::Need { host: 3 * cells + 2 * MAX_GENOME_LINE as u64, device: if s.device.has_gpu() { 3 * cells } else { 0 } };
+    crate::task::base::plan::check(&need, "mapping in batches", "give --max-memory a larger size", s.max_memory, backend.free_memory()?)?;
     let mut mapper = Mapper::new(&loaded.table, config);
     // Genomes are read in batches (line number, codons) and mapped batch by batch, so the GPU
     // gets many at once and the output keeps the input's order. A batch holds at most `BATCH`
@@ -319,8 +319,8 @@ pub struct Predictions {
 
 /// Applies the model of the report at `model` to the rows of the data file at `data`.
 pub fn predict(model: &Path, data: &Path) -> Result<Predictions> {
-    use super::model::ModelKind;
-    let model = super::model::load(model)?;
+    use crate::task::base::model::ModelKind;
+    let model = crate::task::base::model::load(model)?;
     let file = data.display().to_string();
     let bytes = std::fs::read(data).with_context(|| format!("cannot read data file {file}"))?;
     let table = crate::data::classes::read_table(&bytes, &file)?;
@@ -354,7 +354,7 @@ pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String
     let report: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| format!("{origin} is not JSON"))?;
     // A `grove control` report holds a policy, not a model.
     if report.get("model").is_none() && report.get("policy").is_some() {
-        let policy = super::control::SavedPolicy::from_report(&report, &origin)?;
+        let policy = crate::task::control::SavedPolicy::from_report(&report, &origin)?;
         let nodes = policy.nodes()?;
         let program = crate::program::export::Program {
             nodes: &nodes,
@@ -371,7 +371,7 @@ pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String
         };
         return crate::program::export::export(&program, lang).map_err(|e| anyhow::anyhow!("{origin}: {e}"));
     }
-    let saved = super::model::from_value(&report, &origin)?;
+    let saved = crate::task::base::model::from_value(&report, &origin)?;
     let nodes = saved.tree()?;
     let program = crate::program::export::Program {
         nodes: &nodes,
@@ -431,7 +431,7 @@ pub struct RolloutSettings {
 
 /// The environment and profile asked for, defaulting to a replayed policy's (`grove rollout`,
 /// `grove render`).
-fn env_of(env: Option<&str>, profile: Option<&str>, saved: Option<&super::control::SavedPolicy>) -> Result<(String, Option<String>)> {
+fn env_of(env: Option<&str>, profile: Option<&str>, saved: Option<&crate::task::control::SavedPolicy>) -> Result<(String, Option<String>)> {
     let env = match (env, saved) {
         (Some(e), _) => e.to_string(),
         (None, Some(p)) => p.env.clone(),
@@ -442,8 +442,8 @@ fn env_of(env: Option<&str>, profile: Option<&str>, saved: Option<&super::contro
 
 /// The environment a roll-out plays in (with the policy it replays, if any): for `grove
 /// rollout --print-model` and [`rollout`].
-pub fn rollout_model(s: &RolloutSettings) -> Result<(crate::sim::Model, Option<super::control::SavedPolicy>)> {
-    let saved = s.policy.as_deref().map(super::control::SavedPolicy::read).transpose()?;
+pub fn rollout_model(s: &RolloutSettings) -> Result<(crate::sim::Model, Option<crate::task::control::SavedPolicy>)> {
+    let saved = s.policy.as_deref().map(crate::task::control::SavedPolicy::read).transpose()?;
     let (env, profile) = env_of(s.env.as_deref(), s.profile.as_deref(), saved.as_ref())?;
     let mut model = crate::sim::Model::load(&env, profile.as_deref())?;
     if let Some(n) = s.solver_iterations {
@@ -476,7 +476,7 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
         (ActionSource::Fixed(rows), None) => rows.len(),
         (_, None) => model.episode_steps,
     };
-    super::search::check_count("--steps (or the environment's episode_steps)", steps, 1, super::control::MAX_EPISODE_STEPS)?;
+    crate::task::base::search::check_count("--steps (or the environment's episode_steps)", steps, 1, crate::task::control::MAX_EPISODE_STEPS)?;
     let summary = if s.device == crate::backend::DeviceChoice::Cuda {
         rollout_on_gpu(s, &model, &actions, nodes.as_deref(), steps)?
     } else {
@@ -610,7 +610,7 @@ pub fn render(s: &RenderSettings) -> Result<String> {
         (Some(r), None) => r,
         (None, None) => model.episode_steps,
     };
-    super::search::check_count("--steps (or the environment's episode_steps)", steps, 1, super::control::MAX_EPISODE_STEPS)?;
+    crate::task::base::search::check_count("--steps (or the environment's episode_steps)", steps, 1, crate::task::control::MAX_EPISODE_STEPS)?;
     anyhow::ensure!(s.frames >= 1 && s.every >= 1, "--frames and --every must be at least 1");
     // A policy plays in f32, as it was trained (the episode `grove rollout --policy` replays).
     let (model, frames) = if saved.is_some() {

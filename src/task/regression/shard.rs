@@ -8,7 +8,7 @@
 
 use anyhow::{Result, bail, ensure};
 
-use super::regression::Regression;
+use super::Regression;
 use crate::backend::{Backend, Gpus, RegressionData};
 use crate::data::Dataset;
 use crate::evolve::device::{DeviceRegression, DeviceTask, Shard};

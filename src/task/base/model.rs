@@ -245,12 +245,12 @@ impl Model {
 
     /// How a regression model's outputs become its prediction: its head, else its scale
     /// (`(1, 0)` when it has neither).
-    pub fn readout(&self) -> super::regression::Readout {
+    pub fn readout(&self) -> crate::task::regression::Readout {
         match &self.head {
-            Some(h) => super::regression::Readout::Head(h.clone()),
+            Some(h) => crate::task::regression::Readout::Head(h.clone()),
             None => {
                 let (a, b) = self.scale.unwrap_or((1.0, 0.0));
-                super::regression::Readout::Scale(a, b)
+                crate::task::regression::Readout::Scale(a, b)
             }
         }
     }

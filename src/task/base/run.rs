@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use serde::{Deserialize, Serialize};
 
-use super::experiment::Experiment;
+use crate::task::runner::experiment::Experiment;
 use super::search::EvolveResult;
 use crate::evolve::checkpoint::{Saved, SavedNode, Shape, check_tree, encode_nodes};
 use crate::evolve::hof::{Entry, HallOfFame};
@@ -145,14 +145,14 @@ pub struct Checkpoint {
     /// ([`Self::from_json`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub operators: Vec<(u8, String)>,
-    /// A `--policy linear` search (`task::linear_policy`): its whole state. `state` then holds
+    /// A `--policy linear` search (`task::control::linear`): its whole state. `state` then holds
     /// only the next iteration and the current policy as the best program.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub linear: Option<super::linear_policy::LinearState>,
+    pub linear: Option<crate::task::control::linear::LinearState>,
     /// A `--policy residual` run past its linear search: that search's state at its end, the
     /// linear policy under the programs `state` holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub residual: Option<super::linear_policy::LinearState>,
+    pub residual: Option<crate::task::control::linear::LinearState>,
     /// A `grove control --normalise` run: the normaliser its programs read through, and
     /// everything it has learnt from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -216,7 +216,7 @@ impl Checkpoint {
     /// user opcodes to this process's; a user opcode the checkpoint does not define is an error.
     fn renumber_operators(&mut self) -> Result<()> {
         let own = self.experiment.operators().to_vec();
-        crate::task::search::register_operators(&own)?;
+        crate::task::base::search::register_operators(&own)?;
         let map = crate::program::ops::user::remap(&self.operators, "the checkpoint").map_err(|e| anyhow!(e))?;
         let mut bad = None;
         let mut fix = |nodes: &mut Vec<SavedNode>| {
@@ -354,9 +354,9 @@ pub struct RunObserver<'a> {
     /// Why the run ended (every generation ran, until the budget says otherwise).
     pub ended: super::budget::Ending,
     /// The linear search under a `--policy residual` run's programs, which its checkpoints keep.
-    /// It may be tuned between generations ([`super::residual::Head`]), so a checkpoint reads it
+    /// It may be tuned between generations ([`crate::task::control::residual::Head`]), so a checkpoint reads it
     /// when it is saved.
-    residual: Option<&'a super::residual::Head<'a>>,
+    residual: Option<&'a crate::task::control::residual::Head<'a>>,
     /// A `--normalise` control run's normaliser, which its checkpoints keep.
     inputs: Option<&'a std::sync::Mutex<crate::sim::stats::Learnt>>,
 }
@@ -409,7 +409,7 @@ impl<'a> RunObserver<'a> {
 
     /// Checkpoints keep `head`'s search as it is when they are saved: the linear search under the
     /// programs of a `--policy residual` run ([`Checkpoint::residual`]).
-    pub fn with_residual(mut self, head: Option<&'a super::residual::Head<'a>>) -> Self {
+    pub fn with_residual(mut self, head: Option<&'a crate::task::control::residual::Head<'a>>) -> Self {
         self.residual = head;
         self
     }
@@ -633,9 +633,9 @@ pub fn on_threads<T: Send>(threads: Option<usize>, run: impl FnOnce() -> Result<
 pub fn run_experiment(exp: &Experiment, opts: &RunOptions, threads: Option<usize>) -> Result<EvolveResult> {
     let opts = &RunOptions { experiment: Some(exp.clone()), ..opts.clone() };
     on_threads(threads, || match exp {
-        Experiment::Evolve(s) => super::regression::evolve_with(s, opts),
-        Experiment::Classify(s) => super::classify::classify_with(s, opts),
-        Experiment::Control(s) => super::control::control_run(s, opts),
+        Experiment::Evolve(s) => crate::task::regression::evolve_with(s, opts),
+        Experiment::Classify(s) => crate::task::classify::classify_with(s, opts),
+        Experiment::Control(s) => crate::task::control::control_run(s, opts),
     })
 }
 
@@ -683,7 +683,7 @@ pub fn write_outputs(report: &serde_json::Value, outputs: &Outputs) -> Result<Ve
         written.push(("hall of fame", path.clone()));
     }
     if let Some(dir) = &outputs.plots {
-        for p in super::plots::write_all(report, dir)? {
+        for p in crate::task::runner::plots::write_all(report, dir)? {
             written.push(("plot", p));
         }
     }

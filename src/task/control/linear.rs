@@ -19,8 +19,8 @@
 
 use anyhow::{Context, Result, bail, ensure};
 
-use super::control::{Arena, ControlSettings, PolicyScores, TEST_GENERATION, score_policy};
-use super::search::{EvolveResult, describe_devices};
+use super::{Arena, ControlSettings, PolicyScores, TEST_GENERATION, score_policy};
+use crate::task::base::search::{EvolveResult, describe_devices};
 use crate::backend::Backend;
 use crate::backend::cpu::control::ControlRun;
 use crate::evolve::ars::{self, ArsConfig};
@@ -295,17 +295,17 @@ impl Search {
 }
 
 /// Runs the iterations of `search` up to `iterations` (fewer when `watch` ends the run or a stop
-/// is asked for, which fails with [`super::run::Stopped`]), saving checkpoints as `opts` asks
+/// is asked for, which fails with [`crate::task::base::run::Stopped`]), saving checkpoints as `opts` asks
 /// ([`save_checkpoint`]), with `settings.linear`'s search from `settings.engine.seed`.
 pub(super) fn iterate(
     settings: &ControlSettings,
     backend: &Backend,
-    opts: &super::run::RunOptions,
+    opts: &crate::task::base::run::RunOptions,
     arena: &Arena,
     search: &mut Search,
     iterations: usize,
-    mut watch: Option<&mut super::budget::Watch<'_>>,
-) -> Result<super::budget::Ending> {
+    mut watch: Option<&mut crate::task::base::budget::Watch<'_>>,
+) -> Result<crate::task::base::budget::Ending> {
     let cfg = &settings.linear;
     let every = (iterations / 10).max(1);
     for it in search.next()..iterations {
@@ -327,17 +327,17 @@ pub(super) fn iterate(
             save_checkpoint(opts, search.state(), &search.policy(arena.m.nu()).tree(), search.played)?;
         }
         if stop {
-            return Err(super::run::Stopped { generation: it + 1, checkpoint: opts.checkpoint.clone() }.into());
+            return Err(crate::task::base::run::Stopped { generation: it + 1, checkpoint: opts.checkpoint.clone() }.into());
         }
         if let Some(e) = end {
             return Ok(e);
         }
     }
-    Ok(super::budget::Ending::Generations)
+    Ok(crate::task::base::budget::Ending::Generations)
 }
 
 /// Runs `grove control --policy linear` (settings already checked by the caller).
-pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &crate::task::base::run::RunOptions) -> Result<EvolveResult> {
     let start = std::time::Instant::now();
     ensure!(
         settings.islands.count <= 1,
@@ -356,8 +356,8 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
         }
     };
     // The unperturbed policy's training return (its `Best`'s fitness is minus it).
-    let goal = super::budget::Goal { measure: super::budget::Measure::Return, value: Box::new(|b: &crate::evolve::Best| -b.fitness) };
-    let mut watch = super::budget::Watch::new(settings.budget, goal);
+    let goal = crate::task::base::budget::Goal { measure: crate::task::base::budget::Measure::Return, value: Box::new(|b: &crate::evolve::Best| -b.fitness) };
+    let mut watch = crate::task::base::budget::Watch::new(settings.budget, goal);
     let searching = std::time::Instant::now();
     let ended = iterate(settings, backend, opts, &arena, &mut search, settings.engine.generations, Some(&mut watch))?;
     let (setup, search_seconds) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
@@ -366,7 +366,7 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
     let nodes = last.tree();
     let train = score_policy(&nodes, &arena.m, &arena.run)?;
     let test = score_policy(&nodes, &arena.m, &ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..arena.run })?;
-    let split = super::search::Split::of(setup, search_seconds, start.elapsed().as_secs_f64() - seconds, &search.ran_seconds(), backend.kernel_loads());
+    let split = crate::task::base::search::Split::of(setup, search_seconds, start.elapsed().as_secs_f64() - seconds, &search.ran_seconds(), backend.kernel_loads());
     let (played, rollout_seconds) = search.played;
     let ran = Ran { policy: &last, nodes: &nodes, history: &search.history, ended: &ended, train: &train, test: &test, healthy: arena.healthy, seconds, played, rollout_seconds, split };
     report(settings, &arena.m, ran, &arena.names, &arena.acts, &describe_devices(backend, &[]))
@@ -375,13 +375,13 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &supe
 /// Saves `state` to `opts.checkpoint` (nothing without one), with the experiment, the env steps
 /// and seconds of roll-outs so far, and the current policy `nodes` as the engine state's best
 /// program.
-fn save_checkpoint(opts: &super::run::RunOptions, state: LinearState, nodes: &[Node], played: (u64, f64)) -> Result<()> {
+fn save_checkpoint(opts: &crate::task::base::run::RunOptions, state: LinearState, nodes: &[Node], played: (u64, f64)) -> Result<()> {
     use crate::evolve::checkpoint::{Saved, SavedBest, encode_nodes};
     let Some(path) = &opts.checkpoint else { return Ok(()) };
     let experiment = opts.experiment.clone().context("a checkpoint saves the run's experiment: set RunOptions::experiment")?;
     let iteration = state.iteration;
-    let c = super::run::Checkpoint {
-        grove_checkpoint: super::run::CHECKPOINT_FORMAT,
+    let c = crate::task::base::run::Checkpoint {
+        grove_checkpoint: crate::task::base::run::CHECKPOINT_FORMAT,
         version: env!("CARGO_PKG_VERSION").into(),
         experiment,
         operators: Vec::new(),
@@ -417,14 +417,14 @@ struct Ran<'a> {
     policy: &'a LinearPolicy,
     nodes: &'a [Node],
     history: &'a [Iteration],
-    ended: &'a super::budget::Ending,
+    ended: &'a crate::task::base::budget::Ending,
     train: &'a PolicyScores,
     test: &'a PolicyScores,
     healthy: Option<f64>,
     seconds: f64,
     played: u64,
     rollout_seconds: f64,
-    split: super::search::Split,
+    split: crate::task::base::search::Split,
 }
 
 fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], acts: &[String], device: &str) -> Result<EvolveResult> {
@@ -441,15 +441,15 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
                 "directions_used": h.step.used, "step": num(h.step.length), "step_overflowed": h.step.overflow, "seconds": h.seconds})
         })
         .collect();
-    let policy = super::control::SavedPolicy {
+    let policy = super::SavedPolicy {
         env: settings.env.clone(),
         profile: m.profile.clone(),
         observations: names.to_vec(),
         actuators: acts.to_vec(),
-        nodes: super::model::Model::encode(r.nodes),
+        nodes: crate::task::base::model::Model::encode(r.nodes),
         operators: Vec::new(),
     };
-    let ended = if matches!(r.ended, super::budget::Ending::Generations) { None } else { Some(r.ended) };
+    let ended = if matches!(r.ended, crate::task::base::budget::Ending::Generations) { None } else { Some(r.ended) };
     let mut report = serde_json::json!({
         "command": "control",
         "settings": settings,
@@ -521,7 +521,7 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
 fn fame_row(nodes: &[Node], nu: usize, names: &[String], train: f64) -> serde_json::Value {
     use crate::program::render::{Style, outputs};
     let show = |style: Style, wrap: fn(String) -> String| outputs(nodes, nu, names, style).into_iter().map(wrap).collect::<Vec<_>>().join("; ");
-    serde_json::to_value(super::run::FameRow {
+    serde_json::to_value(crate::task::base::run::FameRow {
         complexity: nodes.len(),
         loss: -train,
         validation_loss: None,

@@ -4,11 +4,14 @@
 //! different reset noise (the same starts for every individual; `backend::cpu::control`). The best
 //! policy is then played on `test_episodes` fresh starts and reported with its program, so
 //! `grove rollout --policy REPORT` can replay it. A control run is kept like any other
-//! (`task::run`): experiment files, checkpoints and resume, the hall of fame, plots.
+//! (`task::base::run`): experiment files, checkpoints and resume, the hall of fame, plots.
+
+pub mod linear;
+pub mod residual;
 
 use anyhow::{Context, Result, bail};
 
-use super::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_count, check_ge, check_search, describe_devices, fame_rows, islands_summary};
+use super::base::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_count, check_ge, check_search, describe_devices, fame_rows, islands_summary};
 use crate::backend::Backend;
 use crate::backend::cpu::control::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
 /// The policy a report saves: defined in [`crate::backend::cpu::control`], below the report layer,
@@ -90,28 +93,28 @@ pub struct ControlSettings {
     /// Islands and migration (one island by default).
     #[serde(default)]
     pub islands: crate::evolve::IslandConfig,
-    /// When the run ends before its last generation: a time limit, a target ([`super::budget`]).
+    /// When the run ends before its last generation: a time limit, a target ([`super::base::budget`]).
     #[serde(default)]
-    pub budget: super::budget::Budget,
+    pub budget: super::base::budget::Budget,
     /// What a policy is: an evolved program, or a linear map of the normalised observations
-    /// tuned by random search ([`super::linear_policy`]).
+    /// tuned by random search ([`self::linear`]).
     #[serde(default)]
     pub policy: PolicyKind,
     /// `policy: linear`: the random search (its iterations are `engine.generations`);
     /// `policy: residual`: the search of the linear policy under the programs.
-    #[serde(default = "super::defaults::linear_cpu")]
+    #[serde(default = "super::base::defaults::linear_cpu")]
     pub linear: crate::evolve::ars::ArsConfig,
     /// `policy: residual`: iterations of the linear policy's search before the programs' search
     /// (whose generations are `engine.generations`).
-    #[serde(default = "super::defaults::linear_iterations_cpu")]
+    #[serde(default = "super::base::defaults::linear_iterations_cpu")]
     pub linear_iterations: usize,
     /// `policy: residual`: after every this many generations of the programs' search (0: never),
     /// the linear policy under them is tuned again with the generation's best program on top
-    /// ([`super::residual::Head`]).
+    /// ([`self::residual::Head`]).
     #[serde(default)]
     pub head_every: usize,
     /// `policy: residual`: iterations of the random search in each such tuning.
-    #[serde(default = "super::defaults::head_iterations")]
+    #[serde(default = "super::base::defaults::head_iterations")]
     pub head_iterations: usize,
     /// `policy: program`: the programs read each observation normalised, `(o − μ) / σ`, by the
     /// running mean and deviation of every state the population's policies have visited, on
@@ -135,7 +138,7 @@ pub enum PolicyKind {
     Linear,
     /// actions = tanh(W n + f(n)) over the normalised observations n = (o − μ) / σ: W tuned by
     /// random search first (`linear_iterations`), then programs f evolved on top of it
-    /// ([`super::residual`]).
+    /// ([`self::residual`]).
     Residual,
 }
 
@@ -143,7 +146,7 @@ impl Default for ControlSettings {
     /// `grove control`'s defaults on the CPU in swimmer, with the engine's own settings of
     /// grammatical evolution (the command line's are [`ControlSettings::cli_default`]'s).
     fn default() -> Self {
-        use super::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_P_OUT, CONTROL_TEST_EPISODES, CONTROL_VALIDATION_EPISODES, FUNCTIONS, GE, PARSIMONY};
+        use super::base::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_P_OUT, CONTROL_TEST_EPISODES, CONTROL_VALIDATION_EPISODES, FUNCTIONS, GE, PARSIMONY};
         Self {
             env: "swimmer".into(),
             profile: None,
@@ -165,12 +168,12 @@ impl Default for ControlSettings {
             trees: ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: CONTROL_P_OUT, ..Default::default() },
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
-            budget: super::budget::Budget::default(),
+            budget: super::base::budget::Budget::default(),
             policy: PolicyKind::Program,
-            linear: super::defaults::linear_cpu(),
-            linear_iterations: super::defaults::LINEAR_ITERATIONS_CPU,
+            linear: super::base::defaults::linear_cpu(),
+            linear_iterations: super::base::defaults::LINEAR_ITERATIONS_CPU,
             head_every: 0,
-            head_iterations: super::defaults::HEAD_ITERATIONS,
+            head_iterations: super::base::defaults::HEAD_ITERATIONS,
             normalise: true,
         }
     }
@@ -178,18 +181,18 @@ impl Default for ControlSettings {
 
 impl ControlSettings {
     /// `grove control`'s defaults with no flags but `--env`, on a GPU (`on_gpu`:
-    /// [`super::defaults::CONTROL_GPU`]) or not ([`super::defaults::CONTROL_CPU`]): what an
+    /// [`super::base::defaults::CONTROL_GPU`]) or not ([`super::base::defaults::CONTROL_CPU`]): what an
     /// experiment file, a report's settings and the Python package lay their fields over.
     pub fn cli_default(on_gpu: bool) -> Self {
-        use super::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES, GE};
+        use super::base::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES, GE};
         let ge = GE.configs();
         let (engine, episodes) = if on_gpu { (CONTROL_GPU, CONTROL_GPU_EPISODES) } else { (CONTROL_CPU, CONTROL_CPU_EPISODES) };
         let base = Self::default();
         Self {
             engine: engine.config(base.engine.constants),
             episodes,
-            linear: if on_gpu { super::defaults::LINEAR_GPU } else { super::defaults::LINEAR_CPU },
-            linear_iterations: if on_gpu { super::defaults::LINEAR_ITERATIONS_GPU } else { super::defaults::LINEAR_ITERATIONS_CPU },
+            linear: if on_gpu { super::base::defaults::LINEAR_GPU } else { super::base::defaults::LINEAR_CPU },
+            linear_iterations: if on_gpu { super::base::defaults::LINEAR_ITERATIONS_GPU } else { super::base::defaults::LINEAR_ITERATIONS_CPU },
             map: ge.map,
             init: ge.init,
             vary: ge.vary,
@@ -199,19 +202,19 @@ impl ControlSettings {
     }
 
     /// What the search takes from these settings.
-    pub fn search_settings(&self) -> super::search::SearchSettings<'_> {
-        let ge = super::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
-        super::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
+    pub fn search_settings(&self) -> super::base::search::SearchSettings<'_> {
+        let ge = super::base::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        super::base::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
     }
 
     /// Checks values the types allow but a run cannot use; each message names the flag and
     /// the experiment-file field.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
-        super::search::register_operators(&self.operators)?;
+        super::base::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         ensure!(!self.islands.shard_rows, "--shard-rows (islands.shard_rows) splits regression rows over GPUs; grove control has no row shards yet");
-        self.budget.check(super::budget::Measure::Return)?;
+        self.budget.check(super::base::budget::Measure::Return)?;
         ensure!(
             self.engine.constants.steps == 0,
             "engine.constants.steps is {}: control fits no constants (constant fitting is for regression and classification)",
@@ -229,7 +232,7 @@ impl ControlSettings {
             ensure!(w.is_finite(), "--healthy-reward (healthy_reward) must be a finite number, got {w}");
         }
         if self.policy != PolicyKind::Program {
-            super::linear_policy::check(&self.linear, self.episodes)?;
+            self::linear::check(&self.linear, self.episodes)?;
         }
         if self.policy == PolicyKind::Residual {
             check_count("--linear-iterations (linear_iterations)", self.linear_iterations, 1, MAX_LINEAR_ITERATIONS)?;
@@ -262,7 +265,7 @@ impl ControlSettings {
         let mut base = serde_json::to_value(Self::cli_default(on_gpu))?;
         top_by_share(&mut base, &given);
         let normalise = given.get("normalise").cloned();
-        super::search::merge(&mut base, given);
+        super::base::search::merge(&mut base, given);
         resolve_normalise(&mut base, normalise.as_ref())?;
         let s: Self = serde_json::from_value(base).context("bad control settings")?;
         s.check()?;
@@ -393,9 +396,9 @@ pub struct Control<'m> {
     /// Control steps played and seconds spent in roll-outs so far.
     pub played: std::sync::Mutex<(u64, f64)>,
     /// The linear policy the programs are the residual of (`--policy residual`): each program is
-    /// played composed with its current one ([`super::residual::Residual::compose`]), by the
-    /// host loop, and it may be tuned again between generations ([`super::residual::Head`]).
-    pub residual: Option<&'m super::residual::Head<'m>>,
+    /// played composed with its current one ([`self::residual::Residual::compose`]), by the
+    /// host loop, and it may be tuned again between generations ([`self::residual::Head`]).
+    pub residual: Option<&'m self::residual::Head<'m>>,
     /// `--normalise`: the normaliser the programs read their observations through, learnt from
     /// what each generation's policies see ([`Learnt`]).
     pub learnt: Option<&'m Mutex<Learnt>>,
@@ -613,26 +616,26 @@ pub fn choose_on_validation(
 
 /// Loads the environment, evolves a policy and scores the best one.
 pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Result<EvolveResult> {
-    control_with(settings, backend, &super::run::RunOptions { quiet, ..Default::default() })
+    control_with(settings, backend, &super::base::run::RunOptions { quiet, ..Default::default() })
 }
 
 /// Opens the device `settings.device` names (after loading the environment, so that a bad one
 /// fails first; saying on standard error, unless quiet, when `auto` falls back to the CPU) and
 /// runs [`control_with`]: a control experiment of `grove run`.
-pub fn control_run(settings: &ControlSettings, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+pub fn control_run(settings: &ControlSettings, opts: &super::base::run::RunOptions) -> Result<EvolveResult> {
     let backend = open_on(&settings.env, settings.profile.as_deref(), settings.device, &settings.islands.gpus, opts.quiet)?;
     control_with(settings, &backend, opts)
 }
 
 /// As [`control`], with checkpoints, resume, a stop flag and verbosity from `opts` (as every
-/// task's run takes them; a stop fails with [`super::run::Stopped`]): the
+/// task's run takes them; a stop fails with [`super::base::run::Stopped`]): the
 /// library's control run, under both the command line (`grove control`, `grove run`) and the
 /// Python package (`grove.control`). `settings.device` is what `backend` was opened from.
-pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super::base::run::RunOptions) -> Result<EvolveResult> {
     settings.check()?;
     match settings.policy {
-        PolicyKind::Linear => return super::linear_policy::control_linear(settings, backend, opts),
-        PolicyKind::Residual => return super::residual::control_residual(settings, backend, opts),
+        PolicyKind::Linear => return self::linear::control_linear(settings, backend, opts),
+        PolicyKind::Residual => return self::residual::control_residual(settings, backend, opts),
         PolicyKind::Program => {}
     }
     if opts.resume.as_ref().is_some_and(|c| c.linear.is_some()) {
@@ -646,18 +649,18 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
 
 /// The programs' search of [`control_with`] (settings checked) in `arena`, on their own or,
 /// with `stage`, as the residual of its linear policy (`--policy residual`,
-/// [`super::residual`]): `opts.resume` is then a checkpoint of the programs' search or none.
+/// [`self::residual`]): `opts.resume` is then a checkpoint of the programs' search or none.
 pub fn control_programs(
     settings: &ControlSettings,
     backend: &Backend,
-    opts: &super::run::RunOptions,
+    opts: &super::base::run::RunOptions,
     arena: &Arena,
-    stage: Option<&super::residual::LinearStage>,
+    stage: Option<&self::residual::LinearStage>,
 ) -> Result<EvolveResult> {
     use crate::program::render::{Style, outputs};
 
     let start = std::time::Instant::now();
-    let head = stage.map(|s| super::residual::Head::new(s, settings, arena)).transpose()?;
+    let head = stage.map(|s| self::residual::Head::new(s, settings, arena)).transpose()?;
     let residual = head.as_ref();
     let learnt = learnt_of(settings, opts, arena.m.obs_size)?.map(Mutex::new);
     let learnt = learnt.as_ref();
@@ -672,8 +675,8 @@ pub fn control_programs(
     // A normalising run also keeps each episode's observation sums on both sides.
     let episodes = settings.episodes as u64;
     let sums = if learnt.is_some() { 8 * (1 + 2 * n_obs as u64) * episodes } else { 0 };
-    let need = super::plan::TaskNeed { per_individual: 16 * episodes + 16 + sums, device_per_individual: 64 * episodes + 16 + sums, ..Default::default() };
-    super::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, ", --episodes")?;
+    let need = super::base::plan::TaskNeed { per_individual: 16 * episodes + 16 + sums, device_per_individual: 64 * episodes + 16 + sums, ..Default::default() };
+    super::base::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, ", --episodes")?;
     // A resumed run goes on counting from the checkpoint's env steps and roll-out seconds; a
     // residual's programs from its linear search's.
     let played = opts.resume.as_ref().and_then(|c| c.env_steps).or(stage.map(|s| s.played)).unwrap_or((0, 0.0));
@@ -697,21 +700,21 @@ pub fn control_programs(
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
     // A residual's programs, and normalising ones, read the normalised observations.
-    let program_names = if residual.is_some() || learnt.is_some() { super::residual::normalised_names(names) } else { names.clone() };
+    let program_names = if residual.is_some() || learnt.is_some() { self::residual::normalised_names(names) } else { names.clone() };
     // --stop-at is the best policy's training return (its fitness less the parsimony penalty,
     // negated).
     let parsimony = settings.parsimony;
-    let goal = super::budget::Goal {
-        measure: super::budget::Measure::Return,
+    let goal = super::base::budget::Goal {
+        measure: super::base::budget::Measure::Return,
         value: Box::new(move |b: &crate::evolve::Best| -(b.fitness - parsimony * b.nodes.len() as f64)),
     };
-    let mut observer = super::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?
+    let mut observer = super::base::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?
         .with_budget(settings.budget, goal)
         .with_residual(residual)
         .with_inputs(learnt);
     let trees = |functions: &str| settings.trees.rep(functions, n_obs, nu, settings.engine.max_len);
     let check = |templates: &crate::grammar::template::Templates, name: &str| check_grammar_outputs(templates, nu, name);
-    let programs = super::search::Programs {
+    let programs = super::base::search::Programs {
         names,
         n_outputs: nu,
         purpose: format!("as a policy for {} ({nu} actuators, {n_obs} observations)", m.name),
@@ -719,7 +722,7 @@ pub fn control_programs(
         trees: &trees,
     };
     let searching = std::time::Instant::now();
-    let outcome = super::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
+    let outcome = super::base::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
     let (setup_seconds, search_seconds) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
     // A residual's whole run includes its linear search.
     let seconds = start.elapsed().as_secs_f64() + stage.map_or(0.0, |s| s.seconds);
@@ -775,8 +778,8 @@ pub fn control_programs(
         profile: m.profile.clone(),
         observations: names.clone(),
         actuators: acts.clone(),
-        nodes: super::model::Model::encode(&played_nodes),
-        operators: super::model::Model::operators_of(&played_nodes),
+        nodes: super::base::model::Model::encode(&played_nodes),
+        operators: super::base::model::Model::operators_of(&played_nodes),
     };
     let mut report = serde_json::json!({
         "command": "control",
@@ -798,7 +801,7 @@ pub fn control_programs(
         "version": env!("CARGO_PKG_VERSION"),
     });
     // The user operators the program uses, with the Python that gives them to sympy.
-    if let Some(o) = super::model::operators_json(&best.nodes) {
+    if let Some(o) = super::base::model::operators_json(&best.nodes) {
         report["operators"] = o;
     }
     let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);
@@ -859,7 +862,7 @@ pub fn control_programs(
     }
     let generations: Vec<f64> = outcome.history.iter().map(|s| s.seconds).collect();
     let finish = start.elapsed().as_secs_f64() - setup_seconds - search_seconds;
-    let split = super::search::Split::of(setup_seconds, search_seconds, finish, &generations, backend.kernel_loads());
+    let split = super::base::search::Split::of(setup_seconds, search_seconds, finish, &generations, backend.kernel_loads());
     split.add_to(&mut report);
     summary += &split.line("generation");
     summary += &format!(
@@ -872,7 +875,7 @@ pub fn control_programs(
 
 /// The normaliser a `--normalise` run starts from: a resumed run's, else one that has seen
 /// nothing; `None` without `--normalise`. An error line when a checkpoint's does not fit.
-fn learnt_of(settings: &ControlSettings, opts: &super::run::RunOptions, n_obs: usize) -> Result<Option<Learnt>> {
+fn learnt_of(settings: &ControlSettings, opts: &super::base::run::RunOptions, n_obs: usize) -> Result<Option<Learnt>> {
     let saved = opts.resume.as_ref().and_then(|c| c.inputs.as_ref());
     // A residual's programs read the observations its linear policy normalises.
     match (settings.normalise && settings.policy == PolicyKind::Program, saved) {

@@ -2,7 +2,7 @@
 //!
 //! The run has two stages. First a linear policy `a = tanh(W n)` over the normalised
 //! observations `n = (o − μ) / σ` is tuned by augmented random search, as `--policy linear` does
-//! ([`super::linear_policy`]), for `linear_iterations` iterations. Then `W`, `μ` and `σ` are
+//! ([`super::linear`]), for `linear_iterations` iterations. Then `W`, `μ` and `σ` are
 //! frozen and programs are evolved as its residual: a program `f` reads the normalised
 //! observations and the policy is
 //!
@@ -26,9 +26,9 @@ use std::sync::{Mutex, RwLock};
 
 use anyhow::{Result, bail};
 
-use super::control::{Arena, ControlSettings};
-use super::linear_policy::{LinearPolicy, LinearState, Search, iterate};
-use super::search::EvolveResult;
+use super::{Arena, ControlSettings};
+use super::linear::{LinearPolicy, LinearState, Search, iterate};
+use crate::task::base::search::EvolveResult;
 use crate::backend::Backend;
 use crate::program::Op;
 use crate::program::tree::{Node, Population};
@@ -52,7 +52,7 @@ impl Residual {
 
     /// The whole policy of `program` (a tree over the normalised observations with one output
     /// slot per actuator): `[add, linear tree…, program…]` with each variable leaf `x_i` of the
-    /// program replaced by `(x_i − μ_i) · s_i` (`s_i` = [`super::linear_policy::Normaliser::scale`];
+    /// program replaced by `(x_i − μ_i) · s_i` (`s_i` = [`super::linear::Normaliser::scale`];
     /// a constant 0 where `s_i` is 0). Output slots sum over their nodes, so the policy's output
     /// `j` is the linear policy's plus the program's. An empty program (no program) stays empty.
     pub fn compose(&self, program: &[Node]) -> Vec<Node> {
@@ -132,7 +132,7 @@ impl<'a> Head<'a> {
         self.residual.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The linear search's state, which checkpoints keep ([`super::run::Checkpoint::residual`]).
+    /// The linear search's state, which checkpoints keep ([`crate::task::base::run::Checkpoint::residual`]).
     pub fn state(&self) -> LinearState {
         self.search.lock().unwrap_or_else(|e| e.into_inner()).state()
     }
@@ -184,8 +184,8 @@ impl<'a> Head<'a> {
 
 /// Runs `grove control --policy residual` (settings already checked by the caller): the linear
 /// stage (resumed from a checkpoint of it, or skipped when the checkpoint is of the programs'
-/// stage), then the programs' stage ([`super::control::control_programs`]).
-pub fn control_residual(settings: &ControlSettings, backend: &Backend, opts: &super::run::RunOptions) -> Result<EvolveResult> {
+/// stage), then the programs' stage ([`super::control_programs`]).
+pub fn control_residual(settings: &ControlSettings, backend: &Backend, opts: &crate::task::base::run::RunOptions) -> Result<EvolveResult> {
     let start = std::time::Instant::now();
     let arena = Arena::load(settings)?;
     let (nu, n_obs, name) = (arena.m.nu(), arena.m.obs_size, arena.m.name.clone());
@@ -203,8 +203,8 @@ pub fn control_residual(settings: &ControlSettings, backend: &Backend, opts: &su
         None => (linear(Search::fresh(nu, n_obs))?, None),
     };
     let stage = LinearStage { seconds: start.elapsed().as_secs_f64(), ..stage };
-    let opts = super::run::RunOptions { resume, ..opts.clone() };
-    super::control::control_programs(settings, backend, &opts, &arena, Some(&stage))
+    let opts = crate::task::base::run::RunOptions { resume, ..opts.clone() };
+    super::control_programs(settings, backend, &opts, &arena, Some(&stage))
 }
 
 /// The linear stage of `search`, which has run its `iterations` (and, when `tuned` (a checkpoint of
@@ -225,7 +225,7 @@ fn stage_of(search: &Search, nu: usize, iterations: usize, tuned: bool) -> Resul
 mod tests {
     use super::*;
     use crate::backend::cpu::control::Policy;
-    use crate::task::linear_policy::Normaliser;
+    use crate::task::control::linear::Normaliser;
 
     fn marked(mut n: Node, k: u8) -> Node {
         n.out = k + 1;
