@@ -26,7 +26,7 @@ use grove::data::Dataset;
 use grove::rng::{Purpose, Stream};
 use grove::select::Bloat;
 use grove::task::regression::{EvolveSettings, finish, search, validation_split};
-use grove::task::base::run::RunOptions;
+use grove::task::base::options::RunOptions;
 use grove::task::base::validation::{Plan, Select};
 
 fn main() -> ExitCode {

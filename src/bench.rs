@@ -550,8 +550,8 @@ fn gpu_runs(quick: bool) -> Result<Vec<serde_json::Value>> {
 /// `other_generations`, `other_seconds`), the best training fitness, and the experiment.
 pub fn whole_run(given: &serde_json::Value) -> Result<serde_json::Value> {
     let exp = crate::task::runner::experiment::Experiment::from_parts("evolve", given.clone(), "grove bench")?;
-    let opts = crate::task::base::run::RunOptions { quiet: true, ..Default::default() };
-    let result = crate::task::base::run::run_experiment(&exp, &opts, None)?;
+    let opts = crate::task::base::options::RunOptions { quiet: true, ..Default::default() };
+    let result = crate::task::runner::run_experiment(&exp, &opts, None)?;
     let report = &result.report;
     let timing = &report["timing"];
     let fitting: crate::evolve::ConstantFitting = serde_json::from_value(report["settings"]["engine"]["constants"].clone())?;

@@ -6,7 +6,7 @@ fn main() -> ExitCode {
     match grove::cli::run() {
         Ok(code) => code,
         Err(err) => {
-            if let Some(stopped) = err.downcast_ref::<grove::task::base::run::Stopped>() {
+            if let Some(stopped) = err.downcast_ref::<grove::task::base::options::Stopped>() {
                 eprintln!("{stopped}");
                 return ExitCode::from(130);
             }

@@ -70,7 +70,7 @@ grove::test_device!(invalid_programs_are_flagged, |backend: &Backend| {
 });
 
 grove::test_device!(evolution_improves_on_every_backend, |backend: &Backend| {
-    use grove::task::regression::{EvolveSettings, evolve};
+    use grove::task::regression::{EvolveSettings, run};
     let device = match backend {
         Backend::Cpu => grove::backend::DeviceChoice::Cpu,
         Backend::Cuda(_) => grove::backend::DeviceChoice::Cuda,
@@ -83,7 +83,7 @@ grove::test_device!(evolution_improves_on_every_backend, |backend: &Backend| {
         device,
         ..Default::default()
     };
-    let r = evolve(&settings, true).unwrap();
+    let r = run(&settings, &grove::task::base::options::RunOptions { quiet: true, ..Default::default() }).unwrap();
     let gens = r.report["generations"].as_array().unwrap();
     let first = gens[0]["best"].as_f64().unwrap();
     let last = gens.last().unwrap()["best"].as_f64().unwrap();

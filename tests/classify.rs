@@ -201,7 +201,7 @@ fn predict_applies_a_regression_report_too() {
 
 #[test]
 fn classification_grammars_and_tree_gp_learn_iris_whatever_the_thread_count() {
-    use grove::task::classify::{ClassifySettings, classify};
+    use grove::task::classify::{ClassifySettings, run};
     let dir = env!("CARGO_MANIFEST_DIR");
     let settings = |grammar: Option<&str>| ClassifySettings {
         grammar: grammar.map(|g| format!("{dir}/grammars/{g}")),
@@ -213,7 +213,7 @@ fn classification_grammars_and_tree_gp_learn_iris_whatever_the_thread_count() {
     for s in [settings(Some("classify.bnf")), settings(Some("classify-3class.bnf")), settings(None)] {
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            pool.install(|| classify(&s, true)).unwrap().report
+            pool.install(|| run(&s, &quiet())).unwrap().report
         };
         let (a, b) = (run(1), run(2));
         assert_eq!(a["best"], b["best"], "{:?}", s.grammar);
@@ -227,7 +227,7 @@ fn classification_grammars_and_tree_gp_learn_iris_whatever_the_thread_count() {
 
 #[test]
 fn binary_mode_uses_one_output_and_its_sign() {
-    use grove::task::classify::{ClassifySettings, classify};
+    use grove::task::classify::{ClassifySettings, run};
     let s = ClassifySettings {
         data: "builtin:breast_cancer".into(),
         binary: true,
@@ -235,7 +235,7 @@ fn binary_mode_uses_one_output_and_its_sign() {
         device: grove::backend::DeviceChoice::Cpu,
         ..Default::default()
     };
-    let r = classify(&s, true).unwrap().report;
+    let r = run(&s, &quiet()).unwrap().report;
     assert_eq!(r["model"]["n_outputs"], 0);
     assert_eq!(r["best"]["programs"].as_array().unwrap().len(), 1);
     assert!(r["train"]["accuracy"].as_f64().unwrap() > 0.8, "{}", r["train"]);
@@ -266,4 +266,9 @@ fn label_names_any_column_of_a_file() {
     let out = grove(&["classify", "--data", f.to_str().unwrap(), "--pop", "10", "--gens", "1", "--device", "cpu", "-q"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("column 1 (kind): `small` is not a finite number"), "{}", text(&out.stderr));
+}
+
+/// Options of a run that prints nothing.
+fn quiet() -> grove::task::base::options::RunOptions {
+    grove::task::base::options::RunOptions { quiet: true, ..Default::default() }
 }

@@ -188,13 +188,13 @@ fn control_rejects_policies_of_the_wrong_width() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn control_task_runs_on_cuda() {
-    use grove::task::control::{control, ControlSettings};
+    use grove::task::control::{ControlSettings, fit};
     let backend = grove::backend::Backend::Cuda(Box::new(engine()));
     let mut s = ControlSettings::default();
     s.engine.pop_size = 500;
     s.engine.generations = 10;
     s.episodes = 2;
-    let r = control(&s, &backend, true).unwrap();
+    let r = fit(&s, &backend, &grove::task::base::options::RunOptions { quiet: true, ..Default::default() }).unwrap();
     let gens = r.report["generations"].as_array().unwrap();
     let first = gens[0]["best_return"].as_f64().unwrap();
     let last = gens.last().unwrap()["best_return"].as_f64().unwrap();
@@ -246,8 +246,8 @@ fn assert_runs_equal(s: &grove::task::control::ControlSettings, cuda: &grove::ba
         }
         r
     };
-    let on_gpu = grove::task::control::control(s, cuda, true).unwrap();
-    let on_cpu = grove::task::control::control(s, &grove::backend::Backend::Cpu, true).unwrap();
+    let on_gpu = grove::task::control::fit(s, cuda, &grove::task::base::options::RunOptions { quiet: true, ..Default::default() }).unwrap();
+    let on_cpu = grove::task::control::fit(s, &grove::backend::Backend::Cpu, &grove::task::base::options::RunOptions { quiet: true, ..Default::default() }).unwrap();
     assert_eq!(strip(on_gpu.report), strip(on_cpu.report), "{what}");
 }
 

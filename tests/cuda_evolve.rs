@@ -138,13 +138,13 @@ impl grove::evolve::Observer for Fame {
                 counts[pop.len[i] as usize] += 1;
             }
         }
-        self.medians.push(grove::task::base::run::median_of_counts(&counts));
+        self.medians.push(grove::task::base::observer::median_of_counts(&counts));
     }
     fn evaluated_sizes(&mut self, generation: usize, winners: &[(f64, Vec<grove::program::tree::Node>)], counts: &[u32]) {
         for (f, nodes) in winners {
             self.hof.offer(generation, *f, nodes);
         }
-        self.medians.push(grove::task::base::run::median_of_counts(counts));
+        self.medians.push(grove::task::base::observer::median_of_counts(counts));
     }
 }
 
@@ -652,7 +652,7 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
 /// best equal but for the order of the f64 sums.
 fn cpu_and_gpu_runs(settings: &grove::task::regression::EvolveSettings, data: &grove::data::Dataset) -> (serde_json::Value, serde_json::Value) {
     use grove::task::regression::fit;
-    let quiet = grove::task::base::run::RunOptions { quiet: true, ..Default::default() };
+    let quiet = grove::task::base::options::RunOptions { quiet: true, ..Default::default() };
     let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     let rc = fit(settings, data, None, &cpu, &quiet).unwrap().report;
@@ -711,7 +711,7 @@ fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
     use grove::task::classify::{ClassifySettings, fit, load_data};
-    let quiet = grove::task::base::run::RunOptions { quiet: true, ..Default::default() };
+    let quiet = grove::task::base::options::RunOptions { quiet: true, ..Default::default() };
     let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
     let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
     for grammar in [None, Some("grammars/classify-3class.bnf")] {

@@ -46,13 +46,13 @@ impl grove::evolve::Observer for Fame {
                 counts[pop.len[i] as usize] += 1;
             }
         }
-        self.medians.push(grove::task::base::run::median_of_counts(&counts));
+        self.medians.push(grove::task::base::observer::median_of_counts(&counts));
     }
     fn evaluated_sizes(&mut self, generation: usize, winners: &[(f64, Vec<grove::program::tree::Node>)], counts: &[u32]) {
         for (f, nodes) in winners {
             self.hof.offer(generation, *f, nodes);
         }
-        self.medians.push(grove::task::base::run::median_of_counts(counts));
+        self.medians.push(grove::task::base::observer::median_of_counts(counts));
     }
 }
 

@@ -180,8 +180,9 @@ fn small_runs() -> Vec<(Vec<u8>, Value)> {
         .map(|(i, (command, given))| {
             let exp = Experiment::from_parts(command, given, "fuzz").unwrap();
             let path = dir.join(format!("{i}.ckpt"));
-            let opts = grove::task::base::run::RunOptions { quiet: true, checkpoint: Some(path.clone()), checkpoint_every: 1, ..Default::default() };
-            let result = grove::task::base::run::run_experiment(&exp, &opts, Some(1)).unwrap();
+            let keep = grove::task::runner::checkpoint::FileCheckpoints::new(path.clone(), 1, exp.clone(), &Default::default()).unwrap();
+            let opts = grove::task::base::options::RunOptions { quiet: true, checkpoint: Some(std::sync::Arc::new(keep)), ..Default::default() };
+            let result = grove::task::runner::run_experiment(&exp, &opts, Some(1)).unwrap();
             (std::fs::read(&path).unwrap(), result.report)
         })
         .collect();
@@ -268,9 +269,9 @@ fn checkpoints_never_panic_and_every_byte_change_is_caught() {
     let alphabet = b"[]{},:\"\n0123456789.-e";
     let mut f = Fuzz::new(5);
     let load = |b: &[u8]| {
-        if let Ok(c) = grove::task::base::run::Checkpoint::from_json(b, "fuzz.ckpt") {
-            let _ = c.state.resume();
-            let _ = c.hall_of_fame();
+        if let Ok(c) = grove::task::runner::checkpoint::Checkpoint::from_json(b, "fuzz.ckpt") {
+            let _ = c.run.state.resume();
+            let _ = c.run.hall_of_fame();
         }
     };
     each_case("checkpoint (random)", 300, |f, _| f.bytes(alphabet, 200), load, &mut f);
@@ -292,7 +293,7 @@ fn checkpoints_never_panic_and_every_byte_change_is_caught() {
             f.mutate(&runs[i].0, alphabet)
         },
         |b| {
-            if grove::task::base::run::Checkpoint::from_json(b, "fuzz.ckpt").is_ok() {
+            if grove::task::runner::checkpoint::Checkpoint::from_json(b, "fuzz.ckpt").is_ok() {
                 let mut v: Value = serde_json::from_slice(b).unwrap();
                 v.as_object_mut().unwrap().remove("checksum");
                 assert!(contents.contains(&v), "an edited checkpoint loaded with changed content");

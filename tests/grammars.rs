@@ -59,7 +59,7 @@ fn garbage_grammars_never_panic() {
 
 #[test]
 fn runs_do_not_depend_on_the_thread_count() {
-    use grove::task::regression::{EvolveSettings, evolve};
+    use grove::task::regression::{EvolveSettings, run};
     let settings = |grammar: Option<&str>, functions: Option<&str>| EvolveSettings {
         data: "builtin:koza1".into(),
         grammar: grammar.map(|g| format!("{}/grammars/{g}", env!("CARGO_MANIFEST_DIR"))),
@@ -72,7 +72,7 @@ fn runs_do_not_depend_on_the_thread_count() {
     for s in [settings(Some("regression.bnf"), None), settings(None, Some("add,sub,mul,div,sin"))] {
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-            let r = pool.install(|| evolve(&s, true)).unwrap();
+            let r = pool.install(|| run(&s, &grove::task::base::options::RunOptions { quiet: true, ..Default::default() })).unwrap();
             (r.report["best"]["infix"].clone(), r.report["train"].clone(), r.report["generations"].as_array().unwrap().iter().map(|g| g["best"].clone()).collect::<Vec<_>>())
         };
         assert_eq!(run(1), run(3));

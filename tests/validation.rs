@@ -12,7 +12,7 @@ use grove::rng::{Purpose, Stream};
 use grove::select::Bloat;
 use grove::task::runner::experiment::{Experiment, Overrides, from_source, parse_ron};
 use grove::task::regression::{EvolveSettings, fit, validation_split};
-use grove::task::base::run::RunOptions;
+use grove::task::base::options::RunOptions;
 use grove::task::base::validation::{Candidate, Plan, Select, choose, pareto_scores};
 use serde_json::{Value, json};
 

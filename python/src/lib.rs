@@ -1,6 +1,6 @@
 //! `grove._grove`: the Python face of grove's library. The estimators in `python/grove` call
 //! these functions; each one calls the same library function as the command line
-//! (`task::regression::fit`, `task::classify::fit`, `task::control::control_with`,
+//! (`task::regression::fit`, `task::classify::fit`, `task::control::fit`,
 //! `task::base::model::Model::outputs_of`, `task::control::replay`), so a run from Python and the
 //! same run of `grove evolve` / `grove classify` give the same programs and scores.
 //!
@@ -33,7 +33,9 @@ use grove::data::classes::{Labeled, Standardize};
 use grove::task::runner::experiment::Experiment;
 use grove::task::base::model::Model;
 use grove::report::Log;
-use grove::task::base::run::{Checkpoint, RunOptions, Stopped};
+use grove::task::runner::checkpoint::{Checkpoint, FileCheckpoints, check_checkpoint_path};
+use grove::task::base::options::{Checkpoints, RunOptions};
+use grove::task::base::options::Stopped;
 
 /// A bad argument: `ValueError` with the whole error chain.
 fn value_error(e: anyhow::Error) -> PyErr {
@@ -143,7 +145,7 @@ fn run_detached(
             let note = move |s: String| {
                 let _ = notes.send(Message::Note(s));
             };
-            let result = grove::task::base::run::on_threads(threads, || job(opts, &note));
+            let result = grove::task::base::options::on_threads(threads, || job(opts, &note));
             let _ = tx.send(Message::Done(result));
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start the run's thread: {e}")))?;
@@ -222,7 +224,7 @@ fn fit_keeping_state(
     fit: impl FnOnce(&RunOptions) -> anyhow::Result<String>,
 ) -> anyhow::Result<Finished> {
     if !keep {
-        return Ok((fit(&RunOptions { resume: warm, ..opts })?, None));
+        return Ok((fit(&RunOptions { resume: warm.map(|c| c.run), ..opts })?, None));
     }
     let path = state_path();
     // The state file is the fit's own, no checkpoint of the user's: the line saying it was saved
@@ -235,7 +237,8 @@ fn fit_keeping_state(
             }
         }))
     });
-    let opts = RunOptions { checkpoint: Some(path.clone()), checkpoint_every: 0, experiment: Some(exp), resume: warm, log, ..opts };
+    let keeping = FileCheckpoints::new(path.clone(), 0, exp, &Default::default())?;
+    let opts = RunOptions { checkpoint: Some(Arc::new(keeping)), resume: warm.map(|c| c.run), log, ..opts };
     let result = fit(&opts);
     let state = std::fs::read(&path);
     let _ = std::fs::remove_file(&path);
@@ -285,7 +288,7 @@ fn continuing(bytes: &[u8], exp: &Experiment, origin: &str) -> PyResult<Checkpoi
              a continued run may change only its generations, budget, device and gpus"
         )));
     }
-    let (done, want) = (c.state.generation, exp.engine().generations);
+    let (done, want) = (c.run.state.generation, exp.engine().generations);
     if want < done {
         return Err(PyValueError::new_err(format!(
             "{origin} has run {done} generations; generations={want} is fewer (generations counts the whole run)"
@@ -485,7 +488,7 @@ fn control(
         return Err(PyValueError::new_err("resume=True continues the run saved at checkpoint: give checkpoint=PATH"));
     }
     if let Some(path) = &checkpoint {
-        grove::task::base::run::check_checkpoint_path(path).map_err(value_error)?;
+        check_checkpoint_path(path).map_err(value_error)?;
     }
     // The saved run to continue: read now, checked against the settings once the device is known.
     let saved = match &checkpoint {
@@ -503,14 +506,12 @@ fn control(
     let job: Job = Box::new(move |opts, note| {
         let backend = open(device, &gpus, note)?;
         let settings = grove::task::control::ControlSettings::from_json(given, matches!(backend, Backend::Cuda(_)))?;
-        let opts = RunOptions {
-            experiment: Some(Experiment::Control(settings.clone())),
-            checkpoint: path,
-            checkpoint_every,
-            resume: resumed,
-            ..opts
+        let checkpoint: Option<Arc<dyn Checkpoints>> = match path {
+            Some(p) => Some(Arc::new(FileCheckpoints::new(p, checkpoint_every, Experiment::Control(settings.clone()), &Default::default())?)),
+            None => None,
         };
-        let result = grove::task::control::control_with(&settings, &backend, &opts)?;
+        let opts = RunOptions { checkpoint, resume: resumed.map(|c| c.run), ..opts };
+        let result = grove::task::control::fit(&settings, &backend, &opts)?;
         Ok((result.report.to_string(), None))
     });
     Ok(run_detached(py, threads, verbose, on_note.as_ref(), checkpoint.as_deref(), job)?.0)
@@ -699,7 +700,7 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let all = PyDict::new(py);
     let evolve = engine_defaults(py, &d::EVOLVE, d::EVOLVE_FUNCTIONS)?;
     evolve.set_item("outputs", d::EVOLVE_OUTPUTS)?;
-    use grove::task::base::search::LinearInputs;
+    use grove::task::base::model::LinearInputs;
     let linear = |l: LinearInputs| match l {
         LinearInputs::Auto => "auto",
         LinearInputs::On => "on",

@@ -60,7 +60,7 @@ pub struct ClassifyArgs {
     /// say: auto keeps them where their 5-fold cross-validated cross-entropy beats the class
     /// frequencies', without --optimise-constants.
     #[arg(long, value_enum, default_value_t = defaults::CLASSIFY_LINEAR_INPUTS)]
-    pub linear_inputs: crate::task::base::search::LinearInputs,
+    pub linear_inputs: crate::task::base::model::LinearInputs,
     /// A head over K program outputs (1 to 8; 1 is the program's value): each class's logit is
     /// c + Σ a_k·f_k, fitted by least squares on one-hot targets during the search and by
     /// multinomial logistic regression for the returned model. 0 (default): one output per

@@ -12,7 +12,6 @@ use super::args::{BudgetArgs, EngineArgs, EngineHelp, GeArgs, IslandArgs, RunFla
 use crate::task::control::{ControlSettings, MAX_EPISODE_STEPS, MAX_EPISODES, PolicyKind};
 use crate::task::base::defaults::{self, CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES};
 use crate::task::runner::experiment::Experiment;
-use crate::task::base::run::RunOptions;
 use crate::task::base::search::MAX_GENERATIONS;
 use crate::task::base::search::ClassTreeSettings;
 
@@ -206,10 +205,10 @@ impl ControlArgs {
 /// `grove control`: opens the device first (its defaults depend on it), then runs as every
 /// command that evolves does ([`super::run::run_experiment`]), on that device.
 pub fn control(args: &ControlArgs) -> Result<ExitCode> {
-    use crate::task::control::{control_with, open_on};
+    use crate::task::control::{fit, open_on};
     let backend = open_on(&args.env, args.profile.as_deref(), args.engine.device, &args.islands.gpus, args.run.quiet)?;
     let settings = args.settings(matches!(backend, crate::backend::Backend::Cuda(_)))?;
-    let opts = RunOptions { experiment: Some(Experiment::Control(settings.clone())), ..super::run::run_options(&args.run, None)? };
-    let result = crate::task::base::run::on_threads(args.run.threads, || control_with(&settings, &backend, &opts))?;
-    super::run::finish_run(&result, &opts.outputs)
+    let (opts, outputs) = super::run::run_options(&args.run, None, &Experiment::Control(settings.clone()))?;
+    let result = crate::task::base::options::on_threads(args.run.threads, || fit(&settings, &backend, &opts))?;
+    super::run::finish_run(&result, &outputs)
 }

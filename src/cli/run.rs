@@ -10,8 +10,12 @@ use clap::Args;
 
 use super::args::RunFlags;
 use crate::task::runner::experiment::Experiment;
-use crate::task::base::run::{Checkpoint, Outputs, RunOptions};
-use crate::task::base::search::EvolveResult;
+use std::sync::Arc;
+
+use crate::task::runner::checkpoint::{Checkpoint, FileCheckpoints};
+use crate::task::runner::outputs::Outputs;
+use crate::task::base::options::{Checkpoints, RunOptions};
+use crate::task::base::report::EvolveResult;
 
 /// `grove run`.
 #[derive(Debug, Args)]
@@ -122,51 +126,49 @@ pub struct RenderArgs {
 /// Runs an experiment on the requested threads (Ctrl-C saves a checkpoint and stops when
 /// checkpoints are on), then writes the report, hall of fame and plots and prints the summary.
 pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<ExitCode> {
-    let opts = run_options(flags, resume)?;
-    let result = crate::task::base::run::run_experiment(&exp, &opts, flags.threads)?;
-    finish_run(&result, &opts.outputs)
+    let (opts, outputs) = run_options(flags, resume, &exp)?;
+    let result = crate::task::runner::run_experiment(&exp, &opts, flags.threads)?;
+    finish_run(&result, &outputs)
 }
 
-/// How a run goes as `flags` say: quiet or verbose, checkpoints (into the resumed checkpoint's
-/// file and at its interval unless the flags say otherwise), the files written at the end (a
-/// resumed run's own unless the flags name others), and with checkpoints a Ctrl-C that saves
-/// one and stops. The experiment is left for the runner to set.
-pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<RunOptions> {
-    let every = flags.checkpoint_every.or(resume.as_ref().map(|r| r.1.checkpoint_every)).unwrap_or(10);
+/// How a run of `exp` goes as `flags` say: quiet or verbose, checkpoints (into the resumed
+/// checkpoint's file and at its interval unless the flags say otherwise, the path checked
+/// before the data is read or a device opened), the files written at the end (a resumed run's
+/// own unless the flags name others, returned beside the options), and with checkpoints a
+/// Ctrl-C that saves one and stops.
+pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>, exp: &Experiment) -> Result<(RunOptions, Outputs)> {
+    let every = flags.checkpoint_every.or(resume.as_ref().map(|r| r.1.checkpoint_every)).unwrap_or(crate::task::base::defaults::CHECKPOINT_EVERY);
     anyhow::ensure!(every >= 1, "--checkpoint-every must be at least 1");
-    let checkpoint = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
-    // Before the data is read or a device opened (the run's observer checks again for every
-    // caller of the library).
-    if let Some(path) = &checkpoint {
-        crate::task::base::run::check_checkpoint_path(path)?;
-    }
+    let path = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
     let given = Outputs { report: flags.report.clone(), hall_of_fame: flags.hall_of_fame.clone(), plots: flags.plots.clone() };
     let outputs = match &resume {
         Some((_, c)) => given.or(&c.outputs),
         None => given,
     };
+    let checkpoint: Option<Arc<dyn Checkpoints>> = match path {
+        Some(p) => Some(Arc::new(FileCheckpoints::new(p, every, exp.clone(), &outputs)?)),
+        None => None,
+    };
     let stop = match &checkpoint {
         Some(_) => Some(ctrl_c_flag()?),
         None => None,
     };
-    Ok(RunOptions {
+    let opts = RunOptions {
         quiet: flags.quiet,
         verbose: flags.verbose,
         checkpoint,
-        experiment: None,
-        checkpoint_every: every,
-        outputs,
-        resume: resume.map(|r| r.1),
+        resume: resume.map(|r| r.1.run),
         stop,
         max_memory: flags.max_memory,
         log: None,
-    })
+    };
+    Ok((opts, outputs))
 }
 
 /// Writes the report, hall of fame and plots `outputs` asks for and prints the summary and the
 /// files written.
 pub fn finish_run(result: &EvolveResult, outputs: &Outputs) -> Result<ExitCode> {
-    let written = crate::task::base::run::write_outputs(&result.report, outputs)?;
+    let written = crate::task::runner::outputs::write_outputs(&result.report, outputs)?;
     println!("{}", result.summary);
     for (what, path) in written {
         println!("{what:<13} {}", path.display());

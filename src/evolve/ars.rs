@@ -19,7 +19,10 @@
 //! [`Purpose::Directions`]) addressed by seed, iteration and direction, and every sum runs in
 //! index order, so a run is the same at any thread count and on every backend.
 
+use anyhow::{Result, ensure};
+
 use crate::rng::{Purpose, Stream};
+use crate::sim::stats::ObsStats;
 
 /// Settings of the search.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -146,6 +149,100 @@ pub fn step(theta: &mut [f64], deltas: &[Vec<f64>], returns: &[f64], cfg: &ArsCo
     let length = change.iter().map(|c| (scale * c) * (scale * c)).sum::<f64>().sqrt();
     theta.copy_from_slice(&next);
     Step { finite, used, sigma, length, overflow: false }
+}
+
+/// What one iteration did, for the report's `generations`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Iteration {
+    /// The best return of the perturbed policies.
+    pub best: f64,
+    /// Their mean return.
+    pub mean: f64,
+    /// The unperturbed policy's return.
+    pub central: f64,
+    /// The step taken.
+    pub step: Step,
+    /// Seconds the iteration took.
+    pub seconds: f64,
+}
+
+/// A linear policy's search between iterations, exactly (floats as f64 bits): what a checkpoint keeps
+/// (a control run's checkpoint keeps it), so that a resumed run ends as the uninterrupted one.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinearState {
+    /// The next iteration.
+    pub iteration: usize,
+    /// `W`, row-major (`nu × n_obs`).
+    pub weights: Vec<u64>,
+    /// Observations the statistics hold.
+    pub seen: u64,
+    /// Their sums, by component.
+    pub sum: Vec<u64>,
+    /// Their sums of squares.
+    pub sumsq: Vec<u64>,
+    /// Every iteration so far: the best, mean and unperturbed returns, the step's `σ_R` and
+    /// length (bits), its finite and used directions, whether it overflowed, and its seconds.
+    pub history: Vec<(u64, u64, u64, u64, u64, usize, usize, bool, f64)>,
+}
+
+impl LinearState {
+    /// The state of a search at `iteration` with weights `theta`, statistics `stats` and its
+    /// iterations so far.
+    pub fn of(iteration: usize, theta: &[f64], stats: &ObsStats, history: &[Iteration]) -> Self {
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect();
+        LinearState {
+            iteration,
+            weights: bits(theta),
+            seen: stats.n,
+            sum: bits(stats.sums()),
+            sumsq: bits(stats.sums_of_squares()),
+            history: history
+                .iter()
+                .map(|h| {
+                    let s = &h.step;
+                    (h.best.to_bits(), h.mean.to_bits(), h.central.to_bits(), s.sigma.to_bits(), s.length.to_bits(), s.finite, s.used, s.overflow, h.seconds)
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the parts agree: as many sums as sums of squares (at least one), `W` a whole
+    /// number of rows of them, one history row per iteration run.
+    pub fn check(&self) -> Result<()> {
+        let n = self.sum.len();
+        ensure!(n > 0 && self.sumsq.len() == n, "the linear search's statistics hold {} sums and {} sums of squares", n, self.sumsq.len());
+        ensure!(
+            !self.weights.is_empty() && self.weights.len() % n == 0,
+            "the linear search's W holds {} weights, not whole rows of {n} observations",
+            self.weights.len()
+        );
+        ensure!(
+            self.history.len() == self.iteration,
+            "the linear search is before iteration {} with {} iterations of history",
+            self.iteration,
+            self.history.len()
+        );
+        Ok(())
+    }
+
+    /// `W`, the statistics and the history, as the search holds them.
+    pub fn restore(&self) -> (Vec<f64>, ObsStats, Vec<Iteration>) {
+        let f = |v: &[u64]| v.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>();
+        let stats = ObsStats::from_sums(self.seen, f(&self.sum), f(&self.sumsq));
+        let history = self
+            .history
+            .iter()
+            .map(|&(best, mean, central, sigma, length, finite, used, overflow, seconds)| Iteration {
+                best: f64::from_bits(best),
+                mean: f64::from_bits(mean),
+                central: f64::from_bits(central),
+                step: Step { finite, used, sigma: f64::from_bits(sigma), length: f64::from_bits(length), overflow },
+                seconds,
+            })
+            .collect();
+        (f(&self.weights), stats, history)
+    }
 }
 
 #[cfg(test)]

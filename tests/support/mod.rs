@@ -104,7 +104,7 @@ pub fn read_json(p: &Path) -> Value {
 pub fn resealed(mut checkpoint: Value) -> Vec<u8> {
     let content = checkpoint.as_object_mut().unwrap();
     content.remove("checksum");
-    let sum = grove::task::base::run::fnv1a64(&serde_json::to_vec(&Value::Object(content.clone())).unwrap());
+    let sum = grove::task::runner::checkpoint::fnv1a64(&serde_json::to_vec(&Value::Object(content.clone())).unwrap());
     content.insert("checksum".into(), format!("fnv1a64:{sum:016x}").into());
     serde_json::to_vec(&checkpoint).unwrap()
 }

@@ -113,12 +113,12 @@ pub const PARSIMONY: f64 = 0.0;
 /// linearly scaled as before the head).
 pub const EVOLVE_OUTPUTS: usize = 1;
 /// `grove evolve`'s linear terms of the inputs beside the program.
-pub const EVOLVE_LINEAR_INPUTS: super::search::LinearInputs = super::search::LinearInputs::Auto;
+pub const EVOLVE_LINEAR_INPUTS: crate::task::base::model::LinearInputs = crate::task::base::model::LinearInputs::Auto;
 /// `grove classify`'s head: none (0), each class's output is the program's own. With
 /// `--outputs K` a head over the program's K outputs gives each class its logit.
 pub const CLASSIFY_OUTPUTS: usize = 0;
 /// `grove classify`'s linear terms of the inputs under the outputs.
-pub const CLASSIFY_LINEAR_INPUTS: super::search::LinearInputs = super::search::LinearInputs::Auto;
+pub const CLASSIFY_LINEAR_INPUTS: crate::task::base::model::LinearInputs = crate::task::base::model::LinearInputs::Auto;
 /// `grove evolve`'s probability, with `--outputs` above 1, that a new tree node becomes an extra
 /// output node (as `grove classify`'s).
 pub const EVOLVE_P_OUT: f32 = 0.05;
@@ -238,4 +238,13 @@ pub fn linear_iterations_cpu() -> usize {
 /// [`LINEAR_CPU`], for serde's defaults.
 pub fn linear_cpu() -> crate::evolve::ars::ArsConfig {
     LINEAR_CPU
+}
+
+/// Generations between checkpoints where neither the flags nor the checkpoint say
+/// (`--checkpoint-every`).
+pub const CHECKPOINT_EVERY: usize = 10;
+
+/// [`CHECKPOINT_EVERY`], for serde's defaults.
+pub fn checkpoint_every() -> usize {
+    CHECKPOINT_EVERY
 }

@@ -10,6 +10,55 @@ use crate::data::classes::{Standardize, Table, numeric_column};
 use crate::program::fitness::argmax;
 use crate::program::tree::{Node, Population};
 
+/// How a program's outputs become its prediction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Readout {
+    /// The program's one value as `a·f + b` (`(1, 0)`: unscaled).
+    Scale(f64, f64),
+    /// Its `K ≥ 2` output slots under a fitted linear head.
+    Head(crate::program::head::Head),
+}
+
+impl Readout {
+    /// The output slots of the programs it reads (0: the root's value).
+    pub fn n_outputs(&self) -> usize {
+        match self {
+            Readout::Scale(..) => 0,
+            Readout::Head(h) => h.w.len(),
+        }
+    }
+
+    /// Predictions `[n_rows]` (f64) from the program's outputs `[max(1, n_outputs)][n_rows]`:
+    /// what the report's scores, `grove predict` and the Python estimators all apply.
+    pub fn apply(&self, out: &[f32], n_rows: usize) -> Vec<f64> {
+        match self {
+            Readout::Scale(a, b) => out[..n_rows].iter().map(|&f| a * f as f64 + b).collect(),
+            Readout::Head(h) => h.predict(out, n_rows),
+        }
+    }
+}
+
+/// Whether a model has linear terms of the inputs beside its program (`--linear-inputs`, the
+/// experiment field `linear_inputs`): a line in the inputs added to a regression program's
+/// value (`program::linear`), or one per output added to a classifier's logits
+/// (`program::logistic`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LinearInputs {
+    /// Where they predict unseen rows better than the mean or the class frequencies
+    /// (regression: generalised cross-validation and a shorter description; classification:
+    /// 5-fold cross-validated cross-entropy); regression leaves them out with
+    /// `--no-linear-scaling`, `--metric mae`, `--shard-rows` and on a GPU, classification with
+    /// `--optimise-constants` and past its size limits.
+    Auto,
+    /// Always, where the inputs have a spread.
+    On,
+    /// Never: the program alone.
+    Off,
+}
+
+
+
 /// What kind of program a model holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -245,12 +294,12 @@ impl Model {
 
     /// How a regression model's outputs become its prediction: its head, else its scale
     /// (`(1, 0)` when it has neither).
-    pub fn readout(&self) -> crate::task::regression::Readout {
+    pub fn readout(&self) -> Readout {
         match &self.head {
-            Some(h) => crate::task::regression::Readout::Head(h.clone()),
+            Some(h) => Readout::Head(h.clone()),
             None => {
                 let (a, b) = self.scale.unwrap_or((1.0, 0.0));
-                crate::task::regression::Readout::Scale(a, b)
+                Readout::Scale(a, b)
             }
         }
     }

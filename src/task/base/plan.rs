@@ -7,7 +7,7 @@
 
 use anyhow::{Result, bail};
 
-use super::search::SearchSettings;
+use crate::task::base::search::SearchSettings;
 
 /// Bytes a program node takes in a population: opcode (1), value (4), subtree size (2),
 /// output slot (1).

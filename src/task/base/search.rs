@@ -2,26 +2,15 @@
 //! task is another's base. The result of a run, the checks of the engine's and GE's settings,
 //! the tree settings of programs with output nodes (classification and control), the search
 //! itself (the grammar loaded and compiled, or the function set's trees, evolved on the
-//! task's islands), and the parts of the report and summary every task writes alike
-//! (generations, island statistics, the devices, the hall of fame of a task without
-//! validation rows).
+//! task's islands), and the checks of a grammar's output slots. The report's common blocks are
+//! in [`super::report`].
 
 use anyhow::{Context, Result, bail};
 
 use super::defaults::GeConfigs;
-use super::run::{FameRow, RunObserver};
-use crate::evolve::{EngineConfig, GenerationStats, IslandConfig, Outcome, TreeRep};
+use super::observer::RunObserver;
+use crate::evolve::{EngineConfig, IslandConfig, Outcome, TreeRep};
 use crate::grammar::template::Templates;
-use crate::program::tree::Node;
-
-/// The result of a run, ready to print and to write as the JSON report.
-pub struct EvolveResult {
-    /// The JSON report (`settings`, `generations`, `best`, `train`, `test`, `model`, `timing`,
-    /// `version`).
-    pub report: serde_json::Value,
-    /// Lines to print for a person.
-    pub summary: String,
-}
 
 /// Largest population, and largest population times islands: rows are indexed by 32-bit
 /// numbers on every device.
@@ -206,15 +195,37 @@ pub struct Programs<'a> {
     pub trees: &'a dyn Fn(&str) -> Result<TreeRep>,
 }
 
-/// A check of the compiled grammar that accepts every grammar.
-pub fn any_grammar(_: &Templates, _: &str) -> Result<()> {
+/// Checks that a grammar writes at least `k` output slots: a literal `out(K, …)` writes slot
+/// K; an `out(<k>, …)` spelled by a rule (e.g. `GE_RANGE:dataset_n_os`) may write any of the
+/// `k` slots.
+pub fn check_grammar_slots(templates: &crate::grammar::template::Templates, k: usize, path: &str) -> anyhow::Result<()> {
+    use crate::grammar::template::{Item, Part};
+    let (mut literal, mut spelled) = (std::collections::BTreeSet::new(), false);
+    for item in templates.expr.iter().flatten().flatten() {
+        if let Item::Output(parts) = item {
+            match parts.as_slice() {
+                [Part::Text(t)] => {
+                    literal.insert(t.trim().to_string());
+                }
+                _ => spelled = true,
+            }
+        }
+    }
+    let slots = if spelled { k } else { literal.len() };
+    anyhow::ensure!(
+        slots >= k,
+        "{path} writes {slots} output slot{} (out(K, …)) but --outputs (outputs) asks for {k}: give a grammar with out(0, …) to out({}, …), or --outputs {}",
+        if slots == 1 { "" } else { "s" },
+        k - 1,
+        slots.max(1)
+    );
     Ok(())
 }
 
 /// Evolves `task`'s programs as `settings` say: a grammar is loaded for the programs' data
 /// shape and compiled for their variables and outputs, or the function set's trees are made;
 /// then the islands evolve, resuming where the observer's checkpoint left off. Ends the
-/// observer's progress display and turns a stop into [`super::run::Stopped`].
+/// observer's progress display and turns a stop into [`super::options::Stopped`].
 pub fn evolve(settings: &SearchSettings<'_>, programs: &Programs<'_>, task: &dyn crate::evolve::Fitness, observer: &mut RunObserver<'_>) -> Result<Outcome> {
     use crate::evolve::{self, GrammarRep, Representation};
     use crate::grammar::{self, DatasetShape};
@@ -250,100 +261,13 @@ pub fn evolve(settings: &SearchSettings<'_>, programs: &Programs<'_>, task: &dyn
     outcome.map_err(|e| observer.explain(e))
 }
 
-/// Says, unless quiet ([`super::run::RunOptions::say`]), that bloat control keeps selection and
+/// Says, unless quiet ([`super::options::RunOptions::say`]), that bloat control keeps selection and
 /// variation on the CPU of a GPU run.
-pub fn note_bloat(engine: &EngineConfig, backend: &crate::backend::Backend, opts: &super::run::RunOptions) {
+pub fn note_bloat(engine: &EngineConfig, backend: &crate::backend::Backend, opts: &super::options::RunOptions) {
     use crate::select::Bloat;
     if matches!(engine.bloat, Bloat::DoubleTournament | Bloat::Lexicographic) && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
         opts.say("note: --bloat double-tournament and lexicographic keep selection and variation on the CPU (the device loop runs plain and NSGA-II tournaments); evaluation stays on the GPU");
     }
-}
-
-/// The summary's last line about a run that stayed on the GPU (empty otherwise).
-pub fn device_loop_line(outcome: &Outcome) -> String {
-    match &outcome.transfers {
-        Some(t) => format!(
-            "\ndevice loop   {} generations on the GPU; {} bytes of population copied to the host between them",
-            t.generations, t.population_bytes_between_generations
-        ),
-        None => String::new(),
-    }
-}
-
-/// The hall of fame's Pareto front as rows, for a task without validation rows; `render` gives
-/// a tree's (infix, LaTeX, sympy) and `parsimony` is taken off each fitness to give the loss.
-/// No row is marked selected. (Regression and classification score the front on their
-/// validation rows instead: [`super::validation::front_rows`].)
-pub fn fame_rows(
-    hof: &crate::evolve::hof::HallOfFame,
-    parsimony: f64,
-    render: impl Fn(&[Node]) -> Result<(String, String, String)>,
-) -> Result<Vec<FameRow>> {
-    let front = hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
-    let cands: Vec<_> = front.iter().map(|(n, _, loss)| super::validation::Candidate { size: *n, loss: *loss, validation: None, description: None, cv: None }).collect();
-    super::validation::front_rows(&front, &cands, None, render)
-}
-
-/// The generations of a run as the report holds them (`median_sizes` by generation).
-pub fn generations_json(history: &[GenerationStats], median_sizes: &[f64]) -> Vec<serde_json::Value> {
-    history
-        .iter()
-        .map(|s| {
-            serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
-                "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
-                "median_size": median_sizes.get(s.generation).copied().map(crate::report::num),
-                "invalid": s.invalid, "seconds": s.seconds})
-        })
-        .collect()
-}
-
-/// The devices of a run: the backend's description, and how many more GPUs its islands used.
-pub fn describe_devices(backend: &crate::backend::Backend, more: &[crate::backend::Backend]) -> String {
-    match more.len() {
-        0 => backend.describe(),
-        n => format!("{} and {n} more GPU{}", backend.describe(), if n == 1 { "" } else { "s" }),
-    }
-}
-
-/// Adds each island's statistics to the report's generations, when the run had several
-/// islands: `islands`, one entry per island (`best`, `mean`, `mean_size`, `invalid`; with
-/// `returns`, a control run's `best_return` and `mean_return` instead of the fitness).
-pub fn add_island_stats(generations: &mut [serde_json::Value], island_history: &[Vec<GenerationStats>], returns: bool) {
-    use crate::report::num;
-    for (g, each) in generations.iter_mut().zip(island_history) {
-        g["islands"] = each
-            .iter()
-            .map(|s| {
-                if returns {
-                    serde_json::json!({"best_return": num(-s.best), "mean_return": num(-s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
-                } else {
-                    serde_json::json!({"best": num(s.best), "mean": num(s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
-                }
-            })
-            .collect();
-    }
-}
-
-/// Islands whose best the summary's line shows; the rest are counted.
-pub const SUMMARY_ISLANDS: usize = 8;
-
-/// The summary's line about islands (none for one island): how many, of what size, how they
-/// migrated, and the best in the last generation of the first [`SUMMARY_ISLANDS`] islands (a
-/// return, with `returns`) and how many more there are (the report holds every island's).
-pub fn islands_summary(islands: &IslandConfig, pop: usize, island_history: &[Vec<GenerationStats>], returns: bool) -> Option<String> {
-    let last = island_history.last()?;
-    let mut bests: Vec<String> =
-        last.iter().take(SUMMARY_ISLANDS).map(|s| if returns { format!("{:.2}", -s.best) } else { format!("{:.4e}", s.best) }).collect();
-    if last.len() > SUMMARY_ISLANDS {
-        bests.push(format!("… ({} more in the report)", last.len() - SUMMARY_ISLANDS));
-    }
-    let migration = if islands.migrants == 0 {
-        "no migration".to_string()
-    } else {
-        format!("{} migrants every {} generations", islands.migrants, islands.migrate_every)
-    };
-    let what = if returns { "best returns" } else { "best" };
-    Some(format!("islands       {} × {pop}, {migration}; {what} {}\n", islands.count, bests.join(" ")))
 }
 
 /// Lays `over` onto `base`: blocks merge field by field, anything else replaces (settings given
@@ -362,127 +286,5 @@ pub fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
             }
         }
         (b, o) => *b = o,
-    }
-}
-
-/// Whether a model has linear terms of the inputs beside its program (`--linear-inputs`, the
-/// experiment field `linear_inputs`): a line in the inputs added to a regression program's
-/// value (`program::linear`), or one per output added to a classifier's logits
-/// (`program::logistic`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum LinearInputs {
-    /// Where they predict unseen rows better than the mean or the class frequencies
-    /// (regression: generalised cross-validation and a shorter description; classification:
-    /// 5-fold cross-validated cross-entropy); regression leaves them out with
-    /// `--no-linear-scaling`, `--metric mae`, `--shard-rows` and on a GPU, classification with
-    /// `--optimise-constants` and past its size limits.
-    Auto,
-    /// Always, where the inputs have a spread.
-    On,
-    /// Never: the program alone.
-    Off,
-}
-
-impl Default for LinearInputs {
-    fn default() -> Self {
-        super::defaults::EVOLVE_LINEAR_INPUTS
-    }
-}
-
-
-/// Where a run's wall time went (issue 30): setup before the search (data, checks, devices
-/// opened), the search (every generation, constant fitting and the kernels compiled or read
-/// on the way included), and the final scoring and choosing after it; beside the first
-/// generation's seconds (which hold the kernels' compiles and the data's copies) and the median
-/// of the others, so that a cost only some generations pay shows. The report's `timing` holds
-/// it ([`Split::add_to`]) and the summary prints [`Split::line`].
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Split {
-    /// Seconds before the search.
-    pub setup: f64,
-    /// Seconds of the search.
-    pub search: f64,
-    /// Seconds after it, to the report.
-    pub finish: f64,
-    /// The first generation's seconds (this process's first, for a resumed run; NaN for a
-    /// search of none).
-    pub first_generation: f64,
-    /// The median of the other generations' seconds (NaN where there are none).
-    pub median_generation: f64,
-    /// Kernel modules the backend compiled or read from disk, and their seconds.
-    pub kernels: crate::backend::KernelLoads,
-}
-
-impl Split {
-    /// The split of a run whose generations took `generations` seconds each.
-    pub fn of(setup: f64, search: f64, finish: f64, generations: &[f64], kernels: crate::backend::KernelLoads) -> Split {
-        let mut rest: Vec<f64> = generations.iter().skip(1).copied().collect();
-        rest.sort_by(f64::total_cmp);
-        let median = if rest.is_empty() { f64::NAN } else { rest[rest.len() / 2] };
-        Split { setup, search, finish, first_generation: generations.first().copied().unwrap_or(f64::NAN), median_generation: median, kernels }
-    }
-
-    /// Adds the split to `report["timing"]`: `setup_seconds`, `search_seconds`,
-    /// `final_seconds`, `first_generation_seconds`, `median_generation_seconds`,
-    /// `kernels_compiled`, `kernels_from_disk`, `kernel_seconds`.
-    pub fn add_to(&self, report: &mut serde_json::Value) {
-        use crate::report::num;
-        let fields = [
-            ("setup_seconds", serde_json::json!(self.setup)),
-            ("search_seconds", serde_json::json!(self.search)),
-            ("final_seconds", serde_json::json!(self.finish)),
-            ("first_generation_seconds", num(self.first_generation)),
-            ("median_generation_seconds", num(self.median_generation)),
-            ("kernels_compiled", serde_json::json!(self.kernels.compiled)),
-            ("kernels_from_disk", serde_json::json!(self.kernels.from_disk)),
-            ("kernel_seconds", serde_json::json!(self.kernels.seconds)),
-        ];
-        if let Some(t) = report.get_mut("timing").and_then(serde_json::Value::as_object_mut) {
-            for (k, v) in fields {
-                t.insert(k.into(), v);
-            }
-        }
-    }
-
-    /// The summary's line: `split  setup …, search … (first generation …, then … median; kernels …),
-    /// final …` (`what` names a generation: `generation` or `iteration`).
-    pub fn line(&self, what: &str) -> String {
-        let ms = |s: f64| if s < 1.0 { format!("{:.1} ms", s * 1e3) } else { format!("{s:.2} s") };
-        let mut gens = format!("first {what} {}", ms(self.first_generation));
-        if self.median_generation.is_finite() {
-            gens += &format!(", then {} median", ms(self.median_generation));
-        }
-        let k = &self.kernels;
-        if k.compiled + k.from_disk > 0 {
-            gens += &format!("; kernels {} ({} compiled, {} from disk)", ms(k.seconds), k.compiled, k.from_disk);
-        }
-        format!("split         setup {}, search {} ({gens}), final scoring {}\n", ms(self.setup), ms(self.search), ms(self.finish))
-    }
-}
-
-#[cfg(test)]
-mod split_tests {
-    use super::*;
-
-    #[test]
-    fn the_split_keeps_the_first_generation_apart_from_the_median_of_the_rest() {
-        let k = crate::backend::KernelLoads { compiled: 2, from_disk: 1, seconds: 0.25 };
-        let s = Split::of(0.01, 1.5, 0.02, &[0.9, 0.1, 0.3, 0.2], k);
-        assert_eq!((s.first_generation, s.median_generation), (0.9, 0.2));
-        assert_eq!(s.line("generation"), "split         setup 10.0 ms, search 1.50 s (first generation 900.0 ms, then 200.0 ms median; kernels 250.0 ms (2 compiled, 1 from disk)), final scoring 20.0 ms\n");
-        let mut r = serde_json::json!({"timing": {"seconds": 1.53}});
-        s.add_to(&mut r);
-        assert_eq!(r["timing"]["median_generation_seconds"], 0.2);
-        assert_eq!(r["timing"]["kernels_compiled"], 2);
-        assert_eq!(r["timing"]["seconds"], 1.53, "the total stays");
-        // One generation: no median; the CPU: no kernels.
-        let one = Split::of(0.0, 0.5, 0.0, &[0.5], crate::backend::KernelLoads::default());
-        assert!(one.median_generation.is_nan());
-        assert!(!one.line("iteration").contains("median") && !one.line("iteration").contains("kernels"));
-        assert!(one.line("iteration").contains("first iteration 500.0 ms"));
-        let mut r = serde_json::json!({"timing": {}});
-        one.add_to(&mut r);
-        assert!(r["timing"]["median_generation_seconds"].is_null());
     }
 }

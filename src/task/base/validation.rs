@@ -8,6 +8,9 @@
 
 use anyhow::{Result, bail, ensure};
 
+use crate::program::tree::Node;
+use super::report::FameRow;
+
 /// How the returned program is chosen (`--select`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -356,7 +359,7 @@ pub fn front_rows(
     cands: &[Candidate],
     selected: Option<usize>,
     render: impl Fn(&[crate::program::tree::Node]) -> Result<(String, String, String)>,
-) -> Result<Vec<super::run::FameRow>> {
+) -> Result<Vec<crate::task::base::report::FameRow>> {
     let scores = pareto_scores(cands);
     front
         .iter()
@@ -364,7 +367,7 @@ pub fn front_rows(
         .enumerate()
         .map(|(i, ((n, e, loss), c))| {
             let (equation, latex, sympy) = render(&e.nodes)?;
-            Ok(super::run::FameRow {
+            Ok(crate::task::base::report::FameRow {
                 complexity: *n,
                 loss: *loss,
                 validation_loss: c.validation.filter(|v| v.is_finite()),
@@ -378,6 +381,20 @@ pub fn front_rows(
             })
         })
         .collect()
+}
+
+/// The hall of fame's Pareto front as rows, for a task without validation rows; `render` gives
+/// a tree's (infix, LaTeX, sympy) and `parsimony` is taken off each fitness to give the loss.
+/// No row is marked selected. (Regression and classification score the front on their
+/// validation rows instead: [`front_rows`].)
+pub fn fame_rows(
+    hof: &crate::evolve::hof::HallOfFame,
+    parsimony: f64,
+    render: impl Fn(&[Node]) -> Result<(String, String, String)>,
+) -> Result<Vec<FameRow>> {
+    let front = hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
+    let cands: Vec<_> = front.iter().map(|(n, _, loss)| Candidate { size: *n, loss: *loss, validation: None, description: None, cv: None }).collect();
+    front_rows(&front, &cands, None, render)
 }
 
 #[cfg(test)]

@@ -7,9 +7,15 @@
 
 use anyhow::{Context, Result, bail};
 
-use super::base::model::{Model, ModelKind, classify_outputs};
-use super::base::search::LinearInputs;
-use super::base::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_ge, check_search, describe_devices, device_loop_line, generations_json, islands_summary};
+use crate::task::base::model::{Model, ModelKind, classify_outputs};
+use crate::task::base::model::LinearInputs;
+use crate::task::base::search::{ClassTreeSettings, check_ge, check_search};
+use crate::task::base::report::EvolveResult;
+use crate::task::base::report::add_island_stats;
+use crate::task::base::report::describe_devices;
+use crate::task::base::report::device_loop_line;
+use crate::task::base::report::generations_json;
+use crate::task::base::report::islands_summary;
 use crate::data::classes::{ClassSource, Labeled, Standardize, stratified_split};
 /// The fitness measure and the fitness of the fused sums: defined in [`crate::program::fitness`],
 /// below the engine, which reads them too.
@@ -101,7 +107,7 @@ impl crate::evolve::Fitness for Classification<'_> {
 }
 
 fn default_linear_inputs() -> LinearInputs {
-    super::base::defaults::CLASSIFY_LINEAR_INPUTS
+    crate::task::base::defaults::CLASSIFY_LINEAR_INPUTS
 }
 
 /// Most work of one pass of the terms' fit, `(inputs + 1) × classes × rows`, where `auto` still
@@ -247,12 +253,12 @@ pub struct ClassifySettings {
     /// Fraction of each class held out for testing (stratified).
     pub test_fraction: f64,
     /// Fraction of each class's training rows held out to choose the returned program
-    /// (`None`: the automatic choice of [`super::base::validation::Plan::new`]).
+    /// (`None`: the automatic choice of [`crate::task::base::validation::Plan::new`]).
     #[serde(default)]
     pub validation_fraction: Option<f64>,
     /// How the returned program is chosen from the hall of fame's front.
     #[serde(default)]
-    pub select: super::base::validation::Select,
+    pub select: crate::task::base::validation::Select,
     /// Standardise features with the training rows' means and deviations.
     pub standardize: bool,
     /// Grammar for grammatical evolution (`None`: tree GP from `functions`).
@@ -295,23 +301,23 @@ pub struct ClassifySettings {
     /// Islands and migration (one island by default).
     #[serde(default)]
     pub islands: crate::evolve::IslandConfig,
-    /// When the run ends before its last generation: a time limit, a target ([`super::base::budget`]).
+    /// When the run ends before its last generation: a time limit, a target ([`crate::task::base::budget`]).
     #[serde(default)]
-    pub budget: super::base::budget::Budget,
+    pub budget: crate::task::base::budget::Budget,
 }
 
 impl Default for ClassifySettings {
     /// `grove classify`'s defaults (its constant fitting aside, which experiment files and
     /// the command line set by device: [`default_fit`]).
     fn default() -> Self {
-        use super::base::defaults::{CLASSIFY, CLASSIFY_DATA, CLASSIFY_TEST_FRACTION, FUNCTIONS, GE, PARSIMONY};
+        use crate::task::base::defaults::{CLASSIFY, CLASSIFY_DATA, CLASSIFY_TEST_FRACTION, FUNCTIONS, GE, PARSIMONY};
         let ge = GE.configs();
         Self {
             data: CLASSIFY_DATA.into(),
             label: None,
             test_fraction: CLASSIFY_TEST_FRACTION,
             validation_fraction: None,
-            select: super::base::validation::Select::default(),
+            select: crate::task::base::validation::Select::default(),
             standardize: true,
             grammar: None,
             functions: Some(FUNCTIONS.into()),
@@ -323,13 +329,13 @@ impl Default for ClassifySettings {
             genome_capacity: ge.genome_capacity,
             fitness: ClassFitness::default(),
             binary: false,
-            linear_inputs: super::base::defaults::CLASSIFY_LINEAR_INPUTS,
-            outputs: super::base::defaults::CLASSIFY_OUTPUTS,
+            linear_inputs: crate::task::base::defaults::CLASSIFY_LINEAR_INPUTS,
+            outputs: crate::task::base::defaults::CLASSIFY_OUTPUTS,
             parsimony: PARSIMONY,
             trees: ClassTreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
-            budget: super::base::budget::Budget::default(),
+            budget: crate::task::base::budget::Budget::default(),
         }
     }
 }
@@ -423,11 +429,11 @@ pub fn fit_class_head(nodes: &[Node], n_outputs: usize, data: &Labeled) -> Resul
 
 /// Scores of a program with a classifier head (`head`, one per class, over its
 /// `max(1, n_outputs)` outputs) on `data`: the logits as the model computes them
-/// ([`super::base::model::head_logits`]).
+/// ([`crate::task::base::model::head_logits`]).
 pub fn head_scores(nodes: &[Node], n_outputs: usize, head: &[crate::program::linear::Linear], data: &Labeled) -> Result<ClassScores> {
     let (n, c) = (data.data.n_rows, data.n_classes());
     let out = program_outputs(nodes, n_outputs, data)?;
-    let z = super::base::model::head_logits(head, &out, n);
+    let z = crate::task::base::model::head_logits(head, &out, n);
     let predicted = classify_outputs(&z, n, c, c);
     let mut ce = 0.0;
     for (r, &l) in data.labels.iter().enumerate() {
@@ -444,7 +450,7 @@ pub fn head_scores(nodes: &[Node], n_outputs: usize, head: &[crate::program::lin
 /// ([`crate::data::split::Holdout::VALIDATION`]; a class of one row stays in `rows`).
 pub fn validation_split<'d>(
     train: &'d Labeled,
-    plan: &super::base::validation::Plan,
+    plan: &crate::task::base::validation::Plan,
     seed: u64,
 ) -> Result<(std::borrow::Cow<'d, Labeled>, Option<Labeled>)> {
     if plan.fraction == 0.0 {
@@ -477,18 +483,18 @@ impl ClassifySettings {
     /// Checks values the types allow but a run cannot use.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
-        super::base::search::register_operators(&self.operators)?;
+        crate::task::base::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         ensure!(!self.islands.shard_rows, "--shard-rows (islands.shard_rows) splits regression rows over GPUs; grove classify has no row shards yet");
-        self.budget.check(super::base::budget::Measure::Accuracy)?;
+        self.budget.check(crate::task::base::budget::Measure::Accuracy)?;
         ensure!(
             self.test_fraction > 0.0 && self.test_fraction < 1.0,
             "--test-fraction (test_fraction) must be in (0, 1), got {}",
             self.test_fraction
         );
-        super::base::validation::check_fraction(self.validation_fraction)?;
+        crate::task::base::validation::check_fraction(self.validation_fraction)?;
         ensure!(
-            self.select != super::base::validation::Select::Cv,
+            self.select != crate::task::base::validation::Select::Cv,
             "--select cv (select) refits a regression model's numbers without each fold; grove classify chooses by auto, validation, pareto, mdl or train"
         );
         ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
@@ -516,21 +522,17 @@ impl ClassifySettings {
     }
 
     /// What the search takes from these settings.
-    pub fn search_settings(&self) -> super::base::search::SearchSettings<'_> {
-        let ge = super::base::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
-        super::base::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
+    pub fn search_settings(&self) -> crate::task::base::search::SearchSettings<'_> {
+        let ge = crate::task::base::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        crate::task::base::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
     }
 }
 
-/// Loads the data, splits and standardises it, evolves, and scores the best program.
-pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult> {
-    classify_with(settings, &super::base::run::RunOptions { quiet, ..Default::default() })
-}
-
-/// As [`classify`], with checkpoints, resume, a stop flag and verbosity from `opts`: loads,
-/// splits and standardises the data `settings.data` names, opens the device (saying on
-/// standard error, unless quiet, when `auto` falls back to the CPU) and runs [`fit`].
-pub fn classify_with(settings: &ClassifySettings, opts: &super::base::run::RunOptions) -> Result<EvolveResult> {
+/// A classification run of `settings` as `opts` says (checkpoints, resume, a stop flag,
+/// verbosity): loads, splits and standardises the data `settings.data` names, opens the
+/// device (saying on standard error, unless quiet, when `auto` falls back to the CPU), and
+/// runs [`fit`].
+pub fn run(settings: &ClassifySettings, opts: &crate::task::base::options::RunOptions) -> Result<EvolveResult> {
     let (_, train, test, standardize) = load_data(settings)?;
     let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
     fit(settings, &train, Some(&test), standardize.as_ref(), &backend, opts)
@@ -570,18 +572,18 @@ pub fn fit(
     test: Option<&Labeled>,
     standardize: Option<&Standardize>,
     backend: &crate::backend::Backend,
-    opts: &super::base::run::RunOptions,
+    opts: &crate::task::base::options::RunOptions,
 ) -> Result<EvolveResult> {
     // The run's own operators, before its function set or grammar names them.
-    super::base::search::register_operators(&settings.operators)?;
+    crate::task::base::search::register_operators(&settings.operators)?;
     use crate::program::render::{Style, outputs, render};
 
     let start = std::time::Instant::now();
-    let plan = super::base::validation::Plan::new(settings.validation_fraction, settings.select, train.data.n_rows, super::base::defaults::CLASSIFY_SMALL_DATA_RULE)?;
+    let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.data.n_rows, crate::task::base::defaults::CLASSIFY_SMALL_DATA_RULE)?;
     // The automatic split gives way when no class can spare a row.
     let (rows, validation, plan) = match validation_split(train, &plan, settings.engine.seed) {
         Ok((rows, validation)) => (rows, validation, plan),
-        Err(e) => (std::borrow::Cow::Borrowed(train), None, plan.without_validation(settings.validation_fraction, e, super::base::defaults::CLASSIFY_SMALL_DATA_RULE)?),
+        Err(e) => (std::borrow::Cow::Borrowed(train), None, plan.without_validation(settings.validation_fraction, e, crate::task::base::defaults::CLASSIFY_SMALL_DATA_RULE)?),
     };
     // Every training row, validation rows included: the linear terms are fitted on them.
     let all_rows = train;
@@ -608,8 +610,8 @@ pub fn fit(
     let sums = 16 * k as u64 + 32;
     // A head on a GPU writes every output of every program at every row before summing them.
     let head_values = if head_k > 0 { (train.data.n_rows as u64).saturating_mul(4 * n_outputs.max(1) as u64) } else { 0 };
-    let need = super::base::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: sums, device_per_individual: sums + head_values };
-    super::base::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
+    let need = crate::task::base::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: sums, device_per_individual: sums + head_values };
+    crate::task::base::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
     if backend.classification_on_host() && !opts.quiet {
         opts.say("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");
     }
@@ -624,7 +626,7 @@ pub fn fit(
     };
     let terms = linear.terms();
     let plan = if terms.is_some() {
-        plan.with_small_rule(super::base::defaults::CLASSIFY_SMALL_DATA_RULE_WITH_TERMS, "the model has linear terms of the inputs")
+        plan.with_small_rule(crate::task::base::defaults::CLASSIFY_SMALL_DATA_RULE_WITH_TERMS, "the model has linear terms of the inputs")
     } else {
         plan
     };
@@ -643,7 +645,7 @@ pub fn fit(
     }
     let task = crate::evolve::OnGpus(&tasks);
     let device = describe_devices(backend, &more);
-    super::base::search::note_bloat(&settings.engine, backend, opts);
+    crate::task::base::search::note_bloat(&settings.engine, backend, opts);
     // --stop-at is the best program's training accuracy (the fitness may be cross-entropy).
     // Scores of a program on `data` (its head, where the model has one, fitted on the rows
     // evolution fitted: `fit_class_head`).
@@ -656,13 +658,13 @@ pub fn fit(
     let accuracy = |b: &crate::evolve::Best| {
         head_of(&b.nodes).and_then(|h| score(&b.nodes, &h, train, offset.as_deref())).map_or(f64::NAN, |s| s.confusion.accuracy())
     };
-    let goal = super::base::budget::Goal { measure: super::base::budget::Measure::Accuracy, value: Box::new(accuracy) };
-    let mut observer = super::base::run::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?.with_budget(settings.budget, goal);
+    let goal = crate::task::base::budget::Goal { measure: crate::task::base::budget::Measure::Accuracy, value: Box::new(accuracy) };
+    let mut observer = crate::task::base::observer::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?.with_budget(settings.budget, goal);
     let names = train.data.names.clone();
     let trees = |functions: &str| settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len);
     // A grammar under a head of K > 1 outputs must write K output slots.
-    let slots = |t: &crate::grammar::template::Templates, path: &str| if head_k > 1 { super::regression::check_grammar_slots(t, head_k, path) } else { Ok(()) };
-    let programs = super::base::search::Programs {
+    let slots = |t: &crate::grammar::template::Templates, path: &str| if head_k > 1 { crate::task::base::search::check_grammar_slots(t, head_k, path) } else { Ok(()) };
+    let programs = crate::task::base::search::Programs {
         names: &names,
         n_outputs,
         purpose: format!("for classification with {n_outputs} outputs"),
@@ -670,7 +672,7 @@ pub fn fit(
         trees: &trees,
     };
     let searching = std::time::Instant::now();
-    let outcome = super::base::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
+    let outcome = crate::task::base::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
     let (setup_seconds, search_seconds) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
     let evals = observer.evals;
     if outcome.best.nodes.is_empty() {
@@ -679,7 +681,7 @@ pub fn fit(
     // The front, scored on the validation rows; the rule picks the returned program.
     let front = observer.hof.front(|e| e.fitness - settings.parsimony * e.nodes.len() as f64);
     let mut cands = Vec::with_capacity(front.len());
-    let primitives = super::base::validation::primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), train.data.n_features);
+    let primitives = crate::task::base::validation::primitives_of(front.iter().map(|(_, e, _)| &e.nodes[..]), train.data.n_features);
     let mut heads = Vec::with_capacity(front.len());
     for (n, e, loss) in &front {
         let head = head_of(&e.nodes)?;
@@ -688,10 +690,10 @@ pub fn fit(
         let ce = score(&e.nodes, &head, train, offset.as_deref())?.cross_entropy;
         let nll = if ce.is_finite() { ce * train.data.n_rows as f64 } else { f64::INFINITY };
         // A head's numbers count as the program's constants do.
-        let params = super::base::validation::constants_of(&e.nodes) + head.as_ref().map_or(0, |h| h.len() * (n_outputs.max(1) + 1));
+        let params = crate::task::base::validation::constants_of(&e.nodes) + head.as_ref().map_or(0, |h| h.len() * (n_outputs.max(1) + 1));
         heads.push(head);
-        let description = super::base::validation::description_length(nll, *n, primitives, params, train.data.n_rows);
-        cands.push(super::base::validation::Candidate {
+        let description = crate::task::base::validation::description_length(nll, *n, primitives, params, train.data.n_rows);
+        cands.push(crate::task::base::validation::Candidate {
             size: *n,
             loss: *loss,
             validation: v.map(|s| s.loss(settings.fitness)),
@@ -700,8 +702,8 @@ pub fn fit(
         });
     }
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
-    let decision = super::base::validation::decide(&plan, &cands, best_at);
-    let chosen = super::base::validation::chosen_program(&front, &decision, &outcome);
+    let decision = crate::task::base::validation::decide(&plan, &cands, best_at);
+    let chosen = crate::task::base::validation::chosen_program(&front, &decision, &outcome);
     let best = &chosen;
     let best_head = match front.iter().position(|(_, e, _)| e.nodes == best.nodes) {
         Some(i) => heads[i].clone(),
@@ -717,7 +719,7 @@ pub fn fit(
     let texts_with = |nodes: &[Node], head: &Heads, style: Style| -> Vec<String> {
         let progs = if n_outputs == 0 { vec![render(nodes, &names, style)] } else { outputs(nodes, n_outputs, &names, style) };
         match (terms, head) {
-            (_, Some(h)) => h.iter().map(|h| super::base::model::head_text(h, &progs, style)).collect(),
+            (_, Some(h)) => h.iter().map(|h| crate::task::base::model::head_text(h, &progs, style)).collect(),
             (None, None) => progs,
             (Some(t), None) => progs.into_iter().zip(t).map(|(p, t)| format!("{p}{}", t.render(&names, style))).collect(),
         }
@@ -730,7 +732,7 @@ pub fn fit(
         let head = front.iter().position(|(_, e, _)| e.nodes == nodes).and_then(|i| heads[i].clone());
         texts_with(nodes, &head, style).join("; ")
     };
-    let fame = super::base::validation::front_rows(&front, &cands, decision.member, |nodes| {
+    let fame = crate::task::base::validation::front_rows(&front, &cands, decision.member, |nodes| {
         Ok((show(nodes, Style::Infix), show(nodes, Style::Latex), show(nodes, Style::Sympy)))
     })?;
     let mut best_json = serde_json::json!({
@@ -767,7 +769,7 @@ pub fn fit(
         "ended": observer.ended,
         "best": best_json,
         "linear_inputs": linear.json(),
-        "selection": super::base::validation::selection_json(&plan, &decision, train.data.n_rows, validation.map_or(0, |v| v.data.n_rows)),
+        "selection": crate::task::base::validation::selection_json(&plan, &decision, train.data.n_rows, validation.map_or(0, |v| v.data.n_rows)),
         "train": train_scores.json(),
         "validation": validation_scores.as_ref().map(ClassScores::json),
         "test": test_scores.as_ref().map(ClassScores::json),
@@ -781,7 +783,7 @@ pub fn fit(
         "version": env!("CARGO_PKG_VERSION"),
     });
     // The user operators the program uses, with the Python that gives them to sympy.
-    if let Some(o) = super::base::model::operators_json(&best.nodes) {
+    if let Some(o) = crate::task::base::model::operators_json(&best.nodes) {
         report["operators"] = o;
     }
     let w = train.classes.iter().map(|c| c.len()).max().unwrap_or(1).max(8);
@@ -825,7 +827,7 @@ pub fn fit(
     }
     let generations: Vec<f64> = outcome.history.iter().map(|s| s.seconds).collect();
     let finish = start.elapsed().as_secs_f64() - setup_seconds - search_seconds;
-    let split = super::base::search::Split::of(setup_seconds, search_seconds, finish, &generations, backend.kernel_loads());
+    let split = crate::task::base::report::Split::of(setup_seconds, search_seconds, finish, &generations, backend.kernel_loads());
     split.add_to(&mut report);
     summary += &split.line("generation");
     summary += &format!("time          {seconds:.2} s on {device}");

@@ -17,13 +17,15 @@
 //! `a_ji = 0` left out), a sum nested to the right so that the interpreter's stack stays three
 //! deep whatever the number of observations.
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Result, bail, ensure};
 
 use super::{Arena, ControlSettings, PolicyScores, TEST_GENERATION, score_policy};
-use crate::task::base::search::{EvolveResult, describe_devices};
+use crate::task::base::report::EvolveResult;
+use crate::task::base::report::describe_devices;
 use crate::backend::Backend;
 use crate::backend::cpu::control::ControlRun;
-use crate::evolve::ars::{self, ArsConfig};
+use crate::evolve::ars::{self, ArsConfig, Iteration};
+pub use crate::evolve::ars::LinearState;
 use crate::program::Op;
 use crate::program::tree::{Node, Population};
 use crate::sim::Model;
@@ -96,92 +98,6 @@ impl LinearPolicy {
                 "weights": self.weights[j * n..(j + 1) * n].iter().map(|&x| crate::report::num(x)).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         })
-    }
-}
-
-/// What one iteration did, for the report's `generations`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct Iteration {
-    best: f64,
-    mean: f64,
-    pub central: f64,
-    step: ars::Step,
-    seconds: f64,
-}
-
-/// A search between iterations, exactly (floats as f64 bits): what a checkpoint keeps
-/// (`Checkpoint::linear`), so that a resumed run ends as the uninterrupted one.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinearState {
-    /// The next iteration.
-    pub iteration: usize,
-    /// `W`, row-major (`nu × n_obs`).
-    pub weights: Vec<u64>,
-    /// Observations the statistics hold.
-    pub seen: u64,
-    /// Their sums, by component.
-    pub sum: Vec<u64>,
-    /// Their sums of squares.
-    pub sumsq: Vec<u64>,
-    /// Every iteration so far: the best, mean and unperturbed returns, the step's `σ_R` and
-    /// length (bits), its finite and used directions, whether it overflowed, and its seconds.
-    pub history: Vec<(u64, u64, u64, u64, u64, usize, usize, bool, f64)>,
-}
-
-impl LinearState {
-    fn of(iteration: usize, theta: &[f64], stats: &ObsStats, history: &[Iteration]) -> Self {
-        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect();
-        LinearState {
-            iteration,
-            weights: bits(theta),
-            seen: stats.n,
-            sum: bits(stats.sums()),
-            sumsq: bits(stats.sums_of_squares()),
-            history: history
-                .iter()
-                .map(|h| {
-                    let s = &h.step;
-                    (h.best.to_bits(), h.mean.to_bits(), h.central.to_bits(), s.sigma.to_bits(), s.length.to_bits(), s.finite, s.used, s.overflow, h.seconds)
-                })
-                .collect(),
-        }
-    }
-
-    /// Whether the parts agree: as many sums as sums of squares (at least one), `W` a whole
-    /// number of rows of them, one history row per iteration run.
-    pub fn check(&self) -> Result<()> {
-        let n = self.sum.len();
-        ensure!(n > 0 && self.sumsq.len() == n, "the linear search's statistics hold {} sums and {} sums of squares", n, self.sumsq.len());
-        ensure!(
-            !self.weights.is_empty() && self.weights.len() % n == 0,
-            "the linear search's W holds {} weights, not whole rows of {n} observations",
-            self.weights.len()
-        );
-        ensure!(
-            self.history.len() == self.iteration,
-            "the linear search is before iteration {} with {} iterations of history",
-            self.iteration,
-            self.history.len()
-        );
-        Ok(())
-    }
-
-    fn restore(&self) -> (Vec<f64>, ObsStats, Vec<Iteration>) {
-        let f = |v: &[u64]| v.iter().map(|&b| f64::from_bits(b)).collect::<Vec<_>>();
-        let stats = ObsStats::from_sums(self.seen, f(&self.sum), f(&self.sumsq));
-        let history = self
-            .history
-            .iter()
-            .map(|&(best, mean, central, sigma, length, finite, used, overflow, seconds)| Iteration {
-                best: f64::from_bits(best),
-                mean: f64::from_bits(mean),
-                central: f64::from_bits(central),
-                step: ars::Step { finite, used, sigma: f64::from_bits(sigma), length: f64::from_bits(length), overflow },
-                seconds,
-            })
-            .collect();
-        (f(&self.weights), stats, history)
     }
 }
 
@@ -295,12 +211,12 @@ impl Search {
 }
 
 /// Runs the iterations of `search` up to `iterations` (fewer when `watch` ends the run or a stop
-/// is asked for, which fails with [`crate::task::base::run::Stopped`]), saving checkpoints as `opts` asks
+/// is asked for, which fails with [`crate::task::base::options::Stopped`]), saving checkpoints as `opts` asks
 /// ([`save_checkpoint`]), with `settings.linear`'s search from `settings.engine.seed`.
 pub(super) fn iterate(
     settings: &ControlSettings,
     backend: &Backend,
-    opts: &crate::task::base::run::RunOptions,
+    opts: &crate::task::base::options::RunOptions,
     arena: &Arena,
     search: &mut Search,
     iterations: usize,
@@ -321,13 +237,12 @@ pub(super) fn iterate(
         }
         let best = crate::evolve::Best { fitness: -row.central, nodes: central, generation: it, genome: None };
         let end = watch.as_mut().and_then(|w| w.finish(it, &best));
-        let stop = opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::SeqCst));
-        let due = opts.checkpoint_every > 0 && (it + 1) % opts.checkpoint_every == 0;
-        if due || end.is_some() || stop || it + 1 == iterations {
+        let stop = opts.stop_requested();
+        if opts.checkpoint_due(it + 1, iterations) || end.is_some() || stop {
             save_checkpoint(opts, search.state(), &search.policy(arena.m.nu()).tree(), search.played)?;
         }
         if stop {
-            return Err(crate::task::base::run::Stopped { generation: it + 1, checkpoint: opts.checkpoint.clone() }.into());
+            return Err(crate::task::base::options::Stopped { generation: it + 1, checkpoint: opts.checkpoint_path() }.into());
         }
         if let Some(e) = end {
             return Ok(e);
@@ -337,7 +252,7 @@ pub(super) fn iterate(
 }
 
 /// Runs `grove control --policy linear` (settings already checked by the caller).
-pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &crate::task::base::run::RunOptions) -> Result<EvolveResult> {
+pub fn search(settings: &ControlSettings, backend: &Backend, opts: &crate::task::base::options::RunOptions) -> Result<EvolveResult> {
     let start = std::time::Instant::now();
     ensure!(
         settings.islands.count <= 1,
@@ -366,24 +281,20 @@ pub fn control_linear(settings: &ControlSettings, backend: &Backend, opts: &crat
     let nodes = last.tree();
     let train = score_policy(&nodes, &arena.m, &arena.run)?;
     let test = score_policy(&nodes, &arena.m, &ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..arena.run })?;
-    let split = crate::task::base::search::Split::of(setup, search_seconds, start.elapsed().as_secs_f64() - seconds, &search.ran_seconds(), backend.kernel_loads());
+    let split = crate::task::base::report::Split::of(setup, search_seconds, start.elapsed().as_secs_f64() - seconds, &search.ran_seconds(), backend.kernel_loads());
     let (played, rollout_seconds) = search.played;
     let ran = Ran { policy: &last, nodes: &nodes, history: &search.history, ended: &ended, train: &train, test: &test, healthy: arena.healthy, seconds, played, rollout_seconds, split };
     report(settings, &arena.m, ran, &arena.names, &arena.acts, &describe_devices(backend, &[]))
 }
 
-/// Saves `state` to `opts.checkpoint` (nothing without one), with the experiment, the env steps
-/// and seconds of roll-outs so far, and the current policy `nodes` as the engine state's best
+/// Saves `state` through `opts.checkpoint` (nothing without one), with the env steps and
+/// seconds of roll-outs so far, and the current policy `nodes` as the engine state's best
 /// program.
-fn save_checkpoint(opts: &crate::task::base::run::RunOptions, state: LinearState, nodes: &[Node], played: (u64, f64)) -> Result<()> {
+fn save_checkpoint(opts: &crate::task::base::options::RunOptions, state: LinearState, nodes: &[Node], played: (u64, f64)) -> Result<()> {
     use crate::evolve::checkpoint::{Saved, SavedBest, encode_nodes};
-    let Some(path) = &opts.checkpoint else { return Ok(()) };
-    let experiment = opts.experiment.clone().context("a checkpoint saves the run's experiment: set RunOptions::experiment")?;
+    let Some(checkpoints) = &opts.checkpoint else { return Ok(()) };
     let iteration = state.iteration;
-    let c = crate::task::base::run::Checkpoint {
-        grove_checkpoint: crate::task::base::run::CHECKPOINT_FORMAT,
-        version: env!("CARGO_PKG_VERSION").into(),
-        experiment,
+    checkpoints.save(crate::task::base::state::RunState {
         operators: Vec::new(),
         state: Saved {
             generation: iteration,
@@ -398,16 +309,13 @@ fn save_checkpoint(opts: &crate::task::base::run::RunOptions, state: LinearState
         hall_of_fame: Vec::new(),
         node_evaluations: 0.0,
         median_sizes: Vec::new(),
-        checkpoint_every: opts.checkpoint_every,
         env_steps: Some(played),
-        outputs: opts.outputs.absolute(),
         linear: Some(state),
         residual: None,
         inputs: None,
-    };
-    c.save(path)?;
+    })?;
     if opts.verbose {
-        opts.say(&format!("checkpoint before iteration {iteration} saved to {}", path.display()));
+        opts.say(&format!("checkpoint before iteration {iteration} saved to {}", checkpoints.path().display()));
     }
     Ok(())
 }
@@ -424,7 +332,7 @@ struct Ran<'a> {
     seconds: f64,
     played: u64,
     rollout_seconds: f64,
-    split: crate::task::base::search::Split,
+    split: crate::task::base::report::Split,
 }
 
 fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], acts: &[String], device: &str) -> Result<EvolveResult> {
@@ -521,7 +429,7 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
 fn fame_row(nodes: &[Node], nu: usize, names: &[String], train: f64) -> serde_json::Value {
     use crate::program::render::{Style, outputs};
     let show = |style: Style, wrap: fn(String) -> String| outputs(nodes, nu, names, style).into_iter().map(wrap).collect::<Vec<_>>().join("; ");
-    serde_json::to_value(crate::task::base::run::FameRow {
+    serde_json::to_value(crate::task::base::report::FameRow {
         complexity: nodes.len(),
         loss: -train,
         validation_loss: None,

@@ -11,7 +11,12 @@ pub mod residual;
 
 use anyhow::{Context, Result, bail};
 
-use super::base::search::{ClassTreeSettings, EvolveResult, add_island_stats, check_count, check_ge, check_search, describe_devices, fame_rows, islands_summary};
+use crate::task::base::search::{ClassTreeSettings, check_count, check_ge, check_search};
+use crate::task::base::report::EvolveResult;
+use crate::task::base::report::add_island_stats;
+use crate::task::base::report::describe_devices;
+use crate::task::base::validation::fame_rows;
+use crate::task::base::report::islands_summary;
 use crate::backend::Backend;
 use crate::backend::cpu::control::{ControlRun, Episode, Policy, actuator_names, observation_names, play};
 /// The policy a report saves: defined in [`crate::backend::cpu::control`], below the report layer,
@@ -93,20 +98,20 @@ pub struct ControlSettings {
     /// Islands and migration (one island by default).
     #[serde(default)]
     pub islands: crate::evolve::IslandConfig,
-    /// When the run ends before its last generation: a time limit, a target ([`super::base::budget`]).
+    /// When the run ends before its last generation: a time limit, a target ([`crate::task::base::budget`]).
     #[serde(default)]
-    pub budget: super::base::budget::Budget,
+    pub budget: crate::task::base::budget::Budget,
     /// What a policy is: an evolved program, or a linear map of the normalised observations
     /// tuned by random search ([`self::linear`]).
     #[serde(default)]
     pub policy: PolicyKind,
     /// `policy: linear`: the random search (its iterations are `engine.generations`);
     /// `policy: residual`: the search of the linear policy under the programs.
-    #[serde(default = "super::base::defaults::linear_cpu")]
+    #[serde(default = "crate::task::base::defaults::linear_cpu")]
     pub linear: crate::evolve::ars::ArsConfig,
     /// `policy: residual`: iterations of the linear policy's search before the programs' search
     /// (whose generations are `engine.generations`).
-    #[serde(default = "super::base::defaults::linear_iterations_cpu")]
+    #[serde(default = "crate::task::base::defaults::linear_iterations_cpu")]
     pub linear_iterations: usize,
     /// `policy: residual`: after every this many generations of the programs' search (0: never),
     /// the linear policy under them is tuned again with the generation's best program on top
@@ -114,7 +119,7 @@ pub struct ControlSettings {
     #[serde(default)]
     pub head_every: usize,
     /// `policy: residual`: iterations of the random search in each such tuning.
-    #[serde(default = "super::base::defaults::head_iterations")]
+    #[serde(default = "crate::task::base::defaults::head_iterations")]
     pub head_iterations: usize,
     /// `policy: program`: the programs read each observation normalised, `(o − μ) / σ`, by the
     /// running mean and deviation of every state the population's policies have visited, on
@@ -146,7 +151,7 @@ impl Default for ControlSettings {
     /// `grove control`'s defaults on the CPU in swimmer, with the engine's own settings of
     /// grammatical evolution (the command line's are [`ControlSettings::cli_default`]'s).
     fn default() -> Self {
-        use super::base::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_P_OUT, CONTROL_TEST_EPISODES, CONTROL_VALIDATION_EPISODES, FUNCTIONS, GE, PARSIMONY};
+        use crate::task::base::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_P_OUT, CONTROL_TEST_EPISODES, CONTROL_VALIDATION_EPISODES, FUNCTIONS, GE, PARSIMONY};
         Self {
             env: "swimmer".into(),
             profile: None,
@@ -168,12 +173,12 @@ impl Default for ControlSettings {
             trees: ClassTreeSettings { constants: vec![-1.0, -0.5, 0.5, 1.0, 2.0], p_out: CONTROL_P_OUT, ..Default::default() },
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
-            budget: super::base::budget::Budget::default(),
+            budget: crate::task::base::budget::Budget::default(),
             policy: PolicyKind::Program,
-            linear: super::base::defaults::linear_cpu(),
-            linear_iterations: super::base::defaults::LINEAR_ITERATIONS_CPU,
+            linear: crate::task::base::defaults::linear_cpu(),
+            linear_iterations: crate::task::base::defaults::LINEAR_ITERATIONS_CPU,
             head_every: 0,
-            head_iterations: super::base::defaults::HEAD_ITERATIONS,
+            head_iterations: crate::task::base::defaults::HEAD_ITERATIONS,
             normalise: true,
         }
     }
@@ -181,18 +186,18 @@ impl Default for ControlSettings {
 
 impl ControlSettings {
     /// `grove control`'s defaults with no flags but `--env`, on a GPU (`on_gpu`:
-    /// [`super::base::defaults::CONTROL_GPU`]) or not ([`super::base::defaults::CONTROL_CPU`]): what an
+    /// [`crate::task::base::defaults::CONTROL_GPU`]) or not ([`crate::task::base::defaults::CONTROL_CPU`]): what an
     /// experiment file, a report's settings and the Python package lay their fields over.
     pub fn cli_default(on_gpu: bool) -> Self {
-        use super::base::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES, GE};
+        use crate::task::base::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES, GE};
         let ge = GE.configs();
         let (engine, episodes) = if on_gpu { (CONTROL_GPU, CONTROL_GPU_EPISODES) } else { (CONTROL_CPU, CONTROL_CPU_EPISODES) };
         let base = Self::default();
         Self {
             engine: engine.config(base.engine.constants),
             episodes,
-            linear: if on_gpu { super::base::defaults::LINEAR_GPU } else { super::base::defaults::LINEAR_CPU },
-            linear_iterations: if on_gpu { super::base::defaults::LINEAR_ITERATIONS_GPU } else { super::base::defaults::LINEAR_ITERATIONS_CPU },
+            linear: if on_gpu { crate::task::base::defaults::LINEAR_GPU } else { crate::task::base::defaults::LINEAR_CPU },
+            linear_iterations: if on_gpu { crate::task::base::defaults::LINEAR_ITERATIONS_GPU } else { crate::task::base::defaults::LINEAR_ITERATIONS_CPU },
             map: ge.map,
             init: ge.init,
             vary: ge.vary,
@@ -202,19 +207,19 @@ impl ControlSettings {
     }
 
     /// What the search takes from these settings.
-    pub fn search_settings(&self) -> super::base::search::SearchSettings<'_> {
-        let ge = super::base::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
-        super::base::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
+    pub fn search_settings(&self) -> crate::task::base::search::SearchSettings<'_> {
+        let ge = crate::task::base::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        crate::task::base::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
     }
 
     /// Checks values the types allow but a run cannot use; each message names the flag and
     /// the experiment-file field.
     pub fn check(&self) -> Result<()> {
         use anyhow::ensure;
-        super::base::search::register_operators(&self.operators)?;
+        crate::task::base::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         ensure!(!self.islands.shard_rows, "--shard-rows (islands.shard_rows) splits regression rows over GPUs; grove control has no row shards yet");
-        self.budget.check(super::base::budget::Measure::Return)?;
+        self.budget.check(crate::task::base::budget::Measure::Return)?;
         ensure!(
             self.engine.constants.steps == 0,
             "engine.constants.steps is {}: control fits no constants (constant fitting is for regression and classification)",
@@ -265,7 +270,7 @@ impl ControlSettings {
         let mut base = serde_json::to_value(Self::cli_default(on_gpu))?;
         top_by_share(&mut base, &given);
         let normalise = given.get("normalise").cloned();
-        super::base::search::merge(&mut base, given);
+        crate::task::base::search::merge(&mut base, given);
         resolve_normalise(&mut base, normalise.as_ref())?;
         let s: Self = serde_json::from_value(base).context("bad control settings")?;
         s.check()?;
@@ -462,6 +467,21 @@ impl crate::evolve::Fitness for Control<'_> {
     }
 }
 
+/// What a control run's checkpoints keep beside the engine's state, read at each save: the
+/// linear search under a residual's programs (tuned between generations by its head) and a
+/// normalising run's normaliser.
+struct PolicyState<'a> {
+    residual: Option<&'a self::residual::Head<'a>>,
+    inputs: Option<&'a Mutex<Learnt>>,
+}
+
+impl crate::task::base::state::TaskState for PolicyState<'_> {
+    fn save_into(&self, state: &mut crate::task::base::state::RunState) {
+        state.residual = self.residual.map(|r| r.state());
+        state.inputs = self.inputs.map(|l| l.lock().unwrap_or_else(|e| e.into_inner()).state());
+    }
+}
+
 /// Checks that a grammar's output nodes can write every actuator's slot: each `out(K, …)` with a
 /// literal K is collected, and when all are literal they must cover `0 .. nu`.
 pub fn check_grammar_outputs(templates: &crate::grammar::template::Templates, nu: usize, path: &str) -> Result<()> {
@@ -614,28 +634,24 @@ pub fn choose_on_validation(
     Ok((best, Some(Validation { episodes: run.episodes, candidates, chosen })))
 }
 
-/// Loads the environment, evolves a policy and scores the best one.
-pub fn control(settings: &ControlSettings, backend: &Backend, quiet: bool) -> Result<EvolveResult> {
-    control_with(settings, backend, &super::base::run::RunOptions { quiet, ..Default::default() })
-}
-
-/// Opens the device `settings.device` names (after loading the environment, so that a bad one
-/// fails first; saying on standard error, unless quiet, when `auto` falls back to the CPU) and
-/// runs [`control_with`]: a control experiment of `grove run`.
-pub fn control_run(settings: &ControlSettings, opts: &super::base::run::RunOptions) -> Result<EvolveResult> {
+/// A control run of `settings` as `opts` says: opens the device `settings.device` names (after
+/// loading the environment, so that a bad one fails first; saying on standard error, unless
+/// quiet, when `auto` falls back to the CPU) and runs [`fit`].
+pub fn run(settings: &ControlSettings, opts: &crate::task::base::options::RunOptions) -> Result<EvolveResult> {
     let backend = open_on(&settings.env, settings.profile.as_deref(), settings.device, &settings.islands.gpus, opts.quiet)?;
-    control_with(settings, &backend, opts)
+    fit(settings, &backend, opts)
 }
 
-/// As [`control`], with checkpoints, resume, a stop flag and verbosity from `opts` (as every
-/// task's run takes them; a stop fails with [`super::base::run::Stopped`]): the
-/// library's control run, under both the command line (`grove control`, `grove run`) and the
-/// Python package (`grove.control`). `settings.device` is what `backend` was opened from.
-pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super::base::run::RunOptions) -> Result<EvolveResult> {
+/// Trains the policy `settings.policy` names on `backend`, with checkpoints, resume, a stop
+/// flag and verbosity from `opts` (as every task's run takes them; a stop fails with
+/// [`crate::task::base::options::Stopped`]): the library's control run, under both the command
+/// line (`grove control`, `grove run`) and the Python package (`grove.control`).
+/// `settings.device` is what `backend` was opened from.
+pub fn fit(settings: &ControlSettings, backend: &Backend, opts: &crate::task::base::options::RunOptions) -> Result<EvolveResult> {
     settings.check()?;
     match settings.policy {
-        PolicyKind::Linear => return self::linear::control_linear(settings, backend, opts),
-        PolicyKind::Residual => return self::residual::control_residual(settings, backend, opts),
+        PolicyKind::Linear => return self::linear::search(settings, backend, opts),
+        PolicyKind::Residual => return self::residual::search(settings, backend, opts),
         PolicyKind::Program => {}
     }
     if opts.resume.as_ref().is_some_and(|c| c.linear.is_some()) {
@@ -644,16 +660,16 @@ pub fn control_with(settings: &ControlSettings, backend: &Backend, opts: &super:
     if opts.resume.as_ref().is_some_and(|c| c.residual.is_some()) {
         bail!("the checkpoint holds programs evolved on a linear policy: resume it with --set policy=residual");
     }
-    control_programs(settings, backend, opts, &Arena::load(settings)?, None)
+    programs(settings, backend, opts, &Arena::load(settings)?, None)
 }
 
-/// The programs' search of [`control_with`] (settings checked) in `arena`, on their own or,
+/// The programs' search of [`fit`] (settings checked) in `arena`, on their own or,
 /// with `stage`, as the residual of its linear policy (`--policy residual`,
 /// [`self::residual`]): `opts.resume` is then a checkpoint of the programs' search or none.
-pub fn control_programs(
+pub fn programs(
     settings: &ControlSettings,
     backend: &Backend,
-    opts: &super::base::run::RunOptions,
+    opts: &crate::task::base::options::RunOptions,
     arena: &Arena,
     stage: Option<&self::residual::LinearStage>,
 ) -> Result<EvolveResult> {
@@ -675,8 +691,8 @@ pub fn control_programs(
     // A normalising run also keeps each episode's observation sums on both sides.
     let episodes = settings.episodes as u64;
     let sums = if learnt.is_some() { 8 * (1 + 2 * n_obs as u64) * episodes } else { 0 };
-    let need = super::base::plan::TaskNeed { per_individual: 16 * episodes + 16 + sums, device_per_individual: 64 * episodes + 16 + sums, ..Default::default() };
-    super::base::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, ", --episodes")?;
+    let need = crate::task::base::plan::TaskNeed { per_individual: 16 * episodes + 16 + sums, device_per_individual: 64 * episodes + 16 + sums, ..Default::default() };
+    crate::task::base::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, ", --episodes")?;
     // A resumed run goes on counting from the checkpoint's env steps and roll-out seconds; a
     // residual's programs from its linear search's.
     let played = opts.resume.as_ref().and_then(|c| c.env_steps).or(stage.map(|s| s.played)).unwrap_or((0, 0.0));
@@ -704,17 +720,17 @@ pub fn control_programs(
     // --stop-at is the best policy's training return (its fitness less the parsimony penalty,
     // negated).
     let parsimony = settings.parsimony;
-    let goal = super::base::budget::Goal {
-        measure: super::base::budget::Measure::Return,
+    let goal = crate::task::base::budget::Goal {
+        measure: crate::task::base::budget::Measure::Return,
         value: Box::new(move |b: &crate::evolve::Best| -(b.fitness - parsimony * b.nodes.len() as f64)),
     };
-    let mut observer = super::base::run::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?
+    let kept = PolicyState { residual, inputs: learnt };
+    let mut observer = crate::task::base::observer::RunObserver::for_control(&settings.engine, &settings.islands, opts, &tasks[0].played)?
         .with_budget(settings.budget, goal)
-        .with_residual(residual)
-        .with_inputs(learnt);
+        .with_task_state(&kept);
     let trees = |functions: &str| settings.trees.rep(functions, n_obs, nu, settings.engine.max_len);
     let check = |templates: &crate::grammar::template::Templates, name: &str| check_grammar_outputs(templates, nu, name);
-    let programs = super::base::search::Programs {
+    let programs = crate::task::base::search::Programs {
         names,
         n_outputs: nu,
         purpose: format!("as a policy for {} ({nu} actuators, {n_obs} observations)", m.name),
@@ -722,7 +738,7 @@ pub fn control_programs(
         trees: &trees,
     };
     let searching = std::time::Instant::now();
-    let outcome = super::base::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
+    let outcome = crate::task::base::search::evolve(&settings.search_settings(), &programs, &task, &mut observer)?;
     let (setup_seconds, search_seconds) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
     // A residual's whole run includes its linear search.
     let seconds = start.elapsed().as_secs_f64() + stage.map_or(0.0, |s| s.seconds);
@@ -778,8 +794,8 @@ pub fn control_programs(
         profile: m.profile.clone(),
         observations: names.clone(),
         actuators: acts.clone(),
-        nodes: super::base::model::Model::encode(&played_nodes),
-        operators: super::base::model::Model::operators_of(&played_nodes),
+        nodes: crate::task::base::model::Model::encode(&played_nodes),
+        operators: crate::task::base::model::Model::operators_of(&played_nodes),
     };
     let mut report = serde_json::json!({
         "command": "control",
@@ -801,7 +817,7 @@ pub fn control_programs(
         "version": env!("CARGO_PKG_VERSION"),
     });
     // The user operators the program uses, with the Python that gives them to sympy.
-    if let Some(o) = super::base::model::operators_json(&best.nodes) {
+    if let Some(o) = crate::task::base::model::operators_json(&best.nodes) {
         report["operators"] = o;
     }
     let w = acts.iter().map(|a| a.len()).max().unwrap_or(1).max(6);
@@ -862,7 +878,7 @@ pub fn control_programs(
     }
     let generations: Vec<f64> = outcome.history.iter().map(|s| s.seconds).collect();
     let finish = start.elapsed().as_secs_f64() - setup_seconds - search_seconds;
-    let split = super::base::search::Split::of(setup_seconds, search_seconds, finish, &generations, backend.kernel_loads());
+    let split = crate::task::base::report::Split::of(setup_seconds, search_seconds, finish, &generations, backend.kernel_loads());
     split.add_to(&mut report);
     summary += &split.line("generation");
     summary += &format!(
@@ -875,7 +891,7 @@ pub fn control_programs(
 
 /// The normaliser a `--normalise` run starts from: a resumed run's, else one that has seen
 /// nothing; `None` without `--normalise`. An error line when a checkpoint's does not fit.
-fn learnt_of(settings: &ControlSettings, opts: &super::base::run::RunOptions, n_obs: usize) -> Result<Option<Learnt>> {
+fn learnt_of(settings: &ControlSettings, opts: &crate::task::base::options::RunOptions, n_obs: usize) -> Result<Option<Learnt>> {
     let saved = opts.resume.as_ref().and_then(|c| c.inputs.as_ref());
     // A residual's programs read the observations its linear policy normalises.
     match (settings.normalise && settings.policy == PolicyKind::Program, saved) {

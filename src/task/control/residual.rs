@@ -28,7 +28,7 @@ use anyhow::{Result, bail};
 
 use super::{Arena, ControlSettings};
 use super::linear::{LinearPolicy, LinearState, Search, iterate};
-use crate::task::base::search::EvolveResult;
+use crate::task::base::report::EvolveResult;
 use crate::backend::Backend;
 use crate::program::Op;
 use crate::program::tree::{Node, Population};
@@ -132,7 +132,7 @@ impl<'a> Head<'a> {
         self.residual.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The linear search's state, which checkpoints keep ([`crate::task::base::run::Checkpoint::residual`]).
+    /// The linear search's state, which checkpoints keep ([`crate::task::runner::checkpoint::Checkpoint::residual`]).
     pub fn state(&self) -> LinearState {
         self.search.lock().unwrap_or_else(|e| e.into_inner()).state()
     }
@@ -185,7 +185,7 @@ impl<'a> Head<'a> {
 /// Runs `grove control --policy residual` (settings already checked by the caller): the linear
 /// stage (resumed from a checkpoint of it, or skipped when the checkpoint is of the programs'
 /// stage), then the programs' stage ([`super::control_programs`]).
-pub fn control_residual(settings: &ControlSettings, backend: &Backend, opts: &crate::task::base::run::RunOptions) -> Result<EvolveResult> {
+pub fn search(settings: &ControlSettings, backend: &Backend, opts: &crate::task::base::options::RunOptions) -> Result<EvolveResult> {
     let start = std::time::Instant::now();
     let arena = Arena::load(settings)?;
     let (nu, n_obs, name) = (arena.m.nu(), arena.m.obs_size, arena.m.name.clone());
@@ -203,8 +203,8 @@ pub fn control_residual(settings: &ControlSettings, backend: &Backend, opts: &cr
         None => (linear(Search::fresh(nu, n_obs))?, None),
     };
     let stage = LinearStage { seconds: start.elapsed().as_secs_f64(), ..stage };
-    let opts = crate::task::base::run::RunOptions { resume, ..opts.clone() };
-    super::control_programs(settings, backend, &opts, &arena, Some(&stage))
+    let opts = crate::task::base::options::RunOptions { resume, ..opts.clone() };
+    super::programs(settings, backend, &opts, &arena, Some(&stage))
 }
 
 /// The linear stage of `search`, which has run its `iterations` (and, when `tuned` (a checkpoint of

@@ -6,11 +6,19 @@
 
 pub mod shard;
 
-use super::base::search::{EvolveResult, add_island_stats, check_ge, check_search, describe_devices, device_loop_line, generations_json, islands_summary};
+use crate::task::base::search::{check_ge, check_search};
+use crate::task::base::report::EvolveResult;
+use crate::task::base::report::add_island_stats;
+use crate::task::base::report::describe_devices;
+use crate::task::base::report::device_loop_line;
+use crate::task::base::report::generations_json;
+use crate::task::base::report::islands_summary;
 use crate::backend::cpu::eval::evaluate_regression;
 use crate::data::Dataset;
 use crate::program::fitness::RegressionSums;
 use crate::program::head::{Head, MAX_HEAD};
+pub use crate::task::base::model::Readout;
+use crate::task::base::search::check_grammar_slots;
 use crate::program::linear::{Joint, JointSums, Linear, LinearFit};
 use crate::program::tree::{Node, Population};
 /// The error measure, the task's settings and the error of the fused sums: defined in
@@ -144,7 +152,7 @@ impl crate::evolve::Fitness for Regression<'_> {
     }
 }
 
-pub use super::base::search::LinearInputs;
+pub use crate::task::base::model::LinearInputs;
 
 /// The linear terms [`fit`] puts beside the program, and why.
 #[derive(Clone, Debug, PartialEq)]
@@ -231,34 +239,6 @@ pub fn residual(data: &Dataset, linear: &Linear) -> Dataset {
     d
 }
 
-/// How a program's outputs become its prediction.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Readout {
-    /// The program's one value as `a·f + b` (`(1, 0)`: unscaled).
-    Scale(f64, f64),
-    /// Its `K ≥ 2` output slots under a fitted linear head.
-    Head(Head),
-}
-
-impl Readout {
-    /// The output slots of the programs it reads (0: the root's value).
-    pub fn n_outputs(&self) -> usize {
-        match self {
-            Readout::Scale(..) => 0,
-            Readout::Head(h) => h.w.len(),
-        }
-    }
-
-    /// Predictions `[n_rows]` (f64) from the program's outputs `[max(1, n_outputs)][n_rows]`:
-    /// what the report's scores, `grove predict` and the Python estimators all apply.
-    pub fn apply(&self, out: &[f32], n_rows: usize) -> Vec<f64> {
-        match self {
-            Readout::Scale(a, b) => out[..n_rows].iter().map(|&f| a * f as f64 + b).collect(),
-            Readout::Head(h) => h.predict(out, n_rows),
-        }
-    }
-}
-
 /// The readout a program gets on the training data: with `outputs ≤ 1` its [`scaling`], else
 /// the head fitted to its `outputs` slots (`b = 0`, every weight 1 when the outputs are not
 /// finite, as unscaled).
@@ -334,12 +314,12 @@ pub struct EvolveSettings {
     /// Fraction of rows held out for testing (0: use the built-in's own test set, if any).
     pub test_fraction: f64,
     /// Fraction of the training rows held out to choose the returned program (`None`: the
-    /// automatic choice of [`super::base::validation::Plan::new`]).
+    /// automatic choice of [`crate::task::base::validation::Plan::new`]).
     #[serde(default)]
     pub validation_fraction: Option<f64>,
     /// How the returned program is chosen from the hall of fame's front.
     #[serde(default)]
-    pub select: super::base::validation::Select,
+    pub select: crate::task::base::validation::Select,
     /// Grammar file for grammatical evolution (`None`: tree GP from `functions`).
     pub grammar: Option<String>,
     /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
@@ -368,7 +348,7 @@ pub struct EvolveSettings {
     /// Linear terms of the inputs beside the program ([`crate::program::linear`]): `auto`
     /// keeps them where they predict unseen rows better than the mean and pay for their
     /// numbers; `on` always (where the inputs have a spread); `off` never.
-    #[serde(default)]
+    #[serde(default = "default_linear_inputs")]
     pub linear_inputs: LinearInputs,
     /// Tree GP: constants, initial depths, operator probabilities.
     pub trees: TreeSettings,
@@ -378,9 +358,9 @@ pub struct EvolveSettings {
     /// Islands and migration (one island by default).
     #[serde(default)]
     pub islands: crate::evolve::IslandConfig,
-    /// When the run ends before its last generation: a time limit, a target ([`super::base::budget`]).
+    /// When the run ends before its last generation: a time limit, a target ([`crate::task::base::budget`]).
     #[serde(default)]
-    pub budget: super::base::budget::Budget,
+    pub budget: crate::task::base::budget::Budget,
 }
 
 /// Settings of tree GP (used with `functions`).
@@ -405,9 +385,15 @@ impl Default for TreeSettings {
     }
 }
 
-/// The default of [`EvolveSettings::outputs`] ([`super::base::defaults::EVOLVE_OUTPUTS`]).
+/// The default of [`EvolveSettings::linear_inputs`]
+/// ([`crate::task::base::defaults::EVOLVE_LINEAR_INPUTS`]).
+fn default_linear_inputs() -> LinearInputs {
+    crate::task::base::defaults::EVOLVE_LINEAR_INPUTS
+}
+
+/// The default of [`EvolveSettings::outputs`] ([`crate::task::base::defaults::EVOLVE_OUTPUTS`]).
 fn default_outputs() -> usize {
-    super::base::defaults::EVOLVE_OUTPUTS
+    crate::task::base::defaults::EVOLVE_OUTPUTS
 }
 
 impl TreeSettings {
@@ -418,7 +404,7 @@ impl TreeSettings {
 
     /// As [`Self::rep`], for programs with `n_outputs` output slots (0: the root's value):
     /// each slot is placed once in a new tree, and extra output nodes appear with probability
-    /// [`super::base::defaults::EVOLVE_P_OUT`].
+    /// [`crate::task::base::defaults::EVOLVE_P_OUT`].
     pub fn rep_with_outputs(
         &self,
         functions: &str,
@@ -426,13 +412,13 @@ impl TreeSettings {
         n_outputs: usize,
         max_len: usize,
     ) -> anyhow::Result<crate::evolve::TreeRep> {
-        let p_out = if n_outputs > 0 { super::base::defaults::EVOLVE_P_OUT } else { 0.0 };
-        let spec = crate::program::TreeSpec::new(super::base::search::function_set(functions)?, n_vars as u32, max_len)
+        let p_out = if n_outputs > 0 { crate::task::base::defaults::EVOLVE_P_OUT } else { 0.0 };
+        let spec = crate::program::TreeSpec::new(crate::task::base::search::function_set(functions)?, n_vars as u32, max_len)
             .with_const_range(self.const_range.0, self.const_range.1)
             .with_p_const(self.p_const)
             .with_outputs(n_outputs, p_out)
             .with_depth(self.init_depth.0, self.init_depth.1);
-        Ok(super::base::search::tree_rep(spec, self.p_crossover, self.p_mutation))
+        Ok(crate::task::base::search::tree_rep(spec, self.p_crossover, self.p_mutation))
     }
 }
 
@@ -440,11 +426,11 @@ impl Default for EvolveSettings {
     /// `grove evolve`'s defaults without a representation: set `grammar` or `functions`.
     fn default() -> Self {
         Self {
-            data: super::base::defaults::EVOLVE_DATA.into(),
+            data: crate::task::base::defaults::EVOLVE_DATA.into(),
             target: None,
-            test_fraction: super::base::defaults::EVOLVE_TEST_FRACTION,
+            test_fraction: crate::task::base::defaults::EVOLVE_TEST_FRACTION,
             validation_fraction: None,
-            select: super::base::validation::Select::default(),
+            select: crate::task::base::validation::Select::default(),
             grammar: None,
             functions: None,
             operators: Vec::new(),
@@ -452,14 +438,14 @@ impl Default for EvolveSettings {
             map: crate::genome::MapConfig::default(),
             init: crate::genome::InitConfig::default(),
             vary: crate::genome::vary::GeVaryConfig::default(),
-            genome_capacity: super::base::defaults::GE.genome_capacity,
+            genome_capacity: crate::task::base::defaults::GE.genome_capacity,
             regression: RegressionConfig::default(),
-            outputs: super::base::defaults::EVOLVE_OUTPUTS,
-            linear_inputs: LinearInputs::default(),
+            outputs: crate::task::base::defaults::EVOLVE_OUTPUTS,
+            linear_inputs: crate::task::base::defaults::EVOLVE_LINEAR_INPUTS,
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
-            budget: super::base::budget::Budget::default(),
+            budget: crate::task::base::budget::Budget::default(),
         }
     }
 }
@@ -479,9 +465,9 @@ impl EvolveSettings {
     /// `grove evolve`'s defaults with no flags on the CPU (no representation: set `grammar` or
     /// `functions`); a run on a GPU fits constants by default ([`default_fit`]).
     pub fn cli_default() -> Self {
-        let ge = super::base::defaults::GE.configs();
+        let ge = crate::task::base::defaults::GE.configs();
         Self {
-            engine: super::base::defaults::EVOLVE.config(default_fit(false)),
+            engine: crate::task::base::defaults::EVOLVE.config(default_fit(false)),
             map: ge.map,
             init: ge.init,
             vary: ge.vary,
@@ -491,20 +477,20 @@ impl EvolveSettings {
     }
 
     /// What the search takes from these settings.
-    pub fn search_settings(&self) -> super::base::search::SearchSettings<'_> {
-        let ge = super::base::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
-        super::base::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
+    pub fn search_settings(&self) -> crate::task::base::search::SearchSettings<'_> {
+        let ge = crate::task::base::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        crate::task::base::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
     }
 
     /// Checks values the types allow but a run cannot use; each message names the flag and
     /// the experiment-file field.
     pub fn check(&self) -> anyhow::Result<()> {
         use anyhow::ensure;
-        super::base::search::register_operators(&self.operators)?;
+        crate::task::base::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
-        self.budget.check(super::base::budget::Measure::Loss)?;
+        self.budget.check(crate::task::base::budget::Measure::Loss)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
-        super::base::validation::check_fraction(self.validation_fraction)?;
+        crate::task::base::validation::check_fraction(self.validation_fraction)?;
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
         check_scaling(&self.regression, self.outputs)?;
@@ -595,15 +581,10 @@ fn scaled_texts(nodes: &[Node], names: &[String], (a, b): (f64, f64)) -> (String
     (wrap(Style::Infix), wrap(Style::Latex), wrap(Style::Sympy))
 }
 
-/// Loads the data, builds the representation, evolves and scores the best program.
-pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveResult> {
-    evolve_with(settings, &super::base::run::RunOptions { quiet, ..Default::default() })
-}
-
-/// As [`evolve`], with checkpoints, resume, a stop flag and verbosity from `opts`: loads the
-/// data `settings.data` names, opens the device (saying on standard error, unless quiet, when
-/// `auto` falls back to the CPU) and runs [`fit`].
-pub fn evolve_with(settings: &EvolveSettings, opts: &super::base::run::RunOptions) -> anyhow::Result<EvolveResult> {
+/// A regression run of `settings` as `opts` says (checkpoints, resume, a stop flag,
+/// verbosity): loads the data `settings.data` names, opens the device (saying on standard
+/// error, unless quiet, when `auto` falls back to the CPU), and runs [`fit`].
+pub fn run(settings: &EvolveSettings, opts: &crate::task::base::options::RunOptions) -> anyhow::Result<EvolveResult> {
     let (train, test) = load_data(settings)?;
     check_scaling(&settings.regression, settings.outputs)?;
     let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
@@ -635,33 +616,6 @@ fn mae_with_head(outputs: usize) -> String {
     format!("--metric mae is not supported with a fitted head (--outputs {outputs}; a least-squares fit): use mse, rmse or r2, or --outputs 1")
 }
 
-/// Checks that a grammar writes at least `k` output slots: a literal `out(K, …)` writes slot
-/// K; an `out(<k>, …)` spelled by a rule (e.g. `GE_RANGE:dataset_n_os`) may write any of the
-/// `k` slots.
-pub(super) fn check_grammar_slots(templates: &crate::grammar::template::Templates, k: usize, path: &str) -> anyhow::Result<()> {
-    use crate::grammar::template::{Item, Part};
-    let (mut literal, mut spelled) = (std::collections::BTreeSet::new(), false);
-    for item in templates.expr.iter().flatten().flatten() {
-        if let Item::Output(parts) = item {
-            match parts.as_slice() {
-                [Part::Text(t)] => {
-                    literal.insert(t.trim().to_string());
-                }
-                _ => spelled = true,
-            }
-        }
-    }
-    let slots = if spelled { k } else { literal.len() };
-    anyhow::ensure!(
-        slots >= k,
-        "{path} writes {slots} output slot{} (out(K, …)) but --outputs (outputs) asks for {k}: give a grammar with out(0, …) to out({}, …), or --outputs {}",
-        if slots == 1 { "" } else { "s" },
-        k - 1,
-        slots.max(1)
-    );
-    Ok(())
-}
-
 /// The error `metric` reads from scores (1 − R² for `r2`); `+inf` where not finite.
 pub fn metric_of(s: &Scores, metric: Metric) -> f64 {
     let e = match metric {
@@ -677,7 +631,7 @@ pub fn metric_of(s: &Scores, metric: Metric) -> f64 {
 /// fraction is 0): a seeded split of `train` ([`crate::data::split::Holdout::VALIDATION`]).
 pub fn validation_split<'d>(
     train: &'d Dataset,
-    plan: &super::base::validation::Plan,
+    plan: &crate::task::base::validation::Plan,
     seed: u64,
 ) -> anyhow::Result<(std::borrow::Cow<'d, Dataset>, Option<Dataset>)> {
     use anyhow::Context;
@@ -693,7 +647,7 @@ pub fn validation_split<'d>(
 /// chooses, scored on the training, validation and `test` rows: the library's regression run,
 /// under both the command line (`grove evolve`, `grove run`) and the Python package
 /// (`SymbolicRegressor.fit`). A seeded fraction of `train` is held out as validation rows
-/// ([`super::base::validation::Plan`]); evolution sees only the rest. `settings.data`, `target` and
+/// ([`crate::task::base::validation::Plan`]); evolution sees only the rest. `settings.data`, `target` and
 /// `test_fraction` are only recorded; `settings.device` is what `backend` was opened from.
 /// Prints only what `opts` asks for (progress, per-generation lines).
 pub fn fit(
@@ -701,11 +655,11 @@ pub fn fit(
     train: &Dataset,
     test: Option<&Dataset>,
     backend: &crate::backend::Backend,
-    opts: &super::base::run::RunOptions,
+    opts: &crate::task::base::options::RunOptions,
 ) -> anyhow::Result<EvolveResult> {
     // The run's own operators, before its function set or grammar names them.
-    super::base::search::register_operators(&settings.operators)?;
-    let plan = super::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, super::base::defaults::EVOLVE_SMALL_DATA_RULE)?;
+    crate::task::base::search::register_operators(&settings.operators)?;
+    let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, crate::task::base::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     // Linear terms of the inputs first; the program is evolved on what they leave.
     let linear = linear_choice(settings, &rows)?;
@@ -716,15 +670,15 @@ pub fn fit(
         None => search(settings, &rows, backend, opts)?,
     };
     let mut plan = plan;
-    if plan.rule == super::base::validation::Select::Cv && rows.n_rows < 2 {
-        plan = plan.instead(super::base::validation::Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
+    if plan.rule == crate::task::base::validation::Select::Cv && rows.n_rows < 2 {
+        plan = plan.instead(crate::task::base::validation::Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
     }
-    if plan.rule == super::base::validation::Select::Cv {
+    if plan.rule == crate::task::base::validation::Select::Cv {
         let start = std::time::Instant::now();
         let generations = searched.outcome.history.len().saturating_sub(1);
         match cross_validate(settings, &rows, backend, opts, generations)? {
             Some(curve) => searched.cv = Some(curve),
-            None => plan = plan.instead(super::base::validation::Select::Mdl, "the cross-validation was stopped"),
+            None => plan = plan.instead(crate::task::base::validation::Select::Mdl, "the cross-validation was stopped"),
         }
         searched.cv_seconds = start.elapsed().as_secs_f64();
     }
@@ -750,17 +704,17 @@ pub struct Searched {
     /// The devices the search ran on ([`describe_devices`]).
     pub device: String,
     /// Why the search ended.
-    pub ended: super::base::budget::Ending,
+    pub ended: crate::task::base::budget::Ending,
     /// `--select cv`: the cross-validated error by size limit ([`cross_validate`]; `None`
     /// otherwise).
-    pub cv: Option<super::base::crossval::SizeCurve>,
+    pub cv: Option<crate::task::base::crossval::SizeCurve>,
     /// Seconds the cross-validation's searches took (0 without).
     pub cv_seconds: f64,
 }
 
 /// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
 /// validation rows): no choosing, no scoring.
-pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend, opts: &super::base::run::RunOptions) -> anyhow::Result<Searched> {
+pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backend::Backend, opts: &crate::task::base::options::RunOptions) -> anyhow::Result<Searched> {
     search_with(settings, rows, backend, opts, None)
 }
 
@@ -770,7 +724,7 @@ pub fn search_with(
     settings: &EvolveSettings,
     rows: &Dataset,
     backend: &crate::backend::Backend,
-    opts: &super::base::run::RunOptions,
+    opts: &crate::task::base::options::RunOptions,
     joint: Option<&Joint>,
 ) -> anyhow::Result<Searched> {
     use anyhow::{bail, ensure};
@@ -788,14 +742,14 @@ pub fn search_with(
         engine.constants.steps = 0;
         opts.say("note: constant fitting is off with --shard-rows (it needs every row on one GPU)");
     }
-    let search_settings = super::base::search::SearchSettings { engine: &engine, ..settings.search_settings() };
+    let search_settings = crate::task::base::search::SearchSettings { engine: &engine, ..settings.search_settings() };
     let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
     // The joint fit on a GPU writes every program's value at every row before summing them
     // (and a head's, every output's).
     let joint_values = if joint.is_some() || k > 1 { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
-    let need = super::base::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values };
-    super::base::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
-    super::base::search::note_bloat(&settings.engine, backend, opts);
+    let need = crate::task::base::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values };
+    crate::task::base::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
+    crate::task::base::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
     if (k > 1 || joint.is_some()) && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
         let what = if k > 1 { format!("--outputs {k} (the fitted head)") } else { "the linear terms".to_string() };
@@ -836,11 +790,11 @@ pub fn search_with(
         (false, _) => describe_devices(backend, &more),
     };
     // --stop-at is the training loss the progress line shows: the fitness.
-    let goal = super::base::budget::Goal { measure: super::base::budget::Measure::Loss, value: Box::new(|b: &crate::evolve::Best| b.fitness) };
-    let mut observer = super::base::run::RunObserver::new(&settings.engine, &settings.islands, opts, rows.n_rows)?.with_budget(settings.budget, goal);
+    let goal = crate::task::base::budget::Goal { measure: crate::task::base::budget::Measure::Loss, value: Box::new(|b: &crate::evolve::Best| b.fitness) };
+    let mut observer = crate::task::base::observer::RunObserver::new(&settings.engine, &settings.islands, opts, rows.n_rows)?.with_budget(settings.budget, goal);
     let trees = |functions: &str| settings.trees.rep_with_outputs(functions, rows.n_features, n_outputs, settings.engine.max_len);
     let slots = |t: &crate::grammar::template::Templates, path: &str| if k > 1 { check_grammar_slots(t, k, path) } else { Ok(()) };
-    let programs = super::base::search::Programs {
+    let programs = crate::task::base::search::Programs {
         names: &rows.names,
         n_outputs,
         purpose: if k > 1 { format!("for evaluation with {k} outputs") } else { "for evaluation".into() },
@@ -849,7 +803,7 @@ pub fn search_with(
     };
     let searching = std::time::Instant::now();
     let setup_seconds = searching.duration_since(start).as_secs_f64();
-    let outcome = super::base::search::evolve(&search_settings, &programs, task, &mut observer)?;
+    let outcome = crate::task::base::search::evolve(&search_settings, &programs, task, &mut observer)?;
     let search_seconds = searching.elapsed().as_secs_f64();
     if outcome.best.nodes.is_empty() {
         bail!("no valid program was found: every individual failed to map or evaluate");
@@ -863,13 +817,13 @@ pub fn search_with(
         node_evaluations: observer.evals,
         seconds: start.elapsed().as_secs_f64(),
         device,
-        ended: std::mem::replace(&mut observer.ended, super::base::budget::Ending::Generations),
+        ended: std::mem::replace(&mut observer.ended, crate::task::base::budget::Ending::Generations),
         cv: None,
         cv_seconds: 0.0,
     })
 }
 
-/// `--select cv` ([`super::base::crossval`]): the whole fit repeated on every `k − 1` of `k` folds of
+/// `--select cv` ([`crate::task::base::crossval`]): the whole fit repeated on every `k − 1` of `k` folds of
 /// `rows` (the linear terms chosen again, the search run for `generations` generations from
 /// its own seed, without a time limit or target, each front member's numbers fitted), its
 /// front scored on the held-out fold; `None` where the run was stopped meanwhile (Ctrl-C).
@@ -877,18 +831,18 @@ pub fn cross_validate(
     settings: &EvolveSettings,
     rows: &Dataset,
     backend: &crate::backend::Backend,
-    opts: &super::base::run::RunOptions,
+    opts: &crate::task::base::options::RunOptions,
     generations: usize,
-) -> anyhow::Result<Option<super::base::crossval::SizeCurve>> {
-    let folds = super::base::crossval::Folds::new(rows.n_rows, settings.engine.seed);
-    let mut curve = super::base::crossval::SizeCurve::new(settings.engine.max_len);
-    let quiet = super::base::run::RunOptions { quiet: true, stop: opts.stop.clone(), max_memory: opts.max_memory, log: opts.log.clone(), ..Default::default() };
+) -> anyhow::Result<Option<crate::task::base::crossval::SizeCurve>> {
+    let folds = crate::task::base::crossval::Folds::new(rows.n_rows, settings.engine.seed);
+    let mut curve = crate::task::base::crossval::SizeCurve::new(settings.engine.max_len);
+    let quiet = crate::task::base::options::RunOptions { quiet: true, stop: opts.stop.clone(), max_memory: opts.max_memory, log: opts.log.clone(), ..Default::default() };
     let stopped = || opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
     for f in 0..folds.k {
         let mut fold = settings.clone();
         fold.engine.generations = generations;
         fold.engine.seed = settings.engine.seed.wrapping_add(1 + f as u64);
-        fold.budget = super::base::budget::Budget::default();
+        fold.budget = crate::task::base::budget::Budget::default();
         let train = rows.subset(&folds.rows(f, false))?;
         let held = rows.subset(&folds.rows(f, true))?;
         let linear = linear_choice(&fold, &train)?;
@@ -939,7 +893,7 @@ fn member_model(nodes: &[Node], fit_rows: &Dataset, lin: Option<&Linear>, joint:
 #[allow(clippy::too_many_arguments)]
 pub fn finish(
     settings: &EvolveSettings,
-    plan: &super::base::validation::Plan,
+    plan: &crate::task::base::validation::Plan,
     searched: &Searched,
     rows: &Dataset,
     validation: Option<&Dataset>,
@@ -947,7 +901,7 @@ pub fn finish(
     backend: &crate::backend::Backend,
     linear: &LinearChoice,
 ) -> anyhow::Result<EvolveResult> {
-    use super::base::validation::{Candidate, chosen_program, constants_of, decide, description_length, front_rows, gaussian_nll, primitives_of, selection_json};
+    use crate::task::base::validation::{Candidate, chosen_program, constants_of, decide, description_length, front_rows, gaussian_nll, primitives_of, selection_json};
 
     let start = std::time::Instant::now();
     let outcome = &searched.outcome;
@@ -1036,12 +990,12 @@ pub fn finish(
         best_json["genome"] = serde_json::json!(genome);
         best_json["phenotype"] = serde_json::json!(text);
     }
-    let model = super::base::model::Model {
-        kind: super::base::model::ModelKind::Regression,
+    let model = crate::task::base::model::Model {
+        kind: crate::task::base::model::ModelKind::Regression,
         features: names.clone(),
         target: rows.target.clone(),
-        nodes: super::base::model::Model::encode(&best.nodes),
-        operators: super::base::model::Model::operators_of(&best.nodes),
+        nodes: crate::task::base::model::Model::encode(&best.nodes),
+        operators: crate::task::base::model::Model::operators_of(&best.nodes),
         n_outputs: chosen.n_outputs(),
         classes: None,
         scale: match chosen {
@@ -1077,7 +1031,7 @@ pub fn finish(
         "version": env!("CARGO_PKG_VERSION"),
     });
     // The user operators the program uses, with the Python that gives them to sympy.
-    if let Some(o) = super::base::model::operators_json(&best.nodes) {
+    if let Some(o) = crate::task::base::model::operators_json(&best.nodes) {
         report["operators"] = o;
     }
     if let Some(c) = &searched.cv {
@@ -1112,7 +1066,7 @@ pub fn finish(
         summary += &line;
     }
     let generations: Vec<f64> = outcome.history.iter().map(|s| s.seconds).collect();
-    let split = super::base::search::Split::of(searched.setup_seconds, searched.search_seconds, start.elapsed().as_secs_f64(), &generations, backend.kernel_loads());
+    let split = crate::task::base::report::Split::of(searched.setup_seconds, searched.search_seconds, start.elapsed().as_secs_f64(), &generations, backend.kernel_loads());
     split.add_to(&mut report);
     summary += &split.line("generation");
     summary += &format!("time          {seconds:.2} s on {device}");

@@ -19,7 +19,7 @@
 //! on a GPU when the file says `device: "cuda"`, else to its CPU defaults (a file gives the
 //! same settings on every machine). An unknown field is an error that names it with its path.
 //! A new command is one more variant of [`Experiment`] plus its arm in each `match` here (the
-//! compiler lists them), in [`COMMANDS`], and in `task::base::run::run_experiment`.
+//! compiler lists them), in [`COMMANDS`], and in `task::runner::run_experiment`.
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -325,8 +325,8 @@ pub struct Overrides {
 
 /// The experiment of a checkpoint, with the overrides a resumed run allows (`gens`,
 /// `device`), checked; and the checkpoint.
-pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crate::task::base::run::Checkpoint)> {
-    let c = crate::task::base::run::Checkpoint::load(path)?;
+pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crate::task::runner::checkpoint::Checkpoint)> {
+    let c = crate::task::runner::checkpoint::Checkpoint::load(path)?;
     anyhow::ensure!(
         o.pop.is_none() && o.seed.is_none() && o.data.is_none() && o.set.is_empty(),
         "--resume continues a run with its own settings: drop --pop, --seed, --data and --set (--gens and --device may change)"
@@ -339,7 +339,7 @@ pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crat
         *exp.device_mut() = d;
     }
     if let Some(n) = o.islands {
-        crate::evolve::islands::check_resume(&crate::evolve::IslandConfig { count: n, ..exp.islands().clone() }, c.state.islands)?;
+        crate::evolve::islands::check_resume(&crate::evolve::IslandConfig { count: n, ..exp.islands().clone() }, c.run.state.islands)?;
     }
     if let Some(g) = &o.gpus {
         exp.islands_mut().gpus = g.clone();

@@ -1,0 +1,216 @@
+//! The blocks every task's report shares: the result of a run, the hall of fame's rows, the
+//! generations, the devices, the islands and the time split.
+
+use serde::{Deserialize, Serialize};
+
+use crate::evolve::{GenerationStats, IslandConfig, Outcome};
+
+/// One row of the hall of fame as reports and CSV files hold it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FameRow {
+    /// Size in nodes.
+    pub complexity: usize,
+    /// The error on the training rows (fitness without the parsimony penalty).
+    pub loss: f64,
+    /// The same error on the validation rows (`None` without them, or where not finite).
+    #[serde(default)]
+    pub validation_loss: Option<f64>,
+    /// PySR's score: the drop of ln(loss) per node from the previous row (0 for the first).
+    #[serde(default)]
+    pub score: f64,
+    /// Its description length on the training rows, in nats (`--select mdl`; `None` where the
+    /// fitness is no likelihood).
+    #[serde(default)]
+    pub description_length: Option<f64>,
+    /// The k-fold cross-validated mean squared error of its size on the training rows
+    /// (`--select cv`; `None` where not computed).
+    #[serde(default)]
+    pub cv_loss: Option<f64>,
+    /// Whether this is the program the run returned (`best`, `model`).
+    #[serde(default)]
+    pub selected: bool,
+    /// Infix formula.
+    pub equation: String,
+    /// LaTeX.
+    pub latex: String,
+    /// Text sympy's `sympify` parses.
+    pub sympy: String,
+}
+
+/// The result of a run, ready to print and to write as the JSON report.
+pub struct EvolveResult {
+    /// The JSON report (`settings`, `generations`, `best`, `train`, `test`, `model`, `timing`,
+    /// `version`).
+    pub report: serde_json::Value,
+    /// Lines to print for a person.
+    pub summary: String,
+}
+
+/// The summary's last line about a run that stayed on the GPU (empty otherwise).
+pub fn device_loop_line(outcome: &Outcome) -> String {
+    match &outcome.transfers {
+        Some(t) => format!(
+            "\ndevice loop   {} generations on the GPU; {} bytes of population copied to the host between them",
+            t.generations, t.population_bytes_between_generations
+        ),
+        None => String::new(),
+    }
+}
+
+/// The generations of a run as the report holds them (`median_sizes` by generation).
+pub fn generations_json(history: &[GenerationStats], median_sizes: &[f64]) -> Vec<serde_json::Value> {
+    history
+        .iter()
+        .map(|s| {
+            serde_json::json!({"generation": s.generation, "best": crate::report::num(s.best),
+                "mean": crate::report::num(s.mean), "mean_size": crate::report::num(s.mean_size),
+                "median_size": median_sizes.get(s.generation).copied().map(crate::report::num),
+                "invalid": s.invalid, "seconds": s.seconds})
+        })
+        .collect()
+}
+
+/// The devices of a run: the backend's description, and how many more GPUs its islands used.
+pub fn describe_devices(backend: &crate::backend::Backend, more: &[crate::backend::Backend]) -> String {
+    match more.len() {
+        0 => backend.describe(),
+        n => format!("{} and {n} more GPU{}", backend.describe(), if n == 1 { "" } else { "s" }),
+    }
+}
+
+/// Adds each island's statistics to the report's generations, when the run had several
+/// islands: `islands`, one entry per island (`best`, `mean`, `mean_size`, `invalid`; with
+/// `returns`, a control run's `best_return` and `mean_return` instead of the fitness).
+pub fn add_island_stats(generations: &mut [serde_json::Value], island_history: &[Vec<GenerationStats>], returns: bool) {
+    use crate::report::num;
+    for (g, each) in generations.iter_mut().zip(island_history) {
+        g["islands"] = each
+            .iter()
+            .map(|s| {
+                if returns {
+                    serde_json::json!({"best_return": num(-s.best), "mean_return": num(-s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
+                } else {
+                    serde_json::json!({"best": num(s.best), "mean": num(s.mean), "mean_size": num(s.mean_size), "invalid": s.invalid})
+                }
+            })
+            .collect();
+    }
+}
+
+/// Islands whose best the summary's line shows; the rest are counted.
+pub const SUMMARY_ISLANDS: usize = 8;
+
+/// The summary's line about islands (none for one island): how many, of what size, how they
+/// migrated, and the best in the last generation of the first [`SUMMARY_ISLANDS`] islands (a
+/// return, with `returns`) and how many more there are (the report holds every island's).
+pub fn islands_summary(islands: &IslandConfig, pop: usize, island_history: &[Vec<GenerationStats>], returns: bool) -> Option<String> {
+    let last = island_history.last()?;
+    let mut bests: Vec<String> =
+        last.iter().take(SUMMARY_ISLANDS).map(|s| if returns { format!("{:.2}", -s.best) } else { format!("{:.4e}", s.best) }).collect();
+    if last.len() > SUMMARY_ISLANDS {
+        bests.push(format!("… ({} more in the report)", last.len() - SUMMARY_ISLANDS));
+    }
+    let migration = if islands.migrants == 0 {
+        "no migration".to_string()
+    } else {
+        format!("{} migrants every {} generations", islands.migrants, islands.migrate_every)
+    };
+    let what = if returns { "best returns" } else { "best" };
+    Some(format!("islands       {} × {pop}, {migration}; {what} {}\n", islands.count, bests.join(" ")))
+}
+
+/// Where a run's wall time went (issue 30): setup before the search (data, checks, devices
+/// opened), the search (every generation, constant fitting and the kernels compiled or read
+/// on the way included), and the final scoring and choosing after it; beside the first
+/// generation's seconds (which hold the kernels' compiles and the data's copies) and the median
+/// of the others, so that a cost only some generations pay shows. The report's `timing` holds
+/// it ([`Split::add_to`]) and the summary prints [`Split::line`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Split {
+    /// Seconds before the search.
+    pub setup: f64,
+    /// Seconds of the search.
+    pub search: f64,
+    /// Seconds after it, to the report.
+    pub finish: f64,
+    /// The first generation's seconds (this process's first, for a resumed run; NaN for a
+    /// search of none).
+    pub first_generation: f64,
+    /// The median of the other generations' seconds (NaN where there are none).
+    pub median_generation: f64,
+    /// Kernel modules the backend compiled or read from disk, and their seconds.
+    pub kernels: crate::backend::KernelLoads,
+}
+
+impl Split {
+    /// The split of a run whose generations took `generations` seconds each.
+    pub fn of(setup: f64, search: f64, finish: f64, generations: &[f64], kernels: crate::backend::KernelLoads) -> Split {
+        let mut rest: Vec<f64> = generations.iter().skip(1).copied().collect();
+        rest.sort_by(f64::total_cmp);
+        let median = if rest.is_empty() { f64::NAN } else { rest[rest.len() / 2] };
+        Split { setup, search, finish, first_generation: generations.first().copied().unwrap_or(f64::NAN), median_generation: median, kernels }
+    }
+
+    /// Adds the split to `report["timing"]`: `setup_seconds`, `search_seconds`,
+    /// `final_seconds`, `first_generation_seconds`, `median_generation_seconds`,
+    /// `kernels_compiled`, `kernels_from_disk`, `kernel_seconds`.
+    pub fn add_to(&self, report: &mut serde_json::Value) {
+        use crate::report::num;
+        let fields = [
+            ("setup_seconds", serde_json::json!(self.setup)),
+            ("search_seconds", serde_json::json!(self.search)),
+            ("final_seconds", serde_json::json!(self.finish)),
+            ("first_generation_seconds", num(self.first_generation)),
+            ("median_generation_seconds", num(self.median_generation)),
+            ("kernels_compiled", serde_json::json!(self.kernels.compiled)),
+            ("kernels_from_disk", serde_json::json!(self.kernels.from_disk)),
+            ("kernel_seconds", serde_json::json!(self.kernels.seconds)),
+        ];
+        if let Some(t) = report.get_mut("timing").and_then(serde_json::Value::as_object_mut) {
+            for (k, v) in fields {
+                t.insert(k.into(), v);
+            }
+        }
+    }
+
+    /// The summary's line: `split  setup …, search … (first generation …, then … median; kernels …),
+    /// final …` (`what` names a generation: `generation` or `iteration`).
+    pub fn line(&self, what: &str) -> String {
+        let ms = |s: f64| if s < 1.0 { format!("{:.1} ms", s * 1e3) } else { format!("{s:.2} s") };
+        let mut gens = format!("first {what} {}", ms(self.first_generation));
+        if self.median_generation.is_finite() {
+            gens += &format!(", then {} median", ms(self.median_generation));
+        }
+        let k = &self.kernels;
+        if k.compiled + k.from_disk > 0 {
+            gens += &format!("; kernels {} ({} compiled, {} from disk)", ms(k.seconds), k.compiled, k.from_disk);
+        }
+        format!("split         setup {}, search {} ({gens}), final scoring {}\n", ms(self.setup), ms(self.search), ms(self.finish))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_split_keeps_the_first_generation_apart_from_the_median_of_the_rest() {
+        let k = crate::backend::KernelLoads { compiled: 2, from_disk: 1, seconds: 0.25 };
+        let s = Split::of(0.01, 1.5, 0.02, &[0.9, 0.1, 0.3, 0.2], k);
+        assert_eq!((s.first_generation, s.median_generation), (0.9, 0.2));
+        assert_eq!(s.line("generation"), "split         setup 10.0 ms, search 1.50 s (first generation 900.0 ms, then 200.0 ms median; kernels 250.0 ms (2 compiled, 1 from disk)), final scoring 20.0 ms\n");
+        let mut r = serde_json::json!({"timing": {"seconds": 1.53}});
+        s.add_to(&mut r);
+        assert_eq!(r["timing"]["median_generation_seconds"], 0.2);
+        assert_eq!(r["timing"]["kernels_compiled"], 2);
+        assert_eq!(r["timing"]["seconds"], 1.53, "the total stays");
+        // One generation: no median; the CPU: no kernels.
+        let one = Split::of(0.0, 0.5, 0.0, &[0.5], crate::backend::KernelLoads::default());
+        assert!(one.median_generation.is_nan());
+        assert!(!one.line("iteration").contains("median") && !one.line("iteration").contains("kernels"));
+        assert!(one.line("iteration").contains("first iteration 500.0 ms"));
+        let mut r = serde_json::json!({"timing": {}});
+        one.add_to(&mut r);
+        assert!(r["timing"]["median_generation_seconds"].is_null());
+    }
+}

@@ -1,0 +1,245 @@
+//! The checkpoint file: the experiment, the run's state ([`RunState`]) and the files its results
+//! go to, written atomically, with a format version and a checksum that [`Checkpoint::load`]
+//! checks before it validates every tree and genome. [`FileCheckpoints`] is the runner's
+//! [`Checkpoints`]: what a task's run saves through.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use serde::{Deserialize, Serialize};
+
+use super::experiment::Experiment;
+use super::outputs::Outputs;
+use crate::evolve::checkpoint::{SavedNode, Shape, check_tree};
+use crate::task::base::options::Checkpoints;
+use crate::task::base::state::RunState;
+
+/// The checkpoint format this grove writes and reads. Version 2 added the checksum and the
+/// output paths; a file of another version is refused.
+pub const CHECKPOINT_FORMAT: u64 = 2;
+
+/// FNV-1a, 64 bits, of `bytes`. Each step (xor a byte, multiply by an odd prime) is a bijection
+/// of the state, so changing any one byte always changes the result.
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
+/// The checksum of a checkpoint's content (the file's JSON object without `checksum`): FNV-1a
+/// of its compact JSON text, as `fnv1a64:` and 16 hex digits. The text is canonical: keys in
+/// the file's order, numbers printed as they read back exactly (serde_json's float_roundtrip),
+/// so reformatting the file keeps the checksum and changing one digit of it breaks it.
+fn checksum(content: &serde_json::Value) -> Result<String> {
+    let text = serde_json::to_vec(content).context("cannot encode the checkpoint")?;
+    Ok(format!("fnv1a64:{:016x}", fnv1a64(&text)))
+}
+
+/// A checkpoint file: the experiment, where the run's results go, and the run's state. On
+/// disk it is this object's JSON with a `checksum`; the state's fields are keys of the same
+/// object ([`RunState::FIELDS`]), and any other key is refused ([`Self::from_json`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Format marker and version ([`CHECKPOINT_FORMAT`]).
+    pub grove_checkpoint: u64,
+    /// grove's version that wrote it.
+    pub version: String,
+    /// The run's settings.
+    pub experiment: Experiment,
+    /// Generations between checkpoints (a resumed run keeps it).
+    #[serde(default = "crate::task::base::defaults::checkpoint_every")]
+    pub checkpoint_every: usize,
+    /// Where the run writes its results (absolute paths).
+    pub outputs: Outputs,
+    /// What the run has done.
+    #[serde(flatten)]
+    pub run: RunState,
+}
+
+/// The keys of a checkpoint's object besides the run's state's and the checksum.
+const HEADER: [&str; 5] = ["grove_checkpoint", "version", "experiment", "checkpoint_every", "outputs"];
+
+impl Checkpoint {
+    /// Reads a checkpoint, with errors that say what is wrong with the file ([`Self::from_json`]).
+    pub fn load(path: &Path) -> Result<Checkpoint> {
+        let bytes = std::fs::read(path).with_context(|| format!("cannot read the checkpoint {}", path.display()))?;
+        Self::from_json(&bytes, &path.display().to_string())
+    }
+
+    /// Reads a checkpoint from the bytes of a file (`origin` names it in errors): JSON, a
+    /// `grove_checkpoint` of [`CHECKPOINT_FORMAT`], a checksum that matches the content, every
+    /// field readable, and the state whole ([`Self::check`]). Anything else is an error line.
+    pub fn from_json(bytes: &[u8], origin: &str) -> Result<Checkpoint> {
+        use crate::program::clip;
+        use serde_json::Value;
+        let v: Value = serde_json::from_slice(bytes).with_context(|| format!("{origin} is not a checkpoint (not JSON; was it cut short?)"))?;
+        let Value::Object(mut content) = v else {
+            bail!("{origin} is not a checkpoint: give a file written by --checkpoint");
+        };
+        let Some(format) = content.get("grove_checkpoint") else {
+            bail!("{origin} is not a checkpoint: give a file written by --checkpoint (a report is repeated with --from)");
+        };
+        if format.as_u64() != Some(CHECKPOINT_FORMAT) {
+            let old = if format.as_u64() == Some(1) { " (version 1 has no checksum: start the run again)" } else { "" };
+            bail!(
+                "{origin}: checkpoint format version {} is not one this grove reads (it reads version {CHECKPOINT_FORMAT}){old}",
+                clip(&format.to_string(), 40)
+            );
+        }
+        let given = match content.remove("checksum") {
+            Some(Value::String(s)) => s,
+            Some(other) => bail!("{origin}: the checkpoint's checksum is {}, not a string", clip(&other.to_string(), 40)),
+            None => bail!("{origin}: the checkpoint has no checksum"),
+        };
+        if let Some(key) = content.keys().find(|k| !HEADER.contains(&k.as_str()) && !RunState::FIELDS.contains(&k.as_str())) {
+            bail!("{origin}: the checkpoint's `{}` is not a field of a checkpoint", clip(key, 80));
+        }
+        let content = Value::Object(content);
+        let want = checksum(&content)?;
+        ensure!(
+            given == want,
+            "{origin}: the checksum {} does not match the checkpoint's content ({want}): the file was changed or damaged",
+            clip(&given, 40)
+        );
+        let c: Checkpoint = serde_path_to_error::deserialize(content).map_err(|e| {
+            let path = e.path().to_string();
+            anyhow!("{origin}: the checkpoint's `{}` cannot be read: {}", clip(&path, 80), clip(&e.into_inner().to_string(), 200))
+        })?;
+        let mut c = c;
+        c.renumber_operators().with_context(|| format!("{origin}: the checkpoint's operators"))?;
+        c.check().with_context(|| format!("{origin}: the checkpoint is damaged"))?;
+        Ok(c)
+    }
+
+    /// Registers the run's own operators and those the saved trees use, and rewrites the trees'
+    /// user opcodes to this process's; a user opcode the checkpoint does not define is an error.
+    fn renumber_operators(&mut self) -> Result<()> {
+        let own = self.experiment.operators().to_vec();
+        crate::task::base::search::register_operators(&own)?;
+        let map = crate::program::ops::user::remap(&self.run.operators, "the checkpoint").map_err(|e| anyhow!(e))?;
+        let mut bad = None;
+        let mut fix = |nodes: &mut Vec<SavedNode>| {
+            for n in nodes.iter_mut() {
+                match map[n.0 as usize] {
+                    Some(c) => n.0 = c,
+                    None => bad = Some(n.0),
+                }
+            }
+        };
+        self.run.state.map_trees(&mut fix);
+        self.run.hall_of_fame.iter_mut().for_each(|e| fix(&mut e.nodes));
+        if let Some(code) = bad {
+            bail!("a saved tree uses the user opcode {code}, which the checkpoint's `operators` do not define");
+        }
+        self.run.operators.clear();
+        Ok(())
+    }
+
+    /// The file's bytes: this checkpoint's JSON with its checksum added.
+    pub fn to_json(&self) -> Result<Vec<u8>> {
+        let mut v = serde_json::to_value(self).context("cannot encode the checkpoint")?;
+        let sum = checksum(&v)?;
+        v.as_object_mut().context("a checkpoint encodes as a JSON object")?.insert("checksum".into(), sum.into());
+        serde_json::to_vec(&v).context("cannot encode the checkpoint")
+    }
+
+    /// Writes the checkpoint to `path` atomically.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        crate::report::write_atomic(path, &self.to_json()?).with_context(|| format!("cannot save the checkpoint {}", path.display()))
+    }
+
+    /// Checks that the state can continue the run its experiment describes, without allocating
+    /// for it: the engine's state against the experiment's population × islands, row width and
+    /// genome capacity ([`Saved::check`]), and every hall-of-fame entry (its size its length,
+    /// its tree whole).
+    pub fn check(&self) -> Result<()> {
+        let run = &self.run;
+        if let Some(l) = &run.linear {
+            l.check()?;
+            return check_tree(&run.state.best.nodes, u16::MAX as usize, u8::MAX as usize - 1).map_err(|m| anyhow!("the policy: {m}"));
+        }
+        if let Some(l) = &run.residual {
+            l.check()?;
+        }
+        let (engine, islands) = (self.experiment.engine(), self.experiment.islands());
+        let shape = Shape {
+            rows: engine.pop_size.saturating_mul(islands.count),
+            max_len: engine.max_len,
+            genome_capacity: self.experiment.genome_capacity(),
+        };
+        ensure!(
+            run.state.islands == islands.count,
+            "the state holds {} island(s) and the settings {}",
+            run.state.islands,
+            islands.count
+        );
+        run.state.check(&shape)?;
+        let n_outputs = run.state.trees.as_ref().map_or(u8::MAX as usize, |t| t.n_outputs);
+        for e in &run.hall_of_fame {
+            ensure!(e.size == e.nodes.len() && e.size > 0, "a hall-of-fame entry of size {} holds {} nodes", e.size, e.nodes.len());
+            check_tree(&e.nodes, u16::MAX as usize, n_outputs).map_err(|m| anyhow!("the hall-of-fame entry of size {}: {m}", e.size))?;
+        }
+        Ok(())
+    }
+
+}
+
+/// Checks, before a run's first generation, that checkpoints can be saved at `path`: it is not
+/// a directory, its directory exists, and a file can be created there (the temporary file an
+/// atomic save writes, created and removed). One error line naming the path and the problem.
+pub fn check_checkpoint_path(path: &Path) -> Result<()> {
+    let show = path.display();
+    ensure!(!path.is_dir(), "the checkpoint {show} is a directory: give a file path, e.g. {}", path.join("run.ckpt").display());
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    ensure!(dir.is_dir(), "cannot save the checkpoint {show}: the directory {} does not exist", dir.display());
+    let probe = crate::report::temporary_path(path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .with_context(|| format!("cannot save the checkpoint {show}: cannot create a file in {}", dir.display()))?;
+    std::fs::remove_file(&probe).with_context(|| format!("cannot remove {}", probe.display()))?;
+    Ok(())
+}
+
+
+/// The runner's checkpoints: each state a run saves is written to one file with the run's
+/// experiment and output paths ([`Checkpoint`]), atomically.
+#[derive(Debug)]
+pub struct FileCheckpoints {
+    path: PathBuf,
+    every: usize,
+    experiment: Experiment,
+    outputs: Outputs,
+}
+
+impl FileCheckpoints {
+    /// Checkpoints of `experiment` into `path` every `every` generations (0: only before the
+    /// last and on a stop), keeping `outputs` (made absolute) for a resumed run to write. The
+    /// path is checked here, before the run ([`check_checkpoint_path`]).
+    pub fn new(path: PathBuf, every: usize, experiment: Experiment, outputs: &Outputs) -> Result<Self> {
+        check_checkpoint_path(&path)?;
+        Ok(Self { path, every, experiment, outputs: outputs.absolute() })
+    }
+}
+
+impl Checkpoints for FileCheckpoints {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn every(&self) -> usize {
+        self.every
+    }
+
+    fn save(&self, run: RunState) -> Result<()> {
+        let c = Checkpoint {
+            grove_checkpoint: CHECKPOINT_FORMAT,
+            version: env!("CARGO_PKG_VERSION").into(),
+            experiment: self.experiment.clone(),
+            checkpoint_every: self.every,
+            outputs: self.outputs.clone(),
+            run,
+        };
+        c.save(&self.path)
+    }
+}
