@@ -214,3 +214,28 @@ mod tests {
         assert!(r["timing"]["median_generation_seconds"].is_null());
     }
 }
+
+/// Adds the genome and the phenotype text of `best` to a report's `best` block, where it has
+/// one (grammatical evolution).
+pub fn add_genome(best_json: &mut serde_json::Value, best: &crate::evolve::Best) {
+    if let Some((genome, text)) = &best.genome {
+        best_json["genome"] = serde_json::json!(genome);
+        best_json["phenotype"] = serde_json::json!(text);
+    }
+}
+
+/// Adds the user operators `nodes` use to a report (`operators`), with the Python that gives
+/// them to sympy; nothing where it uses none.
+pub fn add_operators(report: &mut serde_json::Value, nodes: &[crate::program::tree::Node]) {
+    if let Some(o) = super::model::operators_json(nodes) {
+        report["operators"] = o;
+    }
+}
+
+/// Closes a report and its summary as every task does: the time split into the report's
+/// `timing` and its summary line, then `time`, the summary's last line.
+pub fn close(report: &mut serde_json::Value, summary: &mut String, split: &Split, time: &str) {
+    split.add_to(report);
+    *summary += &split.line("generation");
+    *summary += time;
+}

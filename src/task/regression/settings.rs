@@ -1,0 +1,254 @@
+//! What a regression run is given: its settings as reports and experiment files store them
+//! ([`EvolveSettings`], [`TreeSettings`]), their checks, their defaults (constant fitting on a
+//! GPU), and the data they name.
+
+use super::*;
+
+/// The constant fitting of `grove evolve`'s defaults on a GPU: 10 steps every 5 generations on
+/// the best 20 %, chosen by a side-by-side run of nine settings on Friedman 1-3 and diabetes
+/// (docs/benchmarks.md, "Constants fitted by Levenberg–Marquardt"): +0.08 median test R² on
+/// Friedman-1, within ±0.01 elsewhere, for 3.5 times a plain run's time.
+pub const DEFAULT_FIT: crate::evolve::ConstantFitting = crate::evolve::ConstantFitting { steps: 10, every: 5, fraction: 0.2 };
+
+/// The defaults of [`DEFAULT_FIT`] on a GPU; on the CPU none (0 steps, the rest as on a GPU):
+/// there the same fitting costs about 19 times a plain run (the CPU reference walks each tree
+/// point by point, where the interpreter runs blocks of 256 points), which a user who does not
+/// know the option should not pay.
+pub fn default_fit(on_gpu: bool) -> crate::evolve::ConstantFitting {
+    if on_gpu { DEFAULT_FIT } else { crate::evolve::ConstantFitting { steps: 0, ..DEFAULT_FIT } }
+}
+
+/// Everything a `grove evolve` run needs; stored in the report so the run can be repeated.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvolveSettings {
+    /// `builtin:NAME[:N]` or a CSV / tab-separated file.
+    pub data: String,
+    /// Target column (default: the last).
+    pub target: Option<String>,
+    /// Fraction of rows held out for testing (0: use the built-in's own test set, if any).
+    pub test_fraction: f64,
+    /// Fraction of the training rows held out to choose the returned program (`None`: the
+    /// automatic choice of [`crate::task::base::validation::Plan::new`]).
+    #[serde(default)]
+    pub validation_fraction: Option<f64>,
+    /// How the returned program is chosen from the hall of fame's front.
+    #[serde(default)]
+    pub select: crate::task::base::validation::Select,
+    /// Grammar file for grammatical evolution (`None`: tree GP from `functions`).
+    pub grammar: Option<String>,
+    /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
+    pub functions: Option<String>,
+    /// Operators of the user's own (`--define`), e.g. `softsign(x) = x / (1 + abs(x))`, which
+    /// the function set and the grammar may name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<String>,
+    /// Population, generations, seed, selection, program length.
+    pub engine: crate::evolve::EngineConfig,
+    /// GE: mapping limits.
+    pub map: crate::genome::MapConfig,
+    /// GE: initialisation.
+    pub init: crate::genome::InitConfig,
+    /// GE: crossover and mutation.
+    pub vary: crate::genome::vary::GeVaryConfig,
+    /// GE: longest genome.
+    pub genome_capacity: usize,
+    /// Error measure, scaling, parsimony.
+    pub regression: RegressionConfig,
+    /// Program outputs read by a fitted linear head: 1 is the program's value (linearly scaled
+    /// unless `regression.linear_scaling` is off); `2 ..= 8` are output slots (tree GP's output
+    /// nodes, a grammar's `out(K, …)`) under `b + Σ w_k f_k` fitted by least squares.
+    #[serde(default = "default_outputs")]
+    pub outputs: usize,
+    /// Linear terms of the inputs beside the program ([`crate::program::linear`]): `auto`
+    /// keeps them where they predict unseen rows better than the mean and pay for their
+    /// numbers; `on` always (where the inputs have a spread); `off` never.
+    #[serde(default = "default_linear_inputs")]
+    pub linear_inputs: LinearInputs,
+    /// Tree GP: constants, initial depths, operator probabilities.
+    pub trees: TreeSettings,
+    /// Where populations are evaluated.
+    #[serde(default)]
+    pub device: crate::backend::DeviceChoice,
+    /// Islands and migration (one island by default).
+    #[serde(default)]
+    pub islands: crate::evolve::IslandConfig,
+    /// When the run ends before its last generation: a time limit, a target ([`crate::task::base::budget`]).
+    #[serde(default)]
+    pub budget: crate::task::base::budget::Budget,
+}
+
+/// Settings of tree GP (used with `functions`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeSettings {
+    /// Constant leaves are drawn uniformly from `[lo, hi)`.
+    pub const_range: (f32, f32),
+    /// Probability that a leaf is a constant.
+    pub p_const: f32,
+    /// Depths of ramped half-and-half initialisation (root = 0).
+    pub init_depth: (u32, u32),
+    /// Probability that a child is made by crossover.
+    pub p_crossover: f32,
+    /// Probability that a child is then mutated.
+    pub p_mutation: f32,
+}
+
+impl Default for TreeSettings {
+    fn default() -> Self {
+        Self { const_range: (-2.0, 2.0), p_const: 0.2, init_depth: (2, 6), p_crossover: 0.9, p_mutation: 0.3 }
+    }
+}
+
+/// The default of [`EvolveSettings::linear_inputs`]
+/// ([`crate::task::base::defaults::EVOLVE_LINEAR_INPUTS`]).
+fn default_linear_inputs() -> LinearInputs {
+    crate::task::base::defaults::EVOLVE_LINEAR_INPUTS
+}
+
+/// The default of [`EvolveSettings::outputs`] ([`crate::task::base::defaults::EVOLVE_OUTPUTS`]).
+fn default_outputs() -> usize {
+    crate::task::base::defaults::EVOLVE_OUTPUTS
+}
+
+impl TreeSettings {
+    /// The engine's tree representation for `functions` over `n_vars` variables.
+    pub fn rep(&self, functions: &str, n_vars: usize, max_len: usize) -> anyhow::Result<crate::evolve::TreeRep> {
+        self.rep_with_outputs(functions, n_vars, 0, max_len)
+    }
+
+    /// As [`Self::rep`], for programs with `n_outputs` output slots (0: the root's value):
+    /// each slot is placed once in a new tree, and extra output nodes appear with probability
+    /// [`crate::task::base::defaults::EVOLVE_P_OUT`].
+    pub fn rep_with_outputs(
+        &self,
+        functions: &str,
+        n_vars: usize,
+        n_outputs: usize,
+        max_len: usize,
+    ) -> anyhow::Result<crate::evolve::TreeRep> {
+        let p_out = if n_outputs > 0 { crate::task::base::defaults::EVOLVE_P_OUT } else { 0.0 };
+        let spec = crate::program::TreeSpec::new(crate::task::base::search::function_set(functions)?, n_vars as u32, max_len)
+            .with_const_range(self.const_range.0, self.const_range.1)
+            .with_p_const(self.p_const)
+            .with_outputs(n_outputs, p_out)
+            .with_depth(self.init_depth.0, self.init_depth.1);
+        Ok(crate::task::base::search::tree_rep(spec, self.p_crossover, self.p_mutation))
+    }
+}
+
+impl Default for EvolveSettings {
+    /// `grove evolve`'s defaults without a representation: set `grammar` or `functions`.
+    fn default() -> Self {
+        Self {
+            data: crate::task::base::defaults::EVOLVE_DATA.into(),
+            target: None,
+            test_fraction: crate::task::base::defaults::EVOLVE_TEST_FRACTION,
+            validation_fraction: None,
+            select: crate::task::base::validation::Select::default(),
+            grammar: None,
+            functions: None,
+            operators: Vec::new(),
+            engine: crate::evolve::EngineConfig::default(),
+            map: crate::genome::MapConfig::default(),
+            init: crate::genome::InitConfig::default(),
+            vary: crate::genome::vary::GeVaryConfig::default(),
+            genome_capacity: crate::task::base::defaults::GE.genome_capacity,
+            regression: RegressionConfig::default(),
+            outputs: crate::task::base::defaults::EVOLVE_OUTPUTS,
+            linear_inputs: crate::task::base::defaults::EVOLVE_LINEAR_INPUTS,
+            trees: TreeSettings::default(),
+            device: crate::backend::DeviceChoice::default(),
+            islands: crate::evolve::IslandConfig::default(),
+            budget: crate::task::base::budget::Budget::default(),
+        }
+    }
+}
+
+/// The training and test data of `settings` (the test part is `None` without a test set).
+pub fn load_data(settings: &EvolveSettings) -> anyhow::Result<(Dataset, Option<Dataset>)> {
+    let problem = crate::data::DataSource::parse(&settings.data)?.load(settings.target.as_deref())?;
+    Ok(if settings.test_fraction > 0.0 {
+        let (tr, te) = crate::data::split(&problem.train, settings.test_fraction, settings.engine.seed)?;
+        (tr, Some(te))
+    } else {
+        (problem.train, problem.test)
+    })
+}
+
+impl EvolveSettings {
+    /// `grove evolve`'s defaults with no flags on the CPU (no representation: set `grammar` or
+    /// `functions`); a run on a GPU fits constants by default ([`default_fit`]).
+    pub fn cli_default() -> Self {
+        let ge = crate::task::base::defaults::GE.configs();
+        Self {
+            engine: crate::task::base::defaults::EVOLVE.config(default_fit(false)),
+            map: ge.map,
+            init: ge.init,
+            vary: ge.vary,
+            genome_capacity: ge.genome_capacity,
+            ..Self::default()
+        }
+    }
+
+    /// What the search takes from these settings.
+    pub fn search_settings(&self) -> crate::task::base::search::SearchSettings<'_> {
+        let ge = crate::task::base::defaults::GeConfigs { map: self.map, init: self.init, vary: self.vary, genome_capacity: self.genome_capacity };
+        crate::task::base::search::SearchSettings::of(&self.engine, &self.islands, &self.grammar, &self.functions, ge)
+    }
+
+    /// Checks values the types allow but a run cannot use; each message names the flag and
+    /// the experiment-file field.
+    pub fn check(&self) -> anyhow::Result<()> {
+        use anyhow::ensure;
+        crate::task::base::search::register_operators(&self.operators)?;
+        check_search(&self.engine, &self.islands)?;
+        self.budget.check(crate::task::base::budget::Measure::Loss)?;
+        ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
+        crate::task::base::validation::check_fraction(self.validation_fraction)?;
+        let p = self.regression.parsimony;
+        ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
+        check_scaling(&self.regression, self.outputs)?;
+        if self.linear_inputs == LinearInputs::On {
+            ensure!(
+                self.regression.linear_scaling && self.regression.metric != Metric::Mae,
+                "--linear-inputs on fits the terms and the program's weight by least squares, which --no-linear-scaling and --metric mae rule out: give one or the other"
+            );
+            ensure!(!self.islands.shard_rows, "--linear-inputs on is not split over GPUs: drop --shard-rows or use --linear-inputs off");
+        }
+        self::shard::check(&self.islands, self.device, self.outputs)?;
+        check_ge(&self.search_settings().ge)?;
+        match (&self.grammar, &self.functions) {
+            (None, None) => anyhow::bail!(
+                "give --grammar FILE (grammatical evolution) or --functions LIST (tree GP), e.g. --grammar grammars/regression.bnf (in an experiment file: grammar or functions)"
+            ),
+            (Some(_), Some(_)) => anyhow::bail!("give --grammar or --functions, not both (in an experiment file: grammar or functions)"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Refuses MAE with linear scaling or a head (least-squares fits), a head without linear
+/// scaling, and more outputs than a head reads.
+pub(super) fn check_scaling(r: &RegressionConfig, outputs: usize) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        (1..=MAX_HEAD).contains(&outputs),
+        "--outputs (outputs) asks for {outputs} program outputs; the fitted head reads 1 to {MAX_HEAD}"
+    );
+    if outputs > 1 {
+        anyhow::ensure!(r.metric != Metric::Mae, "{}", mae_with_head(outputs));
+        anyhow::ensure!(
+            r.linear_scaling,
+            "--outputs {outputs} fits a linear head by least squares, which --no-linear-scaling (regression.linear_scaling) turns off: give one or the other"
+        );
+    }
+    if r.linear_scaling && r.metric == Metric::Mae {
+        anyhow::bail!("--metric mae cannot be used with linear scaling (it is a least-squares fit): add --no-linear-scaling");
+    }
+    Ok(())
+}
+
+/// The error line of MAE with a fitted head.
+pub(super) fn mae_with_head(outputs: usize) -> String {
+    format!("--metric mae is not supported with a fitted head (--outputs {outputs}; a least-squares fit): use mse, rmse or r2, or --outputs 1")
+}
