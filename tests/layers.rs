@@ -399,3 +399,142 @@ fn every_layer_is_placed_and_every_module_exists() {
         );
     }
 }
+
+/// The levels inside `src/task/` (docs/ARCHITECTURE.md, "The task layer"): the base every task
+/// stands on (1), the tasks (2: siblings, none naming another), the runner on top (3), which
+/// alone knows the experiment of a run, checkpoints and outputs.
+const TASK_LEVELS: [(&str, u8); 5] = [("base", 1), ("regression", 2), ("classify", 2), ("control", 2), ("runner", 3)];
+
+/// The level of `task::m`, or `None` for a name that is not one of the task layer's folders.
+fn task_level(m: &str) -> Option<u8> {
+    TASK_LEVELS.iter().find(|(name, _)| *name == m).map(|&(_, l)| l)
+}
+
+/// The task-layer folders a file names, each with the 1-based line of the reference:
+/// `crate::task::X` and `grove::task::X` paths (and the members of a grouped `task::{…}` list),
+/// and `super::` paths resolved from where the file sits (`module` is the file's module path
+/// below `task`, e.g. `["regression", "search"]`; a `mod.rs` is its folder's module).
+fn task_references(text: &str, module: &[String]) -> Vec<(usize, String)> {
+    let code = blank_literals(&strip_comments(text));
+    let c: Vec<char> = code.chars().collect();
+    let line_of = |k: usize| 1 + c[..k].iter().filter(|&&ch| ch == '\n').count();
+    let ident_at = |k: usize| -> String { c[k..].iter().take_while(|ch| ch.is_alphanumeric() || **ch == '_').collect() };
+    let boundary = |k: usize| k == 0 || !(c[k - 1].is_alphanumeric() || c[k - 1] == '_' || c[k - 1] == ':');
+    let mut found = Vec::new();
+    let mut k = 0;
+    while k < c.len() {
+        let rest: String = c[k..(k + 14).min(c.len())].iter().collect();
+        if boundary(k) && (rest.starts_with("crate::task::") || rest.starts_with("grove::task::")) {
+            let mut j = k + "crate::task::".len();
+            if c.get(j) == Some(&'{') {
+                // A group: the first segment of each member.
+                let end = (j..c.len()).find(|&e| c[e] == '}').unwrap_or(c.len());
+                let group: String = c[j + 1..end].iter().collect();
+                for member in group.split(',') {
+                    let name: String = member.trim().chars().take_while(|ch| ch.is_alphanumeric() || *ch == '_').collect();
+                    if !name.is_empty() {
+                        found.push((line_of(j), name));
+                    }
+                }
+                j = end;
+            } else {
+                found.push((line_of(k), ident_at(j)));
+            }
+            k = j.max(k + 1);
+            continue;
+        }
+        if boundary(k) && rest.starts_with("super::") {
+            // Climb one module per `super::`, then the next segment names a module of the
+            // level reached.
+            let mut depth = 0;
+            let mut j = k;
+            while c[j..].iter().take(7).collect::<String>() == "super::" {
+                depth += 1;
+                j += 7;
+            }
+            let mut path = module.to_vec();
+            for _ in 0..depth {
+                path.pop();
+            }
+            let next = ident_at(j);
+            let target = if path.is_empty() { next } else { path[0].clone() };
+            found.push((line_of(k), target));
+            k = j.max(k + 1);
+            continue;
+        }
+        k += 1;
+    }
+    found
+}
+
+/// Every reference in `src/task/` from one of its folders to another: from, to, where.
+fn task_edges() -> Vec<Edge> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let task = root.join("src/task");
+    let mut out = Vec::new();
+    for file in rust_files(&task) {
+        let rel = file.strip_prefix(&task).unwrap();
+        let mut module: Vec<String> = rel.components().map(|p| p.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string()).collect();
+        if module.last().is_some_and(|m| m == "mod") {
+            module.pop();
+        }
+        let Some(from) = module.first().cloned() else { continue };
+        if task_level(&from).is_none() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let shown = file.strip_prefix(root).unwrap().display().to_string();
+        for (line, to) in task_references(&text, &module) {
+            if to != from && task_level(&to).is_some() {
+                let code = lines.get(line - 1).unwrap_or(&"").trim();
+                out.push(Edge { from: from.clone(), to, at: format!("{shown}:{line}: {code}") });
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_task_layer_runs_one_way_base_tasks_runner() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/task");
+    for entry in std::fs::read_dir(&root).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        assert!(
+            name == "mod" || task_level(&name).is_some(),
+            "src/task/{name} has no level: place it in TASK_LEVELS in tests/layers.rs (base, a task, or the runner)"
+        );
+    }
+    let offences: Vec<String> = task_edges()
+        .into_iter()
+        .filter(|e| {
+            let (a, b) = (task_level(&e.from), task_level(&e.to));
+            // Up a level, or across to a sibling task.
+            b > a || (a == Some(2) && b == Some(2))
+        })
+        .map(|e| format!("task::{} names task::{}: {}", e.from, e.to, e.at))
+        .collect();
+    assert!(
+        offences.is_empty(),
+        "the task layer runs one way (base < regression, classify, control < runner) and no task names another; \
+         move what both need into task::base, or let the runner pass it in:\n{}",
+        offences.join("\n")
+    );
+}
+
+#[test]
+fn the_task_scan_resolves_super_and_groups() {
+    let text = "use super::base::options::RunOptions;\n\
+                use super::super::runner::x;\n\
+                use crate::task::{base::model, classify::fit};\n\
+                // crate::task::runner in a comment\n\
+                let s = \"crate::task::control\"; use grove::task::control::fit;\n\
+                fn f() { super::fitness::x(); }\n";
+    let at_mod: Vec<(usize, String)> = task_references(text, &["regression".to_string()]);
+    let expect = [(1, "base"), (2, "runner"), (3, "base"), (3, "classify"), (5, "control"), (6, "fitness")];
+    assert_eq!(at_mod, expect.iter().map(|&(l, m)| (l, m.to_string())).collect::<Vec<_>>());
+    // From a file inside the folder, one `super::` stays in it.
+    let inner = task_references("use super::fitness::x;\nuse super::super::classify::y;\n", &["regression".into(), "search".into()]);
+    assert_eq!(inner, vec![(1, "regression".to_string()), (2, "classify".to_string())]);
+}

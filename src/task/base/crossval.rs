@@ -96,20 +96,6 @@ impl SizeCurve {
         self.per_fold.push((rows, fold));
     }
 
-    /// The standard error of [`SizeCurve::mse`] at `size`: the spread of the folds' own mean
-    /// squared errors there over `√k` (0 with one fold).
-    pub fn standard_error(&self, size: usize) -> f64 {
-        let k = self.per_fold.len();
-        if k < 2 {
-            return 0.0;
-        }
-        let at = size.clamp(1, self.sse.len()) - 1;
-        let mse: Vec<f64> = self.per_fold.iter().map(|(rows, e)| e[at] / (*rows).max(1) as f64).collect();
-        let mean = mse.iter().sum::<f64>() / k as f64;
-        let var = mse.iter().map(|m| (m - mean).powi(2)).sum::<f64>() / (k - 1) as f64;
-        (var / k as f64).sqrt()
-    }
-
     /// The cross-validated mean squared error of the size limit `size` (clamped to the
     /// curve); `+inf` before any fold.
     pub fn mse(&self, size: usize) -> f64 {
