@@ -12,7 +12,8 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{INIT_GENOMES, InitParams, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL, MapOut, MapParams, MapStatus, MapTreesParams};
+use super::kernels::{INIT_GENOMES, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL};
+use super::params::{InitParams, MapOut, MapParams, MapStatus, MapTreesParams};
 use super::CudaEngine;
 use crate::genome::map::Invalid;
 use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};

@@ -14,9 +14,10 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    GATHER_WORDS, LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, SelectParams, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
+    GATHER_WORDS, LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
     TOPK_INIT, TOPK_ORDER, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
 };
+use super::params::SelectParams;
 use super::CudaEngine;
 
 /// Threads per block of the per-slot selection kernels.
