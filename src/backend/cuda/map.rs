@@ -326,26 +326,6 @@ impl MapTreesScratch {
     }
 }
 
-impl CudaEngine {
-    /// Copies the codons each genome of the last mapping read back, `[P]`.
-    pub fn download_used(&self, s: &MapTreesScratch) -> Result<Vec<u32>> {
-        let mut v = self.stream.clone_dtoh(&s.used).during(|| "reading used codons".into())?;
-        v.truncate(s.n);
-        Ok(v)
-    }
-
-    /// Overwrites the used codons of the last mapping (`[P]`: after a migration, the
-    /// immigrants' in their new rows).
-    pub fn write_used(&self, s: &mut MapTreesScratch, used: &[u32]) -> Result<()> {
-        if used.len() != s.n || s.engine != self.id {
-            return Err(GpuError::Input(format!("{} used-codon counts for {} genomes", used.len(), s.n)));
-        }
-        let mut view = s.used.slice_mut(..s.n);
-        self.stream.memcpy_htod(used, &mut view).during(|| "writing used codons".into())?;
-        Ok(())
-    }
-}
-
 /// What the mapping of a population, trees included, reads on the host ([`CudaEngine::map_population`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct MappedTrees {

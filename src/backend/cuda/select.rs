@@ -35,10 +35,6 @@ impl DeviceFitness {
     pub fn size(&self) -> usize {
         self.n
     }
-    /// The buffer (`[P]` f64), for kernels that write fitness in place.
-    pub fn buffer_mut(&mut self) -> &mut CudaSlice<f64> {
-        &mut self.fit
-    }
 }
 
 /// Per-case errors on the device for lexicase selection: `[P × n_cases]` f64, row `i`
@@ -91,17 +87,6 @@ impl CudaEngine {
     pub fn alloc_fitness(&self, p: usize) -> Result<DeviceFitness> {
         let fit = self.stream.alloc_zeros::<f64>(p.max(1)).during(|| "allocating fitness".into())?;
         Ok(DeviceFitness { fit, n: p, engine: self.id })
-    }
-
-    /// Overwrites fitness on the device with `values` (`[P]`: after a migration, the immigrants'
-    /// fitness in their new rows).
-    pub fn write_fitness(&self, fit: &mut DeviceFitness, values: &[f64]) -> Result<()> {
-        if values.len() != fit.n || fit.engine != self.id {
-            return Err(GpuError::Input(format!("{} fitness values for {} individuals", values.len(), fit.n)));
-        }
-        let mut view = fit.fit.slice_mut(..fit.n);
-        self.stream.memcpy_htod(values, &mut view).during(|| "writing fitness".into())?;
-        Ok(())
     }
 
     /// Copies fitness back.
