@@ -532,7 +532,7 @@ pub fn classify(settings: &ClassifySettings, quiet: bool) -> Result<EvolveResult
 /// standard error, unless quiet, when `auto` falls back to the CPU) and runs [`fit`].
 pub fn classify_with(settings: &ClassifySettings, opts: &super::run::RunOptions) -> Result<EvolveResult> {
     let (_, train, test, standardize) = load_data(settings)?;
-    let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
+    let backend = crate::backend::Backend::open(settings.device, &settings.islands.gpus)?.print_notes(opts.quiet);
     fit(settings, &train, Some(&test), standardize.as_ref(), &backend, opts)
 }
 

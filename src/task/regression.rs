@@ -604,7 +604,7 @@ pub fn evolve(settings: &EvolveSettings, quiet: bool) -> anyhow::Result<EvolveRe
 pub fn evolve_with(settings: &EvolveSettings, opts: &super::run::RunOptions) -> anyhow::Result<EvolveResult> {
     let (train, test) = load_data(settings)?;
     check_scaling(&settings.regression, settings.outputs)?;
-    let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
+    let backend = crate::backend::Backend::open(settings.device, &settings.islands.gpus)?.print_notes(opts.quiet);
     fit(settings, &train, test.as_ref(), &backend, opts)
 }
 
