@@ -21,7 +21,7 @@
 
 use std::process::ExitCode;
 
-use grove::backend::{Backend, DeviceChoice};
+use grove::backend::Backend;
 use grove::data::Dataset;
 use grove::rng::{Purpose, Stream};
 use grove::select::Bloat;
@@ -131,7 +131,7 @@ fn run() -> anyhow::Result<()> {
         }
     }
     let variants: Vec<Variant> = variants.split(',').map(Variant::parse).collect::<anyhow::Result<_>>()?;
-    let backend = Backend::open(DeviceChoice::Cpu, true)?;
+    let backend = Backend::Cpu;
     let quiet = RunOptions { quiet: true, ..Default::default() };
     println!("Friedman-1, {rows} rows, noise {noise}, test 25 %; pop {pop}; seeds {seeds:?}; functions {functions}");
     println!();

@@ -340,12 +340,12 @@ fn gpu_map(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec
 /// first, the mean program size, and for GE the mapping kernel alone (`map_trees` of the first
 /// population, median of 5 launches) in codons read per second.
 fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
-    use crate::backend::{Backend, DeviceChoice};
+    use crate::backend::{Backend, DeviceChoice, Gpus};
     use crate::evolve::{EngineConfig, GrammarRep, Representation, device};
     use crate::genome::{InitConfig, InitMethod};
     use crate::grammar::template::{DeviceTables, Vars, compile};
     use crate::task::regression::{Regression, RegressionConfig, TreeSettings};
-    let backend = Backend::open(DeviceChoice::Cuda, true)?;
+    let backend = Backend::open(DeviceChoice::Cuda, &Gpus::All)?.backend;
     let Backend::Cuda(engine) = &backend else { anyhow::bail!("--gpu: no CUDA backend") };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     println!();

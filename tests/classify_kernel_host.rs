@@ -11,7 +11,8 @@
 mod emulator;
 
 use grove::backend::cpu::classify::evaluate_classification_with;
-use grove::backend::cuda::kernels::{self, ClassPartial, ClassReduceParams, ClassifyParams};
+use grove::backend::cuda::kernels;
+use grove::backend::cuda::params::{ClassPartial, ClassReduceParams, ClassifyParams};
 use grove::program::fitness::ClassSums;
 use grove::program::init::{TreeSpec, init_population};
 use grove::program::ops::FUNCTIONS;

@@ -1,7 +1,7 @@
 //! Constant fitting in the generation loop (the CPU side; `tests/cuda_fit.rs` holds the kernel
 //! to the CPU reference and `tests/cuda_evolve.rs` the device loop to the host loop).
 
-use grove::backend::{Backend, DeviceChoice};
+use grove::backend::Backend;
 use grove::evolve::{Best, ConstantFitting, EngineConfig, Fitness, GenerationStats, IslandConfig, Representation};
 use grove::program::tree::Population;
 use grove::task::regression::{Regression, RegressionConfig, TreeSettings};
@@ -16,7 +16,7 @@ fn curve() -> (Vec<f32>, Vec<f32>) {
 
 fn run(constants: ConstantFitting, seed: u64, record: &mut Vec<(usize, f64)>) -> grove::evolve::Outcome {
     let (x, y) = curve();
-    let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
+    let backend = Backend::Cpu;
     let data = backend.regression_data(&x, &y, x.len(), 1).unwrap();
     let task = Regression { backend: &backend, data, config: RegressionConfig { linear_scaling: false, ..RegressionConfig::default() }, outputs: 1, joint: None };
     let cfg = EngineConfig { pop_size: 300, generations: 15, seed, max_len: 64, constants, ..EngineConfig::default() };
@@ -50,7 +50,7 @@ fn fitting_constants_finds_a_curve_that_search_alone_does_not() {
 #[test]
 fn the_task_fits_rows_in_place_and_scores_them_as_evaluation_does() {
     let (x, y) = curve();
-    let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
+    let backend = Backend::Cpu;
     let data = backend.regression_data(&x, &y, x.len(), 1).unwrap();
     let task = Regression { backend: &backend, data, config: RegressionConfig::default(), outputs: 1, joint: None };
     let spec = TreeSettings::default().rep("add,mul,sin", 1, 64).unwrap().vary.spec;
@@ -111,7 +111,7 @@ fn the_classification_task_fits_rows_in_place_and_scores_them_as_evaluation_does
     use grove::task::classify::{ClassFitness, Classification};
     use grove::task::base::search::ClassTreeSettings;
     let (x, labels, n) = centres();
-    let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
+    let backend = Backend::Cpu;
     let data = backend.classification_data(&x, &labels, n, 3).unwrap();
     let counts = (0..3).map(|k| labels.iter().filter(|&&l| l == k).count() as u64).collect();
     let task = Classification { backend: &backend, data, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0, head: None };
@@ -139,7 +139,7 @@ fn a_classification_run_with_fitting_is_reproducible_and_no_worse_at_its_fitness
     use grove::task::classify::{ClassFitness, Classification};
     use grove::task::base::search::ClassTreeSettings;
     let (x, labels, n) = centres();
-    let backend = Backend::open(DeviceChoice::Cpu, true).unwrap();
+    let backend = Backend::Cpu;
     let counts: Vec<u64> = (0..3).map(|k| labels.iter().filter(|&&l| l == k).count() as u64).collect();
     let rep = ClassTreeSettings::default().rep("add,sub,mul,div", 2, 3, 64).unwrap();
     let go = |constants: ConstantFitting, seed: u64| {

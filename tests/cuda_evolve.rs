@@ -6,7 +6,7 @@
 mod stop;
 use stop::StopAt;
 
-use grove::backend::{Backend, DeviceChoice};
+use grove::backend::{Backend, DeviceChoice, Gpus};
 use grove::data::DataSource;
 use grove::evolve::GrammarRep;
 use grove::backend::cpu::breed::map_population;
@@ -32,8 +32,8 @@ fn gpu_and_cpu_fitness_agree_on_ge_populations() {
         vary: Default::default(),
         genome_capacity: 512,
     };
-    let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let cpu = Backend::Cpu;
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let cpu_data = cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
     let gpu_data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
     let (mut checked, mut bad) = (0usize, Vec::new());
@@ -88,8 +88,8 @@ fn every_population_of_a_run_gets_the_same_fitness_on_both() {
         vary: Default::default(),
         genome_capacity: 512,
     };
-    let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let cpu = Backend::Cpu;
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let config = RegressionConfig { linear_scaling: false, ..Default::default() };
     let c = Regression { backend: &cpu, data: cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None };
     let g = Regression { backend: &gpu, data: gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None };
@@ -160,7 +160,7 @@ fn the_device_loop_equals_the_host_loop() {
     use grove::task::regression::{Metric, Regression, RegressionConfig, TreeSettings};
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let cases = [
         (EngineConfig { pop_size: 2000, generations: 15, seed: 3, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default(), "add,sub,mul,div,sin,cos,tan"),
         (EngineConfig { pop_size: 777, generations: 12, seed: 9, tournament: 5, elite: 4, max_len: 256, ..Default::default() }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }, "add,sub,mul,div,exp,log,sqrt"),
@@ -222,7 +222,7 @@ fn a_device_run_declining_the_last_population_copies_none_and_runs_the_same() {
     use grove::task::regression::{Regression, RegressionConfig, TreeSettings};
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let cfg = EngineConfig { pop_size: 1200, generations: 8, seed: 4, tournament: 3, elite: 1, max_len: 64, constants: fitting(5, 2, 0.1), ..Default::default() };
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
     let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None };
@@ -249,7 +249,7 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
     use grove::evolve::{EngineConfig, device, host};
     use grove::task::classify::{ClassFitness, Classification};
     use grove::task::base::search::ClassTreeSettings;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let off = grove::evolve::ConstantFitting::default();
     for (data, fitness, binary, seed, constants, terms) in [
         ("builtin:wine", ClassFitness::CrossEntropy, false, 1u64, off, false),
@@ -326,7 +326,7 @@ fn the_device_ge_loop_equals_the_host_loop() {
     use grove::task::regression::{Metric, Regression, RegressionConfig};
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let shape = DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) };
     let sensible = InitConfig { max_depth: 7, ..InitConfig::default() };
@@ -366,7 +366,7 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
     use grove::data::classes::ClassSource;
     use grove::evolve::{EngineConfig, device, host};
     use grove::task::classify::{ClassFitness, Classification};
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     // A third grammar, inline: two classes, nested outputs, read with lazy codons and wraps.
     let binary = "<p> ::= out(0, <e>) + out(1, <e>) | out(<k>, out(<k>, <e>))\n<e> ::= <e>+<e> | <e>*<e> | pdiv(<e>,<e>) | out(<k>, <e>) | x[:, <i>] | <c>\n<k> ::= GE_RANGE:dataset_n_os\n<i> ::= GE_RANGE:dataset_n_vars\n<c> ::= -1 | 0.5 | 2";
@@ -412,7 +412,7 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
     use grove::task::regression::Regression;
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars/regression.bnf");
     let l = load(&path, &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
     let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
@@ -458,7 +458,7 @@ fn a_device_run_ended_early_equals_a_shorter_one_and_continues() {
     use grove::task::regression::{Regression, TreeSettings};
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
     let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
@@ -508,7 +508,7 @@ fn the_device_loop_equals_the_host_loop_for_control() {
     use grove::backend::cpu::control::{ControlRun, actuator_names, observation_names};
     use grove::task::base::search::ClassTreeSettings;
     use grove::task::control::Control;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let lazy = MapConfig { max_wraps: 1, codons: grove::genome::Codons::Lazy, max_depth: 10, ..MapConfig::default() };
     let eager = MapConfig { max_depth: 10, ..MapConfig::default() };
@@ -568,7 +568,7 @@ fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
     use grove::backend::cpu::control::{ControlRun, observation_names};
     use grove::task::base::search::ClassTreeSettings;
     use grove::task::control::Control;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let quiet = &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {};
     for (env, grammar, seed) in [("hopper", None, 31u64), ("swimmer", Some("swimmer.bnf"), 32)] {
@@ -653,8 +653,8 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
 fn cpu_and_gpu_runs(settings: &grove::task::regression::EvolveSettings, data: &grove::data::Dataset) -> (serde_json::Value, serde_json::Value) {
     use grove::task::regression::fit;
     let quiet = grove::task::base::options::RunOptions { quiet: true, ..Default::default() };
-    let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let cpu = Backend::Cpu;
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let rc = fit(settings, data, None, &cpu, &quiet).unwrap().report;
     let rg = fit(settings, data, None, &gpu, &quiet).unwrap().report;
     assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{}", rg["timing"]["device"]);
@@ -712,8 +712,8 @@ fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
 fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
     use grove::task::classify::{ClassifySettings, fit, load_data};
     let quiet = grove::task::base::options::RunOptions { quiet: true, ..Default::default() };
-    let cpu = Backend::open(DeviceChoice::Cpu, true).unwrap();
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let cpu = Backend::Cpu;
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     for grammar in [None, Some("grammars/classify-3class.bnf")] {
         let mut s = ClassifySettings { data: "builtin:wine".into(), outputs: 3, ..ClassifySettings::default() };
         s.engine.pop_size = 400;
@@ -754,7 +754,7 @@ fn nsga2_on_the_device_equals_the_host_loop() {
     use grove::task::regression::{Regression, RegressionConfig, TreeSettings};
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let one = IslandConfig::single();
     let nsga2 = |pop_size, generations, seed, max_len, constants| EngineConfig {
         pop_size,

@@ -12,7 +12,8 @@
 #[path = "support/emulator.rs"]
 mod emulator;
 
-use grove::backend::cuda::kernels::{self, FitParams};
+use grove::backend::cuda::kernels;
+use grove::backend::cuda::params::FitParams;
 use grove::backend::cpu::fit::class::fit_class_constants;
 use grove::backend::cpu::fit::{FitConfig, FitResult, fit_constants};
 use grove::program::init::{TreeSpec, init_population};

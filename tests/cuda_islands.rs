@@ -14,7 +14,7 @@ mod stop;
 use stop::StopAt;
 
 use grove::backend::cuda::{CudaEngine, EngineOptions};
-use grove::backend::{Backend, DeviceChoice};
+use grove::backend::{Backend, DeviceChoice, Gpus};
 use grove::data::DataSource;
 use grove::evolve::islands::GpuLink;
 use grove::evolve::{EngineConfig, GenerationStats, GrammarRep, IslandConfig, Outcome, Representation, device, host};
@@ -117,7 +117,7 @@ fn links() -> Vec<GpuLink> {
 fn device_islands_equal_host_islands_for_tree_gp() {
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let cases = [
         (EngineConfig { pop_size: 625, generations: 12, seed: 3, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() }, islands(8, 3, 10)),
         (EngineConfig { pop_size: 400, generations: 9, seed: 7, tournament: 4, elite: 3, max_len: 64, ..EngineConfig::default() }, islands(3, 2, 400)),
@@ -162,7 +162,7 @@ fn regression_ge<'a>(l: &'a grove::grammar::Loaded, tpl: &'a grove::grammar::tem
 fn device_islands_equal_host_islands_for_ge() {
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let l = load(&root.join("grammars/regression.bnf"), &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
     let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
@@ -191,7 +191,7 @@ fn device_islands_equal_host_islands_for_classification_and_control() {
     use grove::task::classify::{ClassFitness, Classification};
     use grove::task::base::search::ClassTreeSettings;
     use grove::task::control::Control;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let all = ClassSource::parse("builtin:wine").unwrap().load(None).unwrap();
     let k = all.n_classes();
     let cfg = EngineConfig { pop_size: 500, generations: 8, seed: 2, tournament: 3, elite: 2, max_len: 64, ..EngineConfig::default() };
@@ -236,7 +236,7 @@ fn a_resumed_device_island_run_matches_an_uninterrupted_one() {
     use grove::evolve::checkpoint;
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let cfg = EngineConfig { pop_size: 500, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() };
     let isl = islands(4, 3, 6);
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
@@ -276,7 +276,7 @@ fn nsga2_islands_on_the_device_equal_host_islands() {
     use grove::select::Bloat;
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
     let train = &problem.train;
-    let gpu = Backend::open(DeviceChoice::Cuda, true).expect("GROVE_TEST_GPU=1 needs a usable GPU");
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
     let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();

@@ -331,8 +331,9 @@ fn probing_without_a_gpu_says_why() {
 // compiled model (src/backend/cuda/sim.rs), so it is checked here for every shipped env.
 #[test]
 fn the_simulator_kernel_compiles_for_every_shipped_env_and_profile() {
-    use grove::backend::cuda::control::{control_params_layout, CONTROL_BLOCK, CONTROL_KERNEL, CONTROL_REDUCE, CONTROL_STACK};
-    use grove::backend::cuda::sim::{sim_params_layout, sim_text, SIM_KERNEL, SIM_TEXT};
+    use grove::backend::cuda::control::{CONTROL_BLOCK, CONTROL_KERNEL, CONTROL_REDUCE, CONTROL_STACK};
+    use grove::backend::cuda::params::{control_params_layout, sim_params_layout};
+    use grove::backend::cuda::sim::{sim_text, SIM_KERNEL, SIM_TEXT};
     if !have_nvrtc("the_simulator_kernel_compiles_for_every_shipped_env_and_profile") {
         return;
     }

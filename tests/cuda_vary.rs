@@ -18,7 +18,8 @@
 #[path = "support/emulator.rs"]
 mod emulator;
 
-use grove::backend::cuda::kernels::{self, GeParams, SelectParams, VaryParams};
+use grove::backend::cuda::kernels;
+use grove::backend::cuda::params::{GeParams, SelectParams, VaryParams};
 use grove::backend::cuda::vary::{BredCounts, UsedCodons, decode_bred, ge_params, outcome_code, outcome_of, vary_params};
 use grove::backend::cuda::CudaEngine;
 use grove::genome::vary::{GeVaryConfig, crossover, int_flip};
@@ -1243,7 +1244,7 @@ fn binary_tournament_picks_the_better_at_the_expected_rate() {
 /// block per tile; `grove_partition_scan`, one block; `grove_partition`, a block per tile) on
 /// `pop`: (ids, counts).
 fn emulated_order(e: &Emulator, pop: &mut Population) -> (Vec<u32>, [u32; 4]) {
-    use grove::backend::cuda::kernels::GenParams;
+    use grove::backend::cuda::params::GenParams;
     type ClassFn = unsafe extern "C" fn(GenParams, *const u8, *const u16, *mut u32);
     type CountFn = unsafe extern "C" fn(GenParams, *const u32, *mut u64, *mut u32);
     type ScanFn = unsafe extern "C" fn(GenParams, *mut u64, *const u32, *mut u32);
@@ -1324,7 +1325,7 @@ fn emulated_evaluation_order_matches_pack() {
 
 #[test]
 fn emulated_regression_fitness_matches_the_task() {
-    use grove::backend::cuda::kernels::{GenParams, RegSums};
+    use grove::backend::cuda::params::{GenParams, RegSums};
     use grove::program::fitness::RegressionSums;
     use grove::task::regression::{Metric, error};
     type FitnessFn = unsafe extern "C" fn(GenParams, *const RegSums, *const u16, *mut f64);
@@ -1370,7 +1371,7 @@ fn emulated_regression_fitness_matches_the_task() {
 
 #[test]
 fn emulated_elite_and_statistics_match_the_host() {
-    use grove::backend::cuda::kernels::{Argmin, GenParams, GenStats};
+    use grove::backend::cuda::params::{Argmin, GenParams, GenStats};
     type BlocksFn = unsafe extern "C" fn(GenParams, *const f64, *const u16, *const u32, *mut Argmin);
     type FinalFn = unsafe extern "C" fn(GenParams, *const Argmin, *const f64, *mut u32, *mut GenStats);
     let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_elite_and_statistics_match_the_host: no g++") };
@@ -1414,7 +1415,7 @@ fn emulated_elite_and_statistics_match_the_host() {
 
 #[test]
 fn emulated_classification_fitness_matches_the_task() {
-    use grove::backend::cuda::kernels::{ClassPartial, GenParams};
+    use grove::backend::cuda::params::{ClassPartial, GenParams};
     use grove::program::fitness::ClassSums;
     use grove::task::classify::{ClassFitness, fitness_of};
     type FitnessFn = unsafe extern "C" fn(GenParams, u32, *const ClassPartial, *const u32, *const u64, *const u16, *mut f64);
@@ -1456,7 +1457,7 @@ fn emulated_classification_fitness_matches_the_task() {
 
 #[test]
 fn emulated_size_summary_matches_the_host() {
-    use grove::backend::cuda::kernels::GenParams;
+    use grove::backend::cuda::params::GenParams;
     type ResetFn = unsafe extern "C" fn(GenParams, *mut u64, *mut u32, *mut u32);
     type KeysFn = unsafe extern "C" fn(GenParams, *const f64, *const u16, *mut u64, *mut u32);
     type IndexFn = unsafe extern "C" fn(GenParams, *const f64, *const u16, *const u64, *mut u32);
@@ -1493,7 +1494,7 @@ fn emulated_size_summary_matches_the_host() {
 #[test]
 fn emulated_control_skip_matches_skip_mask() {
     use grove::backend::cuda::control::{CONTROL_STACK, skip_mask};
-    use grove::backend::cuda::kernels::ControlClassParams;
+    use grove::backend::cuda::params::ControlClassParams;
     type SkipFn = unsafe extern "C" fn(ControlClassParams, *const u8, *const f32, *const u8, *const u16, *mut u8, *mut u32);
     let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_control_skip_matches_skip_mask: no g++") };
     let m = grove::sim::Model::load("hopper", None).unwrap();
@@ -1542,7 +1543,7 @@ fn emulated_control_skip_matches_skip_mask() {
 /// env steps.
 #[test]
 fn emulated_control_fitness_matches_the_task() {
-    use grove::backend::cuda::kernels::GenParams;
+    use grove::backend::cuda::params::GenParams;
     type FitnessFn = unsafe extern "C" fn(GenParams, u32, *const f64, *const u32, *const u16, *mut f64, *mut u64);
     let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_control_fitness_matches_the_task: no g++") };
     let mut s = Stream::new(9, 0, 0, Purpose::Bench);

@@ -9,7 +9,8 @@
 #[path = "support/emulator.rs"]
 mod emulator;
 
-use grove::backend::cuda::kernels::{self, CompileParams, EvalParams};
+use grove::backend::cuda::kernels;
+use grove::backend::cuda::params::{CompileParams, EvalParams};
 use grove::backend::cpu::interp::{self, Instr};
 use grove::program::init::{TreeSpec, init_population};
 use grove::program::ops::FUNCTIONS;

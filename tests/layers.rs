@@ -6,7 +6,8 @@
 //! direction only). Nothing below the command line, and nothing in the Python package, names
 //! `cli`. References are read from code with comments blanked, in every form: `crate::m`,
 //! `grove::m`, and the members of grouped `use crate::{…}` lists. Each offence is named with its
-//! file and line.
+//! file and line. Below the modules: nothing of the primitives names CUDA, and the files of
+//! each backend folder import each other in one direction.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -175,6 +176,12 @@ fn blank_literals(code: &str) -> String {
 /// `crate::m` and `grove::m` paths, and every member of a grouped `use crate::{a::b, c, …}` list
 /// (nested groups and lists over several lines included). `crate::{self, …}` names nothing.
 fn references(text: &str) -> Vec<(usize, String)> {
+    references_from(text, &["crate::", "grove::"])
+}
+
+/// [`references`] with other roots: the first segment after each of `roots` (`super::` gives the
+/// siblings a file of a folder names).
+fn references_from(text: &str, roots: &[&str]) -> Vec<(usize, String)> {
     let code = blank_literals(&strip_comments(text));
     let c: Vec<char> = code.chars().collect();
     let line_of = |k: usize| 1 + c[..k].iter().filter(|&&ch| ch == '\n').count();
@@ -183,7 +190,7 @@ fn references(text: &str) -> Vec<(usize, String)> {
         (c[k..end].iter().collect::<String>(), end)
     };
     let mut found = Vec::new();
-    for root in ["crate::", "grove::"] {
+    for root in roots {
         let r: Vec<char> = root.chars().collect();
         let mut k = 0;
         while k + r.len() <= c.len() {
@@ -495,6 +502,120 @@ fn task_edges() -> Vec<Edge> {
     out
 }
 
+/// `code` with every `#[cfg(test)] mod NAME { … }` block blanked (newlines kept): a unit test may
+/// use what its file's siblings offer without making an import of the file.
+fn without_test_modules(code: &str) -> String {
+    let mut out = code.to_string();
+    let mut from = 0;
+    while let Some(at) = out[from..].find("#[cfg(test)]").map(|i| from + i) {
+        let rest = out[at + "#[cfg(test)]".len()..].trim_start();
+        let Some(open) = rest.starts_with("mod ").then(|| out[at..].find('{')).flatten().map(|i| at + i) else {
+            from = at + 1;
+            continue;
+        };
+        let mut depth = 0;
+        let mut end = out.len();
+        for (i, ch) in out[open..].char_indices() {
+            depth += (ch == '{') as i32 - (ch == '}') as i32;
+            if depth == 0 {
+                end = open + i + 1;
+                break;
+            }
+        }
+        let blank: String = out[at..end].chars().map(|ch| if ch == '\n' { '\n' } else { ' ' }).collect();
+        out.replace_range(at..end, &blank);
+        from = end;
+    }
+    out
+}
+
+/// Names that belong to the CUDA backend: its crate and module, and the types they define.
+fn names_cuda(code: &str) -> Option<&'static str> {
+    let words = code.split(|ch: char| !(ch.is_alphanumeric() || ch == '_' || ch == ':'));
+    for word in words {
+        let segments: Vec<&str> = word.split("::").collect();
+        if segments.contains(&"cudarc") {
+            return Some("cudarc");
+        }
+        if segments.contains(&"cuda") && segments.len() > 1 {
+            return Some("backend::cuda");
+        }
+        if segments.iter().any(|s| s.starts_with("Cuda") && s.len() > 4) {
+            return Some("a Cuda type");
+        }
+    }
+    None
+}
+
+#[test]
+fn nothing_below_the_backends_names_cuda() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let mut offences = Vec::new();
+    for file in rust_files(&src) {
+        if layer(&module_of(&src, &file)) != Some(1) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = blank_literals(&strip_comments(&text));
+        for (n, (line, shown)) in code.lines().zip(text.lines()).enumerate() {
+            if let Some(what) = names_cuda(line) {
+                offences.push(format!("{}:{}: names {what}: {}", file.strip_prefix(root).unwrap().display(), n + 1, shown.trim()));
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "the primitives (layer 1) know nothing of devices: what a kernel needs of them is passed in, and CUDA types stay in backend::cuda:\n{}",
+        offences.join("\n")
+    );
+}
+
+#[test]
+fn the_cuda_names_are_seen_and_others_are_not() {
+    for line in ["use cudarc::driver::CudaSlice;", "fn f(e: &crate::backend::cuda::CudaEngine)", "let e: CudaEngine;", "use crate::backend::{cuda::x, y};"] {
+        assert!(names_cuda(line).is_some(), "{line}");
+    }
+    for line in ["let s = ops::cuda_source();", "fn cuda(x: u32)", "use crate::backend::cpu::eval;", "let cudas = 1;"] {
+        assert!(names_cuda(line).is_none(), "{line}");
+    }
+}
+
+/// Edges between the files of one folder of `src/` (`backend/cuda`): a file's `super::NAME`
+/// and `crate::backend::cuda::NAME` references to a sibling file, its unit tests left out. A
+/// file in a subfolder counts as the file of that name (`cpu/eval/bench.rs` is `eval`); the
+/// folder's `mod.rs`, which declares the files, is left out.
+fn sibling_edges(folder: &str) -> Vec<Edge> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("src").join(folder);
+    let path = format!("crate::{}::", folder.replace('/', "::"));
+    let siblings: BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.unwrap().path().file_stem().map(|s| s.to_string_lossy().to_string()))
+        .filter(|s| s != "mod")
+        .collect();
+    let mut out = Vec::new();
+    for file in rust_files(&dir) {
+        let rel = file.strip_prefix(&dir).unwrap();
+        let from = module_of(&dir, &file);
+        if from == "mod" {
+            continue;
+        }
+        // `super::` in a subfolder's file names its parent file, not a sibling.
+        let roots: Vec<&str> = if rel.components().count() == 1 { vec!["super::", path.as_str()] } else { vec![path.as_str()] };
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let code = without_test_modules(&blank_literals(&strip_comments(&text)));
+        for (line, to) in references_from(&code, &roots) {
+            if to != from && siblings.contains(&to) {
+                let at = format!("{}:{line}: {}", file.strip_prefix(root).unwrap().display(), lines.get(line - 1).unwrap_or(&"").trim());
+                out.push(Edge { from: from.clone(), to, at });
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn the_task_layer_runs_one_way_base_tasks_runner() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/task");
@@ -537,4 +658,48 @@ fn the_task_scan_resolves_super_and_groups() {
     // From a file inside the folder, one `super::` stays in it.
     let inner = task_references("use super::fitness::x;\nuse super::super::classify::y;\n", &["regression".into(), "search".into()]);
     assert_eq!(inner, vec![(1, "regression".to_string()), (2, "classify".to_string())]);
+}
+
+/// The first loop among `edges`, one step per line with the place of the reference, if any.
+fn first_loop(edges: &[Edge]) -> Option<String> {
+    let mut graph: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for e in edges {
+        graph.entry(&e.from).or_default().insert(&e.to);
+    }
+    // Removes files that name no file left until none is left (no loop) or each left names one.
+    let mut left: BTreeSet<&str> = graph.keys().copied().chain(graph.values().flatten().copied()).collect();
+    loop {
+        let leaf = left.iter().copied().find(|m| graph.get(m).is_none_or(|to| to.iter().all(|t| !left.contains(t))));
+        match leaf {
+            Some(m) => {
+                left.remove(m);
+            }
+            None => break,
+        }
+    }
+    let start = *left.iter().next()?;
+    let (mut path, mut at) = (vec![start], start);
+    while !path[..path.len() - 1].contains(&at) || path.len() == 1 {
+        at = graph[at].iter().copied().find(|t| left.contains(t)).unwrap();
+        path.push(at);
+    }
+    let from = path.iter().position(|&p| p == at).unwrap();
+    let steps: Vec<String> = path[from..]
+        .windows(2)
+        .map(|w| format!("  {} -> {}: {}", w[0], w[1], edges.iter().find(|e| e.from == w[0] && e.to == w[1]).unwrap().at))
+        .collect();
+    Some(format!("{}\n{}", path[from..].join(" -> "), steps.join("\n")))
+}
+
+#[test]
+fn the_files_of_each_backend_import_each_other_in_one_direction() {
+    for folder in ["backend/cuda", "backend/cpu"] {
+        let edges = sibling_edges(folder);
+        assert!(!edges.is_empty(), "src/{folder}: no references between its files found: the scan is broken");
+        if let Some(cycle) = first_loop(&edges) {
+            panic!(
+                "the files of src/{folder} form a loop {cycle}\nmove what both need into a file both import (as params.rs holds the structs the kernels and the layout table share)"
+            );
+        }
+    }
 }

@@ -14,7 +14,8 @@ mod emulator;
 
 use std::path::{Path, PathBuf};
 
-use grove::backend::cuda::kernels::{self, MapParams, MapStatus, MapTreesParams};
+use grove::backend::cuda::kernels;
+use grove::backend::cuda::params::{MapParams, MapStatus, MapTreesParams};
 use grove::evolve::GrammarRep;
 use grove::backend::cpu::breed::map_population;
 use grove::genome::map::Invalid;
@@ -368,7 +369,7 @@ fn init_settings() -> Vec<(InitConfig, Codons, usize)> {
 
 #[test]
 fn emulated_init_genomes_match_init_genomes() {
-    use grove::backend::cuda::kernels::InitParams;
+    use grove::backend::cuda::params::InitParams;
     use grove::genome::init::init_genomes;
     type InitFn = unsafe extern "C" fn(InitParams, *mut u32, *mut u32, *mut u32);
     type SetTable = unsafe extern "C" fn(*const u32, u32);

@@ -300,11 +300,11 @@ fn continuing(bytes: &[u8], exp: &Experiment, origin: &str) -> PyResult<Checkpoi
 /// Opens the device of a run on the first of the GPUs `gpus` chooses, sending the notes of what
 /// it left out (the CPU fallback, GPUs that are not there).
 fn open(device: DeviceChoice, gpus: &Gpus, note: &(dyn Fn(String) + Sync)) -> anyhow::Result<Backend> {
-    let (backend, notes) = Backend::open_on_noting(device, gpus)?;
-    for n in notes {
+    let opened = Backend::open(device, gpus)?;
+    for n in opened.notes {
         note(n);
     }
-    Ok(backend)
+    Ok(opened.backend)
 }
 
 /// Checks that the function set parses and a grammar given by path or text loads, so that a

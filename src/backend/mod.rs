@@ -196,74 +196,69 @@ pub enum Backend {
     Cuda(Box<cuda::CudaEngine>),
 }
 
-impl Backend {
-    /// Opens the backend `choice` names. With `Auto`, a missing GPU is reported on standard
-    /// error in one line (unless `quiet`) and the CPU is used.
-    pub fn open(choice: DeviceChoice, quiet: bool) -> Result<Backend> {
-        let (backend, note) = Self::open_noting(choice)?;
-        if let (Some(note), false) = (note, quiet) {
-            eprintln!("note: {note}");
-        }
-        Ok(backend)
-    }
+/// A backend [`Backend::open`] opened, and the lines that say what it left out (GPUs the
+/// driver does not have, the CPU fallback of `auto`), for the caller to show: the command line
+/// prints them ([`Opened::print_notes`]), the Python package warns with them.
+#[must_use = "the notes say why a run is not where it was asked to be"]
+pub struct Opened {
+    /// The backend.
+    pub backend: Backend,
+    /// One line each, without a `note:` prefix.
+    pub notes: Vec<String>,
+}
 
-    /// Opens the backend `choice` names, printing nothing: with `Auto` and no usable GPU, the
-    /// CPU and the line that says why (`running on the CPU (...)`), for the caller to show
-    /// (the command line prints it, the Python package warns with it).
-    pub fn open_noting(choice: DeviceChoice) -> Result<(Backend, Option<String>)> {
-        match choice {
-            DeviceChoice::Cpu => Ok((Backend::Cpu, None)),
-            DeviceChoice::Cuda => Ok((
-                Backend::Cuda(Box::new(cuda::CudaEngine::new().map_err(|e| anyhow::anyhow!("--device cuda: {e}"))?)),
-                None,
-            )),
-            DeviceChoice::Auto => match cuda::CudaEngine::new() {
-                Ok(e) => Ok((Backend::Cuda(Box::new(e)), None)),
-                Err(e) => Ok((Backend::Cpu, Some(format!("running on the CPU ({e})")))),
-            },
-        }
-    }
-
-    /// Opens the backend `choice` names on the first of the GPUs `gpus` chooses (device 0 for
-    /// `all`): what a run whose islands may spread over several GPUs opens first. A choice of
-    /// GPUs the driver does not have is said in one line on standard error (unless `quiet`) and
-    /// the run goes on with those that are there.
-    pub fn open_on(choice: DeviceChoice, gpus: &Gpus, quiet: bool) -> Result<Backend> {
-        let (backend, notes) = Self::open_on_noting(choice, gpus)?;
+impl Opened {
+    /// The backend, its notes printed on standard error (`note: …`) unless `quiet`.
+    pub fn print_notes(self, quiet: bool) -> Backend {
         if !quiet {
-            for note in notes {
+            for note in &self.notes {
                 eprintln!("note: {note}");
             }
         }
-        Ok(backend)
+        self.backend
+    }
+}
+
+impl Backend {
+    /// Opens the backend `choice` names, on the first of the GPUs `gpus` chooses (device 0 for
+    /// `all`: a run whose islands spread over several GPUs opens the others with
+    /// [`Self::more_gpus`]). Prints nothing: what it left out comes back as notes. `auto`
+    /// without a usable GPU is the CPU and a note (`running on the CPU (...)`); `cuda` without
+    /// one is an error; a choice of GPUs the driver does not have is a note, and the run goes
+    /// on with those that are there.
+    pub fn open(choice: DeviceChoice, gpus: &Gpus) -> Result<Opened> {
+        let ordinal = match (choice, gpus) {
+            (DeviceChoice::Cpu, _) => return Ok(Opened { backend: Backend::Cpu, notes: Vec::new() }),
+            (_, Gpus::All) => None,
+            // No driver: opening device 0 says so (auto) or fails (cuda).
+            _ => cuda::probe::driver().ok().map(|d| gpus.resolve(d.devices as usize)),
+        };
+        let (ordinal, mut notes) = match ordinal {
+            Some((ordinals, note)) => (ordinals[0], note.into_iter().collect()),
+            None => (0, Vec::new()),
+        };
+        match cuda::CudaEngine::with_options(cuda::EngineOptions { ordinal, ..cuda::EngineOptions::default() }) {
+            Ok(e) => Ok(Opened { backend: Backend::Cuda(Box::new(e)), notes }),
+            Err(e) if choice == DeviceChoice::Cuda => Err(anyhow::anyhow!("--device cuda: {e}")),
+            Err(e) => {
+                notes.push(format!("running on the CPU ({e})"));
+                Ok(Opened { backend: Backend::Cpu, notes })
+            }
+        }
     }
 
-    /// [`Self::open_on`], printing nothing: the backend and the lines that say what it left out
-    /// (GPUs the driver does not have, the CPU fallback of `auto`), for the caller to show.
-    pub fn open_on_noting(choice: DeviceChoice, gpus: &Gpus) -> Result<(Backend, Vec<String>)> {
-        if choice == DeviceChoice::Cpu || *gpus == Gpus::All {
-            let (backend, note) = Self::open_noting(choice)?;
-            return Ok((backend, note.into_iter().collect()));
+    /// The CUDA engine, `None` on the CPU.
+    fn engine(&self) -> Option<&cuda::CudaEngine> {
+        match self {
+            Backend::Cpu => None,
+            Backend::Cuda(e) => Some(e),
         }
-        let devices = match cuda::probe::driver() {
-            Ok(d) => d.devices as usize,
-            // No driver: `open_noting` says so (auto) or fails (cuda).
-            Err(_) => {
-                let (backend, note) = Self::open_noting(choice)?;
-                return Ok((backend, note.into_iter().collect()));
-            }
-        };
-        let (ordinals, note) = gpus.resolve(devices);
-        let mut notes: Vec<String> = note.into_iter().collect();
-        let opts = cuda::EngineOptions { ordinal: ordinals[0], ..cuda::EngineOptions::default() };
-        match (choice, cuda::CudaEngine::with_options(opts)) {
-            (_, Ok(e)) => Ok((Backend::Cuda(Box::new(e)), notes)),
-            (DeviceChoice::Cuda, Err(e)) => Err(anyhow::anyhow!("--device cuda: {e}")),
-            (_, Err(e)) => {
-                notes.push(format!("running on the CPU ({e})"));
-                Ok((Backend::Cpu, notes))
-            }
-        }
+    }
+
+    /// The engine a data set on the device belongs to: an error on the CPU, which cannot read
+    /// it.
+    fn device(&self) -> Result<&cuda::CudaEngine> {
+        self.engine().ok_or_else(|| anyhow::anyhow!("data set uploaded for another backend"))
     }
 
     /// The other GPUs a run of `islands` islands spreads over, besides this backend's: for a
@@ -271,7 +266,7 @@ impl Backend {
     /// (none on the CPU, for one island, or on a machine with one GPU). Opened in the order
     /// `gpus` lists them; islands go to this backend first.
     pub fn more_gpus(&self, gpus: &Gpus, islands: usize) -> Result<Vec<Backend>> {
-        let Backend::Cuda(primary) = self else { return Ok(Vec::new()) };
+        let Some(primary) = self.engine() else { return Ok(Vec::new()) };
         if islands < 2 {
             return Ok(Vec::new());
         }
@@ -304,27 +299,20 @@ impl Backend {
 
     /// The GPU's free memory in bytes (`None` on the CPU).
     pub fn free_memory(&self) -> Result<Option<u64>> {
-        match self {
-            Backend::Cpu => Ok(None),
-            Backend::Cuda(engine) => {
-                let (free, _total) =
-                    engine.context().mem_get_info().map_err(|e| anyhow::anyhow!("asking the GPU for its free memory: {e:?}"))?;
-                Ok(Some(free as u64))
-            }
-        }
+        let Some(engine) = self.engine() else { return Ok(None) };
+        let (free, _total) = engine.context().mem_get_info().map_err(|e| anyhow::anyhow!("asking the GPU for its free memory: {e:?}"))?;
+        Ok(Some(free as u64))
     }
 
     /// The kernel modules this backend compiled or read from the disk cache so far: how many
     /// of each and the seconds they took (none on the CPU).
     pub fn kernel_loads(&self) -> KernelLoads {
-        match self {
-            Backend::Cpu => KernelLoads::default(),
-            Backend::Cuda(e) => e.module_loads().iter().fold(KernelLoads::default(), |k, l| KernelLoads {
-                compiled: k.compiled + (l.origin == cuda::Origin::Compiled) as usize,
-                from_disk: k.from_disk + (l.origin == cuda::Origin::Disk) as usize,
-                seconds: k.seconds + l.seconds,
-            }),
-        }
+        let loads = self.engine().map(|e| e.module_loads()).unwrap_or_default();
+        loads.iter().fold(KernelLoads::default(), |k, l| KernelLoads {
+            compiled: k.compiled + (l.origin == cuda::Origin::Compiled) as usize,
+            from_disk: k.from_disk + (l.origin == cuda::Origin::Disk) as usize,
+            seconds: k.seconds + l.seconds,
+        })
     }
 
     /// A short description: `cpu (2 threads)` or the GPU's name.
@@ -413,12 +401,11 @@ impl Backend {
     /// (`grove_head_sums` after the prediction kernels), else on the CPU
     /// ([`cpu::eval::evaluate_head`]).
     pub fn head_sums(&self, pop: &Population, data: &RegressionData<'_>) -> Result<Vec<crate::program::head::HeadSums>> {
-        match (self, data) {
-            (_, RegressionData::Host { x, y, n_rows }) | (_, RegressionData::Streamed { x, y, n_rows, .. }) => {
+        match data {
+            RegressionData::Host { x, y, n_rows } | RegressionData::Streamed { x, y, n_rows, .. } => {
                 Ok(cpu::eval::evaluate_head(pop, x, y, *n_rows)?)
             }
-            (Backend::Cuda(e), RegressionData::Device(d)) => Ok(e.evaluate_head(pop, d)?),
-            _ => anyhow::bail!("data set uploaded for another backend"),
+            RegressionData::Device(d) => Ok(self.device()?.evaluate_head(pop, d)?),
         }
     }
 
@@ -428,15 +415,15 @@ impl Backend {
     /// (`grove_class_head_sums` after the prediction kernels), else on the CPU
     /// ([`cpu::eval::evaluate_class_head`], which reads the labels' counts itself and checks them).
     pub fn class_head_sums(&self, pop: &Population, data: &RegressionData<'_>, counts: &[u64]) -> Result<Vec<crate::program::head::ClassHeadSums>> {
-        match (self, data) {
-            (_, RegressionData::Host { x, y, n_rows }) | (_, RegressionData::Streamed { x, y, n_rows, .. }) => {
+        match data {
+            RegressionData::Host { x, y, n_rows } | RegressionData::Streamed { x, y, n_rows, .. } => {
                 Ok(cpu::eval::evaluate_class_head(pop, x, y, *n_rows, counts.len())?)
             }
-            (Backend::Cuda(e), RegressionData::Device(d)) => {
+            RegressionData::Device(d) => {
+                let e = self.device()?;
                 anyhow::ensure!(counts.iter().sum::<u64>() == d.n_rows() as u64, "class counts of {} rows for {} rows", counts.iter().sum::<u64>(), d.n_rows());
                 Ok(e.evaluate_class_head(pop, d, counts)?)
             }
-            _ => anyhow::bail!("data set uploaded for another backend"),
         }
     }
 
@@ -445,12 +432,11 @@ impl Backend {
     /// their columns): on the GPU when the data is there (`grove_joint_sums` after the
     /// prediction kernels), else on the CPU ([`cpu::eval::evaluate_joint`]).
     pub fn joint_sums(&self, pop: &Population, data: &RegressionData<'_>, inputs: &[usize]) -> Result<Vec<crate::program::linear::JointSums>> {
-        match (self, data) {
-            (_, RegressionData::Host { x, y, n_rows }) | (_, RegressionData::Streamed { x, y, n_rows, .. }) => {
+        match data {
+            RegressionData::Host { x, y, n_rows } | RegressionData::Streamed { x, y, n_rows, .. } => {
                 Ok(cpu::eval::evaluate_joint(pop, x, y, *n_rows, inputs)?)
             }
-            (Backend::Cuda(e), RegressionData::Device(d)) => Ok(e.evaluate_joint(pop, d, inputs)?),
-            _ => anyhow::bail!("data set uploaded for another backend"),
+            RegressionData::Device(d) => Ok(self.device()?.evaluate_joint(pop, d, inputs)?),
         }
     }
 
@@ -461,12 +447,11 @@ impl Backend {
         if let Some(&r) = rows.iter().find(|&&r| r >= pop.size()) {
             anyhow::bail!("row {r} of a population of {}", pop.size());
         }
-        match (self, data) {
-            (_, RegressionData::Host { x, y, n_rows }) | (_, RegressionData::Streamed { x, y, n_rows, .. }) => {
+        match data {
+            RegressionData::Host { x, y, n_rows } | RegressionData::Streamed { x, y, n_rows, .. } => {
                 Ok(cpu::fit::fit_constants(pop, rows, x, y, *n_rows, cfg))
             }
-            (Backend::Cuda(e), RegressionData::Device(d)) => Ok(e.fit_constants(pop, rows, d, cfg)?),
-            _ => anyhow::bail!("data set uploaded for another backend"),
+            RegressionData::Device(d) => Ok(self.device()?.fit_constants(pop, rows, d, cfg)?),
         }
     }
 
@@ -478,14 +463,16 @@ impl Backend {
         if let Some(&r) = rows.iter().find(|&&r| r >= pop.size()) {
             anyhow::bail!("row {r} of a population of {}", pop.size());
         }
-        match (self, data) {
-            (_, ClassData::Host { offset: Some(_), .. }) => anyhow::bail!("{NO_OFFSET_FIT}"),
-            (Backend::Cuda(_), ClassData::Device(d)) if d.has_offset() => anyhow::bail!("{NO_OFFSET_FIT}"),
-            (_, ClassData::Host { x, labels, n_rows, n_classes, offset: None }) => {
+        match data {
+            ClassData::Host { offset: Some(_), .. } => anyhow::bail!("{NO_OFFSET_FIT}"),
+            ClassData::Host { x, labels, n_rows, n_classes, offset: None } => {
                 Ok(cpu::fit::class::fit_class_constants(pop, rows, x, labels, *n_rows, *n_classes, steps))
             }
-            (Backend::Cuda(e), ClassData::Device(d)) => Ok(e.fit_class_constants(pop, rows, d, steps)?),
-            _ => anyhow::bail!("data set uploaded for another backend"),
+            ClassData::Device(d) => {
+                let e = self.device()?;
+                anyhow::ensure!(!d.has_offset(), "{NO_OFFSET_FIT}");
+                Ok(e.fit_class_constants(pop, rows, d, steps)?)
+            }
         }
     }
 
@@ -538,15 +525,14 @@ impl Backend {
     /// individual of `pop` on `data`: `pop.n_outputs == n_classes`, or 0 with two classes
     /// (the sign of the single output).
     pub fn classification_sums(&self, pop: &Population, data: &ClassData<'_>) -> Result<Vec<ClassSums>> {
-        match (self, data) {
-            (_, ClassData::Host { x, labels, n_rows, n_classes, offset }) => {
+        match data {
+            ClassData::Host { x, labels, n_rows, n_classes, offset } => {
                 if let Some(o) = offset {
                     anyhow::ensure!(o.len() == pop.n_outputs.max(1) * n_rows, "offsets for {} outputs, programs of {}", o.len() / n_rows, pop.n_outputs);
                 }
                 Ok(cpu::classify::evaluate_classification_with(pop, x, labels, *n_rows, *n_classes, *offset)?)
             }
-            (Backend::Cuda(e), ClassData::Device(d)) => Ok(e.evaluate_classification(pop, d)?),
-            _ => anyhow::bail!("data set uploaded for another backend"),
+            ClassData::Device(d) => Ok(self.device()?.evaluate_classification(pop, d)?),
         }
     }
 
@@ -598,7 +584,7 @@ impl Backend {
     /// True when classification fitness runs on the CPU although this backend is CUDA
     /// (`GROVE_CLASSIFY_KERNEL=0`); the command says so.
     pub fn classification_on_host(&self) -> bool {
-        matches!(self, Backend::Cuda(_)) && !classify_kernel_opted_in()
+        self.engine().is_some() && !classify_kernel_opted_in()
     }
 }
 
@@ -693,8 +679,9 @@ macro_rules! test_device {
             #[test]
             #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
             fn cuda() {
-                let backend = $crate::backend::Backend::open($crate::backend::DeviceChoice::Cuda, true)
-                    .expect("GROVE_TEST_GPU=1: a usable CUDA GPU is required");
+                let backend = $crate::backend::Backend::open($crate::backend::DeviceChoice::Cuda, &$crate::backend::Gpus::All)
+                    .expect("GROVE_TEST_GPU=1: a usable CUDA GPU is required")
+                    .backend;
                 ($body)(&backend);
             }
         }

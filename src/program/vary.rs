@@ -45,13 +45,6 @@ pub enum Outcome {
     NoRoomForOutputs,
 }
 
-impl Outcome {
-    /// True when the child is a copy of its parent because the operator's result was rejected.
-    pub fn parent_kept(self) -> bool {
-        matches!(self, Outcome::Oversized | Outcome::NoRoomForOutputs)
-    }
-}
-
 /// Settings of the variation operators.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VaryConfig {

@@ -16,7 +16,8 @@
 //! A point where any output is NaN or infinite is counted in `bad`; the task makes such an
 //! individual invalid, as regression does.
 
-use super::eval::{BLOCK, BlockFold, BlockOutputs, EvalError, evaluate_fold};
+use super::error::EvalError;
+use super::eval::{BLOCK, BlockFold, BlockOutputs, evaluate_fold};
 use crate::program::fastmath;
 use crate::program::fitness::ClassSums;
 use crate::program::tree::Population;

@@ -15,7 +15,7 @@
 
 pub mod block;
 
-use super::eval::EvalError;
+use super::error::EvalError;
 use crate::program::ops::{Op, apply_fast};
 use crate::program::tree::TreeRef;
 

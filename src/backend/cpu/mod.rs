@@ -7,11 +7,14 @@
 //! control kernel of `kernels/sim.cu`) and holds the policy a control report saves; [`breed`]
 //! is the CPU side of the breeding contract ([`super::breed::Breeder`]: selection, variation,
 //! mapping; `kernels/select.cu`, `vary.cu`, `map.cu`). Each gives the kernel's bits; rayon
-//! spreads the work and results never depend on the thread count.
+//! spreads the work and results never depend on the thread count. [`error`] is the base the
+//! interpreter and the evaluations share ([`error::EvalError`]), so the interpreter does not
+//! import the evaluation that calls it.
 
 pub mod breed;
 pub mod classify;
 pub mod control;
+pub mod error;
 pub mod eval;
 pub mod fit;
 pub mod interp;

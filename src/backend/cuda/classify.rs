@@ -20,7 +20,8 @@ use crate::program::fitness::ClassSums;
 use crate::program::tree::Population;
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{self, CLASSIFY, ClassPartial, ClassReduceParams, ClassifyParams};
+use super::kernels::{self, CLASSIFY};
+use super::params::{ClassPartial, ClassReduceParams, ClassifyParams};
 use super::pack::{as_bytes_mut, host_buffer, pack, Layout};
 use super::CudaEngine;
 

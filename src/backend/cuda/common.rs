@@ -6,12 +6,11 @@
 
 use std::mem::{offset_of, size_of};
 
-use super::control::ControlParams;
-use super::kernels::{
-    Argmin, ClassPartial, ClassReduceParams, ClassifyParams, CompileParams, ControlClassParams, EvalParams, FitParams, GeParams,
-    GenParams, GenStats, InitParams, MapOut, MapParams, MapTreesParams, ReduceParams, RegSums, SelectParams, VaryParams,
+use super::params::{
+    Argmin, ClassPartial, ClassReduceParams, ClassifyParams, CompileParams, ControlClassParams, ControlParams, EvalParams, FitParams,
+    GeParams, GenParams, GenStats, InitParams, MapOut, MapParams, MapTreesParams, ReduceParams, RegSums, SelectParams, SimParams,
+    VaryParams,
 };
-use super::sim::SimParams;
 use crate::grammar::compile::{ProductionEntry, RuleEntry, TableHeader};
 use crate::program::Op;
 use crate::backend::cpu::fit::FitResult;

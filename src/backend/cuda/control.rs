@@ -12,15 +12,14 @@
 //! `kernels/generation.cu`'s `grove_control_skip` and `grove_control_fitness` around it. The
 //! open-loop roll-out of `sim.cu` is [`super::sim`].
 
-use std::mem::{offset_of, size_of};
-
-use cudarc::driver::{CudaFunction, CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use rayon::prelude::*;
 
 use super::error::{During, GpuError, Result};
 use super::generation::{CONTROL_DEEP_AT, ENV_STEPS_AT, Mailbox};
 use super::memory::grow_device;
-use super::kernels::{COMPILE_TREES, CompileParams, CONTROL_FITNESS, CONTROL_SKIP, ControlClassParams, GENERATION, GenParams, KernelSource};
+use super::kernels::{COMPILE_TREES, CONTROL_FITNESS, CONTROL_SKIP, GENERATION, KernelSource};
+use super::params::{CompileParams, ControlClassParams, ControlParams, FLAG_NOISE, FLAG_NO_TERMINATION, GenParams};
 use super::select::DeviceFitness;
 use super::population::DevicePopulation;
 use super::pack::stack_need;
@@ -85,53 +84,6 @@ pub enum ControlGrid {
     Threads(u32),
 }
 
-/// Launch parameters of both control kernels (`GroveControlParams` in sim.cu).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ControlParams {
-    /// `P`: individuals.
-    pub n_trees: u32,
-    /// `K`: episodes per individual.
-    pub episodes: u32,
-    /// `T`: control steps per episode at most.
-    pub steps: u32,
-    /// Philox counter word 0 of the reset draws.
-    pub generation: u32,
-    /// Philox key.
-    pub seed: u64,
-    /// `L`: row stride of the population arrays.
-    pub max_len: u32,
-    /// [`FLAG_NOISE`] | [`FLAG_NO_TERMINATION`].
-    pub flags: u32,
-}
-/// `GROVE_CTRL_NOISE`: reset noise (else the rest pose).
-pub const FLAG_NOISE: u32 = 1;
-/// `GROVE_CTRL_NO_TERMINATION`: play every episode for all T steps (benchmarks).
-pub const FLAG_NO_TERMINATION: u32 = 2;
-const _: () = assert!(size_of::<ControlParams>() == 32);
-const _: () = assert!(offset_of!(ControlParams, n_trees) == 0);
-const _: () = assert!(offset_of!(ControlParams, episodes) == 4);
-const _: () = assert!(offset_of!(ControlParams, steps) == 8);
-const _: () = assert!(offset_of!(ControlParams, generation) == 12);
-const _: () = assert!(offset_of!(ControlParams, seed) == 16);
-const _: () = assert!(offset_of!(ControlParams, max_len) == 24);
-const _: () = assert!(offset_of!(ControlParams, flags) == 28);
-// SAFETY: a plain `#[repr(C)]` struct of u32/u64 fields laid out as `GroveControlParams` (size
-// and offsets asserted here and by static_assert in sim.cu).
-unsafe impl DeviceRepr for ControlParams {}
-
-/// `(name, offset)` of every `ControlParams` field, for the cross-check with sim.cu's asserts.
-pub fn control_params_layout() -> Vec<(&'static str, usize)> {
-    vec![
-        ("n_trees", offset_of!(ControlParams, n_trees)),
-        ("episodes", offset_of!(ControlParams, episodes)),
-        ("steps", offset_of!(ControlParams, steps)),
-        ("generation", offset_of!(ControlParams, generation)),
-        ("seed", offset_of!(ControlParams, seed)),
-        ("max_len", offset_of!(ControlParams, max_len)),
-        ("flags", offset_of!(ControlParams, flags)),
-    ]
-}
 
 /// The parameters of `run` over `pop` (checked: sizes fit u32).
 pub fn control_params(pop: &Population, run: &ControlRun) -> Result<ControlParams> {

@@ -28,9 +28,8 @@ use cudarc::driver::{
 use crate::program::fitness::RegressionSums;
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{
-    self, EVAL, EvalParams, MAX_POINTS_PER_THREAD, MAX_THREADS, ReduceParams, RegSums,
-};
+use super::kernels::{self, EVAL, MAX_POINTS_PER_THREAD, MAX_THREADS};
+use super::params::{EvalParams, ReduceParams, RegSums};
 use super::memory::{HostBuf, grow_device, grow_host, poison};
 use super::pack::{as_bytes_mut, pack, Layout, Packed};
 use super::CudaEngine;

@@ -10,9 +10,10 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use super::error::{During, GpuError, Result};
 use super::classify::DeviceClassData;
 use super::kernels::{
-    FIT, FIT_CLASS_CONSTANTS, FIT_CONSTANTS, FIT_NODE_BYTES, FIT_NODES, FIT_SPLIT_BYTES, FIT_SPLIT_PASS, FIT_SPLIT_PASS_CLASS, FIT_SPLIT_START,
-    FIT_SPLIT_START_CLASS, FIT_SPLIT_STEP, FIT_SPLIT_STEP_CLASS, FIT_THREADS, FitParams,
+    FIT, FIT_CLASS_CONSTANTS, FIT_CONSTANTS, FIT_NODE_BYTES, FIT_NODES, FIT_SPLIT_BYTES, FIT_SPLIT_PASS, FIT_SPLIT_PASS_CLASS,
+    FIT_SPLIT_START, FIT_SPLIT_START_CLASS, FIT_SPLIT_STEP, FIT_SPLIT_STEP_CLASS, FIT_THREADS,
 };
+use super::params::FitParams;
 use super::{CudaEngine, DeviceDataset, DeviceIndices, DevicePopulation};
 
 /// The most bytes of decoded long trees one fitting launch keeps (its trees are fewer where

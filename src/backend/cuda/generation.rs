@@ -22,9 +22,10 @@ use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 use super::error::{During, GpuError, Result};
 use super::eval::{DeviceDataset, EvalConfig, Launch, Views};
 use super::kernels::{
-    ARGMIN_BLOCKS, ARGMIN_FINAL, Argmin, GENERATION, GenParams, GenStats, MAX_ELITE, PARTITION, REDUCE_THREADS, REGRESSION_FITNESS,
-    RegSums, PARTITION_COUNT, PARTITION_SCAN, SCAN_THREADS, SIZES_INDEX, SIZES_KEYS, SIZES_RESET, STACK_CLASS, TILE, TILE_THREADS,
+    ARGMIN_BLOCKS, ARGMIN_FINAL, GENERATION, MAX_ELITE, PARTITION, REDUCE_THREADS, REGRESSION_FITNESS, PARTITION_COUNT,
+    PARTITION_SCAN, SCAN_THREADS, SIZES_INDEX, SIZES_KEYS, SIZES_RESET, STACK_CLASS, TILE, TILE_THREADS,
 };
+use super::params::{Argmin, GenParams, GenStats, RegSums};
 use super::select::{DeviceFitness, DeviceIndices};
 use super::classify::{ClassBuffers, DeviceClassData};
 use super::kernels;
@@ -509,7 +510,7 @@ impl CudaEngine {
             len: pop.len.slice(..),
         };
         self.launch_classification(&v, order.n_fast, p, pop.max_len(), n_out, data, &mut scratch.buffers)?;
-        let params = kernels::GenParams { n: p as u32, max_len: pop.max_len() as u32, metric: scratch.kind, parsimony: scratch.parsimony, ..Default::default() };
+        let params = GenParams { n: p as u32, max_len: pop.max_len() as u32, metric: scratch.kind, parsimony: scratch.parsimony, ..Default::default() };
         let k32 = k as u32;
         let f = self.function(&kernels::GENERATION, &[], kernels::CLASSIFY_FITNESS)?;
         let mut lb = self.stream.launch_builder(&f);

@@ -12,7 +12,8 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{INIT_GENOMES, InitParams, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL, MapOut, MapParams, MapStatus, MapTreesParams};
+use super::kernels::{INIT_GENOMES, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL};
+use super::params::{InitParams, MapOut, MapParams, MapStatus, MapTreesParams};
 use super::CudaEngine;
 use crate::genome::map::Invalid;
 use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};
@@ -322,26 +323,6 @@ impl MapTreesScratch {
     /// The codons each genome read, `[P]` (for GE crossover and int-flip).
     pub fn used(&self) -> &CudaSlice<u32> {
         &self.used
-    }
-}
-
-impl CudaEngine {
-    /// Copies the codons each genome of the last mapping read back, `[P]`.
-    pub fn download_used(&self, s: &MapTreesScratch) -> Result<Vec<u32>> {
-        let mut v = self.stream.clone_dtoh(&s.used).during(|| "reading used codons".into())?;
-        v.truncate(s.n);
-        Ok(v)
-    }
-
-    /// Overwrites the used codons of the last mapping (`[P]`: after a migration, the
-    /// immigrants' in their new rows).
-    pub fn write_used(&self, s: &mut MapTreesScratch, used: &[u32]) -> Result<()> {
-        if used.len() != s.n || s.engine != self.id {
-            return Err(GpuError::Input(format!("{} used-codon counts for {} genomes", used.len(), s.n)));
-        }
-        let mut view = s.used.slice_mut(..s.n);
-        self.stream.memcpy_htod(used, &mut view).during(|| "writing used codons".into())?;
-        Ok(())
     }
 }
 

@@ -21,6 +21,7 @@ pub mod memory;
 pub mod nccl;
 pub mod nvrtc;
 pub mod pack;
+pub mod params;
 pub mod pareto;
 pub mod peer;
 pub mod population;

@@ -14,9 +14,10 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    GATHER_WORDS, LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, SelectParams, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
+    GATHER_WORDS, LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
     TOPK_INIT, TOPK_ORDER, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
 };
+use super::params::SelectParams;
 use super::CudaEngine;
 
 /// Threads per block of the per-slot selection kernels.
@@ -33,10 +34,6 @@ impl DeviceFitness {
     /// `P`.
     pub fn size(&self) -> usize {
         self.n
-    }
-    /// The buffer (`[P]` f64), for kernels that write fitness in place.
-    pub fn buffer_mut(&mut self) -> &mut CudaSlice<f64> {
-        &mut self.fit
     }
 }
 
@@ -90,17 +87,6 @@ impl CudaEngine {
     pub fn alloc_fitness(&self, p: usize) -> Result<DeviceFitness> {
         let fit = self.stream.alloc_zeros::<f64>(p.max(1)).during(|| "allocating fitness".into())?;
         Ok(DeviceFitness { fit, n: p, engine: self.id })
-    }
-
-    /// Overwrites fitness on the device with `values` (`[P]`: after a migration, the immigrants'
-    /// fitness in their new rows).
-    pub fn write_fitness(&self, fit: &mut DeviceFitness, values: &[f64]) -> Result<()> {
-        if values.len() != fit.n || fit.engine != self.id {
-            return Err(GpuError::Input(format!("{} fitness values for {} individuals", values.len(), fit.n)));
-        }
-        let mut view = fit.fit.slice_mut(..fit.n);
-        self.stream.memcpy_htod(values, &mut view).during(|| "writing fitness".into())?;
-        Ok(())
     }
 
     /// Copies fitness back.

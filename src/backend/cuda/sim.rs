@@ -1,16 +1,16 @@
 //! The GPU twin of the simulator (`kernels/sim.cu`): the generated environment header
 //! (`grove_env.h`: sizes, model constants, observation and health checks of one compiled
-//! [`Model`]), the `#[repr(C)]` launch parameters, and an open-loop roll-out of many
-//! environments in one launch. The CPU reference is `src/sim/`; `tests/cuda_sim.rs` checks one
-//! against the other.
+//! [`Model`]) and an open-loop roll-out of many environments in one launch (its `#[repr(C)]`
+//! parameters, `SimParams`, are in [`super::params`]). The CPU reference is `src/sim/`;
+//! `tests/cuda_sim.rs` checks one against the other.
 
 use std::fmt::Write as _;
-use std::mem::{offset_of, size_of};
 
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::KernelSource;
+use super::params::SimParams;
 use super::CudaEngine;
 use crate::sim::dynamics::{fluid_coefficients, Soft, MAX_PIVOTS, PIVOT_TRIES, RK4_B};
 use crate::sim::model::{Check, Model, Obs};
@@ -22,50 +22,6 @@ pub const SIM_TEXT: &str = include_str!("../../../kernels/sim.cu");
 pub const SIM_KERNEL: &str = "grove_sim_rollout";
 /// Name of the generated header in compile errors.
 pub const ENV_HEADER: &str = "grove_env.h";
-
-/// Launch parameters of `grove_sim_rollout` (`GroveSimParams` in sim.cu), passed by value.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SimParams {
-    /// `E`: environments, one thread each.
-    pub n_envs: u32,
-    /// `T`: control steps at most.
-    pub steps: u32,
-    /// Philox counter word 0 of the reset draws (the generation).
-    pub generation: u32,
-    /// 1: reset noise; 0: start at the rest pose.
-    pub noise: u32,
-    /// Philox key (the run's seed).
-    pub seed: u64,
-    /// 1: write every state to the trajectory buffer.
-    pub record: u32,
-    /// Philox counter word 1 of environment e is `first_env + e`.
-    pub first_env: u32,
-}
-const _: () = assert!(size_of::<SimParams>() == 32);
-const _: () = assert!(offset_of!(SimParams, n_envs) == 0);
-const _: () = assert!(offset_of!(SimParams, steps) == 4);
-const _: () = assert!(offset_of!(SimParams, generation) == 8);
-const _: () = assert!(offset_of!(SimParams, noise) == 12);
-const _: () = assert!(offset_of!(SimParams, seed) == 16);
-const _: () = assert!(offset_of!(SimParams, record) == 24);
-const _: () = assert!(offset_of!(SimParams, first_env) == 28);
-// SAFETY: a plain `#[repr(C)]` struct of u32/u64 fields whose layout equals `GroveSimParams`
-// (size and offsets asserted here and by static_assert in sim.cu).
-unsafe impl DeviceRepr for SimParams {}
-
-/// `(name, offset)` of every `SimParams` field, for the cross-check with sim.cu's asserts.
-pub fn sim_params_layout() -> Vec<(&'static str, usize)> {
-    vec![
-        ("n_envs", offset_of!(SimParams, n_envs)),
-        ("steps", offset_of!(SimParams, steps)),
-        ("generation", offset_of!(SimParams, generation)),
-        ("noise", offset_of!(SimParams, noise)),
-        ("seed", offset_of!(SimParams, seed)),
-        ("record", offset_of!(SimParams, record)),
-        ("first_env", offset_of!(SimParams, first_env)),
-    ]
-}
 
 /// An f32 literal of exactly the bits of `x as f32` (what the CPU's `r(x)` gives): the shortest
 /// decimal when it names those bits whether the compiler parses it straight to f32 or through

@@ -13,10 +13,10 @@ use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    BREED_TREES, GATHER_GENOMES, INIT_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, SCATTER_GENOMES, SCATTER_TREES, GeParams, LANES, MAX_CROSSOVERS, MAX_MUTATIONS, RNG_DRAWS,
-    VARY, VARY_OP, VaryParams, op_code,
+    BREED_TREES, GATHER_GENOMES, INIT_TREES, GATHER_TREES, GE_CROSSOVER, GE_INT_FLIP, SCATTER_GENOMES, SCATTER_TREES, LANES,
+    RNG_DRAWS, VARY, VARY_OP, op_code,
 };
-use super::kernels::MapOut;
+use super::params::{GeParams, MAX_CROSSOVERS, MAX_MUTATIONS, MapOut, VaryParams};
 use super::map::DeviceMapOutput;
 use super::population::{DeviceGenomes, DevicePopulation};
 use super::memory::zeros;

@@ -91,7 +91,7 @@ pub fn class_linear(settings: &ClassifySettings, rows: &Labeled, n_outputs: usiz
 /// runs [`fit`].
 pub fn run(settings: &ClassifySettings, opts: &crate::task::base::options::RunOptions) -> Result<EvolveResult> {
     let (_, train, test, standardize) = load_data(settings)?;
-    let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
+    let backend = crate::backend::Backend::open(settings.device, &settings.islands.gpus)?.print_notes(opts.quiet);
     fit(settings, &train, Some(&test), standardize.as_ref(), &backend, opts)
 }
 

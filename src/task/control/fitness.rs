@@ -14,7 +14,7 @@ pub fn open_for(env: &str, profile: Option<&str>, device: crate::backend::Device
 /// [`open_for`] on the first of the GPUs `gpus` chooses (for islands spread over several).
 pub fn open_on(env: &str, profile: Option<&str>, device: crate::backend::DeviceChoice, gpus: &crate::backend::Gpus, quiet: bool) -> Result<Backend> {
     Model::load(env, profile)?;
-    Backend::open_on(device, gpus, quiet)
+    Ok(Backend::open(device, gpus)?.print_notes(quiet))
 }
 
 /// Plays a saved policy for one episode in f32, as `grove rollout --policy` does: `steps`

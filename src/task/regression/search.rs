@@ -86,7 +86,7 @@ pub fn linear_choice(settings: &EvolveSettings, rows: &Dataset) -> anyhow::Resul
 pub fn run(settings: &EvolveSettings, opts: &crate::task::base::options::RunOptions) -> anyhow::Result<EvolveResult> {
     let (train, test) = load_data(settings)?;
     check_scaling(&settings.regression, settings.outputs)?;
-    let backend = crate::backend::Backend::open_on(settings.device, &settings.islands.gpus, opts.quiet)?;
+    let backend = crate::backend::Backend::open(settings.device, &settings.islands.gpus)?.print_notes(opts.quiet);
     fit(settings, &train, test.as_ref(), &backend, opts)
 }
 

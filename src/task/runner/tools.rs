@@ -177,7 +177,7 @@ pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mu
     let (config, format) = (s.config, s.format);
     anyhow::ensure!(config.max_wraps <= MAX_WRAPS, "--wraps must be at most {MAX_WRAPS}, got {}", config.max_wraps);
     let loaded = grammar::load(&s.grammar, &s.shape)?;
-    let backend = crate::backend::Backend::open(s.device, false)?;
+    let backend = crate::backend::Backend::open(s.device, &crate::backend::Gpus::All)?.print_notes(false);
     // A batch's genomes, read and padded, its results, and one genome's derivation; on a GPU
     // its genomes and derivation rows.
     let cells = MAP_CELLS as u64 * 4;
@@ -529,7 +529,7 @@ fn rollout_on_gpu(
         !s.ignore_termination || matches!(actions, ActionSource::Policy(_)),
         "--ignore-termination with --device cuda replays only a --policy: the simulator kernel ends fixed-action episodes where they terminate; replay on the CPU instead"
     );
-    let backend = crate::backend::Backend::open(crate::backend::DeviceChoice::Cuda, true)?;
+    let backend = crate::backend::Backend::open(crate::backend::DeviceChoice::Cuda, &crate::backend::Gpus::All)?.backend;
     let crate::backend::Backend::Cuda(engine) = &backend else { anyhow::bail!("--device cuda: no CUDA backend") };
     let (total, played) = match actions {
         ActionSource::Policy(_) => {

@@ -73,7 +73,7 @@ pub struct EvalBenchReport {
 }
 
 /// [`evaluate_regression`](super::evaluate_regression) at one block size.
-type RegressionFn = fn(&Population, &[f32], &[f32], usize) -> Result<Vec<crate::program::fitness::RegressionSums>, super::EvalError>;
+type RegressionFn = fn(&Population, &[f32], &[f32], usize) -> Result<Vec<crate::program::fitness::RegressionSums>, crate::backend::cpu::error::EvalError>;
 
 /// Builds the workload, evaluates it `repeats` times and reports the best.
 pub fn bench_eval(cfg: &EvalBench) -> EvalBenchReport {
