@@ -505,7 +505,7 @@ fn control(
     let path = checkpoint.clone();
     let job: Job = Box::new(move |opts, note| {
         let backend = open(device, &gpus, note)?;
-        let settings = grove::task::control::ControlSettings::from_json(given, matches!(backend, Backend::Cuda(_)))?;
+        let settings = grove::task::control::ControlSettings::from_json(given, backend.is_gpu())?;
         let checkpoint: Option<Arc<dyn Checkpoints>> = match path {
             Some(p) => Some(Arc::new(FileCheckpoints::new(p, checkpoint_every, Experiment::Control(settings.clone()), &Default::default())?)),
             None => None,

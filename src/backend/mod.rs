@@ -255,6 +255,20 @@ impl Backend {
         }
     }
 
+    /// Whether this backend runs on a GPU (the CUDA backend), for the notes and defaults that
+    /// depend on it.
+    pub fn is_gpu(&self) -> bool {
+        self.engine().is_some()
+    }
+
+    /// How many GPUs the driver sees, for a backend on a GPU (`None` on the CPU).
+    pub fn visible_gpus(&self) -> Result<Option<usize>> {
+        match self {
+            Backend::Cpu => Ok(None),
+            Backend::Cuda(_) => Ok(Some(cuda::probe::driver().map_err(|e| anyhow::anyhow!("{e}"))?.devices as usize)),
+        }
+    }
+
     /// The engine a data set on the device belongs to: an error on the CPU, which cannot read
     /// it.
     fn device(&self) -> Result<&cuda::CudaEngine> {

@@ -265,7 +265,7 @@ pub fn evolve(settings: &SearchSettings<'_>, programs: &Programs<'_>, task: &dyn
 /// variation on the CPU of a GPU run.
 pub fn note_bloat(engine: &EngineConfig, backend: &crate::backend::Backend, opts: &super::options::RunOptions) {
     use crate::select::Bloat;
-    if matches!(engine.bloat, Bloat::DoubleTournament | Bloat::Lexicographic) && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
+    if matches!(engine.bloat, Bloat::DoubleTournament | Bloat::Lexicographic) && backend.is_gpu() && !opts.quiet {
         opts.say("note: --bloat double-tournament and lexicographic keep selection and variation on the CPU (the device loop runs plain and NSGA-II tournaments); evaluation stays on the GPU");
     }
 }

@@ -123,7 +123,7 @@ fn report_json(
         "hall_of_fame": fame,
         "timing": {"seconds": seconds, "node_evaluations": evals, "node_evaluations_per_second": evals / seconds,
                    "threads": rayon::current_num_threads(), "device": searched.device,
-                   "fitness_on_cpu": backend.classification_on_host() || matches!(backend, crate::backend::Backend::Cpu),
+                   "fitness_on_cpu": backend.classification_on_host() || !backend.is_gpu(),
                    "linear_inputs_seconds": p.linear.seconds},
         "transfers": outcome.transfers,
         "version": env!("CARGO_PKG_VERSION"),

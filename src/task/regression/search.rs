@@ -214,23 +214,21 @@ pub fn search_with(
     crate::task::base::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
     crate::task::base::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
-    if (k > 1 || joint.is_some()) && matches!(backend, crate::backend::Backend::Cuda(_)) && !opts.quiet {
+    if (k > 1 || joint.is_some()) && backend.is_gpu() && !opts.quiet {
         let what = if k > 1 { format!("--outputs {k} (the fitted head)") } else { "the linear terms".to_string() };
         opts.say(&format!("note: {what} keep selection and variation on the CPU (the device loop scores programs alone); evaluation stays on the GPU"));
     }
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data;
     // or, with --shard-rows, one population whose rows are split over them (on the CPU: the
     // same shards, one after another).
-    let more = match (sharded, backend) {
+    let more = match (sharded, backend.is_gpu()) {
         (false, _) => backend.more_gpus(&settings.islands.gpus, settings.islands.count)?,
-        (true, crate::backend::Backend::Cuda(_)) => backend.more_gpus(&settings.islands.gpus, shards)?,
-        (true, crate::backend::Backend::Cpu) => Vec::new(),
+        (true, true) => backend.more_gpus(&settings.islands.gpus, shards)?,
+        (true, false) => Vec::new(),
     };
     let parts = if sharded { self::shard::split_rows(rows, shards)? } else { Vec::new() };
-    let backends: Vec<&crate::backend::Backend> = match backend {
-        crate::backend::Backend::Cpu if sharded => vec![backend; shards],
-        _ => std::iter::once(backend).chain(&more).collect(),
-    };
+    let backends: Vec<&crate::backend::Backend> =
+        if sharded && !backend.is_gpu() { vec![backend; shards] } else { std::iter::once(backend).chain(&more).collect() };
     ensure!(!sharded || backends.len() == shards, "--shard-rows: {shards} shards but {} GPUs opened", backends.len());
     let tasks = backends
         .iter()
@@ -247,8 +245,8 @@ pub fn search_with(
         Some(s) => s,
         None => &on_gpus,
     };
-    let device = match (sharded, backend) {
-        (true, crate::backend::Backend::Cpu) => format!("{} ({shards} row shard{})", backend.describe(), if shards == 1 { "" } else { "s" }),
+    let device = match (sharded, backend.is_gpu()) {
+        (true, false) => format!("{} ({shards} row shard{})", backend.describe(), if shards == 1 { "" } else { "s" }),
         (true, _) => format!("{} (rows split over {shards} GPU{})", describe_devices(backend, &more), if shards == 1 { "" } else { "s" }),
         (false, _) => describe_devices(backend, &more),
     };

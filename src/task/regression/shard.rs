@@ -35,10 +35,7 @@ pub const MAX_SHARDS: usize = 1024;
 /// How many shards `gpus` asks for: on a GPU the GPUs it names, all of which must exist (the
 /// results depend on the count, so none is left out quietly); on the CPU the number it gives.
 pub fn count(gpus: &Gpus, backend: &Backend) -> Result<usize> {
-    let devices = match backend {
-        Backend::Cpu => None,
-        Backend::Cuda(_) => Some(crate::backend::cuda::probe::driver().map_err(|e| anyhow::anyhow!("{e}"))?.devices as usize),
-    };
+    let devices = backend.visible_gpus()?;
     let n = match (gpus, devices) {
         (Gpus::All, Some(d)) => d,
         (Gpus::All, None) => bail!("--shard-rows on the CPU: give --gpus N, the number of row shards (the CPU then computes what N GPUs compute)"),
