@@ -132,7 +132,7 @@ pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf
 /// resumed run's own unless the flags name others), and with checkpoints a Ctrl-C that saves
 /// one and stops. The experiment is left for the runner to set.
 pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<RunOptions> {
-    let every = flags.checkpoint_every.or(resume.as_ref().map(|r| r.1.checkpoint_every)).unwrap_or(10);
+    let every = flags.checkpoint_every(resume.as_ref().map(|r| r.1.checkpoint_every));
     anyhow::ensure!(every >= 1, "--checkpoint-every must be at least 1");
     let checkpoint = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
     // Before the data is read or a device opened (the run's observer checks again for every

@@ -239,3 +239,7 @@ pub fn linear_iterations_cpu() -> usize {
 pub fn linear_cpu() -> crate::evolve::ars::ArsConfig {
     LINEAR_CPU
 }
+
+/// Generations between checkpoints (`--checkpoint-every`, a checkpoint's `checkpoint_every`
+/// where an older file has none; a resumed run keeps its own).
+pub const CHECKPOINT_EVERY: usize = 10;

@@ -160,7 +160,7 @@ pub struct Checkpoint {
 }
 
 fn ten() -> usize {
-    10
+    super::defaults::CHECKPOINT_EVERY
 }
 
 impl Checkpoint {
