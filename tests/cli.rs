@@ -237,7 +237,7 @@ fn shard_rows_is_a_flag_of_evolve_only() {
         assert_eq!(out.status.code(), Some(2), "{command:?}");
         assert!(text(&out.stderr).contains("unexpected argument '--shard-rows'"), "{}", text(&out.stderr));
     }
-    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--functions", "add", "--shard-rows", "--device", "cpu"]) else { panic!() };
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--functions", "add", "--shard-rows", "--gpus", "2", "--device", "cpu"]) else { panic!() };
     assert!(a.settings().unwrap().islands.shard_rows);
     let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--functions", "add", "--device", "cpu"]) else { panic!() };
     assert!(!a.settings().unwrap().islands.shard_rows);
@@ -264,12 +264,15 @@ fn help_groups_the_flags_under_headings_and_prints_the_defaults_from_the_constan
         // Every heading's flags follow it: the representation group is the same for all three.
         let at = |s: &str| h.find(s).unwrap_or_else(|| panic!("{command}: no {s}"));
         assert!(at("Representation:") < at("--grammar") && at("--define") < at("Search:"), "{command}");
-        assert!(h.contains(&format!("[default: {}; a resumed run keeps its own]", defaults::CHECKPOINT_EVERY)), "{command}");
-        assert!(!h.contains("--shard-rows") || command == "evolve", "{command}");
+        let words = h.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains(&format!("[default: {}; a resumed run keeps its own]", defaults::CHECKPOINT_EVERY)), "{command}");
+        assert_eq!(h.lines().any(|l| l.trim_start().starts_with("--shard-rows")), command == "evolve", "{command}");
         let short = help(&[command, "-h"]);
         assert!(short.contains("Search:") && short.contains("Output and run:"), "{command} -h");
     }
-    let h = help(&["evolve", "--help"]);
+    // The help wraps its lines: compare the words.
+    let flat = |h: String| h.split_whitespace().collect::<Vec<_>>().join(" ");
+    let h = flat(help(&["evolve", "--help"]));
     let v = grove::task::validation::AUTO_FRACTION;
     assert!(h.contains(&format!("[default: {v} with at least {} training rows", grove::task::validation::AUTO_MIN_ROWS)), "{h}");
     let fit = grove::task::regression::DEFAULT_FIT;
@@ -277,7 +280,7 @@ fn help_groups_the_flags_under_headings_and_prints_the_defaults_from_the_constan
     assert!(h.contains(&format!("evolve {} on a GPU and 0 on the CPU", fit.steps)), "{h}");
     assert!(h.contains("- eager: One codon at every non-terminal (PonyGE2)"), "the codons' help: {h}");
     assert!(h.contains("- sensible: Ramped half-and-half"), "the initialisations' help: {h}");
-    let h = help(&["control", "--help"]);
+    let h = flat(help(&["control", "--help"]));
     let (c, g) = (defaults::CONTROL_CPU, defaults::CONTROL_GPU);
     assert!(h.contains(&format!("[default: {} on the CPU, {} on a GPU]", c.pop, g.pop)), "{h}");
     assert!(h.contains(&format!("[default: {} on the CPU, {} on a GPU]", defaults::CONTROL_CPU_EPISODES, defaults::CONTROL_GPU_EPISODES)), "{h}");
@@ -288,7 +291,7 @@ fn help_groups_the_flags_under_headings_and_prints_the_defaults_from_the_constan
 fn the_flags_give_the_settings_an_experiment_file_gives_for_the_same_values() {
     use grove::task::experiment::Experiment;
     let Ok(grove::cli::Command::Evolve(a)) = parsed(&[
-        "evolve", "--functions", "add,mul,sin", "--pop", "40", "--gens", "3", "--seed", "7", "--metric", "mae", "--outputs", "1",
+        "evolve", "--functions", "add,mul,sin", "--pop", "40", "--gens", "3", "--seed", "7", "--metric", "rmse", "--outputs", "1",
         "--optimise-every", "2", "--select", "train", "--bloat", "nsga2", "--codons", "lazy", "--init", "random", "--genome-length", "600",
         "--islands", "2", "--migrants", "3", "--time-limit", "9", "--device", "cpu",
     ]) else {
@@ -296,7 +299,7 @@ fn the_flags_give_the_settings_an_experiment_file_gives_for_the_same_values() {
     };
     let file = experiment(
         "Evolve(functions: \"add,mul,sin\", engine: (pop_size: 40, generations: 3, seed: 7, bloat: \"nsga2\", constants: (every: 2)), \
-         regression: (metric: \"mae\"), select: \"train\", map: (codons: \"lazy\"), init: (method: \"random\", length: 600), \
+         regression: (metric: \"rmse\"), select: \"train\", map: (codons: \"lazy\"), init: (method: \"random\", length: 600), \
          genome_capacity: 600, islands: (count: 2, migrants: 3), budget: (time_limit: 9.0), device: \"cpu\")",
     );
     assert_eq!(Experiment::Evolve(a.settings().unwrap()), file);
