@@ -4,7 +4,7 @@
 use std::process::Output;
 
 mod support;
-use support::{Device, grove_run, scratch, temp_file, text};
+use support::{Device, assert_one_line_error, control_experiment, control_settings, grove_run, scratch, temp_file, text};
 
 /// `grove ARGS` from the repository root with `stdin` on its standard input.
 fn grove(args: &[&str], stdin: &str) -> Output {
@@ -214,4 +214,194 @@ fn rollout_on_cuda_refuses_what_the_gpu_replay_cannot_do_in_one_line() {
         assert!(e.starts_with("error: ") && e.contains(needle), "{args:?}: {e}");
         assert_eq!(e.trim().lines().count(), 1, "{args:?}: {e}");
     }
+}
+
+/// `grove ARGS` parsed as the command line parses it.
+fn parsed(args: &[&str]) -> Result<grove::cli::Command, clap::Error> {
+    <grove::cli::Cli as clap::Parser>::try_parse_from([&["grove"], args].concat()).map(|c| c.command)
+}
+
+/// The settings of an experiment file's text.
+fn experiment(text: &str) -> grove::task::runner::experiment::Experiment {
+    let (c, v) = grove::task::runner::experiment::parse_ron(text, "t.ron").unwrap();
+    grove::task::runner::experiment::Experiment::from_parts(&c, v, "t.ron").unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+#[test]
+fn shard_rows_is_a_flag_of_evolve_only() {
+    // It was offered by classify and control and then refused by their checks.
+    for command in [&["classify"][..], &["control", "--env", "swimmer"]] {
+        let e = parsed(&[command, &["--shard-rows"]].concat()).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{command:?}: {e}");
+        let out = grove(&[command, &["--shard-rows", "--device", "cpu"]].concat(), "");
+        assert_eq!(out.status.code(), Some(2), "{command:?}");
+        assert!(text(&out.stderr).contains("unexpected argument '--shard-rows'"), "{}", text(&out.stderr));
+    }
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--functions", "add", "--shard-rows", "--gpus", "2", "--device", "cpu"]) else { panic!() };
+    assert!(a.settings().unwrap().islands.shard_rows);
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--functions", "add", "--device", "cpu"]) else { panic!() };
+    assert!(!a.settings().unwrap().islands.shard_rows);
+}
+
+#[test]
+fn help_groups_the_flags_under_headings_and_prints_the_defaults_from_the_constants() {
+    use grove::task::base::defaults;
+    let help = |args: &[&str]| {
+        let out = grove(args, "");
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let shared = ["Representation:", "Search:", "Grammatical evolution:", "Islands:", "Budget:", "Output and run:"];
+    for (command, own) in [
+        ("evolve", &["Data:", "Model:", "Constants:", "Model choice:"][..]),
+        ("classify", &["Data:", "Model:", "Constants:", "Model choice:"]),
+        ("control", &["Environment:", "Episodes:", "Policy:"]),
+    ] {
+        let h = help(&[command, "--help"]);
+        for heading in shared.iter().chain(own) {
+            assert!(h.lines().any(|l| l == *heading), "`grove {command} --help` lacks the heading {heading}");
+        }
+        // Every heading's flags follow it: the representation group is the same for all three.
+        let at = |s: &str| h.find(s).unwrap_or_else(|| panic!("{command}: no {s}"));
+        assert!(at("Representation:") < at("--grammar") && at("--define") < at("Search:"), "{command}");
+        let words = h.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(words.contains(&format!("[default: {}; a resumed run keeps its own]", defaults::CHECKPOINT_EVERY)), "{command}");
+        assert_eq!(h.lines().any(|l| l.trim_start().starts_with("--shard-rows")), command == "evolve", "{command}");
+        let short = help(&[command, "-h"]);
+        assert!(short.contains("Search:") && short.contains("Output and run:"), "{command} -h");
+    }
+    // The help wraps its lines: compare the words.
+    let flat = |h: String| h.split_whitespace().collect::<Vec<_>>().join(" ");
+    let h = flat(help(&["evolve", "--help"]));
+    let v = grove::task::base::validation::AUTO_FRACTION;
+    assert!(h.contains(&format!("[default: {v} with at least {} training rows", grove::task::base::validation::AUTO_MIN_ROWS)), "{h}");
+    let fit = grove::task::regression::DEFAULT_FIT;
+    assert!(h.contains(&format!("[default: {}]", fit.every)) && h.contains(&format!("[default: {}]", fit.fraction)), "{h}");
+    assert!(h.contains(&format!("evolve {} on a GPU and 0 on the CPU", fit.steps)), "{h}");
+    assert!(h.contains("- eager: One codon at every non-terminal (PonyGE2)"), "the codons' help: {h}");
+    assert!(h.contains("- sensible: Ramped half-and-half"), "the initialisations' help: {h}");
+    let h = flat(help(&["control", "--help"]));
+    let (c, g) = (defaults::CONTROL_CPU, defaults::CONTROL_GPU);
+    assert!(h.contains(&format!("[default: {} on the CPU, {} on a GPU]", c.pop, g.pop)), "{h}");
+    assert!(h.contains(&format!("[default: {} on the CPU, {} on a GPU]", defaults::CONTROL_CPU_EPISODES, defaults::CONTROL_GPU_EPISODES)), "{h}");
+    assert!(h.contains(&format!("[default: {}]", defaults::FUNCTIONS)), "{h}");
+}
+
+#[test]
+fn the_flags_give_the_settings_an_experiment_file_gives_for_the_same_values() {
+    use grove::task::runner::experiment::Experiment;
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&[
+        "evolve", "--functions", "add,mul,sin", "--pop", "40", "--gens", "3", "--seed", "7", "--metric", "rmse", "--outputs", "1",
+        "--optimise-every", "2", "--select", "train", "--bloat", "nsga2", "--codons", "lazy", "--init", "random", "--genome-length", "600",
+        "--islands", "2", "--migrants", "3", "--time-limit", "9", "--device", "cpu",
+    ]) else {
+        panic!()
+    };
+    let file = experiment(
+        "Evolve(functions: \"add,mul,sin\", engine: (pop_size: 40, generations: 3, seed: 7, bloat: \"nsga2\", constants: (every: 2)), \
+         regression: (metric: \"rmse\"), select: \"train\", map: (codons: \"lazy\"), init: (method: \"random\", length: 600), \
+         genome_capacity: 600, islands: (count: 2, migrants: 3), budget: (time_limit: 9.0), device: \"cpu\")",
+    );
+    assert_eq!(Experiment::Evolve(a.settings().unwrap()), file);
+
+    let Ok(grove::cli::Command::Classify(a)) =
+        parsed(&["classify", "-g", "grammars/classify.bnf", "--binary", "--data", "builtin:breast_cancer", "--p-out", "0.2", "--device", "cpu"])
+    else {
+        panic!()
+    };
+    let file = experiment("Classify(grammar: \"grammars/classify.bnf\", binary: true, data: \"builtin:breast_cancer\", trees: (p_out: 0.2), device: \"cpu\")");
+    let Experiment::Classify(k) = &file else { panic!() };
+    assert_eq!(k.functions, None, "a grammar leaves no function set");
+    assert_eq!(Experiment::Classify(a.settings().unwrap()), file);
+
+    // Control on either device: a file that says `device: "cuda"` gets a GPU's defaults, as the
+    // command line does once it has opened one.
+    for (device, on_gpu) in [("cpu", false), ("cuda", true)] {
+        let flags = control_settings(&["--env", "hopper", "--policy", "residual", "--directions", "16", "--episode-steps", "50", "--device", device], on_gpu);
+        let file = control_experiment(&format!(
+            "Control(env: \"hopper\", policy: \"residual\", linear: (directions: 16), episode_steps: 50, device: \"{device}\")"
+        ));
+        assert_eq!(flags, file, "{device}");
+    }
+}
+
+#[test]
+fn control_takes_a_gpus_defaults_on_a_gpu_without_needing_one_to_compute_them() {
+    use grove::task::base::defaults::{CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES, LINEAR_CPU, LINEAR_GPU};
+    let gpu = control_settings(&["--env", "swimmer", "--device", "cuda"], true);
+    assert_eq!((gpu.engine.pop_size, gpu.engine.generations, gpu.episodes), (CONTROL_GPU.pop, CONTROL_GPU.gens, CONTROL_GPU_EPISODES));
+    assert_eq!((gpu.linear, gpu.linear_iterations), (LINEAR_GPU, CONTROL_GPU.gens));
+    assert_eq!(gpu.engine.constants.steps, 0, "control fits no constants");
+    let cpu = control_settings(&["--env", "swimmer", "--device", "cpu"], false);
+    assert_eq!((cpu.engine.pop_size, cpu.engine.generations, cpu.episodes), (CONTROL_CPU.pop, CONTROL_CPU.gens, CONTROL_CPU_EPISODES));
+    assert_eq!((cpu.linear, cpu.linear_iterations), (LINEAR_CPU, CONTROL_CPU.gens));
+    // --directions alone keeps the device's share of top directions (GPU 128 of 1024).
+    assert_eq!(control_settings(&["--env", "swimmer", "--directions", "256", "--device", "cuda"], true).linear.top, 32);
+    assert_eq!(control_settings(&["--env", "swimmer", "--directions", "6", "--device", "cpu"], false).linear.top, 3);
+    // What is given wins over either device's defaults.
+    let s = control_settings(&["--env", "swimmer", "--pop", "30", "--episodes", "2", "--top-directions", "7", "--device", "cuda"], true);
+    assert_eq!((s.engine.pop_size, s.engine.generations, s.episodes, s.linear.top), (30, CONTROL_GPU.gens, 2, 7));
+    // The normaliser: on with one island, off with several, unless the flag says.
+    assert!(s.normalise);
+    assert!(!control_settings(&["--env", "swimmer", "--islands", "2", "--migrants", "3", "--device", "cpu"], false).normalise);
+}
+
+#[test]
+fn the_representation_group_keeps_each_commands_function_set() {
+    let Ok(grove::cli::Command::Classify(a)) = parsed(&["classify", "--device", "cpu"]) else { panic!() };
+    assert_eq!(a.settings().unwrap().functions.as_deref(), Some(grove::task::base::defaults::FUNCTIONS));
+    let s = control_settings(&["--env", "swimmer", "-g", "grammars/swimmer.bnf", "--device", "cpu"], false);
+    assert_eq!((s.grammar.as_deref(), s.functions), (Some("grammars/swimmer.bnf"), None));
+    let s = control_settings(&["--env", "swimmer", "--functions", "add,sin", "--define", "half(x) = x / 2", "--device", "cpu"], false);
+    assert_eq!((s.functions.as_deref(), s.operators.as_slice()), (Some("add,sin"), &["half(x) = x / 2".to_string()][..]));
+    // evolve has none of its own: one of the two is asked for.
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--device", "cpu"]) else { panic!() };
+    let e = format!("{:#}", a.settings().unwrap_err());
+    assert!(e.contains("--grammar") && e.contains("--functions"), "{e}");
+    for command in [&["evolve"][..], &["classify"], &["control", "--env", "swimmer"]] {
+        let e = parsed(&[command, &["-g", "grammars/regression.bnf", "--functions", "add"]].concat()).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{command:?}");
+    }
+}
+
+#[test]
+fn the_engines_own_enums_take_the_spellings_of_the_mirrors_they_replace() {
+    use grove::genome::{Codons, InitMethod};
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--functions", "add", "--codons", "lazy", "--init", "random", "--device", "cpu"]) else {
+        panic!()
+    };
+    let s = a.settings().unwrap();
+    assert_eq!((s.map.codons, s.init.method), (Codons::Lazy, InitMethod::Random));
+    let Ok(grove::cli::Command::Map(m)) = parsed(&["map", "-g", "grammars/ge-paper.bnf", "--codons", "eager"]) else { panic!() };
+    assert_eq!(m.codons, Codons::Eager);
+    for bad in [&["--codons", "Lazy"][..], &["--codons", "greedy"], &["--init", "ramped"], &["--init", ""]] {
+        let e = parsed(&[&["evolve", "--functions", "add"][..], bad].concat()).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::InvalidValue, "{bad:?}");
+    }
+}
+
+#[test]
+fn a_flag_given_nan_or_an_infinity_gets_one_line_that_names_it() {
+    // JSON, the settings' road, has no NaN: the flag is refused before it could become null.
+    let evolve = ["evolve", "--functions", "add", "--device", "cpu"];
+    for (flag, value, field) in [
+        ("--parsimony", "nan", "regression.parsimony"),
+        ("--test-fraction", "inf", "test_fraction"),
+        ("--validation-fraction", "NaN", "validation_fraction"),
+        ("--size-pressure", "inf", "engine.size_pressure"),
+        ("--crossover", "nan", "vary.crossover"),
+        ("--mutation", "inf", "vary.mutation"),
+        ("--optimise-fraction", "nan", "engine.constants.fraction"),
+        ("--time-limit", "inf", "budget.time_limit"),
+    ] {
+        assert_one_line_error(&grove(&[&evolve[..], &[flag, value]].concat(), ""), &[&format!("{flag} ({field}) must be a finite number")]);
+    }
+    assert_one_line_error(&grove(&["classify", "--p-out", "nan", "--device", "cpu"], ""), &["--p-out (trees.p_out) must be a finite number"]);
+    assert_one_line_error(&grove(&["classify", "--parsimony", "inf", "--device", "cpu"], ""), &["--parsimony (parsimony)"]);
+    let control = ["control", "--env", "swimmer", "--device", "cpu"];
+    for (flag, field) in [("--healthy-reward", "healthy_reward"), ("--step-size", "linear.step_size"), ("--stop-at", "budget.stop_at")] {
+        assert_one_line_error(&grove(&[&control[..], &[flag, "nan"]].concat(), ""), &[&format!("{flag} ({field}) must be a finite number, got NaN")]);
+    }
+    // A finite value past a limit still gets the check's own message.
+    assert_one_line_error(&grove(&[&evolve[..], &["--crossover", "1.5"]].concat(), ""), &["--crossover (vary.crossover) must be a probability, got 1.5"]);
 }

@@ -103,7 +103,7 @@ fn bad_linear_settings_get_one_clear_line() {
     one(&["--directions", "8", "--top-directions", "9"], &["--top-directions (linear.top) must be 1 to --directions (8), got 9"]);
     one(&["--step-size=-1"], &["--step-size (linear.step_size) must be a positive number"]);
     one(&["--step-size", "1e300"], &["--step-size (linear.step_size) must be a positive number, at most 1000"]);
-    one(&["--noise", "inf"], &["--noise (linear.noise) must be a positive number"]);
+    one(&["--noise", "inf"], &["--noise (linear.noise) must be a finite number, got inf"]);
     one(&["--noise", "0"], &["--noise (linear.noise) must be a positive number"]);
     one(&["--directions", "65536", "--episodes", "100"], &["episode pairs per iteration"]);
     one(&["--islands", "2"], &["--policy linear", "--islands"]);

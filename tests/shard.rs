@@ -12,7 +12,7 @@ use grove::task::regression::{Regression, RegressionConfig};
 use grove::task::regression::shard::{ShardedRegression, split_rows};
 
 mod support;
-use support::{assert_ok, assert_one_line_error, dir, grove_cpu as grove, read_json, s, without_timings};
+use support::{assert_ok, assert_one_line_error, dir, grove_cpu as grove, read_json, s, text, without_timings};
 
 const RUN: &[&str] = &["evolve", "--data", "builtin:pagie1:900", "--functions", "add,sub,mul,div,sin", "--pop", "64", "--gens", "6", "--threads", "1", "-q"];
 
@@ -109,6 +109,16 @@ fn bad_shard_settings_give_one_line() {
     one(&["--shard-rows", "--gpus", "2000"], &["at most 1024"]);
     one(&["--shard-rows", "--gpus", "1000"], &["at least 1000 training rows"]);
     one(&["--shard-rows", "--gpus", "2", "--outputs", "2"], &["--shard-rows", "--outputs 2"]);
-    assert_one_line_error(&grove(&["classify", "--data", "builtin:iris", "--gens", "2", "--shard-rows", "--gpus", "2"]), &["--shard-rows", "grove classify"]);
-    assert_one_line_error(&grove(&["control", "--env", "swimmer", "--gens", "1", "--pop", "8", "--shard-rows", "--gpus", "2"]), &["--shard-rows", "grove control"]);
+    // classify and control do not offer the flag; a file that sets the field is refused.
+    for args in [&["classify", "--data", "builtin:iris", "--gens", "2", "--shard-rows", "--gpus", "2"][..], &["control", "--env", "swimmer", "--gens", "1", "--shard-rows"]] {
+        let out = grove(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(text(&out.stderr).contains("unexpected argument '--shard-rows'"), "{}", text(&out.stderr));
+    }
+    let d = dir("shard-files");
+    for (command, body) in [("classify", "Classify(islands: (shard_rows: true, gpus: \"2\"))"), ("control", "Control(env: \"swimmer\", islands: (shard_rows: true, gpus: \"2\"))")] {
+        let f = d.join(format!("{command}.ron"));
+        std::fs::write(&f, body).unwrap();
+        assert_one_line_error(&grove(&["run", s(&f)]), &["--shard-rows", &format!("grove {command}")]);
+    }
 }

@@ -1,20 +1,77 @@
 //! The argument groups several commands share: the engine's (population, generations, seed,
 //! selection, length limit, parsimony, device; one group for `evolve`, `classify` and
-//! `control`, each with its own defaults from `task::base::defaults`), grammatical evolution, the
-//! islands, constant fitting, how the returned program is chosen, and where a run's results go.
+//! `control`, each with its own defaults from `task::base::defaults`), the representation (grammar,
+//! function set, operators of one's own), grammatical evolution, the islands, constant fitting,
+//! how the returned program is chosen, the budget and where a run's results go; and the
+//! [`Overlay`] of settings fields the flags give, which `Experiment::from_flags` lays over the
+//! command's defaults as it lays an experiment file's fields.
 
 use std::marker::PhantomData;
 use std::path::PathBuf;
 
+use anyhow::Result;
+use clap::Args;
 use clap::builder::{OsStr, Resettable};
-use clap::{Args, ValueEnum};
+use serde_json::Value;
 
 use crate::backend::DeviceChoice;
-use crate::evolve::{ConstantFitting, EngineConfig, IslandConfig};
-use crate::genome::{Codons, InitMethod};
+use crate::evolve::IslandConfig;
 use crate::evolve::islands::MAX_ISLANDS;
 use crate::task::base::defaults::{self, EngineDefaults, GeConfigs};
 use crate::task::base::search::{MAX_GENERATIONS, MAX_GENOME, MAX_POP, MAX_WRAPS};
+
+/// The settings fields a command's flags give, as JSON: [`crate::task::runner::experiment::Experiment::from_flags`]
+/// lays them over the command's defaults (a GPU's where the run has one), as it lays an
+/// experiment file's. A flag whose default depends on the device, or that has none, adds its
+/// field only when given, so the defaults decide it.
+#[derive(Debug)]
+pub struct Overlay(Value);
+
+impl Default for Overlay {
+    fn default() -> Self {
+        Overlay(Value::Object(Default::default()))
+    }
+}
+
+impl Overlay {
+    /// Sets the field at `path` (`engine.pop_size`) to `value`.
+    pub fn set(&mut self, path: &str, value: impl serde::Serialize) {
+        let value = serde_json::to_value(value).unwrap_or(Value::Null);
+        // The paths are the flags' own, blocks of fields all the way down.
+        crate::task::runner::experiment::set_path(&mut self.0, path, value).expect("a flag's field path names blocks of fields");
+    }
+
+    /// Sets the field at `path` where the flag was given.
+    pub fn set_some(&mut self, path: &str, value: Option<impl serde::Serialize>) {
+        if let Some(v) = value {
+            self.set(path, v);
+        }
+    }
+
+    /// Sets the number field at `path` from the flag `flag`. JSON has no NaN or infinity, and
+    /// no setting takes one, so such a value is refused here, naming the flag and the field.
+    pub fn number(&mut self, flag: &str, path: &str, value: f64) -> Result<()> {
+        self.set(path, finite(flag, path, value)?);
+        Ok(())
+    }
+
+    /// [`Self::number`] where the flag was given.
+    pub fn number_some(&mut self, flag: &str, path: &str, value: Option<f64>) -> Result<()> {
+        value.map_or(Ok(()), |v| self.number(flag, path, v))
+    }
+
+    /// The fields, a JSON block.
+    pub fn into_value(self) -> Value {
+        self.0
+    }
+}
+
+/// `value` of the flag `flag` (the field `path`) where it is a finite number, else an error that
+/// names both.
+pub fn finite(flag: &str, path: &str, value: f64) -> Result<f64> {
+    anyhow::ensure!(value.is_finite(), "{flag} ({path}) must be a finite number, got {value}");
+    Ok(value)
+}
 
 /// What the engine group of a command shows: its defaults and the help lines that differ
 /// between commands.
@@ -54,56 +111,94 @@ fn shown(value: Option<impl ToString>) -> Resettable<OsStr> {
 }
 
 /// The engine's settings, shared by every command that evolves; `D` gives the command's
-/// defaults and help.
+/// defaults and help. The help of each flag is `D`'s, so the fields carry no doc comment of
+/// their own to shadow it.
 #[derive(Debug, Args)]
 pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
-    /// Population size (the command's default, or for control the device's).
+    // Without a default for control: the device's.
     #[arg(long, help = D::pop(), default_value = shown((!D::BY_DEVICE).then_some(D::DEFAULTS.pop)))]
-    pub pop: Option<usize>,
-    /// Generations (as `pop`).
+    pub(crate) pop: Option<usize>,
     #[arg(long, help = D::gens(), default_value = shown((!D::BY_DEVICE).then_some(D::DEFAULTS.gens)))]
-    pub gens: Option<usize>,
-    /// Random seed.
+    pub(crate) gens: Option<usize>,
     #[arg(long, help = D::SEED, default_value = shown(Some(D::DEFAULTS.seed)))]
-    pub seed: u64,
-    /// Fitness penalty per program node.
+    pub(crate) seed: u64,
     #[arg(long, help = D::PARSIMONY, default_value_t = defaults::PARSIMONY)]
-    pub parsimony: f64,
-    /// Tournament size.
-    #[arg(long, help = "Tournament size, 1 to --pop", default_value = shown(Some(D::DEFAULTS.tournament)))]
+    pub(crate) parsimony: f64,
+    /// Tournament size, 1 to --pop
+    #[arg(long, default_value = shown(Some(D::DEFAULTS.tournament)))]
     pub tournament: usize,
-    /// Best individuals copied unchanged to the next generation.
-    #[arg(long, help = "Best individuals copied unchanged to the next generation, 0 to --pop − 1", default_value = shown(Some(D::DEFAULTS.elite)))]
+    /// Best individuals copied unchanged to the next generation, 0 to --pop − 1
+    #[arg(long, default_value = shown(Some(D::DEFAULTS.elite)))]
     pub elite: usize,
-    /// Longest program, in nodes.
-    #[arg(long, help = "Longest program, in nodes, 1 to 65535", default_value = shown(Some(D::DEFAULTS.max_len)))]
+    /// Longest program, in nodes, 1 to 65535
+    #[arg(long, default_value = shown(Some(D::DEFAULTS.max_len)))]
     pub max_len: usize,
-    /// Where to evaluate.
-    #[arg(long, help = D::DEVICE, value_enum, default_value = "auto", env = "GROVE_DEVICE")]
-    pub device: DeviceChoice,
+    #[arg(long, help = D::DEVICE, value_enum, default_value_t = DeviceChoice::default(), env = "GROVE_DEVICE")]
+    pub(crate) device: DeviceChoice,
     /// The command the group belongs to.
     #[arg(skip)]
     pub command: PhantomData<D>,
 }
 
 impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
-    /// The engine's settings: what was given, else `defaults` (the command's, or for control
-    /// the device's); bloat control as `choice` says (the command's without); constants fitted as
-    /// `constants` says.
-    pub fn config(&self, defaults: &EngineDefaults, choice: Option<&ChoiceArgs>, constants: ConstantFitting) -> EngineConfig {
-        let pop = self.pop.unwrap_or(defaults.pop);
-        let base = EngineConfig::default();
-        EngineConfig {
-            pop_size: pop,
-            generations: self.gens.unwrap_or(defaults.gens),
-            seed: self.seed,
-            tournament: self.tournament,
-            elite: self.elite,
-            max_len: self.max_len,
-            bloat: choice.and_then(|c| c.bloat).unwrap_or(defaults.bloat),
-            size_pressure: choice.map_or(base.size_pressure, |c| c.size_pressure),
-            constants,
+    /// The device asked for.
+    pub fn device(&self) -> DeviceChoice {
+        self.device
+    }
+
+    /// The engine's fields and the device; the penalty per node goes to `parsimony`, where the
+    /// command's settings keep it.
+    pub fn overlay(&self, o: &mut Overlay, parsimony: &str) -> Result<()> {
+        o.set_some("engine.pop_size", self.pop);
+        o.set_some("engine.generations", self.gens);
+        o.set("engine.seed", self.seed);
+        o.set("engine.tournament", self.tournament);
+        o.set("engine.elite", self.elite);
+        o.set("engine.max_len", self.max_len);
+        o.set("device", self.device);
+        o.number("--parsimony", parsimony, self.parsimony)
+    }
+}
+
+/// A command's help for its representation group: what `--grammar` and `--functions` say and
+/// the function set it has without either.
+pub trait RepresentationHelp {
+    /// Help of `--grammar`.
+    const GRAMMAR: &'static str;
+    /// Help of `--functions`.
+    const FUNCTIONS: &'static str;
+    /// The function set without `--grammar` or `--functions` (`None`: give one of the two).
+    const DEFAULT_FUNCTIONS: Option<&'static str>;
+}
+
+/// What the programs are made of, shared by every command that evolves: a grammar or a function
+/// set, and operators of one's own; `R` gives the command's help and default function set.
+#[derive(Debug, Args)]
+pub struct RepresentationArgs<R: RepresentationHelp + Send + Sync + 'static> {
+    #[arg(long, short, conflicts_with = "functions", help = R::GRAMMAR)]
+    pub(crate) grammar: Option<PathBuf>,
+    #[arg(long, help = R::FUNCTIONS, default_value = shown(R::DEFAULT_FUNCTIONS))]
+    pub(crate) functions: Option<String>,
+    /// An operator of your own, usable in --functions and grammars (repeatable), e.g.
+    /// --define "softsign(x) = x / (1 + abs(x))": a body over the built-ins (+ - * /, calls such
+    /// as abs, sin, np.exp), the parameters (one or two), numbers and the operators defined before.
+    #[arg(long = "define", value_name = "DEFINITION")]
+    pub define: Vec<String>,
+    /// The command the group belongs to.
+    #[arg(skip)]
+    pub command: PhantomData<R>,
+}
+
+impl<R: RepresentationHelp + Send + Sync + 'static> RepresentationArgs<R> {
+    /// The fields `grammar`, `functions` and `operators`. The parser fills in the default
+    /// function set beside `--grammar` too (with which `--functions` conflicts), so a grammar
+    /// leaves `functions` to the settings, which have none beside one.
+    pub fn overlay(&self, o: &mut Overlay) {
+        match &self.grammar {
+            Some(g) => o.set("grammar", g.display().to_string()),
+            None => o.set_some("functions", self.functions.as_ref()),
         }
+        o.set("operators", &self.define);
     }
 }
 
@@ -126,9 +221,11 @@ pub struct RunFlags {
     /// and plot paths). Checked before the first generation.
     #[arg(long, value_name = "PATH")]
     pub checkpoint: Option<PathBuf>,
-    /// Generations between checkpoints (default 10; a resumed run keeps its own).
-    #[arg(long, value_name = "N")]
-    pub checkpoint_every: Option<usize>,
+    // No parser default: a resumed run keeps its own.
+    #[arg(long, value_name = "N", help = format!(
+        "Generations between checkpoints [default: {}; a resumed run keeps its own]", defaults::CHECKPOINT_EVERY
+    ))]
+    pub(crate) checkpoint_every: Option<usize>,
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -142,6 +239,14 @@ pub struct RunFlags {
     /// Print a line per generation and where checkpoints go.
     #[arg(long, short)]
     pub verbose: bool,
+}
+
+impl RunFlags {
+    /// Generations between checkpoints: `--checkpoint-every`, else a resumed run's (`resumed`),
+    /// else [`defaults::CHECKPOINT_EVERY`].
+    pub fn checkpoint_every(&self, resumed: Option<usize>) -> usize {
+        self.checkpoint_every.or(resumed).unwrap_or(defaults::CHECKPOINT_EVERY)
+    }
 }
 
 /// When a run ends before its last generation, shared by every command that evolves.
@@ -159,21 +264,20 @@ pub struct BudgetArgs {
 }
 
 impl BudgetArgs {
-    /// The settings' `budget` block.
-    pub fn config(&self) -> crate::task::base::budget::Budget {
-        crate::task::base::budget::Budget { time_limit: self.time_limit, stop_at: self.stop_at }
+    /// The settings' `budget` block, the fields given.
+    pub fn overlay(&self, o: &mut Overlay) -> Result<()> {
+        o.number_some("--time-limit", "budget.time_limit", self.time_limit)?;
+        o.number_some("--stop-at", "budget.stop_at", self.stop_at)
     }
 }
 
 /// The island model, shared by every command that evolves.
 #[derive(Clone, Debug, Args)]
 pub struct IslandArgs {
-    /// Islands: populations of --pop each that evolve side by side and exchange their best
-    /// programs on a ring (1: one population).
     #[arg(long, default_value_t = IslandConfig::default().count, value_name = "N", help = format!(
         "Islands: populations of --pop each that evolve side by side and exchange their best programs on a ring (1: one population); 1 to {MAX_ISLANDS}, --pop × --islands at most {MAX_POP}"
     ))]
-    pub islands: usize,
+    pub(crate) islands: usize,
     /// Generations between migrations (with --islands).
     #[arg(long, default_value_t = IslandConfig::default().migrate_every, value_name = "M")]
     pub migrate_every: usize,
@@ -184,29 +288,27 @@ pub struct IslandArgs {
     /// of device ordinals (0,2; a single one as 3,). Results do not depend on it.
     #[arg(long, default_value_t = IslandConfig::default().gpus, value_name = "all|N|LIST")]
     pub gpus: crate::evolve::islands::Gpus,
-    /// Split the training rows of one population over the GPUs --gpus chooses (data parallel,
-    /// for data larger than one GPU; regression): each GPU sums its rows and the first adds the
-    /// sums. Results depend on the number of GPUs; --device cpu computes the same.
-    #[arg(long)]
-    pub shard_rows: bool,
     /// How the GPUs of a CUDA run exchange migrants and row shards' data: peer (the driver's
     /// copies over NVLink or PCIe) or nccl (NCCL's send and receive, loaded at run time; one
     /// line where it is missing). Results do not depend on it.
-    #[arg(long, default_value_t = crate::evolve::islands::GpuLink::Peer, value_name = "peer|nccl")]
+    #[arg(long, default_value_t = IslandConfig::default().link, value_name = "peer|nccl")]
     pub gpu_link: crate::evolve::islands::GpuLink,
 }
 
 impl IslandArgs {
-    /// The settings' `islands` block.
-    pub fn config(&self) -> IslandConfig {
-        IslandConfig {
-            count: self.islands,
-            migrate_every: self.migrate_every,
-            migrants: self.migrants,
-            gpus: self.gpus.clone(),
-            shard_rows: self.shard_rows,
-            link: self.gpu_link,
-        }
+    /// The number of islands asked for.
+    pub fn count(&self) -> usize {
+        self.islands
+    }
+
+    /// The settings' `islands` block (its `shard_rows` the command's own: `grove evolve
+    /// --shard-rows`).
+    pub fn overlay(&self, o: &mut Overlay) {
+        o.set("islands.count", self.islands);
+        o.set("islands.migrate_every", self.migrate_every);
+        o.set("islands.migrants", self.migrants);
+        o.set("islands.gpus", self.gpus.to_string());
+        o.set("islands.link", self.gpu_link);
     }
 }
 
@@ -214,69 +316,39 @@ impl IslandArgs {
 /// `classify`.
 #[derive(Debug, Args)]
 pub struct ChoiceArgs {
-    /// Fraction of the training rows held out (seeded; per class for classify) to choose the
-    /// returned program; never used for fitness [default: 0.25 with at least 300 training
-    /// rows, else none].
-    #[arg(long, value_name = "F")]
-    pub validation_fraction: Option<f64>,
+    #[arg(long, value_name = "F", help = format!(
+        "Fraction of the training rows held out (seeded; per class for classify) to choose the returned program; never used for fitness [default: {} with at least {} training rows, else none]",
+        crate::task::base::validation::AUTO_FRACTION, crate::task::base::validation::AUTO_MIN_ROWS
+    ))]
+    pub(crate) validation_fraction: Option<f64>,
     /// How the returned program is chosen from the hall of fame's Pareto front (error against
     /// size).
     #[arg(long, value_enum, default_value_t = crate::task::base::validation::Select::default())]
     pub select: crate::task::base::validation::Select,
-    /// Bloat control by selection (the linear penalty is --parsimony); nsga2: error and size
-    /// as two objectives; auto: nsga2 without constant fitting, none with it [default: auto for
-    /// evolve, none for classify].
-    #[arg(long, value_enum)]
-    pub bloat: Option<crate::select::Bloat>,
+    #[arg(long, value_enum, help = format!(
+        "Bloat control by selection (the linear penalty is --parsimony); nsga2: error and size as two objectives; auto: nsga2 without constant fitting, none with it [default: {} for evolve, {} for classify]",
+        value_name(defaults::EVOLVE_BLOAT), value_name(defaults::CLASSIFY_BLOAT)
+    ))]
+    pub(crate) bloat: Option<crate::select::Bloat>,
     /// Double tournament's D, in [1, 2].
     #[arg(long, value_name = "D", default_value_t = crate::evolve::DEFAULT_SIZE_PRESSURE)]
     pub size_pressure: f64,
 }
 
-/// How the first GE generation is made.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum InitArg {
-    /// Uniformly random genomes of --genome-length codons.
-    Random,
-    /// Ramped half-and-half over derivation trees (PonyGE2's sensible initialisation).
-    Sensible,
-}
-
-impl InitArg {
-    /// The flag's value for `m`.
-    fn of(m: InitMethod) -> Self {
-        match m {
-            InitMethod::Random => InitArg::Random,
-            InitMethod::Sensible => InitArg::Sensible,
-        }
+impl ChoiceArgs {
+    /// The fields `validation_fraction`, `select`, `engine.bloat` (given) and
+    /// `engine.size_pressure`.
+    pub fn overlay(&self, o: &mut Overlay) -> Result<()> {
+        o.number_some("--validation-fraction", "validation_fraction", self.validation_fraction)?;
+        o.set("select", self.select);
+        o.set_some("engine.bloat", self.bloat);
+        o.number("--size-pressure", "engine.size_pressure", self.size_pressure)
     }
 }
 
-/// Codon use at single-production rules.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum CodonsArg {
-    /// One codon at every non-terminal (PonyGE2).
-    Eager,
-    /// No codon at a rule with one production (GEVA, libGE).
-    Lazy,
-}
-
-impl CodonsArg {
-    /// The flag's value for `c`.
-    pub fn of(c: Codons) -> Self {
-        match c {
-            Codons::Eager => CodonsArg::Eager,
-            Codons::Lazy => CodonsArg::Lazy,
-        }
-    }
-
-    /// The mapper's codon use.
-    pub fn codons(self) -> Codons {
-        match self {
-            CodonsArg::Eager => Codons::Eager,
-            CodonsArg::Lazy => Codons::Lazy,
-        }
-    }
+/// The name the command line gives a value of `v`'s enum.
+pub fn value_name(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value().map_or_else(String::new, |p| p.get_name().to_string())
 }
 
 /// The smallest and largest depth of sensible initialisation's ramp, written `MIN,MAX`.
@@ -302,27 +374,24 @@ fn parse_range(s: &str) -> Result<InitDepth, String> {
 /// Settings of grammatical evolution, shared by `evolve`, `classify` and `control`.
 #[derive(Debug, Args)]
 pub struct GeArgs {
-    /// GE: extra passes over the genome.
     #[arg(long, default_value_t = defaults::GE.wraps, help = format!("GE: extra passes over the genome, at most {MAX_WRAPS}"))]
-    pub wraps: u32,
+    pub(crate) wraps: u32,
     /// GE: codon use at single-production rules.
-    #[arg(long, value_enum, default_value_t = CodonsArg::of(defaults::GE.codons))]
-    pub codons: CodonsArg,
+    #[arg(long, value_enum, default_value_t = defaults::GE.codons)]
+    pub codons: crate::genome::Codons,
     /// GE: largest derivation depth (PonyGE2's count).
     #[arg(long, default_value_t = defaults::GE.max_depth)]
     pub max_depth: u32,
     /// GE: initialisation.
-    #[arg(long, value_enum, default_value_t = InitArg::of(defaults::GE.init))]
-    pub init: InitArg,
+    #[arg(long, value_enum, default_value_t = defaults::GE.init)]
+    pub init: crate::genome::InitMethod,
     /// GE: smallest and largest depth of sensible initialisation's ramp.
     #[arg(long, default_value_t = InitDepth(defaults::GE.init_depth.0, defaults::GE.init_depth.1), value_parser = parse_range)]
     pub init_depth: InitDepth,
-    /// GE: genome length of random initialisation.
     #[arg(long, default_value_t = defaults::GE.genome_length, help = format!("GE: genome length of random initialisation, 1 to {MAX_GENOME}"))]
-    pub genome_length: usize,
-    /// GE: longest genome crossover may make.
+    pub(crate) genome_length: usize,
     #[arg(long, default_value_t = defaults::GE.genome_capacity, help = format!("GE: longest genome crossover may make, --genome-length to {MAX_GENOME}"))]
-    pub genome_capacity: usize,
+    pub(crate) genome_capacity: usize,
     /// GE: probability of crossing a pair of parents.
     #[arg(long, default_value_t = defaults::GE.crossover)]
     pub crossover: f32,
@@ -336,12 +405,9 @@ impl GeArgs {
     pub fn configs(&self) -> GeConfigs {
         defaults::Ge {
             wraps: self.wraps,
-            codons: self.codons.codons(),
+            codons: self.codons,
             max_depth: self.max_depth,
-            init: match self.init {
-                InitArg::Random => InitMethod::Random,
-                InitArg::Sensible => InitMethod::Sensible,
-            },
+            init: self.init,
             init_depth: (self.init_depth.0, self.init_depth.1),
             genome_length: self.genome_length,
             genome_capacity: self.genome_capacity,
@@ -350,34 +416,69 @@ impl GeArgs {
         }
         .configs()
     }
+
+    /// The blocks `map`, `init` and `vary` and the field `genome_capacity`.
+    pub fn overlay(&self, o: &mut Overlay) -> Result<()> {
+        let ge = self.configs();
+        // Checked first: the block would carry a NaN as null.
+        finite("--crossover", "vary.crossover", self.crossover.into())?;
+        finite("--mutation", "vary.mutation", self.mutation.into())?;
+        o.set("map", ge.map);
+        o.set("init", ge.init);
+        o.set("vary", ge.vary);
+        o.set("genome_capacity", ge.genome_capacity);
+        Ok(())
+    }
 }
 
-/// Constant fitting by Levenberg–Marquardt (`grove evolve`, `grove classify`).
+/// Constant fitting by Levenberg–Marquardt (`grove evolve`, `grove classify`); each setting not
+/// given is the device's default.
 #[derive(Debug, Args)]
 pub struct FitArgs {
-    /// Levenberg–Marquardt steps fitting the numeric constants of the best programs on the
-    /// training rows (regression: the squared error, with the scale and offset of linear
-    /// scaling; classification: the softmax cross-entropy); 0: no fitting [default: evolve 10
-    /// on a GPU and 0 on the CPU, where the fit costs many times a plain run; classify 0]
-    #[arg(long, value_name = "STEPS")]
-    pub optimise_constants: Option<u32>,
-    /// Generations between constant fits (1: every generation) [default: 5]
-    #[arg(long, value_name = "G")]
-    pub optimise_every: Option<usize>,
-    /// Fraction of the population whose constants are fitted, the best first [default: 0.2]
-    #[arg(long, value_name = "F")]
-    pub optimise_fraction: Option<f64>,
+    #[arg(long, value_name = "STEPS", help = format!(
+        "Levenberg–Marquardt steps fitting the numeric constants of the best programs on the training rows (regression: the squared error, with the scale and offset of linear scaling; classification: the softmax cross-entropy); 0: no fitting [default: evolve {} on a GPU and {} on the CPU, where the fit costs many times a plain run; classify {}]",
+        crate::task::regression::default_fit(true).steps, crate::task::regression::default_fit(false).steps, crate::task::classify::DEFAULT_FIT.steps
+    ))]
+    pub(crate) optimise_constants: Option<u32>,
+    #[arg(long, value_name = "G", help = format!(
+        "Generations between constant fits (1: every generation) [default: {}]", crate::task::regression::DEFAULT_FIT.every
+    ))]
+    pub(crate) optimise_every: Option<usize>,
+    #[arg(long, value_name = "F", help = format!(
+        "Fraction of the population whose constants are fitted, the best first [default: {}]", crate::task::regression::DEFAULT_FIT.fraction
+    ))]
+    pub(crate) optimise_fraction: Option<f64>,
 }
 
 impl FitArgs {
-    /// Constant fitting as asked, each setting not given taken from `defaults(on_gpu)` for
-    /// the device the run will use.
-    pub fn config(&self, device: DeviceChoice, defaults: fn(bool) -> ConstantFitting) -> ConstantFitting {
-        let d = defaults(device.has_gpu());
-        ConstantFitting {
-            steps: self.optimise_constants.unwrap_or(d.steps),
-            every: self.optimise_every.unwrap_or(d.every),
-            fraction: self.optimise_fraction.unwrap_or(d.fraction),
+    /// The `engine.constants` fields given.
+    pub fn overlay(&self, o: &mut Overlay) -> Result<()> {
+        o.set_some("engine.constants.steps", self.optimise_constants);
+        o.set_some("engine.constants.every", self.optimise_every);
+        o.number_some("--optimise-fraction", "engine.constants.fraction", self.optimise_fraction)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_help_prints_the_defaults_where_both_fittings_agree() {
+        // `--optimise-every` and `--optimise-fraction` state one default for both commands.
+        let (r, c) = (crate::task::regression::DEFAULT_FIT, crate::task::classify::DEFAULT_FIT);
+        assert_eq!((r.every, r.fraction), (c.every, c.fraction));
+    }
+
+    #[test]
+    fn a_nan_or_an_infinity_is_refused_naming_the_flag() {
+        let mut o = Overlay::default();
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let e = o.number("--noise", "linear.noise", v).unwrap_err().to_string();
+            assert!(e.starts_with("--noise (linear.noise) must be a finite number, got "), "{e}");
         }
+        o.number("--noise", "linear.noise", -0.5).unwrap();
+        o.set_some("a.b", None::<u32>);
+        assert_eq!(o.into_value(), serde_json::json!({"linear": {"noise": -0.5}}));
     }
 }

@@ -2,20 +2,18 @@
 //! robot. Its population, generations and episodes default to the device's, so the device is
 //! opened before the settings are made.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
 
-use super::args::{BudgetArgs, EngineArgs, EngineHelp, GeArgs, IslandArgs, RunFlags};
+use super::args::{BudgetArgs, EngineArgs, EngineHelp, GeArgs, IslandArgs, Overlay, RepresentationArgs, RepresentationHelp, RunFlags};
 use crate::task::control::{ControlSettings, MAX_EPISODE_STEPS, MAX_EPISODES, PolicyKind};
 use crate::task::base::defaults::{self, CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES};
 use crate::task::runner::experiment::Experiment;
 use crate::task::base::search::MAX_GENERATIONS;
-use crate::task::base::search::ClassTreeSettings;
 
-/// The engine group's defaults and help in `grove control`.
+/// The engine and representation groups' defaults and help in `grove control`.
 #[derive(Debug)]
 pub struct Control;
 
@@ -33,172 +31,155 @@ impl EngineHelp for Control {
     const DEVICE: &'static str = "Where to run the roll-outs: auto (CUDA if usable, else CPU), cpu, cuda";
 }
 
+impl RepresentationHelp for Control {
+    const GRAMMAR: &'static str = "Grammar for grammatical evolution, with one `out(K, EXPR)` per actuator (e.g. grammars/swimmer.bnf; observations are x[:, i] or their names, q_JOINT, v_JOINT, z_BODY)";
+    const FUNCTIONS: &'static str = "Function set for tree GP with output nodes (the default without --grammar)";
+    const DEFAULT_FUNCTIONS: Option<&'static str> = Some(defaults::FUNCTIONS);
+}
+
 /// `grove control`.
 #[derive(Debug, Args)]
 pub struct ControlArgs {
     /// Environment: swimmer, hopper, walker2d, half_cheetah, or a path to an environment .ron file.
-    #[arg(long)]
+    #[arg(long, help_heading = "Environment")]
     pub env: String,
     /// Profile: brax (the default of the shipped envs) or gymnasium.
-    #[arg(long)]
+    #[arg(long, help_heading = "Environment")]
     pub profile: Option<String>,
-    /// Grammar for grammatical evolution, with one `out(K, EXPR)` per actuator (e.g.
-    /// grammars/swimmer.bnf; observations are x[:, i] or their names, q_JOINT, v_JOINT, z_BODY).
-    #[arg(long, short, conflicts_with = "functions")]
-    pub grammar: Option<PathBuf>,
-    /// Function set for tree GP with output nodes (the default without --grammar).
-    #[arg(long, default_value = defaults::FUNCTIONS)]
-    pub functions: String,
-    /// An operator of your own, usable in --functions and grammars (repeatable), e.g.
-    /// --define "softsign(x) = x / (1 + abs(x))": a body over the built-ins (+ - * /, calls such
-    /// as abs, sin, np.exp), the parameters (one or two), numbers and the operators defined before.
-    #[arg(long = "define", value_name = "DEFINITION")]
-    pub define: Vec<String>,
+    /// Grammar or function set, operators of one's own.
+    #[command(flatten, next_help_heading = "Representation")]
+    pub representation: RepresentationArgs<Control>,
+    /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
+    #[arg(long, default_value_t = defaults::CONTROL_P_OUT, help_heading = "Representation")]
+    pub p_out: f32,
     /// Population, generations, seed, selection, program length, device.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Search")]
     pub engine: EngineArgs<Control>,
-    /// Roll-outs per individual, from different reset noise; fitness is the mean return.
-    #[arg(long, help = format!(
+    // The device's default without the flag.
+    #[arg(long, help_heading = "Episodes", help = format!(
         "Roll-outs per individual, from different reset noise; fitness is the mean return; 1 to {MAX_EPISODES} [default: {CONTROL_CPU_EPISODES} on the CPU, {CONTROL_GPU_EPISODES} on a GPU]"
     ))]
-    pub episodes: Option<usize>,
-    /// Control steps per episode (default: the environment's, 1000).
-    #[arg(long, help = format!("Control steps per episode, 1 to {MAX_EPISODE_STEPS} (default: the environment's, 1000)"))]
-    pub episode_steps: Option<usize>,
-    /// Fresh episodes the best policy is scored on at the end (on the CPU).
-    #[arg(long, default_value_t = defaults::CONTROL_TEST_EPISODES, help = format!("Fresh episodes the best policy is scored on at the end (on the CPU), 1 to {MAX_EPISODES}"))]
-    pub test_episodes: usize,
-    /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
-    #[arg(long, default_value_t = defaults::CONTROL_P_OUT)]
-    pub p_out: f32,
+    pub(crate) episodes: Option<usize>,
+    #[arg(long, help_heading = "Episodes", help = format!("Control steps per episode, 1 to {MAX_EPISODE_STEPS} (default: the environment's, 1000)"))]
+    pub(crate) episode_steps: Option<usize>,
+    #[arg(long, help_heading = "Episodes", default_value_t = defaults::CONTROL_TEST_EPISODES, help = format!(
+        "Fresh episodes the best policy is scored on at the end (on the CPU), 1 to {MAX_EPISODES}"
+    ))]
+    pub(crate) test_episodes: usize,
+    #[arg(long, help_heading = "Episodes", default_value_t = defaults::CONTROL_VALIDATION_EPISODES, help = format!(
+        "Episodes on which the reported policy is chosen, by the env's own return, among the run's best and the last population's fittest distinct programs ({} in all); 0: the run's best by training fitness; at most {MAX_EPISODES}",
+        crate::task::control::VALIDATION_CANDIDATES
+    ))]
+    pub(crate) validation_episodes: usize,
     /// Training only: healthy (alive) reward per step instead of the environment's. Default: 0
     /// for environments that end when the robot falls (Hopper, Walker2d, whose own bonus of 1
     /// makes standing still a local optimum; ARS trains the same way), the env's otherwise.
     /// Reported returns always use the env's reward; `--healthy-reward 1` trains on it.
-    #[arg(long)]
+    #[arg(long, help_heading = "Episodes")]
     pub healthy_reward: Option<f64>,
     /// Every generation plays fresh starts (new reset noise each generation, the same for the
     /// whole population) instead of the same `--episodes` starts throughout, which policies can
     /// come to fit.
-    #[arg(long)]
+    #[arg(long, help_heading = "Episodes")]
     pub fresh_starts: bool,
-    /// Episodes on which the reported policy is chosen, by the env's own return, among the
-    /// run's best and the last population's fittest distinct programs (16 in all); 0: the
-    /// run's best by training fitness.
-    #[arg(long, default_value_t = defaults::CONTROL_VALIDATION_EPISODES, help = format!(
-        "Episodes on which the reported policy is chosen, by the env's own return, among the run's best and the last population's fittest distinct programs (16 in all); 0: the run's best by training fitness; at most {MAX_EPISODES}"
-    ))]
-    pub validation_episodes: usize,
     /// What to train: program (evolved, actions = tanh of its outputs), linear (actions =
     /// tanh(W (o - mean) / std) over the observations' running mean and deviation, W tuned by
     /// augmented random search, Mania et al. 2018; --gens counts its iterations) or residual
     /// (the linear policy for --linear-iterations, then programs over the normalised
     /// observations evolved for --gens generations and added to it: tanh(W n + f(n))).
-    #[arg(long, value_enum, default_value_t = PolicyKind::Program)]
+    #[arg(long, value_enum, default_value_t = PolicyKind::default(), help_heading = "Policy")]
     pub policy: PolicyKind,
-    /// --policy linear: random directions per iteration (each plays two policies).
-    #[arg(long, help = format!(
+    // This and the three below: the device's defaults without the flag.
+    #[arg(long, help_heading = "Policy", help = format!(
         "--policy linear and residual: random directions per iteration, each playing two policies, 1 to {} [default: {} on the CPU, {} on a GPU]",
         crate::evolve::ars::MAX_DIRECTIONS, defaults::LINEAR_CPU.directions, defaults::LINEAR_GPU.directions
     ))]
-    pub directions: Option<usize>,
-    /// --policy linear: the directions whose better return is highest make each step.
-    #[arg(long, help = format!(
-        "--policy linear and residual: the directions with the highest better return that make each step, 1 to --directions [default: {} on the CPU, {} on a GPU]",
+    pub(crate) directions: Option<usize>,
+    #[arg(long, help_heading = "Policy", help = format!(
+        "--policy linear and residual: the directions with the highest better return that make each step, 1 to --directions [default: {} on the CPU, {} on a GPU; with --directions alone, the same share of them]",
         defaults::LINEAR_CPU.top, defaults::LINEAR_GPU.top
     ))]
-    pub top_directions: Option<usize>,
-    /// --policy linear: step size (the step is scaled by the spread of the returns used).
-    #[arg(long, help = format!(
+    pub(crate) top_directions: Option<usize>,
+    #[arg(long, help_heading = "Policy", help = format!(
         "--policy linear and residual: step size (the step is divided by the spread of the returns it uses) [default: {} on the CPU, {} on a GPU]",
         defaults::LINEAR_CPU.step_size, defaults::LINEAR_GPU.step_size
     ))]
-    pub step_size: Option<f64>,
-    /// --policy linear: standard deviation of the random changes of W that are played.
-    #[arg(long, help = format!(
+    pub(crate) step_size: Option<f64>,
+    #[arg(long, help_heading = "Policy", help = format!(
         "--policy linear and residual: standard deviation of the random changes of W that are played [default: {} on the CPU, {} on a GPU]",
         defaults::LINEAR_CPU.noise, defaults::LINEAR_GPU.noise
     ))]
-    pub noise: Option<f64>,
-    /// --policy residual: iterations of the linear policy's search before the programs'.
-    #[arg(long, help = format!(
+    pub(crate) noise: Option<f64>,
+    #[arg(long, help_heading = "Policy", help = format!(
         "--policy residual: iterations of the linear policy's random search before the programs are evolved on top of it (--gens generations), 1 to {} [default: {} on the CPU, {} on a GPU]",
         crate::task::control::MAX_LINEAR_ITERATIONS, defaults::LINEAR_ITERATIONS_CPU, defaults::LINEAR_ITERATIONS_GPU
     ))]
-    pub linear_iterations: Option<usize>,
-    /// --policy residual: tune the linear policy again after every this many generations.
-    #[arg(long, default_value_t = 0, help = "--policy residual: after every this many generations, tune the linear policy under the programs again with the generation's best program on top (0: never)")]
+    pub(crate) linear_iterations: Option<usize>,
+    /// --policy residual: after every this many generations, tune the linear policy under the
+    /// programs again with the generation's best program on top (0: never)
+    #[arg(long, default_value_t = ControlSettings::default().head_every, help_heading = "Policy")]
     pub head_every: usize,
-    /// --policy residual: iterations of each tuning.
-    #[arg(long, default_value_t = defaults::HEAD_ITERATIONS, help = "--policy residual with --head-every: iterations of the random search in each tuning of the linear policy")]
+    /// --policy residual with --head-every: iterations of the random search in each tuning of
+    /// the linear policy
+    #[arg(long, default_value_t = defaults::HEAD_ITERATIONS, help_heading = "Policy")]
     pub head_iterations: usize,
-    /// --policy program: read each observation normalised by the running mean and deviation of
-    /// every state the population has visited.
-    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new(), help = "--policy program: the programs read each observation normalised, (o - mean) / std, by the running mean and deviation of every state the population's policies have visited; the saved policy has the last generation's written in [default: on, off with --islands]")]
+    /// --policy program: the programs read each observation normalised, (o - mean) / std, by
+    /// the running mean and deviation of every state the population's policies have visited;
+    /// the saved policy has the last generation's written in [default: on, off with --islands]
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new(), help_heading = "Policy")]
     pub normalise: Option<bool>,
     /// Grammatical evolution settings.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Grammatical evolution")]
     pub ge: GeArgs,
     /// Islands and migration.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Islands")]
     pub islands: IslandArgs,
     /// The run's budget.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Budget")]
     pub budget: BudgetArgs,
     /// Results (the report's policy is what `grove rollout --policy` replays) and how to run.
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Output and run")]
     pub run: RunFlags,
 }
 
 impl ControlArgs {
-    /// The run's settings (as stored in the report), with the defaults of `on_gpu`'s device.
+    /// The settings fields the flags give ([`Overlay`]); those whose defaults are the device's
+    /// only where given.
+    pub fn overlay(&self) -> Result<serde_json::Value> {
+        let mut o = Overlay::default();
+        o.set("env", &self.env);
+        o.set("profile", &self.profile);
+        self.representation.overlay(&mut o);
+        o.number("--p-out", "trees.p_out", self.p_out.into())?;
+        self.engine.overlay(&mut o, "parsimony")?;
+        o.set_some("episodes", self.episodes);
+        o.set("episode_steps", self.episode_steps);
+        o.set("test_episodes", self.test_episodes);
+        o.set("validation_episodes", self.validation_episodes);
+        o.number_some("--healthy-reward", "healthy_reward", self.healthy_reward)?;
+        o.set("fresh_starts", self.fresh_starts);
+        o.set("policy", self.policy);
+        o.set_some("linear.directions", self.directions);
+        o.set_some("linear.top", self.top_directions);
+        o.number_some("--step-size", "linear.step_size", self.step_size)?;
+        o.number_some("--noise", "linear.noise", self.noise)?;
+        o.set_some("linear_iterations", self.linear_iterations);
+        o.set("head_every", self.head_every);
+        o.set("head_iterations", self.head_iterations);
+        o.set_some("normalise", self.normalise);
+        self.ge.overlay(&mut o)?;
+        self.islands.overlay(&mut o);
+        self.budget.overlay(&mut o)?;
+        Ok(o.into_value())
+    }
+
+    /// The run's settings (as stored in the report): the flags laid over the defaults of a GPU
+    /// (`on_gpu`) or the CPU, as an experiment file's fields are, checked.
     pub fn settings(&self, on_gpu: bool) -> Result<ControlSettings> {
-        let (d, episodes) = if on_gpu { (CONTROL_GPU, CONTROL_GPU_EPISODES) } else { (CONTROL_CPU, CONTROL_CPU_EPISODES) };
-        let ge = self.ge.configs();
-        let base = ControlSettings::default();
-        let e = &self.engine;
-        let s = ControlSettings {
-            env: self.env.clone(),
-            profile: self.profile.clone(),
-            grammar: self.grammar.as_ref().map(|p| p.display().to_string()),
-            functions: if self.grammar.is_some() { None } else { Some(self.functions.clone()) },
-            operators: self.define.clone(),
-            engine: e.config(&d, None, base.engine.constants),
-            map: ge.map,
-            init: ge.init,
-            vary: ge.vary,
-            genome_capacity: ge.genome_capacity,
-            episodes: self.episodes.unwrap_or(episodes),
-            episode_steps: self.episode_steps,
-            test_episodes: self.test_episodes,
-            parsimony: e.parsimony,
-            healthy_reward: self.healthy_reward,
-            fresh_starts: self.fresh_starts,
-            validation_episodes: self.validation_episodes,
-            trees: ClassTreeSettings { p_out: self.p_out, ..base.trees },
-            device: e.device,
-            islands: self.islands.config(),
-            budget: self.budget.config(),
-            policy: self.policy,
-            linear: {
-                let d = if on_gpu { defaults::LINEAR_GPU } else { defaults::LINEAR_CPU };
-                let directions = self.directions.unwrap_or(d.directions);
-                // A smaller --directions alone keeps the default's share of them.
-                let top = self.top_directions.unwrap_or(if self.directions.is_some() { crate::task::control::linear_top(directions, &d) } else { d.top });
-                crate::evolve::ars::ArsConfig { directions, top, step_size: self.step_size.unwrap_or(d.step_size), noise: self.noise.unwrap_or(d.noise) }
-            },
-            linear_iterations: self
-                .linear_iterations
-                .unwrap_or(if on_gpu { defaults::LINEAR_ITERATIONS_GPU } else { defaults::LINEAR_ITERATIONS_CPU }),
-            head_every: self.head_every,
-            head_iterations: self.head_iterations,
-            normalise: self.normalise.unwrap_or(crate::task::control::default_normalise(self.policy, self.islands.config().count)),
-        };
-        if self.normalise == Some(false) && self.policy != PolicyKind::Program {
-            anyhow::bail!("--normalise off is for --policy program; a {} policy always reads normalised observations", format!("{:?}", self.policy).to_lowercase());
+        match Experiment::from_flags("control", self.overlay()?, Some(on_gpu))? {
+            Experiment::Control(s) => Ok(s),
+            other => anyhow::bail!("grove control made the settings of `{}`", other.command()),
         }
-        s.check()?;
-        Ok(s)
     }
 }
 
@@ -206,7 +187,7 @@ impl ControlArgs {
 /// command that evolves does ([`super::run::run_experiment`]), on that device.
 pub fn control(args: &ControlArgs) -> Result<ExitCode> {
     use crate::task::control::{fit, open_on};
-    let backend = open_on(&args.env, args.profile.as_deref(), args.engine.device, &args.islands.gpus, args.run.quiet)?;
+    let backend = open_on(&args.env, args.profile.as_deref(), args.engine.device(), &args.islands.gpus, args.run.quiet)?;
     let settings = args.settings(backend.is_gpu())?;
     let (opts, outputs) = super::run::run_options(&args.run, None, &Experiment::Control(settings.clone()))?;
     let result = crate::task::base::options::on_threads(args.run.threads, || fit(&settings, &backend, &opts))?;

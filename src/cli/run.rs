@@ -137,7 +137,7 @@ pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf
 /// own unless the flags name others, returned beside the options), and with checkpoints a
 /// Ctrl-C that saves one and stops.
 pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>, exp: &Experiment) -> Result<(RunOptions, Outputs)> {
-    let every = flags.checkpoint_every.or(resume.as_ref().map(|r| r.1.checkpoint_every)).unwrap_or(crate::task::base::defaults::CHECKPOINT_EVERY);
+    let every = flags.checkpoint_every(resume.as_ref().map(|r| r.1.checkpoint_every));
     anyhow::ensure!(every >= 1, "--checkpoint-every must be at least 1");
     let path = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
     let given = Outputs { report: flags.report.clone(), hall_of_fame: flags.hall_of_fame.clone(), plots: flags.plots.clone() };

@@ -9,7 +9,6 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::args::CodonsArg;
 use crate::backend::DeviceChoice;
 use crate::genome::MapConfig;
 use crate::grammar::DatasetShape;
@@ -58,8 +57,8 @@ pub struct MapArgs {
     ))]
     pub wraps: u32,
     /// Codon use at rules with a single production.
-    #[arg(long, value_enum, default_value_t = CodonsArg::of(MapConfig::default().codons))]
-    pub codons: CodonsArg,
+    #[arg(long, value_enum, default_value_t = MapConfig::default().codons)]
+    pub codons: crate::genome::Codons,
     /// Largest tree depth (root = 1, leaf rows count); deeper trees are invalid.
     #[arg(long)]
     pub max_depth: Option<u32>,
@@ -158,7 +157,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitCode> {
 pub fn map(args: &MapArgs) -> Result<ExitCode> {
     let config = MapConfig {
         max_wraps: args.wraps,
-        codons: args.codons.codons(),
+        codons: args.codons,
         max_depth: args.max_depth.unwrap_or(u32::MAX),
         max_nodes: args.max_nodes.unwrap_or(u32::MAX),
     };

@@ -44,13 +44,15 @@ impl Genomes {
     }
 }
 
-/// How the first generation is made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// How the first generation is made (`--init`, whose help the variants' doc comments are).
+/// Random genomes all have the same length; sensible initialisation alternates grow and full
+/// trees while the depths ramp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum InitMethod {
-    /// Uniform random codons, every genome of the same length.
+    /// Uniformly random genomes of --genome-length codons.
     Random,
-    /// Ramped half-and-half over derivation trees (grow and full alternate, depths ramp).
+    /// Ramped half-and-half over derivation trees (PonyGE2's sensible initialisation).
     Sensible,
 }
 

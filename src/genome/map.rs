@@ -15,14 +15,15 @@
 use crate::grammar::compile::{PRODUCTION_LEAF_ROW, RuleTable, SymbolKind, unpack};
 
 
-/// How single-production rules use codons.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// How single-production rules use codons (`--codons`, whose help the variants' doc comments
+/// are).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Codons {
-    /// Consume one codon at every non-terminal (PonyGE2).
+    /// One codon at every non-terminal (PonyGE2).
     #[default]
     Eager,
-    /// Consume no codon at a rule with one production (GEVA, libGE).
+    /// No codon at a rule with one production (GEVA, libGE).
     Lazy,
 }
 

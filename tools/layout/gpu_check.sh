@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # gpu_check.sh: issue 26's check on a GPU machine (binaries staged by tools/layout/stage.sh):
 #   tests    every GPU test suite (and the library's tests with the GPU gate on)
-#   same     W1 (examples/w1-pagie1.ron), W5 (examples/w5-iris.ron), a grammar W1, a fitted
-#            classification and a Swimmer run on the GPU with BASE's binary and this one: the
-#            reports must be equal, timings left out
+#   same     W1 (examples/w1-pagie1.ron), W5 (examples/w5-iris.ron), a grammar W1, fitted
+#            classifications (wine, digits), a Swimmer run and a --policy linear Hopper run on
+#            the GPU with BASE's binary and this one: the reports must be equal, timings left out
 # Logs go to $OUT (default ./gpu-check); a short table comes last.
 #
 #   tools/layout/gpu_check.sh [tests|same|all] ...   (default all)
@@ -40,6 +40,8 @@ if has same; then
         "w5|run examples/w5-iris.ron --device cuda"
         "w5-fit|classify --data builtin:wine --device cuda --optimise-constants 5"
         "swimmer|control --env swimmer --device cuda"
+        "digits-fit|classify --data data/classification/digits.csv --device cuda --optimise-constants 5"
+        "hopper-linear|control --env hopper --policy linear --device cuda"
     )
     for c in "${cases[@]}"; do
         tag=${c%%|*}; args=${c#*|}

@@ -240,8 +240,8 @@ pub fn linear_cpu() -> crate::evolve::ars::ArsConfig {
     LINEAR_CPU
 }
 
-/// Generations between checkpoints where neither the flags nor the checkpoint say
-/// (`--checkpoint-every`).
+/// Generations between checkpoints (`--checkpoint-every`, a checkpoint's `checkpoint_every`
+/// where an older file has none; a resumed run keeps its own).
 pub const CHECKPOINT_EVERY: usize = 10;
 
 /// [`CHECKPOINT_EVERY`], for serde's defaults.

@@ -265,7 +265,7 @@ pub fn resolve_normalise(merged: &mut serde_json::Value, given: Option<&serde_js
     match given {
         Some(v) => {
             if v == &serde_json::Value::Bool(false) && policy != PolicyKind::Program {
-                bail!("normalise: false is for policy: program; a {} policy always reads normalised observations", format!("{policy:?}").to_lowercase());
+                bail!("--normalise off is for --policy program (in a file, normalise: false is for policy: program); a {} policy always reads normalised observations", format!("{policy:?}").to_lowercase());
             }
         }
         None => {

@@ -18,8 +18,11 @@
 //! own `max_len`); control's population, generations and episodes default to `grove control`'s
 //! on a GPU when the file says `device: "cuda"`, else to its CPU defaults (a file gives the
 //! same settings on every machine). An unknown field is an error that names it with its path.
+//! The command line takes the same road: `grove evolve`, `classify` and `control` turn their
+//! flags into such fields and call [`Experiment::from_flags`], so every default is decided
+//! here and in the settings' own defaults, once.
 //! A new command is one more variant of [`Experiment`] plus its arm in each `match` here (the
-//! compiler lists them), in [`COMMANDS`], and in `task::runner::run_experiment`.
+//! compiler lists them), in [`COMMANDS`], and in `task::run::run_experiment`.
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -62,24 +65,77 @@ impl Experiment {
         .unwrap_or(Value::Null)
     }
 
-    /// The command line's defaults for `command`, as JSON (for control, its CPU defaults).
+    /// The command line's defaults for `command`, as JSON (for control, its CPU defaults; for
+    /// evolve and classify, the CPU's constant fitting).
     pub fn defaults(command: &str) -> Result<Value> {
-        Ok(match command {
+        Self::defaults_on(command, false)
+    }
+
+    /// The command line's defaults for `command` on a GPU (`on_gpu`) or the CPU, as JSON:
+    /// control's population, generations, episodes, random search and a residual's linear
+    /// iterations ([`ControlSettings::cli_default`]), and the constant fitting of evolve and
+    /// classify (`regression::default_fit`, `classify::default_fit`).
+    pub fn defaults_on(command: &str, on_gpu: bool) -> Result<Value> {
+        let mut v = match command {
             "evolve" => serde_json::to_value(EvolveSettings::cli_default())?,
             "classify" => serde_json::to_value(ClassifySettings::default())?,
-            "control" => serde_json::to_value(ControlSettings::cli_default(false))?,
+            "control" => serde_json::to_value(ControlSettings::cli_default(on_gpu))?,
             other => bail!(
                 "unknown command `{other}`: an experiment is one of {}",
                 COMMANDS.iter().map(|c| c.0).collect::<Vec<_>>().join(", ")
             ),
-        })
+        };
+        let fit = match command {
+            "evolve" => Some(crate::task::regression::default_fit(on_gpu)),
+            "classify" => Some(crate::task::classify::default_fit(on_gpu)),
+            _ => None,
+        };
+        if let Some(fit) = fit {
+            v["engine"]["constants"] = serde_json::to_value(fit)?;
+        }
+        Ok(v)
     }
 
-    /// Builds the settings of `command` from `given` laid over the command's defaults, then
-    /// checks them. `origin` names the source in errors.
+    /// Whether the fields `given` for `command` are laid over a GPU's defaults when the
+    /// source does not say ([`Self::from_parts`]): for control, where they name `device:
+    /// "cuda"` (so a file gives the same settings on every machine); for evolve and classify,
+    /// whose constant fitting differs, where the run will have a GPU
+    /// ([`crate::backend::DeviceChoice::has_gpu`]: `auto` asks the driver).
+    pub fn gpu_defaults(command: &str, given: &Value) -> bool {
+        let device: Option<crate::backend::DeviceChoice> = given.get("device").and_then(|d| serde_json::from_value(d.clone()).ok());
+        match command {
+            "control" => device == Some(crate::backend::DeviceChoice::Cuda),
+            _ => device.unwrap_or_default().has_gpu(),
+        }
+    }
+
+    /// Builds the settings of `command` from `given` laid over the command's defaults (a GPU's
+    /// as [`Self::gpu_defaults`] says), then checks them. `origin` names the source in errors.
     pub fn from_parts(command: &str, given: Value, origin: &str) -> Result<Experiment> {
-        let mut merged = Self::defaults(command)?;
-        anyhow::ensure!(given.is_object(), "{origin}: the settings must be a block of `name: value` fields");
+        let on_gpu = Self::gpu_defaults(command, &given);
+        Self::laid_over(command, given, on_gpu, Some(origin))
+    }
+
+    /// The settings of a command line: `given`, the fields its flags set, laid over the
+    /// command's defaults as an experiment file's are ([`Self::from_parts`]), those of a GPU
+    /// where `on_gpu` says (`None`: as [`Self::gpu_defaults`] says; `grove control` passes
+    /// whether the device it opened is a GPU), then checked. The errors are the checks' own,
+    /// which name the flags.
+    pub fn from_flags(command: &str, given: Value, on_gpu: Option<bool>) -> Result<Experiment> {
+        let on_gpu = on_gpu.unwrap_or_else(|| Self::gpu_defaults(command, &given));
+        Self::laid_over(command, given, on_gpu, None)
+    }
+
+    /// `given` laid over the defaults of `command` on a GPU (`on_gpu`) or the CPU, checked;
+    /// errors name `origin` (`None`: the command line, whose checks name the flags).
+    fn laid_over(command: &str, given: Value, on_gpu: bool, origin: Option<&str>) -> Result<Experiment> {
+        let name = origin.unwrap_or("the command line");
+        let bad = |e: anyhow::Error| match origin {
+            Some(o) => e.context(format!("{o}: bad settings")),
+            None => e,
+        };
+        let mut merged = Self::defaults_on(command, on_gpu)?;
+        anyhow::ensure!(given.is_object(), "{name}: the settings must be a block of `name: value` fields");
         // As on the command line, a classifier or a policy given a grammar has no default
         // function set.
         if matches!(command, "classify" | "control") && given.get("grammar").is_some_and(|g| !g.is_null()) && given.get("functions").is_none() {
@@ -89,40 +145,21 @@ impl Experiment {
             // `grove control` requires --env; a file names it too.
             anyhow::ensure!(
                 given.get("env").is_some_and(Value::is_string),
-                "{origin}: a control experiment names its environment, e.g. `Control(env: \"hopper\", ...)` (swimmer, hopper, walker2d, half_cheetah or a .ron path)"
+                "{name}: a control experiment names its environment, e.g. `Control(env: \"hopper\", ...)` (swimmer, hopper, walker2d, half_cheetah or a .ron path)"
             );
-            // As `grove control --device cuda`: a GPU's population, generations, episodes, random
-            // search and a residual's linear iterations.
-            if given.get("device").and_then(Value::as_str) == Some("cuda") {
-                let gpu = serde_json::to_value(ControlSettings::cli_default(true))?;
-                for (block, field) in [("engine", "pop_size"), ("engine", "generations")] {
-                    merged[block][field] = gpu[block][field].clone();
-                }
-                merged["episodes"] = gpu["episodes"].clone();
-                merged["linear"] = gpu["linear"].clone();
-                merged["linear_iterations"] = gpu["linear_iterations"].clone();
-            }
             crate::task::control::top_by_share(&mut merged, &given);
-        }
-        if matches!(command, "evolve" | "classify") {
-            // As `grove evolve` and `grove classify`: constants fitted by default where the run
-            // will have a GPU.
-            let device = given.get("device").and_then(|d| serde_json::from_value(d.clone()).ok());
-            let on_gpu = device.unwrap_or(crate::backend::DeviceChoice::Auto).has_gpu();
-            let d = if command == "evolve" { crate::task::regression::default_fit(on_gpu) } else { crate::task::classify::default_fit(on_gpu) };
-            merged["engine"]["constants"] = serde_json::to_value(d)?;
         }
         let normalise = given.get("normalise").cloned();
         crate::task::base::search::merge(&mut merged, given);
         if command == "control" {
-            crate::task::control::resolve_normalise(&mut merged, normalise.as_ref()).with_context(|| format!("{origin}: bad settings"))?;
+            crate::task::control::resolve_normalise(&mut merged, normalise.as_ref()).map_err(bad)?;
         }
         let exp = match command {
-            "evolve" => Experiment::Evolve(strict(merged, origin)?),
-            "classify" => Experiment::Classify(strict(merged, origin)?),
-            _ => Experiment::Control(strict(merged, origin)?),
+            "evolve" => Experiment::Evolve(strict(merged, name)?),
+            "classify" => Experiment::Classify(strict(merged, name)?),
+            _ => Experiment::Control(strict(merged, name)?),
         };
-        exp.check().with_context(|| format!("{origin}: bad settings"))?;
+        exp.check().map_err(bad)?;
         Ok(exp)
     }
 
