@@ -11,7 +11,7 @@ import numpy as np
 from . import _grove
 from ._run import budget_block, functions_text, grammar_spec, islands_block, on_note, operators_list, seed_of
 
-# `grove control`'s defaults (grove::task::defaults), which the signature of ``control`` shows.
+# `grove control`'s defaults (grove::task::base::defaults), which the signature of ``control`` shows.
 _CONTROL = _grove.DEFAULTS["control"]
 
 Rollout = namedtuple("Rollout", ["total_return", "steps", "terminated"])

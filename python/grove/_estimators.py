@@ -27,7 +27,7 @@ from ._run import budget_block, functions_text, grammar_spec, islands_block, on_
 
 _DTYPES = [np.float64, np.float32]
 
-# The command line's defaults (grove::task::defaults), which the signatures below show.
+# The command line's defaults (grove::task::base::defaults), which the signatures below show.
 _EVOLVE = _grove.DEFAULTS["evolve"]
 _CLASSIFY = _grove.DEFAULTS["classify"]
 
