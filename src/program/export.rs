@@ -309,6 +309,75 @@ fn policy_source(params: &[String], p: &Program<'_>, acts: &[String], outs: &[St
     src
 }
 
+/// The lines that standardise each feature in place before the program reads it (none for a
+/// model without standardisation), in f64 and rounded to f32 in Rust and C.
+fn standardize_lines(p: &Program<'_>, params: &[String], lang: Lang) -> Vec<String> {
+    let Some((mean, std)) = p.standardize else { return Vec::new() };
+    params
+        .iter()
+        .enumerate()
+        .map(|(j, name)| {
+            let (m, s) = (mean.get(j).copied().unwrap_or(0.0), std.get(j).copied().unwrap_or(1.0));
+            match lang {
+                Lang::Python => format!("{name} = ({name} - {m:?}) / {s:?}"),
+                Lang::Rust => format!("let {name} = (({name} as f64 - {m:?}) / {s:?}) as f32;"),
+                Lang::C => format!("{name} = (float)(((double){name} - {m:?}) / {s:?});"),
+            }
+        })
+        .collect()
+}
+
+/// A classifier's linear terms per output: each output becomes `out + c + a_j * x_j …` (f64,
+/// zero weights left out), rounded to f32 in Rust and C as the model adds them.
+fn add_logit_terms(outs: &mut [String], terms: &[crate::program::linear::Linear], params: &[String], lang: Lang) {
+    for (o, t) in outs.iter_mut().zip(terms) {
+        let x = |name: &str| match lang {
+            Lang::Python => name.to_string(),
+            Lang::Rust => format!("{name} as f64"),
+            Lang::C => format!("(double){name}"),
+        };
+        let sum: String = t.a.iter().zip(params).filter(|(a, _)| **a != 0.0).map(|(a, n)| format!(" + {a:?} * {}", x(n))).collect();
+        *o = match lang {
+            Lang::Python => format!("({o}) + {:?}{sum}", t.c),
+            Lang::Rust => format!("(({o}) as f64 + {:?}{sum}) as f32", t.c),
+            Lang::C => format!("(float)((double)({o}) + {:?}{sum})", t.c),
+        };
+    }
+}
+
+/// A classifier's head: the program's outputs become named features (`g_f0 …`, lines added to
+/// `body`, computed first) and `outs` each class's logit `c + a_m * g_f{m} …` (f64, zero weights
+/// left out), rounded to f32 in Rust and C as the model computes it; returns the features'
+/// expressions. An error for a head that does not fit the classes and outputs.
+fn class_head_logits(p: &Program<'_>, head: &[crate::program::linear::Linear], outs: &mut Vec<String>, body: &mut Vec<String>, lang: Lang) -> Result<Vec<String>, String> {
+    let k = outs.len();
+    if p.classes.map(<[String]>::len) != Some(head.len()) || p.logit_terms.is_some() || head.iter().any(|h| h.a.len() != k) {
+        return Err(format!("a classifier's head has one set of weights per class, a weight per output ({k}), and no linear terms per output"));
+    }
+    for (m, o) in outs.iter().enumerate() {
+        body.push(match lang {
+            Lang::Python => format!("g_f{m} = {o}"),
+            Lang::Rust => format!("let g_f{m}: f32 = {o};"),
+            Lang::C => format!("float g_f{m} = {o};"),
+        });
+    }
+    let feats = std::mem::take(outs);
+    for h in head {
+        let f = |m: usize| match lang {
+            Lang::Python => format!("g_f{m}"),
+            Lang::Rust => format!("g_f{m} as f64"),
+            Lang::C => format!("(double)g_f{m}"),
+        };
+        let sum: String = h.a.iter().enumerate().filter(|(_, a)| **a != 0.0).map(|(m, a)| format!(" + {a:?} * {}", f(m))).collect();
+        outs.push(match lang {
+            Lang::Python => format!("{:?}{sum}", h.c),
+            Lang::Rust => format!("({:?}{sum}) as f32", h.c),
+            Lang::C => format!("(float)({:?}{sum})", h.c),
+        });
+    }
+    Ok(feats)
+}
+
 /// The program as a complete source file: helpers, then `predict` (and `outputs` for a
 /// classifier; `outputs` and `act` for a control policy).
 pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
@@ -323,17 +392,7 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
         }
     }
     // The program reads standardised features under the same names.
-    let mut body = Vec::<String>::new();
-    if let Some((mean, std)) = p.standardize {
-        for (j, name) in params.iter().enumerate() {
-            let (m, s) = (mean.get(j).copied().unwrap_or(0.0), std.get(j).copied().unwrap_or(1.0));
-            body.push(match lang {
-                Lang::Python => format!("{name} = ({name} - {m:?}) / {s:?}"),
-                Lang::Rust => format!("let {name} = (({name} as f64 - {m:?}) / {s:?}) as f32;"),
-                Lang::C => format!("{name} = (float)(((double){name} - {m:?}) / {s:?});"),
-            });
-        }
-    }
+    let mut body = standardize_lines(p, &params, lang);
     let mut outs: Vec<String> = if p.n_outputs == 0 {
         vec![expression(p.nodes, &params, lang)]
     } else {
@@ -349,54 +408,16 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             })
             .collect()
     };
-    // A classifier's terms: each output becomes `out + c + a_j * x_j …` (f64, zero weights left
-    // out), rounded to f32 in Rust and C as the model adds them.
+    // A classifier's terms: each output becomes `out + c + a_j * x_j …`.
     if let Some(terms) = p.logit_terms {
-        for (o, t) in outs.iter_mut().zip(terms) {
-            let x = |name: &str| match lang {
-                Lang::Python => name.to_string(),
-                Lang::Rust => format!("{name} as f64"),
-                Lang::C => format!("(double){name}"),
-            };
-            let sum: String = t.a.iter().zip(&params).filter(|(a, _)| **a != 0.0).map(|(a, n)| format!(" + {a:?} * {}", x(n))).collect();
-            *o = match lang {
-                Lang::Python => format!("({o}) + {:?}{sum}", t.c),
-                Lang::Rust => format!("(({o}) as f64 + {:?}{sum}) as f32", t.c),
-                Lang::C => format!("(float)((double)({o}) + {:?}{sum})", t.c),
-            };
-        }
+        add_logit_terms(&mut outs, terms, &params, lang);
     }
-    // A classifier's head: the program's outputs become named features (`g_f0 …`, computed
-    // first) and each class's logit `c + a_m * g_f{m} …` (f64, zero weights left out), rounded
-    // to f32 in Rust and C as the model computes it.
-    let mut feats = Vec::new();
-    if let Some(head) = p.class_head {
-        let k = outs.len();
-        if p.classes.map(<[String]>::len) != Some(head.len()) || p.logit_terms.is_some() || head.iter().any(|h| h.a.len() != k) {
-            return Err(format!("a classifier's head has one set of weights per class, a weight per output ({k}), and no linear terms per output"));
-        }
-        for (m, o) in outs.iter().enumerate() {
-            body.push(match lang {
-                Lang::Python => format!("g_f{m} = {o}"),
-                Lang::Rust => format!("let g_f{m}: f32 = {o};"),
-                Lang::C => format!("float g_f{m} = {o};"),
-            });
-        }
-        feats = std::mem::take(&mut outs);
-        for h in head {
-            let f = |m: usize| match lang {
-                Lang::Python => format!("g_f{m}"),
-                Lang::Rust => format!("g_f{m} as f64"),
-                Lang::C => format!("(double)g_f{m}"),
-            };
-            let sum: String = h.a.iter().enumerate().filter(|(_, a)| **a != 0.0).map(|(m, a)| format!(" + {a:?} * {}", f(m))).collect();
-            outs.push(match lang {
-                Lang::Python => format!("{:?}{sum}", h.c),
-                Lang::Rust => format!("({:?}{sum}) as f32", h.c),
-                Lang::C => format!("(float)({:?}{sum})", h.c),
-            });
-        }
-    }
+    // A classifier's head: the program's outputs become named features, each class's logit a
+    // line over them.
+    let feats = match p.class_head {
+        Some(head) => class_head_logits(p, head, &mut outs, &mut body, lang)?,
+        None => Vec::new(),
+    };
     // One output whose sign decides between two classes.
     let binary = p.n_outputs == 0 && p.class_head.is_none();
     if let Some(acts) = p.actuators {
