@@ -16,6 +16,8 @@
 out=${OUT:-gpu-check}
 mkdir -p "$out"
 bin=$PWD/.device
+# Binaries staged with PACK=1 travel as one archive.
+if [ -f "$bin/pack.tar.xz" ]; then tar -C "$bin" -xJf "$bin/pack.tar.xz" && rm -f "$bin/pack.tar.xz"; fi
 export GROVE_TEST_GPU=1 GROVE_CACHE_DIR=${GROVE_CACHE_DIR:-/tmp/grove-cache}
 [ -f "$bin/STAGED" ] && cat "$bin/STAGED"
 root=$(cat "$bin/BUILD_ROOT" 2>/dev/null || echo /work/main)

@@ -29,6 +29,9 @@ cases=(
  "control --env hopper --device cpu --gens 3 --pop 60"
  "run examples/w1-pagie1.ron --device cpu --gens 5"
  "run examples/w5-iris.ron --device cpu --gens 5"
+ "control --env hopper --policy linear --device cpu --gens 4"
+ "control --env swimmer --policy residual --device cpu --gens 2 --pop 40 --linear-iterations 3 --head-every 1"
+ "classify --data data/classification/digits.csv --device cpu --gens 3 --pop 200 --optimise-constants 2"
 )
 status=0
 for i in "${!cases[@]}"; do

@@ -9,6 +9,7 @@
 #   .device/BUILD_ROOT     where they were built (they read fixtures there)
 #
 # Usage, from the repository root: tools/layout/stage.sh           (BASE defaults to 092ab21)
+#   PACK=1 tools/layout/stage.sh: the same, packed into .device/pack.tar.xz for the device call
 #   BASE=abc1234 tools/layout/stage.sh;  OLD_GROVE=path/to/grove tools/layout/stage.sh
 # BASE's binary is built from `git archive` in its own target folder (target/base: the first
 # time builds every dependency again, a few minutes) unless OLD_GROVE names one already built.
@@ -48,4 +49,10 @@ done <.device.list
 rm -f .device.list
 pwd >.device/BUILD_ROOT
 echo "staged: BASE=$base HEAD=$(git rev-parse --short HEAD)$(git diff --quiet || echo ' (with uncommitted changes)')" | tee .device/STAGED
+# PACK=1: the binaries travel as one xz archive (a device call carries at most 64 MiB);
+# tools/gpu_common.sh unpacks it there.
+if [ "${PACK:-0}" = 1 ]; then
+    tar -C .device -cf - . | xz -T2 -9 >.device.tar.xz
+    rm -rf .device && mkdir -p .device && mv .device.tar.xz .device/pack.tar.xz
+fi
 du -sh .device
