@@ -34,37 +34,13 @@ use anyhow::{Result, anyhow};
 
 use super::{Best, EngineConfig, GenerationStats, GrammarRep, IslandConfig, Observer, Outcome, Representation, Resume, Snapshot};
 use crate::backend::breed::Breeder;
-use crate::backend::cuda::{Comms, CudaEngine, DeviceClassData, DeviceDataset, DeviceGenomes, DeviceMapping, DevicePopulation, Link};
+use crate::backend::cuda::{Comms, CudaEngine, DeviceGenomes, DeviceMapping, DevicePopulation, Link};
 use crate::backend::GpuLink;
-use crate::program::fitness::{ClassFitness, RegressionConfig};
+pub use crate::backend::device_task::{DeviceClassification, DeviceControl, DeviceRegression, DeviceTask, Shard};
+use crate::program::fitness::ClassFitness;
 use migrate::migrate_on_device;
 use observe::{Books, observe};
 use profile::StageTimes;
-
-/// A regression task whose data lives on a GPU: what the device loop needs from the task.
-#[derive(Clone, Copy)]
-pub struct DeviceRegression<'a> {
-    /// The engine holding the data.
-    pub engine: &'a CudaEngine,
-    /// The training data on the device.
-    pub data: &'a DeviceDataset,
-    /// Metric, scaling and parsimony.
-    pub config: RegressionConfig,
-    /// The rows' other shards when they are split over GPUs (`--shard-rows`; empty: every row
-    /// is in `data`). Each generation's population is copied to each shard's GPU, which adds
-    /// its sums; the first GPU adds them in shard order ([`crate::program::fitness::RegressionSums::merge`]'s
-    /// order) and computes the fitness. Selection and breeding stay on the first GPU.
-    pub shards: &'a [Shard<'a>],
-}
-
-/// One shard of a regression task's rows on a GPU.
-#[derive(Clone, Copy)]
-pub struct Shard<'a> {
-    /// The engine holding the rows.
-    pub engine: &'a CudaEngine,
-    /// The rows.
-    pub data: &'a DeviceDataset,
-}
 
 /// A shard's copy of the population and its buffers, on the shard's GPU.
 struct ShardBuffers<'a> {
@@ -72,64 +48,6 @@ struct ShardBuffers<'a> {
     pop: DevicePopulation,
     order: crate::backend::cuda::TreeOrder,
     sums: crate::backend::cuda::FitnessScratch,
-}
-
-/// A classification task whose data lives on a GPU.
-#[derive(Clone, Copy)]
-pub struct DeviceClassification<'a> {
-    /// The engine holding the data.
-    pub engine: &'a CudaEngine,
-    /// The training data on the device.
-    pub data: &'a DeviceClassData,
-    /// Training points per class.
-    pub counts: &'a [u64],
-    /// What is minimised.
-    pub fitness: ClassFitness,
-    /// Added to the fitness per node.
-    pub parsimony: f64,
-}
-
-/// A control task whose roll-outs run on a GPU: fitness is minus the mean return of `run`'s
-/// episodes, plus parsimony.
-#[derive(Clone, Copy)]
-pub struct DeviceControl<'a> {
-    /// The engine that plays the episodes.
-    pub engine: &'a CudaEngine,
-    /// The environment.
-    pub model: &'a crate::sim::Model,
-    /// Episodes, steps and reset noise.
-    pub run: crate::backend::cpu::control::ControlRun,
-    /// Every generation plays fresh starts ([`crate::backend::cpu::control::ControlRun::at_generation`]).
-    pub fresh: bool,
-    /// Added to the fitness per node.
-    pub parsimony: f64,
-    /// Env steps played and seconds of the generations that played them, as the task counts
-    /// them for its report.
-    pub played: &'a std::sync::Mutex<(u64, f64)>,
-    /// The normaliser the policies read their observations through, learnt from what each
-    /// generation's policies see ([`crate::sim::stats::Learnt`]); `None`: raw observations.
-    pub learnt: Option<&'a std::sync::Mutex<crate::sim::stats::Learnt>>,
-}
-
-/// A task the device loop runs: its fitness is computed on the device.
-#[derive(Clone, Copy)]
-pub enum DeviceTask<'a> {
-    /// Symbolic regression.
-    Regression(DeviceRegression<'a>),
-    /// Classification.
-    Classification(DeviceClassification<'a>),
-    /// Control.
-    Control(DeviceControl<'a>),
-}
-
-impl<'a> DeviceTask<'a> {
-    fn engine(&self) -> &'a CudaEngine {
-        match self {
-            DeviceTask::Regression(r) => r.engine,
-            DeviceTask::Classification(c) => c.engine,
-            DeviceTask::Control(c) => c.engine,
-        }
-    }
 }
 
 /// The fitness step's buffers.
