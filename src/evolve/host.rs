@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 
 use super::islands::{self, HostIsland, HostIslands, IslandConfig, island_seed};
-use super::{Archive, ArchiveRef, Best, EngineConfig, Fitness, GenerationStats, Interrupted, Observer, Outcome, Representation, Resume, Snapshot};
+use super::{Archive, ArchiveRef, Best, EngineConfig, Fitness, GenerationStats, Observer, Outcome, Representation, Resume, Snapshot};
 use crate::backend::breed::Breeder;
 use crate::backend::cpu::breed::CpuBreeder;
 use crate::genome::init::Genomes;
@@ -129,7 +129,7 @@ impl<'a, 'r, 'g> HostLoop<'a, 'r, 'g> {
     /// survival, migration and breeding (but after the last), the statistics, then a snapshot
     /// when asked. Returns the outcome's rows (every island's evaluated population and fitness)
     /// when the run ends with it: at the last generation, or when the observer finishes it; an
-    /// [`Interrupted`] error when it asks to stop.
+    /// [`Interrupted`](super::Interrupted) error when it asks to stop.
     fn generation(&mut self, observer: &mut dyn Observer) -> anyhow::Result<Option<(Population, Vec<f64>)>> {
         let t0 = Instant::now();
         let (gen, p) = (self.gen, self.cfg.pop_size);
@@ -171,14 +171,8 @@ impl<'a, 'r, 'g> HostLoop<'a, 'r, 'g> {
             return Ok(Some(outcome_rows(&self.isl)));
         }
         self.gen += 1;
-        // Between generations (as `between_generations`): the islands end to end in a snapshot.
-        let stop = observer.stop_requested();
-        if stop || ended.is_some() || observer.wants_snapshot(self.gen) {
-            self.snapshot(observer)?;
-        }
-        if stop {
-            return Err(Interrupted { generation: self.gen }.into());
-        }
+        // Between generations: the islands end to end in a snapshot.
+        super::snapshot_between_generations(observer, self.gen, ended.is_some(), |o| self.snapshot(o))?;
         Ok(ended)
     }
 
@@ -437,7 +431,7 @@ fn best_of(fit: &[f64]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evolve::{GrammarRep, TreeRep, checkpoint};
+    use crate::evolve::{GrammarRep, Interrupted, TreeRep, checkpoint};
     use crate::genome::MapConfig;
     use crate::genome::init::InitConfig;
     use crate::genome::vary::GeVaryConfig;

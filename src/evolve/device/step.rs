@@ -15,7 +15,7 @@ use super::profile::StageTimes;
 use super::snapshot::outcome_rows;
 use super::{DeviceLoop, DeviceTask, Island, Transfers, bytes};
 use crate::backend::cuda::MailboxRead;
-use crate::evolve::{GenerationStats, Interrupted, Observer, islands};
+use crate::evolve::{GenerationStats, Observer, islands};
 use crate::program::tree::Population;
 
 impl DeviceLoop<'_, '_, '_, '_> {
@@ -23,8 +23,8 @@ impl DeviceLoop<'_, '_, '_, '_> {
     /// the migration), breeding (but after the last), the statistics and the observer, then
     /// the next generation's counts and a snapshot when asked. Returns the outcome's rows
     /// (every island's evaluated population and fitness) when the run ends with it: at the last
-    /// generation, or when the observer finishes it; an [`Interrupted`] error when it asks to
-    /// stop.
+    /// generation, or when the observer finishes it; an
+    /// [`Interrupted`](crate::evolve::Interrupted) error when it asks to stop.
     pub(super) fn generation(&mut self, observer: &mut dyn Observer) -> Result<Option<(Population, Vec<f64>)>> {
         let t0 = Instant::now();
         let e0 = self.tasks[0].engine();
@@ -65,15 +65,9 @@ impl DeviceLoop<'_, '_, '_, '_> {
             std::mem::swap(&mut i.pop, &mut i.next);
         }
         self.gen += 1;
-        // Between generations (as `between_generations`, which needs the population on the
-        // host): a snapshot when asked or before a stop.
-        let stop = observer.stop_requested();
-        if stop || ended.is_some() || observer.wants_snapshot(self.gen) {
-            self.snapshot(observer)?;
-        }
-        if stop {
-            return Err(Interrupted { generation: self.gen }.into());
-        }
+        // Between generations: a snapshot when asked or before a stop, copied from the devices
+        // only then.
+        crate::evolve::snapshot_between_generations(observer, self.gen, ended.is_some(), |o| self.snapshot(o))?;
         Ok(ended)
     }
 
