@@ -703,3 +703,28 @@ fn the_files_of_each_backend_import_each_other_in_one_direction() {
         }
     }
 }
+
+#[test]
+fn no_task_names_cuda() {
+    // The tasks and their base ask the backend (`Backend::is_gpu`, `regression_task`, …); only
+    // the runner's tools, which replay and map on the device directly, may name the CUDA engine.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut offences = Vec::new();
+    for folder in ["base", "regression", "classify", "control"] {
+        for file in rust_files(&root.join("src/task").join(folder)) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let code = without_test_modules(&blank_literals(&strip_comments(&text)));
+            for (n, (line, shown)) in code.lines().zip(text.lines()).enumerate() {
+                let what = names_cuda(line).or_else(|| line.contains("Backend::Cuda").then_some("Backend::Cuda"));
+                if let Some(what) = what {
+                    offences.push(format!("{}:{}: names {what}: {}", file.strip_prefix(root).unwrap().display(), n + 1, shown.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        offences.is_empty(),
+        "a task names no CUDA type: ask the backend (Backend::is_gpu, regression_task, classification_task, control_task, shard):\n{}",
+        offences.join("\n")
+    );
+}

@@ -14,6 +14,7 @@
 pub mod breed;
 pub mod cpu;
 pub mod cuda;
+pub mod device_task;
 
 use anyhow::Result;
 

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 
 use super::islands::{self, HostIsland, HostIslands, IslandConfig, island_seed};
-use super::{Archive, ArchiveRef, Best, EngineConfig, Fitness, GenerationStats, Interrupted, Observer, Outcome, Representation, Resume, Snapshot};
+use super::{Archive, ArchiveRef, Best, EngineConfig, Fitness, GenerationStats, Observer, Outcome, Representation, Resume, Snapshot};
 use crate::backend::breed::Breeder;
 use crate::backend::cpu::breed::CpuBreeder;
 use crate::genome::init::Genomes;
@@ -19,11 +19,11 @@ use crate::select;
 
 /// The host loop of either representation on `islands.count` islands (one: the plain run).
 ///
-/// Per generation, every island in turn: (GE: map its genomes,) evaluate; then the best so far
-/// (the first island's among equals), [`Observer::evaluated`] with the islands end to end,
-/// each island's statistics; then, at a migration generation, [`islands::migrate`]; then each
-/// island breeds with its own seed ([`islands::island_seed`]). Snapshots hold every island,
-/// end to end.
+/// Per generation ([`HostLoop::generation`]), every island in turn: (GE: map its genomes,)
+/// evaluate; then the best so far (the first island's among equals), [`Observer::evaluated`]
+/// with the islands end to end, each island's statistics; then, at a migration generation,
+/// [`islands::migrate`]; then each island breeds with its own seed ([`islands::island_seed`]).
+/// Snapshots hold every island, end to end.
 pub fn run(
     cfg: &EngineConfig,
     islands: &IslandConfig,
@@ -33,33 +33,59 @@ pub fn run(
     observer: &mut dyn Observer,
 ) -> anyhow::Result<Outcome> {
     let cfg = &cfg.resolved(rep);
-    let p = cfg.pop_size;
-    let n = islands.count;
     if let Representation::Trees(rep) = rep {
         rep.vary.check().map_err(|e| anyhow!("tree settings: {e}"))?;
         rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
     }
-    islands.check(p)?;
-    let (max_len, n_outputs) = match rep {
-        Representation::Trees(r) => (r.vary.spec.max_len, r.vary.spec.n_outputs),
-        Representation::Grammar(r) => (cfg.max_len, r.templates.n_outputs),
-    };
-    let island = |i: usize, pop: Population, genomes: Option<Genomes>| HostIsland {
-        seed: island_seed(cfg.seed, i),
-        pop,
-        fit: Vec::new(),
-        genomes,
-        used: Vec::new(),
-    };
-    let (mut isl, mut best, mut history, mut island_history, mut gen, mut kept) = match resume {
-        None => {
+    islands.check(cfg.pop_size)?;
+    let mut run = HostLoop::new(cfg, islands, rep, task, resume)?;
+    loop {
+        if let Some((population, fitness)) = run.generation(observer)? {
+            let HostLoop { best, history, island_history, .. } = run;
+            return Ok(Outcome { best, history, island_history, population, fitness, transfers: None });
+        }
+    }
+}
+
+/// The host loop between two generations: its settings, islands and books.
+struct HostLoop<'a, 'r, 'g> {
+    cfg: &'a EngineConfig,
+    islands: &'a IslandConfig,
+    rep: Representation<'r, 'g>,
+    task: &'a dyn Fitness,
+    isl: Vec<HostIsland>,
+    best: Best,
+    history: Vec<GenerationStats>,
+    island_history: Vec<Vec<GenerationStats>>,
+    /// The generation evaluated next.
+    gen: usize,
+    /// NSGA-II: each island's survivors of the last generation (none before the first).
+    kept: Vec<Option<Kept>>,
+}
+
+impl<'a, 'r, 'g> HostLoop<'a, 'r, 'g> {
+    /// The loop's start: every island's first population (random trees, or GE's random
+    /// genomes, from the island's seed), or on resume the checkpoint's rows, books and
+    /// survivors split into the islands.
+    fn new(cfg: &'a EngineConfig, islands: &'a IslandConfig, rep: Representation<'r, 'g>, task: &'a dyn Fitness, resume: Option<Resume>) -> anyhow::Result<Self> {
+        let (n, p) = (islands.count, cfg.pop_size);
+        let (max_len, n_outputs) = match rep {
+            Representation::Trees(r) => (r.vary.spec.max_len, r.vary.spec.n_outputs),
+            Representation::Grammar(r) => (cfg.max_len, r.templates.n_outputs),
+        };
+        let island = |i: usize, pop: Population, genomes: Option<Genomes>| HostIsland {
+            seed: island_seed(cfg.seed, i),
+            pop,
+            fit: Vec::new(),
+            genomes,
+            used: Vec::new(),
+        };
+        let Some(r) = resume else {
             let isl = (0..n)
                 .map(|i| {
                     let seed = island_seed(cfg.seed, i);
                     Ok(match rep {
-                        Representation::Trees(r) => {
-                            island(i, CpuBreeder.random_trees(&r.vary.spec, p, seed)?, None)
-                        }
+                        Representation::Trees(r) => island(i, CpuBreeder.random_trees(&r.vary.spec, p, seed)?, None),
                         Representation::Grammar(r) => {
                             let g = CpuBreeder.random_genomes(&r.grammar(), &r.init, p, r.genome_capacity, seed)?;
                             island(i, Population::new(p, max_len, n_outputs), Some(g))
@@ -68,65 +94,48 @@ pub fn run(
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
-            (isl, best, Vec::with_capacity(cfg.generations + 1), Vec::new(), 0usize, vec![None; n])
-        }
-        Some(r) => {
-            super::check_resume(cfg, &r)?;
-            islands::check_resume(islands, r.islands)?;
-            let isl: Vec<HostIsland> = match rep {
-                Representation::Trees(_) => {
-                    let all = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
-                    anyhow::ensure!(
-                        all.size() == n * p && all.max_len == max_len && all.n_outputs == n_outputs,
-                        "the checkpoint's trees do not fit these settings"
-                    );
-                    islands::split_trees(&all, n, p)?.into_iter().enumerate().map(|(i, pop)| island(i, pop, None)).collect()
-                }
-                Representation::Grammar(rep) => {
-                    let g = r.genomes.ok_or_else(|| anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
-                    anyhow::ensure!(g.size() == n * p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
-                    islands::split_genomes(&g, n, p)?
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, g)| island(i, Population::new(p, max_len, n_outputs), Some(g)))
-                        .collect()
-                }
-            };
-            let kept = match r.archive {
-                None => vec![None; n],
-                Some(a) => split_archive(a, rep, n, p)?.into_iter().map(Some).collect(),
-            };
-            (isl, r.best, r.history, r.island_history, r.generation, kept)
-        }
-    };
-    let nsga2 = cfg.bloat == select::Bloat::Nsga2;
-    loop {
+            let (history, island_history) = (Vec::with_capacity(cfg.generations + 1), Vec::new());
+            return Ok(HostLoop { cfg, islands, rep, task, isl, best, history, island_history, gen: 0, kept: vec![None; n] });
+        };
+        super::check_resume(cfg, &r)?;
+        islands::check_resume(islands, r.islands)?;
+        let isl: Vec<HostIsland> = match rep {
+            Representation::Trees(_) => {
+                let all = r.population.ok_or_else(|| anyhow!("the checkpoint holds genomes, not the trees tree GP needs"))?;
+                anyhow::ensure!(
+                    all.size() == n * p && all.max_len == max_len && all.n_outputs == n_outputs,
+                    "the checkpoint's trees do not fit these settings"
+                );
+                islands::split_trees(&all, n, p)?.into_iter().enumerate().map(|(i, pop)| island(i, pop, None)).collect()
+            }
+            Representation::Grammar(rep) => {
+                let g = r.genomes.ok_or_else(|| anyhow!("the checkpoint holds trees, not the genomes grammatical evolution needs"))?;
+                anyhow::ensure!(g.size() == n * p && g.capacity == rep.genome_capacity, "the checkpoint's genomes do not fit these settings");
+                islands::split_genomes(&g, n, p)?
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, g)| island(i, Population::new(p, max_len, n_outputs), Some(g)))
+                    .collect()
+            }
+        };
+        let kept = match r.archive {
+            None => vec![None; n],
+            Some(a) => split_archive(a, rep, n, p)?.into_iter().map(Some).collect(),
+        };
+        Ok(HostLoop { cfg, islands, rep, task, isl, best: r.best, history: r.history, island_history: r.island_history, gen: r.generation, kept })
+    }
+
+    /// Runs generation `self.gen`: evaluation, the best so far, the observer's view, NSGA-II's
+    /// survival, migration and breeding (but after the last), the statistics, then a snapshot
+    /// when asked. Returns the outcome's rows (every island's evaluated population and fitness)
+    /// when the run ends with it: at the last generation, or when the observer finishes it; an
+    /// [`Interrupted`](super::Interrupted) error when it asks to stop.
+    fn generation(&mut self, observer: &mut dyn Observer) -> anyhow::Result<Option<(Population, Vec<f64>)>> {
         let t0 = Instant::now();
-        for i in isl.iter_mut() {
-            if let (Representation::Grammar(r), Some(g)) = (rep, &i.genomes) {
-                CpuBreeder.map(&r.grammar(), &mut i.used, g, Some(&mut i.pop))?;
-            }
-            i.fit = evaluate(task, &i.pop, gen)?;
-            if cfg.constants.at(gen) {
-                fit_constants(task, cfg, i)?;
-            }
-        }
-        for i in &isl {
-            if let Some(b) = best_of(&i.fit) {
-                if i.fit[b] < best.fitness {
-                    let genome = match (rep, &i.genomes) {
-                        (Representation::Grammar(r), Some(g)) => {
-                            let g = g.get(b).to_vec();
-                            let text = super::phenotype(r, &g);
-                            Some((g, text))
-                        }
-                        _ => None,
-                    };
-                    best = Best { fitness: i.fit[b], nodes: i.pop.tree(b).nodes(), generation: gen, genome };
-                }
-            }
-        }
-        match isl.as_slice() {
+        let (gen, p) = (self.gen, self.cfg.pop_size);
+        self.evaluate()?;
+        self.keep_best();
+        match self.isl.as_slice() {
             [one] => observer.evaluated(gen, &one.pop, &one.fit),
             all => {
                 let pop = islands::concat_trees(all.iter().map(|i| &i.pop));
@@ -136,76 +145,119 @@ pub fn run(
         }
         // The generation's statistics are its evaluated programs' (with NSGA-II, before they
         // compete with the last survivors: what the device loop reads too).
-        let mut each: Vec<GenerationStats> = isl.iter().map(|i| stats(gen, &i.pop, &i.fit, 0.0)).collect();
-        if nsga2 {
-            for (i, k) in isl.iter_mut().zip(kept.iter_mut()) {
+        let mut each: Vec<GenerationStats> = self.isl.iter().map(|i| stats(gen, &i.pop, &i.fit, 0.0)).collect();
+        if self.nsga2() {
+            for (i, k) in self.isl.iter_mut().zip(self.kept.iter_mut()) {
                 survive(i, k.take(), p);
             }
         }
-        let last = gen == cfg.generations;
+        let last = gen == self.cfg.generations;
         // A generation that ends the run early keeps its evaluated population for the outcome
         // and breeds the next one for the snapshot (a checkpoint then continues the run).
-        let ended = (!last && observer.finish(gen, &best)).then(|| outcome_rows(&isl));
+        let ended = (!last && observer.finish(gen, &self.best)).then(|| outcome_rows(&self.isl));
         if !last {
-            if islands.migrates_after(gen, cfg.generations) {
-                islands::migrate(&mut HostIslands(&mut isl), islands.migrants)?;
-            }
-            for (i, k) in isl.iter_mut().zip(kept.iter_mut()) {
-                if nsga2 {
-                    *k = Some(Kept { pop: i.pop.clone(), fit: i.fit.clone(), genomes: i.genomes.clone(), used: i.used.clone() });
-                }
-                breed_on_host(cfg, rep, i, gen as u32 + 1)?;
-            }
+            self.migrate_and_breed()?;
         }
         let seconds = t0.elapsed().as_secs_f64();
         each.iter_mut().for_each(|s| s.seconds = seconds);
         let s = islands::combine(gen, &each, p, seconds);
-        if n > 1 {
+        if self.isl.len() > 1 {
             observer.islands(&each);
-            island_history.push(each);
+            self.island_history.push(each);
         }
-        observer.generation(&s, &best);
-        history.push(s);
+        observer.generation(&s, &self.best);
+        self.history.push(s);
         if last {
-            let (population, fitness) = outcome_rows(&isl);
-            return Ok(Outcome { best, history, island_history, population, fitness, transfers: None });
+            return Ok(Some(outcome_rows(&self.isl)));
         }
-        gen += 1;
-        // Between generations (as `between_generations`): the islands end to end in a snapshot.
-        let stop = observer.stop_requested();
-        if stop || ended.is_some() || observer.wants_snapshot(gen) {
-            let (trees, genomes) = match (rep, isl.as_slice()) {
-                (Representation::Trees(_), [one]) => (Some(std::borrow::Cow::Borrowed(&one.pop)), None),
-                (Representation::Trees(_), all) => (Some(std::borrow::Cow::Owned(islands::concat_trees(all.iter().map(|i| &i.pop)))), None),
-                (Representation::Grammar(_), [one]) => (None, one.genomes.as_ref().map(std::borrow::Cow::Borrowed)),
-                (Representation::Grammar(_), all) => {
-                    (None, Some(std::borrow::Cow::Owned(islands::concat_genomes(all.iter().filter_map(|i| i.genomes.as_ref())))))
+        self.gen += 1;
+        // Between generations: the islands end to end in a snapshot.
+        super::snapshot_between_generations(observer, self.gen, ended.is_some(), |o| self.snapshot(o))?;
+        Ok(ended)
+    }
+
+    /// Whether NSGA-II chooses the survivors.
+    fn nsga2(&self) -> bool {
+        self.cfg.bloat == select::Bloat::Nsga2
+    }
+
+    /// Every island in turn: (GE: its genomes mapped into its trees,) its trees evaluated and,
+    /// at a fitting generation, its constants fitted.
+    fn evaluate(&mut self) -> anyhow::Result<()> {
+        let (cfg, gen) = (self.cfg, self.gen);
+        for i in self.isl.iter_mut() {
+            if let (Representation::Grammar(r), Some(g)) = (self.rep, &i.genomes) {
+                CpuBreeder.map(&r.grammar(), &mut i.used, g, Some(&mut i.pop))?;
+            }
+            i.fit = evaluate(self.task, &i.pop, gen)?;
+            if cfg.constants.at(gen) {
+                fit_constants(self.task, cfg, i)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The best so far: each island's best in turn replaces it when strictly better (so the
+    /// first island's among equals), with its genome and phenotype for GE.
+    fn keep_best(&mut self) {
+        for i in &self.isl {
+            if let Some(b) = best_of(&i.fit) {
+                if i.fit[b] < self.best.fitness {
+                    let genome = match (self.rep, &i.genomes) {
+                        (Representation::Grammar(r), Some(g)) => {
+                            let g = g.get(b).to_vec();
+                            let text = super::phenotype(r, &g);
+                            Some((g, text))
+                        }
+                        _ => None,
+                    };
+                    self.best = Best { fitness: i.fit[b], nodes: i.pop.tree(b).nodes(), generation: self.gen, genome };
                 }
-            };
-            let archive = nsga2.then(|| join_archive(&kept)).flatten();
-            observer.snapshot(&Snapshot {
-                generation: gen,
-                genomes: genomes.as_deref(),
-                population: trees.as_deref(),
-                best: &best,
-                history: &history,
-                islands: n,
-                island_history: &island_history,
-                archive: archive.as_ref().map(|a| ArchiveRef { trees: &a.trees, genomes: a.genomes.as_ref(), fitness: &a.fitness }),
-            })?;
+            }
         }
-        if stop {
-            return Err(Interrupted { generation: gen }.into());
+    }
+
+    /// At a migration generation the islands migrate; then each island (NSGA-II: its survivors
+    /// kept for the next survival) breeds generation `self.gen + 1`.
+    fn migrate_and_breed(&mut self) -> anyhow::Result<()> {
+        if self.islands.migrates_after(self.gen, self.cfg.generations) {
+            islands::migrate(&mut HostIslands(&mut self.isl), self.islands.migrants)?;
         }
-        if let Some((population, fitness)) = ended {
-            return Ok(Outcome { best, history, island_history, population, fitness, transfers: None });
+        let nsga2 = self.nsga2();
+        for (i, k) in self.isl.iter_mut().zip(self.kept.iter_mut()) {
+            if nsga2 {
+                *k = Some(Kept { pop: i.pop.clone(), fit: i.fit.clone(), genomes: i.genomes.clone(), used: i.used.clone() });
+            }
+            breed_on_host(self.cfg, self.rep, i, self.gen as u32 + 1)?;
         }
+        Ok(())
+    }
+
+    /// Hands `observer` a snapshot of generation `self.gen` (bred, not yet evaluated): every
+    /// island's trees or genomes end to end, and NSGA-II's survivors.
+    fn snapshot(&self, observer: &mut dyn Observer) -> anyhow::Result<()> {
+        let (trees, genomes) = match (self.rep, self.isl.as_slice()) {
+            (Representation::Trees(_), [one]) => (Some(std::borrow::Cow::Borrowed(&one.pop)), None),
+            (Representation::Trees(_), all) => (Some(std::borrow::Cow::Owned(islands::concat_trees(all.iter().map(|i| &i.pop)))), None),
+            (Representation::Grammar(_), [one]) => (None, one.genomes.as_ref().map(std::borrow::Cow::Borrowed)),
+            (Representation::Grammar(_), all) => {
+                (None, Some(std::borrow::Cow::Owned(islands::concat_genomes(all.iter().filter_map(|i| i.genomes.as_ref())))))
+            }
+        };
+        let archive = self.nsga2().then(|| join_archive(&self.kept)).flatten();
+        observer.snapshot(&Snapshot {
+            generation: self.gen,
+            genomes: genomes.as_deref(),
+            population: trees.as_deref(),
+            best: &self.best,
+            history: &self.history,
+            islands: self.islands.count,
+            island_history: &self.island_history,
+            archive: archive.as_ref().map(|a| ArchiveRef { trees: &a.trees, genomes: a.genomes.as_ref(), fitness: &a.fitness }),
+        })
     }
 }
 
-/// Breeds island `i`'s next generation `next_gen` on the host from its evaluated population,
-/// through the breeding contract's CPU side ([`CpuBreeder`]) in the device loop's order: tree
-/// GP replaces its trees, GE its genomes (mapped at the next evaluation).
 /// The outcome's population and fitness: every island's evaluated rows, end to end.
 fn outcome_rows(isl: &[HostIsland]) -> (Population, Vec<f64>) {
     match isl {
@@ -214,6 +266,9 @@ fn outcome_rows(isl: &[HostIsland]) -> (Population, Vec<f64>) {
     }
 }
 
+/// Breeds island `i`'s next generation `next_gen` on the host from its evaluated population,
+/// through the breeding contract's CPU side ([`CpuBreeder`]) in the device loop's order: tree
+/// GP replaces its trees, GE its genomes (mapped at the next evaluation).
 fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIsland, next_gen: u32) -> anyhow::Result<()> {
     let p = cfg.pop_size;
     let seed = i.seed;
@@ -323,6 +378,8 @@ fn split_archive(a: Archive, rep: Representation<'_, '_>, n: usize, p: usize) ->
         .collect()
 }
 
+/// One island's statistics of generation `generation`: the best, mean fitness and mean size
+/// of its valid rows (finite fitness, a program), and how many are invalid.
 fn stats(generation: usize, pop: &Population, fit: &[f64], seconds: f64) -> GenerationStats {
     let mut best = f64::INFINITY;
     let (mut sum, mut size, mut n) = (0.0, 0.0, 0usize);
@@ -366,6 +423,7 @@ fn fit_constants(task: &dyn Fitness, cfg: &EngineConfig, i: &mut HostIsland) -> 
     Ok(())
 }
 
+/// The row of the lowest fitness (the first among equals), if it is valid.
 fn best_of(fit: &[f64]) -> Option<usize> {
     select::elite(fit, 1).into_iter().next().filter(|&i| select::key(fit[i]).is_finite())
 }
@@ -373,7 +431,7 @@ fn best_of(fit: &[f64]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evolve::{GrammarRep, TreeRep, checkpoint};
+    use crate::evolve::{GrammarRep, Interrupted, TreeRep, checkpoint};
     use crate::genome::MapConfig;
     use crate::genome::init::InitConfig;
     use crate::genome::vary::GeVaryConfig;

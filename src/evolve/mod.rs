@@ -402,12 +402,25 @@ impl std::error::Error for Interrupted {}
 /// The point between generations: takes a snapshot when asked (or before a stop) and returns
 /// [`Interrupted`] when a stop was requested. Call it from any generation loop.
 pub fn between_generations(observer: &mut dyn Observer, state: Snapshot<'_>) -> anyhow::Result<()> {
+    snapshot_between_generations(observer, state.generation, false, |o| o.snapshot(&state))
+}
+
+/// [`between_generations`] for a loop whose snapshot costs copies: before generation
+/// `generation`, `take` hands the observer a snapshot when it asks for one, before a stop, or
+/// when the run `ended` (the observer finished it); then [`Interrupted`] when a stop was
+/// requested.
+pub(crate) fn snapshot_between_generations(
+    observer: &mut dyn Observer,
+    generation: usize,
+    ended: bool,
+    take: impl FnOnce(&mut dyn Observer) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let stop = observer.stop_requested();
-    if stop || observer.wants_snapshot(state.generation) {
-        observer.snapshot(&state)?;
+    if stop || ended || observer.wants_snapshot(generation) {
+        take(observer)?;
     }
     if stop {
-        return Err(Interrupted { generation: state.generation }.into());
+        return Err(Interrupted { generation }.into());
     }
     Ok(())
 }

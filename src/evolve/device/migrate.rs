@@ -8,7 +8,7 @@
 
 use anyhow::Result;
 
-use super::{Island, Transfers};
+use super::{Island, Transfers, bytes};
 use crate::backend::cuda::{DeviceFitness, DeviceGenomes, DeviceIndices, DevicePopulation, DeviceUsed, Link};
 use crate::evolve::islands::{self, Transport};
 
@@ -81,8 +81,8 @@ impl Transport for DeviceIslands<'_, '_, '_, '_> {
             p
         } else {
             // Another GPU's rows: copied onto this one first, over the run's link.
-            let bytes = p.trees.bytes() + p.fit.size() * 8 + p.genomes.as_ref().map_or(0, DeviceGenomes::bytes) + p.used.as_ref().map_or(0, |u| u.size() * 4);
-            self.tr.migration_peer_bytes += bytes;
+            self.tr.migration_peer_bytes +=
+                p.trees.bytes() + bytes::fitness(p.fit.size()) + p.genomes.as_ref().map_or(0, DeviceGenomes::bytes) + p.used.as_ref().map_or(0, |u| bytes::of::<u32>(u.size()));
             DevicePacket {
                 from: j,
                 trees: e.copy_population_from(&p.trees, self.link)?,

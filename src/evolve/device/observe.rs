@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 
-use super::{Island, Transfers};
+use super::{Island, Transfers, bytes};
 use crate::evolve::{Best, Observer, Representation};
 
 /// What the host reads of one generation of every island.
@@ -34,9 +34,7 @@ pub(super) fn observe(
     books: &mut Books,
     observer: &mut dyn Observer,
 ) -> Result<Seen> {
-    let mailbox_bytes = crate::backend::cuda::generation::MAILBOX_WORDS * 4;
     let max_len = isl[0].pop.max_len();
-    let size_bytes = (max_len + 1) * 16;
     let mut reads = Vec::with_capacity(isl.len());
     let mut counts = vec![0u32; max_len + 1];
     // Per size: (fitness, island, index) of the winner over the islands.
@@ -45,9 +43,9 @@ pub(super) fn observe(
         let (r, summary) = i.engine().read_generation(&i.mail, &i.sizes)?;
         let tr = &mut books.tr;
         tr.mailbox_reads += 1;
-        tr.mailbox_bytes += mailbox_bytes;
+        tr.mailbox_bytes += bytes::MAILBOX;
         tr.size_summaries += 1;
-        tr.size_summary_bytes += size_bytes;
+        tr.size_summary_bytes += bytes::size_summary(max_len);
         for (size, b) in summary.best.iter().enumerate() {
             if let Some((f, idx)) = *b {
                 if winner[size].is_none_or(|(wf, _, _)| f < wf) {
@@ -76,7 +74,7 @@ pub(super) fn observe(
             best_at = Some((b, k));
         }
     }
-    let row_bytes = max_len * 8 + 2;
+    let row_bytes = bytes::row(max_len);
     let mut winners: Vec<Option<(f64, Vec<crate::program::tree::Node>)>> = vec![None; improved.len()];
     for (k, i) in isl.iter().enumerate() {
         let e = i.engine();
@@ -102,7 +100,7 @@ pub(super) fn observe(
                 (None, _) => None,
             };
             if let Some(g) = &genome {
-                tr.best_genome_bytes += g.len() * 4;
+                tr.best_genome_bytes += bytes::of::<u32>(g.len());
             }
             let genome = match (rep, genome) {
                 (Representation::Grammar(rep), Some(g)) => {

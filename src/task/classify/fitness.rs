@@ -59,18 +59,7 @@ impl crate::evolve::Fitness for Classification<'_> {
             // The head's sums are summed on the GPU; selection and variation run on the host.
             return None;
         }
-        match (self.backend, &self.data) {
-            (crate::backend::Backend::Cuda(engine), crate::backend::ClassData::Device(data)) => {
-                Some(crate::evolve::device::DeviceTask::Classification(crate::evolve::device::DeviceClassification {
-                    engine,
-                    data,
-                    counts: &self.counts,
-                    fitness: self.fitness,
-                    parsimony: self.parsimony,
-                }))
-            }
-            _ => None,
-        }
+        self.backend.classification_task(&self.data, &self.counts, self.fitness, self.parsimony)
     }
 }
 

@@ -131,19 +131,11 @@ impl crate::evolve::Fitness for Control<'_> {
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
-        match self.backend {
-            // The device loop plays the programs as they are; a residual's are composed first.
-            Backend::Cuda(engine) if self.residual.is_none() => Some(crate::evolve::device::DeviceTask::Control(crate::evolve::device::DeviceControl {
-                engine,
-                model: self.model,
-                run: self.run,
-                fresh: self.fresh,
-                parsimony: self.parsimony,
-                played: &self.played,
-                learnt: self.learnt,
-            })),
-            _ => None,
+        // The device loop plays the programs as they are; a residual's are composed first.
+        if self.residual.is_some() {
+            return None;
         }
+        self.backend.control_task(self.model, self.run, self.fresh, self.parsimony, &self.played, self.learnt)
     }
 }
 

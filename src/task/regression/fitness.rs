@@ -108,12 +108,7 @@ impl crate::evolve::Fitness for Regression<'_> {
         if self.joint.is_some() || self.outputs > 1 {
             return None;
         }
-        match (self.backend, &self.data) {
-            (crate::backend::Backend::Cuda(engine), crate::backend::RegressionData::Device(data)) => {
-                Some(crate::evolve::device::DeviceTask::Regression(crate::evolve::device::DeviceRegression { engine, data, config: self.config, shards: &[] }))
-            }
-            _ => None,
-        }
+        self.backend.regression_task(&self.data, self.config)
     }
 }
 

@@ -9,9 +9,9 @@
 use anyhow::{Result, bail, ensure};
 
 use super::Regression;
-use crate::backend::{Backend, Gpus, RegressionData};
+use crate::backend::{Backend, Gpus};
 use crate::data::Dataset;
-use crate::evolve::device::{DeviceRegression, DeviceTask, Shard};
+use crate::evolve::device::{DeviceTask, Shard};
 use crate::program::fitness::RegressionSums;
 use crate::program::tree::Population;
 
@@ -89,10 +89,7 @@ impl<'p> ShardedRegression<'p> {
         ensure!(parts.iter().all(|p| p.outputs <= 1), "--shard-rows: a fitted head (--outputs K) is not split over GPUs yet");
         let shards = parts[1..]
             .iter()
-            .filter_map(|r| match (r.backend, &r.data) {
-                (Backend::Cuda(engine), RegressionData::Device(data)) => Some(Shard { engine, data }),
-                _ => None,
-            })
+            .filter_map(|r| r.backend.shard(&r.data))
             .collect();
         Ok(Self { parts, shards })
     }
@@ -120,9 +117,6 @@ impl crate::evolve::Fitness for ShardedRegression<'_> {
         if self.shards.len() + 1 != self.parts.len() {
             return None;
         }
-        match self.parts[0].device_task()? {
-            DeviceTask::Regression(r) => Some(DeviceTask::Regression(DeviceRegression { shards: &self.shards, ..r })),
-            _ => None,
-        }
+        self.parts[0].device_task()?.with_shards(&self.shards)
     }
 }

@@ -1,0 +1,153 @@
+//! What the device loop ([`crate::evolve::device`]) needs from a task whose data lives on a GPU:
+//! [`DeviceTask`], the engine and the task's device data and settings. The backend builds it
+//! ([`Backend::regression_task`], [`Backend::classification_task`], [`Backend::control_task`]),
+//! so a task says what it scores and never which device holds it: on the CPU each constructor
+//! gives `None`, and the host loop runs.
+
+use std::sync::Mutex;
+
+use super::cpu::control::ControlRun;
+use super::cuda::{CudaEngine, DeviceClassData, DeviceDataset};
+use super::{Backend, ClassData, RegressionData};
+use crate::program::fitness::{ClassFitness, RegressionConfig};
+
+/// A regression task whose data lives on a GPU: what the device loop needs from the task.
+#[derive(Clone, Copy)]
+pub struct DeviceRegression<'a> {
+    /// The engine holding the data.
+    pub engine: &'a CudaEngine,
+    /// The training data on the device.
+    pub data: &'a DeviceDataset,
+    /// Metric, scaling and parsimony.
+    pub config: RegressionConfig,
+    /// The rows' other shards when they are split over GPUs (`--shard-rows`; empty: every row
+    /// is in `data`). Each generation's population is copied to each shard's GPU, which adds
+    /// its sums; the first GPU adds them in shard order ([`crate::program::fitness::RegressionSums::merge`]'s
+    /// order) and computes the fitness. Selection and breeding stay on the first GPU.
+    pub shards: &'a [Shard<'a>],
+}
+
+/// One shard of a regression task's rows on a GPU.
+#[derive(Clone, Copy)]
+pub struct Shard<'a> {
+    /// The engine holding the rows.
+    pub engine: &'a CudaEngine,
+    /// The rows.
+    pub data: &'a DeviceDataset,
+}
+
+/// A classification task whose data lives on a GPU.
+#[derive(Clone, Copy)]
+pub struct DeviceClassification<'a> {
+    /// The engine holding the data.
+    pub engine: &'a CudaEngine,
+    /// The training data on the device.
+    pub data: &'a DeviceClassData,
+    /// Training points per class.
+    pub counts: &'a [u64],
+    /// What is minimised.
+    pub fitness: ClassFitness,
+    /// Added to the fitness per node.
+    pub parsimony: f64,
+}
+
+/// A control task whose roll-outs run on a GPU: fitness is minus the mean return of `run`'s
+/// episodes, plus parsimony.
+#[derive(Clone, Copy)]
+pub struct DeviceControl<'a> {
+    /// The engine that plays the episodes.
+    pub engine: &'a CudaEngine,
+    /// The environment.
+    pub model: &'a crate::sim::Model,
+    /// Episodes, steps and reset noise.
+    pub run: ControlRun,
+    /// Every generation plays fresh starts ([`ControlRun::at_generation`]).
+    pub fresh: bool,
+    /// Added to the fitness per node.
+    pub parsimony: f64,
+    /// Env steps played and seconds of the generations that played them, as the task counts
+    /// them for its report.
+    pub played: &'a Mutex<(u64, f64)>,
+    /// The normaliser the policies read their observations through, learnt from what each
+    /// generation's policies see ([`crate::sim::stats::Learnt`]); `None`: raw observations.
+    pub learnt: Option<&'a Mutex<crate::sim::stats::Learnt>>,
+}
+
+/// A task the device loop runs: its fitness is computed on the device.
+#[derive(Clone, Copy)]
+pub enum DeviceTask<'a> {
+    /// Symbolic regression.
+    Regression(DeviceRegression<'a>),
+    /// Classification.
+    Classification(DeviceClassification<'a>),
+    /// Control.
+    Control(DeviceControl<'a>),
+}
+
+impl<'a> DeviceTask<'a> {
+    /// The engine that runs the task (for rows split over GPUs, the one holding the first part).
+    pub fn engine(&self) -> &'a CudaEngine {
+        match self {
+            DeviceTask::Regression(r) => r.engine,
+            DeviceTask::Classification(c) => c.engine,
+            DeviceTask::Control(c) => c.engine,
+        }
+    }
+
+    /// The regression task with its rows' other shards on `shards` (`--shard-rows`); `None`
+    /// for a task of another kind.
+    pub fn with_shards(self, shards: &'a [Shard<'a>]) -> Option<DeviceTask<'a>> {
+        match self {
+            DeviceTask::Regression(r) => Some(DeviceTask::Regression(DeviceRegression { shards, ..r })),
+            _ => None,
+        }
+    }
+}
+
+impl Backend {
+    /// Regression of `data` scored by `config` in the device loop: `None` unless the data is on
+    /// this backend's GPU.
+    pub fn regression_task<'a>(&'a self, data: &'a RegressionData<'_>, config: RegressionConfig) -> Option<DeviceTask<'a>> {
+        let shard = self.shard(data)?;
+        Some(DeviceTask::Regression(DeviceRegression { engine: shard.engine, data: shard.data, config, shards: &[] }))
+    }
+
+    /// `data` as one shard of a regression task's rows: `None` unless it is on this backend's
+    /// GPU.
+    pub fn shard<'a>(&'a self, data: &'a RegressionData<'_>) -> Option<Shard<'a>> {
+        match (self, data) {
+            (Backend::Cuda(engine), RegressionData::Device(data)) => Some(Shard { engine, data }),
+            _ => None,
+        }
+    }
+
+    /// Classification of `data` (`counts`: training points per class) by `fitness`, plus
+    /// `parsimony` per node, in the device loop: `None` unless the data is on this backend's
+    /// GPU.
+    pub fn classification_task<'a>(&'a self, data: &'a ClassData<'_>, counts: &'a [u64], fitness: ClassFitness, parsimony: f64) -> Option<DeviceTask<'a>> {
+        match (self, data) {
+            (Backend::Cuda(engine), ClassData::Device(data)) => {
+                Some(DeviceTask::Classification(DeviceClassification { engine, data, counts, fitness, parsimony }))
+            }
+            _ => None,
+        }
+    }
+
+    /// Control of `model` playing `run`'s episodes (`fresh`: new starts every generation), plus
+    /// `parsimony` per node, in the device loop, counting steps and seconds into `played` and
+    /// observations through `learnt` when given ([`DeviceControl`]): `None` on the CPU.
+    pub fn control_task<'a>(
+        &'a self,
+        model: &'a crate::sim::Model,
+        run: ControlRun,
+        fresh: bool,
+        parsimony: f64,
+        played: &'a Mutex<(u64, f64)>,
+        learnt: Option<&'a Mutex<crate::sim::stats::Learnt>>,
+    ) -> Option<DeviceTask<'a>> {
+        match self {
+            Backend::Cuda(engine) => Some(DeviceTask::Control(DeviceControl { engine, model, run, fresh, parsimony, played, learnt })),
+            Backend::Cpu => None,
+        }
+    }
+}
