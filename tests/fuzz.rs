@@ -162,9 +162,14 @@ fn experiment_files_never_panic() {
 
 /// A small tree-GP regression run and a small GE classification run, checkpointed before
 /// their last generation: each checkpoint's bytes and report.
+// Regression: two tests ran this at once in one folder, and one removed it while the other
+// was still saving its checkpoint ("cannot move … into place").
 fn small_runs() -> Vec<(Vec<u8>, Value)> {
     use grove::task::runner::experiment::Experiment;
-    let dir = std::env::temp_dir().join(format!("grove-fuzz-{}", std::process::id()));
+    // A folder of this call's own: two tests call it at once, and each removes its folder.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("grove-fuzz-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let runs = [
         ("evolve", serde_json::json!({"functions": "add,mul,sin", "data": "builtin:pagie1:36", "device": "cpu", "engine": {"pop_size": 8, "generations": 2}})),
