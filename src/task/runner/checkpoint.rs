@@ -243,3 +243,62 @@ impl Checkpoints for FileCheckpoints {
         c.save(&self.path)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint of a tiny regression run, saved through [`FileCheckpoints`] and read back.
+    fn saved() -> Checkpoint {
+        let exp = Experiment::from_parts(
+            "evolve",
+            serde_json::json!({"functions": "add,mul", "data": "builtin:pagie1:25", "device": "cpu", "engine": {"pop_size": 8, "generations": 2}}),
+            "test",
+        )
+        .unwrap();
+        // A folder of each call's own: the tests run at once.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("grove-checkpoint-test-{}-{call}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.ckpt");
+        let keep = FileCheckpoints::new(path.clone(), 1, exp.clone(), &Outputs::default()).unwrap();
+        let opts = crate::task::base::options::RunOptions { quiet: true, checkpoint: Some(std::sync::Arc::new(keep)), ..Default::default() };
+        crate::task::runner::run_experiment(&exp, &opts, Some(1)).unwrap();
+        let c = Checkpoint::load(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        c
+    }
+
+    #[test]
+    fn run_state_fields_are_the_keys_it_writes() {
+        // With every optional part filled in, the state writes exactly the keys the reader
+        // accepts beside the header's: a field added to RunState without FIELDS would be refused.
+        let mut run = saved().run;
+        run.env_steps = Some((1, 0.5));
+        run.operators = vec![(200, "f(x) = x".into())];
+        let linear = crate::evolve::ars::LinearState { iteration: 0, weights: vec![0], seen: 0, sum: vec![0], sumsq: vec![0], history: Vec::new() };
+        run.linear = Some(linear.clone());
+        run.residual = Some(linear);
+        run.inputs = Some(crate::sim::stats::LearntState { seen: 0, sum: vec![0], sumsq: vec![0], mean: vec![0], std: vec![0], played_from: 0 });
+        let v = serde_json::to_value(&run).unwrap();
+        let mut keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        let mut fields = RunState::FIELDS.to_vec();
+        fields.sort_unstable();
+        assert_eq!(keys, fields);
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_by_name_even_with_a_valid_checksum() {
+        let c = saved();
+        let mut v = serde_json::to_value(&c).unwrap();
+        v.as_object_mut().unwrap().insert("stray".into(), serde_json::json!(1));
+        let sum = checksum(&v).unwrap();
+        v.as_object_mut().unwrap().insert("checksum".into(), sum.into());
+        let err = Checkpoint::from_json(&serde_json::to_vec(&v).unwrap(), "x.ckpt").unwrap_err().to_string();
+        assert_eq!(err, "x.ckpt: the checkpoint's `stray` is not a field of a checkpoint");
+        // The same file without the stray key reads back whole.
+        assert_eq!(Checkpoint::from_json(&c.to_json().unwrap(), "x.ckpt").unwrap(), c);
+    }
+}
