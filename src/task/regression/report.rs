@@ -202,17 +202,16 @@ pub fn finish(
     let texts = model_texts(&best.nodes, names, &chosen, lin);
     let model = Chosen { best: &best, readout: &chosen, linear: lin, texts: &texts };
     let seconds = searched.seconds + searched.cv_seconds + start.elapsed().as_secs_f64();
-    let mut report = report_json(settings, searched, rows, &model, &scored, fame, seconds)?;
-    report["selection"] = crate::task::base::validation::selection_json(plan, &decision, rows.n_rows, validation.map_or(0, |v| v.n_rows));
-    report["linear_inputs"] = linear.json();
+    let mut selection = crate::task::base::validation::selection_json(plan, &decision, rows.n_rows, validation.map_or(0, |v| v.n_rows));
     if let Some(c) = &searched.cv {
-        report["selection"]["cross_validation"] = serde_json::json!({
+        selection["cross_validation"] = serde_json::json!({
             "folds": c.folds, "rows": c.rows,
             "mse_by_size": c.sse.iter().map(|e| crate::report::num(e / c.rows as f64)).collect::<Vec<_>>(),
             "fold_mse_by_size": c.per_fold.iter().map(|(rows, e)| e.iter().map(|e| crate::report::num(e / (*rows).max(1) as f64)).collect::<Vec<_>>()).collect::<Vec<_>>(),
         });
-        report["timing"]["cross_validation_seconds"] = serde_json::json!(searched.cv_seconds);
     }
+    let blocks = Blocks { selection, linear_inputs: linear.json(), hall_of_fame: fame };
+    let mut report = report_json(settings, searched, rows, &model, &scored, blocks, seconds)?;
     let mut summary = summary_lines(settings, searched, &model, &scored, &linear.why, &format!("{}: {}", decision.rule.name(), decision.why));
     let generations: Vec<f64> = outcome.history.iter().map(|s| s.seconds).collect();
     let split = crate::task::base::report::Split::of(searched.setup_seconds, searched.search_seconds, start.elapsed().as_secs_f64(), &generations, backend.kernel_loads());
@@ -230,9 +229,16 @@ struct Chosen<'a> {
     texts: &'a (String, String, String),
 }
 
-/// The report of a regression run, but for its `selection` and `linear_inputs` (which
-/// [`finish`] fills in, in their places) and the time split: the settings, generations, the
-/// returned program, its scores and saved model, the hall of fame, the timing (`seconds` in
+/// The report's blocks of the model choice: how the program was chosen (with `--select cv`'s
+/// curve), the linear terms and why, and the hall of fame's rows.
+struct Blocks {
+    selection: serde_json::Value,
+    linear_inputs: serde_json::Value,
+    hall_of_fame: Vec<crate::task::base::report::FameRow>,
+}
+
+/// The report of a regression run but for its time split: the settings, generations, the
+/// returned program, the choice's blocks, its scores and saved model, the timing (`seconds` in
 /// all).
 fn report_json(
     settings: &EvolveSettings,
@@ -240,7 +246,7 @@ fn report_json(
     rows: &Dataset,
     m: &Chosen<'_>,
     scored: &Scored,
-    fame: Vec<crate::task::base::report::FameRow>,
+    blocks: Blocks,
     seconds: f64,
 ) -> anyhow::Result<serde_json::Value> {
     let (outcome, best, names, k) = (&searched.outcome, m.best, &rows.names, settings.outputs);
@@ -290,13 +296,13 @@ fn report_json(
         "generations": generations,
         "ended": searched.ended,
         "best": best_json,
-        "selection": null,
-        "linear_inputs": null,
+        "selection": blocks.selection,
+        "linear_inputs": blocks.linear_inputs,
         "train": score_json(&scored.train),
         "validation": scored.validation.as_ref().map(score_json),
         "test": scored.test.as_ref().map(score_json),
         "model": model,
-        "hall_of_fame": fame,
+        "hall_of_fame": blocks.hall_of_fame,
         "timing": {"seconds": seconds, "node_evaluations": node_evals,
                    "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
                    "device": searched.device},
@@ -304,6 +310,9 @@ fn report_json(
         "version": env!("CARGO_PKG_VERSION"),
     });
     crate::task::base::report::add_operators(&mut report, &best.nodes);
+    if searched.cv.is_some() {
+        report["timing"]["cross_validation_seconds"] = serde_json::json!(searched.cv_seconds);
+    }
     Ok(report)
 }
 
