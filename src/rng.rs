@@ -51,6 +51,8 @@ pub enum Purpose {
     Directions = 8,
     /// The folds of cross-validation (`task::base::crossval`).
     Folds = 9,
+    /// The cases down-sampled lexicase selection reads in a generation (`select::generation_cases`).
+    Cases = 10,
 }
 
 /// A stream of random numbers at one address `(seed; generation, individual, purpose)`.

@@ -212,6 +212,189 @@ pub fn truncation(ranked: &[usize], rate: f64, seed: u64, generation: u32, slot:
     ranked[s.below(n as u32) as usize]
 }
 
+/// How parents are chosen (`--selection`, whose help the variants' doc comments are).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Selection {
+    /// Tournaments on the aggregate fitness (with the bloat control of --bloat).
+    #[default]
+    Tournament,
+    /// Epsilon-lexicase (La Cava et al., 2016) on every case: rows of the training data, or
+    /// control's episodes; each parent survives a random order of cases, filtered to the best
+    /// on each within its median absolute deviation.
+    Lexicase,
+    /// Epsilon-lexicase on a fresh random subset of the cases each generation (Hernandez et
+    /// al., 2019): --down-sample of them.
+    DownSampled,
+}
+
+impl Selection {
+    /// Whether parents are chosen on per-case errors.
+    pub fn is_lexicase(self) -> bool {
+        !matches!(self, Selection::Tournament)
+    }
+}
+
+/// Down-sampled lexicase's default share of the cases per generation (Hernandez et al. found
+/// 0.1 to 0.25 best on program synthesis; the search benchmark's measurement is in
+/// `docs/quality.md`).
+pub const DEFAULT_DOWN_SAMPLE: f64 = 0.1;
+
+/// How many of `n_cases` cases a generation reads under `selection`: all for
+/// [`Selection::Lexicase`]; for [`Selection::DownSampled`], `down_sample` of them where it is
+/// below 1 (`ceil`, at least 2), else `down_sample` cases; an error naming the option where
+/// that leaves fewer than two cases or more than there are.
+pub fn cases_per_generation(selection: Selection, down_sample: f64, n_cases: usize) -> Result<usize, String> {
+    let k = match selection {
+        Selection::Tournament => return Ok(0),
+        Selection::Lexicase => n_cases,
+        Selection::DownSampled if down_sample < 1.0 => ((n_cases as f64 * down_sample).ceil() as usize).max(2.min(n_cases)),
+        Selection::DownSampled => down_sample as usize,
+    };
+    if n_cases < 2 {
+        return Err(format!("lexicase selection needs at least 2 cases (training rows or episodes); this task has {n_cases}"));
+    }
+    if k > n_cases {
+        return Err(format!("--down-sample (engine.down_sample) asks for {k} cases of {n_cases}: at most all of them"));
+    }
+    if k < 2 {
+        return Err(format!("--down-sample (engine.down_sample) {down_sample} of {n_cases} cases leaves {k}: at least 2"));
+    }
+    Ok(k)
+}
+
+/// Checks `down_sample` alone: a share in (0, 1) or a whole count of at least 2.
+pub fn check_down_sample(down_sample: f64) -> Result<(), String> {
+    let ok = down_sample.is_finite() && ((down_sample > 0.0 && down_sample < 1.0) || (down_sample >= 2.0 && down_sample.fract() == 0.0));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "--down-sample (engine.down_sample) must be a share of the cases in (0, 1) or a whole number of cases of at least 2, got {down_sample}"
+        ))
+    }
+}
+
+/// The cases generation `generation` reads: all `n_cases` in order when `k` is `n_cases`, else
+/// `k` distinct cases drawn from the stream `(seed, generation, 0, Cases)` by a partial
+/// Fisher–Yates shuffle, in ascending order.
+pub fn generation_cases(n_cases: usize, k: usize, seed: u64, generation: u32) -> Vec<u32> {
+    let mut all: Vec<u32> = (0..n_cases as u32).collect();
+    if k >= n_cases {
+        return all;
+    }
+    let mut s = Stream::new(seed, generation, 0, Purpose::Cases);
+    for t in 0..k {
+        let r = t + s.below((n_cases - t) as u32) as usize;
+        all.swap(t, r);
+    }
+    all.truncate(k);
+    all.sort_unstable();
+    all
+}
+
+/// [`epsilon_lexicase`] for slots `0..n_slots`: the same picks, bit for bit, at a fraction
+/// of the work. Individuals with the same errors on every case (clones, and programs that
+/// compute the same values) fall into one group, and the filters run over groups: a group
+/// survives a case exactly when each of its members would. The first case a selection reads
+/// filters the whole pool, so each case's surviving groups of that first filter are found
+/// once. Once one individual is left the selection stops, as the reference does; while one
+/// group of several is left the filters change nothing, and only the reference's draws of the
+/// case order are made, to reach its final draw.
+pub fn epsilon_lexicase_slots(errors: &[f64], n_cases: usize, eps: &[f64], pool: &[u32], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+    use rayon::prelude::*;
+    let n = errors.len().checked_div(n_cases).unwrap_or(0);
+    let all: Vec<u32>;
+    let pool = if pool.is_empty() {
+        all = (0..n as u32).collect();
+        &all[..]
+    } else {
+        pool
+    };
+    let err = |i: u32, c: usize| key(errors[i as usize * n_cases + c]);
+    // Groups of equal error rows, in order of their first member; members by pool position.
+    let mut index: std::collections::HashMap<Vec<u64>, u32> = std::collections::HashMap::new();
+    let mut members: Vec<Vec<u32>> = Vec::new();
+    let mut rep: Vec<u32> = Vec::new();
+    for (pos, &i) in pool.iter().enumerate() {
+        let row: Vec<u64> = (0..n_cases).map(|c| err(i, c).to_bits()).collect();
+        let g = *index.entry(row).or_insert_with(|| {
+            members.push(Vec::new());
+            rep.push(i);
+            members.len() as u32 - 1
+        });
+        members[g as usize].push(pos as u32);
+    }
+    let size: Vec<usize> = members.iter().map(Vec::len).collect();
+    // The groups' errors case-major, so that a filter reads one case's row (`[C × G]`).
+    let n_groups = members.len();
+    let mut by_case = vec![0.0; n_cases * n_groups];
+    for (g, &i) in rep.iter().enumerate() {
+        for c in 0..n_cases {
+            by_case[c * n_groups + g] = err(i, c);
+        }
+    }
+    let gerr = |g: u32, c: usize| by_case[c * n_groups + g as usize];
+    let groups: Vec<u32> = (0..members.len() as u32).collect();
+    // Each case's surviving groups of a first filter over the whole pool.
+    let first: Vec<Vec<u32>> = (0..n_cases)
+        .into_par_iter()
+        .map(|c| {
+            let best = groups.iter().map(|&g| gerr(g, c)).fold(f64::INFINITY, f64::min);
+            let threshold = best + eps[c];
+            groups.iter().copied().filter(|&g| gerr(g, c) <= threshold).collect()
+        })
+        .collect();
+    (0..n_slots)
+        .into_par_iter()
+        .with_min_len(64)
+        .map_init(
+            || (Vec::new(), Vec::new(), Vec::new()),
+            |(cand, order, picked): &mut (Vec<u32>, Vec<u32>, Vec<u32>), slot| {
+                let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
+                order.clear();
+                order.extend(0..n_cases as u32);
+                cand.clear();
+                let mut count = pool.len();
+                if count > 1 && n_cases > 0 {
+                    let r = s.below(n_cases as u32) as usize;
+                    order.swap(0, r);
+                    cand.extend_from_slice(&first[order[0] as usize]);
+                    count = cand.iter().map(|&g| size[g as usize]).sum();
+                    for t in 1..n_cases {
+                        if count <= 1 {
+                            break;
+                        }
+                        let r = t + s.below((n_cases - t) as u32) as usize;
+                        order.swap(t, r);
+                        if cand.len() > 1 {
+                            let c = order[t] as usize;
+                            let best = cand.iter().map(|&g| gerr(g, c)).fold(f64::INFINITY, f64::min);
+                            let threshold = best + eps[c];
+                            cand.retain(|&g| gerr(g, c) <= threshold);
+                            count = cand.iter().map(|&g| size[g as usize]).sum();
+                        }
+                    }
+                } else {
+                    cand.extend_from_slice(&groups);
+                }
+                let pick = if count > 1 { s.below(count as u32) as usize } else { 0 };
+                // The reference's candidates are the survivors in pool order.
+                let pos = match cand.as_slice() {
+                    [g] => members[*g as usize][pick],
+                    gs => {
+                        picked.clear();
+                        gs.iter().for_each(|&g| picked.extend_from_slice(&members[g as usize]));
+                        picked.sort_unstable();
+                        picked[pick]
+                    }
+                };
+                pool[pos as usize]
+            },
+        )
+        .collect()
+}
+
 /// The per-case thresholds of epsilon-lexicase selection (La Cava, Spector and Danai, 2016):
 /// for each case, the median absolute deviation of the finite errors on it of the individuals
 /// in `pool` (all of them if it is empty), or 0 when none is finite. `errors` is `[P × C]`,
@@ -226,12 +409,16 @@ pub fn lexicase_epsilons(errors: &[f64], n_cases: usize, pool: &[u32]) -> Vec<f6
     } else {
         pool
     };
+    // The middle value(s) by selection, not a sort: the same numbers in O(n).
     let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let m = v.len() / 2;
-        if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
+        let (m, odd) = (v.len() / 2, v.len() % 2 == 1);
+        let (left, mid, _) = v.select_nth_unstable_by(m, f64::total_cmp);
+        let mid = *mid;
+        if odd { mid } else { (left.iter().copied().fold(f64::NEG_INFINITY, f64::max) + mid) / 2.0 }
     };
+    use rayon::prelude::*;
     (0..n_cases)
+        .into_par_iter()
         .map(|c| {
             let mut v: Vec<f64> = pool.iter().map(|&i| errors[i as usize * n_cases + c]).filter(|e| e.is_finite()).collect();
             if v.is_empty() {
@@ -340,6 +527,92 @@ mod tests {
         // MAD: case 0 over the pool has errors 0, 5, 2: median 2, deviations 2, 3, 0: MAD 2.
         assert_eq!(lexicase_epsilons(&errors, 2, &pool), [2.0, 2.0]);
         assert_eq!(lexicase_epsilons(&[f64::NAN, 1.0], 1, &[]), [0.0]);
+    }
+
+    #[test]
+    fn lexicase_keeps_the_only_specialist_a_tournament_loses() {
+        // Twenty generalists, each second-best on every case, and one specialist: best on
+        // case 0 alone, worst in aggregate. A tournament of 3 on the aggregate never picks it
+        // unless it meets only itself; lexicase picks it whenever case 0 comes first.
+        let (p, c) = (21usize, 4usize);
+        let mut errors = vec![1.0; p * c];
+        errors[20 * c..].copy_from_slice(&[0.0, 9.0, 9.0, 9.0]);
+        let fit: Vec<f64> = (0..p).map(|i| errors[i * c..(i + 1) * c].iter().sum::<f64>() / c as f64).collect();
+        let pool = valid_indices(&fit);
+        let eps = vec![0.0; c];
+        let n = 4000;
+        let lex = epsilon_lexicase_slots(&errors, c, &eps, &pool, n, 11, 2);
+        let chosen = lex.iter().filter(|&&i| i == 20).count() as f64 / n as f64;
+        assert!((chosen - 0.25).abs() < 0.03, "specialist chosen {chosen}");
+        let by_tournament = (0..n).filter(|&s| tournament(&fit, &pool, 3, 11, 2, s) == 20).count() as f64 / n as f64;
+        assert!(by_tournament < 0.001, "{by_tournament}");
+        // The batched picks are the reference's, slot by slot.
+        for (slot, &w) in lex.iter().enumerate().take(500) {
+            assert_eq!(w as usize, epsilon_lexicase(&errors, c, &eps, &pool, 11, 2, slot));
+        }
+    }
+
+    #[test]
+    fn batched_lexicase_equals_the_reference_on_random_errors() {
+        let (p, c) = (97usize, 13usize);
+        let mut s = Stream::new(5, 0, 0, Purpose::Bench);
+        let mut errors: Vec<f64> = (0..p * c).map(|_| (s.below(20) as f64).powi(2) / 7.0).collect();
+        errors[3 * c + 4] = f64::NAN;
+        errors[50 * c + 1] = f64::INFINITY;
+        // Clones: rows 60..90 repeat three rows, interleaved, so groups hold members apart.
+        for i in 60..90 {
+            let from = [10, 20, 30][i % 3];
+            let row: Vec<f64> = errors[from * c..(from + 1) * c].to_vec();
+            errors[i * c..(i + 1) * c].copy_from_slice(&row);
+        }
+        // And a second row of infinities: NaN and +inf read alike.
+        for v in &mut errors[91 * c..92 * c] {
+            *v = f64::NAN;
+        }
+        for v in &mut errors[92 * c..93 * c] {
+            *v = f64::INFINITY;
+        }
+        let mut fit: Vec<f64> = vec![1.0; p];
+        fit[7] = f64::INFINITY;
+        let pool = valid_indices(&fit);
+        let eps = lexicase_epsilons(&errors, c, &pool);
+        let got = epsilon_lexicase_slots(&errors, c, &eps, &pool, 1000, 3, 9);
+        for (slot, &w) in got.iter().enumerate() {
+            assert_eq!(w as usize, epsilon_lexicase(&errors, c, &eps, &pool, 3, 9, slot), "slot {slot}");
+            assert_ne!(w, 7, "an invalid individual is not in the pool");
+        }
+        // One candidate, or none valid (every individual then competes).
+        assert_eq!(epsilon_lexicase_slots(&errors, c, &eps, &[42], 5, 3, 9), [42; 5]);
+        let all = epsilon_lexicase_slots(&errors, c, &eps, &[], 50, 3, 9);
+        for (slot, &w) in all.iter().enumerate() {
+            assert_eq!(w as usize, epsilon_lexicase(&errors, c, &eps, &[], 3, 9, slot));
+        }
+    }
+
+    #[test]
+    fn down_sampled_cases_and_their_bounds() {
+        assert_eq!(cases_per_generation(Selection::Lexicase, 0.1, 50), Ok(50));
+        assert_eq!(cases_per_generation(Selection::DownSampled, 0.1, 50), Ok(5));
+        assert_eq!(cases_per_generation(Selection::DownSampled, 0.01, 50), Ok(2));
+        assert_eq!(cases_per_generation(Selection::DownSampled, 8.0, 50), Ok(8));
+        assert_eq!(cases_per_generation(Selection::Tournament, 0.1, 1), Ok(0));
+        let one = cases_per_generation(Selection::Lexicase, 0.1, 1).unwrap_err();
+        assert!(one.contains("at least 2 cases"), "{one}");
+        let big = cases_per_generation(Selection::DownSampled, 80.0, 50).unwrap_err();
+        assert!(big.contains("80 cases of 50"), "{big}");
+        for bad in [0.0, 1.0, 1.5, -0.2, f64::NAN, 2.5] {
+            assert!(check_down_sample(bad).is_err(), "{bad}");
+        }
+        for good in [0.05, 0.5, 2.0, 64.0] {
+            assert!(check_down_sample(good).is_ok(), "{good}");
+        }
+        // Distinct, sorted, seeded, changing with the generation; all of them in order.
+        let a = generation_cases(100, 10, 4, 1);
+        assert_eq!(a.len(), 10);
+        assert!(a.windows(2).all(|w| w[0] < w[1]) && a.iter().all(|&x| x < 100));
+        assert_eq!(a, generation_cases(100, 10, 4, 1));
+        assert_ne!(a, generation_cases(100, 10, 4, 2));
+        assert_eq!(generation_cases(5, 5, 4, 1), [0, 1, 2, 3, 4]);
     }
 
     #[test]

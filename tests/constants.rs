@@ -18,7 +18,7 @@ fn run(constants: ConstantFitting, seed: u64, record: &mut Vec<(usize, f64)>) ->
     let (x, y) = curve();
     let backend = Backend::Cpu;
     let data = backend.regression_data(&x, &y, x.len(), 1).unwrap();
-    let task = Regression { backend: &backend, data, config: RegressionConfig { linear_scaling: false, ..RegressionConfig::default() }, outputs: 1, joint: None };
+    let task = Regression { backend: &backend, data, config: RegressionConfig { linear_scaling: false, ..RegressionConfig::default() }, outputs: 1, joint: None, rows: None };
     let cfg = EngineConfig { pop_size: 300, generations: 15, seed, max_len: 64, constants, ..EngineConfig::default() };
     let rep = TreeSettings::default().rep("add,sub,mul,sin", 1, 64).unwrap();
     let one = IslandConfig::single();
@@ -52,7 +52,7 @@ fn the_task_fits_rows_in_place_and_scores_them_as_evaluation_does() {
     let (x, y) = curve();
     let backend = Backend::Cpu;
     let data = backend.regression_data(&x, &y, x.len(), 1).unwrap();
-    let task = Regression { backend: &backend, data, config: RegressionConfig::default(), outputs: 1, joint: None };
+    let task = Regression { backend: &backend, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None };
     let spec = TreeSettings::default().rep("add,mul,sin", 1, 64).unwrap().vary.spec;
     let pop: Population = grove::program::init_population(&spec, 60, 3).unwrap();
     let before = task.evaluate(&pop).unwrap();
@@ -114,7 +114,7 @@ fn the_classification_task_fits_rows_in_place_and_scores_them_as_evaluation_does
     let backend = Backend::Cpu;
     let data = backend.classification_data(&x, &labels, n, 3).unwrap();
     let counts = (0..3).map(|k| labels.iter().filter(|&&l| l == k).count() as u64).collect();
-    let task = Classification { backend: &backend, data, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0, head: None };
+    let task = Classification { backend: &backend, data, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0, head: None, rows: None };
     let spec = ClassTreeSettings::default().rep("add,sub,mul,div", 2, 3, 64).unwrap().vary.spec;
     let pop: Population = grove::program::init_population(&spec, 90, 5).unwrap();
     let before = task.evaluate(&pop).unwrap();
@@ -144,7 +144,7 @@ fn a_classification_run_with_fitting_is_reproducible_and_no_worse_at_its_fitness
     let rep = ClassTreeSettings::default().rep("add,sub,mul,div", 2, 3, 64).unwrap();
     let go = |constants: ConstantFitting, seed: u64| {
         let data = backend.classification_data(&x, &labels, n, 3).unwrap();
-        let task = Classification { backend: &backend, data, counts: counts.clone(), fitness: ClassFitness::CrossEntropy, parsimony: 0.0, head: None };
+        let task = Classification { backend: &backend, data, counts: counts.clone(), fitness: ClassFitness::CrossEntropy, parsimony: 0.0, head: None, rows: None };
         let cfg = EngineConfig { pop_size: 200, generations: 8, seed, max_len: 64, constants, ..EngineConfig::default() };
         let one = IslandConfig::single();
         grove::evolve::run(&cfg, &one, Representation::Trees(&rep), &task, None, &mut |_: &GenerationStats, _: &Best| {}).unwrap()

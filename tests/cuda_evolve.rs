@@ -91,8 +91,8 @@ fn every_population_of_a_run_gets_the_same_fitness_on_both() {
     let cpu = Backend::Cpu;
     let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let config = RegressionConfig { linear_scaling: false, ..Default::default() };
-    let c = Regression { backend: &cpu, data: cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None };
-    let g = Regression { backend: &gpu, data: gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None };
+    let c = Regression { backend: &cpu, data: cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None, rows: None };
+    let g = Regression { backend: &gpu, data: gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None, rows: None };
     let bad = std::sync::Mutex::new(Vec::<String>::new());
     let checked = std::sync::atomic::AtomicUsize::new(0);
     let both = |pop: &Population| -> Vec<f64> {
@@ -172,7 +172,7 @@ fn the_device_loop_equals_the_host_loop() {
     ];
     for (cfg, reg, functions) in cases {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None };
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: None };
         let rep = TreeSettings::default().rep(functions, train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut da, mut ho) = (Fame::default(), Fame::default());
@@ -225,7 +225,7 @@ fn a_device_run_declining_the_last_population_copies_none_and_runs_the_same() {
     let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let cfg = EngineConfig { pop_size: 1200, generations: 8, seed: 4, tournament: 3, elite: 1, max_len: 64, constants: fitting(5, 2, 0.1), ..Default::default() };
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None };
+    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None };
     let rep = TreeSettings::default().rep("add,sub,mul,div,sin", train.n_features, cfg.max_len).unwrap();
     let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
     let (mut kept, mut declined) = (Fame::default(), NoPopulation::default());
@@ -275,7 +275,7 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         });
         let data_dev = gpu.classification_data_with(&all.data.x, &all.labels, all.data.n_rows, k, offset.as_deref()).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
-        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5, head: None };
+        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5, head: None, rows: None };
         let rep = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, n_out, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
@@ -344,7 +344,7 @@ fn the_device_ge_loop_equals_the_host_loop() {
         let vary = grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() };
         let rep = ge(&l, &tpl, map, init, vary);
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None };
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: None };
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
@@ -391,7 +391,7 @@ fn the_device_ge_loop_equals_the_host_loop_for_classification() {
         let cfg = EngineConfig { pop_size: 1200, generations: 20, seed, tournament: 3, elite: 2, max_len: 96, constants, ..Default::default() };
         let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
         let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
-        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5, head: None };
+        let task = Classification { backend: &gpu, data: data_dev, counts, fitness, parsimony: 1e-5, head: None, rows: None };
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
@@ -419,7 +419,7 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
     let rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, InitConfig::default(), Default::default());
     let cfg = EngineConfig { pop_size: 1000, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128, ..Default::default() };
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None };
+    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None, rows: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let (whole, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
     let mut stop = StopAt(5, 0, None);
@@ -460,7 +460,7 @@ fn a_device_run_ended_early_equals_a_shorter_one_and_continues() {
     let train = &problem.train;
     let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None };
+    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None, rows: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars/regression.bnf");
     let l = load(&path, &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
@@ -527,8 +527,8 @@ fn the_device_loop_equals_the_host_loop_for_control() {
         let fresh = env == "hopper";
         let learnt = || std::sync::Mutex::new(grove::sim::stats::Learnt::new(n_obs));
         let (host_inputs, dev_inputs) = (learnt(), learnt());
-        let host = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: normalise.then_some(&host_inputs) };
-        let dev = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: normalise.then_some(&dev_inputs) };
+        let host = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), episodes: Default::default(), residual: None, learnt: normalise.then_some(&host_inputs) };
+        let dev = Control { backend: &gpu, model: &m, run, fresh, parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), episodes: Default::default(), residual: None, learnt: normalise.then_some(&dev_inputs) };
         let d = grove::evolve::Fitness::device_task(&dev).expect("a CUDA backend gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let shape = DatasetShape { n_vars: Some(n_obs as u32), n_is: Some(n_obs as u32), n_os: Some(nu as u32) };
@@ -576,7 +576,7 @@ fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
         let (nu, n_obs) = (m.nu(), m.obs_size);
         let run = ControlRun { episodes: 2, steps: 120, seed, generation: 0, noise: true, ignore_termination: false };
         let cfg = EngineConfig { pop_size: 300, generations: 9, seed, tournament: 3, elite: 2, max_len: 96, ..Default::default() };
-        let task = Control { backend: &gpu, model: &m, run, fresh: env == "hopper", parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: None };
+        let task = Control { backend: &gpu, model: &m, run, fresh: env == "hopper", parsimony: 1e-3, played: std::sync::Mutex::new((0, 0.0)), episodes: Default::default(), residual: None, learnt: None };
         let d = grove::evolve::Fitness::device_task(&task).expect("a CUDA backend gives the device loop");
         let mut stop = StopAt(4, 0, None);
         let (whole, interrupted, resumed) = match grammar {
@@ -769,7 +769,7 @@ fn nsga2_on_the_device_equals_the_host_loop() {
     };
     let off = grove::evolve::ConstantFitting::default();
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None };
+    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     // Tree GP.
     for cfg in [nsga2(1500, 15, 3, 128, off), nsga2(777, 12, 4, 64, fitting(5, 2, 0.05)), nsga2(3, 6, 5, 32, off)] {
@@ -817,7 +817,7 @@ fn nsga2_on_the_device_equals_the_host_loop() {
     let k = all.n_classes();
     let data_dev = gpu.classification_data(&all.data.x, &all.labels, all.data.n_rows, k).unwrap();
     let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
-    let task = Classification { backend: &gpu, data: data_dev, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0, head: None };
+    let task = Classification { backend: &gpu, data: data_dev, counts, fitness: ClassFitness::CrossEntropy, parsimony: 0.0, head: None, rows: None };
     let rep = grove::task::base::search::ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, k, 64).unwrap();
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let cfg = nsga2(1000, 10, 8, 64, off);

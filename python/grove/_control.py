@@ -127,6 +127,8 @@ def control(
     head_iterations=_CONTROL["head_iterations"],
     normalise=None,
     tournament_size=_CONTROL["tournament_size"],
+    selection=_CONTROL["selection"],
+    down_sample=_CONTROL["down_sample"],
     elitism=_CONTROL["elitism"],
     max_length=_CONTROL["max_length"],
     p_out=_CONTROL["p_out"],
@@ -183,6 +185,10 @@ def control(
     ``operators``: operators of your own for ``function_set`` or ``grammar`` (``--define``), as
     for ``SymbolicRegressor``.
 
+    ``selection`` (``--selection``): "tournament", or epsilon-lexicase with each training
+    episode a case, on all of them ("lexicase") or on a fresh ``down_sample`` of them each
+    generation ("down-sampled"); lexicase needs ``episodes`` of 2 or more.
+
     ``max_time`` and ``stop_at``: the run ends after the generation past which one more would
     cross ``max_time`` seconds of search, or after the first whose best policy's training return
     is at or above ``stop_at`` (``--time-limit``, ``--stop-at``); ``report["ended"]`` says why.
@@ -210,6 +216,8 @@ def control(
         raise ValueError(f"checkpoint_every must be at least 1, got {checkpoint_every}")
     if resume and checkpoint is None:
         raise ValueError("resume=True continues the run saved at checkpoint: give checkpoint=PATH")
+    if selection not in ("tournament", "lexicase", "down-sampled"):
+        raise ValueError(f"selection must be 'tournament', 'lexicase' or 'down-sampled', got {selection!r}")
     if policy not in ("program", "linear", "residual"):
         raise ValueError(f"policy must be 'program', 'linear' or 'residual', got {policy!r}")
     if linear_iterations is not None and int(linear_iterations) < 1:
@@ -225,7 +233,13 @@ def control(
     if normalise and int(islands) > 1:
         raise ValueError(f"normalise learns one normaliser for one population: with islands={islands} leave it None or False")
     grammar = grammar_spec(grammar)
-    engine = {"seed": seed_of(random_state), "tournament": int(tournament_size), "max_len": int(max_length)}
+    engine = {
+        "seed": seed_of(random_state),
+        "tournament": int(tournament_size),
+        "max_len": int(max_length),
+        "selection": str(selection),
+        "down_sample": float(down_sample),
+    }
     settings = {
         "env": str(env),
         "profile": profile,

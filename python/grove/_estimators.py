@@ -78,6 +78,8 @@ class _SymbolicBase(BaseEstimator):
         "select": [StrOptions({"auto", "validation", "pareto", "mdl", "train"})],
         "bloat": [StrOptions({"auto", "none", "double-tournament", "lexicographic", "nsga2"})],
         "size_pressure": [Interval(Real, 1, 2, closed="both")],
+        "selection": [StrOptions({"tournament", "lexicase", "down-sampled"})],
+        "down_sample": [Interval(Real, 0, None, closed="neither")],
         "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
         "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
         "optimise_fraction": [Interval(Real, 0, 1, closed="right"), None],
@@ -106,6 +108,8 @@ class _SymbolicBase(BaseEstimator):
             "max_len": int(self.max_length),
             "bloat": self.bloat,
             "size_pressure": float(self.size_pressure),
+            "selection": self.selection,
+            "down_sample": float(self.down_sample),
         }
 
     def _engine_with_constants(self, seed):
@@ -271,6 +275,14 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         classifier's default is "none".
     size_pressure : float in [1, 2], default=1.4
         Double tournament: the smaller parent wins with probability ``size_pressure / 2``.
+    selection : {"tournament", "lexicase", "down-sampled"}, default="tournament"
+        Parent selection (``grove evolve --selection``): tournaments on the aggregate error, or
+        epsilon-lexicase on the training rows as cases (each parent survives a random order of
+        rows, kept within the median absolute deviation of the best on each), on all of them
+        or on a fresh random ``down_sample`` of them each generation.
+    down_sample : float, default=0.1
+        Down-sampled lexicase: the rows read per generation, a share in (0, 1) or a count of
+        at least 2.
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
         Levenberg-Marquardt steps fitting the numeric constants (and the linear scaling) of
         the best ``optimise_fraction`` of the population every ``optimise_every`` generations
@@ -362,6 +374,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         select="auto",
         bloat=_EVOLVE["bloat"],
         size_pressure=_EVOLVE["size_pressure"],
+        selection=_EVOLVE["selection"],
+        down_sample=_EVOLVE["down_sample"],
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -399,6 +413,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.select = select
         self.bloat = bloat
         self.size_pressure = size_pressure
+        self.selection = selection
+        self.down_sample = down_sample
         self.islands = islands
         self.migrate_every = migrate_every
         self.migrants = migrants
@@ -491,7 +507,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     ----------
     function_set, operators, grammar, population_size (5000), generations (40), tournament_size,
     elitism, max_length (64), parsimony_coefficient, validation_fraction, select, bloat,
-    size_pressure, islands, migrate_every, migrants, gpus, max_time, device, threads,
+    size_pressure, selection, down_sample, islands, migrate_every, migrants, gpus, max_time, device, threads,
     random_state, warm_start, verbose :
         as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets); validation
         rows are held out per class, and their error is the one ``fitness`` names.
@@ -564,6 +580,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         select="auto",
         bloat=_CLASSIFY["bloat"],
         size_pressure=_CLASSIFY["size_pressure"],
+        selection=_CLASSIFY["selection"],
+        down_sample=_CLASSIFY["down_sample"],
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -601,6 +619,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.select = select
         self.bloat = bloat
         self.size_pressure = size_pressure
+        self.selection = selection
+        self.down_sample = down_sample
         self.islands = islands
         self.migrate_every = migrate_every
         self.migrants = migrants

@@ -279,6 +279,23 @@ def test_bad_grammar_and_function_set_are_value_errors():
         SymbolicRegressor(metric="mae", **SMALL).fit(X, y)
 
 
+def test_lexicase_selection_reaches_the_engine_and_bad_values_are_refused():
+    X, y = quadratic(120)
+    m = SymbolicRegressor(**SMALL, selection="lexicase", bloat="none").fit(X, y)
+    assert m.report_["settings"]["engine"]["selection"] == "lexicase"
+    d = SymbolicRegressor(**SMALL, selection="down-sampled", down_sample=8).fit(X, y)
+    assert (d.report_["settings"]["engine"]["selection"], d.report_["settings"]["engine"]["down_sample"]) == ("down-sampled", 8.0)
+    c = SymbolicClassifier(**SMALL, selection="lexicase").fit(*iris_named())
+    assert c.report_["settings"]["engine"]["selection"] == "lexicase"
+    assert c.score(*iris_named()) > 0.8
+    with pytest.raises(ValueError, match="selection"):
+        SymbolicRegressor(selection="roulette").fit(X, y)
+    with pytest.raises(ValueError, match="down_sample"):
+        SymbolicRegressor(**SMALL, selection="down-sampled", down_sample=1.5).fit(X, y)
+    with pytest.raises(ValueError, match="replaces the parent tournament"):
+        SymbolicRegressor(**SMALL, selection="lexicase", bloat="nsga2").fit(X, y)
+
+
 def test_parameters_are_validated_with_scikit_learns_messages():
     X, y = quadratic(50)
     with pytest.raises(ValueError, match="population_size"):

@@ -411,6 +411,20 @@ impl Backend {
         }
     }
 
+    /// Every individual's outputs at `n_rows` rows `x` (`[n_features][n_rows]`, host memory):
+    /// `[P × max(1, n_outputs) × n_rows]`, on the GPU where this backend is one (the rows
+    /// uploaded for the call), else on the CPU ([`cpu::eval::predict_all`]).
+    pub fn predictions(&self, pop: &Population, x: &[f32], n_rows: usize, n_features: usize) -> Result<Vec<f32>> {
+        anyhow::ensure!(x.len() == n_rows * n_features, "x has {} values; expected {n_features} × {n_rows}", x.len());
+        match self {
+            Backend::Cpu => Ok(cpu::eval::predict_all(pop, x, n_rows)?),
+            Backend::Cuda(e) => {
+                let d = e.upload_dataset(x, &vec![0.0; n_rows], n_rows, n_features)?;
+                Ok(e.predict(pop, &d)?)
+            }
+        }
+    }
+
     /// The fitted head's sums ([`crate::program::head::HeadSums`]) of every individual of
     /// `pop` (`2 ..= MAX_HEAD` output slots) on `data`: on the GPU when the data is there
     /// (`grove_head_sums` after the prediction kernels), else on the CPU
@@ -556,18 +570,25 @@ impl Backend {
     /// in all. CPU: [`cpu::control`]; CUDA: `kernels/sim.cu`'s `grove_control_rollout`, whole
     /// episodes in one launch, and `grove_control_reduce`.
     pub fn control_returns(&self, pop: &Population, m: &crate::sim::Model, run: &cpu::control::ControlRun) -> Result<(Vec<f64>, u64)> {
-        match self {
+        let (means, _, steps) = self.control_episodes(pop, m, run)?;
+        Ok((means, steps))
+    }
+
+    /// [`Backend::control_returns`] with every episode's return besides, individual-major
+    /// (`[P × episodes]`, NaN for an invalid episode): the cases lexicase selection reads.
+    pub fn control_episodes(&self, pop: &Population, m: &crate::sim::Model, run: &cpu::control::ControlRun) -> Result<(Vec<f64>, Vec<f64>, u64)> {
+        let (means, eps) = match self {
             Backend::Cpu => {
                 let eps = cpu::control::control_rollout(pop, m, run);
-                let steps = eps.iter().map(|e| e.steps as u64).sum();
-                Ok((cpu::control::mean_returns(&eps, run.episodes), steps))
+                (cpu::control::mean_returns(&eps, run.episodes), eps)
             }
             Backend::Cuda(e) => {
                 let out = e.control_returns(pop, m, run)?;
-                let steps = out.env_steps();
-                Ok((out.means, steps))
+                (out.means, out.episodes)
             }
-        }
+        };
+        let steps = eps.iter().map(|e| e.steps as u64).sum();
+        Ok((means, episode_returns(&eps), steps))
     }
 
     /// [`Backend::control_returns`] with the statistics of the observations each individual's
@@ -581,7 +602,7 @@ impl Backend {
         m: &crate::sim::Model,
         run: &cpu::control::ControlRun,
         scale: Option<&crate::sim::stats::InputScale>,
-    ) -> Result<(Vec<f64>, u64, Vec<crate::sim::stats::ObsStats>)> {
+    ) -> Result<(Vec<f64>, u64, Vec<crate::sim::stats::ObsStats>, Vec<f64>)> {
         let (means, eps, seen) = match self {
             Backend::Cpu => {
                 let (eps, seen) = cpu::control::control_rollout_observed(pop, m, run, scale);
@@ -593,7 +614,7 @@ impl Backend {
             }
         };
         let steps = eps.iter().map(|e| e.steps as u64).sum();
-        Ok((means, steps, cpu::control::observed_by_individual(&seen, run.episodes)))
+        Ok((means, steps, cpu::control::observed_by_individual(&seen, run.episodes), episode_returns(&eps)))
     }
 
     /// True when classification fitness runs on the CPU although this backend is CUDA
@@ -601,6 +622,11 @@ impl Backend {
     pub fn classification_on_host(&self) -> bool {
         self.engine().is_some() && !classify_kernel_opted_in()
     }
+}
+
+/// Each episode's return, NaN where it was invalid.
+fn episode_returns(eps: &[cpu::control::Episode]) -> Vec<f64> {
+    eps.iter().map(|e| if e.valid { e.ret } else { f64::NAN }).collect()
 }
 
 /// Why classifiers with linear terms of the inputs do not fit constants.

@@ -130,6 +130,13 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
     /// Best individuals copied unchanged to the next generation, 0 to --pop − 1
     #[arg(long, default_value = shown(Some(D::DEFAULTS.elite)))]
     pub elite: usize,
+    /// Parent selection
+    #[arg(long, value_enum, default_value_t = crate::select::Selection::default())]
+    pub selection: crate::select::Selection,
+    /// Down-sampled lexicase: cases read per generation, a share in (0, 1) or a count of at
+    /// least 2
+    #[arg(long, value_name = "F|N", default_value_t = crate::select::DEFAULT_DOWN_SAMPLE)]
+    pub down_sample: f64,
     /// Longest program, in nodes, 1 to 65535
     #[arg(long, default_value = shown(Some(D::DEFAULTS.max_len)))]
     pub max_len: usize,
@@ -154,6 +161,8 @@ impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
         o.set("engine.seed", self.seed);
         o.set("engine.tournament", self.tournament);
         o.set("engine.elite", self.elite);
+        o.set("engine.selection", self.selection);
+        o.number("--down-sample", "engine.down_sample", self.down_sample)?;
         o.set("engine.max_len", self.max_len);
         o.set("device", self.device);
         o.number("--parsimony", parsimony, self.parsimony)

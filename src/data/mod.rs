@@ -172,6 +172,18 @@ impl Dataset {
         (i < self.n_rows).then(|| (0..self.n_features).map(|j| self.x[j * self.n_rows + i]).collect())
     }
 
+    /// The f32 features (`[n_features][rows.len()]`) and target of the rows `rows`, in that
+    /// order: what [`Self::subset`] keeps of them, without copying the rest. Fails on an index
+    /// out of range, naming it.
+    pub fn gather(&self, rows: &[u32]) -> Result<(Vec<f32>, Vec<f32>)> {
+        if let Some((k, &i)) = rows.iter().enumerate().find(|&(_, &i)| i as usize >= self.n_rows) {
+            bail!("gather: index {i} (position {k}) is out of range for {} rows", self.n_rows);
+        }
+        let n = self.n_rows.max(1);
+        let x = self.x.chunks_exact(n).take(self.n_features).flat_map(|col| rows.iter().map(|&i| col[i as usize])).collect();
+        Ok((x, rows.iter().map(|&i| self.y[i as usize]).collect()))
+    }
+
     /// A new data set of the rows `rows`, in that order (repeats allowed). Fails on an index
     /// out of range, naming it.
     pub fn subset(&self, rows: &[usize]) -> Result<Dataset> {

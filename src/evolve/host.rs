@@ -38,6 +38,10 @@ pub fn run(
         rep.breed.check().map_err(|e| anyhow!("breeding settings: {e}"))?;
     }
     islands.check(cfg.pop_size)?;
+    if cfg.selection.is_lexicase() {
+        // Before the first generation: the task's cases and the down-sample agree.
+        select::cases_per_generation(cfg.selection, cfg.down_sample, task.n_cases()).map_err(|e| anyhow!(e))?;
+    }
     let mut run = HostLoop::new(cfg, islands, rep, task, resume)?;
     loop {
         if let Some((population, fitness)) = run.generation(observer)? {
@@ -228,7 +232,7 @@ impl<'a, 'r, 'g> HostLoop<'a, 'r, 'g> {
             if nsga2 {
                 *k = Some(Kept { pop: i.pop.clone(), fit: i.fit.clone(), genomes: i.genomes.clone(), used: i.used.clone() });
             }
-            breed_on_host(self.cfg, self.rep, i, self.gen as u32 + 1)?;
+            breed_on_host(self.cfg, self.rep, self.task, i, self.gen, self.gen as u32 + 1)?;
         }
         Ok(())
     }
@@ -269,7 +273,15 @@ fn outcome_rows(isl: &[HostIsland]) -> (Population, Vec<f64>) {
 /// Breeds island `i`'s next generation `next_gen` on the host from its evaluated population,
 /// through the breeding contract's CPU side ([`CpuBreeder`]) in the device loop's order: tree
 /// GP replaces its trees, GE its genomes (mapped at the next evaluation).
-fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIsland, next_gen: u32) -> anyhow::Result<()> {
+#[allow(clippy::too_many_arguments)]
+fn breed_on_host(
+    cfg: &EngineConfig,
+    rep: Representation<'_, '_>,
+    task: &dyn Fitness,
+    i: &mut HostIsland,
+    gen: usize,
+    next_gen: u32,
+) -> anyhow::Result<()> {
     let p = cfg.pop_size;
     let seed = i.seed;
     // NSGA-II's survival keeps the best already: no elite rows.
@@ -277,10 +289,17 @@ fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIs
     let elite: Vec<u32> = select::elite(&i.fit, n_keep).into_iter().map(|r| r as u32).collect();
     let n_elite = elite.len();
     let parents = cfg.parent_tournament();
+    let select = |n_slots: usize| -> anyhow::Result<Vec<u32>> {
+        if cfg.selection.is_lexicase() {
+            lexicase_parents(cfg, task, i, gen, n_slots, next_gen)
+        } else {
+            CpuBreeder.select_parents(&i.fit, &i.pop, n_slots, &parents, seed, next_gen)
+        }
+    };
     match rep {
         Representation::Trees(rep) => {
             // Child k from the parents of slots 2k and 2k + 1; the elite over the first rows.
-            let pairs = CpuBreeder.select_parents(&i.fit, &i.pop, 2 * p, &parents, seed, next_gen)?;
+            let pairs = select(2 * p)?;
             let mut next = Population::new(p, i.pop.max_len, i.pop.n_outputs);
             CpuBreeder.breed(&i.pop, &pairs, &mut next, seed, next_gen, &rep.vary, &rep.breed)?;
             CpuBreeder.copy_trees(&i.pop, &elite, n_elite, &mut next)?;
@@ -292,7 +311,7 @@ fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIs
             // first rows.
             let genomes = i.genomes.as_ref().ok_or_else(|| anyhow!("a GE island without genomes"))?;
             let grammar = rep.grammar();
-            let pairs = CpuBreeder.select_parents(&i.fit, &i.pop, 2 * (p - n_elite).div_ceil(2), &parents, seed, next_gen)?;
+            let pairs = select(2 * (p - n_elite).div_ceil(2))?;
             let mut next = Genomes::new(p, rep.genome_capacity);
             CpuBreeder.crossover(genomes, &i.used, &pairs, &mut next, n_elite, &rep.vary, seed, next_gen)?;
             let mut used = CpuBreeder.mapping(&grammar, p)?;
@@ -303,6 +322,28 @@ fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIs
         }
     }
     Ok(())
+}
+
+/// `n_slots` parents of island `i` by epsilon-lexicase ([`select::epsilon_lexicase_slots`],
+/// slot `s` from the stream `(seed, next_gen, s, Select)`) on the task's errors on generation
+/// `gen`'s cases ([`select::generation_cases`]: every case, or a fresh down-sample drawn with
+/// the island's seed), among the valid individuals, with each case's epsilon the median
+/// absolute deviation of their errors on it ([`select::lexicase_epsilons`]).
+fn lexicase_parents(cfg: &EngineConfig, task: &dyn Fitness, i: &HostIsland, gen: usize, n_slots: usize, next_gen: u32) -> anyhow::Result<Vec<u32>> {
+    let n_cases = task.n_cases();
+    let k = select::cases_per_generation(cfg.selection, cfg.down_sample, n_cases).map_err(|e| anyhow!(e))?;
+    let cases = select::generation_cases(n_cases, k, i.seed, gen as u32);
+    let errors = task.case_errors(&i.pop, gen, &cases)?;
+    anyhow::ensure!(
+        errors.len() == i.pop.size() * cases.len(),
+        "the task gave {} case errors for {} individuals on {} cases",
+        errors.len(),
+        i.pop.size(),
+        cases.len()
+    );
+    let pool = select::valid_indices(&i.fit);
+    let eps = select::lexicase_epsilons(&errors, cases.len(), &pool);
+    Ok(select::epsilon_lexicase_slots(&errors, cases.len(), &eps, &pool, n_slots, i.seed, next_gen))
 }
 
 /// NSGA-II's survivors of one island between two generations: the evaluated population, its

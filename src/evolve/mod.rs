@@ -57,6 +57,17 @@ pub struct EngineConfig {
     /// regression task's defaults turn on).
     #[serde(default)]
     pub constants: ConstantFitting,
+    /// Parent selection: tournaments, or lexicase on the task's cases ([`Fitness::case_errors`]).
+    #[serde(default)]
+    pub selection: select::Selection,
+    /// Down-sampled lexicase: the cases read per generation, a share below 1 or a count
+    /// ([`select::cases_per_generation`]).
+    #[serde(default = "default_down_sample")]
+    pub down_sample: f64,
+}
+
+fn default_down_sample() -> f64 {
+    select::DEFAULT_DOWN_SAMPLE
 }
 
 /// When and on which programs the task fits numeric constants by Levenberg–Marquardt
@@ -134,6 +145,8 @@ impl Default for EngineConfig {
             bloat: select::Bloat::None,
             size_pressure: DEFAULT_SIZE_PRESSURE,
             constants: ConstantFitting::default(),
+            selection: select::Selection::Tournament,
+            down_sample: select::DEFAULT_DOWN_SAMPLE,
         }
     }
 }
@@ -143,7 +156,12 @@ impl EngineConfig {
     /// whether constants are fitted and the representation ([`select::Bloat::resolved`]).
     pub fn resolved(&self, rep: Representation<'_, '_>) -> EngineConfig {
         let grammar = matches!(rep, Representation::Grammar(_));
-        EngineConfig { bloat: self.bloat.resolved(self.constants.steps > 0, grammar), ..self.clone() }
+        // Lexicase replaces the parent tournament, and with it NSGA-II's.
+        let bloat = match self.bloat {
+            select::Bloat::Auto if self.selection.is_lexicase() => select::Bloat::None,
+            b => b.resolved(self.constants.steps > 0, grammar),
+        };
+        EngineConfig { bloat, ..self.clone() }
     }
 
     /// The parent tournament these settings describe.
@@ -456,6 +474,19 @@ pub trait Fitness: Sync {
         Ok(None)
     }
 
+    /// The cases lexicase selection reads ([`select::Selection`]): the training rows, or the
+    /// episodes of a generation; 0 (the default) for a task without them.
+    fn n_cases(&self) -> usize {
+        0
+    }
+
+    /// Each individual's error on each of `cases` (indices below [`Self::n_cases`]) at
+    /// generation `generation`: `[P × cases.len()]`, row `i` individual `i`'s, lower is better,
+    /// non-finite where the individual is invalid. The default: an error (no cases).
+    fn case_errors(&self, _pop: &Population, _generation: usize, _cases: &[u32]) -> anyhow::Result<Vec<f64>> {
+        anyhow::bail!("this task has no cases for lexicase selection: use --selection tournament")
+    }
+
     /// The task as the device loop runs it, when its data lives on a GPU and the whole
     /// generation can stay there ([`device`]); `None` (the default) runs the host loop.
     fn device_task(&self) -> Option<device::DeviceTask<'_>> {
@@ -487,6 +518,15 @@ impl<F: Fitness> Fitness for OnGpus<'_, F> {
     fn fit_constants(&self, pop: &mut Population, rows: &[usize], steps: u32) -> anyhow::Result<Option<Vec<f64>>> {
         let first = self.0.first().ok_or_else(|| anyhow::anyhow!("a task on no device"))?;
         first.fit_constants(pop, rows, steps)
+    }
+
+    fn n_cases(&self) -> usize {
+        self.0.first().map_or(0, |t| t.n_cases())
+    }
+
+    fn case_errors(&self, pop: &Population, generation: usize, cases: &[u32]) -> anyhow::Result<Vec<f64>> {
+        let first = self.0.first().ok_or_else(|| anyhow::anyhow!("a task on no device"))?;
+        first.case_errors(pop, generation, cases)
     }
 
     fn device_task(&self) -> Option<device::DeviceTask<'_>> {

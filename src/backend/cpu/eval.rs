@@ -403,6 +403,21 @@ impl BlockFold for Collect {
     }
 }
 
+/// Every individual's outputs at every row: `[P × max(1, n_outputs) × n_rows]` (individual,
+/// then output slot, then row), f32, NaN and inf included; all NaN for an individual without a
+/// program (the layout of the GPU's `CudaEngine::predict`). `x`: `[n_features][n_rows]`.
+pub fn predict_all(pop: &Population, x: &[f32], n_rows: usize) -> Result<Vec<f32>, EvalError> {
+    let n_out = pop.n_outputs.max(1);
+    let mut out = Vec::with_capacity(pop.size() * n_out * n_rows);
+    for acc in evaluate_fold(pop, x, n_rows, &Collect)? {
+        match acc {
+            Some(outs) => outs.iter().for_each(|o| out.extend_from_slice(o)),
+            None => out.resize(out.len() + n_out * n_rows, f32::NAN),
+        }
+    }
+    Ok(out)
+}
+
 /// Individual `i`'s outputs at every row: `[max(1, n_outputs)][n_rows]`, f32, NaN and inf
 /// included; all NaN for an individual without a program. `x`: `[n_features][n_rows]`.
 pub fn predict(pop: &Population, i: usize, x: &[f32], n_rows: usize) -> Result<Vec<f32>, EvalError> {

@@ -122,6 +122,8 @@ pub fn supports(cfg: &EngineConfig) -> bool {
         && cfg.pop_size <= u32::MAX as usize / 4
         && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
         && matches!(cfg.bloat, Bloat::None | Bloat::Nsga2 | Bloat::Auto)
+        // Lexicase reads per-case errors, which the host loop takes from the task.
+        && !cfg.selection.is_lexicase()
 }
 
 /// Whether the device loop can run grammatical evolution with these settings besides

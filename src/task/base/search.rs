@@ -55,7 +55,22 @@ pub fn check_engine(e: &EngineConfig) -> Result<()> {
         "--size-pressure (engine.size_pressure) must be in [1, 2], got {}",
         e.size_pressure
     );
+    crate::select::check_down_sample(e.down_sample).map_err(|m| anyhow::anyhow!(m))?;
+    if e.selection.is_lexicase() {
+        use crate::select::Bloat;
+        ensure!(
+            matches!(e.bloat, Bloat::None | Bloat::Auto),
+            "--selection {} replaces the parent tournament, so --bloat {} (which works through tournaments) cannot run with it: use --bloat none or --parsimony",
+            flag_value(e.selection),
+            flag_value(e.bloat)
+        );
+    }
     e.constants.check()
+}
+
+/// The name a flag gives `v` (`double-tournament`).
+fn flag_value(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value().map_or_else(String::new, |p| p.get_name().to_string())
 }
 
 /// Checks the engine's and the islands' settings together: each alone, then the population

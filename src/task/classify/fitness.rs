@@ -21,6 +21,10 @@ pub struct Classification<'d> {
     /// the fitness is then the Brier score of each class's least-squares head
     /// ([`crate::program::head::ClassHeadSums`]), and `data` is not read.
     pub head: Option<crate::backend::RegressionData<'d>>,
+    /// The training rows in host memory and the linear terms' offsets at them
+    /// (`[max(1, n_outputs)][n_rows]`, as `data` adds them), which lexicase selection's cases
+    /// are read from ([`crate::evolve::Fitness::case_errors`]); `None`: no cases.
+    pub rows: Option<(&'d Labeled, Option<&'d [f32]>)>,
 }
 
 impl crate::evolve::Fitness for Classification<'_> {
@@ -52,6 +56,66 @@ impl crate::evolve::Fitness for Classification<'_> {
         }
         self.backend.fit_class_constants(pop, rows, &self.data, steps)?;
         self.evaluate(&pop.gather(rows)).map(Some)
+    }
+
+    fn n_cases(&self) -> usize {
+        self.rows.map_or(0, |(l, _)| l.data.n_rows)
+    }
+
+    /// Each program's error at each case row, as the fitness reads it: its softmax
+    /// cross-entropy (with `--fitness cross-entropy`), else 1 where it predicts the wrong class
+    /// and 0 where the right one; with a head, the row's Brier score under the class heads
+    /// fitted on all the rows.
+    fn case_errors(&self, pop: &Population, _generation: usize, cases: &[u32]) -> Result<Vec<f64>> {
+        use crate::program::fitness::{argmax, softmax_ce};
+        let (rows, offset) = self.rows.ok_or_else(|| anyhow::anyhow!("this classification task keeps no rows for lexicase selection"))?;
+        let (d, n_classes) = (&rows.data, self.counts.len());
+        let k = cases.len();
+        let (x, _) = d.gather(cases)?;
+        let pred = self.backend.predictions(pop, &x, k, d.n_features)?;
+        let n_out = pop.n_outputs.max(1);
+        anyhow::ensure!(pred.len() == pop.size() * n_out * k, "{} predictions for {} programs at {k} rows", pred.len(), pop.size());
+        let heads: Option<Vec<Option<Vec<crate::program::head::Head>>>> = match &self.head {
+            Some(h) => Some(self.backend.class_head_sums(pop, h, &self.counts)?.iter().map(|s| s.fit()).collect()),
+            None => None,
+        };
+        let mut errors = vec![f64::INFINITY; pop.size() * k];
+        let (mut f, mut z) = (vec![0.0; n_out], vec![0.0; n_classes]);
+        for i in 0..pop.size() {
+            if pop.len[i] == 0 {
+                continue;
+            }
+            let out = &pred[i * n_out * k..(i + 1) * n_out * k];
+            let head = match &heads {
+                Some(h) => match &h[i] {
+                    Some(h) => Some(h),
+                    None => continue,
+                },
+                None => None,
+            };
+            for (c, &row) in cases.iter().enumerate() {
+                let label = rows.labels[row as usize] as usize;
+                f.iter_mut().enumerate().for_each(|(m, v)| *v = out[m * k + c] as f64);
+                let e = match head {
+                    Some(h) => h.iter().enumerate().map(|(m, h)| (h.apply(&f) - (m == label) as u8 as f64).powi(2)).sum(),
+                    None => {
+                        let off = |m: usize| offset.map_or(0.0, |o| o[m * d.n_rows + row as usize] as f64);
+                        if pop.n_outputs == 0 {
+                            z[0] = 0.0;
+                            z[1] = f[0] + off(0);
+                        } else {
+                            z.iter_mut().enumerate().for_each(|(m, v)| *v = f[m] + off(m));
+                        }
+                        match self.fitness {
+                            ClassFitness::CrossEntropy => softmax_ce(&z, label),
+                            _ => (argmax(&z) != label || z.iter().any(|v| !v.is_finite())) as u8 as f64,
+                        }
+                    }
+                };
+                errors[i * k + c] = if e.is_finite() { e } else { f64::INFINITY };
+            }
+        }
+        Ok(errors)
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {

@@ -115,7 +115,7 @@ fn task_on<'d>(
         None => (b.classification_data_with(&train.data.x, &train.labels, n, k, offset)?, None),
     };
     let counts = train.class_counts().iter().map(|&c| c as u64).collect();
-    Ok(Classification { backend: b, data, counts, fitness: settings.fitness, parsimony: settings.parsimony, head })
+    Ok(Classification { backend: b, data, counts, fitness: settings.fitness, parsimony: settings.parsimony, head, rows: Some((train, offset)) })
 }
 
 /// Evolves a classifier for `train` (already standardised with `standardize`, which the saved

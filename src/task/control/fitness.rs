@@ -87,6 +87,18 @@ pub struct Control<'m> {
     /// `--normalise`: the normaliser the programs read their observations through, learnt from
     /// what each generation's policies see ([`Learnt`]).
     pub learnt: Option<&'m Mutex<Learnt>>,
+    /// Every episode's return of the population evaluated last (`[P × episodes]`, NaN where
+    /// invalid): the cases lexicase selection reads ([`crate::evolve::Fitness::case_errors`]).
+    pub episodes: Mutex<(u64, Vec<f64>)>,
+}
+
+/// A hash of a population's programs: which population [`Control::episodes`] belongs to.
+fn fingerprint(pop: &Population) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (pop.max_len, pop.n_outputs, &pop.len, &pop.op, &pop.size, &pop.out).hash(&mut h);
+    pop.value.iter().for_each(|v| v.to_bits().hash(&mut h));
+    h.finish()
 }
 
 impl Control<'_> {
@@ -95,18 +107,24 @@ impl Control<'_> {
     fn returns(&self, pop: &Population, run: &ControlRun) -> Result<Vec<f64>> {
         let t0 = std::time::Instant::now();
         let composed = self.residual.map(|h| h.residual().compose_population(pop));
-        let (means, steps) = match self.learnt {
+        let (means, steps, episodes) = match self.learnt {
             Some(l) => {
                 let mut l = l.lock().unwrap_or_else(|e| e.into_inner());
-                let (means, steps, seen) = self.backend.control_returns_observed(pop, self.model, run, Some(&l.next()))?;
+                let (means, steps, seen, episodes) = self.backend.control_returns_observed(pop, self.model, run, Some(&l.next()))?;
                 l.learn(&seen);
-                (means, steps)
+                (means, steps, episodes)
             }
-            None => self.backend.control_returns(composed.as_ref().unwrap_or(pop), self.model, run)?,
+            None => {
+                let (means, episodes, steps) = self.backend.control_episodes(composed.as_ref().unwrap_or(pop), self.model, run)?;
+                (means, steps, episodes)
+            }
         };
         if let Ok(mut p) = self.played.lock() {
             p.0 += steps;
             p.1 += t0.elapsed().as_secs_f64();
+        }
+        if let Ok(mut last) = self.episodes.lock() {
+            *last = (fingerprint(pop), episodes);
         }
         Ok(means
             .iter()
@@ -128,6 +146,38 @@ impl crate::evolve::Fitness for Control<'_> {
             h.after_generation(generation, self.backend, pop, &fit, &self.played)?;
         }
         Ok(fit)
+    }
+
+    fn n_cases(&self) -> usize {
+        self.run.episodes
+    }
+
+    /// Minus each episode's return at generation `generation` (the episodes are the cases,
+    /// each played from its own start): read from the last evaluation where it was of `pop`,
+    /// else played again (the same starts give the same returns; islands, and migrants, need
+    /// it). `+inf` for an invalid episode or individual.
+    fn case_errors(&self, pop: &Population, generation: usize, cases: &[u32]) -> Result<Vec<f64>> {
+        let k = self.run.episodes;
+        let seen = {
+            let last = self.episodes.lock().unwrap_or_else(|e| e.into_inner());
+            (last.0 == fingerprint(pop) && last.1.len() == pop.size() * k).then(|| last.1.clone())
+        };
+        let last = match seen {
+            Some(l) => l,
+            None => {
+                let run = if self.fresh { self.run.at_generation(generation) } else { self.run };
+                self.returns(pop, &run)?;
+                self.episodes.lock().unwrap_or_else(|e| e.into_inner()).1.clone()
+            }
+        };
+        let mut errors = Vec::with_capacity(pop.size() * cases.len());
+        for i in 0..pop.size() {
+            for &c in cases {
+                let r = last[i * k + c as usize];
+                errors.push(if pop.len[i] == 0 || !r.is_finite() { f64::INFINITY } else { -r });
+            }
+        }
+        Ok(errors)
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {

@@ -183,7 +183,7 @@ impl Search {
             pop.set_tree(r, t).map_err(|e| anyhow::anyhow!("a linear policy's tree: {e}"))?;
         }
         let t = std::time::Instant::now();
-        let (mut means, steps, seen) = backend.control_returns_observed(&pop, &arena.trained, &run_it, None)?;
+        let (mut means, steps, seen, _) = backend.control_returns_observed(&pop, &arena.trained, &run_it, None)?;
         self.played.0 += steps;
         self.played.1 += t.elapsed().as_secs_f64();
         let central = means.pop().unwrap_or(f64::NAN);

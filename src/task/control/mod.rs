@@ -66,7 +66,7 @@ mod tests {
         use crate::evolve::Fitness;
         let (m, pop) = random_hopper_policies(4, 5);
         let run = ControlRun { episodes: 3, steps: 60, seed: 9, generation: 0, noise: true, ignore_termination: false };
-        let task = |fresh| Control { backend: &Backend::Cpu, model: &m, run, fresh, parsimony: 0.0, played: std::sync::Mutex::new((0, 0.0)), residual: None, learnt: None };
+        let task = |fresh| Control { backend: &Backend::Cpu, model: &m, run, fresh, parsimony: 0.0, played: std::sync::Mutex::new((0, 0.0)), episodes: Default::default(), residual: None, learnt: None };
         let score = |r: &ControlRun| -> Vec<u64> { (0..4).map(|i| (-score_policy(&pop.tree(i).nodes(), &m, r).unwrap().mean()).to_bits()).collect() };
         let bits = |f: Vec<f64>| -> Vec<u64> { f.iter().map(|x| x.to_bits()).collect() };
         let (fixed, fresh) = (task(false), task(true));

@@ -269,6 +269,7 @@ fn evolve_programs(
             fresh: settings.fresh_starts,
             parsimony: settings.parsimony,
             played: std::sync::Mutex::new(if i == 0 { played } else { (0, 0.0) }),
+            episodes: Default::default(),
             residual: reads.residual,
             learnt: reads.learnt,
         })

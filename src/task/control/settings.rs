@@ -230,6 +230,19 @@ impl ControlSettings {
             "--normalise on (normalise) learns one normaliser for one population: with --islands (islands.count is {}) turn it off with --normalise off",
             self.islands.count
         );
+        if self.engine.selection.is_lexicase() {
+            ensure!(
+                self.policy != PolicyKind::Linear,
+                "--selection {} chooses the parents of evolved programs; --policy linear tunes a linear map by random search: leave --selection out",
+                if self.engine.selection == crate::select::Selection::Lexicase { "lexicase" } else { "down-sampled" }
+            );
+            ensure!(
+                self.episodes >= 2,
+                "--selection lexicase and down-sampled read each episode as a case: give --episodes 2 or more (episodes is {})",
+                self.episodes
+            );
+            crate::select::cases_per_generation(self.engine.selection, self.engine.down_sample, self.episodes).map_err(|m| anyhow::anyhow!(m))?;
+        }
         check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
         Ok(())

@@ -33,6 +33,9 @@ pub struct Regression<'d> {
     /// residual): the fitness is the joint fit's error
     /// ([`crate::program::linear::Joint`]).
     pub joint: Option<&'d Joint>,
+    /// The rows of `data` in host memory (its target too), which lexicase selection's cases
+    /// are read from ([`crate::evolve::Fitness::case_errors`]); `None`: no cases.
+    pub rows: Option<&'d Dataset>,
 }
 
 impl Regression<'_> {
@@ -100,6 +103,42 @@ impl crate::evolve::Fitness for Regression<'_> {
         let cfg = crate::backend::cpu::fit::FitConfig { steps, linear_scaling: self.config.linear_scaling };
         self.backend.fit_constants(pop, rows, &self.data, cfg)?;
         self.evaluate(&pop.gather(rows)).map(Some)
+    }
+
+    fn n_cases(&self) -> usize {
+        self.rows.map_or(0, |d| d.n_rows)
+    }
+
+    /// Each program's absolute error at each case row under the readout the fitness gives it:
+    /// its linear scaling on all the rows (or none, as the settings say), or its fitted head.
+    /// The target is the one the programs are evolved to fit (with linear terms of the inputs,
+    /// the residual of the terms alone).
+    fn case_errors(&self, pop: &Population, _generation: usize, cases: &[u32]) -> anyhow::Result<Vec<f64>> {
+        let d = self.rows.ok_or_else(|| anyhow::anyhow!("this regression task keeps no rows for lexicase selection"))?;
+        let k = cases.len();
+        let (x, y) = d.gather(cases)?;
+        let pred = self.backend.predictions(pop, &x, k, d.n_features)?;
+        let n_out = pop.n_outputs.max(1);
+        let readouts: Vec<Option<Readout>> = if self.outputs > 1 {
+            let sums = self.backend.head_sums(pop, &self.data)?;
+            sums.iter().map(|s| s.fit().map(Readout::Head)).collect()
+        } else if self.config.linear_scaling {
+            let sums = self.backend.regression_sums(pop, &self.data)?;
+            sums.iter().map(|s| s.is_valid().then(|| { let (a, b) = s.scale(); Readout::Scale(a, b) })).collect()
+        } else {
+            vec![Some(Readout::Scale(1.0, 0.0)); pop.size()]
+        };
+        anyhow::ensure!(pred.len() == pop.size() * n_out * k, "{} predictions for {} programs at {k} rows", pred.len(), pop.size());
+        let mut errors = vec![f64::INFINITY; pop.size() * k];
+        for (i, readout) in readouts.iter().enumerate() {
+            let Some(r) = readout.as_ref().filter(|_| pop.len[i] > 0) else { continue };
+            let p = r.apply(&pred[i * n_out * k..(i + 1) * n_out * k], k);
+            for (c, p) in p.into_iter().enumerate() {
+                let e = (p - y[c] as f64).abs();
+                errors[i * k + c] = if e.is_finite() { e } else { f64::INFINITY };
+            }
+        }
+        Ok(errors)
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {

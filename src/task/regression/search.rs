@@ -236,7 +236,7 @@ pub fn search_with(
         .map(|(i, &b)| {
             let part = if sharded { &parts[i] } else { rows };
             let data = b.regression_data(&part.x, &part.y, part.n_rows, part.n_features)?;
-            Ok(Regression { backend: b, data, config: settings.regression, outputs: k, joint })
+            Ok(Regression { backend: b, data, config: settings.regression, outputs: k, joint, rows: Some(part) })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let on_gpus = crate::evolve::OnGpus(&tasks);

@@ -217,6 +217,10 @@ impl EvolveSettings {
             ensure!(!self.islands.shard_rows, "--linear-inputs on is not split over GPUs: drop --shard-rows or use --linear-inputs off");
         }
         self::shard::check(&self.islands, self.device, self.outputs)?;
+        ensure!(
+            !(self.islands.shard_rows && self.engine.selection.is_lexicase()),
+            "--selection lexicase and down-sampled read every program's error at each row, which --shard-rows splits over GPUs: use --selection tournament or drop --shard-rows"
+        );
         check_ge(&self.search_settings().ge)?;
         match (&self.grammar, &self.functions) {
             (None, None) => anyhow::bail!(

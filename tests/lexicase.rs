@@ -1,0 +1,71 @@
+//! Lexicase selection as a user reaches it (`--selection lexicase|down-sampled`): on
+//! regression, classification and control, in experiment files, and one clear line for each
+//! setting it cannot run with.
+
+mod support;
+use support::{Device, grove_run, scratch, text};
+
+fn grove(args: &[&str]) -> std::process::Output {
+    grove_run(args, "", Device::Cpu, None)
+}
+
+fn report(args: &[&str]) -> serde_json::Value {
+    // A file of its own per run: the tests run side by side.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = scratch().join(format!("lexicase-{}-{n}.json", std::process::id()));
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--device", "cpu", "-q", "--report", path.to_str().unwrap()]);
+    let out = grove(&all);
+    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn every_task_runs_with_lexicase_and_records_it() {
+    let r = report(&["evolve", "--functions", "add,sub,mul", "--data", "builtin:koza1", "--pop", "60", "--gens", "4", "--selection", "lexicase"]);
+    assert_eq!(r["settings"]["engine"]["selection"], "lexicase");
+    assert_eq!(r["generations"].as_array().unwrap().len(), 5);
+    // Lexicase replaces NSGA-II's tournaments, so `auto` bloat control runs plain.
+    assert!(r["best"]["fitness"].as_f64().unwrap().is_finite());
+    let r = report(&["evolve", "-g", "grammars/regression.bnf", "--data", "builtin:koza1", "--pop", "60", "--gens", "3", "--selection", "down-sampled", "--down-sample", "5"]);
+    assert_eq!((r["settings"]["engine"]["selection"].as_str(), r["settings"]["engine"]["down_sample"].as_f64()), (Some("down-sampled"), Some(5.0)));
+    let r = report(&["classify", "--pop", "60", "--gens", "3", "--selection", "lexicase"]);
+    assert!(r["train"]["accuracy"].as_f64().unwrap() > 0.5, "{}", r["train"]);
+    let r = report(&["control", "--env", "swimmer", "--pop", "20", "--gens", "2", "--episodes", "3", "--episode-steps", "30", "--selection", "lexicase"]);
+    assert_eq!(r["settings"]["engine"]["selection"], "lexicase");
+}
+
+#[test]
+fn the_same_seed_repeats_a_lexicase_run_and_the_selection_changes_it() {
+    let args = ["evolve", "--functions", "add,sub,mul", "--data", "builtin:koza1", "--pop", "80", "--gens", "5", "--bloat", "none"];
+    let fits = |sel: &str| {
+        let mut a = args.to_vec();
+        a.extend(["--selection", sel]);
+        let r = report(&a);
+        r["generations"].as_array().unwrap().iter().map(|g| g["best"].as_f64().unwrap()).collect::<Vec<_>>()
+    };
+    assert_eq!(fits("lexicase"), fits("lexicase"));
+    assert_ne!(fits("lexicase"), fits("tournament"));
+}
+
+#[test]
+fn what_lexicase_cannot_run_with_gets_one_clear_line() {
+    for (args, needle) in [
+        (vec!["evolve", "--functions", "add", "--selection", "lexicase", "--bloat", "nsga2"], "replaces the parent tournament"),
+        (vec!["evolve", "--functions", "add", "--selection", "lexicase", "--bloat", "double-tournament"], "--bloat double-tournament"),
+        (vec!["evolve", "--functions", "add", "--selection", "down-sampled", "--down-sample", "1.5"], "--down-sample"),
+        (vec!["evolve", "--functions", "add", "--selection", "down-sampled", "--down-sample", "0"], "--down-sample"),
+        (vec!["evolve", "--functions", "add", "--data", "builtin:koza1", "--selection", "down-sampled", "--down-sample", "5000", "--gens", "2"], "5000 cases of"),
+        (vec!["evolve", "--functions", "add", "--selection", "lexicase", "--shard-rows"], "--shard-rows"),
+        (vec!["control", "--env", "swimmer", "--selection", "lexicase", "--episodes", "1"], "--episodes 2"),
+        (vec!["control", "--env", "swimmer", "--selection", "lexicase", "--policy", "linear"], "--policy linear"),
+    ] {
+        let out = grove(&args);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        let e = text(&out.stderr);
+        assert!(e.contains(needle), "{args:?}: {e}");
+        assert!(e.starts_with("error: "), "{args:?}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{args:?}: one line expected: {e}");
+    }
+}
