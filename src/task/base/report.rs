@@ -70,6 +70,32 @@ pub fn generations_json(history: &[GenerationStats], median_sizes: &[f64]) -> Ve
         .collect()
 }
 
+/// Generations in a row, ending with the last, whose median valid program is one node before
+/// a run reports its population as collapsed ([`collapse`]).
+pub const COLLAPSE_GENERATIONS: usize = 3;
+
+/// Where a run's population collapsed: the first generation of the run of at least
+/// [`COLLAPSE_GENERATIONS`] generations, ending with the last, in which at least half the valid
+/// programs were one node (a constant or one input: median size at most 1, `median_sizes` by
+/// generation, 0 where none was valid); `None` where it did not. Selection that keeps
+/// specialists (`--selection lexicase`) is what the line [`collapse_line`] suggests.
+pub fn collapse(median_sizes: &[f64]) -> Option<usize> {
+    let tail = median_sizes.iter().rev().take_while(|&&m| m > 0.0 && m <= 1.0).count();
+    (tail >= COLLAPSE_GENERATIONS).then(|| median_sizes.len() - tail)
+}
+
+/// The report's `collapse` block: `{"from_generation": g}`, or null ([`collapse`]).
+pub fn collapse_json(median_sizes: &[f64]) -> serde_json::Value {
+    collapse(median_sizes).map_or(serde_json::Value::Null, |g| serde_json::json!({"from_generation": g}))
+}
+
+/// The summary's line on a collapse ([`collapse`]), or nothing.
+pub fn collapse_line(median_sizes: &[f64], selection: crate::select::Selection) -> String {
+    let Some(g) = collapse(median_sizes) else { return String::new() };
+    let hint = if selection.is_lexicase() { "" } else { ": --selection lexicase keeps programs that are best on some cases alive" };
+    format!("collapse      from generation {g} on, most programs were one node{hint}\n")
+}
+
 /// The devices of a run: the backend's description, and how many more GPUs its islands used.
 pub fn describe_devices(backend: &crate::backend::Backend, more: &[crate::backend::Backend]) -> String {
     match more.len() {
@@ -192,6 +218,24 @@ impl Split {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_population_of_one_node_programs_to_the_end_is_a_collapse() {
+        assert_eq!(collapse(&[7.0, 3.0, 1.0, 1.0, 1.0]), Some(2));
+        assert_eq!(collapse(&[7.0, 1.0, 1.0, 0.5, 1.0, 1.0]), Some(1));
+        // Too short a run of them, or one that ended before the last generation.
+        assert_eq!(collapse(&[7.0, 3.0, 1.0, 1.0]), None);
+        assert_eq!(collapse(&[1.0, 1.0, 1.0, 1.0, 3.0]), None);
+        // Generations with no valid program (median 0) are not a collapse to one node.
+        assert_eq!(collapse(&[5.0, 0.0, 0.0, 0.0]), None);
+        assert_eq!(collapse(&[]), None);
+        assert!(collapse_json(&[1.0; 4])["from_generation"] == 0);
+        assert!(collapse_json(&[2.0; 4]).is_null());
+        let line = collapse_line(&[9.0, 1.0, 1.0, 1.0], crate::select::Selection::Tournament);
+        assert!(line.starts_with("collapse      from generation 1") && line.contains("--selection lexicase"), "{line}");
+        assert!(!collapse_line(&[9.0, 1.0, 1.0, 1.0], crate::select::Selection::Lexicase).contains("--selection"));
+        assert_eq!(collapse_line(&[9.0, 4.0, 1.0], crate::select::Selection::Tournament), "");
+    }
 
     #[test]
     fn the_split_keeps_the_first_generation_apart_from_the_median_of_the_rest() {

@@ -112,6 +112,7 @@ fn report_json(
         "settings": settings,
         "classes": train.classes,
         "generations": generations,
+        "collapse": crate::task::base::report::collapse_json(&searched.median_sizes),
         "ended": searched.ended,
         "best": best_json,
         "linear_inputs": p.linear.json(),
@@ -159,6 +160,7 @@ fn summary_lines(settings: &ClassifySettings, p: &Prepared<'_>, searched: &Searc
     summary += &format!("size          {} nodes\n", best.nodes.len());
     summary += &format!("selected      {}: {}\n", choice.decision.rule.name(), choice.decision.why);
     summary += &searched.ended.line(settings.engine.generations).unwrap_or_default();
+    summary += &crate::task::base::report::collapse_line(&searched.median_sizes, settings.engine.selection);
     for (name, s) in [("train", Some(&scored.train)), ("validation", scored.validation.as_ref()), ("test", scored.test.as_ref())] {
         if let Some(s) = s {
             summary += &format!(

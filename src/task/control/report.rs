@@ -113,6 +113,7 @@ fn report_json(settings: &ControlSettings, arena: &Arena, reads: &Reads<'_>, evo
         "settings": settings,
         "env": {"name": m.name, "profile": m.profile, "observations": names, "actuators": acts, "episode_steps": run.steps},
         "generations": generations,
+        "collapse": crate::task::base::report::collapse_json(&evolved.median_sizes),
         "ended": evolved.ended,
         "best": best_json,
         "train": policy.train.json(),
@@ -177,6 +178,7 @@ fn score_lines(settings: &ControlSettings, arena: &Arena, reads: &Reads<'_>, evo
     }
     summary += &format!("size          {} nodes\n", best.nodes.len());
     summary += &evolved.ended.line(settings.engine.generations).unwrap_or_default();
+    summary += &crate::task::base::report::collapse_line(&evolved.median_sizes, settings.engine.selection);
     if let Some(v) = policy.validation {
         summary += &v.line();
     }

@@ -294,6 +294,7 @@ fn report_json(
         "command": "evolve",
         "settings": settings,
         "generations": generations,
+        "collapse": crate::task::base::report::collapse_json(&searched.median_sizes),
         "ended": searched.ended,
         "best": best_json,
         "selection": blocks.selection,
@@ -331,6 +332,7 @@ fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>,
         summary += &format!("cross-val     {} folds, the whole fit repeated on each: {:.2} s\n", c.folds, searched.cv_seconds);
     }
     summary += &searched.ended.line(settings.engine.generations).unwrap_or_default();
+    summary += &crate::task::base::report::collapse_line(&searched.median_sizes, settings.engine.selection);
     let line = |name: &str, s: &Scores| format!("{name:<13} mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2);
     summary += &line("train", &scored.train);
     if let Some(s) = &scored.validation {
