@@ -294,10 +294,10 @@ fn breed_on_host(cfg: &EngineConfig, rep: Representation<'_, '_>, i: &mut HostIs
             let grammar = rep.grammar();
             let pairs = CpuBreeder.select_parents(&i.fit, &i.pop, 2 * (p - n_elite).div_ceil(2), &parents, seed, next_gen)?;
             let mut next = Genomes::new(p, rep.genome_capacity);
-            CpuBreeder.crossover(genomes, &i.used, &pairs, &mut next, n_elite, &rep.vary, seed, next_gen)?;
+            CpuBreeder.crossover(&grammar, genomes, &i.used, &pairs, &mut next, n_elite, &rep.vary, seed, next_gen)?;
             let mut used = CpuBreeder.mapping(&grammar, p)?;
             CpuBreeder.map(&grammar, &mut used, &next, None)?;
-            CpuBreeder.mutate(&mut next, &used, n_elite, &rep.vary, seed, next_gen)?;
+            CpuBreeder.mutate(&grammar, &mut next, &used, n_elite, &rep.vary, seed, next_gen)?;
             CpuBreeder.copy_genomes(genomes, &elite, n_elite, &mut next)?;
             i.genomes = Some(next);
         }

@@ -200,7 +200,7 @@ impl Ge {
                 max_depth: self.init_depth.1,
                 tail_fraction: 0.5,
             },
-            vary: GeVaryConfig { crossover: self.crossover, mutation: self.mutation, within_used: true, codon_size: CODON_SIZE },
+            vary: GeVaryConfig { crossover: self.crossover, mutation: self.mutation, within_used: true, codon_size: CODON_SIZE, ..GeVaryConfig::default() },
             genome_capacity: self.genome_capacity.max(self.genome_length),
         }
     }
