@@ -179,4 +179,34 @@ mod tests {
         assert!((60..140).contains(&changed), "{changed}");
         assert!(g[1000..].iter().all(|&c| c == 7));
     }
+
+    #[test]
+    fn int_flip_at_one_per_used_codon() {
+        let cfg = GeVaryConfig { mutation: 0.9, mutation_per_used: true, codon_size: 1 << 16, ..GeVaryConfig::default() };
+        let mut changed = 0;
+        for k in 0..2000 {
+            let mut g = vec![7u32; 150];
+            int_flip(&mut g, 100, &cfg, &mut Stream::new(3, 2, k, Purpose::Mutate));
+            assert!(g[100..].iter().all(|&c| c == 7));
+            changed += g.iter().filter(|&&c| c != 7).count();
+        }
+        // One flip per genome on average (`mutation` unused).
+        assert!((1800..2200).contains(&changed), "{changed}");
+    }
+
+    #[test]
+    fn the_device_has_one_point_and_int_flip_at_a_fixed_rate() {
+        let d = GeVaryConfig::default();
+        assert!(d.on_device());
+        for c in [
+            GeVaryConfig { crossover_op: GeCrossover::Subtree, ..d },
+            GeVaryConfig { mutation_op: GeMutation::Subtree, ..d },
+            GeVaryConfig { mutation_per_used: true, ..d },
+        ] {
+            assert!(!c.on_device(), "{c:?}");
+        }
+        // Experiment files and checkpoints from before the operators load as one-point and int-flip.
+        let old: GeVaryConfig = serde_json::from_str(r#"{"crossover": 0.9, "mutation": 0.02, "within_used": true, "codon_size": 65536}"#).unwrap();
+        assert_eq!(old, GeVaryConfig { mutation: 0.02, ..d });
+    }
 }
