@@ -405,3 +405,51 @@ fn a_flag_given_nan_or_an_infinity_gets_one_line_that_names_it() {
     // A finite value past a limit still gets the check's own message.
     assert_one_line_error(&grove(&[&evolve[..], &["--crossover", "1.5"]].concat(), ""), &["--crossover (vary.crossover) must be a probability, got 1.5"]);
 }
+
+/// `--crossover` and `--mutation` take a plain rate as before or an operator of GE with an
+/// optional rate; bad values and GE operators named for tree GP get one line.
+#[test]
+fn ge_operators_are_named_with_an_optional_rate() {
+    use grove::genome::vary::{GeCrossover, GeMutation};
+    let ge = ["evolve", "-g", "grammars/regression.bnf", "--device", "cpu"];
+    let vary = |flags: &[&str]| {
+        let Ok(grove::cli::Command::Evolve(a)) = parsed(&[&ge[..], flags].concat()) else { panic!("{flags:?}") };
+        a.settings().map(|s| s.vary).map_err(|e| format!("{e:#}"))
+    };
+    let d = vary(&[]).unwrap();
+    assert_eq!((d.crossover_op, d.crossover, d.mutation_op, d.mutation, d.mutation_per_used), (GeCrossover::Onepoint, 0.9, GeMutation::IntFlip, 0.02, false));
+    for (flags, x_op, x, m_op, m, per_used) in [
+        (&["--crossover", "0.7"][..], GeCrossover::Onepoint, 0.7, GeMutation::IntFlip, 0.02, false),
+        (&["--crossover", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, false),
+        (&["--crossover", "subtree:0.75"], GeCrossover::Subtree, 0.75, GeMutation::IntFlip, 0.02, false),
+        (&["--crossover", "onepoint:0.6"], GeCrossover::Onepoint, 0.6, GeMutation::IntFlip, 0.02, false),
+        (&["--mutation", "0.1"], GeCrossover::Onepoint, 0.9, GeMutation::IntFlip, 0.1, false),
+        (&["--mutation", "int-flip:0.05"], GeCrossover::Onepoint, 0.9, GeMutation::IntFlip, 0.05, false),
+        (&["--mutation", "int-flip:1/used"], GeCrossover::Onepoint, 0.9, GeMutation::IntFlip, 0.02, true),
+        (&["--mutation", "subtree"], GeCrossover::Onepoint, 0.9, GeMutation::Subtree, 1.0, false),
+        (&["--mutation", "subtree:0.3", "--crossover", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::Subtree, 0.3, false),
+    ] {
+        let v = vary(flags).unwrap();
+        assert_eq!((v.crossover_op, v.crossover, v.mutation_op, v.mutation, v.mutation_per_used), (x_op, x, m_op, m, per_used), "{flags:?}");
+    }
+    for (flags, needle) in [
+        (&["--crossover", "uniform"][..], "--crossover `uniform`: expected a probability or onepoint[:P] or subtree[:P]"),
+        (&["--mutation", "flip"], "--mutation `flip`: expected a probability or int-flip[:P|:1/used] or subtree[:P]"),
+        (&["--crossover", "subtree:1.5"], "--crossover (vary.crossover) must be a probability, got 1.5"),
+        (&["--mutation", "subtree:-0.1"], "--mutation (vary.mutation) must be a probability, got -0.1"),
+        (&["--mutation", "subtree:1/used"], "1/used is a rate of int-flip"),
+        (&["--mutation", "int-flip:half"], "`half` is not a number"),
+    ] {
+        let e = vary(flags).unwrap_err();
+        assert!(e.contains(needle), "{flags:?}: {e}");
+    }
+    // Tree GP: a plain rate is accepted as before, an operator's name refused.
+    let tree = ["evolve", "--functions", "add", "--device", "cpu"];
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&[&tree[..], &["--crossover", "0.5", "--mutation", "0.1"]].concat()) else { panic!() };
+    a.settings().unwrap();
+    for flag in ["--crossover", "--mutation"] {
+        let value = if flag == "--crossover" { "onepoint" } else { "int-flip" };
+        assert_one_line_error(&grove(&[&tree[..], &[flag, value]].concat(), ""), &[&format!("{flag} `{value}` names an operator of grammatical evolution, and this run has no --grammar")]);
+    }
+    assert_one_line_error(&grove(&[&ge[..], &["--crossover", "uniform"]].concat(), ""), &["--crossover `uniform`"]);
+}

@@ -316,8 +316,8 @@ fn assert_same_runs(what: &str, a: &grove::evolve::Outcome, b: &grove::evolve::O
 
 /// Grammatical evolution: the device loop (genomes, mapping to trees, selection, crossover,
 /// int-flip and elitism on the GPU) against the host loop evaluating on the same GPU, over 20+
-/// generations, for three grammars with eager and lazy codons, wraps, random and sensible
-/// initialisation, several elites and metrics.
+/// generations, for three grammars with eager and lazy codons, wraps, random, sensible and PI
+/// grow initialisation, several elites and metrics.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_ge_loop_equals_the_host_loop() {
@@ -331,7 +331,10 @@ fn the_device_ge_loop_equals_the_host_loop() {
     let shape = DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) };
     let sensible = InitConfig { max_depth: 7, ..InitConfig::default() };
     let random = InitConfig { method: InitMethod::Random, length: 100, ..InitConfig::default() };
+    // PI grow's genomes are made on the host and uploaded: the loops start from the same bits.
+    let pi_grow = InitConfig { method: InitMethod::PiGrow, min_depth: 3, max_depth: 7, ..InitConfig::default() };
     let cases = [
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, pi_grow, EngineConfig { pop_size: 1000, generations: 12, seed: 9, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default()),
         ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 2000, generations: 20, seed: 3, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default()),
         ("ge-paper.bnf", MapConfig { max_wraps: 2, codons: Codons::Lazy, ..MapConfig::default() }, random, EngineConfig { pop_size: 1501, generations: 22, seed: 8, tournament: 4, elite: 3, max_len: 256, ..Default::default() }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }),
         ("pagie1.bnf", MapConfig { max_wraps: 1, max_depth: 12, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1000, generations: 20, seed: 5, tournament: 2, elite: 0, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }),

@@ -840,7 +840,7 @@ fn genomes(p: usize, cap: usize, seed: u64) -> (Genomes, Vec<u32>) {
 
 fn ge_matches_reference(dev: &dyn Device) {
     for (seed, cap, within_used) in [(1u64, 50usize, true), (2, 8, false), (3, 1, true)] {
-        let cfg = GeVaryConfig { crossover: 0.8, mutation: 0.1, within_used, codon_size: 1000 };
+        let cfg = GeVaryConfig { crossover: 0.8, mutation: 0.1, within_used, codon_size: 1000, ..GeVaryConfig::default() };
         let (parents, used) = genomes(301, cap, seed);
         let (p, first_row) = (parents.size(), 3);
         let n_pairs = (p - first_row).div_ceil(2);
@@ -1143,7 +1143,7 @@ fn device_resident_ge_generations_match_the_host_ge_loop() {
     let table = &loaded.table;
     let (p, cap, n_elite, k, seed, max_derivation) = (400usize, 120usize, 3usize, 3usize, 17u64, 4096usize);
     let map_cfg = MapConfig { max_wraps: 1, ..MapConfig::default() };
-    let vary = GeVaryConfig { crossover: 0.9, mutation: 0.05, within_used: true, codon_size: 256 };
+    let vary = GeVaryConfig { crossover: 0.9, mutation: 0.05, within_used: true, codon_size: 256, ..GeVaryConfig::default() };
     let (mut cpu, _) = genomes(p, cap, seed);
     let mut mapper = Mapper::new(table, map_cfg).with_max_derivation(max_derivation);
     let mut a = e.upload_genomes(&cpu).unwrap();

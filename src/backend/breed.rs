@@ -117,13 +117,17 @@ pub trait Breeder {
     /// Elitism: rows `rows[..n]` of `src` copied to rows `0..n` of `dst`.
     fn copy_trees(&self, src: &Self::Trees, rows: &Self::Rows, n: usize, dst: &mut Self::Trees) -> Result<()>;
 
-    /// GE crossover ([`crate::genome::vary::crossover`]): pair `j` of `pairs` crossed within
-    /// the parents' used codons (`mapping`, of `parents`' last mapping) with stream
+    /// GE crossover (`cfg.crossover_op`: [`crate::genome::vary::crossover`] within the
+    /// parents' used codons, `mapping`, of `parents`' last mapping, or
+    /// [`crate::genome::subtree::subtree_crossover`] on the parents mapped with
+    /// [`Grammar::mapper`]): pair `j` of `pairs` crossed with stream
     /// `(seed, generation, j, Crossover)`, its children written to rows `first_row + 2j` and
-    /// `first_row + 2j + 1` of `children` (those below its size).
+    /// `first_row + 2j + 1` of `children` (those below its size). The device has one-point
+    /// crossover only ([`GeVaryConfig::on_device`]).
     #[allow(clippy::too_many_arguments)]
     fn crossover(
         &self,
+        grammar: &Grammar<'_>,
         parents: &Self::Genomes,
         mapping: &Self::Mapping,
         pairs: &Self::Rows,
@@ -134,11 +138,15 @@ pub trait Breeder {
         generation: u32,
     ) -> Result<()>;
 
-    /// GE mutation ([`crate::genome::vary::int_flip`]) of rows `first_row..` of `genomes` in
-    /// place, each within its own used codons (`mapping`, of `genomes`' last mapping), row `k`
-    /// with stream `(seed, generation, k, Mutate)`.
+    /// GE mutation (`cfg.mutation_op`: [`crate::genome::vary::int_flip`] within each genome's
+    /// own used codons, `mapping`, of `genomes`' last mapping, or
+    /// [`crate::genome::subtree::subtree_mutate`] with [`Grammar::mapper`]) of rows
+    /// `first_row..` of `genomes` in place, row `k` with stream `(seed, generation, k, Mutate)`.
+    /// The device has int-flip at a fixed rate only ([`GeVaryConfig::on_device`]).
+    #[allow(clippy::too_many_arguments)]
     fn mutate(
         &self,
+        grammar: &Grammar<'_>,
         genomes: &mut Self::Genomes,
         mapping: &Self::Mapping,
         first_row: usize,

@@ -17,6 +17,7 @@ use serde_json::Value;
 use crate::backend::DeviceChoice;
 use crate::evolve::IslandConfig;
 use crate::evolve::islands::MAX_ISLANDS;
+use crate::genome::vary::{GeCrossover, GeMutation};
 use crate::task::base::defaults::{self, EngineDefaults, GeConfigs};
 use crate::task::base::search::{MAX_GENERATIONS, MAX_GENOME, MAX_POP, MAX_WRAPS};
 
@@ -394,25 +395,77 @@ pub struct GeArgs {
     /// GE: initialisation.
     #[arg(long, value_enum, default_value_t = defaults::GE.init)]
     pub init: crate::genome::InitMethod,
-    /// GE: smallest and largest depth of sensible initialisation's ramp.
+    /// GE: smallest and largest depth of the ramp of sensible initialisation and PI grow.
     #[arg(long, default_value_t = InitDepth(defaults::GE.init_depth.0, defaults::GE.init_depth.1), value_parser = parse_range)]
     pub init_depth: InitDepth,
     #[arg(long, default_value_t = defaults::GE.genome_length, help = format!("GE: genome length of random initialisation, 1 to {MAX_GENOME}"))]
     pub(crate) genome_length: usize,
     #[arg(long, default_value_t = defaults::GE.genome_capacity, help = format!("GE: longest genome crossover may make, --genome-length to {MAX_GENOME}"))]
     pub(crate) genome_capacity: usize,
-    /// GE: probability of crossing a pair of parents.
-    #[arg(long, default_value_t = defaults::GE.crossover)]
-    pub crossover: f32,
-    /// GE: per-codon mutation probability.
-    #[arg(long, default_value_t = defaults::GE.mutation)]
-    pub mutation: f32,
+    /// GE: crossover, P (the probability of crossing a pair of parents, one-point) or
+    /// OPERATOR[:P]: onepoint (variable one-point crossover within the used codons), subtree
+    /// (subtrees of one non-terminal swapped between the parents' derivation trees).
+    #[arg(long, value_name = "P|OPERATOR[:P]", default_value_t = defaults::GE.crossover.to_string())]
+    pub crossover: String,
+    /// GE: mutation, a probability or an operator with its rate (help below, from the defaults).
+    #[arg(long, value_name = "P|OPERATOR[:RATE]", default_value_t = defaults::GE.mutation.to_string(), help = format!(
+        "GE: mutation, P (int-flip's per-codon probability) or OPERATOR[:RATE]: int-flip[:P|:1/used] (each used codon replaced by a random one with probability P, {} if not given; 1/used: one over the used codons, PonyGE2's default), subtree[:P] (with probability P, {} if not given, one subtree of the derivation tree regrown at random)",
+        defaults::GE.mutation, defaults::GE_SUBTREE_MUTATION
+    ))]
+    pub mutation: String,
+}
+
+/// `--crossover`'s value: a probability, or `onepoint`/`subtree` with an optional `:P`.
+fn parse_crossover(s: &str) -> Result<(GeCrossover, f32)> {
+    if let Ok(p) = s.trim().parse::<f32>() {
+        return Ok((GeCrossover::Onepoint, p));
+    }
+    let (name, rate) = split_rate(s);
+    let op = match name {
+        "onepoint" => GeCrossover::Onepoint,
+        "subtree" => GeCrossover::Subtree,
+        _ => anyhow::bail!("--crossover `{s}`: expected a probability or onepoint[:P] or subtree[:P]"),
+    };
+    Ok((op, rate.map(|r| rate_number("--crossover", s, r)).transpose()?.unwrap_or(defaults::GE.crossover)))
+}
+
+/// `--mutation`'s value: a probability (int-flip's), or `int-flip` with an optional `:P` or
+/// `:1/used`, or `subtree` with an optional `:P`. Returns the operator, the rate and whether
+/// int-flip's rate is 1 / used codons.
+fn parse_mutation(s: &str) -> Result<(GeMutation, f32, bool)> {
+    if let Ok(p) = s.trim().parse::<f32>() {
+        return Ok((GeMutation::IntFlip, p, false));
+    }
+    let (name, rate) = split_rate(s);
+    match (name, rate) {
+        ("int-flip", Some("1/used")) => Ok((GeMutation::IntFlip, defaults::GE.mutation, true)),
+        ("int-flip", r) => Ok((GeMutation::IntFlip, r.map(|r| rate_number("--mutation", s, r)).transpose()?.unwrap_or(defaults::GE.mutation), false)),
+        ("subtree", Some("1/used")) => anyhow::bail!("--mutation `{s}`: 1/used is a rate of int-flip; subtree takes a probability per child"),
+        ("subtree", r) => Ok((GeMutation::Subtree, r.map(|r| rate_number("--mutation", s, r)).transpose()?.unwrap_or(defaults::GE_SUBTREE_MUTATION), false)),
+        _ => anyhow::bail!("--mutation `{s}`: expected a probability or int-flip[:P|:1/used] or subtree[:P]"),
+    }
+}
+
+/// `NAME[:RATE]` split at the first colon, both trimmed.
+fn split_rate(s: &str) -> (&str, Option<&str>) {
+    match s.split_once(':') {
+        Some((n, r)) => (n.trim(), Some(r.trim())),
+        None => (s.trim(), None),
+    }
+}
+
+/// The rate after an operator's colon, a number (its range is checked with the settings).
+fn rate_number(flag: &str, whole: &str, rate: &str) -> Result<f32> {
+    rate.parse::<f32>().map_err(|_| anyhow::anyhow!("{flag} `{whole}`: `{rate}` is not a number"))
 }
 
 impl GeArgs {
-    /// The mapping, initialisation and variation configs and the genome capacity.
-    pub fn configs(&self) -> GeConfigs {
-        defaults::Ge {
+    /// The mapping, initialisation and variation configs and the genome capacity; an error
+    /// line for a `--crossover` or `--mutation` that does not parse.
+    pub fn configs(&self) -> Result<GeConfigs> {
+        let (crossover_op, crossover) = parse_crossover(&self.crossover)?;
+        let (mutation_op, mutation, mutation_per_used) = parse_mutation(&self.mutation)?;
+        Ok(defaults::Ge {
             wraps: self.wraps,
             codons: self.codons,
             max_depth: self.max_depth,
@@ -420,18 +473,32 @@ impl GeArgs {
             init_depth: (self.init_depth.0, self.init_depth.1),
             genome_length: self.genome_length,
             genome_capacity: self.genome_capacity,
-            crossover: self.crossover,
-            mutation: self.mutation,
+            crossover,
+            mutation,
+            crossover_op,
+            mutation_op,
+            mutation_per_used,
         }
-        .configs()
+        .configs())
     }
 
-    /// The blocks `map`, `init` and `vary` and the field `genome_capacity`.
-    pub fn overlay(&self, o: &mut Overlay) -> Result<()> {
-        let ge = self.configs();
+    /// The blocks `map`, `init` and `vary` and the field `genome_capacity`. `grammar`: the run
+    /// has one; tree GP's runs take no GE operator names (their crossover and mutation are
+    /// their own, `trees.p_crossover` and `trees.p_mutation`), while a plain number is still
+    /// accepted as before.
+    pub fn overlay(&self, o: &mut Overlay, grammar: bool) -> Result<()> {
+        let ge = self.configs()?;
+        if !grammar {
+            for (flag, value) in [("--crossover", &self.crossover), ("--mutation", &self.mutation)] {
+                anyhow::ensure!(
+                    value.trim().parse::<f32>().is_ok(),
+                    "{flag} `{value}` names an operator of grammatical evolution, and this run has no --grammar (tree GP's crossover and mutation are trees.p_crossover and trees.p_mutation of an experiment file)"
+                );
+            }
+        }
         // Checked first: the block would carry a NaN as null.
-        finite("--crossover", "vary.crossover", self.crossover.into())?;
-        finite("--mutation", "vary.mutation", self.mutation.into())?;
+        finite("--crossover", "vary.crossover", ge.vary.crossover.into())?;
+        finite("--mutation", "vary.mutation", ge.vary.mutation.into())?;
         o.set("map", ge.map);
         o.set("init", ge.init);
         o.set("vary", ge.vary);

@@ -105,7 +105,7 @@ impl ClassifyArgs {
         o.set("outputs", self.outputs);
         self.fitting.overlay(&mut o)?;
         self.choice.overlay(&mut o)?;
-        self.ge.overlay(&mut o)?;
+        self.ge.overlay(&mut o, self.representation.grammar.is_some())?;
         self.islands.overlay(&mut o);
         self.budget.overlay(&mut o)?;
         Ok(o.into_value())

@@ -167,7 +167,7 @@ impl ControlArgs {
         o.set("head_every", self.head_every);
         o.set("head_iterations", self.head_iterations);
         o.set_some("normalise", self.normalise);
-        self.ge.overlay(&mut o)?;
+        self.ge.overlay(&mut o, self.representation.grammar.is_some())?;
         self.islands.overlay(&mut o);
         self.budget.overlay(&mut o)?;
         Ok(o.into_value())

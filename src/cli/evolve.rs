@@ -100,7 +100,7 @@ impl EvolveArgs {
         o.set("linear_inputs", self.linear_inputs);
         self.fitting.overlay(&mut o)?;
         self.choice.overlay(&mut o)?;
-        self.ge.overlay(&mut o)?;
+        self.ge.overlay(&mut o, self.representation.grammar.is_some())?;
         self.islands.overlay(&mut o);
         o.set("islands.shard_rows", self.shard_rows);
         self.budget.overlay(&mut o)?;

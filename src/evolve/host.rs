@@ -313,10 +313,10 @@ fn breed_on_host(
             let grammar = rep.grammar();
             let pairs = select(2 * (p - n_elite).div_ceil(2))?;
             let mut next = Genomes::new(p, rep.genome_capacity);
-            CpuBreeder.crossover(genomes, &i.used, &pairs, &mut next, n_elite, &rep.vary, seed, next_gen)?;
+            CpuBreeder.crossover(&grammar, genomes, &i.used, &pairs, &mut next, n_elite, &rep.vary, seed, next_gen)?;
             let mut used = CpuBreeder.mapping(&grammar, p)?;
             CpuBreeder.map(&grammar, &mut used, &next, None)?;
-            CpuBreeder.mutate(&mut next, &used, n_elite, &rep.vary, seed, next_gen)?;
+            CpuBreeder.mutate(&grammar, &mut next, &used, n_elite, &rep.vary, seed, next_gen)?;
             CpuBreeder.copy_genomes(genomes, &elite, n_elite, &mut next)?;
             i.genomes = Some(next);
         }

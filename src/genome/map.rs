@@ -136,6 +136,11 @@ impl<'t> Mapper<'t> {
         self.table
     }
 
+    /// The mapping settings.
+    pub fn config(&self) -> MapConfig {
+        self.config
+    }
+
     /// The derivation of the last [`Self::map`] call (complete only if it was valid).
     pub fn derivation(&self) -> &[u32] {
         &self.derivation
@@ -229,9 +234,77 @@ impl<'t> Mapper<'t> {
         Mapped { invalid, used_codons: used, depth, nodes }
     }
 
+    /// Maps `genome` as [`Self::map`] does and, when it is valid, writes into `nodes` (cleared
+    /// first) one [`DerivationNode`] per derivation entry, in the derivation's prefix order:
+    /// the subtree operators' view of the tree. A second walk over the derivation, so that
+    /// [`Self::map`] itself stays as it is; `nodes` is left empty for an invalid genome.
+    pub fn map_nodes(&mut self, genome: &[u32], nodes: &mut Vec<DerivationNode>) -> Mapped {
+        nodes.clear();
+        let m = self.map(genome);
+        if m.valid() {
+            derivation_nodes(self.table, self.config.codons, &self.derivation, nodes);
+        }
+        m
+    }
+
     /// Renders the last derivation as the phenotype text, as PonyGE2 prints it.
     pub fn render(&self, out: &mut String) {
         render(self.table, &self.derivation, out);
+    }
+}
+
+/// One node of a complete derivation, as [`Mapper::map_nodes`] gives it. Invariant (prefix
+/// order): node `i`'s subtree is nodes `i..i + size`, and it read codons `start..end`, the
+/// codons of its children's subtrees following each other from `start` (or from `start + 1`
+/// where the node reads a codon itself) to `end`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DerivationNode {
+    /// The node's symbol: a non-terminal (its rule) or a codon value (its parameters).
+    pub symbol: u16,
+    /// PonyGE2 depth of the node: the root is 1.
+    pub depth: u32,
+    /// Codons read before the node.
+    pub start: u32,
+    /// Codons read once its subtree was complete.
+    pub end: u32,
+    /// Derivation entries of its subtree, itself included.
+    pub size: u32,
+}
+
+/// The nodes of the complete derivation `derivation` of `table` read with `codons`
+/// ([`Mapper::map_nodes`]) into `nodes`, which must be empty.
+pub fn derivation_nodes(table: &RuleTable, codons: Codons, derivation: &[u32], nodes: &mut Vec<DerivationNode>) {
+    let lazy = codons == Codons::Lazy;
+    let mut stack: Vec<(u16, u32)> = vec![(crate::grammar::compile::symbol(SymbolKind::NonTerminal, 0), 1)];
+    let mut kids: Vec<u32> = Vec::with_capacity(derivation.len());
+    let mut used = 0u32;
+    for &entry in derivation {
+        let Some((sym, depth)) = stack.pop() else { break };
+        nodes.push(DerivationNode { symbol: sym, depth, start: used, end: 0, size: 1 });
+        match unpack(sym) {
+            (SymbolKind::NonTerminal, r) => {
+                used += !(lazy && table.rules[r].n_productions == 1) as u32;
+                let children = table.children_of(entry as usize);
+                kids.push(children.len() as u32);
+                stack.extend(children.iter().rev().map(|&k| (k, depth + 1)));
+            }
+            _ => {
+                used += 1;
+                kids.push(0);
+            }
+        }
+    }
+    // Sizes from the last node back: a node's children are the sizes on top of the stack.
+    let mut sizes: Vec<u32> = Vec::new();
+    for i in (0..nodes.len()).rev() {
+        let mut size = 1;
+        for _ in 0..kids[i] {
+            size += sizes.pop().unwrap_or(0);
+        }
+        sizes.push(size);
+        nodes[i].size = size;
+        let next = i + size as usize;
+        nodes[i].end = if next < nodes.len() { nodes[next].start } else { used };
     }
 }
 

@@ -1,9 +1,11 @@
 //! Genomes for grammatical evolution: initialisation, the genotype-to-phenotype mapper and the
-//! derivation-to-tree builder (together the CPU reference of `kernels/map.cu`) and variation.
+//! derivation-to-tree builder (together the CPU reference of `kernels/map.cu`) and variation
+//! (on codons, and on derivation trees in `subtree`).
 
 pub mod build;
 pub mod init;
 pub mod map;
+pub mod subtree;
 pub mod vary;
 
 pub use init::{Genomes, InitConfig, InitMethod};

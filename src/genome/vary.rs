@@ -1,8 +1,34 @@
 //! Variation of GE genomes (CPU reference of the GE part of `kernels/vary.cu`): variable
 //! one-point crossover within the used codons and per-codon integer-flip mutation, each child
 //! drawing from its own counter-addressed stream so that the GPU twin can match it exactly.
+//! The operators on derivation trees (subtree crossover and mutation) are in
+//! [`super::subtree`]; [`GeVaryConfig`] chooses among them.
 
 use crate::rng::Stream;
+
+/// GE's crossover operator (`--crossover NAME[:RATE]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GeCrossover {
+    /// Variable one-point crossover within the used codons ([`crossover`]).
+    #[default]
+    Onepoint,
+    /// Subtree crossover: subtrees of the same non-terminal swapped between the parents'
+    /// derivation trees ([`super::subtree::subtree_crossover`]).
+    Subtree,
+}
+
+/// GE's mutation operator (`--mutation NAME[:RATE]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GeMutation {
+    /// Per-codon integer flip within the used codons ([`int_flip`]).
+    #[default]
+    IntFlip,
+    /// Subtree mutation: one subtree of the derivation replaced by a freshly grown one
+    /// ([`super::subtree::subtree_mutate`]).
+    Subtree,
+}
 
 /// Settings of GE variation.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -10,17 +36,45 @@ use crate::rng::Stream;
 pub struct GeVaryConfig {
     /// Probability that a pair of parents is crossed (else both are copied).
     pub crossover: f32,
-    /// Per-codon probability of replacing a codon by a random one.
+    /// Int-flip: per-codon probability of replacing a codon by a random one (unless
+    /// `mutation_per_used`). Subtree mutation: probability that a child is mutated.
     pub mutation: f32,
     /// Mutate only within the used codons (PonyGE2's `within_used`).
     pub within_used: bool,
     /// Codons are drawn from `0..codon_size`.
     pub codon_size: u32,
+    /// The crossover operator (files without it: one-point).
+    #[serde(default)]
+    pub crossover_op: GeCrossover,
+    /// The mutation operator (files without it: int-flip).
+    #[serde(default)]
+    pub mutation_op: GeMutation,
+    /// Int-flip at a per-codon rate of 1 / the codons it may change (the used ones with
+    /// `within_used`, else the genome's), in place of `mutation`: PonyGE2's rate when
+    /// `MUTATION_PROBABILITY` is unset.
+    #[serde(default)]
+    pub mutation_per_used: bool,
 }
 
 impl Default for GeVaryConfig {
     fn default() -> Self {
-        Self { crossover: 0.9, mutation: 0.05, within_used: true, codon_size: 1 << 16 }
+        Self {
+            crossover: 0.9,
+            mutation: 0.05,
+            within_used: true,
+            codon_size: 1 << 16,
+            crossover_op: GeCrossover::Onepoint,
+            mutation_op: GeMutation::IntFlip,
+            mutation_per_used: false,
+        }
+    }
+}
+
+impl GeVaryConfig {
+    /// True when every operator is one the device loop's kernels have (`kernels/vary.cu`):
+    /// one-point crossover and int-flip at a fixed rate.
+    pub fn on_device(&self) -> bool {
+        self.crossover_op == GeCrossover::Onepoint && self.mutation_op == GeMutation::IntFlip && !self.mutation_per_used
     }
 }
 
@@ -59,12 +113,17 @@ pub fn crossover(
 }
 
 /// Per-codon integer flip in place: each codon of `g` (only the first `used` when
-/// `cfg.within_used`) is replaced by a uniform random codon with probability `cfg.mutation`.
+/// `cfg.within_used`) is replaced by a uniform random codon with probability `cfg.mutation`
+/// (with `cfg.mutation_per_used`, 1 / the number of codons it may change).
 /// The caller addresses `s` as `(seed, generation, child, Mutate)`.
 pub fn int_flip(g: &mut [u32], used: u32, cfg: &GeVaryConfig, s: &mut Stream) {
     let limit = if cfg.within_used { (used as usize).min(g.len()) } else { g.len() };
+    if limit == 0 {
+        return;
+    }
+    let rate = if cfg.mutation_per_used { 1.0 / limit as f32 } else { cfg.mutation };
     for c in &mut g[..limit] {
-        if s.chance(cfg.mutation) {
+        if s.chance(rate) {
             *c = s.below(cfg.codon_size);
         }
     }
@@ -119,5 +178,35 @@ mod tests {
         let changed = g[..1000].iter().filter(|&&c| c != 7).count();
         assert!((60..140).contains(&changed), "{changed}");
         assert!(g[1000..].iter().all(|&c| c == 7));
+    }
+
+    #[test]
+    fn int_flip_at_one_per_used_codon() {
+        let cfg = GeVaryConfig { mutation: 0.9, mutation_per_used: true, codon_size: 1 << 16, ..GeVaryConfig::default() };
+        let mut changed = 0;
+        for k in 0..2000 {
+            let mut g = vec![7u32; 150];
+            int_flip(&mut g, 100, &cfg, &mut Stream::new(3, 2, k, Purpose::Mutate));
+            assert!(g[100..].iter().all(|&c| c == 7));
+            changed += g.iter().filter(|&&c| c != 7).count();
+        }
+        // One flip per genome on average (`mutation` unused).
+        assert!((1800..2200).contains(&changed), "{changed}");
+    }
+
+    #[test]
+    fn the_device_has_one_point_and_int_flip_at_a_fixed_rate() {
+        let d = GeVaryConfig::default();
+        assert!(d.on_device());
+        for c in [
+            GeVaryConfig { crossover_op: GeCrossover::Subtree, ..d },
+            GeVaryConfig { mutation_op: GeMutation::Subtree, ..d },
+            GeVaryConfig { mutation_per_used: true, ..d },
+        ] {
+            assert!(!c.on_device(), "{c:?}");
+        }
+        // Experiment files and checkpoints from before the operators load as one-point and int-flip.
+        let old: GeVaryConfig = serde_json::from_str(r#"{"crossover": 0.9, "mutation": 0.02, "within_used": true, "codon_size": 65536}"#).unwrap();
+        assert_eq!(old, GeVaryConfig { mutation: 0.02, ..d });
     }
 }

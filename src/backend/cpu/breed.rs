@@ -9,7 +9,8 @@ use rayon::prelude::*;
 
 use crate::backend::breed::{Breeder, Grammar};
 use crate::genome::init::{Genomes, InitConfig, init_genomes};
-use crate::genome::vary::{GeVaryConfig, crossover, int_flip};
+use crate::genome::subtree::{SubtreeScratch, subtree_crossover, subtree_mutate};
+use crate::genome::vary::{GeCrossover, GeMutation, GeVaryConfig, crossover, int_flip};
 use crate::genome::build::build_tree;
 use crate::program::tree::{Node, Population};
 use crate::program::vary::Bred;
@@ -139,6 +140,7 @@ impl Breeder for CpuBreeder {
 
     fn crossover(
         &self,
+        grammar: &Grammar<'_>,
         parents: &Genomes,
         used: &Vec<u32>,
         pairs: &Vec<u32>,
@@ -154,13 +156,21 @@ impl Breeder for CpuBreeder {
             .par_chunks_exact(2)
             .with_min_len(32)
             .enumerate()
-            .map(|(j, ab)| {
-                let (a, b) = (ab[0] as usize, ab[1] as usize);
-                let (mut c0, mut c1) = (Vec::new(), Vec::new());
-                let mut s = Stream::new(seed, generation, j as u32, Purpose::Crossover);
-                crossover(parents.get(a), parents.get(b), used[a], used[b], cfg, capacity, &mut s, &mut c0, &mut c1);
-                (c0, c1)
-            })
+            .map_init(
+                || (grammar.mapper(), SubtreeScratch::default()),
+                |(mapper, scratch), (j, ab)| {
+                    let (a, b) = (ab[0] as usize, ab[1] as usize);
+                    let (mut c0, mut c1) = (Vec::new(), Vec::new());
+                    let mut s = Stream::new(seed, generation, j as u32, Purpose::Crossover);
+                    match cfg.crossover_op {
+                        GeCrossover::Onepoint => crossover(parents.get(a), parents.get(b), used[a], used[b], cfg, capacity, &mut s, &mut c0, &mut c1),
+                        GeCrossover::Subtree => {
+                            subtree_crossover(mapper, parents.get(a), parents.get(b), cfg, capacity, &mut s, scratch, &mut c0, &mut c1)
+                        }
+                    }
+                    (c0, c1)
+                },
+            )
             .collect();
         let n = children.size();
         for (j, (c0, c1)) in bred.into_iter().enumerate() {
@@ -175,6 +185,7 @@ impl Breeder for CpuBreeder {
 
     fn mutate(
         &self,
+        grammar: &Grammar<'_>,
         genomes: &mut Genomes,
         used: &Vec<u32>,
         first_row: usize,
@@ -188,12 +199,28 @@ impl Breeder for CpuBreeder {
             return Ok(());
         }
         let Genomes { capacity, codons, len } = genomes;
-        codons.par_chunks_mut(*capacity).zip(len.par_iter()).enumerate().skip(first_row).with_min_len(32).for_each(|(k, (row, &l))| {
-            // As PonyGE2 does, within the child's own used codons (its mapping's).
-            let g = &mut row[..l as usize];
-            let u = used[k].min(g.len() as u32);
-            int_flip(g, u, cfg, &mut Stream::new(seed, generation, k as u32, Purpose::Mutate));
-        });
+        let capacity = *capacity;
+        let rows = codons.par_chunks_mut(capacity).zip(len.par_iter_mut()).enumerate().skip(first_row).with_min_len(32);
+        match cfg.mutation_op {
+            GeMutation::IntFlip => rows.for_each(|(k, (row, l))| {
+                // As PonyGE2 does, within the child's own used codons (its mapping's).
+                let g = &mut row[..*l as usize];
+                let u = used[k].min(g.len() as u32);
+                int_flip(g, u, cfg, &mut Stream::new(seed, generation, k as u32, Purpose::Mutate));
+            }),
+            GeMutation::Subtree => rows.for_each_init(
+                || (grammar.mapper(), SubtreeScratch::default(), Vec::new()),
+                |(mapper, scratch, g), (k, (row, l))| {
+                    g.clear();
+                    g.extend_from_slice(&row[..*l as usize]);
+                    subtree_mutate(mapper, g, cfg, capacity, &mut Stream::new(seed, generation, k as u32, Purpose::Mutate), scratch);
+                    // As Genomes::set: the new length, zero after it.
+                    row[..g.len()].copy_from_slice(g);
+                    row[g.len()..].fill(0);
+                    *l = g.len() as u32;
+                },
+            ),
+        }
         Ok(())
     }
 
@@ -230,10 +257,10 @@ mod tests {
         let pairs: Vec<u32> = (0..2 * (p - n_elite).div_ceil(2) as u32).map(|s| (s * 7 + 3) % p as u32).collect();
         let cfg = GeVaryConfig { crossover: 0.9, mutation: 0.1, ..GeVaryConfig::default() };
         let mut steps = Genomes::new(p, cap);
-        CpuBreeder.crossover(&parents, &used, &pairs, &mut steps, n_elite, &cfg, seed, gen).unwrap();
+        CpuBreeder.crossover(&grammar, &parents, &used, &pairs, &mut steps, n_elite, &cfg, seed, gen).unwrap();
         let mut child_used = Vec::new();
         CpuBreeder.map(&grammar, &mut child_used, &steps, None).unwrap();
-        CpuBreeder.mutate(&mut steps, &child_used, n_elite, &cfg, seed, gen).unwrap();
+        CpuBreeder.mutate(&grammar, &mut steps, &child_used, n_elite, &cfg, seed, gen).unwrap();
         let mut mapper = grammar.mapper();
         for (j, ab) in pairs.chunks_exact(2).enumerate() {
             let (a, b) = (ab[0] as usize, ab[1] as usize);
@@ -249,5 +276,45 @@ mod tests {
             }
         }
         assert!((0..n_elite).all(|k| steps.get(k).is_empty()), "the elite's rows are left to copy_genomes");
+    }
+
+    /// The breeder's subtree operators are the per-pair and per-child functions on their
+    /// streams, with the loops' mapper, and the children map validly.
+    #[test]
+    fn subtree_steps_equal_the_operators_one_row_at_a_time() {
+        let g = parse_str("<e> ::= (<op> <e> <e>) | <v>\n<op> ::= + | - | *\n<v> ::= x0 | 1.0", "g", false).unwrap();
+        let l = load_parsed(g, &DatasetShape::default()).unwrap();
+        let tpl = compile(&l.grammar, &l.table, &Vars { names: vec!["x0".into()], n_outputs: 0 }).unwrap();
+        let grammar = Grammar { table: &l.table, templates: &tpl, map: MapConfig { max_depth: 8, ..MapConfig::default() }, max_derivation: 512 };
+        let (p, cap, n_elite, seed, gen) = (31, 256, 1, 4, 2);
+        let init = InitConfig { method: crate::genome::InitMethod::PiGrow, min_depth: 3, max_depth: 6, ..InitConfig::default() };
+        let parents = CpuBreeder.random_genomes(&grammar, &init, p, cap, seed).unwrap();
+        let mut used = CpuBreeder.mapping(&grammar, p).unwrap();
+        CpuBreeder.map(&grammar, &mut used, &parents, None).unwrap();
+        let pairs: Vec<u32> = (0..2 * (p - n_elite).div_ceil(2) as u32).map(|s| (s * 5 + 1) % p as u32).collect();
+        let cfg = GeVaryConfig { crossover: 0.9, mutation: 0.5, crossover_op: GeCrossover::Subtree, mutation_op: GeMutation::Subtree, ..GeVaryConfig::default() };
+        let mut steps = Genomes::new(p, cap);
+        CpuBreeder.crossover(&grammar, &parents, &used, &pairs, &mut steps, n_elite, &cfg, seed, gen).unwrap();
+        let crossed = steps.clone();
+        CpuBreeder.mutate(&grammar, &mut steps, &used, n_elite, &cfg, seed, gen).unwrap();
+        let mut mapper = grammar.mapper();
+        let mut scratch = SubtreeScratch::default();
+        let mut n_changed = 0;
+        for (j, ab) in pairs.chunks_exact(2).enumerate() {
+            let (mut c0, mut c1) = (Vec::new(), Vec::new());
+            let mut s = Stream::new(seed, gen, j as u32, Purpose::Crossover);
+            subtree_crossover(&mut mapper, parents.get(ab[0] as usize), parents.get(ab[1] as usize), &cfg, cap, &mut s, &mut scratch, &mut c0, &mut c1);
+            for (k, mut c) in [(n_elite + 2 * j, c0), (n_elite + 2 * j + 1, c1)] {
+                if k >= p {
+                    continue;
+                }
+                assert_eq!(crossed.get(k), &c[..], "crossed child {k}");
+                subtree_mutate(&mut mapper, &mut c, &cfg, cap, &mut Stream::new(seed, gen, k as u32, Purpose::Mutate), &mut scratch);
+                assert_eq!(steps.get(k), &c[..], "mutated child {k}");
+                assert!(mapper.map(&c).valid(), "child {k}");
+                n_changed += (steps.get(k) != crossed.get(k)) as usize;
+            }
+        }
+        assert!(n_changed > 5, "{n_changed} children mutated");
     }
 }

@@ -99,6 +99,7 @@ impl Breeder for CudaEngine {
 
     fn crossover(
         &self,
+        _grammar: &Grammar<'_>,
         parents: &DeviceGenomes,
         m: &DeviceMapping,
         pairs: &DeviceIndices,
@@ -113,6 +114,7 @@ impl Breeder for CudaEngine {
 
     fn mutate(
         &self,
+        _grammar: &Grammar<'_>,
         genomes: &mut DeviceGenomes,
         m: &DeviceMapping,
         first_row: usize,

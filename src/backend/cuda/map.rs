@@ -481,7 +481,8 @@ impl CudaEngine {
     /// GE's first generation made on the device: `genome::init::init_genomes` of `table`'s
     /// grammar (the rule table at the start of `tables`), row `i` from stream
     /// `(seed, 0, i, Init)`, equal to the CPU's. Rows whose sensible derivation would outgrow
-    /// the kernel's stack (flagged; rare) are made on the host and copied in.
+    /// the kernel's stack (flagged; rare) are made on the host and copied in; PI grow, which has
+    /// no kernel, is made on the host whole and uploaded.
     #[allow(clippy::too_many_arguments)]
     pub fn init_genomes(
         &self,
@@ -495,6 +496,11 @@ impl CudaEngine {
     ) -> Result<DeviceGenomes> {
         if p == 0 || p > u32::MAX as usize || capacity > u32::MAX as usize || cfg.codon_size == 0 {
             return Err(GpuError::Input(format!("{p} genomes of capacity {capacity}, codons below {}", cfg.codon_size)));
+        }
+        if cfg.method == crate::genome::InitMethod::PiGrow {
+            // PI grow has no kernel: the host makes the genomes (once per run) and uploads them,
+            // so they are the CPU's bit for bit.
+            return self.upload_genomes(&crate::genome::init::init_genomes(table, cfg, codons, p, capacity, seed));
         }
         let mut g = self.alloc_genomes(p, capacity)?;
         let mut flag = self.stream.alloc_zeros::<u32>(p).during(|| "allocating init flags".into())?;
@@ -530,7 +536,7 @@ impl CudaEngine {
         let flags = self.stream.clone_dtoh(&flag).during(|| "reading init flags".into())?;
         let mut buf = Vec::new();
         for i in (0..p).filter(|&i| flags[i] != 0) {
-            crate::genome::init::init_genome(table, cfg, codons, i, seed, &mut buf);
+            crate::genome::init::init_genome(table, cfg, codons, i, p, seed, &mut buf);
             let mut row = vec![0u32; capacity];
             let n = buf.len().min(capacity);
             row[..n].copy_from_slice(&buf[..n]);

@@ -584,6 +584,9 @@ impl CudaEngine {
         seed: u64,
         generation: u32,
     ) -> Result<()> {
+        if cfg.crossover_op != crate::genome::vary::GeCrossover::Onepoint {
+            return Err(GpuError::Config(format!("{:?} crossover runs on the host (the device has one-point crossover)", cfg.crossover_op)));
+        }
         if parents.engine != self.id || children.engine != self.id || pairs.engine != self.id {
             return Err(GpuError::Input("buffers of another engine".into()));
         }
@@ -624,6 +627,9 @@ impl CudaEngine {
     /// without `within_used`), stream `(seed, generation, k, Mutate)`. `used` `[P]`: each
     /// child's used codons after mapping it.
     pub fn ge_int_flip(&self, genomes: &mut DeviceGenomes, used: UsedCodons<'_>, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<()> {
+        if cfg.mutation_op != crate::genome::vary::GeMutation::IntFlip || cfg.mutation_per_used {
+            return Err(GpuError::Config("subtree mutation and int-flip at 1 / used codons run on the host (the device has int-flip at a fixed rate)".into()));
+        }
         if genomes.engine != self.id || used.len() < genomes.n {
             return Err(GpuError::Input(format!("{} used counts for {} genomes", used.len(), genomes.n)));
         }

@@ -179,11 +179,11 @@ pub(super) fn breed_island(
                 None => {
                     let pairs = e.select_parents(&i.fit, &i.pop, slots, parents, i.seed, next_gen)?;
                     prof.mark(e, "select")?;
-                    e.crossover(&g.genomes, &g.mapping, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+                    e.crossover(&grammar, &g.genomes, &g.mapping, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
                 }
             }
             e.map(&grammar, &mut g.mapping, &g.next, None)?;
-            e.mutate(&mut g.next, &g.mapping, n_elite, &rep.vary, i.seed, next_gen)?;
+            e.mutate(&grammar, &mut g.next, &g.mapping, n_elite, &rep.vary, i.seed, next_gen)?;
             e.copy_genomes(&g.genomes, &elite, n_elite, &mut g.next)?;
             prof.mark(e, "breed")?;
             std::mem::swap(&mut g.genomes, &mut g.next);

@@ -6,7 +6,7 @@
 //! them from here, so a change cannot leave numbers disagreeing.
 
 use crate::evolve::{ConstantFitting, EngineConfig};
-use crate::genome::vary::GeVaryConfig;
+use crate::genome::vary::{GeCrossover, GeMutation, GeVaryConfig};
 use super::validation::Select;
 use crate::genome::{Codons, InitConfig, InitMethod, MapConfig};
 
@@ -155,9 +155,19 @@ pub struct Ge {
     pub genome_capacity: usize,
     /// Probability of crossing a pair of parents.
     pub crossover: f32,
-    /// Per-codon mutation probability.
+    /// Int-flip's per-codon probability; subtree mutation's probability per child.
     pub mutation: f32,
+    /// The crossover operator.
+    pub crossover_op: GeCrossover,
+    /// The mutation operator.
+    pub mutation_op: GeMutation,
+    /// Int-flip at 1 / the used codons instead of `mutation`.
+    pub mutation_per_used: bool,
 }
+
+/// Subtree mutation's probability per child when `--mutation subtree` gives none: every child,
+/// as PonyGE2's subtree mutation (one event per individual).
+pub const GE_SUBTREE_MUTATION: f32 = 1.0;
 
 /// The command line's settings of grammatical evolution, shared by every command.
 pub const GE: Ge = Ge {
@@ -170,6 +180,9 @@ pub const GE: Ge = Ge {
     genome_capacity: 512,
     crossover: 0.9,
     mutation: 0.02,
+    crossover_op: GeCrossover::Onepoint,
+    mutation_op: GeMutation::IntFlip,
+    mutation_per_used: false,
 };
 
 /// A command's settings of grammatical evolution: mapping, initialisation, variation and the
@@ -200,7 +213,15 @@ impl Ge {
                 max_depth: self.init_depth.1,
                 tail_fraction: 0.5,
             },
-            vary: GeVaryConfig { crossover: self.crossover, mutation: self.mutation, within_used: true, codon_size: CODON_SIZE },
+            vary: GeVaryConfig {
+                crossover: self.crossover,
+                mutation: self.mutation,
+                within_used: true,
+                codon_size: CODON_SIZE,
+                crossover_op: self.crossover_op,
+                mutation_op: self.mutation_op,
+                mutation_per_used: self.mutation_per_used,
+            },
             genome_capacity: self.genome_capacity.max(self.genome_length),
         }
     }
