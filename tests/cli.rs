@@ -417,16 +417,16 @@ fn ge_operators_are_named_with_an_optional_rate() {
         a.settings().map(|s| s.vary).map_err(|e| format!("{e:#}"))
     };
     let d = vary(&[]).unwrap();
-    assert_eq!((d.crossover_op, d.crossover, d.mutation_op, d.mutation, d.mutation_per_used), (GeCrossover::Onepoint, 0.9, GeMutation::IntFlip, 0.02, false));
+    assert_eq!((d.crossover_op, d.crossover, d.mutation_op, d.mutation, d.mutation_per_used), (GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, false));
     for (flags, x_op, x, m_op, m, per_used) in [
-        (&["--crossover", "0.7"][..], GeCrossover::Onepoint, 0.7, GeMutation::IntFlip, 0.02, false),
+        (&["--crossover", "0.7"][..], GeCrossover::Subtree, 0.7, GeMutation::IntFlip, 0.02, false),
         (&["--crossover", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, false),
         (&["--crossover", "subtree:0.75"], GeCrossover::Subtree, 0.75, GeMutation::IntFlip, 0.02, false),
         (&["--crossover", "onepoint:0.6"], GeCrossover::Onepoint, 0.6, GeMutation::IntFlip, 0.02, false),
-        (&["--mutation", "0.1"], GeCrossover::Onepoint, 0.9, GeMutation::IntFlip, 0.1, false),
-        (&["--mutation", "int-flip:0.05"], GeCrossover::Onepoint, 0.9, GeMutation::IntFlip, 0.05, false),
-        (&["--mutation", "int-flip:1/used"], GeCrossover::Onepoint, 0.9, GeMutation::IntFlip, 0.02, true),
-        (&["--mutation", "subtree"], GeCrossover::Onepoint, 0.9, GeMutation::Subtree, 1.0, false),
+        (&["--mutation", "0.1"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.1, false),
+        (&["--mutation", "int-flip:0.05"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.05, false),
+        (&["--mutation", "int-flip:1/used"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, true),
+        (&["--mutation", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::Subtree, 1.0, false),
         (&["--mutation", "subtree:0.3", "--crossover", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::Subtree, 0.3, false),
     ] {
         let v = vary(flags).unwrap();

@@ -402,9 +402,9 @@ pub struct GeArgs {
     pub(crate) genome_length: usize,
     #[arg(long, default_value_t = defaults::GE.genome_capacity, help = format!("GE: longest genome crossover may make, --genome-length to {MAX_GENOME}"))]
     pub(crate) genome_capacity: usize,
-    /// GE: crossover, P (the probability of crossing a pair of parents, one-point) or
-    /// OPERATOR[:P]: onepoint (variable one-point crossover within the used codons), subtree
-    /// (subtrees of one non-terminal swapped between the parents' derivation trees).
+    /// GE: crossover, P (the probability of crossing a pair of parents, by subtree crossover) or
+    /// OPERATOR[:P]: subtree (subtrees of one non-terminal swapped between the parents'
+    /// derivation trees), onepoint (variable one-point crossover within the used codons).
     #[arg(long, value_name = "P|OPERATOR[:P]", default_value_t = defaults::GE.crossover.to_string())]
     pub crossover: String,
     /// GE: mutation, a probability or an operator with its rate (help below, from the defaults).
@@ -418,7 +418,7 @@ pub struct GeArgs {
 /// `--crossover`'s value: a probability, or `onepoint`/`subtree` with an optional `:P`.
 fn parse_crossover(s: &str) -> Result<(GeCrossover, f32)> {
     if let Ok(p) = s.trim().parse::<f32>() {
-        return Ok((GeCrossover::Onepoint, p));
+        return Ok((defaults::GE.crossover_op, p));
     }
     let (name, rate) = split_rate(s);
     let op = match name {
