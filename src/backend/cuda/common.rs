@@ -52,7 +52,7 @@ layout! {
     },
     GroveGeParams = GeParams {
         n_pairs, capacity, first_row, n_rows, seed_lo, seed_hi, generation, within_used, p_crossover, p_mutation,
-        codon_size, used_stride
+        codon_size, used_stride, per_used
     },
     GroveSelectParams = SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
     GroveGenParams = GenParams { n, max_len, metric, scaled, parsimony, n_blocks, n_chosen },

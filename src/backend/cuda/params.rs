@@ -381,6 +381,9 @@ pub struct GeParams {
     /// Genome `i`'s used codons are `used[i * used_stride]`: 1 for a plain array, 5 for the
     /// `used_codons` of [`MapOut`] records.
     pub used_stride: u32,
+    /// 1: int-flip at a per-codon rate of 1 / the codons it may change
+    /// (`GeVaryConfig::mutation_per_used`) in place of `p_mutation`.
+    pub per_used: u32,
 }
 
 /// Parameters of the selection kernels (`GroveSelectParams` in select.cu).
@@ -410,7 +413,7 @@ pub struct SelectParams {
 }
 
 const _: () = assert!(size_of::<VaryParams>() == 308);
-const _: () = assert!(size_of::<GeParams>() == 48);
+const _: () = assert!(size_of::<GeParams>() == 52);
 const _: () = assert!(size_of::<SelectParams>() == 40);
 // SAFETY: plain `#[repr(C)]` structs of 4-byte fields (and arrays of them) whose layout equals
 // the CUDA structs' (sizes and offsets asserted on both sides); passed by value only.
