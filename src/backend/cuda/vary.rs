@@ -586,7 +586,7 @@ impl CudaEngine {
         generation: u32,
     ) -> Result<()> {
         if cfg.crossover_op != crate::genome::vary::GeCrossover::Onepoint {
-            return Err(GpuError::Config(format!("{:?} crossover runs on the host (the device has one-point crossover)", cfg.crossover_op)));
+            return Err(GpuError::Config(format!("{:?} crossover is CudaEngine::ge_subtree_crossover (map.cu), not ge_crossover", cfg.crossover_op)));
         }
         if parents.engine != self.id || children.engine != self.id || pairs.engine != self.id {
             return Err(GpuError::Input("buffers of another engine".into()));
