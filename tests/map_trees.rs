@@ -197,9 +197,14 @@ struct Emulated {
 
 impl Emulated {
     fn new() -> Option<Self> {
+        Self::edited(|s| s)
+    }
+
+    /// map.cu passed through `edit` first.
+    fn edited(edit: impl Fn(String) -> String) -> Option<Self> {
         // Shared memory is a static here; the table gets a setter.
         let lib = emulator::build(&kernels::MAP, |s| {
-            s.replace("extern __shared__ unsigned grove_table_shared[];", "static unsigned grove_table_shared[GROVE_TABLE_BYTES / 4];")
+            edit(s).replace("extern __shared__ unsigned grove_table_shared[];", "static unsigned grove_table_shared[GROVE_TABLE_BYTES / 4];")
                 + "\nextern \"C\" void grove_emu_set_table(const unsigned* w, unsigned n) { for (unsigned k = 0; k < n; ++k) grove_table[k] = w[k]; }\n"
         })?;
         Some(Self { lib })
@@ -535,56 +540,77 @@ fn subtree_parity(p: usize, device: &SubtreeDevice<'_>) {
     assert!(crossed > rows / 3 && copied > rows / 20, "{crossed} crossed and {copied} copied of {rows}");
 }
 
-/// The kernel's source built as host C++, one thread per pair.
+/// The kernel's source built as host C++, one thread per pair; and the same source allowed one
+/// try instead of `TRIES`, which must disagree, so the cases reach the retries.
 #[test]
 fn emulated_subtree_crossover_matches_reference() {
+    let Some(emu) = Emulated::new() else { return };
+    subtree_parity(301, &|t, m, d, g, pairs, r, c, s, gen| emulated_subtree(&emu.lib, t, m, d, g, pairs, r, c, s, gen));
+    let one_try = Emulated::edited(|s| s.replace("#define GROVE_SUBTREE_TRIES 8", "#define GROVE_SUBTREE_TRIES 1")).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        subtree_parity(301, &|t, m, d, g, pairs, r, c, s, gen| emulated_subtree(&one_try.lib, t, m, d, g, pairs, r, c, s, gen))
+    }));
+    assert!(caught.is_err(), "one try a pair gave the CPU's children: no case needed a second try");
+}
+
+/// `grove_ge_subtree_crossover` of `lib` (map.cu built by the emulator), one thread per pair.
+#[allow(clippy::too_many_arguments)]
+fn emulated_subtree(
+    lib: &libloading::Library,
+    tables: &DeviceTables,
+    map: &MapConfig,
+    max_derivation: usize,
+    parents: &Genomes,
+    pairs: &[u32],
+    first_row: usize,
+    cfg: &GeVaryConfig,
+    seed: u64,
+    generation: u32,
+) -> Genomes {
     use grove::backend::cuda::params::{SubtreeParams, subtree_scratch_words};
     type SubtreeFn = unsafe extern "C" fn(SubtreeParams, *const u32, *const u32, *const u32, *mut u32, *mut u32, *mut u32);
     type SetTable = unsafe extern "C" fn(*const u32, u32);
     type SetThread = unsafe extern "C" fn(u32, u32, u32);
-    let Some(emu) = Emulated::new() else { return };
-    let kernel: SubtreeFn = emulator::get(&emu.lib, kernels::GE_SUBTREE_CROSSOVER);
-    let set_table: SetTable = emulator::get(&emu.lib, "grove_emu_set_table");
-    let set_thread: SetThread = emulator::get(&emu.lib, "grove_emu_set_thread");
-    subtree_parity(301, &|tables, map, max_derivation, parents, pairs, first_row, cfg, seed, generation| {
-        let words: Vec<u32> = tables.blob.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
-        let (p, cap) = (parents.size(), parents.capacity);
-        let n_pairs = pairs.len() / 2;
-        let stride = subtree_scratch_words(max_derivation, cap);
-        let mut scratch = vec![0xdead_beefu32; n_pairs * stride];
-        let mut out = Genomes::new(p, cap);
-        let params = SubtreeParams {
-            map: MapParams {
-                n_genomes: p as u32,
-                capacity: cap as u32,
-                max_wraps: map.max_wraps,
-                lazy: (map.codons == Codons::Lazy) as u32,
-                max_depth: map.max_depth,
-                max_nodes: map.max_nodes,
-                max_derivation: max_derivation as u32,
-                table_words: 0,
-            },
-            n_pairs: n_pairs as u32,
-            first_row: first_row as u32,
-            n_rows: p as u32,
-            seed_lo: seed as u32,
-            seed_hi: (seed >> 32) as u32,
-            generation,
-            p_crossover: cfg.crossover,
-            scratch_stride: stride as u32,
-        };
-        // SAFETY: the table fits grove_table (DeviceTables::new checked it); the kernel's C
-        // signature is SubtreeFn; pairs holds 2 n_pairs indices below P, the genome arrays P
-        // rows of cap codons, the scratch n_pairs × stride words.
-        unsafe {
-            set_table(words.as_ptr(), words.len() as u32);
-            for j in 0..n_pairs {
-                set_thread(j as u32, 1, 0);
-                kernel(params, pairs.as_ptr(), parents.codons.as_ptr(), parents.len.as_ptr(), out.codons.as_mut_ptr(), out.len.as_mut_ptr(), scratch.as_mut_ptr());
-            }
+    let kernel: SubtreeFn = emulator::get(lib, kernels::GE_SUBTREE_CROSSOVER);
+    let set_table: SetTable = emulator::get(lib, "grove_emu_set_table");
+    let set_thread: SetThread = emulator::get(lib, "grove_emu_set_thread");
+    let words: Vec<u32> = tables.blob.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let (p, cap) = (parents.size(), parents.capacity);
+    let n_pairs = pairs.len() / 2;
+    let stride = subtree_scratch_words(max_derivation, cap);
+    let mut scratch = vec![0xdead_beefu32; n_pairs * stride];
+    let mut out = Genomes::new(p, cap);
+    let params = SubtreeParams {
+        map: MapParams {
+            n_genomes: p as u32,
+            capacity: cap as u32,
+            max_wraps: map.max_wraps,
+            lazy: (map.codons == Codons::Lazy) as u32,
+            max_depth: map.max_depth,
+            max_nodes: map.max_nodes,
+            max_derivation: max_derivation as u32,
+            table_words: 0,
+        },
+        n_pairs: n_pairs as u32,
+        first_row: first_row as u32,
+        n_rows: p as u32,
+        seed_lo: seed as u32,
+        seed_hi: (seed >> 32) as u32,
+        generation,
+        p_crossover: cfg.crossover,
+        scratch_stride: stride as u32,
+    };
+    // SAFETY: the table fits grove_table (DeviceTables::new checked it); the kernel's C
+    // signature is SubtreeFn; pairs holds 2 n_pairs indices below P, the genome arrays P
+    // rows of cap codons, the scratch n_pairs × stride words.
+    unsafe {
+        set_table(words.as_ptr(), words.len() as u32);
+        for j in 0..n_pairs {
+            set_thread(j as u32, 1, 0);
+            kernel(params, pairs.as_ptr(), parents.codons.as_ptr(), parents.len.as_ptr(), out.codons.as_mut_ptr(), out.len.as_mut_ptr(), scratch.as_mut_ptr());
         }
-        out
-    });
+    }
+    out
 }
 
 #[test]
