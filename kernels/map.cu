@@ -743,3 +743,203 @@ extern "C" __global__ void grove_init_genomes(GroveInitParams p, unsigned* __res
         grove_init_one((const char*)grove_table, p, i, codons, lens, flag);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// GE subtree crossover, twin of genome::subtree::subtree_crossover as the GE loops call it
+// (backend::cpu::breed's crossover): one thread per pair j, parents pairs[2j], pairs[2j + 1],
+// stream (seed, generation, j, Crossover), children to rows first_row + 2j and + 1 where below
+// n_rows, zero-padded (Genomes::set). Parents and children are mapped with grove_map_one and
+// the loops' bounds (Grammar::mapper: GROVE_MAP_STACK pending symbols, max_derivation
+// entries), so validity is the CPU mapper's.
+//
+// Scratch of thread j: scratch_stride words at j * scratch_stride (CudaEngine sizes it as
+// 8 max_derivation + 2 capacity): der [D] (the derivation being mapped), per parent sym,
+// start, end [D] (genome::map::DerivationNode's fields the operator reads), labels [D] (also
+// derivation_nodes' size stack), then the two children [capacity] each (a child is built and
+// mapped there before its row is written, as child 1 of the last pair may have no row).
+
+// Mirrors SubtreeParams in src/backend/cuda/params.rs.
+struct GroveSubtreeParams {
+    GroveMapParams map;       // the loops' mapper; capacity: every genome array's row stride
+    unsigned n_pairs;         // pairs of parents (threads)
+    unsigned first_row;       // child row of pair 0's first child (after the elite)
+    unsigned n_rows;          // rows of the children's arrays; rows at or past it are not written
+    unsigned seed_lo;
+    unsigned seed_hi;
+    unsigned generation;
+    float p_crossover;        // GeVaryConfig::crossover
+    unsigned scratch_stride;  // scratch words per thread
+};
+GROVE_CHECK_LAYOUT(GroveSubtreeParams);
+
+#define GROVE_SUBTREE_TRIES 8  // genome::subtree::TRIES
+
+// genome::map::derivation_nodes of the complete derivation der[0 .. nd): per node its symbol,
+// the codons read before it (start) and once its subtree was complete (end). Children counts
+// wait in end until the backward pass replaces them; sz (nd words) is that pass's size stack.
+// Returns the number of nodes (nd for a complete derivation).
+static __device__ unsigned grove_derivation_nodes(const char* base, unsigned lazy, const unsigned* der, unsigned nd,
+                                                  unsigned* sym, unsigned* start, unsigned* end, unsigned* sz) {
+    const GroveTableHeader* h = (const GroveTableHeader*)base;
+    const GroveRule* rules = (const GroveRule*)(base + sizeof(GroveTableHeader));
+    const GroveProduction* prods = (const GroveProduction*)(base + h->off_productions);
+    const unsigned short* children = (const unsigned short*)(base + h->off_children);
+    // The walk pushes what the mapper pushed, in its order, so it never holds more than the
+    // mapper did (at most GROVE_MAP_STACK); the check only keeps a bad input in bounds.
+    unsigned short ssym[GROVE_MAP_STACK];
+    int top = 1;
+    ssym[0] = 1u << 14;
+    unsigned used = 0, n = 0;
+    for (unsigned k = 0; k < nd && top > 0; ++k) {
+        const unsigned s = ssym[--top];
+        sym[k] = s;
+        start[k] = used;
+        ++n;
+        if ((s >> 14) == 1) {
+            used += (lazy && rules[s & 0x3fffu].n_productions == 1) ? 0u : 1u;
+            const GroveProduction prod = prods[der[k]];
+            const unsigned nk = prod.n_children;
+            end[k] = nk;
+            if (top + (int)nk > GROVE_MAP_STACK) return 0;
+            for (unsigned c = 0; c < nk; ++c) ssym[top + c] = children[prod.first_child + nk - 1 - c];
+            top += (int)nk;
+        } else {
+            used += 1;
+            end[k] = 0;
+        }
+    }
+    // Sizes from the last node back: a node's children are the sizes on top of the stack.
+    unsigned st = 0;
+    for (unsigned i = n; i-- > 0;) {
+        unsigned size = 1;
+        for (unsigned c = 0, nk = end[i]; c < nk; ++c) size += st > 0 ? sz[--st] : 0u;
+        sz[st++] = size;
+        const unsigned next = i + size;
+        end[i] = next < n ? start[next] : used;
+    }
+    return n;
+}
+
+// The (start, end) span of the j-th node (in prefix order) with symbol `label` among nodes
+// whose span ends within the genome (end <= len), as subtree_crossover's pick.
+static __device__ __forceinline__ void grove_nth_node(const unsigned* sym, const unsigned* start, const unsigned* end, unsigned n,
+                                                      unsigned len, unsigned label, unsigned j, unsigned& s0, unsigned& s1) {
+    for (unsigned k = 0; k < n; ++k) {
+        if (end[k] <= len && sym[k] == label) {
+            if (j == 0) {
+                s0 = start[k];
+                s1 = end[k];
+                return;
+            }
+            --j;
+        }
+    }
+}
+
+static __device__ __forceinline__ unsigned grove_count_nodes(const unsigned* sym, const unsigned* end, unsigned n, unsigned len,
+                                                             unsigned label) {
+    unsigned c = 0;
+    for (unsigned k = 0; k < n; ++k) c += (end[k] <= len && sym[k] == label) ? 1u : 0u;
+    return c;
+}
+
+// out = a[.. a0] ++ b[b0 .. b1] ++ a[a1 .. la] (splice); the caller checked it fits.
+static __device__ __forceinline__ void grove_splice(const unsigned* a, unsigned la, unsigned a0, unsigned a1, const unsigned* b,
+                                                    unsigned b0, unsigned b1, unsigned* out) {
+    unsigned n = 0;
+    for (unsigned k = 0; k < a0; ++k) out[n++] = a[k];
+    for (unsigned k = b0; k < b1; ++k) out[n++] = b[k];
+    for (unsigned k = a1; k < la; ++k) out[n++] = a[k];
+}
+
+static __device__ void grove_subtree_crossover_one(const char* base, const GroveSubtreeParams& p, unsigned j,
+                                                   const unsigned* __restrict__ pairs, const unsigned* __restrict__ codons,
+                                                   const unsigned* __restrict__ len, unsigned* __restrict__ child_codons,
+                                                   unsigned* __restrict__ child_len, unsigned* __restrict__ scratch) {
+    const unsigned cap = p.map.capacity, D = p.map.max_derivation;
+    unsigned* w = scratch + (unsigned long long)j * p.scratch_stride;
+    unsigned* der = w;
+    unsigned *sa = w + D, *sta = w + 2ull * D, *ea = w + 3ull * D;
+    unsigned *sb = w + 4ull * D, *stb = w + 5ull * D, *eb = w + 6ull * D;
+    unsigned* lab = w + 7ull * D;
+    unsigned* c0 = w + 8ull * D;
+    unsigned* c1 = c0 + cap;
+    const unsigned ia = pairs[2 * j], ib = pairs[2 * j + 1];
+    const unsigned* ga = codons + (unsigned long long)ia * cap;
+    const unsigned* gb = codons + (unsigned long long)ib * cap;
+    const unsigned la = len[ia], lb = len[ib];
+    GroveStream s = grove_stream(p.seed_lo, p.seed_hi, p.generation, j, GROVE_PURPOSE_CROSSOVER);
+    bool crossed = false;
+    unsigned n0 = 0, n1 = 0;
+    if (grove_chance(s, p.p_crossover)) {
+        unsigned na = 0, nb = 0, nl = 0;
+        const GroveMapOut ma = grove_map_one(base, p.map, ia, codons, len, der, 1, 0);
+        if (ma.status == GROVE_MAP_VALID) {
+            na = grove_derivation_nodes(base, p.map.lazy, der, ma.n_derivation, sa, sta, ea, lab);
+            const GroveMapOut mb = grove_map_one(base, p.map, ib, codons, len, der, 1, 0);
+            if (mb.status == GROVE_MAP_VALID) {
+                nb = grove_derivation_nodes(base, p.map.lazy, der, mb.n_derivation, sb, stb, eb, lab);
+                // The labels of A's nodes within its genome, distinct and in increasing order,
+                // kept where B has a node of it within its genome.
+                for (unsigned k = 0; k < na; ++k) {
+                    if (ea[k] > la) continue;
+                    const unsigned x = sa[k];
+                    unsigned at = 0;
+                    while (at < nl && lab[at] < x) ++at;
+                    if (at < nl && lab[at] == x) continue;
+                    for (unsigned m = nl; m > at; --m) lab[m] = lab[m - 1];
+                    lab[at] = x;
+                    ++nl;
+                }
+                unsigned kept = 0;
+                for (unsigned m = 0; m < nl; ++m) {
+                    if (grove_count_nodes(sb, eb, nb, lb, lab[m]) > 0) lab[kept++] = lab[m];
+                }
+                nl = kept;
+            }
+        }
+        for (unsigned t = 0; nl > 0 && t < GROVE_SUBTREE_TRIES; ++t) {
+            const unsigned label = lab[grove_below(s, nl)];
+            unsigned a0 = 0, a1 = 0, b0 = 0, b1 = 0;
+            grove_nth_node(sa, sta, ea, na, la, label, grove_below(s, grove_count_nodes(sa, ea, na, la, label)), a0, a1);
+            grove_nth_node(sb, stb, eb, nb, lb, label, grove_below(s, grove_count_nodes(sb, eb, nb, lb, label)), b0, b1);
+            n0 = a0 + (b1 - b0) + (la - a1);
+            n1 = b0 + (a1 - a0) + (lb - b1);
+            // genome::subtree's acceptable: fits the capacity and maps validly, both children.
+            if (n0 > cap || n1 > cap) continue;
+            grove_splice(ga, la, a0, a1, gb, b0, b1, c0);
+            grove_splice(gb, lb, b0, b1, ga, a0, a1, c1);
+            if (grove_map_one(base, p.map, 0, c0, &n0, der, 1, 0).status != GROVE_MAP_VALID) continue;
+            if (grove_map_one(base, p.map, 0, c1, &n1, der, 1, 0).status != GROVE_MAP_VALID) continue;
+            crossed = true;
+            break;
+        }
+    }
+    for (unsigned k = 0; k < 2; ++k) {
+        const unsigned row = p.first_row + 2 * j + k;
+        if (row >= p.n_rows) break;
+        // The children, or the parents copied (cut to the capacity, as Genomes::set does).
+        const unsigned* src = crossed ? (k == 0 ? c0 : c1) : (k == 0 ? ga : gb);
+        unsigned n = crossed ? (k == 0 ? n0 : n1) : (k == 0 ? la : lb);
+        if (n > cap) n = cap;
+        unsigned* out = child_codons + (unsigned long long)row * cap;
+        for (unsigned c = 0; c < n; ++c) out[c] = src[c];
+        for (unsigned c = n; c < cap; ++c) out[c] = 0;
+        child_len[row] = n;
+    }
+}
+
+extern "C" __global__ void grove_ge_subtree_crossover(GroveSubtreeParams p, const unsigned* __restrict__ pairs,
+                                                      const unsigned* __restrict__ codons, const unsigned* __restrict__ len,
+                                                      unsigned* __restrict__ child_codons, unsigned* __restrict__ child_len,
+                                                      unsigned* __restrict__ scratch) {
+    extern __shared__ unsigned grove_table_shared[];
+    const unsigned j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p.map.table_words > 0) {
+        for (unsigned w = threadIdx.x; w < p.map.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
+        __syncthreads();
+        if (j < p.n_pairs) grove_subtree_crossover_one((const char*)grove_table_shared, p, j, pairs, codons, len, child_codons, child_len, scratch);
+    } else if (j < p.n_pairs) {
+        grove_subtree_crossover_one((const char*)grove_table, p, j, pairs, codons, len, child_codons, child_len, scratch);
+    }
+}

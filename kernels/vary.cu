@@ -89,7 +89,7 @@ struct GroveVaryParams {
 };
 GROVE_CHECK_LAYOUT(GroveVaryParams);
 
-// Mirrors GeParams in src/backend/cuda/kernels.rs: GE variation (genome::vary::GeVaryConfig).
+// Mirrors GeParams in src/backend/cuda/params.rs: GE variation (genome::vary::GeVaryConfig).
 struct GroveGeParams {
     unsigned n_pairs;         // grove_ge_crossover: pairs of parents (threads)
     unsigned capacity;        // row stride of every genome array, codons
@@ -104,6 +104,7 @@ struct GroveGeParams {
     unsigned codon_size;      // codons are drawn from 0 .. codon_size
     unsigned used_stride;     // genome i's used codons are used[i * used_stride] (1: a plain
                               // array; 5: the used_codons of GroveMapOut records)
+    unsigned per_used;        // 1: int-flip at 1 / (the codons it may change) per codon
 };
 GROVE_CHECK_LAYOUT(GroveGeParams);
 
@@ -1027,7 +1028,8 @@ extern "C" __global__ void grove_ge_crossover(GroveGeParams p, const unsigned* p
 }
 
 // genome::vary::int_flip of rows first_row .. n_rows: row k's first min(used[k], len[k])
-// codons (all len[k] without within_used), stream (seed, generation, k, Mutate).
+// codons (all len[k] without within_used), stream (seed, generation, k, Mutate), each at
+// p_mutation or (per_used) at 1 / limit, rounded as the CPU's f32 `1.0 / limit as f32`.
 extern "C" __global__ void grove_ge_int_flip(GroveGeParams p, const unsigned* used, unsigned* codons, const unsigned* len) {
     const unsigned k = p.first_row + blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n_rows) return;
@@ -1035,8 +1037,10 @@ extern "C" __global__ void grove_ge_int_flip(GroveGeParams p, const unsigned* us
     const unsigned limit = p.within_used ? (u < n ? u : n) : n;
     GroveStream s = grove_stream(p.seed_lo, p.seed_hi, p.generation, k, GROVE_PURPOSE_MUTATE);
     unsigned* g = codons + (unsigned long long)k * p.capacity;
+    if (limit == 0) return;
+    const float rate = p.per_used ? __fdiv_rn(1.0f, __uint2float_rn(limit)) : p.p_mutation;
     for (unsigned c = 0; c < limit; ++c) {
-        if (grove_chance(s, p.p_mutation)) g[c] = grove_below(s, p.codon_size);
+        if (grove_chance(s, rate)) g[c] = grove_below(s, p.codon_size);
     }
 }
 

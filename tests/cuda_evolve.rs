@@ -317,7 +317,8 @@ fn assert_same_runs(what: &str, a: &grove::evolve::Outcome, b: &grove::evolve::O
 /// Grammatical evolution: the device loop (genomes, mapping to trees, selection, crossover,
 /// int-flip and elitism on the GPU) against the host loop evaluating on the same GPU, over 20+
 /// generations, for three grammars with eager and lazy codons, wraps, random, sensible and PI
-/// grow initialisation, several elites and metrics.
+/// grow initialisation, several elites and metrics, one-point and subtree crossover, int-flip
+/// at a fixed rate and at 1 / used codons (within the used codons and not).
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_ge_loop_equals_the_host_loop() {
@@ -333,26 +334,35 @@ fn the_device_ge_loop_equals_the_host_loop() {
     let random = InitConfig { method: InitMethod::Random, length: 100, ..InitConfig::default() };
     // PI grow's genomes are made on the host and uploaded: the loops start from the same bits.
     let pi_grow = InitConfig { method: InitMethod::PiGrow, min_depth: 3, max_depth: 7, ..InitConfig::default() };
+    let fixed = grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() };
+    // PonyGE2's rate: int-flip at 1 / used codons.
+    let per_used = grove::genome::vary::GeVaryConfig { mutation_per_used: true, ..fixed };
+    let subtree = grove::genome::vary::GeVaryConfig { crossover_op: grove::genome::vary::GeCrossover::Subtree, ..fixed };
     let cases = [
-        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, pi_grow, EngineConfig { pop_size: 1000, generations: 12, seed: 9, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default()),
-        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 2000, generations: 20, seed: 3, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default()),
-        ("ge-paper.bnf", MapConfig { max_wraps: 2, codons: Codons::Lazy, ..MapConfig::default() }, random, EngineConfig { pop_size: 1501, generations: 22, seed: 8, tournament: 4, elite: 3, max_len: 256, ..Default::default() }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }),
-        ("pagie1.bnf", MapConfig { max_wraps: 1, max_depth: 12, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1000, generations: 20, seed: 5, tournament: 2, elite: 0, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }),
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, pi_grow, EngineConfig { pop_size: 1000, generations: 12, seed: 9, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default(), fixed),
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 2000, generations: 20, seed: 3, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default(), fixed),
+        ("ge-paper.bnf", MapConfig { max_wraps: 2, codons: Codons::Lazy, ..MapConfig::default() }, random, EngineConfig { pop_size: 1501, generations: 22, seed: 8, tournament: 4, elite: 3, max_len: 256, ..Default::default() }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }, fixed),
+        ("pagie1.bnf", MapConfig { max_wraps: 1, max_depth: 12, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1000, generations: 20, seed: 5, tournament: 2, elite: 0, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }, fixed),
         // Grammars' constants fitted (Baldwinian: the genomes keep their codons).
-        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1200, generations: 12, seed: 6, tournament: 3, elite: 2, max_len: 128, constants: fitting(5, 3, 0.05), ..Default::default() }, RegressionConfig::default()),
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1200, generations: 12, seed: 6, tournament: 3, elite: 2, max_len: 128, constants: fitting(5, 3, 0.05), ..Default::default() }, RegressionConfig::default(), fixed),
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, pi_grow, EngineConfig { pop_size: 1000, generations: 12, seed: 11, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default(), per_used),
+        ("ge-paper.bnf", MapConfig { max_wraps: 2, codons: Codons::Lazy, ..MapConfig::default() }, random, EngineConfig { pop_size: 1001, generations: 15, seed: 12, tournament: 4, elite: 2, max_len: 256, ..Default::default() }, RegressionConfig::default(), grove::genome::vary::GeVaryConfig { within_used: false, ..per_used }),
+        // Subtree crossover on the device (map.cu), with either int-flip rate.
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, pi_grow, EngineConfig { pop_size: 1000, generations: 15, seed: 13, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default(), subtree),
+        ("pagie1.bnf", MapConfig { max_depth: 12, codons: Codons::Lazy, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1201, generations: 12, seed: 14, tournament: 2, elite: 2, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }, grove::genome::vary::GeVaryConfig { mutation_per_used: true, ..subtree }),
     ];
-    for (file, map, init, cfg, reg) in cases {
+    for (file, map, init, cfg, reg, vary) in cases {
         let l = load(&root.join("grammars").join(file), &shape).unwrap();
         let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
-        let vary = grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() };
         let rep = ge(&l, &tpl, map, init, vary);
+        assert!(device::supports_grammar(&cfg, &rep), "{file}: {vary:?} runs on the device");
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
         let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: None };
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
         let b = host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
-        let what = format!("{file} {map:?} {cfg:?} {reg:?}");
+        let what = format!("{file} {map:?} {cfg:?} {reg:?} {vary:?}");
         assert_same_runs(&what, &a, &b, &fa, &fb);
         assert!(a.best.genome.is_some(), "{what}: GE keeps the best genome");
         assert!(fa.hof.by_size.iter().flatten().count() > 3, "{what}: the hall of fame fills");
@@ -791,11 +801,13 @@ fn nsga2_on_the_device_equals_the_host_loop() {
     let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
     let vary = grove::genome::vary::GeVaryConfig { mutation: 0.05, ..Default::default() };
     let rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, InitConfig::default(), vary);
-    for cfg in [nsga2(1201, 14, 6, 128, off), nsga2(800, 10, 7, 128, fitting(4, 3, 0.05))] {
+    // Subtree crossover crosses the survivors' genomes on the device too.
+    let subtree = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, InitConfig::default(), grove::genome::vary::GeVaryConfig { crossover_op: grove::genome::vary::GeCrossover::Subtree, ..vary });
+    for (cfg, r) in [(nsga2(1201, 14, 6, 128, off), &rep), (nsga2(800, 10, 7, 128, fitting(4, 3, 0.05)), &rep), (nsga2(900, 10, 8, 128, off), &subtree)] {
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
-        let (a, _) = device::run(&cfg, &one, Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
-        let b = host::run(&cfg, &one, Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
-        assert_same_runs(&format!("GE {cfg:?}"), &a, &b, &fa, &fb);
+        let (a, _) = device::run(&cfg, &one, Representation::Grammar(r), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &one, Representation::Grammar(r), &task, None, &mut fb).unwrap();
+        assert_same_runs(&format!("GE {cfg:?} {:?}", r.vary.crossover_op), &a, &b, &fa, &fb);
     }
     // Resumed from a checkpoint: trees and GE.
     let cfg = nsga2(1000, 12, 21, 128, off);

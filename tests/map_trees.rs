@@ -197,9 +197,14 @@ struct Emulated {
 
 impl Emulated {
     fn new() -> Option<Self> {
+        Self::edited(|s| s)
+    }
+
+    /// map.cu passed through `edit` first.
+    fn edited(edit: impl Fn(String) -> String) -> Option<Self> {
         // Shared memory is a static here; the table gets a setter.
         let lib = emulator::build(&kernels::MAP, |s| {
-            s.replace("extern __shared__ unsigned grove_table_shared[];", "static unsigned grove_table_shared[GROVE_TABLE_BYTES / 4];")
+            edit(s).replace("extern __shared__ unsigned grove_table_shared[];", "static unsigned grove_table_shared[GROVE_TABLE_BYTES / 4];")
                 + "\nextern \"C\" void grove_emu_set_table(const unsigned* w, unsigned n) { for (unsigned k = 0; k < n; ++k) grove_table[k] = w[k]; }\n"
         })?;
         Some(Self { lib })
@@ -436,4 +441,187 @@ fn gpu_init_genomes_match_init_genomes() {
             assert_eq!(engine.download_genomes(&dev).unwrap(), want, "{name}, {cfg:?}, {codons:?}, capacity {capacity}");
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GE subtree crossover (`grove_ge_subtree_crossover`, map.cu) against
+// `genome::subtree::subtree_crossover` as the GE loops call it.
+
+/// Grammars for subtree crossover: recursion with an operator rule, a single-production start
+/// rule with codon values (lazy codons read none at `<s>`), and PonyGE2's
+/// supervised_learning.bnf with nested number rules.
+const SUBTREE_GRAMMARS: [&str; 3] = [
+    "<e> ::= (<op> <e> <e>) | <v>\n<op> ::= + | - | *\n<v> ::= x0 | 1.0",
+    "<s> ::= <e>\n<e> ::= <e>+<e>|<e>*<e>|f(<e>)|x|<c><c>.<c>\n<c> ::= GE_RANGE:10",
+    "<e>  ::= (<e>+<e>)|(<e>-<e>)|(<e>*<e>)|aq(<e>,<e>)|x[:, <varidx>]|<c>\n<varidx> ::= GE_RANGE:2\n<c> ::= <d>.<d> | -<d>.<d>\n<d> ::= GE_RANGE:10",
+];
+
+/// `(map config, capacity)` for subtree crossover: eager and lazy codons, wraps, a depth limit
+/// that rejects children, and a capacity small enough that some children do not fit.
+fn subtree_settings() -> Vec<(MapConfig, usize)> {
+    vec![
+        (MapConfig::default(), 256),
+        (MapConfig { codons: Codons::Lazy, ..MapConfig::default() }, 256),
+        (MapConfig { max_depth: 8, ..MapConfig::default() }, 256),
+        (MapConfig { max_wraps: 1, codons: Codons::Lazy, max_depth: 10, ..MapConfig::default() }, 128),
+        (MapConfig { max_depth: 12, ..MapConfig::default() }, 40),
+    ]
+}
+
+/// `n` parents: PI grow genomes (depths 2 to 8, tails included) with every fifth replaced by
+/// random codons (often invalid, or read past its end with wraps).
+fn subtree_parents(table: &grove::grammar::compile::RuleTable, codons: Codons, n: usize, capacity: usize, seed: u64) -> Genomes {
+    let init = InitConfig { method: grove::genome::InitMethod::PiGrow, min_depth: 2, max_depth: 8, ..InitConfig::default() };
+    let mut g = grove::genome::init::init_genomes(table, &init, codons, n, capacity, seed);
+    let mut rng = StdRng::seed_from_u64(seed);
+    for i in (0..n).step_by(5) {
+        let len = rng.random_range(0..capacity.min(60));
+        let row: Vec<u32> = (0..len).map(|_| rng.random_range(0..1000)).collect();
+        g.set(i, &row);
+    }
+    g
+}
+
+/// The CPU's children of `pairs` (as `backend::cpu::breed`'s crossover places them).
+fn subtree_reference(grammar: &grove::backend::breed::Grammar<'_>, parents: &Genomes, pairs: &[u32], first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
+    use grove::genome::subtree::{SubtreeScratch, subtree_crossover};
+    use grove::rng::{Purpose, Stream};
+    let mut out = Genomes::new(parents.size(), parents.capacity);
+    let (mut mapper, mut scratch, mut c0, mut c1) = (grammar.mapper(), SubtreeScratch::default(), Vec::new(), Vec::new());
+    for j in 0..pairs.len() / 2 {
+        let (a, b) = (pairs[2 * j] as usize, pairs[2 * j + 1] as usize);
+        let mut s = Stream::new(seed, generation, j as u32, Purpose::Crossover);
+        subtree_crossover(&mut mapper, parents.get(a), parents.get(b), cfg, parents.capacity, &mut s, &mut scratch, &mut c0, &mut c1);
+        for (k, c) in [(first_row + 2 * j, &c0), (first_row + 2 * j + 1, &c1)] {
+            if k < out.size() {
+                out.set(k, c);
+            }
+        }
+    }
+    out
+}
+
+/// A device's subtree crossover: (tables, map config, max derivation, parents, pairs, first
+/// row, vary config, seed, generation) to the children `[P]`.
+type SubtreeDevice<'a> = dyn Fn(&DeviceTables, &MapConfig, usize, &Genomes, &[u32], usize, &GeVaryConfig, u64, u32) -> Genomes + 'a;
+
+/// Runs `device` on every grammar and setting against the CPU, `p` parents each.
+fn subtree_parity(p: usize, device: &SubtreeDevice<'_>) {
+    let (mut crossed, mut copied, mut rows) = (0usize, 0usize, 0usize);
+    for (gi, text) in SUBTREE_GRAMMARS.iter().enumerate() {
+        let l = grammar::load_parsed(grammar::parse_str(text, "g", false).unwrap(), &DatasetShape::default()).unwrap();
+        let templates = Templates::default();
+        let tables = DeviceTables::new(&l.table, &templates).unwrap();
+        for (k, (map, capacity)) in subtree_settings().into_iter().enumerate() {
+            let seed = 40 + (gi * 10 + k) as u64;
+            let parents = subtree_parents(&l.table, map.codons, p, capacity, seed);
+            let grammar = grove::backend::breed::Grammar { table: &l.table, templates: &templates, map, max_derivation: grove::evolve::max_derivation(capacity, &map) };
+            // An odd number of children after the elite: the last pair's second child has no row.
+            let first_row = 3;
+            let n_pairs = (p - first_row).div_ceil(2);
+            let mut rng = StdRng::seed_from_u64(seed + 1);
+            let pairs: Vec<u32> = (0..2 * n_pairs).map(|_| rng.random_range(0..p as u32)).collect();
+            let cfg = GeVaryConfig { crossover: 0.9, crossover_op: grove::genome::vary::GeCrossover::Subtree, ..GeVaryConfig::default() };
+            let want = subtree_reference(&grammar, &parents, &pairs, first_row, &cfg, seed, 7);
+            let got = device(&tables, &map, grammar.max_derivation, &parents, &pairs, first_row, &cfg, seed, 7);
+            for r in first_row..p {
+                if got.get(r) != want.get(r) {
+                    panic!("grammar {gi}, {map:?}, capacity {capacity}: first mismatch at child {r} (pair {}): gpu={:?} cpu={:?}", (r - first_row) / 2, got.get(r), want.get(r));
+                }
+                let j = (r - first_row) / 2;
+                let parent = parents.get(pairs[2 * j + (r - first_row) % 2] as usize);
+                if want.get(r) == parent { copied += 1 } else { crossed += 1 }
+                rows += 1;
+            }
+            assert_eq!(got, want, "grammar {gi}, {map:?}: padding and rows before the children");
+        }
+    }
+    eprintln!("{rows} children equal: {crossed} crossed, {copied} copies of a parent");
+    assert!(crossed > rows / 3 && copied > rows / 20, "{crossed} crossed and {copied} copied of {rows}");
+}
+
+/// The kernel's source built as host C++, one thread per pair; and the same source allowed one
+/// try instead of `TRIES`, which must disagree, so the cases reach the retries.
+#[test]
+fn emulated_subtree_crossover_matches_reference() {
+    let Some(emu) = Emulated::new() else { return };
+    subtree_parity(301, &|t, m, d, g, pairs, r, c, s, gen| emulated_subtree(&emu.lib, t, m, d, g, pairs, r, c, s, gen));
+    let one_try = Emulated::edited(|s| s.replace("#define GROVE_SUBTREE_TRIES 8", "#define GROVE_SUBTREE_TRIES 1")).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        subtree_parity(301, &|t, m, d, g, pairs, r, c, s, gen| emulated_subtree(&one_try.lib, t, m, d, g, pairs, r, c, s, gen))
+    }));
+    assert!(caught.is_err(), "one try a pair gave the CPU's children: no case needed a second try");
+}
+
+/// `grove_ge_subtree_crossover` of `lib` (map.cu built by the emulator), one thread per pair.
+#[allow(clippy::too_many_arguments)]
+fn emulated_subtree(
+    lib: &libloading::Library,
+    tables: &DeviceTables,
+    map: &MapConfig,
+    max_derivation: usize,
+    parents: &Genomes,
+    pairs: &[u32],
+    first_row: usize,
+    cfg: &GeVaryConfig,
+    seed: u64,
+    generation: u32,
+) -> Genomes {
+    use grove::backend::cuda::params::{SubtreeParams, subtree_scratch_words};
+    type SubtreeFn = unsafe extern "C" fn(SubtreeParams, *const u32, *const u32, *const u32, *mut u32, *mut u32, *mut u32);
+    type SetTable = unsafe extern "C" fn(*const u32, u32);
+    type SetThread = unsafe extern "C" fn(u32, u32, u32);
+    let kernel: SubtreeFn = emulator::get(lib, kernels::GE_SUBTREE_CROSSOVER);
+    let set_table: SetTable = emulator::get(lib, "grove_emu_set_table");
+    let set_thread: SetThread = emulator::get(lib, "grove_emu_set_thread");
+    let words: Vec<u32> = tables.blob.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let (p, cap) = (parents.size(), parents.capacity);
+    let n_pairs = pairs.len() / 2;
+    let stride = subtree_scratch_words(max_derivation, cap);
+    let mut scratch = vec![0xdead_beefu32; n_pairs * stride];
+    let mut out = Genomes::new(p, cap);
+    let params = SubtreeParams {
+        map: MapParams {
+            n_genomes: p as u32,
+            capacity: cap as u32,
+            max_wraps: map.max_wraps,
+            lazy: (map.codons == Codons::Lazy) as u32,
+            max_depth: map.max_depth,
+            max_nodes: map.max_nodes,
+            max_derivation: max_derivation as u32,
+            table_words: 0,
+        },
+        n_pairs: n_pairs as u32,
+        first_row: first_row as u32,
+        n_rows: p as u32,
+        seed_lo: seed as u32,
+        seed_hi: (seed >> 32) as u32,
+        generation,
+        p_crossover: cfg.crossover,
+        scratch_stride: stride as u32,
+    };
+    // SAFETY: the table fits grove_table (DeviceTables::new checked it); the kernel's C
+    // signature is SubtreeFn; pairs holds 2 n_pairs indices below P, the genome arrays P
+    // rows of cap codons, the scratch n_pairs × stride words.
+    unsafe {
+        set_table(words.as_ptr(), words.len() as u32);
+        for j in 0..n_pairs {
+            set_thread(j as u32, 1, 0);
+            kernel(params, pairs.as_ptr(), parents.codons.as_ptr(), parents.len.as_ptr(), out.codons.as_mut_ptr(), out.len.as_mut_ptr(), scratch.as_mut_ptr());
+        }
+    }
+    out
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn gpu_subtree_crossover_matches_reference() {
+    let engine = grove::backend::cuda::CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"));
+    subtree_parity(3001, &|tables, map, max_derivation, parents, pairs, first_row, cfg, seed, generation| {
+        let dp = engine.upload_genomes(parents).unwrap();
+        let idx = engine.upload_indices(pairs, parents.size()).unwrap();
+        let mut dc = engine.alloc_genomes(parents.size(), parents.capacity).unwrap();
+        engine.ge_subtree_crossover(tables, map, max_derivation, &dp, &idx, &mut dc, first_row, cfg, seed, generation).unwrap_or_else(|e| panic!("{e}"));
+        engine.download_genomes(&dc).unwrap()
+    });
 }

@@ -3,8 +3,9 @@
 //! the span of codons its subtree read, and a subtree is exchanged or replaced by splicing
 //! those spans. With wraps off, mapping the spliced genome gives exactly the tree with the
 //! subtree swapped, the codons before the span deriving the same nodes and those after it
-//! the same later siblings. CPU only: the device loop hands runs with these operators to the
-//! host loop (`evolve::device::supports_grammar`).
+//! the same later siblings. Crossover's GPU twin is `grove_ge_subtree_crossover` in
+//! `kernels/map.cu` (the same draws, retries and fallback); mutation is CPU only, and the
+//! device loop hands runs with it to the host loop (`evolve::device::supports_grammar`).
 //!
 //! A child that does not fit the genome capacity or does not map validly (too deep, too many
 //! nodes, over the loops' derivation or stack bounds) is not kept: the operator tries again

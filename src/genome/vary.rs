@@ -71,10 +71,11 @@ impl Default for GeVaryConfig {
 }
 
 impl GeVaryConfig {
-    /// True when every operator is one the device loop's kernels have (`kernels/vary.cu`):
-    /// one-point crossover and int-flip at a fixed rate.
+    /// True when every operator is one the device loop's kernels have: one-point crossover and
+    /// int-flip at either rate (`kernels/vary.cu`), subtree crossover (`kernels/map.cu`).
+    /// Subtree mutation has no kernel.
     pub fn on_device(&self) -> bool {
-        self.crossover_op == GeCrossover::Onepoint && self.mutation_op == GeMutation::IntFlip && !self.mutation_per_used
+        self.mutation_op == GeMutation::IntFlip
     }
 }
 
@@ -195,14 +196,12 @@ mod tests {
     }
 
     #[test]
-    fn the_device_has_one_point_and_int_flip_at_a_fixed_rate() {
+    fn the_device_has_both_crossovers_and_int_flip() {
         let d = GeVaryConfig::default();
         assert!(d.on_device());
-        for c in [
-            GeVaryConfig { crossover_op: GeCrossover::Subtree, ..d },
-            GeVaryConfig { mutation_op: GeMutation::Subtree, ..d },
-            GeVaryConfig { mutation_per_used: true, ..d },
-        ] {
+        assert!(GeVaryConfig { mutation_per_used: true, ..d }.on_device(), "int-flip at 1 / used");
+        assert!(GeVaryConfig { crossover_op: GeCrossover::Subtree, ..d }.on_device(), "subtree crossover");
+        for c in [GeVaryConfig { mutation_op: GeMutation::Subtree, ..d }, GeVaryConfig { crossover_op: GeCrossover::Subtree, mutation_op: GeMutation::Subtree, ..d }] {
             assert!(!c.on_device(), "{c:?}");
         }
         // Experiment files and checkpoints from before the operators load as one-point and int-flip.

@@ -11,7 +11,7 @@ use super::vary::UsedCodons;
 use super::{CudaEngine, DeviceBred, DeviceFitness, DeviceGenomes, DeviceIndices, DevicePopulation, GpuError, MapLaunch, MapTreesScratch};
 use crate::backend::breed::{Breeder, Grammar};
 use crate::genome::init::InitConfig;
-use crate::genome::vary::GeVaryConfig;
+use crate::genome::vary::{GeCrossover, GeVaryConfig};
 use crate::grammar::template::DeviceTables;
 use crate::program::{BreedConfig, TreeSpec, VaryConfig};
 use crate::select::{Bloat, Tournament};
@@ -99,7 +99,7 @@ impl Breeder for CudaEngine {
 
     fn crossover(
         &self,
-        _grammar: &Grammar<'_>,
+        grammar: &Grammar<'_>,
         parents: &DeviceGenomes,
         m: &DeviceMapping,
         pairs: &DeviceIndices,
@@ -109,7 +109,21 @@ impl Breeder for CudaEngine {
         seed: u64,
         generation: u32,
     ) -> Result<()> {
-        Ok(self.ge_crossover(parents, UsedCodons::Counts(m.scratch.used()), pairs, children, first_row, cfg, seed, generation)?)
+        match cfg.crossover_op {
+            GeCrossover::Onepoint => Ok(self.ge_crossover(parents, UsedCodons::Counts(m.scratch.used()), pairs, children, first_row, cfg, seed, generation)?),
+            GeCrossover::Subtree => Ok(self.ge_subtree_crossover(
+                &m.tables,
+                &grammar.map,
+                grammar.max_derivation,
+                parents,
+                pairs,
+                children,
+                first_row,
+                cfg,
+                seed,
+                generation,
+            )?),
+        }
     }
 
     fn mutate(

@@ -9,7 +9,7 @@ use std::mem::{offset_of, size_of};
 use super::params::{
     Argmin, ClassPartial, ClassReduceParams, ClassifyParams, CompileParams, ControlClassParams, ControlParams, EvalParams, FitParams,
     GeParams, GenParams, GenStats, InitParams, MapOut, MapParams, MapTreesParams, ReduceParams, RegSums, SelectParams, SimParams,
-    VaryParams,
+    SubtreeParams, VaryParams,
 };
 use crate::grammar::compile::{ProductionEntry, RuleEntry, TableHeader};
 use crate::program::Op;
@@ -39,6 +39,7 @@ layout! {
     GroveMapParams = MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, table_words },
     GroveMapOut = MapOut { status, used_codons, depth, nodes, n_derivation },
     GroveMapTreesParams = MapTreesParams { map, templates_at, max_len, build, pad },
+    GroveSubtreeParams = SubtreeParams { map, n_pairs, first_row, n_rows, seed_lo, seed_hi, generation, p_crossover, scratch_stride },
     GroveControlClassParams = ControlClassParams { n, max_len, n_vars, n_slots, stack, pad },
     GroveInitParams = InitParams { n, capacity, seed_lo, seed_hi, sensible, length, codon_size, min_depth, max_depth, tail_fraction, lazy, table_words },
     GroveClassifyParams = ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles, has_offset, reserved },
@@ -52,7 +53,7 @@ layout! {
     },
     GroveGeParams = GeParams {
         n_pairs, capacity, first_row, n_rows, seed_lo, seed_hi, generation, within_used, p_crossover, p_mutation,
-        codon_size, used_stride
+        codon_size, used_stride, per_used
     },
     GroveSelectParams = SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
     GroveGenParams = GenParams { n, max_len, metric, scaled, parsimony, n_blocks, n_chosen },

@@ -12,8 +12,8 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{INIT_GENOMES, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL};
-use super::params::{InitParams, MapOut, MapParams, MapStatus, MapTreesParams};
+use super::kernels::{GE_SUBTREE_CROSSOVER, INIT_GENOMES, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL};
+use super::params::{InitParams, MapOut, MapParams, MapStatus, MapTreesParams, SubtreeParams, subtree_scratch_words};
 use super::CudaEngine;
 use crate::genome::map::Invalid;
 use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};
@@ -547,5 +547,89 @@ impl CudaEngine {
             self.stream.memcpy_htod(&[n as u32], &mut dst).during(|| "writing a genome's length".into())?;
         }
         Ok(g)
+    }
+}
+
+impl CudaEngine {
+    /// GE subtree crossover, twin of
+    /// [`subtree_crossover`](crate::genome::subtree::subtree_crossover) as the GE loops call it
+    /// (`backend::cpu::breed`): pair `j` crosses parents `pairs[2j]`, `pairs[2j + 1]` of
+    /// `parents` on stream `(seed, generation, j, Crossover)`, mapped with `cfg` and the loops'
+    /// bounds ([`crate::genome::MAP_STACK`] pending symbols, `max_derivation` entries, as
+    /// `Grammar::mapper`); its children go to rows `first_row + 2j` and `+ 1` of `children`
+    /// where those exist. Pairs: `pairs.len() / 2`. Parents and children must be different
+    /// buffers of equal capacity. The per-thread scratch (`subtree_scratch_words` u32 a pair)
+    /// is kept in the engine.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ge_subtree_crossover(
+        &self,
+        tables: &DeviceTables,
+        cfg: &MapConfig,
+        max_derivation: usize,
+        parents: &DeviceGenomes,
+        pairs: &super::DeviceIndices,
+        children: &mut DeviceGenomes,
+        first_row: usize,
+        vary: &crate::genome::vary::GeVaryConfig,
+        seed: u64,
+        generation: u32,
+    ) -> Result<()> {
+        if parents.engine != self.id || children.engine != self.id || pairs.engine != self.id {
+            return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if parents.capacity != children.capacity || pairs.bound > parents.n || first_row > children.n || children.n > u32::MAX as usize {
+            return Err(GpuError::Input(format!(
+                "parents of capacity {}, children of {} from row {first_row} of {}, indices below {} of {} parents",
+                parents.capacity, children.capacity, children.n, pairs.bound, parents.n
+            )));
+        }
+        if max_derivation == 0 || max_derivation > 1 << 16 {
+            return Err(GpuError::Input(format!("derivations of {max_derivation} entries (1 to 65536)")));
+        }
+        let n_pairs = pairs.n / 2;
+        if n_pairs == 0 {
+            return Ok(());
+        }
+        let stride = subtree_scratch_words(max_derivation, parents.capacity);
+        if stride > u32::MAX as usize {
+            return Err(GpuError::Input(format!("{stride} scratch words a pair")));
+        }
+        let words = n_pairs.checked_mul(stride).ok_or_else(|| GpuError::Input("subtree crossover scratch too large".into()))?;
+        let f = self.function(&MAP, &[], GE_SUBTREE_CROSSOVER)?;
+        let blob = &tables.blob;
+        let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
+        self.set_map_tables(blob)?;
+        let table_words = if blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
+        let params = SubtreeParams {
+            map: map_params(parents, cfg, max_derivation, table_words),
+            n_pairs: n_pairs as u32,
+            first_row: first_row as u32,
+            n_rows: children.n as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            generation,
+            p_crossover: vary.crossover,
+            scratch_stride: stride as u32,
+        };
+        let mut guard = self.subtree_scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let scratch = super::memory::grow_device(&self.stream, &mut guard, words, "allocating subtree crossover scratch")?;
+        let t = 128u32;
+        let lc = LaunchConfig { grid_dim: ((n_pairs as u32).div_ceil(t), 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: table_words * 4 };
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&pairs.idx).arg(&parents.codons).arg(&parents.len).arg(&mut children.codons).arg(&mut children.len);
+        b.arg(scratch);
+        // SAFETY: matches `grove_ge_subtree_crossover(GroveSubtreeParams, const unsigned* pairs,
+        // const unsigned* codons, const unsigned* len, unsigned* child_codons, unsigned*
+        // child_len, unsigned* scratch)` with SubtreeParams laid out as GroveSubtreeParams.
+        // pairs holds 2 n_pairs indices below the parents' P; parent rows are read within their
+        // lengths (at most the capacity, DeviceGenomes' invariant); thread j uses scratch words
+        // j·stride .. (j + 1)·stride (the buffer holds n_pairs·stride), derivations of at most
+        // max_derivation entries (the mapper stops longer ones) and children of at most the
+        // capacity (checked before they are written); child rows below n_rows are written,
+        // distinct per thread. The blob is a compiled RuleTable followed by its Templates
+        // (DeviceTables), whose indices point inside it; table_words words fit the launch's
+        // dynamic shared memory.
+        unsafe { b.launch(lc) }.during(|| format!("launching {GE_SUBTREE_CROSSOVER}"))?;
+        Ok(())
     }
 }

@@ -111,6 +111,8 @@ pub struct CudaEngine {
     scratch: Mutex<eval::Scratch>,
     /// Buffers reused by the tree variation kernels.
     vary_scratch: Mutex<vary::Scratch>,
+    /// Per-thread scratch of GE subtree crossover (map.cu), kept between calls; only grows.
+    subtree_scratch: Mutex<Option<cudarc::driver::CudaSlice<u32>>>,
     id: u64,
     ordinal: usize,
     /// Lanes an episode of the control roll-outs, 0 for each model's default
@@ -178,6 +180,7 @@ impl CudaEngine {
             map_order: Mutex::new(()),
             scratch: Mutex::new(eval::Scratch::default()),
             vary_scratch: Mutex::new(vary::Scratch::default()),
+            subtree_scratch: Mutex::new(None),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             ordinal: opts.ordinal,
             episode_lanes: std::sync::atomic::AtomicU32::new(0),

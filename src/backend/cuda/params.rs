@@ -177,6 +177,38 @@ pub struct MapTreesParams {
 }
 const _: () = assert!(size_of::<MapTreesParams>() == 48);
 
+/// Parameters of `grove_ge_subtree_crossover` (`GroveSubtreeParams` in map.cu), passed by value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SubtreeParams {
+    /// The loops' mapper (`Grammar::mapper`'s settings and bounds); `capacity` is the row
+    /// stride of parents and children, `n_genomes` the parents.
+    pub map: MapParams,
+    /// Pairs of parents (threads).
+    pub n_pairs: u32,
+    /// Child row of pair 0's first child.
+    pub first_row: u32,
+    /// Rows of the children's arrays.
+    pub n_rows: u32,
+    /// The run's seed, low word.
+    pub seed_lo: u32,
+    /// The run's seed, high word.
+    pub seed_hi: u32,
+    /// The generation the children belong to.
+    pub generation: u32,
+    /// `GeVaryConfig::crossover`.
+    pub p_crossover: f32,
+    /// Scratch words per thread: [`subtree_scratch_words`].
+    pub scratch_stride: u32,
+}
+const _: () = assert!(size_of::<SubtreeParams>() == 64);
+
+/// Scratch words of one `grove_ge_subtree_crossover` thread: 8 derivation rows (a parent's
+/// derivation, each parent's node symbols, starts and ends, the labels) and two children.
+pub fn subtree_scratch_words(max_derivation: usize, capacity: usize) -> usize {
+    8 * max_derivation + 2 * capacity
+}
+
 /// Parameters of `grove_init_genomes` (`GroveInitParams` in map.cu), passed by value.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -381,6 +413,9 @@ pub struct GeParams {
     /// Genome `i`'s used codons are `used[i * used_stride]`: 1 for a plain array, 5 for the
     /// `used_codons` of [`MapOut`] records.
     pub used_stride: u32,
+    /// 1: int-flip at a per-codon rate of 1 / the codons it may change
+    /// (`GeVaryConfig::mutation_per_used`) in place of `p_mutation`.
+    pub per_used: u32,
 }
 
 /// Parameters of the selection kernels (`GroveSelectParams` in select.cu).
@@ -410,7 +445,7 @@ pub struct SelectParams {
 }
 
 const _: () = assert!(size_of::<VaryParams>() == 308);
-const _: () = assert!(size_of::<GeParams>() == 48);
+const _: () = assert!(size_of::<GeParams>() == 52);
 const _: () = assert!(size_of::<SelectParams>() == 40);
 // SAFETY: plain `#[repr(C)]` structs of 4-byte fields (and arrays of them) whose layout equals
 // the CUDA structs' (sizes and offsets asserted on both sides); passed by value only.
@@ -499,6 +534,9 @@ unsafe impl DeviceRepr for MapParams {}
 unsafe impl DeviceRepr for CompileParams {}
 // SAFETY: as above: #[repr(C)] of a MapParams and four u32, no padding (48 bytes, asserted).
 unsafe impl DeviceRepr for MapTreesParams {}
+// SAFETY: as above: #[repr(C)] of a MapParams and eight 4-byte fields, no padding (64 bytes,
+// asserted).
+unsafe impl DeviceRepr for SubtreeParams {}
 // SAFETY: as above: six u32 fields.
 unsafe impl DeviceRepr for ControlClassParams {}
 // SAFETY: as above: twelve 4-byte fields.

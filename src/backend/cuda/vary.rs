@@ -276,6 +276,7 @@ pub fn ge_params(n_pairs: usize, n_rows: usize, capacity: usize, first_row: usiz
         p_mutation: cfg.mutation,
         codon_size: cfg.codon_size,
         used_stride: 1,
+        per_used: cfg.mutation_per_used as u32,
     })
 }
 
@@ -585,7 +586,7 @@ impl CudaEngine {
         generation: u32,
     ) -> Result<()> {
         if cfg.crossover_op != crate::genome::vary::GeCrossover::Onepoint {
-            return Err(GpuError::Config(format!("{:?} crossover runs on the host (the device has one-point crossover)", cfg.crossover_op)));
+            return Err(GpuError::Config(format!("{:?} crossover is CudaEngine::ge_subtree_crossover (map.cu), not ge_crossover", cfg.crossover_op)));
         }
         if parents.engine != self.id || children.engine != self.id || pairs.engine != self.id {
             return Err(GpuError::Input("buffers of another engine".into()));
@@ -624,11 +625,12 @@ impl CudaEngine {
 
     /// GE int-flip in place, twin of [`int_flip`](crate::genome::vary::int_flip): rows
     /// `first_row ..` of `genomes`, row `k` within `min(used[k], len[k])` codons (all of them
-    /// without `within_used`), stream `(seed, generation, k, Mutate)`. `used` `[P]`: each
+    /// without `within_used`), each at `cfg.mutation` or, with `mutation_per_used`, at 1 / those
+    /// codons, stream `(seed, generation, k, Mutate)`. `used` `[P]`: each
     /// child's used codons after mapping it.
     pub fn ge_int_flip(&self, genomes: &mut DeviceGenomes, used: UsedCodons<'_>, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Result<()> {
-        if cfg.mutation_op != crate::genome::vary::GeMutation::IntFlip || cfg.mutation_per_used {
-            return Err(GpuError::Config("subtree mutation and int-flip at 1 / used codons run on the host (the device has int-flip at a fixed rate)".into()));
+        if cfg.mutation_op != crate::genome::vary::GeMutation::IntFlip {
+            return Err(GpuError::Config("subtree mutation runs on the host (the device has int-flip)".into()));
         }
         if genomes.engine != self.id || used.len() < genomes.n {
             return Err(GpuError::Input(format!("{} used counts for {} genomes", used.len(), genomes.n)));

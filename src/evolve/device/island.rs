@@ -173,8 +173,12 @@ pub(super) fn breed_island(
                     let (Some(genomes), Some(used)) = (&s.surv.genomes, &s.surv.used) else {
                         anyhow::bail!("GE's survivors keep their genomes");
                     };
-                    let used = crate::backend::cuda::vary::UsedCodons::Counts(e.used_counts(used));
-                    e.ge_crossover(genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+                    if rep.vary.crossover_op == crate::genome::vary::GeCrossover::Subtree {
+                        e.ge_subtree_crossover(&g.mapping.tables, &grammar.map, grammar.max_derivation, genomes, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+                    } else {
+                        let used = crate::backend::cuda::vary::UsedCodons::Counts(e.used_counts(used));
+                        e.ge_crossover(genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
+                    }
                 }
                 None => {
                     let pairs = e.select_parents(&i.fit, &i.pop, slots, parents, i.seed, next_gen)?;

@@ -129,9 +129,9 @@ pub fn supports(cfg: &EngineConfig) -> bool {
 /// Whether the device loop can run grammatical evolution with these settings besides
 /// [`supports`]: rows the GPU tree builder takes (at most
 /// [`BUILD_FRAMES`](crate::genome::build::BUILD_FRAMES) nodes), and operators the kernels have
-/// ([`GeVaryConfig::on_device`](crate::genome::vary::GeVaryConfig::on_device): one-point
-/// crossover, int-flip at a fixed rate; subtree crossover, subtree mutation and int-flip at
-/// 1 / used codons take the host loop, which still evaluates on the GPU).
+/// ([`GeVaryConfig::on_device`](crate::genome::vary::GeVaryConfig::on_device): one-point and
+/// subtree crossover, int-flip at a fixed rate or at 1 / used codons; subtree mutation takes
+/// the host loop, which still evaluates on the GPU).
 pub fn supports_grammar(cfg: &EngineConfig, rep: &GrammarRep) -> bool {
     supports(cfg) && cfg.max_len <= crate::genome::build::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize && rep.vary.on_device()
 }
