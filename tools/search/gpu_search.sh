@@ -21,9 +21,10 @@ for p in 100000 1000000; do
         [ "$p" = 1000000 ] && [ "$sel" = lexicase ] && continue
         rep="$out/tree-$p-${sel%% *}.json"
         # shellcheck disable=SC2086
-        timeout 240 "$g" evolve --functions add,sub,mul,aq --data builtin:pagie1 --pop "$p" --gens "$gens" --device cuda --linear-inputs off \
+        limit=$([ "$p" = 1000000 ] && echo 90 || echo 150)
+        timeout "$limit" "$g" evolve --functions add,sub,mul,aq --data builtin:pagie1 --pop "$p" --gens "$gens" --device cuda --linear-inputs off \
             --selection $sel --quiet --report "$rep" >/dev/null 2>"$out/err-tree-$p-${sel%% *}.txt" && summary+=("$(row "tree GP pop $p --selection $sel" "$rep")") \
-            || summary+=("tree GP pop $p --selection $sel: failed $(tail -1 "$out/err-tree-$p-${sel%% *}.txt")")
+            || summary+=("tree GP pop $p --selection $sel: no report within ${limit} s $(tail -1 "$out/err-tree-$p-${sel%% *}.txt")")
     done
 done
 for x in onepoint subtree; do
