@@ -72,23 +72,26 @@ fn what_lexicase_cannot_run_with_gets_one_clear_line() {
 
 #[test]
 fn a_collapse_to_a_constant_is_reported_and_lexicase_avoids_it() {
-    // Plain grammatical evolution at PonyGE2's settings on Pagie-1: with tournaments of 2 the
-    // population of seed 1 ends as one-node programs; lexicase keeps structure.
+    // Plain grammatical evolution at PonyGE2's settings on Pagie-1: with tournaments of 2 and
+    // one-point crossover (the default before subtree crossover) the population of seed 1 ends
+    // as one-node programs; lexicase keeps structure, and so do the default operators.
     let args = [
         "evolve", "-g", "tests/fixtures/grammars/arith_aq.bnf", "--data", "builtin:pagie1", "--pop", "500", "--gens", "50", "--tournament", "2",
         "--no-linear-scaling", "--linear-inputs", "off", "--select", "train", "--bloat", "none", "--seed", "1",
     ];
-    let run = |sel: &str| {
+    let run = |more: &[&str]| {
         let mut a = args.to_vec();
-        a.extend(["--selection", sel]);
+        a.extend(more);
         report(&a)
     };
-    let t = run("tournament");
+    let t = run(&["--crossover", "onepoint", "--selection", "tournament"]);
     assert_eq!(t["best"]["size"], 1, "{}", t["best"]);
     let g = t["collapse"]["from_generation"].as_u64().expect("a collapse is reported");
     assert!(g < 50, "{g}");
-    let l = run("lexicase");
-    assert!(l["collapse"].is_null(), "{}", l["collapse"]);
-    assert!(l["best"]["size"].as_u64().unwrap() > 5);
-    assert!(l["best"]["fitness"].as_f64().unwrap() < 0.5 * t["best"]["fitness"].as_f64().unwrap());
+    for more in [&["--crossover", "onepoint", "--selection", "lexicase"][..], &[]] {
+        let l = run(more);
+        assert!(l["collapse"].is_null(), "{more:?}: {}", l["collapse"]);
+        assert!(l["best"]["size"].as_u64().unwrap() > 5, "{more:?}");
+        assert!(l["best"]["fitness"].as_f64().unwrap() < 0.5 * t["best"]["fitness"].as_f64().unwrap(), "{more:?}");
+    }
 }
