@@ -26,6 +26,11 @@ pub fn valid_indices(fit: &[f64]) -> Vec<u32> {
     (0..fit.len() as u32).filter(|&i| key(fit[i as usize]).is_finite()).collect()
 }
 
+/// `pool`, or every one of `n` individuals where it is empty (the selections' convention).
+fn or_all(pool: &[u32], n: usize) -> std::borrow::Cow<'_, [u32]> {
+    if pool.is_empty() { std::borrow::Cow::Owned((0..n as u32).collect()) } else { std::borrow::Cow::Borrowed(pool) }
+}
+
 /// Tournament selection of parent `slot`: `k` contestants drawn uniformly (with replacement)
 /// from `pool` (normally the valid individuals; all of them if none is valid); the fittest
 /// wins. Stream: `(seed, generation, slot, Select)`.
@@ -160,13 +165,8 @@ pub(crate) fn run_tournament(n: usize, pool: &[u32], k: usize, s: &mut Stream, b
 /// Tournament without replacement: `k` distinct contestants (all of `pool` if it is smaller).
 pub fn tournament_distinct(fit: &[f64], pool: &[u32], k: usize, seed: u64, generation: u32, slot: usize) -> usize {
     let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
-    let all: Vec<u32>;
-    let pool = if pool.is_empty() {
-        all = (0..fit.len() as u32).collect();
-        &all[..]
-    } else {
-        pool
-    };
+    let pool = or_all(pool, fit.len());
+    let pool = &pool[..];
     let k = k.clamp(1, pool.len());
     // Partial Fisher-Yates over a small index list of chosen positions.
     let mut chosen: Vec<u32> = Vec::with_capacity(k);
@@ -304,13 +304,8 @@ pub fn generation_cases(n_cases: usize, k: usize, seed: u64, generation: u32) ->
 pub fn epsilon_lexicase_slots(errors: &[f64], n_cases: usize, eps: &[f64], pool: &[u32], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
     use rayon::prelude::*;
     let n = errors.len().checked_div(n_cases).unwrap_or(0);
-    let all: Vec<u32>;
-    let pool = if pool.is_empty() {
-        all = (0..n as u32).collect();
-        &all[..]
-    } else {
-        pool
-    };
+    let pool = or_all(pool, n);
+    let pool = &pool[..];
     let err = |i: u32, c: usize| key(errors[i as usize * n_cases + c]);
     // Groups of equal error rows, in order of their first member; members by pool position.
     let mut index: std::collections::HashMap<Vec<u64>, u32> = std::collections::HashMap::new();
@@ -402,13 +397,8 @@ pub fn epsilon_lexicase_slots(errors: &[f64], n_cases: usize, eps: &[f64], pool:
 /// is the mean of the middle two. Computed on the host for both devices.
 pub fn lexicase_epsilons(errors: &[f64], n_cases: usize, pool: &[u32]) -> Vec<f64> {
     let n = errors.len().checked_div(n_cases).unwrap_or(0);
-    let all: Vec<u32>;
-    let pool = if pool.is_empty() {
-        all = (0..n as u32).collect();
-        &all[..]
-    } else {
-        pool
-    };
+    let pool = or_all(pool, n);
+    let pool = &pool[..];
     // The middle value(s) by selection, not a sort: the same numbers in O(n).
     let median = |v: &mut Vec<f64>| {
         let (m, odd) = (v.len() / 2, v.len() % 2 == 1);
