@@ -21,6 +21,7 @@
 #define GROVE_PURPOSE_CROSSOVER 3u
 #define GROVE_PURPOSE_MUTATE 4u
 #define GROVE_PURPOSE_RESET 6u
+#define GROVE_PURPOSE_EPSILON 11u
 
 // One stream of random numbers (rng::Stream).
 struct GroveStream {

@@ -27,6 +27,7 @@ struct GroveSelectParams {
     unsigned seed_hi;
     unsigned generation;
     unsigned n_cases;      // lexicase: cases (columns of errors)
+    unsigned stride;       // lexicase: row stride of the candidate and case-order buffers
 };
 GROVE_CHECK_LAYOUT(GroveSelectParams);
 
@@ -160,42 +161,135 @@ extern "C" __global__ void grove_truncation(GroveSelectParams p, const unsigned*
     winners[s] = ranked[grove_below(rng, p.n_top)];
 }
 
-// select::epsilon_lexicase for slot slot_offset + s, stream (seed, generation, slot, Select):
-// errors [P x n_cases] f64, eps [n_cases] (select::lexicase_epsilons, from the host), the pool
-// as grove_valid_pool leaves it. Thread s keeps its candidates in cand[s * P ..] (filtered in
-// place, order kept, as Vec::retain) and its case order in order[s * n_cases ..]; winners[s].
+// Lexicase selection. The per-case errors are f64 [P x n_cases] (row i individual i's, NaN read
+// as +inf), the pool as grove_valid_pool leaves it (every individual when none is valid).
+
+// select::EPSILON_SAMPLE: the most individuals whose errors set the epsilons.
+#define GROVE_EPSILON_SAMPLE 1024
+// Threads of a grove_lexicase_epsilons block (a power of two, at most GROVE_EPSILON_SAMPLE / 2).
+#define GROVE_EPSILON_THREADS 256
+
+// select::epsilon_sample, one thread: the pool itself where it holds at most
+// GROVE_EPSILON_SAMPLE, else that many draws below(pool size) from the stream (seed,
+// generation, 0, Epsilon); sample[0 .. count[0]] the individuals.
+extern "C" __global__ void grove_epsilon_sample(GroveSelectParams p, const unsigned* pool, const unsigned* n_valid, unsigned* sample,
+                                                unsigned* count) {
+    if (blockIdx.x * blockDim.x + threadIdx.x != 0) return;
+    const unsigned nv = n_valid[0], m = nv == 0 ? p.n : nv;
+    if (m <= GROVE_EPSILON_SAMPLE) {
+        for (unsigned j = 0; j < m; ++j) sample[j] = nv == 0 ? j : pool[j];
+        count[0] = m;
+        return;
+    }
+    GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, 0, GROVE_PURPOSE_EPSILON);
+    for (unsigned j = 0; j < GROVE_EPSILON_SAMPLE; ++j) {
+        const unsigned r = grove_below(rng, m);
+        sample[j] = nv == 0 ? r : pool[r];
+    }
+    count[0] = GROVE_EPSILON_SAMPLE;
+}
+
+// Sorts v[0 .. GROVE_EPSILON_SAMPLE] ascending (a bitonic network; the values are finite or
+// +inf, never NaN), the block's threads sharing the compare-exchanges. Starts and ends with a
+// barrier.
+__device__ __forceinline__ void grove_sort_sample(double* v) {
+    for (unsigned size = 2; size <= GROVE_EPSILON_SAMPLE; size <<= 1) {
+        for (unsigned stride = size >> 1; stride > 0; stride >>= 1) {
+            __syncthreads();
+            for (unsigned t = threadIdx.x; t < GROVE_EPSILON_SAMPLE / 2; t += blockDim.x) {
+                const unsigned i = 2 * t - (t & (stride - 1)), j = i + stride;
+                const double a = v[i], b = v[j];
+                if ((a > b) == ((i & size) == 0)) {
+                    v[i] = b;
+                    v[j] = a;
+                }
+            }
+        }
+    }
+    __syncthreads();
+}
+
+// The median of the sorted v[0 .. n], n >= 1: the middle value, or the mean of the middle two.
+__device__ __forceinline__ double grove_sorted_median(const double* v, unsigned n) {
+    const unsigned m = n / 2;
+    return n % 2 == 1 ? v[m] : __dadd_rn(v[m - 1], v[m]) / 2.0;
+}
+
+// select::lexicase_epsilons, a block of GROVE_EPSILON_THREADS threads per case: the median
+// absolute deviation of the sample's finite errors on case blockIdx.x (0 when none is finite)
+// into eps.
+extern "C" __global__ void grove_lexicase_epsilons(GroveSelectParams p, const double* errors, const unsigned* sample,
+                                                   const unsigned* count, double* eps) {
+    __shared__ double v[GROVE_EPSILON_SAMPLE];
+    __shared__ unsigned n_finite;
+    const double inf = __longlong_as_double(0x7FF0000000000000ll);
+    const unsigned c = blockIdx.x, m = count[0];
+    if (threadIdx.x == 0) n_finite = 0;
+    __syncthreads();
+    unsigned mine = 0;
+    for (unsigned j = threadIdx.x; j < GROVE_EPSILON_SAMPLE; j += blockDim.x) {
+        const double e = j < m ? errors[(unsigned long long)sample[j] * p.n_cases + c] : inf;
+        const bool finite = isfinite(e);
+        v[j] = finite ? e : inf;
+        mine += finite;
+    }
+    atomicAdd(&n_finite, mine);
+    grove_sort_sample(v);
+    const unsigned n = n_finite;
+    if (n == 0) {
+        if (threadIdx.x == 0) eps[c] = 0.0;
+        return;
+    }
+    const double med = grove_sorted_median(v, n);
+    __syncthreads();
+    for (unsigned j = threadIdx.x; j < GROVE_EPSILON_SAMPLE; j += blockDim.x) v[j] = j < n ? fabs(__dsub_rn(v[j], med)) : inf;
+    grove_sort_sample(v);
+    if (threadIdx.x == 0) eps[c] = grove_sorted_median(v, n);
+}
+
+// select::epsilon_lexicase for slot slot_offset + s, stream (seed, generation, slot, Select),
+// eps from grove_lexicase_epsilons. The candidates start as the pool in order where it holds at
+// most p.k (or p.k is 0), else as p.k draws from it. Thread s keeps them in cand[j * stride +
+// s] (filtered in place, order kept, as Vec::retain) and its case order in order[t * stride +
+// s], stride the launch's slots or more; winners[s].
 extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* errors, const double* eps,
                                           const unsigned* pool, const unsigned* n_valid, unsigned* order,
                                           unsigned* cand, unsigned* winners) {
     const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= p.n_slots) return;
-    const unsigned nv = n_valid[0], C = p.n_cases;
-    unsigned* mine = cand + (unsigned long long)s * p.n;
-    unsigned* ord = order + (unsigned long long)s * C;
-    unsigned m = nv == 0 ? p.n : nv;
-    for (unsigned i = 0; i < m; ++i) mine[i] = nv == 0 ? i : pool[i];
-    for (unsigned c = 0; c < C; ++c) ord[c] = c;
+    const unsigned nv = n_valid[0], C = p.n_cases, B = p.stride, m0 = nv == 0 ? p.n : nv;
     GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + s, GROVE_PURPOSE_SELECT);
+    unsigned m;
+    if (p.k == 0 || m0 <= p.k) {
+        m = m0;
+        for (unsigned i = 0; i < m; ++i) cand[(unsigned long long)i * B + s] = nv == 0 ? i : pool[i];
+    } else {
+        m = p.k;
+        for (unsigned i = 0; i < m; ++i) {
+            const unsigned r = grove_below(rng, m0);
+            cand[(unsigned long long)i * B + s] = nv == 0 ? r : pool[r];
+        }
+    }
+    for (unsigned c = 0; c < C; ++c) order[(unsigned long long)c * B + s] = c;
     for (unsigned t = 0; t < C && m > 1; ++t) {
         const unsigned r = t + grove_below(rng, C - t);
-        const unsigned tmp = ord[t];
-        ord[t] = ord[r];
-        ord[r] = tmp;
-        const unsigned c = ord[t];
+        const unsigned c = order[(unsigned long long)r * B + s];
+        order[(unsigned long long)r * B + s] = order[(unsigned long long)t * B + s];
+        order[(unsigned long long)t * B + s] = c;
         double best = __longlong_as_double(0x7FF0000000000000ll);
         for (unsigned i = 0; i < m; ++i) {
-            const double e = grove_key(errors[(unsigned long long)mine[i] * C + c]);
+            const double e = grove_key(errors[(unsigned long long)cand[(unsigned long long)i * B + s] * C + c]);
             if (e < best) best = e;
         }
         const double threshold = __dadd_rn(best, eps[c]);
         unsigned kept = 0;
         for (unsigned i = 0; i < m; ++i) {
-            const unsigned j = mine[i];
-            if (grove_key(errors[(unsigned long long)j * C + c]) <= threshold) mine[kept++] = j;
+            const unsigned j = cand[(unsigned long long)i * B + s];
+            if (grove_key(errors[(unsigned long long)j * C + c]) <= threshold) cand[(unsigned long long)(kept++) * B + s] = j;
         }
         m = kept;
     }
-    winners[s] = mine[m > 1 ? grove_below(rng, m) : 0];
+    winners[s] = cand[(unsigned long long)(m > 1 ? grove_below(rng, m) : 0) * B + s];
 }
 
 // select::elite(fit, k) and islands::worst(fit, k) without ranking every individual, one or

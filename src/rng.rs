@@ -53,6 +53,8 @@ pub enum Purpose {
     Folds = 9,
     /// The cases down-sampled lexicase selection reads in a generation (`select::generation_cases`).
     Cases = 10,
+    /// The individuals whose errors set lexicase's epsilons (`select::epsilon_sample`).
+    Epsilon = 11,
 }
 
 /// A stream of random numbers at one address `(seed; generation, individual, purpose)`.

@@ -240,6 +240,18 @@ impl Selection {
 /// `docs/quality.md`).
 pub const DEFAULT_DOWN_SAMPLE: f64 = 0.1;
 
+/// Lexicase's default candidate pool (`--lexicase-pool`, `engine.lexicase_pool`): a selection
+/// whose pool of valid individuals holds more than this many starts from this many drawn from
+/// it at random, with replacement; smaller pools compete whole, as in classic lexicase. A
+/// selection's work is then bounded by the pool, not the population (a full-population
+/// selection of `P` parents reads about `P²` errors: minutes at 10⁵); the measurement that chose
+/// it is in `docs/quality.md` (issue 55).
+pub const DEFAULT_LEXICASE_POOL: usize = 256;
+
+/// The most individuals whose errors set lexicase's epsilons: larger pools are sampled (with
+/// replacement) to this many ([`lexicase_epsilons`]).
+pub const EPSILON_SAMPLE: usize = 1024;
+
 /// How many of `n_cases` cases a generation reads under `selection`: all for
 /// [`Selection::Lexicase`]; for [`Selection::DownSampled`], `down_sample` of them where it is
 /// below 1 (`ceil`, at least 2), else `down_sample` cases; an error naming the option where
@@ -293,19 +305,45 @@ pub fn generation_cases(n_cases: usize, k: usize, seed: u64, generation: u32) ->
     all
 }
 
+/// A lexicase selection's starting candidates from `pool` (never empty: [`or_all`]'s): the
+/// whole pool in order when `k_pool` is 0 or the pool holds at most `k_pool`, else `k_pool`
+/// positions drawn with `below(pool.len())` from the selection's stream `s`, first.
+fn lexicase_candidates(pool: &[u32], k_pool: usize, s: &mut Stream, out: &mut Vec<u32>) {
+    out.clear();
+    if k_pool == 0 || pool.len() <= k_pool {
+        out.extend_from_slice(pool);
+    } else {
+        let n = pool.len() as u32;
+        out.extend((0..k_pool).map(|_| pool[s.below(n) as usize]));
+    }
+}
+
 /// [`epsilon_lexicase`] for slots `0..n_slots`: the same picks, bit for bit, at a fraction
-/// of the work. Individuals with the same errors on every case (clones, and programs that
+/// of the work. A pool larger than `k_pool` (not 0) is drawn from for each selection, which
+/// then filters its own candidates; else the whole pool competes and the grouping below
+/// applies. Individuals with the same errors on every case (clones, and programs that
 /// compute the same values) fall into one group, and the filters run over groups: a group
 /// survives a case exactly when each of its members would. The first case a selection reads
 /// filters the whole pool, so each case's surviving groups of that first filter are found
 /// once. Once one individual is left the selection stops, as the reference does; while one
 /// group of several is left the filters change nothing, and only the reference's draws of the
 /// case order are made, to reach its final draw.
-pub fn epsilon_lexicase_slots(errors: &[f64], n_cases: usize, eps: &[f64], pool: &[u32], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+#[allow(clippy::too_many_arguments)]
+pub fn epsilon_lexicase_slots(errors: &[f64], n_cases: usize, eps: &[f64], pool: &[u32], k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
     use rayon::prelude::*;
     let n = errors.len().checked_div(n_cases).unwrap_or(0);
     let pool = or_all(pool, n);
     let pool = &pool[..];
+    if k_pool != 0 && pool.len() > k_pool {
+        return (0..n_slots)
+            .into_par_iter()
+            .with_min_len(64)
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(cand, order): &mut (Vec<u32>, Vec<u32>), slot| lexicase_filter(errors, n_cases, eps, pool, k_pool, seed, generation, slot, cand, order),
+            )
+            .collect();
+    }
     let err = |i: u32, c: usize| key(errors[i as usize * n_cases + c]);
     // Groups of equal error rows, in order of their first member; members by pool position.
     let mut index: std::collections::HashMap<Vec<u64>, u32> = std::collections::HashMap::new();
@@ -390,15 +428,28 @@ pub fn epsilon_lexicase_slots(errors: &[f64], n_cases: usize, eps: &[f64], pool:
         .collect()
 }
 
+/// The individuals whose errors set the epsilons of generation `generation`'s selections:
+/// `pool` (never empty) itself when it holds at most [`EPSILON_SAMPLE`], else that many drawn
+/// with `below(pool.len())` from the stream `(seed, generation, 0, Epsilon)`.
+pub fn epsilon_sample(pool: &[u32], seed: u64, generation: u32) -> Vec<u32> {
+    if pool.len() <= EPSILON_SAMPLE {
+        return pool.to_vec();
+    }
+    let mut s = Stream::new(seed, generation, 0, Purpose::Epsilon);
+    let n = pool.len() as u32;
+    (0..EPSILON_SAMPLE).map(|_| pool[s.below(n) as usize]).collect()
+}
+
 /// The per-case thresholds of epsilon-lexicase selection (La Cava, Spector and Danai, 2016):
 /// for each case, the median absolute deviation of the finite errors on it of the individuals
-/// in `pool` (all of them if it is empty), or 0 when none is finite. `errors` is `[P × C]`,
-/// row `i` individual `i`'s error on each of the `n_cases` cases. A median of an even count
-/// is the mean of the middle two. Computed on the host for both devices.
-pub fn lexicase_epsilons(errors: &[f64], n_cases: usize, pool: &[u32]) -> Vec<f64> {
+/// of [`epsilon_sample`] (`pool`, all individuals if it is empty, or a sample of it), or 0 when
+/// none is finite. `errors` is `[P × C]`, row `i` individual `i`'s error on each of the
+/// `n_cases` cases. A median of an even count is the mean of the middle two. The GPU's twin is
+/// `grove_lexicase_epsilons` (`kernels/select.cu`).
+pub fn lexicase_epsilons(errors: &[f64], n_cases: usize, pool: &[u32], seed: u64, generation: u32) -> Vec<f64> {
     let n = errors.len().checked_div(n_cases).unwrap_or(0);
     let pool = or_all(pool, n);
-    let pool = &pool[..];
+    let sample = epsilon_sample(&pool, seed, generation);
     // The middle value(s) by selection, not a sort: the same numbers in O(n).
     let median = |v: &mut Vec<f64>| {
         let (m, odd) = (v.len() / 2, v.len() % 2 == 1);
@@ -410,7 +461,7 @@ pub fn lexicase_epsilons(errors: &[f64], n_cases: usize, pool: &[u32]) -> Vec<f6
     (0..n_cases)
         .into_par_iter()
         .map(|c| {
-            let mut v: Vec<f64> = pool.iter().map(|&i| errors[i as usize * n_cases + c]).filter(|e| e.is_finite()).collect();
+            let mut v: Vec<f64> = sample.iter().map(|&i| errors[i as usize * n_cases + c]).filter(|e| e.is_finite()).collect();
             if v.is_empty() {
                 return 0.0;
             }
@@ -422,18 +473,38 @@ pub fn lexicase_epsilons(errors: &[f64], n_cases: usize, pool: &[u32]) -> Vec<f6
 }
 
 /// Epsilon-lexicase selection of parent `slot` (stream `(seed, generation, slot, Select)`):
-/// the candidates start as `pool` (all individuals if it is empty), in order. Cases are taken
-/// in a random order drawn one at a time (step `t` swaps case `t + below(C - t)` into place
-/// `t`: a lazy Fisher–Yates), and each keeps the candidates whose error (NaN read as `+inf`) is
-/// at most the best candidate's plus `eps[case]` (an f64 addition). It stops when one
-/// candidate is left or the cases run out; then one of the candidates left is drawn with
+/// the candidates start as `pool` (all individuals if it is empty) in order, or, where the pool
+/// holds more than `k_pool` (not 0), as `k_pool` draws from it ([`lexicase_candidates`]). Cases
+/// are taken in a random order drawn one at a time (step `t` swaps case `t + below(C - t)` into
+/// place `t`: a lazy Fisher–Yates), and each keeps the candidates whose error (NaN read as
+/// `+inf`) is at most the best candidate's plus `eps[case]` (an f64 addition). It stops when
+/// one candidate is left or the cases run out; then one of the candidates left is drawn with
 /// `below(count)` (no draw when there is one). `errors` is `[P × n_cases]`.
 #[allow(clippy::too_many_arguments)]
-pub fn epsilon_lexicase(errors: &[f64], n_cases: usize, eps: &[f64], pool: &[u32], seed: u64, generation: u32, slot: usize) -> usize {
-    let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
+pub fn epsilon_lexicase(errors: &[f64], n_cases: usize, eps: &[f64], pool: &[u32], k_pool: usize, seed: u64, generation: u32, slot: usize) -> usize {
     let n = errors.len().checked_div(n_cases).unwrap_or(0);
-    let mut cand: Vec<u32> = if pool.is_empty() { (0..n as u32).collect() } else { pool.to_vec() };
-    let mut order: Vec<u32> = (0..n_cases as u32).collect();
+    let pool = or_all(pool, n);
+    lexicase_filter(errors, n_cases, eps, &pool, k_pool, seed, generation, slot, &mut Vec::new(), &mut Vec::new()) as usize
+}
+
+/// [`epsilon_lexicase`] on a non-empty `pool`, with its buffers.
+#[allow(clippy::too_many_arguments)]
+fn lexicase_filter(
+    errors: &[f64],
+    n_cases: usize,
+    eps: &[f64],
+    pool: &[u32],
+    k_pool: usize,
+    seed: u64,
+    generation: u32,
+    slot: usize,
+    cand: &mut Vec<u32>,
+    order: &mut Vec<u32>,
+) -> u32 {
+    let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
+    lexicase_candidates(pool, k_pool, &mut s, cand);
+    order.clear();
+    order.extend(0..n_cases as u32);
     let err = |i: u32, c: usize| key(errors[i as usize * n_cases + c]);
     for t in 0..n_cases {
         if cand.len() <= 1 {
@@ -442,17 +513,12 @@ pub fn epsilon_lexicase(errors: &[f64], n_cases: usize, eps: &[f64], pool: &[u32
         let r = t + s.below((n_cases - t) as u32) as usize;
         order.swap(t, r);
         let c = order[t] as usize;
-        let mut best = f64::INFINITY;
-        for &i in &cand {
-            if err(i, c) < best {
-                best = err(i, c);
-            }
-        }
+        let best = cand.iter().map(|&i| err(i, c)).fold(f64::INFINITY, f64::min);
         let threshold = best + eps[c];
         cand.retain(|&i| err(i, c) <= threshold);
     }
     let pick = if cand.len() > 1 { s.below(cand.len() as u32) as usize } else { 0 };
-    cand[pick] as usize
+    cand[pick]
 }
 
 #[cfg(test)]
@@ -504,19 +570,19 @@ mod tests {
         let eps = [0.0, 0.0];
         let mut wins = [0usize; 4];
         for slot in 0..2000 {
-            wins[epsilon_lexicase(&errors, 2, &eps, &pool, 3, 1, slot)] += 1;
+            wins[epsilon_lexicase(&errors, 2, &eps, &pool, 0, 3, 1, slot)] += 1;
         }
         assert_eq!((wins[2], wins[3]), (0, 0), "{wins:?}");
         assert!((850..1150).contains(&wins[0]), "{wins:?}");
         // With a wide epsilon every case keeps everyone and the pick is uniform over the pool.
         let mut wins = [0usize; 4];
         for slot in 0..3000 {
-            wins[epsilon_lexicase(&errors, 2, &[10.0, 10.0], &pool, 3, 1, slot)] += 1;
+            wins[epsilon_lexicase(&errors, 2, &[10.0, 10.0], &pool, 0, 3, 1, slot)] += 1;
         }
         assert!(wins[..3].iter().all(|&w| (850..1150).contains(&w)) && wins[3] == 0, "{wins:?}");
         // MAD: case 0 over the pool has errors 0, 5, 2: median 2, deviations 2, 3, 0: MAD 2.
-        assert_eq!(lexicase_epsilons(&errors, 2, &pool), [2.0, 2.0]);
-        assert_eq!(lexicase_epsilons(&[f64::NAN, 1.0], 1, &[]), [0.0]);
+        assert_eq!(lexicase_epsilons(&errors, 2, &pool, 1, 1), [2.0, 2.0]);
+        assert_eq!(lexicase_epsilons(&[f64::NAN, 1.0], 1, &[], 1, 1), [0.0]);
     }
 
     #[test]
@@ -531,14 +597,14 @@ mod tests {
         let pool = valid_indices(&fit);
         let eps = vec![0.0; c];
         let n = 4000;
-        let lex = epsilon_lexicase_slots(&errors, c, &eps, &pool, n, 11, 2);
+        let lex = epsilon_lexicase_slots(&errors, c, &eps, &pool, 0, n, 11, 2);
         let chosen = lex.iter().filter(|&&i| i == 20).count() as f64 / n as f64;
         assert!((chosen - 0.25).abs() < 0.03, "specialist chosen {chosen}");
         let by_tournament = (0..n).filter(|&s| tournament(&fit, &pool, 3, 11, 2, s) == 20).count() as f64 / n as f64;
         assert!(by_tournament < 0.001, "{by_tournament}");
         // The batched picks are the reference's, slot by slot.
         for (slot, &w) in lex.iter().enumerate().take(500) {
-            assert_eq!(w as usize, epsilon_lexicase(&errors, c, &eps, &pool, 11, 2, slot));
+            assert_eq!(w as usize, epsilon_lexicase(&errors, c, &eps, &pool, 0, 11, 2, slot));
         }
     }
 
@@ -565,18 +631,57 @@ mod tests {
         let mut fit: Vec<f64> = vec![1.0; p];
         fit[7] = f64::INFINITY;
         let pool = valid_indices(&fit);
-        let eps = lexicase_epsilons(&errors, c, &pool);
-        let got = epsilon_lexicase_slots(&errors, c, &eps, &pool, 1000, 3, 9);
-        for (slot, &w) in got.iter().enumerate() {
-            assert_eq!(w as usize, epsilon_lexicase(&errors, c, &eps, &pool, 3, 9, slot), "slot {slot}");
-            assert_ne!(w, 7, "an invalid individual is not in the pool");
+        let eps = lexicase_epsilons(&errors, c, &pool, 3, 9);
+        // The whole pool (k_pool 0, or larger than the pool), and pools of 16 drawn from it.
+        for k_pool in [0, 97, 16] {
+            let got = epsilon_lexicase_slots(&errors, c, &eps, &pool, k_pool, 1000, 3, 9);
+            for (slot, &w) in got.iter().enumerate() {
+                assert_eq!(w as usize, epsilon_lexicase(&errors, c, &eps, &pool, k_pool, 3, 9, slot), "pool {k_pool}, slot {slot}");
+                assert_ne!(w, 7, "an invalid individual is not in the pool");
+            }
+            // One candidate, or none valid (every individual then competes).
+            assert_eq!(epsilon_lexicase_slots(&errors, c, &eps, &[42], k_pool, 5, 3, 9), [42; 5]);
+            let all = epsilon_lexicase_slots(&errors, c, &eps, &[], k_pool, 50, 3, 9);
+            for (slot, &w) in all.iter().enumerate() {
+                assert_eq!(w as usize, epsilon_lexicase(&errors, c, &eps, &[], k_pool, 3, 9, slot));
+            }
         }
-        // One candidate, or none valid (every individual then competes).
-        assert_eq!(epsilon_lexicase_slots(&errors, c, &eps, &[42], 5, 3, 9), [42; 5]);
-        let all = epsilon_lexicase_slots(&errors, c, &eps, &[], 50, 3, 9);
-        for (slot, &w) in all.iter().enumerate() {
-            assert_eq!(w as usize, epsilon_lexicase(&errors, c, &eps, &[], 3, 9, slot));
+    }
+
+    #[test]
+    fn a_bounded_pool_draws_its_candidates_and_keeps_lexicase_pressure() {
+        // 2000 individuals: 1990 generalists (error 1 everywhere) and ten specialists, each
+        // exact on one of ten cases and bad on the rest. With pools of 64 a specialist is a
+        // candidate in about 64 / 2000 of the selections and wins when its case comes first:
+        // each is chosen at about 1 - (1 - 1/2000)^64 ≈ 3.2 % times 1/10 ≈ 0.3 % of the picks.
+        let (p, c) = (2000usize, 10usize);
+        let mut errors = vec![1.0; p * c];
+        for k in 0..c {
+            let row = &mut errors[(p - 1 - k) * c..(p - k) * c];
+            row.fill(9.0);
+            row[k] = 0.0;
         }
+        let pool: Vec<u32> = (0..p as u32).collect();
+        let eps = vec![0.0; c];
+        let n = 40_000;
+        let picks = epsilon_lexicase_slots(&errors, c, &eps, &pool, 64, n, 5, 1);
+        let specialists = picks.iter().filter(|&&i| i as usize >= p - c).count() as f64 / n as f64;
+        let want = c as f64 * (1.0 - (1.0 - 1.0 / p as f64).powi(64)) / c as f64;
+        assert!((specialists - want).abs() < 0.25 * want, "specialists chosen {specialists}, expected about {want}");
+        // The whole population: each specialist wins whenever its case comes first.
+        let whole = epsilon_lexicase_slots(&errors, c, &eps, &pool, 0, 4000, 5, 1);
+        let share = whole.iter().filter(|&&i| i as usize >= p - c).count() as f64 / 4000.0;
+        assert!((share - 1.0).abs() < 1e-12, "{share}");
+        // Epsilons come from a sample of EPSILON_SAMPLE individuals of a larger pool: seeded,
+        // and within the population's spread.
+        let mut s = Stream::new(2, 0, 0, Purpose::Bench);
+        let spread: Vec<f64> = (0..p * c).map(|_| s.below(1000) as f64 / 100.0).collect();
+        let a = lexicase_epsilons(&spread, c, &pool, 4, 2);
+        assert_eq!(a, lexicase_epsilons(&spread, c, &pool, 4, 2));
+        assert_ne!(a, lexicase_epsilons(&spread, c, &pool, 4, 3));
+        assert!(a.iter().all(|&e| (2.2..2.8).contains(&e)), "MAD of uniform [0, 10) is 2.5: {a:?}");
+        assert_eq!(epsilon_sample(&pool[..EPSILON_SAMPLE], 4, 2), &pool[..EPSILON_SAMPLE]);
+        assert_eq!(epsilon_sample(&pool, 4, 2).len(), EPSILON_SAMPLE);
     }
 
     #[test]

@@ -55,9 +55,10 @@ trait Device {
     fn top_k(&self, fit: &[f64], k: usize, mode: u32) -> Vec<Vec<u32>>;
     /// `n_slots` truncation selections.
     fn truncation(&self, fit: &[f64], n_slots: usize, rate: f64, seed: u64, generation: u32) -> Vec<u32>;
-    /// `n_slots` epsilon-lexicase selections, the pool from `fit`.
+    /// Lexicase's epsilons and `n_slots` epsilon-lexicase selections from pools of `k_pool`,
+    /// the pool of valid individuals from `fit`.
     #[allow(clippy::too_many_arguments)]
-    fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32>;
+    fn lexicase(&self, errors: &[f64], n_cases: usize, fit: &[f64], k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>);
     /// NSGA-II of the points (fitness, size) of rows of `max_len` nodes: the ranking, the `keep`
     /// survivors and `n_slots` tournament winners of `k` contestants.
     #[allow(clippy::too_many_arguments)]
@@ -159,11 +160,12 @@ impl Device for Gpu {
         let ranked = e.rank(&f).unwrap();
         e.download_indices(&e.select_truncation(&ranked, n_slots, rate, seed, generation).unwrap()).unwrap()
     }
-    fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+    fn lexicase(&self, errors: &[f64], n_cases: usize, fit: &[f64], k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>) {
         let e = &self.0;
         let f = e.upload_fitness(fit).unwrap();
         let d = e.upload_errors(errors, n_cases).unwrap();
-        e.download_indices(&e.select_lexicase(&d, &f, eps, n_slots, seed, generation).unwrap()).unwrap()
+        let eps = e.lexicase_epsilons(&d, &f, seed, generation).unwrap();
+        (eps, e.download_indices(&e.select_lexicase(&d, &f, k_pool, n_slots, seed, generation).unwrap()).unwrap())
     }
     fn pareto(&self, fit: &[f64], sizes: &[u16], max_len: usize, keep: usize, n_slots: usize, k: usize, seed: u64, generation: u32) -> ParetoOut {
         let e = &self.0;
@@ -227,6 +229,10 @@ const EMU_LANES: u32 = 4;
 /// [`kernels::RADIX_THREADS`] on the device).
 const EMU_RADIX_THREADS: u32 = 32;
 
+/// Threads of an epsilon block in the emulator (`GROVE_EPSILON_THREADS` is
+/// [`kernels::EPSILON_THREADS`] on the device).
+const EMU_EPSILON_THREADS: u32 = 16;
+
 /// A kernel call shared by a block's threads: the closures copy raw pointers into the call, and
 /// the kernel decides which thread writes what, as on the device.
 struct Shared<F>(F);
@@ -260,6 +266,9 @@ fn emulator() -> Option<&'static Emulator> {
         let select = |s: String| {
             let define = format!("#define GROVE_RADIX_THREADS {}", kernels::RADIX_THREADS);
             assert!(s.contains(&define), "select.cu no longer has `{define}`");
+            let eps = format!("#define GROVE_EPSILON_THREADS {}", kernels::EPSILON_THREADS);
+            assert!(s.contains(&eps), "select.cu no longer has `{eps}`");
+            let s = s.replace(&eps, &format!("#define GROVE_EPSILON_THREADS {EMU_EPSILON_THREADS}"));
             grid(s.replace(&define, &format!("#define GROVE_RADIX_THREADS {EMU_RADIX_THREADS}")))
         };
         let libs = emulator::build(&kernels::VARY, lanes).zip(emulator::build(&kernels::SELECT, select)).zip(build(&kernels::GENERATION));
@@ -624,35 +633,57 @@ impl Device for Emulator {
         Self::launch(&self.select, n_slots, || unsafe { tournament(params, rank.as_ptr(), crowd.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), wp) });
         ParetoOut { rank, crowd, survivors, winners }
     }
-    fn lexicase(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
-        self.lexicase_emulated(errors, n_cases, eps, fit, n_slots, seed, generation)
+    fn lexicase(&self, errors: &[f64], n_cases: usize, fit: &[f64], k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>) {
+        self.lexicase_emulated(errors, n_cases, fit, k_pool, n_slots, seed, generation)
     }
 }
 
 impl Emulator {
-    /// The lexicase kernel, its pool from the emulated grove_valid_pool.
+    /// The lexicase kernels, the pool from the emulated grove_valid_pool: the epsilon sample
+    /// (one thread), the epsilons (a block of EMU_EPSILON_THREADS real threads per case), the
+    /// selections (one thread each, the buffers' stride the slots).
     #[allow(clippy::too_many_arguments)]
-    fn lexicase_emulated(&self, errors: &[f64], n_cases: usize, eps: &[f64], fit: &[f64], n_slots: usize, seed: u64, generation: u32) -> Vec<u32> {
+    fn lexicase_emulated(&self, errors: &[f64], n_cases: usize, fit: &[f64], k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>) {
+        type SampleFn = unsafe extern "C" fn(SelectParams, *const u32, *const u32, *mut u32, *mut u32);
+        type EpsFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *const u32, *mut f64);
         let (pool, n_valid) = self.valid_pool(fit);
         let params = SelectParams {
             n: fit.len() as u32,
             n_slots: n_slots as u32,
+            k: k_pool as u32,
             seed_lo: seed as u32,
             seed_hi: (seed >> 32) as u32,
             generation,
             n_cases: n_cases as u32,
+            stride: n_slots as u32,
             ..SelectParams::default()
         };
+        let mut sample = vec![u32::MAX; grove::select::EPSILON_SAMPLE];
+        let mut count = [u32::MAX];
+        let f: SampleFn = Self::get(&self.select, kernels::EPSILON_SAMPLE_KERNEL);
+        // SAFETY: the pool as grove_valid_pool wrote it, sample EPSILON_SAMPLE entries, count one.
+        Self::launch(&self.select, 1, || unsafe { f(params, pool.as_ptr(), n_valid.as_ptr(), sample.as_mut_ptr(), count.as_mut_ptr()) });
+        let mut eps = vec![f64::NAN; n_cases];
+        let f: EpsFn = Self::get(&self.select, kernels::LEXICASE_EPSILONS);
+        let (ep, sp, cp, outp) = (errors.as_ptr() as usize, sample.as_ptr() as usize, count.as_ptr() as usize, eps.as_mut_ptr() as usize);
+        for c in 0..n_cases as u32 {
+            // SAFETY: errors P × C, the sample count[0] individuals; block c writes eps[c].
+            Self::run_block_at(&self.select, c, EMU_EPSILON_THREADS, &|| unsafe {
+                f(params, ep as *const f64, sp as *const u32, cp as *const u32, outp as *mut f64)
+            });
+        }
+        let width = if k_pool == 0 { fit.len() } else { k_pool.min(fit.len()) };
         let mut order = vec![0u32; n_slots * n_cases];
-        let mut cand = vec![0u32; n_slots * fit.len()];
+        let mut cand = vec![0u32; n_slots * width];
         let mut w = vec![0u32; n_slots];
         let f: LexicaseFn = Self::get(&self.select, kernels::LEXICASE);
-        let (op, cp, wp) = (order.as_mut_ptr(), cand.as_mut_ptr(), w.as_mut_ptr());
+        let (op, cap, wp) = (order.as_mut_ptr(), cand.as_mut_ptr(), w.as_mut_ptr());
         Self::launch(&self.select, n_slots, || {
-            // SAFETY: errors P × C, eps C, pool n_valid entries, order and cand a row per slot.
-            unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), op, cp, wp) }
+            // SAFETY: errors P × C, eps C, pool n_valid entries, order and cand stride × C and
+            // stride × width.
+            unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), op, cap, wp) }
         });
-        w
+        (eps, w)
     }
 }
 
@@ -1003,7 +1034,9 @@ fn valid_pool_matches_reference(dev: &dyn Device) {
 
 fn lexicase_matches_reference(dev: &dyn Device) {
     let mut s = Stream::new(8, 0, 0, Purpose::Bench);
-    for (p, n_cases, coarse) in [(200usize, 30usize, true), (300, 5, false), (7, 1, true), (50, 64, false)] {
+    // (P, cases, coarse errors, pool): whole pools and drawn ones; P 1500 samples its
+    // epsilons (more than EPSILON_SAMPLE valid individuals).
+    for (p, n_cases, coarse, k_pool) in [(200usize, 30usize, true, 0usize), (300, 5, false, 0), (7, 1, true, 0), (50, 64, false, 0), (300, 12, true, 40), (1500, 9, false, 64), (1500, 7, true, 0)] {
         // Coarse errors tie often (long filters); fine ones separate quickly. Some NaN.
         let errors: Vec<f64> = (0..p * n_cases)
             .map(|i| match (i % 97, coarse) {
@@ -1014,12 +1047,22 @@ fn lexicase_matches_reference(dev: &dyn Device) {
             .collect();
         let fit: Vec<f64> = (0..p).map(|i| if i % 11 == 3 { f64::INFINITY } else { errors[i * n_cases..(i + 1) * n_cases].iter().sum() }).collect();
         let pool = select::valid_indices(&fit);
-        for eps in [select::lexicase_epsilons(&errors, n_cases, &pool), vec![0.0; n_cases]] {
-            let got = dev.lexicase(&errors, n_cases, &eps, &fit, 2 * p, 13, 6);
-            for (slot, &g) in got.iter().enumerate() {
-                let want = select::epsilon_lexicase(&errors, n_cases, &eps, &pool, 13, 6, slot);
-                assert_eq!(g as usize, want, "P {p}, {n_cases} cases, eps {:?}..: slot {slot}", &eps[..eps.len().min(3)]);
-            }
+        let n_slots = if p > 1000 { 300 } else { 2 * p };
+        let (eps, got) = dev.lexicase(&errors, n_cases, &fit, k_pool, n_slots, 13, 6);
+        let want_eps = select::lexicase_epsilons(&errors, n_cases, &pool, 13, 6);
+        assert_eq!(eps.iter().map(|e| e.to_bits()).collect::<Vec<_>>(), want_eps.iter().map(|e| e.to_bits()).collect::<Vec<_>>(), "P {p}: epsilons");
+        for (slot, &g) in got.iter().enumerate() {
+            let want = select::epsilon_lexicase(&errors, n_cases, &eps, &pool, k_pool, 13, 6, slot);
+            assert_eq!(g as usize, want, "P {p}, {n_cases} cases, pool {k_pool}: slot {slot}");
+        }
+    }
+    // No valid individual: every one competes.
+    let errors: Vec<f64> = (0..40 * 3).map(|_| s.below(5) as f64).collect();
+    let fit = vec![f64::INFINITY; 40];
+    for k_pool in [0, 8] {
+        let (eps, got) = dev.lexicase(&errors, 3, &fit, k_pool, 60, 2, 1);
+        for (slot, &g) in got.iter().enumerate() {
+            assert_eq!(g as usize, select::epsilon_lexicase(&errors, 3, &eps, &[], k_pool, 2, 1, slot), "none valid, pool {k_pool}");
         }
     }
 }

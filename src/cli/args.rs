@@ -138,6 +138,10 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
     /// least 2
     #[arg(long, value_name = "F|N", default_value_t = crate::select::DEFAULT_DOWN_SAMPLE)]
     pub down_sample: f64,
+    /// Lexicase: candidates each selection starts from, drawn from a larger pool of valid
+    /// programs (0: the whole population)
+    #[arg(long, value_name = "N", default_value_t = crate::select::DEFAULT_LEXICASE_POOL)]
+    pub lexicase_pool: usize,
     /// Longest program, in nodes, 1 to 65535
     #[arg(long, default_value = shown(Some(D::DEFAULTS.max_len)))]
     pub max_len: usize,
@@ -164,6 +168,7 @@ impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
         o.set("engine.elite", self.elite);
         o.set("engine.selection", self.selection);
         o.number("--down-sample", "engine.down_sample", self.down_sample)?;
+        o.set("engine.lexicase_pool", self.lexicase_pool);
         o.set("engine.max_len", self.max_len);
         o.set("device", self.device);
         o.number("--parsimony", parsimony, self.parsimony)

@@ -342,8 +342,8 @@ fn lexicase_parents(cfg: &EngineConfig, task: &dyn Fitness, i: &HostIsland, gen:
         cases.len()
     );
     let pool = select::valid_indices(&i.fit);
-    let eps = select::lexicase_epsilons(&errors, cases.len(), &pool);
-    Ok(select::epsilon_lexicase_slots(&errors, cases.len(), &eps, &pool, n_slots, i.seed, next_gen))
+    let eps = select::lexicase_epsilons(&errors, cases.len(), &pool, i.seed, next_gen);
+    Ok(select::epsilon_lexicase_slots(&errors, cases.len(), &eps, &pool, cfg.lexicase_pool, n_slots, i.seed, next_gen))
 }
 
 /// NSGA-II's survivors of one island between two generations: the evaluated population, its

@@ -64,10 +64,18 @@ pub struct EngineConfig {
     /// ([`select::cases_per_generation`]).
     #[serde(default = "default_down_sample")]
     pub down_sample: f64,
+    /// Lexicase's candidates per selection: a larger pool of valid individuals is drawn from
+    /// (0: every selection starts from the whole pool; [`select::DEFAULT_LEXICASE_POOL`]).
+    #[serde(default = "default_lexicase_pool")]
+    pub lexicase_pool: usize,
 }
 
 fn default_down_sample() -> f64 {
     select::DEFAULT_DOWN_SAMPLE
+}
+
+fn default_lexicase_pool() -> usize {
+    select::DEFAULT_LEXICASE_POOL
 }
 
 /// When and on which programs the task fits numeric constants by Levenberg–Marquardt
@@ -147,6 +155,7 @@ impl Default for EngineConfig {
             constants: ConstantFitting::default(),
             selection: select::Selection::Tournament,
             down_sample: select::DEFAULT_DOWN_SAMPLE,
+            lexicase_pool: select::DEFAULT_LEXICASE_POOL,
         }
     }
 }

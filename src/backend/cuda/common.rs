@@ -55,7 +55,7 @@ layout! {
         n_pairs, capacity, first_row, n_rows, seed_lo, seed_hi, generation, within_used, p_crossover, p_mutation,
         codon_size, used_stride, per_used
     },
-    GroveSelectParams = SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases },
+    GroveSelectParams = SelectParams { n, n_slots, slot_offset, k, distinct, n_top, seed_lo, seed_hi, generation, n_cases, stride },
     GroveGenParams = GenParams { n, max_len, metric, scaled, parsimony, n_blocks, n_chosen },
     GroveGenStats = GenStats { best, sum, sum_len, best_idx, n_valid },
     GroveArgmin = Argmin { key, idx, n_valid, sum, sum_len },

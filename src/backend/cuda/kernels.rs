@@ -327,6 +327,12 @@ pub const RANK: &str = "grove_rank";
 pub const TRUNCATION: &str = "grove_truncation";
 /// Epsilon-lexicase selection.
 pub const LEXICASE: &str = "grove_lexicase";
+/// Lexicase: the individuals whose errors set the epsilons.
+pub const EPSILON_SAMPLE_KERNEL: &str = "grove_epsilon_sample";
+/// Lexicase: the epsilons, a block per case.
+pub const LEXICASE_EPSILONS: &str = "grove_lexicase_epsilons";
+/// Threads of a `grove_lexicase_epsilons` block (`GROVE_EPSILON_THREADS`).
+pub const EPSILON_THREADS: u32 = 256;
 /// The `k` best or worst by fitness without a full ranking (migration): the radix select's
 /// state, its passes (a histogram and the digit it gives, one launch each), the gathering of the
 /// `k` and their order.
@@ -373,6 +379,8 @@ pub const SELECT_DEFINES: &[(&str, usize)] = &[
     ("GROVE_RANK_TILE", RANK_TILE as usize),
     ("GROVE_RADIX_THREADS", RADIX_THREADS as usize),
     ("GROVE_RADIX_ITEMS", RADIX_ITEMS as usize),
+    ("GROVE_EPSILON_SAMPLE", crate::select::EPSILON_SAMPLE),
+    ("GROVE_EPSILON_THREADS", EPSILON_THREADS as usize),
 ];
 
 /// Threads of the one-block kernels of generation.cu (`GROVE_SCAN_THREADS`).
@@ -437,6 +445,8 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
             RANK,
             TRUNCATION,
             LEXICASE,
+            EPSILON_SAMPLE_KERNEL,
+            LEXICASE_EPSILONS,
             TOPK_INIT,
             TOPK_PASS,
             TOPK_COLLECT,

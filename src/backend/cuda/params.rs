@@ -442,11 +442,14 @@ pub struct SelectParams {
     pub generation: u32,
     /// Lexicase: cases (columns of the error matrix).
     pub n_cases: u32,
+    /// Lexicase: the row stride of the candidate and case-order buffers (entry `j` of slot `s`
+    /// at `j × stride + s`).
+    pub stride: u32,
 }
 
 const _: () = assert!(size_of::<VaryParams>() == 308);
 const _: () = assert!(size_of::<GeParams>() == 52);
-const _: () = assert!(size_of::<SelectParams>() == 40);
+const _: () = assert!(size_of::<SelectParams>() == 44);
 // SAFETY: plain `#[repr(C)]` structs of 4-byte fields (and arrays of them) whose layout equals
 // the CUDA structs' (sizes and offsets asserted on both sides); passed by value only.
 unsafe impl DeviceRepr for VaryParams {}

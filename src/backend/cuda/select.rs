@@ -14,11 +14,12 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    GATHER_WORDS, LEXICASE, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
+    EPSILON_SAMPLE_KERNEL, EPSILON_THREADS, GATHER_WORDS, LEXICASE, LEXICASE_EPSILONS, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
     TOPK_INIT, TOPK_ORDER, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
 };
 use super::params::SelectParams;
 use super::CudaEngine;
+use crate::select::EPSILON_SAMPLE;
 
 /// Threads per block of the per-slot selection kernels.
 const THREADS: u32 = 256;
@@ -223,45 +224,84 @@ impl CudaEngine {
         Ok(DeviceErrors { errors: self.upload(errors, "uploading errors")?, n: errors.len() / n_cases, n_cases, engine: self.id })
     }
 
+    /// Lexicase's per-case epsilons, as `select::lexicase_epsilons(errors, n_cases,
+    /// &valid_indices(fit), seed, generation)` computes them, read back (the parity tests').
+    pub fn lexicase_epsilons(&self, errors: &DeviceErrors, fit: &DeviceFitness, seed: u64, generation: u32) -> Result<Vec<f64>> {
+        let params = self.lexicase_params(errors, fit, 0, seed, generation)?;
+        let (pool, n_valid) = self.valid_pool(fit, &params)?;
+        let eps = self.epsilons_on_device(errors, &params, &pool, &n_valid)?;
+        let out = self.stream.clone_dtoh(&eps).during(|| "reading the epsilons".into())?;
+        self.stream.synchronize().during(|| "running the epsilon kernels".into())?;
+        Ok(out)
+    }
+
+    fn lexicase_params(&self, errors: &DeviceErrors, fit: &DeviceFitness, n_slots: usize, seed: u64, generation: u32) -> Result<SelectParams> {
+        self.check_fitness(fit)?;
+        if errors.engine != self.id || errors.n != fit.n {
+            return Err(GpuError::Input(format!("errors of {} individuals and {} cases, fitness of {}", errors.n, errors.n_cases, fit.n)));
+        }
+        let mut params = self.select_params(fit, n_slots, seed, generation)?;
+        params.n_cases = errors.n_cases as u32;
+        Ok(params)
+    }
+
+    /// Queues `grove_epsilon_sample` and `grove_lexicase_epsilons`: the epsilons, `[n_cases]`.
+    fn epsilons_on_device(&self, errors: &DeviceErrors, params: &SelectParams, pool: &CudaSlice<u32>, n_valid: &CudaSlice<u32>) -> Result<CudaSlice<f64>> {
+        let mut sample = self.alloc::<u32>(EPSILON_SAMPLE, false, "allocating the epsilon sample")?;
+        let mut count = self.alloc::<u32>(1, false, "allocating the epsilon sample")?;
+        let f = self.function(&SELECT, &[], EPSILON_SAMPLE_KERNEL)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(pool).arg(n_valid).arg(&mut sample).arg(&mut count);
+        let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_epsilon_sample(GroveSelectParams, const unsigned* pool, const
+        // unsigned* n_valid, unsigned* sample, unsigned* count)`: the pool as grove_valid_pool
+        // wrote it (n_valid[0] <= P entries), sample EPSILON_SAMPLE entries (the kernel writes
+        // at most that many), count one.
+        unsafe { b.launch(one) }.during(|| format!("launching {EPSILON_SAMPLE_KERNEL}"))?;
+        let mut eps = self.alloc::<f64>(errors.n_cases, false, "allocating the epsilons")?;
+        let f = self.function(&SELECT, &[], LEXICASE_EPSILONS)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(&errors.errors).arg(&sample).arg(&count).arg(&mut eps);
+        let lc = LaunchConfig { grid_dim: (errors.n_cases as u32, 1, 1), block_dim: (EPSILON_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_lexicase_epsilons(GroveSelectParams, const double* errors, const
+        // unsigned* sample, const unsigned* count, double* eps)`: errors P × n_cases, the sample
+        // count[0] <= EPSILON_SAMPLE individuals below P written just before; block c writes
+        // eps[c] of n_cases.
+        unsafe { b.launch(lc) }.during(|| format!("launching {LEXICASE_EPSILONS}"))?;
+        Ok(eps)
+    }
+
     /// `n_slots` epsilon-lexicase selections: slot `s` is `select::epsilon_lexicase(errors,
-    /// n_cases, eps, &valid_indices(fit), seed, generation, s)`, the pool taken from `fit`
-    /// (invalid individuals never selected while a valid one exists) and `eps` the per-case
-    /// thresholds (`select::lexicase_epsilons`). Each selection keeps a candidate list of `P`
-    /// entries; slots run in batches of at most 256 MiB of such lists.
+    /// n_cases, eps, &valid_indices(fit), k_pool, seed, generation, s)` with `eps` from
+    /// [`Self::lexicase_epsilons`], all on the device: the pool taken from `fit` (invalid
+    /// individuals never selected while a valid one exists). Each selection keeps a candidate
+    /// list of `min(P, k_pool)` entries (`P` when `k_pool` is 0) and its case order; slots run in
+    /// batches of at most 1 GiB of such lists.
     #[allow(clippy::too_many_arguments)]
     pub fn select_lexicase(
         &self,
         errors: &DeviceErrors,
         fit: &DeviceFitness,
-        eps: &[f64],
+        k_pool: usize,
         n_slots: usize,
         seed: u64,
         generation: u32,
     ) -> Result<DeviceIndices> {
-        self.check_fitness(fit)?;
-        if errors.engine != self.id || errors.n != fit.n || eps.len() != errors.n_cases {
-            return Err(GpuError::Input(format!(
-                "errors of {} individuals and {} cases, fitness of {}, {} epsilons",
-                errors.n,
-                errors.n_cases,
-                fit.n,
-                eps.len()
-            )));
-        }
-        let mut params = self.select_params(fit, n_slots, seed, generation)?;
-        params.n_cases = errors.n_cases as u32;
+        let mut params = self.lexicase_params(errors, fit, n_slots, seed, generation)?;
+        params.k = u32::try_from(k_pool).map_err(|_| GpuError::Input(format!("a lexicase pool of {k_pool}")))?;
         let (pool, n_valid) = self.valid_pool(fit, &params)?;
-        let eps = self.upload(eps, "uploading epsilons")?;
+        let eps = self.epsilons_on_device(errors, &params, &pool, &n_valid)?;
         let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
-        let per_slot_bytes = 4 * (fit.n + errors.n_cases);
-        let batch = ((256usize << 20) / per_slot_bytes).clamp(1, n_slots.max(1));
+        let width = if k_pool == 0 { fit.n } else { k_pool.min(fit.n) };
+        let per_slot_bytes = 4 * (width + errors.n_cases);
+        let batch = ((1usize << 30) / per_slot_bytes).clamp(1, n_slots.max(1));
         let mut order = self.alloc::<u32>(batch * errors.n_cases, false, "allocating case orders")?;
-        let mut cand = self.alloc::<u32>(batch * fit.n, false, "allocating candidates")?;
+        let mut cand = self.alloc::<u32>(batch * width, false, "allocating candidates")?;
         let f = self.function(&SELECT, &[], LEXICASE)?;
         let mut start = 0;
         while start < n_slots {
             let count = batch.min(n_slots - start);
-            let p = SelectParams { n_slots: count as u32, slot_offset: start as u32, ..params };
+            let p = SelectParams { n_slots: count as u32, slot_offset: start as u32, stride: batch as u32, ..params };
             let mut out = winners.slice_mut(start..start + count);
             let mut b = self.stream.launch_builder(&f);
             b.arg(&p).arg(&errors.errors).arg(&eps).arg(&pool).arg(&n_valid).arg(&mut order).arg(&mut cand).arg(&mut out);
@@ -269,8 +309,10 @@ impl CudaEngine {
             // double* eps, const unsigned* pool, const unsigned* n_valid, unsigned* order,
             // unsigned* cand, unsigned* winners)`: errors holds P × n_cases, eps n_cases; the
             // pool (n_valid[0] <= P indices below P) was written just before on this stream;
-            // thread s < count uses order row s (n_cases entries) and cand row s (P entries)
-            // of buffers of batch >= count rows, and writes winners[start + s].
+            // thread s < count <= stride uses entries j × stride + s of order (j < n_cases) and
+            // cand (j < width: the pool in full only when it holds at most width, else
+            // k_pool = width draws), buffers of stride × n_cases and stride × width, and
+            // writes winners[start + s].
             unsafe { b.launch(per_slot(count)) }.during(|| format!("launching {LEXICASE}"))?;
             start += count;
         }
