@@ -240,6 +240,47 @@ extern "C" __global__ void grove_regression_fitness(GroveGenParams p, const Grov
     fit[t] = grove_error(sums[t], p.metric, p.scaled != 0) + p.parsimony * (double)len;
 }
 
+// Lexicase on regression's rows: the generation's case rows gathered as a data set of their own
+// (x is [F][N], xc [F][k]), then each tree's absolute error at each of them under the readout its
+// fitness gives it (task::regression's Regression::case_errors).
+extern "C" __global__ void grove_gather_rows(unsigned n_rows, unsigned n_features, unsigned k, const float* x, const float* y,
+                                             const unsigned* rows, float* xc, float* yc) {
+    const unsigned j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= k) return;
+    const unsigned r = rows[j];
+    for (unsigned f = 0; f < n_features; ++f) xc[(size_t)f * k + j] = x[(size_t)f * n_rows + r];
+    yc[j] = y[r];
+}
+
+// errors[t * k + j] = |a·pred[t * k + j] + b − y[j]| in f64, (a, b) tree t's linear scaling from
+// its sums (RegressionSums::scale) where p.scaled, else (1, 0); +inf for an empty tree, invalid
+// sums under scaling, or an error that is not finite.
+extern "C" __global__ void grove_case_errors(GroveGenParams p, unsigned k, const float* pred, const float* y,
+                                             const GroveRegSums* sums, const unsigned short* lens, double* errors) {
+    const unsigned long long at = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (at >= (unsigned long long)p.n * k) return;
+    const unsigned t = (unsigned)(at / k), j = (unsigned)(at % k);
+    const double inf = __longlong_as_double(0x7FF0000000000000ll);
+    if (lens[t] == 0) {
+        errors[at] = inf;
+        return;
+    }
+    double a = 1.0, b = 0.0;
+    if (p.scaled) {
+        const GroveRegSums s = sums[t];
+        if (s.bad != 0 || s.n == 0) {
+            errors[at] = inf;
+            return;
+        }
+        const GroveCentred c = grove_centred(s);
+        const double n = (double)s.n;
+        a = c.sff == 0.0 ? 0.0 : c.sfy / c.sff;
+        b = s.sum_y / n - a * (s.sum_f / n);
+    }
+    const double e = fabs(a * (double)pred[at] + b - (double)y[j]);
+    errors[at] = isfinite(e) ? e : inf;
+}
+
 // Rows split over GPUs (--shard-rows): sums[t] takes another shard's sums of tree t, field by
 // field, as RegressionSums::merge adds a later chunk (shards are added in order, so the bits are
 // those of the host's merge).

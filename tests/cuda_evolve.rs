@@ -841,3 +841,76 @@ fn nsga2_on_the_device_equals_the_host_loop() {
     let b = host::run(&cfg, &one, Representation::Trees(&rep), &task, None, &mut fb).unwrap();
     assert_same_runs("classification", &a, &b, &fa, &fb);
 }
+
+/// Lexicase selection in the device loop (the cases' errors, epsilons and selections on the
+/// GPU) against the host loop taking the cases from the task on the same GPU: the same runs,
+/// bit for bit, for tree GP and GE, on every case and down-sampled, with whole and drawn pools,
+/// with and without scaling, and with constants fitted.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn lexicase_on_the_device_equals_the_host_loop() {
+    use grove::evolve::{EngineConfig, IslandConfig, Representation, device, host};
+    use grove::select::Selection;
+    use grove::task::regression::{Metric, Regression, RegressionConfig, TreeSettings};
+    let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
+    let train = &problem.train;
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
+    let lex = |pop_size: usize, seed: u64, selection: Selection, lexicase_pool: usize| EngineConfig {
+        pop_size,
+        generations: 8,
+        seed,
+        elite: 1,
+        max_len: 128,
+        selection,
+        lexicase_pool,
+        ..Default::default()
+    };
+    let scaled = RegressionConfig::default();
+    let plain = RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 };
+    let trees = [
+        (lex(600, 3, Selection::Lexicase, 0), scaled),
+        (lex(3000, 4, Selection::DownSampled, 256), scaled),
+        (lex(2000, 5, Selection::Lexicase, 64), plain),
+        (EngineConfig { constants: fitting(5, 2, 0.05), ..lex(1500, 6, Selection::DownSampled, 128) }, scaled),
+    ];
+    for (cfg, reg) in trees {
+        let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: Some(train) };
+        let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
+        let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
+        assert!(device::supports(&cfg) && device::supports_tasks(&cfg, &IslandConfig::single(), &[d]));
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, _) = device::run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &task, None, &mut fb).unwrap();
+        let what = format!("trees {cfg:?} {reg:?}");
+        assert_same_runs(&what, &a, &b, &fa, &fb);
+        eprintln!("{what}: best {:e} at generation {}", a.best.fitness, a.best.generation);
+    }
+    // GE: the same selections feed its crossover and mutation.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shape = DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) };
+    let l = load(&root.join("grammars/regression.bnf"), &shape).unwrap();
+    let tpl = compile(&l.grammar, &l.table, &Vars { names: train.names.clone(), n_outputs: 0 }).unwrap();
+    let init = InitConfig { max_depth: 7, ..InitConfig::default() };
+    let vary = grove::genome::vary::GeVaryConfig { crossover_op: grove::genome::vary::GeCrossover::Subtree, mutation_per_used: true, ..Default::default() };
+    let rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, init, vary);
+    for (cfg, reg) in [(lex(1000, 7, Selection::Lexicase, 0), plain), (lex(2500, 8, Selection::DownSampled, 256), scaled)] {
+        let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: Some(train) };
+        let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
+        assert!(device::supports_grammar(&cfg, &rep));
+        let (mut fa, mut fb) = (Fame::default(), Fame::default());
+        let (a, _) = device::run(&cfg, &IslandConfig::single(), Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
+        let b = host::run(&cfg, &IslandConfig::single(), Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
+        let what = format!("GE {cfg:?} {reg:?}");
+        assert_same_runs(&what, &a, &b, &fa, &fb);
+        eprintln!("{what}: best {:e} at generation {}", a.best.fitness, a.best.generation);
+    }
+    // Islands take the host loop.
+    let cfg = lex(600, 3, Selection::Lexicase, 0);
+    let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
+    let task = Regression { backend: &gpu, data, config: scaled, outputs: 1, joint: None, rows: Some(train) };
+    let d = grove::evolve::Fitness::device_task(&task).unwrap();
+    let two = IslandConfig { count: 2, ..IslandConfig::single() };
+    assert!(!device::supports_tasks(&cfg, &two, &[d, d]));
+}

@@ -607,7 +607,7 @@ pub fn run(
             Representation::Trees(_) => device::supports(cfg),
             Representation::Grammar(g) => device::supports_grammar(cfg, g),
         };
-        if device_loop_enabled() && supported {
+        if device_loop_enabled() && supported && device::supports_tasks(cfg, islands, &tasks) {
             return device::run(cfg, islands, rep, &tasks, resume, observer).map(|(o, _)| o);
         }
     }

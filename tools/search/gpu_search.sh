@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu_search.sh: on a GPU machine, with binaries staged by tools/layout/stage.sh: the cost of a
 # generation under each parent selection and GE crossover at large populations (the device
-# loop's tournaments against lexicase, which runs the host loop with the GPU evaluating), and
+# loop's tournaments against its lexicase, on every case and down-sampled, with pools of 64 to
+# 1024), and
 # the plain-GE Pagie-1 check at PonyGE2's settings on the GPU. Prints a table last.
 set -u
 # shellcheck source=tools/gpu_common.sh
@@ -16,15 +17,14 @@ print(f"{sys.argv[1]:58s} gen median {st.median(secs):8.3f} s  best {r['best']['
 PY
 }
 for p in 100000 1000000; do
-    gens=$([ "$p" = 1000000 ] && echo 3 || echo 5)
-    for sel in "tournament --bloat none" "down-sampled" "lexicase"; do
-        [ "$p" = 1000000 ] && [ "$sel" = lexicase ] && continue
-        rep="$out/tree-$p-${sel%% *}.json"
+    gens=$([ "$p" = 1000000 ] && echo 4 || echo 6)
+    for sel in "tournament --bloat none" "down-sampled" "lexicase" "down-sampled --lexicase-pool 64" "down-sampled --lexicase-pool 1024"; do
+        tag=$(echo "$sel" | tr ' ' '_')
+        rep="$out/tree-$p-$tag.json"
         # shellcheck disable=SC2086
-        limit=$([ "$p" = 1000000 ] && echo 90 || echo 150)
-        timeout "$limit" "$g" evolve --functions add,sub,mul,aq --data builtin:pagie1 --pop "$p" --gens "$gens" --device cuda --linear-inputs off \
-            --selection $sel --quiet --report "$rep" >/dev/null 2>"$out/err-tree-$p-${sel%% *}.txt" && summary+=("$(row "tree GP pop $p --selection $sel" "$rep")") \
-            || summary+=("tree GP pop $p --selection $sel: no report within ${limit} s $(tail -1 "$out/err-tree-$p-${sel%% *}.txt")")
+        timeout 150 "$g" evolve --functions add,sub,mul,aq --data builtin:pagie1 --pop "$p" --gens "$gens" --device cuda --linear-inputs off \
+            --selection $sel --quiet --report "$rep" >/dev/null 2>"$out/err-tree-$p-$tag.txt" && summary+=("$(row "tree GP pop $p --selection $sel" "$rep")") \
+            || summary+=("tree GP pop $p --selection $sel: no report within 150 s $(tail -1 "$out/err-tree-$p-$tag.txt")")
     done
 done
 for x in onepoint subtree; do

@@ -468,6 +468,72 @@ impl CudaEngine {
         Ok(())
     }
 
+    /// The rows `rows` (each below the data's rows, checked) of `data` as a data set of their
+    /// own, in that order, gathered on the device (`grove_gather_rows`): lexicase's cases.
+    pub(super) fn gather_rows(&self, data: &DeviceDataset, rows: &[u32]) -> Result<DeviceDataset> {
+        self.check_dataset(data)?;
+        if rows.is_empty() || rows.iter().any(|&r| r as usize >= data.n_rows) {
+            return Err(GpuError::Input(format!("{} case rows of a data set of {} rows", rows.len(), data.n_rows)));
+        }
+        let k = rows.len();
+        let d_rows = self.stream.clone_htod(rows).during(|| "copying the case rows".into())?;
+        let mut x = self.alloc::<f32>(k * data.n_features.max(1), false, "allocating the case rows")?;
+        let mut y = self.alloc::<f32>(k, false, "allocating the case rows")?;
+        let f = self.function(&kernels::GENERATION, &[], kernels::GATHER_ROWS)?;
+        let mut b = self.stream.launch_builder(&f);
+        let (n, nf, k32) = (data.n_rows as u32, data.n_features as u32, k as u32);
+        b.arg(&n).arg(&nf).arg(&k32).arg(&data.x).arg(&data.y).arg(&d_rows).arg(&mut x).arg(&mut y);
+        let lc = LaunchConfig { grid_dim: (k32.div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_gather_rows(unsigned n_rows, unsigned n_features, unsigned k,
+        // const float* x, const float* y, const unsigned* rows, float* xc, float* yc)`: x holds
+        // F × N and y N floats, rows k indices below N (checked), xc F × k and yc k; thread j < k
+        // writes column j of each.
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::GATHER_ROWS))?;
+        Ok(DeviceDataset { x, y, n_rows: k, n_features: data.n_features, engine: self.id })
+    }
+
+    /// Queues the predictions of the `n_trees` trees named by `v.ids` (the first `n_fast` for
+    /// the fast kernels, the rest for the deep one) at every row of `data` into `pred`
+    /// (`[tree][max(1, n_outputs)][row]`, by tree row), with the default launch settings.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn launch_predict(
+        &self,
+        v: &Views<'_>,
+        n_fast: usize,
+        n_trees: usize,
+        p: usize,
+        max_len: usize,
+        n_outputs: usize,
+        data: &DeviceDataset,
+        pred: &mut CudaSlice<f32>,
+    ) -> Result<()> {
+        self.check_dataset(data)?;
+        if pred.len() < p * n_outputs.max(1) * data.n_rows || v.ids.len() < n_trees || n_fast > n_trees {
+            return Err(GpuError::Input(format!("predictions of {n_trees} trees ({n_fast} fast) of {p} into {} values", pred.len())));
+        }
+        let launch = EvalConfig::default().resolve(data.n_rows, n_trees.max(1), n_outputs, self.sm_count)?;
+        let defines = [("GROVE_K", launch.points_per_thread)];
+        for (ids, deep) in [(v.ids.slice(..n_fast), false), (v.ids.slice(n_fast..n_trees), true)] {
+            if ids.is_empty() {
+                continue;
+            }
+            let name = if deep { kernels::PREDICT_DEEP } else { kernels::PREDICT[launch.points_per_thread as usize - 1] };
+            let (params, lc) = self.eval_shape(max_len, n_outputs, data, &launch, ids.len(), deep);
+            let f = self.function(&EVAL, &defines, name)?;
+            let mut b = self.stream.launch_builder(&f);
+            b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.size).arg(&v.out).arg(&v.len);
+            b.arg(&data.x).arg(&mut *pred);
+            // SAFETY: the arguments match `grove_predict_k*(GroveEvalParams, const unsigned*
+            // tree_ids, const unsigned char* ops, const float* values, const unsigned short*
+            // sizes, const unsigned char* outs, const unsigned short* lens, const float* x,
+            // float* pred)`; pred holds P × max(1, n_outputs) × N floats (checked) and every id
+            // is a tree row below P; the population's invariants are those of
+            // `launch_regression`.
+            unsafe { b.launch(lc) }.during(|| format!("launching {name}"))?;
+        }
+        Ok(())
+    }
+
     /// Checks and packs `pop` into the staging buffer (grown as needed) and makes sure the
     /// device input buffer can take it. Waits first for any copy still using the staging buffer.
     fn stage(&self, pop: &Population, n_features: usize, s: &mut Scratch) -> Result<Packed> {

@@ -289,6 +289,53 @@ impl CudaEngine {
         Ok(())
     }
 
+    /// Lexicase's cases on the device: every tree's absolute error at each training row of
+    /// `cases` (`[P × cases]`, f64) under the readout its fitness gives it: its linear scaling
+    /// from the sums in `scratch` (which [`Self::regression_fitness`] left for this `pop`), or
+    /// none, as `cfg` says. The twin of the regression task's `case_errors` on the host: the
+    /// rows gathered, the trees' predictions at them (`order` as for the fitness), then
+    /// `grove_case_errors`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn regression_case_errors(
+        &self,
+        pop: &DevicePopulation,
+        order: &TreeOrder,
+        data: &DeviceDataset,
+        cfg: &RegressionConfig,
+        scratch: &FitnessScratch,
+        cases: &[u32],
+    ) -> Result<super::select::DeviceErrors> {
+        let p = pop.size();
+        if scratch.n != p || pop.engine != self.id || order.n_fast + order.n_deep != p || pop.n_outputs() > 0 {
+            return Err(GpuError::Input(format!(
+                "case errors of {p} trees ({} outputs) with sums for {}, {} + {} trees ordered",
+                pop.n_outputs(),
+                scratch.n,
+                order.n_fast,
+                order.n_deep
+            )));
+        }
+        let rows = self.gather_rows(data, cases)?;
+        let k = cases.len();
+        let mut pred = self.alloc::<f32>(p * k, false, "allocating the case predictions")?;
+        let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), size: pop.size.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
+        self.launch_predict(&v, order.n_fast, p, p, pop.max_len(), 0, &rows, &mut pred)?;
+        let mut errors = self.alloc::<f64>(p * k, false, "allocating the case errors")?;
+        let params = GenParams { n: p as u32, max_len: pop.max_len() as u32, scaled: cfg.linear_scaling as u32, ..GenParams::default() };
+        let f = self.function(&GENERATION, &[], kernels::CASE_ERRORS)?;
+        let mut b = self.stream.launch_builder(&f);
+        let k32 = k as u32;
+        b.arg(&params).arg(&k32).arg(&pred).arg(rows.y()).arg(&scratch.sums).arg(&pop.len).arg(&mut errors);
+        let n = p * k;
+        let lc = LaunchConfig { grid_dim: (n.div_ceil(THREADS as usize) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_case_errors(GroveGenParams, unsigned k, const float* pred, const
+        // float* y, const GroveRegSums* sums, const unsigned short* lens, double* errors)`: pred
+        // and errors hold P × k entries, y k, sums and lens P; thread `at < P × k` writes
+        // errors[at].
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::CASE_ERRORS))?;
+        Ok(super::select::DeviceErrors { errors, n: p, n_cases: k, engine: self.id })
+    }
+
     /// Queues the fitness of `pop`'s trees from the sums in `scratch` into `fit`
     /// ([`Self::regression_fitness`]'s second half).
     pub fn regression_fitness_from_sums(&self, pop: &DevicePopulation, cfg: &RegressionConfig, scratch: &FitnessScratch, fit: &mut DeviceFitness) -> Result<()> {

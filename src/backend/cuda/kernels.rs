@@ -399,6 +399,10 @@ pub const GENERATION_DEFINES: &[(&str, usize)] = &[
 ];
 /// Which evaluation kernel takes each tree.
 pub const STACK_CLASS: &str = "grove_stack_class";
+/// Lexicase: chosen rows of a data set gathered as a data set of their own.
+pub const GATHER_ROWS: &str = "grove_gather_rows";
+/// Lexicase: regression's per-case errors under each tree's scaling.
+pub const CASE_ERRORS: &str = "grove_case_errors";
 /// Control: which trees the roll-out kernel plays (`control::skip_mask`).
 pub const CONTROL_SKIP: &str = "grove_control_skip";
 /// Control: the task's fitness of the mean returns, and the env steps played.
@@ -463,7 +467,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
         ]
         .map(|k| (k, SELECT)));
     v.extend(
-        [STACK_CLASS, PARTITION_COUNT, PARTITION_SCAN, PARTITION, REGRESSION_FITNESS, ADD_REGRESSION_SUMS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS]
+        [STACK_CLASS, PARTITION_COUNT, PARTITION_SCAN, PARTITION, REGRESSION_FITNESS, ADD_REGRESSION_SUMS, CLASSIFY_FITNESS, ARGMIN_BLOCKS, ARGMIN_FINAL, SIZES_RESET, SIZES_KEYS, SIZES_INDEX, CONTROL_SKIP, CONTROL_FITNESS, GATHER_ROWS, CASE_ERRORS]
             .map(|k| (k, GENERATION)),
     );
     v.extend([FIT_CONSTANTS, FIT_CLASS_CONSTANTS, FIT_SPLIT_START, FIT_SPLIT_PASS, FIT_SPLIT_STEP, FIT_SPLIT_START_CLASS, FIT_SPLIT_PASS_CLASS, FIT_SPLIT_STEP_CLASS].map(|k| (k, FIT)));

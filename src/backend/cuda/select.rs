@@ -41,10 +41,10 @@ impl DeviceFitness {
 /// Per-case errors on the device for lexicase selection: `[P × n_cases]` f64, row `i`
 /// individual `i`'s.
 pub struct DeviceErrors {
-    errors: CudaSlice<f64>,
-    n: usize,
-    n_cases: usize,
-    engine: u64,
+    pub(super) errors: CudaSlice<f64>,
+    pub(super) n: usize,
+    pub(super) n_cases: usize,
+    pub(super) engine: u64,
 }
 
 impl DeviceErrors {

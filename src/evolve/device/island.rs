@@ -135,22 +135,24 @@ pub(super) fn breed_island(
     rep: Representation<'_, '_>,
     p: usize,
     n_elite: usize,
-    parents: &crate::select::Tournament,
+    cfg: &EngineConfig,
     next_gen: u32,
     prof: &mut StageTimes,
 ) -> Result<()> {
     let e = i.task.engine();
+    let parents = &cfg.parent_tournament();
     let elite = i.elite.take().expect("chosen above");
     // NSGA-II's parents: crowded-comparison tournaments among the survivors.
     let survivors = |s: &nsga2::Survival, slots: usize| -> Result<crate::backend::cuda::DeviceIndices> {
         let ranking = e.pareto_ranking(&s.surv.fit, &s.surv.trees)?;
         Ok(e.select_pareto(&s.surv.fit, &ranking, slots, parents.size, i.seed, next_gen)?)
     };
+    let ev = Evaluated { task: &i.task, fs: &i.fs, pop: &i.pop, order: &i.order, fit: &i.fit, seed: i.seed };
     match (rep, i.ge.as_mut()) {
         (Representation::Trees(rep), _) => {
             let (from, pairs) = match &i.survival {
                 Some(s) => (&s.surv.trees, survivors(s, 2 * p)?),
-                None => (&i.pop, e.select_parents(&i.fit, &i.pop, 2 * p, parents, i.seed, next_gen)?),
+                None => (&i.pop, select_parents(ev, cfg, parents, 2 * p, next_gen)?),
             };
             prof.mark(e, "select")?;
             let bred = e.breed(from, &pairs, &mut i.next, i.seed, next_gen, &rep.vary, &rep.breed)?;
@@ -181,7 +183,7 @@ pub(super) fn breed_island(
                     }
                 }
                 None => {
-                    let pairs = e.select_parents(&i.fit, &i.pop, slots, parents, i.seed, next_gen)?;
+                    let pairs = select_parents(ev, cfg, parents, slots, next_gen)?;
                     prof.mark(e, "select")?;
                     e.crossover(&grammar, &g.genomes, &g.mapping, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
                 }
@@ -201,3 +203,40 @@ pub(super) fn breed_island(
     Ok(())
 }
 
+
+/// What selection reads of an island: its task and fitness step, the evaluated population, its
+/// order and fitness, and the seed.
+#[derive(Clone, Copy)]
+struct Evaluated<'a, 't> {
+    task: &'a DeviceTask<'t>,
+    fs: &'a FitnessStep,
+    pop: &'a crate::backend::cuda::DevicePopulation,
+    order: &'a crate::backend::cuda::TreeOrder,
+    fit: &'a crate::backend::cuda::DeviceFitness,
+    seed: u64,
+}
+
+/// `n_slots` parents of an island for generation `next_gen`: tournaments, or lexicase on the
+/// evaluated generation's cases ([`lexicase_parents`]).
+fn select_parents(i: Evaluated<'_, '_>, cfg: &EngineConfig, parents: &crate::select::Tournament, n_slots: usize, next_gen: u32) -> Result<crate::backend::cuda::DeviceIndices> {
+    if cfg.selection.is_lexicase() {
+        return lexicase_parents(i, cfg, n_slots, next_gen);
+    }
+    Ok(i.task.engine().select_parents(i.fit, i.pop, n_slots, parents, i.seed, next_gen)?)
+}
+
+/// Lexicase parents on the device, as the host loop's `lexicase_parents` chooses them: the
+/// cases of the evaluated generation `next_gen − 1` ([`crate::select::generation_cases`]), each
+/// tree's error at them under its scaling (from the sums its fitness left), the epsilons and
+/// the selections (`kernels/select.cu`). Regression only, one island ([`super::supports_tasks`]).
+fn lexicase_parents(i: Evaluated<'_, '_>, cfg: &EngineConfig, n_slots: usize, next_gen: u32) -> Result<crate::backend::cuda::DeviceIndices> {
+    let (DeviceTask::Regression(r), FitnessStep::Regression(s)) = (i.task, i.fs) else {
+        anyhow::bail!("the device loop selects by lexicase for regression only");
+    };
+    let e = i.task.engine();
+    let n_cases = r.data.n_rows();
+    let k = crate::select::cases_per_generation(cfg.selection, cfg.down_sample, n_cases).map_err(|m| anyhow::anyhow!(m))?;
+    let cases = crate::select::generation_cases(n_cases, k, i.seed, next_gen - 1);
+    let errors = e.regression_case_errors(i.pop, i.order, r.data, &r.config, s, &cases)?;
+    Ok(e.select_lexicase(&errors, i.fit, cfg.lexicase_pool, n_slots, i.seed, next_gen)?)
+}

@@ -122,8 +122,16 @@ pub fn supports(cfg: &EngineConfig) -> bool {
         && cfg.pop_size <= u32::MAX as usize / 4
         && cfg.elite <= crate::backend::cuda::kernels::MAX_ELITE
         && matches!(cfg.bloat, Bloat::None | Bloat::Nsga2 | Bloat::Auto)
-        // Lexicase reads per-case errors, which the host loop takes from the task.
-        && !cfg.selection.is_lexicase()
+}
+
+/// Whether the device loop runs these settings on these tasks besides [`supports`] (or
+/// [`supports_grammar`]): lexicase selection takes its cases on the device for regression on
+/// one island whose rows are on one GPU (`island::lexicase_parents`); classification, control,
+/// islands and row shards select by lexicase in the host loop, which takes the cases from the
+/// task (still evaluating on the GPU).
+pub fn supports_tasks(cfg: &EngineConfig, islands: &IslandConfig, tasks: &[DeviceTask<'_>]) -> bool {
+    !cfg.selection.is_lexicase()
+        || (islands.count <= 1 && tasks.len() == 1 && matches!(tasks[0], DeviceTask::Regression(r) if r.shards.is_empty()))
 }
 
 /// Whether the device loop can run grammatical evolution with these settings besides
@@ -211,6 +219,7 @@ fn check(cfg: &EngineConfig, islands: &IslandConfig, tasks: &[DeviceTask<'_>]) -
         cfg.bloat
     );
     anyhow::ensure!(!tasks.is_empty(), "the device loop needs a GPU");
+    anyhow::ensure!(supports_tasks(cfg, islands, tasks), "the device loop selects by lexicase for regression on one island only");
     islands.check(cfg.pop_size)?;
     let sharded = tasks.iter().any(|t| matches!(t, DeviceTask::Regression(r) if !r.shards.is_empty()));
     anyhow::ensure!(

@@ -145,11 +145,10 @@ impl DeviceLoop<'_, '_, '_, '_> {
     /// Queues every island's next population (generation `self.gen + 1`).
     fn breed(&mut self) -> Result<()> {
         let (rep, p, n_elite) = (self.rep, self.cfg.pop_size, self.n_elite);
-        let next_gen = self.gen as u32 + 1;
-        let parents = self.cfg.parent_tournament();
+        let (next_gen, cfg) = (self.gen as u32 + 1, self.cfg);
         on_every_gpu(&mut self.isl, &mut self.prof, |group, prof| {
             for i in group.iter_mut() {
-                breed_island(i, rep, p, n_elite, &parents, next_gen, prof)?;
+                breed_island(i, rep, p, n_elite, cfg, next_gen, prof)?;
             }
             Ok(())
         })?;
