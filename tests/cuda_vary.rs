@@ -1623,3 +1623,67 @@ fn emulated_control_fitness_matches_the_task() {
         assert_eq!(steps[0], lengths.iter().map(|&l| l as u64).sum::<u64>());
     }
 }
+
+/// generation.cu's lexicase cases: `grove_gather_rows` and `grove_case_errors` (the device
+/// loop's twin of the regression task's `case_errors`) on the CPU's predictions and sums, bit
+/// for bit, with and without scaling, on random populations with empty and invalid trees.
+#[test]
+fn emulated_case_errors_match_the_task() {
+    use grove::backend::Backend;
+    use grove::backend::cuda::params::{GenParams, RegSums};
+    use grove::evolve::Fitness;
+    use grove::task::regression::{Metric, Regression, RegressionConfig};
+    type GatherFn = unsafe extern "C" fn(u32, u32, u32, *const f32, *const f32, *const u32, *mut f32, *mut f32);
+    type ErrorsFn = unsafe extern "C" fn(GenParams, u32, *const f32, *const f32, *const RegSums, *const u16, *mut f64);
+    let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_case_errors_match_the_task: no g++") };
+    let data = grove::data::DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap().train;
+    let (n, nf) = (data.n_rows, data.n_features);
+    let gather: GatherFn = Emulator::get(&e.generation, kernels::GATHER_ROWS);
+    let errors_of: ErrorsFn = Emulator::get(&e.generation, kernels::CASE_ERRORS);
+    for (name, cfg) in specs().into_iter().filter(|(_, c)| c.spec.n_outputs == 0 && c.spec.n_vars as usize <= nf) {
+        let pop = population(&cfg, 90, 3);
+        let cases = select::generation_cases(n, 37, 5, 2);
+        let k = cases.len();
+        let (mut xc, mut yc) = (vec![f32::NAN; nf * k], vec![f32::NAN; k]);
+        let (xp, yp, rp, xcp, ycp) = (data.x.as_ptr() as usize, data.y.as_ptr() as usize, cases.as_ptr() as usize, xc.as_mut_ptr() as usize, yc.as_mut_ptr() as usize);
+        Emulator::launch(&e.generation, k, || {
+            // SAFETY: x F × N and y N floats, rows k indices below N, xc F × k and yc k.
+            unsafe { gather(n as u32, nf as u32, k as u32, xp as *const f32, yp as *const f32, rp as *const u32, xcp as *mut f32, ycp as *mut f32) }
+        });
+        let (hx, hy) = data.gather(&cases).unwrap();
+        assert_eq!((xc.clone(), yc.clone()), (hx, hy), "{name}: gathered rows");
+        let pred: Vec<f32> = (0..pop.size()).flat_map(|t| grove::backend::cpu::eval::predict(&pop, t, &xc, k).unwrap()).collect();
+        let sums: Vec<RegSums> = grove::backend::cpu::eval::evaluate_regression(&pop, &data.x, &data.y, n)
+            .unwrap()
+            .iter()
+            .map(|s| RegSums {
+                sse: s.sum_e2,
+                sae: s.sum_abs_e,
+                sum_f: s.sum_f,
+                sum_ff: s.sum_f2,
+                sum_fy: s.sum_fy,
+                sum_y: s.sum_y,
+                sum_yy: s.sum_y2,
+                n: s.n as u32,
+                bad: (!s.finite) as u32,
+            })
+            .collect();
+        for linear_scaling in [true, false] {
+            let config = RegressionConfig { metric: Metric::Mse, linear_scaling, parsimony: 0.0 };
+            let cpu = Backend::Cpu;
+            let rd = cpu.regression_data(&data.x, &data.y, n, nf).unwrap();
+            let task = Regression { backend: &cpu, data: rd, config, outputs: 1, joint: None, rows: Some(&data) };
+            let want = task.case_errors(&pop, 0, &cases).unwrap();
+            let params = GenParams { n: pop.size() as u32, max_len: pop.max_len as u32, scaled: linear_scaling as u32, ..GenParams::default() };
+            let mut got = vec![f64::NAN; pop.size() * k];
+            let (pp, ycp, sp, lp, gp) = (pred.as_ptr() as usize, yc.as_ptr() as usize, sums.as_ptr() as usize, pop.len.as_ptr() as usize, got.as_mut_ptr() as usize);
+            Emulator::launch(&e.generation, pop.size() * k, || {
+                // SAFETY: pred and errors P × k, y k, sums and lens P; thread b writes errors[b].
+                unsafe { errors_of(params, k as u32, pp as *const f32, ycp as *const f32, sp as *const RegSums, lp as *const u16, gp as *mut f64) }
+            });
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{name}, scaling {linear_scaling}");
+            assert!(want.iter().any(|e| e.is_infinite()) && want.iter().any(|e| e.is_finite()), "{name}: empty rows and programs both checked");
+        }
+    }
+}
