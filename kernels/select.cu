@@ -250,11 +250,12 @@ extern "C" __global__ void grove_lexicase_epsilons(GroveSelectParams p, const do
 // select::epsilon_lexicase for slot slot_offset + s, stream (seed, generation, slot, Select),
 // eps from grove_lexicase_epsilons. The candidates start as the pool in order where it holds at
 // most p.k (or p.k is 0), else as p.k draws from it. Thread s keeps them in cand[j * stride +
-// s] (filtered in place, order kept, as Vec::retain) and its case order in order[t * stride +
-// s], stride the launch's slots or more; winners[s].
+// s] (filtered in place, order kept, as Vec::retain), their errors on the current case in
+// ev[j * stride + s] and its case order in order[t * stride + s], stride the launch's slots or
+// more; winners[s].
 extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* errors, const double* eps,
                                           const unsigned* pool, const unsigned* n_valid, unsigned* order,
-                                          unsigned* cand, unsigned* winners) {
+                                          unsigned* cand, double* ev, unsigned* winners) {
     const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= p.n_slots) return;
     const unsigned nv = n_valid[0], C = p.n_cases, B = p.stride, m0 = nv == 0 ? p.n : nv;
@@ -276,16 +277,17 @@ extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* err
         const unsigned c = order[(unsigned long long)r * B + s];
         order[(unsigned long long)r * B + s] = order[(unsigned long long)t * B + s];
         order[(unsigned long long)t * B + s] = c;
+        // The candidates' errors on case c are gathered once, into ev, for both passes.
         double best = __longlong_as_double(0x7FF0000000000000ll);
         for (unsigned i = 0; i < m; ++i) {
             const double e = grove_key(errors[(unsigned long long)cand[(unsigned long long)i * B + s] * C + c]);
+            ev[(unsigned long long)i * B + s] = e;
             if (e < best) best = e;
         }
         const double threshold = __dadd_rn(best, eps[c]);
         unsigned kept = 0;
         for (unsigned i = 0; i < m; ++i) {
-            const unsigned j = cand[(unsigned long long)i * B + s];
-            if (grove_key(errors[(unsigned long long)j * C + c]) <= threshold) cand[(unsigned long long)(kept++) * B + s] = j;
+            if (ev[(unsigned long long)i * B + s] <= threshold) cand[(unsigned long long)(kept++) * B + s] = cand[(unsigned long long)i * B + s];
         }
         m = kept;
     }

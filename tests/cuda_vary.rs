@@ -209,7 +209,7 @@ type RngFn = unsafe extern "C" fn(u32, u32, u32, u32, u32, u32, *mut u32);
 type TournamentFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *const u32, *mut u32);
 type RankFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u32);
 type TruncationFn = unsafe extern "C" fn(SelectParams, *const u32, *mut u32);
-type LexicaseFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *mut u32, *mut u32, *mut u32);
+type LexicaseFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *mut u32, *mut u32, *mut f64, *mut u32);
 type SetThreadFn = unsafe extern "C" fn(u32, u32, u32);
 
 struct Emulator {
@@ -675,13 +675,14 @@ impl Emulator {
         let width = if k_pool == 0 { fit.len() } else { k_pool.min(fit.len()) };
         let mut order = vec![0u32; n_slots * n_cases];
         let mut cand = vec![0u32; n_slots * width];
+        let mut ev = vec![0f64; n_slots * width];
         let mut w = vec![0u32; n_slots];
         let f: LexicaseFn = Self::get(&self.select, kernels::LEXICASE);
-        let (op, cap, wp) = (order.as_mut_ptr(), cand.as_mut_ptr(), w.as_mut_ptr());
+        let (op, cap, evp, wp) = (order.as_mut_ptr(), cand.as_mut_ptr(), ev.as_mut_ptr(), w.as_mut_ptr());
         Self::launch(&self.select, n_slots, || {
             // SAFETY: errors P × C, eps C, pool n_valid entries, order and cand stride × C and
             // stride × width.
-            unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), op, cap, wp) }
+            unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), op, cap, evp, wp) }
         });
         (eps, w)
     }

@@ -469,27 +469,37 @@ impl CudaEngine {
     }
 
     /// The rows `rows` (each below the data's rows, checked) of `data` as a data set of their
-    /// own, in that order, gathered on the device (`grove_gather_rows`): lexicase's cases.
-    pub(super) fn gather_rows(&self, data: &DeviceDataset, rows: &[u32]) -> Result<DeviceDataset> {
+    /// own, in that order, gathered on the device (`grove_gather_rows`) into `s.cases`
+    /// (kept while its shape stays): lexicase's cases.
+    pub(super) fn gather_rows(&self, data: &DeviceDataset, rows: &[u32], s: &mut super::select::LexicaseScratch) -> Result<()> {
         self.check_dataset(data)?;
-        if rows.is_empty() || rows.iter().any(|&r| r as usize >= data.n_rows) {
+        if rows.is_empty() || rows.len() > u32::MAX as usize || rows.iter().any(|&r| r as usize >= data.n_rows) {
             return Err(GpuError::Input(format!("{} case rows of a data set of {} rows", rows.len(), data.n_rows)));
         }
         let k = rows.len();
-        let d_rows = self.stream.clone_htod(rows).during(|| "copying the case rows".into())?;
-        let mut x = self.alloc::<f32>(k * data.n_features.max(1), false, "allocating the case rows")?;
-        let mut y = self.alloc::<f32>(k, false, "allocating the case rows")?;
+        let d_rows = grow_device(&self.stream, &mut s.rows, k, "allocating the case rows")?;
+        self.stream.memcpy_htod(rows, &mut d_rows.slice_mut(..k)).during(|| "copying the case rows".into())?;
+        if !s.cases.as_ref().is_some_and(|c| c.n_rows == k && c.n_features == data.n_features && c.engine == self.id) {
+            s.cases = Some(DeviceDataset {
+                x: self.alloc::<f32>(k * data.n_features.max(1), false, "allocating the case rows")?,
+                y: self.alloc::<f32>(k, false, "allocating the case rows")?,
+                n_rows: k,
+                n_features: data.n_features,
+                engine: self.id,
+            });
+        }
+        let cases = s.cases.as_mut().expect("just made");
         let f = self.function(&kernels::GENERATION, &[], kernels::GATHER_ROWS)?;
         let mut b = self.stream.launch_builder(&f);
         let (n, nf, k32) = (data.n_rows as u32, data.n_features as u32, k as u32);
-        b.arg(&n).arg(&nf).arg(&k32).arg(&data.x).arg(&data.y).arg(&d_rows).arg(&mut x).arg(&mut y);
+        b.arg(&n).arg(&nf).arg(&k32).arg(&data.x).arg(&data.y).arg(&*d_rows).arg(&mut cases.x).arg(&mut cases.y);
         let lc = LaunchConfig { grid_dim: (k32.div_ceil(256), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: matches `grove_gather_rows(unsigned n_rows, unsigned n_features, unsigned k,
         // const float* x, const float* y, const unsigned* rows, float* xc, float* yc)`: x holds
-        // F × N and y N floats, rows k indices below N (checked), xc F × k and yc k; thread j < k
-        // writes column j of each.
+        // F × N and y N floats, rows k indices below N (checked, copied just before), xc F × k
+        // and yc k; thread j < k writes column j of each.
         unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::GATHER_ROWS))?;
-        Ok(DeviceDataset { x, y, n_rows: k, n_features: data.n_features, engine: self.id })
+        Ok(())
     }
 
     /// Queues the predictions of the `n_trees` trees named by `v.ids` (the first `n_fast` for

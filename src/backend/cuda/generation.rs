@@ -21,6 +21,7 @@ use cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::eval::{DeviceDataset, EvalConfig, Launch, Views};
+use super::memory::grow_device;
 use super::kernels::{
     ARGMIN_BLOCKS, ARGMIN_FINAL, GENERATION, MAX_ELITE, PARTITION, REDUCE_THREADS, REGRESSION_FITNESS, PARTITION_COUNT,
     PARTITION_SCAN, SCAN_THREADS, SIZES_INDEX, SIZES_KEYS, SIZES_RESET, STACK_CLASS, TILE, TILE_THREADS,
@@ -289,14 +290,15 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// Lexicase's cases on the device: every tree's absolute error at each training row of
-    /// `cases` (`[P × cases]`, f64) under the readout its fitness gives it: its linear scaling
-    /// from the sums in `scratch` (which [`Self::regression_fitness`] left for this `pop`), or
-    /// none, as `cfg` says. The twin of the regression task's `case_errors` on the host: the
-    /// rows gathered, the trees' predictions at them (`order` as for the fitness), then
-    /// `grove_case_errors`.
+    /// Lexicase parents on the device for regression: every tree's absolute error at each
+    /// training row of `cases` (`[P × cases]`, f64) under the readout its fitness gives it (its
+    /// linear scaling from the sums in `scratch`, which [`Self::regression_fitness`] left for
+    /// this `pop`, or none, as `cfg` says), then `n_slots` selections from pools of `k_pool`
+    /// ([`Self::select_lexicase`]). The errors are the twin of the regression task's
+    /// `case_errors` on the host: the rows gathered, the trees' predictions at them (`order` as
+    /// for the fitness), then `grove_case_errors`. The buffers stay in the engine.
     #[allow(clippy::too_many_arguments)]
-    pub fn regression_case_errors(
+    pub fn regression_lexicase(
         &self,
         pop: &DevicePopulation,
         order: &TreeOrder,
@@ -304,7 +306,12 @@ impl CudaEngine {
         cfg: &RegressionConfig,
         scratch: &FitnessScratch,
         cases: &[u32],
-    ) -> Result<super::select::DeviceErrors> {
+        fit: &DeviceFitness,
+        k_pool: usize,
+        n_slots: usize,
+        seed: u64,
+        generation: u32,
+    ) -> Result<DeviceIndices> {
         let p = pop.size();
         if scratch.n != p || pop.engine != self.id || order.n_fast + order.n_deep != p || pop.n_outputs() > 0 {
             return Err(GpuError::Input(format!(
@@ -315,25 +322,36 @@ impl CudaEngine {
                 order.n_deep
             )));
         }
-        let rows = self.gather_rows(data, cases)?;
+        let mut guard = self.lexicase_scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        self.gather_rows(data, cases, s)?;
         let k = cases.len();
-        let mut pred = self.alloc::<f32>(p * k, false, "allocating the case predictions")?;
+        let rows = s.cases.as_ref().expect("gathered");
+        let pred = grow_device(&self.stream, &mut s.pred, p * k, "allocating the case predictions")?;
         let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), size: pop.size.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
-        self.launch_predict(&v, order.n_fast, p, p, pop.max_len(), 0, &rows, &mut pred)?;
-        let mut errors = self.alloc::<f64>(p * k, false, "allocating the case errors")?;
+        self.launch_predict(&v, order.n_fast, p, p, pop.max_len(), 0, rows, pred)?;
+        let errors = grow_device(&self.stream, &mut s.errors, p * k, "allocating the case errors")?;
         let params = GenParams { n: p as u32, max_len: pop.max_len() as u32, scaled: cfg.linear_scaling as u32, ..GenParams::default() };
         let f = self.function(&GENERATION, &[], kernels::CASE_ERRORS)?;
         let mut b = self.stream.launch_builder(&f);
         let k32 = k as u32;
-        b.arg(&params).arg(&k32).arg(&pred).arg(rows.y()).arg(&scratch.sums).arg(&pop.len).arg(&mut errors);
+        b.arg(&params).arg(&k32).arg(&*pred).arg(rows.y()).arg(&scratch.sums).arg(&pop.len).arg(&mut *errors);
         let n = p * k;
         let lc = LaunchConfig { grid_dim: (n.div_ceil(THREADS as usize) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: matches `grove_case_errors(GroveGenParams, unsigned k, const float* pred, const
         // float* y, const GroveRegSums* sums, const unsigned short* lens, double* errors)`: pred
-        // and errors hold P × k entries, y k, sums and lens P; thread `at < P × k` writes
-        // errors[at].
+        // and errors hold at least P × k entries, y k, sums and lens P; thread `at < P × k`
+        // writes errors[at].
         unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::CASE_ERRORS))?;
-        Ok(super::select::DeviceErrors { errors, n: p, n_cases: k, engine: self.id })
+        let mut sel = self.select_params(fit, n_slots, seed, generation)?;
+        if fit.size() != p {
+            return Err(GpuError::Input(format!("fitness of {} for {p} trees", fit.size())));
+        }
+        sel.n_cases = k32;
+        let errors = s.errors.take().expect("filled above");
+        let out = self.lexicase_on_device(&errors, sel, fit, k_pool, s);
+        s.errors = Some(errors);
+        out
     }
 
     /// Queues the fitness of `pop`'s trees from the sums in `scratch` into `fit`

@@ -113,6 +113,9 @@ pub struct CudaEngine {
     vary_scratch: Mutex<vary::Scratch>,
     /// Per-thread scratch of GE subtree crossover (map.cu), kept between calls; only grows.
     subtree_scratch: Mutex<Option<cudarc::driver::CudaSlice<u32>>>,
+    /// Lexicase's buffers (cases, predictions, errors, candidates), kept between generations;
+    /// they only grow.
+    lexicase_scratch: Mutex<select::LexicaseScratch>,
     id: u64,
     ordinal: usize,
     /// Lanes an episode of the control roll-outs, 0 for each model's default
@@ -181,6 +184,7 @@ impl CudaEngine {
             scratch: Mutex::new(eval::Scratch::default()),
             vary_scratch: Mutex::new(vary::Scratch::default()),
             subtree_scratch: Mutex::new(None),
+            lexicase_scratch: Mutex::new(select::LexicaseScratch::default()),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             ordinal: opts.ordinal,
             episode_lanes: std::sync::atomic::AtomicU32::new(0),

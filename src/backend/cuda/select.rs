@@ -19,6 +19,7 @@ use super::kernels::{
 };
 use super::params::SelectParams;
 use super::CudaEngine;
+use super::memory::grow_device;
 use crate::select::EPSILON_SAMPLE;
 
 /// Threads per block of the per-slot selection kernels.
@@ -56,6 +57,22 @@ impl DeviceErrors {
     pub fn n_cases(&self) -> usize {
         self.n_cases
     }
+}
+
+/// Lexicase's device buffers, kept by the engine between generations (they only grow): the
+/// case rows (their indices and the gathered data), the trees' predictions and errors at them,
+/// the epsilon sample and the epsilons, and the selections' candidates and case orders.
+#[derive(Default)]
+pub struct LexicaseScratch {
+    pub(super) rows: Option<CudaSlice<u32>>,
+    pub(super) cases: Option<super::eval::DeviceDataset>,
+    pub(super) pred: Option<CudaSlice<f32>>,
+    pub(super) errors: Option<CudaSlice<f64>>,
+    sample: Option<CudaSlice<u32>>,
+    eps: Option<CudaSlice<f64>>,
+    order: Option<CudaSlice<u32>>,
+    cand: Option<CudaSlice<u32>>,
+    ev: Option<CudaSlice<f64>>,
 }
 
 /// Indices on the device, each below `bound` (parents chosen by selection, a ranking, rows to
@@ -227,28 +244,41 @@ impl CudaEngine {
     /// Lexicase's per-case epsilons, as `select::lexicase_epsilons(errors, n_cases,
     /// &valid_indices(fit), seed, generation)` computes them, read back (the parity tests').
     pub fn lexicase_epsilons(&self, errors: &DeviceErrors, fit: &DeviceFitness, seed: u64, generation: u32) -> Result<Vec<f64>> {
-        let params = self.lexicase_params(errors, fit, 0, seed, generation)?;
+        let params = self.lexicase_params(errors.engine, errors.n, errors.n_cases, fit, 0, seed, generation)?;
         let (pool, n_valid) = self.valid_pool(fit, &params)?;
-        let eps = self.epsilons_on_device(errors, &params, &pool, &n_valid)?;
+        let mut guard = self.lexicase_scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        self.epsilons_on_device(&errors.errors, errors.n_cases, &params, &pool, &n_valid, s)?;
+        let eps = s.eps.as_ref().expect("just filled").slice(..errors.n_cases);
         let out = self.stream.clone_dtoh(&eps).during(|| "reading the epsilons".into())?;
         self.stream.synchronize().during(|| "running the epsilon kernels".into())?;
         Ok(out)
     }
 
-    fn lexicase_params(&self, errors: &DeviceErrors, fit: &DeviceFitness, n_slots: usize, seed: u64, generation: u32) -> Result<SelectParams> {
+    #[allow(clippy::too_many_arguments)]
+    fn lexicase_params(&self, engine: u64, n: usize, n_cases: usize, fit: &DeviceFitness, n_slots: usize, seed: u64, generation: u32) -> Result<SelectParams> {
         self.check_fitness(fit)?;
-        if errors.engine != self.id || errors.n != fit.n {
-            return Err(GpuError::Input(format!("errors of {} individuals and {} cases, fitness of {}", errors.n, errors.n_cases, fit.n)));
+        if engine != self.id || n != fit.n || n_cases == 0 || n_cases > u32::MAX as usize {
+            return Err(GpuError::Input(format!("errors of {n} individuals and {n_cases} cases, fitness of {}", fit.n)));
         }
         let mut params = self.select_params(fit, n_slots, seed, generation)?;
-        params.n_cases = errors.n_cases as u32;
+        params.n_cases = n_cases as u32;
         Ok(params)
     }
 
-    /// Queues `grove_epsilon_sample` and `grove_lexicase_epsilons`: the epsilons, `[n_cases]`.
-    fn epsilons_on_device(&self, errors: &DeviceErrors, params: &SelectParams, pool: &CudaSlice<u32>, n_valid: &CudaSlice<u32>) -> Result<CudaSlice<f64>> {
-        let mut sample = self.alloc::<u32>(EPSILON_SAMPLE, false, "allocating the epsilon sample")?;
-        let mut count = self.alloc::<u32>(1, false, "allocating the epsilon sample")?;
+    /// Queues `grove_epsilon_sample` and `grove_lexicase_epsilons`: the epsilons into `s.eps`
+    /// (its first `n_cases` entries).
+    fn epsilons_on_device(
+        &self,
+        errors: &CudaSlice<f64>,
+        n_cases: usize,
+        params: &SelectParams,
+        pool: &CudaSlice<u32>,
+        n_valid: &CudaSlice<u32>,
+        s: &mut LexicaseScratch,
+    ) -> Result<()> {
+        let sample = grow_device(&self.stream, &mut s.sample, EPSILON_SAMPLE + 1, "allocating the epsilon sample")?;
+        let (mut sample, mut count) = sample.split_at_mut(EPSILON_SAMPLE);
         let f = self.function(&SELECT, &[], EPSILON_SAMPLE_KERNEL)?;
         let mut b = self.stream.launch_builder(&f);
         b.arg(params).arg(pool).arg(n_valid).arg(&mut sample).arg(&mut count);
@@ -258,26 +288,23 @@ impl CudaEngine {
         // wrote it (n_valid[0] <= P entries), sample EPSILON_SAMPLE entries (the kernel writes
         // at most that many), count one.
         unsafe { b.launch(one) }.during(|| format!("launching {EPSILON_SAMPLE_KERNEL}"))?;
-        let mut eps = self.alloc::<f64>(errors.n_cases, false, "allocating the epsilons")?;
+        let eps = grow_device(&self.stream, &mut s.eps, n_cases, "allocating the epsilons")?;
         let f = self.function(&SELECT, &[], LEXICASE_EPSILONS)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(params).arg(&errors.errors).arg(&sample).arg(&count).arg(&mut eps);
-        let lc = LaunchConfig { grid_dim: (errors.n_cases as u32, 1, 1), block_dim: (EPSILON_THREADS, 1, 1), shared_mem_bytes: 0 };
+        b.arg(params).arg(errors).arg(&mut sample).arg(&mut count).arg(eps);
+        let lc = LaunchConfig { grid_dim: (n_cases as u32, 1, 1), block_dim: (EPSILON_THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: matches `grove_lexicase_epsilons(GroveSelectParams, const double* errors, const
         // unsigned* sample, const unsigned* count, double* eps)`: errors P × n_cases, the sample
         // count[0] <= EPSILON_SAMPLE individuals below P written just before; block c writes
-        // eps[c] of n_cases.
+        // eps[c] of at least n_cases.
         unsafe { b.launch(lc) }.during(|| format!("launching {LEXICASE_EPSILONS}"))?;
-        Ok(eps)
+        Ok(())
     }
 
     /// `n_slots` epsilon-lexicase selections: slot `s` is `select::epsilon_lexicase(errors,
     /// n_cases, eps, &valid_indices(fit), k_pool, seed, generation, s)` with `eps` from
     /// [`Self::lexicase_epsilons`], all on the device: the pool taken from `fit` (invalid
-    /// individuals never selected while a valid one exists). Each selection keeps a candidate
-    /// list of `min(P, k_pool)` entries (`P` when `k_pool` is 0) and its case order; slots run in
-    /// batches of at most 1 GiB of such lists.
-    #[allow(clippy::too_many_arguments)]
+    /// individuals never selected while a valid one exists).
     pub fn select_lexicase(
         &self,
         errors: &DeviceErrors,
@@ -287,16 +314,28 @@ impl CudaEngine {
         seed: u64,
         generation: u32,
     ) -> Result<DeviceIndices> {
-        let mut params = self.lexicase_params(errors, fit, n_slots, seed, generation)?;
+        let params = self.lexicase_params(errors.engine, errors.n, errors.n_cases, fit, n_slots, seed, generation)?;
+        let mut guard = self.lexicase_scratch.lock().unwrap_or_else(|e| e.into_inner());
+        self.lexicase_on_device(&errors.errors, params, fit, k_pool, &mut guard)
+    }
+
+    /// [`Self::select_lexicase`] on errors `[P × params.n_cases]` (in `errors`, or in the
+    /// scratch's own buffer when `None`). Each selection keeps a candidate list of
+    /// `min(P, k_pool)` entries (`P` when `k_pool` is 0) and its case order; slots run in
+    /// batches of at most 1 GiB of such lists, the buffers kept in `s`.
+    pub(super) fn lexicase_on_device(&self, errors: &CudaSlice<f64>, mut params: SelectParams, fit: &DeviceFitness, k_pool: usize, s: &mut LexicaseScratch) -> Result<DeviceIndices> {
         params.k = u32::try_from(k_pool).map_err(|_| GpuError::Input(format!("a lexicase pool of {k_pool}")))?;
+        let (n_slots, n_cases) = (params.n_slots as usize, params.n_cases as usize);
         let (pool, n_valid) = self.valid_pool(fit, &params)?;
-        let eps = self.epsilons_on_device(errors, &params, &pool, &n_valid)?;
+        self.epsilons_on_device(errors, n_cases, &params, &pool, &n_valid, s)?;
         let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
         let width = if k_pool == 0 { fit.n } else { k_pool.min(fit.n) };
-        let per_slot_bytes = 4 * (width + errors.n_cases);
+        let per_slot_bytes = 4 * (width + n_cases) + 8 * width;
         let batch = ((1usize << 30) / per_slot_bytes).clamp(1, n_slots.max(1));
-        let mut order = self.alloc::<u32>(batch * errors.n_cases, false, "allocating case orders")?;
-        let mut cand = self.alloc::<u32>(batch * width, false, "allocating candidates")?;
+        let order = grow_device(&self.stream, &mut s.order, batch * n_cases, "allocating case orders")?;
+        let cand = grow_device(&self.stream, &mut s.cand, batch * width, "allocating candidates")?;
+        let ev = grow_device(&self.stream, &mut s.ev, batch * width, "allocating candidates")?;
+        let eps = s.eps.as_ref().expect("filled above");
         let f = self.function(&SELECT, &[], LEXICASE)?;
         let mut start = 0;
         while start < n_slots {
@@ -304,15 +343,16 @@ impl CudaEngine {
             let p = SelectParams { n_slots: count as u32, slot_offset: start as u32, stride: batch as u32, ..params };
             let mut out = winners.slice_mut(start..start + count);
             let mut b = self.stream.launch_builder(&f);
-            b.arg(&p).arg(&errors.errors).arg(&eps).arg(&pool).arg(&n_valid).arg(&mut order).arg(&mut cand).arg(&mut out);
+            b.arg(&p).arg(errors).arg(eps).arg(&pool).arg(&n_valid).arg(&mut *order).arg(&mut *cand).arg(&mut *ev).arg(&mut out);
             // SAFETY: matches `grove_lexicase(GroveSelectParams, const double* errors, const
             // double* eps, const unsigned* pool, const unsigned* n_valid, unsigned* order,
-            // unsigned* cand, unsigned* winners)`: errors holds P × n_cases, eps n_cases; the
+            // unsigned* cand, double* ev, unsigned* winners)`: errors holds P × n_cases, eps n_cases; the
             // pool (n_valid[0] <= P indices below P) was written just before on this stream;
             // thread s < count <= stride uses entries j × stride + s of order (j < n_cases) and
             // cand (j < width: the pool in full only when it holds at most width, else
-            // k_pool = width draws), buffers of stride × n_cases and stride × width, and
-            // writes winners[start + s].
+            // k_pool = width draws) and ev (as cand), buffers of at least stride × n_cases and
+            // stride × width,
+            // and writes winners[start + s].
             unsafe { b.launch(per_slot(count)) }.during(|| format!("launching {LEXICASE}"))?;
             start += count;
         }
