@@ -33,13 +33,18 @@ pub struct TaskNeed {
     pub per_individual: u64,
     /// Device bytes per individual beyond its program.
     pub device_per_individual: u64,
+    /// Lexicase's cases (training rows, or episodes), of which a generation reads all or a
+    /// down-sample.
+    pub cases: u64,
 }
 
 /// The memory a search with `s`'s settings needs, with `task`'s data and per-individual
 /// bytes, its islands spread over `gpus` GPUs (0: a CPU run). Host: the population and its
 /// children, fitness and selection, genomes (GE), the history and hall of fame, the task's
 /// data and per-individual bytes. Device: the same per GPU for the islands it holds, with the
-/// mapper's derivation rows (GE).
+/// mapper's derivation rows (GE). Lexicase adds each generation's errors (f64) and values (f32)
+/// at its cases: on the host for a CPU run, on the device otherwise (the device loop's, with
+/// its selections' candidate lists, at most 1 GiB).
 pub fn search_need(s: &SearchSettings<'_>, task: &TaskNeed, gpus: usize) -> Need {
     let e = s.engine;
     let (p, n, l) = (e.pop_size as u64, s.islands.count as u64, e.max_len as u64);
@@ -50,12 +55,19 @@ pub fn search_need(s: &SearchSettings<'_>, task: &TaskNeed, gpus: usize) -> Need
     let per = |rows: u64, extra: u64| rows.saturating_mul(2 * row + 2 * genome + 64 + extra);
     let history = (e.generations as u64 + 1).saturating_mul(n).saturating_mul(256);
     let hof = l * l * NODE_BYTES;
-    let host = per(p.saturating_mul(n), task.per_individual).saturating_add(history + hof).saturating_add(task.data);
+    let cases = if e.selection.is_lexicase() && task.cases > 0 {
+        crate::select::cases_per_generation(e.selection, e.down_sample, task.cases as usize).map_or(task.cases, |k| k as u64)
+    } else {
+        0
+    };
+    let host_cases = if gpus == 0 { cases * 12 } else { 0 };
+    let host = per(p.saturating_mul(n), task.per_individual + host_cases).saturating_add(history + hof).saturating_add(task.data);
     let device = if gpus == 0 {
         0
     } else {
         let rows = p.saturating_mul(n.div_ceil(gpus as u64));
-        per(rows, derivation + task.device_per_individual).saturating_add(task.device_data)
+        let lists = if cases > 0 { (2 * rows).saturating_mul(12 * e.lexicase_pool.max(1) as u64 + 4 * cases).min(1 << 30) } else { 0 };
+        per(rows, derivation + task.device_per_individual + 12 * cases).saturating_add(task.device_data).saturating_add(lists)
     };
     Need { host, device }
 }
@@ -148,7 +160,8 @@ pub fn check_search(s: &SearchSettings<'_>, task: &TaskNeed, backend: &crate::ba
     let need = search_need(s, &task, gpus);
     let what = format!("--pop {} × --islands {} (programs of up to {} nodes)", s.engine.pop_size, s.islands.count, s.engine.max_len);
     let ge = if s.grammar.is_some() { ", --genome-capacity" } else { "" };
-    let advice = format!("lower --pop, --islands, --max-len{ge}{extra}");
+    let lexicase = if s.engine.selection.is_lexicase() { ", or take --selection down-sampled with a smaller --down-sample" } else { "" };
+    let advice = format!("lower --pop, --islands, --max-len{ge}{extra}{lexicase}");
     check(&need, &what, &advice, max_memory, free)
 }
 
@@ -196,6 +209,30 @@ mod tests {
         // Hostile counts saturate instead of overflowing.
         let huge = crate::evolve::EngineConfig { pop_size: usize::MAX, ..engine };
         assert_eq!(search_need(&SearchSettings::of(&huge, &four, &None, &functions, ge), &none, 1).host, u64::MAX);
+    }
+
+    #[test]
+    fn lexicase_counts_its_cases_where_they_are_kept() {
+        use crate::select::Selection;
+        let engine = crate::evolve::EngineConfig { pop_size: 10_000, max_len: 50, generations: 0, ..Default::default() };
+        let one = crate::evolve::IslandConfig::single();
+        let ge = super::super::defaults::GE.configs();
+        let functions = Some("add".to_string());
+        let rows = TaskNeed { cases: 5000, ..TaskNeed::default() };
+        let need = |selection, down_sample, gpus| {
+            let e = crate::evolve::EngineConfig { selection, down_sample, ..engine };
+            search_need(&SearchSettings::of(&e, &one, &None, &functions, ge), &rows, gpus)
+        };
+        let t = need(Selection::Tournament, 0.1, 0);
+        let all = need(Selection::Lexicase, 0.1, 0);
+        let some = need(Selection::DownSampled, 0.1, 0);
+        // 10⁴ programs × 5000 cases × 12 bytes on the host; a tenth of that down-sampled.
+        assert_eq!(all.host - t.host, 10_000 * 5000 * 12);
+        assert_eq!(some.host - t.host, 10_000 * 500 * 12);
+        // On a GPU the device holds them, and the candidate lists.
+        let (tg, ag) = (need(Selection::Tournament, 0.1, 1), need(Selection::Lexicase, 0.1, 1));
+        assert_eq!(ag.host, tg.host);
+        assert!(ag.device >= tg.device + 10_000 * 5000 * 12 && ag.device <= tg.device + 10_000 * 5000 * 12 + (1 << 30), "{ag:?}");
     }
 
     #[test]

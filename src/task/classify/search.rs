@@ -224,7 +224,7 @@ fn prepare<'d>(settings: &ClassifySettings, train: &'d Labeled, backend: &crate:
     let sums = 16 * k as u64 + 32;
     // A head on a GPU writes every output of every program at every row before summing them.
     let head_values = if head_k > 0 { (train.data.n_rows as u64).saturating_mul(4 * n_outputs.max(1) as u64) } else { 0 };
-    let need = crate::task::base::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: sums, device_per_individual: sums + head_values };
+    let need = crate::task::base::plan::TaskNeed { data: bytes, device_data: bytes, per_individual: sums, device_per_individual: sums + head_values, cases: train.data.n_rows as u64 };
     crate::task::base::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, "")?;
     if backend.classification_on_host() && !opts.quiet {
         opts.say("note: classification fitness runs on the CPU (GROVE_CLASSIFY_KERNEL=0)");

@@ -251,7 +251,7 @@ fn evolve_programs(
     // A normalising run also keeps each episode's observation sums on both sides.
     let episodes = settings.episodes as u64;
     let sums = if reads.learnt.is_some() { 8 * (1 + 2 * n_obs as u64) * episodes } else { 0 };
-    let need = crate::task::base::plan::TaskNeed { per_individual: 16 * episodes + 16 + sums, device_per_individual: 64 * episodes + 16 + sums, ..Default::default() };
+    let need = crate::task::base::plan::TaskNeed { per_individual: 16 * episodes + 16 + sums, device_per_individual: 64 * episodes + 16 + sums, cases: episodes, ..Default::default() };
     crate::task::base::plan::check_search(&settings.search_settings(), &need, backend, opts.max_memory, ", --episodes")?;
     // A resumed run goes on counting from the checkpoint's env steps and roll-out seconds; a
     // residual's programs from its linear search's.

@@ -210,7 +210,7 @@ pub fn search_with(
     // The joint fit on a GPU writes every program's value at every row before summing them
     // (and a head's, every output's).
     let joint_values = if joint.is_some() || k > 1 { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
-    let need = crate::task::base::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values };
+    let need = crate::task::base::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values, cases: rows.n_rows as u64 };
     crate::task::base::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
     crate::task::base::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
