@@ -93,7 +93,8 @@ __device__ __forceinline__ unsigned grove_warp_sum(unsigned v) {
 
 // Evaluates tree tree_ids[blockIdx.x % n_trees] on tile blockIdx.x / n_trees, K points per
 // thread per pass, with a stack of DEPTH slots. PREDICT writes every result to
-// pred[tree][slot][point]; otherwise the tile's regression sums go to partials[tree][tile].
+// pred[tree][slot][point]; otherwise the tile's regression sums go to partials[tree][tile], and
+// where pred is not null (lexicase in the device loop) the value they read to pred[tree][point].
 //
 // Dynamic shared memory: n_outputs * K * blockDim.x floats (the output slots of each point;
 // each thread touches only its own entries, so they need no barrier), then
@@ -189,6 +190,7 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
                 for (unsigned s = 0; s < n_out; ++s) dst[(size_t)s * p.n_rows] = slots[(s * K + k) * T + tid];
             } else {
                 const float f = n_out ? slots[k * T + tid] : top[k];
+                if (pred != nullptr) pred[(size_t)t * p.n_rows + pt[k]] = f;  // lexicase's values
                 bool fin = isfinite(f);
                 for (unsigned s = 1; s < n_out; ++s) fin = fin && isfinite(slots[(s * K + k) * T + tid]);
                 const double fd = f, yd = __ldg(y + pt[k]), e = fd - yd;
@@ -242,6 +244,7 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
 //   sizes     [P x L] subtree sizes    outs   [P x L] output slot + 1     lens [P] tree lengths
 //   x         [F][N] features, f32     y      [N] targets (regression only)
 //   partials  [P x n_tiles] sums (regression)   pred [P x max(1, n_outputs) x N] (predict)
+//   keep      regression: null, or [P x N], each value the sums read (lexicase's cases)
 // GROVE_K selects the points-per-thread variant a module holds (the engine compiles one module
 // per K it uses, on first use); 0, the default, holds every variant (what the tests compile).
 // The deep, reduce, joint-sum and head-sum kernels are in every module.
@@ -263,35 +266,35 @@ __device__ __forceinline__ void grove_eval(const GroveEvalParams& p, const unsig
         const unsigned short* __restrict__ sizes, const unsigned char* __restrict__ outs,   \
         const unsigned short* __restrict__ lens, const float* __restrict__ x
 #define GROVE_REGRESSION(K, DEPTH) \
-    grove_eval<K, DEPTH, false>(p, tree_ids, ops, values, sizes, outs, lens, x, y, partials, nullptr)
+    grove_eval<K, DEPTH, false>(p, tree_ids, ops, values, sizes, outs, lens, x, y, partials, keep)
 #define GROVE_PREDICT(K, DEPTH) \
     grove_eval<K, DEPTH, true>(p, tree_ids, ops, values, sizes, outs, lens, x, nullptr, nullptr, pred)
 
 #if GROVE_WANT(1)
-extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k1(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k1(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials, float* __restrict__ keep) { GROVE_REGRESSION(1, GROVE_STACK); }
 #endif
 #if GROVE_WANT(2)
-extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k2(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(2, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k2(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials, float* __restrict__ keep) { GROVE_REGRESSION(2, GROVE_STACK); }
 #endif
 #if GROVE_WANT(3)
-extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k3(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(3, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k3(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials, float* __restrict__ keep) { GROVE_REGRESSION(3, GROVE_STACK); }
 #endif
 #if GROVE_WANT(4)
-extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k4(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(4, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k4(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials, float* __restrict__ keep) { GROVE_REGRESSION(4, GROVE_STACK); }
 #endif
 #if GROVE_WANT(5)
-extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k5(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(5, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k5(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials, float* __restrict__ keep) { GROVE_REGRESSION(5, GROVE_STACK); }
 #endif
 #if GROVE_WANT(6)
-extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k6(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(6, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k6(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials, float* __restrict__ keep) { GROVE_REGRESSION(6, GROVE_STACK); }
 #endif
 #if GROVE_WANT(7)
-extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k7(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(7, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k7(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials, float* __restrict__ keep) { GROVE_REGRESSION(7, GROVE_STACK); }
 #endif
 #if GROVE_WANT(8)
-extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k8(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(8, GROVE_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_k8(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials, float* __restrict__ keep) { GROVE_REGRESSION(8, GROVE_STACK); }
 #endif
-extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_deep(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials) { GROVE_REGRESSION(1, GROVE_DEEP_STACK); }
+extern "C" __global__ void GROVE_BOUNDS grove_eval_regression_deep(GROVE_EVAL_ARGS, const float* __restrict__ y, GroveRegSums* __restrict__ partials, float* __restrict__ keep) { GROVE_REGRESSION(1, GROVE_DEEP_STACK); }
 
 #if GROVE_WANT(1)
 extern "C" __global__ void GROVE_BOUNDS grove_predict_k1(GROVE_EVAL_ARGS, float* __restrict__ pred) { GROVE_PREDICT(1, GROVE_STACK); }

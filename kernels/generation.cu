@@ -252,11 +252,14 @@ extern "C" __global__ void grove_gather_rows(unsigned n_rows, unsigned n_feature
     yc[j] = y[r];
 }
 
-// errors[t * k + j] = |a·pred[t * k + j] + b − y[j]| in f64, (a, b) tree t's linear scaling from
-// its sums (RegressionSums::scale) where p.scaled, else (1, 0); +inf for an empty tree, invalid
-// sums under scaling, or an error that is not finite.
-extern "C" __global__ void grove_case_errors(GroveGenParams p, unsigned k, const float* pred, const float* y,
-                                             const GroveRegSums* sums, const unsigned short* lens, double* errors) {
+// errors[t * k + j] = |a·f + b − y[rows[j]]| in f64, f tree t's value at case j: pred[t *
+// stride + rows[j]] where by_row (the evaluation kept every row's value), else pred[t * stride +
+// j] (the case rows predicted on their own); (a, b) tree t's linear scaling from its sums
+// (RegressionSums::scale) where p.scaled, else (1, 0); +inf for an empty tree, invalid sums
+// under scaling, or an error that is not finite.
+extern "C" __global__ void grove_case_errors(GroveGenParams p, unsigned k, unsigned stride, unsigned by_row, const unsigned* rows,
+                                             const float* pred, const float* y, const GroveRegSums* sums,
+                                             const unsigned short* lens, double* errors) {
     const unsigned long long at = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (at >= (unsigned long long)p.n * k) return;
     const unsigned t = (unsigned)(at / k), j = (unsigned)(at % k);
@@ -277,7 +280,9 @@ extern "C" __global__ void grove_case_errors(GroveGenParams p, unsigned k, const
         a = c.sff == 0.0 ? 0.0 : c.sfy / c.sff;
         b = s.sum_y / n - a * (s.sum_f / n);
     }
-    const double e = fabs(a * (double)pred[at] + b - (double)y[j]);
+    const unsigned r = rows[j];
+    const float f = pred[(unsigned long long)t * stride + (by_row ? r : j)];
+    const double e = fabs(a * (double)f + b - (double)y[r]);
     errors[at] = isfinite(e) ? e : inf;
 }
 

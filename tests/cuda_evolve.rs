@@ -906,6 +906,22 @@ fn lexicase_on_the_device_equals_the_host_loop() {
         assert_same_runs(&what, &a, &b, &fa, &fb);
         eprintln!("{what}: best {:e} at generation {}", a.best.fitness, a.best.generation);
     }
+    // Data too large for the evaluation to keep every value (2000 trees × 600 000 rows × 4
+    // bytes is over 4 GiB): the case rows are gathered and predicted on their own.
+    let mut s = grove::rng::Stream::new(4, 0, 0, grove::rng::Purpose::Bench);
+    let n = 600_000;
+    let x64: Vec<f64> = (0..2 * n).map(|_| s.unit_f64() * 10.0 - 5.0).collect();
+    let y64: Vec<f64> = (0..n).map(|r| x64[r] * x64[r] + (x64[n + r] * 0.7).sin()).collect();
+    let big = grove::data::Dataset::new(vec!["a".into(), "b".into()], "y", x64, y64).unwrap();
+    let cfg = EngineConfig { generations: 5, down_sample: 64.0, ..lex(2000, 9, Selection::DownSampled, 128) };
+    let data = gpu.regression_data(&big.x, &big.y, big.n_rows, big.n_features).unwrap();
+    let task = Regression { backend: &gpu, data, config: scaled, outputs: 1, joint: None, rows: Some(&big) };
+    let rep = TreeSettings::default().rep("add,sub,mul,sin", 2, cfg.max_len).unwrap();
+    let d = grove::evolve::Fitness::device_task(&task).unwrap();
+    let (mut fa, mut fb) = (Fame::default(), Fame::default());
+    let (a, _) = device::run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
+    let b = host::run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &task, None, &mut fb).unwrap();
+    assert_same_runs("600 000 rows, cases predicted on their own", &a, &b, &fa, &fb);
     // Islands take the host loop.
     let cfg = lex(600, 3, Selection::Lexicase, 0);
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();

@@ -1635,7 +1635,7 @@ fn emulated_case_errors_match_the_task() {
     use grove::evolve::Fitness;
     use grove::task::regression::{Metric, Regression, RegressionConfig};
     type GatherFn = unsafe extern "C" fn(u32, u32, u32, *const f32, *const f32, *const u32, *mut f32, *mut f32);
-    type ErrorsFn = unsafe extern "C" fn(GenParams, u32, *const f32, *const f32, *const RegSums, *const u16, *mut f64);
+    type ErrorsFn = unsafe extern "C" fn(GenParams, u32, u32, u32, *const u32, *const f32, *const f32, *const RegSums, *const u16, *mut f64);
     let Some(e) = emulator() else { return eprintln!("SKIPPED emulated_case_errors_match_the_task: no g++") };
     let data = grove::data::DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap().train;
     let (n, nf) = (data.n_rows, data.n_features);
@@ -1676,14 +1676,19 @@ fn emulated_case_errors_match_the_task() {
             let task = Regression { backend: &cpu, data: rd, config, outputs: 1, joint: None, rows: Some(&data) };
             let want = task.case_errors(&pop, 0, &cases).unwrap();
             let params = GenParams { n: pop.size() as u32, max_len: pop.max_len as u32, scaled: linear_scaling as u32, ..GenParams::default() };
-            let mut got = vec![f64::NAN; pop.size() * k];
-            let (pp, ycp, sp, lp, gp) = (pred.as_ptr() as usize, yc.as_ptr() as usize, sums.as_ptr() as usize, pop.len.as_ptr() as usize, got.as_mut_ptr() as usize);
-            Emulator::launch(&e.generation, pop.size() * k, || {
-                // SAFETY: pred and errors P × k, y k, sums and lens P; thread b writes errors[b].
-                unsafe { errors_of(params, k as u32, pp as *const f32, ycp as *const f32, sp as *const RegSums, lp as *const u16, gp as *mut f64) }
-            });
-            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(&want), "{name}, scaling {linear_scaling}");
+            // The cases' values predicted on their own ([P × k]) or kept at every row ([P × N]).
+            let all: Vec<f32> = (0..pop.size()).flat_map(|t| grove::backend::cpu::eval::predict(&pop, t, &data.x, n).unwrap()).collect();
+            for (values, stride, by_row) in [(&pred, k as u32, 0u32), (&all, n as u32, 1)] {
+                let mut got = vec![f64::NAN; pop.size() * k];
+                let (vp, yp, sp, lp, gp) = (values.as_ptr() as usize, data.y.as_ptr() as usize, sums.as_ptr() as usize, pop.len.as_ptr() as usize, got.as_mut_ptr() as usize);
+                Emulator::launch(&e.generation, pop.size() * k, || {
+                    // SAFETY: rows k indices below N, values P × stride, y N, sums and lens P,
+                    // errors P × k; thread b writes errors[b].
+                    unsafe { errors_of(params, k as u32, stride, by_row, rp as *const u32, vp as *const f32, yp as *const f32, sp as *const RegSums, lp as *const u16, gp as *mut f64) }
+                });
+                let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{name}, scaling {linear_scaling}, by row {by_row}");
+            }
             assert!(want.iter().any(|e| e.is_infinite()) && want.iter().any(|e| e.is_finite()), "{name}: empty rows and programs both checked");
         }
     }

@@ -387,7 +387,7 @@ impl CudaEngine {
             poison(ptr, p * words, stream, "sums")?;
         }
         let v = views(input, &lay)?;
-        self.launch_regression(&v, packed.n_fast, p, pop.max_len, pop.n_outputs, data, &launch, partials, sums)?;
+        self.launch_regression(&v, packed.n_fast, p, pop.max_len, pop.n_outputs, data, &launch, partials, sums, None)?;
         record(2)?;
         let out = &mut readback[..p];
         self.stream.memcpy_dtoh(&sums.slice(..p), out).during(|| "reading the regression sums".into())?;
@@ -425,8 +425,13 @@ impl CudaEngine {
         launch: &Launch,
         partials: &mut CudaSlice<RegSums>,
         sums: &mut CudaSlice<RegSums>,
+        mut keep: Option<&mut CudaSlice<f32>>,
     ) -> Result<()> {
         let n_part = n_trees * launch.n_tiles as usize;
+        let rows = v.len.len();
+        if keep.as_ref().is_some_and(|k| k.len() < rows * data.n_rows || n_outputs > 0) {
+            return Err(GpuError::Input(format!("keeping the values of {rows} trees ({n_outputs} outputs) at {} rows", data.n_rows)));
+        }
         if partials.len() < n_part || v.ids.len() < n_trees || n_fast > n_trees {
             return Err(GpuError::Input(format!("{n_trees} trees ({n_fast} fast) for {} ids and {} partial sums", v.ids.len(), partials.len())));
         }
@@ -442,12 +447,19 @@ impl CudaEngine {
             let mut b = self.stream.launch_builder(&f);
             b.arg(&params).arg(&ids).arg(&v.op).arg(&v.value).arg(&v.size).arg(&v.out).arg(&v.len);
             b.arg(&data.x).arg(&data.y).arg(&mut part);
+            let null: u64 = 0;
+            match keep.as_deref_mut() {
+                Some(k) => b.arg(k),
+                None => b.arg(&null),
+            };
             // SAFETY: the arguments match `grove_eval_regression_k*(GroveEvalParams,
             // const unsigned* tree_ids, const unsigned char* ops, const float* values, const
             // unsigned short* sizes, const unsigned char* outs, const unsigned short* lens,
-            // const float* x, const float* y, GroveRegSums* partials)`, with `EvalParams` laid
-            // out as `GroveEvalParams`. Buffer sizes: tree_ids n_trees, the population P × L
-            // and P, x F × N, y N, partials n_trees × n_tiles (checked above). The caller
+            // const float* x, const float* y, GroveRegSums* partials, float* keep)`, with
+            // `EvalParams` laid out as `GroveEvalParams`. Buffer sizes: tree_ids n_trees, the
+            // population P × L and P, x F × N, y N, partials n_trees × n_tiles, keep null or
+            // P × N for trees of one output (checked above; the kernel writes
+            // keep[tree × N + row] for its rows). The caller
             // guarantees (pack, or the device's own operators and grove_stack_class) each
             // tree's opcodes, subtree sizes, variable indices (< F), output slots (≤ n_outputs,
             // which sized the dynamic shared memory) and stack need (≤ this kernel's stack);

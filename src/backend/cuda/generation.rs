@@ -96,6 +96,16 @@ pub struct FitnessScratch {
     sums: CudaSlice<RegSums>,
     launch: Launch,
     n: usize,
+    /// Lexicase: every tree's value at every row (`[P × N]`), kept by the evaluation.
+    values: Option<CudaSlice<f32>>,
+    n_rows: usize,
+}
+
+impl FitnessScratch {
+    /// Whether the evaluation keeps every tree's value at every row.
+    pub fn keeps_values(&self) -> bool {
+        self.values.is_some()
+    }
 }
 
 /// Scratch of [`CudaEngine::elite_and_stats`].
@@ -232,7 +242,19 @@ impl CudaEngine {
         // tiles, then its sums) before reading it.
         let partials = unsafe { self.stream.alloc::<RegSums>(n_part.max(1)) }.during(|| "allocating partial sums".into())?;
         let sums = unsafe { self.stream.alloc::<RegSums>(p.max(1)) }.during(|| "allocating sums".into())?;
-        Ok(FitnessScratch { partials, sums, launch, n: p })
+        Ok(FitnessScratch { partials, sums, launch, n: p, values: None, n_rows: data.n_rows() })
+    }
+
+    /// Makes `scratch`'s evaluations keep every tree's value at every row (`P × N` floats),
+    /// where [`Self::regression_lexicase`] reads its cases' values: the device loop asks for it
+    /// under lexicase where those values take at most `budget` bytes.
+    pub fn keep_values(&self, scratch: &mut FitnessScratch, budget: usize) -> Result<bool> {
+        let bytes = scratch.n.saturating_mul(scratch.n_rows).saturating_mul(4);
+        if bytes > budget || scratch.n == 0 {
+            return Ok(false);
+        }
+        scratch.values = Some(self.alloc::<f32>(scratch.n * scratch.n_rows, false, "allocating the kept values")?);
+        Ok(true)
     }
 
     /// Queues the regression fitness of every tree of `pop` on `data` into `fit`, as the
@@ -264,7 +286,10 @@ impl CudaEngine {
         }
         self.check_dataset(data)?;
         let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), size: pop.size.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
-        self.launch_regression(&v, order.n_fast, p, pop.max_len(), pop.n_outputs(), data, &scratch.launch, &mut scratch.partials, &mut scratch.sums)
+        if scratch.values.is_some() && scratch.n_rows != data.n_rows() {
+            return Err(GpuError::Input(format!("values kept for {} rows, data of {}", scratch.n_rows, data.n_rows())));
+        }
+        self.launch_regression(&v, order.n_fast, p, pop.max_len(), pop.n_outputs(), data, &scratch.launch, &mut scratch.partials, &mut scratch.sums, scratch.values.as_mut())
     }
 
     /// Adds another shard's sums (`other`, on engine `from`'s GPU: copied over `link` first)
@@ -324,24 +349,45 @@ impl CudaEngine {
         }
         let mut guard = self.lexicase_scratch.lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut *guard;
-        self.gather_rows(data, cases, s)?;
         let k = cases.len();
-        let rows = s.cases.as_ref().expect("gathered");
-        let pred = grow_device(&self.stream, &mut s.pred, p * k, "allocating the case predictions")?;
-        let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), size: pop.size.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
-        self.launch_predict(&v, order.n_fast, p, p, pop.max_len(), 0, rows, pred)?;
+        let k32 = k as u32;
+        // The cases' values: kept by the evaluation, or the case rows gathered and predicted.
+        let (stride, by_row) = match &scratch.values {
+            Some(_) => {
+                if cases.is_empty() || cases.iter().any(|&r| r as usize >= data.n_rows()) {
+                    return Err(GpuError::Input(format!("{k} case rows of a data set of {} rows", data.n_rows())));
+                }
+                let d_rows = grow_device(&self.stream, &mut s.rows, k, "allocating the case rows")?;
+                self.stream.memcpy_htod(cases, &mut d_rows.slice_mut(..k)).during(|| "copying the case rows".into())?;
+                (data.n_rows() as u32, 1u32)
+            }
+            None => {
+                self.gather_rows(data, cases, s)?;
+                let rows = s.cases.as_ref().expect("gathered");
+                let pred = grow_device(&self.stream, &mut s.pred, p * k, "allocating the case predictions")?;
+                let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), size: pop.size.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
+                self.launch_predict(&v, order.n_fast, p, p, pop.max_len(), 0, rows, pred)?;
+                (k32, 0u32)
+            }
+        };
         let errors = grow_device(&self.stream, &mut s.errors, p * k, "allocating the case errors")?;
+        let pred = match &scratch.values {
+            Some(v) => v,
+            None => s.pred.as_ref().expect("predicted above"),
+        };
+        let d_rows = s.rows.as_ref().expect("copied above");
         let params = GenParams { n: p as u32, max_len: pop.max_len() as u32, scaled: cfg.linear_scaling as u32, ..GenParams::default() };
         let f = self.function(&GENERATION, &[], kernels::CASE_ERRORS)?;
         let mut b = self.stream.launch_builder(&f);
-        let k32 = k as u32;
-        b.arg(&params).arg(&k32).arg(&*pred).arg(rows.y()).arg(&scratch.sums).arg(&pop.len).arg(&mut *errors);
+        b.arg(&params).arg(&k32).arg(&stride).arg(&by_row).arg(d_rows).arg(pred).arg(data.y()).arg(&scratch.sums).arg(&pop.len).arg(&mut *errors);
         let n = p * k;
         let lc = LaunchConfig { grid_dim: (n.div_ceil(THREADS as usize) as u32, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: matches `grove_case_errors(GroveGenParams, unsigned k, const float* pred, const
-        // float* y, const GroveRegSums* sums, const unsigned short* lens, double* errors)`: pred
-        // and errors hold at least P × k entries, y k, sums and lens P; thread `at < P × k`
-        // writes errors[at].
+        // SAFETY: matches `grove_case_errors(GroveGenParams, unsigned k, unsigned stride,
+        // unsigned by_row, const unsigned* rows, const float* pred, const float* y, const
+        // GroveRegSums* sums, const unsigned short* lens, double* errors)`: rows k indices below
+        // N (checked), pred P × stride values with stride N (kept, read at the rows) or k (the
+        // cases predicted, read at j < k), y N, sums and lens P, errors at least P × k; thread
+        // `at < P × k` writes errors[at].
         unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::CASE_ERRORS))?;
         let mut sel = self.select_params(fit, n_slots, seed, generation)?;
         if fit.size() != p {

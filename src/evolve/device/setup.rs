@@ -176,6 +176,11 @@ impl<'a, 't, 'r, 'g> DeviceLoop<'a, 't, 'r, 'g> {
     }
 }
 
+/// The most device memory (bytes) a lexicase run's evaluation spends keeping every tree's
+/// value at every row, so that the cases' values need no second evaluation: 4 GiB, which is
+/// 10⁶ trees at 1000 rows.
+const KEPT_VALUES: usize = 4 << 30;
+
 /// Island `i` of the run on `task`'s GPU: its first population (random, made on the device, or
 /// the checkpoint's), and the buffers of every step.
 fn new_island<'t, 'r, 'g>(cfg: &EngineConfig, rep: Representation<'r, 'g>, task: DeviceTask<'t>, i: usize, start: &Start) -> Result<Island<'t, 'r, 'g>> {
@@ -200,7 +205,15 @@ fn new_island<'t, 'r, 'g>(cfg: &EngineConfig, rep: Representation<'r, 'g>, task:
         _ => Vec::new(),
     };
     let fs = match &task {
-        DeviceTask::Regression(r) => FitnessStep::Regression(e.alloc_fitness_scratch(p, n_outputs, r.data)?),
+        DeviceTask::Regression(r) => {
+            let mut s = e.alloc_fitness_scratch(p, n_outputs, r.data)?;
+            // Lexicase reads its cases' values from the evaluation where every tree's value at
+            // every row fits in KEPT_VALUES; else it predicts the case rows on their own.
+            if cfg.selection.is_lexicase() && n_outputs == 0 {
+                e.keep_values(&mut s, KEPT_VALUES)?;
+            }
+            FitnessStep::Regression(s)
+        }
         DeviceTask::Classification(c) => {
             let kind = match c.fitness {
                 ClassFitness::Accuracy => 0,
