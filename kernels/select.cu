@@ -247,6 +247,55 @@ extern "C" __global__ void grove_lexicase_epsilons(GroveSelectParams p, const do
     if (threadIdx.x == 0) eps[c] = grove_sorted_median(v, n);
 }
 
+// Lexicase's clones: group[i] is the lowest index whose errors equal individual i's on every
+// case, bit for bit, or i itself where that one's row hashes alike but differs. Two launches,
+// a thread per individual: grove_error_groups_insert puts each row's 64-bit hash in an open
+// table of 2^bits slots (keys 0 = empty; vals the lowest index with that hash), then
+// grove_error_groups_verify compares each row with its hash's lowest index. A selection whose
+// candidates are all in one group can stop filtering: the cases left change nothing.
+__device__ __forceinline__ unsigned long long grove_row_hash(const double* errors, unsigned i, unsigned C) {
+    unsigned long long h = 0xCBF29CE484222325ull;
+    for (unsigned c = 0; c < C; ++c) {
+        h ^= (unsigned long long)__double_as_longlong(errors[(unsigned long long)i * C + c]);
+        h *= 0x100000001B3ull;
+        h ^= h >> 29;
+    }
+    return h == 0 ? 1 : h;
+}
+
+__device__ __forceinline__ unsigned grove_hash_slot(const unsigned long long* keys, unsigned long long h, unsigned mask) {
+    unsigned slot = (unsigned)(h ^ (h >> 32)) & mask;
+    while (keys[slot] != h) slot = (slot + 1) & mask;
+    return slot;
+}
+
+extern "C" __global__ void grove_error_groups_insert(GroveSelectParams p, const double* errors, unsigned bits,
+                                                     unsigned long long* keys, unsigned* vals) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) return;
+    const unsigned long long h = grove_row_hash(errors, i, p.n_cases);
+    const unsigned mask = (1u << bits) - 1;
+    unsigned slot = (unsigned)(h ^ (h >> 32)) & mask;
+    for (;;) {
+        const unsigned long long k = atomicCAS(&keys[slot], 0ull, h);
+        if (k == 0 || k == h) break;
+        slot = (slot + 1) & mask;
+    }
+    atomicMin(&vals[slot], i);
+}
+
+extern "C" __global__ void grove_error_groups_verify(GroveSelectParams p, const double* errors, unsigned bits,
+                                                     const unsigned long long* keys, const unsigned* vals, unsigned* group) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) return;
+    const unsigned C = p.n_cases;
+    const unsigned rep = vals[grove_hash_slot(keys, grove_row_hash(errors, i, C), (1u << bits) - 1)];
+    bool same = true;
+    for (unsigned c = 0; c < C && same; ++c)
+        same = __double_as_longlong(errors[(unsigned long long)i * C + c]) == __double_as_longlong(errors[(unsigned long long)rep * C + c]);
+    group[i] = same ? rep : i;
+}
+
 // select::epsilon_lexicase for slot slot_offset + s, stream (seed, generation, slot, Select),
 // eps from grove_lexicase_epsilons. The candidates start as the pool in order where it holds at
 // most p.k (or p.k is 0), else as p.k draws from it. Thread s keeps them in cand[j * stride +
@@ -254,8 +303,8 @@ extern "C" __global__ void grove_lexicase_epsilons(GroveSelectParams p, const do
 // ev[j * stride + s] and its case order in order[t * stride + s], stride the launch's slots or
 // more; winners[s].
 extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* errors, const double* eps,
-                                          const unsigned* pool, const unsigned* n_valid, unsigned* order,
-                                          unsigned* cand, double* ev, unsigned* winners) {
+                                          const unsigned* pool, const unsigned* n_valid, const unsigned* group,
+                                          unsigned* order, unsigned* cand, double* ev, unsigned* winners) {
     const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= p.n_slots) return;
     const unsigned nv = n_valid[0], C = p.n_cases, B = p.stride, m0 = nv == 0 ? p.n : nv;
@@ -289,7 +338,18 @@ extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* err
         for (unsigned i = 0; i < m; ++i) {
             if (ev[(unsigned long long)i * B + s] <= threshold) cand[(unsigned long long)(kept++) * B + s] = cand[(unsigned long long)i * B + s];
         }
+        // A case that removed no one may have left clones only: if every candidate is in one
+        // group, the cases left keep them all, so only their draws are made.
+        bool clones = kept == m && kept > 1;
+        if (clones) {
+            const unsigned g = group[cand[s]];
+            for (unsigned i = 1; i < kept && clones; ++i) clones = group[cand[(unsigned long long)i * B + s]] == g;
+        }
         m = kept;
+        if (clones) {
+            for (unsigned u = t + 1; u < C; ++u) grove_below(rng, C - u);
+            break;
+        }
     }
     winners[s] = cand[(unsigned long long)(m > 1 ? grove_below(rng, m) : 0) * B + s];
 }

@@ -209,7 +209,7 @@ type RngFn = unsafe extern "C" fn(u32, u32, u32, u32, u32, u32, *mut u32);
 type TournamentFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *const u32, *mut u32);
 type RankFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u32);
 type TruncationFn = unsafe extern "C" fn(SelectParams, *const u32, *mut u32);
-type LexicaseFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *mut u32, *mut u32, *mut f64, *mut u32);
+type LexicaseFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *const u32, *mut u32, *mut u32, *mut f64, *mut u32);
 type SetThreadFn = unsafe extern "C" fn(u32, u32, u32);
 
 struct Emulator {
@@ -672,6 +672,24 @@ impl Emulator {
                 f(params, ep as *const f64, sp as *const u32, cp as *const u32, outp as *mut f64)
             });
         }
+        // The clone groups: the hash table, then each row checked against its hash's first.
+        type InsertFn = unsafe extern "C" fn(SelectParams, *const f64, u32, *mut u64, *mut u32);
+        type VerifyFn = unsafe extern "C" fn(SelectParams, *const f64, u32, *const u64, *const u32, *mut u32);
+        let p = fit.len();
+        let bits = (2 * p.max(1)).next_power_of_two().trailing_zeros();
+        let (mut keys, mut vals, mut group) = (vec![0u64; 1 << bits], vec![u32::MAX; 1 << bits], vec![u32::MAX; p]);
+        let insert: InsertFn = Self::get(&self.select, kernels::ERROR_GROUPS_INSERT);
+        let verify: VerifyFn = Self::get(&self.select, kernels::ERROR_GROUPS_VERIFY);
+        let (kp, vp, gp) = (keys.as_mut_ptr(), vals.as_mut_ptr(), group.as_mut_ptr());
+        // SAFETY: errors P × C, the table 2^bits >= 2P slots, group P.
+        Self::launch(&self.select, p, || unsafe { insert(params, errors.as_ptr(), bits, kp, vp) });
+        Self::launch(&self.select, p, || unsafe { verify(params, errors.as_ptr(), bits, kp, vp, gp) });
+        for i in 0..p {
+            let rep = group[i] as usize;
+            let row = |j: usize| errors[j * n_cases..(j + 1) * n_cases].iter().map(|e| e.to_bits()).collect::<Vec<_>>();
+            assert!(rep <= i && row(rep) == row(i), "row {i}: group {rep}");
+            assert!((0..i).all(|j| row(j) != row(i)) == (rep == i), "row {i}: group {rep} is the first of its clones");
+        }
         let width = if k_pool == 0 { fit.len() } else { k_pool.min(fit.len()) };
         let mut order = vec![0u32; n_slots * n_cases];
         let mut cand = vec![0u32; n_slots * width];
@@ -682,7 +700,7 @@ impl Emulator {
         Self::launch(&self.select, n_slots, || {
             // SAFETY: errors P × C, eps C, pool n_valid entries, order and cand stride × C and
             // stride × width.
-            unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), op, cap, evp, wp) }
+            unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), group.as_ptr(), op, cap, evp, wp) }
         });
         (eps, w)
     }
@@ -1039,13 +1057,19 @@ fn lexicase_matches_reference(dev: &dyn Device) {
     // epsilons (more than EPSILON_SAMPLE valid individuals).
     for (p, n_cases, coarse, k_pool) in [(200usize, 30usize, true, 0usize), (300, 5, false, 0), (7, 1, true, 0), (50, 64, false, 0), (300, 12, true, 40), (1500, 9, false, 64), (1500, 7, true, 0)] {
         // Coarse errors tie often (long filters); fine ones separate quickly. Some NaN.
-        let errors: Vec<f64> = (0..p * n_cases)
+        let mut errors: Vec<f64> = (0..p * n_cases)
             .map(|i| match (i % 97, coarse) {
                 (0, _) => f64::NAN,
                 (_, true) => s.below(4) as f64,
                 (_, false) => s.unit_f64() * 10.0,
             })
             .collect();
+        // Clones: every fifth row repeats one of three, so selections end among clones.
+        for i in (5..p).step_by(5) {
+            let from = [1, 2, 3][i % 3];
+            let row = errors[from * n_cases..(from + 1) * n_cases].to_vec();
+            errors[i * n_cases..(i + 1) * n_cases].copy_from_slice(&row);
+        }
         let fit: Vec<f64> = (0..p).map(|i| if i % 11 == 3 { f64::INFINITY } else { errors[i * n_cases..(i + 1) * n_cases].iter().sum() }).collect();
         let pool = select::valid_indices(&fit);
         let n_slots = if p > 1000 { 300 } else { 2 * p };

@@ -331,6 +331,10 @@ pub const LEXICASE: &str = "grove_lexicase";
 pub const EPSILON_SAMPLE_KERNEL: &str = "grove_epsilon_sample";
 /// Lexicase: the epsilons, a block per case.
 pub const LEXICASE_EPSILONS: &str = "grove_lexicase_epsilons";
+/// Lexicase: each row's hash into the clone table.
+pub const ERROR_GROUPS_INSERT: &str = "grove_error_groups_insert";
+/// Lexicase: each row's clone group, checked against its hash's lowest index.
+pub const ERROR_GROUPS_VERIFY: &str = "grove_error_groups_verify";
 /// Threads of a `grove_lexicase_epsilons` block (`GROVE_EPSILON_THREADS`).
 pub const EPSILON_THREADS: u32 = 256;
 /// The `k` best or worst by fitness without a full ranking (migration): the radix select's
@@ -451,6 +455,8 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
             LEXICASE,
             EPSILON_SAMPLE_KERNEL,
             LEXICASE_EPSILONS,
+            ERROR_GROUPS_INSERT,
+            ERROR_GROUPS_VERIFY,
             TOPK_INIT,
             TOPK_PASS,
             TOPK_COLLECT,

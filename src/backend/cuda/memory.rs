@@ -98,6 +98,15 @@ pub(super) fn poison(ptr: cudarc::driver::sys::CUdeviceptr, words: usize, stream
         .during(|| format!("poisoning ({what})"))
 }
 
+/// Sets `words` 32-bit words at `ptr` to `value`, queued on `stream`.
+pub(super) fn fill_words(ptr: cudarc::driver::sys::CUdeviceptr, words: usize, value: u32, stream: &CudaStream, what: &str) -> Result<()> {
+    // SAFETY: callers pass a pointer to at least `words` words of a live buffer, ordered on
+    // `stream` before every later use.
+    unsafe { cudarc::driver::sys::cuMemsetD32Async(ptr, value, words, stream.cu_stream()) }
+        .result()
+        .during(|| format!("filling {what}"))
+}
+
 /// A zeroed device buffer of `n` elements (at least 1).
 pub(super) fn zeros<T: DeviceRepr + ValidAsZeroBits>(stream: &Arc<CudaStream>, n: usize, what: &str) -> Result<CudaSlice<T>> {
     stream.alloc_zeros::<T>(n.max(1)).during(|| what.to_string())

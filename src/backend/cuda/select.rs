@@ -14,12 +14,12 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    EPSILON_SAMPLE_KERNEL, EPSILON_THREADS, GATHER_WORDS, LEXICASE, LEXICASE_EPSILONS, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
+    EPSILON_SAMPLE_KERNEL, EPSILON_THREADS, ERROR_GROUPS_INSERT, ERROR_GROUPS_VERIFY, GATHER_WORDS, LEXICASE, LEXICASE_EPSILONS, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
     TOPK_INIT, TOPK_ORDER, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
 };
 use super::params::SelectParams;
 use super::CudaEngine;
-use super::memory::grow_device;
+use super::memory::{fill_words, grow_device};
 use crate::select::EPSILON_SAMPLE;
 
 /// Threads per block of the per-slot selection kernels.
@@ -73,6 +73,8 @@ pub struct LexicaseScratch {
     order: Option<CudaSlice<u32>>,
     cand: Option<CudaSlice<u32>>,
     ev: Option<CudaSlice<f64>>,
+    keys: Option<CudaSlice<u64>>,
+    vals: Option<CudaSlice<u32>>,
 }
 
 /// Indices on the device, each below `bound` (parents chosen by selection, a ranking, rows to
@@ -301,6 +303,46 @@ impl CudaEngine {
         Ok(())
     }
 
+    /// Queues the clone groups of `errors` (`grove_error_groups_insert`, then `_verify`): each
+    /// individual's lowest-index twin with the same errors bit for bit, `[P]`. The hash table
+    /// has 2^bits ≥ 2P slots.
+    fn error_groups(&self, errors: &CudaSlice<f64>, params: &SelectParams, s: &mut LexicaseScratch) -> Result<CudaSlice<u32>> {
+        use cudarc::driver::DevicePtrMut;
+        let n = params.n as usize;
+        let bits = (2 * n.max(1)).next_power_of_two().trailing_zeros();
+        let slots = 1usize << bits;
+        let stream: &std::sync::Arc<_> = &self.stream;
+        let keys = grow_device(&self.stream, &mut s.keys, slots, "allocating the clone table")?;
+        {
+            let (ptr, _rec) = keys.device_ptr_mut(stream);
+            fill_words(ptr, 2 * slots, 0, stream, "the clone table")?;
+        }
+        let vals = grow_device(&self.stream, &mut s.vals, slots, "allocating the clone table")?;
+        {
+            let (ptr, _rec) = vals.device_ptr_mut(stream);
+            fill_words(ptr, slots, u32::MAX, stream, "the clone table")?;
+        }
+        let lc = LaunchConfig { grid_dim: ((n as u32).div_ceil(THREADS).max(1), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        let f = self.function(&SELECT, &[], ERROR_GROUPS_INSERT)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(errors).arg(&bits).arg(&mut *keys).arg(&mut *vals);
+        // SAFETY: matches `grove_error_groups_insert(GroveSelectParams, const double* errors,
+        // unsigned bits, unsigned long long* keys, unsigned* vals)`: errors P × n_cases, keys
+        // and vals 2^bits >= 2P entries (at most P keys go in, so a probe always ends), zeroed
+        // and filled just before; thread i < P reads row i.
+        unsafe { b.launch(lc) }.during(|| format!("launching {ERROR_GROUPS_INSERT}"))?;
+        let mut group = self.alloc::<u32>(n, false, "allocating the clone groups")?;
+        let f = self.function(&SELECT, &[], ERROR_GROUPS_VERIFY)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(errors).arg(&bits).arg(&*keys).arg(&*vals).arg(&mut group);
+        // SAFETY: matches `grove_error_groups_verify(GroveSelectParams, const double* errors,
+        // unsigned bits, const unsigned long long* keys, const unsigned* vals, unsigned* group)`:
+        // every row's hash is in the table (inserted above), its value an index below P;
+        // thread i < P writes group[i] of P.
+        unsafe { b.launch(lc) }.during(|| format!("launching {ERROR_GROUPS_VERIFY}"))?;
+        Ok(group)
+    }
+
     /// `n_slots` epsilon-lexicase selections: slot `s` is `select::epsilon_lexicase(errors,
     /// n_cases, eps, &valid_indices(fit), k_pool, seed, generation, s)` with `eps` from
     /// [`Self::lexicase_epsilons`], all on the device: the pool taken from `fit` (invalid
@@ -328,6 +370,7 @@ impl CudaEngine {
         let (n_slots, n_cases) = (params.n_slots as usize, params.n_cases as usize);
         let (pool, n_valid) = self.valid_pool(fit, &params)?;
         self.epsilons_on_device(errors, n_cases, &params, &pool, &n_valid, s)?;
+        let group = self.error_groups(errors, &params, s)?;
         let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
         let width = if k_pool == 0 { fit.n } else { k_pool.min(fit.n) };
         let per_slot_bytes = 4 * (width + n_cases) + 8 * width;
@@ -343,10 +386,11 @@ impl CudaEngine {
             let p = SelectParams { n_slots: count as u32, slot_offset: start as u32, stride: batch as u32, ..params };
             let mut out = winners.slice_mut(start..start + count);
             let mut b = self.stream.launch_builder(&f);
-            b.arg(&p).arg(errors).arg(eps).arg(&pool).arg(&n_valid).arg(&mut *order).arg(&mut *cand).arg(&mut *ev).arg(&mut out);
+            b.arg(&p).arg(errors).arg(eps).arg(&pool).arg(&n_valid).arg(&group).arg(&mut *order).arg(&mut *cand).arg(&mut *ev).arg(&mut out);
             // SAFETY: matches `grove_lexicase(GroveSelectParams, const double* errors, const
-            // double* eps, const unsigned* pool, const unsigned* n_valid, unsigned* order,
-            // unsigned* cand, double* ev, unsigned* winners)`: errors holds P × n_cases, eps n_cases; the
+            // double* eps, const unsigned* pool, const unsigned* n_valid, const unsigned* group,
+            // unsigned* order, unsigned* cand, double* ev, unsigned* winners)`: errors holds
+            // P × n_cases, eps n_cases, group P entries below P (error_groups); the
             // pool (n_valid[0] <= P indices below P) was written just before on this stream;
             // thread s < count <= stride uses entries j × stride + s of order (j < n_cases) and
             // cand (j < width: the pool in full only when it holds at most width, else
