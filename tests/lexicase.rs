@@ -50,6 +50,22 @@ fn the_same_seed_repeats_a_lexicase_run_and_the_selection_changes_it() {
 }
 
 #[test]
+fn a_lexicase_pool_smaller_than_the_population_is_drawn_and_recorded() {
+    let run = |pool: &str| {
+        let r = report(&["evolve", "--functions", "add,sub,mul", "--data", "builtin:koza1", "--pop", "80", "--gens", "5", "--bloat", "none", "--selection", "lexicase", "--lexicase-pool", pool]);
+        let best: Vec<f64> = r["generations"].as_array().unwrap().iter().map(|g| g["best"].as_f64().unwrap()).collect();
+        (r["settings"]["engine"]["lexicase_pool"].as_u64(), best)
+    };
+    let (whole, a) = run("0");
+    let (larger, b) = run("500");
+    let (drawn, c) = run("8");
+    assert_eq!((whole, larger, drawn), (Some(0), Some(500), Some(8)));
+    // A pool at least the population's size is the whole population; a smaller one draws.
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
 fn what_lexicase_cannot_run_with_gets_one_clear_line() {
     for (args, needle) in [
         (vec!["evolve", "--functions", "add", "--selection", "lexicase", "--bloat", "nsga2"], "replaces the parent tournament"),

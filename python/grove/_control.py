@@ -129,6 +129,7 @@ def control(
     tournament_size=_CONTROL["tournament_size"],
     selection=_CONTROL["selection"],
     down_sample=_CONTROL["down_sample"],
+    lexicase_pool=_CONTROL["lexicase_pool"],
     elitism=_CONTROL["elitism"],
     max_length=_CONTROL["max_length"],
     p_out=_CONTROL["p_out"],
@@ -187,7 +188,8 @@ def control(
 
     ``selection`` (``--selection``): "tournament", or epsilon-lexicase with each training
     episode a case, on all of them ("lexicase") or on a fresh ``down_sample`` of them each
-    generation ("down-sampled"); lexicase needs ``episodes`` of 2 or more.
+    generation ("down-sampled"); lexicase needs ``episodes`` of 2 or more. ``lexicase_pool``:
+    the policies each selection starts from, drawn where there are more (0: all of them).
 
     ``max_time`` and ``stop_at``: the run ends after the generation past which one more would
     cross ``max_time`` seconds of search, or after the first whose best policy's training return
@@ -239,6 +241,7 @@ def control(
         "max_len": int(max_length),
         "selection": str(selection),
         "down_sample": float(down_sample),
+        "lexicase_pool": int(lexicase_pool),
     }
     settings = {
         "env": str(env),

@@ -80,6 +80,7 @@ class _SymbolicBase(BaseEstimator):
         "size_pressure": [Interval(Real, 1, 2, closed="both")],
         "selection": [StrOptions({"tournament", "lexicase", "down-sampled"})],
         "down_sample": [Interval(Real, 0, None, closed="neither")],
+        "lexicase_pool": [Interval(Integral, 0, None, closed="left")],
         "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
         "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
         "optimise_fraction": [Interval(Real, 0, 1, closed="right"), None],
@@ -110,6 +111,7 @@ class _SymbolicBase(BaseEstimator):
             "size_pressure": float(self.size_pressure),
             "selection": self.selection,
             "down_sample": float(self.down_sample),
+            "lexicase_pool": int(self.lexicase_pool),
         }
 
     def _engine_with_constants(self, seed):
@@ -283,6 +285,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     down_sample : float, default=0.1
         Down-sampled lexicase: the rows read per generation, a share in (0, 1) or a count of
         at least 2.
+    lexicase_pool : int, default=256
+        Lexicase: the programs each selection starts from, drawn from the valid ones where
+        there are more (``--lexicase-pool``; 0: always all of them), so that a generation's
+        selections cost population × pool, not population².
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
         Levenberg-Marquardt steps fitting the numeric constants (and the linear scaling) of
         the best ``optimise_fraction`` of the population every ``optimise_every`` generations
@@ -376,6 +382,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         size_pressure=_EVOLVE["size_pressure"],
         selection=_EVOLVE["selection"],
         down_sample=_EVOLVE["down_sample"],
+        lexicase_pool=_EVOLVE["lexicase_pool"],
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -415,6 +422,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.size_pressure = size_pressure
         self.selection = selection
         self.down_sample = down_sample
+        self.lexicase_pool = lexicase_pool
         self.islands = islands
         self.migrate_every = migrate_every
         self.migrants = migrants
@@ -507,7 +515,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     ----------
     function_set, operators, grammar, population_size (5000), generations (40), tournament_size,
     elitism, max_length (64), parsimony_coefficient, validation_fraction, select, bloat,
-    size_pressure, selection, down_sample, islands, migrate_every, migrants, gpus, max_time, device, threads,
+    size_pressure, selection, down_sample, lexicase_pool, islands, migrate_every, migrants, gpus, max_time, device, threads,
     random_state, warm_start, verbose :
         as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets); validation
         rows are held out per class, and their error is the one ``fitness`` names.
@@ -582,6 +590,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         size_pressure=_CLASSIFY["size_pressure"],
         selection=_CLASSIFY["selection"],
         down_sample=_CLASSIFY["down_sample"],
+        lexicase_pool=_CLASSIFY["lexicase_pool"],
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -621,6 +630,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.size_pressure = size_pressure
         self.selection = selection
         self.down_sample = down_sample
+        self.lexicase_pool = lexicase_pool
         self.islands = islands
         self.migrate_every = migrate_every
         self.migrants = migrants

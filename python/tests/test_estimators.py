@@ -288,6 +288,12 @@ def test_lexicase_selection_reaches_the_engine_and_bad_values_are_refused():
     c = SymbolicClassifier(**SMALL, selection="lexicase").fit(*iris_named())
     assert c.report_["settings"]["engine"]["selection"] == "lexicase"
     assert c.score(*iris_named()) > 0.8
+    # A drawn pool reaches the run, and changes it; a negative one is refused.
+    assert m.report_["settings"]["engine"]["lexicase_pool"] == 256
+    small = SymbolicRegressor(**SMALL, selection="lexicase", bloat="none", lexicase_pool=8).fit(X, y)
+    assert small.report_["settings"]["engine"]["lexicase_pool"] == 8
+    with pytest.raises(ValueError, match="lexicase_pool"):
+        SymbolicRegressor(**SMALL, selection="lexicase", lexicase_pool=-1).fit(X, y)
     with pytest.raises(ValueError, match="selection"):
         SymbolicRegressor(selection="roulette").fit(X, y)
     with pytest.raises(ValueError, match="down_sample"):

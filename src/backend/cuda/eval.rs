@@ -482,17 +482,17 @@ impl CudaEngine {
 
     /// The rows `rows` (each below the data's rows, checked) of `data` as a data set of their
     /// own, in that order, gathered on the device (`grove_gather_rows`) into `s.cases`
-    /// (kept while its shape stays): lexicase's cases.
-    pub(super) fn gather_rows(&self, data: &DeviceDataset, rows: &[u32], s: &mut super::select::LexicaseScratch) -> Result<()> {
+    /// (kept while its shape stays), the indices copied to `d_rows`: lexicase's cases.
+    pub(super) fn gather_rows(&self, data: &DeviceDataset, rows: &[u32], d_rows: &mut Option<CudaSlice<u32>>, gathered: &mut Option<DeviceDataset>) -> Result<()> {
         self.check_dataset(data)?;
         if rows.is_empty() || rows.len() > u32::MAX as usize || rows.iter().any(|&r| r as usize >= data.n_rows) {
             return Err(GpuError::Input(format!("{} case rows of a data set of {} rows", rows.len(), data.n_rows)));
         }
         let k = rows.len();
-        let d_rows = grow_device(&self.stream, &mut s.rows, k, "allocating the case rows")?;
+        let d_rows = grow_device(&self.stream, d_rows, k, "allocating the case rows")?;
         self.stream.memcpy_htod(rows, &mut d_rows.slice_mut(..k)).during(|| "copying the case rows".into())?;
-        if !s.cases.as_ref().is_some_and(|c| c.n_rows == k && c.n_features == data.n_features && c.engine == self.id) {
-            s.cases = Some(DeviceDataset {
+        if !gathered.as_ref().is_some_and(|c| c.n_rows == k && c.n_features == data.n_features && c.engine == self.id) {
+            *gathered = Some(DeviceDataset {
                 x: self.alloc::<f32>(k * data.n_features.max(1), false, "allocating the case rows")?,
                 y: self.alloc::<f32>(k, false, "allocating the case rows")?,
                 n_rows: k,
@@ -500,7 +500,7 @@ impl CudaEngine {
                 engine: self.id,
             });
         }
-        let cases = s.cases.as_mut().expect("just made");
+        let cases = gathered.as_mut().expect("just made");
         let f = self.function(&kernels::GENERATION, &[], kernels::GATHER_ROWS)?;
         let mut b = self.stream.launch_builder(&f);
         let (n, nf, k32) = (data.n_rows as u32, data.n_features as u32, k as u32);

@@ -362,7 +362,7 @@ impl CudaEngine {
                 (data.n_rows() as u32, 1u32)
             }
             None => {
-                self.gather_rows(data, cases, s)?;
+                self.gather_rows(data, cases, &mut s.rows, &mut s.cases)?;
                 let rows = s.cases.as_ref().expect("gathered");
                 let pred = grow_device(&self.stream, &mut s.pred, p * k, "allocating the case predictions")?;
                 let v = Views { ids: order.ids.slice(..p), op: pop.op.slice(..), value: pop.value.slice(..), size: pop.size.slice(..), out: pop.out.slice(..), len: pop.len.slice(..) };
