@@ -5,6 +5,8 @@
 # one line per run (test accuracy, seconds), then a table of medians.
 #
 #   SEEDS=3 DEVICE=cpu SELECTIONS="tournament down-sampled lexicase" tools/search/classes.sh [BIN]
+#
+# FLAGS adds flags to every run (e.g. FLAGS="--functions add,sub,mul,div,sin,cos").
 set -euo pipefail
 bin=${1:-target/release/grove}
 seeds=${SEEDS:-3}
@@ -49,7 +51,8 @@ for d in $sets; do
     for sel in $selections; do
         for s in $(seq 1 "$seeds"); do
             rep="$out/$d-$sel-$s.json"
-            "$bin" classify --data "$out/$d.csv" --test-fraction 0.25 --seed "$s" --device "$device" --selection "$sel" --quiet --report "$rep" >/dev/null
+            # shellcheck disable=SC2086
+            "$bin" classify --data "$out/$d.csv" --test-fraction 0.25 --seed "$s" --device "$device" --selection "$sel" ${FLAGS:-} --quiet --report "$rep" >/dev/null
             python3 -c "import json;r=json.load(open('$rep'));print('$d', '$sel', $s, r['test']['accuracy'], r['train']['accuracy'], r['timing']['seconds'])" >>"$out/runs.txt"
         done
     done
