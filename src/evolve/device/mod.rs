@@ -112,7 +112,7 @@ pub struct Transfers {
 }
 
 /// Whether the device loop can run these settings (else the host loop runs, with the same
-/// results): plain tournament selection with at most
+/// results): tournament selection (or lexicase, where [`supports_tasks`] also holds) with at most
 /// [`crate::backend::cuda::kernels::MAX_ELITE`] elites, or NSGA-II ([`nsga2`]) (the other
 /// bloat controls read sizes in tournaments the device does not have), and a population the
 /// kernels index (NSGA-II's pool holds two).
