@@ -366,7 +366,8 @@ impl CudaEngine {
     /// `min(P, k_pool)` entries (`P` when `k_pool` is 0) and its case order; slots run in
     /// batches of at most 1 GiB of such lists, the buffers kept in `s`.
     pub(super) fn lexicase_on_device(&self, errors: &CudaSlice<f64>, mut params: SelectParams, fit: &DeviceFitness, k_pool: usize, s: &mut LexicaseScratch) -> Result<DeviceIndices> {
-        params.k = u32::try_from(k_pool).map_err(|_| GpuError::Input(format!("a lexicase pool of {k_pool}")))?;
+        // A pool at least the population's size is the whole population (P < 2^32 here).
+        params.k = k_pool.min(u32::MAX as usize) as u32;
         let (n_slots, n_cases) = (params.n_slots as usize, params.n_cases as usize);
         let (pool, n_valid) = self.valid_pool(fit, &params)?;
         self.epsilons_on_device(errors, n_cases, &params, &pool, &n_valid, s)?;
