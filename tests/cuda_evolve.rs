@@ -849,7 +849,7 @@ fn nsga2_on_the_device_equals_the_host_loop() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn lexicase_on_the_device_equals_the_host_loop() {
-    use grove::evolve::{EngineConfig, IslandConfig, Representation, device, host};
+    use grove::evolve::{EngineConfig, IslandConfig, Representation, device};
     use grove::select::Selection;
     use grove::task::regression::{Metric, Regression, RegressionConfig, TreeSettings};
     let problem = DataSource::parse("builtin:pagie1").unwrap().load(None).unwrap();
@@ -879,12 +879,7 @@ fn lexicase_on_the_device_equals_the_host_loop() {
         let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         assert!(device::supports(&cfg) && device::supports_tasks(&cfg, &IslandConfig::single(), &[d]));
-        let (mut fa, mut fb) = (Fame::default(), Fame::default());
-        let (a, _) = device::run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
-        let b = host::run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &task, None, &mut fb).unwrap();
-        let what = format!("trees {cfg:?} {reg:?}");
-        assert_same_runs(&what, &a, &b, &fa, &fb);
-        eprintln!("{what}: best {:e} at generation {}", a.best.fitness, a.best.generation);
+        both_loops(&format!("trees {cfg:?} {reg:?}"), &cfg, Representation::Trees(&rep), &task);
     }
     // GE: the same selections feed its crossover and mutation.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -897,14 +892,8 @@ fn lexicase_on_the_device_equals_the_host_loop() {
     for (cfg, reg) in [(lex(1000, 7, Selection::Lexicase, 0), plain), (lex(2500, 8, Selection::DownSampled, 256), scaled)] {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
         let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: Some(train) };
-        let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         assert!(device::supports_grammar(&cfg, &rep));
-        let (mut fa, mut fb) = (Fame::default(), Fame::default());
-        let (a, _) = device::run(&cfg, &IslandConfig::single(), Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
-        let b = host::run(&cfg, &IslandConfig::single(), Representation::Grammar(&rep), &task, None, &mut fb).unwrap();
-        let what = format!("GE {cfg:?} {reg:?}");
-        assert_same_runs(&what, &a, &b, &fa, &fb);
-        eprintln!("{what}: best {:e} at generation {}", a.best.fitness, a.best.generation);
+        both_loops(&format!("GE {cfg:?} {reg:?}"), &cfg, Representation::Grammar(&rep), &task);
     }
     // Data too large for the evaluation to keep every value (2000 trees × 600 000 rows × 4
     // bytes is over 4 GiB): the case rows are gathered and predicted on their own.
@@ -917,11 +906,7 @@ fn lexicase_on_the_device_equals_the_host_loop() {
     let data = gpu.regression_data(&big.x, &big.y, big.n_rows, big.n_features).unwrap();
     let task = Regression { backend: &gpu, data, config: scaled, outputs: 1, joint: None, rows: Some(&big) };
     let rep = TreeSettings::default().rep("add,sub,mul,sin", 2, cfg.max_len).unwrap();
-    let d = grove::evolve::Fitness::device_task(&task).unwrap();
-    let (mut fa, mut fb) = (Fame::default(), Fame::default());
-    let (a, _) = device::run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &[d], None, &mut fa).unwrap();
-    let b = host::run(&cfg, &IslandConfig::single(), Representation::Trees(&rep), &task, None, &mut fb).unwrap();
-    assert_same_runs("600 000 rows, cases predicted on their own", &a, &b, &fa, &fb);
+    both_loops("600 000 rows, cases predicted on their own", &cfg, Representation::Trees(&rep), &task);
     // Islands take the host loop.
     let cfg = lex(600, 3, Selection::Lexicase, 0);
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
@@ -929,4 +914,15 @@ fn lexicase_on_the_device_equals_the_host_loop() {
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let two = IslandConfig { count: 2, ..IslandConfig::single() };
     assert!(!device::supports_tasks(&cfg, &two, &[d, d]));
+}
+
+/// One island's run of `rep` on `task` in the device loop and in the host loop: the same runs.
+fn both_loops(what: &str, cfg: &grove::evolve::EngineConfig, rep: grove::evolve::Representation<'_, '_>, task: &grove::task::regression::Regression<'_>) {
+    use grove::evolve::{IslandConfig, device, host};
+    let d = grove::evolve::Fitness::device_task(task).expect("resident data gives the device loop");
+    let (mut fa, mut fb) = (Fame::default(), Fame::default());
+    let (a, _) = device::run(cfg, &IslandConfig::single(), rep, &[d], None, &mut fa).unwrap();
+    let b = host::run(cfg, &IslandConfig::single(), rep, task, None, &mut fb).unwrap();
+    assert_same_runs(what, &a, &b, &fa, &fb);
+    eprintln!("{what}: best {:e} at generation {}", a.best.fitness, a.best.generation);
 }

@@ -480,10 +480,9 @@ impl CudaEngine {
         Ok(())
     }
 
-    /// The rows `rows` (each below the data's rows, checked) of `data` as a data set of their
-    /// own, in that order, gathered on the device (`grove_gather_rows`) into `s.cases`
-    /// (kept while its shape stays), the indices copied to `d_rows`: lexicase's cases.
-    pub(super) fn gather_rows(&self, data: &DeviceDataset, rows: &[u32], d_rows: &mut Option<CudaSlice<u32>>, gathered: &mut Option<DeviceDataset>) -> Result<()> {
+    /// Checks that `rows` are 1 to 2^32 − 1 rows of `data` and copies them to `d_rows` (grown as
+    /// needed): lexicase's case rows.
+    pub(super) fn copy_rows<'a>(&self, data: &DeviceDataset, rows: &[u32], d_rows: &'a mut Option<CudaSlice<u32>>) -> Result<&'a mut CudaSlice<u32>> {
         self.check_dataset(data)?;
         if rows.is_empty() || rows.len() > u32::MAX as usize || rows.iter().any(|&r| r as usize >= data.n_rows) {
             return Err(GpuError::Input(format!("{} case rows of a data set of {} rows", rows.len(), data.n_rows)));
@@ -491,6 +490,15 @@ impl CudaEngine {
         let k = rows.len();
         let d_rows = grow_device(&self.stream, d_rows, k, "allocating the case rows")?;
         self.stream.memcpy_htod(rows, &mut d_rows.slice_mut(..k)).during(|| "copying the case rows".into())?;
+        Ok(d_rows)
+    }
+
+    /// The rows `rows` (each below the data's rows, checked) of `data` as a data set of their
+    /// own, in that order, gathered on the device (`grove_gather_rows`) into `s.cases`
+    /// (kept while its shape stays), the indices copied to `d_rows`: lexicase's cases.
+    pub(super) fn gather_rows(&self, data: &DeviceDataset, rows: &[u32], d_rows: &mut Option<CudaSlice<u32>>, gathered: &mut Option<DeviceDataset>) -> Result<()> {
+        let k = rows.len();
+        let d_rows = self.copy_rows(data, rows, d_rows)?;
         if !gathered.as_ref().is_some_and(|c| c.n_rows == k && c.n_features == data.n_features && c.engine == self.id) {
             *gathered = Some(DeviceDataset {
                 x: self.alloc::<f32>(k * data.n_features.max(1), false, "allocating the case rows")?,

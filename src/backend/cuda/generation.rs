@@ -338,11 +338,12 @@ impl CudaEngine {
         generation: u32,
     ) -> Result<DeviceIndices> {
         let p = pop.size();
-        if scratch.n != p || pop.engine != self.id || order.n_fast + order.n_deep != p || pop.n_outputs() > 0 {
+        if scratch.n != p || fit.size() != p || pop.engine != self.id || order.n_fast + order.n_deep != p || pop.n_outputs() > 0 {
             return Err(GpuError::Input(format!(
-                "case errors of {p} trees ({} outputs) with sums for {}, {} + {} trees ordered",
+                "case errors of {p} trees ({} outputs) with sums for {}, fitness for {}, {} + {} trees ordered",
                 pop.n_outputs(),
                 scratch.n,
+                fit.size(),
                 order.n_fast,
                 order.n_deep
             )));
@@ -354,11 +355,7 @@ impl CudaEngine {
         // The cases' values: kept by the evaluation, or the case rows gathered and predicted.
         let (stride, by_row) = match &scratch.values {
             Some(_) => {
-                if cases.is_empty() || cases.iter().any(|&r| r as usize >= data.n_rows()) {
-                    return Err(GpuError::Input(format!("{k} case rows of a data set of {} rows", data.n_rows())));
-                }
-                let d_rows = grow_device(&self.stream, &mut s.rows, k, "allocating the case rows")?;
-                self.stream.memcpy_htod(cases, &mut d_rows.slice_mut(..k)).during(|| "copying the case rows".into())?;
+                self.copy_rows(data, cases, &mut s.rows)?;
                 (data.n_rows() as u32, 1u32)
             }
             None => {
@@ -390,9 +387,6 @@ impl CudaEngine {
         // `at < P × k` writes errors[at].
         unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::CASE_ERRORS))?;
         let mut sel = self.select_params(fit, n_slots, seed, generation)?;
-        if fit.size() != p {
-            return Err(GpuError::Input(format!("fitness of {} for {p} trees", fit.size())));
-        }
         sel.n_cases = k32;
         let errors = s.errors.take().expect("filled above");
         let out = self.lexicase_on_device(&errors, sel, fit, k_pool, s);
