@@ -25,6 +25,33 @@ pub struct DeviceMapping {
     pub scratch: MapTreesScratch,
 }
 
+impl CudaEngine {
+    /// GE crossover as `cfg.crossover_op` names it: one-point within `used` codons
+    /// ([`Self::ge_crossover`]) or of derivation subtrees ([`Self::ge_subtree_crossover`], which
+    /// maps the parents again itself), for the device loop's breeding and NSGA-II's survivors.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ge_crossover_by_op(
+        &self,
+        grammar: &Grammar<'_>,
+        tables: &DeviceTables,
+        parents: &DeviceGenomes,
+        used: UsedCodons<'_>,
+        pairs: &DeviceIndices,
+        children: &mut DeviceGenomes,
+        first_row: usize,
+        cfg: &GeVaryConfig,
+        seed: u64,
+        generation: u32,
+    ) -> super::error::Result<()> {
+        match cfg.crossover_op {
+            GeCrossover::Onepoint => self.ge_crossover(parents, used, pairs, children, first_row, cfg, seed, generation),
+            GeCrossover::Subtree => {
+                self.ge_subtree_crossover(tables, &grammar.map, grammar.max_derivation, parents, pairs, children, first_row, cfg, seed, generation)
+            }
+        }
+    }
+}
+
 impl Breeder for CudaEngine {
     type Trees = DevicePopulation;
     type Genomes = DeviceGenomes;
@@ -109,21 +136,7 @@ impl Breeder for CudaEngine {
         seed: u64,
         generation: u32,
     ) -> Result<()> {
-        match cfg.crossover_op {
-            GeCrossover::Onepoint => Ok(self.ge_crossover(parents, UsedCodons::Counts(m.scratch.used()), pairs, children, first_row, cfg, seed, generation)?),
-            GeCrossover::Subtree => Ok(self.ge_subtree_crossover(
-                &m.tables,
-                &grammar.map,
-                grammar.max_derivation,
-                parents,
-                pairs,
-                children,
-                first_row,
-                cfg,
-                seed,
-                generation,
-            )?),
-        }
+        Ok(self.ge_crossover_by_op(grammar, &m.tables, parents, UsedCodons::Counts(m.scratch.used()), pairs, children, first_row, cfg, seed, generation)?)
     }
 
     fn mutate(

@@ -175,12 +175,8 @@ pub(super) fn breed_island(
                     let (Some(genomes), Some(used)) = (&s.surv.genomes, &s.surv.used) else {
                         anyhow::bail!("GE's survivors keep their genomes");
                     };
-                    if rep.vary.crossover_op == crate::genome::vary::GeCrossover::Subtree {
-                        e.ge_subtree_crossover(&g.mapping.tables, &grammar.map, grammar.max_derivation, genomes, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
-                    } else {
-                        let used = crate::backend::cuda::vary::UsedCodons::Counts(e.used_counts(used));
-                        e.ge_crossover(genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
-                    }
+                    let used = crate::backend::cuda::vary::UsedCodons::Counts(e.used_counts(used));
+                    e.ge_crossover_by_op(&grammar, &g.mapping.tables, genomes, used, &pairs, &mut g.next, n_elite, &rep.vary, i.seed, next_gen)?;
                 }
                 None => {
                     let pairs = select_parents(ev, cfg, parents, slots, next_gen)?;
