@@ -42,12 +42,16 @@ __device__ __forceinline__ bool grove_beats(const double* fit, unsigned a, unsig
 // number. Three launches over tiles of GROVE_TILE indices (scan.cuh): grove_valid_count (a
 // block per tile), grove_valid_scan (one block), grove_valid_pool (a block per tile).
 
-__device__ __forceinline__ bool grove_valid(const double* fit, unsigned i) { return isfinite(grove_key(fit[i])); }
+// With `group` (not null: select::parent_pool's unique representatives, grove_unique_groups),
+// only the individuals that represent their group are in the pool.
+__device__ __forceinline__ bool grove_valid(const double* fit, const unsigned* group, unsigned i) {
+    return isfinite(grove_key(fit[i])) && (group == nullptr || group[i] == i);
+}
 
-extern "C" __global__ void grove_valid_count(GroveSelectParams p, const double* fit, unsigned long long* tiles) {
+extern "C" __global__ void grove_valid_count(GroveSelectParams p, const double* fit, const unsigned* group, unsigned long long* tiles) {
     const unsigned lo = grove_tile_first();
     unsigned long long c = 0;
-    for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j) c += lo + j < p.n && grove_valid(fit, lo + j);
+    for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j) c += lo + j < p.n && grove_valid(fit, group, lo + j);
     unsigned long long total;
     grove_block_scan(c, total);
     if (threadIdx.x == 0) tiles[blockIdx.x] = total;
@@ -60,19 +64,64 @@ extern "C" __global__ void grove_valid_scan(GroveSelectParams p, unsigned long l
     if (threadIdx.x == 0) n_valid[0] = (unsigned)total;
 }
 
-extern "C" __global__ void grove_valid_pool(GroveSelectParams p, const double* fit, const unsigned long long* tiles,
-                                            unsigned* pool) {
+extern "C" __global__ void grove_valid_pool(GroveSelectParams p, const double* fit, const unsigned* group,
+                                            const unsigned long long* tiles, unsigned* pool) {
     const unsigned lo = grove_tile_first();
     bool keep[GROVE_TILE_ITEMS];
     unsigned long long c = 0;
     for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j) {
-        keep[j] = lo + j < p.n && grove_valid(fit, lo + j);
+        keep[j] = lo + j < p.n && grove_valid(fit, group, lo + j);
         c += keep[j];
     }
     unsigned long long total;
     unsigned at = (unsigned)(tiles[blockIdx.x] + grove_block_scan(c, total));
     for (unsigned j = 0; j < GROVE_TILE_ITEMS; ++j)
         if (keep[j]) pool[at++] = lo + j;
+}
+
+// select::parent_pool's representatives (Diversity::Unique): group[i] is the valid individual
+// of fewest nodes, then lowest index, whose fitness equals i's bit for bit (i itself for an
+// invalid one). Two launches, a thread per individual: grove_unique_insert puts each valid
+// fitness's bits in an open table of 2^bits slots (keys: the bits themselves, so exact; the
+// empty key is all ones, a NaN, which no valid fitness has) and keeps the least (size << 32 |
+// index) of each; grove_unique_groups reads it back.
+#define GROVE_UNIQUE_EMPTY 0xFFFFFFFFFFFFFFFFull
+
+__device__ __forceinline__ unsigned grove_unique_first_slot(unsigned long long k, unsigned mask) {
+    k ^= k >> 33;
+    k *= 0xFF51AFD7ED558CCDull;
+    k ^= k >> 33;
+    return (unsigned)k & mask;
+}
+
+extern "C" __global__ void grove_unique_insert(GroveSelectParams p, const double* fit, const unsigned short* lens, unsigned bits,
+                                               unsigned long long* keys, unsigned long long* vals) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n || !isfinite(grove_key(fit[i]))) return;
+    const unsigned long long k = (unsigned long long)__double_as_longlong(fit[i]);
+    const unsigned mask = (1u << bits) - 1;
+    unsigned slot = grove_unique_first_slot(k, mask);
+    for (;;) {
+        const unsigned long long old = atomicCAS(&keys[slot], GROVE_UNIQUE_EMPTY, k);
+        if (old == GROVE_UNIQUE_EMPTY || old == k) break;
+        slot = (slot + 1) & mask;
+    }
+    atomicMin(&vals[slot], ((unsigned long long)lens[i] << 32) | i);
+}
+
+extern "C" __global__ void grove_unique_groups(GroveSelectParams p, const double* fit, unsigned bits,
+                                               const unsigned long long* keys, const unsigned long long* vals, unsigned* group) {
+    const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) return;
+    if (!isfinite(grove_key(fit[i]))) {
+        group[i] = i;
+        return;
+    }
+    const unsigned long long k = (unsigned long long)__double_as_longlong(fit[i]);
+    const unsigned mask = (1u << bits) - 1;
+    unsigned slot = grove_unique_first_slot(k, mask);
+    while (keys[slot] != k) slot = (slot + 1) & mask;
+    group[i] = (unsigned)(vals[slot] & 0xFFFFFFFFull);
 }
 
 // select::run_tournament: k contestants drawn with replacement from the pool (all n

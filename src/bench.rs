@@ -245,7 +245,7 @@ fn gpu_breed(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<V
         for rep in 0..8 {
             sync()?;
             let t = Instant::now();
-            let winners = engine.select_tournament(&dfit, 2 * p, 3, false, 1, rep + 1)?;
+            let winners = engine.select_tournament(&dfit, None, 2 * p, 3, false, 1, rep + 1)?;
             sync()?;
             let ts = t.elapsed().as_secs_f64();
             let t = Instant::now();

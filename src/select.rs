@@ -26,6 +26,38 @@ pub fn valid_indices(fit: &[f64]) -> Vec<u32> {
     (0..fit.len() as u32).filter(|&i| key(fit[i as usize]).is_finite()).collect()
 }
 
+/// How a population keeps its diversity (`--diversity`, `engine.diversity`; the variants' doc
+/// comments are its help).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Diversity {
+    /// Every valid program enters parent selection.
+    #[default]
+    None,
+    /// Programs of equal fitness enter parent selection once: only the smallest of them (the
+    /// first among equal sizes) is a candidate parent, so that copies of one program, or of
+    /// one constant, cannot fill the tournaments. NSGA-II ranks its duplicates behind instead.
+    Unique,
+}
+
+/// The candidate parents: the valid individuals ([`valid_indices`]), in order; with `unique`,
+/// only the representative of each fitness value (bit for bit): the one of fewest nodes
+/// (`sizes`), the lowest index among equal sizes ([`Diversity::Unique`]). The twin of
+/// `grove_unique_insert` and `grove_valid_pool` with groups (`kernels/select.cu`).
+pub fn parent_pool(fit: &[f64], sizes: &[u16], unique: bool) -> Vec<u32> {
+    if !unique {
+        return valid_indices(fit);
+    }
+    assert_eq!(sizes.len(), fit.len(), "one size per individual");
+    let valid = valid_indices(fit);
+    let mut first: std::collections::HashMap<u64, (u16, u32)> = std::collections::HashMap::with_capacity(valid.len());
+    for &i in &valid {
+        let k = (sizes[i as usize], i);
+        first.entry(fit[i as usize].to_bits()).and_modify(|r| *r = (*r).min(k)).or_insert(k);
+    }
+    valid.into_iter().filter(|&i| first[&fit[i as usize].to_bits()].1 == i).collect()
+}
+
 /// `pool`, or every one of `n` individuals where it is empty (the selections' convention).
 fn or_all(pool: &[u32], n: usize) -> std::borrow::Cow<'_, [u32]> {
     if pool.is_empty() { std::borrow::Cow::Owned((0..n as u32).collect()) } else { std::borrow::Cow::Borrowed(pool) }
@@ -100,6 +132,8 @@ pub struct Tournament {
     pub bloat: Bloat,
     /// Double tournament's `D` in `[1, 2]`: the smaller winner wins with probability `D / 2`.
     pub size_pressure: f64,
+    /// Contestants from [`parent_pool`]'s unique representatives ([`Diversity::Unique`]).
+    pub unique: bool,
 }
 
 impl Tournament {
@@ -716,7 +750,7 @@ mod tests {
         let fit: Vec<f64> = (0..20).map(|i| (i % 5) as f64).collect();
         let sizes: Vec<u16> = (0..20).map(|i| 30 - i as u16).collect();
         let pool = valid_indices(&fit);
-        let plain = Tournament { size: 3, bloat: Bloat::None, size_pressure: 1.4 };
+        let plain = Tournament { size: 3, bloat: Bloat::None, size_pressure: 1.4, unique: false };
         for slot in 0..200 {
             assert_eq!(plain.pick(&fit, &sizes, &pool, 5, 2, slot), tournament(&fit, &pool, 3, 5, 2, slot));
         }
@@ -739,7 +773,7 @@ mod tests {
         let pool = valid_indices(&fit);
         let n = 20_000;
         for (d, want) in [(2.0, 1.0), (1.0, 0.5), (1.4, 0.7)] {
-            let t = Tournament { size: 1, bloat: Bloat::DoubleTournament, size_pressure: d };
+            let t = Tournament { size: 1, bloat: Bloat::DoubleTournament, size_pressure: d, unique: false };
             let (mut small, mut differ) = (0, 0);
             for slot in 0..n {
                 let mut s = Stream::new(3, 4, slot as u32, Purpose::Select);

@@ -47,8 +47,10 @@ trait Device {
     fn ge_int_flip(&self, genomes: &Genomes, used: &[u32], first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes;
     /// `grove_rng_draws`.
     fn rng_draws(&self, n: usize, seed: u64, generation: u32, purpose: Purpose, bound: u32) -> Vec<u32>;
-    /// `n_slots` tournament winners.
-    fn tournament(&self, fit: &[f64], n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32>;
+    /// `n_slots` tournament winners; with `sizes`, among unique parents only
+    /// (`select::parent_pool`).
+    #[allow(clippy::too_many_arguments)]
+    fn tournament(&self, fit: &[f64], sizes: Option<&[u16]>, n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32>;
     /// The ranking.
     fn rank(&self, fit: &[f64]) -> Vec<u32>;
     /// The radix select's slots: mode 0 the `k` best, 1 the `k` worst, 2 both.
@@ -58,7 +60,7 @@ trait Device {
     /// Lexicase's epsilons and `n_slots` epsilon-lexicase selections from pools of `k_pool`,
     /// the pool of valid individuals from `fit`.
     #[allow(clippy::too_many_arguments)]
-    fn lexicase(&self, errors: &[f64], n_cases: usize, fit: &[f64], k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>);
+    fn lexicase(&self, errors: &[f64], n_cases: usize, fit: &[f64], sizes: Option<&[u16]>, k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>);
     /// NSGA-II of the points (fitness, size) of rows of `max_len` nodes: the ranking, the `keep`
     /// survivors and `n_slots` tournament winners of `k` contestants.
     #[allow(clippy::too_many_arguments)]
@@ -72,6 +74,11 @@ struct ParetoOut {
     crowd: Vec<f64>,
     survivors: Vec<u32>,
     winners: Vec<u32>,
+}
+
+/// The row width that holds programs of `sizes` nodes.
+fn rows_width(sizes: &[u16]) -> usize {
+    sizes.iter().copied().max().unwrap_or(1).max(1) as usize
 }
 
 /// A population whose rows have the lengths `sizes`: `sin(sin(… x0))` (0: an empty row).
@@ -130,10 +137,11 @@ impl Device for Gpu {
     fn rng_draws(&self, n: usize, seed: u64, generation: u32, purpose: Purpose, bound: u32) -> Vec<u32> {
         self.0.rng_draws(n, seed, generation, purpose, bound).unwrap()
     }
-    fn tournament(&self, fit: &[f64], n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32> {
+    fn tournament(&self, fit: &[f64], sizes: Option<&[u16]>, n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32> {
         let e = &self.0;
         let f = e.upload_fitness(fit).unwrap();
-        let w = e.select_tournament(&f, n_slots, k, distinct, seed, generation).unwrap();
+        let pop = sizes.map(|s| e.upload_population(&rows_of(s, rows_width(s))).unwrap());
+        let w = e.select_tournament(&f, pop.as_ref(), n_slots, k, distinct, seed, generation).unwrap();
         e.download_indices(&w).unwrap()
     }
     fn rank(&self, fit: &[f64]) -> Vec<u32> {
@@ -160,12 +168,13 @@ impl Device for Gpu {
         let ranked = e.rank(&f).unwrap();
         e.download_indices(&e.select_truncation(&ranked, n_slots, rate, seed, generation).unwrap()).unwrap()
     }
-    fn lexicase(&self, errors: &[f64], n_cases: usize, fit: &[f64], k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>) {
+    fn lexicase(&self, errors: &[f64], n_cases: usize, fit: &[f64], sizes: Option<&[u16]>, k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>) {
         let e = &self.0;
         let f = e.upload_fitness(fit).unwrap();
         let d = e.upload_errors(errors, n_cases).unwrap();
-        let eps = e.lexicase_epsilons(&d, &f, seed, generation).unwrap();
-        (eps, e.download_indices(&e.select_lexicase(&d, &f, k_pool, n_slots, seed, generation).unwrap()).unwrap())
+        let pop = sizes.map(|s| e.upload_population(&rows_of(s, rows_width(s))).unwrap());
+        let eps = e.lexicase_epsilons(&d, &f, pop.as_ref(), seed, generation).unwrap();
+        (eps, e.download_indices(&e.select_lexicase(&d, &f, pop.as_ref(), k_pool, n_slots, seed, generation).unwrap()).unwrap())
     }
     fn pareto(&self, fit: &[f64], sizes: &[u16], max_len: usize, keep: usize, n_slots: usize, k: usize, seed: u64, generation: u32) -> ParetoOut {
         let e = &self.0;
@@ -321,11 +330,13 @@ impl Emulator {
     }
     /// The valid pool as the GPU makes it: `grove_valid_count` and `grove_valid_pool` a block of
     /// TILE_THREADS threads per tile, `grove_valid_scan` one block between them.
-    fn valid_pool(&self, fit: &[f64]) -> (Vec<u32>, [u32; 1]) {
-        type CountFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u64);
+    fn valid_pool(&self, fit: &[f64], sizes: Option<&[u16]>) -> (Vec<u32>, [u32; 1]) {
+        type CountFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *mut u64);
         type ScanFn = unsafe extern "C" fn(SelectParams, *mut u64, *mut u32);
-        type PoolFn = unsafe extern "C" fn(SelectParams, *const f64, *const u64, *mut u32);
+        type PoolFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *const u64, *mut u32);
         let params = SelectParams { n: fit.len() as u32, ..SelectParams::default() };
+        let group = sizes.map(|s| self.unique_groups(fit, s));
+        let gp = group.as_ref().map_or(0usize, |g| g.as_ptr() as usize);
         let n_tiles = fit.len().div_ceil(kernels::TILE as usize).max(1);
         let mut pool = vec![u32::MAX; fit.len() + 1];
         let mut n_valid = [u32::MAX];
@@ -337,15 +348,33 @@ impl Emulator {
         let (fp, pp, np, tp) = (fit.as_ptr() as usize, pool.as_mut_ptr() as usize, n_valid.as_mut_ptr() as usize, tiles.as_mut_ptr() as usize);
         for b in 0..n_tiles as u32 {
             // SAFETY: fit holds P entries, tiles n_tiles; block b of the tiles.
-            Self::run_block_at(&self.select, b, kernels::TILE_THREADS, &|| unsafe { count(params, fp as *const f64, tp as *mut u64) });
+            Self::run_block_at(&self.select, b, kernels::TILE_THREADS, &|| unsafe { count(params, fp as *const f64, gp as *const u32, tp as *mut u64) });
         }
         // SAFETY: tiles n_tiles, n_valid one; one block.
         Self::run_block(&self.select, kernels::TILE_THREADS, &|| unsafe { scan(params, tp as *mut u64, np as *mut u32) });
         for b in 0..n_tiles as u32 {
             // SAFETY: fit and pool hold P entries, tiles n_tiles; block b of the tiles.
-            Self::run_block_at(&self.select, b, kernels::TILE_THREADS, &|| unsafe { write(params, fp as *const f64, tp as *const u64, pp as *mut u32) });
+            Self::run_block_at(&self.select, b, kernels::TILE_THREADS, &|| unsafe { write(params, fp as *const f64, gp as *const u32, tp as *const u64, pp as *mut u32) });
         }
         (pool, n_valid)
+    }
+    /// The groups of unique parents as the GPU finds them: `grove_unique_insert`, then
+    /// `grove_unique_groups`, a thread per individual, the table 2^bits >= 2P slots of all ones.
+    fn unique_groups(&self, fit: &[f64], sizes: &[u16]) -> Vec<u32> {
+        type InsertFn = unsafe extern "C" fn(SelectParams, *const f64, *const u16, u32, *mut u64, *mut u64);
+        type GroupsFn = unsafe extern "C" fn(SelectParams, *const f64, u32, *const u64, *const u64, *mut u32);
+        let p = fit.len();
+        assert_eq!(sizes.len(), p);
+        let params = SelectParams { n: p as u32, ..SelectParams::default() };
+        let bits = (2 * p.max(1)).next_power_of_two().trailing_zeros();
+        let (mut keys, mut vals, mut group) = (vec![u64::MAX; 1 << bits], vec![u64::MAX; 1 << bits], vec![u32::MAX; p]);
+        let insert: InsertFn = Self::get(&self.select, kernels::UNIQUE_INSERT);
+        let groups: GroupsFn = Self::get(&self.select, kernels::UNIQUE_GROUPS);
+        let (kp, vp, gp) = (keys.as_mut_ptr(), vals.as_mut_ptr(), group.as_mut_ptr());
+        // SAFETY: fit and sizes P entries, the table 2^bits >= 2P slots, group P.
+        Self::launch(&self.select, p, || unsafe { insert(params, fit.as_ptr(), sizes.as_ptr(), bits, kp, vp) });
+        Self::launch(&self.select, p, || unsafe { groups(params, fit.as_ptr(), bits, kp, vp, gp) });
+        group
     }
     fn spec_tables(cfg: &VaryConfig) -> (Vec<u8>, Vec<f32>) {
         let mut f: Vec<u8> = cfg.spec.functions.iter().map(|f| *f as u8).collect();
@@ -500,8 +529,8 @@ impl Device for Emulator {
         });
         out
     }
-    fn tournament(&self, fit: &[f64], n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32> {
-        let (pool, n_valid) = self.valid_pool(fit);
+    fn tournament(&self, fit: &[f64], sizes: Option<&[u16]>, n_slots: usize, k: usize, distinct: bool, seed: u64, generation: u32) -> Vec<u32> {
+        let (pool, n_valid) = self.valid_pool(fit, sizes);
         let params = SelectParams {
             n: fit.len() as u32,
             n_slots: n_slots as u32,
@@ -623,7 +652,7 @@ impl Device for Emulator {
         }
         let (_, _, order) = self.pareto_sort(fit, sizes, max_len, &rank, &crowd, 3, 16, rank_digits);
         let survivors = order[..keep.min(n)].to_vec();
-        let (pool, n_valid) = self.valid_pool(fit);
+        let (pool, n_valid) = self.valid_pool(fit, None);
         let params = SelectParams { n: n as u32, n_slots: n_slots as u32, k: k as u32, seed_lo: seed as u32, seed_hi: (seed >> 32) as u32, generation, ..SelectParams::default() };
         let mut winners = vec![u32::MAX; n_slots];
         let tournament: TournamentFn = Self::get(&self.select, kernels::PARETO_TOURNAMENT);
@@ -633,8 +662,8 @@ impl Device for Emulator {
         Self::launch(&self.select, n_slots, || unsafe { tournament(params, rank.as_ptr(), crowd.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), wp) });
         ParetoOut { rank, crowd, survivors, winners }
     }
-    fn lexicase(&self, errors: &[f64], n_cases: usize, fit: &[f64], k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>) {
-        self.lexicase_emulated(errors, n_cases, fit, k_pool, n_slots, seed, generation)
+    fn lexicase(&self, errors: &[f64], n_cases: usize, fit: &[f64], sizes: Option<&[u16]>, k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>) {
+        self.lexicase_emulated(errors, n_cases, fit, sizes, k_pool, n_slots, seed, generation)
     }
 }
 
@@ -643,10 +672,10 @@ impl Emulator {
     /// (one thread), the epsilons (a block of EMU_EPSILON_THREADS real threads per case), the
     /// selections (one thread each, the buffers' stride the slots).
     #[allow(clippy::too_many_arguments)]
-    fn lexicase_emulated(&self, errors: &[f64], n_cases: usize, fit: &[f64], k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>) {
+    fn lexicase_emulated(&self, errors: &[f64], n_cases: usize, fit: &[f64], sizes: Option<&[u16]>, k_pool: usize, n_slots: usize, seed: u64, generation: u32) -> (Vec<f64>, Vec<u32>) {
         type SampleFn = unsafe extern "C" fn(SelectParams, *const u32, *const u32, *mut u32, *mut u32);
         type EpsFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *const u32, *mut f64);
-        let (pool, n_valid) = self.valid_pool(fit);
+        let (pool, n_valid) = self.valid_pool(fit, sizes);
         let params = SelectParams {
             n: fit.len() as u32,
             n_slots: n_slots as u32,
@@ -955,7 +984,7 @@ fn selection_matches_reference(dev: &dyn Device) {
         let pool = select::valid_indices(fit);
         for (k, distinct) in [(1, false), (2, false), (3, false), (7, false), (2, true), (5, true), (64, true)] {
             let slots = 2 * fit.len() + 3;
-            let got = dev.tournament(fit, slots, k, distinct, 11, 2);
+            let got = dev.tournament(fit, None, slots, k, distinct, 11, 2);
             for (s, &g) in got.iter().enumerate() {
                 let want = if distinct {
                     select::tournament_distinct(fit, &pool, k, 11, 2, s)
@@ -1044,7 +1073,7 @@ fn valid_pool_matches_reference(dev: &dyn Device) {
     for n in [1usize, 2, 1023, 1024, 1025, 4097, 100_000] {
         let fit: Vec<f64> = (0..n).map(|i| if i % 3 == 1 { f64::NAN } else { (i % 11) as f64 }).collect();
         let pool = select::valid_indices(&fit);
-        let got = dev.tournament(&fit, 5000, 1, false, 1, 1);
+        let got = dev.tournament(&fit, None, 5000, 1, false, 1, 1);
         for (s, &g) in got.iter().enumerate() {
             assert_eq!(g as usize, select::tournament(&fit, &pool, 1, 1, 1, s), "P = {n}, slot {s}");
         }
@@ -1073,7 +1102,7 @@ fn lexicase_matches_reference(dev: &dyn Device) {
         let fit: Vec<f64> = (0..p).map(|i| if i % 11 == 3 { f64::INFINITY } else { errors[i * n_cases..(i + 1) * n_cases].iter().sum() }).collect();
         let pool = select::valid_indices(&fit);
         let n_slots = if p > 1000 { 300 } else { 2 * p };
-        let (eps, got) = dev.lexicase(&errors, n_cases, &fit, k_pool, n_slots, 13, 6);
+        let (eps, got) = dev.lexicase(&errors, n_cases, &fit, None, k_pool, n_slots, 13, 6);
         let want_eps = select::lexicase_epsilons(&errors, n_cases, &pool, 13, 6);
         assert_eq!(eps.iter().map(|e| e.to_bits()).collect::<Vec<_>>(), want_eps.iter().map(|e| e.to_bits()).collect::<Vec<_>>(), "P {p}: epsilons");
         for (slot, &g) in got.iter().enumerate() {
@@ -1085,9 +1114,60 @@ fn lexicase_matches_reference(dev: &dyn Device) {
     let errors: Vec<f64> = (0..40 * 3).map(|_| s.below(5) as f64).collect();
     let fit = vec![f64::INFINITY; 40];
     for k_pool in [0, 8] {
-        let (eps, got) = dev.lexicase(&errors, 3, &fit, k_pool, 60, 2, 1);
+        let (eps, got) = dev.lexicase(&errors, 3, &fit, None, k_pool, 60, 2, 1);
         for (slot, &g) in got.iter().enumerate() {
             assert_eq!(g as usize, select::epsilon_lexicase(&errors, 3, &eps, &[], k_pool, 2, 1, slot), "none valid, pool {k_pool}");
+        }
+    }
+}
+
+/// Unique parents (`Diversity::Unique`): of each fitness value, bit for bit, only the smallest
+/// program (then the first) enters the tournaments and lexicase's pool, on tables across tile
+/// and probe boundaries, with invalid individuals, signed zeros and every one equal.
+fn unique_parents_match_reference(dev: &dyn Device) {
+    let mut s = Stream::new(31, 0, 0, Purpose::Bench);
+    for n in [1usize, 2, 7, 1025, 5000, 100_000] {
+        // Few distinct values (long probe chains, many groups), sizes 0 to 40.
+        let fit: Vec<f64> = (0..n)
+            .map(|i| match s.below(23) {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => -0.0,
+                3 => 0.0,
+                r => if i % 2 == 0 { r as f64 * 0.5 } else { s.unit_f64() },
+            })
+            .collect();
+        let sizes: Vec<u16> = (0..n).map(|_| 1 + s.below(40) as u16).collect();
+        let pool = select::parent_pool(&fit, &sizes, true);
+        assert!(pool.len() < select::valid_indices(&fit).len() || n < 8, "P = {n}: duplicates to remove");
+        for k in [1usize, 3] {
+            let got = dev.tournament(&fit, Some(&sizes), 3000, k, false, 5, 3);
+            for (slot, &g) in got.iter().enumerate() {
+                assert_eq!(g as usize, select::tournament(&fit, &pool, k, 5, 3, slot), "P = {n}, k = {k}, slot {slot}");
+            }
+        }
+    }
+    // Every one equal: the smallest, then the first of the smallest, is the only parent.
+    let fit = vec![0.25; 300];
+    let sizes: Vec<u16> = (0..300).map(|i| if i == 17 || i == 200 { 2 } else { 5 }).collect();
+    assert_eq!(dev.tournament(&fit, Some(&sizes), 100, 3, false, 1, 1), vec![17; 100]);
+    // Lexicase draws its pool and sets its epsilons from the unique parents.
+    let (p, n_cases) = (600usize, 6usize);
+    let mut errors: Vec<f64> = (0..p * n_cases).map(|_| s.below(5) as f64).collect();
+    for i in (3..p).step_by(3) {
+        let row = errors[..n_cases].to_vec();
+        errors[i * n_cases..(i + 1) * n_cases].copy_from_slice(&row);
+    }
+    let fit: Vec<f64> = (0..p).map(|i| errors[i * n_cases..(i + 1) * n_cases].iter().sum()).collect();
+    let sizes: Vec<u16> = (0..p).map(|i| (i % 7 + 1) as u16).collect();
+    let pool = select::parent_pool(&fit, &sizes, true);
+    for k_pool in [0, 32] {
+        let (eps, got) = dev.lexicase(&errors, n_cases, &fit, Some(&sizes), k_pool, 400, 4, 2);
+        let want_eps = select::lexicase_epsilons(&errors, n_cases, &pool, 4, 2);
+        assert_eq!(eps.iter().map(|e| e.to_bits()).collect::<Vec<_>>(), want_eps.iter().map(|e| e.to_bits()).collect::<Vec<_>>(), "unique pool {k_pool}: epsilons");
+        for (slot, &g) in got.iter().enumerate() {
+            assert_eq!(g as usize, select::epsilon_lexicase(&errors, n_cases, &eps, &pool, k_pool, 4, 2, slot), "unique pool {k_pool}: slot {slot}");
+            assert!(pool.contains(&g), "slot {slot}: {g} is not a unique parent");
         }
     }
 }
@@ -1135,6 +1215,7 @@ on_devices!(
     selection_matches_reference,
     lexicase_matches_reference,
     valid_pool_matches_reference,
+    unique_parents_match_reference,
     top_k_matches_reference,
     pareto_matches_reference,
 );
@@ -1183,7 +1264,7 @@ fn device_resident_generations_match_the_host_tree_loop() {
             }
             // GPU: the same steps on device buffers.
             let dfit = e.upload_fitness(&fit).unwrap();
-            let winners = e.select_tournament(&dfit, 2 * p, k, false, seed, gen).unwrap();
+            let winners = e.select_tournament(&dfit, None, 2 * p, k, false, seed, gen).unwrap();
             let bred = e.breed_trees(&a, &winners, &mut b, seed, gen, &cfg, &mix).unwrap();
             let ranked = e.rank(&dfit).unwrap();
             e.gather_trees(&a, &ranked, n_elite, &mut b).unwrap();
@@ -1252,7 +1333,7 @@ fn device_resident_ge_generations_match_the_host_ge_loop() {
         // GPU, on device buffers.
         e.map_launch(table, &a, &map_cfg, &mut out_a, &launch).unwrap();
         let dfit = e.upload_fitness(&fit).unwrap();
-        let winners = e.select_tournament(&dfit, 2 * n_pairs, k, false, seed, gen).unwrap();
+        let winners = e.select_tournament(&dfit, None, 2 * n_pairs, k, false, seed, gen).unwrap();
         e.ge_crossover(&a, UsedCodons::Mapped(&out_a), &winners, &mut b, n_elite, &vary, seed, gen).unwrap();
         e.map_launch(table, &b, &map_cfg, &mut out_b, &launch).unwrap();
         e.ge_int_flip(&mut b, UsedCodons::Mapped(&out_b), n_elite, &vary, seed, gen).unwrap();

@@ -130,6 +130,7 @@ def control(
     selection=_CONTROL["selection"],
     down_sample=_CONTROL["down_sample"],
     lexicase_pool=_CONTROL["lexicase_pool"],
+    diversity=_CONTROL["diversity"],
     elitism=_CONTROL["elitism"],
     max_length=_CONTROL["max_length"],
     p_out=_CONTROL["p_out"],
@@ -190,6 +191,8 @@ def control(
     episode a case, on all of them ("lexicase") or on a fresh ``down_sample`` of them each
     generation ("down-sampled"); lexicase needs ``episodes`` of 2 or more. ``lexicase_pool``:
     the policies each selection starts from, drawn where there are more (0: all of them).
+    ``diversity`` (``--diversity``): "none", or "unique", where policies of equal training
+    return enter parent selection once (the smallest of them).
 
     ``max_time`` and ``stop_at``: the run ends after the generation past which one more would
     cross ``max_time`` seconds of search, or after the first whose best policy's training return
@@ -242,6 +245,7 @@ def control(
         "selection": str(selection),
         "down_sample": float(down_sample),
         "lexicase_pool": int(lexicase_pool),
+        "diversity": str(diversity),
     }
     settings = {
         "env": str(env),

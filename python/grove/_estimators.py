@@ -81,6 +81,7 @@ class _SymbolicBase(BaseEstimator):
         "selection": [StrOptions({"tournament", "lexicase", "down-sampled"})],
         "down_sample": [Interval(Real, 0, None, closed="neither")],
         "lexicase_pool": [Interval(Integral, 0, None, closed="left")],
+        "diversity": [StrOptions({"none", "unique"})],
         "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
         "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
         "optimise_fraction": [Interval(Real, 0, 1, closed="right"), None],
@@ -112,6 +113,7 @@ class _SymbolicBase(BaseEstimator):
             "selection": self.selection,
             "down_sample": float(self.down_sample),
             "lexicase_pool": int(self.lexicase_pool),
+            "diversity": self.diversity,
         }
 
     def _engine_with_constants(self, seed):
@@ -289,6 +291,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         Lexicase: the programs each selection starts from, drawn from the valid ones where
         there are more (``--lexicase-pool``; 0: always all of them), so that a generation's
         selections cost population × pool, not population².
+    diversity : {"none", "unique"}, default="none"
+        What keeps the population diverse (``--diversity``): with "unique", programs of equal
+        error enter parent selection once (the smallest of them), so that copies of one
+        program cannot fill the tournaments.
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
         Levenberg-Marquardt steps fitting the numeric constants (and the linear scaling) of
         the best ``optimise_fraction`` of the population every ``optimise_every`` generations
@@ -383,6 +389,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         selection=_EVOLVE["selection"],
         down_sample=_EVOLVE["down_sample"],
         lexicase_pool=_EVOLVE["lexicase_pool"],
+        diversity=_EVOLVE["diversity"],
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -423,6 +430,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.selection = selection
         self.down_sample = down_sample
         self.lexicase_pool = lexicase_pool
+        self.diversity = diversity
         self.islands = islands
         self.migrate_every = migrate_every
         self.migrants = migrants
@@ -515,7 +523,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     ----------
     function_set, operators, grammar, population_size (5000), generations (40), tournament_size,
     elitism, max_length (64), parsimony_coefficient, validation_fraction, select, bloat,
-    size_pressure, selection, down_sample, lexicase_pool, islands, migrate_every, migrants, gpus, max_time, device, threads,
+    size_pressure, selection, down_sample, lexicase_pool, diversity, islands, migrate_every, migrants, gpus, max_time, device, threads,
     random_state, warm_start, verbose :
         as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets); validation
         rows are held out per class, and their error is the one ``fitness`` names.
@@ -591,6 +599,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         selection=_CLASSIFY["selection"],
         down_sample=_CLASSIFY["down_sample"],
         lexicase_pool=_CLASSIFY["lexicase_pool"],
+        diversity=_CLASSIFY["diversity"],
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -631,6 +640,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.selection = selection
         self.down_sample = down_sample
         self.lexicase_pool = lexicase_pool
+        self.diversity = diversity
         self.islands = islands
         self.migrate_every = migrate_every
         self.migrants = migrants

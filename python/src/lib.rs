@@ -682,6 +682,8 @@ fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::base::defaults::Engine
     x.set_item("selection", selection.as_str().unwrap_or("tournament"))?;
     x.set_item("down_sample", grove::select::DEFAULT_DOWN_SAMPLE)?;
     x.set_item("lexicase_pool", grove::select::DEFAULT_LEXICASE_POOL)?;
+    let diversity = serde_json::to_value(grove::select::Diversity::default()).map_err(|err| PyValueError::new_err(err.to_string()))?;
+    x.set_item("diversity", diversity.as_str().unwrap_or("none"))?;
     let bloat = serde_json::to_value(e.bloat).map_err(|err| PyValueError::new_err(err.to_string()))?;
     x.set_item("bloat", bloat.as_str().unwrap_or("none"))?;
     x.set_item("function_set", functions)?;

@@ -142,6 +142,9 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
     /// programs (0: the whole population)
     #[arg(long, value_name = "N", default_value_t = crate::select::DEFAULT_LEXICASE_POOL)]
     pub lexicase_pool: usize,
+    /// What keeps the population diverse
+    #[arg(long, value_enum, default_value_t = crate::select::Diversity::default())]
+    pub diversity: crate::select::Diversity,
     /// Longest program, in nodes, 1 to 65535
     #[arg(long, default_value = shown(Some(D::DEFAULTS.max_len)))]
     pub max_len: usize,
@@ -169,6 +172,7 @@ impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
         o.set("engine.selection", self.selection);
         o.number("--down-sample", "engine.down_sample", self.down_sample)?;
         o.set("engine.lexicase_pool", self.lexicase_pool);
+        o.set("engine.diversity", self.diversity);
         o.set("engine.max_len", self.max_len);
         o.set("device", self.device);
         o.number("--parsimony", parsimony, self.parsimony)

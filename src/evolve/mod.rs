@@ -68,6 +68,9 @@ pub struct EngineConfig {
     /// (0: every selection starts from the whole pool; [`select::DEFAULT_LEXICASE_POOL`]).
     #[serde(default = "default_lexicase_pool")]
     pub lexicase_pool: usize,
+    /// What keeps the population diverse ([`select::Diversity`]).
+    #[serde(default)]
+    pub diversity: select::Diversity,
 }
 
 fn default_down_sample() -> f64 {
@@ -156,6 +159,7 @@ impl Default for EngineConfig {
             selection: select::Selection::Tournament,
             down_sample: select::DEFAULT_DOWN_SAMPLE,
             lexicase_pool: select::DEFAULT_LEXICASE_POOL,
+            diversity: select::Diversity::default(),
         }
     }
 }
@@ -173,9 +177,11 @@ impl EngineConfig {
         EngineConfig { bloat, ..self.clone() }
     }
 
-    /// The parent tournament these settings describe.
+    /// The parent tournament these settings describe. NSGA-II's duplicates are ranked behind
+    /// by its own ranking, so [`select::Diversity::Unique`] leaves its tournaments as they are.
     pub fn parent_tournament(&self) -> select::Tournament {
-        select::Tournament { size: self.tournament, bloat: self.bloat, size_pressure: self.size_pressure }
+        let unique = self.diversity == select::Diversity::Unique && self.bloat != select::Bloat::Nsga2;
+        select::Tournament { size: self.tournament, bloat: self.bloat, size_pressure: self.size_pressure, unique }
     }
 }
 

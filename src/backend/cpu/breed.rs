@@ -99,8 +99,8 @@ impl Breeder for CpuBreeder {
         seed: u64,
         generation: u32,
     ) -> Result<Vec<u32>> {
-        let pool = select::valid_indices(fit);
         let lens = &trees.len;
+        let pool = select::parent_pool(fit, lens, tournament.unique);
         if tournament.bloat == select::Bloat::Nsga2 {
             let ranking = select::pareto::Ranking::of(fit, lens);
             return Ok((0..n_slots)

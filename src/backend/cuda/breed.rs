@@ -94,7 +94,7 @@ impl Breeder for CudaEngine {
     fn select_parents(
         &self,
         fit: &DeviceFitness,
-        _trees: &DevicePopulation,
+        trees: &DevicePopulation,
         n_slots: usize,
         tournament: &Tournament,
         seed: u64,
@@ -104,7 +104,7 @@ impl Breeder for CudaEngine {
         if tournament.bloat != Bloat::None {
             return Err(GpuError::Config(format!("tournaments with bloat control ({:?}) run on the host", tournament.bloat)).into());
         }
-        Ok(self.select_tournament(fit, n_slots, tournament.size, false, seed, generation)?)
+        Ok(self.select_tournament(fit, tournament.unique.then_some(trees), n_slots, tournament.size, false, seed, generation)?)
     }
 
     fn breed(

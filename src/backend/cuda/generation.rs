@@ -332,6 +332,7 @@ impl CudaEngine {
         scratch: &FitnessScratch,
         cases: &[u32],
         fit: &DeviceFitness,
+        unique: bool,
         k_pool: usize,
         n_slots: usize,
         seed: u64,
@@ -389,7 +390,7 @@ impl CudaEngine {
         let mut sel = self.select_params(fit, n_slots, seed, generation)?;
         sel.n_cases = k32;
         let errors = s.errors.take().expect("filled above");
-        let out = self.lexicase_on_device(&errors, sel, fit, k_pool, s);
+        let out = self.lexicase_on_device(&errors, sel, fit, unique.then_some(pop), k_pool, s);
         s.errors = Some(errors);
         out
     }

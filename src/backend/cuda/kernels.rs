@@ -335,6 +335,10 @@ pub const LEXICASE_EPSILONS: &str = "grove_lexicase_epsilons";
 pub const ERROR_GROUPS_INSERT: &str = "grove_error_groups_insert";
 /// Lexicase: each row's clone group, checked against its hash's lowest index.
 pub const ERROR_GROUPS_VERIFY: &str = "grove_error_groups_verify";
+/// Unique parents (`select::parent_pool`): each valid fitness into the table of groups.
+pub const UNIQUE_INSERT: &str = "grove_unique_insert";
+/// ... each individual's group: its fitness's smallest, then first, individual.
+pub const UNIQUE_GROUPS: &str = "grove_unique_groups";
 /// Threads of a `grove_lexicase_epsilons` block (`GROVE_EPSILON_THREADS`).
 pub const EPSILON_THREADS: u32 = 256;
 /// The `k` best or worst by fitness without a full ranking (migration): the radix select's
@@ -457,6 +461,8 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
             LEXICASE_EPSILONS,
             ERROR_GROUPS_INSERT,
             ERROR_GROUPS_VERIFY,
+            UNIQUE_INSERT,
+            UNIQUE_GROUPS,
             TOPK_INIT,
             TOPK_PASS,
             TOPK_COLLECT,

@@ -139,7 +139,7 @@ impl CudaEngine {
         }
         let mut params = self.select_params(fit, n_slots, seed, generation)?;
         params.k = k.min(u32::MAX as usize) as u32;
-        let (pool, n_valid) = self.valid_pool(fit, &params)?;
+        let (pool, n_valid) = self.valid_pool(fit, None, &params)?;
         let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
         if n_slots > 0 {
             let f = self.function(&SELECT, &[], PARETO_TOURNAMENT)?;

@@ -15,8 +15,9 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 use super::error::{During, GpuError, Result};
 use super::kernels::{
     EPSILON_SAMPLE_KERNEL, EPSILON_THREADS, ERROR_GROUPS_INSERT, ERROR_GROUPS_VERIFY, GATHER_WORDS, LEXICASE, LEXICASE_EPSILONS, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
-    TOPK_INIT, TOPK_ORDER, TOURNAMENT, TRUNCATION, VALID_COUNT, VALID_POOL, VALID_SCAN,
+    TOPK_INIT, TOPK_ORDER, TOURNAMENT, TRUNCATION, UNIQUE_GROUPS, UNIQUE_INSERT, VALID_COUNT, VALID_POOL, VALID_SCAN,
 };
+use super::population::DevicePopulation;
 use super::params::SelectParams;
 use super::CudaEngine;
 use super::memory::{fill_words, grow_device};
@@ -170,9 +171,11 @@ impl CudaEngine {
     /// `select::tournament_distinct`) over the valid pool with `k` contestants, stream
     /// `(seed, generation, s, Select)`. For the tree loops' parents, `n_slots = 2P`: child `k`'s
     /// pair is slots `2k, 2k + 1`, which is the layout [`CudaEngine::breed_trees`] reads.
+    #[allow(clippy::too_many_arguments)]
     pub fn select_tournament(
         &self,
         fit: &DeviceFitness,
+        unique: Option<&DevicePopulation>,
         n_slots: usize,
         k: usize,
         distinct: bool,
@@ -186,7 +189,7 @@ impl CudaEngine {
         let mut params = self.select_params(fit, n_slots, seed, generation)?;
         params.k = k.min(u32::MAX as usize) as u32;
         params.distinct = distinct as u32;
-        let (pool, n_valid) = self.valid_pool(fit, &params)?;
+        let (pool, n_valid) = self.valid_pool(fit, unique, &params)?;
         let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
         if n_slots > 0 {
             let f = self.function(&SELECT, &[], TOURNAMENT)?;
@@ -202,8 +205,15 @@ impl CudaEngine {
         Ok(DeviceIndices { idx: winners, n: n_slots, bound: fit.n, engine: self.id })
     }
 
-    /// The valid individuals' indices in order (`select::valid_indices`) and their number.
-    pub(super) fn valid_pool(&self, fit: &DeviceFitness, params: &SelectParams) -> Result<(CudaSlice<u32>, CudaSlice<u32>)> {
+    /// The valid individuals' indices in order (`select::valid_indices`) and their number; with
+    /// `unique` (the population whose sizes break ties), only each fitness value's
+    /// representative (`select::parent_pool`, [`Self::unique_groups`]).
+    pub(super) fn valid_pool(&self, fit: &DeviceFitness, unique: Option<&DevicePopulation>, params: &SelectParams) -> Result<(CudaSlice<u32>, CudaSlice<u32>)> {
+        let group = match unique {
+            Some(pop) => Some(self.unique_groups(fit, pop, params)?),
+            None => None,
+        };
+        let null: u64 = 0;
         let mut pool = self.alloc::<u32>(fit.n, false, "allocating the valid pool")?;
         let mut n_valid = self.alloc::<u32>(1, false, "allocating the pool size")?;
         // The stable compaction over tiles (scan.cuh): counts, offsets, indices.
@@ -212,10 +222,16 @@ impl CudaEngine {
         let grid = LaunchConfig { grid_dim: (n_tiles as u32, 1, 1), block_dim: (TILE_THREADS, 1, 1), shared_mem_bytes: 0 };
         let f = self.function(&SELECT, &[], VALID_COUNT)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(params).arg(&fit.fit).arg(&mut tiles);
-        // SAFETY: matches `grove_valid_count(GroveSelectParams, const double* fit, unsigned long
-        // long* tiles)`: a block of GROVE_TILE_THREADS threads per tile of GROVE_TILE
-        // individuals; reads fit below P = params.n, writes its tile's entry (n_tiles held).
+        b.arg(params).arg(&fit.fit);
+        match &group {
+            Some(g) => b.arg(g),
+            None => b.arg(&null),
+        };
+        b.arg(&mut tiles);
+        // SAFETY: matches `grove_valid_count(GroveSelectParams, const double* fit, const
+        // unsigned* group, unsigned long long* tiles)`: a block of GROVE_TILE_THREADS threads per
+        // tile of GROVE_TILE individuals; reads fit (and group, P entries, or null) below P =
+        // params.n, writes its tile's entry (n_tiles held).
         unsafe { b.launch(grid) }.during(|| format!("launching {VALID_COUNT}"))?;
         let f = self.function(&SELECT, &[], VALID_SCAN)?;
         let mut b = self.stream.launch_builder(&f);
@@ -227,12 +243,57 @@ impl CudaEngine {
         unsafe { b.launch(one) }.during(|| format!("launching {VALID_SCAN}"))?;
         let f = self.function(&SELECT, &[], VALID_POOL)?;
         let mut b = self.stream.launch_builder(&f);
-        b.arg(params).arg(&fit.fit).arg(&tiles).arg(&mut pool);
-        // SAFETY: matches `grove_valid_pool(GroveSelectParams, const double* fit, const unsigned
-        // long long* tiles, unsigned* pool)`: a block per tile as above; each valid index gets
-        // one place below n_valid <= P in pool (held).
+        b.arg(params).arg(&fit.fit);
+        match &group {
+            Some(g) => b.arg(g),
+            None => b.arg(&null),
+        };
+        b.arg(&tiles).arg(&mut pool);
+        // SAFETY: matches `grove_valid_pool(GroveSelectParams, const double* fit, const unsigned*
+        // group, const unsigned long long* tiles, unsigned* pool)`: a block per tile as above;
+        // each index in the pool gets one place below n_valid <= P in pool (held).
         unsafe { b.launch(grid) }.during(|| format!("launching {VALID_POOL}"))?;
         Ok((pool, n_valid))
+    }
+
+    /// Each individual's group under [`crate::select::Diversity::Unique`]: the valid individual
+    /// of fewest nodes (`pop`'s lengths), then lowest index, whose fitness equals its own bit for
+    /// bit (itself where invalid). An open table of `2^bits >= 2P` slots keyed by the fitness's
+    /// bits (`grove_unique_insert`, `grove_unique_groups`).
+    fn unique_groups(&self, fit: &DeviceFitness, pop: &DevicePopulation, params: &SelectParams) -> Result<CudaSlice<u32>> {
+        use cudarc::driver::DevicePtrMut;
+        if pop.engine != self.id || pop.size() != fit.n {
+            return Err(GpuError::Input(format!("unique parents of {} individuals from a population of {}", fit.n, pop.size())));
+        }
+        let n = fit.n;
+        let bits = (2 * n.max(1)).next_power_of_two().trailing_zeros();
+        let slots = 1usize << bits;
+        let stream: &std::sync::Arc<_> = &self.stream;
+        let mut keys = self.alloc::<u64>(slots, false, "allocating the table of unique parents")?;
+        let mut vals = self.alloc::<u64>(slots, false, "allocating the table of unique parents")?;
+        for t in [&mut keys, &mut vals] {
+            let (ptr, _rec) = t.device_ptr_mut(stream);
+            fill_words(ptr, 2 * slots, u32::MAX, stream, "the table of unique parents")?;
+        }
+        let lc = LaunchConfig { grid_dim: ((n as u32).div_ceil(THREADS).max(1), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
+        let f = self.function(&SELECT, &[], UNIQUE_INSERT)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(&fit.fit).arg(&pop.len).arg(&bits).arg(&mut keys).arg(&mut vals);
+        // SAFETY: matches `grove_unique_insert(GroveSelectParams, const double* fit, const
+        // unsigned short* lens, unsigned bits, unsigned long long* keys, unsigned long long*
+        // vals)`: fit and lens P = params.n entries (checked), keys and vals 2^bits >= 2P slots
+        // filled with all ones just before (at most P keys go in, so a probe always ends).
+        unsafe { b.launch(lc) }.during(|| format!("launching {UNIQUE_INSERT}"))?;
+        let mut group = self.alloc::<u32>(n, false, "allocating the groups of unique parents")?;
+        let f = self.function(&SELECT, &[], UNIQUE_GROUPS)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(params).arg(&fit.fit).arg(&bits).arg(&keys).arg(&vals).arg(&mut group);
+        // SAFETY: matches `grove_unique_groups(GroveSelectParams, const double* fit, unsigned
+        // bits, const unsigned long long* keys, const unsigned long long* vals, unsigned*
+        // group)`: every valid fitness is in the table (inserted above), its value an index
+        // below P in the low word; thread i < P writes group[i] of P.
+        unsafe { b.launch(lc) }.during(|| format!("launching {UNIQUE_GROUPS}"))?;
+        Ok(group)
     }
 
     /// Copies per-case errors `[P × n_cases]` (row `i`: individual `i`) to the device.
@@ -245,9 +306,9 @@ impl CudaEngine {
 
     /// Lexicase's per-case epsilons, as `select::lexicase_epsilons(errors, n_cases,
     /// &valid_indices(fit), seed, generation)` computes them, read back (the parity tests').
-    pub fn lexicase_epsilons(&self, errors: &DeviceErrors, fit: &DeviceFitness, seed: u64, generation: u32) -> Result<Vec<f64>> {
+    pub fn lexicase_epsilons(&self, errors: &DeviceErrors, fit: &DeviceFitness, unique: Option<&DevicePopulation>, seed: u64, generation: u32) -> Result<Vec<f64>> {
         let params = self.lexicase_params(errors.engine, errors.n, errors.n_cases, fit, 0, seed, generation)?;
-        let (pool, n_valid) = self.valid_pool(fit, &params)?;
+        let (pool, n_valid) = self.valid_pool(fit, unique, &params)?;
         let mut guard = self.lexicase_scratch.lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut *guard;
         self.epsilons_on_device(&errors.errors, errors.n_cases, &params, &pool, &n_valid, s)?;
@@ -351,6 +412,7 @@ impl CudaEngine {
         &self,
         errors: &DeviceErrors,
         fit: &DeviceFitness,
+        unique: Option<&DevicePopulation>,
         k_pool: usize,
         n_slots: usize,
         seed: u64,
@@ -358,18 +420,27 @@ impl CudaEngine {
     ) -> Result<DeviceIndices> {
         let params = self.lexicase_params(errors.engine, errors.n, errors.n_cases, fit, n_slots, seed, generation)?;
         let mut guard = self.lexicase_scratch.lock().unwrap_or_else(|e| e.into_inner());
-        self.lexicase_on_device(&errors.errors, params, fit, k_pool, &mut guard)
+        self.lexicase_on_device(&errors.errors, params, fit, unique, k_pool, &mut guard)
     }
 
     /// [`Self::select_lexicase`] on errors `[P × params.n_cases]` (in `errors`, or in the
     /// scratch's own buffer when `None`). Each selection keeps a candidate list of
     /// `min(P, k_pool)` entries (`P` when `k_pool` is 0) and its case order; slots run in
     /// batches of at most 1 GiB of such lists, the buffers kept in `s`.
-    pub(super) fn lexicase_on_device(&self, errors: &CudaSlice<f64>, mut params: SelectParams, fit: &DeviceFitness, k_pool: usize, s: &mut LexicaseScratch) -> Result<DeviceIndices> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn lexicase_on_device(
+        &self,
+        errors: &CudaSlice<f64>,
+        mut params: SelectParams,
+        fit: &DeviceFitness,
+        unique: Option<&DevicePopulation>,
+        k_pool: usize,
+        s: &mut LexicaseScratch,
+    ) -> Result<DeviceIndices> {
         // A pool at least the population's size is the whole population (P < 2^32 here).
         params.k = k_pool.min(u32::MAX as usize) as u32;
         let (n_slots, n_cases) = (params.n_slots as usize, params.n_cases as usize);
-        let (pool, n_valid) = self.valid_pool(fit, &params)?;
+        let (pool, n_valid) = self.valid_pool(fit, unique, &params)?;
         self.epsilons_on_device(errors, n_cases, &params, &pool, &n_valid, s)?;
         let group = self.error_groups(errors, &params, s)?;
         let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
