@@ -341,7 +341,7 @@ fn lexicase_parents(cfg: &EngineConfig, task: &dyn Fitness, i: &HostIsland, gen:
         i.pop.size(),
         cases.len()
     );
-    let pool = select::parent_pool(&i.fit, &i.pop.len, cfg.parent_tournament().unique);
+    let pool = select::parent_pool(&i.fit, &i.pop.len, cfg.unique_parents());
     let eps = select::lexicase_epsilons(&errors, cases.len(), &pool, i.seed, next_gen);
     Ok(select::epsilon_lexicase_slots(&errors, cases.len(), &eps, &pool, cfg.lexicase_pool, n_slots, i.seed, next_gen))
 }

@@ -177,11 +177,16 @@ impl EngineConfig {
         EngineConfig { bloat, ..self.clone() }
     }
 
-    /// The parent tournament these settings describe. NSGA-II's duplicates are ranked behind
-    /// by its own ranking, so [`select::Diversity::Unique`] leaves its tournaments as they are.
+    /// Whether parents are chosen among unique representatives ([`select::parent_pool`]):
+    /// [`select::Diversity::Unique`], except under NSGA-II, whose own ranking puts duplicates
+    /// behind.
+    pub fn unique_parents(&self) -> bool {
+        self.diversity == select::Diversity::Unique && self.bloat != select::Bloat::Nsga2
+    }
+
+    /// The parent tournament these settings describe.
     pub fn parent_tournament(&self) -> select::Tournament {
-        let unique = self.diversity == select::Diversity::Unique && self.bloat != select::Bloat::Nsga2;
-        select::Tournament { size: self.tournament, bloat: self.bloat, size_pressure: self.size_pressure, unique }
+        select::Tournament { size: self.tournament, bloat: self.bloat, size_pressure: self.size_pressure, unique: self.unique_parents() }
     }
 }
 

@@ -233,5 +233,5 @@ fn lexicase_parents(i: Evaluated<'_, '_>, cfg: &EngineConfig, n_slots: usize, ne
     let n_cases = r.data.n_rows();
     let k = crate::select::cases_per_generation(cfg.selection, cfg.down_sample, n_cases).map_err(|m| anyhow::anyhow!(m))?;
     let cases = crate::select::generation_cases(n_cases, k, i.seed, next_gen - 1);
-    Ok(e.regression_lexicase(i.pop, i.order, r.data, &r.config, s, &cases, i.fit, cfg.parent_tournament().unique, cfg.lexicase_pool, n_slots, i.seed, next_gen)?)
+    Ok(e.regression_lexicase(i.pop, i.order, r.data, &r.config, s, &cases, i.fit, cfg.unique_parents(), cfg.lexicase_pool, n_slots, i.seed, next_gen)?)
 }
