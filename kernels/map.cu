@@ -775,11 +775,13 @@ GROVE_CHECK_LAYOUT(GroveSubtreeParams);
 #define GROVE_SUBTREE_TRIES 8  // genome::subtree::TRIES
 
 // genome::map::derivation_nodes of the complete derivation der[0 .. nd): per node its symbol,
-// the codons read before it (start) and once its subtree was complete (end). Children counts
+// the codons read before it (start) and once its subtree was complete (end), and where depth
+// is not null its depth (the root 1). Children counts
 // wait in end until the backward pass replaces them; sz (nd words) is that pass's size stack.
 // Returns the number of nodes (nd for a complete derivation).
 static __device__ unsigned grove_derivation_nodes(const char* base, unsigned lazy, const unsigned* der, unsigned nd,
-                                                  unsigned* sym, unsigned* start, unsigned* end, unsigned* sz) {
+                                                  unsigned* sym, unsigned* start, unsigned* end, unsigned* sz,
+                                                  unsigned* depth) {
     const GroveTableHeader* h = (const GroveTableHeader*)base;
     const GroveRule* rules = (const GroveRule*)(base + sizeof(GroveTableHeader));
     const GroveProduction* prods = (const GroveProduction*)(base + h->off_productions);
@@ -787,13 +789,17 @@ static __device__ unsigned grove_derivation_nodes(const char* base, unsigned laz
     // The walk pushes what the mapper pushed, in its order, so it never holds more than the
     // mapper did (at most GROVE_MAP_STACK); the check only keeps a bad input in bounds.
     unsigned short ssym[GROVE_MAP_STACK];
+    unsigned sdep[GROVE_MAP_STACK];
     int top = 1;
     ssym[0] = 1u << 14;
+    sdep[0] = 1;
     unsigned used = 0, n = 0;
     for (unsigned k = 0; k < nd && top > 0; ++k) {
-        const unsigned s = ssym[--top];
+        --top;
+        const unsigned s = ssym[top], d = sdep[top];
         sym[k] = s;
         start[k] = used;
+        if (depth) depth[k] = d;
         ++n;
         if ((s >> 14) == 1) {
             used += (lazy && rules[s & 0x3fffu].n_productions == 1) ? 0u : 1u;
@@ -801,7 +807,10 @@ static __device__ unsigned grove_derivation_nodes(const char* base, unsigned laz
             const unsigned nk = prod.n_children;
             end[k] = nk;
             if (top + (int)nk > GROVE_MAP_STACK) return 0;
-            for (unsigned c = 0; c < nk; ++c) ssym[top + c] = children[prod.first_child + nk - 1 - c];
+            for (unsigned c = 0; c < nk; ++c) {
+                ssym[top + c] = children[prod.first_child + nk - 1 - c];
+                sdep[top + c] = d + 1;
+            }
             top += (int)nk;
         } else {
             used += 1;
@@ -875,10 +884,10 @@ static __device__ void grove_subtree_crossover_one(const char* base, const Grove
         unsigned na = 0, nb = 0, nl = 0;
         const GroveMapOut ma = grove_map_one(base, p.map, ia, codons, len, der, 1, 0);
         if (ma.status == GROVE_MAP_VALID) {
-            na = grove_derivation_nodes(base, p.map.lazy, der, ma.n_derivation, sa, sta, ea, lab);
+            na = grove_derivation_nodes(base, p.map.lazy, der, ma.n_derivation, sa, sta, ea, lab, nullptr);
             const GroveMapOut mb = grove_map_one(base, p.map, ib, codons, len, der, 1, 0);
             if (mb.status == GROVE_MAP_VALID) {
-                nb = grove_derivation_nodes(base, p.map.lazy, der, mb.n_derivation, sb, stb, eb, lab);
+                nb = grove_derivation_nodes(base, p.map.lazy, der, mb.n_derivation, sb, stb, eb, lab, nullptr);
                 // The labels of A's nodes within its genome, distinct and in increasing order,
                 // kept where B has a node of it within its genome.
                 for (unsigned k = 0; k < na; ++k) {
@@ -941,5 +950,158 @@ extern "C" __global__ void grove_ge_subtree_crossover(GroveSubtreeParams p, cons
         if (j < p.n_pairs) grove_subtree_crossover_one((const char*)grove_table_shared, p, j, pairs, codons, len, child_codons, child_len, scratch);
     } else if (j < p.n_pairs) {
         grove_subtree_crossover_one((const char*)grove_table, p, j, pairs, codons, len, child_codons, child_len, scratch);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// GE subtree mutation, twin of genome::subtree::subtree_mutate as the GE loops call it
+// (backend::cpu::breed's mutate): one thread per row first_row + t below n_rows, in place, stream
+// (seed, generation, row, Mutate). The row is mapped with the loops' bounds; a node whose span
+// lies within the genome is drawn, and its span is replaced by a fresh random derivation of its
+// symbol grown at its depth (genome::init::grow_derivation: productions that fit max_depth, at
+// most the codons left by the capacity, at most GROVE_MAP_STACK pending symbols), until a child
+// maps validly or GROVE_SUBTREE_TRIES attempts fail (the row is then left as it was).
+//
+// Scratch of thread t: scratch_stride words at t * scratch_stride (subtree_mutate_scratch_words:
+// 6 max_derivation + 2 capacity + 1): der [D], sym, start, end, depth [D], the size stack [D],
+// the fresh codons [capacity + 1] (a grow stops one past its budget) and the child [capacity].
+
+// Mirrors SubtreeMutateParams in src/backend/cuda/params.rs.
+struct GroveSubtreeMutateParams {
+    GroveMapParams map;       // the loops' mapper; capacity: the row stride, n_genomes: P
+    unsigned first_row;       // rows before it (the elite) are not mutated
+    unsigned n_rows;          // rows first_row .. n_rows are
+    unsigned seed_lo;
+    unsigned seed_hi;
+    unsigned generation;
+    float p_mutation;         // GeVaryConfig::mutation
+    unsigned codon_size;      // GeVaryConfig::codon_size
+    unsigned scratch_stride;  // scratch words per thread
+};
+GROVE_CHECK_LAYOUT(GroveSubtreeMutateParams);
+
+// grow_derivation (full off) of symbol sym at depth d0 into out; false once more than budget
+// codons would be written or more than GROVE_MAP_STACK symbols would be pending. n: codons out.
+static __device__ bool grove_grow_derivation(const char* base, unsigned lazy, unsigned sym0, unsigned d0, unsigned max_depth,
+                                             unsigned codon_size, unsigned budget, GroveStream& s, unsigned* out, unsigned& n) {
+    const GroveTableHeader* h = (const GroveTableHeader*)base;
+    const GroveRule* rules = (const GroveRule*)(base + sizeof(GroveTableHeader));
+    const GroveProduction* prods = (const GroveProduction*)(base + h->off_productions);
+    const unsigned short* children = (const unsigned short*)(base + h->off_children);
+    unsigned short ssym[GROVE_MAP_STACK];
+    unsigned sdepth[GROVE_MAP_STACK];
+    int top = 1;
+    ssym[0] = (unsigned short)sym0;
+    sdepth[0] = d0;
+    n = 0;
+    while (top > 0) {
+        --top;
+        const unsigned sym = ssym[top], d = sdepth[top];
+        if ((sym >> 14) != 1) {
+            out[n++] = grove_below(s, codon_size);
+        } else {
+            const GroveRule rule = rules[sym & 0x3fffu];
+            const unsigned first = rule.first_production, np = rule.n_productions;
+            // A production of min depth m used at depth d reaches d - 1 + m.
+            unsigned n_fit = 0;
+            for (unsigned k = 0; k < np; ++k) {
+                if ((unsigned long long)(d - 1) + prods[first + k].min_depth <= max_depth) ++n_fit;
+            }
+            unsigned choice = 0;
+            if (n_fit == 0) {
+                unsigned best = 0xffffffffu;
+                for (unsigned k = 0; k < np; ++k) {
+                    if (prods[first + k].min_depth < best) {
+                        best = prods[first + k].min_depth;
+                        choice = k;
+                    }
+                }
+                (void)grove_below(s, 1u);
+            } else {
+                unsigned j = grove_below(s, n_fit);
+                for (unsigned k = 0; k < np; ++k) {
+                    if ((unsigned long long)(d - 1) + prods[first + k].min_depth <= max_depth) {
+                        if (j == 0) {
+                            choice = k;
+                            break;
+                        }
+                        --j;
+                    }
+                }
+            }
+            if (!(lazy && np == 1)) {
+                const unsigned per = codon_size / np;
+                out[n++] = choice + np * grove_below(s, per > 1 ? per : 1u);
+            }
+            const GroveProduction q = prods[first + choice];
+            if (top + (int)q.n_children > GROVE_MAP_STACK) return false;
+            for (unsigned k = 0; k < q.n_children; ++k) {
+                ssym[top + k] = children[q.first_child + q.n_children - 1 - k];
+                sdepth[top + k] = d + 1;
+            }
+            top += (int)q.n_children;
+        }
+        if (n > budget) return false;
+    }
+    return true;
+}
+
+static __device__ void grove_subtree_mutate_one(const char* base, const GroveSubtreeMutateParams& p, unsigned t,
+                                                unsigned* __restrict__ codons, unsigned* __restrict__ len,
+                                                unsigned* __restrict__ scratch) {
+    const unsigned cap = p.map.capacity, D = p.map.max_derivation;
+    const unsigned row = p.first_row + t;
+    unsigned* w = scratch + (unsigned long long)t * p.scratch_stride;
+    unsigned* der = w;
+    unsigned *sym = w + D, *start = w + 2ull * D, *end = w + 3ull * D, *depth = w + 4ull * D, *sz = w + 5ull * D;
+    unsigned* fresh = w + 6ull * D;
+    unsigned* child = fresh + cap + 1;
+    GroveStream s = grove_stream(p.seed_lo, p.seed_hi, p.generation, row, GROVE_PURPOSE_MUTATE);
+    if (!grove_chance(s, p.p_mutation)) return;
+    unsigned* g = codons + (unsigned long long)row * cap;
+    const unsigned lg = len[row];
+    const GroveMapOut m = grove_map_one(base, p.map, row, codons, len, der, 1, 0);
+    if (m.status != GROVE_MAP_VALID) return;
+    const unsigned nn = grove_derivation_nodes(base, p.map.lazy, der, m.n_derivation, sym, start, end, sz, depth);
+    // Only nodes whose span lies within the genome (with wraps a subtree may read past its end).
+    unsigned na = 0;
+    for (unsigned k = 0; k < nn; ++k) {
+        if (end[k] > lg) continue;
+        sym[na] = sym[k];
+        start[na] = start[k];
+        end[na] = end[k];
+        depth[na] = depth[k];
+        ++na;
+    }
+    if (na == 0) return;
+    for (unsigned tr = 0; tr < GROVE_SUBTREE_TRIES; ++tr) {
+        const unsigned k = grove_below(s, na);
+        const unsigned kept = lg - (end[k] - start[k]);
+        const unsigned budget = cap > kept ? cap - kept : 0u;
+        unsigned nf = 0;
+        if (!grove_grow_derivation(base, p.map.lazy, sym[k], depth[k], p.map.max_depth, p.codon_size, budget, s, fresh, nf)) continue;
+        unsigned nc = kept + nf;
+        if (nc > cap) continue;
+        grove_splice(g, lg, start[k], end[k], fresh, 0, nf, child);
+        if (grove_map_one(base, p.map, 0, child, &nc, der, 1, 0).status != GROVE_MAP_VALID) continue;
+        // As Genomes::set: the new length, zero after it.
+        for (unsigned c = 0; c < nc; ++c) g[c] = child[c];
+        for (unsigned c = nc; c < cap; ++c) g[c] = 0;
+        len[row] = nc;
+        return;
+    }
+}
+
+extern "C" __global__ void grove_ge_subtree_mutate(GroveSubtreeMutateParams p, unsigned* __restrict__ codons,
+                                                   unsigned* __restrict__ len, unsigned* __restrict__ scratch) {
+    extern __shared__ unsigned grove_table_shared[];
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    const unsigned n = p.n_rows > p.first_row ? p.n_rows - p.first_row : 0u;
+    if (p.map.table_words > 0) {
+        for (unsigned w = threadIdx.x; w < p.map.table_words; w += blockDim.x) grove_table_shared[w] = grove_table[w];
+        __syncthreads();
+        if (t < n) grove_subtree_mutate_one((const char*)grove_table_shared, p, t, codons, len, scratch);
+    } else if (t < n) {
+        grove_subtree_mutate_one((const char*)grove_table, p, t, codons, len, scratch);
     }
 }

@@ -318,7 +318,7 @@ fn assert_same_runs(what: &str, a: &grove::evolve::Outcome, b: &grove::evolve::O
 /// int-flip and elitism on the GPU) against the host loop evaluating on the same GPU, over 20+
 /// generations, for three grammars with eager and lazy codons, wraps, random, sensible and PI
 /// grow initialisation, several elites and metrics, one-point and subtree crossover, int-flip
-/// at a fixed rate and at 1 / used codons (within the used codons and not).
+/// at a fixed rate and at 1 / used codons (within the used codons and not), subtree mutation.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_ge_loop_equals_the_host_loop() {
@@ -350,6 +350,9 @@ fn the_device_ge_loop_equals_the_host_loop() {
         // Subtree crossover on the device (map.cu), with either int-flip rate.
         ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, pi_grow, EngineConfig { pop_size: 1000, generations: 15, seed: 13, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default(), subtree),
         ("pagie1.bnf", MapConfig { max_depth: 12, codons: Codons::Lazy, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1201, generations: 12, seed: 14, tournament: 2, elite: 2, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }, grove::genome::vary::GeVaryConfig { mutation_per_used: true, ..subtree }),
+        // Subtree mutation on the device (map.cu), at PonyGE2's one event a child and below.
+        ("regression.bnf", MapConfig { max_depth: 17, ..MapConfig::default() }, pi_grow, EngineConfig { pop_size: 1000, generations: 12, seed: 15, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default(), grove::genome::vary::GeVaryConfig { mutation: 1.0, mutation_op: grove::genome::vary::GeMutation::Subtree, ..subtree }),
+        ("pagie1.bnf", MapConfig { max_depth: 12, codons: Codons::Lazy, ..MapConfig::default() }, sensible, EngineConfig { pop_size: 1201, generations: 12, seed: 16, tournament: 2, elite: 2, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::R2, linear_scaling: true, parsimony: 0.0 }, grove::genome::vary::GeVaryConfig { mutation: 0.3, mutation_op: grove::genome::vary::GeMutation::Subtree, ..fixed }),
     ];
     for (file, map, init, cfg, reg, vary) in cases {
         let l = load(&root.join("grammars").join(file), &shape).unwrap();

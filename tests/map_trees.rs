@@ -625,3 +625,148 @@ fn gpu_subtree_crossover_matches_reference() {
         engine.download_genomes(&dc).unwrap()
     });
 }
+
+// ---------------------------------------------------------------------------------------------
+// GE subtree mutation (`grove_ge_subtree_mutate`, map.cu) against
+// `genome::subtree::subtree_mutate` as the GE loops call it.
+
+/// The CPU's mutation of rows `first_row..` of `genomes` (as `backend::cpu::breed`'s mutate).
+fn mutate_reference(grammar: &grove::backend::breed::Grammar<'_>, genomes: &Genomes, first_row: usize, cfg: &GeVaryConfig, seed: u64, generation: u32) -> Genomes {
+    use grove::genome::subtree::{SubtreeScratch, subtree_mutate};
+    use grove::rng::{Purpose, Stream};
+    let mut out = genomes.clone();
+    let (mut mapper, mut scratch) = (grammar.mapper(), SubtreeScratch::default());
+    for k in first_row..genomes.size() {
+        let mut g = genomes.get(k).to_vec();
+        subtree_mutate(&mut mapper, &mut g, cfg, genomes.capacity, &mut Stream::new(seed, generation, k as u32, Purpose::Mutate), &mut scratch);
+        out.set(k, &g);
+    }
+    out
+}
+
+/// A device's subtree mutation: (tables, map config, max derivation, genomes, first row, vary
+/// config, seed, generation) to the mutated genomes.
+type MutateDevice<'a> = dyn Fn(&DeviceTables, &MapConfig, usize, &Genomes, usize, &GeVaryConfig, u64, u32) -> Genomes + 'a;
+
+/// Runs `device` on every grammar and setting against the CPU, `p` rows each, the first 3 kept
+/// as an elite; counts the rows that changed, and the rows left as they were.
+fn mutate_parity(p: usize, device: &MutateDevice<'_>) {
+    let (mut changed, mut kept, mut rows) = (0usize, 0usize, 0usize);
+    for (gi, text) in SUBTREE_GRAMMARS.iter().enumerate() {
+        let l = grammar::load_parsed(grammar::parse_str(text, "g", false).unwrap(), &DatasetShape::default()).unwrap();
+        let templates = Templates::default();
+        let tables = DeviceTables::new(&l.table, &templates).unwrap();
+        for (k, (map, capacity)) in subtree_settings().into_iter().enumerate() {
+            let seed = 90 + (gi * 10 + k) as u64;
+            let genomes = subtree_parents(&l.table, map.codons, p, capacity, seed);
+            let grammar = grove::backend::breed::Grammar { table: &l.table, templates: &templates, map, max_derivation: grove::evolve::max_derivation(capacity, &map) };
+            let first_row = 3;
+            // A small codon size as well: grow's draws then wrap production choices often.
+            let codon_size = if k % 2 == 0 { 1 << 16 } else { 7 };
+            let cfg = GeVaryConfig { mutation: 0.9, mutation_op: grove::genome::vary::GeMutation::Subtree, codon_size, ..GeVaryConfig::default() };
+            let want = mutate_reference(&grammar, &genomes, first_row, &cfg, seed, 5);
+            let got = device(&tables, &map, grammar.max_derivation, &genomes, first_row, &cfg, seed, 5);
+            for r in 0..p {
+                if got.get(r) != want.get(r) {
+                    panic!("grammar {gi}, {map:?}, capacity {capacity}: first mismatch at row {r}: gpu={:?} cpu={:?} (was {:?})", got.get(r), want.get(r), genomes.get(r));
+                }
+                if r >= first_row {
+                    if want.get(r) == genomes.get(r) { kept += 1 } else { changed += 1 }
+                    rows += 1;
+                }
+            }
+            assert_eq!(got, want, "grammar {gi}, {map:?}: padding");
+            let mut mapper = grammar.mapper();
+            for r in first_row..p {
+                if want.get(r) != genomes.get(r) {
+                    assert!(mapper.map(want.get(r)).valid() && want.get(r).len() <= capacity, "a mutated row maps validly within the capacity");
+                }
+            }
+        }
+    }
+    eprintln!("{rows} rows equal: {changed} mutated, {kept} left as they were");
+    assert!(changed > rows / 2 && kept > rows / 20, "{changed} mutated and {kept} kept of {rows}");
+}
+
+/// The kernel's source built as host C++, one thread per row; and the same source allowed one
+/// try instead of `TRIES`, which must disagree, so the cases reach the retries.
+#[test]
+fn emulated_subtree_mutation_matches_reference() {
+    let Some(emu) = Emulated::new() else { return };
+    mutate_parity(301, &|t, m, d, g, r, c, s, gen| emulated_mutate(&emu.lib, t, m, d, g, r, c, s, gen));
+    let one_try = Emulated::edited(|s| s.replace("#define GROVE_SUBTREE_TRIES 8", "#define GROVE_SUBTREE_TRIES 1")).unwrap();
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        mutate_parity(301, &|t, m, d, g, r, c, s, gen| emulated_mutate(&one_try.lib, t, m, d, g, r, c, s, gen))
+    }));
+    assert!(caught.is_err(), "one try a row gave the CPU's genomes: no case needed a second try");
+}
+
+/// `grove_ge_subtree_mutate` of `lib` (map.cu built by the emulator), one thread per row.
+#[allow(clippy::too_many_arguments)]
+fn emulated_mutate(
+    lib: &libloading::Library,
+    tables: &DeviceTables,
+    map: &MapConfig,
+    max_derivation: usize,
+    genomes: &Genomes,
+    first_row: usize,
+    cfg: &GeVaryConfig,
+    seed: u64,
+    generation: u32,
+) -> Genomes {
+    use grove::backend::cuda::params::{SubtreeMutateParams, subtree_mutate_scratch_words};
+    type MutateFn = unsafe extern "C" fn(SubtreeMutateParams, *mut u32, *mut u32, *mut u32);
+    type SetTable = unsafe extern "C" fn(*const u32, u32);
+    type SetThread = unsafe extern "C" fn(u32, u32, u32);
+    let kernel: MutateFn = emulator::get(lib, kernels::GE_SUBTREE_MUTATE);
+    let set_table: SetTable = emulator::get(lib, "grove_emu_set_table");
+    let set_thread: SetThread = emulator::get(lib, "grove_emu_set_thread");
+    let words: Vec<u32> = tables.blob.chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+    let (p, cap) = (genomes.size(), genomes.capacity);
+    let n = p - first_row;
+    let stride = subtree_mutate_scratch_words(max_derivation, cap);
+    let mut scratch = vec![0xdead_beefu32; n * stride];
+    let mut out = genomes.clone();
+    let params = SubtreeMutateParams {
+        map: MapParams {
+            n_genomes: p as u32,
+            capacity: cap as u32,
+            max_wraps: map.max_wraps,
+            lazy: (map.codons == Codons::Lazy) as u32,
+            max_depth: map.max_depth,
+            max_nodes: map.max_nodes,
+            max_derivation: max_derivation as u32,
+            table_words: 0,
+        },
+        first_row: first_row as u32,
+        n_rows: p as u32,
+        seed_lo: seed as u32,
+        seed_hi: (seed >> 32) as u32,
+        generation,
+        p_mutation: cfg.mutation,
+        codon_size: cfg.codon_size,
+        scratch_stride: stride as u32,
+    };
+    // SAFETY: the table fits grove_table (DeviceTables::new checked it); the kernel's C
+    // signature is MutateFn; the genome arrays hold P rows of cap codons, the scratch
+    // n × stride words.
+    unsafe {
+        set_table(words.as_ptr(), words.len() as u32);
+        for t in 0..n {
+            set_thread(t as u32, 1, 0);
+            kernel(params, out.codons.as_mut_ptr(), out.len.as_mut_ptr(), scratch.as_mut_ptr());
+        }
+    }
+    out
+}
+
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn gpu_subtree_mutation_matches_reference() {
+    let engine = grove::backend::cuda::CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"));
+    mutate_parity(3001, &|tables, map, max_derivation, genomes, first_row, cfg, seed, generation| {
+        let mut dg = engine.upload_genomes(genomes).unwrap();
+        engine.ge_subtree_mutate(tables, map, max_derivation, &mut dg, first_row, cfg, seed, generation).unwrap_or_else(|e| panic!("{e}"));
+        engine.download_genomes(&dg).unwrap()
+    });
+}

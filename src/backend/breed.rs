@@ -122,8 +122,7 @@ pub trait Breeder {
     /// [`crate::genome::subtree::subtree_crossover`] on the parents mapped with
     /// [`Grammar::mapper`]): pair `j` of `pairs` crossed with stream
     /// `(seed, generation, j, Crossover)`, its children written to rows `first_row + 2j` and
-    /// `first_row + 2j + 1` of `children` (those below its size). The device has one-point
-    /// crossover only ([`GeVaryConfig::on_device`]).
+    /// `first_row + 2j + 1` of `children` (those below its size).
     #[allow(clippy::too_many_arguments)]
     fn crossover(
         &self,
@@ -142,7 +141,6 @@ pub trait Breeder {
     /// own used codons, `mapping`, of `genomes`' last mapping, or
     /// [`crate::genome::subtree::subtree_mutate`] with [`Grammar::mapper`]) of rows
     /// `first_row..` of `genomes` in place, row `k` with stream `(seed, generation, k, Mutate)`.
-    /// The device has int-flip at a fixed rate only ([`GeVaryConfig::on_device`]).
     #[allow(clippy::too_many_arguments)]
     fn mutate(
         &self,

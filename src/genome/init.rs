@@ -298,7 +298,7 @@ pub fn sensible_genome(
 ) {
     let start_min = table.rules[0].min_depth as u32;
     let root = crate::grammar::compile::symbol(SymbolKind::NonTerminal, 0);
-    grow_derivation(table, codons, root, 1, max_depth.max(start_min), full, codon_size, usize::MAX, s, out);
+    grow_derivation(table, codons, root, 1, max_depth.max(start_min), full, codon_size, usize::MAX, usize::MAX, s, out);
 }
 
 /// Appends to `out` the codons of one random derivation of `symbol` (a non-terminal or a codon
@@ -306,7 +306,10 @@ pub fn sensible_genome(
 /// [`sensible_genome`] grows it: a production fits where its shortest derivation ends within
 /// `max_depth`; with `full` the recursive ones among those are preferred. Subtree mutation
 /// grows its new subtrees so (PonyGE2's "random" derivation). Returns false, `out` then holding
-/// a partial derivation, once more than `budget` codons would be appended.
+/// a partial derivation, once more than `budget` codons would be appended, or once more than
+/// `max_stack` symbols would be pending (subtree mutation passes the loops' mapper bound,
+/// [`crate::genome::MAP_STACK`], as its GPU twin holds no more: a subtree that outgrows it
+/// would make its genome overflow the mapper anyway).
 #[allow(clippy::too_many_arguments)]
 pub fn grow_derivation(
     table: &RuleTable,
@@ -317,6 +320,7 @@ pub fn grow_derivation(
     full: bool,
     codon_size: u32,
     budget: usize,
+    max_stack: usize,
     s: &mut Stream,
     out: &mut Vec<u32>,
 ) -> bool {
@@ -349,6 +353,9 @@ pub fn grow_derivation(
                     out.push(choice + n * s.below((codon_size / n).max(1)));
                 }
                 let p = (first + choice) as usize;
+                if stack.len() + table.children_of(p).len() > max_stack {
+                    return false;
+                }
                 for &k in table.children_of(p).iter().rev() {
                     stack.push((k, d + 1));
                 }
@@ -450,5 +457,26 @@ mod tests {
         let lazy = init_genomes(&l.table, &cfg, Codons::Lazy, 4, 16, 1);
         assert_eq!(eager.len, [2; 4]);
         assert_eq!(lazy.len, [1; 4]);
+    }
+    /// A grow that would hold more than `max_stack` pending symbols stops with false, and one
+    /// that never does gives the codons of the unbounded grow (the bound changes no draw).
+    #[test]
+    fn grow_stops_at_its_stack_bound_and_is_otherwise_unchanged() {
+        let g = parse_str("<e> ::= f(<e>,<e>,<e>,<e>) | x0 | 1.0", "g", false).unwrap();
+        let l = load_parsed(g, &DatasetShape::default()).unwrap();
+        let root = crate::grammar::compile::symbol(SymbolKind::NonTerminal, 0);
+        let (mut stopped, mut same) = (0, 0);
+        for seed in 0..200 {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            let free = grow_derivation(&l.table, Codons::Eager, root, 1, 6, false, 1 << 16, usize::MAX, usize::MAX, &mut Stream::new(seed, 0, 0, Purpose::Init), &mut a);
+            assert!(free, "an unbounded grow completes");
+            if grow_derivation(&l.table, Codons::Eager, root, 1, 6, false, 1 << 16, usize::MAX, 7, &mut Stream::new(seed, 0, 0, Purpose::Init), &mut b) {
+                assert_eq!(a, b, "seed {seed}");
+                same += 1;
+            } else {
+                stopped += 1;
+            }
+        }
+        assert!(stopped > 10 && same > 10, "{stopped} stopped, {same} complete");
     }
 }

@@ -4,8 +4,8 @@
 //! those spans. With wraps off, mapping the spliced genome gives exactly the tree with the
 //! subtree swapped, the codons before the span deriving the same nodes and those after it
 //! the same later siblings. Crossover's GPU twin is `grove_ge_subtree_crossover` in
-//! `kernels/map.cu` (the same draws, retries and fallback); mutation is CPU only, and the
-//! device loop hands runs with it to the host loop (`evolve::device::supports_grammar`).
+//! `kernels/map.cu` (the same draws, retries and fallback), mutation's is
+//! `grove_ge_subtree_mutate` beside it.
 //!
 //! A child that does not fit the genome capacity or does not map validly (too deep, too many
 //! nodes, over the loops' derivation or stack bounds) is not kept: the operator tries again
@@ -138,7 +138,7 @@ pub fn subtree_mutate(mapper: &mut Mapper<'_>, g: &mut Vec<u32>, cfg: &GeVaryCon
         let kept = g.len() - (n.end - n.start) as usize;
         fresh.clear();
         let budget = capacity.saturating_sub(kept);
-        if !grow_derivation(table, map.codons, n.symbol, n.depth, map.max_depth, false, cfg.codon_size, budget, s, fresh) {
+        if !grow_derivation(table, map.codons, n.symbol, n.depth, map.max_depth, false, cfg.codon_size, budget, super::MAP_STACK, s, fresh) {
             continue;
         }
         splice(g, (n.start, n.end), fresh, child);

@@ -70,15 +70,6 @@ impl Default for GeVaryConfig {
     }
 }
 
-impl GeVaryConfig {
-    /// True when every operator is one the device loop's kernels have: one-point crossover and
-    /// int-flip at either rate (`kernels/vary.cu`), subtree crossover (`kernels/map.cu`).
-    /// Subtree mutation has no kernel.
-    pub fn on_device(&self) -> bool {
-        self.mutation_op == GeMutation::IntFlip
-    }
-}
-
 /// Variable one-point crossover of genomes `ga` and `gb` into `c0` and `c1` (cleared first).
 /// With probability `cfg.crossover` each parent's point is drawn from `1..=used` (its used
 /// codons, at most its length), as PonyGE2's variable one-point crossover does, and the tails
@@ -196,14 +187,8 @@ mod tests {
     }
 
     #[test]
-    fn the_device_has_both_crossovers_and_int_flip() {
+    fn old_vary_blocks_load_as_onepoint_and_int_flip() {
         let d = GeVaryConfig::default();
-        assert!(d.on_device());
-        assert!(GeVaryConfig { mutation_per_used: true, ..d }.on_device(), "int-flip at 1 / used");
-        assert!(GeVaryConfig { crossover_op: GeCrossover::Subtree, ..d }.on_device(), "subtree crossover");
-        for c in [GeVaryConfig { mutation_op: GeMutation::Subtree, ..d }, GeVaryConfig { crossover_op: GeCrossover::Subtree, mutation_op: GeMutation::Subtree, ..d }] {
-            assert!(!c.on_device(), "{c:?}");
-        }
         // Experiment files and checkpoints from before the operators load as one-point and int-flip.
         let old: GeVaryConfig = serde_json::from_str(r#"{"crossover": 0.9, "mutation": 0.02, "within_used": true, "codon_size": 65536}"#).unwrap();
         assert_eq!(old, GeVaryConfig { mutation: 0.02, ..d });

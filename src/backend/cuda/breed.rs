@@ -11,7 +11,7 @@ use super::vary::UsedCodons;
 use super::{CudaEngine, DeviceBred, DeviceFitness, DeviceGenomes, DeviceIndices, DevicePopulation, GpuError, MapLaunch, MapTreesScratch};
 use crate::backend::breed::{Breeder, Grammar};
 use crate::genome::init::InitConfig;
-use crate::genome::vary::{GeCrossover, GeVaryConfig};
+use crate::genome::vary::{GeCrossover, GeMutation, GeVaryConfig};
 use crate::grammar::template::DeviceTables;
 use crate::program::{BreedConfig, TreeSpec, VaryConfig};
 use crate::select::{Bloat, Tournament};
@@ -141,7 +141,7 @@ impl Breeder for CudaEngine {
 
     fn mutate(
         &self,
-        _grammar: &Grammar<'_>,
+        grammar: &Grammar<'_>,
         genomes: &mut DeviceGenomes,
         m: &DeviceMapping,
         first_row: usize,
@@ -149,7 +149,12 @@ impl Breeder for CudaEngine {
         seed: u64,
         generation: u32,
     ) -> Result<()> {
-        Ok(self.ge_int_flip(genomes, UsedCodons::Counts(m.scratch.used()), first_row, cfg, seed, generation)?)
+        match cfg.mutation_op {
+            GeMutation::IntFlip => Ok(self.ge_int_flip(genomes, UsedCodons::Counts(m.scratch.used()), first_row, cfg, seed, generation)?),
+            GeMutation::Subtree => {
+                Ok(self.ge_subtree_mutate(&m.tables, &grammar.map, grammar.max_derivation, genomes, first_row, cfg, seed, generation)?)
+            }
+        }
     }
 
     fn copy_genomes(&self, src: &DeviceGenomes, rows: &DeviceIndices, n: usize, dst: &mut DeviceGenomes) -> Result<()> {

@@ -9,7 +9,7 @@ use std::mem::{offset_of, size_of};
 use super::params::{
     Argmin, ClassPartial, ClassReduceParams, ClassifyParams, CompileParams, ControlClassParams, ControlParams, EvalParams, FitParams,
     GeParams, GenParams, GenStats, InitParams, MapOut, MapParams, MapTreesParams, ReduceParams, RegSums, SelectParams, SimParams,
-    SubtreeParams, VaryParams,
+    SubtreeMutateParams, SubtreeParams, VaryParams,
 };
 use crate::grammar::compile::{ProductionEntry, RuleEntry, TableHeader};
 use crate::program::Op;
@@ -40,6 +40,7 @@ layout! {
     GroveMapOut = MapOut { status, used_codons, depth, nodes, n_derivation },
     GroveMapTreesParams = MapTreesParams { map, templates_at, max_len, build, pad },
     GroveSubtreeParams = SubtreeParams { map, n_pairs, first_row, n_rows, seed_lo, seed_hi, generation, p_crossover, scratch_stride },
+    GroveSubtreeMutateParams = SubtreeMutateParams { map, first_row, n_rows, seed_lo, seed_hi, generation, p_mutation, codon_size, scratch_stride },
     GroveControlClassParams = ControlClassParams { n, max_len, n_vars, n_slots, stack, pad },
     GroveInitParams = InitParams { n, capacity, seed_lo, seed_hi, sensible, length, codon_size, min_depth, max_depth, tail_fraction, lazy, table_words },
     GroveClassifyParams = ClassifyParams { n_rows, n_features, max_len, n_outputs, n_classes, n_trees, tile_points, n_tiles, has_offset, reserved },

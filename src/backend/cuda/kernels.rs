@@ -231,6 +231,9 @@ pub const INIT_GENOMES: &str = "grove_init_genomes";
 /// GE subtree crossover (map.cu, beside the mapper it calls): one thread per pair, twin of
 /// `genome::subtree::subtree_crossover`.
 pub const GE_SUBTREE_CROSSOVER: &str = "grove_ge_subtree_crossover";
+/// GE subtree mutation (map.cu): one thread per row, in place, twin of
+/// `genome::subtree::subtree_mutate`.
+pub const GE_SUBTREE_MUTATE: &str = "grove_ge_subtree_mutate";
 /// The constant-memory rule table of map.cu.
 pub const MAP_TABLE_SYMBOL: &str = "grove_table";
 
@@ -443,7 +446,7 @@ pub const SIZES_INDEX: &str = "grove_sizes_index";
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (HEAD_SUMS, EVAL), (CLASS_HEAD_SUMS, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP), (GE_SUBTREE_CROSSOVER, MAP)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (HEAD_SUMS, EVAL), (CLASS_HEAD_SUMS, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP), (GE_SUBTREE_CROSSOVER, MAP), (GE_SUBTREE_MUTATE, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend(
         [INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, SCATTER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, SCATTER_GENOMES, RNG_DRAWS]

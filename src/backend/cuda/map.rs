@@ -12,8 +12,10 @@
 use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
-use super::kernels::{GE_SUBTREE_CROSSOVER, INIT_GENOMES, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL};
-use super::params::{InitParams, MapOut, MapParams, MapStatus, MapTreesParams, SubtreeParams, subtree_scratch_words};
+use super::kernels::{GE_SUBTREE_CROSSOVER, GE_SUBTREE_MUTATE, INIT_GENOMES, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL};
+use super::params::{
+    InitParams, MapOut, MapParams, MapStatus, MapTreesParams, SubtreeMutateParams, SubtreeParams, subtree_mutate_scratch_words, subtree_scratch_words,
+};
 use super::CudaEngine;
 use crate::genome::map::Invalid;
 use crate::genome::{Codons, Genomes, MapConfig, Mapped, Mapper};
@@ -630,6 +632,77 @@ impl CudaEngine {
         // (DeviceTables), whose indices point inside it; table_words words fit the launch's
         // dynamic shared memory.
         unsafe { b.launch(lc) }.during(|| format!("launching {GE_SUBTREE_CROSSOVER}"))?;
+        Ok(())
+    }
+
+    /// GE subtree mutation, twin of [`subtree_mutate`](crate::genome::subtree::subtree_mutate)
+    /// as the GE loops call it (`backend::cpu::breed`): rows `first_row..` of `genomes` in place,
+    /// row `k` on stream `(seed, generation, k, Mutate)`, mapped with `cfg` and the loops' bounds
+    /// ([`crate::genome::MAP_STACK`] pending symbols, `max_derivation` entries, as
+    /// `Grammar::mapper`). The per-thread scratch (`subtree_mutate_scratch_words` u32 a row)
+    /// shares the engine's subtree buffer with crossover.
+    #[allow(clippy::too_many_arguments)]
+    pub fn ge_subtree_mutate(
+        &self,
+        tables: &DeviceTables,
+        cfg: &MapConfig,
+        max_derivation: usize,
+        genomes: &mut DeviceGenomes,
+        first_row: usize,
+        vary: &crate::genome::vary::GeVaryConfig,
+        seed: u64,
+        generation: u32,
+    ) -> Result<()> {
+        if genomes.engine != self.id {
+            return Err(GpuError::Input("buffers of another engine".into()));
+        }
+        if first_row > genomes.n || genomes.n > u32::MAX as usize {
+            return Err(GpuError::Input(format!("mutation from row {first_row} of {}", genomes.n)));
+        }
+        if max_derivation == 0 || max_derivation > 1 << 16 {
+            return Err(GpuError::Input(format!("derivations of {max_derivation} entries (1 to 65536)")));
+        }
+        let n = genomes.n - first_row;
+        if n == 0 || genomes.capacity == 0 {
+            return Ok(());
+        }
+        let stride = subtree_mutate_scratch_words(max_derivation, genomes.capacity);
+        if stride > u32::MAX as usize {
+            return Err(GpuError::Input(format!("{stride} scratch words a row")));
+        }
+        let words = n.checked_mul(stride).ok_or_else(|| GpuError::Input("subtree mutation scratch too large".into()))?;
+        let f = self.function(&MAP, &[], GE_SUBTREE_MUTATE)?;
+        let blob = &tables.blob;
+        let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
+        self.set_map_tables(blob)?;
+        let table_words = if blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
+        let params = SubtreeMutateParams {
+            map: map_params(genomes, cfg, max_derivation, table_words),
+            first_row: first_row as u32,
+            n_rows: genomes.n as u32,
+            seed_lo: seed as u32,
+            seed_hi: (seed >> 32) as u32,
+            generation,
+            p_mutation: vary.mutation,
+            codon_size: vary.codon_size,
+            scratch_stride: stride as u32,
+        };
+        let mut guard = self.subtree_scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let scratch = super::memory::grow_device(&self.stream, &mut guard, words, "allocating subtree mutation scratch")?;
+        let t = 128u32;
+        let lc = LaunchConfig { grid_dim: ((n as u32).div_ceil(t), 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: table_words * 4 };
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&params).arg(&mut genomes.codons).arg(&mut genomes.len).arg(scratch);
+        // SAFETY: matches `grove_ge_subtree_mutate(GroveSubtreeMutateParams, unsigned* codons,
+        // unsigned* len, unsigned* scratch)` with SubtreeMutateParams laid out as
+        // GroveSubtreeMutateParams. Thread t reads and writes row first_row + t only (below
+        // n_rows = the genomes' P), within the capacity (children are checked before they are
+        // written); it uses scratch words t·stride .. (t + 1)·stride (the buffer holds
+        // n·stride): derivations of at most max_derivation entries, fresh codons of at most
+        // capacity + 1, a child of at most the capacity. The blob is a compiled RuleTable
+        // followed by its Templates (DeviceTables); table_words words fit the launch's dynamic
+        // shared memory.
+        unsafe { b.launch(lc) }.during(|| format!("launching {GE_SUBTREE_MUTATE}"))?;
         Ok(())
     }
 }

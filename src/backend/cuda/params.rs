@@ -209,6 +209,40 @@ pub fn subtree_scratch_words(max_derivation: usize, capacity: usize) -> usize {
     8 * max_derivation + 2 * capacity
 }
 
+/// Parameters of `grove_ge_subtree_mutate` (`GroveSubtreeMutateParams` in map.cu), passed by
+/// value.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SubtreeMutateParams {
+    /// The loops' mapper (`Grammar::mapper`'s settings and bounds); `capacity` is the row
+    /// stride, `n_genomes` the rows.
+    pub map: MapParams,
+    /// Rows before it (the elite) are left as they are.
+    pub first_row: u32,
+    /// Rows `first_row..n_rows` are mutated, one thread each.
+    pub n_rows: u32,
+    /// The run's seed, low word.
+    pub seed_lo: u32,
+    /// The run's seed, high word.
+    pub seed_hi: u32,
+    /// The generation the rows belong to.
+    pub generation: u32,
+    /// `GeVaryConfig::mutation`.
+    pub p_mutation: f32,
+    /// `GeVaryConfig::codon_size`.
+    pub codon_size: u32,
+    /// Scratch words per thread: [`subtree_mutate_scratch_words`].
+    pub scratch_stride: u32,
+}
+const _: () = assert!(size_of::<SubtreeMutateParams>() == 64);
+
+/// Scratch words of one `grove_ge_subtree_mutate` thread: 6 derivation rows (the derivation,
+/// the nodes' symbols, starts, ends and depths, the size stack), the fresh codons (one past the
+/// capacity: a grow stops one codon past its budget) and the child.
+pub fn subtree_mutate_scratch_words(max_derivation: usize, capacity: usize) -> usize {
+    6 * max_derivation + 2 * capacity + 1
+}
+
 /// Parameters of `grove_init_genomes` (`GroveInitParams` in map.cu), passed by value.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -540,6 +574,9 @@ unsafe impl DeviceRepr for MapTreesParams {}
 // SAFETY: as above: #[repr(C)] of a MapParams and eight 4-byte fields, no padding (64 bytes,
 // asserted).
 unsafe impl DeviceRepr for SubtreeParams {}
+// SAFETY: as above: #[repr(C)] of a MapParams and eight 4-byte fields, no padding (64 bytes,
+// asserted).
+unsafe impl DeviceRepr for SubtreeMutateParams {}
 // SAFETY: as above: six u32 fields.
 unsafe impl DeviceRepr for ControlClassParams {}
 // SAFETY: as above: twelve 4-byte fields.

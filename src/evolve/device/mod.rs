@@ -136,12 +136,10 @@ pub fn supports_tasks(cfg: &EngineConfig, islands: &IslandConfig, tasks: &[Devic
 
 /// Whether the device loop can run grammatical evolution with these settings besides
 /// [`supports`]: rows the GPU tree builder takes (at most
-/// [`BUILD_FRAMES`](crate::genome::build::BUILD_FRAMES) nodes), and operators the kernels have
-/// ([`GeVaryConfig::on_device`](crate::genome::vary::GeVaryConfig::on_device): one-point and
-/// subtree crossover, int-flip at a fixed rate or at 1 / used codons; subtree mutation takes
-/// the host loop, which still evaluates on the GPU).
+/// [`BUILD_FRAMES`](crate::genome::build::BUILD_FRAMES) nodes). Every GE operator has a kernel
+/// (one-point and subtree crossover, int-flip at either rate, subtree mutation).
 pub fn supports_grammar(cfg: &EngineConfig, rep: &GrammarRep) -> bool {
-    supports(cfg) && cfg.max_len <= crate::genome::build::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize && rep.vary.on_device()
+    supports(cfg) && cfg.max_len <= crate::genome::build::BUILD_FRAMES && rep.genome_capacity <= u32::MAX as usize
 }
 
 /// GE's device state: the genomes of this generation and the next, and the mapping step's

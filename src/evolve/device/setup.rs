@@ -53,7 +53,6 @@ impl Start {
                 (rep.vary.spec.max_len, rep.vary.spec.n_outputs)
             }
             Representation::Grammar(rep) => {
-                anyhow::ensure!(rep.vary.on_device(), "the device loop has no kernel for GE's subtree mutation (the host loop runs it)");
                 anyhow::ensure!(super::supports_grammar(cfg, rep), "the device loop does not support rows of {} nodes for GE", cfg.max_len);
                 (cfg.max_len, rep.templates.n_outputs)
             }
