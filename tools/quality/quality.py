@@ -290,12 +290,13 @@ def grove_stratified_split(codes, n_classes, fraction, seed):
 class Grove:
     """grove through its command line."""
 
-    def __init__(self, binary, threads=None):
+    def __init__(self, binary, threads=None, device="cpu"):
         self.bin = str(binary)
         self.threads = threads
+        self.device = device
 
     def _run(self, args, what):
-        cmd = [self.bin, *map(str, args), "--device", "cpu", "--quiet"]
+        cmd = [self.bin, *map(str, args), "--device", self.device, "--quiet"]
         if self.threads:
             cmd += ["--threads", str(self.threads)]
         t = time.perf_counter()
@@ -418,7 +419,7 @@ class Runner:
         self.args = args
         self.out = Path(args.out)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.grove = Grove(args.grove, args.threads)
+        self.grove = Grove(args.grove, args.threads, args.grove_device)
         self.systems = [s.strip() for s in args.systems.split(",") if s.strip()]
         missing = {"gplearn": "gplearn", "operon": "pyoperon", "operon-lm": "pyoperon", "operon-srbench": "pyoperon"}
         for s, mod in missing.items():
@@ -665,6 +666,8 @@ class Runner:
         if self.args.grove_gens:
             common.append(f"engine.generations={self.args.grove_gens}")
         variants = dict(NGUYEN_GROVE)
+        if self.args.nguyen_variants:
+            variants = {k: v for k, v in variants.items() if k in self.args.nguyen_variants.split(",")}
         if self.args.nguyen_grove:
             variants["grove-custom"] = self.args.nguyen_grove.split()
         for system, sets in variants.items():
@@ -674,7 +677,8 @@ class Runner:
                 r, seconds = self.grove.run_file(work, ron, base["seed"], [*common, *sets])
                 text = r["best"]["sympy"]
                 self.record({**base, "system": system, **exact(text, syms, target, spec, "grove"), "seconds": seconds,
-                             "model": text, "size": r["best"]["size"], "train_mse": r["train"].get("mse")})
+                             "model": text, "size": r["best"]["size"], "train_mse": r["train"].get("mse"),
+                             "train_r2": r["train"].get("r2")})
             except Exception as e:
                 self.record({**base, "system": system, "exact": False, "error": f"{type(e).__name__}: {e}", "seconds": 0})
 
@@ -822,7 +826,7 @@ def _deadline(seconds):
 
 def exact(text, syms, target, spec, system):
     """Is the model `text` the target? `numeric`: within 1e-4 of it (relative to max |target|)
-    at 1000 fresh points of the domain; `exact`: with numbers folded (30 digits) and every
+    at 1000 fresh points of the domain, `test_r2` its R² there; `exact`: with numbers folded (30 digits) and every
     constant then snapped (`snap`),
     sympy.simplify(model − target) is 0, or, where simplify does not reach 0 or takes over
     20 s, the identity test below passes (`how` says which)."""
@@ -841,7 +845,10 @@ def exact(text, syms, target, spec, system):
         vt = np.asarray(ft(*pts.T), dtype=float) * np.ones(len(pts))
     err = float(np.max(np.abs(vm - vt))) if np.all(np.isfinite(vm)) else math.inf
     numeric = err <= 1e-4 * max(1.0, float(np.max(np.abs(vt))))
-    out = dict(exact=False, numeric=bool(numeric), max_error=err)
+    # R² at the fresh points (issue 55's "solution": test R² of at least 0.999).
+    var = float(np.var(vt))
+    r2 = 1.0 - float(np.mean(np.abs(vm - vt) ** 2)) / var if np.all(np.isfinite(vm)) and var > 0 else -math.inf
+    out = dict(exact=False, numeric=bool(numeric), max_error=err, test_r2=r2)
     if not numeric:
         return out
     # Numbers such as 1.188395*sin(1) become one Float first (evalf), then every Float is snapped.
@@ -1104,6 +1111,7 @@ def main(argv=None):
                     help="smoke test: 1 split, 2 runs, one small set per suite, small budgets for every system")
     ap.add_argument("--grove", default=str(REPO / "target" / "release" / "grove"), help="the grove binary")
     ap.add_argument("--threads", type=int, help="grove's worker threads (default: all cores)")
+    ap.add_argument("--grove-device", default="cpu", help="grove's --device (cpu, cuda)")
     ap.add_argument("--systems", default="linear,grove,gplearn,operon,operon-lm", help="comma list of systems to run")
     ap.add_argument("--datasets", help="comma list: only these data sets / targets")
     ap.add_argument("--grove-pop", type=int, help="grove's population (default: its own default)")
@@ -1111,6 +1119,8 @@ def main(argv=None):
     ap.add_argument("--grove-variant", action="append", metavar="NAME=ARGS",
                     help="regression and friedman: one more grove system, grove-NAME, with these extra "
                          "`grove evolve` arguments (e.g. 'len32=--max-len 32'); may be repeated")
+    ap.add_argument("--nguyen-variants", metavar="NAMES",
+                    help=f"comma list of grove's exact-recovery variants to run (default: all of {', '.join(NGUYEN_GROVE)})")
     ap.add_argument("--nguyen-grove", metavar="SETTINGS",
                     help="one more grove variant for the exact-recovery suite (grove-custom): `grove run --set` "
                          "values separated by spaces, e.g. 'engine.bloat=\"lexicographic\" regression.parsimony=1e-6'")

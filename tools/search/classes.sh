@@ -14,6 +14,7 @@ device=${DEVICE:-cpu}
 selections=${SELECTIONS:-"tournament down-sampled lexicase"}
 sets=${SETS:-"spirals circles moons checker"}
 out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
 python3 - "$out" <<'PY'
 import math, random, sys
 out = sys.argv[1]
