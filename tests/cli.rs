@@ -63,7 +63,7 @@ fn bad_options_give_one_clear_line() {
         (vec!["evolve", "--data", "missing.csv", "--grammar", "grammars/regression.bnf"], "missing.csv"),
         (vec!["evolve", "--pop", "1", "--grammar", "grammars/regression.bnf"], "--pop"),
         (vec!["evolve", "--test-fraction", "1.5", "--grammar", "grammars/regression.bnf"], "--test-fraction"),
-        (vec!["evolve", "--data", "builtin:quartic"], "--grammar"),
+        (vec!["evolve", "--data", "builtin:quartic", "--functions", "add,nope", "--device", "cpu"], "nope"),
         (vec!["evolve", "--optimise-fraction", "0", "--grammar", "grammars/regression.bnf"], "--optimise-fraction"),
         (vec!["evolve", "--optimise-fraction", "1.5", "--functions", "add,mul"], "--optimise-fraction"),
         (vec!["evolve", "--optimise-every", "0", "--functions", "add,mul"], "--optimise-every"),
@@ -354,9 +354,15 @@ fn the_representation_group_keeps_each_commands_function_set() {
     assert_eq!((s.grammar.as_deref(), s.functions), (Some("grammars/swimmer.bnf"), None));
     let s = control_settings(&["--env", "swimmer", "--functions", "add,sin", "--define", "half(x) = x / 2", "--device", "cpu"], false);
     assert_eq!((s.functions.as_deref(), s.operators.as_slice()), (Some("add,sin"), &["half(x) = x / 2".to_string()][..]));
-    // evolve has none of its own: one of the two is asked for.
+    // evolve's own is the regressor's (aq in place of div), and a grammar leaves none.
     let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--device", "cpu"]) else { panic!() };
-    let e = format!("{:#}", a.settings().unwrap_err());
+    assert_eq!(a.settings().unwrap().functions.as_deref(), Some(grove::task::base::defaults::EVOLVE_FUNCTIONS));
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "-g", "grammars/regression.bnf", "--device", "cpu"]) else { panic!() };
+    let s = a.settings().unwrap();
+    assert_eq!((s.grammar.as_deref(), s.functions), (Some("grammars/regression.bnf"), None));
+    // An experiment file names one of the two.
+    let (c, v) = grove::task::runner::experiment::parse_ron("Evolve(device: \"cpu\")", "t.ron").unwrap();
+    let e = format!("{:#}", grove::task::runner::experiment::Experiment::from_parts(&c, v, "t.ron").unwrap_err());
     assert!(e.contains("--grammar") && e.contains("--functions"), "{e}");
     for command in [&["evolve"][..], &["classify"], &["control", "--env", "swimmer"]] {
         let e = parsed(&[command, &["-g", "grammars/regression.bnf", "--functions", "add"]].concat()).unwrap_err();

@@ -21,8 +21,8 @@ impl EngineHelp for Evolve {
 
 impl RepresentationHelp for Evolve {
     const GRAMMAR: &'static str = "Grammar for grammatical evolution";
-    const FUNCTIONS: &'static str = "Function set for tree GP without a grammar, e.g. add,sub,mul,div,sin";
-    const DEFAULT_FUNCTIONS: Option<&'static str> = None;
+    const FUNCTIONS: &'static str = "Function set for tree GP without a grammar, e.g. add,sub,mul,aq,sin";
+    const DEFAULT_FUNCTIONS: Option<&'static str> = Some(defaults::EVOLVE_FUNCTIONS);
 }
 
 /// `grove evolve`.

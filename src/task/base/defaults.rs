@@ -76,8 +76,9 @@ pub const CONTROL_GPU_EPISODES: usize = 4;
 /// The function set of tree GP where a command has one without `--functions` (`grove classify`,
 /// `grove control`).
 pub const FUNCTIONS: &str = "add,sub,mul,div";
-/// The Python regressor's function set without `function_set` (`grove evolve` asks for one):
-/// the analytic quotient `aq(a, b) = a / √(1 + b²)` instead of `div`, which has no pole. With
+/// `grove evolve`'s function set without `--functions` or `--grammar`, and the Python
+/// regressor's without `function_set` (an experiment file still names one of the two): the
+/// analytic quotient `aq(a, b) = a / √(1 + b²)` instead of `div`, which has no pole. With
 /// `div`, fitted constants put poles near unseen points (Friedman-1 on a GPU at its defaults,
 /// 5 splits: median test R² 0.845 with `div`, 0.948 with `aq`; the other seven sets measured
 /// moved by at most 0.0004); on the CPU, 10 splits of 18 sets, Friedman-1 0.879 → 0.936 and
