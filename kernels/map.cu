@@ -634,6 +634,45 @@ static __device__ __forceinline__ void grove_init_put(unsigned* row, unsigned ca
     ++n;
 }
 
+// init::grow_derivation's choice of a production of a rule with np productions from first, used
+// at depth d under max_depth: uniformly among those that fit (a production of min depth m used at
+// depth d reaches d - 1 + m), with full only the recursive ones among them when there are any;
+// where none fits, the first of least min depth (one draw either way, as the CPU's).
+static __device__ __forceinline__ unsigned grove_grow_choice(const GroveProduction* prods, unsigned first, unsigned np,
+                                                             unsigned d, unsigned max_depth, bool full, GroveStream& s) {
+    unsigned n_fit = 0, n_rec = 0;
+    for (unsigned k = 0; k < np; ++k) {
+        const GroveProduction q = prods[first + k];
+        if ((unsigned long long)(d - 1) + q.min_depth <= max_depth) {
+            ++n_fit;
+            if (q.flags & GROVE_PRODUCTION_RECURSIVE) ++n_rec;
+        }
+    }
+    const bool rec_only = full && n_rec > 0;
+    unsigned choice = 0;
+    if (n_fit == 0) {
+        unsigned best = 0xffffffffu;
+        for (unsigned k = 0; k < np; ++k) {
+            if (prods[first + k].min_depth < best) {
+                best = prods[first + k].min_depth;
+                choice = k;
+            }
+        }
+        (void)grove_below(s, 1u);
+        return choice;
+    }
+    unsigned j = grove_below(s, rec_only ? n_rec : n_fit);
+    for (unsigned k = 0; k < np; ++k) {
+        const GroveProduction q = prods[first + k];
+        const bool fits = (unsigned long long)(d - 1) + q.min_depth <= max_depth && (!rec_only || (q.flags & GROVE_PRODUCTION_RECURSIVE));
+        if (fits) {
+            if (j == 0) return k;
+            --j;
+        }
+    }
+    return choice;
+}
+
 static __device__ void grove_init_one(const char* base, const GroveInitParams& p, unsigned i, unsigned* __restrict__ codons,
                                       unsigned* __restrict__ lens, unsigned* __restrict__ flag) {
     GroveStream s = grove_stream(p.seed_lo, p.seed_hi, 0u, i, GROVE_PURPOSE_INIT);
@@ -667,43 +706,7 @@ static __device__ void grove_init_one(const char* base, const GroveInitParams& p
             }
             const GroveRule rule = rules[sym & 0x3fffu];
             const unsigned first = rule.first_production, np = rule.n_productions;
-            // The productions that fit (a production of min depth m used at depth d reaches
-            // d - 1 + m); with full, only the recursive ones among them when there are any.
-            unsigned n_fit = 0, n_rec = 0;
-            for (unsigned k = 0; k < np; ++k) {
-                const GroveProduction q = prods[first + k];
-                if (d - 1 + q.min_depth <= max_depth) {
-                    ++n_fit;
-                    if (q.flags & GROVE_PRODUCTION_RECURSIVE) ++n_rec;
-                }
-            }
-            const bool rec_only = full && n_rec > 0;
-            unsigned choice = 0;
-            if (n_fit == 0) {
-                // None fits (max_depth below the start's min depth cannot happen): the first
-                // production of least min depth.
-                unsigned best = 0xffffffffu;
-                for (unsigned k = 0; k < np; ++k) {
-                    if (prods[first + k].min_depth < best) {
-                        best = prods[first + k].min_depth;
-                        choice = k;
-                    }
-                }
-                (void)grove_below(s, 1u);
-            } else {
-                unsigned j = grove_below(s, rec_only ? n_rec : n_fit);
-                for (unsigned k = 0; k < np; ++k) {
-                    const GroveProduction q = prods[first + k];
-                    const bool fits = d - 1 + q.min_depth <= max_depth && (!rec_only || (q.flags & GROVE_PRODUCTION_RECURSIVE));
-                    if (fits) {
-                        if (j == 0) {
-                            choice = k;
-                            break;
-                        }
-                        --j;
-                    }
-                }
-            }
+            const unsigned choice = grove_grow_choice(prods, first, np, d, max_depth, full, s);
             if (!(p.lazy && np == 1)) {
                 const unsigned per = p.codon_size / np;
                 grove_init_put(row, p.capacity, n, choice + np * grove_below(s, per > 1 ? per : 1u));
@@ -1002,33 +1005,7 @@ static __device__ bool grove_grow_derivation(const char* base, unsigned lazy, un
         } else {
             const GroveRule rule = rules[sym & 0x3fffu];
             const unsigned first = rule.first_production, np = rule.n_productions;
-            // A production of min depth m used at depth d reaches d - 1 + m.
-            unsigned n_fit = 0;
-            for (unsigned k = 0; k < np; ++k) {
-                if ((unsigned long long)(d - 1) + prods[first + k].min_depth <= max_depth) ++n_fit;
-            }
-            unsigned choice = 0;
-            if (n_fit == 0) {
-                unsigned best = 0xffffffffu;
-                for (unsigned k = 0; k < np; ++k) {
-                    if (prods[first + k].min_depth < best) {
-                        best = prods[first + k].min_depth;
-                        choice = k;
-                    }
-                }
-                (void)grove_below(s, 1u);
-            } else {
-                unsigned j = grove_below(s, n_fit);
-                for (unsigned k = 0; k < np; ++k) {
-                    if ((unsigned long long)(d - 1) + prods[first + k].min_depth <= max_depth) {
-                        if (j == 0) {
-                            choice = k;
-                            break;
-                        }
-                        --j;
-                    }
-                }
-            }
+            const unsigned choice = grove_grow_choice(prods, first, np, d, max_depth, false, s);
             if (!(lazy && np == 1)) {
                 const unsigned per = codon_size / np;
                 out[n++] = choice + np * grove_below(s, per > 1 ? per : 1u);
