@@ -80,6 +80,28 @@ __device__ __forceinline__ unsigned grove_next_u32(GroveStream& s) {
     return u == 0u ? s.b0 : u == 1u ? s.b1 : u == 2u ? s.b2 : s.b3;
 }
 
+// The stream placed so that its next draw is draw k (draw k is word k % 4 of block k / 4, so
+// any draw is reached without the ones before it): lanes sharing a stream split its draws.
+__device__ __forceinline__ void grove_seek(GroveStream& s, unsigned k) {
+    s.c3 = k / 4u;
+    s.used = 4u;
+    if (k % 4u != 0u) {
+        grove_philox_block(s);
+        s.c3 += 1u;
+        s.used = k % 4u;
+    }
+}
+
+// Block q of the stream (draws 4q .. 4q + 3) into w, the stream itself unchanged.
+__device__ __forceinline__ void grove_block_at(GroveStream s, unsigned q, unsigned* w) {
+    s.c3 = q;
+    grove_philox_block(s);
+    w[0] = s.b0;
+    w[1] = s.b1;
+    w[2] = s.b2;
+    w[3] = s.b3;
+}
+
 // Stream::below: uniform in 0..n (n > 0), Lemire's multiply-shift: the high word of x * n.
 __device__ __forceinline__ unsigned grove_below(GroveStream& s, unsigned n) {
     return __umulhi(grove_next_u32(s), n);

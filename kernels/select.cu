@@ -9,6 +9,10 @@
 #include "order.cuh"
 #include "scan.cuh"
 
+// Lanes of a lexicase selection (lanes.cuh).
+#define GROVE_LANES 32
+#include "lanes.cuh"
+
 // Most contestants of a tournament without replacement (its chosen positions are a local list).
 #define GROVE_MAX_DISTINCT 64
 // Threads of the one block of grove_valid_pool (a power of two).
@@ -27,7 +31,7 @@ struct GroveSelectParams {
     unsigned seed_hi;
     unsigned generation;
     unsigned n_cases;      // lexicase: cases (columns of errors)
-    unsigned stride;       // lexicase: row stride of the candidate and case-order buffers
+    unsigned stride;       // lexicase: row stride of the candidate buffer
 };
 GROVE_CHECK_LAYOUT(GroveSelectParams);
 
@@ -345,62 +349,146 @@ extern "C" __global__ void grove_error_groups_verify(GroveSelectParams p, const 
     group[i] = same ? rep : i;
 }
 
-// select::epsilon_lexicase for slot slot_offset + s, stream (seed, generation, slot, Select),
-// eps from grove_lexicase_epsilons. The candidates start as the pool in order where it holds at
-// most p.k (or p.k is 0), else as p.k draws from it. Thread s keeps them in cand[j * stride +
-// s] (filtered in place, order kept, as Vec::retain), their errors on the current case in
-// ev[j * stride + s] and its case order in order[t * stride + s], stride the launch's slots or
-// more; winners[s].
-extern "C" __global__ void grove_lexicase(GroveSelectParams p, const double* errors, const double* eps,
-                                          const unsigned* pool, const unsigned* n_valid, const unsigned* group,
-                                          unsigned* order, unsigned* cand, double* ev, unsigned* winners) {
-    const unsigned s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= p.n_slots) return;
-    const unsigned nv = n_valid[0], C = p.n_cases, B = p.stride, m0 = nv == 0 ? p.n : nv;
-    GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + s, GROVE_PURPOSE_SELECT);
-    unsigned m;
-    if (p.k == 0 || m0 <= p.k) {
-        m = m0;
-        for (unsigned i = 0; i < m; ++i) cand[(unsigned long long)i * B + s] = nv == 0 ? i : pool[i];
-    } else {
-        m = p.k;
-        for (unsigned i = 0; i < m; ++i) {
-            const unsigned r = grove_below(rng, m0);
-            cand[(unsigned long long)i * B + s] = nv == 0 ? r : pool[r];
-        }
-    }
-    for (unsigned c = 0; c < C; ++c) order[(unsigned long long)c * B + s] = c;
+// select::epsilon_lexicase for slot slot_offset + g, a group of GROVE_LANES lanes per
+// selection g (stream (seed, generation, slot, Select), eps from grove_lexicase_epsilons).
+// Every lane holds the same stream and takes the same decisions; the lanes share the
+// candidates. The candidates start as the pool in order where it holds at most p.k (or p.k is
+// 0), else as p.k draws from it: draw j is word j % 4 of the stream's block j / 4, so lane l
+// computes blocks l, l + GROVE_LANES, ... itself and the first case's filter needs no list
+// of them. Its survivors, in order, go to cand[g * p.stride ..] (p.stride >= the candidates),
+// where the later filters compact them in place (Vec::retain), until at most GROVE_LANES are
+// left: then lane l holds the l-th in registers and a filter is one ballot. The case order is
+// a lazy Fisher-Yates that lane 0 keeps, in shared memory where the cases fit
+// (GROVE_LEX_CASES), else in order[g * p.n_cases ..]. A filter that removes no one may have
+// left clones only (group[]); the cases left then keep them all, so the stream skips their
+// draws. winners[g].
+#define GROVE_LEX_CASES 1024
+#define GROVE_LEX_GROUPS 4
+#define GROVE_LEX_BOUNDS __launch_bounds__(GROVE_LANES * GROVE_LEX_GROUPS)
+
+// Candidate j of the first filter's list: pool position j, or draw j's.
+__device__ __forceinline__ unsigned grove_lex_pool(const unsigned* pool, unsigned nv, unsigned r) { return nv == 0 ? r : pool[r]; }
+
+extern "C" __global__ void GROVE_LEX_BOUNDS
+grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, const unsigned* pool, const unsigned* n_valid,
+               const unsigned* group, unsigned* order, unsigned* cand, unsigned* winners) {
+    __shared__ unsigned shared_order[GROVE_LEX_GROUPS * GROVE_LEX_CASES];
+    const GroveLanes g = grove_lanes();
+    const unsigned sel = grove_group_index();
+    if (sel >= p.n_slots) return;
+    const double inf = __longlong_as_double(0x7FF0000000000000ll);
+    const unsigned nv = n_valid[0], C = p.n_cases, m0 = nv == 0 ? p.n : nv;
+    const bool drawn = p.k != 0 && m0 > p.k;
+    const unsigned width = drawn ? p.k : m0;
+    GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + sel, GROVE_PURPOSE_SELECT);
+    const unsigned first_case_draw = drawn ? width : 0u;
+    grove_seek(rng, first_case_draw);
+    unsigned* ord = C <= GROVE_LEX_CASES ? shared_order + (threadIdx.x / GROVE_LANES) * GROVE_LEX_CASES : order + (unsigned long long)sel * C;
+    unsigned* list = cand + (unsigned long long)sel * p.stride;
+    if (width > 1)
+        for (unsigned c = g.lane; c < C; c += GROVE_LANES) ord[c] = c;
+    grove_sync(g);
+    unsigned m = width;
+    // Register phase (m <= GROVE_LANES after a filter): lane l's candidate and whether it lives.
+    unsigned mine = 0u, alive = 0u;
+    bool in_registers = false;
     for (unsigned t = 0; t < C && m > 1; ++t) {
         const unsigned r = t + grove_below(rng, C - t);
-        const unsigned c = order[(unsigned long long)r * B + s];
-        order[(unsigned long long)r * B + s] = order[(unsigned long long)t * B + s];
-        order[(unsigned long long)t * B + s] = c;
-        // The candidates' errors on case c are gathered once, into ev, for both passes.
-        double best = __longlong_as_double(0x7FF0000000000000ll);
-        for (unsigned i = 0; i < m; ++i) {
-            const double e = grove_key(errors[(unsigned long long)cand[(unsigned long long)i * B + s] * C + c]);
-            ev[(unsigned long long)i * B + s] = e;
-            if (e < best) best = e;
+        unsigned c = 0u;
+        if (g.lane == 0) {
+            c = ord[r];
+            ord[r] = ord[t];
         }
-        const double threshold = __dadd_rn(best, eps[c]);
-        unsigned kept = 0;
-        for (unsigned i = 0; i < m; ++i) {
-            if (ev[(unsigned long long)i * B + s] <= threshold) cand[(unsigned long long)(kept++) * B + s] = cand[(unsigned long long)i * B + s];
+        c = grove_share(g, c);
+        const unsigned long long row = c;
+        unsigned kept;
+        if (in_registers) {
+            const double e = (alive >> g.lane) & 1u ? grove_key(errors[(unsigned long long)mine * C + row]) : inf;
+            const double threshold = __dadd_rn(grove_min(g, e), eps[c]);
+            alive = grove_ballot(g, ((alive >> g.lane) & 1u) != 0u && e <= threshold);
+            kept = (unsigned)__popc(alive);
+        } else {
+            // Two passes over the list: the best error, then the survivors compacted in order.
+            // The first filter reads its candidates from the pool (or the draws) itself.
+            const bool source = t == 0;
+            double best = inf;
+            for (unsigned base = 0; base < m; base += 4u * GROVE_LANES) {
+                const unsigned j0 = base + 4u * g.lane;
+                unsigned w[4];
+                if (source && drawn && j0 < m) grove_block_at(rng, j0 / 4u, w);
+                for (unsigned u = 0; u < 4u; ++u) {
+                    const unsigned j = j0 + u;
+                    if (j >= m) break;
+                    const unsigned i = !source ? list[j] : grove_lex_pool(pool, nv, drawn ? __umulhi(w[u], m0) : j);
+                    best = fmin(best, grove_key(errors[(unsigned long long)i * C + row]));
+                }
+            }
+            const double threshold = __dadd_rn(grove_min(g, best), eps[c]);
+            kept = 0u;
+            for (unsigned base = 0; base < m; base += 4u * GROVE_LANES) {
+                const unsigned j0 = base + 4u * g.lane;
+                unsigned w[4], id[4], keep[4];
+                if (source && drawn && j0 < m) grove_block_at(rng, j0 / 4u, w);
+                for (unsigned u = 0; u < 4u; ++u) {
+                    const unsigned j = j0 + u;
+                    keep[u] = 0u;
+                    if (j < m) {
+                        id[u] = !source ? list[j] : grove_lex_pool(pool, nv, drawn ? __umulhi(w[u], m0) : j);
+                        keep[u] = grove_key(errors[(unsigned long long)id[u] * C + row]) <= threshold;
+                    }
+                }
+                // Every lane has read its entries before any is overwritten (kept <= base).
+                grove_sync(g);
+                const unsigned below = g.lane == 0 ? 0u : 0xffffffffu >> (32u - g.lane);
+                unsigned at = kept, total = 0u;
+                for (unsigned u = 0; u < 4u; ++u) {
+                    const unsigned bits = grove_ballot(g, keep[u] != 0u);
+                    at += (unsigned)__popc(bits & below);
+                    total += (unsigned)__popc(bits);
+                }
+                for (unsigned u = 0; u < 4u; ++u)
+                    if (keep[u]) list[at++] = id[u];
+                kept += total;
+                grove_sync(g);
+            }
+            if (kept <= GROVE_LANES) {
+                in_registers = true;
+                mine = g.lane < kept ? list[g.lane] : 0u;
+                alive = kept == 32u ? 0xffffffffu : (1u << kept) - 1u;
+            }
         }
         // A case that removed no one may have left clones only: if every candidate is in one
         // group, the cases left keep them all, so only their draws are made.
         bool clones = kept == m && kept > 1;
         if (clones) {
-            const unsigned g = group[cand[s]];
-            for (unsigned i = 1; i < kept && clones; ++i) clones = group[cand[(unsigned long long)i * B + s]] == g;
+            if (in_registers) {
+                const unsigned g0 = group[grove_from(g, mine, (unsigned)__ffs(alive) - 1u)];
+                clones = grove_ballot(g, ((alive >> g.lane) & 1u) != 0u && group[mine] != g0) == 0u;
+            } else {
+                const unsigned g0 = group[list[0]];
+                bool differ = false;
+                for (unsigned j = g.lane; j < kept; j += GROVE_LANES) differ = differ || group[list[j]] != g0;
+                clones = grove_ballot(g, differ) == 0u;
+            }
         }
         m = kept;
         if (clones) {
-            for (unsigned u = t + 1; u < C; ++u) grove_below(rng, C - u);
+            grove_seek(rng, first_case_draw + C);
             break;
         }
     }
-    winners[s] = cand[(unsigned long long)(m > 1 ? grove_below(rng, m) : 0) * B + s];
+    // The pick: the k-th candidate left (k = below(m) where m > 1).
+    const unsigned k = m > 1 ? grove_below(rng, m) : 0u;
+    if (in_registers) {
+        if (g.lane == grove_nth_bit(g, alive, k)) winners[sel] = mine;
+    } else if (g.lane == 0 && width > 1) {
+        winners[sel] = list[k];
+    } else if (g.lane == 0) {
+        // One candidate: no case was read.
+        unsigned w[4];
+        grove_block_at(rng, 0u, w);
+        winners[sel] = grove_lex_pool(pool, nv, drawn ? __umulhi(w[0], m0) : 0u);
+    }
 }
 
 // select::elite(fit, k) and islands::worst(fit, k) without ranking every individual, one or

@@ -218,7 +218,7 @@ type RngFn = unsafe extern "C" fn(u32, u32, u32, u32, u32, u32, *mut u32);
 type TournamentFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *const u32, *mut u32);
 type RankFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u32);
 type TruncationFn = unsafe extern "C" fn(SelectParams, *const u32, *mut u32);
-type LexicaseFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *const u32, *mut u32, *mut u32, *mut f64, *mut u32);
+type LexicaseFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *const u32, *mut u32, *mut u32, *mut u32);
 type SetThreadFn = unsafe extern "C" fn(u32, u32, u32);
 
 struct Emulator {
@@ -241,6 +241,10 @@ const EMU_RADIX_THREADS: u32 = 32;
 /// Threads of an epsilon block in the emulator (`GROVE_EPSILON_THREADS` is
 /// [`kernels::EPSILON_THREADS`] on the device).
 const EMU_EPSILON_THREADS: u32 = 16;
+
+/// Cases whose order an emulated lexicase selection keeps in shared memory
+/// (`GROVE_LEX_CASES` is [`kernels::LEXICASE_CASES`] on the device).
+const EMU_LEXICASE_CASES: usize = 8;
 
 /// A kernel call shared by a block's threads: the closures copy raw pointers into the call, and
 /// the kernel decides which thread writes what, as on the device.
@@ -278,6 +282,12 @@ fn emulator() -> Option<&'static Emulator> {
             let eps = format!("#define GROVE_EPSILON_THREADS {}", kernels::EPSILON_THREADS);
             assert!(s.contains(&eps), "select.cu no longer has `{eps}`");
             let s = s.replace(&eps, &format!("#define GROVE_EPSILON_THREADS {EMU_EPSILON_THREADS}"));
+            // Lexicase's groups of EMU_LANES threads, and case orders in shared memory only up
+            // to EMU_LEXICASE_CASES cases, so that both places of the order are reached.
+            let lanes = format!("#define GROVE_LANES {}", kernels::LANES);
+            let cases = format!("#define GROVE_LEX_CASES {}", kernels::LEXICASE_CASES);
+            assert!(s.contains(&lanes) && s.contains(&cases), "select.cu no longer has `{lanes}` and `{cases}`");
+            let s = s.replace(&lanes, &format!("#define GROVE_LANES {EMU_LANES}")).replace(&cases, &format!("#define GROVE_LEX_CASES {EMU_LEXICASE_CASES}"));
             grid(s.replace(&define, &format!("#define GROVE_RADIX_THREADS {EMU_RADIX_THREADS}")))
         };
         let libs = emulator::build(&kernels::VARY, lanes).zip(emulator::build(&kernels::SELECT, select)).zip(build(&kernels::GENERATION));
@@ -301,7 +311,7 @@ impl Emulator {
             f();
         }
     }
-    /// Runs `f` as `n` groups of [`EMU_LANES`] real threads (vary.cu's tree kernels).
+    /// Runs `f` as `n` groups of [`EMU_LANES`] real threads (vary.cu's tree kernels, lexicase).
     fn launch_groups(lib: &libloading::Library, n: usize, f: impl Fn()) {
         let f = Shared(f);
         for k in 0..n {
@@ -720,16 +730,19 @@ impl Emulator {
             assert!((0..i).all(|j| row(j) != row(i)) == (rep == i), "row {i}: group {rep} is the first of its clones");
         }
         let width = if k_pool == 0 { fit.len() } else { k_pool.min(fit.len()) };
-        let mut order = vec![0u32; n_slots * n_cases];
+        let mut order = vec![0u32; if n_cases > EMU_LEXICASE_CASES { n_slots * n_cases } else { 1 }];
         let mut cand = vec![0u32; n_slots * width];
-        let mut ev = vec![0f64; n_slots * width];
-        let mut w = vec![0u32; n_slots];
+        let mut w = vec![u32::MAX; n_slots];
         let f: LexicaseFn = Self::get(&self.select, kernels::LEXICASE);
-        let (op, cap, evp, wp) = (order.as_mut_ptr(), cand.as_mut_ptr(), ev.as_mut_ptr(), w.as_mut_ptr());
-        Self::launch(&self.select, n_slots, || {
-            // SAFETY: errors P × C, eps C, pool n_valid entries, order and cand stride × C and
-            // stride × width.
-            unsafe { f(params, errors.as_ptr(), eps.as_ptr(), pool.as_ptr(), n_valid.as_ptr(), group.as_ptr(), op, cap, evp, wp) }
+        let params = SelectParams { stride: width as u32, ..params };
+        let (op, cap, wp) = (order.as_mut_ptr() as usize, cand.as_mut_ptr() as usize, w.as_mut_ptr() as usize);
+        let (ep, epsp, pp, nvp, gp) = (errors.as_ptr() as usize, eps.as_ptr() as usize, pool.as_ptr() as usize, n_valid.as_ptr() as usize, group.as_ptr() as usize);
+        Self::launch_groups(&self.select, n_slots, || {
+            // SAFETY: errors P × C, eps C, pool n_valid entries, group P, order n_slots × C
+            // where C exceeds the shared orders, cand n_slots × width; group g writes w[g].
+            unsafe {
+                f(params, ep as *const f64, epsp as *const f64, pp as *const u32, nvp as *const u32, gp as *const u32, op as *mut u32, cap as *mut u32, wp as *mut u32)
+            }
         });
         (eps, w)
     }
@@ -1084,7 +1097,7 @@ fn lexicase_matches_reference(dev: &dyn Device) {
     let mut s = Stream::new(8, 0, 0, Purpose::Bench);
     // (P, cases, coarse errors, pool): whole pools and drawn ones; P 1500 samples its
     // epsilons (more than EPSILON_SAMPLE valid individuals).
-    for (p, n_cases, coarse, k_pool) in [(200usize, 30usize, true, 0usize), (300, 5, false, 0), (7, 1, true, 0), (50, 64, false, 0), (300, 12, true, 40), (1500, 9, false, 64), (1500, 7, true, 0)] {
+    for (p, n_cases, coarse, k_pool) in [(200usize, 30usize, true, 0usize), (300, 5, false, 0), (7, 1, true, 0), (50, 64, false, 0), (300, 12, true, 40), (1500, 9, false, 64), (1500, 7, true, 0), (50, 4, true, 1), (1, 3, false, 0), (2, 2, true, 0), (600, 3, true, 200)] {
         // Coarse errors tie often (long filters); fine ones separate quickly. Some NaN.
         let mut errors: Vec<f64> = (0..p * n_cases)
             .map(|i| match (i % 97, coarse) {

@@ -61,13 +61,14 @@ fn header_text(name: &str) -> Option<(&'static str, String)> {
 /// made from it (twin of `src/rng.rs`); `kernels/order.cuh`, select.rs's order of fitness
 /// values; `kernels/sums.cuh`, the per-tree sums of evaluation (RegSums, ClassPartial);
 /// `kernels/interp.cuh`, the one interpreter (twin of `backend::cpu::interp`); `kernels/scan.cuh`,
-/// the multi-block stable compaction.
+/// the multi-block stable compaction; `kernels/lanes.cuh`, groups of lanes of a warp working as one.
 pub const HEADERS: &[(&str, &str)] = &[
     ("rng.cuh", include_str!("../../../kernels/rng.cuh")),
     ("order.cuh", include_str!("../../../kernels/order.cuh")),
     ("sums.cuh", include_str!("../../../kernels/sums.cuh")),
     ("interp.cuh", include_str!("../../../kernels/interp.cuh")),
     ("scan.cuh", include_str!("../../../kernels/scan.cuh")),
+    ("lanes.cuh", include_str!("../../../kernels/lanes.cuh")),
 ];
 
 /// `kernels/scan.cuh`: the multi-block stable compaction of select.cu and generation.cu.
@@ -344,6 +345,11 @@ pub const UNIQUE_INSERT: &str = "grove_unique_insert";
 pub const UNIQUE_GROUPS: &str = "grove_unique_groups";
 /// Threads of a `grove_lexicase_epsilons` block (`GROVE_EPSILON_THREADS`).
 pub const EPSILON_THREADS: u32 = 256;
+/// The most cases whose order a `grove_lexicase` selection keeps in shared memory
+/// (`GROVE_LEX_CASES`); more go to a buffer of `n_cases` words per selection.
+pub const LEXICASE_CASES: usize = 1024;
+/// Selections (groups of [`LANES`] threads) per `grove_lexicase` block (`GROVE_LEX_GROUPS`).
+pub const LEXICASE_GROUPS: u32 = 4;
 /// The `k` best or worst by fitness without a full ranking (migration): the radix select's
 /// state, its passes (a histogram and the digit it gives, one launch each), the gathering of the
 /// `k` and their order.
@@ -392,6 +398,9 @@ pub const SELECT_DEFINES: &[(&str, usize)] = &[
     ("GROVE_RADIX_ITEMS", RADIX_ITEMS as usize),
     ("GROVE_EPSILON_SAMPLE", crate::select::EPSILON_SAMPLE),
     ("GROVE_EPSILON_THREADS", EPSILON_THREADS as usize),
+    ("GROVE_LANES", LANES as usize),
+    ("GROVE_LEX_CASES", LEXICASE_CASES),
+    ("GROVE_LEX_GROUPS", LEXICASE_GROUPS as usize),
 ];
 
 /// Threads of the one-block kernels of generation.cu (`GROVE_SCAN_THREADS`).

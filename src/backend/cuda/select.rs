@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    EPSILON_SAMPLE_KERNEL, EPSILON_THREADS, ERROR_GROUPS_INSERT, ERROR_GROUPS_VERIFY, GATHER_WORDS, LEXICASE, LEXICASE_EPSILONS, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
+    EPSILON_SAMPLE_KERNEL, EPSILON_THREADS, ERROR_GROUPS_INSERT, ERROR_GROUPS_VERIFY, GATHER_WORDS, LANES, LEXICASE, LEXICASE_CASES, LEXICASE_EPSILONS, LEXICASE_GROUPS, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
     TOPK_INIT, TOPK_ORDER, TOURNAMENT, TRUNCATION, UNIQUE_GROUPS, UNIQUE_INSERT, VALID_COUNT, VALID_POOL, VALID_SCAN,
 };
 use super::population::DevicePopulation;
@@ -73,7 +73,6 @@ pub struct LexicaseScratch {
     eps: Option<CudaSlice<f64>>,
     order: Option<CudaSlice<u32>>,
     cand: Option<CudaSlice<u32>>,
-    ev: Option<CudaSlice<f64>>,
     keys: Option<CudaSlice<u64>>,
     vals: Option<CudaSlice<u32>>,
 }
@@ -424,9 +423,10 @@ impl CudaEngine {
     }
 
     /// [`Self::select_lexicase`] on errors `[P × params.n_cases]` (in `errors`, or in the
-    /// scratch's own buffer when `None`). Each selection keeps a candidate list of
-    /// `min(P, k_pool)` entries (`P` when `k_pool` is 0) and its case order; slots run in
-    /// batches of at most 1 GiB of such lists, the buffers kept in `s`.
+    /// scratch's own buffer when `None`). Each selection, a warp, keeps a candidate list of
+    /// `min(P, k_pool)` entries (`P` when `k_pool` is 0) and, past [`LEXICASE_CASES`] cases,
+    /// its case order; slots run in batches of at most 1 GiB of such lists, the buffers kept
+    /// in `s`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn lexicase_on_device(
         &self,
@@ -444,32 +444,36 @@ impl CudaEngine {
         self.epsilons_on_device(errors, n_cases, &params, &pool, &n_valid, s)?;
         let group = self.error_groups(errors, &params, s)?;
         let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
+        // Each selection's candidate list (the pool, or k_pool drawn from it) and, where its
+        // cases do not fit in shared memory, its case order.
         let width = if k_pool == 0 { fit.n } else { k_pool.min(fit.n) };
-        let per_slot_bytes = 4 * (width + n_cases) + 8 * width;
+        let order_words = if n_cases > LEXICASE_CASES { n_cases } else { 0 };
+        let per_slot_bytes = 4 * (width + order_words);
         let batch = ((1usize << 30) / per_slot_bytes).clamp(1, n_slots.max(1));
-        let order = grow_device(&self.stream, &mut s.order, batch * n_cases, "allocating case orders")?;
+        let order = grow_device(&self.stream, &mut s.order, (batch * order_words).max(1), "allocating case orders")?;
         let cand = grow_device(&self.stream, &mut s.cand, batch * width, "allocating candidates")?;
-        let ev = grow_device(&self.stream, &mut s.ev, batch * width, "allocating candidates")?;
         let eps = s.eps.as_ref().expect("filled above");
         let f = self.function(&SELECT, &[], LEXICASE)?;
         let mut start = 0;
         while start < n_slots {
             let count = batch.min(n_slots - start);
-            let p = SelectParams { n_slots: count as u32, slot_offset: start as u32, stride: batch as u32, ..params };
+            let p = SelectParams { n_slots: count as u32, slot_offset: start as u32, stride: width as u32, ..params };
             let mut out = winners.slice_mut(start..start + count);
             let mut b = self.stream.launch_builder(&f);
-            b.arg(&p).arg(errors).arg(eps).arg(&pool).arg(&n_valid).arg(&group).arg(&mut *order).arg(&mut *cand).arg(&mut *ev).arg(&mut out);
+            b.arg(&p).arg(errors).arg(eps).arg(&pool).arg(&n_valid).arg(&group).arg(&mut *order).arg(&mut *cand).arg(&mut out);
+            let threads = LANES * LEXICASE_GROUPS;
+            let lc = LaunchConfig { grid_dim: ((count as u32).div_ceil(LEXICASE_GROUPS), 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 };
             // SAFETY: matches `grove_lexicase(GroveSelectParams, const double* errors, const
             // double* eps, const unsigned* pool, const unsigned* n_valid, const unsigned* group,
-            // unsigned* order, unsigned* cand, double* ev, unsigned* winners)`: errors holds
-            // P × n_cases, eps n_cases, group P entries below P (error_groups); the
-            // pool (n_valid[0] <= P indices below P) was written just before on this stream;
-            // thread s < count <= stride uses entries j × stride + s of order (j < n_cases) and
-            // cand (j < width: the pool in full only when it holds at most width, else
-            // k_pool = width draws) and ev (as cand), buffers of at least stride × n_cases and
-            // stride × width,
-            // and writes winners[start + s].
-            unsafe { b.launch(per_slot(count)) }.during(|| format!("launching {LEXICASE}"))?;
+            // unsigned* order, unsigned* cand, unsigned* winners)`: errors holds P × n_cases,
+            // eps n_cases, group P entries below P (error_groups); the pool (n_valid[0] <= P
+            // indices below P) was written just before on this stream; selection g < count
+            // (a group of LANES threads, LEXICASE_GROUPS a block, the block's shared case orders
+            // sized for that) uses entries g × width .. + width of cand (the pool in full only
+            // when it holds at most width, else k_pool = width draws), g × n_cases .. + n_cases of
+            // order where n_cases > LEXICASE_CASES (buffers of batch × width and batch ×
+            // n_cases), and writes winners[start + g].
+            unsafe { b.launch(lc) }.during(|| format!("launching {LEXICASE}"))?;
             start += count;
         }
         Ok(DeviceIndices { idx: winners, n: n_slots, bound: fit.n, engine: self.id })
