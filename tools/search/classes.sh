@@ -6,7 +6,8 @@
 #
 #   SEEDS=3 DEVICE=cpu SELECTIONS="tournament down-sampled lexicase" tools/search/classes.sh [BIN]
 #
-# FLAGS adds flags to every run (e.g. FLAGS="--functions add,sub,mul,div,sin,cos").
+# FLAGS adds flags to every run (e.g. FLAGS="--functions add,sub,mul,div,sin,cos"). SETS may
+# name built-in sets too (SETS="spirals builtin:wine").
 set -euo pipefail
 bin=${1:-target/release/grove}
 seeds=${SEEDS:-3}
@@ -51,9 +52,11 @@ echo "set selection seed test_accuracy train_accuracy seconds" >"$out/runs.txt"
 for d in $sets; do
     for sel in $selections; do
         for s in $(seq 1 "$seeds"); do
-            rep="$out/$d-$sel-$s.json"
+            rep="$out/${d#builtin:}-$sel-$s.json"
+            data="$out/$d.csv"
+            [[ $d == builtin:* ]] && data=$d
             # shellcheck disable=SC2086
-            "$bin" classify --data "$out/$d.csv" --test-fraction 0.25 --seed "$s" --device "$device" --selection "$sel" ${FLAGS:-} --quiet --report "$rep" >/dev/null
+            "$bin" classify --data "$data" --test-fraction 0.25 --seed "$s" --device "$device" --selection "$sel" ${FLAGS:-} --quiet --report "$rep" >/dev/null
             python3 -c "import json;r=json.load(open('$rep'));print('$d', '$sel', $s, r['test']['accuracy'], r['train']['accuracy'], r['timing']['seconds'])" >>"$out/runs.txt"
         done
     done
