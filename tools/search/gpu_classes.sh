@@ -13,12 +13,12 @@ source "$(dirname "$0")/../gpu_common.sh" classes
 grove=$bin/grove
 sets=${SETS:-"spirals circles moons checker builtin:iris builtin:wine builtin:breast_cancer builtin:digits"}
 variants=${VARIANTS:-"defaults|
-sin,cos|--functions add,sub,mul,div,sin,cos
-sin,cos, fitted|--functions add,sub,mul,div,sin,cos --optimise-constants 10
 aq,sin,cos, fitted|--functions add,sub,mul,aq,sin,cos --optimise-constants 10
-aq,sin,cos, fitted, 20000 x 100|--functions add,sub,mul,aq,sin,cos --optimise-constants 10 --pop 20000 --gens 100|spirals checker
-aq,sin,cos,sqrt, fitted, 20000 x 100|--functions add,sub,mul,aq,sin,cos,sqrt --optimise-constants 10 --pop 20000 --gens 100|spirals checker
-aq,sin,cos,sqrt, fitted, 100000 x 100, 128 nodes|--functions add,sub,mul,aq,sin,cos,sqrt --optimise-constants 10 --pop 100000 --gens 100 --max-len 128|spirals checker"}
+aq,sin,cos,sqrt, fitted, 20000 x 100|--functions add,sub,mul,aq,sin,cos,sqrt --optimise-constants 10 --pop 20000 --gens 100
+aq,sin,cos,sqrt, fitted, 50000 x 100|--functions add,sub,mul,aq,sin,cos,sqrt --optimise-constants 10 --pop 50000 --gens 100
+div,sin,cos,sqrt, fitted, 20000 x 100|--functions add,sub,mul,div,sin,cos,sqrt --optimise-constants 10 --pop 20000 --gens 100|spirals checker circles moons
+aq,sin,cos,sqrt, fitted, 20000 x 100, binary|--functions add,sub,mul,aq,sin,cos,sqrt --optimise-constants 10 --pop 20000 --gens 100 --binary|spirals checker circles moons
+aq,sin,cos,sqrt, fitted, 20000 x 100, lexicase|--functions add,sub,mul,aq,sin,cos,sqrt --optimise-constants 10 --pop 20000 --gens 100 --selection lexicase|spirals checker"}
 i=0
 while IFS='|' read -r label flags vsets; do
     [ -n "$label" ] || continue
