@@ -264,6 +264,9 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         // Linear terms of the inputs under the outputs (offsets read by classify.cu).
         ("builtin:digits", ClassFitness::CrossEntropy, false, 8, off, true),
         ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 9, off, true),
+        // Constants fitted with the terms' offsets under the outputs (fit.cu's offset pointer).
+        ("builtin:wine", ClassFitness::CrossEntropy, false, 10, fitting(5, 2, 0.05), true),
+        ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 11, fitting(4, 3, 0.1), true),
     ] {
         let all = ClassSource::parse(data).unwrap().load(None).unwrap();
         let k = all.n_classes();
