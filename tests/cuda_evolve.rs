@@ -740,8 +740,8 @@ fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
             s.grammar = Some(format!("{}/{g}", env!("CARGO_MANIFEST_DIR")));
         }
         let (_, train, test, st) = load_data(&s).unwrap();
-        let rc = fit(&s, &train, Some(&test), st.as_ref(), &cpu, &quiet).unwrap().report;
-        let rg = fit(&s, &train, Some(&test), st.as_ref(), &gpu, &quiet).unwrap().report;
+        let rc = fit(&s, &train, test.as_ref(), st.as_ref(), &cpu, &quiet).unwrap().report;
+        let rg = fit(&s, &train, test.as_ref(), st.as_ref(), &gpu, &quiet).unwrap().report;
         let what = grammar.unwrap_or("tree GP");
         assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{what}: {}", rg["timing"]["device"]);
         assert_eq!(rg["best"]["infix"], rc["best"]["infix"], "{what}");

@@ -35,9 +35,15 @@ pub struct EvolveArgs {
     /// Target column (default: the last column).
     #[arg(long, help_heading = "Data")]
     pub target: Option<String>,
-    /// Fraction of rows held out as a test set (0: use the built-in's own test set, if any).
-    #[arg(long, default_value_t = defaults::EVOLVE_TEST_FRACTION, help_heading = "Data")]
-    pub test_fraction: f64,
+    #[arg(long, help_heading = "Data", help = format!(
+        "Fraction of rows held out as a test set (0: use the built-in's own test set, if any) [default: {}]",
+        defaults::EVOLVE_TEST_FRACTION
+    ))]
+    pub(crate) test_fraction: Option<f64>,
+    /// A test file with the training data's columns (by name, in any order): its rows are
+    /// scored beside the training rows, and the training data is not split.
+    #[arg(long, value_name = "FILE", help_heading = "Data")]
+    pub test_data: Option<String>,
     /// Grammar or function set, operators of one's own.
     #[command(flatten, next_help_heading = "Representation")]
     pub representation: RepresentationArgs<Evolve>,
@@ -91,7 +97,8 @@ impl EvolveArgs {
         let mut o = Overlay::default();
         o.set("data", &self.data);
         o.set("target", &self.target);
-        o.number("--test-fraction", "test_fraction", self.test_fraction)?;
+        o.number_some("--test-fraction", "test_fraction", self.test_fraction)?;
+        o.set("test_data", &self.test_data);
         self.representation.overlay(&mut o);
         self.engine.overlay(&mut o, "regression.parsimony")?;
         o.set("regression.metric", self.metric);

@@ -171,6 +171,9 @@ fn summary_lines(settings: &ClassifySettings, p: &Prepared<'_>, searched: &Searc
             );
         }
     }
+    if scored.test.is_none() {
+        summary += "test          (no test data: use --test-data or --test-fraction)\n";
+    }
     let (part, confusion) = match &scored.test {
         Some(s) => ("test", &s.confusion),
         None => ("training", &scored.train.confusion),

@@ -340,7 +340,7 @@ fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>,
     }
     match &scored.test {
         Some(s) => summary += &line("test", s),
-        None => summary += "test          (no test data: use --test-fraction)\n",
+        None => summary += "test          (no test data: use --test-data or --test-fraction)\n",
     }
     if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &searched.outcome.island_history, false) {
         summary += &line;

@@ -28,6 +28,11 @@ pub struct EvolveSettings {
     pub target: Option<String>,
     /// Fraction of rows held out for testing (0: use the built-in's own test set, if any).
     pub test_fraction: f64,
+    /// A test file of its own (`--test-data`): the same columns as the training data, by name;
+    /// its rows are scored beside the training rows and evolution never sees them (the
+    /// training data is then not split: `test_fraction` must be 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_data: Option<String>,
     /// Fraction of the training rows held out to choose the returned program (`None`: the
     /// automatic choice of [`crate::task::base::validation::Plan::new`]).
     #[serde(default)]
@@ -144,6 +149,7 @@ impl Default for EvolveSettings {
             data: crate::task::base::defaults::EVOLVE_DATA.into(),
             target: None,
             test_fraction: crate::task::base::defaults::EVOLVE_TEST_FRACTION,
+            test_data: None,
             validation_fraction: None,
             select: crate::task::base::validation::Select::default(),
             grammar: None,
@@ -165,9 +171,16 @@ impl Default for EvolveSettings {
     }
 }
 
-/// The training and test data of `settings` (the test part is `None` without a test set).
+/// The training and test data of `settings` (the test part is `None` without a test set): a
+/// test file of its own (`test_data`, its columns those of the training data by name), a
+/// seeded share of the rows (`test_fraction`), or a built-in's own test set.
 pub fn load_data(settings: &EvolveSettings) -> anyhow::Result<(Dataset, Option<Dataset>)> {
+    use anyhow::Context;
     let problem = crate::data::DataSource::parse(&settings.data)?.load(settings.target.as_deref())?;
+    if let Some(path) = &settings.test_data {
+        let test = crate::data::read_like(path, &problem.train).context("--test-data (test_data)")?;
+        return Ok((problem.train, Some(test)));
+    }
     Ok(if settings.test_fraction > 0.0 {
         let (tr, te) = crate::data::split(&problem.train, settings.test_fraction, settings.engine.seed)?;
         (tr, Some(te))
@@ -205,6 +218,7 @@ impl EvolveSettings {
         check_search(&self.engine, &self.islands)?;
         self.budget.check(crate::task::base::budget::Measure::Loss)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
+        crate::task::base::validation::check_test_data(self.test_data.as_deref(), self.test_fraction)?;
         crate::task::base::validation::check_fraction(self.validation_fraction)?;
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
