@@ -308,7 +308,8 @@ extern "C" __global__ void grove_add_regression_sums(unsigned n, const GroveRegS
 
 // ---------------------------------------------------------------------------------------------
 // Fitness: task::classify::fitness_of plus parsimony per node; +inf for an empty tree.
-// metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy.
+// metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy, 3 weighted F1. correct: [P][2 K],
+// each tree's correct points per true class, then its points predicted per class.
 
 extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_classes, const GroveClassPartial* sums,
                                                   const unsigned* correct, const unsigned long long* counts,
@@ -322,7 +323,7 @@ extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_c
         fit[t] = inf;
         return;
     }
-    const unsigned* c = correct + (size_t)t * n_classes;
+    const unsigned* c = correct + (size_t)t * 2 * n_classes;
     double f;
     if (p.metric == 0) {
         unsigned long long total = 0;
@@ -338,6 +339,17 @@ extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_c
             }
         }
         f = 1.0 - (used == 0 ? 0.0 : sum / (double)used);
+    } else if (p.metric == 3) {
+        // program::fitness::weighted_f1_of: sum_c n_c * 2 TP_c / (n_c + predicted_c), over n.
+        const unsigned* pred = c + n_classes;
+        unsigned long long total = 0;
+        for (unsigned k = 0; k < n_classes; ++k) total += counts[k];
+        double sum = 0.0;
+        for (unsigned k = 0; k < n_classes; ++k) {
+            const unsigned long long d = counts[k] + pred[k];
+            if (counts[k] > 0 && d > 0) sum += (double)counts[k] * (2.0 * (double)c[k] / (double)d);
+        }
+        f = 1.0 - (total == 0 ? 0.0 : sum / (double)total);
     } else {
         f = s.ce / (double)s.n;
     }

@@ -361,3 +361,34 @@ fn classify_takes_a_test_file_or_no_test_rows() {
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.contains("--test-data (test_data)") && e.contains("missing `b`") && e.contains("`c`"), "{e}");
 }
+
+/// Issue 58: weighted F1, PonyGE2's classification fitness (`--fitness weighted-f1`, alias
+/// `f1`): the returned program's fitness is 1 − its training rows' weighted F1, which every
+/// part of the report shows beside accuracy.
+#[test]
+fn weighted_f1_is_a_fitness_and_a_reported_score() {
+    let report = temp_file("wf1.json", "");
+    for name in ["weighted-f1", "f1"] {
+        let out = grove(&[
+            "classify", "--data", "builtin:wine", "--fitness", name, "--pop", "200", "--gens", "4", "--device", "cpu", "--select", "train",
+            "--linear-inputs", "off", "--quiet", "--report", report.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("weighted F1 "), "{}", text(&out.stdout));
+        let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(r["settings"]["fitness"], "weighted-f1");
+        let f1 = r["train"]["weighted_f1"].as_f64().unwrap();
+        let fitness = r["best"]["fitness"].as_f64().unwrap();
+        assert!((fitness - (1.0 - f1)).abs() < 1e-12, "fitness {fitness} vs 1 - F1 {}", 1.0 - f1);
+        // The test rows' F1 from the confusion matrix (rows: true class), by hand.
+        let m: Vec<Vec<f64>> = serde_json::from_value(r["test"]["confusion"].clone()).unwrap();
+        let n: f64 = m.iter().flatten().sum();
+        let by_hand: f64 = (0..m.len())
+            .map(|c| {
+                let (rows, pred) = (m[c].iter().sum::<f64>(), m.iter().map(|r| r[c]).sum::<f64>());
+                if rows + pred == 0.0 { 0.0 } else { rows / n * 2.0 * m[c][c] / (rows + pred) }
+            })
+            .sum();
+        assert!((r["test"]["weighted_f1"].as_f64().unwrap() - by_hand).abs() < 1e-12);
+    }
+}

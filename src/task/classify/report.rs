@@ -164,9 +164,10 @@ fn summary_lines(settings: &ClassifySettings, p: &Prepared<'_>, searched: &Searc
     for (name, s) in [("train", Some(&scored.train)), ("validation", scored.validation.as_ref()), ("test", scored.test.as_ref())] {
         if let Some(s) = s {
             summary += &format!(
-                "{name:<13} accuracy {:.4}  balanced accuracy {:.4}  ({} rows)\n",
+                "{name:<13} accuracy {:.4}  balanced accuracy {:.4}  weighted F1 {:.4}  ({} rows)\n",
                 s.confusion.accuracy(),
                 s.confusion.balanced_accuracy(),
+                s.confusion.weighted_f1(),
                 s.rows()
             );
         }

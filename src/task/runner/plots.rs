@@ -34,6 +34,7 @@ fn fitness_label(report: &Value) -> String {
         Some("classify") => match s["fitness"].as_str() {
             Some("accuracy") => "1 - accuracy".into(),
             Some("balanced-accuracy") => "1 - balanced accuracy".into(),
+            Some("weighted-f1") => "1 - weighted F1".into(),
             _ => "cross-entropy".into(),
         },
         _ => "fitness".into(),
