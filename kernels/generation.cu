@@ -171,22 +171,8 @@ extern "C" __global__ void grove_partition(GroveGenParams p, const unsigned* cls
 // Fitness: task::regression::error (RegressionSums' methods in src/program/fitness.rs) plus
 // parsimony per node; +inf for an empty tree.
 
-#define GROVE_VAR_REL_TOL 1e-10
-
-struct GroveCentred {
-    double sff, syy, sfy;
-};
-
-__device__ __forceinline__ GroveCentred grove_centred(const GroveRegSums& s) {
-    const double n = (double)s.n;
-    const double mf = s.sum_f / n, my = s.sum_y / n;
-    double sff = s.sum_ff - mf * s.sum_f;
-    double syy = s.sum_yy - my * s.sum_y;
-    sff = sff <= GROVE_VAR_REL_TOL * s.sum_ff ? 0.0 : sff;
-    syy = syy <= GROVE_VAR_REL_TOL * s.sum_yy ? 0.0 : syy;
-    const double sfy = s.sum_fy - mf * s.sum_y;
-    return {sff, syy, sfy};
-}
+// GroveCentred, grove_centred and grove_scale (RegressionSums' centred sums and linear scaling)
+// are in sums.cuh, which eval.cu shares.
 
 // (scaled SSE, syy): RegressionSums::scaled_sse.
 __device__ __forceinline__ void grove_scaled_sse(const GroveRegSums& s, double& sse, double& syy) {
@@ -275,10 +261,7 @@ extern "C" __global__ void grove_case_errors(GroveGenParams p, unsigned k, unsig
             errors[at] = inf;
             return;
         }
-        const GroveCentred c = grove_centred(s);
-        const double n = (double)s.n;
-        a = c.sff == 0.0 ? 0.0 : c.sfy / c.sff;
-        b = s.sum_y / n - a * (s.sum_f / n);
+        grove_scale(s, a, b);
     }
     const unsigned r = rows[j];
     const float f = pred[(unsigned long long)t * stride + (by_row ? r : j)];

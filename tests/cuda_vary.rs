@@ -1800,7 +1800,7 @@ fn emulated_case_errors_match_the_task() {
             let config = RegressionConfig { metric: Metric::Mse, linear_scaling, parsimony: 0.0 };
             let cpu = Backend::Cpu;
             let rd = cpu.regression_data(&data.x, &data.y, n, nf).unwrap();
-            let task = Regression { backend: &cpu, data: rd, config, outputs: 1, joint: None, rows: Some(&data) };
+            let task = Regression { backend: &cpu, data: rd, config, outputs: 1, joint: None, rows: Some(&data), loss: None, fitness_fn: None };
             let want = task.case_errors(&pop, 0, &cases).unwrap();
             let params = GenParams { n: pop.size() as u32, max_len: pop.max_len as u32, scaled: linear_scaling as u32, ..GenParams::default() };
             // The cases' values predicted on their own ([P × k]) or kept at every row ([P × N]).

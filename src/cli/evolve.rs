@@ -56,6 +56,15 @@ pub struct EvolveArgs {
     /// Do not fit a·f(x)+b by least squares before scoring.
     #[arg(long, help_heading = "Model")]
     pub no_linear_scaling: bool,
+    /// A per-row loss of your own to minimise instead of --metric: an expression of the
+    /// prediction p and the target y, e.g. "abs(p - y)" or "log(cosh(p - y))" (grove's operators
+    /// by any name, numbers, operators defined with --define, cosh and sinh), scored at the
+    /// linearly scaled prediction a·f + b (a, b by least squares) unless --no-linear-scaling.
+    #[arg(long, value_name = "EXPR", help_heading = "Model")]
+    pub loss: Option<String>,
+    /// How --loss's per-row values become the fitness: their mean or their sum.
+    #[arg(long, value_enum, default_value_t = crate::task::regression::LossReduce::default(), help_heading = "Model")]
+    pub loss_reduce: crate::task::regression::LossReduce,
     /// Program outputs under a fitted linear head b + Σ w_k·f_k (least squares): 1 is the
     /// program's value; 2 to 8 are output slots (tree GP's output nodes, a grammar's out(K, …)).
     #[arg(long, default_value_t = defaults::EVOLVE_OUTPUTS, help_heading = "Model")]
@@ -103,6 +112,8 @@ impl EvolveArgs {
         self.engine.overlay(&mut o, "regression.parsimony")?;
         o.set("regression.metric", self.metric);
         o.set("regression.linear_scaling", !self.no_linear_scaling);
+        o.set_some("loss", self.loss.as_ref());
+        o.set("loss_reduce", self.loss_reduce);
         o.set("outputs", self.outputs);
         o.set("linear_inputs", self.linear_inputs);
         self.fitting.overlay(&mut o)?;

@@ -20,6 +20,84 @@ pub enum Metric {
     R2,
 }
 
+/// How a loss of the user's own turns its per-row values into a fitness.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LossReduce {
+    /// The mean over the rows.
+    #[default]
+    Mean,
+    /// The sum over the rows.
+    Sum,
+}
+
+/// A per-row loss of the user's own (`--loss "abs(p - y)"`), compiled: its body registered as
+/// an operator `loss(p, y)` ([`crate::program::ops::user::register_loss`]), computed with the
+/// built-ins' f32 operations on both backends (the CPU by [`Loss::row`], the kernels by
+/// `grove_apply`), and how the rows' values are reduced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// The registered operator `loss(p, y)`.
+    pub op: crate::program::ops::Op,
+    /// Mean or sum over the rows.
+    pub reduce: LossReduce,
+}
+
+impl Loss {
+    /// Compiles `expr`, an expression of the prediction `p` and the target `y`; an error is one
+    /// line naming what is wrong.
+    pub fn compile(expr: &str, reduce: LossReduce) -> Result<Loss, String> {
+        Ok(Loss { op: crate::program::ops::user::register_loss(expr)?, reduce })
+    }
+
+    /// The loss at one row: prediction `p`, target `y`, in f32 (the kernels' bits).
+    #[inline]
+    pub fn row(&self, p: f32, y: f32) -> f32 {
+        crate::program::ops::apply_fast(self.op, p, y)
+    }
+
+    /// The fitness of `s`: the mean or sum of the rows' losses; `+inf` where a row's prediction
+    /// or loss was not finite, or there were no rows.
+    pub fn value(&self, s: &LossSums) -> f64 {
+        if !s.finite || s.n == 0 {
+            return f64::INFINITY;
+        }
+        let v = match self.reduce {
+            LossReduce::Mean => s.sum / s.n as f64,
+            LossReduce::Sum => s.sum,
+        };
+        if v.is_finite() { v } else { f64::INFINITY }
+    }
+}
+
+/// A program's prediction at a row under linear scaling `(a, b)`: `a·f + b` in f64, rounded to
+/// f32, what a loss of the user's own scores (`(1, 0)` gives `f` itself). The kernels compute
+/// the same (`grove_loss_sums`).
+#[inline]
+pub fn scaled_prediction(f: f32, a: f64, b: f64) -> f32 {
+    (a * f as f64 + b) as f32
+}
+
+/// The sums a loss of the user's own is reduced from, over one program's rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LossSums {
+    /// Rows.
+    pub n: u64,
+    /// Σ loss(p, y) in f64, of the rows' f32 losses.
+    pub sum: f64,
+    /// False where a row's output or loss was NaN or infinite, or there is no program.
+    pub finite: bool,
+}
+
+impl LossSums {
+    /// Adds `other`'s rows (merging chunks in row order).
+    pub fn merge(&mut self, other: &Self) {
+        self.n += other.n;
+        self.sum += other.sum;
+        self.finite &= other.finite;
+    }
+}
+
 /// Settings of the regression task.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -176,6 +254,24 @@ impl RegressionSums {
         self.sum_y += other.sum_y;
         self.sum_y2 += other.sum_y2;
         self.finite &= other.finite;
+    }
+
+    /// The sums of outputs `f` against targets `y` (`[rows]` each), in row order.
+    pub fn of_rows(f: &[f32], y: &[f32]) -> Self {
+        let mut s = Self { n: f.len() as u64, finite: true, ..Self::default() };
+        for (&fv, &yv) in f.iter().zip(y) {
+            s.finite &= fv.is_finite();
+            let (fv, yv) = (fv as f64, yv as f64);
+            let e = fv - yv;
+            s.sum_e2 += e * e;
+            s.sum_abs_e += e.abs();
+            s.sum_f += fv;
+            s.sum_f2 += fv * fv;
+            s.sum_fy += fv * yv;
+            s.sum_y += yv;
+            s.sum_y2 += yv * yv;
+        }
+        s
     }
 
     /// Finite outputs at at least one row.

@@ -45,7 +45,7 @@ pub use bench::{EvalBench, EvalBenchReport, bench_eval, bench_population, bench_
 use super::error::EvalError;
 use super::interp::Program;
 use super::interp::block::{Entry, XBlock, run_block};
-use crate::program::fitness::RegressionSums;
+use crate::program::fitness::{LossSums, RegressionSums, scaled_prediction};
 use crate::program::head::{ClassHeadSums, HeadSums, MAX_HEAD, pair};
 use crate::program::linear::JointSums;
 use crate::program::ops::Op;
@@ -189,6 +189,11 @@ pub trait BlockFold: Sync {
     type Acc: Send;
     /// An accumulator for a chunk of rows.
     fn init(&self) -> Self::Acc;
+    /// An accumulator for a chunk of rows of individual `individual` (a row of the
+    /// population), for folds whose work differs by individual; [`Self::init`] by default.
+    fn init_for(&self, _individual: usize) -> Self::Acc {
+        self.init()
+    }
     /// Folds one block: rows `row0 .. row0 + out.len()`.
     fn block(&self, acc: &mut Self::Acc, row0: usize, out: &BlockOutputs<'_>);
     /// Appends `next`, the accumulator of the rows that follow `acc`'s.
@@ -352,7 +357,7 @@ fn fold_individuals<const B: usize, F: BlockFold>(
             let prog = progs[item / n_chunks].as_ref()?;
             let c = item % n_chunks;
             let rows = c * chunk..((c + 1) * chunk).min(n_rows);
-            let mut acc = fold.init();
+            let mut acc = fold.init_for(which[item / n_chunks]);
             eval_rows::<B, F>(prog, x, n_rows, rows, fold, &mut acc, scratch);
             Some(acc)
         })
@@ -534,6 +539,73 @@ fn evaluate_regression_with<const B: usize>(
     let all: Vec<usize> = (0..pop.size()).collect();
     let sums = fold_individuals::<B, _>(pop, &all, x, n_rows, &RegressionFold { y })?;
     Ok(sums.into_iter().map(|s| s.unwrap_or(RegressionSums::invalid(n_rows as u64))).collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A loss of the user's own
+// ---------------------------------------------------------------------------------------------
+
+/// The fold of a loss of the user's own: each individual's rows scored by `loss(p, y)` at its
+/// prediction `p = a·f + b` ([`scaled_prediction`]), its `(a, b)` from `scale`.
+struct LossFold<'a> {
+    y: &'a [f32],
+    loss: &'static crate::program::ops::user::UserOp,
+    scale: &'a [(f64, f64)],
+}
+
+/// A [`LossFold`] accumulator: the individual's scaling and its sums.
+struct LossAcc {
+    a: f64,
+    b: f64,
+    sums: LossSums,
+}
+
+impl BlockFold for LossFold<'_> {
+    type Acc = LossAcc;
+
+    fn init(&self) -> LossAcc {
+        LossAcc { a: 1.0, b: 0.0, sums: LossSums { finite: true, ..LossSums::default() } }
+    }
+
+    fn init_for(&self, individual: usize) -> LossAcc {
+        let (a, b) = self.scale[individual];
+        LossAcc { a, b, ..self.init() }
+    }
+
+    fn block(&self, acc: &mut LossAcc, row0: usize, out: &BlockOutputs<'_>) {
+        let f = out.output(0);
+        let y = &self.y[row0..row0 + f.len()];
+        let s = &mut acc.sums;
+        for (&f, &y) in f.iter().zip(y) {
+            let l = self.loss.eval(scaled_prediction(f, acc.a, acc.b), y, crate::program::ops::apply_fast);
+            s.finite &= f.is_finite() && l.is_finite();
+            s.sum += l as f64;
+        }
+        s.n += f.len() as u64;
+    }
+
+    fn merge(&self, acc: &mut LossAcc, next: LossAcc) {
+        acc.sums.merge(&next.sums);
+    }
+}
+
+/// Each individual's sums of the loss `loss` (a registered user operator `loss(p, y)`,
+/// [`crate::program::fitness::Loss`]) over the rows, at its prediction `p = a·f + b` with
+/// `scale[i] = (a, b)` (`(1, 0)`: the program's value itself): the reference of eval.cu's
+/// `grove_loss_sums`. `x`: `[n_features][n_rows]`; `y`: `[n_rows]`, finite; one output.
+/// Individuals without a program, or with a NaN or infinite output or loss at any row, come
+/// back with `finite == false`.
+pub fn evaluate_loss(pop: &Population, x: &[f32], y: &[f32], n_rows: usize, loss: Op, scale: &[(f64, f64)]) -> Result<Vec<LossSums>, EvalError> {
+    check_target(pop, y, n_rows)?;
+    let Some(loss) = crate::program::ops::user::get(loss) else {
+        return Err(EvalError::Loss { code: loss as u8 });
+    };
+    if scale.len() != pop.size() {
+        return Err(EvalError::Scales { len: scale.len(), size: pop.size() });
+    }
+    let all: Vec<usize> = (0..pop.size()).collect();
+    let sums = fold_individuals::<BLOCK, _>(pop, &all, x, n_rows, &LossFold { y, loss, scale })?;
+    Ok(sums.into_iter().map(|s| s.map_or(LossSums { n: n_rows as u64, ..LossSums::default() }, |a| a.sums)).collect())
 }
 
 // ---------------------------------------------------------------------------------------------
