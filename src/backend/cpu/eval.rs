@@ -553,6 +553,11 @@ struct LossFold<'a> {
     scale: &'a [(f64, f64)],
 }
 
+thread_local! {
+    /// A [`LossFold`]'s per-step values of one block, `[steps][BLOCK]`, reused.
+    static LOSS_STEPS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A [`LossFold`] accumulator: the individual's scaling and its sums.
 struct LossAcc {
     a: f64,
@@ -572,16 +577,52 @@ impl BlockFold for LossFold<'_> {
         LossAcc { a, b, ..self.init() }
     }
 
+    // Step by step over the block's rows (each step one built-in over `len` values), not row
+    // by row: the same operations on every row as `UserOp::eval`, so the same bits.
     fn block(&self, acc: &mut LossAcc, row0: usize, out: &BlockOutputs<'_>) {
+        use crate::program::ops::apply_fast;
+        use crate::program::ops::user::Arg;
         let f = out.output(0);
-        let y = &self.y[row0..row0 + f.len()];
-        let s = &mut acc.sums;
-        for (&f, &y) in f.iter().zip(y) {
-            let l = self.loss.eval(scaled_prediction(f, acc.a, acc.b), y, crate::program::ops::apply_fast);
-            s.finite &= f.is_finite() && l.is_finite();
-            s.sum += l as f64;
+        let len = f.len();
+        let y = &self.y[row0..row0 + len];
+        let mut p = [0f32; BLOCK];
+        for (p, &f) in p.iter_mut().zip(f) {
+            *p = scaled_prediction(f, acc.a, acc.b);
         }
-        s.n += f.len() as u64;
+        let steps = &self.loss.steps;
+        LOSS_STEPS.with(|t| {
+            let mut t = t.borrow_mut();
+            if t.len() < steps.len() * BLOCK {
+                t.resize(steps.len() * BLOCK, 0.0);
+            }
+            for (i, st) in steps.iter().enumerate() {
+                let (done, rest) = t.split_at_mut(i * BLOCK);
+                let dst = &mut rest[..len];
+                let value = |x: Arg, j: usize| -> f32 {
+                    match x {
+                        Arg::A => p[j],
+                        Arg::B => y[j],
+                        Arg::Const(bits) => f32::from_bits(bits),
+                        Arg::Step(k) => done[k as usize * BLOCK + j],
+                    }
+                };
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = apply_fast(st.op, value(st.a, j), value(st.b, j));
+                }
+            }
+            let s = &mut acc.sums;
+            for j in 0..len {
+                let l = match self.loss.result {
+                    Arg::A => p[j],
+                    Arg::B => y[j],
+                    Arg::Const(bits) => f32::from_bits(bits),
+                    Arg::Step(k) => t[k as usize * BLOCK + j],
+                };
+                s.finite &= f[j].is_finite() && l.is_finite();
+                s.sum += l as f64;
+            }
+            s.n += len as u64;
+        });
     }
 
     fn merge(&self, acc: &mut LossAcc, next: LossAcc) {
