@@ -118,6 +118,12 @@ impl crate::evolve::Fitness for Classification<'_> {
         Ok(errors)
     }
 
+    /// On the CPU each program is scored on its own, in fixed chunks of rows.
+    fn cacheable(&self) -> bool {
+        matches!(self.data, crate::backend::ClassData::Host { .. })
+            && self.head.as_ref().is_none_or(|h| matches!(h, crate::backend::RegressionData::Host { .. }))
+    }
+
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
         if self.head.is_some() {
             // The head's sums are summed on the GPU; selection and variation run on the host.

@@ -127,6 +127,7 @@ fn report_json(
                    "fitness_on_cpu": backend.classification_on_host() || !backend.is_gpu(),
                    "linear_inputs_seconds": p.linear.seconds},
         "transfers": outcome.transfers,
+        "fitness_cache": outcome.fitness_cache,
         "version": env!("CARGO_PKG_VERSION"),
     });
     crate::task::base::report::add_operators(&mut report, &best.nodes);

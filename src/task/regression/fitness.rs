@@ -232,6 +232,12 @@ impl crate::evolve::Fitness for Regression<'_> {
         Ok(errors)
     }
 
+    /// On the CPU every fitness here scores each program on its own, in fixed chunks of rows;
+    /// a fitness function of the user's own sees whole batches, and may read them together.
+    fn cacheable(&self) -> bool {
+        matches!(self.data, crate::backend::RegressionData::Host { .. }) && self.fitness_fn.is_none()
+    }
+
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
         // The device loop's fused fitness reads plain regression sums: the joint fit, the head
         // and a fitness of the user's own are scored by `evaluate`, selection and variation on

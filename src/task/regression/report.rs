@@ -338,6 +338,7 @@ fn report_json(
                    "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
                    "device": searched.device},
         "transfers": outcome.transfers,
+        "fitness_cache": outcome.fitness_cache,
         "version": env!("CARGO_PKG_VERSION"),
     });
     crate::task::base::report::add_operators(&mut report, &best.nodes);
