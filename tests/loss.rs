@@ -258,6 +258,9 @@ fn a_fitness_function_scores_batches_of_predictions() {
     assert_eq!(fitness, train, "the fitness is the function's score of the training rows");
     assert_eq!(r["settings"]["fitness_function"], "recorder");
     assert!(r["linear_inputs"]["why"].as_str().unwrap().contains("fitness function"), "{}", r["linear_inputs"]);
+    // Its report names the function, which the command line does not have: one line.
+    let saved = temp_file("recorder.json", &r.to_string());
+    assert_one_line_error(&grove_cpu(&["run", "--from", saved.to_str().unwrap()]), &["the function `recorder` of a Python session", "runs from Python only"]);
     // What a function gets wrong stops the run, naming it.
     for (fail, want) in [("raise", "ValueError: my fitness failed"), ("shape", "returned 61 scores for 60 programs"), ("nan", "returned NaN for program")] {
         settings.fitness_fn = Some(FitnessFn(Arc::new(Recorder { calls: Mutex::new(Vec::new()), fail: Some(fail) })));

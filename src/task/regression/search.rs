@@ -127,11 +127,7 @@ pub fn fit(
     // The run's own operators, before its function set or grammar names them, and its loss.
     crate::task::base::search::register_operators(&settings.operators)?;
     settings.compiled_loss()?;
-    if let (Some(name), None) = (&settings.fitness_function, &settings.fitness_fn) {
-        anyhow::bail!(
-            "this run's fitness was the function `{name}` of a Python session (SymbolicRegressor(fitness=...)): it runs from Python only, given the function again"
-        );
-    }
+    settings.check_fitness_fn()?;
     let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, crate::task::base::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     // Linear terms of the inputs first; the program is evolved on what they leave.

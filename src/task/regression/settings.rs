@@ -298,6 +298,17 @@ impl EvolveSettings {
             .transpose()
     }
 
+    /// Refuses settings that name a fitness function without it (a report or checkpoint of a
+    /// Python run, repeated elsewhere), in one line.
+    pub fn check_fitness_fn(&self) -> anyhow::Result<()> {
+        if let (Some(name), None) = (&self.fitness_function, &self.fitness_fn) {
+            anyhow::bail!(
+                "this run's fitness was the function `{name}` of a Python session (SymbolicRegressor(fitness_function=...)): it runs from Python only, given the function again"
+            );
+        }
+        Ok(())
+    }
+
     /// Whether programs are scored by a fitness of the user's own (a loss or a function), which
     /// the device loop does not run.
     pub fn own_fitness(&self) -> bool {
