@@ -246,6 +246,29 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         text.
     metric : {"mse", "rmse", "mae", "r2"}, default="mse"
         The error evolution minimises.
+    loss : str, default=None
+        A per-row loss of your own to minimise instead of ``metric`` (``grove evolve --loss``):
+        an expression of the prediction ``p`` and the target ``y``, e.g. ``"abs(p - y)"`` or
+        ``"log(cosh(p - y))"``, over grove's operators (any of their names), numbers, the
+        ``operators`` above, ``cosh`` and ``sinh``. Both devices compute it with the same bits, at
+        the prediction ``a*f(x) + b`` when ``linear_scaling`` (a and b by least squares).
+    loss_reduce : {"mean", "sum"}, default="mean"
+        How the rows' losses become the fitness.
+    fitness_function : callable, default=None
+        A fitness of your own, ``f(pred, y)``, minimised instead of ``metric``: ``pred`` holds
+        every program's predictions, shape ``(programs, rows)`` (each program's ``a*f(x) + b``
+        when ``linear_scaling``), and ``y`` the rows' targets, ``(rows,)``, both float32; it
+        returns one score per program, lower is better (``inf`` the worst). On the CPU they are
+        numpy arrays; with ``device="cuda"`` they stay on the GPU as DLPack arrays
+        (``torch.from_dlpack(pred)``, ``cupy.from_dlpack(pred)``, no copy), and the scores may be
+        a CUDA array. A program with a non-finite prediction scores ``inf`` whatever the function
+        says. An exception it raises stops ``fit`` and is raised again; a wrong shape, or NaN for
+        a program whose predictions are finite, is a ``ValueError``. Not with ``outputs`` > 1,
+        ``selection`` other than "tournament", or ``linear_inputs="on"``.
+    fitness_arrays : {"auto", "dlpack"}, default="auto"
+        What ``fitness_function`` receives: numpy arrays on the CPU and DLPack arrays on a GPU,
+        or DLPack arrays on both ("dlpack": ``torch.from_dlpack`` takes them without a copy on
+        the CPU too).
     linear_scaling : bool, default=True
         Score each program after fitting ``a*f(x) + b`` by least squares.
     outputs : int in [1, 8], default=1
@@ -359,6 +382,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     _parameter_constraints = {
         **_SymbolicBase._parameter_constraints,
         "metric": [StrOptions({"mse", "rmse", "mae", "r2"})],
+        "loss": [str, None],
+        "loss_reduce": [StrOptions({"mean", "sum"})],
+        "fitness_function": [callable, None],
+        "fitness_arrays": [StrOptions({"auto", "dlpack"})],
         "linear_scaling": ["boolean"],
         "outputs": [Interval(Integral, 1, 8, closed="both")],
         "linear_inputs": [StrOptions({"auto", "on", "off"})],
@@ -373,6 +400,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         operators=None,
         grammar=None,
         metric="mse",
+        loss=None,
+        loss_reduce="mean",
+        fitness_function=None,
+        fitness_arrays="auto",
         linear_scaling=True,
         outputs=_EVOLVE["outputs"],
         linear_inputs=_EVOLVE["linear_inputs"],
@@ -411,6 +442,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.operators = operators
         self.grammar = grammar
         self.metric = metric
+        self.loss = loss
+        self.loss_reduce = loss_reduce
+        self.fitness_function = fitness_function
+        self.fitness_arrays = fitness_arrays
         self.optimise_constants = optimise_constants
         self.optimise_every = optimise_every
         self.optimise_fraction = optimise_fraction
@@ -448,8 +483,12 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     def _settings(self, seed):
         if self.metric == "mae" and self.linear_scaling:
             raise ValueError("metric='mae' cannot be used with linear scaling (a least-squares fit): set linear_scaling=False")
+        if self.loss is not None and self.fitness_function is not None:
+            raise ValueError("give loss or fitness_function, not both")
         engine = self._engine_with_constants(seed)
+        own = {"loss": self.loss, "loss_reduce": self.loss_reduce} if self.loss is not None else {}
         return {
+            **own,
             "data": "python",
             **self._representation(_EVOLVE["function_set"]),
             "engine": engine,
@@ -488,6 +527,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
             **self._run_options(),
             warm=state,
             keep_state=self.warm_start,
+            fitness_function=self.fitness_function,
+            fitness_arrays=self.fitness_arrays,
         )
         report = json.loads(report)
         self._keep(report, state)
@@ -530,8 +571,9 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     stop_at : float in [0, 1], default=None
         The run ends after the first generation whose best program reaches this training
         accuracy (``grove classify --stop-at``).
-    fitness : {"cross-entropy", "accuracy", "balanced-accuracy"}, default="cross-entropy"
-        What evolution minimises: mean softmax cross-entropy, 1 - accuracy, or 1 - balanced
+    fitness : {"cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1"}, default="cross-entropy"
+        What evolution minimises: mean softmax cross-entropy, 1 - accuracy, 1 - weighted F1
+        (each class's F1 weighted by its share of the rows, PonyGE2's), or 1 - balanced
         accuracy.
     standardize : bool, default=True
         Standardise features with the training rows' mean and deviation (the model repeats it).
@@ -568,7 +610,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
 
     _parameter_constraints = {
         **_SymbolicBase._parameter_constraints,
-        "fitness": [StrOptions({"cross-entropy", "accuracy", "balanced-accuracy"})],
+        "fitness": [StrOptions({"cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1"})],
         "standardize": ["boolean"],
         "p_out": [Interval(Real, 0, 1, closed="both")],
         "linear_inputs": [StrOptions({"auto", "on", "off"})],

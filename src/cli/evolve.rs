@@ -35,9 +35,15 @@ pub struct EvolveArgs {
     /// Target column (default: the last column).
     #[arg(long, help_heading = "Data")]
     pub target: Option<String>,
-    /// Fraction of rows held out as a test set (0: use the built-in's own test set, if any).
-    #[arg(long, default_value_t = defaults::EVOLVE_TEST_FRACTION, help_heading = "Data")]
-    pub test_fraction: f64,
+    #[arg(long, help_heading = "Data", help = format!(
+        "Fraction of rows held out as a test set (0: use the built-in's own test set, if any) [default: {}]",
+        defaults::EVOLVE_TEST_FRACTION
+    ))]
+    pub(crate) test_fraction: Option<f64>,
+    /// A test file with the training data's columns (by name, in any order): its rows are
+    /// scored beside the training rows, and the training data is not split.
+    #[arg(long, value_name = "FILE", help_heading = "Data")]
+    pub test_data: Option<String>,
     /// Grammar or function set, operators of one's own.
     #[command(flatten, next_help_heading = "Representation")]
     pub representation: RepresentationArgs<Evolve>,
@@ -50,6 +56,15 @@ pub struct EvolveArgs {
     /// Do not fit a·f(x)+b by least squares before scoring.
     #[arg(long, help_heading = "Model")]
     pub no_linear_scaling: bool,
+    /// A per-row loss of your own to minimise instead of --metric: an expression of the
+    /// prediction p and the target y, e.g. "abs(p - y)" or "log(cosh(p - y))" (grove's operators
+    /// by any name, numbers, operators defined with --define, cosh and sinh), scored at the
+    /// linearly scaled prediction a·f + b (a, b by least squares) unless --no-linear-scaling.
+    #[arg(long, value_name = "EXPR", help_heading = "Model")]
+    pub loss: Option<String>,
+    /// How --loss's per-row values become the fitness: their mean or their sum.
+    #[arg(long, value_enum, default_value_t = crate::task::regression::LossReduce::default(), help_heading = "Model")]
+    pub loss_reduce: crate::task::regression::LossReduce,
     /// Program outputs under a fitted linear head b + Σ w_k·f_k (least squares): 1 is the
     /// program's value; 2 to 8 are output slots (tree GP's output nodes, a grammar's out(K, …)).
     #[arg(long, default_value_t = defaults::EVOLVE_OUTPUTS, help_heading = "Model")]
@@ -91,11 +106,14 @@ impl EvolveArgs {
         let mut o = Overlay::default();
         o.set("data", &self.data);
         o.set("target", &self.target);
-        o.number("--test-fraction", "test_fraction", self.test_fraction)?;
+        o.number_some("--test-fraction", "test_fraction", self.test_fraction)?;
+        o.set("test_data", &self.test_data);
         self.representation.overlay(&mut o);
         self.engine.overlay(&mut o, "regression.parsimony")?;
         o.set("regression.metric", self.metric);
         o.set("regression.linear_scaling", !self.no_linear_scaling);
+        o.set_some("loss", self.loss.as_ref());
+        o.set("loss_reduce", self.loss_reduce);
         o.set("outputs", self.outputs);
         o.set("linear_inputs", self.linear_inputs);
         self.fitting.overlay(&mut o)?;

@@ -78,6 +78,18 @@ pub fn check_fraction(fraction: Option<f64>) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a test file together with a test fraction (the test rows come from one place), and
+/// an empty path.
+pub fn check_test_data(test_data: Option<&str>, test_fraction: f64) -> Result<()> {
+    let Some(path) = test_data else { return Ok(()) };
+    ensure!(!path.trim().is_empty(), "--test-data (test_data) is empty: give a file with the training data's columns");
+    ensure!(
+        test_fraction == 0.0,
+        "give --test-data (test_data) or --test-fraction (test_fraction) {test_fraction}, not both: the test rows come from the file, or from the training data"
+    );
+    Ok(())
+}
+
 impl Plan {
     /// The plan for `n_train` training rows: `fraction` `None` holds out [`AUTO_FRACTION`] when
     /// there are at least [`AUTO_MIN_ROWS`] rows and the rule is neither `train` nor `mdl`

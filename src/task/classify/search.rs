@@ -89,7 +89,7 @@ pub fn class_linear(settings: &ClassifySettings, rows: &Labeled, n_outputs: usiz
 pub fn run(settings: &ClassifySettings, opts: &crate::task::base::options::RunOptions) -> Result<EvolveResult> {
     let (_, train, test, standardize) = load_data(settings)?;
     let backend = crate::backend::Backend::open(settings.device, &settings.islands.gpus)?.print_notes(opts.quiet);
-    fit(settings, &train, Some(&test), standardize.as_ref(), &backend, opts)
+    fit(settings, &train, test.as_ref(), standardize.as_ref(), &backend, opts)
 }
 
 /// The classification task of `settings` on `train` for backend `b`: with `head_labels` (the

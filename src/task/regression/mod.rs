@@ -26,7 +26,7 @@ use crate::task::base::search::{check_ge, check_grammar_slots, check_search};
 
 /// The error measure, the task's settings and the error of the fused sums: defined in
 /// [`crate::program::fitness`], below the engine, which reads them too.
-pub use crate::program::fitness::{Metric, RegressionConfig, error};
+pub use crate::program::fitness::{Loss, LossReduce, LossSums, Metric, RegressionConfig, error};
 pub use crate::task::base::model::{LinearInputs, Readout};
 
 pub use fitness::*;

@@ -139,6 +139,18 @@ fn score_front<'h>(
             cv: searched.cv.as_ref().map(|c| c.mse(*n)),
         });
     }
+    // With a fitness of the user's own, the validation error is that fitness on the validation
+    // rows: a loss's, or the function's scores of the front in one batch.
+    if let (Some(v), true) = (validation, settings.own_fitness()) {
+        let loss = settings.compiled_loss()?;
+        let fitness_fn = settings.fitness_fn.as_ref().map(|f| &*f.0);
+        let batch: Vec<(&[Node], &Readout)> = members.iter().zip(&models).map(|((_, e, _), (r, _))| (&e.nodes[..], r)).collect();
+        if let Some(scores) = own_scores(loss.as_ref(), fitness_fn, &batch, v)? {
+            for (c, s) in cands.iter_mut().zip(scores) {
+                c.validation = Some(s);
+            }
+        }
+    }
     Ok(Front { members, models, cands })
 }
 
@@ -189,11 +201,25 @@ pub fn finish(
         None => fitted.model_of(&best.nodes)?,
     };
     let lin = chosen_linear.as_ref();
-    let scored = Scored {
+    let mut scored = Scored {
         train: scores_with(&best.nodes, rows, &chosen, lin)?,
         validation: validation.map(|v| scores_with(&best.nodes, v, &chosen, lin)).transpose()?,
         test: test.map(|t| scores_with(&best.nodes, t, &chosen, lin)).transpose()?,
     };
+    // The fitness of the user's own beside the standard scores, on every part of the data.
+    if settings.own_fitness() {
+        let loss = settings.compiled_loss()?;
+        let fitness_fn = settings.fitness_fn.as_ref().map(|f| &*f.0);
+        let one = [(&best.nodes[..], &chosen)];
+        let own = |d: &Dataset| own_scores(loss.as_ref(), fitness_fn, &one, d).map(|s| s.map(|s| s[0]));
+        scored.train.loss = own(rows)?;
+        if let (Some(s), Some(v)) = (scored.validation.as_mut(), validation) {
+            s.loss = own(v)?;
+        }
+        if let (Some(s), Some(t)) = (scored.test.as_mut(), test) {
+            s.loss = own(t)?;
+        }
+    }
     let names = &rows.names;
     let fame = front_rows(&front.members, &front.cands, decision.member, |nodes| {
         let (r, l) = fitted.model_of(nodes)?;
@@ -252,8 +278,12 @@ fn report_json(
     let (outcome, best, names, k) = (&searched.outcome, m.best, &rows.names, settings.outputs);
     let (infix, latex, sympy) = m.texts;
     let score_json = |s: &Scores| {
-        serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
-                           "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
+        let mut v = serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
+                           "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)});
+        if let Some(l) = s.loss {
+            v["loss"] = serde_json::json!(crate::report::num(l));
+        }
+        v
     };
     let mut generations = generations_json(&outcome.history, &searched.median_sizes);
     add_island_stats(&mut generations, &outcome.island_history, false);
@@ -308,6 +338,7 @@ fn report_json(
                    "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
                    "device": searched.device},
         "transfers": outcome.transfers,
+        "fitness_cache": outcome.fitness_cache,
         "version": env!("CARGO_PKG_VERSION"),
     });
     crate::task::base::report::add_operators(&mut report, &best.nodes);
@@ -326,6 +357,9 @@ fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>,
         let w: Vec<String> = h.w.iter().map(|w| format!("{w:.6e}")).collect();
         summary += &format!("head          {k} outputs under b + Σ w_k·f_k: b {:.6e}, w [{}]\n", h.b, w.join(", "));
     }
+    if let Some(line) = own_fitness_line(settings) {
+        summary += &line;
+    }
     summary += &format!("linear inputs {terms}\n");
     summary += &format!("selected      {selected}\n");
     if let Some(c) = &searched.cv {
@@ -333,17 +367,38 @@ fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>,
     }
     summary += &searched.ended.line(settings.engine.generations).unwrap_or_default();
     summary += &crate::task::base::report::collapse_line(&searched.median_sizes, settings.engine.selection);
-    let line = |name: &str, s: &Scores| format!("{name:<13} mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2);
+    let line = |name: &str, s: &Scores| {
+        let own = s.loss.map_or(String::new(), |l| format!("loss {l:.6e}  "));
+        format!("{name:<13} {own}mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2)
+    };
     summary += &line("train", &scored.train);
     if let Some(s) = &scored.validation {
         summary += &line("validation", s);
     }
     match &scored.test {
         Some(s) => summary += &line("test", s),
-        None => summary += "test          (no test data: use --test-fraction)\n",
+        None => summary += "test          (no test data: use --test-data or --test-fraction)\n",
     }
     if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &searched.outcome.island_history, false) {
         summary += &line;
     }
     summary
+}
+
+/// The summary's line on a fitness of the user's own: what it reduces and where it reads the
+/// prediction.
+fn own_fitness_line(settings: &EvolveSettings) -> Option<String> {
+    let at = if settings.regression.linear_scaling {
+        "at the prediction a·f + b (a, b fitted by least squares)"
+    } else {
+        "at the program's value (--no-linear-scaling)"
+    };
+    if let Some(l) = &settings.loss {
+        let reduce = match settings.loss_reduce {
+            LossReduce::Mean => "mean",
+            LossReduce::Sum => "sum",
+        };
+        return Some(format!("loss          {reduce} of {} over the rows, {at}\n", l.trim()));
+    }
+    settings.fitness_function.as_ref().map(|f| format!("fitness       the function {f}, {at}\n"))
 }

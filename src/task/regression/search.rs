@@ -55,6 +55,10 @@ pub fn linear_choice(settings: &EvolveSettings, rows: &Dataset) -> anyhow::Resul
         LinearInputs::Auto if settings.islands.shard_rows => return Ok(LinearChoice::none("off: --shard-rows (the joint fit is not split over GPUs)")),
         LinearInputs::Auto if !r.linear_scaling => return Ok(LinearChoice::none("off: --no-linear-scaling asks for the program alone")),
         LinearInputs::Auto if r.metric == Metric::Mae => return Ok(LinearChoice::none("off: --metric mae (the terms are a least-squares fit)")),
+        LinearInputs::Auto if settings.loss.is_some() => return Ok(LinearChoice::none("off: --loss (the loss scores the program's prediction; the terms are a least-squares fit)")),
+        LinearInputs::Auto if settings.fitness_function.is_some() => {
+            return Ok(LinearChoice::none("off: a fitness function of your own scores the program's prediction (the terms are a least-squares fit)"));
+        }
         LinearInputs::Auto if rows.n_features > MAX_INPUTS => {
             return Ok(LinearChoice::none(format!("off: {} inputs, more than the {MAX_INPUTS} the terms read", rows.n_features)));
         }
@@ -120,8 +124,10 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &crate::task::base::options::RunOptions,
 ) -> anyhow::Result<EvolveResult> {
-    // The run's own operators, before its function set or grammar names them.
+    // The run's own operators, before its function set or grammar names them, and its loss.
     crate::task::base::search::register_operators(&settings.operators)?;
+    settings.compiled_loss()?;
+    settings.check_fitness_fn()?;
     let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, crate::task::base::defaults::EVOLVE_SMALL_DATA_RULE)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     // Linear terms of the inputs first; the program is evolved on what they leave.
@@ -208,14 +214,22 @@ pub fn search_with(
     let search_settings = crate::task::base::search::SearchSettings { engine: &engine, ..settings.search_settings() };
     let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
     // The joint fit on a GPU writes every program's value at every row before summing them
-    // (and a head's, every output's).
-    let joint_values = if joint.is_some() || k > 1 { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
+    // (and a head's, every output's; and a fitness of the user's own, the predictions it scores).
+    let joint_values = if joint.is_some() || k > 1 || settings.own_fitness() { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
     let need = crate::task::base::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values, cases: rows.n_rows as u64 };
     crate::task::base::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
     crate::task::base::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
-    if (k > 1 || joint.is_some()) && backend.is_gpu() && !opts.quiet {
-        let what = if k > 1 { format!("--outputs {k} (the fitted head)") } else { "the linear terms".to_string() };
+    if (k > 1 || joint.is_some() || settings.own_fitness()) && backend.is_gpu() && !opts.quiet {
+        let what = if k > 1 {
+            format!("--outputs {k} (the fitted head)")
+        } else if settings.loss.is_some() {
+            "--loss (the loss of your own)".to_string()
+        } else if settings.fitness_function.is_some() {
+            "a fitness function of your own".to_string()
+        } else {
+            "the linear terms".to_string()
+        };
         opts.say(&format!("note: {what} keep selection and variation on the CPU (the device loop scores programs alone); evaluation stays on the GPU"));
     }
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data;
@@ -230,13 +244,15 @@ pub fn search_with(
     let backends: Vec<&crate::backend::Backend> =
         if sharded && !backend.is_gpu() { vec![backend; shards] } else { std::iter::once(backend).chain(&more).collect() };
     ensure!(!sharded || backends.len() == shards, "--shard-rows: {shards} shards but {} GPUs opened", backends.len());
+    let loss = settings.compiled_loss()?;
+    let fitness_fn = settings.fitness_fn.as_ref().map(|f| &*f.0);
     let tasks = backends
         .iter()
         .enumerate()
         .map(|(i, &b)| {
             let part = if sharded { &parts[i] } else { rows };
             let data = b.regression_data(&part.x, &part.y, part.n_rows, part.n_features)?;
-            Ok(Regression { backend: b, data, config: settings.regression, outputs: k, joint, rows: Some(part) })
+            Ok(Regression { backend: b, data, config: settings.regression, outputs: k, joint, rows: Some(part), loss, fitness_fn })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let on_gpus = crate::evolve::OnGpus(&tasks);
