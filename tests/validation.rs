@@ -57,7 +57,7 @@ fn quiet() -> RunOptions {
 fn the_validation_split_is_seeded_and_disjoint_from_the_training_and_test_rows() {
     let all = numbered(400);
     let (train, test) = grove::data::split(&all, 0.25, 7).unwrap();
-    let plan = Plan::new(None, Select::Auto, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let plan = Plan::new(None, Select::Auto, train.n_rows, grove::task::base::defaults::EVOLVE_AUTO).unwrap();
     assert_eq!((plan.fraction, plan.rule), (0.25, Select::Validation));
     let (rows, validation) = validation_split(&train, &plan, 7).unwrap();
     let validation = validation.unwrap();
@@ -74,7 +74,7 @@ fn the_validation_split_is_seeded_and_disjoint_from_the_training_and_test_rows()
     let (_, as_test) = grove::data::split(&train, 0.25, 7).unwrap();
     assert_ne!(rows_of(&as_test), v);
     // No validation rows: the training rows are used as they are.
-    let none = Plan::new(Some(0.0), Select::Auto, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let none = Plan::new(Some(0.0), Select::Auto, train.n_rows, grove::task::base::defaults::EVOLVE_AUTO).unwrap();
     let (same, nothing) = validation_split(&train, &none, 7).unwrap();
     assert!(nothing.is_none() && *same == train);
     let e = split_for(&numbered(3), 0.1, 1, Holdout::VALIDATION).unwrap_err().to_string();
@@ -111,7 +111,7 @@ fn the_validation_rows_never_reach_the_fitness() {
     s.select = Select::Train;
     let backend = Backend::Cpu;
     let held = fit(&s, &train, None, &backend, &quiet()).unwrap().report;
-    let plan = Plan::new(s.validation_fraction, s.select, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let plan = Plan::new(s.validation_fraction, s.select, train.n_rows, grove::task::base::defaults::EVOLVE_AUTO).unwrap();
     let (rows, _) = validation_split(&train, &plan, s.engine.seed).unwrap();
     let mut alone = s.clone();
     alone.validation_fraction = Some(0.0);
@@ -469,7 +469,7 @@ fn cross_validation_repeats_the_fit_without_each_fold_and_returns_what_predicts_
     assert_eq!(r1["selection"]["rule"], json!("mdl"), "{}", r1["selection"]);
     assert!(r1["selection"]["why"].as_str().unwrap().contains("cross-validation needs 2 training rows, the data has 1"), "{}", r1["selection"]);
     // Needs no validation rows; the classifier refuses it in one line.
-    let p = Plan::new(None, Select::Cv, 1000, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let p = Plan::new(None, Select::Cv, 1000, grove::task::base::defaults::EVOLVE_AUTO).unwrap();
     assert_eq!((p.fraction, p.rule), (0.0, Select::Cv));
     let out = support::grove_cpu(&["classify", "--data", "builtin:iris", "--functions", "add,sub", "--select", "cv"]);
     support::assert_one_line_error(&out, &["--select cv", "grove classify chooses by"]);

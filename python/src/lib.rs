@@ -325,8 +325,9 @@ fn check_representation(functions: Option<&str>, grammar: Option<&str>, n_featur
 /// per class), so that a bad combination is a `ValueError` before the run starts.
 fn check_choice(fraction: Option<f64>, select: grove::task::base::validation::Select, n_rows: usize, seed: u64, labels: Option<(&[u32], usize)>) -> PyResult<()> {
     use grove::data::split::Holdout;
-    let small = if labels.is_some() { grove::task::base::defaults::CLASSIFY_SMALL_DATA_RULE } else { grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE };
-    let plan = grove::task::base::validation::Plan::new(fraction, select, n_rows, small).map_err(value_error)?;
+    let auto: grove::task::base::validation::Auto =
+        if labels.is_some() { grove::task::base::defaults::CLASSIFY_SMALL_DATA_RULE.into() } else { grove::task::base::defaults::EVOLVE_AUTO };
+    let plan = grove::task::base::validation::Plan::new(fraction, select, n_rows, auto).map_err(value_error)?;
     // An automatic split that cannot be made gives way to none (the run says so).
     if plan.fraction > 0.0 && fraction.is_some() {
         let context = "validation_fraction";

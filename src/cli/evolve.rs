@@ -66,6 +66,11 @@ pub struct EvolveArgs {
     /// Choosing the returned program, bloat control.
     #[command(flatten, next_help_heading = "Model choice")]
     pub choice: ChoiceArgs,
+    #[arg(long, value_name = "K", help_heading = "Model choice", help = format!(
+        "Folds of --select folds (auto's rule below {} training rows): each program on the front refitted without each fold and scored on it [default: {}, or one row a fold on fewer rows]",
+        defaults::EVOLVE_VALIDATION_ROWS, defaults::FOLDS
+    ))]
+    pub(crate) folds: Option<usize>,
     /// Grammatical evolution settings.
     #[command(flatten, next_help_heading = "Grammatical evolution")]
     pub ge: GeArgs,
@@ -100,6 +105,7 @@ impl EvolveArgs {
         o.set("linear_inputs", self.linear_inputs);
         self.fitting.overlay(&mut o)?;
         self.choice.overlay(&mut o)?;
+        o.set_some("folds", self.folds);
         self.ge.overlay(&mut o, self.representation.grammar.is_some())?;
         self.islands.overlay(&mut o);
         o.set("islands.shard_rows", self.shard_rows);

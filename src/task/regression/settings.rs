@@ -35,6 +35,10 @@ pub struct EvolveSettings {
     /// How the returned program is chosen from the hall of fame's front.
     #[serde(default)]
     pub select: crate::task::base::validation::Select,
+    /// Folds of `select: folds` (`None`: [`crate::task::base::defaults::FOLDS`], fewer where the
+    /// training rows are fewer); more than the training rows is an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folds: Option<usize>,
     /// Grammar file for grammatical evolution (`None`: tree GP from `functions`).
     pub grammar: Option<String>,
     /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
@@ -146,6 +150,7 @@ impl Default for EvolveSettings {
             test_fraction: crate::task::base::defaults::EVOLVE_TEST_FRACTION,
             validation_fraction: None,
             select: crate::task::base::validation::Select::default(),
+            folds: None,
             grammar: None,
             functions: None,
             operators: Vec::new(),
@@ -206,6 +211,9 @@ impl EvolveSettings {
         self.budget.check(crate::task::base::budget::Measure::Loss)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
         crate::task::base::validation::check_fraction(self.validation_fraction)?;
+        if let Some(k) = self.folds {
+            ensure!(k >= 2, "--folds (folds) must be at least 2, got {k}");
+        }
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
         check_scaling(&self.regression, self.outputs)?;
