@@ -264,14 +264,21 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         Fitness penalty per program node.
     validation_fraction : float in [0, 1) or None, default=None
         Fraction of the rows held out (seeded) to choose the returned program; never used for
-        fitness. None: 0.25 with at least 300 rows (unless ``select`` is "train" or "mdl"), else none.
-    select : {"auto", "validation", "pareto", "mdl", "cv", "train"}, default="auto"
-        How the returned program is chosen from the hall of fame's Pareto front: the lowest
-        validation error ("auto" does so when there are validation rows, else "mdl"), PySR's
-        score (steepest drop of log error per node), the smallest description length on the
-        training rows, the lowest 5-fold cross-validated error of its size (the regressor only:
-        the whole fit repeated without each fold, so it costs five more searches), or the
-        lowest training error.
+        fitness. None: 0.25 with at least 20000 rows (unless ``select`` is "train", "mdl", "cv"
+        or "folds"), else none.
+    select : {"auto", "validation", "pareto", "mdl", "cv", "folds", "train"}, default="auto"
+        How the returned program is chosen from the hall of fame's Pareto front: "validation"
+        and "folds" compare the mean, the linear terms alone and every program on the front by
+        their error on rows their numbers were not fitted to (the validation rows, or k-fold
+        cross-validation of the front with each candidate's numbers refitted without each
+        fold) and return the simplest within one standard error of the lowest ("auto" is
+        "folds" below 20000 rows, "validation" from there on); PySR's score (steepest drop of
+        log error per node), the smallest description length on the training rows, the lowest
+        5-fold cross-validated error of its size ("cv": the whole fit repeated without each
+        fold, so it costs five more searches), or the lowest training error.
+    folds : int >= 2 or None, default=None
+        Folds of ``select="folds"`` (None: 5, or one row a fold on fewer rows); more than the
+        rows is a ``ValueError``.
     bloat : {"auto", "none", "double-tournament", "lexicographic", "nsga2"}, default="auto"
         Bloat control by selection (the linear penalty is ``parsimony_coefficient``);
         "nsga2" ranks error and size as two objectives (NSGA-II); "auto" is "nsga2" where
@@ -363,7 +370,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         "outputs": [Interval(Integral, 1, 8, closed="both")],
         "linear_inputs": [StrOptions({"auto", "on", "off"})],
         "shard_rows": ["boolean"],
-        "select": [StrOptions({"auto", "validation", "pareto", "mdl", "cv", "train"})],
+        "select": [StrOptions({"auto", "validation", "pareto", "mdl", "cv", "folds", "train"})],
+        "folds": [Interval(Integral, 2, None, closed="left"), None],
     }
 
     def __init__(
@@ -384,6 +392,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         parsimony_coefficient=_EVOLVE["parsimony_coefficient"],
         validation_fraction=None,
         select="auto",
+        folds=None,
         bloat=_EVOLVE["bloat"],
         size_pressure=_EVOLVE["size_pressure"],
         selection=_EVOLVE["selection"],
@@ -425,6 +434,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.parsimony_coefficient = parsimony_coefficient
         self.validation_fraction = validation_fraction
         self.select = select
+        self.folds = folds
         self.bloat = bloat
         self.size_pressure = size_pressure
         self.selection = selection
@@ -454,6 +464,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
             **self._representation(_EVOLVE["function_set"]),
             "engine": engine,
             **self._choice(),
+            **({} if self.folds is None else {"folds": int(self.folds)}),
             "regression": {
                 "metric": self.metric,
                 "linear_scaling": bool(self.linear_scaling),

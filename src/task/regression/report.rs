@@ -261,7 +261,7 @@ pub fn finish(
             rows_json.push(row(format!("front {i}"), *n, c.resampled, chosen_is(None, Some(i))));
         }
         let measure = if settings.regression.metric == crate::task::regression::Metric::Mae { "mae" } else { "mse" };
-        selection["resampling"] = serde_json::json!({"how": r.how(), "folds": r.folds, "rows": r.rows, "loss": measure, "seconds": r.seconds});
+        selection["resampling"] = serde_json::json!({"how": r.how(), "folds": r.folds, "rows": r.rows, "loss": measure});
         selection["candidates"] = serde_json::json!(rows_json);
         if let Some(b) = decision.baseline {
             selection["baseline"] = serde_json::json!(match b { Baseline::Mean => "mean", Baseline::Linear => "linear terms" });
@@ -377,6 +377,9 @@ fn report_json(
     crate::task::base::report::add_operators(&mut report, &best.nodes);
     if searched.cv.is_some() {
         report["timing"]["cross_validation_seconds"] = serde_json::json!(searched.cv_seconds);
+    }
+    if let Some(r) = &searched.resampled {
+        report["timing"]["model_choice_seconds"] = serde_json::json!(r.seconds);
     }
     Ok(report)
 }

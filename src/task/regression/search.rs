@@ -40,6 +40,11 @@ impl LinearChoice {
             v["gcv"] = serde_json::json!(crate::report::num(f.gcv));
             v["gcv_mean"] = serde_json::json!(crate::report::num(f.gcv_mean));
             v["train_r2"] = serde_json::json!(crate::report::num(1.0 - f.rss_ratio));
+            // The terms alone as fitted (the model choice's simplest candidate but the mean),
+            // whether or not the programs carry them.
+            if f.inputs > 0 {
+                v["terms"] = serde_json::json!({"c": f.linear.c, "a": f.linear.a});
+            }
         }
         v
     }
