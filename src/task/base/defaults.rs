@@ -85,11 +85,15 @@ pub const FUNCTIONS: &str = "add,sub,mul,div";
 /// diabetes 0.420 → 0.447, against one tiny set lost (cpunish, 12 rows): `docs/quality.md`.
 pub const EVOLVE_FUNCTIONS: &str = "add,sub,mul,aq";
 /// What `--select auto` does for `grove evolve` (issue 56): below [`EVOLVE_VALIDATION_ROWS`]
-/// training rows, k-fold cross-validation of the front with the mean and the linear terms
-/// alone as candidates and the one-standard-error rule (`folds`); from there on, a quarter of
-/// the rows held out and the same rule on them. The description length (issue 27's choice
-/// below 300 rows) is `--select mdl`: `docs/quality.md` compares the two.
-pub const EVOLVE_AUTO: Auto = Auto { small: Select::Folds, min_rows: EVOLVE_VALIDATION_ROWS };
+/// training rows, the smallest description length among the mean, the linear terms alone and
+/// the front, guarded by k-fold cross-validation of the front (a pick the folds find worse
+/// than the simple candidates gives way to the better of them: `mdl`); from there on, a
+/// quarter of the rows held out, the simple candidates beside the front and the
+/// one-standard-error rule on them (`validation`). Measured (`docs/quality.md`, issue 56):
+/// the front's cross-validation alone (`folds`, each member's numbers refitted, its shape
+/// kept) is optimistic for the larger programs, whose shapes were searched on every row, and
+/// returned larger and worse models than the description length at every size measured.
+pub const EVOLVE_AUTO: Auto = Auto { small: Select::Mdl, min_rows: EVOLVE_VALIDATION_ROWS };
 
 /// Training rows from which `grove evolve`'s automatic choice holds out validation rows instead
 /// of cross-validating the front: there a quarter of the rows costs the search little, one

@@ -408,6 +408,69 @@ pub fn choose_resampled(front: &[Candidate], mean: Score, linear: Option<Score>,
     Some((pick, why))
 }
 
+/// A simple candidate of the description-length choice: its description length on the
+/// training rows and, where the front was cross-validated, its resampled error.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Described {
+    /// Description length in nats ([`description_length`]).
+    pub description: f64,
+    /// Resampled error, where measured.
+    pub resampled: Option<Score>,
+}
+
+/// The description-length choice with the simple candidates (issue 56): the shortest
+/// description among the mean, the linear terms alone and the front (ties to the simpler);
+/// then, where resampled errors were measured, a guard: a pick whose resampled error is above
+/// the better of the mean's and the terms' gives way to that one, so the choice never returns
+/// a model the resampling finds worse than its simplest candidates. `None` where no candidate
+/// has a finite description length.
+pub fn choose_described(front: &[Candidate], mean: Described, linear: Option<Described>) -> Option<(Pick, String)> {
+    let mut order: Vec<(Pick, f64, Option<Score>)> = vec![(Pick::Baseline(Baseline::Mean), mean.description, mean.resampled)];
+    if let Some(l) = linear {
+        order.push((Pick::Baseline(Baseline::Linear), l.description, l.resampled));
+    }
+    order.extend(front.iter().enumerate().map(|(i, c)| (Pick::Member(i), finite_or_inf(c.description), c.resampled)));
+    let i = lowest_index(order.iter().map(|o| if o.1.is_nan() { f64::INFINITY } else { o.1 }))?;
+    let n = order.len();
+    let name = |p: Pick| match p {
+        Pick::Baseline(b) => b.name().to_string(),
+        Pick::Member(m) => format!("the {}-node program", front[m].size),
+    };
+    let why = format!("{} has the smallest description length (fit plus model, in nats) of the {n} candidates (the mean, the linear terms alone where fitted, the front)", name(order[i].0));
+    // The guard: the simplest candidates' resampled errors bound the pick's.
+    let simple = order.iter().take_while(|o| matches!(o.0, Pick::Baseline(_))).filter(|o| o.2.is_some_and(|s| s.mse.is_finite()));
+    let best_simple = simple.min_by(|a, b| a.2.unwrap().mse.total_cmp(&b.2.unwrap().mse));
+    if let (Some(mine), Some(b)) = (order[i].2, best_simple) {
+        let theirs = b.2.unwrap();
+        if !(mine.mse <= theirs.mse) {
+            let why = format!(
+                "{why}, but its resampled error {} is above {}'s {}: {} is returned",
+                mine.describe(),
+                name(b.0),
+                theirs.describe(),
+                name(b.0)
+            );
+            return Some((b.0, why));
+        }
+    }
+    Some((order[i].0, why))
+}
+
+/// [`decide`] for the description length with the simple candidates ([`choose_described`]).
+pub fn decide_described(plan: &Plan, front: &[Candidate], mean: Described, linear: Option<Described>, best_at: Option<usize>) -> Decision {
+    let Some((pick, why)) = choose_described(front, mean, linear) else {
+        return decide(plan, front, best_at);
+    };
+    let why = match &plan.note {
+        Some(note) if plan.asked == Select::Auto || plan.rule != plan.asked => format!("{why}; {note}"),
+        _ => why,
+    };
+    match pick {
+        Pick::Baseline(b) => Decision { baseline: Some(b), member: None, is_best: false, rule: plan.rule, why },
+        Pick::Member(i) => Decision { baseline: None, member: Some(i), is_best: false, rule: plan.rule, why },
+    }
+}
+
 /// What a run returns after choosing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {

@@ -110,6 +110,8 @@ struct Front<'h> {
     members: Vec<(usize, &'h crate::evolve::hof::Entry, f64)>,
     models: Vec<(Readout, Option<Linear>)>,
     cands: Vec<crate::task::base::validation::Candidate>,
+    /// The kinds of node the description lengths count.
+    primitives: usize,
 }
 
 /// Scores the front of `searched` for the model choice: each member's readout fitted by
@@ -153,7 +155,7 @@ fn score_front<'h>(
             resampled: None,
         });
     }
-    Ok(Front { members, models, cands })
+    Ok(Front { members, models, cands, primitives })
 }
 
 /// The returned program's scores on the training, validation and test rows.
@@ -179,7 +181,7 @@ pub fn finish(
     backend: &crate::backend::Backend,
     linear: &LinearChoice,
 ) -> anyhow::Result<EvolveResult> {
-    use crate::task::base::validation::{Baseline, Select, chosen_program, decide, decide_resampled, front_rows};
+    use crate::task::base::validation::{Baseline, Described, Select, chosen_program, decide, decide_described, decide_resampled, description_length, front_rows, gaussian_nll};
 
     let start = std::time::Instant::now();
     let outcome = &searched.outcome;
@@ -205,6 +207,29 @@ pub fn finish(
                 c.resampled = Some(*s);
             }
             decide_resampled(plan, &front.cands, r.mean, r.linear.filter(|_| terms_alone.is_some()), &r.how(), best_at)
+        }
+        _ if plan.rule == Select::Mdl => {
+            if let Some(r) = resampled {
+                for (c, s) in front.cands.iter_mut().zip(&r.members) {
+                    c.resampled = Some(*s);
+                }
+            }
+            // The simple candidates' lengths: no node, their own fitted numbers.
+            let n = rows.n_rows;
+            let mean_mse = {
+                let m = rows.y.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64;
+                rows.y.iter().map(|&y| (y as f64 - m).powi(2)).sum::<f64>() / n.max(1) as f64
+            };
+            let mean = Described { description: description_length(gaussian_nll(mean_mse, n), 0, front.primitives, 1, n), resampled: resampled.map(|r| r.mean) };
+            let line = match terms_alone {
+                Some(l) => {
+                    let mse = scores_with(&[Node::constant(0.0)], rows, &Readout::Scale(1.0, 0.0), Some(l))?.mse;
+                    let params = l.used() + 1;
+                    Some(Described { description: description_length(gaussian_nll(mse, n), 0, front.primitives, params, n), resampled: resampled.and_then(|r| r.linear) })
+                }
+                None => None,
+            };
+            decide_described(plan, &front.cands, mean, line, best_at)
         }
         _ => decide(plan, &front.cands, best_at),
     };

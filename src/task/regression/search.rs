@@ -144,13 +144,15 @@ pub fn fit(
     if matches!(plan.rule, Select::Cv | Select::Folds) && rows.n_rows < 2 {
         plan = plan.instead(Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
     }
-    if plan.rule == Select::Folds {
+    // `folds` chooses by the front's cross-validation; `mdl` is guarded by it.
+    if matches!(plan.rule, Select::Folds | Select::Mdl) && rows.n_rows >= 2 {
         let folds = crate::task::base::crossval::fold_count(settings.folds, rows.n_rows)?;
         let front = searched.hof.front(|e| e.fitness - settings.regression.parsimony * e.nodes.len() as f64);
         let nodes: Vec<&[Node]> = front.iter().map(|(_, e, _)| &e.nodes[..]).collect();
         match cross_validate_front(settings, &nodes, &rows, linear.used, folds, backend, opts)? {
             Some(r) => searched.resampled = Some(r),
-            None => plan = plan.instead(Select::Mdl, "the cross-validation was stopped"),
+            None if plan.rule == Select::Folds => plan = plan.instead(Select::Mdl, "the cross-validation was stopped"),
+            None => {}
         }
     } else if let (Select::Validation, Some(v)) = (plan.rule, validation.as_ref()) {
         let front = searched.hof.front(|e| e.fitness - settings.regression.parsimony * e.nodes.len() as f64);
