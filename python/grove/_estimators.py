@@ -276,6 +276,9 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         log error per node), the smallest description length on the training rows, the lowest
         5-fold cross-validated error of its size ("cv": the whole fit repeated without each
         fold, so it costs five more searches), or the lowest training error.
+    output_margin : float >= 0 or None, default=None
+        ``grove evolve --output-margin``: predictions clamped to the training target's range
+        widened by this many times its width on each side; None: no limits.
     folds : int >= 2 or None, default=None
         Folds of ``select="folds"`` (None: 5, or one row a fold on fewer rows); more than the
         rows is a ``ValueError``.
@@ -372,6 +375,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         "shard_rows": ["boolean"],
         "select": [StrOptions({"auto", "validation", "pareto", "mdl", "cv", "folds", "train"})],
         "folds": [Interval(Integral, 2, None, closed="left"), None],
+        "output_margin": [Interval(Real, 0, None, closed="left"), None],
     }
 
     def __init__(
@@ -393,6 +397,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         validation_fraction=None,
         select="auto",
         folds=None,
+        output_margin=None,
         bloat=_EVOLVE["bloat"],
         size_pressure=_EVOLVE["size_pressure"],
         selection=_EVOLVE["selection"],
@@ -435,6 +440,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.validation_fraction = validation_fraction
         self.select = select
         self.folds = folds
+        self.output_margin = output_margin
         self.bloat = bloat
         self.size_pressure = size_pressure
         self.selection = selection
@@ -465,6 +471,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
             "engine": engine,
             **self._choice(),
             **({} if self.folds is None else {"folds": int(self.folds)}),
+            **({} if self.output_margin is None else {"output_margin": float(self.output_margin)}),
             "regression": {
                 "metric": self.metric,
                 "linear_scaling": bool(self.linear_scaling),

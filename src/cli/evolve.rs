@@ -60,6 +60,11 @@ pub struct EvolveArgs {
     /// for their numbers, on the CPU (on a GPU, `on` evaluates on the CPU).
     #[arg(long, value_enum, default_value_t = defaults::EVOLVE_LINEAR_INPUTS, help_heading = "Model")]
     pub linear_inputs: crate::task::regression::LinearInputs,
+    /// Limit the returned model's predictions to the training target's range widened by M times
+    /// its width on each side (0: the range itself), so a formula cannot swing far outside
+    /// what the data supports on unseen inputs [default: no limits]
+    #[arg(long, value_name = "M", help_heading = "Model")]
+    pub output_margin: Option<f64>,
     /// Constant fitting.
     #[command(flatten, next_help_heading = "Constants")]
     pub fitting: FitArgs,
@@ -103,6 +108,7 @@ impl EvolveArgs {
         o.set("regression.linear_scaling", !self.no_linear_scaling);
         o.set("outputs", self.outputs);
         o.set("linear_inputs", self.linear_inputs);
+        o.number_some("--output-margin", "output_margin", self.output_margin)?;
         self.fitting.overlay(&mut o)?;
         self.choice.overlay(&mut o)?;
         o.set_some("folds", self.folds);

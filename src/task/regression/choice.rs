@@ -25,6 +25,8 @@ pub struct Resampled {
     pub mean: Score,
     /// The linear terms alone, where some input was chosen (else they are the mean).
     pub linear: Option<Score>,
+    /// The ridge regression on every input ([`crate::program::linear::fit_every`]).
+    pub every: Option<Score>,
     /// `[front]` each member of the front, by size.
     pub members: Vec<Score>,
     /// Seconds the refits and scoring took.
@@ -126,16 +128,17 @@ fn fitted_predictions(
         .collect())
 }
 
-/// The linear terms [`crate::program::linear::fit`] chooses and weighs on `rows`, where some
-/// input is chosen.
-fn terms_on(rows: &Dataset) -> anyhow::Result<Option<LinearFit>> {
-    let fit = crate::program::linear::fit(&rows.x, &rows.y, rows.n_rows, rows.n_features).map_err(|e| anyhow::anyhow!("--linear-inputs (linear_inputs): {e}"))?;
+/// The linear terms [`crate::program::linear::fit`] chooses and weighs on `rows` (`every`: the
+/// ridge on every input, [`crate::program::linear::fit_every`]), where some input is chosen.
+pub fn terms_on(rows: &Dataset, every: bool) -> anyhow::Result<Option<LinearFit>> {
+    let fit = if every { crate::program::linear::fit_every } else { crate::program::linear::fit };
+    let fit = fit(&rows.x, &rows.y, rows.n_rows, rows.n_features).map_err(|e| anyhow::anyhow!("--linear-inputs (linear_inputs): {e}"))?;
     Ok(fit.filter(|f| f.inputs > 0 && f.joint.is_some()))
 }
 
-/// Adds the losses of the mean, the terms alone and every program, fitted on `train` and
-/// scored on `held`, into `acc` at `held_rows` (`acc[0]` the mean, `acc[1]` the terms,
-/// `acc[2 + m]` member `m`).
+/// Adds the losses of the mean, the terms alone, the ridge on every input and every program,
+/// fitted on `train` and scored on `held`, into `acc` at `held_rows` (`acc[0]` the mean,
+/// `acc[1]` the terms, `acc[2]` the ridge, `acc[SIMPLE + m]` member `m`).
 #[allow(clippy::too_many_arguments)]
 fn score_part(
     settings: &EvolveSettings,
@@ -145,6 +148,7 @@ fn score_part(
     held_rows: &[usize],
     program_terms: Option<&LinearFit>,
     alone: Option<&LinearFit>,
+    every: Option<&LinearFit>,
     refit_constants: bool,
     backend: &crate::backend::Backend,
     acc: &mut [Vec<f64>],
@@ -153,8 +157,12 @@ fn score_part(
     let n = held.n_rows;
     let mut part = vec![0.0; n];
     let mean = train.y.iter().map(|&y| y as f64).sum::<f64>() / train.n_rows.max(1) as f64;
+    // The limits the model would get from these training rows (`--output-margin`).
+    let limits = settings.output_margin.and_then(|m| crate::task::base::model::limits_of(&train.y, m));
     let mut put = |slot: &mut Vec<f64>, pred: &[f64]| {
-        losses(pred, &held.y, metric, &mut part);
+        let mut pred = pred.to_vec();
+        crate::task::base::model::limit(&mut pred, limits);
+        losses(&pred, &held.y, metric, &mut part);
         for (&r, &l) in held_rows.iter().zip(&part) {
             slot[r] = l;
         }
@@ -165,8 +173,13 @@ fn score_part(
         None => vec![mean; n],
     };
     put(&mut acc[1], &line);
+    let ridge = match every {
+        Some(t) => t.linear.apply(&held.x, n),
+        None => vec![mean; n],
+    };
+    put(&mut acc[2], &ridge);
     for (m, p) in fitted_predictions(settings, nodes, train, held, program_terms, refit_constants, backend)?.iter().enumerate() {
-        put(&mut acc[2 + m], p);
+        put(&mut acc[SIMPLE + m], p);
     }
     Ok(())
 }
@@ -186,8 +199,7 @@ pub fn cross_validate_front(
 ) -> anyhow::Result<Option<Resampled>> {
     let start = std::time::Instant::now();
     let f = crate::task::base::crossval::Folds::with_k(rows.n_rows, folds, settings.engine.seed);
-    let mut acc = vec![vec![f64::INFINITY; rows.n_rows]; 2 + nodes.len()];
-    let mut any_terms = false;
+    let mut acc = vec![vec![f64::INFINITY; rows.n_rows]; SIMPLE + nodes.len()];
     for fold in 0..f.k {
         if opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
             return Ok(None);
@@ -195,12 +207,12 @@ pub fn cross_validate_front(
         let (train_rows, held_rows) = (f.rows(fold, false), f.rows(fold, true));
         let train = rows.subset(&train_rows)?;
         let held = rows.subset(&held_rows)?;
-        let alone = terms_on(&train)?;
-        any_terms |= alone.is_some();
+        let alone = terms_on(&train, false)?;
+        let every = terms_on(&train, true)?;
         let program_terms = if with_terms { alone.as_ref() } else { None };
-        score_part(settings, nodes, &train, &held, &held_rows, program_terms, alone.as_ref(), true, backend, &mut acc)?;
+        score_part(settings, nodes, &train, &held, &held_rows, program_terms, alone.as_ref(), every.as_ref(), true, backend, &mut acc)?;
     }
-    Ok(Some(summarise(acc, f.k, rows.n_rows, any_terms, start)))
+    Ok(Some(summarise(acc, f.k, rows.n_rows, start)))
 }
 
 /// With validation rows: every candidate fitted on `rows` (the programs' constants as the
@@ -217,16 +229,24 @@ pub fn score_on_validation(
 ) -> anyhow::Result<Resampled> {
     let start = std::time::Instant::now();
     let terms = terms.filter(|t| t.inputs > 0 && t.joint.is_some());
-    let mut acc = vec![vec![f64::INFINITY; validation.n_rows]; 2 + nodes.len()];
+    let every = terms_on(rows, true)?;
+    let mut acc = vec![vec![f64::INFINITY; validation.n_rows]; SIMPLE + nodes.len()];
     let all: Vec<usize> = (0..validation.n_rows).collect();
     let program_terms = if with_terms { terms } else { None };
-    score_part(settings, nodes, rows, validation, &all, program_terms, terms, false, backend, &mut acc)?;
-    Ok(summarise(acc, 0, validation.n_rows, terms.is_some(), start))
+    score_part(settings, nodes, rows, validation, &all, program_terms, terms, every.as_ref(), false, backend, &mut acc)?;
+    Ok(summarise(acc, 0, validation.n_rows, start))
 }
 
-fn summarise(acc: Vec<Vec<f64>>, folds: usize, rows: usize, terms: bool, start: std::time::Instant) -> Resampled {
+/// The simple candidates' slots before the front's: the mean, the terms, the ridge.
+const SIMPLE: usize = 3;
+
+/// The scores of the losses `acc` (the simple candidates' slots, then the front's). The
+/// terms' and the ridge's are kept whether or not the run's own fits have inputs; the choice
+/// weighs only those it fitted ([`super::finish`]).
+fn summarise(acc: Vec<Vec<f64>>, folds: usize, rows: usize, start: std::time::Instant) -> Resampled {
     let mut scores = acc.iter().map(|l| Score::of(l));
     let mean = scores.next().expect("the mean's losses");
-    let linear = scores.next().filter(|_| terms);
-    Resampled { folds, rows, mean, linear, members: scores.collect(), seconds: start.elapsed().as_secs_f64() }
+    let linear = scores.next();
+    let every = scores.next();
+    Resampled { folds, rows, mean, linear, every, members: scores.collect(), seconds: start.elapsed().as_secs_f64() }
 }

@@ -200,13 +200,22 @@ pub fn finish(
     let best_at = front.members.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
     // The simplest candidates: the mean, and the terms alone where some input was chosen.
     let terms_alone = linear.fit.as_ref().filter(|f| f.inputs > 0 && f.joint.is_some()).map(|f| &f.linear);
+    // And the ridge on every input, where the terms chose fewer (or none).
+    let every_fit = match &linear.fit {
+        Some(f) if f.inputs < f.used => terms_on(rows, true)?,
+        _ => None,
+    };
+    let every = every_fit.as_ref().map(|f| &f.linear);
     let resampled = searched.resampled.as_ref().filter(|r| r.members.len() == front.cands.len());
     let decision = match resampled {
         Some(r) if matches!(plan.rule, Select::Folds | Select::Validation) => {
             for (c, s) in front.cands.iter_mut().zip(&r.members) {
                 c.resampled = Some(*s);
             }
-            decide_resampled(plan, &front.cands, r.mean, r.linear.filter(|_| terms_alone.is_some()), &r.how(), best_at)
+            let mut simple = vec![(Baseline::Mean, r.mean)];
+            simple.extend(r.linear.filter(|_| terms_alone.is_some()).map(|s| (Baseline::Linear, s)));
+            simple.extend(r.every.filter(|_| every.is_some()).map(|s| (Baseline::Every, s)));
+            decide_resampled(plan, &front.cands, &simple, &r.how(), best_at)
         }
         _ if plan.rule == Select::Mdl => {
             if let Some(r) = resampled {
@@ -220,23 +229,22 @@ pub fn finish(
                 let m = rows.y.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64;
                 rows.y.iter().map(|&y| (y as f64 - m).powi(2)).sum::<f64>() / n.max(1) as f64
             };
-            let mean = Described { description: description_length(gaussian_nll(mean_mse, n), 0, front.primitives, 1, n), resampled: resampled.map(|r| r.mean) };
-            let line = match terms_alone {
-                Some(l) => {
+            let mut simple = vec![(Baseline::Mean, Described { description: description_length(gaussian_nll(mean_mse, n), 0, front.primitives, 1, n), resampled: resampled.map(|r| r.mean) })];
+            for (b, l, s) in [(Baseline::Linear, terms_alone, resampled.and_then(|r| r.linear)), (Baseline::Every, every, resampled.and_then(|r| r.every))] {
+                if let Some(l) = l {
                     let mse = scores_with(&[Node::constant(0.0)], rows, &Readout::Scale(1.0, 0.0), Some(l))?.mse;
-                    let params = l.used() + 1;
-                    Some(Described { description: description_length(gaussian_nll(mse, n), 0, front.primitives, params, n), resampled: resampled.and_then(|r| r.linear) })
+                    let description = description_length(gaussian_nll(mse, n), 0, front.primitives, l.used() + 1, n);
+                    simple.push((b, Described { description, resampled: s }));
                 }
-                None => None,
-            };
-            decide_described(plan, &front.cands, mean, line, best_at)
+            }
+            decide_described(plan, &front.cands, &simple, best_at)
         }
         _ => decide(plan, &front.cands, best_at),
     };
     let baseline_model = |b: Baseline| -> (Vec<Node>, Readout, Linear) {
         let mean = rows.y.iter().map(|&y| y as f64).sum::<f64>() / rows.n_rows.max(1) as f64;
-        let l = match (b, terms_alone) {
-            (Baseline::Linear, Some(l)) => l.clone(),
+        let l = match (b, terms_alone, every) {
+            (Baseline::Linear, Some(l), _) | (Baseline::Every, _, Some(l)) => l.clone(),
             _ => Linear { c: mean, a: vec![0.0; rows.n_features] },
         };
         (vec![Node::constant(0.0)], Readout::Scale(1.0, 0.0), l)
@@ -258,10 +266,11 @@ pub fn finish(
         }
     };
     let lin = chosen_linear.as_ref();
+    let limits = settings.output_margin.and_then(|m| crate::task::base::model::limits_of(&rows.y, m));
     let scored = Scored {
-        train: scores_with(&best.nodes, rows, &chosen, lin)?,
-        validation: validation.map(|v| scores_with(&best.nodes, v, &chosen, lin)).transpose()?,
-        test: test.map(|t| scores_with(&best.nodes, t, &chosen, lin)).transpose()?,
+        train: scores_limited(&best.nodes, rows, &chosen, lin, limits)?,
+        validation: validation.map(|v| scores_limited(&best.nodes, v, &chosen, lin, limits)).transpose()?,
+        test: test.map(|t| scores_limited(&best.nodes, t, &chosen, lin, limits)).transpose()?,
     };
     let names = &rows.names;
     let fame = front_rows(&front.members, &front.cands, decision.member, |nodes| {
@@ -269,7 +278,7 @@ pub fn finish(
         Ok(model_texts(nodes, names, &r, l.as_ref()))
     })?;
     let texts = model_texts(&best.nodes, names, &chosen, lin);
-    let model = Chosen { best: &best, readout: &chosen, linear: lin, texts: &texts };
+    let model = Chosen { best: &best, readout: &chosen, linear: lin, texts: &texts, limits };
     let seconds = searched.seconds + searched.cv_seconds + searched.resampled.as_ref().map_or(0.0, |r| r.seconds) + start.elapsed().as_secs_f64();
     let mut selection = crate::task::base::validation::selection_json(plan, &decision, rows.n_rows, validation.map_or(0, |v| v.n_rows));
     if let Some(r) = resampled {
@@ -282,6 +291,9 @@ pub fn finish(
         if terms_alone.is_some() {
             rows_json.push(row("linear terms".into(), 0, r.linear, chosen_is(Some(Baseline::Linear), None)));
         }
+        if every.is_some() {
+            rows_json.push(row("every input".into(), 0, r.every, chosen_is(Some(Baseline::Every), None)));
+        }
         for (i, ((n, _, _), c)) in front.members.iter().zip(&front.cands).enumerate() {
             rows_json.push(row(format!("front {i}"), *n, c.resampled, chosen_is(None, Some(i))));
         }
@@ -289,7 +301,11 @@ pub fn finish(
         selection["resampling"] = serde_json::json!({"how": r.how(), "folds": r.folds, "rows": r.rows, "loss": measure});
         selection["candidates"] = serde_json::json!(rows_json);
         if let Some(b) = decision.baseline {
-            selection["baseline"] = serde_json::json!(match b { Baseline::Mean => "mean", Baseline::Linear => "linear terms" });
+            selection["baseline"] = serde_json::json!(match b {
+                Baseline::Mean => "mean",
+                Baseline::Linear => "linear terms",
+                Baseline::Every => "every input",
+            });
         }
     }
     if let Some(c) = &searched.cv {
@@ -316,6 +332,8 @@ struct Chosen<'a> {
     readout: &'a Readout,
     linear: Option<&'a Linear>,
     texts: &'a (String, String, String),
+    /// The prediction's limits (`--output-margin`).
+    limits: Option<(f64, f64)>,
 }
 
 /// The report's blocks of the model choice: how the program was chosen (with `--select cv`'s
@@ -375,6 +393,7 @@ fn report_json(
             Readout::Head(h) => Some(h.clone()),
         },
         linear: m.linear.cloned(),
+        limits: m.limits,
         logit_terms: None,
         class_head: None,
         standardize: None,
@@ -414,6 +433,9 @@ fn report_json(
 fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>, scored: &Scored, terms: &str, selected: &str) -> String {
     let (k, infix) = (settings.outputs, &m.texts.0);
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", m.best.nodes.len());
+    if let Some((lo, hi)) = m.limits {
+        summary += &format!("limits        predictions clamped to [{lo:.6e}, {hi:.6e}] (--output-margin {})\n", settings.output_margin.unwrap_or(0.0));
+    }
     if let Readout::Head(h) = m.readout {
         let w: Vec<String> = h.w.iter().map(|w| format!("{w:.6e}")).collect();
         summary += &format!("head          {k} outputs under b + Σ w_k·f_k: b {:.6e}, w [{}]\n", h.b, w.join(", "));

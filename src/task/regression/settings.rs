@@ -69,6 +69,11 @@ pub struct EvolveSettings {
     /// numbers; `on` always (where the inputs have a spread); `off` never.
     #[serde(default = "default_linear_inputs")]
     pub linear_inputs: LinearInputs,
+    /// Limits on the returned model's predictions (`--output-margin M`): the training target's
+    /// range widened by `M` times its width on each side (0: the range itself); `None`: no
+    /// limits ([`crate::task::base::model::Model::limits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_margin: Option<f64>,
     /// Tree GP: constants, initial depths, operator probabilities.
     pub trees: TreeSettings,
     /// Where populations are evaluated.
@@ -162,6 +167,7 @@ impl Default for EvolveSettings {
             regression: RegressionConfig::default(),
             outputs: crate::task::base::defaults::EVOLVE_OUTPUTS,
             linear_inputs: crate::task::base::defaults::EVOLVE_LINEAR_INPUTS,
+            output_margin: None,
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
@@ -211,6 +217,9 @@ impl EvolveSettings {
         self.budget.check(crate::task::base::budget::Measure::Loss)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
         crate::task::base::validation::check_fraction(self.validation_fraction)?;
+        if let Some(m) = self.output_margin {
+            ensure!(m >= 0.0 && m.is_finite(), "--output-margin (output_margin) must be a number at least 0, got {m}");
+        }
         if let Some(k) = self.folds {
             ensure!(k >= 2, "--folds (folds) must be at least 2, got {k}");
         }
