@@ -424,9 +424,10 @@ pub struct Described {
 /// description among `simple` (the mean, the linear terms alone, the ridge on every input) and
 /// the front (ties to the simpler);
 /// then, where resampled errors were measured, a guard: a pick whose resampled error is above
-/// the best of the simple candidates' gives way to that one, so the choice never returns
-/// a model the resampling finds worse than its simplest candidates. `None` where no candidate
-/// has a finite description length.
+/// the better of the mean's and the terms' gives way to that one, so the choice never returns
+/// a model the resampling finds worse than its simplest candidates; and the ridge on every
+/// input replaces the pick where its resampled error is lower by more than its standard error.
+/// `None` where no candidate has a finite description length.
 pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -> Option<(Pick, String)> {
     let mut order: Vec<(Pick, f64, Option<Score>)> = simple.iter().map(|(b, d)| (Pick::Baseline(*b), d.description, d.resampled)).collect();
     order.extend(front.iter().enumerate().map(|(i, c)| (Pick::Member(i), finite_or_inf(c.description), c.resampled)));
@@ -437,23 +438,29 @@ pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -
         Pick::Member(m) => format!("the {}-node program", front[m].size),
     };
     let why = format!("{} has the smallest description length (fit plus model, in nats) of the {n} candidates (the simple ones, then the front)", name(order[i].0));
-    // The guard: the simplest candidates' resampled errors bound the pick's.
-    let simple = order.iter().take_while(|o| matches!(o.0, Pick::Baseline(_))).filter(|o| o.2.is_some_and(|s| s.mse.is_finite()));
-    let best_simple = simple.min_by(|a, b| a.2.unwrap().mse.total_cmp(&b.2.unwrap().mse));
-    if let (Some(mine), Some(b)) = (order[i].2, best_simple) {
-        let theirs = b.2.unwrap();
-        if !(mine.mse <= theirs.mse) {
-            let why = format!(
-                "{why}, but its resampled error {} is above {}'s {}: {} is returned",
-                mine.describe(),
-                name(b.0),
-                theirs.describe(),
-                name(b.0)
-            );
-            return Some((b.0, why));
+    // The guard: the simplest candidates' (the mean's, the terms') resampled errors bound the
+    // pick's; the ridge on every input, a model with more numbers, replaces it only where it is
+    // lower by more than its own standard error.
+    let score_of = |b: Baseline| order.iter().find(|o| o.0 == Pick::Baseline(b)).and_then(|o| o.2).filter(|s| s.mse.is_finite());
+    let strict = [Baseline::Mean, Baseline::Linear].into_iter().filter_map(|b| score_of(b).map(|s| (b, s)));
+    let best_simple = strict.min_by(|a, b| a.1.mse.total_cmp(&b.1.mse));
+    let (mut pick, mut why) = (order[i].0, why);
+    let mut mine = order[i].2;
+    if let (Some(m), Some((b, theirs))) = (mine, best_simple) {
+        if !(m.mse <= theirs.mse) {
+            why = format!("{why}, but its resampled error {} is above {}'s {}: {} is returned", m.describe(), b.name(), theirs.describe(), b.name());
+            pick = Pick::Baseline(b);
+            mine = Some(theirs);
         }
     }
-    Some((order[i].0, why))
+    if let (Some(m), Some(e)) = (mine, score_of(Baseline::Every)) {
+        if pick != Pick::Baseline(Baseline::Every) && e.mse + e.se < m.mse {
+            let b = Baseline::Every;
+            why = format!("{why}; {}'s resampled error {} is lower by more than its standard error than the pick's {}: it is returned", b.name(), e.describe(), m.describe());
+            pick = Pick::Baseline(b);
+        }
+    }
+    Some((pick, why))
 }
 
 /// [`decide`] for the description length with the simple candidates ([`choose_described`]).
