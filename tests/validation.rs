@@ -129,7 +129,7 @@ fn the_validation_rows_never_reach_the_fitness() {
 /// after the third member: the training minimum (the last) overfits.
 fn overfit_front() -> Vec<Candidate> {
     [(1, 10.0, 11.0), (3, 4.0, 5.0), (5, 2.0, 2.5), (9, 1.5, 3.0), (15, 1.0, 6.0)]
-        .map(|(size, loss, v)| Candidate { size, loss, validation: Some(v), description: None, cv: None })
+        .map(|(size, loss, v)| Candidate { size, loss, validation: Some(v), description: None, cv: None, resampled: None })
         .to_vec()
 }
 
@@ -161,9 +161,9 @@ fn the_pareto_score_is_the_drop_of_log_loss_per_node() {
     // Equal scores: the lower validation loss wins, then the smaller program.
     let tie = |v1: f64, v2: f64| {
         vec![
-            Candidate { size: 1, loss: 4.0, validation: Some(9.0), description: None, cv: None },
-            Candidate { size: 2, loss: 2.0, validation: Some(v1), description: None, cv: None },
-            Candidate { size: 3, loss: 1.0, validation: Some(v2), description: None, cv: None },
+            Candidate { size: 1, loss: 4.0, validation: Some(9.0), description: None, cv: None, resampled: None },
+            Candidate { size: 2, loss: 2.0, validation: Some(v1), description: None, cv: None, resampled: None },
+            Candidate { size: 3, loss: 1.0, validation: Some(v2), description: None, cv: None, resampled: None },
         ]
     };
     assert_eq!(pareto_scores(&tie(0.0, 0.0))[1], pareto_scores(&tie(0.0, 0.0))[2]);
@@ -171,7 +171,7 @@ fn the_pareto_score_is_the_drop_of_log_loss_per_node() {
     assert_eq!(choose(&tie(3.0, 5.0), Select::Pareto).unwrap().0, 1);
     assert_eq!(choose(&tie(3.0, 3.0), Select::Pareto).unwrap().0, 1);
     // A zero loss scores high but finite.
-    let zero = [Candidate { size: 1, loss: 1.0, validation: None, description: None, cv: None }, Candidate { size: 2, loss: 0.0, validation: None, description: None, cv: None }];
+    let zero = [Candidate { size: 1, loss: 1.0, validation: None, description: None, cv: None, resampled: None }, Candidate { size: 2, loss: 0.0, validation: None, description: None, cv: None, resampled: None }];
     assert!(pareto_scores(&zero)[1].is_finite() && pareto_scores(&zero)[1] > 700.0);
 }
 
@@ -286,9 +286,11 @@ fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
     let sst: f64 = test.y.iter().map(|&y| (y as f64 - mean).powi(2)).sum();
     let r2 = r["test"]["r2"].as_f64().unwrap();
     assert!((1.0 - sse / sst - r2).abs() < 1e-5, "{} vs {r2}", 1.0 - sse / sst);
-    // By default, fewer than 20000 training rows: no validation rows, the front cross-validated, and why.
+    // By default, fewer than 20000 training rows: no validation rows, the description length
+    // guarded by the front's cross-validation, and why.
     let r = fit(&small_settings(), &noisy(60, 2), None, &Backend::Cpu, &quiet()).unwrap().report;
-    assert_eq!(r["selection"]["rule"], json!("folds"));
+    assert_eq!(r["selection"]["rule"], json!("mdl"));
+    assert_eq!(r["selection"]["resampling"]["folds"], json!(5), "{}", r["selection"]);
     assert!(r["selection"]["why"].as_str().unwrap().contains("60 training rows, fewer than the 20000"), "{}", r["selection"]);
     assert!(r["validation"].is_null());
     assert!(r["hall_of_fame"].as_array().unwrap().iter().all(|row| row["validation_loss"].is_null()));
