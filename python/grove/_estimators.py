@@ -201,15 +201,18 @@ class _SymbolicBase(BaseEstimator):
         """The hall of fame (best program of each size, on the Pareto front of size and loss):
         a pandas DataFrame with columns complexity, loss (training rows), validation_loss (None
         without validation rows), score (PySR's), selected (the returned program),
-        description_length, cv_loss (``select="cv"``: the cross-validated error of its size),
-        equation, latex, sympy when pandas is installed, else a list of dicts."""
+        description_length, cv_loss (its cross-validated error: ``select="cv"``'s of its size, or
+        the front's k-fold cross-validation of the model choice), cv_se (that error's standard
+        error, where the front was cross-validated), equation, latex, sympy when pandas is
+        installed, else a list of dicts with those keys. ``selection_["candidates"]`` holds every
+        candidate of the choice, the mean and the linear terms alone among them."""
         check_is_fitted(self)
-        rows = self.report_["hall_of_fame"]
+        columns = ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "cv_se", "equation", "latex", "sympy"]
+        rows = [{c: r.get(c) for c in columns} for r in self.report_["hall_of_fame"]]
         try:
             import pandas as pd
         except ImportError:
-            return [dict(r) for r in rows]
-        columns = ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "equation", "latex", "sympy"]
+            return rows
         return pd.DataFrame(rows, columns=columns)
 
     def _sympy(self, text):
