@@ -485,7 +485,8 @@ impl Backend {
     }
 
     /// Fits the numeric constants of rows `rows` of the classification population `pop` in
-    /// place on `data` by Levenberg–Marquardt on the softmax cross-entropy
+    /// place on `data` by Levenberg–Marquardt on the softmax cross-entropy, with the data's
+    /// offsets (the linear terms of the inputs) under the outputs as the fitness adds them
     /// ([`cpu::fit::class::fit_class_constants`]): on the GPU when the data is there
     /// (`kernels/fit.cu`, the same bits), else on the CPU. One result per row.
     pub fn fit_class_constants(&self, pop: &mut Population, rows: &[usize], data: &ClassData<'_>, steps: u32) -> Result<Vec<FitResult>> {
@@ -493,15 +494,13 @@ impl Backend {
             anyhow::bail!("row {r} of a population of {}", pop.size());
         }
         match data {
-            ClassData::Host { offset: Some(_), .. } => anyhow::bail!("{NO_OFFSET_FIT}"),
-            ClassData::Host { x, labels, n_rows, n_classes, offset: None } => {
-                Ok(cpu::fit::class::fit_class_constants(pop, rows, x, labels, *n_rows, *n_classes, steps))
+            ClassData::Host { x, labels, n_rows, n_classes, offset } => {
+                if let Some(o) = offset {
+                    anyhow::ensure!(o.len() == pop.n_outputs.max(1) * n_rows, "offsets for {} outputs, programs of {}", o.len() / n_rows, pop.n_outputs);
+                }
+                Ok(cpu::fit::class::fit_class_constants(pop, rows, x, labels, *offset, *n_rows, *n_classes, steps))
             }
-            ClassData::Device(d) => {
-                let e = self.device()?;
-                anyhow::ensure!(!d.has_offset(), "{NO_OFFSET_FIT}");
-                Ok(e.fit_class_constants(pop, rows, d, steps)?)
-            }
+            ClassData::Device(d) => Ok(self.device()?.fit_class_constants(pop, rows, d, steps)?),
         }
     }
 
@@ -628,9 +627,6 @@ impl Backend {
 fn episode_returns(eps: &[cpu::control::Episode]) -> Vec<f64> {
     eps.iter().map(|e| if e.valid { e.ret } else { f64::NAN }).collect()
 }
-
-/// Why classifiers with linear terms of the inputs do not fit constants.
-const NO_OFFSET_FIT: &str = "the constant fitting of classifiers does not read the linear terms of the inputs: drop --optimise-constants or use --linear-inputs off";
 
 /// Classification fitness on CUDA runs `kernels/classify.cu` unless `GROVE_CLASSIFY_KERNEL=0`
 /// (the CPU reference, for comparisons).

@@ -55,9 +55,6 @@ pub fn class_linear(settings: &ClassifySettings, rows: &Labeled, n_outputs: usiz
     let work = (f as f64 + 1.0) * k as f64 * n as f64;
     match mode {
         LinearInputs::Off => return Ok(ClassLinear::none("off (--linear-inputs off)")),
-        LinearInputs::Auto if settings.engine.constants.steps > 0 => {
-            return Ok(ClassLinear::none("off: --optimise-constants (the constant fitting of classifiers does not read the terms)"));
-        }
         LinearInputs::Auto if f > MAX_INPUTS => return Ok(ClassLinear::none(format!("off: {f} inputs, more than the {MAX_INPUTS} the terms read"))),
         LinearInputs::Auto if work > MAX_LINEAR_WORK => {
             return Ok(ClassLinear::none(format!(

@@ -176,10 +176,6 @@ impl ClassifySettings {
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
         check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
-        ensure!(
-            !(self.linear_inputs == LinearInputs::On && self.engine.constants.steps > 0),
-            "--linear-inputs on cannot go with --optimise-constants (engine.constants.steps): the constant fitting of classifiers does not read the terms"
-        );
         let max = crate::program::head::MAX_HEAD;
         ensure!(self.outputs <= max, "--outputs (outputs) asks for {} outputs under the head; it reads at most {max}", self.outputs);
         if self.outputs > 0 {
