@@ -182,7 +182,7 @@ impl Plan {
 /// What `auto` returns by `rule` without validation rows, in words.
 fn returned(rule: Select) -> &'static str {
     match rule {
-        Select::Mdl => "the smallest description length on the front is returned",
+        Select::Mdl => "the smallest description length is returned",
         Select::Cv => "the lowest cross-validated error on the front is returned",
         Select::Folds => "the candidates are cross-validated and the smallest within one standard error of the lowest is returned",
         Select::Pareto => "the highest Pareto score on the front is returned",
