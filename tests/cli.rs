@@ -274,7 +274,9 @@ fn help_groups_the_flags_under_headings_and_prints_the_defaults_from_the_constan
     let flat = |h: String| h.split_whitespace().collect::<Vec<_>>().join(" ");
     let h = flat(help(&["evolve", "--help"]));
     let v = grove::task::base::validation::AUTO_FRACTION;
-    assert!(h.contains(&format!("[default: {v} with at least {} training rows", grove::task::base::validation::AUTO_MIN_ROWS)), "{h}");
+    let rows = (grove::task::base::defaults::EVOLVE_VALIDATION_ROWS, grove::task::base::validation::AUTO_MIN_ROWS);
+    assert!(h.contains(&format!("[default: {v} with at least {} training rows for evolve ({} for classify)", rows.0, rows.1)), "{h}");
+    assert!(h.contains(&format!("--folds <K> Folds of --select folds (auto's rule below {} training rows)", rows.0)), "{h}");
     let fit = grove::task::regression::DEFAULT_FIT;
     assert!(h.contains(&format!("[default: {}]", fit.every)) && h.contains(&format!("[default: {}]", fit.fraction)), "{h}");
     assert!(h.contains(&format!("evolve {} on a GPU and 0 on the CPU", fit.steps)), "{h}");

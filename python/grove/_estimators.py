@@ -201,15 +201,18 @@ class _SymbolicBase(BaseEstimator):
         """The hall of fame (best program of each size, on the Pareto front of size and loss):
         a pandas DataFrame with columns complexity, loss (training rows), validation_loss (None
         without validation rows), score (PySR's), selected (the returned program),
-        description_length, cv_loss (``select="cv"``: the cross-validated error of its size),
-        equation, latex, sympy when pandas is installed, else a list of dicts."""
+        description_length, cv_loss (its cross-validated error: ``select="cv"``'s of its size, or
+        the front's k-fold cross-validation of the model choice), cv_se (that error's standard
+        error, where the front was cross-validated), equation, latex, sympy when pandas is
+        installed, else a list of dicts with those keys. ``selection_["candidates"]`` holds every
+        candidate of the choice, the mean and the linear terms alone among them."""
         check_is_fitted(self)
-        rows = self.report_["hall_of_fame"]
+        columns = ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "cv_se", "equation", "latex", "sympy"]
+        rows = [{c: r.get(c) for c in columns} for r in self.report_["hall_of_fame"]]
         try:
             import pandas as pd
         except ImportError:
-            return [dict(r) for r in rows]
-        columns = ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "equation", "latex", "sympy"]
+            return rows
         return pd.DataFrame(rows, columns=columns)
 
     def _sympy(self, text):
@@ -287,14 +290,24 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         Fitness penalty per program node.
     validation_fraction : float in [0, 1) or None, default=None
         Fraction of the rows held out (seeded) to choose the returned program; never used for
-        fitness. None: 0.25 with at least 300 rows (unless ``select`` is "train" or "mdl"), else none.
-    select : {"auto", "validation", "pareto", "mdl", "cv", "train"}, default="auto"
-        How the returned program is chosen from the hall of fame's Pareto front: the lowest
-        validation error ("auto" does so when there are validation rows, else "mdl"), PySR's
-        score (steepest drop of log error per node), the smallest description length on the
-        training rows, the lowest 5-fold cross-validated error of its size (the regressor only:
-        the whole fit repeated without each fold, so it costs five more searches), or the
-        lowest training error.
+        fitness. None: 0.25 with at least 20000 rows (unless ``select`` is "train", "mdl", "cv"
+        or "folds"), else none.
+    select : {"auto", "validation", "pareto", "mdl", "cv", "folds", "train"}, default="auto"
+        How the returned program is chosen from the hall of fame's Pareto front: "validation"
+        and "folds" compare the mean, the linear terms alone and every program on the front by
+        their error on rows their numbers were not fitted to (the validation rows, or k-fold
+        cross-validation of the front with each candidate's numbers refitted without each
+        fold) and return the simplest within one standard error of the lowest ("auto" is
+        "folds" below 20000 rows, "validation" from there on); PySR's score (steepest drop of
+        log error per node), the smallest description length on the training rows, the lowest
+        5-fold cross-validated error of its size ("cv": the whole fit repeated without each
+        fold, so it costs five more searches), or the lowest training error.
+    output_margin : float >= 0 or None, default=None
+        ``grove evolve --output-margin``: predictions clamped to the training target's range
+        widened by this many times its width on each side; None: no limits.
+    folds : int >= 2 or None, default=None
+        Folds of ``select="folds"`` (None: 5, or one row a fold on fewer rows); more than the
+        rows is a ``ValueError``.
     bloat : {"auto", "none", "double-tournament", "lexicographic", "nsga2"}, default="auto"
         Bloat control by selection (the linear penalty is ``parsimony_coefficient``);
         "nsga2" ranks error and size as two objectives (NSGA-II); "auto" is "nsga2" where
@@ -390,7 +403,9 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         "outputs": [Interval(Integral, 1, 8, closed="both")],
         "linear_inputs": [StrOptions({"auto", "on", "off"})],
         "shard_rows": ["boolean"],
-        "select": [StrOptions({"auto", "validation", "pareto", "mdl", "cv", "train"})],
+        "select": [StrOptions({"auto", "validation", "pareto", "mdl", "cv", "folds", "train"})],
+        "folds": [Interval(Integral, 2, None, closed="left"), None],
+        "output_margin": [Interval(Real, 0, None, closed="left"), None],
     }
 
     def __init__(
@@ -415,6 +430,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         parsimony_coefficient=_EVOLVE["parsimony_coefficient"],
         validation_fraction=None,
         select="auto",
+        folds=None,
+        output_margin=None,
         bloat=_EVOLVE["bloat"],
         size_pressure=_EVOLVE["size_pressure"],
         selection=_EVOLVE["selection"],
@@ -460,6 +477,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.parsimony_coefficient = parsimony_coefficient
         self.validation_fraction = validation_fraction
         self.select = select
+        self.folds = folds
+        self.output_margin = output_margin
         self.bloat = bloat
         self.size_pressure = size_pressure
         self.selection = selection
@@ -493,6 +512,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
             **self._representation(_EVOLVE["function_set"]),
             "engine": engine,
             **self._choice(),
+            **({} if self.folds is None else {"folds": int(self.folds)}),
+            **({} if self.output_margin is None else {"output_margin": float(self.output_margin)}),
             "regression": {
                 "metric": self.metric,
                 "linear_scaling": bool(self.linear_scaling),

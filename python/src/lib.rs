@@ -325,10 +325,22 @@ fn check_representation(functions: Option<&str>, grammar: Option<&str>, n_featur
 
 /// Checks that the validation split and rule fit `n_rows` rows (the split's sizes; `labels`:
 /// per class), so that a bad combination is a `ValueError` before the run starts.
-fn check_choice(fraction: Option<f64>, select: grove::task::base::validation::Select, n_rows: usize, seed: u64, labels: Option<(&[u32], usize)>) -> PyResult<()> {
+fn check_choice(
+    fraction: Option<f64>,
+    select: grove::task::base::validation::Select,
+    folds: Option<usize>,
+    n_rows: usize,
+    seed: u64,
+    labels: Option<(&[u32], usize)>,
+) -> PyResult<()> {
     use grove::data::split::Holdout;
-    let small = if labels.is_some() { grove::task::base::defaults::CLASSIFY_SMALL_DATA_RULE } else { grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE };
-    let plan = grove::task::base::validation::Plan::new(fraction, select, n_rows, small).map_err(value_error)?;
+    let auto: grove::task::base::validation::Auto =
+        if labels.is_some() { grove::task::base::defaults::CLASSIFY_SMALL_DATA_RULE.into() } else { grove::task::base::defaults::EVOLVE_AUTO };
+    let plan = grove::task::base::validation::Plan::new(fraction, select, n_rows, auto).map_err(value_error)?;
+    // A fold count past the rows the folds are dealt from.
+    if plan.fraction == 0.0 {
+        grove::task::base::crossval::fold_count(folds, n_rows).map_err(value_error)?;
+    }
     // An automatic split that cannot be made gives way to none (the run says so).
     if plan.fraction > 0.0 && fraction.is_some() {
         let context = "validation_fraction";
@@ -418,7 +430,7 @@ fn fit_regression<'py>(
     check_shapes((n_rows, n_features), y.len(), names.len())?;
     let train = Dataset::from_f32(names, target, x, y).map_err(value_error)?;
     check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, 1)?;
-    check_choice(settings.validation_fraction, settings.select, n_rows, settings.engine.seed, None)?;
+    check_choice(settings.validation_fraction, settings.select, settings.folds, n_rows, settings.engine.seed, None)?;
     let job: Job = Box::new(move |opts, note| {
         let backend = open(settings.device, &settings.islands.gpus, note)?;
         fit_keeping_state(exp, warm, keep_state, opts, |opts| {
@@ -465,7 +477,7 @@ fn fit_classification<'py>(
     let n_outputs = if settings.binary { 0 } else { classes.len() };
     let n_classes = classes.len();
     let mut train = Labeled::from_codes(names, &target, x, codes, classes).map_err(value_error)?;
-    check_choice(settings.validation_fraction, settings.select, n_rows, settings.engine.seed, Some((&train.labels, n_classes)))?;
+    check_choice(settings.validation_fraction, settings.select, None, n_rows, settings.engine.seed, Some((&train.labels, n_classes)))?;
     let standardize = settings.standardize.then(|| Standardize::fit(&train.data.x, n_rows));
     if let Some(s) = &standardize {
         s.apply_to(&mut train.data);

@@ -342,8 +342,8 @@ impl IslandArgs {
 #[derive(Debug, Args)]
 pub struct ChoiceArgs {
     #[arg(long, value_name = "F", help = format!(
-        "Fraction of the training rows held out (seeded; per class for classify) to choose the returned program; never used for fitness [default: {} with at least {} training rows, else none]",
-        crate::task::base::validation::AUTO_FRACTION, crate::task::base::validation::AUTO_MIN_ROWS
+        "Fraction of the training rows held out (seeded; per class for classify) to choose the returned program; never used for fitness [default: {} with at least {} training rows for evolve ({} for classify), else none]",
+        crate::task::base::validation::AUTO_FRACTION, defaults::EVOLVE_VALIDATION_ROWS, crate::task::base::validation::AUTO_MIN_ROWS
     ))]
     pub(crate) validation_fraction: Option<f64>,
     /// How the returned program is chosen from the hall of fame's Pareto front (error against

@@ -75,12 +75,22 @@ pub struct EvolveArgs {
     /// for their numbers, on the CPU (on a GPU, `on` evaluates on the CPU).
     #[arg(long, value_enum, default_value_t = defaults::EVOLVE_LINEAR_INPUTS, help_heading = "Model")]
     pub linear_inputs: crate::task::regression::LinearInputs,
+    /// Limit the returned model's predictions to the training target's range widened by M times
+    /// its width on each side (0: the range itself), so a formula cannot swing far outside
+    /// what the data supports on unseen inputs [default: no limits]
+    #[arg(long, value_name = "M", help_heading = "Model")]
+    pub output_margin: Option<f64>,
     /// Constant fitting.
     #[command(flatten, next_help_heading = "Constants")]
     pub fitting: FitArgs,
     /// Choosing the returned program, bloat control.
     #[command(flatten, next_help_heading = "Model choice")]
     pub choice: ChoiceArgs,
+    #[arg(long, value_name = "K", help_heading = "Model choice", help = format!(
+        "Folds of --select folds (auto's rule below {} training rows): each program on the front refitted without each fold and scored on it [default: {}, or one row a fold on fewer rows]",
+        defaults::EVOLVE_VALIDATION_ROWS, defaults::FOLDS
+    ))]
+    pub(crate) folds: Option<usize>,
     /// Grammatical evolution settings.
     #[command(flatten, next_help_heading = "Grammatical evolution")]
     pub ge: GeArgs,
@@ -116,8 +126,10 @@ impl EvolveArgs {
         o.set("loss_reduce", self.loss_reduce);
         o.set("outputs", self.outputs);
         o.set("linear_inputs", self.linear_inputs);
+        o.number_some("--output-margin", "output_margin", self.output_margin)?;
         self.fitting.overlay(&mut o)?;
         self.choice.overlay(&mut o)?;
+        o.set_some("folds", self.folds);
         self.ge.overlay(&mut o, self.representation.grammar.is_some())?;
         self.islands.overlay(&mut o);
         o.set("islands.shard_rows", self.shard_rows);

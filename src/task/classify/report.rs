@@ -101,6 +101,7 @@ fn report_json(
         scale: None,
         head: None,
         linear: None,
+        limits: None,
         logit_terms: p.terms().map(<[_]>::to_vec),
         class_head: choice.best_head.clone(),
         standardize: standardize.cloned(),

@@ -352,7 +352,7 @@ fn choose<'h>(settings: &ClassifySettings, p: &Prepared<'_>, searched: &'h Searc
         let params = constants_of(&e.nodes) + head.as_ref().map_or(0, |h| h.len() * (p.n_outputs.max(1) + 1));
         heads.push(head);
         let description = description_length(nll, *n, primitives, params, train.data.n_rows);
-        cands.push(Candidate { size: *n, loss: *loss, validation: v.map(|s| s.loss(settings.fitness)), description: Some(description), cv: None });
+        cands.push(Candidate { size: *n, loss: *loss, validation: v.map(|s| s.loss(settings.fitness)), description: Some(description), cv: None, resampled: None });
     }
     let outcome = &searched.outcome;
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);

@@ -297,6 +297,11 @@ pub fn scores(nodes: &[Node], data: &Dataset, readout: &Readout) -> anyhow::Resu
 /// [`scores`] of the whole model: the program under `readout`, plus `linear` terms of the
 /// inputs where there are some.
 pub fn scores_with(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Option<&Linear>) -> anyhow::Result<Scores> {
+    scores_limited(nodes, data, readout, linear, None)
+}
+
+/// [`scores_with`] with the predictions clamped to `limits` (`--output-margin`).
+pub fn scores_limited(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Option<&Linear>, limits: Option<(f64, f64)>) -> anyhow::Result<Scores> {
     let mut pop = Population::new(1, nodes.len().max(1), readout.n_outputs());
     if pop.set_tree(0, nodes).is_err() {
         return Ok(Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN, loss: None });
@@ -308,6 +313,7 @@ pub fn scores_with(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Op
             *p += t;
         }
     }
+    crate::task::base::model::limit(&mut predictions, limits);
     let n = data.n_rows as f64;
     let mean_y = data.y.iter().map(|&y| y as f64).sum::<f64>() / n;
     let (mut sse, mut sae, mut sst) = (0.0, 0.0, 0.0);

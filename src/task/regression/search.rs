@@ -40,6 +40,11 @@ impl LinearChoice {
             v["gcv"] = serde_json::json!(crate::report::num(f.gcv));
             v["gcv_mean"] = serde_json::json!(crate::report::num(f.gcv_mean));
             v["train_r2"] = serde_json::json!(crate::report::num(1.0 - f.rss_ratio));
+            // The terms alone as fitted (the model choice's simplest candidate but the mean),
+            // whether or not the programs carry them.
+            if f.inputs > 0 {
+                v["terms"] = serde_json::json!({"c": f.linear.c, "a": f.linear.a});
+            }
         }
         v
     }
@@ -128,8 +133,10 @@ pub fn fit(
     crate::task::base::search::register_operators(&settings.operators)?;
     settings.compiled_loss()?;
     settings.check_fitness_fn()?;
-    let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, crate::task::base::defaults::EVOLVE_SMALL_DATA_RULE)?;
+    let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, crate::task::base::defaults::EVOLVE_AUTO)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
+    // A fold count the rows cannot take is refused before the search.
+    crate::task::base::crossval::fold_count(settings.folds, rows.n_rows)?;
     // Linear terms of the inputs first; the program is evolved on what they leave.
     let linear = linear_choice(settings, &rows)?;
     // One output: each program is fitted together with the terms; a head fits what they leave.
@@ -139,8 +146,24 @@ pub fn fit(
         None => search(settings, &rows, backend, opts)?,
     };
     let mut plan = plan;
-    if plan.rule == crate::task::base::validation::Select::Cv && rows.n_rows < 2 {
-        plan = plan.instead(crate::task::base::validation::Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
+    use crate::task::base::validation::Select;
+    if matches!(plan.rule, Select::Cv | Select::Folds) && rows.n_rows < 2 {
+        plan = plan.instead(Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
+    }
+    // `folds` chooses by the front's cross-validation; `mdl` is guarded by it.
+    if matches!(plan.rule, Select::Folds | Select::Mdl) && rows.n_rows >= 2 {
+        let folds = crate::task::base::crossval::fold_count(settings.folds, rows.n_rows)?;
+        let front = searched.hof.front(|e| e.fitness - settings.regression.parsimony * e.nodes.len() as f64);
+        let nodes: Vec<&[Node]> = front.iter().map(|(_, e, _)| &e.nodes[..]).collect();
+        match cross_validate_front(settings, &nodes, &rows, linear.used, folds, backend, opts)? {
+            Some(r) => searched.resampled = Some(r),
+            None if plan.rule == Select::Folds => plan = plan.instead(Select::Mdl, "the cross-validation was stopped"),
+            None => {}
+        }
+    } else if let (Select::Validation, Some(v)) = (plan.rule, validation.as_ref()) {
+        let front = searched.hof.front(|e| e.fitness - settings.regression.parsimony * e.nodes.len() as f64);
+        let nodes: Vec<&[Node]> = front.iter().map(|(_, e, _)| &e.nodes[..]).collect();
+        searched.resampled = Some(score_on_validation(settings, &nodes, &rows, v, linear.fit.as_ref(), linear.used, backend)?);
     }
     if plan.rule == crate::task::base::validation::Select::Cv {
         let start = std::time::Instant::now();
@@ -179,6 +202,9 @@ pub struct Searched {
     pub cv: Option<crate::task::base::crossval::SizeCurve>,
     /// Seconds the cross-validation's searches took (0 without).
     pub cv_seconds: f64,
+    /// The model choice's resampled errors (`--select folds`, or validation rows; `None`
+    /// otherwise).
+    pub resampled: Option<super::choice::Resampled>,
 }
 
 /// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
@@ -297,6 +323,7 @@ pub fn search_with(
         ended: std::mem::replace(&mut observer.ended, crate::task::base::budget::Ending::Generations),
         cv: None,
         cv_seconds: 0.0,
+        resampled: None,
     })
 }
 

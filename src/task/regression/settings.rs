@@ -40,6 +40,10 @@ pub struct EvolveSettings {
     /// How the returned program is chosen from the hall of fame's front.
     #[serde(default)]
     pub select: crate::task::base::validation::Select,
+    /// Folds of `select: folds` (`None`: [`crate::task::base::defaults::FOLDS`], fewer where the
+    /// training rows are fewer); more than the training rows is an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folds: Option<usize>,
     /// Grammar file for grammatical evolution (`None`: tree GP from `functions`).
     pub grammar: Option<String>,
     /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
@@ -85,6 +89,11 @@ pub struct EvolveSettings {
     /// numbers; `on` always (where the inputs have a spread); `off` never.
     #[serde(default = "default_linear_inputs")]
     pub linear_inputs: LinearInputs,
+    /// Limits on the returned model's predictions (`--output-margin M`): the training target's
+    /// range widened by `M` times its width on each side (0: the range itself); `None`: no
+    /// limits ([`crate::task::base::model::Model::limits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_margin: Option<f64>,
     /// Tree GP: constants, initial depths, operator probabilities.
     pub trees: TreeSettings,
     /// Where populations are evaluated.
@@ -189,6 +198,7 @@ impl Default for EvolveSettings {
             test_data: None,
             validation_fraction: None,
             select: crate::task::base::validation::Select::default(),
+            folds: None,
             grammar: None,
             functions: None,
             operators: Vec::new(),
@@ -204,6 +214,7 @@ impl Default for EvolveSettings {
             fitness_fn: None,
             outputs: crate::task::base::defaults::EVOLVE_OUTPUTS,
             linear_inputs: crate::task::base::defaults::EVOLVE_LINEAR_INPUTS,
+            output_margin: None,
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
@@ -261,6 +272,12 @@ impl EvolveSettings {
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
         crate::task::base::validation::check_test_data(self.test_data.as_deref(), self.test_fraction)?;
         crate::task::base::validation::check_fraction(self.validation_fraction)?;
+        if let Some(m) = self.output_margin {
+            ensure!(m >= 0.0 && m.is_finite(), "--output-margin (output_margin) must be a number at least 0, got {m}");
+        }
+        if let Some(k) = self.folds {
+            ensure!(k >= 2, "--folds (folds) must be at least 2, got {k}");
+        }
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
         check_scaling(&self.regression, self.outputs)?;
