@@ -26,7 +26,8 @@ pub struct Body {
     pub inertia: [f64; 3],
     /// Angle of the principal axis e_l in the body frame, radians.
     pub inertia_angle: f64,
-    /// Joints from the root to this body inclusive, in application order (the kinematic path).
+    /// Joints from the root to this body inclusive, in application order (the kinematic path):
+    /// increasing joint indices, since a body's joints are numbered after its parent's.
     pub path: Vec<usize>,
 }
 
