@@ -43,11 +43,16 @@ pub const CONTROL_BLOCK: u32 = 64;
 /// of two up to a warp.
 pub const EPISODE_LANES: [u32; 6] = [1, 2, 4, 8, 16, 32];
 
-/// Shared-memory words one group of lanes needs for `m` (`GROVE_LANE_WORDS` in sim.cu): A (S·S),
-/// Y (S·NV), b and A's diagonal (S each), S = `m`'s constraint slots (at least 1).
+/// Shared-memory words one group of lanes needs for `m` (`GROVE_LANE_WORDS` in sim.cu), used by
+/// two phases of each step in turn: the smooth dynamics' (every body's COM Jacobian NB·NV·3, its
+/// J̇q̇ NB·2 and fluid force NB·3, M NV·NV, bias and fluid NV each), then the constraint rows'
+/// (A S·S, Y S·NV, b and A's diagonal S each, S = `m`'s constraint slots, at least 1); the
+/// larger of the two.
 pub fn lane_words(m: &Model) -> usize {
-    let s = m.n_slots().max(1);
-    s * s + s * m.nv() + 2 * s
+    let (s, nv, nb) = (m.n_slots().max(1), m.nv(), m.bodies.len());
+    let smooth = nb * nv * 3 + nb * 5 + nv * nv + 2 * nv;
+    let rows = s * s + s * nv + 2 * s;
+    smooth.max(rows)
 }
 
 /// Dynamic shared memory of one roll-out block with `lanes` lanes an episode of `m`, bytes (0
@@ -57,16 +62,21 @@ pub fn block_shared_bytes(m: &Model, lanes: u32) -> usize {
 }
 
 /// The lanes an episode when the engine is not told otherwise ([`CudaEngine::set_episode_lanes`]):
-/// the widest of [`EPISODE_LANES`] with which `episodes` episodes take at most a quarter of the
-/// `resident` threads the one-lane kernel keeps on the device; 1 when there are more. Lanes
-/// share out only the constraint rows and each repeats the rest of a step, so they pay only
-/// where one lane an episode would leave the device mostly idle: on an H200 (docs/benchmarks.md)
-/// 256 episodes played 1.75-2.1× faster with 32 lanes, 2048 episodes 1.3-1.5× faster with 4
-/// to 8 (16, half the resident threads, was slower than one lane on Walker2d and HalfCheetah),
-/// and 20,000 episodes fastest with one.
-pub fn spare_lanes(episodes: usize, resident: u64) -> u32 {
-    EPISODE_LANES.iter().rev().copied().find(|&g| (episodes as u64).saturating_mul(4 * g as u64) <= resident).unwrap_or(1)
+/// the widest of [`EPISODE_LANES`] with which `episodes` episodes take at most `1/share` of the
+/// `resident` threads the one-lane kernel keeps on the device; 1 when there are more. A group
+/// repeats the serial parts of a step (kinematics, M's factor, the pivoting solve, the policy),
+/// so lanes pay only where one lane an episode would leave the device mostly idle. With only the
+/// constraint rows shared out, on an H200 (docs/benchmarks.md, issue 29) 256 episodes played
+/// 1.75-2.1× faster with 32 lanes, 2048 episodes 1.3-1.5× faster with 4 to 8, and 20,000
+/// episodes fastest with one, which a share of 4 picked; the smooth dynamics are now shared out
+/// too, so a group repeats less and the default share is [`LANES_SHARE`] (a guess until
+/// measured: `GROVE_LANES_SHARE` sets it, [`CudaEngine::lanes_share`]).
+pub fn spare_lanes(episodes: usize, resident: u64, share: u64) -> u32 {
+    EPISODE_LANES.iter().rev().copied().find(|&g| (episodes as u64).saturating_mul(share.saturating_mul(g as u64)) <= resident).unwrap_or(1)
 }
+
+/// The default of [`spare_lanes`]' `share`: groups of lanes may fill half the resident threads.
+pub const LANES_SHARE: u64 = 2;
 
 /// How many threads a roll-out launch starts; every one takes episodes from the kernel's queue
 /// until it is empty, so any count plays every episode, with the same bits.
@@ -304,6 +314,21 @@ impl CudaEngine {
         }
     }
 
+    /// The share of the resident threads [`spare_lanes`] lets groups of lanes fill (1/share):
+    /// `GROVE_LANES_SHARE` from the environment (a positive integer; for benchmarks that pick
+    /// the default), else [`LANES_SHARE`].
+    pub fn lanes_share(&self) -> Result<u64> {
+        match std::env::var("GROVE_LANES_SHARE") {
+            Ok(v) => v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|&s: &u64| s > 0)
+                .ok_or_else(|| GpuError::Input(format!("GROVE_LANES_SHARE={v}: the groups' share of the resident threads is 1/N for a positive integer N"))),
+            Err(_) => Ok(LANES_SHARE),
+        }
+    }
+
     /// Plays each episode of later roll-outs with `lanes` lanes (one of [`EPISODE_LANES`]), or
     /// as [`spare_lanes`] decides for `None`. The bits of every episode are the same whichever
     /// it is; only the speed differs.
@@ -333,7 +358,7 @@ impl CudaEngine {
             None => {
                 let one = self.control_module(m, 1)?;
                 let resident = one.per_sm as u64 * self.sm_count.max(1) as u64 * CONTROL_BLOCK as u64;
-                let mut g = spare_lanes(n, resident);
+                let mut g = spare_lanes(n, resident, self.lanes_share()?);
                 while !fits(g) {
                     g /= 2;
                 }
@@ -662,21 +687,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn spare_lanes_are_the_widest_that_take_a_quarter_of_the_resident_threads() {
-        assert_eq!(spare_lanes(264, 33_792), 32); // 264 × 4 × 32 = 33 792
-        assert_eq!(spare_lanes(265, 33_792), 16);
-        assert_eq!(spare_lanes(2_048, 33_792), 4);
-        assert_eq!(spare_lanes(2_048, 67_584), 8);
-        assert_eq!(spare_lanes(8_448, 33_792), 1);
-        assert_eq!(spare_lanes(20_000, 67_584), 1);
+    fn spare_lanes_are_the_widest_that_take_their_share_of_the_resident_threads() {
+        assert_eq!(spare_lanes(264, 33_792, 4), 32); // 264 × 4 × 32 = 33 792
+        assert_eq!(spare_lanes(265, 33_792, 4), 16);
+        assert_eq!(spare_lanes(2_048, 33_792, 4), 4);
+        assert_eq!(spare_lanes(2_048, 67_584, 4), 8);
+        assert_eq!(spare_lanes(8_448, 33_792, 4), 1);
+        assert_eq!(spare_lanes(20_000, 67_584, 4), 1);
+        // Half the resident threads (the default share): twice as wide.
+        assert_eq!(spare_lanes(2_048, 33_792, LANES_SHARE), 8);
+        assert_eq!(spare_lanes(528, 33_792, LANES_SHARE), 32);
+        assert_eq!(spare_lanes(20_000, 67_584, LANES_SHARE), 1);
+        // A share of 1: the groups may fill every resident thread.
+        assert_eq!(spare_lanes(2_048, 65_536, 1), 32);
         // More episodes than threads, or none resident: one lane.
-        assert_eq!(spare_lanes(1 << 20, 33_792), 1);
-        assert_eq!(spare_lanes(5, 0), 1);
-        assert_eq!(spare_lanes(usize::MAX, 33_792), 1);
+        assert_eq!(spare_lanes(1 << 20, 33_792, 4), 1);
+        assert_eq!(spare_lanes(5, 0, 4), 1);
+        assert_eq!(spare_lanes(usize::MAX, 33_792, 4), 1);
+        assert_eq!(spare_lanes(usize::MAX, 33_792, u64::MAX), 1);
     }
 
     #[test]
-    fn a_groups_shared_words_hold_a_y_b_and_the_diagonal() {
+    fn a_groups_shared_words_hold_the_smooth_dynamics_then_a_y_b_and_the_diagonal() {
         let walker = Model::load("walker2d", Some("brax")).unwrap();
         let s = walker.n_slots();
         assert_eq!(s, 2 * 6 + 6 * 3, "six limited joints, three colliding capsules");
@@ -685,6 +717,9 @@ mod tests {
         assert_eq!(block_shared_bytes(&walker, 8), 8 * lane_words(&walker) * 4);
         let swimmer = Model::load("swimmer", Some("brax")).unwrap();
         assert_eq!(swimmer.n_slots(), 4, "two limited joints, no contacts");
-        assert_eq!(lane_words(&swimmer), 16 + 4 * swimmer.nv() + 8);
+        // Few rows: the smooth dynamics' words are the larger (three bodies of five DOFs).
+        assert_eq!((swimmer.bodies.len(), swimmer.nv()), (3, 5));
+        assert_eq!(lane_words(&swimmer), 3 * 5 * 3 + 3 * 5 + 25 + 10);
+        assert!(lane_words(&swimmer) > 16 + 4 * 5 + 8);
     }
 }
