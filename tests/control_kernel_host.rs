@@ -57,11 +57,31 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
 }
 
 /// The kernel built with groups of lanes per episode (`GROVE_CTRL_LANES`): 3 groups of 4 lanes,
-/// each group a block of real threads meeting at every `__syncwarp`, with the constraint rows
-/// shared out among them, must play every episode with the one-lane kernel's bits.
+/// each group a block of real threads meeting at every `__syncwarp`, with the smooth dynamics
+/// (by body, M by entry, the bias and fluid forces by DOF) and the constraint rows shared out
+/// among them, must play every episode with the one-lane kernel's bits.
 #[test]
 fn the_control_kernel_with_four_lanes_an_episode_equals_the_reference_bit_for_bit() {
     compare_with_reference(4);
+}
+
+/// Two lanes: each takes several bodies, entries and rows (every robot has more than two).
+#[test]
+fn the_control_kernel_with_two_lanes_an_episode_equals_the_reference_bit_for_bit() {
+    compare_with_reference(2);
+}
+
+/// Eight lanes: about one body a lane (Swimmer 3 bodies, Hopper 4, Walker2d 7, HalfCheetah 8).
+#[test]
+fn the_control_kernel_with_eight_lanes_an_episode_equals_the_reference_bit_for_bit() {
+    compare_with_reference(8);
+}
+
+/// A warp of 32 lanes: more lanes than bodies, DOFs and most row counts, so many lanes idle in
+/// each shared part and M's 15 to 45 lower entries leave some lanes one entry.
+#[test]
+fn the_control_kernel_with_a_warp_an_episode_equals_the_reference_bit_for_bit() {
+    compare_with_reference(32);
 }
 
 /// Builds the roll-out with `lanes` lanes per episode and compares every (env, profile) pair's
