@@ -201,14 +201,76 @@ fn gpu(args: &BenchArgs) -> Result<()> {
     let generation_rows = if part(GpuPart::Generations) { gpu_generations(args.quick)? } else { Vec::new() };
     let run_rows = if part(GpuPart::Runs) { gpu_runs(args.quick)? } else { Vec::new() };
     let fit_rows = if part(GpuPart::Fit) { gpu_fit(&engine, args.quick)? } else { Vec::new() };
+    let episode_rows = if part(GpuPart::Episodes) { gpu_episodes(&engine, args.quick)? } else { Vec::new() };
     if args.json {
         println!(
             "{}",
             serde_json::json!({"gpu": engine.device_name(), "results": rows, "map": map_rows, "breed": breed_rows,
-                "generations": generation_rows, "runs": run_rows, "fit": fit_rows})
+                "generations": generation_rows, "runs": run_rows, "fit": fit_rows, "episodes": episode_rows})
         );
     }
     Ok(())
+}
+
+/// Control episodes at small batch (issue 57): Walker2d (Brax profile), 512 linear policies
+/// (`--policy linear`'s programs, random weights, unit normaliser) × 4 episodes = 2048 episodes
+/// of 1000 control steps, every step played (termination ignored, so a launch lasts 1000 steps of
+/// its slowest episode), with the engine's choice of lanes an episode and with each width of
+/// [`crate::backend::cuda::control::EPISODE_LANES`]: the median of 3 timed calls after a
+/// warm-up (which compiles the width's module), as wall time per control step of the batch
+/// (µs) and env steps/s, and a hash of every episode's bits, equal across widths.
+fn gpu_episodes(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec<serde_json::Value>> {
+    use crate::backend::cpu::control::ControlRun;
+    use crate::backend::cuda::control::EPISODE_LANES;
+    use crate::task::control::linear::{LinearPolicy, Normaliser};
+    let (env, policies, episodes, steps) = ("walker2d", 512usize, 4usize, 1000usize);
+    let m = crate::sim::Model::load(env, Some("brax"))?;
+    let (nu, n) = (m.nu(), m.obs_size);
+    let norm = Normaliser { mean: vec![0.0; n], std: vec![1.0; n] };
+    let trees: Vec<_> = crate::evolve::ars::directions(57, 0, policies, nu * n)
+        .into_iter()
+        .map(|w| LinearPolicy { weights: w.iter().map(|x| 0.1 * x).collect(), norm: norm.clone(), nu }.tree())
+        .collect();
+    let width = trees.iter().map(Vec::len).max().unwrap_or(1);
+    let mut pop = crate::program::Population::new(policies, width, nu);
+    for (r, t) in trees.iter().enumerate() {
+        pop.set_tree(r, t).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let run = ControlRun { episodes, steps, seed: 57, generation: 0, noise: true, ignore_termination: true };
+    let warm = ControlRun { steps: 2, ..run };
+    println!();
+    println!("{env} (brax): {policies} linear policies × {episodes} episodes × {steps} steps, termination ignored");
+    println!("{:<8} {:>6} {:>10} {:>10} {:>14} {:>18}", "lanes", "built", "median s", "µs/step", "env steps/s", "bits");
+    let widths: Vec<Option<u32>> = std::iter::once(None).chain(EPISODE_LANES.iter().map(|&g| Some(g))).collect();
+    let mut rows = Vec::new();
+    let mut first_bits = None;
+    for g in widths {
+        engine.set_episode_lanes(g)?;
+        let name = g.map_or("auto".to_string(), |g| g.to_string());
+        if let Err(e) = engine.control_returns(&pop, &m, &warm) {
+            println!("{name:<8} {e}");
+            rows.push(serde_json::json!({"lanes": name, "error": e.to_string()}));
+            continue;
+        }
+        let (mut times, mut last) = (Vec::new(), None);
+        for _ in 0..if quick { 1 } else { 3 } {
+            let t = Instant::now();
+            last = Some(engine.control_returns(&pop, &m, &run)?);
+            times.push(t.elapsed().as_secs_f64());
+        }
+        let Some(out) = last else { continue };
+        let secs = median(times);
+        let bits = out.episodes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, e| {
+            [e.ret.to_bits(), e.steps as u64, e.valid as u64].iter().fold(h, |h, &x| (h ^ x).wrapping_mul(0x0100_0000_01b3))
+        });
+        let same = *first_bits.get_or_insert(bits) == bits;
+        let (us, rate) = (secs * 1e6 / steps as f64, out.env_steps() as f64 / secs);
+        println!("{name:<8} {:>6} {secs:>10.4} {us:>10.1} {rate:>14.3e} {bits:>16x}{}", out.lanes, if same { "" } else { " DIFFERS" });
+        rows.push(serde_json::json!({"lanes": name, "built": out.lanes, "seconds": secs, "us_per_step": us, "env_steps_per_second": rate,
+            "bits": format!("{bits:016x}"), "same_bits": same}));
+    }
+    engine.set_episode_lanes(None)?;
+    Ok(rows)
 }
 
 /// GPU selection and breeding: P random trees (ramped half-and-half, depths 2..=6, L = 128,
@@ -630,8 +692,8 @@ pub struct BenchArgs {
     /// With --gpu: only the fastest-looking launch shapes and fewer sizes (quicker).
     #[arg(long)]
     pub quick: bool,
-    /// With --gpu: only these parts (evaluation, mapping, breeding, whole generations); all by
-    /// default.
+    /// With --gpu: only these parts (evaluation, mapping, breeding, whole generations, runs,
+    /// constant fitting, control episodes); all by default.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub gpu_part: Vec<GpuPart>,
 }
@@ -671,6 +733,9 @@ pub enum GpuPart {
     Runs,
     /// A constant-fitting pass against one evaluation of the same programs.
     Fit,
+    /// Control episodes at small batch: Walker2d, 2048 episodes × 1000 steps at every width of
+    /// lanes an episode, µs per step.
+    Episodes,
 }
 
 #[cfg(test)]
