@@ -22,7 +22,8 @@
 // observation, persistent threads taking (individual, episode) pairs from a queue as their
 // episodes end (the control task; CPU reference src/backend/cpu/control.rs, host side
 // src/backend/cuda/control.rs), one thread an episode or, built with GROVE_CTRL_LANES, a group
-// of lanes an episode sharing its constraint rows in shared memory (GroveLanes).
+// of lanes an episode sharing out its smooth dynamics and constraint rows through shared memory
+// (GroveLanes).
 
 typedef float real;  // also spelled `float` in grove_env.h
 
@@ -1032,8 +1033,8 @@ __device__ inline unsigned grove_ctrl_take(const GroveLanes<1>&, unsigned* queue
 // are of the observations before it): each step's observation is normalised in place once,
 // (x − m) · s in f32, 0 where s is 0 (the CPU's InputScale::read), before the policy reads it.
 // Built with GROVE_CTRL_LANES = G > 1, a group of G adjacent lanes plays each item (GroveLanes:
-// the group takes items as one thread does above, its constraint rows are shared out, its first
-// lane writes the results), launched with GROVE_LANE_WORDS floats of dynamic shared memory per
+// the group takes items as one thread does above, its smooth dynamics and constraint rows are
+// shared out, its first lane writes the results), launched with GROVE_LANE_WORDS floats of dynamic shared memory per
 // group (blockDim.x / G groups a block); which lanes play an episode changes no bit either.
 extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
                                                  const unsigned short* __restrict__ n_instr, const unsigned char* __restrict__ skip,
