@@ -5,7 +5,7 @@
 //! when the robot falls (what evolution sees), and `full` (termination ignored: every episode
 //! plays all T steps, the simulator's sustained rate). Prints env steps per second (steps
 //! actually taken / wall time of the whole call: packing, upload, both kernels, read-back),
-//! and `bits`, a hash of every episode's return bits, length and validity, which two kernels
+//! the wall time per control step of the batch (`µs/step`: seconds / T), and `bits`, a hash of every episode's return bits, length and validity, which two kernels
 //! computing the same episodes must print alike.
 //!
 //! `cargo run --release --example bench_control_gpu [ENV[:PROFILE] ...]` on a machine with a
@@ -51,8 +51,8 @@ fn main() -> anyhow::Result<()> {
     let engine = CudaEngine::new().map_err(|e| anyhow::anyhow!("{e}"))?;
     let dir = std::env::var("GROVE_KERNEL_DIR").map(|d| format!(", sim.cu from {d}")).unwrap_or_default();
     println!("{} — {k} episodes per policy, {steps} control steps at most, grid {grid:?}{dir}", engine.device_name());
-    println!("| env | profile | lanes | policies | mode | seconds | env steps taken | env steps/s | bits |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| env | profile | lanes | policies | mode | seconds | µs/step | env steps taken | env steps/s | bits |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for spec in &envs {
         let (env, profile) = spec.split_once(':').unwrap_or((spec, "brax"));
         let m = Model::load(env, Some(profile))?;
@@ -84,7 +84,12 @@ fn main() -> anyhow::Result<()> {
                     let bits = out.episodes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, e| {
                         [e.ret.to_bits(), e.steps as u64, e.valid as u64].iter().fold(h, |h, &x| (h ^ x).wrapping_mul(0x0100_0000_01b3))
                     });
-                    println!("| {env} | {profile} | {} | {p} × {k} | {mode} | {secs:.3} | {taken} | {:.3e} | {bits:016x} |", out.lanes, taken as f64 / secs);
+                    println!(
+                        "| {env} | {profile} | {} | {p} × {k} | {mode} | {secs:.3} | {:.1} | {taken} | {:.3e} | {bits:016x} |",
+                        out.lanes,
+                        secs * 1e6 / steps as f64,
+                        taken as f64 / secs
+                    );
                 }
             }
         }
