@@ -40,7 +40,7 @@ fn assert_same_run(name: &str, a: &serde_json::Value, b: &serde_json::Value) {
     for key in ["best", "hall_of_fame", "model", "train", "test", "selection"] {
         assert_eq!(a[key], b[key], "{name}: {key}");
     }
-    assert!(b["fitness_cache"].is_null(), "{name}: --no-fitness-cache keeps none");
+    assert!(b["timing"]["fitness_cache"].is_null(), "{name}: --no-fitness-cache keeps none");
 }
 
 #[test]
@@ -56,7 +56,7 @@ fn a_cached_run_is_the_same_run() {
     for (name, args) in cases {
         let (cached, plain) = both(name, &args);
         assert_same_run(name, &cached, &plain);
-        let stats = &cached["fitness_cache"];
+        let stats = &cached["timing"]["fitness_cache"];
         let (hits, evaluated) = (stats["hits"].as_u64().unwrap(), stats["evaluated"].as_u64().unwrap());
         let pop: u64 = args[args.iter().position(|a| *a == "--pop").unwrap() + 1].parse().unwrap();
         let gens: u64 = args[args.iter().position(|a| *a == "--gens").unwrap() + 1].parse().unwrap();

@@ -31,7 +31,8 @@ fn data_csv(path: &Path, n: usize) -> Vec<[f64; 2]> {
 
 #[test]
 fn impossible_outputs_are_one_line_errors_naming_both_numbers() {
-    let base = ["evolve", "--data", "builtin:pagie1:64", "--pop", "16", "--gens", "1", "-q"];
+    // `--select train`: the head's plumbing, not the model choice (which may return the mean here).
+    let base = ["evolve", "--data", "builtin:pagie1:64", "--pop", "16", "--gens", "1", "--select", "train", "-q"];
     let with = |extra: &[&str]| {
         let mut a = base.to_vec();
         a.extend(extra);
@@ -122,7 +123,7 @@ fn a_model_saved_before_the_head_predicts_as_before() {
 fn experiment_files_take_outputs() {
     let d = dir("head-ron");
     let (ron, rep) = (d.join("e.ron"), d.join("r.json"));
-    std::fs::write(&ron, "Evolve(data: \"builtin:pagie1:64\", functions: \"add,sub,mul\", outputs: 3, engine: (pop_size: 32, generations: 2))").unwrap();
+    std::fs::write(&ron, "Evolve(data: \"builtin:pagie1:64\", functions: \"add,sub,mul\", outputs: 3, select: \"train\", engine: (pop_size: 32, generations: 2))").unwrap();
     assert_ok(&grove(&["run", s(&ron), "--report", s(&rep), "-q"]));
     let r = read_json(&rep);
     assert_eq!((r["settings"]["outputs"].as_u64(), r["model"]["n_outputs"].as_u64()), (Some(3), Some(3)));

@@ -126,9 +126,8 @@ fn report_json(
         "timing": {"seconds": seconds, "node_evaluations": evals, "node_evaluations_per_second": evals / seconds,
                    "threads": rayon::current_num_threads(), "device": searched.device,
                    "fitness_on_cpu": backend.classification_on_host() || !backend.is_gpu(),
-                   "linear_inputs_seconds": p.linear.seconds},
+                   "linear_inputs_seconds": p.linear.seconds, "fitness_cache": outcome.fitness_cache},
         "transfers": outcome.transfers,
-        "fitness_cache": outcome.fitness_cache,
         "version": env!("CARGO_PKG_VERSION"),
     });
     crate::task::base::report::add_operators(&mut report, &best.nodes);

@@ -444,9 +444,8 @@ fn report_json(
         "hall_of_fame": blocks.hall_of_fame,
         "timing": {"seconds": seconds, "node_evaluations": node_evals,
                    "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
-                   "device": searched.device},
+                   "device": searched.device, "fitness_cache": outcome.fitness_cache},
         "transfers": outcome.transfers,
-        "fitness_cache": outcome.fitness_cache,
         "version": env!("CARGO_PKG_VERSION"),
     });
     crate::task::base::report::add_operators(&mut report, &best.nodes);
