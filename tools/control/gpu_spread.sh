@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # gpu_spread.sh: one episode's step spread over a group of lanes (issue 57 item 1) on a GPU
 # machine without a Rust toolchain, with the binaries staged in .device/ (on the build machine:
-# `TESTS="cuda_control cuda_kernels" tools/ge/stage.sh`, and for part `robots`
+# `OLD_GROVE=target/release/grove PACK=1 tools/layout/stage.sh`, which stages grove, the GPU
+# test binaries and .device/BUILD_ROOT, then part `old`'s kernel as below; for part `robots`
 # `cargo build --release --example bench_control_gpu` with target/release/examples/bench_control_gpu
-# copied into .device/). Parts (default: parity bench):
+# copied into .device/). Parts (default: parity bench old):
 #   parity  cuda_control's groups of 2-32 lanes on every shipped env and profile against the CPU
 #           (control_with_lanes_per_episode_matches_reference), the kernel's NVRTC build for
 #           every env with one lane and with 8 (cuda_kernels), and the rest of cuda_control
@@ -11,13 +12,18 @@
 #           1000 steps, the engine's choice (auto) and every width 1-32, µs per step and bits;
 #           then the `auto` row again with GROVE_LANES_SHARE set to each of $SHARES (default
 #           `1 4`; the default share is 2): which share picks the fastest width
+#   old     the `bench` part's episodes with sim.cu from before issue 57 (only the constraint
+#           rows shared out), staged in $OLD_KERNELS (default .device/old-kernels) by
+#           `mkdir -p .device/old-kernels && git show 771801e:kernels/sim.cu >.device/old-kernels/sim.cu`
+#           and read through GROVE_KERNEL_DIR (its header is this checkout's, which it ignores
+#           the new table of; its groups need no more shared words than this host gives them)
 #   robots  bench_control_gpu for $ENVS (default: hopper half_cheetah swimmer walker2d) at
 #           $POP (default 64,512) policies × 4 episodes, `full` mode, lanes $LANES
 #           (default auto,1,2,4,8,16,32)
 # Logs go to $OUT (default ./gpu-spread); the tables are printed last.
 set -u
 export OUT=${OUT:-gpu-spread}
-GPU_DEFAULT_PARTS=${GPU_DEFAULT_PARTS:-parity bench}
+GPU_DEFAULT_PARTS=${GPU_DEFAULT_PARTS:-parity bench old}
 source tools/gpu_common.sh
 if has parity; then
     for t in "cuda_control lanes lanes_per_episode" "cuda_kernels sim the_simulator_kernel_compiles" "cuda_control rest --skip lanes_per_episode"; do
@@ -38,9 +44,12 @@ if has bench; then
         GROVE_LANES_SHARE=$s "$bin/grove" bench --genomes 1000 --gpu --gpu-part episodes --quick 2>&1 | grep -E '^(lanes|auto) ' >>"$out/bench-share.log"
     done
 fi
+if has old; then
+    GROVE_KERNEL_DIR=${OLD_KERNELS:-$PWD/.device/old-kernels} "$bin/grove" bench --genomes 1000 --gpu --gpu-part episodes >"$out/bench-old.log" 2>&1
+fi
 if has robots; then
     GROVE_BENCH_LANES=${LANES:-auto,1,2,4,8,16,32} GROVE_BENCH_POP=${POP:-64,512} GROVE_BENCH_MODES=full \
         "$bin/bench_control_gpu" ${ENVS:-hopper half_cheetah swimmer walker2d} >"$out/robots.log" 2>&1
 fi
 printf '%s\n' "${summary[@]}"
-for f in bench.log bench-share.log robots.log; do [ -f "$out/$f" ] && { echo; echo "== $f"; cat "$out/$f"; }; done
+for f in bench.log bench-share.log bench-old.log robots.log; do [ -f "$out/$f" ] && { echo; echo "== $f"; cat "$out/$f"; }; done
