@@ -11,7 +11,7 @@
 #   bench   `grove bench --gpu --gpu-part episodes`: Walker2d, 2048 linear-policy episodes ×
 #           1000 steps, the engine's choice (auto) and every width 1-32, µs per step and bits;
 #           then the `auto` row again with GROVE_LANES_SHARE set to each of $SHARES (default
-#           `1 4`; the default share is 2): which share picks the fastest width
+#           `1 2`; the default share is 4): which share picks the fastest width
 #   old     the `bench` part's episodes with sim.cu from before issue 57 (only the constraint
 #           rows shared out), staged in $OLD_KERNELS (default .device/old-kernels) by
 #           `mkdir -p .device/old-kernels && git show 771801e:kernels/sim.cu >.device/old-kernels/sim.cu`
@@ -38,7 +38,7 @@ if has parity; then
 fi
 if has bench; then
     "$bin/grove" bench --genomes 1000 --gpu --gpu-part episodes >"$out/bench.log" 2>&1
-    for s in ${SHARES:-1 4}; do
+    for s in ${SHARES:-1 2}; do
         echo "GROVE_LANES_SHARE=$s:" >>"$out/bench-share.log"
         # The auto row only: the other widths are the same launches as above.
         GROVE_LANES_SHARE=$s "$bin/grove" bench --genomes 1000 --gpu --gpu-part episodes --quick 2>&1 | grep -E '^(lanes|auto) ' >>"$out/bench-share.log"

@@ -68,15 +68,17 @@ pub fn block_shared_bytes(m: &Model, lanes: u32) -> usize {
 /// so lanes pay only where one lane an episode would leave the device mostly idle. With only the
 /// constraint rows shared out, on an H200 (docs/benchmarks.md, issue 29) 256 episodes played
 /// 1.75-2.1× faster with 32 lanes, 2048 episodes 1.3-1.5× faster with 4 to 8, and 20,000
-/// episodes fastest with one, which a share of 4 picked; the smooth dynamics are now shared out
-/// too, so a group repeats less and the default share is [`LANES_SHARE`] (a guess until
-/// measured: `GROVE_LANES_SHARE` sets it, [`CudaEngine::lanes_share`]).
+/// episodes fastest with one, which a share of 4 picked. The smooth dynamics are now shared out
+/// too, so a group repeats less and a wider share may pay; the default stays the measured
+/// [`LANES_SHARE`] until a benchmark says otherwise (`GROVE_LANES_SHARE` sets it,
+/// [`CudaEngine::lanes_share`]; `tools/control/gpu_spread.sh bench`).
 pub fn spare_lanes(episodes: usize, resident: u64, share: u64) -> u32 {
     EPISODE_LANES.iter().rev().copied().find(|&g| (episodes as u64).saturating_mul(share.saturating_mul(g as u64)) <= resident).unwrap_or(1)
 }
 
-/// The default of [`spare_lanes`]' `share`: groups of lanes may fill half the resident threads.
-pub const LANES_SHARE: u64 = 2;
+/// The default of [`spare_lanes`]' `share`: groups of lanes may fill a quarter of the resident
+/// threads (measured with only the constraint rows shared out, docs/benchmarks.md issue 29).
+pub const LANES_SHARE: u64 = 4;
 
 /// How many threads a roll-out launch starts; every one takes episodes from the kernel's queue
 /// until it is empty, so any count plays every episode, with the same bits.
@@ -694,10 +696,11 @@ mod tests {
         assert_eq!(spare_lanes(2_048, 67_584, 4), 8);
         assert_eq!(spare_lanes(8_448, 33_792, 4), 1);
         assert_eq!(spare_lanes(20_000, 67_584, 4), 1);
-        // Half the resident threads (the default share): twice as wide.
-        assert_eq!(spare_lanes(2_048, 33_792, LANES_SHARE), 8);
-        assert_eq!(spare_lanes(528, 33_792, LANES_SHARE), 32);
-        assert_eq!(spare_lanes(20_000, 67_584, LANES_SHARE), 1);
+        // Half the resident threads: twice as wide.
+        assert_eq!(spare_lanes(2_048, 33_792, 2), 8);
+        assert_eq!(spare_lanes(528, 33_792, 2), 32);
+        assert_eq!(spare_lanes(20_000, 67_584, 2), 1);
+        assert_eq!(spare_lanes(2_048, 33_792, LANES_SHARE), 4, "the default share is a quarter");
         // A share of 1: the groups may fill every resident thread.
         assert_eq!(spare_lanes(2_048, 65_536, 1), 32);
         // More episodes than threads, or none resident: one lane.
