@@ -437,7 +437,9 @@ pub struct Described {
 /// the front (ties to the simpler);
 /// then, where resampled errors were measured, a guard: a pick whose resampled error is above
 /// the better of the mean's and the terms' gives way to that one, so the choice never returns
-/// a model the resampling finds worse than its simplest candidates; and the ridge on every
+/// a model the resampling finds worse than its simplest candidates, and a program that is not
+/// lower than them by more than its standard error gives way to the simplest of them within
+/// it (the one-standard-error rule); and the ridge on every
 /// input replaces the pick where its resampled error is lower by more than its standard error.
 /// `None` where no candidate has a finite description length.
 pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -> Option<(Pick, String)> {
@@ -455,7 +457,8 @@ pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -
     // lower by more than its own standard error.
     let score_of = |b: Baseline| order.iter().find(|o| o.0 == Pick::Baseline(b)).and_then(|o| o.2).filter(|s| s.mse.is_finite());
     let strict = [Baseline::Mean, Baseline::Linear].into_iter().filter_map(|b| score_of(b).map(|s| (b, s)));
-    let best_simple = strict.min_by(|a, b| a.1.mse.total_cmp(&b.1.mse));
+    let strict: Vec<(Baseline, Score)> = strict.collect();
+    let best_simple = strict.iter().copied().min_by(|a, b| a.1.mse.total_cmp(&b.1.mse));
     let (mut pick, mut why) = (order[i].0, why);
     let mut mine = order[i].2;
     if let (Some(m), Some((b, theirs))) = (mine, best_simple) {
@@ -463,6 +466,22 @@ pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -
             why = format!("{why}, but its resampled error {} is above {}'s {}: {} is returned", m.describe(), b.name(), theirs.describe(), b.name());
             pick = Pick::Baseline(b);
             mine = Some(theirs);
+        } else if let Pick::Member(_) = pick {
+            // One standard error toward the simpler: a program must beat the simple models by
+            // more than its own standard error, else the simplest within it is returned (the
+            // front's resampling is optimistic for the programs, whose structure saw every row).
+            let se = if m.se.is_finite() { m.se } else { 0.0 };
+            if let Some((b, theirs)) = strict.iter().copied().find(|(_, s)| s.mse <= m.mse + se) {
+                why = format!(
+                    "{why}, but its resampled error {} is within one standard error of {}'s {}: {} is returned",
+                    m.describe(),
+                    b.name(),
+                    theirs.describe(),
+                    b.name()
+                );
+                pick = Pick::Baseline(b);
+                mine = Some(theirs);
+            }
         }
     }
     if let (Some(m), Some(e)) = (mine, score_of(Baseline::Every)) {
@@ -693,6 +712,33 @@ mod tests {
         let plan = Plan::new(None, Select::Mdl, 100, Select::Mdl).unwrap();
         let d = decide(&plan, &[cand(3, 1.0, None)], Some(0));
         assert!(d.is_best && d.why.contains("no likelihood"), "{}", d.why);
+    }
+
+    #[test]
+    fn the_description_lengths_pick_gives_way_to_a_simple_model_within_its_standard_error() {
+        use super::super::crossval::Score;
+        let simple = |mean: Score, terms: Score| {
+            vec![
+                (Baseline::Mean, Described { description: 100.0, resampled: Some(mean) }),
+                (Baseline::Linear, Described { description: 90.0, resampled: Some(terms) }),
+            ]
+        };
+        let program = |mse: f64, se: f64| Candidate { size: 31, loss: 0.5, description: Some(50.0), resampled: Some(Score { mse, se }), ..Candidate::default() };
+        // The program has the shortest description; the terms are within its standard error
+        // (1.00 <= 0.95 + 0.1), the mean is not: the terms are returned.
+        let (pick, why) = choose_described(&[program(0.95, 0.1)], &simple(Score { mse: 1.2, se: 0.1 }, Score { mse: 1.0, se: 0.1 })).unwrap();
+        assert_eq!(pick, Pick::Baseline(Baseline::Linear), "{why}");
+        assert!(why.contains("within one standard error"), "{why}");
+        // Both within it: the simplest, the mean.
+        let (pick, _) = choose_described(&[program(0.95, 0.1)], &simple(Score { mse: 1.0, se: 0.1 }, Score { mse: 0.98, se: 0.1 })).unwrap();
+        assert_eq!(pick, Pick::Baseline(Baseline::Mean));
+        // Lower by more than its standard error: the program stays.
+        let (pick, _) = choose_described(&[program(0.7, 0.1)], &simple(Score { mse: 1.2, se: 0.1 }, Score { mse: 1.0, se: 0.1 })).unwrap();
+        assert_eq!(pick, Pick::Member(0));
+        // Worse than the terms: the terms, as before.
+        let (pick, why) = choose_described(&[program(1.1, 0.01)], &simple(Score { mse: 1.2, se: 0.1 }, Score { mse: 1.0, se: 0.1 })).unwrap();
+        assert_eq!(pick, Pick::Baseline(Baseline::Linear));
+        assert!(why.contains("is above"), "{why}");
     }
 
     #[test]
