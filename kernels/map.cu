@@ -207,6 +207,8 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
 #define GROVE_ITEM_OUTPUT 3
 #define GROVE_ITEM_SPELLED_CONST 4
 #define GROVE_ITEM_SPELLED_VAR 5
+#define GROVE_ITEM_SPELLED_SLOT 6
+#define GROVE_MAX_SLOTS 16  // program::tree::MAX_SLOTS: constant slots c[0] to c[15]
 #define GROVE_PART_CHILD 0x80000000u
 #define GROVE_TEXT_POISON 0xffff0000u
 
@@ -531,6 +533,14 @@ static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTr
                         break;
                     }
                     code = GROVE_OP_VAR;
+                    v = (float)(unsigned)k;
+                } else if (kind == GROVE_ITEM_SPELLED_SLOT) {
+                    unsigned long long k;
+                    if (!grove_parse_unsigned(buf, nc, GROVE_MAX_SLOTS - 1, k)) {
+                        status = GROVE_BUILD_BAD_SPELLING;
+                        break;
+                    }
+                    code = GROVE_OP_SLOT;
                     v = (float)(unsigned)k;
                 } else {
                     if (!grove_read_number(buf, nc, v)) { status = GROVE_BUILD_BAD_SPELLING; break; }

@@ -54,6 +54,8 @@ const FEATURES: &[(&str, &str)] = &[
     ),
     // Eight operands per expansion: zeros recurse leftmost and overflow the mapper's stack.
     ("wide.bnf", "<e> ::= <e>+<e>+<e>+<e>+<e>+<e>+<e>+<e> | x0 | 1"),
+    // Constants c[i]: literal, spelled by a rule, and spelled past the 16 slots (c[16], c[19]).
+    ("slots.bnf", "<e> ::= <e>*<e> | <e>+c[<k>] | c[1<d>] | c[3] | x0\n<k> ::= GE_RANGE:4\n<d> ::= 0 | 5 | 6 | 9"),
     (
         "indices.bnf",
         "<e> ::= <e>+<e> | x[<r>] | x[:, <i>] | 1\n<r> ::= 1 | +2 | 3 | 4 | 5 | 6 | 99999999999 | 00 | 4294967296\n<i> ::= GE_RANGE:7",

@@ -4,7 +4,7 @@
 //! of `grove_map_trees` (`kernels/map.cu`), which repeats this walk step for step.
 
 use crate::grammar::compile::{RuleTable, SymbolKind, unpack};
-use crate::grammar::template::{Item, Part, Templates, read_number};
+use crate::grammar::template::{Item, MAX_SLOTS, Part, Spell, Templates, read_number};
 use crate::program::Node;
 
 /// Rust's unsigned parsing of ASCII text (an optional `+`, then at least one digit), with
@@ -152,24 +152,38 @@ pub fn build_tree(
                 };
                 Node::func(op)
             }
-            Item::Spelled { var, parts } => {
+            Item::Spelled { kind, parts } => {
                 spell(t, derivation, span, e, parts, &mut text)?;
-                if *var {
-                    let i = parse_unsigned(&text, u32::MAX as u64).ok_or(BuildError::BadSpelling)?;
-                    if tpl.n_vars > 0 && i as usize >= tpl.n_vars {
-                        return Err(BuildError::BadSpelling);
-                    }
-                    Node::var(i as u32)
-                } else {
-                    let s = std::str::from_utf8(&text).map_err(|_| BuildError::BadSpelling)?;
-                    Node::constant(read_number(s).ok_or(BuildError::BadSpelling)?)
-                }
+                spelled_node(*kind, &text, tpl.n_vars)?
             }
         };
         node.out = std::mem::take(&mut mark);
         nodes.push(node);
     }
     Ok(())
+}
+
+/// The node a spelled item's text makes: a constant read by [`read_number`], a variable index
+/// below `n_vars` (any when 0), or a constant slot's index below [`MAX_SLOTS`]; else a bad
+/// spelling. Both builders (and the GPU's) read spellings so.
+pub fn spelled_node(kind: Spell, text: &[u8], n_vars: usize) -> Result<Node, BuildError> {
+    match kind {
+        Spell::Var => {
+            let i = parse_unsigned(text, u32::MAX as u64).ok_or(BuildError::BadSpelling)?;
+            if n_vars > 0 && i as usize >= n_vars {
+                return Err(BuildError::BadSpelling);
+            }
+            Ok(Node::var(i as u32))
+        }
+        Spell::Slot => {
+            let i = parse_unsigned(text, MAX_SLOTS as u64 - 1).ok_or(BuildError::BadSpelling)?;
+            Ok(Node { op: crate::program::Op::Slot, value: i as f32, out: 0 })
+        }
+        Spell::Const => {
+            let s = std::str::from_utf8(text).map_err(|_| BuildError::BadSpelling)?;
+            Ok(Node::constant(read_number(s).ok_or(BuildError::BadSpelling)?))
+        }
+    }
 }
 
 /// Joins literal text and the text derived by children (of derivation entry `e`) into `out`:
@@ -326,6 +340,44 @@ mod tests {
         let l = load_parsed(gr, &DatasetShape { n_os: Some(2), ..Default::default() }).unwrap();
         let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()], n_outputs: 0 }).unwrap_err();
         assert!(e.to_string().contains("single output"), "{e}");
+    }
+
+    #[test]
+    fn a_grammars_constants_are_slots_over_their_start() {
+        // PonyGE2's supervised_learning_consts: c[<idx>] with <idx> GE_RANGE:dataset_n_vars.
+        let g = "<e> ::= (<e>+<e>) | (<e>*<e>) | x[:, <idx>] | c[<idx>] | c[2]\n<idx> ::= GE_RANGE:dataset_n_vars";
+        let slot = |nodes: &[Node], i: usize| (nodes[i].op, nodes[i].value, nodes[i + 1].op, nodes[i + 1].value);
+        // (c[1] * c[2])
+        let nodes = tree(g, &["a", "b"], &[1, 3, 1, 4]);
+        assert_eq!(nodes.len(), 5);
+        assert_eq!(slot(&nodes, 1), (Op::Slot, 1.0, Op::Const, crate::grammar::template::SLOT_START));
+        assert_eq!(slot(&nodes, 3), (Op::Slot, 2.0, Op::Const, crate::grammar::template::SLOT_START));
+        // A spelled index past the slots is a bad spelling (an invalid individual).
+        let (l, tpl) = setup("<e> ::= c[<d><d>]\n<d> ::= 0 | 1 | 6", &["a"]);
+        let mut m = Mapper::new(&l.table, MapConfig::default());
+        assert!(m.map(&[0, 1, 2]).valid());
+        let (mut nodes, mut s) = (Vec::new(), Vec::new());
+        assert_eq!(build_tree(&l.table, &tpl, m.derivation(), 8, &mut nodes, &mut s), Err(BuildError::BadSpelling));
+        assert!(m.map(&[0, 1, 1]).valid());
+        build_tree(&l.table, &tpl, m.derivation(), 8, &mut nodes, &mut s).unwrap();
+        assert_eq!((nodes[0].op, nodes[0].value), (Op::Slot, 11.0));
+        assert!(tpl.has_slots());
+    }
+
+    #[test]
+    fn constant_slots_past_sixteen_are_one_clear_line() {
+        let compile_err = |text: &str, n_vars: u32| {
+            let gr = parse_str(text, "t.bnf", false).unwrap();
+            let l = load_parsed(gr, &DatasetShape { n_vars: Some(n_vars), ..Default::default() }).unwrap();
+            let names = (0..n_vars).map(|i| format!("x{i}")).collect();
+            compile(&l.grammar, &l.table, &Vars { names, n_outputs: 0 }).map(|_| ()).unwrap_err().to_string()
+        };
+        let e = compile_err("<e> ::= c[16] + x0 | x0", 1);
+        assert!(e.contains("t.bnf:1:9") && e.contains("c[16] is past the constants grove fits: at most 16, c[0] to c[15]"), "{e}");
+        // PonyGE2's consts grammar on data of 20 variables could spell c[19].
+        let e = compile_err("<e> ::= (<e>+<e>) | x[:, <idx>] | c[<idx>]\n<idx> ::= GE_RANGE:dataset_n_vars", 20);
+        assert!(e.contains("c[<idx>] can spell c[19], but grove fits at most 16 constants"), "{e}");
+        assert!(e.contains("<ci> ::= GE_RANGE:16"), "{e}");
     }
 
     #[test]

@@ -48,14 +48,34 @@ pub enum Item {
     /// `out(K, EXPR)`: the next node emitted (EXPR's root) becomes an output node for slot K,
     /// given literally or spelled by digit children.
     Output(Vec<Part>),
-    /// A constant or variable spelled by text and digit children: the parts are joined and read.
+    /// A constant, variable or constant slot spelled by text and digit children: the parts are
+    /// joined and read.
     Spelled {
-        /// Constant (`false`) or variable index (`true`).
-        var: bool,
+        /// What the text spells.
+        kind: Spell,
         /// Literal text and children, in order.
         parts: Vec<Part>,
     },
 }
+
+/// What a spelled item's text is read as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spell {
+    /// A number: a constant leaf.
+    Const,
+    /// A variable index: a variable leaf.
+    Var,
+    /// The index `i` of a constant slot `c[i]`: an [`Op::Slot`] node of value `i` (below
+    /// [`MAX_SLOTS`]); the item after it is the slot's constant leaf.
+    Slot,
+}
+
+pub use crate::program::tree::MAX_SLOTS;
+
+/// The value a constant slot `c[i]` starts at before fitting: scipy's `curve_fit` starts
+/// there too (PonyGE2's `optimize_constants` starts L-BFGS-B at 0, where a product of two
+/// constants or a protected division by one has no slope for a fit to follow).
+pub const SLOT_START: f32 = 1.0;
 
 /// A piece of a spelled number.
 #[derive(Clone, Debug, PartialEq)]
@@ -130,6 +150,9 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
                                 want(r, role, span, &mut errors);
                             }
                         }
+                        if let Some(msg) = slot_index_past(g, &items, &kids) {
+                            errors.push(Diagnostic::error(p.span, msg));
+                        }
                         out.expr[gp] = Some(items);
                     }
                     Err(msg) => errors.push(Diagnostic::error(
@@ -173,6 +196,31 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
         }
     }
     if errors.is_empty() { Ok(out) } else { Err(GrammarError::new(&g.file, errors)) }
+}
+
+/// Where a production spells a constant slot's index with one child (`c[<i>]`) whose rule
+/// derives a number (`GE_RANGE:dataset_n_vars` gives `0 | 1 | …`), the first index past the
+/// slots it can spell, as the error to report; `None` when every index it spells is a slot
+/// (longer spellings are read when building: past the slots is an invalid individual).
+fn slot_index_past(g: &Grammar, items: &[Item], kids: &[Option<usize>]) -> Option<String> {
+    for item in items {
+        let Item::Spelled { kind: Spell::Slot, parts } = item else { continue };
+        let [Part::Child(k)] = parts.as_slice() else { continue };
+        let Some(r) = kids[*k as usize] else { continue };
+        let rule = &g.rules[r];
+        let past = rule.productions.iter().filter_map(|p| match p.symbols.as_slice() {
+            [Symbol::Terminal { text, .. }] => text.trim().parse::<u64>().ok(),
+            _ => None,
+        });
+        if let Some(i) = past.filter(|&i| i >= MAX_SLOTS as u64).max() {
+            return Some(format!(
+                "c[<{}>] can spell c[{i}], but grove fits at most {MAX_SLOTS} constants, c[0] to c[{}]: give the index a rule of its own, e.g. <ci> ::= GE_RANGE:{MAX_SLOTS}",
+                rule.name,
+                MAX_SLOTS - 1
+            ));
+        }
+    }
+    None
 }
 
 /// The rule of each child of production `gp`; `None` for a codon value.
@@ -345,6 +393,8 @@ pub mod item_kind {
     pub const SPELLED_CONST: u32 = 4;
     /// A spelled variable index: parts in word 1.
     pub const SPELLED_VAR: u32 = 5;
+    /// A spelled constant slot index (`c[<i>]`): parts in word 1.
+    pub const SPELLED_SLOT: u32 = 6;
 }
 
 /// A text entry of the device table that is not spellable: reading it fails the spelling.
@@ -353,6 +403,12 @@ pub const TEXT_POISON: u32 = 0xffff_0000;
 pub const PART_CHILD: u32 = 1 << 31;
 
 impl Templates {
+    /// Whether a production writes a constant slot `c[i]` (whose value constant fitting
+    /// chooses).
+    pub fn has_slots(&self) -> bool {
+        self.expr.iter().flatten().flatten().any(|i| matches!(i, Item::Node { op: Op::Slot, .. } | Item::Spelled { kind: Spell::Slot, .. }))
+    }
+
     /// The templates as one byte blob for the GPU builder, placed after the rule table in
     /// constant memory (`grove_map_trees` in `kernels/map.cu` reads it). Layout (little-endian
     /// `u32` words unless said; offsets in bytes from the blob's start):
@@ -397,8 +453,12 @@ impl Templates {
                     Item::Hole(k) => [item_kind::HOLE | (*k as u32) << 16, 0],
                     Item::OpFrom(k) => [item_kind::OP_FROM | (*k as u32) << 16, 0],
                     Item::Output(list) => [item_kind::OUTPUT, ps(list, &mut parts, &mut chars)],
-                    Item::Spelled { var, parts: list } => {
-                        let kind = if *var { item_kind::SPELLED_VAR } else { item_kind::SPELLED_CONST };
+                    Item::Spelled { kind, parts: list } => {
+                        let kind = match kind {
+                            Spell::Const => item_kind::SPELLED_CONST,
+                            Spell::Var => item_kind::SPELLED_VAR,
+                            Spell::Slot => item_kind::SPELLED_SLOT,
+                        };
                         [kind, ps(list, &mut parts, &mut chars)]
                     }
                 });

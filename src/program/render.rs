@@ -22,6 +22,8 @@ pub fn render(nodes: &[Node], names: &[String], style: Style) -> String {
     if nodes.is_empty() {
         return "<empty>".into();
     }
+    // A grammar's constants c[i] show as their values.
+    let nodes = &*super::tree::strip_slots(nodes);
     let mut out = String::new();
     let mut at = 0;
     write(nodes, &mut at, names, style, &mut out);
@@ -45,6 +47,7 @@ pub fn outputs(nodes: &[Node], n_outputs: usize, names: &[String], style: Style)
 /// The terms of each output slot as plain trees (no output tags): slot `k`'s value is the sum
 /// of its trees' values (0 for none). `None` for a malformed tree.
 pub fn output_trees(nodes: &[Node], n_outputs: usize) -> Option<Vec<Vec<Vec<Node>>>> {
+    let nodes = &*super::tree::strip_slots(nodes);
     let size = super::tree::subtree_sizes(nodes).ok()?;
     // Node i's children, by index.
     let children = |i: usize| {

@@ -2,7 +2,7 @@
 //! names, operator symbols, brackets; each child non-terminal one token) and parsed by binding
 //! power into the prefix template [`super::compile`] stores.
 
-use super::{Item, Part, Vars, read_number};
+use super::{Item, MAX_SLOTS, Part, SLOT_START, Spell, Vars, read_number};
 use crate::grammar::Symbol;
 use crate::program::Op;
 
@@ -304,7 +304,7 @@ impl P<'_> {
                 let v = read_number(&n).ok_or_else(|| format!("`{n}` is not a number"))?;
                 Ok(vec![Item::Node { op: Op::Const, value: v }])
             }
-            Tok::Digits(parts) => Ok(vec![Item::Spelled { var: false, parts }]),
+            Tok::Digits(parts) => Ok(vec![Item::Spelled { kind: Spell::Const, parts }]),
             Tok::Sym("-") => {
                 let operand = self.expr(5)?;
                 let mut v = vec![Item::Node { op: Op::Neg, value: 0.0 }];
@@ -413,6 +413,25 @@ impl P<'_> {
             v.extend(args.into_iter().flatten());
             return Ok(v);
         }
+        // A constant slot, PonyGE2's `c[0]`, `c[<i>]` (fitted: `Slot(Const)`).
+        if name == "c" && self.peek() == Some(&Tok::Sym("[")) {
+            self.at += 1;
+            let slot = match self.toks.get(self.at).cloned() {
+                Some(Tok::Num(n)) => {
+                    let i: usize = n.parse().map_err(|_| format!("`c[{n}]`: a constant's index is a whole number"))?;
+                    if i >= MAX_SLOTS {
+                        return Err(format!("c[{i}] is past the constants grove fits: at most {MAX_SLOTS}, c[0] to c[{}]", MAX_SLOTS - 1));
+                    }
+                    Item::Node { op: Op::Slot, value: i as f32 }
+                }
+                Some(Tok::Digits(parts)) => Item::Spelled { kind: Spell::Slot, parts },
+                Some(Tok::Child(k)) => Item::Spelled { kind: Spell::Slot, parts: vec![Part::Child(k)] },
+                _ => return Err("expected a constant's index after `c[`".into()),
+            };
+            self.at += 1;
+            self.expect("]")?;
+            return Ok(vec![slot, Item::Node { op: Op::Const, value: SLOT_START }]);
+        }
         // `x[:, 0]`, `x[0]`, `x[:, <i>]`.
         if (name == "x" || name == "X") && self.peek() == Some(&Tok::Sym("[")) {
             self.at += 1;
@@ -422,8 +441,8 @@ impl P<'_> {
             }
             let item = match self.toks.get(self.at).cloned() {
                 Some(Tok::Num(n)) => self.var_index(&n)?,
-                Some(Tok::Digits(parts)) => Item::Spelled { var: true, parts },
-                Some(Tok::Child(k)) => Item::Spelled { var: true, parts: vec![Part::Child(k)] },
+                Some(Tok::Digits(parts)) => Item::Spelled { kind: Spell::Var, parts },
+                Some(Tok::Child(k)) => Item::Spelled { kind: Spell::Var, parts: vec![Part::Child(k)] },
                 _ => return Err(format!("expected a variable index after `{name}[`")),
             };
             self.at += 1;
@@ -444,7 +463,7 @@ impl P<'_> {
                 _ => unreachable!(),
             };
             self.at += 1;
-            return Ok(vec![Item::Spelled { var: true, parts }]);
+            return Ok(vec![Item::Spelled { kind: Spell::Var, parts }]);
         }
         if let Some(i) = self.vars.names.iter().position(|n| n == &name) {
             return Ok(vec![Item::Node { op: Op::Var, value: i as f32 }]);

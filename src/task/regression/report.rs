@@ -322,6 +322,7 @@ fn report_json(
 fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>, scored: &Scored, terms: &str, selected: &str) -> String {
     let (k, infix) = (settings.outputs, &m.texts.0);
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", m.best.nodes.len());
+    summary += &crate::task::base::report::constants_line(&m.best.nodes);
     if let Readout::Head(h) = m.readout {
         let w: Vec<String> = h.w.iter().map(|w| format!("{w:.6e}")).collect();
         summary += &format!("head          {k} outputs under b + Σ w_k·f_k: b {:.6e}, w [{}]\n", h.b, w.join(", "));
