@@ -126,6 +126,9 @@ pub struct RenderArgs {
 /// Runs an experiment on the requested threads (Ctrl-C saves a checkpoint and stops when
 /// checkpoints are on), then writes the report, hall of fame and plots and prints the summary.
 pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<ExitCode> {
+    if let Experiment::Evolve(s) = &exp {
+        s.check_fitness_fn()?;
+    }
     let (opts, outputs) = run_options(flags, resume, &exp)?;
     let result = crate::task::runner::run_experiment(&exp, &opts, flags.threads)?;
     finish_run(&result, &outputs)
