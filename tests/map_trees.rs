@@ -125,12 +125,14 @@ fn genomes(n: usize, seed: u64, extra: &[Vec<u32>]) -> Genomes {
     g
 }
 
-/// The settings each grammar is mapped under: `(map config, L)`.
+/// The settings each grammar is mapped under: `(map config, L)`; the derivation's reading
+/// with two wraps, the text's otherwise.
 fn settings() -> Vec<(MapConfig, usize)> {
+    use grove::grammar::template::Reading;
     let mut v = Vec::new();
-    for (wraps, codons) in [(0, Codons::Eager), (2, Codons::Lazy), (1, Codons::Eager)] {
+    for (wraps, codons, reading) in [(0, Codons::Eager, Reading::Text), (2, Codons::Lazy, Reading::Derivation), (1, Codons::Eager, Reading::Text)] {
         for (max_depth, max_len) in [(u32::MAX, 256), (17, 64), (8, 9)] {
-            v.push((MapConfig { max_wraps: wraps, codons, max_depth, max_nodes: u32::MAX }, max_len));
+            v.push((MapConfig { max_wraps: wraps, codons, max_depth, max_nodes: u32::MAX, reading }, max_len));
         }
     }
     v
@@ -152,10 +154,11 @@ fn cpu_status(rep: &GrammarRep, genome: &[u32], max_len: usize) -> u32 {
         Some(Invalid::StackTooDeep) => MapStatus::StackOverflow as u32,
         None => {
             let (mut nodes, mut scratch) = (Vec::new(), Vec::new());
-            match build_tree(rep.table, rep.templates, m.derivation(), max_len, &mut nodes, &mut scratch) {
+            match build_tree(rep.table, rep.templates, m.derivation(), rep.map.reading, max_len, &mut nodes, &mut scratch) {
                 Ok(()) => MapStatus::Valid as u32,
                 Err(grove::genome::build::BuildError::TooLong) => MapStatus::TooLong as u32,
                 Err(grove::genome::build::BuildError::BadSpelling) => MapStatus::BadSpelling as u32,
+                Err(grove::genome::build::BuildError::TooDeep) => MapStatus::BuildFramesFull as u32,
             }
         }
     }
@@ -246,7 +249,7 @@ impl Emulated {
             templates_at: tables.templates_at as u32,
             max_len: max_len as u32,
             build: 1,
-            pad: 0,
+            reading: MapTreesParams::reading_code(cfg.reading),
         };
         // SAFETY: the table fits grove_table (checked by DeviceTables::new); the kernel's C
         // signature is MapTreesFn and every buffer has the sizes the kernel indexes (P genomes

@@ -38,7 +38,7 @@ layout! {
     GroveCompileParams = CompileParams { n_trees, max_len },
     GroveMapParams = MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, table_words },
     GroveMapOut = MapOut { status, used_codons, depth, nodes, n_derivation },
-    GroveMapTreesParams = MapTreesParams { map, templates_at, max_len, build, pad },
+    GroveMapTreesParams = MapTreesParams { map, templates_at, max_len, build, reading },
     GroveSubtreeParams = SubtreeParams { map, n_pairs, first_row, n_rows, seed_lo, seed_hi, generation, p_crossover, scratch_stride },
     GroveSubtreeMutateParams = SubtreeMutateParams { map, first_row, n_rows, seed_lo, seed_hi, generation, p_mutation, codon_size, scratch_stride },
     GroveControlClassParams = ControlClassParams { n, max_len, n_vars, n_slots, stack, pad },
