@@ -516,6 +516,18 @@ mod tests {
         assert_eq!(ops(&tree(infix, &["x"], &[0, 2, 2, 0, 1, 1, 2])), ["mul", "x0", "exp", "x0"]);
     }
 
+    // A report's formula `aq(-9.6 - (-8.9 - -3.3), …)` read back as `8.9 - --3.3` inside: text
+    // that reads as a grouping and as a prefix form `(- a b)` was taken for the prefix form.
+    #[test]
+    fn brackets_that_read_as_an_expression_group_it() {
+        let g = "<e> ::= (-8.9 - -3.3) | (- x -3.3) | (-<e> - <e>) | (- <e> <e>) | x | 2";
+        assert_eq!(ops(&tree(g, &["x"], &[0])), ["sub", "neg", "8.9", "neg", "3.3"]);
+        // Python reads `(- x -3.3)` as `(-x) - 3.3` too.
+        assert_eq!(ops(&tree(g, &["x"], &[1])), ["sub", "neg", "x0", "3.3"]);
+        assert_eq!(ops(&tree(g, &["x"], &[2, 4, 5])), ["sub", "neg", "x0", "2"]);
+        assert_eq!(ops(&tree(g, &["x"], &[3, 4, 5])), ["sub", "x0", "2"]);
+    }
+
     #[test]
     fn precedence_inside_one_production() {
         let g = "<e> ::= <e>+<e>*<e> | -<e> ^ 2 | x";

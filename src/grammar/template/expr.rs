@@ -332,19 +332,32 @@ impl P<'_> {
                 Ok(v)
             }
             Tok::Sym("(") => {
-                // Prefix form `(op a b)`, or grouping `(a)`.
+                // Grouping `(a)`, as Python reads it, or else the prefix form `(op a b)`: text
+                // that reads both ways is a grouping (`(-a - b)` is `(-a) - b`, not
+                // `sub(a, -b)`).
                 let save = (self.at, self.uses.len(), self.text.len());
-                if let Ok(items) = self.prefix_form() {
-                    return Ok(items);
+                self.text.push(Token::Open);
+                let grouped = self.expr(0).and_then(|inner| {
+                    self.expect(")")?;
+                    self.text.push(Token::Close);
+                    Ok(inner)
+                });
+                if grouped.is_ok() {
+                    return grouped;
                 }
                 (self.at, _, _) = save;
                 self.uses.truncate(save.1);
                 self.text.truncate(save.2);
-                self.text.push(Token::Open);
-                let inner = self.expr(0)?;
-                self.expect(")")?;
-                self.text.push(Token::Close);
-                Ok(inner)
+                match self.prefix_form() {
+                    Ok(items) => Ok(items),
+                    // Neither: the grouping's complaint.
+                    Err(_) => {
+                        (self.at, _, _) = save;
+                        self.uses.truncate(save.1);
+                        self.text.truncate(save.2);
+                        grouped
+                    }
+                }
             }
             Tok::OpChild(k) => {
                 // `<f>(<e>)`: the function's name is chosen by an operator rule.
