@@ -22,7 +22,7 @@ use grove::genome::map::Invalid;
 use grove::genome::{Codons, Genomes, InitConfig, MapConfig};
 use grove::genome::vary::GeVaryConfig;
 use grove::genome::build::build_tree;
-use grove::grammar::template::{DeviceTables, Templates, Vars, compile};
+use grove::grammar::template::{DeviceTables, Reading, Templates, Vars, compile};
 use grove::grammar::{self, DatasetShape, Loaded};
 use grove::program::tree::Population;
 use rand::rngs::StdRng;
@@ -128,7 +128,6 @@ fn genomes(n: usize, seed: u64, extra: &[Vec<u32>]) -> Genomes {
 /// The settings each grammar is mapped under: `(map config, L)`; the derivation's reading
 /// with two wraps, the text's otherwise.
 fn settings() -> Vec<(MapConfig, usize)> {
-    use grove::grammar::template::Reading;
     let mut v = Vec::new();
     for (wraps, codons, reading) in [(0, Codons::Eager, Reading::Text), (2, Codons::Lazy, Reading::Derivation), (1, Codons::Eager, Reading::Text)] {
         for (max_depth, max_len) in [(u32::MAX, 256), (17, 64), (8, 9)] {
@@ -285,7 +284,7 @@ type MapDevice<'a> = dyn Fn(&DeviceTables, &Genomes, &MapConfig, usize, usize, u
 /// Runs `device` on every case and setting and compares with the CPU; `n` random genomes each.
 fn parity(n: usize, device: &MapDevice<'_>) {
     let mut seen = [0usize; 9];
-    let mut runs = 0;
+    let (mut runs, mut regrouped) = (0, 0);
     for (name, l, t, fixture) in cases() {
         let tables = DeviceTables::new(&l.table, &t).unwrap_or_else(|e| panic!("{name}: {e}"));
         for (k, (cfg, max_len)) in settings().into_iter().enumerate() {
@@ -296,10 +295,19 @@ fn parity(n: usize, device: &MapDevice<'_>) {
             if let Some(m) = first_mismatch(&rep, &g, &pop, &used, &status, &mut seen) {
                 panic!("first mismatch: {name}, {cfg:?}, L {max_len}: {m}");
             }
+            if cfg.reading == Reading::Text {
+                // Rows whose text reading is not the derivation's: the parity covers the regrouping.
+                let mut by_derivation = rep.grammar();
+                by_derivation.map.reading = Reading::Derivation;
+                let mut other = Population::new(g.size(), max_len, t.n_outputs);
+                map_population(&by_derivation, &g, &mut other);
+                regrouped += (0..g.size()).filter(|&i| pop.tree(i).nodes() != other.tree(i).nodes()).count();
+            }
             runs += 1;
         }
     }
-    eprintln!("{runs} runs; outcomes by status code: {seen:?}");
+    eprintln!("{runs} runs; outcomes by status code: {seen:?}; {regrouped} trees the text regroups");
+    assert!(regrouped >= 100, "only {regrouped} trees differ between the readings");
     for (code, what) in [(0, "valid"), (1, "out of codons"), (2, "too deep"), (5, "stack overflow"), (6, "too long"), (7, "bad spelling")] {
         assert!(seen[code] > 0, "no genome ended {what}");
     }
