@@ -90,6 +90,41 @@ __device__ int grove_fit_plan(const unsigned char* op, const float* value, const
     return consts < GROVE_FIT_MAX_CONSTANTS ? consts : GROVE_FIT_MAX_CONSTANTS;
 }
 
+// fit_ties: each of the first n_leaf constant leaves' parameter in group[] (its own, or for a
+// grammar's c[i], a leaf under a GROVE_OP_SLOT of value i, the one every c[i] shares), numbered
+// by first leaf; the parameters, or -1 when a c[i] of those leaves lies past them too.
+__device__ int grove_fit_ties(const unsigned char* op, const float* value, int len, int n_leaf, unsigned char* group) {
+    int keys[GROVE_FIT_MAX_CONSTANTS];
+    bool late[GROVE_FIT_MAX_CONSTANTS];
+    for (int j = 0; j < GROVE_FIT_MAX_CONSTANTS; ++j) {
+        group[j] = (unsigned char)j;
+        late[j] = false;
+    }
+    int k = 0, n_p = 0;
+    for (int i = 0; i < len; ++i) {
+        if (op[i] != GROVE_OP_CONST) continue;
+        int slot = -1;
+        if (i > 0 && op[i - 1] == GROVE_OP_SLOT) {
+            const unsigned v = (unsigned)value[i - 1];
+            slot = (int)(v < GROVE_FIT_MAX_CONSTANTS - 1 ? v : GROVE_FIT_MAX_CONSTANTS - 1);
+        }
+        if (k >= n_leaf) {
+            if (slot >= 0) late[slot] = true;
+            ++k;
+            continue;
+        }
+        const int key = slot >= 0 ? GROVE_FIT_MAX_CONSTANTS + slot : k;
+        int g = 0;
+        while (g < n_p && keys[g] != key) ++g;
+        if (g == n_p) keys[n_p++] = key;
+        group[k] = (unsigned char)g;
+        ++k;
+    }
+    for (int g = 0; g < n_p; ++g)
+        if (keys[g] >= GROVE_FIT_MAX_CONSTANTS && late[keys[g] - GROVE_FIT_MAX_CONSTANTS]) return -1;
+    return n_p;
+}
+
 __device__ __forceinline__ float grove_fit_sign(float v) { return v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : 0.0f); }
 
 // partials: (∂r/∂a, ∂r/∂b) of r = op(a, b) for a built-in op.
@@ -137,6 +172,7 @@ __device__ __forceinline__ void grove_builtin_partials(unsigned op, float a, flo
         case GROVE_OP_SSQRT: da = 0.5f / r; break;
         case GROVE_OP_ABS: da = grove_fit_sign(a); break;
         case GROVE_OP_NEG: da = -1.0f; break;
+        case GROVE_OP_SLOT: da = 1.0f; break;
         case GROVE_OP_SQUARE: da = a + a; break;
         case GROVE_OP_CUBE: da = 3.0f * (a * a); break;
         case GROVE_OP_TANH: da = 1.0f - r * r; break;
@@ -251,8 +287,9 @@ __device__ void grove_fit_decode(const unsigned char* op, const float* value, co
 }
 
 // Problem::point for K rows at once: the decoded tree at rows row[0..K) with fitted constants
-// c; its values in f[k], the tangents in t[j][k] (j < n_c). With SLOTS (K = 1), the output
-// nodes' sums and their tangents in ov[0..n_outputs), ot[0..n_outputs)[0..n_c).
+// c (per leaf, n_c of them); its values in f[k], the tangents by parameter in t[j][k] (j < n_p:
+// Ties::fold of the leaves' by group). With SLOTS (K = 1), the output nodes' sums and their
+// tangents in ov[0..n_outputs), ot[0..n_outputs)[0..n_p).
 //
 // Only the tangents that can be nonzero are computed. The entries on the walk's stack cover
 // disjoint ranges of constants, so one array T[0..n_c) holds every entry's tangents: T[j] is
@@ -262,7 +299,8 @@ __device__ void grove_fit_decode(const unsigned char* op, const float* value, co
 // in the reference's order (x + 0.0f turns −0 into +0). The work per node is the number of
 // fitted constants below it, not n_c; the dispatch is shared by the K rows.
 template <int K, bool SLOTS>
-__device__ void grove_fit_point(const GroveFitNode* nodes, int len, int n_c, unsigned n_outputs, const float* c, const float* __restrict__ x,
+__device__ void grove_fit_point(const GroveFitNode* nodes, int len, int n_c, const unsigned char* group, int n_p, unsigned n_outputs,
+                                const float* c, const float* __restrict__ x,
                                 unsigned n_rows, const unsigned (&row)[K], float (&f)[K], float (&t)[GROVE_FIT_MAX_CONSTANTS][K], float* ov,
                                 float (*ot)[GROVE_FIT_MAX_CONSTANTS]) {
     float sv[GROVE_FIT_STACK][K];
@@ -353,22 +391,56 @@ __device__ void grove_fit_point(const GroveFitNode* nodes, int len, int n_c, uns
 #pragma unroll
         for (int k = 0; k < K; ++k) t[j][k] = T[j][k];
     }
+    if (n_p != n_c) {
+        // Ties::fold: each parameter's leaves added in leaf order.
+        for (int g = 0; g < n_p; ++g) {
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                bool any = false;
+                float acc = 0.0f;
+                for (int j = g; j < n_c; ++j) {
+                    if (group[j] == g) {
+                        acc = any ? acc + t[j][k] : t[j][k];
+                        any = true;
+                    }
+                }
+                t[g][k] = any ? acc : 0.0f;
+            }
+        }
+        if (SLOTS) {
+            for (unsigned s = 0; s < n_outputs; ++s) {
+                for (int g = 0; g < n_p; ++g) {
+                    bool any = false;
+                    float acc = 0.0f;
+                    for (int j = g; j < n_c; ++j) {
+                        if (group[j] == g) {
+                            acc = any ? acc + ot[s][j] : ot[s][j];
+                            any = true;
+                        }
+                    }
+                    ot[s][g] = any ? acc : 0.0f;
+                }
+            }
+        }
+    }
 #pragma unroll
     for (int k = 0; k < K; ++k) f[k] = sv[0][k];
 }
 
-// Problem::class_row into r (the row's record in the chunk: d[K][n_c], p[K], e[K], ce), each
-// slot's offset (offset [max(1, n_outputs)][N], the linear terms of the inputs; may be null)
-// added to its logit in f32 as the classification fitness adds it.
-__device__ void grove_fit_class_row(const GroveFitNode* nodes, int len, int n_c, unsigned n_classes, unsigned n_outputs, const float* c,
-                                    const float* __restrict__ x, const float* __restrict__ offset, unsigned n_rows, unsigned row,
+// Problem::class_row into r (the row's record in the chunk: d[K][n_c], p[K], e[K], ce), n_c the
+// parameters (the walk's leaves n_leaf, tied by group), each slot's offset (offset
+// [max(1, n_outputs)][N], the linear terms of the inputs; may be null) added to its logit in f32
+// as the classification fitness adds it.
+__device__ void grove_fit_class_row(const GroveFitNode* nodes, int len, int n_leaf, const unsigned char* group, int n_c, unsigned n_classes,
+                                    unsigned n_outputs, const float* c, const float* __restrict__ x, const float* __restrict__ offset,
+                                    unsigned n_rows, unsigned row,
                                     unsigned label, double* r) {
     float t[GROVE_FIT_MAX_CONSTANTS][1];
     float ov[GROVE_FIT_MAX_CLASSES];
     float ot[GROVE_FIT_MAX_CLASSES][GROVE_FIT_MAX_CONSTANTS];
     const unsigned rows[1] = {row};
     float f[1];
-    grove_fit_point<1, true>(nodes, len, n_c, n_outputs, c, x, n_rows, rows, f, t, ov, ot);
+    grove_fit_point<1, true>(nodes, len, n_leaf, group, n_c, n_outputs, c, x, n_rows, rows, f, t, ov, ot);
     const int K = (int)n_classes;
     if (n_outputs == 0) {
         ov[0] = 0.0f;
@@ -479,8 +551,10 @@ struct GroveFitState {
     double cur[GROVE_FIT_MAX_SUMS];      // sums at theta
     double sums[GROVE_FIT_MAX_SUMS];     // sums of the last pass
     double lambda;
-    float c[GROVE_FIT_MAX_CONSTANTS];    // the pass's constants, f32
-    int n_c, total, m, go;
+    float c[GROVE_FIT_MAX_CONSTANTS];    // the pass's constants, f32, per fitted leaf
+    unsigned char group[GROVE_FIT_MAX_CONSTANTS];  // each fitted leaf's parameter (grove_fit_ties)
+    int n_leaf;                          // fitted constant leaves (the first, in prefix order)
+    int n_c, total, m, go;               // n_c: their parameters (n_leaf unless c[i] ties some)
     unsigned accepted;
 };
 
@@ -510,7 +584,7 @@ static __device__ void grove_fit_rows(const GroveFitState& s, double* buf, const
     }
     float t[GROVE_FIT_MAX_CONSTANTS][K];
     float f[K];
-    grove_fit_point<K, false>(nodes, len, n_c, 0u, s.c, data.x, n_rows, rows, f, t, nullptr, nullptr);
+    grove_fit_point<K, false>(nodes, len, s.n_leaf, s.group, n_c, 0u, s.c, data.x, n_rows, rows, f, t, nullptr, nullptr);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
         const unsigned row = base + tid + (unsigned)k * T;
@@ -555,8 +629,8 @@ static __device__ __forceinline__ void grove_fit_parts(const GroveFitState& s, d
         if (CLASSES) {
             const unsigned row = base + tid;
             if (tid < count)
-                grove_fit_class_row(nodes, len, n_c, prm.n_classes, prm.n_outputs, s.c, data.x, data.offset, n_rows, row, data.labels[row],
-                                    buf + (size_t)tid * stride);
+                grove_fit_class_row(nodes, len, s.n_leaf, s.group, n_c, prm.n_classes, prm.n_outputs, s.c, data.x, data.offset, n_rows, row,
+                                    data.labels[row], buf + (size_t)tid * stride);
         } else if (tid < count) {
             if (per_thread == GROVE_FIT_ROWS)
                 grove_fit_rows<GROVE_FIT_ROWS>(s, buf, nodes, len, data, n_rows, part_end, base, stride);
@@ -636,7 +710,7 @@ static __device__ __forceinline__ bool grove_fit_try(GroveFitState& s) {
         return false;
     }
     for (int i = 0; i < s.m; ++i) s.trial[i] = s.theta[i] + delta[i];
-    for (int j = 0; j < s.n_c; ++j) s.c[j] = (float)s.trial[j];
+    for (int j = 0; j < s.n_leaf; ++j) s.c[j] = (float)s.trial[s.group[j]];
     return true;
 }
 
@@ -661,8 +735,8 @@ static __device__ __forceinline__ GroveFitResult grove_fit_result(const GroveFit
     const int n_c = s.n_c;
     if (s.accepted > 0) {
         int k = 0;
-        for (int i = 0; i < len && k < n_c; ++i)
-            if (op[i] == GROVE_OP_CONST) value[i] = (float)s.theta[k++];
+        for (int i = 0; i < len && k < s.n_leaf; ++i)
+            if (op[i] == GROVE_OP_CONST) value[i] = (float)s.theta[s.group[k++]];
     }
     GroveFitResult res;
     res.sse_before = sse_before;
@@ -689,22 +763,29 @@ static __device__ void grove_fit_init(const GroveFitParams& p, const unsigned ch
     int total = 0;
     // Classification: the shapes fit_class_tree accepts (its labels are checked on upload).
     const bool shape = !CLASSES || (p.n_classes <= GROVE_FIT_MAX_CLASSES && (p.n_outputs == 0 ? p.n_classes == 2 : p.n_outputs == p.n_classes));
-    const int n_c = p.n_rows == 0 || !shape ? -1 : grove_fit_plan(op, value, out, len, p.n_features, CLASSES ? p.n_outputs : 0u, &total);
-    s.go = n_c >= 0 && (n_c > 0 || scaling);
-    s.n_c = n_c < 0 ? 0 : n_c;
+    const int n_leaf = p.n_rows == 0 || !shape ? -1 : grove_fit_plan(op, value, out, len, p.n_features, CLASSES ? p.n_outputs : 0u, &total);
+    const int n_p = n_leaf < 0 ? -1 : grove_fit_ties(op, value, len, n_leaf, s.group);
+    s.go = n_p >= 0 && (n_p > 0 || scaling);
+    s.n_leaf = n_p < 0 ? 0 : n_leaf;
+    s.n_c = n_p < 0 ? 0 : n_p;
     s.total = total;
     s.m = s.n_c + (scaling ? 2 : 0);
     s.accepted = 0;
     s.lambda = GROVE_FIT_LAMBDA_START;
-    int k = 0;
-    for (int i = 0; i < len && k < s.n_c; ++i)
-        if (op[i] == GROVE_OP_CONST) s.trial[k++] = (double)value[i];
+    // Each parameter starts at its first leaf's value.
+    int k = 0, next = 0;
+    for (int i = 0; i < len && k < s.n_leaf; ++i) {
+        if (op[i] == GROVE_OP_CONST) {
+            if (s.group[k] == next) s.trial[next++] = (double)value[i];
+            ++k;
+        }
+    }
     if (scaling) {
         s.trial[s.n_c] = 1.0;
         s.trial[s.n_c + 1] = 0.0;
     }
-    for (int j = 0; j < s.n_c; ++j) s.c[j] = (float)s.trial[j];
-    if (s.go) grove_fit_decode(op, value, out, len, total, s.n_c, nodes);
+    for (int j = 0; j < s.n_leaf; ++j) s.c[j] = (float)s.trial[s.group[j]];
+    if (s.go) grove_fit_decode(op, value, out, len, total, s.n_leaf, nodes);
 }
 
 // One block per tree tree_ids[blockIdx.x]: fits its constants in `values` in place (only when
@@ -856,9 +937,13 @@ static __device__ void grove_fit_split_pass(const GroveFitParams& p, unsigned n_
     }
     if (tid == 0) {
         s.n_c = f.s.n_c;
+        s.n_leaf = f.s.n_leaf;
         s.m = f.s.m;
         for (int i = 0; i < s.m; ++i) s.trial[i] = f.s.trial[i];
-        for (int j = 0; j < s.n_c; ++j) s.c[j] = f.s.c[j];
+        for (int j = 0; j < s.n_leaf; ++j) {
+            s.c[j] = f.s.c[j];
+            s.group[j] = f.s.group[j];
+        }
     }
     __syncthreads();
     int own_p[GROVE_FIT_OWN], own_q[GROVE_FIT_OWN];

@@ -183,7 +183,8 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
 // Trees straight from genomes: grove_map_trees maps genome i (grove_map_one, the loops' bounds)
 // and builds its tree into row i of a population, twin of backend::cpu::breed::map_population (Mapper with
 // with_max_stack and with_max_derivation, then genome::build::build_tree and
-// Population::set_tree). The node templates (Templates::to_device_blob, layout in
+// Population::set_tree): by the phenotype's text (grove_build_text, build_text_tree) or by the
+// derivation's nesting (build_derivation_tree), as p.reading says. The node templates (Templates::to_device_blob, layout in
 // src/grammar/template.rs) follow the rule table in the same constant blob, at templates_at.
 //
 // Scratch: derivation and span [max_derivation x P] u32, entry j of genome i at j * P + i (so a
@@ -207,7 +208,29 @@ extern "C" __global__ void grove_map(GroveMapParams p, const unsigned* __restric
 #define GROVE_ITEM_OUTPUT 3
 #define GROVE_ITEM_SPELLED_CONST 4
 #define GROVE_ITEM_SPELLED_VAR 5
+#define GROVE_ITEM_SPELLED_SLOT 6
+#define GROVE_MAX_SLOTS 16  // program::tree::MAX_SLOTS: constant slots c[0] to c[15]
 #define GROVE_PART_CHILD 0x80000000u
+
+// template::token_kind.
+#define GROVE_TOKEN_NODE 0
+#define GROVE_TOKEN_SPELLED_CONST 1
+#define GROVE_TOKEN_SPELLED_VAR 2
+#define GROVE_TOKEN_SPELLED_SLOT 3
+#define GROVE_TOKEN_HOLE 4
+#define GROVE_TOKEN_BINARY 5
+#define GROVE_TOKEN_BINARY_FROM 6
+#define GROVE_TOKEN_PREFIX 7
+#define GROVE_TOKEN_CALL 8
+#define GROVE_TOKEN_CALL_FROM 9
+#define GROVE_TOKEN_OUT 10
+#define GROVE_TOKEN_OPEN 11
+#define GROVE_TOKEN_CLOSE 12
+#define GROVE_TOKEN_COMMA 13
+
+// MapTreesParams::reading (template::Reading).
+#define GROVE_READING_DERIVATION 0
+#define GROVE_READING_TEXT 1
 #define GROVE_TEXT_POISON 0xffff0000u
 
 // Mirrors MapTreesParams in src/backend/cuda/kernels.rs.
@@ -216,16 +239,17 @@ struct GroveMapTreesParams {
     unsigned templates_at;  // byte offset of the templates in the table
     unsigned max_len;       // L
     unsigned build;         // 1: build trees; 0: map only (status and used codons)
-    unsigned pad;
+    unsigned reading;       // GROVE_READING_*: how a derivation becomes a tree
 };
 GROVE_CHECK_LAYOUT(GroveMapTreesParams);
 
-// The templates' header (12 words).
+// The templates' header (14 words).
 struct GroveTplHeader {
     unsigned n_productions, n_items, n_parts, n_terminals, n_set_values, n_vars, n_outputs;
     unsigned off_items, off_parts, off_terminals, off_sets, off_chars;
+    unsigned n_tokens, off_tokens;
 };
-static_assert(sizeof(GroveTplHeader) == 48, "template header");
+static_assert(sizeof(GroveTplHeader) == 56, "template header");
 
 // The tables a builder thread reads, all in one address space.
 struct GroveTables {
@@ -234,8 +258,9 @@ struct GroveTables {
     const unsigned short* symbols;
     const int* codon;
     const GroveTplHeader* th;
-    const unsigned* tprods;  // [n_productions x 2]
+    const unsigned* tprods;  // [n_productions x 3]: items, operator (| lbp << 8 | rbp << 16), tokens
     const unsigned* items;   // [n_items x 2]
+    const unsigned* tokens;  // [n_tokens x 2]
     const unsigned* parts;
     const unsigned* terms;
     const unsigned* sets;
@@ -253,6 +278,7 @@ static __device__ __forceinline__ GroveTables grove_tables(const char* base, uns
     t.th = (const GroveTplHeader*)tb;
     t.tprods = (const unsigned*)(tb + sizeof(GroveTplHeader));
     t.items = (const unsigned*)(tb + t.th->off_items);
+    t.tokens = (const unsigned*)(tb + t.th->off_tokens);
     t.parts = (const unsigned*)(tb + t.th->off_parts);
     t.terms = (const unsigned*)(tb + t.th->off_terminals);
     t.sets = (const unsigned*)(tb + t.th->off_sets);
@@ -439,6 +465,210 @@ static __device__ bool grove_read_number(const char* b, unsigned n, float& out) 
     return true;
 }
 
+// genome::build::spelled_node: the node a spelled token's text buf[0..nc) makes (a constant, a
+// variable index below n_vars, a constant slot's index below GROVE_MAX_SLOTS); false on a bad
+// spelling.
+static __device__ bool grove_spelled_node(unsigned kind, const char* buf, unsigned nc, unsigned n_vars, unsigned& code, float& v) {
+    unsigned long long k;
+    if (kind == GROVE_TOKEN_SPELLED_VAR) {
+        if (!grove_parse_unsigned(buf, nc, 0xffffffffull, k) || (n_vars > 0 && k >= n_vars)) return false;
+        code = GROVE_OP_VAR;
+        v = (float)(unsigned)k;
+    } else if (kind == GROVE_TOKEN_SPELLED_SLOT) {
+        if (!grove_parse_unsigned(buf, nc, GROVE_MAX_SLOTS - 1, k)) return false;
+        code = GROVE_OP_SLOT;
+        v = (float)(unsigned)k;
+    } else {
+        if (!grove_read_number(buf, nc, v)) return false;
+        code = GROVE_OP_CONST;
+    }
+    return true;
+}
+
+// The production a child chose for an operator (through unit productions that delegate to their
+// only child, the next entry): its operator word (code | lbp << 8 | rbp << 16).
+static __device__ __forceinline__ unsigned grove_chosen_op(const GroveTables& t, const unsigned* der, unsigned long long P, unsigned c) {
+    while (t.tprods[3 * der[(unsigned long long)c * P] + 1] == 0xffffffffu) ++c;
+    return t.tprods[3 * der[(unsigned long long)c * P] + 1];
+}
+
+#define GROVE_PENDING_GROUP 0x80000000u  // a pending group (| commas); else an operator (code | lbp << 8)
+
+// genome::build::build_text_tree: the derivation's tokens read from the last to the first and
+// parsed by binding power (a shunting-yard run backwards), the nodes emitted in reverse prefix
+// order into the row from its end (node j at L - 1 - j), then moved to its start. st holds the
+// open productions from its bottom (entry << 16 | tokens left) and the waiting operators from
+// its top, GROVE_BUILD_FRAMES words in all. Writes the node count to n (0 on failure, the
+// written nodes zeroed again) and returns the status.
+static __device__ unsigned grove_build_text(const GroveTables& t, const unsigned* der, const unsigned* span, unsigned long long P,
+                                            unsigned char* op, float* value, unsigned char* outs, unsigned L, unsigned* st,
+                                            char* buf, unsigned& n) {
+    unsigned nf = 0, no = 0;  // open productions, waiting operators
+    unsigned w = 0, avail = 0;  // nodes written, operands on the output
+    unsigned status = GROVE_MAP_VALID;
+    st[nf++] = t.tprods[3 * der[0] + 2] >> 16;  // entry 0, all its tokens left
+    if (st[0] == 0) status = GROVE_BUILD_BAD_SPELLING;
+#define GROVE_EMIT(CODE, V)                                                       \
+    do {                                                                          \
+        const unsigned a_ = grove_arity(CODE);                                    \
+        if (avail < a_) { status = GROVE_BUILD_BAD_SPELLING; goto done; }         \
+        if (w >= L) { status = GROVE_BUILD_TOO_LONG; goto done; }                 \
+        avail = avail - a_ + 1;                                                   \
+        op[L - 1 - w] = (unsigned char)(CODE);                                    \
+        value[L - 1 - w] = (V);                                                   \
+        outs[L - 1 - w] = 0;                                                      \
+        ++w;                                                                      \
+    } while (0)
+// Emits waiting operators while COND (over lbp) holds, down to a group.
+#define GROVE_UNWIND(COND)                                                                          \
+    while (no > 0 && !(st[GROVE_BUILD_FRAMES - no] & GROVE_PENDING_GROUP)) {                       \
+        const unsigned lbp = (st[GROVE_BUILD_FRAMES - no] >> 8) & 0xffu;                           \
+        (void)lbp;                                                                                  \
+        if (!(COND)) break;                                                                         \
+        const unsigned code_ = st[GROVE_BUILD_FRAMES - no] & 0xffu;                                \
+        --no;                                                                                       \
+        GROVE_EMIT(code_, 0.0f);                                                                    \
+    }
+    while (status == GROVE_MAP_VALID && nf > 0) {
+        const unsigned e = st[nf - 1] >> 16, left = st[nf - 1] & 0xffffu;
+        if (left == 0) {
+            --nf;
+            continue;
+        }
+        st[nf - 1] = (e << 16) | (left - 1);
+        const unsigned tw = t.tprods[3 * der[(unsigned long long)e * P] + 2];
+        if ((tw >> 16) == 0) { status = GROVE_BUILD_BAD_SPELLING; goto done; }
+        const unsigned idx = (tw & 0xffffu) + left - 1;
+        const unsigned w0 = t.tokens[2 * idx], w1 = t.tokens[2 * idx + 1];
+        const unsigned kind = w0 & 0xffu;
+        switch (kind) {
+            case GROVE_TOKEN_HOLE: {
+                const unsigned c = grove_child(span, P, e, w0 >> 16);
+                const unsigned nt = t.tprods[3 * der[(unsigned long long)c * P] + 2] >> 16;
+                if (nt == 0) {
+                    status = GROVE_BUILD_BAD_SPELLING;
+                    goto done;
+                }
+                if (left == 1) {
+                    st[nf - 1] = (c << 16) | nt;
+                } else if (nf + no >= GROVE_BUILD_FRAMES) {
+                    status = GROVE_BUILD_FRAMES_FULL;
+                    goto done;
+                } else {
+                    st[nf++] = (c << 16) | nt;
+                }
+                break;
+            }
+            case GROVE_TOKEN_NODE:
+                GROVE_EMIT((w0 >> 8) & 0xffu, __uint_as_float(w1));
+                break;
+            case GROVE_TOKEN_SPELLED_CONST:
+            case GROVE_TOKEN_SPELLED_VAR:
+            case GROVE_TOKEN_SPELLED_SLOT: {
+                unsigned nc, code = 0;
+                float v = 0.0f;
+                if (!grove_spell(t, der, span, P, e, w1, buf, nc) || !grove_spelled_node(kind, buf, nc, t.th->n_vars, code, v)) {
+                    status = GROVE_BUILD_BAD_SPELLING;
+                    goto done;
+                }
+                GROVE_EMIT(code, v);
+                break;
+            }
+            case GROVE_TOKEN_BINARY:
+            case GROVE_TOKEN_BINARY_FROM: {
+                unsigned code, lbp_new, rbp_new;
+                if (kind == GROVE_TOKEN_BINARY) {
+                    code = (w0 >> 8) & 0xffu;
+                    lbp_new = w1 & 0xffu;
+                    rbp_new = (w1 >> 8) & 0xffu;
+                } else {
+                    const unsigned ow = grove_chosen_op(t, der, P, grove_child(span, P, e, w0 >> 16));
+                    code = ow & 0xffu;
+                    lbp_new = (ow >> 8) & 0xffu;
+                    rbp_new = (ow >> 16) & 0xffu;
+                }
+                GROVE_UNWIND(lbp >= rbp_new);
+                if (nf + no >= GROVE_BUILD_FRAMES) { status = GROVE_BUILD_FRAMES_FULL; goto done; }
+                ++no;
+                st[GROVE_BUILD_FRAMES - no] = code | (lbp_new << 8);
+                break;
+            }
+            case GROVE_TOKEN_PREFIX: {
+                const unsigned rbp_new = w1 & 0xffu;
+                GROVE_UNWIND(lbp >= rbp_new);
+                GROVE_EMIT((w0 >> 8) & 0xffu, 0.0f);
+                break;
+            }
+            case GROVE_TOKEN_CLOSE:
+                if (nf + no >= GROVE_BUILD_FRAMES) { status = GROVE_BUILD_FRAMES_FULL; goto done; }
+                ++no;
+                st[GROVE_BUILD_FRAMES - no] = GROVE_PENDING_GROUP;
+                break;
+            case GROVE_TOKEN_COMMA:
+                GROVE_UNWIND(true);
+                if (no == 0) { status = GROVE_BUILD_BAD_SPELLING; goto done; }
+                st[GROVE_BUILD_FRAMES - no] += 1u;
+                break;
+            default: {  // OPEN, CALL, CALL_FROM, OUT: close the group
+                GROVE_UNWIND(true);
+                if (no == 0) { status = GROVE_BUILD_BAD_SPELLING; goto done; }
+                const unsigned commas = st[GROVE_BUILD_FRAMES - no] & ~GROVE_PENDING_GROUP;
+                --no;
+                if (kind == GROVE_TOKEN_OPEN) {
+                    if (commas != 0) { status = GROVE_BUILD_BAD_SPELLING; goto done; }
+                } else if (kind == GROVE_TOKEN_CALL || kind == GROVE_TOKEN_CALL_FROM) {
+                    const unsigned code = kind == GROVE_TOKEN_CALL ? (w0 >> 8) & 0xffu : grove_chosen_op(t, der, P, grove_child(span, P, e, w0 >> 16)) & 0xffu;
+                    if (commas + 1 != grove_arity(code)) { status = GROVE_BUILD_BAD_SPELLING; goto done; }
+                    GROVE_EMIT(code, 0.0f);
+                } else if (kind == GROVE_TOKEN_OUT) {
+                    unsigned nc;
+                    unsigned long long k;
+                    if (commas != 0 || w == 0 || !grove_spell(t, der, span, P, e, w1, buf, nc) || !grove_parse_unsigned(buf, nc, ~0ull, k) ||
+                        k >= t.th->n_outputs) {
+                        status = GROVE_BUILD_BAD_SPELLING;
+                        goto done;
+                    }
+                    // The group's root, emitted last; an inner out(…) marked it first.
+                    if (outs[L - w] == 0) outs[L - w] = (unsigned char)(k + 1);
+                } else {
+                    status = GROVE_BUILD_BAD_SPELLING;
+                    goto done;
+                }
+                break;
+            }
+        }
+    }
+    if (status == GROVE_MAP_VALID) {
+        GROVE_UNWIND(true);
+        if (no != 0 || avail != 1) status = GROVE_BUILD_BAD_SPELLING;
+    }
+done:
+#undef GROVE_UNWIND
+#undef GROVE_EMIT
+    if (status != GROVE_MAP_VALID) {
+        for (unsigned k = L - w; k < L; ++k) {
+            op[k] = 0;
+            value[k] = 0.0f;
+            outs[k] = 0;
+        }
+        n = 0;
+        return status;
+    }
+    // The nodes to the row's start, in prefix order; what they leave behind zeroed.
+    for (unsigned k = 0; k < w; ++k) {
+        op[k] = op[L - w + k];
+        value[k] = value[L - w + k];
+        outs[k] = outs[L - w + k];
+    }
+    for (unsigned k = (w > L - w ? w : L - w); k < L; ++k) {
+        op[k] = 0;
+        value[k] = 0.0f;
+        outs[k] = 0;
+    }
+    n = w;
+    return status;
+}
+
 // Maps genome i and builds its tree (see above). Returns the status; used codons in used.
 static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTreesParams& p, unsigned i,
                                               const unsigned* __restrict__ genomes, const unsigned* __restrict__ lens,
@@ -473,16 +703,19 @@ static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTr
             }
             span[(unsigned long long)e * P] = s;
         }
-        // genome::build::build_tree: open templates (entry << 16 | next item), the innermost out(K, …)
-        // mark waiting for the next node.
         unsigned frames[GROVE_BUILD_FRAMES];
+        char buf[GROVE_SPELL_CHARS];
+        if (p.reading == GROVE_READING_TEXT) {
+            status = grove_build_text(t, der, span, P, op + row, value + row, outs + row, L, frames, buf, n);
+        } else {
+        // genome::build::build_derivation_tree: open templates (entry << 16 | next item), the
+        // innermost out(K, …) mark waiting for the next node.
         int top = 0;
         frames[0] = 0;
         unsigned mark = 0;
-        char buf[GROVE_SPELL_CHARS];
         while (top >= 0) {
             const unsigned e = frames[top] >> 16, it = frames[top] & 0xffffu;
-            const unsigned pw = t.tprods[2 * der[(unsigned long long)e * P]];
+            const unsigned pw = t.tprods[3 * der[(unsigned long long)e * P]];
             const unsigned first = pw & 0xffffu, n_items = pw >> 16;
             if (n_items == 0) { status = GROVE_BUILD_BAD_SPELLING; break; }
             if (it == n_items) { --top; continue; }
@@ -519,8 +752,8 @@ static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTr
             } else if (kind == GROVE_ITEM_OP_FROM) {
                 unsigned c = grove_child(span, P, e, w0 >> 16);
                 // A unit production delegates to its only child, the next entry.
-                while (t.tprods[2 * der[(unsigned long long)c * P] + 1] == 0xffffffffu) ++c;
-                code = t.tprods[2 * der[(unsigned long long)c * P] + 1];
+                while (t.tprods[3 * der[(unsigned long long)c * P] + 1] == 0xffffffffu) ++c;
+                code = t.tprods[3 * der[(unsigned long long)c * P] + 1] & 0xffu;
             } else {
                 unsigned nc;
                 if (!grove_spell(t, der, span, P, e, w1, buf, nc)) { status = GROVE_BUILD_BAD_SPELLING; break; }
@@ -532,6 +765,14 @@ static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTr
                     }
                     code = GROVE_OP_VAR;
                     v = (float)(unsigned)k;
+                } else if (kind == GROVE_ITEM_SPELLED_SLOT) {
+                    unsigned long long k;
+                    if (!grove_parse_unsigned(buf, nc, GROVE_MAX_SLOTS - 1, k)) {
+                        status = GROVE_BUILD_BAD_SPELLING;
+                        break;
+                    }
+                    code = GROVE_OP_SLOT;
+                    v = (float)(unsigned)k;
                 } else {
                     if (!grove_read_number(buf, nc, v)) { status = GROVE_BUILD_BAD_SPELLING; break; }
                     code = GROVE_OP_CONST;
@@ -542,6 +783,7 @@ static __device__ unsigned grove_map_tree_one(const char* base, const GroveMapTr
             outs[row + n] = (unsigned char)mark;
             mark = 0;
             ++n;
+        }
         }
     }
     if (status != GROVE_MAP_VALID) {

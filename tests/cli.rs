@@ -498,3 +498,36 @@ fn evolve_scores_a_test_file_of_its_own() {
     let out = grove(&["evolve", "--data", &train, "--test-data", bad.to_str().unwrap(), "--grammar", &grammar, "--pop", "10", "--gens", "1"], "");
     assert_one_line_error(&out, &["--test-data (test_data)", "missing `x4`, `response`", "not in the training data `y`"]);
 }
+
+/// Issue 58: a grammar's program is its phenotype text's unless `--reading derivation` (or an
+/// experiment file's `map.reading`) asks for the derivation's; `grove check` says where a
+/// grammar's two readings can differ.
+#[test]
+fn programs_read_as_their_text_unless_the_derivation_is_asked_for() {
+    use grove::grammar::template::Reading;
+    let ge = ["evolve", "-g", "grammars/regression.bnf", "--device", "cpu"];
+    let reading = |flags: &[&str]| {
+        let Ok(grove::cli::Command::Evolve(a)) = parsed(&[&ge[..], flags].concat()) else { panic!("{flags:?}") };
+        a.settings().unwrap().map.reading
+    };
+    assert_eq!(reading(&[]), Reading::Text);
+    assert_eq!(reading(&["--reading", "derivation"]), Reading::Derivation);
+    assert_eq!(reading(&["--reading", "text"]), Reading::Text);
+    let from_file = |map: serde_json::Value| match grove::task::runner::experiment::Experiment::from_parts("evolve", serde_json::json!({"grammar": "grammars/regression.bnf", "map": map}), "test.ron").unwrap() {
+        grove::task::runner::experiment::Experiment::Evolve(s) => s.map.reading,
+        _ => unreachable!("an evolve experiment"),
+    };
+    assert_eq!(from_file(serde_json::json!({"reading": "derivation"})), Reading::Derivation);
+    assert_eq!(from_file(serde_json::json!({"max_wraps": 1})), Reading::Text);
+    let out = grove(&[&ge[..], &["--reading", "python"]].concat(), "");
+    assert!(!out.status.success() && text(&out.stderr).contains("invalid value 'python' for '--reading <READING>'") && text(&out.stderr).contains("[possible values: text, derivation]"), "{}", text(&out.stderr));
+    // PonyGE2's Vladislavleva-4 leaves its operators bare; its supervised_learning brackets them.
+    let out = grove(&["check", "tests/fixtures/reference/grammars/ponyge2/Vladislavleva4.bnf"], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (s, e) = (text(&out.stdout), text(&out.stderr));
+    assert!(s.contains("can mean different programs in 3 productions"), "{s}");
+    assert!(e.contains("Vladislavleva4.bnf:2:11: note: the phenotype text and the derivation can mean different programs: where <e> after `-` derives `a + b`, the text `x - a + b` means `(x - a) + b`, the derivation `x - (a + b)`"), "{e}");
+    let out = grove(&["check", "--n-vars", "3", "tests/fixtures/reference/grammars/ponyge2/supervised_learning.bnf"], "");
+    assert!(text(&out.stdout).contains("reading     the phenotype text and the derivation mean the same program"), "{}", text(&out.stdout));
+    assert!(!text(&out.stderr).contains("note: the phenotype text"), "{}", text(&out.stderr));
+}

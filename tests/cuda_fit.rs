@@ -515,6 +515,96 @@ fn emulated_kernels_fit_data_of_several_parts_to_the_references_bits() {
     }
 }
 
+/// `pop` with most of its constant leaves made a grammar's constants `c[i]` (`Slot(i)` over
+/// the leaf): the `k`-th leaf of a tree becomes `c[k % 3]` unless `k % 4 == 3`, so trees share
+/// slots among leaves and keep some free ones. Rows grow by a node a slot.
+fn with_slots(pop: &Population) -> Population {
+    let mut out = Population::new(pop.size(), 2 * pop.max_len, pop.n_outputs);
+    for r in 0..pop.size() {
+        let mut nodes = Vec::new();
+        let mut k = 0;
+        for n in pop.tree(r).nodes() {
+            if n.op == grove::program::Op::Const {
+                if k % 4 != 3 {
+                    nodes.push(grove::program::tree::Node { op: grove::program::Op::Slot, value: (k % 3) as f32, out: n.out });
+                    nodes.push(grove::program::tree::Node { out: 0, ..n });
+                } else {
+                    nodes.push(n);
+                }
+                k += 1;
+            } else {
+                nodes.push(n);
+            }
+        }
+        if !nodes.is_empty() {
+            out.set_tree(r, &nodes).unwrap();
+        }
+    }
+    out
+}
+
+/// Every `c[i]` of every tree a fit changed (`res`, by row) carries one value.
+fn slots_agree(pop: &Population, res: &[FitResult], what: &str) {
+    for r in (0..pop.size()).filter(|&r| res[r].accepted > 0) {
+        let nodes = pop.tree(r).nodes();
+        for (i, n) in nodes.iter().enumerate().filter(|(_, n)| n.op == grove::program::Op::Slot) {
+            let first = nodes.iter().position(|m| m.op == grove::program::Op::Slot && m.value == n.value).unwrap();
+            assert_eq!(nodes[i + 1].value.to_bits(), nodes[first + 1].value.to_bits(), "{what}: tree {r}: c[{}] differs", n.value);
+        }
+    }
+}
+
+#[test]
+fn emulated_kernels_fit_a_grammars_shared_constants_to_the_references_bits() {
+    // Regression with and without scaling (one block a tree, and split over parts) and
+    // classification: the kernels tie the leaves of each c[i] as the reference does.
+    let Some(lib) = emulator_lib() else { return };
+    for scaling in [false, true] {
+        let (pop, x, y) = problem(30, 90, 41, "add,sub,mul,div,sin,exp");
+        let pop = with_slots(&pop);
+        let rows: Vec<usize> = (0..pop.size()).collect();
+        let cfg = FitConfig { steps: 6, linear_scaling: scaling };
+        let mut want = pop.clone();
+        let want_res = fit_constants(&mut want, &rows, &x, &y, 90, cfg);
+        let mut got = pop.clone();
+        let got_res = emulated_fit(&lib, &mut got, &rows, &x, &y, cfg, 48);
+        let what = format!("slots, scaling {scaling}");
+        same_results(&got_res, &want_res, &what);
+        same_values(&got, &want, &what);
+        slots_agree(&want, &want_res, &what);
+        let tied = (0..pop.size()).filter(|&r| want_res[r].accepted > 0 && (want_res[r].constants as usize) < pop.tree(r).op.iter().filter(|&&o| o == grove::program::Op::Const as u8).count().min(16)).count();
+        assert!(tied >= 5, "{what}: only {tied} fitted trees tie leaves");
+    }
+    let n_rows = grove::backend::cpu::fit::FIT_PART + 150;
+    let (pop, x, y) = problem(6, n_rows, 42, "add,sub,mul,sin");
+    let pop = with_slots(&pop);
+    let rows: Vec<usize> = (0..pop.size()).collect();
+    let cfg = FitConfig { steps: 4, linear_scaling: true };
+    let mut want = pop.clone();
+    let want_res = fit_constants(&mut want, &rows, &x, &y, n_rows, cfg);
+    let params = FitParams { n_trees: rows.len() as u32, max_len: pop.max_len as u32, n_rows: n_rows as u32, n_features: 2, steps: 4, scaling: 1, n_classes: 0, n_outputs: 0 };
+    let mut split = pop.clone();
+    let split_res = emulate_split(&lib, &mut split, &rows, &x, Target::Values(&y), params, 64);
+    same_results(&split_res, &want_res, "slots, split");
+    same_values(&split, &want, "slots, split");
+    let (pop, x, labels) = class_problem(16, 61, 3, 3, 43, "add,sub,mul,tanh");
+    let pop = with_slots(&pop);
+    let rows: Vec<usize> = (0..pop.size()).collect();
+    // Ties and the linear terms' offsets together.
+    let offset = class_offset(&x, 61, 3);
+    for off in [None, Some(&offset[..])] {
+        let what = format!("slots, classes, offsets {}", off.is_some());
+        let mut want = pop.clone();
+        let want_res = fit_class_constants(&mut want, &rows, &x, &labels, off, 61, 3, 5);
+        let mut got = pop.clone();
+        let got_res = emulated_class_fit(&lib, &mut got, &rows, &x, &labels, off, 3, 5, 32);
+        same_results(&got_res, &want_res, &what);
+        same_values(&got, &want, &what);
+        slots_agree(&want, &want_res, &what);
+        assert!(want_res.iter().any(|r| r.accepted > 0), "{what}: nothing fitted");
+    }
+}
+
 mod gpu {
     use super::*;
     use grove::backend::cuda::CudaEngine;
@@ -600,6 +690,28 @@ mod gpu {
                 let want_res = class_matches(&e, &pop, &rows, &x, &labels, n_classes, 5, offsets, &what);
                 assert!(want_res.iter().any(|r| r.accepted > 0), "{what}: nothing fitted");
             }
+        }
+    }
+
+    #[test]
+    #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+    fn gpu_kernels_fit_a_grammars_shared_constants_to_the_references_bits() {
+        let e = engine();
+        for scaling in [false, true] {
+            for n_rows in [75usize, 1000, grove::backend::cpu::fit::FIT_PART * 2 + 9] {
+                let (pop, x, y) = problem(200, n_rows, 44, "add,sub,mul,div,sin,exp");
+                let pop = with_slots(&pop);
+                let rows: Vec<usize> = (0..pop.size()).collect();
+                let what = format!("GPU slots, scaling {scaling}, {n_rows} rows");
+                let want_res = regression_matches(&e, &pop, &rows, &x, &y, FitConfig { steps: 8, linear_scaling: scaling }, &what);
+                assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
+            }
+        }
+        let (pop, x, labels) = class_problem(100, 300, 3, 3, 45, "add,sub,mul,tanh");
+        let pop = with_slots(&pop);
+        let rows: Vec<usize> = (0..pop.size()).collect();
+        for offsets in [false, true] {
+            class_matches(&e, &pop, &rows, &x, &labels, 3, 6, offsets, &format!("GPU slots, classes, offsets {offsets}"));
         }
     }
 

@@ -96,7 +96,7 @@ fn map_matches_reference() {
             for codons in [Codons::Eager, Codons::Lazy] {
                 for (max_depth, max_nodes) in [(u32::MAX, u32::MAX), (8, u32::MAX), (17, 60), (u32::MAX, 25)] {
                     for (cap, shared) in [(1024, true), (16, true), (1024, false)] {
-                        let cfg = MapConfig { max_wraps: wraps, codons, max_depth, max_nodes };
+                        let cfg = MapConfig { max_wraps: wraps, codons, max_depth, max_nodes, ..MapConfig::default() };
                         let launch = MapLaunch { shared_table: shared, ..MapLaunch::default() };
                         let gpu = engine
                             .map_genomes_with(&loaded.table, &genomes, &cfg, cap, &launch)
@@ -317,7 +317,7 @@ fn kernel_transcription_matches_reference() {
         for (wraps, codons, max_depth, max_nodes, cap) in
             [(0, Codons::Eager, u32::MAX, u32::MAX, 1024), (2, Codons::Lazy, 8, u32::MAX, 1024), (2, Codons::Eager, 17, 60, 16)]
         {
-            let cfg = MapConfig { max_wraps: wraps, codons, max_depth, max_nodes };
+            let cfg = MapConfig { max_wraps: wraps, codons, max_depth, max_nodes, ..MapConfig::default() };
             let mut m = Mapper::new(&l.table, cfg).with_max_derivation(cap);
             for i in 0..genomes.size() {
                 let (status, used, depth, nodes, d) = kernel_transcription(&blob, genomes.get(i), &cfg, cap);

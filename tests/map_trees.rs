@@ -22,7 +22,7 @@ use grove::genome::map::Invalid;
 use grove::genome::{Codons, Genomes, InitConfig, MapConfig};
 use grove::genome::vary::GeVaryConfig;
 use grove::genome::build::build_tree;
-use grove::grammar::template::{DeviceTables, Templates, Vars, compile};
+use grove::grammar::template::{DeviceTables, Reading, Templates, Vars, compile};
 use grove::grammar::{self, DatasetShape, Loaded};
 use grove::program::tree::Population;
 use rand::rngs::StdRng;
@@ -54,6 +54,8 @@ const FEATURES: &[(&str, &str)] = &[
     ),
     // Eight operands per expansion: zeros recurse leftmost and overflow the mapper's stack.
     ("wide.bnf", "<e> ::= <e>+<e>+<e>+<e>+<e>+<e>+<e>+<e> | x0 | 1"),
+    // Constants c[i]: literal, spelled by a rule, and spelled past the 16 slots (c[16], c[19]).
+    ("slots.bnf", "<e> ::= <e>*<e> | <e>+c[<k>] | c[1<d>] | c[3] | x0\n<k> ::= GE_RANGE:4\n<d> ::= 0 | 5 | 6 | 9"),
     (
         "indices.bnf",
         "<e> ::= <e>+<e> | x[<r>] | x[:, <i>] | 1\n<r> ::= 1 | +2 | 3 | 4 | 5 | 6 | 99999999999 | 00 | 4294967296\n<i> ::= GE_RANGE:7",
@@ -123,12 +125,13 @@ fn genomes(n: usize, seed: u64, extra: &[Vec<u32>]) -> Genomes {
     g
 }
 
-/// The settings each grammar is mapped under: `(map config, L)`.
+/// The settings each grammar is mapped under: `(map config, L)`; the derivation's reading
+/// with two wraps, the text's otherwise.
 fn settings() -> Vec<(MapConfig, usize)> {
     let mut v = Vec::new();
-    for (wraps, codons) in [(0, Codons::Eager), (2, Codons::Lazy), (1, Codons::Eager)] {
+    for (wraps, codons, reading) in [(0, Codons::Eager, Reading::Text), (2, Codons::Lazy, Reading::Derivation), (1, Codons::Eager, Reading::Text)] {
         for (max_depth, max_len) in [(u32::MAX, 256), (17, 64), (8, 9)] {
-            v.push((MapConfig { max_wraps: wraps, codons, max_depth, max_nodes: u32::MAX }, max_len));
+            v.push((MapConfig { max_wraps: wraps, codons, max_depth, max_nodes: u32::MAX, reading }, max_len));
         }
     }
     v
@@ -150,10 +153,11 @@ fn cpu_status(rep: &GrammarRep, genome: &[u32], max_len: usize) -> u32 {
         Some(Invalid::StackTooDeep) => MapStatus::StackOverflow as u32,
         None => {
             let (mut nodes, mut scratch) = (Vec::new(), Vec::new());
-            match build_tree(rep.table, rep.templates, m.derivation(), max_len, &mut nodes, &mut scratch) {
+            match build_tree(rep.table, rep.templates, m.derivation(), rep.map.reading, max_len, &mut nodes, &mut scratch) {
                 Ok(()) => MapStatus::Valid as u32,
                 Err(grove::genome::build::BuildError::TooLong) => MapStatus::TooLong as u32,
                 Err(grove::genome::build::BuildError::BadSpelling) => MapStatus::BadSpelling as u32,
+                Err(grove::genome::build::BuildError::TooDeep) => MapStatus::BuildFramesFull as u32,
             }
         }
     }
@@ -244,7 +248,7 @@ impl Emulated {
             templates_at: tables.templates_at as u32,
             max_len: max_len as u32,
             build: 1,
-            pad: 0,
+            reading: MapTreesParams::reading_code(cfg.reading),
         };
         // SAFETY: the table fits grove_table (checked by DeviceTables::new); the kernel's C
         // signature is MapTreesFn and every buffer has the sizes the kernel indexes (P genomes
@@ -280,7 +284,7 @@ type MapDevice<'a> = dyn Fn(&DeviceTables, &Genomes, &MapConfig, usize, usize, u
 /// Runs `device` on every case and setting and compares with the CPU; `n` random genomes each.
 fn parity(n: usize, device: &MapDevice<'_>) {
     let mut seen = [0usize; 9];
-    let mut runs = 0;
+    let (mut runs, mut regrouped) = (0, 0);
     for (name, l, t, fixture) in cases() {
         let tables = DeviceTables::new(&l.table, &t).unwrap_or_else(|e| panic!("{name}: {e}"));
         for (k, (cfg, max_len)) in settings().into_iter().enumerate() {
@@ -291,10 +295,19 @@ fn parity(n: usize, device: &MapDevice<'_>) {
             if let Some(m) = first_mismatch(&rep, &g, &pop, &used, &status, &mut seen) {
                 panic!("first mismatch: {name}, {cfg:?}, L {max_len}: {m}");
             }
+            if cfg.reading == Reading::Text {
+                // Rows whose text reading is not the derivation's: the parity covers the regrouping.
+                let mut by_derivation = rep.grammar();
+                by_derivation.map.reading = Reading::Derivation;
+                let mut other = Population::new(g.size(), max_len, t.n_outputs);
+                map_population(&by_derivation, &g, &mut other);
+                regrouped += (0..g.size()).filter(|&i| pop.tree(i).nodes() != other.tree(i).nodes()).count();
+            }
             runs += 1;
         }
     }
-    eprintln!("{runs} runs; outcomes by status code: {seen:?}");
+    eprintln!("{runs} runs; outcomes by status code: {seen:?}; {regrouped} trees the text regroups");
+    assert!(regrouped >= 100, "only {regrouped} trees differ between the readings");
     for (code, what) in [(0, "valid"), (1, "out of codons"), (2, "too deep"), (5, "stack overflow"), (6, "too long"), (7, "bad spelling")] {
         assert!(seen[code] > 0, "no genome ended {what}");
     }

@@ -428,6 +428,12 @@ pub struct GeArgs {
         defaults::GE.mutation, defaults::GE_SUBTREE_MUTATION
     ))]
     pub mutation: String,
+    /// GE: how a derivation becomes a program: text (what its phenotype says under Python's
+    /// precedence and associativity, PonyGE2's meaning: x-<e> with <e> deriving a+b is
+    /// (x-a)+b) or derivation (the derivation tree's nesting, each production's operators by
+    /// precedence within it: x-(a+b), for grammars written for it).
+    #[arg(long, value_enum, default_value_t = defaults::GE.reading)]
+    pub reading: crate::grammar::template::Reading,
 }
 
 /// `--crossover`'s value: a probability, or `onepoint`/`subtree` with an optional `:P`.
@@ -493,6 +499,7 @@ impl GeArgs {
             crossover_op,
             mutation_op,
             mutation_per_used,
+            reading: self.reading,
         }
         .configs())
     }

@@ -160,6 +160,7 @@ pub fn map(args: &MapArgs) -> Result<ExitCode> {
         codons: args.codons,
         max_depth: args.max_depth.unwrap_or(u32::MAX),
         max_nodes: args.max_nodes.unwrap_or(u32::MAX),
+        ..MapConfig::default()
     };
     let mut out = BufWriter::new(std::io::stdout().lock());
     let settings =

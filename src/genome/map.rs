@@ -13,6 +13,7 @@
 //! prefix order) so the phenotype can be rendered, or a program tree built, afterwards.
 
 use crate::grammar::compile::{PRODUCTION_LEAF_ROW, RuleTable, SymbolKind, unpack};
+use crate::grammar::template::Reading;
 
 
 /// How single-production rules use codons (`--codons`, whose help the variants' doc comments
@@ -39,11 +40,15 @@ pub struct MapConfig {
     pub max_depth: u32,
     /// Largest node count (PonyGE2's `MAX_TREE_NODES`); more is invalid. `u32::MAX`: no limit.
     pub max_nodes: u32,
+    /// How a derivation becomes a program: its phenotype text's meaning (the default) or its
+    /// nesting. Settings written before this field existed meant the nesting.
+    #[serde(default = "Reading::before_text")]
+    pub reading: Reading,
 }
 
 impl Default for MapConfig {
     fn default() -> Self {
-        Self { max_wraps: 0, codons: Codons::Eager, max_depth: u32::MAX, max_nodes: u32::MAX }
+        Self { max_wraps: 0, codons: Codons::Eager, max_depth: u32::MAX, max_nodes: u32::MAX, reading: Reading::Text }
     }
 }
 

@@ -13,10 +13,15 @@
 //!   derived text is spliced in and read when the tree is built. Such *digit rules* derive only
 //!   digits and `.`.
 //!
-//! Infix operators follow the usual precedence inside one production; across productions the
-//! derivation's structure is the tree (so `<e>-<e>` whose right child derives `a+b` means
-//! `x - (a + b)`, where PonyGE2, evaluating the text, would compute `(x - a) + b`).
-//! Numbers are read by [`read_number`], an exact algorithm the CUDA mapper repeats.
+//! A program means what its phenotype text says ([`Reading::Text`], the default): the text read
+//! with Python's precedence and associativity, as PonyGE2 evaluates it, so `<e>-<e>` whose right
+//! child derives `a+b` spells `x-a+b`, which is `(x - a) + b`. For that each production also
+//! keeps its tokens in text order ([`Token`]), which the builder parses again with the
+//! children's tokens in place (`genome::build`). [`Reading::Derivation`] keeps the derivation's
+//! structure instead: each production's template, infix operators by precedence inside it, a
+//! hole being its child whole (`x - (a + b)` above), for grammars written for it.
+//! [`readings_differ`] tells where the two can disagree. Numbers are read by [`read_number`],
+//! an exact algorithm the CUDA mapper repeats.
 //!
 //! The templates are laid out for the GPU by [`Templates::to_device_blob`] and [`DeviceTables`];
 //! a derivation becomes a tree through them in `genome::build` (the CPU twin of
@@ -48,14 +53,34 @@ pub enum Item {
     /// `out(K, EXPR)`: the next node emitted (EXPR's root) becomes an output node for slot K,
     /// given literally or spelled by digit children.
     Output(Vec<Part>),
-    /// A constant or variable spelled by text and digit children: the parts are joined and read.
+    /// A constant, variable or constant slot spelled by text and digit children: the parts are
+    /// joined and read.
     Spelled {
-        /// Constant (`false`) or variable index (`true`).
-        var: bool,
+        /// What the text spells.
+        kind: Spell,
         /// Literal text and children, in order.
         parts: Vec<Part>,
     },
 }
+
+/// What a spelled item's text is read as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spell {
+    /// A number: a constant leaf.
+    Const,
+    /// A variable index: a variable leaf.
+    Var,
+    /// The index `i` of a constant slot `c[i]`: an [`Op::Slot`] node of value `i` (below
+    /// [`MAX_SLOTS`]); the item after it is the slot's constant leaf.
+    Slot,
+}
+
+pub use crate::program::tree::MAX_SLOTS;
+
+/// The value a constant slot `c[i]` starts at before fitting: scipy's `curve_fit` starts
+/// there too (PonyGE2's `optimize_constants` starts L-BFGS-B at 0, where a product of two
+/// constants or a protected division by one has no slope for a fit to follow).
+pub const SLOT_START: f32 = 1.0;
 
 /// A piece of a spelled number.
 #[derive(Clone, Debug, PartialEq)]
@@ -66,6 +91,68 @@ pub enum Part {
     Child(u16),
 }
 
+/// How a derivation becomes a program (`--reading`, a run's `map.reading`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Reading {
+    /// What the phenotype text says under Python's precedence and associativity (PonyGE2's
+    /// meaning): `x-<e>` with `<e>` deriving `a+b` is `(x-a)+b`.
+    #[default]
+    Text,
+    /// The derivation tree's structure, each production's operators by precedence within it:
+    /// `x-<e>` with `<e>` deriving `a+b` is `x-(a+b)` (for grammars written for it).
+    Derivation,
+}
+
+impl Reading {
+    /// What a run's settings written before readings existed meant: the derivation's.
+    pub fn before_text() -> Self {
+        Reading::Derivation
+    }
+}
+
+/// One token of a production's text, in text order, for [`Reading::Text`]: the builder parses
+/// a derivation's tokens by binding power, each hole replaced by its child's tokens.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Token {
+    /// An operand's node ([`Item::Node`] of a leaf, or [`Item::Spelled`]); a constant slot's
+    /// `Slot` node (`c[i]`), which takes the constant token right after it as its operand.
+    Node(Item),
+    /// Child `k`'s tokens.
+    Hole(u16),
+    /// An infix operator and its binding powers (left, right).
+    Binary {
+        /// Operator.
+        op: Op,
+        /// Left binding power.
+        lbp: u8,
+        /// Right binding power.
+        rbp: u8,
+    },
+    /// An infix operator named by the production child `k` chose ([`Templates::op_power`]).
+    BinaryFrom(u16),
+    /// A prefix operator (unary minus) and its right binding power.
+    Prefix {
+        /// Operator.
+        op: Op,
+        /// Right binding power.
+        rbp: u8,
+    },
+    /// `name(`: a call's name and its opening parenthesis; its arguments are separated by
+    /// [`Token::Comma`] and closed by [`Token::Close`] (a prefix form `(op a b)` reads so too).
+    Call(Op),
+    /// `<f>(`: a call whose function is named by the production child `k` chose.
+    CallFrom(u16),
+    /// `out(K,`: the output slot of the expression up to the matching [`Token::Close`].
+    Out(Vec<Part>),
+    /// `(` that only groups.
+    Open,
+    /// `)`.
+    Close,
+    /// `,` between a call's arguments.
+    Comma,
+}
+
 /// Templates for every production of the rules a program's derivation passes through.
 #[derive(Clone, Debug, Default)]
 pub struct Templates {
@@ -74,6 +161,11 @@ pub struct Templates {
     /// Per global production: the operator it names, if its rule is an operator rule.
     /// A unit production `<op> ::= <other-op>` has `None` here and delegates to its child.
     pub op: Vec<Option<Op>>,
+    /// Per global production: its tokens in text order, if its rule is an expression rule.
+    pub text: Vec<Option<Vec<Token>>>,
+    /// Per global production of an operator rule: the binding powers `(left, right)` of its
+    /// operator written infix (`+ -` 1, 2; `* /` 3, 4; `** ^` 6, 5; a name 3, 4).
+    pub op_power: Vec<(u8, u8)>,
     /// Number of input variables; a variable index at or above is an error when building.
     pub n_vars: usize,
     /// Number of output slots programs have (0: single output, `out(…)` not allowed).
@@ -96,6 +188,8 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
     let mut out = Templates {
         expr: vec![None; t.productions.len()],
         op: vec![None; t.productions.len()],
+        text: vec![None; t.productions.len()],
+        op_power: vec![(0, 0); t.productions.len()],
         n_vars: vars.names.len(),
         n_outputs: vars.n_outputs,
     };
@@ -123,14 +217,18 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
             };
             match role {
                 Role::Expr => match parse_production(&p.symbols, &kids, &digit, &op_rule, vars) {
-                    Ok((items, uses)) => {
+                    Ok((items, uses, text)) => {
                         for (k, role) in uses {
                             let span = child_span(&p.symbols, k as usize).unwrap_or(p.span);
                             if let Some(r) = kids[k as usize] {
                                 want(r, role, span, &mut errors);
                             }
                         }
+                        if let Some(msg) = slot_index_past(g, &items, &kids) {
+                            errors.push(Diagnostic::error(p.span, msg));
+                        }
                         out.expr[gp] = Some(items);
+                        out.text[gp] = Some(text);
                     }
                     Err(msg) => errors.push(Diagnostic::error(
                         p.span,
@@ -144,7 +242,10 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
                     }).collect();
                     match (text, kids.as_slice()) {
                         (Some(text), []) => match Op::by_name(text.trim()) {
-                            Some(op) if op.arity() == arity as usize => out.op[gp] = Some(op),
+                            Some(op) if op.arity() == arity as usize => {
+                                out.op[gp] = Some(op);
+                                out.op_power[gp] = expr::binary_power(text.trim()).map_or((3, 4), |(l, r, _)| (l, r));
+                            }
                             Some(op) => errors.push(Diagnostic::error(
                                 p.span,
                                 format!("`{}` takes {} arguments where {arity} are given", op.name(), op.arity()),
@@ -173,6 +274,31 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
         }
     }
     if errors.is_empty() { Ok(out) } else { Err(GrammarError::new(&g.file, errors)) }
+}
+
+/// Where a production spells a constant slot's index with one child (`c[<i>]`) whose rule
+/// derives a number (`GE_RANGE:dataset_n_vars` gives `0 | 1 | …`), the first index past the
+/// slots it can spell, as the error to report; `None` when every index it spells is a slot
+/// (longer spellings are read when building: past the slots is an invalid individual).
+fn slot_index_past(g: &Grammar, items: &[Item], kids: &[Option<usize>]) -> Option<String> {
+    for item in items {
+        let Item::Spelled { kind: Spell::Slot, parts } = item else { continue };
+        let [Part::Child(k)] = parts.as_slice() else { continue };
+        let Some(r) = kids[*k as usize] else { continue };
+        let rule = &g.rules[r];
+        let past = rule.productions.iter().filter_map(|p| match p.symbols.as_slice() {
+            [Symbol::Terminal { text, .. }] => text.trim().parse::<u64>().ok(),
+            _ => None,
+        });
+        if let Some(i) = past.filter(|&i| i >= MAX_SLOTS as u64).max() {
+            return Some(format!(
+                "c[<{}>] can spell c[{i}], but grove fits at most {MAX_SLOTS} constants, c[0] to c[{}]: give the index a rule of its own, e.g. <ci> ::= GE_RANGE:{MAX_SLOTS}",
+                rule.name,
+                MAX_SLOTS - 1
+            ));
+        }
+    }
+    None
 }
 
 /// The rule of each child of production `gp`; `None` for a codon value.
@@ -345,6 +471,40 @@ pub mod item_kind {
     pub const SPELLED_CONST: u32 = 4;
     /// A spelled variable index: parts in word 1.
     pub const SPELLED_VAR: u32 = 5;
+    /// A spelled constant slot index (`c[<i>]`): parts in word 1.
+    pub const SPELLED_SLOT: u32 = 6;
+}
+
+/// Token kinds of the device token table (`GROVE_TOKEN_*` in `kernels/map.cu`).
+pub mod token_kind {
+    /// A fixed node (a leaf, or a literal `c[i]`'s `Slot`): opcode in bits 8..16, value bits in word 1.
+    pub const NODE: u32 = 0;
+    /// A spelled constant: parts in word 1.
+    pub const SPELLED_CONST: u32 = 1;
+    /// A spelled variable index: parts in word 1.
+    pub const SPELLED_VAR: u32 = 2;
+    /// A spelled constant slot (`c[<i>]`'s `Slot`): parts in word 1.
+    pub const SPELLED_SLOT: u32 = 3;
+    /// A child's tokens: child in bits 16..32.
+    pub const HOLE: u32 = 4;
+    /// An infix operator: opcode in bits 8..16, `lbp | rbp << 8` in word 1.
+    pub const BINARY: u32 = 5;
+    /// An infix operator a child names: child in bits 16..32.
+    pub const BINARY_FROM: u32 = 6;
+    /// A prefix operator: opcode in bits 8..16, `rbp` in word 1.
+    pub const PREFIX: u32 = 7;
+    /// `name(`: opcode in bits 8..16.
+    pub const CALL: u32 = 8;
+    /// `<f>(`: child in bits 16..32.
+    pub const CALL_FROM: u32 = 9;
+    /// `out(K,`: parts in word 1.
+    pub const OUT: u32 = 10;
+    /// `(`.
+    pub const OPEN: u32 = 11;
+    /// `)`.
+    pub const CLOSE: u32 = 12;
+    /// `,`.
+    pub const COMMA: u32 = 13;
 }
 
 /// A text entry of the device table that is not spellable: reading it fails the spelling.
@@ -353,52 +513,91 @@ pub const TEXT_POISON: u32 = 0xffff_0000;
 pub const PART_CHILD: u32 = 1 << 31;
 
 impl Templates {
+    /// Whether a production writes a constant slot `c[i]` (whose value constant fitting
+    /// chooses).
+    pub fn has_slots(&self) -> bool {
+        self.expr.iter().flatten().flatten().any(|i| matches!(i, Item::Node { op: Op::Slot, .. } | Item::Spelled { kind: Spell::Slot, .. }))
+    }
+
     /// The templates as one byte blob for the GPU builder, placed after the rule table in
     /// constant memory (`grove_map_trees` in `kernels/map.cu` reads it). Layout (little-endian
     /// `u32` words unless said; offsets in bytes from the blob's start):
     ///
     /// | section | element | count |
     /// |---|---|---|
-    /// | header | 12 words: `n_productions, n_items, n_parts, n_terminals, n_set_values, n_vars, n_outputs, off_items, off_parts, off_terminals, off_sets, off_chars` | 1 |
-    /// | productions | 2 words: `first_item \| n_items << 16` (`n_items` 0: not an expression production), operator code or `0xffff_ffff` | `n_productions` |
+    /// | header | 14 words: `n_productions, n_items, n_parts, n_terminals, n_set_values, n_vars, n_outputs, off_items, off_parts, off_terminals, off_sets, off_chars, n_tokens, off_tokens` | 1 |
+    /// | productions | 3 words: `first_item \| n_items << 16` (`n_items` 0: not an expression production); operator code `\| lbp << 8 \| rbp << 16` ([`Templates::op_power`]) or `0xffff_ffff`; `first_token \| n_tokens << 16` | `n_productions` |
     /// | items | 2 words: `kind \| opcode << 8 \| child << 16`, then value bits or parts (`first \| n << 16`) | `n_items` |
+    /// | tokens | 2 words: [`token_kind`]` \| opcode << 8 \| child << 16`, then value bits, parts, or binding powers | `n_tokens` |
     /// | parts | 1 word: [`PART_CHILD`]` \| child`, or text `offset \| length << 16` | `n_parts` |
     /// | terminals, set values | 1 word: text `offset \| length << 16`, or [`TEXT_POISON`] | as in the table |
     /// | characters | bytes | |
     pub fn to_device_blob(&self, t: &RuleTable) -> Vec<u8> {
-        let mut prods: Vec<[u32; 2]> = Vec::with_capacity(self.expr.len());
+        let mut prods: Vec<[u32; 3]> = Vec::with_capacity(self.expr.len());
         let (mut items, mut parts, mut chars): (Vec<[u32; 2]>, Vec<u32>, Vec<u8>) = (Vec::new(), Vec::new(), Vec::new());
+        let mut tokens: Vec<[u32; 2]> = Vec::new();
         let text = |chars: &mut Vec<u8>, s: &str| -> u32 {
             let len = s.len().min(0x7fff);
             let off = chars.len() as u32;
             chars.extend_from_slice(&s.as_bytes()[..len]);
             off | (len as u32) << 16
         };
+        let ps = |list: &[Part], parts: &mut Vec<u32>, chars: &mut Vec<u8>| -> u32 {
+            let first = parts.len() as u32;
+            for part in list {
+                parts.push(match part {
+                    Part::Text(s) => text(chars, s),
+                    Part::Child(k) => PART_CHILD | *k as u32,
+                });
+            }
+            first | (list.len() as u32) << 16
+        };
         for (p, tpl) in self.expr.iter().enumerate() {
-            let op = self.op.get(p).copied().flatten().map_or(u32::MAX, |o| o as u32);
+            let op = self.op.get(p).copied().flatten().map_or(u32::MAX, |o| {
+                let (l, r) = self.op_power.get(p).copied().unwrap_or((3, 4));
+                o as u32 | (l as u32) << 8 | (r as u32) << 16
+            });
             let Some(tpl) = tpl else {
-                prods.push([0, op]);
+                prods.push([0, op, 0]);
                 continue;
             };
-            prods.push([items.len() as u32 | (tpl.len() as u32) << 16, op]);
-            for item in tpl {
-                let ps = |list: &[Part], parts: &mut Vec<u32>, chars: &mut Vec<u8>| -> u32 {
-                    let first = parts.len() as u32;
-                    for part in list {
-                        parts.push(match part {
-                            Part::Text(s) => text(chars, s),
-                            Part::Child(k) => PART_CHILD | *k as u32,
-                        });
-                    }
-                    first | (list.len() as u32) << 16
+            let toks = self.text.get(p).and_then(|t| t.as_deref()).unwrap_or(&[]);
+            prods.push([items.len() as u32 | (tpl.len() as u32) << 16, op, tokens.len() as u32 | (toks.len() as u32) << 16]);
+            for tok in toks {
+                use token_kind as tk;
+                let spelled = |kind: &Spell| match kind {
+                    Spell::Const => tk::SPELLED_CONST,
+                    Spell::Var => tk::SPELLED_VAR,
+                    Spell::Slot => tk::SPELLED_SLOT,
                 };
+                tokens.push(match tok {
+                    Token::Node(Item::Node { op, value }) => [tk::NODE | (*op as u32) << 8, value.to_bits()],
+                    Token::Node(Item::Spelled { kind, parts: list }) => [spelled(kind), ps(list, &mut parts, &mut chars)],
+                    Token::Node(other) => unreachable!("a token's node is a node or a spelling, not {other:?}"),
+                    Token::Hole(k) => [tk::HOLE | (*k as u32) << 16, 0],
+                    Token::Binary { op, lbp, rbp } => [tk::BINARY | (*op as u32) << 8, *lbp as u32 | (*rbp as u32) << 8],
+                    Token::BinaryFrom(k) => [tk::BINARY_FROM | (*k as u32) << 16, 0],
+                    Token::Prefix { op, rbp } => [tk::PREFIX | (*op as u32) << 8, *rbp as u32],
+                    Token::Call(op) => [tk::CALL | (*op as u32) << 8, 0],
+                    Token::CallFrom(k) => [tk::CALL_FROM | (*k as u32) << 16, 0],
+                    Token::Out(list) => [tk::OUT, ps(list, &mut parts, &mut chars)],
+                    Token::Open => [tk::OPEN, 0],
+                    Token::Close => [tk::CLOSE, 0],
+                    Token::Comma => [tk::COMMA, 0],
+                });
+            }
+            for item in tpl {
                 items.push(match item {
                     Item::Node { op, value } => [item_kind::NODE | (*op as u32) << 8, value.to_bits()],
                     Item::Hole(k) => [item_kind::HOLE | (*k as u32) << 16, 0],
                     Item::OpFrom(k) => [item_kind::OP_FROM | (*k as u32) << 16, 0],
                     Item::Output(list) => [item_kind::OUTPUT, ps(list, &mut parts, &mut chars)],
-                    Item::Spelled { var, parts: list } => {
-                        let kind = if *var { item_kind::SPELLED_VAR } else { item_kind::SPELLED_CONST };
+                    Item::Spelled { kind, parts: list } => {
+                        let kind = match kind {
+                            Spell::Const => item_kind::SPELLED_CONST,
+                            Spell::Var => item_kind::SPELLED_VAR,
+                            Spell::Slot => item_kind::SPELLED_SLOT,
+                        };
                         [kind, ps(list, &mut parts, &mut chars)]
                     }
                 });
@@ -407,8 +606,9 @@ impl Templates {
         let spelled = |chars: &mut Vec<u8>, s: &String| if spellable(s) { text(chars, s) } else { TEXT_POISON };
         let terms: Vec<u32> = t.terminals.iter().map(|s| spelled(&mut chars, s)).collect();
         let sets: Vec<u32> = t.set_values.iter().map(|s| spelled(&mut chars, s)).collect();
-        let off_items = 48 + prods.len() * 8;
-        let off_parts = off_items + items.len() * 8;
+        let off_items = 56 + prods.len() * 12;
+        let off_tokens = off_items + items.len() * 8;
+        let off_parts = off_tokens + tokens.len() * 8;
         let off_terms = off_parts + parts.len() * 4;
         let off_sets = off_terms + terms.len() * 4;
         let off_chars = off_sets + sets.len() * 4;
@@ -425,9 +625,16 @@ impl Templates {
             off_terms,
             off_sets,
             off_chars,
+            tokens.len(),
+            off_tokens,
         ];
         let mut out = Vec::with_capacity(off_chars + chars.len() + 3);
-        let words = header.iter().map(|&w| w as u32).chain(prods.iter().flatten().copied()).chain(items.iter().flatten().copied());
+        let words = header
+            .iter()
+            .map(|&w| w as u32)
+            .chain(prods.iter().flatten().copied())
+            .chain(items.iter().flatten().copied())
+            .chain(tokens.iter().flatten().copied());
         for w in words.chain(parts).chain(terms).chain(sets) {
             out.extend_from_slice(&w.to_le_bytes());
         }
@@ -467,6 +674,189 @@ impl DeviceTables {
     }
 }
 
+/// The infix spelling of an operator in messages.
+fn symbol(op: Op) -> &'static str {
+    match op {
+        Op::Add => "+",
+        Op::Sub | Op::Neg => "-",
+        Op::Mul => "*",
+        Op::Div => "/",
+        Op::Pow => "**",
+        other => other.name(),
+    }
+}
+
+/// The operators a rule's text can show outside any bracket, as binding powers: bit `p` of
+/// `left` for an infix operator of left binding power `p`, of `right` for an infix or prefix
+/// operator of right binding power `p`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Exposed {
+    left: u32,
+    right: u32,
+}
+
+/// The binding powers `(left, right)` an operator child (rule `r`) can give, through unit
+/// productions; `seen` guards against a loop of them.
+fn op_powers(g: &Grammar, t: &RuleTable, tpl: &Templates, r: usize, seen: &mut Vec<usize>, out: &mut Vec<(u8, u8, Op)>) {
+    if seen.contains(&r) {
+        return;
+    }
+    seen.push(r);
+    let first = t.rules[r].first_production as usize;
+    for (k, p) in g.rules[r].productions.iter().enumerate() {
+        match tpl.op[first + k] {
+            Some(op) => {
+                let (l, rp) = tpl.op_power[first + k];
+                out.push((l, rp, op));
+            }
+            None => {
+                if let [Symbol::NonTerminal { name, .. }] = p.symbols.as_slice() {
+                    if let Some(c) = g.rule_index(name) {
+                        op_powers(g, t, tpl, c, seen, out);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a grammar's two [`Reading`]s can give different programs: one note per production with
+/// an operand (a hole) whose child can derive, outside brackets, an operator that the operator
+/// beside the hole would take apart in the text (`<e>-<e>` whose second `<e>` derives `a+b`
+/// spells `x-a+b`, `(x-a)+b`; the derivation means `x-(a+b)`). A rule's operators count with
+/// those its holes outside brackets can bring (a fixed point); a production's hole next to
+/// `op` differs where its child shows an operator of left binding power below `op`'s right one
+/// (on `op`'s right), or of right binding power at most `op`'s left one (on its left). Empty
+/// when the readings always agree (every operator in brackets, or precedence by rules).
+pub fn readings_differ(g: &Grammar, t: &RuleTable, tpl: &Templates) -> Vec<Diagnostic> {
+    let rule_of = |gp: usize| t.rules.iter().rposition(|r| r.first_production as usize <= gp).unwrap_or(0);
+    let child_rule = |gp: usize, k: u16| child_rules(t, gp).get(k as usize).copied().flatten();
+    let powers = |gp: usize, k: u16| -> Vec<(u8, u8, Op)> {
+        let mut out = Vec::new();
+        if let Some(r) = child_rule(gp, k) {
+            op_powers(g, t, tpl, r, &mut Vec::new(), &mut out);
+        }
+        out
+    };
+    // The depth-0 tokens of each expression production.
+    let outside = |toks: &[Token]| -> Vec<(usize, Token)> {
+        let mut depth = 0i32;
+        let mut v = Vec::new();
+        for (j, tok) in toks.iter().enumerate() {
+            match tok {
+                Token::Open | Token::Call(_) | Token::CallFrom(_) | Token::Out(_) => depth += 1,
+                Token::Close => depth -= 1,
+                _ if depth == 0 => v.push((j, tok.clone())),
+                _ => {}
+            }
+        }
+        v
+    };
+    let mut exposed = vec![Exposed::default(); t.rules.len()];
+    loop {
+        let mut changed = false;
+        for (gp, toks) in tpl.text.iter().enumerate() {
+            let Some(toks) = toks else { continue };
+            let r = rule_of(gp);
+            let mut e = exposed[r];
+            for (_, tok) in outside(toks) {
+                match tok {
+                    Token::Binary { lbp, rbp, .. } => {
+                        e.left |= 1 << lbp;
+                        e.right |= 1 << rbp;
+                    }
+                    Token::BinaryFrom(k) => {
+                        for (l, rp, _) in powers(gp, k) {
+                            e.left |= 1 << l;
+                            e.right |= 1 << rp;
+                        }
+                    }
+                    Token::Prefix { rbp, .. } => e.right |= 1 << rbp,
+                    Token::Hole(k) => {
+                        if let Some(c) = child_rule(gp, k) {
+                            e.left |= exposed[c].left;
+                            e.right |= exposed[c].right;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if e != exposed[r] {
+                exposed[r] = e;
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    // A representative operator for a binding power, for the messages.
+    let by_left = |p: u32| match p {
+        1 => "+",
+        3 => "*",
+        _ => "**",
+    };
+    let by_right = |p: u32| match p {
+        2 => "+",
+        4 => "*",
+        _ => "** or a unary -",
+    };
+    let lowest = |mask: u32| mask.trailing_zeros();
+    let mut notes = Vec::new();
+    for (gp, toks) in tpl.text.iter().enumerate() {
+        let Some(toks) = toks else { continue };
+        let r = rule_of(gp);
+        let production = &g.rules[r].productions[gp - t.rules[r].first_production as usize];
+        let outer = outside(toks);
+        let mut found: Option<String> = None;
+        for (at, &(j, ref tok)) in outer.iter().enumerate() {
+            let Token::Hole(k) = tok else { continue };
+            let Some(c) = child_rule(gp, *k) else { continue };
+            let ex = exposed[c];
+            // (lbp, rbp, symbol, prefix) of the operator beside the hole.
+            let beside = |n: Option<&(usize, Token)>| -> Vec<(u8, u8, &'static str, bool)> {
+                match n {
+                    Some((_, Token::Binary { op, lbp, rbp })) => vec![(*lbp, *rbp, symbol(*op), false)],
+                    Some((_, Token::BinaryFrom(k))) => powers(gp, *k).into_iter().map(|(l, r, op)| (l, r, symbol(op), false)).collect(),
+                    Some((_, Token::Prefix { op, rbp })) => vec![(0, *rbp, symbol(*op), true)],
+                    _ => Vec::new(),
+                }
+            };
+            // Only tokens next to the hole in the text count.
+            let left = outer.get(at.wrapping_sub(1)).filter(|(i, _)| i + 1 == j);
+            let right = outer.get(at + 1).filter(|(i, _)| *i == j + 1);
+            let name = &g.rules[c].name;
+            for (_, rbp, sym, prefix) in beside(left) {
+                let looser = ex.left & ((1u32 << rbp) - 1);
+                if looser != 0 && found.is_none() {
+                    let c = by_left(lowest(looser));
+                    let x = if prefix { "" } else { "x " };
+                    found = Some(format!(
+                        "where <{name}> after `{sym}` derives `a {c} b`, the text `{x}{sym} a {c} b` means `({x}{sym} a) {c} b`, the derivation `{x}{sym} (a {c} b)`"
+                    ));
+                }
+            }
+            for (lbp, _, sym, _) in beside(right) {
+                let looser = ex.right & ((2u32 << lbp) - 1);
+                if looser != 0 && found.is_none() {
+                    let c = by_right(lowest(looser));
+                    found = Some(match c {
+                        "+" | "*" => format!("where <{name}> before `{sym}` derives `a {c} b`, the text `a {c} b {sym} x` means `a {c} (b {sym} x)`, the derivation `(a {c} b) {sym} x`"),
+                        _ => format!("where <{name}> before `{sym}` derives `a ** b` or `-a`, the text `a ** b {sym} x` means `a ** (b {sym} x)`, the derivation `(a ** b) {sym} x`"),
+                    });
+                }
+            }
+        }
+        if let Some(why) = found {
+            notes.push(Diagnostic::note(
+                production.span,
+                format!("the phenotype text and the derivation can mean different programs: {why}; grove evaluates the text, as PonyGE2 and Python do (--reading derivation: the derivation's)"),
+            ));
+        }
+    }
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -482,6 +872,38 @@ mod tests {
         let l = load_parsed(g, &DatasetShape::default()).unwrap();
         let e = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into()], n_outputs: 0 }).unwrap_err();
         assert!(e.to_string().contains("<op> stands where an operator goes"), "{e}");
+    }
+
+    fn differ(text: &str) -> Vec<String> {
+        let g = parse_str(text, "t.bnf", false).unwrap();
+        let l = load_parsed(g, &DatasetShape { n_vars: Some(2), ..Default::default() }).unwrap();
+        let t = compile(&l.grammar, &l.table, &Vars { names: vec!["x".into(), "y".into()], n_outputs: 0 }).unwrap();
+        readings_differ(&l.grammar, &l.table, &t).into_iter().map(|d| format!("{}: {}", d.span, d.message)).collect()
+    }
+
+    #[test]
+    fn readings_differ_where_the_text_regroups_an_operand() {
+        // PonyGE2's Vladislavleva-4: every infix production.
+        let v4 = differ("<e> ::= <e>+<e>|<e>-<e>|<e>*<e>|pdiv(<e>,<e>)|x|<c><c>.<c><c>\n<c> ::= GE_RANGE:10");
+        assert_eq!(v4.len(), 3, "{v4:?}");
+        assert!(v4[1].starts_with("1:17: the phenotype text and the derivation can mean different programs"), "{v4:?}");
+        assert!(v4[1].contains("the text `x - a + b` means `(x - a) + b`, the derivation `x - (a + b)`"), "{v4:?}");
+        assert!(v4[2].contains("the text `a + b * x` means `a + (b * x)`, the derivation `(a + b) * x`"), "{v4:?}");
+        // Right-associative powers: (a**b)**c against a**b**c.
+        assert_eq!(differ("<e> ::= <e>**<e> | x").len(), 1);
+        // An operator rule between operands: its operators' own powers.
+        assert_eq!(differ("<e> ::= <e> <op> <e> | x\n<op> ::= + | *").len(), 1);
+        // Unary minus over a product: -(a*x) against (-a)*x; (-a)*x alike.
+        let neg = differ("<e> ::= -<e> | (<e>+<e>) | <e>*x | x");
+        assert!(neg.len() == 1 && neg[0].starts_with("1:9:") && neg[0].contains("the text `- a * b` means `(- a) * b`"), "{neg:?}");
+        // A power over a negation: (-a)**x against -a**x = -(a**x); -(a**x) alike.
+        let pow = differ("<e> ::= -<e> | (<e>+<e>) | <e>**x | x");
+        assert!(pow.len() == 1 && pow[0].starts_with("1:28:") && pow[0].contains("`-a`"), "{pow:?}");
+        // Operators in brackets, calls, and precedence by rules read alike.
+        assert!(differ("<e> ::= (<e>+<e>) | (<e>-<e>) | aq(<e>,<e>) | -<e> | x").is_empty());
+        assert!(differ("<e> ::= (<op> <e> <e>) | x\n<op> ::= + | - | *").is_empty());
+        assert!(differ("<e> ::= <e>+<t> | <e>-<t> | <t>\n<t> ::= <t>*<f> | <f>\n<f> ::= (<e>) | x | -<f> | <f>**<f>").len() == 1);
+        assert!(differ("<e> ::= <e>+<t> | <e>-<t> | <t>\n<t> ::= <t>*<f> | <f>\n<f> ::= (<e>) | x | -<f> | <g>**<f>\n<g> ::= x | (<e>)").is_empty());
     }
 
     #[test]

@@ -124,6 +124,8 @@ fn template(op: Op, lang: Lang) -> Cow<'static, str> {
         (Op::Cube, _) => "g_cube({a})",
         (Op::Sigmoid, _) => "g_sigmoid({a})",
         (Op::Var | Op::Const, _) => "{a}",
+        // A grammar's constant c[i] is its value.
+        (Op::Slot, _) => "{a}",
         // A user operator calls its helper ([`user_helpers`]).
         (crate::program::ops::user_ops!(), _) => {
             return Cow::Owned(match op.arity() {

@@ -174,6 +174,7 @@ pub struct OpInfo {
 
 macro_rules! ops {
     ($( $variant:ident = $code:literal : [$($name:literal),+], $arity:literal, $render:expr, $sympy:literal, $prot:literal, $cuda:literal ;)+
+     @hidden $( $hvariant:ident = $hcode:literal : [$($hname:literal),+], $harity:literal, $hrender:expr, $hsympy:literal, $hprot:literal, $hcuda:literal ;)+
      @user $( $user:ident = $ucode:literal ),+ $(,)?) => {
         /// An opcode: what a tree node does. `Var` and `Const` are leaves; the rest are functions.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,6 +189,10 @@ macro_rules! ops {
                 $variant = $code,
             )+
             $(
+                #[doc = concat!("`", $($hname, " ",)+ "` (made by grammars, never in a function set: see [`HIDDEN`])")]
+                $hvariant = $hcode,
+            )+
+            $(
                 /// A slot of the user block: its meaning is the definition registered there
                 /// ([`user`]).
                 $user = $ucode,
@@ -197,6 +202,13 @@ macro_rules! ops {
         /// Every built-in function operator, in opcode order ([`functions`] adds the user's).
         pub const FUNCTIONS: &[Op] = &[$(Op::$variant),+];
 
+        /// Built-in operators no function set or grammar names: [`Op::Slot`], the tie of a
+        /// grammar's constant `c[i]` ([`FUNCTIONS`] and these are every built-in, [`BUILTINS`]).
+        pub const HIDDEN: &[Op] = &[$(Op::$hvariant),+];
+
+        /// Every built-in function operator, in opcode order: [`FUNCTIONS`], then [`HIDDEN`].
+        pub const BUILTINS: &[Op] = &[$(Op::$variant,)+ $(Op::$hvariant),+];
+
         impl Op {
             /// The operator for an opcode byte, if any.
             pub fn from_code(code: u8) -> Option<Op> {
@@ -204,6 +216,7 @@ macro_rules! ops {
                     0 => Some(Op::Var),
                     1 => Some(Op::Const),
                     $($code => Some(Op::$variant),)+
+                    $($hcode => Some(Op::$hvariant),)+
                     _ => user::from_code(code),
                 }
             }
@@ -222,6 +235,7 @@ macro_rules! ops {
                     Op::Var => &OpInfo { names: &["var"], arity: 0, render: Render::Call("x"), sympy: "", cuda: "", protected: true },
                     Op::Const => &OpInfo { names: &["const"], arity: 0, render: Render::Call(""), sympy: "", cuda: "", protected: true },
                     $(Op::$variant => &OpInfo { names: &[$($name),+], arity: $arity, render: $render, sympy: $sympy, cuda: $cuda, protected: $prot },)+
+                    $(Op::$hvariant => &OpInfo { names: &[$($hname),+], arity: $harity, render: $hrender, sympy: $hsympy, cuda: $hcuda, protected: $hprot },)+
                     $(Op::$user)|+ => match user::get(self) {
                         Some(u) => &u.info,
                         None => &OpInfo { names: &["unregistered"], arity: 0, render: Render::Call("unregistered"), sympy: "", cuda: "0.0f", protected: true },
@@ -259,6 +273,10 @@ ops! {
     Slog = 25: ["slog", "strict_log", "np.log"], 1, Render::Call("log"), "log", false, "(a > 0.0f ? grove_ln(a) : (a == 0.0f ? -GROVE_F32_INF : GROVE_F32_NAN))";
     Ssqrt = 26: ["ssqrt", "strict_sqrt", "np.sqrt"], 1, Render::Call("sqrt"), "sqrt", false, "sqrtf(a)";
     Spow = 27: ["spow", "strict_pow", "np.power"], 2, Render::Call("pow"), "pow", false, "grove_pow(a, b)";
+    // A grammar's constant `c[i]`: `Slot(Const v)` with the node's value `i` is `v`; every
+    // `c[i]` of a tree shares one fitted value (backend::cpu::fit). Renderings show the value.
+    @hidden
+    Slot = 28: ["slot"], 1, Render::Call("slot"), "", true, "a";
     @user User0 = 32, User1 = 33, User2 = 34, User3 = 35, User4 = 36, User5 = 37, User6 = 38, User7 = 39,
         User8 = 40, User9 = 41, User10 = 42, User11 = 43, User12 = 44, User13 = 45, User14 = 46, User15 = 47,
         User16 = 48, User17 = 49, User18 = 50, User19 = 51, User20 = 52, User21 = 53, User22 = 54,
@@ -366,6 +384,7 @@ impl Op {
             Op::Slog => a.ln(),
             Op::Ssqrt => a.sqrt(),
             Op::Spow => a.powf(b),
+            Op::Slot => a,
             user_ops!() => user::get(self).map_or(T::ZERO, |u| u.eval(a, b, |op, x, y| op.apply(x, y))),
         }
     }
@@ -418,13 +437,13 @@ pub fn cuda_source_with(math: &str) -> String {
     s.push_str(&super::fastmath::cuda_constants());
     s.push_str(math);
     s.push_str("#define GROVE_OP_VAR 0\n#define GROVE_OP_CONST 1\n");
-    for op in FUNCTIONS {
+    for op in BUILTINS {
         s.push_str(&format!("#define GROVE_OP_{} {}\n", op.name().to_uppercase(), *op as u8));
     }
     // The built-ins alone, which the user operators' functions call step by step, then those
     // functions, then every operator.
     s.push_str("__device__ __forceinline__ float grove_apply_builtin(unsigned op, float a, float b) {\n  switch (op) {\n");
-    for op in FUNCTIONS {
+    for op in BUILTINS {
         s.push_str(&format!("    case {}: return {};\n", *op as u8, op.info().cuda));
     }
     s.push_str("    default: return 0.0f;\n  }\n}\n");
@@ -434,7 +453,7 @@ pub fn cuda_source_with(math: &str) -> String {
     let users = user::registered();
     s.push_str(&user::cuda_functions(&users));
     s.push_str(&user::cuda_partials(&users));
-    let all: Vec<Op> = FUNCTIONS.iter().copied().chain(users.iter().map(|u| u.op)).collect();
+    let all: Vec<Op> = BUILTINS.iter().copied().chain(users.iter().map(|u| u.op)).collect();
     s.push_str("__device__ __forceinline__ float grove_apply(unsigned op, float a, float b) {\n  switch (op) {\n");
     for op in &all {
         s.push_str(&format!("    case {}: return {};\n", *op as u8, op.info().cuda));

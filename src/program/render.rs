@@ -1,4 +1,5 @@
-//! Rendering programs as text: infix formulas with minimal parentheses, LaTeX, and text that
+//! Rendering programs as text: infix formulas parenthesised by the tree (no more than it needs:
+//! the text read with Python's precedence is the tree), LaTeX, and text that
 //! sympy's `sympify` parses (with the protected operators spelled as functions it can be given).
 
 use super::ops::{Op, Render};
@@ -22,6 +23,8 @@ pub fn render(nodes: &[Node], names: &[String], style: Style) -> String {
     if nodes.is_empty() {
         return "<empty>".into();
     }
+    // A grammar's constants c[i] show as their values.
+    let nodes = &*super::tree::strip_slots(nodes);
     let mut out = String::new();
     let mut at = 0;
     write(nodes, &mut at, names, style, &mut out);
@@ -45,6 +48,7 @@ pub fn outputs(nodes: &[Node], n_outputs: usize, names: &[String], style: Style)
 /// The terms of each output slot as plain trees (no output tags): slot `k`'s value is the sum
 /// of its trees' values (0 for none). `None` for a malformed tree.
 pub fn output_trees(nodes: &[Node], n_outputs: usize) -> Option<Vec<Vec<Vec<Node>>>> {
+    let nodes = &*super::tree::strip_slots(nodes);
     let size = super::tree::subtree_sizes(nodes).ok()?;
     // Node i's children, by index.
     let children = |i: usize| {
@@ -184,9 +188,12 @@ fn write(nodes: &[Node], at: &mut usize, names: &[String], style: Style, out: &m
                     let rhs_at = *at;
                     let mut rhs = String::new();
                     write(nodes, at, names, style, &mut rhs);
+                    // Parentheses by the tree: the text reads back (in Python, sympy, by hand)
+                    // as this tree, so a right operand of equal strength keeps them, even where
+                    // real arithmetic would regroup it (`a + (b + c)`, and `a*(b/c)`, which
+                    // protected division makes another function).
                     let wrap_l = strength(&nodes[lhs_at], style) < p;
-                    // Right operand: equal strength needs parentheses for - and / (not associative).
-                    let wrap_r = strength(&nodes[rhs_at], style) < p || (strength(&nodes[rhs_at], style) == p && matches!(sym, "-" | "/"));
+                    let wrap_r = strength(&nodes[rhs_at], style) <= p;
                     if style == Style::Latex && sym == "/" {
                         out.push_str(&format!("\\frac{{{lhs}}}{{{rhs}}}"));
                     } else {
@@ -304,9 +311,15 @@ mod tests {
         assert_eq!(render(&t, &[], Style::Infix), "(x0 - (x1 + 2))*sin(x0)");
         assert_eq!(render(&t, &[], Style::Sympy), "(x0-(x1+2))*sin(x0)");
         assert_eq!(render(&t, &[], Style::Latex), "\\left(x_{0} - \\left(x_{1} + 2\\right)\\right) \\cdot \\sin\\left(x_{0}\\right)");
-        // a + b + c stays flat; a / (b * c) keeps its parentheses.
+        // (a + b) + c stays flat; a + (b + c) and a*(b/c) keep theirs (the text is the tree);
+        // a / (b * c) keeps its parentheses.
         let t = [n(Op::Add), n(Op::Add), Node::var(0), Node::var(1), Node::var(2)];
         assert_eq!(render(&t, &[], Style::Infix), "x0 + x1 + x2");
+        let t = [n(Op::Add), Node::var(0), n(Op::Add), Node::var(1), Node::var(2)];
+        assert_eq!(render(&t, &[], Style::Infix), "x0 + (x1 + x2)");
+        let t = [n(Op::Mul), Node::var(0), n(Op::Div), Node::var(1), Node::var(2)];
+        assert_eq!(render(&t, &[], Style::Infix), "x0*(x1/x2)");
+        assert_eq!(render(&t, &[], Style::Sympy), "x0*div(x1, x2)");
         let t = [n(Op::Div), Node::var(0), n(Op::Mul), Node::var(1), Node::var(2)];
         assert_eq!(render(&t, &[], Style::Infix), "x0/(x1*x2)");
         assert_eq!(render(&t, &[], Style::Sympy), "div(x0, x1*x2)");
@@ -342,7 +355,7 @@ mod tests {
         };
         for style in [Style::Infix, Style::Sympy] {
             let text = render(&t, &names, style);
-            assert!(text.chars().all(|c| c.is_ascii_alphanumeric() || "_ +".contains(c)), "{text}");
+            assert!(text.chars().all(|c| c.is_ascii_alphanumeric() || "_ +()".contains(c)), "{text}");
             let got = words(&text);
             assert_eq!(got.len(), names.len(), "{text}");
             for w in &got {

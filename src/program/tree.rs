@@ -18,7 +18,8 @@ use super::ops::Op;
 pub struct Node {
     /// What the node does.
     pub op: Op,
-    /// Variable index (for `Var`) or constant (for `Const`); 0 for functions.
+    /// Variable index (for `Var`), constant (for `Const`), slot index `i` (for `Slot`, a
+    /// grammar's `c[i]`); 0 for other functions.
     pub value: f32,
     /// 0, or `k + 1` for an output node of slot `k`.
     pub out: u8,
@@ -37,6 +38,51 @@ impl Node {
     pub fn constant(c: f32) -> Self {
         Self { op: Op::Const, value: c, out: 0 }
     }
+}
+
+/// Constant slots a program may have (`c[0]` to `c[15]` in a grammar): the constants
+/// Levenberg–Marquardt fits per tree (`backend::cpu::fit::MAX_FIT_CONSTANTS`).
+pub const MAX_SLOTS: usize = 16;
+
+/// The tree without its [`Op::Slot`] nodes (a grammar's `c[i]`: `Slot(Const v)` is `v`), for
+/// what shows a program (renderings): each slot node gives way to its child, which takes its
+/// output mark. A slot node whose child is an output node too stays (the two marks are two
+/// additions). Borrowed when the tree has none.
+pub fn strip_slots(nodes: &[Node]) -> std::borrow::Cow<'_, [Node]> {
+    let keep = |i: usize| nodes[i].op != Op::Slot || nodes.get(i + 1).is_none_or(|c| nodes[i].out != 0 && c.out != 0);
+    if (0..nodes.len()).all(keep) {
+        return std::borrow::Cow::Borrowed(nodes);
+    }
+    let mut out: Vec<Node> = Vec::with_capacity(nodes.len());
+    let mut mark = 0u8;
+    for (i, n) in nodes.iter().enumerate() {
+        if keep(i) {
+            out.push(Node { out: if n.out == 0 { std::mem::take(&mut mark) } else { n.out }, ..*n });
+            mark = 0;
+        } else {
+            mark = n.out;
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// The constant slots of a tree and their values, by slot: `(i, v)` for each `c[i]` (a
+/// [`Op::Slot`] node of value `i` over a constant `v`), the first occurrence's value (fitting
+/// gives every occurrence the same).
+pub fn slot_values(nodes: &[Node]) -> Vec<(usize, f32)> {
+    let mut out: Vec<(usize, f32)> = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if n.op == Op::Slot {
+            if let Some(c) = nodes.get(i + 1).filter(|c| c.op == Op::Const) {
+                let k = n.value as usize;
+                if !out.iter().any(|&(j, _)| j == k) {
+                    out.push((k, c.value));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|&(k, _)| k);
+    out
 }
 
 /// Computes subtree sizes for nodes in prefix order. Fails if the arities do not form exactly
@@ -94,6 +140,7 @@ pub fn decode(nodes: &[(String, f32, u8)], n_features: usize, n_outputs: usize) 
             let op = match name.as_str() {
                 "var" => Op::Var,
                 "const" => Op::Const,
+                "slot" => Op::Slot,
                 n => Op::by_name(n).ok_or_else(|| format!("node {i}: unknown operator `{}`", super::clip(n, 40)))?,
             };
             match op {
@@ -105,6 +152,9 @@ pub fn decode(nodes: &[(String, f32, u8)], n_features: usize, n_outputs: usize) 
                 }
                 Op::Const if !value.is_finite() => {
                     return Err(format!("node {i}: constant {value}: a constant is a finite f32 (at most ±3.4e38)"));
+                }
+                Op::Slot if !(*value >= 0.0 && value.fract() == 0.0 && (*value as usize) < MAX_SLOTS) => {
+                    return Err(format!("node {i}: constant slot c[{value}]: slots are c[0] to c[{}]", MAX_SLOTS - 1));
                 }
                 _ => {}
             }
@@ -392,7 +442,8 @@ impl Population {
             match op {
                 Op::Var if !(v >= 0.0 && v.fract() == 0.0) => return Err(format!("node {i}: variable index {v}")),
                 Op::Const if !v.is_finite() => return Err(format!("node {i}: constant {v}")),
-                Op::Var | Op::Const => {}
+                Op::Slot if !(v >= 0.0 && v.fract() == 0.0 && (v as usize) < MAX_SLOTS) => return Err(format!("node {i}: constant slot c[{v}]")),
+                Op::Var | Op::Const | Op::Slot => {}
                 _ if v.to_bits() != 0 => return Err(format!("node {i}: function {op} has value {v}")),
                 _ => {}
             }

@@ -37,7 +37,7 @@ pub fn map_population(grammar: &Grammar<'_>, genomes: &Genomes, pop: &mut Popula
                 if !m.valid() {
                     return (m.used_codons, None);
                 }
-                match build_tree(grammar.table, grammar.templates, mapper.derivation(), pop.max_len, nodes, scratch) {
+                match build_tree(grammar.table, grammar.templates, mapper.derivation(), grammar.map.reading, pop.max_len, nodes, scratch) {
                     Ok(()) => (m.used_codons, Some(nodes.clone())),
                     Err(_) => (m.used_codons, None),
                 }

@@ -205,6 +205,7 @@ pub fn partials(op: Op, a: f32, b: f32, r: f32) -> (f32, f32) {
         Op::Ssqrt => (0.5 / r, 0.0),
         Op::Abs => (sign(a), 0.0),
         Op::Neg => (-1.0, 0.0),
+        Op::Slot => (1.0, 0.0),
         Op::Square => (a + a, 0.0),
         Op::Cube => (3.0 * (a * a), 0.0),
         Op::Tanh => (1.0 - r * r, 0.0),
@@ -254,6 +255,88 @@ enum Target<'a> {
     Classes { labels: &'a [u32], n_classes: usize, n_outputs: usize, offset: Option<&'a [f32]> },
 }
 
+/// Which fitted parameter each fitted constant leaf (the first [`MAX_FIT_CONSTANTS`] in prefix
+/// order) moves: its own, or, for a grammar's constant `c[i]` (a leaf under an [`Op::Slot`] of
+/// value `i`), the one every `c[i]` of the tree shares. Parameters are numbered by their first
+/// leaf, so parameter `g`'s leaves are all at `g` or after. Twin of `grove_fit_ties`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ties {
+    /// Each leaf's parameter.
+    pub group: [u8; MAX_FIT_CONSTANTS],
+    /// Parameters (`n_leaf` when no two leaves share one).
+    pub n_p: usize,
+}
+
+impl Ties {
+    /// Every one of `n_leaf` leaves its own parameter.
+    pub fn none(n_leaf: usize) -> Self {
+        let mut group = [0u8; MAX_FIT_CONSTANTS];
+        for (k, g) in group.iter_mut().enumerate() {
+            *g = k as u8;
+        }
+        Ties { group, n_p: n_leaf }
+    }
+
+    /// Folds leaf tangents `t[..n_leaf]` into parameter tangents `t[..n_p]`: each parameter's
+    /// leaves added in f32 in leaf order (parameter `g` written after its leaves are read, and
+    /// every later parameter's leaves lie past `g`). Nothing to do without ties.
+    #[inline(always)]
+    fn fold(&self, t: &mut [f32], n_leaf: usize) {
+        if self.n_p == n_leaf {
+            return;
+        }
+        for g in 0..self.n_p {
+            let mut acc: Option<f32> = None;
+            for k in g..n_leaf {
+                if self.group[k] as usize == g {
+                    acc = Some(acc.map_or(t[k], |a| a + t[k]));
+                }
+            }
+            t[g] = acc.unwrap_or(0.0);
+        }
+    }
+}
+
+/// The ties of a tree's first `n_leaf` constant leaves ([`Ties`]), or `None` when a `c[i]`
+/// shared by one of them also lies past them (it could not move as one: the tree is not
+/// fitted). Twin of `grove_fit_ties`.
+pub fn fit_ties(op: &[u8], value: &[f32], n_leaf: usize) -> Option<Ties> {
+    let mut ties = Ties::none(n_leaf);
+    // Each parameter's key: MAX_FIT_CONSTANTS + slot for a c[i], else the leaf's own number.
+    let mut keys = [0usize; MAX_FIT_CONSTANTS];
+    let (mut k, mut n_p) = (0usize, 0usize);
+    let mut late = [false; MAX_FIT_CONSTANTS];
+    for i in 0..op.len() {
+        if op[i] != Op::Const as u8 {
+            continue;
+        }
+        let slot = (i > 0 && op[i - 1] == Op::Slot as u8).then(|| (value[i - 1] as usize).min(MAX_FIT_CONSTANTS - 1));
+        if k >= n_leaf {
+            if let Some(s) = slot {
+                late[s] = true;
+            }
+            k += 1;
+            continue;
+        }
+        let key = slot.map_or(k, |s| MAX_FIT_CONSTANTS + s);
+        let g = match keys[..n_p].iter().position(|&q| q == key) {
+            Some(g) => g,
+            None => {
+                keys[n_p] = key;
+                n_p += 1;
+                n_p - 1
+            }
+        };
+        ties.group[k] = g as u8;
+        k += 1;
+    }
+    if keys[..n_p].iter().any(|&q| q >= MAX_FIT_CONSTANTS && late[q - MAX_FIT_CONSTANTS]) {
+        return None;
+    }
+    ties.n_p = n_p;
+    Some(ties)
+}
+
 /// One tree and the data it is fitted on.
 struct Problem<'a> {
     op: &'a [u8],
@@ -265,6 +348,8 @@ struct Problem<'a> {
     total: usize,
     /// Fitted: the first `n_c` of them.
     n_c: usize,
+    /// The parameters they move.
+    ties: Ties,
     target: Target<'a>,
 }
 
@@ -273,13 +358,13 @@ impl Problem<'_> {
         matches!(self.target, Target::Values { scaling: true, .. })
     }
 
-    /// Parameters: `n_c`, plus `a` and `b` with scaling.
+    /// Parameters: the constants' ([`Ties::n_p`]), plus `a` and `b` with scaling.
     fn m(&self) -> usize {
-        self.n_c + if self.scaling() { 2 } else { 0 }
+        self.ties.n_p + if self.scaling() { 2 } else { 0 }
     }
 
-    /// The tree at `row` with constants `c` (f32): the root's value, its tangents in
-    /// `t[..n_c]`, and, for output nodes, each slot's sum and its tangents in `stack.ov` and
+    /// The tree at `row` with constants `c` (f32, per leaf): the root's value, its tangents by
+    /// parameter in `t[..n_p]` ([`Ties::fold`] of the leaves'), and, for output nodes, each slot's sum and its tangents in `stack.ov` and
     /// `stack.ot` (zeroed first). An output node adds its value to its slot (in f32, in the
     /// walk's order, as the interpreter does) and passes its last child's value and tangents;
     /// an output leaf its own. `stack` is scratch.
@@ -380,12 +465,16 @@ impl Problem<'_> {
             }
         }
         t[..n_c].copy_from_slice(&st[0][..n_c]);
+        self.ties.fold(t, n_c);
+        for k in 0..slots {
+            self.ties.fold(&mut ot[k], n_c);
+        }
         sv[0]
     }
 
     /// The row's vector `w = (J, r)` at `theta` (`c` its constants as f32), `m + 1` entries.
     fn row(&self, y: &[f32], theta: &[f64; MAX_FIT_PARAMS], c: &[f32; MAX_FIT_CONSTANTS], row: usize, w: &mut [f64; MAX_FIT_PARAMS + 1], stack: &mut Stack) {
-        let n_c = self.n_c;
+        let n_c = self.ties.n_p;
         let mut t = [0.0f32; MAX_FIT_CONSTANTS];
         let f = self.point(c, row, &mut t, stack);
         let scaling = self.scaling();
@@ -410,7 +499,7 @@ impl Problem<'_> {
         let m = self.m();
         let mut c = [0.0f32; MAX_FIT_CONSTANTS];
         for j in 0..self.n_c {
-            c[j] = theta[j] as f32;
+            c[j] = theta[self.ties.group[j] as usize] as f32;
         }
         let rows = |k: usize| k * FIT_PART..((k + 1) * FIT_PART).min(self.n_rows);
         let n_parts = self.n_rows.div_ceil(FIT_PART);
@@ -553,22 +642,25 @@ pub fn fit_tree(op: &[u8], value: &mut [f32], out: &[u8], x: &[f32], y: &[f32], 
     if n_c == 0 && !cfg.linear_scaling {
         return NOT_FITTED;
     }
+    let Some(ties) = fit_ties(op, value, n_c) else { return NOT_FITTED };
     let target = Target::Values { y, scaling: cfg.linear_scaling };
-    levenberg_marquardt(Problem { op, value, out, x, n_rows, total: count_constants(op), n_c, target }, cfg.steps)
-        .map_or(NOT_FITTED, |(res, theta)| write_back(op, value, res, &theta))
+    levenberg_marquardt(Problem { op, value, out, x, n_rows, total: count_constants(op), n_c, ties, target }, cfg.steps)
+        .map_or(NOT_FITTED, |(res, theta)| write_back(op, value, res, &theta, &ties))
 }
 
 fn count_constants(op: &[u8]) -> usize {
     op.iter().filter(|&&o| o == Op::Const as u8).count()
 }
 
-/// Writes the accepted constants into the tree's values (only when a step was accepted).
-fn write_back(op: &[u8], value: &mut [f32], res: FitResult, theta: &[f64; MAX_FIT_PARAMS]) -> FitResult {
+/// Writes the accepted constants into the tree's values (only when a step was accepted): each
+/// of the first `ties.group.len()` fitted leaves its parameter's.
+fn write_back(op: &[u8], value: &mut [f32], res: FitResult, theta: &[f64; MAX_FIT_PARAMS], ties: &Ties) -> FitResult {
     if res.accepted > 0 {
+        let n_leaf = count_constants(op).min(MAX_FIT_CONSTANTS);
         let mut k = 0;
         for (i, &o) in op.iter().enumerate() {
-            if o == Op::Const as u8 && k < res.constants as usize {
-                value[i] = theta[k] as f32;
+            if o == Op::Const as u8 && k < n_leaf {
+                value[i] = theta[ties.group[k] as usize] as f32;
                 k += 1;
             }
         }
@@ -579,12 +671,16 @@ fn write_back(op: &[u8], value: &mut [f32], res: FitResult, theta: &[f64; MAX_FI
 /// The fit of a problem: its result and accepted parameters, or `None` when its start is not
 /// finite.
 fn levenberg_marquardt(prob: Problem<'_>, steps: u32) -> Option<(FitResult, [f64; MAX_FIT_PARAMS])> {
-    let (n_c, m, scaling) = (prob.n_c, prob.m(), prob.scaling());
+    let (n_c, m, scaling) = (prob.ties.n_p, prob.m(), prob.scaling());
     let mut theta = [0.0f64; MAX_FIT_PARAMS];
-    let mut k = 0;
+    // Each parameter starts at its first leaf's value.
+    let (mut k, mut next) = (0, 0);
     for (i, &o) in prob.op.iter().enumerate() {
-        if o == Op::Const as u8 && k < n_c {
-            theta[k] = prob.value[i] as f64;
+        if o == Op::Const as u8 && k < prob.n_c {
+            if prob.ties.group[k] as usize == next {
+                theta[next] = prob.value[i] as f64;
+                next += 1;
+            }
             k += 1;
         }
     }

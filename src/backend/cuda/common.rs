@@ -15,7 +15,7 @@ use crate::grammar::compile::{ProductionEntry, RuleEntry, TableHeader};
 use crate::program::Op;
 use crate::backend::cpu::fit::FitResult;
 use crate::backend::cpu::interp::Instr;
-use crate::program::ops::{FUNCTIONS, functions, user};
+use crate::program::ops::{BUILTINS, HIDDEN, functions, user};
 
 /// Name of the generated header in `#include` lines and compile errors.
 pub const COMMON_HEADER: &str = "grove_common.h";
@@ -38,7 +38,7 @@ layout! {
     GroveCompileParams = CompileParams { n_trees, max_len },
     GroveMapParams = MapParams { n_genomes, capacity, max_wraps, lazy, max_depth, max_nodes, max_derivation, table_words },
     GroveMapOut = MapOut { status, used_codons, depth, nodes, n_derivation },
-    GroveMapTreesParams = MapTreesParams { map, templates_at, max_len, build, pad },
+    GroveMapTreesParams = MapTreesParams { map, templates_at, max_len, build, reading },
     GroveSubtreeParams = SubtreeParams { map, n_pairs, first_row, n_rows, seed_lo, seed_hi, generation, p_crossover, scratch_stride },
     GroveSubtreeMutateParams = SubtreeMutateParams { map, first_row, n_rows, seed_lo, seed_hi, generation, p_mutation, codon_size, scratch_stride },
     GroveControlClassParams = ControlClassParams { n, max_len, n_vars, n_slots, stack, pad },
@@ -92,7 +92,7 @@ fn arity_source() -> String {
          // such a code makes a tree invalid, grove_is_op tells it apart.\n\
          __device__ __forceinline__ unsigned grove_arity(unsigned code) {\n    switch (code) {\n",
     );
-    for op in functions() {
+    for op in functions().into_iter().chain(HIDDEN.iter().copied()) {
         s.push_str(&format!("        case {}: return {}u;\n", op as u8, op.arity()));
     }
     s.push_str("        default: return 0u;\n    }\n}\n");
@@ -113,7 +113,7 @@ fn arity_source() -> String {
 /// The largest built-in opcode: the codes of the leaves and the built-ins run from 0 to it
 /// without a gap (`program::ops` numbers them so; the tests check it), below the user block.
 fn max_code() -> u8 {
-    FUNCTIONS.iter().map(|op| *op as u8).max().unwrap_or(Op::Const as u8)
+    BUILTINS.iter().map(|op| *op as u8).max().unwrap_or(Op::Const as u8)
 }
 
 /// One `GROVE_LAYOUT_<struct>` macro per struct of the layout table: its size and every field
@@ -163,7 +163,7 @@ mod tests {
         }
         user::register(&["t_common_op(a, b) = a * b + 1".to_string()]).unwrap();
         let h = common_header();
-        for op in functions() {
+        for op in functions().into_iter().chain(HIDDEN.iter().copied()) {
             assert!(h.contains(&format!("case {}: return {}u;", op as u8, op.arity())), "{op}");
         }
     }

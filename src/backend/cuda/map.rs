@@ -423,7 +423,7 @@ impl CudaEngine {
             templates_at: tables.templates_at as u32,
             max_len: max_len as u32,
             build: trees.is_some() as u32,
-            pad: 0,
+            reading: MapTreesParams::reading_code(cfg.reading),
         };
         let lc = LaunchConfig { grid_dim: ((p as u32).div_ceil(t), 1, 1), block_dim: (t, 1, 1), shared_mem_bytes: table_words * 4 };
         let mut b = self.stream.launch_builder(&f);
@@ -472,7 +472,8 @@ impl CudaEngine {
         self.map_trees(tables, &dev, cfg, Some(&mut pop), &mut scratch, &MapLaunch::default())?;
         let used = self.stream.clone_dtoh(&scratch.used).during(|| "reading used codons".into())?;
         let status = self.stream.clone_dtoh(&scratch.status).during(|| "reading map statuses".into())?;
-        if let Some(i) = status.iter().position(|&s| s == MapStatus::BuildFramesFull as u32) {
+        let derivation = cfg.reading == crate::grammar::template::Reading::Derivation;
+        if let Some(i) = status.iter().position(|&s| derivation && s == MapStatus::BuildFramesFull as u32) {
             return Err(GpuError::Input(format!("genome {i}: its tree needs more open templates than the builder keeps")));
         }
         Ok(MappedTrees { population: self.download_population(&pop)?, used, status })

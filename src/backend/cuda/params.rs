@@ -172,8 +172,18 @@ pub struct MapTreesParams {
     pub max_len: u32,
     /// 1: build trees; 0: map only (status and used codons).
     pub build: u32,
-    /// Padding.
-    pub pad: u32,
+    /// How a derivation becomes a tree: [`MapTreesParams::reading_code`].
+    pub reading: u32,
+}
+
+impl MapTreesParams {
+    /// `GROVE_READING_*` of map.cu: 0 the derivation's nesting, 1 the phenotype's text.
+    pub fn reading_code(r: crate::grammar::template::Reading) -> u32 {
+        match r {
+            crate::grammar::template::Reading::Derivation => 0,
+            crate::grammar::template::Reading::Text => 1,
+        }
+    }
 }
 const _: () = assert!(size_of::<MapTreesParams>() == 48);
 
@@ -329,8 +339,9 @@ pub enum MapStatus {
     TooLong = 6,
     /// `grove_map_trees`: a spelled number, index or slot did not read (`BuildError::BadSpelling`).
     BadSpelling = 7,
-    /// `grove_map_trees`: more open templates than `BUILD_FRAMES` (never for rows of at most
-    /// that many nodes; an error, not an outcome).
+    /// `grove_map_trees`: more open templates than `BUILD_FRAMES` (by the derivation: never for
+    /// rows of at most that many nodes, an error; by the text: productions open and operators
+    /// waiting past it, `BuildError::TooDeep`, an invalid individual).
     BuildFramesFull = 8,
 }
 

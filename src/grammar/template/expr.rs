@@ -1,8 +1,10 @@
 //! One production's text read as an expression with holes: lexed (terminals into numbers,
 //! names, operator symbols, brackets; each child non-terminal one token) and parsed by binding
-//! power into the prefix template [`super::compile`] stores.
+//! power into the prefix template [`super::compile`] stores, and, as the parse reads them, into
+//! the production's tokens in text order ([`Token`], what the text reading parses again with
+//! the children's tokens in place).
 
-use super::{Item, Part, Vars, read_number};
+use super::{Item, MAX_SLOTS, Part, SLOT_START, Spell, Token, Vars, read_number};
 use crate::grammar::Symbol;
 use crate::program::Op;
 
@@ -167,9 +169,12 @@ struct P<'a> {
     at: usize,
     vars: &'a Vars,
     uses: Vec<(u16, Role)>,
+    /// The production's tokens in text order, as the parse reads them.
+    text: Vec<Token>,
 }
 
-type Parsed = (Vec<Item>, Vec<(u16, Role)>);
+/// A production's template, the role of each child it uses, and its tokens.
+type Parsed = (Vec<Item>, Vec<(u16, Role)>, Vec<Token>);
 
 /// Parses a production as an expression with holes: its template, and the role each child
 /// non-terminal takes in it.
@@ -192,15 +197,21 @@ pub(super) fn parse_production<'a>(
             _ => Some("GECodonValue"),
         })
         .collect();
-    let mut p = P { kid_names, toks, at: 0, vars, uses: Vec::new() };
+    let mut p = P { kid_names, toks, at: 0, vars, uses: Vec::new(), text: Vec::new() };
     let items = p.expr(0)?;
     if p.at != p.toks.len() {
         return Err(format!("unexpected {} after a complete expression", p.describe(p.at)));
     }
-    Ok((items, p.uses))
+    Ok((items, p.uses, p.text))
 }
 
-fn binary_power(s: &str) -> Option<(u8, u8, Op)> {
+/// Binding power of unary minus: tighter than `*` and `/`, looser than `**` on its right, as in
+/// Python (`-a**b` is `-(a**b)`, `a**-b` is `a**(-b)`, `-a*b` is `(-a)*b`).
+pub(super) const NEG_POWER: u8 = 5;
+
+/// `(left binding power, right binding power, operator)` of an infix symbol: `+ -` (1, 2),
+/// `* /` (3, 4), `** ^` (6, 5, right-associative): Python's precedence and associativity.
+pub(super) fn binary_power(s: &str) -> Option<(u8, u8, Op)> {
     // (left binding power, right binding power, operator)
     Some(match s {
         "+" => (1, 2, Op::Add),
@@ -271,8 +282,13 @@ impl P<'_> {
             if lbp < min_bp {
                 break;
             }
-            if let Item::OpFrom(k) = head {
-                self.uses.push((k, Role::Op(2)));
+            match head {
+                Item::OpFrom(k) => {
+                    self.uses.push((k, Role::Op(2)));
+                    self.text.push(Token::BinaryFrom(k));
+                }
+                Item::Node { op, .. } => self.text.push(Token::Binary { op, lbp, rbp }),
+                _ => {}
             }
             self.at += 1;
             let rhs = self.expr(rbp)?;
@@ -284,14 +300,17 @@ impl P<'_> {
         Ok(lhs)
     }
 
+    /// `(a, b)` after a call's name (whose token holds the `(`).
     fn args(&mut self) -> Result<Vec<Vec<Item>>, String> {
         self.expect("(")?;
         let mut args = vec![self.expr(0)?];
         while self.peek() == Some(&Tok::Sym(",")) {
             self.at += 1;
+            self.text.push(Token::Comma);
             args.push(self.expr(0)?);
         }
         self.expect(")")?;
+        self.text.push(Token::Close);
         Ok(args)
     }
 
@@ -302,29 +321,47 @@ impl P<'_> {
         match tok {
             Tok::Num(n) => {
                 let v = read_number(&n).ok_or_else(|| format!("`{n}` is not a number"))?;
-                Ok(vec![Item::Node { op: Op::Const, value: v }])
+                Ok(self.leaf(Item::Node { op: Op::Const, value: v }))
             }
-            Tok::Digits(parts) => Ok(vec![Item::Spelled { var: false, parts }]),
+            Tok::Digits(parts) => Ok(self.leaf(Item::Spelled { kind: Spell::Const, parts })),
             Tok::Sym("-") => {
-                let operand = self.expr(5)?;
+                self.text.push(Token::Prefix { op: Op::Neg, rbp: NEG_POWER });
+                let operand = self.expr(NEG_POWER)?;
                 let mut v = vec![Item::Node { op: Op::Neg, value: 0.0 }];
                 v.extend(operand);
                 Ok(v)
             }
             Tok::Sym("(") => {
-                // Prefix form `(op a b)`, or grouping `(a)`.
-                let save = (self.at, self.uses.len());
-                if let Ok(items) = self.prefix_form() {
-                    return Ok(items);
+                // Grouping `(a)`, as Python reads it, or else the prefix form `(op a b)`: text
+                // that reads both ways is a grouping (`(-a - b)` is `(-a) - b`, not
+                // `sub(a, -b)`).
+                let save = (self.at, self.uses.len(), self.text.len());
+                self.text.push(Token::Open);
+                let grouped = self.expr(0).and_then(|inner| {
+                    self.expect(")")?;
+                    self.text.push(Token::Close);
+                    Ok(inner)
+                });
+                if grouped.is_ok() {
+                    return grouped;
                 }
-                (self.at, _) = save;
+                (self.at, _, _) = save;
                 self.uses.truncate(save.1);
-                let inner = self.expr(0)?;
-                self.expect(")")?;
-                Ok(inner)
+                self.text.truncate(save.2);
+                match self.prefix_form() {
+                    Ok(items) => Ok(items),
+                    // Neither: the grouping's complaint.
+                    Err(_) => {
+                        (self.at, _, _) = save;
+                        self.uses.truncate(save.1);
+                        self.text.truncate(save.2);
+                        grouped
+                    }
+                }
             }
             Tok::OpChild(k) => {
                 // `<f>(<e>)`: the function's name is chosen by an operator rule.
+                self.text.push(Token::CallFrom(k));
                 let args = self.args()?;
                 self.uses.push((k, Role::Op(args.len() as u8)));
                 let mut v = vec![Item::OpFrom(k)];
@@ -333,6 +370,7 @@ impl P<'_> {
             }
             Tok::Child(k) => {
                 self.uses.push((k, Role::Expr));
+                self.text.push(Token::Hole(k));
                 Ok(vec![Item::Hole(k)])
             }
             Tok::Name(name) => self.name(name),
@@ -340,7 +378,14 @@ impl P<'_> {
         }
     }
 
-    /// After `(`: an operator (symbol, name or child) followed by its operands and `)`.
+    /// An operand of one node: its item, and its token.
+    fn leaf(&mut self, item: Item) -> Vec<Item> {
+        self.text.push(Token::Node(item.clone()));
+        vec![item]
+    }
+
+    /// After `(`: an operator (symbol, name or child) followed by its operands and `)`; its
+    /// tokens those of the call `op(a, b)`, which the text means alike.
     fn prefix_form(&mut self) -> Result<Vec<Item>, String> {
         let head = match self.peek().cloned() {
             Some(Tok::Sym(s)) => match binary_power(s) {
@@ -354,15 +399,24 @@ impl P<'_> {
             Some(Tok::OpChild(k)) => Item::OpFrom(k),
             _ => return Err(String::new()),
         };
+        self.text.push(match head {
+            Item::Node { op, .. } => Token::Call(op),
+            Item::OpFrom(k) => Token::CallFrom(k),
+            _ => unreachable!("a head is a node or an operator child"),
+        });
         self.at += 1;
         let mut operands = Vec::new();
         while self.peek() != Some(&Tok::Sym(")")) {
             if !self.starts_primary(self.at) || operands.len() == 2 {
                 return Err(String::new());
             }
+            if !operands.is_empty() {
+                self.text.push(Token::Comma);
+            }
             operands.push(self.prefix()?);
         }
         self.at += 1;
+        self.text.push(Token::Close);
         let n = operands.len();
         match &head {
             Item::Node { op, .. } if op.arity() == n => {}
@@ -396,8 +450,10 @@ impl P<'_> {
             };
             self.at += 1;
             self.expect(",")?;
+            self.text.push(Token::Out(slot.clone()));
             let body = self.expr(0)?;
             self.expect(")")?;
+            self.text.push(Token::Close);
             let mut v = vec![Item::Output(slot)];
             v.extend(body);
             return Ok(v);
@@ -405,6 +461,7 @@ impl P<'_> {
         // A call: `pdiv(a, b)`, `np.sin(a)`.
         if self.peek() == Some(&Tok::Sym("(")) {
             let op = Op::by_name(&name).ok_or_else(|| format!("`{name}` is not a known function"))?;
+            self.text.push(Token::Call(op));
             let args = self.args()?;
             if args.len() != op.arity() {
                 return Err(format!("`{name}` takes {} arguments, given {}", op.arity(), args.len()));
@@ -412,6 +469,28 @@ impl P<'_> {
             let mut v = vec![Item::Node { op, value: 0.0 }];
             v.extend(args.into_iter().flatten());
             return Ok(v);
+        }
+        // A constant slot, PonyGE2's `c[0]`, `c[<i>]` (fitted: `Slot(Const)`).
+        if name == "c" && self.peek() == Some(&Tok::Sym("[")) {
+            self.at += 1;
+            let slot = match self.toks.get(self.at).cloned() {
+                Some(Tok::Num(n)) => {
+                    let i: usize = n.parse().map_err(|_| format!("`c[{n}]`: a constant's index is a whole number"))?;
+                    if i >= MAX_SLOTS {
+                        return Err(format!("c[{i}] is past the constants grove fits: at most {MAX_SLOTS}, c[0] to c[{}]", MAX_SLOTS - 1));
+                    }
+                    Item::Node { op: Op::Slot, value: i as f32 }
+                }
+                Some(Tok::Digits(parts)) => Item::Spelled { kind: Spell::Slot, parts },
+                Some(Tok::Child(k)) => Item::Spelled { kind: Spell::Slot, parts: vec![Part::Child(k)] },
+                _ => return Err("expected a constant's index after `c[`".into()),
+            };
+            self.at += 1;
+            self.expect("]")?;
+            let start = Item::Node { op: Op::Const, value: SLOT_START };
+            self.text.push(Token::Node(slot.clone()));
+            self.text.push(Token::Node(start.clone()));
+            return Ok(vec![slot, start]);
         }
         // `x[:, 0]`, `x[0]`, `x[:, <i>]`.
         if (name == "x" || name == "X") && self.peek() == Some(&Tok::Sym("[")) {
@@ -422,18 +501,19 @@ impl P<'_> {
             }
             let item = match self.toks.get(self.at).cloned() {
                 Some(Tok::Num(n)) => self.var_index(&n)?,
-                Some(Tok::Digits(parts)) => Item::Spelled { var: true, parts },
-                Some(Tok::Child(k)) => Item::Spelled { var: true, parts: vec![Part::Child(k)] },
+                Some(Tok::Digits(parts)) => Item::Spelled { kind: Spell::Var, parts },
+                Some(Tok::Child(k)) => Item::Spelled { kind: Spell::Var, parts: vec![Part::Child(k)] },
                 _ => return Err(format!("expected a variable index after `{name}[`")),
             };
             self.at += 1;
             self.expect("]")?;
-            return Ok(vec![item]);
+            return Ok(self.leaf(item));
         }
         // `x0`, `X12`.
         if let Some(digits) = name.strip_prefix(['x', 'X']).filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())) {
             if !self.vars.names.iter().any(|n| n == &name) {
-                return Ok(vec![self.var_index(digits)?]);
+                let item = self.var_index(digits)?;
+                return Ok(self.leaf(item));
             }
         }
         // `x<i>`: a spelled index right after the name.
@@ -444,10 +524,10 @@ impl P<'_> {
                 _ => unreachable!(),
             };
             self.at += 1;
-            return Ok(vec![Item::Spelled { var: true, parts }]);
+            return Ok(self.leaf(Item::Spelled { kind: Spell::Var, parts }));
         }
         if let Some(i) = self.vars.names.iter().position(|n| n == &name) {
-            return Ok(vec![Item::Node { op: Op::Var, value: i as f32 }]);
+            return Ok(self.leaf(Item::Node { op: Op::Var, value: i as f32 }));
         }
         Err(format!("`{name}` is neither a function nor a variable of the data set"))
     }

@@ -698,7 +698,7 @@ pub fn load_saved<'a>(defs: &[String], names: impl IntoIterator<Item = &'a str>,
     let ops = register(defs).map_err(|e| format!("{what}: {e}"))?;
     let defined: Vec<&str> = ops.iter().map(|o| o.name()).collect();
     for n in names {
-        if !matches!(n, "var" | "const") && builtin(n).is_none() && !defined.contains(&n) {
+        if !matches!(n, "var" | "const" | "slot") && builtin(n).is_none() && !defined.contains(&n) {
             return Err(format!(
                 "{what}: unknown operator `{}` in the tree: neither built in nor defined in its `operators` ({})",
                 super::super::clip(n, 40),

@@ -179,6 +179,8 @@ pub struct Ge {
     pub mutation_op: GeMutation,
     /// Int-flip at 1 / the used codons instead of `mutation`.
     pub mutation_per_used: bool,
+    /// How a derivation becomes a program.
+    pub reading: crate::grammar::template::Reading,
 }
 
 /// Subtree mutation's probability per child when `--mutation subtree` gives none: every child,
@@ -204,6 +206,8 @@ pub const GE: Ge = Ge {
     crossover_op: GeCrossover::Subtree,
     mutation_op: GeMutation::IntFlip,
     mutation_per_used: false,
+    // What the phenotype says, as PonyGE2 and Python read it.
+    reading: crate::grammar::template::Reading::Text,
 };
 
 /// A command's settings of grammatical evolution: mapping, initialisation, variation and the
@@ -225,7 +229,7 @@ impl Ge {
     /// codons are a random tail).
     pub fn configs(&self) -> GeConfigs {
         GeConfigs {
-            map: MapConfig { max_wraps: self.wraps, codons: self.codons, max_depth: self.max_depth, max_nodes: u32::MAX },
+            map: MapConfig { max_wraps: self.wraps, codons: self.codons, max_depth: self.max_depth, max_nodes: u32::MAX, reading: self.reading },
             init: InitConfig {
                 method: self.init,
                 length: self.genome_length,

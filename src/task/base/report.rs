@@ -270,6 +270,52 @@ pub fn add_genome(best_json: &mut serde_json::Value, best: &crate::evolve::Best)
         best_json["genome"] = serde_json::json!(genome);
         best_json["phenotype"] = serde_json::json!(text);
     }
+    let slots = crate::program::tree::slot_values(&best.nodes);
+    if !slots.is_empty() {
+        let values: serde_json::Map<String, serde_json::Value> = slots.iter().map(|&(i, v)| (format!("c[{i}]"), serde_json::json!(v))).collect();
+        best_json["constants"] = serde_json::Value::Object(values);
+        if let Some((_, text)) = &best.genome {
+            best_json["fitted_phenotype"] = serde_json::json!(fill_slots(text, &slots));
+        }
+    }
+}
+
+/// The summary's line of a program's constants `c[i]` and their fitted values (empty when it
+/// has none).
+pub fn constants_line(nodes: &[crate::program::tree::Node]) -> String {
+    let slots = crate::program::tree::slot_values(nodes);
+    if slots.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = slots.iter().map(|&(i, v)| format!("c[{i}] = {}", crate::program::render::number(v))).collect();
+    format!("constants     {}\n", list.join(", "))
+}
+
+/// A phenotype with each constant `c[i]` (not part of a longer name) replaced by its value, as
+/// PonyGE2 prints a fitted program (negative values in parentheses, so the text reads alike).
+pub fn fill_slots(text: &str, slots: &[(usize, f32)]) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        let named = i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b'.');
+        if !named && b[i] == b'c' && b.get(i + 1) == Some(&b'[') {
+            let digits = b[i + 2..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if digits > 0 && b.get(i + 2 + digits) == Some(&b']') {
+                let k: Option<usize> = text[i + 2..i + 2 + digits].parse().ok();
+                if let Some(&(_, v)) = slots.iter().find(|&&(j, _)| Some(j) == k) {
+                    let n = crate::program::render::number(v);
+                    out.push_str(&if v < 0.0 { format!("({n})") } else { n });
+                    i += 3 + digits;
+                    continue;
+                }
+            }
+        }
+        let ch = text[i..].chars().next().unwrap_or(' ');
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
 }
 
 /// Adds the user operators `nodes` use to a report (`operators`), with the Python that gives

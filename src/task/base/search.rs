@@ -260,6 +260,13 @@ pub fn evolve(settings: &SearchSettings<'_>, programs: &Programs<'_>, task: &dyn
             let templates = grammar::template::compile(&loaded.grammar, &loaded.table, &vars)
                 .with_context(|| format!("{} cannot be used {}", grammar::spec_name(path), programs.purpose))?;
             (programs.check)(&templates, grammar::spec_name(path))?;
+            anyhow::ensure!(
+                !templates.has_slots() || settings.engine.constants.steps > 0,
+                "{} writes constants c[i], whose values Levenberg–Marquardt fits: give --optimise-constants N \
+                 (engine.constants.steps, e.g. 10; with --optimise-every 1 --optimise-fraction 1 every program is fitted, as PonyGE2 fits them){}",
+                grammar::spec_name(path),
+                if programs.n_outputs > 0 && programs.purpose.starts_with("as a policy") { "; grove control fits no constants" } else { "" }
+            );
             let ge = &settings.ge;
             let rep = GrammarRep {
                 table: &loaded.table,

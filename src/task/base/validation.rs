@@ -242,9 +242,13 @@ pub fn gaussian_nll(mse: f64, n_rows: usize) -> f64 {
     if mse.is_nan() || mse == f64::INFINITY { f64::INFINITY } else { n_rows as f64 / 2.0 * mse.max(f64::MIN_POSITIVE).ln() }
 }
 
-/// The numbers a tree's fitting chose: its constant leaves.
+/// The numbers a tree's fitting chose: its constant leaves, a grammar's constants `c[i]`
+/// counted once each however often they occur.
 pub fn constants_of(nodes: &[crate::program::tree::Node]) -> usize {
-    nodes.iter().filter(|n| n.op == crate::program::Op::Const).count()
+    use crate::program::Op;
+    let tied = |i: usize| i > 0 && nodes[i - 1].op == Op::Slot;
+    let own = (0..nodes.len()).filter(|&i| nodes[i].op == Op::Const && !tied(i)).count();
+    own + crate::program::tree::slot_values(nodes).len()
 }
 
 /// The kinds of node the programs of a front are built of: every operator used (variables

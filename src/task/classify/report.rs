@@ -159,6 +159,7 @@ fn summary_lines(settings: &ClassifySettings, p: &Prepared<'_>, searched: &Searc
     }
     summary += &format!("linear inputs {}\n", p.linear.why);
     summary += &format!("size          {} nodes\n", best.nodes.len());
+    summary += &crate::task::base::report::constants_line(&best.nodes);
     summary += &format!("selected      {}: {}\n", choice.decision.rule.name(), choice.decision.why);
     summary += &searched.ended.line(settings.engine.generations).unwrap_or_default();
     summary += &crate::task::base::report::collapse_line(&searched.median_sizes, settings.engine.selection);

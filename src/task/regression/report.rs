@@ -463,6 +463,7 @@ fn report_json(
 fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>, scored: &Scored, terms: &str, selected: &str) -> String {
     let (k, infix) = (settings.outputs, &m.texts.0);
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", m.best.nodes.len());
+    summary += &crate::task::base::report::constants_line(&m.best.nodes);
     if let Some((lo, hi)) = m.limits {
         summary += &format!("limits        predictions clamped to [{lo:.6e}, {hi:.6e}] (--output-margin {})\n", settings.output_margin.unwrap_or(0.0));
     }

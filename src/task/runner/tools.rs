@@ -64,9 +64,9 @@ pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
     let resolved = if unknown { DatasetShape { n_vars: Some(1), n_is: Some(1), n_os: Some(1) } } else { *shape };
     let loaded = grammar::load_parsed(parsed, &resolved)?;
     // A grammar for `grove map` alone may spell any text, so what evolve refuses is a warning.
-    let refused = match grammar::template::compile(&loaded.grammar, &loaded.table, &check_vars(&loaded.grammar, shape)) {
-        Ok(_) => Vec::new(),
-        Err(e) => e.errors,
+    let (refused, differ) = match grammar::template::compile(&loaded.grammar, &loaded.table, &check_vars(&loaded.grammar, shape)) {
+        Ok(t) => (Vec::new(), grammar::template::readings_differ(&loaded.grammar, &loaded.table, &t)),
+        Err(e) => (e.errors, Vec::new()),
     };
     const SHOWN: usize = 20;
     for d in refused.iter().take(SHOWN) {
@@ -75,6 +75,12 @@ pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
     if refused.len() > SHOWN {
         diagnostics.push(format!("{file}: warning: … and {} more productions evolve refuses", refused.len() - SHOWN));
     }
+    for d in differ.iter().take(SHOWN) {
+        diagnostics.push(format!("{file}:{}: note: {}", d.span, d.message));
+    }
+    if differ.len() > SHOWN {
+        diagnostics.push(format!("{file}: note: … and {} more productions whose text and derivation can differ", differ.len() - SHOWN));
+    }
     match refused.len() {
         0 => writeln!(s, "expressions yes: grove evolve, classify and control can use it")?,
         n => writeln!(
@@ -82,6 +88,16 @@ pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
             "expressions no: {n} problem{} reading productions as expressions (see the warnings): grove evolve, classify and control refuse the grammar; grove map can use it",
             if n == 1 { "" } else { "s" }
         )?,
+    }
+    if refused.is_empty() {
+        match differ.len() {
+            0 => writeln!(s, "reading     the phenotype text and the derivation mean the same program")?,
+            n => writeln!(
+                s,
+                "reading     the phenotype text and the derivation can mean different programs in {n} production{} (see the notes): grove evaluates the text, as PonyGE2 and Python do; --reading derivation evaluates the derivation",
+                if n == 1 { "" } else { "s" }
+            )?,
+        }
     }
     if unknown {
         writeln!(s, "table size  depends on the data set (GE_RANGE:dataset_*): pass --n-vars etc.")?;

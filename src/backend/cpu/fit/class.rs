@@ -34,7 +34,7 @@ impl Problem<'_> {
         out: &mut ClassRow,
         stack: &mut Stack,
     ) {
-        let n_c = self.n_c;
+        let n_c = self.ties.n_p;
         let mut t = [0.0f32; MAX_FIT_CONSTANTS];
         let f = self.point(c, row, &mut t, stack);
         if n_outputs == 0 {
@@ -128,9 +128,10 @@ pub fn fit_class_tree(
     if n_c == 0 {
         return NOT_FITTED;
     }
+    let Some(ties) = fit_ties(op, value, n_c) else { return NOT_FITTED };
     let target = Target::Classes { labels, n_classes, n_outputs, offset };
-    levenberg_marquardt(Problem { op, value, out, x, n_rows, total: count_constants(op), n_c, target }, steps)
-        .map_or(NOT_FITTED, |(res, theta)| write_back(op, value, res, &theta))
+    levenberg_marquardt(Problem { op, value, out, x, n_rows, total: count_constants(op), n_c, ties, target }, steps)
+        .map_or(NOT_FITTED, |(res, theta)| write_back(op, value, res, &theta, &ties))
 }
 
 /// Fits the constants of rows `rows` of the classification population `pop` (`n_outputs ==
@@ -191,7 +192,7 @@ mod tests {
                 }
                 fitted_outputs += tree.out.iter().any(|&o| o != 0) as usize;
                 let target = Target::Classes { labels: &labels, n_classes, n_outputs, offset: None };
-                let prob = Problem { op: tree.op, value: tree.value, out: tree.out, x: &x, n_rows, total: count_constants(tree.op), n_c, target };
+                let prob = Problem { op: tree.op, value: tree.value, out: tree.out, x: &x, n_rows, total: count_constants(tree.op), n_c, ties: Ties::none(n_c), target };
                 let mut theta = [0.0f64; MAX_FIT_PARAMS];
                 let consts: Vec<f64> = tree.op.iter().zip(tree.value).filter(|(o, _)| **o == Op::Const as u8).take(n_c).map(|(_, v)| *v as f64).collect();
                 theta[..n_c].copy_from_slice(&consts);
@@ -372,7 +373,7 @@ mod tests {
         let x: Vec<f32> = (0..2 * n).map(|i| (unit(i + 77) * 3.0 - 1.5) as f32).collect();
         let labels: Vec<u32> = (0..n).map(|r| (unit(500 + r) * 3.0) as u32).collect();
         let target = Target::Classes { labels: &labels, n_classes: 3, n_outputs: 3, offset: None };
-        let prob = Problem { op: &op, value: &value, out: &out, x: &x, n_rows: n, total: 3, n_c: 3, target };
+        let prob = Problem { op: &op, value: &value, out: &out, x: &x, n_rows: n, total: 3, n_c: 3, ties: Ties::none(3), target };
         let theta = { let mut th = [0.0f64; MAX_FIT_PARAMS]; th[..3].copy_from_slice(&[0.7, -0.4, 0.2]); th };
         let grad = |th: &[f64; MAX_FIT_PARAMS]| {
             let mut s2 = [0.0f64; MAX_FIT_SUMS];

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::program::init::{TreeSpec, init_population};
-use crate::program::tree::Node;
+use crate::program::tree::{Node, Population};
 
 pub(super) fn arrays(ns: &[Node]) -> (Vec<u8>, Vec<f32>, Vec<u8>) {
     (ns.iter().map(|n| n.op as u8).collect(), ns.iter().map(|n| n.value).collect(), ns.iter().map(|n| n.out).collect())
@@ -60,7 +60,7 @@ fn tangents_match_finite_differences_for_every_operator() {
             continue;
         }
         let total = tree.op.iter().filter(|&&o| o == Op::Const as u8).count();
-        let prob = Problem { op: tree.op, value: tree.value, out: tree.out, x: &x, n_rows, total, n_c, target: Target::Values { y: &[], scaling: false } };
+        let prob = Problem { op: tree.op, value: tree.value, out: tree.out, x: &x, n_rows, total, n_c, ties: Ties::none(n_c), target: Target::Values { y: &[], scaling: false } };
         let mut c32 = [0.0f32; MAX_FIT_CONSTANTS];
         let c64: Vec<f64> = tree.op.iter().zip(tree.value).filter(|(o, _)| **o == Op::Const as u8).take(n_c).map(|(_, v)| *v as f64).collect();
         for (j, v) in c64.iter().enumerate() {
@@ -201,4 +201,100 @@ fn trees_that_cannot_be_fitted_are_left_alone() {
     nodes.extend(std::iter::repeat_n(Node::constant(1.0), depth + 1));
     let (op, value, out) = arrays(&nodes);
     assert_eq!(fit_plan(&op, &value, &out, 1, 0), None);
+}
+
+/// `Slot(c)`: a grammar's constant `c[i]` over its value.
+fn slot(i: u32) -> Node {
+    Node { op: Op::Slot, value: i as f32, out: 0 }
+}
+
+#[test]
+fn a_grammars_constants_move_as_one_wherever_they_occur() {
+    // y = 1.5·(x0 + x1) − 0.5 from c[0]·x0 + c[0]·x1 + c[1]: the two c[0] are one parameter,
+    // fitted to 1.5 (two free leaves could share the slope any way), c[1] to −0.5.
+    let n = 40;
+    let x: Vec<f32> = (0..2 * n).map(|i| ((i * 13 % 29) as f32 - 14.0) * 0.1).collect();
+    let y: Vec<f32> = (0..n).map(|r| 1.5 * (x[r] + x[n + r]) - 0.5).collect();
+    let t = [
+        Node::func(Op::Add),
+        Node::func(Op::Add),
+        Node::func(Op::Mul),
+        slot(0),
+        Node::constant(1.0),
+        Node::var(0),
+        Node::func(Op::Mul),
+        slot(0),
+        Node::constant(1.0),
+        Node::var(1),
+        slot(1),
+        Node::constant(1.0),
+    ];
+    let (op, mut value, out) = arrays(&t);
+    assert_eq!(fit_ties(&op, &value, 3).map(|t| (t.n_p, t.group[..3].to_vec())), Some((2, vec![0, 0, 1])));
+    let r = fit_tree(&op, &mut value, &out, &x, &y, n, FitConfig { steps: 20, linear_scaling: false });
+    assert_eq!(r.constants, 2, "{r:?}");
+    assert!(r.accepted > 0 && r.sse_after < 1e-8, "{r:?}");
+    assert_eq!(value[4].to_bits(), value[8].to_bits(), "both c[0] carry one value: {value:?}");
+    assert!((value[4] - 1.5).abs() < 1e-4 && (value[11] + 0.5).abs() < 1e-4, "{value:?}");
+    // The fitted tree's error is the one evaluation gives.
+    let mut pop = Population::new(1, 16, 0);
+    pop.set_tree(0, &t.iter().enumerate().map(|(i, n)| Node { value: value[i], ..*n }).collect::<Vec<_>>()).unwrap();
+    let sums = crate::backend::cpu::eval::evaluate_regression(&pop, &x, &y, n).unwrap();
+    assert!((sums[0].sum_e2 - r.sse_after).abs() <= 1e-9 + 1e-6 * r.sse_after, "evaluation {} fit {}", sums[0].sum_e2, r.sse_after);
+}
+
+#[test]
+fn tied_tangents_are_the_sum_of_their_leaves() {
+    // d/dc of c·x + sin(c) at c is x + cos(c): the pass's Jacobian column against the untied
+    // tree's two columns added (in f32, leaf order), point by point.
+    let n = 9;
+    let x = line(n, -2.0, 2.0);
+    let tied = [Node::func(Op::Add), Node::func(Op::Mul), slot(3), Node::constant(0.4), Node::var(0), Node::func(Op::Sin), slot(3), Node::constant(0.4)];
+    let (op, value, out) = arrays(&tied);
+    let ties = fit_ties(&op, &value, 2).unwrap();
+    assert_eq!(ties.n_p, 1);
+    let target = Target::Values { y: &x, scaling: false };
+    let prob = Problem { op: &op, value: &value, out: &out, x: &x, n_rows: n, total: 2, n_c: 2, ties, target };
+    let free = Problem { ties: Ties::none(2), ..Problem { op: &op, value: &value, out: &out, x: &x, n_rows: n, total: 2, n_c: 2, ties, target } };
+    let c = [0.4f32; MAX_FIT_CONSTANTS];
+    let (mut st, mut sf) = (Stack::new(), Stack::new());
+    for row in 0..n {
+        let (mut t1, mut t2) = ([0.0f32; MAX_FIT_CONSTANTS], [0.0f32; MAX_FIT_CONSTANTS]);
+        let f1 = prob.point(&c, row, &mut t1, &mut st);
+        let f2 = free.point(&c, row, &mut t2, &mut sf);
+        assert_eq!(f1.to_bits(), f2.to_bits());
+        assert_eq!(t1[0].to_bits(), (t2[0] + t2[1]).to_bits(), "row {row}");
+        let want = x[row] as f64 + 0.4f64.cos();
+        assert!((t1[0] as f64 - want).abs() < 1e-5, "row {row}: {} vs {want}", t1[0]);
+    }
+}
+
+#[test]
+fn a_slot_that_reaches_past_the_fitted_leaves_is_not_fitted() {
+    // Seventeen constant leaves: the 17th is not fitted, so a c[0] among the first sixteen
+    // that recurs there could not move as one; the tree is left alone.
+    let mut t = vec![];
+    for _ in 0..16 {
+        t.push(Node::func(Op::Add));
+    }
+    t.push(slot(0));
+    t.push(Node::constant(1.0));
+    for k in 0..15 {
+        t.push(Node::constant(k as f32));
+    }
+    t.push(slot(0));
+    t.push(Node::constant(1.0));
+    let (op, mut value, out) = arrays(&t);
+    assert!(fit_ties(&op, &value, 16).is_none());
+    let before = value.clone();
+    let x = line(5, 0.0, 1.0);
+    let r = fit_tree(&op, &mut value, &out, &x, &x, 5, FitConfig { steps: 5, linear_scaling: true });
+    assert_eq!((r.constants, r.accepted), (0, 0));
+    assert_eq!(value, before);
+    // The same tree with the second c[0] as a c[1] of its own fits its first sixteen.
+    let mut t2 = t.clone();
+    let last = t2.len() - 2;
+    t2[last] = slot(1);
+    let (op, value, _) = arrays(&t2);
+    assert_eq!(fit_ties(&op, &value, 16).map(|t| t.n_p), Some(16));
 }

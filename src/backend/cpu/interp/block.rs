@@ -216,6 +216,7 @@ fn apply_block<const B: usize>(op: Op, d: &mut [f32; B], a: Arg<'_, B>, b: Arg<'
         Op::Sqrt => un!(Op::Sqrt),
         Op::Abs => un!(Op::Abs),
         Op::Neg => un!(Op::Neg),
+        Op::Slot => map1(d, a, |x| x),
         Op::Square => un!(Op::Square),
         Op::Cube => un!(Op::Cube),
         Op::Tanh => un!(Op::Tanh),
