@@ -66,11 +66,13 @@ template <> struct GroveLanes<1> {
     static constexpr unsigned lane = 0;
     __device__ void sync() const {}
 };
-// Shared words per group, used by two phases of each grove_acceleration call in turn (a sync
-// between them): the smooth dynamics' (GROVE_SMOOTH_WORDS: every body's COM Jacobian NB·NV·3,
-// its J̇q̇ NB·2 and fluid force NB·3, M NV·NV, bias and fluid NV each; grove_smooth_lanes), then
-// the constraint rows' (GROVE_ROW_WORDS: A S·S, Y S·NV, b S, diag S, for S = GROVE_SLOTS_ALLOC;
-// grove_forces). src/backend/cuda/control.rs lane_words mirrors this.
+// Shared words per group, used by the phases of each grove_acceleration call in turn, each
+// phase's writes after a meeting of the group (everyone has read the previous phase's words):
+// the smooth dynamics' (GROVE_SMOOTH_WORDS: every body's COM Jacobian NB·NV·3, its J̇q̇ NB·2 and
+// fluid force NB·3, M NV·NV, bias and fluid NV each; grove_smooth_lanes), M's Cholesky factor's
+// (NV·NV; grove_cholesky_lanes), then the constraint rows' (GROVE_ROW_WORDS: A S·S, Y S·NV, b S,
+// diag S, for S = GROVE_SLOTS_ALLOC; grove_forces), and the factor's again for the implicit
+// step. src/backend/cuda/control.rs lane_words mirrors this.
 #define GROVE_SMOOTH_WORDS (GROVE_NB * GROVE_NV * 3 + GROVE_NB * 5 + GROVE_NV * GROVE_NV + 2 * GROVE_NV)
 #define GROVE_ROW_WORDS (GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV + 2 * GROVE_SLOTS_ALLOC)
 #define GROVE_LANE_WORDS (GROVE_SMOOTH_WORDS > GROVE_ROW_WORDS ? GROVE_SMOOTH_WORDS : GROVE_ROW_WORDS)
@@ -452,6 +454,40 @@ __device__ bool grove_cholesky(real L[GROVE_NV][GROVE_NV]) {
     return true;
 }
 
+// grove_cholesky over a group's lanes (G > 1), left-looking by column: for each column j every
+// lane computes the pivot d from row j's earlier entries (each lane the same value, so all
+// return false together), then lane l computes the entries below it of rows l, l + G, ... (each
+// summed over k < j in order, as one lane does), and the group meets before the next column
+// reads them. The factor lives in the group's words and every lane reads it back.
+template <int G>
+__device__ bool grove_cholesky_lanes(const GroveLanes<G>& lanes, real L[GROVE_NV][GROVE_NV]) {
+    real* F = lanes.mem;  // [NV][NV], lower triangle
+    lanes.sync();  // every lane has read the previous phase's words
+#pragma unroll
+    for (int j = 0; j < GROVE_NV; ++j) {
+        real d = L[j][j];
+#pragma unroll
+        for (int k = 0; k < j; ++k) d -= F[j * GROVE_NV + k] * F[j * GROVE_NV + k];
+        if (!(d > 0.0f)) return false;
+        d = sqrtf(d);
+        if (j % G == (int)lanes.lane) F[j * GROVE_NV + j] = d;
+#pragma unroll
+        for (int i = j + 1; i < GROVE_NV; ++i) {
+            if (i % G != (int)lanes.lane) continue;
+            real s = L[i][j];
+#pragma unroll
+            for (int k = 0; k < j; ++k) s -= F[i * GROVE_NV + k] * F[j * GROVE_NV + k];
+            F[i * GROVE_NV + j] = s / d;
+        }
+        lanes.sync();
+    }
+#pragma unroll
+    for (int i = 0; i < GROVE_NV; ++i)
+#pragma unroll
+        for (int j = 0; j <= i; ++j) L[i][j] = F[i * GROVE_NV + j];
+    return true;
+}
+
 __device__ void grove_solve(const real L[GROVE_NV][GROVE_NV], const real* b, real* x) {
 #pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) {
@@ -687,7 +723,10 @@ __device__ __noinline__ void grove_acceleration(GroveLanes<G> lanes, const real*
     for (int i = 0; i < GROVE_NV; ++i)
 #pragma unroll
         for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
-    if (!grove_cholesky(L)) {
+    bool factored;
+    if constexpr (G == 1) factored = grove_cholesky(L);
+    else factored = grove_cholesky_lanes(lanes, L);
+    if (!factored) {
 #pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
         return;
@@ -783,7 +822,10 @@ __device__ __noinline__ void grove_acceleration(GroveLanes<G> lanes, const real*
             for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
 #pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) L[i][i] += grove_hdamp[i];
-        if (!grove_cholesky(L)) {
+        bool damped;
+        if constexpr (G == 1) damped = grove_cholesky(L);
+        else damped = grove_cholesky_lanes(lanes, L);
+        if (!damped) {
 #pragma unroll
             for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
             return;
