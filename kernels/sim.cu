@@ -71,10 +71,11 @@ template <> struct GroveLanes<1> {
 // the smooth dynamics' (GROVE_SMOOTH_WORDS: every body's COM Jacobian NB·NV·3, its J̇q̇ NB·2 and
 // fluid force NB·3, M NV·NV, bias and fluid NV each; grove_smooth_lanes), M's Cholesky factor's
 // (NV·NV; grove_cholesky_lanes), then the constraint rows' (GROVE_ROW_WORDS: A S·S, Y S·NV, b S,
-// diag S, for S = GROVE_SLOTS_ALLOC; grove_forces), and the factor's again for the implicit
-// step. src/backend/cuda/control.rs lane_words mirrors this.
+// diag S and the unconstrained acceleration NV, for S = GROVE_SLOTS_ALLOC; Jᵀλ by DOF then takes
+// Y's first NV words; grove_forces), and the factor's again for the implicit step.
+// src/backend/cuda/control.rs lane_words mirrors this.
 #define GROVE_SMOOTH_WORDS (GROVE_NB * GROVE_NV * 3 + GROVE_NB * 5 + GROVE_NV * GROVE_NV + 2 * GROVE_NV)
-#define GROVE_ROW_WORDS (GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV + 2 * GROVE_SLOTS_ALLOC)
+#define GROVE_ROW_WORDS (GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV + 2 * GROVE_SLOTS_ALLOC + GROVE_NV)
 #define GROVE_LANE_WORDS (GROVE_SMOOTH_WORDS > GROVE_ROW_WORDS ? GROVE_SMOOTH_WORDS : GROVE_ROW_WORDS)
 
 // A constraint's softness, one row of grove_lim_soft / grove_cap_soft (sim.rs soft_row, from
@@ -645,14 +646,30 @@ __device__ __noinline__ bool grove_pivot_solve(int nr, const real (*A)[GROVE_SLO
 // from the warm start, projected Gauss-Seidel when pivoting does not settle, as on the CPU;
 // stores λ in `warm` and adds Jᵀλ to `total`. Y, A, b and diag are the lane's local arrays
 // (G = 1) or the group's shared words.
+//
+// With G > 1 lanes the unconstrained acceleration au = M⁻¹ f is one more right-hand side of the
+// same solves (index nr, its lane's words at `au`; G = 1 solves it before the call and `f` is
+// unused), and Jᵀλ is summed by DOF: lane l sums DOFs l, l + G, ... over the rows in order from
+// f, as one lane does, into the group's words at `tsum` (Y's, read no more), which every lane
+// reads back.
 template <int G>
 __device__ __forceinline__ void grove_forces(const GroveLanes<G>& lanes, int nr, const real L[GROVE_NV][GROVE_NV], const real (*J)[GROVE_NV],
-                                             const real* R, const real* aref, const real* au, const int* slot_of, real* warm,
+                                             const real* R, const real* aref, const real* f, real* au, const int* slot_of, real* warm,
                                              real (*Y)[GROVE_NV], real (*A)[GROVE_SLOTS_ALLOC], real* b, real* diag, real* lam,
-                                             real* total) {
+                                             real* total, real* tsum) {
     lanes.sync();  // every lane has read the rows of its previous call
+    if constexpr (G == 1) {
 #pragma unroll 1
-    for (int r = lanes.lane; r < nr; r += G) grove_solve(L, J[r], Y[r]);  // Y = M⁻¹ Jᵀ, by row of J
+        for (int r = lanes.lane; r < nr; r += G) grove_solve(L, J[r], Y[r]);  // Y = M⁻¹ Jᵀ, by row of J
+        (void)f;
+        (void)tsum;
+    } else {
+#pragma unroll 1
+        for (int r = lanes.lane; r <= nr; r += G) {
+            if (r < nr) grove_solve(L, J[r], Y[r]);
+            else grove_solve(L, f, au);
+        }
+    }
     lanes.sync();
 #pragma unroll 1
     for (int r = lanes.lane; r < nr; r += G) {
@@ -690,11 +707,28 @@ __device__ __forceinline__ void grove_forces(const GroveLanes<G>& lanes, int nr,
             if (change <= 1.1920929e-7f * size) break;
         }
     }
+    if constexpr (G == 1) {
 #pragma unroll 1
-    for (int r = 0; r < nr; ++r) {
-        warm[slot_of[r]] = lam[r];
+        for (int r = 0; r < nr; ++r) {
+            warm[slot_of[r]] = lam[r];
 #pragma unroll
-        for (int i = 0; i < GROVE_NV; ++i) total[i] += J[r][i] * lam[r];
+            for (int i = 0; i < GROVE_NV; ++i) total[i] += J[r][i] * lam[r];
+        }
+    } else {
+#pragma unroll 1
+        for (int r = 0; r < nr; ++r) warm[slot_of[r]] = lam[r];
+        // tsum is Y's first words, which no lane reads after A is built.
+#pragma unroll
+        for (int i = 0; i < GROVE_NV; ++i) {
+            if (i % G != (int)lanes.lane) continue;
+            real s = total[i];
+#pragma unroll 1
+            for (int r = 0; r < nr; ++r) s += J[r][i] * lam[r];
+            tsum[i] = s;
+        }
+        lanes.sync();
+#pragma unroll
+        for (int i = 0; i < GROVE_NV; ++i) total[i] = tsum[i];
     }
 }
 #endif
@@ -801,17 +835,19 @@ __device__ __noinline__ void grove_acceleration(GroveLanes<G> lanes, const real*
     for (int s = 0; s < GROVE_SLOTS; ++s)
         if (!active[s]) warm[s] = 0.0f;
     if (nr > 0) {
-        real au[GROVE_NV], lam[GROVE_SLOTS_ALLOC];
-        grove_solve(L, f, au);
+        real lam[GROVE_SLOTS_ALLOC];
         if constexpr (G == 1) {
+            real au[GROVE_NV];
+            grove_solve(L, f, au);
             real Y[GROVE_SLOTS_ALLOC][GROVE_NV], A[GROVE_SLOTS_ALLOC][GROVE_SLOTS_ALLOC], b[GROVE_SLOTS_ALLOC], diag[GROVE_SLOTS_ALLOC];
-            grove_forces(lanes, nr, L, J, R, aref, au, slot_of, warm, Y, A, b, diag, lam, total);
+            grove_forces(lanes, nr, L, J, R, aref, f, au, slot_of, warm, Y, A, b, diag, lam, total, nullptr);
         } else {
             real* w = lanes.mem;
             real(*A)[GROVE_SLOTS_ALLOC] = (real(*)[GROVE_SLOTS_ALLOC])w;
             real(*Y)[GROVE_NV] = (real(*)[GROVE_NV])(w + GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC);
             real* b = w + GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV;
-            grove_forces(lanes, nr, L, J, R, aref, au, slot_of, warm, Y, A, b, b + GROVE_SLOTS_ALLOC, lam, total);
+            real* au = b + 2 * GROVE_SLOTS_ALLOC;  // after b and diag
+            grove_forces(lanes, nr, L, J, R, aref, f, au, slot_of, warm, Y, A, b, b + GROVE_SLOTS_ALLOC, lam, total, Y[0]);
         }
     }
 #endif
