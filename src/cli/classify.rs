@@ -123,5 +123,5 @@ impl ClassifyArgs {
 
 /// Runs `grove classify`.
 pub fn classify(args: &ClassifyArgs) -> Result<ExitCode> {
-    super::run::run_experiment(Experiment::Classify(args.settings()?), &args.run, None)
+    super::run::run_experiment(Experiment::Classify(args.settings()?), &args.run, None, &[])
 }

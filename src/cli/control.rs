@@ -189,7 +189,7 @@ pub fn control(args: &ControlArgs) -> Result<ExitCode> {
     use crate::task::control::{fit, open_on};
     let backend = open_on(&args.env, args.profile.as_deref(), args.engine.device(), &args.islands.gpus, args.run.quiet)?;
     let settings = args.settings(backend.is_gpu())?;
-    let (opts, outputs) = super::run::run_options(&args.run, None, &Experiment::Control(settings.clone()))?;
+    let (opts, outputs) = super::run::run_options(&args.run, None, &Experiment::Control(settings.clone()), &[])?;
     let result = crate::task::base::options::on_threads(args.run.threads, || fit(&settings, &backend, &opts))?;
     super::run::finish_run(&result, &outputs)
 }

@@ -119,5 +119,5 @@ impl EvolveArgs {
 
 /// Runs `grove evolve`.
 pub fn evolve(args: &EvolveArgs) -> Result<ExitCode> {
-    super::run::run_experiment(Experiment::Evolve(args.settings()?), &args.run, None)
+    super::run::run_experiment(Experiment::Evolve(args.settings()?), &args.run, None, &[])
 }

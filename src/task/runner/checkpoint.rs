@@ -182,25 +182,26 @@ impl Checkpoint {
 
 }
 
-/// Checks, before a run's first generation, that checkpoints can be saved at `path`: it is not
-/// a directory, its directory exists, and a file can be created there (the temporary file an
-/// atomic save writes, created and removed). One error line naming the path and the problem.
+/// Checks, before a run's first generation, that checkpoints can be saved at `path`: it is a
+/// regular file or nothing yet (a checkpoint is read back by `grove run --resume`, so a device
+/// or FIFO is refused), and [`crate::report::files::check_output`] passes. One error line naming
+/// the path and the problem.
 pub fn check_checkpoint_path(path: &Path) -> Result<()> {
+    use crate::report::files::{Standing, standing};
     let show = path.display();
-    ensure!(!path.is_dir(), "the checkpoint {show} is a directory: give a file path, e.g. {}", path.join("run.ckpt").display());
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match standing(path) {
+        Standing::Directory => bail!("the checkpoint {show} is a directory: give a file path, e.g. {}", path.join("run.ckpt").display()),
+        Standing::Stream | Standing::Other => bail!(
+            "the checkpoint {show} is not a regular file (a device or a FIFO): `grove run --resume` reads a checkpoint back, so give a file path"
+        ),
+        Standing::File | Standing::Nothing => {}
+    }
+    let dir = crate::report::files::resolve_links(path)?;
+    let dir = dir.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     ensure!(dir.is_dir(), "cannot save the checkpoint {show}: the directory {} does not exist", dir.display());
-    let probe = crate::report::temporary_path(path);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&probe)
-        .with_context(|| format!("cannot save the checkpoint {show}: cannot create a file in {}", dir.display()))?;
-    std::fs::remove_file(&probe).with_context(|| format!("cannot remove {}", probe.display()))?;
-    Ok(())
+    crate::report::files::check_output(path, "the checkpoint")
+        .map_err(|e| anyhow!("{}", format!("{e:#}").replacen("cannot write the checkpoint", "cannot save the checkpoint", 1)))
 }
-
 
 /// The runner's checkpoints: each state a run saves is written to one file with the run's
 /// experiment and output paths ([`Checkpoint`]), atomically.

@@ -163,6 +163,65 @@ impl Experiment {
         Ok(exp)
     }
 
+    /// The files the run reads, each by the flag that names it: `--data` (a file, not a
+    /// `builtin:` problem), `--grammar` (a file, not grammar text) and `--env` (a `.ron` file,
+    /// not a shipped environment).
+    pub fn input_files(&self) -> Vec<crate::report::files::Named> {
+        let mut out = Vec::new();
+        for (role, spec) in self.input_specs() {
+            if let Some(path) = input_path(role, spec) {
+                out.push(crate::report::files::Named::new(format!("{role} file"), path));
+            }
+        }
+        out
+    }
+
+    /// The settings that name an input, each with its flag, whatever they hold.
+    fn input_specs(&self) -> Vec<(&'static str, &String)> {
+        let mut out = Vec::new();
+        match self {
+            Experiment::Evolve(s) => out.push(("--data", &s.data)),
+            Experiment::Classify(s) => out.push(("--data", &s.data)),
+            Experiment::Control(s) => out.push(("--env", &s.env)),
+        }
+        let grammar = match self {
+            Experiment::Evolve(s) => &s.grammar,
+            Experiment::Classify(s) => &s.grammar,
+            Experiment::Control(s) => &s.grammar,
+        };
+        if let Some(g) = grammar {
+            out.push(("--grammar", g));
+        }
+        out
+    }
+
+    /// The settings that name an input, to change (as [`Self::input_specs`]).
+    fn input_specs_mut(&mut self) -> Vec<(&'static str, &mut String)> {
+        let (first, grammar) = match self {
+            Experiment::Evolve(s) => (("--data", &mut s.data), &mut s.grammar),
+            Experiment::Classify(s) => (("--data", &mut s.data), &mut s.grammar),
+            Experiment::Control(s) => (("--env", &mut s.env), &mut s.grammar),
+        };
+        let mut out = vec![first];
+        if let Some(g) = grammar.as_mut() {
+            out.push(("--grammar", g));
+        }
+        out
+    }
+
+    /// These settings with every input file named by its absolute path (as a checkpoint keeps
+    /// them, so that a run resumed from another directory reads the same files).
+    pub fn with_absolute_inputs(mut self) -> Experiment {
+        for (role, spec) in self.input_specs_mut() {
+            if let Some(path) = input_path(role, spec) {
+                if let Ok(abs) = std::path::absolute(&path) {
+                    *spec = abs.display().to_string();
+                }
+            }
+        }
+        self
+    }
+
     /// Checks the settings' values (what clap cannot: ranges, combinations).
     pub fn check(&self) -> Result<()> {
         match self {
@@ -243,6 +302,17 @@ impl Experiment {
             Experiment::Control(s) => &mut s.engine,
         }
     }
+}
+
+/// The file an input setting `spec` names, if it names one: `--data` unless `builtin:…`,
+/// `--grammar` unless it is grammar text (holding `::=`), `--env` unless a shipped name.
+fn input_path(role: &str, spec: &str) -> Option<std::path::PathBuf> {
+    let file = match role {
+        "--data" => !spec.starts_with("builtin:") && !spec.is_empty(),
+        "--grammar" => !spec.contains("::="),
+        _ => !crate::sim::spec::SHIPPED.iter().any(|(n, _)| *n == spec),
+    };
+    file.then(|| std::path::PathBuf::from(spec))
 }
 
 /// Deserialises settings, naming the path of a bad or unknown field.

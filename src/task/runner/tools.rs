@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::genome::{MapConfig, Mapper};
+use crate::report::files::Named;
 use crate::grammar::{self, DatasetShape, Severity};
 use crate::task::base::search::{MAX_GENOME, MAX_WRAPS};
 
@@ -391,6 +392,9 @@ pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String
 
 /// Draws the plots of the report at `report` into `out`; returns the files written.
 pub fn plot(report: &Path, out: &Path) -> Result<Vec<PathBuf>> {
+    crate::report::files::check_output_dir(out, "the plots")?;
+    let plots = super::outputs::Outputs { plots: Some(out.to_path_buf()), ..Default::default() };
+    crate::report::files::check_distinct(&plots.named(None), &[Named::new("report it draws", report)])?;
     let text = std::fs::read_to_string(report).with_context(|| format!("cannot read the report {}", report.display()))?;
     let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", report.display()))?;
     anyhow::ensure!(
@@ -429,6 +433,24 @@ pub struct RolloutSettings {
     pub device: crate::backend::DeviceChoice,
 }
 
+impl RolloutSettings {
+    /// The files a roll-out reads: `--env` (a file, not a shipped environment), `--actions`,
+    /// `--policy`.
+    pub fn inputs(&self) -> Vec<Named> {
+        let mut out = Vec::new();
+        if let Some(e) = self.env.as_deref().filter(|e| !crate::sim::spec::SHIPPED.iter().any(|(n, _)| n == e)) {
+            out.push(Named::new("--env file", e));
+        }
+        if let Some(a) = &self.actions {
+            out.push(Named::new("--actions file", a));
+        }
+        if let Some(p) = &self.policy {
+            out.push(Named::new("--policy report", p));
+        }
+        out
+    }
+}
+
 /// The environment and profile asked for, defaulting to a replayed policy's (`grove rollout`,
 /// `grove render`).
 fn env_of(env: Option<&str>, profile: Option<&str>, saved: Option<&crate::task::control::SavedPolicy>) -> Result<(String, Option<String>)> {
@@ -456,6 +478,10 @@ pub fn rollout_model(s: &RolloutSettings) -> Result<(crate::sim::Model, Option<c
 /// rollout` prints (`swimmer (brax): return ... over N steps`).
 pub fn rollout(s: &RolloutSettings) -> Result<String> {
     use crate::sim::rollout::{ActionSource, RolloutOptions, read_actions_file};
+    if let Some(p) = &s.states {
+        crate::report::files::check_output(p, "--states")?;
+        crate::report::files::check_distinct(&[Named::new("--states", p)], &s.inputs())?;
+    }
     let (model, saved) = rollout_model(s)?;
     let nodes = match (&s.actions, &saved) {
         (None, Some(saved)) => Some(
@@ -591,6 +617,9 @@ pub struct RenderSettings {
 /// Draws an episode as `s` says; returns the line `grove render` prints.
 pub fn render(s: &RenderSettings) -> Result<String> {
     use crate::report::robot::{Policy, episode, read_policy, saved_policy, write};
+    crate::report::files::check_output(&s.out, "--out")?;
+    let inputs = RolloutSettings { env: s.env.clone(), actions: s.actions.clone(), policy: s.policy.clone(), ..Default::default() }.inputs();
+    crate::report::files::check_distinct(&[Named::new("--out", &s.out)], &inputs)?;
     let saved = s.policy.as_deref().map(read_policy).transpose()?;
     let (env, profile) = env_of(s.env.as_deref(), s.profile.as_deref(), saved.as_ref())?;
     let model = crate::sim::Model::load(&env, profile.as_deref())?;
