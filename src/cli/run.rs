@@ -27,9 +27,15 @@ pub struct RunArgs {
     /// Repeat the run of this report (its command and complete settings).
     #[arg(long, value_name = "REPORT", conflicts_with = "resume")]
     pub from: Option<PathBuf>,
-    /// Continue the run saved in this checkpoint (and keep saving to it).
+    /// Continue the run saved in this checkpoint (and keep saving to it). Its input files
+    /// must be those it started on, by content: a changed one is refused unless named by
+    /// --accept-changed.
     #[arg(long, value_name = "CHECKPOINT")]
     pub resume: Option<PathBuf>,
+    /// With --resume: continue even though this input file (its path, or its flag: --data,
+    /// --grammar, --env) changed since the run started. May be repeated.
+    #[arg(long, value_name = "FILE", requires = "resume", allow_hyphen_values = true)]
+    pub accept_changed: Vec<PathBuf>,
     /// Override the population size (engine.pop_size).
     #[arg(long)]
     pub pop: Option<usize>,
@@ -183,13 +189,22 @@ pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>, exp:
 /// error that says where its content was kept instead ([`write_outputs`]), and the exit status
 /// is then 1: the summary, printed first, survives whatever the disk does.
 pub fn finish_run(result: &EvolveResult, outputs: &Outputs) -> Result<ExitCode> {
-    println!("{}", result.summary);
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // Standard output may be closed (`| head`): the files are written all the same.
+    let mut shown = writeln!(out, "{}", result.summary);
     let done = write_outputs(&result.report, outputs);
     for (what, path) in &done.written {
-        println!("{what:<13} {}", path.display());
+        shown = shown.and_then(|_| writeln!(out, "{what:<13} {}", path.display()));
     }
     for line in &done.failed {
         eprintln!("error: {line}");
+    }
+    if let Err(e) = shown.and_then(|_| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: cannot write standard output: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
     }
     Ok(if done.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -230,9 +245,13 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         gpus: args.gpus.clone(),
         link: args.gpu_link,
         set: args.set.clone(),
+        accept_changed: args.accept_changed.clone(),
     };
     if let Some(path) = &args.resume {
-        let (exp, c) = resume(path, &overrides)?;
+        let (exp, c, notes) = resume(path, &overrides)?;
+        for n in notes {
+            eprintln!("{n}");
+        }
         return run_experiment(exp, &args.flags, Some((path.clone(), c)), &[]);
     }
     let exp = from_source(args.file.as_deref(), args.from.as_deref(), &overrides)?;

@@ -209,6 +209,17 @@ impl Experiment {
         out
     }
 
+    /// Names each input by the path given for its flag (`("--data", "/abs/d.csv")`), as a
+    /// checkpoint's record of its inputs gives them.
+    pub fn set_input_paths<'p>(&mut self, paths: impl Iterator<Item = (&'p str, &'p std::path::Path)>) {
+        let paths: Vec<(&str, &std::path::Path)> = paths.collect();
+        for (role, spec) in self.input_specs_mut() {
+            if let Some((_, p)) = paths.iter().find(|(r, _)| *r == role) {
+                *spec = p.display().to_string();
+            }
+        }
+    }
+
     /// These settings with every input file named by its absolute path (as a checkpoint keeps
     /// them, so that a run resumed from another directory reads the same files).
     pub fn with_absolute_inputs(mut self) -> Experiment {
@@ -428,17 +439,22 @@ pub struct Overrides {
     pub link: Option<crate::evolve::islands::GpuLink>,
     /// `FIELD=VALUE` settings, the value read as JSON, else as text.
     pub set: Vec<String>,
+    /// Input files a resumed run may find changed (`--accept-changed`: a path or a flag such
+    /// as `--data`).
+    pub accept_changed: Vec<std::path::PathBuf>,
 }
 
 /// The experiment of a checkpoint, with the overrides a resumed run allows (`gens`,
-/// `device`), checked; and the checkpoint.
-pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crate::task::runner::checkpoint::Checkpoint)> {
+/// `device`, the GPUs), checked, its input files checked against the checkpoint's record
+/// ([`crate::task::runner::checkpoint::Checkpoint::check_inputs`]; `o.accept_changed` lets a
+/// changed one through); the checkpoint; and the notes to show.
+pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crate::task::runner::checkpoint::Checkpoint, Vec<String>)> {
     let c = crate::task::runner::checkpoint::Checkpoint::load(path)?;
     anyhow::ensure!(
         o.pop.is_none() && o.seed.is_none() && o.data.is_none() && o.set.is_empty(),
         "--resume continues a run with its own settings: drop --pop, --seed, --data and --set (--gens and --device may change)"
     );
-    let mut exp = c.experiment.clone();
+    let (mut exp, notes) = c.check_inputs(&path.display().to_string(), &o.accept_changed)?;
     if let Some(g) = o.gens {
         exp.engine_mut().generations = g;
     }
@@ -455,7 +471,7 @@ pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crat
         exp.islands_mut().link = l;
     }
     exp.check()?;
-    Ok((exp, c))
+    Ok((exp, c, notes))
 }
 
 /// The experiment of an experiment file (`file`) or of a report's settings (`from`), with
