@@ -181,8 +181,9 @@ impl Checkpoint {
     /// each must exist at its recorded absolute path with its recorded hash. A changed file
     /// is refused in one line that names it and both hashes, unless it is one of `accept`
     /// (`--accept-changed`, by path or by its flag, e.g. `--data`); a missing one is refused.
-    /// Returns the settings to resume with (every recorded input named by its absolute path,
-    /// so a run resumed from another directory reads the same files) and the notes to show (a
+    /// Returns the settings to resume with (a recorded input the settings' spelling no longer
+    /// names, as from another directory, named by its absolute path, so the run reads the same
+    /// files) and the notes to show (a
     /// version 2 checkpoint has no record, so its inputs are not checked).
     pub fn check_inputs(&self, origin: &str, accept: &[PathBuf]) -> Result<(Experiment, Vec<String>)> {
         use crate::report::files::FileKey;
@@ -221,8 +222,15 @@ impl Checkpoint {
             );
             notes.push(format!("note: {} {show} changed since the run started ({} then, {hash} now); continuing on it as it is (--accept-changed)", r.role, r.hash));
         }
+        // Where the settings' own spelling names the recorded file (the run resumed from its
+        // own directory), it stays, so the report is the uninterrupted run's.
         let mut exp = self.experiment.clone();
-        exp.set_input_paths(inputs.iter().map(|r| (r.role.as_str(), r.path.as_path())));
+        let given = exp.input_files();
+        let moved = inputs.iter().filter(|r| {
+            let spelled = given.iter().find(|g| g.role.trim_end_matches(" file") == r.role);
+            spelled.is_none_or(|g| FileKey::of(&g.path) != FileKey::of(&r.path))
+        });
+        exp.set_input_paths(moved.map(|r| (r.role.as_str(), r.path.as_path())));
         Ok((exp, notes))
     }
 
