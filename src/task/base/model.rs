@@ -395,7 +395,7 @@ pub fn class_probabilities(out: &[f32], n_rows: usize, n_classes: usize) -> Vec<
 
 /// Reads the model of a run report (`model`), with an error that says what the file lacks.
 pub fn load(path: &std::path::Path) -> Result<Model> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read the report {}", path.display()))?;
+    let bytes = crate::input::read_bytes(path, "the report", crate::input::REPORT_BYTES)?;
     from_json(&bytes, &path.display().to_string())
 }
 

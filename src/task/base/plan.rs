@@ -104,13 +104,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 
 /// A size for a person: `137.4 GiB`, `512.0 MiB`.
 pub fn show_size(bytes: u64) -> String {
-    let units = ["bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    let (mut v, mut u) = (bytes as f64, 0);
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 { format!("{bytes} bytes") } else { format!("{v:.1} {}", units[u]) }
+    crate::input::show_size(bytes)
 }
 
 /// Refuses `need` where it does not fit: host memory against the lower of

@@ -393,13 +393,13 @@ pub fn parse_ron(text: &str, origin: &str) -> Result<(String, Value)> {
 
 /// Loads an experiment file.
 pub fn load_ron(path: &std::path::Path) -> Result<(String, Value)> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the experiment file {}", path.display()))?;
+    let text = crate::input::read_text(path, "the experiment file", crate::input::EXPERIMENT_BYTES)?;
     parse_ron(&text, &path.display().to_string())
 }
 
 /// Reads the `command` and `settings` of a run report.
 pub fn load_report(path: &std::path::Path) -> Result<(String, Value)> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
+    let text = crate::input::read_text(path, "the report", crate::input::REPORT_BYTES)?;
     let v: Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", path.display()))?;
     anyhow::ensure!(
         v.get("grove_checkpoint").is_none(),
