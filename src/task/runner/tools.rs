@@ -323,7 +323,7 @@ pub fn predict(model: &Path, data: &Path) -> Result<Predictions> {
     use crate::task::base::model::ModelKind;
     let model = crate::task::base::model::load(model)?;
     let file = data.display().to_string();
-    let bytes = std::fs::read(data).with_context(|| format!("cannot read data file {file}"))?;
+    let bytes = crate::data::read::read_text_file(data)?;
     let table = crate::data::classes::read_table(&bytes, &file)?;
     let predictions = model.predict(&table, &file)?;
     // When the file also holds the target, say how well the model does on it.
@@ -351,7 +351,7 @@ pub fn predict(model: &Path, data: &Path) -> Result<Predictions> {
 /// The best program of the report at `model` as source code in `lang`.
 pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String> {
     let origin = model.display().to_string();
-    let bytes = std::fs::read(model).with_context(|| format!("cannot read the report {origin}"))?;
+    let bytes = crate::input::read_bytes(model, "the report", crate::input::REPORT_BYTES)?;
     let report: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| format!("{origin} is not JSON"))?;
     // A `grove control` report holds a policy, not a model.
     if report.get("model").is_none() && report.get("policy").is_some() {
@@ -395,7 +395,7 @@ pub fn plot(report: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     crate::report::files::check_output_dir(out, "the plots")?;
     let plots = super::outputs::Outputs { plots: Some(out.to_path_buf()), ..Default::default() };
     crate::report::files::check_distinct(&plots.named(None), &[Named::new("report it draws", report)])?;
-    let text = std::fs::read_to_string(report).with_context(|| format!("cannot read the report {}", report.display()))?;
+    let text = crate::input::read_text(report, "the report", crate::input::REPORT_BYTES)?;
     let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", report.display()))?;
     anyhow::ensure!(
         value.get("generations").is_some_and(|g| g.is_array()),
@@ -474,10 +474,21 @@ pub fn rollout_model(s: &RolloutSettings) -> Result<(crate::sim::Model, Option<c
     Ok((model, saved))
 }
 
+/// The action file at `p`, each value clipped to its actuator's range with a note saying how
+/// many were outside.
+fn read_clipped(p: &Path, model: &crate::sim::Model) -> Result<Vec<Vec<f64>>> {
+    let mut rows = crate::sim::rollout::read_actions_file(p, model.nu())?;
+    let n = crate::sim::rollout::clip_to_ranges(&mut rows, model);
+    if n > 0 {
+        eprintln!("note: {n} actions of {} were outside their actuator's ctrl_range and were clipped to it", p.display());
+    }
+    Ok(rows)
+}
+
 /// Plays one episode as `s` says, writing the states when asked; returns the line `grove
 /// rollout` prints (`swimmer (brax): return ... over N steps`).
 pub fn rollout(s: &RolloutSettings) -> Result<String> {
-    use crate::sim::rollout::{ActionSource, RolloutOptions, read_actions_file};
+    use crate::sim::rollout::{ActionSource, RolloutOptions};
     if let Some(p) = &s.states {
         crate::report::files::check_output(p, "--states")?;
         crate::report::files::check_distinct(&[Named::new("--states", p)], &s.inputs())?;
@@ -490,7 +501,7 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
         _ => None,
     };
     let actions = match (&s.actions, &nodes) {
-        (Some(p), _) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
+        (Some(p), _) => ActionSource::Fixed(read_clipped(p, &model)?),
         (None, Some(nodes)) => ActionSource::Policy(Box::new(crate::backend::cpu::control::Policy::for_model(nodes, &model)?)),
         (None, None) => ActionSource::Zero,
     };
@@ -627,7 +638,7 @@ pub fn render(s: &RenderSettings) -> Result<String> {
     let (mut policy, rows): (Policy<'static>, Option<usize>) = match (&saved, &s.actions) {
         (Some(p), _) => (saved_policy(p, &model)?, None),
         (None, Some(f)) => {
-            let rows = crate::sim::rollout::read_actions_file(f, nu)?;
+            let rows = read_clipped(f, &model)?;
             let n = rows.len();
             (Box::new(move |t: usize, _: &[f64]| rows[t].clone()), Some(n))
         }
