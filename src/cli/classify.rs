@@ -35,8 +35,8 @@ pub struct ClassifyArgs {
     /// The class label column (default: the last column).
     #[arg(long, help_heading = "Data")]
     pub label: Option<String>,
-    /// Fraction of each class held out for testing (stratified split).
-    #[arg(long, default_value_t = defaults::CLASSIFY_TEST_FRACTION, help_heading = "Data")]
+    /// Fraction of each class held out for testing (stratified split), in (0, 1).
+    #[arg(long, default_value_t = defaults::CLASSIFY_TEST_FRACTION, help_heading = "Data", allow_negative_numbers = true)]
     pub test_fraction: f64,
     /// Do not standardise the features (by default each is shifted and scaled by the training
     /// rows' mean and standard deviation, and the saved model repeats it).
@@ -46,7 +46,7 @@ pub struct ClassifyArgs {
     #[command(flatten, next_help_heading = "Representation")]
     pub representation: RepresentationArgs<Classify>,
     /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
-    #[arg(long, default_value_t = defaults::CLASSIFY_P_OUT, help_heading = "Representation")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = defaults::CLASSIFY_P_OUT, help_heading = "Representation")]
     pub p_out: f32,
     /// Population, generations, seed, selection, program length, device.
     #[command(flatten, next_help_heading = "Search")]

@@ -35,8 +35,9 @@ pub struct EvolveArgs {
     /// Target column (default: the last column).
     #[arg(long, help_heading = "Data")]
     pub target: Option<String>,
-    /// Fraction of rows held out as a test set (0: use the built-in's own test set, if any).
-    #[arg(long, default_value_t = defaults::EVOLVE_TEST_FRACTION, help_heading = "Data")]
+    /// Fraction of rows held out as a test set, in [0, 1) (0: use the built-in's own test set,
+    /// if any).
+    #[arg(long, default_value_t = defaults::EVOLVE_TEST_FRACTION, help_heading = "Data", allow_negative_numbers = true)]
     pub test_fraction: f64,
     /// Grammar or function set, operators of one's own.
     #[command(flatten, next_help_heading = "Representation")]
