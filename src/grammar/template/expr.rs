@@ -161,12 +161,33 @@ fn lex(symbols: &[Symbol], kids: &[Option<usize>], digit: &[bool], op_rule: &[bo
     Ok(toks)
 }
 
+/// The data set's variables with their names looked up in constant time.
+pub(super) struct Index<'a> {
+    /// The variables.
+    pub vars: &'a Vars,
+    /// Each name's first index.
+    pub index: std::collections::HashMap<&'a str, usize>,
+}
+
+/// How deep operands may nest in one production (parentheses, unary minus, right-associative
+/// `^` chains, calls): deeper is refused in one line rather than recursing without bound.
+pub const MAX_NESTING: usize = 256;
+
+/// A parse of the primary at a `(` token: its items, where it ended, the uses it added.
+type Group = Result<(Vec<Item>, usize, Vec<(u16, Role)>), String>;
+
 struct P<'a> {
     kid_names: Vec<&'a str>,
     toks: Vec<Tok>,
     at: usize,
     vars: &'a Vars,
+    index: &'a std::collections::HashMap<&'a str, usize>,
     uses: Vec<(u16, Role)>,
+    /// How deep the primary being read is.
+    depth: usize,
+    /// Each `(`'s primary, once read: a `(` is read as a prefix form and, where that fails, as
+    /// a group, which would read what is inside twice at every level (exponential time).
+    groups: std::collections::HashMap<usize, Group>,
 }
 
 type Parsed = (Vec<Item>, Vec<(u16, Role)>);
@@ -178,7 +199,7 @@ pub(super) fn parse_production<'a>(
     kids: &[Option<usize>],
     digit: &[bool],
     op_rule: &[bool],
-    vars: &'a Vars,
+    index: &'a Index<'a>,
 ) -> Result<Parsed, String> {
     let toks = lex(symbols, kids, digit, op_rule)?;
     if toks.is_empty() {
@@ -192,7 +213,7 @@ pub(super) fn parse_production<'a>(
             _ => Some("GECodonValue"),
         })
         .collect();
-    let mut p = P { kid_names, toks, at: 0, vars, uses: Vec::new() };
+    let mut p = P { kid_names, toks, at: 0, vars: index.vars, index: &index.index, uses: Vec::new(), depth: 0, groups: Default::default() };
     let items = p.expr(0)?;
     if p.at != p.toks.len() {
         return Err(format!("unexpected {} after a complete expression", p.describe(p.at)));
@@ -250,7 +271,9 @@ impl P<'_> {
     }
 
     fn expr(&mut self, min_bp: u8) -> Result<Vec<Item>, String> {
-        let mut lhs = self.prefix()?;
+        // A deque: a long left-associative chain (`a + b + c + …`) puts each operator in front
+        // of what came before, which a vector would copy each time (quadratic time).
+        let mut lhs: std::collections::VecDeque<Item> = self.prefix()?.into();
         loop {
             let (lbp, rbp, head) = match self.peek() {
                 Some(Tok::Sym(s)) => match binary_power(s) {
@@ -276,12 +299,20 @@ impl P<'_> {
             }
             self.at += 1;
             let rhs = self.expr(rbp)?;
-            let mut node = vec![head];
-            node.extend(lhs);
-            node.extend(rhs);
-            lhs = node;
+            // `head lhs rhs`, copying the shorter side only.
+            if lhs.len() >= rhs.len() {
+                lhs.push_front(head);
+                lhs.extend(rhs);
+            } else {
+                let mut node: std::collections::VecDeque<Item> = rhs.into();
+                while let Some(x) = lhs.pop_back() {
+                    node.push_front(x);
+                }
+                node.push_front(head);
+                lhs = node;
+            }
         }
-        Ok(lhs)
+        Ok(lhs.into())
     }
 
     fn args(&mut self) -> Result<Vec<Vec<Item>>, String> {
@@ -296,6 +327,16 @@ impl P<'_> {
     }
 
     fn prefix(&mut self) -> Result<Vec<Item>, String> {
+        if self.depth >= MAX_NESTING {
+            return Err(format!("operands nest more than {MAX_NESTING} deep (parentheses, calls, signs or `^` chains)"));
+        }
+        self.depth += 1;
+        let r = self.primary();
+        self.depth -= 1;
+        r
+    }
+
+    fn primary(&mut self) -> Result<Vec<Item>, String> {
         let at = self.at;
         let tok = self.toks.get(at).cloned().ok_or("it ends where an operand is expected")?;
         self.at += 1;
@@ -312,16 +353,26 @@ impl P<'_> {
                 Ok(v)
             }
             Tok::Sym("(") => {
+                if let Some(g) = self.groups.get(&at).cloned() {
+                    return g.map(|(items, end, uses)| {
+                        self.at = end;
+                        self.uses.extend(uses);
+                        items
+                    });
+                }
                 // Prefix form `(op a b)`, or grouping `(a)`.
                 let save = (self.at, self.uses.len());
-                if let Ok(items) = self.prefix_form() {
-                    return Ok(items);
-                }
-                (self.at, _) = save;
-                self.uses.truncate(save.1);
-                let inner = self.expr(0)?;
-                self.expect(")")?;
-                Ok(inner)
+                let read = match self.prefix_form() {
+                    Ok(items) => Ok(items),
+                    Err(_) => {
+                        (self.at, _) = save;
+                        self.uses.truncate(save.1);
+                        self.expr(0).and_then(|inner| self.expect(")").map(|_| inner))
+                    }
+                };
+                let group = read.clone().map(|items| (items, self.at, self.uses[save.1.min(self.uses.len())..].to_vec()));
+                self.groups.insert(at, group);
+                read
             }
             Tok::OpChild(k) => {
                 // `<f>(<e>)`: the function's name is chosen by an operator rule.
@@ -432,7 +483,7 @@ impl P<'_> {
         }
         // `x0`, `X12`.
         if let Some(digits) = name.strip_prefix(['x', 'X']).filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())) {
-            if !self.vars.names.iter().any(|n| n == &name) {
+            if !self.index.contains_key(name.as_str()) {
                 return Ok(vec![self.var_index(digits)?]);
             }
         }
@@ -446,7 +497,7 @@ impl P<'_> {
             self.at += 1;
             return Ok(vec![Item::Spelled { var: true, parts }]);
         }
-        if let Some(i) = self.vars.names.iter().position(|n| n == &name) {
+        if let Some(&i) = self.index.get(name.as_str()) {
             return Ok(vec![Item::Node { op: Op::Var, value: i as f32 }]);
         }
         Err(format!("`{name}` is neither a function nor a variable of the data set"))

@@ -1,0 +1,256 @@
+//! Hostile input to every reader and every number (issue 59): binary and endless files, env
+//! files whose numbers mean nothing physical, counts past their meaning, nesting that would
+//! overflow a recursive parser or writer, and values too long to echo. Each gives one clear
+//! line and a non-zero exit, or is handled correctly, in bounded time and memory.
+
+mod support;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use support::{assert_ok, assert_one_line_error, dir, grove_cpu, grove_run, s, text};
+
+/// A file of `n` NUL bytes and one of pseudo-random bytes with a NUL near the start, made by
+/// the test.
+fn binary_files(d: &Path) -> [PathBuf; 2] {
+    let zeros = d.join("zeros.bin");
+    std::fs::write(&zeros, vec![0u8; 1 << 20]).unwrap();
+    let noise = d.join("noise.bin");
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let bytes: Vec<u8> = (0..1 << 20)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if i == 100 { 0 } else { (x >> 24) as u8 | 1 }
+        })
+        .collect();
+    std::fs::write(&noise, bytes).unwrap();
+    [zeros, noise]
+}
+
+// `check`, `predict`, `export`, `run`, `run --resume`, `plot`, `render --policy`, `rollout
+// --env` and `--actions` read /dev/zero or /dev/urandom until allocation failed.
+#[test]
+fn binary_and_endless_input_stops_every_reader_at_once() {
+    let d = dir("binary");
+    let out = d.join("out");
+    for bin in binary_files(&d).iter().map(|p| s(p).to_string()).chain(["/dev/zero".to_string()]) {
+        let b = bin.as_str();
+        let cases: Vec<(Vec<&str>, &str)> = vec![
+            (vec!["check", b], "grammar"),
+            (vec!["evolve", "--grammar", b, "--data", "builtin:pagie1:36"], "grammar"),
+            (vec!["predict", "--model", b, "--data", "data/classification/iris.csv"], "the report"),
+            (vec!["export", "--model", b, "--lang", "c"], "the report"),
+            (vec!["run", b], "the experiment file"),
+            (vec!["run", "--resume", b], "the checkpoint"),
+            (vec!["plot", b, "--out", s(&out)], "the report"),
+            (vec!["render", "--policy", b, "--out", "x.gif"], "the report"),
+            (vec!["rollout", "--env", b], "the environment file"),
+            (vec!["rollout", "--env", "swimmer", "--actions", b], "the action file"),
+        ];
+        for (args, what) in cases {
+            let start = Instant::now();
+            let o = grove_cpu(&args);
+            assert!(start.elapsed() < Duration::from_secs(10), "{args:?} took {:?}", start.elapsed());
+            let e = text(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {e}");
+            assert_eq!(e.trim().lines().count(), 1, "{args:?}: {e}");
+            assert!(e.contains(what) && e.contains("binary data"), "{args:?}: {e}");
+        }
+    }
+}
+
+/// swimmer.ron with `from` replaced by `to` (once), written to `d/name`.
+fn swimmer_with(d: &Path, name: &str, from: &str, to: &str) -> PathBuf {
+    let ron = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/envs/swimmer.ron")).unwrap();
+    assert!(ron.contains(from), "{from}");
+    let p = d.join(name);
+    std::fs::write(&p, ron.replacen(from, to, 1)).unwrap();
+    p
+}
+
+// `frame_skip: 4000000000` hung rollout, control and replays; NaN gear, NaN reset noise, a
+// timestep of 1000 and negative viscosity gave NaN returns with exit 0; 1000 bodies took over
+// 20 s for 10 steps.
+#[test]
+fn env_file_numbers_have_the_bounds_their_meaning_allows() {
+    let d = dir("env_bounds");
+    let cases = [
+        ("frame_skip: 4,", "frame_skip: 4000000000,", "frame_skip is 4000000000: 1 to 1000"),
+        ("frame_skip: 4,", "frame_skip: 200,", "timestep × frame_skip is 2 s: at most 1 s"),
+        ("timestep: 0.01,", "timestep: 1000,", "timestep is 1000 s: at most 0.1 s"),
+        ("timestep: 0.01,", "timestep: -0.01,", "timestep is -0.01: it must be more than 0"),
+        ("viscosity: 0.1", "viscosity: -0.1", "fluid viscosity is -0.1: it must be at least 0"),
+        ("gear: 150.0", "gear: NaN", "actuator on `rot2`: gear is NaN"),
+        ("qpos: Uniform(0.1)", "qpos: Uniform(NaN)", "reset qpos noise is NaN"),
+        ("mass: 35.604716740684324", "mass: 0.0", "body `torso`: mass is 0: it must be more than 0"),
+        ("armature: 0.1", "armature: 1e300", "armature is 1e300: give a finite number of magnitude at most 1e9"),
+        ("solver_iterations: 100,", "solver_iterations: 4000000000,", "solver_iterations is 4000000000: 1 to 10000"),
+    ];
+    for (i, (from, to, needle)) in cases.iter().enumerate() {
+        let p = swimmer_with(&d, &format!("{i}.ron"), from, to);
+        for args in [vec!["rollout", "--env", s(&p), "--steps", "2"], vec!["control", "--env", s(&p), "--gens", "1", "--pop", "4"]] {
+            assert_one_line_error(&grove_cpu(&args), &["swimmer: ", needle]);
+        }
+    }
+    // 1000 bodies: refused before the first step, not simulated slowly.
+    let ron = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/envs/swimmer.ron")).unwrap();
+    let start = ron.find("        (\n            name: \"back\"").unwrap();
+    let end = start + ron[start..].find("\n        ),\n").unwrap() + "\n        ),\n".len();
+    let body = &ron[start..end];
+    let extra: String = (0..1000).map(|k| body.replace("\"back\"", &format!("\"b{k}\"")).replace("rot3", &format!("r{k}"))).collect();
+    let p = d.join("many.ron");
+    std::fs::write(&p, format!("{}{extra}{}", &ron[..end], &ron[end..])).unwrap();
+    let t = Instant::now();
+    assert_one_line_error(&grove_cpu(&["rollout", "--env", s(&p), "--steps", "10"]), &["1003 bodies: at most 32"]);
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+// `--test-fraction -0.1` gave a clap parse message, `--threads 100000` had no bound,
+// `--genome-capacity 100 --genome-length 65536` was silently raised, `--init-depth 100,200`
+// grew without end, `check`/`map --n-vars 4000000000` aborted allocating 160 GB.
+#[test]
+fn command_line_numbers_are_checked_in_one_line() {
+    let pagie = ["--data", "builtin:pagie1:36", "--gens", "1", "--pop", "8"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { ["evolve"].iter().chain(extra).chain(&pagie).copied().collect() };
+    let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+        (with(&["--functions", "add", "--test-fraction", "-0.1"]), vec!["--test-fraction", "[0, 1)", "-0.1"]),
+        (with(&["--functions", "add", "--threads", "100000"]), vec!["--threads must be 1 to 1024, got 100000"]),
+        (with(&["--functions", "add", "--threads", "0"]), vec!["--threads must be 1 to 1024, got 0"]),
+        (with(&["--grammar", "grammars/regression.bnf", "--genome-capacity", "100", "--genome-length", "65536"]), vec!["--genome-capacity", "at least 65536, got 100"]),
+        (with(&["--grammar", "grammars/regression.bnf", "--init-depth", "100,200"]), vec!["--init-depth 100,200", "--max-depth 17"]),
+        (with(&["--functions", "add", "--parsimony", "-1"]), vec!["--parsimony"]),
+        (vec!["check", "grammars/regression.bnf", "--n-vars", "4000000000"], vec!["--n-vars must be 1 to 65536, got 4000000000"]),
+        (vec!["check", "grammars/classify.bnf", "--n-outputs", "4000000000"], vec!["--n-outputs must be 1 to 255"]),
+        (vec!["map", "-g", "grammars/regression.bnf", "--n-inputs", "4000000000"], vec!["--n-inputs must be 1 to 65536"]),
+        (vec!["classify", "--test-fraction", "-0.5", "--gens", "1"], vec!["--test-fraction", "-0.5"]),
+    ];
+    for (args, needles) in &cases {
+        assert_one_line_error(&grove_cpu(args), needles);
+    }
+    // A capacity not given makes room for a longer initial genome rather than refusing it.
+    assert_ok(&grove_cpu(&with(&["--grammar", "grammars/regression.bnf", "--genome-length", "30000"])));
+    // A deep ramp within --max-depth ends: growth stops past the genome's capacity.
+    let t = Instant::now();
+    assert_ok(&grove_cpu(&with(&["--grammar", "grammars/regression.bnf", "--init-depth", "100,200", "--max-depth", "300"])));
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+}
+
+// 10,000 nested parentheses in a grammar or a `--define` overflowed the stack.
+#[test]
+fn deep_nesting_in_grammars_and_definitions_is_refused_in_one_line() {
+    let d = dir("nesting");
+    let deep = format!("<e> ::= {}x0{}\n", "(".repeat(10_000), ")".repeat(10_000));
+    let g = d.join("deep.bnf");
+    std::fs::write(&g, &deep).unwrap();
+    let o = grove_cpu(&["evolve", "--grammar", s(&g), "--data", "builtin:pagie1:36"]);
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(e.contains("deep.bnf:1:") && e.contains("nest more than 256 deep"), "{e}");
+    // `check` says the same and does not crash.
+    let o = grove_cpu(&["check", s(&g)]);
+    assert!(!text(&o.stderr).contains("overflow"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("nest more than 256 deep"), "{}", text(&o.stderr));
+    let define = format!("f(x) = {}x{}", "(".repeat(10_000), ")".repeat(10_000));
+    let o = grove_cpu(&["evolve", "--define", &define, "--functions", "add,f", "--data", "builtin:pagie1:36"]);
+    assert_one_line_error(&o, &["--define", "more than the 1024 a definition may have", "more characters)"]);
+    assert!(text(&o.stderr).len() < 400, "{}", text(&o.stderr));
+    let define = format!("f(x) = {}x{}", "(".repeat(100), ")".repeat(100));
+    assert_one_line_error(&grove_cpu(&["evolve", "--define", &define, "--functions", "add,f", "--data", "builtin:pagie1:36"]), &["nests more than 64 deep"]);
+}
+
+// `export` of a 40,000-deep tree that `predict` accepts overflowed the stack.
+#[test]
+fn deep_trees_render_and_export_without_recursion() {
+    use grove::program::{Node, Op};
+    let mut nodes = vec![Node::func(Op::Sin); 40_000];
+    nodes.push(Node { op: Op::Var, value: 0.0, out: 0 });
+    let names = vec!["x".to_string()];
+    // On a thread with a small stack: any recursion per level would overflow it.
+    std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || {
+            let c = grove::program::export::expression(&nodes, &names, grove::program::export::Lang::C);
+            assert!(c.starts_with("sinf(sinf(") && c.ends_with(&format!("(x{}", ")".repeat(40_000))) && c.matches('(').count() == 40_000, "{}", &c[..100]);
+            let r = grove::program::render::render(&nodes, &names, grove::program::render::Style::Infix);
+            assert!(r.starts_with("sin(sin(") && r.matches("sin").count() == 40_000);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    // Through the command line: a report whose model is that tree.
+    let d = dir("deep_export");
+    let rep = d.join("r.json");
+    assert_ok(&grove_cpu(&["evolve", "--functions", "add,sin", "--data", "builtin:pagie1:36", "--gens", "1", "--pop", "8", "--report", s(&rep)]));
+    let mut v = support::read_json(&rep);
+    let mut deep: Vec<serde_json::Value> = vec![serde_json::json!(["sin", 0.0, 0]); 40_000];
+    deep.push(serde_json::json!(["var", 0.0, 0]));
+    v["model"]["nodes"] = deep.into();
+    std::fs::write(&rep, serde_json::to_vec(&v).unwrap()).unwrap();
+    let csv = d.join("x.csv");
+    std::fs::write(&csv, "x0,x1\n1,2\n").unwrap();
+    assert_ok(&grove_cpu(&["predict", "--model", s(&rep), "--data", s(&csv)]));
+    for lang in ["c", "python"] {
+        let o = grove_cpu(&["export", "--model", s(&rep), "--lang", lang]);
+        assert_ok(&o);
+        assert!(text(&o.stdout).matches("sin").count() >= 40_000);
+    }
+}
+
+// One production of N alternatives parsed in quadratic time (80k terms past 30 s).
+#[test]
+fn a_production_of_many_alternatives_parses_in_linear_time() {
+    for n in [20_000, 200_000] {
+        let text = format!("<e> ::= {}\n", (0..n).map(|i| format!("x{}", i % 7)).collect::<Vec<_>>().join(" | "));
+        let t = Instant::now();
+        let g = grove::grammar::parse_str(&text, "wide.bnf", false).unwrap();
+        assert_eq!(g.rules[0].productions.len(), n);
+        assert!(t.elapsed() < Duration::from_secs(3), "{n} alternatives took {:?}", t.elapsed());
+    }
+    // A long left-associative chain in one production reads in linear time too.
+    let chain = format!("<e> ::= {}\n", vec!["x0"; 20_000].join(" + "));
+    let d = dir("wide");
+    let g = d.join("chain.bnf");
+    std::fs::write(&g, chain).unwrap();
+    let t = Instant::now();
+    let _ = grove_cpu(&["check", s(&g)]);
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}
+
+// A 100 KB argument was echoed whole in its error.
+#[test]
+fn echoed_values_are_cut() {
+    let long = "q".repeat(100_000);
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["evolve", "--functions", &long, "--data", "builtin:pagie1:36"],
+        vec!["evolve", "--functions", "add", "--target", &long, "--data", "builtin:pagie1:36"],
+        vec!["evolve", "--functions", "add", "--select", &long],
+        vec!["evolve", "--functions", "add", "--max-memory", &long],
+        vec!["classify", "--fitness", &long],
+    ];
+    for args in cases {
+        let o = grove_run(&args, "", support::Device::Cpu, None);
+        let e = text(&o.stderr);
+        assert!(!o.status.success());
+        assert!(e.len() < 1000, "{} bytes echoed for {:?}: {}", e.len(), &args[..2], &e[..300]);
+        assert!(e.contains("more characters)"), "{}", &e[..e.len().min(300)]);
+    }
+}
+
+// Actions outside [-1, 1] were not clipped: `1e30` gave a 57-digit return.
+#[test]
+fn actions_outside_their_range_are_clipped_with_a_note() {
+    let d = dir("actions");
+    let big = d.join("big.csv");
+    std::fs::write(&big, "1e30,-1e30\n1e30,1e30\n").unwrap();
+    let edge = d.join("edge.csv");
+    std::fs::write(&edge, "1,-1\n1,1\n").unwrap();
+    let a = grove_cpu(&["rollout", "--env", "swimmer", "--actions", s(&big)]);
+    let b = grove_cpu(&["rollout", "--env", "swimmer", "--actions", s(&edge)]);
+    assert_ok(&a);
+    assert_ok(&b);
+    assert_eq!(text(&a.stdout), text(&b.stdout), "clipped actions play as the range's ends");
+    assert!(text(&a.stderr).contains("note: 4 actions of") && text(&a.stderr).contains("clipped"), "{}", text(&a.stderr));
+    assert!(text(&b.stderr).is_empty(), "{}", text(&b.stderr));
+}
