@@ -35,7 +35,7 @@ fn a_changed_or_missing_input_is_refused_naming_the_file_and_the_hashes() {
     let ck = d.join("c.ckpt");
     let saved = read_json(&ck);
     assert_eq!(saved["grove_checkpoint"], 3);
-    let rec = &saved["inputs"][0];
+    let rec = &saved["input_files"][0];
     let abs = d.join("d.csv");
     assert_eq!((rec["role"].as_str(), rec["path"].as_str()), (Some("--data"), Some(s(&abs))));
     assert!(rec["hash"].as_str().unwrap().starts_with("fnv1a64:"));
@@ -50,7 +50,7 @@ fn a_changed_or_missing_input_is_refused_naming_the_file_and_the_hashes() {
     let out = grove_cpu(&["run", "--resume", s(&ck), "-q", "--gens", "5", "--accept-changed", s(&abs)]);
     assert_ok(&out);
     assert!(text(&out.stderr).starts_with("note: --data ") && text(&out.stderr).contains("--accept-changed"), "{}", text(&out.stderr));
-    assert_ne!(read_json(&ck)["inputs"][0]["hash"].as_str().unwrap(), before);
+    assert_ne!(read_json(&ck)["input_files"][0]["hash"].as_str().unwrap(), before);
     assert_ok(&grove_cpu(&["run", "--resume", s(&ck), "-q"]));
     std::fs::write(&abs, rows(5)).unwrap();
     assert_one_line_error(&grove_cpu(&["run", "--resume", s(&ck), "-q"]), &["changed"]);
@@ -121,7 +121,7 @@ fn a_version_2_checkpoint_resumes_with_a_note() {
     let ck = d.join("c.ckpt");
     let mut v = read_json(&ck);
     v["grove_checkpoint"] = 2.into();
-    v.as_object_mut().unwrap().remove("inputs");
+    v.as_object_mut().unwrap().remove("input_files");
     write_resealed(&ck, v);
     let out = grove_run(&["run", "--resume", "c.ckpt", "-q", "--gens", "5"], "", support::Device::Cpu, Some(&d));
     assert_ok(&out);
@@ -129,5 +129,5 @@ fn a_version_2_checkpoint_resumes_with_a_note() {
     assert!(e.starts_with("note: c.ckpt was written by an older grove") && e.contains("not checked"), "{e}");
     // It saves in the new format, with the record.
     assert_eq!(read_json(&ck)["grove_checkpoint"], 3);
-    assert!(read_json(&ck)["inputs"].is_array());
+    assert!(read_json(&ck)["input_files"].is_array());
 }

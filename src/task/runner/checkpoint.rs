@@ -54,8 +54,9 @@ pub struct Checkpoint {
     /// Where the run writes its results (absolute paths).
     pub outputs: Outputs,
     /// The files the run reads, by absolute path and content hash, which a resume checks
-    /// ([`Self::check_inputs`]); `None` in a version 2 checkpoint, which has no record.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// ([`Self::check_inputs`]); `None` in a version 2 checkpoint, which has no record. Its
+    /// key is `input_files`: the state's `inputs` is a control run's learnt observation scaling.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "input_files")]
     pub inputs: Option<Vec<InputRecord>>,
     /// What the run has done.
     #[serde(flatten)]
@@ -63,7 +64,7 @@ pub struct Checkpoint {
 }
 
 /// The keys of a checkpoint's object besides the run's state's and the checksum.
-const HEADER: [&str; 6] = ["grove_checkpoint", "version", "experiment", "checkpoint_every", "outputs", "inputs"];
+const HEADER: [&str; 6] = ["grove_checkpoint", "version", "experiment", "checkpoint_every", "outputs", "input_files"];
 
 /// One file a checkpointed run reads, as its checkpoint records it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,7 +129,9 @@ pub fn record_inputs(experiment: &Experiment) -> Result<Vec<InputRecord>> {
 impl Checkpoint {
     /// Reads a checkpoint, with errors that say what is wrong with the file ([`Self::from_json`]).
     pub fn load(path: &Path) -> Result<Checkpoint> {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read the checkpoint {}", path.display()))?;
+        // Its JSON is read whole and then into the state, some times its size in memory.
+        let limit = crate::task::base::plan::host_available().map_or(16 << 30, |a| (a / 8).max(64 << 20));
+        let bytes = crate::input::read_bytes(path, "the checkpoint", limit)?;
         Self::from_json(&bytes, &path.display().to_string())
     }
 
