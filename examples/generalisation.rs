@@ -166,13 +166,13 @@ fn run() -> anyhow::Result<()> {
                 r2[0].push(report["test"]["r2"].as_f64().unwrap_or(f64::NAN));
                 // One search with validation rows, chosen three ways.
                 s.validation_fraction = Some(0.25);
-                let plan = Plan::new(s.validation_fraction, Select::Validation, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE)?;
+                let plan = Plan::new(s.validation_fraction, Select::Validation, train.n_rows, grove::task::base::defaults::EVOLVE_AUTO)?;
                 let (fit_rows, validation) = validation_split(&train, &plan, seed)?;
                 let linear = grove::task::regression::LinearChoice::none("off (this comparison of choice rules)");
                 let searched = search(&s, &fit_rows, &backend, &quiet)?;
                 let mut line = format!("{} budget {budget} seed {seed}: train/all {:.4}", variant.name(), r2[0].last().unwrap());
                 for (k, rule) in [(1, Select::Train), (2, Select::Validation), (3, Select::Pareto)] {
-                    let plan = Plan::new(s.validation_fraction, rule, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE)?;
+                    let plan = Plan::new(s.validation_fraction, rule, train.n_rows, grove::task::base::defaults::EVOLVE_AUTO)?;
                     let s = EvolveSettings { select: rule, ..s.clone() };
                     let report = finish(&s, &plan, &searched, &fit_rows, validation.as_ref(), Some(&test), &backend, &linear)?.report;
                     let v = report["test"]["r2"].as_f64().unwrap_or(f64::NAN);

@@ -8,7 +8,8 @@
 // Per tree and point: the outputs are the logits z (n_outputs == n_classes), or, for a
 // single-output program of two classes, z = (0, f); with offsets (the linear terms of the
 // inputs, src/program/logistic.rs) each output has its offset added first. The prediction is
-// argmax z (ties to the lower class; NaN never wins); a correct one counts for the point's class. The cross-entropy
+// argmax z (ties to the lower class; NaN never wins); a correct one counts for the point's class,
+// and every prediction for the class predicted (which F1 reads). The cross-entropy
 // logsumexp(z) - z[y] is computed in f64 after shifting by max z (never overflows). A point
 // with a non-finite logit counts in `bad` and adds nothing else.
 //
@@ -18,7 +19,7 @@
 // nodes at a time); each thread runs the program with interp.cuh's interpreter, its stack in
 // local memory and its output slots in dynamic shared memory.
 //
-// Determinism, no float atomics: per-class correct counts are integers, summed per block with
+// Determinism, no float atomics: per-class correct and prediction counts are integers, summed per block with
 // shared-memory integer atomics (exact, so order-free); the cross-entropy (f64) is summed per
 // block by warp shuffles and then the warps in index order; grove_reduce_classify sums each
 // tree's tiles in tile order. Results are bitwise reproducible for a given launch shape.
@@ -52,7 +53,7 @@ GROVE_CHECK_LAYOUT(GroveClassifyParams);
 struct GroveClassReduceParams {
     unsigned n_trees;    // rows of the partials
     unsigned n_tiles;    // tiles per tree
-    unsigned n_classes;  // counters per partial
+    unsigned n_classes;  // K: 2 K counters per partial (correct, predicted)
     unsigned reserved;   // 0
 };
 GROVE_CHECK_LAYOUT(GroveClassReduceParams);
@@ -93,9 +94,10 @@ __device__ __forceinline__ double grove_logit(const float* slots, unsigned n_out
 
 // Evaluates tree tree_ids[blockIdx.x % n_trees] on tile blockIdx.x / n_trees, one point per
 // thread per pass, with a stack of DEPTH slots. Writes partials[tree][tile] and
-// correct[tree][tile][class].
+// correct[tree][tile][2 * n_classes]: the correct points of each true class, then the points
+// predicted as each class.
 //
-// Dynamic shared memory: n_classes unsigned counters, then n_outputs * blockDim.x floats
+// Dynamic shared memory: 2 * n_classes unsigned counters, then n_outputs * blockDim.x floats
 // (each thread's output slots; a thread touches only its own, so they need no barrier).
 template <int DEPTH>
 __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, const unsigned* __restrict__ tree_ids,
@@ -108,8 +110,8 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
                                                unsigned* __restrict__ correct) {
     __shared__ GroveInstr code[GROVE_CHUNK];
     extern __shared__ unsigned grove_shared[];
-    unsigned* counts = grove_shared;                       // [n_classes]
-    float* slots = (float*)(grove_shared + p.n_classes);  // [n_outputs][blockDim.x]
+    unsigned* counts = grove_shared;                           // [2 * n_classes]: correct, predicted
+    float* slots = (float*)(grove_shared + 2 * p.n_classes);  // [n_outputs][blockDim.x]
     unsigned char* scan = (unsigned char*)(slots + p.n_outputs * blockDim.x);  // the compiler's
 
     const unsigned T = blockDim.x, tid = threadIdx.x;
@@ -125,10 +127,11 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
     const float* value = values + row;
     const unsigned short* size = sizes + row;
     const unsigned char* out = outs + row;
-    unsigned* my_correct = correct + ((size_t)t * p.n_tiles + tile) * p.n_classes;
+    const unsigned n_counts = 2 * p.n_classes;
+    unsigned* my_correct = correct + ((size_t)t * p.n_tiles + tile) * n_counts;
 
-    if (len == 0) {  // no program: every point bad, nothing correct
-        for (unsigned c = tid; c < p.n_classes; c += T) my_correct[c] = 0;
+    if (len == 0) {  // no program: every point bad, nothing correct or predicted
+        for (unsigned c = tid; c < n_counts; c += T) my_correct[c] = 0;
         if (tid == 0) {
             GroveClassPartial e = {0.0, end - first, end - first};
             partials[(size_t)t * p.n_tiles + tile] = e;
@@ -136,7 +139,7 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
         return;
     }
 
-    for (unsigned c = tid; c < p.n_classes; c += T) counts[c] = 0;
+    for (unsigned c = tid; c < n_counts; c += T) counts[c] = 0;
     const bool resident = len <= GROVE_CHUNK;  // compiled once; else chunk by chunk, every pass
     int n_code = 0;
     if (resident) {
@@ -193,6 +196,7 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
                 s_bad += 1;
             } else {
                 if (best == y) atomicAdd(&counts[y], 1u);  // integer: exact in any order
+                atomicAdd(&counts[p.n_classes + best], 1u);
                 double sum = 0.0;
                 for (unsigned k = 0; k < K; ++k) sum += exp(grove_logit(slots, n_out, k, top, offset, p.n_rows, pt) - m);
                 s_ce += (m - grove_logit(slots, n_out, y, top, offset, p.n_rows, pt)) + log(sum);
@@ -213,7 +217,7 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
         red_n[warp][1] = s_bad;
     }
     __syncthreads();  // also: every counter update is done
-    for (unsigned c = tid; c < p.n_classes; c += T) my_correct[c] = counts[c];
+    for (unsigned c = tid; c < n_counts; c += T) my_correct[c] = counts[c];
     if (warp == 0) {
         const bool have = lane < n_warps;
         s_ce = grove_warp_sum(have ? red_ce[lane] : 0.0);
@@ -233,9 +237,9 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
 //   sizes     [P x L] subtree sizes    outs   [P x L] output slot + 1     lens [P] tree lengths
 //   x         [F][N] features, f32     labels [N] class of each point (< n_classes)
 //   offset    [max(1, n_outputs)][N] added to the outputs where p.has_offset (else unread)
-//   partials  [P x n_tiles] sums       correct [P x n_tiles x n_classes] correct counts
+//   partials  [P x n_tiles] sums       correct [P x n_tiles x 2 n_classes] correct, predicted counts
 // Launch: blockDim.x a multiple of 32 (at most GROVE_MAX_THREADS), grid n_trees * n_tiles,
-// dynamic shared memory (n_classes + n_outputs * blockDim.x) * 4 bytes, then
+// dynamic shared memory (2 * n_classes + n_outputs * blockDim.x) * 4 bytes, then
 // GROVE_COMPILE_SHARED(GROVE_CHUNK, blockDim.x) bytes for the compiler.
 #define GROVE_CLASSIFY_ARGS                                                                      \
     const GroveClassifyParams p, const unsigned* __restrict__ tree_ids,                          \
@@ -252,8 +256,9 @@ extern "C" __global__ void grove_classify_deep(GROVE_CLASSIFY_ARGS) {
     grove_classify<GROVE_DEEP_STACK>(p, tree_ids, ops, values, sizes, outs, lens, x, labels, offset, partials, correct);
 }
 
-// Sums each tree's tile partials in tile order: sums[t] and sums_correct[t][c]. One thread
-// per tree (the class loop is short; K <= 254).
+// Sums each tree's tile partials in tile order: sums[t] and sums_correct[t][2 * n_classes] (the
+// correct counts, then the prediction counts). One thread per tree (the class loop is short;
+// K <= 254).
 extern "C" __global__ void grove_reduce_classify(const GroveClassReduceParams p,
                                                  const GroveClassPartial* __restrict__ partials,
                                                  const unsigned* __restrict__ correct,
@@ -269,10 +274,11 @@ extern "C" __global__ void grove_reduce_classify(const GroveClassReduceParams p,
         s.bad += q[j].bad;
     }
     sums[t] = s;
-    const unsigned* c = correct + (size_t)t * p.n_tiles * p.n_classes;
-    for (unsigned k = 0; k < p.n_classes; ++k) {
+    const unsigned n_counts = 2 * p.n_classes;
+    const unsigned* c = correct + (size_t)t * p.n_tiles * n_counts;
+    for (unsigned k = 0; k < n_counts; ++k) {
         unsigned total = 0;
-        for (unsigned j = 0; j < p.n_tiles; ++j) total += c[(size_t)j * p.n_classes + k];
-        sums_correct[(size_t)t * p.n_classes + k] = total;
+        for (unsigned j = 0; j < p.n_tiles; ++j) total += c[(size_t)j * n_counts + k];
+        sums_correct[(size_t)t * n_counts + k] = total;
     }
 }

@@ -415,6 +415,83 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_joint_sums(const unsigned n_
     }
 }
 
+// A loss of the user's own (program::fitness::Loss; the CPU's backend::cpu::eval::evaluate_loss):
+// each program's sum of loss(p, y) over the rows, p = a f + b in f64 rounded to f32
+// (program::fitness::scaled_prediction), (a, b) its linear scaling (grove_scale, from the sums
+// of its values, as RegressionSums::scale) where `scaled`, else (1, 0). `loss` is the loss's
+// opcode (a registered user operator), applied by grove_apply with the CPU's bits. One block of
+// GROVE_JOINT_THREADS per program (grid n_trees), from its values `pred` ([n_trees][n_rows],
+// the prediction kernels'); threads stride the rows, grove_joint_block_sum adds them up.
+// out: [n_trees] the sums; bad: [n_trees] rows whose value or loss is NaN or infinite.
+__device__ __forceinline__ void grove_block_scale(const unsigned n_rows, const unsigned scaled, const float* __restrict__ f,
+                                                  const float* __restrict__ y, double& a, double& b, unsigned& nb) {
+    const unsigned tid = threadIdx.x;
+    double sf = 0.0, sff = 0.0, sfy = 0.0, sy = 0.0, syy = 0.0, unused = 0.0;
+    unsigned none = 0;
+    nb = 0;
+    for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) {
+        const double v = f[i], w = y[i];
+        sf += v;
+        sff += v * v;
+        sfy += v * w;
+        sy += w;
+        syy += w * w;
+        nb += isfinite(f[i]) ? 0u : 1u;
+    }
+    grove_joint_block_sum(sf, sff, sfy, nb);
+    __syncthreads();  // every thread has read the first sums out of shared memory
+    grove_joint_block_sum(sy, syy, unused, none);
+    __syncthreads();
+    a = 1.0;
+    b = 0.0;
+    if (scaled && nb == 0) {
+        GroveRegSums s = {0.0, 0.0, sf, sff, sfy, sy, syy, n_rows, 0};
+        grove_scale(s, a, b);
+    }
+}
+
+extern "C" __global__ void GROVE_JOINT_BOUNDS grove_loss_sums(const unsigned n_rows, const unsigned scaled, const unsigned loss,
+                                                              const float* __restrict__ pred, const float* __restrict__ y,
+                                                              double* __restrict__ out, unsigned* __restrict__ bad) {
+    const unsigned t = blockIdx.x, tid = threadIdx.x;
+    const float* f = pred + (size_t)t * n_rows;
+    double a, b;
+    unsigned nb;
+    grove_block_scale(n_rows, scaled, f, y, a, b, nb);
+    double sum = 0.0, unused1 = 0.0, unused2 = 0.0;
+    unsigned lb = 0;
+    for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) {
+        const float p = (float)(a * (double)f[i] + b);
+        const float l = grove_apply(loss, p, y[i]);
+        lb += isfinite(l) ? 0u : 1u;
+        sum += (double)l;
+    }
+    grove_joint_block_sum(sum, unused1, unused2, lb);
+    if (tid == 0) {
+        out[t] = sum;
+        bad[t] = nb + lb;
+    }
+}
+
+// A program's predictions under its linear scaling, in place: pred[t][i] = a f + b in f64
+// rounded to f32, (a, b) as grove_loss_sums computes them (where `scaled`; a program with a
+// NaN or infinite value keeps its values), and bad[t] its rows whose value is NaN or infinite.
+// One block of GROVE_JOINT_THREADS per program: what a fitness function of the user's own
+// receives on the device.
+extern "C" __global__ void GROVE_JOINT_BOUNDS grove_scale_predictions(const unsigned n_rows, const unsigned scaled,
+                                                                      float* __restrict__ pred, const float* __restrict__ y,
+                                                                      unsigned* __restrict__ bad) {
+    const unsigned t = blockIdx.x, tid = threadIdx.x;
+    float* f = pred + (size_t)t * n_rows;
+    double a, b;
+    unsigned nb;
+    grove_block_scale(n_rows, scaled, f, y, a, b, nb);
+    if (tid == 0) bad[t] = nb;
+    __syncthreads();  // every thread has its (a, b) before any value changes
+    if (!scaled || nb != 0) return;
+    for (unsigned i = tid; i < n_rows; i += GROVE_JOINT_THREADS) f[i] = (float)(a * (double)f[i] + b);
+}
+
 // Column col < k + k(k+1)/2 of a head's sums over the outputs f ([k][n_rows]): sum f_col for
 // col < k, then sum f_i * f_j for i <= j in row-major order of the upper triangle; this
 // thread's share of the rows (grove_joint_block_sum adds the shares). Shared by

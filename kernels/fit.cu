@@ -357,22 +357,27 @@ __device__ void grove_fit_point(const GroveFitNode* nodes, int len, int n_c, uns
     for (int k = 0; k < K; ++k) f[k] = sv[0][k];
 }
 
-// Problem::class_row into r (the row's record in the chunk: d[K][n_c], p[K], e[K], ce).
+// Problem::class_row into r (the row's record in the chunk: d[K][n_c], p[K], e[K], ce), each
+// slot's offset (offset [max(1, n_outputs)][N], the linear terms of the inputs; may be null)
+// added to its logit in f32 as the classification fitness adds it.
 __device__ void grove_fit_class_row(const GroveFitNode* nodes, int len, int n_c, unsigned n_classes, unsigned n_outputs, const float* c,
-                                    const float* __restrict__ x, unsigned n_rows, unsigned row, unsigned label, double* r) {
+                                    const float* __restrict__ x, const float* __restrict__ offset, unsigned n_rows, unsigned row,
+                                    unsigned label, double* r) {
     float t[GROVE_FIT_MAX_CONSTANTS][1];
     float ov[GROVE_FIT_MAX_CLASSES];
     float ot[GROVE_FIT_MAX_CLASSES][GROVE_FIT_MAX_CONSTANTS];
     const unsigned rows[1] = {row};
     float f[1];
     grove_fit_point<1, true>(nodes, len, n_c, n_outputs, c, x, n_rows, rows, f, t, ov, ot);
+    const int K = (int)n_classes;
     if (n_outputs == 0) {
         ov[0] = 0.0f;
         for (int j = 0; j < n_c; ++j) ot[0][j] = 0.0f;
-        ov[1] = f[0];
+        ov[1] = offset ? f[0] + offset[row] : f[0];
         for (int j = 0; j < n_c; ++j) ot[1][j] = t[j][0];
+    } else if (offset) {
+        for (int k = 0; k < K; ++k) ov[k] += offset[(size_t)k * n_rows + row];
     }
-    const int K = (int)n_classes;
     double* d = r;
     double* p = r + K * n_c;
     double* e = p + K;
@@ -484,6 +489,7 @@ struct GroveFitData {
     const float* __restrict__ x;          // [F][N]
     const float* __restrict__ y;          // regression: [N]
     const unsigned* __restrict__ labels;  // classification: [N]
+    const float* __restrict__ offset;     // classification: [max(1, n_outputs)][N] under the outputs, or null
 };
 
 // A regression pass's rows base + tid + k·T (k < K) of a chunk into buf: each row's vector
@@ -549,7 +555,7 @@ static __device__ __forceinline__ void grove_fit_parts(const GroveFitState& s, d
         if (CLASSES) {
             const unsigned row = base + tid;
             if (tid < count)
-                grove_fit_class_row(nodes, len, n_c, prm.n_classes, prm.n_outputs, s.c, data.x, n_rows, row, data.labels[row],
+                grove_fit_class_row(nodes, len, n_c, prm.n_classes, prm.n_outputs, s.c, data.x, data.offset, n_rows, row, data.labels[row],
                                     buf + (size_t)tid * stride);
         } else if (tid < count) {
             if (per_thread == GROVE_FIT_ROWS)
@@ -770,18 +776,20 @@ extern "C" __global__ void GROVE_FIT_BOUNDS grove_fit_constants(const GroveFitPa
                                                const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
                                                const float* __restrict__ x, const float* __restrict__ y,
                                                GroveFitResult* __restrict__ results, GroveFitNode* __restrict__ scratch) {
-    const GroveFitData data = {x, y, nullptr};
+    const GroveFitData data = {x, y, nullptr, nullptr};
     grove_fit_block<false>(p, tree_ids, ops, values, outs, lens, data, results, scratch);
 }
 
 // Classification: as grove_fit_constants with labels [N] (each < p.n_classes) for y; the
-// programs have p.n_outputs slots (p.n_classes), or 0 for two classes' single output.
+// programs have p.n_outputs slots (p.n_classes), or 0 for two classes' single output; offset
+// [max(1, p.n_outputs)][N] is added to the outputs, or null.
 extern "C" __global__ void GROVE_FIT_BOUNDS grove_fit_class_constants(const GroveFitParams p, const unsigned* __restrict__ tree_ids,
                                                      const unsigned char* __restrict__ ops, float* __restrict__ values,
                                                      const unsigned char* __restrict__ outs, const unsigned short* __restrict__ lens,
                                                      const float* __restrict__ x, const unsigned* __restrict__ labels,
-                                                     GroveFitResult* __restrict__ results, GroveFitNode* __restrict__ scratch) {
-    const GroveFitData data = {x, nullptr, labels};
+                                                     const float* __restrict__ offset, GroveFitResult* __restrict__ results,
+                                                     GroveFitNode* __restrict__ scratch) {
+    const GroveFitData data = {x, nullptr, labels, offset};
     grove_fit_block<true>(p, tree_ids, ops, values, outs, lens, data, results, scratch);
 }
 
@@ -918,7 +926,7 @@ static __device__ void grove_fit_split_step(const GroveFitParams& p, unsigned n_
     grove_fit_split_advance<CLASSES>(p, f, values + row0, ops + row0, &results[k]);
 }
 
-// The split kernels for regression (y) and classification (labels): fits [n_trees], partials
+// The split kernels for regression (y) and classification (labels, and offset or null): fits [n_trees], partials
 // [n_trees x n_parts x GROVE_FIT_MAX_SUMS], scratch [n_trees x L] (every tree's decoded nodes),
 // results [n_trees]; the rest as grove_fit_constants.
 extern "C" __global__ void grove_fit_split_start_constants(const GroveFitParams p, const unsigned* __restrict__ tree_ids,
@@ -938,15 +946,15 @@ extern "C" __global__ void grove_fit_split_start_class_constants(const GroveFitP
 extern "C" __global__ void GROVE_FIT_BOUNDS grove_fit_split_pass_constants(const GroveFitParams p, unsigned n_parts, const GroveFitSplit* __restrict__ fits,
                                                                           const GroveFitNode* __restrict__ scratch, const float* __restrict__ x,
                                                                           const float* __restrict__ y, double* __restrict__ partials) {
-    const GroveFitData data = {x, y, nullptr};
+    const GroveFitData data = {x, y, nullptr, nullptr};
     grove_fit_split_pass<false>(p, n_parts, fits, scratch, data, partials);
 }
 extern "C" __global__ void GROVE_FIT_BOUNDS grove_fit_split_pass_class_constants(const GroveFitParams p, unsigned n_parts,
                                                                                 const GroveFitSplit* __restrict__ fits,
                                                                                 const GroveFitNode* __restrict__ scratch,
                                                                                 const float* __restrict__ x, const unsigned* __restrict__ labels,
-                                                                                double* __restrict__ partials) {
-    const GroveFitData data = {x, nullptr, labels};
+                                                                                const float* __restrict__ offset, double* __restrict__ partials) {
+    const GroveFitData data = {x, nullptr, labels, offset};
     grove_fit_split_pass<true>(p, n_parts, fits, scratch, data, partials);
 }
 extern "C" __global__ void grove_fit_split_step_constants(const GroveFitParams p, unsigned n_parts, const unsigned* __restrict__ tree_ids,

@@ -171,22 +171,8 @@ extern "C" __global__ void grove_partition(GroveGenParams p, const unsigned* cls
 // Fitness: task::regression::error (RegressionSums' methods in src/program/fitness.rs) plus
 // parsimony per node; +inf for an empty tree.
 
-#define GROVE_VAR_REL_TOL 1e-10
-
-struct GroveCentred {
-    double sff, syy, sfy;
-};
-
-__device__ __forceinline__ GroveCentred grove_centred(const GroveRegSums& s) {
-    const double n = (double)s.n;
-    const double mf = s.sum_f / n, my = s.sum_y / n;
-    double sff = s.sum_ff - mf * s.sum_f;
-    double syy = s.sum_yy - my * s.sum_y;
-    sff = sff <= GROVE_VAR_REL_TOL * s.sum_ff ? 0.0 : sff;
-    syy = syy <= GROVE_VAR_REL_TOL * s.sum_yy ? 0.0 : syy;
-    const double sfy = s.sum_fy - mf * s.sum_y;
-    return {sff, syy, sfy};
-}
+// GroveCentred, grove_centred and grove_scale (RegressionSums' centred sums and linear scaling)
+// are in sums.cuh, which eval.cu shares.
 
 // (scaled SSE, syy): RegressionSums::scaled_sse.
 __device__ __forceinline__ void grove_scaled_sse(const GroveRegSums& s, double& sse, double& syy) {
@@ -275,10 +261,7 @@ extern "C" __global__ void grove_case_errors(GroveGenParams p, unsigned k, unsig
             errors[at] = inf;
             return;
         }
-        const GroveCentred c = grove_centred(s);
-        const double n = (double)s.n;
-        a = c.sff == 0.0 ? 0.0 : c.sfy / c.sff;
-        b = s.sum_y / n - a * (s.sum_f / n);
+        grove_scale(s, a, b);
     }
     const unsigned r = rows[j];
     const float f = pred[(unsigned long long)t * stride + (by_row ? r : j)];
@@ -308,7 +291,8 @@ extern "C" __global__ void grove_add_regression_sums(unsigned n, const GroveRegS
 
 // ---------------------------------------------------------------------------------------------
 // Fitness: task::classify::fitness_of plus parsimony per node; +inf for an empty tree.
-// metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy.
+// metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy, 3 weighted F1. correct: [P][2 K],
+// each tree's correct points per true class, then its points predicted per class.
 
 extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_classes, const GroveClassPartial* sums,
                                                   const unsigned* correct, const unsigned long long* counts,
@@ -322,7 +306,7 @@ extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_c
         fit[t] = inf;
         return;
     }
-    const unsigned* c = correct + (size_t)t * n_classes;
+    const unsigned* c = correct + (size_t)t * 2 * n_classes;
     double f;
     if (p.metric == 0) {
         unsigned long long total = 0;
@@ -338,6 +322,17 @@ extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_c
             }
         }
         f = 1.0 - (used == 0 ? 0.0 : sum / (double)used);
+    } else if (p.metric == 3) {
+        // program::fitness::weighted_f1_of: sum_c n_c * 2 TP_c / (n_c + predicted_c), over n.
+        const unsigned* pred = c + n_classes;
+        unsigned long long total = 0;
+        for (unsigned k = 0; k < n_classes; ++k) total += counts[k];
+        double sum = 0.0;
+        for (unsigned k = 0; k < n_classes; ++k) {
+            const unsigned long long d = counts[k] + pred[k];
+            if (counts[k] > 0 && d > 0) sum += (double)counts[k] * (2.0 * (double)c[k] / (double)d);
+        }
+        f = 1.0 - (total == 0 ? 0.0 : sum / (double)total);
     } else {
         f = s.ce / (double)s.n;
     }

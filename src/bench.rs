@@ -371,7 +371,7 @@ fn gpu_generations(quick: bool) -> Result<Vec<serde_json::Value>> {
         let rep = GrammarRep { table: &loaded.table, templates: &tpl, map, init, vary, genome_capacity: 256 };
         let config = RegressionConfig { linear_scaling: pagie, ..RegressionConfig::default() };
         let data = backend.regression_data(&train.x, &train.y, train.n_rows, train.n_features)?;
-        let task = Regression { backend: &backend, data, config, outputs: 1, joint: None, rows: None };
+        let task = Regression { backend: &backend, data, config, outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
         let d = crate::evolve::Fitness::device_task(&task).ok_or_else(|| anyhow::anyhow!("the data is not on the GPU"))?;
         let steady = |h: &[crate::evolve::GenerationStats]| median(h[1..].iter().map(|s| s.seconds).collect());
         let size = |h: &[crate::evolve::GenerationStats]| h.iter().map(|s| s.mean_size).sum::<f64>() / h.len() as f64;

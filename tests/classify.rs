@@ -272,3 +272,123 @@ fn label_names_any_column_of_a_file() {
 fn quiet() -> grove::task::base::options::RunOptions {
     grove::task::base::options::RunOptions { quiet: true, ..Default::default() }
 }
+
+/// Issue 58: PonyGE2's classification files write classes as `1.000000`; labels whose value is
+/// an integer are classes named by that integer, and any other number stays refused.
+#[test]
+fn integral_float_labels_are_integer_classes() {
+    let d = parse_labeled(b"f,label\n1,1.000000\n2,2.0\n3,1\n4,1e0\n5,-3.00\n", "t", None).unwrap();
+    assert_eq!(d.classes, ["-3", "1", "2"], "named by the integer, sorted numerically");
+    assert_eq!(d.labels, [1, 2, 1, 1, 0]);
+    let e = parse_labeled(b"f,label\n1,1.0\n2,2.5\n", "t", None).unwrap_err().to_string();
+    assert!(e.contains("t:3: column 2 (label)") && e.contains("label `2.5` is a number but not an integer"), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+    // Names stay names: `1.0` among names is a name of its own.
+    let d = parse_labeled(b"f,label\n1,a\n2,1.0\n", "t", None).unwrap();
+    assert_eq!(d.classes, ["1.0", "a"]);
+}
+
+/// A test file beside a training file: its columns by name in any order, its labels among the
+/// training classes (`2.0` is class `2`), any number of classes present; anything else is one
+/// line naming what differs.
+#[test]
+fn a_test_file_is_read_against_the_training_classes_and_columns() {
+    use grove::data::classes::parse_labeled_like;
+    let train = parse_labeled(b"a,b,label\n1,10,1\n2,20,2\n3,30,3\n", "train", None).unwrap();
+    let test = parse_labeled_like(b"label,b,a\n2.0,5,6\n2,7,8\n", "test", &train).unwrap();
+    assert_eq!(test.classes, train.classes);
+    assert_eq!(test.labels, [1, 1], "one class present is fine in a test file");
+    assert_eq!(test.data.names, ["a", "b"], "the training file's order");
+    assert_eq!(test.data.x, [6.0, 8.0, 5.0, 7.0]);
+    let cases: [(&[u8], &[&str]); 4] = [
+        (b"a,c,label\n1,2,1\n", &["test:", "columns differ", "(a, b, label)", "missing `b`", "not in the training data `c`"]),
+        (b"a,b\n1,2\n", &["missing `label`"]),
+        (b"a,b,label\n1,2,4\n", &["test:2: column 3 (label)", "label `4` is not one of the training data's classes (1, 2, 3)"]),
+        (b"a,b,label\n1,2,1.5\n", &["test:2", "label `1.5` is a number but not an integer"]),
+    ];
+    for (body, wants) in cases {
+        let e = parse_labeled_like(body, "test", &train).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "one line: {e}");
+        for w in wants {
+            assert!(e.contains(w), "`{w}` missing from: {e}");
+        }
+    }
+    // Named classes match by name only.
+    let named = parse_labeled(b"a,label\n1,x\n2,y\n", "train", None).unwrap();
+    let e = parse_labeled_like(b"a,label\n1,X\n", "test", &named).unwrap_err().to_string();
+    assert!(e.contains("label `X` is not one of the training data's classes (x, y)"), "{e}");
+}
+
+/// `grove classify --test-data FILE`: the file's rows are the test rows (the training file is
+/// not split), `--test-fraction 0` alone means no test rows, and both together are refused.
+#[test]
+fn classify_takes_a_test_file_or_no_test_rows() {
+    let train = temp_file("tf_train.csv", "a,b,label\n1,2,1.000000\n2,3,2.000000\n3,1,1.000000\n4,4,2.000000\n5,5,1.000000\n6,2,2.000000\n7,1,1.000000\n8,3,2.000000\n");
+    let test = temp_file("tf_test.csv", "b,label,a\n1,1.0,1\n9,2.0,9\n3,2,8\n");
+    let report = temp_file("tf.json", "");
+    let base = ["classify", "--data", train.to_str().unwrap(), "--device", "cpu", "--pop", "40", "--gens", "2", "--quiet"];
+    let mut args = base.to_vec();
+    args.extend(["--test-data", test.to_str().unwrap(), "--report", report.to_str().unwrap()]);
+    let out = grove(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("train         accuracy") && s.contains("(8 rows)"), "every training row is trained on: {s}");
+    assert!(s.contains("test          accuracy") && s.contains("(3 rows)"), "{s}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["classes"], serde_json::json!(["1", "2"]));
+    assert_eq!(r["test"]["rows"], 3);
+    assert_eq!(r["settings"]["test_fraction"], 0.0, "a test file means no split");
+    assert_eq!(r["settings"]["test_data"], test.to_str().unwrap());
+    let mut args = base.to_vec();
+    args.extend(["--test-fraction", "0"]);
+    let out = grove(&args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("test          (no test data: use --test-data or --test-fraction)") && s.contains("confusion on the training rows"), "{s}");
+    let mut args = base.to_vec();
+    args.extend(["--test-fraction", "0.3", "--test-data", test.to_str().unwrap()]);
+    let out = grove(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("give --test-data (test_data) or --test-fraction (test_fraction) 0.3, not both"), "{e}");
+    let bad = temp_file("tf_bad.csv", "a,c,label\n1,2,1\n");
+    let mut args = base.to_vec();
+    args.extend(["--test-data", bad.to_str().unwrap()]);
+    let out = grove(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let e = text(&out.stderr);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("--test-data (test_data)") && e.contains("missing `b`") && e.contains("`c`"), "{e}");
+}
+
+/// Issue 58: weighted F1, PonyGE2's classification fitness (`--fitness weighted-f1`, alias
+/// `f1`): the returned program's fitness is 1 − its training rows' weighted F1, which every
+/// part of the report shows beside accuracy.
+#[test]
+fn weighted_f1_is_a_fitness_and_a_reported_score() {
+    let report = temp_file("wf1.json", "");
+    for name in ["weighted-f1", "f1"] {
+        let out = grove(&[
+            "classify", "--data", "builtin:wine", "--fitness", name, "--pop", "200", "--gens", "4", "--device", "cpu", "--select", "train",
+            "--linear-inputs", "off", "--quiet", "--report", report.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("weighted F1 "), "{}", text(&out.stdout));
+        let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(r["settings"]["fitness"], "weighted-f1");
+        let f1 = r["train"]["weighted_f1"].as_f64().unwrap();
+        let fitness = r["best"]["fitness"].as_f64().unwrap();
+        assert!((fitness - (1.0 - f1)).abs() < 1e-12, "fitness {fitness} vs 1 - F1 {}", 1.0 - f1);
+        // The test rows' F1 from the confusion matrix (rows: true class), by hand.
+        let m: Vec<Vec<f64>> = serde_json::from_value(r["test"]["confusion"].clone()).unwrap();
+        let n: f64 = m.iter().flatten().sum();
+        let by_hand: f64 = (0..m.len())
+            .map(|c| {
+                let (rows, pred) = (m[c].iter().sum::<f64>(), m.iter().map(|r| r[c]).sum::<f64>());
+                if rows + pred == 0.0 { 0.0 } else { rows / n * 2.0 * m[c][c] / (rows + pred) }
+            })
+            .sum();
+        assert!((r["test"]["weighted_f1"].as_f64().unwrap() - by_hand).abs() < 1e-12);
+    }
+}

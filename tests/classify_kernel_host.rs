@@ -93,7 +93,7 @@ fn kernel_sums(lib: &libloading::Library, name: &str, pop: &Population, x: &[f32
     let ids: Vec<u32> = (0..p as u32).collect();
     let off = offset.unwrap_or(x);
     let mut partials = vec![ClassPartial::default(); p * n_tiles];
-    let mut correct = vec![0xdeadu32; p * n_tiles * k];
+    let mut correct = vec![0xdeadu32; p * n_tiles * 2 * k];
     let arrays = [pop.op.as_ptr() as usize, pop.value.as_ptr() as usize, pop.size.as_ptr() as usize, pop.out.as_ptr() as usize, pop.len.as_ptr() as usize];
     let addr = (ids.as_ptr() as usize, arrays, x.as_ptr() as usize, labels.as_ptr() as usize, off.as_ptr() as usize, partials.as_mut_ptr() as usize, correct.as_mut_ptr() as usize);
     let body = move || {
@@ -101,7 +101,7 @@ fn kernel_sums(lib: &libloading::Library, name: &str, pop: &Population, x: &[f32
         // SAFETY: grove_classify_*(GroveClassifyParams, tree_ids, ops, values, sizes, outs, lens,
         // x, labels, offset, partials, correct) on P ids, the population's P × L nodes and P
         // lengths, F × N features, N labels, max(1, outputs) × N offsets (unread without
-        // has_offset), P × n_tiles partials and P × n_tiles × K counts; each block writes its own.
+        // has_offset), P × n_tiles partials and P × n_tiles × 2K counts; each block writes its own.
         unsafe {
             f(params, i as *const u32, op as *const u8, value as *const f32, size as *const u16, out as *const u8, len as *const u16,
               xx as *const f32, lab as *const u32, of as *const f32, part as *mut ClassPartial, cor as *mut u32)
@@ -121,19 +121,25 @@ fn kernel_sums(lib: &libloading::Library, name: &str, pop: &Population, x: &[f32
         }
     }
     let mut sums = vec![ClassPartial::default(); p];
-    let mut sums_correct = vec![0u32; p * k];
+    let mut sums_correct = vec![0u32; p * 2 * k];
     let rp = ClassReduceParams { n_trees: p as u32, n_tiles: n_tiles as u32, n_classes: k as u32, reserved: 0 };
     for t in 0..p {
-        // SAFETY: one thread per tree over P × n_tiles partials (× K counts) into P sums and P × K
-        // counts, as grove_reduce_classify reads and writes.
+        // SAFETY: one thread per tree over P × n_tiles partials (× 2K counts) into P sums and
+        // P × 2K counts, as grove_reduce_classify reads and writes.
         unsafe {
             set_thread(t as u32 / 8, 8, t as u32 % 8);
             reduce(rp, partials.as_ptr(), correct.as_ptr(), sums.as_mut_ptr(), sums_correct.as_mut_ptr());
         }
     }
     sums.iter()
-        .zip(sums_correct.chunks_exact(k))
-        .map(|(s, c)| ClassSums { correct: c.iter().map(|&v| v as u64).collect(), ce: s.ce, n: s.n as u64, bad: s.bad as u64 })
+        .zip(sums_correct.chunks_exact(2 * k))
+        .map(|(s, c)| ClassSums {
+            correct: c[..k].iter().map(|&v| v as u64).collect(),
+            predicted: c[k..].iter().map(|&v| v as u64).collect(),
+            ce: s.ce,
+            n: s.n as u64,
+            bad: s.bad as u64,
+        })
         .collect()
 }
 
@@ -159,6 +165,10 @@ fn the_classification_kernels_match_the_cpu_with_and_without_offsets() {
                     let diff: u64 = g.correct.iter().zip(&c.correct).map(|(a, b)| a.abs_diff(*b)).sum();
                     let ties = if pop.len[t] == 0 { 0 } else { near_ties(&pop, t, &x, n, k, off) };
                     assert!(diff <= ties, "{at}: correct kernel {:?} cpu {:?} ({ties} near-ties)", g.correct, c.correct);
+                    // Each near-tie may move one prediction from one class to another.
+                    let moved: u64 = g.predicted.iter().zip(&c.predicted).map(|(a, b)| a.abs_diff(*b)).sum();
+                    assert!(moved <= 2 * ties, "{at}: predicted kernel {:?} cpu {:?} ({ties} near-ties)", g.predicted, c.predicted);
+                    assert_eq!(g.predicted.iter().sum::<u64>(), g.n - g.bad, "{at}: every finite point predicts one class");
                     assert!((g.ce - c.ce).abs() <= 1e-4 * c.ce.abs().max(1.0), "{at}: ce kernel {} cpu {}", g.ce, c.ce);
                 }
                 assert_eq!(got[5].bad, n as u64, "an empty row: every point bad");

@@ -274,7 +274,9 @@ fn help_groups_the_flags_under_headings_and_prints_the_defaults_from_the_constan
     let flat = |h: String| h.split_whitespace().collect::<Vec<_>>().join(" ");
     let h = flat(help(&["evolve", "--help"]));
     let v = grove::task::base::validation::AUTO_FRACTION;
-    assert!(h.contains(&format!("[default: {v} with at least {} training rows", grove::task::base::validation::AUTO_MIN_ROWS)), "{h}");
+    let rows = (grove::task::base::defaults::EVOLVE_VALIDATION_ROWS, grove::task::base::validation::AUTO_MIN_ROWS);
+    assert!(h.contains(&format!("[default: {v} with at least {} training rows for evolve ({} for classify)", rows.0, rows.1)), "{h}");
+    assert!(h.contains(&format!("--folds <K> Folds of --select folds (auto's rule below {} training rows)", rows.0)), "{h}");
     let fit = grove::task::regression::DEFAULT_FIT;
     assert!(h.contains(&format!("[default: {}]", fit.every)) && h.contains(&format!("[default: {}]", fit.fraction)), "{h}");
     assert!(h.contains(&format!("evolve {} on a GPU and 0 on the CPU", fit.steps)), "{h}");
@@ -458,4 +460,41 @@ fn ge_operators_are_named_with_an_optional_rate() {
         assert_one_line_error(&grove(&[&tree[..], &[flag, value]].concat(), ""), &[&format!("{flag} `{value}` names an operator of grammatical evolution, and this run has no --grammar")]);
     }
     assert_one_line_error(&grove(&[&ge[..], &["--crossover", "uniform"]].concat(), ""), &["--crossover `uniform`"]);
+}
+
+/// Issue 58: a PonyGE2 problem as its users run it, with its own Train and Test files: the
+/// report's test scores are the test file's (5000 rows), the training rows all 1024 (no split),
+/// the settings name the file, and `grove run --from` repeats the run with it.
+#[test]
+fn evolve_scores_a_test_file_of_its_own() {
+    let dir = scratch();
+    let report = dir.join("v4.json");
+    let root = "tests/fixtures/reference";
+    let (train, test) = (format!("{root}/datasets/Vladislavleva4/Train.txt"), format!("{root}/datasets/Vladislavleva4/Test.txt"));
+    let grammar = format!("{root}/grammars/ponyge2/Vladislavleva4.bnf");
+    let out = grove(
+        &["evolve", "--data", &train, "--test-data", &test, "--grammar", &grammar, "--pop", "40", "--gens", "2",
+          "--select", "train", "--device", "cpu", "-q", "--report", report.to_str().unwrap()],
+        "",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("\ntrain         mse") && s.contains("\ntest          mse"), "{s}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["settings"]["test_data"], test.as_str());
+    assert_eq!(r["selection"]["training_rows"], 1024, "every training row, no split");
+    // The test score is the program's on the test file's rows, scored here again.
+    let test_set = grove::data::read(&test, None).unwrap();
+    let m = grove::task::base::model::from_value(&r, "the report").unwrap();
+    let p = m.regression_predictions(test_set.x.clone(), test_set.n_rows).unwrap();
+    let mse = p.iter().zip(&test_set.y).map(|(p, &y)| (p - y as f64).powi(2)).sum::<f64>() / 5000.0;
+    let got = r["test"]["mse"].as_f64().unwrap();
+    assert!((got - mse).abs() <= 1e-9 * mse.max(1e-12), "test mse {got} vs {mse} recomputed");
+    let again = grove(&["run", "--from", report.to_str().unwrap(), "--device", "cpu", "-q"], "");
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(text(&again.stdout).lines().find(|l| l.starts_with("test")), s.lines().find(|l| l.starts_with("test")));
+    // A test file without the training data's columns is one line that names them.
+    let bad = temp_file("v4bad.csv", "x0,x1,x2,x3,y\n1,2,3,4,5\n");
+    let out = grove(&["evolve", "--data", &train, "--test-data", bad.to_str().unwrap(), "--grammar", &grammar, "--pop", "10", "--gens", "1"], "");
+    assert_one_line_error(&out, &["--test-data (test_data)", "missing `x4`, `response`", "not in the training data `y`"]);
 }

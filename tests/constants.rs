@@ -18,7 +18,7 @@ fn run(constants: ConstantFitting, seed: u64, record: &mut Vec<(usize, f64)>) ->
     let (x, y) = curve();
     let backend = Backend::Cpu;
     let data = backend.regression_data(&x, &y, x.len(), 1).unwrap();
-    let task = Regression { backend: &backend, data, config: RegressionConfig { linear_scaling: false, ..RegressionConfig::default() }, outputs: 1, joint: None, rows: None };
+    let task = Regression { backend: &backend, data, config: RegressionConfig { linear_scaling: false, ..RegressionConfig::default() }, outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let cfg = EngineConfig { pop_size: 300, generations: 15, seed, max_len: 64, constants, ..EngineConfig::default() };
     let rep = TreeSettings::default().rep("add,sub,mul,sin", 1, 64).unwrap();
     let one = IslandConfig::single();
@@ -52,7 +52,7 @@ fn the_task_fits_rows_in_place_and_scores_them_as_evaluation_does() {
     let (x, y) = curve();
     let backend = Backend::Cpu;
     let data = backend.regression_data(&x, &y, x.len(), 1).unwrap();
-    let task = Regression { backend: &backend, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None };
+    let task = Regression { backend: &backend, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let spec = TreeSettings::default().rep("add,mul,sin", 1, 64).unwrap().vary.spec;
     let pop: Population = grove::program::init_population(&spec, 60, 3).unwrap();
     let before = task.evaluate(&pop).unwrap();

@@ -91,8 +91,8 @@ fn every_population_of_a_run_gets_the_same_fitness_on_both() {
     let cpu = Backend::Cpu;
     let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let config = RegressionConfig { linear_scaling: false, ..Default::default() };
-    let c = Regression { backend: &cpu, data: cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None, rows: None };
-    let g = Regression { backend: &gpu, data: gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None, rows: None };
+    let c = Regression { backend: &cpu, data: cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
+    let g = Regression { backend: &gpu, data: gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let bad = std::sync::Mutex::new(Vec::<String>::new());
     let checked = std::sync::atomic::AtomicUsize::new(0);
     let both = |pop: &Population| -> Vec<f64> {
@@ -172,7 +172,7 @@ fn the_device_loop_equals_the_host_loop() {
     ];
     for (cfg, reg, functions) in cases {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: None };
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
         let rep = TreeSettings::default().rep(functions, train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut da, mut ho) = (Fame::default(), Fame::default());
@@ -225,7 +225,7 @@ fn a_device_run_declining_the_last_population_copies_none_and_runs_the_same() {
     let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let cfg = EngineConfig { pop_size: 1200, generations: 8, seed: 4, tournament: 3, elite: 1, max_len: 64, constants: fitting(5, 2, 0.1), ..Default::default() };
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None };
+    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let rep = TreeSettings::default().rep("add,sub,mul,div,sin", train.n_features, cfg.max_len).unwrap();
     let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
     let (mut kept, mut declined) = (Fame::default(), NoPopulation::default());
@@ -264,6 +264,9 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         // Linear terms of the inputs under the outputs (offsets read by classify.cu).
         ("builtin:digits", ClassFitness::CrossEntropy, false, 8, off, true),
         ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 9, off, true),
+        // Constants fitted with the terms' offsets under the outputs (fit.cu's offset pointer).
+        ("builtin:wine", ClassFitness::CrossEntropy, false, 10, fitting(5, 2, 0.05), true),
+        ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 11, fitting(4, 3, 0.1), true),
     ] {
         let all = ClassSource::parse(data).unwrap().load(None).unwrap();
         let k = all.n_classes();
@@ -360,7 +363,7 @@ fn the_device_ge_loop_equals_the_host_loop() {
         let rep = ge(&l, &tpl, map, init, vary);
         assert!(device::supports_grammar(&cfg, &rep), "{file}: {vary:?} runs on the device");
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: None };
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
@@ -435,7 +438,7 @@ fn a_resumed_device_ge_run_matches_an_uninterrupted_one() {
     let rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, InitConfig::default(), Default::default());
     let cfg = EngineConfig { pop_size: 1000, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128, ..Default::default() };
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None, rows: None };
+    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let (whole, _) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Grammar(&rep), &[d], None, &mut |_: &grove::evolve::GenerationStats, _: &grove::evolve::Best| {}).unwrap();
     let mut stop = StopAt(5, 0, None);
@@ -476,7 +479,7 @@ fn a_device_run_ended_early_equals_a_shorter_one_and_continues() {
     let train = &problem.train;
     let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None, rows: None };
+    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("grammars/regression.bnf");
     let l = load(&path, &DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) }).unwrap();
@@ -663,6 +666,44 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
     assert_eq!(rg["linear_inputs"], rc["linear_inputs"]);
 }
 
+/// Issue 58: a run minimising a loss of the user's own gives the same run on the GPU as on the
+/// CPU: `grove_loss_sums` scores the prediction kernels' values (the CPU's bits) at the
+/// linearly scaled prediction, selection and variation run on the host, and the returned
+/// model, its training error and every generation's best agree but for the order of the f64
+/// sums; with and without linear scaling, tree GP and GE, and with constant fitting (least
+/// squares, kept where the loss does not get worse).
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_run_with_a_loss_on_the_gpu_returns_the_cpus_model() {
+    use grove::task::regression::EvolveSettings;
+    let n = 400;
+    let mut s = grove::rng::Stream::new(6, 0, 1, grove::rng::Purpose::Bench);
+    let x: Vec<f64> = (0..2 * n).map(|_| s.unit_f64() * 4.0 - 2.0).collect();
+    let y: Vec<f64> = (0..n).map(|i| x[i] * x[i] - 0.5 * x[n + i] + if i % 31 == 0 { 25.0 } else { 0.0 }).collect();
+    let data = grove::data::Dataset::new(vec!["x0".into(), "x1".into()], "y", x, y).unwrap();
+    let mut settings = EvolveSettings::cli_default();
+    settings.functions = Some("add,sub,mul,div".into());
+    settings.loss = Some("log(cosh(p - y))".into());
+    settings.engine.pop_size = 500;
+    settings.engine.generations = 8;
+    settings.engine.seed = 4;
+    settings.engine.constants.steps = 0;
+    settings.engine.bloat = grove::select::Bloat::None;
+    settings.validation_fraction = Some(0.0);
+    let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
+    let (g, c) = (rg["train"]["loss"].as_f64().unwrap(), rc["train"]["loss"].as_f64().unwrap());
+    assert!((g - c).abs() <= 1e-9 * c.abs(), "train loss gpu {g:e} cpu {c:e}");
+    settings.regression.linear_scaling = false;
+    settings.loss = Some("abs(p - y)".into());
+    cpu_and_gpu_runs(&settings, &data);
+    settings.regression.linear_scaling = true;
+    settings.engine.constants = fitting(5, 2, 0.2);
+    cpu_and_gpu_runs(&settings, &data);
+    settings.functions = None;
+    settings.grammar = Some(concat!(env!("CARGO_MANIFEST_DIR"), "/grammars/regression.bnf").into());
+    cpu_and_gpu_runs(&settings, &data);
+}
+
 /// The reports of `settings` run on the CPU and on the GPU, after checking that the GPU's run
 /// took the host loop and returned the CPU's model, its training error and every generation's
 /// best equal but for the order of the f64 sums.
@@ -740,8 +781,8 @@ fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
             s.grammar = Some(format!("{}/{g}", env!("CARGO_MANIFEST_DIR")));
         }
         let (_, train, test, st) = load_data(&s).unwrap();
-        let rc = fit(&s, &train, Some(&test), st.as_ref(), &cpu, &quiet).unwrap().report;
-        let rg = fit(&s, &train, Some(&test), st.as_ref(), &gpu, &quiet).unwrap().report;
+        let rc = fit(&s, &train, test.as_ref(), st.as_ref(), &cpu, &quiet).unwrap().report;
+        let rg = fit(&s, &train, test.as_ref(), st.as_ref(), &gpu, &quiet).unwrap().report;
         let what = grammar.unwrap_or("tree GP");
         assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{what}: {}", rg["timing"]["device"]);
         assert_eq!(rg["best"]["infix"], rc["best"]["infix"], "{what}");
@@ -785,7 +826,7 @@ fn nsga2_on_the_device_equals_the_host_loop() {
     };
     let off = grove::evolve::ConstantFitting::default();
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None };
+    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     // Tree GP.
     for cfg in [nsga2(1500, 15, 3, 128, off), nsga2(777, 12, 4, 64, fitting(5, 2, 0.05)), nsga2(3, 6, 5, 32, off)] {
@@ -878,7 +919,7 @@ fn lexicase_on_the_device_equals_the_host_loop() {
     ];
     for (cfg, reg) in trees {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: Some(train) };
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: Some(train), loss: None, fitness_fn: None };
         let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         assert!(device::supports(&cfg) && device::supports_tasks(&cfg, &IslandConfig::single(), &[d]));
@@ -894,7 +935,7 @@ fn lexicase_on_the_device_equals_the_host_loop() {
     let rep = ge(&l, &tpl, MapConfig { max_depth: 17, ..MapConfig::default() }, init, vary);
     for (cfg, reg) in [(lex(1000, 7, Selection::Lexicase, 0), plain), (lex(2500, 8, Selection::DownSampled, 256), scaled)] {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: Some(train) };
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: None, rows: Some(train), loss: None, fitness_fn: None };
         assert!(device::supports_grammar(&cfg, &rep));
         both_loops(&format!("GE {cfg:?} {reg:?}"), &cfg, Representation::Grammar(&rep), &task);
     }
@@ -907,13 +948,13 @@ fn lexicase_on_the_device_equals_the_host_loop() {
     let big = grove::data::Dataset::new(vec!["a".into(), "b".into()], "y", x64, y64).unwrap();
     let cfg = EngineConfig { generations: 5, down_sample: 64.0, ..lex(2000, 9, Selection::DownSampled, 128) };
     let data = gpu.regression_data(&big.x, &big.y, big.n_rows, big.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: scaled, outputs: 1, joint: None, rows: Some(&big) };
+    let task = Regression { backend: &gpu, data, config: scaled, outputs: 1, joint: None, rows: Some(&big), loss: None, fitness_fn: None };
     let rep = TreeSettings::default().rep("add,sub,mul,sin", 2, cfg.max_len).unwrap();
     both_loops("600 000 rows, cases predicted on their own", &cfg, Representation::Trees(&rep), &task);
     // Islands take the host loop.
     let cfg = lex(600, 3, Selection::Lexicase, 0);
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: scaled, outputs: 1, joint: None, rows: Some(train) };
+    let task = Regression { backend: &gpu, data, config: scaled, outputs: 1, joint: None, rows: Some(train), loss: None, fitness_fn: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let two = IslandConfig { count: 2, ..IslandConfig::single() };
     assert!(!device::supports_tasks(&cfg, &two, &[d, d]));

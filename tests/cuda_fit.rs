@@ -48,7 +48,7 @@ fn same_values(got: &Population, want: &Population, what: &str) {
 }
 
 type FitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const f32, *mut FitResult, *mut u8);
-type ClassFitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const u32, *mut FitResult, *mut u8);
+type ClassFitFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *mut f32, *const u8, *const u16, *const f32, *const u32, *const f32, *mut FitResult, *mut u8);
 type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), *mut std::ffi::c_void);
 
 /// Runs `f` as block `block` of `threads` real threads of `lib`.
@@ -77,6 +77,7 @@ struct Ptrs {
     x: *const f32,
     y: *const f32,
     labels: *const u32,
+    offset: *const f32,
     res: *mut FitResult,
     scratch: *mut u8,
 }
@@ -94,15 +95,26 @@ impl Ptrs {
     /// One thread of the classification kernel over these arrays.
     fn launch_class(&self, fit: ClassFitFn, params: FitParams) {
         // SAFETY: the arrays have the sizes grove_fit_class_constants reads (fit.rs's launch).
-        unsafe { fit(params, self.ids, self.op, self.value, self.out, self.len, self.x, self.labels, self.res, self.scratch) }
+        unsafe { fit(params, self.ids, self.op, self.value, self.out, self.len, self.x, self.labels, self.offset, self.res, self.scratch) }
     }
 }
 
-/// What a fitting kernel fits: regression targets or class labels.
+/// What a fitting kernel fits: regression targets, or class labels with the offsets under the
+/// outputs (`[max(1, n_outputs)][n_rows]`) or none.
 #[derive(Clone, Copy)]
 enum Target<'a> {
     Values(&'a [f32]),
-    Labels(&'a [u32]),
+    Labels(&'a [u32], Option<&'a [f32]>),
+}
+
+impl Target<'_> {
+    /// The offsets, or a null pointer.
+    fn offset(&self) -> *const f32 {
+        match self {
+            Target::Labels(_, Some(o)) => o.as_ptr(),
+            _ => std::ptr::null(),
+        }
+    }
 }
 
 /// One emulated fitting kernel (grove_fit_constants for values, grove_fit_class_constants for
@@ -114,7 +126,7 @@ fn emulate(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &
     let mut scratch = vec![0u64; rows.len() * pop.max_len];
     let (y, labels) = match target {
         Target::Values(y) => (y.as_ptr(), std::ptr::null()),
-        Target::Labels(l) => (std::ptr::null(), l.as_ptr()),
+        Target::Labels(l, _) => (std::ptr::null(), l.as_ptr()),
     };
     let p = Ptrs {
         ids: ids.as_ptr(),
@@ -125,6 +137,7 @@ fn emulate(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &
         x: x.as_ptr(),
         y,
         labels,
+        offset: target.offset(),
         res: res.as_mut_ptr(),
         scratch: scratch.as_mut_ptr() as *mut u8,
     };
@@ -134,7 +147,7 @@ fn emulate(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &
                 let fit: FitFn = emulator::get(lib, kernels::FIT_CONSTANTS);
                 run_block(lib, b, threads, &move || p.launch(fit, params));
             }
-            Target::Labels(_) => {
+            Target::Labels(..) => {
                 let fit: ClassFitFn = emulator::get(lib, kernels::FIT_CLASS_CONSTANTS);
                 run_block(lib, b, threads, &move || p.launch_class(fit, params));
             }
@@ -145,6 +158,7 @@ fn emulate(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &
 
 type SplitStartFn = unsafe extern "C" fn(FitParams, *const u32, *const u8, *const f32, *const u8, *const u16, *mut u8, *mut FitResult, *mut u8);
 type SplitPassFn = unsafe extern "C" fn(FitParams, u32, *const u8, *const u8, *const f32, *const std::ffi::c_void, *mut f64);
+type SplitPassClassFn = unsafe extern "C" fn(FitParams, u32, *const u8, *const u8, *const f32, *const u32, *const f32, *mut f64);
 type SplitStepFn = unsafe extern "C" fn(FitParams, u32, *const u32, *const u8, *mut f32, *mut u8, *const f64, *mut FitResult);
 
 /// The split fit (grove_fit_split_*), emulated as `launch_split_fit` runs it: the start (blocks
@@ -160,12 +174,15 @@ fn emulate_split(lib: &libloading::Library, pop: &mut Population, rows: &[usize]
     let mut scratch = vec![0u64; n * pop.max_len];
     let (start, pass, step) = match target {
         Target::Values(_) => (kernels::FIT_SPLIT_START, kernels::FIT_SPLIT_PASS, kernels::FIT_SPLIT_STEP),
-        Target::Labels(_) => (kernels::FIT_SPLIT_START_CLASS, kernels::FIT_SPLIT_PASS_CLASS, kernels::FIT_SPLIT_STEP_CLASS),
+        Target::Labels(..) => (kernels::FIT_SPLIT_START_CLASS, kernels::FIT_SPLIT_PASS_CLASS, kernels::FIT_SPLIT_STEP_CLASS),
     };
-    let (start, pass, step): (SplitStartFn, SplitPassFn, SplitStepFn) = (emulator::get(lib, start), emulator::get(lib, pass), emulator::get(lib, step));
+    let classes = matches!(target, Target::Labels(..));
+    let (start, step): (SplitStartFn, SplitStepFn) = (emulator::get(lib, start), emulator::get(lib, step));
+    let (pass_values, pass_class): (Option<SplitPassFn>, Option<SplitPassClassFn>) =
+        if classes { (None, Some(emulator::get(lib, pass))) } else { (Some(emulator::get(lib, pass)), None) };
     let t: *const std::ffi::c_void = match target {
         Target::Values(y) => y.as_ptr().cast(),
-        Target::Labels(l) => l.as_ptr().cast(),
+        Target::Labels(l, _) => l.as_ptr().cast(),
     };
     #[derive(Clone, Copy)]
     struct P {
@@ -176,6 +193,7 @@ fn emulate_split(lib: &libloading::Library, pop: &mut Population, rows: &[usize]
         len: *const u16,
         x: *const f32,
         t: *const std::ffi::c_void,
+        offset: *const f32,
         fits: *mut u8,
         partials: *mut f64,
         scratch: *mut u8,
@@ -192,6 +210,7 @@ fn emulate_split(lib: &libloading::Library, pop: &mut Population, rows: &[usize]
         len: pop.len.as_ptr(),
         x: x.as_ptr(),
         t,
+        offset: target.offset(),
         fits: fits.as_mut_ptr().cast(),
         partials: partials.as_mut_ptr(),
         scratch: scratch.as_mut_ptr().cast(),
@@ -210,7 +229,11 @@ fn emulate_split(lib: &libloading::Library, pop: &mut Population, rows: &[usize]
             // SAFETY: as above.
             run_block(lib, b, threads, &move || unsafe {
                 let p = p;
-                pass(params, np, p.fits, p.scratch, p.x, p.t, p.partials)
+                match (pass_values, pass_class) {
+                    (Some(pass), _) => pass(params, np, p.fits, p.scratch, p.x, p.t, p.partials),
+                    (_, Some(pass)) => pass(params, np, p.fits, p.scratch, p.x, p.t.cast(), p.offset, p.partials),
+                    _ => unreachable!(),
+                }
             });
         }
         for b in 0..n as u32 {
@@ -240,9 +263,19 @@ fn emulated_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize],
 }
 
 /// The classification kernel, emulated: fits rows `rows` of `pop` in place on `labels` of
-/// `n_classes` with blocks of `threads` threads.
+/// `n_classes`, with `offset` under the outputs where given, with blocks of `threads` threads.
 #[allow(clippy::too_many_arguments)]
-fn emulated_class_fit(lib: &libloading::Library, pop: &mut Population, rows: &[usize], x: &[f32], labels: &[u32], n_classes: usize, steps: u32, threads: u32) -> Vec<FitResult> {
+fn emulated_class_fit(
+    lib: &libloading::Library,
+    pop: &mut Population,
+    rows: &[usize],
+    x: &[f32],
+    labels: &[u32],
+    offset: Option<&[f32]>,
+    n_classes: usize,
+    steps: u32,
+    threads: u32,
+) -> Vec<FitResult> {
     let params = FitParams {
         n_trees: rows.len() as u32,
         max_len: pop.max_len as u32,
@@ -253,7 +286,13 @@ fn emulated_class_fit(lib: &libloading::Library, pop: &mut Population, rows: &[u
         n_classes: n_classes as u32,
         n_outputs: pop.n_outputs as u32,
     };
-    emulate(lib, pop, rows, x, Target::Labels(labels), params, threads)
+    emulate(lib, pop, rows, x, Target::Labels(labels, offset), params, threads)
+}
+
+/// Offsets under `slots` outputs of `n_rows` rows of `x` (`[3][n_rows]`), as a linear model's
+/// terms would be: finite, of either sign, different per slot.
+fn class_offset(x: &[f32], n_rows: usize, slots: usize) -> Vec<f32> {
+    (0..slots * n_rows).map(|i| 0.6 * x[i % n_rows] - 0.4 * x[n_rows + i % n_rows] + 0.3 * (i / n_rows) as f32 - 0.2).collect()
 }
 
 /// A classification problem: programs of `n_outputs` slots (0: one output for two classes)
@@ -393,15 +432,19 @@ fn emulated_class_kernel_fits_the_references_bits() {
                 let (pop, x, labels) = class_problem(24, n_rows, n_classes, n_outputs, seed, functions);
                 let rows: Vec<usize> = (0..pop.size()).rev().step_by(2).collect();
                 assert!(rows.iter().any(|&r| pop.len[r] as usize > KEPT), "no program takes the scratch array");
-                let mut want = pop.clone();
-                let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 5);
-                let mut got = pop.clone();
-                let got_res = emulated_class_fit(&lib, &mut got, &rows, &x, &labels, n_classes, 5, threads);
-                let what = format!("{n_classes} classes, {n_outputs} outputs, {threads} threads, {nodes}");
-                same_results(&got_res, &want_res, &what);
-                same_values(&got, &want, &what);
-                let accepted = want_res.iter().filter(|r| r.accepted > 0).count();
-                assert!(accepted >= rows.len() / 3, "{what}: only {accepted} of {} programs improved: the test fits too little", rows.len());
+                // Without offsets, and with the linear terms' offsets under the outputs.
+                let offset = class_offset(&x, n_rows, n_outputs.max(1));
+                for off in [None, Some(&offset[..])] {
+                    let mut want = pop.clone();
+                    let want_res = fit_class_constants(&mut want, &rows, &x, &labels, off, n_rows, n_classes, 5);
+                    let mut got = pop.clone();
+                    let got_res = emulated_class_fit(&lib, &mut got, &rows, &x, &labels, off, n_classes, 5, threads);
+                    let what = format!("{n_classes} classes, {n_outputs} outputs, {threads} threads, {nodes}, offsets {}", off.is_some());
+                    same_results(&got_res, &want_res, &what);
+                    same_values(&got, &want, &what);
+                    let accepted = want_res.iter().filter(|r| r.accepted > 0).count();
+                    assert!(accepted >= rows.len() / 3, "{what}: only {accepted} of {} programs improved: the test fits too little", rows.len());
+                }
             }
         }
     }
@@ -445,27 +488,31 @@ fn emulated_kernels_fit_data_of_several_parts_to_the_references_bits() {
     let (n_classes, n_rows) = (3, grove::backend::cpu::fit::FIT_PART + 150);
     let (pop, x, labels) = class_problem(6, n_rows, n_classes, n_classes, 32, "add,sub,mul,tanh");
     let rows: Vec<usize> = (0..pop.size()).collect();
-    let mut want = pop.clone();
-    let want_res = fit_class_constants(&mut want, &rows, &x, &labels, n_rows, n_classes, 3);
-    let mut got = pop.clone();
-    let got_res = emulated_class_fit(&lib, &mut got, &rows, &x, &labels, n_classes, 3, 32);
-    same_results(&got_res, &want_res, "classes, one block a program");
-    same_values(&got, &want, "classes, one block a program");
-    let params = FitParams {
-        n_trees: rows.len() as u32,
-        max_len: pop.max_len as u32,
-        n_rows: n_rows as u32,
-        n_features: 3,
-        steps: 3,
-        scaling: 0,
-        n_classes: n_classes as u32,
-        n_outputs: n_classes as u32,
-    };
-    let mut split = pop.clone();
-    let split_res = emulate_split(&lib, &mut split, &rows, &x, Target::Labels(&labels), params, 32);
-    same_results(&split_res, &want_res, "classes, split");
-    same_values(&split, &want, "classes, split");
-    assert!(want_res.iter().any(|r| r.accepted > 0), "classes: nothing fitted");
+    let offset = class_offset(&x, n_rows, n_classes);
+    for off in [None, Some(&offset[..])] {
+        let what = format!("classes, offsets {}", off.is_some());
+        let mut want = pop.clone();
+        let want_res = fit_class_constants(&mut want, &rows, &x, &labels, off, n_rows, n_classes, 3);
+        let mut got = pop.clone();
+        let got_res = emulated_class_fit(&lib, &mut got, &rows, &x, &labels, off, n_classes, 3, 32);
+        same_results(&got_res, &want_res, &format!("{what}, one block a program"));
+        same_values(&got, &want, &format!("{what}, one block a program"));
+        let params = FitParams {
+            n_trees: rows.len() as u32,
+            max_len: pop.max_len as u32,
+            n_rows: n_rows as u32,
+            n_features: 3,
+            steps: 3,
+            scaling: 0,
+            n_classes: n_classes as u32,
+            n_outputs: n_classes as u32,
+        };
+        let mut split = pop.clone();
+        let split_res = emulate_split(&lib, &mut split, &rows, &x, Target::Labels(&labels, off), params, 32);
+        same_results(&split_res, &want_res, &format!("{what}, split"));
+        same_values(&split, &want, &format!("{what}, split"));
+        assert!(want_res.iter().any(|r| r.accepted > 0), "{what}: nothing fitted");
+    }
 }
 
 mod gpu {
@@ -490,12 +537,19 @@ mod gpu {
         want_res
     }
 
-    /// As [`regression_matches`] for a classification fit on `x` (`[3][n]`) and `labels`.
-    fn class_matches(e: &CudaEngine, pop: &Population, rows: &[usize], x: &[f32], labels: &[u32], n_classes: usize, steps: u32, what: &str) -> Vec<FitResult> {
+    /// As [`regression_matches`] for a classification fit on `x` (`[3][n]`) and `labels`,
+    /// with the offsets of [`class_offset`] under the outputs where `offsets`.
+    #[allow(clippy::too_many_arguments)]
+    fn class_matches(e: &CudaEngine, pop: &Population, rows: &[usize], x: &[f32], labels: &[u32], n_classes: usize, steps: u32, offsets: bool, what: &str) -> Vec<FitResult> {
         let n_rows = labels.len();
-        let data = e.upload_class_data(x, labels, n_rows, 3, n_classes).unwrap();
+        let mut data = e.upload_class_data(x, labels, n_rows, 3, n_classes).unwrap();
+        let offset = class_offset(x, n_rows, pop.n_outputs.max(1));
+        let off = offsets.then_some(&offset[..]);
+        if let Some(o) = off {
+            e.set_class_offset(&mut data, o).unwrap();
+        }
         let mut want = pop.clone();
-        let want_res = fit_class_constants(&mut want, rows, x, labels, n_rows, n_classes, steps);
+        let want_res = fit_class_constants(&mut want, rows, x, labels, off, n_rows, n_classes, steps);
         let mut got = pop.clone();
         let got_res = e.fit_class_constants(&mut got, rows, &data, steps).unwrap();
         same_results(&got_res, &want_res, what);
@@ -541,9 +595,11 @@ mod gpu {
             let n_rows = 2 * grove::backend::cpu::fit::FIT_PART + 5;
             let (pop, x, labels) = class_problem(40, n_rows, n_classes, n_outputs, 34, "add,sub,mul,div,tanh");
             let rows: Vec<usize> = (0..pop.size()).collect();
-            let what = format!("GPU split, {n_classes} classes");
-            let want_res = class_matches(&e, &pop, &rows, &x, &labels, n_classes, 5, &what);
-            assert!(want_res.iter().any(|r| r.accepted > 0), "{what}: nothing fitted");
+            for offsets in [false, true] {
+                let what = format!("GPU split, {n_classes} classes, offsets {offsets}");
+                let want_res = class_matches(&e, &pop, &rows, &x, &labels, n_classes, 5, offsets, &what);
+                assert!(want_res.iter().any(|r| r.accepted > 0), "{what}: nothing fitted");
+            }
         }
     }
 
@@ -568,9 +624,11 @@ mod gpu {
             for n_rows in [64usize, 75, 1000] {
                 let (pop, x, labels) = class_problem(300, n_rows, n_classes, n_outputs, seed, functions);
                 let rows: Vec<usize> = (0..pop.size()).filter(|r| r % 3 != 1).collect();
-                let what = format!("GPU, {n_classes} classes, {n_outputs} outputs, {n_rows} rows");
-                let want_res = class_matches(&e, &pop, &rows, &x, &labels, n_classes, 6, &what);
-                assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
+                for offsets in [false, true] {
+                    let what = format!("GPU, {n_classes} classes, {n_outputs} outputs, {n_rows} rows, offsets {offsets}");
+                    let want_res = class_matches(&e, &pop, &rows, &x, &labels, n_classes, 6, offsets, &what);
+                    assert!(want_res.iter().filter(|r| r.accepted > 0).count() > rows.len() / 3, "{what}: too little fitted");
+                }
             }
         }
         // Outputs that are not the classes: one clear error.

@@ -126,7 +126,7 @@ fn device_islands_equal_host_islands_for_tree_gp() {
     ];
     for (cfg, isl) in cases {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None };
+        let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
         let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
         let d = grove::evolve::Fitness::device_task(&task).expect("resident data gives the device loop");
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
@@ -172,7 +172,7 @@ fn device_islands_equal_host_islands_for_ge() {
         (EngineConfig { pop_size: 301, generations: 8, seed: 9, tournament: 3, elite: 2, max_len: 128, ..EngineConfig::default() }, islands(3, 2, 301)),
     ] {
         let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-        let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None };
+        let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
         let d = grove::evolve::Fitness::device_task(&task).unwrap();
         let (mut fa, mut fb) = (Fame::default(), Fame::default());
         let (a, _) = device::run(&cfg, &isl, Representation::Grammar(&rep), &[d], None, &mut fa).unwrap();
@@ -240,7 +240,7 @@ fn a_resumed_device_island_run_matches_an_uninterrupted_one() {
     let cfg = EngineConfig { pop_size: 500, generations: 12, seed: 21, tournament: 3, elite: 1, max_len: 128, ..EngineConfig::default() };
     let isl = islands(4, 3, 6);
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None, rows: None };
+    let task = Regression { backend: &gpu, data, config: Default::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let rep = TreeSettings::default().rep("add,sub,mul,div,sin", train.n_features, cfg.max_len).unwrap();
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let quiet = |_: &GenerationStats, _: &grove::evolve::Best| {};
@@ -278,7 +278,7 @@ fn nsga2_islands_on_the_device_equal_host_islands() {
     let train = &problem.train;
     let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
     let data = gpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap();
-    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None };
+    let task = Regression { backend: &gpu, data, config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let d = grove::evolve::Fitness::device_task(&task).unwrap();
     let nsga2 = |pop_size, generations, seed| EngineConfig { pop_size, generations, seed, tournament: 2, elite: 1, max_len: 128, bloat: Bloat::Nsga2, ..EngineConfig::default() };
     let trees = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, 128).unwrap();
@@ -356,7 +356,7 @@ fn a_resumed_run_on_two_gpus_matches_an_uninterrupted_one() {
     // Islands on two GPUs, each with its own copy of the data.
     let tasks: Vec<Regression> = engines
         .iter()
-        .map(|b| Regression { backend: b, data: b.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1, joint: None, rows: None })
+        .map(|b| Regression { backend: b, data: b.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None })
         .collect();
     let d: Vec<_> = tasks.iter().map(|t| grove::evolve::Fitness::device_task(t).unwrap()).collect();
     let (whole, resumed) = whole_and_resumed(&islands(4, 3, 10), &d);
@@ -366,7 +366,7 @@ fn a_resumed_run_on_two_gpus_matches_an_uninterrupted_one() {
     let shards: Vec<Regression> = engines
         .iter()
         .zip(&parts)
-        .map(|(b, p)| Regression { backend: b, data: b.regression_data(&p.x, &p.y, p.n_rows, p.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1, joint: None, rows: None })
+        .map(|(b, p)| Regression { backend: b, data: b.regression_data(&p.x, &p.y, p.n_rows, p.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None })
         .collect();
     let sharded = ShardedRegression::new(&shards).unwrap();
     let d = grove::evolve::Fitness::device_task(&sharded).unwrap();
@@ -392,7 +392,7 @@ fn islands_on_two_gpus_equal_host_islands() {
     let rep = TreeSettings::default().rep("add,sub,mul,div,sin,cos", train.n_features, cfg.max_len).unwrap();
     let tasks: Vec<Regression> = engines
         .iter()
-        .map(|b| Regression { backend: b, data: b.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1, joint: None, rows: None })
+        .map(|b| Regression { backend: b, data: b.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None })
         .collect();
     let d: Vec<_> = tasks.iter().map(|t| grove::evolve::Fitness::device_task(t).unwrap()).collect();
     for (isl, link) in [islands(2, 2, 7), islands(6, 3, 20)].into_iter().flat_map(|i| links().into_iter().map(move |l| (i.clone(), l))) {
@@ -564,7 +564,7 @@ fn sharded_rows_on_the_device_equal_host_shards() {
             .zip(&parts)
             .map(|(&g, d)| {
                 let b = &engines[g];
-                Regression { backend: b, data: b.regression_data(&d.x, &d.y, d.n_rows, d.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1, joint: None, rows: None }
+                Regression { backend: b, data: b.regression_data(&d.x, &d.y, d.n_rows, d.n_features).unwrap(), config: RegressionConfig::default(), outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None }
             })
             .collect();
         let sharded = ShardedRegression::new(&tasks).unwrap();

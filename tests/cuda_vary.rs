@@ -1598,21 +1598,30 @@ fn emulated_classification_fitness_matches_the_task() {
             let bad = (i % 13 == 0) as u32;
             let pts = if i % 17 == 0 { 0 } else { n };
             sums.push(ClassPartial { ce: s.below(1000) as f64 * 0.37, n: pts, bad });
-            for c in 0..k {
-                correct.push(if pts == 0 { 0 } else { s.below(counts[c] as u32 + 1) });
-            }
+            // Each tree's correct counts per class, then its prediction counts (at least the
+            // correct ones).
+            let right: Vec<u32> = (0..k).map(|c| if pts == 0 { 0 } else { s.below(counts[c] as u32 + 1) }).collect();
+            correct.extend_from_slice(&right);
+            correct.extend(right.iter().map(|&r| if pts == 0 { 0 } else { r + s.below(20) }));
         }
         let lens: Vec<u16> = (0..p).map(|i| [0u16, 3, 40][i % 3]).collect();
-        for (fitness, code) in [(ClassFitness::Accuracy, 0u32), (ClassFitness::BalancedAccuracy, 1), (ClassFitness::CrossEntropy, 2)] {
+        for (fitness, code) in [(ClassFitness::Accuracy, 0u32), (ClassFitness::BalancedAccuracy, 1), (ClassFitness::CrossEntropy, 2), (ClassFitness::WeightedF1, 3)] {
             let params = GenParams { n: p as u32, metric: code, parsimony: 1e-3, ..GenParams::default() };
             let mut fit = vec![f64::NAN; p];
             let (sp, cp, np, lp, fp) = (sums.as_ptr(), correct.as_ptr(), counts.as_ptr(), lens.as_ptr(), fit.as_mut_ptr());
             Emulator::launch(&e.generation, p, || {
-                // SAFETY: sums, lens and fit P entries, correct P × K, counts K.
+                // SAFETY: sums, lens and fit P entries, correct P × 2K, counts K.
                 unsafe { f(params, k as u32, sp, cp, np, lp, fp) }
             });
             for i in 0..p {
-                let cs = ClassSums { correct: correct[i * k..(i + 1) * k].iter().map(|&c| c as u64).collect(), ce: sums[i].ce, n: sums[i].n as u64, bad: sums[i].bad as u64 };
+                let at = &correct[i * 2 * k..(i + 1) * 2 * k];
+                let cs = ClassSums {
+                    correct: at[..k].iter().map(|&c| c as u64).collect(),
+                    predicted: at[k..].iter().map(|&c| c as u64).collect(),
+                    ce: sums[i].ce,
+                    n: sums[i].n as u64,
+                    bad: sums[i].bad as u64,
+                };
                 let want = if lens[i] == 0 { f64::INFINITY } else { fitness_of(&cs, &counts, fitness) + 1e-3 * lens[i] as f64 };
                 assert_eq!(fit[i].to_bits(), want.to_bits(), "K={k} {fitness:?} individual {i}: {} vs {want}", fit[i]);
             }
@@ -1791,7 +1800,7 @@ fn emulated_case_errors_match_the_task() {
             let config = RegressionConfig { metric: Metric::Mse, linear_scaling, parsimony: 0.0 };
             let cpu = Backend::Cpu;
             let rd = cpu.regression_data(&data.x, &data.y, n, nf).unwrap();
-            let task = Regression { backend: &cpu, data: rd, config, outputs: 1, joint: None, rows: Some(&data) };
+            let task = Regression { backend: &cpu, data: rd, config, outputs: 1, joint: None, rows: Some(&data), loss: None, fitness_fn: None };
             let want = task.case_errors(&pop, 0, &cases).unwrap();
             let params = GenParams { n: pop.size() as u32, max_len: pop.max_len as u32, scaled: linear_scaling as u32, ..GenParams::default() };
             // The cases' values predicted on their own ([P × k]) or kept at every row ([P × N]).

@@ -94,3 +94,28 @@ fn split_of_a_read_file_is_deterministic() {
     let again = data::split(&d, 0.2, 42).unwrap();
     assert_eq!((train, test), again);
 }
+
+/// Issue 58: a test file is read against the training data: the same columns by name in any
+/// order (put in the training order), and any difference is one line naming the columns.
+#[test]
+fn a_test_file_matches_the_training_columns_by_name() {
+    let train = data::read(reference("Vladislavleva4/Train.txt"), None).unwrap();
+    let test = data::read_like(reference("Vladislavleva4/Test.txt"), &train).unwrap();
+    assert_eq!((test.shape(), test.names.clone(), test.target.as_str()), ((5000, 5), train.names.clone(), "response"));
+    // Another column order: the same data set.
+    let like = data::Dataset::new(vec!["a".into(), "b".into()], "t", vec![1.0, 2.0, 3.0, 4.0], vec![5.0, 6.0]).unwrap();
+    let d = data::parse_like(b"t\tb\ta\n7\t8\t9\n", "f", &like).unwrap();
+    assert_eq!((d.names.clone(), d.x.clone(), d.y.clone()), (vec!["a".to_string(), "b".into()], vec![9.0, 8.0], vec![7.0]));
+    assert_eq!(d.x64.as_deref(), Some(&[9.0, 8.0][..]));
+    for (body, wants) in [
+        (&b"a,b\n1,2\n"[..], &["f:1:", "columns differ", "(a, b, t)", "missing `t`"][..]),
+        (b"a,b,t,z\n1,2,3,4\n", &["not in the training data `z`"]),
+        (b"A,b,t\n1,2,3\n", &["missing `a`", "not in the training data `A`"]),
+    ] {
+        let e = data::parse_like(body, "f", &like).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "one line: {e}");
+        for w in wants {
+            assert!(e.contains(w), "`{w}` missing from: {e}");
+        }
+    }
+}

@@ -272,3 +272,99 @@ fn the_class_head_sums_kernel_matches_the_cpu() {
         assert!(valid >= 3, "{valid} valid trees of 8");
     }
 }
+
+type LossFn = unsafe extern "C" fn(u32, u32, u32, *const f32, *const f32, *mut f64, *mut u32);
+type ScaleFn = unsafe extern "C" fn(u32, u32, *mut f32, *const f32, *mut u32);
+
+/// The CPU's predictions of every tree of `pop` (`[P × N]`, NaN for an empty tree), as the
+/// prediction kernels write them.
+fn values(pop: &Population, x: &[f32], n: usize) -> Vec<f32> {
+    let mut pred = vec![f32::NAN; pop.size() * n];
+    for t in (0..pop.size()).filter(|&t| pop.len[t] > 0) {
+        pred[t * n..(t + 1) * n].copy_from_slice(&predict(pop, t, x, n).unwrap());
+    }
+    pred
+}
+
+/// Issue 58: `grove_loss_sums`, a loss of the user's own summed at each program's (linearly
+/// scaled) prediction, against the CPU's `evaluate_loss` (whose scaling comes from the fused
+/// sums): validity the same, the sums equal but for the order of their additions; and
+/// `grove_scale_predictions` against the host batch a fitness function receives.
+#[test]
+fn the_loss_kernels_match_the_cpu() {
+    use grove::backend::cpu::eval::{evaluate_loss, evaluate_regression};
+    use grove::program::fitness::{Loss, LossReduce};
+    // Registered before the library is built: its grove_apply holds the loss.
+    let loss = Loss::compile("log(cosh(p - y)) + 0.5*abs(p - y)/(1 + y*y)", LossReduce::Mean).unwrap();
+    let Some(lib) = eval_library() else { return };
+    let lf: LossFn = emulator::get(&lib, kernels::LOSS_SUMS);
+    let sf: ScaleFn = emulator::get(&lib, kernels::SCALE_PREDICTIONS);
+    let f = 3usize;
+    for (n, seed) in [(300usize, 1u64), (37, 2), (700, 3)] {
+        let x: Vec<f32> = (0..f * n).map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.05).collect();
+        let y: Vec<f32> = (0..n).map(|i| ((i * 31 % 61) as f32 - 30.0) * 0.1).collect();
+        let spec = TreeSpec::new(FUNCTIONS.to_vec(), f as u32, 40).with_depth(1, 6);
+        let mut pop = init_population(&spec, 24, seed).unwrap();
+        pop.clear(4); // no program: invalid
+        let p = pop.size();
+        let pred = values(&pop, &x, n);
+        for scaled in [false, true] {
+            let scale: Vec<(f64, f64)> = if scaled {
+                evaluate_regression(&pop, &x, &y, n).unwrap().iter().map(|s| if s.is_valid() { s.scale() } else { (1.0, 0.0) }).collect()
+            } else {
+                vec![(1.0, 0.0); p]
+            };
+            let want = evaluate_loss(&pop, &x, &y, n, loss.op, &scale).unwrap();
+            let (mut out, mut bad) = (vec![f64::NAN; p], vec![0xdeadu32; p]);
+            let addr = (pred.as_ptr() as usize, y.as_ptr() as usize, out.as_mut_ptr() as usize, bad.as_mut_ptr() as usize);
+            let body = move || {
+                let (pr, yy, o, b) = addr;
+                // SAFETY: grove_loss_sums(n_rows, scaled, loss, pred, y, out, bad) on P × N
+                // values, N targets, P sums and P counts; block t writes only entry t.
+                unsafe { lf(n as u32, scaled as u32, loss.op as u8 as u32, pr as *const f32, yy as *const f32, o as *mut f64, b as *mut u32) }
+            };
+            for t in 0..p {
+                run(&lib, t, 0, &body);
+            }
+            let mut valid = 0;
+            for t in 0..p {
+                let finite = bad[t] == 0 && pop.len[t] > 0;
+                assert_eq!(finite, want[t].finite, "n {n}, scaled {scaled}, tree {t}: kernel bad {} cpu finite {}", bad[t], want[t].finite);
+                if !finite {
+                    continue;
+                }
+                valid += 1;
+                let (a, b) = (out[t], want[t].sum);
+                assert!((a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0), "n {n}, scaled {scaled}, tree {t}: kernel {a:e} cpu {b:e}");
+            }
+            assert!(valid >= 6, "{valid} valid trees of {p}");
+            // The predictions a fitness function gets: the host batch, and the kernel's in place.
+            let data = grove::backend::RegressionData::Host { x: &x, y: &y, n_rows: n };
+            let grove::backend::PredictionBatch::Host { pred: host, .. } = grove::backend::Backend::Cpu.prediction_batch(&pop, &data, scaled).unwrap() else {
+                panic!("a host batch on the CPU")
+            };
+            let mut dev = pred.clone();
+            let mut bad = vec![0xdeadu32; p];
+            let addr = (dev.as_mut_ptr() as usize, y.as_ptr() as usize, bad.as_mut_ptr() as usize);
+            let body = move || {
+                let (pr, yy, b) = addr;
+                // SAFETY: grove_scale_predictions(n_rows, scaled, pred, y, bad) on P × N
+                // values, N targets and P counts; block t rewrites only row t and entry t.
+                unsafe { sf(n as u32, scaled as u32, pr as *mut f32, yy as *const f32, b as *mut u32) }
+            };
+            for t in 0..p {
+                run(&lib, t, 0, &body);
+            }
+            for t in 0..p {
+                assert_eq!(bad[t] == 0, pred[t * n..(t + 1) * n].iter().all(|v| v.is_finite()), "n {n}, tree {t}: bad {}", bad[t]);
+                if !want[t].finite {
+                    continue;
+                }
+                for i in 0..n {
+                    let (a, b) = (dev[t * n + i], host[t * n + i]);
+                    assert!((a - b).abs() <= 1e-6 * a.abs().max(1e-30), "n {n}, scaled {scaled}, tree {t}, row {i}: kernel {a:e} host {b:e}");
+                }
+            }
+        }
+    }
+}

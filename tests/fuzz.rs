@@ -208,6 +208,7 @@ fn apply_model(bytes: &[u8]) {
             scale: m.scale,
             head: m.head.as_ref().map(|h| (h.b, h.w.as_slice())),
             linear: m.linear.as_ref().map(|l| (l.c, l.a.as_slice())),
+            limits: m.limits,
             logit_terms: m.logit_terms.as_deref(),
             class_head: m.class_head.as_deref(),
             standardize: m.standardize.as_ref().map(|s| (s.mean.as_slice(), s.std.as_slice())),

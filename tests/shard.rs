@@ -72,13 +72,13 @@ fn fitness_is_the_metric_of_the_shards_sums_added_in_order() {
     let parts = split_rows(&train, 3).unwrap();
     let tasks: Vec<Regression> = parts
         .iter()
-        .map(|d| Regression { backend: &cpu, data: cpu.regression_data(&d.x, &d.y, d.n_rows, d.n_features).unwrap(), config, outputs: 1, joint: None, rows: None })
+        .map(|d| Regression { backend: &cpu, data: cpu.regression_data(&d.x, &d.y, d.n_rows, d.n_features).unwrap(), config, outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None })
         .collect();
     let sharded = ShardedRegression::new(&tasks).unwrap();
     let got = sharded.evaluate(&pop).unwrap();
     // The sums by hand: each shard's, added in order.
     let each: Vec<Vec<RegressionSums>> = tasks.iter().map(|t| cpu.regression_sums(&pop, &t.data).unwrap()).collect();
-    let whole = Regression { backend: &cpu, data: cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None, rows: None };
+    let whole = Regression { backend: &cpu, data: cpu.regression_data(&train.x, &train.y, train.n_rows, train.n_features).unwrap(), config, outputs: 1, joint: None, rows: None, loss: None, fitness_fn: None };
     let all = cpu.regression_sums(&pop, &whole.data).unwrap();
     for i in 0..pop.size() {
         let mut s = each[0][i];

@@ -57,7 +57,8 @@ fn quiet() -> RunOptions {
 fn the_validation_split_is_seeded_and_disjoint_from_the_training_and_test_rows() {
     let all = numbered(400);
     let (train, test) = grove::data::split(&all, 0.25, 7).unwrap();
-    let plan = Plan::new(None, Select::Auto, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    // The automatic split from 300 rows (classification's threshold; regression's is larger).
+    let plan = Plan::new(None, Select::Auto, train.n_rows, Select::Mdl).unwrap();
     assert_eq!((plan.fraction, plan.rule), (0.25, Select::Validation));
     let (rows, validation) = validation_split(&train, &plan, 7).unwrap();
     let validation = validation.unwrap();
@@ -74,7 +75,7 @@ fn the_validation_split_is_seeded_and_disjoint_from_the_training_and_test_rows()
     let (_, as_test) = grove::data::split(&train, 0.25, 7).unwrap();
     assert_ne!(rows_of(&as_test), v);
     // No validation rows: the training rows are used as they are.
-    let none = Plan::new(Some(0.0), Select::Auto, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let none = Plan::new(Some(0.0), Select::Auto, train.n_rows, grove::task::base::defaults::EVOLVE_AUTO).unwrap();
     let (same, nothing) = validation_split(&train, &none, 7).unwrap();
     assert!(nothing.is_none() && *same == train);
     let e = split_for(&numbered(3), 0.1, 1, Holdout::VALIDATION).unwrap_err().to_string();
@@ -111,7 +112,7 @@ fn the_validation_rows_never_reach_the_fitness() {
     s.select = Select::Train;
     let backend = Backend::Cpu;
     let held = fit(&s, &train, None, &backend, &quiet()).unwrap().report;
-    let plan = Plan::new(s.validation_fraction, s.select, train.n_rows, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let plan = Plan::new(s.validation_fraction, s.select, train.n_rows, grove::task::base::defaults::EVOLVE_AUTO).unwrap();
     let (rows, _) = validation_split(&train, &plan, s.engine.seed).unwrap();
     let mut alone = s.clone();
     alone.validation_fraction = Some(0.0);
@@ -128,7 +129,7 @@ fn the_validation_rows_never_reach_the_fitness() {
 /// after the third member: the training minimum (the last) overfits.
 fn overfit_front() -> Vec<Candidate> {
     [(1, 10.0, 11.0), (3, 4.0, 5.0), (5, 2.0, 2.5), (9, 1.5, 3.0), (15, 1.0, 6.0)]
-        .map(|(size, loss, v)| Candidate { size, loss, validation: Some(v), description: None, cv: None })
+        .map(|(size, loss, v)| Candidate { size, loss, validation: Some(v), description: None, cv: None, resampled: None })
         .to_vec()
 }
 
@@ -160,9 +161,9 @@ fn the_pareto_score_is_the_drop_of_log_loss_per_node() {
     // Equal scores: the lower validation loss wins, then the smaller program.
     let tie = |v1: f64, v2: f64| {
         vec![
-            Candidate { size: 1, loss: 4.0, validation: Some(9.0), description: None, cv: None },
-            Candidate { size: 2, loss: 2.0, validation: Some(v1), description: None, cv: None },
-            Candidate { size: 3, loss: 1.0, validation: Some(v2), description: None, cv: None },
+            Candidate { size: 1, loss: 4.0, validation: Some(9.0), description: None, cv: None, resampled: None },
+            Candidate { size: 2, loss: 2.0, validation: Some(v1), description: None, cv: None, resampled: None },
+            Candidate { size: 3, loss: 1.0, validation: Some(v2), description: None, cv: None, resampled: None },
         ]
     };
     assert_eq!(pareto_scores(&tie(0.0, 0.0))[1], pareto_scores(&tie(0.0, 0.0))[2]);
@@ -170,7 +171,7 @@ fn the_pareto_score_is_the_drop_of_log_loss_per_node() {
     assert_eq!(choose(&tie(3.0, 5.0), Select::Pareto).unwrap().0, 1);
     assert_eq!(choose(&tie(3.0, 3.0), Select::Pareto).unwrap().0, 1);
     // A zero loss scores high but finite.
-    let zero = [Candidate { size: 1, loss: 1.0, validation: None, description: None, cv: None }, Candidate { size: 2, loss: 0.0, validation: None, description: None, cv: None }];
+    let zero = [Candidate { size: 1, loss: 1.0, validation: None, description: None, cv: None, resampled: None }, Candidate { size: 2, loss: 0.0, validation: None, description: None, cv: None, resampled: None }];
     assert!(pareto_scores(&zero)[1].is_finite() && pareto_scores(&zero)[1] > 700.0);
 }
 
@@ -248,7 +249,8 @@ fn experiment_files_and_set_carry_the_settings_and_round_trip() {
 fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
     let all = noisy(400, 2);
     let (train, test) = grove::data::split(&all, 0.25, 3).unwrap();
-    let s = small_settings();
+    let mut s = small_settings();
+    s.validation_fraction = Some(0.25);
     let r = fit(&s, &train, Some(&test), &Backend::Cpu, &quiet()).unwrap().report;
     let sel = &r["selection"];
     assert_eq!((sel["asked"].as_str(), sel["rule"].as_str()), (Some("auto"), Some("validation")));
@@ -258,18 +260,25 @@ fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
     for row in rows {
         assert!(row["loss"].as_f64().is_some() && row["validation_loss"].as_f64().is_some(), "{row}");
     }
+    // A front member is returned (x0·x1 is no line), the smallest within one standard error of
+    // the lowest validation error among the mean, the terms and the front (issue 56).
     let picked: Vec<usize> = (0..rows.len()).filter(|&i| rows[i]["selected"] == json!(true)).collect();
-    assert_eq!(picked.len(), 1);
+    assert_eq!(picked.len(), 1, "{sel}");
     let i = picked[0];
     assert_eq!(sel["front_index"], json!(i));
-    let lowest = rows.iter().map(|r| r["validation_loss"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
-    assert_eq!(rows[i]["validation_loss"].as_f64(), Some(lowest));
+    let cands = sel["candidates"].as_array().unwrap();
+    let key = |c: &Value| (c["mse"].as_f64().unwrap(), c["se"].as_f64().unwrap());
+    let low = cands.iter().map(key).fold((f64::INFINITY, 0.0), |a, b| if b.0 < a.0 { b } else { a });
+    let first = cands.iter().position(|c| key(c).0 <= low.0 + low.1).unwrap();
+    assert_eq!(cands[first]["chosen"], json!(true), "{sel}");
+    assert_eq!(cands[first]["candidate"], json!(format!("front {i}")));
+    assert_eq!(rows[i]["validation_loss"].as_f64(), Some(key(&cands[first]).0), "the metric is the MSE here");
     assert_eq!(r["best"]["size"], rows[i]["complexity"]);
     assert_eq!(r["best"]["infix"], rows[i]["equation"]);
     // The validation scores are the selected program's on the validation rows (MSE, the
     // metric), and the test scores are on the untouched test rows: the saved model applied to
     // them gives the same R².
-    assert_eq!(r["validation"]["mse"].as_f64(), Some(lowest));
+    assert!((r["validation"]["mse"].as_f64().unwrap() - key(&cands[first]).0).abs() < 1e-9 * key(&cands[first]).0);
     let model: grove::task::base::model::Model = serde_json::from_value(r["model"].clone()).unwrap();
     let pred = model.regression_predictions(test.x.clone(), test.n_rows).unwrap();
     let mean = test.y.iter().map(|&y| y as f64).sum::<f64>() / test.n_rows as f64;
@@ -277,10 +286,12 @@ fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
     let sst: f64 = test.y.iter().map(|&y| (y as f64 - mean).powi(2)).sum();
     let r2 = r["test"]["r2"].as_f64().unwrap();
     assert!((1.0 - sse / sst - r2).abs() < 1e-5, "{} vs {r2}", 1.0 - sse / sst);
-    // Fewer than 300 training rows: no validation rows, the smallest description length, and why.
-    let r = fit(&s, &noisy(60, 2), None, &Backend::Cpu, &quiet()).unwrap().report;
+    // By default, fewer than 20000 training rows: no validation rows, the description length
+    // guarded by the front's cross-validation, and why.
+    let r = fit(&small_settings(), &noisy(60, 2), None, &Backend::Cpu, &quiet()).unwrap().report;
     assert_eq!(r["selection"]["rule"], json!("mdl"));
-    assert!(r["selection"]["why"].as_str().unwrap().contains("60 training rows, fewer than the 300"), "{}", r["selection"]);
+    assert_eq!(r["selection"]["resampling"]["folds"], json!(5), "{}", r["selection"]);
+    assert!(r["selection"]["why"].as_str().unwrap().contains("60 training rows, fewer than the 20000"), "{}", r["selection"]);
     assert!(r["validation"].is_null());
     assert!(r["hall_of_fame"].as_array().unwrap().iter().all(|row| row["validation_loss"].is_null()));
 }
@@ -291,13 +302,13 @@ fn a_classifier_report_keeps_the_front_with_both_losses() {
     s.engine.pop_size = 200;
     s.engine.generations = 5;
     let (_, train, test, standardize) = grove::task::classify::load_data(&s).unwrap();
-    let r = grove::task::classify::fit(&s, &train, Some(&test), standardize.as_ref(), &Backend::Cpu, &quiet()).unwrap().report;
+    let r = grove::task::classify::fit(&s, &train, test.as_ref(), standardize.as_ref(), &Backend::Cpu, &quiet()).unwrap().report;
     assert_eq!(r["selection"]["rule"], json!("validation"));
     let n_train = train.data.n_rows as u64;
     let (t, v) = (r["selection"]["training_rows"].as_u64().unwrap(), r["selection"]["validation_rows"].as_u64().unwrap());
     assert_eq!(t + v, n_train);
     assert_eq!(r["validation"]["rows"].as_u64(), Some(v));
-    assert_eq!(r["test"]["rows"].as_u64(), Some(test.data.n_rows as u64), "the test rows are untouched");
+    assert_eq!(r["test"]["rows"].as_u64(), test.as_ref().map(|t| t.data.n_rows as u64), "the test rows are untouched");
     let rows = r["hall_of_fame"].as_array().unwrap();
     assert!(rows.iter().all(|row| row["validation_loss"].as_f64().is_some()));
     let i = r["selection"]["front_index"].as_u64().unwrap() as usize;
@@ -372,22 +383,22 @@ fn auto_bloat_follows_the_constant_fitting() {
     assert!(grove::evolve::device::supports(&EngineConfig { bloat: Bloat::Auto, ..Default::default() }));
 }
 
-/// With fewer training rows than the automatic split needs, a run chooses by the description
-/// length: the report says so, marks the member it returned, and that member has the smallest
-/// length on the front (here on a two-objective search).
+/// `--select mdl` chooses by the description length: the report says so, marks the member it
+/// returned, and that member has the smallest length on the front (here on a two-objective
+/// search).
 #[test]
 fn small_data_is_chosen_by_description_length_on_a_two_objective_search() {
     let d = support::dir("mdl");
     let rep = d.join("r.json");
     let out = support::grove_cpu(&[
         "evolve", "--data", "builtin:pagie1:100", "--functions", "add,sub,mul,div", "--pop", "200", "--gens", "15", "--seed", "3",
-        "--bloat", "nsga2", "--report", support::s(&rep), "-q",
+        "--bloat", "nsga2", "--select", "mdl", "--report", support::s(&rep), "-q",
     ]);
     support::assert_ok(&out);
     let r = support::read_json(&rep);
     assert_eq!(r["selection"]["rule"], "mdl", "{}", r["selection"]);
     let why = r["selection"]["why"].as_str().unwrap();
-    assert!(why.contains("fewer than the 300") && why.contains("description length"), "{why}");
+    assert!(why.contains("description length"), "{why}");
     assert_eq!(r["settings"]["engine"]["bloat"], "nsga2");
     let rows = r["hall_of_fame"].as_array().unwrap();
     let lengths: Vec<f64> = rows.iter().map(|row| row["description_length"].as_f64().unwrap()).collect();
@@ -469,7 +480,7 @@ fn cross_validation_repeats_the_fit_without_each_fold_and_returns_what_predicts_
     assert_eq!(r1["selection"]["rule"], json!("mdl"), "{}", r1["selection"]);
     assert!(r1["selection"]["why"].as_str().unwrap().contains("cross-validation needs 2 training rows, the data has 1"), "{}", r1["selection"]);
     // Needs no validation rows; the classifier refuses it in one line.
-    let p = Plan::new(None, Select::Cv, 1000, grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE).unwrap();
+    let p = Plan::new(None, Select::Cv, 1000, grove::task::base::defaults::EVOLVE_AUTO).unwrap();
     assert_eq!((p.fraction, p.rule), (0.0, Select::Cv));
     let out = support::grove_cpu(&["classify", "--data", "builtin:iris", "--functions", "add,sub", "--select", "cv"]);
     support::assert_one_line_error(&out, &["--select cv", "grove classify chooses by"]);

@@ -201,15 +201,18 @@ class _SymbolicBase(BaseEstimator):
         """The hall of fame (best program of each size, on the Pareto front of size and loss):
         a pandas DataFrame with columns complexity, loss (training rows), validation_loss (None
         without validation rows), score (PySR's), selected (the returned program),
-        description_length, cv_loss (``select="cv"``: the cross-validated error of its size),
-        equation, latex, sympy when pandas is installed, else a list of dicts."""
+        description_length, cv_loss (its cross-validated error: ``select="cv"``'s of its size, or
+        the front's k-fold cross-validation of the model choice), cv_se (that error's standard
+        error, where the front was cross-validated), equation, latex, sympy when pandas is
+        installed, else a list of dicts with those keys. ``selection_["candidates"]`` holds every
+        candidate of the choice, the mean and the linear terms alone among them."""
         check_is_fitted(self)
-        rows = self.report_["hall_of_fame"]
+        columns = ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "cv_se", "equation", "latex", "sympy"]
+        rows = [{c: r.get(c) for c in columns} for r in self.report_["hall_of_fame"]]
         try:
             import pandas as pd
         except ImportError:
-            return [dict(r) for r in rows]
-        columns = ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "equation", "latex", "sympy"]
+            return rows
         return pd.DataFrame(rows, columns=columns)
 
     def _sympy(self, text):
@@ -246,6 +249,29 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         text.
     metric : {"mse", "rmse", "mae", "r2"}, default="mse"
         The error evolution minimises.
+    loss : str, default=None
+        A per-row loss of your own to minimise instead of ``metric`` (``grove evolve --loss``):
+        an expression of the prediction ``p`` and the target ``y``, e.g. ``"abs(p - y)"`` or
+        ``"log(cosh(p - y))"``, over grove's operators (any of their names), numbers, the
+        ``operators`` above, ``cosh`` and ``sinh``. Both devices compute it with the same bits, at
+        the prediction ``a*f(x) + b`` when ``linear_scaling`` (a and b by least squares).
+    loss_reduce : {"mean", "sum"}, default="mean"
+        How the rows' losses become the fitness.
+    fitness_function : callable, default=None
+        A fitness of your own, ``f(pred, y)``, minimised instead of ``metric``: ``pred`` holds
+        every program's predictions, shape ``(programs, rows)`` (each program's ``a*f(x) + b``
+        when ``linear_scaling``), and ``y`` the rows' targets, ``(rows,)``, both float32; it
+        returns one score per program, lower is better (``inf`` the worst). On the CPU they are
+        numpy arrays; with ``device="cuda"`` they stay on the GPU as DLPack arrays
+        (``torch.from_dlpack(pred)``, ``cupy.from_dlpack(pred)``, no copy), and the scores may be
+        a CUDA array. A program with a non-finite prediction scores ``inf`` whatever the function
+        says. An exception it raises stops ``fit`` and is raised again; a wrong shape, or NaN for
+        a program whose predictions are finite, is a ``ValueError``. Not with ``outputs`` > 1,
+        ``selection`` other than "tournament", or ``linear_inputs="on"``.
+    fitness_arrays : {"auto", "dlpack"}, default="auto"
+        What ``fitness_function`` receives: numpy arrays on the CPU and DLPack arrays on a GPU,
+        or DLPack arrays on both ("dlpack": ``torch.from_dlpack`` takes them without a copy on
+        the CPU too).
     linear_scaling : bool, default=True
         Score each program after fitting ``a*f(x) + b`` by least squares.
     outputs : int in [1, 8], default=1
@@ -264,14 +290,24 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         Fitness penalty per program node.
     validation_fraction : float in [0, 1) or None, default=None
         Fraction of the rows held out (seeded) to choose the returned program; never used for
-        fitness. None: 0.25 with at least 300 rows (unless ``select`` is "train" or "mdl"), else none.
-    select : {"auto", "validation", "pareto", "mdl", "cv", "train"}, default="auto"
-        How the returned program is chosen from the hall of fame's Pareto front: the lowest
-        validation error ("auto" does so when there are validation rows, else "mdl"), PySR's
-        score (steepest drop of log error per node), the smallest description length on the
-        training rows, the lowest 5-fold cross-validated error of its size (the regressor only:
-        the whole fit repeated without each fold, so it costs five more searches), or the
-        lowest training error.
+        fitness. None: 0.25 with at least 20000 rows (unless ``select`` is "train", "mdl", "cv"
+        or "folds"), else none.
+    select : {"auto", "validation", "pareto", "mdl", "cv", "folds", "train"}, default="auto"
+        How the returned program is chosen from the hall of fame's Pareto front: "validation"
+        and "folds" compare the mean, the linear terms alone and every program on the front by
+        their error on rows their numbers were not fitted to (the validation rows, or k-fold
+        cross-validation of the front with each candidate's numbers refitted without each
+        fold) and return the simplest within one standard error of the lowest ("auto" is
+        "folds" below 20000 rows, "validation" from there on); PySR's score (steepest drop of
+        log error per node), the smallest description length on the training rows, the lowest
+        5-fold cross-validated error of its size ("cv": the whole fit repeated without each
+        fold, so it costs five more searches), or the lowest training error.
+    output_margin : float >= 0 or None, default=None
+        ``grove evolve --output-margin``: predictions clamped to the training target's range
+        widened by this many times its width on each side; None: no limits.
+    folds : int >= 2 or None, default=None
+        Folds of ``select="folds"`` (None: 5, or one row a fold on fewer rows); more than the
+        rows is a ``ValueError``.
     bloat : {"auto", "none", "double-tournament", "lexicographic", "nsga2"}, default="auto"
         Bloat control by selection (the linear penalty is ``parsimony_coefficient``);
         "nsga2" ranks error and size as two objectives (NSGA-II); "auto" is "nsga2" where
@@ -359,11 +395,17 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     _parameter_constraints = {
         **_SymbolicBase._parameter_constraints,
         "metric": [StrOptions({"mse", "rmse", "mae", "r2"})],
+        "loss": [str, None],
+        "loss_reduce": [StrOptions({"mean", "sum"})],
+        "fitness_function": [callable, None],
+        "fitness_arrays": [StrOptions({"auto", "dlpack"})],
         "linear_scaling": ["boolean"],
         "outputs": [Interval(Integral, 1, 8, closed="both")],
         "linear_inputs": [StrOptions({"auto", "on", "off"})],
         "shard_rows": ["boolean"],
-        "select": [StrOptions({"auto", "validation", "pareto", "mdl", "cv", "train"})],
+        "select": [StrOptions({"auto", "validation", "pareto", "mdl", "cv", "folds", "train"})],
+        "folds": [Interval(Integral, 2, None, closed="left"), None],
+        "output_margin": [Interval(Real, 0, None, closed="left"), None],
     }
 
     def __init__(
@@ -373,6 +415,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         operators=None,
         grammar=None,
         metric="mse",
+        loss=None,
+        loss_reduce="mean",
+        fitness_function=None,
+        fitness_arrays="auto",
         linear_scaling=True,
         outputs=_EVOLVE["outputs"],
         linear_inputs=_EVOLVE["linear_inputs"],
@@ -384,6 +430,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         parsimony_coefficient=_EVOLVE["parsimony_coefficient"],
         validation_fraction=None,
         select="auto",
+        folds=None,
+        output_margin=None,
         bloat=_EVOLVE["bloat"],
         size_pressure=_EVOLVE["size_pressure"],
         selection=_EVOLVE["selection"],
@@ -411,6 +459,10 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.operators = operators
         self.grammar = grammar
         self.metric = metric
+        self.loss = loss
+        self.loss_reduce = loss_reduce
+        self.fitness_function = fitness_function
+        self.fitness_arrays = fitness_arrays
         self.optimise_constants = optimise_constants
         self.optimise_every = optimise_every
         self.optimise_fraction = optimise_fraction
@@ -425,6 +477,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.parsimony_coefficient = parsimony_coefficient
         self.validation_fraction = validation_fraction
         self.select = select
+        self.folds = folds
+        self.output_margin = output_margin
         self.bloat = bloat
         self.size_pressure = size_pressure
         self.selection = selection
@@ -448,12 +502,18 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     def _settings(self, seed):
         if self.metric == "mae" and self.linear_scaling:
             raise ValueError("metric='mae' cannot be used with linear scaling (a least-squares fit): set linear_scaling=False")
+        if self.loss is not None and self.fitness_function is not None:
+            raise ValueError("give loss or fitness_function, not both")
         engine = self._engine_with_constants(seed)
+        own = {"loss": self.loss, "loss_reduce": self.loss_reduce} if self.loss is not None else {}
         return {
+            **own,
             "data": "python",
             **self._representation(_EVOLVE["function_set"]),
             "engine": engine,
             **self._choice(),
+            **({} if self.folds is None else {"folds": int(self.folds)}),
+            **({} if self.output_margin is None else {"output_margin": float(self.output_margin)}),
             "regression": {
                 "metric": self.metric,
                 "linear_scaling": bool(self.linear_scaling),
@@ -488,6 +548,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
             **self._run_options(),
             warm=state,
             keep_state=self.warm_start,
+            fitness_function=self.fitness_function,
+            fitness_arrays=self.fitness_arrays,
         )
         report = json.loads(report)
         self._keep(report, state)
@@ -530,8 +592,9 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     stop_at : float in [0, 1], default=None
         The run ends after the first generation whose best program reaches this training
         accuracy (``grove classify --stop-at``).
-    fitness : {"cross-entropy", "accuracy", "balanced-accuracy"}, default="cross-entropy"
-        What evolution minimises: mean softmax cross-entropy, 1 - accuracy, or 1 - balanced
+    fitness : {"cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1"}, default="cross-entropy"
+        What evolution minimises: mean softmax cross-entropy, 1 - accuracy, 1 - weighted F1
+        (each class's F1 weighted by its share of the rows, PonyGE2's), or 1 - balanced
         accuracy.
     standardize : bool, default=True
         Standardise features with the training rows' mean and deviation (the model repeats it).
@@ -568,7 +631,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
 
     _parameter_constraints = {
         **_SymbolicBase._parameter_constraints,
-        "fitness": [StrOptions({"cross-entropy", "accuracy", "balanced-accuracy"})],
+        "fitness": [StrOptions({"cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1"})],
         "standardize": ["boolean"],
         "p_out": [Interval(Real, 0, 1, closed="both")],
         "linear_inputs": [StrOptions({"auto", "on", "off"})],

@@ -17,6 +17,8 @@
 //! checkpoints to a file and resumes from one, as `grove control --checkpoint` and `grove run
 //! --resume` do.
 
+mod fitness;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
@@ -323,10 +325,22 @@ fn check_representation(functions: Option<&str>, grammar: Option<&str>, n_featur
 
 /// Checks that the validation split and rule fit `n_rows` rows (the split's sizes; `labels`:
 /// per class), so that a bad combination is a `ValueError` before the run starts.
-fn check_choice(fraction: Option<f64>, select: grove::task::base::validation::Select, n_rows: usize, seed: u64, labels: Option<(&[u32], usize)>) -> PyResult<()> {
+fn check_choice(
+    fraction: Option<f64>,
+    select: grove::task::base::validation::Select,
+    folds: Option<usize>,
+    n_rows: usize,
+    seed: u64,
+    labels: Option<(&[u32], usize)>,
+) -> PyResult<()> {
     use grove::data::split::Holdout;
-    let small = if labels.is_some() { grove::task::base::defaults::CLASSIFY_SMALL_DATA_RULE } else { grove::task::base::defaults::EVOLVE_SMALL_DATA_RULE };
-    let plan = grove::task::base::validation::Plan::new(fraction, select, n_rows, small).map_err(value_error)?;
+    let auto: grove::task::base::validation::Auto =
+        if labels.is_some() { grove::task::base::defaults::CLASSIFY_SMALL_DATA_RULE.into() } else { grove::task::base::defaults::EVOLVE_AUTO };
+    let plan = grove::task::base::validation::Plan::new(fraction, select, n_rows, auto).map_err(value_error)?;
+    // A fold count past the rows the folds are dealt from.
+    if plan.fraction == 0.0 {
+        grove::task::base::crossval::fold_count(folds, n_rows).map_err(value_error)?;
+    }
     // An automatic split that cannot be made gives way to none (the run says so).
     if plan.fraction > 0.0 && fraction.is_some() {
         let context = "validation_fraction";
@@ -365,11 +379,14 @@ fn finished<'py>(py: Python<'py>, (report, state): Finished) -> (String, Option<
 /// Symbolic regression on `x` (`(n_rows, n_features)`) and `y` (`(n_rows,)`): the settings
 /// of `grove evolve` (JSON fields over its defaults), feature names and the target's name.
 /// `warm`: the state of an earlier fit to continue (the same settings but for the
-/// generations, device and GPUs). Returns the run's JSON report, as `grove evolve --report`
-/// writes it, and with `keep_state` the engine's state before its last generation (a
-/// checkpoint's bytes, which a warm start continues).
+/// generations, device and GPUs). `fitness_function`: a callable `f(pred, y)` scoring each
+/// program (lower is better) instead of the settings' metric or loss ([`fitness`]), given
+/// numpy arrays on the CPU and DLPack arrays on a GPU, or DLPack arrays everywhere with
+/// `fitness_arrays="dlpack"`. Returns the run's JSON report, as `grove evolve --report` writes
+/// it, and with `keep_state` the engine's state before its last generation (a checkpoint's
+/// bytes, which a warm start continues). An exception the function raises is raised again.
 #[pyfunction]
-#[pyo3(signature = (settings, x, y, names, target, threads=None, verbose=0, on_note=None, warm=None, keep_state=false))]
+#[pyo3(signature = (settings, x, y, names, target, threads=None, verbose=0, on_note=None, warm=None, keep_state=false, fitness_function=None, fitness_arrays="auto"))]
 #[allow(clippy::too_many_arguments)]
 fn fit_regression<'py>(
     py: Python<'py>,
@@ -383,10 +400,29 @@ fn fit_regression<'py>(
     on_note: Option<Bound<'py, PyAny>>,
     warm: Option<Bound<'py, PyBytes>>,
     keep_state: bool,
+    fitness_function: Option<Bound<'py, PyAny>>,
+    fitness_arrays: &str,
 ) -> PyResult<(String, Option<Bound<'py, PyBytes>>)> {
     let exp = experiment("evolve", settings, "SymbolicRegressor")?;
-    let Experiment::Evolve(settings) = exp.clone() else {
+    let Experiment::Evolve(mut settings) = exp.clone() else {
         return Err(PyValueError::new_err("expected regression settings"));
+    };
+    let arrays = match fitness_arrays {
+        "auto" => fitness::Arrays::Auto,
+        "dlpack" => fitness::Arrays::DlPack,
+        other => return Err(PyValueError::new_err(format!("fitness_arrays must be \"auto\" or \"dlpack\", got {other:?}"))),
+    };
+    let own = fitness_function.as_ref().map(|f| fitness::PyFitness::new(f, arrays)).transpose()?.map(std::sync::Arc::new);
+    let exp = match &own {
+        Some(f) => {
+            use grove::task::regression::BatchFitness;
+            settings.fitness_function = Some(f.name());
+            settings.fitness_fn = Some(grove::task::regression::FitnessFn(f.clone()));
+            let exp = Experiment::Evolve(settings.clone());
+            exp.check().map_err(value_error)?;
+            exp
+        }
+        None => exp,
     };
     let warm = warm_state(warm.as_ref(), &exp, "SymbolicRegressor")?;
     let (x, n_rows, n_features) = features(x)?;
@@ -394,14 +430,18 @@ fn fit_regression<'py>(
     check_shapes((n_rows, n_features), y.len(), names.len())?;
     let train = Dataset::from_f32(names, target, x, y).map_err(value_error)?;
     check_representation(settings.functions.as_deref(), settings.grammar.as_deref(), n_features, 1)?;
-    check_choice(settings.validation_fraction, settings.select, n_rows, settings.engine.seed, None)?;
+    check_choice(settings.validation_fraction, settings.select, settings.folds, n_rows, settings.engine.seed, None)?;
     let job: Job = Box::new(move |opts, note| {
         let backend = open(settings.device, &settings.islands.gpus, note)?;
         fit_keeping_state(exp, warm, keep_state, opts, |opts| {
             Ok(grove::task::regression::fit(&settings, &train, None, &backend, opts)?.report.to_string())
         })
     });
-    Ok(finished(py, run_detached(py, threads, verbose, on_note.as_ref(), None, job)?))
+    match run_detached(py, threads, verbose, on_note.as_ref(), None, job) {
+        Ok(done) => Ok(finished(py, done)),
+        // The fitness function's own exception, as it was raised.
+        Err(e) => Err(own.and_then(|f| f.take_error()).unwrap_or(e)),
+    }
 }
 
 /// Classification of `x` (`(n_rows, n_features)`) into `classes` by `codes` (`(n_rows,)`,
@@ -437,7 +477,7 @@ fn fit_classification<'py>(
     let n_outputs = if settings.binary { 0 } else { classes.len() };
     let n_classes = classes.len();
     let mut train = Labeled::from_codes(names, &target, x, codes, classes).map_err(value_error)?;
-    check_choice(settings.validation_fraction, settings.select, n_rows, settings.engine.seed, Some((&train.labels, n_classes)))?;
+    check_choice(settings.validation_fraction, settings.select, None, n_rows, settings.engine.seed, Some((&train.labels, n_classes)))?;
     let standardize = settings.standardize.then(|| Standardize::fit(&train.data.x, n_rows));
     if let Some(s) = &standardize {
         s.apply_to(&mut train.data);
@@ -751,5 +791,6 @@ fn _grove(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_rollout, m)?)?;
     m.add_function(wrap_pyfunction!(stratified_split, m)?)?;
     m.add_function(wrap_pyfunction!(load_builtin, m)?)?;
+    m.add_class::<fitness::DlArray>()?;
     Ok(())
 }

@@ -145,15 +145,28 @@ def test_validation_rows_choose_the_returned_program():
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, (400, 3))
     y = X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2]) + rng.normal(0, 0.3, 400)
-    m = SymbolicRegressor(**SMALL).fit(X, y)
+    m = SymbolicRegressor(**SMALL, validation_fraction=0.25).fit(X, y)
     sel = m.selection_
-    # 400 rows: a quarter held out, the lowest validation loss on the front returned.
+    # A quarter held out: the simplest candidate (the mean, the linear terms alone, the ridge on
+    # every input, then the front by size) within one standard error of the lowest validation
+    # error is returned.
     assert (sel["asked"], sel["rule"], sel["training_rows"], sel["validation_rows"]) == ("auto", "validation", 300, 100)
+    cands = sel["candidates"]
+    low = min(cands, key=lambda c: c["mse"])
+    first = next(c for c in cands if c["mse"] <= low["mse"] + low["se"])
+    assert first["chosen"] and sum(c["chosen"] for c in cands) == 1
+    assert cands[0]["candidate"] == "mean"
+    assert m.report_["validation"]["mse"] == pytest.approx(first["mse"], rel=1e-9)
     eq = m.report_["hall_of_fame"]
     chosen = [r for r in eq if r["selected"]]
-    assert len(chosen) == 1 and chosen[0]["validation_loss"] == min(r["validation_loss"] for r in eq)
-    assert m.program_ == chosen[0]["equation"]
-    assert m.report_["validation"]["mse"] == chosen[0]["validation_loss"]
+    if first["candidate"].startswith("front"):
+        assert len(chosen) == 1 and m.program_ == chosen[0]["equation"]
+    else:
+        assert not chosen and sel["baseline"] == first["candidate"]
+    # 400 rows by default: no rows held out (validation rows from 20000), the description length
+    # guarded by the front's 5-fold cross-validation.
+    d = SymbolicRegressor(**SMALL).fit(X, y)
+    assert (d.selection_["rule"], d.selection_["validation_rows"], d.selection_["resampling"]["folds"]) == ("mdl", 0, 5)
     # The other rules, and bloat control, pass through to the engine.
     p = SymbolicRegressor(**SMALL, select="pareto", validation_fraction=0.5).fit(X, y)
     assert (p.selection_["rule"], p.selection_["validation_rows"]) == ("pareto", 200)
@@ -183,12 +196,11 @@ def test_regressor_sympy_latex_and_hall_of_fame():
     assert "\\" in m.latex() or "x_{0}" in m.latex()
     eq = m.equations_
     assert isinstance(eq, pd.DataFrame)
-    assert list(eq.columns) == ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "equation", "latex", "sympy"]
+    assert list(eq.columns) == ["complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "cv_se", "equation", "latex", "sympy"]
     assert eq["complexity"].is_monotonic_increasing and eq["loss"].is_monotonic_decreasing
-    # 200 rows: no validation rows, so the training minimum is returned, the front's last loss
-    # (no parsimony: its fitness).
+    # 200 rows: no validation rows; every member has its cross-validated error.
     assert eq["validation_loss"].isna().all()
-    assert eq["loss"].iloc[-1] == m.best_fitness_
+    assert eq["cv_loss"].notna().all() and eq["cv_se"].notna().all()
 
 
 def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
@@ -199,11 +211,12 @@ def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
     rows = m.equations_
     assert isinstance(rows, list) and rows
-    assert set(rows[-1]) == {"complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "equation", "latex", "sympy"}
-    # 80 rows: no validation rows, so the smallest description length is returned.
+    assert set(rows[-1]) == {"complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "cv_se", "equation", "latex", "sympy"}
+    # 80 rows: no validation rows, so the smallest description length is returned (a quadratic:
+    # a program, not the mean or a line).
     assert m.selection_["rule"] == "mdl"
     chosen = [r for r in rows if r["selected"]]
-    assert len(chosen) == 1
+    assert len(chosen) == 1, m.selection_
     assert chosen[0]["description_length"] == min(r["description_length"] for r in rows)
     assert chosen[0]["loss"] == m.best_fitness_
 
@@ -219,8 +232,16 @@ def test_cross_validated_choice_scores_every_member_at_its_size():
     assert eq.loc[eq["selected"], "cv_loss"].iloc[0] == eq["cv_loss"].min()
     with pytest.raises(ValueError, match="select"):
         SymbolicClassifier(**SMALL, select="cv").fit(*iris_named())
-    with pytest.raises(ValueError):
-        SymbolicRegressor(select="folds").fit(X, y)
+    # select="folds": the front cross-validated, the one-standard-error rule; folds past the rows
+    # are a ValueError before the run.
+    f = SymbolicRegressor(**SMALL, select="folds", folds=3).fit(X, y)
+    assert (f.selection_["rule"], f.selection_["resampling"]["folds"]) == ("folds", 3)
+    with pytest.raises(ValueError, match="--folds 61 \\(folds\\) is more than the 60 training rows"):
+        SymbolicRegressor(**SMALL, folds=61).fit(X, y)
+    with pytest.raises(ValueError, match="folds"):
+        SymbolicRegressor(**SMALL, folds=1).fit(X, y)
+    with pytest.raises(ValueError, match="output_margin"):
+        SymbolicRegressor(**SMALL, output_margin=-0.5).fit(X, y)
 
 
 def test_classifier_with_string_labels_probabilities_and_programs():

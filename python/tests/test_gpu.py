@@ -105,3 +105,39 @@ def test_cuda_custom_operators_and_budget_equal_the_command_lines(tmp_path, grov
     assert est.report_["ended"] == cli["ended"]
     out = grove_cli("predict", "--model", tmp_path / "r.json", "--data", tmp_path / "d.csv")
     np.testing.assert_array_equal(est.predict(X), np.array([float(v) for v in out.stdout.split()[1:]]))
+
+
+def test_cuda_loss_equals_grove_evolve_on_cuda(tmp_path, grove_cli):
+    """Issue 58: a loss of one's own on the GPU is the command line's run there."""
+    X, y = regression_data()
+    write_csv(tmp_path / "d.csv", X, y, ["x0", "x1", "x2"], "y")
+    grove_cli("evolve", "--data", tmp_path / "d.csv", "--functions", "add,sub,mul,div", "--pop", 1000, "--gens", 8, "--seed", 3,
+              "--loss", "log(cosh(p - y))", "--device", "cuda", "--quiet", "--report", tmp_path / "r.json")
+    cli = json.loads((tmp_path / "r.json").read_text())
+    on_gpu(cli)
+    est = SymbolicRegressor(function_set="add,sub,mul,div", population_size=1000, generations=8, random_state=3, loss="log(cosh(p - y))",
+                            device="cuda").fit(X, y)
+    on_gpu(est.report_)
+    same_run(cli, est.report_)
+
+
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+def test_cuda_fitness_function_reads_the_batch_on_the_device(library):
+    """Issue 58: on device="cuda" a fitness function gets DLPack arrays on the GPU, which torch or
+    CuPy wrap without a copy; its CUDA scores come back, and the report's training loss is the
+    function's score of the returned model's predictions."""
+    lib = pytest.importorskip(library)
+    X, y = regression_data()
+    seen = []
+
+    def fitness(pred, t):
+        seen.append((pred.__dlpack_device__(), pred.shape))
+        p, tt = lib.from_dlpack(pred), lib.from_dlpack(t)
+        return abs(p - tt).mean(axis=1) if library == "cupy" else (p - tt).abs().mean(dim=1)
+
+    gpu = SymbolicRegressor(function_set="add,sub,mul,div", population_size=1000, generations=6, random_state=2, device="cuda", validation_fraction=0.0,
+                            fitness_function=fitness).fit(X, y)
+    on_gpu(gpu.report_)
+    assert seen[0][0][0] == 2 and seen[0][1] == (1000, 400), seen[0]
+    pred = gpu.predict(X).astype(np.float32)
+    assert gpu.report_["train"]["loss"] == pytest.approx(float(np.abs(pred - y.astype(np.float32)).mean()), rel=1e-4)

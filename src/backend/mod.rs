@@ -425,6 +425,47 @@ impl Backend {
         }
     }
 
+    /// Every individual's sums of a loss of the user's own over `data`'s rows at its prediction
+    /// `a·f + b`, `(a, b)` its linear scaling where `scaled` (else `(1, 0)`): on the GPU when the
+    /// data is there (`grove_loss_sums` after the prediction kernels), else on the CPU
+    /// ([`cpu::eval::evaluate_loss`], the scaling from the fused sums).
+    pub fn loss_sums(&self, pop: &Population, data: &RegressionData<'_>, loss: &crate::program::fitness::Loss, scaled: bool) -> Result<Vec<crate::program::fitness::LossSums>> {
+        match data {
+            RegressionData::Host { x, y, n_rows } | RegressionData::Streamed { x, y, n_rows, .. } => {
+                let scale: Vec<(f64, f64)> = if scaled {
+                    cpu::eval::evaluate_regression(pop, x, y, *n_rows)?.iter().map(|s| if s.is_valid() { s.scale() } else { (1.0, 0.0) }).collect()
+                } else {
+                    vec![(1.0, 0.0); pop.size()]
+                };
+                Ok(cpu::eval::evaluate_loss(pop, x, y, *n_rows, loss.op, &scale)?)
+            }
+            RegressionData::Device(d) => Ok(self.device()?.evaluate_loss(pop, d, loss.op, scaled)?),
+        }
+    }
+
+    /// Every individual's predictions at `data`'s rows under its linear scaling where `scaled`,
+    /// for a fitness function of the user's own: on the GPU when the data is there, left on the
+    /// device ([`cuda::CudaEngine::scaled_predictions`]), else on the CPU.
+    pub fn prediction_batch(&self, pop: &Population, data: &RegressionData<'_>, scaled: bool) -> Result<PredictionBatch> {
+        match data {
+            RegressionData::Host { x, y, n_rows } | RegressionData::Streamed { x, y, n_rows, .. } => {
+                let n = *n_rows;
+                let mut pred = cpu::eval::predict_all(pop, x, n)?;
+                if scaled {
+                    for f in pred.chunks_mut(n.max(1)) {
+                        let s = RegressionSums::of_rows(f, y);
+                        if s.is_valid() {
+                            let (a, b) = s.scale();
+                            f.iter_mut().for_each(|v| *v = crate::program::fitness::scaled_prediction(*v, a, b));
+                        }
+                    }
+                }
+                Ok(PredictionBatch::Host { pred, y: y.to_vec(), programs: pop.size(), rows: n })
+            }
+            RegressionData::Device(d) => Ok(PredictionBatch::Device(self.device()?.scaled_predictions(pop, d, scaled)?)),
+        }
+    }
+
     /// The fitted head's sums ([`crate::program::head::HeadSums`]) of every individual of
     /// `pop` (`2 ..= MAX_HEAD` output slots) on `data`: on the GPU when the data is there
     /// (`grove_head_sums` after the prediction kernels), else on the CPU
@@ -485,7 +526,8 @@ impl Backend {
     }
 
     /// Fits the numeric constants of rows `rows` of the classification population `pop` in
-    /// place on `data` by Levenberg–Marquardt on the softmax cross-entropy
+    /// place on `data` by Levenberg–Marquardt on the softmax cross-entropy, with the data's
+    /// offsets (the linear terms of the inputs) under the outputs as the fitness adds them
     /// ([`cpu::fit::class::fit_class_constants`]): on the GPU when the data is there
     /// (`kernels/fit.cu`, the same bits), else on the CPU. One result per row.
     pub fn fit_class_constants(&self, pop: &mut Population, rows: &[usize], data: &ClassData<'_>, steps: u32) -> Result<Vec<FitResult>> {
@@ -493,15 +535,13 @@ impl Backend {
             anyhow::bail!("row {r} of a population of {}", pop.size());
         }
         match data {
-            ClassData::Host { offset: Some(_), .. } => anyhow::bail!("{NO_OFFSET_FIT}"),
-            ClassData::Host { x, labels, n_rows, n_classes, offset: None } => {
-                Ok(cpu::fit::class::fit_class_constants(pop, rows, x, labels, *n_rows, *n_classes, steps))
+            ClassData::Host { x, labels, n_rows, n_classes, offset } => {
+                if let Some(o) = offset {
+                    anyhow::ensure!(o.len() == pop.n_outputs.max(1) * n_rows, "offsets for {} outputs, programs of {}", o.len() / n_rows, pop.n_outputs);
+                }
+                Ok(cpu::fit::class::fit_class_constants(pop, rows, x, labels, *offset, *n_rows, *n_classes, steps))
             }
-            ClassData::Device(d) => {
-                let e = self.device()?;
-                anyhow::ensure!(!d.has_offset(), "{NO_OFFSET_FIT}");
-                Ok(e.fit_class_constants(pop, rows, d, steps)?)
-            }
+            ClassData::Device(d) => Ok(self.device()?.fit_class_constants(pop, rows, d, steps)?),
         }
     }
 
@@ -629,13 +669,49 @@ fn episode_returns(eps: &[cpu::control::Episode]) -> Vec<f64> {
     eps.iter().map(|e| if e.valid { e.ret } else { f64::NAN }).collect()
 }
 
-/// Why classifiers with linear terms of the inputs do not fit constants.
-const NO_OFFSET_FIT: &str = "the constant fitting of classifiers does not read the linear terms of the inputs: drop --optimise-constants or use --linear-inputs off";
-
 /// Classification fitness on CUDA runs `kernels/classify.cu` unless `GROVE_CLASSIFY_KERNEL=0`
 /// (the CPU reference, for comparisons).
 fn classify_kernel_opted_in() -> bool {
     std::env::var("GROVE_CLASSIFY_KERNEL").map_or(true, |v| v != "0")
+}
+
+/// A batch of predictions for a fitness function of the user's own
+/// ([`Backend::prediction_batch`]): `[programs × rows]` f32, row-major, and the rows' targets.
+#[derive(Debug)]
+pub enum PredictionBatch {
+    /// In host memory.
+    Host {
+        /// `[programs × rows]`.
+        pred: Vec<f32>,
+        /// `[rows]`.
+        y: Vec<f32>,
+        /// Programs.
+        programs: usize,
+        /// Rows.
+        rows: usize,
+    },
+    /// On a GPU.
+    Device(cuda::DeviceBatch),
+}
+
+impl PredictionBatch {
+    /// `(programs, rows)`.
+    pub fn shape(&self) -> (usize, usize) {
+        match self {
+            PredictionBatch::Host { programs, rows, .. } => (*programs, *rows),
+            PredictionBatch::Device(d) => d.shape(),
+        }
+    }
+
+    /// `[programs]`: whether each program's predictions are finite at every row (an empty
+    /// program's are NaN).
+    pub fn valid(&self) -> Vec<bool> {
+        match self {
+            PredictionBatch::Host { rows, programs, .. } if *rows == 0 => vec![false; *programs],
+            PredictionBatch::Host { pred, rows, .. } => pred.chunks(*rows).map(|f| f.iter().all(|v| v.is_finite())).collect(),
+            PredictionBatch::Device(d) => d.valid().to_vec(),
+        }
+    }
 }
 
 /// A classification data set as a backend reads it.

@@ -148,6 +148,11 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
     /// Longest program, in nodes, 1 to 65535
     #[arg(long, default_value = shown(Some(D::DEFAULTS.max_len)))]
     pub max_len: usize,
+    /// Score every program, duplicates too: by default, where programs are scored on the CPU
+    /// (with the same bits in any population), each distinct program is scored once and looked
+    /// up after that (PonyGE2's CACHE); the run is the same, only faster
+    #[arg(long)]
+    pub no_fitness_cache: bool,
     #[arg(long, help = D::DEVICE, value_enum, default_value_t = DeviceChoice::default(), env = "GROVE_DEVICE")]
     pub(crate) device: DeviceChoice,
     /// The command the group belongs to.
@@ -174,6 +179,7 @@ impl<D: EngineHelp + Send + Sync + 'static> EngineArgs<D> {
         o.set("engine.lexicase_pool", self.lexicase_pool);
         o.set("engine.diversity", self.diversity);
         o.set("engine.max_len", self.max_len);
+        o.set("engine.fitness_cache", !self.no_fitness_cache);
         o.set("device", self.device);
         o.number("--parsimony", parsimony, self.parsimony)
     }
@@ -336,8 +342,8 @@ impl IslandArgs {
 #[derive(Debug, Args)]
 pub struct ChoiceArgs {
     #[arg(long, allow_negative_numbers = true, value_name = "F", help = format!(
-        "Fraction of the training rows held out (seeded; per class for classify) to choose the returned program; never used for fitness [default: {} with at least {} training rows, else none]",
-        crate::task::base::validation::AUTO_FRACTION, crate::task::base::validation::AUTO_MIN_ROWS
+        "Fraction of the training rows held out (seeded; per class for classify) to choose the returned program; never used for fitness [default: {} with at least {} training rows for evolve ({} for classify), else none]",
+        crate::task::base::validation::AUTO_FRACTION, defaults::EVOLVE_VALIDATION_ROWS, crate::task::base::validation::AUTO_MIN_ROWS
     ))]
     pub(crate) validation_fraction: Option<f64>,
     /// How the returned program is chosen from the hall of fame's Pareto front (error against

@@ -35,9 +35,15 @@ pub struct ClassifyArgs {
     /// The class label column (default: the last column).
     #[arg(long, help_heading = "Data")]
     pub label: Option<String>,
-    /// Fraction of each class held out for testing (stratified split), in (0, 1).
-    #[arg(long, default_value_t = defaults::CLASSIFY_TEST_FRACTION, help_heading = "Data", allow_negative_numbers = true)]
-    pub test_fraction: f64,
+    #[arg(long, help_heading = "Data", allow_negative_numbers = true, help = format!(
+        "Fraction of each class held out for testing (stratified split; 0: no test rows), in [0, 1) [default: {}, or 0 with --test-data]",
+        defaults::CLASSIFY_TEST_FRACTION
+    ))]
+    pub(crate) test_fraction: Option<f64>,
+    /// A test file with the training data's columns (by name, in any order) and labels among its
+    /// classes: its rows are scored beside the training rows, and the training data is not split.
+    #[arg(long, value_name = "FILE", help_heading = "Data")]
+    pub test_data: Option<String>,
     /// Do not standardise the features (by default each is shifted and scaled by the training
     /// rows' mean and standard deviation, and the saved model repeats it).
     #[arg(long, help_heading = "Data")]
@@ -94,7 +100,8 @@ impl ClassifyArgs {
         let mut o = Overlay::default();
         o.set("data", &self.data);
         o.set("label", &self.label);
-        o.number("--test-fraction", "test_fraction", self.test_fraction)?;
+        o.number_some("--test-fraction", "test_fraction", self.test_fraction)?;
+        o.set("test_data", &self.test_data);
         o.set("standardize", !self.no_standardize);
         self.representation.overlay(&mut o);
         o.number("--p-out", "trees.p_out", self.p_out.into())?;

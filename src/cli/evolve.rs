@@ -35,10 +35,15 @@ pub struct EvolveArgs {
     /// Target column (default: the last column).
     #[arg(long, help_heading = "Data")]
     pub target: Option<String>,
-    /// Fraction of rows held out as a test set, in [0, 1) (0: use the built-in's own test set,
-    /// if any).
-    #[arg(long, default_value_t = defaults::EVOLVE_TEST_FRACTION, help_heading = "Data", allow_negative_numbers = true)]
-    pub test_fraction: f64,
+    #[arg(long, help_heading = "Data", allow_negative_numbers = true, help = format!(
+        "Fraction of rows held out as a test set, in [0, 1) (0: use the built-in's own test set, if any) [default: {}]",
+        defaults::EVOLVE_TEST_FRACTION
+    ))]
+    pub(crate) test_fraction: Option<f64>,
+    /// A test file with the training data's columns (by name, in any order): its rows are
+    /// scored beside the training rows, and the training data is not split.
+    #[arg(long, value_name = "FILE", help_heading = "Data")]
+    pub test_data: Option<String>,
     /// Grammar or function set, operators of one's own.
     #[command(flatten, next_help_heading = "Representation")]
     pub representation: RepresentationArgs<Evolve>,
@@ -51,6 +56,15 @@ pub struct EvolveArgs {
     /// Do not fit a·f(x)+b by least squares before scoring.
     #[arg(long, help_heading = "Model")]
     pub no_linear_scaling: bool,
+    /// A per-row loss of your own to minimise instead of --metric: an expression of the
+    /// prediction p and the target y, e.g. "abs(p - y)" or "log(cosh(p - y))" (grove's operators
+    /// by any name, numbers, operators defined with --define, cosh and sinh), scored at the
+    /// linearly scaled prediction a·f + b (a, b by least squares) unless --no-linear-scaling.
+    #[arg(long, value_name = "EXPR", help_heading = "Model")]
+    pub loss: Option<String>,
+    /// How --loss's per-row values become the fitness: their mean or their sum.
+    #[arg(long, value_enum, default_value_t = crate::task::regression::LossReduce::default(), help_heading = "Model")]
+    pub loss_reduce: crate::task::regression::LossReduce,
     /// Program outputs under a fitted linear head b + Σ w_k·f_k (least squares): 1 is the
     /// program's value; 2 to 8 are output slots (tree GP's output nodes, a grammar's out(K, …)).
     #[arg(long, default_value_t = defaults::EVOLVE_OUTPUTS, help_heading = "Model")]
@@ -61,12 +75,22 @@ pub struct EvolveArgs {
     /// for their numbers, on the CPU (on a GPU, `on` evaluates on the CPU).
     #[arg(long, value_enum, default_value_t = defaults::EVOLVE_LINEAR_INPUTS, help_heading = "Model")]
     pub linear_inputs: crate::task::regression::LinearInputs,
+    /// Limit the returned model's predictions to the training target's range widened by M times
+    /// its width on each side (0: the range itself), so a formula cannot swing far outside
+    /// what the data supports on unseen inputs [default: no limits]
+    #[arg(long, value_name = "M", help_heading = "Model")]
+    pub output_margin: Option<f64>,
     /// Constant fitting.
     #[command(flatten, next_help_heading = "Constants")]
     pub fitting: FitArgs,
     /// Choosing the returned program, bloat control.
     #[command(flatten, next_help_heading = "Model choice")]
     pub choice: ChoiceArgs,
+    #[arg(long, value_name = "K", help_heading = "Model choice", help = format!(
+        "Folds of --select folds (auto's rule below {} training rows): each program on the front refitted without each fold and scored on it [default: {}, or one row a fold on fewer rows]",
+        defaults::EVOLVE_VALIDATION_ROWS, defaults::FOLDS
+    ))]
+    pub(crate) folds: Option<usize>,
     /// Grammatical evolution settings.
     #[command(flatten, next_help_heading = "Grammatical evolution")]
     pub ge: GeArgs,
@@ -92,15 +116,20 @@ impl EvolveArgs {
         let mut o = Overlay::default();
         o.set("data", &self.data);
         o.set("target", &self.target);
-        o.number("--test-fraction", "test_fraction", self.test_fraction)?;
+        o.number_some("--test-fraction", "test_fraction", self.test_fraction)?;
+        o.set("test_data", &self.test_data);
         self.representation.overlay(&mut o);
         self.engine.overlay(&mut o, "regression.parsimony")?;
         o.set("regression.metric", self.metric);
         o.set("regression.linear_scaling", !self.no_linear_scaling);
+        o.set_some("loss", self.loss.as_ref());
+        o.set("loss_reduce", self.loss_reduce);
         o.set("outputs", self.outputs);
         o.set("linear_inputs", self.linear_inputs);
+        o.number_some("--output-margin", "output_margin", self.output_margin)?;
         self.fitting.overlay(&mut o)?;
         self.choice.overlay(&mut o)?;
+        o.set_some("folds", self.folds);
         self.ge.overlay(&mut o, self.representation.grammar.is_some())?;
         self.islands.overlay(&mut o);
         o.set("islands.shard_rows", self.shard_rows);

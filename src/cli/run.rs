@@ -135,6 +135,9 @@ pub struct RenderArgs {
 /// `sources` are the files the settings were read from (an experiment file, a report), which
 /// no output may overwrite.
 pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>, sources: &[Named]) -> Result<ExitCode> {
+    if let Experiment::Evolve(s) = &exp {
+        s.check_fitness_fn()?;
+    }
     let (opts, outputs) = run_options(flags, resume, &exp, sources)?;
     let result = crate::task::runner::run_experiment(&exp, &opts, flags.threads)?;
     finish_run(&result, &outputs)

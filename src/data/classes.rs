@@ -256,8 +256,32 @@ pub fn numeric_column(table: &Table, j: usize, file: &str) -> Result<Vec<f64>, D
     Ok(col)
 }
 
+/// The integer a class label stands for: an integer (`2`), or a number with an integral value
+/// (`2.0`, `1.000000`, `1e1`) within ±2^53; `None` for anything else.
+pub fn integral_label(s: &str) -> Option<i64> {
+    if let Ok(i) = s.parse::<i64>() {
+        return Some(i);
+    }
+    let v: f64 = s.parse().ok()?;
+    (v.is_finite() && v.fract() == 0.0 && v.abs() <= 9_007_199_254_740_992.0).then_some(v as i64)
+}
+
 /// Parses a classification table: `label` names the class column (default: the last).
 pub fn parse_labeled(bytes: &[u8], file: &str, label: Option<&str>) -> Result<Labeled, DataError> {
+    parse_labeled_as(bytes, file, label, None)
+}
+
+/// Parses a classification table whose rows belong to the classes of `like`, another data set
+/// (a test file beside its training file): its columns must be `like`'s features and label
+/// column, by name, in any order (they are put in `like`'s order); each label must be one of
+/// `like`'s classes (integers compared by value, so `1.0` is class `1`). Any number of classes
+/// may appear, one included. Errors are one line naming the file and what differs.
+pub fn parse_labeled_like(bytes: &[u8], file: &str, like: &Labeled) -> Result<Labeled, DataError> {
+    parse_labeled_as(bytes, file, Some(&like.data.target), Some(like))
+}
+
+/// [`parse_labeled`], or with `like` [`parse_labeled_like`].
+fn parse_labeled_as(bytes: &[u8], file: &str, label: Option<&str>, like: Option<&Labeled>) -> Result<Labeled, DataError> {
     let table = read_table(bytes, file)?;
     let err = |line: Option<usize>, column: Option<(usize, String)>, message: String| DataError {
         file: file.into(),
@@ -265,6 +289,13 @@ pub fn parse_labeled(bytes: &[u8], file: &str, label: Option<&str>) -> Result<La
         column,
         message,
     };
+    if let Some(like) = like {
+        let mut want: Vec<&str> = like.data.names.iter().map(String::as_str).collect();
+        want.push(&like.data.target);
+        if let Some(m) = super::column_mismatch(&table.names, &want) {
+            return Err(err(None, None, m));
+        }
+    }
     let lc = match label {
         None => table.names.len() - 1,
         Some(l) => table.names.iter().position(|n| n == l).ok_or_else(|| {
@@ -279,71 +310,113 @@ pub fn parse_labeled(bytes: &[u8], file: &str, label: Option<&str>) -> Result<La
     }
     let lname = table.names[lc].clone();
     let col = || Some((lc + 1, lname.clone()));
-    // Labels: integers sort numerically; anything else sorts as text.
+    // Labels: integers (integral numbers such as `1.0` included) sort numerically; anything
+    // else sorts as text.
     let raw: Vec<&str> = table.rows.iter().map(|(_, c)| c[lc].as_str()).collect();
     for ((line, _), s) in table.rows.iter().zip(&raw) {
         if s.is_empty() {
             return Err(err(Some(*line), col(), "empty class label: every row needs one".into()));
         }
     }
-    let ints: Option<Vec<i64>> = raw.iter().map(|s| s.parse::<i64>().ok()).collect();
-    if ints.is_none() && raw.iter().all(|s| s.parse::<f64>().is_ok()) {
-        let (line, s) = table.rows.iter().zip(&raw).find(|(_, s)| s.parse::<i64>().is_err()).map(|((l, _), s)| (*l, *s)).unwrap();
-        return Err(err(
-            Some(line),
-            col(),
-            format!(
-                "label `{s}` is a number but not an integer: class labels are integers or names; for a numeric \
-                 target use `grove evolve`, or name the class column with --label"
-            ),
-        ));
+    let ints: Option<Vec<i64>> = raw.iter().map(|s| integral_label(s)).collect();
+    let numbers_of = |classes: &[String]| classes.iter().all(|c| integral_label(c).is_some());
+    // A number that is not an integer is refused where the classes are numbers: the file's own
+    // (every label a number), or those of the data set it must match.
+    let numeric = match like {
+        None => raw.iter().all(|s| s.parse::<f64>().is_ok()),
+        Some(l) => numbers_of(&l.classes),
+    };
+    if ints.is_none() && numeric {
+        if let Some(((line, _), s)) = table.rows.iter().zip(&raw).find(|(_, s)| integral_label(s).is_none() && s.parse::<f64>().is_ok()) {
+            return Err(err(
+                Some(*line),
+                col(),
+                format!(
+                    "label `{s}` is a number but not an integer: class labels are integers (`1`, `1.0`) or names; for a \
+                     numeric target use `grove evolve`, or name the class column with --label"
+                ),
+            ));
+        }
     }
-    let mut classes: Vec<String> = match &ints {
-        Some(v) => {
-            let mut u = v.clone();
-            u.sort_unstable();
-            u.dedup();
-            u.iter().map(|i| i.to_string()).collect()
+    let (classes, labels): (Vec<String>, Vec<u32>) = match like {
+        Some(l) => {
+            let by_number = numbers_of(&l.classes);
+            let mut labels = Vec::with_capacity(raw.len());
+            for ((line, _), s) in table.rows.iter().zip(&raw) {
+                let at = if by_number {
+                    integral_label(s).and_then(|v| l.classes.iter().position(|c| integral_label(c) == Some(v)))
+                } else {
+                    l.classes.iter().position(|c| c == s)
+                };
+                let Some(at) = at else {
+                    return Err(err(
+                        Some(*line),
+                        col(),
+                        format!(
+                            "label `{}` is not one of the training data's classes ({}): a classifier predicts only the classes it was trained on",
+                            crate::program::clip(s, 40),
+                            l.classes.join(", ")
+                        ),
+                    ));
+                };
+                labels.push(at as u32);
+            }
+            (l.classes.clone(), labels)
         }
         None => {
-            let mut u: Vec<String> = raw.iter().map(|s| s.to_string()).collect();
-            u.sort();
-            u.dedup();
-            u
+            let mut classes: Vec<String> = match &ints {
+                Some(v) => {
+                    let mut u = v.clone();
+                    u.sort_unstable();
+                    u.dedup();
+                    u.iter().map(|i| i.to_string()).collect()
+                }
+                None => {
+                    let mut u: Vec<String> = raw.iter().map(|s| s.to_string()).collect();
+                    u.sort();
+                    u.dedup();
+                    u
+                }
+            };
+            if classes.len() < 2 {
+                return Err(err(
+                    None,
+                    Some((lc + 1, lname.clone())),
+                    format!(
+                        "the label column has a single class (`{}`) in all {} rows: classification needs two or more; name \
+                         the class column with --label",
+                        classes[0],
+                        raw.len()
+                    ),
+                ));
+            }
+            if classes.len() > MAX_CLASSES {
+                return Err(err(
+                    None,
+                    Some((lc + 1, lname.clone())),
+                    format!(
+                        "the label column has {} distinct values, more than the {MAX_CLASSES} classes supported: is it the \
+                         class column? name the class column with --label",
+                        classes.len()
+                    ),
+                ));
+            }
+            let labels: Vec<u32> = match &ints {
+                Some(v) => {
+                    let keys: Vec<i64> = classes.iter().map(|c| c.parse().unwrap()).collect();
+                    v.iter().map(|i| keys.binary_search(i).unwrap() as u32).collect()
+                }
+                None => raw.iter().map(|s| classes.binary_search_by(|c| c.as_str().cmp(s)).unwrap() as u32).collect(),
+            };
+            classes.shrink_to_fit();
+            (classes, labels)
         }
     };
-    if classes.len() < 2 {
-        return Err(err(
-            None,
-            Some((lc + 1, lname.clone())),
-            format!(
-                "the label column has a single class (`{}`) in all {} rows: classification needs two or more; name \
-                 the class column with --label",
-                classes[0],
-                raw.len()
-            ),
-        ));
-    }
-    if classes.len() > MAX_CLASSES {
-        return Err(err(
-            None,
-            Some((lc + 1, lname.clone())),
-            format!(
-                "the label column has {} distinct values, more than the {MAX_CLASSES} classes supported: is it the \
-                 class column? name the class column with --label",
-                classes.len()
-            ),
-        ));
-    }
-    let labels: Vec<u32> = match &ints {
-        Some(v) => {
-            let keys: Vec<i64> = classes.iter().map(|c| c.parse().unwrap()).collect();
-            v.iter().map(|i| keys.binary_search(i).unwrap() as u32).collect()
-        }
-        None => raw.iter().map(|s| classes.binary_search_by(|c| c.as_str().cmp(s)).unwrap() as u32).collect(),
+    // Features in `like`'s order where there is one, else the file's.
+    let feats: Vec<usize> = match like {
+        Some(l) => l.data.names.iter().map(|n| table.names.iter().position(|m| m == n).expect("columns checked")).collect(),
+        None => (0..table.names.len()).filter(|&j| j != lc).collect(),
     };
-    classes.shrink_to_fit();
-    let feats: Vec<usize> = (0..table.names.len()).filter(|&j| j != lc).collect();
     let mut x64 = Vec::with_capacity(feats.len() * table.rows.len());
     for &j in &feats {
         x64.extend(numeric_column(&table, j, file)?);

@@ -19,7 +19,7 @@ use std::str::FromStr;
 use anyhow::{Context, Result, bail, ensure};
 
 pub use builtin::{Builtin, Problem, Sampling, builtin, builtins};
-pub use read::{parse, read};
+pub use read::{parse, parse_like, read, read_like};
 pub use split::{split, split_indices};
 
 /// A table of numeric features and one numeric target, for regression.
@@ -210,6 +210,21 @@ impl Dataset {
         })
     }
 
+    /// The same rows with the features in the order `names` gives (each one of this data set's
+    /// features, once). Fails naming a feature it does not have.
+    pub fn with_feature_order(&self, names: &[String]) -> Result<Dataset> {
+        let n = self.n_rows;
+        let mut order = Vec::with_capacity(names.len());
+        for name in names {
+            let j = self.names.iter().position(|m| m == name).with_context(|| format!("no feature `{name}`"))?;
+            order.push(j);
+        }
+        ensure!(order.len() == self.n_features, "{} feature names for {} features", order.len(), self.n_features);
+        let x = order.iter().flat_map(|&j| self.x[j * n..(j + 1) * n].iter().copied()).collect();
+        let x64 = self.x64.as_ref().map(|x64| order.iter().flat_map(|&j| x64[j * n..(j + 1) * n].iter().copied()).collect());
+        Ok(Dataset { names: names.to_vec(), x, y: self.y.clone(), target: self.target.clone(), n_rows: n, n_features: self.n_features, x64, y64: self.y64.clone() })
+    }
+
     /// Frees the f64 copies (`x64`, `y64`).
     pub fn drop_f64(&mut self) {
         self.x64 = None;
@@ -308,6 +323,29 @@ impl fmt::Display for DataError {
 }
 
 impl std::error::Error for DataError {}
+
+/// How the columns `got` (a test file's header) differ from `want` (the training data's
+/// features and target), by name and in any order: `None` when they are the same set, else one
+/// line naming the columns missing and those extra.
+pub fn column_mismatch(got: &[String], want: &[&str]) -> Option<String> {
+    let missing: Vec<String> = want.iter().filter(|w| !got.iter().any(|g| g == *w)).map(|w| format!("`{w}`")).collect();
+    let extra: Vec<String> = got.iter().filter(|g| !want.contains(&g.as_str())).map(|g| format!("`{g}`")).collect();
+    if missing.is_empty() && extra.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    if !missing.is_empty() {
+        parts.push(format!("missing {}", missing.join(", ")));
+    }
+    if !extra.is_empty() {
+        parts.push(format!("not in the training data {}", extra.join(", ")));
+    }
+    Some(format!(
+        "its columns differ from the training data's ({}): {}; give a test file with the same columns, by name, in any order",
+        want.join(", "),
+        parts.join("; ")
+    ))
+}
 
 /// What the command line's data argument names: `builtin:NAME`, `builtin:NAME:N` (N points),
 /// or a path to a CSV or tab-separated file. A file whose name starts with `builtin:` can be

@@ -167,6 +167,29 @@ pub fn read(path: impl AsRef<Path>, target: Option<&str>) -> anyhow::Result<Data
     Ok(parse(&bytes, &path.display().to_string(), target)?)
 }
 
+/// Reads a test file for the training data `like`: its columns must be `like`'s features and
+/// target, by name, in any order ([`super::column_mismatch`] says how they differ, in one line);
+/// the features come back in `like`'s order.
+pub fn read_like(path: impl AsRef<Path>, like: &Dataset) -> anyhow::Result<Dataset> {
+    let path = path.as_ref();
+    let bytes = read_text_file(path)?;
+    Ok(parse_like(&bytes, &path.display().to_string(), like)?)
+}
+
+/// [`read_like`] of a file's bytes; `file` names it in errors.
+pub fn parse_like(bytes: &[u8], file: &str, like: &Dataset) -> Result<Dataset, DataError> {
+    let plain = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let error = |line: Option<usize>, message: String| DataError { file: file.to_string(), line, column: None, message };
+    let header = read_header(plain).map_err(|(line, msg)| error(line, msg))?;
+    let mut want: Vec<&str> = like.names.iter().map(String::as_str).collect();
+    want.push(&like.target);
+    if let Some(m) = super::column_mismatch(&header.names, &want) {
+        return Err(error(Some(header.line), m));
+    }
+    let d = parse(bytes, file, Some(&like.target))?;
+    d.with_feature_order(&like.names).map_err(|e| error(None, format!("{e:#}")))
+}
+
 /// Parses the bytes of a data file; `file` names it in errors.
 pub fn parse(bytes: &[u8], file: &str, target: Option<&str>) -> Result<Dataset, DataError> {
     parse_chunked(bytes, file, target, CHUNK_BYTES)

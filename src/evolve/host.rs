@@ -45,8 +45,9 @@ pub fn run(
     let mut run = HostLoop::new(cfg, islands, rep, task, resume)?;
     loop {
         if let Some((population, fitness)) = run.generation(observer)? {
-            let HostLoop { best, history, island_history, .. } = run;
-            return Ok(Outcome { best, history, island_history, population, fitness, transfers: None });
+            let HostLoop { best, history, island_history, cache, .. } = run;
+            let fitness_cache = cache.map(|c| c.stats());
+            return Ok(Outcome { best, history, island_history, population, fitness, transfers: None, fitness_cache });
         }
     }
 }
@@ -65,6 +66,8 @@ struct HostLoop<'a, 'r, 'g> {
     gen: usize,
     /// NSGA-II: each island's survivors of the last generation (none before the first).
     kept: Vec<Option<Kept>>,
+    /// The fitness cache, where the settings ask for one and the task's fitness allows it.
+    cache: Option<super::cache::FitnessCache>,
 }
 
 impl<'a, 'r, 'g> HostLoop<'a, 'r, 'g> {
@@ -99,7 +102,8 @@ impl<'a, 'r, 'g> HostLoop<'a, 'r, 'g> {
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let best = Best { fitness: f64::INFINITY, nodes: Vec::new(), generation: 0, genome: None };
             let (history, island_history) = (Vec::with_capacity(cfg.generations + 1), Vec::new());
-            return Ok(HostLoop { cfg, islands, rep, task, isl, best, history, island_history, gen: 0, kept: vec![None; n] });
+            let cache = (cfg.fitness_cache && task.cacheable()).then(super::cache::FitnessCache::new);
+            return Ok(HostLoop { cfg, islands, rep, task, isl, best, history, island_history, gen: 0, kept: vec![None; n], cache });
         };
         super::check_resume(cfg, &r)?;
         islands::check_resume(islands, r.islands)?;
@@ -126,7 +130,8 @@ impl<'a, 'r, 'g> HostLoop<'a, 'r, 'g> {
             None => vec![None; n],
             Some(a) => split_archive(a, rep, n, p)?.into_iter().map(Some).collect(),
         };
-        Ok(HostLoop { cfg, islands, rep, task, isl, best: r.best, history: r.history, island_history: r.island_history, gen: r.generation, kept })
+        let cache = (cfg.fitness_cache && task.cacheable()).then(super::cache::FitnessCache::new);
+        Ok(HostLoop { cfg, islands, rep, task, isl, best: r.best, history: r.history, island_history: r.island_history, gen: r.generation, kept, cache })
     }
 
     /// Runs generation `self.gen`: evaluation, the best so far, the observer's view, NSGA-II's
@@ -193,7 +198,10 @@ impl<'a, 'r, 'g> HostLoop<'a, 'r, 'g> {
             if let (Representation::Grammar(r), Some(g)) = (self.rep, &i.genomes) {
                 CpuBreeder.map(&r.grammar(), &mut i.used, g, Some(&mut i.pop))?;
             }
-            i.fit = evaluate(self.task, &i.pop, gen)?;
+            i.fit = match &self.cache {
+                Some(c) => mark_empty(c.evaluate(self.task, &i.pop, gen)?, &i.pop)?,
+                None => evaluate(self.task, &i.pop, gen)?,
+            };
             if cfg.constants.at(gen) {
                 fit_constants(self.task, cfg, i)?;
             }
@@ -441,7 +449,11 @@ fn stats(generation: usize, pop: &Population, fit: &[f64], seconds: f64) -> Gene
 /// The task's fitness of `pop` at generation `generation`, with rows that hold no program
 /// marked invalid.
 fn evaluate(task: &dyn Fitness, pop: &Population, generation: usize) -> anyhow::Result<Vec<f64>> {
-    let mut fit = task.evaluate_at(pop, generation)?;
+    mark_empty(task.evaluate_at(pop, generation)?, pop)
+}
+
+/// `fit` with rows that hold no program marked invalid.
+fn mark_empty(mut fit: Vec<f64>, pop: &Population) -> anyhow::Result<Vec<f64>> {
     anyhow::ensure!(fit.len() == pop.size(), "the task scored {} of {} individuals", fit.len(), pop.size());
     for (f, &len) in fit.iter_mut().zip(&pop.len) {
         if len == 0 {

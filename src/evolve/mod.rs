@@ -14,6 +14,7 @@
 //! Fitness is minimised; `+inf` (or NaN) marks an invalid individual, which never breeds.
 
 pub mod ars;
+pub mod cache;
 pub mod checkpoint;
 pub mod device;
 pub mod hof;
@@ -71,6 +72,14 @@ pub struct EngineConfig {
     /// What keeps the population diverse ([`select::Diversity`]).
     #[serde(default)]
     pub diversity: select::Diversity,
+    /// Score each distinct program once ([`cache`]), where the task's fitness depends on the
+    /// program alone and its bits on nothing else (CPU evaluation): the same run, faster.
+    #[serde(default = "default_fitness_cache")]
+    pub fitness_cache: bool,
+}
+
+fn default_fitness_cache() -> bool {
+    true
 }
 
 fn default_down_sample() -> f64 {
@@ -160,6 +169,7 @@ impl Default for EngineConfig {
             down_sample: select::DEFAULT_DOWN_SAMPLE,
             lexicase_pool: select::DEFAULT_LEXICASE_POOL,
             diversity: select::Diversity::default(),
+            fitness_cache: true,
         }
     }
 }
@@ -283,6 +293,8 @@ pub struct Outcome {
     /// With several islands, each island's statistics of every generation (`[generation][island]`);
     /// empty with one.
     pub island_history: Vec<Vec<GenerationStats>>,
+    /// What the fitness cache answered, where the run had one ([`cache`]).
+    pub fitness_cache: Option<cache::CacheStats>,
 }
 
 /// Everything the loop reports while it runs, and the two requests it takes back: a snapshot
@@ -507,6 +519,13 @@ pub trait Fitness: Sync {
         anyhow::bail!("this task has no cases for lexicase selection: use --selection tournament")
     }
 
+    /// Whether a program's fitness is a function of its tree alone, with the same bits in any
+    /// population it is scored in (no generation, no batch, no device launch shape in it), so
+    /// that the host loop may look it up in a [`cache::FitnessCache`]; false by default.
+    fn cacheable(&self) -> bool {
+        false
+    }
+
     /// The task as the device loop runs it, when its data lives on a GPU and the whole
     /// generation can stay there ([`device`]); `None` (the default) runs the host loop.
     fn device_task(&self) -> Option<device::DeviceTask<'_>> {
@@ -528,6 +547,10 @@ impl<F: Fitness> Fitness for OnGpus<'_, F> {
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
         let first = self.0.first().ok_or_else(|| anyhow::anyhow!("a task on no device"))?;
         first.evaluate(pop)
+    }
+
+    fn cacheable(&self) -> bool {
+        self.0.first().is_some_and(|f| f.cacheable())
     }
 
     fn evaluate_at(&self, pop: &Population, generation: usize) -> anyhow::Result<Vec<f64>> {

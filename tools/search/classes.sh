@@ -2,11 +2,13 @@
 # classes.sh: classification with no linear shortcut, generated: two spirals (194 points,
 # Lang & Witbrock), circles, moons and a 4×4 checkerboard (400 points each, seeded), 75/25
 # splits; `grove classify` at the device's defaults with each --selection, over SEEDS seeds:
-# one line per run (test accuracy, seconds), then a table of medians.
+# one line per run (test accuracy, seconds of the run, wall seconds of the command), then a
+# table of medians.
 #
 #   SEEDS=3 DEVICE=cpu SELECTIONS="tournament down-sampled lexicase" tools/search/classes.sh [BIN]
 #
-# FLAGS adds flags to every run (e.g. FLAGS="--functions add,sub,mul,div,sin,cos").
+# FLAGS adds flags to every run (e.g. FLAGS="--functions add,sub,mul,div,sin,cos"). SETS may
+# name built-in sets too (SETS="spirals builtin:wine").
 set -euo pipefail
 bin=${1:-target/release/grove}
 seeds=${SEEDS:-3}
@@ -47,14 +49,18 @@ for i in range(400):
     pts.append((x, y, (math.floor(x) + math.floor(y)) % 2))
 write("checker", pts)
 PY
-echo "set selection seed test_accuracy train_accuracy seconds" >"$out/runs.txt"
+echo "set selection seed test_accuracy train_accuracy seconds wall" >"$out/runs.txt"
 for d in $sets; do
     for sel in $selections; do
         for s in $(seq 1 "$seeds"); do
-            rep="$out/$d-$sel-$s.json"
+            rep="$out/${d#builtin:}-$sel-$s.json"
+            data="$out/$d.csv"
+            [[ $d == builtin:* ]] && data=$d
+            t0=$(date +%s.%N)
             # shellcheck disable=SC2086
-            "$bin" classify --data "$out/$d.csv" --test-fraction 0.25 --seed "$s" --device "$device" --selection "$sel" ${FLAGS:-} --quiet --report "$rep" >/dev/null
-            python3 -c "import json;r=json.load(open('$rep'));print('$d', '$sel', $s, r['test']['accuracy'], r['train']['accuracy'], r['timing']['seconds'])" >>"$out/runs.txt"
+            "$bin" classify --data "$data" --test-fraction 0.25 --seed "$s" --device "$device" --selection "$sel" ${FLAGS:-} --quiet --report "$rep" >/dev/null
+            t1=$(date +%s.%N)
+            python3 -c "import json;r=json.load(open('$rep'));print('$d', '$sel', $s, r['test']['accuracy'], r['train']['accuracy'], r['timing']['seconds'], round($t1 - $t0, 3))" >>"$out/runs.txt"
         done
     done
 done
@@ -62,11 +68,11 @@ python3 - "$out/runs.txt" <<'PY'
 import sys, statistics as st, collections
 rows = [l.split() for l in open(sys.argv[1])][1:]
 by = collections.defaultdict(list)
-for d, sel, s, te, tr, sec in rows:
-    by[(d, sel)].append((float(te), float(tr), float(sec)))
-print("| set | selection | median test accuracy | median train accuracy | median seconds | runs |")
-print("|---|---|---|---|---|---|")
+for d, sel, s, te, tr, sec, wall in rows:
+    by[(d, sel)].append((float(te), float(tr), float(sec), float(wall)))
+print("| set | selection | median test accuracy | min test accuracy | median train accuracy | median seconds | median wall s | runs |")
+print("|---|---|---|---|---|---|---|---|")
 for (d, sel), r in by.items():
-    print(f"| {d} | {sel} | {st.median(x[0] for x in r):.3f} | {st.median(x[1] for x in r):.3f} | {st.median(x[2] for x in r):.2f} | {len(r)} |")
+    print(f"| {d} | {sel} | {st.median(x[0] for x in r):.3f} | {min(x[0] for x in r):.3f} | {st.median(x[1] for x in r):.3f} | {st.median(x[2] for x in r):.2f} | {st.median(x[3] for x in r):.2f} | {len(r)} |")
 PY
 echo "runs: $out/runs.txt"

@@ -7,6 +7,8 @@
 #
 #   PONYGE2=/path/to/PonyGE2 SEEDS=10 tools/search/ponyge2_problems.sh [BIN]
 #
+# POP and GENS replace PonyGE2's budget (500 and 50), e.g. for grove at equal wall time.
+#
 # VARIANTS (default below) lists the grove flags compared, one variant per line.
 set -euo pipefail
 bin=${1:-target/release/grove}
@@ -40,7 +42,7 @@ for pg in $problems; do
             t0=$(date +%s.%N)
             # shellcheck disable=SC2086
             "$bin" evolve -g "$root/grammars/supervised_learning/$gram" --data "$root/datasets/$prob/Train.txt" \
-                --pop 500 --gens 50 --tournament 2 --no-linear-scaling --linear-inputs off --select train --bloat none \
+                --pop "${POP:-500}" --gens "${GENS:-50}" --tournament 2 --no-linear-scaling --linear-inputs off --select train --bloat none \
                 --device cpu --seed "$s" --quiet --report "$rep" $flags >/dev/null
             t1=$(date +%s.%N)
             "$bin" predict --model "$rep" --data "$root/datasets/$prob/Test.txt" >"$out/pred.csv"

@@ -1,6 +1,6 @@
 //! Fused classification fitness on the CPU: the reference of `kernels/classify.cu`. Each
 //! individual's outputs are folded block by block ([`evaluate_fold`]) into per-class correct
-//! counts and the softmax cross-entropy sum, so `[P × K × N]` outputs are never stored.
+//! counts, per-class prediction counts (which F1 reads) and the softmax cross-entropy sum, so `[P × K × N]` outputs are never stored.
 //!
 //! Scores of one point (`z`: the program's outputs as logits, `y`: the true class):
 //! - multi-output programs (`n_outputs = K ≥ 2`): `z = (out_0, …, out_{K−1})`;
@@ -62,7 +62,7 @@ impl ClassFold<'_> {
 impl BlockFold for ClassFold<'_> {
     type Acc = ClassSums;
     fn init(&self) -> ClassSums {
-        ClassSums { correct: vec![0; self.n_classes], ..ClassSums::default() }
+        ClassSums { correct: vec![0; self.n_classes], predicted: vec![0; self.n_classes], ..ClassSums::default() }
     }
     // Column by column over the block's rows (vectorised loops), not point by point: with
     // short programs this fold, not the interpreter, is most of the time.
@@ -119,6 +119,7 @@ impl BlockFold for ClassFold<'_> {
                 (false, None) => out.output(y)[j],
                 (false, Some(off)) => out.output(y)[j] + off[y * self.n_rows + row0 + j],
             };
+            acc.predicted[arg[j] as usize] += 1;
             if arg[j] as usize == y {
                 acc.correct[y] += 1;
             }
@@ -127,6 +128,9 @@ impl BlockFold for ClassFold<'_> {
     }
     fn merge(&self, acc: &mut ClassSums, next: ClassSums) {
         for (a, b) in acc.correct.iter_mut().zip(next.correct) {
+            *a += b;
+        }
+        for (a, b) in acc.predicted.iter_mut().zip(next.predicted) {
             *a += b;
         }
         acc.ce += next.ce;
@@ -176,7 +180,7 @@ pub fn evaluate_classification_with(
     let sums = evaluate_fold(pop, x, n_rows, &fold)?;
     Ok(sums
         .into_iter()
-        .map(|s| s.unwrap_or(ClassSums { correct: vec![0; n_classes], ce: 0.0, n: n_rows as u64, bad: n_rows as u64 }))
+        .map(|s| s.unwrap_or(ClassSums { correct: vec![0; n_classes], predicted: vec![0; n_classes], ce: 0.0, n: n_rows as u64, bad: n_rows as u64 }))
         .collect())
 }
 
@@ -203,6 +207,7 @@ mod tests {
         let s = evaluate_classification(&pop, &x, &labels, n, 2).unwrap();
         // Row 0: class 0 right; row 1: right; row 2: predicts 0, wrong; row 3: tie -> 0, wrong.
         assert_eq!(s[0].correct, [1, 1]);
+        assert_eq!(s[0].predicted, [3, 1], "rows 0, 2 and 3 predict class 0");
         assert_eq!((s[0].n, s[0].bad), (4, 0));
         let want: f64 = rows.iter().map(|r| softmax_ce(&[r.0 as f64, r.1 as f64], r.2 as usize)).sum();
         assert!((s[0].ce - want).abs() < 1e-6, "{} vs {want}", s[0].ce);
@@ -217,6 +222,7 @@ mod tests {
         pop.set_tree(0, &[Node::var(0)]).unwrap();
         let s = evaluate_classification(&pop, &x, &[0, 1, 1], 3, 2).unwrap();
         assert_eq!(s[0].correct, [1, 1], "0 predicts class 0, so row 1 is wrong");
+        assert_eq!(s[0].predicted, [2, 1]);
         let want = (1.0 + 1f64.exp()).ln() - 1.0 + 2f64.ln() + (1.0 + (-2f64).exp()).ln();
         assert!((s[0].ce - want).abs() < 1e-6, "{} vs {want}", s[0].ce);
     }
@@ -251,6 +257,6 @@ mod tests {
         let mut pop = Population::new(1, 2, 0);
         pop.set_tree(0, &[Node::func(Op::Exp), Node::var(0)]).unwrap();
         let s = evaluate_classification(&pop, &x, &[1, 1], 2, 2).unwrap();
-        assert_eq!((s[0].n, s[0].bad, s[0].correct.clone()), (2, 1, vec![0, 1]));
+        assert_eq!((s[0].n, s[0].bad, s[0].correct.clone(), s[0].predicted.clone()), (2, 1, vec![0, 1], vec![0, 1]), "a bad row predicts nothing");
     }
 }

@@ -64,6 +64,18 @@ pub enum EvalError {
         /// Features in the data.
         n_features: usize,
     },
+    /// A loss names an opcode that is no registered user operator.
+    Loss {
+        /// The opcode.
+        code: u8,
+    },
+    /// Scalings given for another number of individuals.
+    Scales {
+        /// Scalings given.
+        len: usize,
+        /// The population size.
+        size: usize,
+    },
     /// A tree breaks the encoding's invariants (run `Population::validate`).
     Malformed {
         /// Tree index.
@@ -98,6 +110,8 @@ impl fmt::Display for EvalError {
                 }
                 Ok(())
             }
+            EvalError::Loss { code } => write!(f, "the loss's opcode {code} is no registered operator"),
+            EvalError::Scales { len, size } => write!(f, "{len} scalings for a population of {size}"),
             EvalError::Malformed { tree, reason } => write!(f, "tree {tree} is malformed: {reason}"),
         }
     }

@@ -45,7 +45,7 @@ pub use bench::{EvalBench, EvalBenchReport, bench_eval, bench_population, bench_
 use super::error::EvalError;
 use super::interp::Program;
 use super::interp::block::{Entry, XBlock, run_block};
-use crate::program::fitness::RegressionSums;
+use crate::program::fitness::{LossSums, RegressionSums, scaled_prediction};
 use crate::program::head::{ClassHeadSums, HeadSums, MAX_HEAD, pair};
 use crate::program::linear::JointSums;
 use crate::program::ops::Op;
@@ -189,6 +189,11 @@ pub trait BlockFold: Sync {
     type Acc: Send;
     /// An accumulator for a chunk of rows.
     fn init(&self) -> Self::Acc;
+    /// An accumulator for a chunk of rows of individual `individual` (a row of the
+    /// population), for folds whose work differs by individual; [`Self::init`] by default.
+    fn init_for(&self, _individual: usize) -> Self::Acc {
+        self.init()
+    }
     /// Folds one block: rows `row0 .. row0 + out.len()`.
     fn block(&self, acc: &mut Self::Acc, row0: usize, out: &BlockOutputs<'_>);
     /// Appends `next`, the accumulator of the rows that follow `acc`'s.
@@ -352,7 +357,7 @@ fn fold_individuals<const B: usize, F: BlockFold>(
             let prog = progs[item / n_chunks].as_ref()?;
             let c = item % n_chunks;
             let rows = c * chunk..((c + 1) * chunk).min(n_rows);
-            let mut acc = fold.init();
+            let mut acc = fold.init_for(which[item / n_chunks]);
             eval_rows::<B, F>(prog, x, n_rows, rows, fold, &mut acc, scratch);
             Some(acc)
         })
@@ -534,6 +539,114 @@ fn evaluate_regression_with<const B: usize>(
     let all: Vec<usize> = (0..pop.size()).collect();
     let sums = fold_individuals::<B, _>(pop, &all, x, n_rows, &RegressionFold { y })?;
     Ok(sums.into_iter().map(|s| s.unwrap_or(RegressionSums::invalid(n_rows as u64))).collect())
+}
+
+// ---------------------------------------------------------------------------------------------
+// A loss of the user's own
+// ---------------------------------------------------------------------------------------------
+
+/// The fold of a loss of the user's own: each individual's rows scored by `loss(p, y)` at its
+/// prediction `p = a·f + b` ([`scaled_prediction`]), its `(a, b)` from `scale`.
+struct LossFold<'a> {
+    y: &'a [f32],
+    loss: &'static crate::program::ops::user::UserOp,
+    scale: &'a [(f64, f64)],
+}
+
+thread_local! {
+    /// A [`LossFold`]'s per-step values of one block, `[steps][BLOCK]`, reused.
+    static LOSS_STEPS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A [`LossFold`] accumulator: the individual's scaling and its sums.
+struct LossAcc {
+    a: f64,
+    b: f64,
+    sums: LossSums,
+}
+
+impl BlockFold for LossFold<'_> {
+    type Acc = LossAcc;
+
+    fn init(&self) -> LossAcc {
+        LossAcc { a: 1.0, b: 0.0, sums: LossSums { finite: true, ..LossSums::default() } }
+    }
+
+    fn init_for(&self, individual: usize) -> LossAcc {
+        let (a, b) = self.scale[individual];
+        LossAcc { a, b, ..self.init() }
+    }
+
+    // Step by step over the block's rows (each step one built-in over `len` values), not row
+    // by row: the same operations on every row as `UserOp::eval`, so the same bits.
+    fn block(&self, acc: &mut LossAcc, row0: usize, out: &BlockOutputs<'_>) {
+        use crate::program::ops::apply_fast;
+        use crate::program::ops::user::Arg;
+        let f = out.output(0);
+        let len = f.len();
+        let y = &self.y[row0..row0 + len];
+        let mut p = [0f32; BLOCK];
+        for (p, &f) in p.iter_mut().zip(f) {
+            *p = scaled_prediction(f, acc.a, acc.b);
+        }
+        let steps = &self.loss.steps;
+        LOSS_STEPS.with(|t| {
+            let mut t = t.borrow_mut();
+            if t.len() < steps.len() * BLOCK {
+                t.resize(steps.len() * BLOCK, 0.0);
+            }
+            for (i, st) in steps.iter().enumerate() {
+                let (done, rest) = t.split_at_mut(i * BLOCK);
+                let dst = &mut rest[..len];
+                let value = |x: Arg, j: usize| -> f32 {
+                    match x {
+                        Arg::A => p[j],
+                        Arg::B => y[j],
+                        Arg::Const(bits) => f32::from_bits(bits),
+                        Arg::Step(k) => done[k as usize * BLOCK + j],
+                    }
+                };
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = apply_fast(st.op, value(st.a, j), value(st.b, j));
+                }
+            }
+            let s = &mut acc.sums;
+            for j in 0..len {
+                let l = match self.loss.result {
+                    Arg::A => p[j],
+                    Arg::B => y[j],
+                    Arg::Const(bits) => f32::from_bits(bits),
+                    Arg::Step(k) => t[k as usize * BLOCK + j],
+                };
+                s.finite &= f[j].is_finite() && l.is_finite();
+                s.sum += l as f64;
+            }
+            s.n += len as u64;
+        });
+    }
+
+    fn merge(&self, acc: &mut LossAcc, next: LossAcc) {
+        acc.sums.merge(&next.sums);
+    }
+}
+
+/// Each individual's sums of the loss `loss` (a registered user operator `loss(p, y)`,
+/// [`crate::program::fitness::Loss`]) over the rows, at its prediction `p = a·f + b` with
+/// `scale[i] = (a, b)` (`(1, 0)`: the program's value itself): the reference of eval.cu's
+/// `grove_loss_sums`. `x`: `[n_features][n_rows]`; `y`: `[n_rows]`, finite; one output.
+/// Individuals without a program, or with a NaN or infinite output or loss at any row, come
+/// back with `finite == false`.
+pub fn evaluate_loss(pop: &Population, x: &[f32], y: &[f32], n_rows: usize, loss: Op, scale: &[(f64, f64)]) -> Result<Vec<LossSums>, EvalError> {
+    check_target(pop, y, n_rows)?;
+    let Some(loss) = crate::program::ops::user::get(loss) else {
+        return Err(EvalError::Loss { code: loss as u8 });
+    };
+    if scale.len() != pop.size() {
+        return Err(EvalError::Scales { len: scale.len(), size: pop.size() });
+    }
+    let all: Vec<usize> = (0..pop.size()).collect();
+    let sums = fold_individuals::<BLOCK, _>(pop, &all, x, n_rows, &LossFold { y, loss, scale })?;
+    Ok(sums.into_iter().map(|s| s.map_or(LossSums { n: n_rows as u64, ..LossSums::default() }, |a| a.sums)).collect())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -248,8 +248,10 @@ enum Target<'a> {
     Values { y: &'a [f32], scaling: bool },
     /// Classification by the softmax cross-entropy: `labels` below `n_classes`; the logits are
     /// the program's `n_outputs == n_classes` slots, or with `n_outputs == 0` (two classes)
-    /// `(0, f)`.
-    Classes { labels: &'a [u32], n_classes: usize, n_outputs: usize },
+    /// `(0, f)`, each slot plus its `offset` where there are offsets (`[max(1,
+    /// n_outputs)][n_rows]`: the linear terms of the inputs, added in f32 as the
+    /// classification fitness adds them).
+    Classes { labels: &'a [u32], n_classes: usize, n_outputs: usize, offset: Option<&'a [f32]> },
 }
 
 /// One tree and the data it is fitted on.
@@ -454,10 +456,10 @@ impl Problem<'_> {
                     }
                 }
             }
-            Target::Classes { labels, n_classes, n_outputs } => {
+            Target::Classes { labels, n_classes, n_outputs, offset } => {
                 let mut cr = ClassRow { d: [[0.0; MAX_FIT_CONSTANTS]; MAX_FIT_CLASSES], p: [0.0; MAX_FIT_CLASSES], e: [0.0; MAX_FIT_CLASSES], ce: 0.0 };
                 for row in rows {
-                    self.class_row(labels[row], n_classes, n_outputs, c, row, &mut cr, &mut stack);
+                    self.class_row(labels[row], n_classes, n_outputs, offset, c, row, &mut cr, &mut stack);
                     for p in 0..=m {
                         for q in 0..=p {
                             sums[sum_index(p, q)] += class_product(&cr, n_classes, m, p, q);

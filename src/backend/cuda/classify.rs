@@ -62,16 +62,16 @@ impl std::fmt::Debug for DeviceClassData {
 pub const CLASSIFY_DYNAMIC_SMEM: usize = 36 * 1024;
 
 // 254 classes (the most) fit with 32 threads.
-const _: () = assert!((254 + 254 * 32) * 4 <= CLASSIFY_DYNAMIC_SMEM);
+const _: () = assert!((2 * 254 + 254 * 32) * 4 <= CLASSIFY_DYNAMIC_SMEM);
 // With the compiler's scratch (at most 128 threads) and a chunk's instructions (static), a block
 // stays within the 48 KiB every kernel gets without opting in.
 const _: () = assert!(CLASSIFY_DYNAMIC_SMEM + kernels::CHUNK * 24 + 32 * 8 <= 48 * 1024);
 
-/// Threads per block: the most of 128, 64, 32 whose dynamic shared memory (`n_classes`
-/// counters and `n_outputs` slots per thread, 4 bytes each) fits [`CLASSIFY_DYNAMIC_SMEM`]
-/// (32 threads always fit: 254 classes take 33.5 KiB).
+/// Threads per block: the most of 128, 64, 32 whose dynamic shared memory (`2 n_classes`
+/// counters, correct and predicted, and `n_outputs` slots per thread, 4 bytes each) fits
+/// [`CLASSIFY_DYNAMIC_SMEM`] (32 threads always fit: 254 classes take 33.7 KiB).
 pub fn classify_threads(n_classes: usize, n_outputs: usize) -> u32 {
-    [128u32, 64, 32].into_iter().find(|&t| (n_classes + n_outputs * t as usize) * 4 <= CLASSIFY_DYNAMIC_SMEM).unwrap_or(32)
+    [128u32, 64, 32].into_iter().find(|&t| (2 * n_classes + n_outputs * t as usize) * 4 <= CLASSIFY_DYNAMIC_SMEM).unwrap_or(32)
 }
 
 
@@ -156,13 +156,14 @@ impl CudaEngine {
         let mut s = self.stream.clone_dtoh(sums).during(|| "reading the classification sums".into())?;
         let mut c = self.stream.clone_dtoh(sums_correct).during(|| "reading the correct counts".into())?;
         s.truncate(p);
-        c.truncate(p * k);
+        c.truncate(p * 2 * k);
         self.stream.synchronize().during(|| "running the classification kernels".into())?;
         Ok(s
             .iter()
-            .zip(c.chunks_exact(k))
+            .zip(c.chunks_exact(2 * k))
             .map(|(s, c)| ClassSums {
-                correct: c.iter().map(|&v| v as u64).collect(),
+                correct: c[..k].iter().map(|&v| v as u64).collect(),
+                predicted: c[k..].iter().map(|&v| v as u64).collect(),
                 ce: s.ce,
                 n: s.n as u64,
                 bad: s.bad as u64,
@@ -193,9 +194,9 @@ impl CudaEngine {
         let n_part = p * n_tiles as usize;
         Ok(ClassBuffers {
             partials: self.alloc::<ClassPartial>(n_part, false, "allocating partial sums")?,
-            correct: self.alloc::<u32>(n_part * k, false, "allocating correct counts")?,
+            correct: self.alloc::<u32>(n_part * 2 * k, false, "allocating correct counts")?,
             sums: self.alloc::<ClassPartial>(p, false, "allocating sums")?,
-            sums_correct: self.alloc::<u32>(p * k, false, "allocating per-class sums")?,
+            sums_correct: self.alloc::<u32>(p * 2 * k, false, "allocating per-class sums")?,
             threads,
             tile_points,
             n_tiles,
@@ -248,7 +249,7 @@ impl CudaEngine {
             let lc = LaunchConfig {
                 grid_dim: (ids.len() as u32 * n_tiles, 1, 1),
                 block_dim: (threads, 1, 1),
-                shared_mem_bytes: ((k + n_out * threads as usize) * 4) as u32 + kernels::COMPILE_SHARED_BYTES,
+                shared_mem_bytes: ((2 * k + n_out * threads as usize) * 4) as u32 + kernels::COMPILE_SHARED_BYTES,
             };
             let f = self.function(&CLASSIFY, &[], name)?;
             let mut lb = self.stream.launch_builder(&f);
@@ -265,9 +266,9 @@ impl CudaEngine {
             // population P × L and P (subtree sizes checked by pack or kept by the device's
             // operators); x F × N; labels N (each < n_classes, checked at upload); offset
             // max(1, n_out) × N where has_offset (checked above and at upload), else unread;
-            // partials P × n_tiles; correct P × n_tiles × K.
+            // partials P × n_tiles; correct P × n_tiles × 2K.
             // The caller checked each tree's opcodes, variables (< F), output slots (≤
-            // n_outputs, which sized the dynamic shared memory with the K counters) and stack
+            // n_outputs, which sized the dynamic shared memory with the 2K counters) and stack
             // need (≤ this kernel's stack); blocks index partials by tree row < P and tile.
             unsafe { lb.launch(lc) }.during(|| format!("launching {name}"))?;
         }
@@ -278,8 +279,8 @@ impl CudaEngine {
         let lc = LaunchConfig { grid_dim: ((n_trees as u32).div_ceil(128), 1, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: matches `grove_reduce_classify(GroveClassReduceParams, const
         // GroveClassPartial* partials, const unsigned* correct, GroveClassPartial* sums,
-        // unsigned* sums_correct)`; partials and correct hold P × n_tiles (× K) entries, all
-        // written above (every tree is in exactly one launch); sums P, sums_correct P × K.
+        // unsigned* sums_correct)`; partials and correct hold P × n_tiles (× 2K) entries, all
+        // written above (every tree is in exactly one launch); sums P, sums_correct P × 2K.
         unsafe { lb.launch(lc) }.during(|| format!("launching {}", kernels::REDUCE_CLASSIFY))?;
         Ok(())
     }

@@ -70,6 +70,75 @@ impl DeviceDataset {
     }
 }
 
+/// Predictions on the device, `[programs × rows]` f32, row-major, and a copy of the rows'
+/// targets, `[rows]` f32 ([`CudaEngine::scaled_predictions`]): what a fitness function of the
+/// user's own reads without a copy to the host (the Python package hands both over by
+/// DLPack). It owns its memory; dropping it frees that on its GPU.
+pub struct DeviceBatch {
+    pred: CudaSlice<f32>,
+    y: CudaSlice<f32>,
+    valid: Vec<bool>,
+    programs: usize,
+    rows: usize,
+    ordinal: usize,
+    ctx: Arc<cudarc::driver::CudaContext>,
+}
+
+impl DeviceBatch {
+    /// The device address of prediction `[0, 0]` (a `CUdeviceptr`), valid while `self` lives.
+    pub fn pred_ptr(&self) -> u64 {
+        let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(&self.pred, self.pred.stream());
+        ptr
+    }
+    /// The device address of target `[0]`, valid while `self` lives.
+    pub fn y_ptr(&self) -> u64 {
+        let (ptr, _sync) = cudarc::driver::DevicePtr::device_ptr(&self.y, self.y.stream());
+        ptr
+    }
+    /// Copies `bytes` bytes from device address `ptr` on this batch's GPU to the host (a
+    /// fitness function's scores, handed back by DLPack), after the work queued on the legacy
+    /// default stream.
+    ///
+    /// # Safety
+    /// `ptr .. ptr + bytes` must be device memory of this batch's context that stays allocated
+    /// for the call.
+    pub unsafe fn read_device(&self, ptr: u64, bytes: usize) -> Result<Vec<u8>> {
+        self.ctx.bind_to_thread().during(|| "making the batch's GPU current".into())?;
+        let mut out = vec![0u8; bytes];
+        if bytes > 0 {
+            // SAFETY: the caller guarantees the range; `out` holds `bytes` bytes.
+            unsafe { cudarc::driver::result::memcpy_dtoh_sync(&mut out[..], ptr) }.during(|| "reading scores from the GPU".into())?;
+        }
+        Ok(out)
+    }
+    /// `(programs, rows)`.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.programs, self.rows)
+    }
+    /// `[programs]`: whether each has a program and finite values at every row.
+    pub fn valid(&self) -> &[bool] {
+        &self.valid
+    }
+    /// The CUDA device ordinal the memory is on.
+    pub fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+}
+
+impl Drop for DeviceBatch {
+    fn drop(&mut self) {
+        // The owner may drop it from any thread (a DLPack consumer's deleter): the context is
+        // made current first, so that freeing the memory finds it.
+        let _ = self.ctx.bind_to_thread();
+    }
+}
+
+impl std::fmt::Debug for DeviceBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBatch").field("programs", &self.programs).field("rows", &self.rows).field("ordinal", &self.ordinal).finish()
+    }
+}
+
 /// The GPU's per-tree sums as the CPU interpreter reports them ([`RegressionSums`]): `f` is the
 /// program's result 0 (the root's value, or output slot 0 for multi-output programs); `finite`
 /// is false when any result of the program (every output slot) is NaN or infinite at any point,
@@ -696,6 +765,89 @@ impl CudaEngine {
                 }
             })
             .collect())
+    }
+
+    /// Every individual's sums of a loss of the user's own (`loss`, a registered user operator
+    /// `loss(p, y)`) over `data`'s rows at its prediction `p = a·f + b`, `(a, b)` its linear
+    /// scaling where `scaled`, else `(1, 0)` (twin of
+    /// [`crate::backend::cpu::eval::evaluate_loss`], whose scaling comes from the fused sums:
+    /// the same values at every point but for a rare last-bit difference of `p`, the sums
+    /// within rounding). The prediction kernels write the programs' values (`P × N` floats),
+    /// then `grove_loss_sums` scales, scores and adds them up per program. Single-output
+    /// programs; individuals without a program, or with a NaN or infinite value or loss at any
+    /// row, come back with `finite == false`.
+    pub fn evaluate_loss(&self, pop: &Population, data: &DeviceDataset, loss: crate::program::ops::Op, scaled: bool) -> Result<Vec<crate::program::fitness::LossSums>> {
+        use crate::program::fitness::LossSums;
+        self.check_dataset(data)?;
+        if pop.n_outputs > 0 {
+            return Err(GpuError::Input(format!("a loss scores one output; the population has {}", pop.n_outputs)));
+        }
+        if crate::program::ops::user::get(loss).is_none() {
+            return Err(GpuError::Input(format!("the loss's opcode {} is no registered operator", loss as u8)));
+        }
+        let (p, n) = (pop.size(), data.n_rows);
+        if p == 0 {
+            return Ok(Vec::new());
+        }
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        let (pred, _) = self.predict_on_device(pop, data, &EvalConfig::default(), s)?;
+        let mut out = self.alloc::<f64>(p, false, "allocating the loss sums")?;
+        let mut bad = self.alloc::<u32>(p, false, "allocating the loss sums")?;
+        let f = self.function(&EVAL, &[("GROVE_K", 1)], kernels::LOSS_SUMS)?;
+        let mut b = self.stream.launch_builder(&f);
+        let (n32, scaled32, op32) = (n as u32, scaled as u32, loss as u8 as u32);
+        b.arg(&n32).arg(&scaled32).arg(&op32).arg(&pred).arg(&data.y).arg(&mut out).arg(&mut bad);
+        let lc = LaunchConfig { grid_dim: (p as u32, 1, 1), block_dim: (kernels::JOINT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_loss_sums(unsigned n_rows, unsigned scaled, unsigned loss, const
+        // float* pred, const float* y, double* out, unsigned* bad)`: pred holds P × N floats,
+        // written above for every population row, y N floats (the dataset), out and bad P
+        // entries, one per block of the grid (P); `loss` is a registered user opcode (checked
+        // above), which the module's grove_apply was generated with (the kernel text, and so its
+        // cache key, includes every registered operator).
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::LOSS_SUMS))?;
+        let sums = self.stream.clone_dtoh(&out).during(|| "reading the loss sums".into())?;
+        let bad = self.stream.clone_dtoh(&bad).during(|| "reading the loss sums".into())?;
+        self.stream.synchronize().during(|| "running the loss kernels".into())?;
+        s.in_flight = false;
+        Ok((0..p).map(|t| LossSums { n: n as u64, sum: sums[t], finite: bad[t] == 0 && pop.len[t] > 0 }).collect())
+    }
+
+    /// Every individual's predictions at `data`'s rows, left on the device: `[P × N]` f32, the
+    /// program's value under its linear scaling where `scaled` (`grove_scale_predictions`, as
+    /// [`Self::evaluate_loss`] scales them; a program with a NaN or infinite value keeps its
+    /// values), NaN for an individual without a program, and which programs are valid. What a
+    /// fitness function of the user's own receives on the GPU ([`DeviceBatch`]); the stream is
+    /// synchronized, so any stream may read it. Single-output programs.
+    pub fn scaled_predictions(&self, pop: &Population, data: &DeviceDataset, scaled: bool) -> Result<DeviceBatch> {
+        self.check_dataset(data)?;
+        if pop.n_outputs > 0 {
+            return Err(GpuError::Input(format!("predictions of one output; the population has {}", pop.n_outputs)));
+        }
+        let (p, n) = (pop.size(), data.n_rows);
+        if p == 0 {
+            return Err(GpuError::Input("predictions of an empty population".into()));
+        }
+        let mut guard = self.scratch.lock().unwrap_or_else(|e| e.into_inner());
+        let s = &mut *guard;
+        let (mut pred, _) = self.predict_on_device(pop, data, &EvalConfig::default(), s)?;
+        let mut bad = self.alloc::<u32>(p, false, "allocating the batch's counts")?;
+        let f = self.function(&EVAL, &[("GROVE_K", 1)], kernels::SCALE_PREDICTIONS)?;
+        let mut b = self.stream.launch_builder(&f);
+        let (n32, scaled32) = (n as u32, scaled as u32);
+        b.arg(&n32).arg(&scaled32).arg(&mut pred).arg(&data.y).arg(&mut bad);
+        let lc = LaunchConfig { grid_dim: (p as u32, 1, 1), block_dim: (kernels::JOINT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_scale_predictions(unsigned n_rows, unsigned scaled, float* pred,
+        // const float* y, unsigned* bad)`: pred holds P × N floats, written above for every
+        // population row, y N floats (the dataset), bad P entries; block t writes only row t of
+        // pred and bad[t].
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::SCALE_PREDICTIONS))?;
+        let y = self.stream.clone_dtod(&data.y).during(|| "copying the targets for the batch".into())?;
+        let bad = self.stream.clone_dtoh(&bad).during(|| "reading the batch's counts".into())?;
+        self.stream.synchronize().during(|| "running the prediction kernels".into())?;
+        s.in_flight = false;
+        let valid = (0..p).map(|t| bad[t] == 0 && pop.len[t] > 0).collect();
+        Ok(DeviceBatch { pred, y, valid, programs: p, rows: n, ordinal: self.ordinal(), ctx: self.ctx.clone() })
     }
 
     /// The sums of every individual's fitted head over its `K = pop.n_outputs ≥ 1` outputs

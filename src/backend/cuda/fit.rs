@@ -25,6 +25,17 @@ const FIT_PARTIALS_BYTES: usize = 256 << 20;
 use crate::backend::cpu::fit::{FIT_PART, FitConfig, FitResult, MAX_FIT_SUMS};
 use crate::program::tree::Population;
 
+/// A null device pointer: the classification kernels' `offset` where there are no offsets.
+static NULL: u64 = 0;
+
+/// Pushes a classification fit's `const float* offset`: the offsets, or `null`.
+fn push_offset<'a>(b: &mut cudarc::driver::LaunchArgs<'a>, offset: Option<&'a CudaSlice<f32>>, null: &'a u64) {
+    match offset {
+        Some(o) => b.arg(o),
+        None => b.arg(null),
+    };
+}
+
 impl CudaEngine {
     /// Fits the constants of rows `rows` of a device population in place on `data` (its `x`
     /// and `y`); one result per row, in `rows`' order. Trees the fit cannot take (output
@@ -42,7 +53,7 @@ impl CudaEngine {
             ..FitParams::default()
         };
         // SAFETY: `y` holds `n_rows` values of `data`, whose `x` is `[F][N]`.
-        unsafe { self.launch_fit(false, params, pop, rows, data.x(), data.y()) }
+        unsafe { self.launch_fit(false, params, pop, rows, data.x(), data.y(), None) }
     }
 
     /// [`CudaEngine::fit_constants_on_device`] for rows of a host population: the rows go to
@@ -52,21 +63,24 @@ impl CudaEngine {
     }
 
     /// Fits the constants of rows `rows` of a device classification population in place on
-    /// `data` by the softmax cross-entropy; one result per row, in `rows`' order. The
-    /// population has one output slot per class, or none with two classes. Programs the fit
-    /// cannot take (more than 16 classes, walks deeper than the kernel's stack) are left as
-    /// they are.
+    /// `data` by the softmax cross-entropy, with the data's offsets (the linear terms of the
+    /// inputs, [`Self::set_class_offset`]) under the outputs; one result per row, in `rows`'
+    /// order. The population has one output slot per class, or none with two classes. Programs
+    /// the fit cannot take (more than 16 classes, walks deeper than the kernel's stack) are left
+    /// as they are.
     pub fn fit_class_constants_on_device(&self, pop: &mut DevicePopulation, rows: &DeviceIndices, data: &DeviceClassData, steps: u32) -> Result<Vec<FitResult>> {
         if pop.engine != self.id || rows.engine != self.id || data.engine != self.id {
             return Err(GpuError::Input("the population, the row list or the data set belongs to another engine".into()));
         }
         let (k, n_out) = (data.n_classes, pop.n_outputs());
-        if data.has_offset() {
-            return Err(GpuError::Input("the constant fitting of classifiers does not read offsets (linear terms of the inputs)".into()));
-        }
         if !(n_out == k || (n_out == 0 && k == 2)) {
             return Err(GpuError::Input(format!("programs of {n_out} outputs cannot be fitted to {k} classes")));
         }
+        let offset = match &data.offset {
+            Some((o, slots)) if *slots != n_out.max(1) => return Err(GpuError::Input(format!("offsets for {slots} outputs, programs of {n_out}"))),
+            Some((o, _)) => Some(o),
+            None => None,
+        };
         let params = FitParams {
             n_rows: data.n_rows as u32,
             n_features: data.n_features as u32,
@@ -76,19 +90,22 @@ impl CudaEngine {
             ..FitParams::default()
         };
         // SAFETY: `labels` holds `n_rows` labels of `data`, each below `n_classes` (checked on
-        // upload), whose `x` is `[F][N]`; the output count matches the classes (checked above).
-        unsafe { self.launch_fit(true, params, pop, rows, &data.x, &data.labels) }
+        // upload), whose `x` is `[F][N]`; the output count matches the classes and the
+        // offsets' slots (checked above), the offsets `[slots][N]` (checked on upload).
+        unsafe { self.launch_fit(true, params, pop, rows, &data.x, &data.labels, offset) }
     }
 
     /// Launches fit.cu's fit of regression trees (or, with `classes`, classification
     /// programs), one block per entry of `rows` (data of more than one part: a block per part
     /// of each tree, [`Self::launch_split_fit`]), with `params` (its tree count and row stride
-    /// filled in here) over `pop`, `x` and `target` (`y` or the labels), and reads the results
-    /// back.
+    /// filled in here) over `pop`, `x` and `target` (`y` or the labels) and, for classes,
+    /// `offset` (null where `None`), and reads the results back.
     ///
     /// # Safety
     /// `x` must be `[params.n_features][params.n_rows]` and `target` hold `params.n_rows`
-    /// entries of the type the kernel reads there (`y`, or labels below `params.n_classes`).
+    /// entries of the type the kernel reads there (`y`, or labels below `params.n_classes`);
+    /// `offset`, with classes, `[max(1, params.n_outputs)][params.n_rows]`.
+    #[allow(clippy::too_many_arguments)]
     unsafe fn launch_fit<T: cudarc::driver::DeviceRepr>(
         &self,
         classes: bool,
@@ -97,6 +114,7 @@ impl CudaEngine {
         rows: &DeviceIndices,
         x: &CudaSlice<f32>,
         target: &CudaSlice<T>,
+        offset: Option<&CudaSlice<f32>>,
     ) -> Result<Vec<FitResult>> {
         if rows.bound() > pop.size() {
             return Err(GpuError::Input(format!("row indices up to {} for a population of {}", rows.bound(), pop.size())));
@@ -119,7 +137,7 @@ impl CudaEngine {
         let mut results = self.stream.alloc_zeros::<FitResult>(n).during(|| "allocating fit results".into())?;
         if params.n_rows as usize > FIT_PART {
             // SAFETY: as the caller promises.
-            unsafe { self.launch_split_fit(classes, params, pop, &sorted, x, target, &mut results)? };
+            unsafe { self.launch_split_fit(classes, params, pop, &sorted, x, target, offset, &mut results)? };
             return self.fit_results(&results, order);
         }
         let kernel = if classes { FIT_CLASS_CONSTANTS } else { FIT_CONSTANTS };
@@ -137,10 +155,14 @@ impl CudaEngine {
             let ids = sorted.slice(lo..hi);
             let mut res = results.slice_mut(lo..hi);
             let mut b = self.stream.launch_builder(&f);
-            b.arg(&params).arg(&ids).arg(&pop.op).arg(&mut pop.value).arg(&pop.out).arg(&pop.len).arg(x).arg(target).arg(&mut res).arg(&mut scratch);
+            b.arg(&params).arg(&ids).arg(&pop.op).arg(&mut pop.value).arg(&pop.out).arg(&pop.len).arg(x).arg(target);
+            if classes {
+                push_offset(&mut b, offset, &NULL);
+            }
+            b.arg(&mut res).arg(&mut scratch);
             let lc = LaunchConfig { grid_dim: ((hi - lo) as u32, 1, 1), block_dim: (FIT_THREADS, 1, 1), shared_mem_bytes: 0 };
             // SAFETY: the arguments are those of grove_fit_constants and
-            // grove_fit_class_constants, in order; `ids` holds `hi - lo` indices below the
+            // grove_fit_class_constants (with its offset, or a null pointer), in order; `ids` holds `hi - lo` indices below the
             // population's size; the population's rows have `max_len` slots and lengths within
             // them (kept by every kernel that writes it); `scratch` holds `hi - lo` rows of
             // `max_len` decoded nodes where `max_len` exceeds FIT_NODES; `x` and `target` are as
@@ -178,6 +200,7 @@ impl CudaEngine {
         ids: &CudaSlice<u32>,
         x: &CudaSlice<f32>,
         target: &CudaSlice<T>,
+        offset: Option<&CudaSlice<f32>>,
         results: &mut CudaSlice<FitResult>,
     ) -> Result<()> {
         let n = ids.len();
@@ -211,12 +234,16 @@ impl CudaEngine {
             unsafe { b.launch(lc) }.during(|| format!("launching {start}"))?;
             for _ in 0..params.steps + 2 {
                 let mut b = self.stream.launch_builder(&f_pass);
-                b.arg(&params).arg(&n_parts_arg).arg(&fits).arg(&scratch).arg(x).arg(target).arg(&mut partials);
+                b.arg(&params).arg(&n_parts_arg).arg(&fits).arg(&scratch).arg(x).arg(target);
+                if classes {
+                    push_offset(&mut b, offset, &NULL);
+                }
+                b.arg(&mut partials);
                 let lc = LaunchConfig { grid_dim: ((g * n_parts) as u32, 1, 1), block_dim: (FIT_THREADS, 1, 1), shared_mem_bytes: 0 };
                 // SAFETY: grove_fit_split_pass_*'s arguments in order; `g * n_parts` blocks (at
                 // most FIT_PARTIALS_BYTES / 1520, well within a grid) each write one part's
-                // sums into `partials` ([g][n_parts][MAX_FIT_SUMS]); `x` and `target` as the
-                // caller promises; the trees were decoded by the start.
+                // sums into `partials` ([g][n_parts][MAX_FIT_SUMS]); `x`, `target` and, with
+                // classes, the offset (or a null pointer) as the caller promises; the trees were decoded by the start.
                 unsafe { b.launch(lc) }.during(|| format!("launching {pass}"))?;
                 let mut b = self.stream.launch_builder(&f_step);
                 b.arg(&params).arg(&n_parts_arg).arg(&ids).arg(&pop.op).arg(&mut pop.value).arg(&mut fits).arg(&partials).arg(&mut res);

@@ -582,11 +582,11 @@ pub struct ClassFitnessScratch {
 
 impl CudaEngine {
     /// Scratch for the classification fitness of `p` trees on `data`: `kind` 0 accuracy, 1
-    /// balanced accuracy, 2 cross-entropy; `counts` the training points per class; programs
-    /// with `n_out` outputs.
+    /// balanced accuracy, 2 cross-entropy, 3 weighted F1; `counts` the training points per
+    /// class; programs with `n_out` outputs.
     #[allow(clippy::too_many_arguments)]
     pub fn alloc_class_fitness_scratch(&self, p: usize, n_out: usize, data: &DeviceClassData, counts: &[u64], kind: u32, parsimony: f64) -> Result<ClassFitnessScratch> {
-        if counts.len() != data.n_classes || kind > 2 {
+        if counts.len() != data.n_classes || kind > 3 {
             return Err(GpuError::Input(format!("{} class counts for {} classes, fitness kind {kind}", counts.len(), data.n_classes)));
         }
         Ok(ClassFitnessScratch { buffers: self.alloc_class_buffers(p, n_out, data)?, counts: self.upload(counts, "uploading class counts")?, kind, parsimony })
@@ -625,7 +625,8 @@ impl CudaEngine {
         // SAFETY: matches `grove_classify_fitness(GroveGenParams, unsigned n_classes, const
         // GroveClassPartial* sums, const unsigned* correct, const unsigned long long* counts,
         // const unsigned short* lens, double* fit)`: sums, lens and fit hold P entries, correct
-        // P × K, counts K (checked at allocation).
+        // P × 2K (the correct counts, then the prediction counts), counts K (checked at
+        // allocation).
         unsafe { lb.launch(lc) }.during(|| format!("launching {}", kernels::CLASSIFY_FITNESS))?;
         Ok(())
     }

@@ -274,6 +274,12 @@ pub const JOINT_SUMS: &str = "grove_joint_sums";
 pub const HEAD_SUMS: &str = "grove_head_sums";
 /// A classifier's head sums per program over its outputs (eval.cu).
 pub const CLASS_HEAD_SUMS: &str = "grove_class_head_sums";
+/// Each program's sum of a loss of the user's own over the rows at its (linearly scaled)
+/// predictions (twin `backend::cpu::eval::evaluate_loss`).
+pub const LOSS_SUMS: &str = "grove_loss_sums";
+/// Each program's predictions under its linear scaling, in place: what a fitness function of
+/// the user's own receives on the device.
+pub const SCALE_PREDICTIONS: &str = "grove_scale_predictions";
 /// Threads of a [`JOINT_SUMS`] or [`HEAD_SUMS`] block (`GROVE_JOINT_THREADS` in eval.cu).
 pub const JOINT_THREADS: u32 = 256;
 /// Compiles trees to linear programs (`kernels/interp.cuh` over its `grove_compile_tree`,
@@ -455,7 +461,7 @@ pub const SIZES_INDEX: &str = "grove_sizes_index";
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (HEAD_SUMS, EVAL), (CLASS_HEAD_SUMS, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP), (GE_SUBTREE_CROSSOVER, MAP), (GE_SUBTREE_MUTATE, MAP)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (HEAD_SUMS, EVAL), (CLASS_HEAD_SUMS, EVAL), (LOSS_SUMS, EVAL), (SCALE_PREDICTIONS, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP), (GE_SUBTREE_CROSSOVER, MAP), (GE_SUBTREE_MUTATE, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend(
         [INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, SCATTER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, SCATTER_GENOMES, RNG_DRAWS]

@@ -43,7 +43,7 @@ pub use breed::DeviceMapping;
 pub use cache::Origin;
 pub use classify::DeviceClassData;
 pub use error::{CompileFailure, GpuError, Result};
-pub use eval::{DeviceDataset, EvalConfig, EvalTiming, Launch};
+pub use eval::{DeviceBatch, DeviceDataset, EvalConfig, EvalTiming, Launch};
 pub use generation::{EliteScratch, FitnessScratch, Mailbox, MailboxRead, TreeOrder};
 pub use kernels::KernelSource;
 pub use map::{bench_map, DeviceMapOutput, GpuMapping, MapBench, MapLaunch, MapTreesScratch, MappedTrees};

@@ -265,6 +265,6 @@ pub fn run(
     run.prof.print();
     let mut tr = run.books.tr;
     tr.final_population_bytes = bytes::population(&population) + bytes::fitness(fitness.len());
-    let outcome = Outcome { best: run.books.best, history: run.history, population, fitness, transfers: Some(tr), island_history: run.island_history };
+    let outcome = Outcome { best: run.books.best, history: run.history, population, fitness, transfers: Some(tr), island_history: run.island_history, fitness_cache: None };
     Ok((outcome, tr))
 }

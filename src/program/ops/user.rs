@@ -512,7 +512,10 @@ impl Lower<'_> {
                 match user {
                     None => self.push(builtin(name).expect("checked"), a, b)?,
                     Some(u) => {
-                        if !self.deps.contains(&u.op) {
+                        // A registered operator is a dependency; a loss's helper (`cosh`) is
+                        // inlined and registered nowhere.
+                        let registered = get(u.op).is_some_and(|g| std::ptr::eq(g, u));
+                        if registered && !self.deps.contains(&u.op) {
                             self.deps.push(u.op);
                         }
                         // Inlined: the callee's steps with its parameters replaced.
@@ -601,17 +604,20 @@ pub fn register(defs: &[String]) -> Result<Vec<Op>, String> {
         };
         let mut lower = Lower { steps: Vec::new(), known: &known, deps: Vec::new() };
         let result = lower.go(&p.body).map_err(|e| format!("definition `{}`: {e}", q(&p.text)))?;
-        ops[i] = Some(intern(p, lower.steps, result, lower.deps).map_err(|e| format!("definition `{}`: {e}", q(&p.text)))?);
+        ops[i] = Some(intern(p, lower.steps, result, lower.deps, true).map_err(|e| format!("definition `{}`: {e}", q(&p.text)))?);
     }
     Ok(ops.into_iter().map(|o| o.expect("every definition is lowered")).collect())
 }
 
-/// The opcode of a lowered definition: its earlier registration, or the next free slot.
-fn intern(p: &Parsed, steps: Vec<Step>, result: Arg, deps: Vec<Op>) -> Result<Op, String> {
+/// The opcode of a lowered definition: its earlier registration, or the next free slot. A
+/// `named` one becomes the latest registration of its name ([`by_name`]); a loss is not named.
+fn intern(p: &Parsed, steps: Vec<Step>, result: Arg, deps: Vec<Op>, named: bool) -> Result<Op, String> {
     let mut st = state();
     let key = (p.name.clone(), p.params.len(), steps.clone(), result);
     if let Some(&op) = st.by_meaning.get(&key) {
-        st.current.insert(p.name.clone(), op);
+        if named {
+            st.current.insert(p.name.clone(), op);
+        }
         return Ok(op);
     }
     if st.used >= MAX_USER_OPS {
@@ -638,8 +644,61 @@ fn intern(p: &Parsed, steps: Vec<Step>, result: Arg, deps: Vec<Op>) -> Result<Op
     SLOTS[st.used].set(entry).map_err(|_| "a user opcode was taken twice".to_string())?;
     st.used += 1;
     st.by_meaning.insert(key, op);
-    st.current.insert(p.name.clone(), op);
+    if named {
+        st.current.insert(p.name.clone(), op);
+    }
     Ok(op)
+}
+
+/// Functions a loss may call besides the built-ins and the user's operators, defined over the
+/// built-ins and inlined into the loss (no opcode of their own): `cosh(x)` and `sinh(x)` as
+/// `(exp(x) ± exp(-x)) / 2`, which overflow to infinity past |x| ≈ 89 (the row's loss is then
+/// not finite and the program invalid).
+pub const LOSS_HELPERS: &[&str] = &["cosh(x) = (exp(x) + exp(-x)) / 2", "sinh(x) = (exp(x) - exp(-x)) / 2"];
+
+/// The name a loss is registered under (reports show its text, `loss(p, y) = …`).
+pub const LOSS_NAME: &str = "loss";
+
+/// [`LOSS_HELPERS`] lowered, once: operators no registry holds.
+fn loss_helpers() -> &'static [UserOp] {
+    static HELPERS: OnceLock<Vec<UserOp>> = OnceLock::new();
+    HELPERS.get_or_init(|| {
+        LOSS_HELPERS
+            .iter()
+            .map(|text| {
+                let p = parse(text).expect("a loss helper parses");
+                let none = |_: &str| -> Option<&'static UserOp> { None };
+                let mut lower = Lower { steps: Vec::new(), known: &none, deps: Vec::new() };
+                let result = lower.go(&p.body).expect("a loss helper calls built-ins only");
+                let name: &'static str = Box::leak(p.name.clone().into_boxed_str());
+                let info = OpInfo { names: Box::leak(vec![name].into_boxed_slice()), arity: 1, render: Render::Call(name), sympy: name, cuda: "", protected: false };
+                // `op` names no slot: `get(op)` is never this entry, so it is no dependency.
+                UserOp { op: Op::Neg, name, text: p.text, params: p.params, steps: lower.steps, result, deps: Vec::new(), info }
+            })
+            .collect()
+    })
+}
+
+/// Registers a per-row loss of the user's own, `BODY` an expression of the prediction `p` and
+/// the target `y` (`abs(p - y)`, `log(cosh(p - y))`): parsed and lowered as an operator
+/// definition `loss(p, y) = BODY` ([`register`]), whose body may call the built-ins by any of
+/// their names, the operators registered before (`--define`) and [`LOSS_HELPERS`]. It gets a
+/// user opcode, so both backends compute it as they compute user operators ([`UserOp::eval`],
+/// the generated `grove_user_<code>`), with the same bits; but it is not reachable by name, so
+/// no function set or grammar can name it. Each error is one line naming what is wrong: a name
+/// other than `p`, `y`, an operator or a known function, a body that does not read `p`.
+pub fn register_loss(body: &str) -> Result<Op, String> {
+    let text = format!("{LOSS_NAME}(p, y) = {}", body.trim());
+    let p = parse(&text).map_err(|e| format!("the loss `{}`: {e}", super::super::clip(body.trim(), 80)))?;
+    let helpers = loss_helpers();
+    let known = |name: &str| -> Option<&'static UserOp> { by_name(name).and_then(get).or_else(|| helpers.iter().find(|h| h.name == name)) };
+    let mut lower = Lower { steps: Vec::new(), known: &known, deps: Vec::new() };
+    let result = lower.go(&p.body).map_err(|e| format!("the loss `{}`: {e}", super::super::clip(body.trim(), 80)))?;
+    let reads_p = result == Arg::A || lower.steps.iter().any(|s| s.a == Arg::A || s.b == Arg::A);
+    if !reads_p {
+        return Err(format!("the loss `{}` does not read the prediction `p`: every program would score the same", super::super::clip(body.trim(), 80)));
+    }
+    intern(&p, lower.steps, result, lower.deps, false).map_err(|e| format!("the loss `{}`: {e}", super::super::clip(body.trim(), 80)))
 }
 
 /// The definitions a tree's user operators need, callees first (each registered before its

@@ -7,15 +7,67 @@
 //! predicts there; each member of the run's own front then scores the curve at its size, and
 //! the lowest wins.
 //!
-//! Refitting only the numbers while keeping the run's shapes does not work: the shapes were
-//! chosen on every row, and on 15 rows such a score picked a 119-node program over a 3-node one
-//! (committee, `docs/quality.md`). Repeating the search is what makes the held-out error
-//! honest, and it costs `k` more searches (on small data, where a search is short).
+//! Refitting only the numbers while keeping the run's shapes does not work alone: the shapes
+//! were chosen on every row, and on 15 rows such a score picked a 119-node program over a
+//! 3-node one (committee, `docs/quality.md`). Repeating the search is what makes the held-out
+//! error honest, and it costs `k` more searches (on small data, where a search is short).
+//!
+//! `--select folds` (issue 56, `grove evolve`'s default below its large-data size) is that
+//! cheaper refit made safe: the candidates include the mean and the linear terms alone, whose
+//! shapes were not searched, and the one-standard-error rule ([`super::validation::choose_resampled`])
+//! returns the simplest candidate whose error ([`Score`], over every held-out row) is within
+//! one standard error of the lowest, so that a program must beat the simple models by more
+//! than the resampling's noise.
 
 use crate::rng::{Purpose, Stream};
 
 /// Folds: 5 (each costs one more search), or one row a fold below 5 rows.
 pub const MAX_FOLDS: usize = 5;
+
+/// The folds of `n_rows` rows a run uses: `asked` (`--folds`, field `folds`), which must be
+/// at least 2 and at most the rows, or else [`super::defaults::FOLDS`], fewer where the rows
+/// are fewer (one row a fold).
+pub fn fold_count(asked: Option<usize>, n_rows: usize) -> anyhow::Result<usize> {
+    match asked {
+        Some(k) if k < 2 => anyhow::bail!("--folds (folds) must be at least 2, got {k}"),
+        Some(k) if k > n_rows => {
+            anyhow::bail!("--folds {k} (folds) is more than the {n_rows} training rows it deals into folds: give --folds {} or fewer", n_rows.max(2))
+        }
+        Some(k) => Ok(k),
+        None => Ok(super::defaults::FOLDS.min(n_rows)),
+    }
+}
+
+/// A candidate's resampled error: the mean of its per-row losses over the held-out rows
+/// (squared errors, or absolute ones under `--metric mae`) and the standard error of that mean.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct Score {
+    /// Mean loss per held-out row.
+    pub mse: f64,
+    /// Its standard error: the losses' standard deviation over √rows (`+inf` for one row).
+    pub se: f64,
+}
+
+impl Score {
+    /// The score of per-row losses (`+inf` where any is not finite or there are none).
+    pub fn of(losses: &[f64]) -> Score {
+        let n = losses.len();
+        if n == 0 || losses.iter().any(|l| !l.is_finite()) {
+            return Score { mse: f64::INFINITY, se: f64::INFINITY };
+        }
+        let mean = losses.iter().sum::<f64>() / n as f64;
+        if n < 2 {
+            return Score { mse: mean, se: f64::INFINITY };
+        }
+        let var = losses.iter().map(|l| (l - mean) * (l - mean)).sum::<f64>() / (n - 1) as f64;
+        Score { mse: mean, se: (var / n as f64).sqrt() }
+    }
+
+    /// `1.234e0 ± 5.6e-2`.
+    pub fn describe(&self) -> String {
+        format!("{:.4e} ± {:.2e}", self.mse, self.se)
+    }
+}
 
 /// The folds of `n` rows: a seeded shuffle dealt in turn into `k = min(MAX_FOLDS, n)` folds,
 /// so their sizes differ by at most one.
@@ -30,7 +82,12 @@ pub struct Folds {
 impl Folds {
     /// The folds of `n` rows for the run seeded `seed` (Philox, purpose `Folds`).
     pub fn new(n: usize, seed: u64) -> Folds {
-        let k = n.min(MAX_FOLDS);
+        Folds::with_k(n, MAX_FOLDS, seed)
+    }
+
+    /// [`Folds::new`] with `k` folds (at most `n`).
+    pub fn with_k(n: usize, k: usize, seed: u64) -> Folds {
+        let k = n.min(k);
         let mut order: Vec<usize> = (0..n).collect();
         let mut s = Stream::new(seed, 0, 0, Purpose::Folds);
         for i in (1..n).rev() {
@@ -124,6 +181,31 @@ mod tests {
         }
         assert_eq!(Folds::new(57, 7), Folds::new(57, 7));
         assert_ne!(Folds::new(57, 7), Folds::new(57, 8));
+    }
+
+    #[test]
+    fn a_score_is_the_mean_loss_and_its_standard_error() {
+        let s = Score::of(&[1.0, 2.0, 3.0, 4.0]);
+        assert_eq!(s.mse, 2.5);
+        // Sample variance 5/3 over 4 rows.
+        assert!((s.se - (5.0f64 / 3.0 / 4.0).sqrt()).abs() < 1e-12);
+        assert_eq!(Score::of(&[1.0, f64::NAN]).mse, f64::INFINITY);
+        assert_eq!(Score::of(&[]).mse, f64::INFINITY);
+        assert_eq!(Score::of(&[2.0]), Score { mse: 2.0, se: f64::INFINITY });
+    }
+
+    #[test]
+    fn a_fold_count_past_the_rows_is_one_line() {
+        assert_eq!(fold_count(None, 100).unwrap(), super::super::defaults::FOLDS);
+        assert_eq!(fold_count(None, 3).unwrap(), 3, "the default takes one row a fold below its count");
+        assert_eq!(fold_count(Some(10), 10).unwrap(), 10);
+        let e = fold_count(Some(10), 8).unwrap_err().to_string();
+        assert_eq!(e, "--folds 10 (folds) is more than the 8 training rows it deals into folds: give --folds 8 or fewer");
+        assert!(!e.contains('\n'));
+        assert_eq!(fold_count(Some(1), 8).unwrap_err().to_string(), "--folds (folds) must be at least 2, got 1");
+        let f = Folds::with_k(23, 7, 3);
+        assert_eq!(f.k, 7);
+        assert_eq!((0..7).map(|k| f.rows(k, true).len()).sum::<usize>(), 23);
     }
 
     #[test]

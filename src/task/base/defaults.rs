@@ -7,7 +7,7 @@
 
 use crate::evolve::{ConstantFitting, EngineConfig};
 use crate::genome::vary::{GeCrossover, GeMutation, GeVaryConfig};
-use super::validation::Select;
+use super::validation::{Auto, Select};
 use crate::genome::{Codons, InitConfig, InitMethod, MapConfig};
 
 /// The engine settings a command starts from.
@@ -84,10 +84,25 @@ pub const FUNCTIONS: &str = "add,sub,mul,div";
 /// moved by at most 0.0004); on the CPU, 10 splits of 18 sets, Friedman-1 0.879 → 0.936 and
 /// diabetes 0.420 → 0.447, against one tiny set lost (cpunish, 12 rows): `docs/quality.md`.
 pub const EVOLVE_FUNCTIONS: &str = "add,sub,mul,aq";
-/// The rule `--select auto` applies to `grove evolve` without validation rows: the smallest
-/// description length, which beat the training minimum on 6 of the 8 small statsmodels sets
-/// measured (`docs/quality.md`, 2026-11-26).
-pub const EVOLVE_SMALL_DATA_RULE: Select = Select::Mdl;
+/// What `--select auto` does for `grove evolve` (issue 56): below [`EVOLVE_VALIDATION_ROWS`]
+/// training rows, the smallest description length among the mean, the linear terms alone and
+/// the front, guarded by k-fold cross-validation of the front (a pick the folds find worse
+/// than the simple candidates gives way to the better of them: `mdl`); from there on, a
+/// quarter of the rows held out, the simple candidates beside the front and the
+/// one-standard-error rule on them (`validation`). Measured (`docs/quality.md`, issue 56):
+/// the front's cross-validation alone (`folds`, each member's numbers refitted, its shape
+/// kept) is optimistic for the larger programs, whose shapes were searched on every row, and
+/// returned larger and worse models than the description length at every size measured.
+pub const EVOLVE_AUTO: Auto = Auto { small: Select::Mdl, min_rows: EVOLVE_VALIDATION_ROWS };
+
+/// Training rows from which `grove evolve`'s automatic choice holds out validation rows instead
+/// of cross-validating the front: there a quarter of the rows costs the search little, one
+/// held-out set of at least 5000 rows measures an error to within a few percent, and the folds'
+/// five refits of the front over every row are what a large run would spend its time on.
+pub const EVOLVE_VALIDATION_ROWS: usize = 20_000;
+
+/// Folds of `--select folds` without `--folds` (fewer where the training rows are fewer).
+pub const FOLDS: usize = 5;
 
 /// The rule `--select auto` applies to `grove classify` without validation rows: the training
 /// minimum (the description length chose programs too small on iris and wine).

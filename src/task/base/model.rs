@@ -59,6 +59,23 @@ pub enum LinearInputs {
 
 
 
+/// Clamps predictions to `limits` (`(lo, hi)`; NaN stays NaN), where there are some.
+pub fn limit(p: &mut [f64], limits: Option<(f64, f64)>) {
+    if let Some((lo, hi)) = limits {
+        for v in p.iter_mut() {
+            *v = v.clamp(lo, hi);
+        }
+    }
+}
+
+/// The limits `--output-margin margin` sets for a training target `y`: its range widened by
+/// `margin` times its width on each side.
+pub fn limits_of(y: &[f32], margin: f64) -> Option<(f64, f64)> {
+    let lo = y.iter().map(|&v| v as f64).fold(f64::INFINITY, f64::min);
+    let hi = y.iter().map(|&v| v as f64).fold(f64::NEG_INFINITY, f64::max);
+    (lo <= hi).then(|| (lo - margin * (hi - lo), hi + margin * (hi - lo)))
+}
+
 /// What kind of program a model holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -101,6 +118,10 @@ pub struct Model {
     /// (`--linear-inputs`; reports before them have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub linear: Option<crate::program::linear::Linear>,
+    /// Regression: `(lo, hi)`, the prediction is clamped to `[lo, hi]` (`--output-margin`; a NaN
+    /// stays NaN). None: no limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<(f64, f64)>,
     /// Classification: linear terms of the inputs the program reads (after standardisation)
     /// added to each output, one per output (one for a one-output program of two classes:
     /// class 1's logit against class 0's); `--linear-inputs`, [`crate::program::logistic`].
@@ -196,6 +217,9 @@ impl Model {
         if let Some(l) = &self.linear {
             ensure!(self.kind == ModelKind::Regression, "a classification model with linear terms");
             l.check(n).map_err(|e| anyhow!("the model's linear terms: {e}"))?;
+        }
+        if let Some((lo, hi)) = self.limits {
+            ensure!(self.kind == ModelKind::Regression && lo <= hi && lo.is_finite() && hi.is_finite(), "the model's limits [{lo}, {hi}] must be finite and in order, on a regression model");
         }
         if let Some(terms) = &self.logit_terms {
             ensure!(self.kind == ModelKind::Classification, "a regression model with linear terms per output");
@@ -323,6 +347,7 @@ impl Model {
                 *p += t;
             }
         }
+        limit(&mut p, self.limits);
         Ok(p)
     }
 

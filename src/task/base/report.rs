@@ -26,6 +26,10 @@ pub struct FameRow {
     /// (`--select cv`; `None` where not computed).
     #[serde(default)]
     pub cv_loss: Option<f64>,
+    /// The standard error of `cv_loss` where the front was cross-validated by `--select folds`
+    /// (the default's choice below the large-data size), over the held-out rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cv_se: Option<f64>,
     /// Whether this is the program the run returned (`best`, `model`).
     #[serde(default)]
     pub selected: bool,

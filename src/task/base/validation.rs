@@ -9,6 +9,7 @@
 use anyhow::{Result, bail, ensure};
 
 use crate::program::tree::Node;
+use super::crossval::Score;
 use super::report::FameRow;
 
 /// How the returned program is chosen (`--select`).
@@ -31,6 +32,13 @@ pub enum Select {
     /// whole fit repeated without each fold, each member scored at its size; `task::base::crossval`),
     /// so no rows are held out, at five more searches (ties: the smaller).
     Cv,
+    /// `grove evolve` only: k-fold cross-validation of the front (`--folds`, default
+    /// [`super::defaults::FOLDS`]): every member's fitted numbers (its constants where the run
+    /// fits them, its scaling or head, its linear terms) refitted without each fold and scored
+    /// on it; the mean and the linear terms alone are candidates too, and the smallest
+    /// candidate within one standard error of the lowest error is returned
+    /// ([`choose_resampled`]).
+    Folds,
     /// The lowest training fitness of the run (what grove returned before validation).
     Train,
 }
@@ -44,6 +52,7 @@ impl Select {
             Select::Pareto => "pareto",
             Select::Mdl => "mdl",
             Select::Cv => "cv",
+            Select::Folds => "folds",
             Select::Train => "train",
         }
     }
@@ -56,6 +65,23 @@ pub const AUTO_MIN_ROWS: usize = 300;
 
 /// The validation fraction the automatic choice holds out.
 pub const AUTO_FRACTION: f64 = 0.25;
+
+/// What `--select auto` does for a task: from `min_rows` training rows it holds out
+/// [`AUTO_FRACTION`] of them and chooses on them; below, it applies `small` to the whole
+/// training set. A bare [`Select`] is the rule below [`AUTO_MIN_ROWS`] (classification's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Auto {
+    /// The rule without validation rows.
+    pub small: Select,
+    /// Training rows from which validation rows are held out.
+    pub min_rows: usize,
+}
+
+impl From<Select> for Auto {
+    fn from(small: Select) -> Auto {
+        Auto { small, min_rows: AUTO_MIN_ROWS }
+    }
+}
 
 /// The validation split and rule a run uses, resolved from the settings and the row count.
 #[derive(Clone, Debug, PartialEq)]
@@ -78,17 +104,30 @@ pub fn check_fraction(fraction: Option<f64>) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a test file together with a test fraction (the test rows come from one place), and
+/// an empty path.
+pub fn check_test_data(test_data: Option<&str>, test_fraction: f64) -> Result<()> {
+    let Some(path) = test_data else { return Ok(()) };
+    ensure!(!path.trim().is_empty(), "--test-data (test_data) is empty: give a file with the training data's columns");
+    ensure!(
+        test_fraction == 0.0,
+        "give --test-data (test_data) or --test-fraction (test_fraction) {test_fraction}, not both: the test rows come from the file, or from the training data"
+    );
+    Ok(())
+}
+
 impl Plan {
     /// The plan for `n_train` training rows: `fraction` `None` holds out [`AUTO_FRACTION`] when
-    /// there are at least [`AUTO_MIN_ROWS`] rows and the rule is neither `train` nor `mdl`
-    /// (which choose on the training rows), else none; `auto` becomes `validation` with
-    /// validation rows and `small` (the task's choice: `mdl` for regression, `train` for
-    /// classification, `task::base::defaults`) without. `validation` without
-    /// validation rows is an error.
-    pub fn new(fraction: Option<f64>, select: Select, n_train: usize, small: Select) -> Result<Plan> {
+    /// there are at least `auto.min_rows` rows and the rule does not choose on the training
+    /// rows (`train`, `mdl`, `cv`, `folds`), else none; `auto` becomes `validation` with
+    /// validation rows and `auto.small` (the task's choice: `folds` for regression, `train`
+    /// for classification, `task::base::defaults`) without. `validation` without validation
+    /// rows is an error.
+    pub fn new(fraction: Option<f64>, select: Select, n_train: usize, auto: impl Into<Auto>) -> Result<Plan> {
         check_fraction(fraction)?;
-        let enough = n_train >= AUTO_MIN_ROWS;
-        let chooses_on_train = matches!(select, Select::Train | Select::Mdl | Select::Cv);
+        let Auto { small, min_rows } = auto.into();
+        let enough = n_train >= min_rows;
+        let chooses_on_train = matches!(select, Select::Train | Select::Mdl | Select::Cv | Select::Folds);
         let f = fraction.unwrap_or(if enough && !chooses_on_train { AUTO_FRACTION } else { 0.0 });
         let (rule, note) = match select {
             Select::Auto if f > 0.0 => (Select::Validation, None),
@@ -96,7 +135,7 @@ impl Plan {
                 let why = if fraction.is_some() {
                     "no validation rows (--validation-fraction 0)".to_string()
                 } else {
-                    format!("no validation rows ({n_train} training rows, fewer than the {AUTO_MIN_ROWS} the automatic split needs)")
+                    format!("no validation rows ({n_train} training rows, fewer than the {min_rows} the automatic split needs)")
                 };
                 (small, Some(format!("{why}: {}", returned(small))))
             }
@@ -105,7 +144,7 @@ impl Plan {
                     bail!("--select validation needs validation rows: give --validation-fraction above 0 (validation_fraction)");
                 }
                 bail!(
-                    "--select validation needs validation rows, and {n_train} training rows are fewer than the {AUTO_MIN_ROWS} the automatic split needs: give --validation-fraction F (validation_fraction)"
+                    "--select validation needs validation rows, and {n_train} training rows are fewer than the {min_rows} the automatic split needs: give --validation-fraction F (validation_fraction)"
                 );
             }
             other => (other, None),
@@ -155,15 +194,16 @@ impl Plan {
 /// What `auto` returns by `rule` without validation rows, in words.
 fn returned(rule: Select) -> &'static str {
     match rule {
-        Select::Mdl => "the smallest description length on the front is returned",
+        Select::Mdl => "the smallest description length is returned",
         Select::Cv => "the lowest cross-validated error on the front is returned",
+        Select::Folds => "the candidates are cross-validated and the smallest within one standard error of the lowest is returned",
         Select::Pareto => "the highest Pareto score on the front is returned",
         _ => "the training-error minimum is returned",
     }
 }
 
 /// One member of the front as the rules read it.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Candidate {
     /// Size in nodes.
     pub size: usize,
@@ -178,6 +218,9 @@ pub struct Candidate {
     /// The k-fold cross-validated mean squared error of its size on the training rows
     /// ([`super::crossval::SizeCurve`]; `None` where not computed, `+inf` where not finite).
     pub cv: Option<f64>,
+    /// Its resampled error (`folds`: k-fold cross-validation of its fitted numbers; with
+    /// validation rows: on them) and that error's standard error; `None` where not computed.
+    pub resampled: Option<super::crossval::Score>,
 }
 
 /// A two-part description length, in nats, of a model of `size` nodes with `params` fitted
@@ -267,6 +310,10 @@ pub fn choose(front: &[Candidate], rule: Select) -> Option<(usize, String)> {
             .map(|i| (i, format!("smallest description length (fit plus model, in nats) of the {n} programs on the front"))),
         Select::Cv => lowest(front, |c| finite_or_inf(c.cv))
             .map(|i| (i, format!("lowest cross-validated error at its size (the whole fit repeated without each fold) of the {n} programs on the front"))),
+        Select::Folds => {
+            let scores: Vec<Option<Score>> = front.iter().map(|c| c.resampled).collect();
+            one_standard_error(&scores).map(|(i, low)| (i, format!("the smallest of the {n} programs on the front whose resampled error is within one standard error of the lowest ({})", low.describe())))
+        }
         Select::Pareto => {
             let scores = pareto_scores(front);
             let mut best: Option<usize> = None;
@@ -282,9 +329,173 @@ pub fn choose(front: &[Candidate], rule: Select) -> Option<(usize, String)> {
     }
 }
 
+/// The one-standard-error rule (Breiman et al., 1984): of `scores`, ordered from the simplest
+/// candidate to the most complex, the first whose error is at most the lowest error plus that
+/// lowest error's standard error; with it, the lowest. `None` where no score is finite.
+pub fn one_standard_error(scores: &[Option<Score>]) -> Option<(usize, Score)> {
+    let key = |s: &Option<Score>| s.map_or(f64::INFINITY, |s| if s.mse.is_nan() { f64::INFINITY } else { s.mse });
+    let low = lowest_index(scores.iter().map(key))?;
+    let best = scores[low]?;
+    let se = if best.se.is_finite() { best.se } else { 0.0 };
+    let pick = scores.iter().position(|s| key(s) <= best.mse + se).unwrap_or(low);
+    Some((pick, best))
+}
+
+/// The index of the first lowest finite value.
+fn lowest_index(values: impl Iterator<Item = f64>) -> Option<usize> {
+    let (mut best, mut low) = (None, f64::INFINITY);
+    for (i, v) in values.enumerate() {
+        if v < low {
+            low = v;
+            best = Some(i);
+        }
+    }
+    best
+}
+
+/// A model simpler than any program on the front, which the resampled choice always weighs
+/// ([`choose_resampled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Baseline {
+    /// The training target's mean.
+    Mean,
+    /// The linear terms of the inputs alone (`program::linear`), whether or not the run's
+    /// programs carry them.
+    Linear,
+    /// A ridge regression on every input (`program::linear::fit_every`), where the terms chose
+    /// fewer.
+    Every,
+}
+
+impl Baseline {
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Baseline::Mean => "the mean",
+            Baseline::Linear => "the linear terms alone",
+            Baseline::Every => "the ridge regression on every input",
+        }
+    }
+}
+
+/// What [`choose_resampled`] returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// A model simpler than the front's.
+    Baseline(Baseline),
+    /// The front member of this index.
+    Member(usize),
+}
+
+/// The resampled choice: the candidates, ordered from the simplest (the mean, then the linear
+/// terms alone and the ridge on every input, where fitted, then the front by size: `simple`
+/// holds the first, the mean first), are compared by their resampled
+/// errors, and the one-standard-error rule returns the first within one standard error of the
+/// lowest ([`one_standard_error`]). The returned model's resampled error is then never above the
+/// better of the mean's and the terms' (a simpler candidate would be within the band first),
+/// and where a tie between a program and a simpler candidate is possible, the simpler wins.
+/// `None` where no candidate has a finite resampled error.
+pub fn choose_resampled(front: &[Candidate], simple: &[(Baseline, Score)], how: &str) -> Option<(Pick, String)> {
+    let mut order: Vec<(Pick, Option<Score>)> = simple.iter().map(|(b, s)| (Pick::Baseline(*b), Some(*s))).collect();
+    order.extend(front.iter().enumerate().map(|(i, c)| (Pick::Member(i), c.resampled)));
+    let scores: Vec<Option<Score>> = order.iter().map(|o| o.1).collect();
+    let (i, low) = one_standard_error(&scores)?;
+    let (pick, score) = (order[i].0, scores[i].expect("a pick has a score"));
+    let n = order.len();
+    let lowest = match order[lowest_index(scores.iter().map(|s| s.map_or(f64::INFINITY, |s| s.mse)))?].0 {
+        Pick::Baseline(b) => b.name().to_string(),
+        Pick::Member(m) => format!("the {}-node program", front[m].size),
+    };
+    let what = match pick {
+        Pick::Baseline(b) => b.name().to_string(),
+        Pick::Member(m) => format!("the {}-node program", front[m].size),
+    };
+    let why = if score == low {
+        format!("{what} has the lowest {how} error of the {n} candidates (the simple ones, then the front): {}", low.describe())
+    } else {
+        format!(
+            "{what} is the simplest of the {n} candidates (the simple ones, then the front) within one standard error of the lowest {how} error: {} against {} for {lowest}",
+            score.describe(),
+            low.describe()
+        )
+    };
+    Some((pick, why))
+}
+
+/// A simple candidate of the description-length choice: its description length on the
+/// training rows and, where the front was cross-validated, its resampled error.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Described {
+    /// Description length in nats ([`description_length`]).
+    pub description: f64,
+    /// Resampled error, where measured.
+    pub resampled: Option<Score>,
+}
+
+/// The description-length choice with the simple candidates (issue 56): the shortest
+/// description among `simple` (the mean, the linear terms alone, the ridge on every input) and
+/// the front (ties to the simpler);
+/// then, where resampled errors were measured, a guard: a pick whose resampled error is above
+/// the better of the mean's and the terms' gives way to that one, so the choice never returns
+/// a model the resampling finds worse than its simplest candidates; and the ridge on every
+/// input replaces the pick where its resampled error is lower by more than its standard error.
+/// `None` where no candidate has a finite description length.
+pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -> Option<(Pick, String)> {
+    let mut order: Vec<(Pick, f64, Option<Score>)> = simple.iter().map(|(b, d)| (Pick::Baseline(*b), d.description, d.resampled)).collect();
+    order.extend(front.iter().enumerate().map(|(i, c)| (Pick::Member(i), finite_or_inf(c.description), c.resampled)));
+    let i = lowest_index(order.iter().map(|o| if o.1.is_nan() { f64::INFINITY } else { o.1 }))?;
+    let n = order.len();
+    let name = |p: Pick| match p {
+        Pick::Baseline(b) => b.name().to_string(),
+        Pick::Member(m) => format!("the {}-node program", front[m].size),
+    };
+    let why = format!("{} has the smallest description length (fit plus model, in nats) of the {n} candidates (the simple ones, then the front)", name(order[i].0));
+    // The guard: the simplest candidates' (the mean's, the terms') resampled errors bound the
+    // pick's; the ridge on every input, a model with more numbers, replaces it only where it is
+    // lower by more than its own standard error.
+    let score_of = |b: Baseline| order.iter().find(|o| o.0 == Pick::Baseline(b)).and_then(|o| o.2).filter(|s| s.mse.is_finite());
+    let strict = [Baseline::Mean, Baseline::Linear].into_iter().filter_map(|b| score_of(b).map(|s| (b, s)));
+    let best_simple = strict.min_by(|a, b| a.1.mse.total_cmp(&b.1.mse));
+    let (mut pick, mut why) = (order[i].0, why);
+    let mut mine = order[i].2;
+    if let (Some(m), Some((b, theirs))) = (mine, best_simple) {
+        if !(m.mse <= theirs.mse) {
+            why = format!("{why}, but its resampled error {} is above {}'s {}: {} is returned", m.describe(), b.name(), theirs.describe(), b.name());
+            pick = Pick::Baseline(b);
+            mine = Some(theirs);
+        }
+    }
+    if let (Some(m), Some(e)) = (mine, score_of(Baseline::Every)) {
+        if pick != Pick::Baseline(Baseline::Every) && e.mse + e.se < m.mse {
+            let b = Baseline::Every;
+            why = format!("{why}; {}'s resampled error {} is lower by more than its standard error than the pick's {}: it is returned", b.name(), e.describe(), m.describe());
+            pick = Pick::Baseline(b);
+        }
+    }
+    Some((pick, why))
+}
+
+/// [`decide`] for the description length with the simple candidates ([`choose_described`]).
+pub fn decide_described(plan: &Plan, front: &[Candidate], simple: &[(Baseline, Described)], best_at: Option<usize>) -> Decision {
+    let Some((pick, why)) = choose_described(front, simple) else {
+        return decide(plan, front, best_at);
+    };
+    let why = match &plan.note {
+        Some(note) if plan.asked == Select::Auto || plan.rule != plan.asked => format!("{why}; {note}"),
+        _ => why,
+    };
+    match pick {
+        Pick::Baseline(b) => Decision { baseline: Some(b), member: None, is_best: false, rule: plan.rule, why },
+        Pick::Member(i) => Decision { baseline: None, member: Some(i), is_best: false, rule: plan.rule, why },
+    }
+}
+
 /// What a run returns after choosing.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
+    /// A model simpler than any program on the front, where one is returned
+    /// ([`choose_resampled`]); `member` and `is_best` are then `None` and false.
+    pub baseline: Option<Baseline>,
     /// The front member returned, or (for the run's best) the member equal to it, if any.
     pub member: Option<usize>,
     /// Whether the run's best (lowest training fitness) is returned.
@@ -319,7 +530,7 @@ pub fn decide(plan: &Plan, front: &[Candidate], best_at: Option<usize>) -> Decis
                 Some(note) if plan.asked == Select::Auto || plan.rule != plan.asked => format!("{why}; {note}"),
                 _ => why,
             };
-            Decision { member: Some(i), is_best: false, rule: plan.rule, why }
+            Decision { baseline: None, member: Some(i), is_best: false, rule: plan.rule, why }
         }
         None => {
             let why = match (plan.rule, &plan.note) {
@@ -329,14 +540,32 @@ pub fn decide(plan: &Plan, front: &[Candidate], best_at: Option<usize>) -> Decis
                 (Select::Mdl, _) => {
                     "no program on the front has a description length (the fitness is no likelihood): the training-error minimum is returned".to_string()
                 }
-                (Select::Cv, _) => {
+                (Select::Cv | Select::Folds, _) => {
                     "no program on the front has a finite cross-validated error: the training-error minimum is returned".to_string()
                 }
                 (_, Some(note)) => note.clone(),
                 _ => "the lowest training fitness of the run (--select train)".to_string(),
             };
-            Decision { member: best_at, is_best: true, rule: Select::Train, why }
+            Decision { baseline: None, member: best_at, is_best: true, rule: Select::Train, why }
         }
+    }
+}
+
+/// [`decide`] for a rule that compares resampled errors (`folds`, and regression's
+/// `validation`): the baselines `mean` and `linear` join the front ([`choose_resampled`]);
+/// `how` names the resampling ("5-fold cross-validated", "validation"). Falls back to
+/// [`decide`] where no candidate has a resampled error.
+pub fn decide_resampled(plan: &Plan, front: &[Candidate], simple: &[(Baseline, Score)], how: &str, best_at: Option<usize>) -> Decision {
+    let Some((pick, why)) = choose_resampled(front, simple, how) else {
+        return decide(plan, front, best_at);
+    };
+    let why = match &plan.note {
+        Some(note) if plan.asked == Select::Auto || plan.rule != plan.asked => format!("{why}; {note}"),
+        _ => why,
+    };
+    match pick {
+        Pick::Baseline(b) => Decision { baseline: Some(b), member: None, is_best: false, rule: plan.rule, why },
+        Pick::Member(i) => Decision { baseline: None, member: Some(i), is_best: false, rule: plan.rule, why },
     }
 }
 
@@ -373,7 +602,8 @@ pub fn front_rows(
                 validation_loss: c.validation.filter(|v| v.is_finite()),
                 score: scores[i],
                 description_length: c.description.filter(|d| d.is_finite()),
-                cv_loss: c.cv.filter(|d| d.is_finite()),
+                cv_loss: c.resampled.map(|s| s.mse).or(c.cv).filter(|d| d.is_finite()),
+                cv_se: c.resampled.map(|s| s.se).filter(|d| d.is_finite()),
                 selected: selected == Some(i),
                 equation,
                 latex,
@@ -393,7 +623,7 @@ pub fn fame_rows(
     render: impl Fn(&[Node]) -> Result<(String, String, String)>,
 ) -> Result<Vec<FameRow>> {
     let front = hof.front(|e| e.fitness - parsimony * e.nodes.len() as f64);
-    let cands: Vec<_> = front.iter().map(|(n, _, loss)| Candidate { size: *n, loss: *loss, validation: None, description: None, cv: None }).collect();
+    let cands: Vec<_> = front.iter().map(|(n, _, loss)| Candidate { size: *n, loss: *loss, ..Candidate::default() }).collect();
     front_rows(&front, &cands, None, render)
 }
 
@@ -404,6 +634,13 @@ mod tests {
     #[test]
     fn auto_resolves_by_row_count_and_validation_needs_rows() {
         let p = Plan::new(None, Select::Auto, 300, Select::Mdl).unwrap();
+        // A task's own threshold: regression's cross-validates up to its large-data size.
+        let big = Auto { small: Select::Folds, min_rows: 20_000 };
+        let p2 = Plan::new(None, Select::Auto, 19_999, big).unwrap();
+        assert_eq!((p2.fraction, p2.rule), (0.0, Select::Folds));
+        assert!(p2.note.unwrap().contains("fewer than the 20000"));
+        assert_eq!(Plan::new(None, Select::Auto, 20_000, big).unwrap().rule, Select::Validation);
+        assert_eq!(Plan::new(None, Select::Folds, 1_000_000, big).unwrap().fraction, 0.0, "folds needs no validation rows");
         assert_eq!((p.fraction, p.rule, p.note.is_none()), (AUTO_FRACTION, Select::Validation, true));
         let p = Plan::new(None, Select::Auto, 299, Select::Mdl).unwrap();
         assert_eq!((p.fraction, p.rule), (0.0, Select::Mdl));
@@ -430,7 +667,7 @@ mod tests {
     }
 
     fn cand(size: usize, loss: f64, description: Option<f64>) -> Candidate {
-        Candidate { size, loss, validation: None, description, cv: None }
+        Candidate { size, loss, description, ..Candidate::default() }
     }
 
     #[test]

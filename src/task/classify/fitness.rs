@@ -1,5 +1,5 @@
 //! How a classifier is scored: the fitness the engine minimises ([`Classification`]: cross-entropy,
-//! accuracy or balanced accuracy from the class sums, or a head's), and the scores of one
+//! accuracy, balanced accuracy or weighted F1 from the class sums, or a head's), and the scores of one
 //! program on labelled rows (its confusion matrix), with linear terms of the inputs or a head.
 
 use super::*;
@@ -118,6 +118,12 @@ impl crate::evolve::Fitness for Classification<'_> {
         Ok(errors)
     }
 
+    /// On the CPU each program is scored on its own, in fixed chunks of rows.
+    fn cacheable(&self) -> bool {
+        matches!(self.data, crate::backend::ClassData::Host { .. })
+            && self.head.as_ref().is_none_or(|h| matches!(h, crate::backend::RegressionData::Host { .. }))
+    }
+
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
         if self.head.is_some() {
             // The head's sums are summed on the GPU; selection and variation run on the host.
@@ -159,6 +165,19 @@ impl Confusion {
             .collect();
         if recalls.is_empty() { 0.0 } else { recalls.iter().sum::<f64>() / recalls.len() as f64 }
     }
+    /// Weighted F1: each class's F1 (`2·TP / (rows + predicted)`) weighted by its share of the
+    /// rows, as [`crate::program::fitness::weighted_f1_of`] computes it from the fitness sums
+    /// (scikit-learn's `f1_score(average="weighted")`).
+    pub fn weighted_f1(&self) -> f64 {
+        let k = self.counts.len();
+        let sums = crate::program::fitness::ClassSums {
+            correct: (0..k).map(|c| self.counts[c][c]).collect(),
+            predicted: (0..k).map(|c| self.counts.iter().map(|row| row[c]).sum()).collect(),
+            ..Default::default()
+        };
+        let rows: Vec<u64> = self.counts.iter().map(|row| row.iter().sum()).collect();
+        crate::program::fitness::weighted_f1_of(&sums, &rows)
+    }
     /// A table for people: rows are true classes, columns predicted ones.
     pub fn render(&self, classes: &[String]) -> String {
         let w = classes.iter().map(|c| c.len()).max().unwrap_or(1).max("true\\pred".len());
@@ -197,6 +216,7 @@ impl ClassScores {
             ClassFitness::Accuracy => 1.0 - self.confusion.accuracy(),
             ClassFitness::BalancedAccuracy => 1.0 - self.confusion.balanced_accuracy(),
             ClassFitness::CrossEntropy => self.cross_entropy,
+            ClassFitness::WeightedF1 => 1.0 - self.confusion.weighted_f1(),
         };
         if l.is_finite() { l } else { f64::INFINITY }
     }
@@ -205,6 +225,7 @@ impl ClassScores {
         serde_json::json!({
             "accuracy": self.confusion.accuracy(),
             "balanced_accuracy": self.confusion.balanced_accuracy(),
+            "weighted_f1": self.confusion.weighted_f1(),
             "cross_entropy": crate::report::num(self.cross_entropy),
             "confusion": self.confusion.counts,
             "rows": self.rows(),

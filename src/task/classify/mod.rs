@@ -1,7 +1,7 @@
 //! Classification (`grove classify`): programs with one output per class (EvoGP's output
 //! nodes), the prediction being the argmax of the outputs, or for two classes optionally one
-//! output whose sign decides (`binary`). Fitness is accuracy, balanced accuracy or the softmax
-//! cross-entropy of the outputs (smooth, so it tells apart programs that accuracy ties); the
+//! output whose sign decides (`binary`). Fitness is accuracy, balanced accuracy, weighted F1 or
+//! the softmax cross-entropy of the outputs (smooth, so it tells apart programs that accuracy ties); the
 //! best program is reported with accuracy, balanced accuracy and a confusion matrix on the
 //! training and test rows, and saved as a [`Model`] for `grove predict`.
 //!
@@ -44,6 +44,10 @@ mod tests {
         assert_eq!(c.accuracy(), 0.7);
         // Recalls 3/4, 1/2, 3/4: mean 2/3.
         assert!((c.balanced_accuracy() - 2.0 / 3.0).abs() < 1e-15);
+        // F1 per class 3/4, 2/5, 6/7, weighted by 4, 2 and 4 rows of 10 (scikit-learn gives
+        // f1_score(t, p, average="weighted") = 0.72285714...).
+        assert!((c.weighted_f1() - (0.4 * 0.75 + 0.2 * 0.4 + 0.4 * 6.0 / 7.0)).abs() < 1e-15);
+        assert!((c.weighted_f1() - 0.722_857_142_857_142_9).abs() < 1e-12);
         // A class with no rows does not count in the balanced accuracy.
         let c = Confusion::new(&[0, 0, 1], &[0, 1, 1], 3);
         assert!((c.balanced_accuracy() - 0.75).abs() < 1e-15);

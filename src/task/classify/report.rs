@@ -101,6 +101,7 @@ fn report_json(
         scale: None,
         head: None,
         linear: None,
+        limits: None,
         logit_terms: p.terms().map(<[_]>::to_vec),
         class_head: choice.best_head.clone(),
         standardize: standardize.cloned(),
@@ -127,6 +128,7 @@ fn report_json(
                    "fitness_on_cpu": backend.classification_on_host() || !backend.is_gpu(),
                    "linear_inputs_seconds": p.linear.seconds},
         "transfers": outcome.transfers,
+        "fitness_cache": outcome.fitness_cache,
         "version": env!("CARGO_PKG_VERSION"),
     });
     crate::task::base::report::add_operators(&mut report, &best.nodes);
@@ -164,12 +166,16 @@ fn summary_lines(settings: &ClassifySettings, p: &Prepared<'_>, searched: &Searc
     for (name, s) in [("train", Some(&scored.train)), ("validation", scored.validation.as_ref()), ("test", scored.test.as_ref())] {
         if let Some(s) = s {
             summary += &format!(
-                "{name:<13} accuracy {:.4}  balanced accuracy {:.4}  ({} rows)\n",
+                "{name:<13} accuracy {:.4}  balanced accuracy {:.4}  weighted F1 {:.4}  ({} rows)\n",
                 s.confusion.accuracy(),
                 s.confusion.balanced_accuracy(),
+                s.confusion.weighted_f1(),
                 s.rows()
             );
         }
+    }
+    if scored.test.is_none() {
+        summary += "test          (no test data: use --test-data or --test-fraction)\n";
     }
     let (part, confusion) = match &scored.test {
         Some(s) => ("test", &s.confusion),

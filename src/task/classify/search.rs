@@ -55,9 +55,6 @@ pub fn class_linear(settings: &ClassifySettings, rows: &Labeled, n_outputs: usiz
     let work = (f as f64 + 1.0) * k as f64 * n as f64;
     match mode {
         LinearInputs::Off => return Ok(ClassLinear::none("off (--linear-inputs off)")),
-        LinearInputs::Auto if settings.engine.constants.steps > 0 => {
-            return Ok(ClassLinear::none("off: --optimise-constants (the constant fitting of classifiers does not read the terms)"));
-        }
         LinearInputs::Auto if f > MAX_INPUTS => return Ok(ClassLinear::none(format!("off: {f} inputs, more than the {MAX_INPUTS} the terms read"))),
         LinearInputs::Auto if work > MAX_LINEAR_WORK => {
             return Ok(ClassLinear::none(format!(
@@ -92,7 +89,7 @@ pub fn class_linear(settings: &ClassifySettings, rows: &Labeled, n_outputs: usiz
 pub fn run(settings: &ClassifySettings, opts: &crate::task::base::options::RunOptions) -> Result<EvolveResult> {
     let (_, train, test, standardize) = load_data(settings)?;
     let backend = crate::backend::Backend::open(settings.device, &settings.islands.gpus)?.print_notes(opts.quiet);
-    fit(settings, &train, Some(&test), standardize.as_ref(), &backend, opts)
+    fit(settings, &train, test.as_ref(), standardize.as_ref(), &backend, opts)
 }
 
 /// The classification task of `settings` on `train` for backend `b`: with `head_labels` (the
@@ -355,7 +352,7 @@ fn choose<'h>(settings: &ClassifySettings, p: &Prepared<'_>, searched: &'h Searc
         let params = constants_of(&e.nodes) + head.as_ref().map_or(0, |h| h.len() * (p.n_outputs.max(1) + 1));
         heads.push(head);
         let description = description_length(nll, *n, primitives, params, train.data.n_rows);
-        cands.push(Candidate { size: *n, loss: *loss, validation: v.map(|s| s.loss(settings.fitness)), description: Some(description), cv: None });
+        cands.push(Candidate { size: *n, loss: *loss, validation: v.map(|s| s.loss(settings.fitness)), description: Some(description), cv: None, resampled: None });
     }
     let outcome = &searched.outcome;
     let best_at = front.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);

@@ -30,8 +30,12 @@ pub struct ClassifySettings {
     pub data: String,
     /// Label column (default: the last).
     pub label: Option<String>,
-    /// Fraction of each class held out for testing (stratified).
+    /// Fraction of each class held out for testing (stratified; 0: none).
     pub test_fraction: f64,
+    /// A test file of its own (`--test-data`): the same columns as the training data, by name,
+    /// and labels among its classes; the training data is then not split (`test_fraction` 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_data: Option<String>,
     /// Fraction of each class's training rows held out to choose the returned program
     /// (`None`: the automatic choice of [`crate::task::base::validation::Plan::new`]).
     #[serde(default)]
@@ -96,6 +100,7 @@ impl Default for ClassifySettings {
             data: CLASSIFY_DATA.into(),
             label: None,
             test_fraction: CLASSIFY_TEST_FRACTION,
+            test_data: None,
             validation_fraction: None,
             select: crate::task::base::validation::Select::default(),
             standardize: true,
@@ -137,19 +142,34 @@ pub fn validation_split<'d>(
     Ok((std::borrow::Cow::Owned(rows), Some(validation)))
 }
 
-/// The data of `settings`: all rows, then the training and test parts (standardised when
-/// asked), and the standardisation.
-pub fn load_data(settings: &ClassifySettings) -> Result<(Labeled, Labeled, Labeled, Option<Standardize>)> {
+/// The data of `settings`: all rows of the training data, then the training and test parts
+/// (standardised when asked; no test part with `test_fraction` 0 and no `test_data`), and the
+/// standardisation. A test file (`test_data`) has the training data's columns, by name, and
+/// labels among its classes; the training data is then not split.
+pub fn load_data(settings: &ClassifySettings) -> Result<(Labeled, Labeled, Option<Labeled>, Option<Standardize>)> {
     let all = ClassSource::parse(&settings.data)?.load(settings.label.as_deref())?;
     let k = all.n_classes();
     if settings.binary && k != 2 {
         bail!("--binary needs two classes; the data has {k} ({}): drop --binary", all.classes.join(", "));
     }
-    let (mut train, mut test) = stratified_split(&all, settings.test_fraction, settings.engine.seed)?;
+    let (mut train, mut test) = match &settings.test_data {
+        Some(path) => {
+            let bytes = crate::data::read::read_text_file(std::path::Path::new(path)).context("--test-data (test_data)")?;
+            let test = crate::data::classes::parse_labeled_like(&bytes, path, &all).context("--test-data (test_data)")?;
+            (all.clone(), Some(test))
+        }
+        None if settings.test_fraction == 0.0 => (all.clone(), None),
+        None => {
+            let (train, test) = stratified_split(&all, settings.test_fraction, settings.engine.seed)?;
+            (train, Some(test))
+        }
+    };
     let standardize = settings.standardize.then(|| Standardize::fit(&train.data.x, train.data.n_rows));
     if let Some(s) = &standardize {
         s.apply_to(&mut train.data);
-        s.apply_to(&mut test.data);
+        if let Some(t) = &mut test {
+            s.apply_to(&mut t.data);
+        }
     }
     Ok((all, train, test, standardize))
 }
@@ -163,10 +183,11 @@ impl ClassifySettings {
         ensure!(!self.islands.shard_rows, "--shard-rows (islands.shard_rows) splits regression rows over GPUs; grove classify has no row shards yet");
         self.budget.check(crate::task::base::budget::Measure::Accuracy)?;
         ensure!(
-            self.test_fraction > 0.0 && self.test_fraction < 1.0,
-            "--test-fraction (test_fraction) must be in (0, 1), got {}",
+            (0.0..1.0).contains(&self.test_fraction),
+            "--test-fraction (test_fraction) must be in [0, 1) (0: no test rows), got {}",
             self.test_fraction
         );
+        crate::task::base::validation::check_test_data(self.test_data.as_deref(), self.test_fraction)?;
         crate::task::base::validation::check_fraction(self.validation_fraction)?;
         ensure!(
             self.select != crate::task::base::validation::Select::Cv,
@@ -176,10 +197,6 @@ impl ClassifySettings {
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
         check_ge(&self.search_settings().ge)?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
-        ensure!(
-            !(self.linear_inputs == LinearInputs::On && self.engine.constants.steps > 0),
-            "--linear-inputs on cannot go with --optimise-constants (engine.constants.steps): the constant fitting of classifiers does not read the terms"
-        );
         let max = crate::program::head::MAX_HEAD;
         ensure!(self.outputs <= max, "--outputs (outputs) asks for {} outputs under the head; it reads at most {max}", self.outputs);
         if self.outputs > 0 {

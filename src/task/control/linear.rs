@@ -436,6 +436,7 @@ fn fame_row(nodes: &[Node], nu: usize, names: &[String], train: f64) -> serde_js
         score: 0.0,
         description_length: None,
         cv_loss: None,
+        cv_se: None,
         selected: true,
         equation: show(Style::Infix, |p| format!("tanh({p})")),
         latex: show(Style::Latex, |p| format!("\\tanh\\left({p}\\right)")),

@@ -90,7 +90,7 @@ mod tests {
         pop.set_tree(5, &copy).unwrap();
         let fitness = vec![-3.0, -1.0, -7.0, -2.0, -5.0, -7.0, -4.0, f64::INFINITY];
         let best = crate::evolve::Best { fitness: -9.0, nodes: pop.tree(6).nodes(), generation: 3, genome: None };
-        let outcome = crate::evolve::Outcome { best: best.clone(), history: Vec::new(), population: pop.clone(), fitness, transfers: None, island_history: Vec::new() };
+        let outcome = crate::evolve::Outcome { best: best.clone(), history: Vec::new(), population: pop.clone(), fitness, transfers: None, island_history: Vec::new(), fitness_cache: None };
         let run = ControlRun { episodes: 3, steps: 40, seed: 2, generation: VALIDATION_GENERATION, noise: true, ignore_termination: false };
         let (chosen, v) = choose_on_validation(&outcome, &m, &run, &<[Node]>::to_vec).unwrap();
         let v = v.expect("validation episodes were asked for");

@@ -4,6 +4,19 @@
 
 use super::*;
 
+/// A fitness function of the user's own (the Python package's `fitness=`): one score per
+/// program, lower is better, from a batch of the programs' predictions at the rows (each
+/// program's value under its linear scaling where the settings scale) and the rows' targets.
+/// An error stops the run with its message; so does NaN for a program whose predictions are
+/// finite (`+inf` is the worst score; a program with a non-finite prediction gets `+inf`
+/// whatever the function says).
+pub trait BatchFitness: Send + Sync {
+    /// The function's name, for reports and messages.
+    fn name(&self) -> String;
+    /// One score per program of `batch` (`[programs × rows]`, on the host or on a GPU).
+    fn score(&self, batch: crate::backend::PredictionBatch) -> anyhow::Result<Vec<f64>>;
+}
+
 /// Scores of one program on one data set.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct Scores {
@@ -15,6 +28,9 @@ pub struct Scores {
     pub mae: f64,
     /// Coefficient of determination.
     pub r2: f64,
+    /// The fitness of the user's own (a loss's mean or sum, or a fitness function's score),
+    /// where the run has one.
+    pub loss: Option<f64>,
 }
 
 /// The regression task over a training set, evaluated by a backend.
@@ -36,6 +52,13 @@ pub struct Regression<'d> {
     /// The rows of `data` in host memory (its target too), which lexicase selection's cases
     /// are read from ([`crate::evolve::Fitness::case_errors`]); `None`: no cases.
     pub rows: Option<&'d Dataset>,
+    /// A per-row loss of the user's own, what is minimised instead of `config.metric`: the
+    /// mean (or sum) over the rows of `loss(p, y)` at each program's prediction `p`, its value
+    /// under linear scaling where `config` scales ([`crate::backend::Backend::loss_sums`]).
+    pub loss: Option<Loss>,
+    /// A fitness function of the user's own, what is minimised instead of `config.metric`
+    /// ([`BatchFitness`]).
+    pub fitness_fn: Option<&'d dyn BatchFitness>,
 }
 
 impl Regression<'_> {
@@ -68,8 +91,53 @@ pub fn joint_error(joint: &Joint, s: &JointSums, metric: Metric) -> f64 {
     if e.is_finite() { e } else { f64::INFINITY }
 }
 
+impl Regression<'_> {
+    /// Each program's fitness under the loss or the fitness function of the user's own, plus
+    /// parsimony per node; `+inf` for an empty or invalid program.
+    fn own_fitness(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
+        let with_parsimony = |i: usize, e: f64| if pop.len[i] == 0 || !e.is_finite() { f64::INFINITY } else { e + self.config.parsimony * pop.len[i] as f64 };
+        if let Some(loss) = &self.loss {
+            let sums = self.backend.loss_sums(pop, &self.data, loss, self.config.linear_scaling)?;
+            return Ok(sums.iter().enumerate().map(|(i, s)| with_parsimony(i, loss.value(s))).collect());
+        }
+        let f = self.fitness_fn.ok_or_else(|| anyhow::anyhow!("no fitness of the user's own"))?;
+        if pop.size() == 0 {
+            return Ok(Vec::new());
+        }
+        let batch = self.backend.prediction_batch(pop, &self.data, self.config.linear_scaling)?;
+        let scores = checked_scores(f, batch)?;
+        Ok(scores.into_iter().enumerate().map(|(i, e)| with_parsimony(i, e)).collect())
+    }
+}
+
+/// Calls `f` on `batch` and checks what it returns: one score per program, NaN nowhere a
+/// program's predictions are finite (an error naming the function and the program); invalid
+/// programs score `+inf` whatever it said.
+pub fn checked_scores(f: &dyn BatchFitness, batch: crate::backend::PredictionBatch) -> anyhow::Result<Vec<f64>> {
+    let (p, _) = batch.shape();
+    let valid = batch.valid();
+    let scores = f.score(batch)?;
+    anyhow::ensure!(scores.len() == p, "the fitness function {} returned {} scores for {p} programs: return one per program", f.name(), scores.len());
+    scores
+        .into_iter()
+        .zip(valid)
+        .enumerate()
+        .map(|(i, (s, ok))| match (ok, s.is_nan()) {
+            (false, _) => Ok(f64::INFINITY),
+            (true, true) => Err(anyhow::anyhow!(
+                "the fitness function {} returned NaN for program {i} of {p}, whose predictions are all finite: return a number (inf for the worst)",
+                f.name()
+            )),
+            (true, false) => Ok(s),
+        })
+        .collect()
+}
+
 impl crate::evolve::Fitness for Regression<'_> {
     fn evaluate(&self, pop: &Population) -> anyhow::Result<Vec<f64>> {
+        if self.loss.is_some() || self.fitness_fn.is_some() {
+            return self.own_fitness(pop);
+        }
         if let Some(j) = self.joint {
             let sums = self.backend.joint_sums(pop, &self.data, &j.inputs)?;
             let metric = self.config.metric;
@@ -101,8 +169,21 @@ impl crate::evolve::Fitness for Regression<'_> {
             return Ok(None);
         }
         let cfg = crate::backend::cpu::fit::FitConfig { steps, linear_scaling: self.config.linear_scaling };
+        // Least squares is not the loss of the user's own: a fit is kept where it does not
+        // make that worse, and undone where it does.
+        let own = self.loss.is_some() || self.fitness_fn.is_some();
+        let before = if own { Some((pop.gather(rows), self.evaluate(&pop.gather(rows))?)) } else { None };
         self.backend.fit_constants(pop, rows, &self.data, cfg)?;
-        self.evaluate(&pop.gather(rows)).map(Some)
+        let mut after = self.evaluate(&pop.gather(rows))?;
+        if let Some((old, old_fit)) = before {
+            for (k, &r) in rows.iter().enumerate() {
+                if !(after[k] <= old_fit[k]) {
+                    pop.set_tree(r, &old.tree(k).nodes()).map_err(|e| anyhow::anyhow!("restoring a program after its constant fit: {e}"))?;
+                    after[k] = old_fit[k];
+                }
+            }
+        }
+        Ok(Some(after))
     }
 
     fn n_cases(&self) -> usize {
@@ -129,10 +210,20 @@ impl crate::evolve::Fitness for Regression<'_> {
             vec![Some(Readout::Scale(1.0, 0.0)); pop.size()]
         };
         anyhow::ensure!(pred.len() == pop.size() * n_out * k, "{} predictions for {} programs at {k} rows", pred.len(), pop.size());
+        anyhow::ensure!(self.fitness_fn.is_none(), "a fitness function gives no error per row for lexicase selection");
         let mut errors = vec![f64::INFINITY; pop.size() * k];
         for (i, readout) in readouts.iter().enumerate() {
             let Some(r) = readout.as_ref().filter(|_| pop.len[i] > 0) else { continue };
-            let p = r.apply(&pred[i * n_out * k..(i + 1) * n_out * k], k);
+            let f = &pred[i * n_out * k..(i + 1) * n_out * k];
+            // A loss of the user's own is each case's error, at the prediction it scores.
+            if let (Some(loss), Readout::Scale(a, b)) = (&self.loss, r) {
+                for (c, &f) in f.iter().enumerate() {
+                    let e = loss.row(crate::program::fitness::scaled_prediction(f, *a, *b), y[c]) as f64;
+                    errors[i * k + c] = if f.is_finite() && e.is_finite() { e } else { f64::INFINITY };
+                }
+                continue;
+            }
+            let p = r.apply(f, k);
             for (c, p) in p.into_iter().enumerate() {
                 let e = (p - y[c] as f64).abs();
                 errors[i * k + c] = if e.is_finite() { e } else { f64::INFINITY };
@@ -141,10 +232,17 @@ impl crate::evolve::Fitness for Regression<'_> {
         Ok(errors)
     }
 
+    /// On the CPU every fitness here scores each program on its own, in fixed chunks of rows;
+    /// a fitness function of the user's own sees whole batches, and may read them together.
+    fn cacheable(&self) -> bool {
+        matches!(self.data, crate::backend::RegressionData::Host { .. }) && self.fitness_fn.is_none()
+    }
+
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
-        // The device loop's fused fitness reads plain regression sums: the joint fit and the
-        // head are scored by `evaluate`, selection and variation on the host.
-        if self.joint.is_some() || self.outputs > 1 {
+        // The device loop's fused fitness reads plain regression sums: the joint fit, the head
+        // and a fitness of the user's own are scored by `evaluate`, selection and variation on
+        // the host.
+        if self.joint.is_some() || self.outputs > 1 || self.loss.is_some() || self.fitness_fn.is_some() {
             return None;
         }
         self.backend.regression_task(&self.data, self.config)
@@ -199,9 +297,14 @@ pub fn scores(nodes: &[Node], data: &Dataset, readout: &Readout) -> anyhow::Resu
 /// [`scores`] of the whole model: the program under `readout`, plus `linear` terms of the
 /// inputs where there are some.
 pub fn scores_with(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Option<&Linear>) -> anyhow::Result<Scores> {
+    scores_limited(nodes, data, readout, linear, None)
+}
+
+/// [`scores_with`] with the predictions clamped to `limits` (`--output-margin`).
+pub fn scores_limited(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Option<&Linear>, limits: Option<(f64, f64)>) -> anyhow::Result<Scores> {
     let mut pop = Population::new(1, nodes.len().max(1), readout.n_outputs());
     if pop.set_tree(0, nodes).is_err() {
-        return Ok(Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN });
+        return Ok(Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN, loss: None });
     }
     let f = crate::backend::cpu::eval::predict(&pop, 0, &data.x, data.n_rows)?;
     let mut predictions = readout.apply(&f, data.n_rows);
@@ -210,6 +313,7 @@ pub fn scores_with(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Op
             *p += t;
         }
     }
+    crate::task::base::model::limit(&mut predictions, limits);
     let n = data.n_rows as f64;
     let mean_y = data.y.iter().map(|&y| y as f64).sum::<f64>() / n;
     let (mut sse, mut sae, mut sst) = (0.0, 0.0, 0.0);
@@ -221,11 +325,54 @@ pub fn scores_with(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Op
     }
     let mse = sse / n;
     let r2 = if sst > 0.0 { 1.0 - sse / sst } else if sse == 0.0 { 1.0 } else { 0.0 };
-    Ok(Scores { mse, rmse: mse.sqrt(), mae: sae / n, r2 })
+    Ok(Scores { mse, rmse: mse.sqrt(), mae: sae / n, r2, loss: None })
 }
 
-/// The error `metric` reads from scores (1 − R² for `r2`); `+inf` where not finite.
+/// The fitness of the user's own of programs `members` (each with its readout, fitted on the
+/// training rows) on `data`: a loss's mean or sum at each row's prediction (`a·f + b` rounded to
+/// f32, as the search scores it), or the fitness function's scores of one batch of them;
+/// `+inf` for a program with a non-finite prediction. `None` without a fitness of the user's
+/// own.
+pub fn own_scores(loss: Option<&Loss>, fitness_fn: Option<&dyn BatchFitness>, members: &[(&[Node], &Readout)], data: &Dataset) -> anyhow::Result<Option<Vec<f64>>> {
+    if loss.is_none() && fitness_fn.is_none() {
+        return Ok(None);
+    }
+    let n = data.n_rows;
+    let mut pred = Vec::with_capacity(members.len() * n);
+    for (nodes, readout) in members {
+        let mut pop = Population::new(1, nodes.len().max(1), 0);
+        let f = if pop.set_tree(0, nodes).is_ok() { crate::backend::cpu::eval::predict(&pop, 0, &data.x, n)? } else { vec![f32::NAN; n] };
+        match readout {
+            Readout::Scale(a, b) => pred.extend(f.iter().map(|&f| crate::program::fitness::scaled_prediction(f, *a, *b))),
+            Readout::Head(_) => pred.extend(readout.apply(&f, n).iter().map(|&p| p as f32)),
+        }
+    }
+    if let Some(loss) = loss {
+        return Ok(Some(
+            pred.chunks(n.max(1))
+                .map(|p| {
+                    let mut s = crate::program::fitness::LossSums { n: n as u64, finite: true, sum: 0.0 };
+                    for (&p, &y) in p.iter().zip(&data.y) {
+                        let l = loss.row(p, y);
+                        s.finite &= p.is_finite() && l.is_finite();
+                        s.sum += l as f64;
+                    }
+                    loss.value(&s)
+                })
+                .collect(),
+        ));
+    }
+    let f = fitness_fn.expect("checked above");
+    let batch = crate::backend::PredictionBatch::Host { pred, y: data.y.clone(), programs: members.len(), rows: n };
+    checked_scores(f, batch).map(Some)
+}
+
+/// The error `metric` reads from scores (1 − R² for `r2`), or the fitness of the user's own
+/// where the scores have one; `+inf` where not finite.
 pub fn metric_of(s: &Scores, metric: Metric) -> f64 {
+    if let Some(l) = s.loss {
+        return if l.is_finite() { l } else { f64::INFINITY };
+    }
     let e = match metric {
         Metric::Mse => s.mse,
         Metric::Rmse => s.rmse,

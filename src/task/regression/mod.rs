@@ -5,10 +5,12 @@
 //! chosen from the front, scored on the training, validation and test data.
 //!
 //! [`settings`] holds what a run is given, [`fitness`] how programs are scored, [`search`] the
-//! run up to the front ([`run`], [`fit`]), [`report`] the choice and the report ([`finish`]),
+//! run up to the front ([`run`], [`fit`]), [`choice`] the candidates' resampled errors,
+//! [`report`] the choice and the report ([`finish`]),
 //! [`shard`] rows split over GPUs. Every public item is re-exported here. The submodules share
 //! this module's imports (`use super::*`).
 
+pub mod choice;
 pub mod fitness;
 pub mod report;
 pub mod search;
@@ -26,9 +28,10 @@ use crate::task::base::search::{check_ge, check_grammar_slots, check_search};
 
 /// The error measure, the task's settings and the error of the fused sums: defined in
 /// [`crate::program::fitness`], below the engine, which reads them too.
-pub use crate::program::fitness::{Metric, RegressionConfig, error};
+pub use crate::program::fitness::{Loss, LossReduce, LossSums, Metric, RegressionConfig, error};
 pub use crate::task::base::model::{LinearInputs, Readout};
 
+pub use choice::*;
 pub use fitness::*;
 pub use report::*;
 pub use search::*;

@@ -17,6 +17,19 @@ pub fn model_texts(nodes: &[Node], names: &[String], readout: &Readout, linear: 
     let Some(l) = linear else {
         return program_texts(nodes, names, readout);
     };
+    // A baseline of the model choice (the mean, the terms alone): the terms are the formula.
+    let baseline = matches!((nodes, readout), ([n], Readout::Scale(a, _)) if n.op == crate::program::Op::Const && n.value as f64 * a == 0.0);
+    if let (true, Readout::Scale(_, b)) = (baseline, readout) {
+        let merged = Linear { c: l.c + b, a: l.a.clone() };
+        let text = |style: Style| {
+            let t = merged.render(names, style);
+            match t.strip_prefix(" + ") {
+                Some(rest) => rest.to_string(),
+                None => t.strip_prefix(" - ").map_or(t.clone(), |rest| format!("-{rest}")),
+            }
+        };
+        return (text(Style::Infix), text(Style::Latex), text(Style::Sympy));
+    }
     // The program with its own intercept moved into the terms' one.
     let (inner, c) = match readout {
         Readout::Scale(a, b) => (Readout::Scale(*a, 0.0), l.c + b),
@@ -97,6 +110,8 @@ struct Front<'h> {
     members: Vec<(usize, &'h crate::evolve::hof::Entry, f64)>,
     models: Vec<(Readout, Option<Linear>)>,
     cands: Vec<crate::task::base::validation::Candidate>,
+    /// The kinds of node the description lengths count.
+    primitives: usize,
 }
 
 /// Scores the front of `searched` for the model choice: each member's readout fitted by
@@ -137,9 +152,22 @@ fn score_front<'h>(
             validation: v.map(|s| metric_of(&s, metric)),
             description: Some(description_length(nll, *n, primitives, params, rows.n_rows)),
             cv: searched.cv.as_ref().map(|c| c.mse(*n)),
+            resampled: None,
         });
     }
-    Ok(Front { members, models, cands })
+    // With a fitness of the user's own, the validation error is that fitness on the validation
+    // rows: a loss's, or the function's scores of the front in one batch.
+    if let (Some(v), true) = (validation, settings.own_fitness()) {
+        let loss = settings.compiled_loss()?;
+        let fitness_fn = settings.fitness_fn.as_ref().map(|f| &*f.0);
+        let batch: Vec<(&[Node], &Readout)> = members.iter().zip(&models).map(|((_, e, _), (r, _))| (&e.nodes[..], r)).collect();
+        if let Some(scores) = own_scores(loss.as_ref(), fitness_fn, &batch, v)? {
+            for (c, s) in cands.iter_mut().zip(scores) {
+                c.validation = Some(s);
+            }
+        }
+    }
+    Ok(Front { members, models, cands, primitives })
 }
 
 /// The returned program's scores on the training, validation and test rows.
@@ -165,7 +193,7 @@ pub fn finish(
     backend: &crate::backend::Backend,
     linear: &LinearChoice,
 ) -> anyhow::Result<EvolveResult> {
-    use crate::task::base::validation::{chosen_program, decide, front_rows};
+    use crate::task::base::validation::{Baseline, Described, Select, chosen_program, decide, decide_described, decide_resampled, description_length, front_rows, gaussian_nll};
 
     let start = std::time::Instant::now();
     let outcome = &searched.outcome;
@@ -180,29 +208,132 @@ pub fn finish(
     // what the terms left.
     let joint = if k <= 1 { linear.joint() } else { None };
     let fitted = Fitted { rows: fit_rows.as_ref(), lin, joint, linear_scaling: settings.regression.linear_scaling, outputs: k };
-    let front = score_front(settings, searched, &fitted, rows, validation)?;
+    let mut front = score_front(settings, searched, &fitted, rows, validation)?;
     let best_at = front.members.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
-    let decision = decide(plan, &front.cands, best_at);
-    let best = chosen_program(&front.members, &decision, outcome);
-    let (chosen, chosen_linear) = match decision.member {
-        Some(i) => front.models[i].clone(),
-        None => fitted.model_of(&best.nodes)?,
+    // The simplest candidates: the mean, and the terms alone where some input was chosen.
+    let terms_alone = linear.fit.as_ref().filter(|f| f.inputs > 0 && f.joint.is_some()).map(|f| &f.linear);
+    // And the ridge on every input, where the terms chose fewer (or none).
+    let every_fit = match &linear.fit {
+        Some(f) if f.inputs < f.used => terms_on(rows, true)?,
+        _ => None,
+    };
+    let every = every_fit.as_ref().map(|f| &f.linear);
+    let resampled = searched.resampled.as_ref().filter(|r| r.members.len() == front.cands.len());
+    let decision = match resampled {
+        Some(r) if matches!(plan.rule, Select::Folds | Select::Validation) => {
+            for (c, s) in front.cands.iter_mut().zip(&r.members) {
+                c.resampled = Some(*s);
+            }
+            let mut simple = vec![(Baseline::Mean, r.mean)];
+            simple.extend(r.linear.filter(|_| terms_alone.is_some()).map(|s| (Baseline::Linear, s)));
+            simple.extend(r.every.filter(|_| every.is_some()).map(|s| (Baseline::Every, s)));
+            decide_resampled(plan, &front.cands, &simple, &r.how(), best_at)
+        }
+        _ if plan.rule == Select::Mdl => {
+            if let Some(r) = resampled {
+                for (c, s) in front.cands.iter_mut().zip(&r.members) {
+                    c.resampled = Some(*s);
+                }
+            }
+            // The simple candidates' lengths: no node, their own fitted numbers.
+            let n = rows.n_rows;
+            let mean_mse = {
+                let m = rows.y.iter().map(|&y| y as f64).sum::<f64>() / n.max(1) as f64;
+                rows.y.iter().map(|&y| (y as f64 - m).powi(2)).sum::<f64>() / n.max(1) as f64
+            };
+            let mut simple = vec![(Baseline::Mean, Described { description: description_length(gaussian_nll(mean_mse, n), 0, front.primitives, 1, n), resampled: resampled.map(|r| r.mean) })];
+            for (b, l, s) in [(Baseline::Linear, terms_alone, resampled.and_then(|r| r.linear)), (Baseline::Every, every, resampled.and_then(|r| r.every))] {
+                if let Some(l) = l {
+                    let mse = scores_with(&[Node::constant(0.0)], rows, &Readout::Scale(1.0, 0.0), Some(l))?.mse;
+                    let description = description_length(gaussian_nll(mse, n), 0, front.primitives, l.used() + 1, n);
+                    simple.push((b, Described { description, resampled: s }));
+                }
+            }
+            decide_described(plan, &front.cands, &simple, best_at)
+        }
+        _ => decide(plan, &front.cands, best_at),
+    };
+    let baseline_model = |b: Baseline| -> (Vec<Node>, Readout, Linear) {
+        let mean = rows.y.iter().map(|&y| y as f64).sum::<f64>() / rows.n_rows.max(1) as f64;
+        let l = match (b, terms_alone, every) {
+            (Baseline::Linear, Some(l), _) | (Baseline::Every, _, Some(l)) => l.clone(),
+            _ => Linear { c: mean, a: vec![0.0; rows.n_features] },
+        };
+        (vec![Node::constant(0.0)], Readout::Scale(1.0, 0.0), l)
+    };
+    let (best, chosen, chosen_linear) = match decision.baseline {
+        Some(b) => {
+            let (nodes, r, l) = baseline_model(b);
+            let s = scores_with(&nodes, rows, &r, Some(&l))?;
+            let best = crate::evolve::Best { fitness: metric_of(&s, settings.regression.metric), nodes, generation: 0, genome: None };
+            (best, r, Some(l))
+        }
+        None => {
+            let best = chosen_program(&front.members, &decision, outcome);
+            let (r, l) = match decision.member {
+                Some(i) => front.models[i].clone(),
+                None => fitted.model_of(&best.nodes)?,
+            };
+            (best, r, l)
+        }
     };
     let lin = chosen_linear.as_ref();
-    let scored = Scored {
-        train: scores_with(&best.nodes, rows, &chosen, lin)?,
-        validation: validation.map(|v| scores_with(&best.nodes, v, &chosen, lin)).transpose()?,
-        test: test.map(|t| scores_with(&best.nodes, t, &chosen, lin)).transpose()?,
+    let limits = settings.output_margin.and_then(|m| crate::task::base::model::limits_of(&rows.y, m));
+    let mut scored = Scored {
+        train: scores_limited(&best.nodes, rows, &chosen, lin, limits)?,
+        validation: validation.map(|v| scores_limited(&best.nodes, v, &chosen, lin, limits)).transpose()?,
+        test: test.map(|t| scores_limited(&best.nodes, t, &chosen, lin, limits)).transpose()?,
     };
+    // The fitness of the user's own beside the standard scores, on every part of the data.
+    if settings.own_fitness() {
+        let loss = settings.compiled_loss()?;
+        let fitness_fn = settings.fitness_fn.as_ref().map(|f| &*f.0);
+        let one = [(&best.nodes[..], &chosen)];
+        let own = |d: &Dataset| own_scores(loss.as_ref(), fitness_fn, &one, d).map(|s| s.map(|s| s[0]));
+        scored.train.loss = own(rows)?;
+        if let (Some(s), Some(v)) = (scored.validation.as_mut(), validation) {
+            s.loss = own(v)?;
+        }
+        if let (Some(s), Some(t)) = (scored.test.as_mut(), test) {
+            s.loss = own(t)?;
+        }
+    }
     let names = &rows.names;
     let fame = front_rows(&front.members, &front.cands, decision.member, |nodes| {
         let (r, l) = fitted.model_of(nodes)?;
         Ok(model_texts(nodes, names, &r, l.as_ref()))
     })?;
     let texts = model_texts(&best.nodes, names, &chosen, lin);
-    let model = Chosen { best: &best, readout: &chosen, linear: lin, texts: &texts };
-    let seconds = searched.seconds + searched.cv_seconds + start.elapsed().as_secs_f64();
+    let model = Chosen { best: &best, readout: &chosen, linear: lin, texts: &texts, limits };
+    let seconds = searched.seconds + searched.cv_seconds + searched.resampled.as_ref().map_or(0.0, |r| r.seconds) + start.elapsed().as_secs_f64();
     let mut selection = crate::task::base::validation::selection_json(plan, &decision, rows.n_rows, validation.map_or(0, |v| v.n_rows));
+    if let Some(r) = resampled {
+        let chosen_is = |p: Option<Baseline>, m: Option<usize>| decision.baseline == p && (p.is_some() || decision.member == m);
+        let row = |name: String, size: usize, s: Option<crate::task::base::crossval::Score>, chosen: bool| {
+            serde_json::json!({"candidate": name, "size": size,
+                "mse": s.map(|s| crate::report::num(s.mse)), "se": s.map(|s| crate::report::num(s.se)), "chosen": chosen})
+        };
+        let mut rows_json = vec![row("mean".into(), 0, Some(r.mean), chosen_is(Some(Baseline::Mean), None))];
+        if terms_alone.is_some() {
+            rows_json.push(row("linear terms".into(), 0, r.linear, chosen_is(Some(Baseline::Linear), None)));
+        }
+        if every.is_some() {
+            rows_json.push(row("every input".into(), 0, r.every, chosen_is(Some(Baseline::Every), None)));
+        }
+        for (i, ((n, _, _), c)) in front.members.iter().zip(&front.cands).enumerate() {
+            rows_json.push(row(format!("front {i}"), *n, c.resampled, chosen_is(None, Some(i))));
+        }
+        let measure = if settings.regression.metric == crate::task::regression::Metric::Mae { "mae" } else { "mse" };
+        selection["resampling"] = serde_json::json!({"how": r.how(), "folds": r.folds, "rows": r.rows, "loss": measure});
+        selection["candidates"] = serde_json::json!(rows_json);
+        if let Some(b) = decision.baseline {
+            selection["baseline"] = serde_json::json!(match b {
+                Baseline::Mean => "mean",
+                Baseline::Linear => "linear terms",
+                Baseline::Every => "every input",
+            });
+        }
+    }
     if let Some(c) = &searched.cv {
         selection["cross_validation"] = serde_json::json!({
             "folds": c.folds, "rows": c.rows,
@@ -227,6 +358,8 @@ struct Chosen<'a> {
     readout: &'a Readout,
     linear: Option<&'a Linear>,
     texts: &'a (String, String, String),
+    /// The prediction's limits (`--output-margin`).
+    limits: Option<(f64, f64)>,
 }
 
 /// The report's blocks of the model choice: how the program was chosen (with `--select cv`'s
@@ -252,8 +385,12 @@ fn report_json(
     let (outcome, best, names, k) = (&searched.outcome, m.best, &rows.names, settings.outputs);
     let (infix, latex, sympy) = m.texts;
     let score_json = |s: &Scores| {
-        serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
-                           "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)})
+        let mut v = serde_json::json!({"mse": crate::report::num(s.mse), "rmse": crate::report::num(s.rmse),
+                           "mae": crate::report::num(s.mae), "r2": crate::report::num(s.r2)});
+        if let Some(l) = s.loss {
+            v["loss"] = serde_json::json!(crate::report::num(l));
+        }
+        v
     };
     let mut generations = generations_json(&outcome.history, &searched.median_sizes);
     add_island_stats(&mut generations, &outcome.island_history, false);
@@ -286,6 +423,7 @@ fn report_json(
             Readout::Head(h) => Some(h.clone()),
         },
         linear: m.linear.cloned(),
+        limits: m.limits,
         logit_terms: None,
         class_head: None,
         standardize: None,
@@ -308,11 +446,15 @@ fn report_json(
                    "node_evaluations_per_second": node_evals / seconds, "threads": rayon::current_num_threads(),
                    "device": searched.device},
         "transfers": outcome.transfers,
+        "fitness_cache": outcome.fitness_cache,
         "version": env!("CARGO_PKG_VERSION"),
     });
     crate::task::base::report::add_operators(&mut report, &best.nodes);
     if searched.cv.is_some() {
         report["timing"]["cross_validation_seconds"] = serde_json::json!(searched.cv_seconds);
+    }
+    if let Some(r) = &searched.resampled {
+        report["timing"]["model_choice_seconds"] = serde_json::json!(r.seconds);
     }
     Ok(report)
 }
@@ -322,28 +464,58 @@ fn report_json(
 fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>, scored: &Scored, terms: &str, selected: &str) -> String {
     let (k, infix) = (settings.outputs, &m.texts.0);
     let mut summary = format!("best program  {infix}\nsize          {} nodes\n", m.best.nodes.len());
+    if let Some((lo, hi)) = m.limits {
+        summary += &format!("limits        predictions clamped to [{lo:.6e}, {hi:.6e}] (--output-margin {})\n", settings.output_margin.unwrap_or(0.0));
+    }
     if let Readout::Head(h) = m.readout {
         let w: Vec<String> = h.w.iter().map(|w| format!("{w:.6e}")).collect();
         summary += &format!("head          {k} outputs under b + Σ w_k·f_k: b {:.6e}, w [{}]\n", h.b, w.join(", "));
+    }
+    if let Some(line) = own_fitness_line(settings) {
+        summary += &line;
     }
     summary += &format!("linear inputs {terms}\n");
     summary += &format!("selected      {selected}\n");
     if let Some(c) = &searched.cv {
         summary += &format!("cross-val     {} folds, the whole fit repeated on each: {:.2} s\n", c.folds, searched.cv_seconds);
     }
+    if let Some(r) = searched.resampled.as_ref().filter(|r| r.folds > 0) {
+        summary += &format!("cross-val     {} folds of the front (each program's numbers refitted on each): {:.2} s\n", r.folds, r.seconds);
+    }
     summary += &searched.ended.line(settings.engine.generations).unwrap_or_default();
     summary += &crate::task::base::report::collapse_line(&searched.median_sizes, settings.engine.selection);
-    let line = |name: &str, s: &Scores| format!("{name:<13} mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2);
+    let line = |name: &str, s: &Scores| {
+        let own = s.loss.map_or(String::new(), |l| format!("loss {l:.6e}  "));
+        format!("{name:<13} {own}mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2)
+    };
     summary += &line("train", &scored.train);
     if let Some(s) = &scored.validation {
         summary += &line("validation", s);
     }
     match &scored.test {
         Some(s) => summary += &line("test", s),
-        None => summary += "test          (no test data: use --test-fraction)\n",
+        None => summary += "test          (no test data: use --test-data or --test-fraction)\n",
     }
     if let Some(line) = islands_summary(&settings.islands, settings.engine.pop_size, &searched.outcome.island_history, false) {
         summary += &line;
     }
     summary
+}
+
+/// The summary's line on a fitness of the user's own: what it reduces and where it reads the
+/// prediction.
+fn own_fitness_line(settings: &EvolveSettings) -> Option<String> {
+    let at = if settings.regression.linear_scaling {
+        "at the prediction a·f + b (a, b fitted by least squares)"
+    } else {
+        "at the program's value (--no-linear-scaling)"
+    };
+    if let Some(l) = &settings.loss {
+        let reduce = match settings.loss_reduce {
+            LossReduce::Mean => "mean",
+            LossReduce::Sum => "sum",
+        };
+        return Some(format!("loss          {reduce} of {} over the rows, {at}\n", l.trim()));
+    }
+    settings.fitness_function.as_ref().map(|f| format!("fitness       the function {f}, {at}\n"))
 }

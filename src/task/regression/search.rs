@@ -40,6 +40,11 @@ impl LinearChoice {
             v["gcv"] = serde_json::json!(crate::report::num(f.gcv));
             v["gcv_mean"] = serde_json::json!(crate::report::num(f.gcv_mean));
             v["train_r2"] = serde_json::json!(crate::report::num(1.0 - f.rss_ratio));
+            // The terms alone as fitted (the model choice's simplest candidate but the mean),
+            // whether or not the programs carry them.
+            if f.inputs > 0 {
+                v["terms"] = serde_json::json!({"c": f.linear.c, "a": f.linear.a});
+            }
         }
         v
     }
@@ -55,6 +60,10 @@ pub fn linear_choice(settings: &EvolveSettings, rows: &Dataset) -> anyhow::Resul
         LinearInputs::Auto if settings.islands.shard_rows => return Ok(LinearChoice::none("off: --shard-rows (the joint fit is not split over GPUs)")),
         LinearInputs::Auto if !r.linear_scaling => return Ok(LinearChoice::none("off: --no-linear-scaling asks for the program alone")),
         LinearInputs::Auto if r.metric == Metric::Mae => return Ok(LinearChoice::none("off: --metric mae (the terms are a least-squares fit)")),
+        LinearInputs::Auto if settings.loss.is_some() => return Ok(LinearChoice::none("off: --loss (the loss scores the program's prediction; the terms are a least-squares fit)")),
+        LinearInputs::Auto if settings.fitness_function.is_some() => {
+            return Ok(LinearChoice::none("off: a fitness function of your own scores the program's prediction (the terms are a least-squares fit)"));
+        }
         LinearInputs::Auto if rows.n_features > MAX_INPUTS => {
             return Ok(LinearChoice::none(format!("off: {} inputs, more than the {MAX_INPUTS} the terms read", rows.n_features)));
         }
@@ -120,10 +129,14 @@ pub fn fit(
     backend: &crate::backend::Backend,
     opts: &crate::task::base::options::RunOptions,
 ) -> anyhow::Result<EvolveResult> {
-    // The run's own operators, before its function set or grammar names them.
+    // The run's own operators, before its function set or grammar names them, and its loss.
     crate::task::base::search::register_operators(&settings.operators)?;
-    let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, crate::task::base::defaults::EVOLVE_SMALL_DATA_RULE)?;
+    settings.compiled_loss()?;
+    settings.check_fitness_fn()?;
+    let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, crate::task::base::defaults::EVOLVE_AUTO)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
+    // A fold count the rows cannot take is refused before the search.
+    crate::task::base::crossval::fold_count(settings.folds, rows.n_rows)?;
     // Linear terms of the inputs first; the program is evolved on what they leave.
     let linear = linear_choice(settings, &rows)?;
     // One output: each program is fitted together with the terms; a head fits what they leave.
@@ -133,8 +146,24 @@ pub fn fit(
         None => search(settings, &rows, backend, opts)?,
     };
     let mut plan = plan;
-    if plan.rule == crate::task::base::validation::Select::Cv && rows.n_rows < 2 {
-        plan = plan.instead(crate::task::base::validation::Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
+    use crate::task::base::validation::Select;
+    if matches!(plan.rule, Select::Cv | Select::Folds) && rows.n_rows < 2 {
+        plan = plan.instead(Select::Mdl, &format!("cross-validation needs 2 training rows, the data has {}", rows.n_rows));
+    }
+    // `folds` chooses by the front's cross-validation; `mdl` is guarded by it.
+    if matches!(plan.rule, Select::Folds | Select::Mdl) && rows.n_rows >= 2 {
+        let folds = crate::task::base::crossval::fold_count(settings.folds, rows.n_rows)?;
+        let front = searched.hof.front(|e| e.fitness - settings.regression.parsimony * e.nodes.len() as f64);
+        let nodes: Vec<&[Node]> = front.iter().map(|(_, e, _)| &e.nodes[..]).collect();
+        match cross_validate_front(settings, &nodes, &rows, linear.used, folds, backend, opts)? {
+            Some(r) => searched.resampled = Some(r),
+            None if plan.rule == Select::Folds => plan = plan.instead(Select::Mdl, "the cross-validation was stopped"),
+            None => {}
+        }
+    } else if let (Select::Validation, Some(v)) = (plan.rule, validation.as_ref()) {
+        let front = searched.hof.front(|e| e.fitness - settings.regression.parsimony * e.nodes.len() as f64);
+        let nodes: Vec<&[Node]> = front.iter().map(|(_, e, _)| &e.nodes[..]).collect();
+        searched.resampled = Some(score_on_validation(settings, &nodes, &rows, v, linear.fit.as_ref(), linear.used, backend)?);
     }
     if plan.rule == crate::task::base::validation::Select::Cv {
         let start = std::time::Instant::now();
@@ -173,6 +202,9 @@ pub struct Searched {
     pub cv: Option<crate::task::base::crossval::SizeCurve>,
     /// Seconds the cross-validation's searches took (0 without).
     pub cv_seconds: f64,
+    /// The model choice's resampled errors (`--select folds`, or validation rows; `None`
+    /// otherwise).
+    pub resampled: Option<super::choice::Resampled>,
 }
 
 /// The evolution of [`fit`] on the rows it fits (`rows`: the training rows less the
@@ -208,14 +240,22 @@ pub fn search_with(
     let search_settings = crate::task::base::search::SearchSettings { engine: &engine, ..settings.search_settings() };
     let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
     // The joint fit on a GPU writes every program's value at every row before summing them
-    // (and a head's, every output's).
-    let joint_values = if joint.is_some() || k > 1 { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
+    // (and a head's, every output's; and a fitness of the user's own, the predictions it scores).
+    let joint_values = if joint.is_some() || k > 1 || settings.own_fitness() { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
     let need = crate::task::base::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values, cases: rows.n_rows as u64 };
     crate::task::base::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
     crate::task::base::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
-    if (k > 1 || joint.is_some()) && backend.is_gpu() && !opts.quiet {
-        let what = if k > 1 { format!("--outputs {k} (the fitted head)") } else { "the linear terms".to_string() };
+    if (k > 1 || joint.is_some() || settings.own_fitness()) && backend.is_gpu() && !opts.quiet {
+        let what = if k > 1 {
+            format!("--outputs {k} (the fitted head)")
+        } else if settings.loss.is_some() {
+            "--loss (the loss of your own)".to_string()
+        } else if settings.fitness_function.is_some() {
+            "a fitness function of your own".to_string()
+        } else {
+            "the linear terms".to_string()
+        };
         opts.say(&format!("note: {what} keep selection and variation on the CPU (the device loop scores programs alone); evaluation stays on the GPU"));
     }
     // Islands spread over every GPU `islands.gpus` chooses, each with its own copy of the data;
@@ -230,13 +270,15 @@ pub fn search_with(
     let backends: Vec<&crate::backend::Backend> =
         if sharded && !backend.is_gpu() { vec![backend; shards] } else { std::iter::once(backend).chain(&more).collect() };
     ensure!(!sharded || backends.len() == shards, "--shard-rows: {shards} shards but {} GPUs opened", backends.len());
+    let loss = settings.compiled_loss()?;
+    let fitness_fn = settings.fitness_fn.as_ref().map(|f| &*f.0);
     let tasks = backends
         .iter()
         .enumerate()
         .map(|(i, &b)| {
             let part = if sharded { &parts[i] } else { rows };
             let data = b.regression_data(&part.x, &part.y, part.n_rows, part.n_features)?;
-            Ok(Regression { backend: b, data, config: settings.regression, outputs: k, joint, rows: Some(part) })
+            Ok(Regression { backend: b, data, config: settings.regression, outputs: k, joint, rows: Some(part), loss, fitness_fn })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let on_gpus = crate::evolve::OnGpus(&tasks);
@@ -281,6 +323,7 @@ pub fn search_with(
         ended: std::mem::replace(&mut observer.ended, crate::task::base::budget::Ending::Generations),
         cv: None,
         cv_seconds: 0.0,
+        resampled: None,
     })
 }
 

@@ -28,6 +28,11 @@ pub struct EvolveSettings {
     pub target: Option<String>,
     /// Fraction of rows held out for testing (0: use the built-in's own test set, if any).
     pub test_fraction: f64,
+    /// A test file of its own (`--test-data`): the same columns as the training data, by name;
+    /// its rows are scored beside the training rows and evolution never sees them (the
+    /// training data is then not split: `test_fraction` must be 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_data: Option<String>,
     /// Fraction of the training rows held out to choose the returned program (`None`: the
     /// automatic choice of [`crate::task::base::validation::Plan::new`]).
     #[serde(default)]
@@ -35,6 +40,10 @@ pub struct EvolveSettings {
     /// How the returned program is chosen from the hall of fame's front.
     #[serde(default)]
     pub select: crate::task::base::validation::Select,
+    /// Folds of `select: folds` (`None`: [`crate::task::base::defaults::FOLDS`], fewer where the
+    /// training rows are fewer); more than the training rows is an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folds: Option<usize>,
     /// Grammar file for grammatical evolution (`None`: tree GP from `functions`).
     pub grammar: Option<String>,
     /// Function set for tree GP, e.g. `add,sub,mul,div,sin`.
@@ -55,6 +64,21 @@ pub struct EvolveSettings {
     pub genome_capacity: usize,
     /// Error measure, scaling, parsimony.
     pub regression: RegressionConfig,
+    /// A per-row loss of the user's own, an expression of the prediction `p` and the target
+    /// `y` (`--loss "abs(p - y)"`): what evolution minimises instead of `regression.metric`,
+    /// at the linearly scaled prediction where `regression.linear_scaling` is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss: Option<String>,
+    /// How the rows' losses become the fitness: their mean (default) or sum.
+    #[serde(default, skip_serializing_if = "is_mean")]
+    pub loss_reduce: LossReduce,
+    /// The name of a fitness function of the user's own (the Python package's `fitness=`),
+    /// recorded: such a run scores its programs by calling it, so it runs from Python only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitness_function: Option<String>,
+    /// That function, for the run (not stored).
+    #[serde(skip)]
+    pub fitness_fn: Option<FitnessFn>,
     /// Program outputs read by a fitted linear head: 1 is the program's value (linearly scaled
     /// unless `regression.linear_scaling` is off); `2 ..= 8` are output slots (tree GP's output
     /// nodes, a grammar's `out(K, …)`) under `b + Σ w_k f_k` fitted by least squares.
@@ -65,6 +89,11 @@ pub struct EvolveSettings {
     /// numbers; `on` always (where the inputs have a spread); `off` never.
     #[serde(default = "default_linear_inputs")]
     pub linear_inputs: LinearInputs,
+    /// Limits on the returned model's predictions (`--output-margin M`): the training target's
+    /// range widened by `M` times its width on each side (0: the range itself); `None`: no
+    /// limits ([`crate::task::base::model::Model::limits`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_margin: Option<f64>,
     /// Tree GP: constants, initial depths, operator probabilities.
     pub trees: TreeSettings,
     /// Where populations are evaluated.
@@ -97,6 +126,28 @@ pub struct TreeSettings {
 impl Default for TreeSettings {
     fn default() -> Self {
         Self { const_range: (-2.0, 2.0), p_const: 0.2, init_depth: (2, 6), p_crossover: 0.9, p_mutation: 0.3 }
+    }
+}
+
+/// Whether `r` is the default reduction (reports leave it out).
+fn is_mean(r: &LossReduce) -> bool {
+    *r == LossReduce::Mean
+}
+
+/// A fitness function of the user's own, shared by the run's tasks: compared by identity, shown
+/// by its name.
+#[derive(Clone)]
+pub struct FitnessFn(pub std::sync::Arc<dyn BatchFitness>);
+
+impl PartialEq for FitnessFn {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for FitnessFn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FitnessFn({})", self.0.name())
     }
 }
 
@@ -144,8 +195,10 @@ impl Default for EvolveSettings {
             data: crate::task::base::defaults::EVOLVE_DATA.into(),
             target: None,
             test_fraction: crate::task::base::defaults::EVOLVE_TEST_FRACTION,
+            test_data: None,
             validation_fraction: None,
             select: crate::task::base::validation::Select::default(),
+            folds: None,
             grammar: None,
             functions: None,
             operators: Vec::new(),
@@ -155,8 +208,13 @@ impl Default for EvolveSettings {
             vary: crate::genome::vary::GeVaryConfig::default(),
             genome_capacity: crate::task::base::defaults::GE.genome_capacity,
             regression: RegressionConfig::default(),
+            loss: None,
+            loss_reduce: LossReduce::Mean,
+            fitness_function: None,
+            fitness_fn: None,
             outputs: crate::task::base::defaults::EVOLVE_OUTPUTS,
             linear_inputs: crate::task::base::defaults::EVOLVE_LINEAR_INPUTS,
+            output_margin: None,
             trees: TreeSettings::default(),
             device: crate::backend::DeviceChoice::default(),
             islands: crate::evolve::IslandConfig::default(),
@@ -165,9 +223,16 @@ impl Default for EvolveSettings {
     }
 }
 
-/// The training and test data of `settings` (the test part is `None` without a test set).
+/// The training and test data of `settings` (the test part is `None` without a test set): a
+/// test file of its own (`test_data`, its columns those of the training data by name), a
+/// seeded share of the rows (`test_fraction`), or a built-in's own test set.
 pub fn load_data(settings: &EvolveSettings) -> anyhow::Result<(Dataset, Option<Dataset>)> {
+    use anyhow::Context;
     let problem = crate::data::DataSource::parse(&settings.data)?.load(settings.target.as_deref())?;
+    if let Some(path) = &settings.test_data {
+        let test = crate::data::read_like(path, &problem.train).context("--test-data (test_data)")?;
+        return Ok((problem.train, Some(test)));
+    }
     Ok(if settings.test_fraction > 0.0 {
         let (tr, te) = crate::data::split(&problem.train, settings.test_fraction, settings.engine.seed)?;
         (tr, Some(te))
@@ -205,10 +270,18 @@ impl EvolveSettings {
         check_search(&self.engine, &self.islands)?;
         self.budget.check(crate::task::base::budget::Measure::Loss)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
+        crate::task::base::validation::check_test_data(self.test_data.as_deref(), self.test_fraction)?;
         crate::task::base::validation::check_fraction(self.validation_fraction)?;
+        if let Some(m) = self.output_margin {
+            ensure!(m >= 0.0 && m.is_finite(), "--output-margin (output_margin) must be a number at least 0, got {m}");
+        }
+        if let Some(k) = self.folds {
+            ensure!(k >= 2, "--folds (folds) must be at least 2, got {k}");
+        }
         let p = self.regression.parsimony;
         ensure!(p >= 0.0 && p.is_finite(), "--parsimony (regression.parsimony) must be >= 0, got {p}");
         check_scaling(&self.regression, self.outputs)?;
+        self.check_own_fitness()?;
         if self.linear_inputs == LinearInputs::On {
             ensure!(
                 self.regression.linear_scaling && self.regression.metric != Metric::Mae,
@@ -229,6 +302,63 @@ impl EvolveSettings {
             (Some(_), Some(_)) => anyhow::bail!("give --grammar or --functions, not both (in an experiment file: grammar or functions)"),
             _ => Ok(()),
         }
+    }
+}
+
+impl EvolveSettings {
+    /// The loss of the user's own, compiled (registered as an operator `loss(p, y)`), where the
+    /// settings give one.
+    pub fn compiled_loss(&self) -> anyhow::Result<Option<Loss>> {
+        self.loss
+            .as_deref()
+            .map(|e| Loss::compile(e, self.loss_reduce).map_err(|m| anyhow::anyhow!("--loss (loss): {m}")))
+            .transpose()
+    }
+
+    /// Refuses settings that name a fitness function without it (a report or checkpoint of a
+    /// Python run, repeated elsewhere), in one line.
+    pub fn check_fitness_fn(&self) -> anyhow::Result<()> {
+        if let (Some(name), None) = (&self.fitness_function, &self.fitness_fn) {
+            anyhow::bail!(
+                "this run's fitness was the function `{name}` of a Python session (SymbolicRegressor(fitness_function=...)): it runs from Python only, given the function again"
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether programs are scored by a fitness of the user's own (a loss or a function), which
+    /// the device loop does not run.
+    pub fn own_fitness(&self) -> bool {
+        self.loss.is_some() || self.fitness_function.is_some()
+    }
+
+    /// Checks a loss or fitness function of the user's own against the rest: it scores one
+    /// prediction per row, so no head over several outputs, no linear terms (`on`), no rows
+    /// split over GPUs; a function gives no error per row, so no lexicase selection.
+    fn check_own_fitness(&self) -> anyhow::Result<()> {
+        use anyhow::ensure;
+        if self.loss.is_some() && self.fitness_function.is_some() {
+            anyhow::bail!("give a loss (--loss, loss) or a fitness function (fitness_function), not both");
+        }
+        let what = if self.loss.is_some() { "--loss (loss)" } else if self.fitness_function.is_some() { "a fitness function (fitness_function)" } else { return Ok(()) };
+        self.compiled_loss()?;
+        ensure!(
+            self.outputs <= 1,
+            "{what} scores one prediction per row; --outputs {} fits a head over several outputs by least squares: use --outputs 1",
+            self.outputs
+        );
+        ensure!(
+            self.linear_inputs != LinearInputs::On,
+            "{what} scores the program's prediction; --linear-inputs on adds least-squares terms of the inputs the loss would not see: use --linear-inputs off or auto"
+        );
+        ensure!(!self.islands.shard_rows, "{what} is not split over GPUs: drop --shard-rows");
+        if self.fitness_function.is_some() {
+            ensure!(
+                !self.engine.selection.is_lexicase(),
+                "a fitness function gives one score per program, not an error per row, which --selection lexicase and down-sampled read: use --selection tournament"
+            );
+        }
+        Ok(())
     }
 }
 

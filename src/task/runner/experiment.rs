@@ -141,6 +141,11 @@ impl Experiment {
         if matches!(command, "classify" | "control") && given.get("grammar").is_some_and(|g| !g.is_null()) && given.get("functions").is_none() {
             merged["functions"] = Value::Null;
         }
+        // A test file of its own replaces the split a test fraction makes: where the fraction
+        // is not given, it is 0 (classify's default holds a quarter out).
+        if matches!(command, "evolve" | "classify") && given.get("test_data").is_some_and(|t| !t.is_null()) && given.get("test_fraction").is_none() {
+            merged["test_fraction"] = serde_json::json!(0.0);
+        }
         if command == "control" {
             // `grove control` requires --env; a file names it too.
             anyhow::ensure!(

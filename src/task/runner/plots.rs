@@ -26,6 +26,8 @@ fn fitness_label(report: &Value) -> String {
     }
     let s = &report["settings"];
     match report["command"].as_str() {
+        Some("evolve") if s["loss"].is_string() => format!("loss {}", s["loss"].as_str().unwrap_or_default()),
+        Some("evolve") if s["fitness_function"].is_string() => format!("fitness {}", s["fitness_function"].as_str().unwrap_or_default()),
         Some("evolve") => {
             let m = s["regression"]["metric"].as_str().unwrap_or("error");
             let m = if m == "r2" { "1 - r2" } else { m };
@@ -34,6 +36,7 @@ fn fitness_label(report: &Value) -> String {
         Some("classify") => match s["fitness"].as_str() {
             Some("accuracy") => "1 - accuracy".into(),
             Some("balanced-accuracy") => "1 - balanced accuracy".into(),
+            Some("weighted-f1") => "1 - weighted F1".into(),
             _ => "cross-entropy".into(),
         },
         _ => "fitness".into(),

@@ -141,7 +141,7 @@ pub fn parse_genome(line: &str, out: &mut Vec<u32>) -> Result<(), String> {
         if k == MAX_GENOME {
             return Err(format!("more than {MAX_GENOME} codons (the longest genome grove maps)"));
         }
-        let v: u32 = tok.parse().map_err(|_| format!("codon {} is `{tok}`, not an integer from 0 to {}", k + 1, u32::MAX))?;
+        let v: u32 = tok.parse().map_err(|_| format!("codon {} is `{}`, not an integer from 0 to {}", k + 1, crate::input::clip(tok, crate::input::ECHO), u32::MAX))?;
         out.push(v);
     }
     Ok(())
@@ -153,6 +153,9 @@ pub const MAX_GENOME_LINE: usize = 11 * MAX_GENOME + 2;
 /// Most codon reads (genomes × the longest × passes over it) in a batch `grove map` maps at
 /// once: 2²⁴, at most 64 MiB of genomes and 128 MiB of GPU derivation rows.
 pub const MAP_CELLS: usize = 1 << 24;
+
+/// How many lines that are not genomes `grove map` names one by one; the rest are counted.
+pub const MAP_BAD_SHOWN: usize = 10;
 
 /// Settings of `grove map` (its flags).
 #[derive(Clone, Debug)]
@@ -173,7 +176,8 @@ pub struct MapSettings {
 
 /// Maps the genomes of `input` (one per line; blank lines skipped) as `s` says, writing one
 /// result per genome to `out`, in input order. A line that is not a genome goes to `bad` as
-/// `line N: why`. Returns how many were bad.
+/// `line N: why` (the first [`MAP_BAD_SHOWN`]; then one line counting the rest); a NUL byte
+/// (binary input) is an error. Returns how many were bad.
 pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mut bad: impl FnMut(String)) -> Result<usize> {
     let (config, format) = (s.config, s.format);
     anyhow::ensure!(config.max_wraps <= MAX_WRAPS, "--wraps must be at most {MAX_WRAPS}, got {}", config.max_wraps);
@@ -211,16 +215,20 @@ pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mu
         if line.len() > MAX_GENOME_LINE {
             anyhow::bail!("standard input: line {i} is longer than {MAX_GENOME_LINE} bytes (a genome of {MAX_GENOME} codons takes less)");
         }
-        let Ok(text) = std::str::from_utf8(&line) else {
-            bad(format!("line {i}: not UTF-8 text"));
-            n_bad += 1;
-            continue;
-        };
-        if text.trim().is_empty() {
-            continue;
+        // No genome holds a NUL byte: binary data (/dev/urandom, an image) stops at once.
+        if memchr::memchr(0, &line).is_some() {
+            anyhow::bail!("standard input: a NUL byte on line {i}: this is binary data, not genomes");
         }
-        if let Err(msg) = parse_genome(text, &mut genome) {
-            bad(format!("line {i}: {msg}"));
+        let why = match std::str::from_utf8(&line) {
+            Err(_) => Some("not UTF-8 text".to_string()),
+            Ok(text) if text.trim().is_empty() => continue,
+            Ok(text) => parse_genome(text, &mut genome).err(),
+        };
+        if let Some(msg) = why {
+            // The first few are shown; the rest are counted once at the end.
+            if n_bad < MAP_BAD_SHOWN {
+                bad(format!("line {i}: {msg}"));
+            }
             n_bad += 1;
             continue;
         }
@@ -234,6 +242,9 @@ pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mu
     }
     if !batch.is_empty() {
         flush(&mut batch, &mut mapper)?;
+    }
+    if n_bad > MAP_BAD_SHOWN {
+        bad(format!("… and {} more lines that are not genomes ({n_bad} in all; the first {MAP_BAD_SHOWN} are shown)", n_bad - MAP_BAD_SHOWN));
     }
     Ok(n_bad)
 }
@@ -364,6 +375,7 @@ pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String
             scale: None,
             head: None,
             linear: None,
+            limits: None,
             logit_terms: None,
             class_head: None,
             standardize: None,
@@ -381,6 +393,7 @@ pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String
         scale: saved.scale,
         head: saved.head.as_ref().map(|h| (h.b, h.w.as_slice())),
         linear: saved.linear.as_ref().map(|l| (l.c, l.a.as_slice())),
+        limits: saved.limits,
         logit_terms: saved.logit_terms.as_deref(),
         class_head: saved.class_head.as_deref(),
         standardize: saved.standardize.as_ref().map(|s| (s.mean.as_slice(), s.std.as_slice())),

@@ -16,21 +16,40 @@ pub(super) struct ClassRow {
 }
 
 impl Problem<'_> {
-    /// The row's share of a classification pass (`n_classes` logits). The logits, their
+    /// The row's share of a classification pass (`n_classes` logits). The logits (each slot
+    /// plus its offset, where there are offsets: `[max(1, n_outputs)][n_rows]`), their
     /// maximum, the softmax sum and the cross-entropy are those of the classification fitness
     /// (`backend::cpu::classify`); a row with a logit that is not finite has a NaN cross-entropy,
-    /// which rejects the pass. Twin of `grove_fit_class_row`.
+    /// which rejects the pass. The offsets are constants: the tangents do not change. Twin of
+    /// `grove_fit_class_row`.
     #[allow(clippy::needless_range_loop, clippy::too_many_arguments)]
-    pub(super) fn class_row(&self, label: u32, n_classes: usize, n_outputs: usize, c: &[f32; MAX_FIT_CONSTANTS], row: usize, out: &mut ClassRow, stack: &mut Stack) {
+    pub(super) fn class_row(
+        &self,
+        label: u32,
+        n_classes: usize,
+        n_outputs: usize,
+        offset: Option<&[f32]>,
+        c: &[f32; MAX_FIT_CONSTANTS],
+        row: usize,
+        out: &mut ClassRow,
+        stack: &mut Stack,
+    ) {
         let n_c = self.n_c;
         let mut t = [0.0f32; MAX_FIT_CONSTANTS];
         let f = self.point(c, row, &mut t, stack);
         if n_outputs == 0 {
-            // Binary: the logits (0, f).
+            // Binary: the logits (0, f), the one offset row added to class 1's.
             stack.ov[0] = 0.0;
             stack.ot[0][..n_c].fill(0.0);
-            stack.ov[1] = f;
+            stack.ov[1] = match offset {
+                Some(off) => f + off[row],
+                None => f,
+            };
             stack.ot[1][..n_c].copy_from_slice(&t[..n_c]);
+        } else if let Some(off) = offset {
+            for k in 0..n_classes {
+                stack.ov[k] += off[k * self.n_rows + row];
+            }
         }
         let (z, tz) = (&stack.ov, &stack.ot);
         let mut mx = f32::NEG_INFINITY;
@@ -80,12 +99,26 @@ pub(super) fn class_product(cr: &ClassRow, n_classes: usize, m: usize, p: usize,
 /// Fits the constants of one classification program (`op`, `value`, `out`: its nodes; output
 /// slots `n_outputs`, which is `n_classes`, or 0 for two classes' single output) on `x`
 /// (`[n_features][n_rows]`) and `labels` in place, by the softmax cross-entropy summed over
-/// the rows (the result's `sse_*` fields). Programs with more than [`MAX_FIT_CLASSES`] classes
-/// are not fitted. Twin of one block of `grove_fit_class_constants`.
+/// the rows (the result's `sse_*` fields), with `offset` (`[max(1, n_outputs)][n_rows]`, the
+/// linear terms of the inputs) added to the outputs where given, as the fitness adds it.
+/// Programs with more than [`MAX_FIT_CLASSES`] classes, or offsets of another shape, are not
+/// fitted. Twin of one block of `grove_fit_class_constants`.
 #[allow(clippy::too_many_arguments)]
-pub fn fit_class_tree(op: &[u8], value: &mut [f32], out: &[u8], x: &[f32], labels: &[u32], n_rows: usize, n_classes: usize, n_outputs: usize, steps: u32) -> FitResult {
+pub fn fit_class_tree(
+    op: &[u8],
+    value: &mut [f32],
+    out: &[u8],
+    x: &[f32],
+    labels: &[u32],
+    offset: Option<&[f32]>,
+    n_rows: usize,
+    n_classes: usize,
+    n_outputs: usize,
+    steps: u32,
+) -> FitResult {
     let shape_ok = if n_outputs == 0 { n_classes == 2 } else { n_outputs == n_classes };
-    if n_rows == 0 || x.len() % n_rows != 0 || labels.len() != n_rows || !shape_ok || n_classes > MAX_FIT_CLASSES {
+    let offset_ok = offset.is_none_or(|o| o.len() == n_outputs.max(1) * n_rows);
+    if n_rows == 0 || x.len() % n_rows != 0 || labels.len() != n_rows || !shape_ok || !offset_ok || n_classes > MAX_FIT_CLASSES {
         return NOT_FITTED;
     }
     if labels.iter().any(|&l| l as usize >= n_classes) {
@@ -95,18 +128,29 @@ pub fn fit_class_tree(op: &[u8], value: &mut [f32], out: &[u8], x: &[f32], label
     if n_c == 0 {
         return NOT_FITTED;
     }
-    let target = Target::Classes { labels, n_classes, n_outputs };
+    let target = Target::Classes { labels, n_classes, n_outputs, offset };
     levenberg_marquardt(Problem { op, value, out, x, n_rows, total: count_constants(op), n_c, target }, steps)
         .map_or(NOT_FITTED, |(res, theta)| write_back(op, value, res, &theta))
 }
 
 /// Fits the constants of rows `rows` of the classification population `pop` (`n_outputs ==
 /// n_classes`, or 0 with two classes) in place on `x` (`[n_features][n_rows]`) and `labels`
-/// by the softmax cross-entropy, in parallel over the rows; one result per row, in `rows`'
-/// order. The CPU reference of `grove_fit_class_constants`.
-pub fn fit_class_constants(pop: &mut Population, rows: &[usize], x: &[f32], labels: &[u32], n_rows: usize, n_classes: usize, steps: u32) -> Vec<FitResult> {
+/// by the softmax cross-entropy, with `offset` (`[max(1, n_outputs)][n_rows]`) added to the
+/// outputs where given, in parallel over the rows; one result per row, in `rows`' order. The
+/// CPU reference of `grove_fit_class_constants`.
+#[allow(clippy::too_many_arguments)]
+pub fn fit_class_constants(
+    pop: &mut Population,
+    rows: &[usize],
+    x: &[f32],
+    labels: &[u32],
+    offset: Option<&[f32]>,
+    n_rows: usize,
+    n_classes: usize,
+    steps: u32,
+) -> Vec<FitResult> {
     let n_outputs = pop.n_outputs;
-    fit_rows(pop, rows, |op, value, out| fit_class_tree(op, value, out, x, labels, n_rows, n_classes, n_outputs, steps))
+    fit_rows(pop, rows, |op, value, out| fit_class_tree(op, value, out, x, labels, offset, n_rows, n_classes, n_outputs, steps))
 }
 
 #[cfg(test)]
@@ -146,7 +190,7 @@ mod tests {
                     continue;
                 }
                 fitted_outputs += tree.out.iter().any(|&o| o != 0) as usize;
-                let target = Target::Classes { labels: &labels, n_classes, n_outputs };
+                let target = Target::Classes { labels: &labels, n_classes, n_outputs, offset: None };
                 let prob = Problem { op: tree.op, value: tree.value, out: tree.out, x: &x, n_rows, total: count_constants(tree.op), n_c, target };
                 let mut theta = [0.0f64; MAX_FIT_PARAMS];
                 let consts: Vec<f64> = tree.op.iter().zip(tree.value).filter(|(o, _)| **o == Op::Const as u8).take(n_c).map(|(_, v)| *v as f64).collect();
@@ -191,7 +235,7 @@ mod tests {
         let labels: Vec<u32> = (0..n).map(|i| (unit(n + i) < 1.0 / (1.0 + (-(2.0 * x[i] as f64 - 1.0)).exp())) as u32).collect();
         let t = [Node::func(Op::Add), Node::func(Op::Mul), Node::constant(0.3), Node::var(0), Node::constant(0.2)];
         let (op, mut value, out) = arrays(&t);
-        let r = fit_class_tree(&op, &mut value, &out, &x, &labels, n, 2, 0, 25);
+        let r = fit_class_tree(&op, &mut value, &out, &x, &labels, None, n, 2, 0, 25);
         assert_eq!(r.constants, 2);
         assert!(r.accepted > 2 && r.sse_after < r.sse_before, "{r:?}");
         assert!((value[2] - 2.0).abs() < 0.25 && (value[4] + 1.0).abs() < 0.2, "fitted {value:?}");
@@ -220,7 +264,7 @@ mod tests {
         let before = init_population(&spec, 200, 4).unwrap();
         let mut pop = before.clone();
         let rows: Vec<usize> = (0..pop.size()).collect();
-        let res = fit_class_constants(&mut pop, &rows, &x, &labels, n, 3, 8);
+        let res = fit_class_constants(&mut pop, &rows, &x, &labels, None, n, 3, 8);
         let sums = crate::backend::cpu::classify::evaluate_classification(&pop, &x, &labels, n, 3).unwrap();
         let (mut fitted, mut improved) = (0, 0);
         for (t, r) in res.iter().enumerate() {
@@ -237,6 +281,54 @@ mod tests {
     }
 
     #[test]
+    fn class_fitting_reads_the_offsets_as_the_fitness_adds_them() {
+        // Linear terms of the inputs arrive as offsets under each output. For three classes
+        // (output nodes) and for two (one output, the offset under class 1's logit): the fit's
+        // cross-entropy before and after is the fitness's with the same offsets (to 1e-6
+        // relative: the two add the rows in other groups), fitting never raises it, and the
+        // offsets change what is fitted (the same programs fitted without them end elsewhere).
+        let n = 80;
+        let x: Vec<f32> = (0..2 * n).map(|i| (unit(11 * i + 5) * 4.0 - 2.0) as f32).collect();
+        for (n_outputs, n_classes) in [(3usize, 3usize), (0, 2)] {
+            let labels: Vec<u32> = (0..n).map(|r| ((x[r] + 0.5 * x[n + r]).abs() * 1.3) as u32 % n_classes as u32).collect();
+            let slots = n_outputs.max(1);
+            let offset: Vec<f32> = (0..slots * n).map(|i| (0.8 * x[i % n] - 0.3 * (i / n) as f32 + 0.1 * x[n + i % n]) as f32).collect();
+            let functions = crate::program::ops::parse_function_set("add,sub,mul,sin").unwrap();
+            let spec = TreeSpec::new(functions, 2, 48).with_depth(2, 5).with_const_range(-1.5, 1.5).with_p_const(0.4).with_outputs(n_outputs, if n_outputs > 0 { 0.25 } else { 0.0 });
+            let before = init_population(&spec, 120, 9).unwrap();
+            let rows: Vec<usize> = (0..before.size()).collect();
+            let (mut with, mut without) = (before.clone(), before.clone());
+            let res = fit_class_constants(&mut with, &rows, &x, &labels, Some(&offset), n, n_classes, 6);
+            fit_class_constants(&mut without, &rows, &x, &labels, None, n, n_classes, 6);
+            let ce = |pop: &Population| crate::backend::cpu::classify::evaluate_classification_with(pop, &x, &labels, n, n_classes, Some(&offset)).unwrap();
+            let (start, end) = (ce(&before), ce(&with));
+            let (mut fitted, mut differ) = (0, 0);
+            for (t, r) in res.iter().enumerate() {
+                if r.constants == 0 {
+                    continue;
+                }
+                assert!((start[t].ce - r.sse_before).abs() <= 1e-6 * (1.0 + r.sse_before), "outputs {n_outputs}, tree {t}: fitness CE {} before, fit {r:?}", start[t].ce);
+                if r.accepted == 0 {
+                    continue;
+                }
+                fitted += 1;
+                assert!(r.sse_after < r.sse_before, "tree {t}: {r:?}");
+                assert!((end[t].ce - r.sse_after).abs() <= 1e-6 * (1.0 + r.sse_after), "outputs {n_outputs}, tree {t}: fitness CE {} after, fit {r:?}", end[t].ce);
+                differ += (with.tree(t).value != without.tree(t).value) as usize;
+            }
+            assert!(fitted > 30 && differ > 20, "outputs {n_outputs}: {fitted} fitted, {differ} differ from the fit without offsets");
+        }
+        // Offsets of another shape are not fitted.
+        let t = [Node::func(Op::Mul), Node::constant(0.5), Node::var(0)];
+        let (op, value, out) = arrays(&t);
+        let labels: Vec<u32> = (0..n).map(|r| (r % 2) as u32).collect();
+        let mut v = value.clone();
+        let r = fit_class_tree(&op, &mut v, &out, &x, &labels, Some(&vec![0.0; n - 1]), n, 2, 0, 5);
+        assert_eq!((r.constants, r.accepted), (0, 0));
+        assert_eq!(v, value);
+    }
+
+    #[test]
     fn class_fits_refuse_shapes_they_cannot_take() {
         let x = line(12, -1.0, 1.0);
         let labels: Vec<u32> = (0..12).map(|r| (r % 3) as u32).collect();
@@ -247,14 +339,14 @@ mod tests {
         // Outputs must be the classes (or none for two); labels below them; at most 16.
         for (labels, k, n_out) in [(&labels, 3usize, 2usize), (&labels, 2, 0), (&labels, 17, 17), (&vec![5u32; 12], 3, 3)] {
             let mut v = value.clone();
-            let r = fit_class_tree(&op, &mut v, &out, &x, labels, 12, k, n_out, 5);
+            let r = fit_class_tree(&op, &mut v, &out, &x, labels, None, 12, k, n_out, 5);
             assert_eq!((r.constants, r.accepted), (0, 0), "{k} classes, {n_out} outputs");
             assert!(r.sse_before.is_nan());
             assert_eq!(v, value);
         }
         // The same tree with its three slots fits.
         let mut v = value.clone();
-        let r = fit_class_tree(&op, &mut v, &out, &x, &labels, 12, 3, 3, 5);
+        let r = fit_class_tree(&op, &mut v, &out, &x, &labels, None, 12, 3, 3, 5);
         assert_eq!(r.constants, 2, "{r:?}");
         assert!(r.sse_before.is_finite());
     }
@@ -279,7 +371,7 @@ mod tests {
         let n = 60;
         let x: Vec<f32> = (0..2 * n).map(|i| (unit(i + 77) * 3.0 - 1.5) as f32).collect();
         let labels: Vec<u32> = (0..n).map(|r| (unit(500 + r) * 3.0) as u32).collect();
-        let target = Target::Classes { labels: &labels, n_classes: 3, n_outputs: 3 };
+        let target = Target::Classes { labels: &labels, n_classes: 3, n_outputs: 3, offset: None };
         let prob = Problem { op: &op, value: &value, out: &out, x: &x, n_rows: n, total: 3, n_c: 3, target };
         let theta = { let mut th = [0.0f64; MAX_FIT_PARAMS]; th[..3].copy_from_slice(&[0.7, -0.4, 0.2]); th };
         let grad = |th: &[f64; MAX_FIT_PARAMS]| {
