@@ -118,8 +118,9 @@ fn command_line_numbers_are_checked_in_one_line() {
         (with(&["--functions", "add", "--threads", "100000"]), vec!["--threads must be 1 to 1024, got 100000"]),
         (with(&["--functions", "add", "--threads", "0"]), vec!["--threads must be 1 to 1024, got 0"]),
         (with(&["--grammar", "grammars/regression.bnf", "--genome-capacity", "100", "--genome-length", "65536"]), vec!["--genome-capacity", "at least 65536, got 100"]),
-        (with(&["--grammar", "grammars/regression.bnf", "--init-depth", "100,200"]), vec!["--init-depth 100,200", "--max-depth 17"]),
+        (with(&["--grammar", "grammars/regression.bnf", "--init-depth", "100,200"]), vec!["--max-depth 17 (map.max_depth) is shallower", "--init-depth 100,200"]),
         (with(&["--functions", "add", "--parsimony", "-1"]), vec!["--parsimony"]),
+        (vec!["classify", "--grammar", "grammars/classify.bnf", "--max-depth", "2", "--gens", "1"], vec!["--max-depth 2 (map.max_depth) is shallower", "--init-depth 3,8"]),
         (vec!["check", "grammars/regression.bnf", "--n-vars", "4000000000"], vec!["--n-vars must be 1 to 65536, got 4000000000"]),
         (vec!["check", "grammars/classify.bnf", "--n-outputs", "4000000000"], vec!["--n-outputs must be 1 to 255"]),
         (vec!["map", "-g", "grammars/regression.bnf", "--n-inputs", "4000000000"], vec!["--n-inputs must be 1 to 65536"]),
@@ -253,4 +254,58 @@ fn actions_outside_their_range_are_clipped_with_a_note() {
     assert_eq!(text(&a.stdout), text(&b.stdout), "clipped actions play as the range's ends");
     assert!(text(&a.stderr).contains("note: 4 actions of") && text(&a.stderr).contains("clipped"), "{}", text(&a.stderr));
     assert!(text(&b.stderr).is_empty(), "{}", text(&b.stderr));
+}
+
+// `grove map … < /dev/urandom` printed 9 million error lines (265 MB) in 30 s.
+#[test]
+fn map_stops_at_binary_input_and_counts_repeated_errors() {
+    let mut noise = String::new();
+    // Lines of text that are not genomes: named ten times, then counted once.
+    for i in 0..5000 {
+        noise.push_str(&format!("{}x,1\n", "q".repeat(i % 300)));
+    }
+    let o = grove_run(&["map", "-g", "grammars/regression.bnf", "--n-vars", "2"], &noise, support::Device::Cpu, None);
+    let e = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert_eq!(e.lines().count(), 11, "{e}");
+    assert!(e.lines().last().unwrap().contains("4990 more lines that are not genomes (5000 in all"), "{e}");
+    assert!(e.lines().all(|l| l.len() < 300), "{e}");
+    // Binary data: one line at the first NUL byte.
+    let d = dir("map_binary");
+    let [zeros, _] = binary_files(&d);
+    let o = support::grove_command(&["map", "-g", "grammars/regression.bnf", "--n-vars", "2"], support::Device::Cpu, None)
+        .stdin(std::fs::File::open(&zeros).unwrap())
+        .output()
+        .unwrap();
+    assert_one_line_error(&o, &["standard input: a NUL byte on line 1", "binary data"]);
+}
+
+// `check` passed grammars that `evolve` refuses: a `nan` terminal, `out(2, …)` in a regression
+// grammar, a constant of 1e39 or of 400 digits.
+#[test]
+fn check_reads_a_grammar_as_every_task_does() {
+    let d = dir("check_tasks");
+    let write = |name: &str, body: &str| {
+        let p = d.join(name);
+        std::fs::write(&p, body).unwrap();
+        p
+    };
+    let cases = [
+        (write("nan.bnf", "<e> ::= <e> + <e> | x0 | nan\n"), "`nan` is neither a function nor a variable", "expressions no"),
+        (write("big.bnf", "<e> ::= <e> + <e> | x0 | 1e39\n"), "the constant `1e39` is beyond f32's range", "expressions no"),
+        (write("long.bnf", &format!("<e> ::= <e> + <e> | x0 | {}\n", "9".repeat(400))), "is beyond f32's range", "expressions no"),
+        (write("out.bnf", "<e> ::= out(2, <e>) | x0 + <e> | x1\n"), "this task has a single output (grove evolve refuses it)", "expressions for classify and control only"),
+    ];
+    for (g, warning, summary) in &cases {
+        let o = grove_cpu(&["check", s(g)]);
+        let (out, err) = (text(&o.stdout), text(&o.stderr));
+        assert!(err.contains(warning), "{}: {err}", g.display());
+        assert!(out.contains(summary), "{}: {out}", g.display());
+        // And evolve refuses it in one line.
+        let o = grove_cpu(&["evolve", "--grammar", s(g), "--data", "builtin:pagie1:36", "--gens", "1", "--pop", "8"]);
+        assert_eq!(o.status.code(), Some(1), "{}", g.display());
+        assert_eq!(text(&o.stderr).trim().lines().count(), 1, "{}", text(&o.stderr));
+    }
+    let o = grove_cpu(&["check", "grammars/regression.bnf", "--n-vars", "3"]);
+    assert!(text(&o.stdout).contains("expressions yes"), "{}", text(&o.stdout));
 }

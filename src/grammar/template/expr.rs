@@ -342,7 +342,12 @@ impl P<'_> {
         self.at += 1;
         match tok {
             Tok::Num(n) => {
-                let v = read_number(&n).ok_or_else(|| format!("`{n}` is not a number"))?;
+                let shown = || crate::input::clip(&n, crate::input::ECHO);
+                let v = read_number(&n).ok_or_else(|| format!("`{}` is not a number", shown()))?;
+                // A constant past f32's range would be infinite in every program that uses it.
+                if !v.is_finite() {
+                    return Err(format!("the constant `{}` is beyond f32's range (magnitudes up to 3.4e38)", shown()));
+                }
                 Ok(vec![Item::Node { op: Op::Const, value: v }])
             }
             Tok::Digits(parts) => Ok(vec![Item::Spelled { var: false, parts }]),

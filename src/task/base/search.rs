@@ -110,11 +110,11 @@ pub fn check_ge(ge: &GeConfigs) -> Result<()> {
         );
         ensure!(
             ge.init.max_depth <= ge.map.max_depth,
-            "--init-depth {},{} (init.max_depth) grows trees deeper than --max-depth {} (map.max_depth), which are invalid: give a MAX of at most {}",
+            "--max-depth {} (map.max_depth) is shallower than the initial trees of --init-depth {},{} (init.min_depth, init.max_depth), which would all be invalid: give a --max-depth of at least {} or a smaller --init-depth",
+            ge.map.max_depth,
             ge.init.min_depth,
             ge.init.max_depth,
-            ge.map.max_depth,
-            ge.map.max_depth
+            ge.init.max_depth
         );
     }
     Ok(())

@@ -65,23 +65,35 @@ pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
     let resolved = if unknown { DatasetShape { n_vars: Some(1), n_is: Some(1), n_os: Some(1) } } else { *shape };
     let loaded = grammar::load_parsed(parsed, &resolved)?;
     // A grammar for `grove map` alone may spell any text, so what evolve refuses is a warning.
-    let refused = match grammar::template::compile(&loaded.grammar, &loaded.table, &check_vars(&loaded.grammar, shape)) {
+    // Read twice, as the tasks read it: with output slots (classify, control) and with one
+    // output (evolve, where `out(…)` is refused).
+    let vars = check_vars(&loaded.grammar, shape);
+    let errors = |vars: &grammar::template::Vars| match grammar::template::compile(&loaded.grammar, &loaded.table, vars) {
         Ok(_) => Vec::new(),
         Err(e) => e.errors,
     };
+    let refused = errors(&vars);
+    let single = if refused.is_empty() { errors(&grammar::template::Vars { n_outputs: 0, ..vars }) } else { Vec::new() };
     const SHOWN: usize = 20;
-    for d in refused.iter().take(SHOWN) {
-        diagnostics.push(format!("{file}:{}: warning: {} (grove evolve, classify and control refuse it)", d.span, d.message));
+    let (problems, who) = if refused.is_empty() { (&single, "grove evolve refuses it") } else { (&refused, "grove evolve, classify and control refuse it") };
+    for d in problems.iter().take(SHOWN) {
+        diagnostics.push(format!("{file}:{}: warning: {} ({who})", d.span, d.message));
     }
-    if refused.len() > SHOWN {
-        diagnostics.push(format!("{file}: warning: … and {} more productions evolve refuses", refused.len() - SHOWN));
+    if problems.len() > SHOWN {
+        diagnostics.push(format!("{file}: warning: … and {} more such productions", problems.len() - SHOWN));
     }
-    match refused.len() {
-        0 => writeln!(s, "expressions yes: grove evolve, classify and control can use it")?,
-        n => writeln!(
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    match (refused.len(), single.len()) {
+        (0, 0) => writeln!(s, "expressions yes: grove evolve, classify and control can use it")?,
+        (0, n) => writeln!(
+            s,
+            "expressions for classify and control only: {n} problem{} reading productions with one output (see the warnings): grove evolve refuses the grammar",
+            plural(n)
+        )?,
+        (n, _) => writeln!(
             s,
             "expressions no: {n} problem{} reading productions as expressions (see the warnings): grove evolve, classify and control refuse the grammar; grove map can use it",
-            if n == 1 { "" } else { "s" }
+            plural(n)
         )?,
     }
     if unknown {
@@ -89,7 +101,7 @@ pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
     } else {
         writeln!(s, "table size  {} bytes of {} in GPU constant memory", loaded.table.device_size_bytes(), grammar::TABLE_LIMIT_BYTES)?;
     }
-    let warnings = analysis.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count() + refused.len();
+    let warnings = analysis.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count() + problems.len();
     writeln!(s, "warnings    {warnings}")?;
     Ok(CheckReport { diagnostics, summary: s })
 }
@@ -109,7 +121,8 @@ fn check_vars(g: &grammar::Grammar, shape: &DatasetShape) -> grammar::template::
             for sym in &p.symbols {
                 let grammar::Symbol::Terminal { text, .. } = sym else { continue };
                 for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-                    let named = word.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_');
+                    // `nan`, `inf` and `infinity` name numbers, not columns: evolve refuses them.
+                    let named = word.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') && word.parse::<f64>().is_err();
                     if named && crate::program::ops::Op::by_name(word).is_none() && seen.insert(word.to_string()) {
                         names.push(word.to_string());
                     }
@@ -212,12 +225,12 @@ pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mu
         if n == 0 {
             break;
         }
-        if line.len() > MAX_GENOME_LINE {
-            anyhow::bail!("standard input: line {i} is longer than {MAX_GENOME_LINE} bytes (a genome of {MAX_GENOME} codons takes less)");
-        }
         // No genome holds a NUL byte: binary data (/dev/urandom, an image) stops at once.
         if memchr::memchr(0, &line).is_some() {
             anyhow::bail!("standard input: a NUL byte on line {i}: this is binary data, not genomes");
+        }
+        if line.len() > MAX_GENOME_LINE {
+            anyhow::bail!("standard input: line {i} is longer than {MAX_GENOME_LINE} bytes (a genome of {MAX_GENOME} codons takes less)");
         }
         let why = match std::str::from_utf8(&line) {
             Err(_) => Some("not UTF-8 text".to_string()),
