@@ -309,3 +309,109 @@ fn check_reads_a_grammar_as_every_task_does() {
     let o = grove_cpu(&["check", "grammars/regression.bnf", "--n-vars", "3"]);
     assert!(text(&o.stdout).contains("expressions yes"), "{}", text(&o.stdout));
 }
+
+// `--max-memory` was not honoured by `--policy linear` (`--directions 1048576 --max-memory
+// 100M` used 2.9 GB), nor for large data (a 10M-row CSV with `--max-memory 100M` peaked at
+// 1.2 GB).
+#[test]
+fn max_memory_bounds_linear_policies_and_large_data() {
+    for policy in ["linear", "residual"] {
+        let o = grove_cpu(&["control", "--env", "swimmer", "--policy", policy, "--directions", "1048576", "--max-memory", "100M", "--gens", "1"]);
+        assert_one_line_error(&o, &["an iteration of --directions 1048576", "GiB of host memory", "100.0 MiB --max-memory", "lower --directions"]);
+    }
+    let d = dir("max_memory_data");
+    let csv = d.join("big.csv");
+    let mut text = String::from("x0,x1,y\n");
+    for i in 0..200_000 {
+        text.push_str(&format!("{}.25,{}.5,{}\n", i % 97, i % 89, i % 7));
+    }
+    std::fs::write(&csv, &text).unwrap();
+    for cmd in ["evolve", "classify"] {
+        let o = grove_cpu(&[cmd, "--functions", "add", "--data", s(&csv), "--max-memory", "10M", "--gens", "1"]);
+        assert_one_line_error(&o, &["reading the data (", "big.csv", "10.0 MiB --max-memory"]);
+    }
+}
+
+/// `grove predict` of `model` on a FIFO the test writes: `lines` first, then the FIFO held
+/// open until `until` says so; returns the child (its stdout piped) and the writer.
+fn predict_on_fifo(model: &Path, fifo: &Path, lines: String, hold: std::sync::mpsc::Receiver<()>) -> (std::process::Child, std::thread::JoinHandle<()>) {
+    assert!(std::process::Command::new("mkfifo").arg(fifo).status().unwrap().success());
+    let child = support::grove_command(&["predict", "--model", s(model), "--data", s(fifo)], support::Device::Cpu, None)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let path = fifo.to_path_buf();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let _ = f.write_all(lines.as_bytes());
+        let _ = f.flush();
+        let _ = hold.recv_timeout(Duration::from_secs(30));
+    });
+    (child, writer)
+}
+
+// `predict` needed about 13 times the CSV (3.4 GB for 270 MB) and read the whole file before it
+// checked the header.
+#[test]
+fn predict_checks_the_header_first_and_streams_its_rows() {
+    use std::io::BufRead;
+    let d = dir("predict_stream");
+    let rep = d.join("r.json");
+    assert_ok(&grove_cpu(&["evolve", "--functions", "add,mul", "--data", "builtin:pagie1:36", "--gens", "1", "--pop", "8", "--report", s(&rep)]));
+    // A wrong header is refused while the rest of the file has not even been written.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (child, writer) = predict_on_fifo(&rep, &d.join("bad.fifo"), "a,b\n1,2\n".into(), rx);
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done_tx.send(child.wait_with_output().unwrap()).unwrap());
+    let o = done.recv_timeout(Duration::from_secs(20)).expect("predict answers a wrong header before the file ends");
+    tx.send(()).unwrap();
+    writer.join().unwrap();
+    assert_one_line_error(&o, &["bad.fifo: the model reads the column `x0`, which the file lacks (its columns: a, b)"]);
+    // Predictions come out block by block, before the file ends.
+    let mut rows = String::from("x0,x1\n# a comment line is skipped\n");
+    for i in 0..5000 {
+        rows.push_str(&format!("{},{}\n", i % 10, i % 3));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (mut child, writer) = predict_on_fifo(&rep, &d.join("rows.fifo"), rows, rx);
+    let stdout = child.stdout.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout).lines() {
+            if lines_tx.send(l.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let first: Vec<String> = (0..4097).map(|_| lines.recv_timeout(Duration::from_secs(20)).expect("a block's predictions before the file ends")).collect();
+    assert_eq!(first[0], "prediction");
+    tx.send(()).unwrap();
+    writer.join().unwrap();
+    let rest: Vec<String> = lines.iter().collect();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(first.len() - 1 + rest.len(), 5000);
+}
+
+// A missing column in a 100,000-column file listed every column (1 MB on one line); duplicate
+// feature names in an edited report made `predict` read the wrong column and `export` write
+// invalid C.
+#[test]
+fn reports_and_headers_are_named_briefly_and_checked() {
+    let d = dir("columns");
+    let rep = d.join("r.json");
+    assert_ok(&grove_cpu(&["evolve", "--functions", "add,mul", "--data", "builtin:pagie1:36", "--gens", "1", "--pop", "8", "--report", s(&rep)]));
+    let wide = d.join("wide.csv");
+    let names: Vec<String> = (0..100_000).map(|i| format!("c{i}")).collect();
+    std::fs::write(&wide, format!("{}\n{}\n", names.join(","), vec!["1"; 100_000].join(","))).unwrap();
+    let o = grove_cpu(&["predict", "--model", s(&rep), "--data", s(&wide)]);
+    assert_one_line_error(&o, &["lacks (its columns: c0, c1,", "… 99980 more)"]);
+    assert!(o.stderr.len() < 1000, "{} bytes", o.stderr.len());
+    let mut v = support::read_json(&rep);
+    v["model"]["features"] = serde_json::json!(["x0", "x0"]);
+    std::fs::write(&rep, serde_json::to_vec(&v).unwrap()).unwrap();
+    for args in [vec!["export", "--model", s(&rep), "--lang", "c"], vec!["predict", "--model", s(&rep), "--data", s(&wide)]] {
+        assert_one_line_error(&grove_cpu(&args), &["the model's features name `x0` twice"]);
+    }
+}

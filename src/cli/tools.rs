@@ -188,14 +188,28 @@ pub fn map(args: &MapArgs) -> Result<ExitCode> {
 /// Runs `grove predict`: one prediction per row on standard output, the score (when the data
 /// has the target) on standard error.
 pub fn predict(args: &PredictArgs) -> Result<ExitCode> {
-    let p = crate::task::runner::tools::predict(&args.model, &args.data)?;
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    writeln!(out, "prediction")?;
-    for p in &p.predictions {
-        writeln!(out, "{p}")?;
+    // Streamed: each block of rows is predicted and written before the next is read. The
+    // header line goes out only once the file's header fits the model.
+    struct Headed<W: Write> {
+        out: W,
+        started: bool,
     }
+    impl<W: Write> Write for Headed<W> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if !self.started {
+                self.started = true;
+                self.out.write_all(b"prediction\n")?;
+            }
+            self.out.write(b)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.out.flush()
+        }
+    }
+    let mut out = Headed { out: BufWriter::new(std::io::stdout().lock()), started: false };
+    let score = crate::task::runner::tools::predict_to(&args.model, &args.data, &mut out)?;
     out.flush().context("cannot write standard output")?;
-    if let Some(score) = p.score {
+    if let Some(score) = score {
         eprintln!("{score}");
     }
     Ok(ExitCode::SUCCESS)
