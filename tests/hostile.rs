@@ -415,3 +415,28 @@ fn reports_and_headers_are_named_briefly_and_checked() {
         assert_one_line_error(&grove_cpu(&args), &["the model's features name `x0` twice"]);
     }
 }
+
+// `--test-fraction 0.999` trained on one row and reported R² 1.000; a `#` comment line in a CSV
+// read as "row has 1 cell"; a NaN in `predict` data suggested `--label`, which predict lacks;
+// `parsimony: NaN` in an experiment file talked about enums.
+#[test]
+fn weak_answers_get_the_right_line() {
+    let o = grove_cpu(&["evolve", "--functions", "add", "--data", "builtin:pagie1", "--test-fraction", "0.999", "--gens", "1"]);
+    assert_one_line_error(&o, &["test fraction of 0.999", "leaves 1 training row, fewer than the 2 a fit needs"]);
+    let d = dir("weak");
+    let csv = d.join("c.csv");
+    std::fs::write(&csv, "x0,y\n# a comment\n1,2\n2,3\n  # another\n3,5\n4,4\n5,7\n").unwrap();
+    let rep = d.join("r.json");
+    assert_ok(&grove_cpu(&["evolve", "--functions", "add", "--data", s(&csv), "--gens", "1", "--pop", "8", "--report", s(&rep)]));
+    assert_eq!(support::read_json(&rep)["selection"]["training_rows"], 5);
+    let nan = d.join("nan.csv");
+    std::fs::write(&nan, "x0\nnan\n").unwrap();
+    let o = grove_cpu(&["predict", "--model", s(&rep), "--data", s(&nan)]);
+    assert_one_line_error(&o, &["`nan` is not a finite number"]);
+    assert!(!text(&o.stderr).contains("--label"), "{}", text(&o.stderr));
+    let ron = d.join("p.ron");
+    std::fs::write(&ron, "Evolve(functions: \"add\", data: \"builtin:pagie1:36\", regression: (parsimony: NaN))\n").unwrap();
+    let o = grove_cpu(&["run", s(&ron)]);
+    assert_one_line_error(&o, &["regression.parsimony", "NaN or an infinity: give a finite number"]);
+    assert!(!text(&o.stderr).contains("enum"), "{}", text(&o.stderr));
+}

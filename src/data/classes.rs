@@ -237,6 +237,10 @@ pub fn read_table(bytes: &[u8], file: &str) -> Result<Table, DataError> {
     }
     let mut rows = Vec::new();
     for (i, line) in lines {
+        // After the header, `#` starts a comment line.
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
         let c = cells(line, delimiter).map_err(|m| err(Some(i + 1), m))?;
         if c.len() != names.len() {
             return Err(err(Some(i + 1), format!("{} cells, but the header names {} columns", c.len(), names.len())));

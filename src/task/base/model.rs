@@ -263,7 +263,14 @@ impl Model {
         let mut x = Vec::with_capacity(self.features.len() * n_rows);
         let columns = self.check_columns(&table.names, file)?;
         for j in columns {
-            x.extend(numeric_column(table, j, file)?.into_iter().map(|v| v as f32));
+            // The data reader's hint names training's --label, which predict has not.
+            let col = numeric_column(table, j, file).map_err(|mut e| {
+                if let Some(at) = e.message.find(" (if it holds the classes") {
+                    e.message.truncate(at);
+                }
+                e
+            })?;
+            x.extend(col.into_iter().map(|v| v as f32));
         }
         Ok((x, n_rows))
     }

@@ -336,7 +336,11 @@ fn strict<T: serde::de::DeserializeOwned>(v: Value, origin: &str) -> Result<T> {
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        let hint = if inner.contains("invalid type: null") || inner.contains("invalid type: unit") {
+        // RON's NaN and infinities reach the settings as JSON's null.
+        let number = ["expected f64", "expected f32", "expected a number"].iter().any(|t| inner.contains(t));
+        let hint = if inner.contains("invalid type: null") && number {
+            " (NaN or an infinity: give a finite number)"
+        } else if inner.contains("invalid type: null") || inner.contains("invalid type: unit") {
             " (write enum values as strings, e.g. metric: \"mae\")"
         } else {
             ""
