@@ -440,3 +440,21 @@ fn weak_answers_get_the_right_line() {
     assert_one_line_error(&o, &["regression.parsimony", "NaN or an infinity: give a finite number"]);
     assert!(!text(&o.stderr).contains("enum"), "{}", text(&o.stderr));
 }
+
+// A checkpoint whose tree is empty (checksum recomputed) loaded.
+#[test]
+fn a_checkpoint_with_an_empty_tree_is_refused() {
+    let d = dir("empty_tree");
+    let ck = d.join("c.ckpt");
+    let csv = d.join("d.csv");
+    std::fs::write(&csv, "x0,y\n1,2\n2,3\n3,5\n4,4\n5,7\n6,8\n").unwrap();
+    assert_ok(&grove_cpu(&["evolve", "--functions", "add", "--data", s(&csv), "--gens", "3", "--pop", "8", "--checkpoint", s(&ck), "-q"]));
+    let saved = support::read_json(&ck);
+    for (name, edit) in [("row", "/state/trees/rows/0"), ("best", "/state/best/nodes")] {
+        let mut v = saved.clone();
+        *v.pointer_mut(edit).unwrap_or_else(|| panic!("{edit}")) = serde_json::json!([]);
+        let p = d.join(format!("{name}.ckpt"));
+        support::write_resealed(&p, v);
+        assert_one_line_error(&grove_cpu(&["run", "--resume", s(&p)]), &["is empty: every tree has at least one node"]);
+    }
+}
