@@ -13,6 +13,7 @@ pub mod data;
 pub mod evolve;
 pub mod genome;
 pub mod grammar;
+pub mod input;
 pub mod program;
 pub mod report;
 pub mod rng;

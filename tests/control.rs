@@ -94,7 +94,7 @@ fn control_rejects_bad_input_with_one_clear_line() {
     let no_policy = scratch().join("no_policy.json");
     std::fs::write(&no_policy, "{\"settings\": {}}").unwrap();
     one_line(&["rollout", "--policy", no_policy.to_str().unwrap()], "has no `policy`");
-    one_line(&["rollout", "--policy", "no/such/report.json"], "reading no/such/report.json");
+    one_line(&["rollout", "--policy", "no/such/report.json"], "cannot read the report no/such/report.json");
     one_line(&["rollout"], "give --env ENV");
 }
 

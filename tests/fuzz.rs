@@ -1,10 +1,15 @@
-//! Random and mutated input into every reader of hostile files (issue 28): data (CSV/TSV,
-//! regression and labelled), grammars (parse, resolve, check, compile), experiment files,
-//! reports (the model, its tree, applying and exporting it; a control policy) and checkpoints
-//! (bytes, and edits of the JSON resealed with a valid checksum so the structural checks see
-//! them). Every input must give `Ok` or `Err`, never a panic; a panic names the reader, the
-//! seed, the case and the input. Seeded by grove's own generator (`GROVE_FUZZ_SEED`, default
-//! 28); about 16,800 cases a run, under two seconds in release on 2 cores.
+//! Random and mutated input into every reader of hostile files (issues 28 and 59): data
+//! (CSV/TSV, regression and labelled), grammars (parse, resolve, check, compile), experiment
+//! files, reports (the model, its tree, applying and exporting it; a control policy),
+//! checkpoints (bytes, and edits of the JSON resealed with a valid checksum so the structural
+//! checks see them), environment files (parsed and compiled), action files, genomes as `grove
+//! map` reads them, `--define` definitions, files read through the bounded reader, and output
+//! paths (files, directories, symbolic links, chains and loops of them, missing directories,
+//! and, as root, device nodes the test makes itself). Every input must give `Ok` or `Err`,
+//! never a panic; an output is written through or refused, never replacing a link, a device or
+//! a directory. A panic names the reader, the seed, the case and the input. Seeded by grove's
+//! own generator (`GROVE_FUZZ_SEED`, default 28); about 22,000 cases a run, a few seconds in
+//! release on 2 cores.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -331,4 +336,206 @@ fn checkpoints_never_panic_and_every_byte_change_is_caught() {
         load,
         &mut f,
     );
+}
+
+#[test]
+fn env_and_action_files_never_panic() {
+    let dir = format!("{}/envs", env!("CARGO_MANIFEST_DIR"));
+    let mut valid: Vec<Vec<u8>> = std::fs::read_dir(&dir).unwrap().map(|e| std::fs::read(e.unwrap().path()).unwrap()).collect();
+    valid.sort();
+    let alphabet = b"():,\"[]_ \nSomeNoneHingeSlideUniformtimestepframe_skipmassgear0123456789.-eNaN";
+    let mut f = Fuzz::new(6);
+    let read = |b: &[u8]| {
+        let text = String::from_utf8_lossy(b);
+        if let Ok(spec) = grove::sim::EnvSpec::parse(&text, "fuzz.ron") {
+            for profile in [None, Some("brax"), Some("gymnasium")] {
+                if let Ok(m) = grove::sim::Model::new(&spec, profile) {
+                    // A model that compiles takes a few steps without a panic (where they are
+                    // cheap: the bounds allow 10⁷ solver sweeps a step, too slow for a fuzz case).
+                    if m.frame_skip * m.solver_iterations > 20_000 {
+                        continue;
+                    }
+                    let opts = grove::sim::rollout::RolloutOptions { steps: 3, seed: Some(1), ignore_termination: false };
+                    let _ = grove::sim::rollout::rollout::<f64>(&m, &grove::sim::rollout::ActionSource::Zero, &opts, None);
+                }
+            }
+        }
+    };
+    each_case("env (random)", 300, |f, _| f.bytes(alphabet, 200), read, &mut f);
+    each_case("env (mutated)", 1200, |f, i| f.mutate(&valid[i % valid.len()], alphabet), read, &mut f);
+    let actions = b"a,b\n0.5,-1\n# note\n1e-3,2\n\n0,0\n".to_vec();
+    let alphabet = b",\n#.-+e0123456789 abNaninf";
+    let read = |b: &[u8]| {
+        let _ = grove::sim::rollout::read_actions(&String::from_utf8_lossy(b), "fuzz.csv", 2);
+    };
+    each_case("actions (random)", 400, |f, _| f.bytes(alphabet, 200), read, &mut f);
+    each_case("actions (mutated)", 600, |f, _| f.mutate(&actions, alphabet), read, &mut f);
+}
+
+#[test]
+fn genomes_and_definitions_never_panic() {
+    let genomes = [b"1,2,3,4,5\n".to_vec(), b"[0, 17, 4294967295, 3]\n\n12 7 9\n".to_vec(), b"0\t1\t2\n".to_vec()];
+    let alphabet = b",[] \t\n0123456789-x";
+    let mut f = Fuzz::new(7);
+    let read = |b: &[u8]| {
+        let mut out = Vec::new();
+        let _ = grove::task::runner::tools::parse_genome(&String::from_utf8_lossy(b), &mut out);
+    };
+    each_case("genome line (random)", 500, |f, _| f.bytes(alphabet, 200), read, &mut f);
+    each_case("genome line (mutated)", 500, |f, i| f.mutate(&genomes[i % genomes.len()], alphabet), read, &mut f);
+    // Whole inputs through `grove map`'s reader and mapper, on the CPU.
+    let settings = grove::task::runner::tools::MapSettings {
+        grammar: format!("{}/grammars/regression.bnf", env!("CARGO_MANIFEST_DIR")).into(),
+        shape: grove::grammar::DatasetShape { n_vars: Some(2), n_is: Some(2), n_os: Some(1) },
+        config: grove::genome::MapConfig { max_wraps: 2, ..Default::default() },
+        device: grove::backend::DeviceChoice::Cpu,
+        format: grove::task::runner::tools::MapFormat::Jsonl,
+        max_memory: None,
+    };
+    let map = |b: &[u8]| {
+        let mut out = Vec::new();
+        let mut shown = 0;
+        let r = grove::task::runner::tools::map_stream(&settings, std::io::Cursor::new(b.to_vec()), &mut out, |_| shown += 1);
+        // Lines that are not genomes are named at most ten times, and counted once.
+        assert!(shown <= grove::task::runner::tools::MAP_BAD_SHOWN + 1, "{shown} lines of errors");
+        let _ = r;
+    };
+    each_case("map input (mutated)", 200, |f, i| f.mutate(&genomes[i % genomes.len()], alphabet), map, &mut f);
+    let defs = ["softsign(x) = x / (1 + abs(x))", "hyp(a, b) = sqrt(a*a + b*b)", "g(x) = -(x ^ 2) + exp(-x) * 3e-2"];
+    let alphabet = b"()=,+-*/^ xabsqrtexpabs0123456789.e";
+    let read = |b: &[u8]| {
+        let text = String::from_utf8_lossy(b).into_owned();
+        let _ = grove::program::ops::user::register(&[text]);
+    };
+    each_case("definition (random)", 400, |f, _| f.bytes(alphabet, 120), read, &mut f);
+    each_case("definition (mutated)", 600, |f, i| f.mutate(defs[i % defs.len()].as_bytes(), alphabet), read, &mut f);
+}
+
+/// This test's scratch directory, fresh.
+fn scratch(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("grove-fuzz-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn files_through_the_bounded_reader_never_panic() {
+    let d = scratch("files");
+    let mut f = Fuzz::new(8);
+    let n = std::cell::Cell::new(0usize);
+    each_case(
+        "bounded reader",
+        400,
+        |f, _| {
+            let mut b = f.bytes(b"abc\n\t{}()[]\"", 300);
+            // Some with a NUL, some not UTF-8.
+            if f.0.chance(0.2) && !b.is_empty() {
+                let at = f.below(b.len());
+                b[at] = 0;
+            }
+            b
+        },
+        |b| {
+            n.set(n.get() + 1);
+            let p = d.join(format!("{}.txt", n.get()));
+            std::fs::write(&p, b).unwrap();
+            let limit = [16u64, 256, 1 << 20][n.get() % 3];
+            match grove::input::read_text(&p, "the file", limit) {
+                Ok(t) => assert!(t.len() as u64 <= limit && !t.contains('\0')),
+                Err(e) => assert_eq!(e.to_string().lines().count(), 1, "{e}"),
+            }
+        },
+        &mut f,
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Whether this process runs as root (so `mknod` can make device nodes).
+fn is_root(d: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let p = d.join("owner");
+    std::fs::write(&p, "").unwrap();
+    std::fs::metadata(&p).unwrap().uid() == 0
+}
+
+// Outputs: `--report` on a symlink replaced the link by a file, on a device node (as root) the
+// node by a file, and a directory made the run end with nothing written.
+#[test]
+fn outputs_are_written_through_or_refused_never_replacing_what_stands_there() {
+    use std::os::unix::fs::{FileTypeExt, symlink};
+    let d = scratch("outputs");
+    let root = is_root(&d);
+    if !root {
+        eprintln!("not root: the output cases skip device nodes (mknod needs root)");
+    }
+    let mut f = Fuzz::new(9);
+    for case in 0..300 {
+        let c = d.join(format!("c{case}"));
+        std::fs::create_dir_all(&c).unwrap();
+        let path = c.join("out.json");
+        let kinds = if root { 11 } else { 9 };
+        let kind = f.below(kinds);
+        match kind {
+            0 => {}
+            1 => std::fs::write(&path, b"old").unwrap(),
+            2 => std::fs::create_dir(&path).unwrap(),
+            3 => {
+                std::fs::write(c.join("target"), b"old").unwrap();
+                symlink("target", &path).unwrap();
+            }
+            4 => symlink("missing/target", &path).unwrap(),
+            5 => {
+                symlink("b", &path).unwrap();
+                symlink("out.json", c.join("b")).unwrap();
+            }
+            6 => {
+                std::fs::create_dir(c.join("dir")).unwrap();
+                symlink("dir", &path).unwrap();
+            }
+            7 => {
+                std::fs::write(c.join("t2"), b"old").unwrap();
+                symlink("t2", c.join("l1")).unwrap();
+                symlink("l1", &path).unwrap();
+            }
+            8 => {
+                std::fs::write(c.join("file"), b"").unwrap();
+                // A path under a regular file: its directory cannot exist.
+                let _ = std::fs::remove_file(&path);
+            }
+            9 => assert!(std::process::Command::new("mknod").args([path.to_str().unwrap(), "c", "1", "3"]).status().unwrap().success()),
+            _ => {
+                assert!(std::process::Command::new("mknod").args([c.join("null").to_str().unwrap(), "c", "1", "3"]).status().unwrap().success());
+                symlink("null", &path).unwrap();
+            }
+        }
+        let path = if kind == 8 { c.join("file").join("out.json") } else { path };
+        let bytes = f.bytes(b"{}[]\":,0123456789", 64);
+        let link_before = std::fs::symlink_metadata(&path).ok().map(|m| m.file_type());
+        let checked = catch_unwind(AssertUnwindSafe(|| grove::report::files::check_output(&path, "the report")));
+        let written = catch_unwind(AssertUnwindSafe(|| grove::report::files::write_output(&path, &bytes)));
+        let (Ok(checked), Ok(written)) = (checked, written) else {
+            panic!("outputs: a panic on case {case} (kind {kind}) of seed {} (GROVE_FUZZ_SEED)", seed());
+        };
+        // What stood at the path still stands there, of the same kind.
+        let after = std::fs::symlink_metadata(&path).ok().map(|m| m.file_type());
+        if let Some(t) = link_before {
+            let a = after.unwrap_or_else(|| panic!("case {case} (kind {kind}): the path was removed"));
+            assert_eq!((t.is_symlink(), t.is_dir(), t.is_char_device()), (a.is_symlink(), a.is_dir(), a.is_char_device()), "case {case} (kind {kind})");
+        }
+        // A check that passed is a write that succeeds, and a written regular file holds the bytes.
+        if checked.is_ok() {
+            assert!(written.is_ok(), "case {case} (kind {kind}): checked, then {:?}", written.err());
+        }
+        if written.is_ok() && std::fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            assert_eq!(std::fs::read(&path).unwrap(), bytes, "case {case} (kind {kind})");
+        }
+        if let (Err(e), _) | (_, Err(e)) = (&checked, &written) {
+            assert_eq!(format!("{e:#}").lines().count(), 1, "{e:#}");
+        }
+        // No temporary file is left behind.
+        let left: Vec<_> = std::fs::read_dir(&c).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains(".tmp")).collect();
+        assert!(left.is_empty(), "case {case} (kind {kind}): {left:?} left behind");
+    }
+    let _ = std::fs::remove_dir_all(&d);
 }

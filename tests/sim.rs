@@ -318,7 +318,7 @@ fn inconsistent_env_descriptions_are_errors() {
     assert!(err(&good.replace("\"thigh_joint\": (-2.61799, 0.0)", "\"hip\": (-2.61799, 0.0)"), None).contains("no joint `hip`"));
     assert!(err(&good.replace("Hinge(sign: -1.0)", "Hinge(sign: 2.0)"), None).contains("sign must be"));
     assert!(err(&good.replace("Qvel(from: 0, to: 6", "Qvel(from: 0, to: 9"), None).contains("outside 0..6"));
-    assert!(err(&good.replace("mass: 2.7813566959781637", "mass: 0.0"), None).contains("positive mass"));
+    assert!(err(&good.replace("mass: 2.7813566959781637", "mass: 0.0"), None).contains("mass is 0: it must be more than 0"));
     assert!(format!("{:#}", EnvSpec::load("walrus").unwrap_err()).contains("unknown environment `walrus`"));
 }
 

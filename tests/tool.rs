@@ -80,7 +80,7 @@ fn checkpoints_are_checked_first_saved_at_the_end_sealed_and_validated() {
     assert_ok(&grove(&first));
     let saved = read_json(&ck);
     assert_eq!(saved["state"]["generation"], 3, "the final checkpoint is taken before the last generation");
-    assert_eq!(saved["grove_checkpoint"], 2);
+    assert_eq!(saved["grove_checkpoint"], 3);
     assert!(saved["checksum"].as_str().is_some_and(|c| c.starts_with("fnv1a64:")), "{}", saved["checksum"]);
     assert!(saved["outputs"]["report"].as_str().is_some_and(|r| r.ends_with("r.json") && Path::new(r).is_absolute()));
     for p in [&report, &fame] {
@@ -116,7 +116,7 @@ fn checkpoints_are_checked_first_saved_at_the_end_sealed_and_validated() {
         p
     };
     let version = edit("v7.ckpt", &|v| v["grove_checkpoint"] = 7.into(), false);
-    assert_one_line_error(&grove(&["run", "--resume", s(&version)]), &["format version 7", "reads version 2"]);
+    assert_one_line_error(&grove(&["run", "--resume", s(&version)]), &["format version 7", "reads versions 2 to 3"]);
     let old = edit("v1.ckpt", &|v| v["grove_checkpoint"] = 1.into(), false);
     assert_one_line_error(&grove(&["run", "--resume", s(&old)]), &["format version 1", "no checksum"]);
     let unsealed = edit("unsealed.ckpt", &|v| drop(v.as_object_mut().unwrap().remove("checksum")), false);

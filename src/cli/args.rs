@@ -123,7 +123,7 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
     pub(crate) gens: Option<usize>,
     #[arg(long, help = D::SEED, default_value = shown(Some(D::DEFAULTS.seed)))]
     pub(crate) seed: u64,
-    #[arg(long, help = D::PARSIMONY, default_value_t = defaults::PARSIMONY)]
+    #[arg(long, allow_negative_numbers = true, help = D::PARSIMONY, default_value_t = defaults::PARSIMONY)]
     pub(crate) parsimony: f64,
     /// Tournament size, 1 to --pop
     #[arg(long, default_value = shown(Some(D::DEFAULTS.tournament)))]
@@ -136,7 +136,7 @@ pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
     pub selection: crate::select::Selection,
     /// Down-sampled lexicase: cases read per generation, a share in (0, 1) or a count of at
     /// least 2
-    #[arg(long, value_name = "F|N", default_value_t = crate::select::DEFAULT_DOWN_SAMPLE)]
+    #[arg(long, allow_negative_numbers = true, value_name = "F|N", default_value_t = crate::select::DEFAULT_DOWN_SAMPLE)]
     pub down_sample: f64,
     /// Lexicase: candidates each selection starts from, drawn from a larger pool of valid
     /// programs (0: the whole population)
@@ -341,7 +341,7 @@ impl IslandArgs {
 /// `classify`.
 #[derive(Debug, Args)]
 pub struct ChoiceArgs {
-    #[arg(long, value_name = "F", help = format!(
+    #[arg(long, allow_negative_numbers = true, value_name = "F", help = format!(
         "Fraction of the training rows held out (seeded; per class for classify) to choose the returned program; never used for fitness [default: {} with at least {} training rows for evolve ({} for classify), else none]",
         crate::task::base::validation::AUTO_FRACTION, defaults::EVOLVE_VALIDATION_ROWS, crate::task::base::validation::AUTO_MIN_ROWS
     ))]
@@ -356,7 +356,7 @@ pub struct ChoiceArgs {
     ))]
     pub(crate) bloat: Option<crate::select::Bloat>,
     /// Double tournament's D, in [1, 2].
-    #[arg(long, value_name = "D", default_value_t = crate::evolve::DEFAULT_SIZE_PRESSURE)]
+    #[arg(long, allow_negative_numbers = true, value_name = "D", default_value_t = crate::evolve::DEFAULT_SIZE_PRESSURE)]
     pub size_pressure: f64,
 }
 
@@ -415,8 +415,11 @@ pub struct GeArgs {
     pub init_depth: InitDepth,
     #[arg(long, default_value_t = defaults::GE.genome_length, help = format!("GE: genome length of random initialisation, 1 to {MAX_GENOME}"))]
     pub(crate) genome_length: usize,
-    #[arg(long, default_value_t = defaults::GE.genome_capacity, help = format!("GE: longest genome crossover may make, --genome-length to {MAX_GENOME}"))]
-    pub(crate) genome_capacity: usize,
+    #[arg(long, help = format!(
+        "GE: longest genome crossover may make, --genome-length to {MAX_GENOME} [default: {}, or --genome-length where that is longer]",
+        defaults::GE.genome_capacity
+    ))]
+    pub(crate) genome_capacity: Option<usize>,
     /// GE: crossover, P (the probability of crossing a pair of parents, by subtree crossover) or
     /// OPERATOR[:P]: subtree (subtrees of one non-terminal swapped between the parents'
     /// derivation trees), onepoint (variable one-point crossover within the used codons).
@@ -493,7 +496,8 @@ impl GeArgs {
             init: self.init,
             init_depth: (self.init_depth.0, self.init_depth.1),
             genome_length: self.genome_length,
-            genome_capacity: self.genome_capacity,
+            // Given, it is checked against the length; not given, it makes room for it.
+            genome_capacity: self.genome_capacity.unwrap_or(defaults::GE.genome_capacity.max(self.genome_length)),
             crossover,
             mutation,
             crossover_op,
@@ -542,7 +546,7 @@ pub struct FitArgs {
         "Generations between constant fits (1: every generation) [default: {}]", crate::task::regression::DEFAULT_FIT.every
     ))]
     pub(crate) optimise_every: Option<usize>,
-    #[arg(long, value_name = "F", help = format!(
+    #[arg(long, allow_negative_numbers = true, value_name = "F", help = format!(
         "Fraction of the population whose constants are fitted, the best first [default: {}]", crate::task::regression::DEFAULT_FIT.fraction
     ))]
     pub(crate) optimise_fraction: Option<f64>,

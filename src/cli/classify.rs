@@ -35,8 +35,8 @@ pub struct ClassifyArgs {
     /// The class label column (default: the last column).
     #[arg(long, help_heading = "Data")]
     pub label: Option<String>,
-    #[arg(long, help_heading = "Data", help = format!(
-        "Fraction of each class held out for testing (stratified split; 0: no test rows) [default: {}, or 0 with --test-data]",
+    #[arg(long, help_heading = "Data", allow_negative_numbers = true, help = format!(
+        "Fraction of each class held out for testing (stratified split; 0: no test rows), in [0, 1) [default: {}, or 0 with --test-data]",
         defaults::CLASSIFY_TEST_FRACTION
     ))]
     pub(crate) test_fraction: Option<f64>,
@@ -52,7 +52,7 @@ pub struct ClassifyArgs {
     #[command(flatten, next_help_heading = "Representation")]
     pub representation: RepresentationArgs<Classify>,
     /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
-    #[arg(long, default_value_t = defaults::CLASSIFY_P_OUT, help_heading = "Representation")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = defaults::CLASSIFY_P_OUT, help_heading = "Representation")]
     pub p_out: f32,
     /// Population, generations, seed, selection, program length, device.
     #[command(flatten, next_help_heading = "Search")]
@@ -130,5 +130,5 @@ impl ClassifyArgs {
 
 /// Runs `grove classify`.
 pub fn classify(args: &ClassifyArgs) -> Result<ExitCode> {
-    super::run::run_experiment(Experiment::Classify(args.settings()?), &args.run, None)
+    super::run::run_experiment(Experiment::Classify(args.settings()?), &args.run, None, &[])
 }

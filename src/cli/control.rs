@@ -50,7 +50,7 @@ pub struct ControlArgs {
     #[command(flatten, next_help_heading = "Representation")]
     pub representation: RepresentationArgs<Control>,
     /// Tree GP: probability that a node of a new tree or subtree becomes an extra output node.
-    #[arg(long, default_value_t = defaults::CONTROL_P_OUT, help_heading = "Representation")]
+    #[arg(long, allow_negative_numbers = true, default_value_t = defaults::CONTROL_P_OUT, help_heading = "Representation")]
     pub p_out: f32,
     /// Population, generations, seed, selection, program length, device.
     #[command(flatten, next_help_heading = "Search")]
@@ -75,7 +75,7 @@ pub struct ControlArgs {
     /// for environments that end when the robot falls (Hopper, Walker2d, whose own bonus of 1
     /// makes standing still a local optimum; ARS trains the same way), the env's otherwise.
     /// Reported returns always use the env's reward; `--healthy-reward 1` trains on it.
-    #[arg(long, help_heading = "Episodes")]
+    #[arg(long, allow_negative_numbers = true, help_heading = "Episodes")]
     pub healthy_reward: Option<f64>,
     /// Every generation plays fresh starts (new reset noise each generation, the same for the
     /// whole population) instead of the same `--episodes` starts throughout, which policies can
@@ -100,12 +100,12 @@ pub struct ControlArgs {
         defaults::LINEAR_CPU.top, defaults::LINEAR_GPU.top
     ))]
     pub(crate) top_directions: Option<usize>,
-    #[arg(long, help_heading = "Policy", help = format!(
+    #[arg(long, allow_negative_numbers = true, help_heading = "Policy", help = format!(
         "--policy linear and residual: step size (the step is divided by the spread of the returns it uses) [default: {} on the CPU, {} on a GPU]",
         defaults::LINEAR_CPU.step_size, defaults::LINEAR_GPU.step_size
     ))]
     pub(crate) step_size: Option<f64>,
-    #[arg(long, help_heading = "Policy", help = format!(
+    #[arg(long, allow_negative_numbers = true, help_heading = "Policy", help = format!(
         "--policy linear and residual: standard deviation of the random changes of W that are played [default: {} on the CPU, {} on a GPU]",
         defaults::LINEAR_CPU.noise, defaults::LINEAR_GPU.noise
     ))]
@@ -189,7 +189,7 @@ pub fn control(args: &ControlArgs) -> Result<ExitCode> {
     use crate::task::control::{fit, open_on};
     let backend = open_on(&args.env, args.profile.as_deref(), args.engine.device(), &args.islands.gpus, args.run.quiet)?;
     let settings = args.settings(backend.is_gpu())?;
-    let (opts, outputs) = super::run::run_options(&args.run, None, &Experiment::Control(settings.clone()))?;
+    let (opts, outputs) = super::run::run_options(&args.run, None, &Experiment::Control(settings.clone()), &[])?;
     let result = crate::task::base::options::on_threads(args.run.threads, || fit(&settings, &backend, &opts))?;
     super::run::finish_run(&result, &outputs)
 }

@@ -35,8 +35,8 @@ pub struct EvolveArgs {
     /// Target column (default: the last column).
     #[arg(long, help_heading = "Data")]
     pub target: Option<String>,
-    #[arg(long, help_heading = "Data", help = format!(
-        "Fraction of rows held out as a test set (0: use the built-in's own test set, if any) [default: {}]",
+    #[arg(long, help_heading = "Data", allow_negative_numbers = true, help = format!(
+        "Fraction of rows held out as a test set, in [0, 1) (0: use the built-in's own test set, if any) [default: {}]",
         defaults::EVOLVE_TEST_FRACTION
     ))]
     pub(crate) test_fraction: Option<f64>,
@@ -149,5 +149,5 @@ impl EvolveArgs {
 
 /// Runs `grove evolve`.
 pub fn evolve(args: &EvolveArgs) -> Result<ExitCode> {
-    super::run::run_experiment(Experiment::Evolve(args.settings()?), &args.run, None)
+    super::run::run_experiment(Experiment::Evolve(args.settings()?), &args.run, None, &[])
 }

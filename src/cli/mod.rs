@@ -59,7 +59,19 @@ pub enum Command {
 
 /// Parses the process arguments and runs the command.
 pub fn run() -> Result<ExitCode> {
-    match Cli::parse().command {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version print as clap prints them; a usage error is clap's message with
+        // each line cut, so a 100 KB argument is not echoed whole.
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            for line in e.render().to_string().lines() {
+                eprintln!("{}", crate::input::clip(line, 2 * crate::input::ECHO));
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match cli.command {
         Command::Check(args) => tools::check(&args),
         Command::Map(args) => tools::map(&args),
         Command::Evolve(args) => evolve::evolve(&args),

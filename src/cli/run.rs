@@ -13,7 +13,8 @@ use crate::task::runner::experiment::Experiment;
 use std::sync::Arc;
 
 use crate::task::runner::checkpoint::{Checkpoint, FileCheckpoints};
-use crate::task::runner::outputs::Outputs;
+use crate::report::files::Named;
+use crate::task::runner::outputs::{Outputs, check_outputs, write_outputs};
 use crate::task::base::options::{Checkpoints, RunOptions};
 use crate::task::base::report::EvolveResult;
 
@@ -26,9 +27,15 @@ pub struct RunArgs {
     /// Repeat the run of this report (its command and complete settings).
     #[arg(long, value_name = "REPORT", conflicts_with = "resume")]
     pub from: Option<PathBuf>,
-    /// Continue the run saved in this checkpoint (and keep saving to it).
+    /// Continue the run saved in this checkpoint (and keep saving to it). Its input files
+    /// must be those it started on, by content: a changed one is refused unless named by
+    /// --accept-changed.
     #[arg(long, value_name = "CHECKPOINT")]
     pub resume: Option<PathBuf>,
+    /// With --resume: continue even though this input file (its path, or its flag: --data,
+    /// --grammar, --env) changed since the run started. May be repeated.
+    #[arg(long, value_name = "FILE", requires = "resume", allow_hyphen_values = true)]
+    pub accept_changed: Vec<PathBuf>,
     /// Override the population size (engine.pop_size).
     #[arg(long)]
     pub pop: Option<usize>,
@@ -124,22 +131,26 @@ pub struct RenderArgs {
 }
 
 /// Runs an experiment on the requested threads (Ctrl-C saves a checkpoint and stops when
-/// checkpoints are on), then writes the report, hall of fame and plots and prints the summary.
-pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>) -> Result<ExitCode> {
+/// checkpoints are on), then prints the summary and writes the report, hall of fame and plots.
+/// `sources` are the files the settings were read from (an experiment file, a report), which
+/// no output may overwrite.
+pub fn run_experiment(exp: Experiment, flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>, sources: &[Named]) -> Result<ExitCode> {
     if let Experiment::Evolve(s) = &exp {
         s.check_fitness_fn()?;
     }
-    let (opts, outputs) = run_options(flags, resume, &exp)?;
+    let (opts, outputs) = run_options(flags, resume, &exp, sources)?;
     let result = crate::task::runner::run_experiment(&exp, &opts, flags.threads)?;
     finish_run(&result, &outputs)
 }
 
 /// How a run of `exp` goes as `flags` say: quiet or verbose, checkpoints (into the resumed
-/// checkpoint's file and at its interval unless the flags say otherwise, the path checked
-/// before the data is read or a device opened), the files written at the end (a resumed run's
-/// own unless the flags name others, returned beside the options), and with checkpoints a
-/// Ctrl-C that saves one and stops.
-pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>, exp: &Experiment) -> Result<(RunOptions, Outputs)> {
+/// checkpoint's file and at its interval unless the flags say otherwise), the files written at
+/// the end (a resumed run's own unless the flags name others, returned beside the options),
+/// and with checkpoints a Ctrl-C that saves one and stops. Every file the run will write is
+/// checked here, before the data is read or a device opened: it can be written, and it is none
+/// of the run's inputs (`exp`'s files, `sources`, a resumed checkpoint) nor another output
+/// ([`check_outputs`]).
+pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>, exp: &Experiment, sources: &[Named]) -> Result<(RunOptions, Outputs)> {
     let every = flags.checkpoint_every(resume.as_ref().map(|r| r.1.checkpoint_every));
     anyhow::ensure!(every >= 1, "--checkpoint-every must be at least 1");
     let path = flags.checkpoint.clone().or_else(|| resume.as_ref().map(|r| r.0.clone()));
@@ -148,6 +159,14 @@ pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>, exp:
         Some((_, c)) => given.or(&c.outputs),
         None => given,
     };
+    let mut inputs = exp.input_files();
+    inputs.extend_from_slice(sources);
+    if let Some((resumed, _)) = &resume {
+        if flags.checkpoint.is_some() {
+            inputs.push(Named::new("resumed checkpoint", resumed));
+        }
+    }
+    check_outputs(&outputs, path.as_deref(), &inputs)?;
     let checkpoint: Option<Arc<dyn Checkpoints>> = match path {
         Some(p) => Some(Arc::new(FileCheckpoints::new(p, every, exp.clone(), &outputs)?)),
         None => None,
@@ -168,15 +187,29 @@ pub fn run_options(flags: &RunFlags, resume: Option<(PathBuf, Checkpoint)>, exp:
     Ok((opts, outputs))
 }
 
-/// Writes the report, hall of fame and plots `outputs` asks for and prints the summary and the
-/// files written.
+/// Prints the summary, then writes the report, hall of fame and plots `outputs` asks for and
+/// prints the files written. A file that cannot be written is one `error:` line on standard
+/// error that says where its content was kept instead ([`write_outputs`]), and the exit status
+/// is then 1: the summary, printed first, survives whatever the disk does.
 pub fn finish_run(result: &EvolveResult, outputs: &Outputs) -> Result<ExitCode> {
-    let written = crate::task::runner::outputs::write_outputs(&result.report, outputs)?;
-    println!("{}", result.summary);
-    for (what, path) in written {
-        println!("{what:<13} {}", path.display());
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    // Standard output may be closed (`| head`): the files are written all the same.
+    let mut shown = writeln!(out, "{}", result.summary);
+    let done = write_outputs(&result.report, outputs);
+    for (what, path) in &done.written {
+        shown = shown.and_then(|_| writeln!(out, "{what:<13} {}", path.display()));
     }
-    Ok(ExitCode::SUCCESS)
+    for line in &done.failed {
+        eprintln!("error: {line}");
+    }
+    if let Err(e) = shown.and_then(|_| out.flush()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: cannot write standard output: {e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    }
+    Ok(if done.failed.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// A flag Ctrl-C sets: the run saves a checkpoint and stops between generations. A second
@@ -215,20 +248,35 @@ pub fn run(args: &RunArgs) -> Result<ExitCode> {
         gpus: args.gpus.clone(),
         link: args.gpu_link,
         set: args.set.clone(),
+        accept_changed: args.accept_changed.clone(),
     };
     if let Some(path) = &args.resume {
-        let (exp, c) = resume(path, &overrides)?;
-        return run_experiment(exp, &args.flags, Some((path.clone(), c)));
+        let (exp, c, notes) = resume(path, &overrides)?;
+        for n in notes {
+            eprintln!("{n}");
+        }
+        return run_experiment(exp, &args.flags, Some((path.clone(), c)), &[]);
     }
     let exp = from_source(args.file.as_deref(), args.from.as_deref(), &overrides)?;
-    run_experiment(exp, &args.flags, None)
+    let mut sources = Vec::new();
+    if let Some(f) = &args.file {
+        sources.push(Named::new("experiment file", f));
+    }
+    if let Some(r) = &args.from {
+        sources.push(Named::new("report --from repeats", r));
+    }
+    run_experiment(exp, &args.flags, None, &sources)
 }
 
 /// Runs `grove export`.
 pub fn export(args: &ExportArgs) -> Result<ExitCode> {
+    if let Some(p) = &args.out {
+        crate::report::files::check_output(p, "--out")?;
+        crate::report::files::check_distinct(&[Named::new("--out", p)], &[Named::new("--model", &args.model)])?;
+    }
     let src = crate::task::runner::tools::export(&args.model, args.lang)?;
     match &args.out {
-        Some(p) => std::fs::write(p, src).with_context(|| format!("cannot write {}", p.display()))?,
+        Some(p) => crate::report::write_atomic(p, src.as_bytes()).with_context(|| format!("cannot write {}", p.display()))?,
         None => print!("{src}"),
     }
     Ok(ExitCode::SUCCESS)

@@ -29,8 +29,17 @@ pub struct GrammarArgs {
 }
 
 impl GrammarArgs {
-    fn shape(&self) -> DatasetShape {
-        DatasetShape { n_vars: self.n_vars, n_is: self.n_inputs, n_os: self.n_outputs }
+    /// The shape, each count checked against what it can mean: variables and inputs 1 to
+    /// [`crate::grammar::MAX_RANGE`] (a `GE_RANGE` of more choices is refused anyway), outputs 1
+    /// to 255 (a program's output slots).
+    fn shape(&self) -> Result<DatasetShape> {
+        let max = crate::grammar::MAX_RANGE as u32;
+        for (flag, v, hi) in [("--n-vars", self.n_vars, max), ("--n-inputs", self.n_inputs, max), ("--n-outputs", self.n_outputs, u8::MAX as u32)] {
+            if let Some(v) = v {
+                anyhow::ensure!((1..=hi).contains(&v), "{flag} must be 1 to {hi}, got {v}");
+            }
+        }
+        Ok(DatasetShape { n_vars: self.n_vars, n_is: self.n_inputs, n_os: self.n_outputs })
     }
 }
 
@@ -144,7 +153,7 @@ pub struct RolloutArgs {
 
 /// Runs `grove check`.
 pub fn check(args: &CheckArgs) -> Result<ExitCode> {
-    let report = crate::task::runner::tools::check(&args.grammar, &args.shape.shape())?;
+    let report = crate::task::runner::tools::check(&args.grammar, &args.shape.shape()?)?;
     for d in &report.diagnostics {
         eprintln!("{d}");
     }
@@ -166,7 +175,7 @@ pub fn map(args: &MapArgs) -> Result<ExitCode> {
     let settings =
         crate::task::runner::tools::MapSettings {
         grammar: args.grammar.clone(),
-        shape: args.shape.shape(),
+        shape: args.shape.shape()?,
         config,
         device: args.device,
         format: args.format,
@@ -180,14 +189,28 @@ pub fn map(args: &MapArgs) -> Result<ExitCode> {
 /// Runs `grove predict`: one prediction per row on standard output, the score (when the data
 /// has the target) on standard error.
 pub fn predict(args: &PredictArgs) -> Result<ExitCode> {
-    let p = crate::task::runner::tools::predict(&args.model, &args.data)?;
-    let mut out = BufWriter::new(std::io::stdout().lock());
-    writeln!(out, "prediction")?;
-    for p in &p.predictions {
-        writeln!(out, "{p}")?;
+    // Streamed: each block of rows is predicted and written before the next is read. The
+    // header line goes out only once the file's header fits the model.
+    struct Headed<W: Write> {
+        out: W,
+        started: bool,
     }
+    impl<W: Write> Write for Headed<W> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if !self.started {
+                self.started = true;
+                self.out.write_all(b"prediction\n")?;
+            }
+            self.out.write(b)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.out.flush()
+        }
+    }
+    let mut out = Headed { out: BufWriter::new(std::io::stdout().lock()), started: false };
+    let score = crate::task::runner::tools::predict_to(&args.model, &args.data, &mut out)?;
     out.flush().context("cannot write standard output")?;
-    if let Some(score) = p.score {
+    if let Some(score) = score {
         eprintln!("{score}");
     }
     Ok(ExitCode::SUCCESS)

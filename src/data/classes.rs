@@ -195,6 +195,23 @@ fn cells(line: &str, delimiter: Delimiter) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// The column names of a header line (`line` its number in `file`), as [`read_table`] reads
+/// them: an optional leading `#`, the delimiter detected, every name non-empty and distinct.
+pub fn header_names(header: &str, file: &str, line: usize) -> Result<Vec<String>, DataError> {
+    let mut text = header.to_string();
+    text.push('\n');
+    // A header alone is a table without rows: its names are checked, and only the missing rows
+    // are an error.
+    match read_table(text.as_bytes(), file) {
+        Ok(t) => Ok(t.names),
+        Err(e) if e.line.is_none() && e.message.contains("no data rows") => {
+            let header = header.trim_start().strip_prefix('#').unwrap_or(header);
+            cells(header, Delimiter::detect(header.as_bytes())).map_err(|m| DataError { file: file.into(), line: Some(line), column: None, message: m })
+        }
+        Err(e) => Err(DataError { line: e.line.map(|_| line), ..e }),
+    }
+}
+
 /// Reads a table with a header (the first non-blank line; a leading `#` is dropped), the
 /// delimiter detected as [`Delimiter::detect`] does. Blank lines are skipped.
 pub fn read_table(bytes: &[u8], file: &str) -> Result<Table, DataError> {
@@ -220,6 +237,10 @@ pub fn read_table(bytes: &[u8], file: &str) -> Result<Table, DataError> {
     }
     let mut rows = Vec::new();
     for (i, line) in lines {
+        // After the header, `#` starts a comment line.
+        if line.trim_start().starts_with('#') {
+            continue;
+        }
         let c = cells(line, delimiter).map_err(|m| err(Some(i + 1), m))?;
         if c.len() != names.len() {
             return Err(err(Some(i + 1), format!("{} cells, but the header names {} columns", c.len(), names.len())));

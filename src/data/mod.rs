@@ -393,7 +393,7 @@ impl DataSource {
         match self {
             DataSource::Builtin { name, n } => {
                 if let Some(t) = target.filter(|&t| t != "y") {
-                    bail!("builtin:{name} has the target `y`; --target `{t}` does not apply");
+                    bail!("builtin:{name} has the target `y`; --target `{}` does not apply", crate::input::clip(t, crate::input::ECHO));
                 }
                 builtin(name, *n)
             }

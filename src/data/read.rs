@@ -374,7 +374,7 @@ fn scan_chunk(chunk: &[u8]) -> Scan {
     let mut scan = Scan { lines: 0, rows: 0 };
     for_each_line(chunk, |line| {
         scan.lines += 1;
-        scan.rows += (!is_blank(line)) as usize;
+        scan.rows += (!is_skipped(line)) as usize;
         true
     });
     scan
@@ -410,7 +410,7 @@ fn parse_chunk(chunk: &[u8], delimiter: Delimiter, columns: &mut [&mut [f64]]) -
     let (mut line_index, mut row) = (0, 0);
     let mut result = Ok(());
     for_each_line(chunk, |line| {
-        if !is_blank(line) {
+        if !is_skipped(line) {
             if let Err((column, message)) = parse_row(line, delimiter, &mut cells, columns, row) {
                 result = Err(RowError { line: line_index, column, message });
                 return false;
@@ -570,6 +570,12 @@ fn fast_f64(t: &[u8]) -> Option<f64> {
 
 fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
+}
+
+/// A data line that is no row: blank, or a comment (`#` first, after any spaces). Only the
+/// header may start with `#` (a commented header, as numpy writes).
+fn is_skipped(line: &[u8]) -> bool {
+    is_blank(line) || line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'#')
 }
 
 /// One cell of a line: `start..end` inside the line, without quotes and surrounding spaces.

@@ -67,6 +67,9 @@ pub fn split_indices_for(n_rows: usize, fraction: f64, seed: u64, holdout: Holdo
     Ok((train, test))
 }
 
+/// The fewest training rows a split may leave.
+pub const MIN_TRAIN_ROWS: usize = 2;
+
 /// How many of `n_rows` rows go to the test set: `round(n_rows * test_fraction)`, checked to
 /// leave both parts non-empty.
 pub fn test_size(n_rows: usize, test_fraction: f64) -> Result<usize> {
@@ -85,6 +88,15 @@ fn holdout_size(n_rows: usize, fraction: f64, name: &str) -> Result<usize> {
     }
     if n_test >= n_rows {
         bail!("a {name} fraction of {fraction} of {n_rows} rows leaves the training set empty");
+    }
+    // One training row fits anything exactly and says nothing (R² 1 on the training row).
+    if n_rows - n_test < MIN_TRAIN_ROWS {
+        bail!(
+            "a {name} fraction of {fraction} of {n_rows} rows leaves {} training row{}, fewer than the {MIN_TRAIN_ROWS} a fit needs: use at most {:.4}",
+            n_rows - n_test,
+            if n_rows - n_test == 1 { "" } else { "s" },
+            (n_rows.saturating_sub(MIN_TRAIN_ROWS) as f64 + 0.49) / n_rows as f64
+        );
     }
     Ok(n_test)
 }

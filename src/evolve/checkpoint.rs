@@ -256,8 +256,11 @@ impl Saved {
                 ensure!(t.n_outputs < u8::MAX as usize, "the trees have {} output slots, over {}", t.n_outputs, u8::MAX - 1);
                 ensure!(t.rows.len() == shape.rows, "{} trees; the settings ask for {} (population × islands)", t.rows.len(), shape.rows);
                 for (i, r) in t.rows.iter().enumerate() {
+                    // A tree has a node at least (an empty one, its checksum recomputed, loaded).
+                    ensure!(!r.is_empty(), "saved tree {i} is empty: every tree has at least one node");
                     check_tree(r, t.max_len, t.n_outputs).map_err(|e| anyhow!("saved tree {i}: {e}"))?;
                 }
+                ensure!(!self.best.nodes.is_empty(), "the best program is empty: every tree has at least one node");
                 t.n_outputs
             }
             _ => bail!("a checkpoint holds either genomes or trees"),

@@ -101,7 +101,7 @@ pub fn init_genomes(table: &RuleTable, cfg: &InitConfig, codons: Codons, p: usiz
         .for_each_init(
             || Vec::with_capacity(capacity),
             |buf, (i, (row, len))| {
-                init_genome(table, cfg, codons, i, p, seed, buf);
+                init_genome(table, cfg, codons, i, p, seed, capacity, buf);
                 // As Genomes::set: cut to the capacity, zero after the length.
                 let n = buf.len().min(capacity);
                 row[..n].copy_from_slice(&buf[..n]);
@@ -111,9 +111,12 @@ pub fn init_genomes(table: &RuleTable, cfg: &InitConfig, codons: Codons, p: usiz
     out
 }
 
-/// Genome `i` of the `p` of [`init_genomes`] into `buf` (cleared first), before the capacity
-/// cut.
-pub fn init_genome(table: &RuleTable, cfg: &InitConfig, codons: Codons, i: usize, p: usize, seed: u64, buf: &mut Vec<u32>) {
+/// Genome `i` of the `p` of [`init_genomes`] into `buf` (cleared first), before the cut to
+/// `capacity` codons. A derivation stops growing once its genome is past the capacity (so a
+/// ramp depth whose trees would be astronomically large cannot hang the run); the codons kept
+/// are the same as without the stop.
+#[allow(clippy::too_many_arguments)]
+pub fn init_genome(table: &RuleTable, cfg: &InitConfig, codons: Codons, i: usize, p: usize, seed: u64, capacity: usize, buf: &mut Vec<u32>) {
     let mut s = Stream::new(seed, 0, i as u32, Purpose::Init);
     buf.clear();
     match cfg.method {
@@ -122,12 +125,12 @@ pub fn init_genome(table: &RuleTable, cfg: &InitConfig, codons: Codons, i: usize
             let depths = cfg.max_depth.saturating_sub(cfg.min_depth) + 1;
             let depth = cfg.min_depth + (i as u32 / 2) % depths;
             let full = i % 2 == 1;
-            sensible_genome(table, codons, depth, full, cfg.codon_size, &mut s, buf);
+            sensible_genome(table, codons, depth, full, cfg.codon_size, capacity, &mut s, buf);
             push_tail(cfg, &mut s, buf);
         }
         InitMethod::PiGrow => {
             let depth = pi_grow_depth(cfg, i, p, seed);
-            pi_grow_genome(table, codons, depth, cfg.codon_size, &mut s, buf);
+            pi_grow_genome(table, codons, depth, cfg.codon_size, capacity, &mut s, buf);
             push_tail(cfg, &mut s, buf);
         }
     }
@@ -186,7 +189,10 @@ struct GrowNode {
 /// the mapper's order (leftmost first), each `choice + n·k` for a random `k`, codon values
 /// random, and none at single-production rules with [`Codons::Lazy`]; mapping them reproduces
 /// the tree.
-pub fn pi_grow_genome(table: &RuleTable, codons: Codons, depth: u32, codon_size: u32, s: &mut Stream, out: &mut Vec<u32>) {
+pub fn pi_grow_genome(table: &RuleTable, codons: Codons, depth: u32, codon_size: u32, capacity: usize, s: &mut Stream, out: &mut Vec<u32>) {
+    // The tree stops growing at this many nodes: far more than a genome of `capacity` codons
+    // maps to, so only trees whose genomes would be cut anyway are cut short.
+    let node_budget = capacity.saturating_mul(16).saturating_add(4096);
     // PonyGE2's numbers in our units: a production's `max_path` is its min depth − 2, the
     // grammar's `max_arity` the largest rule min depth − 1.
     let max_depth = depth.max(table.rules[0].min_depth as u32);
@@ -204,7 +210,7 @@ pub fn pi_grow_genome(table: &RuleTable, codons: Codons, depth: u32, codon_size:
     // tree: pending nodes at their own depth, leaf rows one below their node.
     let mut overall = 1u32;
     let mut fits: Vec<u32> = Vec::new();
-    while !queue.is_empty() {
+    while !queue.is_empty() && nodes.len() <= node_budget {
         let id = queue.swap_remove(s.below(queue.len() as u32) as usize) as usize;
         let GrowNode { sym, depth: d, .. } = nodes[id];
         recursive_pending -= can_recurse(sym) as usize;
@@ -268,7 +274,11 @@ pub fn pi_grow_genome(table: &RuleTable, codons: Codons, depth: u32, codon_size:
     }
     // The genome in the mapper's order: prefix, children left to right.
     let mut stack: Vec<u32> = vec![0];
+    let limit = out.len().saturating_add(capacity);
     while let Some(id) = stack.pop() {
+        if out.len() > limit {
+            break;
+        }
         let node = nodes[id as usize];
         match unpack(node.sym) {
             (SymbolKind::NonTerminal, r) => {
@@ -286,19 +296,22 @@ pub fn pi_grow_genome(table: &RuleTable, codons: Codons, depth: u32, codon_size:
 /// Appends to `out` the codons of one random derivation of depth at most `max_depth`: with
 /// `full`, recursive productions are preferred while they fit, so branches reach the depth;
 /// otherwise any production that fits is equally likely. Each codon is `choice + n·k` for a
-/// random `k`, so that it selects `choice` at a rule of `n` productions.
+/// random `k`, so that it selects `choice` at a rule of `n` productions. Growth stops once past
+/// `capacity` codons, the first `capacity` being those of the whole derivation.
+#[allow(clippy::too_many_arguments)]
 pub fn sensible_genome(
     table: &RuleTable,
     codons: Codons,
     max_depth: u32,
     full: bool,
     codon_size: u32,
+    capacity: usize,
     s: &mut Stream,
     out: &mut Vec<u32>,
 ) {
     let start_min = table.rules[0].min_depth as u32;
     let root = crate::grammar::compile::symbol(SymbolKind::NonTerminal, 0);
-    grow_derivation(table, codons, root, 1, max_depth.max(start_min), full, codon_size, usize::MAX, usize::MAX, s, out);
+    grow_derivation(table, codons, root, 1, max_depth.max(start_min), full, codon_size, capacity, usize::MAX, s, out);
 }
 
 /// Appends to `out` the codons of one random derivation of `symbol` (a non-terminal or a codon

@@ -13,7 +13,7 @@ use std::fmt;
 
 pub use check::{Analysis, check};
 pub use compile::{RuleTable, SymbolKind, TABLE_LIMIT_BYTES};
-pub use parse::{DEFINE_DIRECTIVE, DatasetShape, Grammar, Production, RangeSource, Rule, Symbol, parse_file, parse_str};
+pub use parse::{DEFINE_DIRECTIVE, DatasetShape, Grammar, MAX_RANGE, Production, RangeSource, Rule, Symbol, parse_file, parse_str};
 
 /// A position in a grammar file: 1-based line and column (columns count characters).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

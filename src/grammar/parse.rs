@@ -183,6 +183,10 @@ impl Grammar {
                     RangeSource::Outputs => shape.n_os,
                 };
                 match n {
+                    Some(n) if n as usize > MAX_RANGE => errors.push(Diagnostic::error(
+                        p.span,
+                        format!("GE_RANGE:{} would make {n} choices, more than the {MAX_RANGE} a rule may have", source.name()),
+                    )),
                     Some(n) => productions.extend(range_productions(n as u64, p.span)),
                     None => errors.push(Diagnostic::error(
                         p.span,
@@ -199,11 +203,12 @@ impl Grammar {
     }
 }
 
+/// The most choices a `GE_RANGE` may make (a literal count or a data set's dimension).
+pub const MAX_RANGE: usize = 1 << 16;
+
 /// Reads and parses a grammar file. `.pybnf` files render with the Python indentation filter.
 pub fn parse_file(path: &Path) -> anyhow::Result<Grammar> {
-    use anyhow::Context;
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read grammar {}", path.display()))?;
+    let text = crate::input::read_text(path, "grammar", crate::input::GRAMMAR_BYTES)?;
     let name = path.display().to_string();
     let python_mode = path.to_string_lossy().ends_with("pybnf");
     Ok(parse_str(&text, &name, python_mode)?)
@@ -561,10 +566,10 @@ impl<'a> Parser<'a> {
                 span,
                 format!("GE_RANGE:{} adds no productions", arg.trim()),
             )),
-            Some(n) if n <= 1 << 16 => out.extend(range_productions(n as u64, span)),
+            Some(n) if n as usize <= MAX_RANGE => out.extend(range_productions(n as u64, span)),
             Some(n) => self.errors.push(Diagnostic::error(
                 span,
-                format!("GE_RANGE:{n} is too large (at most 65536 choices)"),
+                format!("GE_RANGE:{n} is too large (at most {MAX_RANGE} choices)"),
             )),
             None => self.errors.push(Diagnostic::error(
                 self.spans[from.min(self.spans.len() - 1)],

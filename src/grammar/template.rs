@@ -185,6 +185,9 @@ pub struct Vars {
 pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, GrammarError> {
     let digit = digit_rules(g);
     let op_rule = operator_rules(g);
+    // Names to indices once, so each name a production spells is found in constant time.
+    let index: std::collections::HashMap<&str, usize> = vars.names.iter().enumerate().rev().map(|(i, n)| (n.as_str(), i)).collect();
+    let index = expr::Index { vars, index };
     let mut out = Templates {
         expr: vec![None; t.productions.len()],
         op: vec![None; t.productions.len()],
@@ -216,7 +219,7 @@ pub fn compile(g: &Grammar, t: &RuleTable, vars: &Vars) -> Result<Templates, Gra
                 }
             };
             match role {
-                Role::Expr => match parse_production(&p.symbols, &kids, &digit, &op_rule, vars) {
+                Role::Expr => match parse_production(&p.symbols, &kids, &digit, &op_rule, &index) {
                     Ok((items, uses, text)) => {
                         for (k, role) in uses {
                             let span = child_span(&p.symbols, k as usize).unwrap_or(p.span);

@@ -242,23 +242,49 @@ fn used_helpers(helpers: &str, exprs: &[String]) -> String {
 
 /// One tree (prefix order, no output tags) as an expression.
 pub fn expression(nodes: &[Node], params: &[String], lang: Lang) -> String {
-    fn go(nodes: &[Node], at: &mut usize, params: &[String], lang: Lang) -> String {
-        let n = nodes[*at];
-        *at += 1;
-        match n.op {
-            Op::Var => params.get(n.value as usize).cloned().unwrap_or_else(|| format!("x{}", n.value)),
-            Op::Const => literal(n.value, lang),
-            op => {
-                let a = go(nodes, at, params, lang);
-                let b = if op.arity() > 1 { go(nodes, at, params, lang) } else { String::new() };
-                template(op, lang).replace("{a}", &a).replace("{b}", &b)
-            }
-        }
+    // What comes next: text, or the next node of the prefix order with its operands. A stack
+    // in place of recursion, and one string appended to, so any depth is safe and the time is
+    // linear in the text.
+    enum Step {
+        Text(String),
+        Next,
     }
     if nodes.is_empty() {
         return literal(0.0, lang);
     }
-    go(nodes, &mut 0, params, lang)
+    let (mut out, mut at, mut todo) = (String::new(), 0usize, vec![Step::Next]);
+    while let Some(step) = todo.pop() {
+        if let Step::Text(t) = step {
+            out.push_str(&t);
+            continue;
+        }
+        let Some(&n) = nodes.get(at) else {
+            // A malformed tree (too few nodes) reads its missing operands as 0.
+            out.push_str(&literal(0.0, lang));
+            continue;
+        };
+        at += 1;
+        match n.op {
+            Op::Var => out.push_str(&params.get(n.value as usize).cloned().unwrap_or_else(|| format!("x{}", n.value))),
+            Op::Const => out.push_str(&literal(n.value, lang)),
+            op => {
+                // The template's text around `{a}` and `{b}`, each operand once, `{a}` first.
+                let t = template(op, lang);
+                let mut steps = Vec::new();
+                let mut rest: &str = &t;
+                for hole in ["{a}", "{b}"].iter().take(op.arity()) {
+                    if let Some((before, after)) = rest.split_once(hole) {
+                        steps.push(Step::Text(before.to_string()));
+                        steps.push(Step::Next);
+                        rest = after;
+                    }
+                }
+                steps.push(Step::Text(rest.replace("{b}", "")));
+                todo.extend(steps.into_iter().rev());
+            }
+        }
+    }
+    out
 }
 
 /// `s` as a line comment of `lang`.

@@ -26,8 +26,5 @@ pub use vary::{BreedConfig, Crossover, Mutation, Outcome, VaryConfig, breed};
 /// `text` as an error message shows it: whole up to `max` characters, else its first `max`
 /// and how many more there are (a 10 MB value in a file is never echoed whole).
 pub fn clip(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((cut, _)) => format!("{}… ({} more characters)", &text[..cut], text[cut..].chars().count()),
-    }
+    crate::input::clip(text, max)
 }

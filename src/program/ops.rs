@@ -407,7 +407,7 @@ pub fn parse_function_set(list: &str) -> Result<Vec<Op>, String> {
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let op = Op::by_name(name).ok_or_else(|| {
             let known: Vec<&str> = functions().into_iter().map(|o| o.name()).collect();
-            format!("unknown function `{name}`; known: {}", known.join(", "))
+            format!("unknown function `{}`; known: {}", crate::input::clip(name, crate::input::ECHO), known.join(", "))
         })?;
         if !out.contains(&op) {
             out.push(op);

@@ -25,9 +25,11 @@ pub fn render(nodes: &[Node], names: &[String], style: Style) -> String {
     }
     // A grammar's constants c[i] show as their values.
     let nodes = &*super::tree::strip_slots(nodes);
+    let Ok(size) = super::tree::subtree_sizes(nodes) else {
+        return "<malformed>".into();
+    };
     let mut out = String::new();
-    let mut at = 0;
-    write(nodes, &mut at, names, style, &mut out);
+    write(nodes, &size, names, style, &mut out);
     out
 }
 
@@ -60,26 +62,29 @@ pub fn output_trees(nodes: &[Node], n_outputs: usize) -> Option<Vec<Vec<Vec<Node
         }
         c
     };
-    // What node i passes to its parent, as a plain tree (output tags dropped).
-    fn passed(i: usize, nodes: &[Node], children: &dyn Fn(usize) -> Vec<usize>, dst: &mut Vec<Node>) {
-        let c = children(i);
-        if nodes[i].out > 0 && !c.is_empty() {
-            return passed(*c.last().unwrap_or(&i), nodes, children, dst);
-        }
-        own(i, nodes, children, dst);
-    }
-    // Node i's own value: its function of its children's passed values.
-    fn own(i: usize, nodes: &[Node], children: &dyn Fn(usize) -> Vec<usize>, dst: &mut Vec<Node>) {
+    // Node i's own value as a plain tree (output tags dropped): its function of its children's
+    // passed values, where a nested output node passes its last child's value. Iterative (a
+    // stack of the nodes whose passed value comes next), so any depth is safe.
+    let own = |i: usize, dst: &mut Vec<Node>| {
         dst.push(Node { out: 0, ..nodes[i] });
-        for c in children(i) {
-            passed(c, nodes, children, dst);
+        let mut todo: Vec<usize> = children(i).into_iter().rev().collect();
+        while let Some(mut j) = todo.pop() {
+            loop {
+                let c = children(j);
+                match c.last() {
+                    Some(&last) if nodes[j].out > 0 => j = last,
+                    _ => break,
+                }
+            }
+            dst.push(Node { out: 0, ..nodes[j] });
+            todo.extend(children(j).into_iter().rev());
         }
-    }
+    };
     let mut terms = vec![Vec::new(); n_outputs];
     for (i, n) in nodes.iter().enumerate() {
         if n.out > 0 && (n.out as usize) <= n_outputs {
             let mut t = Vec::new();
-            own(i, nodes, &children, &mut t);
+            own(i, &mut t);
             terms[n.out as usize - 1].push(t);
         }
     }
@@ -168,79 +173,103 @@ fn strength(n: &Node, style: Style) -> u8 {
     }
 }
 
-fn write(nodes: &[Node], at: &mut usize, names: &[String], style: Style, out: &mut String) {
-    let n = nodes[*at];
-    *at += 1;
-    let tagged = n.out > 0 && style == Style::Infix;
-    if tagged {
-        out.push_str(&format!("out{}=(", n.out - 1));
-    }
-    match n.op {
-        Op::Var => out.push_str(&var_name(n.value as usize, names, style)),
-        Op::Const => out.push_str(&number(n.value)),
-        op => {
-            let info = op.info();
-            match (info.render, style) {
-                (Render::Infix(sym, p), _) if !(style == Style::Sympy && op == Op::Div) => {
-                    let lhs_at = *at;
-                    let mut lhs = String::new();
-                    write(nodes, at, names, style, &mut lhs);
-                    let rhs_at = *at;
-                    let mut rhs = String::new();
-                    write(nodes, at, names, style, &mut rhs);
-                    // Parentheses by the tree: the text reads back (in Python, sympy, by hand)
-                    // as this tree, so a right operand of equal strength keeps them, even where
-                    // real arithmetic would regroup it (`a + (b + c)`, and `a*(b/c)`, which
-                    // protected division makes another function).
-                    let wrap_l = strength(&nodes[lhs_at], style) < p;
-                    let wrap_r = strength(&nodes[rhs_at], style) <= p;
-                    if style == Style::Latex && sym == "/" {
-                        out.push_str(&format!("\\frac{{{lhs}}}{{{rhs}}}"));
-                    } else {
-                        push_wrapped(out, &lhs, wrap_l, style);
-                        out.push_str(&infix_text(sym, style));
-                        push_wrapped(out, &rhs, wrap_r, style);
-                    }
-                }
-                (Render::Prefix(sym), _) => {
-                    let child_at = *at;
-                    let mut a = String::new();
-                    write(nodes, at, names, style, &mut a);
-                    out.push_str(sym);
-                    push_wrapped(out, &a, strength(&nodes[child_at], style) < 10, style);
-                }
-                _ => {
-                    let name = match style {
-                        Style::Sympy => op.name(),
-                        _ => match info.render {
-                            Render::Call(c) => c,
-                            Render::Infix(..) | Render::Prefix(_) => op.name(),
-                        },
-                    };
-                    if style == Style::Latex {
-                        let known = ["sin", "cos", "tan", "exp", "log", "tanh", "max", "min"];
-                        if known.contains(&name) {
-                            out.push_str(&format!("\\{name}\\left("));
+/// What [`write`] does next: append text, or write the subtree rooted at a node.
+enum Step {
+    Text(std::borrow::Cow<'static, str>),
+    Node(usize),
+}
+
+/// Writes the tree `nodes` (subtree sizes `size`) to `out`, iteratively (a stack of steps in
+/// place of recursion, so a tree of any depth is safe) and in time linear in the text.
+fn write(nodes: &[Node], size: &[u16], names: &[String], style: Style, out: &mut String) {
+    use std::borrow::Cow;
+    let open = if style == Style::Latex { "\\left(" } else { "(" };
+    let close = if style == Style::Latex { "\\right)" } else { ")" };
+    let mut todo = vec![Step::Node(0)];
+    // Each node's steps, in order; pushed reversed.
+    let mut steps: Vec<Step> = Vec::new();
+    while let Some(step) = todo.pop() {
+        let i = match step {
+            Step::Text(t) => {
+                out.push_str(&t);
+                continue;
+            }
+            Step::Node(i) => i,
+        };
+        let n = nodes[i];
+        steps.clear();
+        let tagged = n.out > 0 && style == Style::Infix;
+        if tagged {
+            steps.push(Step::Text(Cow::Owned(format!("out{}=(", n.out - 1))));
+        }
+        let wrapped = |steps: &mut Vec<Step>, child: usize, wrap: bool| {
+            if wrap {
+                steps.push(Step::Text(Cow::Borrowed(open)));
+            }
+            steps.push(Step::Node(child));
+            if wrap {
+                steps.push(Step::Text(Cow::Borrowed(close)));
+            }
+        };
+        match n.op {
+            Op::Var => steps.push(Step::Text(Cow::Owned(var_name(n.value as usize, names, style)))),
+            Op::Const => steps.push(Step::Text(Cow::Owned(number(n.value)))),
+            op => {
+                let info = op.info();
+                let first = i + 1;
+                match (info.render, style) {
+                    (Render::Infix(sym, p), _) if !(style == Style::Sympy && op == Op::Div) => {
+                        let (l, r) = (first, first + size[first] as usize);
+                        // Parentheses by the tree: the text reads back (in Python, sympy, by
+                        // hand) as this tree, so a right operand of equal strength keeps them,
+                        // even where real arithmetic would regroup it (`a + (b + c)`, and
+                        // `a*(b/c)`, which protected division makes another function).
+                        let wrap_l = strength(&nodes[l], style) < p;
+                        let wrap_r = strength(&nodes[r], style) <= p;
+                        if style == Style::Latex && sym == "/" {
+                            steps.extend([Step::Text(Cow::Borrowed("\\frac{")), Step::Node(l), Step::Text(Cow::Borrowed("}{")), Step::Node(r), Step::Text(Cow::Borrowed("}"))]);
                         } else {
-                            out.push_str(&format!("\\operatorname{{{name}}}\\left("));
+                            wrapped(&mut steps, l, wrap_l);
+                            steps.push(Step::Text(Cow::Owned(infix_text(sym, style))));
+                            wrapped(&mut steps, r, wrap_r);
                         }
-                    } else {
-                        out.push_str(name);
-                        out.push('(');
                     }
-                    for k in 0..op.arity() {
-                        if k > 0 {
-                            out.push_str(", ");
+                    (Render::Prefix(sym), _) => {
+                        steps.push(Step::Text(Cow::Borrowed(sym)));
+                        wrapped(&mut steps, first, strength(&nodes[first], style) < 10);
+                    }
+                    _ => {
+                        let name = match style {
+                            Style::Sympy => op.name(),
+                            _ => match info.render {
+                                Render::Call(c) => c,
+                                Render::Infix(..) | Render::Prefix(_) => op.name(),
+                            },
+                        };
+                        let head = if style == Style::Latex {
+                            let known = ["sin", "cos", "tan", "exp", "log", "tanh", "max", "min"];
+                            if known.contains(&name) { format!("\\{name}\\left(") } else { format!("\\operatorname{{{name}}}\\left(") }
+                        } else {
+                            format!("{name}(")
+                        };
+                        steps.push(Step::Text(Cow::Owned(head)));
+                        let mut child = first;
+                        for k in 0..op.arity() {
+                            if k > 0 {
+                                steps.push(Step::Text(Cow::Borrowed(", ")));
+                            }
+                            steps.push(Step::Node(child));
+                            child += size[child] as usize;
                         }
-                        write(nodes, at, names, style, out);
+                        steps.push(Step::Text(Cow::Borrowed(close)));
                     }
-                    out.push_str(if style == Style::Latex { "\\right)" } else { ")" });
                 }
             }
         }
-    }
-    if tagged {
-        out.push(')');
+        if tagged {
+            steps.push(Step::Text(Cow::Borrowed(")")));
+        }
+        todo.extend(steps.drain(..).rev());
     }
 }
 
@@ -251,16 +280,6 @@ fn infix_text(sym: &str, style: Style) -> String {
         (Style::Latex, "*") => " \\cdot ".to_string(),
         (Style::Infix, "*" | "/") => sym.to_string(),
         (_, s) => format!(" {s} "),
-    }
-}
-
-fn push_wrapped(out: &mut String, s: &str, wrap: bool, style: Style) {
-    if wrap {
-        out.push_str(if style == Style::Latex { "\\left(" } else { "(" });
-        out.push_str(s);
-        out.push_str(if style == Style::Latex { "\\right)" } else { ")" });
-    } else {
-        out.push_str(s);
     }
 }
 

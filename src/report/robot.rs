@@ -246,7 +246,7 @@ where
 /// The saved policy of a `grove control` report, for `grove render --policy`; a report of
 /// another command is an error that says what to use instead.
 pub fn read_policy(path: &Path) -> Result<crate::backend::cpu::control::SavedPolicy> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
+    let text = crate::input::read_text(path, "the report", crate::input::REPORT_BYTES)?;
     let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", path.display()))?;
     if v.get("policy").is_none() {
         let cmd = v.get("command").and_then(|c| c.as_str()).unwrap_or("?");

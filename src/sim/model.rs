@@ -172,13 +172,169 @@ pub struct Model {
     pub body_invweight0: Vec<f64>,
 }
 
+/// The most bodies an environment may have (each adds a row and a column to the mass matrix
+/// every substep solves, and the GPU's simulator holds them per thread).
+pub const MAX_BODIES: usize = 32;
+/// The most joints (degrees of freedom) an environment may have.
+pub const MAX_JOINTS: usize = 32;
+/// The most capsules an environment may have.
+pub const MAX_CAPSULES: usize = 64;
+/// The longest physics substep, seconds: explicit integration of a robot's joints is unstable
+/// long before (MuJoCo's models use 0.001 to 0.01).
+pub const MAX_TIMESTEP: f64 = 0.1;
+/// The most substeps per control step.
+pub const MAX_FRAME_SKIP: usize = 1000;
+/// The longest control step (timestep · frame_skip), seconds.
+pub const MAX_CONTROL_STEP: f64 = 1.0;
+/// The most constraint-solver sweeps per solve.
+pub const MAX_SOLVER_ITERATIONS: usize = 10_000;
+/// The most control steps of an episode.
+pub const MAX_EPISODE_STEPS: usize = 1_000_000;
+/// The largest magnitude of a physical quantity an environment file may give (masses, lengths,
+/// gears, stiffnesses, weights): far past any robot's, short of overflowing products of them.
+pub const MAX_QUANTITY: f64 = 1e9;
+
+/// Checks every number of `s` against what it means, before anything is computed from it:
+/// finite and within [`MAX_QUANTITY`]; a timestep in (0, [`MAX_TIMESTEP`]], frame_skip 1 to
+/// [`MAX_FRAME_SKIP`] with a control step of at most [`MAX_CONTROL_STEP`]; masses, inertias
+/// and radii positive; damping, armature, stiffness, friction, margins, fluid density and
+/// viscosity, reset noise and clip bounds not negative; at most [`MAX_BODIES`] bodies,
+/// [`MAX_JOINTS`] joints and [`MAX_CAPSULES`] capsules. One error line naming the field.
+pub fn check_bounds(s: &EnvSpec) -> Result<()> {
+    let env = &s.name;
+    // A number as a message shows it: 1e300, not three hundred digits.
+    let show = |v: f64| if v != 0.0 && v.is_finite() && !(1e-4..1e6).contains(&v.abs()) { format!("{v:e}") } else { format!("{v}") };
+    let finite = |what: &str, v: f64| -> Result<()> {
+        ensure!(v.is_finite() && v.abs() <= MAX_QUANTITY, "{env}: {what} is {}: give a finite number of magnitude at most {MAX_QUANTITY:e}", show(v));
+        Ok(())
+    };
+    let at_least = |what: &str, v: f64, lo: f64, strict: bool| -> Result<()> {
+        finite(what, v)?;
+        let ok = if strict { v > lo } else { v >= lo };
+        ensure!(ok, "{env}: {what} is {}: it must be {} {lo}", show(v), if strict { "more than" } else { "at least" });
+        Ok(())
+    };
+    at_least("timestep", s.timestep, 0.0, true)?;
+    ensure!(s.timestep <= MAX_TIMESTEP, "{env}: timestep is {} s: at most {MAX_TIMESTEP} s (a longer substep is unstable)", s.timestep);
+    ensure!(
+        (1..=MAX_FRAME_SKIP).contains(&s.frame_skip),
+        "{env}: frame_skip is {}: 1 to {MAX_FRAME_SKIP} substeps per control step",
+        s.frame_skip
+    );
+    let dt = s.timestep * s.frame_skip as f64;
+    ensure!(dt <= MAX_CONTROL_STEP, "{env}: the control step timestep × frame_skip is {dt} s: at most {MAX_CONTROL_STEP} s");
+    ensure!(
+        (1..=MAX_SOLVER_ITERATIONS).contains(&s.solver_iterations),
+        "{env}: solver_iterations is {}: 1 to {MAX_SOLVER_ITERATIONS}",
+        s.solver_iterations
+    );
+    ensure!((1..=MAX_EPISODE_STEPS).contains(&s.episode_steps), "{env}: episode_steps is {}: 1 to {MAX_EPISODE_STEPS}", s.episode_steps);
+    ensure!(s.bodies.len() <= MAX_BODIES, "{env}: {} bodies: at most {MAX_BODIES}", s.bodies.len());
+    let n_joints: usize = s.bodies.iter().map(|b| b.joints.len()).sum();
+    ensure!(n_joints <= MAX_JOINTS, "{env}: {n_joints} joints: at most {MAX_JOINTS}");
+    let n_capsules: usize = s.bodies.iter().map(|b| b.capsules.len()).sum();
+    ensure!(n_capsules <= MAX_CAPSULES, "{env}: {n_capsules} capsules: at most {MAX_CAPSULES}");
+    ensure!(s.actuators.len() <= MAX_JOINTS, "{env}: {} actuators: at most {MAX_JOINTS}", s.actuators.len());
+    finite("gravity", s.gravity.0)?;
+    finite("gravity", s.gravity.1)?;
+    if let Some(f) = s.fluid {
+        at_least("fluid density", f.density, 0.0, false)?;
+        at_least("fluid viscosity", f.viscosity, 0.0, false)?;
+    }
+    if let Some(f) = s.floor {
+        finite("floor", f)?;
+    }
+    for b in &s.bodies {
+        let n = &b.name;
+        for (what, v) in [("pos", b.pos.0), ("pos", b.pos.1), ("angle", b.angle), ("com", b.com.0), ("com", b.com.1), ("inertia_angle", b.inertia_angle)] {
+            finite(&format!("body `{n}`: {what}"), v)?;
+        }
+        at_least(&format!("body `{n}`: mass"), b.mass, 0.0, true)?;
+        for v in [b.inertia.0, b.inertia.1, b.inertia.2] {
+            at_least(&format!("body `{n}`: inertia"), v, 0.0, true)?;
+        }
+        for j in &b.joints {
+            let n = format!("joint `{}`", j.name);
+            for (what, v) in [("pos", j.pos.0), ("pos", j.pos.1), ("ref", j.reference), ("spring_ref", j.spring_ref)] {
+                finite(&format!("{n}: {what}"), v)?;
+            }
+            for (what, v) in [("armature", j.armature), ("damping", j.damping), ("stiffness", j.stiffness)] {
+                at_least(&format!("{n}: {what}"), v, 0.0, false)?;
+            }
+            if let Some((lo, hi)) = j.range {
+                finite(&format!("{n}: range"), lo)?;
+                finite(&format!("{n}: range"), hi)?;
+            }
+            if let JointKind::Slide { axis } = j.kind {
+                finite(&format!("{n}: axis"), axis.0)?;
+                finite(&format!("{n}: axis"), axis.1)?;
+            }
+            check_solver(&format!("{n}"), j.solref, j.solimp, &finite)?;
+        }
+        for c in &b.capsules {
+            let n = format!("capsule `{}`", c.name);
+            for v in [c.from.0, c.from.1, c.to.0, c.to.1] {
+                finite(&format!("{n}: from/to"), v)?;
+            }
+            at_least(&format!("{n}: radius"), c.radius, 0.0, true)?;
+            at_least(&format!("{n}: friction"), c.friction, 0.0, false)?;
+            at_least(&format!("{n}: margin"), c.margin, 0.0, false)?;
+            check_solver(&n, c.solref, c.solimp, &finite)?;
+        }
+    }
+    for a in &s.actuators {
+        let n = format!("actuator on `{}`", a.joint);
+        finite(&format!("{n}: gear"), a.gear)?;
+        finite(&format!("{n}: ctrl_range"), a.ctrl_range.0)?;
+        finite(&format!("{n}: ctrl_range"), a.ctrl_range.1)?;
+    }
+    for o in &s.observation {
+        if let ObsSpec::Qvel { clip: Some(c), .. } = o {
+            at_least("observation clip", *c, 0.0, true)?;
+        }
+    }
+    for r in &s.reward {
+        let (what, w) = match r {
+            RewardSpec::Forward { weight, .. } => ("forward reward weight", *weight),
+            RewardSpec::Healthy { weight } => ("healthy reward weight", *weight),
+            RewardSpec::CtrlCost { weight } => ("control cost weight", *weight),
+        };
+        finite(what, w)?;
+    }
+    for c in &s.healthy {
+        let (lo, hi) = match c {
+            CheckSpec::Height(_, lo, hi) | CheckSpec::Qpos(_, lo, hi) => (*lo, *hi),
+            CheckSpec::State(_, lo, hi) => (Some(*lo), Some(*hi)),
+        };
+        for v in [lo, hi].into_iter().flatten() {
+            finite("a health bound", v)?;
+        }
+    }
+    for (what, n) in [("reset qpos noise", s.reset.qpos), ("reset qvel noise", s.reset.qvel)] {
+        let (NoiseSpec::Uniform(v) | NoiseSpec::Normal(v)) = n;
+        at_least(what, v, 0.0, false)?;
+    }
+    Ok(())
+}
+
+/// A constraint's solref (time constant, damping ratio) and solimp (dmin, dmax, width,
+/// midpoint, power): finite, and solimp's impedances within [0, 1].
+fn check_solver(what: &str, solref: (f64, f64), solimp: (f64, f64, f64, f64, f64), finite: &dyn Fn(&str, f64) -> Result<()>) -> Result<()> {
+    for v in [solref.0, solref.1, solimp.2, solimp.3, solimp.4] {
+        finite(&format!("{what}: solref/solimp"), v)?;
+    }
+    for v in [solimp.0, solimp.1] {
+        ensure!((0.0..=1.0).contains(&v), "{what}: solimp's dmin and dmax must be in [0, 1], got {v}");
+    }
+    Ok(())
+}
+
 impl Model {
     /// Compile `spec` under `profile` (`None`: its default profile).
     pub fn new(spec: &EnvSpec, profile: Option<&str>) -> Result<Self> {
         let s = spec.with_profile(profile)?;
+        check_bounds(&s)?;
         let env = &s.name;
-        ensure!(s.timestep > 0.0 && s.timestep.is_finite(), "{env}: timestep must be positive");
-        ensure!(s.frame_skip >= 1, "{env}: frame_skip must be at least 1");
         ensure!(!s.bodies.is_empty(), "{env}: no bodies");
         let body_index = |name: &str| s.bodies.iter().position(|b| b.name == name);
         let mut bodies: Vec<Body> = Vec::new();

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use super::dynamics::{r, Real};
 use super::env::State;
@@ -96,8 +96,25 @@ fn first_content_line(text: &str) -> usize {
 
 /// Read an action file.
 pub fn read_actions_file(path: &Path, nu: usize) -> Result<Vec<Vec<f64>>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = crate::input::read_text(path, "the action file", crate::input::ACTIONS_BYTES)?;
     read_actions(&text, &path.display().to_string(), nu)
+}
+
+/// Clips each action of `rows` to its actuator's `ctrl_range`, as the simulator applies it, so
+/// that the control cost is that of the action played (an action of 1e30 costs what the
+/// range's end costs, not 1e60); returns how many values were outside.
+pub fn clip_to_ranges(rows: &mut [Vec<f64>], m: &Model) -> usize {
+    let mut clipped = 0;
+    for row in rows {
+        for (x, a) in row.iter_mut().zip(&m.actuators) {
+            let [lo, hi] = a.ctrl_range;
+            if *x < lo || *x > hi {
+                *x = x.clamp(lo, hi);
+                clipped += 1;
+            }
+        }
+    }
+    clipped
 }
 
 /// What a roll-out did.

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Deserialize;
 
 /// The environments shipped in `envs/`, embedded so `--env NAME` works from any directory.
@@ -359,7 +359,7 @@ impl EnvSpec {
             let names: Vec<&str> = SHIPPED.iter().map(|(n, _)| *n).collect();
             bail!("unknown environment `{name_or_path}`: shipped ones are {}, or give a path to a .ron file", names.join(", "));
         }
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = crate::input::read_text(path, "the environment file", crate::input::ENV_BYTES)?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -114,9 +114,11 @@ pub fn write_resealed(p: &Path, checkpoint: Value) {
     std::fs::write(p, resealed(checkpoint)).unwrap();
 }
 
-/// A report without what varies between identical runs (timings).
+/// A report without what varies between identical runs (timings), or between a run and its
+/// resumption (the fitness cache's counts: a resumed process starts with an empty cache).
 pub fn without_timings(mut r: Value) -> Value {
     r.as_object_mut().unwrap().remove("timing");
+    r.as_object_mut().unwrap().remove("fitness_cache");
     for g in r["generations"].as_array_mut().unwrap() {
         g.as_object_mut().unwrap().remove("seconds");
     }

@@ -276,7 +276,7 @@ pub struct SavedPolicy {
 impl SavedPolicy {
     /// Reads the `policy` of a `grove control --report` file.
     pub fn read(path: &std::path::Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let text = crate::input::read_text(path, "the report", crate::input::REPORT_BYTES)?;
         let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
         Self::from_report(&v, &path.display().to_string())
     }

@@ -539,7 +539,7 @@ impl CudaEngine {
         let flags = self.stream.clone_dtoh(&flag).during(|| "reading init flags".into())?;
         let mut buf = Vec::new();
         for i in (0..p).filter(|&i| flags[i] != 0) {
-            crate::genome::init::init_genome(table, cfg, codons, i, p, seed, &mut buf);
+            crate::genome::init::init_genome(table, cfg, codons, i, p, seed, capacity, &mut buf);
             let mut row = vec![0u32; capacity];
             let n = buf.len().min(capacity);
             row[..n].copy_from_slice(&buf[..n]);

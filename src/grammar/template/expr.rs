@@ -163,14 +163,36 @@ fn lex(symbols: &[Symbol], kids: &[Option<usize>], digit: &[bool], op_rule: &[bo
     Ok(toks)
 }
 
+/// The data set's variables with their names looked up in constant time.
+pub(super) struct Index<'a> {
+    /// The variables.
+    pub vars: &'a Vars,
+    /// Each name's first index.
+    pub index: std::collections::HashMap<&'a str, usize>,
+}
+
+/// How deep operands may nest in one production (parentheses, unary minus, right-associative
+/// `^` chains, calls): deeper is refused in one line rather than recursing without bound.
+pub const MAX_NESTING: usize = 256;
+
+/// A parse of the primary at a `(` token: its items, where it ended, the uses and the text
+/// tokens it added.
+type Group = Result<(Vec<Item>, usize, Vec<(u16, Role)>, Vec<Token>), String>;
+
 struct P<'a> {
     kid_names: Vec<&'a str>,
     toks: Vec<Tok>,
     at: usize,
     vars: &'a Vars,
+    index: &'a std::collections::HashMap<&'a str, usize>,
     uses: Vec<(u16, Role)>,
     /// The production's tokens in text order, as the parse reads them.
     text: Vec<Token>,
+    /// How deep the primary being read is.
+    depth: usize,
+    /// Each `(`'s primary, once read: a `(` is read as a group and, where that fails, as a
+    /// prefix form, which would read what is inside twice at every level (exponential time).
+    groups: std::collections::HashMap<usize, Group>,
 }
 
 /// A production's template, the role of each child it uses, and its tokens.
@@ -183,7 +205,7 @@ pub(super) fn parse_production<'a>(
     kids: &[Option<usize>],
     digit: &[bool],
     op_rule: &[bool],
-    vars: &'a Vars,
+    index: &'a Index<'a>,
 ) -> Result<Parsed, String> {
     let toks = lex(symbols, kids, digit, op_rule)?;
     if toks.is_empty() {
@@ -197,7 +219,7 @@ pub(super) fn parse_production<'a>(
             _ => Some("GECodonValue"),
         })
         .collect();
-    let mut p = P { kid_names, toks, at: 0, vars, uses: Vec::new(), text: Vec::new() };
+    let mut p = P { kid_names, toks, at: 0, vars: index.vars, index: &index.index, uses: Vec::new(), text: Vec::new(), depth: 0, groups: Default::default() };
     let items = p.expr(0)?;
     if p.at != p.toks.len() {
         return Err(format!("unexpected {} after a complete expression", p.describe(p.at)));
@@ -261,7 +283,9 @@ impl P<'_> {
     }
 
     fn expr(&mut self, min_bp: u8) -> Result<Vec<Item>, String> {
-        let mut lhs = self.prefix()?;
+        // A deque: a long left-associative chain (`a + b + c + …`) puts each operator in front
+        // of what came before, which a vector would copy each time (quadratic time).
+        let mut lhs: std::collections::VecDeque<Item> = self.prefix()?.into();
         loop {
             let (lbp, rbp, head) = match self.peek() {
                 Some(Tok::Sym(s)) => match binary_power(s) {
@@ -292,12 +316,20 @@ impl P<'_> {
             }
             self.at += 1;
             let rhs = self.expr(rbp)?;
-            let mut node = vec![head];
-            node.extend(lhs);
-            node.extend(rhs);
-            lhs = node;
+            // `head lhs rhs`, copying the shorter side only.
+            if lhs.len() >= rhs.len() {
+                lhs.push_front(head);
+                lhs.extend(rhs);
+            } else {
+                let mut node: std::collections::VecDeque<Item> = rhs.into();
+                while let Some(x) = lhs.pop_back() {
+                    node.push_front(x);
+                }
+                node.push_front(head);
+                lhs = node;
+            }
         }
-        Ok(lhs)
+        Ok(lhs.into())
     }
 
     /// `(a, b)` after a call's name (whose token holds the `(`).
@@ -315,12 +347,27 @@ impl P<'_> {
     }
 
     fn prefix(&mut self) -> Result<Vec<Item>, String> {
+        if self.depth >= MAX_NESTING {
+            return Err(format!("operands nest more than {MAX_NESTING} deep (parentheses, calls, signs or `^` chains)"));
+        }
+        self.depth += 1;
+        let r = self.primary();
+        self.depth -= 1;
+        r
+    }
+
+    fn primary(&mut self) -> Result<Vec<Item>, String> {
         let at = self.at;
         let tok = self.toks.get(at).cloned().ok_or("it ends where an operand is expected")?;
         self.at += 1;
         match tok {
             Tok::Num(n) => {
-                let v = read_number(&n).ok_or_else(|| format!("`{n}` is not a number"))?;
+                let shown = || crate::input::clip(&n, crate::input::ECHO);
+                let v = read_number(&n).ok_or_else(|| format!("`{}` is not a number", shown()))?;
+                // A constant past f32's range would be infinite in every program that uses it.
+                if !v.is_finite() {
+                    return Err(format!("the constant `{}` is beyond f32's range (magnitudes up to 3.4e38)", shown()));
+                }
                 Ok(self.leaf(Item::Node { op: Op::Const, value: v }))
             }
             Tok::Digits(parts) => Ok(self.leaf(Item::Spelled { kind: Spell::Const, parts })),
@@ -332,32 +379,19 @@ impl P<'_> {
                 Ok(v)
             }
             Tok::Sym("(") => {
-                // Grouping `(a)`, as Python reads it, or else the prefix form `(op a b)`: text
-                // that reads both ways is a grouping (`(-a - b)` is `(-a) - b`, not
-                // `sub(a, -b)`).
-                let save = (self.at, self.uses.len(), self.text.len());
-                self.text.push(Token::Open);
-                let grouped = self.expr(0).and_then(|inner| {
-                    self.expect(")")?;
-                    self.text.push(Token::Close);
-                    Ok(inner)
-                });
-                if grouped.is_ok() {
-                    return grouped;
+                if let Some(g) = self.groups.get(&at).cloned() {
+                    return g.map(|(items, end, uses, text)| {
+                        self.at = end;
+                        self.uses.extend(uses);
+                        self.text.extend(text);
+                        items
+                    });
                 }
-                (self.at, _, _) = save;
-                self.uses.truncate(save.1);
-                self.text.truncate(save.2);
-                match self.prefix_form() {
-                    Ok(items) => Ok(items),
-                    // Neither: the grouping's complaint.
-                    Err(_) => {
-                        (self.at, _, _) = save;
-                        self.uses.truncate(save.1);
-                        self.text.truncate(save.2);
-                        grouped
-                    }
-                }
+                let (uses0, text0) = (self.uses.len(), self.text.len());
+                let read = self.group_or_prefix_form();
+                let group = read.clone().map(|items| (items, self.at, self.uses[uses0.min(self.uses.len())..].to_vec(), self.text[text0.min(self.text.len())..].to_vec()));
+                self.groups.insert(at, group);
+                read
             }
             Tok::OpChild(k) => {
                 // `<f>(<e>)`: the function's name is chosen by an operator rule.
@@ -375,6 +409,35 @@ impl P<'_> {
             }
             Tok::Name(name) => self.name(name),
             Tok::Sym(s) => Err(format!("`{s}` where an operand is expected")),
+        }
+    }
+
+    /// After `(` (at `self.at - 1`): grouping `(a)`, as Python reads it, or else the prefix
+    /// form `(op a b)`: text that reads both ways is a grouping (`(-a - b)` is `(-a) - b`, not
+    /// `sub(a, -b)`).
+    fn group_or_prefix_form(&mut self) -> Result<Vec<Item>, String> {
+        let save = (self.at, self.uses.len(), self.text.len());
+        self.text.push(Token::Open);
+        let grouped = self.expr(0).and_then(|inner| {
+            self.expect(")")?;
+            self.text.push(Token::Close);
+            Ok(inner)
+        });
+        if grouped.is_ok() {
+            return grouped;
+        }
+        (self.at, _, _) = save;
+        self.uses.truncate(save.1);
+        self.text.truncate(save.2);
+        match self.prefix_form() {
+            Ok(items) => Ok(items),
+            // Neither: the grouping's complaint.
+            Err(_) => {
+                (self.at, _, _) = save;
+                self.uses.truncate(save.1);
+                self.text.truncate(save.2);
+                grouped
+            }
         }
     }
 
@@ -511,7 +574,7 @@ impl P<'_> {
         }
         // `x0`, `X12`.
         if let Some(digits) = name.strip_prefix(['x', 'X']).filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())) {
-            if !self.vars.names.iter().any(|n| n == &name) {
+            if !self.index.contains_key(name.as_str()) {
                 let item = self.var_index(digits)?;
                 return Ok(self.leaf(item));
             }
@@ -526,7 +589,7 @@ impl P<'_> {
             self.at += 1;
             return Ok(self.leaf(Item::Spelled { kind: Spell::Var, parts }));
         }
-        if let Some(i) = self.vars.names.iter().position(|n| n == &name) {
+        if let Some(&i) = self.index.get(name.as_str()) {
             return Ok(self.leaf(Item::Node { op: Op::Var, value: i as f32 }));
         }
         Err(format!("`{name}` is neither a function nor a variable of the data set"))

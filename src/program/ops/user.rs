@@ -220,6 +220,11 @@ enum Tok {
     Sym(char),
 }
 
+/// `s` cut for a message ([`crate::input::clip`]).
+fn q(s: &str) -> String {
+    crate::input::clip(s, crate::input::ECHO)
+}
+
 fn tokens(s: &str) -> Result<Vec<Tok>, String> {
     let c: Vec<char> = s.chars().collect();
     let mut out = Vec::new();
@@ -246,7 +251,7 @@ fn tokens(s: &str) -> Result<Vec<Tok>, String> {
                 }
             }
             let text: String = c[start..i].iter().collect();
-            let v: f32 = text.parse().map_err(|_| format!("`{text}` is not a number"))?;
+            let v: f32 = text.parse().map_err(|_| format!("`{}` is not a number", q(&text)))?;
             if !v.is_finite() {
                 return Err(format!("the constant {text} is not a finite f32"));
             }
@@ -267,10 +272,17 @@ fn tokens(s: &str) -> Result<Vec<Tok>, String> {
     Ok(out)
 }
 
+/// The most tokens a body may have: [`MAX_STEPS`] operations take far fewer, and a bound keeps
+/// the parsed expression (a tree walked recursively) shallow whatever the text.
+pub const MAX_BODY_TOKENS: usize = 1024;
+/// How deep a body's parentheses, signs and calls may nest.
+pub const MAX_NESTING: usize = 64;
+
 struct Parser<'a> {
     toks: &'a [Tok],
     at: usize,
     params: &'a [String],
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -316,6 +328,16 @@ impl Parser<'_> {
     }
 
     fn unary(&mut self) -> Result<Expr, String> {
+        if self.depth >= MAX_NESTING {
+            return Err(format!("the body nests more than {MAX_NESTING} deep (parentheses, signs, calls)"));
+        }
+        self.depth += 1;
+        let e = self.signed();
+        self.depth -= 1;
+        e
+    }
+
+    fn signed(&mut self) -> Result<Expr, String> {
         if self.eat('-') {
             return Ok(match self.unary()? {
                 Expr::Num(v) => Expr::Num(-v),
@@ -342,7 +364,7 @@ impl Parser<'_> {
                                 break;
                             }
                             if !self.eat(',') {
-                                return Err(format!("expected `,` or `)` in the arguments of `{n}`"));
+                                return Err(format!("expected `,` or `)` in the arguments of `{}`", q(&n)));
                             }
                         }
                     }
@@ -350,7 +372,7 @@ impl Parser<'_> {
                 } else {
                     match self.params.iter().position(|p| *p == n) {
                         Some(i) => Ok(Expr::Param(i)),
-                        None => Err(format!("unknown variable `{n}` (the parameters are {})", self.params.join(", "))),
+                        None => Err(format!("unknown variable `{}` (the parameters are {})", q(&n), self.params.join(", "))),
                     }
                 }
             }
@@ -387,14 +409,14 @@ fn parse(text: &str) -> Result<Parsed, String> {
     let name = name.trim();
     let list = rest.trim_end().strip_suffix(')').ok_or("expected `name(x) = body` (the parameter list is not closed)")?;
     if !is_identifier(name) {
-        return Err(format!("`{name}` is not a name (letters, digits and _, not starting with a digit)"));
+        return Err(format!("`{}` is not a name (letters, digits and _, not starting with a digit)", q(name)));
     }
     if let Some(op) = builtin(name) {
         return Err(format!("`{name}` shadows the built-in operator `{}`; choose another name", op.name()));
     }
     let params: Vec<String> = list.split(',').map(|p| p.trim().to_string()).collect();
     if let Some(p) = params.iter().find(|p| !is_identifier(p)) {
-        return Err(format!("`{p}` is not a parameter name"));
+        return Err(format!("`{}` is not a parameter name", q(p)));
     }
     if params.len() > 2 {
         return Err(format!("`{name}` takes {} parameters; an operator takes 1 or 2 (a tree node has at most two children)", params.len()));
@@ -406,7 +428,10 @@ fn parse(text: &str) -> Result<Parsed, String> {
     if toks.is_empty() {
         return Err("the body is empty".into());
     }
-    let mut p = Parser { toks: &toks, at: 0, params: &params };
+    if toks.len() > MAX_BODY_TOKENS {
+        return Err(format!("the body has {} tokens, more than the {MAX_BODY_TOKENS} a definition may have", toks.len()));
+    }
+    let mut p = Parser { toks: &toks, at: 0, params: &params, depth: 0 };
     let body = p.expr()?;
     if let Some(t) = p.peek() {
         let t = match t {
@@ -414,7 +439,7 @@ fn parse(text: &str) -> Result<Parsed, String> {
             Tok::Name(n) => n.clone(),
             Tok::Sym(c) => c.to_string(),
         };
-        return Err(format!("unexpected `{t}` after the body"));
+        return Err(format!("unexpected `{}` after the body", q(&t)));
     }
     Ok(Parsed { text: text.to_string(), name: name.to_string(), params, body })
 }
@@ -476,7 +501,7 @@ impl Lower<'_> {
                     Some(op) => (op.arity(), None),
                     None => match (self.known)(name) {
                         Some(u) => (u.params.len(), Some(u)),
-                        None => return Err(format!("unknown operator `{name}`")),
+                        None => return Err(format!("unknown operator `{}`", q(name))),
                     },
                 };
                 if args.len() != arity {
@@ -524,12 +549,12 @@ pub fn register(defs: &[String]) -> Result<Vec<Op>, String> {
     }
     let mut parsed = Vec::with_capacity(defs.len());
     for d in defs {
-        parsed.push(parse(d).map_err(|e| format!("definition `{}`: {e}", super::super::clip(d.trim(), 80)))?);
+        parsed.push(parse(d).map_err(|e| format!("definition `{}`: {e}", q(d.trim())))?);
     }
     let mut index = HashMap::new();
     for (i, p) in parsed.iter().enumerate() {
         if index.insert(p.name.clone(), i).is_some() {
-            return Err(format!("definition `{}`: `{}` is defined twice", p.text, p.name));
+            return Err(format!("definition `{}`: `{}` is defined twice", q(&p.text), p.name));
         }
     }
     // Order: callees before callers; a cycle is an error naming its path.
@@ -542,10 +567,10 @@ pub fn register(defs: &[String]) -> Result<Vec<Op>, String> {
                 let p = &parsed[i];
                 let from = path.iter().position(|&j| j == i).unwrap_or(0);
                 return Err(if path.len() - from == 1 {
-                    format!("definition `{}`: `{}` calls itself", p.text, p.name)
+                    format!("definition `{}`: `{}` calls itself", q(&p.text), p.name)
                 } else {
                     let cycle: Vec<&str> = path[from..].iter().chain([&i]).map(|&j| parsed[j].name.as_str()).collect();
-                    format!("definition `{}`: `{}` calls itself through {}", p.text, p.name, cycle.join(" → "))
+                    format!("definition `{}`: `{}` calls itself through {}", q(&p.text), p.name, cycle.join(" → "))
                 });
             }
             _ => {}
@@ -578,8 +603,8 @@ pub fn register(defs: &[String]) -> Result<Vec<Op>, String> {
             }
         };
         let mut lower = Lower { steps: Vec::new(), known: &known, deps: Vec::new() };
-        let result = lower.go(&p.body).map_err(|e| format!("definition `{}`: {e}", p.text))?;
-        ops[i] = Some(intern(p, lower.steps, result, lower.deps, true).map_err(|e| format!("definition `{}`: {e}", p.text))?);
+        let result = lower.go(&p.body).map_err(|e| format!("definition `{}`: {e}", q(&p.text)))?;
+        ops[i] = Some(intern(p, lower.steps, result, lower.deps, true).map_err(|e| format!("definition `{}`: {e}", q(&p.text)))?);
     }
     Ok(ops.into_iter().map(|o| o.expect("every definition is lowered")).collect())
 }

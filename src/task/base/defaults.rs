@@ -220,7 +220,8 @@ pub struct GeConfigs {
     pub init: InitConfig,
     /// Crossover and mutation.
     pub vary: GeVaryConfig,
-    /// Longest genome (at least the initial length).
+    /// Longest genome (at least the initial length: a shorter one is refused by the settings'
+    /// check, not raised).
     pub genome_capacity: usize,
 }
 
@@ -247,7 +248,7 @@ impl Ge {
                 mutation_op: self.mutation_op,
                 mutation_per_used: self.mutation_per_used,
             },
-            genome_capacity: self.genome_capacity.max(self.genome_length),
+            genome_capacity: self.genome_capacity,
         }
     }
 }

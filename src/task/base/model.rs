@@ -261,17 +261,42 @@ impl Model {
     fn features_of(&self, table: &Table, file: &str) -> Result<(Vec<f32>, usize)> {
         let n_rows = table.rows.len();
         let mut x = Vec::with_capacity(self.features.len() * n_rows);
-        for name in &self.features {
-            let j = table.names.iter().position(|n| n == name).with_context(|| {
-                format!(
-                    "{file}: the model reads the column `{name}`, which the file lacks (its columns: {}); give a \
-                     file with the training data's feature columns",
-                    table.names.join(", ")
-                )
+        let columns = self.check_columns(&table.names, file)?;
+        for j in columns {
+            // The data reader's hint names training's --label, which predict has not.
+            let col = numeric_column(table, j, file).map_err(|mut e| {
+                if let Some(at) = e.message.find(" (if it holds the classes") {
+                    e.message.truncate(at);
+                }
+                e
             })?;
-            x.extend(numeric_column(table, j, file)?.into_iter().map(|v| v as f32));
+            x.extend(col.into_iter().map(|v| v as f32));
         }
         Ok((x, n_rows))
+    }
+
+    /// The index in `names` (a data file's header) of each of the model's features, or an
+    /// error naming the first one missing and (up to 20 of) the file's columns.
+    pub fn check_columns(&self, names: &[String], file: &str) -> Result<Vec<usize>> {
+        let index: std::collections::HashMap<&str, usize> = names.iter().enumerate().rev().map(|(j, n)| (n.as_str(), j)).collect();
+        self.features
+            .iter()
+            .map(|name| {
+                index.get(name.as_str()).copied().with_context(|| {
+                    const SHOWN: usize = 20;
+                    let mut shown: Vec<String> = names.iter().take(SHOWN).map(|n| crate::input::clip(n, crate::input::ECHO)).collect();
+                    if names.len() > SHOWN {
+                        shown.push(format!("… {} more", names.len() - SHOWN));
+                    }
+                    format!(
+                        "{file}: the model reads the column `{}`, which the file lacks (its columns: {}); give a file with the \
+                         training data's feature columns",
+                        crate::input::clip(name, crate::input::ECHO),
+                        shown.join(", ")
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The program's outputs on `x` (`[features][n_rows]`, feature-major, f32, in the order
@@ -420,7 +445,7 @@ pub fn class_probabilities(out: &[f32], n_rows: usize, n_classes: usize) -> Vec<
 
 /// Reads the model of a run report (`model`), with an error that says what the file lacks.
 pub fn load(path: &std::path::Path) -> Result<Model> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read the report {}", path.display()))?;
+    let bytes = crate::input::read_bytes(path, "the report", crate::input::REPORT_BYTES)?;
     from_json(&bytes, &path.display().to_string())
 }
 
@@ -439,6 +464,12 @@ pub fn from_value(v: &serde_json::Value, origin: &str) -> Result<Model> {
     let model: Model = serde_json::from_value(m.clone())
         .map_err(|e| anyhow!("{origin}: the `model` cannot be read: {}", crate::program::clip(&e.to_string(), 200)))?;
     model.tree().with_context(|| format!("{origin}: the model cannot be applied"))?;
+    // Two features of one name would read one column twice (predict) and declare one
+    // parameter twice (export's C).
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = model.features.iter().find(|f| !seen.insert(f.as_str())) {
+        bail!("{origin}: the model's features name `{}` twice: give the report as grove wrote it", crate::input::clip(dup, crate::input::ECHO));
+    }
     Ok(model)
 }
 

@@ -96,10 +96,18 @@ impl std::fmt::Display for Stopped {
 
 impl std::error::Error for Stopped {}
 
-/// Runs `run` on `threads` worker threads (`None`: rayon's global pool, all cores).
+/// The most worker threads a run may ask for: each holds a stack and a share of the work, and
+/// past the machine's cores more only add switching.
+pub const MAX_THREADS: usize = 1024;
+
+/// Runs `run` on `threads` worker threads (`None`: rayon's global pool, all cores); a count
+/// outside 1 to [`MAX_THREADS`] is refused in one line.
 pub fn on_threads<T: Send>(threads: Option<usize>, run: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     match threads {
-        Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n.max(1)).build().context("cannot start worker threads")?.install(run),
+        Some(n) => {
+            anyhow::ensure!((1..=MAX_THREADS).contains(&n), "--threads must be 1 to {MAX_THREADS}, got {n}");
+            rayon::ThreadPoolBuilder::new().num_threads(n).build().context("cannot start worker threads")?.install(run)
+        }
         None => run(),
     }
 }

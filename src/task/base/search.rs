@@ -101,6 +101,22 @@ pub fn check_ge(ge: &GeConfigs) -> Result<()> {
     ensure!(ge.map.max_wraps <= MAX_WRAPS, "--wraps (map.max_wraps) must be at most {MAX_WRAPS}, got {}", ge.map.max_wraps);
     check_count("--genome-length (init.length)", ge.init.length, 1, MAX_GENOME)?;
     check_count("--genome-capacity (genome_capacity)", ge.genome_capacity, ge.init.length, MAX_GENOME)?;
+    if ge.init.method != crate::genome::InitMethod::Random {
+        ensure!(
+            ge.init.min_depth >= 1 && ge.init.min_depth <= ge.init.max_depth,
+            "--init-depth {},{} (init.min_depth, init.max_depth): need 1 <= MIN <= MAX",
+            ge.init.min_depth,
+            ge.init.max_depth
+        );
+        ensure!(
+            ge.init.max_depth <= ge.map.max_depth,
+            "--max-depth {} (map.max_depth) is shallower than the initial trees of --init-depth {},{} (init.min_depth, init.max_depth), which would all be invalid: give a --max-depth of at least {} or a smaller --init-depth",
+            ge.map.max_depth,
+            ge.init.min_depth,
+            ge.init.max_depth,
+            ge.init.max_depth
+        );
+    }
     Ok(())
 }
 

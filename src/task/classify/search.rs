@@ -87,6 +87,8 @@ pub fn class_linear(settings: &ClassifySettings, rows: &Labeled, n_outputs: usiz
 /// device (saying on standard error, unless quiet, when `auto` falls back to the CPU), and
 /// runs [`fit`].
 pub fn run(settings: &ClassifySettings, opts: &crate::task::base::options::RunOptions) -> Result<EvolveResult> {
+    let files: Vec<&str> = [Some(settings.data.as_str()), settings.test_data.as_deref()].into_iter().flatten().collect();
+    crate::task::base::plan::check_data_files(&files, opts.max_memory)?;
     let (_, train, test, standardize) = load_data(settings)?;
     let backend = crate::backend::Backend::open(settings.device, &settings.islands.gpus)?.print_notes(opts.quiet);
     fit(settings, &train, test.as_ref(), standardize.as_ref(), &backend, opts)

@@ -260,6 +260,7 @@ pub fn search(settings: &ControlSettings, backend: &Backend, opts: &crate::task:
         settings.islands.count
     );
     let arena = Arena::load(settings)?;
+    check_memory(settings, &arena, backend, opts.max_memory, 0)?;
     let (nu, n_obs) = (arena.m.nu(), arena.m.obs_size);
     let mut search = match &opts.resume {
         None => Search::fresh(nu, n_obs),
@@ -443,6 +444,31 @@ fn fame_row(nodes: &[Node], nu: usize, names: &[String], train: f64) -> serde_js
         sympy: show(Style::Sympy, |p| format!("tanh({p})")),
     })
     .unwrap_or(serde_json::Value::Null)
+}
+
+/// Memory of one iteration of the random search over `nu × n_obs` weights, bytes: for each
+/// of its `2N + 1` policies (`N` = `--directions`), its weights and direction (f64), its tree
+/// (`program_nodes` more under a residual policy) held twice (the trees, the population), its
+/// observation sums and each episode's return; on a GPU the population and the episodes'
+/// states again. (host, device).
+pub fn iteration_need(cfg: &ArsConfig, episodes: usize, nu: usize, n_obs: usize, program_nodes: usize) -> (u64, u64) {
+    let policies = (2 * cfg.directions as u64).saturating_add(1);
+    let theta = (nu * n_obs) as u64;
+    // As [`LinearPolicy::max_nodes`].
+    let nodes = (nu * (4 * n_obs + 1) + nu.saturating_sub(1) + program_nodes) as u64;
+    let node = std::mem::size_of::<Node>() as u64;
+    let host = 16 * theta + 2 * node * nodes + 24 * n_obs as u64 + 16 * episodes as u64;
+    let device = node * nodes + 64 * episodes as u64 + 24 * n_obs as u64;
+    (policies.saturating_mul(host), policies.saturating_mul(device))
+}
+
+/// Refuses a linear or residual search whose iteration ([`iteration_need`]) does not fit the
+/// host's or the GPU's memory or `--max-memory`, before its first roll-out.
+pub fn check_memory(settings: &ControlSettings, arena: &Arena, backend: &Backend, max_memory: Option<u64>, program_nodes: usize) -> Result<()> {
+    let (host, device) = iteration_need(&settings.linear, settings.episodes, arena.m.nu(), arena.m.obs_size, program_nodes);
+    let need = crate::task::base::plan::Need { host, device: if backend.is_gpu() { device } else { 0 } };
+    let what = format!("an iteration of --directions {} (2 × {} + 1 policies, {} episodes each)", settings.linear.directions, settings.linear.directions, settings.episodes);
+    crate::task::base::plan::check(&need, &what, "lower --directions or --episodes, or give --max-memory a larger size", max_memory, backend.free_memory()?)
 }
 
 /// Checks `--policy linear`'s settings against the budget of one iteration.

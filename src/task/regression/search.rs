@@ -93,6 +93,8 @@ pub fn linear_choice(settings: &EvolveSettings, rows: &Dataset) -> anyhow::Resul
 /// verbosity): loads the data `settings.data` names, opens the device (saying on standard
 /// error, unless quiet, when `auto` falls back to the CPU), and runs [`fit`].
 pub fn run(settings: &EvolveSettings, opts: &crate::task::base::options::RunOptions) -> anyhow::Result<EvolveResult> {
+    let files: Vec<&str> = [Some(settings.data.as_str()), settings.test_data.as_deref()].into_iter().flatten().collect();
+    crate::task::base::plan::check_data_files(&files, opts.max_memory)?;
     let (train, test) = load_data(settings)?;
     check_scaling(&settings.regression, settings.outputs)?;
     let backend = crate::backend::Backend::open(settings.device, &settings.islands.gpus)?.print_notes(opts.quiet);

@@ -14,9 +14,13 @@ use crate::evolve::checkpoint::{SavedNode, Shape, check_tree};
 use crate::task::base::options::Checkpoints;
 use crate::task::base::state::RunState;
 
-/// The checkpoint format this grove writes and reads. Version 2 added the checksum and the
-/// output paths; a file of another version is refused.
-pub const CHECKPOINT_FORMAT: u64 = 2;
+/// The checkpoint format this grove writes. Version 2 added the checksum and the output paths;
+/// version 3 the record of the run's input files ([`InputRecord`]). Versions 2 and 3 are read
+/// (a version 2 file's inputs are not checked, with a note that says so); any other is refused.
+pub const CHECKPOINT_FORMAT: u64 = 3;
+
+/// The oldest checkpoint format this grove reads.
+pub const OLDEST_FORMAT: u64 = 2;
 
 /// FNV-1a, 64 bits, of `bytes`. Each step (xor a byte, multiply by an odd prime) is a bijection
 /// of the state, so changing any one byte always changes the result.
@@ -49,18 +53,85 @@ pub struct Checkpoint {
     pub checkpoint_every: usize,
     /// Where the run writes its results (absolute paths).
     pub outputs: Outputs,
+    /// The files the run reads, by absolute path and content hash, which a resume checks
+    /// ([`Self::check_inputs`]); `None` in a version 2 checkpoint, which has no record. Its
+    /// key is `input_files`: the state's `inputs` is a control run's learnt observation scaling.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "input_files")]
+    pub inputs: Option<Vec<InputRecord>>,
     /// What the run has done.
     #[serde(flatten)]
     pub run: RunState,
 }
 
 /// The keys of a checkpoint's object besides the run's state's and the checksum.
-const HEADER: [&str; 5] = ["grove_checkpoint", "version", "experiment", "checkpoint_every", "outputs"];
+const HEADER: [&str; 6] = ["grove_checkpoint", "version", "experiment", "checkpoint_every", "outputs", "input_files"];
+
+/// One file a checkpointed run reads, as its checkpoint records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputRecord {
+    /// The flag that names it: `--data`, `--grammar`, `--env`.
+    pub role: String,
+    /// Its absolute path when the run started.
+    pub path: PathBuf,
+    /// FNV-1a of its bytes ([`hash_file`]), `fnv1a64:` and 16 hex digits.
+    pub hash: String,
+    /// Its size, bytes.
+    pub bytes: u64,
+}
+
+/// FNV-1a of a file's bytes, read in blocks of 1 MiB (`fnv1a64:` and 16 hex digits), and its
+/// size.
+pub fn hash_file(path: &Path) -> Result<(String, u64)> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (mut h, mut n, mut buf) = (0xcbf2_9ce4_8422_2325u64, 0u64, vec![0u8; 1 << 20]);
+    loop {
+        let k = match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(k) => k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+        };
+        h = buf[..k].iter().fold(h, |h, &b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3));
+        n += k as u64;
+    }
+    Ok((format!("fnv1a64:{h:016x}"), n))
+}
+
+/// The record of `experiment`'s input files ([`Experiment::input_files`]) for its checkpoints.
+/// A checkpointed run must be able to read its inputs again when resumed, so an input that is
+/// not a regular file (standard input, `/dev/fd/N`, a FIFO, a device) is refused in one line.
+pub fn record_inputs(experiment: &Experiment) -> Result<Vec<InputRecord>> {
+    use crate::report::files::{Standing, standing};
+    let mut out = Vec::new();
+    for named in experiment.input_files() {
+        let role = named.role.trim_end_matches(" file").to_string();
+        let show = named.path.display();
+        ensure!(
+            !through_descriptor(&named.path),
+            "{role} {show} is standard input or an open file descriptor: a checkpointed run reads its inputs again when resumed, so save it to a file first, or drop --checkpoint"
+        );
+        match standing(&named.path) {
+            Standing::File => {}
+            Standing::Nothing => bail!("{role} {show}: no such file"),
+            _ => bail!(
+                "{role} {show} is not a regular file (standard input, a pipe or a device): a checkpointed run reads its inputs again when resumed, so save it to a file first, or drop --checkpoint"
+            ),
+        }
+        let (hash, bytes) = hash_file(&named.path)?;
+        let path = std::path::absolute(&named.path).unwrap_or(named.path.clone());
+        out.push(InputRecord { role, path, hash, bytes });
+    }
+    Ok(out)
+}
 
 impl Checkpoint {
     /// Reads a checkpoint, with errors that say what is wrong with the file ([`Self::from_json`]).
     pub fn load(path: &Path) -> Result<Checkpoint> {
-        let bytes = std::fs::read(path).with_context(|| format!("cannot read the checkpoint {}", path.display()))?;
+        // Its JSON is read whole and then into the state, some times its size in memory.
+        let limit = crate::task::base::plan::host_available().map_or(16 << 30, |a| (a / 8).max(64 << 20));
+        let bytes = crate::input::read_bytes(path, "the checkpoint", limit)?;
         Self::from_json(&bytes, &path.display().to_string())
     }
 
@@ -77,10 +148,10 @@ impl Checkpoint {
         let Some(format) = content.get("grove_checkpoint") else {
             bail!("{origin} is not a checkpoint: give a file written by --checkpoint (a report is repeated with --from)");
         };
-        if format.as_u64() != Some(CHECKPOINT_FORMAT) {
+        if !format.as_u64().is_some_and(|v| (OLDEST_FORMAT..=CHECKPOINT_FORMAT).contains(&v)) {
             let old = if format.as_u64() == Some(1) { " (version 1 has no checksum: start the run again)" } else { "" };
             bail!(
-                "{origin}: checkpoint format version {} is not one this grove reads (it reads version {CHECKPOINT_FORMAT}){old}",
+                "{origin}: checkpoint format version {} is not one this grove reads (it reads versions {OLDEST_FORMAT} to {CHECKPOINT_FORMAT}){old}",
                 clip(&format.to_string(), 40)
             );
         }
@@ -107,6 +178,63 @@ impl Checkpoint {
         c.renumber_operators().with_context(|| format!("{origin}: the checkpoint's operators"))?;
         c.check().with_context(|| format!("{origin}: the checkpoint is damaged"))?;
         Ok(c)
+    }
+
+    /// Checks the files the run reads against the record the checkpoint holds, before a resume:
+    /// each must exist at its recorded absolute path with its recorded hash. A changed file
+    /// is refused in one line that names it and both hashes, unless it is one of `accept`
+    /// (`--accept-changed`, by path or by its flag, e.g. `--data`); a missing one is refused.
+    /// Returns the settings to resume with (a recorded input the settings' spelling no longer
+    /// names, as from another directory, named by its absolute path, so the run reads the same
+    /// files) and the notes to show (a
+    /// version 2 checkpoint has no record, so its inputs are not checked).
+    pub fn check_inputs(&self, origin: &str, accept: &[PathBuf]) -> Result<(Experiment, Vec<String>)> {
+        use crate::report::files::FileKey;
+        let Some(inputs) = &self.inputs else {
+            let note = format!(
+                "note: {origin} was written by an older grove (checkpoint format {}) and records no hashes of its input files: they are not checked against the run's",
+                self.grove_checkpoint
+            );
+            return Ok((self.experiment.clone(), if self.experiment.input_files().is_empty() { Vec::new() } else { vec![note] }));
+        };
+        for a in accept {
+            let named = inputs.iter().any(|r| a.as_os_str() == r.role.as_str() || FileKey::of(a) == FileKey::of(&r.path));
+            ensure!(named, "--accept-changed {}: not an input file of {origin} (its inputs: {})", a.display(), list_inputs(inputs));
+        }
+        let mut notes = Vec::new();
+        for r in inputs {
+            let show = r.path.display();
+            ensure!(
+                r.path.is_file(),
+                "{origin}: its {} file {show} is missing (it had {} bytes, {}): put it back to resume the run",
+                r.role,
+                r.bytes,
+                r.hash
+            );
+            let (hash, bytes) = hash_file(&r.path)?;
+            if hash == r.hash {
+                continue;
+            }
+            let accepted = accept.iter().any(|a| a.as_os_str() == r.role.as_str() || FileKey::of(a) == FileKey::of(&r.path));
+            ensure!(
+                accepted,
+                "{origin}: its {} file {show} changed since the run started ({} of {} bytes then, {hash} of {bytes} now): resume with --accept-changed {show} to continue on it as it is",
+                r.role,
+                r.hash,
+                r.bytes
+            );
+            notes.push(format!("note: {} {show} changed since the run started ({} then, {hash} now); continuing on it as it is (--accept-changed)", r.role, r.hash));
+        }
+        // Where the settings' own spelling names the recorded file (the run resumed from its
+        // own directory), it stays, so the report is the uninterrupted run's.
+        let mut exp = self.experiment.clone();
+        let given = exp.input_files();
+        let moved = inputs.iter().filter(|r| {
+            let spelled = given.iter().find(|g| g.role.trim_end_matches(" file") == r.role);
+            spelled.is_none_or(|g| FileKey::of(&g.path) != FileKey::of(&r.path))
+        });
+        exp.set_input_paths(moved.map(|r| (r.role.as_str(), r.path.as_path())));
+        Ok((exp, notes))
     }
 
     /// Registers the run's own operators and those the saved trees use, and rewrites the trees'
@@ -182,25 +310,53 @@ impl Checkpoint {
 
 }
 
-/// Checks, before a run's first generation, that checkpoints can be saved at `path`: it is not
-/// a directory, its directory exists, and a file can be created there (the temporary file an
-/// atomic save writes, created and removed). One error line naming the path and the problem.
-pub fn check_checkpoint_path(path: &Path) -> Result<()> {
-    let show = path.display();
-    ensure!(!path.is_dir(), "the checkpoint {show} is a directory: give a file path, e.g. {}", path.join("run.ckpt").display());
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    ensure!(dir.is_dir(), "cannot save the checkpoint {show}: the directory {} does not exist", dir.display());
-    let probe = crate::report::temporary_path(path);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&probe)
-        .with_context(|| format!("cannot save the checkpoint {show}: cannot create a file in {}", dir.display()))?;
-    std::fs::remove_file(&probe).with_context(|| format!("cannot remove {}", probe.display()))?;
-    Ok(())
+/// Whether `path` is `-` or reaches a file through a process's descriptors (`/dev/stdin`,
+/// `/dev/fd/N`, `/proc/self/fd/N`): a name that means another file in another process.
+fn through_descriptor(path: &Path) -> bool {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        if at.as_os_str() == "-" || at.starts_with("/proc") || at.starts_with("/dev/fd") || at == Path::new("/dev/stdin") {
+            return true;
+        }
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => match std::fs::read_link(&at) {
+                Ok(to) => at = if to.is_relative() { at.parent().unwrap_or(Path::new("/")).join(to) } else { to },
+                Err(_) => return false,
+            },
+            _ => return false,
+        }
+    }
+    false
 }
 
+/// The recorded inputs for a message: `--data /a/d.csv, --grammar /a/g.bnf`.
+fn list_inputs(inputs: &[InputRecord]) -> String {
+    if inputs.is_empty() {
+        return "none".into();
+    }
+    inputs.iter().map(|r| format!("{} {}", r.role, r.path.display())).collect::<Vec<_>>().join(", ")
+}
+
+/// Checks, before a run's first generation, that checkpoints can be saved at `path`: it is a
+/// regular file or nothing yet (a checkpoint is read back by `grove run --resume`, so a device
+/// or FIFO is refused), and [`crate::report::files::check_output`] passes. One error line naming
+/// the path and the problem.
+pub fn check_checkpoint_path(path: &Path) -> Result<()> {
+    use crate::report::files::{Standing, standing};
+    let show = path.display();
+    match standing(path) {
+        Standing::Directory => bail!("the checkpoint {show} is a directory: give a file path, e.g. {}", path.join("run.ckpt").display()),
+        Standing::Stream | Standing::Other => bail!(
+            "the checkpoint {show} is not a regular file (a device or a FIFO): `grove run --resume` reads a checkpoint back, so give a file path"
+        ),
+        Standing::File | Standing::Nothing => {}
+    }
+    let dir = crate::report::files::resolve_links(path)?;
+    let dir = dir.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    ensure!(dir.is_dir(), "cannot save the checkpoint {show}: the directory {} does not exist", dir.display());
+    crate::report::files::check_output(path, "the checkpoint")
+        .map_err(|e| anyhow!("{}", format!("{e:#}").replacen("cannot write the checkpoint", "cannot save the checkpoint", 1)))
+}
 
 /// The runner's checkpoints: each state a run saves is written to one file with the run's
 /// experiment and output paths ([`Checkpoint`]), atomically.
@@ -210,15 +366,18 @@ pub struct FileCheckpoints {
     every: usize,
     experiment: Experiment,
     outputs: Outputs,
+    inputs: Vec<InputRecord>,
 }
 
 impl FileCheckpoints {
     /// Checkpoints of `experiment` into `path` every `every` generations (0: only before the
-    /// last and on a stop), keeping `outputs` (made absolute) for a resumed run to write. The
-    /// path is checked here, before the run ([`check_checkpoint_path`]).
+    /// last and on a stop), keeping `outputs` (made absolute) for a resumed run to write and
+    /// the record of the run's input files ([`record_inputs`]: each must be a regular file).
+    /// The path is checked here, before the run ([`check_checkpoint_path`]).
     pub fn new(path: PathBuf, every: usize, experiment: Experiment, outputs: &Outputs) -> Result<Self> {
         check_checkpoint_path(&path)?;
-        Ok(Self { path, every, experiment, outputs: outputs.absolute() })
+        let inputs = record_inputs(&experiment)?;
+        Ok(Self { path, every, experiment, outputs: outputs.absolute(), inputs })
     }
 }
 
@@ -238,6 +397,7 @@ impl Checkpoints for FileCheckpoints {
             experiment: self.experiment.clone(),
             checkpoint_every: self.every,
             outputs: self.outputs.clone(),
+            inputs: Some(self.inputs.clone()),
             run,
         };
         c.save(&self.path)

@@ -168,6 +168,76 @@ impl Experiment {
         Ok(exp)
     }
 
+    /// The files the run reads, each by the flag that names it: `--data` (a file, not a
+    /// `builtin:` problem), `--grammar` (a file, not grammar text) and `--env` (a `.ron` file,
+    /// not a shipped environment).
+    pub fn input_files(&self) -> Vec<crate::report::files::Named> {
+        let mut out = Vec::new();
+        for (role, spec) in self.input_specs() {
+            if let Some(path) = input_path(role, spec) {
+                out.push(crate::report::files::Named::new(format!("{role} file"), path));
+            }
+        }
+        out
+    }
+
+    /// The settings that name an input, each with its flag, whatever they hold.
+    fn input_specs(&self) -> Vec<(&'static str, &String)> {
+        let mut out = Vec::new();
+        match self {
+            Experiment::Evolve(s) => out.push(("--data", &s.data)),
+            Experiment::Classify(s) => out.push(("--data", &s.data)),
+            Experiment::Control(s) => out.push(("--env", &s.env)),
+        }
+        let grammar = match self {
+            Experiment::Evolve(s) => &s.grammar,
+            Experiment::Classify(s) => &s.grammar,
+            Experiment::Control(s) => &s.grammar,
+        };
+        if let Some(g) = grammar {
+            out.push(("--grammar", g));
+        }
+        out
+    }
+
+    /// The settings that name an input, to change (as [`Self::input_specs`]).
+    fn input_specs_mut(&mut self) -> Vec<(&'static str, &mut String)> {
+        let (first, grammar) = match self {
+            Experiment::Evolve(s) => (("--data", &mut s.data), &mut s.grammar),
+            Experiment::Classify(s) => (("--data", &mut s.data), &mut s.grammar),
+            Experiment::Control(s) => (("--env", &mut s.env), &mut s.grammar),
+        };
+        let mut out = vec![first];
+        if let Some(g) = grammar.as_mut() {
+            out.push(("--grammar", g));
+        }
+        out
+    }
+
+    /// Names each input by the path given for its flag (`("--data", "/abs/d.csv")`), as a
+    /// checkpoint's record of its inputs gives them.
+    pub fn set_input_paths<'p>(&mut self, paths: impl Iterator<Item = (&'p str, &'p std::path::Path)>) {
+        let paths: Vec<(&str, &std::path::Path)> = paths.collect();
+        for (role, spec) in self.input_specs_mut() {
+            if let Some((_, p)) = paths.iter().find(|(r, _)| *r == role) {
+                *spec = p.display().to_string();
+            }
+        }
+    }
+
+    /// These settings with every input file named by its absolute path (as a checkpoint keeps
+    /// them, so that a run resumed from another directory reads the same files).
+    pub fn with_absolute_inputs(mut self) -> Experiment {
+        for (role, spec) in self.input_specs_mut() {
+            if let Some(path) = input_path(role, spec) {
+                if let Ok(abs) = std::path::absolute(&path) {
+                    *spec = abs.display().to_string();
+                }
+            }
+        }
+        self
+    }
+
     /// Checks the settings' values (what clap cannot: ranges, combinations).
     pub fn check(&self) -> Result<()> {
         match self {
@@ -250,12 +320,27 @@ impl Experiment {
     }
 }
 
+/// The file an input setting `spec` names, if it names one: `--data` unless `builtin:…`,
+/// `--grammar` unless it is grammar text (holding `::=`), `--env` unless a shipped name.
+fn input_path(role: &str, spec: &str) -> Option<std::path::PathBuf> {
+    let file = match role {
+        "--data" => !spec.starts_with("builtin:") && !spec.is_empty(),
+        "--grammar" => !spec.contains("::="),
+        _ => !crate::sim::spec::SHIPPED.iter().any(|(n, _)| *n == spec),
+    };
+    file.then(|| std::path::PathBuf::from(spec))
+}
+
 /// Deserialises settings, naming the path of a bad or unknown field.
 fn strict<T: serde::de::DeserializeOwned>(v: Value, origin: &str) -> Result<T> {
     serde_path_to_error::deserialize(v).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        let hint = if inner.contains("invalid type: null") || inner.contains("invalid type: unit") {
+        // RON's NaN and infinities reach the settings as JSON's null.
+        let number = ["expected f64", "expected f32", "expected a number"].iter().any(|t| inner.contains(t));
+        let hint = if inner.contains("invalid type: null") && number {
+            " (NaN or an infinity: give a finite number)"
+        } else if inner.contains("invalid type: null") || inner.contains("invalid type: unit") {
             " (write enum values as strings, e.g. metric: \"mae\")"
         } else {
             ""
@@ -317,13 +402,13 @@ pub fn parse_ron(text: &str, origin: &str) -> Result<(String, Value)> {
 
 /// Loads an experiment file.
 pub fn load_ron(path: &std::path::Path) -> Result<(String, Value)> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the experiment file {}", path.display()))?;
+    let text = crate::input::read_text(path, "the experiment file", crate::input::EXPERIMENT_BYTES)?;
     parse_ron(&text, &path.display().to_string())
 }
 
 /// Reads the `command` and `settings` of a run report.
 pub fn load_report(path: &std::path::Path) -> Result<(String, Value)> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read the report {}", path.display()))?;
+    let text = crate::input::read_text(path, "the report", crate::input::REPORT_BYTES)?;
     let v: Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", path.display()))?;
     anyhow::ensure!(
         v.get("grove_checkpoint").is_none(),
@@ -363,17 +448,22 @@ pub struct Overrides {
     pub link: Option<crate::evolve::islands::GpuLink>,
     /// `FIELD=VALUE` settings, the value read as JSON, else as text.
     pub set: Vec<String>,
+    /// Input files a resumed run may find changed (`--accept-changed`: a path or a flag such
+    /// as `--data`).
+    pub accept_changed: Vec<std::path::PathBuf>,
 }
 
 /// The experiment of a checkpoint, with the overrides a resumed run allows (`gens`,
-/// `device`), checked; and the checkpoint.
-pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crate::task::runner::checkpoint::Checkpoint)> {
+/// `device`, the GPUs), checked, its input files checked against the checkpoint's record
+/// ([`crate::task::runner::checkpoint::Checkpoint::check_inputs`]; `o.accept_changed` lets a
+/// changed one through); the checkpoint; and the notes to show.
+pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crate::task::runner::checkpoint::Checkpoint, Vec<String>)> {
     let c = crate::task::runner::checkpoint::Checkpoint::load(path)?;
     anyhow::ensure!(
         o.pop.is_none() && o.seed.is_none() && o.data.is_none() && o.set.is_empty(),
         "--resume continues a run with its own settings: drop --pop, --seed, --data and --set (--gens and --device may change)"
     );
-    let mut exp = c.experiment.clone();
+    let (mut exp, notes) = c.check_inputs(&path.display().to_string(), &o.accept_changed)?;
     if let Some(g) = o.gens {
         exp.engine_mut().generations = g;
     }
@@ -390,7 +480,7 @@ pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crat
         exp.islands_mut().link = l;
     }
     exp.check()?;
-    Ok((exp, c))
+    Ok((exp, c, notes))
 }
 
 /// The experiment of an experiment file (`file`) or of a report's settings (`from`), with

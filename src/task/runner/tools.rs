@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::genome::{MapConfig, Mapper};
+use crate::report::files::Named;
 use crate::grammar::{self, DatasetShape, Severity};
 use crate::task::base::search::{MAX_GENOME, MAX_WRAPS};
 
@@ -64,16 +65,29 @@ pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
     let resolved = if unknown { DatasetShape { n_vars: Some(1), n_is: Some(1), n_os: Some(1) } } else { *shape };
     let loaded = grammar::load_parsed(parsed, &resolved)?;
     // A grammar for `grove map` alone may spell any text, so what evolve refuses is a warning.
-    let (refused, differ) = match grammar::template::compile(&loaded.grammar, &loaded.table, &check_vars(&loaded.grammar, shape)) {
-        Ok(t) => (Vec::new(), grammar::template::readings_differ(&loaded.grammar, &loaded.table, &t)),
-        Err(e) => (e.errors, Vec::new()),
+    // Read twice, as the tasks read it: with output slots (classify, control) and with one
+    // output (evolve, where `out(…)` is refused); the first reading's templates say where the
+    // phenotype text and the derivation can mean different programs.
+    let vars = check_vars(&loaded.grammar, shape);
+    let mut differ = Vec::new();
+    let mut errors = |vars: &grammar::template::Vars, notes: bool| match grammar::template::compile(&loaded.grammar, &loaded.table, vars) {
+        Ok(t) => {
+            if notes {
+                differ = grammar::template::readings_differ(&loaded.grammar, &loaded.table, &t);
+            }
+            Vec::new()
+        }
+        Err(e) => e.errors,
     };
+    let refused = errors(&vars, true);
+    let single = if refused.is_empty() { errors(&grammar::template::Vars { n_outputs: 0, ..vars }, false) } else { Vec::new() };
     const SHOWN: usize = 20;
-    for d in refused.iter().take(SHOWN) {
-        diagnostics.push(format!("{file}:{}: warning: {} (grove evolve, classify and control refuse it)", d.span, d.message));
+    let (problems, who) = if refused.is_empty() { (&single, "grove evolve refuses it") } else { (&refused, "grove evolve, classify and control refuse it") };
+    for d in problems.iter().take(SHOWN) {
+        diagnostics.push(format!("{file}:{}: warning: {} ({who})", d.span, d.message));
     }
-    if refused.len() > SHOWN {
-        diagnostics.push(format!("{file}: warning: … and {} more productions evolve refuses", refused.len() - SHOWN));
+    if problems.len() > SHOWN {
+        diagnostics.push(format!("{file}: warning: … and {} more such productions", problems.len() - SHOWN));
     }
     for d in differ.iter().take(SHOWN) {
         diagnostics.push(format!("{file}:{}: note: {}", d.span, d.message));
@@ -81,12 +95,18 @@ pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
     if differ.len() > SHOWN {
         diagnostics.push(format!("{file}: note: … and {} more productions whose text and derivation can differ", differ.len() - SHOWN));
     }
-    match refused.len() {
-        0 => writeln!(s, "expressions yes: grove evolve, classify and control can use it")?,
-        n => writeln!(
+    let plural = |n: usize| if n == 1 { "" } else { "s" };
+    match (refused.len(), single.len()) {
+        (0, 0) => writeln!(s, "expressions yes: grove evolve, classify and control can use it")?,
+        (0, n) => writeln!(
+            s,
+            "expressions for classify and control only: {n} problem{} reading productions with one output (see the warnings): grove evolve refuses the grammar",
+            plural(n)
+        )?,
+        (n, _) => writeln!(
             s,
             "expressions no: {n} problem{} reading productions as expressions (see the warnings): grove evolve, classify and control refuse the grammar; grove map can use it",
-            if n == 1 { "" } else { "s" }
+            plural(n)
         )?,
     }
     if refused.is_empty() {
@@ -104,7 +124,7 @@ pub fn check(path: &Path, shape: &DatasetShape) -> Result<CheckReport> {
     } else {
         writeln!(s, "table size  {} bytes of {} in GPU constant memory", loaded.table.device_size_bytes(), grammar::TABLE_LIMIT_BYTES)?;
     }
-    let warnings = analysis.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count() + refused.len();
+    let warnings = analysis.diagnostics.iter().filter(|d| d.severity == Severity::Warning).count() + problems.len();
     writeln!(s, "warnings    {warnings}")?;
     Ok(CheckReport { diagnostics, summary: s })
 }
@@ -124,7 +144,8 @@ fn check_vars(g: &grammar::Grammar, shape: &DatasetShape) -> grammar::template::
             for sym in &p.symbols {
                 let grammar::Symbol::Terminal { text, .. } = sym else { continue };
                 for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-                    let named = word.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_');
+                    // `nan`, `inf` and `infinity` name numbers, not columns: evolve refuses them.
+                    let named = word.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_') && word.parse::<f64>().is_err();
                     if named && crate::program::ops::Op::by_name(word).is_none() && seen.insert(word.to_string()) {
                         names.push(word.to_string());
                     }
@@ -156,7 +177,7 @@ pub fn parse_genome(line: &str, out: &mut Vec<u32>) -> Result<(), String> {
         if k == MAX_GENOME {
             return Err(format!("more than {MAX_GENOME} codons (the longest genome grove maps)"));
         }
-        let v: u32 = tok.parse().map_err(|_| format!("codon {} is `{tok}`, not an integer from 0 to {}", k + 1, u32::MAX))?;
+        let v: u32 = tok.parse().map_err(|_| format!("codon {} is `{}`, not an integer from 0 to {}", k + 1, crate::input::clip(tok, crate::input::ECHO), u32::MAX))?;
         out.push(v);
     }
     Ok(())
@@ -168,6 +189,9 @@ pub const MAX_GENOME_LINE: usize = 11 * MAX_GENOME + 2;
 /// Most codon reads (genomes × the longest × passes over it) in a batch `grove map` maps at
 /// once: 2²⁴, at most 64 MiB of genomes and 128 MiB of GPU derivation rows.
 pub const MAP_CELLS: usize = 1 << 24;
+
+/// How many lines that are not genomes `grove map` names one by one; the rest are counted.
+pub const MAP_BAD_SHOWN: usize = 10;
 
 /// Settings of `grove map` (its flags).
 #[derive(Clone, Debug)]
@@ -188,7 +212,8 @@ pub struct MapSettings {
 
 /// Maps the genomes of `input` (one per line; blank lines skipped) as `s` says, writing one
 /// result per genome to `out`, in input order. A line that is not a genome goes to `bad` as
-/// `line N: why`. Returns how many were bad.
+/// `line N: why` (the first [`MAP_BAD_SHOWN`]; then one line counting the rest); a NUL byte
+/// (binary input) is an error. Returns how many were bad.
 pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mut bad: impl FnMut(String)) -> Result<usize> {
     let (config, format) = (s.config, s.format);
     anyhow::ensure!(config.max_wraps <= MAX_WRAPS, "--wraps must be at most {MAX_WRAPS}, got {}", config.max_wraps);
@@ -223,19 +248,23 @@ pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mu
         if n == 0 {
             break;
         }
+        // No genome holds a NUL byte: binary data (/dev/urandom, an image) stops at once.
+        if memchr::memchr(0, &line).is_some() {
+            anyhow::bail!("standard input: a NUL byte on line {i}: this is binary data, not genomes");
+        }
         if line.len() > MAX_GENOME_LINE {
             anyhow::bail!("standard input: line {i} is longer than {MAX_GENOME_LINE} bytes (a genome of {MAX_GENOME} codons takes less)");
         }
-        let Ok(text) = std::str::from_utf8(&line) else {
-            bad(format!("line {i}: not UTF-8 text"));
-            n_bad += 1;
-            continue;
+        let why = match std::str::from_utf8(&line) {
+            Err(_) => Some("not UTF-8 text".to_string()),
+            Ok(text) if text.trim().is_empty() => continue,
+            Ok(text) => parse_genome(text, &mut genome).err(),
         };
-        if text.trim().is_empty() {
-            continue;
-        }
-        if let Err(msg) = parse_genome(text, &mut genome) {
-            bad(format!("line {i}: {msg}"));
+        if let Some(msg) = why {
+            // The first few are shown; the rest are counted once at the end.
+            if n_bad < MAP_BAD_SHOWN {
+                bad(format!("line {i}: {msg}"));
+            }
             n_bad += 1;
             continue;
         }
@@ -249,6 +278,9 @@ pub fn map_stream(s: &MapSettings, input: impl BufRead, out: &mut impl Write, mu
     }
     if !batch.is_empty() {
         flush(&mut batch, &mut mapper)?;
+    }
+    if n_bad > MAP_BAD_SHOWN {
+        bad(format!("… and {} more lines that are not genomes ({n_bad} in all; the first {MAP_BAD_SHOWN} are shown)", n_bad - MAP_BAD_SHOWN));
     }
     Ok(n_bad)
 }
@@ -323,6 +355,118 @@ fn write_mapped(out: &mut impl Write, format: MapFormat, line: usize, m: &crate:
     Ok(())
 }
 
+/// Rows `grove predict` reads, parses and predicts at a time: its memory is that of one such
+/// block and the model, whatever the file's length.
+pub const PREDICT_BLOCK_ROWS: usize = 4096;
+
+/// Applies the model of the report at `model` to the rows of the data file at `data`, block by
+/// block ([`PREDICT_BLOCK_ROWS`]), writing one prediction per row (the class name, or the
+/// number) to `out` as each block is done. The header is checked against the model's features
+/// before any row is read; lines that are blank or start with `#` are skipped, a NUL byte or a
+/// line longer than the data reader's limit stops it. Returns, when the file also holds the
+/// model's target, how well the model does on it: `accuracy 0.9733 (146 of 150 rows, column
+/// `class`)` or `mse … (N rows, column `y`)`.
+pub fn predict_to(model: &Path, data: &Path, out: &mut dyn Write) -> Result<Option<String>> {
+    use crate::task::base::model::ModelKind;
+    use std::io::Read as _;
+    let model = crate::task::base::model::load(model)?;
+    let file = data.display().to_string();
+    let f = std::fs::File::open(data).with_context(|| format!("cannot read data file {file}"))?;
+    let mut input = std::io::BufReader::with_capacity(1 << 16, f);
+    let max_line = crate::data::read::MAX_LINE_BYTES;
+    let data_error = |line: usize, message: String| crate::data::DataError { file: file.clone(), line: Some(line), column: None, message };
+    // The next line that is neither blank nor a comment, with its number; `None` at the end.
+    let (mut buf, mut at) = (Vec::new(), 0usize);
+    let mut next_line = |buf: &mut Vec<u8>, header: bool| -> Result<Option<usize>> {
+        loop {
+            buf.clear();
+            at += 1;
+            let n = (&mut input).take(max_line as u64 + 1).read_until(b'\n', buf).with_context(|| format!("cannot read data file {file}"))?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if memchr::memchr(0, buf).is_some() {
+                return Err(data_error(at, "a NUL byte: this is binary data, not a text table".into()).into());
+            }
+            if buf.len() > max_line {
+                return Err(data_error(at, format!("a line longer than {max_line} bytes: this is not a table of one row per line")).into());
+            }
+            let text = std::str::from_utf8(buf).map_err(|_| data_error(at, "not UTF-8 text".into()))?.trim();
+            // The header may start with `#` (a commented header); after it, `#` starts a comment.
+            if text.is_empty() || (!header && text.starts_with('#')) {
+                continue;
+            }
+            return Ok(Some(at));
+        }
+    };
+    let Some(h) = next_line(&mut buf, true)? else {
+        return Err(data_error(1, "the file is empty: expected a header line".into()).into());
+    };
+    let mut header = String::from_utf8(std::mem::take(&mut buf)).unwrap_or_default();
+    if header.starts_with('\u{feff}') {
+        header.remove(0);
+    }
+    let header = header.trim_end().to_string();
+    // Each block is read as a table of the header and its rows, its line numbers the file's.
+    let table_of = |rows: &str, lines: &[usize]| -> Result<crate::data::classes::Table> {
+        let mut t = crate::data::classes::read_table(format!("{header}\n{rows}").as_bytes(), &file).map_err(|mut e| {
+            e.line = e.line.map(|l| if l >= 2 { lines.get(l - 2).copied().unwrap_or(l) } else { h });
+            e
+        })?;
+        for (row, &line) in t.rows.iter_mut().zip(lines) {
+            row.0 = line;
+        }
+        Ok(t)
+    };
+    // The header against the model: a missing feature is refused before any row is read.
+    let names = crate::data::classes::header_names(&header, &file, h)?;
+    model.check_columns(&names, &file)?;
+    let target = names.iter().position(|n| *n == model.target);
+    let (mut n_rows, mut right, mut sse) = (0usize, 0usize, 0.0f64);
+    let (mut rows, mut lines) = (String::new(), Vec::new());
+    let mut flush = |rows: &mut String, lines: &mut Vec<usize>, out: &mut dyn Write| -> Result<()> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let table = table_of(rows, lines)?;
+        let predictions = model.predict(&table, &file)?;
+        for p in &predictions {
+            writeln!(out, "{p}").context("cannot write standard output")?;
+        }
+        // Each block reaches the reader as it is done.
+        out.flush().context("cannot write standard output")?;
+        if let Some(j) = target {
+            match model.kind {
+                ModelKind::Classification => right += table.rows.iter().zip(&predictions).filter(|((_, c), p)| c[j] == **p).count(),
+                ModelKind::Regression => {
+                    let y = crate::data::classes::numeric_column(&table, j, &file)?;
+                    sse += y.iter().zip(&predictions).map(|(y, p)| (p.parse::<f64>().unwrap_or(f64::NAN) - y).powi(2)).sum::<f64>();
+                }
+            }
+        }
+        n_rows += lines.len();
+        rows.clear();
+        lines.clear();
+        Ok(())
+    };
+    while let Some(line) = next_line(&mut buf, false)? {
+        rows.push_str(std::str::from_utf8(&buf).unwrap_or_default().trim_end());
+        rows.push('\n');
+        lines.push(line);
+        if lines.len() == PREDICT_BLOCK_ROWS {
+            flush(&mut rows, &mut lines, out)?;
+        }
+    }
+    flush(&mut rows, &mut lines, out)?;
+    drop(flush);
+    anyhow::ensure!(n_rows > 0, crate::data::DataError { file: file.clone(), line: None, column: None, message: "the file has a header but no data rows".into() });
+    // When the file also holds the target, say how well the model does on it.
+    Ok(target.map(|_| match model.kind {
+        ModelKind::Classification => format!("accuracy {:.4} ({right} of {n_rows} rows, column `{}`)", right as f64 / n_rows as f64, model.target),
+        ModelKind::Regression => format!("mse {:.6e} ({n_rows} rows, column `{}`)", sse / n_rows as f64, model.target),
+    }))
+}
+
 /// What `grove predict` computed: one prediction per row (the class name, or the number) and,
 /// when the file also holds the model's target, how well the model does on it (one line).
 #[derive(Clone, Debug, PartialEq)]
@@ -333,40 +477,18 @@ pub struct Predictions {
     pub score: Option<String>,
 }
 
-/// Applies the model of the report at `model` to the rows of the data file at `data`.
+/// [`predict_to`], its predictions kept (for a caller that wants them whole).
 pub fn predict(model: &Path, data: &Path) -> Result<Predictions> {
-    use crate::task::base::model::ModelKind;
-    let model = crate::task::base::model::load(model)?;
-    let file = data.display().to_string();
-    let bytes = std::fs::read(data).with_context(|| format!("cannot read data file {file}"))?;
-    let table = crate::data::classes::read_table(&bytes, &file)?;
-    let predictions = model.predict(&table, &file)?;
-    // When the file also holds the target, say how well the model does on it.
-    let score = match table.names.iter().position(|n| *n == model.target) {
-        None => None,
-        Some(j) => {
-            let truth: Vec<&str> = table.rows.iter().map(|(_, c)| c[j].as_str()).collect();
-            Some(match model.kind {
-                ModelKind::Classification => {
-                    let right = truth.iter().zip(&predictions).filter(|(t, p)| t == p).count();
-                    format!("accuracy {:.4} ({right} of {} rows, column `{}`)", right as f64 / truth.len() as f64, truth.len(), model.target)
-                }
-                ModelKind::Regression => {
-                    let y = crate::data::classes::numeric_column(&table, j, &file)?;
-                    let mse = y.iter().zip(&predictions).map(|(y, p)| (p.parse::<f64>().unwrap_or(f64::NAN) - y).powi(2)).sum::<f64>()
-                        / y.len() as f64;
-                    format!("mse {mse:.6e} ({} rows, column `{}`)", y.len(), model.target)
-                }
-            })
-        }
-    };
+    let mut out = Vec::new();
+    let score = predict_to(model, data, &mut out)?;
+    let predictions = String::from_utf8_lossy(&out).lines().map(str::to_string).collect();
     Ok(Predictions { predictions, score })
 }
 
 /// The best program of the report at `model` as source code in `lang`.
 pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String> {
     let origin = model.display().to_string();
-    let bytes = std::fs::read(model).with_context(|| format!("cannot read the report {origin}"))?;
+    let bytes = crate::input::read_bytes(model, "the report", crate::input::REPORT_BYTES)?;
     let report: serde_json::Value = serde_json::from_slice(&bytes).with_context(|| format!("{origin} is not JSON"))?;
     // A `grove control` report holds a policy, not a model.
     if report.get("model").is_none() && report.get("policy").is_some() {
@@ -409,7 +531,10 @@ pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String
 
 /// Draws the plots of the report at `report` into `out`; returns the files written.
 pub fn plot(report: &Path, out: &Path) -> Result<Vec<PathBuf>> {
-    let text = std::fs::read_to_string(report).with_context(|| format!("cannot read the report {}", report.display()))?;
+    crate::report::files::check_output_dir(out, "the plots")?;
+    let plots = super::outputs::Outputs { plots: Some(out.to_path_buf()), ..Default::default() };
+    crate::report::files::check_distinct(&plots.named(None), &[Named::new("report it draws", report)])?;
+    let text = crate::input::read_text(report, "the report", crate::input::REPORT_BYTES)?;
     let value: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not a JSON report", report.display()))?;
     anyhow::ensure!(
         value.get("generations").is_some_and(|g| g.is_array()),
@@ -447,6 +572,24 @@ pub struct RolloutSettings {
     pub device: crate::backend::DeviceChoice,
 }
 
+impl RolloutSettings {
+    /// The files a roll-out reads: `--env` (a file, not a shipped environment), `--actions`,
+    /// `--policy`.
+    pub fn inputs(&self) -> Vec<Named> {
+        let mut out = Vec::new();
+        if let Some(e) = self.env.as_deref().filter(|e| !crate::sim::spec::SHIPPED.iter().any(|(n, _)| n == e)) {
+            out.push(Named::new("--env file", e));
+        }
+        if let Some(a) = &self.actions {
+            out.push(Named::new("--actions file", a));
+        }
+        if let Some(p) = &self.policy {
+            out.push(Named::new("--policy report", p));
+        }
+        out
+    }
+}
+
 /// The environment and profile asked for, defaulting to a replayed policy's (`grove rollout`,
 /// `grove render`).
 fn env_of(env: Option<&str>, profile: Option<&str>, saved: Option<&crate::task::control::SavedPolicy>) -> Result<(String, Option<String>)> {
@@ -470,10 +613,25 @@ pub fn rollout_model(s: &RolloutSettings) -> Result<(crate::sim::Model, Option<c
     Ok((model, saved))
 }
 
+/// The action file at `p`, each value clipped to its actuator's range with a note saying how
+/// many were outside.
+fn read_clipped(p: &Path, model: &crate::sim::Model) -> Result<Vec<Vec<f64>>> {
+    let mut rows = crate::sim::rollout::read_actions_file(p, model.nu())?;
+    let n = crate::sim::rollout::clip_to_ranges(&mut rows, model);
+    if n > 0 {
+        eprintln!("note: {n} actions of {} were outside their actuator's ctrl_range and were clipped to it", p.display());
+    }
+    Ok(rows)
+}
+
 /// Plays one episode as `s` says, writing the states when asked; returns the line `grove
 /// rollout` prints (`swimmer (brax): return ... over N steps`).
 pub fn rollout(s: &RolloutSettings) -> Result<String> {
-    use crate::sim::rollout::{ActionSource, RolloutOptions, read_actions_file};
+    use crate::sim::rollout::{ActionSource, RolloutOptions};
+    if let Some(p) = &s.states {
+        crate::report::files::check_output(p, "--states")?;
+        crate::report::files::check_distinct(&[Named::new("--states", p)], &s.inputs())?;
+    }
     let (model, saved) = rollout_model(s)?;
     let nodes = match (&s.actions, &saved) {
         (None, Some(saved)) => Some(
@@ -482,7 +640,7 @@ pub fn rollout(s: &RolloutSettings) -> Result<String> {
         _ => None,
     };
     let actions = match (&s.actions, &nodes) {
-        (Some(p), _) => ActionSource::Fixed(read_actions_file(p, model.nu())?),
+        (Some(p), _) => ActionSource::Fixed(read_clipped(p, &model)?),
         (None, Some(nodes)) => ActionSource::Policy(Box::new(crate::backend::cpu::control::Policy::for_model(nodes, &model)?)),
         (None, None) => ActionSource::Zero,
     };
@@ -609,6 +767,9 @@ pub struct RenderSettings {
 /// Draws an episode as `s` says; returns the line `grove render` prints.
 pub fn render(s: &RenderSettings) -> Result<String> {
     use crate::report::robot::{Policy, episode, read_policy, saved_policy, write};
+    crate::report::files::check_output(&s.out, "--out")?;
+    let inputs = RolloutSettings { env: s.env.clone(), actions: s.actions.clone(), policy: s.policy.clone(), ..Default::default() }.inputs();
+    crate::report::files::check_distinct(&[Named::new("--out", &s.out)], &inputs)?;
     let saved = s.policy.as_deref().map(read_policy).transpose()?;
     let (env, profile) = env_of(s.env.as_deref(), s.profile.as_deref(), saved.as_ref())?;
     let model = crate::sim::Model::load(&env, profile.as_deref())?;
@@ -616,7 +777,7 @@ pub fn render(s: &RenderSettings) -> Result<String> {
     let (mut policy, rows): (Policy<'static>, Option<usize>) = match (&saved, &s.actions) {
         (Some(p), _) => (saved_policy(p, &model)?, None),
         (None, Some(f)) => {
-            let rows = crate::sim::rollout::read_actions_file(f, nu)?;
+            let rows = read_clipped(f, &model)?;
             let n = rows.len();
             (Box::new(move |t: usize, _: &[f64]| rows[t].clone()), Some(n))
         }
