@@ -177,7 +177,10 @@ mod tests {
         assert!(err.contains("leaves the test set empty"), "{err}");
         let err = split(&d, 0.99, 1).unwrap_err().to_string();
         assert!(err.contains("leaves the training set empty"), "{err}");
-        let (train, test) = split(&numbered(2), 0.5, 1).unwrap();
-        assert_eq!((train.n_rows, test.n_rows), (1, 1));
+        // At least two training rows: one fits anything exactly.
+        let err = split(&numbered(2), 0.5, 1).unwrap_err().to_string();
+        assert!(err.contains("leaves 1 training row, fewer than the 2 a fit needs"), "{err}");
+        let (train, test) = split(&numbered(3), 0.3, 1).unwrap();
+        assert_eq!((train.n_rows, test.n_rows), (2, 1));
     }
 }
