@@ -239,7 +239,8 @@ fn fit_keeping_state(
             }
         }))
     });
-    let keeping = FileCheckpoints::new(path.clone(), 0, exp, &Default::default())?;
+    // The data is the estimator's, in memory: no input file to record.
+    let keeping = FileCheckpoints::of_data_in_memory(path.clone(), 0, exp)?;
     let opts = RunOptions { checkpoint: Some(Arc::new(keeping)), resume: warm.map(|c| c.run), log, ..opts };
     let result = fit(&opts);
     let state = std::fs::read(&path);

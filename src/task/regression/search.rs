@@ -135,7 +135,13 @@ pub fn fit(
     crate::task::base::search::register_operators(&settings.operators)?;
     settings.compiled_loss()?;
     settings.check_fitness_fn()?;
-    let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, crate::task::base::defaults::EVOLVE_AUTO)?;
+    // With a fitness of the user's own, `auto` without validation rows returns the training
+    // optimum of that fitness: the description length and the folds measure squared error.
+    let auto = match settings.own_fitness() {
+        true => crate::task::base::validation::Auto { small: crate::task::base::validation::Select::Train, ..crate::task::base::defaults::EVOLVE_AUTO },
+        false => crate::task::base::defaults::EVOLVE_AUTO,
+    };
+    let plan = crate::task::base::validation::Plan::new(settings.validation_fraction, settings.select, train.n_rows, auto)?;
     let (rows, validation) = validation_split(train, &plan, settings.engine.seed)?;
     // A fold count the rows cannot take is refused before the search.
     crate::task::base::crossval::fold_count(settings.folds, rows.n_rows)?;

@@ -379,6 +379,14 @@ impl FileCheckpoints {
         let inputs = record_inputs(&experiment)?;
         Ok(Self { path, every, experiment, outputs: outputs.absolute(), inputs })
     }
+
+    /// Checkpoints of a fit whose data its caller holds in memory (the Python estimators'
+    /// warm starts, `data: "python"`): the path is checked as by [`Self::new`], and no input
+    /// file is recorded, since the caller hands the same data to the resumed fit itself.
+    pub fn of_data_in_memory(path: PathBuf, every: usize, experiment: Experiment) -> Result<Self> {
+        check_checkpoint_path(&path)?;
+        Ok(Self { path, every, experiment, outputs: Outputs::default(), inputs: Vec::new() })
+    }
 }
 
 impl Checkpoints for FileCheckpoints {
