@@ -498,11 +498,9 @@ pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -
     Some((pick, why))
 }
 
-/// [`decide`] for the description length with the simple candidates ([`choose_described`]).
-pub fn decide_described(plan: &Plan, front: &[Candidate], simple: &[(Baseline, Described)], best_at: Option<usize>) -> Decision {
-    let Some((pick, why)) = choose_described(front, simple) else {
-        return decide(plan, front, best_at);
-    };
+/// The decision for `pick` under `plan`, its reason followed by the plan's note where `auto`
+/// chose the rule or the rule asked gave way.
+fn decided(plan: &Plan, pick: Pick, why: String) -> Decision {
     let why = match &plan.note {
         Some(note) if plan.asked == Select::Auto || plan.rule != plan.asked => format!("{why}; {note}"),
         _ => why,
@@ -511,6 +509,14 @@ pub fn decide_described(plan: &Plan, front: &[Candidate], simple: &[(Baseline, D
         Pick::Baseline(b) => Decision { baseline: Some(b), member: None, is_best: false, rule: plan.rule, why },
         Pick::Member(i) => Decision { baseline: None, member: Some(i), is_best: false, rule: plan.rule, why },
     }
+}
+
+/// [`decide`] for the description length with the simple candidates ([`choose_described`]).
+pub fn decide_described(plan: &Plan, front: &[Candidate], simple: &[(Baseline, Described)], best_at: Option<usize>) -> Decision {
+    let Some((pick, why)) = choose_described(front, simple) else {
+        return decide(plan, front, best_at);
+    };
+    decided(plan, pick, why)
 }
 
 /// What a run returns after choosing.
@@ -582,14 +588,7 @@ pub fn decide_resampled(plan: &Plan, front: &[Candidate], simple: &[(Baseline, S
     let Some((pick, why)) = choose_resampled(front, simple, how) else {
         return decide(plan, front, best_at);
     };
-    let why = match &plan.note {
-        Some(note) if plan.asked == Select::Auto || plan.rule != plan.asked => format!("{why}; {note}"),
-        _ => why,
-    };
-    match pick {
-        Pick::Baseline(b) => Decision { baseline: Some(b), member: None, is_best: false, rule: plan.rule, why },
-        Pick::Member(i) => Decision { baseline: None, member: Some(i), is_best: false, rule: plan.rule, why },
-    }
+    decided(plan, pick, why)
 }
 
 /// The report's `selection`: the rule asked and applied, why, the split's sizes and the front
