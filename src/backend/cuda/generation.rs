@@ -39,7 +39,7 @@ use crate::program::fitness::{Metric, RegressionConfig};
 const THREADS: u32 = 256;
 
 /// Words of the [`Mailbox`].
-pub const MAILBOX_WORDS: usize = 24;
+pub const MAILBOX_WORDS: usize = 32;
 /// Mailbox word where the partition counts start (`n_fast, n_deep, n_bad, first_bad`).
 const COUNTS_AT: usize = 8;
 /// Mailbox word where the breeding outcome counts start (8 words, [`super::BredCounts`]).
@@ -48,6 +48,8 @@ pub const BRED_AT: usize = 12;
 pub const CONTROL_DEEP_AT: usize = 20;
 /// Mailbox words (a u64) counting the env steps the generation's roll-outs played.
 pub const ENV_STEPS_AT: usize = 22;
+/// Mailbox word where NSGA-II's survivors' statistics start ([`GenStats`], 8 words).
+pub const SURVIVORS_AT: usize = 24;
 
 /// What the host reads after a generation, in one copy: [`GenStats`] (words 0..8), the
 /// partition counts of the next population (8..12) and its breeding counts (12..20).
@@ -75,6 +77,9 @@ pub struct MailboxRead {
     pub control_deep: usize,
     /// Control: env steps the evaluated generation's roll-outs played on the device.
     pub env_steps: u64,
+    /// NSGA-II: the statistics of the generation's survivors (zero where none were posted:
+    /// [`CudaEngine::post_stats`]).
+    pub survivors: GenStats,
 }
 
 /// The evaluation order of a population: tree ids, fast ones first.
@@ -144,6 +149,13 @@ impl Mailbox {
             bred,
             control_deep: words[CONTROL_DEEP_AT] as usize,
             env_steps: words[ENV_STEPS_AT] as u64 | (words[ENV_STEPS_AT + 1] as u64) << 32,
+            survivors: GenStats {
+                best: f(SURVIVORS_AT),
+                sum: f(SURVIVORS_AT + 2),
+                sum_len: f(SURVIVORS_AT + 4),
+                best_idx: words[SURVIVORS_AT + 6],
+                n_valid: words[SURVIVORS_AT + 7],
+            },
         }
     }
 }
@@ -459,31 +471,53 @@ impl CudaEngine {
         if n_elite > MAX_ELITE || n_elite > p {
             return Err(GpuError::Config(format!("{n_elite} elites: the device loop keeps at most {MAX_ELITE} (and at most P)")));
         }
-        let blocks = self.function(&GENERATION, &[], ARGMIN_BLOCKS)?;
-        let fin = self.function(&GENERATION, &[], ARGMIN_FINAL)?;
         for j in 0..n_elite.max(1) {
-            let params = GenParams { n: p as u32, max_len: pop.max_len() as u32, n_blocks: scratch.n_blocks, n_chosen: j as u32, ..GenParams::default() };
-            let mut b = self.stream.launch_builder(&blocks);
-            b.arg(&params).arg(&fit.fit).arg(&pop.len).arg(&scratch.chosen).arg(&mut scratch.partials);
-            let lc = LaunchConfig { grid_dim: (scratch.n_blocks, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: matches `grove_argmin_blocks(GroveGenParams, const double* fit, const
-            // unsigned short* lens, const unsigned* chosen, GroveArgmin* partials)`: fit and
-            // lens hold P entries, chosen MAX_ELITE (j < MAX_ELITE read), partials n_blocks
-            // (one per block); blocks split 0..P without overlap.
-            unsafe { b.launch(lc) }.during(|| format!("launching {ARGMIN_BLOCKS}"))?;
-            let mut b = self.stream.launch_builder(&fin);
-            let mut stats = m.buf.slice_mut(0..8);
-            b.arg(&params).arg(&scratch.partials).arg(&fit.fit).arg(&mut scratch.chosen).arg(&mut stats);
-            let lc = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (SCAN_THREADS, 1, 1), shared_mem_bytes: 0 };
-            // SAFETY: matches `grove_argmin_final(GroveGenParams, const GroveArgmin* partials,
-            // const double* fit, unsigned* chosen, GroveGenStats* stats)`: n_blocks <=
-            // GROVE_SCAN_THREADS partials, all written just before; chosen[j], j < MAX_ELITE;
-            // stats is 8 words (32 bytes, GenStats) at the mailbox's 256-byte aligned start.
-            unsafe { b.launch(lc) }.during(|| format!("launching {ARGMIN_FINAL}"))?;
+            self.argmin_pass(fit, pop, j, scratch, m, 0)?;
         }
         // The chosen buffer's first n_elite entries are indices below P by construction.
         let idx = self.stream.clone_dtod(&scratch.chosen.slice(..n_elite.max(1))).during(|| "copying the elite".into())?;
         Ok(DeviceIndices { idx, n: n_elite, bound: p, engine: self.id })
+    }
+
+    /// Queues the statistics of `fit` and `pop`'s lengths (as [`Self::elite_and_stats`]'s)
+    /// into the mailbox's words from [`SURVIVORS_AT`], where [`MailboxRead::survivors`] reads
+    /// them: NSGA-II's survivors, whose statistics are the generation's. `scratch`'s chosen
+    /// entry 0 is overwritten (queue this after the elite's copy).
+    pub fn post_stats(&self, fit: &DeviceFitness, pop: &DevicePopulation, scratch: &mut EliteScratch, m: &mut Mailbox) -> Result<()> {
+        let p = fit.n;
+        if pop.size() != p || fit.engine != self.id || m.engine != self.id || pop.engine != self.id {
+            return Err(GpuError::Input(format!("statistics of {p} fitness values for {} trees", pop.size())));
+        }
+        self.argmin_pass(fit, pop, 0, scratch, m, SURVIVORS_AT)
+    }
+
+    /// One pass of `grove_argmin_blocks` and `grove_argmin_final`: the best of `fit` not among
+    /// `scratch`'s first `j` chosen, into chosen entry `j`, and (the first pass) the statistics
+    /// into the mailbox's 8 words from `at`.
+    fn argmin_pass(&self, fit: &DeviceFitness, pop: &DevicePopulation, j: usize, scratch: &mut EliteScratch, m: &mut Mailbox, at: usize) -> Result<()> {
+        let p = fit.n;
+        let blocks = self.function(&GENERATION, &[], ARGMIN_BLOCKS)?;
+        let fin = self.function(&GENERATION, &[], ARGMIN_FINAL)?;
+        let params = GenParams { n: p as u32, max_len: pop.max_len() as u32, n_blocks: scratch.n_blocks, n_chosen: j as u32, ..GenParams::default() };
+        let mut b = self.stream.launch_builder(&blocks);
+        b.arg(&params).arg(&fit.fit).arg(&pop.len).arg(&scratch.chosen).arg(&mut scratch.partials);
+        let lc = LaunchConfig { grid_dim: (scratch.n_blocks, 1, 1), block_dim: (REDUCE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_argmin_blocks(GroveGenParams, const double* fit, const
+        // unsigned short* lens, const unsigned* chosen, GroveArgmin* partials)`: fit and
+        // lens hold P entries, chosen MAX_ELITE (j < MAX_ELITE read), partials n_blocks
+        // (one per block); blocks split 0..P without overlap.
+        unsafe { b.launch(lc) }.during(|| format!("launching {ARGMIN_BLOCKS}"))?;
+        let mut b = self.stream.launch_builder(&fin);
+        let mut stats = m.buf.slice_mut(at..at + 8);
+        b.arg(&params).arg(&scratch.partials).arg(&fit.fit).arg(&mut scratch.chosen).arg(&mut stats);
+        let lc = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (SCAN_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_argmin_final(GroveGenParams, const GroveArgmin* partials,
+        // const double* fit, unsigned* chosen, GroveGenStats* stats)`: n_blocks <=
+        // GROVE_SCAN_THREADS partials, all written just before; chosen[j], j < MAX_ELITE;
+        // stats is 8 words (32 bytes, GenStats) of the mailbox from word `at` (0 or
+        // SURVIVORS_AT: 8-byte aligned, as its doubles need).
+        unsafe { b.launch(lc) }.during(|| format!("launching {ARGMIN_FINAL}"))?;
+        Ok(())
     }
 
 }

@@ -116,13 +116,15 @@ pub(super) fn evaluate(i: &mut Island<'_, '_, '_>, gen: usize, link: Link<'_>) -
 }
 
 /// Queues island `i`'s elite and statistics (into its mailbox) and its per-size summary; then,
-/// with NSGA-II, its survivors (the evaluated children stay for the host's reads).
+/// with NSGA-II, its survivors and their statistics (the evaluated children stay for the host's
+/// reads of the best and the hall of fame).
 pub(super) fn elite_and_sizes(i: &mut Island<'_, '_, '_>, n_elite: usize) -> Result<()> {
     let e = i.task.engine();
     i.elite = Some(e.elite_and_stats(&i.fit, &i.pop, n_elite, &mut i.es, &mut i.mail)?);
     e.size_summary(&i.fit, &i.pop, &mut i.sizes)?;
     if let Some(s) = i.survival.as_mut() {
         s.survive(e, &i.pop, &i.fit, i.ge.as_ref().map(|g| (&g.genomes, g.mapping.scratch.used())))?;
+        s.post_stats(e, &mut i.es, &mut i.mail)?;
     }
     Ok(())
 }

@@ -4,8 +4,8 @@
 //! the device, crosses and mutates them there and maps them straight to trees
 //! (`map_trees`, `kernels/map.cu`). Evaluation, statistics, the elite, the hall of fame's view
 //! and the host's reads are one loop for both. Per generation the host waits once and reads a
-//! mailbox of 24 words (the statistics, the next population's evaluation order counts and
-//! breeding counts: [`crate::backend::cuda::MailboxRead`]) and a per-size summary (for the hall
+//! mailbox of 32 words (the statistics, the next population's evaluation order counts and
+//! breeding counts, NSGA-II's survivors' statistics: [`crate::backend::cuda::MailboxRead`]) and a per-size summary (for the hall
 //! of fame and the median size), then, in one copy, the trees that improve the best program or
 //! a size's best (and, for GE, the best genome); [`Transfers`] counts every copy. Snapshots
 //! (checkpoints, Ctrl-C) copy the next population (trees or genomes) back.

@@ -8,7 +8,7 @@
 
 use anyhow::Result;
 
-use crate::backend::cuda::{CudaEngine, DeviceFitness, DeviceGenomes, DevicePopulation, DeviceUsed};
+use crate::backend::cuda::{CudaEngine, DeviceFitness, DeviceGenomes, DevicePopulation, DeviceUsed, EliteScratch, Mailbox};
 use crate::evolve::{Archive, Representation};
 
 /// One island's NSGA-II state on its GPU.
@@ -106,6 +106,15 @@ impl Survival {
             self.surv.copy_from(e, trees, fit, ge, 0)?;
         }
         self.keep(e)
+    }
+
+    /// Queues the survivors' statistics into `mail` (read as [`MailboxRead::survivors`]): the
+    /// generation's, as the host loop's statistics after its survival.
+    ///
+    /// [`MailboxRead::survivors`]: crate::backend::cuda::MailboxRead::survivors
+    pub(super) fn post_stats(&self, e: &CudaEngine, scratch: &mut EliteScratch, mail: &mut Mailbox) -> Result<()> {
+        e.post_stats(&self.surv.fit, &self.surv.trees, scratch, mail)?;
+        Ok(())
     }
 
     /// The survivors (as they are now: after a migration, with their immigrants) kept in the

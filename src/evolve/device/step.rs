@@ -14,6 +14,7 @@ use super::observe::{Seen, observe};
 use super::profile::StageTimes;
 use super::snapshot::outcome_rows;
 use super::{DeviceLoop, DeviceTask, Island, Transfers, bytes};
+use crate::backend::cuda::params::GenStats;
 use crate::backend::cuda::MailboxRead;
 use crate::evolve::{GenerationStats, Observer, islands};
 use crate::program::tree::Population;
@@ -44,7 +45,13 @@ impl DeviceLoop<'_, '_, '_, '_> {
                 played.1 += seconds;
             }
         }
-        let each: Vec<GenerationStats> = reads.iter().map(|r| island_stats(gen, r, p, seconds)).collect();
+        // With NSGA-II the generation's statistics are its survivors' (the host loop's too).
+        let each: Vec<GenerationStats> = self
+            .isl
+            .iter()
+            .zip(&reads)
+            .map(|(i, r)| island_stats(gen, if i.survival.is_some() { &r.survivors } else { &r.stats }, p, seconds))
+            .collect();
         let stats = islands::combine(gen, &each, p, seconds);
         // A generation that ends the run early: its evaluated rows for the outcome, the next
         // generation (bred above) for the snapshot.
@@ -131,7 +138,7 @@ impl DeviceLoop<'_, '_, '_, '_> {
                     let again = i.engine().read_mailbox(&i.mail)?;
                     self.books.tr.mailbox_reads += 1;
                     self.books.tr.mailbox_bytes += bytes::MAILBOX;
-                    *r = MailboxRead { stats: r.stats, env_steps: r.env_steps, ..again };
+                    *r = MailboxRead { stats: r.stats, survivors: r.survivors, env_steps: r.env_steps, ..again };
                 }
                 reads
             }
@@ -156,10 +163,9 @@ impl DeviceLoop<'_, '_, '_, '_> {
     }
 }
 
-/// One island's statistics of generation `gen` from its mailbox read `r` (`p` rows; the best
-/// is `+inf` and the means NaN when no row is valid).
-fn island_stats(gen: usize, r: &MailboxRead, p: usize, seconds: f64) -> GenerationStats {
-    let s = r.stats;
+/// One island's statistics of generation `gen` from its mailbox's statistics `s` (`p` rows; the
+/// best is `+inf` and the means NaN when no row is valid).
+fn island_stats(gen: usize, s: &GenStats, p: usize, seconds: f64) -> GenerationStats {
     let nv = s.n_valid as usize;
     GenerationStats {
         generation: gen,
