@@ -192,6 +192,32 @@ fn map_handles_empty_populations_and_table_switches() {
     }
 }
 
+/// A user operator registered between two mappings (a `--loss` or `--define` of another run in
+/// the process) loads map.cu afresh, with empty constant memory: the rule table must be uploaded
+/// there too. It was not (the engine remembered the blob, not the module), and every genome
+/// then mapped to nothing: GE runs on the device after the first found no valid program.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn map_after_a_user_operator_is_registered_sees_the_table() {
+    let engine = engine();
+    let gs = grammars();
+    let cfg = MapConfig::default();
+    let genomes = random_genomes(300, 5);
+    let (name, l) = &gs[0];
+    let valid = |gpu: &GpuMapping| gpu.mapped.iter().filter(|m| m.invalid.is_none()).count();
+    let before = engine.map_genomes(&l.table, &genomes, &cfg, 256).unwrap();
+    assert!(first_mismatch(l, &genomes, &cfg, 256, &before).is_none(), "{name}");
+    assert!(valid(&before) > 0, "{name}: some genomes map");
+    // A name of this test's own: the registry is the process's.
+    let n = grove::program::ops::user::registered().len();
+    grove::program::ops::user::register(&[format!("mapreg{n}(a, b) = a * b + 1")]).unwrap();
+    let after = engine.map_genomes(&l.table, &genomes, &cfg, 256).unwrap();
+    if let Some(m) = first_mismatch(l, &genomes, &cfg, 256, &after) {
+        panic!("{name}, after a user operator was registered: {m}");
+    }
+    assert_eq!(valid(&after), valid(&before), "{name}");
+}
+
 /// Without a GPU: the derivation cap stops the CPU mapper where the derivation would outgrow
 /// it, with the counts reached, and changes nothing below it.
 #[test]

@@ -9,7 +9,7 @@
 //! `max_derivation` entries per genome: a longer derivation stops the mapping with
 //! [`Invalid::DerivationTooLong`], as [`Mapper::with_max_derivation`] does on the CPU.
 
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{GE_SUBTREE_CROSSOVER, GE_SUBTREE_MUTATE, INIT_GENOMES, MAP, MAP_KERNEL, MAP_TABLE_SYMBOL, MAP_TREES_KERNEL};
@@ -167,14 +167,13 @@ impl CudaEngine {
         if genomes.n == 0 {
             return Ok(());
         }
-        let f = self.function(&MAP, &[], MAP_KERNEL)?;
         // The table lives in the module's constant memory, shared by every launch on this
         // engine: the lock keeps another thread's table out between the upload and the launch
         // (both are queued on the one stream, which orders them).
         let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
         let blob = table.to_device_blob();
         let table_words = if launch.shared_table && blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
-        self.set_map_tables(&blob)?;
+        let f = self.map_kernel(MAP_KERNEL, &blob)?;
         let params = map_params(genomes, cfg, out.max_derivation, table_words);
         let lc = LaunchConfig {
             grid_dim: ((genomes.n as u32).div_ceil(t), 1, 1),
@@ -363,19 +362,24 @@ impl CudaEngine {
         })
     }
 
-    /// Uploads `tables` into the map module's constant memory unless they are there already.
-    fn set_map_tables(&self, blob: &[u8]) -> Result<()> {
+    /// Map kernel `name`, with `blob` (the rule table and templates) in its module's constant
+    /// memory, uploaded unless it is there already. The module is the one loaded now: a user operator registered
+    /// since the last upload (a `--loss`, a `--define`) loads the module afresh, with its own,
+    /// empty constant memory, so the table is uploaded again there (it was not, and every
+    /// genome then mapped to nothing).
+    fn map_kernel(&self, name: &'static str, blob: &[u8]) -> Result<CudaFunction> {
+        let (module, _) = self.load(&MAP, &[])?;
         let mut current = self.map_table.lock().unwrap_or_else(|e| e.into_inner());
-        if current.as_deref() != Some(blob) {
-            let (module, _) = self.load(&MAP, &[])?;
+        let here = matches!(&*current, Some((m, b)) if std::sync::Arc::ptr_eq(m, &module) && b[..] == *blob);
+        if !here {
             let mut sym = module.get_global(MAP_TABLE_SYMBOL, &self.stream).during(|| format!("finding {MAP_TABLE_SYMBOL}"))?;
             if blob.len() > sym.len() {
                 return Err(GpuError::Input(format!("rule table and templates of {} bytes; constant memory holds {}", blob.len(), sym.len())));
             }
             self.stream.memcpy_htod(blob, &mut sym).during(|| "uploading the rule table".into())?;
-            *current = Some(blob.to_vec());
+            *current = Some((module.clone(), blob.to_vec()));
         }
-        Ok(())
+        module.load_function(name).during(|| format!("finding kernel {name} in {}", MAP.file))
     }
 
     /// Queues `grove_map_trees`: every genome mapped (with `cfg`, at most [`crate::genome::MAP_STACK`]
@@ -399,12 +403,11 @@ impl CudaEngine {
         if genomes.engine != self.id || scratch.engine != self.id || scratch.n != p {
             return Err(GpuError::Input(format!("mapping {p} genomes with scratch for {}", scratch.n)));
         }
-        let f = self.function(&MAP, &[], MAP_TREES_KERNEL)?;
         let blob = &tables.blob;
         // One blob for both kernels of the module: the lock (inside) keeps another table out
         // until the launch is queued.
         let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
-        self.set_map_tables(blob)?;
+        let f = self.map_kernel(MAP_TREES_KERNEL, blob)?;
         let table_words = if launch.shared_table && blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
         let max_len = trees.as_ref().map_or(0, |pop| pop.max_len());
         if let Some(pop) = &trees {
@@ -507,9 +510,8 @@ impl CudaEngine {
         }
         let mut g = self.alloc_genomes(p, capacity)?;
         let mut flag = self.stream.alloc_zeros::<u32>(p).during(|| "allocating init flags".into())?;
-        let f = self.function(&MAP, &[], INIT_GENOMES)?;
         let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
-        self.set_map_tables(&tables.blob)?;
+        let f = self.map_kernel(INIT_GENOMES, &tables.blob)?;
         let table_words = if tables.blob.len() <= SHARED_TABLE_MAX_BYTES { tables.blob.len().div_ceil(4) as u32 } else { 0 };
         let params = InitParams {
             n: p as u32,
@@ -598,10 +600,9 @@ impl CudaEngine {
             return Err(GpuError::Input(format!("{stride} scratch words a pair")));
         }
         let words = n_pairs.checked_mul(stride).ok_or_else(|| GpuError::Input("subtree crossover scratch too large".into()))?;
-        let f = self.function(&MAP, &[], GE_SUBTREE_CROSSOVER)?;
         let blob = &tables.blob;
         let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
-        self.set_map_tables(blob)?;
+        let f = self.map_kernel(GE_SUBTREE_CROSSOVER, blob)?;
         let table_words = if blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
         let params = SubtreeParams {
             map: map_params(parents, cfg, max_derivation, table_words),
@@ -672,10 +673,9 @@ impl CudaEngine {
             return Err(GpuError::Input(format!("{stride} scratch words a row")));
         }
         let words = n.checked_mul(stride).ok_or_else(|| GpuError::Input("subtree mutation scratch too large".into()))?;
-        let f = self.function(&MAP, &[], GE_SUBTREE_MUTATE)?;
         let blob = &tables.blob;
         let _order = self.map_order.lock().unwrap_or_else(|e| e.into_inner());
-        self.set_map_tables(blob)?;
+        let f = self.map_kernel(GE_SUBTREE_MUTATE, blob)?;
         let table_words = if blob.len() <= SHARED_TABLE_MAX_BYTES { blob.len().div_ceil(4) as u32 } else { 0 };
         let params = SubtreeMutateParams {
             map: map_params(genomes, cfg, max_derivation, table_words),

@@ -103,8 +103,8 @@ pub struct CudaEngine {
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
     functions: Mutex<HashMap<(&'static str, usize), CudaFunction>>,
     loads: Mutex<Vec<ModuleLoad>>,
-    /// The rule table blob now in map.cu's constant memory (see `map.rs`).
-    map_table: Mutex<Option<Vec<u8>>>,
+    /// The map module whose constant memory holds a rule table blob, and the blob (see `map.rs`).
+    map_table: Mutex<Option<(Arc<CudaModule>, Vec<u8>)>>,
     /// Held from a map launch's table upload until the launch is queued.
     map_order: Mutex<()>,
     /// Buffers reused by evaluation calls (locked for a whole call).
