@@ -466,6 +466,16 @@ impl Backend {
         }
     }
 
+    /// A batch of predictions computed on the host (`programs × rows`) with their targets, for a
+    /// fitness function of the user's own: copied onto the GPU on a GPU backend (the function
+    /// then gets device arrays at every call of a GPU run), else kept on the host.
+    pub fn host_prediction_batch(&self, pred: Vec<f32>, y: &[f32], programs: usize, rows: usize) -> Result<PredictionBatch> {
+        match self.engine() {
+            Some(e) if programs > 0 => Ok(PredictionBatch::Device(e.upload_batch(&pred, y, programs, rows)?)),
+            _ => Ok(PredictionBatch::Host { pred, y: y.to_vec(), programs, rows }),
+        }
+    }
+
     /// The fitted head's sums ([`crate::program::head::HeadSums`]) of every individual of
     /// `pop` (`2 ..= MAX_HEAD` output slots) on `data`: on the GPU when the data is there
     /// (`grove_head_sums` after the prediction kernels), else on the CPU

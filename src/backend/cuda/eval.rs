@@ -813,6 +813,21 @@ impl CudaEngine {
         Ok((0..p).map(|t| LossSums { n: n as u64, sum: sums[t], finite: bad[t] == 0 && pop.len[t] > 0 }).collect())
     }
 
+    /// A batch of predictions computed on the host (`programs × rows`, row-major) with its
+    /// targets, copied onto this GPU: a fitness function of the user's own on a GPU run gets
+    /// device arrays for every call, also the scores of the returned model (which the host
+    /// computes). A program is valid where its predictions are all finite.
+    pub fn upload_batch(&self, pred: &[f32], y: &[f32], programs: usize, rows: usize) -> Result<DeviceBatch> {
+        if pred.len() != programs * rows || y.len() != rows || programs == 0 {
+            return Err(GpuError::Input(format!("a batch of {} predictions and {} targets for {programs} programs × {rows} rows", pred.len(), y.len())));
+        }
+        let valid = (0..programs).map(|t| rows > 0 && pred[t * rows..(t + 1) * rows].iter().all(|v| v.is_finite())).collect();
+        let d_pred = self.stream.clone_htod(pred).during(|| "copying a batch's predictions".into())?;
+        let d_y = self.stream.clone_htod(y).during(|| "copying a batch's targets".into())?;
+        self.stream.synchronize().during(|| "copying a batch".into())?;
+        Ok(DeviceBatch { pred: d_pred, y: d_y, valid, programs, rows, ordinal: self.ordinal(), ctx: self.ctx.clone() })
+    }
+
     /// Every individual's predictions at `data`'s rows, left on the device: `[P × N]` f32, the
     /// program's value under its linear scaling where `scaled` (`grove_scale_predictions`, as
     /// [`Self::evaluate_loss`] scales them; a program with a NaN or infinite value keeps its

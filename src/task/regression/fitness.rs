@@ -332,8 +332,15 @@ pub fn scores_limited(nodes: &[Node], data: &Dataset, readout: &Readout, linear:
 /// training rows) on `data`: a loss's mean or sum at each row's prediction (`a·f + b` rounded to
 /// f32, as the search scores it), or the fitness function's scores of one batch of them;
 /// `+inf` for a program with a non-finite prediction. `None` without a fitness of the user's
-/// own.
-pub fn own_scores(loss: Option<&Loss>, fitness_fn: Option<&dyn BatchFitness>, members: &[(&[Node], &Readout)], data: &Dataset) -> anyhow::Result<Option<Vec<f64>>> {
+/// own. The predictions are computed on the host; on a GPU `backend` the function's batch is
+/// copied onto the device, so that it gets device arrays at every call of the run.
+pub fn own_scores(
+    loss: Option<&Loss>,
+    fitness_fn: Option<&dyn BatchFitness>,
+    members: &[(&[Node], &Readout)],
+    data: &Dataset,
+    backend: &crate::backend::Backend,
+) -> anyhow::Result<Option<Vec<f64>>> {
     if loss.is_none() && fitness_fn.is_none() {
         return Ok(None);
     }
@@ -363,7 +370,7 @@ pub fn own_scores(loss: Option<&Loss>, fitness_fn: Option<&dyn BatchFitness>, me
         ));
     }
     let f = fitness_fn.expect("checked above");
-    let batch = crate::backend::PredictionBatch::Host { pred, y: data.y.clone(), programs: members.len(), rows: n };
+    let batch = backend.host_prediction_batch(pred, &data.y, members.len(), n)?;
     checked_scores(f, batch).map(Some)
 }
 

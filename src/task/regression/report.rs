@@ -122,6 +122,7 @@ fn score_front<'h>(
     fitted: &Fitted<'_>,
     rows: &Dataset,
     validation: Option<&Dataset>,
+    backend: &crate::backend::Backend,
 ) -> anyhow::Result<Front<'h>> {
     use crate::task::base::validation::{Candidate, constants_of, description_length, gaussian_nll, primitives_of};
     let (parsimony, metric) = (settings.regression.parsimony, settings.regression.metric);
@@ -161,7 +162,7 @@ fn score_front<'h>(
         let loss = settings.compiled_loss()?;
         let fitness_fn = settings.fitness_fn.as_ref().map(|f| &*f.0);
         let batch: Vec<(&[Node], &Readout)> = members.iter().zip(&models).map(|((_, e, _), (r, _))| (&e.nodes[..], r)).collect();
-        if let Some(scores) = own_scores(loss.as_ref(), fitness_fn, &batch, v)? {
+        if let Some(scores) = own_scores(loss.as_ref(), fitness_fn, &batch, v, backend)? {
             for (c, s) in cands.iter_mut().zip(scores) {
                 c.validation = Some(s);
             }
@@ -208,7 +209,7 @@ pub fn finish(
     // what the terms left.
     let joint = if k <= 1 { linear.joint() } else { None };
     let fitted = Fitted { rows: fit_rows.as_ref(), lin, joint, linear_scaling: settings.regression.linear_scaling, outputs: k };
-    let mut front = score_front(settings, searched, &fitted, rows, validation)?;
+    let mut front = score_front(settings, searched, &fitted, rows, validation, backend)?;
     let best_at = front.members.iter().position(|(_, e, _)| e.nodes == outcome.best.nodes);
     // The simplest candidates: the mean, and the terms alone where some input was chosen.
     let terms_alone = linear.fit.as_ref().filter(|f| f.inputs > 0 && f.joint.is_some()).map(|f| &f.linear);
@@ -289,7 +290,7 @@ pub fn finish(
         let loss = settings.compiled_loss()?;
         let fitness_fn = settings.fitness_fn.as_ref().map(|f| &*f.0);
         let one = [(&best.nodes[..], &chosen)];
-        let own = |d: &Dataset| own_scores(loss.as_ref(), fitness_fn, &one, d).map(|s| s.map(|s| s[0]));
+        let own = |d: &Dataset| own_scores(loss.as_ref(), fitness_fn, &one, d, backend).map(|s| s.map(|s| s[0]));
         scored.train.loss = own(rows)?;
         if let (Some(s), Some(v)) = (scored.validation.as_mut(), validation) {
             s.loss = own(v)?;
