@@ -116,6 +116,37 @@ fn bad_linear_settings_get_one_clear_line() {
     assert!(!report.exists(), "a refused run writes nothing");
 }
 
+/// An iteration of more than `LARGE_ITERATION_STEPS` env steps is announced before its first
+/// roll-out, with its steps and memory (issue 59: `--directions 1048576` ran for minutes without a
+/// line); a small one is not.
+#[test]
+fn a_large_iteration_is_announced_before_it_plays() {
+    use std::io::BufRead;
+    let d = dir("linear-large");
+    // 2 × 60000 + 1 policies × 1 episode × 1000 steps: 1.2 × 10⁸ steps, over the line.
+    let report = d.join("r.json");
+    let args = ["control", "--env", "hopper", "--policy", "linear", "--directions", "60000", "--top-directions", "8", "--gens", "1", "--episodes", "1", "--report", s(&report)];
+    let mut child = grove_command(&args, Device::Cpu, None).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut note = None;
+    for line in std::io::BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.starts_with("note: an iteration") {
+            note = Some(line);
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let note = note.expect("the note comes before the first roll-out");
+    assert!(note.contains("--directions 60000") && note.contains("1.20e8 env steps") && note.contains("episodes of up to 1000 steps") && note.contains("of memory"), "{note}");
+    // Small iterations say nothing of it.
+    let small = d.join("small.json");
+    let out = grove(&["control", "--env", "swimmer", "--policy", "linear", "--device", "cpu", "--directions", "4", "--top-directions", "2", "--gens", "1", "--episode-steps", "20", "--test-episodes", "1", "--report", s(&small)]);
+    assert_ok(&out);
+    assert!(small.exists());
+    assert!(!text(&out.stderr).contains("note: an iteration"), "{}", text(&out.stderr));
+}
+
 /// `grove export` of a control report: `act` (tanh of each output) in Python, C and Rust gives
 /// the actions grove plays, for a linear policy and an evolved program alike.
 #[test]

@@ -260,7 +260,7 @@ pub fn search(settings: &ControlSettings, backend: &Backend, opts: &crate::task:
         settings.islands.count
     );
     let arena = Arena::load(settings)?;
-    check_memory(settings, &arena, backend, opts.max_memory, 0)?;
+    check_memory(settings, &arena, backend, opts, 0)?;
     let (nu, n_obs) = (arena.m.nu(), arena.m.obs_size);
     let mut search = match &opts.resume {
         None => Search::fresh(nu, n_obs),
@@ -462,13 +462,37 @@ pub fn iteration_need(cfg: &ArsConfig, episodes: usize, nu: usize, n_obs: usize,
     (policies.saturating_mul(host), policies.saturating_mul(device))
 }
 
+/// Env steps of one iteration above which the search says, before its first roll-out, what an
+/// iteration plays (issue 59: `--directions 1048576` ran for minutes without a line).
+pub const LARGE_ITERATION_STEPS: u64 = 100_000_000;
+
 /// Refuses a linear or residual search whose iteration ([`iteration_need`]) does not fit the
-/// host's or the GPU's memory or `--max-memory`, before its first roll-out.
-pub fn check_memory(settings: &ControlSettings, arena: &Arena, backend: &Backend, max_memory: Option<u64>, program_nodes: usize) -> Result<()> {
+/// host's or the GPU's memory or `--max-memory`, before its first roll-out; where it fits but
+/// plays more than [`LARGE_ITERATION_STEPS`] env steps, says so (unless quiet) with its
+/// memory, so that a long first iteration is expected.
+pub fn check_memory(settings: &ControlSettings, arena: &Arena, backend: &Backend, opts: &crate::task::base::options::RunOptions, program_nodes: usize) -> Result<()> {
     let (host, device) = iteration_need(&settings.linear, settings.episodes, arena.m.nu(), arena.m.obs_size, program_nodes);
     let need = crate::task::base::plan::Need { host, device: if backend.is_gpu() { device } else { 0 } };
-    let what = format!("an iteration of --directions {} (2 × {} + 1 policies, {} episodes each)", settings.linear.directions, settings.linear.directions, settings.episodes);
-    crate::task::base::plan::check(&need, &what, "lower --directions or --episodes, or give --max-memory a larger size", max_memory, backend.free_memory()?)
+    let n = settings.linear.directions;
+    let what = format!("an iteration of --directions {n} (2 × {n} + 1 policies, {} episodes each)", settings.episodes);
+    crate::task::base::plan::check(&need, &what, "lower --directions or --episodes, or give --max-memory a larger size", opts.max_memory, backend.free_memory()?)?;
+    let steps = iteration_steps(&settings.linear, settings.episodes, arena.run.steps);
+    if steps > LARGE_ITERATION_STEPS && !opts.quiet {
+        let memory = match backend.is_gpu() {
+            true => format!("{} of host and {} of GPU memory", crate::task::base::plan::show_size(host), crate::task::base::plan::show_size(device)),
+            false => format!("{} of memory", crate::task::base::plan::show_size(host)),
+        };
+        opts.say(&format!(
+            "note: {what} plays up to {steps:.2e} env steps (episodes of up to {} steps) and holds about {memory}; the first progress line comes after it (Ctrl-C stops the run)",
+            arena.run.steps
+        ));
+    }
+    Ok(())
+}
+
+/// Env steps one iteration plays at most: `2N + 1` policies × `episodes` × `steps`.
+pub fn iteration_steps(cfg: &ArsConfig, episodes: usize, steps: usize) -> u64 {
+    (2 * cfg.directions as u64 + 1).saturating_mul(episodes as u64).saturating_mul(steps as u64)
 }
 
 /// Checks `--policy linear`'s settings against the budget of one iteration.

@@ -189,7 +189,7 @@ pub fn search(settings: &ControlSettings, backend: &Backend, opts: &crate::task:
     let start = std::time::Instant::now();
     let arena = Arena::load(settings)?;
     // The head's tunings play the linear policy composed with a program of up to --max-len.
-    super::linear::check_memory(settings, &arena, backend, opts.max_memory, settings.engine.max_len)?;
+    super::linear::check_memory(settings, &arena, backend, opts, settings.engine.max_len)?;
     let (nu, n_obs, name) = (arena.m.nu(), arena.m.obs_size, arena.m.name.clone());
     let iterations = settings.linear_iterations;
     let linear = |mut search: Search| -> Result<LinearStage> {
