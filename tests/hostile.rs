@@ -332,6 +332,44 @@ fn max_memory_bounds_linear_policies_and_large_data() {
     }
 }
 
+/// `--max-memory` (and `GROVE_MAX_MEMORY`) bounds the commands that read files whole and evolve
+/// nothing: a report, grammar, action or env file whose reading would need more (about six
+/// times its size) is refused before it is read, naming the file and the limit; the same file
+/// is read under a limit that holds it.
+#[test]
+fn max_memory_bounds_every_reader() {
+    let d = dir("max_memory_readers");
+    let report = d.join("r.json");
+    assert_ok(&grove_cpu(&["evolve", "--data", "builtin:pagie1", "--functions", "add,mul", "--pop", "50", "--gens", "1", "--quiet", "--report", s(&report)]));
+    // The report grown past 1 MiB by a field no reader needs.
+    let mut json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    json["padding"] = serde_json::Value::String("x".repeat(2 << 20));
+    std::fs::write(&report, json.to_string()).unwrap();
+    let data = d.join("rows.csv");
+    std::fs::write(&data, "x0,x1\n1,2\n3,4\n").unwrap();
+    let grammar = d.join("g.bnf");
+    std::fs::write(&grammar, format!("<e> ::= <e> + <e> | x[:, 0] | 1\n# {}\n", "y".repeat(2 << 20))).unwrap();
+    let refused = ["needs about", "of memory, more than the 4.0 MiB --max-memory allows"];
+    for args in [
+        vec!["export", "--model", s(&report), "--lang", "python"],
+        vec!["predict", "--model", s(&report), "--data", s(&data)],
+        vec!["plot", s(&report), "--out", s(&d.join("plots"))],
+        vec!["check", s(&grammar)],
+    ] {
+        let o = grove_cpu(&[&args[..], &["--max-memory", "4M"]].concat());
+        assert_one_line_error(&o, &refused);
+        assert!(text(&o.stderr).contains(if args[0] == "check" { "g.bnf" } else { "r.json" }), "{}", text(&o.stderr));
+        // The environment variable is the same limit.
+        let mut c = support::grove_command(&args, support::Device::Cpu, None);
+        let o = c.env("GROVE_MAX_MEMORY", "4M").output().unwrap();
+        assert_one_line_error(&o, &refused);
+        assert!(args[0] != "plot" || !d.join("plots").exists(), "a refused plot writes nothing");
+        // A limit that holds the file lets it be read.
+        let o = grove_cpu(&[&args[..], &["--max-memory", "1G"]].concat());
+        assert!(!text(&o.stderr).contains("--max-memory allows"), "{}", text(&o.stderr));
+    }
+}
+
 /// `grove predict` of `model` on a FIFO the test writes: `lines` first, then the FIFO held
 /// open until `until` says so; returns the child (its stdout piped) and the writer.
 fn predict_on_fifo(model: &Path, fifo: &Path, lines: String, hold: std::sync::mpsc::Receiver<()>) -> (std::process::Child, std::thread::JoinHandle<()>) {

@@ -71,6 +71,21 @@ pub fn run() -> Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    // Every whole-file read of the command honours its --max-memory (GROVE_MAX_MEMORY).
+    crate::input::set_max_memory(match &cli.command {
+        Command::Check(a) => a.memory.max_memory,
+        Command::Map(a) => a.max_memory,
+        Command::Evolve(a) => a.run.max_memory,
+        Command::Classify(a) => a.run.max_memory,
+        Command::Predict(a) => a.memory.max_memory,
+        Command::Bench(a) => a.max_memory,
+        Command::Control(a) => a.run.max_memory,
+        Command::Rollout(a) => a.memory.max_memory,
+        Command::Run(a) => a.flags.max_memory,
+        Command::Plot(a) => a.memory.max_memory,
+        Command::Export(a) => a.memory.max_memory,
+        Command::Render(a) => a.memory.max_memory,
+    });
     match cli.command {
         Command::Check(args) => tools::check(&args),
         Command::Map(args) => tools::map(&args),

@@ -77,6 +77,9 @@ pub struct PlotArgs {
     /// Directory for the plots.
     #[arg(long, default_value = "plots")]
     pub out: PathBuf,
+    /// The memory limit of the files read.
+    #[command(flatten)]
+    pub memory: super::tools::MemoryArgs,
 }
 
 /// `grove export`.
@@ -91,6 +94,9 @@ pub struct ExportArgs {
     /// Write the source here instead of standard output.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// The memory limit of the files read.
+    #[command(flatten)]
+    pub memory: super::tools::MemoryArgs,
 }
 
 /// `grove render`.
@@ -128,6 +134,9 @@ pub struct RenderArgs {
     /// Start at the rest pose instead of adding reset noise.
     #[arg(long)]
     pub no_noise: bool,
+    /// The memory limit of the files read.
+    #[command(flatten)]
+    pub memory: super::tools::MemoryArgs,
 }
 
 /// Runs an experiment on the requested threads (Ctrl-C saves a checkpoint and stops when

@@ -51,6 +51,9 @@ pub struct CheckArgs {
     /// Data-set shape for `GE_RANGE:dataset_*`.
     #[command(flatten)]
     pub shape: GrammarArgs,
+    /// The memory limit of the files read.
+    #[command(flatten)]
+    pub memory: MemoryArgs,
 }
 
 /// `grove map`.
@@ -90,6 +93,17 @@ pub struct MapArgs {
     pub max_memory: Option<u64>,
 }
 
+/// `--max-memory` of the commands that read files whole and evolve nothing (`check`, `predict`,
+/// `rollout`, `plot`, `export`, `render`): every file read honours it
+/// ([`crate::input::set_max_memory`]).
+#[derive(Debug, Default, Args)]
+pub struct MemoryArgs {
+    /// The most memory the command may use (e.g. 2G, 512M; default: what the machine has
+    /// available); a file whose reading would need more is refused before it is read.
+    #[arg(long, value_name = "SIZE", value_parser = crate::task::base::plan::parse_size, env = "GROVE_MAX_MEMORY")]
+    pub max_memory: Option<u64>,
+}
+
 /// `grove predict`.
 #[derive(Debug, Args)]
 pub struct PredictArgs {
@@ -100,6 +114,9 @@ pub struct PredictArgs {
     /// in any order; other columns are ignored).
     #[arg(long)]
     pub data: PathBuf,
+    /// The memory limit of the files read.
+    #[command(flatten)]
+    pub memory: MemoryArgs,
 }
 
 /// `grove rollout`.
@@ -149,6 +166,9 @@ pub struct RolloutArgs {
     /// return as `--f32` on the CPU; no --states or --ignore-termination with fixed actions).
     #[arg(long, value_enum, default_value = "cpu")]
     pub device: DeviceChoice,
+    /// The memory limit of the files read.
+    #[command(flatten)]
+    pub memory: MemoryArgs,
 }
 
 /// Runs `grove check`.

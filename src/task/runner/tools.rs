@@ -531,7 +531,6 @@ pub fn export(model: &Path, lang: crate::program::export::Lang) -> Result<String
 
 /// Draws the plots of the report at `report` into `out`; returns the files written.
 pub fn plot(report: &Path, out: &Path) -> Result<Vec<PathBuf>> {
-    crate::report::files::check_output_dir(out, "the plots")?;
     let plots = super::outputs::Outputs { plots: Some(out.to_path_buf()), ..Default::default() };
     crate::report::files::check_distinct(&plots.named(None), &[Named::new("report it draws", report)])?;
     let text = crate::input::read_text(report, "the report", crate::input::REPORT_BYTES)?;
@@ -541,6 +540,8 @@ pub fn plot(report: &Path, out: &Path) -> Result<Vec<PathBuf>> {
         "{} has no `generations`: give a report written with --report",
         report.display()
     );
+    // The directory is made only for a report that draws (a refused one leaves nothing).
+    crate::report::files::check_output_dir(out, "the plots")?;
     super::plots::write_all(&value, out)
 }
 
