@@ -477,6 +477,11 @@ fn weak_answers_get_the_right_line() {
     let o = grove_cpu(&["run", s(&ron)]);
     assert_one_line_error(&o, &["regression.parsimony", "NaN or an infinity: give a finite number"]);
     assert!(!text(&o.stderr).contains("enum"), "{}", text(&o.stderr));
+    // A grammar that writes no out(K, …) slot scores every class 0 in classify: refused, where
+    // one output read as a logit (--binary) takes it.
+    let o = grove_cpu(&["classify", "--data", "builtin:iris", "--grammar", "grammars/regression.bnf", "--gens", "1"]);
+    assert_one_line_error(&o, &["regression.bnf writes no out(K, …) output slot", "3 classes here", "out(0, …) to out(2, …)"]);
+    assert_ok(&grove_cpu(&["classify", "--data", "builtin:breast_cancer", "--grammar", "grammars/regression.bnf", "--binary", "--gens", "1", "--pop", "50", "--quiet"]));
 }
 
 // A checkpoint whose tree is empty (checksum recomputed) loaded.

@@ -231,6 +231,11 @@ pub struct Programs<'a> {
     pub trees: &'a dyn Fn(&str) -> Result<TreeRep>,
 }
 
+/// Whether a grammar's templates write any output slot (`out(K, …)`).
+pub fn writes_output_slots(templates: &crate::grammar::template::Templates) -> bool {
+    templates.expr.iter().flatten().flatten().any(|item| matches!(item, crate::grammar::template::Item::Output(_)))
+}
+
 /// Checks that a grammar writes at least `k` output slots: a literal `out(K, …)` writes slot
 /// K; an `out(<k>, …)` spelled by a rule (e.g. `GE_RANGE:dataset_n_os`) may write any of the
 /// `k` slots.

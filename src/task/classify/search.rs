@@ -292,8 +292,21 @@ fn search(settings: &ClassifySettings, p: &Prepared<'_>, backend: &crate::backen
     let goal = crate::task::base::budget::Goal { measure: crate::task::base::budget::Measure::Accuracy, value: Box::new(accuracy) };
     let mut observer = crate::task::base::observer::RunObserver::new(&settings.engine, &settings.islands, opts, train.data.n_rows)?.with_budget(settings.budget, goal);
     let trees = |functions: &str| settings.trees.rep(functions, train.data.n_features, n_outputs, settings.engine.max_len);
-    // A grammar under a head of K > 1 outputs must write K output slots.
-    let slots = |t: &crate::grammar::template::Templates, path: &str| if head_k > 1 { crate::task::base::search::check_grammar_slots(t, head_k, path) } else { Ok(()) };
+    // A grammar under a head of K > 1 outputs must write K output slots; without a head, the
+    // class scores are the out(k, …) slots, so a grammar must write one at least (else every
+    // program scores 0 for every class, issue 59).
+    let slots = |t: &crate::grammar::template::Templates, path: &str| {
+        if head_k > 1 {
+            crate::task::base::search::check_grammar_slots(t, head_k, path)
+        } else if head_k == 0 && n_outputs > 1 && !crate::task::base::search::writes_output_slots(t) {
+            bail!(
+                "{path} writes no out(K, …) output slot: a classifier reads class k's score from out(k, …) ({n_outputs} classes here); give a grammar with out(0, …) to out({}, …) (grammars/classify.bnf is one)",
+                n_outputs - 1
+            )
+        } else {
+            Ok(())
+        }
+    };
     let programs = crate::task::base::search::Programs {
         names: &train.data.names,
         n_outputs,
