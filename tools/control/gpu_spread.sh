@@ -23,7 +23,8 @@
 #           `mkdir -p .device/prev-kernels && git show 831f22c:kernels/sim.cu >.device/prev-kernels/sim.cu`
 #   robots  bench_control_gpu for $ENVS (default: hopper half_cheetah swimmer walker2d) at
 #           $POP (default 64,512) policies × 4 episodes, `full` mode, lanes $LANES
-#           (default auto,1,2,4,8,16,32)
+#           (default auto,1,2,4,8,16,32), with each sim.cu of $ROBOT_KERNELS (default cur; prev
+#           and old as staged for those parts)
 # Logs go to $OUT (default ./gpu-spread); the tables are printed last.
 set -u
 export OUT=${OUT:-gpu-spread}
@@ -55,8 +56,13 @@ if has prev; then
     GROVE_KERNEL_DIR=${PREV_KERNELS:-$PWD/.device/prev-kernels} "$bin/grove" bench --genomes 1000 --gpu --gpu-part episodes >"$out/bench-prev.log" 2>&1
 fi
 if has robots; then
-    GROVE_BENCH_LANES=${LANES:-auto,1,2,4,8,16,32} GROVE_BENCH_POP=${POP:-64,512} GROVE_BENCH_MODES=full \
-        "$bin/bench_control_gpu" ${ENVS:-hopper half_cheetah swimmer walker2d} >"$out/robots.log" 2>&1
+    # ROBOT_KERNELS: which sim.cu plays (cur: this checkout's; prev and old: the staged ones above).
+    for k in ${ROBOT_KERNELS:-cur}; do
+        case $k in cur) dir= ;; prev) dir=${PREV_KERNELS:-$PWD/.device/prev-kernels} ;; old) dir=${OLD_KERNELS:-$PWD/.device/old-kernels} ;; esac
+        echo "== sim.cu: $k" >>"$out/robots.log"
+        env ${dir:+GROVE_KERNEL_DIR=$dir} GROVE_BENCH_LANES=${LANES:-auto,1,2,4,8,16,32} GROVE_BENCH_POP=${POP:-64,512} GROVE_BENCH_MODES=full \
+            "$bin/bench_control_gpu" ${ENVS:-hopper half_cheetah swimmer walker2d} >>"$out/robots.log" 2>&1
+    done
 fi
 printf '%s\n' "${summary[@]}"
 for f in bench.log bench-share.log bench-prev.log bench-old.log robots.log; do [ -f "$out/$f" ] && { echo; echo "== $f"; cat "$out/$f"; }; done
