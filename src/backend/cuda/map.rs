@@ -362,23 +362,29 @@ impl CudaEngine {
         })
     }
 
-    /// Map kernel `name`, with `blob` (the rule table and templates) in its module's constant
-    /// memory, uploaded unless it is there already. The module is the one loaded now: a user operator registered
-    /// since the last upload (a `--loss`, a `--define`) loads the module afresh, with its own,
-    /// empty constant memory, so the table is uploaded again there (it was not, and every
-    /// genome then mapped to nothing).
+    /// Map kernel `name`, from the module whose constant memory holds `blob` (the rule table
+    /// and templates), uploaded unless it is there already. A user operator registered since
+    /// the last upload (a `--loss`, a `--define`) loads map.cu afresh (the module key counts the
+    /// registry), with its own, empty constant memory, so the table is uploaded again there (it
+    /// was not, and every genome then mapped to nothing). The kernel comes from the module the
+    /// table is in; the module is looked up (its key hashes map.cu's text) only when the
+    /// registry or the table changed, not at every launch.
     fn map_kernel(&self, name: &'static str, blob: &[u8]) -> Result<CudaFunction> {
-        let (module, _) = self.load(&MAP, &[])?;
+        let users = crate::program::ops::user::registered().len();
         let mut current = self.map_table.lock().unwrap_or_else(|e| e.into_inner());
-        let here = matches!(&*current, Some((m, b)) if std::sync::Arc::ptr_eq(m, &module) && b[..] == *blob);
-        if !here {
-            let mut sym = module.get_global(MAP_TABLE_SYMBOL, &self.stream).during(|| format!("finding {MAP_TABLE_SYMBOL}"))?;
-            if blob.len() > sym.len() {
-                return Err(GpuError::Input(format!("rule table and templates of {} bytes; constant memory holds {}", blob.len(), sym.len())));
+        let module = match &*current {
+            Some(t) if t.users == users && t.blob[..] == *blob => t.module.clone(),
+            _ => {
+                let (module, _) = self.load(&MAP, &[])?;
+                let mut sym = module.get_global(MAP_TABLE_SYMBOL, &self.stream).during(|| format!("finding {MAP_TABLE_SYMBOL}"))?;
+                if blob.len() > sym.len() {
+                    return Err(GpuError::Input(format!("rule table and templates of {} bytes; constant memory holds {}", blob.len(), sym.len())));
+                }
+                self.stream.memcpy_htod(blob, &mut sym).during(|| "uploading the rule table".into())?;
+                *current = Some(super::MapTable { users, module: module.clone(), blob: blob.to_vec() });
+                module
             }
-            self.stream.memcpy_htod(blob, &mut sym).during(|| "uploading the rule table".into())?;
-            *current = Some((module.clone(), blob.to_vec()));
-        }
+        };
         module.load_function(name).during(|| format!("finding kernel {name} in {}", MAP.file))
     }
 

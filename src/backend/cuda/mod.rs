@@ -87,6 +87,14 @@ pub struct ModuleLoad {
     pub log: String,
 }
 
+/// The rule table blob uploaded into a map.cu module's constant memory: the module (loaded
+/// while `users` user operators were registered) and the blob.
+struct MapTable {
+    users: usize,
+    module: Arc<CudaModule>,
+    blob: Vec<u8>,
+}
+
 /// A CUDA device with its stream and kernel modules.
 pub struct CudaEngine {
     ctx: Arc<CudaContext>,
@@ -103,8 +111,8 @@ pub struct CudaEngine {
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
     functions: Mutex<HashMap<(&'static str, usize), CudaFunction>>,
     loads: Mutex<Vec<ModuleLoad>>,
-    /// The map module whose constant memory holds a rule table blob, and the blob (see `map.rs`).
-    map_table: Mutex<Option<(Arc<CudaModule>, Vec<u8>)>>,
+    /// The rule table in map.cu's constant memory, and the module that holds it (see `map.rs`).
+    map_table: Mutex<Option<MapTable>>,
     /// Held from a map launch's table upload until the launch is queued.
     map_order: Mutex<()>,
     /// Buffers reused by evaluation calls (locked for a whole call).
