@@ -52,7 +52,8 @@ pub const ENV_STEPS_AT: usize = 22;
 pub const SURVIVORS_AT: usize = 24;
 
 /// What the host reads after a generation, in one copy: [`GenStats`] (words 0..8), the
-/// partition counts of the next population (8..12) and its breeding counts (12..20).
+/// partition counts of the next population (8..12), its breeding counts (12..20), control's
+/// counts (20..24) and NSGA-II's survivors' [`GenStats`] (24..32).
 pub struct Mailbox {
     pub(super) buf: CudaSlice<u32>,
     engine: u64,

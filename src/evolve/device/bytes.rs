@@ -56,9 +56,8 @@ pub(super) fn archive(a: &Archive) -> usize {
 mod tests {
     use super::*;
 
-    /// The counts the loop reported before they were computed from shapes (8 bytes a node,
-    /// 2 a row's length, 16 a size, 128 the mailbox with NSGA-II's survivors' statistics), so that
-    /// reports read the same.
+    /// The counts the loop reports, computed from shapes: 8 bytes a node, 2 a row's length, 16 a
+    /// size, 128 the mailbox (96 before it held NSGA-II's survivors' statistics).
     #[test]
     fn counts_match_the_reported_layouts() {
         assert_eq!(NODE, 8);

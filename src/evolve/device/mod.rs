@@ -5,9 +5,10 @@
 //! (`map_trees`, `kernels/map.cu`). Evaluation, statistics, the elite, the hall of fame's view
 //! and the host's reads are one loop for both. Per generation the host waits once and reads a
 //! mailbox of 32 words (the statistics, the next population's evaluation order counts and
-//! breeding counts, NSGA-II's survivors' statistics: [`crate::backend::cuda::MailboxRead`]) and a per-size summary (for the hall
-//! of fame and the median size), then, in one copy, the trees that improve the best program or
-//! a size's best (and, for GE, the best genome); [`Transfers`] counts every copy. Snapshots
+//! breeding counts, NSGA-II's survivors' statistics: [`crate::backend::cuda::MailboxRead`])
+//! and a per-size summary (for the hall of fame and the median size), then, in one copy, the
+//! trees that improve the best program or a size's best (and, for GE, the best genome);
+//! [`Transfers`] counts every copy. Snapshots
 //! (checkpoints, Ctrl-C) copy the next population (trees or genomes) back.
 //!
 //! It computes what the host loop ([`super::host::run`]) computes with the same engine

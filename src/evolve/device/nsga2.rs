@@ -113,8 +113,7 @@ impl Survival {
     ///
     /// [`MailboxRead::survivors`]: crate::backend::cuda::MailboxRead::survivors
     pub(super) fn post_stats(&self, e: &CudaEngine, scratch: &mut EliteScratch, mail: &mut Mailbox) -> Result<()> {
-        e.post_stats(&self.surv.fit, &self.surv.trees, scratch, mail)?;
-        Ok(())
+        Ok(e.post_stats(&self.surv.fit, &self.surv.trees, scratch, mail)?)
     }
 
     /// The survivors (as they are now: after a migration, with their immigrants) kept in the

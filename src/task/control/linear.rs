@@ -478,10 +478,8 @@ pub fn check_memory(settings: &ControlSettings, arena: &Arena, backend: &Backend
     crate::task::base::plan::check(&need, &what, "lower --directions or --episodes, or give --max-memory a larger size", opts.max_memory, backend.free_memory()?)?;
     let steps = iteration_steps(&settings.linear, settings.episodes, arena.run.steps);
     if steps > LARGE_ITERATION_STEPS && !opts.quiet {
-        let memory = match backend.is_gpu() {
-            true => format!("{} of host and {} of GPU memory", crate::task::base::plan::show_size(host), crate::task::base::plan::show_size(device)),
-            false => format!("{} of memory", crate::task::base::plan::show_size(host)),
-        };
+        let show = crate::task::base::plan::show_size;
+        let memory = if backend.is_gpu() { format!("{} of host and {} of GPU memory", show(host), show(device)) } else { format!("{} of memory", show(host)) };
         opts.say(&format!(
             "note: {what} plays up to {steps:.2e} env steps (episodes of up to {} steps) and holds about {memory}; the first progress line comes after it (Ctrl-C stops the run)",
             arena.run.steps
