@@ -436,17 +436,47 @@ pub struct Described {
     pub resampled: Option<Score>,
 }
 
+/// The paired comparison of two candidates' resampled errors: the mean, over the held-out
+/// rows, of the first's loss less the second's, with that mean's standard error; `None` where
+/// the per-row losses were not kept. Two candidates scored on the same rows err together on
+/// the hard rows, so the standard error of their difference is far smaller than either's own.
+pub type Paired<'a> = &'a dyn Fn(Pick, Pick) -> Option<Score>;
+
+/// Whether `a` (resampled error `ea`) is lower than `b` (`eb`) by more than one standard error:
+/// of their paired difference where `paired` gives a finite one, else of `a`'s own error. With
+/// the difference's mean and standard error where paired.
+fn lower_by_one_se(a: (Pick, Score), b: (Pick, Score), paired: Option<Paired>) -> (bool, Option<Score>) {
+    match paired.and_then(|f| f(a.0, b.0)).filter(|d| d.mse.is_finite() && d.se.is_finite()) {
+        Some(d) => (d.mse + d.se < 0.0, Some(d)),
+        None => {
+            let se = if a.1.se.is_finite() { a.1.se } else { 0.0 };
+            (a.1.mse + se < b.1.mse, None)
+        }
+    }
+}
+
+/// The words for a comparison [`lower_by_one_se`] made: the paired difference, where there
+/// was one.
+fn one_se_words(d: Option<Score>) -> String {
+    match d {
+        Some(d) => format!("the standard error of their paired difference ({})", d.describe()),
+        None => "its standard error".to_string(),
+    }
+}
+
 /// The description-length choice with the simple candidates (issue 56): the shortest
 /// description among `simple` (the mean, the linear terms alone, the ridge on every input) and
 /// the front (ties to the simpler);
 /// then, where resampled errors were measured, a guard: a pick whose resampled error is above
 /// the better of the mean's and the terms' gives way to that one, so the choice never returns
-/// a model the resampling finds worse than its simplest candidates, and a program that is not
-/// lower than them by more than its standard error gives way to the simplest of them within
-/// it (the one-standard-error rule); and the ridge on every
-/// input replaces the pick where its resampled error is lower by more than its standard error.
-/// `None` where no candidate has a finite description length.
-pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -> Option<(Pick, String)> {
+/// a model the resampling finds worse than its simplest candidates; a program that is not
+/// lower than them by more than one standard error gives way to the simplest of them within
+/// it (the one-standard-error rule); and the ridge on every input replaces the pick where its
+/// resampled error is lower by more than one standard error. The standard errors are those of
+/// the paired differences where `paired` gives them (the rows are the same for every
+/// candidate), else the candidate's own. `None` where no candidate has a finite description
+/// length.
+pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)], paired: Option<Paired>) -> Option<(Pick, String)> {
     let mut order: Vec<(Pick, f64, Option<Score>)> = simple.iter().map(|(b, d)| (Pick::Baseline(*b), d.description, d.resampled)).collect();
     order.extend(front.iter().enumerate().map(|(i, c)| (Pick::Member(i), finite_or_inf(c.description), c.resampled)));
     let i = lowest_index(order.iter().map(|o| if o.1.is_nan() { f64::INFINITY } else { o.1 }))?;
@@ -458,7 +488,7 @@ pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -
     let why = format!("{} has the smallest description length (fit plus model, in nats) of the {n} candidates (the simple ones, then the front)", name(order[i].0));
     // The guard: the simplest candidates' (the mean's, the terms') resampled errors bound the
     // pick's; the ridge on every input, a model with more numbers, replaces it only where it is
-    // lower by more than its own standard error.
+    // lower by more than one standard error.
     let score_of = |b: Baseline| order.iter().find(|o| o.0 == Pick::Baseline(b)).and_then(|o| o.2).filter(|s| s.mse.is_finite());
     let strict = [Baseline::Mean, Baseline::Linear].into_iter().filter_map(|b| score_of(b).map(|s| (b, s)));
     let strict: Vec<(Baseline, Score)> = strict.collect();
@@ -472,15 +502,19 @@ pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -
             mine = Some(theirs);
         } else if let Pick::Member(_) = pick {
             // One standard error toward the simpler: a program must beat the simple models by
-            // more than its own standard error, else the simplest within it is returned (the
+            // more than one standard error, else the simplest within it is returned (the
             // front's resampling is optimistic for the programs, whose structure saw every row).
-            let se = if m.se.is_finite() { m.se } else { 0.0 };
-            if let Some((b, theirs)) = strict.iter().copied().find(|(_, s)| s.mse <= m.mse + se) {
+            let within = strict.iter().copied().find_map(|(b, s)| {
+                let (lower, d) = lower_by_one_se((pick, m), (Pick::Baseline(b), s), paired);
+                (!lower).then_some((b, s, d))
+            });
+            if let Some((b, theirs, d)) = within {
                 why = format!(
-                    "{why}, but its resampled error {} is within one standard error of {}'s {}: {} is returned",
+                    "{why}, but its resampled error {} is not lower than {}'s {} by more than {}: {} is returned",
                     m.describe(),
                     b.name(),
                     theirs.describe(),
+                    one_se_words(d),
                     b.name()
                 );
                 pick = Pick::Baseline(b);
@@ -489,10 +523,12 @@ pub fn choose_described(front: &[Candidate], simple: &[(Baseline, Described)]) -
         }
     }
     if let (Some(m), Some(e)) = (mine, score_of(Baseline::Every)) {
-        if pick != Pick::Baseline(Baseline::Every) && e.mse + e.se < m.mse {
+        let every = Pick::Baseline(Baseline::Every);
+        let (lower, d) = lower_by_one_se((every, e), (pick, m), paired);
+        if pick != every && lower {
             let b = Baseline::Every;
-            why = format!("{why}; {}'s resampled error {} is lower by more than its standard error than the pick's {}: it is returned", b.name(), e.describe(), m.describe());
-            pick = Pick::Baseline(b);
+            why = format!("{why}; {}'s resampled error {} is lower than the pick's {} by more than {}: it is returned", b.name(), e.describe(), m.describe(), one_se_words(d));
+            pick = every;
         }
     }
     Some((pick, why))
@@ -512,8 +548,8 @@ fn decided(plan: &Plan, pick: Pick, why: String) -> Decision {
 }
 
 /// [`decide`] for the description length with the simple candidates ([`choose_described`]).
-pub fn decide_described(plan: &Plan, front: &[Candidate], simple: &[(Baseline, Described)], best_at: Option<usize>) -> Decision {
-    let Some((pick, why)) = choose_described(front, simple) else {
+pub fn decide_described(plan: &Plan, front: &[Candidate], simple: &[(Baseline, Described)], paired: Option<Paired>, best_at: Option<usize>) -> Decision {
+    let Some((pick, why)) = choose_described(front, simple, paired) else {
         return decide(plan, front, best_at);
     };
     decided(plan, pick, why)
@@ -729,19 +765,63 @@ mod tests {
         let program = |mse: f64, se: f64| Candidate { size: 31, loss: 0.5, description: Some(50.0), resampled: Some(Score { mse, se }), ..Candidate::default() };
         // The program has the shortest description; the terms are within its standard error
         // (1.00 <= 0.95 + 0.1), the mean is not: the terms are returned.
-        let (pick, why) = choose_described(&[program(0.95, 0.1)], &simple(Score { mse: 1.2, se: 0.1 }, Score { mse: 1.0, se: 0.1 })).unwrap();
+        let (pick, why) = choose_described(&[program(0.95, 0.1)], &simple(Score { mse: 1.2, se: 0.1 }, Score { mse: 1.0, se: 0.1 }), None).unwrap();
         assert_eq!(pick, Pick::Baseline(Baseline::Linear), "{why}");
-        assert!(why.contains("within one standard error"), "{why}");
+        assert!(why.contains("by more than its standard error"), "{why}");
         // Both within it: the simplest, the mean.
-        let (pick, _) = choose_described(&[program(0.95, 0.1)], &simple(Score { mse: 1.0, se: 0.1 }, Score { mse: 0.98, se: 0.1 })).unwrap();
+        let (pick, _) = choose_described(&[program(0.95, 0.1)], &simple(Score { mse: 1.0, se: 0.1 }, Score { mse: 0.98, se: 0.1 }), None).unwrap();
         assert_eq!(pick, Pick::Baseline(Baseline::Mean));
         // Lower by more than its standard error: the program stays.
-        let (pick, _) = choose_described(&[program(0.7, 0.1)], &simple(Score { mse: 1.2, se: 0.1 }, Score { mse: 1.0, se: 0.1 })).unwrap();
+        let (pick, _) = choose_described(&[program(0.7, 0.1)], &simple(Score { mse: 1.2, se: 0.1 }, Score { mse: 1.0, se: 0.1 }), None).unwrap();
         assert_eq!(pick, Pick::Member(0));
         // Worse than the terms: the terms, as before.
-        let (pick, why) = choose_described(&[program(1.1, 0.01)], &simple(Score { mse: 1.2, se: 0.1 }, Score { mse: 1.0, se: 0.1 })).unwrap();
+        let (pick, why) = choose_described(&[program(1.1, 0.01)], &simple(Score { mse: 1.2, se: 0.1 }, Score { mse: 1.0, se: 0.1 }), None).unwrap();
         assert_eq!(pick, Pick::Baseline(Baseline::Linear));
         assert!(why.contains("is above"), "{why}");
+    }
+
+    #[test]
+    fn paired_differences_decide_the_guard_where_the_losses_were_kept() {
+        use super::super::crossval::Score;
+        let simple = vec![
+            (Baseline::Mean, Described { description: 100.0, resampled: Some(Score { mse: 1.2, se: 0.1 }) }),
+            (Baseline::Linear, Described { description: 90.0, resampled: Some(Score { mse: 1.0, se: 0.1 }) }),
+        ];
+        let program = [Candidate { size: 5, loss: 0.5, description: Some(50.0), resampled: Some(Score { mse: 0.95, se: 0.1 }), ..Candidate::default() }];
+        // Unpaired, 0.95 ± 0.1 is within the terms' 1.0. Paired, the program is lower than the
+        // terms on the same rows by 0.05 ± 0.01, and than the mean by 0.25 ± 0.02: it stays.
+        let tight = |a: Pick, b: Pick| match (a, b) {
+            (Pick::Member(0), Pick::Baseline(Baseline::Linear)) => Some(Score { mse: -0.05, se: 0.01 }),
+            (Pick::Member(0), Pick::Baseline(Baseline::Mean)) => Some(Score { mse: -0.25, se: 0.02 }),
+            _ => None,
+        };
+        let (pick, why) = choose_described(&program, &simple, Some(&tight)).unwrap();
+        assert_eq!(pick, Pick::Member(0), "{why}");
+        // A difference as noisy as the errors themselves: the terms.
+        let loose = |a: Pick, b: Pick| match (a, b) {
+            (Pick::Member(0), Pick::Baseline(Baseline::Linear)) => Some(Score { mse: -0.05, se: 0.08 }),
+            (Pick::Member(0), Pick::Baseline(Baseline::Mean)) => Some(Score { mse: -0.25, se: 0.02 }),
+            _ => None,
+        };
+        let (pick, why) = choose_described(&program, &simple, Some(&loose)).unwrap();
+        assert_eq!(pick, Pick::Baseline(Baseline::Linear), "{why}");
+        assert!(why.contains("paired difference (-5.0000e-2 ± 8.00e-2)"), "{why}");
+        // No paired difference (or a non-finite one): each candidate's own standard error.
+        let broken = |_: Pick, _: Pick| Some(Score { mse: f64::INFINITY, se: f64::INFINITY });
+        let (pick, _) = choose_described(&program, &simple, Some(&broken)).unwrap();
+        assert_eq!(pick, Pick::Baseline(Baseline::Linear));
+        // The ridge on every input replaces a pick it beats by more than the paired standard
+        // error, though its own standard error is wide.
+        let mut with_every = simple.clone();
+        with_every.push((Baseline::Every, Described { description: 95.0, resampled: Some(Score { mse: 0.9, se: 0.1 }) }));
+        let ridge = |a: Pick, b: Pick| match (a, b) {
+            (Pick::Baseline(Baseline::Every), Pick::Member(0)) => Some(Score { mse: -0.05, se: 0.01 }),
+            _ => tight(a, b),
+        };
+        let (pick, why) = choose_described(&program, &with_every, Some(&ridge)).unwrap();
+        assert_eq!(pick, Pick::Baseline(Baseline::Every), "{why}");
+        let (pick, _) = choose_described(&program, &with_every, Some(&tight)).unwrap();
+        assert_eq!(pick, Pick::Member(0), "unpaired, 0.9 + 0.1 is not below 0.95");
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 use super::*;
 use crate::task::base::crossval::Score;
+use crate::task::base::validation::{Baseline, Pick};
 
 /// The candidates' resampled errors.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +30,9 @@ pub struct Resampled {
     pub every: Option<Score>,
     /// `[front]` each member of the front, by size.
     pub members: Vec<Score>,
+    /// `[SIMPLE + front][rows]` every candidate's held-out loss on each row (the mean's, the
+    /// terms', the ridge's, then the front's), for paired comparisons ([`Resampled::paired`]).
+    pub losses: Vec<Vec<f64>>,
     /// Seconds the refits and scoring took.
     pub seconds: f64,
 }
@@ -37,6 +41,20 @@ impl Resampled {
     /// How the errors were measured, in the words of the choice's reason.
     pub fn how(&self) -> String {
         if self.folds == 0 { "validation".to_string() } else { format!("{}-fold cross-validated", self.folds) }
+    }
+
+    /// The paired difference of two candidates' held-out losses, `a`'s less `b`'s, row by row
+    /// ([`crate::task::base::validation::Paired`]); `None` for a front member it did not score.
+    pub fn paired(&self, a: Pick, b: Pick) -> Option<Score> {
+        let slot = |p: Pick| match p {
+            Pick::Baseline(Baseline::Mean) => Some(0),
+            Pick::Baseline(Baseline::Linear) => Some(1),
+            Pick::Baseline(Baseline::Every) => Some(2),
+            Pick::Member(m) => Some(SIMPLE + m).filter(|&i| i < self.losses.len()),
+        };
+        let (a, b) = (&self.losses[slot(a)?], &self.losses[slot(b)?]);
+        let diff: Vec<f64> = a.iter().zip(b).map(|(a, b)| a - b).collect();
+        Some(Score::of(&diff))
     }
 }
 
@@ -248,5 +266,28 @@ fn summarise(acc: Vec<Vec<f64>>, folds: usize, rows: usize, start: std::time::In
     let mean = scores.next().expect("the mean's losses");
     let linear = scores.next();
     let every = scores.next();
-    Resampled { folds, rows, mean, linear, every, members: scores.collect(), seconds: start.elapsed().as_secs_f64() }
+    let members = scores.collect();
+    Resampled { folds, rows, mean, linear, every, members, losses: acc, seconds: start.elapsed().as_secs_f64() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paired_difference_is_taken_row_by_row() {
+        // Two candidates whose losses swing together over the rows: each one's own standard
+        // error is wide, their difference's is zero.
+        let rows = [1.0, 9.0, 2.0, 7.0];
+        let mean: Vec<f64> = rows.iter().map(|l| l + 0.5).collect();
+        let acc = vec![mean, rows.to_vec(), vec![0.0; 4], rows.iter().map(|l| l - 0.25).collect()];
+        let r = summarise(acc, 2, 4, std::time::Instant::now());
+        assert!(r.members[0].se > 1.0 && r.linear.unwrap().se > 1.0);
+        let d = r.paired(Pick::Member(0), Pick::Baseline(Baseline::Linear)).unwrap();
+        assert!((d.mse + 0.25).abs() < 1e-12 && d.se.abs() < 1e-12, "{d:?}");
+        let d = r.paired(Pick::Baseline(Baseline::Mean), Pick::Member(0)).unwrap();
+        assert!((d.mse - 0.75).abs() < 1e-12, "{d:?}");
+        // A member it did not score has none.
+        assert_eq!(r.paired(Pick::Member(1), Pick::Baseline(Baseline::Mean)), None);
+    }
 }

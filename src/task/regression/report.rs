@@ -250,7 +250,8 @@ pub fn finish(
                     simple.push((b, Described { description, resampled: s }));
                 }
             }
-            decide_described(plan, &front.cands, &simple, best_at)
+            let paired = |a, b| resampled.and_then(|r| r.paired(a, b));
+            decide_described(plan, &front.cands, &simple, Some(&paired), best_at)
         }
         _ => decide(plan, &front.cands, best_at),
     };
