@@ -45,20 +45,17 @@ GROVE_CHECK_LAYOUT(GroveSimParams);
 #define GROVE_SLOTS_ALLOC (GROVE_SLOTS > 0 ? GROVE_SLOTS : 1)
 
 // The lanes that play one episode (grove_control_rollout built with GROVE_CTRL_LANES = G > 1).
-// Every lane of the group keeps the whole state and runs the serial parts itself (the
-// constraint rows' Jacobians, the pivoting solve, the last solve for the acceleration, the
-// policy, and the kinematics of a chain of bodies), the same operations on the same values, so
-// the lanes never disagree; the rest is shared out through the group's words of shared memory
-// (GROVE_LANE_WORDS), where every lane reads the results: the kinematics by depth in the tree
-// (grove_kinematics_lanes: the bodies of one depth by lane), the smooth dynamics by body and by
+// Every lane of the group keeps the whole state and runs the serial parts itself (kinematics,
+// M's factor, the pivoting solve, the policy), the same operations on the same values, so the
+// lanes never disagree; the rest is shared out through the group's words of shared memory
+// (GROVE_LANE_WORDS), where every lane reads the results: the smooth dynamics by body and by
 // entry (grove_smooth_lanes: lane l computes bodies l, l + G, ...'s COM Jacobians, J̇q̇ and fluid
 // forces, then M's lower entries l, l + G, ... and the bias and fluid forces of DOFs l, l + G,
-// ...), M's Cholesky factor by column (grove_cholesky_lanes: rows l, l + G, ... of each column),
-// and the constraint rows (grove_forces: rows l, l + G, ... of Y = M⁻¹ Jᵀ with the free
-// acceleration M⁻¹ f as one more row, A = J Y, b and A's diagonal plus R, then Jᵀλ by DOF). Each
-// value is computed with the one-lane operations, every sum in the one-lane order, so the bits
-// are the CPU's whichever lane computes it. G = 1: one lane per episode, everything in its
-// registers and local memory (grove_sim_rollout, and the roll-out's default).
+// ...), and the constraint rows (grove_forces: rows l, l + G, ... of Y = M⁻¹ Jᵀ, A = J Y, b and
+// A's diagonal plus R). Each value is computed with the one-lane operations, every sum in the
+// one-lane order, so the bits are the CPU's whichever lane computes it. G = 1: one lane per
+// episode, everything in its registers and local memory (grove_sim_rollout, and the roll-out's
+// default).
 template <int G> struct GroveLanes {
     unsigned lane;  // 0 .. G-1 within the group
     unsigned mask;  // the group's lanes within its warp
@@ -69,17 +66,13 @@ template <> struct GroveLanes<1> {
     static constexpr unsigned lane = 0;
     __device__ void sync() const {}
 };
-// Shared words per group, used by the phases of each grove_acceleration call in turn, each
-// phase's writes after a meeting of the group (everyone has read the previous phase's words):
-// the kinematics' (every body's frame origin and angle NB·3, every joint's anchor or axis NV·2;
-// grove_kinematics_lanes), the smooth dynamics' (GROVE_SMOOTH_WORDS: every body's COM Jacobian
-// NB·NV·3, its J̇q̇ NB·2 and fluid force NB·3, M NV·NV, bias and fluid NV each;
-// grove_smooth_lanes), M's Cholesky factor's (NV·NV; grove_cholesky_lanes), then the constraint
-// rows' (GROVE_ROW_WORDS: A S·S, Y S·NV, b S, diag S and the unconstrained acceleration NV, for
-// S = GROVE_SLOTS_ALLOC; Jᵀλ by DOF then takes Y's first NV words; grove_forces), and the
-// factor's again for the implicit step. src/backend/cuda/control.rs lane_words mirrors this.
+// Shared words per group, used by two phases of each grove_acceleration call in turn (a sync
+// between them): the smooth dynamics' (GROVE_SMOOTH_WORDS: every body's COM Jacobian NB·NV·3,
+// its J̇q̇ NB·2 and fluid force NB·3, M NV·NV, bias and fluid NV each; grove_smooth_lanes), then
+// the constraint rows' (GROVE_ROW_WORDS: A S·S, Y S·NV, b S, diag S, for S = GROVE_SLOTS_ALLOC;
+// grove_forces). src/backend/cuda/control.rs lane_words mirrors this.
 #define GROVE_SMOOTH_WORDS (GROVE_NB * GROVE_NV * 3 + GROVE_NB * 5 + GROVE_NV * GROVE_NV + 2 * GROVE_NV)
-#define GROVE_ROW_WORDS (GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV + 2 * GROVE_SLOTS_ALLOC + GROVE_NV)
+#define GROVE_ROW_WORDS (GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV + 2 * GROVE_SLOTS_ALLOC)
 #define GROVE_LANE_WORDS (GROVE_SMOOTH_WORDS > GROVE_ROW_WORDS ? GROVE_SMOOTH_WORDS : GROVE_ROW_WORDS)
 
 // A constraint's softness, one row of grove_lim_soft / grove_cap_soft (sim.rs soft_row, from
@@ -174,71 +167,6 @@ __device__ void grove_kinematics(const real* q, GroveKin& k) {
         k.pu[b] = pu;
         k.pw[b] = pw;
         k.ang[b] = ang;
-    }
-}
-
-// grove_kinematics over a group's lanes (G > 1), by depth in the tree: the bodies of one depth
-// (grove_level, from the header) depend only on their parents, so lane l computes the bodies of
-// rank l, l + G, ... (grove_level_rank) at each depth, grove_kinematics' statements for each
-// body, into the group's words, and the group meets before the next depth reads them;
-// every lane reads them all back. Built only when some depth holds several bodies
-// (GROVE_LEVEL_WIDTH > 1); a chain (Swimmer, Hopper) has nothing to share, and every lane runs
-// grove_kinematics.
-template <int G>
-__device__ void grove_kinematics_lanes(const GroveLanes<G>& lanes, const real* q, GroveKin& k) {
-    real* su = lanes.mem;
-    real *sw = su + GROVE_NB, *sa = sw + GROVE_NB, *sau = sa + GROVE_NB, *saw = sau + GROVE_NV;
-    lanes.sync();  // every lane has read the previous call's words
-#pragma unroll
-    for (int d = 0; d < GROVE_DEPTH; ++d) {
-#pragma unroll
-        for (int b = 0; b < GROVE_NB; ++b) {
-            if (grove_level[b] != d || grove_level_rank[b] % G != (int)lanes.lane) continue;
-            const int p = grove_parent[b];
-            const real ppu = p >= 0 ? su[p] : 0.0f, ppw = p >= 0 ? sw[p] : 0.0f, pa = p >= 0 ? sa[p] : 0.0f;
-            real ox, oy;
-            grove_rot(pa, grove_bpos[b][0], grove_bpos[b][1], ox, oy);
-            real pu = ppu + ox, pw = ppw + oy, ang = pa + grove_bang[b];
-#pragma unroll
-            for (int j = 0; j < GROVE_NV; ++j) {
-                if (grove_jbody[j] != b) continue;
-                const real dq = q[j] - grove_qpos0[j];
-                if (grove_jslide[j]) {
-                    real ax, ay;
-                    grove_rot(ang, grove_jaxis[j][0], grove_jaxis[j][1], ax, ay);
-                    pu += ax * dq;
-                    pw += ay * dq;
-                    sau[j] = ax;
-                    saw[j] = ay;
-                } else {
-                    real ax, ay;
-                    grove_rot(ang, grove_jpos[j][0], grove_jpos[j][1], ax, ay);
-                    const real a0 = pu + ax, a1 = pw + ay, th = grove_jaxis[j][0] * dq;
-                    real rx, ry;
-                    grove_rot(th, pu - a0, pw - a1, rx, ry);
-                    pu = a0 + rx;
-                    pw = a1 + ry;
-                    ang += th;
-                    sau[j] = a0;
-                    saw[j] = a1;
-                }
-            }
-            su[b] = pu;
-            sw[b] = pw;
-            sa[b] = ang;
-        }
-        lanes.sync();
-    }
-#pragma unroll
-    for (int b = 0; b < GROVE_NB; ++b) {
-        k.pu[b] = su[b];
-        k.pw[b] = sw[b];
-        k.ang[b] = sa[b];
-    }
-#pragma unroll
-    for (int j = 0; j < GROVE_NV; ++j) {
-        k.au[j] = sau[j];
-        k.aw[j] = saw[j];
     }
 }
 
@@ -524,40 +452,6 @@ __device__ bool grove_cholesky(real L[GROVE_NV][GROVE_NV]) {
     return true;
 }
 
-// grove_cholesky over a group's lanes (G > 1), left-looking by column: for each column j every
-// lane computes the pivot d from row j's earlier entries (each lane the same value, so all
-// return false together), then lane l computes the entries below it of rows l, l + G, ... (each
-// summed over k < j in order, as one lane does), and the group meets before the next column
-// reads them. The factor lives in the group's words and every lane reads it back.
-template <int G>
-__device__ bool grove_cholesky_lanes(const GroveLanes<G>& lanes, real L[GROVE_NV][GROVE_NV]) {
-    real* F = lanes.mem;  // [NV][NV], lower triangle
-    lanes.sync();  // every lane has read the previous phase's words
-#pragma unroll
-    for (int j = 0; j < GROVE_NV; ++j) {
-        real d = L[j][j];
-#pragma unroll
-        for (int k = 0; k < j; ++k) d -= F[j * GROVE_NV + k] * F[j * GROVE_NV + k];
-        if (!(d > 0.0f)) return false;
-        d = sqrtf(d);
-        if (j % G == (int)lanes.lane) F[j * GROVE_NV + j] = d;
-#pragma unroll
-        for (int i = j + 1; i < GROVE_NV; ++i) {
-            if (i % G != (int)lanes.lane) continue;
-            real s = L[i][j];
-#pragma unroll
-            for (int k = 0; k < j; ++k) s -= F[i * GROVE_NV + k] * F[j * GROVE_NV + k];
-            F[i * GROVE_NV + j] = s / d;
-        }
-        lanes.sync();
-    }
-#pragma unroll
-    for (int i = 0; i < GROVE_NV; ++i)
-#pragma unroll
-        for (int j = 0; j <= i; ++j) L[i][j] = F[i * GROVE_NV + j];
-    return true;
-}
-
 __device__ void grove_solve(const real L[GROVE_NV][GROVE_NV], const real* b, real* x) {
 #pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) {
@@ -715,30 +609,14 @@ __device__ __noinline__ bool grove_pivot_solve(int nr, const real (*A)[GROVE_SLO
 // from the warm start, projected Gauss-Seidel when pivoting does not settle, as on the CPU;
 // stores λ in `warm` and adds Jᵀλ to `total`. Y, A, b and diag are the lane's local arrays
 // (G = 1) or the group's shared words.
-//
-// With G > 1 lanes the unconstrained acceleration au = M⁻¹ f is one more right-hand side of the
-// same solves (index nr, its lane's words at `au`; G = 1 solves it before the call and `f` is
-// unused), and Jᵀλ is summed by DOF: lane l sums DOFs l, l + G, ... over the rows in order from
-// f, as one lane does, into the group's words at `tsum` (Y's, read no more), which every lane
-// reads back.
 template <int G>
 __device__ __forceinline__ void grove_forces(const GroveLanes<G>& lanes, int nr, const real L[GROVE_NV][GROVE_NV], const real (*J)[GROVE_NV],
-                                             const real* R, const real* aref, const real* f, real* au, const int* slot_of, real* warm,
+                                             const real* R, const real* aref, const real* au, const int* slot_of, real* warm,
                                              real (*Y)[GROVE_NV], real (*A)[GROVE_SLOTS_ALLOC], real* b, real* diag, real* lam,
-                                             real* total, real* tsum) {
+                                             real* total) {
     lanes.sync();  // every lane has read the rows of its previous call
-    if constexpr (G == 1) {
 #pragma unroll 1
-        for (int r = lanes.lane; r < nr; r += G) grove_solve(L, J[r], Y[r]);  // Y = M⁻¹ Jᵀ, by row of J
-        (void)f;
-        (void)tsum;
-    } else {
-#pragma unroll 1
-        for (int r = lanes.lane; r <= nr; r += G) {
-            if (r < nr) grove_solve(L, J[r], Y[r]);
-            else grove_solve(L, f, au);
-        }
-    }
+    for (int r = lanes.lane; r < nr; r += G) grove_solve(L, J[r], Y[r]);  // Y = M⁻¹ Jᵀ, by row of J
     lanes.sync();
 #pragma unroll 1
     for (int r = lanes.lane; r < nr; r += G) {
@@ -776,28 +654,11 @@ __device__ __forceinline__ void grove_forces(const GroveLanes<G>& lanes, int nr,
             if (change <= 1.1920929e-7f * size) break;
         }
     }
-    if constexpr (G == 1) {
 #pragma unroll 1
-        for (int r = 0; r < nr; ++r) {
-            warm[slot_of[r]] = lam[r];
+    for (int r = 0; r < nr; ++r) {
+        warm[slot_of[r]] = lam[r];
 #pragma unroll
-            for (int i = 0; i < GROVE_NV; ++i) total[i] += J[r][i] * lam[r];
-        }
-    } else {
-#pragma unroll 1
-        for (int r = 0; r < nr; ++r) warm[slot_of[r]] = lam[r];
-        // tsum is Y's first words, which no lane reads after A is built.
-#pragma unroll
-        for (int i = 0; i < GROVE_NV; ++i) {
-            if (i % G != (int)lanes.lane) continue;
-            real s = total[i];
-#pragma unroll 1
-            for (int r = 0; r < nr; ++r) s += J[r][i] * lam[r];
-            tsum[i] = s;
-        }
-        lanes.sync();
-#pragma unroll
-        for (int i = 0; i < GROVE_NV; ++i) total[i] = tsum[i];
+        for (int i = 0; i < GROVE_NV; ++i) total[i] += J[r][i] * lam[r];
     }
 }
 #endif
@@ -818,8 +679,7 @@ __device__ __noinline__ void grove_acceleration(GroveLanes<G> lanes, const real*
 #pragma unroll
     for (int i = 0; i < GROVE_NU; ++i) ctrl[i] = ctrl_in[i];
     GroveKin k;
-    if constexpr (G == 1 || GROVE_LEVEL_WIDTH < 2) grove_kinematics(q, k);
-    else grove_kinematics_lanes(lanes, q, k);
+    grove_kinematics(q, k);
     real M[GROVE_NV][GROVE_NV], L[GROVE_NV][GROVE_NV], f[GROVE_NV];
     if constexpr (G == 1) grove_smooth(k, q, v, ctrl, M, f);
     else grove_smooth_lanes(lanes, k, q, v, ctrl, M, f);
@@ -827,10 +687,7 @@ __device__ __noinline__ void grove_acceleration(GroveLanes<G> lanes, const real*
     for (int i = 0; i < GROVE_NV; ++i)
 #pragma unroll
         for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
-    bool factored;
-    if constexpr (G == 1) factored = grove_cholesky(L);
-    else factored = grove_cholesky_lanes(lanes, L);
-    if (!factored) {
+    if (!grove_cholesky(L)) {
 #pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
         return;
@@ -905,19 +762,17 @@ __device__ __noinline__ void grove_acceleration(GroveLanes<G> lanes, const real*
     for (int s = 0; s < GROVE_SLOTS; ++s)
         if (!active[s]) warm[s] = 0.0f;
     if (nr > 0) {
-        real lam[GROVE_SLOTS_ALLOC];
+        real au[GROVE_NV], lam[GROVE_SLOTS_ALLOC];
+        grove_solve(L, f, au);
         if constexpr (G == 1) {
-            real au[GROVE_NV];
-            grove_solve(L, f, au);
             real Y[GROVE_SLOTS_ALLOC][GROVE_NV], A[GROVE_SLOTS_ALLOC][GROVE_SLOTS_ALLOC], b[GROVE_SLOTS_ALLOC], diag[GROVE_SLOTS_ALLOC];
-            grove_forces(lanes, nr, L, J, R, aref, f, au, slot_of, warm, Y, A, b, diag, lam, total, nullptr);
+            grove_forces(lanes, nr, L, J, R, aref, au, slot_of, warm, Y, A, b, diag, lam, total);
         } else {
             real* w = lanes.mem;
             real(*A)[GROVE_SLOTS_ALLOC] = (real(*)[GROVE_SLOTS_ALLOC])w;
             real(*Y)[GROVE_NV] = (real(*)[GROVE_NV])(w + GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC);
             real* b = w + GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV;
-            real* au = b + 2 * GROVE_SLOTS_ALLOC;  // after b and diag
-            grove_forces(lanes, nr, L, J, R, aref, f, au, slot_of, warm, Y, A, b, b + GROVE_SLOTS_ALLOC, lam, total, Y[0]);
+            grove_forces(lanes, nr, L, J, R, aref, au, slot_of, warm, Y, A, b, b + GROVE_SLOTS_ALLOC, lam, total);
         }
     }
 #endif
@@ -928,10 +783,7 @@ __device__ __noinline__ void grove_acceleration(GroveLanes<G> lanes, const real*
             for (int j = 0; j < GROVE_NV; ++j) L[i][j] = M[i][j];
 #pragma unroll
         for (int i = 0; i < GROVE_NV; ++i) L[i][i] += grove_hdamp[i];
-        bool damped;
-        if constexpr (G == 1) damped = grove_cholesky(L);
-        else damped = grove_cholesky_lanes(lanes, L);
-        if (!damped) {
+        if (!grove_cholesky(L)) {
 #pragma unroll
             for (int i = 0; i < GROVE_NV; ++i) acc[i] = __int_as_float(0x7fffffff);
             return;

@@ -44,15 +44,14 @@ pub const CONTROL_BLOCK: u32 = 64;
 pub const EPISODE_LANES: [u32; 6] = [1, 2, 4, 8, 16, 32];
 
 /// Shared-memory words one group of lanes needs for `m` (`GROVE_LANE_WORDS` in sim.cu), used by
-/// the phases of each step in turn: the kinematics' (NB·3 + NV·2) and M's factor's (NV·NV),
-/// which fit in the smooth dynamics' (every body's COM Jacobian NB·NV·3, its J̇q̇ NB·2 and fluid
-/// force NB·3, M NV·NV, bias and fluid NV each), then the constraint rows' (A S·S, Y S·NV, b and
-/// A's diagonal S each, S = `m`'s constraint slots, at least 1, and the unconstrained
-/// acceleration NV); the larger of the last two.
+/// two phases of each step in turn: the smooth dynamics' (every body's COM Jacobian NB·NV·3, its
+/// J̇q̇ NB·2 and fluid force NB·3, M NV·NV, bias and fluid NV each), then the constraint rows'
+/// (A S·S, Y S·NV, b and A's diagonal S each, S = `m`'s constraint slots, at least 1); the
+/// larger of the two.
 pub fn lane_words(m: &Model) -> usize {
     let (s, nv, nb) = (m.n_slots().max(1), m.nv(), m.bodies.len());
     let smooth = nb * nv * 3 + nb * 5 + nv * nv + 2 * nv;
-    let rows = s * s + s * nv + 2 * s + nv;
+    let rows = s * s + s * nv + 2 * s;
     smooth.max(rows)
 }
 
@@ -712,11 +711,11 @@ mod tests {
     }
 
     #[test]
-    fn a_groups_shared_words_hold_the_smooth_dynamics_then_a_y_b_the_diagonal_and_the_free_acceleration() {
+    fn a_groups_shared_words_hold_the_smooth_dynamics_then_a_y_b_and_the_diagonal() {
         let walker = Model::load("walker2d", Some("brax")).unwrap();
         let s = walker.n_slots();
         assert_eq!(s, 2 * 6 + 6 * 3, "six limited joints, three colliding capsules");
-        assert_eq!(lane_words(&walker), s * s + s * 9 + 2 * s + 9);
+        assert_eq!(lane_words(&walker), s * s + s * 9 + 2 * s);
         assert_eq!(block_shared_bytes(&walker, 1), 0, "one lane keeps its rows in local memory");
         assert_eq!(block_shared_bytes(&walker, 8), 8 * lane_words(&walker) * 4);
         let swimmer = Model::load("swimmer", Some("brax")).unwrap();
@@ -724,6 +723,6 @@ mod tests {
         // Few rows: the smooth dynamics' words are the larger (three bodies of five DOFs).
         assert_eq!((swimmer.bodies.len(), swimmer.nv()), (3, 5));
         assert_eq!(lane_words(&swimmer), 3 * 5 * 3 + 3 * 5 + 25 + 10);
-        assert!(lane_words(&swimmer) > 16 + 4 * 5 + 8 + 5);
+        assert!(lane_words(&swimmer) > 16 + 4 * 5 + 8);
     }
 }

@@ -72,17 +72,6 @@ fn soft_row(s: &Soft) -> ([f64; SOFT_COLUMNS], u8) {
     (row, mode)
 }
 
-/// Each body's depth in the tree (0 for a child of the world) and its rank among the bodies of
-/// its depth in index order. A parent comes before its children (Model::parse).
-fn body_levels(bodies: &[crate::sim::model::Body]) -> (Vec<usize>, Vec<usize>) {
-    let mut level = Vec::with_capacity(bodies.len());
-    for b in bodies {
-        level.push(b.parent.map_or(0, |p| level[p] + 1));
-    }
-    let rank = (0..bodies.len()).map(|b| level[..b].iter().filter(|&&l| l == level[b]).count()).collect();
-    (level, rank)
-}
-
 /// `grove_env.h` for `m`: everything sim.cu needs to know about the model, as compile-time
 /// constants (one module per model and profile). The tables are `__device__ const`, not
 /// `__constant__`: NVVM folds a `const` table read at a constant index into the code (a
@@ -157,15 +146,6 @@ pub fn env_header(m: &Model) -> String {
         format!("{{{}}}", list((0..nv).map(|i| b.path.iter().position(|&j| j == i).map_or(-1, |p| p as i64)), |p| p.to_string()))
     };
     let _ = writeln!(w, "__device__ const int grove_pathpos[{nb}][{nv}] = {{{}}};", list(b, pathpos));
-    // Each body's depth in the tree (0: a child of the world) and its rank among the bodies of
-    // that depth in index order, the number of depths and the most bodies at one depth (sim.cu's
-    // kinematics by level for a group of lanes; a parent's index is below its children's).
-    let (level, rank) = body_levels(b);
-    let depth = level.iter().max().map_or(0, |&d| d + 1);
-    let width = (0..depth).map(|d| level.iter().filter(|&&l| l == d).count()).max().unwrap_or(0);
-    let _ = writeln!(w, "#define GROVE_DEPTH {depth}\n#define GROVE_LEVEL_WIDTH {width}");
-    let _ = writeln!(w, "__device__ const int grove_level[{nb}] = {{{}}};", list(&level, |l| l.to_string()));
-    let _ = writeln!(w, "__device__ const int grove_level_rank[{nb}] = {{{}}};", list(&rank, |r| r.to_string()));
     if let Some([rho, mu]) = m.fluid {
         // c1 = 3πdμ, c2 = πd³μ, cL, cT, cR of the inertia box, combined in f64 by the CPU's code.
         let coeffs = |body: &crate::sim::model::Body| fluid_coefficients(body, rho, mu);
