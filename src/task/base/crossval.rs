@@ -30,8 +30,11 @@ pub const MAX_FOLDS: usize = 5;
 pub fn fold_count(asked: Option<usize>, n_rows: usize) -> anyhow::Result<usize> {
     match asked {
         Some(k) if k < 2 => anyhow::bail!("--folds (folds) must be at least 2, got {k}"),
+        Some(k) if n_rows < 2 => {
+            anyhow::bail!("--folds {k} (folds): cross-validation needs at least 2 training rows to deal into folds, and this run has {n_rows}")
+        }
         Some(k) if k > n_rows => {
-            anyhow::bail!("--folds {k} (folds) is more than the {n_rows} training rows it deals into folds: give --folds {} or fewer", n_rows.max(2))
+            anyhow::bail!("--folds {k} (folds) is more than the {n_rows} training rows it deals into folds: give --folds {n_rows} or fewer")
         }
         Some(k) => Ok(k),
         None => Ok(super::defaults::FOLDS.min(n_rows)),
@@ -203,6 +206,10 @@ mod tests {
         assert_eq!(e, "--folds 10 (folds) is more than the 8 training rows it deals into folds: give --folds 8 or fewer");
         assert!(!e.contains('\n'));
         assert_eq!(fold_count(Some(1), 8).unwrap_err().to_string(), "--folds (folds) must be at least 2, got 1");
+        // One row has no two folds: the line says so instead of asking for 2 or fewer.
+        let e = fold_count(Some(3), 1).unwrap_err().to_string();
+        assert_eq!(e, "--folds 3 (folds): cross-validation needs at least 2 training rows to deal into folds, and this run has 1");
+        assert!(fold_count(Some(2), 0).is_err() && fold_count(Some(2), 2).is_ok());
         let f = Folds::with_k(23, 7, 3);
         assert_eq!(f.k, 7);
         assert_eq!((0..7).map(|k| f.rows(k, true).len()).sum::<usize>(), 23);
