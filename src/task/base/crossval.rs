@@ -72,6 +72,41 @@ impl Score {
     }
 }
 
+/// The paired difference of two candidates' per-row held-out losses, the first's less the
+/// second's: its mean with that mean's standard error, and its trimmed mean
+/// ([`trimmed_mean`] at [`crate::task::base::defaults::GUARD_TRIM`]), which a gain carried
+/// by a few rows does not move.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Difference {
+    /// Mean and standard error of the differences.
+    pub score: Score,
+    /// Their trimmed mean.
+    pub trimmed: f64,
+}
+
+impl Difference {
+    /// The difference of per-row losses `a` less `b` (the shorter length; `+inf` where any
+    /// loss is not finite).
+    pub fn of(a: &[f64], b: &[f64], trim: f64) -> Difference {
+        let d: Vec<f64> = a.iter().zip(b).map(|(a, b)| a - b).collect();
+        Difference { score: Score::of(&d), trimmed: trimmed_mean(&d, trim) }
+    }
+}
+
+/// The mean of `values` without the `⌊share · n⌋` lowest and as many highest (`+inf` where
+/// any is not finite or none is left). `share` is clamped to `[0, 0.5)`.
+pub fn trimmed_mean(values: &[f64], share: f64) -> f64 {
+    if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
+        return f64::INFINITY;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let k = ((share.clamp(0.0, 0.499) * n as f64).floor() as usize).min((n - 1) / 2);
+    let kept = &v[k..n - k];
+    kept.iter().sum::<f64>() / kept.len() as f64
+}
+
 /// The folds of `n` rows: a seeded shuffle dealt in turn into `k = min(MAX_FOLDS, n)` folds,
 /// so their sizes differ by at most one.
 #[derive(Clone, Debug, PartialEq)]
@@ -169,6 +204,30 @@ impl SizeCurve {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trimmed_mean_drops_the_same_count_from_each_end() {
+        // 200 values: 1 % is two from each end, so the two huge ones and the two lowest go.
+        let mut v: Vec<f64> = (0..196).map(|i| (i % 7) as f64).collect();
+        v.extend([1e6, 2e6, -5.0, -4.0]);
+        let kept: Vec<f64> = (0..196).map(|i| (i % 7) as f64).collect();
+        let want = kept.iter().sum::<f64>() / 196.0;
+        assert!((trimmed_mean(&v, 0.01) - want).abs() < 1e-12, "{}", trimmed_mean(&v, 0.01));
+        // Too few rows for 1 % to remove one: the plain mean.
+        assert_eq!(trimmed_mean(&[1.0, 2.0, 6.0], 0.01), 3.0);
+        assert_eq!(trimmed_mean(&[4.0], 0.01), 4.0);
+        // A share of a half or more keeps the middle, never nothing.
+        assert_eq!(trimmed_mean(&[1.0, 2.0, 9.0], 0.9), 2.0);
+        assert_eq!(trimmed_mean(&[1.0, 2.0, 5.0, 9.0], 0.5), 3.5);
+        // A negative share trims nothing.
+        assert_eq!(trimmed_mean(&[1.0, 2.0, 6.0], -1.0), 3.0);
+        // Nothing to average, or a loss that is not finite.
+        assert_eq!(trimmed_mean(&[], 0.01), f64::INFINITY);
+        assert_eq!(trimmed_mean(&[1.0, f64::NAN], 0.01), f64::INFINITY);
+        // A difference keeps both the plain mean and the trimmed one.
+        let d = Difference::of(&v, &vec![0.0; 200], 0.01);
+        assert!(d.score.mse > 1e4 && (d.trimmed - want).abs() < 1e-12);
+    }
 
     #[test]
     fn folds_deal_every_row_once_in_near_equal_folds_and_follow_the_seed() {

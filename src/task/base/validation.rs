@@ -9,7 +9,8 @@
 use anyhow::{Result, bail, ensure};
 
 use crate::program::tree::Node;
-use super::crossval::Score;
+use super::crossval::{Difference, Score};
+use super::defaults::GUARD_TRIM;
 use super::report::FameRow;
 
 /// How the returned program is chosen (`--select`).
@@ -436,38 +437,60 @@ pub struct Described {
     pub resampled: Option<Score>,
 }
 
-/// The paired comparison of two candidates' resampled errors: the mean, over the held-out
-/// rows, of the first's loss less the second's, with that mean's standard error; `None` where
-/// the per-row losses were not kept. Two candidates scored on the same rows err together on
-/// the hard rows, so the standard error of their difference is far smaller than either's own.
-pub type Paired<'a> = &'a dyn Fn(Pick, Pick) -> Option<Score>;
+/// The paired comparison of two candidates' resampled errors ([`Difference`]: the mean, over
+/// the held-out rows, of the first's loss less the second's, its standard error and its
+/// trimmed mean); `None` where the per-row losses were not kept. Two candidates scored on the
+/// same rows err together on the hard rows, so the standard error of their difference is far
+/// smaller than either's own.
+pub type Paired<'a> = &'a dyn Fn(Pick, Pick) -> Option<Difference>;
 
-/// Whether `a` is lower than `b` in resampled error by more than one standard error: of their
-/// paired difference where both are simple models and `paired` gives a finite one, else of
-/// `a`'s own error; with the paired difference where one was used. Between simple models the
-/// folds' errors are honest (no shape of theirs was searched), and pairing resolves the small
-/// gains of the ridge on every input over the terms. A program's shape was searched on every
+/// The margin a comparison of [`lower_by_one_se`] was decided by.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Margin {
+    /// The standard error of the two candidates' paired difference.
+    Paired(Score),
+    /// The first's own standard error.
+    Own,
+    /// The first's own standard error, which its trimmed gain (this) does not exceed.
+    Trimmed(f64),
+}
+
+/// Whether `a` is lower than `b` in resampled error by more than one standard error, and the
+/// margin that decided it. Between simple models, the standard error of their paired
+/// difference where `paired` gives a finite one: there the folds' errors are honest (no shape
+/// of theirs was searched), and pairing resolves the small gains of the ridge on every input
+/// over the terms. Otherwise `a`'s own standard error. A program's shape was searched on every
 /// row, so its cross-validated error is optimistic by an amount the folds do not see, and its
 /// own standard error is the margin kept against that (measured in `docs/quality.md`, issue
 /// 56: paired differences for programs too returned 34-node programs below the terms on the
-/// noisy 4774-row set).
-fn lower_by_one_se(a: (Pick, Score), b: (Pick, Score), paired: Option<Paired>) -> (bool, Option<Score>) {
-    let honest = matches!((a.0, b.0), (Pick::Baseline(_), Pick::Baseline(_)));
-    match paired.filter(|_| honest).and_then(|f| f(a.0, b.0)).filter(|d| d.mse.is_finite() && d.se.is_finite()) {
-        Some(d) => (d.mse + d.se < 0.0, Some(d)),
-        None => {
-            let se = if a.1.se.is_finite() { a.1.se } else { 0.0 };
-            (a.1.mse + se < b.1.mse, None)
-        }
+/// noisy 4774-row set). Where a program is weighed against a simple model, its gain must
+/// exceed that margin also with the most extreme [`GUARD_TRIM`] of the row differences
+/// trimmed from each end: on noisy data the search memorises a few extreme rows, the folds
+/// keep the shape that did, and the gain that rests on those rows alone is not kept.
+fn lower_by_one_se(a: (Pick, Score), b: (Pick, Score), paired: Option<Paired>) -> (bool, Margin) {
+    let d = paired.and_then(|f| f(a.0, b.0)).filter(|d| d.score.mse.is_finite() && d.score.se.is_finite());
+    if let (Pick::Baseline(_), Pick::Baseline(_), Some(d)) = (a.0, b.0, d) {
+        return (d.score.mse + d.score.se < 0.0, Margin::Paired(d.score));
+    }
+    let se = if a.1.se.is_finite() { a.1.se } else { 0.0 };
+    if !(a.1.mse + se < b.1.mse) {
+        return (false, Margin::Own);
+    }
+    match (a.0, b.0, d.filter(|d| d.trimmed.is_finite())) {
+        (Pick::Member(_), Pick::Baseline(_), Some(d)) if !(-d.trimmed > se) => (false, Margin::Trimmed(-d.trimmed)),
+        _ => (true, Margin::Own),
     }
 }
 
-/// The words for a comparison [`lower_by_one_se`] made: the paired difference, where there
-/// was one.
-fn one_se_words(d: Option<Score>) -> String {
-    match d {
-        Some(d) => format!("the standard error of their paired difference ({})", d.describe()),
-        None => "its standard error".to_string(),
+/// The words for the margin of a comparison [`lower_by_one_se`] made.
+fn one_se_words(m: Margin) -> String {
+    match m {
+        Margin::Paired(d) => format!("the standard error of their paired difference ({})", d.describe()),
+        Margin::Own => "its standard error".to_string(),
+        Margin::Trimmed(gain) => format!(
+            "its standard error once the {} % most extreme row differences at each end are trimmed (a gain of {gain:.4e}: the rest rests on a few rows)",
+            GUARD_TRIM * 100.0
+        ),
     }
 }
 
@@ -796,9 +819,10 @@ mod tests {
         ];
         // The ridge is lower than the terms by 0.05: within its own standard error (0.1), but
         // by five paired standard errors on the same rows.
+        let diff = |mse: f64, se: f64| Some(Difference { score: Score { mse, se }, trimmed: mse });
         let paired = |a: Pick, b: Pick| match (a, b) {
-            (Pick::Baseline(Baseline::Every), Pick::Baseline(Baseline::Linear)) => Some(Score { mse: -0.05, se: 0.01 }),
-            (Pick::Member(0), _) => Some(Score { mse: -0.3, se: 0.01 }),
+            (Pick::Baseline(Baseline::Every), Pick::Baseline(Baseline::Linear)) => diff(-0.05, 0.01),
+            (Pick::Member(0), _) => diff(-0.3, 0.01),
             _ => None,
         };
         let (pick, why) = choose_described(&[], &simple, Some(&paired)).unwrap();
@@ -807,7 +831,7 @@ mod tests {
         // Without the pairing (or with a non-finite difference) the terms stay.
         let (pick, _) = choose_described(&[], &simple, None).unwrap();
         assert_eq!(pick, Pick::Baseline(Baseline::Linear));
-        let broken = |_: Pick, _: Pick| Some(Score { mse: f64::INFINITY, se: f64::INFINITY });
+        let broken = |_: Pick, _: Pick| Some(Difference { score: Score { mse: f64::INFINITY, se: f64::INFINITY }, trimmed: f64::INFINITY });
         let (pick, _) = choose_described(&[], &simple, Some(&broken)).unwrap();
         assert_eq!(pick, Pick::Baseline(Baseline::Linear));
         // A program is held to its own standard error, however tight its paired difference: its
@@ -821,6 +845,54 @@ mod tests {
         let program = [Candidate { resampled: Some(Score { mse: 0.7, se: 0.1 }), ..program[0] }];
         let (pick, _) = choose_described(&program, &simple, Some(&paired)).unwrap();
         assert_eq!(pick, Pick::Member(0));
+    }
+
+    #[test]
+    fn a_programs_gain_that_rests_on_a_few_rows_gives_way_to_the_terms() {
+        // 400 held-out rows. The terms lose 1.0 on every row, 40 on four of them; the program
+        // memorised those four (its shape was searched on every row): its mean loss is far
+        // lower than the terms', by much more than its standard error, but with 1 % of the row
+        // differences trimmed from each end it is no better.
+        let n = 400;
+        let mut terms = vec![1.0; n];
+        let mut program = vec![1.0; n];
+        for i in 0..4 {
+            terms[i * 100] = 1600.0;
+            program[i * 100] = 0.0;
+        }
+        for i in (0..n).step_by(2) {
+            program[i] += 0.002; // slightly worse on half the rows
+        }
+        let mean: Vec<f64> = terms.iter().map(|l| l + 1.0).collect();
+        let losses = [mean, terms, program];
+        let slot = |p: Pick| match p {
+            Pick::Baseline(Baseline::Mean) => 0,
+            Pick::Baseline(Baseline::Linear) => 1,
+            Pick::Member(0) => 2,
+            _ => unreachable!(),
+        };
+        let paired = |a: Pick, b: Pick| Some(Difference::of(&losses[slot(a)], &losses[slot(b)], GUARD_TRIM));
+        let simple = vec![
+            (Baseline::Mean, Described { description: 100.0, resampled: Some(Score::of(&losses[0])) }),
+            (Baseline::Linear, Described { description: 90.0, resampled: Some(Score::of(&losses[1])) }),
+        ];
+        let own = Score::of(&losses[2]);
+        let t = Score::of(&losses[1]);
+        assert!(own.mse + own.se < t.mse, "the plain gain passes: {own:?} against {t:?}");
+        let cand = [Candidate { size: 9, loss: 0.5, description: Some(50.0), resampled: Some(own), ..Candidate::default() }];
+        let (pick, why) = choose_described(&cand, &simple, Some(&paired)).unwrap();
+        assert_eq!(pick, Pick::Baseline(Baseline::Linear), "{why}");
+        assert!(why.contains("most extreme row differences"), "{why}");
+        // Without the per-row losses the plain gain decides, as before.
+        let (pick, _) = choose_described(&cand, &simple, None).unwrap();
+        assert_eq!(pick, Pick::Member(0));
+        // A gain on every row survives the trimming: the program stays.
+        let spread: Vec<f64> = losses[1].iter().map(|_| 0.5).collect();
+        let losses = [losses[0].clone(), losses[1].clone(), spread];
+        let paired = |a: Pick, b: Pick| Some(Difference::of(&losses[slot(a)], &losses[slot(b)], GUARD_TRIM));
+        let cand = [Candidate { resampled: Some(Score::of(&losses[2])), ..cand[0] }];
+        let (pick, why) = choose_described(&cand, &simple, Some(&paired)).unwrap();
+        assert_eq!(pick, Pick::Member(0), "{why}");
     }
 
     #[test]

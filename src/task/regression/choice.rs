@@ -12,7 +12,8 @@
 //! [`crate::task::base::validation::choose_resampled`].
 
 use super::*;
-use crate::task::base::crossval::Score;
+use crate::task::base::crossval::{Difference, Score};
+use crate::task::base::defaults::GUARD_TRIM;
 use crate::task::base::validation::{Baseline, Pick};
 
 /// The candidates' resampled errors.
@@ -45,7 +46,7 @@ impl Resampled {
 
     /// The paired difference of two candidates' held-out losses, `a`'s less `b`'s, row by row
     /// ([`crate::task::base::validation::Paired`]); `None` for a front member it did not score.
-    pub fn paired(&self, a: Pick, b: Pick) -> Option<Score> {
+    pub fn paired(&self, a: Pick, b: Pick) -> Option<Difference> {
         let slot = |p: Pick| match p {
             Pick::Baseline(Baseline::Mean) => Some(0),
             Pick::Baseline(Baseline::Linear) => Some(1),
@@ -53,8 +54,7 @@ impl Resampled {
             Pick::Member(m) => Some(SIMPLE + m).filter(|&i| i < self.losses.len()),
         };
         let (a, b) = (&self.losses[slot(a)?], &self.losses[slot(b)?]);
-        let diff: Vec<f64> = a.iter().zip(b).map(|(a, b)| a - b).collect();
-        Some(Score::of(&diff))
+        Some(Difference::of(a, b, GUARD_TRIM))
     }
 }
 
@@ -284,9 +284,10 @@ mod tests {
         let r = summarise(acc, 2, 4, std::time::Instant::now());
         assert!(r.members[0].se > 1.0 && r.linear.unwrap().se > 1.0);
         let d = r.paired(Pick::Member(0), Pick::Baseline(Baseline::Linear)).unwrap();
-        assert!((d.mse + 0.25).abs() < 1e-12 && d.se.abs() < 1e-12, "{d:?}");
+        assert!((d.score.mse + 0.25).abs() < 1e-12 && d.score.se.abs() < 1e-12, "{d:?}");
+        assert!((d.trimmed + 0.25).abs() < 1e-12, "{d:?}");
         let d = r.paired(Pick::Baseline(Baseline::Mean), Pick::Member(0)).unwrap();
-        assert!((d.mse - 0.75).abs() < 1e-12, "{d:?}");
+        assert!((d.score.mse - 0.75).abs() < 1e-12, "{d:?}");
         // A member it did not score has none.
         assert_eq!(r.paired(Pick::Member(1), Pick::Baseline(Baseline::Mean)), None);
     }
