@@ -42,7 +42,7 @@ for suite in sorted(os.listdir(root)):
             continue
         for k in sorted(os.listdir(f"{root}/{suite}/{ds}"), key=int):
             for b in budgets:
-                if int(k) >= splits[b]:
+                if int(k) >= splits[b] or int(k) < int(os.environ.get("FIRST_SPLIT", "0")):
                     continue
                 for name, extra in variants:
                     system = f"grove-{name}" + ("-10x" if b == 10 else "")
