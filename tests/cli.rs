@@ -277,9 +277,9 @@ fn help_groups_the_flags_under_headings_and_prints_the_defaults_from_the_constan
     let rows = (grove::task::base::defaults::EVOLVE_VALIDATION_ROWS, grove::task::base::validation::AUTO_MIN_ROWS);
     assert!(h.contains(&format!("[default: {v} with at least {} training rows for evolve ({} for classify)", rows.0, rows.1)), "{h}");
     assert!(h.contains(&format!("--folds <K> Folds of --select folds (auto's rule below {} training rows)", rows.0)), "{h}");
-    let fit = grove::task::regression::DEFAULT_FIT;
+    let fit = grove::task::regression::FITTING;
     assert!(h.contains(&format!("[default: {}]", fit.every)) && h.contains(&format!("[default: {}]", fit.fraction)), "{h}");
-    assert!(h.contains(&format!("evolve {} on a GPU and 0 on the CPU", fit.steps)), "{h}");
+    assert!(h.contains("[default: evolve 0 and classify 0, on either device"), "{h}");
     assert!(h.contains("- eager: One codon at every non-terminal (PonyGE2)"), "the codons' help: {h}");
     assert!(h.contains("- sensible: Ramped half-and-half"), "the initialisations' help: {h}");
     let h = flat(help(&["control", "--help"]));

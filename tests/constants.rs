@@ -73,7 +73,7 @@ fn the_task_fits_rows_in_place_and_scores_them_as_evaluation_does() {
 #[test]
 fn experiment_files_lay_constant_fitting_over_the_devices_defaults() {
     use grove::task::runner::experiment::Experiment;
-    use grove::task::regression::{DEFAULT_FIT, default_fit};
+    use grove::task::regression::{FITTING, default_fit};
     let fitting = |given: serde_json::Value| match Experiment::from_parts("evolve", given, "test.ron") {
         Ok(Experiment::Evolve(s)) => Ok(s.engine.constants),
         Ok(_) => panic!("an evolve experiment"),
@@ -81,11 +81,14 @@ fn experiment_files_lay_constant_fitting_over_the_devices_defaults() {
     };
     let base = serde_json::json!({"functions": "add,mul", "device": "cpu"});
     assert_eq!(fitting(base.clone()), Ok(default_fit(false)));
+    // No fitting on either device (the quality suite measured no gain on a GPU).
     assert_eq!(default_fit(false).steps, 0);
-    assert_eq!(fitting(serde_json::json!({"functions": "add,mul", "device": "cuda"})), Ok(DEFAULT_FIT));
+    assert_eq!(fitting(serde_json::json!({"functions": "add,mul", "device": "cuda"})), Ok(default_fit(true)));
+    assert_eq!(default_fit(true), default_fit(false));
+    // Steps alone take the schedule of `FITTING`.
     let mut some = base.clone();
     some["engine"] = serde_json::json!({"constants": {"steps": 4}});
-    assert_eq!(fitting(some), Ok(ConstantFitting { steps: 4, ..DEFAULT_FIT }));
+    assert_eq!(fitting(some), Ok(ConstantFitting { steps: 4, ..FITTING }));
     let mut bad = base;
     bad["engine"] = serde_json::json!({"constants": {"steps": 4, "fraction": 0.0}});
     let e = fitting(bad).unwrap_err();

@@ -580,7 +580,7 @@ fn sharded_rows_on_the_device_equal_host_shards() {
             assert_same_runs(&format!("shards on GPUs {layout:?} over {link:?}"), &a, &b, &fa, &fb);
         }
         // Constant fitting is refused with shards.
-        let fitting = EngineConfig { constants: grove::task::regression::DEFAULT_FIT, ..cfg.clone() };
+        let fitting = EngineConfig { constants: grove::task::regression::FITTING, ..cfg.clone() };
         let err = device::run(&fitting, &single, Representation::Trees(&rep), &[d], None, &mut Fame::default()).err().unwrap().to_string();
         assert!(err.contains("--shard-rows"), "{err}");
     }

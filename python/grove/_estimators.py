@@ -311,7 +311,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     bloat : {"auto", "none", "double-tournament", "lexicographic", "nsga2"}, default="auto"
         Bloat control by selection (the linear penalty is ``parsimony_coefficient``);
         "nsga2" ranks error and size as two objectives (NSGA-II); "auto" is "nsga2" where
-        constants are not fitted (the CPU's default) and "none" where they are (a GPU's). The
+        constants are not fitted (the default on either device) and "none" where they are. The
         classifier's default is "none".
     size_pressure : float in [1, 2], default=1.4
         Double tournament: the smaller parent wins with probability ``size_pressure / 2``.
@@ -334,8 +334,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
         Levenberg-Marquardt steps fitting the numeric constants (and the linear scaling) of
         the best ``optimise_fraction`` of the population every ``optimise_every`` generations
-        (``grove evolve --optimise-constants``). None: the device's default (10 steps every 5
-        generations on the best 0.2 on a GPU; no fitting on the CPU).
+        (``grove evolve --optimise-constants``). None: the default, no fitting on either
+        device; steps alone fit every 5 generations on the best 0.2.
     islands : int, default=1
         Populations of ``population_size`` each that evolve side by side and send their best
         programs to the next on a ring (``grove evolve --islands``; 1: one population).

@@ -42,8 +42,9 @@ def test_cuda_regressor_equals_grove_evolve_on_cuda(tmp_path, grove_cli, islands
                             islands=islands, device="cuda").fit(X, y)
     on_gpu(est.report_)
     same_run(cli, est.report_)
-    # The GPU's defaults fit constants, as the command line's do.
-    assert est.report_["settings"]["engine"]["constants"]["steps"] > 0
+    # The GPU's defaults fit no constants, as the CPU's and the command line's.
+    assert est.report_["settings"]["engine"]["constants"] == cli["settings"]["engine"]["constants"]
+    assert est.report_["settings"]["engine"]["constants"]["steps"] == 0
     out = grove_cli("predict", "--model", tmp_path / "r.json", "--data", tmp_path / "d.csv")
     np.testing.assert_array_equal(est.predict(X), np.array([float(v) for v in out.stdout.split()[1:]]))
 

@@ -538,16 +538,16 @@ impl GeArgs {
 #[derive(Debug, Args)]
 pub struct FitArgs {
     #[arg(long, value_name = "STEPS", help = format!(
-        "Levenberg–Marquardt steps fitting the numeric constants of the best programs on the training rows (regression: the squared error, with the scale and offset of linear scaling; classification: the softmax cross-entropy); 0: no fitting [default: evolve {} on a GPU and {} on the CPU, where the fit costs many times a plain run; classify {}]",
-        crate::task::regression::default_fit(true).steps, crate::task::regression::default_fit(false).steps, crate::task::classify::DEFAULT_FIT.steps
+        "Levenberg–Marquardt steps fitting the numeric constants of the best programs on the training rows (regression: the squared error, with the scale and offset of linear scaling; classification: the softmax cross-entropy); 0: no fitting [default: evolve {} and classify {}, on either device: docs/quality.md measured no gain on unseen rows; given alone, every 5 generations on the best 20 %]",
+        crate::task::regression::default_fit(true).steps, crate::task::classify::DEFAULT_FIT.steps
     ))]
     pub(crate) optimise_constants: Option<u32>,
     #[arg(long, value_name = "G", help = format!(
-        "Generations between constant fits (1: every generation) [default: {}]", crate::task::regression::DEFAULT_FIT.every
+        "Generations between constant fits (1: every generation) [default: {}]", crate::task::regression::FITTING.every
     ))]
     pub(crate) optimise_every: Option<usize>,
     #[arg(long, allow_negative_numbers = true, value_name = "F", help = format!(
-        "Fraction of the population whose constants are fitted, the best first [default: {}]", crate::task::regression::DEFAULT_FIT.fraction
+        "Fraction of the population whose constants are fitted, the best first [default: {}]", crate::task::regression::FITTING.fraction
     ))]
     pub(crate) optimise_fraction: Option<f64>,
 }
@@ -568,7 +568,7 @@ mod tests {
     #[test]
     fn the_help_prints_the_defaults_where_both_fittings_agree() {
         // `--optimise-every` and `--optimise-fraction` state one default for both commands.
-        let (r, c) = (crate::task::regression::DEFAULT_FIT, crate::task::classify::DEFAULT_FIT);
+        let (r, c) = (crate::task::regression::FITTING, crate::task::classify::DEFAULT_FIT);
         assert_eq!((r.every, r.fraction), (c.every, c.fraction));
     }
 

@@ -59,7 +59,7 @@ pub const CONTROL_CPU: EngineDefaults = EngineDefaults { pop: 200, gens: 20, blo
 pub const CONTROL_GPU: EngineDefaults = EngineDefaults { pop: 5000, gens: 100, ..CONTROL_CPU };
 
 /// `grove evolve`'s bloat control: [`crate::select::Bloat::Auto`], NSGA-II where constants are
-/// not fitted (the CPU's default) and plain tournaments where they are (a GPU's). Measured with
+/// not fitted (the default on either device) and plain tournaments where they are. Measured with
 /// `aq` (2026-11-28, `docs/quality.md`): on the CPU NSGA-II meets 8 of 14 statsmodels targets
 /// against 6, Friedman-1 0.952 against 0.936 in 2.1 s against 3.0 s, and no set is lower by
 /// more than 0.01 at 10x the generations; with the GPU's fitted constants it loses diabetes
