@@ -60,3 +60,55 @@ def test_quick_run(tmp_path):
     assert r2[("budget", "grove")] == r2[("regression", "grove")]
     text = (tmp_path / "summary.md").read_text()
     assert "| diabetes |" in text and "| nguyen1 |" in text and "| iris |" in text
+
+
+def test_exported_splits_on_the_gpu_script_score_as_quality_py(tmp_path):
+    """`--export` writes the regression splits that `tools/quality/gpu_quality.sh` runs on a GPU
+    machine; the script, run here with DEVICE=cpu, must score a split as quality.py does."""
+    import shutil
+    import subprocess
+    import tarfile
+
+    pytest.importorskip("sklearn")
+    q = load_tool()
+    binary = pathlib.Path(os.environ.get("GROVE_BIN", REPO / "target" / "release" / "grove"))
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: run `cargo build --release` first (or set GROVE_BIN)")
+    if shutil.which("bash") is None or shutil.which("xz") is None:
+        pytest.skip("the GPU script needs bash and xz")
+    out = tmp_path / "q"
+    assert q.main(["--suite", "regression", "--datasets", "diabetes", "--splits", "2", "--export", str(tmp_path / "exp"),
+                   "--out", str(out)]) == 0
+    d = tmp_path / "exp" / "regression" / "diabetes"
+    assert sorted(p.name for p in d.iterdir()) == ["0", "1"]
+    X, y = q.REAL_SETS["diabetes"][0]()
+    for k in (0, 1):
+        tr, te = q.split_indices(len(y), k)
+        train = (d / str(k) / "train.csv").read_text().splitlines()
+        test = (d / str(k) / "test.csv").read_text().splitlines()
+        assert train[0].split(",")[-1] == "target" and test[0] == train[0]
+        assert (len(train) - 1, len(test) - 1) == (len(tr), len(te))
+        assert float(train[1].split(",")[-1]) == float(y.to_numpy()[tr[0]])
+    # quality.py's own run of split 0 at a small budget ...
+    q.main(["--suite", "regression", "--datasets", "diabetes", "--splits", "1", "--systems", "grove", "--grove", str(binary),
+            "--grove-pop", "300", "--grove-gens", "5", "--out", str(out)])
+    want = [json.loads(l) for l in (out / "runs-regression.jsonl").read_text().splitlines()][0]
+    # ... and the GPU script's, from the exported split, with the same arguments.
+    work = tmp_path / "device"
+    (work / ".device").mkdir(parents=True)
+    (work / "tools" / "quality").mkdir(parents=True)
+    shutil.copy(REPO / "tools" / "gpu_common.sh", work / "tools")
+    shutil.copy(REPO / "tools" / "quality" / "gpu_quality.sh", work / "tools" / "quality")
+    shutil.copy(binary, work / ".device" / "grove")
+    with tarfile.open(work / ".device" / "splits.tar.xz", "w:xz") as t:
+        t.add(tmp_path / "exp" / "regression" / "diabetes" / "0", arcname="regression/diabetes/0")
+    env = dict(os.environ, DEVICE="cpu", SPLITS="1", JOBS="1", QUALITY_VARIANTS="cpu=--pop 300 --gens 5",
+               OUT=str(work / "out"), WORK=str(work / "work"), PATH=os.environ.get("PATH", ""))
+    p = subprocess.run(["bash", "tools/quality/gpu_quality.sh"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = [json.loads(l) for l in (work / "out" / "runs-gpu.jsonl").read_text().splitlines()]
+    assert len(got) == 1 and "error" not in got[0], got
+    got = got[0]
+    assert (got["dataset"], got["split"], got["system"], got["n_train"]) == ("diabetes", 0, "grove-cpu", want["n_train"])
+    assert got["model"] == want["model"] and got["size"] == want["size"]
+    assert abs(got["r2"] - want["r2"]) < 1e-9 and abs(got["terms_r2"] - want["terms_r2"]) < 1e-9
