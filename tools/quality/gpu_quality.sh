@@ -20,6 +20,7 @@
 set -u
 export OUT=${OUT:-$PWD/gpu-out}
 source tools/gpu_common.sh
+[ -f .device/splits.tar.xz ] || { echo "gpu_quality.sh: no .device/splits.tar.xz: write it with quality.py --export (tools/quality/README.md)" >&2; exit 1; }
 export WORK=${WORK:-/tmp/grove-quality}  # the splits and the reports, which stay on the machine
 mkdir -p "$WORK/splits" && tar -C "$WORK/splits" -xJf .device/splits.tar.xz
 "$bin/grove" evolve --data builtin:pagie1 --device "${DEVICE:-cuda}" --gens 1 -q >/dev/null 2>&1  # warm the kernel cache

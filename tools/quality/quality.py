@@ -1288,6 +1288,8 @@ def main(argv=None):
     if bad:
         ap.error(f"unknown suite {bad}: choose from {', '.join(SUITES)} or all")
     if args.export:
+        if not set(suites) & {"regression", "real", "friedman"}:
+            ap.error("--export writes the regression-like suites: name regression, real or friedman in --suite")
         n = Runner(args).export(suites, args.export)
         print(f"{n} splits written under {args.export}")
         return 0
