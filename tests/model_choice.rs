@@ -9,9 +9,9 @@
 use grove::backend::Backend;
 use grove::data::Dataset;
 use grove::rng::{Purpose, Stream};
-use grove::task::base::crossval::Score;
+use grove::task::base::crossval::{Difference, Score};
 use grove::task::base::options::RunOptions;
-use grove::task::base::validation::{Baseline, Candidate, Pick, choose_resampled, one_standard_error};
+use grove::task::base::validation::{Band, Baseline, Candidate, Pick, choose_resampled, one_standard_error};
 use grove::task::regression::{EvolveSettings, fit};
 use serde_json::json;
 
@@ -53,12 +53,12 @@ fn the_one_standard_error_rule_picks_the_smaller_of_two_within_one_standard_erro
     // The larger is lower by less than its standard error: the smaller is returned.
     let front = [member(3, 1.05, 0.08), member(25, 1.0, 0.1)];
     assert_eq!(one_standard_error(&[front[0].resampled, front[1].resampled]).unwrap().0, 0);
-    let (pick, why) = choose_resampled(&front, &[(Baseline::Mean, score(4.0, 0.5))], "5-fold cross-validated").unwrap();
+    let (pick, why) = choose_resampled(&front, &[(Baseline::Mean, score(4.0, 0.5))], "5-fold cross-validated", Band::OneSe, None).unwrap();
     assert_eq!(pick, Pick::Member(0));
     assert!(why.contains("within one standard error") && why.contains("the 3-node program"), "{why}");
     // Lower by more than one standard error: the larger is returned, as the lowest.
     let front = [member(3, 1.2, 0.08), member(25, 1.0, 0.1)];
-    let (pick, why) = choose_resampled(&front, &[(Baseline::Mean, score(4.0, 0.5))], "5-fold cross-validated").unwrap();
+    let (pick, why) = choose_resampled(&front, &[(Baseline::Mean, score(4.0, 0.5))], "5-fold cross-validated", Band::OneSe, None).unwrap();
     assert_eq!(pick, Pick::Member(1));
     assert!(why.contains("the 25-node program has the lowest 5-fold cross-validated error"), "{why}");
     // Exactly at the band's edge counts as within; a missing or NaN score is never picked.
@@ -67,15 +67,59 @@ fn the_one_standard_error_rule_picks_the_smaller_of_two_within_one_standard_erro
     assert_eq!(one_standard_error(&[None, Some(score(f64::INFINITY, 1.0))]), None);
 }
 
+/// With honest held-out losses (`--select cv`, whose folds search every shape again), the
+/// lowest is returned, ties to the simpler; the one-standard-error band would return a simpler
+/// candidate within it.
+#[test]
+fn the_lowest_band_returns_the_lowest_and_ties_go_to_the_simpler() {
+    let front = [member(3, 1.05, 0.08), member(25, 1.0, 0.1)];
+    let simple = [(Baseline::Mean, score(4.0, 0.5)), (Baseline::Linear, score(1.08, 0.2))];
+    assert_eq!(choose_resampled(&front, &simple, "5-fold cross-validated", Band::OneSe, None).unwrap().0, Pick::Baseline(Baseline::Linear));
+    let (pick, why) = choose_resampled(&front, &simple, "5-fold cross-validated", Band::Lowest, None).unwrap();
+    assert_eq!(pick, Pick::Member(1));
+    assert!(why.contains("the 25-node program has the lowest 5-fold cross-validated error of the 4 candidates"), "{why}");
+    // A tie goes to the simpler: the terms before a program, a smaller program before a larger.
+    let tie = [member(3, 1.0, 0.08), member(25, 1.0, 0.1)];
+    assert_eq!(choose_resampled(&tie, &[(Baseline::Mean, score(4.0, 0.5))], "cv", Band::Lowest, None).unwrap().0, Pick::Member(0));
+    let simple = [(Baseline::Mean, score(4.0, 0.5)), (Baseline::Linear, score(1.0, 0.2))];
+    assert_eq!(choose_resampled(&tie, &simple, "cv", Band::Lowest, None).unwrap().0, Pick::Baseline(Baseline::Linear));
+    // A simple model lowest gives way to a simpler one within the paired standard error: the
+    // ridge on every input lower than the terms by 0.01, their paired difference ± 0.05.
+    let front = [member(3, 1.2, 0.08)];
+    let simple = [(Baseline::Mean, score(4.0, 0.5)), (Baseline::Linear, score(1.0, 0.1)), (Baseline::Every, score(0.99, 0.1))];
+    let near = |a: Pick, b: Pick| match (a, b) {
+        (Pick::Baseline(Baseline::Linear), Pick::Baseline(Baseline::Every)) => Some(Difference { score: score(0.01, 0.05), trimmed: 0.01 }),
+        (Pick::Baseline(Baseline::Mean), Pick::Baseline(Baseline::Every)) => Some(Difference { score: score(3.01, 0.4), trimmed: 3.0 }),
+        _ => None,
+    };
+    assert_eq!(choose_resampled(&front, &simple, "cv", Band::Lowest, None).unwrap().0, Pick::Baseline(Baseline::Every));
+    let (pick, why) = choose_resampled(&front, &simple, "cv", Band::Lowest, Some(&near)).unwrap();
+    assert_eq!(pick, Pick::Baseline(Baseline::Linear), "{why}");
+    assert!(why.contains("within one standard error of the lowest cv error") && why.contains("for the ridge regression on every input"), "{why}");
+    // Lower by more than the paired standard error: the ridge stays.
+    let far = |a: Pick, b: Pick| match (a, b) {
+        (Pick::Baseline(Baseline::Linear), Pick::Baseline(Baseline::Every)) => Some(Difference { score: score(0.01, 0.001), trimmed: 0.01 }),
+        _ => near(a, b),
+    };
+    assert_eq!(choose_resampled(&front, &simple, "cv", Band::Lowest, Some(&far)).unwrap().0, Pick::Baseline(Baseline::Every));
+    // A program lowest is returned whatever the simple models' pairs say.
+    let front = [member(3, 0.5, 0.08)];
+    assert_eq!(choose_resampled(&front, &simple, "cv", Band::Lowest, Some(&near)).unwrap().0, Pick::Member(0));
+    // A missing or NaN score is never the lowest; none finite, no choice.
+    let odd = [Candidate { size: 2, resampled: Some(score(f64::NAN, 0.1)), ..Candidate::default() }, Candidate { size: 4, resampled: None, ..Candidate::default() }];
+    assert_eq!(choose_resampled(&odd, &[(Baseline::Mean, score(9.0, 1.0))], "cv", Band::Lowest, None).unwrap().0, Pick::Baseline(Baseline::Mean));
+    assert_eq!(choose_resampled(&odd, &[(Baseline::Mean, score(f64::INFINITY, 1.0))], "cv", Band::Lowest, None), None);
+}
+
 #[test]
 fn a_front_whose_every_program_is_worse_than_the_linear_terms_returns_the_terms() {
     let front = [member(1, 2.5, 0.1), member(7, 2.2, 0.1), member(40, 2.1, 0.3)];
-    let (pick, why) = choose_resampled(&front, &[(Baseline::Mean, score(5.0, 0.4)), (Baseline::Linear, score(2.0, 0.1))], "validation").unwrap();
+    let (pick, why) = choose_resampled(&front, &[(Baseline::Mean, score(5.0, 0.4)), (Baseline::Linear, score(2.0, 0.1))], "validation", Band::OneSe, None).unwrap();
     assert_eq!(pick, Pick::Baseline(Baseline::Linear));
     assert!(why.starts_with("the linear terms alone has the lowest validation error of the 5 candidates"), "{why}");
     // Whatever the rule picks, its error is at most the better of the mean's and the terms'.
     for (mean, terms) in [(1.0, 3.0), (3.0, 1.0), (2.0, 2.0)] {
-        let (pick, _) = choose_resampled(&front, &[(Baseline::Mean, score(mean, 0.01)), (Baseline::Linear, score(terms, 0.01))], "validation").unwrap();
+        let (pick, _) = choose_resampled(&front, &[(Baseline::Mean, score(mean, 0.01)), (Baseline::Linear, score(terms, 0.01))], "validation", Band::OneSe, None).unwrap();
         let err = match pick {
             Pick::Baseline(Baseline::Mean) => mean,
             Pick::Baseline(Baseline::Linear) => terms,
@@ -85,7 +129,7 @@ fn a_front_whose_every_program_is_worse_than_the_linear_terms_returns_the_terms(
         assert!(err <= f64::min(mean, terms), "{pick:?} at {err} against {mean} and {terms}");
     }
     // Without terms, a front worse than the mean returns the mean.
-    assert_eq!(choose_resampled(&front, &[(Baseline::Mean, score(2.0, 0.1))], "validation").unwrap().0, Pick::Baseline(Baseline::Mean));
+    assert_eq!(choose_resampled(&front, &[(Baseline::Mean, score(2.0, 0.1))], "validation", Band::OneSe, None).unwrap().0, Pick::Baseline(Baseline::Mean));
 }
 
 #[test]
@@ -94,7 +138,7 @@ fn on_a_line_in_noise_the_choice_returns_the_linear_terms() {
     let (train, test) = grove::data::split(&all, 0.25, 2).unwrap();
     let r = fit(&settings(), &train, Some(&test), &Backend::Cpu, &quiet()).unwrap().report;
     let sel = &r["selection"];
-    assert_eq!((sel["asked"].as_str(), sel["rule"].as_str()), (Some("auto"), Some("mdl")), "{sel}");
+    assert_eq!((sel["asked"].as_str(), sel["rule"].as_str()), (Some("auto"), Some("cv")), "{sel}");
     assert_eq!(sel["baseline"], json!("linear terms"), "{sel}");
     assert_eq!((sel["resampling"]["folds"].as_u64(), sel["resampling"]["rows"].as_u64()), (Some(5), Some(180)), "{sel}");
     // Every candidate's scores are kept: the mean, the terms (x0, x1), the ridge on every
@@ -106,10 +150,15 @@ fn on_a_line_in_noise_the_choice_returns_the_linear_terms() {
     assert_eq!(cands.iter().filter(|c| c["chosen"] == json!(true)).count(), 1);
     assert_eq!(cands[1]["chosen"], json!(true));
     assert!(cands[1]["mse"].as_f64().unwrap() < cands[0]["mse"].as_f64().unwrap());
-    // The ridge on every input (x2 too) is not lower by more than its standard error: the guard
-    // would have returned it.
+    // The ridge on every input (x2 too) is not lower by more than its standard error, and no
+    // program is lower than the ridge: the rule would have returned it.
     let (terms, ridge, ridge_se) = (cands[1]["mse"].as_f64().unwrap(), cands[2]["mse"].as_f64().unwrap(), cands[2]["se"].as_f64().unwrap());
     assert!(ridge + ridge_se >= terms, "{terms} against {ridge} ± {ridge_se}");
+    let low = cands.iter().map(|c| c["mse"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
+    assert!(low == ridge.min(terms), "{sel}");
+    if ridge < terms {
+        assert!(sel["why"].as_str().unwrap().contains("within one standard error of the lowest"), "{sel}");
+    }
     assert!(r["hall_of_fame"].as_array().unwrap().iter().all(|row| row["selected"] == json!(false) && row["cv_loss"].is_f64()));
     // The model is the terms: x0 and x1 with about their weights, and nothing else.
     let model: grove::task::base::model::Model = serde_json::from_value(r["model"].clone()).unwrap();

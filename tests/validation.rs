@@ -286,10 +286,10 @@ fn the_report_keeps_the_front_with_both_losses_and_the_choice() {
     let sst: f64 = test.y.iter().map(|&y| (y as f64 - mean).powi(2)).sum();
     let r2 = r["test"]["r2"].as_f64().unwrap();
     assert!((1.0 - sse / sst - r2).abs() < 1e-5, "{} vs {r2}", 1.0 - sse / sst);
-    // By default, fewer than 20000 training rows: no validation rows, the description length
-    // guarded by the front's cross-validation, and why.
+    // By default, fewer than 20000 training rows: no validation rows, the whole fit
+    // cross-validated, and why.
     let r = fit(&small_settings(), &noisy(60, 2), None, &Backend::Cpu, &quiet()).unwrap().report;
-    assert_eq!(r["selection"]["rule"], json!("mdl"));
+    assert_eq!(r["selection"]["rule"], json!("cv"));
     assert_eq!(r["selection"]["resampling"]["folds"], json!(5), "{}", r["selection"]);
     assert!(r["selection"]["why"].as_str().unwrap().contains("60 training rows, fewer than the 20000"), "{}", r["selection"]);
     assert!(r["validation"].is_null());
@@ -429,9 +429,9 @@ fn line_in_noise(n: usize, seed: u64) -> Dataset {
 }
 
 /// `--select cv` repeats the whole fit on each of 5 folds and scores each member of the run's
-/// front at its size on rows that fit never saw: the report keeps the curve and each member's
-/// score, the member returned has the lowest, and on a line in noise it is short where the
-/// training minimum is not. The same run gives the same report.
+/// front at its size on rows that fit never saw, beside the mean: the report keeps the curve
+/// and each candidate's score, the candidate returned has the lowest, and on a line in noise it
+/// is short where the training minimum is not. The same run gives the same report.
 #[test]
 fn cross_validation_repeats_the_fit_without_each_fold_and_returns_what_predicts_best() {
     let train = line_in_noise(60, 5);
@@ -451,12 +451,20 @@ fn cross_validation_repeats_the_fit_without_each_fold_and_returns_what_predicts_
     let rows = r["hall_of_fame"].as_array().unwrap();
     for row in rows {
         let size = row["complexity"].as_u64().unwrap() as usize;
-        assert_eq!(row["cv_loss"].as_f64(), Some(curve[size - 1]), "each member scores the curve at its size");
+        let (cv, at) = (row["cv_loss"].as_f64().unwrap(), curve[size - 1]);
+        assert!((cv - at).abs() <= 1e-12 * at.abs(), "each member scores the curve at its size: {cv} against {at}");
     }
-    let chosen = rows.iter().position(|row| row["selected"] == true).expect("a member is returned");
-    let low = rows.iter().map(|row| row["cv_loss"].as_f64().unwrap()).fold(f64::INFINITY, f64::min);
-    assert_eq!(rows[chosen]["cv_loss"].as_f64(), Some(low));
-    assert!(rows[..chosen].iter().all(|row| row["cv_loss"].as_f64() > Some(low)), "ties go to the smaller");
+    // The candidates: the mean, then the front; the lowest is returned, ties to the simpler.
+    let cands = sel["candidates"].as_array().unwrap();
+    assert_eq!(cands.len(), rows.len() + 1, "{sel}");
+    assert_eq!(cands[0]["candidate"], json!("mean"));
+    let mse = |c: &serde_json::Value| c["mse"].as_f64().unwrap();
+    let low = cands.iter().map(mse).fold(f64::INFINITY, f64::min);
+    let chosen = cands.iter().position(|c| c["chosen"] == true).expect("a candidate is returned");
+    assert_eq!(mse(&cands[chosen]), low, "{sel}");
+    assert!(cands[..chosen].iter().all(|c| mse(c) > low), "ties go to the simpler: {sel}");
+    assert!(chosen > 0, "a line of slope 3 in noise of spread 6 beats the mean: {sel}");
+    assert!(rows[chosen - 1]["selected"] == true);
     let size = r["best"]["size"].as_u64().unwrap();
     assert!(size <= 5, "a line in noise: {size} nodes, {}", r["best"]["infix"]);
     // The held-out error is no better than the training error of the member returned.

@@ -297,11 +297,14 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         and "folds" compare the mean, the linear terms alone and every program on the front by
         their error on rows their numbers were not fitted to (the validation rows, or k-fold
         cross-validation of the front with each candidate's numbers refitted without each
-        fold) and return the simplest within one standard error of the lowest ("auto" is
-        "folds" below 20000 rows, "validation" from there on); PySR's score (steepest drop of
-        log error per node), the smallest description length on the training rows, the lowest
-        5-fold cross-validated error of its size ("cv": the whole fit repeated without each
-        fold, so it costs five more searches), or the lowest training error.
+        fold) and return the simplest within one standard error of the lowest; "cv" repeats
+        the whole fit (terms, search, fitted numbers) without each of 5 folds, scores the
+        mean, the linear terms, the ridge on every input and each size of the front on the
+        held-out fold, and returns the lowest (a simple model gives way to a simpler one
+        within one standard error), at five more searches ("auto" is "cv" below 20000 rows,
+        "validation" from there on); PySR's score (steepest drop of log error per node), the
+        smallest description length on the training rows (guarded by the front's folds), or
+        the lowest training error.
     output_margin : float >= 0 or None, default=None
         ``grove evolve --output-margin``: predictions clamped to the training target's range
         widened by this many times its width on each side; None: no limits.

@@ -163,10 +163,10 @@ def test_validation_rows_choose_the_returned_program():
         assert len(chosen) == 1 and m.program_ == chosen[0]["equation"]
     else:
         assert not chosen and sel["baseline"] == first["candidate"]
-    # 400 rows by default: no rows held out (validation rows from 20000), the description length
-    # guarded by the front's 5-fold cross-validation.
+    # 400 rows by default: no rows held out (validation rows from 20000), the whole fit
+    # cross-validated in 5 folds.
     d = SymbolicRegressor(**SMALL).fit(X, y)
-    assert (d.selection_["rule"], d.selection_["validation_rows"], d.selection_["resampling"]["folds"]) == ("mdl", 0, 5)
+    assert (d.selection_["rule"], d.selection_["validation_rows"], d.selection_["resampling"]["folds"]) == ("cv", 0, 5)
     # The other rules, and bloat control, pass through to the engine.
     p = SymbolicRegressor(**SMALL, select="pareto", validation_fraction=0.5).fit(X, y)
     assert (p.selection_["rule"], p.selection_["validation_rows"]) == ("pareto", 200)
@@ -212,12 +212,13 @@ def test_hall_of_fame_without_pandas_is_a_list_of_dicts(monkeypatch):
     rows = m.equations_
     assert isinstance(rows, list) and rows
     assert set(rows[-1]) == {"complexity", "loss", "validation_loss", "score", "selected", "description_length", "cv_loss", "cv_se", "equation", "latex", "sympy"}
-    # 80 rows: no validation rows, so the smallest description length is returned (a quadratic:
-    # a program, not the mean or a line).
-    assert m.selection_["rule"] == "mdl"
+    # 80 rows: no validation rows, so the lowest cross-validated error of the whole fit is
+    # returned (a quadratic: a program, not the mean or a line).
+    assert m.selection_["rule"] == "cv"
     chosen = [r for r in rows if r["selected"]]
     assert len(chosen) == 1, m.selection_
-    assert chosen[0]["description_length"] == min(r["description_length"] for r in rows)
+    assert chosen[0]["cv_loss"] == min(r["cv_loss"] for r in rows)
+    assert min(c["mse"] for c in m.selection_["candidates"]) == pytest.approx(chosen[0]["cv_loss"], rel=1e-12)
     assert chosen[0]["loss"] == m.best_fitness_
 
 
@@ -228,7 +229,7 @@ def test_cross_validated_choice_scores_every_member_at_its_size():
     assert m.selection_["cross_validation"]["folds"] == 5
     curve = m.selection_["cross_validation"]["mse_by_size"]
     eq = m.equations_
-    assert list(eq["cv_loss"]) == [curve[c - 1] for c in eq["complexity"]]
+    assert list(eq["cv_loss"]) == pytest.approx([curve[c - 1] for c in eq["complexity"]], rel=1e-12)
     assert eq.loc[eq["selected"], "cv_loss"].iloc[0] == eq["cv_loss"].min()
     with pytest.raises(ValueError, match="select"):
         SymbolicClassifier(**SMALL, select="cv").fit(*iris_named())

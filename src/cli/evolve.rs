@@ -87,7 +87,7 @@ pub struct EvolveArgs {
     #[command(flatten, next_help_heading = "Model choice")]
     pub choice: ChoiceArgs,
     #[arg(long, value_name = "K", help_heading = "Model choice", help = format!(
-        "Folds of --select folds (auto's rule below {} training rows): each program on the front refitted without each fold and scored on it [default: {}, or one row a fold on fewer rows]",
+        "Folds of --select cv (auto's rule below {} training rows: the whole fit repeated without each fold) and --select folds (each program on the front refitted without each fold) [default: {}, or one row a fold on fewer rows]",
         defaults::EVOLVE_VALIDATION_ROWS, defaults::FOLDS
     ))]
     pub(crate) folds: Option<usize>,

@@ -233,6 +233,76 @@ pub fn cross_validate_front(
     Ok(Some(summarise(acc, f.k, rows.n_rows, start)))
 }
 
+/// `--select cv` ([`crate::task::base::crossval`]): the whole fit repeated on every `k − 1` of
+/// `k` folds of `rows` (the linear terms chosen again, the search run for `generations`
+/// generations from its own seed, without a time limit or target, each front member's numbers
+/// fitted), and every candidate scored on the held-out fold: the mean, the terms alone and the
+/// ridge on every input fitted on the fold's other rows, and each size of the run's own front
+/// (`sizes`, increasing) by the largest member of at most that size on the fold's front (its
+/// smallest where none is that small). No shape a held-out row is scored by was searched on
+/// that row, so the candidates' per-row losses are honest and may be paired
+/// ([`Resampled::paired`]). Returns the curve over every size limit for the report, and the
+/// candidates' errors; `None` where the run was stopped meanwhile (Ctrl-C).
+pub fn cross_validate(
+    settings: &EvolveSettings,
+    rows: &Dataset,
+    sizes: &[usize],
+    backend: &crate::backend::Backend,
+    opts: &crate::task::base::options::RunOptions,
+    generations: usize,
+) -> anyhow::Result<Option<(crate::task::base::crossval::SizeCurve, Resampled)>> {
+    let start = std::time::Instant::now();
+    let k = crate::task::base::crossval::fold_count(settings.folds, rows.n_rows)?;
+    let folds = crate::task::base::crossval::Folds::with_k(rows.n_rows, k, settings.engine.seed);
+    let mut curve = crate::task::base::crossval::SizeCurve::new(settings.engine.max_len);
+    let mut acc = vec![vec![f64::INFINITY; rows.n_rows]; SIMPLE + sizes.len()];
+    let quiet = crate::task::base::options::RunOptions { quiet: true, stop: opts.stop.clone(), max_memory: opts.max_memory, log: opts.log.clone(), ..Default::default() };
+    let stopped = || opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
+    for f in 0..folds.k {
+        let mut fold = settings.clone();
+        fold.engine.generations = generations;
+        fold.engine.seed = settings.engine.seed.wrapping_add(1 + f as u64);
+        fold.budget = crate::task::base::budget::Budget::default();
+        let held_rows = folds.rows(f, true);
+        let train = rows.subset(&folds.rows(f, false))?;
+        let held = rows.subset(&held_rows)?;
+        let linear = linear_choice(&fold, &train)?;
+        let joint = if fold.outputs <= 1 { linear.joint() } else { None };
+        let fit_rows = match linear.linear() {
+            Some(l) => std::borrow::Cow::Owned(residual(&train, l)),
+            None => std::borrow::Cow::Borrowed(&train),
+        };
+        let searched = search_with(&fold, &fit_rows, backend, &quiet, joint)?;
+        if stopped() {
+            return Ok(None);
+        }
+        let front = searched.hof.front(|e| e.fitness - fold.regression.parsimony * e.nodes.len() as f64);
+        let nodes: Vec<&[Node]> = front.iter().map(|(_, e, _)| &e.nodes[..]).collect();
+        let mut part = vec![vec![f64::INFINITY; rows.n_rows]; SIMPLE + nodes.len()];
+        let (alone, every) = (terms_on(&train, false)?, terms_on(&train, true)?);
+        let program_terms = if linear.used { linear.fit.as_ref() } else { None };
+        score_part(&fold, &nodes, &train, &held, &held_rows, program_terms, alone.as_ref(), every.as_ref(), false, backend, &mut part)?;
+        let sum = |slot: &[f64]| held_rows.iter().map(|&r| slot[r]).sum::<f64>();
+        let members: Vec<(usize, f64)> = front.iter().enumerate().map(|(j, (n, _, _))| (*n, sum(&part[SIMPLE + j]))).collect();
+        curve.add(&members, held_rows.len());
+        for s in 0..SIMPLE {
+            for &r in &held_rows {
+                acc[s][r] = part[s][r];
+            }
+        }
+        for (m, &size) in sizes.iter().enumerate() {
+            let Some(j) = front.iter().rposition(|(n, _, _)| *n <= size).or(if front.is_empty() { None } else { Some(0) }) else { continue };
+            for &r in &held_rows {
+                acc[SIMPLE + m][r] = part[SIMPLE + j][r];
+            }
+        }
+    }
+    let mut resampled = summarise(acc, folds.k, rows.n_rows, start);
+    // The searches' seconds are the run's `cross_validation_seconds`; none are counted twice.
+    resampled.seconds = 0.0;
+    Ok(Some((curve, resampled)))
+}
+
 /// With validation rows: every candidate fitted on `rows` (the programs' constants as the
 /// search left them; `terms`: the run's fitted terms, `with_terms`: the programs carry them)
 /// and scored on `validation`.

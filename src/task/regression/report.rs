@@ -194,7 +194,7 @@ pub fn finish(
     backend: &crate::backend::Backend,
     linear: &LinearChoice,
 ) -> anyhow::Result<EvolveResult> {
-    use crate::task::base::validation::{Baseline, Described, Select, chosen_program, decide, decide_described, decide_resampled, description_length, front_rows, gaussian_nll};
+    use crate::task::base::validation::{Band, Baseline, Described, Select, chosen_program, decide, decide_described, decide_resampled, description_length, front_rows, gaussian_nll};
 
     let start = std::time::Instant::now();
     let outcome = &searched.outcome;
@@ -221,14 +221,18 @@ pub fn finish(
     let every = every_fit.as_ref().map(|f| &f.linear);
     let resampled = searched.resampled.as_ref().filter(|r| r.members.len() == front.cands.len());
     let decision = match resampled {
-        Some(r) if matches!(plan.rule, Select::Folds | Select::Validation) => {
+        Some(r) if matches!(plan.rule, Select::Folds | Select::Validation | Select::Cv) => {
             for (c, s) in front.cands.iter_mut().zip(&r.members) {
                 c.resampled = Some(*s);
             }
             let mut simple = vec![(Baseline::Mean, r.mean)];
             simple.extend(r.linear.filter(|_| terms_alone.is_some()).map(|s| (Baseline::Linear, s)));
             simple.extend(r.every.filter(|_| every.is_some()).map(|s| (Baseline::Every, s)));
-            decide_resampled(plan, &front.cands, &simple, &r.how(), best_at)
+            // The whole fit's folds search every shape without the rows it is scored on: there
+            // the lowest is returned; the front's refits keep shapes searched on every row.
+            let band = if plan.rule == Select::Cv { Band::Lowest } else { Band::OneSe };
+            let paired = |a, b| r.paired(a, b);
+            decide_resampled(plan, &front.cands, &simple, &r.how(), band, Some(&paired), best_at)
         }
         _ if plan.rule == Select::Mdl => {
             if let Some(r) = resampled {
@@ -454,7 +458,7 @@ fn report_json(
     if searched.cv.is_some() {
         report["timing"]["cross_validation_seconds"] = serde_json::json!(searched.cv_seconds);
     }
-    if let Some(r) = &searched.resampled {
+    if let Some(r) = searched.resampled.as_ref().filter(|_| searched.cv.is_none()) {
         report["timing"]["model_choice_seconds"] = serde_json::json!(r.seconds);
     }
     Ok(report)
@@ -481,7 +485,9 @@ fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>,
     if let Some(c) = &searched.cv {
         summary += &format!("cross-val     {} folds, the whole fit repeated on each: {:.2} s\n", c.folds, searched.cv_seconds);
     }
-    if let Some(r) = searched.resampled.as_ref().filter(|r| r.folds > 0) {
+    // The whole fit's folds give the candidates' errors too; the front's own folds are a
+    // line of their own.
+    if let Some(r) = searched.resampled.as_ref().filter(|r| r.folds > 0 && searched.cv.is_none()) {
         summary += &format!("cross-val     {} folds of the front (each program's numbers refitted on each): {:.2} s\n", r.folds, r.seconds);
     }
     summary += &searched.ended.line(settings.engine.generations).unwrap_or_default();

@@ -173,12 +173,17 @@ pub fn fit(
         let nodes: Vec<&[Node]> = front.iter().map(|(_, e, _)| &e.nodes[..]).collect();
         searched.resampled = Some(score_on_validation(settings, &nodes, &rows, v, linear.fit.as_ref(), linear.used, backend)?);
     }
-    if plan.rule == crate::task::base::validation::Select::Cv {
+    if plan.rule == Select::Cv {
         let start = std::time::Instant::now();
         let generations = searched.outcome.history.len().saturating_sub(1);
-        match cross_validate(settings, &rows, backend, opts, generations)? {
-            Some(curve) => searched.cv = Some(curve),
-            None => plan = plan.instead(crate::task::base::validation::Select::Mdl, "the cross-validation was stopped"),
+        let front = searched.hof.front(|e| e.fitness - settings.regression.parsimony * e.nodes.len() as f64);
+        let sizes: Vec<usize> = front.iter().map(|(n, _, _)| *n).collect();
+        match cross_validate(settings, &rows, &sizes, backend, opts, generations)? {
+            Some((curve, resampled)) => {
+                searched.cv = Some(curve);
+                searched.resampled = Some(resampled);
+            }
+            None => plan = plan.instead(Select::Mdl, "the cross-validation was stopped"),
         }
         searched.cv_seconds = start.elapsed().as_secs_f64();
     }
@@ -205,7 +210,7 @@ pub struct Searched {
     pub device: String,
     /// Why the search ended.
     pub ended: crate::task::base::budget::Ending,
-    /// `--select cv`: the cross-validated error by size limit ([`cross_validate`]; `None`
+    /// `--select cv`: the cross-validated error by size limit ([`super::choice::cross_validate`]; `None`
     /// otherwise).
     pub cv: Option<crate::task::base::crossval::SizeCurve>,
     /// Seconds the cross-validation's searches took (0 without).
@@ -333,51 +338,6 @@ pub fn search_with(
         cv_seconds: 0.0,
         resampled: None,
     })
-}
-
-/// `--select cv` ([`crate::task::base::crossval`]): the whole fit repeated on every `k − 1` of `k` folds of
-/// `rows` (the linear terms chosen again, the search run for `generations` generations from
-/// its own seed, without a time limit or target, each front member's numbers fitted), its
-/// front scored on the held-out fold; `None` where the run was stopped meanwhile (Ctrl-C).
-pub fn cross_validate(
-    settings: &EvolveSettings,
-    rows: &Dataset,
-    backend: &crate::backend::Backend,
-    opts: &crate::task::base::options::RunOptions,
-    generations: usize,
-) -> anyhow::Result<Option<crate::task::base::crossval::SizeCurve>> {
-    let folds = crate::task::base::crossval::Folds::new(rows.n_rows, settings.engine.seed);
-    let mut curve = crate::task::base::crossval::SizeCurve::new(settings.engine.max_len);
-    let quiet = crate::task::base::options::RunOptions { quiet: true, stop: opts.stop.clone(), max_memory: opts.max_memory, log: opts.log.clone(), ..Default::default() };
-    let stopped = || opts.stop.as_ref().is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed));
-    for f in 0..folds.k {
-        let mut fold = settings.clone();
-        fold.engine.generations = generations;
-        fold.engine.seed = settings.engine.seed.wrapping_add(1 + f as u64);
-        fold.budget = crate::task::base::budget::Budget::default();
-        let train = rows.subset(&folds.rows(f, false))?;
-        let held = rows.subset(&folds.rows(f, true))?;
-        let linear = linear_choice(&fold, &train)?;
-        let lin = linear.linear();
-        let joint = if fold.outputs <= 1 { linear.joint() } else { None };
-        let fit_rows = match lin {
-            Some(l) => std::borrow::Cow::Owned(residual(&train, l)),
-            None => std::borrow::Cow::Borrowed(&train),
-        };
-        let searched = search_with(&fold, &fit_rows, backend, &quiet, joint)?;
-        if stopped() {
-            return Ok(None);
-        }
-        let front = searched.hof.front(|e| e.fitness - fold.regression.parsimony * e.nodes.len() as f64);
-        let mut errors = Vec::with_capacity(front.len());
-        for (n, e, _) in &front {
-            let (r, l) = member_model(&e.nodes, &fit_rows, lin, joint, fold.regression.linear_scaling, fold.outputs)?;
-            let mse = scores_with(&e.nodes, &held, &r, l.as_ref())?.mse;
-            errors.push((*n, mse * held.n_rows as f64));
-        }
-        curve.add(&errors, held.n_rows);
-    }
-    Ok(Some(curve))
 }
 
 /// A program's readout and linear terms, fitted on `fit_rows` (the training rows less any
