@@ -4,16 +4,16 @@
 //! for as many generations as the run took, each front member's fitted numbers) on every
 //! `k − 1` folds and scores that fit's front on the held-out fold. The curve over size limits
 //! ([`SizeCurve`]) says what a program of at most `s` nodes, found and fitted without a row,
-//! predicts there; each member of the run's own front then scores the curve at its size, and
-//! the lowest wins.
+//! predicts there; each member of the run's own front then takes the curve's per-row losses at
+//! its size, the mean, the linear terms and the ridge on every input are scored in the same
+//! folds, and the lowest wins (`grove evolve`'s `auto` below 20,000 rows, issue 56).
 //!
 //! Refitting only the numbers while keeping the run's shapes does not work alone: the shapes
 //! were chosen on every row, and on 15 rows such a score picked a 119-node program over a
 //! 3-node one (committee, `docs/quality.md`). Repeating the search is what makes the held-out
 //! error honest, and it costs `k` more searches (on small data, where a search is short).
 //!
-//! `--select folds` (issue 56, `grove evolve`'s default below its large-data size) is that
-//! cheaper refit made safe: the candidates include the mean and the linear terms alone, whose
+//! `--select folds` (issue 56) is that cheaper refit made safe: the candidates include the mean and the linear terms alone, whose
 //! shapes were not searched, and the one-standard-error rule ([`super::validation::choose_resampled`])
 //! returns the simplest candidate whose error ([`Score`], over every held-out row) is within
 //! one standard error of the lowest, so that a program must beat the simple models by more
@@ -146,7 +146,8 @@ impl Folds {
 }
 
 /// The cross-validated error of a model choice by size: `sse[s − 1]` sums, over the folds, the
-/// held-out squared error of the largest member of size at most `s` on that fold's front.
+/// held-out loss (squared errors, or absolute ones under `--metric mae`) of the largest member
+/// of size at most `s` on that fold's front.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SizeCurve {
     /// Folds summed.
