@@ -276,7 +276,7 @@ fn help_groups_the_flags_under_headings_and_prints_the_defaults_from_the_constan
     let v = grove::task::base::validation::AUTO_FRACTION;
     let rows = (grove::task::base::defaults::EVOLVE_VALIDATION_ROWS, grove::task::base::validation::AUTO_MIN_ROWS);
     assert!(h.contains(&format!("[default: {v} with at least {} training rows for evolve ({} for classify)", rows.0, rows.1)), "{h}");
-    assert!(h.contains(&format!("--folds <K> Folds of --select folds (auto's rule below {} training rows)", rows.0)), "{h}");
+    assert!(h.contains(&format!("--folds <K> Folds of --select cv (auto's rule below {} training rows:", rows.0)), "{h}");
     let fit = grove::task::regression::FITTING;
     assert!(h.contains(&format!("[default: {}]", fit.every)) && h.contains(&format!("[default: {}]", fit.fraction)), "{h}");
     assert!(h.contains("[default: evolve 0 and classify 0, on either device"), "{h}");

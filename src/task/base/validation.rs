@@ -30,11 +30,12 @@ pub enum Select {
     /// plus the model's own, `description_length`), so no rows are held out.
     Mdl,
     /// `grove evolve` only: k-fold cross-validation of the whole fit on the training rows
-    /// (`--folds`, default [`super::defaults::FOLDS`]; `task::base::crossval`): the terms, the
-    /// search and the fitted numbers repeated without each fold, so no rows are held out, at
-    /// k more searches. The mean, the linear terms alone and the ridge on every input are
-    /// candidates beside each size of the front, all scored on the same held-out rows, and the
-    /// one of lowest error is returned (ties: the simpler; [`choose_resampled`], [`Band::Lowest`]).
+    /// (`--folds`, default 5): the terms, the search and the fitted numbers repeated without
+    /// each fold, so no rows are held out, at k more searches. The mean, the linear terms alone
+    /// and the ridge on every input are candidates beside each size of the front, all scored
+    /// on the same held-out rows, and the one of lowest error is returned (ties: the simpler;
+    /// a simple model lowest gives way to a simpler one within one standard error of their
+    /// paired difference)
     Cv,
     /// `grove evolve` only: k-fold cross-validation of the front (`--folds`, default
     /// [`super::defaults::FOLDS`]): every member's fitted numbers (its constants where the run
