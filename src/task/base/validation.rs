@@ -449,14 +449,11 @@ pub fn choose_resampled(front: &[Candidate], simple: &[(Baseline, Score)], how: 
     };
     let (pick, score) = (order[i].0, scores[i].expect("a pick has a score"));
     let n = order.len();
-    let lowest = match order[lowest_index(scores.iter().map(|s| s.map_or(f64::INFINITY, |s| s.mse)))?].0 {
+    let name = |p: Pick| match p {
         Pick::Baseline(b) => b.name().to_string(),
         Pick::Member(m) => format!("the {}-node program", front[m].size),
     };
-    let what = match pick {
-        Pick::Baseline(b) => b.name().to_string(),
-        Pick::Member(m) => format!("the {}-node program", front[m].size),
-    };
+    let (lowest, what) = (name(order[lowest_index(scores.iter().map(key))?].0), name(pick));
     let why = if score == low {
         format!("{what} has the lowest {how} error of the {n} candidates (the simple ones, then the front): {}", low.describe())
     } else {

@@ -291,7 +291,7 @@ pub fn cross_validate(
             }
         }
         for (m, &size) in sizes.iter().enumerate() {
-            let Some(j) = front.iter().rposition(|(n, _, _)| *n <= size).or(if front.is_empty() { None } else { Some(0) }) else { continue };
+            let Some(j) = front.iter().rposition(|(n, _, _)| *n <= size).or((!front.is_empty()).then_some(0)) else { continue };
             for &r in &held_rows {
                 acc[SIMPLE + m][r] = part[SIMPLE + j][r];
             }
