@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # ponyge2_problems.sh: plain grammatical evolution on PonyGE2's regression problems, with their
 # grammars and Train/Test files, at PonyGE2's settings (population 500, 50 generations,
-# tournaments of 2; no linear scaling, no linear input terms, no bloat control, the training
-# minimum returned): one line per (problem, variant, seed) with the best program's training
-# and test MSE (the test file scored by `grove predict`), then a table of medians.
+# tournaments of 2, its elite of 1 % of the population; no linear scaling, no linear input
+# terms, no bloat control, the training minimum returned): one line per (problem, variant,
+# seed) with the best program's training and test MSE (the test file scored by `grove
+# predict`), then a table of medians.
 #
 #   PONYGE2=/path/to/PonyGE2 SEEDS=10 tools/search/ponyge2_problems.sh [BIN]
 #
-# POP and GENS replace PonyGE2's budget (500 and 50), e.g. for grove at equal wall time.
+# POP and GENS replace PonyGE2's budget (500 and 50), e.g. for grove at equal wall time; the
+# elite follows the population as PonyGE2's does (its ELITE_SIZE: 1 % of it, at least 1).
+# FIRST_SEED (default 1) starts the seeds elsewhere, e.g. to confirm a choice on fresh seeds.
 #
 # VARIANTS (default below) lists the grove flags compared, one variant per line.
 set -euo pipefail
 bin=${1:-target/release/grove}
 root=${PONYGE2:?set PONYGE2 to a PonyGE2 checkout (its datasets/ and grammars/)}
 seeds=${SEEDS:-10}
+first=${FIRST_SEED:-1}
+pop=${POP:-500}
+elite=$(( (pop + 50) / 100 )); [ "$elite" -ge 1 ] || elite=1
 out=${OUT:-$(mktemp -d)}
 problems=${PROBLEMS:-"Paige1:supervised_learning.bnf Vladislavleva4:Vladislavleva4.bnf Keijzer6:Keijzer6.bnf"}
 variants=${VARIANTS:-"default:
@@ -37,12 +43,12 @@ for pg in $problems; do
     prob=${pg%%:*}; gram=${pg#*:}
     while IFS= read -r v; do
         name=${v%%:*}; flags=${v#*:}
-        for s in $(seq 1 "$seeds"); do
+        for s in $(seq "$first" $((first + seeds - 1))); do
             rep="$out/$prob-$name-$s.json"
             t0=$(date +%s.%N)
             # shellcheck disable=SC2086
             "$bin" evolve -g "$root/grammars/supervised_learning/$gram" --data "$root/datasets/$prob/Train.txt" \
-                --pop "${POP:-500}" --gens "${GENS:-50}" --tournament 2 --no-linear-scaling --linear-inputs off --select train --bloat none \
+                --pop "$pop" --gens "${GENS:-50}" --tournament 2 --elite "$elite" --no-linear-scaling --linear-inputs off --select train --bloat none \
                 --device cpu --seed "$s" --quiet --report "$rep" $flags >/dev/null
             t1=$(date +%s.%N)
             "$bin" predict --model "$rep" --data "$root/datasets/$prob/Test.txt" >"$out/pred.csv"
@@ -52,14 +58,16 @@ for pg in $problems; do
     done <<<"$variants"
 done
 python3 - "$out/runs.txt" <<'PY'
-import sys, statistics as st, collections
+import sys, math, statistics as st, collections
 rows = [l.split() for l in open(sys.argv[1])][1:]
 by = collections.defaultdict(list)
+# A test MSE that is NaN (a prediction that overflowed on the test rows) counts as the worst.
+worst = lambda x: math.inf if math.isnan(x) else x
 for p, v, s, tr, te, size, sec in rows:
-    by[(p, v)].append((float(tr), float(te), int(size), float(sec)))
-print("| problem | variant | median train MSE | median test MSE | constant | median size | s / run |")
-print("|---|---|---|---|---|---|---|")
+    by[(p, v)].append((worst(float(tr)), worst(float(te)), int(size), float(sec)))
+print("| problem | variant | median train MSE | median test MSE | test not finite | constant | median size | s / run |")
+print("|---|---|---|---|---|---|---|---|")
 for (p, v), r in by.items():
-    print(f"| {p} | {v} | {st.median(x[0] for x in r):.4g} | {st.median(x[1] for x in r):.4g} | {sum(x[2] <= 1 for x in r)}/{len(r)} | {st.median(x[2] for x in r):g} | {st.median(x[3] for x in r):.2f} |")
+    print(f"| {p} | {v} | {st.median(x[0] for x in r):.4g} | {st.median(x[1] for x in r):.4g} | {sum(math.isinf(x[1]) for x in r)} | {sum(x[2] <= 1 for x in r)}/{len(r)} | {st.median(x[2] for x in r):g} | {st.median(x[3] for x in r):.2f} |")
 PY
 echo "runs: $out/runs.txt"
