@@ -199,6 +199,40 @@ fn predict_applies_a_regression_report_too() {
     assert!((mse - want).abs() <= 1e-6 * (1.0 + want), "predict mse {mse}, report {want}");
 }
 
+/// A program that overflows on rows unlike its training (exp of 100 in 32-bit floats) gives
+/// `inf` there; predict's score says how many predictions are not finite and scores the rest,
+/// instead of a bare `mse inf` or `NaN`.
+#[test]
+fn predict_counts_predictions_that_are_not_finite() {
+    let grammar = temp_file("exp.bnf", "<e> ::= np.exp(x[:, 0])\n");
+    let train = temp_file("exp-train.txt", "x y\n1 2.718\n2 7.389\n3 20.09\n4 54.6\n");
+    let report = temp_file("exp.json", "");
+    let out = grove(&[
+        "evolve", "-g", grammar.to_str().unwrap(), "--data", train.to_str().unwrap(), "--pop", "10", "--gens", "2", "--device", "cpu",
+        "--no-linear-scaling", "--linear-inputs", "off", "--select", "train", "--quiet", "--report", report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let predict = |rows: &str| {
+        let data = temp_file("exp-test.txt", &format!("x y\n{rows}"));
+        let out = grove(&["predict", "--model", report.to_str().unwrap(), "--data", data.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        (text(&out.stdout), text(&out.stderr).trim().to_string())
+    };
+    let (preds, score) = predict("1 2.5\n100 1\n200 1\n");
+    assert_eq!(preds.lines().skip(1).filter(|l| *l == "inf").count(), 2, "{preds}");
+    // The one finite row: exp(1) against 2.5.
+    let want = (std::f64::consts::E - 2.5).powi(2);
+    let (head, rest) = score.split_once("over the other 1").unwrap_or_else(|| panic!("{score}"));
+    assert!(head.starts_with("mse inf (3 rows, column `y`; predictions not finite: 2, mse "), "{score}");
+    let mse: f64 = head.rsplit("mse ").next().unwrap().trim().parse().unwrap();
+    assert!((mse - want).abs() < 1e-5, "{score}");
+    assert_eq!(rest, ")");
+    // Every row overflowing: no mse of the others; every row finite: the plain line.
+    assert_eq!(predict("100 1\n").1, "mse inf (1 rows, column `y`; predictions not finite: 1)");
+    let (_, score) = predict("1 2.718\n2 7.389\n");
+    assert!(score.starts_with("mse ") && score.ends_with("(2 rows, column `y`)") && !score.contains("inf"), "{score}");
+}
+
 #[test]
 fn classification_grammars_and_tree_gp_learn_iris_whatever_the_thread_count() {
     use grove::task::classify::{ClassifySettings, run};

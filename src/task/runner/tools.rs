@@ -422,7 +422,9 @@ pub fn predict_to(model: &Path, data: &Path, out: &mut dyn Write) -> Result<Opti
     let names = crate::data::classes::header_names(&header, &file, h)?;
     model.check_columns(&names, &file)?;
     let target = names.iter().position(|n| *n == model.target);
-    let (mut n_rows, mut right, mut sse) = (0usize, 0usize, 0.0f64);
+    // Regression: the squared errors of the finite predictions, and how many were not finite
+    // (a program that overflows 32-bit floats or divides by zero on rows unlike its training).
+    let (mut n_rows, mut right, mut sse, mut not_finite) = (0usize, 0usize, 0.0f64, 0usize);
     let (mut rows, mut lines) = (String::new(), Vec::new());
     let mut flush = |rows: &mut String, lines: &mut Vec<usize>, out: &mut dyn Write| -> Result<()> {
         if lines.is_empty() {
@@ -440,7 +442,12 @@ pub fn predict_to(model: &Path, data: &Path, out: &mut dyn Write) -> Result<Opti
                 ModelKind::Classification => right += table.rows.iter().zip(&predictions).filter(|((_, c), p)| c[j] == **p).count(),
                 ModelKind::Regression => {
                     let y = crate::data::classes::numeric_column(&table, j, &file)?;
-                    sse += y.iter().zip(&predictions).map(|(y, p)| (p.parse::<f64>().unwrap_or(f64::NAN) - y).powi(2)).sum::<f64>();
+                    for (y, p) in y.iter().zip(&predictions) {
+                        match p.parse::<f64>() {
+                            Ok(p) if p.is_finite() => sse += (p - y).powi(2),
+                            _ => not_finite += 1,
+                        }
+                    }
                 }
             }
         }
@@ -463,8 +470,19 @@ pub fn predict_to(model: &Path, data: &Path, out: &mut dyn Write) -> Result<Opti
     // When the file also holds the target, say how well the model does on it.
     Ok(target.map(|_| match model.kind {
         ModelKind::Classification => format!("accuracy {:.4} ({right} of {n_rows} rows, column `{}`)", right as f64 / n_rows as f64, model.target),
-        ModelKind::Regression => format!("mse {:.6e} ({n_rows} rows, column `{}`)", sse / n_rows as f64, model.target),
+        ModelKind::Regression => regression_score(sse, n_rows, not_finite, &model.target),
     }))
+}
+
+/// `predict`'s score line of a regression model: `mse … (N rows, column `y`)`, or, where some
+/// predictions are not finite, `mse inf` with how many and the mse over the others.
+fn regression_score(sse: f64, n_rows: usize, not_finite: usize, target: &str) -> String {
+    if not_finite == 0 {
+        return format!("mse {:.6e} ({n_rows} rows, column `{target}`)", sse / n_rows as f64);
+    }
+    let finite = n_rows - not_finite;
+    let rest = if finite == 0 { String::new() } else { format!(", mse {:.6e} over the other {finite}", sse / finite as f64) };
+    format!("mse inf ({n_rows} rows, column `{target}`; predictions not finite: {not_finite}{rest})")
 }
 
 /// What `grove predict` computed: one prediction per row (the class name, or the number) and,
