@@ -11,6 +11,7 @@
 # POP and GENS replace PonyGE2's budget (500 and 50), e.g. for grove at equal wall time; the
 # elite follows the population as PonyGE2's does (its ELITE_SIZE: 1 % of it, at least 1).
 # FIRST_SEED (default 1) starts the seeds elsewhere, e.g. to confirm a choice on fresh seeds.
+# DEVICE (default cpu) is grove's --device.
 #
 # VARIANTS (default below) lists the grove flags compared, one variant per line.
 set -euo pipefail
@@ -49,11 +50,11 @@ for pg in $problems; do
             # shellcheck disable=SC2086
             "$bin" evolve -g "$root/grammars/supervised_learning/$gram" --data "$root/datasets/$prob/Train.txt" \
                 --pop "$pop" --gens "${GENS:-50}" --tournament 2 --elite "$elite" --no-linear-scaling --linear-inputs off --select train --bloat none \
-                --device cpu --seed "$s" --quiet --report "$rep" $flags >/dev/null
+                --device "${DEVICE:-cpu}" --seed "$s" --quiet --report "$rep" $flags >/dev/null
             t1=$(date +%s.%N)
             "$bin" predict --model "$rep" --data "$root/datasets/$prob/Test.txt" >"$out/pred.csv"
             read -r train size < <(python3 -c "import json;r=json.load(open('$rep'));print(r['train']['mse'], r['best']['size'])")
-            echo "$prob $name $s $train $(mse "$out/pred.csv" "$root/datasets/$prob/Test.txt") $size $(echo "$t1 - $t0" | bc)" >>"$out/runs.txt"
+            echo "$prob $name $s $train $(mse "$out/pred.csv" "$root/datasets/$prob/Test.txt") $size $(awk "BEGIN { print $t1 - $t0 }")" >>"$out/runs.txt"
         done
     done <<<"$variants"
 done
