@@ -201,9 +201,9 @@ fn predict_applies_a_regression_report_too() {
 
 /// A program that overflows on rows unlike its training (exp of 100 in 32-bit floats) gives
 /// `inf` there; predict's score says how many predictions are not finite and scores the rest,
-/// instead of a bare `mse inf` or `NaN`.
+/// and the run's own test scores count them, instead of a bare `mse inf` or `NaN`.
 #[test]
-fn predict_counts_predictions_that_are_not_finite() {
+fn scores_count_predictions_that_are_not_finite() {
     let grammar = temp_file("exp.bnf", "<e> ::= np.exp(x[:, 0])\n");
     let train = temp_file("exp-train.txt", "x y\n1 2.718\n2 7.389\n3 20.09\n4 54.6\n");
     let report = temp_file("exp.json", "");
@@ -231,6 +231,21 @@ fn predict_counts_predictions_that_are_not_finite() {
     assert_eq!(predict("100 1\n").1, "mse inf (1 rows, column `y`; predictions not finite: 1)");
     let (_, score) = predict("1 2.718\n2 7.389\n");
     assert!(score.starts_with("mse ") && score.ends_with("(2 rows, column `y`)") && !score.contains("inf"), "{score}");
+    // The same rows as the run's test file: the summary's test line and the report say it.
+    let test = temp_file("exp-test-run.txt", "x y\n1 2.5\n100 1\n200 1\n");
+    let out = grove(&[
+        "evolve", "-g", grammar.to_str().unwrap(), "--data", train.to_str().unwrap(), "--test-data", test.to_str().unwrap(), "--pop", "10",
+        "--gens", "2", "--device", "cpu", "--no-linear-scaling", "--linear-inputs", "off", "--select", "train", "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary = text(&out.stdout) + &text(&out.stderr);
+    let line = |name: &str| summary.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{summary}")).to_string();
+    assert!(line("test ").ends_with("(predictions not finite: 2)"), "{summary}");
+    assert!(!line("train ").contains("not finite"), "{summary}");
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["test"]["not_finite"], 2, "{}", r["test"]);
+    assert!(r["train"].get("not_finite").is_none(), "{}", r["train"]);
 }
 
 #[test]

@@ -31,6 +31,14 @@ pub struct Scores {
     /// The fitness of the user's own (a loss's mean or sum, or a fitness function's score),
     /// where the run has one.
     pub loss: Option<f64>,
+    /// Rows whose prediction is not finite (a program that overflows 32-bit floats or divides
+    /// by zero on rows unlike its training), which make the errors above infinite or NaN.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub not_finite: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The regression task over a training set, evaluated by a backend.
@@ -304,7 +312,7 @@ pub fn scores_with(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Op
 pub fn scores_limited(nodes: &[Node], data: &Dataset, readout: &Readout, linear: Option<&Linear>, limits: Option<(f64, f64)>) -> anyhow::Result<Scores> {
     let mut pop = Population::new(1, nodes.len().max(1), readout.n_outputs());
     if pop.set_tree(0, nodes).is_err() {
-        return Ok(Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN, loss: None });
+        return Ok(Scores { mse: f64::NAN, rmse: f64::NAN, mae: f64::NAN, r2: f64::NAN, loss: None, not_finite: 0 });
     }
     let f = crate::backend::cpu::eval::predict(&pop, 0, &data.x, data.n_rows)?;
     let mut predictions = readout.apply(&f, data.n_rows);
@@ -316,8 +324,9 @@ pub fn scores_limited(nodes: &[Node], data: &Dataset, readout: &Readout, linear:
     crate::task::base::model::limit(&mut predictions, limits);
     let n = data.n_rows as f64;
     let mean_y = data.y.iter().map(|&y| y as f64).sum::<f64>() / n;
-    let (mut sse, mut sae, mut sst) = (0.0, 0.0, 0.0);
+    let (mut sse, mut sae, mut sst, mut not_finite) = (0.0, 0.0, 0.0, 0usize);
     for (&p, &y) in predictions.iter().zip(&data.y) {
+        not_finite += usize::from(!p.is_finite());
         let e = p - y as f64;
         sse += e * e;
         sae += e.abs();
@@ -325,7 +334,7 @@ pub fn scores_limited(nodes: &[Node], data: &Dataset, readout: &Readout, linear:
     }
     let mse = sse / n;
     let r2 = if sst > 0.0 { 1.0 - sse / sst } else if sse == 0.0 { 1.0 } else { 0.0 };
-    Ok(Scores { mse, rmse: mse.sqrt(), mae: sae / n, r2, loss: None })
+    Ok(Scores { mse, rmse: mse.sqrt(), mae: sae / n, r2, loss: None, not_finite })
 }
 
 /// The fitness of the user's own of programs `members` (each with its readout, fitted on the

@@ -396,6 +396,9 @@ fn report_json(
         if let Some(l) = s.loss {
             v["loss"] = serde_json::json!(crate::report::num(l));
         }
+        if s.not_finite > 0 {
+            v["not_finite"] = serde_json::json!(s.not_finite);
+        }
         v
     };
     let mut generations = generations_json(&outcome.history, &searched.median_sizes);
@@ -494,7 +497,8 @@ fn summary_lines(settings: &EvolveSettings, searched: &Searched, m: &Chosen<'_>,
     summary += &crate::task::base::report::collapse_line(&searched.median_sizes, settings.engine.selection);
     let line = |name: &str, s: &Scores| {
         let own = s.loss.map_or(String::new(), |l| format!("loss {l:.6e}  "));
-        format!("{name:<13} {own}mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}\n", s.mse, s.rmse, s.mae, s.r2)
+        let odd = if s.not_finite > 0 { format!("  (predictions not finite: {})", s.not_finite) } else { String::new() };
+        format!("{name:<13} {own}mse {:.6e}  rmse {:.6e}  mae {:.6e}  r2 {:.6}{odd}\n", s.mse, s.rmse, s.mae, s.r2)
     };
     summary += &line("train", &scored.train);
     if let Some(s) = &scored.validation {
