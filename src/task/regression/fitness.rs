@@ -18,7 +18,7 @@ pub trait BatchFitness: Send + Sync {
 }
 
 /// Scores of one program on one data set.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Scores {
     /// Mean squared error.
     pub mse: f64,
@@ -33,12 +33,7 @@ pub struct Scores {
     pub loss: Option<f64>,
     /// Rows whose prediction is not finite (a program that overflows 32-bit floats or divides
     /// by zero on rows unlike its training), which make the errors above infinite or NaN.
-    #[serde(skip_serializing_if = "is_zero")]
     pub not_finite: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
 }
 
 /// The regression task over a training set, evaluated by a backend.
