@@ -9,7 +9,8 @@
 #   PONYGE2=/path/to/PonyGE2 SEEDS=10 tools/search/ponyge2_problems.sh [BIN]
 #
 # POP and GENS replace PonyGE2's budget (500 and 50), e.g. for grove at equal wall time; the
-# elite follows the population as PonyGE2's does (its ELITE_SIZE: 1 % of it, at least 1).
+# elite follows the population as PonyGE2's ELITE_SIZE does (1 % of it, at least 1; rounded
+# half up where PonyGE2 rounds half to even, so 250 gives 3 here and 2 there).
 # FIRST_SEED (default 1) starts the seeds elsewhere, e.g. to confirm a choice on fresh seeds.
 # DEVICE (default cpu) is grove's --device.
 #
