@@ -104,7 +104,8 @@ struct GroveGeParams {
     unsigned codon_size;      // codons are drawn from 0 .. codon_size
     unsigned used_stride;     // genome i's used codons are used[i * used_stride] (1: a plain
                               // array; 5: the used_codons of GroveMapOut records)
-    unsigned per_used;        // 1: int-flip at 1 / (the codons it may change) per codon
+    unsigned per_used;        // int-flip's rate per codon: 0 p_mutation, 1 one over the codons it
+                              // may change, 2 the larger of the two
 };
 GROVE_CHECK_LAYOUT(GroveGeParams);
 
@@ -970,7 +971,8 @@ extern "C" __global__ void grove_ge_crossover(GroveGeParams p, const unsigned* p
 
 // genome::vary::int_flip of rows first_row .. n_rows: row k's first min(used[k], len[k])
 // codons (all len[k] without within_used), stream (seed, generation, k, Mutate), each at
-// p_mutation or (per_used) at 1 / limit, rounded as the CPU's f32 `1.0 / limit as f32`.
+// p_mutation, or (per_used 1) 1 / limit, rounded as the CPU's f32 `1.0 / limit as f32`, or
+// (per_used 2) the larger of the two (GeVaryConfig::int_flip_rate).
 extern "C" __global__ void grove_ge_int_flip(GroveGeParams p, const unsigned* used, unsigned* codons, const unsigned* len) {
     const unsigned k = p.first_row + blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= p.n_rows) return;
@@ -979,7 +981,8 @@ extern "C" __global__ void grove_ge_int_flip(GroveGeParams p, const unsigned* us
     GroveStream s = grove_stream(p.seed_lo, p.seed_hi, p.generation, k, GROVE_PURPOSE_MUTATE);
     unsigned* g = codons + (unsigned long long)k * p.capacity;
     if (limit == 0) return;
-    const float rate = p.per_used ? __fdiv_rn(1.0f, __uint2float_rn(limit)) : p.p_mutation;
+    const float inv = __fdiv_rn(1.0f, __uint2float_rn(limit));
+    const float rate = p.per_used == 1u ? inv : (p.per_used == 2u ? fmaxf(inv, p.p_mutation) : p.p_mutation);
     for (unsigned c = 0; c < limit; ++c) {
         if (grove_chance(s, rate)) g[c] = grove_below(s, p.codon_size);
     }

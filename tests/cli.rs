@@ -424,28 +424,37 @@ fn ge_operators_are_named_with_an_optional_rate() {
         let Ok(grove::cli::Command::Evolve(a)) = parsed(&[&ge[..], flags].concat()) else { panic!("{flags:?}") };
         a.settings().map(|s| s.vary).map_err(|e| format!("{e:#}"))
     };
+    use grove::genome::vary::IntFlipRate::{AtLeastPerUsed, Fixed, PerUsed};
     let d = vary(&[]).unwrap();
-    assert_eq!((d.crossover_op, d.crossover, d.mutation_op, d.mutation, d.mutation_per_used), (GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, false));
-    for (flags, x_op, x, m_op, m, per_used) in [
-        (&["--crossover", "0.7"][..], GeCrossover::Subtree, 0.7, GeMutation::IntFlip, 0.02, false),
-        (&["--crossover", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, false),
-        (&["--crossover", "subtree:0.75"], GeCrossover::Subtree, 0.75, GeMutation::IntFlip, 0.02, false),
-        (&["--crossover", "onepoint:0.6"], GeCrossover::Onepoint, 0.6, GeMutation::IntFlip, 0.02, false),
-        (&["--mutation", "0.1"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.1, false),
-        (&["--mutation", "int-flip:0.05"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.05, false),
-        (&["--mutation", "int-flip:1/used"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, true),
-        (&["--mutation", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::Subtree, 1.0, false),
-        (&["--mutation", "subtree:0.3", "--crossover", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::Subtree, 0.3, false),
+    assert_eq!((d.crossover_op, d.crossover, d.mutation_op, d.mutation, d.int_flip_rate_kind()), (GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, AtLeastPerUsed));
+    for (flags, x_op, x, m_op, m, rate) in [
+        (&["--crossover", "0.7"][..], GeCrossover::Subtree, 0.7, GeMutation::IntFlip, 0.02, AtLeastPerUsed),
+        (&["--crossover", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, AtLeastPerUsed),
+        (&["--crossover", "subtree:0.75"], GeCrossover::Subtree, 0.75, GeMutation::IntFlip, 0.02, AtLeastPerUsed),
+        (&["--crossover", "onepoint:0.6"], GeCrossover::Onepoint, 0.6, GeMutation::IntFlip, 0.02, AtLeastPerUsed),
+        (&["--mutation", "0.1"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.1, Fixed),
+        (&["--mutation", "int-flip"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, Fixed),
+        (&["--mutation", "int-flip:0.05"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.05, Fixed),
+        (&["--mutation", "int-flip:1/used"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.02, PerUsed),
+        (&["--mutation", "int-flip:max(0.05,1/used)"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.05, AtLeastPerUsed),
+        (&["--mutation", "int-flip: max(1/used, 0.1)"], GeCrossover::Subtree, 0.9, GeMutation::IntFlip, 0.1, AtLeastPerUsed),
+        (&["--mutation", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::Subtree, 1.0, Fixed),
+        (&["--mutation", "subtree:0.3", "--crossover", "subtree"], GeCrossover::Subtree, 0.9, GeMutation::Subtree, 0.3, Fixed),
     ] {
         let v = vary(flags).unwrap();
-        assert_eq!((v.crossover_op, v.crossover, v.mutation_op, v.mutation, v.mutation_per_used), (x_op, x, m_op, m, per_used), "{flags:?}");
+        assert_eq!((v.crossover_op, v.crossover, v.mutation_op, v.mutation, v.int_flip_rate_kind()), (x_op, x, m_op, m, rate), "{flags:?}");
     }
     for (flags, needle) in [
         (&["--crossover", "uniform"][..], "--crossover `uniform`: expected a probability or onepoint[:P] or subtree[:P]"),
-        (&["--mutation", "flip"], "--mutation `flip`: expected a probability or int-flip[:P|:1/used] or subtree[:P]"),
+        (&["--mutation", "flip"], "--mutation `flip`: expected a probability or int-flip[:P|:1/used|:max(P,1/used)] or subtree[:P]"),
         (&["--crossover", "subtree:1.5"], "--crossover (vary.crossover) must be a probability, got 1.5"),
         (&["--mutation", "subtree:-0.1"], "--mutation (vary.mutation) must be a probability, got -0.1"),
         (&["--mutation", "subtree:1/used"], "1/used is a rate of int-flip"),
+        (&["--mutation", "subtree:max(0.1,1/used)"], "max(P,1/used) is a rate of int-flip"),
+        (&["--mutation", "int-flip:max(0.1)"], "expected max(P,1/used)"),
+        (&["--mutation", "int-flip:max(0.1,0.2)"], "expected max(P,1/used)"),
+        (&["--mutation", "int-flip:max(1/used,1/used)"], "not a number"),
+        (&["--mutation", "int-flip:max(1.5,1/used)"], "--mutation (vary.mutation) must be a probability, got 1.5"),
         (&["--mutation", "int-flip:half"], "`half` is not a number"),
     ] {
         let e = vary(flags).unwrap_err();

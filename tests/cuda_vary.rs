@@ -931,9 +931,12 @@ fn genomes(p: usize, cap: usize, seed: u64) -> (Genomes, Vec<u32>) {
 }
 
 fn ge_matches_reference(dev: &dyn Device) {
-    // The last two: int-flip at 1 / used codons (PonyGE2's rate), within the used codons and not.
-    for (seed, cap, within_used, per_used) in [(1u64, 50usize, true, false), (2, 8, false, false), (3, 1, true, false), (4, 50, true, true), (5, 37, false, true)] {
-        let cfg = GeVaryConfig { crossover: 0.8, mutation: 0.1, within_used, codon_size: 1000, mutation_per_used: per_used, ..GeVaryConfig::default() };
+    // Then int-flip at 1 / used codons (PonyGE2's rate) and at the larger of 0.1 and that (1 /
+    // used wins below 10 codons), each within the used codons and not.
+    use grove::genome::vary::IntFlipRate::{AtLeastPerUsed, Fixed, PerUsed};
+    let cases = [(1u64, 50usize, true, Fixed), (2, 8, false, Fixed), (3, 1, true, Fixed), (4, 50, true, PerUsed), (5, 37, false, PerUsed), (6, 50, true, AtLeastPerUsed), (7, 37, false, AtLeastPerUsed), (8, 9, true, AtLeastPerUsed)];
+    for (seed, cap, within_used, per_used) in cases {
+        let cfg = GeVaryConfig { crossover: 0.8, mutation: 0.1, within_used, codon_size: 1000, ..GeVaryConfig::default() }.with_int_flip_rate(per_used);
         let (parents, used) = genomes(301, cap, seed);
         let (p, first_row) = (parents.size(), 3);
         let n_pairs = (p - first_row).div_ceil(2);
@@ -963,7 +966,7 @@ fn ge_matches_reference(dev: &dyn Device) {
             int_flip(row, u, &cfg, &mut Stream::new(seed, 4, k as u32, Purpose::Mutate));
         }
         if let Some(i) = (0..got.codons.len()).find(|&i| got.codons[i] != flipped.codons[i]) {
-            panic!("GE int-flip (per used: {per_used}), seed {seed}: first mismatch at [row {}, codon {}]: gpu={} cpu={}", i / cap, i % cap, got.codons[i], flipped.codons[i]);
+            panic!("GE int-flip (rate {per_used:?}), seed {seed}: first mismatch at [row {}, codon {}]: gpu={} cpu={}", i / cap, i % cap, got.codons[i], flipped.codons[i]);
         }
         assert_ne!(flipped.codons, want.codons, "int-flip changed nothing");
     }

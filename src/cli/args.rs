@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::backend::DeviceChoice;
 use crate::evolve::IslandConfig;
 use crate::evolve::islands::MAX_ISLANDS;
-use crate::genome::vary::{GeCrossover, GeMutation};
+use crate::genome::vary::{GeCrossover, GeMutation, IntFlipRate};
 use crate::task::base::defaults::{self, EngineDefaults, GeConfigs};
 use crate::task::base::search::{MAX_GENERATIONS, MAX_GENOME, MAX_POP, MAX_WRAPS};
 
@@ -426,9 +426,9 @@ pub struct GeArgs {
     #[arg(long, value_name = "P|OPERATOR[:P]", default_value_t = defaults::GE.crossover.to_string())]
     pub crossover: String,
     /// GE: mutation, a probability or an operator with its rate (help below, from the defaults).
-    #[arg(long, value_name = "P|OPERATOR[:RATE]", default_value_t = defaults::GE.mutation.to_string(), help = format!(
-        "GE: mutation, P (int-flip's per-codon probability) or OPERATOR[:RATE]: int-flip[:P|:1/used] (each used codon replaced by a random one with probability P, {} if not given; 1/used: one over the used codons, PonyGE2's default), subtree[:P] (with probability P, {} if not given, one subtree of the derivation tree regrown at random)",
-        defaults::GE.mutation, defaults::GE_SUBTREE_MUTATION
+    #[arg(long, value_name = "P|OPERATOR[:RATE]", default_value_t = default_mutation(), help = format!(
+        "GE: mutation, P (int-flip's per-codon probability) or OPERATOR[:RATE]: int-flip[:P|:1/used|:max(P,1/used)] (each used codon replaced by a random one with probability P, {p} if not given; 1/used: one over the used codons, PonyGE2's default; max(P,1/used): the larger of the two, at least one flip expected in every child), subtree[:P] (with probability P, {} if not given, one subtree of the derivation tree regrown at random)",
+        defaults::GE_SUBTREE_MUTATION, p = defaults::GE.mutation
     ))]
     pub mutation: String,
     /// GE: how a derivation becomes a program: text (what its phenotype says under Python's
@@ -453,20 +453,41 @@ fn parse_crossover(s: &str) -> Result<(GeCrossover, f32)> {
     Ok((op, rate.map(|r| rate_number("--crossover", s, r)).transpose()?.unwrap_or(defaults::GE.crossover)))
 }
 
-/// `--mutation`'s value: a probability (int-flip's), or `int-flip` with an optional `:P` or
-/// `:1/used`, or `subtree` with an optional `:P`. Returns the operator, the rate and whether
-/// int-flip's rate is 1 / used codons.
-fn parse_mutation(s: &str) -> Result<(GeMutation, f32, bool)> {
+/// `--mutation`'s default, as the command line writes it.
+fn default_mutation() -> String {
+    let p = defaults::GE.mutation;
+    match (defaults::GE.mutation_op, defaults::GE.int_flip_rate) {
+        (GeMutation::Subtree, _) => format!("subtree:{p}"),
+        (GeMutation::IntFlip, IntFlipRate::Fixed) => format!("int-flip:{p}"),
+        (GeMutation::IntFlip, IntFlipRate::PerUsed) => "int-flip:1/used".into(),
+        (GeMutation::IntFlip, IntFlipRate::AtLeastPerUsed) => format!("int-flip:max({p},1/used)"),
+    }
+}
+
+/// `--mutation`'s value: a probability (int-flip's), or `int-flip` with an optional `:P`,
+/// `:1/used` or `:max(P,1/used)`, or `subtree` with an optional `:P`. Returns the operator, the
+/// rate and how int-flip's rate follows the used codons.
+fn parse_mutation(s: &str) -> Result<(GeMutation, f32, IntFlipRate)> {
     if let Ok(p) = s.trim().parse::<f32>() {
-        return Ok((GeMutation::IntFlip, p, false));
+        return Ok((GeMutation::IntFlip, p, IntFlipRate::Fixed));
     }
     let (name, rate) = split_rate(s);
+    let at_least = rate.and_then(|r| r.strip_prefix("max(")).and_then(|r| r.strip_suffix(')'));
     match (name, rate) {
-        ("int-flip", Some("1/used")) => Ok((GeMutation::IntFlip, defaults::GE.mutation, true)),
-        ("int-flip", r) => Ok((GeMutation::IntFlip, r.map(|r| rate_number("--mutation", s, r)).transpose()?.unwrap_or(defaults::GE.mutation), false)),
+        ("int-flip", Some("1/used")) => Ok((GeMutation::IntFlip, defaults::GE.mutation, IntFlipRate::PerUsed)),
+        ("int-flip", Some(_)) if at_least.is_some() => {
+            let parts: Vec<&str> = at_least.unwrap_or_default().split(',').map(str::trim).collect();
+            let p = match parts[..] {
+                [p, "1/used"] | ["1/used", p] => rate_number("--mutation", s, p)?,
+                _ => anyhow::bail!("--mutation `{s}`: expected max(P,1/used), the larger of a probability P and one over the used codons"),
+            };
+            Ok((GeMutation::IntFlip, p, IntFlipRate::AtLeastPerUsed))
+        }
+        ("int-flip", r) => Ok((GeMutation::IntFlip, r.map(|r| rate_number("--mutation", s, r)).transpose()?.unwrap_or(defaults::GE.mutation), IntFlipRate::Fixed)),
         ("subtree", Some("1/used")) => anyhow::bail!("--mutation `{s}`: 1/used is a rate of int-flip; subtree takes a probability per child"),
-        ("subtree", r) => Ok((GeMutation::Subtree, r.map(|r| rate_number("--mutation", s, r)).transpose()?.unwrap_or(defaults::GE_SUBTREE_MUTATION), false)),
-        _ => anyhow::bail!("--mutation `{s}`: expected a probability or int-flip[:P|:1/used] or subtree[:P]"),
+        ("subtree", Some(_)) if at_least.is_some() => anyhow::bail!("--mutation `{s}`: max(P,1/used) is a rate of int-flip; subtree takes a probability per child"),
+        ("subtree", r) => Ok((GeMutation::Subtree, r.map(|r| rate_number("--mutation", s, r)).transpose()?.unwrap_or(defaults::GE_SUBTREE_MUTATION), IntFlipRate::Fixed)),
+        _ => anyhow::bail!("--mutation `{s}`: expected a probability or int-flip[:P|:1/used|:max(P,1/used)] or subtree[:P]"),
     }
 }
 
@@ -488,7 +509,7 @@ impl GeArgs {
     /// line for a `--crossover` or `--mutation` that does not parse.
     pub fn configs(&self) -> Result<GeConfigs> {
         let (crossover_op, crossover) = parse_crossover(&self.crossover)?;
-        let (mutation_op, mutation, mutation_per_used) = parse_mutation(&self.mutation)?;
+        let (mutation_op, mutation, int_flip_rate) = parse_mutation(&self.mutation)?;
         Ok(defaults::Ge {
             wraps: self.wraps,
             codons: self.codons,
@@ -502,7 +523,7 @@ impl GeArgs {
             mutation,
             crossover_op,
             mutation_op,
-            mutation_per_used,
+            int_flip_rate,
             reading: self.reading,
         }
         .configs())

@@ -30,6 +30,18 @@ pub enum GeMutation {
     Subtree,
 }
 
+/// How int-flip's per-codon rate is set (`--mutation int-flip:P`, `:1/used`,
+/// `:max(P,1/used)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntFlipRate {
+    /// `mutation` per codon.
+    Fixed,
+    /// 1 / the codons it may change: one flip expected per child (PonyGE2's rate).
+    PerUsed,
+    /// The larger of `mutation` and 1 / the codons it may change.
+    AtLeastPerUsed,
+}
+
 /// Settings of GE variation.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,6 +66,12 @@ pub struct GeVaryConfig {
     /// `MUTATION_PROBABILITY` is unset.
     #[serde(default)]
     pub mutation_per_used: bool,
+    /// Int-flip at the larger of `mutation` and 1 / the codons it may change: at least one
+    /// flip expected in every child, so that a small program is changed as often as a large
+    /// one (grove's default, `--mutation int-flip:max(P,1/used)`). Not with
+    /// `mutation_per_used`.
+    #[serde(default)]
+    pub mutation_at_least_per_used: bool,
 }
 
 impl Default for GeVaryConfig {
@@ -66,6 +84,45 @@ impl Default for GeVaryConfig {
             crossover_op: GeCrossover::Onepoint,
             mutation_op: GeMutation::IntFlip,
             mutation_per_used: false,
+            mutation_at_least_per_used: false,
+        }
+    }
+}
+
+impl GeVaryConfig {
+    /// How int-flip's rate is set.
+    pub fn int_flip_rate_kind(&self) -> IntFlipRate {
+        match (self.mutation_per_used, self.mutation_at_least_per_used) {
+            (true, _) => IntFlipRate::PerUsed,
+            (false, true) => IntFlipRate::AtLeastPerUsed,
+            (false, false) => IntFlipRate::Fixed,
+        }
+    }
+
+    /// Sets how int-flip's rate is set.
+    pub fn with_int_flip_rate(self, rate: IntFlipRate) -> Self {
+        Self { mutation_per_used: rate == IntFlipRate::PerUsed, mutation_at_least_per_used: rate == IntFlipRate::AtLeastPerUsed, ..self }
+    }
+
+    /// Int-flip's per-codon rate for a genome with `limit` codons it may change (`limit > 0`):
+    /// `mutation`, or 1 / `limit` (`mutation_per_used`), or the larger of the two
+    /// (`mutation_at_least_per_used`), in f32 as the device computes it.
+    pub fn int_flip_rate(&self, limit: usize) -> f32 {
+        let per_used = 1.0 / limit as f32;
+        match self.int_flip_rate_kind() {
+            IntFlipRate::PerUsed => per_used,
+            IntFlipRate::AtLeastPerUsed => per_used.max(self.mutation),
+            IntFlipRate::Fixed => self.mutation,
+        }
+    }
+
+    /// The device's code for the rate (`GroveGeParams::per_used`): 0 `mutation`, 1 one over
+    /// the codons it may change, 2 the larger of the two.
+    pub fn int_flip_rate_code(&self) -> u32 {
+        match self.int_flip_rate_kind() {
+            IntFlipRate::Fixed => 0,
+            IntFlipRate::PerUsed => 1,
+            IntFlipRate::AtLeastPerUsed => 2,
         }
     }
 }
@@ -106,14 +163,15 @@ pub fn crossover(
 
 /// Per-codon integer flip in place: each codon of `g` (only the first `used` when
 /// `cfg.within_used`) is replaced by a uniform random codon with probability `cfg.mutation`
-/// (with `cfg.mutation_per_used`, 1 / the number of codons it may change).
+/// (or at [`GeVaryConfig::int_flip_rate`]: 1 / the number of codons it may change, or the larger
+/// of the two).
 /// The caller addresses `s` as `(seed, generation, child, Mutate)`.
 pub fn int_flip(g: &mut [u32], used: u32, cfg: &GeVaryConfig, s: &mut Stream) {
     let limit = if cfg.within_used { (used as usize).min(g.len()) } else { g.len() };
     if limit == 0 {
         return;
     }
-    let rate = if cfg.mutation_per_used { 1.0 / limit as f32 } else { cfg.mutation };
+    let rate = cfg.int_flip_rate(limit);
     for c in &mut g[..limit] {
         if s.chance(rate) {
             *c = s.below(cfg.codon_size);
@@ -184,6 +242,29 @@ mod tests {
         }
         // One flip per genome on average (`mutation` unused).
         assert!((1800..2200).contains(&changed), "{changed}");
+    }
+
+    #[test]
+    fn int_flip_at_least_one_per_used_codon_follows_the_larger_rate() {
+        let cfg = GeVaryConfig { mutation: 0.02, codon_size: 1 << 16, ..GeVaryConfig::default() }.with_int_flip_rate(IntFlipRate::AtLeastPerUsed);
+        assert_eq!(cfg.int_flip_rate_kind(), IntFlipRate::AtLeastPerUsed);
+        // 1 / 10 above 0.02; 0.02 above 1 / 200; equal at 50 codons.
+        assert_eq!((cfg.int_flip_rate(10), cfg.int_flip_rate(200), cfg.int_flip_rate(50)), (0.1, 0.02, 0.02));
+        assert_eq!(cfg.with_int_flip_rate(IntFlipRate::PerUsed).int_flip_rate(200), 1.0 / 200.0);
+        assert_eq!(cfg.with_int_flip_rate(IntFlipRate::Fixed).int_flip_rate(10), 0.02);
+        assert_eq!([IntFlipRate::Fixed, IntFlipRate::PerUsed, IntFlipRate::AtLeastPerUsed].map(|r| cfg.with_int_flip_rate(r).int_flip_rate_code()), [0, 1, 2]);
+        // Flips per genome over 2000 children: one on average for 10 used codons (a fixed 0.02
+        // would make 0.2), four for 200 (1 / used would make one).
+        for (used, lo, hi) in [(10u32, 1800, 2200), (200, 7400, 8600)] {
+            let mut changed = 0;
+            for k in 0..2000 {
+                let mut g = vec![7u32; 300];
+                int_flip(&mut g, used, &cfg, &mut Stream::new(5, 1, k, Purpose::Mutate));
+                assert!(g[used as usize..].iter().all(|&c| c == 7));
+                changed += g.iter().filter(|&&c| c != 7).count();
+            }
+            assert!((lo..hi).contains(&changed), "{used} used codons: {changed} flips");
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@ first=${FIRST_SEED:-1}
 pop=${POP:-500}
 elite=$(( (pop + 50) / 100 )); [ "$elite" -ge 1 ] || elite=1
 out=${OUT:-$(mktemp -d)}
+mkdir -p "$out"
 problems=${PROBLEMS:-"Paige1:supervised_learning.bnf Vladislavleva4:Vladislavleva4.bnf Keijzer6:Keijzer6.bnf"}
 variants=${VARIANTS:-"default:
 subtree:--crossover subtree

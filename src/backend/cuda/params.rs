@@ -458,8 +458,8 @@ pub struct GeParams {
     /// Genome `i`'s used codons are `used[i * used_stride]`: 1 for a plain array, 5 for the
     /// `used_codons` of [`MapOut`] records.
     pub used_stride: u32,
-    /// 1: int-flip at a per-codon rate of 1 / the codons it may change
-    /// (`GeVaryConfig::mutation_per_used`) in place of `p_mutation`.
+    /// Int-flip's per-codon rate (`GeVaryConfig::int_flip_rate_code`): 0 `p_mutation`, 1 one
+    /// over the codons it may change, 2 the larger of the two.
     pub per_used: u32,
 }
 

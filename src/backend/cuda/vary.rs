@@ -276,7 +276,7 @@ pub fn ge_params(n_pairs: usize, n_rows: usize, capacity: usize, first_row: usiz
         p_mutation: cfg.mutation,
         codon_size: cfg.codon_size,
         used_stride: 1,
-        per_used: cfg.mutation_per_used as u32,
+        per_used: cfg.int_flip_rate_code(),
     })
 }
 

@@ -94,9 +94,13 @@ pub fn check_ge(ge: &GeConfigs) -> Result<()> {
     ensure!((0.0..=1.0).contains(&v.crossover), "--crossover (vary.crossover) must be a probability, got {}", v.crossover);
     ensure!((0.0..=1.0).contains(&v.mutation), "--mutation (vary.mutation) must be a probability, got {}", v.mutation);
     ensure!(
-        !(v.mutation_per_used && v.mutation_op != crate::genome::vary::GeMutation::IntFlip),
-        "vary.mutation_per_used is a rate of int-flip, and vary.mutation_op is {:?}",
+        !((v.mutation_per_used || v.mutation_at_least_per_used) && v.mutation_op != crate::genome::vary::GeMutation::IntFlip),
+        "vary.mutation_per_used and vary.mutation_at_least_per_used are rates of int-flip, and vary.mutation_op is {:?}",
         v.mutation_op
+    );
+    ensure!(
+        !(v.mutation_per_used && v.mutation_at_least_per_used),
+        "vary.mutation_per_used (1 / the used codons) and vary.mutation_at_least_per_used (the larger of vary.mutation and that) are two rates of int-flip: set one"
     );
     ensure!(ge.map.max_wraps <= MAX_WRAPS, "--wraps (map.max_wraps) must be at most {MAX_WRAPS}, got {}", ge.map.max_wraps);
     check_count("--genome-length (init.length)", ge.init.length, 1, MAX_GENOME)?;
