@@ -531,14 +531,15 @@ impl GeArgs {
 
     /// The blocks `map`, `init` and `vary` and the field `genome_capacity`. `grammar`: the run
     /// has one; tree GP's runs take no GE operator names (their crossover and mutation are
-    /// their own, `trees.p_crossover` and `trees.p_mutation`), while a plain number is still
-    /// accepted as before.
+    /// their own, `trees.p_crossover` and `trees.p_mutation`), while a plain number, or the
+    /// default (what a run without the flag holds), is still accepted as before.
     pub fn overlay(&self, o: &mut Overlay, grammar: bool) -> Result<()> {
         let ge = self.configs()?;
         if !grammar {
-            for (flag, value) in [("--crossover", &self.crossover), ("--mutation", &self.mutation)] {
+            // The defaults pass: a run without the flag holds its default, an operator's name.
+            for (flag, value, default) in [("--crossover", &self.crossover, defaults::GE.crossover.to_string()), ("--mutation", &self.mutation, default_mutation())] {
                 anyhow::ensure!(
-                    value.trim().parse::<f32>().is_ok(),
+                    value.trim().parse::<f32>().is_ok() || *value == default,
                     "{flag} `{value}` names an operator of grammatical evolution, and this run has no --grammar (tree GP's crossover and mutation are trees.p_crossover and trees.p_mutation of an experiment file)"
                 );
             }
