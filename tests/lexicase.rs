@@ -89,8 +89,9 @@ fn what_lexicase_cannot_run_with_gets_one_clear_line() {
 #[test]
 fn a_collapse_to_a_constant_is_reported_and_lexicase_avoids_it() {
     // Plain grammatical evolution at PonyGE2's settings on Pagie-1: with tournaments of 2 and
-    // one-point crossover (the default before subtree crossover) the population of seed 1 ends
-    // as one-node programs; lexicase keeps structure, and so do the default operators.
+    // one-point crossover and int-flip at 0.02 a codon (the defaults before subtree crossover
+    // and the rate of at least one flip a child) the population of seed 1 ends as one-node
+    // programs; lexicase keeps structure, and so do the default operators.
     let args = [
         "evolve", "-g", "tests/fixtures/grammars/arith_aq.bnf", "--data", "builtin:pagie1", "--pop", "500", "--gens", "50", "--tournament", "2",
         "--no-linear-scaling", "--linear-inputs", "off", "--select", "train", "--bloat", "none", "--seed", "1",
@@ -100,11 +101,11 @@ fn a_collapse_to_a_constant_is_reported_and_lexicase_avoids_it() {
         a.extend(more);
         report(&a)
     };
-    let t = run(&["--crossover", "onepoint", "--selection", "tournament"]);
+    let t = run(&["--crossover", "onepoint", "--mutation", "0.02", "--selection", "tournament"]);
     assert_eq!(t["best"]["size"], 1, "{}", t["best"]);
     let g = t["collapse"]["from_generation"].as_u64().expect("a collapse is reported");
     assert!(g < 50, "{g}");
-    for more in [&["--crossover", "onepoint", "--selection", "lexicase"][..], &[]] {
+    for more in [&["--crossover", "onepoint", "--mutation", "0.02", "--selection", "lexicase"][..], &[]] {
         let l = run(more);
         assert!(l["collapse"].is_null(), "{more:?}: {}", l["collapse"]);
         assert!(l["best"]["size"].as_u64().unwrap() > 5, "{more:?}");
