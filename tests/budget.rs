@@ -45,6 +45,31 @@ fn a_time_limit_ends_within_a_generation_of_it_with_a_complete_report_and_checkp
     assert_eq!(bests(&rr)[..=last], bests(&r)[..]);
 }
 
+/// A limit that the first generation (or random-search iteration) crosses by itself: the run
+/// keeps that generation's result and its summary says in one line that the limit is shorter
+/// than a generation, and by how much.
+#[test]
+fn a_time_limit_shorter_than_one_generation_says_so_and_keeps_the_result() {
+    let d = dir("time-limit-short");
+    for (what, args) in [
+        ("generation", &["evolve", "--data", "builtin:pagie1", "--functions", "add,sub,mul", "--pop", "300", "--gens", "50"][..]),
+        ("iteration", &["control", "--env", "swimmer", "--policy", "linear", "--gens", "50", "--episode-steps", "20"][..]),
+    ] {
+        let report = d.join(format!("{what}.json"));
+        let out = grove_cpu(&[args, &["--time-limit", "1e-6", "--threads", "1", "--report", s(&report), "-q"]].concat());
+        assert_ok(&out);
+        let r = read_json(&report);
+        assert_eq!(r["ended"]["reason"], "time-limit", "{}", r["ended"]);
+        assert_eq!(r["ended"]["shorter_than_one"], true, "{}", r["ended"]);
+        assert_eq!(r["generations"].as_array().unwrap().len(), 1);
+        assert!(!r["best"].is_null());
+        let stdout = text(&out.stdout);
+        let lines: Vec<&str> = stdout.lines().filter(|l| l.contains("shorter than one")).collect();
+        assert_eq!(lines.len(), 1, "{stdout}");
+        assert!(lines[0].contains(&format!("time limit 0.000001 s is shorter than one {what}")) && lines[0].contains("raise --time-limit"), "{}", lines[0]);
+    }
+}
+
 #[test]
 fn stop_at_ends_at_the_first_generation_that_reaches_it() {
     let d = dir("stop-at");

@@ -107,6 +107,9 @@ pub enum Ending {
         seconds: f64,
         /// The last generation.
         generation: usize,
+        /// Whether the limit was shorter than the run's first generation (with its setup): it
+        /// ran one generation, which alone crossed the limit.
+        shorter_than_one: bool,
     },
     /// The target: generation `generation`'s best program measured `value`.
     StopAt {
@@ -127,9 +130,15 @@ impl Ending {
     pub fn line(&self, generations: usize) -> Option<String> {
         match self {
             Ending::Generations => None,
-            Ending::TimeLimit { time_limit, seconds, generation } => Some(format!(
+            Ending::TimeLimit { time_limit, seconds, generation, shorter_than_one: false } => Some(format!(
                 "ended         after generation {generation} of {generations}: time limit {time_limit} s ({seconds:.2} s of search)\n"
             )),
+            Ending::TimeLimit { time_limit, seconds, generation, shorter_than_one: true } => {
+                let took = if *seconds < 1.0 { format!("{:.1} ms", seconds * 1e3) } else { format!("{seconds:.2} s") };
+                Some(format!(
+                    "ended         after generation {generation} of {generations}: time limit {time_limit} s is shorter than one generation, which took {took} with the setup; raise --time-limit (budget.time_limit) for more than one\n"
+                ))
+            }
             Ending::StopAt { stop_at, measure, value, generation } => {
                 Some(format!("ended         after generation {generation} of {generations}: --stop-at {stop_at} reached ({measure} {value:.6})\n"))
             }
@@ -178,13 +187,17 @@ impl<'a> Watch<'a> {
         // time holds the setup (kernels compiled, data copied), so after it the run ends only
         // if the limit is already crossed.
         let now = self.started.elapsed();
-        let one = if self.asked { now.saturating_sub(self.last) } else { Duration::ZERO };
+        let first = !self.asked;
+        let one = if first { Duration::ZERO } else { now.saturating_sub(self.last) };
         self.last = now;
         self.asked = true;
         match self.budget.time_limit {
-            Some(limit) if (now + one).as_secs_f64() >= limit => {
-                Some(Ending::TimeLimit { time_limit: limit, seconds: now.as_secs_f64(), generation })
-            }
+            Some(limit) if (now + one).as_secs_f64() >= limit => Some(Ending::TimeLimit {
+                time_limit: limit,
+                seconds: now.as_secs_f64(),
+                generation,
+                shorter_than_one: first && now.as_secs_f64() >= limit,
+            }),
             _ => None,
         }
     }
@@ -245,8 +258,9 @@ mod tests {
             }
         }
         let (g, e) = ended.expect("the limit ends the run");
-        let Ending::TimeLimit { seconds, generation, .. } = e else { panic!("{e:?}") };
+        let Ending::TimeLimit { seconds, generation, shorter_than_one, .. } = e else { panic!("{e:?}") };
         assert_eq!(generation, g);
+        assert!(!shorter_than_one, "30 ms generations fit a 0.2 s limit");
         // Ends once a generation more would cross 0.2 s: after about 0.18 s (later only on a
         // machine too busy to keep its sleeps).
         assert!((0.1..1.0).contains(&seconds), "{seconds}");
@@ -256,6 +270,22 @@ mod tests {
         assert_eq!(w.finish(0, &best(1.0, 0)), None);
         let mut never = Watch::new(Budget::default(), goal());
         assert_eq!(never.finish(0, &best(0.0, 0)), None);
+    }
+
+    #[test]
+    fn a_limit_shorter_than_the_first_generation_says_so() {
+        let goal = Goal { measure: Measure::Loss, value: Box::new(|b: &Best| b.fitness) };
+        let mut w = Watch::new(Budget { time_limit: Some(0.05), stop_at: None }, goal);
+        std::thread::sleep(Duration::from_millis(80));
+        // A resumed run's first generation in this process is not generation 0.
+        let e = w.finish(7, &best(1.0, 7)).expect("the first generation crossed the limit");
+        let Ending::TimeLimit { generation: 7, shorter_than_one: true, .. } = e else { panic!("{e:?}") };
+        let line = e.line(100).unwrap();
+        assert!(line.contains("time limit 0.05 s is shorter than one generation") && line.contains("raise --time-limit"), "{line}");
+        assert!(!line.contains('\n') || line.ends_with('\n') && line.matches('\n').count() == 1, "one line: {line}");
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["shorter_than_one"], true);
+        assert_eq!(json["reason"], "time-limit");
     }
 
     #[test]
