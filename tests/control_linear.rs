@@ -92,6 +92,40 @@ fn linear_settings_come_from_flags_and_experiment_files() {
         tuned
     );
     assert_eq!(cli(&["--env", "hopper"], false).policy, PolicyKind::Program, "programs stay the default");
+    assert_eq!(c.searches, 1, "one search by default");
+    let side = cli(&["--env", "hopper", "--policy", "linear", "--searches", "4"], true);
+    assert_eq!(side.searches, 4);
+    assert_eq!(experiment("Control(env: \"hopper\", policy: \"linear\", searches: 4)").searches, 4);
+}
+
+/// `--searches K` runs K random searches side by side and reports the one whose last policy
+/// returns most on the validation episodes, saying so in the summary and the report; the
+/// first search of K is the run of one, so K = 1 changes nothing.
+#[test]
+fn searches_side_by_side_report_the_one_that_validates_best() {
+    let d = dir("linear-searches");
+    let (one, three) = (d.join("one.json"), d.join("three.json"));
+    assert_ok(&linear(&one, &[]));
+    let out = linear(&three, &["--searches", "3", "--validation-episodes", "4"]);
+    assert_ok(&out);
+    let summary = text(&out.stdout);
+    let r = read_json(&three);
+    let block = &r["searches"];
+    assert_eq!((block["count"].as_u64(), block["validation_episodes"].as_u64()), (Some(3), Some(4)), "{block}");
+    let c = block["candidates"].as_array().unwrap();
+    let v: Vec<f64> = c.iter().map(|x| x["validation_return"].as_f64().unwrap()).collect();
+    let chosen = block["chosen"].as_u64().unwrap() as usize;
+    assert_eq!(v[chosen - 1], v.iter().copied().fold(f64::NEG_INFINITY, f64::max), "{v:?}");
+    assert!(summary.contains(&format!("chosen        search {chosen} of 3 side by side, by its validation return")), "{summary}");
+    // Three searches play three times the policies of one in the same iterations.
+    let (steps1, steps3) = (read_json(&one)["timing"]["env_steps"].as_u64().unwrap(), r["timing"]["env_steps"].as_u64().unwrap());
+    assert_eq!(steps3, 3 * steps1, "swimmer's episodes never end early");
+    // The first search is the run of one: where it is chosen, its history is that run's.
+    let a = read_json(&one);
+    if chosen == 1 {
+        assert_eq!(a["generations"].as_array().unwrap().iter().map(|g| &g["return"]).collect::<Vec<_>>(), r["generations"].as_array().unwrap().iter().map(|g| &g["return"]).collect::<Vec<_>>());
+    }
+    assert!(a.get("searches").is_none() || a["searches"].is_null(), "a run of one has no choice");
 }
 
 #[test]
@@ -107,6 +141,15 @@ fn bad_linear_settings_get_one_clear_line() {
     one(&["--noise", "0"], &["--noise (linear.noise) must be a positive number"]);
     one(&["--directions", "65536", "--episodes", "100"], &["episode pairs per iteration"]);
     one(&["--islands", "2"], &["--policy linear", "--islands"]);
+    one(&["--searches", "0"], &["--searches (searches) must be 1 to 1024, got 0"]);
+    one(&["--searches", "2000"], &["--searches (searches) must be 1 to 1024, got 2000"]);
+    one(&["--searches", "1000", "--directions", "8192", "--top-directions", "8"], &["× --searches (1000)", "episode pairs per iteration"]);
+    // More searches than the memory given holds: one line naming --searches.
+    one(&["--searches", "64", "--max-memory", "1M"], &["--searches 64 side by side", "lower --searches"]);
+    for policy in ["program", "residual"] {
+        let out = grove(&["control", "--env", "swimmer", "--policy", policy, "--device", "cpu", "--searches", "2", "--gens", "1", "-q"]);
+        assert_one_line_error(&out, &["--searches (searches)", &format!("this run's policy is {policy}")]);
+    }
     let out = linear(&report, &["--policy", "tabular"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     // An experiment file with a bad field says which.
@@ -234,6 +277,26 @@ fn a_linear_run_resumes_from_its_checkpoint_as_if_uninterrupted() {
     let other = d.join("program.ckpt");
     write_resealed(&other, program);
     assert_one_line_error(&grove(&["run", "--resume", s(&other), "-q"]), &["holds a --policy linear search"]);
+}
+
+#[test]
+fn searches_side_by_side_resume_as_if_uninterrupted() {
+    let d = dir("linear-resume-searches");
+    let (full, resumed, ck) = (d.join("full.json"), d.join("resumed.json"), d.join("run.ckpt"));
+    let base = ["control", "--env", "hopper", "--policy", "linear", "--device", "cpu", "--seed", "3", "--episode-steps", "60", "--test-episodes", "2", "--searches", "3", "--validation-episodes", "2", "-q"];
+    assert_ok(&grove(&[&base[..], &["--gens", "7", "--report", s(&full)]].concat()));
+    assert_ok(&grove(&[&base[..], &["--gens", "4", "--checkpoint", s(&ck)]].concat()));
+    let saved = read_json(&ck);
+    assert_eq!(saved["linear"]["side"].as_array().map(Vec::len), Some(2), "the other two searches are in the checkpoint");
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "7", "--report", s(&resumed), "-q"]));
+    assert_eq!(without_timings(read_json(&full)), without_timings(read_json(&resumed)));
+    // A checkpoint whose settings name another count of searches than it holds: one line.
+    let mut other = saved;
+    other["experiment"]["Control"]["searches"] = 2.into();
+    other.as_object_mut().unwrap().remove("checksum");
+    let two = d.join("two.ckpt");
+    write_resealed(&two, other);
+    assert_one_line_error(&grove(&["run", "--resume", s(&two), "-q"]), &["holds 3 random searches side by side", "--searches (searches) is 2"]);
 }
 
 #[test]

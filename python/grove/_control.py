@@ -122,6 +122,7 @@ def control(
     top_directions=None,
     step_size=None,
     noise=None,
+    searches=1,
     linear_iterations=None,
     head_every=0,
     head_iterations=_CONTROL["head_iterations"],
@@ -165,6 +166,10 @@ def control(
     (``--directions``, ``--top-directions``, ``--step-size``, ``--noise``; None: the device's
     defaults, and ``top_directions`` the defaults' share of ``directions``). The returned
     ``Policy`` is played as any other; ``Policy.linear`` holds W, the mean and the deviation.
+    ``searches`` > 1 runs that many random searches side by side, each drawing its own
+    directions, their policies played together in one roll-out call an iteration, and returns
+    the one whose last policy has the highest mean return over ``validation_episodes`` fresh
+    episodes (``--searches``; ``report["searches"]`` holds every search's returns).
     ``policy="residual"`` tunes that linear policy for ``linear_iterations`` iterations
     (``--linear-iterations``; None: the device's default, 20 on the CPU, 100 on a GPU) and then
     evolves programs over the normalised observations for ``generations`` generations, added
@@ -279,6 +284,8 @@ def control(
                 raise ValueError(f"{'top_directions' if k == 'top' else k} must be at least 1, got {linear[k]}")
     if linear:
         settings["linear"] = linear
+    if int(searches) != 1:
+        settings["searches"] = int(searches)
     if linear_iterations is not None:
         settings["linear_iterations"] = int(linear_iterations)
     if population_size is not None:

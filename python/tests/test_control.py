@@ -190,6 +190,20 @@ def test_a_linear_policy_is_trained_played_and_explained():
         grove.control("swimmer", policy="linear", noise=-1, **small)
 
 
+def test_linear_searches_side_by_side_return_the_one_that_validates_best():
+    small = dict(generations=3, episode_steps=40, test_episodes=2, device="cpu", directions=2, validation_episodes=2)
+    p = grove.control("swimmer", policy="linear", searches=3, **small)
+    block = p.report["searches"]
+    assert block["count"] == 3 and p.report["settings"]["searches"] == 3
+    v = [c["validation_return"] for c in block["candidates"]]
+    assert v[block["chosen"] - 1] == max(v)
+    assert "searches" not in grove.control("swimmer", policy="linear", **small).report
+    with pytest.raises(ValueError, match=r"--searches \(searches\) must be 1 to 1024, got 0"):
+        grove.control("swimmer", policy="linear", searches=0, **small)
+    with pytest.raises(ValueError, match=r"this run's policy is program"):
+        grove.control("swimmer", searches=2, **TINY)
+
+
 def test_a_policy_from_a_report_with_a_bad_linear_head_is_a_value_error():
     small = dict(generations=2, episode_steps=20, test_episodes=1, device="cpu", directions=2)
     report = grove.control("swimmer", policy="linear", **small).report

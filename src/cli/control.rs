@@ -111,6 +111,11 @@ pub struct ControlArgs {
     ))]
     pub(crate) noise: Option<f64>,
     #[arg(long, help_heading = "Policy", help = format!(
+        "--policy linear: random searches run side by side, 1 to {}, each drawing its own directions, their policies played together in one roll-out call an iteration; the one whose last policy has the highest mean return over --validation-episodes fresh episodes (its training return with 0) is reported [default: {}]",
+        crate::task::control::settings::MAX_SEARCHES, defaults::LINEAR_SEARCHES
+    ))]
+    pub(crate) searches: Option<usize>,
+    #[arg(long, help_heading = "Policy", help = format!(
         "--policy residual: iterations of the linear policy's random search before the programs are evolved on top of it (--gens generations), 1 to {} [default: {} on the CPU, {} on a GPU]",
         crate::task::control::MAX_LINEAR_ITERATIONS, defaults::LINEAR_ITERATIONS_CPU, defaults::LINEAR_ITERATIONS_GPU
     ))]
@@ -163,6 +168,7 @@ impl ControlArgs {
         o.set_some("linear.top", self.top_directions);
         o.number_some("--step-size", "linear.step_size", self.step_size)?;
         o.number_some("--noise", "linear.noise", self.noise)?;
+        o.set_some("searches", self.searches);
         o.set_some("linear_iterations", self.linear_iterations);
         o.set("head_every", self.head_every);
         o.set("head_iterations", self.head_iterations);

@@ -68,8 +68,15 @@ impl ArsConfig {
 /// The `n` directions of `iteration` in `d` dimensions, each `d` standard normal draws (Box–Muller
 /// over the stream of direction `k`), direction-major.
 pub fn directions(seed: u64, iteration: usize, n: usize, d: usize) -> Vec<Vec<f64>> {
+    directions_from(seed, iteration, 0, n, d)
+}
+
+/// Directions `first .. first + n` of `iteration` ([`directions`] is `first = 0`): searches run
+/// side by side from one seed draw disjoint ranges, search `s` of `N` directions the range from
+/// `s N`, so the first search is the one a run of one search makes.
+pub fn directions_from(seed: u64, iteration: usize, first: usize, n: usize, d: usize) -> Vec<Vec<f64>> {
     let word = u32::try_from(iteration).unwrap_or(u32::MAX);
-    (0..n)
+    (first..first + n)
         .map(|k| {
             let mut s = Stream::new(seed, word, k as u32, Purpose::Directions);
             let mut v = Vec::with_capacity(d + 1);
@@ -184,6 +191,10 @@ pub struct LinearState {
     /// Every iteration so far: the best, mean and unperturbed returns, the step's `σ_R` and
     /// length (bits), its finite and used directions, whether it overflowed, and its seconds.
     pub history: Vec<(u64, u64, u64, u64, u64, usize, usize, bool, f64)>,
+    /// The searches run side by side with this one (`--searches K`: the other `K − 1`, in
+    /// order), each a whole state of its own; empty for one search.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side: Vec<LinearState>,
 }
 
 impl LinearState {
@@ -204,12 +215,26 @@ impl LinearState {
                     (h.best.to_bits(), h.mean.to_bits(), h.central.to_bits(), s.sigma.to_bits(), s.length.to_bits(), s.finite, s.used, s.overflow, h.seconds)
                 })
                 .collect(),
+            side: Vec::new(),
         }
     }
 
     /// Whether the parts agree: as many sums as sums of squares (at least one), `W` a whole
     /// number of rows of them, one history row per iteration run.
     pub fn check(&self) -> Result<()> {
+        for (k, s) in self.side.iter().enumerate() {
+            ensure!(s.side.is_empty(), "the linear search's side-by-side search {} holds searches of its own", k + 2);
+            ensure!(
+                s.iteration == self.iteration && s.weights.len() == self.weights.len() && s.sum.len() == self.sum.len(),
+                "the linear search's side-by-side search {} is at iteration {} with {} weights; the first is at {} with {}",
+                k + 2,
+                s.iteration,
+                s.weights.len(),
+                self.iteration,
+                self.weights.len()
+            );
+            s.check()?;
+        }
         let n = self.sum.len();
         ensure!(n > 0 && self.sumsq.len() == n, "the linear search's statistics hold {} sums and {} sums of squares", n, self.sumsq.len());
         ensure!(

@@ -104,19 +104,45 @@ impl LinearPolicy {
 /// A search between iterations: `W`, the statistics of the states seen, every iteration so far,
 /// and the env steps and seconds of roll-outs played.
 pub(super) struct Search {
+    /// Which of the searches side by side this is: it draws directions `index N ..` of each
+    /// iteration ([`ars::directions_from`]); 0 for a run of one.
+    index: usize,
     theta: Vec<f64>,
     stats: ObsStats,
     history: Vec<Iteration>,
     /// The iteration a run of this process started at (a resumed run's earlier ones are in
     /// the history).
     started: usize,
+    /// Env steps and roll-out seconds played. Searches side by side play in one call, which
+    /// the first one counts whole: its `played` is the run's.
     pub played: (u64, f64),
 }
 
 impl Search {
     /// `W = 0` and nothing seen, for `nu` actuators over `n_obs` observations.
     pub fn fresh(nu: usize, n_obs: usize) -> Self {
-        Search { theta: vec![0.0; nu * n_obs], stats: ObsStats::new(n_obs), history: Vec::new(), started: 0, played: (0, 0.0) }
+        Search { index: 0, theta: vec![0.0; nu * n_obs], stats: ObsStats::new(n_obs), history: Vec::new(), started: 0, played: (0, 0.0) }
+    }
+
+    /// `searches` fresh searches side by side (the first as [`Self::fresh`]).
+    pub fn fresh_side_by_side(nu: usize, n_obs: usize, searches: usize) -> Vec<Self> {
+        (0..searches.max(1)).map(|index| Search { index, ..Self::fresh(nu, n_obs) }).collect()
+    }
+
+    /// The searches side by side a checkpoint saved (`state` and its [`LinearState::side`]),
+    /// which must be `searches` of them.
+    pub fn resumed_side_by_side(state: &LinearState, nu: usize, n_obs: usize, env: &str, played: Option<(u64, f64)>, searches: usize) -> Result<Vec<Self>> {
+        ensure!(
+            state.side.len() + 1 == searches,
+            "the checkpoint holds {} random search{} side by side; --searches (searches) is {searches}: resume it with its own",
+            state.side.len() + 1,
+            if state.side.is_empty() { "" } else { "es" }
+        );
+        let mut out = vec![Self::resumed(state, nu, n_obs, env, played)?];
+        for (k, side) in state.side.iter().enumerate() {
+            out.push(Search { index: k + 1, ..Self::resumed(side, nu, n_obs, env, None)? });
+        }
+        Ok(out)
     }
 
     /// The search a checkpoint saved (`state`, checked to be `nu × n_obs` for `env`), with the
@@ -129,7 +155,7 @@ impl Search {
             state.sum.len(),
         );
         let (theta, stats, history) = state.restore();
-        Ok(Search { theta, stats, started: history.len(), history, played: played.unwrap_or((0, 0.0)) })
+        Ok(Search { index: 0, theta, stats, started: history.len(), history, played: played.unwrap_or((0, 0.0)) })
     }
 
     /// The next iteration.
@@ -160,48 +186,8 @@ impl Search {
     /// the search tunes the linear policy under it. Returns the iteration's row (also pushed to
     /// the history) and the unperturbed policy it played.
     pub(super) fn iteration(&mut self, settings: &ControlSettings, backend: &Backend, arena: &Arena, program: Option<&[Node]>) -> Result<(Iteration, Vec<Node>)> {
-        let (cfg, seed, nu) = (&settings.linear, settings.engine.seed, arena.m.nu());
-        let t0 = std::time::Instant::now();
-        let it = self.next();
-        let run_it = arena.run.at_generation(it);
-        let norm = self.stats.normaliser();
-        let deltas = ars::directions(seed, it, cfg.directions, self.theta.len());
-        let thetas = ars::perturbed(&self.theta, &deltas, cfg.noise);
-        let mut trees: Vec<Vec<Node>> = thetas
-            .iter()
-            .chain([&self.theta])
-            .map(|w| {
-                let linear = LinearPolicy { weights: w.clone(), norm: norm.clone(), nu };
-                match program {
-                    None => linear.tree(),
-                    Some(p) => super::residual::Residual::new(linear).compose(p),
-                }
-            })
-            .collect();
-        let mut pop = Population::new(trees.len(), trees.iter().map(Vec::len).max().unwrap_or(1).max(1), nu);
-        for (r, t) in trees.iter().enumerate() {
-            pop.set_tree(r, t).map_err(|e| anyhow::anyhow!("a linear policy's tree: {e}"))?;
-        }
-        let t = std::time::Instant::now();
-        let (mut means, steps, seen, _) = backend.control_returns_observed(&pop, &arena.trained, &run_it, None)?;
-        self.played.0 += steps;
-        self.played.1 += t.elapsed().as_secs_f64();
-        let central = means.pop().unwrap_or(f64::NAN);
-        let step = ars::step(&mut self.theta, &deltas, &means, cfg);
-        // The unperturbed policy's observations update the statistics: over the perturbed
-        // policies' (ARS's workers' way) Walker2d ended a third lower on every seed tried
-        // (docs/benchmarks.md, issue 29, 2026-11-29).
-        self.stats.merge(&seen[thetas.len()]);
-        let finite: Vec<f64> = means.iter().copied().filter(|r| r.is_finite()).collect();
-        let row = Iteration {
-            best: finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-            mean: finite.iter().sum::<f64>() / finite.len().max(1) as f64,
-            central,
-            step,
-            seconds: t0.elapsed().as_secs_f64(),
-        };
-        self.history.push(row);
-        Ok((row, trees.pop().unwrap_or_default()))
+        let mut rows = iteration_side_by_side(std::slice::from_mut(self), settings, backend, arena, program)?;
+        Ok(rows.pop().expect("one search, one row"))
     }
 
     /// Seconds of the iterations this process ran.
@@ -210,36 +196,116 @@ impl Search {
     }
 }
 
-/// Runs the iterations of `search` up to `iterations` (fewer when `watch` ends the run or a stop
-/// is asked for, which fails with [`crate::task::base::options::Stopped`]), saving checkpoints as `opts` asks
-/// ([`save_checkpoint`]), with `settings.linear`'s search from `settings.engine.seed`.
+/// Runs the next iteration of every search of `searches` (side by side, at the same iteration)
+/// as [`Search::iteration`] runs one: their `2N + 1` policies each, search by search, are played
+/// in one roll-out call on the iteration's fresh starts, and each search steps its own `W` and
+/// statistics by its own returns and observations, so each search is the run it would be alone
+/// with its directions. The first search's `played` counts the call. One row and unperturbed
+/// policy per search.
+pub(super) fn iteration_side_by_side(
+    searches: &mut [Search],
+    settings: &ControlSettings,
+    backend: &Backend,
+    arena: &Arena,
+    program: Option<&[Node]>,
+) -> Result<Vec<(Iteration, Vec<Node>)>> {
+    let (cfg, seed, nu) = (&settings.linear, settings.engine.seed, arena.m.nu());
+    let t0 = std::time::Instant::now();
+    let Some(it) = searches.first().map(Search::next) else { return Ok(Vec::new()) };
+    ensure!(searches.iter().all(|s| s.next() == it), "searches side by side must be at the same iteration");
+    let run_it = arena.run.at_generation(it);
+    let per = 2 * cfg.directions + 1;
+    let mut norms = Vec::with_capacity(searches.len());
+    let mut all_deltas = Vec::with_capacity(searches.len());
+    let mut trees: Vec<Vec<Node>> = Vec::with_capacity(per * searches.len());
+    for s in searches.iter() {
+        let norm = s.stats.normaliser();
+        let deltas = ars::directions_from(seed, it, s.index * cfg.directions, cfg.directions, s.theta.len());
+        let thetas = ars::perturbed(&s.theta, &deltas, cfg.noise);
+        trees.extend(thetas.iter().chain([&s.theta]).map(|w| {
+            let linear = LinearPolicy { weights: w.clone(), norm: norm.clone(), nu };
+            match program {
+                None => linear.tree(),
+                Some(p) => super::residual::Residual::new(linear).compose(p),
+            }
+        }));
+        norms.push(norm);
+        all_deltas.push(deltas);
+    }
+    let mut pop = Population::new(trees.len(), trees.iter().map(Vec::len).max().unwrap_or(1).max(1), nu);
+    for (r, t) in trees.iter().enumerate() {
+        pop.set_tree(r, t).map_err(|e| anyhow::anyhow!("a linear policy's tree: {e}"))?;
+    }
+    let t = std::time::Instant::now();
+    let (means, steps, seen, _) = backend.control_returns_observed(&pop, &arena.trained, &run_it, None)?;
+    searches[0].played.0 += steps;
+    searches[0].played.1 += t.elapsed().as_secs_f64();
+    let seconds = t0.elapsed().as_secs_f64();
+    let mut out = Vec::with_capacity(searches.len());
+    let mut trees = trees.into_iter();
+    for (k, (s, deltas)) in searches.iter_mut().zip(&all_deltas).enumerate() {
+        let mine = &means[k * per..(k + 1) * per];
+        let (perturbed, central) = (&mine[..per - 1], mine[per - 1]);
+        let step = ars::step(&mut s.theta, deltas, perturbed, cfg);
+        // The unperturbed policy's observations update the statistics: over the perturbed
+        // policies' (ARS's workers' way) Walker2d ended a third lower on every seed tried
+        // (docs/benchmarks.md, issue 29, 2026-11-29).
+        s.stats.merge(&seen[k * per + per - 1]);
+        let finite: Vec<f64> = perturbed.iter().copied().filter(|r| r.is_finite()).collect();
+        let row = Iteration {
+            best: finite.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            mean: finite.iter().sum::<f64>() / finite.len().max(1) as f64,
+            central,
+            step,
+            seconds,
+        };
+        s.history.push(row);
+        let central_tree = trees.by_ref().nth(per - 1).unwrap_or_default();
+        out.push((row, central_tree));
+    }
+    Ok(out)
+}
+
+/// Runs the iterations of `searches` (side by side, [`iteration_side_by_side`]; one for a run
+/// of one) up to `iterations` (fewer when `watch` ends the run or a stop is asked for, which
+/// fails with [`crate::task::base::options::Stopped`]), saving checkpoints as `opts` asks
+/// ([`save_checkpoint`]), with `settings.linear`'s search from `settings.engine.seed`. The
+/// progress line and `watch` read the highest unperturbed return among the searches.
 pub(super) fn iterate(
     settings: &ControlSettings,
     backend: &Backend,
     opts: &crate::task::base::options::RunOptions,
     arena: &Arena,
-    search: &mut Search,
+    searches: &mut [Search],
     iterations: usize,
     mut watch: Option<&mut crate::task::base::budget::Watch<'_>>,
 ) -> Result<crate::task::base::budget::Ending> {
     let cfg = &settings.linear;
     let every = (iterations / 10).max(1);
-    for it in search.next()..iterations {
-        let (row, central) = search.iteration(settings, backend, arena, None)?;
-        if row.step.overflow && !opts.quiet {
-            opts.say(&format!("note: iteration {it}'s step would have made W non-finite and was not taken: lower --step-size ({})", cfg.step_size));
+    let Some(first) = searches.first().map(Search::next) else { return Ok(crate::task::base::budget::Ending::Generations) };
+    for it in first..iterations {
+        let rows = iteration_side_by_side(searches, settings, backend, arena, None)?;
+        for (k, (row, _)) in rows.iter().enumerate() {
+            if row.step.overflow && !opts.quiet {
+                let which = if rows.len() > 1 { format!(" (search {})", k + 1) } else { String::new() };
+                opts.say(&format!("note: iteration {it}'s step{which} would have made W non-finite and was not taken: lower --step-size ({})", cfg.step_size));
+            }
         }
+        // The leading search: the highest unperturbed return (NaN never leads), the first on a tie.
+        let lead = (0..rows.len()).fold(0, |b, k| if rows[k].0.central > rows[b].0.central || rows[b].0.central.is_nan() && !rows[k].0.central.is_nan() { k } else { b });
+        let (row, central) = &rows[lead];
         if !opts.quiet && (opts.verbose || it % every == 0 || it + 1 == iterations) {
+            let which = if rows.len() > 1 { format!("  (search {} of {})", lead + 1, rows.len()) } else { String::new() };
             opts.say(&format!(
-                "iteration {it:>5}  return {:>10.2}  best perturbed {:>10.2}  step {:.4}  {:.2} s",
+                "iteration {it:>5}  return {:>10.2}  best perturbed {:>10.2}  step {:.4}  {:.2} s{which}",
                 row.central, row.best, row.step.length, row.seconds
             ));
         }
-        let best = crate::evolve::Best { fitness: -row.central, nodes: central, generation: it, genome: None };
+        let best = crate::evolve::Best { fitness: -row.central, nodes: central.clone(), generation: it, genome: None };
         let end = watch.as_mut().and_then(|w| w.finish(it, &best));
         let stop = opts.stop_requested();
         if opts.checkpoint_due(it + 1, iterations) || end.is_some() || stop {
-            save_checkpoint(opts, search.state(), &search.policy(arena.m.nu()).tree(), search.played)?;
+            save_checkpoint(opts, side_by_side_state(searches), &searches[lead].policy(arena.m.nu()).tree(), searches[0].played)?;
         }
         if stop {
             return Err(crate::task::base::options::Stopped { generation: it + 1, checkpoint: opts.checkpoint_path() }.into());
@@ -249,6 +315,14 @@ pub(super) fn iterate(
         }
     }
     Ok(crate::task::base::budget::Ending::Generations)
+}
+
+/// What a checkpoint keeps of searches side by side: the first one's state, holding the
+/// others' as its [`LinearState::side`].
+pub(super) fn side_by_side_state(searches: &[Search]) -> LinearState {
+    let mut state = searches[0].state();
+    state.side = searches[1..].iter().map(Search::state).collect();
+    state
 }
 
 /// Runs `grove control --policy linear` (settings already checked by the caller).
@@ -262,30 +336,102 @@ pub fn search(settings: &ControlSettings, backend: &Backend, opts: &crate::task:
     let arena = Arena::load(settings)?;
     check_memory(settings, &arena, backend, opts, 0)?;
     let (nu, n_obs) = (arena.m.nu(), arena.m.obs_size);
-    let mut search = match &opts.resume {
-        None => Search::fresh(nu, n_obs),
+    let mut searches = match &opts.resume {
+        None => Search::fresh_side_by_side(nu, n_obs, settings.searches),
         Some(c) => {
             let Some(state) = &c.linear else {
                 bail!("the checkpoint holds an evolved population, not a --policy linear search: resume it without --set policy=linear");
             };
-            Search::resumed(state, nu, n_obs, &arena.m.name, c.env_steps)?
+            Search::resumed_side_by_side(state, nu, n_obs, &arena.m.name, c.env_steps, settings.searches)?
         }
     };
     // The unperturbed policy's training return (its `Best`'s fitness is minus it).
     let goal = crate::task::base::budget::Goal { measure: crate::task::base::budget::Measure::Return, value: Box::new(|b: &crate::evolve::Best| -b.fitness) };
     let mut watch = crate::task::base::budget::Watch::new(settings.budget, goal);
     let searching = std::time::Instant::now();
-    let ended = iterate(settings, backend, opts, &arena, &mut search, settings.engine.generations, Some(&mut watch))?;
+    let ended = iterate(settings, backend, opts, &arena, &mut searches, settings.engine.generations, Some(&mut watch))?;
     let (setup, search_seconds) = (searching.duration_since(start).as_secs_f64(), searching.elapsed().as_secs_f64());
     let seconds = start.elapsed().as_secs_f64();
-    let last = search.policy(nu);
+    // Its validation episodes count in the split's final scoring.
+    let choice = choose_search(&searches, settings, &arena)?;
+    let chosen = &searches[choice.as_ref().map_or(0, |c| c.chosen)];
+    let last = chosen.policy(nu);
     let nodes = last.tree();
     let train = score_policy(&nodes, &arena.m, &arena.run)?;
     let test = score_policy(&nodes, &arena.m, &ControlRun { episodes: settings.test_episodes, generation: TEST_GENERATION, ..arena.run })?;
-    let split = crate::task::base::report::Split::of(setup, search_seconds, start.elapsed().as_secs_f64() - seconds, &search.ran_seconds(), backend.kernel_loads());
-    let (played, rollout_seconds) = search.played;
-    let ran = Ran { policy: &last, nodes: &nodes, history: &search.history, ended: &ended, train: &train, test: &test, healthy: arena.healthy, seconds, played, rollout_seconds, split };
+    let split = crate::task::base::report::Split::of(setup, search_seconds, start.elapsed().as_secs_f64() - seconds, &searches[0].ran_seconds(), backend.kernel_loads());
+    let (played, rollout_seconds) = searches[0].played;
+    let ran = Ran {
+        policy: &last,
+        nodes: &nodes,
+        history: &chosen.history,
+        ended: &ended,
+        train: &train,
+        test: &test,
+        healthy: arena.healthy,
+        seconds,
+        played,
+        rollout_seconds,
+        split,
+        choice: choice.as_ref(),
+    };
     report(settings, &arena.m, ran, &arena.names, &arena.acts, &describe_devices(backend, &[]))
+}
+
+/// How the reported search was chosen among searches side by side.
+pub(super) struct Choice {
+    /// Each search's last unperturbed training return and, with validation episodes, its last
+    /// policy's mean return over them (the env's own reward).
+    pub candidates: Vec<(f64, Option<f64>)>,
+    /// Validation episodes each search's policy played (0: chosen by training return).
+    pub episodes: usize,
+    /// The chosen search's index.
+    pub chosen: usize,
+}
+
+impl Choice {
+    fn json(&self) -> serde_json::Value {
+        use crate::report::num;
+        let c: Vec<serde_json::Value> = self
+            .candidates
+            .iter()
+            .enumerate()
+            .map(|(k, &(t, v))| serde_json::json!({"search": k + 1, "train_return": num(t), "validation_return": v.map(num)}))
+            .collect();
+        serde_json::json!({"count": self.candidates.len(), "validation_episodes": self.episodes, "generation_word": super::VALIDATION_GENERATION, "candidates": c, "chosen": self.chosen + 1})
+    }
+
+    fn line(&self) -> String {
+        let (t, v) = self.candidates[self.chosen];
+        let by = match v {
+            Some(v) => format!("validation return {v:.2} over {} episodes", self.episodes),
+            None => format!("training return {t:.2} (no validation episodes)"),
+        };
+        let all: Vec<String> = self.candidates.iter().map(|&(t, v)| format!("{:.1}", v.unwrap_or(t))).collect();
+        format!("chosen        search {} of {} side by side, by its {by}; all: {}\n", self.chosen + 1, self.candidates.len(), all.join(" "))
+    }
+}
+
+/// With more than one search side by side, the one to report: the highest mean return of its
+/// last policy over `settings.validation_episodes` fresh episodes (reset noise of
+/// [`super::VALIDATION_GENERATION`], the env's own reward), or with none the highest last
+/// training return; the first on a tie, NaN never chosen. `None` for one search.
+pub(super) fn choose_search(searches: &[Search], settings: &ControlSettings, arena: &Arena) -> Result<Option<Choice>> {
+    if searches.len() < 2 {
+        return Ok(None);
+    }
+    let nu = arena.m.nu();
+    let episodes = settings.validation_episodes;
+    let run = ControlRun { episodes, generation: super::VALIDATION_GENERATION, ..arena.run };
+    let mut candidates = Vec::with_capacity(searches.len());
+    for s in searches {
+        let train = s.history.last().map_or(f64::NAN, |h| h.central);
+        let validation = if episodes > 0 { Some(score_policy(&s.policy(nu).tree(), &arena.m, &run)?.mean()) } else { None };
+        candidates.push((train, validation));
+    }
+    let key = |k: usize| candidates[k].1.unwrap_or(candidates[k].0);
+    let chosen = (0..candidates.len()).fold(0, |b, k| if key(k) > key(b) || key(b).is_nan() && !key(k).is_nan() { k } else { b });
+    Ok(Some(Choice { candidates, episodes, chosen }))
 }
 
 /// Saves `state` through `opts.checkpoint` (nothing without one), with the env steps and
@@ -334,6 +480,8 @@ struct Ran<'a> {
     played: u64,
     rollout_seconds: f64,
     split: crate::task::base::report::Split,
+    /// Among searches side by side, the choice (`None` for one search).
+    choice: Option<&'a Choice>,
 }
 
 fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], acts: &[String], device: &str) -> Result<EvolveResult> {
@@ -380,6 +528,9 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
                    "threads": rayon::current_num_threads(), "device": device},
         "version": env!("CARGO_PKG_VERSION"),
     });
+    if let Some(choice) = r.choice {
+        report["searches"] = choice.json();
+    }
     let c = &settings.linear;
     let mut summary = format!("{} ({}), {} actuators, {} observations\n", m.name, m.profile, nu, names.len());
     summary += &format!(
@@ -391,6 +542,9 @@ fn report(settings: &ControlSettings, m: &Model, r: Ran<'_>, names: &[String], a
         c.noise
     );
     summary += "weights       in the report's `linear_policy`; `policy` holds it as a program\n";
+    if let Some(choice) = r.choice {
+        summary += &choice.line();
+    }
     summary += &format!("size          {} nodes\n", r.nodes.len());
     if let Some(e) = ended {
         summary += &e.line(settings.engine.generations).unwrap_or_default().replace("generation", "iteration");
@@ -471,12 +625,21 @@ pub const LARGE_ITERATION_STEPS: u64 = 100_000_000;
 /// plays more than [`LARGE_ITERATION_STEPS`] env steps, says so (unless quiet) with its
 /// memory, so that a long first iteration is expected.
 pub fn check_memory(settings: &ControlSettings, arena: &Arena, backend: &Backend, opts: &crate::task::base::options::RunOptions, program_nodes: usize) -> Result<()> {
+    let k = settings.searches.max(1) as u64;
     let (host, device) = iteration_need(&settings.linear, settings.episodes, arena.m.nu(), arena.m.obs_size, program_nodes);
+    let (host, device) = (host.saturating_mul(k), device.saturating_mul(k));
     let need = crate::task::base::plan::Need { host, device: if backend.is_gpu() { device } else { 0 } };
     let n = settings.linear.directions;
-    let what = format!("an iteration of --directions {n} (2 × {n} + 1 policies, {} episodes each)", settings.episodes);
-    crate::task::base::plan::check(&need, &what, "lower --directions or --episodes, or give --max-memory a larger size", opts.max_memory, backend.free_memory()?)?;
-    let steps = iteration_steps(&settings.linear, settings.episodes, arena.run.steps);
+    let (what, lower) = if k > 1 {
+        (
+            format!("an iteration of --searches {k} side by side of --directions {n} ({k} × (2 × {n} + 1) policies, {} episodes each)", settings.episodes),
+            "lower --searches, --directions or --episodes, or give --max-memory a larger size",
+        )
+    } else {
+        (format!("an iteration of --directions {n} (2 × {n} + 1 policies, {} episodes each)", settings.episodes), "lower --directions or --episodes, or give --max-memory a larger size")
+    };
+    crate::task::base::plan::check(&need, &what, lower, opts.max_memory, backend.free_memory()?)?;
+    let steps = iteration_steps(&settings.linear, settings.episodes, arena.run.steps).saturating_mul(k);
     if steps > LARGE_ITERATION_STEPS && !opts.quiet {
         let show = crate::task::base::plan::show_size;
         let memory = if backend.is_gpu() { format!("{} of host and {} of GPU memory", show(host), show(device)) } else { format!("{} of memory", show(host)) };
@@ -493,13 +656,17 @@ pub fn iteration_steps(cfg: &ArsConfig, episodes: usize, steps: usize) -> u64 {
     (2 * cfg.directions as u64 + 1).saturating_mul(episodes as u64).saturating_mul(steps as u64)
 }
 
-/// Checks `--policy linear`'s settings against the budget of one iteration.
-pub fn check(cfg: &ArsConfig, episodes: usize) -> Result<()> {
+/// Checks `--policy linear`'s settings (`searches` side by side) against the budget of one
+/// iteration.
+pub fn check(cfg: &ArsConfig, episodes: usize, searches: usize) -> Result<()> {
     cfg.check().map_err(|e| anyhow::anyhow!(e))?;
+    let max = super::settings::MAX_SEARCHES;
+    ensure!((1..=max).contains(&searches), "--searches (searches) must be 1 to {max}, got {searches}");
     ensure!(
-        cfg.directions.saturating_mul(episodes) <= MAX_EPISODES_PER_ITERATION,
-        "--directions ({}) × --episodes ({episodes}) is more than {MAX_EPISODES_PER_ITERATION} episode pairs per iteration",
-        cfg.directions
+        cfg.directions.saturating_mul(episodes).saturating_mul(searches) <= MAX_EPISODES_PER_ITERATION,
+        "--directions ({}) × --episodes ({episodes}){} is more than {MAX_EPISODES_PER_ITERATION} episode pairs per iteration",
+        cfg.directions,
+        if searches > 1 { format!(" × --searches ({searches})") } else { String::new() }
     );
     Ok(())
 }
@@ -545,6 +712,86 @@ mod tests {
         let mut other = ObsStats::new(n);
         play_observed(&arena.trained, &mut Policy::for_model(&perturbed, &arena.trained).unwrap(), &run, 0, |o| other.add(o));
         assert_ne!(other.sums(), first.sums());
+    }
+
+    /// Searches side by side play in one call, yet each is the run it would be alone: the
+    /// first equals a run of one bit for bit, the others draw other directions, and a
+    /// checkpoint's state restores every one of them.
+    #[test]
+    fn searches_side_by_side_are_each_the_run_they_would_be_alone() {
+        let mut settings = ControlSettings { env: "hopper".into(), episodes: 2, episode_steps: Some(40), ..ControlSettings::default() };
+        settings.linear = ArsConfig { directions: 3, top: 2, step_size: 0.05, noise: 0.3 };
+        let arena = Arena::load(&settings).unwrap();
+        let (nu, n) = (arena.m.nu(), arena.m.obs_size);
+        let mut alone = Search::fresh_side_by_side(nu, n, 1);
+        let mut three = Search::fresh_side_by_side(nu, n, 3);
+        for _ in 0..3 {
+            let a = iteration_side_by_side(&mut alone, &settings, &Backend::Cpu, &arena, None).unwrap();
+            let b = iteration_side_by_side(&mut three, &settings, &Backend::Cpu, &arena, None).unwrap();
+            assert_eq!((a.len(), b.len()), (1, 3));
+            assert_eq!(a[0].0.central.to_bits(), b[0].0.central.to_bits());
+            assert_eq!(a[0].1, b[0].1);
+        }
+        assert_eq!(alone[0].theta, three[0].theta);
+        assert_eq!(alone[0].stats, three[0].stats);
+        assert_ne!(three[0].theta, three[1].theta);
+        assert_ne!(three[1].theta, three[2].theta);
+        // Search 2 alone, from its own directions, is search 2 side by side.
+        let mut second = vec![Search { index: 1, ..Search::fresh(nu, n) }];
+        for _ in 0..3 {
+            iteration_side_by_side(&mut second, &settings, &Backend::Cpu, &arena, None).unwrap();
+        }
+        assert_eq!(second[0].theta, three[1].theta);
+        assert_eq!(second[0].stats, three[1].stats);
+        // The first search counts every policy's steps: three searches play about three times one.
+        assert!(three[0].played.0 > 2 * alone[0].played.0, "{} against {}", three[0].played.0, alone[0].played.0);
+        assert_eq!(three[1].played.0, 0);
+        // A checkpoint's state holds all three and restores them.
+        let state = side_by_side_state(&three);
+        assert_eq!(state.side.len(), 2);
+        state.check().unwrap();
+        let back = Search::resumed_side_by_side(&state, nu, n, "hopper", Some(three[0].played), 3).unwrap();
+        for (r, s) in back.iter().zip(&three) {
+            assert_eq!((r.index, &r.theta, &r.stats, r.next()), (s.index, &s.theta, &s.stats, s.next()));
+        }
+        let e = Search::resumed_side_by_side(&state, nu, n, "hopper", None, 2).err().unwrap().to_string();
+        assert!(e.contains("holds 3 random searches side by side; --searches (searches) is 2"), "{e}");
+        let e = Search::resumed_side_by_side(&alone[0].state(), nu, n, "hopper", None, 3).err().unwrap().to_string();
+        assert!(e.contains("holds 1 random search side by side"), "{e}");
+        // A side state out of step with the first is refused.
+        let mut bad = state.clone();
+        bad.side[1].iteration += 1;
+        assert!(bad.check().unwrap_err().to_string().contains("side-by-side search 3 is at iteration 4"));
+    }
+
+    /// The reported search is the one whose last policy returns most on the validation
+    /// episodes, each candidate's return that of its policy played there.
+    #[test]
+    fn the_search_chosen_returns_most_on_validation_episodes() {
+        let mut settings = ControlSettings { env: "swimmer".into(), episodes: 1, episode_steps: Some(50), validation_episodes: 3, ..ControlSettings::default() };
+        settings.linear = ArsConfig { directions: 2, top: 1, step_size: 0.5, noise: 0.5 };
+        let arena = Arena::load(&settings).unwrap();
+        let (nu, n) = (arena.m.nu(), arena.m.obs_size);
+        let mut searches = Search::fresh_side_by_side(nu, n, 4);
+        for _ in 0..2 {
+            iteration_side_by_side(&mut searches, &settings, &Backend::Cpu, &arena, None).unwrap();
+        }
+        let choice = choose_search(&searches, &settings, &arena).unwrap().unwrap();
+        let run = ControlRun { episodes: 3, generation: crate::task::control::VALIDATION_GENERATION, ..arena.run };
+        let want: Vec<f64> = searches.iter().map(|s| score_policy(&s.policy(nu).tree(), &arena.m, &run).unwrap().mean()).collect();
+        assert_eq!(choice.candidates.iter().map(|c| c.1.unwrap()).collect::<Vec<_>>(), want);
+        let top = want.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        assert_eq!(want[choice.chosen], top);
+        assert!(want.iter().any(|&w| w != top), "the searches should differ: {want:?}");
+        assert!(choice.line().contains(&format!("search {} of 4 side by side", choice.chosen + 1)));
+        // Without validation episodes, by the last training return.
+        settings.validation_episodes = 0;
+        let choice = choose_search(&searches, &settings, &arena).unwrap().unwrap();
+        let last: Vec<f64> = searches.iter().map(|s| s.history.last().unwrap().central).collect();
+        assert_eq!(last[choice.chosen], last.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+        assert!(choice.candidates.iter().all(|c| c.1.is_none()));
+        // One search: no choice.
+        assert!(choose_search(&searches[..1], &settings, &arena).unwrap().is_none());
     }
 
     #[test]

@@ -193,7 +193,7 @@ pub fn search(settings: &ControlSettings, backend: &Backend, opts: &crate::task:
     let (nu, n_obs, name) = (arena.m.nu(), arena.m.obs_size, arena.m.name.clone());
     let iterations = settings.linear_iterations;
     let linear = |mut search: Search| -> Result<LinearStage> {
-        iterate(settings, backend, opts, &arena, &mut search, iterations, None)?;
+        iterate(settings, backend, opts, &arena, std::slice::from_mut(&mut search), iterations, None)?;
         stage_of(&search, nu, iterations, false)
     };
     // A checkpoint of the programs' stage holds the linear search's end beside them; one of the

@@ -10,6 +10,9 @@ pub const MAX_EPISODES: usize = 10_000;
 /// Most iterations of a residual policy's linear search (`--linear-iterations`).
 pub const MAX_LINEAR_ITERATIONS: usize = 1_000_000;
 
+/// Most random searches side by side (`--searches`).
+pub const MAX_SEARCHES: usize = 1024;
+
 /// Most control steps per episode (`--episode-steps`; the shipped environments play 1000).
 pub const MAX_EPISODE_STEPS: usize = 1_000_000;
 
@@ -80,6 +83,13 @@ pub struct ControlSettings {
     /// `policy: residual`: the search of the linear policy under the programs.
     #[serde(default = "crate::task::base::defaults::linear_cpu")]
     pub linear: crate::evolve::ars::ArsConfig,
+    /// `policy: linear`: random searches run side by side, each from its own directions (the
+    /// first as a run of one draws them), their policies played in one roll-out call an
+    /// iteration; the one whose last policy has the highest mean return over
+    /// `validation_episodes` episodes (its training return with none) is reported
+    /// ([`self::linear`]). Absent from a file: 1.
+    #[serde(default = "crate::task::base::defaults::linear_searches")]
+    pub searches: usize,
     /// `policy: residual`: iterations of the linear policy's search before the programs' search
     /// (whose generations are `engine.generations`).
     #[serde(default = "crate::task::base::defaults::linear_iterations_cpu")]
@@ -147,6 +157,7 @@ impl Default for ControlSettings {
             budget: crate::task::base::budget::Budget::default(),
             policy: PolicyKind::Program,
             linear: crate::task::base::defaults::linear_cpu(),
+            searches: crate::task::base::defaults::LINEAR_SEARCHES,
             linear_iterations: crate::task::base::defaults::LINEAR_ITERATIONS_CPU,
             head_every: 0,
             head_iterations: crate::task::base::defaults::HEAD_ITERATIONS,
@@ -208,8 +219,13 @@ impl ControlSettings {
             ensure!(w.is_finite(), "--healthy-reward (healthy_reward) must be a finite number, got {w}");
         }
         if self.policy != PolicyKind::Program {
-            self::linear::check(&self.linear, self.episodes)?;
+            self::linear::check(&self.linear, self.episodes, self.searches)?;
         }
+        ensure!(
+            self.searches == 1 || self.policy == PolicyKind::Linear,
+            "--searches (searches) runs random searches of --policy linear side by side; this run's policy is {}: leave it out",
+            format!("{:?}", self.policy).to_lowercase()
+        );
         if self.policy == PolicyKind::Residual {
             check_count("--linear-iterations (linear_iterations)", self.linear_iterations, 1, MAX_LINEAR_ITERATIONS)?;
             check_count("--head-iterations (head_iterations)", self.head_iterations, 1, MAX_LINEAR_ITERATIONS)?;

@@ -445,7 +445,7 @@ mod tests {
         let mut run = saved().run;
         run.env_steps = Some((1, 0.5));
         run.operators = vec![(200, "f(x) = x".into())];
-        let linear = crate::evolve::ars::LinearState { iteration: 0, weights: vec![0], seen: 0, sum: vec![0], sumsq: vec![0], history: Vec::new() };
+        let linear = crate::evolve::ars::LinearState { iteration: 0, weights: vec![0], seen: 0, sum: vec![0], sumsq: vec![0], history: Vec::new(), side: Vec::new() };
         run.linear = Some(linear.clone());
         run.residual = Some(linear);
         run.inputs = Some(crate::sim::stats::LearntState { seen: 0, sum: vec![0], sumsq: vec![0], mean: vec![0], std: vec![0], played_from: 0 });
