@@ -84,7 +84,18 @@ fn linear_settings_come_from_flags_and_experiment_files() {
     let c = cli(&["--env", "hopper", "--policy", "linear"], false);
     assert_eq!(c.policy, PolicyKind::Linear);
     assert_eq!(c.linear, grove::task::base::defaults::LINEAR_CPU);
-    assert_eq!(cli(&["--env", "hopper", "--policy", "linear"], true).linear, grove::task::base::defaults::LINEAR_GPU);
+    // On a GPU: 8 searches side by side of 128 directions, unless the searches or directions are named.
+    use grove::task::base::defaults::{LINEAR_GPU, LINEAR_GPU_SIDE};
+    let gpu = cli(&["--env", "hopper", "--policy", "linear"], true);
+    assert_eq!((gpu.linear, gpu.searches), (LINEAR_GPU_SIDE, 8));
+    let file = experiment("Control(env: \"hopper\", policy: \"linear\", device: \"cuda\")");
+    assert_eq!((file.linear, file.searches), (LINEAR_GPU_SIDE, 8));
+    let named = cli(&["--env", "hopper", "--policy", "linear", "--directions", "1024"], true);
+    assert_eq!((named.linear, named.searches), (LINEAR_GPU, 1));
+    let named = cli(&["--env", "hopper", "--policy", "linear", "--searches", "2"], true);
+    assert_eq!((named.linear, named.searches), (LINEAR_GPU, 2));
+    let residual = cli(&["--env", "hopper", "--policy", "residual"], true);
+    assert_eq!((residual.linear, residual.searches), (LINEAR_GPU, 1));
     assert_eq!(experiment("Control(env: \"hopper\", policy: \"linear\")"), c);
     let tuned = cli(&["--env", "hopper", "--policy", "linear", "--directions", "40", "--top-directions", "30", "--step-size", "0.03", "--noise", "0.025"], false);
     assert_eq!(

@@ -229,7 +229,13 @@ fn linear_policies_play_as_on_the_cpu_and_a_linear_run_equals_the_cpus() {
     s.engine.generations = 6;
     s.episode_steps = Some(300);
     s.test_episodes = 2;
-    assert_runs_equal(&s, &grove::backend::Backend::Cuda(Box::new(engine)), "hopper");
+    let cuda = grove::backend::Backend::Cuda(Box::new(engine));
+    assert_runs_equal(&s, &cuda, "hopper");
+    // Three searches side by side in one roll-out call, and the choice on validation episodes.
+    s.searches = 3;
+    s.validation_episodes = 2;
+    s.engine.generations = 3;
+    assert_runs_equal(&s, &cuda, "hopper, three searches side by side");
 }
 
 /// Runs the control task of `s` on `cuda` and on the CPU and asserts the same reports but for

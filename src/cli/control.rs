@@ -91,8 +91,8 @@ pub struct ControlArgs {
     pub policy: PolicyKind,
     // This and the three below: the device's defaults without the flag.
     #[arg(long, help_heading = "Policy", help = format!(
-        "--policy linear and residual: random directions per iteration, each playing two policies, 1 to {} [default: {} on the CPU, {} on a GPU]",
-        crate::evolve::ars::MAX_DIRECTIONS, defaults::LINEAR_CPU.directions, defaults::LINEAR_GPU.directions
+        "--policy linear and residual: random directions per iteration, each playing two policies, 1 to {} [default: {} on the CPU, {} on a GPU ({} in each of --policy linear's {} searches side by side)]",
+        crate::evolve::ars::MAX_DIRECTIONS, defaults::LINEAR_CPU.directions, defaults::LINEAR_GPU.directions, defaults::LINEAR_GPU_SIDE.directions, defaults::LINEAR_GPU_SEARCHES
     ))]
     pub(crate) directions: Option<usize>,
     #[arg(long, help_heading = "Policy", help = format!(
@@ -111,8 +111,8 @@ pub struct ControlArgs {
     ))]
     pub(crate) noise: Option<f64>,
     #[arg(long, help_heading = "Policy", help = format!(
-        "--policy linear: random searches run side by side, 1 to {}, each drawing its own directions, their policies played together in one roll-out call an iteration; the one whose last policy has the highest mean return over --validation-episodes fresh episodes (its training return with 0) is reported [default: {}]",
-        crate::task::control::settings::MAX_SEARCHES, defaults::LINEAR_SEARCHES
+        "--policy linear: random searches run side by side, 1 to {}, each drawing its own directions, their policies played together in one roll-out call an iteration; the one whose last policy has the highest mean return over --validation-episodes fresh episodes (its training return with 0) is reported [default: {} on the CPU; on a GPU {} of --directions {} --top-directions {} unless --directions or --top-directions is given, else {}]",
+        crate::task::control::settings::MAX_SEARCHES, defaults::LINEAR_SEARCHES, defaults::LINEAR_GPU_SEARCHES, defaults::LINEAR_GPU_SIDE.directions, defaults::LINEAR_GPU_SIDE.top, defaults::LINEAR_SEARCHES
     ))]
     pub(crate) searches: Option<usize>,
     #[arg(long, help_heading = "Policy", help = format!(

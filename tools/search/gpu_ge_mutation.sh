@@ -18,7 +18,7 @@ has parity && run_suites cuda_vary
 if has ponyge2; then
     t0=$(date +%s)
     table=$(PONYGE2=$pony SEEDS=${SEEDS:-10} DEVICE=cuda OUT=$out/ponyge2 VARIANTS="default:
-int-flip 0.02:--mutation 0.02" bash tools/search/ponyge2_problems.sh "$g" 2>&1 | grep -E '^\|')
+int-flip-0.02:--mutation 0.02" bash tools/search/ponyge2_problems.sh "$g" 2>&1 | grep -E '^\|')
     summary+=("PonyGE2's problems at its settings on the GPU, $(( $(date +%s) - t0 )) s:" "$table")
 fi
 if has pagie; then

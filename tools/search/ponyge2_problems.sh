@@ -46,6 +46,8 @@ for pg in $problems; do
     prob=${pg%%:*}; gram=${pg#*:}
     while IFS= read -r v; do
         name=${v%%:*}; flags=${v#*:}
+        # runs.txt is split on whitespace: a label must be one word.
+        [[ "$name" =~ [[:space:]] ]] && { echo "ponyge2_problems.sh: variant label '$name' has a space; use one word" >&2; exit 2; }
         for s in $(seq "$first" $((first + seeds - 1))); do
             rep="$out/$prob-$name-$s.json"
             t0=$(date +%s.%N)

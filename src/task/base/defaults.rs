@@ -303,10 +303,21 @@ pub fn linear_iterations_cpu() -> usize {
     LINEAR_ITERATIONS_CPU
 }
 
-/// `--searches`: random searches of `--policy linear` side by side, on both devices (a run of
-/// one, as before the flag; issue 57 asks for the default to be chosen by return at a fixed
-/// wall time on a GPU, which has not been measured).
+/// `--searches`: random searches of `--policy linear` side by side on the CPU, and on a GPU
+/// where `--directions` or `--top-directions` is given (a run of one, as before the flag).
 pub const LINEAR_SEARCHES: usize = 1;
+
+/// `--policy linear` on a GPU with none of `--searches`, `--directions`, `--top-directions`:
+/// 8 searches side by side of [`LINEAR_GPU_SIDE`] (8 × 257 policies, no more episodes than
+/// one search of [`LINEAR_GPU`]'s 1024 directions, so an iteration costs the same). At 60 s
+/// they beat one search of 1024 on Walker2d (5723 against 5215) and HalfCheetah (6541 against
+/// 6178) on an H200, seed 1, and on seeds 2 and 3 run four at once; Hopper 3691 against 3648,
+/// Swimmer level (docs/benchmarks.md, issue 57, 2026-12-06).
+pub const LINEAR_GPU_SEARCHES: usize = 8;
+
+/// The random search of each of [`LINEAR_GPU_SEARCHES`]: 128 directions, the best 16 (the
+/// same eighth as [`LINEAR_GPU`]), its step and noise.
+pub const LINEAR_GPU_SIDE: crate::evolve::ars::ArsConfig = crate::evolve::ars::ArsConfig { directions: 128, top: 16, ..LINEAR_GPU };
 
 /// [`LINEAR_SEARCHES`], for serde's defaults.
 pub fn linear_searches() -> usize {

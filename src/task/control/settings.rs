@@ -269,6 +269,9 @@ impl ControlSettings {
     pub fn from_json(given: serde_json::Value, on_gpu: bool) -> Result<Self> {
         let mut base = serde_json::to_value(Self::cli_default(on_gpu))?;
         top_by_share(&mut base, &given);
+        if on_gpu {
+            searches_by_default(&mut base, &given);
+        }
         let normalise = given.get("normalise").cloned();
         crate::task::base::search::merge(&mut base, given);
         resolve_normalise(&mut base, normalise.as_ref())?;
@@ -316,6 +319,23 @@ pub fn top_by_share(base: &mut serde_json::Value, given: &serde_json::Value) {
     let d: Option<crate::evolve::ars::ArsConfig> = base.get("linear").and_then(|l| serde_json::from_value(l.clone()).ok());
     if let Some(d) = d {
         base["linear"]["top"] = serde_json::json!(linear_top(n as usize, &d));
+    }
+}
+
+/// On a GPU, a `--policy linear` run that names none of `searches`, `linear.directions` and
+/// `linear.top` runs [`crate::task::base::defaults::LINEAR_GPU_SEARCHES`] searches side by
+/// side of [`crate::task::base::defaults::LINEAR_GPU_SIDE`]'s directions (`base`: the defaults
+/// as JSON, `given` the fields given). Naming any of them keeps the one search of
+/// [`crate::task::base::defaults::LINEAR_GPU`] for what is not named.
+pub fn searches_by_default(base: &mut serde_json::Value, given: &serde_json::Value) {
+    use crate::task::base::defaults::{LINEAR_GPU_SEARCHES, LINEAR_GPU_SIDE};
+    let policy: PolicyKind = given.get("policy").and_then(|p| serde_json::from_value(p.clone()).ok()).unwrap_or_default();
+    let linear = given.get("linear");
+    let named = given.get("searches").is_some() || linear.is_some_and(|l| l.get("directions").is_some() || l.get("top").is_some());
+    if policy == PolicyKind::Linear && !named {
+        base["searches"] = serde_json::json!(LINEAR_GPU_SEARCHES);
+        base["linear"]["directions"] = serde_json::json!(LINEAR_GPU_SIDE.directions);
+        base["linear"]["top"] = serde_json::json!(LINEAR_GPU_SIDE.top);
     }
 }
 

@@ -153,6 +153,9 @@ impl Experiment {
                 "{name}: a control experiment names its environment, e.g. `Control(env: \"hopper\", ...)` (swimmer, hopper, walker2d, half_cheetah or a .ron path)"
             );
             crate::task::control::top_by_share(&mut merged, &given);
+            if on_gpu {
+                crate::task::control::searches_by_default(&mut merged, &given);
+            }
         }
         let normalise = given.get("normalise").cloned();
         crate::task::base::search::merge(&mut merged, given);
