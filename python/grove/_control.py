@@ -122,7 +122,7 @@ def control(
     top_directions=None,
     step_size=None,
     noise=None,
-    searches=1,
+    searches=None,
     linear_iterations=None,
     head_every=0,
     head_iterations=_CONTROL["head_iterations"],
@@ -169,7 +169,9 @@ def control(
     ``searches`` > 1 runs that many random searches side by side, each drawing its own
     directions, their policies played together in one roll-out call an iteration, and returns
     the one whose last policy has the highest mean return over ``validation_episodes`` fresh
-    episodes (``--searches``; ``report["searches"]`` holds every search's returns).
+    episodes (``--searches``; ``report["searches"]`` holds every search's returns). None: one
+    search on the CPU, and on a GPU 8 searches of 128 directions unless ``directions`` or
+    ``top_directions`` is given.
     ``policy="residual"`` tunes that linear policy for ``linear_iterations`` iterations
     (``--linear-iterations``; None: the device's default, 20 on the CPU, 100 on a GPU) and then
     evolves programs over the normalised observations for ``generations`` generations, added
@@ -284,7 +286,7 @@ def control(
                 raise ValueError(f"{'top_directions' if k == 'top' else k} must be at least 1, got {linear[k]}")
     if linear:
         settings["linear"] = linear
-    if int(searches) != 1:
+    if searches is not None:
         settings["searches"] = int(searches)
     if linear_iterations is not None:
         settings["linear_iterations"] = int(linear_iterations)
