@@ -134,7 +134,7 @@ impl Ending {
                 "ended         after generation {generation} of {generations}: time limit {time_limit} s ({seconds:.2} s of search)\n"
             )),
             Ending::TimeLimit { time_limit, seconds, generation, shorter_than_one: true } => {
-                let took = if *seconds < 1.0 { format!("{:.1} ms", seconds * 1e3) } else { format!("{seconds:.2} s") };
+                let took = super::report::show_seconds(*seconds);
                 Some(format!(
                     "ended         after generation {generation} of {generations}: time limit {time_limit} s is shorter than one generation, which took {took} with the setup; raise --time-limit (budget.time_limit) for more than one\n"
                 ))

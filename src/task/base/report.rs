@@ -149,6 +149,12 @@ pub fn islands_summary(islands: &IslandConfig, pop: usize, island_history: &[Vec
     Some(format!("islands       {} × {pop}, {migration}; {what} {}\n", islands.count, bests.join(" ")))
 }
 
+/// Seconds as a summary shows them: milliseconds with one decimal below a second, else
+/// seconds with two.
+pub fn show_seconds(s: f64) -> String {
+    if s < 1.0 { format!("{:.1} ms", s * 1e3) } else { format!("{s:.2} s") }
+}
+
 /// Where a run's wall time went (issue 30): setup before the search (data, checks, devices
 /// opened), the search (every generation, constant fitting and the kernels compiled or read
 /// on the way included), and the final scoring and choosing after it; beside the first
@@ -206,7 +212,7 @@ impl Split {
     /// The summary's line: `split  setup …, search … (first generation …, then … median; kernels …),
     /// final …` (`what` names a generation: `generation` or `iteration`).
     pub fn line(&self, what: &str) -> String {
-        let ms = |s: f64| if s < 1.0 { format!("{:.1} ms", s * 1e3) } else { format!("{s:.2} s") };
+        let ms = show_seconds;
         let mut gens = format!("first {what} {}", ms(self.first_generation));
         if self.median_generation.is_finite() {
             gens += &format!(", then {} median", ms(self.median_generation));

@@ -215,7 +215,6 @@ pub(super) fn iteration_side_by_side(
     ensure!(searches.iter().all(|s| s.next() == it), "searches side by side must be at the same iteration");
     let run_it = arena.run.at_generation(it);
     let per = 2 * cfg.directions + 1;
-    let mut norms = Vec::with_capacity(searches.len());
     let mut all_deltas = Vec::with_capacity(searches.len());
     let mut trees: Vec<Vec<Node>> = Vec::with_capacity(per * searches.len());
     for s in searches.iter() {
@@ -229,7 +228,6 @@ pub(super) fn iteration_side_by_side(
                 Some(p) => super::residual::Residual::new(linear).compose(p),
             }
         }));
-        norms.push(norm);
         all_deltas.push(deltas);
     }
     let mut pop = Population::new(trees.len(), trees.iter().map(Vec::len).max().unwrap_or(1).max(1), nu);
@@ -292,7 +290,7 @@ pub(super) fn iterate(
             }
         }
         // The leading search: the highest unperturbed return (NaN never leads), the first on a tie.
-        let lead = (0..rows.len()).fold(0, |b, k| if rows[k].0.central > rows[b].0.central || rows[b].0.central.is_nan() && !rows[k].0.central.is_nan() { k } else { b });
+        let lead = crate::program::fitness::argmax(&rows.iter().map(|r| r.0.central).collect::<Vec<_>>());
         let (row, central) = &rows[lead];
         if !opts.quiet && (opts.verbose || it % every == 0 || it + 1 == iterations) {
             let which = if rows.len() > 1 { format!("  (search {} of {})", lead + 1, rows.len()) } else { String::new() };
@@ -429,8 +427,7 @@ pub(super) fn choose_search(searches: &[Search], settings: &ControlSettings, are
         let validation = if episodes > 0 { Some(score_policy(&s.policy(nu).tree(), &arena.m, &run)?.mean()) } else { None };
         candidates.push((train, validation));
     }
-    let key = |k: usize| candidates[k].1.unwrap_or(candidates[k].0);
-    let chosen = (0..candidates.len()).fold(0, |b, k| if key(k) > key(b) || key(b).is_nan() && !key(k).is_nan() { k } else { b });
+    let chosen = crate::program::fitness::argmax(&candidates.iter().map(|&(t, v)| v.unwrap_or(t)).collect::<Vec<_>>());
     Ok(Some(Choice { candidates, episodes, chosen }))
 }
 
