@@ -221,7 +221,7 @@ fn gpu(args: &BenchArgs) -> Result<()> {
 /// (µs) and env steps/s, and a hash of every episode's bits, equal across widths.
 fn gpu_episodes(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Result<Vec<serde_json::Value>> {
     use crate::backend::cpu::control::ControlRun;
-    use crate::backend::cuda::control::{EPISODE_BLOCKS, EPISODE_LANES};
+    use crate::backend::cuda::control::EPISODE_LANES;
     use crate::task::control::linear::{LinearPolicy, Normaliser};
     let (env, policies, episodes, steps) = ("walker2d", 512usize, 4usize, 1000usize);
     let m = crate::sim::Model::load(env, Some("brax"))?;
@@ -240,50 +240,35 @@ fn gpu_episodes(engine: &crate::backend::cuda::CudaEngine, quick: bool) -> Resul
     let warm = ControlRun { steps: 2, ..run };
     println!();
     println!("{env} (brax): {policies} linear policies × {episodes} episodes × {steps} steps, termination ignored");
-    println!("{:<8} {:>6} {:>6} {:>10} {:>10} {:>14} {:>18}", "lanes", "built", "block", "median s", "µs/step", "env steps/s", "bits");
+    println!("{:<8} {:>6} {:>10} {:>10} {:>14} {:>18}", "lanes", "built", "median s", "µs/step", "env steps/s", "bits");
     let widths: Vec<Option<u32>> = std::iter::once(None).chain(EPISODE_LANES.iter().map(|&g| Some(g))).collect();
-    // Each width with the engine's block (auto) and, unless quick, every block that holds a group.
-    let blocks: Vec<Option<u32>> = std::iter::once(None).chain(EPISODE_BLOCKS.iter().rev().map(|&b| Some(b)).filter(|_| !quick)).collect();
     let mut rows = Vec::new();
     let mut first_bits = None;
     for g in widths {
         engine.set_episode_lanes(g)?;
-        for &b in &blocks {
-            if matches!((g, b), (Some(g), Some(b)) if b < g) {
-                continue;
-            }
-            engine.set_episode_block(b)?;
-            let name = g.map_or("auto".to_string(), |g| g.to_string());
-            let block_name = b.map_or("auto".to_string(), |b| b.to_string());
-            if let Err(e) = engine.control_returns(&pop, &m, &warm) {
-                println!("{name:<8} {block_name:>6} {e}");
-                rows.push(serde_json::json!({"lanes": name, "block": block_name, "error": e.to_string()}));
-                continue;
-            }
-            let (mut times, mut last) = (Vec::new(), None);
-            for _ in 0..if quick { 1 } else { 3 } {
-                let t = Instant::now();
-                last = Some(engine.control_returns(&pop, &m, &run)?);
-                times.push(t.elapsed().as_secs_f64());
-            }
-            let Some(out) = last else { continue };
-            let secs = median(times);
-            let bits = out.episodes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, e| {
-                [e.ret.to_bits(), e.steps as u64, e.valid as u64].iter().fold(h, |h, &x| (h ^ x).wrapping_mul(0x0100_0000_01b3))
-            });
-            let same = *first_bits.get_or_insert(bits) == bits;
-            let (us, rate) = (secs * 1e6 / steps as f64, out.env_steps() as f64 / secs);
-            println!(
-                "{name:<8} {:>6} {:>6} {secs:>10.4} {us:>10.1} {rate:>14.3e} {bits:>16x}{}",
-                out.lanes,
-                out.block,
-                if same { "" } else { " DIFFERS" }
-            );
-            rows.push(serde_json::json!({"lanes": name, "built": out.lanes, "block": block_name, "threads_per_block": out.block, "seconds": secs,
-                "us_per_step": us, "env_steps_per_second": rate, "bits": format!("{bits:016x}"), "same_bits": same}));
+        let name = g.map_or("auto".to_string(), |g| g.to_string());
+        if let Err(e) = engine.control_returns(&pop, &m, &warm) {
+            println!("{name:<8} {e}");
+            rows.push(serde_json::json!({"lanes": name, "error": e.to_string()}));
+            continue;
         }
+        let (mut times, mut last) = (Vec::new(), None);
+        for _ in 0..if quick { 1 } else { 3 } {
+            let t = Instant::now();
+            last = Some(engine.control_returns(&pop, &m, &run)?);
+            times.push(t.elapsed().as_secs_f64());
+        }
+        let Some(out) = last else { continue };
+        let secs = median(times);
+        let bits = out.episodes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, e| {
+            [e.ret.to_bits(), e.steps as u64, e.valid as u64].iter().fold(h, |h, &x| (h ^ x).wrapping_mul(0x0100_0000_01b3))
+        });
+        let same = *first_bits.get_or_insert(bits) == bits;
+        let (us, rate) = (secs * 1e6 / steps as f64, out.env_steps() as f64 / secs);
+        println!("{name:<8} {:>6} {secs:>10.4} {us:>10.1} {rate:>14.3e} {bits:>16x}{}", out.lanes, if same { "" } else { " DIFFERS" });
+        rows.push(serde_json::json!({"lanes": name, "built": out.lanes, "seconds": secs, "us_per_step": us, "env_steps_per_second": rate,
+            "bits": format!("{bits:016x}"), "same_bits": same}));
     }
-    engine.set_episode_block(None)?;
     engine.set_episode_lanes(None)?;
     Ok(rows)
 }

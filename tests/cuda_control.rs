@@ -148,39 +148,14 @@ fn control_with_lanes_per_episode_matches_reference() {
                 eprintln!("{env} {profile} {lanes} lanes: {err}");
                 continue;
             }
-            // The engine's block, a narrow one, and a few threads that refill.
-            for (grid, block) in [(ControlGrid::Resident, None), (ControlGrid::Resident, Some(lanes.max(8))), (ControlGrid::Threads(64), None)] {
-                engine.set_episode_block(block).unwrap();
-                let tag = format!("{env} {profile} {lanes} lanes {grid:?} block {block:?}");
+            for grid in [ControlGrid::Resident, ControlGrid::Threads(64)] {
+                let tag = format!("{env} {profile} {lanes} lanes {grid:?}");
                 let gpu = engine.control_returns_observed(&pop, &m, &run, grid, scale.as_ref()).unwrap();
                 assert_eq!(gpu.lanes, lanes);
-                if let Some(b) = block {
-                    assert_eq!(gpu.block, b);
-                }
                 failures.extend(compare(&tag, &gpu, &cpu, &cpu_seen, k, true));
             }
-            engine.set_episode_block(None).unwrap();
         }
-        // One lane an episode in blocks of every width.
-        engine.set_episode_lanes(Some(1)).unwrap();
-        for block in grove::backend::cuda::control::EPISODE_BLOCKS {
-            engine.set_episode_block(Some(block)).unwrap();
-            let gpu = engine.control_returns_observed(&pop, &m, &run, ControlGrid::Resident, scale.as_ref()).unwrap();
-            assert_eq!((gpu.lanes, gpu.block), (1, block));
-            failures.extend(compare(&format!("{env} {profile} 1 lane, block {block}"), &gpu, &cpu, &cpu_seen, k, true));
-        }
-        engine.set_episode_block(None).unwrap();
     }
-    // Bad blocks: not one of the widths, or narrower than a group.
-    assert!(engine.set_episode_block(Some(12)).unwrap_err().to_string().contains("a roll-out block of 12 threads"));
-    let m = Model::load("hopper", None).unwrap();
-    let pop = support::interleaved(&m, 8, 13);
-    engine.set_episode_lanes(Some(16)).unwrap();
-    engine.set_episode_block(Some(8)).unwrap();
-    let run = ControlRun { episodes: 1, steps: 2, seed: 5, generation: 1, noise: true, ignore_termination: false };
-    let err = engine.control_returns(&pop, &m, &run).unwrap_err().to_string();
-    assert!(err.contains("block of 8 threads cannot hold a group of 16 lanes"), "{err}");
-    engine.set_episode_block(None).unwrap();
     // Left to itself the engine gives 120 episodes the widest groups (the device has room:
     // control::spare_lanes).
     engine.set_episode_lanes(None).unwrap();

@@ -43,23 +43,6 @@ pub const CONTROL_BLOCK: u32 = 64;
 /// of two up to a warp.
 pub const EPISODE_LANES: [u32; 6] = [1, 2, 4, 8, 16, 32];
 
-/// The threads a roll-out block may have: powers of two up to [`CONTROL_BLOCK`] (the kernel's
-/// launch bound). Below a warp a block leaves lanes of its warp idle.
-pub const EPISODE_BLOCKS: [u32; 4] = [8, 16, 32, 64];
-
-/// Threads per roll-out block when the engine is not told otherwise
-/// ([`CudaEngine::set_episode_block`]): [`CONTROL_BLOCK`] when `threads` (episodes × lanes an
-/// episode) fill at least `sm_count` such blocks, else the widest of [`EPISODE_BLOCKS`], at
-/// least `lanes` wide, whose blocks number at least `sm_count`, so that few episodes spread
-/// over every multiprocessor instead of crowding a few (2048 one-lane episodes in blocks of 64
-/// kept 32 of an H100's 132 busy, each multiprocessor's caches and load units shared by 64
-/// episodes); the narrowest when even that leaves some idle. A block's width changes no bit.
-pub fn spread_block(threads: u64, sm_count: u32, lanes: u32) -> u32 {
-    let fills = |b: u32| threads.div_ceil(b as u64) >= sm_count.max(1) as u64;
-    let allowed = || EPISODE_BLOCKS.iter().copied().filter(|&b| b >= lanes);
-    allowed().rev().find(|&b| fills(b)).or_else(|| allowed().next()).unwrap_or(CONTROL_BLOCK)
-}
-
 /// Shared-memory words one group of lanes needs for `m` (`GROVE_LANE_WORDS` in sim.cu), used by
 /// two phases of each step in turn: the smooth dynamics' (every body's COM Jacobian NB·NV·3, its
 /// J̇q̇ NB·2 and fluid force NB·3, M NV·NV, bias and fluid NV each), then the constraint rows'
@@ -72,9 +55,8 @@ pub fn lane_words(m: &Model) -> usize {
     smooth.max(rows)
 }
 
-/// Dynamic shared memory of one roll-out block of [`CONTROL_BLOCK`] threads with `lanes` lanes
-/// an episode of `m`, bytes (0 for one lane: its rows stay in local memory). A narrower block
-/// needs its share: as many groups' words as it holds groups.
+/// Dynamic shared memory of one roll-out block with `lanes` lanes an episode of `m`, bytes (0
+/// for one lane: its rows stay in local memory).
 pub fn block_shared_bytes(m: &Model, lanes: u32) -> usize {
     if lanes > 1 { (CONTROL_BLOCK / lanes) as usize * lane_words(m) * 4 } else { 0 }
 }
@@ -169,8 +151,6 @@ pub struct ControlOutcome {
     pub observed: Vec<ObsStats>,
     /// The lanes that played each episode (`GROVE_CTRL_LANES`).
     pub lanes: u32,
-    /// Threads per block of the roll-out's launch.
-    pub block: u32,
 }
 
 impl ControlOutcome {
@@ -235,7 +215,7 @@ impl CudaEngine {
             observed: d_observed.as_mut(),
             scale: d_scale.as_ref(),
         };
-        let block = self.launch_rollout(&kernels, &params, &c, &d_skip, &mut out, grid)?;
+        self.launch_rollout(&kernels, &params, &c, &d_skip, &mut out, grid)?;
         let lc = |threads: usize| LaunchConfig { grid_dim: ((threads as u32).div_ceil(64), 1, 1), block_dim: (64, 1, 1), shared_mem_bytes: 0 };
         let mut b = s.launch_builder(&kernels.reduce);
         b.arg(&params).arg(&d_returns).arg(&d_valid).arg(&mut d_means);
@@ -270,7 +250,7 @@ impl CudaEngine {
                 }
             }
         }
-        Ok(ControlOutcome { means, episodes, observed, lanes: kernels.lanes, block })
+        Ok(ControlOutcome { means, episodes, observed, lanes: kernels.lanes })
     }
 }
 
@@ -334,51 +314,6 @@ impl CudaEngine {
             },
             g => Ok(Some(g)),
         }
-    }
-
-    /// Threads per roll-out block this engine was told to use: what [`Self::set_episode_block`]
-    /// set, else `GROVE_EPISODE_BLOCK` from the environment (for benchmarks; an error unless one
-    /// of [`EPISODE_BLOCKS`]), else `None`: [`spread_block`] decides per launch.
-    pub fn episode_block(&self) -> Result<Option<u32>> {
-        match self.episode_block.load(std::sync::atomic::Ordering::Relaxed) {
-            0 => match std::env::var("GROVE_EPISODE_BLOCK") {
-                Ok(v) => v
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|b| EPISODE_BLOCKS.contains(b))
-                    .map(Some)
-                    .ok_or_else(|| GpuError::Input(format!("GROVE_EPISODE_BLOCK={v}: a roll-out block has one of {EPISODE_BLOCKS:?} threads"))),
-                Err(_) => Ok(None),
-            },
-            b => Ok(Some(b)),
-        }
-    }
-
-    /// Plays later roll-outs in blocks of `block` threads (one of [`EPISODE_BLOCKS`]), or as
-    /// [`spread_block`] decides for `None`. Only the speed differs, never a bit.
-    pub fn set_episode_block(&self, block: Option<u32>) -> Result<()> {
-        match block {
-            Some(b) if !EPISODE_BLOCKS.contains(&b) => Err(GpuError::Input(format!("a roll-out block of {b} threads: it has one of {EPISODE_BLOCKS:?}"))),
-            _ => {
-                self.episode_block.store(block.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
-                Ok(())
-            }
-        }
-    }
-
-    /// The threads of each block of a roll-out of `n` episodes with `k`'s module: the engine's
-    /// [`Self::episode_block`], else [`spread_block`]; an error when a block would not hold a
-    /// whole group of lanes.
-    fn rollout_block(&self, k: &ControlKernels, n: usize) -> Result<u32> {
-        let b = match self.episode_block()? {
-            Some(b) => b,
-            None => spread_block((n as u64).saturating_mul(k.lanes as u64), self.sm_count, k.lanes),
-        };
-        if b < k.lanes {
-            return Err(GpuError::Input(format!("a roll-out block of {b} threads cannot hold a group of {} lanes an episode", k.lanes)));
-        }
-        Ok(b)
     }
 
     /// The share of the resident threads [`spare_lanes`] lets groups of lanes fill (1/share):
@@ -455,28 +390,25 @@ impl CudaEngine {
         Ok(ControlKernels { rollout, reduce: find(CONTROL_REDUCE)?, compile: find(COMPILE_TREES)?, lanes, shared: shared as u32, per_sm })
     }
 
-    /// Blocks of `block` threads for a roll-out of `n` episodes with `k`'s roll-out (its
-    /// registers and shared memory decide how many blocks of [`CONTROL_BLOCK`] stay resident;
-    /// narrower blocks keep as many threads resident).
-    fn rollout_blocks(&self, k: &ControlKernels, n: usize, grid: ControlGrid, block: u32) -> u32 {
-        let need = (n as u64 * k.lanes as u64).div_ceil(block as u64).max(1);
+    /// Blocks of [`CONTROL_BLOCK`] threads for a roll-out of `n` episodes with `k`'s roll-out
+    /// (its registers and shared memory decide how many blocks stay resident).
+    fn rollout_blocks(&self, k: &ControlKernels, n: usize, grid: ControlGrid) -> u32 {
+        let need = (n as u64 * k.lanes as u64).div_ceil(CONTROL_BLOCK as u64).max(1);
         let blocks = match grid {
-            ControlGrid::Resident => k.per_sm as u64 * self.sm_count.max(1) as u64 * (CONTROL_BLOCK / block) as u64,
+            ControlGrid::Resident => k.per_sm as u64 * self.sm_count.max(1) as u64,
             ControlGrid::PerEpisode => need,
-            ControlGrid::Threads(t) => (t as u64).div_ceil(block as u64).max(1),
+            ControlGrid::Threads(t) => (t as u64).div_ceil(CONTROL_BLOCK as u64).max(1),
         };
-        blocks.min(need).min(u32::MAX as u64) as u32
+        blocks.min(need) as u32
     }
 
     /// Queues `grove_control_rollout` (`k`'s) over `params`' P·K episodes with the compiled
     /// programs `c` and skip classes `skip` (`[P]`), into `out`, zeroing the queue first.
-    /// Returns the threads per block it launched with.
-    fn launch_rollout(&self, k: &ControlKernels, params: &ControlParams, c: &Compiled<'_>, skip: &CudaSlice<u8>, out: &mut RolloutOut<'_>, grid: ControlGrid) -> Result<u32> {
+    fn launch_rollout(&self, k: &ControlKernels, params: &ControlParams, c: &Compiled<'_>, skip: &CudaSlice<u8>, out: &mut RolloutOut<'_>, grid: ControlGrid) -> Result<()> {
         let n = params.n_trees as usize * params.episodes as usize;
-        let block = self.rollout_block(k, n)?;
-        let blocks = self.rollout_blocks(k, n, grid, block);
+        let blocks = self.rollout_blocks(k, n, grid);
         // A group's last take may return up to groups + n: it must fit the kernel's u32 sums.
-        if n as u64 + blocks as u64 * block as u64 > u32::MAX as u64 {
+        if n as u64 + blocks as u64 * CONTROL_BLOCK as u64 > u32::MAX as u64 {
             return Err(GpuError::Input(format!("{n} episodes are too many for one launch")));
         }
         self.stream.memset_zeros(&mut *out.queue).during(|| "clearing the episode queue".into())?;
@@ -492,26 +424,24 @@ impl CudaEngine {
             Some(sc) => b.arg(sc),
             None => b.arg(&null),
         };
-        // Both are powers of two and block >= lanes: the block's block / lanes groups' words.
-        let shared = (k.shared as u64 * block as u64 / CONTROL_BLOCK as u64) as u32;
-        let lc = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: shared };
+        let lc = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (CONTROL_BLOCK, 1, 1), shared_mem_bytes: k.shared };
         // SAFETY: matches `grove_control_rollout(GroveControlParams, const GroveInstr* prog,
         // const unsigned short* n_instr, const unsigned char* skip, double* returns, unsigned*
         // lengths, unsigned* valid, unsigned* queue, double* observed, const float* scale)` with blocks of
-        // `block` threads (at most GROVE_CTRL_BLOCK, its launch bound): prog holds P × L instructions (L = params.max_len) and n_instr P
+        // GROVE_CTRL_BLOCK threads (its launch bound): prog holds P × L instructions (L = params.max_len) and n_instr P
         // counts (compiled for every row), skip P classes (every tree of class 0 passed
         // `stack_need` or its device twin grove_control_skip: opcodes, arities, variables <
         // obs_size, slots ≤ nu, stack ≤ GROVE_CTRL_STACK), returns, lengths and valid P·K
         // entries, queue one word, zero, observed null or P·K rows of 1 + 2·obs_size (the
         // module's GROVE_NOBS), scale null or 2·obs_size floats ([`Self::upload_scale`]);
-        // built with k.lanes > 1 lanes an episode, block / k.lanes groups of GROVE_LANE_WORDS
-        // floats (lane_words) of dynamic shared memory a block, `shared` bytes.
+        // built with k.lanes > 1 lanes an episode, CONTROL_BLOCK / k.lanes groups of
+        // GROVE_LANE_WORDS floats (lane_words) of dynamic shared memory a block, k.shared bytes.
         // Threads write only items g < P·K, each taken once (the queue's
         // atomic; n + threads fits u32, checked above). (A kernel staged through
         // GROVE_KERNEL_DIR from before the queue takes the first seven arguments only: the
         // driver reads as many as the kernel declares; it needs `ControlGrid::PerEpisode`.)
         unsafe { b.launch(lc) }.during(|| format!("launching {CONTROL_KERNEL}"))?;
-        Ok(block)
+        Ok(())
     }
 
     /// `scale` as the roll-out kernel reads it (`[2 n_obs]` f32); an error when it does not have
@@ -757,32 +687,6 @@ impl CudaEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spread_blocks_are_the_widest_that_reach_every_multiprocessor() {
-        // Enough threads for a block of 64 on each of 132 multiprocessors: the launch bound.
-        assert_eq!(spread_block(132 * 64, 132, 1), 64);
-        assert_eq!(spread_block(1 << 20, 132, 4), 64);
-        // 2048 one-lane episodes: 32 blocks of 64, 64 of 32, 128 of 16, 256 of 8.
-        assert_eq!(spread_block(2048, 132, 1), 8);
-        assert_eq!(spread_block(2048, 128, 1), 16);
-        assert_eq!(spread_block(8192, 132, 4), 32);
-        assert_eq!(spread_block(132 * 32, 132, 1), 32);
-        assert_eq!(spread_block(131 * 32, 132, 1), 16);
-        // Too few threads for any: the narrowest block that holds a group.
-        assert_eq!(spread_block(64, 132, 1), 8);
-        assert_eq!(spread_block(64 * 32, 132, 32), 32);
-        assert_eq!(spread_block(16 * 16, 132, 16), 16);
-        assert_eq!(spread_block(0, 132, 1), 8);
-        // No multiprocessor count (a probe that failed): one block of the widest kind fills it.
-        assert_eq!(spread_block(5, 0, 1), 64);
-        for lanes in EPISODE_LANES {
-            for threads in [1u64, 100, 2048, 8192, 1 << 20] {
-                let b = spread_block(threads * lanes as u64, 132, lanes);
-                assert!(EPISODE_BLOCKS.contains(&b) && b >= lanes, "{threads} × {lanes}: {b}");
-            }
-        }
-    }
 
     #[test]
     fn spare_lanes_are_the_widest_that_take_their_share_of_the_resident_threads() {

@@ -129,9 +129,6 @@ pub struct CudaEngine {
     /// Lanes an episode of the control roll-outs, 0 for each model's default
     /// (`control::default_episode_lanes`; `set_episode_lanes`).
     episode_lanes: std::sync::atomic::AtomicU32,
-    /// Threads per roll-out block, 0 for `control::spread_block`'s choice per launch
-    /// (`set_episode_block`).
-    episode_block: std::sync::atomic::AtomicU32,
 }
 
 impl std::fmt::Debug for CudaEngine {
@@ -199,7 +196,6 @@ impl CudaEngine {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             ordinal: opts.ordinal,
             episode_lanes: std::sync::atomic::AtomicU32::new(0),
-            episode_block: std::sync::atomic::AtomicU32::new(0),
         })
     }
 
