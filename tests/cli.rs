@@ -397,12 +397,17 @@ fn a_flag_given_nan_or_an_infinity_gets_one_line_that_names_it() {
         ("--test-fraction", "inf", "test_fraction"),
         ("--validation-fraction", "NaN", "validation_fraction"),
         ("--size-pressure", "inf", "engine.size_pressure"),
-        ("--crossover", "nan", "vary.crossover"),
-        ("--mutation", "inf", "vary.mutation"),
+        ("--crossover", "nan", "trees.p_crossover"),
+        ("--mutation", "inf", "trees.p_mutation"),
         ("--optimise-fraction", "nan", "engine.constants.fraction"),
         ("--time-limit", "inf", "budget.time_limit"),
     ] {
         assert_one_line_error(&grove(&[&evolve[..], &[flag, value]].concat(), ""), &[&format!("{flag} ({field}) must be a finite number")]);
+    }
+    // With a grammar the rates are GE's.
+    let ge = ["evolve", "--grammar", "tests/fixtures/grammars/arith_aq.bnf", "--device", "cpu"];
+    for (flag, value, field) in [("--crossover", "nan", "vary.crossover"), ("--mutation", "inf", "vary.mutation")] {
+        assert_one_line_error(&grove(&[&ge[..], &[flag, value]].concat(), ""), &[&format!("{flag} ({field}) must be a finite number")]);
     }
     assert_one_line_error(&grove(&["classify", "--p-out", "nan", "--device", "cpu"], ""), &["--p-out (trees.p_out) must be a finite number"]);
     assert_one_line_error(&grove(&["classify", "--parsimony", "inf", "--device", "cpu"], ""), &["--parsimony (parsimony)"]);
@@ -411,7 +416,8 @@ fn a_flag_given_nan_or_an_infinity_gets_one_line_that_names_it() {
         assert_one_line_error(&grove(&[&control[..], &[flag, "nan"]].concat(), ""), &[&format!("{flag} ({field}) must be a finite number, got NaN")]);
     }
     // A finite value past a limit still gets the check's own message.
-    assert_one_line_error(&grove(&[&evolve[..], &["--crossover", "1.5"]].concat(), ""), &["--crossover (vary.crossover) must be a probability, got 1.5"]);
+    assert_one_line_error(&grove(&[&evolve[..], &["--crossover", "1.5"]].concat(), ""), &["--crossover (trees.p_crossover) must be a probability in [0, 1], got 1.5"]);
+    assert_one_line_error(&grove(&[&ge[..], &["--crossover", "1.5"]].concat(), ""), &["--crossover (vary.crossover) must be a probability, got 1.5"]);
 }
 
 /// `--crossover` and `--mutation` take a plain rate as before or an operator of GE with an
@@ -460,13 +466,33 @@ fn ge_operators_are_named_with_an_optional_rate() {
         let e = vary(flags).unwrap_err();
         assert!(e.contains(needle), "{flags:?}: {e}");
     }
-    // Tree GP: a plain rate is accepted as before, an operator's name refused.
+    // Tree GP: a plain rate is the trees' probability; an operator's name is refused, GE's
+    // default typed out too (it names int-flip), and so is a rate outside [0, 1].
     let tree = ["evolve", "--functions", "add", "--device", "cpu"];
     let Ok(grove::cli::Command::Evolve(a)) = parsed(&[&tree[..], &["--crossover", "0.5", "--mutation", "0.1"]].concat()) else { panic!() };
-    a.settings().unwrap();
+    let t = a.settings().unwrap().trees;
+    assert_eq!((t.p_crossover, t.p_mutation), (0.5, 0.1));
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&tree) else { panic!() };
+    let t = a.settings().unwrap().trees;
+    assert_eq!((t.p_crossover, t.p_mutation), (grove::task::base::defaults::TREE_P_CROSSOVER, grove::task::base::defaults::TREE_P_MUTATION));
+    let Ok(grove::cli::Command::Classify(a)) = parsed(&["classify", "--data", "builtin:iris", "--mutation", "0.7"]) else { panic!() };
+    assert_eq!(a.settings().unwrap().trees.p_mutation, 0.7);
+    let Ok(grove::cli::Command::Control(a)) = parsed(&["control", "--env", "swimmer", "--crossover", "0.25"]) else { panic!() };
+    assert_eq!(a.settings(false).unwrap().trees.p_crossover, 0.25);
+    let typed_default = grove(&[&tree[..], &["--mutation", "int-flip:max(0.02,1/used)"]].concat(), "");
+    assert_one_line_error(&typed_default, &["--mutation `int-flip:max(0.02,1/used)` names an operator of grammatical evolution, and this run has no --grammar (tree GP takes a probability here, its trees.p_mutation)"]);
     for flag in ["--crossover", "--mutation"] {
         let value = if flag == "--crossover" { "onepoint" } else { "int-flip" };
         assert_one_line_error(&grove(&[&tree[..], &[flag, value]].concat(), ""), &[&format!("{flag} `{value}` names an operator of grammatical evolution, and this run has no --grammar")]);
+        let field = if flag == "--crossover" { "p_crossover" } else { "p_mutation" };
+        for bad in ["1.5", "-0.1"] {
+            assert_one_line_error(&grove(&[&tree[..], &[flag, bad]].concat(), ""), &[&format!("{flag} (trees.{field}) must be a probability in [0, 1], got {bad}")]);
+        }
+        // The same fields of an experiment file are checked alike, for every task.
+        for file in ["examples/w1-pagie1.ron", "examples/w5-iris.ron", "examples/w6-hopper.ron"] {
+            let set = format!("trees.{field}=1.5");
+            assert_one_line_error(&grove(&["run", file, "--device", "cpu", "--set", &set], ""), &[&format!("{flag} (trees.{field}) must be a probability in [0, 1], got 1.5")]);
+        }
     }
     assert_one_line_error(&grove(&[&ge[..], &["--crossover", "uniform"]].concat(), ""), &["--crossover `uniform`"]);
 }

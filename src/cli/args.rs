@@ -420,17 +420,19 @@ pub struct GeArgs {
         defaults::GE.genome_capacity
     ))]
     pub(crate) genome_capacity: Option<usize>,
-    /// GE: crossover, P (the probability of crossing a pair of parents, by subtree crossover) or
-    /// OPERATOR[:P]: subtree (subtrees of one non-terminal swapped between the parents'
-    /// derivation trees), onepoint (variable one-point crossover within the used codons).
-    #[arg(long, value_name = "P|OPERATOR[:P]", default_value_t = defaults::GE.crossover.to_string())]
-    pub crossover: String,
-    /// GE: mutation, a probability or an operator with its rate (help below, from the defaults).
-    #[arg(long, value_name = "P|OPERATOR[:RATE]", default_value_t = default_mutation(), help = format!(
-        "GE: mutation, P (int-flip's per-codon probability) or OPERATOR[:RATE]: int-flip[:P|:1/used|:max(P,1/used)] (each used codon replaced by a random one with probability P, {p} if not given; 1/used: one over the used codons, PonyGE2's default; max(P,1/used): the larger of the two, at least one flip expected in every child), subtree[:P] (with probability P, {} if not given, one subtree of the derivation tree regrown at random)",
-        defaults::GE_SUBTREE_MUTATION, p = defaults::GE.mutation
+    /// Crossover: P, the probability that a child is made by crossing two parents (GE: by its
+    /// crossover operator; tree GP: trees.p_crossover), or GE's OPERATOR[:P] (help below).
+    #[arg(long, allow_negative_numbers = true, value_name = "P|OPERATOR[:P]", help = format!(
+        "Crossover: P, the probability that a child is made by crossing two parents (GE by its operator; tree GP by one-point crossover, its trees.p_crossover), or, with --grammar, OPERATOR[:P]: subtree (subtrees of one non-terminal swapped between the parents' derivation trees), onepoint (variable one-point crossover within the used codons) [default: {}; tree GP {}]",
+        defaults::GE.crossover, defaults::TREE_P_CROSSOVER
     ))]
-    pub mutation: String,
+    pub crossover: Option<String>,
+    /// Mutation: a probability or, for GE, an operator with its rate (help below, from the defaults).
+    #[arg(long, allow_negative_numbers = true, value_name = "P|OPERATOR[:RATE]", help = format!(
+        "Mutation: P (GE: int-flip's per-codon probability; tree GP: the probability that a child is then mutated, its trees.p_mutation) or, with --grammar, OPERATOR[:RATE]: int-flip[:P|:1/used|:max(P,1/used)] (each used codon replaced by a random one with probability P, {p} if not given; 1/used: one over the used codons, PonyGE2's default; max(P,1/used): the larger of the two, at least one flip expected in every child), subtree[:P] (with probability P, {} if not given, one subtree of the derivation tree regrown at random) [default: {}; tree GP {}]",
+        defaults::GE_SUBTREE_MUTATION, default_mutation(), defaults::TREE_P_MUTATION, p = defaults::GE.mutation
+    ))]
+    pub mutation: Option<String>,
     /// GE: how a derivation becomes a program: text (what its phenotype says under Python's
     /// precedence and associativity, PonyGE2's meaning: x-<e> with <e> deriving a+b is
     /// (x-a)+b) or derivation (the derivation tree's nesting, each production's operators by
@@ -508,8 +510,14 @@ impl GeArgs {
     /// The mapping, initialisation and variation configs and the genome capacity; an error
     /// line for a `--crossover` or `--mutation` that does not parse.
     pub fn configs(&self) -> Result<GeConfigs> {
-        let (crossover_op, crossover) = parse_crossover(&self.crossover)?;
-        let (mutation_op, mutation, int_flip_rate) = parse_mutation(&self.mutation)?;
+        let (crossover_op, crossover) = match &self.crossover {
+            Some(s) => parse_crossover(s)?,
+            None => (defaults::GE.crossover_op, defaults::GE.crossover),
+        };
+        let (mutation_op, mutation, int_flip_rate) = match &self.mutation {
+            Some(s) => parse_mutation(s)?,
+            None => (defaults::GE.mutation_op, defaults::GE.mutation, defaults::GE.int_flip_rate),
+        };
         Ok(defaults::Ge {
             wraps: self.wraps,
             codons: self.codons,
@@ -530,18 +538,22 @@ impl GeArgs {
     }
 
     /// The blocks `map`, `init` and `vary` and the field `genome_capacity`. `grammar`: the run
-    /// has one; tree GP's runs take no GE operator names (their crossover and mutation are
-    /// their own, `trees.p_crossover` and `trees.p_mutation`), while a plain number, or the
-    /// default (what a run without the flag holds), is still accepted as before.
+    /// has one; else (tree GP) a `--crossover` or `--mutation` that is a number sets the
+    /// experiment's `trees.p_crossover` or `trees.p_mutation`, and one that names a GE
+    /// operator is an error.
     pub fn overlay(&self, o: &mut Overlay, grammar: bool) -> Result<()> {
         let ge = self.configs()?;
         if !grammar {
-            // The defaults pass: a run without the flag holds its default, an operator's name.
-            for (flag, value, default) in [("--crossover", &self.crossover, defaults::GE.crossover.to_string()), ("--mutation", &self.mutation, default_mutation())] {
-                anyhow::ensure!(
-                    value.trim().parse::<f32>().is_ok() || *value == default,
-                    "{flag} `{value}` names an operator of grammatical evolution, and this run has no --grammar (tree GP's crossover and mutation are trees.p_crossover and trees.p_mutation of an experiment file)"
-                );
+            for (flag, value, field) in [("--crossover", &self.crossover, "p_crossover"), ("--mutation", &self.mutation, "p_mutation")] {
+                let Some(value) = value else { continue };
+                let Ok(p) = value.trim().parse::<f32>() else {
+                    anyhow::bail!(
+                        "{flag} `{value}` names an operator of grammatical evolution, and this run has no --grammar (tree GP takes a probability here, its trees.{field})"
+                    );
+                };
+                anyhow::ensure!(p.is_finite(), "{flag} (trees.{field}) must be a finite number, got {value}");
+                anyhow::ensure!((0.0..=1.0).contains(&p), "{flag} (trees.{field}) must be a probability in [0, 1], got {value}");
+                o.set(&format!("trees.{field}"), p);
             }
         }
         // Checked first: the block would carry a NaN as null.

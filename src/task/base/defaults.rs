@@ -154,6 +154,12 @@ pub const CLASSIFY_LINEAR_INPUTS: crate::task::base::model::LinearInputs = crate
 pub const EVOLVE_P_OUT: f32 = 0.05;
 /// `grove classify`'s probability that a new tree node becomes an extra output node.
 pub const CLASSIFY_P_OUT: f32 = 0.05;
+/// Tree GP's probability that a child is made by crossover (every task's `trees.p_crossover`,
+/// `--crossover P` without a grammar).
+pub const TREE_P_CROSSOVER: f32 = 0.9;
+/// Tree GP's probability that a child is then mutated (every task's `trees.p_mutation`,
+/// `--mutation P` without a grammar).
+pub const TREE_P_MUTATION: f32 = 0.3;
 /// `grove control`'s probability that a new tree node becomes an extra output node.
 pub const CONTROL_P_OUT: f32 = 0.1;
 /// `grove control`'s fresh episodes the best policy is scored on at the end.

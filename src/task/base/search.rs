@@ -150,8 +150,8 @@ impl Default for ClassTreeSettings {
             p_const: 0.2,
             init_depth: (2, 4),
             p_out: super::defaults::CLASSIFY_P_OUT,
-            p_crossover: 0.9,
-            p_mutation: 0.3,
+            p_crossover: super::defaults::TREE_P_CROSSOVER,
+            p_mutation: super::defaults::TREE_P_MUTATION,
         }
     }
 }
@@ -179,6 +179,15 @@ pub fn register_operators(defs: &[String]) -> Result<()> {
 /// does not parse.
 pub fn function_set(functions: &str) -> Result<Vec<crate::program::ops::Op>> {
     crate::program::ops::parse_function_set(functions).map_err(|e| anyhow::anyhow!("--functions: {e}"))
+}
+
+/// Tree GP's two rates, as every task checks them: each a probability (`--crossover P` and
+/// `--mutation P` without a grammar, or `trees.p_crossover` and `trees.p_mutation`).
+pub fn check_tree_rates(p_crossover: f32, p_mutation: f32) -> Result<()> {
+    for (flag, field, p) in [("--crossover", "p_crossover", p_crossover), ("--mutation", "p_mutation", p_mutation)] {
+        anyhow::ensure!((0.0..=1.0).contains(&p), "{flag} (trees.{field}) must be a probability in [0, 1], got {p}");
+    }
+    Ok(())
 }
 
 /// Tree GP's representation of every task: trees as `spec` makes them; a child made by

@@ -201,6 +201,7 @@ impl ControlSettings {
         crate::task::base::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
         ensure!(!self.islands.shard_rows, "--shard-rows (islands.shard_rows) splits regression rows over GPUs; grove control has no row shards yet");
+        crate::task::base::search::check_tree_rates(self.trees.p_crossover, self.trees.p_mutation)?;
         self.budget.check(crate::task::base::budget::Measure::Return)?;
         ensure!(
             self.engine.constants.steps == 0,

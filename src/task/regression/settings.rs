@@ -129,7 +129,13 @@ pub struct TreeSettings {
 
 impl Default for TreeSettings {
     fn default() -> Self {
-        Self { const_range: (-2.0, 2.0), p_const: 0.2, init_depth: (2, 6), p_crossover: 0.9, p_mutation: 0.3 }
+        Self {
+            const_range: (-2.0, 2.0),
+            p_const: 0.2,
+            init_depth: (2, 6),
+            p_crossover: crate::task::base::defaults::TREE_P_CROSSOVER,
+            p_mutation: crate::task::base::defaults::TREE_P_MUTATION,
+        }
     }
 }
 
@@ -272,6 +278,7 @@ impl EvolveSettings {
         use anyhow::ensure;
         crate::task::base::search::register_operators(&self.operators)?;
         check_search(&self.engine, &self.islands)?;
+        crate::task::base::search::check_tree_rates(self.trees.p_crossover, self.trees.p_mutation)?;
         self.budget.check(crate::task::base::budget::Measure::Loss)?;
         ensure!((0.0..1.0).contains(&self.test_fraction), "--test-fraction (test_fraction) must be in [0, 1), got {}", self.test_fraction);
         crate::task::base::validation::check_test_data(self.test_data.as_deref(), self.test_fraction)?;
