@@ -107,6 +107,10 @@ fn linear_settings_come_from_flags_and_experiment_files() {
     let side = cli(&["--env", "hopper", "--policy", "linear", "--searches", "4"], true);
     assert_eq!(side.searches, 4);
     assert_eq!(experiment("Control(env: \"hopper\", policy: \"linear\", searches: 4)").searches, 4);
+    assert_eq!((side.exploit_every, c.exploit_every), (0, 0), "no copies unless asked");
+    let e = cli(&["--env", "hopper", "--policy", "linear", "--searches", "4", "--exploit-every", "10"], true);
+    assert_eq!(e.exploit_every, 10);
+    assert_eq!(experiment("Control(env: \"hopper\", policy: \"linear\", searches: 4, exploit_every: 10)").exploit_every, 10);
 }
 
 /// `--searches K` runs K random searches side by side and reports the one whose last policy
@@ -161,6 +165,11 @@ fn bad_linear_settings_get_one_clear_line() {
         let out = grove(&["control", "--env", "swimmer", "--policy", policy, "--device", "cpu", "--searches", "2", "--gens", "1", "-q"]);
         assert_one_line_error(&out, &["--searches (searches)", &format!("this run's policy is {policy}")]);
     }
+    // Exploitation needs searches side by side to copy between.
+    one(&["--exploit-every", "5"], &["--exploit-every (exploit_every)", "this run has 1 search: give --searches 2 or more"]);
+    let out = linear(&report, &["--exploit-every=-1", "--searches", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("invalid value '-1' for '--exploit-every <E>'"), "{}", text(&out.stderr));
     let out = linear(&report, &["--policy", "tabular"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     // An experiment file with a bad field says which.
@@ -308,6 +317,24 @@ fn searches_side_by_side_resume_as_if_uninterrupted() {
     let two = d.join("two.ckpt");
     write_resealed(&two, other);
     assert_one_line_error(&grove(&["run", "--resume", s(&two), "-q"]), &["holds 3 random searches side by side", "--searches (searches) is 2"]);
+}
+
+/// `--exploit-every E` copies the better searches over the worse every E iterations; a run
+/// stopped between two copies resumes to the same report, and the copies change the run.
+#[test]
+fn exploiting_searches_resume_as_if_uninterrupted() {
+    let d = dir("linear-exploit");
+    let (full, resumed, ck, plain) = (d.join("full.json"), d.join("resumed.json"), d.join("run.ckpt"), d.join("plain.json"));
+    let base = ["control", "--env", "hopper", "--policy", "linear", "--device", "cpu", "--seed", "3", "--episode-steps", "60", "--test-episodes", "2", "--searches", "4", "--validation-episodes", "2", "-q"];
+    assert_ok(&grove(&[&base[..], &["--exploit-every", "2", "--gens", "7", "--report", s(&full)]].concat()));
+    assert_ok(&grove(&[&base[..], &["--exploit-every", "2", "--gens", "5", "--checkpoint", s(&ck)]].concat()));
+    assert_ok(&grove(&["run", "--resume", s(&ck), "--gens", "7", "--report", s(&resumed), "-q"]));
+    let full = without_timings(read_json(&full));
+    assert_eq!(full, without_timings(read_json(&resumed)));
+    assert_eq!(full["settings"]["exploit_every"].as_u64(), Some(2));
+    assert_ok(&grove(&[&base[..], &["--gens", "7", "--report", s(&plain)]].concat()));
+    let returns = |r: &serde_json::Value| r["searches"]["candidates"].as_array().unwrap().iter().map(|c| c["validation_return"].as_f64().unwrap()).collect::<Vec<_>>();
+    assert_ne!(returns(&full), returns(&without_timings(read_json(&plain))), "the copies change the searches");
 }
 
 #[test]

@@ -123,6 +123,7 @@ def control(
     step_size=None,
     noise=None,
     searches=None,
+    exploit_every=None,
     linear_iterations=None,
     head_every=0,
     head_iterations=_CONTROL["head_iterations"],
@@ -171,7 +172,9 @@ def control(
     the one whose last policy has the highest mean return over ``validation_episodes`` fresh
     episodes (``--searches``; ``report["searches"]`` holds every search's returns). None: one
     search on the CPU, and on a GPU 8 searches of 128 directions unless ``directions`` or
-    ``top_directions`` is given.
+    ``top_directions`` is given. ``exploit_every`` E > 0 (``--exploit-every``): after every E
+    iterations the worse half of the searches take the better half's W and statistics, ranked
+    by their last 3 iterations' returns (None or 0: never).
     ``policy="residual"`` tunes that linear policy for ``linear_iterations`` iterations
     (``--linear-iterations``; None: the device's default, 20 on the CPU, 100 on a GPU) and then
     evolves programs over the normalised observations for ``generations`` generations, added
@@ -288,6 +291,10 @@ def control(
         settings["linear"] = linear
     if searches is not None:
         settings["searches"] = int(searches)
+    if exploit_every is not None:
+        if int(exploit_every) < 0:
+            raise ValueError(f"exploit_every must be at least 0, got {exploit_every}")
+        settings["exploit_every"] = int(exploit_every)
     if linear_iterations is not None:
         settings["linear_iterations"] = int(linear_iterations)
     if population_size is not None:

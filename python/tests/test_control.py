@@ -204,6 +204,19 @@ def test_linear_searches_side_by_side_return_the_one_that_validates_best():
         grove.control("swimmer", searches=2, **TINY)
 
 
+def test_exploiting_searches_copy_and_are_checked():
+    small = dict(generations=4, episode_steps=40, test_episodes=2, device="cpu", directions=2, validation_episodes=2)
+    p = grove.control("hopper", policy="linear", searches=4, exploit_every=2, **small)
+    assert p.report["settings"]["exploit_every"] == 2
+    plain = grove.control("hopper", policy="linear", searches=4, **small)
+    returns = lambda r: [c["validation_return"] for c in r.report["searches"]["candidates"]]
+    assert returns(p) != returns(plain)
+    with pytest.raises(ValueError, match=r"--exploit-every \(exploit_every\)"):
+        grove.control("hopper", policy="linear", exploit_every=2, **small)
+    with pytest.raises(ValueError, match=r"exploit_every must be at least 0"):
+        grove.control("hopper", policy="linear", searches=2, exploit_every=-1, **small)
+
+
 def test_a_policy_from_a_report_with_a_bad_linear_head_is_a_value_error():
     small = dict(generations=2, episode_steps=20, test_episodes=1, device="cpu", directions=2)
     report = grove.control("swimmer", policy="linear", **small).report

@@ -115,6 +115,8 @@ pub struct ControlArgs {
         crate::task::control::settings::MAX_SEARCHES, defaults::LINEAR_SEARCHES, defaults::LINEAR_GPU_SEARCHES, defaults::LINEAR_GPU_SIDE.directions, defaults::LINEAR_GPU_SIDE.top, defaults::LINEAR_SEARCHES
     ))]
     pub(crate) searches: Option<usize>,
+    #[arg(long, help_heading = "Policy", value_name = "E", help = "--policy linear with --searches 2 or more: after every E iterations the worse half of the searches take the better half's W and statistics (ranked by their unperturbed returns over the last 3 iterations) and go on with their own directions; 0: never [default: 0]")]
+    pub(crate) exploit_every: Option<usize>,
     #[arg(long, help_heading = "Policy", help = format!(
         "--policy residual: iterations of the linear policy's random search before the programs are evolved on top of it (--gens generations), 1 to {} [default: {} on the CPU, {} on a GPU]",
         crate::task::control::MAX_LINEAR_ITERATIONS, defaults::LINEAR_ITERATIONS_CPU, defaults::LINEAR_ITERATIONS_GPU
@@ -169,6 +171,7 @@ impl ControlArgs {
         o.number_some("--step-size", "linear.step_size", self.step_size)?;
         o.number_some("--noise", "linear.noise", self.noise)?;
         o.set_some("searches", self.searches);
+        o.set_some("exploit_every", self.exploit_every);
         o.set_some("linear_iterations", self.linear_iterations);
         o.set("head_every", self.head_every);
         o.set("head_iterations", self.head_iterations);

@@ -289,6 +289,13 @@ pub(super) fn iterate(
                 opts.say(&format!("note: iteration {it}'s step{which} would have made W non-finite and was not taken: lower --step-size ({})", cfg.step_size));
             }
         }
+        if settings.exploit_every > 0 && (it + 1) % settings.exploit_every == 0 {
+            for (to, from) in exploit(searches) {
+                if opts.verbose {
+                    opts.say(&format!("iteration {it:>5}  search {} takes search {}'s W and statistics", to + 1, from + 1));
+                }
+            }
+        }
         // The leading search: the highest unperturbed return (NaN never leads), the first on a tie.
         let lead = crate::program::fitness::argmax(&rows.iter().map(|r| r.0.central).collect::<Vec<_>>());
         let (row, central) = &rows[lead];
@@ -313,6 +320,41 @@ pub(super) fn iterate(
         }
     }
     Ok(crate::task::base::budget::Ending::Generations)
+}
+
+/// The iterations whose unperturbed returns rank searches for [`exploit`] (the last ones; a
+/// single iteration's return, of a few episodes, is noisy).
+pub const EXPLOIT_WINDOW: usize = 3;
+
+/// Population-based exploitation among searches side by side (`--exploit-every`): ranks the
+/// searches by the mean unperturbed return of their last [`EXPLOIT_WINDOW`] iterations (a NaN
+/// lowest; ties by position), and each of the worse half takes `W` and the statistics of its
+/// rank's twin in the better half (the worst the best's, and so on) where that one ranks
+/// strictly higher. Each keeps its own directions and history, so the copies part again. At 60
+/// s the searches of one run end thousands apart (Walker2d 3314 to 5447 on validation
+/// episodes, docs/benchmarks.md issue 57, 2026-12-06). Returns the copies as (to, from).
+pub(super) fn exploit(searches: &mut [Search]) -> Vec<(usize, usize)> {
+    let score = |s: &Search| {
+        let last: Vec<f64> = s.history.iter().rev().take(EXPLOIT_WINDOW).map(|h| h.central).collect();
+        let m = last.iter().sum::<f64>() / last.len().max(1) as f64;
+        if m.is_nan() || last.is_empty() { f64::NEG_INFINITY } else { m }
+    };
+    let scores: Vec<f64> = searches.iter().map(score).collect();
+    let mut order: Vec<usize> = (0..searches.len()).collect();
+    // Best first; a stable sort keeps the earlier search first on a tie.
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+    let half = searches.len() / 2;
+    let mut copies = Vec::new();
+    for k in 0..half {
+        let (from, to) = (order[k], order[order.len() - 1 - k]);
+        if scores[from] > scores[to] {
+            let (theta, stats) = (searches[from].theta.clone(), searches[from].stats.clone());
+            searches[to].theta = theta;
+            searches[to].stats = stats;
+            copies.push((to, from));
+        }
+    }
+    copies
 }
 
 /// What a checkpoint keeps of searches side by side: the first one's state, holding the
@@ -759,6 +801,40 @@ mod tests {
         let mut bad = state.clone();
         bad.side[1].iteration += 1;
         assert!(bad.check().unwrap_err().to_string().contains("side-by-side search 3 is at iteration 4"));
+    }
+
+    /// Exploitation ranks by the last iterations' unperturbed returns: the worst takes the
+    /// best's W and statistics, the second worst the second best's; the middle of an odd count,
+    /// a tie and a search that is not worse are left alone, and a NaN ranks lowest.
+    #[test]
+    fn exploitation_copies_the_better_half_over_the_worse() {
+        let row = |central: f64| Iteration { best: central, mean: central, central, step: Default::default(), seconds: 0.0 };
+        let make = |k: usize, returns: &[f64]| {
+            let mut s = Search { index: k, ..Search::fresh(1, 2) };
+            s.theta = vec![k as f64, -(k as f64)];
+            s.stats.add(&[k as f32, 1.0]);
+            s.history = returns.iter().map(|&r| row(r)).collect();
+            s
+        };
+        // Means of the last three: 10, 30, 20, NaN, 40 (the first return of search 0 is too old).
+        let mut five = vec![make(0, &[1000.0, 10.0, 10.0, 10.0]), make(1, &[30.0]), make(2, &[0.0, 20.0, 40.0]), make(3, &[f64::NAN, 5.0]), make(4, &[40.0, 40.0])];
+        let before: Vec<(Vec<f64>, ObsStats)> = five.iter().map(|s| (s.theta.clone(), s.stats.clone())).collect();
+        let copies = exploit(&mut five);
+        // Ranked 4, 1, 2, 0, 3: search 3 (NaN) takes search 4's, search 0 takes search 1's; 2 stays.
+        assert_eq!(copies, vec![(3, 4), (0, 1)]);
+        assert_eq!((&five[3].theta, &five[3].stats), (&before[4].0, &before[4].1));
+        assert_eq!((&five[0].theta, &five[0].stats), (&before[1].0, &before[1].1));
+        for k in [1, 2, 4] {
+            assert_eq!((&five[k].theta, &five[k].stats), (&before[k].0, &before[k].1), "search {k} is unchanged");
+        }
+        // Each keeps its own directions and history.
+        assert_eq!((five[3].index, five[3].history.len(), five[0].history.len()), (3, 2, 4));
+        // Equal returns: nothing is copied.
+        let mut level = vec![make(0, &[5.0]), make(1, &[5.0])];
+        assert!(exploit(&mut level).is_empty());
+        assert_eq!(level[0].theta, vec![0.0, 0.0]);
+        // One search, or none, has no one to copy from.
+        assert!(exploit(&mut [make(0, &[1.0])]).is_empty() && exploit(&mut []).is_empty());
     }
 
     /// The reported search is the one whose last policy returns most on the validation

@@ -90,6 +90,13 @@ pub struct ControlSettings {
     /// ([`self::linear`]). Absent from a file: 1.
     #[serde(default = "crate::task::base::defaults::linear_searches")]
     pub searches: usize,
+    /// `policy: linear` with `searches` ≥ 2: after every this many iterations the worse half
+    /// of the searches take the better half's `W` and statistics (the worst the best's, the
+    /// second worst the second best's, ...), ranked by their unperturbed returns over the last
+    /// [`self::linear::EXPLOIT_WINDOW`] iterations, and go on with their own directions; 0:
+    /// never ([`self::linear::exploit`]). Absent from a file: 0.
+    #[serde(default)]
+    pub exploit_every: usize,
     /// `policy: residual`: iterations of the linear policy's search before the programs' search
     /// (whose generations are `engine.generations`).
     #[serde(default = "crate::task::base::defaults::linear_iterations_cpu")]
@@ -158,6 +165,7 @@ impl Default for ControlSettings {
             policy: PolicyKind::Program,
             linear: crate::task::base::defaults::linear_cpu(),
             searches: crate::task::base::defaults::LINEAR_SEARCHES,
+            exploit_every: 0,
             linear_iterations: crate::task::base::defaults::LINEAR_ITERATIONS_CPU,
             head_every: 0,
             head_iterations: crate::task::base::defaults::HEAD_ITERATIONS,
@@ -226,6 +234,12 @@ impl ControlSettings {
             self.searches == 1 || self.policy == PolicyKind::Linear,
             "--searches (searches) runs random searches of --policy linear side by side; this run's policy is {}: leave it out",
             format!("{:?}", self.policy).to_lowercase()
+        );
+        ensure!(
+            self.exploit_every == 0 || self.searches >= 2,
+            "--exploit-every (exploit_every) copies the better random searches side by side over the worse; this run has {} search{}: give --searches 2 or more, or leave it out",
+            self.searches,
+            if self.searches == 1 { "" } else { "es" }
         );
         if self.policy == PolicyKind::Residual {
             check_count("--linear-iterations (linear_iterations)", self.linear_iterations, 1, MAX_LINEAR_ITERATIONS)?;
