@@ -84,7 +84,8 @@ fn linear_settings_come_from_flags_and_experiment_files() {
     let c = cli(&["--env", "hopper", "--policy", "linear"], false);
     assert_eq!(c.policy, PolicyKind::Linear);
     assert_eq!(c.linear, grove::task::base::defaults::LINEAR_CPU);
-    // On a GPU: 8 searches side by side of 128 directions, unless the searches or directions are named.
+    // On a GPU: 8 searches side by side of 128 directions; K ≥ 2 searches named keep the 128,
+    // one search named or the directions named take the single search's 1024.
     use grove::task::base::defaults::{LINEAR_GPU, LINEAR_GPU_SIDE};
     let gpu = cli(&["--env", "hopper", "--policy", "linear"], true);
     assert_eq!((gpu.linear, gpu.searches), (LINEAR_GPU_SIDE, 8));
@@ -93,7 +94,17 @@ fn linear_settings_come_from_flags_and_experiment_files() {
     let named = cli(&["--env", "hopper", "--policy", "linear", "--directions", "1024"], true);
     assert_eq!((named.linear, named.searches), (LINEAR_GPU, 1));
     let named = cli(&["--env", "hopper", "--policy", "linear", "--searches", "2"], true);
-    assert_eq!((named.linear, named.searches), (LINEAR_GPU, 2));
+    assert_eq!((named.linear, named.searches), (LINEAR_GPU_SIDE, 2));
+    let named = cli(&["--env", "hopper", "--policy", "linear", "--searches", "16"], true);
+    assert_eq!((named.linear, named.searches), (LINEAR_GPU_SIDE, 16));
+    let file = experiment("Control(env: \"hopper\", policy: \"linear\", device: \"cuda\", searches: 4)");
+    assert_eq!((file.linear, file.searches), (LINEAR_GPU_SIDE, 4));
+    let one = cli(&["--env", "hopper", "--policy", "linear", "--searches", "1"], true);
+    assert_eq!((one.linear, one.searches), (LINEAR_GPU, 1));
+    let both = cli(&["--env", "hopper", "--policy", "linear", "--searches", "4", "--directions", "256"], true);
+    assert_eq!((both.linear.directions, both.linear.top, both.searches), (256, 32, 4), "the directions named keep the single search's share");
+    // On the CPU nothing changes with the count.
+    assert_eq!(cli(&["--env", "hopper", "--policy", "linear", "--searches", "4"], false).linear, grove::task::base::defaults::LINEAR_CPU);
     let residual = cli(&["--env", "hopper", "--policy", "residual"], true);
     assert_eq!((residual.linear, residual.searches), (LINEAR_GPU, 1));
     assert_eq!(experiment("Control(env: \"hopper\", policy: \"linear\")"), c);

@@ -172,7 +172,8 @@ def control(
     the one whose last policy has the highest mean return over ``validation_episodes`` fresh
     episodes (``--searches``; ``report["searches"]`` holds every search's returns). None: one
     search on the CPU, and on a GPU 8 searches of 128 directions unless ``directions`` or
-    ``top_directions`` is given. ``exploit_every`` E > 0 (``--exploit-every``): after every E
+    ``top_directions`` is given (2 or more ``searches`` on a GPU: each of 128 directions unless
+    those are given; 1: one search of 1024). ``exploit_every`` E > 0 (``--exploit-every``): after every E
     iterations the worse half of the searches take the better half's W and statistics, ranked
     by their last 3 iterations' returns (None or 0: never).
     ``policy="residual"`` tunes that linear policy for ``linear_iterations`` iterations

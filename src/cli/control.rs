@@ -111,7 +111,7 @@ pub struct ControlArgs {
     ))]
     pub(crate) noise: Option<f64>,
     #[arg(long, help_heading = "Policy", help = format!(
-        "--policy linear: random searches run side by side, 1 to {}, each drawing its own directions, their policies played together in one roll-out call an iteration; the one whose last policy has the highest mean return over --validation-episodes fresh episodes (its training return with 0) is reported [default: {} on the CPU; on a GPU {} of --directions {} --top-directions {} unless --directions or --top-directions is given, else {}]",
+        "--policy linear: random searches run side by side, 1 to {}, each drawing its own directions, their policies played together in one roll-out call an iteration; the one whose last policy has the highest mean return over --validation-episodes fresh episodes (its training return with 0) is reported [default: {} on the CPU; on a GPU {} of --directions {} --top-directions {} unless --directions or --top-directions is given, else {}; on a GPU 2 or more given keep those directions unless they are given]",
         crate::task::control::settings::MAX_SEARCHES, defaults::LINEAR_SEARCHES, defaults::LINEAR_GPU_SEARCHES, defaults::LINEAR_GPU_SIDE.directions, defaults::LINEAR_GPU_SIDE.top, defaults::LINEAR_SEARCHES
     ))]
     pub(crate) searches: Option<usize>,

@@ -337,21 +337,30 @@ pub fn top_by_share(base: &mut serde_json::Value, given: &serde_json::Value) {
     }
 }
 
-/// On a GPU, a `--policy linear` run that names none of `searches`, `linear.directions` and
-/// `linear.top` runs [`crate::task::base::defaults::LINEAR_GPU_SEARCHES`] searches side by
-/// side of [`crate::task::base::defaults::LINEAR_GPU_SIDE`]'s directions (`base`: the defaults
-/// as JSON, `given` the fields given). Naming any of them keeps the one search of
-/// [`crate::task::base::defaults::LINEAR_GPU`] for what is not named.
+/// On a GPU, a `--policy linear` run that names neither `linear.directions` nor `linear.top`
+/// plays searches of [`crate::task::base::defaults::LINEAR_GPU_SIDE`]'s directions side by
+/// side: [`crate::task::base::defaults::LINEAR_GPU_SEARCHES`] of them, or the `searches` named
+/// when that is 2 or more (`base`: the defaults as JSON, `given` the fields given). One search
+/// named, or the directions named, keeps [`crate::task::base::defaults::LINEAR_GPU`] for what
+/// is not named. (Before, naming `--searches 16` gave each of the 16 the single search's 1024
+/// directions: eight times the episodes of the default an iteration.)
 pub fn searches_by_default(base: &mut serde_json::Value, given: &serde_json::Value) {
     use crate::task::base::defaults::{LINEAR_GPU_SEARCHES, LINEAR_GPU_SIDE};
     let policy: PolicyKind = given.get("policy").and_then(|p| serde_json::from_value(p.clone()).ok()).unwrap_or_default();
     let linear = given.get("linear");
-    let named = given.get("searches").is_some() || linear.is_some_and(|l| l.get("directions").is_some() || l.get("top").is_some());
-    if policy == PolicyKind::Linear && !named {
-        base["searches"] = serde_json::json!(LINEAR_GPU_SEARCHES);
-        base["linear"]["directions"] = serde_json::json!(LINEAR_GPU_SIDE.directions);
-        base["linear"]["top"] = serde_json::json!(LINEAR_GPU_SIDE.top);
+    let directions_named = linear.is_some_and(|l| l.get("directions").is_some() || l.get("top").is_some());
+    let searches = given.get("searches").map(|k| k.as_u64());
+    if policy != PolicyKind::Linear || directions_named {
+        return;
     }
+    match searches {
+        None => base["searches"] = serde_json::json!(LINEAR_GPU_SEARCHES),
+        // Two or more named (a count the checks refuse is left for them to say so).
+        Some(Some(k)) if k >= 2 => {}
+        Some(_) => return,
+    }
+    base["linear"]["directions"] = serde_json::json!(LINEAR_GPU_SIDE.directions);
+    base["linear"]["top"] = serde_json::json!(LINEAR_GPU_SIDE.top);
 }
 
 /// The top directions of `directions` at the share of `d` (at least 1).
