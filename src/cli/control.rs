@@ -115,7 +115,10 @@ pub struct ControlArgs {
         crate::task::control::settings::MAX_SEARCHES, defaults::LINEAR_SEARCHES, defaults::LINEAR_GPU_SEARCHES, defaults::LINEAR_GPU_SIDE.directions, defaults::LINEAR_GPU_SIDE.top, defaults::LINEAR_SEARCHES
     ))]
     pub(crate) searches: Option<usize>,
-    #[arg(long, help_heading = "Policy", value_name = "E", help = "--policy linear with --searches 2 or more: after every E iterations the worse half of the searches take the better half's W and statistics (ranked by their unperturbed returns over the last 3 iterations) and go on with their own directions; 0: never [default: 0]")]
+    #[arg(long, help_heading = "Policy", value_name = "E", help = format!(
+        "--policy linear with --searches 2 or more: after every E iterations the worse half of the searches take the better half's W and statistics (ranked by their unperturbed returns over the last {} iterations) and go on with their own directions; 0: never [default: 0]",
+        crate::task::control::linear::EXPLOIT_WINDOW
+    ))]
     pub(crate) exploit_every: Option<usize>,
     #[arg(long, help_heading = "Policy", help = format!(
         "--policy residual: iterations of the linear policy's random search before the programs are evolved on top of it (--gens generations), 1 to {} [default: {} on the CPU, {} on a GPU]",
