@@ -551,8 +551,9 @@ impl GeArgs {
                         "{flag} `{value}` names an operator of grammatical evolution, and this run has no --grammar (tree GP takes a probability here, its trees.{field})"
                     );
                 };
+                // Checked here: the field would carry a NaN as null. The range is the settings'
+                // check (`search::check_tree_rates`), as for an experiment file.
                 anyhow::ensure!(p.is_finite(), "{flag} (trees.{field}) must be a finite number, got {value}");
-                anyhow::ensure!((0.0..=1.0).contains(&p), "{flag} (trees.{field}) must be a probability in [0, 1], got {value}");
                 o.set(&format!("trees.{field}"), p);
             }
         }
