@@ -293,14 +293,14 @@ fn help_groups_the_flags_under_headings_and_prints_the_defaults_from_the_constan
 fn the_flags_give_the_settings_an_experiment_file_gives_for_the_same_values() {
     use grove::task::runner::experiment::Experiment;
     let Ok(grove::cli::Command::Evolve(a)) = parsed(&[
-        "evolve", "--functions", "add,mul,sin", "--pop", "40", "--gens", "3", "--seed", "7", "--metric", "rmse", "--outputs", "1",
+        "evolve", "-g", "grammars/regression.bnf", "--pop", "40", "--gens", "3", "--seed", "7", "--metric", "rmse", "--outputs", "1",
         "--optimise-every", "2", "--select", "train", "--bloat", "nsga2", "--codons", "lazy", "--init", "random", "--genome-length", "600",
         "--islands", "2", "--migrants", "3", "--time-limit", "9", "--device", "cpu",
     ]) else {
         panic!()
     };
     let file = experiment(
-        "Evolve(functions: \"add,mul,sin\", engine: (pop_size: 40, generations: 3, seed: 7, bloat: \"nsga2\", constants: (every: 2)), \
+        "Evolve(grammar: \"grammars/regression.bnf\", engine: (pop_size: 40, generations: 3, seed: 7, bloat: \"nsga2\", constants: (every: 2)), \
          regression: (metric: \"rmse\"), select: \"train\", map: (codons: \"lazy\"), init: (method: \"random\", length: 600), \
          genome_capacity: 600, islands: (count: 2, migrants: 3), budget: (time_limit: 9.0), device: \"cpu\")",
     );
@@ -375,7 +375,7 @@ fn the_representation_group_keeps_each_commands_function_set() {
 #[test]
 fn the_engines_own_enums_take_the_spellings_of_the_mirrors_they_replace() {
     use grove::genome::{Codons, InitMethod};
-    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--functions", "add", "--codons", "lazy", "--init", "random", "--device", "cpu"]) else {
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "-g", "grammars/regression.bnf", "--codons", "lazy", "--init", "random", "--device", "cpu"]) else {
         panic!()
     };
     let s = a.settings().unwrap();
@@ -383,7 +383,7 @@ fn the_engines_own_enums_take_the_spellings_of_the_mirrors_they_replace() {
     let Ok(grove::cli::Command::Map(m)) = parsed(&["map", "-g", "grammars/ge-paper.bnf", "--codons", "eager"]) else { panic!() };
     assert_eq!(m.codons, Codons::Eager);
     for bad in [&["--codons", "Lazy"][..], &["--codons", "greedy"], &["--init", "ramped"], &["--init", ""]] {
-        let e = parsed(&[&["evolve", "--functions", "add"][..], bad].concat()).unwrap_err();
+        let e = parsed(&[&["evolve", "-g", "grammars/regression.bnf"][..], bad].concat()).unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::InvalidValue, "{bad:?}");
     }
 }
@@ -495,6 +495,44 @@ fn ge_operators_are_named_with_an_optional_rate() {
         }
     }
     assert_one_line_error(&grove(&[&ge[..], &["--crossover", "uniform"]].concat(), ""), &["--crossover `uniform`"]);
+}
+
+/// Issue 55: a flag of GE's genome (`--init`, `--wraps`, ...) given without a grammar gets one
+/// line on every command, where it used to be ignored; with a grammar it reaches the settings.
+#[test]
+fn genome_flags_without_a_grammar_get_one_line() {
+    let commands: [&[&str]; 3] = [
+        &["evolve", "--functions", "add,sub,mul", "--data", "builtin:pagie1", "--device", "cpu", "--gens", "1"],
+        &["classify", "--data", "builtin:iris", "--device", "cpu", "--gens", "1"],
+        &["control", "--env", "swimmer", "--device", "cpu", "--gens", "1"],
+    ];
+    for command in commands {
+        for (flags, named) in [
+            (&["--init", "pi-grow"][..], "--init is a flag"),
+            (&["--wraps", "2"], "--wraps is a flag"),
+            (&["--codons", "lazy"], "--codons is a flag"),
+            (&["--max-depth", "12"], "--max-depth is a flag"),
+            (&["--init-depth", "2,5"], "--init-depth is a flag"),
+            (&["--genome-length", "50"], "--genome-length is a flag"),
+            (&["--genome-capacity", "500"], "--genome-capacity is a flag"),
+            (&["--reading", "derivation"], "--reading is a flag"),
+            (&["--wraps", "0", "--init", "random"], "--wraps, --init are flags"),
+        ] {
+            let out = grove(&[command, flags].concat(), "");
+            assert_one_line_error(&out, &[named, "of grammatical evolution, and this run has no --grammar"]);
+        }
+    }
+    // With a grammar each reaches its block.
+    let ge = ["evolve", "-g", "grammars/regression.bnf", "--device", "cpu"];
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&[&ge[..], &["--init", "pi-grow", "--wraps", "2", "--max-depth", "12", "--init-depth", "2,5"]].concat()) else {
+        panic!()
+    };
+    let s = a.settings().unwrap();
+    assert_eq!((s.init.method, s.map.max_wraps, s.map.max_depth, s.init.min_depth, s.init.max_depth), (grove::genome::InitMethod::PiGrow, 2, 12, 2, 5));
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&ge) else { panic!() };
+    let s = a.settings().unwrap();
+    let d = grove::task::base::defaults::GE.configs();
+    assert_eq!((s.map, s.init, s.vary, s.genome_capacity), (d.map, d.init, d.vary, d.genome_capacity));
 }
 
 /// Issue 58: a PonyGE2 problem as its users run it, with its own Train and Test files: the

@@ -396,25 +396,26 @@ fn parse_range(s: &str) -> Result<InitDepth, String> {
     Ok(InitDepth(a, b))
 }
 
-/// Settings of grammatical evolution, shared by `evolve`, `classify` and `control`.
+/// Settings of grammatical evolution, shared by `evolve`, `classify` and `control`. Each is an
+/// `Option` so that one given without `--grammar` (tree GP, which has no genome) is an error
+/// line, not ignored; not given, it is `defaults::GE`'s.
 #[derive(Debug, Args)]
 pub struct GeArgs {
-    #[arg(long, default_value_t = defaults::GE.wraps, help = format!("GE: extra passes over the genome, at most {MAX_WRAPS}"))]
-    pub(crate) wraps: u32,
-    /// GE: codon use at single-production rules.
-    #[arg(long, value_enum, default_value_t = defaults::GE.codons)]
-    pub codons: crate::genome::Codons,
-    /// GE: largest derivation depth (PonyGE2's count).
-    #[arg(long, default_value_t = defaults::GE.max_depth)]
-    pub max_depth: u32,
-    /// GE: initialisation.
-    #[arg(long, value_enum, default_value_t = defaults::GE.init)]
-    pub init: crate::genome::InitMethod,
-    /// GE: smallest and largest depth of the ramp of sensible initialisation and PI grow.
-    #[arg(long, default_value_t = InitDepth(defaults::GE.init_depth.0, defaults::GE.init_depth.1), value_parser = parse_range)]
-    pub init_depth: InitDepth,
-    #[arg(long, default_value_t = defaults::GE.genome_length, help = format!("GE: genome length of random initialisation, 1 to {MAX_GENOME}"))]
-    pub(crate) genome_length: usize,
+    #[arg(long, help = format!("GE: extra passes over the genome, at most {MAX_WRAPS} [default: {}]", defaults::GE.wraps))]
+    pub(crate) wraps: Option<u32>,
+    #[arg(long, value_enum, help = format!("GE: codon use at single-production rules [default: {}]", value_name(defaults::GE.codons)))]
+    pub(crate) codons: Option<crate::genome::Codons>,
+    #[arg(long, help = format!("GE: largest derivation depth (PonyGE2's count) [default: {}]", defaults::GE.max_depth))]
+    pub(crate) max_depth: Option<u32>,
+    #[arg(long, value_enum, help = format!("GE: initialisation [default: {}]", value_name(defaults::GE.init)))]
+    pub(crate) init: Option<crate::genome::InitMethod>,
+    #[arg(long, value_parser = parse_range, help = format!(
+        "GE: smallest and largest depth of the ramp of sensible initialisation and PI grow [default: {}]",
+        InitDepth(defaults::GE.init_depth.0, defaults::GE.init_depth.1)
+    ))]
+    pub(crate) init_depth: Option<InitDepth>,
+    #[arg(long, help = format!("GE: genome length of random initialisation, 1 to {MAX_GENOME} [default: {}]", defaults::GE.genome_length))]
+    pub(crate) genome_length: Option<usize>,
     #[arg(long, help = format!(
         "GE: longest genome crossover may make, --genome-length to {MAX_GENOME} [default: {}, or --genome-length where that is longer]",
         defaults::GE.genome_capacity
@@ -433,12 +434,11 @@ pub struct GeArgs {
         defaults::GE_SUBTREE_MUTATION, default_mutation(), defaults::TREE_P_MUTATION, p = defaults::GE.mutation
     ))]
     pub mutation: Option<String>,
-    /// GE: how a derivation becomes a program: text (what its phenotype says under Python's
-    /// precedence and associativity, PonyGE2's meaning: x-<e> with <e> deriving a+b is
-    /// (x-a)+b) or derivation (the derivation tree's nesting, each production's operators by
-    /// precedence within it: x-(a+b), for grammars written for it).
-    #[arg(long, value_enum, default_value_t = defaults::GE.reading)]
-    pub reading: crate::grammar::template::Reading,
+    #[arg(long, value_enum, help = format!(
+        "GE: how a derivation becomes a program: text (what its phenotype says under Python's precedence and associativity, PonyGE2's meaning: x-<e> with <e> deriving a+b is (x-a)+b) or derivation (the derivation tree's nesting, each production's operators by precedence within it: x-(a+b), for grammars written for it) [default: {}]",
+        value_name(defaults::GE.reading)
+    ))]
+    pub(crate) reading: Option<crate::grammar::template::Reading>,
 }
 
 /// `--crossover`'s value: a probability, or `onepoint`/`subtree` with an optional `:P`.
@@ -518,32 +518,59 @@ impl GeArgs {
             Some(s) => parse_mutation(s)?,
             None => (defaults::GE.mutation_op, defaults::GE.mutation, defaults::GE.int_flip_rate),
         };
+        let d = &defaults::GE;
+        let genome_length = self.genome_length.unwrap_or(d.genome_length);
+        let init_depth = self.init_depth.map_or(d.init_depth, |r| (r.0, r.1));
         Ok(defaults::Ge {
-            wraps: self.wraps,
-            codons: self.codons,
-            max_depth: self.max_depth,
-            init: self.init,
-            init_depth: (self.init_depth.0, self.init_depth.1),
-            genome_length: self.genome_length,
+            wraps: self.wraps.unwrap_or(d.wraps),
+            codons: self.codons.unwrap_or(d.codons),
+            max_depth: self.max_depth.unwrap_or(d.max_depth),
+            init: self.init.unwrap_or(d.init),
+            init_depth,
+            genome_length,
             // Given, it is checked against the length; not given, it makes room for it.
-            genome_capacity: self.genome_capacity.unwrap_or(defaults::GE.genome_capacity.max(self.genome_length)),
+            genome_capacity: self.genome_capacity.unwrap_or(d.genome_capacity.max(genome_length)),
             crossover,
             mutation,
             crossover_op,
             mutation_op,
             int_flip_rate,
-            reading: self.reading,
+            reading: self.reading.unwrap_or(d.reading),
         }
         .configs())
+    }
+
+    /// The GE-only flags given (those that mean nothing without a genome), as the command line
+    /// spells them.
+    fn genome_flags(&self) -> Vec<&'static str> {
+        let given = [
+            ("--wraps", self.wraps.is_some()),
+            ("--codons", self.codons.is_some()),
+            ("--max-depth", self.max_depth.is_some()),
+            ("--init", self.init.is_some()),
+            ("--init-depth", self.init_depth.is_some()),
+            ("--genome-length", self.genome_length.is_some()),
+            ("--genome-capacity", self.genome_capacity.is_some()),
+            ("--reading", self.reading.is_some()),
+        ];
+        given.into_iter().filter(|g| g.1).map(|g| g.0).collect()
     }
 
     /// The blocks `map`, `init` and `vary` and the field `genome_capacity`. `grammar`: the run
     /// has one; else (tree GP) a `--crossover` or `--mutation` that is a number sets the
     /// experiment's `trees.p_crossover` or `trees.p_mutation`, and one that names a GE
-    /// operator is an error.
+    /// operator, or any flag of GE's genome (`--init`, `--wraps`, ...), is an error line: tree
+    /// GP has no genome, and the flag would change nothing.
     pub fn overlay(&self, o: &mut Overlay, grammar: bool) -> Result<()> {
-        let ge = self.configs()?;
+        let mut ge = self.configs()?;
         if !grammar {
+            let flags = self.genome_flags();
+            anyhow::ensure!(
+                flags.is_empty(),
+                "{} {} of grammatical evolution, and this run has no --grammar: tree GP (--functions) has no genome to map, initialise or wrap (its trees are set by --max-len and the experiment's trees block)",
+                flags.join(", "),
+                if flags.len() == 1 { "is a flag" } else { "are flags" }
+            );
             for (flag, value, field) in [("--crossover", &self.crossover, "p_crossover"), ("--mutation", &self.mutation, "p_mutation")] {
                 let Some(value) = value else { continue };
                 let Ok(p) = value.trim().parse::<f32>() else {
@@ -556,6 +583,8 @@ impl GeArgs {
                 anyhow::ensure!(p.is_finite(), "{flag} (trees.{field}) must be a finite number, got {value}");
                 o.set(&format!("trees.{field}"), p);
             }
+            // The rates went to the trees; GE's blocks keep their defaults.
+            ge = defaults::GE.configs();
         }
         // Checked first: the block would carry a NaN as null.
         finite("--crossover", "vary.crossover", ge.vary.crossover.into())?;
