@@ -36,7 +36,8 @@ pub enum Diversity {
     None,
     /// Programs of equal fitness enter parent selection once: only the smallest of them (the
     /// first among equal sizes) is a candidate parent, so that copies of one program, or of
-    /// one constant, cannot fill the tournaments. NSGA-II ranks its duplicates behind instead.
+    /// one constant, cannot fill the tournaments. Refused under NSGA-II, which ranks its
+    /// duplicates behind by itself.
     Unique,
 }
 
@@ -569,6 +570,38 @@ mod tests {
             assert_eq!(tournament_distinct(&fit, &pool, 3, 1, 0, slot), 1);
         }
         assert_eq!(elite(&fit, 2), [1, 0]);
+    }
+
+    #[test]
+    fn unique_parents_keep_one_representative_of_each_fitness_the_smallest() {
+        // Two programs share fitness 1.0 (sizes 3 and 2), two more share 2.0 with equal sizes
+        // (the lower index stays); the invalid one is out either way.
+        let fit = [1.0, 1.0, 2.0, f64::NAN, 2.0, 0.5];
+        let sizes = [3, 2, 4, 1, 4, 9];
+        assert_eq!(parent_pool(&fit, &sizes, false), [0, 1, 2, 4, 5]);
+        assert_eq!(parent_pool(&fit, &sizes, true), [1, 2, 5]);
+        // -0.0 and 0.0 are distinct bits, so two representatives.
+        assert_eq!(parent_pool(&[0.0, -0.0], &[1, 1], true), [0, 1]);
+    }
+
+    #[test]
+    fn unique_parents_let_a_lone_distinct_program_into_the_tournaments() {
+        // A population of 19 copies of the best program and one worse, distinct program: in
+        // binary tournaments over every valid program the distinct one is a parent only when
+        // drawn twice (1/400); over the unique representatives, when drawn twice of two
+        // (1/4). What `--diversity unique` is for: a copied program cannot fill the tournaments.
+        let mut fit = vec![1.0; 20];
+        fit[7] = 3.0;
+        let sizes = vec![5u16; 20];
+        let share = |unique: bool| {
+            let t = Tournament { size: 2, bloat: Bloat::None, size_pressure: 1.0, unique };
+            let pool = parent_pool(&fit, &sizes, unique);
+            let n = 20_000;
+            (0..n).filter(|&slot| t.pick(&fit, &sizes, &pool, 3, 0, slot) == 7).count() as f64 / n as f64
+        };
+        let (all, unique) = (share(false), share(true));
+        assert!(all < 0.01, "over every program: {all}");
+        assert!((unique - 0.25).abs() < 0.02, "over the unique representatives: {unique}");
     }
 
     #[test]

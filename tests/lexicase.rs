@@ -1,6 +1,6 @@
-//! Lexicase selection as a user reaches it (`--selection lexicase|down-sampled`): on
-//! regression, classification and control, in experiment files, and one clear line for each
-//! setting it cannot run with.
+//! Lexicase selection and unique parents as a user reaches them (`--selection
+//! lexicase|down-sampled`, `--diversity unique`): on regression, classification and control, in
+//! experiment files, and one clear line for each setting they cannot run with.
 
 mod support;
 use support::{Device, grove_run, scratch, text};
@@ -105,10 +105,50 @@ fn a_collapse_to_a_constant_is_reported_and_lexicase_avoids_it() {
     assert_eq!(t["best"]["size"], 1, "{}", t["best"]);
     let g = t["collapse"]["from_generation"].as_u64().expect("a collapse is reported");
     assert!(g < 50, "{g}");
-    for more in [&["--crossover", "onepoint", "--mutation", "0.02", "--selection", "lexicase"][..], &[]] {
+    for more in [
+        &["--crossover", "onepoint", "--mutation", "0.02", "--selection", "lexicase"][..],
+        &["--crossover", "onepoint", "--mutation", "0.02", "--diversity", "unique"],
+        &[],
+    ] {
         let l = run(more);
         assert!(l["collapse"].is_null(), "{more:?}: {}", l["collapse"]);
         assert!(l["best"]["size"].as_u64().unwrap() > 5, "{more:?}");
         assert!(l["best"]["fitness"].as_f64().unwrap() < 0.5 * t["best"]["fitness"].as_f64().unwrap(), "{more:?}");
     }
+}
+
+#[test]
+fn every_task_runs_with_unique_parents_and_the_flag_changes_the_run() {
+    let ge = ["evolve", "-g", "grammars/regression.bnf", "--data", "builtin:koza1", "--pop", "60", "--gens", "5", "--seed", "3"];
+    let best = |r: &serde_json::Value| -> Vec<f64> { r["generations"].as_array().unwrap().iter().map(|g| g["mean_size"].as_f64().unwrap()).collect() };
+    let none = report(&ge);
+    let unique = report(&[&ge[..], &["--diversity", "unique"]].concat());
+    assert_eq!((none["settings"]["engine"]["diversity"].as_str(), unique["settings"]["engine"]["diversity"].as_str()), (Some("none"), Some("unique")));
+    assert_ne!(best(&none), best(&unique), "the parents are drawn from another pool, so the populations differ");
+    let r = report(&["evolve", "--functions", "add,sub,mul", "--data", "builtin:koza1", "--pop", "60", "--gens", "3", "--bloat", "none", "--diversity", "unique"]);
+    assert_eq!(r["settings"]["engine"]["diversity"], "unique");
+    let r = report(&["classify", "--pop", "60", "--gens", "3", "--diversity", "unique"]);
+    assert!(r["train"]["accuracy"].as_f64().unwrap() > 0.5, "{}", r["train"]);
+    let r = report(&["control", "--env", "swimmer", "--pop", "20", "--gens", "2", "--episode-steps", "30", "--diversity", "unique"]);
+    assert_eq!(r["settings"]["engine"]["diversity"], "unique");
+}
+
+#[test]
+fn unique_parents_where_they_would_change_nothing_get_one_clear_line() {
+    for (args, needle) in [
+        // `auto` is NSGA-II for tree GP without constant fitting, which ranks duplicates behind.
+        (vec!["evolve", "--functions", "add", "--diversity", "unique"], "this run's bloat control is NSGA-II (--bloat auto"),
+        (vec!["evolve", "-g", "grammars/regression.bnf", "--bloat", "nsga2", "--diversity", "unique"], "this run's bloat control is NSGA-II, which"),
+        (vec!["control", "--env", "swimmer", "--policy", "linear", "--diversity", "unique"], "--policy linear"),
+    ] {
+        let out = grove(&args);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        let e = text(&out.stderr);
+        assert!(e.contains(needle), "{args:?}: {e}");
+        assert!(e.starts_with("error: "), "{args:?}: {e}");
+        assert_eq!(e.trim().lines().count(), 1, "{args:?}: one line expected: {e}");
+    }
+    // With lexicase, `auto` runs plain, and unique parents are its candidates.
+    let r = report(&["evolve", "--functions", "add,sub", "--data", "builtin:koza1", "--pop", "40", "--gens", "2", "--selection", "lexicase", "--diversity", "unique"]);
+    assert_eq!(r["settings"]["engine"]["diversity"], "unique");
 }

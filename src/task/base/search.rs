@@ -87,6 +87,24 @@ pub fn check_search(e: &EngineConfig, islands: &IslandConfig) -> Result<()> {
     Ok(())
 }
 
+/// Checks that `--diversity unique` has parents to choose among: it picks them among unique
+/// programs in the tournaments and in lexicase, and NSGA-II (`--bloat nsga2`, or `auto` where
+/// it resolves to NSGA-II: tree GP without constant fitting) ranks duplicates behind by itself,
+/// so there the flag would change nothing and is refused with a line that says what to give.
+pub fn check_diversity(e: &EngineConfig, grammar: bool) -> Result<()> {
+    use crate::select::{Bloat, Diversity};
+    if e.diversity != Diversity::Unique || e.selection.is_lexicase() {
+        return Ok(());
+    }
+    let bloat = e.bloat.resolved(e.constants.steps > 0, grammar);
+    anyhow::ensure!(
+        bloat != Bloat::Nsga2,
+        "--diversity unique (engine.diversity) chooses parents among unique programs, and this run's bloat control is NSGA-II{}, which ranks duplicates behind by itself: leave --diversity out, or give --bloat none, double-tournament or lexicographic to use it",
+        if e.bloat == Bloat::Auto { " (--bloat auto, for tree GP without constant fitting)" } else { "" }
+    );
+    Ok(())
+}
+
 /// Checks GE's settings: variation probabilities, wraps and genome lengths.
 pub fn check_ge(ge: &GeConfigs) -> Result<()> {
     use anyhow::ensure;

@@ -197,6 +197,7 @@ impl ClassifySettings {
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
         crate::task::base::search::check_tree_rates(self.trees.p_crossover, self.trees.p_mutation)?;
         check_ge(&self.search_settings().ge)?;
+        crate::task::base::search::check_diversity(&self.engine, self.grammar.is_some())?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
         let max = crate::program::head::MAX_HEAD;
         ensure!(self.outputs <= max, "--outputs (outputs) asks for {} outputs under the head; it reads at most {max}", self.outputs);

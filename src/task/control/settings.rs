@@ -261,6 +261,10 @@ impl ControlSettings {
             "--normalise on (normalise) learns one normaliser for one population: with --islands (islands.count is {}) turn it off with --normalise off",
             self.islands.count
         );
+        ensure!(
+            !(self.engine.diversity == crate::select::Diversity::Unique && self.policy == PolicyKind::Linear),
+            "--diversity unique (engine.diversity) chooses the parents of evolved programs; --policy linear tunes a linear map by random search: leave --diversity out"
+        );
         if self.engine.selection.is_lexicase() {
             ensure!(
                 self.policy != PolicyKind::Linear,
@@ -275,6 +279,7 @@ impl ControlSettings {
             crate::select::cases_per_generation(self.engine.selection, self.engine.down_sample, self.episodes).map_err(|m| anyhow::anyhow!(m))?;
         }
         check_ge(&self.search_settings().ge)?;
+        crate::task::base::search::check_diversity(&self.engine, self.grammar.is_some())?;
         ensure!(self.grammar.is_some() || self.functions.is_some(), "give --grammar FILE or --functions LIST (in an experiment file: grammar or functions)");
         Ok(())
     }

@@ -306,6 +306,7 @@ impl EvolveSettings {
             "--selection lexicase and down-sampled read every program's error at each row, which --shard-rows splits over GPUs: use --selection tournament or drop --shard-rows"
         );
         check_ge(&self.search_settings().ge)?;
+        crate::task::base::search::check_diversity(&self.engine, self.grammar.is_some())?;
         match (&self.grammar, &self.functions) {
             (None, None) => anyhow::bail!(
                 "give --grammar FILE (grammatical evolution) or --functions LIST (tree GP), e.g. --grammar grammars/regression.bnf (in an experiment file: grammar or functions)"
