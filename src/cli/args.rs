@@ -17,8 +17,8 @@ use serde_json::Value;
 use crate::backend::DeviceChoice;
 use crate::evolve::IslandConfig;
 use crate::evolve::islands::MAX_ISLANDS;
-use crate::genome::vary::{GeCrossover, GeMutation, IntFlipRate};
 use crate::task::base::defaults::{self, EngineDefaults, GeConfigs};
+use crate::task::base::ge_names::{GeChoices, default_mutation};
 use crate::task::base::search::{MAX_GENERATIONS, MAX_GENOME, MAX_POP, MAX_WRAPS};
 
 /// The settings fields a command's flags give, as JSON: [`crate::task::runner::experiment::Experiment::from_flags`]
@@ -441,151 +441,44 @@ pub struct GeArgs {
     pub(crate) reading: Option<crate::grammar::template::Reading>,
 }
 
-/// `--crossover`'s value: a probability, or `onepoint`/`subtree` with an optional `:P`.
-fn parse_crossover(s: &str) -> Result<(GeCrossover, f32)> {
-    if let Ok(p) = s.trim().parse::<f32>() {
-        return Ok((defaults::GE.crossover_op, p));
-    }
-    let (name, rate) = split_rate(s);
-    let op = match name {
-        "onepoint" => GeCrossover::Onepoint,
-        "subtree" => GeCrossover::Subtree,
-        _ => anyhow::bail!("--crossover `{s}`: expected a probability or onepoint[:P] or subtree[:P]"),
-    };
-    Ok((op, rate.map(|r| rate_number("--crossover", s, r)).transpose()?.unwrap_or(defaults::GE.crossover)))
-}
-
-/// `--mutation`'s default, as the command line writes it.
-fn default_mutation() -> String {
-    let p = defaults::GE.mutation;
-    match (defaults::GE.mutation_op, defaults::GE.int_flip_rate) {
-        (GeMutation::Subtree, _) => format!("subtree:{p}"),
-        (GeMutation::IntFlip, IntFlipRate::Fixed) => format!("int-flip:{p}"),
-        (GeMutation::IntFlip, IntFlipRate::PerUsed) => "int-flip:1/used".into(),
-        (GeMutation::IntFlip, IntFlipRate::AtLeastPerUsed) => format!("int-flip:max({p},1/used)"),
-    }
-}
-
-/// `--mutation`'s value: a probability (int-flip's), or `int-flip` with an optional `:P`,
-/// `:1/used` or `:max(P,1/used)`, or `subtree` with an optional `:P`. Returns the operator, the
-/// rate and how int-flip's rate follows the used codons.
-fn parse_mutation(s: &str) -> Result<(GeMutation, f32, IntFlipRate)> {
-    if let Ok(p) = s.trim().parse::<f32>() {
-        return Ok((GeMutation::IntFlip, p, IntFlipRate::Fixed));
-    }
-    let (name, rate) = split_rate(s);
-    let at_least = rate.and_then(|r| r.strip_prefix("max(")).and_then(|r| r.strip_suffix(')'));
-    match (name, rate) {
-        ("int-flip", Some("1/used")) => Ok((GeMutation::IntFlip, defaults::GE.mutation, IntFlipRate::PerUsed)),
-        ("int-flip", Some(_)) if at_least.is_some() => {
-            let parts: Vec<&str> = at_least.unwrap_or_default().split(',').map(str::trim).collect();
-            let p = match parts[..] {
-                [p, "1/used"] | ["1/used", p] => rate_number("--mutation", s, p)?,
-                _ => anyhow::bail!("--mutation `{s}`: expected max(P,1/used), the larger of a probability P and one over the used codons"),
-            };
-            Ok((GeMutation::IntFlip, p, IntFlipRate::AtLeastPerUsed))
-        }
-        ("int-flip", r) => Ok((GeMutation::IntFlip, r.map(|r| rate_number("--mutation", s, r)).transpose()?.unwrap_or(defaults::GE.mutation), IntFlipRate::Fixed)),
-        ("subtree", Some("1/used")) => anyhow::bail!("--mutation `{s}`: 1/used is a rate of int-flip; subtree takes a probability per child"),
-        ("subtree", Some(_)) if at_least.is_some() => anyhow::bail!("--mutation `{s}`: max(P,1/used) is a rate of int-flip; subtree takes a probability per child"),
-        ("subtree", r) => Ok((GeMutation::Subtree, r.map(|r| rate_number("--mutation", s, r)).transpose()?.unwrap_or(defaults::GE_SUBTREE_MUTATION), IntFlipRate::Fixed)),
-        _ => anyhow::bail!("--mutation `{s}`: expected a probability or int-flip[:P|:1/used|:max(P,1/used)] or subtree[:P]"),
-    }
-}
-
-/// `NAME[:RATE]` split at the first colon, both trimmed.
-fn split_rate(s: &str) -> (&str, Option<&str>) {
-    match s.split_once(':') {
-        Some((n, r)) => (n.trim(), Some(r.trim())),
-        None => (s.trim(), None),
-    }
-}
-
-/// The rate after an operator's colon, a number (its range is checked with the settings).
-fn rate_number(flag: &str, whole: &str, rate: &str) -> Result<f32> {
-    rate.parse::<f32>().map_err(|_| anyhow::anyhow!("{flag} `{whole}`: `{rate}` is not a number"))
-}
-
 impl GeArgs {
+    /// What the flags give, as both front ends name GE's settings.
+    fn choices(&self) -> GeChoices {
+        GeChoices {
+            wraps: self.wraps,
+            codons: self.codons,
+            max_depth: self.max_depth,
+            init: self.init,
+            init_depth: self.init_depth.map(|r| (r.0, r.1)),
+            genome_length: self.genome_length,
+            genome_capacity: self.genome_capacity,
+            crossover: self.crossover.clone(),
+            mutation: self.mutation.clone(),
+            reading: self.reading,
+        }
+    }
+
     /// The mapping, initialisation and variation configs and the genome capacity; an error
     /// line for a `--crossover` or `--mutation` that does not parse.
     pub fn configs(&self) -> Result<GeConfigs> {
-        let (crossover_op, crossover) = match &self.crossover {
-            Some(s) => parse_crossover(s)?,
-            None => (defaults::GE.crossover_op, defaults::GE.crossover),
-        };
-        let (mutation_op, mutation, int_flip_rate) = match &self.mutation {
-            Some(s) => parse_mutation(s)?,
-            None => (defaults::GE.mutation_op, defaults::GE.mutation, defaults::GE.int_flip_rate),
-        };
-        let d = &defaults::GE;
-        let genome_length = self.genome_length.unwrap_or(d.genome_length);
-        let init_depth = self.init_depth.map_or(d.init_depth, |r| (r.0, r.1));
-        Ok(defaults::Ge {
-            wraps: self.wraps.unwrap_or(d.wraps),
-            codons: self.codons.unwrap_or(d.codons),
-            max_depth: self.max_depth.unwrap_or(d.max_depth),
-            init: self.init.unwrap_or(d.init),
-            init_depth,
-            genome_length,
-            // Given, it is checked against the length; not given, it makes room for it.
-            genome_capacity: self.genome_capacity.unwrap_or(d.genome_capacity.max(genome_length)),
-            crossover,
-            mutation,
-            crossover_op,
-            mutation_op,
-            int_flip_rate,
-            reading: self.reading.unwrap_or(d.reading),
-        }
-        .configs())
-    }
-
-    /// The GE-only flags given (those that mean nothing without a genome), as the command line
-    /// spells them.
-    fn genome_flags(&self) -> Vec<&'static str> {
-        let given = [
-            ("--wraps", self.wraps.is_some()),
-            ("--codons", self.codons.is_some()),
-            ("--max-depth", self.max_depth.is_some()),
-            ("--init", self.init.is_some()),
-            ("--init-depth", self.init_depth.is_some()),
-            ("--genome-length", self.genome_length.is_some()),
-            ("--genome-capacity", self.genome_capacity.is_some()),
-            ("--reading", self.reading.is_some()),
-        ];
-        given.into_iter().filter(|g| g.1).map(|g| g.0).collect()
+        self.choices().configs("--")
     }
 
     /// The blocks `map`, `init` and `vary` and the field `genome_capacity`. `grammar`: the run
     /// has one; else (tree GP) a `--crossover` or `--mutation` that is a number sets the
     /// experiment's `trees.p_crossover` or `trees.p_mutation`, and one that names a GE
     /// operator, or any flag of GE's genome (`--init`, `--wraps`, ...), is an error line: tree
-    /// GP has no genome, and the flag would change nothing.
+    /// GP has no genome, and the flag would change nothing ([`GeChoices::tree_rates`]).
     pub fn overlay(&self, o: &mut Overlay, grammar: bool) -> Result<()> {
-        let mut ge = self.configs()?;
-        if !grammar {
-            let flags = self.genome_flags();
-            anyhow::ensure!(
-                flags.is_empty(),
-                "{} {} of grammatical evolution, and this run has no --grammar: tree GP (--functions) has no genome to map, initialise or wrap (its trees are set by --max-len and the experiment's trees block)",
-                flags.join(", "),
-                if flags.len() == 1 { "is a flag" } else { "are flags" }
-            );
-            for (flag, value, field) in [("--crossover", &self.crossover, "p_crossover"), ("--mutation", &self.mutation, "p_mutation")] {
-                let Some(value) = value else { continue };
-                let Ok(p) = value.trim().parse::<f32>() else {
-                    anyhow::bail!(
-                        "{flag} `{value}` names an operator of grammatical evolution, and this run has no --grammar (tree GP takes a probability here, its trees.{field})"
-                    );
-                };
-                // Checked here: the field would carry a NaN as null. The range is the settings'
-                // check (`search::check_tree_rates`), as for an experiment file.
-                anyhow::ensure!(p.is_finite(), "{flag} (trees.{field}) must be a finite number, got {value}");
-                o.set(&format!("trees.{field}"), p);
-            }
+        let ge = if grammar {
+            self.configs()?
+        } else {
+            let rates = self.choices().tree_rates("--", "flag")?;
+            o.set_some("trees.p_crossover", rates.crossover);
+            o.set_some("trees.p_mutation", rates.mutation);
             // The rates went to the trees; GE's blocks keep their defaults.
-            ge = defaults::GE.configs();
-        }
+            defaults::GE.configs()
+        };
         // Checked first: the block would carry a NaN as null.
         finite("--crossover", "vary.crossover", ge.vary.crossover.into())?;
         finite("--mutation", "vary.mutation", ge.vary.mutation.into())?;

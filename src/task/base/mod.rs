@@ -6,6 +6,7 @@
 pub mod budget;
 pub mod crossval;
 pub mod defaults;
+pub mod ge_names;
 pub mod model;
 pub mod observer;
 pub mod options;
