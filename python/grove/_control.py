@@ -9,7 +9,7 @@ from collections import namedtuple
 import numpy as np
 
 from . import _grove
-from ._run import budget_block, functions_text, grammar_spec, islands_block, on_note, operators_list, seed_of
+from ._run import budget_block, functions_text, ge_fields, grammar_spec, islands_block, merged, on_note, operators_list, seed_of
 
 # `grove control`'s defaults (grove::task::base::defaults), which the signature of ``control`` shows.
 _CONTROL = _grove.DEFAULTS["control"]
@@ -133,6 +133,12 @@ def control(
     down_sample=_CONTROL["down_sample"],
     lexicase_pool=_CONTROL["lexicase_pool"],
     diversity=_CONTROL["diversity"],
+    init=None,
+    init_depth=None,
+    max_depth=None,
+    wraps=None,
+    crossover=None,
+    mutation=None,
     elitism=_CONTROL["elitism"],
     max_length=_CONTROL["max_length"],
     p_out=_CONTROL["p_out"],
@@ -204,6 +210,11 @@ def control(
     the policies each selection starts from, drawn where there are more (0: all of them).
     ``diversity`` (``--diversity``): "none", or "unique", where policies of equal training
     return enter parent selection once (the smallest of them).
+
+    ``init``, ``init_depth``, ``max_depth``, ``wraps``, ``crossover`` and ``mutation``: grammatical
+    evolution's settings, as for ``SymbolicRegressor`` (``--init``, ``--init-depth``,
+    ``--max-depth``, ``--wraps``, ``--crossover``, ``--mutation``); without a grammar only
+    ``crossover`` and ``mutation`` as probabilities (the trees' rates).
 
     ``max_time`` and ``stop_at``: the run ends after the generation past which one more would
     cross ``max_time`` seconds of search, or after the first whose best policy's training return
@@ -290,6 +301,7 @@ def control(
                 raise ValueError(f"{'top_directions' if k == 'top' else k} must be at least 1, got {linear[k]}")
     if linear:
         settings["linear"] = linear
+    settings = merged(settings, ge_fields(grammar, init, init_depth, max_depth, wraps, crossover, mutation))
     if searches is not None:
         settings["searches"] = int(searches)
     if exploit_every is not None:

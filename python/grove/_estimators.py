@@ -23,7 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _grove
-from ._run import budget_block, functions_text, grammar_spec, islands_block, on_note, operators_list, seed_of
+from ._run import budget_block, functions_text, ge_fields, grammar_spec, islands_block, merged, on_note, operators_list, seed_of
 
 _DTYPES = [np.float64, np.float32]
 
@@ -82,6 +82,12 @@ class _SymbolicBase(BaseEstimator):
         "down_sample": [Interval(Real, 0, None, closed="neither")],
         "lexicase_pool": [Interval(Integral, 0, None, closed="left")],
         "diversity": [StrOptions({"none", "unique"})],
+        "init": [StrOptions({"random", "sensible", "pi-grow"}), None],
+        "init_depth": [tuple, list, None],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "wraps": [Interval(Integral, 0, 100, closed="both"), None],
+        "crossover": [Interval(Real, 0, 1, closed="both"), str, None],
+        "mutation": [Interval(Real, 0, 1, closed="both"), str, None],
         "optimise_constants": [Interval(Integral, 0, 1000, closed="both"), None],
         "optimise_every": [Interval(Integral, 1, None, closed="left"), None],
         "optimise_fraction": [Interval(Real, 0, 1, closed="right"), None],
@@ -144,6 +150,13 @@ class _SymbolicBase(BaseEstimator):
         grammar = grammar_spec(self.grammar)
         functions = None if grammar is not None else functions_text(self.function_set, default_functions)
         return {"grammar": grammar, "functions": functions, "operators": operators_list(self.operators)}
+
+    def _ge(self, settings):
+        """``settings`` with grammatical evolution's parameters laid over them (``ge_fields``)."""
+        return merged(
+            settings,
+            ge_fields(self.grammar, self.init, self.init_depth, self.max_depth, self.wraps, self.crossover, self.mutation),
+        )
 
     def _islands(self):
         block = islands_block(self.islands, self.migrate_every, self.migrants, self.gpus, self.population_size, self.gpu_link)
@@ -334,6 +347,25 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         What keeps the population diverse (``--diversity``): with "unique", programs of equal
         error enter parent selection once (the smallest of them), so that copies of one
         program cannot fill the tournaments.
+    init : {"random", "sensible", "pi-grow"}, default=None
+        Grammatical evolution's initialisation (``--init``; None: "sensible", PonyGE2's ramped
+        half-and-half; "pi-grow": PonyGE2's position-independent grow).
+    init_depth : (int, int), default=None
+        The smallest and largest depth of the initial ramp (``--init-depth``; None: (3, 8)).
+    max_depth, wraps : int, default=None
+        Grammatical evolution's largest derivation depth and extra passes over the genome
+        (``--max-depth``, ``--wraps``; None: 17 and 0).
+    crossover : float or str, default=None
+        With a grammar, the probability of crossing two parents or an operator with its rate
+        (``--crossover``): "subtree[:P]" (the default, at 0.9: subtrees of one non-terminal swapped
+        between the parents' derivation trees) or "onepoint[:P]"; tree GP takes a probability
+        only (None: 0.9).
+    mutation : float or str, default=None
+        With a grammar, int-flip's per-codon rate or an operator with its rate (``--mutation``):
+        "int-flip[:P|:1/used|:max(P,1/used)]" (the default is "int-flip:max(0.02,1/used)") or
+        "subtree[:P]"; tree GP takes the probability that a child is mutated only (None: 0.3).
+        Any of these six but ``crossover`` and ``mutation`` as probabilities, given without a
+        grammar, is a ``ValueError``, as on the command line.
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
         Levenberg-Marquardt steps fitting the numeric constants (and the linear scaling) of
         the best ``optimise_fraction`` of the population every ``optimise_every`` generations
@@ -441,6 +473,12 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         down_sample=_EVOLVE["down_sample"],
         lexicase_pool=_EVOLVE["lexicase_pool"],
         diversity=_EVOLVE["diversity"],
+        init=None,
+        init_depth=None,
+        max_depth=None,
+        wraps=None,
+        crossover=None,
+        mutation=None,
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -488,6 +526,12 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         self.down_sample = down_sample
         self.lexicase_pool = lexicase_pool
         self.diversity = diversity
+        self.init = init
+        self.init_depth = init_depth
+        self.max_depth = max_depth
+        self.wraps = wraps
+        self.crossover = crossover
+        self.mutation = mutation
         self.islands = islands
         self.migrate_every = migrate_every
         self.migrants = migrants
@@ -509,7 +553,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
             raise ValueError("give loss or fitness_function, not both")
         engine = self._engine_with_constants(seed)
         own = {"loss": self.loss, "loss_reduce": self.loss_reduce} if self.loss is not None else {}
-        return {
+        return self._ge({
             **own,
             "data": "python",
             **self._representation(_EVOLVE["function_set"]),
@@ -527,7 +571,7 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
             "islands": self._islands(),
             "budget": self._budget(),
             "device": self.device,
-        }
+        })
 
     def fit(self, X, y):
         """Evolves a formula for ``y`` from ``X`` (``(n_samples, n_features)``); with
@@ -588,7 +632,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     ----------
     function_set, operators, grammar, population_size (5000), generations (40), tournament_size,
     elitism, max_length (64), parsimony_coefficient, validation_fraction, select, bloat,
-    size_pressure, selection, down_sample, lexicase_pool, diversity, islands, migrate_every, migrants, gpus, max_time, device, threads,
+    size_pressure, selection, down_sample, lexicase_pool, diversity, init, init_depth, max_depth, wraps, crossover, mutation,
+    islands, migrate_every, migrants, gpus, max_time, device, threads,
     random_state, warm_start, verbose :
         as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets); validation
         rows are held out per class, and their error is the one ``fitness`` names.
@@ -615,6 +660,25 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         during the search and by multinomial logistic regression for the returned model (so
         ``predict_proba`` is calibrated); 1 is the program's value. 0: one output per class, no
         head. Not with ``optimise_constants`` or ``linear_inputs="on"``.
+    init : {"random", "sensible", "pi-grow"}, default=None
+        Grammatical evolution's initialisation (``--init``; None: "sensible", PonyGE2's ramped
+        half-and-half; "pi-grow": PonyGE2's position-independent grow).
+    init_depth : (int, int), default=None
+        The smallest and largest depth of the initial ramp (``--init-depth``; None: (3, 8)).
+    max_depth, wraps : int, default=None
+        Grammatical evolution's largest derivation depth and extra passes over the genome
+        (``--max-depth``, ``--wraps``; None: 17 and 0).
+    crossover : float or str, default=None
+        With a grammar, the probability of crossing two parents or an operator with its rate
+        (``--crossover``): "subtree[:P]" (the default, at 0.9: subtrees of one non-terminal swapped
+        between the parents' derivation trees) or "onepoint[:P]"; tree GP takes a probability
+        only (None: 0.9).
+    mutation : float or str, default=None
+        With a grammar, int-flip's per-codon rate or an operator with its rate (``--mutation``):
+        "int-flip[:P|:1/used|:max(P,1/used)]" (the default is "int-flip:max(0.02,1/used)") or
+        "subtree[:P]"; tree GP takes the probability that a child is mutated only (None: 0.3).
+        Any of these six but ``crossover`` and ``mutation`` as probabilities, given without a
+        grammar, is a ``ValueError``, as on the command line.
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
         Levenberg-Marquardt steps fitting the numeric constants of the best
         ``optimise_fraction`` of the population to the softmax cross-entropy every
@@ -666,6 +730,12 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         down_sample=_CLASSIFY["down_sample"],
         lexicase_pool=_CLASSIFY["lexicase_pool"],
         diversity=_CLASSIFY["diversity"],
+        init=None,
+        init_depth=None,
+        max_depth=None,
+        wraps=None,
+        crossover=None,
+        mutation=None,
         optimise_constants=None,
         optimise_every=None,
         optimise_fraction=None,
@@ -707,6 +777,12 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.down_sample = down_sample
         self.lexicase_pool = lexicase_pool
         self.diversity = diversity
+        self.init = init
+        self.init_depth = init_depth
+        self.max_depth = max_depth
+        self.wraps = wraps
+        self.crossover = crossover
+        self.mutation = mutation
         self.islands = islands
         self.migrate_every = migrate_every
         self.migrants = migrants
@@ -721,7 +797,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         self.verbose = verbose
 
     def _settings(self, seed):
-        return {
+        return self._ge({
             "outputs": int(self.outputs),
             "data": "python",
             **self._representation(_CLASSIFY["function_set"]),
@@ -735,7 +811,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
             "islands": self._islands(),
             "budget": self._budget(),
             "device": self.device,
-        }
+        })
 
     def fit(self, X, y):
         """Evolves a classifier of ``X`` (``(n_samples, n_features)``) into the labels ``y``;

@@ -2,12 +2,15 @@
 grammars, islands and budgets as the engine reads them, and the warning for a device that falls back to
 the CPU."""
 
+import json
 import numbers
 import os
 import warnings
 
 import numpy as np
 from sklearn.utils import check_random_state
+
+from . import _grove
 
 
 def seed_of(random_state):
@@ -126,4 +129,57 @@ def operators_list(operators):
         if not isinstance(d, str) or not d.strip():
             raise ValueError(f"operators: each definition is a string such as 'cube(x) = x*x*x', got {d!r}")
         out.append(d.strip())
+    return out
+
+
+def ge_fields(grammar, init=None, init_depth=None, max_depth=None, wraps=None, crossover=None, mutation=None):
+    """The settings fields of grammatical evolution's parameters (``init``, ``init_depth``,
+    ``max_depth``, ``wraps``, ``crossover``, ``mutation``; None: the command's default), as
+    ``grove evolve``'s flags of the same names read them: with a grammar the blocks ``map``,
+    ``init`` and ``vary``; without one (tree GP) a ``crossover`` or ``mutation`` probability is
+    the trees' (``trees.p_crossover``, ``trees.p_mutation``), and any other of them, or an
+    operator's name there, is a ``ValueError``."""
+    def text(name, value):
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, numbers.Real)):
+            raise ValueError(f"{name} must be a probability or an operator's name (a string), got {value!r}")
+        return value if isinstance(value, str) else repr(float(value))
+
+    def whole(name, value, least):
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+            raise ValueError(f"{name} must be a whole number of at least {least}, got {value!r}")
+        return int(value)
+
+    if init_depth is not None:
+        try:
+            low, high = init_depth
+        except (TypeError, ValueError):
+            raise ValueError(f"init_depth must be a pair (min, max), got {init_depth!r}") from None
+        init_depth = (whole("init_depth's min", low, 1), whole("init_depth's max", high, 1))
+    if init is not None and not isinstance(init, str):
+        raise ValueError(f"init must be 'random', 'sensible' or 'pi-grow', got {init!r}")
+    return json.loads(
+        _grove.ge_fields(
+            grammar is not None,
+            init=init,
+            init_depth=init_depth,
+            max_depth=whole("max_depth", max_depth, 1),
+            wraps=whole("wraps", wraps, 0),
+            crossover=text("crossover", crossover),
+            mutation=text("mutation", mutation),
+        )
+    )
+
+
+def merged(settings, fields):
+    """``settings`` with ``fields`` laid over it, block by block (a dict in both is merged)."""
+    out = dict(settings)
+    for key, value in fields.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
     return out

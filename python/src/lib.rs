@@ -738,6 +738,48 @@ fn engine_defaults<'py>(py: Python<'py>, e: &grove::task::base::defaults::Engine
     Ok(x)
 }
 
+/// The settings fields that grammatical evolution's parameters give, as JSON to lay over the
+/// settings (`{"map": ..., "init": ..., "vary": ..., "genome_capacity": ...}`), the CLI's words
+/// and checks (`grove::task::base::ge_names`): `init` is "random", "sensible" or "pi-grow";
+/// `crossover` a probability or "onepoint[:P]" or "subtree[:P]"; `mutation` a probability or
+/// "int-flip[:P|:1/used|:max(P,1/used)]" or "subtree[:P]". Without a grammar (tree GP) a
+/// crossover or mutation probability is the trees' (`{"trees": {"p_crossover": ...}}`) and any
+/// other of them a `ValueError`, as on the command line.
+#[pyfunction]
+#[pyo3(signature = (grammar, init=None, init_depth=None, max_depth=None, wraps=None, crossover=None, mutation=None))]
+fn ge_fields(
+    grammar: bool,
+    init: Option<&str>,
+    init_depth: Option<(u32, u32)>,
+    max_depth: Option<u32>,
+    wraps: Option<u32>,
+    crossover: Option<String>,
+    mutation: Option<String>,
+) -> PyResult<String> {
+    use grove::task::base::ge_names::GeChoices;
+    let init = init
+        .map(|name| {
+            serde_json::from_value::<grove::genome::InitMethod>(serde_json::Value::String(name.replace('-', "_")))
+                .map_err(|_| PyValueError::new_err(format!("init must be \"random\", \"sensible\" or \"pi-grow\", got {name:?}")))
+        })
+        .transpose()?;
+    let choices = GeChoices { init, init_depth, max_depth, wraps, crossover, mutation, ..Default::default() };
+    let fields = if grammar {
+        let ge = choices.configs("").map_err(value_error)?;
+        serde_json::json!({"map": ge.map, "init": ge.init, "vary": ge.vary, "genome_capacity": ge.genome_capacity})
+    } else {
+        let rates = choices.tree_rates("", "setting").map_err(value_error)?;
+        let mut trees = serde_json::Map::new();
+        for (field, p) in [("p_crossover", rates.crossover), ("p_mutation", rates.mutation)] {
+            if let Some(p) = p {
+                trees.insert(field.into(), serde_json::json!(p));
+            }
+        }
+        if trees.is_empty() { serde_json::json!({}) } else { serde_json::json!({"trees": trees}) }
+    };
+    Ok(fields.to_string())
+}
+
 /// Every command's defaults (`grove::task::base::defaults`), by the Python parameters' names, so that
 /// the estimators' signatures show the command line's defaults: `{"evolve": {...},
 /// "classify": {...}, "control": {...}}`. Control's population, generations and episodes
@@ -792,6 +834,7 @@ fn _grove(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy_rollout, m)?)?;
     m.add_function(wrap_pyfunction!(stratified_split, m)?)?;
     m.add_function(wrap_pyfunction!(load_builtin, m)?)?;
+    m.add_function(wrap_pyfunction!(ge_fields, m)?)?;
     m.add_class::<fitness::DlArray>()?;
     Ok(())
 }

@@ -106,10 +106,10 @@ impl GeChoices {
         let functions = if prefix.is_empty() { "function_set" } else { "--functions" };
         anyhow::ensure!(
             given.is_empty(),
-            "{} {} of grammatical evolution, and this run has no {grammar}: tree GP ({functions}) has no genome to map, initialise or wrap (its trees are set by {prefix}{} and the experiment's trees block)",
+            "{} {} of grammatical evolution, and this run has no {grammar}: tree GP ({functions}) has no genome to map, initialise or wrap (its trees are set by {})",
             given.join(", "),
             if given.len() == 1 { format!("is a {what}") } else { format!("are {what}s") },
-            if prefix.is_empty() { "max_length" } else { "max-len" }
+            if prefix.is_empty() { "max_length" } else { "--max-len and the experiment's trees block" }
         );
         let rate = |name: &str, field: &str, value: &Option<String>| -> Result<Option<f32>> {
             let Some(value) = value else { return Ok(None) };
