@@ -238,6 +238,40 @@ fn linear_policies_play_as_on_the_cpu_and_a_linear_run_equals_the_cpus() {
     assert_runs_equal(&s, &cuda, "hopper, three searches side by side");
 }
 
+/// Issue 55's selection and diversity on CUDA: lexicase with each episode a case, unique
+/// parents, and GE's default operators (subtree crossover, int-flip at the larger of 0.02 and
+/// 1 / used codons) in a `grove control` run are the CPU's run: the same report but for its
+/// timings, for tree GP and for a grammar.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn lexicase_on_episodes_and_unique_parents_on_cuda_equal_the_cpus_run() {
+    use grove::select::{Diversity, Selection};
+    let cuda = grove::backend::Backend::Cuda(Box::new(engine()));
+    for (grammar, selection, diversity) in [
+        (None, Selection::Lexicase, Diversity::None),
+        (None, Selection::DownSampled, Diversity::Unique),
+        (Some("grammars/swimmer.bnf"), Selection::Lexicase, Diversity::Unique),
+        (Some("grammars/swimmer.bnf"), Selection::Tournament, Diversity::Unique),
+    ] {
+        let mut s = grove::task::control::ControlSettings::cli_default(false);
+        s.env = "swimmer".into();
+        if let Some(g) = grammar {
+            s.functions = None;
+            s.grammar = Some(format!("{}/{g}", env!("CARGO_MANIFEST_DIR")));
+        }
+        s.engine.selection = selection;
+        s.engine.down_sample = 2.0;
+        s.engine.diversity = diversity;
+        s.engine.pop_size = 120;
+        s.engine.generations = 4;
+        s.episodes = 4;
+        s.episode_steps = Some(200);
+        s.test_episodes = 2;
+        s.check().unwrap();
+        assert_runs_equal(&s, &cuda, &format!("{} {selection:?} {diversity:?}", grammar.unwrap_or("tree GP")));
+    }
+}
+
 /// Runs the control task of `s` on `cuda` and on the CPU and asserts the same reports but for
 /// their timings.
 fn assert_runs_equal(s: &grove::task::control::ControlSettings, cuda: &grove::backend::Backend, what: &str) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # classes.sh: classification with no linear shortcut, generated: two spirals (194 points,
-# Lang & Witbrock), circles, moons and a 4×4 checkerboard (400 points each, seeded), 75/25
+# Lang & Witbrock), circles, moons, a 4×4 checkerboard and 3-bit parity (the class is the parity
+# of x, y, z > 1/2 each, uniform in the unit cube; 400 points each, seeded), 75/25
 # splits; `grove classify` at the device's defaults with each --selection, over SEEDS seeds:
 # one line per run (test accuracy, seconds of the run, wall seconds of the command), then a
 # table of medians.
@@ -14,7 +15,7 @@ bin=${1:-target/release/grove}
 seeds=${SEEDS:-3}
 device=${DEVICE:-cpu}
 selections=${SELECTIONS:-"tournament down-sampled lexicase"}
-sets=${SETS:-"spirals circles moons checker"}
+sets=${SETS:-"spirals circles moons checker parity"}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 python3 - "$out" <<'PY'
@@ -48,6 +49,11 @@ for i in range(400):
     x, y = rng.uniform(-2, 2), rng.uniform(-2, 2)
     pts.append((x, y, (math.floor(x) + math.floor(y)) % 2))
 write("checker", pts)
+with open(f"{out}/parity.csv", "w") as f:
+    f.write("x,y,z,label\n")
+    for i in range(400):
+        p = [rng.uniform(0, 1) for _ in range(3)]
+        f.write(",".join(f"{v:.6f}" for v in p) + f",{sum(v > 0.5 for v in p) % 2}\n")
 PY
 echo "set selection seed test_accuracy train_accuracy seconds wall" >"$out/runs.txt"
 for d in $sets; do
