@@ -227,6 +227,21 @@ fn experiment(text: &str) -> grove::task::runner::experiment::Experiment {
     grove::task::runner::experiment::Experiment::from_parts(&c, v, "t.ron").unwrap_or_else(|e| panic!("{e:#}"))
 }
 
+/// Issue 56: an experiment file of `grove evolve` that names no representation evolves over the
+/// default function set, as `grove evolve --data FILE` does; a grammar given leaves none.
+#[test]
+fn an_evolve_file_without_functions_takes_the_default_function_set() {
+    use grove::task::runner::experiment::Experiment;
+    let Experiment::Evolve(s) = experiment("Evolve(data: \"builtin:pagie1\")") else { panic!() };
+    assert_eq!(s.functions.as_deref(), Some(grove::task::base::defaults::EVOLVE_FUNCTIONS));
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "--data", "builtin:pagie1", "--device", "cpu"]) else { panic!() };
+    assert_eq!(a.settings().unwrap().functions, s.functions, "the flags' default is the file's");
+    let Experiment::Evolve(g) = experiment("Evolve(data: \"builtin:pagie1\", grammar: \"grammars/regression.bnf\")") else { panic!() };
+    assert_eq!((g.functions, g.grammar.as_deref()), (None, Some("grammars/regression.bnf")));
+    let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "-g", "grammars/regression.bnf", "--device", "cpu"]) else { panic!() };
+    assert_eq!(a.settings().unwrap().functions, None);
+}
+
 #[test]
 fn shard_rows_is_a_flag_of_evolve_only() {
     // It was offered by classify and control and then refused by their checks.
@@ -362,10 +377,9 @@ fn the_representation_group_keeps_each_commands_function_set() {
     let Ok(grove::cli::Command::Evolve(a)) = parsed(&["evolve", "-g", "grammars/regression.bnf", "--device", "cpu"]) else { panic!() };
     let s = a.settings().unwrap();
     assert_eq!((s.grammar.as_deref(), s.functions), (Some("grammars/regression.bnf"), None));
-    // An experiment file names one of the two.
-    let (c, v) = grove::task::runner::experiment::parse_ron("Evolve(device: \"cpu\")", "t.ron").unwrap();
-    let e = format!("{:#}", grove::task::runner::experiment::Experiment::from_parts(&c, v, "t.ron").unwrap_err());
-    assert!(e.contains("--grammar") && e.contains("--functions"), "{e}");
+    // An experiment file that names neither takes the same default (issue 56).
+    let grove::task::runner::experiment::Experiment::Evolve(f) = experiment("Evolve(device: \"cpu\")") else { panic!() };
+    assert_eq!(f.functions.as_deref(), Some(grove::task::base::defaults::EVOLVE_FUNCTIONS));
     for command in [&["evolve"][..], &["classify"], &["control", "--env", "swimmer"]] {
         let e = parsed(&[command, &["-g", "grammars/regression.bnf", "--functions", "add"]].concat()).unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{command:?}");

@@ -268,7 +268,7 @@ fn bad_experiments_and_checkpoints_give_one_clear_line() {
         (file("d.ron", "Swim(env: \"x\")"), vec!["Evolve, Classify", "Swim"]),
         (file("e.ron", "Evolve(functions: \"add\","), vec!["e.ron:1:"]),
         (file("f.ron", "Evolve(functions: \"add\", engine: (pop_size: 1))"), vec!["engine.pop_size", "at least 2"]),
-        (file("g.ron", "Evolve(data: \"builtin:pagie1\")"), vec!["grammar or functions"]),
+        (file("g.ron", "Evolve(data: \"builtin:pagie1\", grammar: \"grammars/regression.bnf\", functions: \"add\")"), vec!["not both"]),
         (file("h.ron", "Classify(test_fraction: 1.5)"), vec!["test_fraction"]),
     ];
     for (p, needles) in &cases {

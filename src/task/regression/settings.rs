@@ -252,11 +252,13 @@ pub fn load_data(settings: &EvolveSettings) -> anyhow::Result<(Dataset, Option<D
 }
 
 impl EvolveSettings {
-    /// `grove evolve`'s defaults with no flags on the CPU (no representation: set `grammar` or
-    /// `functions`); no constant fitting on either device ([`default_fit`]).
+    /// `grove evolve`'s defaults with no flags on the CPU: tree GP over the default function
+    /// set (`defaults::EVOLVE_FUNCTIONS`, which a `grammar` given replaces); no constant fitting
+    /// on either device ([`default_fit`]).
     pub fn cli_default() -> Self {
         let ge = crate::task::base::defaults::GE.configs();
         Self {
+            functions: Some(crate::task::base::defaults::EVOLVE_FUNCTIONS.into()),
             engine: crate::task::base::defaults::EVOLVE.config(default_fit(false)),
             map: ge.map,
             init: ge.init,

@@ -136,9 +136,8 @@ impl Experiment {
         };
         let mut merged = Self::defaults_on(command, on_gpu)?;
         anyhow::ensure!(given.is_object(), "{name}: the settings must be a block of `name: value` fields");
-        // As on the command line, a classifier or a policy given a grammar has no default
-        // function set.
-        if matches!(command, "classify" | "control") && given.get("grammar").is_some_and(|g| !g.is_null()) && given.get("functions").is_none() {
+        // As on the command line, a run given a grammar has no default function set.
+        if matches!(command, "evolve" | "classify" | "control") && given.get("grammar").is_some_and(|g| !g.is_null()) && given.get("functions").is_none() {
             merged["functions"] = Value::Null;
         }
         // A test file of its own replaces the split a test fraction makes: where the fraction
