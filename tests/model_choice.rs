@@ -1,8 +1,9 @@
 //! The model choice of issue 56: the mean, the linear terms alone and the ridge on every input
-//! are candidates beside the front. `grove evolve`'s `auto` below its large-data size takes the
-//! shortest description, guarded by the front's k-fold cross-validation; `--select folds` and
-//! validation rows return the smallest candidate within one standard error of the lowest
-//! resampled error. On a line in noise the choice returns the terms; on noise alone, the mean;
+//! are candidates beside the front. `grove evolve`'s `auto` below its large-data size is `cv`,
+//! the whole fit cross-validated with the simple models in the same folds, which returns the
+//! lowest (a simple model giving way to a simpler one within one standard error); `--select
+//! folds` and validation rows return the smallest candidate within one standard error of the
+//! lowest resampled error. On a line in noise the choice returns the terms; on noise alone, the mean;
 //! a front every program of which is worse than the terms returns the terms; a fold count past
 //! the rows and a negative output margin are one line each.
 

@@ -93,7 +93,8 @@ pub const EVOLVE_FUNCTIONS: &str = "add,sub,mul,aq";
 /// of the quality suite (`docs/quality.md`, issue 56, 10 splits): it meets 20 of the targets
 /// (the better of linear and Operon, less 0.005) on the CPU and 19 on a GPU, against 16 and 15
 /// for the description length guarded by the front's refits (`mdl`, the rule before), and no
-/// set's median falls by more than 0.01 at ten times the generations. Cross-validating the
+/// set's median falls by more than 0.01 at ten times the generations on a GPU (an
+/// `nvidia-h100-x1`, splits 0–4; the CPU's ten-times run was of the rule before). Cross-validating the
 /// front alone (`folds`) is optimistic for the larger programs, whose shapes were searched on
 /// every row; the whole fit's folds score every shape on rows its search never saw. They cost
 /// k more searches, which on data below the validation size are short.

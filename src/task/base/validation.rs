@@ -125,7 +125,7 @@ impl Plan {
     /// The plan for `n_train` training rows: `fraction` `None` holds out [`AUTO_FRACTION`] when
     /// there are at least `auto.min_rows` rows and the rule does not choose on the training
     /// rows (`train`, `mdl`, `cv`, `folds`), else none; `auto` becomes `validation` with
-    /// validation rows and `auto.small` (the task's choice: `folds` for regression, `train`
+    /// validation rows and `auto.small` (the task's choice: `cv` for regression, `train`
     /// for classification, `task::base::defaults`) without. `validation` without validation
     /// rows is an error.
     pub fn new(fraction: Option<f64>, select: Select, n_train: usize, auto: impl Into<Auto>) -> Result<Plan> {
