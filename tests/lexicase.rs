@@ -9,6 +9,16 @@ fn grove(args: &[&str]) -> std::process::Output {
     grove_run(args, "", Device::Cpu, None)
 }
 
+/// Asserts that `grove ARGS` fails with one line, `error: …`, holding `needle`.
+fn assert_one_clear_line(args: &[&str], needle: &str) {
+    let out = grove(args);
+    assert_ne!(out.status.code(), Some(0), "{args:?}");
+    let e = text(&out.stderr);
+    assert!(e.contains(needle), "{args:?}: {e}");
+    assert!(e.starts_with("error: "), "{args:?}: {e}");
+    assert_eq!(e.trim().lines().count(), 1, "{args:?}: one line expected: {e}");
+}
+
 fn report(args: &[&str]) -> serde_json::Value {
     // A file of its own per run: the tests run side by side.
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -77,12 +87,7 @@ fn what_lexicase_cannot_run_with_gets_one_clear_line() {
         (vec!["control", "--env", "swimmer", "--selection", "lexicase", "--episodes", "1"], "--episodes 2"),
         (vec!["control", "--env", "swimmer", "--selection", "lexicase", "--policy", "linear"], "--policy linear"),
     ] {
-        let out = grove(&args);
-        assert_ne!(out.status.code(), Some(0), "{args:?}");
-        let e = text(&out.stderr);
-        assert!(e.contains(needle), "{args:?}: {e}");
-        assert!(e.starts_with("error: "), "{args:?}: {e}");
-        assert_eq!(e.trim().lines().count(), 1, "{args:?}: one line expected: {e}");
+        assert_one_clear_line(&args, needle);
     }
 }
 
@@ -141,12 +146,7 @@ fn unique_parents_where_they_would_change_nothing_get_one_clear_line() {
         (vec!["evolve", "-g", "grammars/regression.bnf", "--bloat", "nsga2", "--diversity", "unique"], "this run's bloat control is NSGA-II, which"),
         (vec!["control", "--env", "swimmer", "--policy", "linear", "--diversity", "unique"], "--policy linear"),
     ] {
-        let out = grove(&args);
-        assert_ne!(out.status.code(), Some(0), "{args:?}");
-        let e = text(&out.stderr);
-        assert!(e.contains(needle), "{args:?}: {e}");
-        assert!(e.starts_with("error: "), "{args:?}: {e}");
-        assert_eq!(e.trim().lines().count(), 1, "{args:?}: one line expected: {e}");
+        assert_one_clear_line(&args, needle);
     }
     // With lexicase, `auto` runs plain, and unique parents are its candidates.
     let r = report(&["evolve", "--functions", "add,sub", "--data", "builtin:koza1", "--pop", "40", "--gens", "2", "--selection", "lexicase", "--diversity", "unique"]);
