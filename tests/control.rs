@@ -289,3 +289,49 @@ fn bad_control_experiments_and_checkpoints_give_one_clear_line() {
     // (Its hall of fame, a control run's, writes output slots the regression trees lack.)
     one_line(&["run", "--resume", s(&mixed_path), "-q"], &["mixed.ckpt", "the checkpoint is damaged", "output slot"]);
 }
+
+/// Issue 57: every policy kind's report replays to its reported test return, to the bit
+/// (`task::control::replay_test`), and `grove rollout --policy REPORT --test` prints it beside
+/// the report's; its flags that would change the episodes are refused.
+#[test]
+fn every_policy_kind_replays_to_its_reported_test_return() {
+    let kinds: [&[&str]; 5] = [
+        &["--env", "hopper", "--pop", "12", "--gens", "2"],
+        &["--env", "swimmer", "-g", "grammars/swimmer.bnf", "--pop", "12", "--gens", "2", "--normalise", "off", "--healthy-reward", "0.5"],
+        &["--env", "swimmer", "--policy", "linear", "--gens", "3"],
+        &["--env", "hopper", "--policy", "linear", "--gens", "2", "--searches", "2", "--validation-episodes", "2"],
+        &["--env", "hopper", "--policy", "residual", "--linear-iterations", "2", "--pop", "10", "--gens", "2"],
+    ];
+    for (i, kind) in kinds.iter().enumerate() {
+        let report = scratch().join(format!("replay-test-{}-{i}.json", std::process::id()));
+        let mut args = vec!["control", "--device", "cpu", "--episode-steps", "60", "--test-episodes", "3", "--seed", "5", "--quiet", "--report", report.to_str().unwrap()];
+        args.extend_from_slice(kind);
+        let out = grove(&args);
+        assert!(out.status.success(), "{kind:?}: {}", text(&out.stderr));
+        let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        let (scores, reported) = grove::task::control::replay_test(&r, "the report").unwrap();
+        let returns: Vec<f64> = r["test"]["returns"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(scores.episodes.iter().map(|e| e.ret).collect::<Vec<_>>(), returns, "{kind:?}: each test episode");
+        assert_eq!(Some(scores.mean()), reported, "{kind:?}: the test return");
+        let out = grove(&["rollout", "--policy", report.to_str().unwrap(), "--test"]);
+        assert!(out.status.success(), "{kind:?}: {}", text(&out.stderr));
+        let line = text(&out.stdout);
+        let mean = format!("{:.6}", reported.unwrap());
+        assert!(line.contains(&format!("test return {mean} ± ")) && line.contains(&format!("over 3 episodes")) && line.trim_end().ends_with(&format!("(the report's: {mean})")), "{kind:?}: {line}");
+    }
+    let report = scratch().join(format!("replay-test-{}-0.json", std::process::id()));
+    for flags in [&["--seed", "3"][..], &["--steps", "10"], &["--env", "swimmer"], &["--device", "cuda"]] {
+        let out = grove(&[&["rollout", "--policy", report.to_str().unwrap(), "--test"][..], flags].concat());
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        assert!(text(&out.stderr).contains("cannot be used with"), "{flags:?}: {}", text(&out.stderr));
+    }
+    let out = grove(&["rollout", "--test"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--policy"), "{}", text(&out.stderr));
+    // A report that is not a control run's gets one line.
+    let bad = scratch().join(format!("replay-test-{}-bad.json", std::process::id()));
+    std::fs::write(&bad, r#"{"policy": null}"#).unwrap();
+    let out = grove(&["rollout", "--policy", bad.to_str().unwrap(), "--test"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(text(&out.stderr).trim().lines().count(), 1, "{}", text(&out.stderr));
+}

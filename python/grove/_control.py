@@ -95,6 +95,13 @@ class Policy:
         )
         return Rollout(total, n, terminated)
 
+    def test_returns(self):
+        """Plays the policy on its run's own test episodes (the report's environment, seed,
+        episode length and count, and their reset noise), as the run scored them (``grove
+        rollout --policy REPORT --test``): each episode's return, a numpy array whose mean is
+        ``report["test"]["mean"]``."""
+        return np.asarray(_grove.policy_test_returns(json.dumps(self.report)), dtype=np.float64)
+
     def __repr__(self):
         lines = [f"Policy({self.env}, {self.profile})"]
         lines += [f"  {a} = {p}" for a, p in zip(self.actuators, self.programs)]

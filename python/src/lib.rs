@@ -679,6 +679,15 @@ fn policy_rollout(py: Python<'_>, policy_json: &str, steps: Option<usize>, seed:
     Ok((s.total, s.steps, s.terminated))
 }
 
+/// Plays a `grove control` report's policy on its run's own test episodes, as the run scored
+/// them (`grove rollout --policy REPORT --test`): returns each episode's return.
+#[pyfunction]
+fn policy_test_returns(py: Python<'_>, report_json: &str) -> PyResult<Vec<f64>> {
+    let report: serde_json::Value = serde_json::from_str(report_json).map_err(|e| PyValueError::new_err(format!("not a grove control report: {e}")))?;
+    let (scores, _) = py.detach(|| grove::task::control::replay_test(&report, "the report")).map_err(value_error)?;
+    Ok(scores.episodes.iter().map(|e| e.ret).collect())
+}
+
 /// The stratified train/test split `grove classify` makes of rows with class indices `codes`
 /// (`n_classes` classes) for `seed`: `(train rows, test rows)`, each in increasing order.
 #[pyfunction]
@@ -832,6 +841,7 @@ fn _grove(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(render, m)?)?;
     m.add_function(wrap_pyfunction!(policy_act, m)?)?;
     m.add_function(wrap_pyfunction!(policy_rollout, m)?)?;
+    m.add_function(wrap_pyfunction!(policy_test_returns, m)?)?;
     m.add_function(wrap_pyfunction!(stratified_split, m)?)?;
     m.add_function(wrap_pyfunction!(load_builtin, m)?)?;
     m.add_function(wrap_pyfunction!(ge_fields, m)?)?;

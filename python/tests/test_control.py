@@ -36,6 +36,16 @@ def test_rollout_is_repeatable_and_matches_the_reported_training_episode(policy)
     assert policy.rollout(steps=5, seed=None).steps == 5
 
 
+def test_every_policy_kind_replays_its_reported_test_return():
+    for kind in [dict(), dict(policy="linear", generations=2), dict(policy="residual", linear_iterations=2, generations=2, population_size=10)]:
+        p = grove.control("hopper", **{**TINY, **kind, "episode_steps": 50, "test_episodes": 3})
+        returns = p.test_returns()
+        assert list(returns) == p.report["test"]["returns"], kind
+        assert returns.mean() == pytest.approx(p.report["test"]["mean"], rel=1e-12), kind
+    with pytest.raises(ValueError, match="settings"):
+        grove.Policy({**p.report, "settings": {"env": 3}}).test_returns()
+
+
 def test_policy_pickles(policy):
     back = pickle.loads(pickle.dumps(policy))
     obs = np.zeros(len(policy.observations))

@@ -162,6 +162,11 @@ pub struct RolloutArgs {
     /// Print the compiled model's constants as JSON and exit.
     #[arg(long)]
     pub print_model: bool,
+    /// Play the --policy report's own test episodes (its environment, seed, episode length and
+    /// count, and their reset noise) on the CPU, as the run scored them, and print their mean,
+    /// which is the report's test return, beside the report's.
+    #[arg(long, requires = "policy", conflicts_with_all = ["env", "profile", "states", "no_noise", "seed", "steps", "ignore_termination", "f32", "solver_iterations", "print_model", "device"])]
+    pub test: bool,
     /// Where to play: cpu, or cuda (the GPU's simulator and control kernels, in f32: the same
     /// return as `--f32` on the CPU; no --states or --ignore-termination with fixed actions).
     #[arg(long, value_enum, default_value = "cpu")]
@@ -258,6 +263,11 @@ pub fn rollout(args: &RolloutArgs) -> Result<ExitCode> {
     if args.print_model {
         let (model, _) = crate::task::runner::tools::rollout_model(&settings)?;
         println!("{}", serde_json::to_string_pretty(&crate::sim::rollout::model_json(&model))?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.test {
+        let path = args.policy.as_deref().context("--test replays a --policy report")?;
+        println!("{}", crate::task::runner::tools::rollout_test(path)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!("{}", crate::task::runner::tools::rollout(&settings)?);

@@ -28,6 +28,25 @@ pub fn replay(saved: &SavedPolicy, steps: Option<usize>, seed: Option<u64>) -> R
     rollout::<f32>(&m, &actions, &opts, None)
 }
 
+/// Plays the policy of a `grove control` report (`report`, read from `origin`) on that run's
+/// own test episodes (its environment and profile, seed, episode length and count, and the
+/// test episodes' reset noise, [`super::TEST_GENERATION`]), on the CPU in f32 as the run scored
+/// them: their returns, whose mean is the report's test return to the bit. Returns them and the
+/// report's own test return.
+pub fn replay_test(report: &serde_json::Value, origin: &str) -> Result<(PolicyScores, Option<f64>)> {
+    let saved = SavedPolicy::from_report(report, origin)?;
+    let settings: ControlSettings = report
+        .get("settings")
+        .cloned()
+        .with_context(|| format!("{origin} has no `settings`: replay the test episodes of a grove control --report"))
+        .and_then(|s| serde_json::from_value(s).map_err(|e| anyhow::anyhow!("{origin}: the `settings` are not a control run's: {}", crate::program::clip(&e.to_string(), 200))))?;
+    let arena = Arena::load(&settings)?;
+    let nodes = saved.tree(&arena.m).with_context(|| format!("replaying {origin}"))?;
+    let run = ControlRun { episodes: settings.test_episodes, generation: super::TEST_GENERATION, ..arena.run };
+    let reported = report.get("test").and_then(|t| t.get("mean")).and_then(serde_json::Value::as_f64);
+    Ok((score_policy(&nodes, &arena.m, &run)?, reported))
+}
+
 /// Where a search plays: the environment as tested (`m`) and as trained (its healthy reward
 /// possibly replaced), the training episodes, and the names of its observations and actuators.
 pub struct Arena {

@@ -643,6 +643,25 @@ fn read_clipped(p: &Path, model: &crate::sim::Model) -> Result<Vec<Vec<f64>>> {
     Ok(rows)
 }
 
+/// `grove rollout --policy REPORT --test`: the report's policy on its run's own test episodes
+/// ([`crate::task::control::replay_test`]); returns the line printed, their mean return and
+/// spread beside the report's test return.
+pub fn rollout_test(path: &Path) -> Result<String> {
+    let text = crate::input::read_text(path, "the report", crate::input::REPORT_BYTES)?;
+    let report: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let (scores, reported) = crate::task::control::replay_test(&report, &path.display().to_string())?;
+    let env = report.pointer("/policy/env").and_then(serde_json::Value::as_str).unwrap_or("?");
+    let profile = report.pointer("/policy/profile").and_then(serde_json::Value::as_str).unwrap_or("?");
+    Ok(format!(
+        "{env} ({profile}): test return {:.6} ± {:.6} over {} episodes of {:.0} steps on average (the report's: {})",
+        scores.mean(),
+        scores.std(),
+        scores.episodes.len(),
+        scores.mean_steps(),
+        reported.map_or_else(|| "none".to_string(), |r| format!("{r:.6}"))
+    ))
+}
+
 /// Plays one episode as `s` says, writing the states when asked; returns the line `grove
 /// rollout` prints (`swimmer (brax): return ... over N steps`).
 pub fn rollout(s: &RolloutSettings) -> Result<String> {
