@@ -346,7 +346,9 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
     diversity : {"none", "unique"}, default="none"
         What keeps the population diverse (``--diversity``): with "unique", programs of equal
         error enter parent selection once (the smallest of them), so that copies of one
-        program cannot fill the tournaments.
+        program cannot fill the tournaments; a ``ValueError`` where NSGA-II runs (``bloat``
+        "nsga2", or "auto" for tree GP without constant fitting), which ranks duplicates
+        behind by itself.
     init : {"random", "sensible", "pi-grow"}, default=None
         Grammatical evolution's initialisation (``--init``; None: "sensible", PonyGE2's ramped
         half-and-half; "pi-grow": PonyGE2's position-independent grow).
@@ -660,25 +662,6 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         during the search and by multinomial logistic regression for the returned model (so
         ``predict_proba`` is calibrated); 1 is the program's value. 0: one output per class, no
         head. Not with ``optimise_constants`` or ``linear_inputs="on"``.
-    init : {"random", "sensible", "pi-grow"}, default=None
-        Grammatical evolution's initialisation (``--init``; None: "sensible", PonyGE2's ramped
-        half-and-half; "pi-grow": PonyGE2's position-independent grow).
-    init_depth : (int, int), default=None
-        The smallest and largest depth of the initial ramp (``--init-depth``; None: (3, 8)).
-    max_depth, wraps : int, default=None
-        Grammatical evolution's largest derivation depth and extra passes over the genome
-        (``--max-depth``, ``--wraps``; None: 17 and 0).
-    crossover : float or str, default=None
-        With a grammar, the probability of crossing two parents or an operator with its rate
-        (``--crossover``): "subtree[:P]" (the default, at 0.9: subtrees of one non-terminal swapped
-        between the parents' derivation trees) or "onepoint[:P]"; tree GP takes a probability
-        only (None: 0.9).
-    mutation : float or str, default=None
-        With a grammar, int-flip's per-codon rate or an operator with its rate (``--mutation``):
-        "int-flip[:P|:1/used|:max(P,1/used)]" (the default is "int-flip:max(0.02,1/used)") or
-        "subtree[:P]"; tree GP takes the probability that a child is mutated only (None: 0.3).
-        Any of these six but ``crossover`` and ``mutation`` as probabilities, given without a
-        grammar, is a ``ValueError``, as on the command line.
     optimise_constants, optimise_every, optimise_fraction : int, int, float, default=None
         Levenberg-Marquardt steps fitting the numeric constants of the best
         ``optimise_fraction`` of the population to the softmax cross-entropy every
