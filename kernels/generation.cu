@@ -291,7 +291,8 @@ extern "C" __global__ void grove_add_regression_sums(unsigned n, const GroveRegS
 
 // ---------------------------------------------------------------------------------------------
 // Fitness: task::classify::fitness_of plus parsimony per node; +inf for an empty tree.
-// metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy, 3 weighted F1. correct: [P][2 K],
+// metric: 0 accuracy, 1 balanced accuracy, 2 cross-entropy, 3 weighted F1, 4 balanced accuracy
+// with the cross-entropy (program::fitness::balanced_ce_of). correct: [P][2 K],
 // each tree's correct points per true class, then its points predicted per class.
 
 extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_classes, const GroveClassPartial* sums,
@@ -312,7 +313,7 @@ extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_c
         unsigned long long total = 0;
         for (unsigned k = 0; k < n_classes; ++k) total += c[k];
         f = 1.0 - (double)total / (double)s.n;
-    } else if (p.metric == 1) {
+    } else if (p.metric == 1 || p.metric == 4) {
         double sum = 0.0;
         unsigned used = 0;
         for (unsigned k = 0; k < n_classes; ++k) {
@@ -321,7 +322,14 @@ extern "C" __global__ void grove_classify_fitness(GroveGenParams p, unsigned n_c
                 ++used;
             }
         }
-        f = 1.0 - (used == 0 ? 0.0 : sum / (double)used);
+        const double balanced = used == 0 ? 0.0 : sum / (double)used;
+        if (p.metric == 1) {
+            f = 1.0 - balanced;
+        } else {
+            // program::fitness::balanced_ce_of(balanced, mean cross-entropy).
+            const double ce = s.ce / (double)s.n;
+            f = (1.0 - balanced) + ce / (1.0 + ce);
+        }
     } else if (p.metric == 3) {
         // program::fitness::weighted_f1_of: sum_c n_c * 2 TP_c / (n_c + predicted_c), over n.
         const unsigned* pred = c + n_classes;

@@ -241,7 +241,8 @@ fn a_device_run_declining_the_last_population_copies_none_and_runs_the_same() {
 }
 
 /// Classification: the device loop against the host loop on the same GPU, for each fitness
-/// (accuracy, balanced accuracy, cross-entropy), multi-output and binary programs.
+/// (accuracy, balanced accuracy, cross-entropy, balanced accuracy with the cross-entropy),
+/// multi-output and binary programs.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_loop_equals_the_host_loop_for_classification() {
@@ -256,6 +257,9 @@ fn the_device_loop_equals_the_host_loop_for_classification() {
         ("builtin:iris", ClassFitness::Accuracy, false, 2, off, false),
         ("builtin:digits", ClassFitness::BalancedAccuracy, false, 3, off, false),
         ("builtin:breast_cancer", ClassFitness::CrossEntropy, true, 4, off, false),
+        // Balanced accuracy with the cross-entropy (generation.cu's metric 4).
+        ("builtin:wine", ClassFitness::BalancedCe, false, 12, off, false),
+        ("builtin:breast_cancer", ClassFitness::BalancedCe, true, 13, off, false),
         // Constants fitted on the device (grove_fit_class_constants) and on the host loop's GPU
         // task: multi-output programs, and the single output of two classes.
         ("builtin:wine", ClassFitness::CrossEntropy, false, 5, fitting(5, 2, 0.05), false),

@@ -1608,7 +1608,7 @@ fn emulated_classification_fitness_matches_the_task() {
             correct.extend(right.iter().map(|&r| if pts == 0 { 0 } else { r + s.below(20) }));
         }
         let lens: Vec<u16> = (0..p).map(|i| [0u16, 3, 40][i % 3]).collect();
-        for (fitness, code) in [(ClassFitness::Accuracy, 0u32), (ClassFitness::BalancedAccuracy, 1), (ClassFitness::CrossEntropy, 2), (ClassFitness::WeightedF1, 3)] {
+        for (fitness, code) in [(ClassFitness::Accuracy, 0u32), (ClassFitness::BalancedAccuracy, 1), (ClassFitness::CrossEntropy, 2), (ClassFitness::WeightedF1, 3), (ClassFitness::BalancedCe, 4)] {
             let params = GenParams { n: p as u32, metric: code, parsimony: 1e-3, ..GenParams::default() };
             let mut fit = vec![f64::NAN; p];
             let (sp, cp, np, lp, fp) = (sums.as_ptr(), correct.as_ptr(), counts.as_ptr(), lens.as_ptr(), fit.as_mut_ptr());

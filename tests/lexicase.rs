@@ -152,3 +152,39 @@ fn unique_parents_where_they_would_change_nothing_get_one_clear_line() {
     let r = report(&["evolve", "--functions", "add,sub", "--data", "builtin:koza1", "--pop", "40", "--gens", "2", "--selection", "lexicase", "--diversity", "unique"]);
     assert_eq!(r["settings"]["engine"]["diversity"], "unique");
 }
+
+/// A classifier's lexicase cases under `--fitness balanced-ce` are each row's misclassification
+/// (1 or 0) plus its cross-entropy `c` as `c / (1 + c)`: the cases of `accuracy` and
+/// `cross-entropy` for the same programs and rows, combined as the fitness combines them.
+#[test]
+fn balanced_ce_cases_combine_the_rows_misclassification_and_cross_entropy() {
+    use grove::backend::Backend;
+    use grove::data::classes::ClassSource;
+    use grove::evolve::Fitness;
+    use grove::task::base::search::ClassTreeSettings;
+    use grove::task::classify::{ClassFitness, Classification};
+    let all = ClassSource::parse("builtin:iris").unwrap().load(None).unwrap();
+    let backend = Backend::Cpu;
+    let counts: Vec<u64> = all.class_counts().iter().map(|&c| c as u64).collect();
+    let spec = ClassTreeSettings::default().rep("add,sub,mul,div", all.data.n_features, 3, 64).unwrap().vary.spec;
+    let pop = grove::program::init_population(&spec, 40, 3).unwrap();
+    let cases: Vec<u32> = (0..all.data.n_rows as u32).step_by(7).collect();
+    let errors = |fitness| {
+        let data = backend.classification_data(&all.data.x, &all.labels, all.data.n_rows, 3).unwrap();
+        let task = Classification { backend: &backend, data, counts: counts.clone(), fitness, parsimony: 0.0, head: None, rows: Some((&all, None)) };
+        task.case_errors(&pop, 0, &cases).unwrap()
+    };
+    let (wrong, ce, both) = (errors(ClassFitness::Accuracy), errors(ClassFitness::CrossEntropy), errors(ClassFitness::BalancedCe));
+    assert_eq!(both.len(), 40 * cases.len());
+    let mut right_and_wrong = [0, 0];
+    for i in 0..both.len() {
+        if !ce[i].is_finite() {
+            assert_eq!(both[i], f64::INFINITY, "case {i}");
+            continue;
+        }
+        assert!(wrong[i] == 0.0 || wrong[i] == 1.0, "case {i}: {}", wrong[i]);
+        right_and_wrong[wrong[i] as usize] += 1;
+        assert_eq!(both[i].to_bits(), (wrong[i] + ce[i] / (1.0 + ce[i])).to_bits(), "case {i}");
+    }
+    assert!(right_and_wrong[0] > 0 && right_and_wrong[1] > 0, "the programs both hit and miss rows: {right_and_wrong:?}");
+}

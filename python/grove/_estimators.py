@@ -642,10 +642,10 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     stop_at : float in [0, 1], default=None
         The run ends after the first generation whose best program reaches this training
         accuracy (``grove classify --stop-at``).
-    fitness : {"cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1"}, default="cross-entropy"
+    fitness : {"cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1", "balanced-ce"}, default="cross-entropy"
         What evolution minimises: mean softmax cross-entropy, 1 - accuracy, 1 - weighted F1
-        (each class's F1 weighted by its share of the rows, PonyGE2's), or 1 - balanced
-        accuracy.
+        (each class's F1 weighted by its share of the rows, PonyGE2's), 1 - balanced
+        accuracy, or 1 - balanced accuracy plus the mean cross-entropy ``c`` as ``c / (1 + c)``.
     standardize : bool, default=True
         Standardise features with the training rows' mean and deviation (the model repeats it).
     p_out : float, default=0.05
@@ -681,7 +681,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
 
     _parameter_constraints = {
         **_SymbolicBase._parameter_constraints,
-        "fitness": [StrOptions({"cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1"})],
+        "fitness": [StrOptions({"cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1", "balanced-ce"})],
         "standardize": ["boolean"],
         "p_out": [Interval(Real, 0, 1, closed="both")],
         "linear_inputs": [StrOptions({"auto", "on", "off"})],

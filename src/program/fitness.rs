@@ -150,6 +150,11 @@ pub enum ClassFitness {
     #[serde(alias = "f1")]
     #[value(alias = "f1")]
     WeightedF1,
+    /// 1 − balanced accuracy plus the mean cross-entropy `c` squashed into [0, 1) as
+    /// `c / (1 + c)` ([`balanced_ce_of`]): the share of each class misclassified drives the
+    /// search, and the cross-entropy, weighted alike, ranks the programs it ties and shapes the
+    /// outputs of several classes.
+    BalancedCe,
 }
 
 /// Accuracy of sums: correct points over all points.
@@ -191,6 +196,13 @@ pub fn weighted_f1_of(s: &ClassSums, counts: &[u64]) -> f64 {
     sum / total as f64
 }
 
+/// [`ClassFitness::BalancedCe`] from the balanced accuracy and the mean cross-entropy:
+/// `(1 − balanced) + ce / (1 + ce)`, in that order of operations (`kernels/generation.cu`'s
+/// `grove_classify_fitness` computes the same bits from the same two numbers).
+pub fn balanced_ce_of(balanced: f64, mean_ce: f64) -> f64 {
+    (1.0 - balanced) + mean_ce / (1.0 + mean_ce)
+}
+
 /// The fitness (lower is better) of sums; `+inf` for an individual with a non-finite output.
 pub fn fitness_of(s: &ClassSums, counts: &[u64], fitness: ClassFitness) -> f64 {
     if s.bad > 0 || s.n == 0 {
@@ -201,6 +213,7 @@ pub fn fitness_of(s: &ClassSums, counts: &[u64], fitness: ClassFitness) -> f64 {
         ClassFitness::BalancedAccuracy => 1.0 - balanced_of(s, counts),
         ClassFitness::CrossEntropy => s.ce / s.n as f64,
         ClassFitness::WeightedF1 => 1.0 - weighted_f1_of(s, counts),
+        ClassFitness::BalancedCe => balanced_ce_of(balanced_of(s, counts), s.ce / s.n as f64),
     };
     if f.is_finite() { f } else { f64::INFINITY }
 }
@@ -446,7 +459,25 @@ mod tests {
         assert!((fitness_of(&s, &counts, ClassFitness::Accuracy) - 0.3).abs() < 1e-15);
         assert!((fitness_of(&s, &counts, ClassFitness::BalancedAccuracy) - 1.0 / 3.0).abs() < 1e-15);
         assert_eq!(fitness_of(&s, &counts, ClassFitness::CrossEntropy), 0.5);
+        // Balanced accuracy 2/3 and mean cross-entropy 0.5: 1/3 + 0.5 / 1.5.
+        assert!((fitness_of(&s, &counts, ClassFitness::BalancedCe) - 2.0 / 3.0).abs() < 1e-15);
         let bad = ClassSums { bad: 1, ..s };
         assert_eq!(fitness_of(&bad, &counts, ClassFitness::Accuracy), f64::INFINITY);
+        assert_eq!(fitness_of(&bad, &counts, ClassFitness::BalancedCe), f64::INFINITY);
+    }
+
+    #[test]
+    fn balanced_ce_ranks_by_both_and_orders_ties_by_the_cross_entropy() {
+        let counts = [4, 2, 4];
+        let at = |correct: Vec<u64>, ce: f64| fitness_of(&ClassSums { correct, predicted: vec![4, 3, 3], ce, n: 10, bad: 0 }, &counts, ClassFitness::BalancedCe);
+        // Equal balanced accuracy: the lower cross-entropy is the better.
+        assert!(at(vec![3, 1, 3], 4.0) < at(vec![3, 1, 3], 6.0));
+        // Equal cross-entropy: the higher balanced accuracy is the better, and the cross-entropy
+        // term alone never exceeds 1, whatever the logits.
+        assert!(at(vec![4, 2, 4], 6.0) < at(vec![3, 1, 3], 6.0));
+        assert!(at(vec![4, 2, 4], 1e300) <= 1.0 && at(vec![4, 2, 4], 50.0) < 1.0 && at(vec![0, 0, 0], 0.0) == 1.0);
+        // Weighted alike, not a tie-break: a far worse cross-entropy outweighs a tenth more of
+        // balanced accuracy (0.1 + 2/3 against 0.2 + 1/11).
+        assert!(balanced_ce_of(0.9, 2.0) > balanced_ce_of(0.8, 0.1));
     }
 }

@@ -219,6 +219,7 @@ fn new_island<'t, 'r, 'g>(cfg: &EngineConfig, rep: Representation<'r, 'g>, task:
                 ClassFitness::BalancedAccuracy => 1,
                 ClassFitness::CrossEntropy => 2,
                 ClassFitness::WeightedF1 => 3,
+                ClassFitness::BalancedCe => 4,
             };
             FitnessStep::Classification(e.alloc_class_fitness_scratch(p, n_outputs, c.data, c.counts, kind, c.parsimony)?)
         }

@@ -63,8 +63,9 @@ impl crate::evolve::Fitness for Classification<'_> {
     }
 
     /// Each program's error at each case row, as the fitness reads it: its softmax
-    /// cross-entropy (with `--fitness cross-entropy`), else 1 where it predicts the wrong class
-    /// and 0 where the right one; with a head, the row's Brier score under the class heads
+    /// cross-entropy (with `--fitness cross-entropy`), with `balanced-ce` 1 where it predicts
+    /// the wrong class plus that cross-entropy `c` as `c / (1 + c)`, else 1 where it predicts
+    /// the wrong class and 0 where the right one; with a head, the row's Brier score under the class heads
     /// fitted on all the rows.
     fn case_errors(&self, pop: &Population, _generation: usize, cases: &[u32]) -> Result<Vec<f64>> {
         use crate::program::fitness::{argmax, softmax_ce};
@@ -106,9 +107,14 @@ impl crate::evolve::Fitness for Classification<'_> {
                         } else {
                             z.iter_mut().enumerate().for_each(|(m, v)| *v = f[m] + off(m));
                         }
+                        let wrong = || (argmax(&z) != label || z.iter().any(|v| !v.is_finite())) as u8 as f64;
                         match self.fitness {
                             ClassFitness::CrossEntropy => softmax_ce(&z, label),
-                            _ => (argmax(&z) != label || z.iter().any(|v| !v.is_finite())) as u8 as f64,
+                            ClassFitness::BalancedCe => {
+                                let ce = softmax_ce(&z, label);
+                                wrong() + ce / (1.0 + ce)
+                            }
+                            _ => wrong(),
                         }
                     }
                 };
@@ -217,6 +223,7 @@ impl ClassScores {
             ClassFitness::BalancedAccuracy => 1.0 - self.confusion.balanced_accuracy(),
             ClassFitness::CrossEntropy => self.cross_entropy,
             ClassFitness::WeightedF1 => 1.0 - self.confusion.weighted_f1(),
+            ClassFitness::BalancedCe => crate::program::fitness::balanced_ce_of(self.confusion.balanced_accuracy(), self.cross_entropy),
         };
         if l.is_finite() { l } else { f64::INFINITY }
     }
