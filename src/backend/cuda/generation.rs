@@ -617,11 +617,11 @@ pub struct ClassFitnessScratch {
 
 impl CudaEngine {
     /// Scratch for the classification fitness of `p` trees on `data`: `kind` 0 accuracy, 1
-    /// balanced accuracy, 2 cross-entropy, 3 weighted F1; `counts` the training points per
-    /// class; programs with `n_out` outputs.
+    /// balanced accuracy, 2 cross-entropy, 3 weighted F1, 4 balanced accuracy with the
+    /// cross-entropy; `counts` the training points per class; programs with `n_out` outputs.
     #[allow(clippy::too_many_arguments)]
     pub fn alloc_class_fitness_scratch(&self, p: usize, n_out: usize, data: &DeviceClassData, counts: &[u64], kind: u32, parsimony: f64) -> Result<ClassFitnessScratch> {
-        if counts.len() != data.n_classes || kind > 3 {
+        if counts.len() != data.n_classes || kind > 4 {
             return Err(GpuError::Input(format!("{} class counts for {} classes, fitness kind {kind}", counts.len(), data.n_classes)));
         }
         Ok(ClassFitnessScratch { buffers: self.alloc_class_buffers(p, n_out, data)?, counts: self.upload(counts, "uploading class counts")?, kind, parsimony })
