@@ -642,10 +642,12 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
     stop_at : float in [0, 1], default=None
         The run ends after the first generation whose best program reaches this training
         accuracy (``grove classify --stop-at``).
-    fitness : {"cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1", "balanced-ce"}, default="cross-entropy"
-        What evolution minimises: mean softmax cross-entropy, 1 - accuracy, 1 - weighted F1
-        (each class's F1 weighted by its share of the rows, PonyGE2's), 1 - balanced
-        accuracy, or 1 - balanced accuracy plus the mean cross-entropy ``c`` as ``c / (1 + c)``.
+    fitness : {"balanced-ce", "cross-entropy", "accuracy", "balanced-accuracy", "weighted-f1"}, default="balanced-ce"
+        What evolution minimises: 1 - balanced accuracy plus the mean softmax cross-entropy
+        ``c`` as ``c / (1 + c)`` (``grove classify``'s default), the mean softmax cross-entropy
+        alone (what ``predict_proba``'s probabilities are fitted to), 1 - accuracy, 1 -
+        balanced accuracy, or 1 - weighted F1 (each class's F1 weighted by its share of the
+        rows, PonyGE2's).
     standardize : bool, default=True
         Standardise features with the training rows' mean and deviation (the model repeats it).
     p_out : float, default=0.05
@@ -694,7 +696,7 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         function_set=None,
         operators=None,
         grammar=None,
-        fitness="cross-entropy",
+        fitness="balanced-ce",
         standardize=True,
         p_out=_CLASSIFY["p_out"],
         linear_inputs=_CLASSIFY["linear_inputs"],

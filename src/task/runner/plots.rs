@@ -37,6 +37,7 @@ fn fitness_label(report: &Value) -> String {
             Some("accuracy") => "1 - accuracy".into(),
             Some("balanced-accuracy") => "1 - balanced accuracy".into(),
             Some("weighted-f1") => "1 - weighted F1".into(),
+            Some("balanced-ce") => "1 - balanced accuracy + ce / (1 + ce)".into(),
             _ => "cross-entropy".into(),
         },
         _ => "fitness".into(),
