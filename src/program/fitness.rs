@@ -141,8 +141,8 @@ pub enum ClassFitness {
     Accuracy,
     /// 1 − balanced accuracy (the mean of the per-class recalls).
     BalancedAccuracy,
-    /// Mean softmax cross-entropy of the outputs (smooth; the probabilities of
-    /// `predict_proba` are what it fits).
+    /// Mean softmax cross-entropy of the outputs (smooth; the class probabilities the model
+    /// reports are fitted to it alone).
     CrossEntropy,
     /// 1 − weighted F1: the per-class F1 scores averaged with the classes' shares of the rows
     /// as weights (scikit-learn's `f1_score(average="weighted")`, PonyGE2's classification
@@ -150,14 +150,14 @@ pub enum ClassFitness {
     #[serde(alias = "f1")]
     #[value(alias = "f1")]
     WeightedF1,
-    /// 1 − balanced accuracy plus the mean cross-entropy `c` squashed into [0, 1) as
-    /// `c / (1 + c)` ([`balanced_ce_of`]): the share of each class misclassified drives the
-    /// search, and the cross-entropy, weighted alike, ranks the programs it ties and shapes the
-    /// outputs of several classes. The default: against the cross-entropy alone, on the CPU
-    /// (10 seeds) and on a GPU (5 seeds) at `grove classify`'s defaults, it lifted the 4 × 4
-    /// checkerboard from 0.63 to 0.73 (CPU) and from 0.60 to 0.73 (GPU) and the spirals on the
-    /// GPU from 0.46 to 0.52, tied circles, moons, 3-bit parity and iris, and moved no other
-    /// set by more than one test row (`docs/quality.md`, issue 55, 2026-12-06).
+    /// 1 − balanced accuracy plus the mean cross-entropy c squashed into [0, 1) as c / (1 + c),
+    /// weighted alike (the default): each class's misclassified share drives the search, and
+    /// the cross-entropy ranks the programs it ties and shapes the outputs of several classes.
+    // `balanced_ce_of`. Chosen by measurement against the cross-entropy alone, on the CPU (10
+    // seeds) and on a GPU (5 seeds) at `grove classify`'s defaults: the 4 × 4 checkerboard
+    // 0.63 → 0.73 (CPU) and 0.60 → 0.73 (GPU), the spirals on the GPU 0.46 → 0.52, circles,
+    // moons, 3-bit parity and iris tied, no other set moved by more than one test row
+    // (`docs/quality.md`, issue 55, 2026-12-06).
     #[default]
     BalancedCe,
 }
