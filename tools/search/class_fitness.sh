@@ -3,9 +3,10 @@
 # on the generated sets of tools/search/classes.sh (spirals, checker, circles, moons, parity)
 # and five more written here (seeded, 75/25 splits as there): xor (Gaussian quadrants), rings3
 # (three classes by radius), sine (y > sin 2x), disc (a disc in a square, 12 % of the rows) and
-# inter5 (sign(a·b + c² − 1) of five Gaussian inputs, two of them noise), plus SETS_EXTRA (e.g.
-# "builtin:wine builtin:digits"), over SEEDS seeds, on DEVICE. Prints a table of median test
-# accuracy (balanced accuracy for disc), the worst seed and the median wall seconds a run.
+# inter5 (sign(a·b + c² − 1) of five Gaussian inputs, two of them noise), or those SETS names,
+# plus SETS_EXTRA (e.g. "builtin:wine builtin:digits"), over SEEDS seeds, on DEVICE. Prints a
+# table of median test accuracy (balanced accuracy for disc), the worst seed and the median
+# wall seconds a run.
 #
 #   DEVICE=cpu SEEDS=10 VARIANTS="ce=--fitness cross-entropy;bce=--fitness balanced-ce" tools/search/class_fitness.sh [BIN]
 set -euo pipefail
@@ -55,7 +56,7 @@ rows=$out/rows.txt
 IFS=';' read -ra variants <<<"${VARIANTS:-ce=--fitness cross-entropy;bce=--fitness balanced-ce}"
 for v in "${variants[@]}"; do
     label=${v%%=*} flags=${v#*=}
-    for d in spirals checker circles moons parity xor rings3 sine disc inter5 ${SETS_EXTRA:-}; do
+    for d in ${SETS:-spirals checker circles moons parity xor rings3 sine disc inter5} ${SETS_EXTRA:-}; do
         data=$out/$d.csv
         [[ $d == builtin:* ]] && data=$d
         for s in $(seq 1 "${SEEDS:-5}"); do
