@@ -364,6 +364,35 @@ fn control_takes_a_gpus_defaults_on_a_gpu_without_needing_one_to_compute_them() 
 }
 
 #[test]
+fn classify_takes_a_gpus_population_and_generations_where_the_run_has_a_gpu() {
+    use grove::task::base::defaults::{CLASSIFY, CLASSIFY_GPU};
+    use grove::task::runner::experiment::Experiment;
+    assert!(CLASSIFY_GPU.pop * CLASSIFY_GPU.gens > CLASSIFY.pop * CLASSIFY.gens, "a GPU's budget is the larger");
+    let out = grove(&["classify", "--help"], "");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let h = text(&out.stdout).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(h.contains(&format!("[default: {} on the CPU, {} on a GPU]", CLASSIFY.pop, CLASSIFY_GPU.pop)), "{h}");
+    assert!(h.contains(&format!("[default: {} on the CPU, {} on a GPU]", CLASSIFY.gens, CLASSIFY_GPU.gens)), "{h}");
+    let budget = |e: &Experiment| match e {
+        Experiment::Classify(s) => (s.engine.pop_size, s.engine.generations),
+        _ => panic!("not a classification"),
+    };
+    // The command line: `--device cuda` is a GPU's defaults without needing one to compute them.
+    for (device, want) in [("cpu", CLASSIFY), ("cuda", CLASSIFY_GPU)] {
+        let Ok(grove::cli::Command::Classify(a)) = parsed(&["classify", "--device", device]) else { panic!() };
+        assert_eq!(budget(&Experiment::Classify(a.settings().unwrap())), (want.pop, want.gens), "{device}");
+        // A file that names the device gets the same.
+        let file = experiment(&format!("Classify(device: \"{device}\")"));
+        assert_eq!(budget(&file), (want.pop, want.gens), "{device} (file)");
+    }
+    // What is given wins over either device's defaults.
+    let Ok(grove::cli::Command::Classify(a)) = parsed(&["classify", "--pop", "300", "--device", "cuda"]) else { panic!() };
+    assert_eq!(budget(&Experiment::Classify(a.settings().unwrap())), (300, CLASSIFY_GPU.gens));
+    let file = experiment("Classify(engine: (generations: 7), device: \"cuda\")");
+    assert_eq!(budget(&file), (CLASSIFY_GPU.pop, 7));
+}
+
+#[test]
 fn the_representation_group_keeps_each_commands_function_set() {
     let Ok(grove::cli::Command::Classify(a)) = parsed(&["classify", "--device", "cpu"]) else { panic!() };
     assert_eq!(a.settings().unwrap().functions.as_deref(), Some(grove::task::base::defaults::FUNCTIONS));

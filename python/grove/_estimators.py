@@ -68,8 +68,8 @@ class _SymbolicBase(BaseEstimator):
         "function_set": [str, list, tuple, None],
         "operators": [str, list, tuple, dict, None],
         "grammar": [str, os.PathLike, None],
-        "population_size": [Interval(Integral, 2, None, closed="left")],
-        "generations": [Interval(Integral, 1, None, closed="left")],
+        "population_size": [Interval(Integral, 2, None, closed="left"), None],
+        "generations": [Interval(Integral, 1, None, closed="left"), None],
         "tournament_size": [Interval(Integral, 1, None, closed="left")],
         "elitism": [Interval(Integral, 0, None, closed="left")],
         "max_length": [Interval(Integral, 1, 65535, closed="both")],
@@ -106,13 +106,13 @@ class _SymbolicBase(BaseEstimator):
     }
 
     def _engine(self, seed):
-        pop = int(self.population_size)
-        return {
-            "pop_size": pop,
-            "generations": int(self.generations),
+        """The engine's settings; a population or generations left at None take the device's
+        defaults (set on the Rust side)."""
+        pop = None if self.population_size is None else int(self.population_size)
+        engine = {
             "seed": seed,
             "tournament": int(self.tournament_size),
-            "elite": min(int(self.elitism), pop),
+            "elite": int(self.elitism) if pop is None else min(int(self.elitism), pop),
             "max_len": int(self.max_length),
             "bloat": self.bloat,
             "size_pressure": float(self.size_pressure),
@@ -121,6 +121,11 @@ class _SymbolicBase(BaseEstimator):
             "lexicase_pool": int(self.lexicase_pool),
             "diversity": self.diversity,
         }
+        if pop is not None:
+            engine["pop_size"] = pop
+        if self.generations is not None:
+            engine["generations"] = int(self.generations)
+        return engine
 
     def _engine_with_constants(self, seed):
         """The engine's settings (``seed``: the run's) with the constant fitting asked for;
@@ -186,12 +191,14 @@ class _SymbolicBase(BaseEstimator):
                 )
             return None, seed_of(self.random_state)
         done = self.report_["settings"]["engine"]["generations"]
-        if self.generations < done:
+        # None: the device's default, which the fitted run had on this device.
+        wanted = done if self.generations is None else self.generations
+        if wanted < done:
             raise ValueError(
                 f"generations={self.generations} is fewer than the {done} this estimator has run: with warm_start=True, "
                 "generations counts the whole run (set warm_start=False to fit afresh)"
             )
-        if self.generations == done:
+        if wanted == done:
             warnings.warn(
                 f"warm_start with generations={done}, as many as the fitted run's: the model is kept (raise generations to "
                 "evolve further)",
@@ -632,13 +639,18 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
 
     Parameters
     ----------
-    function_set, operators, grammar, population_size (5000), generations (40), tournament_size,
-    elitism, max_length (64), parsimony_coefficient, validation_fraction, select, bloat,
-    size_pressure, selection, down_sample, lexicase_pool, diversity, init, init_depth, max_depth, wraps, crossover, mutation,
-    islands, migrate_every, migrants, gpus, max_time, device, threads,
-    random_state, warm_start, verbose :
+    function_set, operators, grammar, tournament_size, elitism, max_length (64),
+    parsimony_coefficient, validation_fraction, select, bloat, size_pressure, selection,
+    down_sample, lexicase_pool, diversity, init, init_depth, max_depth, wraps, crossover,
+    mutation, islands, migrate_every, migrants, gpus, max_time, device, threads, random_state,
+    warm_start, verbose :
         as for ``SymbolicRegressor`` (defaults of ``grove classify`` in brackets); validation
-        rows are held out per class, and their error is the one ``fitness`` names.
+        rows are held out per class, and their error is the one ``fitness`` names (under
+        "balanced-ce", balanced accuracy first and the cross-entropy only between programs
+        right on the same rows).
+    population_size, generations : int, default=None
+        The population and generations (``grove classify --pop``, ``--gens``); None: the
+        device's defaults, 5000 × 40 on the CPU and 20000 × 100 on a GPU.
     stop_at : float in [0, 1], default=None
         The run ends after the first generation whose best program reaches this training
         accuracy (``grove classify --stop-at``).
@@ -701,8 +713,8 @@ class SymbolicClassifier(ClassifierMixin, _SymbolicBase):
         p_out=_CLASSIFY["p_out"],
         linear_inputs=_CLASSIFY["linear_inputs"],
         outputs=_CLASSIFY["outputs"],
-        population_size=_CLASSIFY["population_size"],
-        generations=_CLASSIFY["generations"],
+        population_size=None,
+        generations=None,
         tournament_size=_CLASSIFY["tournament_size"],
         elitism=_CLASSIFY["elitism"],
         max_length=_CLASSIFY["max_length"],

@@ -791,8 +791,8 @@ fn ge_fields(
 
 /// Every command's defaults (`grove::task::base::defaults`), by the Python parameters' names, so that
 /// the estimators' signatures show the command line's defaults: `{"evolve": {...},
-/// "classify": {...}, "control": {...}}`. Control's population, generations and episodes
-/// depend on the device and are left to the run.
+/// "classify": {...}, "control": {...}}`. Classify's population and generations, and
+/// control's and its episodes, depend on the device and are left to the run.
 fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     use grove::task::base::defaults as d;
     let all = PyDict::new(py);
@@ -807,6 +807,10 @@ fn defaults(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     evolve.set_item("linear_inputs", linear(d::EVOLVE_LINEAR_INPUTS))?;
     all.set_item("evolve", evolve)?;
     let classify = engine_defaults(py, &d::CLASSIFY, d::FUNCTIONS)?;
+    // Population and generations follow the device (`defaults::CLASSIFY_GPU`): the run sets them.
+    for key in ["population_size", "generations"] {
+        classify.del_item(key)?;
+    }
     classify.set_item("p_out", shortest(d::CLASSIFY_P_OUT))?;
     classify.set_item("linear_inputs", linear(d::CLASSIFY_LINEAR_INPUTS))?;
     classify.set_item("outputs", d::CLASSIFY_OUTPUTS)?;

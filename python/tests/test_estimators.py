@@ -442,6 +442,23 @@ def test_a_warm_start_may_change_the_budget():
     assert m.report_["ended"]["reason"] == "generations"
 
 
+def test_the_classifiers_population_and_generations_default_to_the_devices():
+    X, y = load_iris(return_X_y=True)
+    assert SymbolicClassifier().get_params()["population_size"] is None
+    assert SymbolicClassifier().get_params()["generations"] is None
+    m = SymbolicClassifier(device="cpu", generations=2, random_state=1).fit(X, y)
+    engine = m.report_["settings"]["engine"]
+    assert (engine["pop_size"], engine["generations"]) == (5000, 2), "the CPU's population, the generations given"
+    # A warm start with generations left at None continues to the device's default, which the
+    # fitted run had: the model is kept.
+    m = SymbolicClassifier(device="cpu", population_size=40, warm_start=True, random_state=1).fit(X, y)
+    assert m.report_["settings"]["engine"]["generations"] == 40
+    programs = list(m.programs_)
+    with pytest.warns(UserWarning, match="as many as the fitted run's"):
+        m.fit(X, y)
+    assert list(m.programs_) == programs
+
+
 @pytest.mark.parametrize(
     "params, message",
     [

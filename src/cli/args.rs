@@ -79,8 +79,8 @@ pub fn finite(flag: &str, path: &str, value: f64) -> Result<f64> {
 pub trait EngineHelp {
     /// The command's engine defaults.
     const DEFAULTS: EngineDefaults;
-    /// Whether population and generations depend on the device (control), so the command
-    /// line has no default for them.
+    /// Whether population and generations depend on the device (classify, control), so the
+    /// command line has no default for them.
     const BY_DEVICE: bool = false;
     /// Help of `--pop`.
     fn pop() -> String {

@@ -125,6 +125,20 @@ impl Default for ClassifySettings {
     }
 }
 
+impl ClassifySettings {
+    /// `grove classify`'s defaults on a GPU (`on_gpu`: the population and generations of
+    /// [`crate::task::base::defaults::CLASSIFY_GPU`]) or the CPU ([`Self::default`]): what the
+    /// command line, experiment files, reports and the Python estimator lay their fields over
+    /// (the constant fitting, which also follows the device, is set beside this:
+    /// [`default_fit`]).
+    pub fn cli_default(on_gpu: bool) -> Self {
+        use crate::task::base::defaults::{CLASSIFY, CLASSIFY_GPU};
+        let base = Self::default();
+        let engine = if on_gpu { CLASSIFY_GPU } else { CLASSIFY };
+        Self { engine: engine.config(base.engine.constants), ..base }
+    }
+}
+
 /// The rows evolution fits on and the validation rows, for `plan` (none when its fraction is
 /// 0): a seeded split of `train`, stratified by class
 /// ([`crate::data::split::Holdout::VALIDATION`]; a class of one row stays in `rows`).

@@ -65,20 +65,21 @@ impl Experiment {
         .unwrap_or(Value::Null)
     }
 
-    /// The command line's defaults for `command`, as JSON (for control, its CPU defaults; for
-    /// evolve and classify, the CPU's constant fitting).
+    /// The command line's defaults for `command`, as JSON (the CPU's: control's and classify's
+    /// budgets, the constant fitting of evolve and classify).
     pub fn defaults(command: &str) -> Result<Value> {
         Self::defaults_on(command, false)
     }
 
     /// The command line's defaults for `command` on a GPU (`on_gpu`) or the CPU, as JSON:
     /// control's population, generations, episodes, random search and a residual's linear
-    /// iterations ([`ControlSettings::cli_default`]), and the constant fitting of evolve and
-    /// classify (`regression::default_fit`, `classify::default_fit`).
+    /// iterations ([`ControlSettings::cli_default`]), classify's population and generations
+    /// ([`ClassifySettings::cli_default`]), and the constant fitting of evolve and classify
+    /// (`regression::default_fit`, `classify::default_fit`).
     pub fn defaults_on(command: &str, on_gpu: bool) -> Result<Value> {
         let mut v = match command {
             "evolve" => serde_json::to_value(EvolveSettings::cli_default())?,
-            "classify" => serde_json::to_value(ClassifySettings::default())?,
+            "classify" => serde_json::to_value(ClassifySettings::cli_default(on_gpu))?,
             "control" => serde_json::to_value(ControlSettings::cli_default(on_gpu))?,
             other => bail!(
                 "unknown command `{other}`: an experiment is one of {}",
@@ -99,7 +100,8 @@ impl Experiment {
     /// Whether the fields `given` for `command` are laid over a GPU's defaults when the
     /// source does not say ([`Self::from_parts`]): for control, where they name `device:
     /// "cuda"` (so a file gives the same settings on every machine); for evolve and classify,
-    /// whose constant fitting differs, where the run will have a GPU
+    /// whose constant fitting differs (and classify's population and generations), where the
+    /// run will have a GPU
     /// ([`crate::backend::DeviceChoice::has_gpu`]: `auto` asks the driver).
     pub fn gpu_defaults(command: &str, given: &Value) -> bool {
         let device: Option<crate::backend::DeviceChoice> = given.get("device").and_then(|d| serde_json::from_value(d.clone()).ok());
