@@ -53,12 +53,12 @@ pub const EVOLVE: EngineDefaults =
 /// tournaments ([`CLASSIFY_BLOAT`]).
 pub const CLASSIFY: EngineDefaults = EngineDefaults { pop: 5000, gens: 40, max_len: 64, bloat: CLASSIFY_BLOAT, ..EVOLVE };
 /// `grove classify` on a GPU: population 20 000, 100 generations, ten times the CPU's
-/// evaluations in about the same wall time as the CPU's budget there (0.41–0.43 s a run
-/// against 0.35–0.37 s on an H100, generated sets of 400 rows; digits 1.1 s). Measured at the
-/// `balanced-ce` default (`docs/quality.md`, issue 55, 2026-12-06; 5 seeds on an H100, the
-/// same settings over 5–10 seeds on the CPU): the checkerboard 0.73 → 0.89 and the sine
-/// boundary 0.92 → 0.95 on the GPU, no other set's median lower by more than one test row;
-/// 50 000 × 100 gained nothing more on the CPU (checkerboard 0.79, sine 0.95).
+/// evaluations in 1.1–1.3 times the wall time of the CPU's budget there (0.49–0.55 s a run
+/// against 0.42–0.47 s on an H100, generated sets of 400 rows; digits 1.5 s against 1.1 s).
+/// Measured at the `balanced-ce` default (`docs/quality.md`, issue 55, 2026-12-06; 10 seeds
+/// on an H100): the checkerboard 0.72 → 0.85 and the sine boundary 0.915 → 0.96, no other
+/// set's median lower by more than one test row; 50 000 × 100 gained nothing more on the CPU
+/// (5 seeds: checkerboard 0.79, sine 0.95).
 pub const CLASSIFY_GPU: EngineDefaults = EngineDefaults { pop: 20_000, gens: 100, ..CLASSIFY };
 /// `grove control` on the CPU: population 200, 20 generations (a run of tens of seconds),
 /// plain tournaments.
