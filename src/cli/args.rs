@@ -79,16 +79,23 @@ pub fn finite(flag: &str, path: &str, value: f64) -> Result<f64> {
 pub trait EngineHelp {
     /// The command's engine defaults.
     const DEFAULTS: EngineDefaults;
-    /// Whether population and generations depend on the device (classify, control), so the
-    /// command line has no default for them.
-    const BY_DEVICE: bool = false;
+    /// The engine defaults on a GPU where population and generations depend on the device
+    /// (classify, control): the command line then has no default for them, and the help names
+    /// both devices'.
+    const GPU_DEFAULTS: Option<EngineDefaults> = None;
     /// Help of `--pop`.
     fn pop() -> String {
-        format!("Population size, {}", pop_bound())
+        match Self::GPU_DEFAULTS {
+            Some(gpu) => format!("Population size, {} [default: {} on the CPU, {} on a GPU]", pop_bound(), Self::DEFAULTS.pop, gpu.pop),
+            None => format!("Population size, {}", pop_bound()),
+        }
     }
     /// Help of `--gens`.
     fn gens() -> String {
-        format!("Generations, at most {MAX_GENERATIONS}")
+        match Self::GPU_DEFAULTS {
+            Some(gpu) => format!("Generations, at most {MAX_GENERATIONS} [default: {} on the CPU, {} on a GPU]", Self::DEFAULTS.gens, gpu.gens),
+            None => format!("Generations, at most {MAX_GENERATIONS}"),
+        }
     }
     /// Help of `--seed`.
     const SEED: &'static str;
@@ -117,9 +124,9 @@ fn shown(value: Option<impl ToString>) -> Resettable<OsStr> {
 #[derive(Debug, Args)]
 pub struct EngineArgs<D: EngineHelp + Send + Sync + 'static> {
     // Without a default for control: the device's.
-    #[arg(long, help = D::pop(), default_value = shown((!D::BY_DEVICE).then_some(D::DEFAULTS.pop)))]
+    #[arg(long, help = D::pop(), default_value = shown(D::GPU_DEFAULTS.is_none().then_some(D::DEFAULTS.pop)))]
     pub(crate) pop: Option<usize>,
-    #[arg(long, help = D::gens(), default_value = shown((!D::BY_DEVICE).then_some(D::DEFAULTS.gens)))]
+    #[arg(long, help = D::gens(), default_value = shown(D::GPU_DEFAULTS.is_none().then_some(D::DEFAULTS.gens)))]
     pub(crate) gens: Option<usize>,
     #[arg(long, help = D::SEED, default_value = shown(Some(D::DEFAULTS.seed)))]
     pub(crate) seed: u64,

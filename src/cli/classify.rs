@@ -16,18 +16,7 @@ pub struct Classify;
 
 impl EngineHelp for Classify {
     const DEFAULTS: defaults::EngineDefaults = defaults::CLASSIFY;
-    const BY_DEVICE: bool = true;
-    fn pop() -> String {
-        format!("Population size, {} [default: {} on the CPU, {} on a GPU]", super::args::pop_bound(), defaults::CLASSIFY.pop, defaults::CLASSIFY_GPU.pop)
-    }
-    fn gens() -> String {
-        format!(
-            "Generations, at most {} [default: {} on the CPU, {} on a GPU]",
-            crate::task::base::search::MAX_GENERATIONS,
-            defaults::CLASSIFY.gens,
-            defaults::CLASSIFY_GPU.gens
-        )
-    }
+    const GPU_DEFAULTS: Option<defaults::EngineDefaults> = Some(defaults::CLASSIFY_GPU);
     const SEED: &'static str = "Random seed (of evolution and of the train/test split)";
 }
 

@@ -11,7 +11,6 @@ use super::args::{BudgetArgs, EngineArgs, EngineHelp, GeArgs, IslandArgs, Overla
 use crate::task::control::{ControlSettings, MAX_EPISODE_STEPS, MAX_EPISODES, PolicyKind};
 use crate::task::base::defaults::{self, CONTROL_CPU, CONTROL_CPU_EPISODES, CONTROL_GPU, CONTROL_GPU_EPISODES};
 use crate::task::runner::experiment::Experiment;
-use crate::task::base::search::MAX_GENERATIONS;
 
 /// The engine and representation groups' defaults and help in `grove control`.
 #[derive(Debug)]
@@ -19,13 +18,7 @@ pub struct Control;
 
 impl EngineHelp for Control {
     const DEFAULTS: defaults::EngineDefaults = CONTROL_CPU;
-    const BY_DEVICE: bool = true;
-    fn pop() -> String {
-        format!("Population size, {} [default: {} on the CPU, {} on a GPU]", super::args::pop_bound(), CONTROL_CPU.pop, CONTROL_GPU.pop)
-    }
-    fn gens() -> String {
-        format!("Generations, at most {MAX_GENERATIONS} [default: {} on the CPU, {} on a GPU]", CONTROL_CPU.gens, CONTROL_GPU.gens)
-    }
+    const GPU_DEFAULTS: Option<defaults::EngineDefaults> = Some(CONTROL_GPU);
     const SEED: &'static str = "Random seed (of evolution and of the reset noise)";
     const PARSIMONY: &'static str = "Fitness penalty per program node (fitness is minus the mean return)";
     const DEVICE: &'static str = "Where to run the roll-outs: auto (CUDA if usable, else CPU), cpu, cuda";
