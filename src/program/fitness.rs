@@ -205,7 +205,13 @@ pub fn weighted_f1_of(s: &ClassSums, counts: &[u64]) -> f64 {
 /// `(1 − balanced) + ce / (1 + ce)`, in that order of operations (`kernels/generation.cu`'s
 /// `grove_classify_fitness` computes the same bits from the same two numbers).
 pub fn balanced_ce_of(balanced: f64, mean_ce: f64) -> f64 {
-    (1.0 - balanced) + mean_ce / (1.0 + mean_ce)
+    (1.0 - balanced) + ce_share(mean_ce)
+}
+
+/// A cross-entropy `c` squashed into [0, 1) as `c / (1 + c)`: `balanced-ce`'s term, of the
+/// mean in the fitness and the validation choice, of one row in lexicase's cases.
+pub fn ce_share(c: f64) -> f64 {
+    c / (1.0 + c)
 }
 
 /// The fitness (lower is better) of sums; `+inf` for an individual with a non-finite output.

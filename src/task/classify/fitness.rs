@@ -110,10 +110,7 @@ impl crate::evolve::Fitness for Classification<'_> {
                         let wrong = || (argmax(&z) != label || z.iter().any(|v| !v.is_finite())) as u8 as f64;
                         match self.fitness {
                             ClassFitness::CrossEntropy => softmax_ce(&z, label),
-                            ClassFitness::BalancedCe => {
-                                let ce = softmax_ce(&z, label);
-                                wrong() + ce / (1.0 + ce)
-                            }
+                            ClassFitness::BalancedCe => wrong() + crate::program::fitness::ce_share(softmax_ce(&z, label)),
                             _ => wrong(),
                         }
                     }
@@ -238,8 +235,7 @@ impl ClassScores {
             ClassFitness::WeightedF1 => 1.0 - self.confusion.weighted_f1(),
             ClassFitness::BalancedCe => {
                 let step = (self.confusion.counts.len().max(1) as f64 * self.rows().max(1) as f64).recip();
-                let ce = self.cross_entropy;
-                (1.0 - self.confusion.balanced_accuracy()) + 0.5 * step * ce / (1.0 + ce)
+                (1.0 - self.confusion.balanced_accuracy()) + 0.5 * step * crate::program::fitness::ce_share(self.cross_entropy)
             }
         };
         if l.is_finite() { l } else { f64::INFINITY }
