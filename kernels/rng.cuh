@@ -22,6 +22,7 @@
 #define GROVE_PURPOSE_MUTATE 4u
 #define GROVE_PURPOSE_RESET 6u
 #define GROVE_PURPOSE_EPSILON 11u
+#define GROVE_PURPOSE_LEXICASE_POOL 12u
 
 // One stream of random numbers (rng::Stream).
 struct GroveStream {

@@ -353,9 +353,11 @@ extern "C" __global__ void grove_error_groups_verify(GroveSelectParams p, const 
 // selection g (stream (seed, generation, slot, Select), eps from grove_lexicase_epsilons).
 // Every lane holds the same stream and takes the same decisions; the lanes share the
 // candidates. The candidates start as the pool in order where it holds at most p.k (or p.k is
-// 0), else as p.k draws from it: draw j is word j % 4 of the stream's block j / 4, so lane l
-// computes blocks l, l + GROVE_LANES, ... itself and the first case's filter needs no list
-// of them. Its survivors, in order, go to cand[g * p.stride ..] (p.stride >= the candidates),
+// 0), else as the p.k draws of the slot's group (select::lexicase_candidates: the stream
+// (seed, generation, slot / p.k, LexicasePool)): draw j is word j % 4 of that stream's block
+// j / 4, so lane l computes blocks l, l + GROVE_LANES, ... itself and the first case's filter
+// needs no list of them. grove_lexicase_staged is the faster kernel where a group's candidates'
+// errors fit in a block's shared memory; this one serves the rest. Its survivors, in order, go to cand[g * p.stride ..] (p.stride >= the candidates),
 // where the later filters compact them in place (Vec::retain), until at most GROVE_LANES are
 // left: then lane l holds the l-th in registers and a filter is one ballot. The case order is
 // a lazy Fisher-Yates that lane 0 keeps, in shared memory where the cases fit
@@ -381,8 +383,7 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
     const bool drawn = p.k != 0 && m0 > p.k;
     const unsigned width = drawn ? p.k : m0;
     GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, p.slot_offset + sel, GROVE_PURPOSE_SELECT);
-    const unsigned first_case_draw = drawn ? width : 0u;
-    grove_seek(rng, first_case_draw);
+    const GroveStream drawer = grove_stream(p.seed_lo, p.seed_hi, p.generation, drawn ? (p.slot_offset + sel) / p.k : 0u, GROVE_PURPOSE_LEXICASE_POOL);
     unsigned* ord = C <= GROVE_LEX_CASES ? shared_order + (threadIdx.x / GROVE_LANES) * GROVE_LEX_CASES : order + (unsigned long long)sel * C;
     unsigned* list = cand + (unsigned long long)sel * p.stride;
     if (width > 1)
@@ -415,7 +416,7 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
             for (unsigned base = 0; base < m; base += 4u * GROVE_LANES) {
                 const unsigned j0 = base + 4u * g.lane;
                 unsigned w[4];
-                if (source && drawn && j0 < m) grove_block_at(rng, j0 / 4u, w);
+                if (source && drawn && j0 < m) grove_block_at(drawer, j0 / 4u, w);
                 for (unsigned u = 0; u < 4u; ++u) {
                     const unsigned j = j0 + u;
                     if (j >= m) break;
@@ -428,7 +429,7 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
             for (unsigned base = 0; base < m; base += 4u * GROVE_LANES) {
                 const unsigned j0 = base + 4u * g.lane;
                 unsigned w[4], id[4], keep[4];
-                if (source && drawn && j0 < m) grove_block_at(rng, j0 / 4u, w);
+                if (source && drawn && j0 < m) grove_block_at(drawer, j0 / 4u, w);
                 for (unsigned u = 0; u < 4u; ++u) {
                     const unsigned j = j0 + u;
                     keep[u] = 0u;
@@ -473,7 +474,7 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
         }
         m = kept;
         if (clones) {
-            grove_seek(rng, first_case_draw + C);
+            grove_seek(rng, C);
             break;
         }
     }
@@ -486,8 +487,127 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
     } else if (g.lane == 0) {
         // One candidate: no case was read.
         unsigned w[4];
-        grove_block_at(rng, 0u, w);
+        grove_block_at(drawer, 0u, w);
         winners[sel] = grove_lex_pool(pool, nv, drawn ? __umulhi(w[0], m0) : 0u);
+    }
+}
+
+// select::epsilon_lexicase for the slots slot_offset .. + n_slots, a block per group of p.k
+// consecutive slots (the group slot_offset / p.k + blockIdx.x; p.k in 1 ..
+// GROVE_LEX_STAGED_MAX), each selection a thread, where the candidates' errors fit in shared
+// memory. The block stages its candidates once, the pool in order where it holds at most
+// p.k, else the group's p.k draws (select::lexicase_candidates), with their keys ([m × C],
+// NaN read as +inf, read row by row) and clone groups; then each thread filters its slots'
+// candidates there, the survivors a bit mask of candidate positions, its case order (a lazy
+// Fisher-Yates, as in grove_lexicase) in shared memory too. A case that removed no one and
+// left clones only (one group) ends the filters, and the stream skips the cases' draws.
+// Shared memory: m × C doubles, then m candidates and m groups, then blockDim.x × C case
+// indices of 16 bits (C < 65536); lexicase_staged_bytes in src/backend/cuda/select.rs.
+#define GROVE_LEX_STAGED_MAX 256
+#define GROVE_LEX_STAGED_WORDS (GROVE_LEX_STAGED_MAX / 32)
+
+extern "C" __global__ void __launch_bounds__(GROVE_LEX_STAGED_MAX)
+grove_lexicase_staged(GroveSelectParams p, const double* errors, const double* eps, const unsigned* pool, const unsigned* n_valid,
+                      const unsigned* group, unsigned* winners) {
+    extern __shared__ double grove_lex_stage[];
+    const double inf = __longlong_as_double(0x7FF0000000000000ll);
+    const unsigned nv = n_valid[0], C = p.n_cases, m0 = nv == 0 ? p.n : nv;
+    const bool drawn = m0 > p.k;
+    const unsigned width = drawn ? p.k : m0;
+    const unsigned q = p.slot_offset / p.k + blockIdx.x;
+    const unsigned end = p.slot_offset + p.n_slots;
+    const unsigned lo = q * p.k > p.slot_offset ? q * p.k : p.slot_offset, hi = q * p.k + p.k < end ? q * p.k + p.k : end;
+    double* keys = grove_lex_stage;
+    unsigned* id = (unsigned*)(keys + (size_t)width * C);
+    unsigned* grp = id + width;
+    unsigned short* ord = (unsigned short*)(grp + width) + (size_t)threadIdx.x * C;
+    const GroveStream drawer = grove_stream(p.seed_lo, p.seed_hi, p.generation, q, GROVE_PURPOSE_LEXICASE_POOL);
+    for (unsigned j = threadIdx.x; j < width; j += blockDim.x) {
+        unsigned w[4];
+        if (drawn) grove_block_at(drawer, j / 4u, w);
+        const unsigned i = grove_lex_pool(pool, nv, drawn ? __umulhi(w[j % 4u], m0) : j);
+        id[j] = i;
+        grp[j] = group[i];
+    }
+    __syncthreads();
+    for (unsigned e = threadIdx.x; e < width * C; e += blockDim.x) {
+        const unsigned j = e / C, c = e - j * C;
+        keys[e] = grove_key(errors[(unsigned long long)id[j] * C + c]);
+    }
+    __syncthreads();
+    for (unsigned slot = lo + threadIdx.x; slot < hi; slot += blockDim.x) {
+        GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, slot, GROVE_PURPOSE_SELECT);
+        unsigned alive[GROVE_LEX_STAGED_WORDS];
+#pragma unroll
+        for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w)
+            alive[w] = width >= 32u * (w + 1u) ? 0xffffffffu : width > 32u * w ? (1u << (width - 32u * w)) - 1u : 0u;
+        unsigned m = width;
+        bool mixed = false;
+        if (m > 1)
+            for (unsigned c = 0; c < C; ++c) ord[c] = (unsigned short)c;
+        for (unsigned t = 0; t < C && m > 1; ++t) {
+            const unsigned r = t + grove_below(rng, C - t);
+            const unsigned c = ord[r];
+            ord[r] = ord[t];
+            // The best and the worst key left: where the worst is within the threshold, the
+            // case removes no one and the second pass is skipped.
+            double best = inf, worst = -inf;
+#pragma unroll
+            for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w)
+                for (unsigned b = alive[w]; b != 0u; b &= b - 1u) {
+                    const double e = keys[(32u * w + (unsigned)__ffs(b) - 1u) * C + c];
+                    best = fmin(best, e);
+                    worst = fmax(worst, e);
+                }
+            const double threshold = __dadd_rn(best, eps[c]);
+            unsigned kept = m;
+            if (!(worst <= threshold)) {
+                kept = 0u;
+#pragma unroll
+                for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w) {
+                    unsigned keep = 0u;
+                    for (unsigned b = alive[w]; b != 0u; b &= b - 1u) {
+                        const unsigned bit = (unsigned)__ffs(b) - 1u;
+                        if (keys[(32u * w + bit) * C + c] <= threshold) keep |= 1u << bit;
+                    }
+                    alive[w] = keep;
+                    kept += (unsigned)__popc(keep);
+                }
+            }
+            // No one removed: if every candidate left is in one group, the cases left keep them
+            // all. The survivors known to span groups are not looked at again until they change.
+            bool clones = kept == m && !mixed;
+            unsigned g0 = 0xffffffffu;
+#pragma unroll
+            for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w)
+                for (unsigned b = clones ? alive[w] : 0u; b != 0u && clones; b &= b - 1u) {
+                    const unsigned g = grp[32u * w + (unsigned)__ffs(b) - 1u];
+                    if (g0 == 0xffffffffu) g0 = g;
+                    clones = clones && g == g0;
+                }
+            mixed = kept == m && !clones;
+            m = kept;
+            if (clones) {
+                grove_seek(rng, C);
+                break;
+            }
+        }
+        // The pick: the k-th candidate left (k = below(m) where m > 1), by position.
+        unsigned k = m > 1 ? grove_below(rng, m) : 0u, at = 0u;
+        bool found = false;
+#pragma unroll
+        for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w) {
+            const unsigned n = (unsigned)__popc(alive[w]);
+            if (!found && k < n) {
+                unsigned b = alive[w];
+                for (unsigned u = 0; u < k; ++u) b &= b - 1u;
+                at = 32u * w + (unsigned)__ffs(b) - 1u;
+                found = true;
+            } else if (!found) {
+                k -= n;
+            }
+        }
+        winners[slot - p.slot_offset] = id[at];
     }
 }
 

@@ -55,6 +55,8 @@ pub enum Purpose {
     Cases = 10,
     /// The individuals whose errors set lexicase's epsilons (`select::epsilon_sample`).
     Epsilon = 11,
+    /// The candidates a group of lexicase selections shares (`select::lexicase_candidates`).
+    LexicasePool = 12,
 }
 
 /// A stream of random numbers at one address `(seed; generation, individual, purpose)`.

@@ -275,12 +275,15 @@ impl Selection {
 /// `docs/quality.md`).
 pub const DEFAULT_DOWN_SAMPLE: f64 = 0.1;
 
-/// Lexicase's default candidate pool (`--lexicase-pool`, `engine.lexicase_pool`): a selection
-/// whose pool of valid individuals holds more than this many starts from this many drawn from
-/// it at random, with replacement; smaller pools compete whole, as in classic lexicase. A
-/// selection's work is then bounded by the pool, not the population (a full-population
-/// selection of `P` parents reads about `P²` errors: minutes at 10⁵); the measurement that chose
-/// it is in `docs/quality.md` (issue 55).
+/// Lexicase's default candidate pool (`--lexicase-pool`, `engine.lexicase_pool`). Where the pool
+/// of valid individuals holds more than this many, the selections come in groups of this many
+/// consecutive slots, and each group's selections share one pool of this many individuals drawn
+/// from it at random, with replacement ([`lexicase_candidates`]): lexicase within demes dealt
+/// afresh each generation, as classic lexicase's selections all share the whole population.
+/// Smaller pools compete whole. A selection's work is then bounded by the pool, not the
+/// population (a full-population selection of `P` parents reads about `P²` errors: minutes at
+/// 10⁵), and a group's candidates can be read once for all its selections (on the GPU, into a
+/// block's shared memory). The measurements that chose it are in `docs/quality.md` (issue 55).
 pub const DEFAULT_LEXICASE_POOL: usize = 256;
 
 /// The most individuals whose errors set lexicase's epsilons: larger pools are sampled (with
@@ -340,14 +343,17 @@ pub fn generation_cases(n_cases: usize, k: usize, seed: u64, generation: u32) ->
     all
 }
 
-/// A lexicase selection's starting candidates from `pool` (never empty: [`or_all`]'s): the
-/// whole pool in order when `k_pool` is 0 or the pool holds at most `k_pool`, else `k_pool`
-/// positions drawn with `below(pool.len())` from the selection's stream `s`, first.
-fn lexicase_candidates(pool: &[u32], k_pool: usize, s: &mut Stream, out: &mut Vec<u32>) {
+/// The starting candidates of lexicase selection `slot` from `pool` (never empty: [`or_all`]'s):
+/// the whole pool in order when `k_pool` is 0 or the pool holds at most `k_pool`, else the
+/// candidates of its group of `k_pool` consecutive slots, `slot / k_pool`: `k_pool` positions
+/// drawn with `below(pool.len())` from the stream `(seed, generation, slot / k_pool,
+/// LexicasePool)`, shared by the group's selections.
+pub fn lexicase_candidates(pool: &[u32], k_pool: usize, slot: usize, seed: u64, generation: u32, out: &mut Vec<u32>) {
     out.clear();
     if k_pool == 0 || pool.len() <= k_pool {
         out.extend_from_slice(pool);
     } else {
+        let mut s = Stream::new(seed, generation, (slot / k_pool) as u32, Purpose::LexicasePool);
         let n = pool.len() as u32;
         out.extend((0..k_pool).map(|_| pool[s.below(n) as usize]));
     }
@@ -370,14 +376,27 @@ pub fn epsilon_lexicase_slots(errors: &[f64], n_cases: usize, eps: &[f64], pool:
     let pool = or_all(pool, n);
     let pool = &pool[..];
     if k_pool != 0 && pool.len() > k_pool {
-        return (0..n_slots)
+        // A group's candidates drawn once, their errors copied side by side (`[k_pool × C]`),
+        // and its selections filtered over candidate positions.
+        let groups: Vec<Vec<u32>> = (0..n_slots.div_ceil(k_pool))
             .into_par_iter()
-            .with_min_len(64)
-            .map_init(
-                || (Vec::new(), Vec::new()),
-                |(cand, order): &mut (Vec<u32>, Vec<u32>), slot| lexicase_filter(errors, n_cases, eps, pool, k_pool, seed, generation, slot, cand, order),
-            )
+            .map(|q| {
+                let mut drawn = Vec::new();
+                lexicase_candidates(pool, k_pool, q * k_pool, seed, generation, &mut drawn);
+                let keys: Vec<f64> = drawn.iter().flat_map(|&i| errors[i as usize * n_cases..][..n_cases].iter().map(|&e| key(e))).collect();
+                let (mut cand, mut order) = (Vec::new(), Vec::new());
+                (q * k_pool..((q + 1) * k_pool).min(n_slots))
+                    .map(|slot| {
+                        cand.clear();
+                        cand.extend(0..k_pool as u32);
+                        let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
+                        let pos = lexicase_filter(n_cases, eps, |j, c| keys[j as usize * n_cases + c], &mut s, &mut cand, &mut order);
+                        drawn[pos as usize]
+                    })
+                    .collect()
+            })
             .collect();
+        return groups.concat();
     }
     let err = |i: u32, c: usize| key(errors[i as usize * n_cases + c]);
     // Groups of equal error rows, in order of their first member; members by pool position.
@@ -509,38 +528,29 @@ pub fn lexicase_epsilons(errors: &[f64], n_cases: usize, pool: &[u32], seed: u64
 
 /// Epsilon-lexicase selection of parent `slot` (stream `(seed, generation, slot, Select)`):
 /// the candidates start as `pool` (all individuals if it is empty) in order, or, where the pool
-/// holds more than `k_pool` (not 0), as `k_pool` draws from it ([`lexicase_candidates`]). Cases
-/// are taken in a random order drawn one at a time (step `t` swaps case `t + below(C - t)` into
-/// place `t`: a lazy Fisher–Yates), and each keeps the candidates whose error (NaN read as
-/// `+inf`) is at most the best candidate's plus `eps[case]` (an f64 addition). It stops when
-/// one candidate is left or the cases run out; then one of the candidates left is drawn with
-/// `below(count)` (no draw when there is one). `errors` is `[P × n_cases]`.
+/// holds more than `k_pool` (not 0), as the `k_pool` draws of the slot's group
+/// ([`lexicase_candidates`]). Cases are taken in a random order drawn one at a time (step `t`
+/// swaps case `t + below(C - t)` into place `t`: a lazy Fisher–Yates), and each keeps the
+/// candidates whose error (NaN read as `+inf`) is at most the best candidate's plus `eps[case]`
+/// (an f64 addition). It stops when one candidate is left or the cases run out; then one of the
+/// candidates left is drawn with `below(count)` (no draw when there is one). `errors` is `[P ×
+/// n_cases]`.
 #[allow(clippy::too_many_arguments)]
 pub fn epsilon_lexicase(errors: &[f64], n_cases: usize, eps: &[f64], pool: &[u32], k_pool: usize, seed: u64, generation: u32, slot: usize) -> usize {
     let n = errors.len().checked_div(n_cases).unwrap_or(0);
     let pool = or_all(pool, n);
-    lexicase_filter(errors, n_cases, eps, &pool, k_pool, seed, generation, slot, &mut Vec::new(), &mut Vec::new()) as usize
+    let mut cand = Vec::new();
+    lexicase_candidates(&pool, k_pool, slot, seed, generation, &mut cand);
+    let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
+    let err = |i: u32, c: usize| key(errors[i as usize * n_cases + c]);
+    lexicase_filter(n_cases, eps, err, &mut s, &mut cand, &mut Vec::new()) as usize
 }
 
-/// [`epsilon_lexicase`] on a non-empty `pool`, with its buffers.
-#[allow(clippy::too_many_arguments)]
-fn lexicase_filter(
-    errors: &[f64],
-    n_cases: usize,
-    eps: &[f64],
-    pool: &[u32],
-    k_pool: usize,
-    seed: u64,
-    generation: u32,
-    slot: usize,
-    cand: &mut Vec<u32>,
-    order: &mut Vec<u32>,
-) -> u32 {
-    let mut s = Stream::new(seed, generation, slot as u32, Purpose::Select);
-    lexicase_candidates(pool, k_pool, &mut s, cand);
+/// The filters of [`epsilon_lexicase`] over `cand` (not empty), `err(candidate, case)` its
+/// key, drawing from `s`: the candidate chosen.
+fn lexicase_filter(n_cases: usize, eps: &[f64], err: impl Fn(u32, usize) -> f64, s: &mut Stream, cand: &mut Vec<u32>, order: &mut Vec<u32>) -> u32 {
     order.clear();
     order.extend(0..n_cases as u32);
-    let err = |i: u32, c: usize| key(errors[i as usize * n_cases + c]);
     for t in 0..n_cases {
         if cand.len() <= 1 {
             break;

@@ -20,6 +20,7 @@ mod emulator;
 
 use grove::backend::cuda::kernels;
 use grove::backend::cuda::params::{GeParams, SelectParams, VaryParams};
+use grove::backend::cuda::select::lexicase_staged_shape;
 use grove::backend::cuda::vary::{BredCounts, UsedCodons, decode_bred, ge_params, outcome_code, outcome_of, vary_params};
 use grove::backend::cuda::CudaEngine;
 use grove::genome::vary::{GeVaryConfig, crossover, int_flip};
@@ -219,6 +220,7 @@ type TournamentFn = unsafe extern "C" fn(SelectParams, *const f64, *const u32, *
 type RankFn = unsafe extern "C" fn(SelectParams, *const f64, *mut u32);
 type TruncationFn = unsafe extern "C" fn(SelectParams, *const u32, *mut u32);
 type LexicaseFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *const u32, *mut u32, *mut u32, *mut u32);
+type StagedFn = unsafe extern "C" fn(SelectParams, *const f64, *const f64, *const u32, *const u32, *const u32, *mut u32);
 type SetThreadFn = unsafe extern "C" fn(u32, u32, u32);
 
 struct Emulator {
@@ -245,6 +247,10 @@ const EMU_EPSILON_THREADS: u32 = 16;
 /// Cases whose order an emulated lexicase selection keeps in shared memory
 /// (`GROVE_LEX_CASES` is [`kernels::LEXICASE_CASES`] on the device).
 const EMU_LEXICASE_CASES: usize = 8;
+
+/// Shared memory of an emulated `grove_lexicase_staged` block (the device's is its opt-in
+/// limit): larger groups take the warp kernel, as they do on a device.
+const EMU_STAGED_BYTES: usize = 64 << 10;
 
 /// A kernel call shared by a block's threads: the closures copy raw pointers into the call, and
 /// the kernel decides which thread writes what, as on the device.
@@ -288,6 +294,10 @@ fn emulator() -> Option<&'static Emulator> {
             let cases = format!("#define GROVE_LEX_CASES {}", kernels::LEXICASE_CASES);
             assert!(s.contains(&lanes) && s.contains(&cases), "select.cu no longer has `{lanes}` and `{cases}`");
             let s = s.replace(&lanes, &format!("#define GROVE_LANES {EMU_LANES}")).replace(&cases, &format!("#define GROVE_LEX_CASES {EMU_LEXICASE_CASES}"));
+            // The staged kernel's dynamic shared memory, a static of the emulator's size.
+            let stage = "extern __shared__ double grove_lex_stage[];";
+            assert!(s.contains(stage), "select.cu no longer has `{stage}`");
+            let s = s.replace(stage, &format!("static double grove_lex_stage[{}];", EMU_STAGED_BYTES / 8));
             grid(s.replace(&define, &format!("#define GROVE_RADIX_THREADS {EMU_RADIX_THREADS}")))
         };
         let libs = emulator::build(&kernels::VARY, lanes).zip(emulator::build(&kernels::SELECT, select)).zip(build(&kernels::GENERATION));
@@ -729,6 +739,21 @@ impl Emulator {
             assert!(rep <= i && row(rep) == row(i), "row {i}: group {rep}");
             assert!((0..i).all(|j| row(j) != row(i)) == (rep == i), "row {i}: group {rep} is the first of its clones");
         }
+        let (ep, epsp, pp, nvp, gp) = (errors.as_ptr() as usize, eps.as_ptr() as usize, pool.as_ptr() as usize, n_valid.as_ptr() as usize, group.as_ptr() as usize);
+        if let Some((threads, _)) = lexicase_staged_shape(k_pool, fit.len(), n_cases, EMU_STAGED_BYTES) {
+            // A block of real threads per group of k_pool slots, as the engine launches it.
+            let mut w = vec![u32::MAX; n_slots];
+            let f: StagedFn = Self::get(&self.select, kernels::LEXICASE_STAGED);
+            let wp = w.as_mut_ptr() as usize;
+            for q in 0..n_slots.div_ceil(k_pool) {
+                // SAFETY: errors P × C, eps C, pool n_valid entries, group P; block q writes the
+                // winners of its group's slots.
+                Self::run_block_at(&self.select, q as u32, threads, &|| unsafe {
+                    f(params, ep as *const f64, epsp as *const f64, pp as *const u32, nvp as *const u32, gp as *const u32, wp as *mut u32)
+                });
+            }
+            return (eps, w);
+        }
         let width = if k_pool == 0 { fit.len() } else { k_pool.min(fit.len()) };
         let mut order = vec![0u32; if n_cases > EMU_LEXICASE_CASES { n_slots * n_cases } else { 1 }];
         let mut cand = vec![0u32; n_slots * width];
@@ -736,7 +761,6 @@ impl Emulator {
         let f: LexicaseFn = Self::get(&self.select, kernels::LEXICASE);
         let params = SelectParams { stride: width as u32, ..params };
         let (op, cap, wp) = (order.as_mut_ptr() as usize, cand.as_mut_ptr() as usize, w.as_mut_ptr() as usize);
-        let (ep, epsp, pp, nvp, gp) = (errors.as_ptr() as usize, eps.as_ptr() as usize, pool.as_ptr() as usize, n_valid.as_ptr() as usize, group.as_ptr() as usize);
         Self::launch_groups(&self.select, n_slots, || {
             // SAFETY: errors P × C, eps C, pool n_valid entries, group P, order n_slots × C
             // where C exceeds the shared orders, cand n_slots × width; group g writes w[g].
@@ -1099,8 +1123,11 @@ fn valid_pool_matches_reference(dev: &dyn Device) {
 fn lexicase_matches_reference(dev: &dyn Device) {
     let mut s = Stream::new(8, 0, 0, Purpose::Bench);
     // (P, cases, coarse errors, pool): whole pools and drawn ones; P 1500 samples its
-    // epsilons (more than EPSILON_SAMPLE valid individuals).
-    for (p, n_cases, coarse, k_pool) in [(200usize, 30usize, true, 0usize), (300, 5, false, 0), (7, 1, true, 0), (50, 64, false, 0), (300, 12, true, 40), (1500, 9, false, 64), (1500, 7, true, 0), (50, 4, true, 1), (1, 3, false, 0), (2, 2, true, 0), (600, 3, true, 200)] {
+    // epsilons (more than EPSILON_SAMPLE valid individuals). Drawn pools of 256 over 120 cases
+    // take the warp kernel on a device and in the emulator, over 40 cases the staged kernel on
+    // a device and the warp kernel in the emulator (its smaller shared memory); the rest the
+    // staged kernel on both, P 90 with a pool of 128 staging the whole valid pool.
+    for (p, n_cases, coarse, k_pool) in [(200usize, 30usize, true, 0usize), (300, 5, false, 0), (7, 1, true, 0), (50, 64, false, 0), (300, 12, true, 40), (1500, 9, false, 64), (1500, 7, true, 0), (50, 4, true, 1), (1, 3, false, 0), (2, 2, true, 0), (600, 3, true, 200), (300, 120, true, 256), (270, 40, true, 256), (90, 6, true, 128)] {
         // Coarse errors tie often (long filters); fine ones separate quickly. Some NaN.
         let mut errors: Vec<f64> = (0..p * n_cases)
             .map(|i| match (i % 97, coarse) {

@@ -335,8 +335,11 @@ pub const TOURNAMENT: &str = "grove_tournament";
 pub const RANK: &str = "grove_rank";
 /// Truncation selection.
 pub const TRUNCATION: &str = "grove_truncation";
-/// Epsilon-lexicase selection.
+/// Epsilon-lexicase selection, a warp a selection (any pool and case count).
 pub const LEXICASE: &str = "grove_lexicase";
+/// Epsilon-lexicase selection, a block a group of selections sharing their candidates, staged
+/// in shared memory (where they fit).
+pub const LEXICASE_STAGED: &str = "grove_lexicase_staged";
 /// Lexicase: the individuals whose errors set the epsilons.
 pub const EPSILON_SAMPLE_KERNEL: &str = "grove_epsilon_sample";
 /// Lexicase: the epsilons, a block per case.
@@ -356,6 +359,9 @@ pub const EPSILON_THREADS: u32 = 256;
 pub const LEXICASE_CASES: usize = 1024;
 /// Selections (groups of [`LANES`] threads) per `grove_lexicase` block (`GROVE_LEX_GROUPS`).
 pub const LEXICASE_GROUPS: u32 = 4;
+/// The largest candidate pool `grove_lexicase_staged` serves (`GROVE_LEX_STAGED_MAX`): its
+/// survivors are a bit mask of this many positions, and a block has at most this many threads.
+pub const LEXICASE_STAGED_MAX: usize = 256;
 /// The `k` best or worst by fitness without a full ranking (migration): the radix select's
 /// state, its passes (a histogram and the digit it gives, one launch each), the gathering of the
 /// `k` and their order.
@@ -407,6 +413,7 @@ pub const SELECT_DEFINES: &[(&str, usize)] = &[
     ("GROVE_LANES", LANES as usize),
     ("GROVE_LEX_CASES", LEXICASE_CASES),
     ("GROVE_LEX_GROUPS", LEXICASE_GROUPS as usize),
+    ("GROVE_LEX_STAGED_MAX", LEXICASE_STAGED_MAX),
 ];
 
 /// Threads of the one-block kernels of generation.cu (`GROVE_SCAN_THREADS`).
@@ -475,6 +482,7 @@ pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
             RANK,
             TRUNCATION,
             LEXICASE,
+            LEXICASE_STAGED,
             EPSILON_SAMPLE_KERNEL,
             LEXICASE_EPSILONS,
             ERROR_GROUPS_INSERT,

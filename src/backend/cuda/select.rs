@@ -14,7 +14,7 @@ use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::error::{During, GpuError, Result};
 use super::kernels::{
-    EPSILON_SAMPLE_KERNEL, EPSILON_THREADS, ERROR_GROUPS_INSERT, ERROR_GROUPS_VERIFY, GATHER_WORDS, LANES, LEXICASE, LEXICASE_CASES, LEXICASE_EPSILONS, LEXICASE_GROUPS, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
+    EPSILON_SAMPLE_KERNEL, EPSILON_THREADS, ERROR_GROUPS_INSERT, ERROR_GROUPS_VERIFY, GATHER_WORDS, LANES, LEXICASE, LEXICASE_CASES, LEXICASE_EPSILONS, LEXICASE_GROUPS, LEXICASE_STAGED, LEXICASE_STAGED_MAX, MAX_DISTINCT, RANK, RANK_TILE, SCATTER_WORDS, SELECT, TILE, TILE_THREADS, TOPK_COLLECT, TOPK_PASS,
     TOPK_INIT, TOPK_ORDER, TOURNAMENT, TRUNCATION, UNIQUE_GROUPS, UNIQUE_INSERT, VALID_COUNT, VALID_POOL, VALID_SCAN,
 };
 use super::population::DevicePopulation;
@@ -100,6 +100,22 @@ impl DeviceIndices {
     pub fn bound(&self) -> usize {
         self.bound
     }
+}
+
+/// The block of `grove_lexicase_staged` for pools of `k_pool` among `n` individuals and
+/// `n_cases` cases, as (threads, bytes of shared memory), or `None` where it does not apply:
+/// `k_pool` 0 (the whole population) or above [`LEXICASE_STAGED_MAX`], 65,536 cases or more,
+/// or more shared memory than `limit` bytes. The block stages at most `min(k_pool, n)`
+/// candidates' errors (f64) and their indices and groups, and a case order of 16-bit entries
+/// per thread; a thread per slot of the group (whole warps).
+pub fn lexicase_staged_shape(k_pool: usize, n: usize, n_cases: usize, limit: usize) -> Option<(u32, usize)> {
+    if k_pool == 0 || k_pool > LEXICASE_STAGED_MAX || n_cases >= 1 << 16 {
+        return None;
+    }
+    let width = k_pool.min(n);
+    let threads = k_pool.next_multiple_of(32);
+    let bytes = width * n_cases * 8 + width * 8 + threads * n_cases * 2;
+    (bytes <= limit).then_some((threads as u32, bytes))
 }
 
 impl CudaEngine {
@@ -423,8 +439,10 @@ impl CudaEngine {
     }
 
     /// [`Self::select_lexicase`] on errors `[P × params.n_cases]` (in `errors`, or in the
-    /// scratch's own buffer when `None`). Each selection, a warp, keeps a candidate list of
-    /// `min(P, k_pool)` entries (`P` when `k_pool` is 0) and, past [`LEXICASE_CASES`] cases,
+    /// scratch's own buffer when `None`). Where a group's candidates and their errors fit in a
+    /// block's shared memory ([`lexicase_staged_shape`]), a block serves each group of `k_pool`
+    /// selections (`grove_lexicase_staged`). Else each selection, a warp, keeps a candidate list
+    /// of `min(P, k_pool)` entries (`P` when `k_pool` is 0) and, past [`LEXICASE_CASES`] cases,
     /// its case order; slots run in batches of at most 1 GiB of such lists, the buffers kept
     /// in `s`.
     #[allow(clippy::too_many_arguments)]
@@ -444,6 +462,30 @@ impl CudaEngine {
         self.epsilons_on_device(errors, n_cases, &params, &pool, &n_valid, s)?;
         let group = self.error_groups(errors, &params, s)?;
         let mut winners = self.alloc::<u32>(n_slots, false, "allocating winners")?;
+        let eps = s.eps.as_ref().expect("filled above");
+        if let Some((threads, bytes)) = lexicase_staged_shape(k_pool, fit.n, n_cases, self.shared_per_block as usize) {
+            if n_slots > 0 {
+                let f = self.function(&SELECT, &[], LEXICASE_STAGED)?;
+                if bytes > 48 << 10 {
+                    let attr = cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES;
+                    f.set_attribute(attr, bytes as i32).during(|| format!("asking for {bytes} bytes of shared memory a block of {LEXICASE_STAGED}"))?;
+                }
+                let groups = (n_slots - 1) / k_pool + 1;
+                let p = SelectParams { slot_offset: 0, ..params };
+                let mut b = self.stream.launch_builder(&f);
+                b.arg(&p).arg(errors).arg(eps).arg(&pool).arg(&n_valid).arg(&group).arg(&mut winners);
+                let lc = LaunchConfig { grid_dim: (groups as u32, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: bytes as u32 };
+                // SAFETY: matches `grove_lexicase_staged(GroveSelectParams, const double* errors,
+                // const double* eps, const unsigned* pool, const unsigned* n_valid, const unsigned*
+                // group, unsigned* winners)`: errors P × n_cases, eps n_cases, group P entries
+                // below P, the pool (n_valid[0] <= P indices below P) written before on this
+                // stream; block q stages at most min(k_pool, P) candidates in `bytes` of shared
+                // memory (lexicase_staged_shape, within the device's limit) and writes the winners
+                // of slots q·k_pool .. min((q + 1)·k_pool, n_slots).
+                unsafe { b.launch(lc) }.during(|| format!("launching {LEXICASE_STAGED}"))?;
+            }
+            return Ok(DeviceIndices { idx: winners, n: n_slots, bound: fit.n, engine: self.id });
+        }
         // Each selection's candidate list (the pool, or k_pool drawn from it) and, where its
         // cases do not fit in shared memory, its case order.
         let width = if k_pool == 0 { fit.n } else { k_pool.min(fit.n) };
@@ -452,7 +494,6 @@ impl CudaEngine {
         let batch = ((1usize << 30) / per_slot_bytes).clamp(1, n_slots.max(1));
         let order = grow_device(&self.stream, &mut s.order, (batch * order_words).max(1), "allocating case orders")?;
         let cand = grow_device(&self.stream, &mut s.cand, batch * width, "allocating candidates")?;
-        let eps = s.eps.as_ref().expect("filled above");
         let f = self.function(&SELECT, &[], LEXICASE)?;
         let mut start = 0;
         while start < n_slots {
