@@ -505,8 +505,9 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
 // indices of 16 bits (C < 65536); lexicase_staged_bytes in src/backend/cuda/select.rs.
 #define GROVE_LEX_STAGED_MAX 256
 #define GROVE_LEX_STAGED_WORDS (GROVE_LEX_STAGED_MAX / 32)
+#define GROVE_LEX_STAGED_BOUNDS __launch_bounds__(GROVE_LEX_STAGED_MAX)
 
-extern "C" __global__ void __launch_bounds__(GROVE_LEX_STAGED_MAX)
+extern "C" __global__ void GROVE_LEX_STAGED_BOUNDS
 grove_lexicase_staged(GroveSelectParams p, const double* errors, const double* eps, const unsigned* pool, const unsigned* n_valid,
                       const unsigned* group, unsigned* winners) {
     extern __shared__ double grove_lex_stage[];
