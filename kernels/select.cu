@@ -494,7 +494,7 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
 
 // select::epsilon_lexicase for the slots slot_offset .. + n_slots, a block per group of p.k
 // consecutive slots (the group slot_offset / p.k + blockIdx.x; p.k in 1 ..
-// GROVE_LEX_STAGED_MAX), a thread a selection at a time, where the candidates' errors fit in shared
+// GROVE_LEX_STAGED_MAX), each selection a thread, where the candidates' errors fit in shared
 // memory. The block stages its candidates once, the pool in order where it holds at most
 // p.k, else the group's p.k draws (select::lexicase_candidates), with their keys ([m × C],
 // NaN read as +inf, read row by row) and clone groups; then each thread filters its slots'
