@@ -494,24 +494,24 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
 
 // select::epsilon_lexicase for the slots slot_offset .. + n_slots, a block per group of p.k
 // consecutive slots (the group slot_offset / p.k + blockIdx.x; p.k in 1 ..
-// GROVE_LEX_STAGED_MAX), each selection a thread. The block stages its W candidates once, the
+// GROVE_LEX_STAGED_MAX), each selection a thread. The block stages its m candidates once, the
 // pool in order where it holds at most p.k, else the group's p.k draws
-// (select::lexicase_candidates), with their clone groups, and ranks them on every case, a warp
-// a case (grove_lex_rank: a bitonic sort of (key, position) pairs in registers, NaN read as
-// +inf): order[c][q] is the candidate at rank q, reach[c][q] the last rank within eps[c] of rank
-// q's key (the threshold __dadd_rn(key, eps[c]) as the reference adds it; eps >= 0, so reach >=
-// q), and ck[c][b] the bit mask of the candidates ranked below 32 (b + 1). A filter then needs
-// no keys: the best survivor is the first survivor in rank order (found by the masks, then at
-// most 32 ranks), and the survivors kept are those ranked at most its reach: the mask of the
-// whole blocks of 32 ranks below it and the few ranks after. The work of a case is bounded by
-// a block of 32 ranks, not by the survivors. Each thread keeps its survivors as a bit mask of
-// candidate positions and its case order (a lazy Fisher-Yates, as in grove_lexicase), both in
-// shared memory. A case that removed no one and left clones only (one group) ends the filters,
-// and the stream skips the cases' draws. Shared memory (lexicase_staged_shape in
-// src/backend/cuda/select.rs), with B = ceil(W / 32), T threads and C cases: a region of
-// max(T C o, T / 32 W2 8) bytes (W2 the power of two at or above max(W, 32); o 1 where C <=
-// 256, else 2), the warps' sorted keys, later the case orders; W indices and W groups; 2 B T
-// words of survivors and scratch; C B B words of masks; C W ranks and C W reaches of 8 bits.
+// (select::lexicase_candidates), with their clone groups, and ranks them on every case: a
+// bitonic sort of (key, position) pairs (NaN read as +inf) gives order[c][q], the candidate at
+// rank q, and reach[c][q], the last rank within eps[c] of rank q's key (the threshold
+// __dadd_rn(key, eps[c]) as the reference adds it; eps >= 0, so reach >= q), and ck[c][b] is the
+// bit mask of the candidates ranked below 32 (b + 1). A filter then needs no keys: the best
+// survivor is the first survivor in rank order (found by the masks, then at most 32 ranks), and
+// the survivors kept are those ranked at most its reach, the mask of the whole blocks of 32 ranks
+// below it and the few ranks after. The work per case is bounded by the block of 32, not the
+// survivors. Each thread keeps its survivors as a bit mask of candidate positions and its case
+// order (a lazy Fisher-Yates, as in grove_lexicase), both in shared memory. A case that removed
+// no one and left clones only (one group) ends the filters, and the stream skips the cases'
+// draws. Shared memory (lexicase_staged_shape in src/backend/cuda/select.rs), with W = m,
+// B = ceil(W / 32), T threads and C cases: a region of max(T C o, 10 W2) bytes (W2 the power of
+// two at or above W; o 1 where C <= 256, else 2), the sort's keys and positions in chunks of
+// cases, later the case orders; W indices and W groups; 2 B T words of survivors and scratch;
+// C B B words of masks; C W ranks and C W reaches of 8 bits.
 #define GROVE_LEX_STAGED_MAX 256
 #define GROVE_LEX_STAGED_WORDS (GROVE_LEX_STAGED_MAX / 32)
 #define GROVE_LEX_STAGED_BOUNDS __launch_bounds__(GROVE_LEX_STAGED_MAX)
@@ -521,111 +521,20 @@ __device__ __forceinline__ bool grove_lex_before(double ka, unsigned ia, double 
     return ka < kb || (ka == kb && ia < ib);
 }
 
-// A bitonic sort of a warp's 32 E pairs, lane l holding elements l E .. l E + E - 1 in k[] and
-// i[]: strides below E within a lane, the others between lanes by shuffles. Every lane of the
-// warp calls it together.
-template <int E>
-__device__ __forceinline__ void grove_lex_warp_sort(double (&k)[8], unsigned (&i)[8], unsigned lane) {
-#pragma unroll
-    for (unsigned size = 2; size <= 32u * E; size <<= 1) {
-#pragma unroll
-        for (unsigned stride = size >> 1; stride > 0u; stride >>= 1) {
-            if (stride < (unsigned)E) {
-#pragma unroll
-                for (unsigned r = 0; r < (unsigned)E; ++r) {
-                    if (r & stride) continue;
-                    const unsigned r2 = r | stride;
-                    const bool up = ((lane * E + r) & size) == 0u;
-                    if (grove_lex_before(k[r2], i[r2], k[r], i[r]) == up) {
-                        const double tk = k[r];
-                        const unsigned ti = i[r];
-                        k[r] = k[r2];
-                        i[r] = i[r2];
-                        k[r2] = tk;
-                        i[r2] = ti;
-                    }
-                }
-            } else {
-                const unsigned d = stride / E;
-                const bool lower = (lane & d) == 0u;
-#pragma unroll
-                for (unsigned r = 0; r < (unsigned)E; ++r) {
-                    const double ok = __shfl_xor_sync(0xffffffffu, k[r], (int)d);
-                    const unsigned oi = __shfl_xor_sync(0xffffffffu, i[r], (int)d);
-                    const bool up = ((lane * E + r) & size) == 0u;
-                    // The lower element of a pair takes the first of the two where the run
-                    // goes up, the upper one the second; reversed where it goes down.
-                    const bool other_first = grove_lex_before(ok, oi, k[r], i[r]);
-                    if (other_first == (lower == up)) {
-                        k[r] = ok;
-                        i[r] = oi;
-                    }
-                }
-            }
-        }
-    }
-}
-
-// The ranks of the staged block's W candidates on every case, a warp a case (every warp takes
-// the same number of turns, the last ones idle): order[c][q], reach[c][q] and ck[c][b] as
-// grove_lexicase_staged describes, ck holding each block of ranks alone (the caller makes them
-// cumulative); sk is a buffer of 32 E doubles per warp.
-template <int E>
-__device__ void grove_lex_rank(const double* errors, const double* eps, const unsigned* id, unsigned W, unsigned C, unsigned B,
-                               unsigned char* order, unsigned char* reach, unsigned* ck, double* sk) {
-    const double inf = __longlong_as_double(0x7FF0000000000000ll);
-    const unsigned lane = threadIdx.x % 32u, warp = threadIdx.x / 32u, warps = blockDim.x / 32u;
-    double* const mine = sk + (size_t)warp * 32u * E;
-    for (unsigned c0 = 0; c0 < C; c0 += warps) {
-        const unsigned c = c0 + warp;
-        double k[8];
-        unsigned i[8];
-#pragma unroll
-        for (unsigned r = 0; r < (unsigned)E; ++r) {
-            const unsigned j = lane * E + r;
-            i[r] = j;
-            k[r] = c < C && j < W ? grove_key(errors[(unsigned long long)id[j] * C + c]) : inf;
-        }
-        grove_lex_warp_sort<E>(k, i, lane);
-#pragma unroll
-        for (unsigned r = 0; r < (unsigned)E; ++r) mine[lane * E + r] = k[r];
-        __syncwarp();
-        if (c < C) {
-            const double e = eps[c];
-#pragma unroll
-            for (unsigned r = 0; r < (unsigned)E; ++r) {
-                const unsigned q = lane * E + r;
-                if (q >= W) continue;
-                // The last rank whose key is within the threshold (eps >= 0, so at least q).
-                const double threshold = __dadd_rn(k[r], e);
-                unsigned a = q, b = W;
-                while (b - a > 1u) {
-                    const unsigned mid = (a + b) / 2u;
-                    if (mine[mid] <= threshold) a = mid;
-                    else b = mid;
-                }
-                order[(size_t)c * W + q] = (unsigned char)i[r];
-                reach[(size_t)c * W + q] = (unsigned char)a;
-                atomicOr(&ck[((size_t)c * B + q / 32u) * B + i[r] / 32u], 1u << (i[r] % 32u));
-            }
-        }
-        __syncwarp();
-    }
-}
-
 extern "C" __global__ void GROVE_LEX_STAGED_BOUNDS
 grove_lexicase_staged(GroveSelectParams p, const double* errors, const double* eps, const unsigned* pool, const unsigned* n_valid,
                       const unsigned* group, unsigned* winners) {
     extern __shared__ double grove_lex_stage[];
+    const double inf = __longlong_as_double(0x7FF0000000000000ll);
     const unsigned nv = n_valid[0], C = p.n_cases, m0 = nv == 0 ? p.n : nv;
     const bool drawn = m0 > p.k;
     const unsigned W = drawn ? p.k : m0, T = blockDim.x, tid = threadIdx.x;
     const unsigned B = (W + 31u) / 32u;
-    unsigned W2 = 32u;
+    unsigned W2 = 1u;
     while (W2 < W) W2 <<= 1;
     const bool wide = C > 256u;
     size_t region = (size_t)T * C * (wide ? 2u : 1u);
-    if (region < (size_t)(T / 32u) * W2 * 8u) region = (size_t)(T / 32u) * W2 * 8u;
+    if (region < (size_t)10 * W2) region = (size_t)10 * W2;
     region = (region + 7u) & ~(size_t)7u;
     const unsigned q = p.slot_offset / p.k + blockIdx.x;
     const unsigned end = p.slot_offset + p.n_slots;
@@ -648,14 +557,54 @@ grove_lexicase_staged(GroveSelectParams p, const double* errors, const double* e
     }
     for (size_t e = tid; e < (size_t)C * B * B; e += T) ck[e] = 0u;
     __syncthreads();
-    // The ranks, a warp a case.
+    // The ranks, a chunk of K cases at a time: keys read row by row, then sorted by case.
     if (W > 1) {
-        double* const sk = (double*)stage;
-        if (W2 <= 32u) grove_lex_rank<1>(errors, eps, id, W, C, B, order, reach, ck, sk);
-        else if (W2 <= 64u) grove_lex_rank<2>(errors, eps, id, W, C, B, order, reach, ck, sk);
-        else if (W2 <= 128u) grove_lex_rank<4>(errors, eps, id, W, C, B, order, reach, ck, sk);
-        else grove_lex_rank<8>(errors, eps, id, W, C, B, order, reach, ck, sk);
-        __syncthreads();
+        const unsigned K = (unsigned)(region / (10u * W2));
+        double* const key = (double*)stage;                           // [K][W2]
+        unsigned short* const pos = (unsigned short*)(key + (size_t)K * W2);  // [K][W2]
+        for (unsigned c0 = 0; c0 < C; c0 += K) {
+            const unsigned kc = C - c0 < K ? C - c0 : K;
+            for (unsigned e = tid; e < W2 * kc; e += T) {
+                const unsigned j = e / kc, k = e - j * kc;
+                key[k * W2 + j] = j < W ? grove_key(errors[(unsigned long long)id[j] * C + c0 + k]) : inf;
+                pos[k * W2 + j] = (unsigned short)j;
+            }
+            __syncthreads();
+            for (unsigned size = 2u; size <= W2; size <<= 1)
+                for (unsigned stride = size >> 1; stride > 0u; stride >>= 1) {
+                    for (unsigned e = tid; e < kc * (W2 >> 1); e += T) {
+                        const unsigned k = e / (W2 >> 1), r = e - k * (W2 >> 1);
+                        const unsigned a = k * W2 + 2u * stride * (r / stride) + r % stride, b = a + stride;
+                        const bool up = ((a - k * W2) & size) == 0u;
+                        const double ka = key[a], kb = key[b];
+                        const unsigned ia = pos[a], ib = pos[b];
+                        if (grove_lex_before(kb, ib, ka, ia) == up) {
+                            key[a] = kb;
+                            key[b] = ka;
+                            pos[a] = (unsigned short)ib;
+                            pos[b] = (unsigned short)ia;
+                        }
+                    }
+                    __syncthreads();
+                }
+            for (unsigned e = tid; e < W * kc; e += T) {
+                const unsigned k = e / W, r = e - k * W, c = c0 + k;
+                const double* row = key + (size_t)k * W2;
+                const unsigned j = pos[k * W2 + r];
+                // The last rank whose key is within the threshold (the ranks at or below it are).
+                const double threshold = __dadd_rn(row[r], eps[c]);
+                unsigned a = r, b = W;  // row[a] <= threshold (eps >= 0); row[b] > threshold or b = W
+                while (b - a > 1u) {
+                    const unsigned mid = (a + b) / 2u;
+                    if (row[mid] <= threshold) a = mid;
+                    else b = mid;
+                }
+                order[(size_t)c * W + r] = (unsigned char)j;
+                reach[(size_t)c * W + r] = (unsigned char)a;
+                atomicOr(&ck[((size_t)c * B + r / 32u) * B + j / 32u], 1u << (j % 32u));
+            }
+            __syncthreads();
+        }
         // ck[c][b] holds the ranks of block b: each becomes the blocks at or below b.
         for (unsigned e = tid; e < C * B; e += T) {
             const unsigned c = e / B, w = e - c * B;

@@ -73,9 +73,7 @@ template <class T> inline T __shfl_up_sync(unsigned, T v, unsigned d) {
 // The warp intrinsics of vary.cu's groups, for a block that is one group (one warp of
 // blockDim.x <= 32 lanes, every lane calling each intrinsic together, as the kernels do): the
 // block meets, each lane reads what it needs, the block meets again. Without a block of real
-// threads a thread is a warp of one lane. __syncwarp and __shfl_xor_sync also serve blocks of
-// several warps whose threads all call them together (grove_lexicase_staged's sort): the block
-// meets, and each thread reads within its own warp of 32.
+// threads a thread is a warp of one lane.
 inline void __syncwarp(unsigned = 0xffffffffu) {
     if (grove_emu_barrier) grove_emu_barrier->arrive_and_wait();
 }
@@ -91,7 +89,7 @@ inline unsigned __ballot_sync(unsigned, int p) {
 }
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int lane_mask, int width = 32) {
     if (!grove_emu_barrier) return v;
-    static T buf[1024];
+    static T buf[32];
     buf[threadIdx.x] = v;
     grove_emu_barrier->arrive_and_wait();
     const unsigned from = threadIdx.x ^ (unsigned)lane_mask;

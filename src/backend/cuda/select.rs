@@ -109,7 +109,7 @@ impl DeviceIndices {
 /// block holds, for its `w = min(k_pool, n)` candidates, each case's ranks and reaches (a byte
 /// each) and the masks of the candidates below each block of 32 ranks, the candidates' indices
 /// and groups, each thread's survivors and scratch (a word per 32 candidates each), and a region
-/// for the warps' sorted keys that later holds the case orders (a byte a case per thread, two past 256
+/// for the sort's keys that later holds the case orders (a byte a case per thread, two past 256
 /// cases); select.cu's comment above the kernel lays it out.
 pub fn lexicase_staged_shape(k_pool: usize, n: usize, n_cases: usize, limit: usize) -> Option<(u32, usize)> {
     if k_pool == 0 || k_pool > LEXICASE_STAGED_MAX || n_cases >= 1 << 16 {
@@ -119,7 +119,7 @@ pub fn lexicase_staged_shape(k_pool: usize, n: usize, n_cases: usize, limit: usi
     let threads = k_pool.next_multiple_of(32);
     let words = width.div_ceil(32);
     let order_bytes = if n_cases > 256 { 2 } else { 1 };
-    let region = (threads * n_cases * order_bytes).max(threads / 32 * width.next_power_of_two().max(32) * 8).next_multiple_of(8);
+    let region = (threads * n_cases * order_bytes).max(10 * width.next_power_of_two()).next_multiple_of(8);
     let bytes = region + width * 8 + 2 * words * threads * 4 + n_cases * words * words * 4 + 2 * n_cases * width;
     (bytes <= limit).then_some((threads as u32, bytes))
 }
@@ -736,7 +736,7 @@ mod tests {
         let h100 = 232_448;
         let bytes = |w: usize, t: usize, c: usize, o: usize| {
             let b = w.div_ceil(32);
-            (t * c * o).max(t / 32 * w.next_power_of_two().max(32) * 8).next_multiple_of(8) + 8 * w + 8 * b * t + 4 * c * b * b + 2 * c * w
+            (t * c * o).max(10 * w.next_power_of_two()).next_multiple_of(8) + 8 * w + 8 * b * t + 4 * c * b * b + 2 * c * w
         };
         // Pools of 256 over 68 cases: a thread a slot, the case orders a byte a case, two blocks
         // a multiprocessor.
@@ -750,10 +750,10 @@ mod tests {
         assert_eq!(lexicase_staged_shape(256, 1_000_000, 210, h100), None);
         assert_eq!(lexicase_staged_shape(64, 1000, 300, h100), Some((64, bytes(64, 64, 300, 2))));
         // A population smaller than the pool stages only its own rows; a pool of 40 has 64
-        // threads; few cases leave the region its floor, a warp's sorted keys per warp.
+        // threads; few cases leave the sort's region its floor of 10 bytes a padded candidate.
         assert_eq!(lexicase_staged_shape(40, 30, 10, h100), Some((64, bytes(30, 64, 10, 1))));
         assert_eq!(lexicase_staged_shape(200, 1000, 2, h100), Some((224, bytes(200, 224, 2, 1))));
-        assert_eq!(bytes(200, 224, 2, 1), 7 * 256 * 8 + 1600 + 12_544 + 392 + 800);
+        assert_eq!(bytes(200, 224, 2, 1), 2560 + 1600 + 12_544 + 392 + 800);
         // Not used: the whole population, pools above 256, 65,536 cases or more.
         assert_eq!(lexicase_staged_shape(0, 1000, 10, h100), None);
         assert_eq!(lexicase_staged_shape(257, 1000, 10, h100), None);
