@@ -494,32 +494,18 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
 
 // select::epsilon_lexicase for the slots slot_offset .. + n_slots, a block per group of p.k
 // consecutive slots (the group slot_offset / p.k + blockIdx.x; p.k in 1 ..
-// GROVE_LEX_STAGED_MAX), each selection a thread. The block stages its m candidates once, the
-// pool in order where it holds at most p.k, else the group's p.k draws
-// (select::lexicase_candidates), with their clone groups, and ranks them on every case: a
-// bitonic sort of (key, position) pairs (NaN read as +inf) gives order[c][q], the candidate at
-// rank q, and reach[c][q], the last rank within eps[c] of rank q's key (the threshold
-// __dadd_rn(key, eps[c]) as the reference adds it; eps >= 0, so reach >= q), and ck[c][b] is the
-// bit mask of the candidates ranked below 32 (b + 1). A filter then needs no keys: the best
-// survivor is the first survivor in rank order (found by the masks, then at most 32 ranks), and
-// the survivors kept are those ranked at most its reach, the mask of the whole blocks of 32 ranks
-// below it and the few ranks after. The work per case is bounded by the block of 32, not the
-// survivors. Each thread keeps its survivors as a bit mask of candidate positions and its case
-// order (a lazy Fisher-Yates, as in grove_lexicase), both in shared memory. A case that removed
-// no one and left clones only (one group) ends the filters, and the stream skips the cases'
-// draws. Shared memory (lexicase_staged_shape in src/backend/cuda/select.rs), with W = m,
-// B = ceil(W / 32), T threads and C cases: a region of max(T C o, 10 W2) bytes (W2 the power of
-// two at or above W; o 1 where C <= 256, else 2), the sort's keys and positions in chunks of
-// cases, later the case orders; W indices and W groups; 2 B T words of survivors and scratch;
-// C B B words of masks; C W ranks and C W reaches of 8 bits.
+// GROVE_LEX_STAGED_MAX), each selection a thread, where the candidates' errors fit in shared
+// memory. The block stages its candidates once, the pool in order where it holds at most
+// p.k, else the group's p.k draws (select::lexicase_candidates), with their keys ([m × C],
+// NaN read as +inf, read row by row) and clone groups; then each thread filters its slots'
+// candidates there, the survivors a bit mask of candidate positions, its case order (a lazy
+// Fisher-Yates, as in grove_lexicase) in shared memory too. A case that removed no one and
+// left clones only (one group) ends the filters, and the stream skips the cases' draws.
+// Shared memory: m × C doubles, then m candidates and m groups, then blockDim.x × C case
+// indices of 16 bits (C < 65536); lexicase_staged_bytes in src/backend/cuda/select.rs.
 #define GROVE_LEX_STAGED_MAX 256
 #define GROVE_LEX_STAGED_WORDS (GROVE_LEX_STAGED_MAX / 32)
 #define GROVE_LEX_STAGED_BOUNDS __launch_bounds__(GROVE_LEX_STAGED_MAX)
-
-// (key, position) pairs in the sort's order: by key, then by position.
-__device__ __forceinline__ bool grove_lex_before(double ka, unsigned ia, double kb, unsigned ib) {
-    return ka < kb || (ka == kb && ia < ib);
-}
 
 extern "C" __global__ void GROVE_LEX_STAGED_BOUNDS
 grove_lexicase_staged(GroveSelectParams p, const double* errors, const double* eps, const unsigned* pool, const unsigned* n_valid,
@@ -528,151 +514,75 @@ grove_lexicase_staged(GroveSelectParams p, const double* errors, const double* e
     const double inf = __longlong_as_double(0x7FF0000000000000ll);
     const unsigned nv = n_valid[0], C = p.n_cases, m0 = nv == 0 ? p.n : nv;
     const bool drawn = m0 > p.k;
-    const unsigned W = drawn ? p.k : m0, T = blockDim.x, tid = threadIdx.x;
-    const unsigned B = (W + 31u) / 32u;
-    unsigned W2 = 1u;
-    while (W2 < W) W2 <<= 1;
-    const bool wide = C > 256u;
-    size_t region = (size_t)T * C * (wide ? 2u : 1u);
-    if (region < (size_t)10 * W2) region = (size_t)10 * W2;
-    region = (region + 7u) & ~(size_t)7u;
+    const unsigned width = drawn ? p.k : m0;
     const unsigned q = p.slot_offset / p.k + blockIdx.x;
     const unsigned end = p.slot_offset + p.n_slots;
     const unsigned lo = q * p.k > p.slot_offset ? q * p.k : p.slot_offset, hi = q * p.k + p.k < end ? q * p.k + p.k : end;
-    unsigned char* const stage = (unsigned char*)grove_lex_stage;
-    unsigned* const id = (unsigned*)(stage + region);
-    unsigned* const grp = id + W;
-    unsigned* const alive = grp + W;           // [B][T]
-    unsigned* const part = alive + B * T;      // [B][T]
-    unsigned* const ck = part + B * T;         // [C][B][B]
-    unsigned char* const order = (unsigned char*)(ck + (size_t)C * B * B);  // [C][W]
-    unsigned char* const reach = order + (size_t)C * W;                      // [C][W]
+    double* keys = grove_lex_stage;
+    unsigned* id = (unsigned*)(keys + (size_t)width * C);
+    unsigned* grp = id + width;
+    unsigned short* ord = (unsigned short*)(grp + width) + (size_t)threadIdx.x * C;
     const GroveStream drawer = grove_stream(p.seed_lo, p.seed_hi, p.generation, q, GROVE_PURPOSE_LEXICASE_POOL);
-    for (unsigned j = tid; j < W; j += T) {
+    for (unsigned j = threadIdx.x; j < width; j += blockDim.x) {
         unsigned w[4];
         if (drawn) grove_block_at(drawer, j / 4u, w);
         const unsigned i = grove_lex_pool(pool, nv, drawn ? __umulhi(w[j % 4u], m0) : j);
         id[j] = i;
         grp[j] = group[i];
     }
-    for (size_t e = tid; e < (size_t)C * B * B; e += T) ck[e] = 0u;
     __syncthreads();
-    // The ranks, a chunk of K cases at a time: keys read row by row, then sorted by case.
-    if (W > 1) {
-        const unsigned K = (unsigned)(region / (10u * W2));
-        double* const key = (double*)stage;                           // [K][W2]
-        unsigned short* const pos = (unsigned short*)(key + (size_t)K * W2);  // [K][W2]
-        for (unsigned c0 = 0; c0 < C; c0 += K) {
-            const unsigned kc = C - c0 < K ? C - c0 : K;
-            for (unsigned e = tid; e < W2 * kc; e += T) {
-                const unsigned j = e / kc, k = e - j * kc;
-                key[k * W2 + j] = j < W ? grove_key(errors[(unsigned long long)id[j] * C + c0 + k]) : inf;
-                pos[k * W2 + j] = (unsigned short)j;
-            }
-            __syncthreads();
-            for (unsigned size = 2u; size <= W2; size <<= 1)
-                for (unsigned stride = size >> 1; stride > 0u; stride >>= 1) {
-                    for (unsigned e = tid; e < kc * (W2 >> 1); e += T) {
-                        const unsigned k = e / (W2 >> 1), r = e - k * (W2 >> 1);
-                        const unsigned a = k * W2 + 2u * stride * (r / stride) + r % stride, b = a + stride;
-                        const bool up = ((a - k * W2) & size) == 0u;
-                        const double ka = key[a], kb = key[b];
-                        const unsigned ia = pos[a], ib = pos[b];
-                        if (grove_lex_before(kb, ib, ka, ia) == up) {
-                            key[a] = kb;
-                            key[b] = ka;
-                            pos[a] = (unsigned short)ib;
-                            pos[b] = (unsigned short)ia;
-                        }
-                    }
-                    __syncthreads();
-                }
-            for (unsigned e = tid; e < W * kc; e += T) {
-                const unsigned k = e / W, r = e - k * W, c = c0 + k;
-                const double* row = key + (size_t)k * W2;
-                const unsigned j = pos[k * W2 + r];
-                // The last rank whose key is within the threshold (the ranks at or below it are).
-                const double threshold = __dadd_rn(row[r], eps[c]);
-                unsigned a = r, b = W;  // row[a] <= threshold (eps >= 0); row[b] > threshold or b = W
-                while (b - a > 1u) {
-                    const unsigned mid = (a + b) / 2u;
-                    if (row[mid] <= threshold) a = mid;
-                    else b = mid;
-                }
-                order[(size_t)c * W + r] = (unsigned char)j;
-                reach[(size_t)c * W + r] = (unsigned char)a;
-                atomicOr(&ck[((size_t)c * B + r / 32u) * B + j / 32u], 1u << (j % 32u));
-            }
-            __syncthreads();
-        }
-        // ck[c][b] holds the ranks of block b: each becomes the blocks at or below b.
-        for (unsigned e = tid; e < C * B; e += T) {
-            const unsigned c = e / B, w = e - c * B;
-            unsigned acc = 0u;
-            for (unsigned b = 0; b < B; ++b) {
-                acc |= ck[((size_t)c * B + b) * B + w];
-                ck[((size_t)c * B + b) * B + w] = acc;
-            }
-        }
-        __syncthreads();
+    for (unsigned e = threadIdx.x; e < width * C; e += blockDim.x) {
+        const unsigned j = e / C, c = e - j * C;
+        keys[e] = grove_key(errors[(unsigned long long)id[j] * C + c]);
     }
-    for (unsigned slot = lo + tid; slot < hi; slot += T) {
+    __syncthreads();
+    for (unsigned slot = lo + threadIdx.x; slot < hi; slot += blockDim.x) {
         GroveStream rng = grove_stream(p.seed_lo, p.seed_hi, p.generation, slot, GROVE_PURPOSE_SELECT);
-        unsigned* const al = alive + tid;
-        unsigned* const pt = part + tid;
-        for (unsigned w = 0; w < B; ++w) al[w * T] = W >= 32u * (w + 1u) ? 0xffffffffu : (1u << (W - 32u * w)) - 1u;
-        unsigned char* const ord8 = stage + (size_t)tid * C;
-        unsigned short* const ord16 = (unsigned short*)stage + (size_t)tid * C;
-        unsigned m = W;
+        unsigned alive[GROVE_LEX_STAGED_WORDS];
+#pragma unroll
+        for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w)
+            alive[w] = width >= 32u * (w + 1u) ? 0xffffffffu : width > 32u * w ? (1u << (width - 32u * w)) - 1u : 0u;
+        unsigned m = width;
         bool mixed = false;
         if (m > 1)
-            for (unsigned c = 0; c < C; ++c) {
-                if (wide) ord16[c] = (unsigned short)c;
-                else ord8[c] = (unsigned char)c;
-            }
+            for (unsigned c = 0; c < C; ++c) ord[c] = (unsigned short)c;
         for (unsigned t = 0; t < C && m > 1; ++t) {
             const unsigned r = t + grove_below(rng, C - t);
-            const unsigned c = wide ? ord16[r] : ord8[r];
-            if (wide) ord16[r] = ord16[t];
-            else ord8[r] = ord8[t];
-            const unsigned* const ckc = ck + (size_t)c * B * B;
-            const unsigned char* const oc = order + (size_t)c * W;
-            // The best survivor: the first block of 32 ranks that holds a survivor, then its rank.
-            unsigned b = 0;
-            for (;; ++b) {
-                unsigned any = 0u;
-                for (unsigned w = 0; w < B; ++w) any |= al[w * T] & ckc[b * B + w];
-                if (any != 0u || b + 1u == B) break;
-            }
-            unsigned r0 = 32u * b;
-            for (;; ++r0) {
-                const unsigned j = oc[r0];
-                if ((al[(j / 32u) * T] >> (j % 32u)) & 1u) break;
-            }
-            const unsigned last = reach[(size_t)c * W + r0];
-            unsigned kept = m;
-            if (last + 1u < W) {
-                // The survivors ranked at most `last`: the whole blocks below it, then the rest.
-                const unsigned whole = (last + 1u) / 32u;
-                for (unsigned w = 0; w < B; ++w) pt[w * T] = whole > 0u ? ckc[(whole - 1u) * B + w] : 0u;
-                for (unsigned s = 32u * whole; s <= last; ++s) {
-                    const unsigned j = oc[s];
-                    pt[(j / 32u) * T] |= 1u << (j % 32u);
+            const unsigned c = ord[r];
+            ord[r] = ord[t];
+            // The best and the worst key left: where the worst is within the threshold, the
+            // case removes no one and the second pass is skipped.
+            double best = inf, worst = -inf;
+#pragma unroll
+            for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w)
+                for (unsigned b = alive[w]; b != 0u; b &= b - 1u) {
+                    const double e = keys[(32u * w + (unsigned)__ffs(b) - 1u) * C + c];
+                    best = fmin(best, e);
+                    worst = fmax(worst, e);
                 }
+            const double threshold = __dadd_rn(best, eps[c]);
+            unsigned kept = m;
+            if (!(worst <= threshold)) {
                 kept = 0u;
-                for (unsigned w = 0; w < B; ++w) {
-                    const unsigned a = al[w * T] & pt[w * T];
-                    al[w * T] = a;
-                    kept += (unsigned)__popc(a);
+#pragma unroll
+                for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w) {
+                    unsigned keep = 0u;
+                    for (unsigned b = alive[w]; b != 0u; b &= b - 1u) {
+                        const unsigned bit = (unsigned)__ffs(b) - 1u;
+                        if (keys[(32u * w + bit) * C + c] <= threshold) keep |= 1u << bit;
+                    }
+                    alive[w] = keep;
+                    kept += (unsigned)__popc(keep);
                 }
             }
             // No one removed: if every candidate left is in one group, the cases left keep them
             // all. The survivors known to span groups are not looked at again until they change.
             bool clones = kept == m && !mixed;
             unsigned g0 = 0xffffffffu;
-            for (unsigned w = 0; w < B && clones; ++w)
-                for (unsigned bits = al[w * T]; bits != 0u && clones; bits &= bits - 1u) {
-                    const unsigned g = grp[32u * w + (unsigned)__ffs(bits) - 1u];
+#pragma unroll
+            for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w)
+                for (unsigned b = clones ? alive[w] : 0u; b != 0u && clones; b &= b - 1u) {
+                    const unsigned g = grp[32u * w + (unsigned)__ffs(b) - 1u];
                     if (g0 == 0xffffffffu) g0 = g;
                     clones = clones && g == g0;
                 }
@@ -685,15 +595,18 @@ grove_lexicase_staged(GroveSelectParams p, const double* errors, const double* e
         }
         // The pick: the k-th candidate left (k = below(m) where m > 1), by position.
         unsigned k = m > 1 ? grove_below(rng, m) : 0u, at = 0u;
-        for (unsigned w = 0; w < B; ++w) {
-            const unsigned n = (unsigned)__popc(al[w * T]);
-            if (k < n) {
-                unsigned bits = al[w * T];
-                for (unsigned u = 0; u < k; ++u) bits &= bits - 1u;
-                at = 32u * w + (unsigned)__ffs(bits) - 1u;
-                break;
+        bool found = false;
+#pragma unroll
+        for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w) {
+            const unsigned n = (unsigned)__popc(alive[w]);
+            if (!found && k < n) {
+                unsigned b = alive[w];
+                for (unsigned u = 0; u < k; ++u) b &= b - 1u;
+                at = 32u * w + (unsigned)__ffs(b) - 1u;
+                found = true;
+            } else if (!found) {
+                k -= n;
             }
-            k -= n;
         }
         winners[slot - p.slot_offset] = id[at];
     }

@@ -129,7 +129,6 @@ inline double __longlong_as_double(long long u) { double d; std::memcpy(&d, &u, 
 // True atomics: the control kernel's work queue is shared by real threads (control_host_main).
 inline unsigned atomicAdd(unsigned* p, unsigned v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
-inline unsigned atomicOr(unsigned* p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline double __dmul_rn(double a, double b) { return a * b; }
 // Real threads share a block's static memory here: a true atomic.

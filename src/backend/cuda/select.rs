@@ -105,22 +105,16 @@ impl DeviceIndices {
 /// The block of `grove_lexicase_staged` for pools of `k_pool` among `n` individuals and
 /// `n_cases` cases, as (threads, bytes of shared memory), or `None` where it does not apply:
 /// `k_pool` 0 (the whole population) or above [`LEXICASE_STAGED_MAX`], 65,536 cases or more,
-/// or more shared memory than `limit` bytes. A thread per slot of the group (whole warps). The
-/// block holds, for its `w = min(k_pool, n)` candidates, each case's ranks and reaches (a byte
-/// each) and the masks of the candidates below each block of 32 ranks, the candidates' indices
-/// and groups, each thread's survivors and scratch (a word per 32 candidates each), and a region
-/// for the sort's keys that later holds the case orders (a byte a case per thread, two past 256
-/// cases); select.cu's comment above the kernel lays it out.
+/// or more shared memory than `limit` bytes. The block stages at most `min(k_pool, n)`
+/// candidates' errors (f64) and their indices and groups, and a case order of 16-bit entries
+/// per thread; a thread per slot of the group (whole warps).
 pub fn lexicase_staged_shape(k_pool: usize, n: usize, n_cases: usize, limit: usize) -> Option<(u32, usize)> {
     if k_pool == 0 || k_pool > LEXICASE_STAGED_MAX || n_cases >= 1 << 16 {
         return None;
     }
     let width = k_pool.min(n);
     let threads = k_pool.next_multiple_of(32);
-    let words = width.div_ceil(32);
-    let order_bytes = if n_cases > 256 { 2 } else { 1 };
-    let region = (threads * n_cases * order_bytes).max(10 * width.next_power_of_two()).next_multiple_of(8);
-    let bytes = region + width * 8 + 2 * words * threads * 4 + n_cases * words * words * 4 + 2 * n_cases * width;
+    let bytes = width * n_cases * 8 + width * 8 + threads * n_cases * 2;
     (bytes <= limit).then_some((threads as u32, bytes))
 }
 
@@ -734,26 +728,12 @@ mod tests {
     #[test]
     fn the_staged_lexicase_block_fits_its_shared_memory_or_is_not_used() {
         let h100 = 232_448;
-        let bytes = |w: usize, t: usize, c: usize, o: usize| {
-            let b = w.div_ceil(32);
-            (t * c * o).max(10 * w.next_power_of_two()).next_multiple_of(8) + 8 * w + 8 * b * t + 4 * c * b * b + 2 * c * w
-        };
-        // Pools of 256 over 68 cases: a thread a slot, the case orders a byte a case, two blocks
-        // a multiprocessor.
-        assert_eq!(lexicase_staged_shape(256, 1_000_000, 68, h100), Some((256, bytes(256, 256, 68, 1))));
-        assert_eq!(bytes(256, 256, 68, 1), 17_408 + 2048 + 16_384 + 17_408 + 34_816);
-        assert!(2 * bytes(256, 256, 68, 1) <= h100);
-        // Over 103 cases (Pagie-1's 1024 rows down-sampled), one block.
-        assert_eq!(lexicase_staged_shape(256, 1_000_000, 103, h100), Some((256, bytes(256, 256, 103, 1))));
-        // Pools of 256 fit up to 209 cases on an H100; past 256 cases the orders take two bytes.
-        assert_eq!(lexicase_staged_shape(256, 1_000_000, 209, h100), Some((256, h100)));
-        assert_eq!(lexicase_staged_shape(256, 1_000_000, 210, h100), None);
-        assert_eq!(lexicase_staged_shape(64, 1000, 300, h100), Some((64, bytes(64, 64, 300, 2))));
-        // A population smaller than the pool stages only its own rows; a pool of 40 has 64
-        // threads; few cases leave the sort's region its floor of 10 bytes a padded candidate.
-        assert_eq!(lexicase_staged_shape(40, 30, 10, h100), Some((64, bytes(30, 64, 10, 1))));
-        assert_eq!(lexicase_staged_shape(200, 1000, 2, h100), Some((224, bytes(200, 224, 2, 1))));
-        assert_eq!(bytes(200, 224, 2, 1), 2560 + 1600 + 12_544 + 392 + 800);
+        // Pools of 256 over 68 cases: a thread a slot, 176,128 bytes.
+        assert_eq!(lexicase_staged_shape(256, 1_000_000, 68, h100), Some((256, 256 * 68 * 8 + 256 * 8 + 256 * 68 * 2)));
+        // Over 103 cases they need 259 KiB: the warp kernel (fewer threads than slots measured slower).
+        assert_eq!(lexicase_staged_shape(256, 1_000_000, 103, h100), None);
+        // A population smaller than the pool stages only its own rows; a pool of 40 has 64 threads.
+        assert_eq!(lexicase_staged_shape(40, 30, 10, h100), Some((64, 30 * 10 * 8 + 30 * 8 + 64 * 10 * 2)));
         // Not used: the whole population, pools above 256, 65,536 cases or more.
         assert_eq!(lexicase_staged_shape(0, 1000, 10, h100), None);
         assert_eq!(lexicase_staged_shape(257, 1000, 10, h100), None);
