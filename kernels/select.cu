@@ -506,8 +506,6 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
 #define GROVE_LEX_STAGED_MAX 256
 #define GROVE_LEX_STAGED_WORDS (GROVE_LEX_STAGED_MAX / 32)
 #define GROVE_LEX_STAGED_BOUNDS __launch_bounds__(GROVE_LEX_STAGED_MAX)
-// Words of survivors with at most this many bits walk them; fuller words read all 32 positions.
-#define GROVE_LEX_STAGED_SPARSE 8
 
 extern "C" __global__ void GROVE_LEX_STAGED_BOUNDS
 grove_lexicase_staged(GroveSelectParams p, const double* errors, const double* eps, const unsigned* pool, const unsigned* n_valid,
@@ -554,56 +552,24 @@ grove_lexicase_staged(GroveSelectParams p, const double* errors, const double* e
             ord[r] = ord[t];
             // The best and the worst key left: where the worst is within the threshold, the
             // case removes no one and the second pass is skipped.
-            // A word of many survivors reads its 32 positions unrolled, each read predicated on
-            // its bit, so the reads are independent; a sparse word walks its bits.
             double best = inf, worst = -inf;
 #pragma unroll
-            for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w) {
-                const unsigned a = alive[w];
-                if (__popc(a) > GROVE_LEX_STAGED_SPARSE) {
-                    const double* row = keys + (size_t)(32u * w) * C + c;
-                    double b0 = inf, b1 = inf, w0 = -inf, w1 = -inf;
-#pragma unroll
-                    for (unsigned bit = 0; bit < 32u; bit += 2u) {
-                        if ((a >> bit) & 1u) {
-                            const double e = row[(size_t)bit * C];
-                            b0 = fmin(b0, e);
-                            w0 = fmax(w0, e);
-                        }
-                        if ((a >> (bit + 1u)) & 1u) {
-                            const double e = row[(size_t)(bit + 1u) * C];
-                            b1 = fmin(b1, e);
-                            w1 = fmax(w1, e);
-                        }
-                    }
-                    best = fmin(best, fmin(b0, b1));
-                    worst = fmax(worst, fmax(w0, w1));
-                } else {
-                    for (unsigned b = a; b != 0u; b &= b - 1u) {
-                        const double e = keys[(32u * w + (unsigned)__ffs(b) - 1u) * C + c];
-                        best = fmin(best, e);
-                        worst = fmax(worst, e);
-                    }
+            for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w)
+                for (unsigned b = alive[w]; b != 0u; b &= b - 1u) {
+                    const double e = keys[(32u * w + (unsigned)__ffs(b) - 1u) * C + c];
+                    best = fmin(best, e);
+                    worst = fmax(worst, e);
                 }
-            }
             const double threshold = __dadd_rn(best, eps[c]);
             unsigned kept = m;
             if (!(worst <= threshold)) {
                 kept = 0u;
 #pragma unroll
                 for (unsigned w = 0; w < GROVE_LEX_STAGED_WORDS; ++w) {
-                    const unsigned a = alive[w];
                     unsigned keep = 0u;
-                    if (__popc(a) > GROVE_LEX_STAGED_SPARSE) {
-                        const double* row = keys + (size_t)(32u * w) * C + c;
-#pragma unroll
-                        for (unsigned bit = 0; bit < 32u; ++bit)
-                            if (((a >> bit) & 1u) && row[(size_t)bit * C] <= threshold) keep |= 1u << bit;
-                    } else {
-                        for (unsigned b = a; b != 0u; b &= b - 1u) {
-                            const unsigned bit = (unsigned)__ffs(b) - 1u;
-                            if (keys[(32u * w + bit) * C + c] <= threshold) keep |= 1u << bit;
-                        }
+                    for (unsigned b = alive[w]; b != 0u; b &= b - 1u) {
+                        const unsigned bit = (unsigned)__ffs(b) - 1u;
+                        if (keys[(32u * w + bit) * C + c] <= threshold) keep |= 1u << bit;
                     }
                     alive[w] = keep;
                     kept += (unsigned)__popc(keep);
