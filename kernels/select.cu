@@ -502,7 +502,7 @@ grove_lexicase(GroveSelectParams p, const double* errors, const double* eps, con
 // Fisher-Yates, as in grove_lexicase) in shared memory too. A case that removed no one and
 // left clones only (one group) ends the filters, and the stream skips the cases' draws.
 // Shared memory: m × C doubles, then m candidates and m groups, then blockDim.x × C case
-// indices of 16 bits (C < 65536); lexicase_staged_bytes in src/backend/cuda/select.rs.
+// indices of 16 bits (C < 65536); lexicase_staged_shape in src/backend/cuda/select.rs.
 #define GROVE_LEX_STAGED_MAX 256
 #define GROVE_LEX_STAGED_WORDS (GROVE_LEX_STAGED_MAX / 32)
 #define GROVE_LEX_STAGED_BOUNDS __launch_bounds__(GROVE_LEX_STAGED_MAX)
