@@ -170,6 +170,44 @@ fn control_with_lanes_per_episode_matches_reference() {
     assert!(failures.is_empty(), "{} runs differ, the first: {}", failures.len(), failures[0]);
 }
 
+/// Left to itself, an engine that would have to compile the width of lanes it picks for a
+/// launch plays that launch with one lane while NVRTC compiles the width on another thread
+/// (`CudaEngine::module_ready`), then plays with the width once it is compiled: the CPU's bits
+/// throughout. The compile is stored in the disk cache, where a fresh engine finds it at once.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_width_still_compiling_plays_with_one_lane_meanwhile() {
+    use grove::backend::cuda::EngineOptions;
+    let dir = std::env::temp_dir().join(format!("grove-lanes-behind-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let open = || CudaEngine::with_options(EngineOptions { ordinal: 0, cache_dir: Some(dir.clone()) }).unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"));
+    let engine = open();
+    let m = Model::load("hopper", None).unwrap();
+    let pop = support::interleaved(&m, 40, 13);
+    let run = ControlRun { episodes: 3, steps: 60, seed: 5, generation: 1, noise: true, ignore_termination: false };
+    let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run, None);
+    let mut widths = Vec::new();
+    let start = std::time::Instant::now();
+    loop {
+        let gpu = engine.control_returns(&pop, &m, &run).unwrap();
+        if let Some(f) = compare(&format!("launch {} ({} lanes)", widths.len(), gpu.lanes), &gpu, &cpu, &cpu_seen, run.episodes, false) {
+            panic!("{f}");
+        }
+        widths.push(gpu.lanes);
+        if gpu.lanes != 1 || start.elapsed().as_secs() > 600 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(widths[0], 1, "the first launch cannot have waited for the 32-lane module: {widths:?}");
+    assert_eq!(widths.last(), Some(&32), "the 32-lane module never came: {widths:?}");
+    assert!(widths[..widths.len() - 1].iter().all(|&w| w == 1), "{widths:?}");
+    let fresh = open();
+    assert_eq!(fresh.control_returns(&pop, &m, &run).unwrap().lanes, 32, "a fresh engine reads the width from the disk cache");
+    eprintln!("{} launches of one lane while the 32-lane module compiled ({:.1} s)", widths.len() - 1, start.elapsed().as_secs_f64());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn control_rejects_policies_of_the_wrong_width() {

@@ -657,6 +657,50 @@ fn modules_are_cached_in_memory_and_on_disk() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `module_ready` compiles a module on another thread and answers at once: `None` while NVRTC
+/// works, then the module; `load` waits for that compile instead of starting another. With
+/// the disk cache, the compile is stored, and a fresh engine has the module at once.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_module_compiles_on_another_thread_while_the_caller_goes_on() {
+    use grove::backend::cuda::kernels::EVAL;
+    let dir = std::env::temp_dir().join(format!("grove-engine-behind-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let open = |cache: bool| {
+        CudaEngine::with_options(EngineOptions { ordinal: 0, cache_dir: cache.then(|| dir.clone()) })
+            .unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"))
+    };
+    // Waited for by `load`: one compile, counted once.
+    let first = open(true);
+    let defines: &[(&str, u32)] = &[("GROVE_TEST_BEHIND", 1)];
+    assert!(first.module_ready(&EVAL, defines).unwrap().is_none(), "nothing was compiled yet");
+    let (_, origin) = first.load(&EVAL, defines).unwrap();
+    assert_eq!(origin, Origin::Compiled);
+    assert!(first.module_ready(&EVAL, defines).unwrap().is_some());
+    let loads = first.module_loads();
+    assert_eq!(loads.len(), 1, "{loads:?}");
+    // On disk now: a fresh engine has it at once.
+    let second = open(true);
+    assert!(second.module_ready(&EVAL, defines).unwrap().is_some());
+    assert_eq!(second.module_loads()[0].origin, Origin::Disk);
+    // Without a disk cache, polled until the compile ends.
+    let third = open(false);
+    let start = std::time::Instant::now();
+    let mut polls = 0;
+    while third.module_ready(&EVAL, defines).unwrap().is_none() {
+        polls += 1;
+        assert!(start.elapsed().as_secs() < 300, "the compile never ended");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(polls > 0, "the first call answered before NVRTC could have compiled the module");
+    let loads = third.module_loads();
+    assert_eq!((loads.len(), loads[0].origin), (1, Origin::Compiled), "{loads:?}");
+    // The compiled module holds the file's kernels.
+    let module = third.module_ready(&EVAL, defines).unwrap().unwrap();
+    assert!(module.load_function("grove_eval_regression_k1").is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn bad_input_is_an_error_not_a_crash() {

@@ -137,6 +137,22 @@ pub fn write(dir: &Path, key: &CacheKey, image: &Image) -> std::io::Result<()> {
     result
 }
 
+/// The kernel image for `src` with `defines` in the disk cache under `dir`, if it is there (a
+/// missing, unreadable or mismatched entry is `None`).
+pub fn lookup(dir: Option<&Path>, src: &KernelSource<'_>, target: Target, defines: Defines<'_>, device: &str, cc: (i32, i32)) -> Result<Option<Image>> {
+    let Some(dir) = dir else { return Ok(None) };
+    let key = CacheKey::new(src, target, defines, device, cc, nvrtc::version()?);
+    Ok(read(&dir.join("kernels"), &key, image_kind(target)))
+}
+
+/// What NVRTC makes for `target`: CUBIN for a real architecture, PTX for a virtual one.
+fn image_kind(target: Target) -> ImageKind {
+    match target {
+        Target::Sm(_) => ImageKind::Cubin,
+        Target::Compute(_) => ImageKind::Ptx,
+    }
+}
+
 /// The kernel image for `src` with `defines`: from `dir` when cached there, else compiled and
 /// stored. Returns the image, where it came from, and the seconds it took.
 pub fn compile_cached(
@@ -148,13 +164,9 @@ pub fn compile_cached(
     cc: (i32, i32),
 ) -> Result<(Image, Origin, f64)> {
     let start = Instant::now();
-    let kind = match target {
-        Target::Sm(_) => ImageKind::Cubin,
-        Target::Compute(_) => ImageKind::Ptx,
-    };
     let key = CacheKey::new(src, target, defines, device, cc, nvrtc::version()?);
     let dir = dir.map(|d| d.join("kernels"));
-    if let Some(image) = dir.as_deref().and_then(|d| read(d, &key, kind)) {
+    if let Some(image) = dir.as_deref().and_then(|d| read(d, &key, image_kind(target))) {
         return Ok((image, Origin::Disk, start.elapsed().as_secs_f64()));
     }
     let image = nvrtc::compile(src, target, defines)?;

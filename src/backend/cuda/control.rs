@@ -55,6 +55,11 @@ pub fn lane_words(m: &Model) -> usize {
     smooth.max(rows)
 }
 
+/// The defines of the roll-out module with `lanes` lanes an episode: none for one lane.
+fn lane_defines(lanes: u32) -> Vec<(&'static str, u32)> {
+    if lanes > 1 { vec![("GROVE_CTRL_LANES", lanes)] } else { Vec::new() }
+}
+
 /// Dynamic shared memory of one roll-out block with `lanes` lanes an episode of `m`, bytes (0
 /// for one lane: its rows stay in local memory).
 pub fn block_shared_bytes(m: &Model, lanes: u32) -> usize {
@@ -347,6 +352,11 @@ impl CudaEngine {
     /// The roll-out module of `m` for `n` episodes, built for the lanes an episode
     /// [`Self::episode_lanes`] gives or else [`spare_lanes`] picks (the widest whose block fits
     /// the GPU's shared memory): its kernels and the dynamic shared memory a block needs.
+    /// Picked by [`spare_lanes`], a width whose module NVRTC would have to compile first is
+    /// compiled on another thread ([`CudaEngine::module_ready`]) and the one-lane module plays
+    /// these episodes meanwhile: the bits are the same at every width, and a run's first
+    /// launches at a new batch size (its validation or test episodes) need not wait seconds for
+    /// NVRTC. A width that was asked for is compiled and used.
     fn control_kernels(&self, m: &Model, n: usize) -> Result<ControlKernels> {
         let most = self.shared_per_block as usize;
         let fits = |g: u32| block_shared_bytes(m, g) <= most;
@@ -364,7 +374,14 @@ impl CudaEngine {
                 while !fits(g) {
                     g /= 2;
                 }
-                if g == 1 { Ok(one) } else { self.control_module(m, g) }
+                if g == 1 {
+                    return Ok(one);
+                }
+                let text = sim_text(m);
+                match self.module_ready(&KernelSource { file: "sim.cu", text: &text }, &lane_defines(g))? {
+                    Some(_) => self.control_module(m, g),
+                    None => Ok(one),
+                }
             }
         }
     }
@@ -372,8 +389,7 @@ impl CudaEngine {
     /// `m`'s roll-out module built with `lanes` lanes an episode (`GROVE_CTRL_LANES`).
     fn control_module(&self, m: &Model, lanes: u32) -> Result<ControlKernels> {
         let text = sim_text(m);
-        let defines: &[(&str, u32)] = if lanes > 1 { &[("GROVE_CTRL_LANES", lanes)] } else { &[] };
-        let (module, _) = self.load(&KernelSource { file: "sim.cu", text: &text }, defines)?;
+        let (module, _) = self.load(&KernelSource { file: "sim.cu", text: &text }, &lane_defines(lanes))?;
         let find = |name: &str| module.load_function(name).during(|| format!("finding {name} in sim.cu"));
         let rollout = find(CONTROL_KERNEL)?;
         let shared = block_shared_bytes(m, lanes);

@@ -4,7 +4,8 @@
 //! [`CudaEngine::new`] probes for the driver, a device and NVRTC before touching cudarc (see
 //! [`probe`]) and answers [`NoGpu`] when any is missing. Kernel modules are loaded lazily and
 //! cached twice: in memory behind a lock for the engine's life, and on disk ([`cache`]) so that
-//! the next process skips NVRTC.
+//! the next process skips NVRTC. A caller with something to run meanwhile can have a module
+//! compiled on another thread ([`CudaEngine::module_ready`]) instead of waiting for NVRTC.
 
 pub mod breed;
 pub mod cache;
@@ -58,6 +59,18 @@ pub use vary::{BredCounts, DeviceBred};
 
 use error::During;
 
+/// A kernel module compiling on another thread ([`CudaEngine::module_ready`]): its image, where
+/// it came from and the seconds it took.
+type Behind = std::thread::JoinHandle<Result<(nvrtc::Image, Origin, f64)>>;
+
+/// The name a module is kept under in an engine: the file, its defines, the text's hash (sim.cu
+/// is one file with a header generated per model, and keying by file name alone handed every
+/// model the first one's module: swimmer's physics for a hopper, Euler for RK4, on the GPU) and
+/// the registered user operators, which the generated headers define.
+fn module_id(src: &KernelSource<'_>, defines: Defines<'_>) -> String {
+    format!("{} {defines:?} {:016x} {}", src.file, text_hash(src.text), crate::program::ops::user::registered().len())
+}
+
 /// How to open an engine.
 #[derive(Clone, Debug)]
 pub struct EngineOptions {
@@ -81,7 +94,8 @@ pub struct ModuleLoad {
     pub module: String,
     /// Compiled now, read from disk, or already in memory.
     pub origin: Origin,
-    /// Seconds spent compiling or reading it, and loading it into the context.
+    /// Seconds the caller waited for it: compiling or reading it (or, for a module compiled on
+    /// another thread, the rest of that compile), and loading it into the context.
     pub seconds: f64,
     /// NVRTC's warnings, if it compiled.
     pub log: String,
@@ -109,6 +123,9 @@ pub struct CudaEngine {
     nvrtc: NvrtcInfo,
     cache_dir: Option<PathBuf>,
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    /// Compiles running on other threads ([`Self::module_ready`]), by module id; [`Self::load`]
+    /// takes each one's image when it needs the module.
+    behind: Mutex<HashMap<String, Behind>>,
     functions: Mutex<HashMap<(&'static str, usize), CudaFunction>>,
     loads: Mutex<Vec<ModuleLoad>>,
     /// The rule table in map.cu's constant memory, and the module that holds it (see `map.rs`).
@@ -185,6 +202,7 @@ impl CudaEngine {
             nvrtc,
             cache_dir: opts.cache_dir,
             modules: Mutex::new(HashMap::new()),
+            behind: Mutex::new(HashMap::new()),
             functions: Mutex::new(HashMap::new()),
             loads: Mutex::new(Vec::new()),
             map_table: Mutex::new(None),
@@ -250,20 +268,23 @@ impl CudaEngine {
     }
 
     /// The module of `src` with `defines`, loading it on first use: from the disk cache when
-    /// there, else compiled by NVRTC (and stored). Returns where it came from.
+    /// there, else compiled by NVRTC (and stored), or taken from a compile that
+    /// [`Self::module_ready`] started on another thread (waiting for it to end). Returns where it
+    /// came from.
     pub fn load(&self, src: &KernelSource<'_>, defines: Defines<'_>) -> Result<(Arc<CudaModule>, Origin)> {
-        // The text's hash is part of the key: sim.cu is one file with a header generated per
-        // model, and keying by file name alone handed every model the first one's module
-        // (swimmer's physics for a hopper, Euler for RK4) on the GPU.
-        // So are the registered user operators, which the generated headers define.
-        let id = format!("{} {defines:?} {:016x} {}", src.file, text_hash(src.text), crate::program::ops::user::registered().len());
+        let id = module_id(src, defines);
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = modules.get(&id) {
             return Ok((m.clone(), Origin::Memory));
         }
         let start = std::time::Instant::now();
         let dir = self.cache_dir.as_deref();
-        let (image, mut origin, _) = cache::compile_cached(dir, src, self.target, defines, &self.name, self.cc)?;
+        let behind = self.behind.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+        let (image, mut origin, _) = match behind {
+            // A panic there is a bug; it goes on here, where the module was needed.
+            Some(h) => h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
+            None => cache::compile_cached(dir, src, self.target, defines, &self.name, self.cc)?,
+        };
         let mut log = image.log.clone();
         let module = match self.ctx.load_module(Ptx::from_binary(image.bytes)) {
             Ok(m) => m,
@@ -289,6 +310,43 @@ impl CudaEngine {
             log,
         });
         Ok((module, origin))
+    }
+
+    /// The module of `src` with `defines` if it can be had without waiting for NVRTC: already
+    /// loaded, in the disk cache, or compiled on another thread by an earlier call and done.
+    /// Otherwise this starts that compile on another thread (once; with the disk cache it is
+    /// stored there as by [`Self::load`]) and answers `None`, for a caller that has something
+    /// else to run meanwhile: the control roll-out plays with the module it already has, at
+    /// another width of lanes and with the same bits, until the one it chose is compiled. A
+    /// later call, or [`Self::load`], takes the compile's result.
+    pub fn module_ready(&self, src: &KernelSource<'_>, defines: Defines<'_>) -> Result<Option<Arc<CudaModule>>> {
+        let id = module_id(src, defines);
+        if let Some(m) = self.modules.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
+            return Ok(Some(m.clone()));
+        }
+        {
+            let mut behind = self.behind.lock().unwrap_or_else(|e| e.into_inner());
+            match behind.get(&id) {
+                Some(h) if !h.is_finished() => return Ok(None),
+                Some(_) => {}
+                None if cache::lookup(self.cache_dir.as_deref(), src, self.target, defines, &self.name, self.cc)?.is_some() => {}
+                None => {
+                    let (file, text) = (src.file.to_string(), src.text.to_string());
+                    let owned: Vec<(String, u32)> = defines.iter().map(|&(k, v)| (k.to_string(), v)).collect();
+                    let (dir, target, name, cc) = (self.cache_dir.clone(), self.target, self.name.clone(), self.cc);
+                    let compile = move || {
+                        let defines: Vec<(&str, u32)> = owned.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+                        cache::compile_cached(dir.as_deref(), &KernelSource { file: &file, text: &text }, target, &defines, &name, cc)
+                    };
+                    // Without a thread to spare, the caller compiles it now (below).
+                    if let Ok(h) = std::thread::Builder::new().name(format!("nvrtc {}", src.file)).spawn(compile) {
+                        behind.insert(id, h);
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+        self.load(src, defines).map(|(m, _)| Some(m))
     }
 
     /// The kernel `name` of `src` compiled with `defines`, loading the module on first use.
