@@ -7,7 +7,7 @@
 use std::sync::Mutex;
 
 use super::cpu::control::ControlRun;
-use super::cuda::{CudaEngine, DeviceClassData, DeviceDataset};
+use super::cuda::{CudaEngine, DeviceClassData, DeviceDataset, KernelSource};
 use super::{Backend, ClassData, RegressionData};
 use crate::program::fitness::{ClassFitness, RegressionConfig};
 
@@ -91,6 +91,45 @@ impl<'a> DeviceTask<'a> {
             DeviceTask::Regression(r) => r.engine,
             DeviceTask::Classification(c) => c.engine,
             DeviceTask::Control(c) => c.engine,
+        }
+    }
+
+    /// Starts compiling, each on its own thread, the kernel modules a device run of this task
+    /// loads ([`CudaEngine::module_ready`]): the generation's, selection's and variation's, the
+    /// task's scoring (evaluation at one and at the default points a thread, classification, or
+    /// the model's one-lane roll-out), the mapper for grammatical evolution (`ge`) and the fit
+    /// when constants are fitted (`fit`). A machine without them in its disk cache then waits,
+    /// in its first generation, for the slowest compile instead of their sum. Modules already
+    /// loaded or on disk are loaded now; one that fails to compile fails where it is loaded.
+    pub fn compile_ahead(&self, ge: bool, fit: bool) {
+        use super::cuda::kernels::{CLASSIFY, EVAL, FIT, GENERATION, MAP, SELECT, VARY};
+        let e = self.engine();
+        let k = super::cuda::eval::DEFAULT_POINTS_PER_THREAD;
+        let mut modules: Vec<(KernelSource<'_>, Vec<(&str, u32)>)> = vec![(GENERATION, vec![]), (SELECT, vec![]), (VARY, vec![])];
+        if ge {
+            modules.push((MAP, vec![]));
+        }
+        let sim;
+        match self {
+            DeviceTask::Regression(_) => {
+                modules.extend([(EVAL, vec![("GROVE_K", 1)]), (EVAL, vec![("GROVE_K", k)])]);
+                if fit {
+                    modules.push((FIT, vec![]));
+                }
+            }
+            DeviceTask::Classification(_) => {
+                modules.extend([(CLASSIFY, vec![]), (EVAL, vec![("GROVE_K", 1)])]);
+                if fit {
+                    modules.push((FIT, vec![]));
+                }
+            }
+            DeviceTask::Control(c) => {
+                sim = super::cuda::sim::sim_text(c.model);
+                modules.push((KernelSource { file: "sim.cu", text: &sim }, vec![]));
+            }
+        }
+        for (src, defines) in modules {
+            let _ = e.module_ready(&src, &defines);
         }
     }
 

@@ -197,7 +197,8 @@ pub struct Launch {
 /// shared memory, under the 48 KiB a block gets without opting in).
 pub const SLOT_BYTES_MAX: u32 = 32 * 1024;
 const DEFAULT_THREADS: u32 = 256; // measured: W3 +8 %, W1 +3 %, 100k × 1024 −3 % against 128 (H200)
-const DEFAULT_POINTS_PER_THREAD: u32 = 4;
+/// Points a thread evaluates when a launch is not told (`GROVE_K` of the evaluation kernels).
+pub const DEFAULT_POINTS_PER_THREAD: u32 = 4;
 const DEFAULT_PASSES: u32 = 4;
 /// Most (tree, tile) blocks a default launch shape makes (256 MiB of partial sums); larger
 /// data get longer tiles instead.

@@ -254,6 +254,11 @@ pub fn run(
     // (for tuning; the waits themselves cost a little), from the islands' setup to the final
     // population's read.
     let prof = StageTimes::new(std::env::var("GROVE_LOOP_PROFILE").is_ok_and(|v| v == "1"));
+    // A machine without the kernels in its disk cache compiles them all at once, on threads
+    // of their own, while the run sets up.
+    for t in tasks {
+        t.compile_ahead(matches!(rep, Representation::Grammar(_)), cfg.constants.steps > 0);
+    }
     let start = setup::Start::new(cfg, islands, rep, resume)?;
     let comms = setup::connect(tasks, islands.link)?;
     let link = comms.as_ref().map_or(Link::Peer, Link::Nccl);
