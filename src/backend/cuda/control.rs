@@ -366,9 +366,10 @@ impl CudaEngine {
                 m.name,
                 block_shared_bytes(m, g)
             ))),
-            Some(g) => self.control_module(m, g),
+            Some(g) => self.control_module(m, &sim_text(m), g),
             None => {
-                let one = self.control_module(m, 1)?;
+                let text = sim_text(m);
+                let one = self.control_module(m, &text, 1)?;
                 let resident = one.per_sm as u64 * self.sm_count.max(1) as u64 * CONTROL_BLOCK as u64;
                 let mut g = spare_lanes(n, resident, self.lanes_share()?);
                 while !fits(g) {
@@ -377,19 +378,18 @@ impl CudaEngine {
                 if g == 1 {
                     return Ok(one);
                 }
-                let text = sim_text(m);
                 match self.module_ready(&KernelSource { file: "sim.cu", text: &text }, &lane_defines(g))? {
-                    Some(_) => self.control_module(m, g),
+                    Some(_) => self.control_module(m, &text, g),
                     None => Ok(one),
                 }
             }
         }
     }
 
-    /// `m`'s roll-out module built with `lanes` lanes an episode (`GROVE_CTRL_LANES`).
-    fn control_module(&self, m: &Model, lanes: u32) -> Result<ControlKernels> {
-        let text = sim_text(m);
-        let (module, _) = self.load(&KernelSource { file: "sim.cu", text: &text }, &lane_defines(lanes))?;
+    /// `m`'s roll-out module built with `lanes` lanes an episode (`GROVE_CTRL_LANES`), from
+    /// `text`, `m`'s [`sim_text`].
+    fn control_module(&self, m: &Model, text: &str, lanes: u32) -> Result<ControlKernels> {
+        let (module, _) = self.load(&KernelSource { file: "sim.cu", text }, &lane_defines(lanes))?;
         let find = |name: &str| module.load_function(name).during(|| format!("finding {name} in sim.cu"));
         let rollout = find(CONTROL_KERNEL)?;
         let shared = block_shared_bytes(m, lanes);
