@@ -272,6 +272,11 @@ impl CudaEngine {
     /// [`Self::module_ready`] started on another thread (waiting for it to end). Returns where it
     /// came from.
     pub fn load(&self, src: &KernelSource<'_>, defines: Defines<'_>) -> Result<(Arc<CudaModule>, Origin)> {
+        self.load_found(src, defines, None)
+    }
+
+    /// [`Self::load`], with the image already read from the disk cache when `found` holds it.
+    fn load_found(&self, src: &KernelSource<'_>, defines: Defines<'_>, found: Option<nvrtc::Image>) -> Result<(Arc<CudaModule>, Origin)> {
         let id = module_id(src, defines);
         let mut modules = self.modules.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(m) = modules.get(&id) {
@@ -280,10 +285,11 @@ impl CudaEngine {
         let start = std::time::Instant::now();
         let dir = self.cache_dir.as_deref();
         let behind = self.behind.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
-        let (image, mut origin, _) = match behind {
+        let (image, mut origin, _) = match (found, behind) {
+            (Some(image), _) => (image, Origin::Disk, 0.0),
             // A panic there is a bug; it goes on here, where the module was needed.
-            Some(h) => h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
-            None => cache::compile_cached(dir, src, self.target, defines, &self.name, self.cc)?,
+            (None, Some(h)) => h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
+            (None, None) => cache::compile_cached(dir, src, self.target, defines, &self.name, self.cc)?,
         };
         let mut log = image.log.clone();
         let module = match self.ctx.load_module(Ptx::from_binary(image.bytes)) {
@@ -324,13 +330,13 @@ impl CudaEngine {
         if let Some(m) = self.modules.lock().unwrap_or_else(|e| e.into_inner()).get(&id) {
             return Ok(Some(m.clone()));
         }
-        {
-            let mut behind = self.behind.lock().unwrap_or_else(|e| e.into_inner());
-            match behind.get(&id) {
-                Some(h) if !h.is_finished() => return Ok(None),
-                Some(_) => {}
-                None if cache::lookup(self.cache_dir.as_deref(), src, self.target, defines, &self.name, self.cc)?.is_some() => {}
-                None => {
+        let mut behind = self.behind.lock().unwrap_or_else(|e| e.into_inner());
+        let found = match behind.get(&id) {
+            Some(h) if !h.is_finished() => return Ok(None),
+            Some(_) => None,
+            None => {
+                let found = cache::lookup(self.cache_dir.as_deref(), src, self.target, defines, &self.name, self.cc)?;
+                if found.is_none() {
                     let (file, text) = (src.file.to_string(), src.text.to_string());
                     let owned: Vec<(String, u32)> = defines.iter().map(|&(k, v)| (k.to_string(), v)).collect();
                     let (dir, target, name, cc) = (self.cache_dir.clone(), self.target, self.name.clone(), self.cc);
@@ -344,9 +350,11 @@ impl CudaEngine {
                         return Ok(None);
                     }
                 }
+                found
             }
-        }
-        self.load(src, defines).map(|(m, _)| Some(m))
+        };
+        drop(behind);
+        self.load_found(src, defines, found).map(|(m, _)| Some(m))
     }
 
     /// The kernel `name` of `src` compiled with `defines`, loading the module on first use.
