@@ -7,8 +7,10 @@
 //! `$GROVE_CACHE_DIR`, else `$XDG_CACHE_HOME/grove`, else `~/.cache/grove` (under `kernels/`),
 //! as `<file stem>-<key>.<cubin|ptx>`, starting with a header line that repeats the key. Entries
 //! are written to a temporary file and renamed into place, so a reader never sees half a file
-//! and concurrent runs race harmlessly. A missing, unreadable or mismatched entry is a miss;
-//! failing to write one is ignored (the cache only saves time).
+//! and concurrent runs race harmlessly. A process that ends while it writes (a compile started
+//! ahead on a thread of its own, its run already over) can leave its temporary file behind; each
+//! write removes temporary files older than [`STALE_TEMP`]. A missing, unreadable or mismatched
+//! entry is a miss; failing to write one is ignored (the cache only saves time).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -118,7 +120,13 @@ pub fn read(dir: &Path, key: &CacheKey, kind: ImageKind) -> Option<Image> {
     Some(Image { kind, bytes: bytes.to_vec(), log: String::new() })
 }
 
-/// Writes the entry for `key` into `dir` atomically (temporary file, then rename).
+/// How old a temporary file in the cache must be before a write takes it for one left behind
+/// by a process that ended mid-write (a write takes milliseconds; an hour leaves every live
+/// writer alone, on a clock that is not too far off).
+pub const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Writes the entry for `key` into `dir` atomically (temporary file, then rename), and removes
+/// temporary files older than [`STALE_TEMP`] left there.
 pub fn write(dir: &Path, key: &CacheKey, image: &Image) -> std::io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     std::fs::create_dir_all(dir)?;
@@ -134,7 +142,26 @@ pub fn write(dir: &Path, key: &CacheKey, image: &Image) -> std::io::Result<()> {
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    remove_stale_temps(dir, STALE_TEMP);
     result
+}
+
+/// Removes the temporary files (`.<entry>.tmp-<pid>-<n>`) in `dir` last modified more than
+/// `age` ago. Best effort: what cannot be read or removed stays.
+fn remove_stale_temps(dir: &Path, age: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let now = std::time::SystemTime::now();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !(name.starts_with('.') && name.contains(".tmp-")) {
+            continue;
+        }
+        let old = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| now.duration_since(t).ok()).is_some_and(|d| d > age);
+        if old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 /// The kernel image for `src` with `defines` in the disk cache under `dir`, if it is there (a
@@ -214,6 +241,33 @@ mod tests {
         assert!(read(&dir, &key, ImageKind::Cubin).is_none());
         let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().contains(".tmp-")).collect();
         assert!(leftovers.is_empty());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_write_removes_temporary_files_left_long_ago_and_keeps_fresh_ones() {
+        let dir = std::env::temp_dir().join(format!("grove-cache-stale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let key = CacheKey::new(&EVAL, Target::Sm(90), &[], "test", (9, 0), (13, 0));
+        let name = key.file_name(ImageKind::Cubin);
+        let old = dir.join(format!(".{name}.tmp-999999-0"));
+        let fresh = dir.join(format!(".{name}.tmp-999999-1"));
+        // An entry and a user's file that merely look old stay: only temporary files go.
+        let entry = dir.join("eval-0123.cubin");
+        let dotfile = dir.join(".notes");
+        for f in [&old, &fresh, &entry, &dotfile] {
+            std::fs::write(f, b"x").unwrap();
+        }
+        let long_ago = std::time::SystemTime::now() - STALE_TEMP - std::time::Duration::from_secs(60);
+        for f in [&old, &entry, &dotfile] {
+            std::fs::File::options().write(true).open(f).unwrap().set_modified(long_ago).unwrap();
+        }
+        let image = Image { kind: ImageKind::Cubin, bytes: vec![7], log: String::new() };
+        write(&dir, &key, &image).unwrap();
+        assert!(!old.exists(), "a temporary file older than STALE_TEMP is removed");
+        assert!(fresh.exists(), "a temporary file another run may be writing stays");
+        assert!(entry.exists() && dotfile.exists(), "only temporary files are removed");
+        assert_eq!(read(&dir, &key, ImageKind::Cubin).unwrap().bytes, [7]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
