@@ -255,4 +255,7 @@ fn an_output_margin_keeps_predictions_within_the_training_range() {
     assert_eq!(bad.check().unwrap_err().to_string(), "--output-margin (output_margin) must be a number at least 0, got -0.5");
     let out = support::grove_cpu(&["evolve", "--data", "builtin:pagie1:36", "--functions", "add", "--output-margin=-1"]);
     support::assert_one_line_error(&out, &["--output-margin (output_margin) must be a number at least 0, got -1"]);
+    // The space-separated form reaches the same check (clap would take "-0.5" for a flag).
+    let out = support::grove_cpu(&["evolve", "--data", "builtin:pagie1:36", "--functions", "add", "--output-margin", "-0.5"]);
+    support::assert_one_line_error(&out, &["--output-margin (output_margin) must be a number at least 0, got -0.5"]);
 }

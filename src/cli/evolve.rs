@@ -78,7 +78,7 @@ pub struct EvolveArgs {
     /// Limit the returned model's predictions to the training target's range widened by M times
     /// its width on each side (0: the range itself), so a formula cannot swing far outside
     /// what the data supports on unseen inputs [default: no limits]
-    #[arg(long, value_name = "M", help_heading = "Model")]
+    #[arg(long, value_name = "M", help_heading = "Model", allow_negative_numbers = true)]
     pub output_margin: Option<f64>,
     /// Constant fitting.
     #[command(flatten, next_help_heading = "Constants")]
