@@ -498,4 +498,6 @@ fn cross_validation_repeats_the_fit_without_each_fold_and_returns_what_predicts_
     assert_eq!((p.fraction, p.rule), (0.0, Select::Cv));
     let out = support::grove_cpu(&["classify", "--data", "builtin:iris", "--functions", "add,sub", "--select", "cv"]);
     support::assert_one_line_error(&out, &["--select cv", "grove classify chooses by"]);
+    let out = support::grove_cpu(&["classify", "--data", "builtin:iris", "--functions", "add,sub", "--select", "folds"]);
+    support::assert_one_line_error(&out, &["--select folds", "grove classify chooses by"]);
 }

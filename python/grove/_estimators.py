@@ -329,8 +329,8 @@ class SymbolicRegressor(RegressorMixin, _SymbolicBase):
         ``grove evolve --output-margin``: predictions clamped to the training target's range
         widened by this many times its width on each side; None: no limits.
     folds : int >= 2 or None, default=None
-        Folds of ``select="folds"`` (None: 5, or one row a fold on fewer rows); more than the
-        rows is a ``ValueError``.
+        Folds of ``select="cv"`` (and so of "auto" below 20000 rows) and of ``select="folds"``
+        (None: 5, or one row a fold on fewer rows); more than the rows is a ``ValueError``.
     bloat : {"auto", "none", "double-tournament", "lexicographic", "nsga2"}, default="auto"
         Bloat control by selection (the linear penalty is ``parsimony_coefficient``);
         "nsga2" ranks error and size as two objectives (NSGA-II); "auto" is "nsga2" where

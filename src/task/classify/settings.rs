@@ -203,10 +203,14 @@ impl ClassifySettings {
         );
         crate::task::base::validation::check_test_data(self.test_data.as_deref(), self.test_fraction)?;
         crate::task::base::validation::check_fraction(self.validation_fraction)?;
-        ensure!(
-            self.select != crate::task::base::validation::Select::Cv,
-            "--select cv (select) refits a regression model's numbers without each fold; grove classify chooses by auto, validation, pareto, mdl or train"
-        );
+        {
+            use crate::task::base::validation::Select;
+            ensure!(
+                !matches!(self.select, Select::Cv | Select::Folds),
+                "--select {} (select) refits a regression model's numbers without each fold; grove classify chooses by auto, validation, pareto, mdl or train",
+                if self.select == Select::Cv { "cv" } else { "folds" }
+            );
+        }
         ensure!(self.parsimony >= 0.0 && self.parsimony.is_finite(), "--parsimony (parsimony) must be >= 0, got {}", self.parsimony);
         ensure!((0.0..=1.0).contains(&self.trees.p_out), "--p-out (trees.p_out) must be a probability, got {}", self.trees.p_out);
         crate::task::base::search::check_tree_rates(self.trees.p_crossover, self.trees.p_mutation)?;
