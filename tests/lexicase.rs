@@ -188,3 +188,54 @@ fn balanced_ce_cases_combine_the_rows_misclassification_and_cross_entropy() {
     }
     assert!(right_and_wrong[0] > 0 && right_and_wrong[1] > 0, "the programs both hit and miss rows: {right_and_wrong:?}");
 }
+
+/// An experiment file reaches what the flags reach: down-sampled lexicase, unique parents and
+/// GE's operators (PI grow, subtree crossover and mutation) are the run's settings, and they
+/// change the run; a block of the other representation is one line, as GE's flags without a
+/// grammar are on the command line.
+#[test]
+fn experiment_files_take_lexicase_unique_parents_and_ges_operators_and_refuse_the_other_representations_blocks() {
+    let file = |name: &str, body: &str| {
+        let p = scratch().join(format!("lexicase-{}-{name}.ron", std::process::id()));
+        std::fs::write(&p, body).unwrap();
+        p
+    };
+    let ge = file(
+        "ge",
+        r#"Evolve(data: "builtin:koza1", grammar: "grammars/regression.bnf",
+            engine: (pop_size: 60, generations: 3, selection: "down-sampled", down_sample: 5, diversity: "unique"),
+            init: (method: "pi_grow"),
+            vary: (crossover_op: "subtree", mutation_op: "subtree", mutation: 0.3, mutation_at_least_per_used: false))"#,
+    );
+    let r = report(&["run", ge.to_str().unwrap()]);
+    let s = &r["settings"];
+    assert_eq!((s["engine"]["selection"].as_str(), s["engine"]["down_sample"].as_f64(), s["engine"]["diversity"].as_str()), (Some("down-sampled"), Some(5.0), Some("unique")));
+    assert_eq!((s["init"]["method"].as_str(), s["vary"]["crossover_op"].as_str(), s["vary"]["mutation_op"].as_str()), (Some("pi_grow"), Some("subtree"), Some("subtree")));
+    // The same file with tournaments and GE's default operators runs another search.
+    let plain = file("plain", r#"Evolve(data: "builtin:koza1", grammar: "grammars/regression.bnf", engine: (pop_size: 60, generations: 3))"#);
+    let best = |r: &serde_json::Value| r["generations"].as_array().unwrap().iter().map(|g| g["best"].as_f64().unwrap()).collect::<Vec<_>>();
+    assert_ne!(best(&r), best(&report(&["run", plain.to_str().unwrap()])));
+    let tree = file("tree", r#"Classify(data: "builtin:iris", functions: "add,sub,mul", engine: (pop_size: 60, generations: 2, selection: "lexicase", diversity: "unique"))"#);
+    let r = report(&["run", tree.to_str().unwrap()]);
+    assert_eq!((r["settings"]["engine"]["selection"].as_str(), r["settings"]["engine"]["diversity"].as_str()), (Some("lexicase"), Some("unique")));
+
+    // GE's blocks without a grammar, each named; tree GP's block with one.
+    for (body, needle) in [
+        (r#"Evolve(data: "builtin:koza1", functions: "add,sub", init: (method: "pi_grow"))"#, "`init` is a setting of grammatical evolution's genome, and this experiment has no grammar"),
+        (
+            r#"Classify(data: "builtin:iris", functions: "add,sub", vary: (crossover_op: "subtree"), genome_capacity: 500)"#,
+            "`vary`, `genome_capacity` are settings of grammatical evolution's genome, and this experiment has no grammar",
+        ),
+        (r#"Control(env: "swimmer", functions: "add,sub", map: (max_wraps: 2))"#, "`map` is a setting of grammatical evolution's genome"),
+        (r#"Evolve(data: "builtin:koza1", grammar: "grammars/regression.bnf", trees: (p_crossover: 0.3, p_mutation: 0.7))"#, "`trees` holds tree GP's settings, and this experiment has a grammar"),
+    ] {
+        let f = file("bad", body);
+        assert_one_clear_line(&["run", f.to_str().unwrap()], needle);
+    }
+    // A report's settings hold every block whatever ran, and repeat the run (`--from`).
+    let rep = scratch().join(format!("lexicase-{}-from.json", std::process::id()));
+    let out = grove(&["run", tree.to_str().unwrap(), "--device", "cpu", "-q", "--report", rep.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let again = report(&["run", "--from", rep.to_str().unwrap()]);
+    assert_eq!(again["settings"], support::read_json(&rep)["settings"]);
+}

@@ -487,6 +487,34 @@ pub fn resume(path: &std::path::Path, o: &Overrides) -> Result<(Experiment, crat
     Ok((exp, c, notes))
 }
 
+/// An error line for an experiment file's block that its representation has no use for, as
+/// the command line refuses GE's flags without a grammar: GE's genome blocks (`map`, `init`,
+/// `vary`, `genome_capacity`) where the file names no grammar (tree GP, whose rates are
+/// `trees.p_crossover` and `trees.p_mutation`), and tree GP's `trees` where it names one. A
+/// report's settings (`--from`) hold every block whatever ran, so only files are checked.
+pub fn blocks_of_the_representation(command: &str, given: &Value, origin: &str) -> Result<()> {
+    if !matches!(command, "evolve" | "classify" | "control") {
+        return Ok(());
+    }
+    let given_block = |name: &str| given.get(name).is_some_and(|v| !v.is_null());
+    let listed = |names: Vec<&str>| names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    if given.get("grammar").is_some_and(|g| !g.is_null()) {
+        anyhow::ensure!(
+            !given_block("trees"),
+            "{origin}: `trees` holds tree GP's settings, and this experiment has a grammar: grammatical evolution's crossover and mutation are `vary`, its initialisation `init`, its mapping limits `map`"
+        );
+    } else {
+        let ge: Vec<&str> = ["map", "init", "vary", "genome_capacity"].into_iter().filter(|n| given_block(n)).collect();
+        anyhow::ensure!(
+            ge.is_empty(),
+            "{origin}: {} {} grammatical evolution's genome, and this experiment has no grammar: tree GP (`functions`) has no genome to map, initialise or vary (its rates are `trees.p_crossover` and `trees.p_mutation`, its depths `trees.init_depth`)",
+            listed(ge.clone()),
+            if ge.len() == 1 { "is a setting of" } else { "are settings of" }
+        );
+    }
+    Ok(())
+}
+
 /// The experiment of an experiment file (`file`) or of a report's settings (`from`), with
 /// the overrides laid over it, checked.
 pub fn from_source(file: Option<&std::path::Path>, from: Option<&std::path::Path>, o: &Overrides) -> Result<Experiment> {
@@ -502,6 +530,9 @@ pub fn from_source(file: Option<&std::path::Path>, from: Option<&std::path::Path
         }
         (None, None) => bail!("give an experiment file (e.g. grove run examples/w1-pagie1.ron), --from REPORT.json or --resume CHECKPOINT"),
     };
+    if file.is_some() {
+        blocks_of_the_representation(&command, &given, &origin)?;
+    }
     anyhow::ensure!(
         !(command == "control" && o.data.is_some()),
         "--data does not apply to a control experiment: its environment is `env` (e.g. --set env=hopper)"
