@@ -46,6 +46,20 @@ def test_every_policy_kind_replays_its_reported_test_return():
         grove.Policy({**p.report, "settings": {"env": 3}}).test_returns()
 
 
+def test_lexicase_on_episodes_and_unique_parents_reach_the_control_run():
+    base = {**TINY, "generations": 4, "episodes": 3}
+    lex = grove.control("swimmer", **base, selection="lexicase", diversity="unique")
+    engine = lex.report["settings"]["engine"]
+    assert (engine["selection"], engine["diversity"]) == ("lexicase", "unique")
+    plain = grove.control("swimmer", **base)
+    assert plain.report["settings"]["engine"]["selection"] == "tournament"
+    best = lambda p: [g["best"] for g in p.report["generations"]]
+    assert best(lex) != best(plain)
+    # Lexicase's cases are the episodes: one episode is one case, which it cannot select on.
+    with pytest.raises(ValueError, match="episode as a case"):
+        grove.control("swimmer", **{**base, "episodes": 1}, selection="lexicase")
+
+
 def test_policy_pickles(policy):
     back = pickle.loads(pickle.dumps(policy))
     obs = np.zeros(len(policy.observations))
