@@ -66,7 +66,7 @@ SUITES = ["regression", "real", "friedman", "budget", "nguyen", "classify"]
 # the training-error minimum returned): its defaults, and the longest program cut to 32 nodes
 # (the best of the settings tried in docs/quality.md).
 NGUYEN_GROVE = {"grove": [], "grove-len32": ["engine.max_len=32"]}
-GROVE_FUNCTIONS = "add,sub,mul,aq"  # the Python regressor's default (task::base::defaults::EVOLVE_FUNCTIONS); the CLI requires a set
+GROVE_FUNCTIONS = "add,sub,mul,aq"  # grove evolve's default without --functions (task::base::defaults::EVOLVE_FUNCTIONS), given so that the runs record it
 NGUYEN_FUNCTIONS = "add,sub,mul,div,sin,cos,exp,log"  # the Nguyen benchmark's function set
 POP, GENS = 1000, 50  # gplearn's and Operon's budget
 TARGET_COLUMN = "target"

@@ -84,8 +84,8 @@ pub const CONTROL_GPU_EPISODES: usize = 4;
 /// The function set of tree GP where a command has one without `--functions` (`grove classify`,
 /// `grove control`).
 pub const FUNCTIONS: &str = "add,sub,mul,div";
-/// `grove evolve`'s function set without `--functions` or `--grammar`, and the Python
-/// regressor's without `function_set` (an experiment file still names one of the two): the
+/// `grove evolve`'s function set without `--functions` or `--grammar`, in an experiment file
+/// without `functions` or `grammar`, and the Python regressor's without `function_set`: the
 /// analytic quotient `aq(a, b) = a / √(1 + b²)` instead of `div`, which has no pole. With
 /// `div`, fitted constants put poles near unseen points (Friedman-1 on a GPU at its defaults,
 /// 5 splits: median test R² 0.845 with `div`, 0.948 with `aq`; the other seven sets measured
