@@ -725,6 +725,13 @@ fn cpu_and_gpu_runs(settings: &grove::task::regression::EvolveSettings, data: &g
     assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{}", rg["timing"]["device"]);
     assert!(rg["transfers"].is_null(), "the host loop runs: {}", rg["transfers"]);
     assert_eq!(rg["best"]["infix"], rc["best"]["infix"]);
+    // The model choice (`auto`: the whole fit cross-validated) picks the same candidate by the
+    // same rule: its folds' searches and the simple models agree between the devices.
+    for key in ["asked", "rule", "front_index", "training_rows", "validation_rows"] {
+        assert_eq!(rg["selection"][key], rc["selection"][key], "selection.{key}: gpu {} cpu {}", rg["selection"], rc["selection"]);
+    }
+    let picked = |r: &serde_json::Value| r["selection"]["candidates"].as_array().map(|c| c.iter().map(|c| (c["candidate"].clone(), c["size"].clone(), c["chosen"].clone())).collect::<Vec<_>>());
+    assert_eq!(picked(&rg), picked(&rc), "the candidates and the one chosen");
     let (g, c) = (rg["train"]["mse"].as_f64().unwrap(), rc["train"]["mse"].as_f64().unwrap());
     assert!((g - c).abs() <= 1e-9 * c.abs().max(1e-12), "train mse gpu {g:e} cpu {c:e}");
     for (a, b) in rg["generations"].as_array().unwrap().iter().zip(rc["generations"].as_array().unwrap()) {
