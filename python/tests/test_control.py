@@ -53,7 +53,7 @@ def test_lexicase_on_episodes_and_unique_parents_reach_the_control_run():
     assert (engine["selection"], engine["diversity"]) == ("lexicase", "unique")
     plain = grove.control("swimmer", **base)
     assert plain.report["settings"]["engine"]["selection"] == "tournament"
-    best = lambda p: [g["best"] for g in p.report["generations"]]
+    best = lambda p: [(g["best_return"], g["mean_return"]) for g in p.report["generations"]]
     assert best(lex) != best(plain)
     # Lexicase's cases are the episodes: one episode is one case, which it cannot select on.
     with pytest.raises(ValueError, match="episode as a case"):
