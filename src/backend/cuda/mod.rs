@@ -372,6 +372,20 @@ impl CudaEngine {
     }
 }
 
+impl Drop for CudaEngine {
+    /// Waits for the compiles this engine started on threads of their own ([`Self::module_ready`],
+    /// the device loop's compiles ahead) that nothing loaded, so that none is inside NVRTC when
+    /// the process ends: a test process that exited while one compiled ended in a segmentation
+    /// fault after every test had passed (`cuda_evolve`, an H100, 2026-12-07). A finished
+    /// compile's image is written to the disk cache by its thread, so the wait is not lost.
+    fn drop(&mut self) {
+        let pending: Vec<Behind> = self.behind.get_mut().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, h)| h).collect();
+        for h in pending {
+            let _ = h.join();
+        }
+    }
+}
+
 /// A 64-bit hash of a kernel's text (FNV-1a), part of the in-memory module key.
 fn text_hash(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
