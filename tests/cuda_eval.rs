@@ -428,6 +428,16 @@ fn tolerance_accepts_an_f32_evaluator_and_rejects_errors() {
 // GPU tests.
 
 /// The engine; with GROVE_TEST_GPU=1, no GPU is a failure.
+/// Held by the tests that count an engine's module loads and by the one that registers user
+/// operators: a registration changes every module's text (its operator header) and so its key,
+/// and a test counting loads beside it saw a module it had just loaded missing (an H100,
+/// 2026-12-07, three test threads).
+static MODULE_KEYS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn module_keys() -> std::sync::MutexGuard<'static, ()> {
+    MODULE_KEYS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn engine() -> CudaEngine {
     CudaEngine::new().unwrap_or_else(|e| panic!("GROVE_TEST_GPU=1 but {e}"))
 }
@@ -632,6 +642,7 @@ fn reused_buffers_and_timing_leave_results_unchanged() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn modules_are_cached_in_memory_and_on_disk() {
+    let _keys = module_keys();
     let dir = std::env::temp_dir().join(format!("grove-engine-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let open = || {
@@ -663,6 +674,7 @@ fn modules_are_cached_in_memory_and_on_disk() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_module_compiles_on_another_thread_while_the_caller_goes_on() {
+    let _keys = module_keys();
     use grove::backend::cuda::kernels::EVAL;
     let dir = std::env::temp_dir().join(format!("grove-engine-behind-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -1101,6 +1113,7 @@ fn classify_matches_reference() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn user_operators_match_the_cpu_bit_for_bit() {
+    let _keys = module_keys();
     // A user operator is computed by its body's built-in steps on both devices: the kernel's
     // predictions are the CPU interpreter's bits.
     let defs = ["g_softsign(x) = x / (1 + abs(x))", "g_hyp(a, b) = sqrt(a*a + b*b)", "g_mix(a, b) = exp(-g_hyp(a, b)) * sin(a) + 0.5"];
