@@ -2,6 +2,7 @@
 sympy and LaTeX, the hall of fame, inputs in every layout (and bad ones), pickling, pipelines,
 progress, the CPU fallback warning and Ctrl-C."""
 
+import json
 import os
 import pickle
 import signal
@@ -243,6 +244,28 @@ def test_cross_validated_choice_scores_every_member_at_its_size():
         SymbolicRegressor(**SMALL, folds=1).fit(X, y)
     with pytest.raises(ValueError, match="output_margin"):
         SymbolicRegressor(**SMALL, output_margin=-0.5).fit(X, y)
+
+
+def test_an_output_margin_clamps_predictions_and_the_default_function_set_is_the_command_lines(tmp_path, grove_cli):
+    # A line on [0, 1]: far outside it, the unlimited model extrapolates; with output_margin=0.1
+    # predictions stay within the training target's range widened by a tenth of its width.
+    X = np.linspace(0.0, 1.0, 40).reshape(-1, 1)
+    y = 2.0 * X[:, 0] + 1.0
+    far = np.array([[-10.0], [10.0]])
+    free = SymbolicRegressor(**SMALL).fit(X, y)
+    held = SymbolicRegressor(**SMALL, output_margin=0.1).fit(X, y)
+    lo, hi = y.min() - 0.1 * (y.max() - y.min()), y.max() + 0.1 * (y.max() - y.min())
+    assert free.predict(far)[1] > hi + 1.0 and free.predict(far)[0] < lo - 1.0
+    p = held.predict(far)
+    assert p[0] == pytest.approx(lo, rel=1e-6) and p[1] == pytest.approx(hi, rel=1e-6)
+    np.testing.assert_allclose(held.predict(X), free.predict(X), rtol=1e-5, atol=1e-6)
+    assert held.report_["settings"]["output_margin"] == 0.1
+    # Without function_set, the regressor's function set is grove evolve's without --functions.
+    data = tmp_path / "line.csv"
+    np.savetxt(data, np.column_stack([X[:, 0], y]), delimiter=",", header="x,y", comments="")
+    report = tmp_path / "cli.json"
+    grove_cli("evolve", "--data", data, "--pop", "20", "--gens", "1", "--device", "cpu", "-q", "--report", report)
+    assert free.report_["settings"]["functions"] == json.loads(report.read_text())["settings"]["functions"]
 
 
 def test_classifier_with_string_labels_probabilities_and_programs():
