@@ -674,6 +674,36 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
     assert_eq!(rg["linear_inputs"], rc["linear_inputs"]);
 }
 
+/// Issue 56: `--select folds` (the front cross-validated, each member's numbers refitted
+/// without each fold) and `--output-margin` on a GPU run give the CPU's choice and limits.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn folds_and_an_output_margin_on_the_gpu_choose_and_limit_as_on_the_cpu() {
+    use grove::task::regression::EvolveSettings;
+    let n = 200;
+    let mut s = grove::rng::Stream::new(9, 0, 1, grove::rng::Purpose::Bench);
+    let x: Vec<f64> = (0..2 * n).map(|_| s.unit_f64() * 4.0 - 2.0).collect();
+    let y: Vec<f64> = (0..n).map(|i| 1.0 + x[i] * x[n + i] - x[n + i] + 0.05 * (s.unit_f64() - 0.5)).collect();
+    let data = grove::data::Dataset::new(vec!["x0".into(), "x1".into()], "y", x, y).unwrap();
+    let mut settings = EvolveSettings::cli_default();
+    settings.functions = Some("add,sub,mul,aq".into());
+    settings.engine.pop_size = 400;
+    settings.engine.generations = 6;
+    settings.engine.seed = 5;
+    settings.engine.constants.steps = 0;
+    settings.engine.bloat = grove::select::Bloat::None;
+    settings.select = grove::task::base::validation::Select::Folds;
+    settings.folds = Some(4);
+    settings.output_margin = Some(0.1);
+    // The terms on: the host loop runs, as cpu_and_gpu_runs expects.
+    settings.linear_inputs = grove::task::regression::LinearInputs::On;
+    let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
+    assert_eq!(rg["selection"]["rule"], "folds", "{}", rg["selection"]);
+    assert_eq!(rg["selection"]["resampling"]["folds"], rc["selection"]["resampling"]["folds"]);
+    assert!(rg["model"]["limits"].is_array(), "{}", rg["model"]);
+    assert_eq!(rg["model"]["limits"], rc["model"]["limits"]);
+}
+
 /// Issue 58: a run minimising a loss of the user's own gives the same run on the GPU as on the
 /// CPU: `grove_loss_sums` scores the prediction kernels' values (the CPU's bits) at the
 /// linearly scaled prediction, selection and variation run on the host, and the returned
