@@ -640,6 +640,28 @@ fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
     }
 }
 
+/// y = 2 + 3·x0 − x1 + x0·x2 over `n` rows of inputs in [−2, 2] with a little noise, drawn from
+/// stream `seed`: a line plus what a line cannot say.
+fn line_and_interaction(n: usize, seed: u64) -> grove::data::Dataset {
+    let mut s = grove::rng::Stream::new(seed, 0, 1, grove::rng::Purpose::Bench);
+    let x: Vec<f64> = (0..3 * n).map(|_| s.unit_f64() * 4.0 - 2.0).collect();
+    let y: Vec<f64> = (0..n).map(|i| 2.0 + 3.0 * x[i] - x[n + i] + x[i] * x[2 * n + i] + 0.1 * (s.unit_f64() - 0.5)).collect();
+    grove::data::Dataset::new(vec!["x0".into(), "x1".into(), "x2".into()], "y", x, y).unwrap()
+}
+
+/// `grove evolve`'s defaults with `functions`, `pop` × `gens`, `seed`, no constant fitting and
+/// plain tournaments (as in the head's test below).
+fn plain_tournaments(functions: &str, pop: usize, gens: usize, seed: u64) -> grove::task::regression::EvolveSettings {
+    let mut settings = grove::task::regression::EvolveSettings::cli_default();
+    settings.functions = Some(functions.into());
+    settings.engine.pop_size = pop;
+    settings.engine.generations = gens;
+    settings.engine.seed = seed;
+    settings.engine.constants.steps = 0;
+    settings.engine.bloat = grove::select::Bloat::None;
+    settings
+}
+
 /// A regression run with linear terms of the inputs on the GPU (`auto` keeps them there now):
 /// the joint fit's sums come from `grove_joint_sums`, selection and variation from the host,
 /// and the run returns what the CPU's run returns: the same model, its training error equal
@@ -647,21 +669,8 @@ fn a_resumed_device_control_run_matches_an_uninterrupted_one() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
-    use grove::task::regression::EvolveSettings;
-    // y = 2 + 3·x0 − x1 + x0·x2 over 300 rows: a line plus what a line cannot say.
-    let n = 300;
-    let mut s = grove::rng::Stream::new(4, 0, 1, grove::rng::Purpose::Bench);
-    let x: Vec<f64> = (0..3 * n).map(|_| s.unit_f64() * 4.0 - 2.0).collect();
-    let y: Vec<f64> = (0..n).map(|i| 2.0 + 3.0 * x[i] - x[n + i] + x[i] * x[2 * n + i] + 0.1 * (s.unit_f64() - 0.5)).collect();
-    let data = grove::data::Dataset::new(vec!["x0".into(), "x1".into(), "x2".into()], "y", x, y).unwrap();
-    let mut settings = EvolveSettings::cli_default();
-    settings.functions = Some("add,sub,mul,div".into());
-    settings.engine.pop_size = 500;
-    settings.engine.generations = 8;
-    settings.engine.seed = 2;
-    settings.engine.constants.steps = 0;
-    // Plain tournaments, as in the head's test below.
-    settings.engine.bloat = grove::select::Bloat::None;
+    let data = line_and_interaction(300, 4);
+    let mut settings = plain_tournaments("add,sub,mul,div", 500, 8, 2);
     settings.validation_fraction = Some(0.0);
     let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
     assert_eq!(rg["linear_inputs"]["used"], true, "{}", rg["linear_inputs"]);
@@ -679,19 +688,8 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn folds_and_an_output_margin_on_the_gpu_choose_and_limit_as_on_the_cpu() {
-    use grove::task::regression::EvolveSettings;
-    let n = 200;
-    let mut s = grove::rng::Stream::new(9, 0, 1, grove::rng::Purpose::Bench);
-    let x: Vec<f64> = (0..2 * n).map(|_| s.unit_f64() * 4.0 - 2.0).collect();
-    let y: Vec<f64> = (0..n).map(|i| 1.0 + x[i] * x[n + i] - x[n + i] + 0.05 * (s.unit_f64() - 0.5)).collect();
-    let data = grove::data::Dataset::new(vec!["x0".into(), "x1".into()], "y", x, y).unwrap();
-    let mut settings = EvolveSettings::cli_default();
-    settings.functions = Some("add,sub,mul,aq".into());
-    settings.engine.pop_size = 400;
-    settings.engine.generations = 6;
-    settings.engine.seed = 5;
-    settings.engine.constants.steps = 0;
-    settings.engine.bloat = grove::select::Bloat::None;
+    let data = line_and_interaction(200, 9);
+    let mut settings = plain_tournaments("add,sub,mul,aq", 400, 6, 5);
     settings.select = grove::task::base::validation::Select::Folds;
     settings.folds = Some(4);
     settings.output_margin = Some(0.1);
