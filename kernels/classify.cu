@@ -10,8 +10,10 @@
 // inputs, src/program/logistic.rs) each output has its offset added first. The prediction is
 // argmax z (ties to the lower class; NaN never wins); a correct one counts for the point's class,
 // and every prediction for the class predicted (which F1 reads). The cross-entropy
-// logsumexp(z) - z[y] is computed in f64 after shifting by max z (never overflows). A point
-// with a non-finite logit counts in `bad` and adds nothing else.
+// logsumexp(z) - z[y] = (max z - z[y]) + ln sum_k exp(z[k] - max z) never overflows; as on the
+// CPU, the exponentials, their sum (in [1, K]) and its logarithm are f32 with grove_math.cuh's
+// functions, so a point's cross-entropy has the CPU's bits, and only the order of the f64 sums
+// over points differs. A point with a non-finite logit counts in `bad` and adds nothing else.
 //
 // Strategy: eval.cu's, simplified to one point per thread per pass: block b evaluates tree
 // tree_ids[b % n_trees] on tile b / n_trees (neighbouring blocks share a data tile in L2); the
@@ -197,9 +199,13 @@ __device__ __forceinline__ void grove_classify(const GroveClassifyParams& p, con
             } else {
                 if (best == y) atomicAdd(&counts[y], 1u);  // integer: exact in any order
                 atomicAdd(&counts[p.n_classes + best], 1u);
-                double sum = 0.0;
-                for (unsigned k = 0; k < K; ++k) sum += exp(grove_logit(slots, n_out, k, top, offset, p.n_rows, pt) - m);
-                s_ce += (m - grove_logit(slots, n_out, y, top, offset, p.n_rows, pt)) + log(sum);
+                // The CPU's bits (src/backend/cpu/classify.rs): the softmax sum in f32 with
+                // grove_exp of the f32 differences, in class order, and grove_ln of it; the
+                // logits are f32 values, so m and every z are exact in f64.
+                const float mf = (float)m;
+                float sum = 0.0f;
+                for (unsigned k = 0; k < K; ++k) sum += grove_exp((float)grove_logit(slots, n_out, k, top, offset, p.n_rows, pt) - mf);
+                s_ce += (m - grove_logit(slots, n_out, y, top, offset, p.n_rows, pt)) + (double)grove_ln(sum);
             }
         }
     }

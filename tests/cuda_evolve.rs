@@ -838,6 +838,51 @@ fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
     }
 }
 
+/// Issue 55's selection and diversity in a classifier's run on the GPU (`grove classify
+/// --selection lexicase|down-sampled --diversity unique`, no head): the tournaments and unique
+/// parents read the fitness from classify.cu, whose cross-entropy has the CPU's bits at every
+/// point (only its sums' order differs), and lexicase reads each row's error from the programs'
+/// predictions; the run returns the CPU's program, with the same training accuracy and the
+/// same best fitness each generation, for tree GP and grammatical evolution.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn a_classifier_with_lexicase_and_unique_parents_on_the_gpu_returns_the_cpus_model() {
+    use grove::select::{Diversity, Selection};
+    use grove::task::classify::{ClassifySettings, fit, load_data};
+    let quiet = grove::task::base::options::RunOptions { quiet: true, ..Default::default() };
+    let cpu = Backend::Cpu;
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
+    for (grammar, selection, diversity) in [
+        (None, Selection::Lexicase, Diversity::None),
+        (None, Selection::DownSampled, Diversity::Unique),
+        (Some("grammars/classify-3class.bnf"), Selection::Lexicase, Diversity::Unique),
+        (Some("grammars/classify-3class.bnf"), Selection::Tournament, Diversity::Unique),
+    ] {
+        let mut s = ClassifySettings { data: "builtin:wine".into(), ..ClassifySettings::default() };
+        s.engine.pop_size = 400;
+        s.engine.generations = 8;
+        s.engine.seed = 7;
+        s.engine.selection = selection;
+        s.engine.diversity = diversity;
+        if let Some(g) = grammar {
+            s.functions = None;
+            s.grammar = Some(format!("{}/{g}", env!("CARGO_MANIFEST_DIR")));
+        }
+        let (_, train, test, st) = load_data(&s).unwrap();
+        let rc = fit(&s, &train, test.as_ref(), st.as_ref(), &cpu, &quiet).unwrap().report;
+        let rg = fit(&s, &train, test.as_ref(), st.as_ref(), &gpu, &quiet).unwrap().report;
+        let what = format!("{} {selection:?} {diversity:?}", grammar.unwrap_or("tree GP"));
+        assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{what}: {}", rg["timing"]["device"]);
+        assert_eq!(rg["best"]["infix"], rc["best"]["infix"], "{what}");
+        assert_eq!(rg["train"]["accuracy"], rc["train"]["accuracy"], "{what}");
+        assert_eq!(rg["generations"].as_array().map(Vec::len), rc["generations"].as_array().map(Vec::len), "{what}");
+        for (a, b) in rg["generations"].as_array().unwrap().iter().zip(rc["generations"].as_array().unwrap()) {
+            let (a, b) = (a["best"].as_f64().unwrap(), b["best"].as_f64().unwrap());
+            assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "{what}: best fitness gpu {a:e} cpu {b:e}");
+        }
+    }
+}
+
 /// NSGA-II (`--bloat nsga2`) on the device loop (survival of children and last survivors,
 /// crowded tournaments, all on the GPU) against the host loop on the same GPU: the same best
 /// program, survivors, fitness, history, hall of fame and median sizes, for tree GP (with

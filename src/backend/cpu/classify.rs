@@ -11,7 +11,8 @@
 //!   overflows; the exponentials and the logarithm of the sum (in [1, K]) are the interpreter's
 //!   f32 fast functions (1–2 ulp), everything else and the sums over points f64.
 //! [`softmax_ce`](crate::program::fitness::softmax_ce)
-//!   is the same in f64, for tests; `kernels/classify.cu` uses f64 throughout.
+//!   is the same in f64, for tests; `kernels/classify.cu` computes each point's the same way
+//!   (`grove_math.cuh`'s twins of these functions), so only the order of its sums differs.
 //!
 //! A point where any output is NaN or infinite is counted in `bad`; the task makes such an
 //! individual invalid, as regression does.
