@@ -8,10 +8,14 @@ set -u
 # shellcheck source=tools/gpu_common.sh
 source "$(dirname "$0")/../gpu_common.sh" tests
 suites=("$@")
+if [ ${#suites[@]} -eq 0 ] && [ -f "$bin/SUITES" ]; then
+    # The test binaries stage.sh staged, not the scripts or benchmarks a call adds beside them.
+    while read -r name; do [ -x "$bin/$name" ] && suites+=("$name"); done <"$bin/SUITES"
+fi
 if [ ${#suites[@]} -eq 0 ]; then
     for t in "$bin"/*; do
         name=$(basename "$t")
-        case "$name" in grove|old|STAGED|BUILD_ROOT|pack.tar.xz) continue ;; esac
+        case "$name" in grove|old|STAGED|BUILD_ROOT|SUITES|pack.tar.xz|*.sh|bench_*) continue ;; esac
         [ -f "$t" ] && suites+=("$name")
     done
 fi

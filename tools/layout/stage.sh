@@ -7,6 +7,8 @@
 #   .device/<test>         every test binary that has GPU tests (gated tests or test_device!),
 #                          built with GROVE_TEST_GPU=1, and the library's tests
 #   .device/BUILD_ROOT     where they were built (they read fixtures there)
+#   .device/SUITES         the names of those test binaries, one a line (tools/layout/gpu_suites.sh
+#                          runs these, not whatever else a call stages beside them)
 #
 # Usage, from the repository root: tools/layout/stage.sh           (BASE defaults to 092ab21)
 #   PACK=1 tools/layout/stage.sh: the same, packed into .device/pack.tar.xz for the device call
@@ -42,8 +44,10 @@ for line in sys.stdin:
 while read -r name kind exe; do
     if [ "$kind" = lib ]; then
         strip -o .device/lib "$exe"
+        echo lib >>.device/SUITES
     elif grep -qE "gpu_tests|test_device!" "tests/$name.rs" 2>/dev/null; then
         strip -o ".device/$name" "$exe"
+        echo "$name" >>.device/SUITES
     fi
 done <.device.list
 rm -f .device.list
