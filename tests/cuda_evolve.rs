@@ -810,10 +810,7 @@ fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
-    use grove::task::classify::{ClassifySettings, fit, load_data};
-    let quiet = grove::task::base::options::RunOptions { quiet: true, ..Default::default() };
-    let cpu = Backend::Cpu;
-    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
+    use grove::task::classify::ClassifySettings;
     for grammar in [None, Some("grammars/classify-3class.bnf")] {
         let mut s = ClassifySettings { data: "builtin:wine".into(), outputs: 3, ..ClassifySettings::default() };
         s.engine.pop_size = 400;
@@ -823,19 +820,31 @@ fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
             s.functions = None;
             s.grammar = Some(format!("{}/{g}", env!("CARGO_MANIFEST_DIR")));
         }
-        let (_, train, test, st) = load_data(&s).unwrap();
-        let rc = fit(&s, &train, test.as_ref(), st.as_ref(), &cpu, &quiet).unwrap().report;
-        let rg = fit(&s, &train, test.as_ref(), st.as_ref(), &gpu, &quiet).unwrap().report;
         let what = grammar.unwrap_or("tree GP");
-        assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{what}: {}", rg["timing"]["device"]);
-        assert_eq!(rg["best"]["infix"], rc["best"]["infix"], "{what}");
+        let rg = cpu_and_gpu_classifier_runs(&s, what);
         assert_eq!(rg["model"]["class_head"].as_array().map(Vec::len), Some(3), "{what}");
-        assert_eq!(rg["train"]["accuracy"], rc["train"]["accuracy"], "{what}");
-        for (a, b) in rg["generations"].as_array().unwrap().iter().zip(rc["generations"].as_array().unwrap()) {
-            let (a, b) = (a["best"].as_f64().unwrap(), b["best"].as_f64().unwrap());
-            assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "{what}: best fitness gpu {a:e} cpu {b:e}");
-        }
     }
+}
+
+/// Runs the classifier of `s` on the CPU and on the GPU and asserts the GPU's report returns the
+/// CPU's program with the same training accuracy, each generation's best within 1e-9 of the CPU's
+/// (the f64 sums' order); returns the GPU's report.
+fn cpu_and_gpu_classifier_runs(s: &grove::task::classify::ClassifySettings, what: &str) -> serde_json::Value {
+    use grove::task::classify::{fit, load_data};
+    let quiet = grove::task::base::options::RunOptions { quiet: true, ..Default::default() };
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
+    let (_, train, test, st) = load_data(s).unwrap();
+    let rc = fit(s, &train, test.as_ref(), st.as_ref(), &Backend::Cpu, &quiet).unwrap().report;
+    let rg = fit(s, &train, test.as_ref(), st.as_ref(), &gpu, &quiet).unwrap().report;
+    assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{what}: {}", rg["timing"]["device"]);
+    assert_eq!(rg["best"]["infix"], rc["best"]["infix"], "{what}");
+    assert_eq!(rg["train"]["accuracy"], rc["train"]["accuracy"], "{what}");
+    assert_eq!(rg["generations"].as_array().map(Vec::len), rc["generations"].as_array().map(Vec::len), "{what}");
+    for (a, b) in rg["generations"].as_array().unwrap().iter().zip(rc["generations"].as_array().unwrap()) {
+        let (a, b) = (a["best"].as_f64().unwrap(), b["best"].as_f64().unwrap());
+        assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "{what}: best fitness gpu {a:e} cpu {b:e}");
+    }
+    rg
 }
 
 /// Issue 55's selection and diversity in a classifier's run on the GPU (`grove classify
@@ -848,10 +857,7 @@ fn a_classifier_with_a_head_on_the_gpu_returns_the_cpus_model() {
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_classifier_with_lexicase_and_unique_parents_on_the_gpu_returns_the_cpus_model() {
     use grove::select::{Diversity, Selection};
-    use grove::task::classify::{ClassifySettings, fit, load_data};
-    let quiet = grove::task::base::options::RunOptions { quiet: true, ..Default::default() };
-    let cpu = Backend::Cpu;
-    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
+    use grove::task::classify::ClassifySettings;
     for (grammar, selection, diversity) in [
         (None, Selection::Lexicase, Diversity::None),
         (None, Selection::DownSampled, Diversity::Unique),
@@ -868,18 +874,7 @@ fn a_classifier_with_lexicase_and_unique_parents_on_the_gpu_returns_the_cpus_mod
             s.functions = None;
             s.grammar = Some(format!("{}/{g}", env!("CARGO_MANIFEST_DIR")));
         }
-        let (_, train, test, st) = load_data(&s).unwrap();
-        let rc = fit(&s, &train, test.as_ref(), st.as_ref(), &cpu, &quiet).unwrap().report;
-        let rg = fit(&s, &train, test.as_ref(), st.as_ref(), &gpu, &quiet).unwrap().report;
-        let what = format!("{} {selection:?} {diversity:?}", grammar.unwrap_or("tree GP"));
-        assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{what}: {}", rg["timing"]["device"]);
-        assert_eq!(rg["best"]["infix"], rc["best"]["infix"], "{what}");
-        assert_eq!(rg["train"]["accuracy"], rc["train"]["accuracy"], "{what}");
-        assert_eq!(rg["generations"].as_array().map(Vec::len), rc["generations"].as_array().map(Vec::len), "{what}");
-        for (a, b) in rg["generations"].as_array().unwrap().iter().zip(rc["generations"].as_array().unwrap()) {
-            let (a, b) = (a["best"].as_f64().unwrap(), b["best"].as_f64().unwrap());
-            assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "{what}: best fitness gpu {a:e} cpu {b:e}");
-        }
+        cpu_and_gpu_classifier_runs(&s, &format!("{} {selection:?} {diversity:?}", grammar.unwrap_or("tree GP")));
     }
 }
 
