@@ -650,7 +650,9 @@ fn line_and_interaction(n: usize, seed: u64) -> grove::data::Dataset {
 }
 
 /// `grove evolve`'s defaults with `functions`, `pop` × `gens`, `seed`, no constant fitting and
-/// plain tournaments (as in the head's test below).
+/// plain tournaments: the GPU's sums differ from the CPU's in the last bits (their order), and
+/// NSGA-II's crowding distances turn such a difference into other survivors (seen in the head's
+/// test below: another model after 8 generations), where these runs' tournaments pick the same.
 fn plain_tournaments(functions: &str, pop: usize, gens: usize, seed: u64) -> grove::task::regression::EvolveSettings {
     let mut settings = grove::task::regression::EvolveSettings::cli_default();
     settings.functions = Some(functions.into());
@@ -775,24 +777,15 @@ fn cpu_and_gpu_runs(settings: &grove::task::regression::EvolveSettings, data: &g
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
-    use grove::task::regression::{EvolveSettings, LinearInputs};
+    use grove::task::regression::LinearInputs;
     let n = 400;
     let mut s = grove::rng::Stream::new(5, 0, 1, grove::rng::Purpose::Bench);
     let x: Vec<f64> = (0..3 * n).map(|_| s.unit_f64() * 4.0 - 2.0).collect();
     let y: Vec<f64> = (0..n).map(|i| x[i] * x[n + i] + 2.0 * x[2 * n + i] * x[2 * n + i] - x[i] + 0.1 * (s.unit_f64() - 0.5)).collect();
     let data = grove::data::Dataset::new(vec!["x0".into(), "x1".into(), "x2".into()], "y", x, y).unwrap();
-    let mut settings = EvolveSettings::cli_default();
-    settings.functions = Some("add,sub,mul,div".into());
+    let mut settings = plain_tournaments("add,sub,mul,div", 500, 8, 3);
     settings.outputs = 3;
     settings.linear_inputs = LinearInputs::Off;
-    // Plain tournaments: the GPU's sums differ from the CPU's in the last bits (their order),
-    // and NSGA-II's crowding distances turn such a difference into other survivors (seen
-    // here: another model after 8 generations), where these runs' tournaments pick the same.
-    settings.engine.bloat = grove::select::Bloat::None;
-    settings.engine.pop_size = 500;
-    settings.engine.generations = 8;
-    settings.engine.seed = 3;
-    settings.engine.constants.steps = 0;
     settings.validation_fraction = Some(0.0);
     let (_, rg) = cpu_and_gpu_runs(&settings, &data);
     assert_eq!(rg["best"]["head"]["w"].as_array().map(Vec::len), Some(3), "a head over 3 outputs: {}", rg["best"]);
