@@ -197,10 +197,14 @@ __device__ void grove_jacobian(const GroveKin& k, int b, real pu, real pw, int u
     }
 }
 
-__device__ inline void grove_jv(const real J[GROVE_NV][3], const real* v, real out[3]) {
+// J v over the columns of the first `upto` joints of body b's path, in path order (increasing
+// DOF index), the only columns grove_jacobian(k, b, ., ., upto, J) can make nonzero
+// (dynamics.rs jv_path). The other columns are never read, here or by the callers below.
+__device__ inline void grove_jv_path(const real J[GROVE_NV][3], int b, int upto, const real* v, real out[3]) {
     out[0] = out[1] = out[2] = 0.0f;
 #pragma unroll
-    for (int i = 0; i < GROVE_NV; ++i) {
+    for (int n = 0; n < upto; ++n) {
+        const int i = grove_path[b][n];
         out[0] += J[i][0] * v[i];
         out[1] += J[i][1] * v[i];
         out[2] += J[i][2] * v[i];
@@ -211,14 +215,14 @@ __device__ inline void grove_jdot_v(const GroveKin& k, int b, real pu, real pw, 
     real J[GROVE_NV][3], pdot[3], adot[3];
     const int len = grove_pathlen[b];
     grove_jacobian(k, b, pu, pw, len, J);
-    grove_jv(J, v, pdot);
+    grove_jv_path(J, b, len, v, pdot);
     out[0] = out[1] = 0.0f;
 #pragma unroll
     for (int n = 0; n < len; ++n) {
         const int j = grove_path[b][n];
         if (grove_jslide[j]) continue;
         grove_jacobian(k, b, k.au[j], k.aw[j], n, J);
-        grove_jv(J, v, adot);
+        grove_jv_path(J, b, n, v, adot);
         const real s = grove_jaxis[j][0];
         out[0] += s * -(pdot[1] - adot[1]) * v[j];
         out[1] += s * (pdot[0] - adot[0]) * v[j];
@@ -227,8 +231,12 @@ __device__ inline void grove_jdot_v(const GroveKin& k, int b, real pu, real pw, 
 
 // ---- smooth dynamics (dynamics.rs: smooth, fluid_force) -----------------------------------
 
-// M (armature on the diagonal) and f = (actuator + passive) - bias, each part summed on its own
-// as dynamics.rs `smooth` does (passive = springs and damping + fluid).
+// M (armature on the diagonal; its lower triangle, which is all that is read, the upper 0) and
+// f = (actuator + passive) - bias, each part summed on its own as dynamics.rs `smooth` does
+// (passive = springs and damping + fluid). A body moves only the DOFs of its path, so it adds to
+// the entries and forces of those alone: the columns of the others are zero, and their terms
+// would add ±0 to sums that start at +0 (never −0 after that), which changes no bit of a finite
+// sum. The same loops as the CPU's, so non-finite states match too.
 __device__ inline void grove_smooth(const GroveKin& k, const real* q, const real* v, const real* ctrl, real M[GROVE_NV][GROVE_NV],
                              real f[GROVE_NV]) {
     real J[GROVE_NV][3], bias[GROVE_NV], fluid[GROVE_NV], act[GROVE_NV];
@@ -243,20 +251,27 @@ __device__ inline void grove_smooth(const GroveKin& k, const real* q, const real
 #pragma unroll
     for (int b = 0; b < GROVE_NB; ++b) {
         real cu, cw;
+        const int len = grove_pathlen[b];
         grove_world_point(k, b, grove_com[b][0], grove_com[b][1], cu, cw);
-        grove_jacobian(k, b, cu, cw, grove_pathlen[b], J);
+        grove_jacobian(k, b, cu, cw, len, J);
         const real mb = grove_mass[b], ib = grove_inertia_n[b];
 #pragma unroll
-        for (int i = 0; i < GROVE_NV; ++i)
+        for (int n = 0; n < len; ++n)
 #pragma unroll
-            for (int j = 0; j < GROVE_NV; ++j) M[i][j] += mb * (J[i][0] * J[j][0] + J[i][1] * J[j][1]) + ib * J[i][2] * J[j][2];
+            for (int m = 0; m <= n; ++m) {
+                const int i = grove_path[b][n], j = grove_path[b][m];  // j <= i: a path is increasing
+                M[i][j] += mb * (J[i][0] * J[j][0] + J[i][1] * J[j][1]) + ib * J[i][2] * J[j][2];
+            }
         real a[2];
         grove_jdot_v(k, b, cu, cw, v, a);
 #pragma unroll
-        for (int i = 0; i < GROVE_NV; ++i) bias[i] += mb * (J[i][0] * (a[0] - GROVE_GU) + J[i][1] * (a[1] - GROVE_GW));
+        for (int n = 0; n < len; ++n) {
+            const int i = grove_path[b][n];
+            bias[i] += mb * (J[i][0] * (a[0] - GROVE_GU) + J[i][1] * (a[1] - GROVE_GW));
+        }
 #if GROVE_FLUID
         real vel[3];
-        grove_jv(J, v, vel);
+        grove_jv_path(J, b, len, v, vel);
         real elu, elw;
         grove_rot(k.ang[b] + grove_iang[b], 1.0f, 0.0f, elu, elw);
         const real etu = -elw, etw = elu;
@@ -265,7 +280,10 @@ __device__ inline void grove_smooth(const GroveKin& k, const real* q, const real
         const real fl = -(c[0] * vl + c[2] * fabsf(vl) * vl), ft = -(c[0] * vt + c[3] * fabsf(vt) * vt);
         const real fu = fl * elu + ft * etu, fw = fl * elw + ft * etw, tau = -(c[1] * om + c[4] * fabsf(om) * om);
 #pragma unroll
-        for (int i = 0; i < GROVE_NV; ++i) fluid[i] += J[i][0] * fu + J[i][1] * fw + J[i][2] * tau;
+        for (int n = 0; n < len; ++n) {
+            const int i = grove_path[b][n];
+            fluid[i] += J[i][0] * fu + J[i][1] * fw + J[i][2] * tau;
+        }
 #endif
     }
 #pragma unroll
@@ -303,6 +321,30 @@ __device__ inline void grove_jacobian_by_dof(const GroveKin& k, const int pos[GR
     }
 }
 
+// grove_jv_path by DOF: J v over the columns on the path before position `upto` (the others
+// skipped, as grove_jv_path never reads them), in increasing DOF index, which is path order.
+// A skipped column's terms are selected away, so that the group's lanes run one stream.
+__device__ inline void grove_jv_by_dof(const real J[GROVE_NV][3], const int pos[GROVE_NV], int upto, const real* v, real out[3]) {
+    out[0] = out[1] = out[2] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < GROVE_NV; ++i) {
+        const bool on = pos[i] >= 0 && pos[i] < upto;
+        const real t0 = J[i][0] * v[i], t1 = J[i][1] * v[i], t2 = J[i][2] * v[i];
+        out[0] = on ? out[0] + t0 : out[0];
+        out[1] = on ? out[1] + t1 : out[1];
+        out[2] = on ? out[2] + t2 : out[2];
+    }
+}
+
+// The DOFs on body b's path as a bit mask (a constant where b is).
+__device__ inline unsigned grove_path_mask(int b) {
+    unsigned m = 0u;
+#pragma unroll
+    for (int i = 0; i < GROVE_NV; ++i)
+        if (grove_pathpos[b][i] >= 0) m |= 1u << i;
+    return m;
+}
+
 // Body b's part of grove_smooth: its COM Jacobian into Jo (NV·3, [i][0..3]), J̇q̇ at its COM
 // (grove_jdot_v) into ao (2), and its fluid force [F_u, F_w, τ] into fo (3, with GROVE_FLUID).
 __device__ inline void grove_body_terms(const GroveKin& k, int b, const real* v, real* Jo, real* ao, real* fo) {
@@ -326,7 +368,7 @@ __device__ inline void grove_body_terms(const GroveKin& k, int b, const real* v,
     }
     real J[GROVE_NV][3], pdot[3];
     grove_jacobian_by_dof(k, pos, GROVE_NV, cu, cw, J);
-    grove_jv(J, v, pdot);
+    grove_jv_by_dof(J, pos, GROVE_NV, v, pdot);
     // grove_jdot_v: the path's hinges in path order. A hinge off the path adds nothing (its
     // terms are computed, so that the group's lanes run one stream, and dropped).
     real o0 = 0.0f, o1 = 0.0f;
@@ -335,7 +377,7 @@ __device__ inline void grove_body_terms(const GroveKin& k, int b, const real* v,
         if (grove_jslide[j]) continue;
         real J2[GROVE_NV][3], adot[3];
         grove_jacobian_by_dof(k, pos, pos[j], k.au[j], k.aw[j], J2);
-        grove_jv(J2, v, adot);
+        grove_jv_by_dof(J2, pos, pos[j], v, adot);
         const real s = grove_jaxis[j][0];
         const real t0 = s * -(pdot[1] - adot[1]) * v[j], t1 = s * (pdot[0] - adot[0]) * v[j];
         const bool on = pos[j] >= 0;
@@ -352,7 +394,7 @@ __device__ inline void grove_body_terms(const GroveKin& k, int b, const real* v,
     ao[1] = o1;
 #if GROVE_FLUID
     real vel[3];
-    grove_jv(J, v, vel);
+    grove_jv_by_dof(J, pos, GROVE_NV, v, vel);
     real elu, elw;
     grove_rot(ba + grove_iang[b], 1.0f, 0.0f, elu, elw);
     const real etu = -elw, etw = elu;
@@ -397,8 +439,12 @@ __device__ void grove_smooth_lanes(const GroveLanes<G>& lanes, const GroveKin& k
         const real* Jj = Jb + 3 * j;
 #pragma unroll
         for (int b = 0; b < GROVE_NB; ++b) {
+            // Only the bodies whose path holds both DOFs add to the entry (grove_smooth).
+            const unsigned m = grove_path_mask(b);
+            const bool on = ((m >> i) & (m >> j) & 1u) != 0u;
             const int o = b * GROVE_NV * 3;
-            s += grove_mass[b] * (Ji[o] * Jj[o] + Ji[o + 1] * Jj[o + 1]) + grove_inertia_n[b] * Ji[o + 2] * Jj[o + 2];
+            const real t = grove_mass[b] * (Ji[o] * Jj[o] + Ji[o + 1] * Jj[o + 1]) + grove_inertia_n[b] * Ji[o + 2] * Jj[o + 2];
+            s = on ? s + t : s;
         }
         Ms[i * GROVE_NV + j] = s;
     }
@@ -407,10 +453,13 @@ __device__ void grove_smooth_lanes(const GroveLanes<G>& lanes, const GroveKin& k
         real bias = 0.0f, fluid = 0.0f;
 #pragma unroll
         for (int b = 0; b < GROVE_NB; ++b) {
+            const bool on = ((grove_path_mask(b) >> i) & 1u) != 0u;  // DOF i on body b's path
             const real* J = Jb + b * GROVE_NV * 3 + 3 * i;
-            bias += grove_mass[b] * (J[0] * (ab[2 * b] - GROVE_GU) + J[1] * (ab[2 * b + 1] - GROVE_GW));
+            const real t = grove_mass[b] * (J[0] * (ab[2 * b] - GROVE_GU) + J[1] * (ab[2 * b + 1] - GROVE_GW));
+            bias = on ? bias + t : bias;
 #if GROVE_FLUID
-            fluid += J[0] * fb[3 * b] + J[1] * fb[3 * b + 1] + J[2] * fb[3 * b + 2];
+            const real u = J[0] * fb[3 * b] + J[1] * fb[3 * b + 1] + J[2] * fb[3 * b + 2];
+            fluid = on ? fluid + u : fluid;
 #endif
         }
         bs[i] = bias;

@@ -177,9 +177,14 @@ fn jacobian<T: Real>(m: &Model, k: &Kinematics<T>, b: usize, p: V2<T>, upto: usi
     }
 }
 
-fn jv<T: Real>(jac: &[[T; 3]], v: &[T]) -> [T; 3] {
+/// J v over the columns of `dofs`, in their order: a body's path (or its first joints), the only
+/// columns its `jacobian` can make nonzero. A path is increasing, so the sum runs in DOF order,
+/// and the columns left out would add ±0 to sums that start at +0: for a finite J and v this is
+/// the product over every column, bit for bit (`kernels/sim.cu` grove_jv_path).
+fn jv_path<T: Real>(jac: &[[T; 3]], dofs: &[usize], v: &[T]) -> [T; 3] {
     let mut o = [T::zero(); 3];
-    for (c, &vi) in jac.iter().zip(v) {
+    for &i in dofs {
+        let (c, vi) = (jac[i], v[i]);
         o[0] += c[0] * vi;
         o[1] += c[1] * vi;
         o[2] += c[2] * vi;
@@ -191,12 +196,12 @@ fn jv<T: Real>(jac: &[[T; 3]], v: &[T]) -> [T; 3] {
 fn jdot_v<T: Real>(m: &Model, k: &Kinematics<T>, b: usize, p: V2<T>, v: &[T], scratch: &mut [[T; 3]]) -> V2<T> {
     let path = &m.bodies[b].path;
     jacobian(m, k, b, p, path.len(), scratch);
-    let pdot = jv(scratch, v);
+    let pdot = jv_path(scratch, path, v);
     let mut out = [T::zero(); 2];
     for (i, &j) in path.iter().enumerate() {
         if let JointKind::Hinge { sign } = m.joints[j].kind {
             jacobian(m, k, b, k.anchor[j], i, scratch);
-            let adot = jv(scratch, v);
+            let adot = jv_path(scratch, &path[..i], v);
             let d = perp([pdot[0] - adot[0], pdot[1] - adot[1]]);
             let s: T = r(sign);
             out[0] += s * d[0] * v[j];
@@ -236,22 +241,32 @@ pub fn smooth<T: Real>(m: &Model, k: &Kinematics<T>, q: &[T], v: &[T], ctrl: &[T
         mass[(j, j)] = r(jt.armature);
         passive[j] = -r::<T>(jt.damping) * v[j] - r::<T>(jt.stiffness) * (q[j] - r(jt.spring_ref));
     }
+    // A body moves the DOFs of its path only: it adds to M's entries between two of them and to
+    // their forces, in body order as over every entry (the other columns are zero, and their
+    // terms would add ±0 to sums that start at +0, which changes no bit of a finite sum).
+    // `kernels/sim.cu` grove_smooth runs the same loops over the lower triangle (j <= i, a path
+    // being increasing), all that the factorisation reads; the upper entry (j, i) takes its own
+    // product order (`ib * J[j][2] * J[i][2]` rounds apart from the lower's).
     for (b, body) in m.bodies.iter().enumerate() {
+        let path = &body.path;
         let c = world_point(m, k, b, body.com);
-        jacobian(m, k, b, c, body.path.len(), &mut jac);
+        jacobian(m, k, b, c, path.len(), &mut jac);
         let (mb, ib): (T, T) = (r(body.mass), r(body.inertia[2]));
-        for i in 0..nv {
-            for j in 0..nv {
-                mass[(i, j)] += mb * (jac[i][0] * jac[j][0] + jac[i][1] * jac[j][1]) + ib * jac[i][2] * jac[j][2];
+        let term = |i: usize, j: usize| mb * (jac[i][0] * jac[j][0] + jac[i][1] * jac[j][1]) + ib * jac[i][2] * jac[j][2];
+        for (n, &i) in path.iter().enumerate() {
+            for &j in &path[..n] {
+                mass[(i, j)] += term(i, j);
+                mass[(j, i)] += term(j, i);
             }
+            mass[(i, i)] += term(i, i);
         }
         let a = jdot_v(m, k, b, c, v, &mut scratch);
-        for i in 0..nv {
+        for &i in path {
             bias[i] += mb * (jac[i][0] * (a[0] - g[0]) + jac[i][1] * (a[1] - g[1]));
         }
         if let Some([rho, mu]) = m.fluid {
-            let f = fluid_force(fluid_coefficients(body, rho, mu), k.ang[b] + r(body.inertia_angle), jv(&jac, v));
-            for i in 0..nv {
+            let f = fluid_force(fluid_coefficients(body, rho, mu), k.ang[b] + r(body.inertia_angle), jv_path(&jac, path, v));
+            for &i in path {
                 fluid[i] += jac[i][0] * f[0] + jac[i][1] * f[1] + jac[i][2] * f[2];
             }
         }
