@@ -22,8 +22,7 @@
 // observation, persistent threads taking (individual, episode) pairs from a queue as their
 // episodes end (the control task; CPU reference src/backend/cpu/control.rs, host side
 // src/backend/cuda/control.rs), one thread an episode or, built with GROVE_CTRL_LANES, a group
-// of lanes an episode sharing out its smooth dynamics and constraint rows through shared memory
-// (GroveLanes).
+// of lanes an episode sharing out its constraint rows through shared memory (GroveLanes).
 
 typedef float real;  // also spelled `float` in grove_env.h
 
@@ -45,17 +44,16 @@ GROVE_CHECK_LAYOUT(GroveSimParams);
 #define GROVE_SLOTS_ALLOC (GROVE_SLOTS > 0 ? GROVE_SLOTS : 1)
 
 // The lanes that play one episode (grove_control_rollout built with GROVE_CTRL_LANES = G > 1).
-// Every lane of the group keeps the whole state and runs the serial parts itself (kinematics,
-// M's factor, the pivoting solve, the policy), the same operations on the same values, so the
-// lanes never disagree; the rest is shared out through the group's words of shared memory
-// (GROVE_LANE_WORDS), where every lane reads the results: the smooth dynamics by body and by
-// entry (grove_smooth_lanes: lane l computes bodies l, l + G, ...'s COM Jacobians, J̇q̇ and fluid
-// forces, then M's lower entries l, l + G, ... and the bias and fluid forces of DOFs l, l + G,
-// ...), and the constraint rows (grove_forces: rows l, l + G, ... of Y = M⁻¹ Jᵀ, A = J Y, b and
-// A's diagonal plus R). Each value is computed with the one-lane operations, every sum in the
-// one-lane order, so the bits are the CPU's whichever lane computes it. G = 1: one lane per
-// episode, everything in its registers and local memory (grove_sim_rollout, and the roll-out's
-// default).
+// Every lane of the group keeps the whole state and runs the rest of the step itself
+// (kinematics, the smooth dynamics, M's factor, the pivoting solve, the policy), the same
+// operations on the same values, so the lanes never disagree; the constraint rows are shared out
+// through the group's words of shared memory (GROVE_LANE_WORDS), where every lane reads the
+// results (grove_forces: rows l, l + G, ... of Y = M⁻¹ Jᵀ, A = J Y, b and A's diagonal plus R).
+// Each value is computed with the one-lane operations, every sum in the one-lane order, so the
+// bits are the CPU's whichever lane computes it. The smooth dynamics were shared out too, by
+// body and by M's entry, until 2026-12-07: with the path-sparse loops each lane's own copy was
+// 3-8 % faster at 8 to 32 lanes (docs/benchmarks.md, session 12). G = 1: one lane per episode,
+// everything in its registers and local memory (grove_sim_rollout, and the roll-out's default).
 template <int G> struct GroveLanes {
     unsigned lane;  // 0 .. G-1 within the group
     unsigned mask;  // the group's lanes within its warp
@@ -66,14 +64,10 @@ template <> struct GroveLanes<1> {
     static constexpr unsigned lane = 0;
     __device__ void sync() const {}
 };
-// Shared words per group, used by two phases of each grove_acceleration call in turn (a sync
-// between them): the smooth dynamics' (GROVE_SMOOTH_WORDS: every body's COM Jacobian NB·NV·3,
-// its J̇q̇ NB·2 and fluid force NB·3, M NV·NV, bias and fluid NV each; grove_smooth_lanes), then
-// the constraint rows' (GROVE_ROW_WORDS: A S·S, Y S·NV, b S, diag S, for S = GROVE_SLOTS_ALLOC;
-// grove_forces). src/backend/cuda/control.rs lane_words mirrors this.
-#define GROVE_SMOOTH_WORDS (GROVE_NB * GROVE_NV * 3 + GROVE_NB * 5 + GROVE_NV * GROVE_NV + 2 * GROVE_NV)
+// Shared words per group: the constraint rows' (GROVE_ROW_WORDS: A S·S, Y S·NV, b S, diag S,
+// for S = GROVE_SLOTS_ALLOC; grove_forces). src/backend/cuda/control.rs lane_words mirrors this.
 #define GROVE_ROW_WORDS (GROVE_SLOTS_ALLOC * GROVE_SLOTS_ALLOC + GROVE_SLOTS_ALLOC * GROVE_NV + 2 * GROVE_SLOTS_ALLOC)
-#define GROVE_LANE_WORDS (GROVE_SMOOTH_WORDS > GROVE_ROW_WORDS ? GROVE_SMOOTH_WORDS : GROVE_ROW_WORDS)
+#define GROVE_LANE_WORDS GROVE_ROW_WORDS
 
 // A constraint's softness, one row of grove_lim_soft / grove_cap_soft (sim.rs soft_row, from
 // dynamics.rs Soft): the fixed impedance, dmin, dmax, dmax - dmin, width, mid, power, the two
@@ -123,6 +117,7 @@ __device__ inline double grove_noise(GroveStream& s, int kind, double scale) {
 struct GroveKin {
     real pu[GROVE_NB], pw[GROVE_NB], ang[GROVE_NB];  // body frame origins and angles
     real au[GROVE_NV], aw[GROVE_NV];                 // hinge anchors, or slide axes, in the world
+    real sn[GROVE_NB], cs[GROVE_NB];                 // sin and cos of ang (dynamics.rs Kinematics::sc)
 };
 
 __device__ inline void grove_rot(real a, real x, real y, real& ox, real& oy) {
@@ -138,7 +133,12 @@ __device__ void grove_kinematics(const real* q, GroveKin& k) {
         const int p = grove_parent[b];
         const real ppu = p >= 0 ? k.pu[p] : 0.0f, ppw = p >= 0 ? k.pw[p] : 0.0f, pa = p >= 0 ? k.ang[p] : 0.0f;
         real ox, oy;
-        grove_rot(pa, grove_bpos[b][0], grove_bpos[b][1], ox, oy);
+        if (p >= 0) {  // the parent's angle, rotated by its kept sine and cosine
+            ox = k.cs[p] * grove_bpos[b][0] - k.sn[p] * grove_bpos[b][1];
+            oy = k.sn[p] * grove_bpos[b][0] + k.cs[p] * grove_bpos[b][1];
+        } else {
+            grove_rot(pa, grove_bpos[b][0], grove_bpos[b][1], ox, oy);
+        }
         real pu = ppu + ox, pw = ppw + oy, ang = pa + grove_bang[b];
 #pragma unroll
         for (int j = 0; j < GROVE_NV; ++j) {
@@ -167,12 +167,14 @@ __device__ void grove_kinematics(const real* q, GroveKin& k) {
         k.pu[b] = pu;
         k.pw[b] = pw;
         k.ang[b] = ang;
+        grove_sincos(ang, &k.sn[b], &k.cs[b]);
     }
 }
 
 __device__ inline void grove_world_point(const GroveKin& k, int b, real x, real y, real& u, real& w) {
     real ox, oy;
-    grove_rot(k.ang[b], x, y, ox, oy);
+    ox = k.cs[b] * x - k.sn[b] * y;  // grove_rot by the body's kept sine and cosine
+    oy = k.sn[b] * x + k.cs[b] * y;
     u = k.pu[b] + ox;
     w = k.pw[b] + oy;
 }
@@ -290,194 +292,6 @@ __device__ inline void grove_smooth(const GroveKin& k, const real* q, const real
     for (int a = 0; a < GROVE_NU; ++a) act[grove_act_dof[a]] += grove_gear[a] * fminf(fmaxf(ctrl[a], grove_ctrl[a][0]), grove_ctrl[a][1]);
 #pragma unroll
     for (int i = 0; i < GROVE_NV; ++i) f[i] = (act[i] + (f[i] + fluid[i])) - bias[i];
-}
-
-// ---- the smooth dynamics shared out among a group's lanes (GroveLanes, G > 1) ---------------
-//
-// The same values as grove_smooth, bit for bit, computed by body and by entry: the lanes hold
-// the kinematics in registers (each computed it), so a lane's body b is a run-time index; the
-// Jacobians are built by DOF instead (DOF i's column is on body b's path when
-// grove_pathpos[b][i] >= 0, a path being increasing in DOF index), which keeps every per-thread
-// array's index a constant (registers, as in the one-lane code) and visits the path in its
-// order, so each sum has its one-lane terms in their order (zero columns included).
-
-// The Jacobian of the point (pu, pw) moving with the body whose path positions are `pos`, from
-// the path's first `upto` joints: grove_jacobian, column by column.
-__device__ inline void grove_jacobian_by_dof(const GroveKin& k, const int pos[GROVE_NV], int upto, real pu, real pw, real J[GROVE_NV][3]) {
-#pragma unroll
-    for (int i = 0; i < GROVE_NV; ++i) {
-        J[i][0] = J[i][1] = J[i][2] = 0.0f;
-        if (pos[i] >= 0 && pos[i] < upto) {
-            if (grove_jslide[i]) {
-                J[i][0] += k.au[i];
-                J[i][1] += k.aw[i];
-            } else {
-                const real s = grove_jaxis[i][0];
-                J[i][0] += s * -(pw - k.aw[i]);
-                J[i][1] += s * (pu - k.au[i]);
-                J[i][2] += s;
-            }
-        }
-    }
-}
-
-// grove_jv_path by DOF: J v over the columns on the path before position `upto` (the others
-// skipped, as grove_jv_path never reads them), in increasing DOF index, which is path order.
-// A skipped column's terms are selected away, so that the group's lanes run one stream.
-__device__ inline void grove_jv_by_dof(const real J[GROVE_NV][3], const int pos[GROVE_NV], int upto, const real* v, real out[3]) {
-    out[0] = out[1] = out[2] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < GROVE_NV; ++i) {
-        const bool on = pos[i] >= 0 && pos[i] < upto;
-        const real t0 = J[i][0] * v[i], t1 = J[i][1] * v[i], t2 = J[i][2] * v[i];
-        out[0] = on ? out[0] + t0 : out[0];
-        out[1] = on ? out[1] + t1 : out[1];
-        out[2] = on ? out[2] + t2 : out[2];
-    }
-}
-
-// The DOFs on body b's path as a bit mask (a constant where b is).
-__device__ inline unsigned grove_path_mask(int b) {
-    unsigned m = 0u;
-#pragma unroll
-    for (int i = 0; i < GROVE_NV; ++i)
-        if (grove_pathpos[b][i] >= 0) m |= 1u << i;
-    return m;
-}
-
-// Body b's part of grove_smooth: its COM Jacobian into Jo (NV·3, [i][0..3]), J̇q̇ at its COM
-// (grove_jdot_v) into ao (2), and its fluid force [F_u, F_w, τ] into fo (3, with GROVE_FLUID).
-__device__ inline void grove_body_terms(const GroveKin& k, int b, const real* v, real* Jo, real* ao, real* fo) {
-    real bu = 0.0f, bw = 0.0f, ba = 0.0f;
-#pragma unroll
-    for (int c = 0; c < GROVE_NB; ++c)
-        if (c == b) {
-            bu = k.pu[c];
-            bw = k.pw[c];
-            ba = k.ang[c];
-        }
-    int pos[GROVE_NV];
-#pragma unroll
-    for (int i = 0; i < GROVE_NV; ++i) pos[i] = grove_pathpos[b][i];
-    real cu, cw;
-    {
-        real ox, oy;
-        grove_rot(ba, grove_com[b][0], grove_com[b][1], ox, oy);
-        cu = bu + ox;
-        cw = bw + oy;
-    }
-    real J[GROVE_NV][3], pdot[3];
-    grove_jacobian_by_dof(k, pos, GROVE_NV, cu, cw, J);
-    grove_jv_by_dof(J, pos, GROVE_NV, v, pdot);
-    // grove_jdot_v: the path's hinges in path order. A hinge off the path adds nothing (its
-    // terms are computed, so that the group's lanes run one stream, and dropped).
-    real o0 = 0.0f, o1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < GROVE_NV; ++j) {
-        if (grove_jslide[j]) continue;
-        real J2[GROVE_NV][3], adot[3];
-        grove_jacobian_by_dof(k, pos, pos[j], k.au[j], k.aw[j], J2);
-        grove_jv_by_dof(J2, pos, pos[j], v, adot);
-        const real s = grove_jaxis[j][0];
-        const real t0 = s * -(pdot[1] - adot[1]) * v[j], t1 = s * (pdot[0] - adot[0]) * v[j];
-        const bool on = pos[j] >= 0;
-        o0 = on ? o0 + t0 : o0;
-        o1 = on ? o1 + t1 : o1;
-    }
-#pragma unroll
-    for (int i = 0; i < GROVE_NV; ++i) {
-        Jo[3 * i] = J[i][0];
-        Jo[3 * i + 1] = J[i][1];
-        Jo[3 * i + 2] = J[i][2];
-    }
-    ao[0] = o0;
-    ao[1] = o1;
-#if GROVE_FLUID
-    real vel[3];
-    grove_jv_by_dof(J, pos, GROVE_NV, v, vel);
-    real elu, elw;
-    grove_rot(ba + grove_iang[b], 1.0f, 0.0f, elu, elw);
-    const real etu = -elw, etw = elu;
-    const real vl = vel[0] * elu + vel[1] * elw, vt = vel[0] * etu + vel[1] * etw, om = vel[2];
-    const real* c = grove_fluid[b];  // c1, c2, cL, cT, cR
-    const real fl = -(c[0] * vl + c[2] * fabsf(vl) * vl), ft = -(c[0] * vt + c[3] * fabsf(vt) * vt);
-    fo[0] = fl * elu + ft * etu;
-    fo[1] = fl * elw + ft * etw;
-    fo[2] = -(c[1] * om + c[4] * fabsf(om) * om);
-#else
-    (void)fo;
-#endif
-}
-
-// grove_smooth over a group's lanes: M (its lower triangle, which is all that is read; the
-// upper is 0) and f, equal to grove_smooth's in every lane. The group's words hold, in turn, the
-// bodies' terms (grove_body_terms, body b by lane b % G), then M's lower entries and each DOF's
-// bias and fluid sums (entry e, DOF i by lanes e % G, i % G; each summed over the bodies in
-// order), which every lane reads; the passive and actuator forces each lane computes itself.
-template <int G>
-__device__ void grove_smooth_lanes(const GroveLanes<G>& lanes, const GroveKin& k, const real* q, const real* v, const real* ctrl,
-                                   real M[GROVE_NV][GROVE_NV], real f[GROVE_NV]) {
-    real* Jb = lanes.mem;                           // [NB][NV][3] COM Jacobians
-    real* ab = Jb + GROVE_NB * GROVE_NV * 3;        // [NB][2] J̇q̇
-    real* fb = ab + 2 * GROVE_NB;                   // [NB][3] fluid forces
-    real* Ms = fb + 3 * GROVE_NB;                   // [NV][NV] M, lower triangle
-    real* bs = Ms + GROVE_NV * GROVE_NV;            // [NV] bias
-    real* fs = bs + GROVE_NV;                       // [NV] fluid
-    lanes.sync();  // every lane is done with the words (the previous call's rows)
-#pragma unroll 1
-    for (int b = lanes.lane; b < GROVE_NB; b += G) grove_body_terms(k, b, v, Jb + b * GROVE_NV * 3, ab + 2 * b, fb + 3 * b);
-    lanes.sync();
-#pragma unroll 1
-    for (int e = (int)lanes.lane; e < GROVE_NV * (GROVE_NV + 1) / 2; e += G) {
-        int i = 0, j = e;  // row i of the lower triangle holds i + 1 entries
-        while (j > i) {
-            j -= i + 1;
-            ++i;
-        }
-        real s = i == j ? grove_armature[i] : 0.0f;
-        const real* Ji = Jb + 3 * i;
-        const real* Jj = Jb + 3 * j;
-#pragma unroll
-        for (int b = 0; b < GROVE_NB; ++b) {
-            // Only the bodies whose path holds both DOFs add to the entry (grove_smooth).
-            const unsigned m = grove_path_mask(b);
-            const bool on = ((m >> i) & (m >> j) & 1u) != 0u;
-            const int o = b * GROVE_NV * 3;
-            const real t = grove_mass[b] * (Ji[o] * Jj[o] + Ji[o + 1] * Jj[o + 1]) + grove_inertia_n[b] * Ji[o + 2] * Jj[o + 2];
-            s = on ? s + t : s;
-        }
-        Ms[i * GROVE_NV + j] = s;
-    }
-#pragma unroll 1
-    for (int i = lanes.lane; i < GROVE_NV; i += G) {
-        real bias = 0.0f, fluid = 0.0f;
-#pragma unroll
-        for (int b = 0; b < GROVE_NB; ++b) {
-            const bool on = ((grove_path_mask(b) >> i) & 1u) != 0u;  // DOF i on body b's path
-            const real* J = Jb + b * GROVE_NV * 3 + 3 * i;
-            const real t = grove_mass[b] * (J[0] * (ab[2 * b] - GROVE_GU) + J[1] * (ab[2 * b + 1] - GROVE_GW));
-            bias = on ? bias + t : bias;
-#if GROVE_FLUID
-            const real u = J[0] * fb[3 * b] + J[1] * fb[3 * b + 1] + J[2] * fb[3 * b + 2];
-            fluid = on ? fluid + u : fluid;
-#endif
-        }
-        bs[i] = bias;
-        fs[i] = fluid;
-    }
-    lanes.sync();
-    real act[GROVE_NV];
-#pragma unroll
-    for (int i = 0; i < GROVE_NV; ++i) {
-#pragma unroll
-        for (int j = 0; j < GROVE_NV; ++j) M[i][j] = j <= i ? Ms[i * GROVE_NV + j] : 0.0f;
-        f[i] = -grove_damping[i] * v[i] - grove_stiffness[i] * (q[i] - grove_springref[i]);  // passive
-        act[i] = 0.0f;
-    }
-#pragma unroll
-    for (int a = 0; a < GROVE_NU; ++a) act[grove_act_dof[a]] += grove_gear[a] * fminf(fmaxf(ctrl[a], grove_ctrl[a][0]), grove_ctrl[a][1]);
-#pragma unroll
-    for (int i = 0; i < GROVE_NV; ++i) f[i] = (act[i] + (f[i] + fs[i])) - bs[i];
 }
 
 // In-place Cholesky, lower triangle; false when M is not positive definite.
@@ -730,8 +544,7 @@ __device__ __noinline__ void grove_acceleration(GroveLanes<G> lanes, const real*
     GroveKin k;
     grove_kinematics(q, k);
     real M[GROVE_NV][GROVE_NV], L[GROVE_NV][GROVE_NV], f[GROVE_NV];
-    if constexpr (G == 1) grove_smooth(k, q, v, ctrl, M, f);
-    else grove_smooth_lanes(lanes, k, q, v, ctrl, M, f);
+    grove_smooth(k, q, v, ctrl, M, f);
 #pragma unroll
     for (int i = 0; i < GROVE_NV; ++i)
 #pragma unroll
@@ -1082,8 +895,8 @@ __device__ inline unsigned grove_ctrl_take(const GroveLanes<1>&, unsigned* queue
 // are of the observations before it): each step's observation is normalised in place once,
 // (x − m) · s in f32, 0 where s is 0 (the CPU's InputScale::read), before the policy reads it.
 // Built with GROVE_CTRL_LANES = G > 1, a group of G adjacent lanes plays each item (GroveLanes:
-// the group takes items as one thread does above, its smooth dynamics and constraint rows are
-// shared out, its first lane writes the results), launched with GROVE_LANE_WORDS floats of dynamic shared memory per
+// the group takes items as one thread does above, its constraint rows are shared out, its
+// first lane writes the results), launched with GROVE_LANE_WORDS floats of dynamic shared memory per
 // group (blockDim.x / G groups a block); which lanes play an episode changes no bit either.
 extern "C" __global__ void GROVE_CTRL_BOUNDS grove_control_rollout(GroveControlParams p, const GroveInstr* __restrict__ prog,
                                                  const unsigned short* __restrict__ n_instr, const unsigned char* __restrict__ skip,

@@ -58,9 +58,8 @@ fn the_control_kernel_run_on_the_host_equals_the_reference_bit_for_bit() {
 }
 
 /// The kernel built with groups of lanes per episode (`GROVE_CTRL_LANES`): 3 groups of 4 lanes,
-/// each group a block of real threads meeting at every `__syncwarp`, with the smooth dynamics
-/// (by body, M by entry, the bias and fluid forces by DOF) and the constraint rows shared out
-/// among them, must play every episode with the one-lane kernel's bits.
+/// each group a block of real threads meeting at every `__syncwarp`, with the constraint rows
+/// shared out among them, must play every episode with the one-lane kernel's bits.
 #[test]
 fn the_control_kernel_with_four_lanes_an_episode_equals_the_reference_bit_for_bit() {
     compare_with_reference(4, usize::MAX);

@@ -119,8 +119,8 @@ fn compare(tag: &str, gpu: &grove::backend::cuda::control::ControlOutcome, cpu: 
     None
 }
 
-/// Every episode played by groups of 2 to 32 lanes (`CudaEngine::set_episode_lanes`; the smooth
-/// dynamics and the constraint rows shared out among them) has the one-lane kernel's bits, which are the CPU's: every shipped environment and profile, with the
+/// Every episode played by groups of 2 to 32 lanes (`CudaEngine::set_episode_lanes`; the
+/// constraint rows shared out among them) has the one-lane kernel's bits, which are the CPU's: every shipped environment and profile, with the
 /// engine's launch and with one block of 64 threads refilling from the queue (the observation
 /// sums asked for, Gymnasium's policies reading through a normaliser), whole episodes.
 #[test]
@@ -136,7 +136,7 @@ fn control_with_lanes_per_episode_matches_reference() {
         let run = ControlRun { episodes: k, steps: m.episode_steps, seed: 5, generation: 1, noise: true, ignore_termination: false };
         let scale = (profile == "gymnasium").then(|| support::test_scale(m.obs_size));
         let (cpu, cpu_seen) = control_rollout_observed(&pop, &m, &run, scale.as_ref());
-        // Every width on every robot: the smooth dynamics are shared out on Swimmer too.
+        // Every width on every robot (Swimmer's limits give it rows too).
         for lanes in [2u32, 4, 8, 16, 32] {
             // Blocks too large for the GPU's shared memory are one clear error.
             let most = 227 << 10;

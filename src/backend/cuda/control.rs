@@ -43,16 +43,12 @@ pub const CONTROL_BLOCK: u32 = 64;
 /// of two up to a warp.
 pub const EPISODE_LANES: [u32; 6] = [1, 2, 4, 8, 16, 32];
 
-/// Shared-memory words one group of lanes needs for `m` (`GROVE_LANE_WORDS` in sim.cu), used by
-/// two phases of each step in turn: the smooth dynamics' (every body's COM Jacobian NB·NV·3, its
-/// J̇q̇ NB·2 and fluid force NB·3, M NV·NV, bias and fluid NV each), then the constraint rows'
-/// (A S·S, Y S·NV, b and A's diagonal S each, S = `m`'s constraint slots, at least 1); the
-/// larger of the two.
+/// Shared-memory words one group of lanes needs for `m` (`GROVE_LANE_WORDS` in sim.cu): the
+/// constraint rows' (A S·S, Y S·NV, b and A's diagonal S each, S = `m`'s constraint slots, at
+/// least 1). Each lane computes the smooth dynamics itself.
 pub fn lane_words(m: &Model) -> usize {
-    let (s, nv, nb) = (m.n_slots().max(1), m.nv(), m.bodies.len());
-    let smooth = nb * nv * 3 + nb * 5 + nv * nv + 2 * nv;
-    let rows = s * s + s * nv + 2 * s;
-    smooth.max(rows)
+    let (s, nv) = (m.n_slots().max(1), m.nv());
+    s * s + s * nv + 2 * s
 }
 
 /// The defines of the roll-out module with `lanes` lanes an episode: none for one lane.
@@ -73,9 +69,9 @@ pub fn block_shared_bytes(m: &Model, lanes: u32) -> usize {
 /// so lanes pay only where one lane an episode would leave the device mostly idle. With only the
 /// constraint rows shared out, on an H200 (docs/benchmarks.md, issue 29) 256 episodes played
 /// 1.75-2.1× faster with 32 lanes, 2048 episodes 1.3-1.5× faster with 4 to 8, and 20,000
-/// episodes fastest with one, which a share of 4 picked. The smooth dynamics are now shared out
-/// too, so a group repeats less and a wider share may pay; the default stays the measured
-/// [`LANES_SHARE`] until a benchmark says otherwise (`GROVE_LANES_SHARE` sets it,
+/// episodes fastest with one, which a share of 4 picked. Sharing out the smooth dynamics too
+/// (issue 57) was no faster once each lane's own copy loops over paths only, and was removed
+/// (2026-12-07); the share stays the measured [`LANES_SHARE`] (`GROVE_LANES_SHARE` sets it,
 /// [`CudaEngine::lanes_share`]; `tools/control/gpu_spread.sh bench`).
 pub fn spare_lanes(episodes: usize, resident: u64, share: u64) -> u32 {
     EPISODE_LANES.iter().rev().copied().find(|&g| (episodes as u64).saturating_mul(share.saturating_mul(g as u64)) <= resident).unwrap_or(1)
@@ -727,7 +723,7 @@ mod tests {
     }
 
     #[test]
-    fn a_groups_shared_words_hold_the_smooth_dynamics_then_a_y_b_and_the_diagonal() {
+    fn a_groups_shared_words_hold_a_y_b_and_the_diagonal() {
         let walker = Model::load("walker2d", Some("brax")).unwrap();
         let s = walker.n_slots();
         assert_eq!(s, 2 * 6 + 6 * 3, "six limited joints, three colliding capsules");
@@ -736,9 +732,12 @@ mod tests {
         assert_eq!(block_shared_bytes(&walker, 8), 8 * lane_words(&walker) * 4);
         let swimmer = Model::load("swimmer", Some("brax")).unwrap();
         assert_eq!(swimmer.n_slots(), 4, "two limited joints, no contacts");
-        // Few rows: the smooth dynamics' words are the larger (three bodies of five DOFs).
-        assert_eq!((swimmer.bodies.len(), swimmer.nv()), (3, 5));
-        assert_eq!(lane_words(&swimmer), 3 * 5 * 3 + 3 * 5 + 25 + 10);
-        assert!(lane_words(&swimmer) > 16 + 4 * 5 + 8);
+        assert_eq!(swimmer.nv(), 5);
+        assert_eq!(lane_words(&swimmer), 16 + 4 * 5 + 8);
+        // A model without constraints still gets one slot's words.
+        let mut free = swimmer.clone();
+        free.joints.iter_mut().for_each(|j| j.range = None);
+        assert_eq!(free.n_slots(), 0);
+        assert_eq!(lane_words(&free), 1 + 5 + 2);
     }
 }

@@ -133,19 +133,15 @@ pub fn env_header(m: &Model) -> String {
     let _ = writeln!(w, "__device__ const float grove_com[{nb}][2] = {{{}}};", list(b, |b| format!("{{{}, {}}}", lit(b.com[0]), lit(b.com[1]))));
     let _ = writeln!(w, "__device__ const float grove_inertia_n[{nb}] = {{{}}};", list(b, |b| lit(b.inertia[2])));
     let _ = writeln!(w, "__device__ const float grove_iang[{nb}] = {{{}}};", list(b, |b| lit(b.inertia_angle)));
+    // sim.cu's grove_smooth sums M's lower triangle over a path's pairs: a path lists its joints
+    // in increasing index (Model::parse numbers a body's joints after its parent's).
+    debug_assert!(m.bodies.iter().all(|b| b.path.windows(2).all(|w| w[0] < w[1])), "a body's path is increasing");
     let _ = writeln!(w, "__device__ const int grove_pathlen[{nb}] = {{{}}};", list(b, |b| b.path.len().to_string()));
     let _ = writeln!(
         w,
         "__device__ const int grove_path[{nb}][{nv}] = {{{}}};",
         list(b, |b| format!("{{{}}}", list((0..nv).map(|i| b.path.get(i).copied().unwrap_or(0)), |j| j.to_string())))
     );
-    // Where each DOF stands on each body's path, -1 off it (sim.cu's per-body Jacobians for a
-    // group of lanes; a path lists its joints in increasing index, Model::parse).
-    let pathpos = |b: &crate::sim::model::Body| {
-        debug_assert!(b.path.windows(2).all(|w| w[0] < w[1]), "a body's path is increasing");
-        format!("{{{}}}", list((0..nv).map(|i| b.path.iter().position(|&j| j == i).map_or(-1, |p| p as i64)), |p| p.to_string()))
-    };
-    let _ = writeln!(w, "__device__ const int grove_pathpos[{nb}][{nv}] = {{{}}};", list(b, pathpos));
     if let Some([rho, mu]) = m.fluid {
         // c1 = 3πdμ, c2 = πd³μ, cL, cT, cR of the inertia box, combined in f64 by the CPU's code.
         let coeffs = |body: &crate::sim::model::Body| fluid_coefficients(body, rho, mu);
