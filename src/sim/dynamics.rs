@@ -245,8 +245,8 @@ pub fn smooth<T: Real>(m: &Model, k: &Kinematics<T>, q: &[T], v: &[T], ctrl: &[T
     // their forces, in body order as over every entry (the other columns are zero, and their
     // terms would add ±0 to sums that start at +0, which changes no bit of a finite sum).
     // `kernels/sim.cu` grove_smooth runs the same loops over the lower triangle (j <= i, a path
-    // being increasing), all that the factorisation reads; the upper entry (j, i) takes its own
-    // product order (`ib * J[j][2] * J[i][2]` rounds apart from the lower's).
+    // being increasing), all that the factorisation reads; the upper entry (j, i) keeps its own
+    // product order, as over every DOF (dynamics/tests.rs compares the two bit for bit).
     for (b, body) in m.bodies.iter().enumerate() {
         let path = &body.path;
         let c = world_point(m, k, b, body.com);

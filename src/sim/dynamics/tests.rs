@@ -111,3 +111,94 @@ fn pivoting_gives_up_on_a_matrix_that_is_not_definite_and_keeps_the_warm_start()
     // No rows: nothing to solve, trivially settled.
     assert!(pivot_solve::<f64>(0, &[], &[], &[], &mut []));
 }
+
+/// `smooth` over every DOF, as it was before it looped over each body's path (2aad3fa): every
+/// column of every body's Jacobian, zeros included, in every sum.
+fn smooth_over_every_dof<T: Real>(m: &Model, k: &Kinematics<T>, v: &[T]) -> (DMatrix<T>, DVector<T>, DVector<T>) {
+    let nv = m.nv();
+    let jv = |jac: &[[T; 3]]| {
+        let mut o = [T::zero(); 3];
+        for (c, &vi) in jac.iter().zip(v) {
+            o[0] += c[0] * vi;
+            o[1] += c[1] * vi;
+            o[2] += c[2] * vi;
+        }
+        o
+    };
+    let (mut mass, mut bias, mut fluid) = (DMatrix::<T>::zeros(nv, nv), DVector::<T>::zeros(nv), DVector::<T>::zeros(nv));
+    for (j, jt) in m.joints.iter().enumerate() {
+        mass[(j, j)] = r(jt.armature);
+    }
+    let (mut jac, mut scratch) = (vec![[T::zero(); 3]; nv], vec![[T::zero(); 3]; nv]);
+    let g: V2<T> = v2(m.gravity);
+    for (b, body) in m.bodies.iter().enumerate() {
+        let c = world_point(m, k, b, body.com);
+        jacobian(m, k, b, c, body.path.len(), &mut jac);
+        let (mb, ib): (T, T) = (r(body.mass), r(body.inertia[2]));
+        for i in 0..nv {
+            for j in 0..nv {
+                mass[(i, j)] += mb * (jac[i][0] * jac[j][0] + jac[i][1] * jac[j][1]) + ib * jac[i][2] * jac[j][2];
+            }
+        }
+        let pdot = jv(&jac);
+        let mut a = [T::zero(); 2];
+        for (n, &j) in body.path.iter().enumerate() {
+            if let JointKind::Hinge { sign } = m.joints[j].kind {
+                jacobian(m, k, b, k.anchor[j], n, &mut scratch);
+                let adot = jv(&scratch);
+                let d = perp([pdot[0] - adot[0], pdot[1] - adot[1]]);
+                let s: T = r(sign);
+                a[0] += s * d[0] * v[j];
+                a[1] += s * d[1] * v[j];
+            }
+        }
+        for i in 0..nv {
+            bias[i] += mb * (jac[i][0] * (a[0] - g[0]) + jac[i][1] * (a[1] - g[1]));
+        }
+        if let Some([rho, mu]) = m.fluid {
+            let f = fluid_force(fluid_coefficients(body, rho, mu), k.ang[b] + r(body.inertia_angle), jv(&jac));
+            for i in 0..nv {
+                fluid[i] += jac[i][0] * f[0] + jac[i][1] * f[1] + jac[i][2] * f[2];
+            }
+        }
+    }
+    (mass, bias, fluid)
+}
+
+fn same_bits<T: Real>(a: &[T], b: &[T]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.exact_f64().to_bits() == y.exact_f64().to_bits())
+}
+
+/// Looping over each body's path changes no bit of M (every entry, both triangles), the bias or
+/// the fluid forces at finite states: the terms left out would add ±0 to sums that start at +0.
+/// Every shipped env and profile, in f32 (the kernels') and f64, at states far from rest.
+fn path_loops_equal_every_dof_loops<T: Real>() {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(57);
+    for (env, _) in crate::sim::spec::SHIPPED {
+        for profile in ["brax", "gymnasium"] {
+            let m = Model::load(env, Some(profile)).unwrap();
+            assert!(m.bodies.iter().any(|b| b.path.len() < m.nv()), "{env}: some body must leave DOFs out");
+            for _ in 0..50 {
+                let q: Vec<T> = m.joints.iter().map(|j| r(j.qpos0 + rng.random_range(-1.5..1.5))).collect();
+                let v: Vec<T> = (0..m.nv()).map(|_| r(rng.random_range(-8.0..8.0))).collect();
+                let ctrl: Vec<T> = (0..m.nu()).map(|_| r(rng.random_range(-1.0..1.0))).collect();
+                let k = kinematics(&m, &q);
+                let s = smooth(&m, &k, &q, &v, &ctrl);
+                let (mass, bias, fluid) = smooth_over_every_dof(&m, &k, &v);
+                assert!(same_bits(s.mass.as_slice(), mass.as_slice()), "{env} {profile}: M\n{}\n{}", s.mass, mass);
+                assert!(same_bits(s.bias.as_slice(), bias.as_slice()), "{env} {profile}: bias {} {}", s.bias, bias);
+                assert!(same_bits(s.fluid.as_slice(), fluid.as_slice()), "{env} {profile}: fluid {} {}", s.fluid, fluid);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_path_loops_give_the_every_dof_loops_bits_in_f32() {
+    path_loops_equal_every_dof_loops::<f32>();
+}
+
+#[test]
+fn the_path_loops_give_the_every_dof_loops_bits_in_f64() {
+    path_loops_equal_every_dof_loops::<f64>();
+}
