@@ -627,8 +627,8 @@ pub fn acceleration<T: Real>(m: &Model, q: &[T], v: &[T], ctrl: &[T], warm: &mut
     let nv = m.nv();
     let k = kinematics(m, q);
     let s = smooth(m, &k, q, v, ctrl);
-    // f_smooth, then f_smooth + Jᵀλ; M row-major, [i * nv + j] = M[i][j] (M is not exactly
-    // symmetric in floating point, and the factorisation reads its lower triangle).
+    // f_smooth, then f_smooth + Jᵀλ; M row-major, [i * nv + j] = M[i][j] (the factorisation
+    // reads its lower triangle).
     let mut total: Vec<T> = (0..nv).map(|i| s.actuator[i] + s.passive[i] - s.bias[i]).collect();
     let mut l = vec![T::zero(); nv * nv];
     let copy_mass = |l: &mut [T]| (0..nv).for_each(|i| (0..nv).for_each(|j| l[i * nv + j] = s.mass[(i, j)]));
