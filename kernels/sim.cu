@@ -52,7 +52,7 @@ GROVE_CHECK_LAYOUT(GroveSimParams);
 // Each value is computed with the one-lane operations, every sum in the one-lane order, so the
 // bits are the CPU's whichever lane computes it. The smooth dynamics were shared out too, by
 // body and by M's entry, until 2026-12-07: with the path-sparse loops each lane's own copy was
-// 3-8 % faster at 8 to 32 lanes (docs/benchmarks.md, session 12). G = 1: one lane per episode,
+// 3-8 % faster at 4 to 32 lanes (docs/benchmarks.md, session 12). G = 1: one lane per episode,
 // everything in its registers and local memory (grove_sim_rollout, and the roll-out's default).
 template <int G> struct GroveLanes {
     unsigned lane;  // 0 .. G-1 within the group
