@@ -83,7 +83,24 @@ mod tests {
     }
 
     #[test]
-    fn validation_episodes_choose_the_candidate_with_the_highest_return() {
+    fn a_steady_candidate_beats_a_higher_mean_that_falls_on_some_starts() {
+        // 3000 on every start against 3600 on four of five and 600 on the fifth (mean 3000, std 1200).
+        let falls = [3600.0, 3600.0, 3600.0, 3600.0, 600.0];
+        let scores = PolicyScores { episodes: falls.iter().map(|&ret| Episode { ret, steps: 1000, valid: true }).collect() };
+        let (mean, std) = (scores.mean(), scores.std());
+        assert_eq!((mean, std), (3000.0, 1200.0));
+        let steady = steady_score(2900.0, 10.0);
+        assert_eq!(highest_score(&[steady_score(3100.0, 1200.0), steady]), 1, "the steadier, though lower on average");
+        assert_eq!(highest_score(&[steady_score(3100.0, 5.0), steady]), 0, "the higher, as steady");
+        // Ties go to the earlier (the run's best first); NaN never wins; nothing finite: the first.
+        assert_eq!(highest_score(&[1.0, 2.0, 2.0]), 1);
+        assert_eq!(highest_score(&[f64::NAN, -5.0, f64::NAN]), 1);
+        assert_eq!(highest_score(&[f64::NAN, f64::NAN]), 0);
+        assert!(steady_score(f64::NAN, 0.0).is_nan());
+    }
+
+    #[test]
+    fn validation_episodes_choose_the_candidate_with_the_highest_return_less_its_spread() {
         let (m, mut pop) = random_hopper_policies(8, 11);
         // Row 5 repeats row 2: a program is a candidate once. Row 7 is invalid.
         let copy = pop.tree(2).nodes();
@@ -98,12 +115,14 @@ mod tests {
         // run's best again, 5 a copy of 2, 7 invalid).
         let order = [6usize, 2, 4, 0, 3, 1];
         assert_eq!(v.candidates.len(), order.len());
-        let returns: Vec<f64> = order.iter().map(|&i| score_policy(&pop.tree(i).nodes(), &m, &run).unwrap().mean()).collect();
+        let played: Vec<PolicyScores> = order.iter().map(|&i| score_policy(&pop.tree(i).nodes(), &m, &run).unwrap()).collect();
+        let scores: Vec<f64> = played.iter().map(|p| p.mean() - p.std()).collect();
         for (k, &i) in order.iter().enumerate() {
-            assert_eq!(v.candidates[k].1, pop.tree(i).nodes().len(), "candidate {k}");
-            assert_eq!(v.candidates[k].2.to_bits(), returns[k].to_bits(), "candidate {k}");
+            assert_eq!(v.candidates[k].size, pop.tree(i).nodes().len(), "candidate {k}");
+            assert_eq!(v.candidates[k].mean.to_bits(), played[k].mean().to_bits(), "candidate {k}");
+            assert_eq!(v.candidates[k].std.to_bits(), played[k].std().to_bits(), "candidate {k}");
         }
-        let top = (0..returns.len()).fold(0, |b, k| if returns[k] > returns[b] { k } else { b });
+        let top = (0..scores.len()).fold(0, |b, k| if scores[k] > scores[b] { k } else { b });
         assert_eq!(v.chosen, top);
         assert_eq!(chosen.nodes, pop.tree(order[top]).nodes());
         assert_eq!(chosen.fitness, if top == 0 { -9.0 } else { outcome.fitness[order[top]] });

@@ -60,37 +60,98 @@ pub fn check_grammar_outputs(templates: &crate::grammar::template::Templates, nu
     Ok(())
 }
 
-/// The validation episodes' choice: each candidate's training fitness, size and mean
-/// validation return, and which one was chosen.
+/// Standard deviations of its validation returns taken off a candidate's mean validation return
+/// to give the score the validation episodes choose by ([`steady_score`]).
+pub const VALIDATION_SPREADS: f64 = 1.0;
+
+/// The score a candidate policy is chosen by: its mean validation return less
+/// [`VALIDATION_SPREADS`] standard deviations of those returns. A program that walks on most
+/// starts and falls on a few has a high mean and a wide spread; the mean alone chose such
+/// programs (issue 57: test spreads of 11–90 % of the mean on three of four robots), where a
+/// steadier one a little lower on average holds on every start. NaN (an invalid episode) stays
+/// NaN and never wins.
+pub fn steady_score(mean: f64, std: f64) -> f64 {
+    mean - VALIDATION_SPREADS * std
+}
+
+/// The index of the highest score, the earlier on a tie; NaN never wins, and with no finite
+/// score the first (the run's best).
+pub fn highest_score(scores: &[f64]) -> usize {
+    let (mut chosen, mut top) = (0, f64::NEG_INFINITY);
+    for (k, &v) in scores.iter().enumerate() {
+        if v > top {
+            (chosen, top) = (k, v);
+        }
+    }
+    chosen
+}
+
+/// One candidate of the validation episodes' choice.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Candidate {
+    /// Training fitness.
+    pub fitness: f64,
+    /// Program size, nodes.
+    pub size: usize,
+    /// Mean validation return (NaN where an episode was invalid).
+    pub mean: f64,
+    /// Standard deviation of the validation returns.
+    pub std: f64,
+}
+
+impl Candidate {
+    /// What the choice ranks it by ([`steady_score`]).
+    pub fn score(&self) -> f64 {
+        steady_score(self.mean, self.std)
+    }
+}
+
+/// The validation episodes' choice: each candidate's training fitness, size, and the mean and
+/// spread of its validation returns, and which one was chosen.
 pub struct Validation {
     /// Episodes each candidate played.
     pub episodes: usize,
-    /// (training fitness, size, mean validation return) per candidate; the run's best first.
-    pub candidates: Vec<(f64, usize, f64)>,
+    /// Every candidate; the run's best first.
+    pub candidates: Vec<Candidate>,
     /// The chosen candidate's index.
     pub chosen: usize,
 }
 
 impl Validation {
     pub(super) fn json(&self) -> serde_json::Value {
+        use crate::report::num;
         let c: Vec<serde_json::Value> = self
             .candidates
             .iter()
-            .map(|&(f, n, v)| serde_json::json!({"fitness": crate::report::num(f), "size": n, "validation_return": crate::report::num(v)}))
+            .map(|c| {
+                serde_json::json!({"fitness": num(c.fitness), "size": c.size, "validation_return": num(c.mean),
+                    "validation_std": num(c.std), "score": num(c.score())})
+            })
             .collect();
-        serde_json::json!({"episodes": self.episodes, "generation_word": VALIDATION_GENERATION, "candidates": c, "chosen": self.chosen})
+        serde_json::json!({"episodes": self.episodes, "generation_word": VALIDATION_GENERATION, "spreads": VALIDATION_SPREADS,
+            "candidates": c, "chosen": self.chosen})
     }
 
     pub(super) fn line(&self) -> String {
-        let (best, chosen) = (self.candidates[0].2, self.candidates[self.chosen].2);
-        let which = if self.chosen == 0 { "the run's best".to_string() } else { format!("candidate {} (the run's best: {best:.2})", self.chosen + 1) };
-        format!("chosen        {which} of {}, validation return {chosen:.2} over {} episodes\n", self.candidates.len(), self.episodes)
+        let (best, chosen) = (&self.candidates[0], &self.candidates[self.chosen]);
+        let which = if self.chosen == 0 {
+            "the run's best".to_string()
+        } else {
+            format!("candidate {} (the run's best: {:.2} ± {:.2})", self.chosen + 1, best.mean, best.std)
+        };
+        format!(
+            "chosen        {which} of {}, validation return {:.2} ± {:.2} over {} episodes (chosen by the mean less {VALIDATION_SPREADS} standard deviation)\n",
+            self.candidates.len(),
+            chosen.mean,
+            chosen.std,
+            self.episodes
+        )
     }
 }
 
 /// The policy to report: with validation episodes, the candidate (the run's best, then the last
 /// population's fittest distinct programs, [`VALIDATION_CANDIDATES`] in all) with the highest
-/// mean return over `run`'s episodes, the earlier on a tie (NaN, from an invalid episode,
+/// [`steady_score`] over `run`'s episodes, the earlier on a tie (NaN, from an invalid episode,
 /// never wins); with none, the run's best.
 /// `policy_of` gives the policy a program plays (the program itself, or a residual's composed
 /// tree).
@@ -117,14 +178,11 @@ pub fn choose_on_validation(
         }
     }
     let mut candidates = Vec::with_capacity(picked.len());
-    let (mut chosen, mut top) = (0, f64::NEG_INFINITY);
-    for (k, (f, nodes, _)) in picked.iter().enumerate() {
-        let v = score_policy(&policy_of(nodes), m, run)?.mean();
-        if v > top {
-            (chosen, top) = (k, v);
-        }
-        candidates.push((*f, nodes.len(), v));
+    for (f, nodes, _) in &picked {
+        let played = score_policy(&policy_of(nodes), m, run)?;
+        candidates.push(Candidate { fitness: *f, size: nodes.len(), mean: played.mean(), std: played.std() });
     }
+    let chosen = highest_score(&candidates.iter().map(Candidate::score).collect::<Vec<_>>());
     let (f, nodes, _) = &picked[chosen];
     let best = if chosen == 0 {
         outcome.best.clone()
