@@ -170,7 +170,8 @@ def control(
     device's (CPU 200, 20, 1; GPU 5000, 100, 4). ``fresh_starts`` plays new reset noise every
     generation (``--fresh-starts``); ``validation_episodes`` chooses the returned policy among
     the run's best and the last population's fittest programs by their return on that many
-    episodes (``--validation-episodes``; 0: the run's best).
+    episodes, the mean less one standard deviation (``--validation-episodes``; 0: the run's
+    best).
 
     ``policy="linear"`` trains no program but a linear map of the normalised observations
     (``--policy linear``): actions = tanh(W (o - mean) / std), with the running mean and

@@ -60,7 +60,7 @@ pub struct ControlArgs {
     ))]
     pub(crate) test_episodes: usize,
     #[arg(long, help_heading = "Episodes", default_value_t = defaults::CONTROL_VALIDATION_EPISODES, help = format!(
-        "Episodes on which the reported policy is chosen, by the env's own return, among the run's best and the last population's fittest distinct programs ({} in all); 0: the run's best by training fitness; at most {MAX_EPISODES}",
+        "Episodes on which the reported policy is chosen, by the env's own return (its mean less one standard deviation), among the run's best and the last population's fittest distinct programs ({} in all); 0: the run's best by training fitness; at most {MAX_EPISODES}",
         crate::task::control::VALIDATION_CANDIDATES
     ))]
     pub(crate) validation_episodes: usize,

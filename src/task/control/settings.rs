@@ -61,7 +61,7 @@ pub struct ControlSettings {
     #[serde(default)]
     pub fresh_starts: bool,
     /// Episodes (reset noise of [`VALIDATION_GENERATION`], the env's own reward) on which the
-    /// reported policy is chosen among the run's best and the last population's best distinct
+    /// reported policy is chosen, by [`super::steady_score`], among the run's best and the last population's best distinct
     /// programs ([`VALIDATION_CANDIDATES`] in all); 0: the run's best, by training fitness.
     #[serde(default)]
     pub validation_episodes: usize,
