@@ -90,12 +90,12 @@ mod tests {
         let (mean, std) = (scores.mean(), scores.std());
         assert_eq!((mean, std), (3000.0, 1200.0));
         let steady = steady_score(2900.0, 10.0);
-        assert_eq!(highest_score(&[steady_score(3100.0, 1200.0), steady]), 1, "the steadier, though lower on average");
-        assert_eq!(highest_score(&[steady_score(3100.0, 5.0), steady]), 0, "the higher, as steady");
+        assert_eq!(crate::program::fitness::argmax(&[steady_score(3100.0, 1200.0), steady]), 1, "the steadier, though lower on average");
+        assert_eq!(crate::program::fitness::argmax(&[steady_score(3100.0, 5.0), steady]), 0, "the higher, as steady");
         // Ties go to the earlier (the run's best first); NaN never wins; nothing finite: the first.
-        assert_eq!(highest_score(&[1.0, 2.0, 2.0]), 1);
-        assert_eq!(highest_score(&[f64::NAN, -5.0, f64::NAN]), 1);
-        assert_eq!(highest_score(&[f64::NAN, f64::NAN]), 0);
+        assert_eq!(crate::program::fitness::argmax(&[1.0, 2.0, 2.0]), 1);
+        assert_eq!(crate::program::fitness::argmax(&[f64::NAN, -5.0, f64::NAN]), 1);
+        assert_eq!(crate::program::fitness::argmax(&[f64::NAN, f64::NAN]), 0);
         assert!(steady_score(f64::NAN, 0.0).is_nan());
     }
 

@@ -74,18 +74,6 @@ pub fn steady_score(mean: f64, std: f64) -> f64 {
     mean - VALIDATION_SPREADS * std
 }
 
-/// The index of the highest score, the earlier on a tie; NaN never wins, and with no finite
-/// score the first (the run's best).
-pub fn highest_score(scores: &[f64]) -> usize {
-    let (mut chosen, mut top) = (0, f64::NEG_INFINITY);
-    for (k, &v) in scores.iter().enumerate() {
-        if v > top {
-            (chosen, top) = (k, v);
-        }
-    }
-    chosen
-}
-
 /// One candidate of the validation episodes' choice.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Candidate {
@@ -182,7 +170,8 @@ pub fn choose_on_validation(
         let played = score_policy(&policy_of(nodes), m, run)?;
         candidates.push(Candidate { fitness: *f, size: nodes.len(), mean: played.mean(), std: played.std() });
     }
-    let chosen = highest_score(&candidates.iter().map(Candidate::score).collect::<Vec<_>>());
+    // The highest score, the earlier on a tie (the run's best first); NaN never wins.
+    let chosen = crate::program::fitness::argmax(&candidates.iter().map(Candidate::score).collect::<Vec<_>>());
     let (f, nodes, _) = &picked[chosen];
     let best = if chosen == 0 {
         outcome.best.clone()
