@@ -415,6 +415,53 @@ extern "C" __global__ void GROVE_JOINT_BOUNDS grove_joint_sums(const unsigned n_
     }
 }
 
+// Each program's fitness from its joint sums (grove_joint_sums' out and bad, over n_rows rows): the
+// error of the program fitted together with the linear terms, twin of
+// task::regression::fitness::joint_error (through Joint::objective_with) plus parsimony per node, bit
+// for bit: the same f64 operations in the same order (--fmad=false). params (Joint::device_params):
+// [objective, syy, mu[k], sd[k], minv[k][k]]; metric as GroveGenParams' (0 MSE, 1 RMSE, 2 MAE, 3 R2).
+// One thread a program; +inf for an empty tree, a value that is not finite, or no rows.
+extern "C" __global__ void grove_joint_fitness(const unsigned p, const unsigned k, const unsigned n_rows, const unsigned metric,
+                                               const double parsimony, const double* __restrict__ params,
+                                               const double* __restrict__ sums, const unsigned* __restrict__ bad,
+                                               const unsigned short* __restrict__ lens, double* __restrict__ fit) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p) return;
+    const double inf = __longlong_as_double(0x7FF0000000000000ll);
+    const unsigned len = lens[t];
+    const double* s = sums + (size_t)t * (k + 3);
+    if (len == 0 || bad[t] != 0 || n_rows == 0 || !isfinite(s[1])) {
+        fit[t] = inf;
+        return;
+    }
+    const double n = (double)n_rows, sum_f = s[0], sum_f2 = s[1], sum_fr = s[2];
+    const double* mu = params + 2;
+    const double* sd = mu + k;
+    const double* minv = sd + k;
+    // Joint::spread: c = Zᵀf, q = f's centred spread less what the terms explain.
+    double cmc = 0.0;
+    for (unsigned a = 0; a < k; ++a) {
+        const double ca = (s[3 + a] - mu[a] * sum_f) / sd[a];
+        for (unsigned b = 0; b < k; ++b) {
+            const double cb = (s[3 + b] - mu[b] * sum_f) / sd[b];
+            cmc += ca * minv[a * k + b] * cb;
+        }
+    }
+    const double centred = sum_f2 - sum_f * sum_f / n;
+    double q = centred - cmc;
+    if (!(q > 1e-10 * fmax(sum_f2, 2.2250738585072014e-308) && isfinite(q))) q = 0.0;
+    // Joint::objective_with, then joint_error's metric.
+    const double objective = params[0], syy = params[1];
+    const double rss = q > 0.0 ? fmax(objective - sum_fr * sum_fr / q, 0.0) : objective;
+    double e;
+    if (metric == 0) e = rss / n;
+    else if (metric == 1) e = sqrt(rss / n);
+    else if (metric == 3) e = syy > 0.0 ? fmin(rss / syy, 1.0) : 0.0;
+    else e = inf;
+    if (!isfinite(e)) e = inf;
+    fit[t] = e + parsimony * (double)len;
+}
+
 // A loss of the user's own (program::fitness::Loss; the CPU's backend::cpu::eval::evaluate_loss):
 // each program's sum of loss(p, y) over the rows, p = a f + b in f64 rounded to f32
 // (program::fitness::scaled_prediction), (a, b) its linear scaling (grove_scale, from the sums

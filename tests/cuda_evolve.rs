@@ -199,6 +199,51 @@ fn the_device_loop_equals_the_host_loop() {
     }
 }
 
+/// The device loop with linear terms of the inputs (the joint fit scored on the GPU from the
+/// values the evaluation keeps, `grove_joint_sums` then `grove_joint_fitness`) against the host
+/// loop evaluating the joint fit on the same GPU (`CudaEngine::evaluate_joint`, the fitness on
+/// the host): the same programs, fitness and history, with each metric, parsimony and constant
+/// fitting, for tree GP and GE.
+#[test]
+#[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
+fn the_device_loop_equals_the_host_loop_with_linear_terms() {
+    use grove::evolve::{EngineConfig, device};
+    use grove::task::regression::{Metric, Regression, RegressionConfig, TreeSettings, residual};
+    let train = line_and_interaction(300, 4);
+    let fitted = grove::program::linear::fit(&train.x, &train.y, train.n_rows, train.n_features).unwrap().unwrap();
+    let joint = fitted.joint.clone().expect("the terms are fitted");
+    let rest = residual(&train, &fitted.linear);
+    let gpu = Backend::open(DeviceChoice::Cuda, &Gpus::All).expect("GROVE_TEST_GPU=1 needs a usable GPU").backend;
+    let cases = [
+        (EngineConfig { pop_size: 1500, generations: 12, seed: 3, tournament: 3, elite: 1, max_len: 128, ..Default::default() }, RegressionConfig::default(), "add,sub,mul,div,sin"),
+        (EngineConfig { pop_size: 700, generations: 10, seed: 9, tournament: 4, elite: 2, max_len: 64, ..Default::default() }, RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 }, "add,sub,mul,aq"),
+        (EngineConfig { pop_size: 1000, generations: 10, seed: 5, tournament: 3, elite: 2, max_len: 128, constants: fitting(5, 2, 0.05), ..Default::default() }, RegressionConfig { metric: Metric::Rmse, linear_scaling: true, parsimony: 0.0 }, "add,sub,mul,div,exp"),
+    ];
+    for (cfg, reg, functions) in cases {
+        let data = gpu.regression_data(&rest.x, &rest.y, rest.n_rows, rest.n_features).unwrap();
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: Some(&joint), rows: None, loss: None, fitness_fn: None };
+        let rep = TreeSettings::default().rep(functions, rest.n_features, cfg.max_len).unwrap();
+        let d = grove::evolve::Fitness::device_task(&task).expect("the joint fit runs in the device loop");
+        assert!(device::supports_tasks(&cfg, &grove::evolve::IslandConfig::single(), &[d]));
+        let (mut da, mut ho) = (Fame::default(), Fame::default());
+        let (a, tr) = device::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &[d], None, &mut da).unwrap();
+        let b = grove::evolve::host::run(&cfg, &grove::evolve::IslandConfig::single(), grove::evolve::Representation::Trees(&rep), &task, None, &mut ho).unwrap();
+        let what = format!("{functions} {cfg:?} {reg:?}");
+        assert_eq!(da.hof, ho.hof, "{what}: hall of fame");
+        assert_eq!(a.best, b.best, "{what}: best program");
+        assert_eq!(a.population, b.population, "{what}: last population");
+        assert_eq!(a.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), b.fitness.iter().map(|f| f.to_bits()).collect::<Vec<_>>(), "{what}: last fitness");
+        for (x, y) in a.history.iter().zip(&b.history) {
+            assert_eq!((x.generation, x.best.to_bits(), x.invalid), (y.generation, y.best.to_bits(), y.invalid), "{what}");
+        }
+        assert!(a.best.fitness < 0.5, "{what}: the program adds to the terms ({:e})", a.best.fitness);
+        assert_eq!(tr.population_bytes_between_generations, 0);
+        // With lexicase, the host loop (its cases come from the task).
+        let lex = EngineConfig { selection: grove::select::Selection::Lexicase, ..cfg };
+        assert!(!device::supports_tasks(&lex, &grove::evolve::IslandConfig::single(), &[d]), "{what}: lexicase with the joint fit");
+    }
+}
+
 /// [`Fame`], declining the last population (as a regression or classification run's observer).
 #[derive(Default)]
 struct NoPopulation(Fame);
@@ -674,13 +719,13 @@ fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
     let data = line_and_interaction(300, 4);
     let mut settings = plain_tournaments("add,sub,mul,div", 500, 8, 2);
     settings.validation_fraction = Some(0.0);
-    let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
+    let (rc, rg) = cpu_and_gpu_runs(&settings, &data, Loop::Device);
     assert_eq!(rg["linear_inputs"]["used"], true, "{}", rg["linear_inputs"]);
     assert_eq!(rg["linear_inputs"], rc["linear_inputs"]);
     // Grammatical evolution, the same way.
     settings.functions = None;
     settings.grammar = Some(concat!(env!("CARGO_MANIFEST_DIR"), "/grammars/regression.bnf").into());
-    let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
+    let (rc, rg) = cpu_and_gpu_runs(&settings, &data, Loop::Device);
     assert_eq!(rg["linear_inputs"]["used"], true, "GE: {}", rg["linear_inputs"]);
     assert_eq!(rg["linear_inputs"], rc["linear_inputs"]);
 }
@@ -695,9 +740,9 @@ fn folds_and_an_output_margin_on_the_gpu_choose_and_limit_as_on_the_cpu() {
     settings.select = grove::task::base::validation::Select::Folds;
     settings.folds = Some(4);
     settings.output_margin = Some(0.1);
-    // The terms on: the host loop runs, as cpu_and_gpu_runs expects.
+    // The terms on: the device loop scores the joint fit.
     settings.linear_inputs = grove::task::regression::LinearInputs::On;
-    let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
+    let (rc, rg) = cpu_and_gpu_runs(&settings, &data, Loop::Device);
     assert_eq!(rg["selection"]["rule"], "folds", "{}", rg["selection"]);
     assert_eq!(rg["selection"]["resampling"]["folds"], rc["selection"]["resampling"]["folds"]);
     assert!(rg["model"]["limits"].is_array(), "{}", rg["model"]);
@@ -728,24 +773,32 @@ fn a_run_with_a_loss_on_the_gpu_returns_the_cpus_model() {
     settings.engine.constants.steps = 0;
     settings.engine.bloat = grove::select::Bloat::None;
     settings.validation_fraction = Some(0.0);
-    let (rc, rg) = cpu_and_gpu_runs(&settings, &data);
+    let (rc, rg) = cpu_and_gpu_runs(&settings, &data, Loop::Host);
     let (g, c) = (rg["train"]["loss"].as_f64().unwrap(), rc["train"]["loss"].as_f64().unwrap());
     assert!((g - c).abs() <= 1e-9 * c.abs(), "train loss gpu {g:e} cpu {c:e}");
     settings.regression.linear_scaling = false;
     settings.loss = Some("abs(p - y)".into());
-    cpu_and_gpu_runs(&settings, &data);
+    cpu_and_gpu_runs(&settings, &data, Loop::Host);
     settings.regression.linear_scaling = true;
     settings.engine.constants = fitting(5, 2, 0.2);
-    cpu_and_gpu_runs(&settings, &data);
+    cpu_and_gpu_runs(&settings, &data, Loop::Host);
     settings.functions = None;
     settings.grammar = Some(concat!(env!("CARGO_MANIFEST_DIR"), "/grammars/regression.bnf").into());
-    cpu_and_gpu_runs(&settings, &data);
+    cpu_and_gpu_runs(&settings, &data, Loop::Host);
+}
+
+/// Which loop a GPU run takes: the host loop (selection and variation on the host, the GPU
+/// evaluating) or the device loop (the whole generation on the GPU; its report has `transfers`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Loop {
+    Host,
+    Device,
 }
 
 /// The reports of `settings` run on the CPU and on the GPU, after checking that the GPU's run
-/// took the host loop and returned the CPU's model, its training error and every generation's
-/// best equal but for the order of the f64 sums.
-fn cpu_and_gpu_runs(settings: &grove::task::regression::EvolveSettings, data: &grove::data::Dataset) -> (serde_json::Value, serde_json::Value) {
+/// took `expected` loop and returned the CPU's model, its training error and every
+/// generation's best equal but for the order of the f64 sums.
+fn cpu_and_gpu_runs(settings: &grove::task::regression::EvolveSettings, data: &grove::data::Dataset, expected: Loop) -> (serde_json::Value, serde_json::Value) {
     use grove::task::regression::fit;
     let quiet = grove::task::base::options::RunOptions { quiet: true, ..Default::default() };
     let cpu = Backend::Cpu;
@@ -753,7 +806,8 @@ fn cpu_and_gpu_runs(settings: &grove::task::regression::EvolveSettings, data: &g
     let rc = fit(settings, data, None, &cpu, &quiet).unwrap().report;
     let rg = fit(settings, data, None, &gpu, &quiet).unwrap().report;
     assert!(rg["timing"]["device"].as_str().unwrap().contains("cuda"), "{}", rg["timing"]["device"]);
-    assert!(rg["transfers"].is_null(), "the host loop runs: {}", rg["transfers"]);
+    let took = if rg["transfers"].is_null() { Loop::Host } else { Loop::Device };
+    assert_eq!(took, expected, "the loop the GPU's run took: {}", rg["transfers"]);
     assert_eq!(rg["best"]["infix"], rc["best"]["infix"]);
     // The model choice (`auto`: the whole fit cross-validated) picks the same candidate by the
     // same rule: its folds' searches and the simple models agree between the devices.
@@ -787,12 +841,12 @@ fn a_run_with_a_head_on_the_gpu_returns_the_cpus_model() {
     settings.outputs = 3;
     settings.linear_inputs = LinearInputs::Off;
     settings.validation_fraction = Some(0.0);
-    let (_, rg) = cpu_and_gpu_runs(&settings, &data);
+    let (_, rg) = cpu_and_gpu_runs(&settings, &data, Loop::Host);
     assert_eq!(rg["best"]["head"]["w"].as_array().map(Vec::len), Some(3), "a head over 3 outputs: {}", rg["best"]);
     // Grammatical evolution: a grammar that writes three output slots.
     settings.functions = None;
     settings.grammar = Some(concat!(env!("CARGO_MANIFEST_DIR"), "/grammars/classify-3class.bnf").into());
-    let (_, rg) = cpu_and_gpu_runs(&settings, &data);
+    let (_, rg) = cpu_and_gpu_runs(&settings, &data, Loop::Host);
     assert_eq!(rg["best"]["head"]["w"].as_array().map(Vec::len), Some(3), "GE, a head over 3 outputs: {}", rg["best"]);
 }
 

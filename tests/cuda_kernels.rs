@@ -97,7 +97,7 @@ fn each_points_per_thread_module_holds_what_the_engine_launches_from_it() {
         let image = nvrtc::compile(&kernels::EVAL, Target::Compute(90), &[("GROVE_K", k)]).unwrap_or_else(|e| panic!("{e}"));
         let ptx = String::from_utf8_lossy(&image.bytes);
         let i = k as usize - 1;
-        let wanted = [kernels::REGRESSION[i], kernels::PREDICT[i], kernels::REGRESSION_DEEP, kernels::PREDICT_DEEP, kernels::REDUCE_REGRESSION, kernels::JOINT_SUMS, kernels::HEAD_SUMS, kernels::CLASS_HEAD_SUMS, kernels::LOSS_SUMS, kernels::SCALE_PREDICTIONS];
+        let wanted = [kernels::REGRESSION[i], kernels::PREDICT[i], kernels::REGRESSION_DEEP, kernels::PREDICT_DEEP, kernels::REDUCE_REGRESSION, kernels::JOINT_SUMS, kernels::JOINT_FITNESS, kernels::HEAD_SUMS, kernels::CLASS_HEAD_SUMS, kernels::LOSS_SUMS, kernels::SCALE_PREDICTIONS];
         for name in wanted {
             assert!(ptx.contains(&format!(".entry {name}(")), "GROVE_K={k}: {name} missing");
         }

@@ -23,6 +23,7 @@ type RunBlock = unsafe extern "C" fn(u32, extern "C" fn(*mut std::ffi::c_void), 
 type SetBlock = unsafe extern "C" fn(u32);
 type TakeY = unsafe extern "C" fn(u32);
 type JointFn = unsafe extern "C" fn(u32, u32, *const f32, *const f32, *const f32, *const u32, *mut f64, *mut u32);
+type JointFitnessFn = unsafe extern "C" fn(u32, u32, u32, u32, f64, *const f64, *const f64, *const u32, *const u16, *mut f64);
 type HeadFn = unsafe extern "C" fn(u32, u32, *const f32, *const f32, *mut f64, *mut u32);
 type ClassHeadFn = unsafe extern "C" fn(u32, u32, u32, *const f32, *const f32, *mut f64, *mut u32);
 
@@ -41,6 +42,27 @@ fn eval_library() -> Option<libloading::Library> {
 /// The kernel's sums for every tree of `pop` over `x` (`[F][n]`), `r` and the terms' `inputs`,
 /// from the CPU's predictions (NaN for an empty tree, as the prediction kernels write).
 fn kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32], r: &[f32], n: usize, inputs: &[usize]) -> Vec<JointSums> {
+    let (out, bad) = kernel_raw_sums(lib, pop, x, r, n, inputs);
+    joint_sums_of(&out, &bad, pop, n, inputs.len())
+}
+
+/// The kernel's sums as the GPU backend reads them back (`CudaEngine::evaluate_joint`).
+fn joint_sums_of(out: &[f64], bad: &[u32], pop: &Population, n: usize, k: usize) -> Vec<JointSums> {
+    (0..pop.size())
+        .map(|t| {
+            let o = &out[t * (k + 3)..(t + 1) * (k + 3)];
+            if bad[t] == 0 && pop.len[t] > 0 && o[1].is_finite() {
+                JointSums { n: n as u64, sum_f: o[0], sum_f2: o[1], sum_fr: o[2], sum_xf: o[3..].to_vec(), finite: true }
+            } else {
+                JointSums::invalid(k, n as u64)
+            }
+        })
+        .collect()
+}
+
+/// `grove_joint_sums`' raw output: `[P × (k + 3)]` sums and `[P]` counts of rows whose value
+/// is not finite.
+fn kernel_raw_sums(lib: &libloading::Library, pop: &Population, x: &[f32], r: &[f32], n: usize, inputs: &[usize]) -> (Vec<f64>, Vec<u32>) {
     let f: JointFn = emulator::get(lib, kernels::JOINT_SUMS);
     let (p, k) = (pop.size(), inputs.len());
     let mut pred = vec![f32::NAN; p * n];
@@ -63,16 +85,70 @@ fn kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32], r: &[f32]
             run(lib, t, col, &body);
         }
     }
-    (0..p)
-        .map(|t| {
-            let o = &out[t * (k + 3)..(t + 1) * (k + 3)];
-            if bad[t] == 0 && pop.len[t] > 0 && o[1].is_finite() {
-                JointSums { n: n as u64, sum_f: o[0], sum_f2: o[1], sum_fr: o[2], sum_xf: o[3..].to_vec(), finite: true }
-            } else {
-                JointSums::invalid(k, n as u64)
+    (out, bad)
+}
+
+/// The device loop's joint fitness (`grove_joint_fitness`) is the host's, `joint_error` plus
+/// parsimony per node, bit for bit, from the same sums: every metric, with and without
+/// parsimony, on programs that are valid, constant (nothing beyond the terms), not finite at
+/// some row, or empty; one and several terms; two blocks of threads.
+#[test]
+fn the_joint_fitness_kernel_is_the_hosts_joint_error_bit_for_bit() {
+    use grove::program::fitness::Metric;
+    use grove::task::regression::joint_error;
+    let Some(lib) = eval_library() else { return };
+    let f = 3usize;
+    let fitness: JointFitnessFn = emulator::get(&lib, kernels::JOINT_FITNESS);
+    for (n, seed, deps) in [(300usize, 1u64, [2.0f32, 0.0, -1.0]), (37, 2, [0.0, 1.5, 0.0]), (90, 3, [1.0, -0.5, 0.7])] {
+        let x: Vec<f32> = (0..f * n).map(|i| ((i * 53 % 97) as f32 - 48.0) * 0.05).collect();
+        let y: Vec<f32> = (0..n).map(|i| (0..f).map(|j| deps[j] * x[j * n + i]).sum::<f32>() + 0.3 * x[i] * x[i] + ((i * 31 % 61) as f32 - 30.0) * 0.01).collect();
+        let joint = grove::program::linear::fit(&x, &y, n, f).unwrap().and_then(|l| l.joint).expect("the terms are fitted");
+        let k = joint.inputs.len();
+        assert!(k >= 1, "a joint fit with terms");
+        let spec = TreeSpec::new(FUNCTIONS.to_vec(), f as u32, 40).with_depth(1, 6);
+        let mut pop = init_population(&spec, 300, seed).unwrap();
+        pop.clear(4); // no program: +inf
+        pop.set_tree(5, &[grove::program::tree::Node::constant(2.5)]).unwrap(); // nothing beyond the terms
+        // The sums as grove_joint_sums lays them out (the CPU's, which that kernel matches
+        // within rounding, `the_joint_sums_kernel_matches_the_cpu`).
+        let cpu = evaluate_joint(&pop, &x, &y, n, &joint.inputs).unwrap();
+        let mut out = vec![f64::NAN; pop.size() * (k + 3)];
+        let bad: Vec<u32> = cpu.iter().map(|s| u32::from(!s.finite)).collect();
+        for (t, s) in cpu.iter().enumerate() {
+            out[t * (k + 3)..(t + 1) * (k + 3)].copy_from_slice(&[&[s.sum_f, s.sum_f2, s.sum_fr][..], &s.sum_xf].concat());
+        }
+        let sums = joint_sums_of(&out, &bad, &pop, n, k);
+        let params = joint.device_params();
+        assert_eq!(params.len(), 2 + 2 * k + k * k);
+        let lens: Vec<u16> = pop.len.iter().map(|&l| l as u16).collect();
+        let (mut finite, mut invalid) = (0, 0);
+        for (metric, code) in [(Metric::Mse, 0u32), (Metric::Rmse, 1), (Metric::Mae, 2), (Metric::R2, 3)] {
+            for parsimony in [0.0, 1e-3] {
+                let mut got = vec![f64::NAN; pop.size()];
+                let addr = (params.as_ptr() as usize, out.as_ptr() as usize, bad.as_ptr() as usize, lens.as_ptr() as usize, got.as_mut_ptr() as usize);
+                let p = pop.size();
+                let body = move || {
+                    let (pa, o, b, l, g) = addr;
+                    // SAFETY: grove_joint_fitness(p, k, n_rows, metric, parsimony, params, sums,
+                    // bad, lens, fit) on 2 + 2k + k² params, P × (k + 3) sums, P counts, lengths
+                    // and fitness values; thread t < P writes fit[t] only.
+                    unsafe { fitness(p as u32, k as u32, n as u32, code, parsimony, pa as *const f64, o as *const f64, b as *const u32, l as *const u16, g as *mut f64) }
+                };
+                for block in 0..p.div_ceil(kernels::JOINT_THREADS as usize) {
+                    run(&lib, block, 0, &body);
+                }
+                for t in 0..p {
+                    let want = if pop.len[t] == 0 { f64::INFINITY } else { joint_error(&joint, &sums[t], metric) + parsimony * pop.len[t] as f64 };
+                    assert_eq!(got[t].to_bits(), want.to_bits(), "n {n}, tree {t}, {metric:?}, parsimony {parsimony}: kernel {} host {}", got[t], want);
+                    if metric == Metric::Mse {
+                        if want.is_finite() { finite += 1 } else { invalid += 1 }
+                    }
+                }
             }
-        })
-        .collect()
+        }
+        assert!(sums[5].finite, "a constant is a valid program");
+        assert!(finite >= 100 && invalid >= 2, "{finite} finite and {invalid} invalid fitness values of {}", 2 * pop.size());
+    }
 }
 
 #[test]

@@ -25,6 +25,10 @@ pub struct DeviceRegression<'a> {
     /// its sums; the first GPU adds them in shard order ([`crate::program::fitness::RegressionSums::merge`]'s
     /// order) and computes the fitness. Selection and breeding stay on the first GPU.
     pub shards: &'a [Shard<'a>],
+    /// Linear terms of the inputs each program is fitted with: the fitness is then the joint
+    /// fit's error (the target in `data` is the terms' residual), from each tree's values kept
+    /// on the device (`CudaEngine::keep_joint`).
+    pub joint: Option<&'a crate::program::linear::Joint>,
 }
 
 /// One shard of a regression task's rows on a GPU.
@@ -144,11 +148,11 @@ impl<'a> DeviceTask<'a> {
 }
 
 impl Backend {
-    /// Regression of `data` scored by `config` in the device loop: `None` unless the data is on
-    /// this backend's GPU.
-    pub fn regression_task<'a>(&'a self, data: &'a RegressionData<'_>, config: RegressionConfig) -> Option<DeviceTask<'a>> {
+    /// Regression of `data` scored by `config` (or, with `joint`, by each program's fit with
+    /// those linear terms) in the device loop: `None` unless the data is on this backend's GPU.
+    pub fn regression_task<'a>(&'a self, data: &'a RegressionData<'_>, config: RegressionConfig, joint: Option<&'a crate::program::linear::Joint>) -> Option<DeviceTask<'a>> {
         let shard = self.shard(data)?;
-        Some(DeviceTask::Regression(DeviceRegression { engine: shard.engine, data: shard.data, config, shards: &[] }))
+        Some(DeviceTask::Regression(DeviceRegression { engine: shard.engine, data: shard.data, config, shards: &[], joint }))
     }
 
     /// `data` as one shard of a regression task's rows: `None` unless it is on this backend's

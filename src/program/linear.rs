@@ -379,6 +379,18 @@ impl Joint {
         Some((if q > 1e-10 * s.sum_f2.max(f64::MIN_POSITIVE) && q.is_finite() { q } else { 0.0 }, c))
     }
 
+    /// What the GPU's joint fitness reads (`kernels/eval.cu`'s `grove_joint_fitness`, the
+    /// device loop's twin of [`Self::objective_with`]): `[objective, syy, mu[k], sd[k],
+    /// minv[k][k]]`.
+    pub fn device_params(&self) -> Vec<f64> {
+        let mut v = Vec::with_capacity(2 + 2 * self.mu.len() + self.minv.len());
+        v.extend([self.objective, self.syy]);
+        v.extend(&self.mu);
+        v.extend(&self.sd);
+        v.extend(&self.minv);
+        v
+    }
+
     /// The penalised RSS of the joint fit; `None` if the program is not valid.
     pub fn objective_with(&self, s: &JointSums) -> Option<f64> {
         let (q, _) = self.spread(s)?;

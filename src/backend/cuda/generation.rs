@@ -102,9 +102,28 @@ pub struct FitnessScratch {
     sums: CudaSlice<RegSums>,
     launch: Launch,
     n: usize,
-    /// Lexicase: every tree's value at every row (`[P × N]`), kept by the evaluation.
+    /// Lexicase and the joint fit: every tree's value at every row (`[P × N]`), kept by the
+    /// evaluation.
     values: Option<CudaSlice<f32>>,
     n_rows: usize,
+    /// The joint fit with linear terms of the inputs, where the fitness is its error
+    /// ([`CudaEngine::keep_joint`]).
+    joint: Option<JointScratch>,
+}
+
+/// The device loop's joint fit (`kernels/eval.cu`'s `grove_joint_sums` and
+/// `grove_joint_fitness`): the fit's numbers, the terms' columns, and each tree's sums.
+struct JointScratch {
+    /// [`crate::program::linear::Joint::device_params`].
+    params: CudaSlice<f64>,
+    /// The terms' columns (one unread entry where there are none).
+    cols: CudaSlice<u32>,
+    /// Terms.
+    k: usize,
+    /// `[P × (k + 3)]` sums.
+    sums: CudaSlice<f64>,
+    /// `[P]` rows whose value is not finite.
+    bad: CudaSlice<u32>,
 }
 
 impl FitnessScratch {
@@ -255,7 +274,33 @@ impl CudaEngine {
         // tiles, then its sums) before reading it.
         let partials = unsafe { self.stream.alloc::<RegSums>(n_part.max(1)) }.during(|| "allocating partial sums".into())?;
         let sums = unsafe { self.stream.alloc::<RegSums>(p.max(1)) }.during(|| "allocating sums".into())?;
-        Ok(FitnessScratch { partials, sums, launch, n: p, values: None, n_rows: data.n_rows() })
+        Ok(FitnessScratch { partials, sums, launch, n: p, values: None, n_rows: data.n_rows(), joint: None })
+    }
+
+    /// Makes `scratch`'s fitness the error of each tree fitted together with `joint`'s linear
+    /// terms of `data`'s inputs (the regression task's `joint_error` plus parsimony, bit for bit
+    /// from the same sums as [`Self::evaluate_joint`]'s), in place of the fused sums' metric:
+    /// the trees' values are kept ([`Self::keep_values`]) where they take at most `budget`
+    /// bytes. `Ok(false)`, and `scratch` unchanged, where they do not.
+    pub fn keep_joint(&self, scratch: &mut FitnessScratch, joint: &crate::program::linear::Joint, data: &DeviceDataset, budget: usize) -> Result<bool> {
+        if let Some(&j) = joint.inputs.iter().find(|&&j| j >= data.n_features()) {
+            return Err(GpuError::Input(format!("linear term of input {j} of {}", data.n_features())));
+        }
+        if scratch.n_rows != data.n_rows() {
+            return Err(GpuError::Input(format!("a joint fit over {} rows for scratch of {}", data.n_rows(), scratch.n_rows)));
+        }
+        if scratch.values.is_none() && !self.keep_values(scratch, budget)? {
+            return Ok(false);
+        }
+        let k = joint.inputs.len();
+        let params = self.stream.clone_htod(&joint.device_params()).during(|| "copying the joint fit".into())?;
+        let cols: Vec<u32> = if k == 0 { vec![0] } else { joint.inputs.iter().map(|&j| j as u32).collect() };
+        let cols = self.stream.clone_htod(&cols).during(|| "copying the terms' inputs".into())?;
+        let p = scratch.n.max(1);
+        let sums = self.alloc::<f64>(p * (k + 3), false, "allocating the joint sums")?;
+        let bad = self.alloc::<u32>(p, false, "allocating the joint sums")?;
+        scratch.joint = Some(JointScratch { params, cols, k, sums, bad });
+        Ok(true)
     }
 
     /// Makes `scratch`'s evaluations keep every tree's value at every row (`P × N` floats),
@@ -284,7 +329,49 @@ impl CudaEngine {
         fit: &mut DeviceFitness,
     ) -> Result<()> {
         self.regression_shard_sums(pop, order, data, scratch)?;
+        if scratch.joint.is_some() {
+            return self.joint_fitness_from_values(pop, data, cfg, scratch, fit);
+        }
         self.regression_fitness_from_sums(pop, cfg, scratch, fit)
+    }
+
+    /// Queues the joint fit's fitness of every tree of `pop` ([`Self::keep_joint`]) from the
+    /// values its evaluation kept in `scratch`: the sums of each tree's fit with the terms, then
+    /// its error under `cfg`'s metric plus parsimony per node.
+    fn joint_fitness_from_values(&self, pop: &DevicePopulation, data: &DeviceDataset, cfg: &RegressionConfig, scratch: &mut FitnessScratch, fit: &mut DeviceFitness) -> Result<()> {
+        let p = pop.size();
+        if fit.n != p || fit.engine != self.id || pop.n_outputs() > 0 {
+            return Err(GpuError::Input(format!("the joint fitness of {p} trees ({} outputs) into fitness for {}", pop.n_outputs(), fit.n)));
+        }
+        let (Some(values), Some(j)) = (scratch.values.as_ref(), scratch.joint.as_mut()) else {
+            return Err(GpuError::Input("the joint fitness needs the values kept".into()));
+        };
+        if p == 0 {
+            return Ok(());
+        }
+        let (n32, k32, p32) = (data.n_rows() as u32, j.k as u32, p as u32);
+        let f = self.function(&kernels::EVAL, &[("GROVE_K", 1)], kernels::JOINT_SUMS)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&n32).arg(&k32).arg(values).arg(data.x()).arg(data.y()).arg(&j.cols).arg(&mut j.sums).arg(&mut j.bad);
+        let lc = LaunchConfig { grid_dim: (p32, k32 + 1, 1), block_dim: (kernels::JOINT_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: matches `grove_joint_sums(unsigned n_rows, unsigned k, const float* pred,
+        // const float* x, const float* r, const unsigned* inputs, double* out, unsigned* bad)`:
+        // values holds P × N floats (kept for P trees of N rows, checked when kept), written by
+        // the evaluation just queued for every tree; x F × N and r N (the dataset); cols k
+        // indices below F (checked in keep_joint; one unread entry when k = 0); sums P × (k + 3)
+        // and bad P entries, one per block row of the grid (P, k + 1).
+        unsafe { b.launch(lc) }.during(|| format!("launching {}", kernels::JOINT_SUMS))?;
+        let metric = metric_code(cfg.metric);
+        let f = self.function(&kernels::EVAL, &[("GROVE_K", 1)], kernels::JOINT_FITNESS)?;
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&p32).arg(&k32).arg(&n32).arg(&metric).arg(&cfg.parsimony).arg(&j.params).arg(&j.sums).arg(&j.bad).arg(&pop.len).arg(&mut fit.fit);
+        // SAFETY: matches `grove_joint_fitness(unsigned p, unsigned k, unsigned n_rows, unsigned
+        // metric, double parsimony, const double* params, const double* sums, const unsigned*
+        // bad, const unsigned short* lens, double* fit)`: params 2 + 2k + k² numbers
+        // (Joint::device_params), sums P × (k + 3), bad, lens and fit P entries (checked); thread
+        // t < P reads and writes tree t's only.
+        unsafe { b.launch(per_item(p)) }.during(|| format!("launching {}", kernels::JOINT_FITNESS))?;
+        Ok(())
     }
 
     /// Queues the regression sums of every tree of `pop` over `data` into `scratch` (one shard of

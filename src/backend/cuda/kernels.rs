@@ -269,6 +269,9 @@ pub const REDUCE_REGRESSION: &str = "grove_reduce_regression";
 /// Each program's sums for its joint fit with linear terms of the inputs, from its predictions
 /// (twin `backend::cpu::eval::evaluate_joint`).
 pub const JOINT_SUMS: &str = "grove_joint_sums";
+/// Each program's fitness from its joint sums, the device loop's with linear terms of the inputs
+/// (twin `task::regression::fitness::joint_error` plus parsimony, bit for bit).
+pub const JOINT_FITNESS: &str = "grove_joint_fitness";
 /// Each program's sums for its fitted linear head over K outputs, from its predictions (twin
 /// `backend::cpu::eval::evaluate_head`).
 pub const HEAD_SUMS: &str = "grove_head_sums";
@@ -468,7 +471,7 @@ pub const SIZES_INDEX: &str = "grove_sizes_index";
 /// CUDA backend but not launched yet (`Backend::classification_sums` runs the CPU reference).
 pub fn launched() -> Vec<(&'static str, KernelSource<'static>)> {
     let mut v: Vec<_> = REGRESSION.iter().chain(PREDICT.iter()).map(|k| (*k, EVAL)).collect();
-    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (HEAD_SUMS, EVAL), (CLASS_HEAD_SUMS, EVAL), (LOSS_SUMS, EVAL), (SCALE_PREDICTIONS, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP), (GE_SUBTREE_CROSSOVER, MAP), (GE_SUBTREE_MUTATE, MAP)]);
+    v.extend([(REGRESSION_DEEP, EVAL), (PREDICT_DEEP, EVAL), (REDUCE_REGRESSION, EVAL), (JOINT_SUMS, EVAL), (JOINT_FITNESS, EVAL), (HEAD_SUMS, EVAL), (CLASS_HEAD_SUMS, EVAL), (LOSS_SUMS, EVAL), (SCALE_PREDICTIONS, EVAL), (MAP_KERNEL, MAP), (MAP_TREES_KERNEL, MAP), (INIT_GENOMES, MAP), (GE_SUBTREE_CROSSOVER, MAP), (GE_SUBTREE_MUTATE, MAP)]);
     v.extend([(CLASSIFY_FAST, CLASSIFY), (CLASSIFY_DEEP, CLASSIFY), (REDUCE_CLASSIFY, CLASSIFY)]);
     v.extend(
         [INIT_TREES, VARY_OP, BREED_TREES, GATHER_TREES, SCATTER_TREES, GE_CROSSOVER, GE_INT_FLIP, GATHER_GENOMES, SCATTER_GENOMES, RNG_DRAWS]

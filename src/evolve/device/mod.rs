@@ -129,10 +129,20 @@ pub fn supports(cfg: &EngineConfig) -> bool {
 /// [`supports_grammar`]): lexicase selection takes its cases on the device for regression on
 /// one island whose rows are on one GPU (`island::lexicase_parents`); classification, control,
 /// islands and row shards select by lexicase in the host loop, which takes the cases from the
-/// task (still evaluating on the GPU).
+/// task (still evaluating on the GPU). A joint fit with linear terms of the inputs scores
+/// each tree from its values at every row, kept on the device where they take at most
+/// [`setup::KEPT_VALUES`] bytes, on rows held by one GPU and with tournaments; the host loop
+/// runs it otherwise (it evaluates the joint fit on the GPU too).
 pub fn supports_tasks(cfg: &EngineConfig, islands: &IslandConfig, tasks: &[DeviceTask<'_>]) -> bool {
-    !cfg.selection.is_lexicase()
-        || (islands.count <= 1 && tasks.len() == 1 && matches!(tasks[0], DeviceTask::Regression(r) if r.shards.is_empty()))
+    let joint_fits = tasks.iter().all(|t| match t {
+        DeviceTask::Regression(r) if r.joint.is_some() => {
+            !cfg.selection.is_lexicase() && r.shards.is_empty() && cfg.pop_size.saturating_mul(r.data.n_rows()).saturating_mul(4) <= setup::KEPT_VALUES
+        }
+        _ => true,
+    });
+    joint_fits
+        && (!cfg.selection.is_lexicase()
+            || (islands.count <= 1 && tasks.len() == 1 && matches!(tasks[0], DeviceTask::Regression(r) if r.shards.is_empty())))
 }
 
 /// Whether the device loop can run grammatical evolution with these settings besides

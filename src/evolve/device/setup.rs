@@ -178,7 +178,7 @@ impl<'a, 't, 'r, 'g> DeviceLoop<'a, 't, 'r, 'g> {
 /// The most device memory (bytes) a lexicase run's evaluation spends keeping every tree's
 /// value at every row, so that the cases' values need no second evaluation: 4 GiB, which is
 /// 10⁶ trees at 1000 rows.
-const KEPT_VALUES: usize = 4 << 30;
+pub(super) const KEPT_VALUES: usize = 4 << 30;
 
 /// Island `i` of the run on `task`'s GPU: its first population (random, made on the device, or
 /// the checkpoint's), and the buffers of every step.
@@ -210,6 +210,10 @@ fn new_island<'t, 'r, 'g>(cfg: &EngineConfig, rep: Representation<'r, 'g>, task:
             // every row fits in KEPT_VALUES; else it predicts the case rows on their own.
             if cfg.selection.is_lexicase() && n_outputs == 0 {
                 e.keep_values(&mut s, KEPT_VALUES)?;
+            }
+            // A joint fit scores each tree from its values (`supports_tasks` checked they fit).
+            if let Some(j) = r.joint {
+                anyhow::ensure!(e.keep_joint(&mut s, j, r.data, KEPT_VALUES)?, "the joint fit's values of {p} trees at {} rows do not fit the device loop", r.data.n_rows());
             }
             FitnessStep::Regression(s)
         }

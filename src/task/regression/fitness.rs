@@ -242,13 +242,13 @@ impl crate::evolve::Fitness for Regression<'_> {
     }
 
     fn device_task(&self) -> Option<crate::evolve::device::DeviceTask<'_>> {
-        // The device loop's fused fitness reads plain regression sums: the joint fit, the head
-        // and a fitness of the user's own are scored by `evaluate`, selection and variation on
-        // the host.
-        if self.joint.is_some() || self.outputs > 1 || self.loss.is_some() || self.fitness_fn.is_some() {
+        // The device loop scores plain regression sums and the joint fit (from the values it
+        // keeps); a head and a fitness of the user's own are scored by `evaluate`, selection
+        // and variation on the host.
+        if self.outputs > 1 || self.loss.is_some() || self.fitness_fn.is_some() {
             return None;
         }
-        self.backend.regression_task(&self.data, self.config)
+        self.backend.regression_task(&self.data, self.config, self.joint)
     }
 }
 
