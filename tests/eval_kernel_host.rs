@@ -48,16 +48,7 @@ fn kernel_sums(lib: &libloading::Library, pop: &Population, x: &[f32], r: &[f32]
 
 /// The kernel's sums as the GPU backend reads them back (`CudaEngine::evaluate_joint`).
 fn joint_sums_of(out: &[f64], bad: &[u32], pop: &Population, n: usize, k: usize) -> Vec<JointSums> {
-    (0..pop.size())
-        .map(|t| {
-            let o = &out[t * (k + 3)..(t + 1) * (k + 3)];
-            if bad[t] == 0 && pop.len[t] > 0 && o[1].is_finite() {
-                JointSums { n: n as u64, sum_f: o[0], sum_f2: o[1], sum_fr: o[2], sum_xf: o[3..].to_vec(), finite: true }
-            } else {
-                JointSums::invalid(k, n as u64)
-            }
-        })
-        .collect()
+    (0..pop.size()).map(|t| JointSums::from_kernel(&out[t * (k + 3)..(t + 1) * (k + 3)], bad[t], pop.len[t] as usize, n)).collect()
 }
 
 /// `grove_joint_sums`' raw output: `[P × (k + 3)]` sums and `[P]` counts of rows whose value

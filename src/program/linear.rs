@@ -318,6 +318,18 @@ impl JointSums {
         Self { n, finite: false, ..Self::new(k) }
     }
 
+    /// A program's sums as `grove_joint_sums` leaves them over `n` rows (`o`: its `k + 3` numbers,
+    /// Σf, Σf², Σf·r, then Σx_j·f; `bad`: its rows whose value is not finite): invalid for a
+    /// program of length 0, a value that is not finite, or Σf² that is not.
+    pub fn from_kernel(o: &[f64], bad: u32, len: usize, n: usize) -> Self {
+        let k = o.len().saturating_sub(3);
+        if bad == 0 && len > 0 && o.len() >= 3 && o[1].is_finite() {
+            Self { n: n as u64, sum_f: o[0], sum_f2: o[1], sum_fr: o[2], sum_xf: o[3..].to_vec(), finite: true }
+        } else {
+            Self::invalid(k, n as u64)
+        }
+    }
+
     /// Adds `other`'s rows (call in row order for reproducible bits).
     pub fn merge(&mut self, other: &Self) {
         self.n += other.n;
@@ -623,6 +635,17 @@ mod tests {
         let large = make(5000, &mut s);
         assert!(large.helps() && large.penalty <= small.penalty, "{small:?} {large:?}");
         assert!((large.linear.a[0] - 1.0).abs() < 0.05 && (large.linear.a[1] - 0.5).abs() < 0.05, "{large:?}");
+    }
+
+    #[test]
+    fn sums_read_from_the_kernel_are_invalid_for_an_empty_or_non_finite_program() {
+        let o = [1.5, 4.0, -2.0, 0.25, 3.0];
+        let s = JointSums::from_kernel(&o, 0, 7, 20);
+        assert_eq!((s.n, s.sum_f, s.sum_f2, s.sum_fr, s.sum_xf.clone(), s.finite), (20, 1.5, 4.0, -2.0, vec![0.25, 3.0], true));
+        for (o, bad, len) in [(o, 1, 7), (o, 0, 0), ([1.5, f64::INFINITY, -2.0, 0.25, 3.0], 0, 7), ([1.5, f64::NAN, -2.0, 0.25, 3.0], 0, 7)] {
+            let s = JointSums::from_kernel(&o, bad, len, 20);
+            assert!(!s.finite && s.n == 20 && s.sum_xf.len() == 2, "{o:?} bad {bad} len {len}: {s:?}");
+        }
     }
 
     #[test]

@@ -756,16 +756,7 @@ impl CudaEngine {
         let bad = self.stream.clone_dtoh(&bad).during(|| "reading the joint sums".into())?;
         self.stream.synchronize().during(|| "running the joint-sum kernels".into())?;
         s.in_flight = false;
-        Ok((0..p)
-            .map(|t| {
-                let o = &sums[t * (k + 3)..(t + 1) * (k + 3)];
-                if bad[t] == 0 && pop.len[t] > 0 && o[1].is_finite() {
-                    JointSums { n: n as u64, sum_f: o[0], sum_f2: o[1], sum_fr: o[2], sum_xf: o[3..].to_vec(), finite: true }
-                } else {
-                    JointSums::invalid(k, n as u64)
-                }
-            })
-            .collect())
+        Ok((0..p).map(|t| JointSums::from_kernel(&sums[t * (k + 3)..(t + 1) * (k + 3)], bad[t], pop.len[t] as usize, n)).collect())
     }
 
     /// Every individual's sums of a loss of the user's own (`loss`, a registered user operator
