@@ -709,10 +709,10 @@ fn plain_tournaments(functions: &str, pop: usize, gens: usize, seed: u64) -> gro
     settings
 }
 
-/// A regression run with linear terms of the inputs on the GPU (`auto` keeps them there now):
-/// the joint fit's sums come from `grove_joint_sums`, selection and variation from the host,
-/// and the run returns what the CPU's run returns: the same model, its training error equal
-/// but for the order of the f64 sums.
+/// A regression run with linear terms of the inputs on the GPU (`auto` keeps them there): the
+/// device loop scores the joint fit (`grove_joint_sums` over the kept values, then
+/// `grove_joint_fitness`), and the run returns what the CPU's run returns: the same model, its
+/// training error equal but for the order of the f64 sums.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn a_run_with_linear_terms_on_the_gpu_returns_the_cpus_model() {
