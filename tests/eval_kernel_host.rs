@@ -111,7 +111,7 @@ fn the_joint_fitness_kernel_is_the_hosts_joint_error_bit_for_bit() {
         let sums = joint_sums_of(&out, &bad, &pop, n, k);
         let params = joint.device_params();
         assert_eq!(params.len(), 2 + 2 * k + k * k);
-        let lens: Vec<u16> = pop.len.iter().map(|&l| l as u16).collect();
+        let lens = &pop.len;
         let (mut finite, mut invalid) = (0, 0);
         for (metric, code) in [(Metric::Mse, 0u32), (Metric::Rmse, 1), (Metric::Mae, 2), (Metric::R2, 3)] {
             for parsimony in [0.0, 1e-3] {
