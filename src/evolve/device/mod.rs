@@ -125,6 +125,14 @@ pub fn supports(cfg: &EngineConfig) -> bool {
         && matches!(cfg.bloat, Bloat::None | Bloat::Nsga2 | Bloat::Auto)
 }
 
+/// Whether the device loop scores a joint fit with linear terms of the inputs on `n_rows`
+/// rows (the task layer says so to the user; [`supports_tasks`] decides by it): with
+/// tournaments, rows on one GPU (`sharded` false), and every tree's value at every row
+/// within [`setup::KEPT_VALUES`] bytes.
+pub fn joint_fit_in_device_loop(cfg: &EngineConfig, n_rows: usize, sharded: bool) -> bool {
+    !cfg.selection.is_lexicase() && !sharded && cfg.pop_size.saturating_mul(n_rows).saturating_mul(4) <= setup::KEPT_VALUES
+}
+
 /// Whether the device loop runs these settings on these tasks besides [`supports`] (or
 /// [`supports_grammar`]): lexicase selection takes its cases on the device for regression on
 /// one island whose rows are on one GPU (`island::lexicase_parents`); classification, control,
@@ -135,9 +143,7 @@ pub fn supports(cfg: &EngineConfig) -> bool {
 /// runs it otherwise (it evaluates the joint fit on the GPU too).
 pub fn supports_tasks(cfg: &EngineConfig, islands: &IslandConfig, tasks: &[DeviceTask<'_>]) -> bool {
     let joint_fits = tasks.iter().all(|t| match t {
-        DeviceTask::Regression(r) if r.joint.is_some() => {
-            !cfg.selection.is_lexicase() && r.shards.is_empty() && cfg.pop_size.saturating_mul(r.data.n_rows()).saturating_mul(4) <= setup::KEPT_VALUES
-        }
+        DeviceTask::Regression(r) if r.joint.is_some() => joint_fit_in_device_loop(cfg, r.data.n_rows(), !r.shards.is_empty()),
         _ => true,
     });
     joint_fits
@@ -283,4 +289,25 @@ pub fn run(
     tr.final_population_bytes = bytes::population(&population) + bytes::fitness(fitness.len());
     let outcome = Outcome { best: run.books.best, history: run.history, population, fitness, transfers: Some(tr), island_history: run.island_history, fitness_cache: None };
     Ok((outcome, tr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::select::Selection;
+
+    #[test]
+    fn the_joint_fit_leaves_the_device_loop_for_lexicase_shards_and_values_past_the_limit() {
+        let cfg = EngineConfig { pop_size: 30_000, ..EngineConfig::default() };
+        assert!(joint_fit_in_device_loop(&cfg, 20, false));
+        assert!(!joint_fit_in_device_loop(&cfg, 20, true), "rows split over GPUs");
+        for selection in [Selection::Lexicase, Selection::DownSampled] {
+            assert!(!joint_fit_in_device_loop(&EngineConfig { selection, ..cfg.clone() }, 20, false));
+        }
+        // 30,000 trees × rows × 4 bytes against the limit, on either side of it.
+        let rows = setup::KEPT_VALUES / (4 * cfg.pop_size);
+        assert!(joint_fit_in_device_loop(&cfg, rows, false));
+        assert!(!joint_fit_in_device_loop(&cfg, rows + 1, false));
+        assert!(!joint_fit_in_device_loop(&EngineConfig { pop_size: usize::MAX, ..cfg }, 20, false), "no overflow");
+    }
 }
