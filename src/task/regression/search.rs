@@ -226,6 +226,24 @@ pub fn search(settings: &EvolveSettings, rows: &Dataset, backend: &crate::backen
     search_with(settings, rows, backend, opts, None)
 }
 
+/// The memory a regression search needs beyond its programs: the rows (on each of `shards`
+/// GPUs, a share), a tree's fitness and sums, and with `terms` (a joint fit with that many
+/// linear terms) or `outputs` > 1 or a fitness of the user's own, every tree's value at every
+/// row on the device (that many outputs' each) with the joint fit's sums, a tree's
+/// `terms + 3` f64s and a flag, on the device and back on the host.
+fn task_need(rows: &Dataset, outputs: usize, terms: Option<usize>, own_fitness: bool, shards: usize) -> crate::task::base::plan::TaskNeed {
+    let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
+    let values = if terms.is_some() || outputs > 1 || own_fitness { (rows.n_rows as u64).saturating_mul(4 * outputs.max(1) as u64) } else { 0 };
+    let sums = terms.map_or(0, |t| (t as u64 + 3) * 8 + 4);
+    crate::task::base::plan::TaskNeed {
+        data: bytes,
+        device_data: bytes / shards.max(1) as u64,
+        per_individual: 32 + sums,
+        device_per_individual: (32 + sums).saturating_add(values),
+        cases: rows.n_rows as u64,
+    }
+}
+
 /// [`search`], each program scored by its joint fit with linear terms of the inputs where
 /// `joint` is given (`rows`' target is then their residual).
 pub fn search_with(
@@ -251,11 +269,7 @@ pub fn search_with(
         opts.say("note: constant fitting is off with --shard-rows (it needs every row on one GPU)");
     }
     let search_settings = crate::task::base::search::SearchSettings { engine: &engine, ..settings.search_settings() };
-    let bytes = (rows.n_rows as u64).saturating_mul(rows.n_features as u64 + 1).saturating_mul(4);
-    // The joint fit on a GPU writes every program's value at every row before summing them
-    // (and a head's, every output's; and a fitness of the user's own, the predictions it scores).
-    let joint_values = if joint.is_some() || k > 1 || settings.own_fitness() { (rows.n_rows as u64).saturating_mul(4 * k.max(1) as u64) } else { 0 };
-    let need = crate::task::base::plan::TaskNeed { data: bytes, device_data: bytes / shards as u64, per_individual: 32, device_per_individual: 32 + joint_values, cases: rows.n_rows as u64 };
+    let need = task_need(rows, k, joint.map(|j| j.inputs.len()), settings.own_fitness(), shards);
     crate::task::base::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
     crate::task::base::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
@@ -357,4 +371,32 @@ pub(super) fn member_model(nodes: &[Node], fit_rows: &Dataset, lin: Option<&Line
         Some((w, l)) => (Readout::Scale(w, 0.0), Some(l)),
         None => (Readout::Scale(1.0, 0.0), Some(j.alone())),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(n_rows: usize, n_features: usize) -> Dataset {
+        let names = (0..n_features).map(|j| format!("x{j}")).collect();
+        Dataset::new(names, "y", vec![0.5; n_rows * n_features], vec![1.0; n_rows]).unwrap()
+    }
+
+    #[test]
+    fn a_joint_fit_counts_its_values_and_its_sums_of_every_term() {
+        let d = rows(20, 100);
+        let plain = task_need(&d, 1, None, false, 1);
+        assert_eq!((plain.per_individual, plain.device_per_individual), (32, 32));
+        assert_eq!(plain.data, 20 * 101 * 4);
+        // 100 terms: 103 f64 sums and a flag a tree, and its value at each of the 20 rows.
+        let joint = task_need(&d, 1, Some(100), false, 1);
+        assert_eq!(joint.per_individual, 32 + 103 * 8 + 4);
+        assert_eq!(joint.device_per_individual, 32 + 103 * 8 + 4 + 20 * 4);
+        // A head of 3 outputs keeps three values a row and has no joint sums.
+        let head = task_need(&d, 3, None, false, 1);
+        assert_eq!(head.device_per_individual, 32 + 20 * 3 * 4);
+        assert_eq!(task_need(&d, 1, None, true, 1).device_per_individual, 32 + 20 * 4);
+        // Rows split over 4 GPUs: each holds a quarter of the data.
+        assert_eq!(task_need(&d, 1, None, false, 4).device_data, plain.data / 4);
+    }
 }
