@@ -203,7 +203,7 @@ fn the_device_loop_equals_the_host_loop() {
 /// values the evaluation keeps, `grove_joint_sums` then `grove_joint_fitness`) against the host
 /// loop evaluating the joint fit on the same GPU (`CudaEngine::evaluate_joint`, the fitness on
 /// the host): the same programs, fitness and history, with each metric, parsimony and constant
-/// fitting, for tree GP and GE.
+/// fitting, and with lexicase and down-sampled lexicase on the terms' residual.
 #[test]
 #[cfg_attr(not(gpu_tests), ignore = "needs a CUDA GPU: set GROVE_TEST_GPU=1")]
 fn the_device_loop_equals_the_host_loop_with_linear_terms() {
@@ -238,9 +238,25 @@ fn the_device_loop_equals_the_host_loop_with_linear_terms() {
         }
         assert!(a.best.fitness < 0.5, "{what}: the program adds to the terms ({:e})", a.best.fitness);
         assert_eq!(tr.population_bytes_between_generations, 0);
-        // With lexicase, the host loop (its cases come from the task).
-        let lex = EngineConfig { selection: grove::select::Selection::Lexicase, ..cfg };
-        assert!(!device::supports_tasks(&lex, &grove::evolve::IslandConfig::single(), &[d]), "{what}: lexicase with the joint fit");
+    }
+    // Lexicase with the joint fit: the device loop reads its cases from the values it keeps for
+    // the fit, each tree's error under its scaling on the terms' residual, as the host loop
+    // takes them from the task's `case_errors`.
+    use grove::select::Selection;
+    let lexicase = [
+        (EngineConfig { pop_size: 1200, generations: 8, seed: 4, elite: 1, max_len: 128, selection: Selection::Lexicase, ..Default::default() }, RegressionConfig::default()),
+        (
+            EngineConfig { pop_size: 2000, generations: 8, seed: 6, elite: 1, max_len: 64, selection: Selection::DownSampled, lexicase_pool: 128, constants: fitting(5, 2, 0.05), ..Default::default() },
+            RegressionConfig { metric: Metric::Mse, linear_scaling: false, parsimony: 1e-4 },
+        ),
+    ];
+    for (cfg, reg) in lexicase {
+        let data = gpu.regression_data(&rest.x, &rest.y, rest.n_rows, rest.n_features).unwrap();
+        let task = Regression { backend: &gpu, data, config: reg, outputs: 1, joint: Some(&joint), rows: Some(&rest), loss: None, fitness_fn: None };
+        let rep = TreeSettings::default().rep("add,sub,mul,div,sin", rest.n_features, cfg.max_len).unwrap();
+        let d = grove::evolve::Fitness::device_task(&task).expect("the joint fit runs in the device loop");
+        assert!(device::supports_tasks(&cfg, &grove::evolve::IslandConfig::single(), &[d]), "lexicase with the joint fit");
+        both_loops(&format!("lexicase with the joint fit {cfg:?} {reg:?}"), &cfg, grove::evolve::Representation::Trees(&rep), &task);
     }
 }
 

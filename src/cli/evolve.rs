@@ -72,8 +72,7 @@ pub struct EvolveArgs {
     /// Linear terms of the inputs beside the program, c + Σ a_j·x_j, fitted together with each
     /// program's weight (inputs chosen by description length, ridge weights): auto keeps them
     /// where they predict unseen rows better than the mean (generalised cross-validation) and pay
-    /// for their numbers, on the CPU and on a GPU (there the joint fit is scored on the device;
-    /// with lexicase, selection and variation run on the host).
+    /// for their numbers, on the CPU and on a GPU (there the joint fit is scored on the device).
     #[arg(long, value_enum, default_value_t = defaults::EVOLVE_LINEAR_INPUTS, help_heading = "Model")]
     pub linear_inputs: crate::task::regression::LinearInputs,
     /// Limit the returned model's predictions to the training target's range widened by M times

@@ -126,11 +126,12 @@ pub fn supports(cfg: &EngineConfig) -> bool {
 }
 
 /// Whether the device loop scores a joint fit with linear terms of the inputs on `n_rows`
-/// rows (the task layer says so to the user; [`supports_tasks`] decides by it): with
-/// tournaments, rows on one GPU (`sharded` false), and every tree's value at every row
-/// within [`setup::KEPT_VALUES`] bytes.
+/// rows (the task layer says so to the user; [`supports_tasks`] decides by it): rows on one
+/// GPU (`sharded` false) and every tree's value at every row within [`setup::KEPT_VALUES`]
+/// bytes. Lexicase reads its cases from the same kept values, each tree's error under the
+/// scaling of its evaluation's sums on the terms' residual, as the task's `case_errors` does.
 pub fn joint_fit_in_device_loop(cfg: &EngineConfig, n_rows: usize, sharded: bool) -> bool {
-    !cfg.selection.is_lexicase() && !sharded && cfg.pop_size.saturating_mul(n_rows).saturating_mul(4) <= setup::KEPT_VALUES
+    !sharded && cfg.pop_size.saturating_mul(n_rows).saturating_mul(4) <= setup::KEPT_VALUES
 }
 
 /// Whether the device loop runs these settings on these tasks besides [`supports`] (or
@@ -139,8 +140,8 @@ pub fn joint_fit_in_device_loop(cfg: &EngineConfig, n_rows: usize, sharded: bool
 /// islands and row shards select by lexicase in the host loop, which takes the cases from the
 /// task (still evaluating on the GPU). A joint fit with linear terms of the inputs scores
 /// each tree from its values at every row, kept on the device where they take at most
-/// [`setup::KEPT_VALUES`] bytes, on rows held by one GPU and with tournaments; the host loop
-/// runs it otherwise (it evaluates the joint fit on the GPU too).
+/// [`setup::KEPT_VALUES`] bytes, on rows held by one GPU ([`joint_fit_in_device_loop`]); the
+/// host loop runs it otherwise (it evaluates the joint fit on the GPU too).
 pub fn supports_tasks(cfg: &EngineConfig, islands: &IslandConfig, tasks: &[DeviceTask<'_>]) -> bool {
     let joint_fits = tasks.iter().all(|t| match t {
         DeviceTask::Regression(r) if r.joint.is_some() => joint_fit_in_device_loop(cfg, r.data.n_rows(), !r.shards.is_empty()),
@@ -297,12 +298,13 @@ mod tests {
     use crate::select::Selection;
 
     #[test]
-    fn the_joint_fit_leaves_the_device_loop_for_lexicase_shards_and_values_past_the_limit() {
+    fn the_joint_fit_leaves_the_device_loop_for_shards_and_values_past_the_limit() {
         let cfg = EngineConfig { pop_size: 30_000, ..EngineConfig::default() };
         assert!(joint_fit_in_device_loop(&cfg, 20, false));
         assert!(!joint_fit_in_device_loop(&cfg, 20, true), "rows split over GPUs");
+        // Lexicase reads its cases from the kept values.
         for selection in [Selection::Lexicase, Selection::DownSampled] {
-            assert!(!joint_fit_in_device_loop(&EngineConfig { selection, ..cfg.clone() }, 20, false));
+            assert!(joint_fit_in_device_loop(&EngineConfig { selection, ..cfg.clone() }, 20, false));
         }
         // 30,000 trees × rows × 4 bytes against the limit, on either side of it.
         let rows = setup::KEPT_VALUES / (4 * cfg.pop_size);

@@ -273,7 +273,8 @@ pub fn search_with(
     crate::task::base::plan::check_search(&search_settings, &need, backend, opts.max_memory, "")?;
     crate::task::base::search::note_bloat(&settings.engine, backend, opts);
     let n_outputs = if k > 1 { k } else { 0 };
-    // A joint fit alone stays in the device loop where the engine can keep its values.
+    // A joint fit alone stays in the device loop where the engine can keep its values (with
+    // tournaments or lexicase), on rows that one GPU holds.
     let joint_on_host = joint.is_some() && !crate::evolve::device::joint_fit_in_device_loop(&settings.engine, rows.n_rows, sharded);
     if (k > 1 || joint_on_host || settings.own_fitness()) && backend.is_gpu() && !opts.quiet {
         let what = if k > 1 {
