@@ -175,9 +175,9 @@ impl<'a, 't, 'r, 'g> DeviceLoop<'a, 't, 'r, 'g> {
     }
 }
 
-/// The most device memory (bytes) a lexicase run's evaluation spends keeping every tree's
-/// value at every row, so that the cases' values need no second evaluation: 4 GiB, which is
-/// 10⁶ trees at 1000 rows.
+/// The most device memory (bytes) an evaluation spends keeping every tree's value at every
+/// row, for lexicase's cases (no second evaluation) and for the joint fit with linear terms
+/// (which sums them per tree): 4 GiB, which is 10⁶ trees at 1000 rows.
 pub(super) const KEPT_VALUES: usize = 4 << 30;
 
 /// Island `i` of the run on `task`'s GPU: its first population (random, made on the device, or
