@@ -112,3 +112,10 @@ def test_exported_splits_on_the_gpu_script_score_as_quality_py(tmp_path):
     assert (got["dataset"], got["split"], got["system"], got["n_train"]) == ("diabetes", 0, "grove-cpu", want["n_train"])
     assert got["model"] == want["model"] and got["size"] == want["size"]
     assert abs(got["r2"] - want["r2"]) < 1e-9 and abs(got["terms_r2"] - want["terms_r2"]) < 1e-9
+    # A DEADLINE already past starts no fit: the records stay empty, and the summary says why
+    # instead of the call's time limit cutting the script before it prints.
+    p = subprocess.run(["bash", "tools/quality/gpu_quality.sh"], cwd=work, env=dict(env, DEADLINE="0"), capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (work / "out" / "runs-gpu.jsonl").read_text() == ""
+    assert "0 fits in" in p.stdout and "1 not started before DEADLINE=0 s" in p.stdout, p.stdout

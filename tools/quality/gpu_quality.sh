@@ -12,6 +12,11 @@
 #   JOBS              grove processes at once on the one GPU (4)
 #   SETS              only these sets (comma list)
 #   DEVICE            grove's --device (cuda; cpu checks the script on any machine)
+#   DEADLINE          seconds after which no further fit starts (default: none); the fits
+#                     that started finish, and the table covers the sets whose splits all did,
+#                     so a call's time limit never costs the summary. Fits are dealt smallest
+#                     training file first, so a cut run has whole sets rather than a few splits
+#                     of every set
 #
 # Writes $OUT/runs-gpu.jsonl in quality.py's record format (one line per fit: dataset, split,
 # system, test r2, size, seconds, the run's own linear terms' test r2). Copy it beside a CPU
@@ -48,7 +53,11 @@ for suite in sorted(os.listdir(root)):
                 for name, extra in variants:
                     system = f"grove-{name}" + ("-10x" if b == 10 else "")
                     jobs.append((suite, ds, int(k), system, extra + (["--gens", "1000"] if b == 10 else [])))
-jobs.sort(key=lambda j: j[3].endswith("-10x"))  # every 1x fit first, so a cut-off run has them whole
+# Every 1x fit first, then by the training file's size (whole sets first where a deadline cuts
+# the run), each set's splits and variants together.
+size = lambda j: os.path.getsize(f"{root}/{j[0]}/{j[1]}/0/train.csv")
+jobs.sort(key=lambda j: (j[3].endswith("-10x"), size(j), j[1], j[2]))
+deadline = float(os.environ.get("DEADLINE") or "inf")
 
 def read(path):
     rows = list(csv.reader(open(path)))
@@ -61,6 +70,8 @@ def r2(y, p):
     return 1 - sum((a - b) ** 2 for a, b in zip(y, p)) / sum((a - m) ** 2 for a in y)
 
 def fit(job):
+    if time.perf_counter() - t0 > deadline:
+        return None
     suite, ds, k, system, extra = job
     d = f"{root}/{suite}/{ds}/{k}"
     rep = f"{work}/r_{ds}_{k}_{system}.json"
@@ -89,10 +100,14 @@ t0 = time.perf_counter()
 with ThreadPoolExecutor(int(os.environ.get("JOBS", "4"))) as pool, open(f"{out}/runs-gpu.jsonl", "w") as f:
     recs = []
     for rec in pool.map(fit, jobs):
+        if rec is None:
+            continue
         f.write(json.dumps(rec) + "\n")
         f.flush()
         recs.append(rec)
-print(f"{len(recs)} fits in {time.perf_counter() - t0:.0f} s; failed: {sum('error' in r for r in recs)}")
+skipped = len(jobs) - len(recs)
+print(f"{len(recs)} fits in {time.perf_counter() - t0:.0f} s; failed: {sum('error' in r for r in recs)}"
+      + (f"; {skipped} not started before DEADLINE={deadline:g} s" if skipped else ""))
 for r in [r for r in recs if "error" in r][:3]:
     print("  ", r["dataset"], r["split"], r["system"], r["error"][-200:])
 systems = sorted({r["system"] for r in recs})
@@ -101,7 +116,11 @@ for ds in sorted({r["dataset"] for r in recs}):
     cells = []
     for s in systems:
         rs = [r for r in recs if r["dataset"] == ds and r["system"] == s and "error" not in r]
-        cells.append(f"{st.median(x['r2'] for x in rs):9.4f} /{st.median(x['size'] for x in rs):4.0f}   " if rs else f"{'':20s}")
+        want = sum(1 for j in jobs if j[1] == ds and j[3] == s)
+        if rs and len(rs) == want:
+            cells.append(f"{st.median(x['r2'] for x in rs):9.4f} /{st.median(x['size'] for x in rs):4.0f}   ")
+        else:  # a set cut by DEADLINE (or with failed fits): no median of some of its splits
+            cells.append(f"{len(rs)} of {want} splits   ")
     print(f"{ds:14s} " + "".join(f"{c:>20s}" for c in cells))
 PY
 printf '%s\n' "${summary[@]}"
