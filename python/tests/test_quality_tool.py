@@ -119,3 +119,7 @@ def test_exported_splits_on_the_gpu_script_score_as_quality_py(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     assert (work / "out" / "runs-gpu.jsonl").read_text() == ""
     assert "0 fits in" in p.stdout and "1 not started before DEADLINE=0 s" in p.stdout, p.stdout
+    # A DEADLINE that is no number of seconds is one line and a failure, before any fit.
+    p = subprocess.run(["bash", "tools/quality/gpu_quality.sh"], cwd=work, env=dict(env, DEADLINE="soon"), capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode != 0 and "DEADLINE must be a number of seconds, at least 0, got 'soon'" in p.stderr, p.stderr[-2000:]

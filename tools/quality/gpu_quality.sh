@@ -29,7 +29,7 @@ source tools/gpu_common.sh
 export WORK=${WORK:-/tmp/grove-quality}  # the splits and the reports, which stay on the machine
 mkdir -p "$WORK/splits" && tar -C "$WORK/splits" -xJf .device/splits.tar.xz
 "$bin/grove" evolve --data builtin:pagie1 --device "${DEVICE:-cuda}" --gens 1 -q >/dev/null 2>&1  # warm the kernel cache
-python3 - "$bin/grove" "$OUT" <<'PY'
+python3 - "$bin/grove" "$OUT" <<'PY' || exit 1
 import csv, json, os, statistics as st, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 grove, out = sys.argv[1], sys.argv[2]
@@ -57,7 +57,11 @@ for suite in sorted(os.listdir(root)):
 # the run), each set's splits and variants together.
 size = lambda j: os.path.getsize(f"{root}/{j[0]}/{j[1]}/0/train.csv")
 jobs.sort(key=lambda j: (j[3].endswith("-10x"), size(j), j[1], j[2]))
-deadline = float(os.environ.get("DEADLINE") or "inf")
+try:
+    deadline = float(os.environ.get("DEADLINE") or "inf")
+    assert deadline >= 0
+except (ValueError, AssertionError):
+    sys.exit(f"gpu_quality.sh: DEADLINE must be a number of seconds, at least 0, got {os.environ['DEADLINE']!r}")
 
 def read(path):
     rows = list(csv.reader(open(path)))
