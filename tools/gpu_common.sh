@@ -8,11 +8,20 @@
 #   has P    true when part P was asked for: the script's arguments, default
 #            ${GPU_DEFAULT_PARTS:-all}; `all` asks for every part
 #   summary  lines the script prints last
+#   REQUIRE_GPU  when set (e.g. H200), a GPU whose name does not contain it stops the script at
+#            once, one line and exit 3, before any work: a call that must count as measured on
+#            one kind (an issue's `nvidia-h200`) spends no device time on another
 #   run_suites NAMES  runs each staged test binary named (--include-ignored, $TEST_THREADS
 #            threads, default 2) from $root, its log in $out, its result line and first
 #            failures into summary
 #
 # It exports GROVE_TEST_GPU=1 and a kernel cache, prints what was staged and the GPU.
+gpu_name=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)
+echo "$gpu_name"
+if [ -n "${REQUIRE_GPU:-}" ] && [[ "$gpu_name" != *"$REQUIRE_GPU"* ]]; then
+    echo "REQUIRE_GPU=$REQUIRE_GPU: this machine's GPU is ${gpu_name%%,*}; stopping before any work" >&2
+    exit 3
+fi
 out=${OUT:-gpu-check}
 mkdir -p "$out"
 bin=$PWD/.device
@@ -24,7 +33,6 @@ root=$(cat "$bin/BUILD_ROOT" 2>/dev/null || echo /work/main)
 if [ ! -e "$root" ]; then mkdir -p "$(dirname "$root")" && ln -s "$PWD" "$root"; fi
 parts=${*:-${GPU_DEFAULT_PARTS:-all}}
 has() { [[ " $parts " == *" $1 "* || " $parts " == *" all "* ]]; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 summary=()
 run_suites() {
     local t line

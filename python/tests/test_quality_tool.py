@@ -123,3 +123,19 @@ def test_exported_splits_on_the_gpu_script_score_as_quality_py(tmp_path):
     p = subprocess.run(["bash", "tools/quality/gpu_quality.sh"], cwd=work, env=dict(env, DEADLINE="soon"), capture_output=True,
                        text=True, timeout=300)
     assert p.returncode != 0 and "DEADLINE must be a number of seconds, at least 0, got 'soon'" in p.stderr, p.stderr[-2000:]
+    # REQUIRE_GPU: another kind of GPU stops the script before any work, in one line, exit 3;
+    # the named kind goes on. A stand-in nvidia-smi names the machine's GPU.
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04'\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    gated = dict(env, PATH=f"{fake}:{env['PATH']}", OUT=str(work / "gated"))
+    p = subprocess.run(["bash", "tools/quality/gpu_quality.sh"], cwd=work, env=dict(gated, REQUIRE_GPU="H200"),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 3, (p.returncode, p.stderr[-2000:])
+    assert p.stderr.strip().splitlines() == ["REQUIRE_GPU=H200: this machine's GPU is NVIDIA H100 80GB HBM3; stopping before any work"]
+    assert not (work / "gated").exists()
+    p = subprocess.run(["bash", "tools/quality/gpu_quality.sh"], cwd=work, env=dict(gated, REQUIRE_GPU="H100"),
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert len((work / "gated" / "runs-gpu.jsonl").read_text().splitlines()) == 1
