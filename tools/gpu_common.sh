@@ -9,8 +9,9 @@
 #            ${GPU_DEFAULT_PARTS:-all}; `all` asks for every part
 #   summary  lines the script prints last
 #   REQUIRE_GPU  when set (e.g. H200), a GPU whose name does not contain it stops the script at
-#            once, one line and exit 3, before any work: a call that must count as measured on
-#            one kind (an issue's `nvidia-h200`) spends no device time on another
+#            once, one line and exit 3, before any work (the unpacking too): a call that must
+#            count as measured on one kind (an issue's `nvidia-h200`) spends no more than the
+#            machine's start on another
 #   run_suites NAMES  runs each staged test binary named (--include-ignored, $TEST_THREADS
 #            threads, default 2) from $root, its log in $out, its result line and first
 #            failures into summary
